@@ -1,0 +1,133 @@
+//! What to run: the resolved configuration the engine executes.
+//!
+//! This is the "hiargs" side of style.md habit 9: the CLI parses raw flags and resolves
+//! them (URL parsed, host resolved, body files read) into these values; the engine never
+//! sees a flag or a path.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How arrivals are timed in an open loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Evenly spaced, 1/R apart.
+    Constant,
+    /// Exponential inter-arrival times with mean 1/R (a Poisson process).
+    Poisson,
+}
+
+/// Closed loop (ab, wrk: each connection sends its next request when the previous one
+/// finishes) or open loop (httperf, wrk2: requests are sent on a precomputed schedule
+/// whatever the server does).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadModel {
+    /// `connections` connections, each with one request outstanding.
+    Closed,
+    /// `rate` requests per second in total, scheduled from `seed`.
+    Open {
+        /// Requests per second across all threads.
+        rate: f64,
+        /// Spacing of arrivals.
+        arrival: Arrival,
+        /// Seed of the schedule (Poisson) so a run can be repeated exactly.
+        seed: u64,
+    },
+}
+
+/// When the run ends: whichever limit comes first. At least one must be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StopCondition {
+    /// Total requests to start (ab's `-n`).
+    pub requests: Option<u64>,
+    /// Wall-clock length of the run (wrk's `-d`).
+    pub duration: Option<Duration>,
+}
+
+/// Which statuses count as success; anything else is [`crate::ErrorKind::Status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusRange {
+    /// Lowest accepted status, inclusive.
+    pub min: u16,
+    /// Highest accepted status, inclusive.
+    pub max: u16,
+}
+
+impl Default for StatusRange {
+    /// 2xx and 3xx are accepted, as wrk counts "Non-2xx or 3xx responses".
+    fn default() -> Self {
+        StatusRange { min: 200, max: 399 }
+    }
+}
+
+/// One request, prepared once: the exact bytes to write, so the hot path only copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Method, kept to frame the response (a HEAD response has no body).
+    pub method: String,
+    /// Request target as sent (path and query).
+    pub path: String,
+    /// The serialised request: request line, headers, blank line, body.
+    pub bytes: Vec<u8>,
+    /// Index of this request in its source (reported in [`crate::Sample::request_index`]).
+    pub index: u32,
+}
+
+/// Supplies the requests one worker sends, in order. Study workloads (a CalDAV client
+/// session, say) implement it too; that is why it may look at responses.
+pub trait RequestSource: Send {
+    /// The next request to send, or `None` when this source has nothing more to send
+    /// (the worker then stops starting requests).
+    fn next_request(&mut self) -> Option<Arc<Request>>;
+
+    /// Whether [`RequestSource::on_response`] needs the response body; when false the
+    /// engine does not keep bodies at all.
+    fn wants_body(&self) -> bool {
+        false
+    }
+
+    /// A response to `request` finished (successfully or not; `status` is 0 when there
+    /// was none). `body` is empty unless [`RequestSource::wants_body`] is true.
+    fn on_response(&mut self, _request: &Request, _status: u16, _body: &[u8]) {}
+}
+
+/// Makes one [`RequestSource`] per worker thread. `worker` is the thread's index and
+/// `workers` the thread count, so a source can split a shared sequence between threads.
+pub trait SourceFactory: Send + Sync {
+    /// A fresh source for worker `worker` of `workers`.
+    fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource>;
+}
+
+/// Everything one load run needs, resolved.
+#[derive(Clone)]
+pub struct LoadConfig {
+    /// Where to connect (one host:port per run).
+    pub addr: SocketAddr,
+    /// Worker threads; connections and open-loop rate are split evenly across them.
+    pub threads: usize,
+    /// Closed loop: the number of connections (ab's `-c`). Open loop: connections opened
+    /// up front (more are opened on demand up to `max_connections`).
+    pub connections: usize,
+    /// Open loop: cap on connections open at once (Little's law says about R x W are
+    /// needed; the cap is reported whenever it is hit).
+    pub max_connections: usize,
+    /// Reuse connections (ab's `-k`). When false the client closes the socket itself
+    /// after each response, since many servers ignore `Connection: close`.
+    pub keep_alive: bool,
+    /// Closed or open loop.
+    pub model: LoadModel,
+    /// When to stop.
+    pub stop: StopCondition,
+    /// Per-request limit from send to done; past it the request is a Timeout.
+    pub timeout: Duration,
+    /// Limit on a TCP connect; past it the request is a Connect error.
+    pub connect_timeout: Duration,
+    /// Statuses counted as success.
+    pub accept_status: StatusRange,
+    /// The requests to send.
+    pub source: Arc<dyn SourceFactory>,
+    /// Set from outside (Ctrl-C) to end the run early; what was measured is kept and
+    /// requests still in flight are recorded as [`crate::ErrorKind::InFlight`].
+    pub stop_flag: Arc<AtomicBool>,
+}

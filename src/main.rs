@@ -1,0 +1,49 @@
+//! volley: a web-server benchmarking lab in one binary.
+//!
+//! `main` parses the command line, dispatches to one `cmd::*` module per subcommand and
+//! chooses the exit code in one place: 0 success, 2 usage error (bad flags, bad URL,
+//! missing file), 1 a run that failed.
+
+mod cmd;
+mod exit;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A web-server benchmarking lab: load engine, built-in server, managed targets, studies.
+#[derive(Parser)]
+#[command(name = "volley", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one load test against a URL (closed loop like ab/wrk, open loop like wrk2/httperf).
+    Bench(cmd::bench::Args),
+    /// Serve a directory with the built-in event-driven HTTP/1.1 + CalDAV server.
+    Serve(cmd::serve::Args),
+    /// Write a deterministic fixture set (uniserve, sizes, groupware) into a directory.
+    Fixtures(cmd::fixtures::Args),
+    /// A short study against the built-in server; needs nothing else installed.
+    Demo(cmd::demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0 and errors to stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Fixtures(a) => cmd::fixtures::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    exit::finish(result)
+}
