@@ -28,6 +28,8 @@ enum Command {
     Fixtures(cmd::fixtures::Args),
     /// A short study against the built-in server; needs nothing else installed.
     Demo(cmd::demo::Args),
+    /// List the web servers volley can start on this machine, with their versions.
+    Targets(cmd::targets::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Fixtures(a) => cmd::fixtures::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Targets(a) => cmd::targets::run(a),
     };
     exit::finish(result)
 }

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod demo;
 pub mod fixtures;
 pub mod serve;
+pub mod targets;
