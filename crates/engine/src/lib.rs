@@ -7,7 +7,13 @@
 #![deny(missing_docs)]
 
 pub mod config;
+mod error;
+mod live;
+mod run;
 pub mod sample;
 
 pub use config::*;
+pub use error::EngineError;
+pub use live::{Live, LiveSnapshot};
+pub use run::{run, RunOutcome};
 pub use sample::*;

@@ -1,0 +1,33 @@
+//! Why a run could not start. Failed requests are never `EngineError`s: they are
+//! [`crate::Sample`]s with an [`crate::ErrorKind`], so the caller decides what a run with
+//! no successful request means.
+
+use thiserror::Error;
+
+/// A configuration the engine refuses, or a resource it could not get.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// `threads` was 0.
+    #[error("the number of worker threads must be at least 1")]
+    ZeroThreads,
+    /// No connection could ever be opened (0 connections and, in an open loop, a cap of 0).
+    #[error("the number of connections must be at least 1")]
+    ZeroConnections,
+    /// Neither a request count nor a duration was given, so the run would never end.
+    #[error("a stop condition is required: a request count or a duration")]
+    NoStopCondition,
+    /// Open-loop rate not a positive finite number.
+    #[error("the open-loop rate must be a positive number of requests per second, got {0}")]
+    BadRate(f64),
+    /// The per-request timeout was zero.
+    #[error("the request timeout must be greater than zero")]
+    ZeroTimeout,
+    /// The OS refused a worker thread or its event queue.
+    #[error("could not start worker {worker}: {source}")]
+    Worker {
+        /// Index of the worker that failed.
+        worker: usize,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
