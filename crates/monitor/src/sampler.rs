@@ -1,0 +1,594 @@
+//! The sampling thread: reads `/proc` into cumulative snapshots and turns each pair of
+//! consecutive snapshots into a [`MonitorSample`] (a pure step, tested without `/proc`).
+
+use crate::parse::{self, NetDev, SysStat, TcpStates};
+use crate::{MonitorReport, MonitorSample, MonitorSummary, NetSample, SystemSample, TargetSample};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Which processes count as "the target".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessScope {
+    /// No process: only system-wide figures (an external target without a pid).
+    None,
+    /// `root_pid` and all its descendants, found by walking `/proc/*/stat` parents.
+    Tree {
+        /// The server's main process.
+        root_pid: u32,
+    },
+    /// The pids listed in a cgroup's `cgroup.procs` (catches processes that re-parent or
+    /// daemonise away from the tree). `root_pid` supplies the reaped children's CPU time.
+    Cgroup {
+        /// The server's main process.
+        root_pid: u32,
+        /// Path of the cgroup's `cgroup.procs` file.
+        procs_file: PathBuf,
+    },
+}
+
+/// How and what to sample.
+#[derive(Debug, Clone)]
+pub struct MonitorConfig {
+    /// Time between samples; 1 s by default, at least 100 ms.
+    pub interval: Duration,
+    /// Interface whose traffic is reported (`lo` for loopback benchmarks).
+    pub interface: String,
+    /// The target's processes.
+    pub scope: ProcessScope,
+    /// The load's clock: sample `k` is taken at `origin + k * interval`.
+    pub origin: Instant,
+}
+
+impl MonitorConfig {
+    /// Samples every second on `lo`, with `origin` as time zero.
+    pub fn new(scope: ProcessScope, origin: Instant) -> Self {
+        MonitorConfig {
+            interval: Duration::from_secs(1),
+            interface: "lo".to_string(),
+            scope,
+            origin,
+        }
+    }
+}
+
+/// Why a monitor could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    /// The interval is below the 100 ms floor, where `/proc` tick resolution (10 ms) makes
+    /// CPU percentages too coarse to mean anything.
+    #[error("monitor interval {0:?} is below the 100 ms minimum; use 100ms or more")]
+    IntervalTooShort(Duration),
+    /// `/proc/stat` could not be read or parsed: not Linux, or /proc not mounted.
+    #[error("cannot read /proc/stat ({0}); the monitor needs Linux with /proc mounted")]
+    NoProcStat(String),
+    /// The sampling thread could not be created.
+    #[error("cannot start the monitor thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A running monitor. [`Monitor::finish`] stops it and returns what it saw; dropping it
+/// without `finish` stops the thread too.
+pub struct Monitor {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<(Vec<MonitorSample>, Snapshot, Snapshot)>>,
+    mem_total_bytes: Option<u64>,
+    has_target: bool,
+}
+
+impl Monitor {
+    /// Takes a first reading now and starts the sampling thread.
+    pub fn start(config: MonitorConfig) -> Result<Monitor, MonitorError> {
+        if config.interval < Duration::from_millis(100) {
+            return Err(MonitorError::IntervalTooShort(config.interval));
+        }
+        let reader = Reader::new(config.scope.clone(), config.interface.clone());
+        let first = reader.snapshot().map_err(MonitorError::NoProcStat)?;
+        let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| parse::parse_mem_total_bytes(&t));
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop2 = Arc::clone(&stop);
+        let has_target = config.scope != ProcessScope::None;
+        let handle = std::thread::Builder::new()
+            .name("volley-monitor".into())
+            .spawn(move || run(reader, config, first, &stop2))
+            .map_err(MonitorError::Thread)?;
+        Ok(Monitor {
+            stop,
+            handle: Some(handle),
+            mem_total_bytes,
+            has_target,
+        })
+    }
+
+    /// Stops sampling (taking a last, possibly shorter, sample) and returns the series and
+    /// the run summary.
+    pub fn finish(mut self) -> MonitorReport {
+        let (samples, first, last) = self.stop_thread();
+        let summary = summarize(
+            &samples,
+            &first,
+            &last,
+            self.mem_total_bytes,
+            self.has_target,
+        );
+        MonitorReport { samples, summary }
+    }
+
+    fn stop_thread(&mut self) -> (Vec<MonitorSample>, Snapshot, Snapshot) {
+        {
+            let (lock, cvar) = &*self.stop;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cvar.notify_all();
+        }
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            // The thread only panics on a bug; report an empty run rather than panic again.
+            _ => (Vec::new(), Snapshot::empty(), Snapshot::empty()),
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            let _ = self.stop_thread();
+        }
+    }
+}
+
+fn run(
+    reader: Reader,
+    config: MonitorConfig,
+    first: Snapshot,
+    stop: &(Mutex<bool>, Condvar),
+) -> (Vec<MonitorSample>, Snapshot, Snapshot) {
+    let mut samples = Vec::new();
+    let mut prev = first.clone();
+    // Next tick on the load's clock strictly after the first reading.
+    let elapsed = first.at.saturating_duration_since(config.origin);
+    let mut k = (elapsed.as_nanos() / config.interval.as_nanos()) as u32 + 1;
+    loop {
+        let deadline = config.origin + config.interval * k;
+        let stopping = {
+            let (lock, cvar) = stop;
+            let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !*stopped {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                stopped = cvar
+                    .wait_timeout(stopped, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *stopped
+        };
+        if let Ok(snap) = reader.snapshot() {
+            // A final sample shorter than 10 ms (one clock tick) would be pure noise.
+            if !stopping || snap.at.duration_since(prev.at) >= Duration::from_millis(10) {
+                samples.push(diff(&prev, &snap, config.origin, &config.interface));
+                prev = snap;
+            }
+        }
+        if stopping {
+            return (samples, first, prev);
+        }
+        // Skip ticks missed while the machine was overloaded rather than bunching them.
+        let now_k = (Instant::now()
+            .saturating_duration_since(config.origin)
+            .as_nanos()
+            / config.interval.as_nanos()) as u32;
+        k = (k + 1).max(now_k + 1);
+    }
+}
+
+/// Cumulative counters of the target's processes at one instant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TreeReading {
+    pub user_ticks: u64,
+    pub sys_ticks: u64,
+    pub rss_bytes: u64,
+    pub processes: u32,
+    pub threads: u64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub open_fds: u64,
+}
+
+/// Every cumulative counter the monitor reads, at one instant.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub at: Instant,
+    pub ticks_per_s: f64,
+    pub tree: Option<TreeReading>,
+    pub sys: SysStat,
+    pub net: Option<NetDev>,
+    pub tcp: TcpStates,
+}
+
+impl Snapshot {
+    fn empty() -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            ticks_per_s: 100.0,
+            tree: None,
+            sys: SysStat::default(),
+            net: None,
+            tcp: TcpStates::default(),
+        }
+    }
+}
+
+struct Reader {
+    scope: ProcessScope,
+    interface: String,
+    ticks_per_s: f64,
+    page_bytes: u64,
+}
+
+impl Reader {
+    fn new(scope: ProcessScope, interface: String) -> Reader {
+        // SAFETY: sysconf only reads a system constant.
+        let (tck, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        Reader {
+            scope,
+            interface,
+            ticks_per_s: if tck > 0 { tck as f64 } else { 100.0 },
+            page_bytes: if page > 0 { page as u64 } else { 4096 },
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        let at = Instant::now();
+        let stat = std::fs::read_to_string("/proc/stat").map_err(|e| e.to_string())?;
+        let sys = parse::parse_sys_stat(&stat).ok_or("no cpu line")?;
+        let net = std::fs::read_to_string("/proc/net/dev")
+            .ok()
+            .and_then(|t| parse::parse_net_dev(&t, &self.interface));
+        let mut tcp = TcpStates::default();
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            if let Ok(t) = std::fs::read_to_string(f) {
+                tcp.add_proc_net_tcp(&t);
+            }
+        }
+        let tree = match &self.scope {
+            ProcessScope::None => None,
+            ProcessScope::Tree { root_pid } => {
+                Some(self.read_tree(*root_pid, &descendants(*root_pid)))
+            }
+            ProcessScope::Cgroup {
+                root_pid,
+                procs_file,
+            } => {
+                let mut pids = std::fs::read_to_string(procs_file)
+                    .map(|t| parse::parse_pid_list(&t))
+                    .unwrap_or_default();
+                if !pids.contains(root_pid) {
+                    pids.push(*root_pid);
+                }
+                Some(self.read_tree(*root_pid, &pids))
+            }
+        };
+        Ok(Snapshot {
+            at,
+            ticks_per_s: self.ticks_per_s,
+            tree,
+            sys,
+            net,
+            tcp,
+        })
+    }
+
+    fn read_tree(&self, root_pid: u32, pids: &[u32]) -> TreeReading {
+        let mut r = TreeReading::default();
+        for &pid in pids {
+            let Some(st) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse::parse_proc_stat(&t))
+            else {
+                continue; // exited since it was listed
+            };
+            r.processes += 1;
+            r.user_ticks += st.utime_ticks;
+            r.sys_ticks += st.stime_ticks;
+            if pid == root_pid {
+                r.user_ticks += st.cutime_ticks;
+                r.sys_ticks += st.cstime_ticks;
+            }
+            r.threads += st.threads;
+            r.rss_bytes += st.rss_pages * self.page_bytes;
+            if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                let c = parse::parse_status_ctxt(&status);
+                r.ctx_voluntary += c.voluntary;
+                r.ctx_involuntary += c.involuntary;
+            }
+            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+                r.open_fds += dir.count() as u64;
+            }
+        }
+        r
+    }
+}
+
+/// `root` and every process whose parent chain leads to it.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(st) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse::parse_proc_stat(&t))
+            {
+                children.entry(st.ppid).or_default().push(pid);
+            }
+        }
+    }
+    tree_from(root, &children)
+}
+
+/// Breadth-first walk of a parent -> children map (pure, tested).
+fn tree_from(root: u32, children: &HashMap<u32, Vec<u32>>) -> Vec<u32> {
+    let mut out = vec![root];
+    let mut seen: HashSet<u32> = HashSet::from([root]);
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(kids) = children.get(&out[i]) {
+            for &k in kids {
+                if seen.insert(k) {
+                    out.push(k);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn per_s(delta: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        delta as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        part as f64 * 100.0 / whole as f64
+    } else {
+        0.0
+    }
+}
+
+/// One sample from two consecutive snapshots. Counters that went backwards (a process
+/// left the tree and took its counters with it) count as zero for that interval.
+pub(crate) fn diff(a: &Snapshot, b: &Snapshot, origin: Instant, iface: &str) -> MonitorSample {
+    let dt = b.at.saturating_duration_since(a.at);
+    let secs = dt.as_secs_f64();
+    let target = match (&a.tree, &b.tree) {
+        (Some(x), Some(y)) => Some(TargetSample {
+            cpu_user_pct: per_s(y.user_ticks.saturating_sub(x.user_ticks), secs) / b.ticks_per_s
+                * 100.0,
+            cpu_sys_pct: per_s(y.sys_ticks.saturating_sub(x.sys_ticks), secs) / b.ticks_per_s
+                * 100.0,
+            rss_bytes: y.rss_bytes,
+            processes: y.processes,
+            threads: y.threads,
+            ctx_voluntary_per_s: per_s(y.ctx_voluntary.saturating_sub(x.ctx_voluntary), secs),
+            ctx_involuntary_per_s: per_s(y.ctx_involuntary.saturating_sub(x.ctx_involuntary), secs),
+            open_fds: y.open_fds,
+        }),
+        _ => None,
+    };
+    let total = b.sys.total_ticks.saturating_sub(a.sys.total_ticks);
+    let system = SystemSample {
+        run_queue: b.sys.procs_running,
+        blocked: b.sys.procs_blocked,
+        interrupts_per_s: per_s(b.sys.interrupts.saturating_sub(a.sys.interrupts), secs),
+        context_switches_per_s: per_s(
+            b.sys
+                .context_switches
+                .saturating_sub(a.sys.context_switches),
+            secs,
+        ),
+        cpu_us_pct: pct(b.sys.user_ticks.saturating_sub(a.sys.user_ticks), total),
+        cpu_sy_pct: pct(b.sys.system_ticks.saturating_sub(a.sys.system_ticks), total),
+        cpu_id_pct: pct(b.sys.idle_ticks.saturating_sub(a.sys.idle_ticks), total),
+        cpu_wa_pct: pct(b.sys.iowait_ticks.saturating_sub(a.sys.iowait_ticks), total),
+    };
+    let net = match (a.net, b.net) {
+        (Some(x), Some(y)) => Some(NetSample {
+            interface: iface.to_string(),
+            rx_packets_per_s: per_s(y.rx_packets.saturating_sub(x.rx_packets), secs),
+            tx_packets_per_s: per_s(y.tx_packets.saturating_sub(x.tx_packets), secs),
+            rx_bytes_per_s: per_s(y.rx_bytes.saturating_sub(x.rx_bytes), secs),
+            tx_bytes_per_s: per_s(y.tx_bytes.saturating_sub(x.tx_bytes), secs),
+        }),
+        _ => None,
+    };
+    MonitorSample {
+        t_ms: b.at.saturating_duration_since(origin).as_millis() as u64,
+        interval_ms: dt.as_millis() as u64,
+        target,
+        system,
+        net,
+        tcp: b.tcp,
+    }
+}
+
+/// The run summary from the first and last snapshots (exact whole-run rates) and the
+/// series (maxima).
+pub(crate) fn summarize(
+    samples: &[MonitorSample],
+    first: &Snapshot,
+    last: &Snapshot,
+    mem_total_bytes: Option<u64>,
+    has_target: bool,
+) -> MonitorSummary {
+    let whole = diff(first, last, first.at, "");
+    let secs = last.at.saturating_duration_since(first.at).as_secs_f64();
+    let cpu_seconds = match (&first.tree, &last.tree) {
+        (Some(x), Some(y)) if has_target => Some(
+            (y.user_ticks + y.sys_ticks).saturating_sub(x.user_ticks + x.sys_ticks) as f64
+                / last.ticks_per_s,
+        ),
+        _ => None,
+    };
+    let max_rss = samples
+        .iter()
+        .filter_map(|s| s.target.as_ref().map(|t| t.rss_bytes))
+        .chain(first.tree.as_ref().map(|t| t.rss_bytes))
+        .max()
+        .filter(|_| has_target);
+    MonitorSummary {
+        duration_s: secs,
+        cpu_user_pct: whole.target.as_ref().map(|t| t.cpu_user_pct),
+        cpu_sys_pct: whole.target.as_ref().map(|t| t.cpu_sys_pct),
+        server_cpu_seconds: cpu_seconds,
+        max_rss_bytes: max_rss,
+        mem_pct: match (max_rss, mem_total_bytes) {
+            (Some(r), Some(m)) if m > 0 => Some(r as f64 * 100.0 / m as f64),
+            _ => None,
+        },
+        tx_packets_per_s: whole.net.as_ref().map(|n| n.tx_packets_per_s),
+        tx_bytes_per_s: whole.net.as_ref().map(|n| n.tx_bytes_per_s),
+        max_time_wait: samples.iter().map(|s| s.tcp.time_wait).max().unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(at: Instant, user: u64, sys: u64, tx: u64, sys_total: u64) -> Snapshot {
+        Snapshot {
+            at,
+            ticks_per_s: 100.0,
+            tree: Some(TreeReading {
+                user_ticks: user,
+                sys_ticks: sys,
+                rss_bytes: 1 << 20,
+                processes: 2,
+                threads: 3,
+                ctx_voluntary: 10,
+                ctx_involuntary: 1,
+                open_fds: 9,
+            }),
+            sys: SysStat {
+                user_ticks: sys_total / 2,
+                idle_ticks: sys_total / 2,
+                total_ticks: sys_total,
+                ..SysStat::default()
+            },
+            net: Some(NetDev {
+                tx_packets: tx,
+                tx_bytes: tx * 100,
+                ..NetDev::default()
+            }),
+            tcp: TcpStates::default(),
+        }
+    }
+
+    #[test]
+    fn diff_turns_ticks_into_percent_of_one_cpu() {
+        let t0 = Instant::now();
+        let a = snap(t0, 100, 50, 1000, 1000);
+        let b = snap(t0 + Duration::from_secs(2), 150, 60, 3000, 1400);
+        let s = diff(&a, &b, t0, "lo");
+        let t = s.target.unwrap();
+        // 50 ticks over 2 s at 100 Hz = 0.25 CPU.
+        assert!((t.cpu_user_pct - 25.0).abs() < 1e-9);
+        assert!((t.cpu_sys_pct - 5.0).abs() < 1e-9);
+        assert_eq!(s.t_ms, 2000);
+        assert!((s.net.unwrap().tx_packets_per_s - 1000.0).abs() < 1e-9);
+        assert!((s.system.cpu_us_pct - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn counters_that_go_backwards_count_as_zero() {
+        let t0 = Instant::now();
+        let a = snap(t0, 100, 50, 1000, 1000);
+        let b = snap(t0 + Duration::from_secs(1), 90, 40, 900, 900);
+        let s = diff(&a, &b, t0, "lo");
+        assert_eq!(s.target.unwrap().cpu_user_pct, 0.0);
+        assert_eq!(s.system.cpu_us_pct, 0.0);
+    }
+
+    #[test]
+    fn summary_uses_first_and_last_reading() {
+        let t0 = Instant::now();
+        let a = snap(t0, 0, 0, 0, 0);
+        let b = snap(t0 + Duration::from_secs(4), 200, 200, 400, 1000);
+        let sum = summarize(&[], &a, &b, Some(4 << 20), true);
+        assert_eq!(sum.server_cpu_seconds, Some(4.0));
+        assert!((sum.cpu_user_pct.unwrap() - 50.0).abs() < 1e-9);
+        assert_eq!(sum.max_rss_bytes, Some(1 << 20));
+        assert!((sum.mem_pct.unwrap() - 25.0).abs() < 1e-9);
+        assert!((sum.tx_packets_per_s.unwrap() - 100.0).abs() < 1e-9);
+        let none = summarize(&[], &a, &b, None, false);
+        assert_eq!(none.server_cpu_seconds, None);
+        assert_eq!(none.max_rss_bytes, None);
+    }
+
+    #[test]
+    fn tree_walk_follows_children_and_ignores_cycles() {
+        let map = HashMap::from([(1, vec![2, 3]), (3, vec![4]), (4, vec![1]), (9, vec![10])]);
+        let mut t = tree_from(1, &map);
+        t.sort();
+        assert_eq!(t, vec![1, 2, 3, 4]);
+        assert_eq!(tree_from(7, &map), vec![7]);
+    }
+
+    #[test]
+    fn rejects_too_short_interval() {
+        let mut c = MonitorConfig::new(ProcessScope::None, Instant::now());
+        c.interval = Duration::from_millis(50);
+        assert!(matches!(
+            Monitor::start(c),
+            Err(MonitorError::IntervalTooShort(_))
+        ));
+    }
+
+    #[test]
+    fn monitors_this_process_tree() {
+        let origin = Instant::now();
+        let mut c = MonitorConfig::new(
+            ProcessScope::Tree {
+                root_pid: std::process::id(),
+            },
+            origin,
+        );
+        c.interval = Duration::from_millis(100);
+        let m = Monitor::start(c).unwrap();
+        // Burn a bounded amount of CPU so the tree has ticks to show.
+        let mut x = 0u64;
+        let until = Instant::now() + Duration::from_millis(250);
+        while Instant::now() < until {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let r = m.finish();
+        assert!(!r.samples.is_empty());
+        let t = r.samples[0].target.as_ref().unwrap();
+        assert!(t.processes >= 1 && t.threads >= 1 && t.open_fds >= 1);
+        assert!(r.summary.server_cpu_seconds.unwrap() > 0.0);
+        assert!(r.summary.max_rss_bytes.unwrap() > 0);
+    }
+}
