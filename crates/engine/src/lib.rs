@@ -8,7 +8,9 @@
 
 pub mod config;
 mod error;
+pub mod http1;
 mod live;
+pub mod pacer;
 mod run;
 pub mod sample;
 
