@@ -7,15 +7,18 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod conn;
 mod error;
 pub mod http1;
 mod live;
 pub mod pacer;
 mod run;
 pub mod sample;
+pub mod source;
 
 pub use config::*;
 pub use error::EngineError;
 pub use live::{Live, LiveSnapshot};
 pub use run::{run, RunOutcome};
 pub use sample::*;
+pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
