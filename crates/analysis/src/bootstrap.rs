@@ -40,7 +40,11 @@ pub fn median(values: &[f64]) -> f64 {
 pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> Estimate {
     let m = median(values);
     if values.len() < 2 {
-        return Estimate { median: m, lo: m, hi: m };
+        return Estimate {
+            median: m,
+            lo: m,
+            hi: m,
+        };
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut medians = Vec::with_capacity(resamples);
@@ -53,7 +57,11 @@ pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> Estimate {
     }
     medians.sort_by(f64::total_cmp);
     let at = |q: f64| medians[((medians.len() - 1) as f64 * q).round() as usize];
-    Estimate { median: m, lo: at(0.025), hi: at(0.975) }
+    Estimate {
+        median: m,
+        lo: at(0.025),
+        hi: at(0.975),
+    }
 }
 
 #[cfg(test)]

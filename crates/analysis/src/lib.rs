@@ -3,6 +3,18 @@
 //! Place in the flow: summaries and the results store hand numbers in; reports and
 //! studies take verdicts out. Nothing here does I/O or reads a clock, so every
 //! function is unit-tested on synthetic data with known answers.
+//!
+//! - [`bootstrap`]: median and its bootstrap CI over per-run values;
+//! - [`ratio`]: bootstrap CI of an A/B ratio of medians (`volley compare`, A/A tests);
+//! - [`sustain`]: the sustainability rule for one rate step and the bound label;
+//! - [`knee`]: capacity from a sweep, and the capacity search state machine;
+//! - [`little`]: Little's law consistency check per step;
+//! - [`usl`]: Universal Scalability Law fit for concurrency sweeps.
 #![deny(missing_docs)]
 
 pub mod bootstrap;
+pub mod knee;
+pub mod little;
+pub mod ratio;
+pub mod sustain;
+pub mod usl;

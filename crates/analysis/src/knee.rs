@@ -1,0 +1,706 @@
+//! Capacity: the largest sustainable rate, from a sweep or from a search.
+//!
+//! Place in the flow: the study runner runs rate steps and judges each with
+//! [`crate::sustain::judge`]; this module decides which rate to run next (search mode) and
+//! what the capacity is. It never runs anything itself: [`Search`] is a pure state
+//! machine driven by `next_rate` / `observe`, so it is tested against synthetic servers
+//! without a clock or a network.
+//!
+//! Search: grow the rate x2 from the start until a step fails (halving instead if the
+//! start itself fails), then bisect between the last sustainable and the first
+//! unsustainable rate until the bracket is narrower than the resolution. Because the
+//! machine is noisy, every bisection probe and every failing growth probe is run up to
+//! `repeats` times and decided by majority (it stops early once the majority is settled).
+//!
+//! The capacity interval is a bootstrap over those repeats, see [`Capacity`].
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a search could not be created or driven.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SearchError {
+    /// A rate, resolution or limit was zero, negative, NaN or inconsistent.
+    #[error("invalid search option: {0}")]
+    InvalidOption(&'static str),
+    /// `observe` was called with a rate other than the one `next_rate` proposed.
+    #[error("observed rate {observed} rps but the search asked for {expected:?} rps")]
+    UnexpectedRate {
+        /// The rate passed to `observe`.
+        observed: f64,
+        /// The rate the search asked for (`None` once it has finished).
+        expected: Option<f64>,
+    },
+}
+
+/// Capacity from a sweep over fixed rates: the largest rate judged sustainable.
+///
+/// A rate run several times is sustainable when strictly more than half of its runs
+/// were (a tie counts as unsustainable: we do not claim a rate without a majority).
+/// `non_monotone` is set when some rate below the capacity was unsustainable: the
+/// capacity is still the largest sustainable rate, as methodology.md defines it, but the
+/// report should show the dip (often noise, sometimes a real second regime).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepCapacity {
+    /// The largest sustainable rate, `None` when no rate was sustainable.
+    pub capacity_rps: Option<f64>,
+    /// The smallest unsustainable rate above the capacity, `None` if none was run.
+    pub first_unsustainable_above_rps: Option<f64>,
+    /// True when an unsustainable rate lies below the capacity.
+    pub non_monotone: bool,
+}
+
+/// Capacity of a sweep given `(rate, sustainable)` for every step run (any order, rates
+/// may repeat). Non-finite rates are ignored.
+pub fn sweep_capacity(steps: &[(f64, bool)]) -> SweepCapacity {
+    let probes = tally(steps.iter().copied());
+    let decided: Vec<(f64, bool)> = probes.iter().map(|p| (p.rate_rps, p.majority())).collect();
+    let capacity = decided.iter().rev().find(|(_, ok)| *ok).map(|(r, _)| *r);
+    let first_above = decided
+        .iter()
+        .find(|(r, ok)| !*ok && capacity.is_none_or(|c| *r > c))
+        .map(|(r, _)| *r);
+    let non_monotone = match capacity {
+        Some(c) => decided.iter().any(|(r, ok)| !*ok && *r < c),
+        None => false,
+    };
+    SweepCapacity {
+        capacity_rps: capacity,
+        first_unsustainable_above_rps: first_above,
+        non_monotone,
+    }
+}
+
+/// The outcomes at one rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// The offered rate.
+    pub rate_rps: f64,
+    /// How many runs at this rate were sustainable.
+    pub sustainable: u32,
+    /// How many runs at this rate there were.
+    pub runs: u32,
+}
+
+impl Probe {
+    fn majority(&self) -> bool {
+        2 * self.sustainable > self.runs
+    }
+}
+
+/// Groups outcomes by rate (exact equality), sorted by rate.
+fn tally(steps: impl Iterator<Item = (f64, bool)>) -> Vec<Probe> {
+    let mut probes: Vec<Probe> = Vec::new();
+    for (rate, ok) in steps.filter(|(r, _)| r.is_finite()) {
+        match probes.iter_mut().find(|p| p.rate_rps == rate) {
+            Some(p) => {
+                p.runs += 1;
+                p.sustainable += u32::from(ok);
+            }
+            None => probes.push(Probe {
+                rate_rps: rate,
+                sustainable: u32::from(ok),
+                runs: 1,
+            }),
+        }
+    }
+    probes.sort_by(|a, b| a.rate_rps.total_cmp(&b.rate_rps));
+    probes
+}
+
+/// Options of a capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchOpts {
+    /// Stop bisecting when hi - lo <= this share of lo (default 0.02)...
+    pub resolution_share: f64,
+    /// ...or when hi - lo <= this many requests per second (default 1.0).
+    pub resolution_rps: f64,
+    /// Runs per decision near the edge, decided by majority (default 3; odd is best).
+    pub repeats: u32,
+    /// Never offer more than this (the generator's own ceiling).
+    pub max_rate_rps: f64,
+    /// Give up halving below this rate (the target cannot sustain even this).
+    pub min_rate_rps: f64,
+    /// Hard cap on the number of steps run, so a search always ends.
+    pub max_steps: u32,
+    /// Bootstrap resamples for the capacity interval (default 2000).
+    pub resamples: u32,
+    /// Seed of the bootstrap, so a rebuilt report shows the same interval.
+    pub seed: u64,
+}
+
+impl Default for SearchOpts {
+    fn default() -> Self {
+        SearchOpts {
+            resolution_share: 0.02,
+            resolution_rps: 1.0,
+            repeats: 3,
+            max_rate_rps: 1.0e7,
+            min_rate_rps: 1.0,
+            max_steps: 200,
+            resamples: 2000,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// How a search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchEnd {
+    /// The bracket is within the resolution.
+    Converged,
+    /// `max_rate_rps` was sustainable: capacity is at least that (the generator's limit).
+    ReachedMaxRate,
+    /// Even `min_rate_rps` was unsustainable.
+    BelowMinRate,
+    /// `max_steps` ran out before convergence; the bracket is what was reached.
+    StepBudgetExhausted,
+}
+
+/// The answer of a search.
+///
+/// The point estimate is the last sustainable rate (capacity is the largest sustainable
+/// rate, so we report one that was shown to be sustainable, never an interpolation).
+///
+/// The 95% interval `[ci_lo_rps, ci_hi_rps]` is a bootstrap over the repeats: in each of
+/// `resamples` replicates, the outcomes at every probed rate are resampled with
+/// replacement (k' ~ Binomial(n, k/n)), each rate is re-decided by majority, and we note
+/// the replicate's capacity (largest sustainable rate, 0 if none) and its edge (smallest
+/// unsustainable rate above it). `ci_lo_rps` is the 2.5th percentile of the capacities,
+/// `ci_hi_rps` the 97.5th percentile of the edges (`None` when some replicate had no edge,
+/// i.e. the top is unbounded). So the interval is never narrower than the bisection
+/// bracket, and widens where the repeats disagreed. Rates run once (most growth steps)
+/// contribute no resampling variance: they count as certain. The interval never
+/// interpolates between probes, so where adjacent probes near the edge were split votes
+/// its lower end can fall back to a distant probe: more `repeats` tighten it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// Point estimate: the last sustainable rate (`None` when none was).
+    pub capacity_rps: Option<f64>,
+    /// The largest rate decided sustainable.
+    pub last_sustainable_rps: Option<f64>,
+    /// The smallest rate above it decided unsustainable.
+    pub first_unsustainable_rps: Option<f64>,
+    /// Lower end of the 95% interval.
+    pub ci_lo_rps: f64,
+    /// Upper end of the 95% interval (`None`: unbounded above).
+    pub ci_hi_rps: Option<f64>,
+    /// Every rate run, with its outcomes, sorted by rate.
+    pub probes: Vec<Probe>,
+    /// Steps run in total.
+    pub steps: u32,
+    /// Why the search stopped.
+    pub end: SearchEnd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Doubling from the start; `lo` is the last sustainable rate so far.
+    Grow,
+    /// The start failed: halving until something is sustainable.
+    Shrink,
+    /// Bisecting between `lo` and `hi`.
+    Bisect,
+    Done(SearchEnd),
+}
+
+/// The capacity search state machine: ask [`Search::next_rate`], run that step, tell
+/// [`Search::observe`] whether it was sustainable, until `next_rate` returns `None`; then
+/// read [`Search::capacity`].
+#[derive(Debug, Clone)]
+pub struct Search {
+    opts: SearchOpts,
+    phase: Phase,
+    /// Rate currently being decided.
+    current: f64,
+    /// Outcomes at `current` so far.
+    current_ok: u32,
+    current_runs: u32,
+    /// Largest rate decided sustainable / smallest decided unsustainable.
+    lo: Option<f64>,
+    hi: Option<f64>,
+    history: Vec<(f64, bool)>,
+}
+
+impl Search {
+    /// A search starting at `start_rate_rps`.
+    pub fn new(start_rate_rps: f64, opts: SearchOpts) -> Result<Self, SearchError> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(start_rate_rps) {
+            return Err(SearchError::InvalidOption(
+                "start rate must be a positive number",
+            ));
+        }
+        if !positive(opts.min_rate_rps) || !positive(opts.max_rate_rps) {
+            return Err(SearchError::InvalidOption(
+                "min and max rates must be positive numbers",
+            ));
+        }
+        if opts.min_rate_rps > opts.max_rate_rps
+            || !(opts.min_rate_rps..=opts.max_rate_rps).contains(&start_rate_rps)
+        {
+            return Err(SearchError::InvalidOption(
+                "need min rate <= start rate <= max rate",
+            ));
+        }
+        if !(opts.resolution_share >= 0.0 && opts.resolution_rps >= 0.0)
+            || (opts.resolution_share == 0.0 && opts.resolution_rps == 0.0)
+        {
+            return Err(SearchError::InvalidOption(
+                "the resolution must be positive",
+            ));
+        }
+        if opts.repeats == 0 || opts.max_steps == 0 {
+            return Err(SearchError::InvalidOption(
+                "repeats and max steps must be at least 1",
+            ));
+        }
+        Ok(Search {
+            opts,
+            phase: Phase::Grow,
+            current: start_rate_rps,
+            current_ok: 0,
+            current_runs: 0,
+            lo: None,
+            hi: None,
+            history: Vec::new(),
+        })
+    }
+
+    /// The rate to run next, or `None` when the search is over.
+    pub fn next_rate(&self) -> Option<f64> {
+        match self.phase {
+            Phase::Done(_) => None,
+            _ => Some(self.current),
+        }
+    }
+
+    /// True once the search has an answer.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done(_))
+    }
+
+    /// Records the outcome of a step at `rate_rps` (which must be the rate `next_rate`
+    /// proposed) and moves the search on.
+    pub fn observe(&mut self, rate_rps: f64, sustainable: bool) -> Result<(), SearchError> {
+        let expected = self.next_rate();
+        match expected {
+            Some(e) if (rate_rps - e).abs() <= 1e-9 * e.abs() => {}
+            _ => {
+                return Err(SearchError::UnexpectedRate {
+                    observed: rate_rps,
+                    expected,
+                })
+            }
+        }
+        self.history.push((self.current, sustainable));
+        self.current_runs += 1;
+        self.current_ok += u32::from(sustainable);
+        if let Some(decision) = self.decision() {
+            self.decide(decision);
+        }
+        if !self.is_done() && self.history.len() as u32 >= self.opts.max_steps {
+            self.phase = Phase::Done(SearchEnd::StepBudgetExhausted);
+        }
+        Ok(())
+    }
+
+    /// Whether the rate being probed is decided yet. Growth probes that pass are decided
+    /// by one run (far below the edge noise rarely makes a step pass); everything else
+    /// waits for a majority of `repeats`.
+    fn decision(&self) -> Option<bool> {
+        let repeats = match self.phase {
+            Phase::Grow if self.current_runs == 1 && self.current_ok == 1 => return Some(true),
+            _ => self.opts.repeats,
+        };
+        let need = repeats / 2 + 1;
+        let failed = self.current_runs - self.current_ok;
+        if self.current_ok >= need {
+            Some(true)
+        } else if failed >= need || self.current_runs >= repeats {
+            // With an even `repeats` a tie lands here: unsustainable without a majority.
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn decide(&mut self, sustainable: bool) {
+        let rate = self.current;
+        if sustainable {
+            self.lo = Some(rate);
+        } else {
+            self.hi = Some(rate);
+        }
+        let next = match (self.phase, sustainable) {
+            (Phase::Grow, true) => {
+                if rate >= self.opts.max_rate_rps {
+                    self.phase = Phase::Done(SearchEnd::ReachedMaxRate);
+                    return;
+                }
+                (rate * 2.0).min(self.opts.max_rate_rps)
+            }
+            (Phase::Grow, false) if self.lo.is_none() => {
+                self.phase = Phase::Shrink;
+                if rate <= self.opts.min_rate_rps {
+                    self.phase = Phase::Done(SearchEnd::BelowMinRate);
+                    return;
+                }
+                (rate / 2.0).max(self.opts.min_rate_rps)
+            }
+            (Phase::Shrink, false) => {
+                if rate <= self.opts.min_rate_rps {
+                    self.phase = Phase::Done(SearchEnd::BelowMinRate);
+                    return;
+                }
+                (rate / 2.0).max(self.opts.min_rate_rps)
+            }
+            _ => {
+                self.phase = Phase::Bisect;
+                match self.bisect_point() {
+                    Some(mid) => mid,
+                    None => {
+                        self.phase = Phase::Done(SearchEnd::Converged);
+                        return;
+                    }
+                }
+            }
+        };
+        self.current = next;
+        self.current_ok = 0;
+        self.current_runs = 0;
+    }
+
+    /// The midpoint of the bracket, or `None` when the bracket is within the resolution.
+    fn bisect_point(&self) -> Option<f64> {
+        let (lo, hi) = (self.lo?, self.hi?);
+        let width = hi - lo;
+        if width <= self.opts.resolution_share * lo || width <= self.opts.resolution_rps {
+            return None;
+        }
+        Some(lo + width / 2.0)
+    }
+
+    /// Every step observed so far, as `(rate, sustainable)` in order.
+    pub fn history(&self) -> &[(f64, bool)] {
+        &self.history
+    }
+
+    /// The answer, once the search is done (`None` before).
+    pub fn capacity(&self) -> Option<Capacity> {
+        let Phase::Done(end) = self.phase else {
+            return None;
+        };
+        let probes = tally(self.history.iter().copied());
+        let (ci_lo, ci_hi) = bootstrap_bracket(&probes, self.opts.resamples, self.opts.seed);
+        Some(Capacity {
+            capacity_rps: self.lo,
+            last_sustainable_rps: self.lo,
+            first_unsustainable_rps: self.hi,
+            ci_lo_rps: ci_lo,
+            ci_hi_rps: ci_hi,
+            probes,
+            steps: self.history.len() as u32,
+            end,
+        })
+    }
+}
+
+/// The bootstrap interval described on [`Capacity`].
+fn bootstrap_bracket(probes: &[Probe], resamples: u32, seed: u64) -> (f64, Option<f64>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut capacities = Vec::with_capacity(resamples as usize);
+    let mut edges = Vec::with_capacity(resamples as usize);
+    let mut unbounded = 0usize;
+    for _ in 0..resamples.max(1) {
+        let decided: Vec<(f64, bool)> = probes
+            .iter()
+            .map(|p| {
+                let share = f64::from(p.sustainable) / f64::from(p.runs);
+                let k = (0..p.runs).filter(|_| rng.random::<f64>() < share).count() as u32;
+                (p.rate_rps, 2 * k > p.runs)
+            })
+            .collect();
+        let cap = decided
+            .iter()
+            .rev()
+            .find(|(_, ok)| *ok)
+            .map_or(0.0, |(r, _)| *r);
+        match decided.iter().find(|(r, ok)| !*ok && *r > cap) {
+            Some((r, _)) => edges.push(*r),
+            None => unbounded += 1,
+        }
+        capacities.push(cap);
+    }
+    capacities.sort_by(f64::total_cmp);
+    edges.sort_by(f64::total_cmp);
+    let lo = capacities[((capacities.len() - 1) as f64 * 0.025).round() as usize];
+    let hi = if unbounded > 0 || edges.is_empty() {
+        None
+    } else {
+        Some(edges[((edges.len() - 1) as f64 * 0.975).round() as usize])
+    };
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drives a search to the end against `server(rate) -> sustainable`.
+    fn drive(mut search: Search, mut server: impl FnMut(f64) -> bool) -> Capacity {
+        let mut guard = 0;
+        while let Some(rate) = search.next_rate() {
+            search.observe(rate, server(rate)).unwrap();
+            guard += 1;
+            assert!(guard < 10_000, "search did not terminate");
+        }
+        search.capacity().unwrap()
+    }
+
+    fn within(got: f64, want: f64, share: f64) -> bool {
+        (got - want).abs() <= share * want
+    }
+
+    #[test]
+    fn sweep_capacity_is_the_largest_sustainable_rate() {
+        let steps = [
+            (100.0, true),
+            (200.0, true),
+            (300.0, true),
+            (400.0, false),
+            (500.0, false),
+        ];
+        let c = sweep_capacity(&steps);
+        assert_eq!(c.capacity_rps, Some(300.0));
+        assert_eq!(c.first_unsustainable_above_rps, Some(400.0));
+        assert!(!c.non_monotone);
+
+        // A dip at 200 (noise) and repeats at 300: 2 of 3 pass -> sustainable.
+        let steps = [
+            (100.0, true),
+            (200.0, false),
+            (300.0, true),
+            (300.0, false),
+            (300.0, true),
+            (400.0, true),
+            (400.0, false),
+        ];
+        let c = sweep_capacity(&steps);
+        assert_eq!(
+            c.capacity_rps,
+            Some(300.0),
+            "a 1-1 tie at 400 is not sustainable"
+        );
+        assert_eq!(c.first_unsustainable_above_rps, Some(400.0));
+        assert!(c.non_monotone);
+
+        let none = sweep_capacity(&[(100.0, false)]);
+        assert_eq!(none.capacity_rps, None);
+        assert_eq!(none.first_unsustainable_above_rps, Some(100.0));
+        assert_eq!(sweep_capacity(&[]).capacity_rps, None);
+    }
+
+    #[test]
+    fn finds_a_deterministic_capacity_within_resolution() {
+        for capacity in [37.0, 1234.0, 9_999.0, 48_000.0] {
+            let opts = SearchOpts {
+                repeats: 1,
+                ..SearchOpts::default()
+            };
+            let c = drive(Search::new(100.0, opts).unwrap(), |r| r <= capacity);
+            assert_eq!(c.end, SearchEnd::Converged);
+            let lo = c.last_sustainable_rps.unwrap();
+            let hi = c.first_unsustainable_rps.unwrap();
+            assert!(lo <= capacity && capacity < hi, "{capacity}: {lo}..{hi}");
+            assert!(
+                hi - lo <= 0.02 * lo || hi - lo <= 1.0,
+                "{capacity}: {lo}..{hi}"
+            );
+            // With certain outcomes the interval is exactly the bracket.
+            assert_eq!((c.ci_lo_rps, c.ci_hi_rps), (lo, Some(hi)));
+        }
+    }
+
+    #[test]
+    fn grows_by_doubling_then_bisects() {
+        let opts = SearchOpts {
+            repeats: 1,
+            ..SearchOpts::default()
+        };
+        let mut s = Search::new(100.0, opts).unwrap();
+        let mut rates = Vec::new();
+        while let Some(r) = s.next_rate() {
+            rates.push(r);
+            s.observe(r, r <= 500.0).unwrap();
+        }
+        assert_eq!(&rates[..5], &[100.0, 200.0, 400.0, 800.0, 600.0]);
+        assert_eq!(rates[5], 500.0);
+    }
+
+    #[test]
+    fn start_above_capacity_halves_first() {
+        let opts = SearchOpts {
+            repeats: 1,
+            ..SearchOpts::default()
+        };
+        let c = drive(Search::new(10_000.0, opts).unwrap(), |r| r <= 700.0);
+        assert_eq!(c.end, SearchEnd::Converged);
+        assert!(within(c.capacity_rps.unwrap(), 700.0, 0.02));
+    }
+
+    #[test]
+    fn ends_at_the_limits() {
+        let opts = SearchOpts {
+            max_rate_rps: 1000.0,
+            ..SearchOpts::default()
+        };
+        let c = drive(Search::new(100.0, opts.clone()).unwrap(), |_| true);
+        assert_eq!(c.end, SearchEnd::ReachedMaxRate);
+        assert_eq!(c.capacity_rps, Some(1000.0));
+        assert_eq!(c.ci_hi_rps, None);
+
+        let c = drive(Search::new(100.0, opts).unwrap(), |_| false);
+        assert_eq!(c.end, SearchEnd::BelowMinRate);
+        assert_eq!(c.capacity_rps, None);
+        assert_eq!(c.first_unsustainable_rps, Some(1.0));
+
+        let opts = SearchOpts {
+            max_steps: 4,
+            ..SearchOpts::default()
+        };
+        let c = drive(Search::new(100.0, opts).unwrap(), |r| r <= 5000.0);
+        assert_eq!(c.end, SearchEnd::StepBudgetExhausted);
+        assert_eq!(c.steps, 4);
+    }
+
+    #[test]
+    fn rejects_bad_options_and_wrong_rates() {
+        assert!(Search::new(0.0, SearchOpts::default()).is_err());
+        assert!(Search::new(f64::NAN, SearchOpts::default()).is_err());
+        let bad = SearchOpts {
+            repeats: 0,
+            ..SearchOpts::default()
+        };
+        assert!(Search::new(100.0, bad).is_err());
+        let bad = SearchOpts {
+            resolution_share: 0.0,
+            resolution_rps: 0.0,
+            ..SearchOpts::default()
+        };
+        assert!(Search::new(100.0, bad).is_err());
+        let mut s = Search::new(100.0, SearchOpts::default()).unwrap();
+        assert_eq!(
+            s.observe(150.0, true),
+            Err(SearchError::UnexpectedRate {
+                observed: 150.0,
+                expected: Some(100.0)
+            })
+        );
+        assert!(s.history().is_empty());
+    }
+
+    #[test]
+    fn repeats_decide_by_majority_and_stop_early() {
+        // Capacity 1000; first bisection probe at 1200 (after 100..1600) fails twice.
+        let mut s = Search::new(100.0, SearchOpts::default()).unwrap();
+        for r in [100.0, 200.0, 400.0, 800.0] {
+            s.observe(r, true).unwrap();
+        }
+        // The failing growth probe is repeated: fail, pass, fail -> unsustainable.
+        s.observe(1600.0, false).unwrap();
+        assert_eq!(s.next_rate(), Some(1600.0));
+        s.observe(1600.0, true).unwrap();
+        assert_eq!(s.next_rate(), Some(1600.0));
+        s.observe(1600.0, false).unwrap();
+        assert_eq!(s.next_rate(), Some(1200.0));
+        // Two passes settle a majority of three: no third run.
+        s.observe(1200.0, true).unwrap();
+        s.observe(1200.0, true).unwrap();
+        assert_eq!(s.next_rate(), Some(1400.0));
+    }
+
+    /// Box-Muller standard normal from a seeded generator.
+    fn normal(rng: &mut ChaCha8Rng) -> f64 {
+        let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+        let u2: f64 = rng.random();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    #[test]
+    fn finds_a_noisy_capacity_within_a_few_percent() {
+        // Each step's true capacity jitters by 2% (sd) around C, and 5% of steps fail
+        // spuriously whatever the rate (a neighbour stole the CPU). Majority of 3 near
+        // the edge must still land within 5% of C, for every seed tried.
+        // The interval only uses probed rates, so where two adjacent probes were 2-of-3
+        // its lower end can fall back to the previous (distant) probe; most seeds must
+        // still give an interval within 10% of C on both sides.
+        let capacity = 8_000.0;
+        let mut tight = 0;
+        for seed in 0..20u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let opts = SearchOpts {
+                seed,
+                ..SearchOpts::default()
+            };
+            let c = drive(Search::new(250.0, opts).unwrap(), |rate| {
+                let spurious = rng.random::<f64>() < 0.05;
+                let today = capacity * (1.0 + 0.02 * normal(&mut rng));
+                rate <= today && !spurious
+            });
+            assert_eq!(c.end, SearchEnd::Converged, "seed {seed}");
+            let got = c.capacity_rps.unwrap();
+            assert!(within(got, capacity, 0.05), "seed {seed}: {got}");
+            assert!(c.ci_lo_rps <= got, "seed {seed}: {c:?}");
+            assert!(c.ci_hi_rps.is_none_or(|hi| got < hi), "seed {seed}: {c:?}");
+            assert!(c.steps < 60, "seed {seed}: {} steps", c.steps);
+            let hi = c.ci_hi_rps.unwrap_or(f64::INFINITY);
+            if c.ci_lo_rps >= 0.9 * capacity && hi <= 1.1 * capacity {
+                tight += 1;
+            }
+        }
+        assert!(tight >= 15, "only {tight} of 20 intervals within 10%");
+    }
+
+    #[test]
+    fn disagreeing_repeats_widen_the_interval() {
+        // 800 passed 3/3, 900 passed 2/3, 1000 failed 3/3.
+        let probes = [
+            Probe {
+                rate_rps: 800.0,
+                sustainable: 3,
+                runs: 3,
+            },
+            Probe {
+                rate_rps: 900.0,
+                sustainable: 2,
+                runs: 3,
+            },
+            Probe {
+                rate_rps: 1000.0,
+                sustainable: 0,
+                runs: 3,
+            },
+        ];
+        let (lo, hi) = bootstrap_bracket(&probes, 2000, 1);
+        // P(900 loses its majority on resampling) = P(Bin(3, 2/3) <= 1) = 7/27 > 2.5%.
+        assert_eq!(lo, 800.0);
+        assert_eq!(hi, Some(1000.0));
+        let certain = [
+            Probe {
+                rate_rps: 900.0,
+                sustainable: 3,
+                runs: 3,
+            },
+            Probe {
+                rate_rps: 1000.0,
+                sustainable: 0,
+                runs: 3,
+            },
+        ];
+        assert_eq!(bootstrap_bracket(&certain, 2000, 1), (900.0, Some(1000.0)));
+    }
+}
