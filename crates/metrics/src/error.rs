@@ -1,0 +1,28 @@
+//! Typed errors of the recorder. The binary adds context and picks the exit code.
+
+use thiserror::Error;
+
+/// What can go wrong while merging, closing or exporting recorded results.
+#[derive(Debug, Error)]
+pub enum MetricsError {
+    /// Two histograms could not be added (a count overflowed or bounds are incompatible).
+    #[error("cannot merge histograms: {0}")]
+    Merge(String),
+    /// A per-second window's stored bytes could not be encoded or decoded.
+    #[error("cannot {action} a per-second histogram: {detail}")]
+    Codec {
+        /// "encode" or "decode".
+        action: &'static str,
+        /// The codec's own message.
+        detail: String,
+    },
+    /// Writing an export failed.
+    #[error("cannot write {format} output: {source}")]
+    Write {
+        /// Which exporter was writing ("text", "json", "csv").
+        format: &'static str,
+        /// The I/O error underneath.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,277 @@
+//! Who was the bottleneck: the pure labelling rule of methodology.md "The generator
+//! checks itself", applied to the whole run and to each second.
+//!
+//! Open loop (a schedule exists):
+//! - *generator-bound* when send-lag p99 > max(1 ms, 1% of the mean inter-arrival
+//!   interval 1/R), or when fewer requests were sent than the schedule asked for by more
+//!   than 1% (per second we also allow one request of slack, because a send a few
+//!   microseconds late can cross a second boundary without anyone being slow);
+//! - *inconclusive* when nothing was scheduled in the window;
+//! - otherwise *server-bound*: the generator kept its schedule, so latency and
+//!   throughput are the server's.
+//!
+//! Closed loop (no schedule; each connection waits for its reply): the only sign of a
+//! saturated generator is its CPU. With `cores` = min(worker threads, CPUs available):
+//! - *generator-bound* when the process used >= 90% of `cores` (it could not have gone
+//!   faster);
+//! - *server-bound* when it used <= 70% of `cores` and CPU pressure (share of time some
+//!   task waited for a CPU) was below 50%;
+//! - *inconclusive* otherwise, or when CPU was not measured. Between 70% and 90% the
+//!   generator may be limited by scheduling rather than work; under heavy pressure the
+//!   generator and the server fight for the same cores (common on loopback), and neither
+//!   is cleanly "the" bottleneck.
+
+use serde::Serialize;
+
+/// The verdict for one window (a second or the whole run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// The generator kept up: figures describe the server.
+    ServerBound,
+    /// The generator was the limit: figures must not be presented as the server's.
+    GeneratorBound,
+    /// Not enough evidence either way.
+    Inconclusive,
+}
+
+impl Bound {
+    /// The label as printed: `server-bound`, `generator-bound`, `inconclusive`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::ServerBound => "server-bound",
+            Bound::GeneratorBound => "generator-bound",
+            Bound::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// What the rule looks at, for one window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Check {
+    /// Offered rate in requests/s for an open loop; `None` for a closed loop.
+    pub offered_rate_per_s: Option<f64>,
+    /// What the schedule asked for in the window: a count of requests by intended
+    /// instant (per second) or a rate in requests/s (whole run).
+    pub scheduled: f64,
+    /// What was actually sent, in the same unit as `scheduled`.
+    pub sent: f64,
+    /// Extra shortfall tolerated on top of 1%, in the same unit: one request for
+    /// per-second windows (boundary crossing), 0 for whole-run rates.
+    pub slack: f64,
+    /// 99th percentile of send lag (sent - intended), microseconds.
+    pub send_lag_p99_us: u64,
+    /// CPU cores' worth of time the generator process used (1.0 = one core busy).
+    pub cpu_cores_used: Option<f64>,
+    /// Cores the generator could use: min(worker threads, CPUs available).
+    pub cores: f64,
+    /// Share of wall time some task waited for a CPU (0..1), if PSI is available.
+    pub cpu_pressure: Option<f64>,
+}
+
+/// A verdict and the reason for it, in words a user can check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The label.
+    pub label: Bound,
+    /// Why, with the numbers compared.
+    pub reason: String,
+}
+
+/// Send-lag p99 threshold in microseconds: max(1 ms, 1% of 1/R).
+pub fn lag_threshold_us(rate_per_s: f64) -> f64 {
+    let interval_us = if rate_per_s > 0.0 {
+        1e6 / rate_per_s
+    } else {
+        f64::INFINITY
+    };
+    (0.01 * interval_us).max(1_000.0)
+}
+
+/// Applies the rule in the module docs.
+pub fn classify(c: &Check) -> Verdict {
+    let v = |label, reason: String| Verdict { label, reason };
+    match c.offered_rate_per_s {
+        Some(rate) => {
+            if c.scheduled <= 0.0 && c.sent <= 0.0 {
+                return v(
+                    Bound::Inconclusive,
+                    "nothing scheduled in this window".into(),
+                );
+            }
+            let limit_us = lag_threshold_us(rate);
+            if c.send_lag_p99_us as f64 > limit_us {
+                return v(
+                    Bound::GeneratorBound,
+                    format!(
+                        "send-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R)",
+                        c.send_lag_p99_us as f64 / 1e3,
+                        limit_us / 1e3
+                    ),
+                );
+            }
+            let allowed_short = 0.01 * c.scheduled + c.slack;
+            if c.sent + allowed_short < c.scheduled {
+                return v(
+                    Bound::GeneratorBound,
+                    format!(
+                        "sent {:.1} vs {:.1} scheduled (more than 1% short)",
+                        c.sent, c.scheduled
+                    ),
+                );
+            }
+            v(
+                Bound::ServerBound,
+                format!(
+                    "kept the schedule: sent {:.1} vs {:.1} scheduled, send-lag p99 {:.3} ms <= {:.3} ms",
+                    c.sent,
+                    c.scheduled,
+                    c.send_lag_p99_us as f64 / 1e3,
+                    limit_us / 1e3
+                ),
+            )
+        }
+        None => {
+            let Some(used) = c.cpu_cores_used else {
+                return v(
+                    Bound::Inconclusive,
+                    "closed loop and generator CPU not measured".into(),
+                );
+            };
+            let cores = c.cores.max(1e-9);
+            let share = used / cores;
+            if share >= 0.9 {
+                return v(
+                    Bound::GeneratorBound,
+                    format!(
+                        "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% >= 90%)",
+                        c.cores,
+                        share * 100.0
+                    ),
+                );
+            }
+            let pressure = c.cpu_pressure.unwrap_or(0.0);
+            if share <= 0.7 && pressure < 0.5 {
+                return v(
+                    Bound::ServerBound,
+                    format!(
+                        "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% <= 70%), CPU pressure {:.0}%",
+                        c.cores,
+                        share * 100.0,
+                        pressure * 100.0
+                    ),
+                );
+            }
+            v(
+                Bound::Inconclusive,
+                format!(
+                    "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}%), CPU pressure {:.0}%",
+                    c.cores,
+                    share * 100.0,
+                    pressure * 100.0
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(rate: f64, scheduled: u64, sent: u64, lag_us: u64, slack: bool) -> Check {
+        Check {
+            offered_rate_per_s: Some(rate),
+            scheduled: scheduled as f64,
+            sent: sent as f64,
+            slack: if slack { 1.0 } else { 0.0 },
+            send_lag_p99_us: lag_us,
+            cpu_cores_used: None,
+            cores: 2.0,
+            cpu_pressure: None,
+        }
+    }
+
+    fn closed(used: Option<f64>, cores: f64, pressure: Option<f64>) -> Check {
+        Check {
+            offered_rate_per_s: None,
+            scheduled: 0.0,
+            sent: 100.0,
+            slack: 0.0,
+            send_lag_p99_us: 0,
+            cpu_cores_used: used,
+            cores,
+            cpu_pressure: pressure,
+        }
+    }
+
+    #[test]
+    fn lag_threshold_is_max_of_1ms_and_1pct_interval() {
+        // 1000/s: interval 1 ms, 1% = 10 us -> 1 ms floor.
+        assert_eq!(lag_threshold_us(1000.0), 1000.0);
+        // 1/s: interval 1 s, 1% = 10 ms.
+        assert_eq!(lag_threshold_us(1.0), 10_000.0);
+        // 5/s: interval 200 ms, 1% = 2 ms.
+        assert_eq!(lag_threshold_us(5.0), 2_000.0);
+    }
+
+    #[test]
+    fn open_loop_table() {
+        use Bound::*;
+        let table = [
+            // (rate, scheduled, sent, lag p99 us, slack, expected)
+            (1000.0, 1000, 1000, 200, false, ServerBound),
+            (1000.0, 1000, 1000, 1000, false, ServerBound), // exactly at the limit
+            (1000.0, 1000, 1000, 1001, false, GeneratorBound), // lag just over 1 ms
+            (1.0, 10, 10, 9_000, false, ServerBound),       // 9 ms < 10 ms at 1/s
+            (1.0, 10, 10, 11_000, false, GeneratorBound),   // 11 ms > 10 ms
+            (1000.0, 1000, 990, 100, false, ServerBound),   // exactly 1% short
+            (1000.0, 1000, 989, 100, false, GeneratorBound), // > 1% short
+            (10.0, 10, 9, 100, true, ServerBound),          // one request of boundary slack
+            (10.0, 10, 9, 100, false, GeneratorBound),
+            (10.0, 10, 8, 100, true, GeneratorBound),
+            (100.0, 0, 0, 0, true, Inconclusive),
+        ];
+        for (rate, scheduled, sent, lag, slack, want) in table {
+            let got = classify(&open(rate, scheduled, sent, lag, slack));
+            assert_eq!(
+                got.label, want,
+                "rate {rate} sched {scheduled} sent {sent} lag {lag}: {}",
+                got.reason
+            );
+        }
+    }
+
+    #[test]
+    fn closed_loop_table() {
+        use Bound::*;
+        let table = [
+            (None, 2.0, None, Inconclusive),
+            (Some(1.9), 2.0, None, GeneratorBound),
+            (Some(0.95), 1.0, Some(0.0), GeneratorBound),
+            (Some(0.5), 2.0, Some(0.1), ServerBound),
+            (Some(1.4), 2.0, None, ServerBound), // 70% exactly
+            (Some(1.6), 2.0, Some(0.0), Inconclusive),
+            (Some(0.5), 2.0, Some(0.8), Inconclusive), // cores contended
+        ];
+        for (used, cores, pressure, want) in table {
+            let got = classify(&closed(used, cores, pressure));
+            assert_eq!(
+                got.label, want,
+                "{used:?} of {cores} at {pressure:?}: {}",
+                got.reason
+            );
+        }
+    }
+
+    #[test]
+    fn labels_print_as_documented() {
+        assert_eq!(Bound::ServerBound.name(), "server-bound");
+        assert_eq!(Bound::GeneratorBound.name(), "generator-bound");
+        assert_eq!(Bound::Inconclusive.name(), "inconclusive");
+        assert_eq!(
+            serde_json::to_string(&Bound::GeneratorBound).unwrap(),
+            "\"generator-bound\""
+        );
+    }
+}

@@ -1,0 +1,276 @@
+//! CSV: `Csv` writes one row per run (a header, then run 1..K); `CsvSeconds` writes one
+//! row per second of every run, for plotting time series. Both are plain RFC 4180: fields
+//! with commas or quotes are quoted. Latencies are milliseconds of the headline
+//! definition named in the `latency` column ("response" = CO-corrected response time,
+//! "service" = service time, "closed-service" = closed-loop service time).
+
+use super::Exporter;
+use crate::repeat::RepeatSummary;
+use crate::{MetricsError, Model, Summary};
+use std::io::Write;
+use volley_engine::ErrorKind;
+
+/// One row per run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Csv;
+
+/// One row per second per run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CsvSeconds;
+
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.6}")).unwrap_or_default()
+}
+
+fn short_definition(s: &Summary) -> &'static str {
+    match s.model {
+        Model::Open { .. } => "response",
+        Model::Closed => "closed-service",
+    }
+}
+
+fn headline(s: &Summary) -> &crate::summary::LatencyStats {
+    match s.model {
+        Model::Open { .. } => &s.latency["response_time"],
+        Model::Closed => &s.latency["service_time"],
+    }
+}
+
+/// Column names of [`Csv`], in order.
+pub fn run_header() -> String {
+    let mut cols: Vec<String> = [
+        "run",
+        "url",
+        "method",
+        "model",
+        "arrival",
+        "offered_per_s",
+        "connections",
+        "threads",
+        "keep_alive",
+        "duration_s",
+        "sent",
+        "completed",
+        "ok",
+        "failed",
+        "censored",
+        "non_2xx",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    cols.extend(
+        ErrorKind::ALL
+            .iter()
+            .map(|k| format!("errors_{}", k.name())),
+    );
+    cols.extend(
+        [
+            "requests_per_s",
+            "time_per_request_ms",
+            "time_per_request_all_ms",
+            "wire_bytes",
+            "body_bytes",
+            "transfer_kib_per_s",
+            "latency",
+            "min_ms",
+            "mean_ms",
+            "p50_ms",
+            "p90_ms",
+            "p99_ms",
+            "p999_ms",
+            "max_ms",
+            "service_p50_ms",
+            "service_p99_ms",
+            "send_lag_p99_ms",
+            "scheduled_per_s",
+            "achieved_send_per_s",
+            "max_open",
+            "connections_opened",
+            "cap_hits",
+            "cpu_cores_used",
+            "cpu_pressure",
+            "label",
+            "stopped_early",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    cols.join(",")
+}
+
+fn run_row(i: usize, s: &Summary) -> String {
+    let (model, arrival, offered) = match &s.model {
+        Model::Closed => ("closed", String::new(), None),
+        Model::Open {
+            rate_per_s,
+            arrival,
+        } => ("open", arrival.clone(), Some(*rate_per_s)),
+    };
+    let h = headline(s);
+    let sv = &s.latency["service_time"];
+    let mut f: Vec<String> = vec![
+        (i + 1).to_string(),
+        field(&s.url),
+        field(&s.method),
+        model.into(),
+        arrival,
+        opt(offered),
+        s.connections.to_string(),
+        s.threads.to_string(),
+        s.keep_alive.to_string(),
+        format!("{:.6}", s.duration_s),
+        s.requests.sent.to_string(),
+        s.requests.completed.to_string(),
+        s.requests.ok.to_string(),
+        s.requests.failed.to_string(),
+        s.requests.censored.to_string(),
+        s.requests.non_2xx.to_string(),
+    ];
+    f.extend(
+        ErrorKind::ALL
+            .iter()
+            .map(|k| s.errors[k.name()].to_string()),
+    );
+    f.extend([
+        format!("{:.3}", s.throughput.requests_per_s),
+        format!("{:.3}", s.throughput.time_per_request_ms),
+        format!("{:.3}", s.throughput.time_per_request_all_ms),
+        s.bytes.wire_total.to_string(),
+        s.bytes.body_total.to_string(),
+        format!("{:.3}", s.bytes.transfer_kib_per_s),
+        short_definition(s).into(),
+        format!("{:.3}", h.min_ms),
+        format!("{:.3}", h.mean_ms),
+        format!("{:.3}", h.p50_ms),
+        format!("{:.3}", h.p90_ms),
+        format!("{:.3}", h.p99_ms),
+        format!("{:.3}", h.p999_ms),
+        format!("{:.3}", h.max_ms),
+        format!("{:.3}", sv.p50_ms),
+        format!("{:.3}", sv.p99_ms),
+        format!("{:.3}", s.generator.send_lag_p99_ms),
+        opt(s.rates.scheduled_per_s),
+        format!("{:.3}", s.rates.achieved_send_per_s),
+        s.connections_stats.max_open.to_string(),
+        s.connections_stats.opened.to_string(),
+        s.connections_stats.cap_hits.to_string(),
+        opt(s.generator.cpu_cores_used),
+        opt(s.generator.cpu_pressure),
+        s.generator.verdict.label.name().into(),
+        s.stopped_early.to_string(),
+    ]);
+    f.join(",")
+}
+
+/// Column names of [`CsvSeconds`], in order.
+pub const SECONDS_HEADER: &str = "run,second,latency,scheduled,sent,completed,ok,failed,wire_bytes,max_open,cap_hits,p50_ms,p99_ms,max_ms,send_lag_p99_ms,cpu_cores_used,cpu_pressure,label";
+
+impl Exporter for Csv {
+    fn export(
+        &self,
+        runs: &[Summary],
+        _repeat: Option<&RepeatSummary>,
+        out: &mut dyn Write,
+    ) -> Result<(), MetricsError> {
+        let w = |source| MetricsError::Write {
+            format: "csv",
+            source,
+        };
+        writeln!(out, "{}", run_header()).map_err(w)?;
+        for (i, s) in runs.iter().enumerate() {
+            writeln!(out, "{}", run_row(i, s)).map_err(w)?;
+        }
+        Ok(())
+    }
+}
+
+impl Exporter for CsvSeconds {
+    fn export(
+        &self,
+        runs: &[Summary],
+        _repeat: Option<&RepeatSummary>,
+        out: &mut dyn Write,
+    ) -> Result<(), MetricsError> {
+        let w = |source| MetricsError::Write {
+            format: "csv",
+            source,
+        };
+        writeln!(out, "{SECONDS_HEADER}").map_err(w)?;
+        for (i, s) in runs.iter().enumerate() {
+            for x in &s.seconds {
+                let failed: u64 = x.errors.values().sum();
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+                    i + 1,
+                    x.second,
+                    short_definition(s),
+                    x.scheduled,
+                    x.sent,
+                    x.completed,
+                    x.ok,
+                    failed,
+                    x.wire_bytes,
+                    x.max_open,
+                    x.cap_hits,
+                    x.p50_ms,
+                    x.p99_ms,
+                    x.max_ms,
+                    x.send_lag_p99_ms,
+                    opt(x.cpu_cores_used),
+                    opt(x.cpu_pressure),
+                    x.label.name()
+                )
+                .map_err(w)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::tests::ok;
+    use crate::summary::tests::info;
+    use crate::Recorder;
+    use volley_engine::Sink;
+
+    #[test]
+    fn rows_match_header_width_and_quote_commas() {
+        let mut r = Recorder::new();
+        for i in 0..50 {
+            r.record(&ok(10 + i * 30, 3));
+        }
+        let mut run = info(Model::Closed, 1_500);
+        run.url = "http://127.0.0.1:1/a,b".into();
+        let s = r.close(&run).unwrap();
+        let mut buf = Vec::new();
+        Csv.export(std::slice::from_ref(&s), None, &mut buf)
+            .unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].contains("\"http://127.0.0.1:1/a,b\""));
+        let width = lines[0].split(',').count();
+        // The quoted URL holds one comma.
+        assert_eq!(lines[1].split(',').count(), width + 1);
+
+        let mut buf = Vec::new();
+        CsvSeconds.export(&[s], None, &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + 2);
+        let w = SECONDS_HEADER.split(',').count();
+        assert!(lines[1..].iter().all(|l| l.split(',').count() == w));
+    }
+}

@@ -1,0 +1,327 @@
+//! Human text: ab's layout (so an ab user finds every figure where they expect it),
+//! wrk2's detailed percentile spectrum, then what ab never shows: which latency
+//! definition each figure is, the generator's self-check and notes.
+
+use super::Exporter;
+use crate::repeat::RepeatSummary;
+use crate::summary::TimesRow;
+use crate::{MetricsError, Model, Summary};
+use std::io::Write;
+
+/// The text exporter. `spectrum` prints wrk2's full percentile spectrum.
+#[derive(Debug, Clone, Copy)]
+pub struct Text {
+    /// Include wrk2's detailed percentile spectrum.
+    pub spectrum: bool,
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text { spectrum: true }
+    }
+}
+
+fn times_row(out: &mut dyn Write, name: &str, r: &TimesRow) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{name:<12}{:>9.2} {:>8.2} {:>7.2} {:>9.2} {:>9.2}",
+        r.min_ms, r.mean_ms, r.sd_ms, r.median_ms, r.max_ms
+    )
+}
+
+fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Result<()> {
+    let model = match &s.model {
+        Model::Closed => format!("closed loop, {} connection(s)", s.connections),
+        Model::Open {
+            rate_per_s,
+            arrival,
+        } => {
+            format!(
+                "open loop, {arrival} arrivals at {rate_per_s} req/s, {} initial connection(s)",
+                s.connections
+            )
+        }
+    };
+    let ka = if s.keep_alive {
+        "keep-alive"
+    } else {
+        "new connection per request"
+    };
+    writeln!(
+        out,
+        "Benchmarking {} {} ({model}, {} thread(s), {ka})",
+        s.method, s.url, s.threads
+    )?;
+    writeln!(out)?;
+    writeln!(out, "Concurrency Level:      {}", s.connections)?;
+    writeln!(out, "Time taken for tests:   {:.3} seconds", s.duration_s)?;
+    writeln!(out, "Complete requests:      {}", s.requests.completed)?;
+    writeln!(out, "Failed requests:        {}", s.requests.failed)?;
+    let failed: Vec<String> = s
+        .errors
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, n)| format!("{k}: {n}"))
+        .collect();
+    if !failed.is_empty() {
+        writeln!(out, "   ({})", failed.join(", "))?;
+    }
+    if s.requests.non_2xx > 0 {
+        writeln!(out, "Non-2xx responses:      {}", s.requests.non_2xx)?;
+    }
+    writeln!(out, "Total transferred:      {} bytes", s.bytes.wire_total)?;
+    writeln!(out, "HTML transferred:       {} bytes", s.bytes.body_total)?;
+    writeln!(
+        out,
+        "Requests per second:    {:.2} [#/sec] (mean)",
+        s.throughput.requests_per_s
+    )?;
+    writeln!(
+        out,
+        "Time per request:       {:.3} [ms] (mean)",
+        s.throughput.time_per_request_ms
+    )?;
+    writeln!(
+        out,
+        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+        s.throughput.time_per_request_all_ms
+    )?;
+    writeln!(
+        out,
+        "Transfer rate:          {:.2} [Kbytes/sec] received",
+        s.bytes.transfer_kib_per_s
+    )?;
+    writeln!(out)?;
+    writeln!(out, "Connection Times (ms)")?;
+    writeln!(
+        out,
+        "                  min     mean [+/-sd]    median       max"
+    )?;
+    let ct = &s.connection_times;
+    times_row(out, "Connect:", &ct.connect)?;
+    times_row(out, "Processing:", &ct.processing)?;
+    times_row(out, "Waiting:", &ct.waiting)?;
+    times_row(out, "Total:", &ct.total)?;
+    writeln!(out, "  ({})", ct.definitions)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Percentage of the requests served within a certain time (ms)"
+    )?;
+    writeln!(out, "  [{}]", s.latency_definition)?;
+    for p in &s.served_within {
+        let tail = if p.percent >= 100.0 {
+            " (longest request)"
+        } else {
+            ""
+        };
+        writeln!(out, "  {:>3}% {:>10.3}{tail}", p.percent, p.ms)?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Latency by definition (ms)      count       p50       p90       p99     p99.9       max"
+    )?;
+    for (name, l) in &s.latency {
+        writeln!(
+            out,
+            "  {name:<24} {:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
+        )?;
+    }
+    if spectrum && !s.spectrum.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  Detailed Percentile spectrum [{}]:",
+            s.latency_definition
+        )?;
+        writeln!(
+            out,
+            "       Value   Percentile   TotalCount 1/(1-Percentile)"
+        )?;
+        writeln!(out)?;
+        for r in &s.spectrum {
+            match r.inverse {
+                Some(inv) => writeln!(
+                    out,
+                    "{:>12.3} {:>12.6} {:>12} {:>14.2}",
+                    r.value_ms, r.quantile, r.total_count, inv
+                )?,
+                None => writeln!(
+                    out,
+                    "{:>12.3} {:>12.6} {:>12}",
+                    r.value_ms, r.quantile, r.total_count
+                )?,
+            }
+        }
+        let h = match s.model {
+            Model::Open { .. } => &s.latency["response_time"],
+            Model::Closed => &s.latency["service_time"],
+        };
+        writeln!(
+            out,
+            "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
+            h.mean_ms, h.stdev_ms
+        )?;
+        writeln!(
+            out,
+            "#[Max     = {:>12.3}, Total count    = {:>12}]",
+            h.max_ms, h.count
+        )?;
+    }
+    writeln!(out)?;
+    let codes: Vec<String> = s
+        .status_codes
+        .iter()
+        .map(|(k, n)| format!("{k}: {n}"))
+        .collect();
+    writeln!(
+        out,
+        "Status codes:           {}",
+        if codes.is_empty() {
+            "none".into()
+        } else {
+            codes.join(", ")
+        }
+    )?;
+    let c = &s.connections_stats;
+    writeln!(
+        out,
+        "Connections:            {} opened, at most {} open at once, cap hits {}",
+        c.opened, c.max_open, c.cap_hits
+    )?;
+    let r = &s.rates;
+    match (r.offered_per_s, r.scheduled_per_s) {
+        (Some(o), Some(sch)) => writeln!(
+            out,
+            "Send rate:              offered {o:.2}/s, scheduled {sch:.2}/s, achieved {:.2}/s; replies {:.2}/s",
+            r.achieved_send_per_s, r.reply_per_s
+        )?,
+        _ => writeln!(out, "Send rate:              {:.2}/s (closed loop); replies {:.2}/s", r.achieved_send_per_s, r.reply_per_s)?,
+    }
+    let g = &s.generator;
+    let cpu = g
+        .cpu_cores_used
+        .map(|c| format!("{c:.2} of {:.0} core(s)", g.cores))
+        .unwrap_or_else(|| "not measured".into());
+    let psi = g
+        .cpu_pressure
+        .map(|p| format!("{:.0}%", p * 100.0))
+        .unwrap_or_else(|| "n/a".into());
+    writeln!(
+        out,
+        "Generator:              CPU {cpu}, CPU pressure {psi}, send-lag p99 {:.3} ms",
+        g.send_lag_p99_ms
+    )?;
+    writeln!(
+        out,
+        "Verdict:                {} ({})",
+        g.verdict.label.name(),
+        g.verdict.reason
+    )?;
+    writeln!(
+        out,
+        "Per second:             {} second(s), {} generator-bound",
+        s.seconds.len(),
+        g.generator_bound_seconds
+    )?;
+    for n in &s.notes {
+        writeln!(out, "Note: {n}")?;
+    }
+    Ok(())
+}
+
+fn write_repeat(out: &mut dyn Write, r: &RepeatSummary) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Runs ({}; ms columns are {})",
+        r.rows.len(),
+        r.latency_definition
+    )?;
+    writeln!(
+        out,
+        "  run   total [s]   mean [ms]    min [ms]    max [ms]    p99 [ms]    req/s  verdict"
+    )?;
+    for x in &r.rows {
+        writeln!(
+            out,
+            "  {:>3} {:>11.3} {:>11.3} {:>11.3} {:>11.3} {:>11.3} {:>8.1}  {}",
+            x.run, x.total_s, x.mean_ms, x.min_ms, x.max_ms, x.p99_ms, x.requests_per_s, x.label
+        )?;
+    }
+    let line = |name: &str, c: &crate::repeat::Ci| {
+        format!(
+            "  {name:<12} median {:.3}  95% CI [{:.3}, {:.3}]",
+            c.median, c.lo, c.hi
+        )
+    };
+    writeln!(out, "Across runs (bootstrap, {} resamples):", r.resamples)?;
+    writeln!(out, "{}", line("req/s", &r.requests_per_s))?;
+    writeln!(out, "{}", line("mean [ms]", &r.mean_ms))?;
+    writeln!(out, "{}", line("p99 [ms]", &r.p99_ms))?;
+    Ok(())
+}
+
+impl Exporter for Text {
+    fn export(
+        &self,
+        runs: &[Summary],
+        repeat: Option<&RepeatSummary>,
+        out: &mut dyn Write,
+    ) -> Result<(), MetricsError> {
+        let w = |source| MetricsError::Write {
+            format: "text",
+            source,
+        };
+        for (i, s) in runs.iter().enumerate() {
+            if runs.len() > 1 {
+                writeln!(out, "=== run {} of {} ===", i + 1, runs.len()).map_err(w)?;
+            }
+            write_run(out, s, self.spectrum).map_err(w)?;
+            writeln!(out).map_err(w)?;
+        }
+        if let Some(r) = repeat {
+            write_repeat(out, r).map_err(w)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::tests::ok;
+    use crate::summary::tests::info;
+    use crate::Recorder;
+    use volley_engine::Sink;
+
+    #[test]
+    fn text_has_ab_sections_and_definitions() {
+        let mut r = Recorder::new();
+        for i in 0..100 {
+            r.record(&ok(10 + i * 9, 3));
+        }
+        let s = r.close(&info(Model::Closed, 1_000)).unwrap();
+        let rep = crate::repeat::summarise(&[s.clone(), s.clone()]);
+        let mut buf = Vec::new();
+        Text::default()
+            .export(&[s.clone(), s], Some(&rep), &mut buf)
+            .unwrap();
+        let t = String::from_utf8(buf).unwrap();
+        for needle in [
+            "Complete requests:      100",
+            "Requests per second:",
+            "Connection Times (ms)",
+            "Percentage of the requests served within a certain time (ms)",
+            "closed-loop service time",
+            "Detailed Percentile spectrum",
+            "1/(1-Percentile)",
+            "Verdict:",
+            "=== run 2 of 2 ===",
+            "95% CI",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+    }
+}

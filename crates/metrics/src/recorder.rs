@@ -1,0 +1,686 @@
+//! The recorder: a [`Sink`] per worker thread that turns samples into per-second and
+//! whole-run histograms and counters.
+//!
+//! Hot path: `record` does a handful of histogram increments and counter additions on
+//! memory allocated up front; it takes no lock and allocates nothing (the two per-second
+//! send/schedule count vectors grow by one slot per second of run time, not per request).
+//!
+//! Memory stays flat in the number of requests: only the current second's histograms are
+//! live. When a second closes (a later sample or a `tick`), its histograms are encoded
+//! with the HdrHistogram V2 format, the bytes kept, and the live histograms reset for
+//! reuse. The whole-run histograms stay uncompressed (one set per worker).
+//!
+//! What goes where:
+//! - response time (done - intended) and service time (done - sent): every response
+//!   (accepted or not) plus censored requests (timeout, still in flight at the end),
+//!   which enter at their elapsed time: a lower bound of their true latency.
+//! - TTFB (first byte - sent), connect time and ab's "total" (connect + service): only
+//!   requests that got a response.
+//! - send lag (sent - intended): every request that was sent, whatever its fate.
+//! - connect/reset/closed/malformed/TLS failures have no meaningful latency; they are
+//!   counted by kind, never dropped.
+
+use crate::hist::{self, Hist};
+use crate::resources;
+use crate::MetricsError;
+use hdrhistogram::serialization::V2Serializer;
+use volley_engine::{ErrorKind, Sample, Sink};
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// The per-second histograms, by the latency definition they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// done - intended: what a user waits (coordinated-omission corrected).
+    Response = 0,
+    /// done - sent: the uncorrected service time.
+    Service = 1,
+    /// first byte - sent.
+    Ttfb = 2,
+    /// TCP connect time of requests that opened their connection (0 on reuse).
+    Connect = 3,
+    /// sent - intended: the generator's own lateness.
+    SendLag = 4,
+}
+
+impl Metric {
+    /// Every per-second metric, in storage order.
+    pub const ALL: [Metric; 5] = [
+        Metric::Response,
+        Metric::Service,
+        Metric::Ttfb,
+        Metric::Connect,
+        Metric::SendLag,
+    ];
+
+    /// Stable name used in JSON and CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Response => "response_time",
+            Metric::Service => "service_time",
+            Metric::Ttfb => "ttfb",
+            Metric::Connect => "connect_time",
+            Metric::SendLag => "send_lag",
+        }
+    }
+}
+
+/// Counters of one window (a second, or the whole run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Samples whose `done_ns` fell in the window, whatever their outcome.
+    pub completed: u64,
+    /// Of those, accepted responses.
+    pub ok: u64,
+    /// Of those, failures by [`ErrorKind::index`].
+    pub errors: [u64; 8],
+    /// Responses by status class: index 0 = no status line, 1..=5 = 1xx..5xx
+    /// (anything above 599 counts as 5xx).
+    pub status_class: [u64; 6],
+    /// Response bytes read from the wire (headers + body + framing).
+    pub wire_bytes: u64,
+    /// Decoded body bytes.
+    pub body_bytes: u64,
+    /// Most connections open at once, as reported by the engine.
+    pub max_open: u32,
+    /// Times an arrival found the connection cap reached.
+    pub cap_hits: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.completed += o.completed;
+        self.ok += o.ok;
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+        for (a, b) in self.status_class.iter_mut().zip(o.status_class) {
+            *a += b;
+        }
+        self.wire_bytes += o.wire_bytes;
+        self.body_bytes += o.body_bytes;
+        // Workers report the global open count, so the max of maxima is the global max.
+        self.max_open = self.max_open.max(o.max_open);
+        self.cap_hits += o.cap_hits;
+    }
+
+    /// Failed requests of every kind (censored ones included).
+    pub fn failed(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Requests still in flight or timed out: censored latencies.
+    pub fn censored(&self) -> u64 {
+        self.errors[ErrorKind::Timeout.index()] + self.errors[ErrorKind::InFlight.index()]
+    }
+}
+
+/// The generator's resource use over one closed second (worker 0 only).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SecondResources {
+    /// CPU cores' worth of process time used (user + sys / wall).
+    pub cpu_cores_used: f64,
+    /// Share of wall time some task waited for a CPU (PSI), when available.
+    pub cpu_pressure: Option<f64>,
+}
+
+/// One closed second, kept compactly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedSecond {
+    /// Second of run time (`done_ns / 1e9`).
+    pub second: u64,
+    /// Its counters.
+    pub counts: Counts,
+    /// Its histograms, V2-encoded, by [`Metric`] index (empty bytes = empty histogram).
+    pub hists: [Vec<u8>; 5],
+    /// Generator resource use in this second, if this recorder measured it.
+    pub resources: Option<SecondResources>,
+}
+
+impl ClosedSecond {
+    /// Decodes one of this second's histograms.
+    pub fn hist(&self, m: Metric) -> Result<Hist, MetricsError> {
+        hist::decode(&self.hists[m as usize])
+    }
+}
+
+/// Whole-run figures that are not histograms.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunTotals {
+    pub counts: Counts,
+    /// Exact status codes 0..=599 (index = code; larger codes are folded into 599).
+    pub status_codes: Box<[u64; 600]>,
+    pub sent: u64,
+    pub first_sent_ns: u64,
+    pub last_sent_ns: u64,
+    pub first_intended_ns: u64,
+    pub last_intended_ns: u64,
+    pub last_done_ns: u64,
+}
+
+impl Default for RunTotals {
+    fn default() -> Self {
+        RunTotals {
+            counts: Counts::default(),
+            status_codes: Box::new([0; 600]),
+            sent: 0,
+            first_sent_ns: u64::MAX,
+            last_sent_ns: 0,
+            first_intended_ns: u64::MAX,
+            last_intended_ns: 0,
+            last_done_ns: 0,
+        }
+    }
+}
+
+/// Where worker 0 is in its once-per-second resource readings.
+#[derive(Debug, Clone, Copy)]
+struct ResourceMark {
+    at_ns: u64,
+    cpu_ns: u64,
+    psi_us: Option<u64>,
+}
+
+/// Records one worker's samples. Build one per worker (`Recorder::new`, and
+/// [`Recorder::with_resources`] for worker 0), merge them after the run, then
+/// [`Recorder::close`] into a [`crate::Summary`].
+pub struct Recorder {
+    /// Second the live window covers.
+    current: u64,
+    live_counts: Counts,
+    live: [Hist; 5],
+    closed: Vec<ClosedSecond>,
+    /// Whole-run histograms by [`Metric`] index, then ab's total (connect + service).
+    pub(crate) run: [Hist; 5],
+    pub(crate) run_total: Hist,
+    pub(crate) totals: RunTotals,
+    /// Sends by second of `sent_ns`, and scheduled arrivals by second of `intended_ns`.
+    pub(crate) sent_by_second: Vec<u64>,
+    pub(crate) scheduled_by_second: Vec<u64>,
+    started: bool,
+    measure_resources: bool,
+    mark: Option<ResourceMark>,
+    live_resources: Option<SecondResources>,
+    serializer: V2Serializer,
+    /// First encode failure, reported at merge/close (the Sink trait cannot fail).
+    error: Option<MetricsError>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("current", &self.current)
+            .field("closed_seconds", &self.closed.len())
+            .field("completed", &self.totals.counts.completed)
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// A recorder that does not read resources (workers 1..).
+    pub fn new() -> Recorder {
+        Recorder {
+            current: 0,
+            live_counts: Counts::default(),
+            live: std::array::from_fn(|_| hist::new_hist()),
+            closed: Vec::new(),
+            run: std::array::from_fn(|_| hist::new_hist()),
+            run_total: hist::new_hist(),
+            totals: RunTotals::default(),
+            sent_by_second: Vec::new(),
+            scheduled_by_second: Vec::new(),
+            started: false,
+            measure_resources: false,
+            mark: None,
+            live_resources: None,
+            serializer: V2Serializer::new(),
+            error: None,
+        }
+    }
+
+    /// A recorder that also reads the process's CPU time and the system's CPU pressure
+    /// once per second, when a second closes. Give it to exactly one worker (worker 0):
+    /// the readings are process-wide.
+    pub fn with_resources() -> Recorder {
+        Recorder {
+            measure_resources: true,
+            ..Recorder::new()
+        }
+    }
+
+    /// The recorder for worker `worker`: worker 0 measures resources.
+    pub fn for_worker(worker: usize) -> Recorder {
+        if worker == 0 {
+            Recorder::with_resources()
+        } else {
+            Recorder::new()
+        }
+    }
+
+    /// Closed seconds so far, in order (after [`Recorder::finish`], all of them).
+    pub fn closed_seconds(&self) -> &[ClosedSecond] {
+        &self.closed
+    }
+
+    /// Bytes held by closed seconds' encoded histograms: what grows with run length.
+    pub fn stored_bytes(&self) -> usize {
+        self.closed
+            .iter()
+            .map(|c| c.hists.iter().map(Vec::len).sum::<usize>())
+            .sum()
+    }
+
+    /// Requests recorded so far.
+    pub fn completed(&self) -> u64 {
+        self.totals.counts.completed
+    }
+
+    fn begin(&mut self, now_ns: u64) {
+        if !self.started {
+            self.started = true;
+            self.current = now_ns / NS_PER_S;
+            if self.measure_resources {
+                self.mark = read_mark(now_ns);
+            }
+        }
+    }
+
+    /// Moves the live window forward to `second`, closing the current one if it moves.
+    fn advance(&mut self, now_ns: u64) {
+        self.begin(now_ns);
+        let second = now_ns / NS_PER_S;
+        if second > self.current {
+            self.close_live(now_ns, true);
+            self.current = second;
+        }
+    }
+
+    /// Encodes and stores the live window. `read_resources` is false at the very end,
+    /// where no real instant is known and a CPU reading would be misattributed.
+    fn close_live(&mut self, now_ns: u64, read_resources: bool) {
+        if self.measure_resources && read_resources {
+            if let (Some(prev), Some(next)) = (self.mark, read_mark(now_ns)) {
+                let dt_ns = next.at_ns.saturating_sub(prev.at_ns);
+                if dt_ns > 0 {
+                    let pressure = match (prev.psi_us, next.psi_us) {
+                        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / dt_ns as f64),
+                        _ => None,
+                    };
+                    self.live_resources = Some(SecondResources {
+                        cpu_cores_used: next.cpu_ns.saturating_sub(prev.cpu_ns) as f64
+                            / dt_ns as f64,
+                        cpu_pressure: pressure,
+                    });
+                    self.mark = Some(next);
+                }
+            }
+        }
+        let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
+        if !empty || self.live_resources.is_some() {
+            let mut hists: [Vec<u8>; 5] = Default::default();
+            for (i, h) in self.live.iter().enumerate() {
+                match hist::encode(&mut self.serializer, h) {
+                    Ok(b) => hists[i] = b,
+                    Err(e) => {
+                        self.error.get_or_insert(e);
+                    }
+                }
+            }
+            let closed = ClosedSecond {
+                second: self.current,
+                counts: self.live_counts,
+                hists,
+                resources: self.live_resources.take(),
+            };
+            // A second can be closed twice only if samples arrive after `finish`; keep
+            // one entry per second so merging by index stays a simple join.
+            match self.closed.last_mut() {
+                Some(last) if last.second == closed.second => {
+                    let prev = std::mem::replace(last, closed);
+                    match join_second(prev, last.clone(), &mut self.serializer) {
+                        Ok(j) => *last = j,
+                        Err(e) => {
+                            self.error.get_or_insert(e);
+                        }
+                    }
+                }
+                _ => self.closed.push(closed),
+            }
+        }
+        self.live_counts = Counts::default();
+        for h in self.live.iter_mut() {
+            h.reset();
+        }
+    }
+
+    /// Closes the live window. Called by merge and close; harmless to call twice.
+    pub fn finish(&mut self) {
+        let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
+        if self.started && !empty {
+            self.close_live(0, false);
+        }
+    }
+
+    /// Adds `other` (another worker's recorder) into this one: whole-run histograms
+    /// added, per-second windows merged by second index.
+    pub fn merge(&mut self, mut other: Recorder) -> Result<(), MetricsError> {
+        self.finish();
+        other.finish();
+        if let Some(e) = self.error.take().or(other.error.take()) {
+            return Err(e);
+        }
+        for (a, b) in self.run.iter_mut().zip(other.run.iter()) {
+            hist::add(a, b)?;
+        }
+        hist::add(&mut self.run_total, &other.run_total)?;
+        let (a, b) = (&mut self.totals, &other.totals);
+        a.counts.add(&b.counts);
+        for (x, y) in a.status_codes.iter_mut().zip(b.status_codes.iter()) {
+            *x += y;
+        }
+        a.sent += b.sent;
+        a.first_sent_ns = a.first_sent_ns.min(b.first_sent_ns);
+        a.last_sent_ns = a.last_sent_ns.max(b.last_sent_ns);
+        a.first_intended_ns = a.first_intended_ns.min(b.first_intended_ns);
+        a.last_intended_ns = a.last_intended_ns.max(b.last_intended_ns);
+        a.last_done_ns = a.last_done_ns.max(b.last_done_ns);
+        add_series(&mut self.sent_by_second, &other.sent_by_second);
+        add_series(&mut self.scheduled_by_second, &other.scheduled_by_second);
+        self.closed = merge_seconds(
+            std::mem::take(&mut self.closed),
+            other.closed,
+            &mut self.serializer,
+        )?;
+        self.started |= other.started;
+        self.current = self.current.max(other.current);
+        Ok(())
+    }
+
+    /// Merges a list of per-worker recorders into one.
+    pub fn merge_all(recorders: Vec<Recorder>) -> Result<Recorder, MetricsError> {
+        let mut it = recorders.into_iter();
+        let mut first = it.next().unwrap_or_default();
+        first.finish();
+        for r in it {
+            first.merge(r)?;
+        }
+        if let Some(e) = first.error.take() {
+            return Err(e);
+        }
+        Ok(first)
+    }
+}
+
+fn read_mark(now_ns: u64) -> Option<ResourceMark> {
+    Some(ResourceMark {
+        at_ns: now_ns,
+        cpu_ns: resources::process_cpu_ns()?,
+        psi_us: resources::cpu_pressure_some_us(),
+    })
+}
+
+fn add_series(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+fn bump(series: &mut Vec<u64>, second: u64) {
+    let i = second as usize;
+    if series.len() <= i {
+        // Grows once per second of run time, not per request.
+        series.resize(i + 1, 0);
+    }
+    series[i] += 1;
+}
+
+fn merge_seconds(
+    a: Vec<ClosedSecond>,
+    b: Vec<ClosedSecond>,
+    ser: &mut V2Serializer,
+) -> Result<Vec<ClosedSecond>, MetricsError> {
+    use std::cmp::Ordering;
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(x), Some(y)) => x.second.cmp(&y.second),
+        };
+        match order {
+            Ordering::Less => out.extend(a.next()),
+            Ordering::Greater => out.extend(b.next()),
+            Ordering::Equal => {
+                if let (Some(x), Some(y)) = (a.next(), b.next()) {
+                    out.push(join_second(x, y, ser)?);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Two workers' records of the same second, added.
+fn join_second(
+    mut x: ClosedSecond,
+    y: ClosedSecond,
+    ser: &mut V2Serializer,
+) -> Result<ClosedSecond, MetricsError> {
+    x.counts.add(&y.counts);
+    for (xb, yb) in x.hists.iter_mut().zip(y.hists) {
+        if yb.is_empty() {
+            continue;
+        }
+        if xb.is_empty() {
+            *xb = yb;
+            continue;
+        }
+        let mut h = hist::decode(xb)?;
+        hist::add(&mut h, &hist::decode(&yb)?)?;
+        *xb = hist::encode(ser, &h)?;
+    }
+    x.resources = x.resources.or(y.resources);
+    Ok(x)
+}
+
+impl Sink for Recorder {
+    #[inline]
+    fn record(&mut self, s: &Sample) {
+        self.advance(s.done_ns.max(self.current * NS_PER_S));
+        let kind = s.error;
+        let responded = matches!(kind, None | Some(ErrorKind::Status));
+        let censored = matches!(kind, Some(ErrorKind::Timeout | ErrorKind::InFlight));
+        let was_sent = s.sent_ns >= s.intended_ns;
+
+        let c = &mut self.live_counts;
+        c.completed += 1;
+        match kind {
+            None => c.ok += 1,
+            Some(k) => c.errors[k.index()] += 1,
+        }
+        let class = if s.status == 0 {
+            0
+        } else {
+            (s.status as usize / 100).clamp(1, 5)
+        };
+        c.status_class[class] += 1;
+        c.wire_bytes += s.wire_bytes;
+        c.body_bytes += s.body_bytes;
+
+        let t = &mut self.totals;
+        t.counts.completed += 1;
+        match kind {
+            None => t.counts.ok += 1,
+            Some(k) => t.counts.errors[k.index()] += 1,
+        }
+        t.counts.status_class[class] += 1;
+        t.counts.wire_bytes += s.wire_bytes;
+        t.counts.body_bytes += s.body_bytes;
+        t.status_codes[(s.status as usize).min(599)] += 1;
+        t.first_intended_ns = t.first_intended_ns.min(s.intended_ns);
+        t.last_intended_ns = t.last_intended_ns.max(s.intended_ns);
+        t.last_done_ns = t.last_done_ns.max(s.done_ns);
+        bump(&mut self.scheduled_by_second, s.intended_ns / NS_PER_S);
+        if was_sent {
+            t.sent += 1;
+            t.first_sent_ns = t.first_sent_ns.min(s.sent_ns);
+            t.last_sent_ns = t.last_sent_ns.max(s.sent_ns);
+            bump(&mut self.sent_by_second, s.sent_ns / NS_PER_S);
+            let lag = s.send_lag_ns();
+            hist::record_ns(&mut self.live[Metric::SendLag as usize], lag);
+            hist::record_ns(&mut self.run[Metric::SendLag as usize], lag);
+        }
+        if responded || censored {
+            let (resp, serv) = (s.response_ns(), if was_sent { s.service_ns() } else { 0 });
+            for h in [&mut self.live[0], &mut self.run[0]] {
+                hist::record_ns(h, resp);
+            }
+            if was_sent {
+                for h in [&mut self.live[1], &mut self.run[1]] {
+                    hist::record_ns(h, serv);
+                }
+                hist::record_ns(&mut self.run_total, s.connect_ns.saturating_add(serv));
+            }
+        }
+        if responded {
+            if let Some(ttfb) = s.ttfb_ns() {
+                for h in [&mut self.live[2], &mut self.run[2]] {
+                    hist::record_ns(h, ttfb);
+                }
+            }
+            for h in [&mut self.live[3], &mut self.run[3]] {
+                hist::record_ns(h, s.connect_ns);
+            }
+        }
+    }
+
+    fn connections(&mut self, now_ns: u64, open_now: u32) {
+        self.advance(now_ns.max(self.current * NS_PER_S));
+        self.live_counts.max_open = self.live_counts.max_open.max(open_now);
+        self.totals.counts.max_open = self.totals.counts.max_open.max(open_now);
+    }
+
+    fn cap_hit(&mut self, now_ns: u64) {
+        self.advance(now_ns.max(self.current * NS_PER_S));
+        self.live_counts.cap_hits += 1;
+        self.totals.counts.cap_hits += 1;
+    }
+
+    fn tick(&mut self, now_ns: u64) {
+        self.advance(now_ns.max(self.current * NS_PER_S));
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A sample finishing at `done_ms` after `lat_ms`, sent on schedule.
+    pub(crate) fn ok(done_ms: u64, lat_ms: u64) -> Sample {
+        let done_ns = done_ms * 1_000_000;
+        let start = done_ns - lat_ms * 1_000_000;
+        Sample {
+            intended_ns: start,
+            sent_ns: start,
+            first_byte_ns: start + lat_ms * 500_000,
+            done_ns,
+            connect_ns: 0,
+            status: 200,
+            wire_bytes: 100,
+            body_bytes: 60,
+            error: None,
+            request_index: 0,
+        }
+    }
+
+    #[test]
+    fn seconds_close_on_later_samples_and_ticks() {
+        let mut r = Recorder::new();
+        r.record(&ok(100, 5));
+        r.record(&ok(900, 5));
+        assert!(r.closed_seconds().is_empty());
+        r.record(&ok(1_100, 5));
+        assert_eq!(r.closed_seconds().len(), 1);
+        assert_eq!(r.closed_seconds()[0].counts.completed, 2);
+        r.tick(3_500_000_000);
+        assert_eq!(r.closed_seconds().len(), 2);
+        assert_eq!(r.closed_seconds()[1].second, 1);
+        r.finish();
+        // Second 3 had nothing: not stored.
+        assert_eq!(r.closed_seconds().len(), 2);
+        let h = r.closed_seconds()[0].hist(Metric::Response).unwrap();
+        assert_eq!(h.len(), 2);
+        assert!(h.equivalent(h.max(), 5_000));
+    }
+
+    #[test]
+    fn censored_samples_count_and_enter_response_time() {
+        let mut r = Recorder::new();
+        let mut s = ok(2_000, 1_500);
+        s.error = Some(ErrorKind::InFlight);
+        s.first_byte_ns = 0;
+        s.status = 0;
+        r.record(&s);
+        let mut t = ok(2_000, 30);
+        t.error = Some(ErrorKind::Connect);
+        r.record(&t);
+        r.finish();
+        assert_eq!(r.totals.counts.censored(), 1);
+        assert_eq!(r.totals.counts.failed(), 2);
+        assert_eq!(
+            r.run[Metric::Response as usize].len(),
+            1,
+            "connect error has no latency"
+        );
+        assert!(r.run[Metric::Response as usize].max() >= 1_499_000);
+        assert_eq!(r.run[Metric::Ttfb as usize].len(), 0);
+        assert_eq!(r.run[Metric::SendLag as usize].len(), 2, "both were sent");
+    }
+
+    #[test]
+    fn merge_adds_histograms_and_joins_seconds() {
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        a.record(&ok(500, 1));
+        a.record(&ok(2_500, 2));
+        b.record(&ok(1_500, 3));
+        b.record(&ok(2_600, 4));
+        b.connections(2_600_000_000, 7);
+        let m = Recorder::merge_all(vec![a, b]).unwrap();
+        let secs: Vec<u64> = m.closed_seconds().iter().map(|c| c.second).collect();
+        assert_eq!(secs, vec![0, 1, 2]);
+        let s2 = &m.closed_seconds()[2];
+        assert_eq!(s2.counts.completed, 2);
+        assert_eq!(s2.counts.max_open, 7);
+        assert_eq!(s2.hist(Metric::Response).unwrap().len(), 2);
+        assert_eq!(m.run[0].len(), 4);
+        assert_eq!(m.totals.counts.completed, 4);
+    }
+
+    #[test]
+    fn memory_is_flat_in_requests() {
+        // 200k requests over 20 seconds: live histograms are reused, and what is kept per
+        // closed second is a few hundred bytes, whatever the request count.
+        let mut r = Recorder::new();
+        for i in 0..200_000u64 {
+            let done_ms = 1 + i / 10; // 10 per ms
+            r.record(&ok(done_ms + 10, 1 + i % 7));
+        }
+        r.finish();
+        assert_eq!(r.completed(), 200_000);
+        assert_eq!(r.closed_seconds().len(), 21);
+        let per_second = r.stored_bytes() / r.closed_seconds().len();
+        assert!(per_second < 1_000, "stored {per_second} bytes per second");
+    }
+}

@@ -1,0 +1,871 @@
+//! `close()`: the merged recorder plus what the engine and CLI know about the run,
+//! turned into one [`Summary`] that every exporter prints from.
+//!
+//! Definitions (all from the four instants of a sample):
+//! - response time = done - intended (coordinated-omission corrected; the headline of an
+//!   open-loop run); service time = done - sent (the headline of a closed-loop run, where
+//!   intended = sent and the two coincide); TTFB = first byte - sent; send lag = sent -
+//!   intended.
+//! - ab's Connection Times: Connect = TCP connect time of the request's connection (0
+//!   when it reused a kept-alive one); Processing = done - sent; Waiting = first byte -
+//!   sent; Total = Connect + Processing. ab measures Processing from the end of connect,
+//!   which is when we send.
+//! - ab's "Time per request": mean = concurrency x duration / completed;
+//!   "across all concurrent requests" = duration / completed.
+//! - Rates: achieved send rate = (sent - 1) / (last sent - first sent) and scheduled
+//!   rate likewise over intended instants, so the time spent waiting for the last
+//!   replies does not dilute them; reply rate = completed / duration.
+
+use crate::hist::{self, Hist};
+use crate::label::{self, Bound, Check, Verdict};
+use crate::recorder::{Metric, Recorder};
+use crate::MetricsError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use volley_engine::ErrorKind;
+
+/// Version of the JSON document; bump on any incompatible change (docs/bench-json.md).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The load model as the summary reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Model {
+    /// Each connection sends its next request when the previous one finishes.
+    Closed,
+    /// Requests sent on a schedule at `rate_per_s`.
+    Open {
+        /// Offered rate, requests/s.
+        rate_per_s: f64,
+        /// "constant" or "poisson".
+        arrival: String,
+    },
+}
+
+/// What the engine and the CLI know about a run that the samples do not carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunInfo {
+    /// Target URL as given.
+    pub url: String,
+    /// HTTP method sent.
+    pub method: String,
+    /// Closed or open loop.
+    pub model: Model,
+    /// Worker threads.
+    pub threads: usize,
+    /// Connections (closed loop: concurrency; open loop: initial pool).
+    pub connections: usize,
+    /// Open-loop connection cap.
+    pub max_connections: usize,
+    /// Whether connections were reused.
+    pub keep_alive: bool,
+    /// Wall time of the run, nanoseconds (engine's clock).
+    pub elapsed_ns: u64,
+    /// TCP connections opened during the run.
+    pub connections_opened: u64,
+    /// Most connections open at once, from the engine (merged with the sinks' figure).
+    pub max_open_connections: u32,
+    /// Open-loop arrivals that found the connection cap reached (engine's count).
+    pub cap_hits: u64,
+    /// The run ended before its stop condition (Ctrl-C or a stop flag).
+    pub stopped_early: bool,
+    /// Process CPU time (user + sys) used during the run, nanoseconds.
+    pub cpu_ns: Option<u64>,
+    /// Share of the run some task waited for a CPU (PSI), 0..1.
+    pub cpu_pressure: Option<f64>,
+    /// Cores the generator could use: min(threads, CPUs available).
+    pub cores: f64,
+    /// Lines the CLI wants printed with the result (e.g. "server closed connections").
+    pub notes: Vec<String>,
+}
+
+/// min / mean / sd / median / max of one row of ab's Connection Times, milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimesRow {
+    /// Smallest value.
+    pub min_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Standard deviation.
+    pub sd_ms: f64,
+    /// Median.
+    pub median_ms: f64,
+    /// Largest value.
+    pub max_ms: f64,
+    /// Values behind the row.
+    pub count: u64,
+}
+
+/// ab's Connection Times table. Definitions in the module docs and in `definitions`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConnectionTimes {
+    /// One line saying how each row is computed.
+    pub definitions: String,
+    /// TCP connect (0 on a reused connection).
+    pub connect: TimesRow,
+    /// done - sent.
+    pub processing: TimesRow,
+    /// first byte - sent.
+    pub waiting: TimesRow,
+    /// connect + processing.
+    pub total: TimesRow,
+}
+
+/// One row of a percentile list.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentile {
+    /// Percent of requests (0..100).
+    pub percent: f64,
+    /// Value at or below which that share of requests fell, milliseconds.
+    pub ms: f64,
+}
+
+/// One line of wrk2's detailed spectrum.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SpectrumRow {
+    /// Value, milliseconds.
+    pub value_ms: f64,
+    /// Quantile iterated to (0..1).
+    pub quantile: f64,
+    /// Requests at or below `value_ms`.
+    pub total_count: u64,
+    /// 1 / (1 - quantile); `None` (JSON null) at quantile 1.
+    pub inverse: Option<f64>,
+}
+
+/// Distribution of one latency definition over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyStats {
+    /// What is measured, in words.
+    pub definition: String,
+    /// Values recorded.
+    pub count: u64,
+    /// Smallest, ms.
+    pub min_ms: f64,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Standard deviation, ms.
+    pub stdev_ms: f64,
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 90th percentile, ms.
+    pub p90_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// 99.9th percentile, ms.
+    pub p999_ms: f64,
+    /// 99.99th percentile, ms.
+    pub p9999_ms: f64,
+    /// Largest, ms.
+    pub max_ms: f64,
+}
+
+/// Request counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Requests {
+    /// Requests whose first byte was written.
+    pub sent: u64,
+    /// Requests with an outcome (accepted, failed or censored): every sample.
+    pub completed: u64,
+    /// Accepted responses.
+    pub ok: u64,
+    /// Everything else (ab's "Failed requests", plus censored ones).
+    pub failed: u64,
+    /// Timed out or still in flight at the end: latencies recorded as lower bounds.
+    pub censored: u64,
+    /// Responses whose status is not 2xx (ab's "Non-2xx responses").
+    pub non_2xx: u64,
+}
+
+/// Byte counts and transfer rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bytes {
+    /// Response bytes read (ab's "Total transferred").
+    pub wire_total: u64,
+    /// Decoded body bytes (ab's "HTML transferred").
+    pub body_total: u64,
+    /// wire_total / 1024 / duration (ab's "Transfer rate", Kbytes/sec).
+    pub transfer_kib_per_s: f64,
+}
+
+/// Throughput figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Throughput {
+    /// completed / duration (ab's "Requests per second").
+    pub requests_per_s: f64,
+    /// ok / duration.
+    pub ok_per_s: f64,
+    /// concurrency x duration / completed, ms (ab's "Time per request (mean)").
+    pub time_per_request_ms: f64,
+    /// duration / completed, ms (ab's "(mean, across all concurrent requests)").
+    pub time_per_request_all_ms: f64,
+}
+
+/// Rates the generator was asked for and achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rates {
+    /// Open loop: the rate asked for.
+    pub offered_per_s: Option<f64>,
+    /// Open loop: the rate the schedule's intended instants actually span.
+    pub scheduled_per_s: Option<f64>,
+    /// Rate of sends over the span of send instants.
+    pub achieved_send_per_s: f64,
+    /// completed / duration.
+    pub reply_per_s: f64,
+}
+
+/// Connection figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Connections {
+    /// Most open at once.
+    pub max_open: u32,
+    /// TCP connections opened.
+    pub opened: u64,
+    /// Open-loop arrivals that found `max_connections` reached.
+    pub cap_hits: u64,
+}
+
+/// The generator's self-check for the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Generator {
+    /// CPU cores' worth of process time used (user + sys / wall).
+    pub cpu_cores_used: Option<f64>,
+    /// Cores it could use: min(threads, CPUs available).
+    pub cores: f64,
+    /// Share of time some task waited for a CPU, 0..1 (PSI).
+    pub cpu_pressure: Option<f64>,
+    /// 99th percentile of send lag, ms.
+    pub send_lag_p99_ms: f64,
+    /// server-bound, generator-bound or inconclusive, and why.
+    pub verdict: Verdict,
+    /// Seconds labelled generator-bound.
+    pub generator_bound_seconds: u64,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecondSummary {
+    /// Second of run time (0-based).
+    pub second: u64,
+    /// Scheduled arrivals whose intended instant fell in this second.
+    pub scheduled: u64,
+    /// Requests sent in this second.
+    pub sent: u64,
+    /// Requests finished (any outcome) in this second.
+    pub completed: u64,
+    /// Accepted responses.
+    pub ok: u64,
+    /// Failures by kind (only kinds that occurred).
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Response bytes read.
+    pub wire_bytes: u64,
+    /// Most connections open at once.
+    pub max_open: u32,
+    /// Connection-cap hits.
+    pub cap_hits: u64,
+    /// Headline latency (see `Summary::latency_definition`) p50 / p99 / max, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// Largest, ms.
+    pub max_ms: f64,
+    /// Send lag p99, ms.
+    pub send_lag_p99_ms: f64,
+    /// Generator CPU in this second (cores' worth).
+    pub cpu_cores_used: Option<f64>,
+    /// CPU pressure in this second.
+    pub cpu_pressure: Option<f64>,
+    /// Who was the bottleneck in this second.
+    pub label: Bound,
+}
+
+/// Everything a report shows about one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// URL.
+    pub url: String,
+    /// Method.
+    pub method: String,
+    /// Closed or open loop.
+    pub model: Model,
+    /// Worker threads.
+    pub threads: usize,
+    /// Connections (closed: concurrency).
+    pub connections: usize,
+    /// Connection reuse.
+    pub keep_alive: bool,
+    /// Which latency the headline figures (spectrum, served_within, per-second) show.
+    pub latency_definition: String,
+    /// Wall time, seconds.
+    pub duration_s: f64,
+    /// Counts.
+    pub requests: Requests,
+    /// Failures by kind (every kind listed, zeros included).
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Responses by exact status code ("none" when no status line was read).
+    pub status_codes: BTreeMap<String, u64>,
+    /// Bytes.
+    pub bytes: Bytes,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// Rates.
+    pub rates: Rates,
+    /// ab's Connection Times.
+    pub connection_times: ConnectionTimes,
+    /// ab's "Percentage of the requests served within a certain time" (headline latency).
+    pub served_within: Vec<Percentile>,
+    /// Every latency definition: response_time, service_time, ttfb, connect_time,
+    /// send_lag.
+    pub latency: BTreeMap<&'static str, LatencyStats>,
+    /// wrk2's detailed percentile spectrum of the headline latency.
+    pub spectrum: Vec<SpectrumRow>,
+    /// Connections.
+    pub connections_stats: Connections,
+    /// The generator's self-check.
+    pub generator: Generator,
+    /// Per-second series (every second, empty ones included).
+    pub seconds: Vec<SecondSummary>,
+    /// Ended before its stop condition.
+    pub stopped_early: bool,
+    /// Things the reader must know (interruptions, censored values, server failures).
+    pub notes: Vec<String>,
+}
+
+fn ms(us: u64) -> f64 {
+    hist::us_to_ms(us as f64)
+}
+
+fn row(h: &Hist) -> TimesRow {
+    if h.is_empty() {
+        return TimesRow {
+            min_ms: 0.0,
+            mean_ms: 0.0,
+            sd_ms: 0.0,
+            median_ms: 0.0,
+            max_ms: 0.0,
+            count: 0,
+        };
+    }
+    TimesRow {
+        min_ms: ms(h.min()),
+        mean_ms: hist::us_to_ms(h.mean()),
+        sd_ms: hist::us_to_ms(h.stdev()),
+        median_ms: ms(h.value_at_quantile(0.5)),
+        max_ms: ms(h.max()),
+        count: h.len(),
+    }
+}
+
+fn stats(h: &Hist, definition: &str) -> LatencyStats {
+    let q = |p: f64| {
+        if h.is_empty() {
+            0.0
+        } else {
+            ms(h.value_at_quantile(p))
+        }
+    };
+    LatencyStats {
+        definition: definition.to_string(),
+        count: h.len(),
+        min_ms: if h.is_empty() { 0.0 } else { ms(h.min()) },
+        mean_ms: if h.is_empty() {
+            0.0
+        } else {
+            hist::us_to_ms(h.mean())
+        },
+        stdev_ms: if h.is_empty() {
+            0.0
+        } else {
+            hist::us_to_ms(h.stdev())
+        },
+        p50_ms: q(0.5),
+        p90_ms: q(0.9),
+        p99_ms: q(0.99),
+        p999_ms: q(0.999),
+        p9999_ms: q(0.9999),
+        max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
+    }
+}
+
+/// wrk2's spectrum: quantiles stepping halfway to 100% five ticks at a time.
+pub fn spectrum(h: &Hist) -> Vec<SpectrumRow> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut total = 0u64;
+    h.iter_quantiles(5)
+        .map(|v| {
+            total += v.count_since_last_iteration();
+            let q = v.quantile_iterated_to();
+            SpectrumRow {
+                value_ms: ms(v.value_iterated_to()),
+                quantile: q,
+                total_count: total,
+                inverse: (q < 1.0).then(|| 1.0 / (1.0 - q)),
+            }
+        })
+        .collect()
+}
+
+/// ab's served-within percentages.
+pub fn served_within(h: &Hist) -> Vec<Percentile> {
+    [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 100.0]
+        .into_iter()
+        .map(|p| Percentile {
+            percent: p,
+            ms: if h.is_empty() {
+                0.0
+            } else {
+                ms(h.value_at_percentile(p))
+            },
+        })
+        .collect()
+}
+
+/// Rate over a span of instants: (n - 1) events fill the span between first and last.
+fn span_rate(n: u64, first_ns: u64, last_ns: u64, fallback_s: f64) -> f64 {
+    if n >= 2 && last_ns > first_ns {
+        (n - 1) as f64 * 1e9 / (last_ns - first_ns) as f64
+    } else if fallback_s > 0.0 {
+        n as f64 / fallback_s
+    } else {
+        0.0
+    }
+}
+
+const RESPONSE_DEF: &str =
+    "response time = done - intended send time (coordinated-omission corrected; includes time queued behind a late generator or a full pool)";
+const SERVICE_DEF: &str = "service time = done - sent (not corrected for coordinated omission)";
+const CLOSED_DEF: &str =
+    "closed-loop service time = done - sent (each connection waits for its reply before sending again; intended = sent)";
+
+impl Recorder {
+    /// Derives the summary. Merge every worker's recorder into this one first.
+    pub fn close(mut self, run: &RunInfo) -> Result<Summary, MetricsError> {
+        self.finish();
+        let merged = Recorder::merge_all(vec![self])?;
+        merged.summarise(run)
+    }
+
+    fn summarise(&self, run: &RunInfo) -> Result<Summary, MetricsError> {
+        let t = &self.totals;
+        let c = &t.counts;
+        let duration_s = run.elapsed_ns as f64 / 1e9;
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        let open_rate = match &run.model {
+            Model::Open { rate_per_s, .. } => Some(*rate_per_s),
+            Model::Closed => None,
+        };
+        let headline = if open_rate.is_some() {
+            Metric::Response
+        } else {
+            Metric::Service
+        };
+        let headline_def = if open_rate.is_some() {
+            RESPONSE_DEF
+        } else {
+            CLOSED_DEF
+        };
+        let headline_hist = &self.run[headline as usize];
+
+        let responses: u64 = c.status_class[1..].iter().sum();
+        let non_2xx = responses - c.status_class[2];
+        let mut status_codes = BTreeMap::new();
+        for (code, &n) in t.status_codes.iter().enumerate() {
+            if n > 0 {
+                let key = if code == 0 {
+                    "none".to_string()
+                } else {
+                    code.to_string()
+                };
+                status_codes.insert(key, n);
+            }
+        }
+        let errors: BTreeMap<_, _> = ErrorKind::ALL
+            .iter()
+            .map(|k| (k.name(), c.errors[k.index()]))
+            .collect();
+
+        let concurrency = run.connections.max(1) as f64;
+        let throughput = Throughput {
+            requests_per_s: per_s(c.completed),
+            ok_per_s: per_s(c.ok),
+            time_per_request_ms: if c.completed > 0 {
+                concurrency * duration_s * 1e3 / c.completed as f64
+            } else {
+                0.0
+            },
+            time_per_request_all_ms: if c.completed > 0 {
+                duration_s * 1e3 / c.completed as f64
+            } else {
+                0.0
+            },
+        };
+        let achieved = span_rate(t.sent, t.first_sent_ns, t.last_sent_ns, duration_s);
+        let scheduled = open_rate.map(|_| {
+            span_rate(
+                c.completed,
+                t.first_intended_ns,
+                t.last_intended_ns,
+                duration_s,
+            )
+        });
+        let rates = Rates {
+            offered_per_s: open_rate,
+            scheduled_per_s: scheduled,
+            achieved_send_per_s: achieved,
+            reply_per_s: per_s(c.completed),
+        };
+
+        let lag = &self.run[Metric::SendLag as usize];
+        let lag_p99_us = if lag.is_empty() {
+            0
+        } else {
+            lag.value_at_quantile(0.99)
+        };
+        let cpu_cores_used = run
+            .cpu_ns
+            .filter(|_| run.elapsed_ns > 0)
+            .map(|n| n as f64 / run.elapsed_ns as f64);
+        let run_verdict = label::classify(&Check {
+            offered_rate_per_s: open_rate,
+            scheduled: scheduled.unwrap_or(achieved),
+            sent: achieved,
+            slack: 0.0,
+            send_lag_p99_us: lag_p99_us,
+            cpu_cores_used,
+            cores: run.cores,
+            cpu_pressure: run.cpu_pressure,
+        });
+
+        let seconds = self.seconds(open_rate, headline, run.cores)?;
+        let generator_bound_seconds = seconds
+            .iter()
+            .filter(|s| s.label == Bound::GeneratorBound)
+            .count() as u64;
+
+        let mut notes = run.notes.clone();
+        if c.censored() > 0 {
+            notes.push(format!(
+                "{} request(s) timed out or were still in flight: their latencies are recorded as lower bounds (>= elapsed time) in response and service time, and counted as failed",
+                c.censored()
+            ));
+        }
+        if run.stopped_early {
+            notes.push(
+                "the run was stopped early: figures cover what was measured until then".into(),
+            );
+        }
+        let cap_hits = run.cap_hits.max(c.cap_hits);
+        if cap_hits > 0 {
+            notes.push(format!(
+                "the connection cap ({}) was hit {cap_hits} time(s): arrivals waited for a free connection (their response time still counts from the intended instant)",
+                run.max_connections
+            ));
+        }
+        if run_verdict.label == Bound::GeneratorBound {
+            notes.push(format!(
+                "GENERATOR-BOUND: {}; these figures describe the load generator, not the server",
+                run_verdict.reason
+            ));
+        }
+
+        let mut latency = BTreeMap::new();
+        let defs = [
+            (
+                Metric::Response,
+                if open_rate.is_some() {
+                    RESPONSE_DEF
+                } else {
+                    CLOSED_DEF
+                },
+            ),
+            (
+                Metric::Service,
+                if open_rate.is_some() {
+                    SERVICE_DEF
+                } else {
+                    CLOSED_DEF
+                },
+            ),
+            (
+                Metric::Ttfb,
+                "time to first byte = first response byte - sent",
+            ),
+            (
+                Metric::Connect,
+                "TCP connect time of the request's connection (0 when reused)",
+            ),
+            (
+                Metric::SendLag,
+                "send lag = sent - intended (the generator's own lateness)",
+            ),
+        ];
+        for (m, d) in defs {
+            latency.insert(m.name(), stats(&self.run[m as usize], d));
+        }
+
+        Ok(Summary {
+            url: run.url.clone(),
+            method: run.method.clone(),
+            model: run.model.clone(),
+            threads: run.threads,
+            connections: run.connections,
+            keep_alive: run.keep_alive,
+            latency_definition: headline_def.to_string(),
+            duration_s,
+            requests: Requests {
+                sent: t.sent,
+                completed: c.completed,
+                ok: c.ok,
+                failed: c.failed(),
+                censored: c.censored(),
+                non_2xx,
+            },
+            errors,
+            status_codes,
+            bytes: Bytes {
+                wire_total: c.wire_bytes,
+                body_total: c.body_bytes,
+                transfer_kib_per_s: per_s(c.wire_bytes) / 1024.0,
+            },
+            throughput,
+            rates,
+            connection_times: ConnectionTimes {
+                definitions: "Connect = TCP connect (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
+                connect: row(&self.run[Metric::Connect as usize]),
+                processing: row(&self.run[Metric::Service as usize]),
+                waiting: row(&self.run[Metric::Ttfb as usize]),
+                total: row(&self.run_total),
+            },
+            served_within: served_within(headline_hist),
+            latency,
+            spectrum: spectrum(headline_hist),
+            connections_stats: Connections {
+                max_open: run.max_open_connections.max(c.max_open),
+                opened: run.connections_opened,
+                cap_hits,
+            },
+            generator: Generator {
+                cpu_cores_used,
+                cores: run.cores,
+                cpu_pressure: run.cpu_pressure,
+                send_lag_p99_ms: ms(lag_p99_us),
+                verdict: run_verdict,
+                generator_bound_seconds,
+            },
+            seconds,
+            stopped_early: run.stopped_early,
+            notes,
+        })
+    }
+
+    /// Per-second series from the closed windows and the send/schedule counts, every
+    /// second from 0 to the last one that saw anything.
+    fn seconds(
+        &self,
+        open_rate: Option<f64>,
+        headline: Metric,
+        cores: f64,
+    ) -> Result<Vec<SecondSummary>, MetricsError> {
+        let last = self
+            .closed_seconds()
+            .last()
+            .map(|c| c.second as usize + 1)
+            .unwrap_or(0)
+            .max(self.sent_by_second.len())
+            .max(self.scheduled_by_second.len());
+        let mut closed = self.closed_seconds().iter().peekable();
+        let mut out = Vec::with_capacity(last);
+        for s in 0..last {
+            let sec = closed.next_if(|c| c.second as usize == s);
+            let sent = self.sent_by_second.get(s).copied().unwrap_or(0);
+            let scheduled = self.scheduled_by_second.get(s).copied().unwrap_or(0);
+            let (head, lag) = match sec {
+                Some(c) => (c.hist(headline)?, c.hist(Metric::SendLag)?),
+                None => (hist::new_hist(), hist::new_hist()),
+            };
+            let q = |h: &Hist, p: f64| {
+                if h.is_empty() {
+                    0
+                } else {
+                    h.value_at_quantile(p)
+                }
+            };
+            let counts = sec.map(|c| c.counts).unwrap_or_default();
+            let res = sec.and_then(|c| c.resources);
+            let verdict = label::classify(&Check {
+                offered_rate_per_s: open_rate,
+                scheduled: scheduled as f64,
+                sent: sent as f64,
+                slack: 1.0,
+                send_lag_p99_us: q(&lag, 0.99),
+                cpu_cores_used: res.map(|r| r.cpu_cores_used),
+                cores,
+                cpu_pressure: res.and_then(|r| r.cpu_pressure),
+            });
+            out.push(SecondSummary {
+                second: s as u64,
+                scheduled,
+                sent,
+                completed: counts.completed,
+                ok: counts.ok,
+                errors: ErrorKind::ALL
+                    .iter()
+                    .filter(|k| counts.errors[k.index()] > 0)
+                    .map(|k| (k.name(), counts.errors[k.index()]))
+                    .collect(),
+                wire_bytes: counts.wire_bytes,
+                max_open: counts.max_open,
+                cap_hits: counts.cap_hits,
+                p50_ms: ms(q(&head, 0.5)),
+                p99_ms: ms(q(&head, 0.99)),
+                max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
+                send_lag_p99_ms: ms(q(&lag, 0.99)),
+                cpu_cores_used: res.map(|r| r.cpu_cores_used),
+                cpu_pressure: res.and_then(|r| r.cpu_pressure),
+                label: verdict.label,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::recorder::tests::ok;
+    use volley_engine::Sink;
+
+    pub(crate) fn info(model: Model, elapsed_ms: u64) -> RunInfo {
+        RunInfo {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            model,
+            threads: 1,
+            connections: 2,
+            max_connections: 2,
+            keep_alive: true,
+            elapsed_ns: elapsed_ms * 1_000_000,
+            connections_opened: 2,
+            max_open_connections: 2,
+            cap_hits: 0,
+            stopped_early: false,
+            cpu_ns: Some(elapsed_ms * 100_000),
+            cpu_pressure: Some(0.0),
+            cores: 1.0,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn ab_figures_from_known_samples() {
+        let mut r = Recorder::new();
+        // 100 requests of 10 ms each over 1 second (2 connections, closed loop).
+        for i in 0..100u64 {
+            r.record(&ok(10 + i * 10, 10));
+        }
+        let s = r.close(&info(Model::Closed, 1_000)).unwrap();
+        assert_eq!(s.requests.completed, 100);
+        assert_eq!(s.requests.ok, 100);
+        assert_eq!(s.requests.failed, 0);
+        assert!((s.throughput.requests_per_s - 100.0).abs() < 1e-9);
+        // ab: concurrency x time / n = 2 x 1000 ms / 100 = 20 ms; across all = 10 ms.
+        assert!((s.throughput.time_per_request_ms - 20.0).abs() < 1e-9);
+        assert!((s.throughput.time_per_request_all_ms - 10.0).abs() < 1e-9);
+        assert_eq!(s.bytes.wire_total, 10_000);
+        assert!((s.bytes.transfer_kib_per_s - 10_000.0 / 1024.0).abs() < 1e-9);
+        let p = &s.connection_times.processing;
+        assert!((p.median_ms - 10.0).abs() < 0.02, "{p:?}");
+        assert!((s.connection_times.waiting.median_ms - 5.0).abs() < 0.01);
+        assert_eq!(s.connection_times.connect.max_ms, 0.0);
+        assert_eq!(s.served_within.len(), 9);
+        assert!(s.latency_definition.starts_with("closed-loop service time"));
+        assert_eq!(s.status_codes.get("200"), Some(&100));
+        assert_eq!(s.spectrum.last().map(|r| r.total_count), Some(100));
+        assert!(s.spectrum.last().unwrap().inverse.is_none());
+        assert_eq!(s.errors.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn open_loop_labels_late_generator() {
+        let mut r = Recorder::new();
+        // 100/s for 2 s, each sent 5 ms late: lag p99 5 ms > 1 ms.
+        for i in 0..200u64 {
+            let mut s = ok(10 * i + 20, 2);
+            s.intended_ns = s.sent_ns - 5_000_000;
+            r.record(&s);
+        }
+        let s = r
+            .close(&info(
+                Model::Open {
+                    rate_per_s: 100.0,
+                    arrival: "constant".into(),
+                },
+                2_000,
+            ))
+            .unwrap();
+        assert_eq!(s.generator.verdict.label, Bound::GeneratorBound);
+        assert!(s.notes.iter().any(|n| n.starts_with("GENERATOR-BOUND")));
+        assert!(s.seconds.iter().all(|x| x.label == Bound::GeneratorBound));
+        // Response time includes the lag: about 7 ms, service time 2 ms.
+        assert!((s.latency["response_time"].p50_ms - 7.0).abs() < 0.02);
+        assert!((s.latency["service_time"].p50_ms - 2.0).abs() < 0.01);
+        assert!(s
+            .latency_definition
+            .contains("coordinated-omission corrected"));
+    }
+
+    #[test]
+    fn open_loop_on_schedule_is_server_bound() {
+        let mut r = Recorder::new();
+        for i in 0..300u64 {
+            r.record(&ok(10 * i + 3, 2));
+        }
+        let s = r
+            .close(&info(
+                Model::Open {
+                    rate_per_s: 100.0,
+                    arrival: "constant".into(),
+                },
+                3_000,
+            ))
+            .unwrap();
+        assert_eq!(
+            s.generator.verdict.label,
+            Bound::ServerBound,
+            "{}",
+            s.generator.verdict.reason
+        );
+        assert!((s.rates.achieved_send_per_s - 100.0).abs() < 0.01);
+        assert_eq!(s.seconds.len(), 3);
+        assert_eq!(s.seconds[1].sent, 100);
+    }
+
+    #[test]
+    fn censored_requests_are_noted() {
+        let mut r = Recorder::new();
+        let mut s = ok(500, 400);
+        s.error = Some(ErrorKind::Timeout);
+        r.record(&s);
+        let sum = r.close(&info(Model::Closed, 1_000)).unwrap();
+        assert_eq!(sum.requests.censored, 1);
+        assert_eq!(sum.errors["timeout"], 1);
+        assert!(sum.notes.iter().any(|n| n.contains("lower bounds")));
+        assert!(sum.latency["response_time"].max_ms >= 399.0);
+    }
+
+    #[test]
+    fn empty_run_summarises_without_panicking() {
+        let s = Recorder::new().close(&info(Model::Closed, 0)).unwrap();
+        assert_eq!(s.requests.completed, 0);
+        assert_eq!(s.throughput.requests_per_s, 0.0);
+        assert!(s.spectrum.is_empty());
+    }
+}
