@@ -60,10 +60,14 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let behaviour = behaviour.ok_or("missing BEHAVIOUR (see --help)")?;
     let server = FaultServer::start(behaviour).map_err(|e| format!("cannot start: {e}"))?;
     println!("{}", server.url("/"));
-    std::thread::sleep(Duration::from_secs(seconds));
+    // Poll rather than sleep once, so a server that `dies` ends the process too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    while std::time::Instant::now() < deadline && !server.is_stopped() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let stats = server.shutdown();
     println!(
-        "served for {seconds} s: {} connections, {} requests",
+        "stopped: {} connections, {} requests",
         stats.connections, stats.requests
     );
     Ok(())
