@@ -29,7 +29,8 @@ pub enum Behaviour {
         keep_alive: bool,
     },
     /// 200 with `Transfer-Encoding: chunked`, one chunk per entry of `chunk_lens` (zero
-    /// entries are rejected at start, since a zero-size chunk ends the body).
+    /// entries are rejected at start, since a zero-size chunk ends the body). Sent to
+    /// HTTP/1.0 clients too: this is a test server, and that is one more fault.
     Chunked {
         /// Size of each data chunk, in bytes; the body is `body_bytes(sum)`.
         chunk_lens: Vec<usize>,
