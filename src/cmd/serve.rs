@@ -1,12 +1,129 @@
-//! `volley serve` (being built; see the open issue).
+//! `volley serve`: run the built-in server on a directory until SIGINT/SIGTERM.
+//!
+//! Prints `listening on http://ADDR/` as the first stdout line (tests and `volley demo`
+//! read the port from it when `--listen` used port 0).
 
+use crate::exit::usage;
+use anyhow::Context;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use volley_server::{Server, ServerConfig};
 
 /// Flags of `volley serve`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory to serve.
+    #[arg(long)]
+    root: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Event-loop threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Append an Apache combined-format access log (microsecond timestamps) to FILE.
+    #[arg(long, value_name = "FILE")]
+    access_log: Option<PathBuf>,
+    /// Connections beyond this get 503 and are closed.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Close a client that has not sent a full header block within this (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s")]
+    header_timeout: String,
+    /// Close an idle keep-alive connection after this.
+    #[arg(long, default_value = "60s")]
+    idle_timeout: String,
+    /// Largest request body in bytes (larger gets 413).
+    #[arg(long, default_value_t = 16 << 20)]
+    max_body: u64,
+}
+
+/// `10s`, `500ms`, `2m`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" => v * 60.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
 
 /// Runs `volley serve`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'serve' is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Ok(listen) = args.listen.parse::<SocketAddr>() else {
+        usage!(
+            "--listen {:?} is not an address like 127.0.0.1:8080",
+            args.listen
+        );
+    };
+    let Some(header_timeout) = parse_duration(&args.header_timeout) else {
+        usage!(
+            "--header-timeout {:?} is not a duration like 10s or 500ms",
+            args.header_timeout
+        );
+    };
+    let Some(idle_timeout) = parse_duration(&args.idle_timeout) else {
+        usage!(
+            "--idle-timeout {:?} is not a duration like 60s",
+            args.idle_timeout
+        );
+    };
+    if !args.root.is_dir() {
+        usage!("--root {} is not a directory", args.root.display());
+    }
+    if args.threads == 0 || args.max_connections == 0 {
+        usage!("--threads and --max-connections must be at least 1");
+    }
+    let mut config = ServerConfig::new(&args.root);
+    config.listen = listen;
+    config.threads = args.threads;
+    config.access_log = args.access_log;
+    config.max_connections = args.max_connections;
+    config.header_timeout = header_timeout;
+    config.idle_timeout = idle_timeout;
+    config.max_body_bytes = args.max_body;
+    let stop = volley_server::termination_flag().context("installing signal handlers")?;
+    let server = Server::bind(config)?;
+    let addr = server.local_addr();
+    let handle = server.spawn()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}/")?;
+        out.flush()?;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    handle.shutdown();
+    eprintln!("volley: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("abc"), None);
+        assert_eq!(parse_duration("5h"), None);
+    }
 }

@@ -1,2 +1,234 @@
 //! volley-server: the built-in event-driven HTTP/1.1 server behind `volley serve`.
+//!
+//! Place in the flow: a *target*, beside the engine. `volley serve`, `volley demo` and
+//! studies start it (in-process through [`Server::bind`] / [`Server::spawn`], or as a
+//! child process); the engine then loads it over loopback.
+//!
+//! Shape: one mio (epoll) event loop per thread sharing one listener ([`worker`]), a
+//! zero-allocation request-head parser ([`parse`]), a per-thread cache of small files
+//! with preformatted header blocks ([`files`]), and an optional buffered access log
+//! ([`log`]). Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
+//! every file lookup goes through `volley_dav::path::resolve`.
 #![deny(missing_docs)]
+
+pub mod date;
+pub mod files;
+pub mod log;
+pub mod mime;
+pub mod parse;
+mod signal;
+mod worker;
+
+pub use signal::termination_flag;
+
+use std::fs::{File, OpenOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use worker::{Limits, Shared, Worker};
+
+/// Resolved configuration of one server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Directory to serve.
+    pub root: PathBuf,
+    /// Address to bind; port 0 picks a free port (see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// Event-loop threads (at least 1).
+    pub threads: usize,
+    /// Access log file (appended to), if any.
+    pub access_log: Option<PathBuf>,
+    /// Open connections beyond this are answered 503 and closed.
+    pub max_connections: usize,
+    /// A client that has not sent a complete header block within this is closed (408).
+    pub header_timeout: Duration,
+    /// An idle keep-alive connection is closed after this.
+    pub idle_timeout: Duration,
+    /// Larger request bodies get 413.
+    pub max_body_bytes: u64,
+    /// Files up to this size are cached in memory.
+    pub max_cached_file_bytes: u64,
+}
+
+impl ServerConfig {
+    /// Defaults for serving `root` on a free loopback port.
+    pub fn new(root: impl Into<PathBuf>) -> ServerConfig {
+        ServerConfig {
+            root: root.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            threads: 1,
+            access_log: None,
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_body_bytes: 16 << 20,
+            max_cached_file_bytes: 256 << 10,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The root is missing or not a directory.
+    #[error("root {0} is not a directory")]
+    Root(PathBuf),
+    /// Binding the listening socket failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The access log could not be opened.
+    #[error("cannot open access log {path}: {source}")]
+    AccessLog {
+        /// The log path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A bad configuration value.
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
+    /// Setting up an event loop failed.
+    #[error("event loop setup failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A bound, not yet running server.
+#[derive(Debug)]
+pub struct Server {
+    config: ServerConfig,
+    listener: std::net::TcpListener,
+    local_addr: SocketAddr,
+    log_file: Option<Arc<Mutex<File>>>,
+}
+
+impl Server {
+    /// Validates `config` and binds the listening socket (so the port is known before
+    /// any thread starts).
+    pub fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        if !config.root.is_dir() {
+            return Err(ServerError::Root(config.root));
+        }
+        if config.threads == 0 {
+            return Err(ServerError::Config("threads must be at least 1"));
+        }
+        if config.max_connections == 0 {
+            return Err(ServerError::Config("max connections must be at least 1"));
+        }
+        if config.header_timeout.is_zero() || config.idle_timeout.is_zero() {
+            return Err(ServerError::Config("timeouts must be positive"));
+        }
+        let listener =
+            std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        listener.set_nonblocking(true)?;
+        let local_addr = listener.local_addr()?;
+        let log_file = match &config.access_log {
+            Some(path) => {
+                let f = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| ServerError::AccessLog {
+                        path: path.clone(),
+                        source,
+                    })?;
+                Some(Arc::new(Mutex::new(f)))
+            }
+            None => None,
+        };
+        Ok(Server {
+            config,
+            listener,
+            local_addr,
+            log_file,
+        })
+    }
+
+    /// The bound address (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts the worker threads and returns at once.
+    pub fn spawn(self) -> Result<ServerHandle, ServerError> {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+        });
+        let limits = Limits {
+            max_connections: self.config.max_connections,
+            header_timeout: self.config.header_timeout,
+            idle_timeout: self.config.idle_timeout,
+            max_body_bytes: self.config.max_body_bytes,
+        };
+        let mut handle = ServerHandle {
+            shared: shared.clone(),
+            wakers: Vec::new(),
+            threads: Vec::new(),
+        };
+        for n in 0..self.config.threads {
+            let listener = mio::net::TcpListener::from_std(self.listener.try_clone()?);
+            let cache =
+                files::Cache::new(self.config.root.clone(), self.config.max_cached_file_bytes);
+            let dav = volley_dav::Dav::new(self.config.root.clone());
+            let log = self.log_file.clone().map(log::AccessLog::new);
+            let worker = Worker::new(
+                mio::Poll::new()?,
+                listener,
+                cache,
+                dav,
+                shared.clone(),
+                log,
+                limits.clone(),
+            )?;
+            handle.wakers.push(worker.waker()?);
+            let t = std::thread::Builder::new()
+                .name(format!("volley-serve-{n}"))
+                .spawn(move || worker.run())?;
+            handle.threads.push(t);
+        }
+        Ok(handle)
+    }
+}
+
+/// A running server; [`ServerHandle::shutdown`] (or drop) stops and joins it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    wakers: Vec<Arc<mio::Waker>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// Stops every worker, closes connections, flushes the access log and joins.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,961 @@
+//! One event loop per thread: accept, read until WouldBlock, parse, answer, writev.
+//!
+//! Connections live in a slab indexed by their mio token. Each keeps its read buffer
+//! and output buffer for its whole life, so a keep-alive request for a cached file costs
+//! no allocation: the preformatted header block is copied into the output buffer, Date
+//! and Connection appended, and header + body leave in one `writev`. Larger files go out
+//! with `sendfile(2)`. Timeouts are enforced by a sweep every 100 ms.
+
+use crate::files::{accepts_encoding, none_match, parse_range, Cache, Kind, RangeReq, Variant};
+use crate::log::{AccessLog, Entry};
+use crate::parse::{
+    self, decode_chunked, name_is, BodyFraming, Chunked, Head, HeaderSpan, ParseError,
+};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use volley_dav::{Dav, DavRequest};
+
+/// Token of the listening socket.
+pub const LISTENER: Token = Token(usize::MAX - 1);
+/// Token of the shutdown waker.
+pub const WAKER: Token = Token(usize::MAX - 2);
+
+const INITIAL_BUF: usize = 4096;
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+const SENDFILE_CHUNK: usize = 1 << 20;
+/// The Allow field of a 405: the static methods plus every method the DAV handler claims.
+const ALLOW: &[u8] =
+    b"Allow: GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK\r\n";
+
+/// State shared by all workers.
+#[derive(Debug)]
+pub struct Shared {
+    /// Set by `ServerHandle::shutdown`.
+    pub stop: AtomicBool,
+    /// Open connections across workers (for the cap).
+    pub active: AtomicUsize,
+    /// Bumped by every DAV request that may have changed the tree: caches drop on change.
+    pub generation: AtomicU64,
+}
+
+/// Limits and options a worker runs with.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Connection cap across workers.
+    pub max_connections: usize,
+    /// Time a client gets to send a complete header block.
+    pub header_timeout: Duration,
+    /// Time an idle keep-alive connection (or a stalled body/response) is kept.
+    pub idle_timeout: Duration,
+    /// Largest request body accepted.
+    pub max_body_bytes: u64,
+}
+
+enum Body {
+    None,
+    Mem(Arc<[u8]>, usize, usize),
+    File(File, u64, u64),
+}
+
+struct Conn {
+    sock: TcpStream,
+    peer: SocketAddr,
+    rbuf: Vec<u8>,
+    rlo: usize,
+    rhi: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    body: Body,
+    /// When the current (incomplete) request head began; `None` while idle.
+    head_started: Option<Instant>,
+    last_active: Instant,
+    close_after_write: bool,
+    writable_interest: bool,
+    /// Reading stopped with a full buffer; resume after the output drains.
+    read_blocked: bool,
+}
+
+impl Conn {
+    fn out_pending(&self) -> bool {
+        self.out_pos < self.out.len() || !matches!(self.body, Body::None)
+    }
+}
+
+/// Everything a response needs besides the connection.
+struct Ctx {
+    cache: Cache,
+    dav: Dav,
+    shared: Arc<Shared>,
+    log: Option<AccessLog>,
+    limits: Limits,
+    date: [u8; 29],
+    date_secs: u64,
+    now: Instant,
+    micros: u32,
+}
+
+/// One thread's event loop.
+pub struct Worker {
+    poll: Poll,
+    listener: TcpListener,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    hdrs: Vec<HeaderSpan>,
+    ctx: Ctx,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        206 => "Partial Content",
+        207 => "Multi-Status",
+        301 => "Moved Permanently",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// The path part of a target: absolute-form (`http://host/p`) reduced to `/p`, query and
+/// fragment dropped.
+fn path_of(target: &[u8]) -> &[u8] {
+    let mut t = target;
+    for scheme in [&b"http://"[..], b"https://"] {
+        if t.len() > scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let rest = &t[scheme.len()..];
+            t = match rest.iter().position(|&b| b == b'/') {
+                Some(i) => &rest[i..],
+                None => b"/",
+            };
+            break;
+        }
+    }
+    let end = t
+        .iter()
+        .position(|&b| b == b'?' || b == b'#')
+        .unwrap_or(t.len());
+    &t[..end]
+}
+
+fn header<'a>(buf: &'a [u8], hdrs: &[HeaderSpan], name: &str) -> Option<&'a [u8]> {
+    hdrs.iter()
+        .find(|h| name_is(buf, h, name))
+        .map(|h| h.value.get(buf))
+}
+
+impl Ctx {
+    fn tick(&mut self) {
+        self.now = Instant::now();
+        let (secs, micros) = crate::date::now_unix();
+        self.micros = micros;
+        if secs != self.date_secs {
+            self.date_secs = secs;
+            self.date = crate::date::http_date(secs);
+            if let Some(log) = self.log.as_mut() {
+                log.flush();
+            }
+        }
+    }
+
+    /// Answers one complete request into `c`'s output. Returns (status, body bytes).
+    fn respond(
+        &mut self,
+        c: &mut Conn,
+        head: &Head,
+        hdrs: &[HeaderSpan],
+        body: &[u8],
+        keep_alive: bool,
+    ) -> (u16, u64) {
+        let buf = &c.rbuf[c.rlo..c.rhi];
+        let method = head.method.get(buf);
+        let target = head.target.get(buf);
+        let out = &mut c.out;
+        let result = match method {
+            b"GET" | b"HEAD" => self.static_file(out, &mut c.body, buf, head, hdrs, keep_alive),
+            m => match std::str::from_utf8(m) {
+                Ok(m) if Dav::handles(m) => {
+                    self.dav_request(out, m, buf, head, hdrs, body, keep_alive)
+                }
+                _ => (
+                    405,
+                    simple(&self.date, out, 405, ALLOW, head.minor, keep_alive, false),
+                ),
+            },
+        };
+        result.also_log(self, c.peer, buf, head, hdrs, target)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dav_request(
+        &mut self,
+        out: &mut Vec<u8>,
+        method: &str,
+        buf: &[u8],
+        head: &Head,
+        hdrs: &[HeaderSpan],
+        body: &[u8],
+        keep_alive: bool,
+    ) -> (u16, u64) {
+        let target = std::str::from_utf8(head.target.get(buf)).unwrap_or("/");
+        let mut fields = Vec::with_capacity(hdrs.len());
+        for h in hdrs {
+            if let (Ok(n), Ok(v)) = (
+                std::str::from_utf8(h.name.get(buf)),
+                std::str::from_utf8(h.value.get(buf)),
+            ) {
+                fields.push((n, v));
+            }
+        }
+        let req = DavRequest {
+            method,
+            target,
+            headers: &fields,
+            body,
+        };
+        let resp = self.dav.handle(&req);
+        if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
+            self.shared.generation.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nServer: volley\r\nContent-Length: {}\r\n",
+            resp.status,
+            reason(resp.status),
+            resp.body.len()
+        );
+        for (n, v) in &resp.headers {
+            // The handler's fields are trusted code, but a CR/LF must never split a head.
+            if !n.bytes().chain(v.bytes()).any(|b| b == b'\r' || b == b'\n') {
+                let _ = write!(out, "{n}: {v}\r\n");
+            }
+        }
+        finish_head(&self.date, out, head.minor, keep_alive);
+        out.extend_from_slice(&resp.body);
+        (resp.status, resp.body.len() as u64)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn static_file(
+        &mut self,
+        out: &mut Vec<u8>,
+        body_out: &mut Body,
+        buf: &[u8],
+        head: &Head,
+        hdrs: &[HeaderSpan],
+        keep_alive: bool,
+    ) -> (u16, u64) {
+        let head_only = head.method.get(buf) == b"HEAD";
+        let key = path_of(head.target.get(buf));
+        self.cache
+            .sync_generation(self.shared.generation.load(Ordering::Relaxed));
+        let minor = head.minor;
+        let kind = self.cache.lookup(key, self.now);
+        let f = match kind {
+            None => {
+                return (
+                    500,
+                    simple(&self.date, out, 500, b"", minor, keep_alive, head_only),
+                )
+            }
+            Some(Kind::Status(s)) => {
+                let s = *s;
+                return (
+                    s,
+                    simple(&self.date, out, s, b"", minor, keep_alive, head_only),
+                );
+            }
+            Some(Kind::Redirect(loc)) => {
+                let mut extra = Vec::with_capacity(loc.len() + 16);
+                extra.extend_from_slice(b"Location: ");
+                extra.extend_from_slice(loc);
+                extra.extend_from_slice(b"\r\n");
+                return (
+                    301,
+                    simple(&self.date, out, 301, &extra, minor, keep_alive, head_only),
+                );
+            }
+            Some(Kind::File(f)) => f,
+        };
+        let ae = header(buf, hdrs, "accept-encoding");
+        let v: &Variant = match ae {
+            Some(ae) if f.br.is_some() && accepts_encoding(ae, "br") => {
+                f.br.as_ref().unwrap_or(&f.identity)
+            }
+            Some(ae) if f.gzip.is_some() && accepts_encoding(ae, "gzip") => {
+                f.gzip.as_ref().unwrap_or(&f.identity)
+            }
+            _ => &f.identity,
+        };
+        // RFC 9110 13.2.2: If-None-Match wins over If-Modified-Since.
+        let not_modified = match header(buf, hdrs, "if-none-match") {
+            Some(inm) => none_match(inm, &v.etag),
+            None => header(buf, hdrs, "if-modified-since")
+                .and_then(crate::date::parse_http_date)
+                .is_some_and(|ims| v.mtime_secs <= ims),
+        };
+        if not_modified {
+            out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\nServer: volley\r\n");
+            out.extend_from_slice(&v.meta);
+            finish_head(&self.date, out, minor, keep_alive);
+            return (304, 0);
+        }
+        let mut range = match header(buf, hdrs, "range") {
+            Some(r) if !head_only => parse_range(r, v.len),
+            _ => RangeReq::Full,
+        };
+        if let Some(ir) = header(buf, hdrs, "if-range") {
+            let matches = if ir.starts_with(b"\"") {
+                ir == &v.etag[..]
+            } else {
+                crate::date::parse_http_date(ir) == Some(v.mtime_secs)
+            };
+            if !matches {
+                range = RangeReq::Full;
+            }
+        }
+        let (status, start, end) = match range {
+            RangeReq::Full => {
+                out.extend_from_slice(&v.head200);
+                (200, 0, v.len)
+            }
+            RangeReq::Part(a, b) => {
+                let _ = write!(
+                    out,
+                    "HTTP/1.1 206 Partial Content\r\nServer: volley\r\nContent-Length: {}\r\nContent-Range: bytes {}-{}/{}\r\n",
+                    b - a,
+                    a,
+                    b - 1,
+                    v.len
+                );
+                out.extend_from_slice(&v.meta);
+                (206, a, b)
+            }
+            RangeReq::Unsatisfiable => {
+                let _ = write!(
+                    out,
+                    "HTTP/1.1 416 Range Not Satisfiable\r\nServer: volley\r\nContent-Length: 0\r\nContent-Range: bytes */{}\r\n",
+                    v.len
+                );
+                finish_head(&self.date, out, minor, keep_alive);
+                return (416, 0);
+            }
+        };
+        finish_head(&self.date, out, minor, keep_alive);
+        if head_only {
+            return (status, 0);
+        }
+        match &v.body {
+            Some(data) => *body_out = Body::Mem(data.clone(), start as usize, end as usize),
+            None => match File::open(&v.path) {
+                Ok(file) => *body_out = Body::File(file, start, end),
+                Err(_) => {
+                    // The head already promised a body; the only honest move is to close.
+                    *body_out = Body::None;
+                    out.clear();
+                    return (
+                        500,
+                        simple(&self.date, out, 500, b"", minor, false, head_only),
+                    );
+                }
+            },
+        }
+        (status, end - start)
+    }
+}
+
+/// A short text response (errors, redirects). Returns the body length.
+fn simple(
+    date: &[u8; 29],
+    out: &mut Vec<u8>,
+    status: u16,
+    extra: &[u8],
+    minor: u8,
+    keep_alive: bool,
+    head_only: bool,
+) -> u64 {
+    let body_len = if status == 304 {
+        0
+    } else {
+        reason(status).len() + 5
+    };
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {}\r\nServer: volley\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\n",
+        reason(status)
+    );
+    out.extend_from_slice(extra);
+    finish_head(date, out, minor, keep_alive);
+    if body_len > 0 && !head_only {
+        let _ = writeln!(out, "{status} {}", reason(status));
+        body_len as u64
+    } else {
+        0
+    }
+}
+
+fn finish_head(date: &[u8; 29], out: &mut Vec<u8>, minor: u8, keep_alive: bool) {
+    out.extend_from_slice(b"Date: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\n");
+    if !keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if minor == 0 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Logging as a tail step of `respond`, so every path through it is logged once.
+trait AlsoLog {
+    fn also_log(
+        self,
+        ctx: &mut Ctx,
+        peer: SocketAddr,
+        buf: &[u8],
+        head: &Head,
+        hdrs: &[HeaderSpan],
+        target: &[u8],
+    ) -> Self;
+}
+
+impl AlsoLog for (u16, u64) {
+    fn also_log(
+        self,
+        ctx: &mut Ctx,
+        peer: SocketAddr,
+        buf: &[u8],
+        head: &Head,
+        hdrs: &[HeaderSpan],
+        target: &[u8],
+    ) -> Self {
+        if let Some(log) = ctx.log.as_mut() {
+            log.record(&Entry {
+                peer,
+                secs: ctx.date_secs,
+                micros: ctx.micros,
+                method: head.method.get(buf),
+                target,
+                minor: head.minor,
+                status: self.0,
+                bytes: self.1,
+                referer: header(buf, hdrs, "referer"),
+                user_agent: header(buf, hdrs, "user-agent"),
+            });
+        }
+        self
+    }
+}
+
+/// Writes as much pending output as the socket takes. `Ok(true)`: all sent.
+fn write_out(c: &mut Conn) -> io::Result<bool> {
+    loop {
+        let head_left = &c.out[c.out_pos.min(c.out.len())..];
+        match &mut c.body {
+            Body::Mem(data, pos, end) => {
+                let body = data.get(*pos..*end).unwrap_or(&[]);
+                let n = match (&c.sock)
+                    .write_vectored(&[IoSlice::new(head_left), IoSlice::new(body)])
+                {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                let from_head = n.min(head_left.len());
+                c.out_pos += from_head;
+                *pos += n - from_head;
+                if *pos >= *end {
+                    c.body = Body::None;
+                }
+            }
+            Body::None if !head_left.is_empty() => {
+                let n = match (&c.sock).write(head_left) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                c.out_pos += n;
+            }
+            Body::File(..) if !head_left.is_empty() => {
+                let n = match (&c.sock).write(head_left) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                c.out_pos += n;
+            }
+            Body::File(file, pos, end) => {
+                let want = (*end - *pos).min(SENDFILE_CHUNK as u64) as usize;
+                let mut off = *pos as libc::off_t;
+                // SAFETY: both descriptors are open for the duration of the call and
+                // `off` is a valid, exclusively borrowed off_t.
+                let n =
+                    unsafe { libc::sendfile(c.sock.as_raw_fd(), file.as_raw_fd(), &mut off, want) };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => return Ok(false),
+                        io::ErrorKind::Interrupted => continue,
+                        _ => return Err(e),
+                    }
+                }
+                if n == 0 {
+                    // The file shrank under us: the promised length cannot be met.
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                *pos += n as u64;
+                if *pos >= *end {
+                    c.body = Body::None;
+                }
+            }
+            Body::None => {
+                c.out.clear();
+                c.out_pos = 0;
+                return Ok(true);
+            }
+        }
+    }
+}
+
+/// What a read pass ended with.
+enum ReadEnd {
+    /// WouldBlock: wait for the next event.
+    Drained,
+    /// Buffer full with unprocessed bytes.
+    Full,
+    /// Peer closed its side or errored.
+    Closed,
+}
+
+fn read_in(c: &mut Conn) -> ReadEnd {
+    loop {
+        if c.rlo == c.rhi {
+            c.rlo = 0;
+            c.rhi = 0;
+        }
+        if c.rhi == c.rbuf.len() {
+            if c.rlo > 0 {
+                c.rbuf.copy_within(c.rlo..c.rhi, 0);
+                c.rhi -= c.rlo;
+                c.rlo = 0;
+            } else {
+                return ReadEnd::Full;
+            }
+        }
+        match (&c.sock).read(&mut c.rbuf[c.rhi..]) {
+            Ok(0) => return ReadEnd::Closed,
+            Ok(n) => {
+                c.rhi += n;
+                c.last_active = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Drained,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return ReadEnd::Closed,
+        }
+    }
+}
+
+/// Grows `c.rbuf` so it can hold `need` unprocessed bytes; false if over `cap`.
+fn grow(c: &mut Conn, need: usize, cap: usize) -> bool {
+    if need > cap {
+        return false;
+    }
+    if c.rlo > 0 {
+        c.rbuf.copy_within(c.rlo..c.rhi, 0);
+        c.rhi -= c.rlo;
+        c.rlo = 0;
+    }
+    if c.rbuf.len() < need {
+        let new = need.max(c.rbuf.len() * 2).min(cap.max(need));
+        c.rbuf.resize(new, 0);
+    }
+    true
+}
+
+impl Worker {
+    /// A worker accepting from `listener`.
+    pub fn new(
+        poll: Poll,
+        mut listener: TcpListener,
+        cache: Cache,
+        dav: Dav,
+        shared: Arc<Shared>,
+        log: Option<AccessLog>,
+        limits: Limits,
+    ) -> io::Result<Worker> {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut ctx = Ctx {
+            cache,
+            dav,
+            shared,
+            log,
+            limits,
+            date: crate::date::http_date(0),
+            date_secs: 0,
+            now: Instant::now(),
+            micros: 0,
+        };
+        ctx.tick();
+        Ok(Worker {
+            poll,
+            listener,
+            conns: Vec::new(),
+            free: Vec::new(),
+            hdrs: Vec::with_capacity(32),
+            ctx,
+        })
+    }
+
+    /// A waker for this worker's poll.
+    pub fn waker(&self) -> io::Result<Arc<Waker>> {
+        Ok(Arc::new(Waker::new(self.poll.registry(), WAKER)?))
+    }
+
+    /// Runs until `shared.stop` is set (and the waker is woken).
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_sweep = Instant::now();
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, Some(SWEEP_EVERY)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            if self.ctx.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            self.ctx.tick();
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(i) => {
+                        self.on_event(i, ev.is_readable() || ev.is_read_closed() || ev.is_error())
+                    }
+                }
+            }
+            if self.ctx.now.duration_since(last_sweep) >= SWEEP_EVERY {
+                last_sweep = self.ctx.now;
+                self.sweep();
+            }
+        }
+        for i in 0..self.conns.len() {
+            self.close(i);
+        }
+        if let Some(log) = self.ctx.log.as_mut() {
+            log.flush();
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (mut sock, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EMFILE and friends: stop accepting this round; the listener stays
+                // readable and the next event retries.
+                Err(_) => return,
+            };
+            let active = self.ctx.shared.active.fetch_add(1, Ordering::AcqRel);
+            if active >= self.ctx.limits.max_connections {
+                self.ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
+                let _ = (&sock).write(
+                    b"HTTP/1.1 503 Service Unavailable\r\nServer: volley\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
+            }
+            let _ = sock.set_nodelay(true);
+            let idx = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if self
+                .poll
+                .registry()
+                .register(&mut sock, Token(idx), Interest::READABLE)
+                .is_err()
+            {
+                self.ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
+                self.free.push(idx);
+                continue;
+            }
+            let now = self.ctx.now;
+            self.conns[idx] = Some(Conn {
+                sock,
+                peer,
+                rbuf: vec![0; INITIAL_BUF],
+                rlo: 0,
+                rhi: 0,
+                out: Vec::with_capacity(512),
+                out_pos: 0,
+                body: Body::None,
+                head_started: Some(now),
+                last_active: now,
+                close_after_write: false,
+                writable_interest: false,
+                read_blocked: false,
+            });
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some(mut c) = self.conns.get_mut(i).and_then(Option::take) {
+            let _ = self.poll.registry().deregister(&mut c.sock);
+            self.ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
+            self.free.push(i);
+        }
+    }
+
+    fn on_event(&mut self, i: usize, readable: bool) {
+        if self.conns.get(i).is_none_or(Option::is_none) {
+            return;
+        }
+        if !self.drive(i, readable) {
+            self.close(i);
+        }
+    }
+
+    /// Reads, answers and writes until the connection would block. False: close it.
+    fn drive(&mut self, i: usize, mut readable: bool) -> bool {
+        loop {
+            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+                return false;
+            };
+            if c.out_pending() {
+                match write_out(c) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if !c.writable_interest {
+                            c.writable_interest = true;
+                            let _ = self.poll.registry().reregister(
+                                &mut c.sock,
+                                Token(i),
+                                Interest::READABLE | Interest::WRITABLE,
+                            );
+                        }
+                        return true;
+                    }
+                    Err(_) => return false,
+                }
+                c.last_active = self.ctx.now;
+                if c.close_after_write {
+                    let _ = c.sock.shutdown(std::net::Shutdown::Write);
+                    return false;
+                }
+                if c.writable_interest {
+                    c.writable_interest = false;
+                    let _ =
+                        self.poll
+                            .registry()
+                            .reregister(&mut c.sock, Token(i), Interest::READABLE);
+                }
+                if c.read_blocked {
+                    c.read_blocked = false;
+                    readable = true;
+                }
+            }
+            if readable {
+                readable = false;
+                match read_in(c) {
+                    ReadEnd::Drained => {}
+                    ReadEnd::Full => c.read_blocked = true,
+                    ReadEnd::Closed => {
+                        // Answer what was fully received (half-close), then close.
+                        c.close_after_write = true;
+                        if c.rlo == c.rhi {
+                            return false;
+                        }
+                    }
+                }
+            }
+            match self.process_one(i) {
+                Step::Answered => continue,
+                Step::NeedMore => {
+                    let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+                        return false;
+                    };
+                    if c.read_blocked {
+                        // Buffer grew (or not): try reading again right away.
+                        c.read_blocked = false;
+                        readable = true;
+                        continue;
+                    }
+                    return !c.close_after_write || c.out_pending();
+                }
+                Step::Close => return false,
+            }
+        }
+    }
+
+    /// Parses and answers at most one buffered request.
+    fn process_one(&mut self, i: usize) -> Step {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+            return Step::Close;
+        };
+        if c.out_pending() || c.rlo == c.rhi {
+            if c.rlo == c.rhi && !c.out_pending() {
+                c.head_started = None;
+            }
+            return Step::NeedMore;
+        }
+        let limits = self.ctx.limits.clone();
+        let parsed = parse::parse_head(&c.rbuf[c.rlo..c.rhi], &mut self.hdrs);
+        let head = match parsed {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                if c.head_started.is_none() {
+                    c.head_started = Some(self.ctx.now);
+                }
+                if c.read_blocked {
+                    let have = c.rhi - c.rlo;
+                    grow(c, have * 2, parse::MAX_HEAD + 1024);
+                }
+                return Step::NeedMore;
+            }
+            Err(e) => return self.fail(i, e.status()),
+        };
+        let avail = c.rhi - c.rlo;
+        let (body_range, consumed, chunked_body) = match head.body {
+            BodyFraming::None => ((0, 0), head.len, None),
+            BodyFraming::Length(n) => {
+                if n > limits.max_body_bytes {
+                    return self.fail(i, 413);
+                }
+                let total = head.len + n as usize;
+                if avail < total {
+                    c.head_started = None;
+                    grow(c, total, total);
+                    c.read_blocked = c.rhi == c.rbuf.len() && c.rbuf.len() < total;
+                    return Step::NeedMore;
+                }
+                ((head.len, total), total, None)
+            }
+            BodyFraming::Chunked => {
+                match decode_chunked(&c.rbuf[c.rlo + head.len..c.rhi], limits.max_body_bytes) {
+                    Ok(Chunked::Done(b, used)) => ((0, 0), head.len + used, Some(b)),
+                    Ok(Chunked::Partial) => {
+                        c.head_started = None;
+                        if c.rhi == c.rbuf.len() {
+                            let cap = (limits.max_body_bytes as usize)
+                                .saturating_mul(2)
+                                .saturating_add(1 << 16);
+                            if !grow(c, avail * 2, cap) {
+                                return self.fail(i, 413);
+                            }
+                        }
+                        return Step::NeedMore;
+                    }
+                    Err(ParseError::HeadersTooLarge) => return self.fail(i, 413),
+                    Err(e) => return self.fail(i, e.status()),
+                }
+            }
+        };
+        let keep_alive = head.keep_alive && !c.close_after_write;
+        let hdrs = std::mem::take(&mut self.hdrs);
+        {
+            let start = c.rlo;
+            let body_owned;
+            let body: &[u8] = match &chunked_body {
+                Some(b) => b,
+                None if body_range.1 > 0 => {
+                    body_owned = c.rbuf[start + body_range.0..start + body_range.1].to_vec();
+                    &body_owned
+                }
+                None => &[],
+            };
+            self.ctx.respond(c, &head, &hdrs, body, keep_alive);
+        }
+        self.hdrs = hdrs;
+        c.rlo += consumed;
+        c.head_started = if c.rlo < c.rhi {
+            Some(self.ctx.now)
+        } else {
+            None
+        };
+        if !keep_alive {
+            c.close_after_write = true;
+            c.rlo = c.rhi;
+        }
+        Step::Answered
+    }
+
+    /// Queues an error answer and marks the connection to close after it.
+    fn fail(&mut self, i: usize, status: u16) -> Step {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+            return Step::Close;
+        };
+        c.out.clear();
+        c.out_pos = 0;
+        c.body = Body::None;
+        simple(&self.ctx.date, &mut c.out, status, b"", 1, false, false);
+        c.close_after_write = true;
+        c.rlo = c.rhi;
+        Step::Answered
+    }
+
+    /// Enforces the header timeout (408) and the idle timeout.
+    fn sweep(&mut self) {
+        let now = self.ctx.now;
+        let limits = self.ctx.limits.clone();
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_mut() else {
+                continue;
+            };
+            if let Some(t) = c.head_started {
+                if now.duration_since(t) >= limits.header_timeout && !c.out_pending() {
+                    let sent_any = c.rhi > c.rlo;
+                    if sent_any {
+                        let _ = (&c.sock).write(
+                            b"HTTP/1.1 408 Request Timeout\r\nServer: volley\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                    }
+                    self.close(i);
+                    continue;
+                }
+            }
+            if now.duration_since(c.last_active) >= limits.idle_timeout {
+                self.close(i);
+            }
+        }
+    }
+}
+
+enum Step {
+    Answered,
+    NeedMore,
+    Close,
+}
