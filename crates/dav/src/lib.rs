@@ -3,13 +3,53 @@
 //!
 //! Place in the flow: a target. `volley-server` owns sockets and HTTP framing and hands
 //! every DAV method (and nothing else) to [`Dav::handle`]; this crate owns the meaning of
-//! OPTIONS, PROPFIND, REPORT, PUT, DELETE, MKCOL and MKCALENDAR, and the safe mapping of
-//! URL paths to files ([`path::resolve`]), which the static server uses too.
+//! OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY and MOVE,
+//! and the safe mapping of URL paths to files ([`path::resolve`]), which the static server
+//! uses too.
+//!
+//! What is supported (RFC 4918 class 1 and 3, RFC 4791 calendar-access, RFC 6578):
+//! - PROPFIND Depth 0/1 (infinity is refused with `DAV:propfind-finite-depth`), allprop,
+//!   propname, prop; dead properties via PROPPATCH, kept in sidecar files ([`store`]).
+//! - REPORT calendar-multiget, calendar-query (comp-filter, prop-filter, param-filter,
+//!   time-range, text-match; see [`ical`] for the simplifications), sync-collection.
+//! - PUT with If-Match / If-None-Match, atomic writes; DELETE; MKCOL; MKCALENDAR;
+//!   COPY and MOVE (litmus' `props` group moves a resource and checks its properties).
+//!
+//! What is not: LOCK and UNLOCK answer 501 (no DAV class 2; OPTIONS does not claim it);
+//! ACLs, scheduling and free-busy reports are absent.
+//!
+//! Principals: a per-path scheme with no accounts. The principal of a resource is the
+//! deepest collection at or above it that is not a calendar; that collection is also the
+//! principal's calendar home. So a client pointed at `http://host/cal/` discovers the
+//! principal `/cal/`, lists the calendars inside it and creates new ones there.
+//!
+//! Concurrency: one handler may be shared by many server threads. Mutating methods take
+//! one process-wide lock, so a conditional PUT's check and its write are atomic with
+//! respect to other requests and journal sequence numbers never collide; reads take no
+//! lock (they see a file either before or after an atomic rename).
 #![deny(missing_docs)]
 
+pub mod error;
+pub mod ical;
+mod methods;
 pub mod path;
+mod props;
+mod report;
+pub mod store;
+pub mod xml;
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use error::DavError;
+
+/// The `Allow` header value for DAV resources.
+pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, REPORT, \
+                         MKCOL, MKCALENDAR, COPY, MOVE";
+
+/// The `DAV` header value: class 1 and 3 (no 2: no locks), CalDAV, sync-collection.
+pub const DAV_CLASSES: &str = "1, 3, calendar-access, sync-collection";
 
 /// A request as the server parsed it. `target` is the raw request target (path and
 /// optional query, still percent-encoded); headers keep their received order.
@@ -28,7 +68,10 @@ pub struct DavRequest<'a> {
 impl DavRequest<'_> {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
     }
 }
 
@@ -44,16 +87,102 @@ pub struct DavResponse {
     pub body: Vec<u8>,
 }
 
+impl DavResponse {
+    /// A response with no body.
+    pub(crate) fn empty(status: u16) -> Self {
+        DavResponse {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A 207 Multi-Status with an XML body.
+    pub(crate) fn multistatus(body: String) -> Self {
+        DavResponse {
+            status: 207,
+            headers: vec![(
+                "Content-Type".into(),
+                "application/xml; charset=utf-8".into(),
+            )],
+            body: body.into_bytes(),
+        }
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// The handler for one root directory.
 #[derive(Debug, Clone)]
 pub struct Dav {
     root: PathBuf,
+    /// Serialises mutating requests (see the crate docs).
+    write_lock: Arc<Mutex<()>>,
+}
+
+/// A request target resolved under the root: the file path and its decoded, normalised
+/// segments (from which hrefs and principals are derived).
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub path: PathBuf,
+    pub segs: Vec<Vec<u8>>,
+}
+
+impl Target {
+    /// The percent-encoded href, with a trailing slash for collections.
+    pub fn href(&self, is_dir: bool) -> String {
+        href_of(&self.segs, is_dir)
+    }
+
+    /// The last segment (None for the root).
+    pub fn name(&self) -> Option<&[u8]> {
+        self.segs.last().map(Vec::as_slice)
+    }
+
+    /// The target of member `name` of this collection.
+    pub fn child(&self, name: &[u8]) -> Target {
+        let mut segs = self.segs.clone();
+        segs.push(name.to_vec());
+        Target {
+            path: self.path.join(os(name)),
+            segs,
+        }
+    }
+}
+
+/// Bytes -> OsStr without going through UTF-8 (file names are bytes on Unix).
+pub(crate) fn os(b: &[u8]) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(b)
+}
+
+pub(crate) fn href_of(segs: &[Vec<u8>], is_dir: bool) -> String {
+    let mut s = String::from("/");
+    for (i, seg) in segs.iter().enumerate() {
+        if i > 0 {
+            s.push('/');
+        }
+        s.push_str(&store::pct_encode(seg));
+    }
+    if is_dir && !segs.is_empty() {
+        s.push('/');
+    }
+    s
 }
 
 impl Dav {
     /// A handler serving `root` (which must exist).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Dav { root: root.into() }
+        Dav {
+            root: root.into(),
+            write_lock: Arc::new(Mutex::new(())),
+        }
     }
 
     /// The root directory.
@@ -66,16 +195,130 @@ impl Dav {
     pub fn handles(method: &str) -> bool {
         matches!(
             method,
-            "OPTIONS" | "PROPFIND" | "PROPPATCH" | "REPORT" | "PUT" | "DELETE" | "MKCOL" | "MKCALENDAR"
-                | "COPY" | "MOVE" | "LOCK" | "UNLOCK"
+            "OPTIONS"
+                | "PROPFIND"
+                | "PROPPATCH"
+                | "REPORT"
+                | "PUT"
+                | "DELETE"
+                | "MKCOL"
+                | "MKCALENDAR"
+                | "COPY"
+                | "MOVE"
+                | "LOCK"
+                | "UNLOCK"
         )
     }
 
-    /// Answers one request. Never panics on any input.
+    /// Answers one request. Never panics on any input: every failure is a [`DavError`]
+    /// mapped to a status with a one-line reason (or a `DAV:error` body).
     pub fn handle(&self, req: &DavRequest<'_>) -> DavResponse {
-        let _ = req;
-        DavResponse { status: 501, headers: Vec::new(), body: b"DAV not built yet\n".to_vec() }
+        let result = match req.method {
+            "OPTIONS" => Ok(options()),
+            "PROPFIND" => props::propfind(self, req),
+            "REPORT" => report::report(self, req),
+            "PROPPATCH" => self.locked(|| props::proppatch(self, req)),
+            "PUT" => self.locked(|| methods::put(self, req)),
+            "DELETE" => self.locked(|| methods::delete(self, req)),
+            "MKCOL" => self.locked(|| methods::mkcol(self, req)),
+            "MKCALENDAR" => self.locked(|| methods::mkcalendar(self, req)),
+            "COPY" => self.locked(|| methods::copy_move(self, req, false)),
+            "MOVE" => self.locked(|| methods::copy_move(self, req, true)),
+            "LOCK" | "UNLOCK" => Err(DavError::NotImplemented(
+                "locking (WebDAV class 2) is not supported",
+            )),
+            _ => Err(DavError::MethodNotAllowed("not a method this server knows")),
+        };
+        result.unwrap_or_else(|e| e.response())
     }
+
+    fn locked(
+        &self,
+        f: impl FnOnce() -> Result<DavResponse, DavError>,
+    ) -> Result<DavResponse, DavError> {
+        // A panic cannot happen while the lock is held (no panicking code), but if it
+        // ever did, the protected state is on disk, not in the mutex: keep going.
+        let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+
+    /// Resolves a request target through the path gate.
+    pub(crate) fn locate(&self, target: &str) -> Result<Target, DavError> {
+        let path = path::resolve(&self.root, target)?;
+        let decoded = path::decode(target)?;
+        let segs: Vec<Vec<u8>> = decoded
+            .split(|b| *b == b'/')
+            .filter(|s| !s.is_empty() && *s != b".")
+            .map(<[u8]>::to_vec)
+            .collect();
+        Ok(Target { path, segs })
+    }
+
+    /// Resolves an href from a body or a Destination header: an absolute URL (its
+    /// authority is ignored: one server, one root) or an absolute path.
+    pub(crate) fn locate_href(&self, href: &str) -> Result<Target, DavError> {
+        let href = href.trim();
+        let path = match href.find("://") {
+            Some(i) => {
+                let rest = &href[i + 3..];
+                match rest.find('/') {
+                    Some(j) => &rest[j..],
+                    None => "/",
+                }
+            }
+            None => href,
+        };
+        self.locate(path)
+    }
+
+    /// The href of the principal (and calendar home) of `t`: the deepest collection at
+    /// or above it that is not a calendar collection.
+    pub(crate) fn principal_href(&self, t: &Target, is_dir: bool) -> String {
+        let mut n = if is_dir {
+            t.segs.len()
+        } else {
+            t.segs.len().saturating_sub(1)
+        };
+        loop {
+            let mut dir = self.root.clone();
+            for s in &t.segs[..n] {
+                dir.push(os(s));
+            }
+            if n == 0 || (dir.is_dir() && !is_calendar_collection(&dir)) {
+                return href_of(&t.segs[..n], true);
+            }
+            n -= 1;
+        }
+    }
+}
+
+fn options() -> DavResponse {
+    DavResponse {
+        status: 200,
+        headers: vec![
+            ("DAV".into(), DAV_CLASSES.into()),
+            ("Allow".into(), ALLOW.into()),
+            ("MS-Author-Via".into(), "DAV".into()),
+        ],
+        body: Vec::new(),
+    }
+}
+
+/// Whether `dir` is a CalDAV calendar collection (has a `.volley-collection` marker of
+/// type calendar).
+pub fn is_calendar_collection(dir: &Path) -> bool {
+    dir.is_dir() && store::read_meta(dir).calendar
+}
+
+/// Makes `dir` (created if missing, with its parents) a calendar collection named
+/// `displayname`. For fixture generators; clients use MKCALENDAR.
+pub fn make_calendar(dir: &Path, displayname: &str) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let meta = store::CollectionMeta {
+        calendar: true,
+        displayname: Some(displayname.to_owned()),
+    };
+    store::write_meta(dir, &meta)
 }
 
 /// Strong entity tag of a file's content, quoted, as both GET and PROPFIND report it.
@@ -89,4 +332,104 @@ pub fn strong_etag(content: &[u8]) -> String {
         h = h.wrapping_mul(0x100000001b3);
     }
     format!("\"{:016x}-{:x}\"", h, content.len())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A temporary directory removed on drop (no dev-dependency needed).
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> Self {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "volley-dav-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Sends one request.
+    pub fn call(
+        dav: &Dav,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> DavResponse {
+        dav.handle(&DavRequest {
+            method,
+            target,
+            headers,
+            body,
+        })
+    }
+
+    pub fn body(r: &DavResponse) -> String {
+        String::from_utf8_lossy(&r.body).into_owned()
+    }
+
+    #[test]
+    fn options_advertises_classes_without_locking() {
+        let d = TempDir::new("opt");
+        let dav = Dav::new(d.path());
+        let r = call(&dav, "OPTIONS", "/", &[], b"");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("DAV"), Some(DAV_CLASSES));
+        assert!(!r.header("DAV").unwrap().contains('2'));
+        assert!(r.header("Allow").unwrap().contains("PROPFIND"));
+    }
+
+    #[test]
+    fn unsupported_methods_are_typed_errors() {
+        let d = TempDir::new("lock");
+        let dav = Dav::new(d.path());
+        assert_eq!(call(&dav, "LOCK", "/x", &[], b"").status, 501);
+        assert_eq!(call(&dav, "UNLOCK", "/x", &[], b"").status, 501);
+        let r = call(&dav, "BREW", "/x", &[], b"");
+        assert_eq!(r.status, 405);
+        assert!(r.header("Allow").is_some());
+        assert_eq!(call(&dav, "PUT", "relative", &[], b"").status, 400);
+        assert_eq!(call(&dav, "PUT", "/../x", &[], b"").status, 403);
+    }
+
+    #[test]
+    fn make_calendar_marks_a_directory() {
+        let d = TempDir::new("mk");
+        let cal = d.path().join("a/b");
+        assert!(!is_calendar_collection(&cal));
+        make_calendar(&cal, "B").unwrap();
+        assert!(is_calendar_collection(&cal));
+        assert!(!is_calendar_collection(d.path()));
+        let dav = Dav::new(d.path());
+        let t = dav.locate("/a/b/x.ics").unwrap();
+        assert_eq!(dav.principal_href(&t, false), "/a/");
+        let t = dav.locate("/a/b/").unwrap();
+        assert_eq!(dav.principal_href(&t, true), "/a/");
+        let t = dav.locate("/").unwrap();
+        assert_eq!(dav.principal_href(&t, true), "/");
+    }
+
+    #[test]
+    fn etag_is_stable_and_content_derived() {
+        assert_eq!(strong_etag(b""), "\"cbf29ce484222325-0\"");
+        assert_ne!(strong_etag(b"ab"), strong_etag(b"ba"));
+    }
 }

@@ -2,7 +2,9 @@
 //!
 //! The one gate both the static server and the DAV handler pass through, so that no
 //! request reads or writes outside the root: `..` (also percent-encoded), NUL bytes,
-//! backslash tricks and symlinks that leave the root are refused.
+//! backslash tricks and symlinks that leave the root are refused, and so is any segment
+//! naming one of the DAV handler's internal files (`.volley-*`, see `store`), so that
+//! neither GET nor any DAV method can read or overwrite them.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -13,7 +15,8 @@ use std::path::{Component, Path, PathBuf};
 pub enum PathError {
     /// Not an origin-form target (`/...`), bad percent-encoding, or a NUL byte.
     BadTarget,
-    /// A `..` segment or a symlink would leave the root.
+    /// A `..` segment or a symlink would leave the root, or a segment names an internal
+    /// `.volley-*` file.
     Escapes,
 }
 
@@ -53,6 +56,7 @@ pub fn resolve(root: &Path, target: &str) -> Result<PathBuf, PathError> {
         match seg {
             b"" | b"." => {}
             b".." => return Err(PathError::Escapes),
+            s if crate::store::is_internal_name(s) => return Err(PathError::Escapes),
             s => {
                 let p = PathBuf::from(OsString::from_vec(s.to_vec()));
                 // A segment must be one normal component (no embedded root or prefix).
@@ -105,10 +109,16 @@ mod tests {
             "relative",
             "/%zz",
             "/%2",
+            "/.volley-sync",
+            "/a/.volley-props/x.xml",
+            "/a/%2Evolley-collection",
         ] {
             assert!(resolve(&dir, bad).is_err(), "{bad} was accepted");
         }
-        assert_eq!(resolve(&dir, "/a/new.ics?x=1").unwrap(), dir.join("a/new.ics"));
+        assert_eq!(
+            resolve(&dir, "/a/new.ics?x=1").unwrap(),
+            dir.join("a/new.ics")
+        );
         assert_eq!(resolve(&dir, "/").unwrap(), dir);
         assert_eq!(resolve(&dir, "/a/./b%20c").unwrap(), dir.join("a/b c"));
         let _ = std::fs::remove_dir_all(&dir);
