@@ -15,6 +15,7 @@ pub mod pacer;
 mod run;
 pub mod sample;
 pub mod source;
+mod worker;
 
 pub use config::*;
 pub use error::EngineError;

@@ -1,0 +1,306 @@
+//! End-to-end runs of the engine against small loopback servers.
+
+mod common;
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use volley_engine::{run, EngineError, ErrorKind, Live, LoadModel, StopCondition};
+
+#[test]
+fn closed_keep_alive_sends_exactly_n() {
+    let server = Server::start(ok_handler);
+    let cfg = config(server.addr, 2, 4, 500);
+    let live = Live::new();
+    let out = run(&cfg, |_| Collect::default(), &live).expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 500);
+    assert_eq!(count(&samples, None), 500);
+    assert!(samples
+        .iter()
+        .all(|s| s.status == 200 && s.body_bytes == 2 && s.wire_bytes == 40));
+    assert!(samples.iter().all(|s| s.intended_ns == s.sent_ns));
+    assert!(samples
+        .iter()
+        .all(|s| s.sent_ns <= s.first_byte_ns && s.first_byte_ns <= s.done_ns));
+    assert_eq!(samples.iter().filter(|s| s.connect_ns > 0).count(), 4);
+    assert_eq!(out.connections_opened, 4);
+    assert_eq!(out.max_open_connections, 4);
+    assert!(!out.stopped_early);
+    let snap = live.snapshot();
+    assert_eq!(
+        (snap.started, snap.done, snap.errors, snap.open_connections),
+        (500, 500, 0, 0)
+    );
+    assert!(out.sinks.iter().all(|s| s.ticks >= 1));
+}
+
+#[test]
+fn non_keep_alive_opens_one_connection_per_request() {
+    let server = Server::start(ok_handler);
+    let mut cfg = config(server.addr, 1, 2, 50);
+    cfg.keep_alive = false;
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(count(&samples, None), 50);
+    assert_eq!(out.connections_opened, 50);
+    assert!(samples.iter().all(|s| s.connect_ns > 0));
+    assert_eq!(server.accepted.load(Ordering::Relaxed), 50);
+}
+
+#[test]
+fn open_loop_follows_the_schedule() {
+    let server = Server::start(ok_handler);
+    let mut cfg = config(server.addr, 2, 4, 0);
+    cfg.max_connections = 64;
+    open(&mut cfg, 2000.0, Duration::from_millis(500));
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let mut samples = all_samples(&out.sinks);
+    // Every arrival of the schedule in [0, 500 ms) has exactly one sample.
+    assert_eq!(samples.len(), 1000);
+    samples.sort_by_key(|s| s.intended_ns);
+    for (k, s) in samples.iter().enumerate() {
+        assert_eq!(s.intended_ns, k as u64 * 500_000, "arrival {k}");
+        assert!(s.sent_ns >= s.intended_ns);
+    }
+    // Only the last few may still be in flight at the end; none may fail otherwise.
+    assert!(count(&samples, None) >= 990, "{} ok", count(&samples, None));
+    assert_eq!(
+        count(&samples, None) + count(&samples, Some(ErrorKind::InFlight)),
+        1000
+    );
+}
+
+#[test]
+fn open_loop_poisson_is_reproducible_in_intended_times() {
+    let server = Server::start(ok_handler);
+    let mut cfg = config(server.addr, 1, 2, 0);
+    open(&mut cfg, 1000.0, Duration::from_millis(200));
+    cfg.model = LoadModel::Open {
+        rate: 1000.0,
+        arrival: volley_engine::Arrival::Poisson,
+        seed: 5,
+    };
+    let a = all_samples(
+        &run(&cfg, |_| Collect::default(), &Live::new())
+            .expect("run")
+            .sinks,
+    );
+    let b = all_samples(
+        &run(&cfg, |_| Collect::default(), &Live::new())
+            .expect("run")
+            .sinks,
+    );
+    let times = |v: &[volley_engine::Sample]| {
+        let mut t: Vec<u64> = v.iter().map(|s| s.intended_ns).collect();
+        t.sort_unstable();
+        t
+    };
+    assert_eq!(times(&a), times(&b));
+    assert!(!a.is_empty());
+}
+
+fn silent_handler(mut s: TcpStream) {
+    // Reads the request and never answers; returns when the client goes away.
+    let _ = read_request(&mut s);
+    let _ = read_request(&mut s);
+}
+
+#[test]
+fn server_that_never_answers_gives_timeouts() {
+    let server = Server::start(silent_handler);
+    let mut cfg = config(server.addr, 1, 2, 2);
+    cfg.timeout = Duration::from_millis(100);
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 2);
+    assert_eq!(count(&samples, Some(ErrorKind::Timeout)), 2);
+    assert!(samples.iter().all(|s| s.done_ns - s.sent_ns >= 100_000_000));
+}
+
+#[test]
+fn refused_port_gives_connect_errors() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let cfg = config(addr, 1, 1, 5);
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 5);
+    assert_eq!(count(&samples, Some(ErrorKind::Connect)), 5);
+}
+
+fn short_body_handler(mut s: TcpStream) {
+    if read_request(&mut s) {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort");
+    }
+}
+
+#[test]
+fn close_mid_body_is_closed() {
+    let server = Server::start(short_body_handler);
+    let out = run(
+        &config(server.addr, 1, 1, 3),
+        |_| Collect::default(),
+        &Live::new(),
+    )
+    .expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(count(&samples, Some(ErrorKind::Closed)), 3, "{samples:?}");
+    assert!(samples.iter().all(|s| s.status == 200 && s.body_bytes == 5));
+}
+
+fn garbage_handler(mut s: TcpStream) {
+    if read_request(&mut s) {
+        let _ = s.write_all(b"SSH-2.0-nope\r\n\r\n");
+    }
+}
+
+#[test]
+fn garbage_is_malformed() {
+    let server = Server::start(garbage_handler);
+    let out = run(
+        &config(server.addr, 1, 1, 3),
+        |_| Collect::default(),
+        &Live::new(),
+    )
+    .expect("run");
+    assert_eq!(
+        count(&all_samples(&out.sinks), Some(ErrorKind::Malformed)),
+        3
+    );
+}
+
+fn status_handler(mut s: TcpStream) {
+    while read_request(&mut s) {
+        let _ = s.write_all(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy");
+    }
+}
+
+#[test]
+fn unaccepted_status_is_status_error_and_connection_is_reused() {
+    let server = Server::start(status_handler);
+    let out = run(
+        &config(server.addr, 1, 1, 10),
+        |_| Collect::default(),
+        &Live::new(),
+    )
+    .expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(count(&samples, Some(ErrorKind::Status)), 10);
+    assert!(samples.iter().all(|s| s.status == 503));
+    assert_eq!(out.connections_opened, 1);
+}
+
+#[test]
+fn stop_flag_ends_early_with_in_flight_samples() {
+    let server = Server::start(silent_handler);
+    let mut cfg = config(server.addr, 1, 3, 1_000);
+    cfg.stop = StopCondition {
+        requests: None,
+        duration: Some(Duration::from_secs(15)),
+    };
+    cfg.timeout = Duration::from_secs(10);
+    let flag = Arc::clone(&cfg.stop_flag);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        flag.store(true, Ordering::Relaxed);
+    });
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    setter.join().expect("setter");
+    let samples = all_samples(&out.sinks);
+    assert!(out.stopped_early);
+    assert_eq!(samples.len(), 3);
+    assert_eq!(count(&samples, Some(ErrorKind::InFlight)), 3);
+    assert!(samples
+        .iter()
+        .all(|s| s.done_ns >= s.sent_ns && s.first_byte_ns == 0));
+}
+
+fn slow_handler(mut s: TcpStream) {
+    while read_request(&mut s) {
+        std::thread::sleep(Duration::from_millis(50));
+        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn connection_cap_is_reported() {
+    let server = Server::start(slow_handler);
+    let mut cfg = config(server.addr, 1, 1, 0);
+    cfg.max_connections = 2;
+    open(&mut cfg, 200.0, Duration::from_millis(300));
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    // 200/s with 50 ms service needs ~10 connections; 2 cannot keep up.
+    assert!(out.cap_hits > 0);
+    assert_eq!(out.sinks[0].cap_hits, out.cap_hits);
+    assert!(out.max_open_connections <= 2);
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 60);
+    // Queued requests count from their intended time: send lag shows the wait.
+    assert!(samples.iter().any(|s| s.send_lag_ns() >= 50_000_000));
+}
+
+fn one_shot_handler(mut s: TcpStream) {
+    // Answers one request as if keep-alive, then closes: the next request on the
+    // client's reused connection meets EOF with no byte of a response.
+    if read_request(&mut s) {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+}
+
+#[test]
+fn idle_closed_keep_alive_connection_is_retried_not_an_error() {
+    let server = Server::start(one_shot_handler);
+    let out = run(
+        &config(server.addr, 1, 1, 20),
+        |_| Collect::default(),
+        &Live::new(),
+    )
+    .expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 20);
+    assert_eq!(
+        count(&samples, None),
+        20,
+        "{:?}",
+        samples.iter().find(|s| s.error.is_some())
+    );
+    assert!(out.connections_opened >= 20);
+}
+
+#[test]
+fn invalid_configs_are_refused() {
+    let addr = "127.0.0.1:9".parse().expect("addr");
+    let mut cfg = config(addr, 0, 1, 1);
+    assert!(matches!(
+        run(&cfg, |_| Collect::default(), &Live::new()),
+        Err(EngineError::ZeroThreads)
+    ));
+    cfg.threads = 1;
+    cfg.connections = 0;
+    assert!(matches!(
+        run(&cfg, |_| Collect::default(), &Live::new()),
+        Err(EngineError::ZeroConnections)
+    ));
+    cfg.connections = 1;
+    cfg.stop = StopCondition::default();
+    assert!(matches!(
+        run(&cfg, |_| Collect::default(), &Live::new()),
+        Err(EngineError::NoStopCondition)
+    ));
+    open(&mut cfg, -1.0, Duration::from_secs(1));
+    assert!(matches!(
+        run(&cfg, |_| Collect::default(), &Live::new()),
+        Err(EngineError::BadRate(_))
+    ));
+}
