@@ -1,0 +1,59 @@
+//! The store's typed errors.
+
+use thiserror::Error;
+
+/// Everything that can go wrong reading or writing the results store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// SQLite refused an operation (I/O error, corrupt file, locked past the timeout).
+    #[error("results store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A JSON column could not be written or read back.
+    #[error("results store: bad JSON in {column}: {source}")]
+    Json {
+        /// The column concerned.
+        column: &'static str,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// The file was written by a newer volley whose schema this one does not know.
+    #[error("results store schema version {found} is newer than this volley supports ({supported}); upgrade volley")]
+    NewerSchema {
+        /// The file's `user_version`.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// No row with this id.
+    #[error("results store: no {what} with id {id}")]
+    NotFound {
+        /// "study", "run" or "step".
+        what: &'static str,
+        /// The id looked up.
+        id: i64,
+    },
+    /// The study or run is already finished, so nothing more may be recorded into it.
+    #[error("results store: {what} {id} is already {status}, cannot record into it")]
+    NotRunning {
+        /// "study" or "run".
+        what: &'static str,
+        /// Its id.
+        id: i64,
+        /// Its status.
+        status: String,
+    },
+    /// A value read back is not one this build knows (e.g. an unknown status string).
+    #[error("results store: unknown {what} {value:?} in the file")]
+    UnknownValue {
+        /// What kind of value.
+        what: &'static str,
+        /// The value found.
+        value: String,
+    },
+    /// A caller asked for something the store cannot represent.
+    #[error("results store: {0}")]
+    Invalid(&'static str),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T> = std::result::Result<T, StoreError>;

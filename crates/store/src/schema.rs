@@ -1,0 +1,100 @@
+//! The schema and its forward migrations, versioned with `PRAGMA user_version`.
+//!
+//! `MIGRATIONS[i]` takes a file from version `i` to `i + 1`. Each runs in its own
+//! transaction together with the `user_version` bump, so a crash mid-migration leaves
+//! the file at the old version, never half-migrated. Migrations are append-only: never
+//! edit a released one, add the next.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{Result, StoreError};
+
+/// Forward migrations, oldest first.
+const MIGRATIONS: &[&str] = &[
+    // v1: studies, runs, steps, per-second series, histograms.
+    "
+    CREATE TABLE studies (
+        id                INTEGER PRIMARY KEY,
+        name              TEXT NOT NULL,
+        file_text         TEXT NOT NULL,
+        started_unix_ms   INTEGER NOT NULL,
+        finished_unix_ms  INTEGER,
+        status            TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+        owner_pid         INTEGER,
+        owner_start       TEXT
+    );
+    CREATE TABLE runs (
+        id                INTEGER PRIMARY KEY,
+        study_id          INTEGER REFERENCES studies(id),
+        kind              TEXT NOT NULL CHECK (kind IN ('bench', 'study-step')),
+        target            TEXT NOT NULL,
+        parameters        TEXT NOT NULL,
+        environment       TEXT NOT NULL,
+        started_unix_ms   INTEGER NOT NULL,
+        finished_unix_ms  INTEGER,
+        status            TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+        owner_pid         INTEGER,
+        owner_start       TEXT
+    );
+    CREATE INDEX runs_by_study ON runs(study_id);
+    CREATE TABLE steps (
+        id                INTEGER PRIMARY KEY,
+        run_id            INTEGER NOT NULL REFERENCES runs(id),
+        step_index        INTEGER NOT NULL,
+        parameters        TEXT NOT NULL,
+        summary           TEXT NOT NULL,
+        verdict           TEXT,
+        label             TEXT,
+        started_unix_ms   INTEGER NOT NULL,
+        finished_unix_ms  INTEGER NOT NULL,
+        UNIQUE (run_id, step_index)
+    );
+    CREATE TABLE series (
+        step_id      INTEGER NOT NULL REFERENCES steps(id),
+        source       TEXT NOT NULL CHECK (source IN ('load', 'monitor')),
+        second       INTEGER NOT NULL,
+        values_json  TEXT NOT NULL,
+        PRIMARY KEY (step_id, source, second)
+    ) WITHOUT ROWID;
+    CREATE TABLE histograms (
+        id       INTEGER PRIMARY KEY,
+        step_id  INTEGER NOT NULL REFERENCES steps(id),
+        kind     TEXT NOT NULL
+                 CHECK (kind IN ('response', 'service', 'ttfb', 'connect', 'send_lag')),
+        second   INTEGER,
+        bytes    BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX histograms_one_per_slot ON histograms(step_id, kind, coalesce(second, -1));
+    ",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the file up to [`SCHEMA_VERSION`]; refuses a file from a newer build.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Read inside the write transaction so two processes opening a fresh file at
+        // once cannot both apply the same migration.
+        let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let Some(sql) = usize::try_from(version)
+            .ok()
+            .and_then(|v| MIGRATIONS.get(v))
+        else {
+            return Err(StoreError::Invalid("negative schema version in the file"));
+        };
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+}

@@ -1,0 +1,451 @@
+//! The [`Store`]: open/migrate, write studies, runs and steps, read them back.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Result, StoreError};
+use crate::owner::Owner;
+use crate::schema;
+use crate::types::*;
+
+/// How long a writer waits for another process's write transaction before failing.
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// What [`Store::mark_incomplete_on_open`] found abandoned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Studies marked incomplete.
+    pub studies: Vec<StudyId>,
+    /// Runs marked incomplete.
+    pub runs: Vec<RunId>,
+}
+
+/// The results store: one SQLite file per lab.
+///
+/// Durability: WAL journal with `synchronous = FULL`. In WAL mode, NORMAL already
+/// survives a killed process, but may lose the last commits on power loss or a kernel
+/// crash; FULL fsyncs the WAL at every commit, so a step is on disk when
+/// [`Store::record_step`] returns ("nothing a user recorded is ever lost"). The price is
+/// one fsync per step, and steps last seconds. WAL also lets reports read while a study
+/// writes.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    owner: Owner,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`, migrates it to the current schema,
+    /// and marks runs and studies abandoned by dead writers incomplete.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Store::setup(Connection::open(path)?)
+    }
+
+    /// A private in-memory store (for tests of the stages that write to it).
+    pub fn open_in_memory() -> Result<Store> {
+        Store::setup(Connection::open_in_memory()?)
+    }
+
+    fn setup(mut conn: Connection) -> Result<Store> {
+        conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+        // journal_mode answers with the mode set ("memory" for in-memory databases).
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        schema::migrate(&mut conn)?;
+        let store = Store {
+            conn,
+            owner: Owner::current(),
+        };
+        store.mark_incomplete_on_open()?;
+        Ok(store)
+    }
+
+    /// The schema version of the open file.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// Marks every study and run still 'running' whose writer process is gone as
+    /// incomplete (with the current time as its end). Called by [`Store::open`]; public
+    /// so a long-lived reader can sweep again.
+    pub fn mark_incomplete_on_open(&self) -> Result<Abandoned> {
+        let now = now_unix_ms();
+        // Runs first, then studies: a study is abandoned exactly when its writer is dead.
+        Ok(Abandoned {
+            runs: self.sweep("runs", now)?.into_iter().map(RunId).collect(),
+            studies: self
+                .sweep("studies", now)?
+                .into_iter()
+                .map(StudyId)
+                .collect(),
+        })
+    }
+
+    fn sweep(&self, table: &'static str, now: i64) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT id, owner_pid, owner_start FROM {table} WHERE status = 'running'"
+        ))?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })?;
+        let mut dead = Vec::new();
+        for row in rows {
+            let (id, pid, start) = row?;
+            let alive = pid
+                .and_then(|p| u32::try_from(p).ok())
+                .is_some_and(|p| Owner::is_alive(p, start.as_deref()));
+            if !alive {
+                dead.push(id);
+            }
+        }
+        for id in &dead {
+            self.conn.execute(
+                &format!(
+                    "UPDATE {table} SET status = 'incomplete', finished_unix_ms = ?1
+                     WHERE id = ?2 AND status = 'running'"
+                ),
+                params![now, id],
+            )?;
+        }
+        Ok(dead)
+    }
+
+    /// Starts a study (status 'running', owned by this process).
+    pub fn begin_study(&self, study: &NewStudy) -> Result<StudyId> {
+        self.conn.execute(
+            "INSERT INTO studies (name, file_text, started_unix_ms, status, owner_pid, owner_start)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+            params![
+                study.name,
+                study.file_text,
+                now_unix_ms(),
+                self.owner.pid,
+                self.owner.start
+            ],
+        )?;
+        Ok(StudyId(self.conn.last_insert_rowid()))
+    }
+
+    /// Ends a study as complete or incomplete.
+    pub fn finish_study(&self, id: StudyId, status: Status) -> Result<()> {
+        self.finish("studies", "study", id.0, status)
+    }
+
+    /// Starts a run (status 'running', owned by this process). A run in a study needs
+    /// the study to be running.
+    pub fn begin_run(&self, run: &NewRun) -> Result<RunId> {
+        if let Some(study) = run.study {
+            self.require_running("studies", "study", study.0)?;
+        }
+        self.conn.execute(
+            "INSERT INTO runs (study_id, kind, target, parameters, environment,
+                               started_unix_ms, status, owner_pid, owner_start)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?8)",
+            params![
+                run.study.map(|s| s.0),
+                run.kind.as_str(),
+                run.target,
+                to_json("runs.parameters", &run.parameters)?,
+                to_json("runs.environment", &run.environment)?,
+                now_unix_ms(),
+                self.owner.pid,
+                self.owner.start,
+            ],
+        )?;
+        Ok(RunId(self.conn.last_insert_rowid()))
+    }
+
+    /// Ends a run as complete or incomplete.
+    pub fn finish_run(&self, id: RunId, status: Status) -> Result<()> {
+        self.finish("runs", "run", id.0, status)
+    }
+
+    fn finish(
+        &self,
+        table: &'static str,
+        what: &'static str,
+        id: i64,
+        status: Status,
+    ) -> Result<()> {
+        if status == Status::Running {
+            return Err(StoreError::Invalid(
+                "a study or run can only finish as complete or incomplete",
+            ));
+        }
+        self.require_running(table, what, id)?;
+        self.conn.execute(
+            &format!(
+                "UPDATE {table} SET status = ?1, finished_unix_ms = ?2 WHERE id = ?3 AND status = 'running'"
+            ),
+            params![status.as_str(), now_unix_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    fn require_running(&self, table: &'static str, what: &'static str, id: i64) -> Result<()> {
+        let status: Option<String> = self
+            .conn
+            .query_row(
+                &format!("SELECT status FROM {table} WHERE id = ?1"),
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match status.as_deref() {
+            None => Err(StoreError::NotFound { what, id }),
+            Some("running") => Ok(()),
+            Some(other) => Err(StoreError::NotRunning {
+                what,
+                id,
+                status: other.to_owned(),
+            }),
+        }
+    }
+
+    /// Writes a finished step with its series and histograms in ONE transaction, and
+    /// returns once it is durable (see [`Store`] on `synchronous = FULL`). Either all of
+    /// it is stored or none; the run must still be running.
+    pub fn record_step(&mut self, run: RunId, step: &StepRecord) -> Result<StepId> {
+        let parameters = to_json("steps.parameters", &step.parameters)?;
+        let summary = to_json("steps.summary", &step.summary)?;
+        let verdict = step
+            .verdict
+            .as_ref()
+            .map(|v| to_json("steps.verdict", v))
+            .transpose()?;
+        // IMMEDIATE takes the write lock up front, so the status check and the inserts
+        // see the same state even with another process writing.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM runs WHERE id = ?1", [run.0], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        match status.as_deref() {
+            None => {
+                return Err(StoreError::NotFound {
+                    what: "run",
+                    id: run.0,
+                })
+            }
+            Some("running") => {}
+            Some(other) => {
+                return Err(StoreError::NotRunning {
+                    what: "run",
+                    id: run.0,
+                    status: other.to_owned(),
+                })
+            }
+        }
+        tx.execute(
+            "INSERT INTO steps (run_id, step_index, parameters, summary, verdict, label,
+                                started_unix_ms, finished_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                run.0,
+                step.index,
+                parameters,
+                summary,
+                verdict,
+                step.label,
+                step.started_unix_ms,
+                step.finished_unix_ms
+            ],
+        )?;
+        let step_id = tx.last_insert_rowid();
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO series (step_id, source, second, values_json) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for point in &step.series {
+                insert.execute(params![
+                    step_id,
+                    point.source.as_str(),
+                    point.second,
+                    to_json("series.values_json", &point.values)?
+                ])?;
+            }
+            let mut insert = tx.prepare(
+                "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for h in &step.histograms {
+                insert.execute(params![step_id, h.kind.as_str(), h.second, h.bytes])?;
+            }
+        }
+        tx.commit()?;
+        Ok(StepId(step_id))
+    }
+
+    /// Every study, oldest first.
+    pub fn list_studies(&self) -> Result<Vec<StudyRow>> {
+        self.query(&format!("{STUDY_COLUMNS} ORDER BY id"), [], study_row)
+    }
+
+    /// One study.
+    pub fn study(&self, id: StudyId) -> Result<StudyRow> {
+        self.query(&format!("{STUDY_COLUMNS} WHERE id = ?1"), [id.0], study_row)?
+            .pop()
+            .ok_or(StoreError::NotFound {
+                what: "study",
+                id: id.0,
+            })
+    }
+
+    /// Every run, oldest first.
+    pub fn list_runs(&self) -> Result<Vec<RunRow>> {
+        self.query(&format!("{RUN_COLUMNS} ORDER BY id"), [], run_row)
+    }
+
+    /// The runs of one study, oldest first.
+    pub fn runs_of_study(&self, study: StudyId) -> Result<Vec<RunRow>> {
+        self.query(
+            &format!("{RUN_COLUMNS} WHERE study_id = ?1 ORDER BY id"),
+            [study.0],
+            run_row,
+        )
+    }
+
+    /// One run.
+    pub fn run(&self, id: RunId) -> Result<RunRow> {
+        self.query(&format!("{RUN_COLUMNS} WHERE id = ?1"), [id.0], run_row)?
+            .pop()
+            .ok_or(StoreError::NotFound {
+                what: "run",
+                id: id.0,
+            })
+    }
+
+    /// The steps of a run, by index.
+    pub fn steps(&self, run: RunId) -> Result<Vec<StepRow>> {
+        self.query(
+            "SELECT id, run_id, step_index, parameters, summary, verdict, label,
+                    started_unix_ms, finished_unix_ms
+             FROM steps WHERE run_id = ?1 ORDER BY step_index",
+            [run.0],
+            |r| {
+                Ok(StepRow {
+                    id: StepId(r.get(0)?),
+                    run: RunId(r.get(1)?),
+                    index: r.get(2)?,
+                    parameters: from_json("steps.parameters", &r.get::<_, String>(3)?)?,
+                    summary: from_json("steps.summary", &r.get::<_, String>(4)?)?,
+                    verdict: r
+                        .get::<_, Option<String>>(5)?
+                        .map(|v| from_json("steps.verdict", &v))
+                        .transpose()?,
+                    label: r.get(6)?,
+                    started_unix_ms: r.get(7)?,
+                    finished_unix_ms: r.get(8)?,
+                })
+            },
+        )
+    }
+
+    /// The per-second series of a step, load rows then monitor rows, by second.
+    pub fn series(&self, step: StepId) -> Result<Vec<SeriesPoint>> {
+        self.query(
+            "SELECT source, second, values_json FROM series WHERE step_id = ?1
+             ORDER BY source, second",
+            [step.0],
+            |r| {
+                Ok(SeriesPoint {
+                    source: SeriesSource::parse(&r.get::<_, String>(0)?)?,
+                    second: r.get(1)?,
+                    values: from_json("series.values_json", &r.get::<_, String>(2)?)?,
+                })
+            },
+        )
+    }
+
+    /// The histograms of a step: whole-step ones first, then by second, by kind.
+    pub fn histograms(&self, step: StepId) -> Result<Vec<HistogramBlob>> {
+        self.query(
+            "SELECT kind, second, bytes FROM histograms WHERE step_id = ?1
+             ORDER BY second IS NOT NULL, second, kind",
+            [step.0],
+            |r| {
+                Ok(HistogramBlob {
+                    kind: HistogramKind::parse(&r.get::<_, String>(0)?)?,
+                    second: r.get(1)?,
+                    bytes: r.get(2)?,
+                })
+            },
+        )
+    }
+
+    /// Runs `sql` and maps every row; the mapper returns store errors so JSON and enum
+    /// parsing failures are reported as such, not as SQLite errors.
+    fn query<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        map: impl Fn(&Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let mut rows = stmt.query(params)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    }
+}
+
+const STUDY_COLUMNS: &str =
+    "SELECT id, name, file_text, started_unix_ms, finished_unix_ms, status FROM studies";
+
+fn study_row(r: &Row<'_>) -> Result<StudyRow> {
+    Ok(StudyRow {
+        id: StudyId(r.get(0)?),
+        name: r.get(1)?,
+        file_text: r.get(2)?,
+        started_unix_ms: r.get(3)?,
+        finished_unix_ms: r.get(4)?,
+        status: Status::parse(&r.get::<_, String>(5)?)?,
+    })
+}
+
+const RUN_COLUMNS: &str = "SELECT id, study_id, kind, target, parameters, environment,
+        started_unix_ms, finished_unix_ms, status FROM runs";
+
+fn run_row(r: &Row<'_>) -> Result<RunRow> {
+    Ok(RunRow {
+        id: RunId(r.get(0)?),
+        study: r.get::<_, Option<i64>>(1)?.map(StudyId),
+        kind: RunKind::parse(&r.get::<_, String>(2)?)?,
+        target: r.get(3)?,
+        parameters: from_json("runs.parameters", &r.get::<_, String>(4)?)?,
+        environment: from_json("runs.environment", &r.get::<_, String>(5)?)?,
+        started_unix_ms: r.get(6)?,
+        finished_unix_ms: r.get(7)?,
+        status: Status::parse(&r.get::<_, String>(8)?)?,
+    })
+}
+
+fn to_json(column: &'static str, value: &impl Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|source| StoreError::Json { column, source })
+}
+
+fn from_json<T: DeserializeOwned>(column: &'static str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|source| StoreError::Json { column, source })
+}
+
+/// Wall-clock now in milliseconds since the Unix epoch (0 if the clock is before 1970).
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
