@@ -30,6 +30,8 @@
 #![deny(missing_docs)]
 
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod ical;
 mod methods;
 pub mod path;
