@@ -1,2 +1,43 @@
-//! volley-targets: managed targets: real servers started with generated configs, capped and stopped.
+//! volley-targets: managed targets: real servers started with generated configs, capped
+//! and stopped.
+//!
+//! Place in the data flow: beside the engine. A study or `volley bench --target KIND`
+//! calls [`start`] with a [`TargetSpec`], gets a [`RunningTarget`] whose `url` the engine
+//! loads, hands its pid / cgroup to volley-monitor, calls [`RunningTarget::check`] between
+//! steps (a dead server is an error, not a slow result), records
+//! [`RunningTarget::throttle_stats`], `version`, `config_text` and [`Environment`] with
+//! the results, and finally [`RunningTarget::stop`]s it.
+//!
+//! ```no_run
+//! use volley_targets::{start, CpuQuota, TargetKind, TargetSpec};
+//! let mut spec = TargetSpec::new(TargetKind::Nginx);
+//! spec.settings.workers = 2;
+//! spec.limits.cpu_quota = Some(CpuQuota::of_one_cpu(0.25));
+//! let target = start(&spec)?;
+//! println!("load {}", target.url);
+//! target.check()?;
+//! target.stop();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
+//! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
+//! and the private directory. Only processes volley spawned are ever signalled.
 #![deny(missing_docs)]
+
+pub mod cgroup;
+pub mod config;
+mod env;
+mod error;
+pub mod kind;
+pub mod probe;
+mod target;
+
+pub use cgroup::{CgroupSettings, CpuQuota, ResourceLimits, ThrottleStats};
+pub use config::{Placement, ServerSettings};
+pub use env::{cpu_model, Environment};
+pub use error::{TargetDied, TargetError};
+pub use kind::{discover, Installed, TargetKind, UnknownKind};
+pub use target::{
+    parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetSpec,
+};

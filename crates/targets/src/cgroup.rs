@@ -1,0 +1,589 @@
+//! Private cgroups: CPU quota, cpuset pinning and a memory limit for one target, on
+//! cgroup v1 or v2, whichever holds the controller on this machine.
+//!
+//! The child joins its cgroups *before exec* (it writes `0`, meaning "me", into
+//! `cgroup.procs` files opened by the parent), so every worker it forks later inherits
+//! the limits; joining after spawn would race with nginx or Apache forking workers that
+//! would escape the quota.
+
+use crate::TargetError;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Limits to place on a target. `Default` is "no limits" (no cgroup is created).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ResourceLimits {
+    /// Cores the target may run on (cpuset cgroup and `sched_setaffinity` before exec).
+    pub cpus: Option<Vec<usize>>,
+    /// CFS bandwidth cap.
+    pub cpu_quota: Option<CpuQuota>,
+    /// Memory limit in bytes.
+    pub memory_max_bytes: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// True when any limit needs a cgroup.
+    pub fn needs_cgroup(&self) -> bool {
+        self.cpus.is_some() || self.cpu_quota.is_some() || self.memory_max_bytes.is_some()
+    }
+}
+
+/// A CPU bandwidth cap: `share_of_one_cpu` of one CPU per `period` (0.25 = 25%).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CpuQuota {
+    /// Fraction of one CPU, e.g. 0.25, 0.35, 0.41, 0.65; above 1.0 spans several CPUs.
+    pub share_of_one_cpu: f64,
+    /// The CFS period. 100 ms is the kernel default; shorter periods stall less per
+    /// throttle (a 50% cap on 100 ms can stall 50 ms) at more scheduling cost.
+    pub period: Duration,
+}
+
+impl CpuQuota {
+    /// `share` of one CPU on the kernel's default 100 ms period.
+    pub fn of_one_cpu(share: f64) -> CpuQuota {
+        CpuQuota {
+            share_of_one_cpu: share,
+            period: Duration::from_millis(100),
+        }
+    }
+
+    /// (quota_us, period_us) as the kernel wants them.
+    pub fn to_us(self) -> Result<(u64, u64), TargetError> {
+        let period_us = self.period.as_micros() as u64;
+        if !(self.share_of_one_cpu.is_finite() && self.share_of_one_cpu > 0.0) {
+            return Err(TargetError::InvalidLimit(format!(
+                "CPU share {} must be a positive fraction of one CPU (0.25 = 25%)",
+                self.share_of_one_cpu
+            )));
+        }
+        if !(1_000..=1_000_000).contains(&period_us) {
+            return Err(TargetError::InvalidLimit(format!(
+                "CFS period {:?} must be between 1 ms and 1 s",
+                self.period
+            )));
+        }
+        let quota_us = (self.share_of_one_cpu * period_us as f64).round() as u64;
+        Ok((quota_us, period_us))
+    }
+}
+
+/// cgroup v1 (one hierarchy per controller) or v2 (unified).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CgroupVersion {
+    /// Legacy per-controller hierarchies (`cpu.cfs_quota_us`).
+    V1,
+    /// Unified hierarchy (`cpu.max`).
+    V2,
+}
+
+/// Where one controller is mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    /// Mount point.
+    pub mount: PathBuf,
+    /// v1 or v2.
+    pub version: CgroupVersion,
+}
+
+/// The controllers volley uses and where they live.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupLayout {
+    /// The `cpu` controller (quota, throttling statistics).
+    pub cpu: Option<Hierarchy>,
+    /// The `cpuset` controller (pinning).
+    pub cpuset: Option<Hierarchy>,
+    /// The `memory` controller.
+    pub memory: Option<Hierarchy>,
+}
+
+impl CgroupLayout {
+    /// Reads `/proc/mounts` (and a v2 mount's `cgroup.controllers`).
+    pub fn detect() -> CgroupLayout {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        parse_mounts(&mounts, |p| {
+            std::fs::read_to_string(p.join("cgroup.controllers")).unwrap_or_default()
+        })
+    }
+
+    fn get(&self, controller: &str) -> Option<&Hierarchy> {
+        match controller {
+            "cpu" => self.cpu.as_ref(),
+            "cpuset" => self.cpuset.as_ref(),
+            "memory" => self.memory.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Which hierarchy holds each controller, from `/proc/mounts` text. A controller bound to
+/// a v1 hierarchy cannot also be active in v2, so v1 wins when both are mounted (this
+/// machine's hybrid layout: v1 controllers plus an empty cgroup2 at /sys/fs/cgroup/unified).
+pub fn parse_mounts(mounts: &str, v2_controllers: impl Fn(&Path) -> String) -> CgroupLayout {
+    let mut out = CgroupLayout::default();
+    let mut v2: Vec<(PathBuf, String)> = Vec::new();
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 4 {
+            continue;
+        }
+        let (mount, fstype, opts) = (PathBuf::from(f[1]), f[2], f[3]);
+        match fstype {
+            "cgroup" => {
+                for opt in opts.split(',') {
+                    let h = Some(Hierarchy {
+                        mount: mount.clone(),
+                        version: CgroupVersion::V1,
+                    });
+                    match opt {
+                        "cpu" => out.cpu = h,
+                        "cpuset" => out.cpuset = h,
+                        "memory" => out.memory = h,
+                        _ => {}
+                    }
+                }
+            }
+            "cgroup2" => {
+                let ctl = v2_controllers(&mount);
+                v2.push((mount, ctl));
+            }
+            _ => {}
+        }
+    }
+    for (mount, ctl) in v2 {
+        let has = |c: &str| ctl.split_whitespace().any(|x| x == c);
+        let h = || {
+            Some(Hierarchy {
+                mount: mount.clone(),
+                version: CgroupVersion::V2,
+            })
+        };
+        if out.cpu.is_none() && has("cpu") {
+            out.cpu = h();
+        }
+        if out.cpuset.is_none() && has("cpuset") {
+            out.cpuset = h();
+        }
+        if out.memory.is_none() && has("memory") {
+            out.memory = h();
+        }
+    }
+    out
+}
+
+/// This process's path inside a hierarchy, from `/proc/self/cgroup` text: new cgroups
+/// are created below it, so volley stays inside whatever limits it was itself given.
+pub fn own_path(proc_self_cgroup: &str, controller: &str, version: CgroupVersion) -> String {
+    for line in proc_self_cgroup.lines() {
+        let mut it = line.splitn(3, ':');
+        let (_, ctls, path) = match (it.next(), it.next(), it.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => continue,
+        };
+        let matches = match version {
+            CgroupVersion::V2 => ctls.is_empty(),
+            CgroupVersion::V1 => ctls.split(',').any(|c| c == controller),
+        };
+        if matches {
+            return path.to_string();
+        }
+    }
+    "/".to_string()
+}
+
+/// CFS throttling counters of the target's cpu cgroup, cumulative since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ThrottleStats {
+    /// Enforcement periods that elapsed with the group runnable.
+    pub nr_periods: u64,
+    /// Periods in which the group hit its quota and was stopped.
+    pub nr_throttled: u64,
+    /// Total time stopped, in microseconds (v1 reports ns, converted).
+    pub throttled_us: u64,
+}
+
+impl ThrottleStats {
+    /// Counters accumulated since `earlier` (for one run or step).
+    pub fn since(&self, earlier: &ThrottleStats) -> ThrottleStats {
+        ThrottleStats {
+            nr_periods: self.nr_periods.saturating_sub(earlier.nr_periods),
+            nr_throttled: self.nr_throttled.saturating_sub(earlier.nr_throttled),
+            throttled_us: self.throttled_us.saturating_sub(earlier.throttled_us),
+        }
+    }
+}
+
+/// Parses a `cpu.stat` file of either version (v1 `throttled_time` ns, v2
+/// `throttled_usec`).
+pub fn parse_cpu_stat(text: &str) -> ThrottleStats {
+    let mut s = ThrottleStats::default();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(k), Some(v)) = (it.next(), it.next().and_then(|v| v.parse::<u64>().ok())) else {
+            continue;
+        };
+        match k {
+            "nr_periods" => s.nr_periods = v,
+            "nr_throttled" => s.nr_throttled = v,
+            "throttled_time" => s.throttled_us = v / 1000,
+            "throttled_usec" => s.throttled_us = v,
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The settings actually written, recorded with each run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CgroupSettings {
+    /// Each created cgroup directory with its version.
+    pub dirs: Vec<(PathBuf, CgroupVersion)>,
+    /// `file = value` lines as written.
+    pub writes: Vec<(String, String)>,
+}
+
+/// The cgroups created for one target; removed by [`PrivateCgroups::remove`].
+#[derive(Debug, Default)]
+pub struct PrivateCgroups {
+    dirs: Vec<(PathBuf, CgroupVersion, &'static str)>,
+    /// `cgroup.procs` files opened for writing, for the child to join before exec.
+    join_files: Vec<File>,
+    /// What was written, for the run's environment record.
+    pub settings: CgroupSettings,
+}
+
+static NEXT_CGROUP: AtomicU32 = AtomicU32::new(0);
+
+impl PrivateCgroups {
+    /// Creates `volley-<pid>-<n>` in each hierarchy a limit needs and writes the limits.
+    /// On error, whatever was created is removed before returning.
+    pub fn create(limits: &ResourceLimits) -> Result<PrivateCgroups, TargetError> {
+        let mut cg = PrivateCgroups::default();
+        if !limits.needs_cgroup() {
+            return Ok(cg);
+        }
+        match cg.create_inner(limits, &CgroupLayout::detect()) {
+            Ok(()) => Ok(cg),
+            Err(e) => {
+                cg.remove();
+                Err(e)
+            }
+        }
+    }
+
+    fn create_inner(
+        &mut self,
+        limits: &ResourceLimits,
+        layout: &CgroupLayout,
+    ) -> Result<(), TargetError> {
+        let name = format!(
+            "volley-{}-{}",
+            std::process::id(),
+            NEXT_CGROUP.fetch_add(1, Ordering::Relaxed)
+        );
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        // One directory per distinct hierarchy (v2 puts all controllers in one).
+        let mut wanted: Vec<&'static str> = Vec::new();
+        if limits.cpu_quota.is_some() {
+            wanted.push("cpu");
+        }
+        if limits.cpus.is_some() {
+            wanted.push("cpuset");
+        }
+        if limits.memory_max_bytes.is_some() {
+            wanted.push("memory");
+        }
+        for controller in wanted {
+            let h = layout
+                .get(controller)
+                .ok_or(TargetError::NoCgroupController { controller })?;
+            let own_rel = own_path(&own, controller, h.version);
+            let parent = h.mount.join(own_rel.trim_start_matches('/'));
+            let dir = parent.join(&name);
+            if !self.dirs.iter().any(|(d, _, _)| *d == dir) {
+                if h.version == CgroupVersion::V2 {
+                    // The controller must be enabled for the parent's children.
+                    let _ = std::fs::write(
+                        parent.join("cgroup.subtree_control"),
+                        format!("+{controller}"),
+                    );
+                }
+                std::fs::create_dir(&dir).map_err(|source| permission(&dir, source))?;
+                self.dirs.push((dir.clone(), h.version, controller));
+                self.settings.dirs.push((dir.clone(), h.version));
+            }
+            self.configure(controller, &dir, &parent, h.version, limits)?;
+        }
+        for (dir, _, _) in &self.dirs {
+            let procs = dir.join("cgroup.procs");
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&procs)
+                .map_err(|source| permission(&procs, source))?;
+            self.join_files.push(f);
+        }
+        Ok(())
+    }
+
+    fn configure(
+        &mut self,
+        controller: &str,
+        dir: &Path,
+        parent: &Path,
+        version: CgroupVersion,
+        limits: &ResourceLimits,
+    ) -> Result<(), TargetError> {
+        match (controller, version) {
+            ("cpu", v) => {
+                let Some(q) = limits.cpu_quota else {
+                    return Ok(());
+                };
+                let (quota_us, period_us) = q.to_us()?;
+                if v == CgroupVersion::V1 {
+                    // Period first: the kernel checks quota against the current period.
+                    self.write(dir, "cpu.cfs_period_us", &period_us.to_string())?;
+                    self.write(dir, "cpu.cfs_quota_us", &quota_us.to_string())?;
+                } else {
+                    self.write(dir, "cpu.max", &format!("{quota_us} {period_us}"))?;
+                }
+            }
+            ("cpuset", v) => {
+                let Some(cpus) = &limits.cpus else {
+                    return Ok(());
+                };
+                if cpus.is_empty() {
+                    return Err(TargetError::InvalidLimit("empty CPU list".into()));
+                }
+                let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+                if v == CgroupVersion::V1 {
+                    // A v1 cpuset starts empty: it needs memory nodes before any task.
+                    let mems = std::fs::read_to_string(parent.join("cpuset.mems"))
+                        .unwrap_or_else(|_| "0".into());
+                    self.write(dir, "cpuset.mems", mems.trim())?;
+                }
+                self.write(dir, "cpuset.cpus", &list.join(","))?;
+            }
+            ("memory", v) => {
+                let Some(bytes) = limits.memory_max_bytes else {
+                    return Ok(());
+                };
+                let file = if v == CgroupVersion::V1 {
+                    "memory.limit_in_bytes"
+                } else {
+                    "memory.max"
+                };
+                self.write(dir, file, &bytes.to_string())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, dir: &Path, file: &str, value: &str) -> Result<(), TargetError> {
+        let path = dir.join(file);
+        std::fs::write(&path, value).map_err(|source| match source.kind() {
+            ErrorKind::PermissionDenied => permission(&path, source),
+            _ => TargetError::LimitRefused {
+                path: path.clone(),
+                value: value.to_string(),
+                source,
+            },
+        })?;
+        self.settings
+            .writes
+            .push((path.display().to_string(), value.to_string()));
+        Ok(())
+    }
+
+    /// Raw fds of the `cgroup.procs` files, for the child to write `0` into before exec.
+    pub(crate) fn join_fds(&self) -> Vec<i32> {
+        use std::os::fd::AsRawFd;
+        self.join_files.iter().map(|f| f.as_raw_fd()).collect()
+    }
+
+    /// Closes the parent's copies of the join files once the child has exec'd.
+    pub(crate) fn close_join_files(&mut self) {
+        self.join_files.clear();
+    }
+
+    /// Path of the `cgroup.procs` of the first cgroup (for the monitor's scope).
+    pub fn procs_file(&self) -> Option<PathBuf> {
+        self.dirs.first().map(|(d, _, _)| d.join("cgroup.procs"))
+    }
+
+    /// Every pid still in any of the cgroups.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for (d, _, _) in &self.dirs {
+            if let Ok(t) = std::fs::read_to_string(d.join("cgroup.procs")) {
+                out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Throttling counters of the cpu cgroup, if one was created.
+    pub fn throttle_stats(&self) -> Option<ThrottleStats> {
+        let (dir, _, _) = self.dirs.iter().find(|(_, _, c)| *c == "cpu")?;
+        std::fs::read_to_string(dir.join("cpu.stat"))
+            .ok()
+            .map(|t| parse_cpu_stat(&t))
+    }
+
+    /// The cgroup directories created.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|(d, _, _)| d.clone()).collect()
+    }
+
+    /// Removes the directories. The kernel refuses (EBUSY) while a task is still exiting,
+    /// so this retries for up to a second. Returns the directories it could not remove.
+    pub fn remove(&mut self) -> Vec<PathBuf> {
+        self.join_files.clear();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut left = Vec::new();
+        for (dir, _, _) in self.dirs.drain(..).rev() {
+            loop {
+                match std::fs::remove_dir(&dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(_) => {
+                        left.push(dir);
+                        break;
+                    }
+                }
+            }
+        }
+        left
+    }
+}
+
+impl Drop for PrivateCgroups {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn permission(path: &Path, source: std::io::Error) -> TargetError {
+    match source.kind() {
+        ErrorKind::NotFound | ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            TargetError::CgroupPermission {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+        _ => TargetError::Io {
+            what: format!("creating cgroup {}", path.display()),
+            source,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n\
+        cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+        cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n\
+        cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
+        cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+
+    #[test]
+    fn hybrid_layout_uses_v1_controllers() {
+        let l = parse_mounts(HYBRID, |_| String::new());
+        assert_eq!(
+            l.cpu,
+            Some(Hierarchy {
+                mount: "/sys/fs/cgroup/cpu".into(),
+                version: CgroupVersion::V1
+            })
+        );
+        assert_eq!(
+            l.cpuset.unwrap().mount,
+            PathBuf::from("/sys/fs/cgroup/cpuset")
+        );
+        assert_eq!(l.memory.unwrap().version, CgroupVersion::V1);
+    }
+
+    #[test]
+    fn pure_v2_layout() {
+        let l = parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n", |_| {
+            "cpuset cpu io memory pids\n".into()
+        });
+        assert_eq!(l.cpu.unwrap().version, CgroupVersion::V2);
+        assert_eq!(l.memory.unwrap().mount, PathBuf::from("/sys/fs/cgroup"));
+        let none = parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", |_| "pids".into());
+        assert_eq!(none, CgroupLayout::default());
+    }
+
+    #[test]
+    fn own_path_per_controller() {
+        let t = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/user.slice\n";
+        assert_eq!(own_path(t, "memory", CgroupVersion::V1), "/process_api/abc");
+        assert_eq!(own_path(t, "cpu", CgroupVersion::V1), "/");
+        assert_eq!(own_path(t, "cpu", CgroupVersion::V2), "/user.slice");
+        assert_eq!(own_path("", "cpu", CgroupVersion::V1), "/");
+    }
+
+    #[test]
+    fn cpu_stat_both_versions() {
+        let v1 = "nr_periods 40\nnr_throttled 12\nthrottled_time 3000000\nnr_bursts 0\n";
+        assert_eq!(
+            parse_cpu_stat(v1),
+            ThrottleStats {
+                nr_periods: 40,
+                nr_throttled: 12,
+                throttled_us: 3000
+            }
+        );
+        let v2 = "usage_usec 1\nnr_periods 5\nnr_throttled 2\nthrottled_usec 700\n";
+        let s = parse_cpu_stat(v2);
+        assert_eq!(s.throttled_us, 700);
+        assert_eq!(
+            s.since(&ThrottleStats {
+                nr_periods: 1,
+                nr_throttled: 5,
+                throttled_us: 100
+            }),
+            ThrottleStats {
+                nr_periods: 4,
+                nr_throttled: 0,
+                throttled_us: 600
+            }
+        );
+    }
+
+    #[test]
+    fn quota_conversion_and_validation() {
+        assert_eq!(
+            CpuQuota::of_one_cpu(0.25).to_us().unwrap(),
+            (25_000, 100_000)
+        );
+        assert_eq!(
+            CpuQuota::of_one_cpu(0.41).to_us().unwrap(),
+            (41_000, 100_000)
+        );
+        assert!(CpuQuota::of_one_cpu(0.0).to_us().is_err());
+        assert!(CpuQuota::of_one_cpu(f64::NAN).to_us().is_err());
+        let short = CpuQuota {
+            share_of_one_cpu: 0.5,
+            period: Duration::from_micros(10),
+        };
+        assert!(short.to_us().is_err());
+    }
+
+    #[test]
+    fn no_limits_creates_nothing() {
+        let mut cg = PrivateCgroups::create(&ResourceLimits::default()).unwrap();
+        assert!(cg.dirs().is_empty());
+        assert!(cg.remove().is_empty());
+    }
+}

@@ -1,0 +1,376 @@
+//! Generated server configurations: minimal, self-contained, everything inside one
+//! private directory, loopback only.
+//!
+//! Rendering is a pure function of [`ServerSettings`] and [`Placement`], so
+//! `volley targets --show-config KIND` prints exactly what a run would use and the
+//! configuration text is stored with each run's results.
+
+use crate::TargetKind;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The tunables every managed server exposes in the same terms.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ServerSettings {
+    /// Worker processes (nginx, Apache StartServers, lighttpd `server.max-worker`) or
+    /// threads (Caddy's GOMAXPROCS). 1 keeps single-process servers single-process.
+    pub workers: u32,
+    /// Persistent connections on (HTTP/1.1 default) or off (close after each response,
+    /// like Apache `KeepAlive Off` in seed 003).
+    pub keep_alive: bool,
+    /// Write an access log line per request (into the private directory), which costs
+    /// the server a write per request; off by default for throughput runs.
+    pub access_log: bool,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            workers: 1,
+            keep_alive: true,
+            access_log: false,
+        }
+    }
+}
+
+/// Where a rendered configuration points.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The private directory: pid file, logs, temp paths.
+    pub dir: PathBuf,
+    /// The directory served.
+    pub docroot: PathBuf,
+    /// The loopback address to listen on.
+    pub addr: SocketAddr,
+    /// volley runs as root: Apache then needs an unprivileged `User` for its children,
+    /// and nginx is told to keep workers as root (so they can read a private docroot).
+    pub as_root: bool,
+}
+
+/// Apache modules loaded from this directory (Debian's layout).
+pub const APACHE_MODULES_DIR: &str = "/usr/lib/apache2/modules";
+
+/// File extensions -> Content-Type, written into every config so no server depends on a
+/// system mime.types file (and all answer the same types for the same files).
+pub const MIME_TYPES: [(&str, &str); 10] = [
+    ("html", "text/html"),
+    ("htm", "text/html"),
+    ("txt", "text/plain"),
+    ("css", "text/css"),
+    ("js", "application/javascript"),
+    ("json", "application/json"),
+    ("png", "image/png"),
+    ("gif", "image/gif"),
+    ("jpg", "image/jpeg"),
+    ("ics", "text/calendar"),
+];
+
+/// Content-Type a file should be served with, by extension.
+pub fn mime_for(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    MIME_TYPES
+        .iter()
+        .find(|(e, _)| e.eq_ignore_ascii_case(ext))
+        .map(|(_, t)| *t)
+        .unwrap_or("application/octet-stream")
+}
+
+/// The file name of the generated configuration inside the private directory.
+pub fn config_file_name(kind: TargetKind) -> &'static str {
+    match kind {
+        TargetKind::Nginx => "nginx.conf",
+        TargetKind::ApacheEvent | TargetKind::ApachePrefork => "apache2.conf",
+        TargetKind::Lighttpd => "lighttpd.conf",
+        TargetKind::Caddy => "Caddyfile",
+        TargetKind::Builtin | TargetKind::External => "none",
+    }
+}
+
+/// The arguments that start `kind` in the foreground with the configuration at `conf`.
+pub fn command_args(kind: TargetKind, dir: &Path, conf: &Path) -> Vec<OsString> {
+    let s = |x: &str| OsString::from(x);
+    match kind {
+        // -e: error log before the config is read (the default /var/log/nginx may not be
+        // writable); -p: prefix for relative paths.
+        TargetKind::Nginx => vec![
+            s("-p"),
+            dir.into(),
+            s("-c"),
+            conf.into(),
+            s("-e"),
+            dir.join("error.log").into(),
+            s("-g"),
+            s("daemon off;"),
+        ],
+        TargetKind::ApacheEvent | TargetKind::ApachePrefork => {
+            vec![s("-d"), dir.into(), s("-f"), conf.into(), s("-DFOREGROUND")]
+        }
+        TargetKind::Lighttpd => vec![s("-D"), s("-f"), conf.into()],
+        TargetKind::Caddy => vec![
+            s("run"),
+            s("--config"),
+            conf.into(),
+            s("--adapter"),
+            s("caddyfile"),
+        ],
+        TargetKind::Builtin | TargetKind::External => Vec::new(),
+    }
+}
+
+/// The configuration text for a managed server; `None` for builtin and external, which
+/// have no configuration file.
+pub fn render(kind: TargetKind, s: &ServerSettings, p: &Placement) -> Option<String> {
+    match kind {
+        TargetKind::Nginx => Some(nginx(s, p)),
+        TargetKind::ApacheEvent => Some(apache(s, p, true)),
+        TargetKind::ApachePrefork => Some(apache(s, p, false)),
+        TargetKind::Lighttpd => Some(lighttpd(s, p)),
+        TargetKind::Caddy => Some(caddy(s, p)),
+        TargetKind::Builtin | TargetKind::External => None,
+    }
+}
+
+fn d(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn nginx(s: &ServerSettings, p: &Placement) -> String {
+    let dir = d(&p.dir);
+    let types: String = MIME_TYPES
+        .iter()
+        .map(|(e, t)| format!("        {t} {e};\n"))
+        .collect();
+    let user = if p.as_root { "user root root;\n" } else { "" };
+    let access = if s.access_log {
+        format!("access_log {dir}/access.log;")
+    } else {
+        "access_log off;".to_string()
+    };
+    // keepalive_timeout 0 disables persistent connections; keepalive_requests is raised
+    // from 1000 so a long keep-alive run does not measure nginx's reconnect policy.
+    let keepalive = if s.keep_alive {
+        "keepalive_timeout 65s;\n    keepalive_requests 1000000;"
+    } else {
+        "keepalive_timeout 0;"
+    };
+    format!(
+        "# generated by volley\n{user}worker_processes {w};\npid {dir}/nginx.pid;\n\
+         error_log {dir}/error.log warn;\n\
+         events {{\n    worker_connections 4096;\n}}\n\
+         http {{\n    types {{\n{types}    }}\n    default_type application/octet-stream;\n\
+         \x20   {access}\n    sendfile on;\n    tcp_nopush on;\n    {keepalive}\n\
+         \x20   client_body_temp_path {dir}/tmp/client_body;\n\
+         \x20   proxy_temp_path {dir}/tmp/proxy;\n    fastcgi_temp_path {dir}/tmp/fastcgi;\n\
+         \x20   uwsgi_temp_path {dir}/tmp/uwsgi;\n    scgi_temp_path {dir}/tmp/scgi;\n\
+         \x20   server {{\n        listen {addr};\n        server_name localhost;\n\
+         \x20       root \"{root}\";\n        index index.html;\n    }}\n}}\n",
+        w = s.workers.max(1),
+        addr = p.addr,
+        root = d(&p.docroot),
+    )
+}
+
+fn apache(s: &ServerSettings, p: &Placement, event: bool) -> String {
+    let dir = d(&p.dir);
+    let root = d(&p.docroot);
+    let m = APACHE_MODULES_DIR;
+    let w = s.workers.max(1);
+    let (mpm_mod, mpm) = if event {
+        // Exactly `w` processes of 64 threads: ServerLimit caps the processes so the
+        // worker count is what the study asked for.
+        (
+            "mpm_event_module mod_mpm_event.so",
+            format!(
+                "StartServers {w}\nServerLimit {w}\nThreadsPerChild 64\nThreadLimit 64\n\
+                 MaxRequestWorkers {t}\nMinSpareThreads 64\nMaxSpareThreads {t}\n\
+                 MaxConnectionsPerChild 0\n",
+                t = w * 64
+            ),
+        )
+    } else {
+        // Seed 003's Apache: StartServers then up to 150 children, one per connection.
+        (
+            "mpm_prefork_module mod_mpm_prefork.so",
+            format!(
+                "StartServers {w}\nMinSpareServers {w}\nMaxSpareServers {max}\n\
+                 ServerLimit 150\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n",
+                max = w.max(10)
+            ),
+        )
+    };
+    let (mpm_name, mpm_file) = mpm_mod.split_once(' ').unwrap_or((mpm_mod, ""));
+    let user = if p.as_root {
+        // Apache refuses to serve as root; its children switch to this user.
+        "User www-data\nGroup www-data\n"
+    } else {
+        ""
+    };
+    let types: String = MIME_TYPES
+        .iter()
+        .map(|(e, t)| format!("AddType {t} .{e}\n"))
+        .collect();
+    let access = if s.access_log {
+        format!("LogFormat \"%h %l %u %t \\\"%r\\\" %>s %b\" common\nCustomLog \"{dir}/access.log\" common\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "# generated by volley\nServerRoot \"{dir}\"\nDefaultRuntimeDir \"{dir}\"\n\
+         PidFile \"{dir}/apache2.pid\"\nServerName 127.0.0.1\nListen {addr}\n\
+         LoadModule {mpm_name} {m}/{mpm_file}\n\
+         LoadModule authz_core_module {m}/mod_authz_core.so\n\
+         LoadModule mime_module {m}/mod_mime.so\n\
+         LoadModule dir_module {m}/mod_dir.so\n\
+         {user}{mpm}ErrorLog \"{dir}/error.log\"\nLogLevel warn\n{access}\
+         KeepAlive {ka}\nMaxKeepAliveRequests 0\nKeepAliveTimeout 65\n\
+         EnableSendfile On\nTypesConfig /dev/null\n{types}\
+         DocumentRoot \"{root}\"\n<Directory \"{root}\">\n    Require all granted\n</Directory>\n\
+         DirectoryIndex index.html\n",
+        addr = p.addr,
+        ka = if s.keep_alive { "On" } else { "Off" },
+    )
+}
+
+fn lighttpd(s: &ServerSettings, p: &Placement) -> String {
+    let dir = d(&p.dir);
+    let types: Vec<String> = MIME_TYPES
+        .iter()
+        .map(|(e, t)| format!("\".{e}\" => \"{t}\""))
+        .collect();
+    let mut out = format!(
+        "# generated by volley\nserver.document-root = \"{root}\"\n\
+         server.bind = \"{ip}\"\nserver.port = {port}\n\
+         server.pid-file = \"{dir}/lighttpd.pid\"\nserver.errorlog = \"{dir}/error.log\"\n\
+         server.upload-dirs = ( \"{dir}/tmp\" )\nindex-file.names = ( \"index.html\" )\n\
+         mimetype.assign = ( {types} )\n",
+        root = d(&p.docroot),
+        ip = p.addr.ip(),
+        port = p.addr.port(),
+        types = types.join(", "),
+    );
+    if s.workers > 1 {
+        out += &format!("server.max-worker = {}\n", s.workers);
+    }
+    // 0 requests per connection turns keep-alive off.
+    out += if s.keep_alive {
+        "server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 65\n"
+    } else {
+        "server.max-keep-alive-requests = 0\n"
+    };
+    if s.access_log {
+        out += &format!(
+            "server.modules += ( \"mod_accesslog\" )\naccesslog.filename = \"{dir}/access.log\"\n"
+        );
+    }
+    out
+}
+
+fn caddy(s: &ServerSettings, p: &Placement) -> String {
+    let dir = d(&p.dir);
+    // Worker threads are set with GOMAXPROCS in the environment, not here.
+    let log = if s.access_log {
+        format!("    log {{\n        output file {dir}/access.log\n    }}\n")
+    } else {
+        String::new()
+    };
+    // Go's net/http closes the connection after a response carrying `Connection: close`.
+    let close = if s.keep_alive {
+        ""
+    } else {
+        "    header Connection close\n"
+    };
+    format!(
+        "# generated by volley\n{{\n    admin off\n    auto_https off\n\
+         \x20   storage file_system {dir}/data\n    log {{\n        output file {dir}/error.log\n\
+         \x20       level WARN\n    }}\n}}\n\
+         http://{addr} {{\n    bind {ip}\n    root * {root}\n    file_server\n{close}{log}}}\n",
+        addr = p.addr,
+        ip = p.addr.ip(),
+        root = d(&p.docroot),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place() -> Placement {
+        Placement {
+            dir: PathBuf::from("/tmp/v"),
+            docroot: PathBuf::from("/srv/www"),
+            addr: "127.0.0.1:8123".parse().unwrap(),
+            as_root: false,
+        }
+    }
+
+    #[test]
+    fn every_managed_config_listens_on_loopback_and_stays_in_its_dir() {
+        let s = ServerSettings::default();
+        for k in [
+            TargetKind::Nginx,
+            TargetKind::ApacheEvent,
+            TargetKind::ApachePrefork,
+            TargetKind::Lighttpd,
+            TargetKind::Caddy,
+        ] {
+            let c = render(k, &s, &place()).unwrap();
+            assert!(c.contains("127.0.0.1"), "{k}: {c}");
+            assert!(c.contains("8123"), "{k}");
+            assert!(c.contains("/srv/www"), "{k}");
+            assert!(c.contains("/tmp/v/error.log"), "{k}");
+            assert!(!c.contains("/var/log"), "{k}");
+        }
+        assert_eq!(render(TargetKind::Builtin, &s, &place()), None);
+    }
+
+    #[test]
+    fn keep_alive_and_access_log_switches() {
+        let on = ServerSettings {
+            workers: 4,
+            keep_alive: true,
+            access_log: true,
+        };
+        let off = ServerSettings {
+            workers: 1,
+            keep_alive: false,
+            access_log: false,
+        };
+        let p = place();
+        let n_on = render(TargetKind::Nginx, &on, &p).unwrap();
+        let n_off = render(TargetKind::Nginx, &off, &p).unwrap();
+        assert!(n_on.contains("worker_processes 4;") && n_on.contains("/tmp/v/access.log"));
+        assert!(n_off.contains("keepalive_timeout 0;") && n_off.contains("access_log off;"));
+        let a = render(TargetKind::ApachePrefork, &off, &p).unwrap();
+        assert!(a.contains("KeepAlive Off") && a.contains("mod_mpm_prefork.so"));
+        assert!(!a.contains("CustomLog"));
+        let e = render(TargetKind::ApacheEvent, &on, &p).unwrap();
+        assert!(e.contains("mod_mpm_event.so") && e.contains("StartServers 4"));
+        assert!(e.contains("CustomLog \"/tmp/v/access.log\""));
+        let l = render(TargetKind::Lighttpd, &off, &p).unwrap();
+        assert!(l.contains("server.max-keep-alive-requests = 0") && !l.contains("max-worker"));
+        let c = render(TargetKind::Caddy, &off, &p).unwrap();
+        assert!(c.contains("admin off") && c.contains("auto_https off"));
+        assert!(c.contains("header Connection close"));
+    }
+
+    #[test]
+    fn root_changes_the_user_lines() {
+        let mut p = place();
+        p.as_root = true;
+        let s = ServerSettings::default();
+        assert!(render(TargetKind::ApacheEvent, &s, &p)
+            .unwrap()
+            .contains("User www-data"));
+        assert!(render(TargetKind::Nginx, &s, &p)
+            .unwrap()
+            .starts_with("# generated by volley\nuser root root;"));
+    }
+
+    #[test]
+    fn mime_by_extension() {
+        assert_eq!(mime_for("/index.html"), "text/html");
+        assert_eq!(mime_for("/a/b.PNG"), "image/png");
+        assert_eq!(mime_for("/noext"), "application/octet-stream");
+    }
+}

@@ -1,0 +1,239 @@
+//! Which servers volley knows, where their binaries are and what version they report.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::str::FromStr;
+
+/// A kind of target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    /// volley's own server, `volley serve`, started from the current executable.
+    Builtin,
+    /// nginx.
+    Nginx,
+    /// Apache httpd with the event MPM (threads + an event loop for keep-alive).
+    ApacheEvent,
+    /// Apache httpd with the prefork MPM (one process per connection).
+    ApachePrefork,
+    /// lighttpd.
+    Lighttpd,
+    /// Caddy.
+    Caddy,
+    /// A URL volley does not start or stop.
+    External,
+}
+
+impl TargetKind {
+    /// Every kind, in the order `volley targets` lists them.
+    pub const ALL: [TargetKind; 7] = [
+        TargetKind::Builtin,
+        TargetKind::Nginx,
+        TargetKind::ApacheEvent,
+        TargetKind::ApachePrefork,
+        TargetKind::Lighttpd,
+        TargetKind::Caddy,
+        TargetKind::External,
+    ];
+
+    /// The kinds volley starts with a generated configuration.
+    pub const MANAGED: [TargetKind; 6] = [
+        TargetKind::Builtin,
+        TargetKind::Nginx,
+        TargetKind::ApacheEvent,
+        TargetKind::ApachePrefork,
+        TargetKind::Lighttpd,
+        TargetKind::Caddy,
+    ];
+
+    /// Name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Builtin => "builtin",
+            TargetKind::Nginx => "nginx",
+            TargetKind::ApacheEvent => "apache-event",
+            TargetKind::ApachePrefork => "apache-prefork",
+            TargetKind::Lighttpd => "lighttpd",
+            TargetKind::Caddy => "caddy",
+            TargetKind::External => "external",
+        }
+    }
+
+    /// The program run for this kind (`None` for builtin and external).
+    pub fn program(self) -> Option<&'static str> {
+        match self {
+            TargetKind::Nginx => Some("nginx"),
+            TargetKind::ApacheEvent | TargetKind::ApachePrefork => Some("apache2"),
+            TargetKind::Lighttpd => Some("lighttpd"),
+            TargetKind::Caddy => Some("caddy"),
+            TargetKind::Builtin | TargetKind::External => None,
+        }
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown target name.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown target kind {0:?}; expected one of builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, external")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for TargetKind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let k = match s.to_ascii_lowercase().as_str() {
+            "builtin" | "volley" => TargetKind::Builtin,
+            "nginx" => TargetKind::Nginx,
+            "apache" | "apache-event" | "apache2" => TargetKind::ApacheEvent,
+            "apache-prefork" => TargetKind::ApachePrefork,
+            "lighttpd" => TargetKind::Lighttpd,
+            "caddy" => TargetKind::Caddy,
+            "external" => TargetKind::External,
+            _ => return Err(UnknownKind(s.to_string())),
+        };
+        Ok(k)
+    }
+}
+
+/// A server found (or not) on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Installed {
+    /// Which server.
+    pub kind: TargetKind,
+    /// Where its binary is; `None` when missing.
+    pub path: Option<PathBuf>,
+    /// Its version line, e.g. `nginx/1.22.1`; `None` when missing or silent.
+    pub version: Option<String>,
+}
+
+/// Looks `program` up in `$PATH` plus the sbin directories a non-root `$PATH` often lacks
+/// (Debian installs nginx and apache2 in /usr/sbin).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Runs the server's version command and extracts the version from its output.
+pub fn version_of(kind: TargetKind, program: &Path) -> Option<String> {
+    let args: &[&str] = match kind {
+        TargetKind::Nginx | TargetKind::ApacheEvent | TargetKind::ApachePrefork => &["-v"],
+        TargetKind::Lighttpd => &["-v"],
+        TargetKind::Caddy => &["version"],
+        TargetKind::Builtin => &["--version"],
+        TargetKind::External => return None,
+    };
+    let out = Command::new(program).args(args).output().ok()?;
+    // nginx prints its version on stderr, the others on stdout.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_version(kind, &text)
+}
+
+/// Picks the version out of a version command's output (pure, tested on captured text).
+pub fn parse_version(kind: TargetKind, text: &str) -> Option<String> {
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).map(str::trim);
+    let v = match kind {
+        // "nginx version: nginx/1.22.1"
+        TargetKind::Nginx => line("nginx/")?.rsplit(' ').next()?.to_string(),
+        // "Server version: Apache/2.4.71 (Debian)"
+        TargetKind::ApacheEvent | TargetKind::ApachePrefork => line("Apache/")?
+            .split_once("Apache/")
+            .map(|(_, v)| format!("Apache/{v}"))?,
+        // "lighttpd/1.4.69 (ssl) - a light and fast webserver"
+        TargetKind::Lighttpd => line("lighttpd/")?.split(' ').next()?.to_string(),
+        // "v2.6.2 h1:..." or "2.6.2"
+        TargetKind::Caddy => format!(
+            "caddy {}",
+            text.split_whitespace().next()?.trim_start_matches('v')
+        ),
+        // "volley 0.1.0"
+        TargetKind::Builtin => line("volley")?.to_string(),
+        TargetKind::External => return None,
+    };
+    Some(v)
+}
+
+/// Where each managed server is and its version (builtin: the current executable).
+pub fn discover() -> Vec<Installed> {
+    TargetKind::MANAGED
+        .iter()
+        .map(|&kind| {
+            let path = match kind.program() {
+                Some(p) => find_program(p),
+                None => std::env::current_exe().ok(),
+            };
+            let version = path.as_deref().and_then(|p| version_of(kind, p));
+            Installed {
+                kind,
+                path,
+                version,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_captured_output() {
+        assert_eq!(
+            parse_version(TargetKind::Nginx, "nginx version: nginx/1.22.1\n").as_deref(),
+            Some("nginx/1.22.1")
+        );
+        assert_eq!(
+            parse_version(
+                TargetKind::ApachePrefork,
+                "Server version: Apache/2.4.71 (Debian)\nServer built:   2026-11-12T08:58:41\n"
+            )
+            .as_deref(),
+            Some("Apache/2.4.71 (Debian)")
+        );
+        assert_eq!(
+            parse_version(
+                TargetKind::Lighttpd,
+                "lighttpd/1.4.69 (ssl) - a light and fast webserver\n"
+            )
+            .as_deref(),
+            Some("lighttpd/1.4.69")
+        );
+        assert_eq!(
+            parse_version(TargetKind::Caddy, "v2.6.2 h1:abc=\n").as_deref(),
+            Some("caddy 2.6.2")
+        );
+        assert_eq!(parse_version(TargetKind::Nginx, "garbage"), None);
+        assert_eq!(parse_version(TargetKind::Caddy, ""), None);
+    }
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for k in TargetKind::ALL {
+            assert_eq!(k.name().parse::<TargetKind>().unwrap(), k);
+        }
+        assert_eq!(
+            "apache".parse::<TargetKind>().unwrap(),
+            TargetKind::ApacheEvent
+        );
+        assert!("iis".parse::<TargetKind>().is_err());
+    }
+}
