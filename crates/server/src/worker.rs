@@ -584,21 +584,19 @@ fn read_in(c: &mut Conn) -> ReadEnd {
     }
 }
 
-/// Grows `c.rbuf` so it can hold `need` unprocessed bytes; false if over `cap`.
+/// Makes room for up to `need` unprocessed bytes (clamped to `cap`): compacts, then
+/// grows. False if the buffer is already full at `cap` (the request is too large).
 fn grow(c: &mut Conn, need: usize, cap: usize) -> bool {
-    if need > cap {
-        return false;
-    }
     if c.rlo > 0 {
         c.rbuf.copy_within(c.rlo..c.rhi, 0);
         c.rhi -= c.rlo;
         c.rlo = 0;
     }
+    let need = need.min(cap);
     if c.rbuf.len() < need {
-        let new = need.max(c.rbuf.len() * 2).min(cap.max(need));
-        c.rbuf.resize(new, 0);
+        c.rbuf.resize(need, 0);
     }
-    true
+    c.rhi < c.rbuf.len()
 }
 
 impl Worker {
@@ -842,7 +840,9 @@ impl Worker {
                 }
                 if c.read_blocked {
                     let have = c.rhi - c.rlo;
-                    grow(c, have * 2, parse::MAX_HEAD + 1024);
+                    if !grow(c, have * 2, parse::MAX_HEAD + 1024) {
+                        return self.fail(i, 431);
+                    }
                 }
                 return Step::NeedMore;
             }
