@@ -30,6 +30,14 @@ enum Command {
     Demo(cmd::demo::Args),
     /// List the web servers volley can start on this machine, with their versions.
     Targets(cmd::targets::Args),
+    /// Run a study file (sweeps, repeats, capacity search) and keep every step in the store.
+    Study(cmd::study::Args),
+    /// List the runs kept in the results store.
+    History(cmd::history::Args),
+    /// Compare two runs or targets: medians, confidence intervals and their ratio.
+    Compare(cmd::compare::Args),
+    /// Render a run's report (HTML, Markdown, JSON) from the results store.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +55,10 @@ fn main() -> ExitCode {
         Command::Fixtures(a) => cmd::fixtures::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Targets(a) => cmd::targets::run(a),
+        Command::Study(a) => cmd::study::run(a),
+        Command::History(a) => cmd::history::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     exit::finish(result)
 }

@@ -1,7 +1,11 @@
 //! One module per subcommand; each has `Args` (raw flags) and `run(Args)`.
 
 pub mod bench;
+pub mod compare;
 pub mod demo;
 pub mod fixtures;
+pub mod history;
+pub mod report;
 pub mod serve;
+pub mod study;
 pub mod targets;
