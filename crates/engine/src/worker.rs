@@ -85,6 +85,10 @@ enum State {
     Writing,
     /// Request written, response being read.
     Reading,
+    /// Response complete and the server said `Connection: close`: waiting for its FIN
+    /// so that the server, as the active closer, holds the TIME_WAIT state instead of
+    /// the client's ephemeral ports (bounded by the request timeout).
+    Draining,
 }
 
 struct Conn<T> {
@@ -563,6 +567,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     self.read(slot);
                 }
             }
+            State::Draining => {
+                if readable {
+                    let now = self.shared.now_ns();
+                    self.drain(slot, now);
+                }
+            }
             State::Idle => {
                 if readable {
                     // An idle connection has nothing to read: the server closed it or
@@ -623,6 +633,23 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         }
     }
 
+    /// Reads a closing connection until EOF (then frees the slot) or WouldBlock.
+    fn drain(&mut self, slot: usize, now: u64) {
+        loop {
+            let c = &mut self.conns[slot];
+            let Some(sock) = c.sock.as_mut() else { return };
+            match sock.read(&mut self.scratch) {
+                Ok(n) if n > 0 => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => {
+                    self.close(slot, now);
+                    return self.next_for(slot, now);
+                }
+            }
+        }
+    }
+
     fn fail_frame(&mut self, slot: usize, e: FrameError, now: u64) {
         self.fail(slot, e.kind(), now)
     }
@@ -664,6 +691,11 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         c.served += 1;
         if self.shared.cfg.keep_alive && server_keep_alive {
             c.state = State::Idle;
+        } else if !server_keep_alive && c.reader.wire_bytes() > 0 && !self.starting_done {
+            c.state = State::Draining;
+            c.sent_ns = now;
+            self.drain(slot, now);
+            return;
         } else {
             self.close(slot, now);
         }
@@ -707,6 +739,10 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     if now.saturating_sub(c.sent_ns) >= self.timeout_ns =>
                 {
                     self.fail(slot, ErrorKind::Timeout, now);
+                }
+                State::Draining if now.saturating_sub(c.sent_ns) >= self.timeout_ns => {
+                    self.close(slot, now);
+                    self.next_for(slot, now);
                 }
                 State::Connecting
                     if now.saturating_sub(c.connect_start_ns) >= self.connect_timeout_ns =>
