@@ -1,12 +1,127 @@
-//! `volley targets` (being built; see the open issue).
+//! `volley targets`: which web servers volley can start here, their versions and paths,
+//! how to install the missing ones, and (`--show-config KIND`) the exact configuration a
+//! run would generate.
 
+use crate::exit::usage;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use volley_targets::config::{self, Placement, ServerSettings};
+use volley_targets::TargetKind;
 
 /// Flags of `volley targets`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print the configuration volley would generate for KIND (nginx, apache-event,
+    /// apache-prefork, lighttpd, caddy, builtin) instead of the list.
+    #[arg(long, value_name = "KIND")]
+    show_config: Option<String>,
+    /// Worker processes (threads for Caddy) in the shown configuration.
+    #[arg(long, default_value_t = 1, requires = "show_config")]
+    workers: u32,
+    /// Show the configuration with keep-alive off.
+    #[arg(long, requires = "show_config")]
+    no_keep_alive: bool,
+    /// Show the configuration with the access log on.
+    #[arg(long, requires = "show_config")]
+    access_log: bool,
+    /// Docroot to show in the configuration (default: a private `DIR/www`).
+    #[arg(long, value_name = "DIR", requires = "show_config")]
+    docroot: Option<PathBuf>,
+    /// Print the list as JSON.
+    #[arg(long, conflicts_with = "show_config")]
+    json: bool,
+}
 
 /// Runs `volley targets`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'targets' is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.show_config {
+        return show_config(name, &args);
+    }
+    let found = volley_targets::discover();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<16} {:<26} PATH", "TARGET", "VERSION");
+    let mut missing = Vec::new();
+    for s in &found {
+        match &s.path {
+            Some(p) => println!(
+                "{:<16} {:<26} {}",
+                s.kind.name(),
+                s.version.as_deref().unwrap_or("(version unknown)"),
+                p.display()
+            ),
+            None => {
+                println!("{:<16} {:<26} -", s.kind.name(), "not installed");
+                missing.push(s.kind.name());
+            }
+        }
+    }
+    println!(
+        "{:<16} {:<26} any http:// URL on loopback (volley does not start it)",
+        "external", "-"
+    );
+    if !missing.is_empty() {
+        println!(
+            "\nmissing: {}; install them with scripts/install-servers.sh (Debian packages, no daemons left running)",
+            missing.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
+    let kind: TargetKind = match name.parse() {
+        Ok(k) => k,
+        Err(e) => usage!("{e}"),
+    };
+    if args.workers == 0 {
+        usage!("--workers must be at least 1");
+    }
+    let dir = PathBuf::from("DIR");
+    let placement = Placement {
+        docroot: args.docroot.clone().unwrap_or_else(|| dir.join("www")),
+        dir,
+        addr: ([127, 0, 0, 1], 0).into(),
+        as_root: config::running_as_root(),
+    };
+    let settings = ServerSettings {
+        workers: args.workers,
+        keep_alive: !args.no_keep_alive,
+        access_log: args.access_log,
+    };
+    match kind {
+        TargetKind::External => {
+            usage!("an external target has no configuration: volley does not start it")
+        }
+        TargetKind::Builtin => {
+            println!(
+                "# the built-in server takes no configuration file; volley runs:\n\
+                 volley serve --root {} --listen 127.0.0.1:0",
+                placement.docroot.display()
+            );
+        }
+        _ => {
+            println!(
+                "# {kind}: at each start volley replaces DIR with a private temp directory \
+                 and port 0 with a free loopback port"
+            );
+            print!(
+                "{}",
+                config::render(kind, &settings, &placement).unwrap_or_default()
+            );
+            let conf = placement.dir.join(config::config_file_name(kind));
+            let argv: Vec<String> = config::command_args(kind, &placement.dir, &conf)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            println!(
+                "# command: {} {}",
+                kind.program().unwrap_or("?"),
+                argv.join(" ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

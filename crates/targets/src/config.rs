@@ -48,6 +48,12 @@ pub struct Placement {
     pub as_root: bool,
 }
 
+/// True when volley runs as root (the `as_root` of a [`Placement`]).
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Apache modules loaded from this directory (Debian's layout).
 pub const APACHE_MODULES_DIR: &str = "/usr/lib/apache2/modules";
 

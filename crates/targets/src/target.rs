@@ -358,11 +358,6 @@ fn free_port() -> Result<u16, TargetError> {
         .port())
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Common process setup: own process group, output files, cgroups joined and CPUs pinned
 /// before exec.
 fn base_command(program: &Path, dir: &Path, inner: &Inner, limits: &ResourceLimits) -> Command {
@@ -434,7 +429,7 @@ fn launch_configured(
         dir: dir.to_path_buf(),
         docroot: docroot.to_path_buf(),
         addr,
-        as_root: is_root(),
+        as_root: config::running_as_root(),
     };
     let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
     let conf = dir.join(config::config_file_name(kind));

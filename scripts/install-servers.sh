@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs the web servers `volley --target KIND` manages, from Debian's packages:
+# nginx (+ brotli filter/static modules), Apache httpd (event and prefork MPMs and
+# mod_brotli ship with apache2), lighttpd (+ mod_deflate, which does brotli) and Caddy.
+#
+# Idempotent: packages already installed are skipped, and a second run does nothing.
+# No daemon is left running: package scripts are forbidden to start services while this
+# runs (policy-rc.d exit 101), because volley starts its own copies on loopback with
+# generated configurations and a system copy on port 80 would only add noise.
+set -euo pipefail
+
+pkgs=(nginx libnginx-mod-http-brotli-filter libnginx-mod-http-brotli-static
+      apache2 lighttpd lighttpd-mod-deflate caddy)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-servers: all servers already installed"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# policy-rc.d exit 101 = "action forbidden": postinst scripts will not start the
+# daemons. Only remove the file if this script created it.
+created_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  created_policy=1
+fi
+cleanup() { if [ "$created_policy" -eq 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi; }
+trap cleanup EXIT
+
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+avail=()
+for p in "${missing[@]}"; do
+  if apt-cache show "$p" >/dev/null 2>&1; then
+    avail+=("$p")
+  else
+    echo "install-servers: $p is not available on this release, skipped" >&2
+  fi
+done
+if [ ${#avail[@]} -gt 0 ]; then
+  echo "install-servers: installing ${avail[*]}"
+  $SUDO apt-get install -y -qq --no-install-recommends "${avail[@]}" >/dev/null
+fi
+
+# Belt and braces where policy-rc.d is ignored: stop the *system services* through their
+# own init scripts (which act on their own pid files), never by process name.
+for s in nginx apache2 lighttpd caddy; do
+  if [ -x "/etc/init.d/$s" ]; then
+    $SUDO "/etc/init.d/$s" stop >/dev/null 2>&1 || true
+  fi
+done
+echo "install-servers: done; check with: volley targets"

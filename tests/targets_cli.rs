@@ -1,0 +1,80 @@
+//! `volley targets`: the list, `--show-config`, and usage errors, through the real binary.
+
+use std::process::Command;
+
+fn volley(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .output()
+        .expect("run volley");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn lists_every_managed_kind_with_builtin_first() {
+    let (code, out, err) = volley(&["targets"]);
+    assert_eq!(code, 0, "{err}");
+    let kinds: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "builtin",
+            "nginx",
+            "apache-event",
+            "apache-prefork",
+            "lighttpd",
+            "caddy",
+            "external"
+        ]
+    );
+    assert!(out.lines().nth(1).unwrap().contains("volley "), "{out}");
+}
+
+#[test]
+fn json_list_names_paths_and_versions() {
+    let (code, out, _) = volley(&["targets", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr.len(), 6);
+    assert_eq!(arr[0]["kind"], "builtin");
+    assert!(arr[0]["path"].is_string());
+}
+
+#[test]
+fn show_config_prints_the_generated_config() {
+    let (code, out, err) = volley(&[
+        "targets",
+        "--show-config",
+        "nginx",
+        "--workers",
+        "4",
+        "--no-keep-alive",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("worker_processes 4;"), "{out}");
+    assert!(out.contains("keepalive_timeout 0;"), "{out}");
+    assert!(out.contains("listen 127.0.0.1:0;"), "{out}");
+    assert!(out.contains("# command: nginx -p DIR"), "{out}");
+    let (code, out, _) = volley(&["targets", "--show-config", "apache-prefork"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("mod_mpm_prefork.so"));
+}
+
+#[test]
+fn unknown_kind_is_a_usage_error() {
+    let (code, _, err) = volley(&["targets", "--show-config", "iis"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown target kind \"iis\""), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, _, _) = volley(&["targets", "--show-config", "external"]);
+    assert_eq!(code, 2);
+}
