@@ -43,6 +43,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         usage!("{} exists and is not a directory", args.dir.display());
     }
     let manifest = volley_fixtures::generate(&kind, &args.dir, args.seed)?;
+    for rel in &manifest.calendars {
+        let dir = args.dir.join(rel);
+        let name = rel.trim_end_matches('/').replace('/', " ");
+        volley_dav::make_calendar(&dir, &name)
+            .map_err(|e| anyhow::anyhow!("marking {} as a calendar: {e}", dir.display()))?;
+    }
     let mut out = std::io::stdout().lock();
     for f in &manifest.files {
         writeln!(out, "{:>8} {} {}", f.size, f.sha256, f.path)?;
