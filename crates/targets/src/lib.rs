@@ -39,5 +39,6 @@ pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use target::{
-    parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetSpec,
+    parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetRecord,
+    TargetSpec,
 };

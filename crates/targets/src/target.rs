@@ -33,6 +33,25 @@ pub struct ExternalTarget {
     pub cgroup_procs: Option<PathBuf>,
 }
 
+/// The description of a target stored with each run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TargetRecord {
+    /// Which server.
+    pub kind: TargetKind,
+    /// Where it was loaded.
+    pub url: String,
+    /// Its version line.
+    pub version: Option<String>,
+    /// The configuration it ran with.
+    pub config_text: String,
+    /// The limits requested.
+    pub limits: ResourceLimits,
+    /// The cgroup files written.
+    pub cgroup: crate::cgroup::CgroupSettings,
+    /// Kernel, CPU model, cores, governor.
+    pub environment: crate::Environment,
+}
+
 /// Everything needed to start one target.
 #[derive(Debug, Clone)]
 pub struct TargetSpec {
@@ -766,6 +785,21 @@ impl RunningTarget {
     /// Take one before and one after a run and use [`ThrottleStats::since`].
     pub fn throttle_stats(&self) -> Option<ThrottleStats> {
         lock(&self.inner).cgroups.throttle_stats()
+    }
+
+    /// What to store with a run's results: the target, its configuration, the limits
+    /// and cgroup settings applied, and the machine (methodology.md, "Record the
+    /// environment with every run").
+    pub fn record(&self, limits: &ResourceLimits) -> TargetRecord {
+        TargetRecord {
+            kind: self.kind,
+            url: self.url.clone(),
+            version: self.version.clone(),
+            config_text: self.config_text.clone(),
+            limits: limits.clone(),
+            cgroup: self.cgroup_settings(),
+            environment: crate::Environment::capture(),
+        }
     }
 
     /// The cgroup directories created for this target.
