@@ -420,12 +420,11 @@ fn spawn_err(kind: TargetKind, program: &Path, e: std::io::Error) -> TargetError
             kind,
             program: program.display().to_string(),
         },
-        std::io::ErrorKind::PermissionDenied => TargetError::CgroupPermission {
-            path: PathBuf::from("cgroup.procs"),
-            source: e,
-        },
         _ => TargetError::Io {
-            what: format!("starting {kind} (joining its cgroup or pinning its CPUs before exec)"),
+            what: format!(
+                "starting {kind} ({}: exec, or joining its cgroup / pinning its CPUs before exec)",
+                program.display()
+            ),
             source: e,
         },
     }
