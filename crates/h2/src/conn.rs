@@ -1,0 +1,1040 @@
+//! The client connection state machine: bytes in (`feed`), events out (`poll_event`),
+//! requests in (`submit`), bytes out (`pending_output` / `consume_output`).
+//!
+//! Nothing here touches a socket or a clock, so the engine's event loop decides when
+//! to read and write, and every path is testable with byte strings.
+
+use std::collections::VecDeque;
+
+use crate::error::{ConnError, ErrorCode, SubmitError};
+use crate::frame::{
+    self, flag, kind, setting, FrameHeader, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, HEADER_LEN,
+    MAX_MAX_FRAME_SIZE, MAX_WINDOW,
+};
+use crate::hpack::{encode_field, Decoder, FieldMode, HpackError};
+
+/// A stream identifier (odd: client-initiated).
+pub type StreamId = u32;
+
+/// Highest stream identifier (2^31 - 1).
+const MAX_STREAM_ID: u32 = (1 << 31) - 1;
+
+/// Our side of the connection's settings, sent in the first SETTINGS frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// SETTINGS_HEADER_TABLE_SIZE: the HPACK dynamic table the server may use when
+    /// encoding responses (bytes).
+    pub header_table_size: u32,
+    /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (bytes). Large by
+    /// default (2^30 - 1, as h2load) so flow control never throttles a benchmark.
+    pub initial_window_size: u32,
+    /// The connection's receive window (bytes), raised from 65,535 by a
+    /// WINDOW_UPDATE right after the preface.
+    pub connection_window_size: u32,
+    /// SETTINGS_MAX_FRAME_SIZE: the largest frame payload we accept (bytes).
+    pub max_frame_size: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the largest decoded header list we accept
+    /// (bytes, RFC 7541 §4.1 sizes).
+    pub max_header_list_size: u32,
+    /// Decode and keep every response field (see [`H2Conn::pop_captured_headers`]).
+    /// Off by default: the hot path decodes `:status` only.
+    pub capture_headers: bool,
+    /// Bound on queued output (bytes). Request bodies wait in their stream beyond
+    /// half of it; control frames the peer provokes past it fail the connection.
+    pub max_pending_output_bytes: usize,
+    /// Concurrent streams assumed before the server's SETTINGS arrives (RFC 9113
+    /// §6.5.2 recommends servers allow at least 100).
+    pub assumed_max_concurrent_streams: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            header_table_size: 4096,
+            initial_window_size: (1 << 30) - 1,
+            connection_window_size: (1 << 30) - 1,
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            max_header_list_size: 64 * 1024,
+            capture_headers: false,
+            max_pending_output_bytes: 4 << 20,
+            assumed_max_concurrent_streams: 100,
+        }
+    }
+}
+
+/// A request's head. `S` lets the caller pass `&str` or `String` header pairs
+/// without building a temporary list per request.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a, S: AsRef<str> = &'a str> {
+    /// `:method`, e.g. `GET`.
+    pub method: &'a str,
+    /// `:scheme`, `http` or `https`.
+    pub scheme: &'a str,
+    /// `:authority` (host[:port]); when empty, a `host` header's value is used.
+    pub authority: &'a str,
+    /// `:path`, including the query.
+    pub path: &'a str,
+    /// Other fields. Names are lower-cased; connection-specific fields
+    /// (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`,
+    /// `upgrade`, `host`, and `te` other than `trailers`) are dropped because HTTP/2
+    /// forbids them (RFC 9113 §8.2.2) and templates shared with HTTP/1.1 carry them.
+    pub headers: &'a [(S, S)],
+}
+
+/// What the connection has to tell its driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The final (non-1xx) response head of `stream`; informational heads are
+    /// consumed silently. `end_stream`: the response has no body.
+    Headers {
+        /// Stream.
+        stream: StreamId,
+        /// HTTP status.
+        status: u16,
+        /// The stream is complete.
+        end_stream: bool,
+    },
+    /// `len` body bytes of `stream` arrived (padding excluded).
+    Data {
+        /// Stream.
+        stream: StreamId,
+        /// Body bytes in this frame.
+        len: usize,
+        /// The stream is complete.
+        end_stream: bool,
+    },
+    /// A trailer block ended `stream`.
+    Trailers {
+        /// Stream.
+        stream: StreamId,
+    },
+    /// The peer reset `stream` (RST_STREAM), or refused it implicitly by a GOAWAY
+    /// whose last stream is lower (code REFUSED_STREAM: safe to retry elsewhere).
+    StreamReset {
+        /// Stream.
+        stream: StreamId,
+        /// The peer's reason.
+        code: ErrorCode,
+    },
+    /// The peer broke a rule on `stream` only (RFC 9113 §5.4.2: a stream error);
+    /// we sent RST_STREAM with `code` and the stream is gone.
+    StreamError {
+        /// Stream.
+        stream: StreamId,
+        /// Our reason.
+        code: ErrorCode,
+    },
+    /// The peer will process no stream above `last_stream`; submit nothing more.
+    GoAway {
+        /// Highest stream the peer may have processed.
+        last_stream: StreamId,
+        /// The peer's reason.
+        code: ErrorCode,
+    },
+    /// The peer's SETTINGS arrived and were applied (and acknowledged).
+    PeerSettings,
+    /// The peer sent a PING (already answered).
+    Ping,
+}
+
+/// One decoded response field, owned (only built when `capture_headers` is on).
+pub type HeaderField = (Vec<u8>, Vec<u8>);
+
+/// Per-stream state, alive from `submit` until both sides have ended it.
+#[derive(Debug)]
+struct Stream {
+    id: StreamId,
+    /// What we may still send (peer's window). i64: SETTINGS changes can make it
+    /// negative (RFC 9113 §6.9.2).
+    send_window: i64,
+    /// What the peer may still send us.
+    recv_window: i64,
+    /// Bytes received since our last WINDOW_UPDATE for this stream.
+    recv_unacked: u32,
+    /// We sent END_STREAM.
+    local_closed: bool,
+    /// A final response head arrived.
+    got_final: bool,
+    /// Request body not yet sent (flow control or output back-pressure).
+    body: Vec<u8>,
+    body_pos: usize,
+}
+
+/// A header block spread over HEADERS + CONTINUATION frames.
+#[derive(Debug, Clone, Copy)]
+struct PendingBlock {
+    stream: StreamId,
+    end_stream: bool,
+}
+
+/// The sans-IO HTTP/2 client connection. See the crate docs for the driving loop.
+#[derive(Debug)]
+pub struct H2Conn {
+    settings: Settings,
+    out: Vec<u8>,
+    out_start: usize,
+    /// A partial frame carried over between `feed` calls (at most one frame).
+    inbuf: Vec<u8>,
+    events: VecDeque<Event>,
+    captured: VecDeque<(StreamId, Vec<HeaderField>)>,
+    streams: Vec<Stream>,
+    next_stream_id: u32,
+    decoder: Decoder,
+    /// Header block being assembled from CONTINUATION frames.
+    block: Vec<u8>,
+    pending_block: Option<PendingBlock>,
+    /// Scratch for encoding a request's header block and lower-casing names.
+    encode_buf: Vec<u8>,
+    name_buf: Vec<u8>,
+    peer_preface_seen: bool,
+    peer_max_concurrent: u32,
+    peer_initial_window: u32,
+    peer_max_frame: u32,
+    peer_max_header_list: Option<u32>,
+    conn_send_window: i64,
+    conn_recv_window: i64,
+    conn_recv_unacked: u32,
+    going_away: bool,
+    failed: Option<ConnError>,
+}
+
+impl H2Conn {
+    /// A new connection whose output already holds the client preface, our SETTINGS
+    /// and the connection WINDOW_UPDATE: write them as soon as the socket connects.
+    pub fn new(mut settings: Settings) -> H2Conn {
+        settings.max_frame_size = settings
+            .max_frame_size
+            .clamp(DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE);
+        settings.initial_window_size = settings.initial_window_size.min(MAX_WINDOW as u32);
+        settings.connection_window_size = settings
+            .connection_window_size
+            .clamp(DEFAULT_WINDOW, MAX_WINDOW as u32);
+        let mut out = Vec::with_capacity(4096);
+        out.extend_from_slice(frame::PREFACE);
+        frame::write_settings(
+            &mut out,
+            &[
+                (setting::HEADER_TABLE_SIZE, settings.header_table_size),
+                (setting::ENABLE_PUSH, 0),
+                (setting::INITIAL_WINDOW_SIZE, settings.initial_window_size),
+                (setting::MAX_FRAME_SIZE, settings.max_frame_size),
+                (setting::MAX_HEADER_LIST_SIZE, settings.max_header_list_size),
+            ],
+        );
+        let raise = settings.connection_window_size - DEFAULT_WINDOW;
+        if raise > 0 {
+            frame::write_window_update(&mut out, 0, raise);
+        }
+        H2Conn {
+            decoder: Decoder::new(
+                settings.header_table_size as usize,
+                settings.max_header_list_size as usize,
+            ),
+            conn_recv_window: settings.connection_window_size as i64,
+            peer_max_concurrent: settings.assumed_max_concurrent_streams,
+            settings,
+            out,
+            out_start: 0,
+            inbuf: Vec::new(),
+            events: VecDeque::new(),
+            captured: VecDeque::new(),
+            streams: Vec::new(),
+            next_stream_id: 1,
+            block: Vec::new(),
+            pending_block: None,
+            encode_buf: Vec::new(),
+            name_buf: Vec::new(),
+            peer_preface_seen: false,
+            peer_initial_window: DEFAULT_WINDOW,
+            peer_max_frame: DEFAULT_MAX_FRAME_SIZE,
+            peer_max_header_list: None,
+            conn_send_window: DEFAULT_WINDOW as i64,
+            conn_recv_unacked: 0,
+            going_away: false,
+            failed: None,
+        }
+    }
+
+    // ----- output -----
+
+    /// Bytes waiting to be written, oldest first.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.out[self.out_start..]
+    }
+
+    /// Marks the first `n` bytes of [`pending_output`](Self::pending_output) as
+    /// written (clamped to what is pending), then lets waiting request bodies move
+    /// into the freed space.
+    pub fn consume_output(&mut self, n: usize) {
+        self.out_start = (self.out_start + n).min(self.out.len());
+        if self.out_start == self.out.len() {
+            self.out.clear();
+            self.out_start = 0;
+        } else if self.out_start >= 64 * 1024 && self.out_start * 2 >= self.out.len() {
+            // Compact once the written prefix dominates, so the buffer stays bounded
+            // without moving bytes on every partial write.
+            self.out.drain(..self.out_start);
+            self.out_start = 0;
+        }
+        self.flush_bodies();
+    }
+
+    // ----- state -----
+
+    /// Streams submitted and not yet finished (they count against the peer's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether [`submit`](Self::submit) would accept a request now.
+    pub fn can_submit(&self) -> bool {
+        self.failed.is_none()
+            && !self.going_away
+            && self.streams.len() < self.peer_max_concurrent as usize
+            && self.next_stream_id <= MAX_STREAM_ID
+    }
+
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (or the assumed value before its
+    /// SETTINGS arrived).
+    pub fn peer_max_concurrent_streams(&self) -> u32 {
+        self.peer_max_concurrent
+    }
+
+    /// The peer's SETTINGS_MAX_HEADER_LIST_SIZE, if it sent one.
+    pub fn peer_max_header_list_size(&self) -> Option<u32> {
+        self.peer_max_header_list
+    }
+
+    /// The error that ended the connection, if one did.
+    pub fn error(&self) -> Option<&ConnError> {
+        self.failed.as_ref()
+    }
+
+    /// Whether a GOAWAY was received (or the connection failed): no new streams.
+    pub fn is_going_away(&self) -> bool {
+        self.going_away
+    }
+
+    /// Connection-level send window (bytes we may still send in DATA).
+    pub fn send_window(&self) -> i64 {
+        self.conn_send_window
+    }
+
+    /// Connection-level receive window (bytes the peer may still send).
+    pub fn recv_window(&self) -> i64 {
+        self.conn_recv_window
+    }
+
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// With `capture_headers` on: the fields of the next response or trailer block,
+    /// in the order the matching `Headers`/`Trailers` events were queued.
+    pub fn pop_captured_headers(&mut self) -> Option<(StreamId, Vec<HeaderField>)> {
+        self.captured.pop_front()
+    }
+
+    // ----- requests -----
+
+    /// Queues a request: HEADERS (+ CONTINUATION when the block exceeds the peer's
+    /// frame size), then DATA frames for `body` as far as flow control allows; the
+    /// rest is copied into the stream and sent as windows open.
+    pub fn submit<S: AsRef<str>>(
+        &mut self,
+        req: &RequestHead<'_, S>,
+        body: &[u8],
+    ) -> Result<StreamId, SubmitError> {
+        if self.failed.is_some() || self.going_away {
+            return Err(SubmitError::Closing);
+        }
+        if self.next_stream_id > MAX_STREAM_ID {
+            return Err(SubmitError::StreamIdsExhausted);
+        }
+        if self.streams.len() >= self.peer_max_concurrent as usize {
+            return Err(SubmitError::TooManyStreams);
+        }
+        self.encode_head(req)?;
+        let id = self.next_stream_id;
+        self.next_stream_id += 2;
+
+        // HEADERS, split into CONTINUATION frames at the peer's max frame size.
+        let max = self.peer_max_frame as usize;
+        let block = &self.encode_buf;
+        let mut chunks = block.chunks(max);
+        let first = chunks.next().unwrap_or(&[]);
+        let mut flags = if body.is_empty() { flag::END_STREAM } else { 0 };
+        if block.len() <= max {
+            flags |= flag::END_HEADERS;
+        }
+        frame::write_header(&mut self.out, first.len(), kind::HEADERS, flags, id);
+        self.out.extend_from_slice(first);
+        let mut written = first.len();
+        for chunk in chunks {
+            written += chunk.len();
+            let f = if written == block.len() {
+                flag::END_HEADERS
+            } else {
+                0
+            };
+            frame::write_header(&mut self.out, chunk.len(), kind::CONTINUATION, f, id);
+            self.out.extend_from_slice(chunk);
+        }
+
+        let mut stream = Stream {
+            id,
+            send_window: self.peer_initial_window as i64,
+            recv_window: self.settings.initial_window_size as i64,
+            recv_unacked: 0,
+            local_closed: body.is_empty(),
+            got_final: false,
+            body: Vec::new(),
+            body_pos: 0,
+        };
+        if !body.is_empty() {
+            let sent = self.send_data(&mut stream, body);
+            if sent < body.len() {
+                stream.body.extend_from_slice(&body[sent..]);
+            }
+        }
+        self.streams.push(stream);
+        Ok(id)
+    }
+
+    /// Encodes the request's header block into `encode_buf`.
+    fn encode_head<S: AsRef<str>>(&mut self, req: &RequestHead<'_, S>) -> Result<(), SubmitError> {
+        let buf = &mut self.encode_buf;
+        buf.clear();
+        let mut authority = req.authority;
+        if authority.is_empty() {
+            if let Some((_, v)) = req
+                .headers
+                .iter()
+                .find(|(n, _)| n.as_ref().eq_ignore_ascii_case("host"))
+            {
+                authority = v.as_ref();
+            }
+        }
+        encode_field(b":method", req.method.as_bytes(), buf);
+        encode_field(b":scheme", req.scheme.as_bytes(), buf);
+        encode_field(b":authority", authority.as_bytes(), buf);
+        encode_field(b":path", req.path.as_bytes(), buf);
+        for (name, value) in req.headers {
+            let (name, value) = (name.as_ref().as_bytes(), value.as_ref().as_bytes());
+            self.name_buf.clear();
+            for &b in name {
+                // RFC 9113 §8.2.1 / RFC 9110 token characters, lower-cased.
+                let ok = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+                if !ok {
+                    return Err(SubmitError::InvalidHeaderName);
+                }
+                self.name_buf.push(b.to_ascii_lowercase());
+            }
+            let n = self.name_buf.as_slice();
+            if n.is_empty() {
+                return Err(SubmitError::InvalidHeaderName);
+            }
+            let connection_specific = matches!(
+                n,
+                b"connection"
+                    | b"keep-alive"
+                    | b"proxy-connection"
+                    | b"transfer-encoding"
+                    | b"upgrade"
+                    | b"host"
+            ) || (n == b"te" && !value.eq_ignore_ascii_case(b"trailers"));
+            if !connection_specific {
+                encode_field(n, value, buf);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes DATA frames for `data` on `stream` within the windows, the peer's frame
+    /// size and half the output bound; END_STREAM goes on the frame that finishes
+    /// the body. Returns the bytes sent.
+    fn send_data(&mut self, stream: &mut Stream, data: &[u8]) -> usize {
+        let mut sent = 0;
+        let soft_limit = self.settings.max_pending_output_bytes / 2;
+        while sent < data.len() {
+            let room = stream
+                .send_window
+                .min(self.conn_send_window)
+                .min(self.peer_max_frame as i64);
+            if room <= 0 || self.out.len() - self.out_start >= soft_limit {
+                break;
+            }
+            let n = (data.len() - sent).min(room as usize);
+            let last = sent + n == data.len();
+            let f = if last { flag::END_STREAM } else { 0 };
+            frame::write_header(&mut self.out, n, kind::DATA, f, stream.id);
+            self.out.extend_from_slice(&data[sent..sent + n]);
+            stream.send_window -= n as i64;
+            self.conn_send_window -= n as i64;
+            sent += n;
+            if last {
+                stream.local_closed = true;
+            }
+        }
+        sent
+    }
+
+    /// Sends what waiting request bodies the windows now allow.
+    fn flush_bodies(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        for i in 0..self.streams.len() {
+            if self.streams[i].local_closed || self.conn_send_window <= 0 {
+                continue;
+            }
+            let mut stream = std::mem::replace(&mut self.streams[i], placeholder());
+            let body = std::mem::take(&mut stream.body);
+            let pos = stream.body_pos;
+            let sent = self.send_data(&mut stream, &body[pos..]);
+            stream.body_pos += sent;
+            stream.body = body;
+            if stream.local_closed {
+                stream.body = Vec::new();
+                stream.body_pos = 0;
+            }
+            self.streams[i] = stream;
+        }
+    }
+
+    // ----- input -----
+
+    /// Consumes received bytes (any split), queueing events and any replies
+    /// (SETTINGS ACK, PING ACK, WINDOW_UPDATE). After an error the connection is
+    /// dead and every later call returns the same error.
+    pub fn feed(&mut self, data: &[u8]) -> Result<(), ConnError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.feed_inner(data);
+        if let Err(e) = &r {
+            self.fail(e.clone());
+        }
+        r
+    }
+
+    fn fail(&mut self, e: ConnError) {
+        if !matches!(e, ConnError::GoAway { .. }) {
+            // We accept no server-initiated streams, so the last peer stream is 0.
+            frame::write_goaway(&mut self.out, 0, e.code().to_u32());
+        }
+        self.going_away = true;
+        self.failed = Some(e);
+    }
+
+    fn check_frame_len(&self, h: &FrameHeader) -> Result<(), ConnError> {
+        if h.len > self.settings.max_frame_size {
+            return Err(ConnError::FrameSize(
+                "frame larger than our SETTINGS_MAX_FRAME_SIZE",
+            ));
+        }
+        Ok(())
+    }
+
+    fn feed_inner(&mut self, mut data: &[u8]) -> Result<(), ConnError> {
+        // Complete a frame carried over from the previous call first.
+        if !self.inbuf.is_empty() {
+            if self.inbuf.len() < HEADER_LEN {
+                let take = (HEADER_LEN - self.inbuf.len()).min(data.len());
+                self.inbuf.extend_from_slice(&data[..take]);
+                data = &data[take..];
+            }
+            let Some(h) = FrameHeader::parse(&self.inbuf) else {
+                return Ok(());
+            };
+            self.check_frame_len(&h)?;
+            let total = HEADER_LEN + h.len as usize;
+            let take = (total - self.inbuf.len()).min(data.len());
+            self.inbuf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.inbuf.len() < total {
+                return Ok(());
+            }
+            let frame = std::mem::take(&mut self.inbuf);
+            let r = self.process(h, &frame[HEADER_LEN..]);
+            self.inbuf = frame;
+            self.inbuf.clear();
+            r?;
+        }
+        // Then whole frames straight from the caller's buffer, without copying.
+        while let Some(h) = FrameHeader::parse(data) {
+            self.check_frame_len(&h)?;
+            let total = HEADER_LEN + h.len as usize;
+            if data.len() < total {
+                break;
+            }
+            self.process(h, &data[HEADER_LEN..total])?;
+            data = &data[total..];
+        }
+        self.inbuf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn process(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if let Some(p) = self.pending_block {
+            if h.kind != kind::CONTINUATION || h.stream != p.stream {
+                return Err(ConnError::Protocol(
+                    "header block interrupted before END_HEADERS",
+                ));
+            }
+        }
+        if !self.peer_preface_seen && (h.kind != kind::SETTINGS || h.has(flag::ACK)) {
+            return Err(ConnError::Protocol(
+                "server preface must start with SETTINGS",
+            ));
+        }
+        match h.kind {
+            kind::DATA => self.on_data(h, payload)?,
+            kind::HEADERS => self.on_headers(h, payload)?,
+            kind::CONTINUATION => self.on_continuation(h, payload)?,
+            kind::PRIORITY => self.on_priority(h, payload)?,
+            kind::RST_STREAM => self.on_rst_stream(h, payload)?,
+            kind::SETTINGS => self.on_settings(h, payload)?,
+            kind::PING => self.on_ping(h, payload)?,
+            kind::GOAWAY => self.on_goaway(h, payload)?,
+            kind::WINDOW_UPDATE => self.on_window_update(h, payload)?,
+            kind::PUSH_PROMISE => {
+                return Err(ConnError::Protocol(
+                    "PUSH_PROMISE although we disabled push",
+                ))
+            }
+            // Unknown frame types are ignored (RFC 9113 §4.1).
+            _ => {}
+        }
+        if self.out.len() - self.out_start > self.settings.max_pending_output_bytes {
+            return Err(ConnError::OutputOverflow(
+                self.settings.max_pending_output_bytes,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where a stream frame belongs: an active stream's index, a stream that is
+    /// finished (frames may still be in flight), or an error for a stream that
+    /// cannot exist (idle, or server-initiated).
+    fn locate(&self, id: StreamId) -> Result<Option<usize>, ConnError> {
+        if id == 0 {
+            return Err(ConnError::Protocol("stream frame on stream 0"));
+        }
+        if id % 2 == 0 {
+            return Err(ConnError::Protocol("frame on a server-initiated stream"));
+        }
+        if id >= self.next_stream_id {
+            return Err(ConnError::Protocol("frame on an idle stream"));
+        }
+        Ok(self.streams.iter().position(|s| s.id == id))
+    }
+
+    /// Resets one stream for a peer error confined to it.
+    fn stream_error(&mut self, idx: usize, code: ErrorCode) {
+        let s = self.streams.swap_remove(idx);
+        frame::write_rst_stream(&mut self.out, s.id, code.to_u32());
+        self.events
+            .push_back(Event::StreamError { stream: s.id, code });
+    }
+
+    /// The peer ended its side of the stream.
+    fn close_remote(&mut self, idx: usize) {
+        let s = self.streams.swap_remove(idx);
+        if !s.local_closed {
+            // The response is complete while our body is still going out: stop
+            // sending and tell the server not to wait for the rest.
+            frame::write_rst_stream(&mut self.out, s.id, ErrorCode::Cancel.to_u32());
+        }
+    }
+
+    fn on_data(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        let body = strip_padding(&h, payload)?;
+        // Every DATA frame counts against the connection window, whatever the
+        // stream's state, or the two sides' accounting would drift (§6.9).
+        let flow_len = payload.len() as i64;
+        self.conn_recv_window -= flow_len;
+        if self.conn_recv_window < 0 {
+            return Err(ConnError::FlowControl("DATA beyond the connection window"));
+        }
+        self.conn_recv_unacked += payload.len() as u32;
+        if self.conn_recv_unacked as i64 >= self.settings.connection_window_size as i64 / 2 {
+            frame::write_window_update(&mut self.out, 0, self.conn_recv_unacked);
+            self.conn_recv_window += self.conn_recv_unacked as i64;
+            self.conn_recv_unacked = 0;
+        }
+        let Some(idx) = self.locate(h.stream)? else {
+            return Ok(());
+        };
+        let end_stream = h.has(flag::END_STREAM);
+        let s = &mut self.streams[idx];
+        if !s.got_final {
+            self.stream_error(idx, ErrorCode::ProtocolError);
+            return Ok(());
+        }
+        s.recv_window -= flow_len;
+        if s.recv_window < 0 {
+            self.stream_error(idx, ErrorCode::FlowControlError);
+            return Ok(());
+        }
+        if !end_stream {
+            s.recv_unacked += payload.len() as u32;
+            if s.recv_unacked as i64 >= self.settings.initial_window_size as i64 / 2 {
+                frame::write_window_update(&mut self.out, s.id, s.recv_unacked);
+                s.recv_window += s.recv_unacked as i64;
+                s.recv_unacked = 0;
+            }
+        }
+        self.events.push_back(Event::Data {
+            stream: h.stream,
+            len: body.len(),
+            end_stream,
+        });
+        if end_stream {
+            self.close_remote(idx);
+        }
+        Ok(())
+    }
+
+    fn on_headers(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 {
+            return Err(ConnError::Protocol("HEADERS on stream 0"));
+        }
+        let mut frag = strip_padding(&h, payload)?;
+        if h.has(flag::PRIORITY) {
+            // Stream dependency (4) + weight (1): parsed past, priorities ignored.
+            frag = frag.get(5..).ok_or(ConnError::FrameSize(
+                "HEADERS too short for its priority fields",
+            ))?;
+        }
+        let end_stream = h.has(flag::END_STREAM);
+        if h.has(flag::END_HEADERS) {
+            return self.on_header_block(h.stream, end_stream, frag);
+        }
+        self.block.clear();
+        self.push_block_fragment(frag)?;
+        self.pending_block = Some(PendingBlock {
+            stream: h.stream,
+            end_stream,
+        });
+        Ok(())
+    }
+
+    /// The encoded block may not grow past twice the decoded-list limit plus one
+    /// frame: encoded fields are never much longer than their decoded size, so this
+    /// only stops a CONTINUATION flood.
+    fn push_block_fragment(&mut self, frag: &[u8]) -> Result<(), ConnError> {
+        let limit =
+            2 * self.settings.max_header_list_size as usize + self.settings.max_frame_size as usize;
+        if self.block.len() + frag.len() > limit {
+            return Err(ConnError::Protocol("header block larger than our limits"));
+        }
+        self.block.extend_from_slice(frag);
+        Ok(())
+    }
+
+    fn on_continuation(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        let Some(p) = self.pending_block else {
+            return Err(ConnError::Protocol("CONTINUATION without a header block"));
+        };
+        self.push_block_fragment(payload)?;
+        if h.has(flag::END_HEADERS) {
+            self.pending_block = None;
+            let block = std::mem::take(&mut self.block);
+            let r = self.on_header_block(p.stream, p.end_stream, &block);
+            self.block = block;
+            self.block.clear();
+            return r;
+        }
+        Ok(())
+    }
+
+    /// A complete header block: decode it (always, to keep HPACK in step), then
+    /// apply it to the stream if that stream is still active.
+    fn on_header_block(
+        &mut self,
+        id: StreamId,
+        end_stream: bool,
+        block: &[u8],
+    ) -> Result<(), ConnError> {
+        let slot = self.locate(id)?;
+        let capture = self.settings.capture_headers;
+        let mode = if capture {
+            FieldMode::All
+        } else {
+            FieldMode::PseudoOnly
+        };
+        let mut status: Option<u16> = None;
+        let mut bad_pseudo = false;
+        let mut fields: Vec<HeaderField> = Vec::new();
+        let decoded = self.decoder.decode(block, mode, |name, value| {
+            if name == b":status" {
+                if status.is_some() {
+                    bad_pseudo = true;
+                }
+                status = parse_status(value);
+                bad_pseudo |= status.is_none();
+            } else if name.first() == Some(&b':') {
+                bad_pseudo = true;
+            }
+            if capture {
+                fields.push((name.to_vec(), value.to_vec()));
+            }
+        });
+        let Some(idx) = slot else {
+            // Finished stream: decoding kept the table in step; nothing else to do.
+            return match decoded {
+                Err(HpackError::HeaderListTooLarge(_)) | Ok(()) => Ok(()),
+                Err(e) => Err(ConnError::Compression(e)),
+            };
+        };
+        match decoded {
+            Ok(()) => {}
+            Err(HpackError::HeaderListTooLarge(_)) => {
+                self.stream_error(idx, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            Err(e) => return Err(ConnError::Compression(e)),
+        }
+        let s = &mut self.streams[idx];
+        if s.got_final {
+            // Trailers: must end the stream and carry no pseudo-fields (§8.1).
+            if !end_stream || status.is_some() || bad_pseudo {
+                self.stream_error(idx, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            self.events.push_back(Event::Trailers { stream: id });
+        } else {
+            let status = match status {
+                Some(st) if !bad_pseudo => st,
+                _ => {
+                    self.stream_error(idx, ErrorCode::ProtocolError);
+                    return Ok(());
+                }
+            };
+            if (100..200).contains(&status) {
+                // Informational: another head follows; it cannot end the stream.
+                if end_stream {
+                    self.stream_error(idx, ErrorCode::ProtocolError);
+                }
+                return Ok(());
+            }
+            s.got_final = true;
+            self.events.push_back(Event::Headers {
+                stream: id,
+                status,
+                end_stream,
+            });
+        }
+        if capture {
+            self.captured.push_back((id, fields));
+        }
+        if end_stream {
+            self.close_remote(idx);
+        }
+        Ok(())
+    }
+
+    fn on_priority(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 {
+            return Err(ConnError::Protocol("PRIORITY on stream 0"));
+        }
+        if payload.len() != 5 {
+            // A stream error (§6.3); only an active stream has anything to reset.
+            if let Some(idx) = self.streams.iter().position(|s| s.id == h.stream) {
+                self.stream_error(idx, ErrorCode::FrameSizeError);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_rst_stream(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        let code: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError::FrameSize("RST_STREAM payload is not 4 bytes"))?;
+        if let Some(idx) = self.locate(h.stream)? {
+            let s = self.streams.swap_remove(idx);
+            self.events.push_back(Event::StreamReset {
+                stream: s.id,
+                code: ErrorCode::from_u32(u32::from_be_bytes(code)),
+            });
+        }
+        Ok(())
+    }
+
+    fn on_settings(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError::Protocol("SETTINGS on a stream"));
+        }
+        if h.has(flag::ACK) {
+            if !payload.is_empty() {
+                return Err(ConnError::FrameSize("SETTINGS ACK with a payload"));
+            }
+            return Ok(());
+        }
+        if payload.len() % 6 != 0 {
+            return Err(ConnError::FrameSize("SETTINGS payload not a multiple of 6"));
+        }
+        for pair in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([pair[0], pair[1]]);
+            let value = u32::from_be_bytes([pair[2], pair[3], pair[4], pair[5]]);
+            match id {
+                setting::ENABLE_PUSH if value > 1 => {
+                    return Err(ConnError::Protocol("SETTINGS_ENABLE_PUSH not 0 or 1"))
+                }
+                setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent = value,
+                setting::INITIAL_WINDOW_SIZE => {
+                    if value as i64 > MAX_WINDOW {
+                        return Err(ConnError::FlowControl(
+                            "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
+                        ));
+                    }
+                    // The change applies to every open stream's window (§6.9.2).
+                    let delta = value as i64 - self.peer_initial_window as i64;
+                    for s in &mut self.streams {
+                        s.send_window += delta;
+                        if s.send_window > MAX_WINDOW {
+                            return Err(ConnError::FlowControl(
+                                "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window",
+                            ));
+                        }
+                    }
+                    self.peer_initial_window = value;
+                }
+                setting::MAX_FRAME_SIZE => {
+                    if !(DEFAULT_MAX_FRAME_SIZE..=MAX_MAX_FRAME_SIZE).contains(&value) {
+                        return Err(ConnError::Protocol("SETTINGS_MAX_FRAME_SIZE out of range"));
+                    }
+                    self.peer_max_frame = value;
+                }
+                setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = Some(value),
+                // HEADER_TABLE_SIZE: our encoder never uses a dynamic table, so any
+                // size (even 0) needs nothing from us. Unknown ids are ignored.
+                _ => {}
+            }
+        }
+        self.peer_preface_seen = true;
+        frame::write_header(&mut self.out, 0, kind::SETTINGS, flag::ACK, 0);
+        self.events.push_back(Event::PeerSettings);
+        self.flush_bodies();
+        Ok(())
+    }
+
+    fn on_ping(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError::Protocol("PING on a stream"));
+        }
+        let data: [u8; 8] = payload
+            .try_into()
+            .map_err(|_| ConnError::FrameSize("PING payload is not 8 bytes"))?;
+        if !h.has(flag::ACK) {
+            frame::write_ping(&mut self.out, true, data);
+            self.events.push_back(Event::Ping);
+        }
+        Ok(())
+    }
+
+    fn on_goaway(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError::Protocol("GOAWAY on a stream"));
+        }
+        if payload.len() < 8 {
+            return Err(ConnError::FrameSize("GOAWAY shorter than 8 bytes"));
+        }
+        let last_stream =
+            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
+        let code = ErrorCode::from_u32(u32::from_be_bytes([
+            payload[4], payload[5], payload[6], payload[7],
+        ]));
+        self.going_away = true;
+        // Streams above last_stream were never processed: report them refused so the
+        // driver can retry them on a new connection.
+        let mut i = 0;
+        while i < self.streams.len() {
+            if self.streams[i].id > last_stream {
+                let s = self.streams.swap_remove(i);
+                self.events.push_back(Event::StreamReset {
+                    stream: s.id,
+                    code: ErrorCode::RefusedStream,
+                });
+            } else {
+                i += 1;
+            }
+        }
+        self.events.push_back(Event::GoAway { last_stream, code });
+        if code != ErrorCode::NoError {
+            return Err(ConnError::GoAway { code, last_stream });
+        }
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        let raw: [u8; 4] = payload
+            .try_into()
+            .map_err(|_| ConnError::FrameSize("WINDOW_UPDATE payload is not 4 bytes"))?;
+        let inc = (u32::from_be_bytes(raw) & 0x7fff_ffff) as i64;
+        if h.stream == 0 {
+            if inc == 0 {
+                return Err(ConnError::Protocol("connection WINDOW_UPDATE of 0"));
+            }
+            self.conn_send_window += inc;
+            if self.conn_send_window > MAX_WINDOW {
+                return Err(ConnError::FlowControl("connection window above 2^31-1"));
+            }
+        } else if let Some(idx) = self.locate(h.stream)? {
+            if inc == 0 {
+                self.stream_error(idx, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            let s = &mut self.streams[idx];
+            s.send_window += inc;
+            if s.send_window > MAX_WINDOW {
+                self.stream_error(idx, ErrorCode::FlowControlError);
+                return Ok(());
+            }
+        }
+        self.flush_bodies();
+        Ok(())
+    }
+}
+
+/// A stream value to stand in while one is temporarily moved out of the vector.
+fn placeholder() -> Stream {
+    Stream {
+        id: 0,
+        send_window: 0,
+        recv_window: 0,
+        recv_unacked: 0,
+        local_closed: true,
+        got_final: false,
+        body: Vec::new(),
+        body_pos: 0,
+    }
+}
+
+/// The payload of a DATA or HEADERS frame without its pad length byte and padding.
+fn strip_padding<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<&'a [u8], ConnError> {
+    if !h.has(flag::PADDED) {
+        return Ok(payload);
+    }
+    let (&pad, rest) = payload
+        .split_first()
+        .ok_or(ConnError::FrameSize("padded frame without a pad length"))?;
+    // Padding as long as the rest is a protocol error (§6.1, §6.2).
+    rest.len()
+        .checked_sub(pad as usize)
+        .map(|n| &rest[..n])
+        .ok_or(ConnError::Protocol("padding longer than the frame payload"))
+}
+
+/// Three ASCII digits, 100..=999.
+fn parse_status(v: &[u8]) -> Option<u16> {
+    match v {
+        [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            Some((a - b'0') as u16 * 100 + (b - b'0') as u16 * 10 + (c - b'0') as u16)
+        }
+        _ => None,
+    }
+}
