@@ -1,0 +1,24 @@
+//! volley-study: runs a whole study from one file and keeps every step in the store.
+//!
+//! Place in the flow: `study file -> **spec** (parsed) -> **plan** (steps, order) ->
+//! **runner**: targets started (volley-targets), each step loaded by the engine into
+//! recorders (volley-metrics) with the monitor beside it, judged (volley-analysis) and
+//! written to the results store (volley-store) the moment it ends -> **outcome** (the
+//! capacity per target, the USL fit) and [`compare`] (A/B from the store alone).
+//!
+//! The binary's `volley study run`, `volley history` and `volley compare` are thin
+//! shells over this crate; `volley demo` runs the shipped `studies/quick.toml`.
+#![deny(missing_docs)]
+
+pub mod compare;
+mod error;
+pub mod outcome;
+pub mod plan;
+pub mod runner;
+pub mod spec;
+mod step;
+
+pub use error::StudyError;
+pub use plan::{resolve, Plan};
+pub use runner::{run, Progress, RunOptions, StudyReport};
+pub use spec::parse;

@@ -1,0 +1,836 @@
+//! The plan: a parsed study file resolved into targets, workloads, cells (one point of the
+//! sweep axes on one target instance) and the ordered list of steps to run.
+//!
+//! Pure: no I/O, no clock. The order of steps is where noise is fought (methodology.md,
+//! "Repeats and noise"): by default round r runs every cell once, with the target instance
+//! as the innermost axis, so A and B alternate (A B A B) and a slow drift of the machine
+//! hits both alike.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use volley_engine::{Arrival, Order};
+use volley_targets::TargetKind;
+
+use crate::spec::{
+    self, ArrivalKind, FixtureKind, LoadDef, Mode, ModelKind, OrderKind, RateAxis, RepeatOrder,
+    StudyFile, SweepDef,
+};
+use crate::StudyError;
+
+/// A target as the study names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// Name in results.
+    pub name: String,
+    /// Which server.
+    pub kind: TargetKind,
+    /// Workers.
+    pub workers: u32,
+    /// Server-side keep-alive.
+    pub keepalive: bool,
+    /// External: URL.
+    pub url: Option<String>,
+    /// External: pid to monitor.
+    pub pid: Option<u32>,
+}
+
+/// One started copy of a target: the target with one CPU quota and core count. Every
+/// instance runs for the whole study so interleaved steps need no restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Index into [`Plan::targets`].
+    pub target: usize,
+    /// CPU quota, share of one CPU.
+    pub cpu_quota: Option<f64>,
+    /// Cores pinned (CPUs 0..cores).
+    pub cores: Option<u32>,
+}
+
+/// The load model of one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Open loop (rate steps) or closed loop.
+    pub open: bool,
+    /// Closed: connections; open: initial pool.
+    pub concurrency: u32,
+    /// Open: the rate when not swept.
+    pub rate: Option<f64>,
+    /// Open: arrival process.
+    pub arrival: Arrival,
+    /// Generator threads.
+    pub threads: u32,
+    /// Open: connection cap.
+    pub max_connections: u32,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Client keep-alive when not swept.
+    pub keepalive: bool,
+    /// Schedule seed.
+    pub seed: u64,
+}
+
+/// A request mix, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Name.
+    pub name: String,
+    /// Method.
+    pub method: String,
+    /// Paths.
+    pub paths: Vec<String>,
+    /// Order of paths.
+    pub order: Order,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Option<Vec<u8>>,
+    /// Load model.
+    pub load: Load,
+}
+
+/// One point: an instance, a workload and the values of the load axes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Index into [`Plan::instances`].
+    pub instance: usize,
+    /// Index into [`Plan::workloads`].
+    pub workload: usize,
+    /// Offered rate (open loop); `None` in closed loops and in search mode.
+    pub rate: Option<f64>,
+    /// Connections.
+    pub concurrency: u32,
+    /// Client keep-alive.
+    pub keepalive: bool,
+}
+
+/// One step to run: a cell's `repeat`-th run at position `order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedStep {
+    /// Position in the schedule.
+    pub order: usize,
+    /// Index into [`Plan::cells`].
+    pub cell: usize,
+    /// 0-based repeat.
+    pub repeat: u32,
+}
+
+/// Step timing (already scaled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Measured length.
+    pub duration: Option<Duration>,
+    /// Or requests per step.
+    pub requests: Option<u64>,
+    /// Discarded load before measuring.
+    pub warmup: Duration,
+    /// Rest after each step.
+    pub cooldown: Duration,
+}
+
+/// What the managed targets serve.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Docroot {
+    /// Generate this fixture into a temp dir.
+    Fixture {
+        /// Which.
+        kind: volley_fixtures::Fixture,
+        /// Seed.
+        seed: u64,
+    },
+    /// Serve this directory.
+    Dir(std::path::PathBuf),
+    /// The target's own default (a private dir with index.html).
+    Default,
+}
+
+/// Search-mode settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPlan {
+    /// First rate.
+    pub start_rate: f64,
+    /// Options of the state machine.
+    pub opts: volley_analysis::knee::SearchOpts,
+}
+
+/// A resolved study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Study name.
+    pub name: String,
+    /// Sweep or search.
+    pub mode: Mode,
+    /// Targets (filtered by the `target` axis).
+    pub targets: Vec<Target>,
+    /// Instances (target x quota x cores).
+    pub instances: Vec<Instance>,
+    /// Workloads.
+    pub workloads: Vec<Workload>,
+    /// Points, in schedule order within a round.
+    pub cells: Vec<Cell>,
+    /// Sweep mode: every step in order. Search mode: empty (steps are decided live).
+    pub steps: Vec<PlannedStep>,
+    /// Repeats per cell.
+    pub repeats: u32,
+    /// Timing.
+    pub timing: Timing,
+    /// Judging rule for rate steps.
+    pub rule: volley_analysis::sustain::Rule,
+    /// What to serve.
+    pub docroot: Docroot,
+    /// Search settings (search mode).
+    pub search: Option<SearchPlan>,
+    /// The axis with more than one value that best describes the study (`rate`,
+    /// `concurrency`, `cpu_quota`, `cores`, `keepalive`, `workload`, `target` or `none`).
+    pub axis: &'static str,
+}
+
+impl Plan {
+    /// Display name of an instance: the target name, plus its cap when the study varies it.
+    pub fn instance_label(&self, i: usize) -> String {
+        let inst = &self.instances[i];
+        let mut s = self.targets[inst.target].name.clone();
+        if let Some(q) = inst.cpu_quota {
+            s.push_str(&format!(" cpu={:.0}%", q * 100.0));
+        }
+        if let Some(c) = inst.cores {
+            s.push_str(&format!(" cores={c}"));
+        }
+        s
+    }
+
+    /// Rough length of one step of `cell`, for the plan and the ETA: warm-up, the
+    /// measured part (a request-count step is guessed at 2000 req/s per connection, capped
+    /// by the offered rate), cool-down.
+    pub fn step_estimate(&self, cell: &Cell) -> Duration {
+        let t = &self.timing;
+        let measured = match (t.duration, t.requests) {
+            (Some(d), _) => d,
+            (None, Some(n)) => {
+                let rate = cell
+                    .rate
+                    .unwrap_or(2000.0 * f64::from(cell.concurrency.max(1)));
+                Duration::from_secs_f64(n as f64 / rate.max(1.0))
+            }
+            (None, None) => Duration::ZERO,
+        };
+        t.warmup + measured + t.cooldown
+    }
+
+    /// Rough length of the whole study. Search mode assumes 12 steps per search.
+    pub fn estimate(&self) -> Duration {
+        if self.mode == Mode::Search {
+            return self
+                .cells
+                .iter()
+                .map(|c| self.step_estimate(c) * 12)
+                .sum();
+        }
+        self.steps
+            .iter()
+            .map(|s| self.step_estimate(&self.cells[s.cell]))
+            .sum()
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> StudyError {
+    StudyError::Invalid(msg.into())
+}
+
+fn duration_of(
+    text: &str,
+    v: &Option<toml::Spanned<String>>,
+    default: Duration,
+) -> Result<Duration, StudyError> {
+    match v {
+        None => Ok(default),
+        Some(s) => spec::parse_duration(s.get_ref()).map_err(|m| spec::at(text, s, m)),
+    }
+}
+
+fn expand_rates(axis: &RateAxis) -> Result<Vec<f64>, StudyError> {
+    let rates = match axis {
+        RateAxis::List(v) => v.clone(),
+        RateAxis::Range { from, to, step } => {
+            if !(step.is_finite() && *step > 0.0 && from <= to) {
+                return Err(invalid(format!(
+                    "sweep.rate range needs from <= to and step > 0 (got from {from}, to {to}, step {step})"
+                )));
+            }
+            let n = ((to - from) / step + 1e-9).floor() as usize;
+            if n > 10_000 {
+                return Err(invalid("sweep.rate range has more than 10000 points"));
+            }
+            (0..=n).map(|i| from + step * i as f64).collect()
+        }
+    };
+    if rates.is_empty() {
+        return Err(invalid("sweep.rate is empty"));
+    }
+    if let Some(r) = rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        return Err(invalid(format!("sweep.rate values must be > 0, got {r}")));
+    }
+    Ok(rates)
+}
+
+fn resolve_load(text: &str, d: &LoadDef) -> Result<Load, StudyError> {
+    let open = match d.model {
+        Some(ModelKind::Open) => true,
+        Some(ModelKind::Closed) => false,
+        None => d.rate.is_some(),
+    };
+    let timeout = duration_of(text, &d.timeout, Duration::from_secs(10))?;
+    if timeout.is_zero() {
+        return Err(invalid("load.timeout must be longer than zero"));
+    }
+    if let Some(r) = d.rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(invalid(format!("load.rate must be > 0, got {r}")));
+        }
+    }
+    let concurrency = d.concurrency.unwrap_or(if open { 16 } else { 1 });
+    let threads = d.threads.unwrap_or(1);
+    if concurrency == 0 || threads == 0 {
+        return Err(invalid("load.concurrency and load.threads must be at least 1"));
+    }
+    Ok(Load {
+        open,
+        concurrency,
+        rate: d.rate,
+        arrival: match d.arrival {
+            Some(ArrivalKind::Poisson) => Arrival::Poisson,
+            _ => Arrival::Constant,
+        },
+        threads,
+        max_connections: d.max_connections.unwrap_or(256).max(concurrency),
+        timeout,
+        keepalive: d.keepalive.unwrap_or(true),
+        seed: d.seed.unwrap_or(1),
+    })
+}
+
+fn parse_header(h: &str) -> Result<(String, String), StudyError> {
+    match h.split_once(':') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.trim().to_string())),
+        _ => Err(invalid(format!(
+            "workload header '{h}' must be 'Name: value'"
+        ))),
+    }
+}
+
+/// Resolves a parsed study. `text` is the file (for error lines); `scale` multiplies
+/// durations and request counts (`--scale 0.1` for a quick look).
+pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyError> {
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(invalid(format!("--scale must be > 0, got {scale}")));
+    }
+    if file.targets.is_empty() {
+        return Err(invalid("the study names no [[target]]"));
+    }
+    if file.workloads.is_empty() {
+        return Err(invalid("the study names no [[workload]]"));
+    }
+    // Targets, filtered by the target axis.
+    let mut targets = Vec::new();
+    for t in &file.targets {
+        let kind = TargetKind::from_str(t.kind.get_ref()).map_err(|_| {
+            spec::at(
+                text,
+                &t.kind,
+                format!(
+                    "unknown target kind '{}' (builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, external)",
+                    t.kind.get_ref()
+                ),
+            )
+        })?;
+        if kind == TargetKind::External && t.url.is_none() {
+            return Err(spec::at(
+                text,
+                &t.kind,
+                format!("target '{}' is external and needs url = \"http://...\"", t.name),
+            ));
+        }
+        if targets.iter().any(|x: &Target| x.name == t.name) {
+            return Err(invalid(format!("two targets are named '{}'", t.name)));
+        }
+        if let Some(q) = t.cpu_quota {
+            check_quota(q)?;
+        }
+        targets.push(Target {
+            name: t.name.clone(),
+            kind,
+            workers: t.workers.unwrap_or(1).max(1),
+            keepalive: t.keepalive.unwrap_or(true),
+            url: t.url.clone(),
+            pid: t.pid,
+        });
+    }
+    if let Some(names) = &file.sweep.target {
+        for n in names {
+            if !targets.iter().any(|t| &t.name == n) {
+                return Err(invalid(format!("sweep.target names '{n}', which is no [[target]]")));
+            }
+        }
+        targets.retain(|t| names.contains(&t.name));
+    }
+    // Instances: target x cpu quota x cores.
+    let sweep = &file.sweep;
+    if let Some(qs) = &sweep.cpu_quota {
+        for q in qs {
+            check_quota(*q)?;
+        }
+    }
+    if sweep.cores.as_ref().is_some_and(|c| c.contains(&0)) {
+        return Err(invalid("sweep.cores values must be at least 1"));
+    }
+    let mut instances = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let def = file.targets.iter().find(|d| d.name == t.name);
+        let external = t.kind == TargetKind::External;
+        let quotas: Vec<Option<f64>> = match (&sweep.cpu_quota, external) {
+            (Some(v), false) => v.iter().copied().map(Some).collect(),
+            _ => vec![def.and_then(|d| d.cpu_quota)],
+        };
+        let cores: Vec<Option<u32>> = match (&sweep.cores, external) {
+            (Some(v), false) => v.iter().copied().map(Some).collect(),
+            _ => vec![def.and_then(|d| d.cores)],
+        };
+        for &c in &cores {
+            for &q in &quotas {
+                instances.push(Instance {
+                    target: ti,
+                    cpu_quota: q,
+                    cores: c,
+                });
+            }
+        }
+    }
+    // Workloads.
+    let base_load = resolve_load(text, &file.load)?;
+    let mut workloads = Vec::new();
+    for w in &file.workloads {
+        if w.paths.is_empty() {
+            return Err(invalid(format!("workload '{}' has no paths", w.name)));
+        }
+        if let Some(p) = w.paths.iter().find(|p| !p.starts_with('/')) {
+            return Err(invalid(format!(
+                "workload '{}': path '{p}' must start with '/'",
+                w.name
+            )));
+        }
+        let seed = w.seed.unwrap_or(1);
+        let order = match w.order.unwrap_or(if w.paths.len() > 1 {
+            OrderKind::Sequential
+        } else {
+            OrderKind::Same
+        }) {
+            OrderKind::Same => Order::Same,
+            OrderKind::Sequential => Order::Sequential {
+                block: w.block.unwrap_or(1).max(1),
+            },
+            OrderKind::Random => Order::Random { seed },
+            OrderKind::Weighted => {
+                let weights = w.weights.clone().unwrap_or_default();
+                if weights.len() != w.paths.len() {
+                    return Err(invalid(format!(
+                        "workload '{}': weighted order needs one weight per path",
+                        w.name
+                    )));
+                }
+                Order::Weighted { weights, seed }
+            }
+        };
+        let load = match &w.load {
+            Some(l) => resolve_load(text, l)?,
+            None => base_load.clone(),
+        };
+        let headers = w
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = w.body.clone().map(String::into_bytes);
+        let method = w
+            .method
+            .clone()
+            .unwrap_or_else(|| if body.is_some() { "POST" } else { "GET" }.into());
+        workloads.push(Workload {
+            name: w.name.clone(),
+            method,
+            paths: w.paths.clone(),
+            order,
+            headers,
+            body,
+            load,
+        });
+    }
+    // Cells: workload, keepalive, concurrency, rate outer; instance innermost (A B A B).
+    let mut cells = Vec::new();
+    let mut made_open = Vec::new();
+    for (wi, (w, wd)) in workloads.iter().zip(&file.workloads).enumerate() {
+        let sw: &SweepDef = wd.sweep.as_ref().unwrap_or(sweep);
+        if wd.sweep.as_ref().is_some_and(|s| {
+            s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some()
+        }) {
+            return Err(invalid(format!(
+                "workload '{}': a workload's sweep may only set rate, concurrency and keepalive",
+                w.name
+            )));
+        }
+        let keepalives = sw.keepalive.clone().unwrap_or(vec![w.load.keepalive]);
+        let concs = sw.concurrency.clone().unwrap_or(vec![w.load.concurrency]);
+        if concs.is_empty() || concs.contains(&0) {
+            return Err(invalid("sweep.concurrency values must be at least 1"));
+        }
+        let open = w.load.open || sw.rate.is_some();
+        let rates: Vec<Option<f64>> = if file.mode == Mode::Search {
+            vec![None]
+        } else if let Some(axis) = &sw.rate {
+            expand_rates(axis)?.into_iter().map(Some).collect()
+        } else if open {
+            match w.load.rate {
+                Some(r) => vec![Some(r)],
+                None => {
+                    return Err(invalid(format!(
+                        "workload '{}' is open-loop but has no rate (set load.rate or sweep.rate)",
+                        w.name
+                    )))
+                }
+            }
+        } else {
+            vec![None]
+        };
+        for &ka in &keepalives {
+            for &c in &concs {
+                for &r in &rates {
+                    for ii in 0..instances.len() {
+                        cells.push(Cell {
+                            instance: ii,
+                            workload: wi,
+                            rate: r,
+                            concurrency: c,
+                            keepalive: ka,
+                        });
+                    }
+                }
+            }
+        }
+        if open && !w.load.open {
+            made_open.push(wi);
+        }
+    }
+    // A rate axis makes the workload open-loop.
+    for wi in made_open {
+        workloads[wi].load.open = true;
+    }
+    if file.mode == Mode::Search {
+        for w in &mut workloads {
+            w.load.open = true;
+        }
+    }
+    if cells.is_empty() {
+        return Err(invalid("the study has no step to run (no target left?)"));
+    }
+    // Timing.
+    let st = &file.steps;
+    let duration = match &st.duration {
+        Some(_) => Some(duration_of(text, &st.duration, Duration::ZERO)?),
+        None => None,
+    };
+    let requests = st.requests;
+    if duration.is_none() && requests.is_none() {
+        return Err(invalid("[steps] needs duration = \"30s\" or requests = N"));
+    }
+    if duration.is_some_and(|d| d.is_zero()) || requests == Some(0) {
+        return Err(invalid("steps.duration and steps.requests must be > 0"));
+    }
+    let timing = Timing {
+        duration: duration.map(|d| d.mul_f64(scale)),
+        requests: requests.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
+        warmup: duration_of(text, &st.warmup, Duration::from_secs(1))?.mul_f64(scale),
+        cooldown: duration_of(text, &st.cooldown, Duration::from_secs(1))?.mul_f64(scale),
+    };
+    let repeats = st.repeats.unwrap_or(1);
+    if repeats == 0 {
+        return Err(invalid("steps.repeats must be at least 1"));
+    }
+    let steps = if file.mode == Mode::Sweep {
+        schedule(
+            cells.len(),
+            repeats,
+            st.order.unwrap_or_default(),
+            st.seed.unwrap_or(1),
+        )
+    } else {
+        Vec::new()
+    };
+    // SLO.
+    let p99 = duration_of(text, &file.slo.p99, Duration::from_secs(1))?;
+    let error_share = file.slo.error_share.unwrap_or(0.01);
+    if !(0.0..=1.0).contains(&error_share) {
+        return Err(invalid("slo.error_share must be within 0..1"));
+    }
+    let mut rule = volley_analysis::sustain::Rule::new(error_share, p99);
+    // Short (scaled) steps still get judged, on at least 3 one-second windows.
+    if let Some(d) = timing.duration {
+        rule.min_windows = rule.min_windows.min((d.as_secs() as usize).max(3));
+    }
+    let search = (file.mode == Mode::Search).then(|| {
+        let s = &file.search;
+        let opts = volley_analysis::knee::SearchOpts {
+            resolution_share: s.resolution.unwrap_or(0.02),
+            repeats: s.repeats.unwrap_or(3),
+            max_rate_rps: s.max_rate.unwrap_or(100_000.0),
+            max_steps: s.max_steps.unwrap_or(40),
+            ..Default::default()
+        };
+        SearchPlan {
+            start_rate: s.start_rate.unwrap_or(100.0),
+            opts,
+        }
+    });
+    if let Some(s) = &search {
+        volley_analysis::knee::Search::new(s.start_rate, s.opts.clone())
+            .map_err(|e| invalid(format!("[search]: {e}")))?;
+        if timing.duration.is_none() {
+            return Err(invalid("search mode needs steps.duration (rate steps are timed)"));
+        }
+    }
+    let docroot = match &file.fixture {
+        None => Docroot::Default,
+        Some(f) => match (&f.docroot, f.kind) {
+            (Some(d), _) => Docroot::Dir(d.clone()),
+            (None, Some(k)) => Docroot::Fixture {
+                kind: match k {
+                    FixtureKind::Uniserve => volley_fixtures::Fixture::Uniserve,
+                    FixtureKind::Sizes => volley_fixtures::Fixture::Sizes,
+                    FixtureKind::Groupware => volley_fixtures::Fixture::Groupware {
+                        users: f.users.unwrap_or(2),
+                        items: f.items.unwrap_or(20),
+                    },
+                },
+                seed: f.seed.unwrap_or(1),
+            },
+            (None, None) => return Err(invalid("[fixture] needs kind or docroot")),
+        },
+    };
+    let axis = primary_axis(&cells, &instances, &targets);
+    Ok(Plan {
+        name: file.name.clone(),
+        mode: file.mode,
+        targets,
+        instances,
+        workloads,
+        cells,
+        steps,
+        repeats,
+        timing,
+        rule,
+        docroot,
+        search,
+        axis,
+    })
+}
+
+fn check_quota(q: f64) -> Result<(), StudyError> {
+    if q.is_finite() && q > 0.0 && q <= 64.0 {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "cpu_quota is a share of one CPU (0.25 = 25%), got {q}"
+        )))
+    }
+}
+
+fn primary_axis(cells: &[Cell], instances: &[Instance], targets: &[Target]) -> &'static str {
+    fn varies<T: PartialEq>(v: impl Iterator<Item = T>) -> bool {
+        let v: Vec<T> = v.collect();
+        v.windows(2).any(|w| w[0] != w[1])
+    }
+    if varies(cells.iter().map(|c| c.rate.map(f64::to_bits))) {
+        "rate"
+    } else if varies(cells.iter().map(|c| c.concurrency)) {
+        "concurrency"
+    } else if varies(instances.iter().map(|i| i.cpu_quota.map(f64::to_bits))) {
+        "cpu_quota"
+    } else if varies(instances.iter().map(|i| i.cores)) {
+        "cores"
+    } else if varies(cells.iter().map(|c| c.keepalive)) {
+        "keepalive"
+    } else if varies(cells.iter().map(|c| c.workload)) {
+        "workload"
+    } else if targets.len() > 1 {
+        "target"
+    } else {
+        "none"
+    }
+}
+
+/// The order of steps: `cells` points x `repeats`, interleaved (round by round), randomised
+/// within each round (seeded), or sequential (all repeats of a point back to back).
+pub fn schedule(cells: usize, repeats: u32, order: RepeatOrder, seed: u64) -> Vec<PlannedStep> {
+    let mut out = Vec::with_capacity(cells * repeats as usize);
+    match order {
+        RepeatOrder::Sequential => {
+            for cell in 0..cells {
+                for repeat in 0..repeats {
+                    out.push((cell, repeat));
+                }
+            }
+        }
+        RepeatOrder::Interleaved | RepeatOrder::Random => {
+            for repeat in 0..repeats {
+                let mut round: Vec<usize> = (0..cells).collect();
+                if order == RepeatOrder::Random {
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(u64::from(repeat)));
+                    round.shuffle(&mut rng);
+                }
+                out.extend(round.into_iter().map(|c| (c, repeat)));
+            }
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(order, (cell, repeat))| PlannedStep {
+            order,
+            cell,
+            repeat,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Result<Plan, StudyError> {
+        let f = spec::parse(text)?;
+        resolve(&f, text, 1.0)
+    }
+
+    const AB: &str = r#"
+name = "ab"
+[[target]]
+name = "a"
+kind = "builtin"
+[[target]]
+name = "b"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[sweep]
+rate = { from = 100, to = 300, step = 100 }
+[steps]
+duration = "5s"
+warmup = "1s"
+cooldown = "2s"
+repeats = 2
+"#;
+
+    #[test]
+    fn sweep_expands_and_interleaves_targets_innermost() {
+        let p = plan(AB).unwrap();
+        assert_eq!(p.cells.len(), 6);
+        assert_eq!(p.steps.len(), 12);
+        assert_eq!(p.axis, "rate");
+        let seq: Vec<(String, f64, u32)> = p
+            .steps
+            .iter()
+            .map(|s| {
+                let c = &p.cells[s.cell];
+                (p.instance_label(c.instance), c.rate.unwrap(), s.repeat)
+            })
+            .collect();
+        assert_eq!(seq[0], ("a".into(), 100.0, 0));
+        assert_eq!(seq[1], ("b".into(), 100.0, 0));
+        assert_eq!(seq[2], ("a".into(), 200.0, 0));
+        assert_eq!(seq[6], ("a".into(), 100.0, 1));
+        assert!(p.workloads[0].load.open);
+        // 12 steps x (1 + 5 + 2) s.
+        assert_eq!(p.estimate(), Duration::from_secs(96));
+    }
+
+    #[test]
+    fn sequential_and_random_orders() {
+        let s = schedule(3, 2, RepeatOrder::Sequential, 0);
+        let cells: Vec<usize> = s.iter().map(|s| s.cell).collect();
+        assert_eq!(cells, vec![0, 0, 1, 1, 2, 2]);
+        let r1 = schedule(5, 3, RepeatOrder::Random, 7);
+        let r2 = schedule(5, 3, RepeatOrder::Random, 7);
+        assert_eq!(r1, r2, "seeded order repeats");
+        for round in 0..3u32 {
+            let mut c: Vec<usize> = r1
+                .iter()
+                .filter(|s| s.repeat == round)
+                .map(|s| s.cell)
+                .collect();
+            c.sort();
+            assert_eq!(c, vec![0, 1, 2, 3, 4], "each round holds every cell once");
+        }
+        assert_ne!(
+            r1.iter().map(|s| s.cell).collect::<Vec<_>>(),
+            schedule(5, 3, RepeatOrder::Interleaved, 7)
+                .iter()
+                .map(|s| s.cell)
+                .collect::<Vec<_>>()
+        );
+        assert!(r1.iter().enumerate().all(|(i, s)| s.order == i));
+    }
+
+    #[test]
+    fn caps_multiply_instances_and_scale_shrinks_time() {
+        let text = r#"
+name = "caps"
+[[target]]
+name = "n"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[sweep]
+concurrency = [1, 3]
+cpu_quota = [0.25, 0.65]
+cores = [1, 2]
+keepalive = [true, false]
+[steps]
+requests = 1000
+"#;
+        let f = spec::parse(text).unwrap();
+        let p = resolve(&f, text, 0.1).unwrap();
+        assert_eq!(p.instances.len(), 4);
+        assert_eq!(p.cells.len(), 16);
+        assert_eq!(p.axis, "concurrency");
+        assert_eq!(p.timing.requests, Some(100));
+        assert_eq!(p.timing.warmup, Duration::from_millis(100));
+        assert!(!p.workloads[0].load.open);
+        assert_eq!(p.instance_label(1), "n cpu=65% cores=1");
+    }
+
+    #[test]
+    fn semantic_errors_are_one_line() {
+        let e = plan(&AB.replace("kind = \"nginx\"", "kind = \"iis\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 8") && e.contains("target.kind") && e.contains("iis"), "{e}");
+        let e = plan(&AB.replace("duration = \"5s\"", "duration = \"5 fortnights\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 15") && e.contains("steps.duration"), "{e}");
+        let e = plan(&AB.replace("step = 100", "step = 0")).unwrap_err().to_string();
+        assert!(e.contains("step > 0"), "{e}");
+    }
+
+    #[test]
+    fn search_mode_has_no_fixed_steps() {
+        let text = AB.replace("name = \"ab\"", "name = \"s\"\nmode = \"search\"");
+        let p = plan(&text).unwrap();
+        assert!(p.steps.is_empty());
+        assert_eq!(p.cells.len(), 2, "one search per target");
+        assert!(p.cells.iter().all(|c| c.rate.is_none()));
+        assert!(p.search.is_some());
+    }
+}

@@ -1,0 +1,563 @@
+//! Runs a [`Plan`]: starts every target instance, runs the steps in plan order (or the
+//! capacity searches, round-robin so they interleave), writes each step to the store the
+//! moment it ends, and stops the targets whatever happens (their `Drop` cleans up).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use volley_analysis::knee::{Capacity, Search};
+use volley_engine::Live;
+use volley_store::{NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId};
+use volley_targets::{
+    CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind, TargetSpec,
+};
+
+use crate::outcome::StepOutcome;
+use crate::plan::{Docroot, Plan};
+use crate::spec::Mode;
+use crate::step::{run_step, TargetView};
+use crate::StudyError;
+
+/// How to run.
+pub struct RunOptions {
+    /// The results store.
+    pub db: PathBuf,
+    /// The study file's text, stored with the study.
+    pub file_text: String,
+    /// The `volley` binary for builtin targets (`None`: the current executable).
+    pub volley_exe: Option<PathBuf>,
+    /// Set by Ctrl-C: the current step stops, is recorded, and the study ends incomplete.
+    pub stop_flag: Arc<AtomicBool>,
+    /// Draw a progress line with ETA on stderr (only when stderr is a terminal).
+    pub progress: bool,
+    /// Where notes go (skipped targets, a dead target), one line each.
+    pub note: Box<dyn FnMut(&str)>,
+}
+
+/// A progress snapshot, as the progress line shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Steps finished.
+    pub done: usize,
+    /// Steps planned (search mode: an estimate).
+    pub total: usize,
+    /// Estimated time left.
+    pub eta: Duration,
+}
+
+/// What a study run produced.
+#[derive(Debug, Clone)]
+pub struct StudyReport {
+    /// The study's row.
+    pub study: StudyId,
+    /// Run per target name.
+    pub runs: Vec<(String, RunId)>,
+    /// Every step measured, in order.
+    pub steps: Vec<StepOutcome>,
+    /// Search mode: the capacity found per cell.
+    pub searches: Vec<(usize, Capacity)>,
+    /// False when interrupted or a target died.
+    pub complete: bool,
+    /// Targets skipped, with the reason.
+    pub skipped: Vec<String>,
+    /// Wall time of the whole study.
+    pub elapsed: Duration,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A generated fixture, removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn make_docroot(d: &Docroot) -> Result<Option<(PathBuf, Option<TempDir>)>, StudyError> {
+    match d {
+        Docroot::Default => Ok(None),
+        Docroot::Dir(p) => Ok(Some((p.clone(), None))),
+        Docroot::Fixture { kind, seed } => {
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "volley-study-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| StudyError::Fixture(format!("{}: {e}", dir.display())))?;
+            let guard = TempDir(dir.clone());
+            volley_fixtures::generate(kind, &dir, *seed)
+                .map_err(|e| StudyError::Fixture(e.to_string()))?;
+            Ok(Some((dir, Some(guard))))
+        }
+    }
+}
+
+fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>) -> TargetSpec {
+    let i = &plan.instances[inst];
+    let t = &plan.targets[i.target];
+    if t.kind == TargetKind::External {
+        return TargetSpec::external(ExternalTarget {
+            url: t.url.clone().unwrap_or_default(),
+            pid: t.pid,
+            cgroup_procs: None,
+        });
+    }
+    let mut spec = TargetSpec::new(t.kind);
+    spec.settings.workers = t.workers;
+    spec.settings.keep_alive = t.keepalive;
+    if let Some(d) = docroot {
+        spec.docroot = Some(d.to_path_buf());
+        // Validate with the first path the study will load (methodology.md, "Validation
+        // before measurement"): a fast wrong answer must not become a result.
+        if let Some(p) = plan.workloads.first().and_then(|w| w.paths.first()) {
+            spec.probe_path = p.split('?').next().unwrap_or(p).to_string();
+        }
+    }
+    spec.limits = ResourceLimits {
+        cpus: i.cores.map(|c| (0..c as usize).collect()),
+        cpu_quota: i.cpu_quota.map(CpuQuota::of_one_cpu),
+        memory_max_bytes: None,
+    };
+    spec.volley_exe = exe.map(Path::to_path_buf);
+    spec
+}
+
+fn time_wait_now() -> Option<u32> {
+    let mut t = volley_monitor::parse::TcpStates::default();
+    let v4 = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    t.add_proc_net_tcp(&v4);
+    if let Ok(v6) = std::fs::read_to_string("/proc/net/tcp6") {
+        t.add_proc_net_tcp(&v6);
+    }
+    Some(t.time_wait)
+}
+
+/// Waits `d`, waking early when `stop` is set.
+fn rest(d: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + d;
+    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+    }
+}
+
+/// Cool-down: the engine returns with nothing in flight; then rest the configured time
+/// and, while TIME_WAIT is well above its level before the study, rest up to as long
+/// again (bounded: TIME_WAIT lasts 60 s on Linux, longer than any sane cool-down).
+fn cool_down(d: Duration, baseline: Option<u32>, stop: &AtomicBool) {
+    rest(d, stop);
+    let Some(base) = baseline else { return };
+    let limit = base + (base / 10).max(200);
+    let until = Instant::now() + d;
+    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        match time_wait_now() {
+            Some(tw) if tw > limit => rest(Duration::from_millis(100), stop),
+            _ => break,
+        }
+    }
+}
+
+fn fmt_eta(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// Runs the study. Every finished step is in the store when its line is printed.
+pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError> {
+    let started = Instant::now();
+    let mut store = Store::open(&opts.db)?;
+    let study = store.begin_study(&NewStudy {
+        name: plan.name.clone(),
+        file_text: opts.file_text.clone(),
+    })?;
+    let docroot = match make_docroot(&plan.docroot) {
+        Ok(d) => d,
+        Err(e) => {
+            store.finish_study(study, Status::Incomplete)?;
+            return Err(e);
+        }
+    };
+    let docroot_path = docroot.as_ref().map(|(p, _)| p.as_path());
+
+    // Start every instance; a target that is not installed is skipped with a note.
+    let mut running: Vec<Option<RunningTarget>> = Vec::new();
+    let mut skipped = Vec::new();
+    let mut skipped_targets: Vec<usize> = Vec::new();
+    for i in 0..plan.instances.len() {
+        let ti = plan.instances[i].target;
+        if skipped_targets.contains(&ti) {
+            running.push(None);
+            continue;
+        }
+        let spec = spec_for(plan, i, docroot_path, opts.volley_exe.as_deref());
+        match volley_targets::start(&spec) {
+            Ok(t) => running.push(Some(t)),
+            Err(e) => {
+                let why = match &e {
+                    TargetError::NotInstalled { .. } => format!("not installed ({e})"),
+                    _ => e.to_string(),
+                };
+                let line = format!(
+                    "skipping {}: {why}",
+                    plan.instance_label(i)
+                );
+                (opts.note)(&line);
+                skipped.push(line);
+                if matches!(e, TargetError::NotInstalled { .. }) {
+                    skipped_targets.push(ti);
+                }
+                running.push(None);
+            }
+        }
+    }
+    if running.iter().all(Option::is_none) {
+        store.finish_study(study, Status::Incomplete)?;
+        return Err(StudyError::Invalid(format!(
+            "no target could be started: {}",
+            skipped.join("; ")
+        )));
+    }
+
+    // One run per target name.
+    let parameters = json!({
+        "mode": match plan.mode { Mode::Sweep => "sweep", Mode::Search => "search" },
+        "axis": plan.axis,
+        "repeats": plan.repeats,
+        "timing": {
+            "duration_s": plan.timing.duration.map(|d| d.as_secs_f64()),
+            "requests": plan.timing.requests,
+            "warmup_s": plan.timing.warmup.as_secs_f64(),
+            "cooldown_s": plan.timing.cooldown.as_secs_f64(),
+        },
+        "slo": { "p99_ms": plan.rule.p99_slo.as_secs_f64() * 1e3, "error_share": plan.rule.allowed_error_share },
+        "workloads": plan.workloads.iter().map(|w| json!({
+            "name": w.name, "method": w.method, "paths": w.paths, "order": format!("{:?}", w.order),
+            "load": {
+                "model": if w.load.open { "open" } else { "closed" },
+                "concurrency": w.load.concurrency, "rate": w.load.rate,
+                "threads": w.load.threads, "max_connections": w.load.max_connections,
+                "timeout_s": w.load.timeout.as_secs_f64(), "keepalive": w.load.keepalive,
+            },
+        })).collect::<Vec<_>>(),
+    });
+    let mut runs: Vec<(String, RunId)> = Vec::new();
+    let mut run_of_target: HashMap<usize, RunId> = HashMap::new();
+    for (ti, t) in plan.targets.iter().enumerate() {
+        let insts: Vec<usize> = (0..plan.instances.len())
+            .filter(|&i| plan.instances[i].target == ti && running[i].is_some())
+            .collect();
+        let Some(&first) = insts.first() else { continue };
+        let rt = running[first].as_ref().expect("filtered on is_some");
+        let limits = spec_for(plan, first, docroot_path, None).limits;
+        let mut env = serde_json::to_value(rt.record(&limits)).unwrap_or(Value::Null);
+        env["instances"] = json!(insts
+            .iter()
+            .map(|&i| json!({
+                "label": plan.instance_label(i),
+                "url": running[i].as_ref().map(|r| r.url.clone()),
+                "cpu_quota": plan.instances[i].cpu_quota,
+                "cores": plan.instances[i].cores,
+            }))
+            .collect::<Vec<_>>());
+        let id = store.begin_run(&NewRun {
+            study: Some(study),
+            kind: RunKind::StudyStep,
+            target: t.name.clone(),
+            parameters: parameters.clone(),
+            environment: env,
+        })?;
+        runs.push((t.name.clone(), id));
+        run_of_target.insert(ti, id);
+    }
+
+    let baseline_tw = time_wait_now();
+    let mut ctx = Ctx {
+        plan,
+        store: &mut store,
+        running: &running,
+        run_of_target: &run_of_target,
+        next_index: HashMap::new(),
+        steps: Vec::new(),
+        stop: &opts.stop_flag,
+        progress: opts.progress,
+        order: 0,
+        started,
+        baseline_tw,
+    };
+    let mut complete = true;
+    let mut searches = Vec::new();
+    let result: Result<(), StudyError> = (|| {
+        match plan.mode {
+            Mode::Sweep => {
+                let total = plan.steps.len();
+                for ps in &plan.steps {
+                    if opts.stop_flag.load(Ordering::Relaxed) {
+                        complete = false;
+                        break;
+                    }
+                    let cell = &plan.cells[ps.cell];
+                    if running[cell.instance].is_none() {
+                        continue;
+                    }
+                    let remaining: Duration = plan.steps[ps.order..]
+                        .iter()
+                        .map(|s| plan.step_estimate(&plan.cells[s.cell]))
+                        .sum();
+                    let p = Progress { done: ps.order, total, eta: remaining };
+                    match ctx.step(ps.cell, ps.repeat, cell.rate, "sweep", p, &mut *opts.note)? {
+                        Some(_) => {}
+                        None => complete = false,
+                    }
+                }
+            }
+            Mode::Search => {
+                let sp = plan.search.as_ref().expect("search mode has search settings");
+                let mut active: Vec<(usize, Search)> = Vec::new();
+                for (ci, c) in plan.cells.iter().enumerate() {
+                    if running[c.instance].is_some() {
+                        let s = Search::new(sp.start_rate, sp.opts.clone())
+                            .map_err(|e| StudyError::Invalid(e.to_string()))?;
+                        active.push((ci, s));
+                    }
+                }
+                let mut done_steps = 0usize;
+                'rounds: while active.iter().any(|(_, s)| !s.is_done()) {
+                    for (ci, search) in active.iter_mut() {
+                        let Some(rate) = search.next_rate() else { continue };
+                        if opts.stop_flag.load(Ordering::Relaxed) {
+                            complete = false;
+                            break 'rounds;
+                        }
+                        let est = plan.step_estimate(&plan.cells[*ci]);
+                        let total = (done_steps + 6).max(12 * active_len(plan));
+                        let p = Progress { done: done_steps, total, eta: est * (total - done_steps) as u32 };
+                        let repeat = search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
+                        match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
+                            Some(ok) => {
+                                search
+                                    .observe(rate, ok.unwrap_or(false))
+                                    .map_err(|e| StudyError::Invalid(e.to_string()))?;
+                            }
+                            None => {
+                                complete = false;
+                                break 'rounds;
+                            }
+                        }
+                        done_steps += 1;
+                    }
+                }
+                for (ci, s) in &active {
+                    if let Some(c) = s.capacity() {
+                        searches.push((*ci, c));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    let steps = std::mem::take(&mut ctx.steps);
+    if result.is_err() || opts.stop_flag.load(Ordering::Relaxed) {
+        complete = false;
+    }
+    let status = if complete { Status::Complete } else { Status::Incomplete };
+    for (_, id) in &runs {
+        store.finish_run(*id, status)?;
+    }
+    store.finish_study(study, status)?;
+    for t in running.into_iter().flatten() {
+        t.stop();
+    }
+    drop(docroot);
+    result?;
+    Ok(StudyReport {
+        study,
+        runs,
+        steps,
+        searches,
+        complete,
+        skipped,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn active_len(plan: &Plan) -> usize {
+    plan.cells.len().max(1)
+}
+
+struct Ctx<'a> {
+    plan: &'a Plan,
+    store: &'a mut Store,
+    running: &'a [Option<RunningTarget>],
+    run_of_target: &'a HashMap<usize, RunId>,
+    next_index: HashMap<RunId, u32>,
+    steps: Vec<StepOutcome>,
+    stop: &'a Arc<AtomicBool>,
+    progress: bool,
+    order: usize,
+    started: Instant,
+    baseline_tw: Option<u32>,
+}
+
+impl Ctx<'_> {
+    /// Runs, records and cools down one step. `Ok(None)`: the target died (noted; the
+    /// study goes on with the others and ends incomplete). `Ok(Some(sustainable))`.
+    fn step(
+        &mut self,
+        ci: usize,
+        repeat: u32,
+        rate: Option<f64>,
+        phase: &str,
+        progress: Progress,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Option<Option<bool>>, StudyError> {
+        let plan = self.plan;
+        let cell = &plan.cells[ci];
+        let inst = &plan.instances[cell.instance];
+        let Some(target) = self.running[cell.instance].as_ref() else {
+            return Ok(None);
+        };
+        if let Err(died) = target.check() {
+            note(&format!("{}: {died}", plan.instance_label(cell.instance)));
+            return Ok(None);
+        }
+        let run = self.run_of_target[&inst.target];
+        let w = &plan.workloads[cell.workload];
+        let throttle = || target.throttle_stats();
+        let view = TargetView {
+            addr: target.addr,
+            pid: target.pid,
+            procs_file: target.procs_file(),
+            throttle: &throttle,
+        };
+        let live = Live::new();
+        let what = format!(
+            "{} {}{}{} c={} ka={}",
+            plan.instance_label(cell.instance),
+            w.name,
+            rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+            if repeat > 0 { format!(" #{}", repeat + 1) } else { String::new() },
+            cell.concurrency,
+            if cell.keepalive { "on" } else { "off" },
+        );
+        let started_ms = now_ms();
+        let done_flag = AtomicBool::new(false);
+        let show = self.progress;
+        let measured = std::thread::scope(|scope| {
+            if show {
+                let (live, done_flag, what) = (&live, &done_flag, &what);
+                scope.spawn(move || progress_line(live, done_flag, what, progress));
+            }
+            let r = run_step(w, cell, rate, &plan.timing, &plan.rule, &view, self.stop, &live);
+            done_flag.store(true, Ordering::Relaxed);
+            r
+        });
+        let m = measured.map_err(|message| StudyError::Engine {
+            step: self.order,
+            message,
+        })?;
+        let index = self.next_index.entry(run).or_insert(0);
+        let mut params = StepParameters {
+            rate_rps: rate,
+            concurrency: Some(cell.concurrency),
+            cpu_quota_cores: inst.cpu_quota,
+            cores: inst.cores.map(|c| if c == 1 { "0".to_string() } else { format!("0-{}", c - 1) }),
+            keepalive: Some(cell.keepalive),
+            repeat,
+            extra: serde_json::Map::new(),
+        };
+        params.extra.insert("axis".into(), json!(plan.axis));
+        params.extra.insert("phase".into(), json!(phase));
+        params.extra.insert("order".into(), json!(self.order));
+        params.extra.insert("workload".into(), json!(w.name));
+        params.extra.insert("instance".into(), json!(plan.instance_label(cell.instance)));
+        let record = StepRecord {
+            index: *index,
+            parameters: params,
+            summary: m.summary_json,
+            verdict: Some(m.verdict),
+            label: Some(m.label.to_string()),
+            started_unix_ms: started_ms,
+            finished_unix_ms: now_ms(),
+            series: m.series,
+            histograms: m.histograms,
+        };
+        self.store.record_step(run, &record)?;
+        *index += 1;
+        let s = &m.summary;
+        let headline = if rate.is_some() { "response_time" } else { "service_time" };
+        let p99 = s.latency.get(headline).map_or(0.0, |l| l.p99_ms);
+        let outcome = StepOutcome {
+            order: self.order,
+            cell: ci,
+            repeat,
+            rate,
+            rps: s.throughput.requests_per_s,
+            ok_rps: s.throughput.ok_per_s,
+            p99_ms: p99,
+            errors: s.requests.failed,
+            sustainable: m.sustainable,
+            label: m.label,
+        };
+        eprintln!(
+            "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}",
+            self.started.elapsed().as_secs(),
+            outcome.rps,
+            outcome.p99_ms,
+            outcome.errors,
+            m.label,
+            match m.sustainable {
+                Some(true) => ", sustainable",
+                Some(false) => ", NOT sustainable",
+                None => "",
+            }
+        );
+        self.steps.push(outcome);
+        self.order += 1;
+        cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
+        Ok(Some(m.sustainable))
+    }
+}
+
+fn progress_line(live: &Live, done: &AtomicBool, what: &str, p: Progress) {
+    let mut err = std::io::stderr();
+    let start = Instant::now();
+    while !done.load(Ordering::Relaxed) {
+        let s = live.snapshot();
+        let eta = p.eta.saturating_sub(start.elapsed());
+        let _ = write!(
+            err,
+            "\r\x1b[2K[step {}/{} ETA {}] {what}: done {} errors {} open {}",
+            p.done + 1,
+            p.total,
+            fmt_eta(eta),
+            s.done,
+            s.errors,
+            s.open_connections
+        );
+        let _ = err.flush();
+        for _ in 0..5 {
+            if done.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let _ = write!(err, "\r\x1b[2K");
+    let _ = err.flush();
+}

@@ -1,0 +1,470 @@
+//! The study file: TOML as written by the user, parsed strictly (`deny_unknown_fields`)
+//! so a typo is an error naming its line and key, never a silently ignored setting.
+//!
+//! This is the raw side (style.md habit 9): strings and options as typed. [`crate::plan`]
+//! resolves it into steps; nothing here touches the network or the clock.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::StudyError;
+
+/// A whole study file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyFile {
+    /// Name of the study (stored with every run).
+    pub name: String,
+    /// What it reproduces, in a sentence.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `sweep` (every point of the axes) or `search` (capacity search on the rate).
+    #[serde(default)]
+    pub mode: Mode,
+    /// The servers loaded, in order.
+    #[serde(rename = "target")]
+    pub targets: Vec<TargetDef>,
+    /// What the managed targets serve.
+    #[serde(default)]
+    pub fixture: Option<FixtureDef>,
+    /// The request mixes; each is one more point on an implicit `workload` axis.
+    #[serde(rename = "workload")]
+    pub workloads: Vec<WorkloadDef>,
+    /// The load model every workload uses unless it names its own.
+    #[serde(default)]
+    pub load: LoadDef,
+    /// The swept axes.
+    #[serde(default)]
+    pub sweep: SweepDef,
+    /// Step length, warm-up, cool-down, repeats and their order.
+    #[serde(default)]
+    pub steps: StepsDef,
+    /// Service-level objectives a rate step is judged against.
+    #[serde(default)]
+    pub slo: SloDef,
+    /// Options of search mode.
+    #[serde(default)]
+    pub search: SearchDef,
+}
+
+/// Sweep every point, or search for the capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Run every point of the sweep axes.
+    #[default]
+    Sweep,
+    /// Double the rate until a step fails, then bisect (volley_analysis::knee::Search).
+    Search,
+}
+
+/// One target.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetDef {
+    /// Name in results (e.g. `nginx`, `nginx-25pct`); unique in the study.
+    pub name: String,
+    /// builtin, nginx, apache-event, apache-prefork, lighttpd, caddy or external.
+    pub kind: Spanned<String>,
+    /// Worker processes or threads (default 1).
+    #[serde(default)]
+    pub workers: Option<u32>,
+    /// Server-side keep-alive (default on).
+    #[serde(default)]
+    pub keepalive: Option<bool>,
+    /// CPU quota as a share of one CPU, e.g. 0.25 (cgroup cpu.max / cfs_quota_us).
+    #[serde(default)]
+    pub cpu_quota: Option<f64>,
+    /// Pin to this many cores (CPUs 0..cores).
+    #[serde(default)]
+    pub cores: Option<u32>,
+    /// External targets: base URL `http://127.0.0.1:PORT`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// External targets: a pid to monitor (never signalled).
+    #[serde(default)]
+    pub pid: Option<u32>,
+}
+
+/// The fixture served by managed targets.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixtureDef {
+    /// uniserve, sizes or groupware (ignored when `docroot` is given).
+    #[serde(default)]
+    pub kind: Option<FixtureKind>,
+    /// groupware: users.
+    #[serde(default)]
+    pub users: Option<u32>,
+    /// groupware: items per user.
+    #[serde(default)]
+    pub items: Option<u32>,
+    /// Seed of the generated files.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Serve this directory instead of a generated fixture.
+    #[serde(default)]
+    pub docroot: Option<PathBuf>,
+}
+
+/// Generated fixture sets (volley-fixtures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FixtureKind {
+    /// index1..5.html with 1..5 images (seed 003).
+    Uniserve,
+    /// 700 B .. 145 KB files (seed 000).
+    Sizes,
+    /// iCalendar collections (seed 000).
+    Groupware,
+}
+
+/// One request mix.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadDef {
+    /// Name in results (e.g. `L1`).
+    pub name: String,
+    /// Request paths (`/index1.html`), sent to the target's address.
+    pub paths: Vec<String>,
+    /// same, sequential, random or weighted (default: same for one path, sequential for more).
+    #[serde(default)]
+    pub order: Option<OrderKind>,
+    /// Weights for `weighted`, one per path.
+    #[serde(default)]
+    pub weights: Option<Vec<f64>>,
+    /// Sequential order: consecutive requests per path (default 1).
+    #[serde(default)]
+    pub block: Option<u64>,
+    /// HTTP method (default GET).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Request body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Extra headers `Name: value`.
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// Seed of random / weighted order.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// This workload's own load model (replaces the study's `[load]`).
+    #[serde(default)]
+    pub load: Option<LoadDef>,
+    /// This workload's own rate / concurrency / keepalive axes (replace the study's).
+    #[serde(default)]
+    pub sweep: Option<SweepDef>,
+}
+
+/// Request order within a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrderKind {
+    /// Always the first path.
+    Same,
+    /// Each path `block` times, cycling.
+    Sequential,
+    /// Uniformly at random.
+    Random,
+    /// In proportion to `weights`.
+    Weighted,
+}
+
+/// The load model.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadDef {
+    /// closed (ab/wrk) or open (httperf/wrk2); open when a rate is given.
+    #[serde(default)]
+    pub model: Option<ModelKind>,
+    /// Closed loop: connections. Open loop: connections opened up front.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    /// Open loop: requests per second (unless swept).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// constant or poisson (default constant).
+    #[serde(default)]
+    pub arrival: Option<ArrivalKind>,
+    /// Generator threads (default 1).
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// Open loop: most connections at once (default 256).
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    /// Per-request timeout, e.g. `10s` (default 10s).
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    /// Client keep-alive (default on), unless swept.
+    #[serde(default)]
+    pub keepalive: Option<bool>,
+    /// Seed of the Poisson schedule.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// closed or open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Each connection sends when its previous reply arrived.
+    Closed,
+    /// Requests on a precomputed schedule.
+    Open,
+}
+
+/// constant or poisson.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalKind {
+    /// Evenly spaced.
+    Constant,
+    /// Exponential gaps.
+    Poisson,
+}
+
+/// Swept axes; each given axis multiplies the number of points.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepDef {
+    /// Offered rates: a list or `{ from, to, step }` (open loop).
+    #[serde(default)]
+    pub rate: Option<RateAxis>,
+    /// Closed-loop concurrencies.
+    #[serde(default)]
+    pub concurrency: Option<Vec<u32>>,
+    /// CPU quotas, shares of one CPU (the target is started once per value).
+    #[serde(default)]
+    pub cpu_quota: Option<Vec<f64>>,
+    /// Core counts the target is pinned to (started once per value).
+    #[serde(default)]
+    pub cores: Option<Vec<u32>>,
+    /// Client keep-alive on and/or off.
+    #[serde(default)]
+    pub keepalive: Option<Vec<bool>>,
+    /// Only these targets (by name).
+    #[serde(default)]
+    pub target: Option<Vec<String>>,
+}
+
+/// A list of rates or an arithmetic range.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RateAxis {
+    /// Explicit rates.
+    List(Vec<f64>),
+    /// `from`, `from + step`, ... up to and including `to`.
+    Range {
+        /// First rate.
+        from: f64,
+        /// Last rate (inclusive).
+        to: f64,
+        /// Increment.
+        step: f64,
+    },
+}
+
+/// Step timing and repetition.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepsDef {
+    /// Measured length of a step, e.g. `30s`.
+    #[serde(default)]
+    pub duration: Option<Spanned<String>>,
+    /// Or a request count per step (ab's -n); the first limit reached ends the step.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Load before measuring, discarded (default 1s).
+    #[serde(default)]
+    pub warmup: Option<Spanned<String>>,
+    /// Rest after each step (default 1s).
+    #[serde(default)]
+    pub cooldown: Option<Spanned<String>>,
+    /// Runs of every point (default 1).
+    #[serde(default)]
+    pub repeats: Option<u32>,
+    /// interleaved (A B A B, default), random (shuffled within each round) or sequential.
+    #[serde(default)]
+    pub order: Option<RepeatOrder>,
+    /// Seed of the `random` order.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// How repeats are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RepeatOrder {
+    /// Round r runs every point once, in file order: A B A B.
+    #[default]
+    Interleaved,
+    /// Like interleaved, each round shuffled with a seed.
+    Random,
+    /// All repeats of a point back to back: A A B B.
+    Sequential,
+}
+
+/// SLOs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloDef {
+    /// Every window's p99 must be within this, e.g. `100ms` (default 1s).
+    #[serde(default)]
+    pub p99: Option<Spanned<String>>,
+    /// Largest allowed error share, 0..1 (default 0.01).
+    #[serde(default)]
+    pub error_share: Option<f64>,
+}
+
+/// Search-mode options.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchDef {
+    /// First rate tried (default 100).
+    #[serde(default)]
+    pub start_rate: Option<f64>,
+    /// Stop when the bracket is within this share of the rate (default 0.02).
+    #[serde(default)]
+    pub resolution: Option<f64>,
+    /// Runs per decision near the edge (default 3).
+    #[serde(default)]
+    pub repeats: Option<u32>,
+    /// Never offer more than this (default 100000).
+    #[serde(default)]
+    pub max_rate: Option<f64>,
+    /// At most this many steps per search (default 40).
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+}
+
+/// Parses a study file. Errors name the line and the key.
+pub fn parse(text: &str) -> Result<StudyFile, StudyError> {
+    toml::from_str::<StudyFile>(text).map_err(|e| {
+        let (line, key) = match e.span() {
+            Some(span) => locate(text, span.start),
+            None => (0, None),
+        };
+        StudyError::Syntax {
+            line,
+            key,
+            message: e.message().trim().to_string(),
+        }
+    })
+}
+
+/// The 1-based line of byte `offset`, and the key written on that line (with its table),
+/// e.g. `load.rate`; `None` when the line holds no `key =`.
+pub fn locate(text: &str, offset: usize) -> (usize, Option<String>) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line_no = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let table = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('['))
+        .or_else(|| {
+            let t = line.trim();
+            t.starts_with('[')
+                .then(|| t.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+        });
+    let key = match (table, key) {
+        (Some(t), Some(k)) if !line.trim().starts_with('[') => Some(format!("{t}.{k}")),
+        (_, k) => k,
+    };
+    (line_no, key)
+}
+
+/// A semantic error at a spanned value: line and key of the value.
+pub(crate) fn at<T>(text: &str, v: &Spanned<T>, message: String) -> StudyError {
+    let (line, key) = locate(text, v.span().start);
+    StudyError::Syntax { line, key, message }
+}
+
+/// Parses `30s`, `500ms`, `250us`, `2m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("invalid duration '{s}' (examples: 30s, 500ms, 2m)");
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[workload]]
+name = "L1"
+paths = ["/index1.html"]
+[load]
+concurrency = 4
+"#;
+
+    #[test]
+    fn a_minimal_file_parses() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.targets[0].kind.get_ref(), "builtin");
+        assert_eq!(s.load.concurrency, Some(4));
+        assert_eq!(s.mode, Mode::Sweep);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let bad = GOOD.replace("concurrency = 4", "concurrency = 4\nconcurency = 5");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("line 11"), "{e}");
+        assert!(e.contains("concurency"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_key() {
+        let bad = GOOD.replace("concurrency = 4", "concurrency = \"four\"");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("line 10"), "{e}");
+        assert!(e.contains("load.concurrency"), "{e}");
+    }
+
+    #[test]
+    fn bad_enum_value_is_named() {
+        let bad = GOOD.replace("[load]", "[steps]\norder = \"zigzag\"\n[load]");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("line 10") && e.contains("steps.order"), "{e}");
+        assert!(e.contains("zigzag"), "{e}");
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}
