@@ -7,8 +7,12 @@ use libfuzzer_sys::fuzz_target;
 use volley_engine::http1::ResponseReader;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&ctl, rest)) = data.split_first() else { return };
-    let Some((splits, payload)) = rest.split_at_checked(4.min(rest.len())) else { return };
+    let Some((&ctl, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((splits, payload)) = rest.split_at_checked(4.min(rest.len())) else {
+        return;
+    };
     let mut reader = ResponseReader::new();
     reader.start(ctl & 1 == 1);
     let mut body = Vec::new();

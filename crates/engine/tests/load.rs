@@ -27,7 +27,13 @@ fn closed_keep_alive_sends_exactly_n() {
     assert!(samples
         .iter()
         .all(|s| s.sent_ns <= s.first_byte_ns && s.first_byte_ns <= s.done_ns));
-    assert_eq!(samples.iter().filter(|s| s.connect_ns > 0).count(), 4);
+    let opened: Vec<_> = samples.iter().filter(|s| s.connect_ns > 0).collect();
+    assert_eq!(
+        opened.len(),
+        4,
+        "{opened:?} {} opened",
+        out.connections_opened
+    );
     assert_eq!(out.connections_opened, 4);
     assert_eq!(out.max_open_connections, 4);
     assert!(!out.stopped_early);
