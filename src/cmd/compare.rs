@@ -1,12 +1,47 @@
-//! `volley compare` (being built; see the open issue).
+//! `volley compare A B`: medians of two runs' steps with bootstrap CIs, and the A/B ratio
+//! with its CI, from the results store alone.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use volley_store::Store;
+use volley_study::compare::{compare, Metric};
+
+use crate::exit::usage;
 
 /// Flags of `volley compare`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Run A: a run id or study:target.
+    a: String,
+    /// Run B: a run id or study:target.
+    b: String,
+    /// Results store (SQLite).
+    #[arg(long, default_value = "volley.db")]
+    db: PathBuf,
+    /// rps or p99.
+    #[arg(long, default_value = "rps")]
+    metric: String,
+}
 
 /// Runs `volley compare`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'compare' is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(metric) = Metric::parse(&args.metric) else {
+        usage!("--metric must be rps or p99, got '{}'", args.metric);
+    };
+    if !args.db.exists() {
+        usage!(
+            "no results store at {} (run a study or pass --db)",
+            args.db.display()
+        );
+    }
+    let store =
+        Store::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
+    match compare(&store, &args.a, &args.b, metric) {
+        Ok(c) => println!("{c}"),
+        Err(volley_study::StudyError::Invalid(m)) => usage!("{m}"),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,88 @@
-//! `volley history` (being built; see the open issue).
+//! `volley history`: the studies and runs kept in the results store.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use volley_store::Store;
 
 /// Flags of `volley history`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Results store (SQLite).
+    #[arg(long, default_value = "volley.db")]
+    db: PathBuf,
+}
+
+fn when(ms: i64) -> String {
+    // UTC, no dependency: days since epoch -> civil date (Howard Hinnant's algorithm).
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
 
 /// Runs `volley history`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'history' is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.db.exists() {
+        crate::exit::usage!(
+            "no results store at {} (run a study or pass --db)",
+            args.db.display()
+        );
+    }
+    let store =
+        Store::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
+    let studies = store.list_studies()?;
+    let runs = store.list_runs()?;
+    println!(
+        "{:>5}  {:<19}  {:<32}  {:>5}  status",
+        "run", "started (UTC)", "study/target", "steps"
+    );
+    for r in &runs {
+        let study = r
+            .study
+            .and_then(|id| studies.iter().find(|s| s.id == id))
+            .map_or_else(
+                || r.kind.as_str().to_string(),
+                |s| format!("{} (#{})", s.name, s.id),
+            );
+        let steps = store.steps(r.id)?.len();
+        println!(
+            "{:>5}  {:<19}  {:<32}  {:>5}  {}",
+            r.id,
+            when(r.started_unix_ms),
+            format!("{study}/{}", r.target),
+            steps,
+            r.status.as_str()
+        );
+    }
+    if runs.is_empty() {
+        println!("(no runs yet)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::when(0), "1970-01-01 00:00:00");
+        assert_eq!(
+            super::when(951_782_400_000 + 3_661_000),
+            "2000-02-29 01:01:01"
+        );
+    }
 }

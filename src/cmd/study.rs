@@ -1,12 +1,135 @@
-//! `volley study` (being built; see the open issue).
+//! `volley study run FILE`: prints the plan, runs every step against the study's
+//! targets, writes each step to the results store as it ends, and prints the capacity /
+//! summary table. The work is in `volley-study`; this file is flags and exit codes.
 
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context;
+use volley_study::{outcome, runner::RunOptions, StudyError};
+
+use crate::exit::usage;
 
 /// Flags of `volley study`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Run a study file: plan first, then every step, each kept in the store.
+    Run(RunArgs),
+}
+
+/// Flags of `volley study run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The study file (TOML; see studies/*.toml).
+    file: PathBuf,
+    /// Results store (SQLite).
+    #[arg(long, default_value = "volley.db")]
+    db: PathBuf,
+    /// Print the plan and stop.
+    #[arg(long)]
+    dry_run: bool,
+    /// Multiply durations and request counts (0.1 for a quick look).
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    scale: String,
+}
 
 /// Runs `volley study`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'study' is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Sub::Run(a) => run_study(a),
+    }
+}
+
+/// Parses and resolves a study file; every problem is a usage error naming the file.
+pub(crate) fn load(text: &str, name: &str, scale: f64) -> anyhow::Result<volley_study::Plan> {
+    let parsed = volley_study::parse(text);
+    let plan = parsed.and_then(|f| volley_study::resolve(&f, text, scale));
+    match plan {
+        Ok(p) => Ok(p),
+        Err(e) => usage!("{name}: {e}"),
+    }
+}
+
+/// Runs a resolved plan with Ctrl-C handling and prints the summary table. Shared with
+/// `volley demo`.
+pub(crate) fn execute(
+    plan: &volley_study::Plan,
+    text: &str,
+    db: PathBuf,
+) -> anyhow::Result<volley_study::StudyReport> {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        // Without a handler Ctrl-C kills the process; the store then marks the run
+        // incomplete on its next open and targets die with their process group.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let opts = RunOptions {
+        db,
+        file_text: text.to_string(),
+        volley_exe: None,
+        stop_flag: Arc::clone(&stop),
+        progress: std::io::stderr().is_terminal(),
+        note: Box::new(|line| eprintln!("volley: {line}")),
+    };
+    let report = volley_study::run(plan, opts).map_err(|e| match e {
+        StudyError::Invalid(m) => anyhow::anyhow!(m),
+        e => anyhow::Error::new(e),
+    })?;
+    println!();
+    print!("{}", outcome::table(plan, &report));
+    let runs: Vec<String> = report
+        .runs
+        .iter()
+        .map(|(t, id)| format!("{t}={id}"))
+        .collect();
+    println!(
+        "study {} ({}), runs {}; {} steps in {:.0} s",
+        report.study,
+        if report.complete {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        },
+        runs.join(" "),
+        report.steps.len(),
+        report.elapsed.as_secs_f64()
+    );
+    Ok(report)
+}
+
+fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let scale: f64 = match a.scale.trim().parse() {
+        Ok(s) if f64::is_finite(s) && s > 0.0 => s,
+        _ => usage!("--scale must be a positive number, got '{}'", a.scale),
+    };
+    let text = match std::fs::read_to_string(&a.file) {
+        Ok(t) => t,
+        Err(e) => usage!("cannot read study file {}: {e}", a.file.display()),
+    };
+    let plan = load(&text, &a.file.display().to_string(), scale)?;
+    print!("{}", plan.describe());
+    if a.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!();
+    let report = execute(&plan, &text, a.db.clone())
+        .with_context(|| format!("study {}", a.file.display()))?;
+    if !report.complete {
+        eprintln!(
+            "volley: the study did not finish; finished steps are in {}",
+            a.db.display()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
 }

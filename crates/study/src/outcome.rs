@@ -41,7 +41,10 @@ fn ci_text(values: &[f64], digits: usize) -> String {
         return format!("{:.digits$}", values.first().copied().unwrap_or(0.0));
     }
     let e = bootstrap::median_ci(values, RESAMPLES, 1);
-    format!("{:.digits$} [{:.digits$}, {:.digits$}]", e.median, e.lo, e.hi)
+    format!(
+        "{:.digits$} [{:.digits$}, {:.digits$}]",
+        e.median, e.lo, e.hi
+    )
 }
 
 /// The summary table, one line per result.
@@ -104,11 +107,18 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
             let _ = writeln!(
                 out,
                 "{label:<28} {wname:<10} {point:<18} capacity {} req/s{}{}; peak replies {:.0}/s",
-                cap.capacity_rps.map_or("none (no rate was sustainable)".to_string(), |c| format!("{c:.0}")),
+                cap.capacity_rps
+                    .map_or("none (no rate was sustainable)".to_string(), |c| format!(
+                        "{c:.0}"
+                    )),
                 cap.first_unsustainable_above_rps
                     .map(|r| format!(", first unsustainable {r:.0}"))
                     .unwrap_or_default(),
-                if cap.non_monotone { " (non-monotone)" } else { "" },
+                if cap.non_monotone {
+                    " (non-monotone)"
+                } else {
+                    ""
+                },
                 max_reply
             );
             continue;
@@ -123,7 +133,11 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
             ci_text(&p99, 2),
             steps.len(),
             if steps.len() == 1 { "" } else { "s" },
-            if errors > 0 { format!(", {errors} errors") } else { String::new() }
+            if errors > 0 {
+                format!(", {errors} errors")
+            } else {
+                String::new()
+            }
         );
     }
     // USL per (instance, workload, keepalive) over concurrency.

@@ -223,16 +223,109 @@ impl Plan {
     /// Rough length of the whole study. Search mode assumes 12 steps per search.
     pub fn estimate(&self) -> Duration {
         if self.mode == Mode::Search {
-            return self
-                .cells
-                .iter()
-                .map(|c| self.step_estimate(c) * 12)
-                .sum();
+            return self.cells.iter().map(|c| self.step_estimate(c) * 12).sum();
         }
         self.steps
             .iter()
             .map(|s| self.step_estimate(&self.cells[s.cell]))
             .sum()
+    }
+}
+
+impl Plan {
+    /// The plan as printed before a run: targets, workloads, the steps in order (the
+    /// first 30) and the estimated total time.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mode = match self.mode {
+            Mode::Sweep => "sweep",
+            Mode::Search => "search",
+        };
+        let _ = writeln!(out, "study {}: {mode}, axis {}", self.name, self.axis);
+        let names: Vec<String> = (0..self.instances.len())
+            .map(|i| self.instance_label(i))
+            .collect();
+        let _ = writeln!(out, "targets: {}", names.join(", "));
+        for w in &self.workloads {
+            let _ = writeln!(
+                out,
+                "workload {}: {} {} ({} loop, {} thread(s), timeout {:?})",
+                w.name,
+                w.method,
+                w.paths.join(" "),
+                if w.load.open { "open" } else { "closed" },
+                w.load.threads,
+                w.load.timeout
+            );
+        }
+        let t = &self.timing;
+        let _ = writeln!(
+            out,
+            "each step: {}{}warm-up {:?}, cool-down {:?}; {} repeat(s); SLO p99 {:?}, errors <= {:.1}%",
+            t.duration.map(|d| format!("{d:?} measured, ")).unwrap_or_default(),
+            t.requests.map(|n| format!("{n} requests, ")).unwrap_or_default(),
+            t.warmup,
+            t.cooldown,
+            self.repeats,
+            self.rule.p99_slo,
+            self.rule.allowed_error_share * 100.0
+        );
+        let line = |c: &Cell| {
+            format!(
+                "{} {}{} c={} ka={}",
+                self.instance_label(c.instance),
+                self.workloads[c.workload].name,
+                c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+                c.concurrency,
+                if c.keepalive { "on" } else { "off" }
+            )
+        };
+        if let Some(s) = &self.search {
+            let _ = writeln!(
+                out,
+                "{} capacity search(es) from {:.0} req/s (x2 until a step fails, then bisect to {:.0}%, {} run(s) per decision near the edge, at most {} steps each):",
+                self.cells.len(),
+                s.start_rate,
+                s.opts.resolution_share * 100.0,
+                s.opts.repeats,
+                s.opts.max_steps
+            );
+            for c in &self.cells {
+                let _ = writeln!(out, "  {}", line(c));
+            }
+        } else {
+            let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
+            for s in self.steps.iter().take(30) {
+                let _ = writeln!(
+                    out,
+                    "  {:>4}. {}{}",
+                    s.order + 1,
+                    line(&self.cells[s.cell]),
+                    if self.repeats > 1 {
+                        format!(" (repeat {})", s.repeat + 1)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            if self.steps.len() > 30 {
+                let _ = writeln!(out, "  ... {} more", self.steps.len() - 30);
+            }
+        }
+        let est = self.estimate().as_secs();
+        let _ = writeln!(
+            out,
+            "estimated total: {}m{:02}s{}",
+            est / 60,
+            est % 60,
+            if self.mode == Mode::Search {
+                " (search: assuming ~12 steps per search)"
+            } else {
+                ""
+            }
+        );
+        out
     }
 }
 
@@ -294,7 +387,9 @@ fn resolve_load(text: &str, d: &LoadDef) -> Result<Load, StudyError> {
     let concurrency = d.concurrency.unwrap_or(if open { 16 } else { 1 });
     let threads = d.threads.unwrap_or(1);
     if concurrency == 0 || threads == 0 {
-        return Err(invalid("load.concurrency and load.threads must be at least 1"));
+        return Err(invalid(
+            "load.concurrency and load.threads must be at least 1",
+        ));
     }
     Ok(Load {
         open,
@@ -350,7 +445,10 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             return Err(spec::at(
                 text,
                 &t.kind,
-                format!("target '{}' is external and needs url = \"http://...\"", t.name),
+                format!(
+                    "target '{}' is external and needs url = \"http://...\"",
+                    t.name
+                ),
             ));
         }
         if targets.iter().any(|x: &Target| x.name == t.name) {
@@ -371,7 +469,9 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     if let Some(names) = &file.sweep.target {
         for n in names {
             if !targets.iter().any(|t| &t.name == n) {
-                return Err(invalid(format!("sweep.target names '{n}', which is no [[target]]")));
+                return Err(invalid(format!(
+                    "sweep.target names '{n}', which is no [[target]]"
+                )));
             }
         }
         targets.retain(|t| names.contains(&t.name));
@@ -472,9 +572,11 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let mut made_open = Vec::new();
     for (wi, (w, wd)) in workloads.iter().zip(&file.workloads).enumerate() {
         let sw: &SweepDef = wd.sweep.as_ref().unwrap_or(sweep);
-        if wd.sweep.as_ref().is_some_and(|s| {
-            s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some()
-        }) {
+        if wd
+            .sweep
+            .as_ref()
+            .is_some_and(|s| s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some())
+        {
             return Err(invalid(format!(
                 "workload '{}': a workload's sweep may only set rate, concurrency and keepalive",
                 w.name
@@ -596,7 +698,9 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         volley_analysis::knee::Search::new(s.start_rate, s.opts.clone())
             .map_err(|e| invalid(format!("[search]: {e}")))?;
         if timing.duration.is_none() {
-            return Err(invalid("search mode needs steps.duration (rate steps are timed)"));
+            return Err(invalid(
+                "search mode needs steps.duration (rate steps are timed)",
+            ));
         }
     }
     let docroot = match &file.fixture {
@@ -815,12 +919,17 @@ requests = 1000
         let e = plan(&AB.replace("kind = \"nginx\"", "kind = \"iis\""))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("line 8") && e.contains("target.kind") && e.contains("iis"), "{e}");
+        assert!(
+            e.contains("line 8") && e.contains("target.kind") && e.contains("iis"),
+            "{e}"
+        );
         let e = plan(&AB.replace("duration = \"5s\"", "duration = \"5 fortnights\""))
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 15") && e.contains("steps.duration"), "{e}");
-        let e = plan(&AB.replace("step = 100", "step = 0")).unwrap_err().to_string();
+        let e = plan(&AB.replace("step = 100", "step = 0"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("step > 0"), "{e}");
     }
 

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use volley_analysis::knee::{Capacity, Search};
 use volley_engine::Live;
-use volley_store::{NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId};
+use volley_store::{
+    NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
+};
 use volley_targets::{
     CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind, TargetSpec,
 };
@@ -213,10 +215,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                     TargetError::NotInstalled { .. } => format!("not installed ({e})"),
                     _ => e.to_string(),
                 };
-                let line = format!(
-                    "skipping {}: {why}",
-                    plan.instance_label(i)
-                );
+                let line = format!("skipping {}: {why}", plan.instance_label(i));
                 (opts.note)(&line);
                 skipped.push(line);
                 if matches!(e, TargetError::NotInstalled { .. }) {
@@ -262,7 +261,9 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
         let insts: Vec<usize> = (0..plan.instances.len())
             .filter(|&i| plan.instances[i].target == ti && running[i].is_some())
             .collect();
-        let Some(&first) = insts.first() else { continue };
+        let Some(&first) = insts.first() else {
+            continue;
+        };
         let rt = running[first].as_ref().expect("filtered on is_some");
         let limits = spec_for(plan, first, docroot_path, None).limits;
         let mut env = serde_json::to_value(rt.record(&limits)).unwrap_or(Value::Null);
@@ -319,7 +320,11 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         .iter()
                         .map(|s| plan.step_estimate(&plan.cells[s.cell]))
                         .sum();
-                    let p = Progress { done: ps.order, total, eta: remaining };
+                    let p = Progress {
+                        done: ps.order,
+                        total,
+                        eta: remaining,
+                    };
                     match ctx.step(ps.cell, ps.repeat, cell.rate, "sweep", p, &mut *opts.note)? {
                         Some(_) => {}
                         None => complete = false,
@@ -327,7 +332,10 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                 }
             }
             Mode::Search => {
-                let sp = plan.search.as_ref().expect("search mode has search settings");
+                let sp = plan
+                    .search
+                    .as_ref()
+                    .expect("search mode has search settings");
                 let mut active: Vec<(usize, Search)> = Vec::new();
                 for (ci, c) in plan.cells.iter().enumerate() {
                     if running[c.instance].is_some() {
@@ -339,15 +347,22 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                 let mut done_steps = 0usize;
                 'rounds: while active.iter().any(|(_, s)| !s.is_done()) {
                     for (ci, search) in active.iter_mut() {
-                        let Some(rate) = search.next_rate() else { continue };
+                        let Some(rate) = search.next_rate() else {
+                            continue;
+                        };
                         if opts.stop_flag.load(Ordering::Relaxed) {
                             complete = false;
                             break 'rounds;
                         }
                         let est = plan.step_estimate(&plan.cells[*ci]);
                         let total = (done_steps + 6).max(12 * active_len(plan));
-                        let p = Progress { done: done_steps, total, eta: est * (total - done_steps) as u32 };
-                        let repeat = search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
+                        let p = Progress {
+                            done: done_steps,
+                            total,
+                            eta: est * (total - done_steps) as u32,
+                        };
+                        let repeat =
+                            search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
                         match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
                             Some(ok) => {
                                 search
@@ -375,7 +390,11 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
     if result.is_err() || opts.stop_flag.load(Ordering::Relaxed) {
         complete = false;
     }
-    let status = if complete { Status::Complete } else { Status::Incomplete };
+    let status = if complete {
+        Status::Complete
+    } else {
+        Status::Incomplete
+    };
     for (_, id) in &runs {
         store.finish_run(*id, status)?;
     }
@@ -451,7 +470,11 @@ impl Ctx<'_> {
             plan.instance_label(cell.instance),
             w.name,
             rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
-            if repeat > 0 { format!(" #{}", repeat + 1) } else { String::new() },
+            if repeat > 0 {
+                format!(" #{}", repeat + 1)
+            } else {
+                String::new()
+            },
             cell.concurrency,
             if cell.keepalive { "on" } else { "off" },
         );
@@ -463,7 +486,16 @@ impl Ctx<'_> {
                 let (live, done_flag, what) = (&live, &done_flag, &what);
                 scope.spawn(move || progress_line(live, done_flag, what, progress));
             }
-            let r = run_step(w, cell, rate, &plan.timing, &plan.rule, &view, self.stop, &live);
+            let r = run_step(
+                w,
+                cell,
+                rate,
+                &plan.timing,
+                &plan.rule,
+                &view,
+                self.stop,
+                &live,
+            );
             done_flag.store(true, Ordering::Relaxed);
             r
         });
@@ -476,7 +508,13 @@ impl Ctx<'_> {
             rate_rps: rate,
             concurrency: Some(cell.concurrency),
             cpu_quota_cores: inst.cpu_quota,
-            cores: inst.cores.map(|c| if c == 1 { "0".to_string() } else { format!("0-{}", c - 1) }),
+            cores: inst.cores.map(|c| {
+                if c == 1 {
+                    "0".to_string()
+                } else {
+                    format!("0-{}", c - 1)
+                }
+            }),
             keepalive: Some(cell.keepalive),
             repeat,
             extra: serde_json::Map::new(),
@@ -485,7 +523,9 @@ impl Ctx<'_> {
         params.extra.insert("phase".into(), json!(phase));
         params.extra.insert("order".into(), json!(self.order));
         params.extra.insert("workload".into(), json!(w.name));
-        params.extra.insert("instance".into(), json!(plan.instance_label(cell.instance)));
+        params
+            .extra
+            .insert("instance".into(), json!(plan.instance_label(cell.instance)));
         let record = StepRecord {
             index: *index,
             parameters: params,
@@ -500,7 +540,11 @@ impl Ctx<'_> {
         self.store.record_step(run, &record)?;
         *index += 1;
         let s = &m.summary;
-        let headline = if rate.is_some() { "response_time" } else { "service_time" };
+        let headline = if rate.is_some() {
+            "response_time"
+        } else {
+            "service_time"
+        };
         let p99 = s.latency.get(headline).map_or(0.0, |l| l.p99_ms);
         let outcome = StepOutcome {
             order: self.order,
@@ -510,7 +554,8 @@ impl Ctx<'_> {
             rps: s.throughput.requests_per_s,
             ok_rps: s.throughput.ok_per_s,
             p99_ms: p99,
-            errors: s.requests.failed,
+            // Requests still in flight when the step ended are censored, not failures.
+            errors: s.requests.failed.saturating_sub(s.requests.censored),
             sustainable: m.sustainable,
             label: m.label,
         };

@@ -66,10 +66,13 @@ pub(crate) fn load_config(
         if let Some(b) = &w.body {
             tpl = tpl.body(b.clone());
         }
-        built.push(tpl.build(i as u32).map_err(|e| format!("bad request: {e}"))?);
+        built.push(
+            tpl.build(i as u32)
+                .map_err(|e| format!("bad request: {e}"))?,
+        );
     }
-    let source =
-        ListSourceFactory::new(built, w.order.clone()).map_err(|e| format!("bad request list: {e}"))?;
+    let source = ListSourceFactory::new(built, w.order.clone())
+        .map_err(|e| format!("bad request list: {e}"))?;
     let model = match rate {
         Some(rate) => LoadModel::Open {
             rate,
@@ -111,8 +114,7 @@ pub(crate) fn run_step(
             duration: Some(timing.warmup),
         };
         let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
-        volley_engine::run(&cfg, |_| Discard, &Live::new())
-            .map_err(|e| format!("warm-up: {e}"))?;
+        volley_engine::run(&cfg, |_| Discard, &Live::new()).map_err(|e| format!("warm-up: {e}"))?;
     }
     let stop = StopCondition {
         requests: timing.requests,
