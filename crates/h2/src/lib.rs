@@ -33,6 +33,8 @@
 #![deny(missing_docs)]
 
 mod conn;
+#[cfg(test)]
+mod conn_tests;
 mod error;
 pub mod frame;
 pub mod hpack;

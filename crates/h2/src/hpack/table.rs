@@ -123,6 +123,11 @@ impl DynamicTable {
         self.entries.len()
     }
 
+    /// Whether the table holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Sets the maximum size, evicting as needed (§4.3).
     pub fn set_max_size(&mut self, max_size: usize) {
         self.max_size = max_size;
