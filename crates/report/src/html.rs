@@ -1,0 +1,501 @@
+//! HTML: one self-contained file (inline CSS and SVG, no script, no network) with the
+//! seeds' charts and every table. Each chart appears only when the data has its axis:
+//! a rate sweep draws replies/s vs requests/s, a concurrency sweep draws throughput and
+//! p99 vs concurrency and the USL fit, and so on.
+
+use crate::model::{group_name, Report, StepReport, TargetReport};
+use crate::svg::{color, escape, Chart, Series, Style, XScale};
+use crate::table::{self, median, RowMark, Table};
+use crate::{Exporter, ReportError};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The HTML exporter.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Html;
+
+/// Dash patterns telling apart lines of one target's colour (groups, percentiles).
+const DASHES: [Option<&str>; 4] = [None, Some("8 4"), Some("2 3"), Some("10 3 2 3")];
+
+const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;font-size:13px;margin:8px 0}\
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\
+th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}\
+tr.generator-bound td{background:#fff1e6;color:#8a4b00}\
+tr.generator-bound td:first-child::after{content:' \\2715 generator-bound'}\
+.note{color:#555;font-size:13px}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px}\
+figure{margin:16px 0}figcaption{font-size:13px;color:#555}pre{background:#f7f7f7;padding:8px;overflow:auto}";
+
+/// The latency definition of a target's headline figures, for chart notes.
+fn definition(t: &TargetReport) -> String {
+    if t.closed_loop {
+        format!("{}: closed-loop service time (send to done)", t.target)
+    } else {
+        format!(
+            "{}: response time from intended send (coordinated-omission corrected)",
+            t.target
+        )
+    }
+}
+
+fn definitions(report: &Report) -> Vec<String> {
+    let mut out: Vec<String> = report.targets.iter().map(definition).collect();
+    out.dedup();
+    let open = report.targets.iter().any(|t| !t.closed_loop);
+    let closed = report.targets.iter().any(|t| t.closed_loop);
+    if !(open && closed) {
+        // One definition for everyone: say it once.
+        let which = if closed {
+            "Latency: closed-loop service time (send to done)"
+        } else {
+            "Latency: response time from intended send (coordinated-omission corrected)"
+        };
+        return vec![which.to_string()];
+    }
+    out
+}
+
+/// (x, y) points of a chart.
+type Points = Vec<(f64, f64)>;
+
+/// Medians per x of `value` over non-generator-bound steps, and the generator-bound points.
+fn by_x(
+    steps: &[&StepReport],
+    x: impl Fn(&StepReport) -> Option<f64>,
+    y: impl Fn(&StepReport) -> Option<f64>,
+) -> (Points, Points) {
+    let mut groups: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut flagged = Vec::new();
+    for s in steps {
+        let (Some(xv), Some(yv)) = (x(s), y(s)) else {
+            continue;
+        };
+        if s.generator_bound() {
+            flagged.push((xv, yv));
+        } else {
+            groups.entry(xv.to_bits()).or_default().push(yv);
+        }
+    }
+    let mut line: Vec<(f64, f64)> = groups
+        .into_iter()
+        .filter_map(|(bits, v)| Some((f64::from_bits(bits), median(&v)?)))
+        .collect();
+    line.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (line, flagged)
+}
+
+/// One line per target over its rate steps.
+fn rate_chart(
+    report: &Report,
+    title: &str,
+    y_label: &str,
+    y: impl Fn(&StepReport) -> Option<f64> + Copy,
+) -> Option<Chart> {
+    let mut c = Chart::new(title, "offered rate (requests/s)", y_label);
+    for (i, t) in report.targets.iter().enumerate() {
+        let steps: Vec<&StepReport> = t.steps.iter().filter(|s| s.rate_rps.is_some()).collect();
+        let (line, flagged) = by_x(&steps, |s| s.rate_rps, y);
+        if !line.is_empty() {
+            c.series
+                .push(Series::new(&t.target, color(i), line, Style::LinePoints));
+        }
+        c.flagged.extend(
+            flagged
+                .into_iter()
+                .map(|(x, y)| (x, y, color(i).to_string())),
+        );
+    }
+    c.notes.push(
+        "Median over repeats; crosses are generator-bound steps, excluded from the line.".into(),
+    );
+    (!c.is_empty()).then_some(c)
+}
+
+fn percentile_chart(report: &Report) -> Option<Chart> {
+    let mut c = Chart::new(
+        "Latency by percentile",
+        "percentile (log scale of 1 / (1 - p))",
+        "latency (ms)",
+    );
+    c.x_scale = XScale::Percentile;
+    for (i, t) in report.targets.iter().enumerate() {
+        if let Some(curve) = &t.percentile_curve {
+            c.series.push(Series::new(
+                format!(
+                    "{} ({} requests, {} steps)",
+                    t.target, curve.count, curve.steps_merged
+                ),
+                color(i),
+                curve.points.clone(),
+                Style::Line,
+            ));
+        }
+    }
+    c.notes = definitions(report);
+    c.notes.push(
+        "Merged whole-step histograms of the non-generator-bound steps of each target.".into(),
+    );
+    (!c.is_empty()).then_some(c)
+}
+
+/// Concurrency steps of a target grouped by (cap, cores, keep-alive).
+fn concurrency_groups(t: &TargetReport) -> BTreeMap<String, Vec<&StepReport>> {
+    let mut groups: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in t
+        .steps
+        .iter()
+        .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some())
+    {
+        groups.entry(group_name(s)).or_default().push(s);
+    }
+    groups
+}
+
+fn concurrency_chart(
+    report: &Report,
+    title: &str,
+    y_label: &str,
+    y: impl Fn(&StepReport) -> Option<f64> + Copy,
+) -> Option<Chart> {
+    let mut c = Chart::new(title, "concurrency (connections)", y_label);
+    for (i, t) in report.targets.iter().enumerate() {
+        for (g, (name, steps)) in concurrency_groups(t).into_iter().enumerate() {
+            let (line, flagged) = by_x(&steps, |s| s.concurrency.map(f64::from), y);
+            if !line.is_empty() {
+                let mut s = Series::new(
+                    format!("{}, {name}", t.target),
+                    color(i),
+                    line,
+                    Style::LinePoints,
+                );
+                s.dash = DASHES[g % DASHES.len()];
+                c.series.push(s);
+            }
+            c.flagged.extend(
+                flagged
+                    .into_iter()
+                    .map(|(x, y)| (x, y, color(i).to_string())),
+            );
+        }
+    }
+    (!c.is_empty()).then_some(c)
+}
+
+/// Seed 002: best throughput (over concurrency) against the CPU quota, one line per
+/// core set.
+fn cpu_share_chart(report: &Report) -> Option<Chart> {
+    let mut c = Chart::new(
+        "Throughput vs CPU share",
+        "CPU quota (cores)",
+        "requests/s (best over concurrency)",
+    );
+    let mut caps = Vec::new();
+    for (i, t) in report.targets.iter().enumerate() {
+        let mut by_cores: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+        for s in t.steps.iter().filter(|s| s.cpu_quota_cores.is_some()) {
+            caps.push(s.cpu_quota_cores.unwrap_or(0.0).to_bits());
+            by_cores
+                .entry(s.cores.clone().unwrap_or_else(|| "any".into()))
+                .or_default()
+                .push(s);
+        }
+        for (g, (cores, steps)) in by_cores.into_iter().enumerate() {
+            // Median over repeats per (quota, concurrency), then the best concurrency.
+            let mut best: BTreeMap<u64, f64> = BTreeMap::new();
+            let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
+            for s in steps.iter().filter(|s| !s.generator_bound()) {
+                per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
+                    .or_default()
+                    .push(s.requests_per_s);
+            }
+            for ((q, _), v) in per {
+                let m = median(&v).unwrap_or(0.0);
+                let e = best.entry(q).or_insert(m);
+                *e = e.max(m);
+            }
+            let mut line: Vec<(f64, f64)> = best
+                .into_iter()
+                .map(|(q, v)| (f64::from_bits(q), v))
+                .collect();
+            line.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut s = Series::new(
+                format!("{}, cpus {cores}", t.target),
+                color(i),
+                line,
+                Style::LinePoints,
+            );
+            s.dash = DASHES[g % DASHES.len()];
+            c.series.push(s);
+        }
+    }
+    caps.sort_unstable();
+    caps.dedup();
+    (caps.len() >= 2 && !c.is_empty()).then_some(c)
+}
+
+fn usl_chart(t: &TargetReport, i: usize) -> Option<Chart> {
+    let mut c = Chart::new(
+        format!("{}: Universal Scalability Law fit", t.target),
+        "concurrency N (connections)",
+        "requests/s",
+    );
+    for (g, group) in t.usl.iter().enumerate() {
+        let dash = DASHES[g % DASHES.len()];
+        let mut pts = Series::new(
+            format!("{} measured", group.group),
+            color(i),
+            group.points.clone(),
+            Style::Points,
+        );
+        pts.dash = dash;
+        c.series.push(pts);
+        match &group.fit {
+            Ok(f) => {
+                let n_max = group.points.iter().map(|p| p.0).fold(1.0, f64::max);
+                let top = match f.n_star {
+                    Some(n) if n.is_finite() => n_max.max(n * 1.2),
+                    _ => n_max,
+                }
+                .min(n_max * 4.0);
+                let curve: Vec<(f64, f64)> = (0..=100)
+                    .map(|k| {
+                        let n = 1.0 + (top - 1.0) * k as f64 / 100.0;
+                        (n, f.predict(n))
+                    })
+                    .collect();
+                let mut s =
+                    Series::new(format!("{} fit", group.group), color(i), curve, Style::Line);
+                s.dash = Some("6 3");
+                c.series.push(s);
+                c.notes.push(format!(
+                    "{}: sigma = {:.4}, kappa = {:.6}, N* = {}, peak = {} req/s, lambda = {:.1} req/s, R² = {:.3}",
+                    group.group,
+                    f.sigma,
+                    f.kappa,
+                    f.n_star.map_or("unbounded (kappa = 0)".into(), |n| format!("{n:.1}")),
+                    f.peak_rps.map_or("unbounded".into(), |p| format!("{p:.1}")),
+                    f.lambda,
+                    f.r_squared
+                ));
+            }
+            Err(e) => c.notes.push(format!("{}: no fit ({e})", group.group)),
+        }
+    }
+    (!c.is_empty() && t.usl.iter().any(|g| g.fit.is_ok())).then_some(c)
+}
+
+fn latency_over_time(t: &TargetReport, i: usize) -> Option<Chart> {
+    let mut c = Chart::new(
+        format!("{}: per-second latency over time", t.target),
+        "time since the first step started (s)",
+        "latency (ms)",
+    );
+    let seconds: Vec<_> = t.steps.iter().flat_map(|s| s.seconds.iter()).collect();
+    if seconds.is_empty() {
+        return None;
+    }
+    let pick = |f: fn(&crate::model::SecondPoint) -> f64| {
+        seconds.iter().map(|p| (p.t_s, f(p))).collect::<Vec<_>>()
+    };
+    for (name, pts, dash) in [
+        ("max", pick(|p| p.max_ms), None),
+        ("p99", pick(|p| p.p99_ms), DASHES[1]),
+        ("p50", pick(|p| p.p50_ms), DASHES[2]),
+    ] {
+        let mut s = Series::new(format!("{} {name}", t.target), color(i), pts, Style::Line);
+        s.dash = dash;
+        s.break_gap = Some(2.5);
+        c.series.push(s);
+    }
+    c.notes.push(definition(t));
+    c.notes
+        .push("Lines break during rests between steps.".into());
+    Some(c)
+}
+
+fn monitor_chart(
+    report: &Report,
+    title: &str,
+    y_label: &str,
+    y: impl Fn(&crate::model::MonitorPoint) -> Option<f64>,
+) -> Option<Chart> {
+    let mut c = Chart::new(title, "time since the first step started (s)", y_label);
+    for (i, t) in report.targets.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = t
+            .steps
+            .iter()
+            .flat_map(|s| s.monitor.iter())
+            .filter_map(|m| Some((m.t_s, y(m)?)))
+            .collect();
+        if !pts.is_empty() {
+            let mut s = Series::new(&t.target, color(i), pts, Style::Line);
+            s.break_gap = Some(2.5);
+            c.series.push(s);
+        }
+    }
+    (!c.is_empty()).then_some(c)
+}
+
+/// Every chart the data supports, in reading order.
+pub fn charts(report: &Report) -> Vec<Chart> {
+    let mut out = Vec::new();
+    let mut replies = rate_chart(report, "Replies/s vs requests/s", "replies/s", |s| {
+        Some(s.reply_rate_rps)
+    });
+    if let Some(c) = replies.as_mut() {
+        c.ideal_line = true;
+        for t in &report.targets {
+            if let Some(cap) = t.capacity.as_ref().and_then(|c| c.capacity_rps) {
+                c.notes.push(format!(
+                    "{}: capacity {cap:.1} req/s (largest sustainable rate)",
+                    t.target
+                ));
+            }
+        }
+    }
+    out.extend(replies);
+    out.extend(rate_chart(
+        report,
+        "Max open connections vs requests/s",
+        "connections open at once",
+        |s| s.max_open_connections.map(f64::from),
+    ));
+    out.extend(percentile_chart(report));
+    out.extend(concurrency_chart(
+        report,
+        "Throughput vs concurrency",
+        "requests/s",
+        |s| Some(s.requests_per_s),
+    ));
+    if let Some(mut c) = concurrency_chart(
+        report,
+        "p99 latency vs concurrency",
+        "p99 latency (ms)",
+        |s| Some(s.latency.p99_ms),
+    ) {
+        c.notes = definitions(report);
+        out.push(c);
+    }
+    out.extend(cpu_share_chart(report));
+    for (i, t) in report.targets.iter().enumerate() {
+        out.extend(usl_chart(t, i));
+    }
+    for (i, t) in report.targets.iter().enumerate() {
+        out.extend(latency_over_time(t, i));
+    }
+    out.extend(monitor_chart(
+        report,
+        "Server CPU over time",
+        "CPU (% of one CPU, user + sys)",
+        |m| m.cpu_pct,
+    ));
+    out.extend(monitor_chart(
+        report,
+        "Server memory over time",
+        "RSS (MiB)",
+        |m| m.rss_bytes.map(|b| b as f64 / 1_048_576.0),
+    ));
+    out.extend(monitor_chart(
+        report,
+        "Server network over time",
+        "transmitted (KiB/s)",
+        |m| m.tx_bytes_per_s.map(|b| b / 1024.0),
+    ));
+    out
+}
+
+/// One table as HTML; generator-bound rows carry a class (styled and labelled by CSS).
+pub fn render_table(t: &Table) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "<h2 id=\"{}\">{}</h2>", t.id, escape(&t.title));
+    if !t.note.is_empty() {
+        let _ = write!(out, "<p class=\"note\">{}</p>", escape(&t.note));
+    }
+    out.push_str("<table><thead><tr>");
+    for h in &t.headers {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for (mark, row) in &t.rows {
+        out.push_str(match mark {
+            RowMark::GeneratorBound => "<tr class=\"generator-bound\">",
+            RowMark::Plain => "<tr>",
+        });
+        for c in row {
+            let _ = write!(out, "<td>{}</td>", escape(c));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table>\n");
+    out
+}
+
+impl Exporter for Html {
+    fn name(&self) -> &'static str {
+        "html"
+    }
+
+    fn render(&self, report: &Report) -> Result<String, ReportError> {
+        let mut out = String::new();
+        let title = escape(&report.title);
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley report: {title}</title><style>{CSS}</style></head><body>\n<h1>volley report: {title}</h1>\n"
+        );
+        if let Some(s) = &report.study {
+            let _ = write!(
+                out,
+                "<p class=\"note\">study {} <b>{}</b>, {}</p>",
+                s.id,
+                escape(&s.name),
+                escape(&s.status)
+            );
+        }
+        out.push_str("<ul>");
+        for (i, t) in report.targets.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}</li>",
+                color(i),
+                t.run_id,
+                escape(&t.target),
+                escape(&t.status),
+                t.steps.len(),
+                escape(&definition(t))
+            );
+        }
+        out.push_str("</ul>\n");
+        if let Some(table) = table::capacity(report) {
+            out.push_str(&render_table(&table));
+        }
+        let charts = charts(report);
+        if !charts.is_empty() {
+            out.push_str("<h2 id=\"charts\">Charts</h2>\n");
+        }
+        for (i, c) in charts.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "<figure>{}<figcaption>{}</figcaption></figure>",
+                c.render(i),
+                escape(&c.title)
+            );
+        }
+        for table in table::all(report).iter().filter(|t| t.id != "capacity") {
+            out.push_str(&render_table(table));
+        }
+        out.push_str("<h2 id=\"environment\">Environment</h2>");
+        for t in &report.targets {
+            let env = serde_json::to_string_pretty(&t.environment)?;
+            let _ = write!(
+                out,
+                "<details><summary>{} (run {})</summary><pre>{}</pre></details>",
+                escape(&t.target),
+                t.run_id,
+                escape(&env)
+            );
+        }
+        out.push_str("\n</body></html>\n");
+        Ok(out)
+    }
+}

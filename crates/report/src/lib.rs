@@ -1,0 +1,29 @@
+//! volley-report: renders a run's or a study's report from the results store.
+//!
+//! Place in the flow: `... -> results store -> **reports**`. Reports read only from the
+//! store (style.md habit 8), so any report can be rebuilt later. [`model::load`] turns
+//! a study or run into a plain [`Report`]; the shared tables in [`table`] are built from it
+//! once; each format is one [`Exporter`] in its own file: [`html::Html`] (one
+//! self-contained file with inline SVG charts drawn by [`svg`]), [`markdown::Markdown`]
+//! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
+#![deny(missing_docs)]
+
+pub mod downsample;
+mod error;
+pub mod html;
+pub mod json;
+pub mod markdown;
+pub mod model;
+pub mod svg;
+pub mod table;
+
+pub use error::ReportError;
+pub use model::{load, Report, Selector, SCHEMA_VERSION};
+
+/// One output format. Every exporter renders the same [`Report`], so formats agree.
+pub trait Exporter {
+    /// Short name of the format ("html", "markdown", "json").
+    fn name(&self) -> &'static str;
+    /// The whole document.
+    fn render(&self, report: &Report) -> Result<String, ReportError>;
+}

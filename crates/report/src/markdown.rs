@@ -1,0 +1,84 @@
+//! Markdown: the seeds' tables as GitHub pipe tables, for notes and pull requests.
+
+use crate::model::Report;
+use crate::table::{self, RowMark, Table};
+use crate::{Exporter, ReportError};
+use std::fmt::Write;
+
+/// The Markdown exporter.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Markdown;
+
+/// A cell safe inside a pipe table (pipes escaped, newlines flattened).
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// One table as Markdown: heading, note, pipe table. Generator-bound rows get a trailing
+/// marker in the first cell, since Markdown has no row styling.
+pub fn render_table(t: &Table) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## {}\n", t.title);
+    if !t.note.is_empty() {
+        let _ = writeln!(out, "{}\n", t.note);
+    }
+    let _ = writeln!(
+        out,
+        "| {} |",
+        t.headers
+            .iter()
+            .map(|h| cell(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|{}|",
+        t.headers
+            .iter()
+            .map(|_| "---")
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for (mark, row) in &t.rows {
+        let mut cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        if *mark == RowMark::GeneratorBound {
+            if let Some(first) = cells.first_mut() {
+                first.push_str(" (generator-bound)");
+            }
+        }
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
+    out
+}
+
+impl Exporter for Markdown {
+    fn name(&self) -> &'static str {
+        "markdown"
+    }
+
+    fn render(&self, report: &Report) -> Result<String, ReportError> {
+        let mut out = format!("# volley report: {}\n\n", report.title);
+        for t in &report.targets {
+            let _ = writeln!(
+                out,
+                "- run {} `{}` ({}, {} steps): {}",
+                t.run_id,
+                t.target,
+                t.status,
+                t.steps.len(),
+                if t.latency_definition.is_empty() {
+                    "latency definition not recorded"
+                } else {
+                    &t.latency_definition
+                }
+            );
+        }
+        out.push('\n');
+        for t in table::all(report) {
+            out.push_str(&render_table(&t));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,859 @@
+//! The report model: one study (or one run) read from the store into plain numbers that
+//! every format renders, so HTML, Markdown and JSON always agree.
+//!
+//! Reading rules (docs/store-conventions.md): a step's `summary` is the JSON of
+//! `volley_metrics::Summary` (plus `monitor` and `throttling`), its `verdict` holds
+//! `sustain` / `little` / `throttled`, its series are `load` (`SecondSummary`) and
+//! `monitor` (`MonitorSample`) rows, its histograms HdrHistogram V2 bytes. Every field is
+//! read leniently (`serde(default)`): a missing figure becomes "not shown", never a
+//! failure, so reports of older or partial runs still render.
+//!
+//! Generator-bound steps stay in the model (they are evidence) but are excluded from every
+//! figure presented as the server's: the capacity, the USL fit, the percentile curve and
+//! the per-rate medians.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use volley_analysis::{knee, little::LittleCheck, sustain, usl};
+use volley_metrics::hist;
+use volley_store::{HistogramKind, RunId, RunRow, SeriesSource, StepRow, Store, StudyId};
+
+use crate::error::ReportError;
+
+/// Version of the JSON report model; bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What to report on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selector {
+    /// One run (one target).
+    Run(RunId),
+    /// Every run of a study, side by side.
+    Study(StudyId),
+}
+
+impl Selector {
+    /// Parses `42` (a run id) or `study:7`.
+    pub fn parse(text: &str) -> Result<Selector, ReportError> {
+        let bad = || ReportError::BadSelector(text.to_string());
+        match text.strip_prefix("study:") {
+            Some(id) => Ok(Selector::Study(StudyId(
+                id.trim().parse().map_err(|_| bad())?,
+            ))),
+            None => Ok(Selector::Run(RunId(
+                text.trim().parse().map_err(|_| bad())?,
+            ))),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Heading, e.g. "study 3: rate-sweep" or "run 12: nginx".
+    pub title: String,
+    /// The study, when the report covers one (or the run belongs to one).
+    pub study: Option<StudyInfo>,
+    /// One entry per run, in run order; each has its own colour in charts.
+    pub targets: Vec<TargetReport>,
+}
+
+/// The study a report comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StudyInfo {
+    /// Row id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// running / complete / incomplete.
+    pub status: String,
+    /// Wall-clock start, ms since the Unix epoch.
+    pub started_unix_ms: i64,
+}
+
+/// One run: one target under one study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetReport {
+    /// Run id.
+    pub run_id: i64,
+    /// Target name as written in the study (or URL for a bench run).
+    pub target: String,
+    /// running / complete / incomplete.
+    pub status: String,
+    /// Environment record, verbatim.
+    pub environment: Value,
+    /// Which latency the headline figures show, in words (from the summaries).
+    pub latency_definition: String,
+    /// True when the steps were closed loop: latencies are service times.
+    pub closed_loop: bool,
+    /// Every step, by index.
+    pub steps: Vec<StepReport>,
+    /// Capacity from the rate steps, when there were judged rate steps.
+    pub capacity: Option<Capacity>,
+    /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
+    pub usl: Vec<UslGroup>,
+    /// Latency percentile curve of the merged whole-step histograms (non-generator-bound
+    /// steps), when histograms were stored.
+    pub percentile_curve: Option<PercentileCurve>,
+}
+
+/// One measured step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepReport {
+    /// Position in the run.
+    pub index: u32,
+    /// Offered rate, requests/s (rate steps).
+    pub rate_rps: Option<f64>,
+    /// Concurrency or pool size.
+    pub concurrency: Option<u32>,
+    /// CPU quota of the target in cores.
+    pub cpu_quota_cores: Option<f64>,
+    /// cpuset of the target.
+    pub cores: Option<String>,
+    /// Keep-alive on or off.
+    pub keepalive: Option<bool>,
+    /// Repeat index (0-based).
+    pub repeat: u32,
+    /// "sweep" or "search", when the runner said.
+    pub phase: Option<String>,
+    /// Seconds from the run's first step start to this step's start (wall clock).
+    pub start_offset_s: f64,
+    /// Load duration, seconds.
+    pub duration_s: f64,
+    /// Requests with an outcome.
+    pub completed: u64,
+    /// Accepted responses.
+    pub ok: u64,
+    /// Failed (including censored).
+    pub failed: u64,
+    /// Timed out or in flight at the end.
+    pub censored: u64,
+    /// completed / duration.
+    pub requests_per_s: f64,
+    /// Achieved send rate.
+    pub send_rate_rps: Option<f64>,
+    /// Replies per second.
+    pub reply_rate_rps: f64,
+    /// Headline latency (response time open loop, service time closed loop), ms.
+    pub latency: LatencyFigures,
+    /// Most connections open at once.
+    pub max_open_connections: Option<u32>,
+    /// Arrivals that found the connection cap reached.
+    pub cap_hits: u64,
+    /// server-bound / generator-bound / inconclusive.
+    pub label: Option<String>,
+    /// Sustainability verdict (rate steps).
+    pub sustainable: Option<bool>,
+    /// Why not sustainable, in words.
+    pub reasons: Vec<String>,
+    /// Little's law relative gap, when checked.
+    pub little_gap: Option<f64>,
+    /// Little's law gap above 5%.
+    pub little_flagged: bool,
+    /// Throttled by a CPU cap during the step.
+    pub throttled: bool,
+    /// Server resources over the step, when a monitor ran.
+    pub resources: Option<Resources>,
+    /// Per-second latency and throughput.
+    pub seconds: Vec<SecondPoint>,
+    /// Monitor samples.
+    pub monitor: Vec<MonitorPoint>,
+}
+
+impl StepReport {
+    /// True when the generator, not the server, limited the step.
+    pub fn generator_bound(&self) -> bool {
+        self.label.as_deref() == Some("generator-bound")
+    }
+}
+
+/// min / mean / p50 / p99 / max of the headline latency, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LatencyFigures {
+    /// Smallest.
+    pub min_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+}
+
+/// Seed 003's resource columns for one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Resources {
+    /// Target user CPU, percent of one CPU.
+    pub cpu_user_pct: Option<f64>,
+    /// Target system CPU, percent of one CPU.
+    pub cpu_sys_pct: Option<f64>,
+    /// Largest RSS, bytes.
+    pub max_rss_bytes: Option<u64>,
+    /// RSS as a share of memory, percent.
+    pub mem_pct: Option<f64>,
+    /// Transmitted packets per second.
+    pub tx_packets_per_s: Option<f64>,
+    /// Transmitted bytes per second.
+    pub tx_bytes_per_s: Option<f64>,
+    /// Server CPU-milliseconds per 1000 requests.
+    pub cpu_ms_per_1000_requests: Option<f64>,
+}
+
+/// One second of a step's load series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SecondPoint {
+    /// Seconds since the run's first step started.
+    pub t_s: f64,
+    /// Requests finished in the second.
+    pub completed: u64,
+    /// Headline latency p50, ms.
+    pub p50_ms: f64,
+    /// p99, ms.
+    pub p99_ms: f64,
+    /// Max, ms.
+    pub max_ms: f64,
+}
+
+/// One monitor sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MonitorPoint {
+    /// Seconds since the run's first step started.
+    pub t_s: f64,
+    /// Target user + system CPU, percent of one CPU.
+    pub cpu_pct: Option<f64>,
+    /// Target RSS, bytes.
+    pub rss_bytes: Option<u64>,
+    /// Transmitted bytes per second.
+    pub tx_bytes_per_s: Option<f64>,
+    /// Received bytes per second.
+    pub rx_bytes_per_s: Option<f64>,
+}
+
+/// Capacity of the rate steps and what it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capacity {
+    /// Largest sustainable rate (majority of repeats), requests/s.
+    pub capacity_rps: Option<f64>,
+    /// Smallest unsustainable rate above it.
+    pub first_unsustainable_above_rps: Option<f64>,
+    /// An unsustainable rate lies below the capacity.
+    pub non_monotone: bool,
+    /// Steps judged (server-bound or inconclusive).
+    pub steps_judged: usize,
+    /// Generator-bound steps left out: they say nothing about the server.
+    pub generator_bound_excluded: usize,
+}
+
+/// A USL fit over one group of concurrency steps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UslGroup {
+    /// "cap 0.5 cores, cores 0-1" style description of the group.
+    pub group: String,
+    /// (concurrency, requests/s) points used.
+    pub points: Vec<(f64, f64)>,
+    /// The fit, or why there is none.
+    pub fit: Result<UslSummary, String>,
+}
+
+/// The fitted law.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UslSummary {
+    /// Single-unit throughput, requests/s.
+    pub lambda: f64,
+    /// Contention.
+    pub sigma: f64,
+    /// Coherency.
+    pub kappa: f64,
+    /// Best concurrency (infinite when kappa = 0; JSON null).
+    pub n_star: Option<f64>,
+    /// Predicted peak throughput (JSON null when unbounded).
+    pub peak_rps: Option<f64>,
+    /// Coefficient of determination.
+    pub r_squared: f64,
+}
+
+impl UslSummary {
+    /// Predicted throughput at `n`.
+    pub fn predict(&self, n: f64) -> f64 {
+        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+    }
+}
+
+/// A latency-by-percentile curve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PercentileCurve {
+    /// "response" (open loop, CO-corrected) or "service" (closed loop).
+    pub kind: String,
+    /// Requests behind the curve.
+    pub count: u64,
+    /// Steps merged.
+    pub steps_merged: usize,
+    /// (percentile 0..100, latency ms), rising.
+    pub points: Vec<(f64, f64)>,
+}
+
+// ---- the stored JSON, read leniently ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredSummary {
+    latency_definition: String,
+    duration_s: f64,
+    model: StoredModel,
+    requests: StoredRequests,
+    throughput: StoredThroughput,
+    rates: StoredRates,
+    latency: BTreeMap<String, LatencyFigures>,
+    connections_stats: Option<StoredConnections>,
+    generator: Option<StoredGenerator>,
+    monitor: Option<StoredMonitor>,
+    throttling: Option<StoredThrottling>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredModel {
+    kind: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredRequests {
+    completed: u64,
+    ok: u64,
+    failed: u64,
+    censored: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredThroughput {
+    requests_per_s: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredRates {
+    achieved_send_per_s: Option<f64>,
+    reply_per_s: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredConnections {
+    max_open: u32,
+    cap_hits: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredGenerator {
+    verdict: Option<StoredBound>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredBound {
+    label: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredMonitor {
+    cpu_user_pct: Option<f64>,
+    cpu_sys_pct: Option<f64>,
+    server_cpu_seconds: Option<f64>,
+    max_rss_bytes: Option<u64>,
+    mem_pct: Option<f64>,
+    tx_packets_per_s: Option<f64>,
+    tx_bytes_per_s: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredThrottling {
+    nr_throttled: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredVerdict {
+    sustain: Option<sustain::Verdict>,
+    little: Option<LittleCheck>,
+    throttled: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredSecond {
+    second: u64,
+    completed: u64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredMonitorSample {
+    t_ms: u64,
+    target: Option<StoredTargetSample>,
+    net: Option<StoredNet>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredTargetSample {
+    cpu_user_pct: f64,
+    cpu_sys_pct: f64,
+    rss_bytes: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredNet {
+    tx_bytes_per_s: f64,
+    rx_bytes_per_s: f64,
+}
+
+/// Reads a JSON value leniently: missing fields take their defaults, and a value of the
+/// wrong shape reads as empty (its figures show as missing) instead of failing the report.
+fn lenient<T: for<'de> Deserialize<'de> + Default>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap_or_default()
+}
+
+/// Loads the report for `selector` from the store.
+pub fn load(store: &Store, selector: Selector) -> Result<Report, ReportError> {
+    let (title, study, runs) = match selector {
+        Selector::Run(id) => {
+            let run = store
+                .run(id)
+                .map_err(|e| not_found(e, || no_run(store, id)))?;
+            let study = run.study.and_then(|s| store.study(s).ok());
+            (format!("run {}: {}", run.id, run.target), study, vec![run])
+        }
+        Selector::Study(id) => {
+            let study = store
+                .study(id)
+                .map_err(|e| not_found(e, || ReportError::UnknownStudy(id.0)))?;
+            let runs = store.runs_of_study(id)?;
+            (
+                format!("study {}: {}", study.id, study.name),
+                Some(study),
+                runs,
+            )
+        }
+    };
+    let mut targets = Vec::with_capacity(runs.len());
+    for run in &runs {
+        targets.push(load_run(store, run)?);
+    }
+    if targets.iter().all(|t| t.steps.is_empty()) {
+        return Err(ReportError::NoSteps(title));
+    }
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        title,
+        study: study.map(|s| StudyInfo {
+            id: s.id.0,
+            name: s.name,
+            status: s.status.as_str().to_string(),
+            started_unix_ms: s.started_unix_ms,
+        }),
+        targets,
+    })
+}
+
+/// An unknown run reads as "empty store" when the store holds no runs at all, because
+/// that is the more useful thing to tell the user.
+fn no_run(store: &Store, id: RunId) -> ReportError {
+    match store.list_runs() {
+        Ok(runs) if runs.is_empty() => ReportError::EmptyStore,
+        _ => ReportError::UnknownRun(id.0),
+    }
+}
+
+fn not_found(e: volley_store::StoreError, f: impl FnOnce() -> ReportError) -> ReportError {
+    match e {
+        volley_store::StoreError::NotFound { .. } => f(),
+        other => ReportError::Store(other),
+    }
+}
+
+fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
+    let rows = store.steps(run.id)?;
+    let origin_ms = rows.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
+    let mut steps = Vec::with_capacity(rows.len());
+    let mut definition = String::new();
+    let mut closed_loop = false;
+    let mut merged = hist::new_hist();
+    let mut merged_steps = 0usize;
+    for row in &rows {
+        let summary: StoredSummary = lenient(&row.summary);
+        if definition.is_empty() {
+            definition = summary.latency_definition.clone();
+            closed_loop = summary.model.kind == "closed";
+        }
+        let step = load_step(store, row, &summary, origin_ms, closed_loop)?;
+        if !step.generator_bound() {
+            let kind = if closed_loop {
+                HistogramKind::Service
+            } else {
+                HistogramKind::Response
+            };
+            for blob in store.histograms(row.id)? {
+                if blob.second.is_none() && blob.kind == kind {
+                    let h = hist::decode(&blob.bytes).map_err(|e| ReportError::Histogram {
+                        run: run.id.0,
+                        step: row.index,
+                        kind: kind.as_str(),
+                        detail: e.to_string(),
+                    })?;
+                    if !h.is_empty() {
+                        hist::add(&mut merged, &h).map_err(|e| ReportError::Histogram {
+                            run: run.id.0,
+                            step: row.index,
+                            kind: kind.as_str(),
+                            detail: e.to_string(),
+                        })?;
+                        merged_steps += 1;
+                    }
+                }
+            }
+        }
+        steps.push(step);
+    }
+    let percentile_curve = (!merged.is_empty()).then(|| PercentileCurve {
+        kind: if closed_loop { "service" } else { "response" }.to_string(),
+        count: merged.len(),
+        steps_merged: merged_steps,
+        points: percentile_points(&merged),
+    });
+    Ok(TargetReport {
+        run_id: run.id.0,
+        target: run.target.clone(),
+        status: run.status.as_str().to_string(),
+        environment: run.environment.clone(),
+        latency_definition: definition,
+        closed_loop,
+        capacity: capacity(&steps),
+        usl: usl_groups(&steps),
+        percentile_curve,
+        steps,
+    })
+}
+
+fn load_step(
+    store: &Store,
+    row: &StepRow,
+    s: &StoredSummary,
+    origin_ms: i64,
+    closed_loop: bool,
+) -> Result<StepReport, ReportError> {
+    let p = &row.parameters;
+    let verdict: StoredVerdict = row.verdict.as_ref().map(lenient).unwrap_or_default();
+    let headline = if closed_loop {
+        "service_time"
+    } else {
+        "response_time"
+    };
+    let label = row
+        .label
+        .clone()
+        .or_else(|| {
+            s.generator
+                .as_ref()?
+                .verdict
+                .as_ref()
+                .map(|v| v.label.clone())
+        })
+        .filter(|l| !l.is_empty())
+        .map(|l| l.replace('_', "-"));
+    let start_offset_s = (row.started_unix_ms - origin_ms) as f64 / 1e3;
+    let mut seconds = Vec::new();
+    let mut monitor = Vec::new();
+    for point in store.series(row.id)? {
+        match point.source {
+            SeriesSource::Load => {
+                let v: StoredSecond = lenient(&point.values);
+                seconds.push(SecondPoint {
+                    t_s: start_offset_s + v.second.max(point.second as u64) as f64,
+                    completed: v.completed,
+                    p50_ms: v.p50_ms,
+                    p99_ms: v.p99_ms,
+                    max_ms: v.max_ms,
+                });
+            }
+            SeriesSource::Monitor => {
+                let v: StoredMonitorSample = lenient(&point.values);
+                monitor.push(MonitorPoint {
+                    t_s: start_offset_s + v.t_ms as f64 / 1e3,
+                    cpu_pct: v.target.as_ref().map(|t| t.cpu_user_pct + t.cpu_sys_pct),
+                    rss_bytes: v.target.as_ref().map(|t| t.rss_bytes),
+                    tx_bytes_per_s: v.net.as_ref().map(|n| n.tx_bytes_per_s),
+                    rx_bytes_per_s: v.net.as_ref().map(|n| n.rx_bytes_per_s),
+                });
+            }
+        }
+    }
+    let resources = s.monitor.as_ref().map(|m| Resources {
+        cpu_user_pct: m.cpu_user_pct,
+        cpu_sys_pct: m.cpu_sys_pct,
+        max_rss_bytes: m.max_rss_bytes,
+        mem_pct: m.mem_pct,
+        tx_packets_per_s: m.tx_packets_per_s,
+        tx_bytes_per_s: m.tx_bytes_per_s,
+        // Same formula as volley_monitor::MonitorSummary::cpu_ms_per_1000_requests.
+        cpu_ms_per_1000_requests: m.server_cpu_seconds.and_then(|cpu_s| {
+            (s.requests.completed > 0).then(|| cpu_s / s.requests.completed as f64 * 1_000_000.0)
+        }),
+    });
+    Ok(StepReport {
+        index: row.index,
+        rate_rps: p.rate_rps,
+        concurrency: p.concurrency,
+        cpu_quota_cores: p.cpu_quota_cores,
+        cores: p.cores.clone(),
+        keepalive: p.keepalive,
+        repeat: p.repeat,
+        phase: p
+            .extra
+            .get("phase")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        start_offset_s,
+        duration_s: s.duration_s,
+        completed: s.requests.completed,
+        ok: s.requests.ok,
+        failed: s.requests.failed,
+        censored: s.requests.censored,
+        requests_per_s: s.throughput.requests_per_s,
+        send_rate_rps: s.rates.achieved_send_per_s,
+        reply_rate_rps: s.rates.reply_per_s,
+        latency: s.latency.get(headline).copied().unwrap_or_default(),
+        max_open_connections: s.connections_stats.as_ref().map(|c| c.max_open),
+        cap_hits: s.connections_stats.as_ref().map_or(0, |c| c.cap_hits),
+        label,
+        sustainable: verdict.sustain.as_ref().map(|v| v.sustainable),
+        reasons: verdict
+            .sustain
+            .as_ref()
+            .map(|v| v.reasons.iter().map(reason_text).collect())
+            .unwrap_or_default(),
+        little_gap: verdict.little.map(|l| l.relative_gap),
+        little_flagged: verdict.little.is_some_and(|l| l.flagged),
+        throttled: verdict.throttled || s.throttling.as_ref().is_some_and(|t| t.nr_throttled > 0),
+        resources,
+        seconds,
+        monitor,
+    })
+}
+
+/// A sustainability reason in words a reader can check against the tables.
+pub fn reason_text(r: &sustain::Reason) -> String {
+    use sustain::Reason::*;
+    match r {
+        TooFewWindows { windows, required } => {
+            format!("too short to judge: {windows} windows, {required} required")
+        }
+        InvalidFigures => "invalid figures (NaN or negative)".to_string(),
+        SendRateShort {
+            send_rate_rps,
+            required_rps,
+        } => format!("send rate {send_rate_rps:.1}/s < {required_rps:.1}/s"),
+        ReplyRateShort {
+            reply_rate_rps,
+            required_rps,
+        } => format!("reply rate {reply_rate_rps:.1}/s < {required_rps:.1}/s"),
+        TooManyErrors {
+            error_share,
+            allowed_share,
+        } => format!(
+            "errors {:.2}% > {:.2}%",
+            error_share * 100.0,
+            allowed_share * 100.0
+        ),
+        P99OverSlo {
+            worst_p99,
+            window_index,
+            slo,
+        } => format!(
+            "p99 {:.1} ms in window {window_index} > SLO {:.1} ms",
+            worst_p99.as_secs_f64() * 1e3,
+            slo.as_secs_f64() * 1e3
+        ),
+        InFlightRising(t) => format!(
+            "in-flight rising {:.1}/s (t = {:.1})",
+            t.slope_per_s, t.t_stat
+        ),
+    }
+}
+
+/// Points of the percentile curve at p = 1 - 10^(-k/10), from 0% up to the last
+/// percentile the count can resolve, plus the maximum: the wrk2/HdrHistogram plot.
+fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
+    let n = h.len() as f64;
+    let mut out = Vec::new();
+    for k in 0..=60 {
+        let p = 1.0 - 10f64.powf(-(k as f64) / 10.0);
+        // Beyond 1/(1-p) > n the histogram has no sample to tell the percentile apart.
+        if 1.0 / (1.0 - p) > n {
+            break;
+        }
+        out.push((p * 100.0, hist::us_to_ms(h.value_at_quantile(p) as f64)));
+    }
+    let top = (1.0 - 1.0 / n.max(2.0)) * 100.0;
+    if out.last().is_none_or(|(p, _)| *p < top) {
+        out.push((top, hist::us_to_ms(h.max() as f64)));
+    }
+    out
+}
+
+fn capacity(steps: &[StepReport]) -> Option<Capacity> {
+    let judged: Vec<&StepReport> = steps
+        .iter()
+        .filter(|s| s.rate_rps.is_some() && s.sustainable.is_some())
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let usable: Vec<(f64, bool)> = judged
+        .iter()
+        .filter(|s| !s.generator_bound())
+        .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+        .collect();
+    let c = knee::sweep_capacity(&usable);
+    Some(Capacity {
+        capacity_rps: c.capacity_rps,
+        first_unsustainable_above_rps: c.first_unsustainable_above_rps,
+        non_monotone: c.non_monotone,
+        steps_judged: usable.len(),
+        generator_bound_excluded: judged.len() - usable.len(),
+    })
+}
+
+/// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.
+pub fn group_name(s: &StepReport) -> String {
+    let mut parts = Vec::new();
+    if let Some(q) = s.cpu_quota_cores {
+        parts.push(format!("cap {} cores", trim_num(q)));
+    }
+    if let Some(c) = &s.cores {
+        parts.push(format!("cpus {c}"));
+    }
+    if let Some(k) = s.keepalive {
+        parts.push(if k { "keep-alive" } else { "no keep-alive" }.to_string());
+    }
+    if parts.is_empty() {
+        "all steps".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A number without trailing zeros: 0.5, 2, 1.25.
+pub fn trim_num(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn usl_groups(steps: &[StepReport]) -> Vec<UslGroup> {
+    let mut groups: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for s in steps.iter().filter(|s| s.rate_rps.is_none()) {
+        let Some(n) = s.concurrency else { continue };
+        if s.generator_bound() {
+            continue;
+        }
+        groups
+            .entry(group_name(s))
+            .or_default()
+            .push((n as f64, s.requests_per_s));
+    }
+    groups
+        .into_iter()
+        .filter(|(_, pts)| {
+            let mut ns: Vec<u64> = pts.iter().map(|p| p.0 as u64).collect();
+            ns.dedup();
+            ns.len() >= 2
+        })
+        .map(|(group, points)| {
+            let input: Vec<usl::UslPoint> = points
+                .iter()
+                .map(|&(n, throughput)| usl::UslPoint { n, throughput })
+                .collect();
+            let fit = usl::fit(&input)
+                .map(|f| UslSummary {
+                    lambda: f.lambda,
+                    sigma: f.sigma,
+                    kappa: f.kappa,
+                    n_star: f.n_star.is_finite().then_some(f.n_star),
+                    peak_rps: f.peak_throughput.is_finite().then_some(f.peak_throughput),
+                    r_squared: f.r_squared,
+                })
+                .map_err(|e| e.to_string());
+            UslGroup { group, points, fit }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_parses_runs_and_studies() {
+        assert_eq!(Selector::parse("12").unwrap(), Selector::Run(RunId(12)));
+        assert_eq!(
+            Selector::parse("study:3").unwrap(),
+            Selector::Study(StudyId(3))
+        );
+        assert!(matches!(
+            Selector::parse("study:x"),
+            Err(ReportError::BadSelector(_))
+        ));
+        assert!(matches!(
+            Selector::parse("nginx"),
+            Err(ReportError::BadSelector(_))
+        ));
+    }
+
+    #[test]
+    fn percentile_points_rise_and_end_at_max() {
+        let mut h = hist::new_hist();
+        for v in 1..=10_000u64 {
+            h.record(v).unwrap();
+        }
+        let pts = percentile_points(&h);
+        assert_eq!(pts[0].0, 0.0);
+        assert!(pts.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        let (p, ms) = *pts.last().unwrap();
+        assert!(p > 99.98 && p < 100.0, "{p}");
+        assert!((ms - 10.0).abs() < 0.02, "{ms}");
+        // p90 of 1..=10000 us is ~9 ms.
+        let p90 = pts.iter().find(|(p, _)| (*p - 90.0).abs() < 1e-9).unwrap();
+        assert!((p90.1 - 9.0).abs() < 0.02, "{p90:?}");
+    }
+
+    #[test]
+    fn lenient_reading_tolerates_missing_and_odd_fields() {
+        let s: StoredSummary = lenient(&serde_json::json!({"duration_s": 2.0, "requests": 5}));
+        // A wrong-shaped field makes the whole value fall back to default.
+        assert_eq!(s.duration_s, 0.0);
+        let s: StoredSummary = lenient(&serde_json::json!({"duration_s": 2.0}));
+        assert_eq!(s.duration_s, 2.0);
+        assert_eq!(s.requests.completed, 0);
+    }
+
+    #[test]
+    fn trim_num_drops_trailing_zeros() {
+        assert_eq!(trim_num(0.5), "0.5");
+        assert_eq!(trim_num(2.0), "2");
+        assert_eq!(trim_num(1.25), "1.25");
+    }
+}

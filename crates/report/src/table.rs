@@ -1,0 +1,509 @@
+//! The report's tables, built once from the model and printed by every format (Markdown
+//! as pipe tables, HTML as `<table>`), so the numbers cannot differ between formats.
+//!
+//! Each builder returns `None` when the data has nothing for that table (a rate sweep has
+//! no concurrency table). Generator-bound steps keep their row in the evidence tables,
+//! marked, but their figures never stand in for the server's in the summary tables.
+
+use crate::model::{trim_num, Report, StepReport, TargetReport};
+use std::collections::BTreeMap;
+
+/// How a row should stand out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowMark {
+    /// Nothing special.
+    Plain,
+    /// A generator-bound step: its figures are the generator's, not the server's.
+    GeneratorBound,
+}
+
+/// One table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// Anchor-friendly id (`runs`, `replies`, ...).
+    pub id: &'static str,
+    /// Heading.
+    pub title: String,
+    /// What the figures are (units, latency definition); printed under the heading.
+    pub note: String,
+    /// Column names with units.
+    pub headers: Vec<String>,
+    /// Rows of cells, already formatted.
+    pub rows: Vec<(RowMark, Vec<String>)>,
+}
+
+/// A figure with `decimals` places, or "-" when missing or not finite.
+pub fn num(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
+        _ => "-".to_string(),
+    }
+}
+
+/// Median of a non-empty slice (mean of the middle two for even lengths).
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// What distinguishes a step, in a few words: "rate 100/s", "c=4, cap 0.5 cores".
+pub fn step_label(s: &StepReport) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = s.rate_rps {
+        parts.push(format!("rate {}/s", trim_num(r)));
+    }
+    if let Some(c) = s.concurrency {
+        if s.rate_rps.is_none() {
+            parts.push(format!("c={c}"));
+        }
+    }
+    if let Some(q) = s.cpu_quota_cores {
+        parts.push(format!("cap {}", trim_num(q)));
+    }
+    if let Some(c) = &s.cores {
+        parts.push(format!("cpus {c}"));
+    }
+    if let Some(k) = s.keepalive {
+        parts.push(if k { "ka" } else { "no-ka" }.to_string());
+    }
+    parts.push(format!("#{}", s.repeat + 1));
+    parts.join(", ")
+}
+
+fn mark(s: &StepReport) -> RowMark {
+    if s.generator_bound() {
+        RowMark::GeneratorBound
+    } else {
+        RowMark::Plain
+    }
+}
+
+fn definition_note(report: &Report) -> String {
+    let open = report.targets.iter().any(|t| !t.closed_loop);
+    let closed = report.targets.iter().any(|t| t.closed_loop);
+    match (open, closed) {
+        (true, true) => "Latency: response time from the intended send time (coordinated-omission corrected) for open-loop runs; service time (send to done) for closed-loop runs.".to_string(),
+        (false, true) => "Latency: closed-loop service time (send to done); a closed loop has no schedule to correct against.".to_string(),
+        _ => "Latency: response time from the intended send time (coordinated-omission corrected).".to_string(),
+    }
+}
+
+/// Every table the report has data for, in reading order.
+pub fn all(report: &Report) -> Vec<Table> {
+    [
+        capacity(report),
+        runs(report),
+        replies(report),
+        open_connections(report),
+        concurrency(report),
+        usl(report),
+        resources(report),
+        evidence(report),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn steps(report: &Report) -> impl Iterator<Item = (&TargetReport, &StepReport)> {
+    report
+        .targets
+        .iter()
+        .flat_map(|t| t.steps.iter().map(move |s| (t, s)))
+}
+
+/// Seed 003: per step, total time, time per request and requests/s.
+pub fn runs(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = steps(report)
+        .map(|(t, s)| {
+            (
+                mark(s),
+                vec![
+                    t.target.clone(),
+                    s.index.to_string(),
+                    step_label(s),
+                    num(Some(s.duration_s), 2),
+                    s.completed.to_string(),
+                    s.failed.to_string(),
+                    num(Some(s.latency.mean_ms), 3),
+                    num(Some(s.latency.min_ms), 3),
+                    num(Some(s.latency.max_ms), 3),
+                    num(Some(s.requests_per_s), 1),
+                    s.label.clone().unwrap_or_else(|| "-".into()),
+                ],
+            )
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "runs",
+        title: "Runs: time per request and throughput".into(),
+        note: definition_note(report),
+        headers: [
+            "Target",
+            "Step",
+            "Parameters",
+            "Total (s)",
+            "Requests",
+            "Failed",
+            "Mean (ms)",
+            "Min (ms)",
+            "Max (ms)",
+            "Req/s",
+            "Label",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// A rates x targets table of the median of `value` over non-generator-bound repeats.
+fn per_rate(report: &Report, value: impl Fn(&StepReport) -> Option<f64>) -> Vec<Vec<String>> {
+    // rate (as bits, so it sorts and keys exactly) -> target index -> (values, gen-bound count)
+    let mut cells: BTreeMap<u64, BTreeMap<usize, (Vec<f64>, usize)>> = BTreeMap::new();
+    for (i, t) in report.targets.iter().enumerate() {
+        for s in &t.steps {
+            let Some(rate) = s.rate_rps else { continue };
+            let cell = cells
+                .entry(rate.to_bits())
+                .or_default()
+                .entry(i)
+                .or_default();
+            if s.generator_bound() {
+                cell.1 += 1;
+            } else if let Some(v) = value(s) {
+                cell.0.push(v);
+            }
+        }
+    }
+    let mut rows: Vec<(f64, Vec<String>)> = cells
+        .into_iter()
+        .map(|(bits, by_target)| {
+            let rate = f64::from_bits(bits);
+            let mut row = vec![trim_num(rate)];
+            for i in 0..report.targets.len() {
+                row.push(match by_target.get(&i) {
+                    None => "-".into(),
+                    Some((v, gen)) if v.is_empty() && *gen > 0 => "n/a (generator-bound)".into(),
+                    Some((v, _)) => num(median(v), 1),
+                });
+            }
+            (rate, row)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+fn target_headers(report: &Report, first: &str, unit: &str) -> Vec<String> {
+    std::iter::once(first.to_string())
+        .chain(
+            report
+                .targets
+                .iter()
+                .map(|t| format!("{} {unit}", t.target)),
+        )
+        .collect()
+}
+
+/// Seed 001's table "547": replies/s per offered rate, one column per target.
+pub fn replies(report: &Report) -> Option<Table> {
+    let rows = per_rate(report, |s| Some(s.reply_rate_rps));
+    (!rows.is_empty()).then(|| Table {
+        id: "replies",
+        title: "Replies per second by request rate".into(),
+        note: "Median over repeats of server-bound or inconclusive steps; generator-bound steps are left out (they measure the generator).".into(),
+        headers: target_headers(report, "Rate (req/s)", "replies/s"),
+        rows: rows.into_iter().map(|r| (RowMark::Plain, r)).collect(),
+    })
+}
+
+/// Seed 001's "548": most connections open at once per offered rate.
+pub fn open_connections(report: &Report) -> Option<Table> {
+    let rows = per_rate(report, |s| s.max_open_connections.map(f64::from));
+    (!rows.is_empty()).then(|| Table {
+        id: "connections",
+        title: "Max open connections by request rate".into(),
+        note: "Median over repeats; generator-bound steps left out.".into(),
+        headers: target_headers(report, "Rate (req/s)", "max open"),
+        rows: rows.into_iter().map(|r| (RowMark::Plain, r)).collect(),
+    })
+}
+
+/// Seed 002: throughput and p99 per concurrency x CPU cap x cores.
+pub fn concurrency(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = steps(report)
+        .filter(|(_, s)| s.rate_rps.is_none() && s.concurrency.is_some())
+        .map(|(t, s)| {
+            (
+                mark(s),
+                vec![
+                    t.target.clone(),
+                    s.cpu_quota_cores
+                        .map(trim_num)
+                        .unwrap_or_else(|| "-".into()),
+                    s.cores.clone().unwrap_or_else(|| "-".into()),
+                    s.concurrency.map(|c| c.to_string()).unwrap_or_default(),
+                    (s.repeat + 1).to_string(),
+                    num(Some(s.requests_per_s), 1),
+                    num(Some(s.latency.p99_ms), 3),
+                    s.label.clone().unwrap_or_else(|| "-".into()),
+                ],
+            )
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "concurrency",
+        title: "Throughput and p99 by concurrency, CPU cap and cores".into(),
+        note: definition_note(report),
+        headers: [
+            "Target",
+            "CPU cap (cores)",
+            "CPUs",
+            "Concurrency",
+            "Repeat",
+            "Req/s",
+            "p99 (ms)",
+            "Label",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// USL fits per target and group.
+pub fn usl(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = report
+        .targets
+        .iter()
+        .flat_map(|t| {
+            t.usl.iter().map(move |g| {
+                let mut row = vec![
+                    t.target.clone(),
+                    g.group.clone(),
+                    g.points.len().to_string(),
+                ];
+                match &g.fit {
+                    Ok(f) => row.extend([
+                        num(Some(f.lambda), 1),
+                        format!("{:.4}", f.sigma),
+                        format!("{:.6}", f.kappa),
+                        f.n_star.map_or("unbounded".into(), |n| format!("{n:.1}")),
+                        f.peak_rps.map_or("unbounded".into(), |p| format!("{p:.1}")),
+                        format!("{:.3}", f.r_squared),
+                    ]),
+                    Err(e) => {
+                        row.push(format!("no fit: {e}"));
+                        row.extend(std::iter::repeat_n("-".to_string(), 5));
+                    }
+                }
+                (RowMark::Plain, row)
+            })
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "usl",
+        title: "Universal Scalability Law fit".into(),
+        note: "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)), least squares on req/s of non-generator-bound steps; N* = sqrt((1 - sigma) / kappa).".into(),
+        headers: ["Target", "Group", "Points", "lambda (req/s)", "sigma", "kappa", "N*", "Peak (req/s)", "R²"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    })
+}
+
+/// Seed 003's resource table.
+pub fn resources(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = steps(report)
+        .filter_map(|(t, s)| {
+            let r = s.resources?;
+            Some((
+                mark(s),
+                vec![
+                    t.target.clone(),
+                    s.index.to_string(),
+                    step_label(s),
+                    num(r.cpu_user_pct, 1),
+                    num(r.cpu_sys_pct, 1),
+                    num(r.max_rss_bytes.map(|b| b as f64 / 1_048_576.0), 1),
+                    num(r.mem_pct, 2),
+                    num(r.tx_packets_per_s, 0),
+                    num(r.tx_bytes_per_s, 0),
+                    num(r.cpu_ms_per_1000_requests, 1),
+                ],
+            ))
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "resources",
+        title: "Server resources".into(),
+        note: "CPU in percent of one CPU over the step; memory is the largest summed RSS; network on the monitored interface; CPU-ms per 1000 requests = server CPU-seconds / requests x 10^6.".into(),
+        headers: [
+            "Target",
+            "Step",
+            "Parameters",
+            "CPU user (%)",
+            "CPU sys (%)",
+            "Mem (MiB)",
+            "Mem (%)",
+            "TX packets/s",
+            "TX bytes/s",
+            "CPU-ms / 1000 req",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// Capacity per target.
+pub fn capacity(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = report
+        .targets
+        .iter()
+        .filter_map(|t| {
+            let c = t.capacity.as_ref()?;
+            let mut note = Vec::new();
+            if c.non_monotone {
+                note.push("an unsustainable rate lies below the capacity".to_string());
+            }
+            if c.capacity_rps.is_none() {
+                note.push("no rate was sustainable".to_string());
+            }
+            Some((
+                RowMark::Plain,
+                vec![
+                    t.target.clone(),
+                    num(c.capacity_rps, 1),
+                    num(c.first_unsustainable_above_rps, 1),
+                    c.steps_judged.to_string(),
+                    c.generator_bound_excluded.to_string(),
+                    if note.is_empty() {
+                        "-".into()
+                    } else {
+                        note.join("; ")
+                    },
+                ],
+            ))
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "capacity",
+        title: "Capacity".into(),
+        note: "Capacity = the largest offered rate judged sustainable by a majority of its repeats (send and reply rate >= 99% of the offer, errors within the allowance, every window's p99 within the SLO, no rising in-flight trend). Generator-bound steps are excluded.".into(),
+        headers: [
+            "Target",
+            "Capacity (req/s)",
+            "First unsustainable above (req/s)",
+            "Steps judged",
+            "Generator-bound excluded",
+            "Notes",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// The evidence: every judged or labelled step with its verdict and reasons.
+pub fn evidence(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = steps(report)
+        .filter(|(_, s)| s.sustainable.is_some() || s.label.is_some())
+        .map(|(t, s)| {
+            let verdict = match s.sustainable {
+                Some(true) => "sustainable",
+                Some(false) => "not sustainable",
+                None => "-",
+            };
+            let mut flags = Vec::new();
+            if s.little_flagged {
+                flags.push(format!(
+                    "Little's law gap {}%",
+                    num(s.little_gap.map(|g| g * 100.0), 1)
+                ));
+            }
+            if s.throttled {
+                flags.push("CPU-throttled".to_string());
+            }
+            if s.cap_hits > 0 {
+                flags.push(format!("connection cap hit {}x", s.cap_hits));
+            }
+            (
+                mark(s),
+                vec![
+                    t.target.clone(),
+                    s.index.to_string(),
+                    step_label(s),
+                    s.phase.clone().unwrap_or_else(|| "-".into()),
+                    num(s.send_rate_rps, 1),
+                    num(Some(s.reply_rate_rps), 1),
+                    num(Some(s.latency.p99_ms), 3),
+                    s.failed.to_string(),
+                    s.label.clone().unwrap_or_else(|| "-".into()),
+                    verdict.to_string(),
+                    if s.reasons.is_empty() {
+                        "-".into()
+                    } else {
+                        s.reasons.join("; ")
+                    },
+                    if flags.is_empty() {
+                        "-".into()
+                    } else {
+                        flags.join("; ")
+                    },
+                ],
+            )
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "evidence",
+        title: "Steps, verdicts and labels (the evidence)".into(),
+        note: "Generator-bound rows are marked: their figures describe the generator, not the server, and are excluded from the capacity.".into(),
+        headers: [
+            "Target",
+            "Step",
+            "Parameters",
+            "Phase",
+            "Send/s",
+            "Reply/s",
+            "p99 (ms)",
+            "Failed",
+            "Label",
+            "Verdict",
+            "Reasons",
+            "Flags",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn num_shows_missing_and_non_finite_as_dash() {
+        assert_eq!(num(None, 1), "-");
+        assert_eq!(num(Some(f64::NAN), 1), "-");
+        assert_eq!(num(Some(1.26), 1), "1.3");
+    }
+}
