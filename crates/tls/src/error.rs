@@ -107,6 +107,13 @@ impl TlsFailure {
         }
     }
 
+    /// The failure inside an `io::Error` from [`crate::TlsStream`] or the session's
+    /// plaintext calls, so an event loop that sees only `io::Error` can still count it
+    /// as TLS and keep its cause.
+    pub fn in_io(err: &std::io::Error) -> Option<&TlsFailure> {
+        err.get_ref()?.downcast_ref::<TlsFailure>()
+    }
+
     /// Classifies an error from rustls's state machine.
     pub fn from_rustls(err: &rustls::Error) -> TlsFailure {
         use rustls::Error as E;

@@ -11,6 +11,7 @@
 //!
 //! - [`client`]: options, version policy, server names, the verifiers;
 //! - [`session`]: the sans-IO client session;
+//! - [`stream`]: that session over any `Read + Write` stream, blocking or not;
 //! - [`server`]: server config from PEM files;
 //! - [`certs`]: rcgen certificates (valid, expired, wrong host, self-signed);
 //! - [`pem`]: PEM loading and the system CA bundle.
@@ -25,11 +26,13 @@ mod error;
 pub mod pem;
 pub mod server;
 pub mod session;
+pub mod stream;
 
 pub use client::{server_name, ClientTls, VersionPolicy, ALPN_H2, ALPN_HTTP11};
 pub use error::{TlsConfigError, TlsFailure};
 pub use server::ServerTls;
 pub use session::{Progress, TlsSession, TlsVersion};
+pub use stream::TlsStream;
 
 /// rustls, re-exported so callers name the same version's types.
 pub use rustls;

@@ -1,16 +1,19 @@
-//! A blocking test client that drives `TlsSession` over a std socket, the way the
-//! engine's event loop will over mio, plus scratch directories.
+//! Shared by the integration tests: an in-process rustls server on 127.0.0.1:0, a
+//! certificate fixture, and a blocking client that drives `TlsSession` over a std
+//! socket the way the engine's event loop will over mio.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use volley_tls::rustls::ClientConfig;
-use volley_tls::{TlsFailure, TlsSession, TlsVersion};
+use volley_tls::certs::{self, Authority, Issued};
+use volley_tls::rustls::{ClientConfig, ServerConfig, ServerConnection, StreamOwned};
+use volley_tls::{ClientTls, ServerTls, TlsFailure, TlsSession, TlsVersion};
 
 /// Socket timeout: a hung peer fails the test instead of hanging it.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -113,4 +116,128 @@ pub fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+pub const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+/// Largest request head the test server reads.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// A server certificate set on disk plus the CA file a client trusts.
+pub struct Fixture {
+    pub dir: PathBuf,
+    pub ca_file: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Fixture {
+    pub fn new(tag: &str, ca: &Authority, server: &Issued) -> Fixture {
+        let dir = scratch(tag);
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+        let (cert, key) = server.write(&dir, "server").unwrap();
+        Fixture {
+            dir,
+            ca_file,
+            cert,
+            key,
+        }
+    }
+
+    pub fn valid(tag: &str) -> Fixture {
+        let ca = Authority::new().unwrap();
+        let server = ca.server(&certs::LOCAL_NAMES).unwrap();
+        Fixture::new(tag, &ca, &server)
+    }
+
+    pub fn server(&self) -> ServerTls {
+        ServerTls::new(&self.cert, &self.key)
+    }
+
+    pub fn client(&self) -> ClientTls {
+        ClientTls {
+            ca_file: Some(self.ca_file.clone()),
+            ..ClientTls::default()
+        }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Serves `connections` connections, one after another: reads a request head, answers
+/// with a body naming the negotiated version and ALPN, closes with close_notify.
+/// Returns each connection's server-side error, if any.
+pub fn serve(
+    config: Arc<ServerConfig>,
+    connections: usize,
+) -> (SocketAddr, JoinHandle<Vec<String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let mut errors = Vec::new();
+        for _ in 0..connections {
+            let (tcp, _) = listener.accept().unwrap();
+            tcp.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            tcp.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+            let conn = ServerConnection::new(config.clone()).unwrap();
+            let mut stream = StreamOwned::new(conn, tcp);
+            if let Err(e) = answer(&mut stream) {
+                errors.push(e.to_string());
+            }
+        }
+        errors
+    });
+    (addr, handle)
+}
+
+fn answer(stream: &mut StreamOwned<ServerConnection, std::net::TcpStream>) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            // Handshake-only clients close after the handshake.
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(std::io::Error::other("request head too large"));
+        }
+    }
+    let version = match stream.conn.protocol_version() {
+        Some(v) => format!("{v:?}"),
+        None => "none".into(),
+    };
+    let alpn = stream
+        .conn
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_else(|| "none".into());
+    let body = if head.starts_with(b"GET /big") {
+        // Larger than rustls's own plaintext buffer, so the session's drain matters.
+        vec![b'x'; 300 * 1024]
+    } else {
+        format!("{version} {alpn}").into_bytes()
+    };
+    let mut response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    response.extend_from_slice(&body);
+    stream.write_all(&response)?;
+    stream.conn.send_close_notify();
+    stream.flush()
+}
+
+pub fn body(response: &[u8]) -> &[u8] {
+    let at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    &response[at + 4..]
 }
