@@ -578,6 +578,20 @@ impl H2Conn {
     }
 
     fn process(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
+        let before = self.out.len() - self.out_start;
+        self.process_frame(h, payload)?;
+        // Only output this frame provoked counts: requests the driver queued
+        // without writing are its own business, replies a peer extracts are not.
+        let now = self.out.len() - self.out_start;
+        if now > before && now > self.settings.max_pending_output_bytes {
+            return Err(ConnError::OutputOverflow(
+                self.settings.max_pending_output_bytes,
+            ));
+        }
+        Ok(())
+    }
+
+    fn process_frame(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
         if let Some(p) = self.pending_block {
             if h.kind != kind::CONTINUATION || h.stream != p.stream {
                 return Err(ConnError::Protocol(
@@ -607,11 +621,6 @@ impl H2Conn {
             }
             // Unknown frame types are ignored (RFC 9113 §4.1).
             _ => {}
-        }
-        if self.out.len() - self.out_start > self.settings.max_pending_output_bytes {
-            return Err(ConnError::OutputOverflow(
-                self.settings.max_pending_output_bytes,
-            ));
         }
         Ok(())
     }
@@ -660,7 +669,9 @@ impl H2Conn {
             return Err(ConnError::FlowControl("DATA beyond the connection window"));
         }
         self.conn_recv_unacked += payload.len() as u32;
-        if self.conn_recv_unacked as i64 >= self.settings.connection_window_size as i64 / 2 {
+        if self.conn_recv_unacked > 0
+            && self.conn_recv_unacked as i64 >= self.settings.connection_window_size as i64 / 2
+        {
             frame::write_window_update(&mut self.out, 0, self.conn_recv_unacked);
             self.conn_recv_window += self.conn_recv_unacked as i64;
             self.conn_recv_unacked = 0;
@@ -681,7 +692,9 @@ impl H2Conn {
         }
         if !end_stream {
             s.recv_unacked += payload.len() as u32;
-            if s.recv_unacked as i64 >= self.settings.initial_window_size as i64 / 2 {
+            if s.recv_unacked > 0
+                && s.recv_unacked as i64 >= self.settings.initial_window_size as i64 / 2
+            {
                 frame::write_window_update(&mut self.out, s.id, s.recv_unacked);
                 s.recv_window += s.recv_unacked as i64;
                 s.recv_unacked = 0;

@@ -1002,3 +1002,45 @@ fn fuzz_feed_never_panics_and_stays_bounded() {
     }
     assert!(errors > 100, "mutations should often be caught: {errors}");
 }
+
+#[test]
+fn empty_data_frames_never_provoke_zero_window_updates() {
+    let mut c = ready_with(
+        Settings {
+            initial_window_size: 1,
+            ..Settings::default()
+        },
+        &[],
+    );
+    let id = c.submit(&GET, b"").unwrap();
+    c.feed(&response(id, "200", false)).unwrap();
+    drain(&mut c);
+    c.feed(&data(id, 0, false)).unwrap();
+    assert!(c.pending_output().is_empty());
+    c.feed(&data(id, 1, false)).unwrap();
+    let f = drain(&mut c);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].1, 1u32.to_be_bytes());
+}
+
+#[test]
+fn requests_queued_without_writing_do_not_count_as_peer_abuse() {
+    let mut c = ready_with(
+        Settings {
+            max_pending_output_bytes: 1000,
+            ..Settings::default()
+        },
+        &[],
+    );
+    let long = "p".repeat(100);
+    let head = RequestHead { path: &long, ..GET };
+    for _ in 0..20 {
+        c.submit(&head, b"").unwrap();
+    }
+    assert!(c.pending_output().len() > 1000);
+    // A frame that adds no output is fine; one that adds output past the bound is not.
+    c.feed(&response(1, "200", true)).unwrap();
+    let mut p = Vec::new();
+    frame::write_ping(&mut p, false, [0; 8]);
+    assert_eq!(c.feed(&p), Err(ConnError::OutputOverflow(1000)));
+}
