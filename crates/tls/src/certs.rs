@@ -35,13 +35,22 @@ pub const SERVER_CERT_FILE: &str = "server.pem";
 pub const SERVER_KEY_FILE: &str = "server.key";
 
 /// A certificate with its private key, as DER and PEM.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Issued {
     cert_der: Vec<u8>,
     /// The certificate, PEM.
     pub cert_pem: String,
     /// Its private key, PKCS#8 PEM.
     pub key_pem: String,
+}
+
+impl std::fmt::Debug for Issued {
+    /// The certificate only: keys stay out of logs and test output.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issued")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Issued {
@@ -298,6 +307,14 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn debug_output_leaves_the_key_out() {
+        let issued = self_signed_server(&["localhost"]).unwrap();
+        let shown = format!("{issued:?}");
+        assert!(shown.contains("BEGIN CERTIFICATE"));
+        assert!(!shown.contains("PRIVATE KEY"), "{shown}");
     }
 
     #[test]

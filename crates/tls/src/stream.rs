@@ -4,8 +4,8 @@
 //! write: flush ciphertext when there is some, read the socket when plaintext runs
 //! out. With a non-blocking stream (a mio `TcpStream`) every call returns at once and
 //! `WouldBlock` means "wait for readiness", which is the engine's `Transport` contract.
-//! A TLS failure comes back as an `io::Error` carrying the [`TlsFailure`]; recover it
-//! with [`TlsFailure::in_io`].
+//! A TLS failure comes back as an `io::Error` carrying the [`crate::TlsFailure`]; recover it
+//! with [`crate::TlsFailure::in_io`].
 
 use std::io::{self, Read, Write};
 
