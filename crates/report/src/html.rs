@@ -14,6 +14,17 @@ use std::fmt::Write;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Html;
 
+/// The colour of group `g` of target `i`: by target when several targets share a chart
+/// (one colour per target), by group when there is only one target (so its groups are
+/// easy to tell apart).
+fn group_color(report: &Report, i: usize, g: usize) -> &'static str {
+    if report.targets.len() == 1 {
+        color(g)
+    } else {
+        color(i)
+    }
+}
+
 /// Dash patterns telling apart lines of one target's colour (groups, percentiles).
 const DASHES: [Option<&str>; 4] = [None, Some("8 4"), Some("2 3"), Some("10 3 2 3")];
 
@@ -165,7 +176,7 @@ fn concurrency_chart(
             if !line.is_empty() {
                 let mut s = Series::new(
                     format!("{}, {name}", t.target),
-                    color(i),
+                    group_color(report, i, g),
                     line,
                     Style::LinePoints,
                 );
@@ -175,7 +186,7 @@ fn concurrency_chart(
             c.flagged.extend(
                 flagged
                     .into_iter()
-                    .map(|(x, y)| (x, y, color(i).to_string())),
+                    .map(|(x, y)| (x, y, group_color(report, i, g).to_string())),
             );
         }
     }
@@ -221,7 +232,7 @@ fn cpu_share_chart(report: &Report) -> Option<Chart> {
             line.sort_by(|a, b| a.0.total_cmp(&b.0));
             let mut s = Series::new(
                 format!("{}, cpus {cores}", t.target),
-                color(i),
+                group_color(report, i, g),
                 line,
                 Style::LinePoints,
             );
@@ -234,7 +245,7 @@ fn cpu_share_chart(report: &Report) -> Option<Chart> {
     (caps.len() >= 2 && !c.is_empty()).then_some(c)
 }
 
-fn usl_chart(t: &TargetReport, i: usize) -> Option<Chart> {
+fn usl_chart(report: &Report, t: &TargetReport, i: usize) -> Option<Chart> {
     let mut c = Chart::new(
         format!("{}: Universal Scalability Law fit", t.target),
         "concurrency N (connections)",
@@ -244,7 +255,7 @@ fn usl_chart(t: &TargetReport, i: usize) -> Option<Chart> {
         let dash = DASHES[g % DASHES.len()];
         let mut pts = Series::new(
             format!("{} measured", group.group),
-            color(i),
+            group_color(report, i, g),
             group.points.clone(),
             Style::Points,
         );
@@ -264,18 +275,22 @@ fn usl_chart(t: &TargetReport, i: usize) -> Option<Chart> {
                         (n, f.predict(n))
                     })
                     .collect();
-                let mut s =
-                    Series::new(format!("{} fit", group.group), color(i), curve, Style::Line);
+                let mut s = Series::new(
+                    format!("{} fit", group.group),
+                    group_color(report, i, g),
+                    curve,
+                    Style::Line,
+                );
                 s.dash = Some("6 3");
                 c.series.push(s);
                 c.notes.push(format!(
-                    "{}: sigma = {:.4}, kappa = {:.6}, N* = {}, peak = {} req/s, lambda = {:.1} req/s, R² = {:.3}",
+                    "{}: sigma {:.4}, kappa {:.6}, N* {}, peak {} req/s, R² {:.3}",
                     group.group,
                     f.sigma,
                     f.kappa,
-                    f.n_star.map_or("unbounded (kappa = 0)".into(), |n| format!("{n:.1}")),
+                    f.n_star
+                        .map_or("unbounded (kappa = 0)".into(), |n| format!("{n:.1}")),
                     f.peak_rps.map_or("unbounded".into(), |p| format!("{p:.1}")),
-                    f.lambda,
                     f.r_squared
                 ));
             }
@@ -379,7 +394,7 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     }
     out.extend(cpu_share_chart(report));
     for (i, t) in report.targets.iter().enumerate() {
-        out.extend(usl_chart(t, i));
+        out.extend(usl_chart(report, t, i));
     }
     for (i, t) in report.targets.iter().enumerate() {
         out.extend(latency_over_time(t, i));
@@ -474,12 +489,7 @@ impl Exporter for Html {
             out.push_str("<h2 id=\"charts\">Charts</h2>\n");
         }
         for (i, c) in charts.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "<figure>{}<figcaption>{}</figcaption></figure>",
-                c.render(i),
-                escape(&c.title)
-            );
+            let _ = writeln!(out, "<figure>{}</figure>", c.render(i));
         }
         for table in table::all(report).iter().filter(|t| t.id != "capacity") {
             out.push_str(&render_table(table));

@@ -389,37 +389,10 @@ struct StoredVerdict {
     throttled: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct StoredSecond {
-    second: u64,
-    completed: u64,
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct StoredMonitorSample {
-    t_ms: u64,
-    target: Option<StoredTargetSample>,
-    net: Option<StoredNet>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct StoredTargetSample {
-    cpu_user_pct: f64,
-    cpu_sys_pct: f64,
-    rss_bytes: u64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct StoredNet {
-    tx_bytes_per_s: f64,
-    rx_bytes_per_s: f64,
+/// A number field of a series row; series rows are read field by field so one odd
+/// field (a float where an integer was expected) blanks only itself.
+fn field(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
 }
 
 /// Reads a JSON value leniently: missing fields take their defaults, and a value of the
@@ -581,23 +554,29 @@ fn load_step(
     for point in store.series(row.id)? {
         match point.source {
             SeriesSource::Load => {
-                let v: StoredSecond = lenient(&point.values);
+                let v = &point.values;
+                let f = |k: &str| field(v, &[k]).unwrap_or(0.0);
                 seconds.push(SecondPoint {
-                    t_s: start_offset_s + v.second.max(point.second as u64) as f64,
-                    completed: v.completed,
-                    p50_ms: v.p50_ms,
-                    p99_ms: v.p99_ms,
-                    max_ms: v.max_ms,
+                    t_s: start_offset_s + point.second as f64,
+                    completed: f("completed") as u64,
+                    p50_ms: f("p50_ms"),
+                    p99_ms: f("p99_ms"),
+                    max_ms: f("max_ms"),
                 });
             }
             SeriesSource::Monitor => {
-                let v: StoredMonitorSample = lenient(&point.values);
+                let v = &point.values;
+                // t_ms is on the load's clock; without it, the sample index is the second.
+                let t_ms = field(v, &["t_ms"]).unwrap_or(point.second as f64 * 1e3);
+                let cpu = field(v, &["target", "cpu_user_pct"])
+                    .zip(field(v, &["target", "cpu_sys_pct"]))
+                    .map(|(u, s)| u + s);
                 monitor.push(MonitorPoint {
-                    t_s: start_offset_s + v.t_ms as f64 / 1e3,
-                    cpu_pct: v.target.as_ref().map(|t| t.cpu_user_pct + t.cpu_sys_pct),
-                    rss_bytes: v.target.as_ref().map(|t| t.rss_bytes),
-                    tx_bytes_per_s: v.net.as_ref().map(|n| n.tx_bytes_per_s),
-                    rx_bytes_per_s: v.net.as_ref().map(|n| n.rx_bytes_per_s),
+                    t_s: start_offset_s + t_ms / 1e3,
+                    cpu_pct: cpu,
+                    rss_bytes: field(v, &["target", "rss_bytes"]).map(|b| b as u64),
+                    tx_bytes_per_s: field(v, &["net", "tx_bytes_per_s"]),
+                    rx_bytes_per_s: field(v, &["net", "rx_bytes_per_s"]),
                 });
             }
         }
@@ -848,6 +827,16 @@ mod tests {
         let s: StoredSummary = lenient(&serde_json::json!({"duration_s": 2.0}));
         assert_eq!(s.duration_s, 2.0);
         assert_eq!(s.requests.completed, 0);
+    }
+
+    #[test]
+    fn series_fields_are_read_one_by_one() {
+        let v =
+            serde_json::json!({"p99_ms": 2.5, "completed": 10.5, "target": {"rss_bytes": 4096}});
+        assert_eq!(field(&v, &["p99_ms"]), Some(2.5));
+        assert_eq!(field(&v, &["completed"]), Some(10.5));
+        assert_eq!(field(&v, &["target", "rss_bytes"]), Some(4096.0));
+        assert_eq!(field(&v, &["net", "tx_bytes_per_s"]), None);
     }
 
     #[test]

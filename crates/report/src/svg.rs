@@ -103,7 +103,7 @@ const PLOT_HEIGHT: f64 = 300.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 24.0;
 const TOP: f64 = 40.0;
-const LEGEND_COLUMNS: usize = 3;
+const LEGEND_COLUMNS: usize = 2;
 
 /// Escapes text for XML/HTML content and attributes.
 pub fn escape(s: &str) -> String {

@@ -167,7 +167,11 @@ pub fn runs(report: &Report) -> Option<Table> {
 }
 
 /// A rates x targets table of the median of `value` over non-generator-bound repeats.
-fn per_rate(report: &Report, value: impl Fn(&StepReport) -> Option<f64>) -> Vec<Vec<String>> {
+fn per_rate(
+    report: &Report,
+    decimals: usize,
+    value: impl Fn(&StepReport) -> Option<f64>,
+) -> Vec<Vec<String>> {
     // rate (as bits, so it sorts and keys exactly) -> target index -> (values, gen-bound count)
     let mut cells: BTreeMap<u64, BTreeMap<usize, (Vec<f64>, usize)>> = BTreeMap::new();
     for (i, t) in report.targets.iter().enumerate() {
@@ -194,7 +198,7 @@ fn per_rate(report: &Report, value: impl Fn(&StepReport) -> Option<f64>) -> Vec<
                 row.push(match by_target.get(&i) {
                     None => "-".into(),
                     Some((v, gen)) if v.is_empty() && *gen > 0 => "n/a (generator-bound)".into(),
-                    Some((v, _)) => num(median(v), 1),
+                    Some((v, _)) => num(median(v), decimals),
                 });
             }
             (rate, row)
@@ -217,7 +221,7 @@ fn target_headers(report: &Report, first: &str, unit: &str) -> Vec<String> {
 
 /// Seed 001's table "547": replies/s per offered rate, one column per target.
 pub fn replies(report: &Report) -> Option<Table> {
-    let rows = per_rate(report, |s| Some(s.reply_rate_rps));
+    let rows = per_rate(report, 1, |s| Some(s.reply_rate_rps));
     (!rows.is_empty()).then(|| Table {
         id: "replies",
         title: "Replies per second by request rate".into(),
@@ -229,7 +233,7 @@ pub fn replies(report: &Report) -> Option<Table> {
 
 /// Seed 001's "548": most connections open at once per offered rate.
 pub fn open_connections(report: &Report) -> Option<Table> {
-    let rows = per_rate(report, |s| s.max_open_connections.map(f64::from));
+    let rows = per_rate(report, 0, |s| s.max_open_connections.map(f64::from));
     (!rows.is_empty()).then(|| Table {
         id: "connections",
         title: "Max open connections by request rate".into(),
