@@ -38,6 +38,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let store =
         Store::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
+    // Runs whose writer was killed (kill -9, power loss) are still 'running': mark them.
+    store.mark_incomplete_on_open()?;
     match compare(&store, &args.a, &args.b, metric) {
         Ok(c) => println!("{c}"),
         Err(volley_study::StudyError::Invalid(m)) => usage!("{m}"),

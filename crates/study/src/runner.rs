@@ -184,6 +184,7 @@ fn fmt_eta(d: Duration) -> String {
 pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError> {
     let started = Instant::now();
     let mut store = Store::open(&opts.db)?;
+    store.mark_incomplete_on_open()?;
     let study = store.begin_study(&NewStudy {
         name: plan.name.clone(),
         file_text: opts.file_text.clone(),

@@ -1,0 +1,291 @@
+//! `volley study run`, `volley history` and `volley compare` driven as a user would, against
+//! in-process test servers (volley-faultserver) on loopback: a known capacity found by
+//! search, a study killed with SIGKILL, and an A/B comparison.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use volley_faultserver::{Behaviour, FaultServer};
+use volley_store::{Status, Store};
+
+fn volley() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("volley-study-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn bad_study_file_names_line_and_key() {
+    let dir = temp_dir("bad");
+    let f = write(
+        &dir,
+        "bad.toml",
+        "name = \"x\"\n[[target]]\nname = \"a\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"1s\"\nrepeets = 3\n",
+    );
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--dry-run")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("line 10") && err.contains("repeets"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn search_finds_a_token_bucket_capacity() {
+    let server = FaultServer::start(Behaviour::TokenBucket {
+        rate_per_s: 3000.0,
+        burst: 20,
+    })
+    .unwrap();
+    let dir = temp_dir("search");
+    let study = format!(
+        r#"name = "bucket"
+mode = "search"
+[[target]]
+name = "bucket"
+kind = "external"
+url = "{}"
+[[workload]]
+name = "root"
+paths = ["/"]
+[load]
+model = "open"
+concurrency = 16
+max_connections = 512
+timeout = "2s"
+[steps]
+duration = "3s"
+warmup = "300ms"
+cooldown = "200ms"
+[slo]
+p99 = "100ms"
+[search]
+start_rate = 1000
+resolution = 0.05
+repeats = 1
+max_steps = 10
+"#,
+        server.url("/")
+    );
+    let f = write(&dir, "search.toml", &study);
+    let db = dir.join("v.db");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("capacity") && l.contains("95% CI"))
+        .expect(&stdout);
+    let cap: f64 = line
+        .split("capacity ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect(line);
+    assert!(
+        (cap - 3000.0).abs() / 3000.0 <= 0.06,
+        "capacity {cap} vs 3000: {line}"
+    );
+    // Every search step is in the store, judged.
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, Status::Complete);
+    let steps = store.steps(runs[0].id).unwrap();
+    assert!(steps.len() >= 3);
+    for s in &steps {
+        assert_eq!(s.parameters.extra["phase"], "search");
+        assert!(s.verdict.as_ref().unwrap()["sustain"]["sustainable"].is_boolean());
+        assert!(s.parameters.rate_rps.is_some());
+    }
+}
+
+fn closed_study(name: &str, urls: &[String], steps: usize, repeats: u32) -> String {
+    let mut s = format!("name = \"{name}\"\n");
+    for (i, u) in urls.iter().enumerate() {
+        s.push_str(&format!(
+            "[[target]]\nname = \"t{i}\"\nkind = \"external\"\nurl = \"{u}\"\n"
+        ));
+    }
+    let concs: Vec<String> = (1..=steps).map(|c| c.to_string()).collect();
+    s.push_str(&format!(
+        "[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [{}]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = {repeats}\n",
+        concs.join(", ")
+    ));
+    s
+}
+
+#[test]
+fn kill_9_keeps_finished_steps_and_marks_the_run_incomplete() {
+    let server = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let dir = temp_dir("kill");
+    let f = write(
+        &dir,
+        "k.toml",
+        &closed_study("kill", &[server.url("/")], 8, 1),
+    );
+    let db = dir.join("v.db");
+    let mut child = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until at least two steps are stored (bounded), then SIGKILL.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let n = Store::open(&db)
+            .ok()
+            .and_then(|s| {
+                let runs = s.list_runs().ok()?;
+                Some(s.steps(runs.first()?.id).ok()?.len())
+            })
+            .unwrap_or(0);
+        if n >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no steps stored in 30 s");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "study ended before the kill"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = volley()
+        .arg("history")
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("kill (#1)/t0") && text.contains("incomplete"),
+        "{text}"
+    );
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Incomplete);
+    let steps = store.steps(run.id).unwrap();
+    assert!(steps.len() >= 2 && steps.len() < 8, "{}", steps.len());
+    for s in &steps {
+        assert!(s.summary["throughput"]["requests_per_s"].as_f64().unwrap() > 0.0);
+        assert!(!store.histograms(s.id).unwrap().is_empty());
+        assert!(!store.series(s.id).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn history_and_compare_on_a_small_study() {
+    let a = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let b = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let dir = temp_dir("cmp");
+    let f = write(
+        &dir,
+        "ab.toml",
+        &closed_study("ab", &[a.url("/"), b.url("/")], 1, 3),
+    );
+    let db = dir.join("v.db");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("6 steps"), "{stdout}");
+    let hist = volley()
+        .arg("history")
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let h = String::from_utf8_lossy(&hist.stdout);
+    assert!(
+        h.contains("ab (#1)/t0") && h.contains("ab (#1)/t1") && h.contains("complete"),
+        "{h}"
+    );
+    let cmp = volley()
+        .args(["compare", "ab:t0", "ab:t1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let c = String::from_utf8_lossy(&cmp.stdout);
+    assert!(
+        cmp.status.success(),
+        "{c}{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    assert!(
+        c.contains("3 steps") && c.contains("A/B ratio of medians"),
+        "{c}"
+    );
+    let ratio: f64 = c
+        .split("ratio of medians: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(ratio > 0.2 && ratio < 5.0, "same server twice: {ratio}");
+    let p99 = volley()
+        .args(["compare", "1", "2", "--metric", "p99", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(p99.status.success());
+    let bad = volley()
+        .args(["compare", "1", "99", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
