@@ -1,0 +1,308 @@
+//! End-to-end DAV tests against the real binary (`volley serve`): Debian's litmus
+//! WebDAV suite, a python-caldav client, and a kill -9 in the middle of a stream of PUTs.
+//! Needs `litmus` and `python3-caldav` (scripts/install-deps.sh installs both).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("volley-davit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `volley serve`, killed on drop.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(root: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["serve", "--root"])
+            .arg(root)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn volley serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("volley serve printed no address within 20 s");
+            }
+        };
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .and_then(|s| s.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Server { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `cmd` to completion or kills it after `limit`; returns (success, stdout+stderr).
+fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String) {
+    let out_path = std::env::temp_dir().join(format!(
+        "volley-davit-out-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ (limit.as_nanos() * 7919)
+    ));
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = cmd
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn client (is it installed? see scripts/install-deps.sh)");
+    let deadline = Instant::now() + limit;
+    let ok = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.success();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    (ok, text)
+}
+
+/// `<- summary for `basic': of 16 tests run: 16 passed, 0 failed. 100.0%` -> (run, failed).
+fn litmus_summary(output: &str, group: &str) -> Option<(u32, u32)> {
+    let key = format!("<- summary for `{group}': of ");
+    let line = output
+        .lines()
+        .find_map(|l| l.split_once(&key).map(|(_, r)| r))?;
+    let run: u32 = line.split_whitespace().next()?.parse().ok()?;
+    let failed: u32 = line
+        .split(", ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((run, failed))
+}
+
+/// Runs litmus `groups` against a fresh server and asserts each group fully passes.
+fn assert_litmus_passes(tag: &str, groups: &[&str]) {
+    let tmp = TempDir::new(tag);
+    let root = tmp.0.join("root");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    let server = Server::start(&root);
+    let mut cmd = Command::new("litmus");
+    cmd.arg("-k")
+        .arg(format!("http://{}/dir/", server.addr))
+        .env("TESTS", groups.join(" "))
+        .current_dir(&tmp.0);
+    let (_, out) = run_bounded(cmd, Duration::from_secs(180));
+    for group in groups {
+        let (run, failed) = litmus_summary(&out, group)
+            .unwrap_or_else(|| panic!("no litmus summary for {group}:\n{out}"));
+        assert!(
+            run > 0 && failed == 0,
+            "litmus {group}: {failed} of {run} failed:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn litmus_basic_props_and_copymove_pass() {
+    assert_litmus_passes("litmus-dav", &["basic", "props", "copymove"]);
+}
+
+/// The `http` group is about HTTP framing (Expect: 100-continue), which the server
+/// crate owns; kept apart so a failure here points at the right crate.
+#[test]
+fn litmus_http_passes() {
+    assert_litmus_passes("litmus-http", &["http"]);
+}
+
+#[test]
+fn python_caldav_client_round_trip() {
+    let tmp = TempDir::new("caldav");
+    std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
+    let server = Server::start(&tmp.0);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg(script).arg(format!("http://{}/cal/", server.addr));
+    let (ok, out) = run_bounded(cmd, Duration::from_secs(120));
+    assert!(ok, "python-caldav script failed:\n{out}");
+    assert!(out.contains("all caldav checks passed"), "{out}");
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns (status, body). Reads exactly
+/// Content-Length body bytes rather than waiting for the server to close.
+fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nDepth: 1\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let end = loop {
+        if let Some(e) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break e;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut rest = buf[end + 4..].to_vec();
+    while rest.len() < len {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        rest.extend_from_slice(&chunk[..n]);
+    }
+    rest.truncate(len);
+    Ok((status, rest))
+}
+
+/// The body of version `v` of item `i`: a repeated self-describing record whose length
+/// depends on the version, so a mix of two versions or a truncation is detectable.
+/// Kept under 4 KiB: `volley serve` currently leaves a PUT unanswered when its body
+/// arrives in a second read (reported to the server owner); this test is about the DAV
+/// handler's atomic writes, not that.
+fn item_body(i: u64, v: u64) -> Vec<u8> {
+    let rec = format!("item{i}-v{v};");
+    rec.repeat(100 + (v % 7) as usize * 30).into_bytes()
+}
+
+#[test]
+fn kill_9_during_puts_leaves_no_torn_item() {
+    const ITEMS: u64 = 8;
+    let tmp = TempDir::new("crash");
+    std::fs::create_dir_all(tmp.0.join("items")).unwrap();
+    let mut server = Server::start(&tmp.0);
+    let addr = server.addr.clone();
+    for i in 0..ITEMS {
+        let (st, _) = request(&addr, "PUT", &format!("/items/i{i}.txt"), &item_body(i, 0)).unwrap();
+        assert!(st == 201 || st == 204, "initial PUT status {st}");
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (done, stop, addr) = (done.clone(), stop.clone(), addr.clone());
+        std::thread::spawn(move || {
+            // Bounded in count and time; ends early when the server dies.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            for v in 1..5000u64 {
+                if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
+                    break;
+                }
+                let i = v % ITEMS;
+                if request(&addr, "PUT", &format!("/items/i{i}.txt"), &item_body(i, v)).is_err() {
+                    break;
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while done.load(Ordering::Relaxed) < 40 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        done.load(Ordering::Relaxed) >= 40,
+        "the PUT stream never got going"
+    );
+    server.child.kill().unwrap(); // SIGKILL, mid-stream
+    let _ = server.child.wait();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    for i in 0..ITEMS {
+        let content = std::fs::read(tmp.0.join(format!("items/i{i}.txt"))).unwrap();
+        let text = String::from_utf8_lossy(&content);
+        let v: u64 = text
+            .strip_prefix(&format!("item{i}-v"))
+            .and_then(|r| r.split(';').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| {
+                panic!("item {i} is torn: starts {:?}", &text[..text.len().min(40)])
+            });
+        assert!(
+            content == item_body(i, v),
+            "item {i} is a torn mix around version {v}"
+        );
+    }
+
+    // A restarted server lists the items (and no temp files) and its journal still works.
+    let server = Server::start(&tmp.0);
+    let (st, body) = request(&server.addr, "PROPFIND", "/items/", b"").unwrap();
+    assert_eq!(st, 207);
+    let listing = String::from_utf8_lossy(&body);
+    assert!(
+        !listing.contains(".volley-"),
+        "internal file listed:\n{listing}"
+    );
+    assert_eq!(
+        listing.matches("<D:response>").count(),
+        1 + ITEMS as usize,
+        "{listing}"
+    );
+    let sync = br#"<D:sync-collection xmlns:D="DAV:"><D:sync-token>urn:volley:sync:0:0</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#;
+    let (st, body) = request(&server.addr, "REPORT", "/items/", sync).unwrap();
+    assert_eq!(st, 207, "{}", String::from_utf8_lossy(&body));
+}
