@@ -1044,3 +1044,38 @@ fn requests_queued_without_writing_do_not_count_as_peer_abuse() {
     frame::write_ping(&mut p, false, [0; 8]);
     assert_eq!(c.feed(&p), Err(ConnError::OutputOverflow(1000)));
 }
+
+#[test]
+fn encoded_head_gives_the_same_frames_as_submit() {
+    let head = RequestHead {
+        headers: &[("accept", "*/*"), ("user-agent", "volley")],
+        ..GET
+    };
+    let mut a = ready();
+    a.submit(&head, b"body").unwrap();
+    let mut b = ready();
+    let enc = crate::EncodedHead::new(&head).unwrap();
+    assert!(enc.block_len() > 0);
+    assert_eq!(b.submit_encoded(&enc, b"body"), Ok(1));
+    assert_eq!(a.pending_output(), b.pending_output());
+    assert_eq!(b.open_streams(), 1);
+}
+
+#[test]
+fn values_with_line_breaks_are_rejected() {
+    let mut c = ready();
+    for head in [
+        RequestHead {
+            headers: &[("x-a", "1\r\nx-b: 2")],
+            ..GET
+        },
+        RequestHead { path: "", ..GET },
+        RequestHead {
+            authority: "a\0b",
+            ..GET
+        },
+    ] {
+        assert_eq!(c.submit(&head, b""), Err(SubmitError::InvalidHeaderValue));
+    }
+    assert_eq!(c.submit(&GET, b""), Ok(1), "no stream id was used up");
+}

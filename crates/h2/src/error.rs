@@ -153,4 +153,7 @@ pub enum SubmitError {
     /// names (upper case is lowered instead).
     #[error("invalid header name")]
     InvalidHeaderName,
+    /// A field value containing CR, LF or NUL, or an empty method or path.
+    #[error("invalid header value")]
+    InvalidHeaderValue,
 }

@@ -39,5 +39,5 @@ mod error;
 pub mod frame;
 pub mod hpack;
 
-pub use conn::{Event, H2Conn, HeaderField, RequestHead, Settings, StreamId};
+pub use conn::{EncodedHead, Event, H2Conn, HeaderField, RequestHead, Settings, StreamId};
 pub use error::{ConnError, ErrorCode, SubmitError};

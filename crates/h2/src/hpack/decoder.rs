@@ -445,4 +445,52 @@ mod tests {
         assert_eq!(seen, 1);
         assert_eq!(d.table().len(), 2, "table still in step");
     }
+
+    /// Random and mutated blocks: never a panic, the table never exceeds its
+    /// maximum, and reported fields never exceed the list limit.
+    #[test]
+    fn fuzz_blocks_never_panic_and_stay_bounded() {
+        let seeds = [
+            hex("4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3"),
+            hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff"),
+            hex("3fe1 1f 4003 6162 6303 6465 66 be"),
+        ];
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut ok = 0;
+        for round in 0..20_000 {
+            let mut block = if round % 5 == 0 {
+                (0..next() % 64).map(|_| next() as u8).collect()
+            } else {
+                seeds[(next() % 3) as usize].clone()
+            };
+            for _ in 0..1 + next() % 4 {
+                if block.is_empty() {
+                    break;
+                }
+                let i = (next() % block.len() as u64) as usize;
+                block[i] ^= 1 << (next() % 8);
+            }
+            let mode = if round % 2 == 0 {
+                FieldMode::All
+            } else {
+                FieldMode::PseudoOnly
+            };
+            let mut d = Decoder::new(256, 200);
+            let mut reported = 0;
+            if d.decode(&block, mode, |n, v| reported += n.len() + v.len() + 32)
+                .is_ok()
+            {
+                ok += 1;
+            }
+            assert!(reported <= 200);
+            assert!(d.table().size() <= 256);
+        }
+        assert!(ok > 100 && ok < 20_000, "{ok}");
+    }
 }
