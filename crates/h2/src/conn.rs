@@ -23,7 +23,9 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// SETTINGS_HEADER_TABLE_SIZE: the HPACK dynamic table the server may use when
-    /// encoding responses (bytes).
+    /// encoding responses (bytes). Keep it at 4096 or above: a peer may use the
+    /// default 4096 until it has seen our SETTINGS, and the decoder enforces this
+    /// value from the first byte.
     pub header_table_size: u32,
     /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (bytes). Large by
     /// default (2^30 - 1, as h2load) so flow control never throttles a benchmark.
