@@ -1,32 +1,179 @@
-//! The Markdown tables and the model for known synthetic stores: exact rows.
+//! The model and the Markdown tables for known synthetic stores: exact rows.
 
 mod common;
 
-use volley_report::{json::Json, load, markdown::Markdown, Exporter, Selector};
-use volley_store::Store;
+use volley_report::{json::Json, load, markdown::Markdown, Exporter, ReportError, Selector};
+use volley_store::{RunId, Store, StudyId};
 
-fn md(selector: Selector, store: &Store) -> String {
+fn markdown(store: &Store, selector: Selector) -> String {
     Markdown.render(&load(store, selector).unwrap()).unwrap()
 }
 
+/// The rows of the Markdown table under `## {title}` (header and separator included).
+fn table<'a>(md: &'a str, title: &str) -> Vec<&'a str> {
+    let start = md
+        .find(&format!("## {title}\n"))
+        .unwrap_or_else(|| panic!("no table {title:?} in\n{md}"));
+    md[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect()
+}
+
 #[test]
-fn print_rate_sweep() {
+fn rate_sweep_replies_table_has_one_column_per_target() {
     let mut store = Store::open_in_memory().unwrap();
-    let a = common::rate_sweep(&mut store);
-    let b = common::concurrency_grid(&mut store);
-    std::fs::write("/tmp/rep/a.md", md(Selector::Study(a), &store)).unwrap();
-    std::fs::write("/tmp/rep/b.md", md(Selector::Study(b), &store)).unwrap();
-    let r = load(&store, Selector::Study(a)).unwrap();
-    std::fs::write("/tmp/rep/a.json", Json.render(&r).unwrap()).unwrap();
-    std::fs::write(
-        "/tmp/rep/a.html",
-        volley_report::html::Html.render(&r).unwrap(),
-    )
-    .unwrap();
-    let r = load(&store, Selector::Study(b)).unwrap();
-    std::fs::write(
-        "/tmp/rep/b.html",
-        volley_report::html::Html.render(&r).unwrap(),
-    )
-    .unwrap();
+    let study = common::rate_sweep(&mut store);
+    let md = markdown(&store, Selector::Study(study));
+    assert_eq!(
+        table(&md, "Replies per second by request rate"),
+        [
+            "| Rate (req/s) | builtin replies/s | nginx replies/s |",
+            "|---|---|---|",
+            "| 100 | 100.0 | 100.0 |",
+            "| 200 | 200.0 | 199.5 |",
+            "| 300 | 299.0 | 300.0 |",
+            "| 400 | 350.0 | n/a (generator-bound) |",
+        ]
+    );
+    assert_eq!(
+        table(&md, "Max open connections by request rate"),
+        [
+            "| Rate (req/s) | builtin max open | nginx max open |",
+            "|---|---|---|",
+            "| 100 | 5 | 5 |",
+            "| 200 | 10 | 10 |",
+            "| 300 | 15 | 15 |",
+            "| 400 | 20 | n/a (generator-bound) |",
+        ]
+    );
+}
+
+#[test]
+fn capacity_excludes_generator_bound_steps() {
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::rate_sweep(&mut store);
+    let md = markdown(&store, Selector::Study(study));
+    assert_eq!(
+        table(&md, "Capacity"),
+        [
+            "| Target | Capacity (req/s) | First unsustainable above (req/s) | Steps judged | Generator-bound excluded | Notes |",
+            "|---|---|---|---|---|---|",
+            "| builtin | 300.0 | 400.0 | 4 | 0 | - |",
+            "| nginx | 300.0 | - | 3 | 1 | - |",
+        ]
+    );
+    let evidence = table(&md, "Steps, verdicts and labels (the evidence)");
+    assert_eq!(
+        evidence[5],
+        "| builtin | 3 | rate 400/s, ka, #1 | sweep | 400.0 | 350.0 | 250.000 | 0 | server-bound | not sustainable | reply rate 350.0/s < 396.0/s; p99 250.0 ms in window 3 > SLO 100.0 ms | - |"
+    );
+    assert!(
+        evidence[9].starts_with("| nginx (generator-bound) | 3 |"),
+        "{}",
+        evidence[9]
+    );
+}
+
+#[test]
+fn runs_and_resources_tables_mirror_seed_003() {
+    let mut store = Store::open_in_memory().unwrap();
+    common::rate_sweep(&mut store);
+    let md = markdown(&store, Selector::Run(RunId(1)));
+    let runs = table(&md, "Runs: time per request and throughput");
+    assert_eq!(
+        runs[0],
+        "| Target | Step | Parameters | Total (s) | Requests | Failed | Mean (ms) | Min (ms) | Max (ms) | Req/s | Label |"
+    );
+    // p99 2 ms: mean = p99 / 4, min = p99 / 10, max = 3 x p99 in the synthetic summary.
+    assert_eq!(
+        runs[2],
+        "| builtin | 0 | rate 100/s, ka, #1 | 10.00 | 1000 | 0 | 0.500 | 0.200 | 6.000 | 100.0 | server-bound |"
+    );
+    assert_eq!(runs.len(), 6, "one run: four steps");
+    let res = table(&md, "Server resources");
+    // 0.6 CPU-s per second x 10 s over 2990 requests = 2.0067 CPU-ms per request.
+    assert_eq!(
+        res[4],
+        "| builtin | 2 | rate 300/s, ka, #1 | 40.0 | 20.0 | 10.0 | 0.50 | 598 | 299000 | 2006.7 |"
+    );
+}
+
+#[test]
+fn concurrency_grid_gets_throughput_table_and_usl_fits() {
+    let mut store = Store::open_in_memory().unwrap();
+    common::rate_sweep(&mut store);
+    let study = common::concurrency_grid(&mut store);
+    let md = markdown(&store, Selector::Study(study));
+    assert!(!md.contains("## Replies per second"), "no rate steps here");
+    let conc = table(&md, "Throughput and p99 by concurrency, CPU cap and cores");
+    assert_eq!(conc.len(), 2 + 32);
+    assert_eq!(
+        conc[2],
+        "| lighttpd | 0.5 | 0 | 1 | 1 | 500.0 | 2.000 | server-bound |"
+    );
+    // n = 4, quota 1: 1000 x 4 / (1 + 0.15 + 0.24) = 2877.7
+    assert_eq!(
+        conc[2 + 8 + 3],
+        "| lighttpd | 1 | 0 | 4 | 1 | 2877.7 | 4.000 | server-bound |"
+    );
+    let usl = table(&md, "Universal Scalability Law fit");
+    assert_eq!(usl.len(), 2 + 4, "one fit per (cap, cores) group");
+    // sigma 0.05, kappa 0.02 recovered; N* = sqrt(0.95 / 0.02) = 6.9.
+    assert_eq!(
+        usl[4],
+        "| lighttpd | cap 1 cores, cpus 0, keep-alive | 8 | 1000.0 | 0.0500 | 0.020000 | 6.9 | 3271.4 | 1.000 |"
+    );
+    assert!(md.contains("closed-loop service time"));
+}
+
+#[test]
+fn json_is_the_versioned_model_and_agrees_with_markdown() {
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::rate_sweep(&mut store);
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&Json.render(&report).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], volley_report::SCHEMA_VERSION);
+    assert_eq!(v["targets"][0]["target"], "builtin");
+    assert_eq!(v["targets"][0]["capacity"]["capacity_rps"], 300.0);
+    assert_eq!(v["targets"][1]["capacity"]["generator_bound_excluded"], 1);
+    assert_eq!(v["targets"][1]["steps"][3]["label"], "generator-bound");
+    assert_eq!(
+        v["targets"][0]["steps"][0]["seconds"]
+            .as_array()
+            .unwrap()
+            .len(),
+        10
+    );
+    assert_eq!(
+        v["targets"][0]["steps"][0]["monitor"]
+            .as_array()
+            .unwrap()
+            .len(),
+        10
+    );
+    // Step 1 starts 20 s after step 0: the time axis keeps the rest between steps.
+    assert_eq!(v["targets"][0]["steps"][1]["seconds"][0]["t_s"], 20.0);
+    let curve = &v["targets"][0]["percentile_curve"];
+    assert_eq!(curve["kind"], "response");
+    assert_eq!(curve["steps_merged"], 4);
+    assert_eq!(curve["count"], 8000);
+}
+
+#[test]
+fn unknown_ids_and_empty_store_are_typed_usage_errors() {
+    let mut store = Store::open_in_memory().unwrap();
+    let e = load(&store, Selector::Run(RunId(1))).unwrap_err();
+    assert!(matches!(e, ReportError::EmptyStore), "{e}");
+    assert!(e.is_usage());
+    common::rate_sweep(&mut store);
+    let e = load(&store, Selector::Run(RunId(99))).unwrap_err();
+    assert!(matches!(e, ReportError::UnknownRun(99)), "{e}");
+    let e = load(&store, Selector::Study(StudyId(42))).unwrap_err();
+    assert!(matches!(e, ReportError::UnknownStudy(42)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "no study 42 in the results store (see `volley history`)"
+    );
 }
