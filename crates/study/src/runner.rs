@@ -487,16 +487,7 @@ impl Ctx<'_> {
                 let (live, done_flag, what) = (&live, &done_flag, &what);
                 scope.spawn(move || progress_line(live, done_flag, what, progress));
             }
-            let r = run_step(
-                w,
-                cell,
-                rate,
-                &plan.timing,
-                &plan.rule,
-                &view,
-                self.stop,
-                &live,
-            );
+            let r = run_step(w, cell, rate, plan, &view, self.stop, &live);
             done_flag.store(true, Ordering::Relaxed);
             r
         });

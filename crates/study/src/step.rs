@@ -18,7 +18,7 @@ use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
 use volley_targets::ThrottleStats;
 
-use crate::plan::{Cell, Timing, Workload};
+use crate::plan::{Cell, Plan, Workload};
 
 /// What the step needs to know about its target instance.
 pub(crate) struct TargetView<'a> {
@@ -102,12 +102,12 @@ pub(crate) fn run_step(
     w: &Workload,
     cell: &Cell,
     rate: Option<f64>,
-    timing: &Timing,
-    rule: &sustain::Rule,
+    plan: &Plan,
     target: &TargetView<'_>,
     stop_flag: &Arc<AtomicBool>,
     live: &Live,
 ) -> Result<Measured, String> {
+    let (timing, rule) = (&plan.timing, &plan.rule);
     if !timing.warmup.is_zero() {
         let warm = StopCondition {
             requests: None,
