@@ -1,0 +1,172 @@
+//! `volley report` end to end: a store written through `volley-store`, the real binary,
+//! its files and its error lines and exit codes.
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use volley_store::{
+    NewRun, NewStudy, RunKind, SeriesPoint, SeriesSource, Status, StepParameters, StepRecord, Store,
+};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-report-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn volley(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A study with two targets and two rate steps each.
+fn write_store(path: &Path) {
+    let mut store = Store::open(path).unwrap();
+    let study = store
+        .begin_study(&NewStudy {
+            name: "cli".into(),
+            file_text: String::new(),
+        })
+        .unwrap();
+    for (target, replies) in [("builtin", [100.0, 150.0]), ("nginx", [100.0, 200.0])] {
+        let run = store
+            .begin_run(&NewRun {
+                study: Some(study),
+                kind: RunKind::StudyStep,
+                target: target.into(),
+                parameters: json!({}),
+                environment: json!({"kernel": "test"}),
+            })
+            .unwrap();
+        for (i, (rate, reply)) in [100.0, 200.0].into_iter().zip(replies).enumerate() {
+            store
+                .record_step(
+                    run,
+                    &StepRecord {
+                        index: i as u32,
+                        parameters: StepParameters {
+                            rate_rps: Some(rate),
+                            ..StepParameters::default()
+                        },
+                        summary: json!({
+                            "model": {"kind": "open", "rate_per_s": rate},
+                            "latency_definition": "response time = done - intended",
+                            "duration_s": 5.0,
+                            "requests": {"completed": (reply * 5.0) as u64,
+                                         "ok": (reply * 5.0) as u64},
+                            "throughput": {"requests_per_s": reply},
+                            "rates": {"achieved_send_per_s": rate, "reply_per_s": reply},
+                            "latency": {"response_time": {"min_ms": 1.0, "mean_ms": 2.0,
+                                "p50_ms": 2.0, "p99_ms": 5.0, "max_ms": 9.0}},
+                            "connections_stats": {"max_open": 4, "cap_hits": 0}
+                        }),
+                        verdict: Some(json!({"sustain": {"sustainable": reply >= 0.99 * rate,
+                            "reasons": [], "bound": "server_bound", "trend": null}})),
+                        label: Some("server-bound".into()),
+                        started_unix_ms: i as i64 * 10_000,
+                        finished_unix_ms: i as i64 * 10_000 + 5_000,
+                        series: (0..5)
+                            .map(|s| SeriesPoint {
+                                second: s,
+                                source: SeriesSource::Load,
+                                values: json!({"second": s, "completed": reply as u64,
+                                    "p50_ms": 2.0, "p99_ms": 5.0, "max_ms": 9.0}),
+                            })
+                            .collect(),
+                        histograms: Vec::new(),
+                    },
+                )
+                .unwrap();
+        }
+        store.finish_run(run, Status::Complete).unwrap();
+    }
+    store.finish_study(study, Status::Complete).unwrap();
+}
+
+#[test]
+fn writes_html_markdown_and_json_for_a_study() {
+    let db = scratch("study.db");
+    write_store(&db);
+    let (html, md, js) = (scratch("r.html"), scratch("r.md"), scratch("r.json"));
+    let o = volley(&[
+        "report",
+        "study:1",
+        "--db",
+        db.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--md",
+        md.to_str().unwrap(),
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("| Rate (req/s) | builtin replies/s | nginx replies/s |"));
+    assert!(md.contains("| 200 | 150.0 | 200.0 |"), "{md}");
+    assert!(
+        md.contains("| builtin | 100.0 | 200.0 | 2 | 0 | - |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg"));
+    assert!(html.contains("Replies/s vs requests/s"));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(js).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["targets"].as_array().unwrap().len(), 2);
+
+    // No output flag: Markdown on stdout. A single run works too.
+    let o = volley(&["report", "2", "--db", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("# volley report: run 2: nginx"), "{out}");
+}
+
+#[test]
+fn mistakes_get_one_line_and_exit_2() {
+    let missing = scratch("missing.db");
+    let o = volley(&["report", "1", "--db", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim(),
+        format!(
+            "volley: no results store at {} (pass --db PATH)",
+            missing.display()
+        )
+    );
+    assert!(!missing.exists(), "a report must not create a store");
+
+    let empty = scratch("empty.db");
+    drop(Store::open(&empty).unwrap());
+    let o = volley(&["report", "1", "--db", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("holds no runs yet"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+
+    let db = scratch("errors.db");
+    write_store(&db);
+    for (what, expected) in [
+        (
+            "7",
+            "volley: no run 7 in the results store (see `volley history`)",
+        ),
+        (
+            "study:9",
+            "volley: no study 9 in the results store (see `volley history`)",
+        ),
+        (
+            "nginx",
+            "volley: 'nginx' is not a run id or study:ID (see `volley history`)",
+        ),
+    ] {
+        let o = volley(&["report", what, "--db", db.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        assert_eq!(stderr(&o).trim(), expected);
+    }
+}
