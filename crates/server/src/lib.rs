@@ -175,6 +175,7 @@ impl Server {
         let mut handle = ServerHandle {
             shared: shared.clone(),
             wakers: Vec::new(),
+            answered: Vec::new(),
             threads: Vec::new(),
         };
         for n in 0..self.config.threads {
@@ -193,6 +194,7 @@ impl Server {
                 limits.clone(),
             )?;
             handle.wakers.push(worker.waker()?);
+            handle.answered.push(worker.answered());
             let t = std::thread::Builder::new()
                 .name(format!("volley-serve-{n}"))
                 .spawn(move || worker.run())?;
@@ -207,10 +209,20 @@ impl Server {
 pub struct ServerHandle {
     shared: Arc<Shared>,
     wakers: Vec<Arc<mio::Waker>>,
+    answered: Vec<Arc<AtomicU64>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl ServerHandle {
+    /// Requests answered so far by each event-loop thread, in thread order: shows how
+    /// the kernel spread connections over the threads sharing the listener.
+    pub fn answered_per_thread(&self) -> Vec<u64> {
+        self.answered
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// Stops every worker, closes connections, flushes the access log and joins.
     pub fn shutdown(mut self) {
         self.stop();

@@ -28,6 +28,8 @@ pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
 const INITIAL_BUF: usize = 4096;
+/// A read buffer larger than this is dropped back to `INITIAL_BUF` once drained.
+const MAX_IDLE_BUF: usize = 64 << 10;
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
 const SENDFILE_CHUNK: usize = 1 << 20;
 /// The Allow field of a 405: the static methods plus every method the DAV handler claims.
@@ -78,8 +80,12 @@ struct Conn {
     last_active: Instant,
     close_after_write: bool,
     writable_interest: bool,
-    /// Reading stopped with a full buffer; resume after the output drains.
+    /// The last read pass stopped because the buffer was full, not on WouldBlock: the
+    /// socket may hold more bytes and, epoll being edge-triggered, no event will say so.
+    /// Whoever makes room must read again.
     read_blocked: bool,
+    /// `100 Continue` already queued for the request being received.
+    continue_sent: bool,
 }
 
 impl Conn {
@@ -109,6 +115,8 @@ pub struct Worker {
     free: Vec<usize>,
     hdrs: Vec<HeaderSpan>,
     ctx: Ctx,
+    /// Requests this worker answered (read by `ServerHandle::answered_per_thread`).
+    answered: Arc<AtomicU64>,
 }
 
 fn reason(status: u16) -> &'static str {
@@ -631,7 +639,13 @@ impl Worker {
             free: Vec::new(),
             hdrs: Vec::with_capacity(32),
             ctx,
+            answered: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// The counter of requests this worker answers.
+    pub fn answered(&self) -> Arc<AtomicU64> {
+        self.answered.clone()
     }
 
     /// A waker for this worker's poll.
@@ -726,6 +740,7 @@ impl Worker {
                 close_after_write: false,
                 writable_interest: false,
                 read_blocked: false,
+                continue_sent: false,
             });
         }
     }
@@ -858,9 +873,12 @@ impl Worker {
                 let total = head.len + n as usize;
                 if avail < total {
                     c.head_started = None;
+                    // Room for the whole request. `read_blocked` is left as the read
+                    // pass set it: if that pass stopped on a full buffer, the rest of
+                    // the body is still in the socket and `drive` must read it now
+                    // (clearing it here left such requests unanswered forever).
                     grow(c, total, total);
-                    c.read_blocked = c.rhi == c.rbuf.len() && c.rbuf.len() < total;
-                    return Step::NeedMore;
+                    return self.body_pending(i, &head);
                 }
                 ((head.len, total), total, None)
             }
@@ -877,7 +895,7 @@ impl Worker {
                                 return self.fail(i, 413);
                             }
                         }
-                        return Step::NeedMore;
+                        return self.body_pending(i, &head);
                     }
                     Err(ParseError::HeadersTooLarge) => return self.fail(i, 413),
                     Err(e) => return self.fail(i, e.status()),
@@ -899,8 +917,17 @@ impl Worker {
             };
             self.ctx.respond(c, &head, &hdrs, body, keep_alive);
         }
+        self.answered.fetch_add(1, Ordering::Relaxed);
         self.hdrs = hdrs;
+        c.continue_sent = false;
         c.rlo += consumed;
+        if c.rlo == c.rhi && c.rbuf.len() > MAX_IDLE_BUF {
+            // A large body grew the buffer; an idle keep-alive connection goes back to
+            // the small one so that many idle connections stay cheap.
+            c.rbuf = vec![0; INITIAL_BUF];
+            c.rlo = 0;
+            c.rhi = 0;
+        }
         c.head_started = if c.rlo < c.rhi {
             Some(self.ctx.now)
         } else {
@@ -913,15 +940,52 @@ impl Worker {
         Step::Answered
     }
 
+    /// A complete head whose body is still on its way. With `Expect: 100-continue`
+    /// (HTTP/1.1 only, RFC 9110 10.1.1) the client waits for an interim answer before
+    /// sending the body: queue `100 Continue` once, or refuse at once with the final
+    /// status when the method is one nobody here handles (the body is then never read,
+    /// so the connection closes after the 405).
+    fn body_pending(&mut self, i: usize, head: &Head) -> Step {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+            return Step::Close;
+        };
+        if c.continue_sent || head.minor == 0 {
+            return Step::NeedMore;
+        }
+        let buf = &c.rbuf[c.rlo..c.rhi];
+        let expects =
+            header(buf, &self.hdrs, "expect").is_some_and(|v| parse::has_token(v, "100-continue"));
+        if !expects {
+            return Step::NeedMore;
+        }
+        let handled = match head.method.get(buf) {
+            b"GET" | b"HEAD" => true,
+            m => std::str::from_utf8(m).is_ok_and(Dav::handles),
+        };
+        if !handled {
+            return self.fail_with(i, 405, ALLOW);
+        }
+        c.continue_sent = true;
+        c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        // Not an answer to the request, but output to flush before reading on.
+        Step::Answered
+    }
+
     /// Queues an error answer and marks the connection to close after it.
     fn fail(&mut self, i: usize, status: u16) -> Step {
+        self.fail_with(i, status, b"")
+    }
+
+    /// [`Worker::fail`] with extra header lines (each ending in CRLF).
+    fn fail_with(&mut self, i: usize, status: u16, extra: &[u8]) -> Step {
         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
             return Step::Close;
         };
         c.out.clear();
         c.out_pos = 0;
         c.body = Body::None;
-        simple(&self.ctx.date, &mut c.out, status, b"", 1, false, false);
+        c.continue_sent = false;
+        simple(&self.ctx.date, &mut c.out, status, extra, 1, false, false);
         c.close_after_write = true;
         c.rlo = c.rhi;
         Step::Answered
