@@ -1,7 +1,8 @@
 //! `volley serve`: run the built-in server on a directory until SIGINT/SIGTERM.
 //!
-//! Prints `listening on http://ADDR/` as the first stdout line (tests and `volley demo`
-//! read the port from it when `--listen` used port 0).
+//! Prints `listening on http://ADDR/` (or `https://` with TLS) as the first stdout line
+//! (tests and `volley demo` read the port from it when `--listen` used port 0); with
+//! `--tls-self-signed` a second line `tls ca: PATH` names the CA certificate to trust.
 
 use crate::exit::usage;
 use anyhow::Context;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use volley_server::{Server, ServerConfig};
+use volley_server::{Server, ServerConfig, ServerTls};
 
 /// Flags of `volley serve`.
 #[derive(clap::Args)]
@@ -40,6 +41,16 @@ pub struct Args {
     /// Largest request body in bytes (larger gets 413).
     #[arg(long, default_value_t = 16 << 20)]
     max_body: u64,
+    /// Serve HTTPS (HTTP/1.1 only) with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a throw-away CA and server certificate (localhost, 127.0.0.1,
+    /// ::1) written into DIR; prints the CA path for clients to trust.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["tls_cert", "tls_key"])]
+    tls_self_signed: Option<PathBuf>,
 }
 
 /// `10s`, `500ms`, `2m`, or a bare number of seconds.
@@ -94,13 +105,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.header_timeout = header_timeout;
     config.idle_timeout = idle_timeout;
     config.max_body_bytes = args.max_body;
+    let mut ca_path = None;
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        config.tls = Some(ServerTls::new(cert, key));
+    } else if let Some(dir) = &args.tls_self_signed {
+        let paths = volley_server::self_signed_set(dir)
+            .with_context(|| format!("writing certificates into {}", dir.display()))?;
+        config.tls = Some(ServerTls::new(&paths.cert, &paths.key));
+        ca_path = Some(paths.ca);
+    }
     let stop = volley_server::termination_flag().context("installing signal handlers")?;
     let server = Server::bind(config)?;
     let addr = server.local_addr();
+    let scheme = server.scheme();
     let handle = server.spawn()?;
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{addr}/")?;
+        writeln!(out, "listening on {scheme}://{addr}/")?;
+        if let Some(ca) = &ca_path {
+            writeln!(out, "tls ca: {}", ca.display())?;
+        }
         out.flush()?;
     }
     while !stop.load(Ordering::SeqCst) {

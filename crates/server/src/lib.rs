@@ -7,7 +7,8 @@
 //! Shape: one mio (epoll) event loop per thread sharing one listener ([`worker`]), a
 //! zero-allocation request-head parser ([`parse`]), a per-thread cache of small files
 //! with preformatted header blocks ([`files`]), and an optional buffered access log
-//! ([`log`]). Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
+//! ([`log`]). With [`ServerConfig::tls`] every connection is HTTPS (HTTP/1.1 over a
+//! rustls session driven by the same loop, `tls`). Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
 //! every file lookup goes through `volley_dav::path::resolve`.
 #![deny(missing_docs)]
 
@@ -17,13 +18,16 @@ pub mod log;
 pub mod mime;
 pub mod parse;
 mod signal;
+mod tls;
 mod worker;
 
 pub use signal::termination_flag;
+pub use volley_tls::certs::CertPaths;
+pub use volley_tls::ServerTls;
 
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -51,6 +55,9 @@ pub struct ServerConfig {
     pub max_body_bytes: u64,
     /// Files up to this size are cached in memory.
     pub max_cached_file_bytes: u64,
+    /// Serve HTTPS with this certificate and key instead of plain HTTP. ALPN is forced
+    /// to `http/1.1` whatever the options say: this server does not speak HTTP/2.
+    pub tls: Option<ServerTls>,
 }
 
 impl ServerConfig {
@@ -66,6 +73,7 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(60),
             max_body_bytes: 16 << 20,
             max_cached_file_bytes: 256 << 10,
+            tls: None,
         }
     }
 }
@@ -95,6 +103,9 @@ pub enum ServerError {
     /// A bad configuration value.
     #[error("invalid configuration: {0}")]
     Config(&'static str),
+    /// The certificate, key or TLS options were refused.
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] volley_tls::TlsConfigError),
     /// Setting up an event loop failed.
     #[error("event loop setup failed: {0}")]
     Io(#[from] std::io::Error),
@@ -107,6 +118,13 @@ pub struct Server {
     listener: std::net::TcpListener,
     local_addr: SocketAddr,
     log_file: Option<Arc<Mutex<File>>>,
+    tls: Option<Arc<volley_tls::rustls::ServerConfig>>,
+}
+
+/// Writes a throw-away CA and a server certificate for localhost / 127.0.0.1 / ::1
+/// into `dir` (for `volley serve --tls-self-signed`); clients trust `ca`.
+pub fn self_signed_set(dir: &Path) -> Result<CertPaths, ServerError> {
+    Ok(volley_tls::certs::write_local_set(dir)?)
 }
 
 impl Server {
@@ -125,6 +143,15 @@ impl Server {
         if config.header_timeout.is_zero() || config.idle_timeout.is_zero() {
             return Err(ServerError::Config("timeouts must be positive"));
         }
+        // Certificates first: a bad key should not leave a bound port behind.
+        let tls = match &config.tls {
+            Some(options) => {
+                let mut options = options.clone();
+                options.alpn = vec![volley_tls::ALPN_HTTP11.to_string()];
+                Some(options.server_config()?)
+            }
+            None => None,
+        };
         let listener =
             std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
                 addr: config.listen,
@@ -151,12 +178,22 @@ impl Server {
             listener,
             local_addr,
             log_file,
+            tls,
         })
     }
 
     /// The bound address (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Starts the worker threads and returns at once.
@@ -192,6 +229,7 @@ impl Server {
                 shared.clone(),
                 log,
                 limits.clone(),
+                self.tls.clone(),
             )?;
             handle.wakers.push(worker.waker()?);
             handle.answered.push(worker.answered());

@@ -11,12 +11,14 @@ use crate::log::{AccessLog, Entry};
 use crate::parse::{
     self, decode_chunked, name_is, BodyFraming, Chunked, Head, HeaderSpan, ParseError,
 };
+use crate::tls::TlsConn;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +34,8 @@ const INITIAL_BUF: usize = 4096;
 const MAX_IDLE_BUF: usize = 64 << 10;
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
 const SENDFILE_CHUNK: usize = 1 << 20;
+/// File bytes read per step when they must pass through TLS (one full record).
+const TLS_FILE_CHUNK: usize = 16 << 10;
 /// The Allow field of a 405: the static methods plus every method the DAV handler claims.
 const ALLOW: &[u8] =
     b"Allow: GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK\r\n";
@@ -68,6 +72,9 @@ enum Body {
 
 struct Conn {
     sock: TcpStream,
+    /// The TLS session when the listener is HTTPS (boxed: it is large and absent on
+    /// plain connections).
+    tls: Option<Box<TlsConn>>,
     peer: SocketAddr,
     rbuf: Vec<u8>,
     rlo: usize,
@@ -90,7 +97,9 @@ struct Conn {
 
 impl Conn {
     fn out_pending(&self) -> bool {
-        self.out_pos < self.out.len() || !matches!(self.body, Body::None)
+        self.out_pos < self.out.len()
+            || !matches!(self.body, Body::None)
+            || self.tls.as_ref().is_some_and(|t| t.wants_write())
     }
 }
 
@@ -115,6 +124,10 @@ pub struct Worker {
     free: Vec<usize>,
     hdrs: Vec<HeaderSpan>,
     ctx: Ctx,
+    /// The HTTPS configuration; `None` for plain HTTP.
+    tls: Option<Arc<volley_tls::rustls::ServerConfig>>,
+    /// Where file bytes wait on their way into TLS records (sendfile cannot encrypt).
+    scratch: Vec<u8>,
     /// Requests this worker answered (read by `ServerHandle::answered_per_thread`).
     answered: Arc<AtomicU64>,
 }
@@ -479,7 +492,10 @@ impl AlsoLog for (u16, u64) {
 }
 
 /// Writes as much pending output as the socket takes. `Ok(true)`: all sent.
-fn write_out(c: &mut Conn) -> io::Result<bool> {
+fn write_out(c: &mut Conn, scratch: &mut [u8]) -> io::Result<bool> {
+    if c.tls.is_some() {
+        return write_out_tls(c, scratch);
+    }
     loop {
         let head_left = &c.out[c.out_pos.min(c.out.len())..];
         match &mut c.body {
@@ -554,6 +570,61 @@ fn write_out(c: &mut Conn) -> io::Result<bool> {
     }
 }
 
+/// [`write_out`] through TLS: plaintext (head, then the body from memory or read from
+/// the file) goes into the session as fast as it takes it, records go to the socket.
+fn write_out_tls(c: &mut Conn, scratch: &mut [u8]) -> io::Result<bool> {
+    let Some(tls) = c.tls.as_deref_mut() else {
+        return Err(io::ErrorKind::NotConnected.into());
+    };
+    loop {
+        if !tls.flush(&c.sock)? {
+            return Ok(false);
+        }
+        let head_left = &c.out[c.out_pos.min(c.out.len())..];
+        let taken = if !head_left.is_empty() {
+            let n = tls.write_plain(head_left)?;
+            c.out_pos += n;
+            n
+        } else {
+            match &mut c.body {
+                Body::Mem(data, pos, end) => {
+                    let n = tls.write_plain(data.get(*pos..*end).unwrap_or(&[]))?;
+                    *pos += n;
+                    if *pos >= *end {
+                        c.body = Body::None;
+                    }
+                    n
+                }
+                Body::File(file, pos, end) => {
+                    let want = ((*end - *pos) as usize).min(scratch.len());
+                    let got = match file.read_at(&mut scratch[..want], *pos) {
+                        Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    };
+                    // The session may take less than was read; the rest is read again
+                    // next time (rare: it only happens with a full record buffer).
+                    let n = tls.write_plain(&scratch[..got])?;
+                    *pos += n as u64;
+                    if *pos >= *end {
+                        c.body = Body::None;
+                    }
+                    n
+                }
+                Body::None => {
+                    c.out.clear();
+                    c.out_pos = 0;
+                    return Ok(true);
+                }
+            }
+        };
+        if taken == 0 && !tls.wants_write() {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+    }
+}
+
 /// What a read pass ended with.
 enum ReadEnd {
     /// WouldBlock: wait for the next event.
@@ -579,7 +650,11 @@ fn read_in(c: &mut Conn) -> ReadEnd {
                 return ReadEnd::Full;
             }
         }
-        match (&c.sock).read(&mut c.rbuf[c.rhi..]) {
+        let got = match c.tls.as_deref_mut() {
+            None => (&c.sock).read(&mut c.rbuf[c.rhi..]),
+            Some(tls) => tls.read(&c.sock, &mut c.rbuf[c.rhi..]),
+        };
+        match got {
             Ok(0) => return ReadEnd::Closed,
             Ok(n) => {
                 c.rhi += n;
@@ -609,6 +684,7 @@ fn grow(c: &mut Conn, need: usize, cap: usize) -> bool {
 
 impl Worker {
     /// A worker accepting from `listener`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         poll: Poll,
         mut listener: TcpListener,
@@ -617,6 +693,7 @@ impl Worker {
         shared: Arc<Shared>,
         log: Option<AccessLog>,
         limits: Limits,
+        tls: Option<Arc<volley_tls::rustls::ServerConfig>>,
     ) -> io::Result<Worker> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -639,6 +716,12 @@ impl Worker {
             free: Vec::new(),
             hdrs: Vec::with_capacity(32),
             ctx,
+            scratch: if tls.is_some() {
+                vec![0; TLS_FILE_CHUNK]
+            } else {
+                Vec::new()
+            },
+            tls,
             answered: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -702,11 +785,24 @@ impl Worker {
             let active = self.ctx.shared.active.fetch_add(1, Ordering::AcqRel);
             if active >= self.ctx.limits.max_connections {
                 self.ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
-                let _ = (&sock).write(
-                    b"HTTP/1.1 503 Service Unavailable\r\nServer: volley\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
+                // In clear text only: a TLS client gets just the close.
+                if self.tls.is_none() {
+                    let _ = (&sock).write(
+                        b"HTTP/1.1 503 Service Unavailable\r\nServer: volley\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                }
                 continue;
             }
+            let tls = match &self.tls {
+                None => None,
+                Some(config) => match volley_tls::rustls::ServerConnection::new(config.clone()) {
+                    Ok(conn) => Some(Box::new(TlsConn::new(conn))),
+                    Err(_) => {
+                        self.ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
+                        continue;
+                    }
+                },
+            };
             let _ = sock.set_nodelay(true);
             let idx = match self.free.pop() {
                 Some(i) => i,
@@ -728,6 +824,7 @@ impl Worker {
             let now = self.ctx.now;
             self.conns[idx] = Some(Conn {
                 sock,
+                tls,
                 peer,
                 rbuf: vec![0; INITIAL_BUF],
                 rlo: 0,
@@ -769,7 +866,7 @@ impl Worker {
                 return false;
             };
             if c.out_pending() {
-                match write_out(c) {
+                match write_out(c, &mut self.scratch) {
                     Ok(true) => {}
                     Ok(false) => {
                         if !c.writable_interest {
@@ -786,6 +883,9 @@ impl Worker {
                 }
                 c.last_active = self.ctx.now;
                 if c.close_after_write {
+                    if let Some(tls) = c.tls.as_deref_mut() {
+                        tls.close(&c.sock);
+                    }
                     let _ = c.sock.shutdown(std::net::Shutdown::Write);
                     return false;
                 }
@@ -825,6 +925,11 @@ impl Worker {
                         // Buffer grew (or not): try reading again right away.
                         c.read_blocked = false;
                         readable = true;
+                        continue;
+                    }
+                    if c.out_pending() {
+                        // TLS records the read produced (handshake, alert): send them
+                        // now; the write step drains them, waits for writable or closes.
                         continue;
                     }
                     return !c.close_after_write || c.out_pending();
@@ -1002,7 +1107,7 @@ impl Worker {
             if let Some(t) = c.head_started {
                 if now.duration_since(t) >= limits.header_timeout && !c.out_pending() {
                     let sent_any = c.rhi > c.rlo;
-                    if sent_any {
+                    if sent_any && c.tls.is_none() {
                         let _ = (&c.sock).write(
                             b"HTTP/1.1 408 Request Timeout\r\nServer: volley\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                         );
