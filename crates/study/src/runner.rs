@@ -362,12 +362,30 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                             total,
                             eta: est * (total - done_steps) as u32,
                         };
-                        let repeat =
+                        let mut repeat =
                             search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
-                        match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
+                        // A failed step the generator could not drive says nothing about
+                        // the server (methodology.md): run it again, at most twice, before
+                        // the search hears of it.
+                        let mut retries = 0;
+                        let ok = loop {
+                            match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
+                                Some((Some(false), "generator-bound"))
+                                    if retries < GENERATOR_RETRIES
+                                        && !opts.stop_flag.load(Ordering::Relaxed) =>
+                                {
+                                    retries += 1;
+                                    repeat += 1;
+                                    done_steps += 1;
+                                }
+                                Some((ok, _)) => break Some(ok.unwrap_or(false)),
+                                None => break None,
+                            }
+                        };
+                        match ok {
                             Some(ok) => {
                                 search
-                                    .observe(rate, ok.unwrap_or(false))
+                                    .observe(rate, ok)
                                     .map_err(|e| StudyError::Invalid(e.to_string()))?;
                             }
                             None => {
@@ -416,6 +434,9 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
     })
 }
 
+/// Reruns of a search step that failed while the generator was the bottleneck.
+const GENERATOR_RETRIES: u32 = 2;
+
 fn active_len(plan: &Plan) -> usize {
     plan.cells.len().max(1)
 }
@@ -436,7 +457,8 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Runs, records and cools down one step. `Ok(None)`: the target died (noted; the
-    /// study goes on with the others and ends incomplete). `Ok(Some(sustainable))`.
+    /// study goes on with the others and ends incomplete). `Ok(Some((sustainable,
+    /// label)))` otherwise.
     fn step(
         &mut self,
         ci: usize,
@@ -445,7 +467,7 @@ impl Ctx<'_> {
         phase: &str,
         progress: Progress,
         note: &mut dyn FnMut(&str),
-    ) -> Result<Option<Option<bool>>, StudyError> {
+    ) -> Result<Option<(Option<bool>, &'static str)>, StudyError> {
         let plan = self.plan;
         let cell = &plan.cells[ci];
         let inst = &plan.instances[cell.instance];
@@ -567,7 +589,7 @@ impl Ctx<'_> {
         self.steps.push(outcome);
         self.order += 1;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
-        Ok(Some(m.sustainable))
+        Ok(Some((m.sustainable, m.label)))
     }
 }
 
