@@ -1,6 +1,6 @@
 //! Sanity load generator for comparing the engine with wrk by hand:
 //!
-//! `cargo run --release -p volley-engine --example loadgen -- ADDR CONNS SECONDS [RATE] [close]`
+//! `cargo run --release -p volley-engine --example loadgen -- ADDR[/PATH] CONNS SECONDS [RATE] [close]`
 //!
 //! Closed loop unless RATE (req/s, open loop) is given and non-zero; `close` turns
 //! keep-alive off. Prints throughput, errors and (open loop) send-lag p99.
@@ -39,22 +39,26 @@ impl Sink for Tally {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: loadgen ADDR CONNS SECONDS [RATE] [close]");
+        eprintln!("usage: loadgen ADDR[/PATH] CONNS SECONDS [RATE] [close]");
         std::process::exit(2);
     }
     let parsed = (|| -> Option<_> {
-        let addr: std::net::SocketAddr = args[1].parse().ok()?;
+        let (addr, path) = match args[1].find('/') {
+            Some(i) => (&args[1][..i], args[1][i..].to_string()),
+            None => (args[1].as_str(), "/".to_string()),
+        };
+        let addr: std::net::SocketAddr = addr.parse().ok()?;
         let conns: usize = args[2].parse().ok()?;
         let secs: f64 = args[3].parse().ok()?;
         let rate: f64 = args.get(4).map_or(Some(0.0), |r| r.parse().ok())?;
-        Some((addr, conns, secs, rate))
+        Some((addr, path, conns, secs, rate))
     })();
-    let Some((addr, conns, secs, rate)) = parsed else {
+    let Some((addr, path, conns, secs, rate)) = parsed else {
         eprintln!("loadgen: bad arguments");
         std::process::exit(2);
     };
     let keep_alive = args.get(5).map(String::as_str) != Some("close");
-    let req = RequestTemplate::new("GET", "/", &addr.to_string())
+    let req = RequestTemplate::new("GET", &path, &addr.to_string())
         .keep_alive(keep_alive)
         .build(0)
         .expect("valid request");

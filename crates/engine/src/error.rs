@@ -19,6 +19,9 @@ pub enum EngineError {
     /// Open-loop rate not a positive finite number.
     #[error("the open-loop rate must be a positive number of requests per second, got {0}")]
     BadRate(f64),
+    /// The connect timeout was zero: every connect would fail before it could start.
+    #[error("the connect timeout must be greater than zero")]
+    ZeroConnectTimeout,
     /// The per-request timeout was zero.
     #[error("the request timeout must be greater than zero")]
     ZeroTimeout,

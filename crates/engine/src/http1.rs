@@ -8,6 +8,8 @@
 //! otherwise the body runs to the end of the connection. No pipelining: a response that
 //! is followed by more bytes makes the connection unusable.
 
+use std::mem::MaybeUninit;
+
 use thiserror::Error;
 
 use crate::ErrorKind;
@@ -458,9 +460,15 @@ impl ResponseReader {
     /// Parses a complete header block at the start of `rest`, sets the framing state, and
     /// returns its length; `None` when the block is still incomplete.
     fn parse_head(&mut self, rest: &[u8]) -> Result<Option<usize>, FrameError> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let n = match resp.parse(rest) {
+        // Uninitialised header slots: zeroing 128 of them (4 KiB) per response cost more
+        // instructions than parsing a typical head (measured with callgrind).
+        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            rest,
+            &mut headers,
+        ) {
             Ok(httparse::Status::Partial) => return Ok(None),
             Ok(httparse::Status::Complete(n)) => n,
             Err(httparse::Error::TooManyHeaders) => return Err(FrameError::HeadersTooLarge),

@@ -157,6 +157,9 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
     if cfg.timeout.is_zero() {
         return Err(EngineError::ZeroTimeout);
     }
+    if cfg.connect_timeout.is_zero() {
+        return Err(EngineError::ZeroConnectTimeout);
+    }
     match cfg.model {
         LoadModel::Closed if cfg.connections == 0 => Err(EngineError::ZeroConnections),
         LoadModel::Open { .. } if cfg.connections.max(cfg.max_connections) == 0 => {

@@ -85,10 +85,6 @@ enum State {
     Writing,
     /// Request written, response being read.
     Reading,
-    /// Response complete and the server said `Connection: close`: waiting for its FIN
-    /// so that the server, as the active closer, holds the TIME_WAIT state instead of
-    /// the client's ephemeral ports (bounded by the request timeout).
-    Draining,
 }
 
 struct Conn<T> {
@@ -567,12 +563,6 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     self.read(slot);
                 }
             }
-            State::Draining => {
-                if readable {
-                    let now = self.shared.now_ns();
-                    self.drain(slot, now);
-                }
-            }
             State::Idle => {
                 if readable {
                     // An idle connection has nothing to read: the server closed it or
@@ -633,23 +623,6 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         }
     }
 
-    /// Reads a closing connection until EOF (then frees the slot) or WouldBlock.
-    fn drain(&mut self, slot: usize, now: u64) {
-        loop {
-            let c = &mut self.conns[slot];
-            let Some(sock) = c.sock.as_mut() else { return };
-            match sock.read(&mut self.scratch) {
-                Ok(n) if n > 0 => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                _ => {
-                    self.close(slot, now);
-                    return self.next_for(slot, now);
-                }
-            }
-        }
-    }
-
     fn fail_frame(&mut self, slot: usize, e: FrameError, now: u64) {
         self.fail(slot, e.kind(), now)
     }
@@ -691,12 +664,14 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         c.served += 1;
         if self.shared.cfg.keep_alive && server_keep_alive {
             c.state = State::Idle;
-        } else if !server_keep_alive && c.reader.wire_bytes() > 0 && !self.starting_done {
-            c.state = State::Draining;
-            c.sent_ns = now;
-            self.drain(slot, now);
-            return;
         } else {
+            // The client closes as soon as the response is complete, as ab does, and
+            // never waits for the server's FIN: a server that says `Connection: close`
+            // but keeps the socket open would otherwise stall the slot until the
+            // timeout, and waiting costs an extra wake-up and read per request. The
+            // TIME_WAIT state then sits on the client's port; Linux reuses such ports
+            // for new outgoing connects (net.ipv4.tcp_tw_reuse, on for loopback by
+            // default), so a long non-keep-alive run does not run out of ports there.
             self.close(slot, now);
         }
         self.next_for(slot, now);
@@ -739,10 +714,6 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     if now.saturating_sub(c.sent_ns) >= self.timeout_ns =>
                 {
                     self.fail(slot, ErrorKind::Timeout, now);
-                }
-                State::Draining if now.saturating_sub(c.sent_ns) >= self.timeout_ns => {
-                    self.close(slot, now);
-                    self.next_for(slot, now);
                 }
                 State::Connecting
                     if now.saturating_sub(c.connect_start_ns) >= self.connect_timeout_ns =>

@@ -58,6 +58,44 @@ fn non_keep_alive_opens_one_connection_per_request() {
     assert_eq!(server.accepted.load(Ordering::Relaxed), 50);
 }
 
+/// Client closes seen by [`close_but_stay_open_handler`].
+static CLIENT_CLOSES_SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn close_but_stay_open_handler(mut s: TcpStream) {
+    // Says `Connection: close` but never closes: the client must close by itself.
+    if read_request(&mut s) {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok");
+        // EOF, not the 5 s read timeout (an error), is what counts.
+        let mut byte = [0u8; 16];
+        if matches!(std::io::Read::read(&mut s, &mut byte), Ok(0)) {
+            CLIENT_CLOSES_SEEN.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn client_closes_when_server_says_close_but_stays_open() {
+    let server = Server::start(close_but_stay_open_handler);
+    let mut cfg = config(server.addr, 1, 2, 6);
+    cfg.keep_alive = false;
+    // A client that waited for the server's FIN would wait for the request timeout,
+    // longer than the whole run may last, and finish far fewer than 6 requests.
+    cfg.timeout = Duration::from_secs(30);
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(count(&samples, None), 6, "{samples:?}");
+    assert!(!out.stopped_early);
+    assert_eq!(out.connections_opened, 6);
+    drop(server);
+    // Every handler sees EOF (the client's close); handler threads may still be
+    // finishing, so wait for them (bounded by their own 5 s read timeout).
+    let deadline = std::time::Instant::now() + Duration::from_secs(6);
+    while CLIENT_CLOSES_SEEN.load(Ordering::Relaxed) < 6 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(CLIENT_CLOSES_SEEN.load(Ordering::Relaxed), 6);
+}
+
 #[test]
 fn open_loop_follows_the_schedule() {
     let server = Server::start(ok_handler);
@@ -299,6 +337,12 @@ fn invalid_configs_are_refused() {
         Err(EngineError::ZeroConnections)
     ));
     cfg.connections = 1;
+    cfg.connect_timeout = Duration::ZERO;
+    assert!(matches!(
+        run(&cfg, |_| Collect::default(), &Live::new()),
+        Err(EngineError::ZeroConnectTimeout)
+    ));
+    cfg.connect_timeout = Duration::from_secs(1);
     cfg.stop = StopCondition::default();
     assert!(matches!(
         run(&cfg, |_| Collect::default(), &Live::new()),
