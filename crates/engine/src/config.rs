@@ -131,3 +131,43 @@ pub struct LoadConfig {
     /// requests still in flight are recorded as [`crate::ErrorKind::InFlight`].
     pub stop_flag: Arc<AtomicBool>,
 }
+
+/// The HTTP version spoken on every connection of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/1.1, one request outstanding per connection (no pipelining).
+    #[default]
+    Http1,
+    /// HTTP/2: over TLS the server must agree to `h2` by ALPN; without TLS it is
+    /// prior-knowledge h2c. Each connection carries up to `streams` requests at once,
+    /// so in a closed loop `connections x streams` requests are outstanding.
+    H2 {
+        /// Concurrent streams per connection (also capped by the server's
+        /// SETTINGS_MAX_CONCURRENT_STREAMS).
+        streams: u32,
+    },
+}
+
+/// TLS for a run: the client options and the name the server is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsTarget {
+    /// Versions, trust, client certificate, resumption, ALPN (the ALPN list is
+    /// replaced by the engine to match [`HttpVersion`]).
+    pub client: volley_tls::ClientTls,
+    /// The URL's host: sent as SNI (for DNS names) and checked against the
+    /// certificate.
+    pub server_name: String,
+}
+
+/// The protocol stack under the requests: TLS or not, HTTP/1.1 or HTTP/2.
+///
+/// Kept apart from [`LoadConfig`] (how much load, when to stop) because it says how
+/// the bytes travel rather than how many requests go; the default is plain HTTP/1.1,
+/// which is what [`crate::run`] uses. [`crate::run_with`] takes one explicitly.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Wire {
+    /// `None`: plain TCP.
+    pub tls: Option<TlsTarget>,
+    /// HTTP/1.1 or HTTP/2.
+    pub http: HttpVersion,
+}

@@ -2,19 +2,26 @@
 //!
 //! wrk swaps a small table of socket functions for TLS; [`Transport`] is the same idea
 //! as a trait, so a rustls transport (and later HTTP/2 framing over it) can slot in
-//! without touching the worker's event loop. Plain non-blocking TCP is the only
-//! implementation today.
+//! without touching the worker's event loop. Plain non-blocking TCP is here; TLS over
+//! it is [`crate::tls::TlsTransport`].
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
 
+use crate::ErrorKind;
+
 /// A non-blocking byte stream the worker's event loop drives. Every call returns at
 /// once: `WouldBlock` means "wait for the next readiness event".
 pub trait Transport: Sized {
+    /// What all connections of one worker share, built once per worker: nothing for
+    /// TCP, the TLS client config (whose session cache lets later connections resume)
+    /// for TLS.
+    type Connector: Send;
+
     /// Starts connecting to `addr`; completion is signalled by writability.
-    fn connect(addr: SocketAddr) -> io::Result<Self>;
+    fn connect(connector: &Self::Connector, addr: SocketAddr) -> io::Result<Self>;
 
     /// The registration handle for the event loop.
     fn source(&mut self) -> &mut dyn mio::event::Source;
@@ -28,6 +35,25 @@ pub trait Transport: Sized {
 
     /// Writes from `buf`, returning how much was taken.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+
+    /// After `finish_connect` returned `Ok(true)`: the part of the connect spent in a
+    /// TLS handshake, in ns (0 without TLS).
+    fn handshake_ns(&self) -> u64 {
+        0
+    }
+
+    /// The error kind of a failed connect, read or write: `default` (Connect or
+    /// Reset) unless the transport knows better (a TLS failure is `Tls`).
+    fn error_kind(_err: &io::Error, default: ErrorKind) -> ErrorKind {
+        default
+    }
+
+    /// An idle connection became readable: whether it is still usable. Plain TCP has
+    /// nothing legitimate to read when idle (it is a close or stray bytes); TLS 1.3
+    /// servers send session tickets after the handshake, which are no reason to close.
+    fn idle_readable(&mut self) -> bool {
+        false
+    }
 }
 
 /// Plain TCP with Nagle off (a request is one small write that must leave now).
@@ -37,7 +63,9 @@ pub struct Tcp {
 }
 
 impl Transport for Tcp {
-    fn connect(addr: SocketAddr) -> io::Result<Self> {
+    type Connector = ();
+
+    fn connect(_: &(), addr: SocketAddr) -> io::Result<Self> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         Ok(Tcp { stream })
@@ -48,17 +76,7 @@ impl Transport for Tcp {
     }
 
     fn finish_connect(&mut self) -> io::Result<bool> {
-        // mio's recipe: a pending socket error means failure; otherwise peer_addr
-        // succeeds once connected and reports NotConnected while still in progress.
-        if let Some(e) = self.stream.take_error()? {
-            return Err(e);
-        }
-        match self.stream.peer_addr() {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
-            Err(e) => Err(e),
-        }
+        tcp_connected(&self.stream)
     }
 
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -67,5 +85,20 @@ impl Transport for Tcp {
 
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.stream.write(buf)
+    }
+}
+
+/// Whether a non-blocking connect finished: `Ok(true)` connected, `Ok(false)` still in
+/// progress. mio's recipe: a pending socket error means failure; otherwise `peer_addr`
+/// succeeds once connected and reports NotConnected while still in progress.
+pub(crate) fn tcp_connected(stream: &TcpStream) -> io::Result<bool> {
+    if let Some(e) = stream.take_error()? {
+        return Err(e);
+    }
+    match stream.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(e),
     }
 }

@@ -25,6 +25,13 @@ pub enum EngineError {
     /// The per-request timeout was zero.
     #[error("the request timeout must be greater than zero")]
     ZeroTimeout,
+    /// The TLS options could not be turned into a client configuration (an
+    /// unreadable CA or certificate file, a host that is no valid server name).
+    #[error("TLS setup: {0}")]
+    Tls(#[from] volley_tls::TlsConfigError),
+    /// HTTP/2 was asked for with zero streams per connection.
+    #[error("the number of HTTP/2 streams per connection must be at least 1")]
+    ZeroStreams,
     /// The OS refused a worker thread or its event queue.
     #[error("could not start worker {worker}: {source}")]
     Worker {

@@ -9,17 +9,19 @@
 pub mod config;
 pub mod conn;
 mod error;
+mod h2worker;
 pub mod http1;
 mod live;
 pub mod pacer;
 mod run;
 pub mod sample;
 pub mod source;
+pub mod tls;
 mod worker;
 
 pub use config::*;
 pub use error::EngineError;
 pub use live::{Live, LiveSnapshot};
-pub use run::{run, RunOutcome};
+pub use run::{run, run_with, RunOutcome};
 pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};

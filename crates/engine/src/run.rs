@@ -1,12 +1,16 @@
 //! The entry point: validate a [`LoadConfig`], start the workers, collect their sinks.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::conn::Tcp;
+use crate::h2worker::{H2Stats, H2Worker};
 use crate::pacer::{Pacer, Schedule};
-use crate::worker::{Plan, Shared, Worker};
-use crate::{EngineError, Live, LoadConfig, LoadModel, Sink};
+use crate::tls::{TlsConnector, TlsFailureCounts, TlsTransport};
+use crate::worker::{Plan, Shared, Worker, WorkerStats};
+use crate::{EngineError, HttpVersion, Live, LoadConfig, LoadModel, Sink, Wire};
 
 /// What a run hands back: each worker's sink (in worker order, for merging) and the
 /// run-wide figures no single sink can know.
@@ -27,6 +31,14 @@ pub struct RunOutcome<S> {
     /// Requests re-sent once on a fresh connection because a kept-alive connection had
     /// been closed by the server while idle (EOF or reset before any response byte).
     pub idle_close_retries: u64,
+    /// TLS failures by class (`volley_tls::TlsFailure::name`: `cert_expired`,
+    /// `not_tls`, `alpn_mismatch`...); each is also a `Tls` sample.
+    pub tls_failures: BTreeMap<&'static str, u64>,
+    /// Full (not resumed) TLS handshakes completed: with resumption on, only the
+    /// first connection of each worker should need one.
+    pub tls_full_handshakes: u64,
+    /// HTTP/2 connection and stream events (all zero over HTTP/1.1).
+    pub h2: H2Stats,
 }
 
 /// Runs one load step to completion and returns every worker's sink.
@@ -45,7 +57,26 @@ where
     S: Sink + 'static,
     F: Fn(usize) -> S,
 {
+    run_with(cfg, &Wire::default(), make_sink, live)
+}
+
+/// [`run`] over a chosen protocol stack: TLS HTTP/1.1 goes to the HTTP/1.1 worker with
+/// the TLS transport, HTTP/2 (h2 over TLS, or h2c) to the HTTP/2 worker, where each
+/// connection carries many streams.
+pub fn run_with<S, F>(
+    cfg: &LoadConfig,
+    wire: &Wire,
+    make_sink: F,
+    live: &Live,
+) -> Result<RunOutcome<S>, EngineError>
+where
+    S: Sink + 'static,
+    F: Fn(usize) -> S,
+{
     validate(cfg)?;
+    if wire.http == (HttpVersion::H2 { streams: 0 }) {
+        return Err(EngineError::ZeroStreams);
+    }
     let workers = match cfg.model {
         LoadModel::Closed => cfg.threads.min(cfg.connections),
         LoadModel::Open { .. } => cfg.threads,
@@ -79,6 +110,33 @@ where
             }
         })
         .collect();
+    let tls_failures = TlsFailureCounts::default();
+    let full_handshakes = Arc::new(AtomicU64::new(0));
+    // One connector (one rustls config, one session cache) per worker.
+    let connectors = match &wire.tls {
+        None => Vec::new(),
+        Some(t) => {
+            let mut client = t.client.clone();
+            let h2 = matches!(wire.http, HttpVersion::H2 { .. });
+            client.alpn = if h2 {
+                vec![volley_tls::ALPN_H2.to_string()]
+            } else {
+                vec![volley_tls::ALPN_HTTP11.to_string()]
+            };
+            (0..workers)
+                .map(|_| {
+                    TlsConnector::new(
+                        &client,
+                        &t.server_name,
+                        h2,
+                        tls_failures.clone(),
+                        full_handshakes.clone(),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    let mut connectors = connectors.into_iter();
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
     let shared = Shared {
         cfg,
@@ -95,11 +153,27 @@ where
         for (i, (sink, plan)) in sinks.into_iter().zip(plans).enumerate() {
             let source = cfg.source.make(i, workers);
             let shared = &shared;
-            let worker = Worker::<S, Tcp>::new(shared, sink, source, plan)
-                .map_err(|source| EngineError::Worker { worker: i, source })?;
+            let as_error = |source| EngineError::Worker { worker: i, source };
+            let job: Job<'_, S> = match (wire.http, connectors.next()) {
+                (HttpVersion::Http1, None) => {
+                    let w =
+                        Worker::<S, Tcp>::new(shared, sink, source, plan, ()).map_err(as_error)?;
+                    Box::new(move || with_h2(w.run()))
+                }
+                (HttpVersion::Http1, Some(c)) => {
+                    let w = Worker::<S, TlsTransport>::new(shared, sink, source, plan, c)
+                        .map_err(as_error)?;
+                    Box::new(move || with_h2(w.run()))
+                }
+                (HttpVersion::H2 { streams }, connector) => {
+                    let w = H2Worker::new(shared, sink, source, plan, streams, connector)
+                        .map_err(as_error)?;
+                    Box::new(move || w.run())
+                }
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("volley-worker-{i}"))
-                .spawn_scoped(scope, move || worker.run());
+                .spawn_scoped(scope, job);
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(source) => {
@@ -130,8 +204,12 @@ where
         stopped_early: false,
         connections_opened: 0,
         idle_close_retries: 0,
+        tls_failures: tls_failures.snapshot(),
+        tls_full_handshakes: full_handshakes.load(Ordering::Relaxed),
+        h2: H2Stats::default(),
     };
-    for (sink, stats) in results {
+    for (sink, stats, h2) in results {
+        outcome.h2.add(&h2);
         outcome.sinks.push(sink);
         outcome.cap_hits += stats.cap_hits;
         outcome.connections_opened += stats.connections_opened;
@@ -140,6 +218,14 @@ where
     }
     live.set_open(0);
     Ok(outcome)
+}
+
+/// One worker's whole run, whichever worker type it is.
+type Job<'a, S> = Box<dyn FnOnce() -> (S, WorkerStats, H2Stats) + Send + 'a>;
+
+/// An HTTP/1.1 worker's result with (empty) HTTP/2 counters.
+fn with_h2<S>((sink, stats): (S, WorkerStats)) -> (S, WorkerStats, H2Stats) {
+    (sink, stats, H2Stats::default())
 }
 
 /// `total` split over `parts`: the first `total % parts` get one more.

@@ -26,8 +26,16 @@ pub enum ErrorKind {
     Malformed,
     /// A well-formed response whose status is outside the accepted range.
     Status,
-    /// TLS handshake or record failure (reserved for the TLS transport).
+    /// TLS handshake or record failure (bad certificate, not TLS at all, ALPN
+    /// mismatch, a broken record); the run's outcome counts the TLS failure classes.
     Tls,
+    /// Compression was asked for (`Accept-Encoding`) and the response was not encoded
+    /// with that coding (the server ignored it or chose another), or did not decode:
+    /// measuring it would time the wrong work.
+    Encoding,
+    /// The decoded body did not match the expected size or SHA-256: a fast wrong
+    /// answer is an error, not a result.
+    Validation,
     /// Still in flight when the run ended: a censored value (`done_ns` is the end of the
     /// run, so its latency is a lower bound).
     InFlight,
@@ -35,7 +43,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
         ErrorKind::Reset,
@@ -43,6 +51,8 @@ impl ErrorKind {
         ErrorKind::Malformed,
         ErrorKind::Status,
         ErrorKind::Tls,
+        ErrorKind::Encoding,
+        ErrorKind::Validation,
         ErrorKind::InFlight,
     ];
 
@@ -56,6 +66,8 @@ impl ErrorKind {
             ErrorKind::Malformed => "malformed",
             ErrorKind::Status => "status",
             ErrorKind::Tls => "tls",
+            ErrorKind::Encoding => "encoding",
+            ErrorKind::Validation => "validation",
             ErrorKind::InFlight => "in_flight",
         }
     }
@@ -81,12 +93,20 @@ pub struct Sample {
     /// Time spent opening the TCP connection this request went out on, when this
     /// request had to open it (0 when it reused a kept-alive connection).
     pub connect_ns: u64,
+    /// The part of `connect_ns` spent in the TLS handshake (0 without TLS or on a
+    /// reused connection). `connect_ns` is the time to a usable connection, as ab
+    /// counts it, so the TCP connect alone is `connect_ns - tls_handshake_ns`.
+    pub tls_handshake_ns: u64,
     /// HTTP status, 0 when no status line was read.
     pub status: u16,
     /// Response bytes read from the wire for this request (headers + body + framing).
     pub wire_bytes: u64,
-    /// Decoded body bytes.
+    /// Decoded body bytes (after removing chunked framing and, when compression was
+    /// asked for, after decompression).
     pub body_bytes: u64,
+    /// Body bytes as they came over the wire (still compressed); equal to
+    /// `body_bytes` when no content coding was asked for.
+    pub wire_body_bytes: u64,
     /// `None` for an accepted response.
     pub error: Option<ErrorKind>,
     /// Index of the request in the request source (which URL of a mix).

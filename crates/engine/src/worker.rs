@@ -98,6 +98,8 @@ struct Conn<T> {
     connect_start_ns: u64,
     /// Connect time charged to the current request (0 on a reused connection).
     connect_ns: u64,
+    /// The TLS handshake part of `connect_ns`.
+    tls_handshake_ns: u64,
     reader: ResponseReader,
     /// Responses completed on this socket; > 0 means the socket is being reused.
     served: u32,
@@ -118,6 +120,7 @@ impl<T> Conn<T> {
             first_byte_ns: 0,
             connect_start_ns: 0,
             connect_ns: 0,
+            tls_handshake_ns: 0,
             reader: ResponseReader::new(),
             served: 0,
             retried: false,
@@ -126,7 +129,7 @@ impl<T> Conn<T> {
     }
 }
 
-pub(crate) struct Worker<'a, S, T> {
+pub(crate) struct Worker<'a, S, T: Transport> {
     shared: &'a Shared<'a>,
     sink: S,
     source: Box<dyn RequestSource>,
@@ -154,6 +157,8 @@ pub(crate) struct Worker<'a, S, T> {
     unpublished: (u64, u64, u64),
     timeout_ns: u64,
     connect_timeout_ns: u64,
+    /// Shared by this worker's connections (e.g. the TLS config and session cache).
+    connector: T::Connector,
 }
 
 impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
@@ -162,6 +167,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         sink: S,
         source: Box<dyn RequestSource>,
         plan: Plan,
+        connector: T::Connector,
     ) -> io::Result<Self> {
         let wants_body = source.wants_body();
         let open_loop = plan.pacer.is_some();
@@ -189,6 +195,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             unpublished: (0, 0, 0),
             timeout_ns: duration_ns(shared.cfg.timeout),
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
+            connector,
         })
     }
 
@@ -391,6 +398,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
     fn assign_idle(&mut self, slot: usize, req: Arc<Request>, intended: u64, now: u64) {
         self.take_request(slot, req, intended);
         self.conns[slot].connect_ns = 0;
+        self.conns[slot].tls_handshake_ns = 0;
         self.send(slot, now);
     }
 
@@ -403,6 +411,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         c.intended_ns = intended;
         c.first_byte_ns = 0;
         c.connect_ns = 0;
+        c.tls_handshake_ns = 0;
         c.retried = false;
         self.in_flight += 1;
     }
@@ -420,7 +429,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         let c = &mut self.conns[slot];
         c.connect_start_ns = now;
         c.served = 0;
-        let registered = T::connect(addr).and_then(|mut sock| {
+        let registered = T::connect(&self.connector, addr).and_then(|mut sock| {
             self.poll
                 .registry()
                 .register(
@@ -503,9 +512,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 Ok(n) => c.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
+                Err(e) => {
                     let now = self.shared.now_ns();
-                    return self.fail(slot, ErrorKind::Reset, now);
+                    return self.fail(slot, T::error_kind(&e, ErrorKind::Reset), now);
                 }
             }
         }
@@ -529,6 +538,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     Ok(false) => {}
                     Ok(true) => {
                         c.connect_ns = now.saturating_sub(c.connect_start_ns);
+                        c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
                         c.state = State::Idle;
                         if c.req.is_some() {
                             self.send(slot, now);
@@ -536,13 +546,13 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                             self.next_for(slot, now);
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
                         if c.req.is_some() {
                             c.sent_ns = c.connect_start_ns;
                             if !self.open_loop {
                                 c.intended_ns = c.connect_start_ns;
                             }
-                            self.fail(slot, ErrorKind::Connect, now);
+                            self.fail(slot, T::error_kind(&e, ErrorKind::Connect), now);
                         } else {
                             self.close(slot, now);
                             self.next_for(slot, now);
@@ -564,7 +574,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 }
             }
             State::Idle => {
-                if readable {
+                if readable
+                    && !self.conns[slot]
+                        .sock
+                        .as_mut()
+                        .is_some_and(|sock| sock.idle_readable())
+                {
                     // An idle connection has nothing to read: the server closed it or
                     // sent stray bytes. Either way it cannot be reused.
                     let now = self.shared.now_ns();
@@ -615,9 +630,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
+                Err(e) => {
                     let now = self.shared.now_ns();
-                    return self.fail(slot, ErrorKind::Reset, now);
+                    return self.fail(slot, T::error_kind(&e, ErrorKind::Reset), now);
                 }
             }
         }
@@ -635,9 +650,11 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             first_byte_ns: c.first_byte_ns,
             done_ns,
             connect_ns: c.connect_ns,
+            tls_handshake_ns: c.tls_handshake_ns,
             status,
             wire_bytes: c.reader.wire_bytes(),
             body_bytes: c.reader.body_bytes(),
+            wire_body_bytes: c.reader.body_bytes(),
             error,
             request_index: c.req.as_ref().map_or(0, |r| r.index),
         }
@@ -781,9 +798,11 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 first_byte_ns: 0,
                 done_ns: end,
                 connect_ns: 0,
+                tls_handshake_ns: 0,
                 status: 0,
                 wire_bytes: 0,
                 body_bytes: 0,
+                wire_body_bytes: 0,
                 error: Some(ErrorKind::InFlight),
                 request_index: req.index,
             };

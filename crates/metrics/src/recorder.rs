@@ -73,7 +73,7 @@ pub struct Counts {
     /// Of those, accepted responses.
     pub ok: u64,
     /// Of those, failures by [`ErrorKind::index`].
-    pub errors: [u64; 8],
+    pub errors: [u64; ErrorKind::ALL.len()],
     /// Responses by status class: index 0 = no status line, 1..=5 = 1xx..5xx
     /// (anything above 599 counts as 5xx).
     pub status_class: [u64; 6],
@@ -596,9 +596,11 @@ pub(crate) mod tests {
             first_byte_ns: start + lat_ms * 500_000,
             done_ns,
             connect_ns: 0,
+            tls_handshake_ns: 0,
             status: 200,
             wire_bytes: 100,
             body_bytes: 60,
+            wire_body_bytes: 60,
             error: None,
             request_index: 0,
         }

@@ -21,9 +21,11 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
             first_byte_ns: sent + 1_000_000,
             done_ns: sent + service,
             connect_ns: 0,
+            tls_handshake_ns: 0,
             status: 200,
             wire_bytes: 200,
             body_bytes: 100,
+            wire_body_bytes: 100,
             error: None,
             request_index: 0,
         });

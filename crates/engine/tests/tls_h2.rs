@@ -1,0 +1,363 @@
+//! The engine over TLS and HTTP/2 against in-process servers on loopback: a rustls
+//! server (volley-tls certificates) for TLS 1.2/1.3, resumption and every certificate
+//! failure; plain HTTP on an https target; ALPN mismatch; a fake h2 server that sends
+//! garbage after the preface. Each bad case must end as one counted error kind, with
+//! no panic and no hang (every server and run is bounded in time).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::*;
+use volley_engine::{run_with, ErrorKind, HttpVersion, Live, RunOutcome, TlsTarget, Wire};
+use volley_tls::certs::{self, Authority, Issued};
+use volley_tls::rustls::{ServerConfig, ServerConnection, StreamOwned};
+use volley_tls::{ClientTls, ServerTls, VersionPolicy};
+
+/// How each accepted connection is served.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// TLS, HTTP/1.1 keep-alive, 200 "ok" per request.
+    TlsOk,
+    /// Plain HTTP/1.1 (a server without TLS on an https URL) that answers the
+    /// ClientHello with 400.
+    Plain,
+    /// Reads the h2 preface, then sends bytes that are no valid frame.
+    H2Garbage,
+}
+
+/// A loopback server; stops accepting after 20 s or when dropped.
+struct TestServer {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    fn start(mode: Mode, config: Option<Arc<ServerConfig>>) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (stop2, accepted2) = (stop.clone(), accepted.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        accepted2.fetch_add(1, Ordering::Relaxed);
+                        s.set_nonblocking(false).unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+                        let config = config.clone();
+                        std::thread::spawn(move || serve(mode, config, s));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        TestServer {
+            addr,
+            accepted,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(mode: Mode, config: Option<Arc<ServerConfig>>, mut s: TcpStream) {
+    match mode {
+        Mode::TlsOk => {
+            let Some(config) = config else { return };
+            let Ok(conn) = ServerConnection::new(config) else {
+                return;
+            };
+            let mut tls = StreamOwned::new(conn, s);
+            http1_ok(&mut tls);
+        }
+        Mode::Plain => {
+            // As nginx or Apache do with a ClientHello: 400 and close.
+            let mut first = [0u8; 1024];
+            if matches!(s.read(&mut first), Ok(n) if n > 0 && !first[0].is_ascii_alphabetic()) {
+                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+            }
+        }
+        Mode::H2Garbage => {
+            let mut preface = [0u8; 24];
+            if s.read_exact(&mut preface).is_ok() {
+                // A frame header claiming a 16 MiB HEADERS on stream 0: a protocol
+                // error at once, whatever the client's limits.
+                let _ = s.write_all(&[0xff, 0xff, 0xff, 0x01, 0x00, 0, 0, 0, 0, 1, 2, 3]);
+                let mut rest = [0u8; 1024];
+                while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
+            }
+        }
+    }
+}
+
+/// Keep-alive HTTP/1.1: 200 "ok" to each request head until EOF or error.
+fn http1_ok<S: Read + Write>(s: &mut S) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+            if s.write_all(answer).and_then(|()| s.flush()).is_err() {
+                return;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Certificates on disk for one test, removed on drop.
+struct Certs {
+    dir: PathBuf,
+    ca_file: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Certs {
+    fn new(tag: &str, ca: &Authority, server: &Issued) -> Certs {
+        let dir = std::env::temp_dir().join(format!(
+            "volley-engine-tls-{tag}-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+        let (cert, key) = server.write(&dir, "server").unwrap();
+        Certs {
+            dir,
+            ca_file,
+            cert,
+            key,
+        }
+    }
+
+    fn valid(tag: &str) -> Certs {
+        let ca = Authority::new().unwrap();
+        let server = ca.server(&certs::LOCAL_NAMES).unwrap();
+        Certs::new(tag, &ca, &server)
+    }
+
+    fn server(&self, versions: VersionPolicy, alpn: &[&str]) -> Arc<ServerConfig> {
+        ServerTls {
+            versions,
+            alpn: alpn.iter().map(|s| s.to_string()).collect(),
+            ..ServerTls::new(&self.cert, &self.key)
+        }
+        .server_config()
+        .unwrap()
+    }
+
+    fn client(&self) -> ClientTls {
+        ClientTls {
+            ca_file: Some(self.ca_file.clone()),
+            ..ClientTls::default()
+        }
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tls_wire(client: ClientTls, http: HttpVersion) -> Wire {
+    Wire {
+        tls: Some(TlsTarget {
+            client,
+            server_name: "localhost".into(),
+        }),
+        http,
+    }
+}
+
+fn go(addr: SocketAddr, c: usize, n: u64, keep_alive: bool, wire: &Wire) -> RunOutcome<Collect> {
+    let mut cfg = config(addr, 1, c, n);
+    cfg.keep_alive = keep_alive;
+    cfg.stop.duration = Some(Duration::from_secs(10));
+    run_with(&cfg, wire, |_| Collect::default(), &Live::new()).expect("run starts")
+}
+
+#[test]
+fn tls13_keep_alive_charges_the_handshake_to_the_first_request_only() {
+    let certs = Certs::valid("ka13");
+    let server = TestServer::start(Mode::TlsOk, Some(certs.server(VersionPolicy::Tls13, &[])));
+    let client = ClientTls {
+        versions: VersionPolicy::Tls13,
+        ..certs.client()
+    };
+    let out = go(
+        server.addr,
+        2,
+        40,
+        true,
+        &tls_wire(client, HttpVersion::Http1),
+    );
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 40);
+    assert_eq!(count(&samples, None), 40, "{:?}", out.tls_failures);
+    let with_handshake: Vec<_> = samples.iter().filter(|s| s.tls_handshake_ns > 0).collect();
+    assert_eq!(with_handshake.len(), 2, "one handshake per connection");
+    for s in &with_handshake {
+        assert!(s.connect_ns >= s.tls_handshake_ns);
+    }
+    assert_eq!(server.accepted.load(Ordering::Relaxed), 2);
+    assert_eq!(out.tls_full_handshakes, 2);
+    assert!(out.tls_failures.is_empty());
+}
+
+#[test]
+fn tls12_connection_per_request_resumes_only_when_asked() {
+    let certs = Certs::valid("resume12");
+    let config = certs.server(VersionPolicy::Tls12, &[]);
+    for (resumption, full) in [(true, 1), (false, 8)] {
+        let server = TestServer::start(Mode::TlsOk, Some(config.clone()));
+        let client = ClientTls {
+            versions: VersionPolicy::Tls12,
+            resumption,
+            ..certs.client()
+        };
+        let out = go(
+            server.addr,
+            1,
+            8,
+            false,
+            &tls_wire(client, HttpVersion::Http1),
+        );
+        let samples = all_samples(&out.sinks);
+        assert_eq!(count(&samples, None), 8, "{:?}", out.tls_failures);
+        assert_eq!(server.accepted.load(Ordering::Relaxed), 8);
+        assert!(samples.iter().all(|s| s.tls_handshake_ns > 0));
+        assert_eq!(
+            out.tls_full_handshakes, full,
+            "resumption {resumption}: full handshakes"
+        );
+    }
+}
+
+/// Runs 3 requests, one connection each, and returns the failure classes counted.
+fn failing_run(server: &TestServer, client: ClientTls, http: HttpVersion) -> RunOutcome<Collect> {
+    let out = go(server.addr, 1, 3, false, &tls_wire(client, http));
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 3);
+    assert_eq!(count(&samples, Some(ErrorKind::Tls)), 3, "{samples:?}");
+    out
+}
+
+#[test]
+fn bad_certificates_are_tls_errors_by_class() {
+    let ca = Authority::new().unwrap();
+    let cases: [(&str, Issued, &str); 3] = [
+        (
+            "expired",
+            ca.expired_server(&certs::LOCAL_NAMES).unwrap(),
+            "cert_expired",
+        ),
+        (
+            "self",
+            certs::self_signed_server(&certs::LOCAL_NAMES).unwrap(),
+            "self_signed",
+        ),
+        ("wronghost", ca.wrong_host_server().unwrap(), "wrong_host"),
+    ];
+    for (tag, issued, class) in cases {
+        let certs = Certs::new(tag, &ca, &issued);
+        let server = TestServer::start(Mode::TlsOk, Some(certs.server(VersionPolicy::Any, &[])));
+        let out = failing_run(&server, certs.client(), HttpVersion::Http1);
+        assert_eq!(
+            out.tls_failures.get(class),
+            Some(&3),
+            "{tag}: {:?}",
+            out.tls_failures
+        );
+
+        // The same server is fine with --insecure.
+        let insecure = ClientTls {
+            insecure: true,
+            ..certs.client()
+        };
+        let ok = go(
+            server.addr,
+            1,
+            2,
+            true,
+            &tls_wire(insecure, HttpVersion::Http1),
+        );
+        assert_eq!(count(&all_samples(&ok.sinks), None), 2, "{tag} insecure");
+    }
+}
+
+#[test]
+fn plain_http_on_an_https_target_is_not_tls() {
+    let certs = Certs::valid("plain");
+    let server = TestServer::start(Mode::Plain, None);
+    let out = failing_run(&server, certs.client(), HttpVersion::Http1);
+    assert_eq!(
+        out.tls_failures.get("not_tls"),
+        Some(&3),
+        "{:?}",
+        out.tls_failures
+    );
+}
+
+#[test]
+fn h2_against_an_http1_only_server_is_an_alpn_mismatch() {
+    let certs = Certs::valid("alpn");
+    let server = TestServer::start(
+        Mode::TlsOk,
+        Some(certs.server(VersionPolicy::Any, &["http/1.1"])),
+    );
+    let out = failing_run(&server, certs.client(), HttpVersion::H2 { streams: 4 });
+    assert_eq!(
+        out.tls_failures.get("alpn_mismatch"),
+        Some(&3),
+        "{:?}",
+        out.tls_failures
+    );
+}
+
+#[test]
+fn broken_h2_frames_are_malformed_and_counted() {
+    let server = TestServer::start(Mode::H2Garbage, None);
+    let wire = Wire {
+        tls: None,
+        http: HttpVersion::H2 { streams: 4 },
+    };
+    let out = go(server.addr, 1, 6, true, &wire);
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), 6, "every request accounted for");
+    assert_eq!(
+        count(&samples, Some(ErrorKind::Malformed)),
+        6,
+        "{samples:?}"
+    );
+    assert!(out.h2.connection_errors >= 1);
+}
