@@ -38,33 +38,31 @@ tr.generator-bound td:first-child::after{content:' \\2715 generator-bound'}\
 .note{color:#555;font-size:13px}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px}\
 figure{margin:16px 0}figcaption{font-size:13px;color:#555}pre{background:#f7f7f7;padding:8px;overflow:auto}";
 
-/// The latency definition of a target's headline figures, for chart notes.
-fn definition(t: &TargetReport) -> String {
-    if t.closed_loop {
-        format!("{}: closed-loop service time (send to done)", t.target)
-    } else {
-        format!(
-            "{}: response time from intended send (coordinated-omission corrected)",
-            t.target
-        )
+const OPEN_DEF: &str = "response time from intended send (coordinated-omission corrected)";
+const CLOSED_DEF: &str = "closed-loop service time (send to done)";
+
+/// Which latency definitions a target's figures use, in words.
+fn definition_text(t: &TargetReport) -> String {
+    match (t.has_open_loop(), t.has_closed_loop()) {
+        (true, true) => format!("open-loop steps: {OPEN_DEF}; closed-loop steps: {CLOSED_DEF}"),
+        (false, true) => CLOSED_DEF.to_string(),
+        _ => OPEN_DEF.to_string(),
     }
 }
 
+/// The latency definition of a target's headline figures, for chart notes.
+fn definition(t: &TargetReport) -> String {
+    format!("{}: {}", t.target, definition_text(t))
+}
+
+/// The definitions of every target; said once when they all agree.
 fn definitions(report: &Report) -> Vec<String> {
-    let mut out: Vec<String> = report.targets.iter().map(definition).collect();
-    out.dedup();
-    let open = report.targets.iter().any(|t| !t.closed_loop);
-    let closed = report.targets.iter().any(|t| t.closed_loop);
-    if !(open && closed) {
-        // One definition for everyone: say it once.
-        let which = if closed {
-            "Latency: closed-loop service time (send to done)"
-        } else {
-            "Latency: response time from intended send (coordinated-omission corrected)"
-        };
-        return vec![which.to_string()];
+    let mut texts: Vec<String> = report.targets.iter().map(definition_text).collect();
+    texts.dedup();
+    if texts.len() == 1 {
+        return vec![format!("Latency: {}", texts[0])];
     }
-    out
+    report.targets.iter().map(definition).collect()
 }
 
 /// (x, y) points of a chart.
@@ -131,16 +129,20 @@ fn percentile_chart(report: &Report) -> Option<Chart> {
     );
     c.x_scale = XScale::Percentile;
     for (i, t) in report.targets.iter().enumerate() {
-        if let Some(curve) = &t.percentile_curve {
-            c.series.push(Series::new(
+        for curve in &t.percentile_curves {
+            let mut s = Series::new(
                 format!(
-                    "{} ({} requests, {} steps)",
-                    t.target, curve.count, curve.steps_merged
+                    "{} {} time ({} requests, {} steps)",
+                    t.target, curve.kind, curve.count, curve.steps_merged
                 ),
                 color(i),
                 curve.points.clone(),
                 Style::Line,
-            ));
+            );
+            if curve.kind == "service" {
+                s.dash = DASHES[1];
+            }
+            c.series.push(s);
         }
     }
     c.notes = definitions(report);

@@ -68,10 +68,10 @@ impl Exporter for Markdown {
                 t.target,
                 t.status,
                 t.steps.len(),
-                if t.latency_definition.is_empty() {
-                    "latency definition not recorded"
+                if t.latency_definitions.is_empty() {
+                    "latency definition not recorded".to_string()
                 } else {
-                    &t.latency_definition
+                    t.latency_definitions.join("; ")
                 }
             );
         }

@@ -85,19 +85,18 @@ pub struct TargetReport {
     pub status: String,
     /// Environment record, verbatim.
     pub environment: Value,
-    /// Which latency the headline figures show, in words (from the summaries).
-    pub latency_definition: String,
-    /// True when the steps were closed loop: latencies are service times.
-    pub closed_loop: bool,
+    /// Which latency the headline figures show, in words (from the summaries; a run
+    /// mixing open- and closed-loop steps has two).
+    pub latency_definitions: Vec<String>,
     /// Every step, by index.
     pub steps: Vec<StepReport>,
     /// Capacity from the rate steps, when there were judged rate steps.
     pub capacity: Option<Capacity>,
     /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
     pub usl: Vec<UslGroup>,
-    /// Latency percentile curve of the merged whole-step histograms (non-generator-bound
-    /// steps), when histograms were stored.
-    pub percentile_curve: Option<PercentileCurve>,
+    /// Latency percentile curves of the merged whole-step histograms (non-generator-bound
+    /// steps), one per definition present (response time, service time).
+    pub percentile_curves: Vec<PercentileCurve>,
 }
 
 /// One measured step.
@@ -117,6 +116,10 @@ pub struct StepReport {
     pub keepalive: Option<bool>,
     /// Repeat index (0-based).
     pub repeat: u32,
+    /// The study's workload name, when the runner recorded it.
+    pub workload: Option<String>,
+    /// Closed loop: the latency figures are service times; otherwise response times.
+    pub closed_loop: bool,
     /// "sweep" or "search", when the runner said.
     pub phase: Option<String>,
     /// Seconds from the run's first step start to this step's start (wall clock).
@@ -161,6 +164,18 @@ pub struct StepReport {
     pub seconds: Vec<SecondPoint>,
     /// Monitor samples.
     pub monitor: Vec<MonitorPoint>,
+}
+
+impl TargetReport {
+    /// True when some step ran closed loop (service-time figures).
+    pub fn has_closed_loop(&self) -> bool {
+        self.steps.iter().any(|s| s.closed_loop)
+    }
+
+    /// True when some step ran open loop (response-time figures).
+    pub fn has_open_loop(&self) -> bool {
+        self.steps.iter().any(|s| !s.closed_loop)
+    }
 }
 
 impl StepReport {
@@ -463,15 +478,17 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
     let rows = store.steps(run.id)?;
     let origin_ms = rows.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
     let mut steps = Vec::with_capacity(rows.len());
-    let mut definition = String::new();
-    let mut closed_loop = false;
-    let mut merged = hist::new_hist();
-    let mut merged_steps = 0usize;
+    let mut definitions: Vec<String> = Vec::new();
+    // Open-loop steps (response time) and closed-loop steps (service time) are merged
+    // apart: one curve per definition, never a mix.
+    let mut merged = [(hist::new_hist(), 0usize), (hist::new_hist(), 0usize)];
     for row in &rows {
         let summary: StoredSummary = lenient(&row.summary);
-        if definition.is_empty() {
-            definition = summary.latency_definition.clone();
-            closed_loop = summary.model.kind == "closed";
+        let closed_loop = summary.model.kind == "closed";
+        if !summary.latency_definition.is_empty()
+            && !definitions.contains(&summary.latency_definition)
+        {
+            definitions.push(summary.latency_definition.clone());
         }
         let step = load_step(store, row, &summary, origin_ms, closed_loop)?;
         if !step.generator_bound() {
@@ -480,44 +497,45 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
             } else {
                 HistogramKind::Response
             };
+            let (into, count) = &mut merged[usize::from(closed_loop)];
             for blob in store.histograms(row.id)? {
                 if blob.second.is_none() && blob.kind == kind {
-                    let h = hist::decode(&blob.bytes).map_err(|e| ReportError::Histogram {
+                    let bad = |e: volley_metrics::MetricsError| ReportError::Histogram {
                         run: run.id.0,
                         step: row.index,
                         kind: kind.as_str(),
                         detail: e.to_string(),
-                    })?;
+                    };
+                    let h = hist::decode(&blob.bytes).map_err(bad)?;
                     if !h.is_empty() {
-                        hist::add(&mut merged, &h).map_err(|e| ReportError::Histogram {
-                            run: run.id.0,
-                            step: row.index,
-                            kind: kind.as_str(),
-                            detail: e.to_string(),
-                        })?;
-                        merged_steps += 1;
+                        hist::add(into, &h).map_err(bad)?;
+                        *count += 1;
                     }
                 }
             }
         }
         steps.push(step);
     }
-    let percentile_curve = (!merged.is_empty()).then(|| PercentileCurve {
-        kind: if closed_loop { "service" } else { "response" }.to_string(),
-        count: merged.len(),
-        steps_merged: merged_steps,
-        points: percentile_points(&merged),
-    });
+    let percentile_curves = merged
+        .iter()
+        .zip(["response", "service"])
+        .filter(|((h, _), _)| !h.is_empty())
+        .map(|((h, n), kind)| PercentileCurve {
+            kind: kind.to_string(),
+            count: h.len(),
+            steps_merged: *n,
+            points: percentile_points(h),
+        })
+        .collect();
     Ok(TargetReport {
         run_id: run.id.0,
         target: run.target.clone(),
         status: run.status.as_str().to_string(),
         environment: run.environment.clone(),
-        latency_definition: definition,
-        closed_loop,
+        latency_definitions: definitions,
         capacity: capacity(&steps),
         usl: usl_groups(&steps),
-        percentile_curve,
+        percentile_curves,
         steps,
     })
 }
@@ -601,6 +619,12 @@ fn load_step(
         cores: p.cores.clone(),
         keepalive: p.keepalive,
         repeat: p.repeat,
+        workload: p
+            .extra
+            .get("workload")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        closed_loop,
         phase: p
             .extra
             .get("phase")
@@ -720,6 +744,9 @@ fn capacity(steps: &[StepReport]) -> Option<Capacity> {
 /// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.
 pub fn group_name(s: &StepReport) -> String {
     let mut parts = Vec::new();
+    if let Some(w) = &s.workload {
+        parts.push(w.clone());
+    }
     if let Some(q) = s.cpu_quota_cores {
         parts.push(format!("cap {} cores", trim_num(q)));
     }

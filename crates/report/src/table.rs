@@ -58,6 +58,9 @@ pub fn median(values: &[f64]) -> Option<f64> {
 /// What distinguishes a step, in a few words: "rate 100/s", "c=4, cap 0.5 cores".
 pub fn step_label(s: &StepReport) -> String {
     let mut parts = Vec::new();
+    if let Some(w) = &s.workload {
+        parts.push(w.clone());
+    }
     if let Some(r) = s.rate_rps {
         parts.push(format!("rate {}/s", trim_num(r)));
     }
@@ -88,8 +91,8 @@ fn mark(s: &StepReport) -> RowMark {
 }
 
 fn definition_note(report: &Report) -> String {
-    let open = report.targets.iter().any(|t| !t.closed_loop);
-    let closed = report.targets.iter().any(|t| t.closed_loop);
+    let open = report.targets.iter().any(|t| t.has_open_loop());
+    let closed = report.targets.iter().any(|t| t.has_closed_loop());
     match (open, closed) {
         (true, true) => "Latency: response time from the intended send time (coordinated-omission corrected) for open-loop runs; service time (send to done) for closed-loop runs.".to_string(),
         (false, true) => "Latency: closed-loop service time (send to done); a closed loop has no schedule to correct against.".to_string(),
@@ -252,6 +255,12 @@ pub fn concurrency(report: &Report) -> Option<Table> {
                 mark(s),
                 vec![
                     t.target.clone(),
+                    s.workload.clone().unwrap_or_else(|| "-".into()),
+                    match s.keepalive {
+                        Some(true) => "on".into(),
+                        Some(false) => "off".into(),
+                        None => "-".into(),
+                    },
                     s.cpu_quota_cores
                         .map(trim_num)
                         .unwrap_or_else(|| "-".into()),
@@ -271,6 +280,8 @@ pub fn concurrency(report: &Report) -> Option<Table> {
         note: definition_note(report),
         headers: [
             "Target",
+            "Workload",
+            "Keep-alive",
             "CPU cap (cores)",
             "CPUs",
             "Concurrency",

@@ -94,8 +94,9 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
 
     let report = load(&store, Selector::Run(run)).unwrap();
     let t = &report.targets[0];
-    assert!(!t.closed_loop);
-    assert_eq!(t.latency_definition, summary.latency_definition);
+    assert!(!t.has_closed_loop());
+    assert_eq!(t.latency_definitions.len(), 1);
+    assert_eq!(t.latency_definitions[0], summary.latency_definition);
     let s = &t.steps[0];
     let headline = &summary.latency["response_time"];
     assert_eq!(s.completed, 300);

@@ -111,12 +111,12 @@ fn concurrency_grid_gets_throughput_table_and_usl_fits() {
     assert_eq!(conc.len(), 2 + 32);
     assert_eq!(
         conc[2],
-        "| lighttpd | 0.5 | 0 | 1 | 1 | 500.0 | 2.000 | server-bound |"
+        "| lighttpd | - | on | 0.5 | 0 | 1 | 1 | 500.0 | 2.000 | server-bound |"
     );
     // n = 4, quota 1: 1000 x 4 / (1 + 0.15 + 0.24) = 2877.7
     assert_eq!(
         conc[2 + 8 + 3],
-        "| lighttpd | 1 | 0 | 4 | 1 | 2877.7 | 4.000 | server-bound |"
+        "| lighttpd | - | on | 1 | 0 | 4 | 1 | 2877.7 | 4.000 | server-bound |"
     );
     let usl = table(&md, "Universal Scalability Law fit");
     assert_eq!(usl.len(), 2 + 4, "one fit per (cap, cores) group");
@@ -155,7 +155,14 @@ fn json_is_the_versioned_model_and_agrees_with_markdown() {
     );
     // Step 1 starts 20 s after step 0: the time axis keeps the rest between steps.
     assert_eq!(v["targets"][0]["steps"][1]["seconds"][0]["t_s"], 20.0);
-    let curve = &v["targets"][0]["percentile_curve"];
+    assert_eq!(
+        v["targets"][0]["percentile_curves"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let curve = &v["targets"][0]["percentile_curves"][0];
     assert_eq!(curve["kind"], "response");
     assert_eq!(curve["steps_merged"], 4);
     assert_eq!(curve["count"], 8000);
@@ -176,4 +183,29 @@ fn unknown_ids_and_empty_store_are_typed_usage_errors() {
         e.to_string(),
         "no study 42 in the results store (see `volley history`)"
     );
+}
+
+#[test]
+fn a_run_mixing_closed_and_open_steps_keeps_the_definitions_apart() {
+    let mut store = Store::open_in_memory().unwrap();
+    let mut closed = common::rate_step(0.0, 900.0, 3.0, "server-bound", true);
+    closed.rate_rps = None;
+    closed.concurrency = Some(8);
+    closed.sustainable = None;
+    closed.closed = true;
+    let open = common::rate_step(500.0, 500.0, 2.0, "server-bound", true);
+    let run = common::record_run(&mut store, None, "builtin", &[closed, open]);
+    let report = load(&store, Selector::Run(run)).unwrap();
+    let t = &report.targets[0];
+    assert!(t.has_open_loop() && t.has_closed_loop());
+    assert_eq!(t.latency_definitions.len(), 2);
+    let kinds: Vec<&str> = t
+        .percentile_curves
+        .iter()
+        .map(|c| c.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["response", "service"]);
+    assert!(t.percentile_curves.iter().all(|c| c.count == 2_000));
+    let md = Markdown.render(&report).unwrap();
+    assert!(md.contains("response time from the intended send time (coordinated-omission corrected) for open-loop runs; service time"));
 }
