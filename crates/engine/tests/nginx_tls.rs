@@ -1,0 +1,203 @@
+//! The engine against a real nginx (OpenSSL, nghttp2) on loopback: HTTPS HTTP/1.1,
+//! HTTP/2 over TLS (ALPN) in closed and open loop, and prior-knowledge h2c, with
+//! certificates from `volley_tls::certs::write_local_set`. Skipped, with a message,
+//! where nginx is not installed.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use volley_engine::{run_with, ErrorKind, HttpVersion, Live, RunOutcome, TlsTarget, Wire};
+use volley_tls::{certs, ClientTls};
+
+const NGINX: &str = "/usr/sbin/nginx";
+const BODY_BYTES: usize = 700;
+
+/// nginx and its prefix directory, both gone on drop.
+struct Nginx {
+    child: Child,
+    dir: PathBuf,
+    tls_port: u16,
+    h2c_port: u16,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start() -> Option<(Nginx, certs::CertPaths)> {
+    if !Path::new(NGINX).exists() {
+        eprintln!("skipping: {NGINX} not installed");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "volley-engine-nginx-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    ));
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(dir.join("www/index.html"), body).unwrap();
+    let paths = certs::write_local_set(&dir.join("certs")).unwrap();
+    let (tls_port, h2c_port) = (free_port(), free_port());
+    let d = dir.display();
+    let conf = format!(
+        "master_process off;\ndaemon off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log warn;\nevents {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {d}/tmp/body;\n\
+         proxy_temp_path {d}/tmp/proxy;\n fastcgi_temp_path {d}/tmp/fastcgi;\n\
+         uwsgi_temp_path {d}/tmp/uwsgi;\n scgi_temp_path {d}/tmp/scgi;\n\
+         server {{\n  listen 127.0.0.1:{tls_port} ssl http2;\n  root {d}/www;\n\
+           ssl_certificate {cert};\n  ssl_certificate_key {key};\n\
+           ssl_protocols TLSv1.2 TLSv1.3;\n  ssl_session_cache shared:volley:1m;\n }}\n\
+         server {{\n  listen 127.0.0.1:{h2c_port} http2;\n  root {d}/www;\n }}\n}}\n",
+        cert = paths.cert.display(),
+        key = paths.key.display(),
+    );
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = Command::new(NGINX)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nginx");
+    let nginx = Nginx {
+        child,
+        dir,
+        tls_port,
+        h2c_port,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for port in [tls_port, h2c_port] {
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nginx did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Some((nginx, paths))
+}
+
+fn tls(paths: &certs::CertPaths, http: HttpVersion) -> Wire {
+    Wire {
+        tls: Some(TlsTarget {
+            client: ClientTls {
+                ca_file: Some(paths.ca.clone()),
+                ..ClientTls::default()
+            },
+            server_name: "localhost".into(),
+        }),
+        http,
+    }
+}
+
+fn run_n(addr: SocketAddr, c: usize, n: u64, wire: &Wire) -> RunOutcome<Collect> {
+    let mut cfg = config(addr, 1, c, n);
+    cfg.source = std::sync::Arc::new(
+        volley_engine::ListSourceFactory::new(
+            vec![
+                volley_engine::RequestTemplate::new("GET", "/index.html", "localhost")
+                    .build(0)
+                    .unwrap(),
+            ],
+            volley_engine::Order::Same,
+        )
+        .unwrap(),
+    );
+    run_with(&cfg, wire, |_| Collect::default(), &Live::new()).expect("run starts")
+}
+
+fn assert_all_ok(out: &RunOutcome<Collect>, n: usize, what: &str) {
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.len(), n, "{what}");
+    let bad: Vec<_> = samples
+        .iter()
+        .filter(|s| s.error.is_some())
+        .take(3)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}: {bad:?} tls {:?} h2 {:?}",
+        out.tls_failures,
+        out.h2
+    );
+    assert!(samples
+        .iter()
+        .all(|s| s.status == 200 && s.body_bytes == BODY_BYTES as u64));
+}
+
+#[test]
+fn https_http1_and_h2_closed_loop_against_nginx() {
+    let Some((nginx, paths)) = start() else {
+        return;
+    };
+    let addr: SocketAddr = format!("127.0.0.1:{}", nginx.tls_port).parse().unwrap();
+
+    let out = run_n(addr, 2, 100, &tls(&paths, HttpVersion::Http1));
+    assert_all_ok(&out, 100, "https http/1.1 keep-alive");
+    assert_eq!(out.tls_full_handshakes, 2);
+
+    let out = run_n(addr, 2, 300, &tls(&paths, HttpVersion::H2 { streams: 8 }));
+    assert_all_ok(&out, 300, "h2 over tls");
+    assert_eq!(out.connections_opened, 2, "streams share the connections");
+    let samples = all_samples(&out.sinks);
+    assert_eq!(samples.iter().filter(|s| s.tls_handshake_ns > 0).count(), 2);
+
+    let h2c: SocketAddr = format!("127.0.0.1:{}", nginx.h2c_port).parse().unwrap();
+    let wire = Wire {
+        tls: None,
+        http: HttpVersion::H2 { streams: 4 },
+    };
+    let out = run_n(h2c, 1, 50, &wire);
+    assert_all_ok(&out, 50, "h2c prior knowledge");
+}
+
+#[test]
+fn h2_open_loop_against_nginx_follows_the_schedule() {
+    let Some((nginx, paths)) = start() else {
+        return;
+    };
+    let addr: SocketAddr = format!("127.0.0.1:{}", nginx.tls_port).parse().unwrap();
+    let mut cfg = config(addr, 1, 1, 0);
+    open(&mut cfg, 200.0, Duration::from_millis(1000));
+    cfg.max_connections = 2;
+    let wire = tls(&paths, HttpVersion::H2 { streams: 16 });
+    let out = run_with(&cfg, &wire, |_| Collect::default(), &Live::new()).unwrap();
+    let samples = all_samples(&out.sinks);
+    // 200/s for 1 s: 200 arrivals, each with one sample (done or censored).
+    assert_eq!(samples.len(), 200);
+    let ok = count(&samples, None);
+    let in_flight = count(&samples, Some(ErrorKind::InFlight));
+    assert_eq!(ok + in_flight, 200, "{:?}", out.h2);
+    assert!(ok >= 190, "only {ok} completed");
+    // Intended times are the schedule's, 5 ms apart.
+    let mut intended: Vec<u64> = samples.iter().map(|s| s.intended_ns).collect();
+    intended.sort_unstable();
+    assert_eq!(intended[1] - intended[0], 5_000_000);
+}
