@@ -175,6 +175,13 @@ fn concurrency_chart(
     for (i, t) in report.targets.iter().enumerate() {
         for (g, (name, steps)) in concurrency_groups(t).into_iter().enumerate() {
             let (line, flagged) = by_x(&steps, |s| s.concurrency.map(f64::from), y);
+            let mut ns: Vec<Option<u32>> = steps.iter().map(|s| s.concurrency).collect();
+            ns.sort_unstable();
+            ns.dedup();
+            if ns.len() < 2 {
+                // One concurrency value: no axis to draw (the table has the figures).
+                continue;
+            }
             if !line.is_empty() {
                 let mut s = Series::new(
                     format!("{}, {name}", t.target),

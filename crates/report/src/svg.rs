@@ -224,6 +224,11 @@ impl Chart {
 
     /// The SVG document; `id` makes its clip path's id unique within an HTML page.
     pub fn render(&self, id: usize) -> String {
+        let notes: Vec<String> = self
+            .notes
+            .iter()
+            .flat_map(|n| wrap(n, NOTE_CHARS))
+            .collect();
         let finite = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let all: Vec<(f64, f64)> = self
             .series
@@ -273,7 +278,7 @@ impl Chart {
         let legend_rows = legend_items.div_ceil(LEGEND_COLUMNS);
         let legend_top = TOP + PLOT_HEIGHT + 52.0;
         let notes_top = legend_top + legend_rows as f64 * 18.0 + 8.0;
-        let height = notes_top + self.notes.len() as f64 * 16.0 + 8.0;
+        let height = notes_top + notes.len() as f64 * 16.0 + 8.0;
         let px = |x: f64| LEFT + (x - x_lo) / (x_hi - x_lo) * plot_w;
         let py = |y: f64| TOP + PLOT_HEIGHT - (y - y_lo) / (y_hi - y_lo) * PLOT_HEIGHT;
 
@@ -442,7 +447,7 @@ impl Chart {
             let y = legend_top + (i / LEGEND_COLUMNS) as f64 * 18.0;
             let _ = write!(s, r#"<g transform="translate({x:.1} {y:.1})">{item}</g>"#);
         }
-        for (i, note) in self.notes.iter().enumerate() {
+        for (i, note) in notes.iter().enumerate() {
             let _ = write!(
                 s,
                 r##"<text x="{LEFT}" y="{:.1}" fill="#444" font-style="italic">{}</text>"##,
@@ -453,6 +458,29 @@ impl Chart {
         s.push_str("</svg>");
         s
     }
+}
+
+/// Characters per note line: about the plot's width in 12 px italic sans-serif.
+const NOTE_CHARS: usize = 120;
+
+/// Breaks `text` at spaces into lines of at most `width` characters (longer words stay
+/// whole).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// Splits a sorted line where x jumps by more than `gap`.
@@ -495,6 +523,13 @@ mod tests {
         assert_eq!(tick_label(20_000.0, 5_000.0), "20k");
         assert_eq!(tick_label(0.25, 0.05), "0.25");
         assert_eq!(tick_label(400.0, 100.0), "400");
+    }
+
+    #[test]
+    fn wrap_breaks_long_notes_at_spaces() {
+        assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
+        assert_eq!(wrap("short", 120), ["short"]);
+        assert_eq!(wrap("toolongword x", 4), ["toolongword", "x"]);
     }
 
     #[test]
