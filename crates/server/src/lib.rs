@@ -78,14 +78,15 @@ impl ServerConfig {
     }
 }
 
-/// Why the server could not start.
+/// Why the server could not start. Messages leave the cause to `source()`, so a
+/// printed error chain names each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// The root is missing or not a directory.
     #[error("root {0} is not a directory")]
     Root(PathBuf),
     /// Binding the listening socket failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
@@ -93,7 +94,7 @@ pub enum ServerError {
         source: std::io::Error,
     },
     /// The access log could not be opened.
-    #[error("cannot open access log {path}: {source}")]
+    #[error("cannot open access log {path}")]
     AccessLog {
         /// The log path.
         path: PathBuf,
@@ -104,10 +105,10 @@ pub enum ServerError {
     #[error("invalid configuration: {0}")]
     Config(&'static str),
     /// The certificate, key or TLS options were refused.
-    #[error("TLS setup failed: {0}")]
+    #[error("TLS setup failed")]
     Tls(#[from] volley_tls::TlsConfigError),
     /// Setting up an event loop failed.
-    #[error("event loop setup failed: {0}")]
+    #[error("event loop setup failed")]
     Io(#[from] std::io::Error),
 }
 
