@@ -463,3 +463,32 @@ fn access_log_is_combined_format_with_microseconds() {
     );
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn threads_flag_serves_concurrent_connections_and_stops_cleanly() {
+    let mut s = Served::start("threads", &["--threads", "3"], site);
+    // Connections held open together, so the kernel spreads them over the loops.
+    let mut conns: Vec<BufReader<TcpStream>> =
+        (0..12).map(|_| BufReader::new(s.connect())).collect();
+    for round in 0..3 {
+        for c in &mut conns {
+            c.get_mut()
+                .write_all(req("/700b.html", "").as_bytes())
+                .unwrap();
+            let r = read_resp(c, false);
+            assert_eq!((r.status, r.body.len()), (200, 700), "round {round}");
+        }
+    }
+    s.stop();
+    let status = s
+        .child
+        .try_wait()
+        .unwrap()
+        .expect("volley serve did not stop on SIGTERM");
+    assert!(status.success(), "{status:?}");
+    // Every loop closed its connections on the way out.
+    for mut c in conns {
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap_or(0), 0);
+    }
+}
