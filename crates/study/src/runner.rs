@@ -364,13 +364,13 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         };
                         let mut repeat =
                             search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
-                        // A failed step the generator could not drive says nothing about
-                        // the server (methodology.md): run it again, at most twice, before
-                        // the search hears of it.
+                        // A step that failed only because the generator could not send
+                        // the offered rate says nothing about the server (methodology.md):
+                        // run it again, at most twice, before the search hears of it.
                         let mut retries = 0;
                         let ok = loop {
                             match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
-                                Some((Some(false), "generator-bound"))
+                                Some((Some(false), true))
                                     if retries < GENERATOR_RETRIES
                                         && !opts.stop_flag.load(Ordering::Relaxed) =>
                                 {
@@ -458,7 +458,7 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Runs, records and cools down one step. `Ok(None)`: the target died (noted; the
     /// study goes on with the others and ends incomplete). `Ok(Some((sustainable,
-    /// label)))` otherwise.
+    /// generator_only)))` otherwise.
     fn step(
         &mut self,
         ci: usize,
@@ -467,7 +467,7 @@ impl Ctx<'_> {
         phase: &str,
         progress: Progress,
         note: &mut dyn FnMut(&str),
-    ) -> Result<Option<(Option<bool>, &'static str)>, StudyError> {
+    ) -> Result<Option<(Option<bool>, bool)>, StudyError> {
         let plan = self.plan;
         let cell = &plan.cells[ci];
         let inst = &plan.instances[cell.instance];
@@ -540,6 +540,12 @@ impl Ctx<'_> {
         params
             .extra
             .insert("instance".into(), json!(plan.instance_label(cell.instance)));
+        // Only the generator failed: it could not send the offered rate, and nothing
+        // else (replies, errors, p99, in-flight) speaks against the server.
+        let generator_only = m.label == "generator-bound"
+            && m.verdict["sustain"]["reasons"].as_array().is_some_and(|r| {
+                !r.is_empty() && r.iter().all(|x| x["reason"] == "send_rate_short")
+            });
         let record = StepRecord {
             index: *index,
             parameters: params,
@@ -589,7 +595,7 @@ impl Ctx<'_> {
         self.steps.push(outcome);
         self.order += 1;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
-        Ok(Some((m.sustainable, m.label)))
+        Ok(Some((m.sustainable, generator_only)))
     }
 }
 
