@@ -268,7 +268,13 @@ pub fn concurrency(report: &Report) -> Option<Table> {
                     s.concurrency.map(|c| c.to_string()).unwrap_or_default(),
                     (s.repeat + 1).to_string(),
                     num(Some(s.requests_per_s), 1),
-                    num(Some(s.latency.p99_ms), 3),
+                    // A CPU quota can stall a whole period: p99 under throttling is the
+                    // cap's artefact as much as the server's (methodology.md).
+                    if s.throttled {
+                        format!("{} (throttled)", num(Some(s.latency.p99_ms), 3))
+                    } else {
+                        num(Some(s.latency.p99_ms), 3)
+                    },
                     s.label.clone().unwrap_or_else(|| "-".into()),
                 ],
             )
@@ -392,7 +398,12 @@ pub fn capacity(report: &Report) -> Option<Table> {
             if c.non_monotone {
                 note.push("an unsustainable rate lies below the capacity".to_string());
             }
-            if c.capacity_rps.is_none() {
+            if c.steps_judged == 0 && c.generator_bound_excluded > 0 {
+                note.push(
+                    "every rate step was generator-bound: no server capacity can be claimed"
+                        .to_string(),
+                );
+            } else if c.capacity_rps.is_none() {
                 note.push("no rate was sustainable".to_string());
             }
             Some((

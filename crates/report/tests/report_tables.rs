@@ -209,3 +209,22 @@ fn a_run_mixing_closed_and_open_steps_keeps_the_definitions_apart() {
     let md = Markdown.render(&report).unwrap();
     assert!(md.contains("response time from the intended send time (coordinated-omission corrected) for open-loop runs; service time"));
 }
+
+#[test]
+fn all_generator_bound_sweep_claims_no_capacity() {
+    let mut store = Store::open_in_memory().unwrap();
+    let run = common::record_run(
+        &mut store,
+        None,
+        "nginx",
+        &[
+            common::rate_step(100.0, 100.0, 1.0, "generator-bound", true),
+            common::rate_step(200.0, 200.0, 1.0, "generator-bound", true),
+        ],
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert_eq!(
+        table(&md, "Capacity")[2],
+        "| nginx | - | - | 0 | 2 | every rate step was generator-bound: no server capacity can be claimed |"
+    );
+}
