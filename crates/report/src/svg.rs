@@ -526,6 +526,17 @@ mod tests {
     }
 
     #[test]
+    fn long_lines_are_downsampled_when_drawn() {
+        let pts: Vec<(f64, f64)> = (0..20_000).map(|i| (i as f64, (i % 17) as f64)).collect();
+        let mut c = Chart::new("t", "x", "y");
+        c.series.push(Series::new("s", color(0), pts, Style::Line));
+        let svg = c.render(0);
+        let start = svg.find("points=\"").unwrap() + 8;
+        let coords = svg[start..].split('"').next().unwrap().split(' ').count();
+        assert_eq!(coords, MAX_LINE_POINTS);
+    }
+
+    #[test]
     fn wrap_breaks_long_notes_at_spaces() {
         assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
         assert_eq!(wrap("short", 120), ["short"]);

@@ -126,6 +126,17 @@ fn concurrency_grid_gets_throughput_table_and_usl_fits() {
         "| lighttpd | cap 1 cores, cpus 0, keep-alive | 8 | 1000.0 | 0.0500 | 0.020000 | 6.9 | 3271.4 | 1.000 |"
     );
     assert!(md.contains("closed-loop service time"));
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&Json.render(&report).unwrap()).unwrap();
+    let fit = &v["targets"][0]["usl"][0]["fit"];
+    assert!(
+        (fit["sigma"].as_f64().unwrap() - 0.05).abs() < 1e-3,
+        "{fit}"
+    );
+    assert!(
+        (fit["kappa"].as_f64().unwrap() - 0.02).abs() < 1e-4,
+        "{fit}"
+    );
 }
 
 #[test]
