@@ -127,10 +127,9 @@ def run_volley(extra):
     def f(url, host, port, path, secs):
         out, cpu, rss = timed([VOLLEY, "bench", url, "-t", "1", "-d", f"{secs}s", "--json", "-",
                                "--quiet"] + extra, secs * 3 + 30)
-        j = volley_json(out)
-        s = j["summary"] if "summary" in j else j
-        n = s["requests"]["completed"] if isinstance(s.get("requests"), dict) else s["completed"]
-        return s["requests_per_second"] if "requests_per_second" in s else s["throughput"]["requests_per_second"], n, cpu, rss
+        r = volley_json(out)["runs"][0]
+        # Successful responses only, as wrk/ab/h2load count completed requests.
+        return r["throughput"]["ok_per_s"], r["requests"]["ok"], cpu, rss
     return f
 
 
@@ -239,7 +238,13 @@ def main():
             out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-c", "64", "--max-connections", "512",
                                    "--rate", str(rate), "-d", f"{a.seconds}s", "--json", "-", "--quiet"],
                                   a.seconds * 3 + 30)
-            print(json.dumps(volley_json(out).get("generator", {}), indent=1)[:2000])
+            run = volley_json(out)["runs"][0]
+            send = run["rates"]["achieved_send_per_s"]
+            lag = run["latency"]["send_lag"]
+            print(f"  target {rate} req/s: achieved send {send:.0f} req/s "
+                  f"({100 * (send / rate - 1):+.2f}%), send lag p50 {lag['p50_ms'] * 1e3:.1f} us "
+                  f"p99 {lag['p99_ms'] * 1e3:.1f} us max {lag['max_ms'] * 1e3:.1f} us, "
+                  f"CPU {cpu:.2f} s; verdict {run['generator']['verdict']['label']}")
         print("\n## memory: volley max RSS, keep-alive 64 connections, lighttpd")
         for n in (50_000, 5_000_000):
             out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "-n", str(n),

@@ -86,12 +86,13 @@ where
         .duration
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let cap_total = cfg.max_connections.max(cfg.connections);
-    let plans: Vec<Plan> = (0..workers)
+    let mut plans: Vec<Plan> = (0..workers)
         .map(|i| {
             let connections = share(cfg.connections, workers, i);
             match cfg.model {
                 LoadModel::Closed => Plan {
                     connections,
+                    reserved: 0,
                     max_connections: connections,
                     pacer: None,
                 },
@@ -101,6 +102,7 @@ where
                     seed,
                 } => Plan {
                     connections,
+                    reserved: 0,
                     max_connections: share(cap_total, workers, i).max(1),
                     pacer: Some(Pacer::new(
                         Schedule::new(arrival, rate, seed, i, workers),
@@ -145,7 +147,12 @@ where
         end_ns,
         open: AtomicU32::new(0),
         max_open: AtomicU32::new(0),
-        tickets: AtomicU64::new(0),
+        // The HTTP/2 worker claims every request from the shared counter.
+        tickets: AtomicU64::new(if wire.http == HttpVersion::Http1 {
+            reserve_initial_tickets(cfg, &mut plans)
+        } else {
+            0
+        }),
         abort: AtomicBool::new(false),
     };
     let results = std::thread::scope(|scope| {
@@ -228,6 +235,21 @@ fn with_h2<S>((sink, stats): (S, WorkerStats)) -> (S, WorkerStats, H2Stats) {
     (sink, stats, H2Stats::default())
 }
 
+/// Closed loop with a request limit: sets aside, in worker order, one ticket per
+/// initial connection (while tickets last) and returns how many were reserved, the
+/// shared ticket counter's starting value.
+fn reserve_initial_tickets(cfg: &LoadConfig, plans: &mut [Plan]) -> u64 {
+    let (LoadModel::Closed, Some(limit)) = (cfg.model, cfg.stop.requests) else {
+        return 0;
+    };
+    let mut left = limit;
+    for plan in plans.iter_mut() {
+        plan.reserved = (plan.connections as u64).min(left);
+        left -= plan.reserved;
+    }
+    limit - left
+}
+
 /// `total` split over `parts`: the first `total % parts` get one more.
 fn share(total: usize, parts: usize, i: usize) -> usize {
     total / parts + usize::from(i < total % parts)
@@ -255,5 +277,66 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
             Err(EngineError::BadRate(rate))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ListSourceFactory, Order, RequestTemplate, StatusRange, StopCondition};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn closed(requests: Option<u64>) -> LoadConfig {
+        let req = RequestTemplate::new("GET", "/", "h")
+            .build(0)
+            .expect("request");
+        LoadConfig {
+            addr: "127.0.0.1:9".parse().expect("addr"),
+            threads: 2,
+            connections: 4,
+            max_connections: 4,
+            keep_alive: true,
+            model: LoadModel::Closed,
+            stop: StopCondition {
+                requests,
+                duration: Some(Duration::from_secs(1)),
+            },
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            accept_status: StatusRange::default(),
+            source: Arc::new(ListSourceFactory::new(vec![req], Order::Same).expect("source")),
+            stop_flag: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn plans(conns: &[usize]) -> Vec<Plan> {
+        conns
+            .iter()
+            .map(|&connections| Plan {
+                connections,
+                reserved: 0,
+                max_connections: connections,
+                pacer: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn initial_tickets_are_reserved_per_worker_while_they_last() {
+        // (request limit, connections per worker, reserved per worker, total reserved)
+        type Case = (Option<u64>, &'static [usize], &'static [u64], u64);
+        let cases: [Case; 4] = [
+            (Some(500), &[2, 2], &[2, 2], 4),
+            (Some(3), &[2, 2], &[2, 1], 3),
+            (Some(1), &[1, 1, 1], &[1, 0, 0], 1),
+            (None, &[2, 2], &[0, 0], 0),
+        ];
+        for (requests, conns, want, total) in cases {
+            let mut p = plans(conns);
+            assert_eq!(reserve_initial_tickets(&closed(requests), &mut p), total);
+            let got: Vec<u64> = p.iter().map(|p| p.reserved).collect();
+            assert_eq!(got, want, "{requests:?} {conns:?}");
+        }
     }
 }

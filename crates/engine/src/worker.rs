@@ -69,6 +69,11 @@ pub(crate) struct WorkerStats {
 /// A worker's share of the configuration.
 pub(crate) struct Plan {
     pub connections: usize,
+    /// Closed loop with a request limit: tickets set aside for this worker's initial
+    /// requests before any worker started, so every worker opens its share of the
+    /// connections even if another worker's thread started first and raced through
+    /// the shared tickets (which made the connection count depend on thread start-up).
+    pub reserved: u64,
     pub max_connections: usize,
     pub pacer: Option<Pacer>,
 }
@@ -296,7 +301,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         if self.starting_done {
             return None;
         }
-        if let Some(limit) = self.shared.cfg.stop.requests {
+        if self.plan.reserved > 0 {
+            self.plan.reserved -= 1;
+        } else if let Some(limit) = self.shared.cfg.stop.requests {
             if self.shared.tickets.fetch_add(1, Ordering::Relaxed) >= limit {
                 self.starting_done = true;
                 return None;
