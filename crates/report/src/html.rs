@@ -370,11 +370,13 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     if let Some(c) = replies.as_mut() {
         c.ideal_line = true;
         for t in &report.targets {
-            if let Some(cap) = t.capacity.as_ref().and_then(|c| c.capacity_rps) {
-                c.notes.push(format!(
-                    "{}: capacity {cap:.1} req/s (largest sustainable rate)",
-                    t.target
-                ));
+            for cap in &t.capacity {
+                if let Some(rps) = cap.capacity_rps {
+                    c.notes.push(format!(
+                        "{} ({}): capacity {rps:.1} req/s (largest sustainable rate)",
+                        t.target, cap.group
+                    ));
+                }
             }
         }
     }

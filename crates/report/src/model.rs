@@ -90,8 +90,8 @@ pub struct TargetReport {
     pub latency_definitions: Vec<String>,
     /// Every step, by index.
     pub steps: Vec<StepReport>,
-    /// Capacity from the rate steps, when there were judged rate steps.
-    pub capacity: Option<Capacity>,
+    /// Capacity of each group of judged rate steps (empty without rate steps).
+    pub capacity: Vec<Capacity>,
     /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
     pub usl: Vec<UslGroup>,
     /// Latency percentile curves of the merged whole-step histograms (non-generator-bound
@@ -253,6 +253,8 @@ pub struct MonitorPoint {
 /// Capacity of the rate steps and what it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Capacity {
+    /// The group of rate steps (workload, cap, cores, keep-alive) this capacity is for.
+    pub group: String,
     /// Largest sustainable rate (majority of repeats), requests/s.
     pub capacity_rps: Option<f64>,
     /// Smallest unsustainable rate above it.
@@ -263,6 +265,9 @@ pub struct Capacity {
     pub steps_judged: usize,
     /// Generator-bound steps left out: they say nothing about the server.
     pub generator_bound_excluded: usize,
+    /// Capacity from each phase's steps alone ("sweep", "search"), when the steps came
+    /// from more than one phase, so the two methods can be compared.
+    pub by_phase: Vec<(String, Option<f64>)>,
 }
 
 /// A USL fit over one group of concurrency steps.
@@ -547,7 +552,7 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
         status: run.status.as_str().to_string(),
         environment: run.environment.clone(),
         latency_definitions: definitions,
-        capacity: capacity(&steps),
+        capacity: capacities(&steps),
         usl: usl_groups(&steps),
         percentile_curves,
         steps,
@@ -732,27 +737,54 @@ fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
     out
 }
 
-fn capacity(steps: &[StepReport]) -> Option<Capacity> {
-    let judged: Vec<&StepReport> = steps
+/// Capacity per group of rate steps (workload, cap, cores, keep-alive): each group is
+/// its own sweep.
+fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
+    let mut groups: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps
         .iter()
         .filter(|s| s.rate_rps.is_some() && s.sustainable.is_some())
-        .collect();
-    if judged.is_empty() {
-        return None;
+    {
+        groups.entry(group_name(s)).or_default().push(s);
     }
-    let usable: Vec<(f64, bool)> = judged
-        .iter()
-        .filter(|s| !s.generator_bound())
-        .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
-        .collect();
-    let c = knee::sweep_capacity(&usable);
-    Some(Capacity {
-        capacity_rps: c.capacity_rps,
-        first_unsustainable_above_rps: c.first_unsustainable_above_rps,
-        non_monotone: c.non_monotone,
-        steps_judged: usable.len(),
-        generator_bound_excluded: judged.len() - usable.len(),
-    })
+    groups
+        .into_iter()
+        .map(|(group, judged)| {
+            let usable = |phase: Option<&str>| -> Vec<(f64, bool)> {
+                judged
+                    .iter()
+                    .filter(|s| !s.generator_bound())
+                    .filter(|s| phase.is_none() || s.phase.as_deref() == phase)
+                    .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+                    .collect()
+            };
+            let all = usable(None);
+            let c = knee::sweep_capacity(&all);
+            let mut phases: Vec<String> = judged.iter().filter_map(|s| s.phase.clone()).collect();
+            phases.sort();
+            phases.dedup();
+            let by_phase = if phases.len() > 1 {
+                phases
+                    .into_iter()
+                    .map(|p| {
+                        let cap = knee::sweep_capacity(&usable(Some(&p))).capacity_rps;
+                        (p, cap)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Capacity {
+                group,
+                capacity_rps: c.capacity_rps,
+                first_unsustainable_above_rps: c.first_unsustainable_above_rps,
+                non_monotone: c.non_monotone,
+                steps_judged: all.len(),
+                generator_bound_excluded: judged.len() - all.len(),
+                by_phase,
+            }
+        })
+        .collect()
 }
 
 /// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.

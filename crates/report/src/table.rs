@@ -392,8 +392,8 @@ pub fn capacity(report: &Report) -> Option<Table> {
     let rows: Vec<_> = report
         .targets
         .iter()
-        .filter_map(|t| {
-            let c = t.capacity.as_ref()?;
+        .flat_map(|t| t.capacity.iter().map(move |c| (t, c)))
+        .map(|(t, c)| {
             let mut note = Vec::new();
             if c.non_monotone {
                 note.push("an unsustainable rate lies below the capacity".to_string());
@@ -406,10 +406,14 @@ pub fn capacity(report: &Report) -> Option<Table> {
             } else if c.capacity_rps.is_none() {
                 note.push("no rate was sustainable".to_string());
             }
-            Some((
+            for (phase, cap) in &c.by_phase {
+                note.push(format!("{phase} alone: {}", num(*cap, 1)));
+            }
+            (
                 RowMark::Plain,
                 vec![
                     t.target.clone(),
+                    c.group.clone(),
                     num(c.capacity_rps, 1),
                     num(c.first_unsustainable_above_rps, 1),
                     c.steps_judged.to_string(),
@@ -420,7 +424,7 @@ pub fn capacity(report: &Report) -> Option<Table> {
                         note.join("; ")
                     },
                 ],
-            ))
+            )
         })
         .collect();
     (!rows.is_empty()).then(|| Table {
@@ -429,6 +433,7 @@ pub fn capacity(report: &Report) -> Option<Table> {
         note: "Capacity = the largest offered rate judged sustainable by a majority of its repeats (send and reply rate >= 99% of the offer, errors within the allowance, every window's p99 within the SLO, no rising in-flight trend). Generator-bound steps are excluded.".into(),
         headers: [
             "Target",
+            "Group",
             "Capacity (req/s)",
             "First unsustainable above (req/s)",
             "Steps judged",

@@ -58,10 +58,10 @@ fn capacity_excludes_generator_bound_steps() {
     assert_eq!(
         table(&md, "Capacity"),
         [
-            "| Target | Capacity (req/s) | First unsustainable above (req/s) | Steps judged | Generator-bound excluded | Notes |",
-            "|---|---|---|---|---|---|",
-            "| builtin | 300.0 | 400.0 | 4 | 0 | - |",
-            "| nginx | 300.0 | - | 3 | 1 | - |",
+            "| Target | Group | Capacity (req/s) | First unsustainable above (req/s) | Steps judged | Generator-bound excluded | Notes |",
+            "|---|---|---|---|---|---|---|",
+            "| builtin | keep-alive | 300.0 | 400.0 | 4 | 0 | - |",
+            "| nginx | keep-alive | 300.0 | - | 3 | 1 | - |",
         ]
     );
     let evidence = table(&md, "Steps, verdicts and labels (the evidence)");
@@ -147,8 +147,11 @@ fn json_is_the_versioned_model_and_agrees_with_markdown() {
     let v: serde_json::Value = serde_json::from_str(&Json.render(&report).unwrap()).unwrap();
     assert_eq!(v["schema_version"], volley_report::SCHEMA_VERSION);
     assert_eq!(v["targets"][0]["target"], "builtin");
-    assert_eq!(v["targets"][0]["capacity"]["capacity_rps"], 300.0);
-    assert_eq!(v["targets"][1]["capacity"]["generator_bound_excluded"], 1);
+    assert_eq!(v["targets"][0]["capacity"][0]["capacity_rps"], 300.0);
+    assert_eq!(
+        v["targets"][1]["capacity"][0]["generator_bound_excluded"],
+        1
+    );
     assert_eq!(v["targets"][1]["steps"][3]["label"], "generator-bound");
     assert_eq!(
         v["targets"][0]["steps"][0]["seconds"]
@@ -236,6 +239,39 @@ fn all_generator_bound_sweep_claims_no_capacity() {
     let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Capacity")[2],
-        "| nginx | - | - | 0 | 2 | every rate step was generator-bound: no server capacity can be claimed |"
+        "| nginx | keep-alive | - | - | 0 | 2 | every rate step was generator-bound: no server capacity can be claimed |"
+    );
+}
+
+#[test]
+fn capacity_by_sweep_and_by_search_are_both_shown() {
+    let mut store = Store::open_in_memory().unwrap();
+    let search = |rate: f64, ok: bool| {
+        let mut s = common::rate_step(
+            rate,
+            if ok { rate } else { 0.8 * rate },
+            1.0,
+            "server-bound",
+            ok,
+        );
+        s.phase = "search";
+        s
+    };
+    let run = common::record_run(
+        &mut store,
+        None,
+        "builtin",
+        &[
+            common::rate_step(100.0, 100.0, 1.0, "server-bound", true),
+            common::rate_step(200.0, 160.0, 1.0, "server-bound", false),
+            search(100.0, true),
+            search(150.0, true),
+            search(175.0, false),
+        ],
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert_eq!(
+        table(&md, "Capacity")[2],
+        "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | search alone: 150.0; sweep alone: 100.0 |"
     );
 }

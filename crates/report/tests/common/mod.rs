@@ -25,6 +25,8 @@ pub struct Step {
     pub label: &'static str,
     pub sustainable: Option<bool>,
     pub closed: bool,
+    /// "sweep" or "search".
+    pub phase: &'static str,
 }
 
 /// A `volley_metrics::Summary`-shaped JSON with the fields the report reads.
@@ -179,7 +181,7 @@ pub fn record_run(
             },
         ];
         let mut extra = serde_json::Map::new();
-        extra.insert("phase".into(), json!("sweep"));
+        extra.insert("phase".into(), json!(s.phase));
         store
             .record_step(
                 run,
@@ -227,6 +229,7 @@ pub fn rate_step(rate: f64, reply: f64, p99_ms: f64, label: &'static str, ok: bo
         label,
         sustainable: Some(ok),
         closed: false,
+        phase: "sweep",
     }
 }
 
@@ -295,6 +298,7 @@ pub fn concurrency_grid(store: &mut Store) -> StudyId {
                     label: "server-bound",
                     sustainable: None,
                     closed: true,
+                    phase: "sweep",
                 });
             }
         }
