@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use volley_analysis::{knee, little::LittleCheck, sustain, usl};
+use volley_analysis::{bootstrap, knee, little::LittleCheck, sustain, usl};
 use volley_metrics::hist;
 use volley_store::{HistogramKind, RunId, RunRow, SeriesSource, StepRow, Store, StudyId};
 
@@ -92,6 +92,8 @@ pub struct TargetReport {
     pub steps: Vec<StepReport>,
     /// Capacity of each group of judged rate steps (empty without rate steps).
     pub capacity: Vec<Capacity>,
+    /// Points measured more than once: medians with bootstrap intervals.
+    pub repeats: Vec<RepeatGroup>,
     /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
     pub usl: Vec<UslGroup>,
     /// Latency percentile curves of the merged whole-step histograms (non-generator-bound
@@ -179,6 +181,36 @@ impl TargetReport {
 }
 
 impl StepReport {
+    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka".
+    pub fn point_label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(w) = &self.workload {
+            parts.push(w.clone());
+        }
+        if let Some(r) = self.rate_rps {
+            parts.push(format!("rate {}/s", trim_num(r)));
+        }
+        if let Some(c) = self.concurrency {
+            if self.rate_rps.is_none() {
+                parts.push(format!("c={c}"));
+            }
+        }
+        if let Some(q) = self.cpu_quota_cores {
+            parts.push(format!("cap {}", trim_num(q)));
+        }
+        if let Some(c) = &self.cores {
+            parts.push(format!("cpus {c}"));
+        }
+        if let Some(k) = self.keepalive {
+            parts.push(if k { "ka" } else { "no-ka" }.to_string());
+        }
+        if parts.is_empty() {
+            "default".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// True when the generator, not the server, limited the step.
     pub fn generator_bound(&self) -> bool {
         self.label.as_deref() == Some("generator-bound")
@@ -268,6 +300,68 @@ pub struct Capacity {
     /// Capacity from each phase's steps alone ("sweep", "search"), when the steps came
     /// from more than one phase, so the two methods can be compared.
     pub by_phase: Vec<(String, Option<f64>)>,
+}
+
+/// A median and its 95% bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MedianCi {
+    /// Median of the per-run values.
+    pub median: f64,
+    /// Lower end of the 95% interval.
+    pub lo: f64,
+    /// Upper end.
+    pub hi: f64,
+}
+
+/// One point (same parameters) run several times.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatGroup {
+    /// The point, as [`StepReport::point_label`] prints it.
+    pub point: String,
+    /// Non-generator-bound runs behind the figures.
+    pub runs: usize,
+    /// Throughput, requests/s.
+    pub requests_per_s: MedianCi,
+    /// Headline latency p99, ms.
+    pub p99_ms: MedianCi,
+}
+
+/// Resamples for the repeat intervals, and their fixed seed (a rebuilt report must show
+/// the same interval).
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
+
+fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {
+    // Keep first-seen order so the table follows the run.
+    let mut order: Vec<String> = Vec::new();
+    let mut by_point: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps.iter().filter(|s| !s.generator_bound()) {
+        let key = s.point_label();
+        if !by_point.contains_key(&key) {
+            order.push(key.clone());
+        }
+        by_point.entry(key).or_default().push(s);
+    }
+    let ci = |values: Vec<f64>| {
+        let e = bootstrap::median_ci(&values, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        MedianCi {
+            median: e.median,
+            lo: e.lo,
+            hi: e.hi,
+        }
+    };
+    order
+        .into_iter()
+        .filter_map(|point| {
+            let runs = by_point.remove(&point)?;
+            (runs.len() >= 2).then(|| RepeatGroup {
+                runs: runs.len(),
+                requests_per_s: ci(runs.iter().map(|s| s.requests_per_s).collect()),
+                p99_ms: ci(runs.iter().map(|s| s.latency.p99_ms).collect()),
+                point,
+            })
+        })
+        .collect()
 }
 
 /// A USL fit over one group of concurrency steps.
@@ -554,6 +648,7 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
         latency_definitions: definitions,
         capacity: capacities(&steps),
         usl: usl_groups(&steps),
+        repeats: repeat_groups(&steps),
         percentile_curves,
         steps,
     })

@@ -275,3 +275,31 @@ fn capacity_by_sweep_and_by_search_are_both_shown() {
         "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | search alone: 150.0; sweep alone: 100.0 |"
     );
 }
+
+#[test]
+fn repeated_points_get_medians_with_bootstrap_intervals() {
+    let mut store = Store::open_in_memory().unwrap();
+    let run = common::record_run(
+        &mut store,
+        None,
+        "builtin",
+        &[
+            common::rate_step(100.0, 98.0, 1.0, "server-bound", true),
+            common::rate_step(100.0, 100.0, 1.0, "server-bound", true),
+            common::rate_step(100.0, 102.0, 1.0, "server-bound", true),
+            // Generator-bound: left out of the median.
+            common::rate_step(100.0, 50.0, 1.0, "generator-bound", false),
+            // Run once: no interval to give.
+            common::rate_step(200.0, 200.0, 1.0, "server-bound", true),
+        ],
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert_eq!(
+        table(&md, "Repeats: medians with bootstrap 95% intervals"),
+        [
+            "| Target | Point | Runs | Req/s median [95% CI] | p99 (ms) median [95% CI] |",
+            "|---|---|---|---|---|",
+            "| builtin | rate 100/s, ka | 3 | 100.0 [98.0, 102.0] | 1.000 [1.000, 1.000] |",
+        ]
+    );
+}
