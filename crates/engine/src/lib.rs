@@ -16,6 +16,7 @@ pub mod pacer;
 mod run;
 pub mod sample;
 pub mod source;
+mod timer;
 pub mod tls;
 mod worker;
 

@@ -21,6 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::conn::Transport;
 use crate::http1::{FrameError, ResponseReader};
 use crate::pacer::{Pace, Pacer};
+use crate::timer::{ArrivalTimer, EARLY_WAKE_NS};
 use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
 
 /// Size of the per-worker read buffer: one read takes a typical response whole.
@@ -29,9 +30,12 @@ const SCRATCH_BYTES: usize = 64 * 1024;
 const HOUSEKEEPING_NS: u64 = 5_000_000;
 /// How often `Sink::tick` is called (the contract asks for at least once a second).
 const TICK_NS: u64 = 100_000_000;
-/// epoll timeouts are whole milliseconds (mio rounds up), so the loop sleeps in epoll
-/// only until this long before the next arrival and then polls without blocking.
+/// epoll timeouts are whole milliseconds (mio rounds up). Without an [`ArrivalTimer`]
+/// (timerfd refused), the loop sleeps in epoll only until this long before the next
+/// arrival and then polls without blocking.
 const SPIN_WINDOW_NS: u64 = 1_000_000;
+/// The open-loop arrival timer's token: past every connection slot.
+const TIMER_TOKEN: Token = Token(usize::MAX);
 /// Arrivals released per loop turn when behind schedule, so events are still served.
 const MAX_ARRIVALS_PER_TURN: usize = 256;
 
@@ -162,6 +166,9 @@ pub(crate) struct Worker<'a, S, T: Transport> {
     unpublished: (u64, u64, u64),
     timeout_ns: u64,
     connect_timeout_ns: u64,
+    /// Open loop: wakes the loop just before the next arrival (`None` in a closed loop,
+    /// or when the OS refused a timerfd: then the loop busy-polls the last ms).
+    timer: Option<ArrivalTimer>,
     /// Shared by this worker's connections (e.g. the TLS config and session cache).
     connector: T::Connector,
 }
@@ -177,13 +184,20 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         let wants_body = source.wants_body();
         let open_loop = plan.pacer.is_some();
         let slots = plan.max_connections.max(plan.connections);
+        let poll = Poll::new()?;
+        let timer = if open_loop {
+            ArrivalTimer::new(poll.registry(), TIMER_TOKEN).ok()
+        } else {
+            None
+        };
         Ok(Worker {
             shared,
             sink,
             source,
             wants_body,
             body: Vec::new(),
-            poll: Poll::new()?,
+            poll,
+            timer,
             conns: (0..slots).map(|_| Conn::new()).collect(),
             idle: Vec::with_capacity(slots),
             free: (0..slots).rev().collect(),
@@ -240,9 +254,21 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             if let Some(end) = self.shared.end_ns {
                 timeout_ns = timeout_ns.min(end.saturating_sub(now));
             }
-            // Sleep in epoll only when the wake-up is far enough for ms granularity.
+            // Sleep in epoll only when the wake-up is far enough for ms granularity;
+            // with the arrival timer armed, epoll may sleep past the next arrival
+            // (to the next housekeeping or the end) since the timer's event wakes it.
             let timeout = if !self.deferred.is_empty() {
                 Duration::ZERO
+            } else if let (Some(w), Some(timer)) = (wait_ns, self.timer.as_mut()) {
+                if w <= EARLY_WAKE_NS || timer.arm(now + w, w - EARLY_WAKE_NS).is_err() {
+                    Duration::ZERO
+                } else {
+                    let mut sleep_ns = next_housekeeping.saturating_sub(now);
+                    if let Some(end) = self.shared.end_ns {
+                        sleep_ns = sleep_ns.min(end.saturating_sub(now));
+                    }
+                    Duration::from_nanos(sleep_ns)
+                }
             } else if timeout_ns > 2 * SPIN_WINDOW_NS {
                 Duration::from_nanos(timeout_ns - SPIN_WINDOW_NS)
             } else if wait_ns.is_some() {
@@ -258,6 +284,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 }
             }
             for ev in events.iter() {
+                if ev.token() == TIMER_TOKEN {
+                    continue;
+                }
                 let slot = ev.token().0;
                 self.on_event(
                     slot,
