@@ -636,6 +636,11 @@ enum ReadEnd {
 }
 
 fn read_in(c: &mut Conn) -> ReadEnd {
+    if c.rbuf.is_empty() {
+        // Allocated on the first readable event, not at accept: a connection that
+        // never sends costs no buffer (1000 idle connections: about 4 MiB less RSS).
+        c.rbuf = vec![0; INITIAL_BUF];
+    }
     loop {
         if c.rlo == c.rhi {
             c.rlo = 0;
@@ -826,10 +831,10 @@ impl Worker {
                 sock,
                 tls,
                 peer,
-                rbuf: vec![0; INITIAL_BUF],
+                rbuf: Vec::new(),
                 rlo: 0,
                 rhi: 0,
-                out: Vec::with_capacity(512),
+                out: Vec::new(),
                 out_pos: 0,
                 body: Body::None,
                 head_started: Some(now),
