@@ -579,15 +579,17 @@ fn against_real_nginx_when_installed() {
            server {{ listen 127.0.0.1:{port}; root {d}/html; }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let mut child = std::process::Command::new(nginx)
+    let child = std::process::Command::new(nginx)
         .arg("-p")
         .arg(&dir)
         .arg("-c")
         .arg(dir.join("nginx.conf"))
         .args(["-g", "daemon off;"])
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let nginx = Nginx(child);
     let ready = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -607,8 +609,7 @@ fn against_real_nginx_when_installed() {
             .output()
             .unwrap()
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     let out = result.expect("nginx did not start listening");
     assert!(
@@ -621,4 +622,26 @@ fn against_real_nginx_when_installed() {
     assert_eq!(r["status_codes"]["200"], 300);
     assert_eq!(r["bytes"]["body_total"], 300 * 16);
     assert!(r["connections_stats"]["opened"].as_u64().unwrap() <= 4);
+}
+
+/// Stops nginx with SIGTERM (its master then stops the workers; SIGKILL would orphan
+/// them), falling back to SIGKILL after 5 s.
+struct Nginx(std::process::Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

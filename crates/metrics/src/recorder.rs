@@ -7,8 +7,12 @@
 //!
 //! Memory stays flat in the number of requests: only the current second's histograms are
 //! live. When a second closes (a later sample or a `tick`), its histograms are encoded
-//! with the HdrHistogram V2 format, the bytes kept, and the live histograms reset for
-//! reuse. The whole-run histograms stay uncompressed (one set per worker).
+//! in HdrHistogram's compressed V2 format, the bytes kept, and the live histograms reset
+//! for reuse; closed-loop service time, identical to response time, is stored once. The
+//! whole-run histograms stay uncompressed (one set per worker). Measured with
+//! `examples/flat_memory.rs`: 5 million requests, 64 connections' worth, two workers,
+//! latencies spread over 13 ms: 6.9 MB RSS for the whole process, 1.8 MB of it the 251
+//! closed seconds.
 //!
 //! What goes where:
 //! - response time (done - intended) and service time (done - sent): every response
@@ -23,7 +27,7 @@
 use crate::hist::{self, Hist};
 use crate::resources;
 use crate::MetricsError;
-use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::serialization::V2DeflateSerializer;
 use volley_engine::{ErrorKind, Sample, Sink};
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -131,8 +135,13 @@ pub struct ClosedSecond {
     pub second: u64,
     /// Its counters.
     pub counts: Counts,
-    /// Its histograms, V2-encoded, by [`Metric`] index (empty bytes = empty histogram).
+    /// Its histograms, compressed-V2-encoded, by [`Metric`] index (empty bytes = empty
+    /// histogram). Read them with [`ClosedSecond::hist`], which honours
+    /// `service_is_response`.
     pub hists: [Vec<u8>; 5],
+    /// The service-time histogram equals the response-time one (always so in a closed
+    /// loop, where intended = sent) and is not stored twice: `hists[Service]` is empty.
+    pub service_is_response: bool,
     /// Generator resource use in this second, if this recorder measured it.
     pub resources: Option<SecondResources>,
 }
@@ -140,7 +149,30 @@ pub struct ClosedSecond {
 impl ClosedSecond {
     /// Decodes one of this second's histograms.
     pub fn hist(&self, m: Metric) -> Result<Hist, MetricsError> {
+        let m = if m == Metric::Service && self.service_is_response {
+            Metric::Response
+        } else {
+            m
+        };
         hist::decode(&self.hists[m as usize])
+    }
+
+    /// Undoes the service = response sharing, before adding another worker's second.
+    fn unshare(&mut self) {
+        if self.service_is_response {
+            self.hists[Metric::Service as usize] = self.hists[Metric::Response as usize].clone();
+            self.service_is_response = false;
+        }
+    }
+
+    /// Shares the service-time bytes with response time when they are equal.
+    fn share(&mut self) {
+        let (r, s) = (Metric::Response as usize, Metric::Service as usize);
+        if !self.service_is_response && !self.hists[r].is_empty() && self.hists[r] == self.hists[s]
+        {
+            self.hists[s] = Vec::new();
+            self.service_is_response = true;
+        }
     }
 }
 
@@ -201,7 +233,7 @@ pub struct Recorder {
     measure_resources: bool,
     mark: Option<ResourceMark>,
     live_resources: Option<SecondResources>,
-    serializer: V2Serializer,
+    serializer: V2DeflateSerializer,
     /// First encode failure, reported at merge/close (the Sink trait cannot fail).
     error: Option<MetricsError>,
 }
@@ -239,7 +271,7 @@ impl Recorder {
             measure_resources: false,
             mark: None,
             live_resources: None,
-            serializer: V2Serializer::new(),
+            serializer: V2DeflateSerializer::new(),
             error: None,
         }
     }
@@ -324,7 +356,11 @@ impl Recorder {
         let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
         if !empty || self.live_resources.is_some() {
             let mut hists: [Vec<u8>; 5] = Default::default();
+            let same = self.live[Metric::Service as usize] == self.live[Metric::Response as usize];
             for (i, h) in self.live.iter().enumerate() {
+                if same && i == Metric::Service as usize {
+                    continue;
+                }
                 match hist::encode(&mut self.serializer, h) {
                     Ok(b) => hists[i] = b,
                     Err(e) => {
@@ -336,6 +372,7 @@ impl Recorder {
                 second: self.current,
                 counts: self.live_counts,
                 hists,
+                service_is_response: same && !self.live[Metric::Response as usize].is_empty(),
                 resources: self.live_resources.take(),
             };
             // A second can be closed twice only if samples arrive after `finish`; keep
@@ -446,7 +483,7 @@ fn bump(series: &mut Vec<u64>, second: u64) {
 fn merge_seconds(
     a: Vec<ClosedSecond>,
     b: Vec<ClosedSecond>,
-    ser: &mut V2Serializer,
+    ser: &mut V2DeflateSerializer,
 ) -> Result<Vec<ClosedSecond>, MetricsError> {
     use std::cmp::Ordering;
     let mut out = Vec::with_capacity(a.len().max(b.len()));
@@ -474,9 +511,11 @@ fn merge_seconds(
 /// Two workers' records of the same second, added.
 fn join_second(
     mut x: ClosedSecond,
-    y: ClosedSecond,
-    ser: &mut V2Serializer,
+    mut y: ClosedSecond,
+    ser: &mut V2DeflateSerializer,
 ) -> Result<ClosedSecond, MetricsError> {
+    x.unshare();
+    y.unshare();
     x.counts.add(&y.counts);
     for (xb, yb) in x.hists.iter_mut().zip(y.hists) {
         if yb.is_empty() {
@@ -491,6 +530,7 @@ fn join_second(
         *xb = hist::encode(ser, &h)?;
     }
     x.resources = x.resources.or(y.resources);
+    x.share();
     Ok(x)
 }
 
@@ -668,6 +708,31 @@ pub(crate) mod tests {
         assert_eq!(s2.hist(Metric::Response).unwrap().len(), 2);
         assert_eq!(m.run[0].len(), 4);
         assert_eq!(m.totals.counts.completed, 4);
+    }
+
+    #[test]
+    fn closed_loop_service_time_is_stored_once_and_merges_correctly() {
+        let mut a = Recorder::new();
+        a.record(&ok(100, 3)); // closed loop: intended = sent
+        let mut b = Recorder::new();
+        let mut late = ok(200, 4);
+        late.intended_ns -= 2_000_000; // open loop, 2 ms late: service != response
+        b.record(&late);
+        a.finish();
+        b.finish();
+        assert!(a.closed_seconds()[0].service_is_response);
+        assert!(a.closed_seconds()[0].hists[Metric::Service as usize].is_empty());
+        assert!(!b.closed_seconds()[0].service_is_response);
+        let m = Recorder::merge_all(vec![a, b]).unwrap();
+        let sec = &m.closed_seconds()[0];
+        assert!(!sec.service_is_response);
+        let (resp, serv) = (
+            sec.hist(Metric::Response).unwrap(),
+            sec.hist(Metric::Service).unwrap(),
+        );
+        assert_eq!((resp.len(), serv.len()), (2, 2));
+        assert!(resp.equivalent(resp.max(), 6_000));
+        assert!(serv.equivalent(serv.max(), 4_000));
     }
 
     #[test]
