@@ -7,7 +7,9 @@
 //! the top (a request longer than an hour is reported as "one hour"), never dropped.
 
 use crate::MetricsError;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer};
+#[cfg(test)]
+use hdrhistogram::serialization::{V2DeflateSerializer, V2Serializer};
 use hdrhistogram::Histogram;
 
 /// Counts per bucket. `u32` halves memory against `u64`; 4 billion per bucket per
@@ -49,9 +51,10 @@ pub fn add(into: &mut Hist, from: &Hist) -> Result<(), MetricsError> {
 /// Encodes a histogram with the HdrHistogram V2 format (zig-zag LEB128 counts with runs
 /// of zeros collapsed) inside DEFLATE: the "compressed V2" form other HdrHistogram
 /// implementations read (`decodeFromCompressedByteBuffer`). Deflate roughly thirds the
-/// size of a busy second whose latencies spread over thousands of buckets. An empty
+/// size of a busy second whose latencies spread over thousands of buckets. Any
+/// serializer works (plain `V2Serializer` too); [`decode`] reads both forms. An empty
 /// histogram is stored as no bytes at all.
-pub fn encode(ser: &mut V2DeflateSerializer, h: &Hist) -> Result<Vec<u8>, MetricsError> {
+pub fn encode<S: Serializer>(ser: &mut S, h: &Hist) -> Result<Vec<u8>, MetricsError> {
     let mut out = Vec::new();
     if h.is_empty() {
         return Ok(out);
@@ -107,6 +110,14 @@ mod tests {
             "V2 bytes should be compact, got {}",
             bytes.len()
         );
+    }
+
+    #[test]
+    fn plain_v2_bytes_decode_too() {
+        let mut h = new_hist();
+        h.record(42).unwrap();
+        let bytes = encode(&mut V2Serializer::new(), &h).unwrap();
+        assert_eq!(decode(&bytes).unwrap().len(), 1);
     }
 
     #[test]

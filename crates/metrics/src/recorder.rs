@@ -308,6 +308,12 @@ impl Recorder {
             .sum()
     }
 
+    /// The whole-run histogram of one definition (all seconds, uncompressed): what a
+    /// results store should persist beside the per-second bytes, without re-adding them.
+    pub fn whole_run(&self, m: Metric) -> &Hist {
+        &self.run[m as usize]
+    }
+
     /// Requests recorded so far.
     pub fn completed(&self) -> u64 {
         self.totals.counts.completed
