@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
@@ -271,7 +271,7 @@ pub(crate) fn run_step(
 
 /// Whole-step and per-second histograms of every kind, V2-serialised.
 fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::MetricsError> {
-    let mut ser = V2Serializer::new();
+    let mut ser = V2DeflateSerializer::new();
     let mut out = Vec::new();
     let kinds = [
         (Metric::Response, HistogramKind::Response),
@@ -285,10 +285,14 @@ fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::Metric
         for s in r.closed_seconds() {
             let h = s.hist(metric)?;
             hist::add(&mut whole, &h)?;
+            // A closed loop's service-time second shares the response-time bytes
+            // (intended = sent); the store keeps every kind readable on its own.
+            let shared = metric == Metric::Service && s.service_is_response;
+            let stored = if shared { Metric::Response } else { metric };
             out.push(HistogramBlob {
                 second: Some(s.second as u32),
                 kind,
-                bytes: s.hists[metric as usize].clone(),
+                bytes: s.hists[stored as usize].clone(),
             });
         }
         out.push(HistogramBlob {
