@@ -114,6 +114,8 @@ struct Conn<T> {
     served: u32,
     /// The current request was already re-sent once after an idle close.
     retried: bool,
+    /// Connecting without a request (opened ahead of demand, open loop).
+    spare: bool,
     in_idle_list: bool,
 }
 
@@ -133,6 +135,7 @@ impl<T> Conn<T> {
             reader: ResponseReader::new(),
             served: 0,
             retried: false,
+            spare: false,
             in_idle_list: false,
         }
     }
@@ -161,6 +164,9 @@ pub(crate) struct Worker<'a, S, T: Transport> {
     starting_done: bool,
     /// Requests with a connection assigned (connecting, writing or reading).
     in_flight: usize,
+    /// Connections still connecting that carry no request (`Conn::spare`): queued
+    /// arrivals up to this many wait for them instead of opening more.
+    spare_connecting: usize,
     open_here: usize,
     stats: WorkerStats,
     unpublished: (u64, u64, u64),
@@ -209,6 +215,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             arrivals: 0,
             starting_done: false,
             in_flight: 0,
+            spare_connecting: 0,
             open_here: 0,
             stats: WorkerStats::default(),
             unpublished: (0, 0, 0),
@@ -385,6 +392,13 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 return;
             }
         }
+        if self.queue.len() < self.spare_connecting {
+            // A connection opened ahead of demand (the initial pool) will be ready
+            // sooner than a new one: wait for it. Without this every arrival of the
+            // first hundred microseconds opened a connection of its own.
+            self.queue.push_back((req, intended));
+            return;
+        }
         if self.open_here < self.plan.max_connections {
             if let Some(slot) = self.free.pop() {
                 self.assign_new(slot, req, intended, now);
@@ -479,6 +493,10 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             Ok(sock) => {
                 c.sock = Some(sock);
                 c.state = State::Connecting;
+                if c.req.is_none() {
+                    c.spare = true;
+                    self.spare_connecting += 1;
+                }
                 self.open_here += 1;
                 let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
                 self.shared.max_open.fetch_max(open, Ordering::Relaxed);
@@ -503,6 +521,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
     /// Drops the socket of `slot` (closing the fd also removes it from epoll).
     fn close(&mut self, slot: usize, now: u64) {
         let c = &mut self.conns[slot];
+        if std::mem::take(&mut c.spare) {
+            self.spare_connecting -= 1;
+        }
         if c.sock.take().is_some() {
             self.open_here -= 1;
             let open = self
@@ -573,6 +594,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 match sock.finish_connect() {
                     Ok(false) => {}
                     Ok(true) => {
+                        if std::mem::take(&mut c.spare) {
+                            self.spare_connecting -= 1;
+                        }
                         c.connect_ns = now.saturating_sub(c.connect_start_ns);
                         c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
                         c.state = State::Idle;

@@ -120,6 +120,25 @@ fn open_loop_follows_the_schedule() {
 }
 
 #[test]
+fn open_loop_first_arrivals_wait_for_the_initial_pool() {
+    let server = Server::start(ok_handler);
+    let mut cfg = config(server.addr, 1, 4, 0);
+    cfg.max_connections = 64;
+    open(&mut cfg, 1000.0, Duration::from_millis(50));
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    // The arrival at t = 0 comes while the 4 initial connections are still
+    // connecting: it goes out on one of them instead of opening a fifth.
+    let first = samples
+        .iter()
+        .find(|s| s.intended_ns == 0)
+        .expect("arrival 0");
+    assert_eq!(first.error, None, "{first:?}");
+    assert_eq!(first.connect_ns, 0, "{first:?}");
+    assert!(out.connections_opened >= 4);
+}
+
+#[test]
 fn open_loop_poisson_is_reproducible_in_intended_times() {
     let server = Server::start(ok_handler);
     let mut cfg = config(server.addr, 1, 2, 0);
