@@ -165,13 +165,16 @@ pub struct LatencyStats {
 pub struct Requests {
     /// Requests whose first byte was written.
     pub sent: u64,
-    /// Requests with an outcome (accepted, failed or censored): every sample.
+    /// Requests that finished, accepted or failed (timeouts included): every sample but
+    /// those still in flight at the end. With `-n N` and no interruption, exactly N.
     pub completed: u64,
     /// Accepted responses.
     pub ok: u64,
-    /// Everything else (ab's "Failed requests", plus censored ones).
+    /// Completed but not accepted (ab's "Failed requests"; timeouts included).
     pub failed: u64,
-    /// Timed out or still in flight at the end: latencies recorded as lower bounds.
+    /// Still in flight when the run ended (a `-d` run's last requests, or Ctrl-C).
+    pub in_flight: u64,
+    /// Timed out or still in flight: latencies recorded as lower bounds.
     pub censored: u64,
     /// Responses whose status is not 2xx (ab's "Non-2xx responses").
     pub non_2xx: u64,
@@ -191,7 +194,7 @@ pub struct Bytes {
 /// Throughput figures.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Throughput {
-    /// completed / duration (ab's "Requests per second").
+    /// completed / duration (ab's "Requests per second"; in-flight requests excluded).
     pub requests_per_s: f64,
     /// ok / duration.
     pub ok_per_s: f64,
@@ -210,7 +213,7 @@ pub struct Rates {
     pub scheduled_per_s: Option<f64>,
     /// Rate of sends over the span of send instants.
     pub achieved_send_per_s: f64,
-    /// completed / duration.
+    /// completed (in-flight excluded) / duration.
     pub reply_per_s: f64,
 }
 
@@ -493,16 +496,18 @@ impl Recorder {
             .collect();
 
         let concurrency = run.connections.max(1) as f64;
+        let in_flight = c.errors[ErrorKind::InFlight.index()];
+        let finished = c.completed - in_flight;
         let throughput = Throughput {
-            requests_per_s: per_s(c.completed),
+            requests_per_s: per_s(finished),
             ok_per_s: per_s(c.ok),
-            time_per_request_ms: if c.completed > 0 {
-                concurrency * duration_s * 1e3 / c.completed as f64
+            time_per_request_ms: if finished > 0 {
+                concurrency * duration_s * 1e3 / finished as f64
             } else {
                 0.0
             },
-            time_per_request_all_ms: if c.completed > 0 {
-                duration_s * 1e3 / c.completed as f64
+            time_per_request_all_ms: if finished > 0 {
+                duration_s * 1e3 / finished as f64
             } else {
                 0.0
             },
@@ -520,7 +525,7 @@ impl Recorder {
             offered_per_s: open_rate,
             scheduled_per_s: scheduled,
             achieved_send_per_s: achieved,
-            reply_per_s: per_s(c.completed),
+            reply_per_s: per_s(finished),
         };
 
         let lag = &self.run[Metric::SendLag as usize];
@@ -622,9 +627,10 @@ impl Recorder {
             duration_s,
             requests: Requests {
                 sent: t.sent,
-                completed: c.completed,
+                completed: finished,
                 ok: c.ok,
-                failed: c.failed(),
+                failed: c.failed() - in_flight,
+                in_flight,
                 censored: c.censored(),
                 non_2xx,
             },
@@ -854,9 +860,18 @@ pub(crate) mod tests {
         let mut s = ok(500, 400);
         s.error = Some(ErrorKind::Timeout);
         r.record(&s);
+        let mut f = ok(900, 300);
+        f.error = Some(ErrorKind::InFlight);
+        r.record(&f);
+        r.record(&ok(950, 1));
         let sum = r.close(&info(Model::Closed, 1_000)).unwrap();
-        assert_eq!(sum.requests.censored, 1);
+        assert_eq!(sum.requests.censored, 2);
         assert_eq!(sum.errors["timeout"], 1);
+        // The in-flight request did not complete: not in ab's counts or rates.
+        assert_eq!(sum.requests.completed, 2);
+        assert_eq!(sum.requests.failed, 1);
+        assert_eq!(sum.requests.in_flight, 1);
+        assert!((sum.throughput.requests_per_s - 2.0).abs() < 1e-9);
         assert!(sum.notes.iter().any(|n| n.contains("lower bounds")));
         assert!(sum.latency["response_time"].max_ms >= 399.0);
     }

@@ -61,6 +61,7 @@ pub fn run_header() -> String {
         "completed",
         "ok",
         "failed",
+        "in_flight",
         "censored",
         "non_2xx",
     ]
@@ -132,6 +133,7 @@ fn run_row(i: usize, s: &Summary) -> String {
         s.requests.completed.to_string(),
         s.requests.ok.to_string(),
         s.requests.failed.to_string(),
+        s.requests.in_flight.to_string(),
         s.requests.censored.to_string(),
         s.requests.non_2xx.to_string(),
     ];

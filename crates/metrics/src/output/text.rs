@@ -60,11 +60,18 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
     let failed: Vec<String> = s
         .errors
         .iter()
-        .filter(|(_, &n)| n > 0)
+        .filter(|(k, &n)| n > 0 && **k != "in_flight")
         .map(|(k, n)| format!("{k}: {n}"))
         .collect();
     if !failed.is_empty() {
         writeln!(out, "   ({})", failed.join(", "))?;
+    }
+    if s.requests.in_flight > 0 {
+        writeln!(
+            out,
+            "Still in flight:        {} (when the run ended; censored, not counted above)",
+            s.requests.in_flight
+        )?;
     }
     if s.requests.non_2xx > 0 {
         writeln!(out, "Non-2xx responses:      {}", s.requests.non_2xx)?;
