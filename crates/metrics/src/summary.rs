@@ -198,7 +198,8 @@ pub struct Throughput {
     pub requests_per_s: f64,
     /// ok / duration.
     pub ok_per_s: f64,
-    /// concurrency x duration / completed, ms (ab's "Time per request (mean)").
+    /// concurrency x duration / completed, ms (ab's "Time per request (mean)"). Meaningful
+    /// in a closed loop only; in an open loop `connections` is the initial pool.
     pub time_per_request_ms: f64,
     /// duration / completed, ms (ab's "(mean, across all concurrent requests)").
     pub time_per_request_all_ms: f64,

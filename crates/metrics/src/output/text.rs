@@ -83,11 +83,15 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
         "Requests per second:    {:.2} [#/sec] (mean)",
         s.throughput.requests_per_s
     )?;
-    writeln!(
-        out,
-        "Time per request:       {:.3} [ms] (mean)",
-        s.throughput.time_per_request_ms
-    )?;
+    // ab's "mean" is concurrency x time / n: defined for a closed loop only (an open
+    // loop has no fixed concurrency; its per-request time is the response time below).
+    if s.model == Model::Closed {
+        writeln!(
+            out,
+            "Time per request:       {:.3} [ms] (mean)",
+            s.throughput.time_per_request_ms
+        )?;
+    }
     writeln!(
         out,
         "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
