@@ -10,7 +10,7 @@
 set -euo pipefail
 
 pkgs=(nginx libnginx-mod-http-brotli-filter libnginx-mod-http-brotli-static
-      apache2 lighttpd lighttpd-mod-deflate caddy)
+      apache2 lighttpd lighttpd-mod-deflate lighttpd-mod-openssl caddy)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,7 +5,7 @@
 use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use volley_targets::config::{self, Placement, ServerSettings};
+use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
 use volley_targets::TargetKind;
 
 /// Flags of `volley targets`.
@@ -24,6 +24,16 @@ pub struct Args {
     /// Show the configuration with the access log on.
     #[arg(long, requires = "show_config")]
     access_log: bool,
+    /// Show the configuration serving HTTPS with volley's throw-away certificate.
+    #[arg(long, requires = "show_config")]
+    tls: bool,
+    /// With --tls: offer HTTP/2 by ALPN (nginx, apache-event, lighttpd, caddy).
+    #[arg(long, requires = "tls")]
+    h2: bool,
+    /// Show the configuration with gzip (level 6) and Brotli (quality 11) on; Caddy
+    /// 2.6 has no Brotli encoder and gets gzip alone.
+    #[arg(long, requires = "show_config")]
+    compress: bool,
     /// Docroot to show in the configuration (default: a private `DIR/www`).
     #[arg(long, value_name = "DIR", requires = "show_config")]
     docroot: Option<PathBuf>,
@@ -85,22 +95,52 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         dir,
         addr: ([127, 0, 0, 1], 0).into(),
         as_root: config::running_as_root(),
+        tls: args.tls.then(|| TlsFiles {
+            cert: PathBuf::from("DIR/tls/server.pem"),
+            key: PathBuf::from("DIR/tls/server.key"),
+            ca: Some(PathBuf::from("DIR/tls/ca.pem")),
+        }),
     };
+    if args.h2 && !kind.supports_http2() {
+        usage!("{kind} cannot offer HTTP/2 (supported: nginx, apache-event, lighttpd, caddy)");
+    }
     let settings = ServerSettings {
         workers: args.workers,
         keep_alive: !args.no_keep_alive,
         access_log: args.access_log,
+        http2: args.h2,
+        compression: args.compress.then(|| {
+            let mut c = Compression::gzip_and_brotli();
+            c.brotli = kind.supports_brotli();
+            c
+        }),
     };
     match kind {
         TargetKind::External => {
             usage!("an external target has no configuration: volley does not start it")
         }
         TargetKind::Builtin => {
+            let tls = match &placement.tls {
+                Some(t) => format!(
+                    " --tls-cert {} --tls-key {}",
+                    t.cert.display(),
+                    t.key.display()
+                ),
+                None => String::new(),
+            };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0",
+                 volley serve --root {} --listen 127.0.0.1:0{tls}",
                 placement.docroot.display()
             );
+            if args.compress {
+                println!(
+                    "# compression: volley writes NAME.gz (level 6) and NAME.br (quality 11) \
+                     beside each text file of at least {} bytes before the start, and \
+                     removes them at stop",
+                    config::MIN_COMPRESS_BYTES
+                );
+            }
         }
         _ => {
             println!(

@@ -22,6 +22,14 @@ pub struct ServerSettings {
     /// Write an access log line per request (into the private directory), which costs
     /// the server a write per request; off by default for throughput runs.
     pub access_log: bool,
+    /// Offer HTTP/2 by ALPN (`h2` before `http/1.1`). Needs TLS: h2 is negotiated in the
+    /// handshake, and nginx 1.22's `listen ... http2` without `ssl` would speak h2c
+    /// prior-knowledge only and turn HTTP/1.1 clients away. See
+    /// [`TargetKind::supports_http2`].
+    pub http2: bool,
+    /// Compress responses on the fly (nginx, Apache, lighttpd, Caddy) or serve
+    /// precompressed siblings (builtin). `None` serves identity bodies only.
+    pub compression: Option<Compression>,
 }
 
 impl Default for ServerSettings {
@@ -30,9 +38,123 @@ impl Default for ServerSettings {
             workers: 1,
             keep_alive: true,
             access_log: false,
+            http2: false,
+            compression: None,
         }
     }
 }
+
+/// Response compression asked of a target. Levels are per encoding because the scales
+/// differ: gzip 1..=9, brotli 0..=11 (seed 002 ran Brotli at 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Compression {
+    /// `Content-Encoding: gzip` for clients that accept it.
+    pub gzip: bool,
+    /// `Content-Encoding: br` for clients that accept it.
+    pub brotli: bool,
+    /// gzip level, 1 (fast) ..= 9 (small).
+    pub gzip_level: u32,
+    /// Brotli quality, 0 ..= 11.
+    pub brotli_level: u32,
+}
+
+impl Compression {
+    /// gzip at level 6 (nginx's and zlib's usual default) and Brotli at 11, as seed 002.
+    pub fn gzip_and_brotli() -> Compression {
+        Compression {
+            gzip: true,
+            brotli: true,
+            gzip_level: 6,
+            brotli_level: 11,
+        }
+    }
+
+    /// gzip only, at `level`.
+    pub fn gzip_only(level: u32) -> Compression {
+        Compression {
+            gzip: true,
+            brotli: false,
+            gzip_level: level,
+            brotli_level: 11,
+        }
+    }
+
+    /// The `Content-Encoding` tokens this asks for, preferred first.
+    pub fn encodings(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.brotli {
+            v.push("br");
+        }
+        if self.gzip {
+            v.push("gzip");
+        }
+        v
+    }
+
+    /// Out-of-range levels or nothing switched on, as a message; `None` when valid.
+    pub fn problem(&self) -> Option<String> {
+        if !self.gzip && !self.brotli {
+            return Some("compression asked with neither gzip nor brotli".into());
+        }
+        if self.gzip && !(1..=9).contains(&self.gzip_level) {
+            return Some(format!("gzip level {} is outside 1..=9", self.gzip_level));
+        }
+        if self.brotli && self.brotli_level > 11 {
+            return Some(format!(
+                "brotli level {} is outside 0..=11",
+                self.brotli_level
+            ));
+        }
+        None
+    }
+}
+
+/// Certificate files a TLS target serves (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TlsFiles {
+    /// The server certificate (chain).
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// The CA that issued `cert`, which the probe and the load trust. `None`: the probe
+    /// does not verify the certificate (it connects by IP address, which a real
+    /// certificate rarely names) and checks only the content.
+    pub ca: Option<PathBuf>,
+}
+
+/// Responses smaller than this are not compressed by any managed server (each gets the
+/// same threshold, so the servers compress the same files), and the probe file must be
+/// at least this big for a compression check to mean anything.
+pub const MIN_COMPRESS_BYTES: u64 = 256;
+
+/// Content types compressed when compression is on (the text types of [`MIME_TYPES`];
+/// images are already compressed).
+pub const COMPRESSIBLE_TYPES: [&str; 6] = [
+    "text/html",
+    "text/plain",
+    "text/css",
+    "application/javascript",
+    "application/json",
+    "text/calendar",
+];
+
+/// True when responses of `content_type` are compressed when compression is on.
+pub fn is_compressible(content_type: &str) -> bool {
+    COMPRESSIBLE_TYPES.contains(&content_type)
+}
+
+/// TLS versions every TLS target offers (what rustls, and so the built-in server, can).
+pub const TLS_PROTOCOLS: [&str; 2] = ["TLSv1.2", "TLSv1.3"];
+
+/// Debian's nginx Brotli modules (libnginx-mod-http-brotli-filter / -static).
+pub const NGINX_BROTLI_MODULES: [&str; 2] = [
+    "/usr/share/nginx/modules/ngx_http_brotli_filter_module.so",
+    "/usr/share/nginx/modules/ngx_http_brotli_static_module.so",
+];
+
+/// lighttpd's module directory (Debian) and the TLS module, packaged apart as
+/// lighttpd-mod-openssl.
+pub const LIGHTTPD_OPENSSL_MODULE: &str = "/usr/lib/lighttpd/mod_openssl.so";
 
 /// Where a rendered configuration points.
 #[derive(Debug, Clone)]
@@ -46,6 +168,8 @@ pub struct Placement {
     /// volley runs as root: Apache then needs an unprivileged `User` for its children,
     /// and nginx is told to keep workers as root (so they can read a private docroot).
     pub as_root: bool,
+    /// Serve HTTPS with these files; `None` serves plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 /// True when volley runs as root (the `as_root` of a [`Placement`]).
@@ -148,6 +272,18 @@ fn nginx(s: &ServerSettings, p: &Placement) -> String {
         .map(|(e, t)| format!("        {t} {e};\n"))
         .collect();
     let user = if p.as_root { "user root root;\n" } else { "" };
+    let brotli = s.compression.is_some_and(|c| c.brotli);
+    // Dynamic modules must be loaded before any other block. The static module is
+    // loaded as the brief of Debian's packages pairs them, but `brotli_static` stays
+    // off: the run measures on-the-fly compression, as seed 002 did.
+    let modules: String = if brotli {
+        NGINX_BROTLI_MODULES
+            .iter()
+            .map(|m| format!("load_module {m};\n"))
+            .collect()
+    } else {
+        String::new()
+    };
     let access = if s.access_log {
         format!("access_log {dir}/access.log;")
     } else {
@@ -160,8 +296,48 @@ fn nginx(s: &ServerSettings, p: &Placement) -> String {
     } else {
         "keepalive_timeout 0;"
     };
+    let mut http_extra = String::new();
+    if let Some(c) = s.compression {
+        // text/html is always compressed by both filters; naming it again is a warning.
+        let types = COMPRESSIBLE_TYPES
+            .iter()
+            .filter(|t| **t != "text/html")
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if c.gzip {
+            http_extra += &format!(
+                "    gzip on;\n    gzip_comp_level {};\n    gzip_min_length {MIN_COMPRESS_BYTES};\n\
+                 \x20   gzip_types {types};\n    gzip_vary on;\n",
+                c.gzip_level
+            );
+        }
+        if c.brotli {
+            http_extra += &format!(
+                "    brotli on;\n    brotli_comp_level {};\n    brotli_min_length {MIN_COMPRESS_BYTES};\n\
+                 \x20   brotli_types {types};\n",
+                c.brotli_level
+            );
+        }
+    }
+    // nginx 1.22 has no `http2 on;`: h2 is a flag of `listen`, and with `ssl` it is
+    // offered by ALPN next to http/1.1.
+    let (listen_flags, tls_lines) = match &p.tls {
+        Some(t) => (
+            if s.http2 { " ssl http2" } else { " ssl" },
+            format!(
+                "        ssl_certificate \"{}\";\n        ssl_certificate_key \"{}\";\n\
+                 \x20       ssl_protocols {};\n        ssl_session_cache shared:volley_tls:10m;\n\
+                 \x20       ssl_session_timeout 10m;\n",
+                d(&t.cert),
+                d(&t.key),
+                TLS_PROTOCOLS.join(" ")
+            ),
+        ),
+        None => ("", String::new()),
+    };
     format!(
-        "# generated by volley\n{user}worker_processes {w};\npid {dir}/nginx.pid;\n\
+        "# generated by volley\n{modules}{user}worker_processes {w};\npid {dir}/nginx.pid;\n\
          error_log {dir}/error.log warn;\n\
          events {{\n    worker_connections 4096;\n}}\n\
          http {{\n    types {{\n{types}    }}\n    default_type application/octet-stream;\n\
@@ -169,7 +345,9 @@ fn nginx(s: &ServerSettings, p: &Placement) -> String {
          \x20   client_body_temp_path {dir}/tmp/client_body;\n\
          \x20   proxy_temp_path {dir}/tmp/proxy;\n    fastcgi_temp_path {dir}/tmp/fastcgi;\n\
          \x20   uwsgi_temp_path {dir}/tmp/uwsgi;\n    scgi_temp_path {dir}/tmp/scgi;\n\
-         \x20   server {{\n        listen {addr};\n        server_name localhost;\n\
+         {http_extra}\
+         \x20   server {{\n        listen {addr}{listen_flags};\n        server_name localhost;\n\
+         {tls_lines}\
          \x20       root \"{root}\";\n        index index.html;\n    }}\n}}\n",
         w = s.workers.max(1),
         addr = p.addr,
@@ -221,19 +399,66 @@ fn apache(s: &ServerSettings, p: &Placement, event: bool) -> String {
     } else {
         String::new()
     };
+    let mut extra = String::new();
+    if let Some(t) = &p.tls {
+        // mod_ssl reads the key in the parent (as root) before children switch user.
+        extra += &format!(
+            "LoadModule socache_shmcb_module {m}/mod_socache_shmcb.so\n\
+             LoadModule ssl_module {m}/mod_ssl.so\n\
+             SSLEngine on\nSSLCertificateFile \"{}\"\nSSLCertificateKeyFile \"{}\"\n\
+             SSLProtocol -all {}\nSSLSessionCache \"shmcb:{dir}/ssl_scache(512000)\"\n\
+             SSLSessionCacheTimeout 600\n",
+            d(&t.cert),
+            d(&t.key),
+            TLS_PROTOCOLS
+                .iter()
+                .map(|v| format!("+{v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        if s.http2 {
+            extra += &format!("LoadModule http2_module {m}/mod_http2.so\nProtocols h2 http/1.1\n");
+        }
+    }
+    if let Some(c) = s.compression {
+        let mut filters = Vec::new();
+        extra += &format!("LoadModule filter_module {m}/mod_filter.so\n");
+        // Brotli first: each filter checks Accept-Encoding, and DEFLATE leaves a body
+        // BROTLI_COMPRESS already encoded alone, so a client accepting both gets br.
+        if c.brotli {
+            extra += &format!(
+                "LoadModule brotli_module {m}/mod_brotli.so\nBrotliCompressionQuality {}\n",
+                c.brotli_level
+            );
+            filters.push("BROTLI_COMPRESS");
+        }
+        if c.gzip {
+            extra += &format!(
+                "LoadModule deflate_module {m}/mod_deflate.so\nDeflateCompressionLevel {}\n",
+                c.gzip_level
+            );
+            filters.push("DEFLATE");
+        }
+        extra += &format!(
+            "AddOutputFilterByType {} {}\n",
+            filters.join(";"),
+            COMPRESSIBLE_TYPES.join(" ")
+        );
+    }
     format!(
         "# generated by volley\nServerRoot \"{dir}\"\nDefaultRuntimeDir \"{dir}\"\n\
-         PidFile \"{dir}/apache2.pid\"\nServerName 127.0.0.1\nListen {addr}\n\
+         PidFile \"{dir}/apache2.pid\"\nServerName 127.0.0.1\nListen {addr}{https}\n\
          LoadModule {mpm_name} {m}/{mpm_file}\n\
          LoadModule authz_core_module {m}/mod_authz_core.so\n\
          LoadModule mime_module {m}/mod_mime.so\n\
          LoadModule dir_module {m}/mod_dir.so\n\
          {user}{mpm}ErrorLog \"{dir}/error.log\"\nLogLevel warn\n{access}\
          KeepAlive {ka}\nMaxKeepAliveRequests 0\nKeepAliveTimeout 65\n\
-         EnableSendfile On\nTypesConfig /dev/null\n{types}\
+         EnableSendfile On\nTypesConfig /dev/null\n{types}{extra}\
          DocumentRoot \"{root}\"\n<Directory \"{root}\">\n    Require all granted\n</Directory>\n\
          DirectoryIndex index.html\n",
         addr = p.addr,
+        https = if p.tls.is_some() { " https" } else { "" },
         ka = if s.keep_alive { "On" } else { "Off" },
     )
 }
@@ -269,6 +494,39 @@ fn lighttpd(s: &ServerSettings, p: &Placement) -> String {
             "server.modules += ( \"mod_accesslog\" )\naccesslog.filename = \"{dir}/access.log\"\n"
         );
     }
+    if let Some(t) = &p.tls {
+        out += &format!(
+            "server.modules += ( \"mod_openssl\" )\nssl.engine = \"enable\"\n\
+             ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n\
+             ssl.openssl.ssl-conf-cmd = ( \"MinProtocol\" => \"TLSv1.2\" )\n",
+            d(&t.cert),
+            d(&t.key)
+        );
+    }
+    // lighttpd 1.4.69 offers h2 by default (ALPN over TLS, Upgrade: h2c in clear):
+    // say it either way so the configuration shows what the run measured.
+    out += &format!(
+        "server.feature-flags = ( \"server.h2proto\" => \"{}\" )\n",
+        if s.http2 { "enable" } else { "disable" }
+    );
+    if let Some(c) = s.compression {
+        let encodings: Vec<String> = c.encodings().iter().map(|e| format!("\"{e}\"")).collect();
+        let types: Vec<String> = COMPRESSIBLE_TYPES
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect();
+        // No deflate.cache-dir: every response is compressed on the fly, as on the
+        // other servers. compression-level is gzip's; Brotli's quality is a param.
+        out += &format!(
+            "server.modules += ( \"mod_deflate\" )\ndeflate.allowed-encodings = ( {} )\n\
+             deflate.mimetypes = ( {} )\ndeflate.min-compress-size = {MIN_COMPRESS_BYTES}\n\
+             deflate.compression-level = {}\ndeflate.params = ( \"BROTLI_PARAM_QUALITY\" => \"{}\" )\n",
+            encodings.join(", "),
+            types.join(", "),
+            c.gzip_level,
+            c.brotli_level
+        );
+    }
     out
 }
 
@@ -286,11 +544,35 @@ fn caddy(s: &ServerSettings, p: &Placement) -> String {
     } else {
         "    header Connection close\n"
     };
+    // h3 is left out: it would add a UDP listener the load never uses.
+    let protocols = if s.http2 { "h1 h2" } else { "h1" };
+    let (scheme, tls) = match &p.tls {
+        // Our own files, no ACME: auto_https off also keeps Caddy from redirecting.
+        Some(t) => ("https", format!("    tls {} {}\n", d(&t.cert), d(&t.key))),
+        None => ("http", String::new()),
+    };
+    // Caddy 2.6 has no Brotli encoder (gzip and zstd only); `start` refuses brotli for
+    // Caddy before this is rendered.
+    let encode = match s.compression {
+        Some(c) if c.gzip => format!(
+            "    encode {{\n        gzip {}\n        minimum_length {MIN_COMPRESS_BYTES}\n    }}\n",
+            c.gzip_level
+        ),
+        _ => String::new(),
+    };
+    // default_sni: clients that connect to an IP address send no SNI, and Caddy picks
+    // a certificate by SNI.
+    let sni = if p.tls.is_some() {
+        format!("    default_sni {}\n", p.addr.ip())
+    } else {
+        String::new()
+    };
     format!(
-        "# generated by volley\n{{\n    admin off\n    auto_https off\n\
-         \x20   storage file_system {dir}/data\n    log {{\n        output file {dir}/error.log\n\
+        "# generated by volley\n{{\n    admin off\n    auto_https off\n{sni}\
+         \x20   storage file_system {dir}/data\n    servers {{\n        protocols {protocols}\n    }}\n\
+         \x20   log {{\n        output file {dir}/error.log\n\
          \x20       level WARN\n    }}\n}}\n\
-         http://{addr} {{\n    bind {ip}\n    root * {root}\n    file_server\n{close}{log}}}\n",
+         {scheme}://{addr} {{\n    bind {ip}\n{tls}{encode}    root * {root}\n    file_server\n{close}{log}}}\n",
         addr = p.addr,
         ip = p.addr.ip(),
         root = d(&p.docroot),
@@ -307,6 +589,7 @@ mod tests {
             docroot: PathBuf::from("/srv/www"),
             addr: "127.0.0.1:8123".parse().unwrap(),
             as_root: false,
+            tls: None,
         }
     }
 
@@ -336,11 +619,13 @@ mod tests {
             workers: 4,
             keep_alive: true,
             access_log: true,
+            ..ServerSettings::default()
         };
         let off = ServerSettings {
             workers: 1,
             keep_alive: false,
             access_log: false,
+            ..ServerSettings::default()
         };
         let p = place();
         let n_on = render(TargetKind::Nginx, &on, &p).unwrap();

@@ -61,8 +61,8 @@ pub enum TargetError {
         /// Attempts made.
         attempts: u32,
     },
-    /// The built-in server did not print `listening on http://ADDR/` first.
-    #[error("the built-in server printed {line:?} instead of 'listening on http://ADDR/'")]
+    /// The built-in server did not print `listening on http(s)://ADDR/` first.
+    #[error("the built-in server printed {line:?} instead of 'listening on http(s)://ADDR/'")]
     BadBanner {
         /// What it printed.
         line: String,
@@ -99,6 +99,20 @@ pub enum TargetError {
     /// A spec that is incomplete for its kind (an external target without a URL...).
     #[error("invalid target: {0}")]
     InvalidSpec(String),
+    /// The kind cannot do what the spec asks (HTTP/2 on the built-in server, Brotli on
+    /// Caddy 2.6) or a module it needs is not installed.
+    #[error("{kind} cannot {what}: {fix}")]
+    Unsupported {
+        /// Which server.
+        kind: TargetKind,
+        /// What was asked.
+        what: String,
+        /// Why not, and what to do.
+        fix: String,
+    },
+    /// The throw-away certificates could not be made, or the given ones not read.
+    #[error("TLS set-up for the target: {0}")]
+    Tls(#[from] volley_tls::TlsConfigError),
     /// A file-system or process operation failed.
     #[error("{what}: {source}")]
     Io {

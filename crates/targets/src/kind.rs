@@ -61,6 +61,23 @@ impl TargetKind {
         }
     }
 
+    /// Whether volley can configure this kind to offer HTTP/2 (by ALPN, over TLS).
+    /// The built-in server speaks HTTP/1.1 only; Apache's mod_http2 refuses to run
+    /// under the prefork MPM; an external target is whatever it is.
+    pub fn supports_http2(self) -> bool {
+        matches!(
+            self,
+            TargetKind::Nginx | TargetKind::ApacheEvent | TargetKind::Lighttpd | TargetKind::Caddy
+        )
+    }
+
+    /// Whether volley can make this kind answer `Content-Encoding: br`. Caddy 2.6 ships
+    /// gzip and zstd encoders only; nginx needs Debian's brotli modules (checked at
+    /// start); the built-in server serves `.br` siblings volley writes.
+    pub fn supports_brotli(self) -> bool {
+        !matches!(self, TargetKind::Caddy | TargetKind::External)
+    }
+
     /// The program run for this kind (`None` for builtin and external).
     pub fn program(self) -> Option<&'static str> {
         match self {

@@ -20,6 +20,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! HTTPS, HTTP/2 and compression: set `spec.tls = Some(TlsSource::Generate)` for a
+//! throw-away CA and certificate (the load trusts [`RunningTarget::ca_file`]),
+//! `spec.settings.http2` to offer h2 by ALPN, `spec.settings.compression` for gzip /
+//! Brotli. `start` refuses what a kind cannot do ([`TargetError::Unsupported`]) and its
+//! probe checks each of them (ALPN chose h2, each `Content-Encoding` applied and
+//! decoding to the file) before the target is declared ready. For a cold first request
+//! (seed 002) name it in `spec.cold_path`: validation will not touch it, and
+//! [`RunningTarget::started_at`] says when the process was spawned.
+//!
 //! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
 //! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
 //! and the private directory. Only processes volley spawned are ever signalled.
@@ -34,11 +43,11 @@ pub mod probe;
 mod target;
 
 pub use cgroup::{CgroupSettings, CpuQuota, ResourceLimits, ThrottleStats};
-pub use config::{Placement, ServerSettings};
+pub use config::{Compression, Placement, ServerSettings, TlsFiles};
 pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetRecord,
-    TargetSpec,
+    TargetSpec, TlsRecord, TlsSource,
 };

@@ -1,10 +1,24 @@
-//! The readiness probe: one GET of a known file, validated as methodology.md asks
-//! (status 200, Content-Type, Content-Length or chunked framing, exact body), before any
-//! load is sent. A fast wrong answer is an error, not a result.
+//! The readiness probe: GETs of a known file, validated as methodology.md asks (status
+//! 200, Content-Type, Content-Length or chunked framing, exact body), before any load is
+//! sent. A fast wrong answer is an error, not a result.
+//!
+//! Over TLS the probe trusts the target's CA (volley's throw-away one, or the one given)
+//! and offers `http/1.1` by ALPN. When compression was asked, each encoding is asked for
+//! in turn (`Accept-Encoding: br`, then `gzip`) and the answer must carry that
+//! `Content-Encoding` and decode to the file's bytes: a server that ignores the header
+//! would otherwise be measured sending identity bodies. When HTTP/2 was asked, one more
+//! handshake offers `h2, http/1.1` and `h2` must be chosen.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use volley_tls::rustls::ClientConfig;
+use volley_tls::{TlsFailure, TlsSession, TlsStream};
+
+/// Decoded bodies larger than this are refused (a probe file is small; a decompression
+/// bomb must not eat the machine).
+const MAX_BODY_BYTES: u64 = 64 << 20;
 
 /// What the probe expects back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +29,57 @@ pub struct Expected {
     pub content_type: String,
     /// The file's exact bytes.
     pub body: Vec<u8>,
+}
+
+/// How to reach the target and which checks go beyond the identity answer.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeOptions {
+    /// TLS client config offering `http/1.1` by ALPN; `None` speaks plain HTTP.
+    pub tls: Option<Arc<ClientConfig>>,
+    /// A config offering `h2, http/1.1`: when set, ALPN must choose `h2`.
+    pub h2_check: Option<Arc<ClientConfig>>,
+    /// `Content-Encoding` tokens (`br`, `gzip`) that must be applied when accepted.
+    pub encodings: Vec<&'static str>,
+}
+
+impl ProbeOptions {
+    /// Options for a TLS target whose certificate `ca` issued (`None`: certificate not
+    /// verified, content still checked).
+    pub fn tls(
+        ca: Option<&std::path::Path>,
+        expect_h2: bool,
+        encodings: Vec<&'static str>,
+    ) -> Result<ProbeOptions, volley_tls::TlsConfigError> {
+        let config = |alpn: &[&str]| {
+            volley_tls::ClientTls {
+                insecure: ca.is_none(),
+                ca_file: ca.map(|p| p.to_path_buf()),
+                // Each probe must pay a full handshake, like a first visitor would.
+                resumption: false,
+                alpn: alpn.iter().map(|a| a.to_string()).collect(),
+                ..volley_tls::ClientTls::default()
+            }
+            .client_config()
+        };
+        Ok(ProbeOptions {
+            tls: Some(config(&[volley_tls::ALPN_HTTP11])?),
+            h2_check: if expect_h2 {
+                Some(config(&[volley_tls::ALPN_H2, volley_tls::ALPN_HTTP11])?)
+            } else {
+                None
+            },
+            encodings,
+        })
+    }
+}
+
+/// What a passed probe saw, for the run's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validated {
+    /// The ALPN protocol chosen when h2 was offered (`None` when not checked).
+    pub h2_alpn: Option<String>,
+    /// Each encoding checked: (token, bytes on the wire for the probe file).
+    pub encoded_sizes: Vec<(String, usize)>,
 }
 
 /// A parsed response.
@@ -121,8 +186,27 @@ fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Checks a response against what the file on disk says it must be.
+/// Checks a response to a request without `Accept-Encoding` against what the file on
+/// disk says it must be.
 pub fn validate(resp: &Response, want: &Expected) -> Result<(), String> {
+    check_status_and_type(resp, want)?;
+    if let Some(ce) = resp.header("content-encoding") {
+        if !ce.eq_ignore_ascii_case("identity") {
+            return Err(format!(
+                "Content-Encoding {ce} sent to a request that accepted no encoding"
+            ));
+        }
+    }
+    if let Some(cl) = resp.header("content-length") {
+        if cl.parse::<usize>().ok() != Some(want.body.len()) {
+            return Err(format!("Content-Length {cl}, expected {}", want.body.len()));
+        }
+    }
+    check_framing(resp)?;
+    check_body(&resp.body, want)
+}
+
+fn check_status_and_type(resp: &Response, want: &Expected) -> Result<(), String> {
     if resp.status != 200 {
         return Err(format!(
             "status {} for {}, expected 200",
@@ -137,18 +221,28 @@ pub fn validate(resp: &Response, want: &Expected) -> Result<(), String> {
             want.content_type
         ));
     }
-    if let Some(cl) = resp.header("content-length") {
-        if cl.parse::<usize>().ok() != Some(want.body.len()) {
-            return Err(format!("Content-Length {cl}, expected {}", want.body.len()));
-        }
-    } else if resp.header("transfer-encoding").is_none() {
-        return Err("neither Content-Length nor chunked framing".into());
+    Ok(())
+}
+
+/// Content-Length matching the bytes received, or chunked framing.
+fn check_framing(resp: &Response) -> Result<(), String> {
+    match resp.header("content-length") {
+        Some(cl) if cl.parse::<usize>().ok() == Some(resp.body.len()) => Ok(()),
+        Some(cl) => Err(format!(
+            "Content-Length {cl} but {} body bytes",
+            resp.body.len()
+        )),
+        None if resp.header("transfer-encoding").is_some() => Ok(()),
+        None => Err("neither Content-Length nor chunked framing".into()),
     }
-    if resp.body != want.body {
+}
+
+fn check_body(body: &[u8], want: &Expected) -> Result<(), String> {
+    if body != want.body {
         return Err(format!(
             "body differs from the file ({} bytes, fnv64 {:016x}; expected {} bytes, fnv64 {:016x})",
-            resp.body.len(),
-            fnv64(&resp.body),
+            body.len(),
+            fnv64(body),
             want.body.len(),
             fnv64(&want.body)
         ));
@@ -163,37 +257,261 @@ pub fn fnv64(data: &[u8]) -> u64 {
     })
 }
 
-/// One GET with `Connection: close`, bounded by `timeout` overall.
-pub fn probe(addr: SocketAddr, want: &Expected, timeout: Duration) -> Result<(), ProbeFailure> {
-    let raw = fetch(addr, &want.path, timeout).map_err(ProbeFailure::NotReady)?;
-    let resp = parse_response(&raw).map_err(ProbeFailure::Wrong)?;
-    validate(&resp, want).map_err(ProbeFailure::Wrong)
+/// Decodes a body sent with `Content-Encoding: encoding` (`gzip`, `br`, `identity`).
+pub fn decode(body: &[u8], encoding: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let res = match encoding {
+        "identity" | "" => return Ok(body.to_vec()),
+        "gzip" | "x-gzip" => flate2::read::GzDecoder::new(body)
+            .take(MAX_BODY_BYTES + 1)
+            .read_to_end(&mut out),
+        "br" => brotli::Decompressor::new(body, 4096)
+            .take(MAX_BODY_BYTES + 1)
+            .read_to_end(&mut out),
+        other => return Err(format!("cannot decode Content-Encoding {other:?}")),
+    };
+    res.map_err(|e| format!("{encoding} body does not decode: {e}"))?;
+    if out.len() as u64 > MAX_BODY_BYTES {
+        return Err(format!("{encoding} body decodes to more than 64 MiB"));
+    }
+    Ok(out)
 }
 
-fn fetch(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+/// Checks an answer to `Accept-Encoding: encoding`: that encoding applied, framing
+/// consistent with the bytes on the wire, and the decoded body equal to the file.
+pub fn validate_encoded(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
+    check_status_and_type(resp, want)?;
+    let got = resp.header("content-encoding").unwrap_or("identity");
+    if !got.eq_ignore_ascii_case(encoding) {
+        return Err(format!(
+            "asked Accept-Encoding: {encoding} for {}, got Content-Encoding: {got} \
+             (compression was asked but is not applied)",
+            want.path
+        ));
+    }
+    check_framing(resp)?;
+    check_body(&decode(&resp.body, encoding)?, want)
+}
+
+/// Every check the options ask for, each over a fresh connection with
+/// `Connection: close`, each bounded by `timeout`.
+pub fn probe(
+    addr: SocketAddr,
+    want: &Expected,
+    opts: &ProbeOptions,
+    timeout: Duration,
+) -> Result<Validated, ProbeFailure> {
+    let tls = opts.tls.as_ref();
+    let raw = fetch(addr, tls, &want.path, None, timeout)?.raw;
+    let resp = parse_response(&raw).map_err(ProbeFailure::Wrong)?;
+    validate(&resp, want).map_err(ProbeFailure::Wrong)?;
+    let mut seen = Validated::default();
+    for enc in &opts.encodings {
+        let raw = fetch(addr, tls, &want.path, Some(enc), timeout)?.raw;
+        let resp = parse_response(&raw).map_err(ProbeFailure::Wrong)?;
+        validate_encoded(&resp, want, enc).map_err(ProbeFailure::Wrong)?;
+        seen.encoded_sizes.push((enc.to_string(), resp.body.len()));
+    }
+    if let Some(h2) = &opts.h2_check {
+        let alpn = handshake_alpn(addr, h2, timeout)?;
+        if alpn.as_deref() != Some(volley_tls::ALPN_H2) {
+            return Err(ProbeFailure::Wrong(format!(
+                "offered h2 and http/1.1 by ALPN, the server chose {}: HTTP/2 is not on",
+                alpn.as_deref().unwrap_or("nothing")
+            )));
+        }
+        seen.h2_alpn = alpn;
+    }
+    Ok(seen)
+}
+
+/// A raw response and the ALPN protocol of its connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The response bytes as received (head and body, still framed and encoded).
+    pub raw: Vec<u8>,
+    /// The ALPN protocol agreed (TLS only).
+    pub alpn: Option<String>,
+}
+
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => t.get_ref(),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(t) => t.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// A TLS failure is the server's (wrong) answer; anything else on the socket may be a
+/// server still starting.
+fn classify(e: std::io::Error) -> ProbeFailure {
+    match TlsFailure::in_io(&e) {
+        Some(f) => ProbeFailure::Wrong(format!("TLS: {f}")),
+        None => ProbeFailure::NotReady(e.to_string()),
+    }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Connects (and completes the TLS handshake when `tls` is set) before `deadline`.
+fn connect(
+    addr: SocketAddr,
+    tls: Option<&Arc<ClientConfig>>,
+    deadline: Instant,
+) -> Result<(Conn, Option<String>), ProbeFailure> {
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let s = TcpStream::connect_timeout(&addr, left().max(Duration::from_millis(1)))
+        .map_err(|e| ProbeFailure::NotReady(e.to_string()))?;
+    let _ = s.set_nodelay(true);
+    let set = |s: &TcpStream| -> Result<(), ProbeFailure> {
+        let t = left().max(Duration::from_millis(1));
+        s.set_read_timeout(Some(t))
+            .and_then(|_| s.set_write_timeout(Some(t)))
+            .map_err(|e| ProbeFailure::NotReady(e.to_string()))
+    };
+    set(&s)?;
+    let Some(config) = tls else {
+        return Ok((Conn::Plain(s), None));
+    };
+    let session = TlsSession::new(config.clone(), &addr.ip().to_string())
+        .map_err(|e| ProbeFailure::Wrong(format!("TLS setup: {e}")))?;
+    let mut t = TlsStream::new(session, s);
+    loop {
+        match t.handshake() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) if is_timeout(&e) => {}
+            Err(e) => return Err(classify(e)),
+        }
+        if left().is_zero() {
+            return Err(ProbeFailure::NotReady(
+                "TLS handshake not complete before the probe timeout".into(),
+            ));
+        }
+        set(t.get_ref())?;
+    }
+    let alpn = t
+        .session()
+        .negotiated_alpn()
+        .map(|a| String::from_utf8_lossy(a).into_owned());
+    Ok((Conn::Tls(Box::new(t)), alpn))
+}
+
+/// The ALPN protocol a fresh handshake agrees on (no request is sent).
+pub fn handshake_alpn(
+    addr: SocketAddr,
+    config: &Arc<ClientConfig>,
+    timeout: Duration,
+) -> Result<Option<String>, ProbeFailure> {
+    connect(addr, Some(config), Instant::now() + timeout).map(|(_, alpn)| alpn)
+}
+
+/// One GET with `Connection: close` (and `Accept-Encoding` when given), over TLS when
+/// `tls` is set, bounded by `timeout` overall. Reads until the response is complete by
+/// its framing or the server closes.
+pub fn fetch(
+    addr: SocketAddr,
+    tls: Option<&Arc<ClientConfig>>,
+    path: &str,
+    accept_encoding: Option<&str>,
+    timeout: Duration,
+) -> Result<Fetched, ProbeFailure> {
     let deadline = Instant::now() + timeout;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: volley-probe\r\n\r\n");
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let (mut s, alpn) = connect(addr, tls, deadline)?;
+    let ae = accept_encoding
+        .map(|e| format!("Accept-Encoding: {e}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{ae}User-Agent: volley-probe\r\n\r\n"
+    );
+    s.write_all(req.as_bytes())
+        .and_then(|_| s.flush())
+        .map_err(classify)?;
     let mut out = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("response not complete before the probe timeout".into());
+            return Err(ProbeFailure::NotReady(
+                "response not complete before the probe timeout".into(),
+            ));
         }
-        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        s.tcp()
+            .set_read_timeout(Some(left))
+            .map_err(|e| ProbeFailure::NotReady(e.to_string()))?;
         match s.read(&mut buf) {
-            Ok(0) => return Ok(out),
+            Ok(0) => return Ok(Fetched { raw: out, alpn }),
             Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) => return Err(e.to_string()),
+            Err(e) if is_timeout(&e) => continue,
+            // A server that closes without close_notify after a complete answer has
+            // still answered.
+            Err(_) if is_complete(&out) => return Ok(Fetched { raw: out, alpn }),
+            Err(e) => return Err(classify(e)),
         }
-        if out.len() > 64 << 20 {
-            return Err("response larger than 64 MiB".into());
+        if is_complete(&out) {
+            return Ok(Fetched { raw: out, alpn });
+        }
+        if out.len() as u64 > MAX_BODY_BYTES {
+            return Err(ProbeFailure::Wrong("response larger than 64 MiB".into()));
         }
     }
+}
+
+/// True once `raw` holds a whole response by its own framing (Content-Length or the
+/// last chunk); without either, only the server's close ends it.
+fn is_complete(raw: &[u8]) -> bool {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let rest = &raw[end + 4..];
+    for line in head.split("\r\n").skip(1) {
+        if let Some((n, v)) = line.split_once(':') {
+            match n.trim() {
+                "transfer-encoding" if v.contains("chunked") => return dechunk(rest).is_ok(),
+                "content-length" => {
+                    return v.trim().parse::<usize>().is_ok_and(|n| rest.len() >= n)
+                }
+                _ => {}
+            }
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 //! ours by construction (only our child joined it).
 
 use crate::cgroup::{PrivateCgroups, ResourceLimits, ThrottleStats};
-use crate::config::{self, Placement, ServerSettings};
+use crate::config::{self, Compression, Placement, ServerSettings, TlsFiles};
 use crate::kind::{self, TargetKind};
-use crate::probe::{self, Expected, ProbeFailure};
+use crate::probe::{self, Expected, ProbeFailure, ProbeOptions, Validated};
 use crate::{TargetDied, TargetError};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -50,6 +50,38 @@ pub struct TargetRecord {
     pub cgroup: crate::cgroup::CgroupSettings,
     /// Kernel, CPU model, cores, governor.
     pub environment: crate::Environment,
+    /// HTTPS settings; `None` for plain HTTP.
+    pub tls: Option<TlsRecord>,
+    /// Whether HTTP/2 was offered (and checked by ALPN before the run).
+    pub http2: bool,
+    /// The compression asked (and checked by the probe before the run).
+    pub compression: Option<Compression>,
+    /// Bytes on the wire for the probe file per checked encoding, e.g. `("br", 412)`.
+    pub encoded_probe_sizes: Vec<(String, usize)>,
+}
+
+/// The TLS part of a [`TargetRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TlsRecord {
+    /// True when volley made a throw-away CA and server certificate for this run.
+    pub generated: bool,
+    /// The certificate served.
+    pub cert: PathBuf,
+    /// Protocol versions offered.
+    pub protocols: Vec<String>,
+    /// ALPN protocols offered, preferred first.
+    pub alpn: Vec<String>,
+}
+
+/// Where a TLS target's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsSource {
+    /// A fresh CA and a server certificate for localhost, 127.0.0.1 and ::1
+    /// (`volley_tls::certs::write_local_set`) in the private directory: gone with the
+    /// target. [`RunningTarget::ca_file`] names the CA the load must trust.
+    Generate,
+    /// Files the caller provides (left in place at stop).
+    Files(TlsFiles),
 }
 
 /// Everything needed to start one target.
@@ -77,6 +109,15 @@ pub struct TargetSpec {
     pub volley_exe: Option<PathBuf>,
     /// For [`TargetKind::External`].
     pub external: Option<ExternalTarget>,
+    /// Serve HTTPS (HTTP/2 and compression are in `settings`); `None`: plain HTTP.
+    pub tls: Option<TlsSource>,
+    /// A path the caller will measure *cold*: the first request for it after start
+    /// (seed 002's first-request TTFB). Validation never requests it, so it must differ
+    /// from `probe_path` (`start` refuses the same path). The probe still warms the
+    /// process, its TLS stack and the probe file: what stays cold is this file's path
+    /// through the server (open, stat, first compression). Validate its answer after
+    /// measuring with [`RunningTarget::validate_path`]; a wrong answer voids the figure.
+    pub cold_path: Option<String>,
 }
 
 impl TargetSpec {
@@ -94,6 +135,8 @@ impl TargetSpec {
             program: None,
             volley_exe: None,
             external: None,
+            tls: None,
+            cold_path: None,
         }
     }
 
@@ -125,6 +168,25 @@ pub struct RunningTarget {
     pub config_text: String,
     /// The private directory (config, logs, pid file); removed on stop.
     pub dir: PathBuf,
+    /// The certificate files served, when HTTPS.
+    pub tls: Option<TlsFiles>,
+    /// The CA certificate a client must trust to load this target (volley's
+    /// throw-away CA, or the one given); `None` for plain HTTP or when none was given.
+    pub ca_file: Option<PathBuf>,
+    /// HTTP/2 is offered by ALPN (checked before `start` returned).
+    pub http2: bool,
+    /// Compression on (each encoding checked before `start` returned).
+    pub compression: Option<Compression>,
+    /// Just before the process that answered was spawned: a study measuring the first
+    /// request after start (cold TTFB) reports against this instant.
+    pub started_at: Instant,
+    /// When the validation probe passed.
+    pub ready_at: Instant,
+    /// What validation saw (ALPN, encoded sizes).
+    pub validated: Validated,
+    tls_generated: bool,
+    docroot: PathBuf,
+    probe_opts: ProbeOptions,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -138,6 +200,9 @@ struct Inner {
     dir: Option<PathBuf>,
     grace: Duration,
     stopped: bool,
+    /// Precompressed siblings volley wrote into the docroot (builtin with
+    /// compression), removed at stop.
+    created_files: Vec<PathBuf>,
 }
 
 /// Live targets, for [`stop_all`]. Weak so the registry never keeps one alive.
@@ -185,6 +250,7 @@ fn attach_external(spec: &TargetSpec) -> Result<RunningTarget, TargetError> {
         dir: None,
         grace: spec.stop_grace,
         stopped: false,
+        created_files: Vec::new(),
     };
     Ok(register(RunningTarget {
         url: ext.url.clone(),
@@ -194,22 +260,38 @@ fn attach_external(spec: &TargetSpec) -> Result<RunningTarget, TargetError> {
         version: None,
         config_text: String::new(),
         dir: PathBuf::new(),
+        tls: None,
+        ca_file: None,
+        http2: false,
+        compression: None,
+        started_at: Instant::now(),
+        ready_at: Instant::now(),
+        validated: Validated::default(),
+        tls_generated: false,
+        docroot: PathBuf::new(),
+        probe_opts: ProbeOptions::default(),
         inner: Arc::new(Mutex::new(inner)),
     }))
 }
 
-/// `http://HOST:PORT/...` -> the socket address (IP literals and `localhost` only; volley
-/// sends traffic to loopback).
+/// `http(s)://HOST:PORT/...` -> the socket address (IP literals and `localhost` only;
+/// volley sends traffic to loopback).
 fn addr_of_url(url: &str) -> Result<SocketAddr, TargetError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| TargetError::InvalidSpec(format!("{url:?} is not an http:// URL")))?;
+    let (rest, default_port) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(r), _) => (r, 80),
+        (_, Some(r)) => (r, 443),
+        _ => {
+            return Err(TargetError::InvalidSpec(format!(
+                "{url:?} is not an http:// or https:// URL"
+            )))
+        }
+    };
     let host_port = rest.split('/').next().unwrap_or("");
     let host_port = host_port.replace("localhost", "127.0.0.1");
     let with_port = if host_port.contains("]:") || host_port.matches(':').count() == 1 {
         host_port
     } else {
-        format!("{host_port}:80")
+        format!("{host_port}:{default_port}")
     };
     with_port.parse().map_err(|_| {
         TargetError::InvalidSpec(format!("{url:?}: host must be an IP address or localhost"))
@@ -225,6 +307,7 @@ fn register(t: RunningTarget) -> RunningTarget {
 }
 
 fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, TargetError> {
+    check_features(spec, kind)?;
     let program = match (&spec.program, kind) {
         (Some(p), _) => p.clone(),
         (None, TargetKind::Builtin) => match &spec.volley_exe {
@@ -255,6 +338,7 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         dir: None,
         grace: spec.stop_grace,
         stopped: false,
+        created_files: Vec::new(),
     };
     // From here on, dropping `inner` on an error path removes what was made.
     let dir = make_private_dir(kind)?;
@@ -269,24 +353,67 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
             www
         }
     };
-    let file = docroot.join(spec.probe_path.trim_start_matches('/'));
-    let body = std::fs::read(&file).map_err(TargetError::io(format!(
-        "reading the probe file {}",
-        file.display()
-    )))?;
-    let expected = Expected {
-        path: spec.probe_path.clone(),
-        content_type: config::mime_for(&spec.probe_path).to_string(),
-        body,
+    let expected = expected_for(&docroot, &spec.probe_path)?;
+    let compression = spec.settings.compression;
+    if compression.is_some() && !shows_compression(&expected) {
+        return Err(TargetError::InvalidSpec(format!(
+            "compression was asked but the probe file {} ({} bytes of {}) cannot show it: \
+             probe a text file of at least {} bytes",
+            spec.probe_path,
+            expected.body.len(),
+            expected.content_type,
+            config::MIN_COMPRESS_BYTES
+        )));
+    }
+    let (tls, tls_generated) = match &spec.tls {
+        None => (None, false),
+        Some(TlsSource::Generate) => {
+            let paths = volley_tls::certs::write_local_set(&dir.join("tls"))?;
+            let files = TlsFiles {
+                cert: paths.cert,
+                key: paths.key,
+                ca: Some(paths.ca),
+            };
+            (Some(files), true)
+        }
+        Some(TlsSource::Files(f)) => {
+            for p in [&f.cert, &f.key] {
+                std::fs::metadata(p).map_err(TargetError::io(format!(
+                    "reading the TLS file {}",
+                    p.display()
+                )))?;
+            }
+            (Some(f.clone()), false)
+        }
     };
+    let encodings = compression.map(|c| c.encodings()).unwrap_or_default();
+    let probe_opts = match &tls {
+        Some(t) => ProbeOptions::tls(t.ca.as_deref(), spec.settings.http2, encodings)?,
+        None => ProbeOptions {
+            encodings,
+            ..ProbeOptions::default()
+        },
+    };
+    if let (TargetKind::Builtin, Some(c)) = (kind, compression) {
+        inner.created_files = precompress(&docroot, &c)?;
+    }
     inner.cgroups = PrivateCgroups::create(&spec.limits)?;
 
     const ATTEMPTS: u32 = 5;
     for _ in 0..ATTEMPTS {
+        let started_at = Instant::now();
         let launched = if kind == TargetKind::Builtin {
-            launch_builtin(spec, &program, &dir, &docroot, &mut inner)
+            launch_builtin(spec, &program, &dir, &docroot, tls.as_ref(), &mut inner)
         } else {
-            launch_configured(spec, kind, &program, &dir, &docroot, &mut inner)
+            launch_configured(
+                spec,
+                kind,
+                &program,
+                &dir,
+                &docroot,
+                tls.as_ref(),
+                &mut inner,
+            )
         };
         let (addr, config_text) = match launched {
             Ok(v) => v,
@@ -296,18 +423,37 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
             }
             Err(Launch::Failed(e)) => return Err(e),
         };
-        match wait_ready(&mut inner, &dir, addr, &expected, spec.start_timeout) {
-            Ok(()) => {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        match wait_ready(
+            &mut inner,
+            &dir,
+            addr,
+            scheme,
+            &expected,
+            &probe_opts,
+            spec.start_timeout,
+        ) {
+            Ok(validated) => {
                 inner.cgroups.close_join_files();
                 let pid = inner.child.as_ref().map(|c| c.id());
                 return Ok(register(RunningTarget {
-                    url: format!("http://{addr}/"),
+                    url: format!("{scheme}://{addr}/"),
                     addr,
                     pid,
                     kind,
                     version,
                     config_text,
                     dir,
+                    ca_file: tls.as_ref().and_then(|t| t.ca.clone()),
+                    tls,
+                    http2: spec.settings.http2,
+                    compression,
+                    started_at,
+                    ready_at: Instant::now(),
+                    validated,
+                    tls_generated,
+                    docroot,
+                    probe_opts,
                     inner: Arc::new(Mutex::new(inner)),
                 }));
             }
@@ -321,8 +467,206 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     })
 }
 
-const DEFAULT_INDEX: &str = "<!doctype html>\n<html><head><title>volley</title></head>\
-<body><p>volley target probe page</p></body></html>\n";
+/// What the probe expects for `path` under `docroot`: the file's bytes and the
+/// Content-Type every generated configuration maps its extension to.
+fn expected_for(docroot: &Path, path: &str) -> Result<Expected, TargetError> {
+    let file = docroot.join(path.trim_start_matches('/'));
+    let body = std::fs::read(&file).map_err(TargetError::io(format!(
+        "reading the probe file {}",
+        file.display()
+    )))?;
+    Ok(Expected {
+        path: path.to_string(),
+        content_type: config::mime_for(path).to_string(),
+        body,
+    })
+}
+
+/// A file whose answer is compressed when compression is on: a text type, big enough.
+fn shows_compression(e: &Expected) -> bool {
+    config::is_compressible(&e.content_type) && e.body.len() as u64 >= config::MIN_COMPRESS_BYTES
+}
+
+/// Refuses, before anything is made, what `kind` cannot do here (with what to do about
+/// it), so a run never measures a configuration other than the one asked for.
+fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), TargetError> {
+    let s = &spec.settings;
+    let unsupported = |what: &str, fix: &str| TargetError::Unsupported {
+        kind,
+        what: what.to_string(),
+        fix: fix.to_string(),
+    };
+    if s.http2 && spec.tls.is_none() {
+        return Err(TargetError::InvalidSpec(
+            "HTTP/2 needs TLS: volley offers h2 by ALPN only (turn TLS on)".into(),
+        ));
+    }
+    if s.http2 && !kind.supports_http2() {
+        let why = match kind {
+            TargetKind::Builtin => "the built-in server speaks HTTP/1.1 only",
+            TargetKind::ApachePrefork => {
+                "mod_http2 does not run under the prefork MPM; use apache-event"
+            }
+            _ => "volley does not configure HTTP/2 for it",
+        };
+        return Err(unsupported("offer HTTP/2", why));
+    }
+    if let Some(c) = &s.compression {
+        if let Some(p) = c.problem() {
+            return Err(TargetError::InvalidSpec(p));
+        }
+        if c.brotli && !kind.supports_brotli() {
+            return Err(unsupported(
+                "compress with Brotli",
+                "Caddy 2.6 has gzip and zstd encoders only; ask gzip alone for Caddy",
+            ));
+        }
+    }
+    if spec
+        .cold_path
+        .as_deref()
+        .is_some_and(|c| c.split('?').next() == Some(spec.probe_path.as_str()))
+    {
+        return Err(TargetError::InvalidSpec(format!(
+            "the cold path {} is also the probe path: validation would warm it; \
+             probe another file",
+            spec.probe_path
+        )));
+    }
+    // Modules packaged apart from the server.
+    let tls = spec.tls.is_some();
+    let brotli = s.compression.is_some_and(|c| c.brotli);
+    let mut needed: Vec<(String, &str)> = Vec::new();
+    match kind {
+        TargetKind::Nginx if brotli => {
+            for m in config::NGINX_BROTLI_MODULES {
+                needed.push((
+                    m.to_string(),
+                    "install libnginx-mod-http-brotli-filter and -static (scripts/install-servers.sh)",
+                ));
+            }
+        }
+        TargetKind::Lighttpd if tls => needed.push((
+            config::LIGHTTPD_OPENSSL_MODULE.to_string(),
+            "install lighttpd-mod-openssl (scripts/install-servers.sh)",
+        )),
+        TargetKind::ApacheEvent | TargetKind::ApachePrefork => {
+            let m = config::APACHE_MODULES_DIR;
+            let fix = "Debian's apache2 package ships it; reinstall apache2";
+            if tls {
+                needed.push((format!("{m}/mod_ssl.so"), fix));
+                needed.push((format!("{m}/mod_socache_shmcb.so"), fix));
+            }
+            if s.http2 {
+                needed.push((format!("{m}/mod_http2.so"), fix));
+            }
+            if let Some(c) = &s.compression {
+                needed.push((format!("{m}/mod_filter.so"), fix));
+                if c.gzip {
+                    needed.push((format!("{m}/mod_deflate.so"), fix));
+                }
+                if c.brotli {
+                    needed.push((format!("{m}/mod_brotli.so"), fix));
+                }
+            }
+        }
+        _ => {}
+    }
+    for (path, fix) in needed {
+        // A program given explicitly (tests, odd layouts) is trusted to bring its own.
+        if spec.program.is_none() && !Path::new(&path).exists() {
+            return Err(unsupported(&format!("load {path} (not found)"), fix));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `NAME.gz` / `NAME.br` beside each compressible file of the docroot that lacks
+/// them (the built-in server serves precompressed siblings; it does not compress on the
+/// fly), at the asked levels, and returns the files written so `stop` removes them.
+/// Siblings already present are the caller's and are left alone. Bounded: at most
+/// 10,000 files of at most 16 MiB each.
+fn precompress(docroot: &Path, c: &Compression) -> Result<Vec<PathBuf>, TargetError> {
+    const MAX_FILES: usize = 10_000;
+    const MAX_FILE_BYTES: u64 = 16 << 20;
+    let mut created = Vec::new();
+    let mut stack = vec![docroot.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(TargetError::io(format!(
+            "listing {} to precompress",
+            dir.display()
+        )))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path.to_string_lossy();
+            if !meta.is_file()
+                || meta.len() < config::MIN_COMPRESS_BYTES
+                || meta.len() > MAX_FILE_BYTES
+                || !config::is_compressible(config::mime_for(&name))
+            {
+                continue;
+            }
+            seen += 1;
+            if seen > MAX_FILES {
+                return Ok(created);
+            }
+            let data = std::fs::read(&path).map_err(TargetError::io(format!(
+                "reading {} to precompress",
+                path.display()
+            )))?;
+            let mut write = |ext: &str, bytes: Vec<u8>| -> Result<(), TargetError> {
+                let out = PathBuf::from(format!("{name}.{ext}"));
+                if out.exists() {
+                    return Ok(());
+                }
+                std::fs::write(&out, bytes)
+                    .map_err(TargetError::io(format!("writing {}", out.display())))?;
+                created.push(out);
+                Ok(())
+            };
+            if c.gzip {
+                write("gz", gzip(&data, c.gzip_level))?;
+            }
+            if c.brotli {
+                write("br", brotli_compress(&data, c.brotli_level))?;
+            }
+        }
+    }
+    Ok(created)
+}
+
+fn gzip(data: &[u8], level: u32) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(data);
+    enc.finish().unwrap_or_default()
+}
+
+fn brotli_compress(data: &[u8], quality: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: quality as i32,
+        ..Default::default()
+    };
+    let _ = brotli::BrotliCompress(&mut &data[..], &mut out, &params);
+    out
+}
+
+/// The default probe page: more than `MIN_COMPRESS_BYTES` of text so that, with
+/// compression on, the probe can see every server actually compress it.
+const DEFAULT_INDEX: &str = "<!doctype html>\n<html><head><title>volley</title></head>\n\
+<body>\n<h1>volley target probe page</h1>\n\
+<p>volley fetches this page before any load is sent and compares it byte for byte, \
+so that a fast wrong answer is never measured as a result.</p>\n\
+<p>With compression on, the same page is asked for with Accept-Encoding br and gzip, \
+and each answer must carry that Content-Encoding and decode to these bytes.</p>\n\
+</body></html>\n";
 
 enum Launch {
     AddrInUse,
@@ -440,6 +784,7 @@ fn launch_configured(
     program: &Path,
     dir: &Path,
     docroot: &Path,
+    tls: Option<&TlsFiles>,
     inner: &mut Inner,
 ) -> Result<(SocketAddr, String), Launch> {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
@@ -448,6 +793,7 @@ fn launch_configured(
         docroot: docroot.to_path_buf(),
         addr,
         as_root: config::running_as_root(),
+        tls: tls.cloned(),
     };
     let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
     let conf = dir.join(config::config_file_name(kind));
@@ -473,6 +819,7 @@ fn launch_builtin(
     program: &Path,
     dir: &Path,
     docroot: &Path,
+    tls: Option<&TlsFiles>,
     inner: &mut Inner,
 ) -> Result<(SocketAddr, String), Launch> {
     let mut cmd = base_command(program, dir, inner, &spec.limits);
@@ -483,11 +830,37 @@ fn launch_builtin(
         .arg("127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(log_file(dir, "stderr.log")?);
-    let config_text = format!(
+    let mut config_text = format!(
         "{} serve --root {} --listen 127.0.0.1:0",
         program.display(),
         docroot.display()
     );
+    if let Some(t) = tls {
+        cmd.arg("--tls-cert")
+            .arg(&t.cert)
+            .arg("--tls-key")
+            .arg(&t.key);
+        config_text += &format!(
+            " --tls-cert {} --tls-key {}",
+            t.cert.display(),
+            t.key.display()
+        );
+    }
+    if let Some(c) = spec.settings.compression {
+        // The built-in server does not compress on the fly: it serves the `.gz` / `.br`
+        // siblings `precompress` wrote before the start.
+        config_text += &format!(
+            "\n# compression: precompressed siblings written by volley ({})",
+            c.encodings()
+                .iter()
+                .map(|e| match *e {
+                    "br" => format!(".br at quality {}", c.brotli_level),
+                    _ => format!(".gz at level {}", c.gzip_level),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| spawn_err(TargetKind::Builtin, program, e))?;
@@ -534,9 +907,12 @@ fn launch_builtin(
     Ok((addr, config_text))
 }
 
-/// `listening on http://127.0.0.1:PORT/` -> the address.
+/// `listening on http://127.0.0.1:PORT/` (or `https://`) -> the address.
 pub fn parse_banner(line: &str) -> Option<SocketAddr> {
-    let rest = line.trim().strip_prefix("listening on http://")?;
+    let line = line.trim();
+    let rest = line
+        .strip_prefix("listening on http://")
+        .or_else(|| line.strip_prefix("listening on https://"))?;
     rest.trim_end_matches('/').parse().ok()
 }
 
@@ -544,9 +920,11 @@ fn wait_ready(
     inner: &mut Inner,
     dir: &Path,
     addr: SocketAddr,
+    scheme: &str,
     expected: &Expected,
+    opts: &ProbeOptions,
     timeout: Duration,
-) -> Result<(), Launch> {
+) -> Result<Validated, Launch> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("not probed yet");
     let mut wrong = 0;
@@ -566,14 +944,14 @@ fn wait_ready(
         if left.is_zero() {
             return Err(Launch::Failed(TargetError::StartTimeout {
                 kind: inner.kind,
-                url: format!("http://{addr}{}", expected.path),
+                url: format!("{scheme}://{addr}{}", expected.path),
                 timeout,
                 last,
                 dir: dir.to_path_buf(),
             }));
         }
-        match probe::probe(addr, expected, left.min(Duration::from_secs(2))) {
-            Ok(()) => return Ok(()),
+        match probe::probe(addr, expected, opts, left.min(Duration::from_secs(2))) {
+            Ok(v) => return Ok(v),
             Err(ProbeFailure::NotReady(e)) => {
                 wrong = 0;
                 last = e;
@@ -585,7 +963,7 @@ fn wait_ready(
                 if wrong >= 3 {
                     return Err(Launch::Failed(TargetError::WrongAnswer {
                         kind: inner.kind,
-                        url: format!("http://{addr}{}", expected.path),
+                        url: format!("{scheme}://{addr}{}", expected.path),
                         reason: e,
                     }));
                 }
@@ -716,6 +1094,9 @@ impl Inner {
             std::thread::sleep(Duration::from_millis(10));
         }
         self.cgroups.remove();
+        for f in self.created_files.drain(..) {
+            let _ = std::fs::remove_file(f);
+        }
         if let Some(dir) = self.dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -798,7 +1179,42 @@ impl RunningTarget {
             limits: limits.clone(),
             cgroup: self.cgroup_settings(),
             environment: crate::Environment::capture(),
+            tls: self.tls.as_ref().map(|t| TlsRecord {
+                generated: self.tls_generated,
+                cert: t.cert.clone(),
+                protocols: config::TLS_PROTOCOLS.map(String::from).to_vec(),
+                alpn: if self.http2 {
+                    vec!["h2".into(), "http/1.1".into()]
+                } else {
+                    vec!["http/1.1".into()]
+                },
+            }),
+            http2: self.http2,
+            compression: self.compression,
+            encoded_probe_sizes: self.validated.encoded_sizes.clone(),
         }
+    }
+
+    /// Validates the answer for another file under the docroot with the same checks as
+    /// at start (TLS, encodings, h2). For a cold measurement: request the cold path
+    /// first, then call this, since validating before would have warmed it.
+    pub fn validate_path(&self, path: &str) -> Result<Validated, TargetError> {
+        let expected = expected_for(&self.docroot, path)?;
+        let mut opts = self.probe_opts.clone();
+        if !shows_compression(&expected) {
+            // Small or binary files are sent identity by every server.
+            opts.encodings.clear();
+        }
+        probe::probe(self.addr, &expected, &opts, Duration::from_secs(5)).map_err(|f| {
+            let reason = match f {
+                ProbeFailure::NotReady(e) | ProbeFailure::Wrong(e) => e,
+            };
+            TargetError::WrongAnswer {
+                kind: self.kind,
+                url: format!("{}{}", self.url, path.trim_start_matches('/')),
+                reason,
+            }
+        })
     }
 
     /// The cgroup directories created for this target.
