@@ -78,3 +78,39 @@ fn unknown_kind_is_a_usage_error() {
     let (code, _, _) = volley(&["targets", "--show-config", "external"]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn show_config_with_tls_h2_and_compression() {
+    let (code, out, err) = volley(&[
+        "targets",
+        "--show-config",
+        "nginx",
+        "--tls",
+        "--h2",
+        "--compress",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("listen 127.0.0.1:0 ssl http2;"), "{out}");
+    assert!(
+        out.contains("ssl_certificate \"DIR/tls/server.pem\";"),
+        "{out}"
+    );
+    assert!(out.contains("gzip_comp_level 6;"), "{out}");
+    let (code, out, _) = volley(&["targets", "--show-config", "caddy", "--tls", "--compress"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("tls DIR/tls/server.pem DIR/tls/server.key"),
+        "{out}"
+    );
+    assert!(out.contains("gzip 6") && !out.contains("br"), "{out}");
+    let (code, out, _) = volley(&["targets", "--show-config", "builtin", "--tls", "--compress"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--tls-cert DIR/tls/server.pem"), "{out}");
+    assert!(out.contains("NAME.br"), "{out}");
+    // HTTP/2 needs TLS, and the built-in server has none to offer.
+    let (code, _, _) = volley(&["targets", "--show-config", "nginx", "--h2"]);
+    assert_eq!(code, 2);
+    let (code, _, err) = volley(&["targets", "--show-config", "builtin", "--tls", "--h2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot offer HTTP/2"), "{err}");
+}

@@ -576,4 +576,81 @@ mod tests {
         assert_ne!(fnv64(b"a"), fnv64(b"b"));
         assert_eq!(fnv64(b""), 0xcbf2_9ce4_8422_2325);
     }
+
+    fn gz(data: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn br(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        brotli::BrotliCompress(&mut &data[..], &mut out, &Default::default()).unwrap();
+        out
+    }
+
+    fn encoded(ce: &str, body: &[u8]) -> Response {
+        let mut raw = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: {ce}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        raw.extend_from_slice(body);
+        parse_response(&raw).unwrap()
+    }
+
+    #[test]
+    fn encoded_answers_decode_to_the_file() {
+        assert_eq!(
+            validate_encoded(&encoded("gzip", &gz(b"hello")), &want(), "gzip"),
+            Ok(())
+        );
+        assert_eq!(
+            validate_encoded(&encoded("br", &br(b"hello")), &want(), "br"),
+            Ok(())
+        );
+        assert_eq!(decode(&gz(b"abc"), "gzip").unwrap(), b"abc");
+        assert_eq!(decode(b"abc", "identity").unwrap(), b"abc");
+        assert!(decode(b"abc", "zstd").is_err());
+    }
+
+    #[test]
+    fn compression_not_applied_or_wrong_is_refused() {
+        // A server that ignores Accept-Encoding answers identity.
+        let plain = parse_response(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello",
+        )
+        .unwrap();
+        let e = validate_encoded(&plain, &want(), "gzip").unwrap_err();
+        assert!(e.contains("not applied"), "{e}");
+        // br sent when gzip was asked.
+        assert!(validate_encoded(&encoded("br", &br(b"hello")), &want(), "gzip").is_err());
+        // Encoded, but not the file.
+        assert!(validate_encoded(&encoded("gzip", &gz(b"hellx")), &want(), "gzip").is_err());
+        // Not gzip at all.
+        let e = validate_encoded(&encoded("gzip", b"hello"), &want(), "gzip").unwrap_err();
+        assert!(e.contains("does not decode"), "{e}");
+        // An encoding nobody asked for.
+        let e = validate(&encoded("gzip", &gz(b"hello")), &want()).unwrap_err();
+        assert!(e.contains("accepted no encoding"), "{e}");
+    }
+
+    #[test]
+    fn completeness_by_framing() {
+        assert!(!is_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel"
+        ));
+        assert!(is_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+        ));
+        assert!(!is_complete(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+        ));
+        assert!(is_complete(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        ));
+        assert!(!is_complete(b"HTTP/1.1 200 OK\r\n\r\nuntil close"));
+        assert!(!is_complete(b"HTTP/1.1 200"));
+    }
 }

@@ -1313,4 +1313,82 @@ mod tests {
         let spec = TargetSpec::new(TargetKind::External);
         assert!(matches!(start(&spec), Err(TargetError::InvalidSpec(_))));
     }
+
+    fn refused(spec: &TargetSpec) -> TargetError {
+        check_features(spec, spec.kind).unwrap_err()
+    }
+
+    #[test]
+    fn features_a_kind_lacks_are_refused_with_the_reason() {
+        let mut s = TargetSpec::new(TargetKind::ApachePrefork);
+        s.tls = Some(TlsSource::Generate);
+        s.settings.http2 = true;
+        assert!(refused(&s).to_string().contains("prefork"));
+        s.kind = TargetKind::ApacheEvent;
+        s.program = Some(PathBuf::from("/usr/sbin/apache2"));
+        assert!(check_features(&s, s.kind).is_ok());
+        s.kind = TargetKind::Builtin;
+        assert!(matches!(refused(&s), TargetError::Unsupported { .. }));
+        // h2 is negotiated by ALPN, so it needs TLS.
+        s.kind = TargetKind::Nginx;
+        s.tls = None;
+        assert!(matches!(refused(&s), TargetError::InvalidSpec(_)));
+        let mut s = TargetSpec::new(TargetKind::Caddy);
+        s.settings.compression = Some(Compression::gzip_and_brotli());
+        assert!(refused(&s).to_string().contains("zstd"));
+        s.settings.compression = Some(Compression::gzip_only(6));
+        assert!(check_features(&s, s.kind).is_ok());
+        s.settings.compression = Some(Compression::gzip_only(11));
+        assert!(matches!(refused(&s), TargetError::InvalidSpec(_)));
+    }
+
+    #[test]
+    fn the_cold_path_must_not_be_the_probe_path() {
+        let mut s = TargetSpec::new(TargetKind::Nginx);
+        s.cold_path = Some("/index.html?x=1".into());
+        assert!(refused(&s).to_string().contains("warm"));
+        s.cold_path = Some("/cold.html".into());
+        assert!(check_features(&s, s.kind).is_ok());
+    }
+
+    #[test]
+    fn precompressed_siblings_round_trip_and_spare_existing_ones() {
+        let dir = std::env::temp_dir().join(format!("volley-precompress-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let text = "volley precompress test line\n".repeat(20);
+        std::fs::write(dir.join("a.html"), &text).unwrap();
+        std::fs::write(dir.join("sub/b.css"), &text).unwrap();
+        std::fs::write(dir.join("small.txt"), "tiny").unwrap();
+        std::fs::write(dir.join("img.png"), &text).unwrap();
+        std::fs::write(dir.join("sub/b.css.gz"), "caller's own").unwrap();
+        let mut made = precompress(&dir, &Compression::gzip_and_brotli()).unwrap();
+        made.sort();
+        let want: Vec<PathBuf> = ["a.html.br", "a.html.gz", "sub/b.css.br"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect();
+        assert_eq!(made, want);
+        let gz = std::fs::read(dir.join("a.html.gz")).unwrap();
+        assert_eq!(probe::decode(&gz, "gzip").unwrap(), text.as_bytes());
+        let br = std::fs::read(dir.join("sub/b.css.br")).unwrap();
+        assert_eq!(probe::decode(&br, "br").unwrap(), text.as_bytes());
+        assert_eq!(
+            std::fs::read(dir.join("sub/b.css.gz")).unwrap(),
+            b"caller's own"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn https_banner_and_urls() {
+        assert_eq!(
+            parse_banner("listening on https://127.0.0.1:4443/"),
+            Some("127.0.0.1:4443".parse().unwrap())
+        );
+        assert_eq!(
+            addr_of_url("https://127.0.0.1/").unwrap(),
+            "127.0.0.1:443".parse().unwrap()
+        );
+    }
 }
