@@ -31,7 +31,11 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            let line = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
+            let line = e
+                .chain()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
             eprintln!("volley: {line}");
             if e.chain().any(|c| c.is::<UsageError>()) {
                 ExitCode::from(2)
