@@ -1,4 +1,4 @@
-//! Managed targets over HTTPS: nginx, Apache (event), lighttpd, Caddy and the built-in
+//! Managed targets over HTTPS: nginx, Apache (event; prefork without h2), lighttpd, Caddy and the built-in
 //! server, each started by volley with a throw-away CA on a free loopback port,
 //! validated by the start probe (TLS with the CA, each asked Content-Encoding decoded,
 //! h2 by ALPN), then checked again from outside with curl (an independent TLS client
@@ -214,6 +214,11 @@ fn nginx_over_tls_h2_gzip_brotli() {
 #[test]
 fn apache_event_over_tls_h2_gzip_brotli() {
     run_tls(TargetKind::ApacheEvent);
+}
+
+#[test]
+fn apache_prefork_over_tls_gzip_brotli_without_h2() {
+    run_tls(TargetKind::ApachePrefork);
 }
 
 #[test]
