@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use volley_study::{outcome, runner::RunOptions, StudyError};
@@ -67,11 +68,11 @@ pub(crate) fn execute(
     db: PathBuf,
 ) -> anyhow::Result<volley_study::StudyReport> {
     let stop = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
     {
-        let stop = Arc::clone(&stop);
-        // Without a handler Ctrl-C kills the process; the store then marks the run
-        // incomplete on its next open and targets die with their process group.
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+        let (stop, finished) = (Arc::clone(&stop), Arc::clone(&finished));
+        // ctrlc runs this on its own thread, where taking locks and sleeping is fine.
+        let _ = ctrlc::set_handler(move || on_interrupt(&stop, &finished));
     }
     let opts = RunOptions {
         db,
@@ -81,7 +82,9 @@ pub(crate) fn execute(
         progress: std::io::stderr().is_terminal(),
         note: Box::new(|line| eprintln!("volley: {line}")),
     };
-    let report = volley_study::run(plan, opts).map_err(|e| match e {
+    let report = volley_study::run(plan, opts);
+    finished.store(true, Ordering::Relaxed);
+    let report = report.map_err(|e| match e {
         StudyError::Invalid(m) => anyhow::anyhow!(m),
         e => anyhow::Error::new(e),
     })?;
@@ -90,21 +93,44 @@ pub(crate) fn execute(
     let runs: Vec<String> = report
         .runs
         .iter()
-        .map(|(t, id)| format!("{t}={id}"))
+        .map(|(t, id)| format!("{t}=#{id}"))
         .collect();
     println!(
-        "study {} ({}), runs {}; {} steps in {:.0} s",
+        "study #{} ({}): {} steps in {:.0} s; stored as run ids {} (one run per target; `volley report <id>`)",
         report.study,
         if report.complete {
             "complete"
         } else {
             "INCOMPLETE"
         },
-        runs.join(" "),
         report.steps.len(),
-        report.elapsed.as_secs_f64()
+        report.elapsed.as_secs_f64(),
+        runs.join(" "),
     );
     Ok(report)
+}
+
+/// How long the first Ctrl-C lets the runner end its step, record it and stop the
+/// targets itself before the handler stops them (a target must never outlive an
+/// interrupted study, even one stuck starting a server or in a long warm-up).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Ctrl-C: the first press asks the runner to stop (the current step is recorded as
+/// interrupted and the runs are marked incomplete), then stops every target with
+/// `volley_targets::stop_all` if the runner has not finished within [`STOP_GRACE`]. A
+/// second press stops the targets at once and exits (130).
+fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
+    if stop.swap(true, Ordering::Relaxed) {
+        volley_targets::stop_all();
+        eprintln!("\nvolley: interrupted twice: targets stopped; the store marks the run incomplete on its next open");
+        std::process::exit(130);
+    }
+    eprintln!("\nvolley: interrupted: finishing the current step, then stopping the targets (Ctrl-C again to stop now)");
+    let until = Instant::now() + STOP_GRACE;
+    while Instant::now() < until && !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    volley_targets::stop_all();
 }
 
 fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {

@@ -156,6 +156,25 @@ pub enum Bound {
     Inconclusive,
 }
 
+impl Bound {
+    /// The label stored with a step (`server-bound`, `generator-bound`, `inconclusive`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Bound::ServerBound => "server-bound",
+            Bound::GeneratorBound => "generator-bound",
+            Bound::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The one rule every consumer of stored steps applies (the study's end-of-run table and
+/// the reports alike): a step labelled generator-bound measured the generator, so it never
+/// feeds a capacity, a median, a confidence interval or a USL fit. Steps without a label
+/// (old stores) and inconclusive steps are kept; the label says what to make of them.
+pub fn counts_for_server(label: Option<&str>) -> bool {
+    label != Some(Bound::GeneratorBound.label())
+}
+
 /// The judgement of one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -385,6 +404,15 @@ fn t_one_sided_95(df: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generator_bound_steps_never_count_for_the_server() {
+        assert!(!counts_for_server(Some(Bound::GeneratorBound.label())));
+        assert!(counts_for_server(Some(Bound::ServerBound.label())));
+        assert!(counts_for_server(Some(Bound::Inconclusive.label())));
+        assert!(counts_for_server(None));
+        assert_eq!(Bound::GeneratorBound.label(), "generator-bound");
+    }
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)

@@ -212,8 +212,9 @@ impl StepReport {
     }
 
     /// True when the generator, not the server, limited the step.
+    /// The rule is volley-analysis's, shared with the study's end-of-run table.
     pub fn generator_bound(&self) -> bool {
-        self.label.as_deref() == Some("generator-bound")
+        !volley_analysis::sustain::counts_for_server(self.label.as_deref())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use volley_analysis::{bootstrap, knee, usl};
+use volley_analysis::{bootstrap, knee, sustain, usl};
 
 use crate::plan::Plan;
 use crate::runner::StudyReport;
@@ -34,7 +34,62 @@ pub struct StepOutcome {
     pub label: &'static str,
 }
 
+impl StepOutcome {
+    /// Whether this step's figures may stand for the server (volley-analysis's rule,
+    /// shared with the reports): generator-bound steps never feed a capacity, a median or
+    /// a USL fit.
+    pub fn counts_for_server(&self) -> bool {
+        sustain::counts_for_server(Some(self.label))
+    }
+}
+
 const RESAMPLES: usize = 2000;
+
+/// Share of a second during which some task waited for a CPU (Linux PSI "some") above
+/// which the machine, not the server, is the likely cause of a slow second: on a shared
+/// 2-core VM another process's build stalls the generator and the server alike, and the
+/// stall shows up as one second's p99 of tens or hundreds of milliseconds.
+pub const BUSY_PRESSURE_SHARE: f64 = 0.10;
+
+/// A note for the step line when the worst one-second p99 broke the SLO: which second,
+/// and whether the machine was busy then (CPU pressure), so a stall caused by other
+/// processes is not read as the server's. `None` when every second met the SLO.
+pub fn slow_second_note(
+    seconds: &[volley_metrics::summary::SecondSummary],
+    slo_ms: f64,
+) -> Option<String> {
+    let (i, worst) = seconds
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms))?;
+    if worst.p99_ms <= slo_ms {
+        return None;
+    }
+    let why = match worst.cpu_pressure {
+        Some(p) if p > BUSY_PRESSURE_SHARE => format!(
+            "CPU pressure {:.0}% then: other tasks waited for the CPU, so the machine, not the server, is the likely cause",
+            p * 100.0
+        ),
+        Some(p) => format!("CPU pressure {:.0}% then: the machine was quiet", p * 100.0),
+        None => "CPU pressure unknown".to_string(),
+    };
+    Some(format!(
+        "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
+        i + 1,
+        seconds.len(),
+        worst.p99_ms,
+        slo_ms
+    ))
+}
+
+/// ", 2 generator-bound steps left out" (empty when none were).
+fn left_out(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => ", 1 generator-bound step left out".to_string(),
+        n => format!(", {n} generator-bound steps left out"),
+    }
+}
 
 fn ci_text(values: &[f64], digits: usize) -> String {
     if values.len() < 2 {
@@ -87,26 +142,46 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
             let hi = cap
                 .ci_hi_rps
                 .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
+            let gen = steps.iter().filter(|s| !s.counts_for_server()).count();
             let _ = writeln!(
                 out,
-                "{label:<28} {wname:<10} {point:<18} capacity {} req/s, 95% CI [{:.0}, {hi}] ({} steps, {:?})",
+                "{label:<28} {wname:<10} {point:<18} capacity {} req/s, 95% CI [{:.0}, {hi}] ({} steps, {:?}{})",
                 cap.capacity_rps.map_or("none".to_string(), |c| format!("{c:.0}")),
                 cap.ci_lo_rps,
                 cap.steps,
-                cap.end
+                cap.end,
+                if gen > 0 {
+                    format!("; {gen} generator-bound step(s) rerun or counted as not sustainable")
+                } else {
+                    String::new()
+                }
+            );
+            continue;
+        }
+        let server: Vec<&StepOutcome> = steps
+            .iter()
+            .copied()
+            .filter(|s| s.counts_for_server())
+            .collect();
+        let excluded = steps.len() - server.len();
+        if server.is_empty() {
+            let _ = writeln!(
+                out,
+                "{label:<28} {wname:<10} {point:<18} no server figure: all {} step(s) were generator-bound (they measured the generator)",
+                steps.len()
             );
             continue;
         }
         if steps.iter().any(|s| s.rate.is_some()) {
-            let judged: Vec<(f64, bool)> = steps
+            let judged: Vec<(f64, bool)> = server
                 .iter()
                 .filter_map(|s| Some((s.rate?, s.sustainable?)))
                 .collect();
             let cap = knee::sweep_capacity(&judged);
-            let max_reply = steps.iter().map(|s| s.rps).fold(0.0, f64::max);
+            let max_reply = server.iter().map(|s| s.rps).fold(0.0, f64::max);
             let _ = writeln!(
                 out,
-                "{label:<28} {wname:<10} {point:<18} capacity {} req/s{}{}; peak replies {:.0}/s",
+                "{label:<28} {wname:<10} {point:<18} capacity {} req/s{}{}; peak replies {:.0}/s{}",
                 cap.capacity_rps
                     .map_or("none (no rate was sustainable)".to_string(), |c| format!(
                         "{c:.0}"
@@ -119,25 +194,27 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
                 } else {
                     ""
                 },
-                max_reply
+                max_reply,
+                left_out(excluded)
             );
             continue;
         }
-        let rps: Vec<f64> = steps.iter().map(|s| s.rps).collect();
-        let p99: Vec<f64> = steps.iter().map(|s| s.p99_ms).collect();
-        let errors: u64 = steps.iter().map(|s| s.errors).sum();
+        let rps: Vec<f64> = server.iter().map(|s| s.rps).collect();
+        let p99: Vec<f64> = server.iter().map(|s| s.p99_ms).collect();
+        let errors: u64 = server.iter().map(|s| s.errors).sum();
         let _ = writeln!(
             out,
-            "{label:<28} {wname:<10} {point:<18} {} req/s, p99 {} ms ({} run{}{})",
+            "{label:<28} {wname:<10} {point:<18} {} req/s, p99 {} ms ({} run{}{}{})",
             ci_text(&rps, 0),
             ci_text(&p99, 2),
-            steps.len(),
-            if steps.len() == 1 { "" } else { "s" },
+            server.len(),
+            if server.len() == 1 { "" } else { "s" },
             if errors > 0 {
                 format!(", {errors} errors")
             } else {
                 String::new()
-            }
+            },
+            left_out(excluded)
         );
     }
     // USL per (instance, workload, keepalive) over concurrency.
@@ -175,7 +252,8 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
     out
 }
 
-/// (concurrency, median req/s) of the closed-loop steps of one instance and workload.
+/// (concurrency, median req/s) of the closed-loop steps of one instance and workload,
+/// generator-bound steps left out.
 fn usl_points(
     plan: &Plan,
     report: &StudyReport,
@@ -186,7 +264,10 @@ fn usl_points(
     let mut by_n: Vec<(u32, Vec<f64>)> = Vec::new();
     for s in &report.steps {
         let c = &plan.cells[s.cell];
-        if (c.instance, c.workload, c.keepalive) != (inst, wl, ka) || s.rate.is_some() {
+        if (c.instance, c.workload, c.keepalive) != (inst, wl, ka)
+            || s.rate.is_some()
+            || !s.counts_for_server()
+        {
             continue;
         }
         match by_n.iter_mut().find(|(n, _)| *n == c.concurrency) {
@@ -200,4 +281,189 @@ fn usl_points(
             throughput: bootstrap::median(&v),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use volley_store::StudyId;
+
+    use super::*;
+
+    const RAMP: &str = r#"
+name = "ramp"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[workload]]
+name = "w"
+paths = ["/"]
+[sweep]
+rate = [100, 200, 300, 400]
+[steps]
+duration = "3s"
+"#;
+
+    const CONC: &str = r#"
+name = "conc"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[workload]]
+name = "w"
+paths = ["/"]
+[load]
+model = "closed"
+[sweep]
+concurrency = [1, 2, 3, 4, 5, 6]
+[steps]
+duration = "3s"
+"#;
+
+    fn plan(text: &str) -> Plan {
+        crate::resolve(&crate::parse(text).unwrap(), text, 1.0).unwrap()
+    }
+
+    fn step(
+        cell: usize,
+        rate: Option<f64>,
+        rps: f64,
+        ok: Option<bool>,
+        label: &'static str,
+    ) -> StepOutcome {
+        StepOutcome {
+            order: cell,
+            cell,
+            repeat: 0,
+            rate,
+            rps,
+            ok_rps: rps,
+            p99_ms: 1.0,
+            errors: 0,
+            sustainable: ok,
+            label,
+        }
+    }
+
+    fn report(steps: Vec<StepOutcome>) -> StudyReport {
+        StudyReport {
+            study: StudyId(1),
+            runs: Vec::new(),
+            steps,
+            searches: Vec::new(),
+            complete: true,
+            skipped: Vec::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn generator_bound_rate_steps_never_make_a_capacity() {
+        let p = plan(RAMP);
+        // The generator lagged at every rate: steps "sustainable" by the figures, but the
+        // figures are the generator's. The old table claimed 400 req/s here.
+        let all_gen: Vec<StepOutcome> = (0..4)
+            .map(|i| {
+                step(
+                    i,
+                    Some(100.0 * (i + 1) as f64),
+                    100.0 * (i + 1) as f64,
+                    Some(true),
+                    "generator-bound",
+                )
+            })
+            .collect();
+        let t = table(&p, &report(all_gen));
+        assert!(!t.contains("capacity 400"), "{t}");
+        assert!(
+            t.contains("no server figure: all 4 step(s) were generator-bound"),
+            "{t}"
+        );
+
+        let mut mixed: Vec<StepOutcome> = (0..3)
+            .map(|i| {
+                step(
+                    i,
+                    Some(100.0 * (i + 1) as f64),
+                    100.0 * (i + 1) as f64,
+                    Some(true),
+                    "server-bound",
+                )
+            })
+            .collect();
+        mixed.push(step(3, Some(400.0), 400.0, Some(true), "generator-bound"));
+        let t = table(&p, &report(mixed));
+        assert!(t.contains("capacity 300 req/s"), "{t}");
+        assert!(t.contains("peak replies 300/s"), "{t}");
+        assert!(t.contains("1 generator-bound step left out"), "{t}");
+    }
+
+    #[test]
+    fn generator_bound_closed_steps_stay_out_of_medians_and_usl() {
+        let p = plan(CONC);
+        // X(N) = 1000 N / (1 + 0.05 (N - 1)): a clean USL curve...
+        let x = |n: f64| 1000.0 * n / (1.0 + 0.05 * (n - 1.0));
+        let mut steps: Vec<StepOutcome> = (0..6)
+            .map(|i| step(i, None, x((i + 1) as f64), None, "server-bound"))
+            .collect();
+        let clean = table(&p, &report(steps.clone()));
+        assert!(clean.contains("USL builtin w ka=on"), "{clean}");
+        // ...plus a generator-bound run at N = 6 with an absurd figure: it must change
+        // neither the median of that point nor the fit.
+        steps.push(step(5, None, 99_999.0, None, "generator-bound"));
+        let t = table(&p, &report(steps));
+        let usl_line = |s: &str| {
+            s.lines()
+                .find(|l| l.starts_with("USL"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(usl_line(&t), usl_line(&clean));
+        let c6 = t.lines().find(|l| l.contains("c=6 ")).unwrap();
+        assert!(!c6.contains("99999"), "{c6}");
+        assert!(c6.contains("1 generator-bound step left out"), "{c6}");
+    }
+
+    fn second(p99_ms: f64, pressure: Option<f64>) -> volley_metrics::summary::SecondSummary {
+        volley_metrics::summary::SecondSummary {
+            second: 0,
+            scheduled: 500,
+            sent: 500,
+            completed: 500,
+            ok: 500,
+            errors: Default::default(),
+            wire_bytes: 0,
+            max_open: 1,
+            cap_hits: 0,
+            p50_ms: 0.1,
+            p99_ms,
+            max_ms: p99_ms,
+            send_lag_p99_ms: 0.01,
+            cpu_cores_used: None,
+            cpu_pressure: pressure,
+            label: volley_metrics::Bound::ServerBound,
+        }
+    }
+
+    #[test]
+    fn a_slow_second_names_the_machine_when_it_was_busy() {
+        let quiet = [second(0.2, Some(0.0)), second(0.3, Some(0.01))];
+        assert_eq!(slow_second_note(&quiet, 50.0), None);
+        let busy = [
+            second(0.2, Some(0.0)),
+            second(162.0, Some(0.45)),
+            second(0.3, None),
+        ];
+        let n = slow_second_note(&busy, 50.0).unwrap();
+        assert!(n.contains("second 2 of 3") && n.contains("162.0 ms"), "{n}");
+        assert!(
+            n.contains("CPU pressure 45%") && n.contains("the machine"),
+            "{n}"
+        );
+        let server = [second(80.0, Some(0.02))];
+        let n = slow_second_note(&server, 50.0).unwrap();
+        assert!(n.contains("the machine was quiet"), "{n}");
+        assert_eq!(slow_second_note(&[], 50.0), None);
+    }
 }

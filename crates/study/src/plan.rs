@@ -118,11 +118,19 @@ pub struct PlannedStep {
     pub repeat: u32,
 }
 
+/// Shortest measured length `--scale` may give an open-loop (rate) step: the
+/// sustainability rule judges whole one-second windows and its in-flight trend test needs
+/// at least 3 of them, so a shorter rate step could only ever be judged `too_few_windows`.
+pub const MIN_RATE_STEP: Duration = Duration::from_secs(3);
+
 /// Step timing (already scaled).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
-    /// Measured length.
+    /// Measured length of closed-loop steps.
     pub duration: Option<Duration>,
+    /// Measured length of open-loop (rate) steps: `duration` scaled, but never below
+    /// [`MIN_RATE_STEP`] unless the file itself asks for less.
+    pub rate_duration: Option<Duration>,
     /// Or requests per step.
     pub requests: Option<u64>,
     /// Discarded load before measuring.
@@ -207,7 +215,9 @@ impl Plan {
     /// by the offered rate), cool-down.
     pub fn step_estimate(&self, cell: &Cell) -> Duration {
         let t = &self.timing;
-        let measured = match (t.duration, t.requests) {
+        let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
+        let duration = if open { t.rate_duration } else { t.duration };
+        let measured = match (duration, t.requests) {
             (Some(d), _) => d,
             (None, Some(n)) => {
                 let rate = cell
@@ -260,6 +270,14 @@ impl Plan {
             );
         }
         let t = &self.timing;
+        if t.rate_duration != t.duration {
+            if let Some(d) = t.rate_duration {
+                let _ = writeln!(
+                    out,
+                    "rate steps: {d:?} measured (scaled length raised to the {MIN_RATE_STEP:?} floor so each step has the 3 whole one-second windows the sustainability rule judges)"
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "each step: {}{}warm-up {:?}, cool-down {:?}; {} repeat(s); SLO p99 {:?}, errors <= {:.1}%",
@@ -649,8 +667,10 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     if duration.is_some_and(|d| d.is_zero()) || requests == Some(0) {
         return Err(invalid("steps.duration and steps.requests must be > 0"));
     }
+    let scaled = duration.map(|d| d.mul_f64(scale));
     let timing = Timing {
-        duration: duration.map(|d| d.mul_f64(scale)),
+        duration: scaled,
+        rate_duration: scaled.zip(duration).map(|(s, d)| rate_step_length(s, d)),
         requests: requests.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
         warmup: duration_of(text, &st.warmup, Duration::from_secs(1))?.mul_f64(scale),
         cooldown: duration_of(text, &st.cooldown, Duration::from_secs(1))?.mul_f64(scale),
@@ -677,7 +697,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     }
     let mut rule = volley_analysis::sustain::Rule::new(error_share, p99);
     // Short (scaled) steps still get judged, on at least 3 one-second windows.
-    if let Some(d) = timing.duration {
+    if let Some(d) = timing.rate_duration {
         rule.min_windows = rule.min_windows.min((d.as_secs() as usize).max(3));
     }
     let search = (file.mode == Mode::Search).then(|| {
@@ -737,6 +757,12 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         search,
         axis,
     })
+}
+
+/// The measured length of a rate step: the scaled length, raised to [`MIN_RATE_STEP`]
+/// (but never above the unscaled length the file asked for).
+pub fn rate_step_length(scaled: Duration, unscaled: Duration) -> Duration {
+    scaled.max(MIN_RATE_STEP.min(unscaled))
 }
 
 fn check_quota(q: f64) -> Result<(), StudyError> {
@@ -931,6 +957,35 @@ requests = 1000
             .unwrap_err()
             .to_string();
         assert!(e.contains("step > 0"), "{e}");
+    }
+
+    #[test]
+    fn scale_keeps_rate_steps_judgeable() {
+        assert_eq!(
+            rate_step_length(Duration::from_millis(1200), Duration::from_secs(12)),
+            MIN_RATE_STEP
+        );
+        assert_eq!(
+            rate_step_length(Duration::from_secs(6), Duration::from_secs(60)),
+            Duration::from_secs(6)
+        );
+        // A file asking for 2 s steps gets 2 s: the floor never lengthens the file.
+        assert_eq!(
+            rate_step_length(Duration::from_millis(200), Duration::from_secs(2)),
+            Duration::from_secs(2)
+        );
+        let f = spec::parse(AB).unwrap();
+        let p = resolve(&f, AB, 0.1).unwrap();
+        assert_eq!(p.timing.duration, Some(Duration::from_millis(500)));
+        assert_eq!(p.timing.rate_duration, Some(Duration::from_secs(3)));
+        assert_eq!(p.rule.min_windows, 3);
+        assert!(
+            p.describe().contains("rate steps: 3s measured"),
+            "{}",
+            p.describe()
+        );
+        // Every step of AB is a rate step: 12 x (0.1 + 3 + 0.2) s.
+        assert_eq!(p.estimate(), Duration::from_millis(39_600));
     }
 
     #[test]

@@ -241,6 +241,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
         "repeats": plan.repeats,
         "timing": {
             "duration_s": plan.timing.duration.map(|d| d.as_secs_f64()),
+            "rate_duration_s": plan.timing.rate_duration.map(|d| d.as_secs_f64()),
             "requests": plan.timing.requests,
             "warmup_s": plan.timing.warmup.as_secs_f64(),
             "cooldown_s": plan.timing.cooldown.as_secs_f64(),
@@ -370,15 +371,16 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         let mut retries = 0;
                         let ok = loop {
                             match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
-                                Some((Some(false), true))
-                                    if retries < GENERATOR_RETRIES
+                                Some(sig)
+                                    if sig.worth_rerunning()
+                                        && retries < GENERATOR_RETRIES
                                         && !opts.stop_flag.load(Ordering::Relaxed) =>
                                 {
                                     retries += 1;
                                     repeat += 1;
                                     done_steps += 1;
                                 }
-                                Some((ok, _)) => break Some(ok.unwrap_or(false)),
+                                Some(sig) => break Some(sig.counts_as_sustainable()),
                                 None => break None,
                             }
                         };
@@ -437,6 +439,39 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
 /// Reruns of a search step that failed while the generator was the bottleneck.
 const GENERATOR_RETRIES: u32 = 2;
 
+/// What a finished rate step tells the capacity search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepSignal {
+    /// The sustainability verdict (rate steps only).
+    pub sustainable: Option<bool>,
+    /// Labelled generator-bound: its figures are the generator's.
+    pub generator_bound: bool,
+    /// Failed only because the generator could not send the offered rate.
+    pub generator_only: bool,
+}
+
+impl StepSignal {
+    /// A step whose verdict says nothing about the server is run again (at most
+    /// [`GENERATOR_RETRIES`] times): one that failed only on the send rate, or one that
+    /// passed while the generator lagged its schedule. A step that failed for server
+    /// reasons as well is not rerun: past the knee the pool cap also makes a step
+    /// generator-bound, and rerunning it would only cost time.
+    pub fn worth_rerunning(self) -> bool {
+        match self.sustainable {
+            Some(false) => self.generator_only,
+            Some(true) => self.generator_bound,
+            None => false,
+        }
+    }
+
+    /// What the search observes: a rate is claimed only when a step passed with the
+    /// generator on schedule (volley-analysis's `counts_for_server` rule), so a
+    /// generator-bound pass after the reruns counts as not sustainable.
+    pub fn counts_as_sustainable(self) -> bool {
+        self.sustainable == Some(true) && !self.generator_bound
+    }
+}
+
 fn active_len(plan: &Plan) -> usize {
     plan.cells.len().max(1)
 }
@@ -457,8 +492,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Runs, records and cools down one step. `Ok(None)`: the target died (noted; the
-    /// study goes on with the others and ends incomplete). `Ok(Some((sustainable,
-    /// generator_only)))` otherwise.
+    /// study goes on with the others and ends incomplete); what the step says otherwise.
     fn step(
         &mut self,
         ci: usize,
@@ -467,7 +501,7 @@ impl Ctx<'_> {
         phase: &str,
         progress: Progress,
         note: &mut dyn FnMut(&str),
-    ) -> Result<Option<(Option<bool>, bool)>, StudyError> {
+    ) -> Result<Option<StepSignal>, StudyError> {
         let plan = self.plan;
         let cell = &plan.cells[ci];
         let inst = &plan.instances[cell.instance];
@@ -579,8 +613,13 @@ impl Ctx<'_> {
             sustainable: m.sustainable,
             label: m.label,
         };
+        let slow = if rate.is_some() {
+            crate::outcome::slow_second_note(&s.seconds, plan.rule.p99_slo.as_secs_f64() * 1e3)
+        } else {
+            None
+        };
         eprintln!(
-            "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}",
+            "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}",
             self.started.elapsed().as_secs(),
             outcome.rps,
             outcome.p99_ms,
@@ -590,12 +629,22 @@ impl Ctx<'_> {
                 Some(true) => ", sustainable",
                 Some(false) => ", NOT sustainable",
                 None => "",
-            }
+            },
+            match s.generator.cpu_pressure {
+                Some(p) if p > crate::outcome::BUSY_PRESSURE_SHARE =>
+                    format!(" [machine busy: CPU pressure {:.0}%]", p * 100.0),
+                _ => String::new(),
+            },
+            slow.map(|n| format!("; {n}")).unwrap_or_default()
         );
         self.steps.push(outcome);
         self.order += 1;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
-        Ok(Some((m.sustainable, generator_only)))
+        Ok(Some(StepSignal {
+            sustainable: m.sustainable,
+            generator_bound: m.label == "generator-bound",
+            generator_only,
+        }))
     }
 }
 

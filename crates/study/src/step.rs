@@ -118,7 +118,11 @@ pub(crate) fn run_step(
     }
     let stop = StopCondition {
         requests: timing.requests,
-        duration: timing.duration,
+        duration: if rate.is_some() {
+            timing.rate_duration
+        } else {
+            timing.duration
+        },
     };
     let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(stop_flag))?;
     let throttle0 = (target.throttle)();
@@ -307,8 +311,22 @@ fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::Metric
 /// Windows to judge: the whole seconds of the step (a last partial second holds the
 /// censored tail and too few arrivals to judge).
 fn judged_windows(s: &Summary) -> usize {
-    let whole = s.duration_s.floor() as usize;
-    whole.clamp(1, s.seconds.len().max(1)).min(s.seconds.len())
+    whole_windows(s.duration_s, s.seconds.len())
+}
+
+/// Share of a one-second window that must have been measured for it to count as whole.
+/// A 3 s step ends a millisecond or two early by the engine's clock (2.998 s): its last
+/// second is still a full window, and flooring would drop it (and with it the step's
+/// judgement: three windows are the minimum).
+const WHOLE_WINDOW_SHARE: f64 = 0.95;
+
+/// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
+pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
+    if !(duration_s.is_finite() && duration_s > 0.0) {
+        return seconds.min(1);
+    }
+    let whole = (duration_s + (1.0 - WHOLE_WINDOW_SHARE)).floor() as usize;
+    whole.clamp(1, seconds.max(1)).min(seconds)
 }
 
 /// Requests in flight at the end of each second: sent so far minus finished so far.
@@ -343,5 +361,25 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
             .latency
             .get("send_lag")
             .map(|l| Duration::from_secs_f64(l.p99_ms.max(0.0) / 1e3)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_ending_a_hair_early_keeps_its_last_window() {
+        assert_eq!(whole_windows(2.998, 3), 3);
+        assert_eq!(whole_windows(2.94, 3), 2, "6% short is a partial window");
+        assert_eq!(
+            whole_windows(3.5, 4),
+            3,
+            "the partial fourth second is left out"
+        );
+        assert_eq!(whole_windows(30.0, 31), 30);
+        assert_eq!(whole_windows(0.4, 1), 1);
+        assert_eq!(whole_windows(2.0, 0), 0);
+        assert_eq!(whole_windows(f64::NAN, 2), 1);
     }
 }
