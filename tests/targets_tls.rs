@@ -147,6 +147,12 @@ fn run_tls(kind: TargetKind) {
         vec!["gzip"]
     };
     assert_eq!(encodings, want_enc, "{kind}");
+    eprintln!(
+        "{kind}: {} B page; on the wire {:?}; spawn to validated {:?}",
+        page().len(),
+        t.validated.encoded_sizes,
+        t.ready_at - t.started_at
+    );
     for (e, wire) in &t.validated.encoded_sizes {
         assert!(*wire < page().len(), "{kind}: {e} body not smaller");
     }
