@@ -6,9 +6,10 @@
 # volley starts its own copies on loopback with generated configs.
 set -euo pipefail
 
-pkgs=(nginx libnginx-mod-http-brotli-filter libnginx-mod-http-brotli-static
-      apache2 lighttpd caddy
-      wrk apache2-utils httperf nghttp2-client
+# The servers volley manages (and their TLS/compression modules) come from one list.
+"$(dirname "$0")/install-servers.sh"
+
+pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
       sqlite3 procps iproute2 curl)
 
