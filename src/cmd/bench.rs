@@ -27,7 +27,7 @@ use crate::exit::usage;
 
 /// Flags of `volley bench`, as typed. Numbers are kept as strings so that a bad value
 /// ("-5", "0", "ten") gets one clear line from [`resolve`] rather than clap's usage block.
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug, Default, Clone)]
 pub struct Args {
     /// Target URL, http://host[:port]/path (optional when --urls gives full URLs).
     pub url: Option<String>,
@@ -101,6 +101,9 @@ pub struct Args {
     /// Print no text report (files given with --json/--csv are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench_target.rs.
+    #[command(flatten)]
+    pub target: super::bench_target::TargetArgs,
 }
 
 /// What to run, resolved: no flag strings left.
@@ -722,6 +725,16 @@ fn write_files(
 
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // --- managed targets (src/cmd/bench_target.rs): it starts each server and calls
+    // this closure to run the usual load against it. ---
+    if args.target.is_set() {
+        return super::bench_target::run(args, &|a, ctl| {
+            let mut plan = resolve(a)?;
+            plan.cfg.stop_flag = Arc::clone(&ctl.stop);
+            run_once(&plan, &ctl.interrupted, ctl.show_progress)
+        });
+    }
+    // --- end managed targets ---
     let plan = resolve(args)?;
     let addr = plan.cfg.addr;
     if let Some(why) = probe(addr) {

@@ -1,6 +1,7 @@
 //! One module per subcommand; each has `Args` (raw flags) and `run(Args)`.
 
 pub mod bench;
+pub mod bench_target;
 pub mod compare;
 pub mod demo;
 pub mod fixtures;

@@ -1,0 +1,1146 @@
+//! `volley bench --target KIND ...`: the same load against servers volley starts itself,
+//! capped and pinned, with the server's resource use printed beside the load's figures.
+//!
+//! Place in the flow: between the CLI and the engine. For each `--target` in turn:
+//! [`volley_targets::start`] (generated config, private cgroup, validation) -> a
+//! [`Monitor`] on its process tree or cgroup, on the load's clock -> bench's own load
+//! (the `load` callback: bench's `resolve` + `run_once`, so every load flag means the same
+//! with and without `--target`) while a watcher thread checks the server is alive -> the
+//! monitor's report, the CFS throttling delta and the target's record -> stop and clean
+//! up. Results are printed (and written) after each target, so a later failure keeps the
+//! earlier ones (hyperfine's habit).
+//!
+//! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
+//! mistake there is a usage error (exit 2) and nothing is created. A server that is
+//! missing, a cap the kernel refuses or a target that dies mid-run is a failed run
+//! (exit 1), reported after what was measured. Ctrl-C stops the load, stops every
+//! target (`volley_targets::stop_all` from the handler thread) and exits 130.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+use volley_metrics::output::{Csv, Exporter, Json, Text};
+use volley_metrics::{Model, Summary};
+use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
+use volley_targets::config::{self, Placement, ServerSettings};
+use volley_targets::{
+    CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
+    TargetSpec, ThrottleStats,
+};
+
+use super::bench::Args as BenchArgs;
+use crate::exit::usage;
+
+/// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct TargetArgs {
+    /// Start this server and load it: nginx, apache (event MPM), apache-prefork, lighttpd,
+    /// caddy or builtin. Repeat to run the same load against each in turn; the URL is
+    /// then optional (the target picks host and port).
+    #[arg(long = "target", value_name = "KIND")]
+    pub targets: Vec<String>,
+    /// Cores the target may use, e.g. 0 or 0,1 or 0-1; volley is pinned to the others.
+    #[arg(long = "target-cpus", value_name = "LIST", requires = "targets")]
+    pub target_cpus: Option<String>,
+    /// CPU cap of the target: 25% (or 0.25) of one CPU, cgroup cpu.max / cfs_quota_us.
+    #[arg(
+        long = "cpu-quota",
+        value_name = "SHARE",
+        requires = "targets",
+        allow_hyphen_values = true
+    )]
+    pub cpu_quota: Option<String>,
+    /// Memory limit of the target, e.g. 256M, 1G (binary units).
+    #[arg(
+        long = "memory-max",
+        value_name = "BYTES",
+        requires = "targets",
+        allow_hyphen_values = true
+    )]
+    pub memory_max: Option<String>,
+    /// Worker processes (threads for Caddy) of the target (default 1).
+    #[arg(long, requires = "targets", allow_hyphen_values = true)]
+    pub workers: Option<String>,
+    /// Directory the target serves (default: a generated fixture set, see --fixture).
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "targets",
+        conflicts_with = "fixture"
+    )]
+    pub docroot: Option<PathBuf>,
+    /// Fixture set generated into a temporary docroot: sizes (default) or uniserve.
+    #[arg(long, value_name = "SET", requires = "targets")]
+    pub fixture: Option<String>,
+    /// Path to load (default /700b.html of the sizes set, /index1.html of uniserve,
+    /// /index.html of a --docroot); a URL's path is used when one is given.
+    #[arg(long, requires = "targets")]
+    pub path: Option<String>,
+    /// Print the configuration each target would run with, and exit.
+    #[arg(long = "show-config", requires = "targets")]
+    pub show_config: bool,
+    /// Time between monitor samples (default 1s, at least 100ms).
+    #[arg(
+        long = "monitor-interval",
+        value_name = "DURATION",
+        requires = "targets",
+        allow_hyphen_values = true
+    )]
+    pub monitor_interval: Option<String>,
+}
+
+impl TargetArgs {
+    /// True when `--target` was given: bench hands the run to this module.
+    pub fn is_set(&self) -> bool {
+        !self.targets.is_empty()
+    }
+}
+
+/// What the load callback needs from this module for one run.
+pub struct LoadControl {
+    /// Set to end the load early (Ctrl-C, or the target died).
+    pub stop: Arc<AtomicBool>,
+    /// Set when the user pressed Ctrl-C (the summary then says so).
+    pub interrupted: Arc<AtomicBool>,
+    /// Draw bench's live progress line on stderr.
+    pub show_progress: bool,
+}
+
+/// Bench's load for one target: resolve `args` (whose URL now points at the target) and
+/// run it, stopping when `LoadControl::stop` is set.
+pub type LoadFn<'a> = &'a dyn Fn(BenchArgs, &LoadControl) -> anyhow::Result<Summary>;
+
+/// Where the docroot comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Docroot {
+    /// A directory the user gave (left untouched).
+    Given(PathBuf),
+    /// A fixture set volley generates into a temporary directory and removes at exit.
+    Fixture(volley_fixtures::Fixture),
+}
+
+/// Everything `--target` asks for, resolved: no flag strings left.
+#[derive(Debug, Clone)]
+struct Setup {
+    kinds: Vec<TargetKind>,
+    limits: ResourceLimits,
+    workers: u32,
+    docroot: Docroot,
+    /// Path and query loaded; the probe validates its file before the load.
+    path: String,
+    monitor_interval: Duration,
+    /// Cores volley is pinned to (the complement of `--target-cpus`), if any remain.
+    volley_cpus: Option<Vec<usize>>,
+    show_config: bool,
+}
+
+/// Parses `25%`, `0.25` or `150%` into a share of one CPU.
+fn parse_quota(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let share = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match share {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "--cpu-quota must be a positive share of one CPU like 25% or 0.25, got '{s}'"
+        )),
+    }
+}
+
+/// Parses `256M`, `1G`, `512K` (binary units, as cgroups count) or a bare byte count.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("--memory-max must be a size like 256M or 1G, got '{s}'");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(mult) {
+        // Below 1 MiB no server even starts; the kernel would OOM-kill it at once.
+        Some(b) if b >= 1 << 20 => Ok(b),
+        Some(_) => Err(format!("--memory-max {s} is below 1M: no server fits")),
+        None => Err(bad()),
+    }
+}
+
+/// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each below `cores`.
+fn parse_cpus(s: &str, cores: usize) -> Result<Vec<usize>, String> {
+    let bad = || format!("--target-cpus must be a list like 0 or 0,1 or 0-1, got '{s}'");
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        if a > b {
+            return Err(bad());
+        }
+        for c in a..=b {
+            if c >= cores {
+                return Err(format!(
+                    "--target-cpus: core {c} does not exist (this machine has cores 0-{})",
+                    cores.saturating_sub(1)
+                ));
+            }
+            out.push(c);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The path part of a URL (`http://h:1/a?b` -> `/a?b`), or the string itself if it is a
+/// path already.
+fn path_of(url: &str) -> Result<String, String> {
+    if url.starts_with('/') {
+        return Ok(url.to_string());
+    }
+    let lower = url.to_ascii_lowercase();
+    let rest = if lower.starts_with("http://") {
+        &url[7..]
+    } else {
+        return Err(format!(
+            "invalid URL '{url}': expected http://host[:port]/path or a /path (with --target the target decides host and port)"
+        ));
+    };
+    let path = match rest.find(['/', '?']) {
+        Some(i) if rest[i..].starts_with('?') => format!("/{}", &rest[i..]),
+        Some(i) => rest[i..].to_string(),
+        None => "/".to_string(),
+    };
+    Ok(path.split('#').next().unwrap_or("/").to_string())
+}
+
+/// Resolves the `--target` flags (and the bench flags they cannot combine with).
+fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
+    let t = &bench.target;
+    let mut kinds = Vec::new();
+    for name in &t.targets {
+        let kind: TargetKind = match name.parse() {
+            Ok(k) => k,
+            Err(e) => usage!("--target: {e}"),
+        };
+        if kind == TargetKind::External {
+            usage!("--target external: give the URL instead (volley bench http://host:port/path); --target starts servers");
+        }
+        kinds.push(kind);
+    }
+    if bench.urls.is_some() {
+        usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
+    }
+    if bench.repeat.as_deref().is_some_and(|r| r.trim() != "1") {
+        usage!("--repeat cannot be combined with --target yet: repeat the command instead");
+    }
+    let cores = online_cores();
+    let cpus = match &t.target_cpus {
+        Some(s) => match parse_cpus(s, cores) {
+            Ok(c) => Some(c),
+            Err(e) => usage!("{e}"),
+        },
+        None => None,
+    };
+    let volley_cpus = cpus.as_ref().and_then(|c| {
+        let rest: Vec<usize> = (0..cores).filter(|i| !c.contains(i)).collect();
+        (!rest.is_empty()).then_some(rest)
+    });
+    let cpu_quota = match &t.cpu_quota {
+        Some(s) => match parse_quota(s) {
+            Ok(v) => Some(CpuQuota::of_one_cpu(v)),
+            Err(e) => usage!("{e}"),
+        },
+        None => None,
+    };
+    let memory_max_bytes = match &t.memory_max {
+        Some(s) => match parse_bytes(s) {
+            Ok(v) => Some(v),
+            Err(e) => usage!("{e}"),
+        },
+        None => None,
+    };
+    let workers = match t.workers.as_deref().map(|w| w.trim().parse::<u32>()) {
+        None => 1,
+        Some(Ok(w)) if w >= 1 => w,
+        Some(_) => usage!(
+            "--workers must be a whole number of at least 1, got '{}'",
+            t.workers.as_deref().unwrap_or_default()
+        ),
+    };
+    let (docroot, default_path) = match (&t.docroot, t.fixture.as_deref()) {
+        (Some(dir), _) => {
+            if !dir.is_dir() {
+                usage!("--docroot {} is not a directory", dir.display());
+            }
+            let abs = match dir.canonicalize() {
+                Ok(p) => p,
+                Err(e) => usage!("--docroot {}: {e}", dir.display()),
+            };
+            (Docroot::Given(abs), "/index.html")
+        }
+        (None, None | Some("sizes")) => (
+            Docroot::Fixture(volley_fixtures::Fixture::Sizes),
+            "/700b.html",
+        ),
+        (None, Some("uniserve")) => (
+            Docroot::Fixture(volley_fixtures::Fixture::Uniserve),
+            "/index1.html",
+        ),
+        (None, Some(other)) => {
+            usage!("--fixture must be sizes or uniserve, got '{other}' (or serve a directory with --docroot)")
+        }
+    };
+    let path = match (&t.path, &bench.url) {
+        (Some(p), _) if !p.starts_with('/') => usage!("--path must start with '/', got '{p}'"),
+        (Some(p), _) => p.clone(),
+        (None, Some(u)) => match path_of(u) {
+            Ok(p) if p != "/" => p,
+            Ok(_) => default_path.to_string(),
+            Err(e) => usage!("{e}"),
+        },
+        (None, None) => default_path.to_string(),
+    };
+    if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        usage!("invalid path '{path}': whitespace in path");
+    }
+    let monitor_interval = match &t.monitor_interval {
+        Some(s) => match volley_study::spec::parse_duration(s) {
+            Ok(d) if d >= Duration::from_millis(100) => d,
+            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
+            Err(e) => usage!("--monitor-interval: {e}"),
+        },
+        None => Duration::from_secs(1),
+    };
+    Ok(Setup {
+        kinds,
+        limits: ResourceLimits {
+            cpus,
+            cpu_quota,
+            memory_max_bytes,
+        },
+        workers,
+        docroot,
+        path,
+        monitor_interval,
+        volley_cpus,
+        show_config: t.show_config,
+    })
+}
+
+/// Cores this process may run on today (sched_getaffinity), which is what pinning splits.
+fn online_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Pins this process (the calling thread, and every thread it starts later: the
+/// engine's workers) to `cpus`, so the generator never competes with a pinned target.
+fn pin_self(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it; the size passed
+    // is the struct's own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A generated docroot, removed when dropped (normal end, error or Ctrl-C's return).
+struct TempDocroot(PathBuf);
+
+impl Drop for TempDocroot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes the fixture set into a fresh private temp directory.
+fn make_docroot(fixture: &volley_fixtures::Fixture) -> anyhow::Result<TempDocroot> {
+    let base = std::env::temp_dir();
+    for n in 0..100u32 {
+        let dir = base.join(format!("volley-bench-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                let guard = TempDocroot(dir);
+                volley_fixtures::generate(fixture, &guard.0.join("www"), 0)
+                    .context("cannot generate the fixture docroot")?;
+                return Ok(guard);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    bail!("cannot create a temporary docroot in {}", base.display())
+}
+
+/// What one target's run produced.
+struct TargetRun {
+    kind: TargetKind,
+    pid: Option<u32>,
+    record: TargetRecord,
+    summary: Summary,
+    monitor: Option<MonitorReport>,
+    /// Throttling during the load (delta of the cgroup's counters); `None` without a quota.
+    throttling: Option<ThrottleStats>,
+    /// The target died during the load.
+    died: Option<TargetDied>,
+    /// Cgroup directories that could not be removed at stop (normally none).
+    leftover_cgroups: Vec<PathBuf>,
+}
+
+impl TargetRun {
+    fn requests(&self) -> u64 {
+        self.summary.requests.completed
+    }
+
+    /// Server CPU-seconds per 1000 completed requests.
+    fn cpu_s_per_1000(&self) -> Option<f64> {
+        let ms = self
+            .monitor
+            .as_ref()?
+            .summary
+            .cpu_ms_per_1000_requests(self.requests())?;
+        Some(ms / 1000.0)
+    }
+
+    fn throttled(&self) -> bool {
+        self.throttling.is_some_and(|t| t.nr_throttled > 0)
+    }
+
+    fn p99_ms(&self) -> f64 {
+        headline(&self.summary).map_or(0.0, |l| l.p99_ms)
+    }
+}
+
+/// The headline latency of a run (closed loop: service time; open loop: response time).
+fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
+    let key = match s.model {
+        Model::Open { .. } => "response_time",
+        Model::Closed => "service_time",
+    };
+    s.latency.get(key)
+}
+
+/// Runs `volley bench --target ...`. `load` is bench's own load for one URL.
+pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
+    let setup = resolve(&args)?;
+    if setup.show_config {
+        return show_config(&setup, args.keepalive);
+    }
+    // A missing server fails before anything is created or loaded.
+    for kind in &setup.kinds {
+        if let Some(program) = kind.program() {
+            if volley_targets::kind::find_program(program).is_none() {
+                return Err(TargetError::NotInstalled {
+                    kind: *kind,
+                    program: program.to_string(),
+                }
+                .into());
+            }
+        }
+    }
+    let quiet = args.quiet;
+    let json_stdout = args.json.as_deref() == Some("-");
+    let text_out = !quiet && !json_stdout;
+    let show_progress = !quiet && std::io::stderr().is_terminal();
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&interrupted);
+        // Runs on ctrlc's own thread, where taking locks is fine: the load loop sees the
+        // flag within 50 ms (watcher below), and the targets are stopped right here so
+        // that nothing survives even if the main thread is stuck.
+        let _ = ctrlc::set_handler(move || {
+            flag.store(true, Ordering::Relaxed);
+            volley_targets::stop_all();
+        });
+    }
+    if let Some(cpus) = &setup.volley_cpus {
+        pin_self(cpus).context("cannot pin volley to the cores left by --target-cpus")?;
+        if !quiet {
+            eprintln!(
+                "volley: pinned volley to CPU {} and the targets to CPU {}",
+                list(cpus),
+                list(setup.limits.cpus.as_deref().unwrap_or_default())
+            );
+        }
+    } else if setup.limits.cpus.is_some() && !quiet {
+        eprintln!(
+            "volley: --target-cpus leaves no core for volley: it shares them with the target"
+        );
+    }
+    let temp = match &setup.docroot {
+        Docroot::Fixture(f) => Some(make_docroot(f)?),
+        Docroot::Given(_) => None,
+    };
+    let docroot = match (&setup.docroot, &temp) {
+        (Docroot::Given(p), _) => p.clone(),
+        (_, Some(t)) => t.0.join("www"),
+        (Docroot::Fixture(_), None) => bail!("internal: fixture docroot missing"),
+    };
+
+    let mut runs: Vec<TargetRun> = Vec::new();
+    let mut failure: Option<anyhow::Error> = None;
+    for (i, &kind) in setup.kinds.iter().enumerate() {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let ctl = LoadControl {
+            stop: Arc::new(AtomicBool::new(false)),
+            interrupted: Arc::clone(&interrupted),
+            show_progress,
+        };
+        match run_target(kind, &setup, &docroot, &args, &ctl, load) {
+            Ok(r) => {
+                if text_out {
+                    let mut out = std::io::stdout().lock();
+                    if setup.kinds.len() > 1 {
+                        writeln!(
+                            out,
+                            "=== target {} of {}: {} ===",
+                            i + 1,
+                            setup.kinds.len(),
+                            kind
+                        )?;
+                    }
+                    print_run(&mut out, &r)?;
+                }
+                runs.push(r);
+                write_files(&args, &setup, &runs, false)?;
+                if let Some(d) = &runs.last().and_then(|r| r.died.clone()) {
+                    if !interrupted.load(Ordering::Relaxed) {
+                        failure = Some(anyhow::anyhow!(
+                            "{} died during the run ({}); the run is marked failed",
+                            d.kind,
+                            d.exit_status
+                        ));
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if text_out && runs.len() > 1 {
+        let mut out = std::io::stdout().lock();
+        write!(out, "{}", comparison_table(&runs))?;
+    }
+    write_files(&args, &setup, &runs, true)?;
+    drop(temp);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if interrupted.load(Ordering::Relaxed) {
+        eprintln!("volley: interrupted; printed what was measured and stopped the targets");
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `0,1,2` for the messages.
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Start, monitor, load, check, stop: one target. The target is stopped (and its cgroups
+/// and directory removed) on every path out of here, by `stop` or by its `Drop`.
+fn run_target(
+    kind: TargetKind,
+    setup: &Setup,
+    docroot: &Path,
+    args: &BenchArgs,
+    ctl: &LoadControl,
+    load: LoadFn<'_>,
+) -> anyhow::Result<TargetRun> {
+    let mut spec = TargetSpec::new(kind);
+    spec.settings.workers = setup.workers;
+    spec.docroot = Some(docroot.to_path_buf());
+    spec.probe_path = setup.path.split('?').next().unwrap_or("/").to_string();
+    spec.limits = setup.limits.clone();
+    let target = volley_targets::start(&spec).with_context(|| format!("cannot start {kind}"))?;
+    let quiet = args.quiet;
+    if !quiet {
+        eprintln!(
+            "volley: started {kind} (pid {}) on {}, {}",
+            target.pid.map_or("-".into(), |p| p.to_string()),
+            target.url,
+            target.version.as_deref().unwrap_or("version unknown")
+        );
+    }
+    let record = target.record(&setup.limits);
+    let url = format!("http://{}{}", target.addr, setup.path);
+    let mut bench = args.clone();
+    bench.url = Some(url);
+    bench.json = None;
+    bench.csv = None;
+    bench.csv_seconds = None;
+    bench.target = TargetArgs::default();
+
+    let scope = match (target.pid, target.procs_file()) {
+        (Some(root_pid), Some(procs_file)) => ProcessScope::Cgroup {
+            root_pid,
+            procs_file,
+        },
+        (Some(root_pid), None) => ProcessScope::Tree { root_pid },
+        (None, _) => ProcessScope::None,
+    };
+    let throttle0 = target.throttle_stats();
+    let mut mcfg = MonitorConfig::new(scope, Instant::now());
+    mcfg.interval = setup.monitor_interval;
+    let monitor = Monitor::start(mcfg).context("cannot start the monitor")?;
+    let done = AtomicBool::new(false);
+    let (outcome, died) = std::thread::scope(|s| {
+        // The watcher: ends the load as soon as the target dies (rather than measuring
+        // 20 s of refused connections) or the user presses Ctrl-C.
+        let watcher = s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if ctl.interrupted.load(Ordering::Relaxed) {
+                    ctl.stop.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                if let Err(d) = target.check() {
+                    ctl.stop.store(true, Ordering::Relaxed);
+                    return Some(d);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            None
+        });
+        let outcome = load(bench, ctl);
+        done.store(true, Ordering::Relaxed);
+        let died = watcher.join().unwrap_or(None);
+        (outcome, died)
+    });
+    let report = monitor.finish();
+    let throttling = match (throttle0, target.throttle_stats()) {
+        (Some(a), Some(b)) => Some(b.since(&a)),
+        _ => None,
+    };
+    // A death the watcher missed (in its last 50 ms), unless Ctrl-C stopped it.
+    let died = died.or_else(|| {
+        if ctl.interrupted.load(Ordering::Relaxed) {
+            None
+        } else {
+            target.check().err()
+        }
+    });
+    let pid = target.pid;
+    let leftover_cgroups = stop_target(target);
+    let mut summary = outcome?;
+    if let Some(d) = &died {
+        summary.notes.push(format!(
+            "the target {} (pid {}) died during the run: {}",
+            d.kind, d.pid, d.exit_status
+        ));
+    }
+    Ok(TargetRun {
+        kind,
+        pid,
+        record,
+        summary,
+        monitor: Some(report),
+        throttling,
+        died,
+        leftover_cgroups,
+    })
+}
+
+/// Stops the target; says which cgroups could not be removed.
+fn stop_target(target: RunningTarget) -> Vec<PathBuf> {
+    let left = target.stop();
+    for d in &left {
+        eprintln!(
+            "volley: warning: cgroup {} could not be removed",
+            d.display()
+        );
+    }
+    left
+}
+
+/// `--show-config`: the configuration each target would be started with, then exit.
+fn show_config(setup: &Setup, _keepalive: bool) -> anyhow::Result<ExitCode> {
+    let docroot = match &setup.docroot {
+        Docroot::Given(p) => p.clone(),
+        Docroot::Fixture(_) => PathBuf::from("DIR/www"),
+    };
+    let dir = PathBuf::from("DIR");
+    let placement = Placement {
+        docroot,
+        dir: dir.clone(),
+        addr: ([127, 0, 0, 1], 0).into(),
+        as_root: config::running_as_root(),
+        tls: None,
+    };
+    let settings = ServerSettings {
+        workers: setup.workers,
+        ..ServerSettings::default()
+    };
+    let mut out = std::io::stdout().lock();
+    for kind in &setup.kinds {
+        writeln!(
+            out,
+            "# {kind}: volley replaces DIR with a private temp directory and port 0 with a free loopback port; probe and load path {}",
+            setup.path
+        )?;
+        if let Some(l) = limits_line(&setup.limits) {
+            writeln!(out, "# limits: {l}")?;
+        }
+        match config::render(*kind, &settings, &placement) {
+            Some(text) => {
+                write!(out, "{text}")?;
+                let conf = dir.join(config::config_file_name(*kind));
+                let argv: Vec<String> = config::command_args(*kind, &dir, &conf)
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                writeln!(
+                    out,
+                    "# command: {} {}",
+                    kind.program().unwrap_or("?"),
+                    argv.join(" ")
+                )?;
+            }
+            None => writeln!(
+                out,
+                "# the built-in server takes no configuration file (and no worker count); volley runs:\nvolley serve --root {} --listen 127.0.0.1:0",
+                placement.docroot.display()
+            )?,
+        }
+        writeln!(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
+fn limits_line(l: &ResourceLimits) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(c) = &l.cpus {
+        parts.push(format!("CPUs {}", list(c)));
+    }
+    if let Some(q) = &l.cpu_quota {
+        parts.push(format!(
+            "quota {:.0}% of one CPU per {} ms",
+            q.share_of_one_cpu * 100.0,
+            q.period.as_millis()
+        ));
+    }
+    if let Some(m) = l.memory_max_bytes {
+        parts.push(format!("memory {} MiB", m >> 20));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Figures over the monitor's samples that its summary does not keep: peak processes and
+/// threads, and time-weighted mean context switches per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct TreeStats {
+    max_processes: u32,
+    max_threads: u64,
+    ctx_voluntary_per_s: f64,
+    ctx_involuntary_per_s: f64,
+}
+
+fn tree_stats(report: &MonitorReport) -> Option<TreeStats> {
+    let mut st = TreeStats::default();
+    let (mut weight_ms, mut vol, mut invol) = (0u64, 0.0, 0.0);
+    for s in &report.samples {
+        let Some(t) = &s.target else { continue };
+        st.max_processes = st.max_processes.max(t.processes);
+        st.max_threads = st.max_threads.max(t.threads);
+        vol += t.ctx_voluntary_per_s * s.interval_ms as f64;
+        invol += t.ctx_involuntary_per_s * s.interval_ms as f64;
+        weight_ms += s.interval_ms;
+    }
+    if weight_ms == 0 {
+        return None;
+    }
+    st.ctx_voluntary_per_s = vol / weight_ms as f64;
+    st.ctx_involuntary_per_s = invol / weight_ms as f64;
+    Some(st)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".to_string(), f)
+}
+
+/// Label/value rows of one column.
+type Rows = Vec<(String, String)>;
+
+/// The load's key figures (left) and the server's resources (right), as rows.
+fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
+    let s = &r.summary;
+    let h = headline(s);
+    let flag = if r.throttled() { "  (throttled!)" } else { "" };
+    let lat = |v: Option<f64>| opt(v, |x| format!("{x:.3} ms"));
+    let left = vec![
+        (
+            "requests/s".into(),
+            format!("{:.1}", s.throughput.requests_per_s),
+        ),
+        ("completed".into(), s.requests.completed.to_string()),
+        ("failed".into(), s.requests.failed.to_string()),
+        (
+            "transfer".into(),
+            format!("{:.1} KiB/s", s.bytes.transfer_kib_per_s),
+        ),
+        (
+            "latency".into(),
+            match s.model {
+                Model::Closed => "closed-loop service time".into(),
+                Model::Open { .. } => "response time (from intended)".into(),
+            },
+        ),
+        ("  p50".into(), lat(h.map(|l| l.p50_ms))),
+        (
+            "  p99".into(),
+            format!("{}{flag}", lat(h.map(|l| l.p99_ms))),
+        ),
+        ("  p99.9".into(), lat(h.map(|l| l.p999_ms))),
+        ("  max".into(), lat(h.map(|l| l.max_ms))),
+        (
+            "generator".into(),
+            s.generator.verdict.label.name().to_string(),
+        ),
+    ];
+    let m = r.monitor.as_ref().map(|m| &m.summary);
+    let ts = r.monitor.as_ref().and_then(tree_stats);
+    let mut right: Rows = vec![
+        (
+            "CPU user/sys".into(),
+            match m.and_then(|m| m.cpu_user_pct.zip(m.cpu_sys_pct)) {
+                Some((u, y)) => format!("{u:.1}% / {y:.1}%"),
+                None => "-".into(),
+            },
+        ),
+        (
+            "CPU-seconds".into(),
+            opt(m.and_then(|m| m.server_cpu_seconds), |v| {
+                format!("{v:.3} s")
+            }),
+        ),
+        (
+            "CPU-s/1000 req".into(),
+            opt(r.cpu_s_per_1000(), |v| format!("{v:.4} s")),
+        ),
+        (
+            "max RSS".into(),
+            match m.and_then(|m| m.max_rss_bytes) {
+                Some(b) => match m.and_then(|m| m.mem_pct) {
+                    Some(p) => format!("{} ({p:.2}% mem)", mib(b)),
+                    None => mib(b),
+                },
+                None => "-".into(),
+            },
+        ),
+        (
+            "procs/threads".into(),
+            ts.map_or("-".into(), |t| {
+                format!("{} / {}", t.max_processes, t.max_threads)
+            }),
+        ),
+        (
+            "ctx sw/s vol/inv".into(),
+            ts.map_or("-".into(), |t| {
+                format!(
+                    "{:.0} / {:.0}",
+                    t.ctx_voluntary_per_s, t.ctx_involuntary_per_s
+                )
+            }),
+        ),
+        (
+            "tx packets/s".into(),
+            opt(m.and_then(|m| m.tx_packets_per_s), |v| format!("{v:.0}")),
+        ),
+        (
+            "tx bytes/s".into(),
+            opt(m.and_then(|m| m.tx_bytes_per_s), |v| {
+                format!("{}/s", mib(v as u64))
+            }),
+        ),
+    ];
+    match r.throttling {
+        Some(t) => {
+            right.push((
+                "throttled".into(),
+                format!("{} of {} periods", t.nr_throttled, t.nr_periods),
+            ));
+            right.push((
+                "throttled time".into(),
+                format!("{:.1} ms", t.throttled_us as f64 / 1e3),
+            ));
+        }
+        None => right.push(("throttled".into(), "- (no CPU quota)".into())),
+    }
+    (left, right)
+}
+
+/// Two label/value columns next to each other.
+fn two_columns(
+    title_l: &str,
+    left: &[(String, String)],
+    title_r: &str,
+    right: &[(String, String)],
+) -> String {
+    let cell = |row: Option<&(String, String)>| match row {
+        Some((k, v)) => format!("{k:<18}{v}"),
+        None => String::new(),
+    };
+    let width = left
+        .iter()
+        .map(|r| cell(Some(r)).chars().count())
+        .chain([title_l.chars().count()])
+        .max()
+        .unwrap_or(0)
+        + 3;
+    let mut out = format!("{title_l:<width$}| {title_r}\n");
+    for i in 0..left.len().max(right.len()) {
+        let l = cell(left.get(i));
+        let r = cell(right.get(i));
+        let _ = writeln!(out, "{l:<width$}| {r}");
+    }
+    out
+}
+
+/// The full text for one target: bench's report, then load and server side by side.
+fn print_run(out: &mut dyn Write, r: &TargetRun) -> anyhow::Result<()> {
+    Text { spectrum: false }.export(std::slice::from_ref(&r.summary), None, out)?;
+    writeln!(out)?;
+    let (left, right) = side_by_side(r);
+    let mut title_r = format!(
+        "server: {} (pid {})",
+        r.record.version.as_deref().unwrap_or(r.kind.name()),
+        r.pid.map_or("-".into(), |p| p.to_string())
+    );
+    if let Some(l) = limits_line(&r.record.limits) {
+        title_r.push_str(&format!(", {l}"));
+    }
+    write!(out, "{}", two_columns("load", &left, &title_r, &right))?;
+    if r.throttled() {
+        writeln!(
+            out,
+            "note: the target was throttled by its CPU quota in {} period(s); p99 includes those stalls",
+            r.throttling.map_or(0, |t| t.nr_throttled)
+        )?;
+    }
+    if let Some(d) = &r.died {
+        writeln!(
+            out,
+            "FAILED: {} (pid {}) died during the run: {}\nlast log lines:\n{}",
+            d.kind, d.pid, d.exit_status, d.log_tail
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// One row per target: the figures the note compares.
+fn comparison_table(runs: &[TargetRun]) -> String {
+    let mut out = String::from("Comparison (same load against each target)\n");
+    let _ = writeln!(
+        out,
+        "{:<16} {:>11} {:>10} {:>15} {:>11} {:>10}  status",
+        "target", "req/s", "p99 ms", "CPU-s/1000 req", "max RSS MiB", "throttled"
+    );
+    for r in runs {
+        let rss = r
+            .monitor
+            .as_ref()
+            .and_then(|m| m.summary.max_rss_bytes)
+            .map_or("-".into(), |b| {
+                format!("{:.1}", b as f64 / (1u64 << 20) as f64)
+            });
+        let _ = writeln!(
+            out,
+            "{:<16} {:>11.1} {:>10.3} {:>15} {:>11} {:>10}  {}",
+            r.kind.name(),
+            r.summary.throughput.requests_per_s,
+            r.p99_ms(),
+            opt(r.cpu_s_per_1000(), |v| format!("{v:.4}")),
+            rss,
+            r.throttling
+                .map_or("-".into(), |t| t.nr_throttled.to_string()),
+            if r.died.is_some() {
+                "FAILED (died)"
+            } else {
+                "ok"
+            }
+        );
+    }
+    out
+}
+
+/// The JSON `targets` entry of one run (docs/bench-json.md, "Managed targets").
+fn target_json(r: &TargetRun, setup: &Setup) -> Value {
+    json!({
+        "kind": r.kind,
+        "pid": r.pid,
+        "status": if r.died.is_some() { "failed" } else { "ok" },
+        "died": r.died.as_ref().map(|d| json!({
+            "exit_status": d.exit_status,
+            "log_tail": d.log_tail,
+        })),
+        "record": r.record,
+        "volley_cpus": setup.volley_cpus,
+        "server_cpu_s_per_1000_requests": r.cpu_s_per_1000(),
+        "throttling": r.throttling.map(|t| json!({
+            "nr_periods": t.nr_periods,
+            "nr_throttled": t.nr_throttled,
+            "throttled_usec": t.throttled_us,
+        })),
+        "p99_throttled": r.throttled(),
+        "process_tree": r.monitor.as_ref().and_then(tree_stats).map(|t| json!({
+            "max_processes": t.max_processes,
+            "max_threads": t.max_threads,
+            "ctx_voluntary_per_s": t.ctx_voluntary_per_s,
+            "ctx_involuntary_per_s": t.ctx_involuntary_per_s,
+        })),
+        "monitor": r.monitor,
+        "leftover_cgroups": r.leftover_cgroups,
+    })
+}
+
+/// The bench JSON document with a `targets` array beside `runs` (same order).
+fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
+    let summaries: Vec<Summary> = runs.iter().map(|r| r.summary.clone()).collect();
+    let mut buf = Vec::new();
+    Json.export(&summaries, None, &mut buf)?;
+    let mut doc: Value = serde_json::from_slice(&buf).context("bench JSON")?;
+    doc["targets"] = Value::Array(runs.iter().map(|r| target_json(r, setup)).collect());
+    Ok(doc)
+}
+
+/// Writes `--json` / `--csv` after every target; JSON on stdout only at the end.
+fn write_files(
+    args: &BenchArgs,
+    setup: &Setup,
+    runs: &[TargetRun],
+    last: bool,
+) -> anyhow::Result<()> {
+    if let Some(j) = &args.json {
+        if j != "-" || last {
+            let text = serde_json::to_string_pretty(&json_document(runs, setup)?)? + "\n";
+            if j == "-" {
+                std::io::stdout().lock().write_all(text.as_bytes())?;
+            } else {
+                std::fs::write(j, text).with_context(|| format!("cannot write {j}"))?;
+            }
+        }
+    }
+    if let Some(p) = &args.csv {
+        let summaries: Vec<Summary> = runs.iter().map(|r| r.summary.clone()).collect();
+        let mut buf = Vec::new();
+        Csv.export(&summaries, None, &mut buf)?;
+        std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if args.csv_seconds.is_some() && last {
+        eprintln!("volley: --csv-seconds is not written with --target yet; the per-second series are in --json");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotas_parse_as_shares_of_one_cpu() {
+        assert_eq!(parse_quota("25%"), Ok(0.25));
+        assert_eq!(parse_quota("0.5"), Ok(0.5));
+        assert_eq!(parse_quota(" 150% "), Ok(1.5));
+        for bad in ["0", "0%", "-25%", "x", "%", "nan"] {
+            assert!(parse_quota(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn memory_sizes_use_binary_units() {
+        assert_eq!(parse_bytes("256M"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("2048k"), Ok(2 << 20));
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        for bad in ["", "M", "12X", "1K", "-1M", "99999999999999999999G"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cpu_lists_parse_and_check_the_cores_exist() {
+        assert_eq!(parse_cpus("0", 2), Ok(vec![0]));
+        assert_eq!(parse_cpus("1,0,1", 2), Ok(vec![0, 1]));
+        assert_eq!(parse_cpus("0-2", 4), Ok(vec![0, 1, 2]));
+        assert!(parse_cpus("2", 2).unwrap_err().contains("does not exist"));
+        for bad in ["", "a", "2-1", "0,,1"] {
+            assert!(parse_cpus(bad, 4).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_url_gives_its_path_and_query() {
+        assert_eq!(path_of("http://h:8/a/b?x=1#f").unwrap(), "/a/b?x=1");
+        assert_eq!(path_of("http://h").unwrap(), "/");
+        assert_eq!(path_of("http://h?q").unwrap(), "/?q");
+        assert_eq!(path_of("/700b.html").unwrap(), "/700b.html");
+        assert!(path_of("ftp://h/x").is_err());
+    }
+
+    #[test]
+    fn columns_line_up_and_keep_every_row() {
+        let l = vec![
+            ("a".to_string(), "1".to_string()),
+            ("bb".into(), "22".into()),
+        ];
+        let r = vec![("x".to_string(), "9".to_string())];
+        let t = two_columns("load", &l, "server", &r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let bars: Vec<usize> = lines.iter().map(|l| l.find('|').unwrap()).collect();
+        assert!(bars.iter().all(|&b| b == bars[0]), "{t}");
+        assert!(lines[1].ends_with("| x                 9"), "{t}");
+        assert!(lines[2].trim_end().ends_with('|'), "{t}");
+    }
+
+    #[test]
+    fn limits_are_described_only_when_set() {
+        assert_eq!(limits_line(&ResourceLimits::default()), None);
+        let l = ResourceLimits {
+            cpus: Some(vec![0]),
+            cpu_quota: Some(CpuQuota::of_one_cpu(0.25)),
+            memory_max_bytes: Some(256 << 20),
+        };
+        assert_eq!(
+            limits_line(&l).unwrap(),
+            "CPUs 0, quota 25% of one CPU per 100 ms, memory 256 MiB"
+        );
+    }
+}
