@@ -48,14 +48,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "h1" => Wire {
             tls,
             http: HttpVersion::Http1,
+            ..Wire::default()
         },
         "h2" => Wire {
             tls,
             http: HttpVersion::H2 { streams },
+            ..Wire::default()
         },
         "h2c" => Wire {
             tls: None,
             http: HttpVersion::H2 { streams },
+            ..Wire::default()
         },
         other => return Err(format!("unknown mode {other}").into()),
     };

@@ -12,6 +12,7 @@ use std::mem::MaybeUninit;
 
 use thiserror::Error;
 
+use crate::decode::SeenCoding;
 use crate::ErrorKind;
 
 /// Largest header block (status line, headers, final blank line) accepted; bigger is
@@ -134,6 +135,8 @@ pub struct ResponseReader {
     /// Bytes that arrived after the response was complete (pipelining is not used, so
     /// these are the server's error; the connection is then not reused).
     trailing_garbage: bool,
+    /// The final response's `Content-Encoding`, for `decode` to check.
+    content_encoding: SeenCoding,
 }
 
 impl Default for ResponseReader {
@@ -155,6 +158,7 @@ impl ResponseReader {
             line_bytes: 0,
             carry: Vec::new(),
             trailing_garbage: false,
+            content_encoding: SeenCoding::Identity,
         }
     }
 
@@ -171,6 +175,7 @@ impl ResponseReader {
         self.line_bytes = 0;
         self.carry.clear();
         self.trailing_garbage = false;
+        self.content_encoding = SeenCoding::Identity;
     }
 
     /// Whether any byte of the current response has arrived.
@@ -191,6 +196,11 @@ impl ResponseReader {
     /// Decoded body bytes so far.
     pub fn body_bytes(&self) -> u64 {
         self.body_bytes
+    }
+
+    /// The final response's `Content-Encoding` (identity until its head is parsed).
+    pub fn content_encoding(&self) -> SeenCoding {
+        self.content_encoding
     }
 
     /// Feeds the next bytes from the wire. `Ok(Some(..))` once the response is complete;
@@ -504,6 +514,8 @@ impl ResponseReader {
                 // Chunked must be the final coding for the body to be self-delimited.
                 let last = h.value.split(|&b| b == b',').next_back().map(trim);
                 chunked = last.is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
+            } else if h.name.eq_ignore_ascii_case("content-encoding") {
+                self.content_encoding = SeenCoding::from_header(h.value);
             } else if h.name.eq_ignore_ascii_case("content-length") {
                 for part in h.value.split(|&b| b == b',') {
                     let v = parse_decimal(trim(part)).ok_or(FrameError::BadContentLength)?;

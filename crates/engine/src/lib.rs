@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod conn;
+pub mod decode;
 mod error;
 mod h2worker;
 pub mod http1;
@@ -21,8 +22,11 @@ pub mod tls;
 mod worker;
 
 pub use config::*;
+pub use decode::{BodySpec, Coding};
 pub use error::EngineError;
 pub use live::{Live, LiveSnapshot};
 pub use run::{run, run_with, RunOutcome};
 pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
+/// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.
+pub use volley_tls;

@@ -154,6 +154,7 @@ where
             0
         }),
         abort: AtomicBool::new(false),
+        body: wire.body,
     };
     let results = std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(workers);

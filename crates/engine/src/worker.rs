@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::conn::Transport;
+use crate::decode::{BodyDecoder, BodySpec};
 use crate::http1::{FrameError, ResponseReader};
 use crate::pacer::{Pace, Pacer};
 use crate::timer::{ArrivalTimer, EARLY_WAKE_NS};
@@ -66,6 +67,8 @@ pub(crate) struct Shared<'a> {
     pub tickets: AtomicU64,
     /// Set by `run` when a later worker failed to start, so earlier ones stop.
     pub abort: AtomicBool,
+    /// Body checks (content coding, expected size or hash); inactive by default.
+    pub body: BodySpec,
 }
 
 impl Shared<'_> {
@@ -130,6 +133,8 @@ struct Conn<T> {
     /// Connecting without a request (opened ahead of demand, open loop).
     spare: bool,
     in_idle_list: bool,
+    /// Decodes and checks bodies when [`Shared::body`] is active (made on first use).
+    decode: Option<Box<BodyDecoder>>,
 }
 
 impl<T> Conn<T> {
@@ -150,6 +155,7 @@ impl<T> Conn<T> {
             retried: false,
             spare: false,
             in_idle_list: false,
+            decode: None,
         }
     }
 }
@@ -561,6 +567,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         c.first_byte_ns = 0;
         c.written = 0;
         c.reader.start(req.method == "HEAD");
+        if self.shared.body.is_active() {
+            let spec = self.shared.body;
+            c.decode
+                .get_or_insert_with(|| Box::new(BodyDecoder::new(spec)))
+                .start();
+        }
         if self.wants_body {
             self.body.clear();
         }
@@ -685,10 +697,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     if c.first_byte_ns == 0 {
                         c.first_byte_ns = now;
                     }
-                    let body = if self.wants_body {
-                        Some(&mut self.body)
-                    } else {
-                        None
+                    // With body checks on, the coded body goes to the decoder (the
+                    // source then gets no body).
+                    let body = match (c.decode.as_deref_mut(), self.wants_body) {
+                        (Some(d), _) => Some(d.input()),
+                        (None, true) => Some(&mut self.body),
+                        (None, false) => None,
                     };
                     match c.reader.push(&self.scratch[..n], body) {
                         Ok(Some(resp)) => {
@@ -697,7 +711,11 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                         // Incomplete: read again until WouldBlock. A short read is
                         // not proof of a drained socket here: a FIN queued with the
                         // data raised no separate edge, and would be missed.
-                        Ok(None) => {}
+                        Ok(None) => {
+                            if let Some(d) = c.decode.as_deref_mut() {
+                                d.drain(c.reader.content_encoding());
+                            }
+                        }
                         Err(e) => return self.fail_frame(slot, e, now),
                     }
                 }
@@ -726,8 +744,14 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             tls_handshake_ns: c.tls_handshake_ns,
             status,
             wire_bytes: c.reader.wire_bytes(),
-            body_bytes: c.reader.body_bytes(),
-            wire_body_bytes: c.reader.body_bytes(),
+            body_bytes: c
+                .decode
+                .as_ref()
+                .map_or(c.reader.body_bytes(), |d| d.decoded_bytes()),
+            wire_body_bytes: c
+                .decode
+                .as_ref()
+                .map_or(c.reader.body_bytes(), |d| d.wire_body_bytes()),
             error,
             request_index: c.req.as_ref().map_or(0, |r| r.index),
         }
@@ -748,7 +772,11 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
 
     fn complete(&mut self, slot: usize, status: u16, server_keep_alive: bool, now: u64) {
         let range = self.shared.cfg.accept_status;
-        let error = (!(range.min..=range.max).contains(&status)).then_some(ErrorKind::Status);
+        let mut error = (!(range.min..=range.max).contains(&status)).then_some(ErrorKind::Status);
+        let c = &mut self.conns[slot];
+        if let (None, Some(d)) = (error, c.decode.as_deref_mut()) {
+            error = d.finish(c.reader.content_encoding());
+        }
         self.record(slot, status, error, now);
         let c = &mut self.conns[slot];
         c.served += 1;

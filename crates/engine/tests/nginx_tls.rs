@@ -114,6 +114,7 @@ fn tls(paths: &certs::CertPaths, http: HttpVersion) -> Wire {
             server_name: "localhost".into(),
         }),
         http,
+        ..Wire::default()
     }
 }
 
@@ -173,6 +174,7 @@ fn https_http1_and_h2_closed_loop_against_nginx() {
     let wire = Wire {
         tls: None,
         http: HttpVersion::H2 { streams: 4 },
+        ..Wire::default()
     };
     let out = run_n(h2c, 1, 50, &wire);
     assert_all_ok(&out, 50, "h2c prior knowledge");

@@ -196,6 +196,7 @@ fn tls_wire(client: ClientTls, http: HttpVersion) -> Wire {
             server_name: "localhost".into(),
         }),
         http,
+        ..Wire::default()
     }
 }
 
@@ -350,6 +351,7 @@ fn broken_h2_frames_are_malformed_and_counted() {
     let wire = Wire {
         tls: None,
         http: HttpVersion::H2 { streams: 4 },
+        ..Wire::default()
     };
     let out = go(server.addr, 1, 6, true, &wire);
     let samples = all_samples(&out.sinks);
