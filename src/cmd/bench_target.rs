@@ -584,7 +584,9 @@ fn run_target(
     spec.docroot = Some(docroot.to_path_buf());
     spec.probe_path = setup.path.split('?').next().unwrap_or("/").to_string();
     spec.limits = setup.limits.clone();
-    let target = volley_targets::start(&spec).with_context(|| format!("cannot start {kind}"))?;
+    // The error's own message already names its OS cause; anyhow's chain would repeat it.
+    let target =
+        volley_targets::start(&spec).map_err(|e| anyhow::anyhow!("cannot start {kind}: {e}"))?;
     let quiet = args.quiet;
     if !quiet {
         eprintln!(
