@@ -16,8 +16,10 @@ pub mod recorder;
 pub mod repeat;
 pub mod resources;
 pub mod summary;
+pub mod wire;
 
 pub use error::MetricsError;
 pub use label::{Bound, Verdict};
 pub use recorder::{ClosedSecond, Counts, Metric, Recorder};
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
+pub use wire::{FirstRequest, H2Report, TlsReport, WireReport};

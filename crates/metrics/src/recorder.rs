@@ -183,6 +183,8 @@ pub(crate) struct RunTotals {
     /// Exact status codes 0..=599 (index = code; larger codes are folded into 599).
     pub status_codes: Box<[u64; 600]>,
     pub sent: u64,
+    /// Body bytes as they came over the wire (compressed when a coding was asked for).
+    pub wire_body_bytes: u64,
     pub first_sent_ns: u64,
     pub last_sent_ns: u64,
     pub first_intended_ns: u64,
@@ -196,6 +198,7 @@ impl Default for RunTotals {
             counts: Counts::default(),
             status_codes: Box::new([0; 600]),
             sent: 0,
+            wire_body_bytes: 0,
             first_sent_ns: u64::MAX,
             last_sent_ns: 0,
             first_intended_ns: u64::MAX,
@@ -225,6 +228,11 @@ pub struct Recorder {
     /// Whole-run histograms by [`Metric`] index, then ab's total (connect + service).
     pub(crate) run: [Hist; 5],
     pub(crate) run_total: Hist,
+    /// Whole-run only (not per second, so stored seconds keep their layout): the TLS
+    /// handshake of requests that opened a TLS connection, and body transfer
+    /// (done - first byte) of responses.
+    pub(crate) run_tls: Hist,
+    pub(crate) run_body: Hist,
     pub(crate) totals: RunTotals,
     /// Sends by second of `sent_ns`, and scheduled arrivals by second of `intended_ns`.
     pub(crate) sent_by_second: Vec<u64>,
@@ -264,6 +272,8 @@ impl Recorder {
             closed: Vec::new(),
             run: std::array::from_fn(|_| hist::new_hist()),
             run_total: hist::new_hist(),
+            run_tls: hist::new_hist(),
+            run_body: hist::new_hist(),
             totals: RunTotals::default(),
             sent_by_second: Vec::new(),
             scheduled_by_second: Vec::new(),
@@ -422,12 +432,15 @@ impl Recorder {
             hist::add(a, b)?;
         }
         hist::add(&mut self.run_total, &other.run_total)?;
+        hist::add(&mut self.run_tls, &other.run_tls)?;
+        hist::add(&mut self.run_body, &other.run_body)?;
         let (a, b) = (&mut self.totals, &other.totals);
         a.counts.add(&b.counts);
         for (x, y) in a.status_codes.iter_mut().zip(b.status_codes.iter()) {
             *x += y;
         }
         a.sent += b.sent;
+        a.wire_body_bytes += b.wire_body_bytes;
         a.first_sent_ns = a.first_sent_ns.min(b.first_sent_ns);
         a.last_sent_ns = a.last_sent_ns.max(b.last_sent_ns);
         a.first_intended_ns = a.first_intended_ns.min(b.first_intended_ns);
@@ -573,6 +586,7 @@ impl Sink for Recorder {
         t.counts.status_class[class] += 1;
         t.counts.wire_bytes += s.wire_bytes;
         t.counts.body_bytes += s.body_bytes;
+        t.wire_body_bytes += s.wire_body_bytes;
         t.status_codes[(s.status as usize).min(599)] += 1;
         t.first_intended_ns = t.first_intended_ns.min(s.intended_ns);
         t.last_intended_ns = t.last_intended_ns.max(s.intended_ns);
@@ -607,6 +621,15 @@ impl Sink for Recorder {
             }
             for h in [&mut self.live[3], &mut self.run[3]] {
                 hist::record_ns(h, s.connect_ns);
+            }
+            if s.tls_handshake_ns > 0 {
+                hist::record_ns(&mut self.run_tls, s.tls_handshake_ns);
+            }
+            if s.first_byte_ns != 0 {
+                hist::record_ns(
+                    &mut self.run_body,
+                    s.done_ns.saturating_sub(s.first_byte_ns),
+                );
             }
         }
     }

@@ -19,6 +19,7 @@
 use crate::hist::{self, Hist};
 use crate::label::{self, Bound, Check, Verdict};
 use crate::recorder::{Metric, Recorder};
+use crate::wire::{FirstRequest, WireReport};
 use crate::MetricsError;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -189,6 +190,11 @@ pub struct Bytes {
     pub body_total: u64,
     /// wire_total / 1024 / duration (ab's "Transfer rate", Kbytes/sec).
     pub transfer_kib_per_s: f64,
+    /// Body bytes as they came over the wire: still compressed when a content coding
+    /// was asked for, else equal to `body_total`.
+    pub wire_body_total: u64,
+    /// body_total / wire_body_total when they differ (compression), else `None`.
+    pub compression_ratio: Option<f64>,
 }
 
 /// Throughput figures.
@@ -333,6 +339,11 @@ pub struct Summary {
     pub stopped_early: bool,
     /// Things the reader must know (interruptions, censored values, server failures).
     pub notes: Vec<String>,
+    /// Protocol, TLS and HTTP/2 details, when the caller knows them (the CLI fills
+    /// this in after closing; `None` from [`crate::Recorder::close`]).
+    pub wire: Option<WireReport>,
+    /// The cold first request (`--first-request`), reported apart from the run.
+    pub first_request: Option<FirstRequest>,
 }
 
 fn ms(us: u64) -> f64 {
@@ -606,7 +617,7 @@ impl Recorder {
             ),
             (
                 Metric::Connect,
-                "TCP connect time of the request's connection (0 when reused)",
+                "time to a usable connection: TCP connect, plus the TLS handshake over TLS (0 when reused)",
             ),
             (
                 Metric::SendLag,
@@ -616,6 +627,19 @@ impl Recorder {
         for (m, d) in defs {
             latency.insert(m.name(), stats(&self.run[m as usize], d));
         }
+        if !self.run_tls.is_empty() {
+            latency.insert(
+                "tls_handshake",
+                stats(
+                    &self.run_tls,
+                    "TLS handshake of requests that opened a TLS connection (part of connect time)",
+                ),
+            );
+        }
+        latency.insert(
+            "body_transfer",
+            stats(&self.run_body, "body transfer = done - first response byte"),
+        );
 
         Ok(Summary {
             url: run.url.clone(),
@@ -641,6 +665,9 @@ impl Recorder {
                 wire_total: c.wire_bytes,
                 body_total: c.body_bytes,
                 transfer_kib_per_s: per_s(c.wire_bytes) / 1024.0,
+                wire_body_total: t.wire_body_bytes,
+                compression_ratio: (t.wire_body_bytes != c.body_bytes && t.wire_body_bytes > 0)
+                    .then(|| c.body_bytes as f64 / t.wire_body_bytes as f64),
             },
             throughput,
             rates,
@@ -670,6 +697,8 @@ impl Recorder {
             seconds,
             stopped_early: run.stopped_early,
             notes,
+            wire: None,
+            first_request: None,
         })
     }
 

@@ -5,7 +5,7 @@
 use super::Exporter;
 use crate::repeat::RepeatSummary;
 use crate::summary::TimesRow;
-use crate::{MetricsError, Model, Summary};
+use crate::{FirstRequest, MetricsError, Model, Summary, WireReport};
 use std::io::Write;
 
 /// The text exporter. `spectrum` prints wrk2's full percentile spectrum.
@@ -26,6 +26,63 @@ fn times_row(out: &mut dyn Write, name: &str, r: &TimesRow) -> std::io::Result<(
         out,
         "{name:<12}{:>9.2} {:>8.2} {:>7.2} {:>9.2} {:>9.2}",
         r.min_ms, r.mean_ms, r.sd_ms, r.median_ms, r.max_ms
+    )
+}
+
+/// Protocol lines: what the bytes travelled over and what went wrong at that level.
+fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
+    let mut line = format!("Protocol:               {}", w.protocol);
+    if let Some(c) = &w.compression {
+        line.push_str(&format!(", Accept-Encoding: {c}"));
+    }
+    writeln!(out, "{line}")?;
+    if let Some(t) = &w.tls {
+        let negotiated = match (&t.negotiated_version, &t.cipher_suite) {
+            (Some(v), Some(c)) => format!("{v} {c}"),
+            (Some(v), None) => v.clone(),
+            _ => "not negotiated".into(),
+        };
+        writeln!(
+            out,
+            "TLS:                    {negotiated}, ALPN {}, offered {}, resumption {}{}, {} full handshake(s)",
+            t.negotiated_alpn.as_deref().unwrap_or("none"),
+            t.versions_offered,
+            if t.resumption { "on" } else { "off" },
+            if t.insecure { ", certificate NOT checked (--insecure)" } else { "" },
+            t.full_handshakes
+        )?;
+        if !t.failures.is_empty() {
+            let parts: Vec<String> = t
+                .failures
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            writeln!(out, "TLS failures:           {}", parts.join(", "))?;
+        }
+    }
+    if let Some(h) = &w.h2 {
+        writeln!(
+            out,
+            "HTTP/2:                 {} GOAWAY, {} refused stream(s) retried, {} stream reset(s), {} connection error(s)",
+            h.goaways, h.refused_retries, h.stream_resets, h.connection_errors
+        )?;
+    }
+    Ok(())
+}
+
+/// The cold first request, apart from the run's figures.
+fn write_first(out: &mut dyn Write, f: &FirstRequest) -> std::io::Result<()> {
+    let ttfb = f
+        .ttfb_ms
+        .map_or_else(|| "none".to_string(), |t| format!("{t:.3} ms"));
+    let fate = match &f.error {
+        Some(e) => format!("failed: {e}"),
+        None => format!("status {}", f.status),
+    };
+    writeln!(
+        out,
+        "First request (cold, fresh connection, before the run): connect {:.3} ms (TLS {:.3} ms), TTFB {ttfb}, total {:.3} ms, {fate}",
+        f.connect_ms, f.tls_handshake_ms, f.total_ms
     )
 }
 
@@ -52,6 +109,12 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
         "Benchmarking {} {} ({model}, {} thread(s), {ka})",
         s.method, s.url, s.threads
     )?;
+    if let Some(w) = &s.wire {
+        write_wire(out, w)?;
+    }
+    if let Some(f) = &s.first_request {
+        write_first(out, f)?;
+    }
     writeln!(out)?;
     writeln!(out, "Concurrency Level:      {}", s.connections)?;
     writeln!(out, "Time taken for tests:   {:.3} seconds", s.duration_s)?;
@@ -78,6 +141,13 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
     }
     writeln!(out, "Total transferred:      {} bytes", s.bytes.wire_total)?;
     writeln!(out, "HTML transferred:       {} bytes", s.bytes.body_total)?;
+    if let Some(ratio) = s.bytes.compression_ratio {
+        writeln!(
+            out,
+            "Body on the wire:       {} bytes (decoded {} bytes, ratio {ratio:.2})",
+            s.bytes.wire_body_total, s.bytes.body_total
+        )?;
+    }
     writeln!(
         out,
         "Requests per second:    {:.2} [#/sec] (mean)",

@@ -1,0 +1,123 @@
+//! What a run's bytes travelled over, for the summary: protocol, TLS (versions,
+//! resumption, what the server agreed to, failures by cause), HTTP/2 events, and the
+//! cold first request (`volley bench --first-request`).
+//!
+//! Place in the flow: the CLI fills these from the engine's `RunOutcome` and its own
+//! pre-flight handshake after `Recorder::close`, so the recorder's hot path never sees
+//! them; exporters print them beside the latency tables.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Protocol stack of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireReport {
+    /// `http/1.1`, `h2` (over TLS, by ALPN) or `h2c` (prior knowledge, no TLS).
+    pub protocol: String,
+    /// TLS details; `None` over plain TCP.
+    pub tls: Option<TlsReport>,
+    /// HTTP/2 events; `None` over HTTP/1.1.
+    pub h2: Option<H2Report>,
+    /// The content coding asked for (`Accept-Encoding`), if any.
+    pub compression: Option<String>,
+}
+
+/// TLS as configured and as negotiated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TlsReport {
+    /// Versions offered: `1.2`, `1.3` or `any`.
+    pub versions_offered: String,
+    /// Session resumption allowed (later connections may skip the full handshake).
+    pub resumption: bool,
+    /// Server certificate not checked (`--insecure`).
+    pub insecure: bool,
+    /// Version negotiated by a pre-flight handshake (`TLSv1.3`...), if it succeeded.
+    pub negotiated_version: Option<String>,
+    /// ALPN protocol the server agreed to in that handshake.
+    pub negotiated_alpn: Option<String>,
+    /// Cipher suite of that handshake.
+    pub cipher_suite: Option<String>,
+    /// Full (not resumed) handshakes during the run: with resumption on, about one
+    /// per worker; with it off, one per connection.
+    pub full_handshakes: u64,
+    /// Failed handshakes or records by cause (`cert_expired`, `not_tls`,
+    /// `alpn_mismatch`...); each is also counted under the `tls` error kind.
+    pub failures: BTreeMap<String, u64>,
+}
+
+/// HTTP/2 connection and stream events of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct H2Report {
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Streams refused by the server (REFUSED_STREAM) and re-sent once.
+    pub refused_retries: u64,
+    /// Streams reset by the server otherwise (each a `reset` error).
+    pub stream_resets: u64,
+    /// Connections ended by a protocol error (each open stream a `malformed` error).
+    pub connection_errors: u64,
+}
+
+/// The first request of the invocation, on a fresh connection, before the run:
+/// seed 002's cold TTFB ("first of this run", not "first after the target started").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FirstRequest {
+    /// Time to a usable connection (TCP connect + TLS handshake), ms.
+    pub connect_ms: f64,
+    /// The TLS handshake part of `connect_ms`, ms (0 without TLS).
+    pub tls_handshake_ms: f64,
+    /// First response byte - sent, ms (`None` when no byte came back).
+    pub ttfb_ms: Option<f64>,
+    /// Connect + (done - sent), ms: what the first visitor waited.
+    pub total_ms: f64,
+    /// HTTP status (0 when none was read).
+    pub status: u16,
+    /// The error kind's name when it failed.
+    pub error: Option<String>,
+}
+
+impl FirstRequest {
+    /// From the four instants of one sample (ns) and its connect/handshake times.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_instants(
+        sent_ns: u64,
+        first_byte_ns: u64,
+        done_ns: u64,
+        connect_ns: u64,
+        tls_handshake_ns: u64,
+        status: u16,
+        error: Option<&str>,
+    ) -> FirstRequest {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        FirstRequest {
+            connect_ms: ms(connect_ns),
+            tls_handshake_ms: ms(tls_handshake_ns),
+            ttfb_ms: (first_byte_ns != 0).then(|| ms(first_byte_ns.saturating_sub(sent_ns))),
+            total_ms: ms(connect_ns.saturating_add(done_ns.saturating_sub(sent_ns))),
+            status,
+            error: error.map(str::to_string),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_request_times_come_from_the_instants() {
+        let f = FirstRequest::from_instants(
+            5_000_000, 7_000_000, 9_500_000, 3_000_000, 2_000_000, 200, None,
+        );
+        assert_eq!(f.connect_ms, 3.0);
+        assert_eq!(f.tls_handshake_ms, 2.0);
+        assert_eq!(f.ttfb_ms, Some(2.0));
+        assert_eq!(f.total_ms, 7.5);
+        let none = FirstRequest::from_instants(1, 0, 10, 0, 0, 0, Some("connect"));
+        assert_eq!(
+            (none.ttfb_ms, none.error.as_deref()),
+            (None, Some("connect"))
+        );
+    }
+}
