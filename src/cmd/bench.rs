@@ -23,6 +23,7 @@ use volley_engine::{
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{repeat, resources, Model, Recorder, RunInfo, Summary};
 
+use super::bench_wire::{self, ResolvedWire, WireArgs};
 use crate::exit::usage;
 
 /// Flags of `volley bench`, as typed. Numbers are kept as strings so that a bad value
@@ -104,6 +105,9 @@ pub struct Args {
     /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench_target.rs.
     #[command(flatten)]
     pub target: super::bench_target::TargetArgs,
+    /// TLS, HTTP/2, compression and first-request flags: src/cmd/bench_wire.rs.
+    #[command(flatten)]
+    pub wire: WireArgs,
 }
 
 /// What to run, resolved: no flag strings left.
@@ -117,11 +121,19 @@ struct Plan {
     csv: Option<PathBuf>,
     csv_seconds: Option<PathBuf>,
     quiet: bool,
+    /// TLS, HTTP version, body checks, first request.
+    wire: ResolvedWire,
+    /// The URL's host, for TLS failure messages.
+    host: String,
+    /// What a pre-flight TLS handshake agreed to (set by `run` before the runs).
+    negotiated: Option<bench_wire::Negotiated>,
 }
 
-/// Where to send requests: a parsed `http://` URL.
+/// Where to send requests: a parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {
+    /// `https://`.
+    tls: bool,
     host: String,
     port: u16,
     /// Path and query, always starting with '/'.
@@ -129,14 +141,14 @@ struct Target {
 }
 
 impl Target {
-    /// The Host header value: host, plus the port when it is not 80.
+    /// The Host header value: host, plus the port when it is not the scheme's default.
     fn host_header(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == self.default_port() {
             host
         } else {
             format!("{host}:{}", self.port)
@@ -144,15 +156,35 @@ impl Target {
     }
 }
 
-/// Parses `http://host[:port][/path]`. Errors are one-line usage messages.
+impl Target {
+    /// 443 for https://, 80 for http://.
+    fn default_port(&self) -> u16 {
+        if self.tls {
+            443
+        } else {
+            80
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// Parses `http[s]://host[:port][/path]`. Errors are one-line usage messages.
 fn parse_url(s: &str) -> Result<Target, String> {
     let lower = s.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(format!("TLS is not supported yet: {s} (use http://)"));
-    }
-    let Some(rest) = lower.strip_prefix("http://").map(|_| &s[7..]) else {
+    let (tls, rest) = if lower.starts_with("https://") {
+        (true, &s[8..])
+    } else if lower.starts_with("http://") {
+        (false, &s[7..])
+    } else {
         return Err(format!(
-            "invalid URL '{s}': expected http://host[:port]/path"
+            "invalid URL '{s}': expected http[s]://host[:port]/path"
         ));
     };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -175,6 +207,7 @@ fn parse_url(s: &str) -> Result<Target, String> {
         return Err(format!("invalid URL '{s}': missing or bad host"));
     }
     let port = match port {
+        None if tls => 443,
         None => 80,
         Some(p) => match p.parse::<u16>() {
             Ok(p) if p > 0 => p,
@@ -193,6 +226,7 @@ fn parse_url(s: &str) -> Result<Target, String> {
         return Err(format!("invalid URL '{s}': whitespace in path"));
     }
     Ok(Target {
+        tls,
         host: host.to_string(),
         port,
         path,
@@ -307,16 +341,19 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
     };
     if let Some(other) = entries
         .iter()
-        .find(|(t, _)| (&t.host, t.port) != (&first.host, first.port))
+        .find(|(t, _)| (t.tls, &t.host, t.port) != (first.tls, &first.host, first.port))
     {
         usage!(
-            "all URLs must share one host and port: {}:{} and {}:{}",
+            "all URLs must share one scheme, host and port: {}://{}:{} and {}://{}:{}",
+            first.scheme(),
             first.host,
             first.port,
+            other.0.scheme(),
             other.0.host,
             other.0.port
         );
     }
+    let wire = u!(bench_wire::resolve(&a.wire, first.tls, &first.host));
     let addr = match (first.host.as_str(), first.port).to_socket_addrs() {
         Ok(mut addrs) => match addrs.next() {
             Some(a) => a,
@@ -417,6 +454,15 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
             _ => usage!("-H expects 'Name: value', got '{h}'"),
         }
     }
+    if let Some(coding) = wire.accept_encoding() {
+        if headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("accept-encoding"))
+        {
+            usage!("--compressed sets Accept-Encoding itself: drop the -H 'Accept-Encoding: ...'");
+        }
+        headers.push(("Accept-Encoding".into(), coding.into()));
+    }
     let weighted = entries.iter().any(|(_, w)| w.is_some());
     let block = u!(parse_count("--block", a.block.as_deref().unwrap_or("1"), 1));
     let order = match a.order.as_deref() {
@@ -463,7 +509,8 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
 
     let url = a.url.clone().unwrap_or_else(|| {
         format!(
-            "http://{}{}",
+            "{}://{}{}",
+            first.scheme(),
             first.host_header(),
             if entries.len() > 1 {
                 "/*"
@@ -503,6 +550,9 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
         csv: a.csv,
         csv_seconds: a.csv_seconds,
         quiet: a.quiet,
+        wire,
+        host: first.host.clone(),
+        negotiated: None,
     })
 }
 
@@ -618,7 +668,7 @@ fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyho
         if show_progress {
             scope.spawn(|| progress(&live, &done, start));
         }
-        let r = volley_engine::run(&plan.cfg, Recorder::for_worker, &live);
+        let r = volley_engine::run_with(&plan.cfg, &plan.wire.wire, Recorder::for_worker, &live);
         done.store(true, Ordering::Relaxed);
         r
     })
@@ -675,8 +725,10 @@ fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyho
         cores: workers.min(cpus).max(1) as f64,
         notes,
     };
+    let wire_report = bench_wire::report(&plan.wire, &outcome, &plan.negotiated);
     let merged = Recorder::merge_all(outcome.sinks).context("cannot merge the workers' results")?;
     let mut summary = merged.close(&info).context("cannot summarise the run")?;
+    summary.wire = Some(wire_report);
     if let Some(line) = server_trouble(&summary) {
         summary.notes.push(line);
     }
@@ -735,11 +787,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     // --- end managed targets ---
-    let plan = resolve(args)?;
+    let mut plan = resolve(args)?;
     let addr = plan.cfg.addr;
     if let Some(why) = probe(addr) {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
     }
+    // The cold request goes first, before any other connection of this invocation.
+    let mut first = if plan.wire.first_request {
+        Some(
+            bench_wire::first_request(&plan.cfg, &plan.wire)
+                .context("cannot send the first request")?,
+        )
+    } else {
+        None
+    };
+    plan.negotiated = bench_wire::pre_flight(addr, &plan.wire);
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&plan.cfg.stop_flag);
@@ -764,15 +826,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let summary = run_once(&plan, &interrupted, show_progress)?;
+        let mut summary = run_once(&plan, &interrupted, show_progress)?;
+        summary.first_request = first.take();
         if summary.requests.ok == 0 {
-            let mut line = format!("no request succeeded: {}", describe_errors(&summary));
+            let mut line = format!(
+                "no request succeeded: {}",
+                bench_wire::explain_failures(&summary, describe_errors(&summary), &plan.host)
+            );
             if summary.errors["connect"] > 0 {
                 if let Some(why) = probe(addr) {
                     line.push_str(&format!(" ({why})"));
                 }
             }
-            if text_out && summary.requests.completed > summary.errors["connect"] {
+            // TLS failures, like connect errors, leave no response to show.
+            let no_response = summary.errors["connect"] + summary.errors["tls"];
+            if text_out && summary.requests.completed > no_response {
                 // Some responses came back (all rejected): show what they were.
                 let mut out = std::io::stdout().lock();
                 text.export(std::slice::from_ref(&summary), None, &mut out)?;
@@ -829,9 +897,12 @@ mod tests {
             (t.host.as_str(), t.port, t.host_header().as_str()),
             ("::1", 9, "[::1]:9")
         );
-        assert!(parse_url("https://x/")
-            .unwrap_err()
-            .contains("TLS is not supported yet"));
+        let t = parse_url("https://localhost/x").unwrap();
+        assert!(t.tls);
+        assert_eq!((t.port, t.host_header().as_str()), (443, "localhost"));
+        let t = parse_url("HTTPS://h:8443").unwrap();
+        assert_eq!((t.port, t.host_header().as_str()), (8443, "h:8443"));
+        assert_eq!(parse_url("http://h:443/").unwrap().host_header(), "h:443");
         for bad in [
             "ftp://x/",
             "x:80/",

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_target;
+pub mod bench_wire;
 pub mod compare;
 pub mod demo;
 pub mod fixtures;

@@ -672,7 +672,7 @@ impl Recorder {
             throughput,
             rates,
             connection_times: ConnectionTimes {
-                definitions: "Connect = TCP connect (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
+                definitions: "Connect = TCP connect, plus the TLS handshake over TLS (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
                 connect: row(&self.run[Metric::Connect as usize]),
                 processing: row(&self.run[Metric::Service as usize]),
                 waiting: row(&self.run[Metric::Ttfb as usize]),

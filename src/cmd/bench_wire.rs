@@ -1,0 +1,538 @@
+//! `volley bench`'s protocol flags: TLS (`https://` URLs), HTTP/2, compression, body
+//! checks and the cold first request.
+//!
+//! Pipeline: raw flags ([`WireArgs`], flattened into `bench::Args`) -> [`resolve`]
+//! (files checked, a TLS client config built once so a bad CA or key is a usage
+//! error, exit 2) -> [`ResolvedWire`] holding the engine's `Wire` -> after the run,
+//! [`report`] turns the engine's TLS/HTTP/2 counters and a pre-flight handshake into
+//! the summary's `WireReport`, and [`describe_tls_failures`] names the causes in the
+//! one-line error when nothing succeeded.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
+use volley_engine::{
+    BodySpec, Coding, ErrorKind, HttpVersion, Live, LoadConfig, LoadModel, RunOutcome, Sample,
+    Sink, StopCondition, TlsTarget, Wire,
+};
+use volley_metrics::{FirstRequest, H2Report, Summary, TlsReport, WireReport};
+
+/// Protocol flags of `volley bench`, as typed.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct WireArgs {
+    /// https:// only: do not check the server certificate (self-signed lab targets).
+    #[arg(long)]
+    pub insecure: bool,
+    /// https:// only: trust the CA certificates in this PEM file instead of the system store.
+    #[arg(long, value_name = "PEM")]
+    pub cacert: Option<PathBuf>,
+    /// https:// only: client certificate chain (PEM), for servers that ask for one.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The PEM private key of --cert.
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// TLS versions to offer: 1.2, 1.3 or any (default any).
+    #[arg(long = "tls-version")]
+    pub tls_version: Option<String>,
+    /// TLS session resumption: on (default, as browsers do: later connections of a
+    /// worker resume the first one's session) or off (every connection pays a full
+    /// handshake).
+    #[arg(long = "tls-resume")]
+    pub tls_resume: Option<String>,
+    /// HTTP/2: over https:// the server must agree to h2 by ALPN; over http:// it is
+    /// prior-knowledge h2c.
+    #[arg(long)]
+    pub h2: bool,
+    /// HTTP/2 streams per connection (default 1; needs --h2). A closed loop keeps
+    /// connections x streams requests outstanding.
+    #[arg(long, allow_hyphen_values = true)]
+    pub streams: Option<String>,
+    /// Ask for a content coding (br, gzip or zstd), check every response carries it
+    /// and decode it (HTTP/1.1 only). A response not encoded so is an encoding error.
+    #[arg(long)]
+    pub compressed: Option<String>,
+    /// Every decoded body must have this SHA-256 (64 hex digits); else a validation error.
+    #[arg(long = "expect-sha256", value_name = "HEX")]
+    pub expect_sha256: Option<String>,
+    /// Every decoded body must be this many bytes; else a validation error.
+    #[arg(long = "expect-size", value_name = "BYTES", allow_hyphen_values = true)]
+    pub expect_size: Option<String>,
+    /// Before the run, send one request on a fresh connection and report it alone
+    /// (connect, TLS, TTFB, total): the cold first request of this invocation.
+    #[arg(long = "first-request")]
+    pub first_request: bool,
+}
+
+/// The protocol part of a plan, resolved.
+#[derive(Debug, Clone)]
+pub struct ResolvedWire {
+    /// What the engine runs over.
+    pub wire: Wire,
+    /// Measure one cold request before the run.
+    pub first_request: bool,
+}
+
+impl ResolvedWire {
+    /// The `Accept-Encoding` header the requests must carry, if any.
+    pub fn accept_encoding(&self) -> Option<&'static str> {
+        self.wire.body.coding.map(Coding::token)
+    }
+
+    /// `http/1.1`, `h2` or `h2c`.
+    fn protocol(&self) -> &'static str {
+        match (self.wire.http, self.wire.tls.is_some()) {
+            (HttpVersion::Http1, _) => "http/1.1",
+            (HttpVersion::H2 { .. }, true) => "h2",
+            (HttpVersion::H2 { .. }, false) => "h2c",
+        }
+    }
+}
+
+/// Checks the flags against the URL's scheme and builds the engine's [`Wire`].
+/// `tls` is whether the URL is https://, `host` its host (the TLS server name).
+/// Errors are one-line usage messages.
+pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, String> {
+    if !tls {
+        let tls_only = [
+            ("--insecure", a.insecure),
+            ("--cacert", a.cacert.is_some()),
+            ("--cert", a.cert.is_some()),
+            ("--tls-version", a.tls_version.is_some()),
+            ("--tls-resume", a.tls_resume.is_some()),
+        ];
+        if let Some((flag, _)) = tls_only.iter().find(|(_, given)| *given) {
+            return Err(format!("{flag} needs an https:// URL"));
+        }
+    }
+    let streams = match &a.streams {
+        None => 1,
+        Some(_) if !a.h2 => return Err("--streams needs --h2".into()),
+        Some(s) => match s.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => return Err(format!("--streams must be a whole number >= 1, got '{s}'")),
+        },
+    };
+    let http = if a.h2 {
+        HttpVersion::H2 { streams }
+    } else {
+        HttpVersion::Http1
+    };
+    let coding = match a.compressed.as_deref() {
+        None => None,
+        Some(c) => match Coding::parse(c) {
+            Some(coding) => Some(coding),
+            None => return Err(format!("--compressed must be br, gzip or zstd, got '{c}'")),
+        },
+    };
+    if a.h2 && (coding.is_some() || a.expect_size.is_some() || a.expect_sha256.is_some()) {
+        return Err(
+            "--compressed, --expect-size and --expect-sha256 work over HTTP/1.1 only for now (drop --h2)"
+                .into(),
+        );
+    }
+    let expect_size = match &a.expect_size {
+        None => None,
+        Some(s) => match s.trim().parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(format!(
+                    "--expect-size must be a number of bytes, got '{s}'"
+                ))
+            }
+        },
+    };
+    let expect_sha256 = match &a.expect_sha256 {
+        None => None,
+        Some(h) => match volley_engine::decode::parse_sha256(h) {
+            Some(d) => Some(d),
+            None => return Err(format!("--expect-sha256 must be 64 hex digits, got '{h}'")),
+        },
+    };
+    let tls = if tls {
+        let versions: VersionPolicy = match a.tls_version.as_deref() {
+            None => VersionPolicy::Any,
+            Some(v) => v.parse().map_err(|e| format!("--tls-version: {e}"))?,
+        };
+        let resumption = match a.tls_resume.as_deref().map(str::trim) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(format!("--tls-resume must be on or off, got '{other}'")),
+        };
+        let client = ClientTls {
+            versions,
+            insecure: a.insecure,
+            ca_file: a.cacert.clone(),
+            client_cert: a.cert.clone().zip(a.key.clone()),
+            resumption,
+            ..ClientTls::default()
+        };
+        // Built once here so an unreadable CA, a bad key or a bad host name is the
+        // user's to fix before anything runs; the engine builds its own per worker.
+        client.client_config().map_err(|e| e.to_string())?;
+        volley_tls::server_name(host).map_err(|e| e.to_string())?;
+        Some(TlsTarget {
+            client,
+            server_name: host.to_string(),
+        })
+    } else {
+        None
+    };
+    Ok(ResolvedWire {
+        wire: Wire {
+            tls,
+            http,
+            body: BodySpec {
+                coding,
+                expect_size,
+                expect_sha256,
+            },
+        },
+        first_request: a.first_request,
+    })
+}
+
+/// What one pre-flight handshake negotiated: (version, ALPN, cipher suite).
+pub type Negotiated = (Option<String>, Option<String>, Option<String>);
+
+/// One blocking TLS handshake on its own connection, for the run info: the engine
+/// counts failures but does not report what a successful session agreed to. Its own
+/// client config, so it leaves nothing in the workers' session caches. `None` when it
+/// fails (the run itself counts and names the failures).
+fn negotiate(addr: SocketAddr, wire: &ResolvedWire) -> Option<Negotiated> {
+    let t = wire.wire.tls.as_ref()?;
+    let mut client = t.client.clone();
+    client.alpn = match wire.wire.http {
+        HttpVersion::H2 { .. } => vec![volley_tls::ALPN_H2.into()],
+        HttpVersion::Http1 => vec![volley_tls::ALPN_HTTP11.into()],
+    };
+    let config = client.client_config().ok()?;
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    tcp.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut stream = TlsStream::new(TlsSession::new(config, &t.server_name).ok()?, tcp);
+    if !stream.handshake().ok()? {
+        return None;
+    }
+    let s = stream.session();
+    let out = (
+        s.protocol_version().map(|v| v.name().to_string()),
+        s.negotiated_alpn()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        s.cipher_suite().map(str::to_string),
+    );
+    let _ = stream.flush();
+    Some(out)
+}
+
+/// The summary's protocol section from the run's outcome; `negotiated` from
+/// [`pre_flight`].
+pub fn report<S>(
+    wire: &ResolvedWire,
+    outcome: &RunOutcome<S>,
+    negotiated: &Option<Negotiated>,
+) -> WireReport {
+    let tls = wire.wire.tls.as_ref().map(|t| {
+        let (version, alpn, cipher) = negotiated.clone().unwrap_or_default();
+        TlsReport {
+            versions_offered: t.client.versions.to_string(),
+            resumption: t.client.resumption,
+            insecure: t.client.insecure,
+            negotiated_version: version,
+            negotiated_alpn: alpn,
+            cipher_suite: cipher,
+            full_handshakes: outcome.tls_full_handshakes,
+            failures: outcome
+                .tls_failures
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        }
+    });
+    let h2 = matches!(wire.wire.http, HttpVersion::H2 { .. }).then_some(H2Report {
+        goaways: outcome.h2.goaways,
+        refused_retries: outcome.h2.refused_retries,
+        stream_resets: outcome.h2.stream_resets,
+        connection_errors: outcome.h2.connection_errors,
+    });
+    WireReport {
+        protocol: wire.protocol().to_string(),
+        tls,
+        h2,
+        compression: wire.accept_encoding().map(str::to_string),
+    }
+}
+
+/// The handshake the run info reports, done before the run (after the cold first
+/// request, so that one stays the first this invocation sends).
+pub fn pre_flight(addr: SocketAddr, wire: &ResolvedWire) -> Option<Negotiated> {
+    negotiate(addr, wire)
+}
+
+/// What each TLS failure class means, in the words of the one-line error.
+fn cause(class: &str, host: &str) -> String {
+    match class {
+        "cert_expired" => "certificate expired".into(),
+        "unknown_issuer" => "certificate issuer not trusted: pass its CA with --cacert".into(),
+        "wrong_host" => format!("certificate not valid for {host}"),
+        "self_signed" => {
+            "self-signed certificate not trusted: --cacert it or use --insecure".into()
+        }
+        "not_tls" => "the server did not answer with TLS: plain HTTP on an https:// URL?".into(),
+        "alpn_mismatch" => {
+            "the server did not agree to the protocol by ALPN (h2 not offered?)".into()
+        }
+        "alert" => "the server sent a fatal TLS alert".into(),
+        other => format!("TLS error ({other})"),
+    }
+}
+
+/// "100 TLS failures (certificate expired)" from the causes counted, or `None`.
+pub fn describe_tls_failures(failures: &BTreeMap<String, u64>, host: &str) -> Option<String> {
+    let total: u64 = failures.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let causes: Vec<String> = failures
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, n)| {
+            if failures.len() == 1 {
+                cause(k, host)
+            } else {
+                format!("{n}: {}", cause(k, host))
+            }
+        })
+        .collect();
+    Some(format!(
+        "{total} TLS failure{} ({})",
+        if total == 1 { "" } else { "s" },
+        causes.join("; ")
+    ))
+}
+
+/// The one-line account of a run where nothing succeeded: `errors` (from the error
+/// counts) with the TLS causes named, or what an encoding or validation error means.
+pub fn explain_failures(s: &Summary, errors: String, host: &str) -> String {
+    let count = |k: ErrorKind| s.errors.get(k.name()).copied().unwrap_or(0);
+    let tls = s
+        .wire
+        .as_ref()
+        .and_then(|w| w.tls.as_ref())
+        .and_then(|t| describe_tls_failures(&t.failures, host));
+    let mut line = match tls {
+        // Only TLS failures: name them instead of "100 tls errors".
+        Some(t) if count(ErrorKind::Tls) == s.requests.failed => t,
+        Some(t) => format!("{errors}; {t}"),
+        None => errors,
+    };
+    if count(ErrorKind::Encoding) > 0 {
+        let coding = s
+            .wire
+            .as_ref()
+            .and_then(|w| w.compression.as_deref())
+            .unwrap_or("the asked");
+        line.push_str(&format!(
+            " (encoding: the response was not {coding}-encoded as asked, or did not decode)"
+        ));
+    }
+    if count(ErrorKind::Validation) > 0 {
+        line.push_str(
+            " (validation: the decoded body did not match --expect-size/--expect-sha256)",
+        );
+    }
+    line
+}
+
+/// Keeps the one sample of the cold first request.
+#[derive(Debug, Default)]
+struct OneSample(Option<Sample>);
+
+impl Sink for OneSample {
+    fn record(&mut self, sample: &Sample) {
+        self.0.get_or_insert(*sample);
+    }
+}
+
+/// Sends one request on a fresh connection (one worker, one connection, no reuse)
+/// with the run's own requests and protocol, and reports its times.
+pub fn first_request(cfg: &LoadConfig, wire: &ResolvedWire) -> anyhow::Result<FirstRequest> {
+    let one = LoadConfig {
+        threads: 1,
+        connections: 1,
+        max_connections: 1,
+        keep_alive: false,
+        model: LoadModel::Closed,
+        stop: StopCondition {
+            requests: Some(1),
+            duration: Some(cfg.timeout + cfg.connect_timeout),
+        },
+        stop_flag: Arc::new(AtomicBool::new(false)),
+        ..cfg.clone()
+    };
+    let out = volley_engine::run_with(&one, &wire.wire, |_| OneSample::default(), &Live::new())?;
+    let sample = out.sinks.into_iter().find_map(|s| s.0);
+    Ok(match sample {
+        Some(s) => FirstRequest::from_instants(
+            s.sent_ns,
+            s.first_byte_ns,
+            s.done_ns,
+            s.connect_ns,
+            s.tls_handshake_ns,
+            s.status,
+            s.error.map(ErrorKind::name),
+        ),
+        None => FirstRequest::from_instants(0, 0, 0, 0, 0, 0, Some(ErrorKind::InFlight.name())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> WireArgs {
+        WireArgs::default()
+    }
+
+    #[test]
+    fn tls_flags_need_https_and_h2_options_need_h2() {
+        let a = WireArgs {
+            insecure: true,
+            ..args()
+        };
+        assert!(resolve(&a, false, "h")
+            .unwrap_err()
+            .contains("--insecure needs an https://"));
+        let a = WireArgs {
+            streams: Some("4".into()),
+            ..args()
+        };
+        assert!(resolve(&a, false, "h")
+            .unwrap_err()
+            .contains("--streams needs --h2"));
+        for bad in ["0", "-1", "x"] {
+            let a = WireArgs {
+                h2: true,
+                streams: Some(bad.into()),
+                ..args()
+            };
+            assert!(resolve(&a, false, "h").is_err(), "{bad}");
+        }
+        let a = WireArgs {
+            h2: true,
+            compressed: Some("gzip".into()),
+            ..args()
+        };
+        assert!(resolve(&a, false, "h")
+            .unwrap_err()
+            .contains("HTTP/1.1 only"));
+    }
+
+    #[test]
+    fn h2_without_tls_is_h2c_and_codings_parse() {
+        let a = WireArgs {
+            h2: true,
+            streams: Some("8".into()),
+            ..args()
+        };
+        let w = resolve(&a, false, "127.0.0.1").unwrap();
+        assert_eq!(w.wire.http, HttpVersion::H2 { streams: 8 });
+        assert_eq!(w.protocol(), "h2c");
+        let a = WireArgs {
+            compressed: Some("BR".into()),
+            expect_size: Some("700".into()),
+            ..args()
+        };
+        let w = resolve(&a, false, "h").unwrap();
+        assert_eq!(w.accept_encoding(), Some("br"));
+        assert_eq!(w.wire.body.expect_size, Some(700));
+        for (flag, a) in [
+            (
+                "--compressed",
+                WireArgs {
+                    compressed: Some("lzma".into()),
+                    ..args()
+                },
+            ),
+            (
+                "--expect-size",
+                WireArgs {
+                    expect_size: Some("-3".into()),
+                    ..args()
+                },
+            ),
+            (
+                "--expect-sha256",
+                WireArgs {
+                    expect_sha256: Some("beef".into()),
+                    ..args()
+                },
+            ),
+        ] {
+            assert!(
+                resolve(&a, false, "h").unwrap_err().contains(flag),
+                "{flag}"
+            );
+        }
+    }
+
+    #[test]
+    fn tls_options_resolve_and_bad_files_are_usage_errors() {
+        let a = WireArgs {
+            insecure: true,
+            tls_version: Some("1.3".into()),
+            tls_resume: Some("off".into()),
+            ..args()
+        };
+        let w = resolve(&a, true, "localhost").unwrap();
+        let t = w.wire.tls.as_ref().unwrap();
+        assert_eq!(t.client.versions, VersionPolicy::Tls13);
+        assert!(!t.client.resumption && t.client.insecure);
+        assert_eq!(w.protocol(), "http/1.1");
+        let a = WireArgs {
+            tls_resume: Some("maybe".into()),
+            insecure: true,
+            ..args()
+        };
+        assert!(resolve(&a, true, "h").unwrap_err().contains("on or off"));
+        let a = WireArgs {
+            tls_version: Some("1.1".into()),
+            insecure: true,
+            ..args()
+        };
+        assert!(resolve(&a, true, "h")
+            .unwrap_err()
+            .contains("--tls-version"));
+        let a = WireArgs {
+            cacert: Some("/nonexistent/ca.pem".into()),
+            ..args()
+        };
+        assert!(resolve(&a, true, "h")
+            .unwrap_err()
+            .contains("/nonexistent/ca.pem"));
+    }
+
+    #[test]
+    fn tls_failures_are_named() {
+        let mut f = BTreeMap::new();
+        assert_eq!(describe_tls_failures(&f, "h"), None);
+        f.insert("cert_expired".to_string(), 100);
+        assert_eq!(
+            describe_tls_failures(&f, "h").unwrap(),
+            "100 TLS failures (certificate expired)"
+        );
+        f.insert("wrong_host".to_string(), 1);
+        let line = describe_tls_failures(&f, "example.test").unwrap();
+        assert!(line.starts_with("101 TLS failures"), "{line}");
+        assert!(
+            line.contains("1: certificate not valid for example.test"),
+            "{line}"
+        );
+    }
+}
