@@ -407,6 +407,8 @@ struct TargetRun {
     died: Option<TargetDied>,
     /// Cgroup directories that could not be removed at stop (normally none).
     leftover_cgroups: Vec<PathBuf>,
+    /// Ctrl-C ended the load early.
+    interrupted: bool,
 }
 
 impl TargetRun {
@@ -422,6 +424,15 @@ impl TargetRun {
             .summary
             .cpu_ms_per_1000_requests(self.requests())?;
         Some(ms / 1000.0)
+    }
+
+    /// `ok`, `failed` (the server died) or `interrupted` (Ctrl-C).
+    fn status(&self) -> &'static str {
+        match (&self.died, self.interrupted) {
+            (Some(_), _) => "failed",
+            (None, true) => "interrupted",
+            (None, false) => "ok",
+        }
     }
 
     fn throttled(&self) -> bool {
@@ -534,6 +545,15 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
                             "{} died during the run ({}); the run is marked failed",
                             d.kind,
                             d.exit_status
+                        ));
+                        break;
+                    }
+                }
+                let last = runs.last().map(|r| (r.kind, r.summary.requests.ok));
+                if let Some((kind, 0)) = last {
+                    if !interrupted.load(Ordering::Relaxed) {
+                        failure = Some(anyhow::anyhow!(
+                            "no request to {kind} succeeded; the run is marked failed"
                         ));
                         break;
                     }
@@ -671,6 +691,7 @@ fn run_target(
         throttling,
         died,
         leftover_cgroups,
+        interrupted: ctl.interrupted.load(Ordering::Relaxed),
     })
 }
 
@@ -992,11 +1013,7 @@ fn comparison_table(runs: &[TargetRun]) -> String {
             rss,
             r.throttling
                 .map_or("-".into(), |t| t.nr_throttled.to_string()),
-            if r.died.is_some() {
-                "FAILED (died)"
-            } else {
-                "ok"
-            }
+            r.status()
         );
     }
     out
@@ -1007,7 +1024,7 @@ fn target_json(r: &TargetRun, setup: &Setup) -> Value {
     json!({
         "kind": r.kind,
         "pid": r.pid,
-        "status": if r.died.is_some() { "failed" } else { "ok" },
+        "status": r.status(),
         "died": r.died.as_ref().map(|d| json!({
             "exit_status": d.exit_status,
             "log_tail": d.log_tail,
