@@ -427,9 +427,11 @@ mod tests {
         zstd::stream::encode_all(data, 3).unwrap()
     }
 
-    /// Hand-made Brotli streams: an empty one, and "hi" as one uncompressed meta-block
-    /// (no encoder is a dependency of the engine).
+    /// Hand-made Brotli streams (no encoder is a dependency of the engine): an empty
+    /// one, and "hello" as one uncompressed meta-block (WBITS 16; MNIBBLES 4,
+    /// MLEN-1 = 4, ISUNCOMPRESSED; padding) then an empty last meta-block.
     const BR_EMPTY: &[u8] = &[0x06];
+    const BR_HELLO: &[u8] = b"\x40\x00\x10hello\x03";
 
     fn text() -> Vec<u8> {
         (0..20_000u32)
@@ -475,6 +477,23 @@ mod tests {
         }
         let (v, decoded, _) = run(spec(Coding::Br), SeenCoding::Known(Coding::Br), BR_EMPTY, 1);
         assert_eq!((v, decoded), (None, 0));
+        for step in [1, 3, BR_HELLO.len()] {
+            let (v, decoded, wire) = run(
+                spec(Coding::Br),
+                SeenCoding::Known(Coding::Br),
+                BR_HELLO,
+                step,
+            );
+            assert_eq!((v, decoded, wire), (None, 5, 9), "br step {step}");
+        }
+        // Cut before its last meta-block: truncated.
+        let (v, _, _) = run(
+            spec(Coding::Br),
+            SeenCoding::Known(Coding::Br),
+            &BR_HELLO[..BR_HELLO.len() - 1],
+            4,
+        );
+        assert_eq!(v, Some(ErrorKind::Encoding), "br truncated");
     }
 
     #[test]
