@@ -32,6 +32,11 @@ pub struct StepOutcome {
     pub sustainable: Option<bool>,
     /// server-bound, generator-bound or inconclusive.
     pub label: &'static str,
+    /// Cold-start steps: TTFB of the first request after the target started (validated
+    /// answers only).
+    pub cold_ttfb_ms: Option<f64>,
+    /// Median TTFB of the step's measured (warm) requests.
+    pub warm_ttfb_ms: Option<f64>,
 }
 
 impl StepOutcome {
@@ -202,9 +207,20 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
         let rps: Vec<f64> = server.iter().map(|s| s.rps).collect();
         let p99: Vec<f64> = server.iter().map(|s| s.p99_ms).collect();
         let errors: u64 = server.iter().map(|s| s.errors).sum();
+        let cold: Vec<f64> = server.iter().filter_map(|s| s.cold_ttfb_ms).collect();
+        let warm: Vec<f64> = server.iter().filter_map(|s| s.warm_ttfb_ms).collect();
+        let ttfb = if cold.is_empty() || warm.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", TTFB cold {} ms vs warm p50 {} ms",
+                ci_text(&cold, 2),
+                ci_text(&warm, 3)
+            )
+        };
         let _ = writeln!(
             out,
-            "{label:<28} {wname:<10} {point:<18} {} req/s, p99 {} ms ({} run{}{}{})",
+            "{label:<28} {wname:<10} {point:<18} {} req/s, p99 {} ms{ttfb} ({} run{}{}{})",
             ci_text(&rps, 0),
             ci_text(&p99, 2),
             server.len(),
@@ -343,6 +359,8 @@ duration = "3s"
             errors: 0,
             sustainable: ok,
             label,
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
         }
     }
 

@@ -71,6 +71,44 @@ pub struct Load {
     pub keepalive: bool,
     /// Schedule seed.
     pub seed: u64,
+    /// TLS, HTTP version and compression.
+    pub wire: WireDef,
+}
+
+/// Compressed bodies asked of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `br` (Brotli).
+    Br,
+    /// `gzip`.
+    Gzip,
+}
+
+impl Encoding {
+    /// The `Accept-Encoding` / `Content-Encoding` token.
+    pub fn token(self) -> &'static str {
+        match self {
+            Encoding::Br => "br",
+            Encoding::Gzip => "gzip",
+        }
+    }
+}
+
+/// How the bytes travel: the study file's `tls`, `http2`, `streams`, `compressed` and
+/// `insecure` keys, resolved. Mapped to the engine's `Wire` per step and to the managed
+/// targets' TLS / HTTP/2 / compression settings at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireDef {
+    /// HTTPS.
+    pub tls: bool,
+    /// HTTP/2 with this many streams per connection; `None`: HTTP/1.1.
+    pub h2_streams: Option<u32>,
+    /// Accept-Encoding sent. The engine does not decode bodies yet: it counts wire bytes
+    /// (what a compressed answer costs on the network) and the targets' start-up probe
+    /// checks the encoding is really applied and decodes to the file.
+    pub compressed: Option<Encoding>,
+    /// Accept any certificate.
+    pub insecure: bool,
 }
 
 /// A request mix, resolved.
@@ -90,6 +128,9 @@ pub struct Workload {
     pub body: Option<Vec<u8>>,
     /// Load model.
     pub load: Load,
+    /// Cold vs warm TTFB: every step starts its target afresh and times the first request
+    /// on its own.
+    pub cold_start: bool,
 }
 
 /// One point: an instance, a workload and the values of the load axes.
@@ -164,6 +205,19 @@ pub struct SearchPlan {
     pub opts: volley_analysis::knee::SearchOpts,
 }
 
+/// What managed targets are started to serve (from the workloads' wire keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Serve {
+    /// HTTPS with a throw-away CA the load trusts.
+    pub tls: bool,
+    /// Offer HTTP/2 by ALPN (only over TLS: h2c is for external targets).
+    pub http2: bool,
+    /// Compress with Brotli (quality 11, as seed 002).
+    pub brotli: bool,
+    /// Compress with gzip (level 6).
+    pub gzip: bool,
+}
+
 /// A resolved study.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -191,6 +245,8 @@ pub struct Plan {
     pub docroot: Docroot,
     /// Search settings (search mode).
     pub search: Option<SearchPlan>,
+    /// What managed targets serve.
+    pub serve: Serve,
     /// The axis with more than one value that best describes the study (`rate`,
     /// `concurrency`, `cpu_quota`, `cores`, `keepalive`, `workload`, `target` or `none`).
     pub axis: &'static str,
@@ -258,15 +314,29 @@ impl Plan {
             .collect();
         let _ = writeln!(out, "targets: {}", names.join(", "));
         for w in &self.workloads {
+            let wire = &w.load.wire;
             let _ = writeln!(
                 out,
-                "workload {}: {} {} ({} loop, {} thread(s), timeout {:?})",
+                "workload {}: {} {} ({} loop, {} thread(s), timeout {:?}, {}{}{}{})",
                 w.name,
                 w.method,
                 w.paths.join(" "),
                 if w.load.open { "open" } else { "closed" },
                 w.load.threads,
-                w.load.timeout
+                w.load.timeout,
+                if wire.tls { "HTTPS " } else { "" },
+                match wire.h2_streams {
+                    Some(n) => format!("HTTP/2 x{n} streams"),
+                    None => "HTTP/1.1".to_string(),
+                },
+                wire.compressed
+                    .map(|e| format!(", Accept-Encoding {} (wire bytes counted; bodies not decoded by the engine)", e.token()))
+                    .unwrap_or_default(),
+                if w.cold_start {
+                    ", cold start: target restarted per step, first request timed alone"
+                } else {
+                    ""
+                }
             );
         }
         let t = &self.timing;
@@ -409,7 +479,31 @@ fn resolve_load(text: &str, d: &LoadDef) -> Result<Load, StudyError> {
             "load.concurrency and load.threads must be at least 1",
         ));
     }
+    let compressed = match d.compressed.as_deref() {
+        None => None,
+        Some("br") => Some(Encoding::Br),
+        Some("gzip") => Some(Encoding::Gzip),
+        Some(other) => {
+            return Err(invalid(format!(
+                "load.compressed must be \"br\" or \"gzip\", got \"{other}\""
+            )))
+        }
+    };
+    let streams = d.streams.unwrap_or(1);
+    if streams == 0 {
+        return Err(invalid("load.streams must be at least 1"));
+    }
+    if d.streams.is_some() && d.http2 != Some(true) {
+        return Err(invalid("load.streams needs http2 = true"));
+    }
+    let wire = WireDef {
+        tls: d.tls.unwrap_or(false),
+        h2_streams: (d.http2 == Some(true)).then_some(streams),
+        compressed,
+        insecure: d.insecure.unwrap_or(false),
+    };
     Ok(Load {
+        wire,
         open,
         concurrency,
         rate: d.rate,
@@ -575,6 +669,15 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             .method
             .clone()
             .unwrap_or_else(|| if body.is_some() { "POST" } else { "GET" }.into());
+        let mut headers = headers;
+        if let Some(e) = load.wire.compressed {
+            if !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("accept-encoding"))
+            {
+                headers.push(("Accept-Encoding".into(), e.token().into()));
+            }
+        }
         workloads.push(Workload {
             name: w.name.clone(),
             method,
@@ -583,7 +686,22 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             headers,
             body,
             load,
+            cold_start: w.cold_start.unwrap_or(false),
         });
+    }
+    let serve = serve_of(&workloads)?;
+    if workloads.iter().any(|w| w.cold_start) {
+        if file.mode == Mode::Search {
+            return Err(invalid(
+                "cold_start workloads cannot be searched (each step restarts its target)",
+            ));
+        }
+        if let Some(t) = targets.iter().find(|t| t.kind == TargetKind::External) {
+            return Err(invalid(format!(
+                "cold_start needs managed targets: '{}' is external and cannot be restarted",
+                t.name
+            )));
+        }
     }
     // Cells: workload, keepalive, concurrency, rate outer; instance innermost (A B A B).
     let mut cells = Vec::new();
@@ -755,6 +873,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         rule,
         docroot,
         search,
+        serve,
         axis,
     })
 }
@@ -763,6 +882,29 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
 /// (but never above the unscaled length the file asked for).
 pub fn rate_step_length(scaled: Duration, unscaled: Duration) -> Duration {
     scaled.max(MIN_RATE_STEP.min(unscaled))
+}
+
+/// What the managed targets must serve for these workloads: one scheme for all (a
+/// target listens either HTTPS or plain), HTTP/2 and compression when any workload asks.
+fn serve_of(workloads: &[Workload]) -> Result<Serve, StudyError> {
+    let tls = workloads.first().is_some_and(|w| w.load.wire.tls);
+    if let Some(w) = workloads.iter().find(|w| w.load.wire.tls != tls) {
+        return Err(invalid(format!(
+            "workload '{}': every workload of a study must agree on tls (a managed target serves HTTPS or plain HTTP, not both)",
+            w.name
+        )));
+    }
+    let h2 = workloads.iter().any(|w| w.load.wire.h2_streams.is_some());
+    let asked: Vec<Encoding> = workloads
+        .iter()
+        .filter_map(|w| w.load.wire.compressed)
+        .collect();
+    Ok(Serve {
+        tls,
+        http2: h2 && tls,
+        brotli: asked.contains(&Encoding::Br),
+        gzip: asked.contains(&Encoding::Gzip),
+    })
 }
 
 fn check_quota(q: f64) -> Result<(), StudyError> {
@@ -986,6 +1128,58 @@ requests = 1000
         );
         // Every step of AB is a rate step: 12 x (0.1 + 3 + 0.2) s.
         assert_eq!(p.estimate(), Duration::from_millis(39_600));
+    }
+
+    #[test]
+    fn wire_keys_resolve_and_disagreeing_tls_is_refused() {
+        let text = AB.replace(
+            "[[workload]]\nname = \"w\"\npaths = [\"/x\"]",
+            "[[workload]]\nname = \"w\"\npaths = [\"/x\"]\ncold_start = true\nload = { tls = true, http2 = true, streams = 4, compressed = \"br\" }",
+        );
+        let p = plan(&text).unwrap();
+        let w = &p.workloads[0];
+        assert_eq!(
+            w.load.wire,
+            WireDef {
+                tls: true,
+                h2_streams: Some(4),
+                compressed: Some(Encoding::Br),
+                insecure: false
+            }
+        );
+        assert!(w.cold_start);
+        assert!(w.headers.contains(&("Accept-Encoding".into(), "br".into())));
+        assert_eq!(
+            p.serve,
+            Serve {
+                tls: true,
+                http2: true,
+                brotli: true,
+                gzip: false
+            }
+        );
+        assert!(
+            p.describe().contains("HTTPS HTTP/2 x4 streams"),
+            "{}",
+            p.describe()
+        );
+        let two = format!("{text}\n[[workload]]\nname = \"plain\"\npaths = [\"/y\"]\n");
+        let e = plan(&two).unwrap_err().to_string();
+        assert!(e.contains("'plain'") && e.contains("agree on tls"), "{e}");
+        let e = plan(&text.replace("\"br\"", "\"lz4\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lz4"), "{e}");
+        let e = plan(&text.replace("http2 = true, ", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("streams needs http2"), "{e}");
+        let ext = text.replace(
+            "kind = \"nginx\"",
+            "kind = \"external\"\nurl = \"http://127.0.0.1:1/\"",
+        );
+        let e = plan(&ext).unwrap_err().to_string();
+        assert!(e.contains("cold_start needs managed targets"), "{e}");
     }
 
     #[test]

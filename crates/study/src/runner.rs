@@ -16,13 +16,14 @@ use volley_store::{
     NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
 };
 use volley_targets::{
-    CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind, TargetSpec,
+    Compression, CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind,
+    TargetSpec, TlsSource,
 };
 
 use crate::outcome::StepOutcome;
 use crate::plan::{Docroot, Plan};
 use crate::spec::Mode;
-use crate::step::{run_step, TargetView};
+use crate::step::{cold_request, run_step, TargetView};
 use crate::StudyError;
 
 /// How to run.
@@ -134,6 +135,21 @@ fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>
         memory_max_bytes: None,
     };
     spec.volley_exe = exe.map(Path::to_path_buf);
+    let serve = plan.serve;
+    if serve.tls {
+        spec.tls = Some(TlsSource::Generate);
+        spec.settings.http2 = serve.http2 && t.kind.supports_http2();
+    }
+    if serve.brotli || serve.gzip {
+        // Brotli only where the server has it (seed 002: "where the target supports it");
+        // gzip stays on beside it so a client asking gzip is served too.
+        let brotli = serve.brotli && t.kind.supports_brotli();
+        spec.settings.compression = Some(Compression {
+            brotli,
+            gzip: serve.gzip || !brotli,
+            ..Compression::gzip_and_brotli()
+        });
+    }
     spec
 }
 
@@ -292,6 +308,8 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
     let baseline_tw = time_wait_now();
     let mut ctx = Ctx {
         plan,
+        docroot: docroot_path,
+        exe: opts.volley_exe.as_deref(),
         store: &mut store,
         running: &running,
         run_of_target: &run_of_target,
@@ -476,8 +494,34 @@ fn active_len(plan: &Plan) -> usize {
     plan.cells.len().max(1)
 }
 
+/// The spec of a fresh target for a cold step: `cold_path` is the workload's first path,
+/// which the start-up probe must not touch, so the probe asks another file.
+fn cold_spec(
+    plan: &Plan,
+    inst: usize,
+    w: &crate::plan::Workload,
+    docroot: Option<&Path>,
+    exe: Option<&Path>,
+) -> TargetSpec {
+    let mut spec = spec_for(plan, inst, docroot, exe);
+    let cold = w.paths[0].split('?').next().unwrap_or("/").to_string();
+    if spec.probe_path == cold {
+        spec.probe_path = plan
+            .workloads
+            .iter()
+            .flat_map(|w| w.paths.iter())
+            .map(|p| p.split('?').next().unwrap_or(p).to_string())
+            .find(|p| *p != cold)
+            .unwrap_or_else(|| "/index.html".to_string());
+    }
+    spec.cold_path = Some(cold);
+    spec
+}
+
 struct Ctx<'a> {
     plan: &'a Plan,
+    docroot: Option<&'a Path>,
+    exe: Option<&'a Path>,
     store: &'a mut Store,
     running: &'a [Option<RunningTarget>],
     run_of_target: &'a HashMap<usize, RunId>,
@@ -505,7 +549,24 @@ impl Ctx<'_> {
         let plan = self.plan;
         let cell = &plan.cells[ci];
         let inst = &plan.instances[cell.instance];
-        let Some(target) = self.running[cell.instance].as_ref() else {
+        let w = &plan.workloads[cell.workload];
+        // Cold start: a target of its own, started now, so the step's first request is
+        // the first after start (the up-front instance keeps serving other workloads).
+        let mut fresh: Option<RunningTarget> = None;
+        if w.cold_start {
+            let spec = cold_spec(plan, cell.instance, w, self.docroot, self.exe);
+            match volley_targets::start(&spec) {
+                Ok(t) => fresh = Some(t),
+                Err(e) => {
+                    note(&format!(
+                        "{}: cannot start a fresh target for the cold request: {e}",
+                        plan.instance_label(cell.instance)
+                    ));
+                    return Ok(None);
+                }
+            }
+        }
+        let Some(target) = fresh.as_ref().or(self.running[cell.instance].as_ref()) else {
             return Ok(None);
         };
         if let Err(died) = target.check() {
@@ -513,10 +574,10 @@ impl Ctx<'_> {
             return Ok(None);
         }
         let run = self.run_of_target[&inst.target];
-        let w = &plan.workloads[cell.workload];
         let throttle = || target.throttle_stats();
         let view = TargetView {
             addr: target.addr,
+            ca_file: target.ca_file.clone(),
             pid: target.pid,
             procs_file: target.procs_file(),
             throttle: &throttle,
@@ -536,6 +597,25 @@ impl Ctx<'_> {
             if cell.keepalive { "on" } else { "off" },
         );
         let started_ms = now_ms();
+        let cold = if w.cold_start {
+            let c =
+                cold_request(w, cell, &view, target.started_at, self.stop).map_err(|message| {
+                    StudyError::Engine {
+                        step: self.order,
+                        message,
+                    }
+                })?;
+            // Validated only now: validating first would have warmed the path.
+            let valid = target.validate_path(&w.paths[0]);
+            if let Err(e) = &valid {
+                note(&format!(
+                    "cold request answered wrongly, its figure is void: {e}"
+                ));
+            }
+            Some((c, valid.is_ok()))
+        } else {
+            None
+        };
         let done_flag = AtomicBool::new(false);
         let show = self.progress;
         let measured = std::thread::scope(|scope| {
@@ -580,10 +660,27 @@ impl Ctx<'_> {
             && m.verdict["sustain"]["reasons"].as_array().is_some_and(|r| {
                 !r.is_empty() && r.iter().all(|x| x["reason"] == "send_rate_short")
             });
+        let mut summary_json = m.summary_json;
+        let warm_ttfb_ms = m.summary.latency.get("ttfb").map(|l| l.p50_ms);
+        if let Some((c, valid)) = &cold {
+            params.extra.insert("cold_start".into(), json!(true));
+            summary_json["cold"] = json!({
+                "ttfb_ms": c.ttfb_ms,
+                "connect_ms": c.connect_ms,
+                "tls_handshake_ms": c.tls_handshake_ms,
+                "response_ms": c.response_ms,
+                "since_spawn_ms": c.since_spawn_ms,
+                "status": c.status,
+                "error": c.error,
+                "validated": valid,
+                "warm_ttfb_p50_ms": warm_ttfb_ms,
+                "note": "the first request after the target started, timed alone on a fresh connection; the warm figures are the step's",
+            });
+        }
         let record = StepRecord {
             index: *index,
             parameters: params,
-            summary: m.summary_json,
+            summary: summary_json,
             verdict: Some(m.verdict),
             label: Some(m.label.to_string()),
             started_unix_ms: started_ms,
@@ -612,6 +709,11 @@ impl Ctx<'_> {
             errors: s.requests.failed.saturating_sub(s.requests.censored),
             sustainable: m.sustainable,
             label: m.label,
+            cold_ttfb_ms: cold
+                .as_ref()
+                .filter(|(c, valid)| *valid && c.error.is_none())
+                .map(|(c, _)| c.ttfb_ms),
+            warm_ttfb_ms,
         };
         let slow = if rate.is_some() {
             crate::outcome::slow_second_note(&s.seconds, plan.rule.p99_slo.as_secs_f64() * 1e3)
@@ -637,6 +739,16 @@ impl Ctx<'_> {
             },
             slow.map(|n| format!("; {n}")).unwrap_or_default()
         );
+        if let Some((c, _)) = &cold {
+            eprintln!(
+                "        cold: first request TTFB {:.2} ms (connect {:.2}, TLS {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
+                c.ttfb_ms,
+                c.connect_ms,
+                c.tls_handshake_ms,
+                c.since_spawn_ms,
+                warm_ttfb_ms.unwrap_or(f64::NAN)
+            );
+        }
         self.steps.push(outcome);
         self.order += 1;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);

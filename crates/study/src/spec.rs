@@ -157,6 +157,11 @@ pub struct WorkloadDef {
     /// This workload's own rate / concurrency / keepalive axes (replace the study's).
     #[serde(default)]
     pub sweep: Option<SweepDef>,
+    /// Cold vs warm TTFB (seed 002): every step of this workload starts its target
+    /// afresh, times the first request for the first path on its own, then measures the
+    /// warm ones as usual.
+    #[serde(default)]
+    pub cold_start: Option<bool>,
 }
 
 /// Request order within a workload.
@@ -204,6 +209,23 @@ pub struct LoadDef {
     /// Seed of the Poisson schedule.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// HTTPS: managed targets serve TLS with a throw-away CA the load trusts; external
+    /// targets need an `https://` URL (or `insecure`).
+    #[serde(default)]
+    pub tls: Option<bool>,
+    /// HTTP/2 (by ALPN over TLS; prior-knowledge h2c for a plain external target).
+    #[serde(default)]
+    pub http2: Option<bool>,
+    /// HTTP/2 streams per connection (default 1, so `concurrency` keeps its meaning).
+    #[serde(default)]
+    pub streams: Option<u32>,
+    /// Ask for compressed bodies: `br` or `gzip` (sent as Accept-Encoding; managed
+    /// targets are configured to compress, Brotli at 11 and gzip at 6).
+    #[serde(default)]
+    pub compressed: Option<String>,
+    /// Accept any server certificate (external self-signed targets).
+    #[serde(default)]
+    pub insecure: Option<bool>,
 }
 
 /// closed or open.

@@ -10,8 +10,8 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
-    Arrival, ListSourceFactory, Live, LoadConfig, LoadModel, Request, RequestTemplate, Sample,
-    Sink, StatusRange, StopCondition,
+    Arrival, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request, RequestTemplate,
+    Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_metrics::{hist, resources, Metric, Model, Recorder, RunInfo, Summary};
 use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
@@ -23,6 +23,8 @@ use crate::plan::{Cell, Plan, Workload};
 /// What the step needs to know about its target instance.
 pub(crate) struct TargetView<'a> {
     pub addr: SocketAddr,
+    /// The CA to trust for an HTTPS target volley started.
+    pub ca_file: Option<std::path::PathBuf>,
     pub pid: Option<u32>,
     pub procs_file: Option<std::path::PathBuf>,
     pub throttle: &'a dyn Fn() -> Option<ThrottleStats>,
@@ -97,6 +99,34 @@ pub(crate) fn load_config(
     })
 }
 
+/// The engine's protocol stack for a workload against a target: TLS trusting the
+/// target's own CA (or any certificate with `insecure`), the name checked being the
+/// address (the throw-away certificates name 127.0.0.1 and ::1), HTTP/1.1 or h2.
+///
+/// Compression is asked by the Accept-Encoding header the plan adds; the engine's body
+/// check (`Wire::body`) is left at its default, so bodies are counted as they came off
+/// the wire and not decoded here: the targets' start-up probe is what verified the
+/// encoding is really applied.
+pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::path::Path>) -> Wire {
+    let def = &w.load.wire;
+    let tls = def.tls.then(|| TlsTarget {
+        client: volley_engine::volley_tls::ClientTls {
+            insecure: def.insecure,
+            ca_file: ca_file.map(std::path::Path::to_path_buf),
+            ..Default::default()
+        },
+        server_name: addr.ip().to_string(),
+    });
+    Wire {
+        tls,
+        http: match def.h2_streams {
+            Some(streams) => HttpVersion::H2 { streams },
+            None => HttpVersion::Http1,
+        },
+        ..Default::default()
+    }
+}
+
 /// Runs one step against `target`. `rate` is the offered rate of an open-loop step.
 pub(crate) fn run_step(
     w: &Workload,
@@ -108,13 +138,15 @@ pub(crate) fn run_step(
     live: &Live,
 ) -> Result<Measured, String> {
     let (timing, rule) = (&plan.timing, &plan.rule);
+    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
     if !timing.warmup.is_zero() {
         let warm = StopCondition {
             requests: None,
             duration: Some(timing.warmup),
         };
         let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
-        volley_engine::run(&cfg, |_| Discard, &Live::new()).map_err(|e| format!("warm-up: {e}"))?;
+        volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new())
+            .map_err(|e| format!("warm-up: {e}"))?;
     }
     let stop = StopCondition {
         requests: timing.requests,
@@ -140,7 +172,7 @@ pub(crate) fn run_step(
     // A monitor that cannot start (no /proc) leaves the step without server figures,
     // which is recorded by the absence of the "monitor" key, not an error.
     let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
-    let outcome = volley_engine::run(&cfg, Recorder::for_worker, live);
+    let outcome = volley_engine::run_with(&cfg, &wire, Recorder::for_worker, live);
     let report = monitor.map(Monitor::finish);
     let outcome = outcome.map_err(|e| e.to_string())?;
     let throttle1 = (target.throttle)();
@@ -160,7 +192,12 @@ pub(crate) fn run_step(
         notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     let info = RunInfo {
-        url: format!("http://{}{}", target.addr, w.paths[0]),
+        url: format!(
+            "{}://{}{}",
+            if wire.tls.is_some() { "https" } else { "http" },
+            target.addr,
+            w.paths[0]
+        ),
         method: w.method.clone(),
         model: match cfg.model {
             LoadModel::Closed => Model::Closed,
@@ -369,6 +406,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cold_figures_come_from_the_one_sample() {
+        let s = Sample {
+            intended_ns: 1_000_000,
+            sent_ns: 1_000_000,
+            first_byte_ns: 4_000_000,
+            done_ns: 5_000_000,
+            connect_ns: 200_000,
+            tls_handshake_ns: 1_500_000,
+            status: 200,
+            wire_bytes: 900,
+            body_bytes: 700,
+            wire_body_bytes: 700,
+            error: None,
+            request_index: 0,
+        };
+        let c = cold_figures(&s, Duration::from_millis(30));
+        assert_eq!(c.ttfb_ms, 3.0);
+        assert_eq!(c.response_ms, 4.0);
+        assert_eq!(c.connect_ms, 0.2);
+        assert_eq!(c.tls_handshake_ms, 1.5);
+        assert_eq!(c.since_spawn_ms, 34.0);
+        assert_eq!((c.status, c.error), (200, None));
+    }
+
+    #[test]
     fn a_step_ending_a_hair_early_keeps_its_last_window() {
         assert_eq!(whole_windows(2.998, 3), 3);
         assert_eq!(whole_windows(2.94, 3), 2, "6% short is a partial window");
@@ -381,5 +443,102 @@ mod tests {
         assert_eq!(whole_windows(0.4, 1), 1);
         assert_eq!(whole_windows(2.0, 0), 0);
         assert_eq!(whole_windows(f64::NAN, 2), 1);
+    }
+}
+
+/// The first request after a target started, timed on its own (seed 002's cold TTFB).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ColdRequest {
+    /// First byte minus sent, ms.
+    pub ttfb_ms: f64,
+    /// TCP connect, ms.
+    pub connect_ms: f64,
+    /// TLS handshake, ms (0 without TLS).
+    pub tls_handshake_ms: f64,
+    /// Done minus sent, ms.
+    pub response_ms: f64,
+    /// From just before the server process was spawned to the first byte, ms (the
+    /// engine's own start-up, well under a millisecond, is inside it).
+    pub since_spawn_ms: f64,
+    /// Status (0 when none came).
+    pub status: u16,
+    /// The error kind, if it failed.
+    pub error: Option<&'static str>,
+}
+
+/// Keeps the one sample of the cold request.
+struct FirstSample(Arc<std::sync::Mutex<Option<Sample>>>);
+
+impl Sink for FirstSample {
+    fn record(&mut self, sample: &Sample) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(*sample);
+        }
+    }
+}
+
+/// Sends exactly one request for the workload's first path on one fresh connection and
+/// returns its timings. `spawned` is the target's `started_at`.
+pub(crate) fn cold_request(
+    w: &Workload,
+    cell: &Cell,
+    target: &TargetView<'_>,
+    spawned: Instant,
+    stop_flag: &Arc<AtomicBool>,
+) -> Result<ColdRequest, String> {
+    let mut one = w.clone();
+    one.paths.truncate(1);
+    one.order = volley_engine::Order::Same;
+    let single = Cell {
+        concurrency: 1,
+        rate: None,
+        ..cell.clone()
+    };
+    let stop = StopCondition {
+        requests: Some(1),
+        duration: None,
+    };
+    let cfg = load_config(
+        &one,
+        &single,
+        None,
+        target.addr,
+        stop,
+        Arc::clone(stop_flag),
+    )?;
+    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let before = Instant::now();
+    volley_engine::run_with(
+        &cfg,
+        &wire,
+        |_| FirstSample(Arc::clone(&slot)),
+        &Live::new(),
+    )
+    .map_err(|e| format!("cold request: {e}"))?;
+    let sample = slot
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or("cold request: the engine recorded no sample")?;
+    Ok(cold_figures(
+        &sample,
+        before.saturating_duration_since(spawned),
+    ))
+}
+
+/// The cold request's figures from its sample; `engine_start` is how long after the
+/// spawn the engine run began (its clock's origin, to within its start-up).
+pub(crate) fn cold_figures(s: &Sample, engine_start: Duration) -> ColdRequest {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    ColdRequest {
+        ttfb_ms: s.ttfb_ns().map_or(f64::NAN, ms),
+        connect_ms: ms(s.connect_ns),
+        tls_handshake_ms: ms(s.tls_handshake_ns),
+        response_ms: ms(s.service_ns()),
+        since_spawn_ms: engine_start.as_secs_f64() * 1e3 + ms(s.first_byte_ns),
+        status: s.status,
+        error: s.error.map(|e| e.name()),
     }
 }
