@@ -741,7 +741,7 @@ impl Ctx<'_> {
         );
         if let Some((c, _)) = &cold {
             eprintln!(
-                "        cold: first request TTFB {:.2} ms (connect {:.2}, TLS {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
+                "        cold: first request TTFB {:.2} ms (TCP connect {:.2}, TLS handshake {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
                 c.ttfb_ms,
                 c.connect_ms,
                 c.tls_handshake_ms,
