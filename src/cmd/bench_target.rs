@@ -457,7 +457,7 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
 pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
     let setup = resolve(&args)?;
     if setup.show_config {
-        return show_config(&setup, args.keepalive);
+        return show_config(&setup);
     }
     // A missing server fails before anything is created or loaded.
     for kind in &setup.kinds {
@@ -708,7 +708,7 @@ fn stop_target(target: RunningTarget) -> Vec<PathBuf> {
 }
 
 /// `--show-config`: the configuration each target would be started with, then exit.
-fn show_config(setup: &Setup, _keepalive: bool) -> anyhow::Result<ExitCode> {
+fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
     let docroot = match &setup.docroot {
         Docroot::Given(p) => p.clone(),
         Docroot::Fixture(_) => PathBuf::from("DIR/www"),
