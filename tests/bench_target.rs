@@ -320,3 +320,40 @@ fn bad_input_is_one_line_and_leaves_nothing() {
     assert_eq!(code, 0);
     assert!(out.contains("worker_processes 3;"), "{out}");
 }
+
+#[test]
+fn tls_and_h2_targets_use_a_throw_away_ca_and_alpn() {
+    if !installed("nginx") {
+        eprintln!("nginx not installed: run scripts/install-servers.sh");
+        return;
+    }
+    let (code, out, err) = volley(&[
+        "bench", "--target", "nginx", "--tls", "--h2", "-c", "2", "-d", "1s", "-k", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let (run, t) = (&v["runs"][0], &v["targets"][0]);
+    assert!(run["url"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://127.0.0.1:"));
+    assert_eq!(run["wire"]["protocol"], "h2");
+    assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h2");
+    assert_eq!(
+        run["wire"]["tls"]["insecure"], false,
+        "the CA was trusted, not skipped"
+    );
+    assert!(run["requests"]["ok"].as_u64().unwrap() > 0);
+    assert_eq!(t["record"]["tls"]["generated"], true);
+    assert_eq!(t["record"]["http2"], true);
+    let cert = t["record"]["tls"]["cert"].as_str().unwrap();
+    assert!(
+        !Path::new(cert).exists(),
+        "throw-away certificate left behind"
+    );
+    assert_nothing_left(t);
+
+    let (code, _, err) = volley(&["bench", "--target", "nginx", "--h2", "-d", "1s"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("needs --tls"), "{err}");
+}

@@ -783,7 +783,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return super::bench_target::run(args, &|a, ctl| {
             let mut plan = resolve(a)?;
             plan.cfg.stop_flag = Arc::clone(&ctl.stop);
-            run_once(&plan, &ctl.interrupted, ctl.show_progress)
+            let first = if plan.wire.first_request {
+                Some(
+                    bench_wire::first_request(&plan.cfg, &plan.wire)
+                        .context("cannot send the first request")?,
+                )
+            } else {
+                None
+            };
+            plan.negotiated = bench_wire::pre_flight(plan.cfg.addr, &plan.wire);
+            let mut summary = run_once(&plan, &ctl.interrupted, ctl.show_progress)?;
+            summary.first_request = first;
+            Ok(summary)
         });
     }
     // --- end managed targets ---

@@ -29,10 +29,10 @@ use serde_json::{json, Value};
 use volley_metrics::output::{Csv, Exporter, Json, Text};
 use volley_metrics::{Model, Summary};
 use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
-use volley_targets::config::{self, Placement, ServerSettings};
+use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
 use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
-    TargetSpec, ThrottleStats,
+    TargetSpec, ThrottleStats, TlsSource,
 };
 
 use super::bench::Args as BenchArgs;
@@ -94,6 +94,10 @@ pub struct TargetArgs {
         allow_hyphen_values = true
     )]
     pub monitor_interval: Option<String>,
+    /// Serve HTTPS with a throw-away CA made for the run (the load trusts it); an
+    /// https:// URL asks for the same. Needed by --h2: managed servers offer h2 by ALPN.
+    #[arg(long, requires = "targets")]
+    pub tls: bool,
 }
 
 impl TargetArgs {
@@ -139,6 +143,12 @@ struct Setup {
     /// Cores volley is pinned to (the complement of `--target-cpus`), if any remain.
     volley_cpus: Option<Vec<usize>>,
     show_config: bool,
+    /// Serve HTTPS (throw-away CA) and load over https://.
+    tls: bool,
+    /// Offer HTTP/2 by ALPN (bench's `--h2`).
+    http2: bool,
+    /// Compress responses (bench's `--compressed br|gzip`).
+    compression: Option<Compression>,
 }
 
 /// Parses `25%`, `0.25` or `150%` into a share of one CPU.
@@ -216,9 +226,11 @@ fn path_of(url: &str) -> Result<String, String> {
     let lower = url.to_ascii_lowercase();
     let rest = if lower.starts_with("http://") {
         &url[7..]
+    } else if lower.starts_with("https://") {
+        &url[8..]
     } else {
         return Err(format!(
-            "invalid URL '{url}': expected http://host[:port]/path or a /path (with --target the target decides host and port)"
+            "invalid URL '{url}': expected http(s)://host[:port]/path or a /path (with --target the target decides host and port)"
         ));
     };
     let path = match rest.find(['/', '?']) {
@@ -327,6 +339,40 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         },
         None => Duration::from_secs(1),
     };
+    let tls = t.tls
+        || bench
+            .url
+            .as_deref()
+            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
+    if bench.wire.h2 && !tls {
+        usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
+    }
+    if bench.wire.h2 {
+        if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
+            usage!("{k} cannot offer HTTP/2 (supported: nginx, apache-event, lighttpd, caddy)");
+        }
+    }
+    let compression = match bench
+        .wire
+        .compressed
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+    {
+        None => None,
+        Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
+        Some(c) if c == "br" => {
+            if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
+                usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
+            }
+            Some(Compression {
+                gzip: false,
+                ..Compression::gzip_and_brotli()
+            })
+        }
+        Some(c) => {
+            usage!("--compressed {c} with --target: managed servers compress with br or gzip only")
+        }
+    };
     Ok(Setup {
         kinds,
         limits: ResourceLimits {
@@ -340,6 +386,9 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         monitor_interval,
         volley_cpus,
         show_config: t.show_config,
+        tls,
+        http2: bench.wire.h2,
+        compression,
     })
 }
 
@@ -604,6 +653,11 @@ fn run_target(
     spec.docroot = Some(docroot.to_path_buf());
     spec.probe_path = setup.path.split('?').next().unwrap_or("/").to_string();
     spec.limits = setup.limits.clone();
+    spec.settings.http2 = setup.http2;
+    spec.settings.compression = setup.compression;
+    if setup.tls {
+        spec.tls = Some(TlsSource::Generate);
+    }
     // The error's own message already names its OS cause; anyhow's chain would repeat it.
     let target =
         volley_targets::start(&spec).map_err(|e| anyhow::anyhow!("cannot start {kind}: {e}"))?;
@@ -617,13 +671,18 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let url = format!("http://{}{}", target.addr, setup.path);
+    let scheme = if setup.tls { "https" } else { "http" };
+    let url = format!("{scheme}://{}{}", target.addr, setup.path);
     let mut bench = args.clone();
     bench.url = Some(url);
     bench.json = None;
     bench.csv = None;
     bench.csv_seconds = None;
     bench.target = TargetArgs::default();
+    if setup.tls && !bench.wire.insecure && bench.wire.cacert.is_none() {
+        // The throw-away CA made for this target is the only one the load trusts.
+        bench.wire.cacert = target.ca_file.clone();
+    }
 
     let scope = match (target.pid, target.procs_file()) {
         (Some(root_pid), Some(procs_file)) => ProcessScope::Cgroup {
@@ -719,10 +778,16 @@ fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
         dir: dir.clone(),
         addr: ([127, 0, 0, 1], 0).into(),
         as_root: config::running_as_root(),
-        tls: None,
+        tls: setup.tls.then(|| TlsFiles {
+            cert: PathBuf::from("DIR/tls/server.pem"),
+            key: PathBuf::from("DIR/tls/server.key"),
+            ca: Some(PathBuf::from("DIR/tls/ca.pem")),
+        }),
     };
     let settings = ServerSettings {
         workers: setup.workers,
+        http2: setup.http2,
+        compression: setup.compression,
         ..ServerSettings::default()
     };
     let mut out = std::io::stdout().lock();
