@@ -16,7 +16,6 @@
 //! (exit 1), reported after what was measured. Ctrl-C stops the load, stops every
 //! target (`volley_targets::stop_all` from the handler thread) and exits 130.
 
-use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,8 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
-use volley_metrics::output::{Csv, Exporter, Json, Text};
 use volley_metrics::{Model, Summary};
 use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
 use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
@@ -37,6 +34,12 @@ use volley_targets::{
 
 use super::bench::Args as BenchArgs;
 use crate::exit::usage;
+
+mod export;
+mod print;
+
+use export::write_files;
+use print::{comparison_table, limits_line, print_run};
 
 /// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`).
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -826,333 +829,6 @@ fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
-fn limits_line(l: &ResourceLimits) -> Option<String> {
-    let mut parts = Vec::new();
-    if let Some(c) = &l.cpus {
-        parts.push(format!("CPUs {}", list(c)));
-    }
-    if let Some(q) = &l.cpu_quota {
-        parts.push(format!(
-            "quota {:.0}% of one CPU per {} ms",
-            q.share_of_one_cpu * 100.0,
-            q.period.as_millis()
-        ));
-    }
-    if let Some(m) = l.memory_max_bytes {
-        parts.push(format!("memory {} MiB", m >> 20));
-    }
-    (!parts.is_empty()).then(|| parts.join(", "))
-}
-
-/// Figures over the monitor's samples that its summary does not keep: peak processes and
-/// threads, and time-weighted mean context switches per second.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct TreeStats {
-    max_processes: u32,
-    max_threads: u64,
-    ctx_voluntary_per_s: f64,
-    ctx_involuntary_per_s: f64,
-}
-
-fn tree_stats(report: &MonitorReport) -> Option<TreeStats> {
-    let mut st = TreeStats::default();
-    let (mut weight_ms, mut vol, mut invol) = (0u64, 0.0, 0.0);
-    for s in &report.samples {
-        let Some(t) = &s.target else { continue };
-        st.max_processes = st.max_processes.max(t.processes);
-        st.max_threads = st.max_threads.max(t.threads);
-        vol += t.ctx_voluntary_per_s * s.interval_ms as f64;
-        invol += t.ctx_involuntary_per_s * s.interval_ms as f64;
-        weight_ms += s.interval_ms;
-    }
-    if weight_ms == 0 {
-        return None;
-    }
-    st.ctx_voluntary_per_s = vol / weight_ms as f64;
-    st.ctx_involuntary_per_s = invol / weight_ms as f64;
-    Some(st)
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
-
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map_or_else(|| "-".to_string(), f)
-}
-
-/// Label/value rows of one column.
-type Rows = Vec<(String, String)>;
-
-/// The load's key figures (left) and the server's resources (right), as rows.
-fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
-    let s = &r.summary;
-    let h = headline(s);
-    let flag = if r.throttled() { "  (throttled!)" } else { "" };
-    let lat = |v: Option<f64>| opt(v, |x| format!("{x:.3} ms"));
-    let left = vec![
-        (
-            "requests/s".into(),
-            format!("{:.1}", s.throughput.requests_per_s),
-        ),
-        ("completed".into(), s.requests.completed.to_string()),
-        ("failed".into(), s.requests.failed.to_string()),
-        (
-            "transfer".into(),
-            format!("{:.1} KiB/s", s.bytes.transfer_kib_per_s),
-        ),
-        (
-            "latency".into(),
-            match s.model {
-                Model::Closed => "closed-loop service time".into(),
-                Model::Open { .. } => "response time (from intended)".into(),
-            },
-        ),
-        ("  p50".into(), lat(h.map(|l| l.p50_ms))),
-        (
-            "  p99".into(),
-            format!("{}{flag}", lat(h.map(|l| l.p99_ms))),
-        ),
-        ("  p99.9".into(), lat(h.map(|l| l.p999_ms))),
-        ("  max".into(), lat(h.map(|l| l.max_ms))),
-        (
-            "generator".into(),
-            s.generator.verdict.label.name().to_string(),
-        ),
-    ];
-    let m = r.monitor.as_ref().map(|m| &m.summary);
-    let ts = r.monitor.as_ref().and_then(tree_stats);
-    let mut right: Rows = vec![
-        (
-            "CPU user/sys".into(),
-            match m.and_then(|m| m.cpu_user_pct.zip(m.cpu_sys_pct)) {
-                Some((u, y)) => format!("{u:.1}% / {y:.1}%"),
-                None => "-".into(),
-            },
-        ),
-        (
-            "CPU-seconds".into(),
-            opt(m.and_then(|m| m.server_cpu_seconds), |v| {
-                format!("{v:.3} s")
-            }),
-        ),
-        (
-            "CPU-s/1000 req".into(),
-            opt(r.cpu_s_per_1000(), |v| format!("{v:.4} s")),
-        ),
-        (
-            "max RSS".into(),
-            match m.and_then(|m| m.max_rss_bytes) {
-                Some(b) => match m.and_then(|m| m.mem_pct) {
-                    Some(p) => format!("{} ({p:.2}% mem)", mib(b)),
-                    None => mib(b),
-                },
-                None => "-".into(),
-            },
-        ),
-        (
-            "procs/threads".into(),
-            ts.map_or("-".into(), |t| {
-                format!("{} / {}", t.max_processes, t.max_threads)
-            }),
-        ),
-        (
-            "ctx sw/s vol/inv".into(),
-            ts.map_or("-".into(), |t| {
-                format!(
-                    "{:.0} / {:.0}",
-                    t.ctx_voluntary_per_s, t.ctx_involuntary_per_s
-                )
-            }),
-        ),
-        (
-            "tx packets/s".into(),
-            opt(m.and_then(|m| m.tx_packets_per_s), |v| format!("{v:.0}")),
-        ),
-        (
-            "tx bytes/s".into(),
-            opt(m.and_then(|m| m.tx_bytes_per_s), |v| {
-                format!("{}/s", mib(v as u64))
-            }),
-        ),
-    ];
-    match r.throttling {
-        Some(t) => {
-            right.push((
-                "throttled".into(),
-                format!("{} of {} periods", t.nr_throttled, t.nr_periods),
-            ));
-            right.push((
-                "throttled time".into(),
-                format!("{:.1} ms", t.throttled_us as f64 / 1e3),
-            ));
-        }
-        None => right.push(("throttled".into(), "- (no CPU quota)".into())),
-    }
-    (left, right)
-}
-
-/// Two label/value columns next to each other.
-fn two_columns(
-    title_l: &str,
-    left: &[(String, String)],
-    title_r: &str,
-    right: &[(String, String)],
-) -> String {
-    let cell = |row: Option<&(String, String)>| match row {
-        Some((k, v)) => format!("{k:<18}{v}"),
-        None => String::new(),
-    };
-    let width = left
-        .iter()
-        .map(|r| cell(Some(r)).chars().count())
-        .chain([title_l.chars().count()])
-        .max()
-        .unwrap_or(0)
-        + 3;
-    let mut out = format!("{title_l:<width$}| {title_r}\n");
-    for i in 0..left.len().max(right.len()) {
-        let l = cell(left.get(i));
-        let r = cell(right.get(i));
-        let _ = writeln!(out, "{l:<width$}| {r}");
-    }
-    out
-}
-
-/// The full text for one target: bench's report, then load and server side by side.
-fn print_run(out: &mut dyn Write, r: &TargetRun) -> anyhow::Result<()> {
-    Text { spectrum: false }.export(std::slice::from_ref(&r.summary), None, out)?;
-    writeln!(out)?;
-    let (left, right) = side_by_side(r);
-    let mut title_r = format!(
-        "server: {} (pid {})",
-        r.record.version.as_deref().unwrap_or(r.kind.name()),
-        r.pid.map_or("-".into(), |p| p.to_string())
-    );
-    if let Some(l) = limits_line(&r.record.limits) {
-        title_r.push_str(&format!(", {l}"));
-    }
-    write!(out, "{}", two_columns("load", &left, &title_r, &right))?;
-    if r.throttled() {
-        writeln!(
-            out,
-            "note: the target was throttled by its CPU quota in {} period(s); p99 includes those stalls",
-            r.throttling.map_or(0, |t| t.nr_throttled)
-        )?;
-    }
-    if let Some(d) = &r.died {
-        writeln!(
-            out,
-            "FAILED: {} (pid {}) died during the run: {}\nlast log lines:\n{}",
-            d.kind, d.pid, d.exit_status, d.log_tail
-        )?;
-    }
-    writeln!(out)?;
-    Ok(())
-}
-
-/// One row per target: the figures the note compares.
-fn comparison_table(runs: &[TargetRun]) -> String {
-    let mut out = String::from("Comparison (same load against each target)\n");
-    let _ = writeln!(
-        out,
-        "{:<16} {:>11} {:>10} {:>15} {:>11} {:>10}  status",
-        "target", "req/s", "p99 ms", "CPU-s/1000 req", "max RSS MiB", "throttled"
-    );
-    for r in runs {
-        let rss = r
-            .monitor
-            .as_ref()
-            .and_then(|m| m.summary.max_rss_bytes)
-            .map_or("-".into(), |b| {
-                format!("{:.1}", b as f64 / (1u64 << 20) as f64)
-            });
-        let _ = writeln!(
-            out,
-            "{:<16} {:>11.1} {:>10.3} {:>15} {:>11} {:>10}  {}",
-            r.kind.name(),
-            r.summary.throughput.requests_per_s,
-            r.p99_ms(),
-            opt(r.cpu_s_per_1000(), |v| format!("{v:.4}")),
-            rss,
-            r.throttling
-                .map_or("-".into(), |t| t.nr_throttled.to_string()),
-            r.status()
-        );
-    }
-    out
-}
-
-/// The JSON `targets` entry of one run (docs/bench-json.md, "Managed targets").
-fn target_json(r: &TargetRun, setup: &Setup) -> Value {
-    json!({
-        "kind": r.kind,
-        "pid": r.pid,
-        "status": r.status(),
-        "died": r.died.as_ref().map(|d| json!({
-            "exit_status": d.exit_status,
-            "log_tail": d.log_tail,
-        })),
-        "record": r.record,
-        "volley_cpus": setup.volley_cpus,
-        "server_cpu_s_per_1000_requests": r.cpu_s_per_1000(),
-        "throttling": r.throttling.map(|t| json!({
-            "nr_periods": t.nr_periods,
-            "nr_throttled": t.nr_throttled,
-            "throttled_usec": t.throttled_us,
-        })),
-        "p99_throttled": r.throttled(),
-        "process_tree": r.monitor.as_ref().and_then(tree_stats).map(|t| json!({
-            "max_processes": t.max_processes,
-            "max_threads": t.max_threads,
-            "ctx_voluntary_per_s": t.ctx_voluntary_per_s,
-            "ctx_involuntary_per_s": t.ctx_involuntary_per_s,
-        })),
-        "monitor": r.monitor,
-        "leftover_cgroups": r.leftover_cgroups,
-    })
-}
-
-/// The bench JSON document with a `targets` array beside `runs` (same order).
-fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
-    let summaries: Vec<Summary> = runs.iter().map(|r| r.summary.clone()).collect();
-    let mut buf = Vec::new();
-    Json.export(&summaries, None, &mut buf)?;
-    let mut doc: Value = serde_json::from_slice(&buf).context("bench JSON")?;
-    doc["targets"] = Value::Array(runs.iter().map(|r| target_json(r, setup)).collect());
-    Ok(doc)
-}
-
-/// Writes `--json` / `--csv` after every target; JSON on stdout only at the end.
-fn write_files(
-    args: &BenchArgs,
-    setup: &Setup,
-    runs: &[TargetRun],
-    last: bool,
-) -> anyhow::Result<()> {
-    if let Some(j) = &args.json {
-        if j != "-" || last {
-            let text = serde_json::to_string_pretty(&json_document(runs, setup)?)? + "\n";
-            if j == "-" {
-                std::io::stdout().lock().write_all(text.as_bytes())?;
-            } else {
-                std::fs::write(j, text).with_context(|| format!("cannot write {j}"))?;
-            }
-        }
-    }
-    if let Some(p) = &args.csv {
-        let summaries: Vec<Summary> = runs.iter().map(|r| r.summary.clone()).collect();
-        let mut buf = Vec::new();
-        Csv.export(&summaries, None, &mut buf)?;
-        std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    if args.csv_seconds.is_some() && last {
-        eprintln!("volley: --csv-seconds is not written with --target yet; the per-second series are in --json");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1196,35 +872,5 @@ mod tests {
         assert_eq!(path_of("http://h?q").unwrap(), "/?q");
         assert_eq!(path_of("/700b.html").unwrap(), "/700b.html");
         assert!(path_of("ftp://h/x").is_err());
-    }
-
-    #[test]
-    fn columns_line_up_and_keep_every_row() {
-        let l = vec![
-            ("a".to_string(), "1".to_string()),
-            ("bb".into(), "22".into()),
-        ];
-        let r = vec![("x".to_string(), "9".to_string())];
-        let t = two_columns("load", &l, "server", &r);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 3);
-        let bars: Vec<usize> = lines.iter().map(|l| l.find('|').unwrap()).collect();
-        assert!(bars.iter().all(|&b| b == bars[0]), "{t}");
-        assert!(lines[1].ends_with("| x                 9"), "{t}");
-        assert!(lines[2].trim_end().ends_with('|'), "{t}");
-    }
-
-    #[test]
-    fn limits_are_described_only_when_set() {
-        assert_eq!(limits_line(&ResourceLimits::default()), None);
-        let l = ResourceLimits {
-            cpus: Some(vec![0]),
-            cpu_quota: Some(CpuQuota::of_one_cpu(0.25)),
-            memory_max_bytes: Some(256 << 20),
-        };
-        assert_eq!(
-            limits_line(&l).unwrap(),
-            "CPUs 0, quota 25% of one CPU per 100 ms, memory 256 MiB"
-        );
     }
 }

@@ -1,0 +1,350 @@
+//! Text output of `volley bench --target`: the load's figures and the server's resources
+//! side by side, second by second, and the comparison table across targets. Pure
+//! formatting of a finished [`TargetRun`]; nothing here measures.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use volley_metrics::output::{Exporter, Text};
+use volley_metrics::Model;
+use volley_monitor::MonitorReport;
+use volley_targets::ResourceLimits;
+
+use super::{headline, list, TargetRun};
+
+/// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
+pub(super) fn limits_line(l: &ResourceLimits) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(c) = &l.cpus {
+        parts.push(format!("CPUs {}", list(c)));
+    }
+    if let Some(q) = &l.cpu_quota {
+        parts.push(format!(
+            "quota {:.0}% of one CPU per {} ms",
+            q.share_of_one_cpu * 100.0,
+            q.period.as_millis()
+        ));
+    }
+    if let Some(m) = l.memory_max_bytes {
+        parts.push(format!("memory {} MiB", m >> 20));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Figures over the monitor's samples that its summary does not keep: peak processes and
+/// threads, and time-weighted mean context switches per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct TreeStats {
+    pub(super) max_processes: u32,
+    pub(super) max_threads: u64,
+    pub(super) ctx_voluntary_per_s: f64,
+    pub(super) ctx_involuntary_per_s: f64,
+}
+
+pub(super) fn tree_stats(report: &MonitorReport) -> Option<TreeStats> {
+    let mut st = TreeStats::default();
+    let (mut weight_ms, mut vol, mut invol) = (0u64, 0.0, 0.0);
+    for s in &report.samples {
+        let Some(t) = &s.target else { continue };
+        st.max_processes = st.max_processes.max(t.processes);
+        st.max_threads = st.max_threads.max(t.threads);
+        vol += t.ctx_voluntary_per_s * s.interval_ms as f64;
+        invol += t.ctx_involuntary_per_s * s.interval_ms as f64;
+        weight_ms += s.interval_ms;
+    }
+    if weight_ms == 0 {
+        return None;
+    }
+    st.ctx_voluntary_per_s = vol / weight_ms as f64;
+    st.ctx_involuntary_per_s = invol / weight_ms as f64;
+    Some(st)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".to_string(), f)
+}
+
+/// Label/value rows of one column.
+type Rows = Vec<(String, String)>;
+
+/// The load's key figures (left) and the server's resources (right), as rows.
+fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
+    let s = &r.summary;
+    let h = headline(s);
+    let flag = if r.throttled() { "  (throttled!)" } else { "" };
+    let lat = |v: Option<f64>| opt(v, |x| format!("{x:.3} ms"));
+    let left = vec![
+        (
+            "requests/s".into(),
+            format!("{:.1}", s.throughput.requests_per_s),
+        ),
+        ("completed".into(), s.requests.completed.to_string()),
+        ("failed".into(), s.requests.failed.to_string()),
+        (
+            "transfer".into(),
+            format!("{:.1} KiB/s", s.bytes.transfer_kib_per_s),
+        ),
+        (
+            "latency".into(),
+            match s.model {
+                Model::Closed => "closed-loop service time".into(),
+                Model::Open { .. } => "response time (from intended)".into(),
+            },
+        ),
+        ("  p50".into(), lat(h.map(|l| l.p50_ms))),
+        (
+            "  p99".into(),
+            format!("{}{flag}", lat(h.map(|l| l.p99_ms))),
+        ),
+        ("  p99.9".into(), lat(h.map(|l| l.p999_ms))),
+        ("  max".into(), lat(h.map(|l| l.max_ms))),
+        (
+            "generator".into(),
+            s.generator.verdict.label.name().to_string(),
+        ),
+    ];
+    let m = r.monitor.as_ref().map(|m| &m.summary);
+    let ts = r.monitor.as_ref().and_then(tree_stats);
+    let mut right: Rows = vec![
+        (
+            "CPU user/sys".into(),
+            match m.and_then(|m| m.cpu_user_pct.zip(m.cpu_sys_pct)) {
+                Some((u, y)) => format!("{u:.1}% / {y:.1}%"),
+                None => "-".into(),
+            },
+        ),
+        (
+            "CPU-seconds".into(),
+            opt(m.and_then(|m| m.server_cpu_seconds), |v| {
+                format!("{v:.3} s")
+            }),
+        ),
+        (
+            "CPU-s/1000 req".into(),
+            opt(r.cpu_s_per_1000(), |v| format!("{v:.4} s")),
+        ),
+        (
+            "max RSS".into(),
+            match m.and_then(|m| m.max_rss_bytes) {
+                Some(b) => match m.and_then(|m| m.mem_pct) {
+                    Some(p) => format!("{} ({p:.2}% mem)", mib(b)),
+                    None => mib(b),
+                },
+                None => "-".into(),
+            },
+        ),
+        (
+            "procs/threads".into(),
+            ts.map_or("-".into(), |t| {
+                format!("{} / {}", t.max_processes, t.max_threads)
+            }),
+        ),
+        (
+            "ctx sw/s vol/inv".into(),
+            ts.map_or("-".into(), |t| {
+                format!(
+                    "{:.0} / {:.0}",
+                    t.ctx_voluntary_per_s, t.ctx_involuntary_per_s
+                )
+            }),
+        ),
+        (
+            "tx packets/s".into(),
+            opt(m.and_then(|m| m.tx_packets_per_s), |v| format!("{v:.0}")),
+        ),
+        (
+            "tx bytes/s".into(),
+            opt(m.and_then(|m| m.tx_bytes_per_s), |v| {
+                format!("{}/s", mib(v as u64))
+            }),
+        ),
+    ];
+    match r.throttling {
+        Some(t) => {
+            right.push((
+                "throttled".into(),
+                format!("{} of {} periods", t.nr_throttled, t.nr_periods),
+            ));
+            right.push((
+                "throttled time".into(),
+                format!("{:.1} ms", t.throttled_us as f64 / 1e3),
+            ));
+        }
+        None => right.push(("throttled".into(), "- (no CPU quota)".into())),
+    }
+    (left, right)
+}
+
+/// Two label/value columns next to each other.
+fn two_columns(
+    title_l: &str,
+    left: &[(String, String)],
+    title_r: &str,
+    right: &[(String, String)],
+) -> String {
+    let cell = |row: Option<&(String, String)>| match row {
+        Some((k, v)) => format!("{k:<18}{v}"),
+        None => String::new(),
+    };
+    let width = left
+        .iter()
+        .map(|r| cell(Some(r)).chars().count())
+        .chain([title_l.chars().count()])
+        .max()
+        .unwrap_or(0)
+        + 3;
+    let mut out = format!("{title_l:<width$}| {title_r}\n");
+    for i in 0..left.len().max(right.len()) {
+        let l = cell(left.get(i));
+        let r = cell(right.get(i));
+        let _ = writeln!(out, "{l:<width$}| {r}");
+    }
+    out
+}
+
+/// Load and server second by second, when the monitor sampled every second (its samples
+/// are taken on the load's clock, so sample `i` covers the load's second `i`).
+fn per_second(r: &TargetRun) -> Option<String> {
+    let m = r.monitor.as_ref()?;
+    let full = |ms: u64| (950..=1050).contains(&ms);
+    if !m.samples.iter().rev().skip(1).all(|s| full(s.interval_ms)) {
+        return None;
+    }
+    let mut out = String::from(
+        "\nsecond      req/s     p99 ms | server CPU%   RSS MiB  ctx sw/s  tx packets/s\n",
+    );
+    let rows = r.summary.seconds.len().max(m.samples.len());
+    for i in 0..rows {
+        let load = r.summary.seconds.get(i).map_or_else(
+            || format!("{:>10} {:>10}", "-", "-"),
+            |s| format!("{:>10} {:>10.3}", s.completed, s.p99_ms),
+        );
+        let srv = m
+            .samples
+            .get(i)
+            .and_then(|s| s.target.as_ref().map(|t| (s, t)))
+            .map_or_else(
+                || format!("{:>11} {:>9} {:>9} {:>13}", "-", "-", "-", "-"),
+                |(s, t)| {
+                    format!(
+                        "{:>11.1} {:>9.1} {:>9.0} {:>13}",
+                        t.cpu_user_pct + t.cpu_sys_pct,
+                        t.rss_bytes as f64 / (1u64 << 20) as f64,
+                        t.ctx_voluntary_per_s + t.ctx_involuntary_per_s,
+                        s.net
+                            .as_ref()
+                            .map_or("-".into(), |n| format!("{:.0}", n.tx_packets_per_s))
+                    )
+                },
+            );
+        let _ = writeln!(out, "{:>6} {load} | {srv}", i + 1);
+    }
+    Some(out)
+}
+
+/// The full text for one target: bench's report, then load and server side by side.
+pub(super) fn print_run(out: &mut dyn Write, r: &TargetRun) -> anyhow::Result<()> {
+    Text { spectrum: false }.export(std::slice::from_ref(&r.summary), None, out)?;
+    writeln!(out)?;
+    let (left, right) = side_by_side(r);
+    let mut title_r = format!(
+        "server: {} (pid {})",
+        r.record.version.as_deref().unwrap_or(r.kind.name()),
+        r.pid.map_or("-".into(), |p| p.to_string())
+    );
+    if let Some(l) = limits_line(&r.record.limits) {
+        title_r.push_str(&format!(", {l}"));
+    }
+    write!(out, "{}", two_columns("load", &left, &title_r, &right))?;
+    if let Some(t) = per_second(r) {
+        write!(out, "{t}")?;
+    }
+    if r.throttled() {
+        writeln!(
+            out,
+            "note: the target was throttled by its CPU quota in {} period(s); p99 includes those stalls",
+            r.throttling.map_or(0, |t| t.nr_throttled)
+        )?;
+    }
+    if let Some(d) = &r.died {
+        writeln!(
+            out,
+            "FAILED: {} (pid {}) died during the run: {}\nlast log lines:\n{}",
+            d.kind, d.pid, d.exit_status, d.log_tail
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// One row per target: the figures the note compares.
+pub(super) fn comparison_table(runs: &[TargetRun]) -> String {
+    let mut out = String::from("Comparison (same load against each target)\n");
+    let _ = writeln!(
+        out,
+        "{:<16} {:>11} {:>10} {:>15} {:>11} {:>10}  status",
+        "target", "req/s", "p99 ms", "CPU-s/1000 req", "max RSS MiB", "throttled"
+    );
+    for r in runs {
+        let rss = r
+            .monitor
+            .as_ref()
+            .and_then(|m| m.summary.max_rss_bytes)
+            .map_or("-".into(), |b| {
+                format!("{:.1}", b as f64 / (1u64 << 20) as f64)
+            });
+        let _ = writeln!(
+            out,
+            "{:<16} {:>11.1} {:>10.3} {:>15} {:>11} {:>10}  {}",
+            r.kind.name(),
+            r.summary.throughput.requests_per_s,
+            r.p99_ms(),
+            opt(r.cpu_s_per_1000(), |v| format!("{v:.4}")),
+            rss,
+            r.throttling
+                .map_or("-".into(), |t| t.nr_throttled.to_string()),
+            r.status()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use volley_targets::CpuQuota;
+
+    #[test]
+    fn columns_line_up_and_keep_every_row() {
+        let l = vec![
+            ("a".to_string(), "1".to_string()),
+            ("bb".into(), "22".into()),
+        ];
+        let r = vec![("x".to_string(), "9".to_string())];
+        let t = two_columns("load", &l, "server", &r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let bars: Vec<usize> = lines.iter().map(|l| l.find('|').unwrap()).collect();
+        assert!(bars.iter().all(|&b| b == bars[0]), "{t}");
+        assert!(lines[1].ends_with("| x                 9"), "{t}");
+        assert!(lines[2].trim_end().ends_with('|'), "{t}");
+    }
+
+    #[test]
+    fn limits_are_described_only_when_set() {
+        assert_eq!(limits_line(&ResourceLimits::default()), None);
+        let l = ResourceLimits {
+            cpus: Some(vec![0]),
+            cpu_quota: Some(CpuQuota::of_one_cpu(0.25)),
+            memory_max_bytes: Some(256 << 20),
+        };
+        assert_eq!(
+            limits_line(&l).unwrap(),
+            "CPUs 0, quota 25% of one CPU per 100 ms, memory 256 MiB"
+        );
+    }
+}
