@@ -90,7 +90,17 @@ fn read_json(path: &Path) -> Value {
 #[test]
 fn builtin_target_is_loaded_monitored_and_removed() {
     let (code, out, err) = volley(&[
-        "bench", "--target", "builtin", "-c", "4", "-d", "1s", "-k", "--json",
+        "bench",
+        "--target",
+        "builtin",
+        "--memory-max",
+        "256M",
+        "-c",
+        "4",
+        "-d",
+        "1s",
+        "-k",
+        "--json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("JSON on stdout");
@@ -110,6 +120,11 @@ fn builtin_target_is_loaded_monitored_and_removed() {
     assert!(!t["monitor"]["samples"].as_array().unwrap().is_empty());
     assert!(t["record"]["environment"]["kernel"].is_string());
     assert!(t["throttling"].is_null(), "no quota, no throttling figures");
+    assert_eq!(t["record"]["limits"]["memory_max_bytes"], 256u64 << 20);
+    assert!(
+        !t["record"]["cgroup"]["dirs"].as_array().unwrap().is_empty(),
+        "the memory limit needs a cgroup"
+    );
     assert_nothing_left(t);
 }
 
@@ -201,6 +216,15 @@ fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
         assert!(th["throttled_usec"].as_u64().unwrap() > 0, "{th}");
         assert_eq!(t["p99_throttled"], true);
         assert_eq!(t["record"]["limits"]["cpus"], serde_json::json!([0]));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cores > 1 {
+            let expected: Vec<usize> = (1..cores).collect();
+            assert_eq!(
+                t["volley_cpus"],
+                serde_json::json!(expected),
+                "volley pinned to the rest"
+            );
+        }
         // The cap is enforced by the kernel per 100 ms period; user+sys over the run
         // stays near 25% (the margin covers the start and the last partial period).
         let s = &t["monitor"]["summary"];

@@ -662,8 +662,21 @@ fn run_target(
         spec.tls = Some(TlsSource::Generate);
     }
     // The error's own message already names its OS cause; anyhow's chain would repeat it.
-    let target =
-        volley_targets::start(&spec).map_err(|e| anyhow::anyhow!("cannot start {kind}: {e}"))?;
+    let target = volley_targets::start(&spec).map_err(|e| {
+        let hint = match (&e, setup.limits.memory_max_bytes) {
+            (
+                TargetError::Rejected { .. }
+                | TargetError::BadBanner { .. }
+                | TargetError::StartTimeout { .. },
+                Some(max),
+            ) => format!(
+                " (with --memory-max {} MiB the kernel may have killed it for memory: raise the limit)",
+                max >> 20
+            ),
+            _ => String::new(),
+        };
+        anyhow::anyhow!("cannot start {kind}: {e}{hint}")
+    })?;
     let quiet = args.quiet;
     if !quiet {
         eprintln!(
