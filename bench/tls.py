@@ -87,6 +87,9 @@ def main():
         subprocess.run([os.path.join(E.ROOT, "scripts", "install-deps.sh")], check=True)
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=E.ROOT, check=True)
     tmp = tempfile.mkdtemp(prefix="volley-bench-tls-")
+    # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would make every
+    # answer a 403 (which the peers would count as requests done).
+    os.chmod(tmp, 0o755)
     docroot = os.path.join(tmp, "www")
     os.makedirs(docroot)
     with open(os.path.join(docroot, "a.html"), "wb") as f:
