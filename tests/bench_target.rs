@@ -381,3 +381,47 @@ fn tls_and_h2_targets_use_a_throw_away_ca_and_alpn() {
     assert_eq!(code, 2);
     assert!(err.contains("needs --tls"), "{err}");
 }
+
+#[test]
+fn repeats_interleave_rounds_and_give_medians_per_target() {
+    let json = temp_json("repeat");
+    let (code, out, err) = volley(&[
+        "bench",
+        "--target",
+        "builtin",
+        "--repeat",
+        "2",
+        "--cooldown",
+        "0s",
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "-k",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("=== run 2 of 2: builtin, round 2 of 2 ==="),
+        "{out}"
+    );
+    assert!(out.contains("req/s median [95% CI]"), "{out}");
+    let v = read_json(&json);
+    let rounds: Vec<u64> = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [1, 2]);
+    let g = &v["target_repeats"][0];
+    assert_eq!(g["kind"], "builtin");
+    assert_eq!(g["repeat"]["rows"].as_array().unwrap().len(), 2);
+    let ci = &g["repeat"]["requests_per_s"];
+    assert!(ci["lo"].as_f64().unwrap() <= ci["median"].as_f64().unwrap());
+    assert!(ci["median"].as_f64().unwrap() <= ci["hi"].as_f64().unwrap());
+    for t in v["targets"].as_array().unwrap() {
+        assert_nothing_left(t);
+    }
+}

@@ -146,6 +146,11 @@ struct Setup {
     /// Cores volley is pinned to (the complement of `--target-cpus`), if any remain.
     volley_cpus: Option<Vec<usize>>,
     show_config: bool,
+    /// Rounds: each round runs every target once, in the order given (A B A B ...), so
+    /// slow drifts of the machine fall on all targets alike.
+    repeat: usize,
+    /// Pause before every run but the first.
+    cooldown: Duration,
     /// Serve HTTPS (throw-away CA) and load over https://.
     tls: bool,
     /// Offer HTTP/2 by ALPN (bench's `--h2`).
@@ -261,9 +266,21 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
     if bench.urls.is_some() {
         usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
     }
-    if bench.repeat.as_deref().is_some_and(|r| r.trim() != "1") {
-        usage!("--repeat cannot be combined with --target yet: repeat the command instead");
-    }
+    let repeat = match bench.repeat.as_deref().map(|r| r.trim().parse::<usize>()) {
+        None => 1,
+        Some(Ok(k)) if k >= 1 => k,
+        Some(_) => usage!(
+            "--repeat must be a whole number of at least 1, got '{}'",
+            bench.repeat.as_deref().unwrap_or_default()
+        ),
+    };
+    let cooldown = match bench.cooldown.as_deref() {
+        None => Duration::from_secs(2),
+        Some(c) => match volley_study::spec::parse_duration(c) {
+            Ok(d) => d,
+            Err(e) => usage!("--cooldown: {e}"),
+        },
+    };
     let cores = online_cores();
     let cpus = match &t.target_cpus {
         Some(s) => match parse_cpus(s, cores) {
@@ -389,6 +406,8 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         monitor_interval,
         volley_cpus,
         show_config: t.show_config,
+        repeat,
+        cooldown,
         tls,
         http2: bench.wire.h2,
         compression,
@@ -461,6 +480,8 @@ struct TargetRun {
     leftover_cgroups: Vec<PathBuf>,
     /// Ctrl-C ended the load early.
     interrupted: bool,
+    /// 1-based round of `--repeat`.
+    round: usize,
 }
 
 impl TargetRun {
@@ -565,7 +586,16 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
 
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
-    for (i, &kind) in setup.kinds.iter().enumerate() {
+    let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
+        .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
+        .collect();
+    for (i, &(round, kind)) in schedule.iter().enumerate() {
+        if i > 0 {
+            let until = Instant::now() + setup.cooldown;
+            while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
@@ -575,16 +605,21 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
             show_progress,
         };
         match run_target(kind, &setup, &docroot, &args, &ctl, load) {
-            Ok(r) => {
+            Ok(mut r) => {
+                r.round = round + 1;
                 if text_out {
                     let mut out = std::io::stdout().lock();
-                    if setup.kinds.len() > 1 {
+                    if schedule.len() > 1 {
                         writeln!(
                             out,
-                            "=== target {} of {}: {} ===",
+                            "=== run {} of {}: {kind}{} ===",
                             i + 1,
-                            setup.kinds.len(),
-                            kind
+                            schedule.len(),
+                            if setup.repeat > 1 {
+                                format!(", round {} of {}", round + 1, setup.repeat)
+                            } else {
+                                String::new()
+                            }
                         )?;
                     }
                     print_run(&mut out, &r)?;
@@ -619,7 +654,7 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
     }
     if text_out && runs.len() > 1 {
         let mut out = std::io::stdout().lock();
-        write!(out, "{}", comparison_table(&runs))?;
+        write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
     }
     write_files(&args, &setup, &runs, true)?;
     drop(temp);
@@ -767,6 +802,7 @@ fn run_target(
         died,
         leftover_cgroups,
         interrupted: ctl.interrupted.load(Ordering::Relaxed),
+        round: 1,
     })
 }
 

@@ -6,15 +6,17 @@ use std::io::Write;
 use anyhow::Context;
 use serde_json::{json, Value};
 use volley_metrics::output::{Csv, Exporter, Json};
-use volley_metrics::Summary;
+use volley_metrics::{repeat, Summary};
+use volley_targets::TargetKind;
 
-use super::print::tree_stats;
+use super::print::{median_ci, tree_stats};
 use super::{BenchArgs, Setup, TargetRun};
 
 /// The JSON `targets` entry of one run (docs/bench-json.md, "Managed targets").
 fn target_json(r: &TargetRun, setup: &Setup) -> Value {
     json!({
         "kind": r.kind,
+        "round": r.round,
         "pid": r.pid,
         "status": r.status(),
         "died": r.died.as_ref().map(|d| json!({
@@ -48,6 +50,34 @@ fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
     Json.export(&summaries, None, &mut buf)?;
     let mut doc: Value = serde_json::from_slice(&buf).context("bench JSON")?;
     doc["targets"] = Value::Array(runs.iter().map(|r| target_json(r, setup)).collect());
+    if setup.repeat > 1 {
+        doc["target_repeats"] = Value::Array(
+            unique(&setup.kinds)
+                .into_iter()
+                .filter_map(|k| {
+                    let mine: Vec<Summary> = runs
+                        .iter()
+                        .filter(|r| r.kind == k)
+                        .map(|r| r.summary.clone())
+                        .collect();
+                    let cpu: Vec<f64> = runs
+                        .iter()
+                        .filter(|r| r.kind == k)
+                        .filter_map(|r| r.cpu_s_per_1000())
+                        .collect();
+                    (!mine.is_empty()).then(|| {
+                        json!({
+                            "kind": k,
+                            "repeat": repeat::summarise(&mine),
+                            "server_cpu_s_per_1000_requests": median_ci(&cpu).map(|e| json!({
+                                "median": e.median, "lo": e.lo, "hi": e.hi,
+                            })),
+                        })
+                    })
+                })
+                .collect(),
+        );
+    }
     Ok(doc)
 }
 
@@ -78,4 +108,15 @@ pub(super) fn write_files(
         eprintln!("volley: --csv-seconds is not written with --target yet; the per-second series are in --json");
     }
     Ok(())
+}
+
+/// Kinds in first-seen order, each once (`--target nginx --target nginx` is one group).
+fn unique(kinds: &[TargetKind]) -> Vec<TargetKind> {
+    let mut out: Vec<TargetKind> = Vec::new();
+    for &k in kinds {
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
 }

@@ -5,10 +5,11 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
+use volley_analysis::bootstrap::{self, Estimate};
 use volley_metrics::output::{Exporter, Text};
-use volley_metrics::Model;
+use volley_metrics::{repeat, Model};
 use volley_monitor::MonitorReport;
-use volley_targets::ResourceLimits;
+use volley_targets::{ResourceLimits, TargetKind};
 
 use super::{headline, list, TargetRun};
 
@@ -281,8 +282,13 @@ pub(super) fn print_run(out: &mut dyn Write, r: &TargetRun) -> anyhow::Result<()
     Ok(())
 }
 
-/// One row per target: the figures the note compares.
-pub(super) fn comparison_table(runs: &[TargetRun]) -> String {
+/// The comparison across targets: one row per run, or with `--repeat` one row per target
+/// with medians and bootstrap 95% intervals over its runs (each run one replicate).
+pub(super) fn comparison_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
+    let repeated = runs.iter().any(|r| r.round > 1);
+    if repeated {
+        return repeat_table(runs, kinds);
+    }
     let mut out = String::from("Comparison (same load against each target)\n");
     let _ = writeln!(
         out,
@@ -290,13 +296,6 @@ pub(super) fn comparison_table(runs: &[TargetRun]) -> String {
         "target", "req/s", "p99 ms", "CPU-s/1000 req", "max RSS MiB", "throttled"
     );
     for r in runs {
-        let rss = r
-            .monitor
-            .as_ref()
-            .and_then(|m| m.summary.max_rss_bytes)
-            .map_or("-".into(), |b| {
-                format!("{:.1}", b as f64 / (1u64 << 20) as f64)
-            });
         let _ = writeln!(
             out,
             "{:<16} {:>11.1} {:>10.3} {:>15} {:>11} {:>10}  {}",
@@ -304,10 +303,78 @@ pub(super) fn comparison_table(runs: &[TargetRun]) -> String {
             r.summary.throughput.requests_per_s,
             r.p99_ms(),
             opt(r.cpu_s_per_1000(), |v| format!("{v:.4}")),
-            rss,
+            opt(max_rss(r).map(|b| b as f64), |b| format!(
+                "{:.1}",
+                b / (1u64 << 20) as f64
+            )),
             r.throttling
                 .map_or("-".into(), |t| t.nr_throttled.to_string()),
             r.status()
+        );
+    }
+    out
+}
+
+fn max_rss(r: &TargetRun) -> Option<u64> {
+    r.monitor.as_ref()?.summary.max_rss_bytes
+}
+
+/// Median and bootstrap 95% interval (metrics' repeat settings, so the figures match
+/// `volley bench --repeat` without targets).
+pub(super) fn median_ci(values: &[f64]) -> Option<Estimate> {
+    (!values.is_empty()).then(|| bootstrap::median_ci(values, repeat::RESAMPLES, repeat::SEED))
+}
+
+fn repeat_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
+    let mut out = String::from(
+        "Comparison (medians over the rounds, bootstrap 95% intervals; rounds interleaved A B A B)\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>4} {:>30} {:>26} {:>15} {:>11} {:>9}",
+        "target",
+        "runs",
+        "req/s median [95% CI]",
+        "p99 ms median [95% CI]",
+        "CPU-s/1000 req",
+        "max RSS MiB",
+        "failed"
+    );
+    let mut seen = Vec::new();
+    for &kind in kinds {
+        if seen.contains(&kind) {
+            continue;
+        }
+        seen.push(kind);
+        let mine: Vec<&TargetRun> = runs.iter().filter(|r| r.kind == kind).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let col = |f: &dyn Fn(&TargetRun) -> Option<f64>| -> Vec<f64> {
+            mine.iter().filter_map(|r| f(r)).collect()
+        };
+        let rps = median_ci(&col(&|r| Some(r.summary.throughput.requests_per_s)));
+        let p99 = median_ci(&col(&|r| Some(r.p99_ms())));
+        let cpu = median_ci(&col(&|r| r.cpu_s_per_1000()));
+        let rss = mine.iter().filter_map(|r| max_rss(r)).max();
+        let fmt = |e: Option<Estimate>, prec: usize| {
+            e.map_or("-".into(), |e| {
+                format!("{:.prec$} [{:.prec$}, {:.prec$}]", e.median, e.lo, e.hi)
+            })
+        };
+        let _ = writeln!(
+            out,
+            "{:<16} {:>4} {:>30} {:>26} {:>15} {:>11} {:>9}",
+            kind.name(),
+            mine.len(),
+            fmt(rps, 1),
+            fmt(p99, 3),
+            cpu.map_or("-".into(), |e| format!("{:.4}", e.median)),
+            rss.map_or("-".into(), |b| format!(
+                "{:.1}",
+                b as f64 / (1u64 << 20) as f64
+            )),
+            mine.iter().filter(|r| r.died.is_some()).count()
         );
     }
     out
