@@ -211,6 +211,9 @@ def main():
         subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh")], check=True)
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
+    # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
+    # into a 403 page, which the peers would happily count as completed requests.
+    os.chmod(tmp, 0o755)
     docroot = os.path.join(tmp, "www")
     os.makedirs(docroot)
     with open(os.path.join(docroot, "a.html"), "wb") as f:
