@@ -217,7 +217,7 @@ def main():
     docroot = os.path.join(tmp, "www")
     os.makedirs(docroot)
     with open(os.path.join(docroot, "a.html"), "wb") as f:
-        f.write(b"<html><body>" + b"x" * (700 - 26) + b"</body></html>\n"[:14])
+        f.write(b"<html><body>" + b"x" * 674 + b"</body></html>")  # 700 bytes
     procs = []
     try:
         lp, lport = start_lighttpd(tmp, docroot)
@@ -226,6 +226,13 @@ def main():
         procs.append(np_)
         lurl = f"http://127.0.0.1:{lport}/a.html"
         nurl = f"http://127.0.0.1:{nport}/a.html"
+        # Validate before measuring: a fast wrong answer (403, 404) is not a result.
+        import urllib.request
+        for u in (lurl, nurl):
+            with urllib.request.urlopen(u, timeout=5) as r:
+                body = r.read()
+                if r.status != 200 or len(body) != 700:
+                    raise SystemExit(f"{u}: status {r.status}, {len(body)} bytes; expected 200 and 700")
         print(f"# volley engine benchmark, {a.seconds}s x {a.rounds} rounds, server core {SERVER_CORE}, client core {CLIENT_CORE}")
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
