@@ -196,8 +196,9 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each below `cores`.
-fn parse_cpus(s: &str, cores: usize) -> Result<Vec<usize>, String> {
+/// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores
+/// this process may use: a container's cpuset need not start at 0).
+fn parse_cpus(s: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
     let bad = || format!("--target-cpus must be a list like 0 or 0,1 or 0-1, got '{s}'");
     let mut out = Vec::new();
     for part in s.split(',') {
@@ -211,10 +212,10 @@ fn parse_cpus(s: &str, cores: usize) -> Result<Vec<usize>, String> {
             return Err(bad());
         }
         for c in a..=b {
-            if c >= cores {
+            if !allowed.contains(&c) {
                 return Err(format!(
-                    "--target-cpus: core {c} does not exist (this machine has cores 0-{})",
-                    cores.saturating_sub(1)
+                    "--target-cpus: core {c} does not exist or is not ours (usable cores: {})",
+                    list(allowed)
                 ));
             }
             out.push(c);
@@ -281,16 +282,16 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
             Err(e) => usage!("--cooldown: {e}"),
         },
     };
-    let cores = online_cores();
+    let allowed = allowed_cpus();
     let cpus = match &t.target_cpus {
-        Some(s) => match parse_cpus(s, cores) {
+        Some(s) => match parse_cpus(s, &allowed) {
             Ok(c) => Some(c),
             Err(e) => usage!("{e}"),
         },
         None => None,
     };
     let volley_cpus = cpus.as_ref().and_then(|c| {
-        let rest: Vec<usize> = (0..cores).filter(|i| !c.contains(i)).collect();
+        let rest: Vec<usize> = allowed.iter().copied().filter(|i| !c.contains(i)).collect();
         (!rest.is_empty()).then_some(rest)
     });
     let cpu_quota = match &t.cpu_quota {
@@ -414,9 +415,21 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
     })
 }
 
-/// Cores this process may run on today (sched_getaffinity), which is what pinning splits.
-fn online_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// Cores this process may run on (sched_getaffinity), which is what pinning splits.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data filled by the kernel; CPU_ISSET reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
 /// Pins this process (the calling thread, and every thread it starts later: the
@@ -905,12 +918,18 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse_and_check_the_cores_exist() {
-        assert_eq!(parse_cpus("0", 2), Ok(vec![0]));
-        assert_eq!(parse_cpus("1,0,1", 2), Ok(vec![0, 1]));
-        assert_eq!(parse_cpus("0-2", 4), Ok(vec![0, 1, 2]));
-        assert!(parse_cpus("2", 2).unwrap_err().contains("does not exist"));
+        assert_eq!(parse_cpus("0", &[0, 1]), Ok(vec![0]));
+        assert_eq!(parse_cpus("1,0,1", &[0, 1]), Ok(vec![0, 1]));
+        assert_eq!(parse_cpus("0-2", &[0, 1, 2, 3]), Ok(vec![0, 1, 2]));
+        assert!(parse_cpus("2", &[0, 1])
+            .unwrap_err()
+            .contains("does not exist"));
+        assert!(
+            parse_cpus("0", &[2, 3]).is_err(),
+            "a core outside our cpuset is refused"
+        );
         for bad in ["", "a", "2-1", "0,,1"] {
-            assert!(parse_cpus(bad, 4).is_err(), "{bad}");
+            assert!(parse_cpus(bad, &[0, 1, 2, 3]).is_err(), "{bad}");
         }
     }
 
