@@ -521,6 +521,27 @@ impl TargetRun {
         }
     }
 
+    /// Why this run counts as failed (the server died, or no request succeeded); `None`
+    /// for a good run and for one Ctrl-C cut short.
+    fn failure(&self) -> Option<anyhow::Error> {
+        if self.interrupted {
+            return None;
+        }
+        if let Some(d) = &self.died {
+            return Some(anyhow::anyhow!(
+                "{} died during the run ({}); the run is marked failed",
+                d.kind,
+                d.exit_status
+            ));
+        }
+        (self.summary.requests.ok == 0).then(|| {
+            anyhow::anyhow!(
+                "no request to {} succeeded; the run is marked failed",
+                self.kind
+            )
+        })
+    }
+
     fn throttled(&self) -> bool {
         self.throttling.is_some_and(|t| t.nr_throttled > 0)
     }
@@ -637,26 +658,11 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
                     }
                     print_run(&mut out, &r)?;
                 }
+                failure = r.failure();
                 runs.push(r);
                 write_files(&args, &setup, &runs, false)?;
-                if let Some(d) = &runs.last().and_then(|r| r.died.clone()) {
-                    if !interrupted.load(Ordering::Relaxed) {
-                        failure = Some(anyhow::anyhow!(
-                            "{} died during the run ({}); the run is marked failed",
-                            d.kind,
-                            d.exit_status
-                        ));
-                        break;
-                    }
-                }
-                let last = runs.last().map(|r| (r.kind, r.summary.requests.ok));
-                if let Some((kind, 0)) = last {
-                    if !interrupted.load(Ordering::Relaxed) {
-                        failure = Some(anyhow::anyhow!(
-                            "no request to {kind} succeeded; the run is marked failed"
-                        ));
-                        break;
-                    }
+                if failure.is_some() {
+                    break;
                 }
             }
             Err(e) => {
