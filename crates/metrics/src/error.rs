@@ -16,6 +16,15 @@ pub enum MetricsError {
         /// The codec's own message.
         detail: String,
     },
+    /// Two recorders with different warm-up boundaries were merged: their seconds are
+    /// shifted differently and cannot be added.
+    #[error("cannot merge recorders with different warm-ups ({a_ns} ns and {b_ns} ns)")]
+    WarmupMismatch {
+        /// This recorder's boundary, ns.
+        a_ns: u64,
+        /// The other recorder's boundary, ns.
+        b_ns: u64,
+    },
     /// Writing an export failed.
     #[error("cannot write {format} output: {source}")]
     Write {

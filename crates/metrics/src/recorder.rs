@@ -23,11 +23,21 @@
 //! - send lag (sent - intended): every request that was sent, whatever its fate.
 //! - connect/reset/closed/malformed/TLS failures have no meaningful latency; they are
 //!   counted by kind, never dropped.
+//!
+//! Warm-up ([`Recorder::with_warmup`]): methodology.md says "warm up before measuring".
+//! A sample whose `intended_ns` is before the warm-up boundary is not measured (one
+//! compare on the hot path); it is only counted in [`Warmup`]. Measured samples are
+//! shifted so that the boundary is instant 0: per-second windows, send/schedule series
+//! and rates start at the boundary. Attribution by *intended* instant (not done) keeps a
+//! request whole: one scheduled in warm-up that finishes after it is warm-up, one
+//! scheduled after it is measured even if it waits for a connection. Connection and
+//! cap-hit events before the boundary go to [`Warmup`] too.
 
 use crate::hist::{self, Hist};
 use crate::resources;
 use crate::MetricsError;
 use hdrhistogram::serialization::V2DeflateSerializer;
+use std::time::Duration;
 use volley_engine::{ErrorKind, Sample, Sink};
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -190,6 +200,10 @@ pub(crate) struct RunTotals {
     pub first_intended_ns: u64,
     pub last_intended_ns: u64,
     pub last_done_ns: u64,
+    /// Measured requests that opened the connection they went out on (`connect_ns > 0`)
+    /// or failed to connect: the measured period's share of the engine's
+    /// `connections_opened` when there is a warm-up.
+    pub opened: u64,
 }
 
 impl Default for RunTotals {
@@ -204,6 +218,38 @@ impl Default for RunTotals {
             first_intended_ns: u64::MAX,
             last_intended_ns: 0,
             last_done_ns: 0,
+            opened: 0,
+        }
+    }
+}
+
+/// What happened before the warm-up boundary: kept out of every measured figure, but
+/// reported (in a summary note) so a reader can see the transient that was excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Warmup {
+    /// Samples whose intended instant fell before the boundary (any outcome).
+    pub samples: u64,
+    /// Connection-cap hits before the boundary.
+    pub cap_hits: u64,
+    /// Most connections open at once before the boundary.
+    pub max_open: u32,
+    /// Instant (ns since the run started) of the last connection event before the
+    /// boundary, and the global open count it reported: with the latest event across
+    /// workers, the number of connections carried into the measured period.
+    pub last_event_ns: u64,
+    /// Open connections reported by that last event.
+    pub open_at_boundary: u32,
+}
+
+impl Warmup {
+    fn add(&mut self, o: &Warmup) {
+        self.samples += o.samples;
+        self.cap_hits += o.cap_hits;
+        self.max_open = self.max_open.max(o.max_open);
+        // Each worker reports the global count: the latest event is the freshest view.
+        if o.last_event_ns >= self.last_event_ns {
+            self.last_event_ns = o.last_event_ns;
+            self.open_at_boundary = o.open_at_boundary;
         }
     }
 }
@@ -244,6 +290,11 @@ pub struct Recorder {
     serializer: V2DeflateSerializer,
     /// First encode failure, reported at merge/close (the Sink trait cannot fail).
     error: Option<MetricsError>,
+    /// Samples intended before this instant (ns since the run started) are warm-up;
+    /// 0 = no warm-up. Measured instants are shifted down by it.
+    pub(crate) warmup_ns: u64,
+    /// What the warm-up saw.
+    pub(crate) warm: Warmup,
 }
 
 impl Default for Recorder {
@@ -283,7 +334,29 @@ impl Recorder {
             live_resources: None,
             serializer: V2DeflateSerializer::new(),
             error: None,
+            warmup_ns: 0,
+            warm: Warmup::default(),
         }
+    }
+
+    /// Excludes the first `warmup` of the run from every measured figure: samples
+    /// intended before it, and connection and cap-hit events before it, are only counted
+    /// in [`Recorder::warmup`]; measured instants are shifted so that seconds and rates
+    /// start at the boundary. Give every worker the same value (merging recorders with
+    /// different boundaries is refused). `Duration::ZERO` (the default) measures all.
+    pub fn with_warmup(mut self, warmup: Duration) -> Recorder {
+        self.warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// The warm-up boundary, nanoseconds since the run started (0 = none).
+    pub fn warmup_ns(&self) -> u64 {
+        self.warmup_ns
+    }
+
+    /// What happened before the warm-up boundary.
+    pub fn warmup(&self) -> &Warmup {
+        &self.warm
     }
 
     /// A recorder that also reads the process's CPU time and the system's CPU pressure
@@ -428,6 +501,15 @@ impl Recorder {
         if let Some(e) = self.error.take().or(other.error.take()) {
             return Err(e);
         }
+        if self.warmup_ns != other.warmup_ns {
+            // Their seconds are shifted by different amounts: adding them would mix
+            // windows that are not the same wall-clock second.
+            return Err(MetricsError::WarmupMismatch {
+                a_ns: self.warmup_ns,
+                b_ns: other.warmup_ns,
+            });
+        }
+        self.warm.add(&other.warm);
         for (a, b) in self.run.iter_mut().zip(other.run.iter()) {
             hist::add(a, b)?;
         }
@@ -446,6 +528,7 @@ impl Recorder {
         a.first_intended_ns = a.first_intended_ns.min(b.first_intended_ns);
         a.last_intended_ns = a.last_intended_ns.max(b.last_intended_ns);
         a.last_done_ns = a.last_done_ns.max(b.last_done_ns);
+        a.opened += b.opened;
         add_series(&mut self.sent_by_second, &other.sent_by_second);
         add_series(&mut self.scheduled_by_second, &other.scheduled_by_second);
         self.closed = merge_seconds(
@@ -553,14 +636,38 @@ fn join_second(
     Ok(x)
 }
 
+/// `s` with every instant moved `w` earlier (the warm-up boundary becomes 0). Only
+/// called on measured samples, whose intended instant is >= `w`; a first byte of 0
+/// means "none" and stays 0.
+#[inline]
+fn shifted(s: &Sample, w: u64) -> Sample {
+    Sample {
+        intended_ns: s.intended_ns - w,
+        sent_ns: s.sent_ns.saturating_sub(w),
+        first_byte_ns: if s.first_byte_ns == 0 {
+            0
+        } else {
+            s.first_byte_ns.saturating_sub(w)
+        },
+        done_ns: s.done_ns.saturating_sub(w),
+        ..*s
+    }
+}
+
 impl Sink for Recorder {
     #[inline]
     fn record(&mut self, s: &Sample) {
+        if s.intended_ns < self.warmup_ns {
+            self.warm.samples += 1;
+            return;
+        }
+        // Decided before shifting: a sample never sent may carry sent_ns = 0.
+        let was_sent = s.sent_ns >= s.intended_ns;
+        let s = &shifted(s, self.warmup_ns);
         self.advance(s.done_ns.max(self.current * NS_PER_S));
         let kind = s.error;
         let responded = matches!(kind, None | Some(ErrorKind::Status));
         let censored = matches!(kind, Some(ErrorKind::Timeout | ErrorKind::InFlight));
-        let was_sent = s.sent_ns >= s.intended_ns;
 
         let c = &mut self.live_counts;
         c.completed += 1;
@@ -591,6 +698,9 @@ impl Sink for Recorder {
         t.first_intended_ns = t.first_intended_ns.min(s.intended_ns);
         t.last_intended_ns = t.last_intended_ns.max(s.intended_ns);
         t.last_done_ns = t.last_done_ns.max(s.done_ns);
+        if s.connect_ns > 0 || kind == Some(ErrorKind::Connect) {
+            t.opened += 1;
+        }
         bump(&mut self.scheduled_by_second, s.intended_ns / NS_PER_S);
         if was_sent {
             t.sent += 1;
@@ -635,18 +745,38 @@ impl Sink for Recorder {
     }
 
     fn connections(&mut self, now_ns: u64, open_now: u32) {
+        if now_ns < self.warmup_ns {
+            let w = &mut self.warm;
+            w.max_open = w.max_open.max(open_now);
+            if now_ns >= w.last_event_ns {
+                w.last_event_ns = now_ns;
+                w.open_at_boundary = open_now;
+            }
+            return;
+        }
+        let now_ns = now_ns - self.warmup_ns;
         self.advance(now_ns.max(self.current * NS_PER_S));
         self.live_counts.max_open = self.live_counts.max_open.max(open_now);
         self.totals.counts.max_open = self.totals.counts.max_open.max(open_now);
     }
 
     fn cap_hit(&mut self, now_ns: u64) {
+        if now_ns < self.warmup_ns {
+            self.warm.cap_hits += 1;
+            return;
+        }
+        let now_ns = now_ns - self.warmup_ns;
         self.advance(now_ns.max(self.current * NS_PER_S));
         self.live_counts.cap_hits += 1;
         self.totals.counts.cap_hits += 1;
     }
 
     fn tick(&mut self, now_ns: u64) {
+        // Before the boundary there is no measured window to close.
+        if now_ns < self.warmup_ns {
+            return;
+        }
+        let now_ns = now_ns - self.warmup_ns;
         self.advance(now_ns.max(self.current * NS_PER_S));
     }
 }
@@ -762,6 +892,100 @@ pub(crate) mod tests {
         assert_eq!((resp.len(), serv.len()), (2, 2));
         assert!(resp.equivalent(resp.max(), 6_000));
         assert!(serv.equivalent(serv.max(), 4_000));
+    }
+
+    #[test]
+    fn warmup_samples_and_events_are_kept_out_of_measured_figures() {
+        // Warm-up 2 s: 30 samples intended before it (each 50 ms late, 40 ms long),
+        // 10 after it (on time, 3 ms), and one intended just before the boundary that
+        // finishes after it: warm-up too, since attribution is by intended instant.
+        let mut r = Recorder::new().with_warmup(Duration::from_secs(2));
+        for i in 0..30u64 {
+            let mut s = ok(100 + i * 60, 40);
+            s.intended_ns -= 50_000_000;
+            s.connect_ns = 1_000;
+            r.record(&s);
+        }
+        let mut straddle = ok(2_100, 150);
+        straddle.connect_ns = 1_000;
+        r.record(&straddle);
+        r.connections(500_000_000, 64);
+        r.connections(1_500_000_000, 512);
+        r.cap_hit(1_000_000_000);
+        r.cap_hit(1_200_000_000);
+        r.tick(1_900_000_000);
+        for i in 0..10u64 {
+            r.record(&ok(2_010 + i * 250, 3));
+        }
+        r.cap_hit(2_500_000_000);
+        r.connections(2_600_000_000, 100);
+        r.finish();
+
+        assert_eq!(r.warmup().samples, 31);
+        assert_eq!(r.warmup().cap_hits, 2);
+        assert_eq!(r.warmup().max_open, 512);
+        assert_eq!(r.warmup().open_at_boundary, 512);
+        let t = &r.totals;
+        assert_eq!((t.counts.completed, t.sent), (10, 10));
+        assert_eq!(t.counts.cap_hits, 1);
+        assert_eq!(t.counts.max_open, 100);
+        assert_eq!(t.opened, 0, "no measured request opened a connection");
+        assert_eq!(r.run[Metric::Response as usize].len(), 10);
+        assert!(
+            r.run[Metric::Response as usize].max() < 3_100,
+            "no 40 ms sample"
+        );
+        assert!(r.run[Metric::SendLag as usize].max() == 0, "no late sample");
+        // Instants are measured from the boundary: the first measured sample was
+        // intended at 2.007 s of run time, 7 ms after it.
+        assert_eq!(t.first_intended_ns, 7_000_000);
+        // Seconds start at the boundary: done at 2.01..4.26 s -> seconds 0, 1, 2.
+        let secs: Vec<(u64, u64)> = r
+            .closed_seconds()
+            .iter()
+            .map(|c| (c.second, c.counts.completed))
+            .collect();
+        assert_eq!(secs, vec![(0, 4), (1, 4), (2, 2)]);
+        assert_eq!(r.sent_by_second, vec![4, 4, 2]);
+        assert_eq!(r.scheduled_by_second, vec![4, 4, 2]);
+    }
+
+    #[test]
+    fn warmup_merges_and_refuses_mixed_boundaries() {
+        let w = Duration::from_millis(500);
+        let mut a = Recorder::new().with_warmup(w);
+        let mut b = Recorder::new().with_warmup(w);
+        a.record(&ok(100, 10));
+        a.connections(300_000_000, 8);
+        b.connections(400_000_000, 6);
+        b.cap_hit(450_000_000);
+        b.record(&ok(700, 10));
+        let m = Recorder::merge_all(vec![a, b]).unwrap();
+        assert_eq!(m.warmup().samples, 1);
+        assert_eq!(m.warmup().cap_hits, 1);
+        assert_eq!(m.warmup().max_open, 8);
+        assert_eq!(m.warmup().open_at_boundary, 6, "the latest event wins");
+        assert_eq!(m.completed(), 1);
+
+        let plain = Recorder::new();
+        let err = Recorder::merge_all(vec![Recorder::new().with_warmup(w), plain]);
+        assert!(matches!(err, Err(MetricsError::WarmupMismatch { .. })));
+    }
+
+    #[test]
+    fn measured_requests_that_open_connections_are_counted() {
+        let mut r = Recorder::new().with_warmup(Duration::from_secs(1));
+        let mut opened = ok(1_500, 5);
+        opened.connect_ns = 200_000;
+        r.record(&opened);
+        let mut refused = ok(1_600, 1);
+        refused.error = Some(ErrorKind::Connect);
+        r.record(&refused);
+        r.record(&ok(1_700, 1));
+        let mut warm = ok(900, 5);
+        warm.connect_ns = 200_000;
+        r.record(&warm);
+        assert_eq!(r.totals.opened, 2);
     }
 
     #[test]

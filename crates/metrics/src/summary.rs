@@ -15,6 +15,10 @@
 //! - Rates: achieved send rate = (sent - 1) / (last sent - first sent) and scheduled
 //!   rate likewise over intended instants, so the time spent waiting for the last
 //!   replies does not dilute them; reply rate = completed / duration.
+//! - Warm-up (a recorder built [`Recorder::with_warmup`]): duration = engine wall time -
+//!   warm-up, every instant is measured from the boundary, and the engine's whole-run
+//!   connection counters are split: connections opened by measured requests are the
+//!   measured figure, the rest of the engine's count is reported as warm-up's.
 
 use crate::hist::{self, Hist};
 use crate::label::{self, Bound, Check, Verdict};
@@ -60,19 +64,24 @@ pub struct RunInfo {
     pub max_connections: usize,
     /// Whether connections were reused.
     pub keep_alive: bool,
-    /// Wall time of the run, nanoseconds (engine's clock).
+    /// Wall time of the run, nanoseconds (engine's clock), warm-up included: the
+    /// summary subtracts the recorder's warm-up itself.
     pub elapsed_ns: u64,
-    /// TCP connections opened during the run.
+    /// TCP connections opened during the run (engine's count, warm-up included; with a
+    /// warm-up the summary reports the measured share and notes the rest).
     pub connections_opened: u64,
-    /// Most connections open at once, from the engine (merged with the sinks' figure).
+    /// Most connections open at once, from the engine (merged with the sinks' figure;
+    /// ignored with a warm-up, whose peak it may be).
     pub max_open_connections: u32,
-    /// Open-loop arrivals that found the connection cap reached (engine's count).
+    /// Open-loop arrivals that found the connection cap reached (engine's count;
+    /// ignored with a warm-up: the recorder counts the measured ones).
     pub cap_hits: u64,
     /// The run ended before its stop condition (Ctrl-C or a stop flag).
     pub stopped_early: bool,
-    /// Process CPU time (user + sys) used during the run, nanoseconds.
+    /// Process CPU time (user + sys) used during the measured period (after the
+    /// warm-up, when there is one), nanoseconds.
     pub cpu_ns: Option<u64>,
-    /// Share of the run some task waited for a CPU (PSI), 0..1.
+    /// Share of the measured period some task waited for a CPU (PSI), 0..1.
     pub cpu_pressure: Option<f64>,
     /// Cores the generator could use: min(threads, CPUs available).
     pub cores: f64,
@@ -252,6 +261,24 @@ pub struct Generator {
     pub generator_bound_seconds: u64,
 }
 
+/// What the warm-up excluded from every other figure of the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WarmupStats {
+    /// Length of the warm-up, seconds.
+    pub duration_s: f64,
+    /// Requests intended before the boundary (any outcome).
+    pub requests: u64,
+    /// Connections opened during the warm-up: the engine's count minus those opened by
+    /// measured requests.
+    pub connections_opened: u64,
+    /// Connections open when measuring began (carried into the measured period).
+    pub open_at_boundary: u32,
+    /// Most connections open at once during the warm-up.
+    pub max_open: u32,
+    /// Connection-cap hits during the warm-up.
+    pub cap_hits: u64,
+}
+
 /// One second of the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SecondSummary {
@@ -306,8 +333,10 @@ pub struct Summary {
     pub keep_alive: bool,
     /// Which latency the headline figures (spectrum, served_within, per-second) show.
     pub latency_definition: String,
-    /// Wall time, seconds.
+    /// Wall time of the measured period, seconds (warm-up excluded).
     pub duration_s: f64,
+    /// What the warm-up excluded; `None` (JSON null) without one.
+    pub warmup: Option<WarmupStats>,
     /// Counts.
     pub requests: Requests,
     /// Failures by kind (every kind listed, zeros included).
@@ -465,7 +494,8 @@ impl Recorder {
     fn summarise(&self, run: &RunInfo) -> Result<Summary, MetricsError> {
         let t = &self.totals;
         let c = &t.counts;
-        let duration_s = run.elapsed_ns as f64 / 1e9;
+        let measured_ns = run.elapsed_ns.saturating_sub(self.warmup_ns);
+        let duration_s = measured_ns as f64 / 1e9;
         let per_s = |n: u64| {
             if duration_s > 0.0 {
                 n as f64 / duration_s
@@ -548,8 +578,8 @@ impl Recorder {
         };
         let cpu_cores_used = run
             .cpu_ns
-            .filter(|_| run.elapsed_ns > 0)
-            .map(|n| n as f64 / run.elapsed_ns as f64);
+            .filter(|_| measured_ns > 0)
+            .map(|n| n as f64 / measured_ns as f64);
         let run_verdict = label::classify(&Check {
             offered_rate_per_s: open_rate,
             scheduled: scheduled.unwrap_or(achieved),
@@ -568,6 +598,21 @@ impl Recorder {
             .count() as u64;
 
         let mut notes = run.notes.clone();
+        let warmed = self.warmup_ns > 0;
+        let warmup = warmed.then(|| WarmupStats {
+            duration_s: self.warmup_ns as f64 / 1e9,
+            requests: self.warm.samples,
+            connections_opened: run.connections_opened.saturating_sub(t.opened),
+            open_at_boundary: self.warm.open_at_boundary,
+            max_open: self.warm.max_open,
+            cap_hits: self.warm.cap_hits,
+        });
+        if let Some(w) = &warmup {
+            notes.push(format!(
+                "warm-up {}s excluded: {} request(s) intended before it, {} connection(s) opened during it ({} open when measuring began, at most {}), {} connection-cap hit(s); every figure covers the {:.3} s after it",
+                w.duration_s, w.requests, w.connections_opened, w.open_at_boundary, w.max_open, w.cap_hits, duration_s
+            ));
+        }
         if c.censored() > 0 {
             notes.push(format!(
                 "{} request(s) timed out or were still in flight: their latencies are recorded as lower bounds (>= elapsed time) in response and service time, and counted as failed",
@@ -579,7 +624,12 @@ impl Recorder {
                 "the run was stopped early: figures cover what was measured until then".into(),
             );
         }
-        let cap_hits = run.cap_hits.max(c.cap_hits);
+        // The engine's counters span the warm-up; the recorder's only the measured part.
+        let cap_hits = if warmed {
+            c.cap_hits
+        } else {
+            run.cap_hits.max(c.cap_hits)
+        };
         if cap_hits > 0 {
             notes.push(format!(
                 "the connection cap ({}) was hit {cap_hits} time(s): arrivals waited for a free connection (their response time still counts from the intended instant)",
@@ -650,6 +700,7 @@ impl Recorder {
             keep_alive: run.keep_alive,
             latency_definition: headline_def.to_string(),
             duration_s,
+            warmup,
             requests: Requests {
                 sent: t.sent,
                 completed: finished,
@@ -681,10 +732,18 @@ impl Recorder {
             served_within: served_within(headline_hist),
             latency,
             spectrum: spectrum(headline_hist),
-            connections_stats: Connections {
-                max_open: run.max_open_connections.max(c.max_open),
-                opened: run.connections_opened,
-                cap_hits,
+            connections_stats: if warmed {
+                Connections {
+                    max_open: c.max_open.max(self.warm.open_at_boundary),
+                    opened: t.opened,
+                    cap_hits,
+                }
+            } else {
+                Connections {
+                    max_open: run.max_open_connections.max(c.max_open),
+                    opened: run.connections_opened,
+                    cap_hits,
+                }
             },
             generator: Generator {
                 cpu_cores_used,
@@ -904,6 +963,75 @@ pub(crate) mod tests {
         assert!((sum.throughput.requests_per_s - 2.0).abs() < 1e-9);
         assert!(sum.notes.iter().any(|n| n.contains("lower bounds")));
         assert!(sum.latency["response_time"].max_ms >= 399.0);
+    }
+
+    #[test]
+    fn warmup_is_excluded_from_counts_rates_seconds_and_verdict() {
+        // Open loop at 100/s for 3 s, warm-up 1 s. The warm-up second is late by 20 ms
+        // (a start-up transient) and hits the cap; the two measured seconds are on time.
+        let mut r = Recorder::new().with_warmup(std::time::Duration::from_secs(1));
+        for i in 0..300u64 {
+            let mut s = ok(10 * i + 3, 2);
+            if (5..100).contains(&i) {
+                s.intended_ns -= 20_000_000;
+                s.connect_ns = 50_000;
+                r.cap_hit(s.intended_ns);
+            }
+            r.record(&s);
+        }
+        r.connections(900_000_000, 40);
+        let mut run = info(
+            Model::Open {
+                rate_per_s: 100.0,
+                arrival: "constant".into(),
+            },
+            3_000,
+        );
+        run.connections_opened = 45;
+        run.cap_hits = 100;
+        run.max_open_connections = 60;
+        let s = r.close(&run).unwrap();
+        assert_eq!(s.requests.completed, 200);
+        assert!((s.duration_s - 2.0).abs() < 1e-9);
+        assert!((s.throughput.requests_per_s - 100.0).abs() < 1e-9);
+        assert!((s.rates.achieved_send_per_s - 100.0).abs() < 0.01);
+        assert_eq!(s.latency["send_lag"].count, 200);
+        assert_eq!(s.latency["send_lag"].max_ms, 0.0);
+        assert_eq!(s.seconds.len(), 2);
+        assert_eq!((s.seconds[0].sent, s.seconds[1].sent), (100, 100));
+        assert_eq!(
+            s.generator.verdict.label,
+            Bound::ServerBound,
+            "{}",
+            s.generator.verdict.reason
+        );
+        assert_eq!(s.connections_stats.cap_hits, 0);
+        assert_eq!(s.connections_stats.opened, 0);
+        assert_eq!(
+            s.connections_stats.max_open, 40,
+            "carried over the boundary"
+        );
+        let w = s.warmup.unwrap();
+        assert_eq!(
+            (w.requests, w.cap_hits, w.connections_opened),
+            (100, 95, 45)
+        );
+        assert!(s.notes.iter().any(|n| n.starts_with("warm-up 1s excluded")));
+        assert!(!s.notes.iter().any(|n| n.contains("connection cap")));
+
+        // The same samples without a warm-up: the transient makes it generator-bound.
+        let mut r = Recorder::new();
+        for i in 0..300u64 {
+            let mut s = ok(10 * i + 3, 2);
+            if (5..100).contains(&i) {
+                s.intended_ns -= 20_000_000;
+            }
+            r.record(&s);
+        }
+        let s = r.close(&run).unwrap();
+        assert_eq!(s.requests.completed, 300);
+        assert!(s.warmup.is_none());
+        assert_eq!(s.generator.verdict.label, Bound::GeneratorBound);
     }
 
     #[test]

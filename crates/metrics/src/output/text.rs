@@ -118,6 +118,14 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
     writeln!(out)?;
     writeln!(out, "Concurrency Level:      {}", s.connections)?;
     writeln!(out, "Time taken for tests:   {:.3} seconds", s.duration_s)?;
+    if let Some(w) = &s.warmup {
+        // Said beside the time so nobody reads the rates as covering the warm-up.
+        writeln!(
+            out,
+            "Warm-up (excluded):     {:.3} seconds, {} requests",
+            w.duration_s, w.requests
+        )?;
+    }
     writeln!(out, "Complete requests:      {}", s.requests.completed)?;
     writeln!(out, "Failed requests:        {}", s.requests.failed)?;
     let failed: Vec<String> = s
