@@ -158,6 +158,11 @@ pub enum SearchEnd {
     BelowMinRate,
     /// `max_steps` ran out before convergence; the bracket is what was reached.
     StepBudgetExhausted,
+    /// A probe stayed generator-bound through its reruns: the generator could not offer
+    /// that rate on schedule, so the edge could not be looked for above it. The capacity
+    /// is the last rate shown sustainable (at least that), and
+    /// [`Capacity::generator_bound_at_rps`] names the rate the generator could not offer.
+    GeneratorBound,
 }
 
 /// The answer of a search.
@@ -194,6 +199,10 @@ pub struct Capacity {
     pub steps: u32,
     /// Why the search stopped.
     pub end: SearchEnd,
+    /// The rate at which the generator, not the server, ended the search
+    /// ([`SearchEnd::GeneratorBound`]); `None` otherwise.
+    #[serde(default)]
+    pub generator_bound_at_rps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -223,6 +232,8 @@ pub struct Search {
     lo: Option<f64>,
     hi: Option<f64>,
     history: Vec<(f64, bool)>,
+    /// The rate whose probe stayed generator-bound, which ended the search.
+    generator_bound_at: Option<f64>,
 }
 
 impl Search {
@@ -267,6 +278,7 @@ impl Search {
             lo: None,
             hi: None,
             history: Vec::new(),
+            generator_bound_at: None,
         })
     }
 
@@ -286,16 +298,7 @@ impl Search {
     /// Records the outcome of a step at `rate_rps` (which must be the rate `next_rate`
     /// proposed) and moves the search on.
     pub fn observe(&mut self, rate_rps: f64, sustainable: bool) -> Result<(), SearchError> {
-        let expected = self.next_rate();
-        match expected {
-            Some(e) if (rate_rps - e).abs() <= 1e-9 * e.abs() => {}
-            _ => {
-                return Err(SearchError::UnexpectedRate {
-                    observed: rate_rps,
-                    expected,
-                })
-            }
-        }
+        self.expect_rate(rate_rps)?;
         self.history.push((self.current, sustainable));
         self.current_runs += 1;
         self.current_ok += u32::from(sustainable);
@@ -306,6 +309,32 @@ impl Search {
             self.phase = Phase::Done(SearchEnd::StepBudgetExhausted);
         }
         Ok(())
+    }
+
+    /// Records that the probe at `rate_rps` stayed generator-bound after its reruns (the
+    /// caller reruns; the search does not count reruns). Under the shared rule
+    /// (`crate::sustain::counts_for_server`) such a step is neither a pass nor a fail:
+    /// it measured the generator. Counting it as a fail would walk the search down to
+    /// rates the server easily sustains whenever the machine is busy; counting it as a
+    /// pass would claim a rate nobody offered. So the search ends here with
+    /// [`SearchEnd::GeneratorBound`]: capacity is at least the last sustainable rate, and
+    /// the edge above it is unknown because of the generator.
+    pub fn observe_generator_bound(&mut self, rate_rps: f64) -> Result<(), SearchError> {
+        self.expect_rate(rate_rps)?;
+        self.generator_bound_at = Some(self.current);
+        self.phase = Phase::Done(SearchEnd::GeneratorBound);
+        Ok(())
+    }
+
+    fn expect_rate(&self, rate_rps: f64) -> Result<(), SearchError> {
+        let expected = self.next_rate();
+        match expected {
+            Some(e) if (rate_rps - e).abs() <= 1e-9 * e.abs() => Ok(()),
+            _ => Err(SearchError::UnexpectedRate {
+                observed: rate_rps,
+                expected,
+            }),
+        }
     }
 
     /// Whether the rate being probed is decided yet. Growth probes that pass are decided
@@ -405,6 +434,7 @@ impl Search {
             probes,
             steps: self.history.len() as u32,
             end,
+            generator_bound_at_rps: self.generator_bound_at,
         })
     }
 }
@@ -575,6 +605,40 @@ mod tests {
         let c = drive(Search::new(100.0, opts).unwrap(), |r| r <= 5000.0);
         assert_eq!(c.end, SearchEnd::StepBudgetExhausted);
         assert_eq!(c.steps, 4);
+    }
+
+    #[test]
+    fn a_generator_bound_probe_is_neither_pass_nor_fail() {
+        let mut s = Search::new(1000.0, SearchOpts::default()).unwrap();
+        s.observe(1000.0, true).unwrap();
+        s.observe(2000.0, true).unwrap();
+        assert_eq!(
+            s.observe_generator_bound(3000.0),
+            Err(SearchError::UnexpectedRate {
+                observed: 3000.0,
+                expected: Some(4000.0)
+            })
+        );
+        s.observe_generator_bound(4000.0).unwrap();
+        assert!(s.is_done());
+        assert_eq!(s.next_rate(), None);
+        let c = s.capacity().unwrap();
+        assert_eq!(c.end, SearchEnd::GeneratorBound);
+        assert_eq!(c.capacity_rps, Some(2000.0), "at least the last pass");
+        assert_eq!(c.first_unsustainable_rps, None, "4000 was not a fail");
+        assert_eq!(c.generator_bound_at_rps, Some(4000.0));
+        assert_eq!(
+            c.steps, 2,
+            "the generator-bound probe is not an observation"
+        );
+        assert!(c.probes.iter().all(|p| p.rate_rps != 4000.0));
+
+        // At the very start: no capacity claimed, and no walk down to 1 req/s.
+        let mut s = Search::new(1000.0, SearchOpts::default()).unwrap();
+        s.observe_generator_bound(1000.0).unwrap();
+        let c = s.capacity().unwrap();
+        assert_eq!((c.capacity_rps, c.end), (None, SearchEnd::GeneratorBound));
+        assert_eq!(c.first_unsustainable_rps, None);
     }
 
     #[test]

@@ -1,7 +1,14 @@
 //! Little's law as a consistency check on every step.
 //!
-//! Place in the flow: the recorder hands over a step's mean in-flight count, throughput
+//! Place in the flow: the study hands over a step's observed concurrency, throughput
 //! and mean latency; the report shows the gap beside the step's figures.
+//!
+//! The in-flight figure must be a *time average* observed on its own, not a snapshot
+//! (sent minus done at a second's end is ~0 for short requests) and not
+//! sum(latencies) / duration (that is lambda x W from the same samples, so the check
+//! would always pass). volley-study passes a closed loop's configured concurrency
+//! (every connection always has a request outstanding) and an open loop's mean of the
+//! engine's outstanding-request gauge.
 //!
 //! In a steady state, L = lambda x W: the mean number of requests in the system equals
 //! the throughput times the mean time each spends in it. The three figures are measured

@@ -155,10 +155,14 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
                 cap.ci_lo_rps,
                 cap.steps,
                 cap.end,
-                if gen > 0 {
-                    format!("; {gen} generator-bound step(s) rerun or counted as not sustainable")
-                } else {
-                    String::new()
+                match (cap.generator_bound_at_rps, gen) {
+                    (Some(r), _) => format!(
+                        "; the generator could not offer {r:.0} req/s on schedule: capacity is at least the figure shown, the edge above it was not found"
+                    ),
+                    (None, 0) => String::new(),
+                    (None, n) => format!(
+                        "; {n} generator-bound step(s) rerun, never counted for the server"
+                    ),
                 }
             );
             continue;

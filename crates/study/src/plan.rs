@@ -103,9 +103,9 @@ pub struct WireDef {
     pub tls: bool,
     /// HTTP/2 with this many streams per connection; `None`: HTTP/1.1.
     pub h2_streams: Option<u32>,
-    /// Accept-Encoding sent. The engine does not decode bodies yet: it counts wire bytes
-    /// (what a compressed answer costs on the network) and the targets' start-up probe
-    /// checks the encoding is really applied and decodes to the file.
+    /// Accept-Encoding sent; the engine then decodes every HTTP/1.1 response with it
+    /// (an answer in another coding is an `encoding` error) and counts wire beside
+    /// decoded bytes. The targets' start-up probe also checks the encoding is applied.
     pub compressed: Option<Encoding>,
     /// Accept any certificate.
     pub insecure: bool,
@@ -330,7 +330,15 @@ impl Plan {
                     None => "HTTP/1.1".to_string(),
                 },
                 wire.compressed
-                    .map(|e| format!(", Accept-Encoding {} (wire bytes counted; bodies not decoded by the engine)", e.token()))
+                    .map(|e| format!(
+                        ", Accept-Encoding {} (bodies decoded and checked{})",
+                        e.token(),
+                        if wire.h2_streams.is_some() {
+                            " on HTTP/1.1 only: h2 bodies are counted as sent"
+                        } else {
+                            ""
+                        }
+                    ))
                     .unwrap_or_default(),
                 if w.cold_start {
                     ", cold start: target restarted per step, first request timed alone"

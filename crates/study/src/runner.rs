@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use volley_analysis::knee::{Capacity, Search};
+use volley_analysis::sustain;
 use volley_engine::Live;
 use volley_store::{
     NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
@@ -383,36 +384,43 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         };
                         let mut repeat =
                             search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
-                        // A step that failed only because the generator could not send
-                        // the offered rate says nothing about the server (methodology.md):
-                        // run it again, at most twice, before the search hears of it.
+                        // A generator-bound step measured the generator, not the server
+                        // (the shared rule, `sustain::counts_for_server`): rerun it, a
+                        // bounded number of times after a rest, and if it stays
+                        // generator-bound it is neither a pass nor a fail.
                         let mut retries = 0;
-                        let ok = loop {
-                            match ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)? {
-                                Some(sig)
-                                    if sig.worth_rerunning()
-                                        && retries < GENERATOR_RETRIES
-                                        && !opts.stop_flag.load(Ordering::Relaxed) =>
-                                {
+                        let heard = loop {
+                            let Some(sig) =
+                                ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)?
+                            else {
+                                break None;
+                            };
+                            let stopping = opts.stop_flag.load(Ordering::Relaxed);
+                            match search_input(sig, retries, stopping) {
+                                SearchInput::Rerun => {
                                     retries += 1;
                                     repeat += 1;
                                     done_steps += 1;
+                                    rest(GENERATOR_RERUN_REST, &opts.stop_flag);
                                 }
-                                Some(sig) => break Some(sig.counts_as_sustainable()),
-                                None => break None,
+                                other => break Some(other),
                             }
                         };
-                        match ok {
-                            Some(ok) => {
-                                search
-                                    .observe(rate, ok)
-                                    .map_err(|e| StudyError::Invalid(e.to_string()))?;
+                        let observed = match heard {
+                            Some(SearchInput::Observe(ok)) => search.observe(rate, ok),
+                            Some(_) => {
+                                (opts.note)(&format!(
+                                    "search {}: still generator-bound at {rate:.0} req/s after {retries} rerun(s): the edge cannot be looked for above this rate on this machine",
+                                    plan.instance_label(plan.cells[*ci].instance)
+                                ));
+                                search.observe_generator_bound(rate)
                             }
                             None => {
                                 complete = false;
                                 break 'rounds;
                             }
-                        }
+                        };
+                        observed.map_err(|e| StudyError::Invalid(e.to_string()))?;
                         done_steps += 1;
                     }
                 }
@@ -454,39 +462,45 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
     })
 }
 
-/// Reruns of a search step that failed while the generator was the bottleneck.
+/// Reruns of a search step labelled generator-bound before the search hears of it.
 const GENERATOR_RETRIES: u32 = 2;
+
+/// Rest before such a rerun (on top of the cool-down): a machine busy with someone
+/// else's work for a moment gets that moment to pass.
+const GENERATOR_RERUN_REST: Duration = Duration::from_secs(1);
 
 /// What a finished rate step tells the capacity search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StepSignal {
     /// The sustainability verdict (rate steps only).
     pub sustainable: Option<bool>,
-    /// Labelled generator-bound: its figures are the generator's.
-    pub generator_bound: bool,
-    /// Failed only because the generator could not send the offered rate.
-    pub generator_only: bool,
+    /// The step's bound label (`server-bound`, `generator-bound`, `inconclusive`).
+    pub label: &'static str,
 }
 
-impl StepSignal {
-    /// A step whose verdict says nothing about the server is run again (at most
-    /// [`GENERATOR_RETRIES`] times): one that failed only on the send rate, or one that
-    /// passed while the generator lagged its schedule. A step that failed for server
-    /// reasons as well is not rerun: past the knee the pool cap also makes a step
-    /// generator-bound, and rerunning it would only cost time.
-    pub fn worth_rerunning(self) -> bool {
-        match self.sustainable {
-            Some(false) => self.generator_only,
-            Some(true) => self.generator_bound,
-            None => false,
-        }
-    }
+/// What the search loop does with a finished step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SearchInput {
+    /// Run the same rate again.
+    Rerun,
+    /// Tell the search whether the rate was sustainable.
+    Observe(bool),
+    /// Still generator-bound after the reruns: neither pass nor fail.
+    GeneratorBound,
+}
 
-    /// What the search observes: a rate is claimed only when a step passed with the
-    /// generator on schedule (volley-analysis's `counts_for_server` rule), so a
-    /// generator-bound pass after the reruns counts as not sustainable.
-    pub fn counts_as_sustainable(self) -> bool {
-        self.sustainable == Some(true) && !self.generator_bound
+/// The search's use of a step, by the same rule the reports apply
+/// (`volley_analysis::sustain::counts_for_server`): a step that counts for the server
+/// is observed as its verdict says (inconclusive ones included, as the reports keep
+/// them); a generator-bound step, pass or fail, is rerun up to [`GENERATOR_RETRIES`]
+/// times (not when the study is stopping), then reported as generator-bound.
+pub(crate) fn search_input(sig: StepSignal, retries: u32, stopping: bool) -> SearchInput {
+    if sustain::counts_for_server(Some(sig.label)) {
+        SearchInput::Observe(sig.sustainable == Some(true))
+    } else if retries < GENERATOR_RETRIES && !stopping {
+        SearchInput::Rerun
+    } else {
+        SearchInput::GeneratorBound
     }
 }
 
@@ -654,12 +668,6 @@ impl Ctx<'_> {
         params
             .extra
             .insert("instance".into(), json!(plan.instance_label(cell.instance)));
-        // Only the generator failed: it could not send the offered rate, and nothing
-        // else (replies, errors, p99, in-flight) speaks against the server.
-        let generator_only = m.label == "generator-bound"
-            && m.verdict["sustain"]["reasons"].as_array().is_some_and(|r| {
-                !r.is_empty() && r.iter().all(|x| x["reason"] == "send_rate_short")
-            });
         let mut summary_json = m.summary_json;
         let warm_ttfb_ms = m.summary.latency.get("ttfb").map(|l| l.p50_ms);
         if let Some((c, valid)) = &cold {
@@ -677,6 +685,11 @@ impl Ctx<'_> {
                 "note": "the first request after the target started, timed alone on a fresh connection; the warm figures are the step's",
             });
         }
+        let why_not = if m.sustainable == Some(false) {
+            format!(" ({})", reasons_text(&m.verdict["sustain"]["reasons"]))
+        } else {
+            String::new()
+        };
         let record = StepRecord {
             index: *index,
             parameters: params,
@@ -721,7 +734,7 @@ impl Ctx<'_> {
             None
         };
         eprintln!(
-            "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}",
+            "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
             self.started.elapsed().as_secs(),
             outcome.rps,
             outcome.p99_ms,
@@ -732,6 +745,7 @@ impl Ctx<'_> {
                 Some(false) => ", NOT sustainable",
                 None => "",
             },
+            why_not,
             match s.generator.cpu_pressure {
                 Some(p) if p > crate::outcome::BUSY_PRESSURE_SHARE =>
                     format!(" [machine busy: CPU pressure {:.0}%]", p * 100.0),
@@ -754,10 +768,40 @@ impl Ctx<'_> {
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
         Ok(Some(StepSignal {
             sustainable: m.sustainable,
-            generator_bound: m.label == "generator-bound",
-            generator_only,
+            label: m.label,
         }))
     }
+}
+
+/// The sustainability reasons of a stored verdict in one line, e.g.
+/// `send_rate_short send_rate_rps=985.2 required_rps=990`: why a step failed is printed
+/// with it, so a search walking down can be read from its log.
+fn reasons_text(reasons: &Value) -> String {
+    let Some(list) = reasons.as_array() else {
+        return "no reason recorded".to_string();
+    };
+    let one = |r: &Value| -> String {
+        let Some(obj) = r.as_object() else {
+            return r.to_string();
+        };
+        let mut parts = vec![obj
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()];
+        for (k, v) in obj.iter().filter(|(k, _)| *k != "reason") {
+            let v = match v.as_f64() {
+                Some(x) => format!("{x:.4}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_string(),
+                None => v.to_string(),
+            };
+            parts.push(format!("{k}={v}"));
+        }
+        parts.join(" ")
+    };
+    list.iter().map(one).collect::<Vec<_>>().join("; ")
 }
 
 fn progress_line(live: &Live, done: &AtomicBool, what: &str, p: Progress) {
@@ -786,4 +830,64 @@ fn progress_line(live: &Live, done: &AtomicBool, what: &str, p: Progress) {
     }
     let _ = write!(err, "\r\x1b[2K");
     let _ = err.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(sustainable: bool, label: &'static str) -> StepSignal {
+        StepSignal {
+            sustainable: Some(sustainable),
+            label,
+        }
+    }
+
+    #[test]
+    fn the_search_hears_steps_by_the_reports_rule() {
+        use SearchInput::*;
+        // Server-bound and inconclusive steps count, as in the reports.
+        assert_eq!(
+            search_input(sig(true, "server-bound"), 0, false),
+            Observe(true)
+        );
+        assert_eq!(
+            search_input(sig(false, "server-bound"), 0, false),
+            Observe(false)
+        );
+        assert_eq!(
+            search_input(sig(false, "inconclusive"), 1, false),
+            Observe(false)
+        );
+        // Generator-bound, pass or fail, is rerun (bounded), then neither pass nor fail.
+        for ok in [true, false] {
+            assert_eq!(search_input(sig(ok, "generator-bound"), 0, false), Rerun);
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES - 1, false),
+                Rerun
+            );
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES, false),
+                GeneratorBound
+            );
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), 0, true),
+                GeneratorBound,
+                "no rerun while the study is stopping"
+            );
+        }
+    }
+
+    #[test]
+    fn reasons_are_printed_with_their_figures() {
+        let v = serde_json::json!([
+            {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
+            {"reason": "in_flight_rising", "slope_per_s": 3.5}
+        ]);
+        assert_eq!(
+            reasons_text(&v),
+            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5"
+        );
+        assert_eq!(reasons_text(&Value::Null), "no reason recorded");
+    }
 }

@@ -10,15 +10,15 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
-    Arrival, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request, RequestTemplate,
-    Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
+    Arrival, BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel,
+    Request, RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_metrics::{hist, resources, Metric, Model, Recorder, RunInfo, Summary};
 use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
 use volley_targets::ThrottleStats;
 
-use crate::plan::{Cell, Plan, Workload};
+use crate::plan::{Cell, Encoding, Plan, Workload};
 
 /// What the step needs to know about its target instance.
 pub(crate) struct TargetView<'a> {
@@ -103,10 +103,12 @@ pub(crate) fn load_config(
 /// target's own CA (or any certificate with `insecure`), the name checked being the
 /// address (the throw-away certificates name 127.0.0.1 and ::1), HTTP/1.1 or h2.
 ///
-/// Compression is asked by the Accept-Encoding header the plan adds; the engine's body
-/// check (`Wire::body`) is left at its default, so bodies are counted as they came off
-/// the wire and not decoded here: the targets' start-up probe is what verified the
-/// encoding is really applied.
+/// Compression is asked by the Accept-Encoding header the plan adds, and with
+/// `compressed` set every HTTP/1.1 response is decoded by the engine (`Wire::body`): a
+/// response not carrying the coding asked for, or not decoding, is an `encoding` error
+/// (methodology.md: a fast wrong answer is an error), and the summary shows wire beside
+/// decoded body bytes. The HTTP/2 worker does not see DATA payloads, so there the
+/// targets' start-up probe remains the check that the encoding is applied.
 pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::path::Path>) -> Wire {
     let def = &w.load.wire;
     let tls = def.tls.then(|| TlsTarget {
@@ -123,7 +125,13 @@ pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::pat
             Some(streams) => HttpVersion::H2 { streams },
             None => HttpVersion::Http1,
         },
-        ..Default::default()
+        body: BodySpec {
+            coding: def.compressed.map(|e| match e {
+                Encoding::Br => Coding::Br,
+                Encoding::Gzip => Coding::Gzip,
+            }),
+            ..Default::default()
+        },
     }
 }
 
@@ -172,7 +180,13 @@ pub(crate) fn run_step(
     // A monitor that cannot start (no /proc) leaves the step without server figures,
     // which is recorded by the absence of the "monitor" key, not an error.
     let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
-    let outcome = volley_engine::run_with(&cfg, &wire, Recorder::for_worker, live);
+    let running = AtomicBool::new(true);
+    let (outcome, gauge) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| sample_in_flight(live, &running));
+        let outcome = volley_engine::run_with(&cfg, &wire, Recorder::for_worker, live);
+        running.store(false, std::sync::atomic::Ordering::Relaxed);
+        (outcome, sampler.join().unwrap_or_default())
+    });
     let report = monitor.map(Monitor::finish);
     let outcome = outcome.map_err(|e| e.to_string())?;
     let throttle1 = (target.throttle)();
@@ -232,23 +246,13 @@ pub(crate) fn run_step(
     let windows = judged_windows(&summary);
     let in_flight = in_flight_per_second(&summary);
     let in_flight_w: Vec<f64> = in_flight.iter().take(windows).copied().collect();
-    let mean_in_flight = if in_flight_w.is_empty() {
-        0.0
-    } else {
-        in_flight_w.iter().sum::<f64>() / in_flight_w.len() as f64
+    // Closed loop: every connection (every h2 stream) always has a request outstanding
+    // or is opening its connection for one. Open loop: the engine's gauge, averaged.
+    let observed_in_flight = match rate {
+        None => Some(cfg.connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64),
+        Some(_) => gauge.mean(),
     };
-    let headline = if rate.is_some() {
-        "response_time"
-    } else {
-        "service_time"
-    };
-    let mean_latency_ms = summary.latency.get(headline).map_or(0.0, |l| l.mean_ms);
-    let little = little::check(
-        mean_in_flight,
-        summary.throughput.requests_per_s,
-        Duration::from_secs_f64(mean_latency_ms.max(0.0) / 1e3),
-    )
-    .ok();
+    let little = observed_in_flight.and_then(|l| little_check(l, &summary));
     let throttling = match (throttle0, throttle1) {
         (Some(a), Some(b)) => Some(b.since(&a)),
         _ => None,
@@ -366,7 +370,81 @@ pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
     whole.clamp(1, seconds.max(1)).min(seconds)
 }
 
+/// Period of the in-flight gauge's samples: the engine publishes its counters every
+/// 5 ms, so sampling faster adds nothing; 3 ms keeps the two clocks from locking phase.
+const GAUGE_PERIOD: Duration = Duration::from_millis(3);
+
+/// Time average of the engine's outstanding-request count (started minus done, from its
+/// live counters), sampled on a clock of its own while a step runs.
+///
+/// Why not the per-second series: "sent minus done" at each second's end is a snapshot,
+/// ~0 for requests much shorter than a second, so Little's law showed a 100% gap on
+/// almost every step. Why not sum(response times) / duration: that *is* lambda x W
+/// computed from the same samples, and the check would pass whatever was lost. The gauge
+/// is observed independently of the latency histograms, like the number of busy servers
+/// an operator would count.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct InFlightGauge {
+    sum: f64,
+    samples: u64,
+}
+
+impl InFlightGauge {
+    /// Adds one reading of the live counters.
+    pub fn add(&mut self, s: &volley_engine::LiveSnapshot) {
+        self.sum += s.started.saturating_sub(s.done) as f64;
+        self.samples += 1;
+    }
+
+    /// Mean outstanding requests, `None` before any reading.
+    pub fn mean(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.sum / self.samples as f64)
+    }
+}
+
+/// Samples `live` every [`GAUGE_PERIOD`] until `running` is cleared.
+fn sample_in_flight(live: &Live, running: &AtomicBool) -> InFlightGauge {
+    let mut g = InFlightGauge::default();
+    while running.load(std::sync::atomic::Ordering::Relaxed) {
+        g.add(&live.snapshot());
+        std::thread::sleep(GAUGE_PERIOD);
+    }
+    g
+}
+
+/// Little's law on a step: `observed_in_flight` (see [`InFlightGauge`], or the
+/// configured concurrency of a closed loop) against throughput x W, where W is the mean
+/// time a request holds its place: service time (sent to done) plus the connect time
+/// spent for it (connects are timed apart from service time, and without keep-alive
+/// every request opens one). `None` when the summary lacks the figures.
+pub(crate) fn little_check(observed_in_flight: f64, s: &Summary) -> Option<little::LittleCheck> {
+    let service = s.latency.get("service_time")?;
+    let connect_total_ms = s
+        .latency
+        .get("connect_time")
+        .map_or(0.0, |c| c.mean_ms * c.count as f64);
+    let w_ms = little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed);
+    little::check(
+        observed_in_flight,
+        s.throughput.requests_per_s,
+        Duration::from_secs_f64(w_ms.max(0.0) / 1e3),
+    )
+    .ok()
+}
+
+/// W for Little's law, ms: mean service time plus the connect time spread over the
+/// `completed` requests.
+fn little_w_ms(service_mean_ms: f64, connect_total_ms: f64, completed: u64) -> f64 {
+    let connect_share = if completed > 0 {
+        connect_total_ms / completed as f64
+    } else {
+        0.0
+    };
+    service_mean_ms + connect_share
+}
+
 /// Requests in flight at the end of each second: sent so far minus finished so far.
+/// A snapshot, good for the trend test (a queue that grows shows in it), not a mean.
 pub(crate) fn in_flight_per_second(s: &Summary) -> Vec<f64> {
     let (mut sent, mut done) = (0u64, 0u64);
     s.seconds
@@ -428,6 +506,55 @@ mod tests {
         assert_eq!(c.tls_handshake_ms, 1.5);
         assert_eq!(c.since_spawn_ms, 34.0);
         assert_eq!((c.status, c.error), (200, None));
+    }
+
+    fn snap(started: u64, done: u64) -> volley_engine::LiveSnapshot {
+        volley_engine::LiveSnapshot {
+            started,
+            done,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn little_uses_the_time_averaged_gauge_not_end_of_second_snapshots() {
+        // Synthetic open loop: 1000 req/s, 2 ms each, so on average 2 outstanding. A
+        // gauge read every 3 ms sees 1, 2 or 3 outstanding (mean 2); at each second's end
+        // the counters happen to show none outstanding.
+        let mut g = InFlightGauge::default();
+        let mut started = 0u64;
+        for i in 0..999u64 {
+            started += 3;
+            let outstanding = [1, 2, 3][(i % 3) as usize];
+            g.add(&snap(started, started - outstanding));
+        }
+        let mean = g.mean().unwrap();
+        assert!((mean - 2.0).abs() < 1e-9, "{mean}");
+        let w = Duration::from_secs_f64(little_w_ms(2.0, 0.0, 3000) / 1e3);
+        let ok = little::check(mean, 1000.0, w).unwrap();
+        assert!(!ok.flagged, "{ok:?}");
+        let snapshot = little::check(0.0, 1000.0, w).unwrap();
+        assert!(
+            snapshot.flagged && (snapshot.relative_gap - 1.0).abs() < 1e-9,
+            "the old definition: 100% gap"
+        );
+        // Requests lost from the histogram (half the latencies never recorded would halve
+        // throughput) show as a gap against the gauge.
+        assert!(little::check(mean, 500.0, w).unwrap().flagged);
+        assert_eq!(InFlightGauge::default().mean(), None);
+    }
+
+    #[test]
+    fn w_includes_the_connect_time_spent_per_request() {
+        // Closed loop without keep-alive: 4 connections always busy; 0.8 ms service and
+        // a 0.2 ms connect per request give 1 ms, 4000 req/s x 1 ms = 4.
+        let w_ms = little_w_ms(0.8, 0.2 * 4000.0, 4000);
+        assert!((w_ms - 1.0).abs() < 1e-9);
+        let c = little::check(4.0, 4000.0, Duration::from_secs_f64(w_ms / 1e3)).unwrap();
+        assert!(c.relative_gap < 1e-9);
+        // Keep-alive: no connect share. No requests: no division by zero.
+        assert_eq!(little_w_ms(0.8, 0.0, 4000), 0.8);
+        assert_eq!(little_w_ms(0.8, 5.0, 0), 0.8);
     }
 
     #[test]
