@@ -131,6 +131,9 @@ pub struct Workload {
     /// Cold vs warm TTFB: every step starts its target afresh and times the first request
     /// on its own.
     pub cold_start: bool,
+    /// Requests per step for this workload (scaled), replacing the study's
+    /// `Timing::requests`.
+    pub requests: Option<u64>,
 }
 
 /// One point: an instance, a workload and the values of the load axes.
@@ -273,7 +276,8 @@ impl Plan {
         let t = &self.timing;
         let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
         let duration = if open { t.rate_duration } else { t.duration };
-        let measured = match (duration, t.requests) {
+        let requests = self.workloads[cell.workload].requests.or(t.requests);
+        let measured = match (duration, requests) {
             (Some(d), _) => d,
             (None, Some(n)) => {
                 let rate = cell
@@ -648,8 +652,10 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             OrderKind::Same
         }) {
             OrderKind::Same => Order::Same,
+            // A block is a request count: scaled with the step's requests, so that
+            // seed 003's L2 (5 x 1000) at `--scale 0.1` is still 5 x 100.
             OrderKind::Sequential => Order::Sequential {
-                block: w.block.unwrap_or(1).max(1),
+                block: ((w.block.unwrap_or(1).max(1) as f64 * scale).ceil() as u64).max(1),
             },
             OrderKind::Random => Order::Random { seed },
             OrderKind::Weighted => {
@@ -695,6 +701,15 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             body,
             load,
             cold_start: w.cold_start.unwrap_or(false),
+            requests: match w.requests {
+                Some(0) => {
+                    return Err(invalid(format!(
+                        "workload '{}': requests must be > 0",
+                        w.name
+                    )))
+                }
+                n => n.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
+            },
         });
     }
     let serve = serve_of(&workloads)?;
@@ -787,7 +802,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         None => None,
     };
     let requests = st.requests;
-    if duration.is_none() && requests.is_none() {
+    if duration.is_none() && requests.is_none() && workloads.iter().any(|w| w.requests.is_none()) {
         return Err(invalid("[steps] needs duration = \"30s\" or requests = N"));
     }
     if duration.is_some_and(|d| d.is_zero()) || requests == Some(0) {
@@ -1059,6 +1074,53 @@ repeats = 2
                 .collect::<Vec<_>>()
         );
         assert!(r1.iter().enumerate().all(|(i, s)| s.order == i));
+    }
+
+    /// The shipped seed-003 studies fetch only the HTML, as the seed did: L1 1000 of
+    /// index1, L2 1000 of each index in turn, L3 1000 at random; 003 is one sequential
+    /// client without keep-alive.
+    #[test]
+    fn shipped_studies_match_seed_003() {
+        let pages: Vec<String> = (1..=5).map(|n| format!("/index{n}.html")).collect();
+        for (file, text) in [
+            ("quick", include_str!("../../../studies/quick.toml")),
+            ("003", include_str!("../../../studies/003-uniserve.toml")),
+        ] {
+            let f = spec::parse(text).unwrap();
+            let p = resolve(&f, text, 1.0).unwrap();
+            let w = |name: &str| p.workloads.iter().find(|w| w.name == name).unwrap();
+            let (l1, l2, l3) = (w("L1"), w("L2"), w("L3"));
+            assert_eq!(l1.paths, vec!["/index1.html".to_string()], "{file}");
+            assert_eq!((l1.order.clone(), l1.requests), (Order::Same, Some(1000)));
+            assert_eq!(l2.paths, pages, "{file}");
+            assert_eq!(l2.order, Order::Sequential { block: 1000 }, "{file}");
+            assert_eq!(l2.requests, Some(5000), "{file}");
+            assert_eq!(l3.paths, pages, "{file}");
+            assert!(matches!(l3.order, Order::Random { .. }), "{file}");
+            assert_eq!(l3.requests, Some(1000), "{file}");
+            for c in p
+                .cells
+                .iter()
+                .filter(|c| p.workloads[c.workload].name.starts_with('L'))
+            {
+                assert_eq!(c.concurrency, 1, "{file}: one sequential client");
+                assert!(!p.workloads[c.workload].load.open, "{file}");
+            }
+            let kas: Vec<bool> = p.cells.iter().map(|c| c.keepalive).collect();
+            assert!(kas.contains(&false), "{file}: the seed's open, read, close");
+            if file == "003" {
+                assert!(kas.iter().all(|k| !k), "003 never keeps connections alive");
+                assert_eq!(p.repeats, 5);
+            }
+        }
+        // Scaled, L2 is still five blocks of one page each.
+        let text = include_str!("../../../studies/003-uniserve.toml");
+        let p = resolve(&spec::parse(text).unwrap(), text, 0.1).unwrap();
+        let l2 = p.workloads.iter().find(|w| w.name == "L2").unwrap();
+        assert_eq!(
+            (l2.order.clone(), l2.requests),
+            (Order::Sequential { block: 100 }, Some(500))
+        );
     }
 
     #[test]

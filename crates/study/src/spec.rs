@@ -157,6 +157,10 @@ pub struct WorkloadDef {
     /// This workload's own rate / concurrency / keepalive axes (replace the study's).
     #[serde(default)]
     pub sweep: Option<SweepDef>,
+    /// Requests per step for this workload (replaces `[steps] requests`): seed 003's L2
+    /// is 5 x 1000 GETs while L1 and L3 are 1000.
+    #[serde(default)]
+    pub requests: Option<u64>,
     /// Cold vs warm TTFB (seed 002): every step of this workload starts its target
     /// afresh, times the first request for the first path on its own, then measures the
     /// warm ones as usual.

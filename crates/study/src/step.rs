@@ -157,7 +157,7 @@ pub(crate) fn run_step(
             .map_err(|e| format!("warm-up: {e}"))?;
     }
     let stop = StopCondition {
-        requests: timing.requests,
+        requests: w.requests.or(timing.requests),
         duration: if rate.is_some() {
             timing.rate_duration
         } else {
