@@ -646,3 +646,64 @@ impl Drop for Nginx {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn warmup_requests_are_excluded_from_the_measured_figures() {
+    let srv = TestServer::start(Mode::Ok);
+    // 200/s on a fixed schedule: the warm-up's 500 ms hold 100 scheduled arrivals
+    // whatever the machine's speed; -d is the measured period after it.
+    let out = volley()
+        .args([
+            "bench",
+            &srv.url("/"),
+            "--rate",
+            "200",
+            "--warmup",
+            "500ms",
+            "-d",
+            "500ms",
+            "-c",
+            "2",
+            "-k",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_of(&out.stdout)["runs"][0];
+    let w = &r["warmup"];
+    assert_eq!(w["duration_s"], 0.5);
+    assert_eq!(w["requests"], 100, "{w}");
+    // The initial pool of 2 is opened at the start, inside the warm-up, and kept.
+    assert!(w["connections_opened"].as_u64().unwrap() >= 2, "{w}");
+    assert!(w["open_at_boundary"].as_u64().unwrap() >= 1, "{w}");
+    let req = &r["requests"];
+    let measured = req["completed"].as_u64().unwrap() + req["in_flight"].as_u64().unwrap();
+    assert_eq!(measured, 100, "{req}");
+    assert_eq!(req["sent"], 100);
+    assert_eq!(r["latency"]["response_time"]["count"], 100);
+    // Seconds start at the boundary: the measured half second is second 0 only.
+    let secs = r["seconds"].as_array().unwrap();
+    assert_eq!(secs.len(), 1, "{secs:?}");
+    assert_eq!(secs[0]["scheduled"], 100);
+    assert!(r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().starts_with("warm-up 0.5s excluded")));
+
+    // Without --warmup the field is null; with -n it is refused (the request limit
+    // would count warm-up requests).
+    let out = volley()
+        .args(["bench", &srv.url("/"), "-n", "10", "--json"])
+        .output()
+        .unwrap();
+    assert!(json_of(&out.stdout)["runs"][0]["warmup"].is_null());
+    one_line_usage_error(&[&srv.url("/"), "--warmup", "1s", "-n", "10"]);
+    one_line_usage_error(&[&srv.url("/"), "--warmup", "1s"]);
+    one_line_usage_error(&[&srv.url("/"), "--warmup", "soon", "-d", "1s"]);
+}

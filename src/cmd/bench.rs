@@ -99,6 +99,11 @@ pub struct Args {
     /// Pause between repeated runs (default 2s).
     #[arg(long, allow_hyphen_values = true)]
     pub cooldown: Option<String>,
+    /// Run this long on the same connections before measuring, e.g. 2s (default 0s,
+    /// like ab and wrk; studies warm up by default). Requests intended before it are
+    /// excluded from every figure; -d is the measured period after it. Not with -n.
+    #[arg(long, allow_hyphen_values = true)]
+    pub warmup: Option<String>,
     /// Print no text report (files given with --json/--csv are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -117,6 +122,8 @@ struct Plan {
     method: String,
     repeat: usize,
     cooldown: Duration,
+    /// Run before measuring, on the same connections (the engine runs warm-up + -d).
+    warmup: Duration,
     json: Option<String>,
     csv: Option<PathBuf>,
     csv_seconds: Option<PathBuf>,
@@ -420,7 +427,18 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
         None if rate.is_some() => connections.max(256),
         None => connections,
     };
-    let stop = StopCondition {
+    let warmup = u!(parse_duration(a.warmup.as_deref().unwrap_or("0s")));
+    if !warmup.is_zero() {
+        // The engine's request limit counts every request it starts, warm-up ones too,
+        // so "-n N measured requests" cannot be promised: a warm-up is a time.
+        if requests.is_some() {
+            usage!("--warmup cannot be combined with -n (the request limit would count warm-up requests): measure a duration with -d");
+        }
+        if duration.is_none() && rate.is_none() {
+            usage!("--warmup needs a measured duration: add -d (e.g. -d 10s)");
+        }
+    }
+    let mut stop = StopCondition {
         requests: requests.or(match (duration, rate) {
             (None, None) => Some(1),
             _ => None,
@@ -430,6 +448,8 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
             _ => None,
         }),
     };
+    // One engine run on the same connections: warm-up, then the measured -d.
+    stop.duration = stop.duration.map(|d| d + warmup);
 
     // Requests.
     let body = match (&a.body, &a.body_file) {
@@ -546,6 +566,7 @@ fn resolve(a: Args) -> anyhow::Result<Plan> {
         method,
         repeat,
         cooldown,
+        warmup,
         json: a.json,
         csv: a.csv,
         csv_seconds: a.csv_seconds,
@@ -657,23 +678,53 @@ fn server_trouble(s: &Summary) -> Option<String> {
     })
 }
 
+/// Waits until `at` (or until `done`) and reads the process CPU time and the CPU
+/// pressure there: the start of the measured period. `None` when the run ended first.
+fn boundary_marks(at: Instant, done: &AtomicBool) -> Option<(Instant, Option<u64>, Option<u64>)> {
+    while Instant::now() < at {
+        if done.load(Ordering::Relaxed) {
+            return None;
+        }
+        std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
+    }
+    Some((
+        Instant::now(),
+        resources::process_cpu_ns(),
+        resources::cpu_pressure_some_us(),
+    ))
+}
+
 /// One run: engine, recorders, summary.
 fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyhow::Result<Summary> {
     let live = Live::new();
-    let cpu0 = resources::process_cpu_ns();
-    let psi0 = resources::cpu_pressure_some_us();
+    let mut cpu0 = resources::process_cpu_ns();
+    let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
     let done = AtomicBool::new(false);
-    let outcome = std::thread::scope(|scope| {
+    let warmup = plan.warmup;
+    let (outcome, boundary) = std::thread::scope(|scope| {
         if show_progress {
             scope.spawn(|| progress(&live, &done, start));
         }
-        let r = volley_engine::run_with(&plan.cfg, &plan.wire.wire, Recorder::for_worker, &live);
+        // CPU and pressure readings at the end of the warm-up, so the generator's
+        // self-check covers the measured period only.
+        let marks =
+            (!warmup.is_zero()).then(|| scope.spawn(|| boundary_marks(start + warmup, &done)));
+        let r = volley_engine::run_with(
+            &plan.cfg,
+            &plan.wire.wire,
+            |w| Recorder::for_worker(w).with_warmup(warmup),
+            &live,
+        );
         done.store(true, Ordering::Relaxed);
-        r
-    })
-    .context("cannot run the load")?;
-    let wall_ns = start.elapsed().as_nanos().max(1) as f64;
+        (r, marks.and_then(|h| h.join().ok().flatten()))
+    });
+    let outcome = outcome.context("cannot run the load")?;
+    let mut measured_from = start;
+    if let Some((at, cpu, psi)) = boundary {
+        (measured_from, cpu0, psi0) = (at, cpu, psi);
+    }
+    let wall_ns = measured_from.elapsed().as_nanos().max(1) as f64;
     let cpu_ns = match (cpu0, resources::process_cpu_ns()) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
