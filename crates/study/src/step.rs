@@ -10,10 +10,10 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
-    Arrival, BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel,
-    Request, RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
+    BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
+    RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
-use volley_metrics::{hist, resources, Metric, Model, Recorder, RunInfo, Summary};
+use volley_metrics::{hist, Measure, Metric, Recorder, Summary};
 use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
 use volley_targets::ThrottleStats;
@@ -166,8 +166,6 @@ pub(crate) fn run_step(
     };
     let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(stop_flag))?;
     let throttle0 = (target.throttle)();
-    let cpu0 = resources::process_cpu_ns();
-    let psi0 = resources::cpu_pressure_some_us();
     let origin = Instant::now();
     let scope = match (target.pid, &target.procs_file) {
         (Some(pid), Some(p)) => ProcessScope::Cgroup {
@@ -181,31 +179,11 @@ pub(crate) fn run_step(
     // which is recorded by the absence of the "monitor" key, not an error.
     let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
     let running = AtomicBool::new(true);
-    let (outcome, gauge) = std::thread::scope(|scope| {
-        let sampler = scope.spawn(|| sample_in_flight(live, &running));
-        let outcome = volley_engine::run_with(&cfg, &wire, Recorder::for_worker, live);
-        running.store(false, std::sync::atomic::Ordering::Relaxed);
-        (outcome, sampler.join().unwrap_or_default())
-    });
-    let report = monitor.map(Monitor::finish);
-    let outcome = outcome.map_err(|e| e.to_string())?;
-    let throttle1 = (target.throttle)();
-    let wall_ns = origin.elapsed().as_nanos().max(1) as f64;
-    let cpu_ns = match (cpu0, resources::process_cpu_ns()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
-    let cpu_pressure = match (psi0, resources::cpu_pressure_some_us()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / wall_ns),
-        _ => None,
-    };
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = outcome.sinks.len();
-    let mut notes = Vec::new();
-    if outcome.stopped_early {
-        notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
-    }
-    let info = RunInfo {
+    let run = Measure {
+        cfg: &cfg,
+        wire: &wire,
+        live,
+        warmup: Duration::ZERO,
         url: format!(
             "{}://{}{}",
             if wire.tls.is_some() { "https" } else { "http" },
@@ -213,31 +191,23 @@ pub(crate) fn run_step(
             w.paths[0]
         ),
         method: w.method.clone(),
-        model: match cfg.model {
-            LoadModel::Closed => Model::Closed,
-            LoadModel::Open { rate, arrival, .. } => Model::Open {
-                rate_per_s: rate,
-                arrival: match arrival {
-                    Arrival::Constant => "constant".into(),
-                    Arrival::Poisson => "poisson".into(),
-                },
-            },
-        },
-        threads: workers,
-        connections: cfg.connections,
-        max_connections: cfg.max_connections,
-        keep_alive: cfg.keep_alive,
-        elapsed_ns: outcome.elapsed_ns,
-        connections_opened: outcome.connections_opened,
-        max_open_connections: outcome.max_open_connections,
-        cap_hits: outcome.cap_hits,
-        stopped_early: outcome.stopped_early,
-        cpu_ns,
-        cpu_pressure,
-        cores: workers.min(cpus).max(1) as f64,
-        notes,
     };
-    let mut merged = Recorder::merge_all(outcome.sinks).map_err(|e| e.to_string())?;
+    let (measured, gauge) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| sample_in_flight(live, &running));
+        let measured = volley_metrics::measure(&run);
+        running.store(false, std::sync::atomic::Ordering::Relaxed);
+        (measured, sampler.join().unwrap_or_default())
+    });
+    let report = monitor.map(Monitor::finish);
+    let volley_metrics::Measured {
+        recorder: mut merged,
+        mut info,
+        outcome,
+    } = measured.map_err(|e| e.to_string())?;
+    let throttle1 = (target.throttle)();
+    if outcome.stopped_early {
+        info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
+    }
     merged.finish();
     let histograms = histograms(&merged).map_err(|e| e.to_string())?;
     let summary = merged.close(&info).map_err(|e| e.to_string())?;

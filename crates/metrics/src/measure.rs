@@ -1,0 +1,290 @@
+//! One measured run: engine + per-worker recorders + the generator's own CPU and
+//! pressure readings -> a merged [`Recorder`] and the [`RunInfo`] that closes it.
+//!
+//! Place in the flow: the one call between a resolved [`LoadConfig`] and a
+//! [`crate::Summary`], shared by `volley bench` and every study step, so both measure a
+//! run the same way (same warm-up boundary, same self-check window, same run facts).
+//! The caller keeps what differs: what it shows while the run goes (a progress line, a
+//! gauge), the notes it adds, and whether it needs the per-second histograms before
+//! closing (the study stores them).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
+
+use crate::{resources, MetricsError, Model, Recorder, RunInfo};
+
+/// Why a run could not be measured (failed requests are data, never this).
+#[derive(Debug, Error)]
+pub enum MeasureError {
+    /// The engine could not run the load.
+    #[error("cannot run the load: {0}")]
+    Engine(#[from] EngineError),
+    /// The workers' recorders could not be merged.
+    #[error("cannot merge the workers' results: {0}")]
+    Merge(#[from] MetricsError),
+}
+
+/// What to run and how to describe it.
+pub struct Measure<'a> {
+    /// The load.
+    pub cfg: &'a LoadConfig,
+    /// TLS, HTTP version and body checks.
+    pub wire: &'a Wire,
+    /// Live counters the caller may watch (progress line, in-flight gauge).
+    pub live: &'a Live,
+    /// The start of the run excluded from every figure ([`Recorder::with_warmup`]); the
+    /// generator's CPU and pressure are read at this boundary too.
+    pub warmup: Duration,
+    /// The URL the summary names.
+    pub url: String,
+    /// The method the summary names.
+    pub method: String,
+}
+
+/// A finished run, not yet closed: callers add notes to `info`, read histograms from
+/// `recorder`, then `recorder.close(&info)`.
+pub struct Measured {
+    /// All workers' recorders, merged.
+    pub recorder: Recorder,
+    /// The run's facts for [`Recorder::close`]; `notes` empty.
+    pub info: RunInfo,
+    /// The engine's outcome, its sinks moved into `recorder`.
+    pub outcome: RunOutcome<Recorder>,
+}
+
+/// Runs `m.cfg` with one [`Recorder::for_worker`] per worker and returns the merged
+/// recorder and the run's facts.
+///
+/// The generator's CPU time and CPU pressure are read at the warm-up boundary (or the
+/// start) and at the end, so its self-check covers the measured period only.
+pub fn measure(m: &Measure<'_>) -> Result<Measured, MeasureError> {
+    let mut cpu0 = resources::process_cpu_ns();
+    let mut psi0 = resources::cpu_pressure_some_us();
+    let start = Instant::now();
+    let done = AtomicBool::new(false);
+    let warmup = m.warmup;
+    let (outcome, boundary) = std::thread::scope(|scope| {
+        let marks =
+            (!warmup.is_zero()).then(|| scope.spawn(|| boundary_marks(start + warmup, &done)));
+        let r = volley_engine::run_with(
+            m.cfg,
+            m.wire,
+            |w| Recorder::for_worker(w).with_warmup(warmup),
+            m.live,
+        );
+        done.store(true, Ordering::Relaxed);
+        (r, marks.and_then(|h| h.join().ok().flatten()))
+    });
+    let mut outcome = outcome?;
+    let mut measured_from = start;
+    if let Some((at, cpu, psi)) = boundary {
+        (measured_from, cpu0, psi0) = (at, cpu, psi);
+    }
+    let wall_ns = measured_from.elapsed().as_nanos().max(1) as f64;
+    let cpu_ns = match (cpu0, resources::process_cpu_ns()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    let cpu_pressure = match (psi0, resources::cpu_pressure_some_us()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / wall_ns),
+        _ => None,
+    };
+    let sinks = std::mem::take(&mut outcome.sinks);
+    let info = run_info(m, &outcome, sinks.len(), cpu_ns, cpu_pressure);
+    let recorder = Recorder::merge_all(sinks)?;
+    Ok(Measured {
+        recorder,
+        info,
+        outcome,
+    })
+}
+
+/// The [`RunInfo`] of a run of `m.cfg` that used `workers` workers.
+fn run_info(
+    m: &Measure<'_>,
+    outcome: &RunOutcome<Recorder>,
+    workers: usize,
+    cpu_ns: Option<u64>,
+    cpu_pressure: Option<f64>,
+) -> RunInfo {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (model, max_connections) = model_of(m.cfg);
+    RunInfo {
+        url: m.url.clone(),
+        method: m.method.clone(),
+        model,
+        threads: workers,
+        connections: m.cfg.connections,
+        max_connections,
+        keep_alive: m.cfg.keep_alive,
+        elapsed_ns: outcome.elapsed_ns,
+        connections_opened: outcome.connections_opened,
+        max_open_connections: outcome.max_open_connections,
+        cap_hits: outcome.cap_hits,
+        stopped_early: outcome.stopped_early,
+        cpu_ns,
+        cpu_pressure,
+        cores: workers.min(cpus).max(1) as f64,
+        notes: Vec::new(),
+    }
+}
+
+/// The summary's load model, and the connection cap that applies to it (a closed loop
+/// never opens more than its connections).
+pub fn model_of(cfg: &LoadConfig) -> (Model, usize) {
+    match cfg.model {
+        LoadModel::Closed => (Model::Closed, cfg.connections),
+        LoadModel::Open { rate, arrival, .. } => (
+            Model::Open {
+                rate_per_s: rate,
+                arrival: match arrival {
+                    Arrival::Constant => "constant".into(),
+                    Arrival::Poisson => "poisson".into(),
+                },
+            },
+            cfg.max_connections,
+        ),
+    }
+}
+
+/// Waits until `at` (or until `done`) and reads the process CPU time and the CPU
+/// pressure there: the start of the measured period. `None` when the run ended first.
+fn boundary_marks(at: Instant, done: &AtomicBool) -> Option<(Instant, Option<u64>, Option<u64>)> {
+    while Instant::now() < at {
+        if done.load(Ordering::Relaxed) {
+            return None;
+        }
+        std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
+    }
+    Some((
+        Instant::now(),
+        resources::process_cpu_ns(),
+        resources::cpu_pressure_some_us(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use volley_engine::{ListSourceFactory, Order, RequestTemplate, StatusRange, StopCondition};
+
+    use super::*;
+
+    /// A loopback server answering `n` requests with a fixed 200, one per connection.
+    fn tiny_server(n: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            for _ in 0..n {
+                let Ok((mut s, _)) = l.accept() else { return };
+                let mut buf = [0u8; 1024];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => got.extend_from_slice(&buf[..k]),
+                    }
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            }
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn a_closed_run_is_merged_and_described() {
+        let (addr, server) = tiny_server(5);
+        let req = RequestTemplate::new("GET", "/", &addr.to_string())
+            .keep_alive(false)
+            .build(0)
+            .unwrap();
+        let cfg = LoadConfig {
+            addr,
+            threads: 1,
+            connections: 1,
+            max_connections: 1,
+            keep_alive: false,
+            model: LoadModel::Closed,
+            stop: StopCondition {
+                requests: Some(5),
+                duration: Some(Duration::from_secs(10)),
+            },
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            accept_status: StatusRange::default(),
+            source: Arc::new(ListSourceFactory::new(vec![req], Order::Same).unwrap()),
+            stop_flag: Arc::new(AtomicBool::new(false)),
+        };
+        let m = measure(&Measure {
+            cfg: &cfg,
+            wire: &Wire::default(),
+            live: &Live::new(),
+            warmup: Duration::ZERO,
+            url: format!("http://{addr}/"),
+            method: "GET".into(),
+        })
+        .unwrap();
+        server.join().unwrap();
+        assert!(m.outcome.sinks.is_empty(), "sinks moved into the recorder");
+        assert_eq!(m.info.threads, 1);
+        assert_eq!((m.info.connections, m.info.max_connections), (1, 1));
+        assert_eq!(m.info.connections_opened, 5);
+        assert!(matches!(m.info.model, Model::Closed));
+        let summary = m.recorder.close(&m.info).unwrap();
+        assert_eq!(summary.requests.ok, 5);
+    }
+
+    #[test]
+    fn open_models_carry_their_rate_and_the_pool_cap() {
+        let (addr, _) = (std::net::SocketAddr::from(([127, 0, 0, 1], 9)), ());
+        let cfg = LoadConfig {
+            addr,
+            threads: 1,
+            connections: 2,
+            max_connections: 64,
+            keep_alive: true,
+            model: LoadModel::Open {
+                rate: 250.0,
+                arrival: Arrival::Poisson,
+                seed: 1,
+            },
+            stop: StopCondition {
+                requests: Some(1),
+                duration: None,
+            },
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            accept_status: StatusRange::default(),
+            source: Arc::new(
+                ListSourceFactory::new(
+                    vec![RequestTemplate::new("GET", "/", "h").build(0).unwrap()],
+                    Order::Same,
+                )
+                .unwrap(),
+            ),
+            stop_flag: Arc::new(AtomicBool::new(false)),
+        };
+        let (model, cap) = model_of(&cfg);
+        assert_eq!(cap, 64);
+        match model {
+            Model::Open {
+                rate_per_s,
+                arrival,
+            } => assert_eq!((rate_per_s, arrival.as_str()), (250.0, "poisson")),
+            Model::Closed => panic!("open expected"),
+        }
+        let closed = LoadConfig {
+            model: LoadModel::Closed,
+            ..cfg
+        };
+        assert_eq!(model_of(&closed).1, 2);
+    }
+}
