@@ -15,7 +15,12 @@ What it does (issue 2's speed bar), all on loopback:
     to each peer;
   * keep-alive, 64 connections vs lighttpd: volley, wrk, h2load --h1, httperf, ab -k;
   * a new connection per request, 16 at once vs nginx: volley, ab, wrk (Connection: close);
-  * open loop at 80% of volley's keep-alive figure: achieved rate and send-lag p99;
+  * open loop at 80% of volley's keep-alive figure, after a 2 s warm-up (--warmup 2s:
+    the pool grows and caches fill before measuring; methodology.md "warm up before
+    measuring"): achieved rate and send-lag p99;
+  * --open-loop-only: measure volley's keep-alive figure once, then only the open-loop
+    step, with and without the warm-up (interleaved over --rounds), to show the start-up
+    transient the warm-up removes;
   * memory: volley's max RSS after 50k and after 5M keep-alive requests.
 Nothing here is a test: it prints figures for the issue notes.
 """
@@ -199,6 +204,28 @@ def compare(title, tools, url, host, port, path, secs, rounds):
     return med
 
 
+def open_loop(lurl, rate, secs, warmup):
+    """volley's open-loop step against lighttpd at `rate`; prints and returns
+    (send error %, send-lag p99 us, verdict)."""
+    out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "--max-connections", "512",
+                           "--rate", str(rate), "--warmup", warmup, "-d", f"{secs}s", "--json", "-",
+                           "--quiet"], secs * 3 + 30)
+    run = volley_json(out)["runs"][0]
+    send = run["rates"]["achieved_send_per_s"]
+    lag = run["latency"]["send_lag"]
+    err = 100 * (send / rate - 1)
+    verdict = run["generator"]["verdict"]["label"]
+    w = run.get("warmup") or {}
+    print(f"  warm-up {warmup:>4}: target {rate} req/s: achieved send {send:.0f} req/s "
+          f"({err:+.2f}%), send lag p50 {lag['p50_ms'] * 1e3:.1f} us "
+          f"p99 {lag['p99_ms'] * 1e3:.1f} us max {lag['max_ms'] * 1e3:.1f} us, "
+          f"cap hits {run['connections_stats']['cap_hits']}, max open {run['connections_stats']['max_open']}, "
+          f"CPU {cpu:.2f} s; verdict {verdict}"
+          + (f"; warm-up excluded {w['requests']} requests, {w['connections_opened']} connections opened, "
+             f"{w['cap_hits']} cap hits" if w else ""))
+    return err, lag["p99_ms"] * 1e3, verdict
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
@@ -206,10 +233,16 @@ def main():
     ap.add_argument("--skip-install", action="store_true")
     ap.add_argument("--skip-memory", action="store_true",
                     help="skip the 5M-request memory check (minutes of load)")
+    ap.add_argument("--open-loop-only", action="store_true",
+                    help="only the open-loop step, with and without --warmup 2s")
+    ap.add_argument("--fraction", type=float, default=0.8,
+                    help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
+    ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
     a = ap.parse_args()
     if not a.skip_install:
         subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh")], check=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if not a.skip_build:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
     # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
     # into a 403 page, which the peers would happily count as completed requests.
@@ -234,6 +267,16 @@ def main():
                 if r.status != 200 or len(body) != 700:
                     raise SystemExit(f"{u}: status {r.status}, {len(body)} bytes; expected 200 and 700")
         print(f"# volley engine benchmark, {a.seconds}s x {a.rounds} rounds, server core {SERVER_CORE}, client core {CLIENT_CORE}")
+        if a.open_loop_only:
+            rps, _, _, _ = run_volley(["-k", "-c", "64"])(lurl, "127.0.0.1", lport, "/a.html", a.seconds)
+            rate = int(rps * a.fraction)
+            print(f"\n## open loop (keep-alive) at {a.fraction:.0%} of volley's keep-alive figure ({rps:.0f} req/s): "
+                  f"{rate} req/s, lighttpd, with and without warm-up")
+            for _ in range(a.rounds):
+                for warmup in ("2s", "0s"):
+                    open_loop(lurl, rate, a.seconds, warmup)
+                    time.sleep(1)
+            return
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
             ("wrk", run_wrk(["-c64"])),
@@ -247,20 +290,11 @@ def main():
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
         ], nurl, "127.0.0.1", nport, "/a.html", a.seconds, a.rounds)
         if "volley" in ka:
-            rate = int(ka["volley"][0] * 0.8)
+            rate = int(ka["volley"][0] * a.fraction)
             # Keep-alive, as the capacity it is 80% of (without -k every arrival would
             # open a connection: a different, far slower workload).
             print(f"\n## open loop (keep-alive) at 80% of volley's keep-alive figure: {rate} req/s, lighttpd")
-            out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "--max-connections", "512",
-                                   "--rate", str(rate), "-d", f"{a.seconds}s", "--json", "-", "--quiet"],
-                                  a.seconds * 3 + 30)
-            run = volley_json(out)["runs"][0]
-            send = run["rates"]["achieved_send_per_s"]
-            lag = run["latency"]["send_lag"]
-            print(f"  target {rate} req/s: achieved send {send:.0f} req/s "
-                  f"({100 * (send / rate - 1):+.2f}%), send lag p50 {lag['p50_ms'] * 1e3:.1f} us "
-                  f"p99 {lag['p99_ms'] * 1e3:.1f} us max {lag['max_ms'] * 1e3:.1f} us, "
-                  f"CPU {cpu:.2f} s; verdict {run['generator']['verdict']['label']}")
+            open_loop(lurl, rate, a.seconds, "2s")
         print("\n## memory: volley max RSS, keep-alive 64 connections, lighttpd")
         for n in () if a.skip_memory else (50_000, 5_000_000):
             out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "-n", str(n),
