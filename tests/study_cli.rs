@@ -108,9 +108,11 @@ max_steps = 10
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
         .expect(line);
+    // The step lines (stderr) carry each failing step's reasons and label.
     assert!(
         (cap - 3000.0).abs() / 3000.0 <= 0.06,
-        "capacity {cap} vs 3000: {line}"
+        "capacity {cap} vs 3000: {line}\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     // Every search step is in the store, judged.
     let store = Store::open(&db).unwrap();

@@ -47,6 +47,11 @@ pub struct StepStats {
     /// p99 of the generator's send lag (sent - intended) over the step; `None` when the
     /// generator did not measure it (closed loop), which makes the bound inconclusive.
     pub send_lag_p99: Option<Duration>,
+    /// The open loop's connection cap was hit: every connection was waiting on the
+    /// server, so arrivals waited for one (HTTP/1.1 has one request per connection).
+    /// See [`judge`] for what it changes.
+    #[serde(default)]
+    pub pool_saturated: bool,
 }
 
 /// The thresholds a step is judged against.
@@ -258,9 +263,29 @@ pub fn judge(stats: &StepStats, rule: &Rule) -> Verdict {
         }
     }
     let sustainable = reasons.is_empty();
+    // Past the knee the server holds every connection of the pool, arrivals wait for
+    // one, and the send lag and send rate then look like a slow generator. When the
+    // pool was saturated and the step failed on the server's own figures (replies,
+    // errors, p99, in-flight), the lateness was the server's backlog: server-bound.
+    // Labelling it generator-bound would make every overloaded step "not the server's"
+    // and a capacity search could never find the edge.
+    let server_failed = reasons.iter().any(|r| {
+        matches!(
+            r,
+            Reason::ReplyRateShort { .. }
+                | Reason::TooManyErrors { .. }
+                | Reason::P99OverSlo { .. }
+                | Reason::InFlightRising(_)
+        )
+    });
+    let bound = if stats.pool_saturated && server_failed {
+        Bound::ServerBound
+    } else {
+        bound_label(stats, sustainable)
+    };
     Verdict {
         sustainable,
-        bound: bound_label(stats, sustainable),
+        bound,
         reasons,
         trend: fitted,
     }
@@ -429,7 +454,42 @@ mod tests {
             in_flight_per_window: vec![5.0, 6.0, 4.0, 5.0, 5.0, 6.0, 4.0, 5.0, 6.0, 5.0],
             window: Duration::from_secs(1),
             send_lag_p99: Some(Duration::from_micros(200)),
+            pool_saturated: false,
         }
+    }
+
+    #[test]
+    fn an_overload_that_saturates_the_pool_is_the_servers() {
+        // 4000 offered to a 3000 req/s server: the pool fills, arrivals wait for a
+        // connection, so the send rate falls short and the send lag soars.
+        let over = StepStats {
+            offered_rate_rps: 4000.0,
+            send_rate_rps: 3100.0,
+            reply_rate_rps: 3000.0,
+            send_lag_p99: Some(ms(400)),
+            p99_per_window: vec![ms(300); 10],
+            in_flight_per_window: (0..10).map(|i| 50.0 * i as f64).collect(),
+            pool_saturated: true,
+            ..healthy()
+        };
+        let v = judge(&over, &rule());
+        assert!(!v.sustainable);
+        assert_eq!(v.bound, Bound::ServerBound);
+        // The same lateness without a saturated pool is the generator's.
+        let slow_generator = StepStats {
+            pool_saturated: false,
+            ..over.clone()
+        };
+        assert_eq!(judge(&slow_generator, &rule()).bound, Bound::GeneratorBound);
+        // A saturated pool with nothing against the server: the lag decides as before.
+        let passed = StepStats {
+            pool_saturated: true,
+            send_lag_p99: Some(ms(5)),
+            ..healthy()
+        };
+        let v = judge(&passed, &rule());
+        assert!(v.sustainable);
+        assert_eq!(v.bound, Bound::GeneratorBound);
     }
 
     fn rule() -> Rule {

@@ -790,12 +790,20 @@ fn reasons_text(reasons: &Value) -> String {
             .unwrap_or("?")
             .to_string()];
         for (k, v) in obj.iter().filter(|(k, _)| *k != "reason") {
-            let v = match v.as_f64() {
-                Some(x) => format!("{x:.4}")
+            // Durations serialise as {secs, nanos}: shown in ms.
+            let duration_ms = v.as_object().and_then(|d| {
+                Some(d.get("secs")?.as_f64()? * 1e3 + d.get("nanos")?.as_f64()? / 1e6)
+            });
+            let num = |x: f64| {
+                format!("{x:.4}")
                     .trim_end_matches('0')
                     .trim_end_matches('.')
-                    .to_string(),
-                None => v.to_string(),
+                    .to_string()
+            };
+            let v = match (duration_ms, v.as_f64()) {
+                (Some(ms), _) => format!("{}ms", num(ms)),
+                (None, Some(x)) => num(x),
+                (None, None) => v.to_string(),
             };
             parts.push(format!("{k}={v}"));
         }
@@ -882,11 +890,12 @@ mod tests {
     fn reasons_are_printed_with_their_figures() {
         let v = serde_json::json!([
             {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
-            {"reason": "in_flight_rising", "slope_per_s": 3.5}
+            {"reason": "in_flight_rising", "slope_per_s": 3.5},
+            {"reason": "p99_over_slo", "slo": {"secs": 0, "nanos": 100_000_000}}
         ]);
         assert_eq!(
             reasons_text(&v),
-            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5"
+            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5; p99_over_slo slo=100ms"
         );
         assert_eq!(reasons_text(&Value::Null), "no reason recorded");
     }

@@ -446,6 +446,7 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
             .latency
             .get("send_lag")
             .map(|l| Duration::from_secs_f64(l.p99_ms.max(0.0) / 1e3)),
+        pool_saturated: s.connections_stats.cap_hits > 0,
     }
 }
 
