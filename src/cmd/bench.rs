@@ -21,7 +21,11 @@ use volley_engine::{
     RequestTemplate, StatusRange, StopCondition,
 };
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
-use volley_metrics::{repeat, resources, Model, Recorder, RunInfo, Summary};
+use volley_metrics::{measure, repeat, Measure, MeasureError, Measured, Summary};
+
+// `10s`, `500ms`, `250us`, `2m`, `1h` or bare seconds: the study files' parser, so a
+// duration means the same on the command line and in a study.
+use volley_study::spec::parse_duration;
 
 use super::bench_wire::{self, ResolvedWire, WireArgs};
 use crate::exit::usage;
@@ -238,27 +242,6 @@ fn parse_url(s: &str) -> Result<Target, String> {
         port,
         path,
     })
-}
-
-/// Parses `10s`, `500ms`, `250us`, `2m`, `1h` or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration '{s}' (examples: 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("invalid duration '{s}' (examples: 10s, 500ms, 2m)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid duration '{s}'"))
 }
 
 /// A whole number >= `min`, for flag `name`.
@@ -678,107 +661,49 @@ fn server_trouble(s: &Summary) -> Option<String> {
     })
 }
 
-/// Waits until `at` (or until `done`) and reads the process CPU time and the CPU
-/// pressure there: the start of the measured period. `None` when the run ended first.
-fn boundary_marks(at: Instant, done: &AtomicBool) -> Option<(Instant, Option<u64>, Option<u64>)> {
-    while Instant::now() < at {
-        if done.load(Ordering::Relaxed) {
-            return None;
-        }
-        std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
-    }
-    Some((
-        Instant::now(),
-        resources::process_cpu_ns(),
-        resources::cpu_pressure_some_us(),
-    ))
-}
-
-/// One run: engine, recorders, summary.
+/// One run: engine, recorders, summary (the run itself is `volley_metrics::measure`,
+/// shared with the study's steps).
 fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyhow::Result<Summary> {
     let live = Live::new();
-    let mut cpu0 = resources::process_cpu_ns();
-    let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
     let done = AtomicBool::new(false);
-    let warmup = plan.warmup;
-    let (outcome, boundary) = std::thread::scope(|scope| {
+    let run = Measure {
+        cfg: &plan.cfg,
+        wire: &plan.wire.wire,
+        live: &live,
+        warmup: plan.warmup,
+        url: plan.url.clone(),
+        method: plan.method.clone(),
+    };
+    let measured = std::thread::scope(|scope| {
         if show_progress {
             scope.spawn(|| progress(&live, &done, start));
         }
-        // CPU and pressure readings at the end of the warm-up, so the generator's
-        // self-check covers the measured period only.
-        let marks =
-            (!warmup.is_zero()).then(|| scope.spawn(|| boundary_marks(start + warmup, &done)));
-        let r = volley_engine::run_with(
-            &plan.cfg,
-            &plan.wire.wire,
-            |w| Recorder::for_worker(w).with_warmup(warmup),
-            &live,
-        );
+        let r = measure(&run);
         done.store(true, Ordering::Relaxed);
-        (r, marks.and_then(|h| h.join().ok().flatten()))
+        r
     });
-    let outcome = outcome.context("cannot run the load")?;
-    let mut measured_from = start;
-    if let Some((at, cpu, psi)) = boundary {
-        (measured_from, cpu0, psi0) = (at, cpu, psi);
-    }
-    let wall_ns = measured_from.elapsed().as_nanos().max(1) as f64;
-    let cpu_ns = match (cpu0, resources::process_cpu_ns()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
-    let cpu_pressure = match (psi0, resources::cpu_pressure_some_us()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / wall_ns),
-        _ => None,
-    };
-    let workers = outcome.sinks.len();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut notes = Vec::new();
+    let Measured {
+        recorder,
+        mut info,
+        outcome,
+    } = measured.map_err(|e| match e {
+        MeasureError::Engine(e) => anyhow::Error::new(e).context("cannot run the load"),
+        MeasureError::Merge(e) => {
+            anyhow::Error::new(e).context("cannot merge the workers' results")
+        }
+    })?;
     if interrupted.load(Ordering::Relaxed) {
-        notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
+        info.notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
     }
     if outcome.idle_close_retries > 0 {
-        notes.push(format!(
+        info.notes.push(format!(
             "{} request(s) were re-sent once because the server had closed an idle kept-alive connection",
             outcome.idle_close_retries
         ));
     }
-    let (model, max_connections) = match plan.cfg.model {
-        LoadModel::Closed => (Model::Closed, plan.cfg.connections),
-        LoadModel::Open { rate, arrival, .. } => (
-            Model::Open {
-                rate_per_s: rate,
-                arrival: match arrival {
-                    Arrival::Constant => "constant".into(),
-                    Arrival::Poisson => "poisson".into(),
-                },
-            },
-            plan.cfg.max_connections,
-        ),
-    };
-    let info = RunInfo {
-        url: plan.url.clone(),
-        method: plan.method.clone(),
-        model,
-        threads: workers,
-        connections: plan.cfg.connections,
-        max_connections,
-        keep_alive: plan.cfg.keep_alive,
-        elapsed_ns: outcome.elapsed_ns,
-        connections_opened: outcome.connections_opened,
-        max_open_connections: outcome.max_open_connections,
-        cap_hits: outcome.cap_hits,
-        stopped_early: outcome.stopped_early,
-        cpu_ns,
-        cpu_pressure,
-        cores: workers.min(cpus).max(1) as f64,
-        notes,
-    };
     let wire_report = bench_wire::report(&plan.wire, &outcome, &plan.negotiated);
-    let merged = Recorder::merge_all(outcome.sinks).context("cannot merge the workers' results")?;
-    let mut summary = merged.close(&info).context("cannot summarise the run")?;
+    let mut summary = recorder.close(&info).context("cannot summarise the run")?;
     summary.wire = Some(wire_report);
     if let Some(line) = server_trouble(&summary) {
         summary.notes.push(line);
