@@ -84,35 +84,46 @@ max_steps = 10
         server.url("/")
     );
     let f = write(&dir, "search.toml", &study);
-    let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("capacity") && l.contains("95% CI"))
-        .expect(&stdout);
+    // A machine too busy to send 1000 req/s on schedule cannot test the server: the
+    // search then ends generator-bound (it no longer walks down blaming the server).
+    // That is a fact about the machine, so the measurement (never the bound) is tried
+    // again, at most three times in all.
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 0;
+    let (db, line, stderr) = loop {
+        attempt += 1;
+        let db = dir.join(format!("v{attempt}.db"));
+        let out = volley()
+            .args(["study", "run"])
+            .arg(&f)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.contains("capacity") && l.contains("95% CI"))
+            .expect(&stdout)
+            .to_string();
+        if line.contains("GeneratorBound") && attempt < ATTEMPTS {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            continue;
+        }
+        break (db, line, stderr);
+    };
     let cap: f64 = line
         .split("capacity ")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
-        .expect(line);
+        .unwrap_or_else(|| panic!("{line}\n{stderr}"));
     // The step lines (stderr) carry each failing step's reasons and label.
     assert!(
         (cap - 3000.0).abs() / 3000.0 <= 0.06,
-        "capacity {cap} vs 3000: {line}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "capacity {cap} vs 3000: {line}\n{stderr}"
     );
     // Every search step is in the store, judged.
     let store = Store::open(&db).unwrap();
