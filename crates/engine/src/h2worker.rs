@@ -26,6 +26,7 @@ use volley_h2::{
 
 use crate::conn::{Tcp, Transport};
 use crate::pacer::Pace;
+use crate::timer::poll_timeout;
 use crate::tls::{TlsConnector, TlsTransport};
 use crate::worker::{Plan, Shared, WorkerStats};
 use crate::{ErrorKind, Request, RequestSource, Sample, Sink};
@@ -305,22 +306,14 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             if self.starting_done && self.in_flight == 0 && self.queue.is_empty() {
                 break;
             }
-            let mut timeout_ns = next_housekeeping.saturating_sub(now);
-            if let Some(w) = wait_ns {
-                timeout_ns = timeout_ns.min(w);
-            }
-            if let Some(end) = self.shared.end_ns {
-                timeout_ns = timeout_ns.min(end.saturating_sub(now));
-            }
-            let timeout = if !self.deferred.is_empty() {
-                Duration::ZERO
-            } else if timeout_ns > 2 * SPIN_WINDOW_NS {
-                Duration::from_nanos(timeout_ns - SPIN_WINDOW_NS)
-            } else if wait_ns.is_some() {
-                Duration::ZERO
-            } else {
-                Duration::from_nanos(timeout_ns)
-            };
+            let timeout = poll_timeout(
+                now,
+                next_housekeeping,
+                wait_ns,
+                self.shared.end_ns,
+                !self.deferred.is_empty(),
+                SPIN_WINDOW_NS,
+            );
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.stats.stopped_early = true;

@@ -10,6 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
@@ -99,6 +100,93 @@ mod tests {
                 .expect("poll");
             let tokens: Vec<Token> = events.iter().map(|e| e.token()).collect();
             assert_eq!(tokens, vec![Token(7)], "round {round}");
+        }
+    }
+}
+
+/// How long a worker's event loop may sleep in epoll, shared by the HTTP/1.1 and HTTP/2
+/// workers (a pure function of the loop's deadlines, so it is table-tested without a
+/// clock).
+///
+/// The loop must wake for the next housekeeping pass, the end of the run and, in an open
+/// loop, the next arrival (`wait_ns`, `None` in a closed loop). epoll's timeout has
+/// millisecond granularity, so when an arrival is near the loop sleeps only until
+/// `spin_window_ns` before it and then polls with a zero timeout; `deferred` work (a
+/// connection to reopen) means "do not sleep at all".
+pub(crate) fn poll_timeout(
+    now_ns: u64,
+    next_housekeeping_ns: u64,
+    wait_ns: Option<u64>,
+    end_ns: Option<u64>,
+    deferred: bool,
+    spin_window_ns: u64,
+) -> Duration {
+    let mut timeout_ns = next_housekeeping_ns.saturating_sub(now_ns);
+    if let Some(w) = wait_ns {
+        timeout_ns = timeout_ns.min(w);
+    }
+    if let Some(end) = end_ns {
+        timeout_ns = timeout_ns.min(end.saturating_sub(now_ns));
+    }
+    if deferred {
+        Duration::ZERO
+    } else if timeout_ns > 2 * spin_window_ns {
+        Duration::from_nanos(timeout_ns - spin_window_ns)
+    } else if wait_ns.is_some() {
+        Duration::ZERO
+    } else {
+        Duration::from_nanos(timeout_ns)
+    }
+}
+
+#[cfg(test)]
+mod poll_timeout_tests {
+    use super::poll_timeout;
+    use std::time::Duration;
+
+    const MS: u64 = 1_000_000;
+
+    /// (now, housekeeping, wait, end, deferred, expected sleep)
+    type Case = (u64, u64, Option<u64>, Option<u64>, bool, Duration);
+
+    #[test]
+    fn table() {
+        let cases: [Case; 7] = [
+            // closed loop, housekeeping far: sleep until it, less the spin window
+            (0, 5 * MS, None, None, false, Duration::from_nanos(4 * MS)),
+            // closed loop, housekeeping near: sleep exactly until it
+            (0, MS, None, None, false, Duration::from_nanos(MS)),
+            // arrival far: sleep until 1 ms before it
+            (
+                0,
+                50 * MS,
+                Some(10 * MS),
+                None,
+                false,
+                Duration::from_nanos(9 * MS),
+            ),
+            // arrival near: do not sleep, poll
+            (0, 50 * MS, Some(MS), None, false, Duration::ZERO),
+            // the end of the run comes first
+            (
+                10 * MS,
+                50 * MS,
+                None,
+                Some(13 * MS),
+                false,
+                Duration::from_nanos(2 * MS),
+            ),
+            // deferred work: never sleep
+            (0, 50 * MS, None, None, true, Duration::ZERO),
+            // deadlines already past
+            (9 * MS, 5 * MS, None, Some(MS), false, Duration::ZERO),
+        ];
+        for (now, hk, wait, end, deferred, want) in cases {
+            assert_eq!(
+                poll_timeout(now, hk, wait, end, deferred, MS),
+                want,
+                "now {now} hk {hk} wait {wait:?} end {end:?} deferred {deferred}"
+            );
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec};
 use crate::http1::{FrameError, ResponseReader};
 use crate::pacer::{Pace, Pacer};
-use crate::timer::{ArrivalTimer, EARLY_WAKE_NS};
+use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
 use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
 
 /// Size of the per-worker read buffer: one read takes a typical response whole.
@@ -273,13 +273,6 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             if self.starting_done && self.in_flight == 0 && self.queue.is_empty() {
                 break;
             }
-            let mut timeout_ns = next_housekeeping.saturating_sub(now);
-            if let Some(w) = wait_ns {
-                timeout_ns = timeout_ns.min(w);
-            }
-            if let Some(end) = self.shared.end_ns {
-                timeout_ns = timeout_ns.min(end.saturating_sub(now));
-            }
             // Sleep in epoll only when the wake-up is far enough for ms granularity;
             // with the arrival timer armed, epoll may sleep past the next arrival
             // (to the next housekeeping or the end) since the timer's event wakes it.
@@ -295,12 +288,15 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     }
                     Duration::from_nanos(sleep_ns)
                 }
-            } else if timeout_ns > 2 * SPIN_WINDOW_NS {
-                Duration::from_nanos(timeout_ns - SPIN_WINDOW_NS)
-            } else if wait_ns.is_some() {
-                Duration::ZERO
             } else {
-                Duration::from_nanos(timeout_ns)
+                poll_timeout(
+                    now,
+                    next_housekeeping,
+                    wait_ns,
+                    self.shared.end_ns,
+                    false,
+                    SPIN_WINDOW_NS,
+                )
             };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
