@@ -51,8 +51,9 @@ fn free_port() -> u16 {
 fn config(dir: &Path, port: u16, paths: &certs::CertPaths) -> String {
     let d = dir.display();
     // nginx 1.22 (Debian 12) predates `http2 on;`; the listen flag is the portable form.
+    // One process (no master): `Child::kill` on drop then leaves no orphaned worker.
     format!(
-        "worker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+        "master_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
          events {{ worker_connections 64; }}\n\
          http {{\n    access_log off;\n\
          \x20   client_body_temp_path {d}/tmp/body;\n    proxy_temp_path {d}/tmp/proxy;\n\
