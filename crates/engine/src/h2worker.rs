@@ -28,7 +28,7 @@ use crate::conn::{Tcp, Transport};
 use crate::pacer::Pace;
 use crate::timer::poll_timeout;
 use crate::tls::{TlsConnector, TlsTransport};
-use crate::worker::{Plan, Shared, WorkerStats};
+use crate::worker::{claim_request, Plan, Shared, WorkerStats};
 use crate::{ErrorKind, Request, RequestSource, Sample, Sink};
 
 /// Per-worker read buffer: several full frames per read.
@@ -378,23 +378,15 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         if self.starting_done {
             return None;
         }
-        if let Some(limit) = self.shared.cfg.stop.requests {
-            if self.shared.tickets.fetch_add(1, Ordering::Relaxed) >= limit {
-                self.starting_done = true;
-                return None;
-            }
-        }
-        match self.source.next_request() {
-            Some(r) => {
+        let r = claim_request(self.shared, &mut self.plan.reserved, self.source.as_mut());
+        match r {
+            Some(_) => {
                 self.unpublished.0 += 1;
                 self.in_flight += 1;
-                Some(r)
             }
-            None => {
-                self.starting_done = true;
-                None
-            }
+            None => self.starting_done = true,
         }
+        r
     }
 
     /// Open loop: sends every arrival that is due; returns ns until the next one.

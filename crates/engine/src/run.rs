@@ -147,12 +147,7 @@ where
         end_ns,
         open: AtomicU32::new(0),
         max_open: AtomicU32::new(0),
-        // The HTTP/2 worker claims every request from the shared counter.
-        tickets: AtomicU64::new(if wire.http == HttpVersion::Http1 {
-            reserve_initial_tickets(cfg, &mut plans)
-        } else {
-            0
-        }),
+        tickets: AtomicU64::new(reserve_initial_tickets(cfg, &mut plans)),
         abort: AtomicBool::new(false),
         body: wire.body,
     };

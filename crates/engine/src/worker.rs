@@ -98,6 +98,26 @@ pub(crate) struct Plan {
     pub pacer: Option<Pacer>,
 }
 
+/// The next request a worker may start, or `None` when it must start no more: its own
+/// reserved tickets first (see [`Plan::reserved`]), then, in a run limited to `-n`
+/// requests, a ticket from the shared counter, each paired with its source's next
+/// request. One function for the HTTP/1.1 and HTTP/2 workers, so both start exactly `n`
+/// requests and both honour the reservation.
+pub(crate) fn claim_request(
+    shared: &Shared<'_>,
+    reserved: &mut u64,
+    source: &mut dyn RequestSource,
+) -> Option<Arc<Request>> {
+    if *reserved > 0 {
+        *reserved -= 1;
+    } else if let Some(limit) = shared.cfg.stop.requests {
+        if shared.tickets.fetch_add(1, Ordering::Relaxed) >= limit {
+            return None;
+        }
+    }
+    source.next_request()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// No socket.
@@ -352,24 +372,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         if self.starting_done {
             return None;
         }
-        if self.plan.reserved > 0 {
-            self.plan.reserved -= 1;
-        } else if let Some(limit) = self.shared.cfg.stop.requests {
-            if self.shared.tickets.fetch_add(1, Ordering::Relaxed) >= limit {
-                self.starting_done = true;
-                return None;
-            }
+        let r = claim_request(self.shared, &mut self.plan.reserved, self.source.as_mut());
+        match r {
+            Some(_) => self.unpublished.0 += 1,
+            None => self.starting_done = true,
         }
-        match self.source.next_request() {
-            Some(r) => {
-                self.unpublished.0 += 1;
-                Some(r)
-            }
-            None => {
-                self.starting_done = true;
-                None
-            }
-        }
+        r
     }
 
     /// Open loop: sends every arrival that is due; returns ns until the next one.
