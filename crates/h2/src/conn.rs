@@ -41,6 +41,12 @@ pub struct Settings {
     /// Decode and keep every response field (see [`H2Conn::pop_captured_headers`]).
     /// Off by default: the hot path decodes `:status` only.
     pub capture_headers: bool,
+    /// Keep what a body check needs: each final response head's `content-encoding`,
+    /// `content-length` and `content-type` ([`H2Conn::polled_head`]) and each DATA
+    /// payload ([`H2Conn::polled_data`]). Off by default, so a plain benchmark pays
+    /// neither the full HPACK decode nor the copy. No allocation per frame: both go
+    /// into one buffer reused from one `feed` to the next.
+    pub capture_content: bool,
     /// Bound on queued output (bytes). Request bodies wait in their stream beyond
     /// half of it; control frames the peer provokes past it fail the connection.
     pub max_pending_output_bytes: usize,
@@ -58,6 +64,7 @@ impl Default for Settings {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_header_list_size: 64 * 1024,
             capture_headers: false,
+            capture_content: false,
             max_pending_output_bytes: 4 << 20,
             assumed_max_concurrent_streams: 100,
         }
@@ -143,6 +150,34 @@ pub enum Event {
 /// One decoded response field, owned (only built when `capture_headers` is on).
 pub type HeaderField = (Vec<u8>, Vec<u8>);
 
+/// The fields of a final response head that decide how its body is checked (kept
+/// with [`Settings::capture_content`]). Values are as sent; a field sent twice is
+/// joined with `, ` as RFC 9110 §5.3 allows for list fields, so stacked codings stay
+/// visible.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContentHead<'a> {
+    /// `content-encoding`.
+    pub content_encoding: Option<&'a [u8]>,
+    /// `content-length`.
+    pub content_length: Option<&'a [u8]>,
+    /// `content-type`.
+    pub content_type: Option<&'a [u8]>,
+}
+
+/// The captured fields, in the order [`ContentHead`] lists them.
+const CONTENT_FIELDS: [&[u8]; 3] = [b"content-encoding", b"content-length", b"content-type"];
+
+/// Arena marker for a field that was absent (a present value's length is below it).
+const ABSENT: u32 = u32::MAX;
+
+/// What the last polled event left readable in the capture arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    Nothing,
+    Head { start: usize, end: usize },
+    Data { start: usize, end: usize },
+}
+
 /// Per-stream state, alive from `submit` until both sides have ended it.
 #[derive(Debug)]
 struct Stream {
@@ -180,6 +215,15 @@ pub struct H2Conn {
     inbuf: Vec<u8>,
     events: VecDeque<Event>,
     captured: VecDeque<(StreamId, Vec<HeaderField>)>,
+    /// With `capture_content`: heads and DATA payloads of queued events, in event
+    /// order; emptied by `feed` once every event was polled.
+    arena: Vec<u8>,
+    /// Where the next queued Headers/Data event's bytes start in `arena`.
+    arena_read: usize,
+    polled: Polled,
+    /// Scratch for the three content fields while a head is decoded.
+    field_bufs: [Vec<u8>; 3],
+    field_seen: [bool; 3],
     streams: Vec<Stream>,
     next_stream_id: u32,
     decoder: Decoder,
@@ -241,6 +285,11 @@ impl H2Conn {
             inbuf: Vec::new(),
             events: VecDeque::new(),
             captured: VecDeque::new(),
+            arena: Vec::new(),
+            arena_read: 0,
+            polled: Polled::Nothing,
+            field_bufs: Default::default(),
+            field_seen: [false; 3],
             streams: Vec::new(),
             next_stream_id: 1,
             block: Vec::new(),
@@ -314,6 +363,25 @@ impl H2Conn {
         self.failed.as_ref()
     }
 
+    /// Gives up on an active stream (the driver's timeout): queues RST_STREAM(CANCEL)
+    /// and frees its slot at once, so the connection keeps serving its other
+    /// streams. Frames the server sent before it saw the reset may still arrive
+    /// (RFC 9113 §5.1): they are counted against the connection window (and
+    /// replenished) and their headers keep HPACK in step, but they raise no event and
+    /// no error. Events already queued for the stream stay queued: the driver, which
+    /// forgot the stream, ignores them. Returns false for a stream that is not
+    /// active (finished, reset, or never submitted).
+    pub fn cancel(&mut self, stream: StreamId) -> bool {
+        let Some(idx) = self.streams.iter().position(|s| s.id == stream) else {
+            return false;
+        };
+        self.streams.swap_remove(idx);
+        if self.failed.is_none() {
+            frame::write_rst_stream(&mut self.out, stream, ErrorCode::Cancel.to_u32());
+        }
+        true
+    }
+
     /// Whether a GOAWAY was received (or the connection failed): no new streams.
     pub fn is_going_away(&self) -> bool {
         self.going_away
@@ -331,7 +399,66 @@ impl H2Conn {
 
     /// The next event, oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let ev = self.events.pop_front()?;
+        if self.settings.capture_content {
+            self.polled = match ev {
+                Event::Headers { .. } => {
+                    let start = self.arena_read;
+                    let mut at = start;
+                    for _ in CONTENT_FIELDS {
+                        let len = read_u32(&self.arena[at..]);
+                        at += 4 + if len == ABSENT { 0 } else { len as usize };
+                    }
+                    self.arena_read = at;
+                    Polled::Head { start, end: at }
+                }
+                Event::Data { len, .. } => {
+                    let start = self.arena_read;
+                    self.arena_read += len;
+                    Polled::Data {
+                        start,
+                        end: self.arena_read,
+                    }
+                }
+                _ => Polled::Nothing,
+            };
+        }
+        Some(ev)
+    }
+
+    /// With `capture_content` on: the payload (padding removed) of the `Data` event
+    /// [`poll_event`](Self::poll_event) returned last; empty after any other event.
+    /// Valid until the next `poll_event` or `feed`.
+    pub fn polled_data(&self) -> &[u8] {
+        match self.polled {
+            Polled::Data { start, end } => &self.arena[start..end],
+            _ => &[],
+        }
+    }
+
+    /// With `capture_content` on: the content fields of the `Headers` event
+    /// [`poll_event`](Self::poll_event) returned last; all `None` after any other
+    /// event.
+    pub fn polled_head(&self) -> ContentHead<'_> {
+        let Polled::Head { start, end } = self.polled else {
+            return ContentHead::default();
+        };
+        let mut region = &self.arena[start..end];
+        let mut values: [Option<&[u8]>; 3] = [None; 3];
+        for v in &mut values {
+            let len = read_u32(region);
+            region = &region[4..];
+            if len != ABSENT {
+                let (value, rest) = region.split_at(len as usize);
+                *v = Some(value);
+                region = rest;
+            }
+        }
+        ContentHead {
+            content_encoding: values[0],
+            content_length: values[1],
+            content_type: values[2],
+        }
     }
 
     /// With `capture_headers` on: the fields of the next response or trailer block,
@@ -489,6 +616,12 @@ impl H2Conn {
     pub fn feed(&mut self, data: &[u8]) -> Result<(), ConnError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
+        }
+        if self.settings.capture_content && self.events.is_empty() {
+            // Every captured byte belongs to an event already polled.
+            self.arena.clear();
+            self.arena_read = 0;
+            self.polled = Polled::Nothing;
         }
         let r = self.feed_inner(data);
         if let Err(e) = &r {
@@ -677,6 +810,9 @@ impl H2Conn {
                 s.recv_unacked = 0;
             }
         }
+        if self.settings.capture_content {
+            self.arena.extend_from_slice(body);
+        }
         self.events.push_back(Event::Data {
             stream: h.stream,
             len: body.len(),
@@ -751,7 +887,8 @@ impl H2Conn {
     ) -> Result<(), ConnError> {
         let slot = self.locate(id)?;
         let capture = self.settings.capture_headers;
-        let mode = if capture {
+        let content = self.settings.capture_content;
+        let mode = if capture || content {
             FieldMode::All
         } else {
             FieldMode::PseudoOnly
@@ -759,7 +896,21 @@ impl H2Conn {
         let mut status: Option<u16> = None;
         let mut bad_pseudo = false;
         let mut fields: Vec<HeaderField> = Vec::new();
+        let (field_bufs, field_seen) = (&mut self.field_bufs, &mut self.field_seen);
+        if content {
+            field_bufs.iter_mut().for_each(Vec::clear);
+            *field_seen = [false; 3];
+        }
         let decoded = self.decoder.decode(block, mode, |name, value| {
+            if content {
+                if let Some(i) = CONTENT_FIELDS.iter().position(|f| *f == name) {
+                    if field_seen[i] {
+                        field_bufs[i].extend_from_slice(b", ");
+                    }
+                    field_seen[i] = true;
+                    field_bufs[i].extend_from_slice(value);
+                }
+            }
             if name == b":status" {
                 if status.is_some() {
                     bad_pseudo = true;
@@ -812,6 +963,18 @@ impl H2Conn {
                 return Ok(());
             }
             s.got_final = true;
+            if content {
+                for i in 0..CONTENT_FIELDS.len() {
+                    let len = if self.field_seen[i] {
+                        // Below ABSENT: the header list limit bounds every value.
+                        self.field_bufs[i].len() as u32
+                    } else {
+                        ABSENT
+                    };
+                    self.arena.extend_from_slice(&len.to_be_bytes());
+                    self.arena.extend_from_slice(&self.field_bufs[i]);
+                }
+            }
             self.events.push_back(Event::Headers {
                 stream: id,
                 status,
@@ -1106,6 +1269,11 @@ fn strip_padding<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<&'a [u8], Con
         .checked_sub(pad as usize)
         .map(|n| &rest[..n])
         .ok_or(ConnError::Protocol("padding longer than the frame payload"))
+}
+
+/// A big-endian u32 from the first four bytes of `b` (the arena always holds them).
+fn read_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// Three ASCII digits, 100..=999.

@@ -976,8 +976,19 @@ fn fuzz_feed_never_panics_and_stays_bounded() {
         }
         let mut c = H2Conn::new(Settings {
             max_pending_output_bytes: 64 * 1024,
+            // Odd rounds also exercise the capture arena.
+            capture_content: round % 2 == 1,
             ..Settings::default()
         });
+        let drain_events = |c: &mut H2Conn| {
+            while let Some(ev) = c.poll_event() {
+                let (head, data) = (c.polled_head(), c.polled_data());
+                if let Event::Data { len, .. } = ev {
+                    assert!(data.len() == len || round % 2 == 0);
+                }
+                let _ = head;
+            }
+        };
         for _ in 0..3 {
             let _ = c.submit(&post(), b"hello");
         }
@@ -992,8 +1003,11 @@ fn fuzz_feed_never_panics_and_stays_bounded() {
                 break;
             }
             let _ = c.submit(&GET, b"");
+            if rng.below(2) == 0 {
+                drain_events(&mut c);
+            }
         }
-        while c.poll_event().is_some() {}
+        drain_events(&mut c);
         assert!(c.pending_output().len() <= 64 * 1024 + 1024);
         if let Err(e) = result {
             errors += 1;
@@ -1078,4 +1092,162 @@ fn values_with_line_breaks_are_rejected() {
         assert_eq!(c.submit(&head, b""), Err(SubmitError::InvalidHeaderValue));
     }
     assert_eq!(c.submit(&GET, b""), Ok(1), "no stream id was used up");
+}
+
+fn content_conn() -> H2Conn {
+    ready_with(
+        Settings {
+            capture_content: true,
+            ..Settings::default()
+        },
+        &[],
+    )
+}
+
+#[test]
+fn captured_content_follows_each_polled_event() {
+    let mut c = content_conn();
+    let a = c.submit(&GET, b"").unwrap();
+    let b = c.submit(&GET, b"").unwrap();
+    let mut input = raw_frame(
+        kind::HEADERS,
+        flag::END_HEADERS,
+        a,
+        &block(&[
+            (":status", "200"),
+            ("content-type", "text/html"),
+            ("content-encoding", "gzip"),
+            ("server", "test"),
+            ("content-encoding", "br"),
+        ]),
+    );
+    input.extend(raw_frame(
+        kind::HEADERS,
+        flag::END_HEADERS,
+        b,
+        &block(&[(":status", "200"), ("content-length", "3")]),
+    ));
+    input.extend(raw_frame(kind::DATA, 0, a, b"hello "));
+    // Padded: pad length 2, then "abc", then two bytes of padding.
+    input.extend(raw_frame(
+        kind::DATA,
+        flag::END_STREAM | flag::PADDED,
+        b,
+        b"\x02abc\0\0",
+    ));
+    input.extend(raw_frame(kind::DATA, flag::END_STREAM, a, b"world"));
+    // Split mid-frame: the carried-over partial frame must capture the same bytes.
+    let (first, second) = input.split_at(input.len() - 7);
+    c.feed(first).unwrap();
+    let mut seen = Vec::new();
+    let mut poll = |c: &mut H2Conn, seen: &mut Vec<String>| {
+        while let Some(ev) = c.poll_event() {
+            let head = c.polled_head();
+            let text = |v: Option<&[u8]>| v.map(|v| String::from_utf8_lossy(v).into_owned());
+            match ev {
+                Event::Headers { stream, .. } => seen.push(format!(
+                    "{stream} head {:?} {:?} {:?}",
+                    text(head.content_encoding),
+                    text(head.content_length),
+                    text(head.content_type)
+                )),
+                Event::Data { stream, len, .. } => {
+                    assert_eq!(c.polled_data().len(), len);
+                    assert_eq!(head, Default::default());
+                    seen.push(format!(
+                        "{stream} data {}",
+                        String::from_utf8_lossy(c.polled_data())
+                    ))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    poll(&mut c, &mut seen);
+    c.feed(second).unwrap();
+    poll(&mut c, &mut seen);
+    assert_eq!(
+        seen,
+        [
+            format!("{a} head Some(\"gzip, br\") None Some(\"text/html\")"),
+            format!("{b} head None Some(\"3\") None"),
+            format!("{a} data hello "),
+            format!("{b} data abc"),
+            format!("{a} data world"),
+        ]
+    );
+}
+
+#[test]
+fn without_capture_nothing_is_kept() {
+    let mut c = ready();
+    let id = c.submit(&GET, b"").unwrap();
+    c.feed(&response(id, "200", false)).unwrap();
+    c.feed(&data(id, 10, true)).unwrap();
+    assert!(matches!(c.poll_event(), Some(Event::Headers { .. })));
+    assert_eq!(c.polled_head(), Default::default());
+    assert!(matches!(c.poll_event(), Some(Event::Data { len: 10, .. })));
+    assert!(c.polled_data().is_empty());
+}
+
+#[test]
+fn cancel_resets_the_stream_frees_its_slot_and_ignores_late_frames() {
+    let mut c = ready_with(
+        Settings {
+            capture_content: true,
+            connection_window_size: 65_535,
+            ..Settings::default()
+        },
+        &[(setting::MAX_CONCURRENT_STREAMS, 2)],
+    );
+    let late = c.submit(&GET, b"").unwrap();
+    let other = c.submit(&GET, b"").unwrap();
+    drain(&mut c);
+    assert!(!c.can_submit());
+    assert!(c.cancel(late));
+    assert!(!c.cancel(late), "already gone");
+    assert!(!c.cancel(99), "never submitted");
+    let f = drain(&mut c);
+    assert_eq!(f.len(), 1);
+    assert_eq!((f[0].0.kind, f[0].0.stream), (kind::RST_STREAM, late));
+    assert_eq!(f[0].1, ErrorCode::Cancel.to_u32().to_be_bytes());
+    assert_eq!(c.open_streams(), 1);
+    assert!(c.can_submit(), "the slot is free again");
+
+    // The server answered before it saw the reset: head, body, then its own reset.
+    // A dynamic-table insertion in the late head must still reach the decoder.
+    let mut late_head = vec![0x88, 0x40, 0x01, b'x', 0x01, b'y'];
+    late_head.extend(block(&[("content-encoding", "gzip")]));
+    c.feed(&raw_frame(kind::HEADERS, flag::END_HEADERS, late, &late_head))
+        .unwrap();
+    for _ in 0..3 {
+        c.feed(&data(late, 12_000, false)).unwrap();
+    }
+    let mut rst = Vec::new();
+    frame::write_rst_stream(&mut rst, late, ErrorCode::Cancel.to_u32());
+    c.feed(&rst).unwrap();
+    assert_eq!(events(&mut c), []);
+    assert!(c.error().is_none());
+    // Its DATA counted against the connection window, which is replenished.
+    let f = drain(&mut c);
+    assert!(
+        f.iter().any(|(h, _)| h.kind == kind::WINDOW_UPDATE && h.stream == 0),
+        "{f:?}"
+    );
+
+    // The other stream still completes, and sees the table entry the late head added
+    // (indexed name 62 = "x").
+    c.feed(&raw_frame(
+        kind::HEADERS,
+        flag::END_HEADERS,
+        other,
+        &[0x88, 0xbe],
+    ))
+    .unwrap();
+    c.feed(&raw_frame(kind::DATA, flag::END_STREAM, other, b"ok"))
+        .unwrap();
+    let evs = events(&mut c);
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    assert!(c.error().is_none());
+    assert_eq!(c.open_streams(), 0);
 }

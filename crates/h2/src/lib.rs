@@ -25,8 +25,9 @@
 //!
 //! Hot-path costs: whole frames are parsed straight from the caller's read buffer
 //! (only a frame split across reads is copied, into one reused buffer); DATA payloads
-//! are counted, not copied; response heads decode only `:status` unless
-//! [`Settings::capture_headers`] asks for all fields; requests are HPACK-encoded
+//! are counted, not copied, and response heads decode only `:status`, unless
+//! [`Settings::capture_content`] asks for the payloads and content fields (for body
+//! decoding and checks) or [`Settings::capture_headers`] for all fields; requests are HPACK-encoded
 //! straight into the single output buffer. Every buffer is bounded: frames by our
 //! SETTINGS_MAX_FRAME_SIZE, header blocks by SETTINGS_MAX_HEADER_LIST_SIZE, output by
 //! [`Settings::max_pending_output_bytes`].
@@ -39,5 +40,7 @@ mod error;
 pub mod frame;
 pub mod hpack;
 
-pub use conn::{EncodedHead, Event, H2Conn, HeaderField, RequestHead, Settings, StreamId};
+pub use conn::{
+    ContentHead, EncodedHead, Event, H2Conn, HeaderField, RequestHead, Settings, StreamId,
+};
 pub use error::{ConnError, ErrorCode, SubmitError};
