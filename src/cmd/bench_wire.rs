@@ -55,7 +55,8 @@ pub struct WireArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub streams: Option<String>,
     /// Ask for a content coding (br, gzip or zstd), check every response carries it
-    /// and decode it (HTTP/1.1 only). A response not encoded so is an encoding error.
+    /// and decode it (HTTP/1.1 and HTTP/2). A response not encoded so is an encoding
+    /// error.
     #[arg(long)]
     pub compressed: Option<String>,
     /// Every decoded body must have this SHA-256 (64 hex digits); else a validation error.
@@ -131,12 +132,6 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
             None => return Err(format!("--compressed must be br, gzip or zstd, got '{c}'")),
         },
     };
-    if a.h2 && (coding.is_some() || a.expect_size.is_some() || a.expect_sha256.is_some()) {
-        return Err(
-            "--compressed, --expect-size and --expect-sha256 work over HTTP/1.1 only for now (drop --h2)"
-                .into(),
-        );
-    }
     let expect_size = match &a.expect_size {
         None => None,
         Some(s) => match s.trim().parse::<u64>() {
@@ -424,14 +419,16 @@ mod tests {
             };
             assert!(resolve(&a, false, "h").is_err(), "{bad}");
         }
+        // Body checks work over HTTP/2 as over HTTP/1.1.
         let a = WireArgs {
             h2: true,
             compressed: Some("gzip".into()),
+            expect_size: Some("700".into()),
             ..args()
         };
-        assert!(resolve(&a, false, "h")
-            .unwrap_err()
-            .contains("HTTP/1.1 only"));
+        let w = resolve(&a, false, "h").unwrap();
+        assert_eq!(w.accept_encoding(), Some("gzip"));
+        assert_eq!(w.wire.body.expect_size, Some(700));
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! wrong size or hash is an [`ErrorKind::Validation`]. The response is still framed to
 //! its end, so the connection stays usable and the error is counted at `done`.
 //!
-//! HTTP/1.1 only for now: the HTTP/2 worker sees DATA lengths, not payloads.
+//! Both workers share it: the HTTP/1.1 worker appends to [`BodyDecoder::input`] and
+//! drains, the HTTP/2 worker pushes each stream's DATA payloads with
+//! [`BodyDecoder::push`] (one decoder per stream in flight).
 
 use std::io::{self, Write};
 
@@ -293,10 +295,20 @@ impl BodyDecoder {
     /// Decodes what [`BodyDecoder::input`] holds. `seen` is the response's
     /// `Content-Encoding` (known once its head was parsed, before any body byte).
     pub fn drain(&mut self, seen: SeenCoding) {
-        if self.input.is_empty() {
+        let input = std::mem::take(&mut self.input);
+        self.push(&input, seen);
+        self.input = input;
+        self.input.clear();
+    }
+
+    /// Decodes `data`, the next piece of the coded body, straight from the caller's
+    /// buffer (the HTTP/2 worker's path: DATA payloads arrive as slices, and a copy
+    /// into [`BodyDecoder::input`] would be wasted). `seen` as for `drain`.
+    pub fn push(&mut self, data: &[u8], seen: SeenCoding) {
+        if data.is_empty() {
             return;
         }
-        self.wire_body_bytes += self.input.len() as u64;
+        self.wire_body_bytes += data.len() as u64;
         if self.failed.is_none() {
             if self.inner.is_none() {
                 match self.open(seen) {
@@ -305,12 +317,11 @@ impl BodyDecoder {
                 }
             }
             if let Some(inner) = self.inner.as_mut() {
-                if inner.write(&self.input).is_err() {
+                if inner.write(data).is_err() {
                     self.failed = Some(ErrorKind::Encoding);
                 }
             }
         }
-        self.input.clear();
     }
 
     /// Picks the decoder for a body coded as `seen`, or the error it is.
@@ -454,6 +465,33 @@ mod tests {
         }
         let verdict = d.finish(seen);
         (verdict, d.decoded_bytes(), d.wire_body_bytes())
+    }
+
+    #[test]
+    fn push_from_slices_matches_input_and_drain() {
+        let body = text();
+        let coded = gzip(&body);
+        let spec = BodySpec {
+            coding: Some(Coding::Gzip),
+            expect_size: Some(body.len() as u64),
+            ..BodySpec::default()
+        };
+        let seen = SeenCoding::Known(Coding::Gzip);
+        let mut d = BodyDecoder::new(spec);
+        d.start();
+        for piece in coded.chunks(1000) {
+            d.push(piece, seen);
+        }
+        assert_eq!(d.finish(seen), None);
+        assert_eq!(
+            (d.decoded_bytes(), d.wire_body_bytes()),
+            (body.len() as u64, coded.len() as u64)
+        );
+        assert_eq!(run(spec, seen, &coded, 1000), (None, body.len() as u64, coded.len() as u64));
+        // Pushed identity bytes when gzip was asked: an Encoding error.
+        d.start();
+        d.push(b"plain", SeenCoding::Identity);
+        assert_eq!(d.finish(SeenCoding::Identity), Some(ErrorKind::Encoding));
     }
 
     fn spec(coding: Coding) -> BodySpec {

@@ -11,6 +11,17 @@
 //! refused (RST_STREAM or GOAWAY with REFUSED_STREAM: it did no work) is re-sent once,
 //! keeping its intended time; other resets are `Reset`, a broken frame or header block
 //! is `Malformed`, and the connection is replaced.
+//!
+//! Body checks (`--compressed`, `--expect-size`, `--expect-sha256`) reuse the HTTP/1.1
+//! decoder ([`BodyDecoder`]), one per stream in flight: the codec then keeps each
+//! head's `content-encoding` and each DATA payload ([`Settings::capture_content`]),
+//! and a stream's payloads are decoded as they arrive, so the same error kinds
+//! (`Encoding`, `Validation`) and the same wire-vs-decoded byte counts come out.
+//!
+//! A stream that outlives the timeout is cancelled (RST_STREAM(CANCEL)) and recorded
+//! as a `Timeout`; its slot serves the next request at once. Only a connection whose
+//! streams are all late, with nothing received since the oldest of them was sent, is
+//! taken for dead and replaced.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -25,6 +36,7 @@ use volley_h2::{
 };
 
 use crate::conn::{Tcp, Transport};
+use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::pacer::Pace;
 use crate::timer::poll_timeout;
 use crate::tls::{TlsConnector, TlsTransport};
@@ -56,6 +68,9 @@ pub struct H2Stats {
     /// Connections that failed on a protocol error (a broken frame, HPACK, flow
     /// control), each failing its open streams as `Malformed`.
     pub connection_errors: u64,
+    /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
+    /// each also a `Timeout` sample.
+    pub cancelled_streams: u64,
 }
 
 impl H2Stats {
@@ -65,6 +80,7 @@ impl H2Stats {
         self.refused_retries += o.refused_retries;
         self.stream_resets += o.stream_resets;
         self.connection_errors += o.connection_errors;
+        self.cancelled_streams += o.cancelled_streams;
     }
 }
 
@@ -140,6 +156,10 @@ struct Flight {
     body_bytes: u64,
     /// Already re-sent once after a refusal.
     retried: bool,
+    /// With body checks on: this stream's decoder, from its final head on.
+    decode: Option<Box<BodyDecoder>>,
+    /// The final head's `Content-Encoding`.
+    seen: SeenCoding,
 }
 
 impl Flight {
@@ -155,6 +175,8 @@ impl Flight {
             wire_bytes: 0,
             body_bytes: 0,
             retried,
+            decode: None,
+            seen: SeenCoding::Identity,
         }
     }
 }
@@ -179,6 +201,9 @@ struct Conn {
     tls_handshake_ns: u64,
     /// The connect time was charged to a request already.
     charged: bool,
+    /// When bytes last arrived (or the connection came up): a connection where
+    /// nothing arrived since its late streams went out is dead, not merely slow.
+    last_read_ns: u64,
 }
 
 impl Conn {
@@ -193,6 +218,7 @@ impl Conn {
             connect_ns: 0,
             tls_handshake_ns: 0,
             charged: false,
+            last_read_ns: 0,
         }
     }
     fn load(&self) -> usize {
@@ -232,6 +258,10 @@ pub(crate) struct H2Worker<'a, S> {
     unpublished: (u64, u64, u64),
     timeout_ns: u64,
     connect_timeout_ns: u64,
+    /// What every response body must meet (`Shared::body`).
+    body: BodySpec,
+    /// Decoders of finished streams, reused so a stream costs no allocation.
+    spare_decoders: Vec<Box<BodyDecoder>>,
 }
 
 impl<'a, S: Sink> H2Worker<'a, S> {
@@ -269,6 +299,8 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             unpublished: (0, 0, 0),
             timeout_ns: duration_ns(shared.cfg.timeout),
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
+            body: shared.body,
+            spare_decoders: Vec::new(),
         })
     }
 
@@ -460,7 +492,11 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         c.connect_ns = 0;
         c.tls_handshake_ns = 0;
         c.charged = false;
-        c.h2 = H2Conn::new(Settings::default());
+        c.h2 = H2Conn::new(Settings {
+            // Payloads and content fields only when bodies are checked.
+            capture_content: self.body.is_active(),
+            ..Settings::default()
+        });
         let registered = Sock::connect(self.tls.as_ref(), addr).and_then(|mut sock| {
             self.poll
                 .registry()
@@ -617,6 +653,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     Ok(false) => {}
                     Ok(true) => {
                         c.connect_ns = now.saturating_sub(c.connect_start_ns);
+                        c.last_read_ns = now;
                         c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
                         c.state = State::Ready;
                         let pending = std::mem::take(&mut c.pending);
@@ -692,6 +729,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 }
                 Ok(n) => {
                     let now = now_ns(self.shared);
+                    c.last_read_ns = now;
                     let fed = c.h2.feed(&self.scratch[..n]);
                     self.drain_events(slot, now);
                     if let Err(e) = fed {
@@ -749,10 +787,24 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     status,
                     end_stream,
                 } => {
-                    if let Some(f) = self.conns[slot].streams.get_mut(&stream) {
+                    let c = &mut self.conns[slot];
+                    if let Some(f) = c.streams.get_mut(&stream) {
                         f.status = status;
                         if f.first_byte_ns == 0 {
                             f.first_byte_ns = now;
+                        }
+                        if self.body.is_active() {
+                            let head = c.h2.polled_head();
+                            f.seen = head
+                                .content_encoding
+                                .map_or(SeenCoding::Identity, SeenCoding::from_header);
+                            let spec = self.body;
+                            let mut d = self
+                                .spare_decoders
+                                .pop()
+                                .unwrap_or_else(|| Box::new(BodyDecoder::new(spec)));
+                            d.start();
+                            f.decode = Some(d);
                         }
                         if end_stream {
                             self.complete(slot, stream, now);
@@ -764,9 +816,13 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     len,
                     end_stream,
                 } => {
-                    if let Some(f) = self.conns[slot].streams.get_mut(&stream) {
+                    let c = &mut self.conns[slot];
+                    if let Some(f) = c.streams.get_mut(&stream) {
                         f.body_bytes += len as u64;
                         f.wire_bytes += len as u64 + FRAME_HEADER_BYTES;
+                        if let Some(d) = f.decode.as_deref_mut() {
+                            d.push(c.h2.polled_data(), f.seen);
+                        }
                         if end_stream {
                             self.complete(slot, stream, now);
                         }
@@ -812,12 +868,19 @@ impl<'a, S: Sink> H2Worker<'a, S> {
     }
 
     fn complete(&mut self, slot: usize, stream: StreamId, now: u64) {
-        let Some(f) = self.conns[slot].streams.remove(&stream) else {
+        let Some(mut f) = self.conns[slot].streams.remove(&stream) else {
             return;
         };
         let range = self.shared.cfg.accept_status;
-        let error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
+        let mut error =
+            (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
+        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
+            error = d.finish(f.seen);
+        }
         self.record(&f, error, now);
+        if let Some(d) = f.decode.take() {
+            self.spare_decoders.push(d);
+        }
     }
 
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
@@ -830,7 +893,8 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             tls_handshake_ns: f.tls_handshake_ns,
             status: f.status,
             wire_bytes: f.wire_bytes,
-            body_bytes: f.body_bytes,
+            // With a decoder: decoded bytes beside the coded ones on the wire.
+            body_bytes: f.decode.as_ref().map_or(f.body_bytes, |d| d.decoded_bytes()),
             wire_body_bytes: f.body_bytes,
             error,
             request_index: f.req.index,
@@ -864,18 +928,33 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     if late.is_empty() {
                         continue;
                     }
-                    // The codec has no cancel, so a late stream keeps its slot on the
-                    // server's side; once every stream is late the connection is stuck
-                    // and is replaced.
-                    let stuck = late.len() == c.streams.len();
+                    // Every stream late and not one byte since the oldest of them
+                    // went out: the connection (or the server) is dead, so it is
+                    // replaced. Otherwise the server is alive and only slow on these
+                    // streams: cancelling them frees their slots here and their work
+                    // on the server.
+                    let oldest_sent_ns = late
+                        .iter()
+                        .filter_map(|id| c.streams.get(id))
+                        .map(|f| f.sent_ns)
+                        .min()
+                        .unwrap_or(now);
+                    let dead =
+                        late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
                     for id in late {
-                        if let Some(f) = self.conns[slot].streams.remove(&id) {
+                        let c = &mut self.conns[slot];
+                        if let Some(f) = c.streams.remove(&id) {
+                            if !dead && c.h2.cancel(id) {
+                                self.h2stats.cancelled_streams += 1;
+                            }
                             self.record(&f, Some(ErrorKind::Timeout), now);
                         }
                     }
-                    if stuck {
+                    if dead {
                         self.close(slot, now);
                         self.deferred.push(slot);
+                    } else {
+                        self.flush_out(slot);
                     }
                 }
                 _ => {}
