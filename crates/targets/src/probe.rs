@@ -7,12 +7,18 @@
 //! in turn (`Accept-Encoding: br`, then `gzip`) and the answer must carry that
 //! `Content-Encoding` and decode to the file's bytes: a server that ignores the header
 //! would otherwise be measured sending identity bodies. When HTTP/2 was asked, one more
-//! handshake offers `h2, http/1.1` and `h2` must be chosen.
+//! handshake offers `h2, http/1.1`, `h2` must be chosen, and the same checks are made
+//! again over that connection with real HTTP/2 GETs (volley's own `volley-h2` codec,
+//! one stream per check): a server can agree to h2 by ALPN and still answer it wrong
+//! (another docroot, no compression on its h2 path), and the load would not see it.
+//! Over HTTP/2 a body is framed by END_STREAM, so `content-length` is checked only
+//! when sent.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use volley_h2::{Event, H2Conn, RequestHead, Settings as H2Settings};
 use volley_tls::rustls::ClientConfig;
 use volley_tls::{TlsFailure, TlsSession, TlsStream};
 
@@ -78,6 +84,8 @@ impl ProbeOptions {
 pub struct Validated {
     /// The ALPN protocol chosen when h2 was offered (`None` when not checked).
     pub h2_alpn: Option<String>,
+    /// Over HTTP/2, each encoding checked: (token, body bytes on the wire).
+    pub h2_encoded_sizes: Vec<(String, usize)>,
     /// Each encoding checked: (token, bytes on the wire for the probe file).
     pub encoded_sizes: Vec<(String, usize)>,
 }
@@ -206,6 +214,39 @@ pub fn validate(resp: &Response, want: &Expected) -> Result<(), String> {
     check_body(&resp.body, want)
 }
 
+/// [`validate`] for an HTTP/2 answer: the body is framed by END_STREAM, so only a
+/// `content-length` that was sent must match it.
+pub fn validate_h2(resp: &Response, want: &Expected) -> Result<(), String> {
+    check_status_and_type(resp, want)?;
+    if let Some(ce) = resp.header("content-encoding") {
+        if !ce.eq_ignore_ascii_case("identity") {
+            return Err(format!(
+                "Content-Encoding {ce} sent to a request that accepted no encoding (HTTP/2)"
+            ));
+        }
+    }
+    check_h2_length(resp)?;
+    check_body(&resp.body, want)
+}
+
+/// [`validate_encoded`] for an HTTP/2 answer.
+pub fn validate_encoded_h2(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
+    check_status_and_type(resp, want)?;
+    check_coding(resp, want, encoding)?;
+    check_h2_length(resp)?;
+    check_body(&decode(&resp.body, encoding)?, want)
+}
+
+fn check_h2_length(resp: &Response) -> Result<(), String> {
+    match resp.header("content-length") {
+        Some(cl) if cl.parse::<usize>().ok() != Some(resp.body.len()) => Err(format!(
+            "content-length {cl} but {} body bytes in DATA frames",
+            resp.body.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_status_and_type(resp: &Response, want: &Expected) -> Result<(), String> {
     if resp.status != 200 {
         return Err(format!(
@@ -281,6 +322,12 @@ pub fn decode(body: &[u8], encoding: &str) -> Result<Vec<u8>, String> {
 /// consistent with the bytes on the wire, and the decoded body equal to the file.
 pub fn validate_encoded(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
     check_status_and_type(resp, want)?;
+    check_coding(resp, want, encoding)?;
+    check_framing(resp)?;
+    check_body(&decode(&resp.body, encoding)?, want)
+}
+
+fn check_coding(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
     let got = resp.header("content-encoding").unwrap_or("identity");
     if !got.eq_ignore_ascii_case(encoding) {
         return Err(format!(
@@ -289,8 +336,7 @@ pub fn validate_encoded(resp: &Response, want: &Expected, encoding: &str) -> Res
             want.path
         ));
     }
-    check_framing(resp)?;
-    check_body(&decode(&resp.body, encoding)?, want)
+    Ok(())
 }
 
 /// Every check the options ask for, each over a fresh connection with
@@ -313,16 +359,186 @@ pub fn probe(
         seen.encoded_sizes.push((enc.to_string(), resp.body.len()));
     }
     if let Some(h2) = &opts.h2_check {
-        let alpn = handshake_alpn(addr, h2, timeout)?;
-        if alpn.as_deref() != Some(volley_tls::ALPN_H2) {
-            return Err(ProbeFailure::Wrong(format!(
-                "offered h2 and http/1.1 by ALPN, the server chose {}: HTTP/2 is not on",
-                alpn.as_deref().unwrap_or("nothing")
-            )));
-        }
-        seen.h2_alpn = alpn;
+        let checked = probe_h2(addr, h2, want, &opts.encodings, timeout)?;
+        seen.h2_alpn = checked.h2_alpn;
+        seen.h2_encoded_sizes = checked.h2_encoded_sizes;
     }
     Ok(seen)
+}
+
+/// The HTTP/2 half of the probe: one handshake offering `h2, http/1.1` (`config`'s
+/// ALPN list) that must choose `h2`, then over that one connection a GET of
+/// `want.path` without `Accept-Encoding` and one per encoding, each checked as over
+/// HTTP/1.1. All bounded by `timeout`.
+pub fn probe_h2(
+    addr: SocketAddr,
+    config: &Arc<ClientConfig>,
+    want: &Expected,
+    encodings: &[&str],
+    timeout: Duration,
+) -> Result<Validated, ProbeFailure> {
+    let deadline = Instant::now() + timeout;
+    let (conn, alpn) = connect(addr, Some(config), deadline)?;
+    if alpn.as_deref() != Some(volley_tls::ALPN_H2) {
+        return Err(ProbeFailure::Wrong(format!(
+            "offered h2 and http/1.1 by ALPN, the server chose {}: HTTP/2 is not on",
+            alpn.as_deref().unwrap_or("nothing")
+        )));
+    }
+    let mut h2 = H2Client::new(conn, addr);
+    let mut seen = Validated {
+        h2_alpn: alpn,
+        ..Validated::default()
+    };
+    let resp = h2.get(&want.path, None, deadline)?;
+    validate_h2(&resp, want).map_err(|e| ProbeFailure::Wrong(format!("over HTTP/2: {e}")))?;
+    for enc in encodings {
+        let resp = h2.get(&want.path, Some(enc), deadline)?;
+        validate_encoded_h2(&resp, want, enc)
+            .map_err(|e| ProbeFailure::Wrong(format!("over HTTP/2: {e}")))?;
+        seen.h2_encoded_sizes.push((enc.to_string(), resp.body.len()));
+    }
+    Ok(seen)
+}
+
+/// A blocking HTTP/2 client over one probe connection: the sans-IO codec driven by
+/// plain reads and writes, one request at a time.
+struct H2Client {
+    conn: Conn,
+    h2: H2Conn,
+    authority: String,
+}
+
+impl H2Client {
+    fn new(conn: Conn, addr: SocketAddr) -> H2Client {
+        H2Client {
+            conn,
+            h2: H2Conn::new(H2Settings {
+                // Every field (status, type, length, coding) and the body bytes.
+                capture_headers: true,
+                capture_content: true,
+                ..H2Settings::default()
+            }),
+            authority: addr.to_string(),
+        }
+    }
+
+    fn write_pending(&mut self) -> Result<(), ProbeFailure> {
+        let out = self.h2.pending_output();
+        if !out.is_empty() {
+            let n = out.len();
+            self.conn
+                .write_all(out)
+                .and_then(|_| self.conn.flush())
+                .map_err(classify)?;
+            self.h2.consume_output(n);
+        }
+        Ok(())
+    }
+
+    /// One GET, complete by END_STREAM, before `deadline`.
+    fn get(
+        &mut self,
+        path: &str,
+        accept_encoding: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Response, ProbeFailure> {
+        let wrong = |e: String| ProbeFailure::Wrong(format!("over HTTP/2: {e}"));
+        let mut fields = vec![("user-agent", "volley-probe")];
+        if let Some(e) = accept_encoding {
+            fields.push(("accept-encoding", e));
+        }
+        let head = RequestHead {
+            method: "GET",
+            scheme: "https",
+            authority: &self.authority,
+            path,
+            headers: &fields,
+        };
+        let id = self
+            .h2
+            .submit(&head, b"")
+            .map_err(|e| wrong(format!("cannot send the request: {e}")))?;
+        let mut resp = Response {
+            status: 0,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            self.write_pending()?;
+            while let Some(ev) = self.h2.poll_event() {
+                match ev {
+                    Event::Headers {
+                        stream,
+                        status,
+                        end_stream,
+                    } if stream == id => {
+                        resp.status = status;
+                        if let Some((_, fields)) = self.h2.pop_captured_headers() {
+                            resp.headers = fields
+                                .into_iter()
+                                .filter(|(n, _)| n.first() != Some(&b':'))
+                                .map(|(n, v)| {
+                                    (
+                                        String::from_utf8_lossy(&n).into_owned(),
+                                        String::from_utf8_lossy(&v).trim().to_string(),
+                                    )
+                                })
+                                .collect();
+                        }
+                        if end_stream {
+                            return Ok(resp);
+                        }
+                    }
+                    Event::Data {
+                        stream, end_stream, ..
+                    } if stream == id => {
+                        resp.body.extend_from_slice(self.h2.polled_data());
+                        if resp.body.len() as u64 > MAX_BODY_BYTES {
+                            return Err(wrong("response larger than 64 MiB".into()));
+                        }
+                        if end_stream {
+                            return Ok(resp);
+                        }
+                    }
+                    Event::Trailers { stream } if stream == id => {
+                        // Trailers' captured fields are not the head's.
+                        let _ = self.h2.pop_captured_headers();
+                        return Ok(resp);
+                    }
+                    Event::StreamReset { stream, code } | Event::StreamError { stream, code }
+                        if stream == id =>
+                    {
+                        return Err(wrong(format!("stream reset ({code:?})")));
+                    }
+                    Event::GoAway { last_stream, code } if last_stream < id => {
+                        return Err(wrong(format!("GOAWAY ({code:?}) before the answer")));
+                    }
+                    _ => {}
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ProbeFailure::NotReady(
+                    "HTTP/2 response not complete before the probe timeout".into(),
+                ));
+            }
+            self.conn
+                .tcp()
+                .set_read_timeout(Some(left))
+                .map_err(|e| ProbeFailure::NotReady(e.to_string()))?;
+            match self.conn.read(&mut buf) {
+                Ok(0) => return Err(wrong("connection closed before the answer".into())),
+                Ok(n) => self
+                    .h2
+                    .feed(&buf[..n])
+                    .map_err(|e| wrong(format!("protocol error: {e}")))?,
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
 }
 
 /// A raw response and the ALPN protocol of its connection.
@@ -634,6 +850,45 @@ mod tests {
         // An encoding nobody asked for.
         let e = validate(&encoded("gzip", &gz(b"hello")), &want()).unwrap_err();
         assert!(e.contains("accepted no encoding"), "{e}");
+    }
+
+    fn h2_response(headers: &[(&str, &str)], body: &[u8]) -> Response {
+        Response {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn h2_answers_are_framed_by_stream_end() {
+        // No content-length and no chunked framing: fine over HTTP/2, not over 1.1.
+        let r = h2_response(&[("content-type", "text/html")], b"hello");
+        assert_eq!(validate_h2(&r, &want()), Ok(()));
+        assert!(validate(&r, &want()).is_err());
+        let r = h2_response(
+            &[("content-type", "text/html"), ("content-length", "5")],
+            b"hello",
+        );
+        assert_eq!(validate_h2(&r, &want()), Ok(()));
+        let r = h2_response(
+            &[("content-type", "text/html"), ("content-length", "9")],
+            b"hello",
+        );
+        assert!(validate_h2(&r, &want()).unwrap_err().contains("content-length 9"));
+        let gz_body = gz(b"hello");
+        let r = h2_response(
+            &[("content-type", "text/html"), ("content-encoding", "gzip")],
+            &gz_body,
+        );
+        assert_eq!(validate_encoded_h2(&r, &want(), "gzip"), Ok(()));
+        assert!(validate_h2(&r, &want()).unwrap_err().contains("accepted no encoding"));
+        let plain = h2_response(&[("content-type", "text/html")], b"hello");
+        let e = validate_encoded_h2(&plain, &want(), "br").unwrap_err();
+        assert!(e.contains("not applied"), "{e}");
     }
 
     #[test]
