@@ -170,7 +170,7 @@ pub struct Wire {
     pub tls: Option<TlsTarget>,
     /// HTTP/1.1 or HTTP/2.
     pub http: HttpVersion,
-    /// Content coding and expected body every response must meet (HTTP/1.1 only:
-    /// the HTTP/2 worker does not see DATA payloads); the default checks nothing.
+    /// Content coding and expected body every response must meet, over HTTP/1.1
+    /// and HTTP/2 alike; the default checks nothing.
     pub body: crate::BodySpec,
 }

@@ -487,7 +487,10 @@ mod tests {
             (d.decoded_bytes(), d.wire_body_bytes()),
             (body.len() as u64, coded.len() as u64)
         );
-        assert_eq!(run(spec, seen, &coded, 1000), (None, body.len() as u64, coded.len() as u64));
+        assert_eq!(
+            run(spec, seen, &coded, 1000),
+            (None, body.len() as u64, coded.len() as u64)
+        );
         // Pushed identity bytes when gzip was asked: an Encoding error.
         d.start();
         d.push(b"plain", SeenCoding::Identity);

@@ -260,7 +260,9 @@ pub(crate) struct H2Worker<'a, S> {
     connect_timeout_ns: u64,
     /// What every response body must meet (`Shared::body`).
     body: BodySpec,
-    /// Decoders of finished streams, reused so a stream costs no allocation.
+    /// Decoders of finished streams, reused so a stream costs no allocation. Boxed
+    /// because each moves into a `Flight` (kept small) and back, never re-allocated.
+    #[allow(clippy::vec_box)]
     spare_decoders: Vec<Box<BodyDecoder>>,
 }
 
@@ -872,8 +874,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             return;
         };
         let range = self.shared.cfg.accept_status;
-        let mut error =
-            (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
+        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
         if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
             error = d.finish(f.seen);
         }
@@ -894,7 +895,10 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             status: f.status,
             wire_bytes: f.wire_bytes,
             // With a decoder: decoded bytes beside the coded ones on the wire.
-            body_bytes: f.decode.as_ref().map_or(f.body_bytes, |d| d.decoded_bytes()),
+            body_bytes: f
+                .decode
+                .as_ref()
+                .map_or(f.body_bytes, |d| d.decoded_bytes()),
             wire_body_bytes: f.body_bytes,
             error,
             request_index: f.req.index,
@@ -939,8 +943,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                         .map(|f| f.sent_ns)
                         .min()
                         .unwrap_or(now);
-                    let dead =
-                        late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
+                    let dead = late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
                     for id in late {
                         let c = &mut self.conns[slot];
                         if let Some(f) = c.streams.remove(&id) {

@@ -1140,7 +1140,7 @@ fn captured_content_follows_each_polled_event() {
     let (first, second) = input.split_at(input.len() - 7);
     c.feed(first).unwrap();
     let mut seen = Vec::new();
-    let mut poll = |c: &mut H2Conn, seen: &mut Vec<String>| {
+    let poll = |c: &mut H2Conn, seen: &mut Vec<String>| {
         while let Some(ev) = c.poll_event() {
             let head = c.polled_head();
             let text = |v: Option<&[u8]>| v.map(|v| String::from_utf8_lossy(v).into_owned());
@@ -1218,8 +1218,13 @@ fn cancel_resets_the_stream_frees_its_slot_and_ignores_late_frames() {
     // A dynamic-table insertion in the late head must still reach the decoder.
     let mut late_head = vec![0x88, 0x40, 0x01, b'x', 0x01, b'y'];
     late_head.extend(block(&[("content-encoding", "gzip")]));
-    c.feed(&raw_frame(kind::HEADERS, flag::END_HEADERS, late, &late_head))
-        .unwrap();
+    c.feed(&raw_frame(
+        kind::HEADERS,
+        flag::END_HEADERS,
+        late,
+        &late_head,
+    ))
+    .unwrap();
     for _ in 0..3 {
         c.feed(&data(late, 12_000, false)).unwrap();
     }
@@ -1231,7 +1236,8 @@ fn cancel_resets_the_stream_frees_its_slot_and_ignores_late_frames() {
     // Its DATA counted against the connection window, which is replenished.
     let f = drain(&mut c);
     assert!(
-        f.iter().any(|(h, _)| h.kind == kind::WINDOW_UPDATE && h.stream == 0),
+        f.iter()
+            .any(|(h, _)| h.kind == kind::WINDOW_UPDATE && h.stream == 0),
         "{f:?}"
     );
 

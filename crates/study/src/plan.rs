@@ -335,13 +335,8 @@ impl Plan {
                 },
                 wire.compressed
                     .map(|e| format!(
-                        ", Accept-Encoding {} (bodies decoded and checked{})",
-                        e.token(),
-                        if wire.h2_streams.is_some() {
-                            " on HTTP/1.1 only: h2 bodies are counted as sent"
-                        } else {
-                            ""
-                        }
+                        ", Accept-Encoding {} (bodies decoded and checked)",
+                        e.token()
                     ))
                     .unwrap_or_default(),
                 if w.cold_start {

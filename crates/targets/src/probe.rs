@@ -396,7 +396,8 @@ pub fn probe_h2(
         let resp = h2.get(&want.path, Some(enc), deadline)?;
         validate_encoded_h2(&resp, want, enc)
             .map_err(|e| ProbeFailure::Wrong(format!("over HTTP/2: {e}")))?;
-        seen.h2_encoded_sizes.push((enc.to_string(), resp.body.len()));
+        seen.h2_encoded_sizes
+            .push((enc.to_string(), resp.body.len()));
     }
     Ok(seen)
 }
@@ -878,14 +879,18 @@ mod tests {
             &[("content-type", "text/html"), ("content-length", "9")],
             b"hello",
         );
-        assert!(validate_h2(&r, &want()).unwrap_err().contains("content-length 9"));
+        assert!(validate_h2(&r, &want())
+            .unwrap_err()
+            .contains("content-length 9"));
         let gz_body = gz(b"hello");
         let r = h2_response(
             &[("content-type", "text/html"), ("content-encoding", "gzip")],
             &gz_body,
         );
         assert_eq!(validate_encoded_h2(&r, &want(), "gzip"), Ok(()));
-        assert!(validate_h2(&r, &want()).unwrap_err().contains("accepted no encoding"));
+        assert!(validate_h2(&r, &want())
+            .unwrap_err()
+            .contains("accepted no encoding"));
         let plain = h2_response(&[("content-type", "text/html")], b"hello");
         let e = validate_encoded_h2(&plain, &want(), "br").unwrap_err();
         assert!(e.contains("not applied"), "{e}");

@@ -70,7 +70,10 @@ fn nginx_h2_answers_are_checked_with_real_requests() {
     let h2 = opts.h2_check.clone().unwrap();
     let validated = t.validate_path("/index.html").unwrap();
     assert_eq!(validated.h2_alpn.as_deref(), Some("h2"));
-    assert_eq!(validated.h2_encoded_sizes.len(), compression.encodings().len());
+    assert_eq!(
+        validated.h2_encoded_sizes.len(),
+        compression.encodings().len()
+    );
     let want = Expected {
         path: "/index.html".into(),
         content_type: "text/html".into(),
@@ -82,7 +85,10 @@ fn nginx_h2_answers_are_checked_with_real_requests() {
     wrong_body.body.push(b'!');
     match probe::probe_h2(t.addr, &h2, &wrong_body, &[], Duration::from_secs(5)) {
         Err(ProbeFailure::Wrong(e)) => {
-            assert!(e.contains("over HTTP/2") && e.contains("body differs"), "{e}")
+            assert!(
+                e.contains("over HTTP/2") && e.contains("body differs"),
+                "{e}"
+            )
         }
         other => panic!("expected a wrong answer, got {other:?}"),
     }
