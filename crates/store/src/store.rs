@@ -294,9 +294,8 @@ impl Store {
     /// the moment the search ends, so a study killed later keeps it.
     pub fn record_capacity(&self, run: RunId, c: &CapacityRecord) -> Result<CapacityId> {
         let finite = |v: Option<f64>| v.is_none_or(f64::is_finite);
-        if !(finite(c.capacity_rps) && finite(c.ci_lo_rps) && finite(c.ci_hi_rps))
-            || !(c.confidence > 0.0 && c.confidence < 1.0)
-        {
+        let rates_ok = finite(c.capacity_rps) && finite(c.ci_lo_rps) && finite(c.ci_hi_rps);
+        if !(rates_ok && c.confidence > 0.0 && c.confidence < 1.0) {
             return Err(StoreError::Invalid(
                 "a capacity needs finite rates and a confidence level between 0 and 1",
             ));
