@@ -412,6 +412,12 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         };
                         let observed = match heard {
                             Some(SearchInput::Observe(ok)) => a.search.observe(rate, ok),
+                            // Stopping: a generator-bound step ends nothing, the search
+                            // is stored as interrupted, not as a generator-bound end.
+                            Some(_) if opts.stop_flag.load(Ordering::Relaxed) => {
+                                complete = false;
+                                break 'rounds;
+                            }
                             Some(_) => {
                                 (opts.note)(&format!(
                                     "search {}: still generator-bound at {rate:.0} req/s after {retries} rerun(s): the edge cannot be looked for above this rate on this machine",
