@@ -161,7 +161,8 @@ pub struct CapacityPair {
     /// A / B of the point estimates.
     pub ratio: f64,
     /// The smallest and largest A / B the two intervals allow (lo_A / hi_B,
-    /// hi_A / lo_B); `None` where an interval end is unbounded or zero. This is the
+    /// hi_A / lo_B); `None` where an interval end is unbounded or zero (printed as 0
+    /// below, unbounded above). This is the
     /// range both intervals admit, wider than an interval of the ratio itself would be;
     /// it is what the stored figures support without the repeats' raw outcomes.
     pub ratio_range: (Option<f64>, Option<f64>),
@@ -291,7 +292,16 @@ impl std::fmt::Display for Comparison {
             self.ratio.median, self.ratio.lo, self.ratio.hi
         )?;
         for p in &self.capacities {
-            let end = |v: Option<f64>| v.map_or("unbounded".to_string(), |r| format!("{r:.3}"));
+            // No upper end of B's interval: A/B may be as small as 0; a zero lower end
+            // of B's: A/B may be as large as any number.
+            let lo = p
+                .ratio_range
+                .0
+                .map_or("0".to_string(), |r| format!("{r:.3}"));
+            let hi = p
+                .ratio_range
+                .1
+                .map_or("unbounded".to_string(), |r| format!("{r:.3}"));
             write!(
                 f,
                 "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {})",
@@ -299,8 +309,8 @@ impl std::fmt::Display for Comparison {
                 p.a.text(),
                 p.b.text(),
                 p.ratio,
-                end(p.ratio_range.0),
-                end(p.ratio_range.1)
+                lo,
+                hi
             )?;
         }
         Ok(())
@@ -400,6 +410,43 @@ mod tests {
         assert_eq!(
             SearchedCapacity::of(&a[1]).unwrap().text(),
             "900 req/s (95% CI 850 .. unbounded)"
+        );
+    }
+
+    #[test]
+    fn the_comparison_prints_capacities_with_their_intervals() {
+        let est = |m: f64| bootstrap::Estimate {
+            median: m,
+            lo: m - 1.0,
+            hi: m + 1.0,
+        };
+        let side = |run: i64, target: &str| Side {
+            run: RunId(run),
+            target: target.into(),
+            values: vec![10.0, 11.0],
+            median: est(10.5),
+        };
+        let cell = json!({"workload": "root", "concurrency": 16});
+        let c = Comparison {
+            metric: Metric::Rps,
+            a: side(1, "nginx"),
+            b: side(2, "caddy"),
+            ratio: est(1.0),
+            capacities: capacity_pairs(
+                &[row(
+                    cell.clone(),
+                    3000.0,
+                    2900.0,
+                    Some(3100.0),
+                    SearchEnd::Converged,
+                )],
+                &[row(cell, 1500.0, 1450.0, None, SearchEnd::ReachedMaxRate)],
+            ),
+        };
+        let text = c.to_string();
+        assert!(
+            text.ends_with("\ncapacity by search (workload root, concurrency 16): A 3000 req/s (95% CI 2900 .. 3100), B 1500 req/s (95% CI 1450 .. unbounded); A/B 2.000 (the two intervals allow 0 .. 2.138)"),
+            "{text}"
         );
     }
 
