@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use volley_store::Store;
+use volley_store::{SearchEnd, Store};
 use volley_study::compare::SearchedCapacity;
 
 /// Flags of `volley history`.
@@ -68,13 +68,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|c| match SearchedCapacity::of(c) {
                 Some(s) => s.text(),
-                None => format!(
-                    "{} ({}, partial)",
-                    c.record
-                        .capacity_rps
-                        .map_or("-".to_string(), |r| format!("{r:.0} req/s")),
-                    c.record.end.as_str()
-                ),
+                None => match (c.record.end, c.record.capacity_rps) {
+                    (SearchEnd::Interrupted, Some(r)) => {
+                        format!("{r:.0} req/s so far (interrupted, no interval)")
+                    }
+                    (SearchEnd::Interrupted, None) => "interrupted".to_string(),
+                    (end, _) => format!("none shown sustainable ({})", end.as_str()),
+                },
             })
             .collect();
         println!(

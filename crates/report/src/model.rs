@@ -369,7 +369,9 @@ impl SearchCapacity {
     pub fn summary_line(&self) -> String {
         let rate = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.0}"));
         let figures = format!("{} steps, {:.0} s", self.steps, self.wall_s);
-        let line = if self.finished {
+        let line = if self.finished && self.capacity_rps.is_none() {
+            format!("capacity by search: no rate shown sustainable, {figures}")
+        } else if self.finished {
             let ci = match (self.ci_lo_rps, self.confidence) {
                 (Some(lo), Some(c)) => format!(
                     ", {:.0}% CI [{lo:.0}, {}]",

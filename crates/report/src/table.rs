@@ -480,6 +480,7 @@ pub fn searches(report: &Report) -> Option<Table> {
         .flat_map(|t| t.searches.iter().map(move |s| (t, s)))
         .map(|(t, s)| {
             let ci = match (s.ci_lo_rps, s.confidence) {
+                _ if s.capacity_rps.is_none() => "-".to_string(),
                 (Some(lo), Some(c)) => format!(
                     "{:.0}% [{lo:.1}, {}]",
                     c * 100.0,

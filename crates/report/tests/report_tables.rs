@@ -360,3 +360,40 @@ fn stored_search_results_are_shown_beside_the_sweep() {
         serde_json::Value::Null
     );
 }
+
+#[test]
+fn a_search_that_found_no_sustainable_rate_claims_no_interval() {
+    let mut store = Store::open_in_memory().unwrap();
+    let mut step = common::rate_step(100.0, 100.0, 1.0, "generator-bound", true);
+    step.phase = "search";
+    let run = common::record_run_with(
+        &mut store,
+        None,
+        "bucket",
+        &[step],
+        &[volley_store::CapacityRecord {
+            cell: serde_json::json!({"keepalive": true}),
+            capacity_rps: None,
+            ci_lo_rps: Some(0.0),
+            ci_hi_rps: None,
+            confidence: 0.95,
+            end: volley_store::SearchEnd::GeneratorBound,
+            steps: 1,
+            started_unix_ms: 0,
+            finished_unix_ms: 4_000,
+            detail: serde_json::json!({}),
+        }],
+        volley_store::Status::Complete,
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert_eq!(
+        table(&md, "Capacity by search")[2],
+        "| bucket | keep-alive | - | - | generator bound | 1 | 4.0 | - | - |"
+    );
+    assert!(
+        md.contains(
+            "capacity by search: no rate shown sustainable, 1 steps, 4 s (ended: generator bound)"
+        ),
+        "{md}"
+    );
+}
