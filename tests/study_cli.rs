@@ -137,6 +137,58 @@ max_steps = 10
         assert!(s.verdict.as_ref().unwrap()["sustain"]["sustainable"].is_boolean());
         assert!(s.parameters.rate_rps.is_some());
     }
+    // The search's answer is in the store: the estimate printed, its interval around it,
+    // the steps it ran and its wall time.
+    let caps = store.capacities(runs[0].id).unwrap();
+    assert_eq!(caps.len(), 1, "one search, one result");
+    let c = &caps[0].record;
+    assert_eq!(c.capacity_rps, Some(cap));
+    let (lo, hi) = (c.ci_lo_rps.unwrap(), c.ci_hi_rps);
+    assert!(lo <= cap && hi.is_none_or(|h| h > cap), "{c:?}");
+    assert_eq!(c.confidence, 0.95);
+    assert_eq!(c.steps as usize, steps.len());
+    assert_eq!(c.cell["workload"], "root");
+    assert_eq!(c.cell["target"], "bucket");
+    let first = steps.iter().map(|s| s.started_unix_ms).min().unwrap();
+    let last = steps.iter().map(|s| s.finished_unix_ms).max().unwrap();
+    assert!(
+        c.started_unix_ms <= first && c.finished_unix_ms >= last,
+        "{c:?}"
+    );
+    // ...and in the Markdown report, read from the store alone.
+    let md = dir.join("report.md");
+    let out = volley()
+        .args(["report", &runs[0].id.to_string(), "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    let hi_text = hi.map_or("unbounded".to_string(), |h| format!("{h:.0}"));
+    let want = format!(
+        "capacity by search: {cap:.0} req/s, 95% CI [{lo:.0}, {hi_text}], {} steps, ",
+        steps.len()
+    );
+    assert!(md.contains(&want), "{want}\n{md}");
+    assert!(md.contains("## Capacity by search"), "{md}");
+    // `volley history` shows it too.
+    let h = volley()
+        .arg("history")
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let h = String::from_utf8_lossy(&h.stdout);
+    assert!(
+        h.contains(&format!("{cap:.0} req/s (95% CI {lo:.0} .. ")),
+        "{h}"
+    );
 }
 
 fn closed_study(name: &str, urls: &[String], steps: usize, repeats: u32) -> String {

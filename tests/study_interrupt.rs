@@ -80,3 +80,97 @@ fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
     assert!((1..8).contains(&steps), "{steps} steps stored");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
+    use volley_faultserver::{Behaviour, FaultServer};
+    let server = FaultServer::start(Behaviour::TokenBucket {
+        rate_per_s: 400.0,
+        burst: 10,
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!(
+        "volley-study-test-int-search-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let study = dir.join("search.toml");
+    // Many steps to go (3 runs per decision, 40 steps): interrupted after the first.
+    std::fs::write(
+        &study,
+        format!(
+            "name = \"int-search\"\nmode = \"search\"\n[[target]]\nname = \"bucket\"\nkind = \"external\"\nurl = \"{}\"\n[[workload]]\nname = \"root\"\npaths = [\"/\"]\n[load]\nmodel = \"open\"\nconcurrency = 4\ntimeout = \"1s\"\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n[search]\nstart_rate = 100\nrepeats = 3\n",
+            server.url("/")
+        ),
+    )
+    .unwrap();
+    let db = dir.join("v.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&study)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let stored = Store::open(&db).ok().is_some_and(|s| {
+            s.list_runs()
+                .ok()
+                .and_then(|r| r.into_iter().next())
+                .is_some_and(|run| s.steps(run.id).is_ok_and(|st| !st.is_empty()))
+        });
+        if stored {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no step stored in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "study ended early");
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "study did not stop within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(130));
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Incomplete);
+    let steps = store.steps(run.id).unwrap();
+    let caps = store.capacities(run.id).unwrap();
+    assert_eq!(caps.len(), 1, "the cut-short search keeps a row");
+    let c = &caps[0].record;
+    assert_eq!(c.end, volley_store::SearchEnd::Interrupted);
+    assert_eq!((c.ci_lo_rps, c.ci_hi_rps), (None, None));
+    assert_eq!(c.steps as usize, steps.len());
+    let md = dir.join("r.md");
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", &run.id.to_string(), "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("capacity search did not finish (interrupted, partial result stored)"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

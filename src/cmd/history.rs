@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use volley_store::Store;
+use volley_store::{SearchEnd, Store};
+use volley_study::compare::SearchedCapacity;
 
 /// Flags of `volley history`.
 #[derive(clap::Args)]
@@ -50,8 +51,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let studies = store.list_studies()?;
     let runs = store.list_runs()?;
     println!(
-        "{:>5}  {:<19}  {:<32}  {:>5}  status",
-        "run", "started (UTC)", "study/target", "steps"
+        "{:>5}  {:<19}  {:<32}  {:>5}  {:<10}  capacity by search",
+        "run", "started (UTC)", "study/target", "steps", "status"
     );
     for r in &runs {
         let study = r
@@ -62,13 +63,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 |s| format!("{} (#{})", s.name, s.id),
             );
         let steps = store.steps(r.id)?.len();
+        let capacities: Vec<String> = store
+            .capacities(r.id)?
+            .iter()
+            .map(|c| match SearchedCapacity::of(c) {
+                Some(s) => s.text(),
+                None => match (c.record.end, c.record.capacity_rps) {
+                    (SearchEnd::Interrupted, Some(r)) => {
+                        format!("{r:.0} req/s so far (interrupted, no interval)")
+                    }
+                    (SearchEnd::Interrupted, None) => "interrupted".to_string(),
+                    (end, _) => format!("none shown sustainable ({})", end.as_str()),
+                },
+            })
+            .collect();
         println!(
-            "{:>5}  {:<19}  {:<32}  {:>5}  {}",
+            "{:>5}  {:<19}  {:<32}  {:>5}  {:<10}  {}",
             r.id,
             when(r.started_unix_ms),
             format!("{study}/{}", r.target),
             steps,
-            r.status.as_str()
+            r.status.as_str(),
+            if capacities.is_empty() {
+                "-".to_string()
+            } else {
+                capacities.join("; ")
+            }
         );
     }
     if runs.is_empty() {

@@ -378,6 +378,14 @@ pub fn charts(report: &Report) -> Vec<Chart> {
                     ));
                 }
             }
+            for sc in &t.searches {
+                c.notes.push(format!(
+                    "{} ({}): {}",
+                    t.target,
+                    sc.group,
+                    sc.summary_line()
+                ));
+            }
         }
     }
     out.extend(replies);
@@ -482,7 +490,7 @@ impl Exporter for Html {
         for (i, t) in report.targets.iter().enumerate() {
             let _ = write!(
                 out,
-                "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}</li>",
+                "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}",
                 color(i),
                 t.run_id,
                 escape(&t.target),
@@ -490,9 +498,25 @@ impl Exporter for Html {
                 t.steps.len(),
                 escape(&definition(t))
             );
+            if !t.searches.is_empty() {
+                out.push_str("<ul>");
+                for s in &t.searches {
+                    let _ = write!(
+                        out,
+                        "<li>{}: {}</li>",
+                        escape(&s.group),
+                        escape(&s.summary_line())
+                    );
+                }
+                out.push_str("</ul>");
+            }
+            out.push_str("</li>");
         }
         out.push_str("</ul>\n");
-        if let Some(table) = table::capacity(report) {
+        for table in [table::capacity(report), table::searches(report)]
+            .into_iter()
+            .flatten()
+        {
             out.push_str(&render_table(&table));
         }
         let charts = charts(report);
@@ -502,7 +526,10 @@ impl Exporter for Html {
         for (i, c) in charts.iter().enumerate() {
             let _ = writeln!(out, "<figure>{}</figure>", c.render(i));
         }
-        for table in table::all(report).iter().filter(|t| t.id != "capacity") {
+        for table in table::all(report)
+            .iter()
+            .filter(|t| t.id != "capacity" && t.id != "searches")
+        {
             out.push_str(&render_table(table));
         }
         out.push_str("<h2 id=\"environment\">Environment</h2>");

@@ -74,6 +74,9 @@ impl Exporter for Markdown {
                     t.latency_definitions.join("; ")
                 }
             );
+            for s in &t.searches {
+                let _ = writeln!(out, "  - {}: {}", s.group, s.summary_line());
+            }
         }
         out.push('\n');
         for t in table::all(report) {

@@ -92,6 +92,9 @@ pub struct TargetReport {
     pub steps: Vec<StepReport>,
     /// Capacity of each group of judged rate steps (empty without rate steps).
     pub capacity: Vec<Capacity>,
+    /// Capacity searches: the stored result of each, with its interval, and searches
+    /// whose steps are stored but whose result is not (the study was killed mid-search).
+    pub searches: Vec<SearchCapacity>,
     /// Points measured more than once: medians with bootstrap intervals.
     pub repeats: Vec<RepeatGroup>,
     /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
@@ -126,6 +129,8 @@ pub struct StepReport {
     pub phase: Option<String>,
     /// Seconds from the run's first step start to this step's start (wall clock).
     pub start_offset_s: f64,
+    /// Wall time of the step, start to end (warm-up and load; cool-down excluded), s.
+    pub wall_s: f64,
     /// Load duration, seconds.
     pub duration_s: f64,
     /// Requests with an outcome.
@@ -301,6 +306,97 @@ pub struct Capacity {
     /// Capacity from each phase's steps alone ("sweep", "search"), when the steps came
     /// from more than one phase, so the two methods can be compared.
     pub by_phase: Vec<(String, Option<f64>)>,
+    /// Steps and wall time of each phase of this group (see [`PhaseTime`]).
+    pub phase_times: Vec<PhaseTime>,
+}
+
+/// How long one phase (sweep or search) of a group took.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseTime {
+    /// "sweep" or "search".
+    pub phase: String,
+    /// Steps run in this phase (generator-bound ones included: they took time too).
+    pub steps: usize,
+    /// From the phase's first step start to its last step end, seconds. When a study
+    /// interleaves targets or cells, the steps run between them are inside this span,
+    /// as they are inside the wall time a user waits.
+    pub wall_s: f64,
+}
+
+/// One capacity search of a run, from the store's `capacities` table (or, when the
+/// study was killed before the search ended, from its steps alone).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchCapacity {
+    /// The group of rate steps (workload, cap, cores, keep-alive), as [`Capacity::group`].
+    pub group: String,
+    /// The search's point estimate (largest rate decided sustainable), requests/s; for
+    /// an unfinished search, the largest sustainable rate so far.
+    pub capacity_rps: Option<f64>,
+    /// Lower end of the interval.
+    pub ci_lo_rps: Option<f64>,
+    /// Upper end of the interval (`None`: unbounded above or no interval).
+    pub ci_hi_rps: Option<f64>,
+    /// Confidence level of the interval (0.95).
+    pub confidence: Option<f64>,
+    /// How it ended: converged, reached_max_rate, below_min_rate, step_budget_exhausted,
+    /// generator_bound, interrupted (stopped, result stored), or not_finished (killed:
+    /// steps stored, no result).
+    pub end: String,
+    /// True when the search reached its own end.
+    pub finished: bool,
+    /// Steps the search ran.
+    pub steps: u32,
+    /// Wall time of the search, first step start to last step end, seconds.
+    pub wall_s: f64,
+    /// The same group's capacity from its sweep-phase steps, when it has any.
+    pub sweep_capacity_rps: Option<f64>,
+    /// Its sweep steps and their wall time, when it has any.
+    pub sweep: Option<PhaseTime>,
+}
+
+/// A stored search end in words.
+pub fn end_text(end: &str) -> String {
+    match end {
+        "not_finished" => "killed mid-search, no result stored".to_string(),
+        "interrupted" => "interrupted, partial result stored".to_string(),
+        other => other.replace('_', " "),
+    }
+}
+
+impl SearchCapacity {
+    /// "capacity by search: 2990 req/s, 95% CI [2850, 3100], 7 steps, 25 s", or why
+    /// there is no such line.
+    pub fn summary_line(&self) -> String {
+        let rate = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.0}"));
+        let figures = format!("{} steps, {:.0} s", self.steps, self.wall_s);
+        let line = if self.finished && self.capacity_rps.is_none() {
+            format!("capacity by search: no rate shown sustainable, {figures}")
+        } else if self.finished {
+            let ci = match (self.ci_lo_rps, self.confidence) {
+                (Some(lo), Some(c)) => format!(
+                    ", {:.0}% CI [{lo:.0}, {}]",
+                    c * 100.0,
+                    self.ci_hi_rps
+                        .map_or("unbounded".to_string(), |h| format!("{h:.0}"))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "capacity by search: {} req/s{ci}, {figures}",
+                rate(self.capacity_rps)
+            )
+        } else {
+            format!(
+                "capacity search did not finish ({}): {} req/s sustainable so far, no interval, {figures}",
+                end_text(&self.end),
+                rate(self.capacity_rps)
+            )
+        };
+        match self.end.as_str() {
+            "converged" | "interrupted" | "not_finished" => line,
+            other => format!("{line} (ended: {})", end_text(other)),
+        }
+    }
 }
 
 /// A median and its 95% bootstrap interval.
@@ -641,6 +737,7 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
             points: percentile_points(h),
         })
         .collect();
+    let searches = searches(&store.capacities(run.id)?, &steps);
     Ok(TargetReport {
         run_id: run.id.0,
         target: run.target.clone(),
@@ -648,6 +745,7 @@ fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
         environment: run.environment.clone(),
         latency_definitions: definitions,
         capacity: capacities(&steps),
+        searches,
         usl: usl_groups(&steps),
         repeats: repeat_groups(&steps),
         percentile_curves,
@@ -746,6 +844,7 @@ fn load_step(
             .and_then(Value::as_str)
             .map(str::to_string),
         start_offset_s,
+        wall_s: (row.finished_unix_ms - row.started_unix_ms).max(0) as f64 / 1e3,
         duration_s: s.duration_s,
         completed: s.requests.completed,
         ok: s.requests.ok,
@@ -870,6 +969,7 @@ fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
             } else {
                 Vec::new()
             };
+            let phase_times = phase_times(&judged);
             Capacity {
                 group,
                 capacity_rps: c.capacity_rps,
@@ -878,24 +978,147 @@ fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
                 steps_judged: all.len(),
                 generator_bound_excluded: judged.len() - all.len(),
                 by_phase,
+                phase_times,
             }
         })
         .collect()
 }
 
+/// Steps and wall time per phase of one group's steps, phases in name order.
+fn phase_times(steps: &[&StepReport]) -> Vec<PhaseTime> {
+    let mut by: BTreeMap<String, (usize, f64, f64)> = BTreeMap::new();
+    for s in steps {
+        let Some(p) = &s.phase else { continue };
+        let e = by
+            .entry(p.clone())
+            .or_insert((0, f64::INFINITY, f64::NEG_INFINITY));
+        e.0 += 1;
+        e.1 = e.1.min(s.start_offset_s);
+        e.2 = e.2.max(s.start_offset_s + s.wall_s);
+    }
+    by.into_iter()
+        .map(|(phase, (steps, first, last))| PhaseTime {
+            phase,
+            steps,
+            wall_s: (last - first).max(0.0),
+        })
+        .collect()
+}
+
+/// The stored search results of a run, matched to their groups of steps, plus a
+/// "not finished" entry for every group with search steps but no stored result.
+fn searches(rows: &[volley_store::CapacityRow], steps: &[StepReport]) -> Vec<SearchCapacity> {
+    let sweep_of = |group: &str| {
+        let in_group: Vec<&StepReport> = steps
+            .iter()
+            .filter(|s| s.phase.as_deref() == Some("sweep") && s.rate_rps.is_some())
+            .filter(|s| group_name(s) == group)
+            .collect();
+        if in_group.is_empty() {
+            return (None, None);
+        }
+        let usable: Vec<(f64, bool)> = in_group
+            .iter()
+            .filter(|s| !s.generator_bound())
+            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+            .collect();
+        (
+            knee::sweep_capacity(&usable).capacity_rps,
+            phase_times(&in_group).pop(),
+        )
+    };
+    let mut out: Vec<SearchCapacity> = rows
+        .iter()
+        .map(|row| {
+            let r = &row.record;
+            let c = &r.cell;
+            let group = group_label(
+                c.get("workload").and_then(Value::as_str),
+                c.get("cpu_quota_cores").and_then(Value::as_f64),
+                c.get("cores").and_then(Value::as_str),
+                c.get("keepalive").and_then(Value::as_bool),
+            );
+            let (sweep_capacity_rps, sweep) = sweep_of(&group);
+            let end = r.end.as_str().to_string();
+            SearchCapacity {
+                finished: r.end != volley_store::SearchEnd::Interrupted,
+                capacity_rps: r.capacity_rps,
+                ci_lo_rps: r.ci_lo_rps,
+                ci_hi_rps: r.ci_hi_rps,
+                confidence: Some(r.confidence),
+                end,
+                steps: r.steps,
+                wall_s: (r.finished_unix_ms - r.started_unix_ms).max(0) as f64 / 1e3,
+                sweep_capacity_rps,
+                sweep,
+                group,
+            }
+        })
+        .collect();
+    // Killed mid-search: the steps are stored, the result never was.
+    let mut orphans: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps
+        .iter()
+        .filter(|s| s.phase.as_deref() == Some("search") && s.rate_rps.is_some())
+    {
+        orphans.entry(group_name(s)).or_default().push(s);
+    }
+    for (group, in_group) in orphans {
+        if out.iter().any(|x| x.group == group) {
+            continue;
+        }
+        let usable: Vec<(f64, bool)> = in_group
+            .iter()
+            .filter(|s| !s.generator_bound())
+            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+            .collect();
+        let (sweep_capacity_rps, sweep) = sweep_of(&group);
+        out.push(SearchCapacity {
+            capacity_rps: knee::sweep_capacity(&usable).capacity_rps,
+            ci_lo_rps: None,
+            ci_hi_rps: None,
+            confidence: None,
+            end: "not_finished".to_string(),
+            finished: false,
+            steps: in_group.len() as u32,
+            wall_s: phase_times(&in_group).pop().map_or(0.0, |p| p.wall_s),
+            sweep_capacity_rps,
+            sweep,
+            group,
+        });
+    }
+    out
+}
+
 /// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.
 pub fn group_name(s: &StepReport) -> String {
+    group_label(
+        s.workload.as_deref(),
+        s.cpu_quota_cores,
+        s.cores.as_deref(),
+        s.keepalive,
+    )
+}
+
+/// The group of a workload, cap, cpuset and keep-alive; shared by steps and stored
+/// search results so the two meet.
+fn group_label(
+    workload: Option<&str>,
+    quota: Option<f64>,
+    cores: Option<&str>,
+    keepalive: Option<bool>,
+) -> String {
     let mut parts = Vec::new();
-    if let Some(w) = &s.workload {
-        parts.push(w.clone());
+    if let Some(w) = workload {
+        parts.push(w.to_string());
     }
-    if let Some(q) = s.cpu_quota_cores {
+    if let Some(q) = quota {
         parts.push(format!("cap {} cores", trim_num(q)));
     }
-    if let Some(c) = &s.cores {
+    if let Some(c) = cores {
         parts.push(format!("cpus {c}"));
     }
-    if let Some(k) = s.keepalive {
+    if let Some(k) = keepalive {
         parts.push(if k { "keep-alive" } else { "no keep-alive" }.to_string());
     }
     if parts.is_empty() {

@@ -82,6 +82,7 @@ fn definition_note(report: &Report) -> String {
 pub fn all(report: &Report) -> Vec<Table> {
     [
         capacity(report),
+        searches(report),
         runs(report),
         replies(report),
         open_connections(report),
@@ -425,7 +426,13 @@ pub fn capacity(report: &Report) -> Option<Table> {
                 note.push("no rate was sustainable".to_string());
             }
             for (phase, cap) in &c.by_phase {
-                note.push(format!("{phase} alone: {}", num(*cap, 1)));
+                let time = c
+                    .phase_times
+                    .iter()
+                    .find(|t| &t.phase == phase)
+                    .map(|t| format!(" ({} steps, {:.0} s)", t.steps, t.wall_s))
+                    .unwrap_or_default();
+                note.push(format!("{phase} alone: {}{time}", num(*cap, 1)));
             }
             (
                 RowMark::Plain,
@@ -457,6 +464,68 @@ pub fn capacity(report: &Report) -> Option<Table> {
             "Steps judged",
             "Generator-bound excluded",
             "Notes",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// Capacity by search, from the stored search results, beside the sweep's capacity of
+/// the same group when the run has one; unfinished searches say so.
+pub fn searches(report: &Report) -> Option<Table> {
+    let rows: Vec<_> = report
+        .targets
+        .iter()
+        .flat_map(|t| t.searches.iter().map(move |s| (t, s)))
+        .map(|(t, s)| {
+            let ci = match (s.ci_lo_rps, s.confidence) {
+                _ if s.capacity_rps.is_none() => "-".to_string(),
+                (Some(lo), Some(c)) => format!(
+                    "{:.0}% [{lo:.1}, {}]",
+                    c * 100.0,
+                    s.ci_hi_rps
+                        .map_or("unbounded".to_string(), |h| format!("{h:.1}"))
+                ),
+                _ => "-".to_string(),
+            };
+            let ended = if s.finished {
+                s.end.replace('_', " ")
+            } else {
+                format!("did not finish ({})", crate::model::end_text(&s.end))
+            };
+            (
+                RowMark::Plain,
+                vec![
+                    t.target.clone(),
+                    s.group.clone(),
+                    num(s.capacity_rps, 1),
+                    ci,
+                    ended,
+                    s.steps.to_string(),
+                    format!("{:.1}", s.wall_s),
+                    num(s.sweep_capacity_rps, 1),
+                    s.sweep.as_ref().map_or("-".to_string(), |p| {
+                        format!("{} steps, {:.1} s", p.steps, p.wall_s)
+                    }),
+                ],
+            )
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "searches",
+        title: "Capacity by search".into(),
+        note: "From the stored result of each capacity search (doubling until a step fails, then bisecting, repeats near the edge decided by majority). The interval is a bootstrap over those repeats (knee::Capacity); its upper end is the first rate shown unsustainable, so it is never narrower than the last bracket. Time = first step start to last step end, other targets' interleaved steps included. A search that did not finish shows the largest rate shown sustainable so far and no interval.".into(),
+        headers: [
+            "Target",
+            "Group",
+            "Capacity by search (req/s)",
+            "CI (req/s)",
+            "Ended",
+            "Steps",
+            "Search time (s)",
+            "Capacity by sweep (req/s)",
+            "Sweep",
         ]
         .map(String::from)
         .to_vec(),

@@ -168,6 +168,14 @@ fn html_reports_render_in_chromium_without_console_errors() {
     check_page(&grid_html, "concurrency-grid", 9);
     assert!(grid_html.contains("Universal Scalability Law fit"));
     assert!(grid_html.contains("closed-loop service time"));
+    let search = common::search_study(&mut store);
+    let search_html = Html
+        .render(&load(&store, Selector::Study(search)).unwrap())
+        .unwrap();
+    check_page(&search_html, "search", 3);
+    assert!(search_html.contains("capacity by search: 300 req/s, 95% CI [250, 350], 4 steps, 70 s"));
+    assert!(search_html.contains("id=\"searches\""));
+    assert!(search_html.contains("killed mid-search, no result stored"));
     if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
         let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
     }

@@ -272,7 +272,7 @@ fn capacity_by_sweep_and_by_search_are_both_shown() {
     let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Capacity")[2],
-        "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | search alone: 150.0; sweep alone: 100.0 |"
+        "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | search alone: 150.0 (3 steps, 50 s); sweep alone: 100.0 (2 steps, 30 s) |"
     );
 }
 
@@ -301,5 +301,99 @@ fn repeated_points_get_medians_with_bootstrap_intervals() {
             "|---|---|---|---|---|",
             "| builtin | rate 100/s, ka | 3 | 100.0 [98.0, 102.0] | 1.000 [1.000, 1.000] |",
         ]
+    );
+}
+
+#[test]
+fn stored_search_results_are_shown_beside_the_sweep() {
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::search_study(&mut store);
+    let md = markdown(&store, Selector::Study(study));
+    assert_eq!(
+        table(&md, "Capacity by search"),
+        [
+            "| Target | Group | Capacity by search (req/s) | CI (req/s) | Ended | Steps | Search time (s) | Capacity by sweep (req/s) | Sweep |",
+            "|---|---|---|---|---|---|---|---|---|",
+            "| builtin | keep-alive | 300.0 | 95% [250.0, 350.0] | converged | 4 | 70.0 | 300.0 | 4 steps, 70.0 s |",
+            "| nginx | keep-alive | 200.0 | - | did not finish (killed mid-search, no result stored) | 3 | 50.0 | - | - |",
+        ]
+    );
+    assert!(
+        md.contains(
+            "  - keep-alive: capacity by search: 300 req/s, 95% CI [250, 350], 4 steps, 70 s\n"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("  - keep-alive: capacity search did not finish (killed mid-search, no result stored): 200 req/s sustainable so far, no interval, 3 steps, 50 s\n"),
+        "{md}"
+    );
+    // The step-based capacity table keeps both phases, with the time each took.
+    assert_eq!(
+        table(&md, "Capacity")[2],
+        "| builtin | keep-alive | 300.0 | 400.0 | 8 | 0 | search alone: 300.0 (4 steps, 70 s); sweep alone: 300.0 (4 steps, 70 s) |"
+    );
+    // The evidence table is still there, every step in it.
+    assert_eq!(
+        table(&md, "Steps, verdicts and labels (the evidence)").len(),
+        2 + 11
+    );
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&Json.render(&report).unwrap()).unwrap();
+    let s = &v["targets"][0]["searches"][0];
+    assert_eq!(
+        (
+            &s["capacity_rps"],
+            &s["ci_lo_rps"],
+            &s["ci_hi_rps"],
+            &s["confidence"]
+        ),
+        (&300.0.into(), &250.0.into(), &350.0.into(), &0.95.into())
+    );
+    assert_eq!(
+        (&s["end"], &s["finished"]),
+        (&"converged".into(), &true.into())
+    );
+    assert_eq!(v["targets"][1]["searches"][0]["end"], "not_finished");
+    assert_eq!(
+        v["targets"][1]["searches"][0]["ci_lo_rps"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
+fn a_search_that_found_no_sustainable_rate_claims_no_interval() {
+    let mut store = Store::open_in_memory().unwrap();
+    let mut step = common::rate_step(100.0, 100.0, 1.0, "generator-bound", true);
+    step.phase = "search";
+    let run = common::record_run_with(
+        &mut store,
+        None,
+        "bucket",
+        &[step],
+        &[volley_store::CapacityRecord {
+            cell: serde_json::json!({"keepalive": true}),
+            capacity_rps: None,
+            ci_lo_rps: Some(0.0),
+            ci_hi_rps: None,
+            confidence: 0.95,
+            end: volley_store::SearchEnd::GeneratorBound,
+            steps: 1,
+            started_unix_ms: 0,
+            finished_unix_ms: 4_000,
+            detail: serde_json::json!({}),
+        }],
+        volley_store::Status::Complete,
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert_eq!(
+        table(&md, "Capacity by search")[2],
+        "| bucket | keep-alive | - | - | generator bound | 1 | 4.0 | - | - |"
+    );
+    assert!(
+        md.contains(
+            "capacity by search: no rate shown sustainable, 1 steps, 4 s (ended: generator bound)"
+        ),
+        "{md}"
     );
 }

@@ -6,7 +6,8 @@
 //! on the recorder or analysis crates: summaries and verdicts are `serde_json::Value`s and
 //! histograms opaque HdrHistogram V2 bytes.
 //!
-//! Layout: `studies` 1-n `runs` 1-n `steps` 1-n (`series`, `histograms`). A step and its
+//! Layout: `studies` 1-n `runs` 1-n `steps` 1-n (`series`, `histograms`), and
+//! `runs` 1-n `capacities` (one row per capacity search, [`Store::record_capacity`]). A step and its
 //! series and histograms are written in one transaction ([`Store::record_step`]), so a
 //! killed process leaves whole steps or none, and every step written is durable when the
 //! call returns. Runs a killed writer left 'running' are marked incomplete on the next
@@ -23,6 +24,7 @@ pub use error::{Result, StoreError};
 pub use schema::SCHEMA_VERSION;
 pub use store::{Abandoned, Store};
 pub use types::{
-    HistogramBlob, HistogramKind, NewRun, NewStudy, RunId, RunKind, RunRow, SeriesPoint,
-    SeriesSource, Status, StepId, StepParameters, StepRecord, StepRow, StudyId, StudyRow,
+    CapacityId, CapacityRecord, CapacityRow, HistogramBlob, HistogramKind, NewRun, NewStudy, RunId,
+    RunKind, RunRow, SearchEnd, SeriesPoint, SeriesSource, Status, StepId, StepParameters,
+    StepRecord, StepRow, StudyId, StudyRow,
 };

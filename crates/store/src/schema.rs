@@ -66,6 +66,26 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE UNIQUE INDEX histograms_one_per_slot ON histograms(step_id, kind, coalesce(second, -1));
     ",
+    // v2: one row per finished (or interrupted) capacity search, written when it ends.
+    "
+    CREATE TABLE capacities (
+        id                INTEGER PRIMARY KEY,
+        run_id            INTEGER NOT NULL REFERENCES runs(id),
+        cell              TEXT NOT NULL,
+        capacity_rps      REAL,
+        ci_lo_rps         REAL,
+        ci_hi_rps         REAL,
+        confidence        REAL NOT NULL,
+        search_end        TEXT NOT NULL CHECK (search_end IN ('converged', 'reached_max_rate',
+                              'below_min_rate', 'step_budget_exhausted', 'generator_bound',
+                              'interrupted')),
+        steps             INTEGER NOT NULL,
+        started_unix_ms   INTEGER NOT NULL,
+        finished_unix_ms  INTEGER NOT NULL,
+        detail            TEXT NOT NULL
+    );
+    CREATE INDEX capacities_by_run ON capacities(run_id);
+    ",
 ];
 
 /// The schema version this build writes.
@@ -96,5 +116,67 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CapacityRecord, RunKind, SearchEnd, Status, Store};
+
+    /// A file written by a v1 build (studies, runs, steps; no capacities table) opens,
+    /// keeps its rows, and gains the capacities table.
+    #[test]
+    fn a_v1_file_opens_and_gains_the_capacities_table() {
+        let dir = std::env::temp_dir().join(format!("volley-store-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("old.sqlite");
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO runs (id, kind, target, parameters, environment, started_unix_ms,
+                                   finished_unix_ms, status)
+                 VALUES (7, 'bench', 'old', '{}', '{}', 1, 2, 'complete');
+                 INSERT INTO steps (run_id, step_index, parameters, summary, started_unix_ms,
+                                    finished_unix_ms)
+                 VALUES (7, 0, '{\"repeat\":0}', '{\"x\":1}', 1, 2);",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&db).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let run = store.run(crate::RunId(7)).unwrap();
+        assert_eq!((run.target.as_str(), run.status), ("old", Status::Complete));
+        assert_eq!(store.steps(run.id).unwrap().len(), 1);
+        assert!(store.capacities(run.id).unwrap().is_empty());
+        // The new table takes rows in the migrated file.
+        let live = store
+            .begin_run(&crate::NewRun {
+                study: None,
+                kind: RunKind::Bench,
+                target: "new".into(),
+                parameters: serde_json::json!({}),
+                environment: serde_json::json!({}),
+            })
+            .unwrap();
+        let rec = CapacityRecord {
+            cell: serde_json::json!({"workload": "w"}),
+            capacity_rps: Some(100.0),
+            ci_lo_rps: Some(90.0),
+            ci_hi_rps: None,
+            confidence: 0.95,
+            end: SearchEnd::Converged,
+            steps: 5,
+            started_unix_ms: 10,
+            finished_unix_ms: 20,
+            detail: serde_json::json!({}),
+        };
+        store.record_capacity(live, &rec).unwrap();
+        assert_eq!(store.capacities(live).unwrap()[0].record, rec);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

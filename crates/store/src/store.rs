@@ -289,6 +289,68 @@ impl Store {
         Ok(StepId(step_id))
     }
 
+    /// Writes the result of one capacity search of a running run, durable on return. A
+    /// search's steps are recorded one by one as they end; this row is its answer, written
+    /// the moment the search ends, so a study killed later keeps it.
+    pub fn record_capacity(&self, run: RunId, c: &CapacityRecord) -> Result<CapacityId> {
+        let finite = |v: Option<f64>| v.is_none_or(f64::is_finite);
+        let rates_ok = finite(c.capacity_rps) && finite(c.ci_lo_rps) && finite(c.ci_hi_rps);
+        if !(rates_ok && c.confidence > 0.0 && c.confidence < 1.0) {
+            return Err(StoreError::Invalid(
+                "a capacity needs finite rates and a confidence level between 0 and 1",
+            ));
+        }
+        self.require_running("runs", "run", run.0)?;
+        self.conn.execute(
+            "INSERT INTO capacities (run_id, cell, capacity_rps, ci_lo_rps, ci_hi_rps,
+                                     confidence, search_end, steps, started_unix_ms,
+                                     finished_unix_ms, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                run.0,
+                to_json("capacities.cell", &c.cell)?,
+                c.capacity_rps,
+                c.ci_lo_rps,
+                c.ci_hi_rps,
+                c.confidence,
+                c.end.as_str(),
+                c.steps,
+                c.started_unix_ms,
+                c.finished_unix_ms,
+                to_json("capacities.detail", &c.detail)?,
+            ],
+        )?;
+        Ok(CapacityId(self.conn.last_insert_rowid()))
+    }
+
+    /// The capacity search results of a run, in the order they were written.
+    pub fn capacities(&self, run: RunId) -> Result<Vec<CapacityRow>> {
+        self.query(
+            "SELECT id, run_id, cell, capacity_rps, ci_lo_rps, ci_hi_rps, confidence,
+                    search_end, steps, started_unix_ms, finished_unix_ms, detail
+             FROM capacities WHERE run_id = ?1 ORDER BY id",
+            [run.0],
+            |r| {
+                Ok(CapacityRow {
+                    id: CapacityId(r.get(0)?),
+                    run: RunId(r.get(1)?),
+                    record: CapacityRecord {
+                        cell: from_json("capacities.cell", &r.get::<_, String>(2)?)?,
+                        capacity_rps: r.get(3)?,
+                        ci_lo_rps: r.get(4)?,
+                        ci_hi_rps: r.get(5)?,
+                        confidence: r.get(6)?,
+                        end: SearchEnd::parse(&r.get::<_, String>(7)?)?,
+                        steps: r.get(8)?,
+                        started_unix_ms: r.get(9)?,
+                        finished_unix_ms: r.get(10)?,
+                        detail: from_json("capacities.detail", &r.get::<_, String>(11)?)?,
+                    },
+                })
+            },
+        )
+    }
+
     /// Every study, oldest first.
     pub fn list_studies(&self) -> Result<Vec<StudyRow>> {
         self.query(&format!("{STUDY_COLUMNS} ORDER BY id"), [], study_row)

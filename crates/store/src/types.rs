@@ -34,6 +34,10 @@ id_type!(
     /// Row id of a step.
     StepId
 );
+id_type!(
+    /// Row id of a capacity search result.
+    CapacityId
+);
 
 /// Declares a string-backed enum stored as its lower-case name.
 macro_rules! text_enum {
@@ -111,6 +115,66 @@ text_enum!(
         SendLag = "send_lag",
     }
 );
+
+text_enum!(
+    /// How a capacity search ended (the analysis crate's `SearchEnd`, plus `Interrupted`).
+    SearchEnd, "search end" {
+        /// The bracket narrowed to the resolution.
+        Converged = "converged",
+        /// The search's maximum rate was sustainable: capacity is at least that.
+        ReachedMaxRate = "reached_max_rate",
+        /// Even the minimum rate was unsustainable.
+        BelowMinRate = "below_min_rate",
+        /// The step budget ran out before convergence.
+        StepBudgetExhausted = "step_budget_exhausted",
+        /// The generator, not the server, could not offer the next rate.
+        GeneratorBound = "generator_bound",
+        /// The study was stopped before the search ended; the figures are partial.
+        Interrupted = "interrupted",
+    }
+);
+
+/// The result of one capacity search, written the moment the search ends.
+///
+/// `cell` says which search it was (the runner writes the workload, instance, CPU quota,
+/// cores, concurrency and keep-alive of the searched cell; see
+/// docs/store-conventions.md); `detail` keeps everything else the search knows (every
+/// probe with its outcomes), so a report can show the evidence without the analysis
+/// crate's types in the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRecord {
+    /// Identity of the searched cell (JSON object).
+    pub cell: Value,
+    /// Point estimate: the largest rate decided sustainable, requests per second.
+    pub capacity_rps: Option<f64>,
+    /// Lower end of the confidence interval, requests per second.
+    pub ci_lo_rps: Option<f64>,
+    /// Upper end (`None`: unbounded above, or no interval).
+    pub ci_hi_rps: Option<f64>,
+    /// Confidence level of the interval, e.g. 0.95.
+    pub confidence: f64,
+    /// How the search ended.
+    pub end: SearchEnd,
+    /// Steps the search ran (reruns of generator-bound steps included).
+    pub steps: u32,
+    /// Wall-clock start of the search's first step, milliseconds since the Unix epoch.
+    pub started_unix_ms: i64,
+    /// Wall-clock end of its last step, milliseconds since the Unix epoch.
+    pub finished_unix_ms: i64,
+    /// The rest of the search's answer (probes, bracket), as JSON.
+    pub detail: Value,
+}
+
+/// A capacity search result as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRow {
+    /// Row id.
+    pub id: CapacityId,
+    /// Its run.
+    pub run: RunId,
+    /// What was written.
+    pub record: CapacityRecord,
+}
 
 /// A study being started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -256,3 +256,75 @@ fn unknown_values_in_the_file_are_typed_errors() {
         })
     ));
 }
+
+fn capacity(end: volley_store::SearchEnd) -> volley_store::CapacityRecord {
+    volley_store::CapacityRecord {
+        cell: json!({"instance": "nginx cpu=25%", "workload": "root", "concurrency": 16,
+                     "keepalive": true, "cpu_quota_cores": 0.25, "cores": "0"}),
+        capacity_rps: Some(2987.5),
+        ci_lo_rps: Some(2900.0),
+        ci_hi_rps: Some(3093.75),
+        confidence: 0.95,
+        end,
+        steps: 9,
+        started_unix_ms: 1_700_000_000_000,
+        finished_unix_ms: 1_700_000_042_000,
+        detail: json!({"probes": [{"rate_rps": 1000.0, "sustainable": 1, "runs": 1}]}),
+    }
+}
+
+#[test]
+fn capacities_round_trip_in_order_and_need_a_running_run() {
+    use volley_store::SearchEnd;
+    let dir = TempDir::new("capacity");
+    let (run, ids) = {
+        let store = Store::open(dir.db()).unwrap();
+        let run = store.begin_run(&new_run(None)).unwrap();
+        let a = store
+            .record_capacity(run, &capacity(SearchEnd::Converged))
+            .unwrap();
+        let mut partial = capacity(SearchEnd::Interrupted);
+        partial.ci_lo_rps = None;
+        partial.ci_hi_rps = None;
+        let b = store.record_capacity(run, &partial).unwrap();
+        store.finish_run(run, Status::Incomplete).unwrap();
+        // A finished run takes no more results.
+        assert!(matches!(
+            store.record_capacity(run, &capacity(SearchEnd::Converged)),
+            Err(StoreError::NotRunning { .. })
+        ));
+        (run, vec![a, b])
+    };
+    let store = Store::open(dir.db()).unwrap();
+    let rows = store.capacities(run).unwrap();
+    assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+    assert_eq!(rows[0].run, run);
+    assert_eq!(rows[0].record, capacity(SearchEnd::Converged));
+    assert_eq!(rows[1].record.end, SearchEnd::Interrupted);
+    assert_eq!(rows[1].record.ci_lo_rps, None);
+    // Bad figures are refused before anything is written.
+    let other = store.begin_run(&new_run(None)).unwrap();
+    let mut bad = capacity(SearchEnd::Converged);
+    bad.capacity_rps = Some(f64::NAN);
+    assert!(matches!(
+        store.record_capacity(other, &bad),
+        Err(StoreError::Invalid(_))
+    ));
+    bad = capacity(SearchEnd::Converged);
+    bad.confidence = 95.0;
+    assert!(store.record_capacity(other, &bad).is_err());
+    assert!(store.capacities(other).unwrap().is_empty());
+    // An end this build does not know is a typed error, not a panic.
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute_batch(
+        "PRAGMA ignore_check_constraints = ON; UPDATE capacities SET search_end = 'warp'",
+    )
+    .unwrap();
+    drop(conn);
+    let store = Store::open(dir.db()).unwrap();
+    assert!(matches!(
+        store.capacities(run),
+        Err(StoreError::UnknownValue { .. })
+    ));
+}

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use volley_analysis::{bootstrap, ratio};
-use volley_store::{RunId, RunRow, Store};
+use volley_store::{CapacityRow, RunId, RunRow, SearchEnd, Store};
 
 use crate::StudyError;
 
@@ -103,6 +103,131 @@ pub struct Comparison {
     pub b: Side,
     /// median(A) / median(B) with its 95% CI.
     pub ratio: bootstrap::Estimate,
+    /// Capacities found by search in both runs, matched by cell.
+    pub capacities: Vec<CapacityPair>,
+}
+
+/// One searched capacity: estimate and interval, requests per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchedCapacity {
+    /// Point estimate.
+    pub rps: f64,
+    /// Lower end of the interval.
+    pub lo_rps: f64,
+    /// Upper end (`None`: unbounded above).
+    pub hi_rps: Option<f64>,
+    /// Confidence level, e.g. 0.95.
+    pub confidence: f64,
+}
+
+impl SearchedCapacity {
+    /// The capacity of a stored search that reached its own end with an estimate and an
+    /// interval; `None` for interrupted ones (their figures are partial).
+    pub fn of(row: &CapacityRow) -> Option<SearchedCapacity> {
+        let r = &row.record;
+        if r.end == SearchEnd::Interrupted {
+            return None;
+        }
+        Some(SearchedCapacity {
+            rps: r.capacity_rps?,
+            lo_rps: r.ci_lo_rps?,
+            hi_rps: r.ci_hi_rps,
+            confidence: r.confidence,
+        })
+    }
+
+    /// "2990 req/s (95% CI 2850 .. 3100)".
+    pub fn text(&self) -> String {
+        format!(
+            "{:.0} req/s ({:.0}% CI {:.0} .. {})",
+            self.rps,
+            self.confidence * 100.0,
+            self.lo_rps,
+            self.hi_rps
+                .map_or("unbounded".to_string(), |h| format!("{h:.0}"))
+        )
+    }
+}
+
+/// The capacities of the same cell in two runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityPair {
+    /// The cell, in words (workload, concurrency, cap, cores, keep-alive).
+    pub cell: String,
+    /// Run A's.
+    pub a: SearchedCapacity,
+    /// Run B's.
+    pub b: SearchedCapacity,
+    /// A / B of the point estimates.
+    pub ratio: f64,
+    /// The smallest and largest A / B the two intervals allow (lo_A / hi_B,
+    /// hi_A / lo_B); `None` where an interval end is unbounded or zero (printed as 0
+    /// below, unbounded above). This is the
+    /// range both intervals admit, wider than an interval of the ratio itself would be;
+    /// it is what the stored figures support without the repeats' raw outcomes.
+    pub ratio_range: (Option<f64>, Option<f64>),
+}
+
+/// What identifies a searched cell across runs: its stored identity without the target
+/// and instance names (which differ between the two runs being compared).
+fn cell_key(row: &CapacityRow) -> String {
+    let c = &row.record.cell;
+    let f = |k: &str| match c.get(k) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(format!("{k} {s}")),
+        Some(v) => Some(format!("{k} {v}")),
+    };
+    [
+        "workload",
+        "concurrency",
+        "cpu_quota_cores",
+        "cores",
+        "keepalive",
+    ]
+    .iter()
+    .filter_map(|k| f(k))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// Pairs the finished searches of two runs by cell; when each run has exactly one, they
+/// are paired whatever their cells (comparing two targets' single searches is the
+/// common case).
+pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair> {
+    let usable = |rows: &[CapacityRow]| -> Vec<(String, SearchedCapacity)> {
+        rows.iter()
+            .filter_map(|r| Some((cell_key(r), SearchedCapacity::of(r)?)))
+            .collect()
+    };
+    let (a, b) = (usable(a), usable(b));
+    let pair = |cell: String, x: SearchedCapacity, y: SearchedCapacity| {
+        let div = |n: f64, d: Option<f64>| d.filter(|d| *d > 0.0).map(|d| n / d);
+        CapacityPair {
+            cell,
+            ratio: if y.rps > 0.0 { x.rps / y.rps } else { f64::NAN },
+            ratio_range: (
+                div(x.lo_rps, y.hi_rps),
+                x.hi_rps.and_then(|h| div(h, Some(y.lo_rps))),
+            ),
+            a: x,
+            b: y,
+        }
+    };
+    if a.len() == 1 && b.len() == 1 {
+        let ((ka, x), (kb, y)) = (a[0].clone(), b[0].clone());
+        let cell = if ka == kb {
+            ka
+        } else {
+            format!("{ka} vs {kb}")
+        };
+        return vec![pair(cell, x, y)];
+    }
+    a.into_iter()
+        .filter_map(|(k, x)| {
+            let (_, y) = b.iter().find(|(kb, _)| *kb == k)?;
+            Some(pair(k, x, *y))
+        })
+        .collect()
 }
 
 fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, StudyError> {
@@ -135,11 +260,13 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
     let sb = side(store, &rb, m)?;
     let r = ratio::ratio_of_medians_ci(&sa.values, &sb.values, 2000, 1)
         .map_err(|e| StudyError::Invalid(format!("cannot form the ratio: {e}")))?;
+    let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
         metric: m,
         a: sa,
         b: sb,
         ratio: r,
+        capacities,
     })
 }
 
@@ -163,7 +290,30 @@ impl std::fmt::Display for Comparison {
             f,
             "A/B ratio of medians: {:.3} (95% CI {:.3} .. {:.3})",
             self.ratio.median, self.ratio.lo, self.ratio.hi
-        )
+        )?;
+        for p in &self.capacities {
+            // No upper end of B's interval: A/B may be as small as 0; a zero lower end
+            // of B's: A/B may be as large as any number.
+            let lo = p
+                .ratio_range
+                .0
+                .map_or("0".to_string(), |r| format!("{r:.3}"));
+            let hi = p
+                .ratio_range
+                .1
+                .map_or("unbounded".to_string(), |r| format!("{r:.3}"));
+            write!(
+                f,
+                "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {})",
+                if p.cell.is_empty() { "default" } else { &p.cell },
+                p.a.text(),
+                p.b.text(),
+                p.ratio,
+                lo,
+                hi
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -171,6 +321,134 @@ impl std::fmt::Display for Comparison {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn row(cell: Value, rps: f64, lo: f64, hi: Option<f64>, end: SearchEnd) -> CapacityRow {
+        CapacityRow {
+            id: volley_store::CapacityId(1),
+            run: RunId(1),
+            record: volley_store::CapacityRecord {
+                cell,
+                capacity_rps: Some(rps),
+                ci_lo_rps: Some(lo),
+                ci_hi_rps: hi,
+                confidence: 0.95,
+                end,
+                steps: 7,
+                started_unix_ms: 0,
+                finished_unix_ms: 1,
+                detail: Value::Null,
+            },
+        }
+    }
+
+    #[test]
+    fn capacities_pair_by_cell_with_the_range_their_intervals_allow() {
+        let w = |name: &str, target: &str| json!({"workload": name, "target": target, "instance": target, "concurrency": 16});
+        let a = [
+            row(
+                w("L1", "nginx"),
+                3000.0,
+                2800.0,
+                Some(3200.0),
+                SearchEnd::Converged,
+            ),
+            row(
+                w("L2", "nginx"),
+                900.0,
+                850.0,
+                None,
+                SearchEnd::ReachedMaxRate,
+            ),
+            row(
+                w("L3", "nginx"),
+                500.0,
+                400.0,
+                Some(600.0),
+                SearchEnd::Interrupted,
+            ),
+        ];
+        let b = [
+            row(
+                w("L2", "caddy"),
+                450.0,
+                0.0,
+                Some(500.0),
+                SearchEnd::Converged,
+            ),
+            row(
+                w("L1", "caddy"),
+                1500.0,
+                1400.0,
+                Some(1600.0),
+                SearchEnd::Converged,
+            ),
+            row(
+                w("L3", "caddy"),
+                500.0,
+                400.0,
+                Some(600.0),
+                SearchEnd::Converged,
+            ),
+        ];
+        let pairs = capacity_pairs(&a, &b);
+        // L3 is interrupted in A: partial figures are not compared.
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(pairs[0].cell, "workload L1, concurrency 16");
+        assert_eq!(pairs[0].ratio, 2.0);
+        assert_eq!(pairs[0].ratio_range, (Some(1.75), Some(3200.0 / 1400.0)));
+        // Unbounded above in A, a zero lower end in B: both ends of the range open.
+        assert_eq!(pairs[1].ratio, 2.0);
+        assert_eq!(pairs[1].ratio_range, (Some(850.0 / 500.0), None));
+        // One search each: paired even across cells.
+        let one = capacity_pairs(&a[..1], &b[..1]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            one[0].cell,
+            "workload L1, concurrency 16 vs workload L2, concurrency 16"
+        );
+        assert!(capacity_pairs(&a[2..], &b[2..]).is_empty());
+        assert_eq!(
+            SearchedCapacity::of(&a[1]).unwrap().text(),
+            "900 req/s (95% CI 850 .. unbounded)"
+        );
+    }
+
+    #[test]
+    fn the_comparison_prints_capacities_with_their_intervals() {
+        let est = |m: f64| bootstrap::Estimate {
+            median: m,
+            lo: m - 1.0,
+            hi: m + 1.0,
+        };
+        let side = |run: i64, target: &str| Side {
+            run: RunId(run),
+            target: target.into(),
+            values: vec![10.0, 11.0],
+            median: est(10.5),
+        };
+        let cell = json!({"workload": "root", "concurrency": 16});
+        let c = Comparison {
+            metric: Metric::Rps,
+            a: side(1, "nginx"),
+            b: side(2, "caddy"),
+            ratio: est(1.0),
+            capacities: capacity_pairs(
+                &[row(
+                    cell.clone(),
+                    3000.0,
+                    2900.0,
+                    Some(3100.0),
+                    SearchEnd::Converged,
+                )],
+                &[row(cell, 1500.0, 1450.0, None, SearchEnd::ReachedMaxRate)],
+            ),
+        };
+        let text = c.to_string();
+        assert!(
+            text.ends_with("\ncapacity by search (workload root, concurrency 16): A 3000 req/s (95% CI 2900 .. 3100), B 1500 req/s (95% CI 1450 .. unbounded); A/B 2.000 (the two intervals allow 0 .. 2.138)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn figures_pick_the_headline_latency() {

@@ -134,6 +134,10 @@ pub struct Workload {
     /// Requests per step for this workload (scaled), replacing the study's
     /// `Timing::requests`.
     pub requests: Option<u64>,
+    /// Expected throughput of one step, requests per second (the workload's
+    /// `expected_rate`, else the study's `[steps] expected_rate`): the duration estimate
+    /// of request-count steps.
+    pub expected_rate: Option<f64>,
 }
 
 /// One point: an instance, a workload and the values of the load axes.
@@ -269,36 +273,160 @@ impl Plan {
         s
     }
 
-    /// Rough length of one step of `cell`, for the plan and the ETA: warm-up, the
-    /// measured part (a request-count step is guessed at 2000 req/s per connection, capped
-    /// by the offered rate), cool-down.
+    /// The request rate a request-count step of `cell` is expected to run at, and where
+    /// that figure comes from: the offered rate (open loop), what finished steps of the
+    /// same family measured (`book`), the study's `expected_rate`, or the fallback guess
+    /// of [`GUESS_RPS_PER_CONNECTION`].
+    pub fn request_rate(&self, cell: &Cell, book: &RateBook) -> (f64, RateSource) {
+        if let Some(r) = cell.rate {
+            return (r, RateSource::Offered);
+        }
+        if let Some(r) = book.rate(cell) {
+            return (r, RateSource::Measured);
+        }
+        if let Some(r) = self.workloads[cell.workload].expected_rate {
+            return (r, RateSource::Stated);
+        }
+        (
+            GUESS_RPS_PER_CONNECTION * f64::from(cell.concurrency.max(1)),
+            RateSource::Guess,
+        )
+    }
+
+    /// Rough length of one step of `cell`, for the plan: warm-up, the measured part,
+    /// cool-down. A request-count step lasts requests / [`Plan::request_rate`] (capped by
+    /// the step's duration when it has both: the first limit reached ends it).
     pub fn step_estimate(&self, cell: &Cell) -> Duration {
+        self.step_estimate_learned(cell, &RateBook::default())
+    }
+
+    /// [`Plan::step_estimate`] with the rates measured so far: the ETA's estimate.
+    pub fn step_estimate_learned(&self, cell: &Cell, book: &RateBook) -> Duration {
         let t = &self.timing;
         let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
         let duration = if open { t.rate_duration } else { t.duration };
         let requests = self.workloads[cell.workload].requests.or(t.requests);
-        let measured = match (duration, requests) {
-            (Some(d), _) => d,
-            (None, Some(n)) => {
-                let rate = cell
-                    .rate
-                    .unwrap_or(2000.0 * f64::from(cell.concurrency.max(1)));
-                Duration::from_secs_f64(n as f64 / rate.max(1.0))
-            }
+        let by_count = requests.map(|n| {
+            let (rate, _) = self.request_rate(cell, book);
+            Duration::try_from_secs_f64(n as f64 / rate.max(1e-3)).unwrap_or(Duration::MAX)
+        });
+        let measured = match (duration, by_count) {
+            (Some(d), Some(c)) => d.min(c),
+            (Some(d), None) => d,
+            (None, Some(c)) => c,
             (None, None) => Duration::ZERO,
         };
-        t.warmup + measured + t.cooldown
+        t.warmup.saturating_add(measured).saturating_add(t.cooldown)
     }
 
-    /// Rough length of the whole study. Search mode assumes 12 steps per search.
+    /// Time left for `steps` (the rest of a sweep), each estimated with the rates
+    /// measured so far.
+    pub fn remaining_estimate(&self, steps: &[PlannedStep], book: &RateBook) -> Duration {
+        steps
+            .iter()
+            .map(|s| self.step_estimate_learned(&self.cells[s.cell], book))
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+
+    /// Steps one capacity search is expected to take, `(fewest, most)`, from its
+    /// settings. Fewest: the start passes, the next doubling fails, then
+    /// b = ceil(log2(1 / resolution)) bisections (the bracket [c, 2c] halves each time
+    /// until it is within the resolution), each decided by a bare majority of the
+    /// repeats. Most: doubling all the way to the maximum rate, every decision near the
+    /// edge needing all its repeats. Both capped by the step budget. Where the capacity
+    /// lies is unknown in advance, hence a range.
+    pub fn search_steps_range(&self) -> Option<(u32, u32)> {
+        let s = self.search.as_ref()?;
+        let o = &s.opts;
+        let bisections = if o.resolution_share > 0.0 {
+            (1.0 / o.resolution_share).log2().ceil().max(0.0) as u32
+        } else {
+            // Only an absolute resolution: assume the bracket starts near the start rate.
+            (s.start_rate / o.resolution_rps.max(1e-9))
+                .log2()
+                .ceil()
+                .max(0.0) as u32
+        };
+        let doublings = (o.max_rate_rps / s.start_rate).log2().ceil().max(0.0) as u32;
+        let need = o.repeats / 2 + 1;
+        let fewest = 1 + need * (1 + bisections);
+        let most = doublings + 1 + o.repeats * (1 + bisections);
+        Some((fewest.min(o.max_steps), most.min(o.max_steps)))
+    }
+
+    /// Steps per search the estimate and the ETA assume: the middle of
+    /// [`Plan::search_steps_range`].
+    pub fn search_steps_estimate(&self) -> u32 {
+        self.search_steps_range()
+            .map_or(SEARCH_STEPS_FALLBACK, |(lo, hi)| (lo + hi).div_ceil(2))
+    }
+
+    /// Rough length of the whole study. Search mode: [`Plan::search_steps_estimate`]
+    /// steps per search.
     pub fn estimate(&self) -> Duration {
         if self.mode == Mode::Search {
-            return self.cells.iter().map(|c| self.step_estimate(c) * 12).sum();
+            let n = self.search_steps_estimate();
+            return self.cells.iter().map(|c| self.step_estimate(c) * n).sum();
         }
-        self.steps
-            .iter()
-            .map(|s| self.step_estimate(&self.cells[s.cell]))
-            .sum()
+        self.remaining_estimate(&self.steps, &RateBook::default())
+    }
+}
+
+/// Requests per second per connection assumed for a request-count step when the study
+/// states no `expected_rate` and nothing has been measured yet: a small static file over
+/// keep-alive on loopback. Slow requests (Brotli 11, big bodies, CPU caps) need
+/// `expected_rate`.
+pub const GUESS_RPS_PER_CONNECTION: f64 = 2000.0;
+
+/// Steps per search assumed when the plan has no search settings.
+const SEARCH_STEPS_FALLBACK: u32 = 12;
+
+/// Where [`Plan::request_rate`] got its figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateSource {
+    /// The step's offered rate (open loop).
+    Offered,
+    /// The median of finished steps of the same family.
+    Measured,
+    /// The study file's `expected_rate`.
+    Stated,
+    /// [`GUESS_RPS_PER_CONNECTION`] per connection.
+    Guess,
+}
+
+/// Requests per second measured by finished steps, per family: one (target instance,
+/// workload) pair, i.e. target, workload, CPU quota and cores. Concurrency and
+/// keep-alive vary within a family; under a CPU cap (seed 002) throughput barely moves
+/// with them, and elsewhere the family's median is still far closer than a fixed guess.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateBook {
+    measured: std::collections::BTreeMap<(usize, usize), Vec<f64>>,
+}
+
+impl RateBook {
+    /// Notes a finished step of `cell` that completed `rps` requests per second
+    /// (non-positive or non-finite figures, e.g. a step that failed outright, are
+    /// ignored: they would predict an endless step).
+    pub fn record(&mut self, cell: &Cell, rps: f64) {
+        if rps.is_finite() && rps > 0.0 {
+            self.measured
+                .entry((cell.instance, cell.workload))
+                .or_default()
+                .push(rps);
+        }
+    }
+
+    /// The median measured rate of `cell`'s family, if any step of it finished.
+    pub fn rate(&self, cell: &Cell) -> Option<f64> {
+        let v = self.measured.get(&(cell.instance, cell.workload))?;
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[m]),
+            _ => Some((v[m - 1] + v[m]) / 2.0),
+        }
     }
 }
 
@@ -409,18 +537,74 @@ impl Plan {
             }
         }
         let est = self.estimate().as_secs();
+        let how = match self.search_steps_range() {
+            Some((lo, hi)) => format!(
+                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start rate, resolution, repeats, max rate and step budget)",
+                self.search_steps_estimate()
+            ),
+            None => self.rate_note(),
+        };
         let _ = writeln!(
             out,
-            "estimated total: {}m{:02}s{}",
-            est / 60,
-            est % 60,
-            if self.mode == Mode::Search {
-                " (search: assuming ~12 steps per search)"
-            } else {
-                ""
-            }
+            "estimated total: {}{how}",
+            fmt_duration(Duration::from_secs(est))
         );
         out
+    }
+}
+
+impl Plan {
+    /// How request-count steps were estimated, for the plan print: the stated
+    /// `expected_rate`s, or a warning that the fallback guess was used.
+    fn rate_note(&self) -> String {
+        let counted: Vec<&Workload> = self
+            .workloads
+            .iter()
+            .filter(|w| !w.load.open && (w.requests.or(self.timing.requests)).is_some())
+            .collect();
+        if counted.is_empty() {
+            return String::new();
+        }
+        let stated: Vec<String> = counted
+            .iter()
+            .filter_map(|w| Some(format!("{} {} req/s", w.name, w.expected_rate?)))
+            .collect();
+        if stated.len() == counted.len() {
+            format!(
+                " (request-count steps at the expected_rate: {})",
+                stated.join(", ")
+            )
+        } else {
+            format!(
+                " (request-count steps guessed at {GUESS_RPS_PER_CONNECTION:.0} req/s per connection, a small file on loopback; state [steps] expected_rate when requests are slower)"
+            )
+        }
+    }
+}
+
+/// `1h32m`, `4m05s`: the plan's and the ETA's format.
+pub fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// A stated `expected_rate`: a positive, finite number of requests per second.
+fn expected_rate_of(text: &str, v: &Option<toml::Spanned<f64>>) -> Result<Option<f64>, StudyError> {
+    match v {
+        None => Ok(None),
+        Some(r) if r.get_ref().is_finite() && *r.get_ref() > 0.0 => Ok(Some(*r.get_ref())),
+        Some(r) => Err(spec::at(
+            text,
+            r,
+            format!(
+                "expected_rate must be a positive number of requests per second (one step, all connections), got {}",
+                r.get_ref()
+            ),
+        )),
     }
 }
 
@@ -629,6 +813,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     }
     // Workloads.
     let base_load = resolve_load(text, &file.load)?;
+    let study_rate = expected_rate_of(text, &file.steps.expected_rate)?;
     let mut workloads = Vec::new();
     for w in &file.workloads {
         if w.paths.is_empty() {
@@ -696,6 +881,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
             body,
             load,
             cold_start: w.cold_start.unwrap_or(false),
+            expected_rate: expected_rate_of(text, &w.expected_rate)?.or(study_rate),
             requests: match w.requests {
                 Some(0) => {
                     return Err(invalid(format!(
@@ -1255,5 +1441,196 @@ requests = 1000
         assert_eq!(p.cells.len(), 2, "one search per target");
         assert!(p.cells.iter().all(|c| c.rate.is_none()));
         assert!(p.search.is_some());
+    }
+
+    const CLOSED: &str = r#"
+name = "slow"
+[[target]]
+name = "n"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[[workload]]
+name = "v"
+paths = ["/y"]
+[sweep]
+concurrency = [1, 3]
+cpu_quota = [0.25, 0.65]
+[steps]
+requests = 1000
+warmup = "1s"
+cooldown = "1s"
+"#;
+
+    #[test]
+    fn request_count_steps_use_the_stated_rate_then_the_guess() {
+        let p = plan(CLOSED).unwrap();
+        let book = RateBook::default();
+        // No expected_rate: 2000 req/s per connection.
+        let c3 = p.cells.iter().find(|c| c.concurrency == 3).unwrap();
+        assert_eq!(p.request_rate(c3, &book), (6000.0, RateSource::Guess));
+        let with = CLOSED.replace("requests = 1000", "requests = 1000\nexpected_rate = 40");
+        let p = plan(&with).unwrap();
+        for c in &p.cells {
+            assert_eq!(p.request_rate(c, &book), (40.0, RateSource::Stated));
+            // 1 s warm-up + 1000 / 40 s + 1 s cool-down.
+            assert_eq!(p.step_estimate(c), Duration::from_secs(27));
+        }
+        assert_eq!(p.estimate(), Duration::from_secs(27 * 8));
+        // A workload's own rate replaces the study's.
+        let own = with.replace("name = \"v\"", "name = \"v\"\nexpected_rate = 10");
+        let p = plan(&own).unwrap();
+        let v = p.cells.iter().find(|c| c.workload == 1).unwrap();
+        assert_eq!(p.step_estimate(v), Duration::from_secs(102));
+        // A duration and a count: the first limit reached ends the step.
+        let both = with.replace("requests = 1000", "requests = 1000\nduration = \"10s\"");
+        let p = plan(&both).unwrap();
+        assert_eq!(p.step_estimate(&p.cells[0]), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn the_eta_learns_the_median_rate_of_each_family() {
+        let with = CLOSED.replace("requests = 1000", "requests = 1000\nexpected_rate = 40");
+        let p = plan(&with).unwrap();
+        let family = |inst: usize, wl: usize| {
+            p.cells
+                .iter()
+                .filter(move |c| c.instance == inst && c.workload == wl)
+        };
+        let w0: Vec<&Cell> = family(0, 0).collect();
+        let other = family(1, 0).next().unwrap();
+        let mut book = RateBook::default();
+        // (measured req/s recorded, expected rate of the family, source)
+        let table: &[(&[f64], f64, RateSource)] = &[
+            (&[], 40.0, RateSource::Stated),
+            (&[20.0], 20.0, RateSource::Measured),
+            (&[30.0], 25.0, RateSource::Measured),
+            (&[100.0], 30.0, RateSource::Measured),
+            // Failed steps (nothing completed) teach nothing.
+            (&[0.0, f64::NAN, -5.0], 30.0, RateSource::Measured),
+        ];
+        for (measured, want, source) in table {
+            for &rps in *measured {
+                book.record(w0[0], rps);
+            }
+            // Every cell of the family (any concurrency) learns; other families do not.
+            for c in &w0 {
+                assert_eq!(p.request_rate(c, &book), (*want, *source));
+            }
+            assert_eq!(p.request_rate(other, &book), (40.0, RateSource::Stated));
+        }
+        // 1 s + 1000 / 30 s + 1 s for the learned family, 27 s for the others.
+        let rest: Vec<PlannedStep> = p.steps.clone();
+        let learned = Duration::from_secs(2) + Duration::from_secs_f64(1000.0 / 30.0);
+        let want: Duration = p
+            .steps
+            .iter()
+            .map(|s| {
+                let c = &p.cells[s.cell];
+                if (c.instance, c.workload) == (0, 0) {
+                    learned
+                } else {
+                    Duration::from_secs(27)
+                }
+            })
+            .sum();
+        assert_eq!(p.remaining_estimate(&rest, &book), want);
+        assert_eq!(
+            p.remaining_estimate(&rest[rest.len()..], &book),
+            Duration::ZERO
+        );
+        // Open-loop steps keep their offered rate whatever was measured.
+        let ab = plan(AB).unwrap();
+        let mut book = RateBook::default();
+        book.record(&ab.cells[0], 5.0);
+        assert_eq!(
+            ab.request_rate(&ab.cells[0], &book),
+            (100.0, RateSource::Offered)
+        );
+    }
+
+    #[test]
+    fn the_caps_study_estimate_matches_its_header() {
+        let text = include_str!("../../../studies/002-caps.toml");
+        let f = spec::parse(text).unwrap();
+        let full = resolve(&f, text, 1.0).unwrap().estimate();
+        assert!(
+            full >= Duration::from_secs(90 * 60) && full <= Duration::from_secs(120 * 60),
+            "{full:?}"
+        );
+        let quick = resolve(&f, text, 0.2).unwrap().estimate();
+        assert!(
+            quick >= Duration::from_secs(18 * 60) && quick <= Duration::from_secs(25 * 60),
+            "{quick:?}"
+        );
+    }
+
+    #[test]
+    fn search_steps_come_from_the_search_settings() {
+        let base = AB.replace("name = \"ab\"", "name = \"s\"\nmode = \"search\"");
+        // (search section, fewest, most, assumed)
+        let table = [
+            // Defaults: start 100, 2%, 3 repeats, max 100000, 40 steps:
+            // b = ceil(log2 50) = 6; fewest 1 + 2 * 7 = 15; most 10 + 1 + 3 * 7 = 32.
+            ("", 15, 32, 24),
+            // The integration test's search: b = ceil(log2 20) = 5, repeats 1,
+            // ceil(log2(100000 / 1000)) = 7 doublings: 1 + 6 = 7 and 8 + 6 = 14, capped at 10.
+            (
+                "[search]\nstart_rate = 1000\nresolution = 0.05\nrepeats = 1\nmax_steps = 10\n",
+                7,
+                10,
+                9,
+            ),
+            // A step budget below the fewest caps both.
+            ("[search]\nmax_steps = 5\n", 5, 5, 5),
+        ];
+        for (section, lo, hi, mid) in table {
+            let p = plan(&format!("{base}{section}")).unwrap();
+            assert_eq!(p.search_steps_range(), Some((lo, hi)), "{section}");
+            assert_eq!(p.search_steps_estimate(), mid, "{section}");
+            assert_eq!(
+                p.estimate(),
+                p.cells
+                    .iter()
+                    .map(|c| p.step_estimate(c) * mid)
+                    .sum::<Duration>()
+            );
+            assert!(p.describe().contains(&format!("{lo}-{hi} by its settings")));
+        }
+        assert_eq!(plan(AB).unwrap().search_steps_range(), None);
+    }
+
+    #[test]
+    fn bad_expected_rates_name_line_and_key() {
+        let cases = [
+            (
+                "requests = 1000\nexpected_rate = \"fast\"",
+                "line 17",
+                "steps.expected_rate",
+            ),
+            (
+                "requests = 1000\nexpected_rate = 0",
+                "line 17",
+                "steps.expected_rate",
+            ),
+            (
+                "requests = 1000\nexpected_rate = -3.5",
+                "line 17",
+                "steps.expected_rate",
+            ),
+        ];
+        for (replacement, line, key) in cases {
+            let text = CLOSED.replace("requests = 1000", replacement);
+            let e = plan(&text).unwrap_err().to_string();
+            assert!(e.contains(line) && e.contains(key), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        let text = CLOSED.replace("paths = [\"/y\"]", "paths = [\"/y\"]\nexpected_rate = -1");
+        let e = plan(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("line 12") && e.contains("workload.expected_rate") && e.contains("positive"),
+            "{e}"
+        );
     }
 }

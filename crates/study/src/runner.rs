@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use volley_analysis::knee::{Capacity, Search};
+use volley_analysis::knee::{Capacity, Search, SearchEnd};
 use volley_analysis::sustain;
 use volley_engine::Live;
 use volley_store::{
-    NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
+    CapacityRecord, NewRun, NewStudy, RunId, RunKind, SearchEnd as StoredEnd, Status,
+    StepParameters, StepRecord, Store, StudyId,
 };
 use volley_targets::{
     Compression, CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind,
@@ -22,7 +23,7 @@ use volley_targets::{
 };
 
 use crate::outcome::StepOutcome;
-use crate::plan::{Docroot, Plan};
+use crate::plan::{fmt_duration as fmt_eta, Docroot, Plan, RateBook};
 use crate::spec::Mode;
 use crate::step::{cold_request, run_step, TargetView};
 use crate::StudyError;
@@ -188,15 +189,6 @@ fn cool_down(d: Duration, baseline: Option<u32>, stop: &AtomicBool) {
     }
 }
 
-fn fmt_eta(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
-    }
-}
-
 /// Runs the study. Every finished step is in the store when its line is printed.
 pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError> {
     let started = Instant::now();
@@ -324,10 +316,14 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
     };
     let mut complete = true;
     let mut searches = Vec::new();
+    let mut active: Vec<ActiveSearch> = Vec::new();
     let result: Result<(), StudyError> = (|| {
         match plan.mode {
             Mode::Sweep => {
                 let total = plan.steps.len();
+                // The ETA learns: request-count steps left are re-estimated from the
+                // req/s finished steps of the same family measured.
+                let mut book = RateBook::default();
                 for ps in &plan.steps {
                     if opts.stop_flag.load(Ordering::Relaxed) {
                         complete = false;
@@ -337,17 +333,18 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                     if running[cell.instance].is_none() {
                         continue;
                     }
-                    let remaining: Duration = plan.steps[ps.order..]
-                        .iter()
-                        .map(|s| plan.step_estimate(&plan.cells[s.cell]))
-                        .sum();
+                    let remaining = plan.remaining_estimate(&plan.steps[ps.order..], &book);
                     let p = Progress {
                         done: ps.order,
                         total,
                         eta: remaining,
                     };
                     match ctx.step(ps.cell, ps.repeat, cell.rate, "sweep", p, &mut *opts.note)? {
-                        Some(_) => {}
+                        Some(_) => {
+                            if let Some(o) = ctx.steps.last() {
+                                book.record(cell, o.rps);
+                            }
+                        }
                         None => complete = false,
                     }
                 }
@@ -357,44 +354,51 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                     .search
                     .as_ref()
                     .expect("search mode has search settings");
-                let mut active: Vec<(usize, Search)> = Vec::new();
                 for (ci, c) in plan.cells.iter().enumerate() {
                     if running[c.instance].is_some() {
                         let s = Search::new(sp.start_rate, sp.opts.clone())
                             .map_err(|e| StudyError::Invalid(e.to_string()))?;
-                        active.push((ci, s));
+                        active.push(ActiveSearch::new(ci, s));
                     }
                 }
+                let per_search = plan.search_steps_estimate();
                 let mut done_steps = 0usize;
-                'rounds: while active.iter().any(|(_, s)| !s.is_done()) {
-                    for (ci, search) in active.iter_mut() {
-                        let Some(rate) = search.next_rate() else {
+                'rounds: while active.iter().any(|a| !a.search.is_done()) {
+                    for a in active.iter_mut() {
+                        let ci = a.cell;
+                        let Some(rate) = a.search.next_rate() else {
                             continue;
                         };
                         if opts.stop_flag.load(Ordering::Relaxed) {
                             complete = false;
                             break 'rounds;
                         }
-                        let est = plan.step_estimate(&plan.cells[*ci]);
-                        let total = (done_steps + 6).max(12 * active_len(plan));
+                        let est = plan.step_estimate(&plan.cells[ci]);
+                        let total = (done_steps + 6).max(per_search as usize * active_len(plan));
                         let p = Progress {
                             done: done_steps,
                             total,
                             eta: est * (total - done_steps) as u32,
                         };
-                        let mut repeat =
-                            search.history().iter().filter(|(r, _)| *r == rate).count() as u32;
+                        let mut repeat = a
+                            .search
+                            .history()
+                            .iter()
+                            .filter(|(r, _)| *r == rate)
+                            .count() as u32;
                         // A generator-bound step measured the generator, not the server
                         // (the shared rule, `sustain::counts_for_server`): rerun it, a
                         // bounded number of times after a rest, and if it stays
                         // generator-bound it is neither a pass nor a fail.
                         let mut retries = 0;
+                        a.started_ms.get_or_insert_with(now_ms);
                         let heard = loop {
                             let Some(sig) =
-                                ctx.step(*ci, repeat, Some(rate), "search", p, &mut *opts.note)?
+                                ctx.step(ci, repeat, Some(rate), "search", p, &mut *opts.note)?
                             else {
                                 break None;
                             };
+                            a.steps_run += 1;
                             let stopping = opts.stop_flag.load(Ordering::Relaxed);
                             match search_input(sig, retries, stopping) {
                                 SearchInput::Rerun => {
@@ -407,13 +411,19 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                             }
                         };
                         let observed = match heard {
-                            Some(SearchInput::Observe(ok)) => search.observe(rate, ok),
+                            Some(SearchInput::Observe(ok)) => a.search.observe(rate, ok),
+                            // Stopping: a generator-bound step ends nothing, the search
+                            // is stored as interrupted, not as a generator-bound end.
+                            Some(_) if opts.stop_flag.load(Ordering::Relaxed) => {
+                                complete = false;
+                                break 'rounds;
+                            }
                             Some(_) => {
                                 (opts.note)(&format!(
                                     "search {}: still generator-bound at {rate:.0} req/s after {retries} rerun(s): the edge cannot be looked for above this rate on this machine",
-                                    plan.instance_label(plan.cells[*ci].instance)
+                                    plan.instance_label(plan.cells[ci].instance)
                                 ));
-                                search.observe_generator_bound(rate)
+                                a.search.observe_generator_bound(rate)
                             }
                             None => {
                                 complete = false;
@@ -422,17 +432,33 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<StudyReport, StudyError>
                         };
                         observed.map_err(|e| StudyError::Invalid(e.to_string()))?;
                         done_steps += 1;
-                    }
-                }
-                for (ci, s) in &active {
-                    if let Some(c) = s.capacity() {
-                        searches.push((*ci, c));
+                        if let Some(c) = a.search.capacity() {
+                            // The search's answer is stored the moment it ends: a study
+                            // killed later keeps it (style.md habit 8).
+                            let record = capacity_record(plan, a, Some(&c), now_ms());
+                            let run =
+                                run_of_target[&plan.instances[plan.cells[ci].instance].target];
+                            ctx.store.record_capacity(run, &record)?;
+                            a.recorded = true;
+                            searches.push((ci, c));
+                        }
                     }
                 }
             }
         }
         Ok(())
     })();
+    // Searches cut short (Ctrl-C, a dead target, an engine error) keep a row saying so,
+    // with what they had decided; a search that never ran a step leaves none.
+    let finished_ms = now_ms();
+    for a in active.iter().filter(|a| !a.recorded && a.steps_run > 0) {
+        let ci = a.cell;
+        let run = run_of_target[&plan.instances[plan.cells[ci].instance].target];
+        let record = capacity_record(plan, a, None, finished_ms);
+        if let Err(e) = ctx.store.record_capacity(run, &record) {
+            (opts.note)(&format!("could not store the unfinished search: {e}"));
+        }
+    }
     let steps = std::mem::take(&mut ctx.steps);
     if result.is_err() || opts.stop_flag.load(Ordering::Relaxed) {
         complete = false;
@@ -501,6 +527,107 @@ pub(crate) fn search_input(sig: StepSignal, retries: u32, stopping: bool) -> Sea
         SearchInput::Rerun
     } else {
         SearchInput::GeneratorBound
+    }
+}
+
+/// One cell's capacity search while the study runs.
+struct ActiveSearch {
+    cell: usize,
+    search: Search,
+    /// Wall clock when its first step started.
+    started_ms: Option<i64>,
+    /// Steps run, reruns of generator-bound steps included.
+    steps_run: u32,
+    /// Its row is in the store.
+    recorded: bool,
+}
+
+impl ActiveSearch {
+    fn new(cell: usize, search: Search) -> Self {
+        ActiveSearch {
+            cell,
+            search,
+            started_ms: None,
+            steps_run: 0,
+            recorded: false,
+        }
+    }
+}
+
+/// Confidence level of the search's interval (`knee::Capacity`: 2.5th and 97.5th
+/// percentiles of the bootstrap replicates).
+const SEARCH_CONFIDENCE: f64 = 0.95;
+
+/// The identity of a cell as stored with its search result (docs/store-conventions.md,
+/// "capacities"): the same names and formats as the step parameters, so a report can
+/// match the row to the cell's steps.
+pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
+    let cell = &plan.cells[ci];
+    let inst = &plan.instances[cell.instance];
+    json!({
+        "target": plan.targets[inst.target].name,
+        "instance": plan.instance_label(cell.instance),
+        "workload": plan.workloads[cell.workload].name,
+        "concurrency": cell.concurrency,
+        "keepalive": cell.keepalive,
+        "cpu_quota_cores": inst.cpu_quota,
+        "cores": inst.cores.map(cores_text),
+    })
+}
+
+/// The cpuset of `n` pinned cores as the steps store it: "0", "0-1", ...
+fn cores_text(n: u32) -> String {
+    if n <= 1 {
+        "0".to_string()
+    } else {
+        format!("0-{}", n - 1)
+    }
+}
+
+/// The stored row of a search: its answer when it ended (`cap`), or, cut short, the
+/// largest rate decided sustainable so far with no interval.
+fn capacity_record(
+    plan: &Plan,
+    a: &ActiveSearch,
+    cap: Option<&Capacity>,
+    finished_ms: i64,
+) -> CapacityRecord {
+    let cell = cell_identity(plan, a.cell);
+    let started_unix_ms = a.started_ms.unwrap_or(finished_ms);
+    match cap {
+        Some(c) => CapacityRecord {
+            cell,
+            capacity_rps: c.capacity_rps,
+            ci_lo_rps: Some(c.ci_lo_rps),
+            ci_hi_rps: c.ci_hi_rps,
+            confidence: SEARCH_CONFIDENCE,
+            end: match c.end {
+                SearchEnd::Converged => StoredEnd::Converged,
+                SearchEnd::ReachedMaxRate => StoredEnd::ReachedMaxRate,
+                SearchEnd::BelowMinRate => StoredEnd::BelowMinRate,
+                SearchEnd::StepBudgetExhausted => StoredEnd::StepBudgetExhausted,
+                SearchEnd::GeneratorBound => StoredEnd::GeneratorBound,
+            },
+            steps: a.steps_run,
+            started_unix_ms,
+            finished_unix_ms: finished_ms,
+            detail: serde_json::to_value(c).unwrap_or(Value::Null),
+        },
+        None => {
+            let history = a.search.history();
+            CapacityRecord {
+                cell,
+                capacity_rps: volley_analysis::knee::sweep_capacity(history).capacity_rps,
+                ci_lo_rps: None,
+                ci_hi_rps: None,
+                confidence: SEARCH_CONFIDENCE,
+                end: StoredEnd::Interrupted,
+                steps: a.steps_run,
+                started_unix_ms,
+                finished_unix_ms: finished_ms,
+                detail: json!({ "history": history }),
+            }
+        }
     }
 }
 
@@ -650,13 +777,7 @@ impl Ctx<'_> {
             rate_rps: rate,
             concurrency: Some(cell.concurrency),
             cpu_quota_cores: inst.cpu_quota,
-            cores: inst.cores.map(|c| {
-                if c == 1 {
-                    "0".to_string()
-                } else {
-                    format!("0-{}", c - 1)
-                }
-            }),
+            cores: inst.cores.map(cores_text),
             keepalive: Some(cell.keepalive),
             repeat,
             extra: serde_json::Map::new(),
@@ -898,5 +1019,64 @@ mod tests {
             "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5; p99_over_slo slo=100ms"
         );
         assert_eq!(reasons_text(&Value::Null), "no reason recorded");
+    }
+
+    #[test]
+    fn a_search_is_stored_with_its_interval_or_as_interrupted() {
+        let text = r#"
+name = "s"
+mode = "search"
+[[target]]
+name = "n"
+kind = "nginx"
+cpu_quota = 0.5
+cores = 2
+[[workload]]
+name = "w"
+paths = ["/x"]
+[steps]
+duration = "3s"
+[search]
+start_rate = 100
+repeats = 1
+"#;
+        let plan = crate::resolve(&crate::parse(text).unwrap(), text, 1.0).unwrap();
+        let sp = plan.search.clone().unwrap();
+        let mut a = ActiveSearch::new(0, Search::new(sp.start_rate, sp.opts).unwrap());
+        a.started_ms = Some(1_000);
+        // Capacity 1000 req/s: 100..800 pass, 1600 fails, then bisection.
+        let mut partial = None;
+        while let Some(rate) = a.search.next_rate() {
+            a.search.observe(rate, rate <= 1000.0).unwrap();
+            a.steps_run += 1;
+            if a.steps_run == 5 {
+                partial = Some(capacity_record(&plan, &a, None, 2_000));
+            }
+        }
+        let c = a.search.capacity().unwrap();
+        let done = capacity_record(&plan, &a, Some(&c), 9_000);
+        assert_eq!(done.end, StoredEnd::Converged);
+        assert_eq!(done.capacity_rps, c.capacity_rps);
+        assert_eq!(done.ci_lo_rps, Some(c.ci_lo_rps));
+        assert_eq!(done.ci_hi_rps, c.ci_hi_rps);
+        assert_eq!(done.confidence, 0.95);
+        assert_eq!(done.steps, a.steps_run);
+        assert_eq!(
+            (done.started_unix_ms, done.finished_unix_ms),
+            (1_000, 9_000)
+        );
+        assert_eq!(done.detail["end"], "converged");
+        assert_eq!(
+            done.cell,
+            json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
+                   "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
+                   "cores": "0-1"})
+        );
+        // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
+        let partial = partial.unwrap();
+        assert_eq!(partial.end, StoredEnd::Interrupted);
+        assert_eq!(partial.capacity_rps, Some(800.0));
+        assert_eq!((partial.ci_lo_rps, partial.ci_hi_rps), (None, None));
+        assert_eq!(partial.steps, 5);
     }
 }

@@ -166,6 +166,11 @@ pub struct WorkloadDef {
     /// warm ones as usual.
     #[serde(default)]
     pub cold_start: Option<bool>,
+    /// Expected throughput of one step of this workload, requests per second (all
+    /// connections together); replaces `[steps] expected_rate`. Only the duration
+    /// estimate and the ETA use it.
+    #[serde(default)]
+    pub expected_rate: Option<Spanned<f64>>,
 }
 
 /// Request order within a workload.
@@ -318,6 +323,12 @@ pub struct StepsDef {
     /// Seed of the `random` order.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Expected throughput of one request-count step, requests per second (all
+    /// connections together, e.g. 40 for Brotli 11 under a CPU cap). Only the duration
+    /// estimate and the ETA use it: without it a request-count step is guessed at 2000
+    /// req/s per connection, far too fast for slow requests.
+    #[serde(default)]
+    pub expected_rate: Option<Spanned<f64>>,
 }
 
 /// How repeats are ordered.

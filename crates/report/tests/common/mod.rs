@@ -8,8 +8,8 @@ use std::time::Duration;
 use volley_analysis::{little::LittleCheck, sustain};
 use volley_metrics::hist;
 use volley_store::{
-    HistogramBlob, HistogramKind, NewRun, NewStudy, RunId, RunKind, SeriesPoint, SeriesSource,
-    Status, StepParameters, StepRecord, Store, StudyId,
+    CapacityRecord, HistogramBlob, HistogramKind, NewRun, NewStudy, RunId, RunKind, SeriesPoint,
+    SeriesSource, Status, StepParameters, StepRecord, Store, StudyId,
 };
 
 /// Figures of one synthetic step.
@@ -119,6 +119,19 @@ pub fn record_run(
     target: &str,
     steps: &[Step],
 ) -> RunId {
+    record_run_with(store, study, target, steps, &[], Status::Complete)
+}
+
+/// [`record_run`] that also stores capacity search results (written after the steps,
+/// as the runner writes them when a search ends) and ends the run with `status`.
+pub fn record_run_with(
+    store: &mut Store,
+    study: Option<StudyId>,
+    target: &str,
+    steps: &[Step],
+    searches: &[CapacityRecord],
+    status: Status,
+) -> RunId {
     let run = store
         .begin_run(&NewRun {
             study,
@@ -207,7 +220,10 @@ pub fn record_run(
             )
             .unwrap();
     }
-    store.finish_run(run, Status::Complete).unwrap();
+    for c in searches {
+        store.record_capacity(run, c).unwrap();
+    }
+    store.finish_run(run, status).unwrap();
     run
 }
 
@@ -305,5 +321,72 @@ pub fn concurrency_grid(store: &mut Store) -> StudyId {
     }
     record_run(store, Some(study), "lighttpd", &steps);
     store.finish_study(study, Status::Complete).unwrap();
+    study
+}
+
+/// Study 3: `builtin` swept 100..400 then searched (result stored: 300 req/s, 95% CI
+/// [250, 350], converged); `nginx` killed mid-search (search steps stored, no result).
+pub fn search_study(store: &mut Store) -> StudyId {
+    let study = store
+        .begin_study(&NewStudy {
+            name: "search".into(),
+            file_text: "# synthetic".into(),
+        })
+        .unwrap();
+    let search = |rate: f64, ok: bool| {
+        let mut s = rate_step(
+            rate,
+            if ok { rate } else { 0.8 * rate },
+            1.0,
+            "server-bound",
+            ok,
+        );
+        s.phase = "search";
+        s
+    };
+    // Steps start 20 s apart: the 4 sweep steps span 0..70 s, the 4 search steps 80..150 s.
+    record_run_with(
+        store,
+        Some(study),
+        "builtin",
+        &[
+            rate_step(100.0, 100.0, 2.0, "server-bound", true),
+            rate_step(200.0, 200.0, 2.5, "server-bound", true),
+            rate_step(300.0, 299.0, 4.0, "server-bound", true),
+            rate_step(400.0, 350.0, 250.0, "server-bound", false),
+            search(100.0, true),
+            search(200.0, true),
+            search(400.0, false),
+            search(300.0, true),
+        ],
+        &[CapacityRecord {
+            cell: json!({"target": "builtin", "instance": "builtin", "workload": null,
+                         "concurrency": 16, "keepalive": true, "cpu_quota_cores": null,
+                         "cores": null}),
+            capacity_rps: Some(300.0),
+            ci_lo_rps: Some(250.0),
+            ci_hi_rps: Some(350.0),
+            confidence: 0.95,
+            end: volley_store::SearchEnd::Converged,
+            steps: 4,
+            started_unix_ms: 1_700_000_080_000,
+            finished_unix_ms: 1_700_000_150_000,
+            detail: json!({}),
+        }],
+        Status::Complete,
+    );
+    record_run_with(
+        store,
+        Some(study),
+        "nginx",
+        &[
+            search(100.0, true),
+            search(200.0, true),
+            search(400.0, false),
+        ],
+        &[],
+        Status::Incomplete,
+    );
+    store.finish_study(study, Status::Incomplete).unwrap();
     study
 }
