@@ -458,6 +458,7 @@ mod tests {
     fn cold_figures_come_from_the_one_sample() {
         let s = Sample {
             intended_ns: 1_000_000,
+            dispatched_ns: 1_000_000,
             sent_ns: 1_000_000,
             first_byte_ns: 4_000_000,
             done_ns: 5_000_000,
