@@ -208,10 +208,10 @@ mod tests {
     fn send_lag_splits_into_scheduler_lag_and_connection_wait() {
         // (intended, dispatched, sent) -> (sched lag, conn wait, send lag)
         let table = [
-            ((100, 100, 100), (0, 0, 0)),         // on time, connection free
-            ((100, 130, 130), (30, 0, 30)),       // loop woke late, connection free
+            ((100, 100, 100), (0, 0, 0)),           // on time, connection free
+            ((100, 130, 130), (30, 0, 30)),         // loop woke late, connection free
             ((100, 100, 5_000), (0, 4_900, 4_900)), // on time, waited for a connection
-            ((100, 150, 900), (50, 750, 800)),    // both
+            ((100, 150, 900), (50, 750, 800)),      // both
         ];
         for ((i, d, s), (sched, wait, lag)) in table {
             let x = at(i, d, s);
@@ -228,6 +228,9 @@ mod tests {
     fn out_of_order_instants_saturate_instead_of_wrapping() {
         // A never-sent sample may carry sent_ns = 0: no figure wraps around.
         let x = at(500, 600, 0);
-        assert_eq!((x.sched_lag_ns(), x.conn_wait_ns(), x.send_lag_ns()), (100, 0, 0));
+        assert_eq!(
+            (x.sched_lag_ns(), x.conn_wait_ns(), x.send_lag_ns()),
+            (100, 0, 0)
+        );
     }
 }

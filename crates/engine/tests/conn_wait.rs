@@ -50,7 +50,10 @@ fn a_server_holding_every_connection_is_connection_wait_not_a_late_generator() {
         method: "GET".into(),
     };
     let measured = measure(&m).expect("run");
-    assert!(measured.outcome.cap_hits > 0, "the pool cap must be what held arrivals");
+    assert!(
+        measured.outcome.cap_hits > 0,
+        "the pool cap must be what held arrivals"
+    );
     let summary = measured.recorder.close(&measured.info).expect("summary");
 
     let g = &summary.generator;
@@ -73,7 +76,12 @@ fn a_server_holding_every_connection_is_connection_wait_not_a_late_generator() {
     );
     // Under the old rule (send lag judged) this run was generator-bound.
     assert!(g.send_lag_p99_ms > limit_ms, "{}", g.send_lag_p99_ms);
-    assert_ne!(g.verdict.label, Bound::GeneratorBound, "{}", g.verdict.reason);
+    assert_ne!(
+        g.verdict.label,
+        Bound::GeneratorBound,
+        "{}",
+        g.verdict.reason
+    );
     assert!(
         g.verdict.reason.contains("connection wait p99"),
         "{}",

@@ -291,11 +291,35 @@ mod tests {
         let table = [
             // A stalling server: every connection held 90 ms, arrivals queue. The
             // generator handled each arrival on time and dispatched all of them.
-            (50, 90_000, 1000, 900, 12, ServerBound, "connection wait p99 90.000 ms"),
+            (
+                50,
+                90_000,
+                1000,
+                900,
+                12,
+                ServerBound,
+                "connection wait p99 90.000 ms",
+            ),
             // The same queueing and a late event loop: the loop is what counts.
-            (5_000, 90_000, 1000, 900, 12, GeneratorBound, "scheduler-lag p99 5.000 ms"),
+            (
+                5_000,
+                90_000,
+                1000,
+                900,
+                12,
+                GeneratorBound,
+                "scheduler-lag p99 5.000 ms",
+            ),
             // The generator fell short of the schedule in what it dispatched.
-            (50, 90_000, 950, 900, 0, GeneratorBound, "dispatched 950.0 vs 1000.0"),
+            (
+                50,
+                90_000,
+                950,
+                900,
+                0,
+                GeneratorBound,
+                "dispatched 950.0 vs 1000.0",
+            ),
             // Small waits are not mentioned.
             (50, 300, 1000, 1000, 0, ServerBound, "kept the schedule"),
         ];
