@@ -16,6 +16,14 @@
 //! Past capacity an open-loop generator keeps sending at L while the server completes
 //! X < L per second, so in-flight grows by roughly L - X every second. That linear rise is
 //! the earliest symptom of overload, often visible before the p99 breaks the SLO.
+//!
+//! The bound label ([`bound_label`]) judges the generator by what is its own: its
+//! *scheduler lag* (dispatched - intended) and the rate at which it *dispatched*
+//! arrivals. Connection wait (sent - dispatched: every connection held by the server, or
+//! the pool cap reached) is the server's doing and never makes a step generator-bound;
+//! it still counts against sustainability through the send rate (a step whose requests
+//! could not be *sent* at 99% of L is not sustainable: the server did not free
+//! connections fast enough), and [`conn_wait_note`] reports it.
 
 use std::time::Duration;
 
@@ -45,8 +53,24 @@ pub struct StepStats {
     /// Length of one window (normally one second).
     pub window: Duration,
     /// p99 of the generator's send lag (sent - intended) over the step; `None` when the
-    /// generator did not measure it (closed loop), which makes the bound inconclusive.
+    /// generator did not measure it (closed loop). Judged only for records made before
+    /// send lag was split (no `sched_lag_p99`).
     pub send_lag_p99: Option<Duration>,
+    /// p99 of scheduler lag (dispatched - intended: the generator's own lateness), the
+    /// figure the bound label judges; `None` in records made before the split.
+    #[serde(default)]
+    pub sched_lag_p99: Option<Duration>,
+    /// p99 of connection wait (sent - dispatched: waiting for a free connection or
+    /// stream). Reported, never judged against the generator.
+    #[serde(default)]
+    pub conn_wait_p99: Option<Duration>,
+    /// Arrivals dispatched per second (the rate the generator kept); `None` in records
+    /// made before the split, where the send rate stands in.
+    #[serde(default)]
+    pub dispatch_rate_rps: Option<f64>,
+    /// Arrivals that found the connection cap reached.
+    #[serde(default)]
+    pub cap_hits: u64,
     /// The open loop's connection cap was hit: every connection was waiting on the
     /// server, so arrivals waited for one (HTTP/1.1 has one request per connection).
     /// See [`judge`] for what it changes.
@@ -303,23 +327,28 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
 
 /// Labels a step server-bound, generator-bound or inconclusive (methodology.md, "The
 /// generator checks itself"):
-/// - `GeneratorBound` when the send rate fell more than 1% short of L, or the send-lag
-///   p99 exceeded [`send_lag_limit`];
-/// - `Inconclusive` when the figures needed are missing or invalid (no send-lag
+/// - `GeneratorBound` when the dispatch rate fell more than 1% short of L, or the
+///   scheduler-lag p99 exceeded [`send_lag_limit`] (the generator's own lateness;
+///   connection wait is not counted, see the module docs);
+/// - `Inconclusive` when the figures needed are missing or invalid (no lag
 ///   measurement, non-positive or non-finite rates), or when the step failed while the
-///   send lag was in the grey zone (above half the limit): the generator was then close
-///   enough to its own limit that we cannot say which side caused the failure;
+///   scheduler lag was in the grey zone (above half the limit): the generator was then
+///   close enough to its own limit that we cannot say which side caused the failure;
 /// - `ServerBound` otherwise: the generator kept its schedule, so whatever the step shows,
 ///   success or failure, is the server's doing.
+///
+/// Records made before the split (no `sched_lag_p99`, no `dispatch_rate_rps`) are
+/// judged on send lag and send rate, as they were then.
 pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
     let l = stats.offered_rate_rps;
-    if !(l.is_finite() && l > 0.0 && stats.send_rate_rps.is_finite()) {
+    let rate = stats.dispatch_rate_rps.unwrap_or(stats.send_rate_rps);
+    if !(l.is_finite() && l > 0.0 && rate.is_finite()) {
         return Bound::Inconclusive;
     }
-    if stats.send_rate_rps < l * (1.0 - RATE_TOLERANCE_SHARE) {
+    if rate < l * (1.0 - RATE_TOLERANCE_SHARE) {
         return Bound::GeneratorBound;
     }
-    let Some(lag) = stats.send_lag_p99 else {
+    let Some(lag) = stats.sched_lag_p99.or(stats.send_lag_p99) else {
         return Bound::Inconclusive;
     };
     let limit = send_lag_limit(l);
@@ -330,6 +359,31 @@ pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
     } else {
         Bound::ServerBound
     }
+}
+
+/// A sentence for the step's notes when its connection-wait p99 exceeded
+/// [`send_lag_limit`]: arrivals waited for connections the server held (with the cap
+/// hits), which is why the step is not labelled generator-bound although its send lag
+/// is large. `None` when the wait was small or not measured.
+pub fn conn_wait_note(stats: &StepStats) -> Option<String> {
+    let wait = stats.conn_wait_p99?;
+    let limit = send_lag_limit(stats.offered_rate_rps);
+    if wait <= limit {
+        return None;
+    }
+    let caps = if stats.cap_hits > 0 {
+        format!("; the connection cap was hit {} time(s)", stats.cap_hits)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "connection wait p99 {:.3} ms > {:.3} ms: arrivals waited for a free connection because the server held them{caps}; this is the server's doing, not the generator's (scheduler-lag p99 {})",
+        wait.as_secs_f64() * 1e3,
+        limit.as_secs_f64() * 1e3,
+        stats
+            .sched_lag_p99
+            .map_or("not measured".to_string(), |d| format!("{:.3} ms", d.as_secs_f64() * 1e3)),
+    ))
 }
 
 /// A least-squares line through the in-flight series, and whether it counts as a rise.
@@ -454,8 +508,84 @@ mod tests {
             in_flight_per_window: vec![5.0, 6.0, 4.0, 5.0, 5.0, 6.0, 4.0, 5.0, 6.0, 5.0],
             window: Duration::from_secs(1),
             send_lag_p99: Some(Duration::from_micros(200)),
+            sched_lag_p99: Some(Duration::from_micros(150)),
+            conn_wait_p99: Some(Duration::from_micros(50)),
+            dispatch_rate_rps: Some(999.9),
+            cap_hits: 0,
             pool_saturated: false,
         }
+    }
+
+    /// The same step as a record made before send lag was split.
+    fn legacy(s: StepStats) -> StepStats {
+        StepStats {
+            sched_lag_p99: None,
+            conn_wait_p99: None,
+            dispatch_rate_rps: None,
+            ..s
+        }
+    }
+
+    #[test]
+    fn a_stalling_server_that_holds_the_connections_is_not_a_slow_generator() {
+        // A CPU-capped server stalls 90 ms in every 100: every connection is held,
+        // arrivals queue, requests go out late and below the rate (send rate short,
+        // send lag 90 ms), while the generator dispatched every arrival on time.
+        let stalled = StepStats {
+            send_rate_rps: 940.0,
+            reply_rate_rps: 930.0,
+            send_lag_p99: Some(ms(90)),
+            sched_lag_p99: Some(Duration::from_micros(120)),
+            conn_wait_p99: Some(ms(90)),
+            dispatch_rate_rps: Some(999.9),
+            cap_hits: 40,
+            pool_saturated: true,
+            p99_per_window: vec![ms(120); 10],
+            ..healthy()
+        };
+        let v = judge(&stalled, &rule());
+        assert!(!v.sustainable, "sent below 99% of L: not sustainable");
+        assert!(v
+            .reasons
+            .iter()
+            .any(|r| matches!(r, Reason::SendRateShort { .. })));
+        assert_eq!(v.bound, Bound::ServerBound);
+        // Even without a cap hit and with nothing else against the server.
+        let quiet = StepStats {
+            pool_saturated: false,
+            cap_hits: 0,
+            ..stalled.clone()
+        };
+        assert_eq!(bound_label(&quiet, true), Bound::ServerBound);
+        let note = conn_wait_note(&stalled).unwrap();
+        assert!(note.contains("connection wait p99 90.000 ms"), "{note}");
+        assert!(note.contains("cap was hit 40 time(s)"), "{note}");
+        assert_eq!(conn_wait_note(&healthy()), None);
+        // Judged as before the split, the same step looked like a slow generator.
+        assert_eq!(bound_label(&legacy(quiet), true), Bound::GeneratorBound);
+    }
+
+    #[test]
+    fn the_generators_own_lateness_or_shortfall_is_generator_bound() {
+        // Large scheduler lag: the event loop woke late.
+        let late = StepStats {
+            sched_lag_p99: Some(ms(4)),
+            send_lag_p99: Some(ms(4)),
+            ..healthy()
+        };
+        assert_eq!(judge(&late, &rule()).bound, Bound::GeneratorBound);
+        // Dispatched more than 1% short of the schedule.
+        let short = StepStats {
+            dispatch_rate_rps: Some(980.0),
+            ..healthy()
+        };
+        assert_eq!(judge(&short, &rule()).bound, Bound::GeneratorBound);
+        // Exactly 1% short is still on schedule.
+        let edge = StepStats {
+            dispatch_rate_rps: Some(990.0),
+            ..healthy()
+        };
+        assert_eq!(judge(&edge, &rule()).bound, Bound::ServerBound);
     }
 
     #[test]
@@ -478,6 +608,8 @@ mod tests {
         // The same lateness without a saturated pool is the generator's.
         let slow_generator = StepStats {
             pool_saturated: false,
+            sched_lag_p99: Some(ms(400)),
+            dispatch_rate_rps: Some(3100.0),
             ..over.clone()
         };
         assert_eq!(judge(&slow_generator, &rule()).bound, Bound::GeneratorBound);
@@ -485,6 +617,7 @@ mod tests {
         let passed = StepStats {
             pool_saturated: true,
             send_lag_p99: Some(ms(5)),
+            sched_lag_p99: Some(ms(5)),
             ..healthy()
         };
         let v = judge(&passed, &rule());
@@ -545,7 +678,11 @@ mod tests {
             matches!(v.reasons[..], [Reason::SendRateShort { .. }]),
             "{v:?}"
         );
-        assert_eq!(v.bound, Bound::GeneratorBound);
+        // Dispatched on time: the sends were held back by busy connections.
+        assert_eq!(v.bound, Bound::ServerBound);
+        // Dispatched short as well: the generator fell behind.
+        s.dispatch_rate_rps = Some(980.0);
+        assert_eq!(judge(&s, &rule()).bound, Bound::GeneratorBound);
     }
 
     #[test]
@@ -658,7 +795,7 @@ mod tests {
 
     #[test]
     fn bound_labels() {
-        let mut s = healthy();
+        let mut s = legacy(healthy());
         s.send_lag_p99 = Some(ms(3));
         assert_eq!(bound_label(&s, true), Bound::GeneratorBound);
         s.send_lag_p99 = Some(Duration::from_micros(700)); // grey zone: above half of 1 ms

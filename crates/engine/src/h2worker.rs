@@ -22,6 +22,12 @@
 //! as a `Timeout`; its slot serves the next request at once. Only a connection whose
 //! streams are all late, with nothing received since the oldest of them was sent, is
 //! taken for dead and replaced.
+//!
+//! As in the HTTP/1.1 worker, each request carries the instant its arrival was
+//! dispatched (so its wait for a stream slot shows as connection wait, not as the
+//! generator's lateness), and the worker keeps the time integral of the requests
+//! holding a stream or waiting on a connection that is coming up (`in_flight` minus
+//! the queue) for Little's law.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -37,6 +43,7 @@ use volley_h2::{
 
 use crate::conn::{Tcp, Transport};
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
+use crate::live::InFlightIntegral;
 use crate::pacer::Pace;
 use crate::timer::poll_timeout;
 use crate::tls::{TlsConnector, TlsTransport};
@@ -147,6 +154,8 @@ impl Sock {
 struct Flight {
     req: Arc<Request>,
     intended_ns: u64,
+    /// When the arrival was dispatched (open loop); the claim instant in a closed loop.
+    dispatched_ns: u64,
     sent_ns: u64,
     first_byte_ns: u64,
     connect_ns: u64,
@@ -167,6 +176,7 @@ impl Flight {
         Flight {
             req,
             intended_ns,
+            dispatched_ns: intended_ns,
             sent_ns: 0,
             first_byte_ns: 0,
             connect_ns: 0,
@@ -252,6 +262,8 @@ pub(crate) struct H2Worker<'a, S> {
     arrivals: u64,
     starting_done: bool,
     in_flight: usize,
+    /// Time integral of `in_flight - queue.len()` (requests on a connection).
+    in_flight_clock: InFlightIntegral,
     open_here: usize,
     stats: WorkerStats,
     h2stats: H2Stats,
@@ -295,6 +307,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             arrivals: 0,
             starting_done: false,
             in_flight: 0,
+            in_flight_clock: InFlightIntegral::default(),
             open_here: 0,
             stats: WorkerStats::default(),
             h2stats: H2Stats::default(),
@@ -337,6 +350,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             } else {
                 None
             };
+            self.note_in_flight(now);
             if self.starting_done && self.in_flight == 0 && self.queue.is_empty() {
                 break;
             }
@@ -358,12 +372,15 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 let readable = ev.is_readable() || ev.is_read_closed();
                 let writable = ev.is_writable() || ev.is_error();
                 self.on_event(ev.token().0, readable, writable);
+                // Streams taken from the queue while handling it start counting here.
+                let now = now_ns(self.shared);
+                self.note_in_flight(now);
             }
             let now = now_ns(self.shared);
             if now >= next_housekeeping {
                 next_housekeeping = now + HOUSEKEEPING_NS;
                 self.scan_timeouts(now);
-                self.publish();
+                self.publish(now);
             }
             if now >= next_tick {
                 next_tick = now + TICK_NS;
@@ -437,7 +454,9 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 Pace::SendNow(intended) => {
                     let req = self.claim_new()?;
                     self.arrivals += 1;
-                    self.dispatch(Flight::new(req, intended, false), now);
+                    let mut f = Flight::new(req, intended, false);
+                    f.dispatched_ns = now;
+                    self.dispatch(f, now);
                 }
                 Pace::Wait(ns) => return Some(ns),
                 Pace::Done => {
@@ -840,8 +859,9 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                         // on whichever connection has room (this one is going away or
                         // at its limit). The intended time is kept.
                         self.h2stats.refused_retries += 1;
-                        self.queue
-                            .push_front(Flight::new(f.req, f.intended_ns, true));
+                        let mut again = Flight::new(f.req, f.intended_ns, true);
+                        again.dispatched_ns = f.dispatched_ns;
+                        self.queue.push_front(again);
                     } else {
                         self.h2stats.stream_resets += 1;
                         self.record(&f, Some(ErrorKind::Reset), now);
@@ -884,10 +904,26 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
     }
 
+    /// The in-flight count changed (or may have): account the old one up to `now`.
+    fn note_in_flight(&mut self, now: u64) {
+        let on_conn = self.in_flight.saturating_sub(self.queue.len());
+        self.in_flight_clock.set(now, on_conn as u64);
+    }
+
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
+        let sent_ns = if f.sent_ns == 0 { now } else { f.sent_ns };
         let sample = Sample {
             intended_ns: f.intended_ns,
-            sent_ns: if f.sent_ns == 0 { now } else { f.sent_ns },
+            // Closed loop: dispatched as sent. Open loop: clamped into [intended, sent]
+            // so that send lag = scheduler lag + connection wait per sample.
+            dispatched_ns: if self.open_loop {
+                f.dispatched_ns
+                    .max(f.intended_ns)
+                    .min(sent_ns.max(f.intended_ns))
+            } else {
+                sent_ns
+            },
+            sent_ns,
             first_byte_ns: f.first_byte_ns,
             done_ns: now,
             connect_ns: f.connect_ns,
@@ -910,6 +946,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
         self.source.on_response(&f.req, f.status, &[]);
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.note_in_flight(now);
     }
 
     fn scan_timeouts(&mut self, now: u64) {
@@ -973,9 +1010,13 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
     }
 
-    fn publish(&mut self) {
+    fn publish(&mut self, now: u64) {
         let (s, d, e) = std::mem::take(&mut self.unpublished);
         self.shared.live.publish(s, d, e);
+        self.note_in_flight(now);
+        self.shared
+            .live
+            .publish_in_flight(self.in_flight_clock.unpublished(now));
     }
 
     /// End of the run: streams in flight, requests waiting for a connection and
@@ -990,7 +1031,10 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 };
                 let Some(req) = self.claim_new() else { break };
                 self.arrivals += 1;
-                self.queue.push_back(Flight::new(req, intended, false));
+                // Handled only now: dispatched at the end, a lower bound like sent.
+                let mut f = Flight::new(req, intended, false);
+                f.dispatched_ns = end;
+                self.queue.push_back(f);
             }
         }
         self.starting_done = true;
@@ -1006,7 +1050,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         while let Some(f) = self.queue.pop_front() {
             self.record(&f, Some(ErrorKind::InFlight), end);
         }
-        self.publish();
+        self.publish(end);
         self.sink.tick(end);
     }
 }

@@ -1,9 +1,17 @@
 //! The contract between the engine and whatever records its results.
 //!
 //! One [`Sample`] per request, carrying the four instants methodology.md names
-//! (intended, sent, first byte, done) as nanoseconds since the run's start on one
-//! monotonic clock. Keeping raw instants (not derived latencies) lets the recorder derive
-//! response time, service time, send lag and TTFB without the engine choosing for it.
+//! (intended, sent, first byte, done) plus a fifth, `dispatched` (when the generator
+//! handled the arrival), as nanoseconds since the run's start on one monotonic clock.
+//! Keeping raw instants (not derived latencies) lets the recorder derive response time,
+//! service time, send lag, its two parts (scheduler lag and connection wait) and TTFB
+//! without the engine choosing for it.
+//!
+//! Why the fifth instant: in an HTTP/1.1 open loop an arrival that finds every
+//! connection busy waits in the worker's queue. That wait is part of send lag, but it is
+//! the *server* holding the connections, not the generator being late; without
+//! `dispatched` the two were indistinguishable and a stalling server made runs look
+//! generator-bound.
 
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +92,10 @@ pub struct Sample {
     /// When the schedule said to send it. In a closed loop this equals `sent_ns`
     /// (there is no schedule), so response time and service time coincide.
     pub intended_ns: u64,
+    /// When the generator handled the arrival: the pacer released it and the worker
+    /// dispatched it (to a connection, a new connection, or the wait queue). In a closed
+    /// loop this equals `sent_ns`. `intended <= dispatched <= sent` for a sent request.
+    pub dispatched_ns: u64,
     /// When the first byte of the request was written.
     pub sent_ns: u64,
     /// When the first byte of the response arrived; 0 if none did.
@@ -123,9 +135,23 @@ impl Sample {
     pub fn service_ns(&self) -> u64 {
         self.done_ns.saturating_sub(self.sent_ns)
     }
-    /// sent - intended: the generator's own lateness.
+    /// sent - intended: everything between the schedule and the wire, the sum of
+    /// [`Sample::sched_lag_ns`] and [`Sample::conn_wait_ns`].
     pub fn send_lag_ns(&self) -> u64 {
         self.sent_ns.saturating_sub(self.intended_ns)
+    }
+    /// dispatched - intended: the generator's own lateness (its event loop woke late,
+    /// CPU starvation, timer slack). This, not send lag, says whether the generator kept
+    /// its schedule.
+    pub fn sched_lag_ns(&self) -> u64 {
+        self.dispatched_ns.saturating_sub(self.intended_ns)
+    }
+    /// sent - dispatched: the arrival waited for a usable connection (every HTTP/1.1
+    /// connection busy, the one opening for it not yet connected, the cap reached) or,
+    /// over HTTP/2, for a free stream slot. The server (or the pool cap) holding
+    /// connections, not the generator being late.
+    pub fn conn_wait_ns(&self) -> u64 {
+        self.sent_ns.saturating_sub(self.dispatched_ns)
     }
     /// first_byte - sent, when a byte came back.
     pub fn ttfb_ns(&self) -> Option<u64> {
@@ -154,4 +180,57 @@ pub trait Sink: Send {
     /// the current instant, so a sink can close per-second windows even when no request
     /// finishes in them.
     fn tick(&mut self, _now_ns: u64) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(intended_ns: u64, dispatched_ns: u64, sent_ns: u64) -> Sample {
+        Sample {
+            intended_ns,
+            dispatched_ns,
+            sent_ns,
+            first_byte_ns: sent_ns + 10,
+            done_ns: sent_ns + 20,
+            connect_ns: 0,
+            tls_handshake_ns: 0,
+            status: 200,
+            wire_bytes: 0,
+            body_bytes: 0,
+            wire_body_bytes: 0,
+            error: None,
+            request_index: 0,
+        }
+    }
+
+    #[test]
+    fn send_lag_splits_into_scheduler_lag_and_connection_wait() {
+        // (intended, dispatched, sent) -> (sched lag, conn wait, send lag)
+        let table = [
+            ((100, 100, 100), (0, 0, 0)),           // on time, connection free
+            ((100, 130, 130), (30, 0, 30)),         // loop woke late, connection free
+            ((100, 100, 5_000), (0, 4_900, 4_900)), // on time, waited for a connection
+            ((100, 150, 900), (50, 750, 800)),      // both
+        ];
+        for ((i, d, s), (sched, wait, lag)) in table {
+            let x = at(i, d, s);
+            assert_eq!(
+                (x.sched_lag_ns(), x.conn_wait_ns(), x.send_lag_ns()),
+                (sched, wait, lag),
+                "{i} {d} {s}"
+            );
+            assert_eq!(x.sched_lag_ns() + x.conn_wait_ns(), x.send_lag_ns());
+        }
+    }
+
+    #[test]
+    fn out_of_order_instants_saturate_instead_of_wrapping() {
+        // A never-sent sample may carry sent_ns = 0: no figure wraps around.
+        let x = at(500, 600, 0);
+        assert_eq!(
+            (x.sched_lag_ns(), x.conn_wait_ns(), x.send_lag_ns()),
+            (100, 0, 0)
+        );
+    }
 }

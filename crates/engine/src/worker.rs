@@ -21,7 +21,13 @@
 //!
 //! Closed loop: each slot sends its next request when the previous one finishes.
 //! Open loop: the [`Pacer`] releases arrivals; each goes to an idle connection, else a
-//! new one (up to the cap), else waits in a queue (a cap hit) with its intended time.
+//! new one (up to the cap), else waits in a queue (a cap hit) with its intended time
+//! and the instant it was dispatched (queued), so its send lag splits into the
+//! generator's lateness (dispatched - intended) and the wait for a connection
+//! (sent - dispatched).
+//!
+//! Each worker keeps the time integral of its in-flight count ([`InFlightIntegral`],
+//! updated at every change, published with the counters) for Little's law.
 
 use std::collections::VecDeque;
 use std::io;
@@ -34,6 +40,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec};
 use crate::http1::{FrameError, ResponseReader};
+use crate::live::InFlightIntegral;
 use crate::pacer::{Pace, Pacer};
 use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
 use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
@@ -138,6 +145,8 @@ struct Conn<T> {
     req: Option<Arc<Request>>,
     written: usize,
     intended_ns: u64,
+    /// When the current request's arrival was dispatched (open loop).
+    dispatched_ns: u64,
     sent_ns: u64,
     first_byte_ns: u64,
     connect_start_ns: u64,
@@ -165,6 +174,7 @@ impl<T> Conn<T> {
             req: None,
             written: 0,
             intended_ns: 0,
+            dispatched_ns: 0,
             sent_ns: 0,
             first_byte_ns: 0,
             connect_start_ns: 0,
@@ -190,8 +200,9 @@ pub(crate) struct Worker<'a, S, T: Transport> {
     conns: Vec<Conn<T>>,
     idle: Vec<usize>,
     free: Vec<usize>,
-    /// Open loop: arrivals waiting for a connection (request, intended time).
-    queue: VecDeque<(Arc<Request>, u64)>,
+    /// Open loop: arrivals waiting for a connection (request, intended instant,
+    /// dispatched instant).
+    queue: VecDeque<(Arc<Request>, u64, u64)>,
     /// Slots whose connect failed, to be given new work on the next loop turn.
     deferred: Vec<usize>,
     scratch: Vec<u8>,
@@ -203,6 +214,8 @@ pub(crate) struct Worker<'a, S, T: Transport> {
     starting_done: bool,
     /// Requests with a connection assigned (connecting, writing or reading).
     in_flight: usize,
+    /// Time integral of `in_flight`, for Little's law.
+    in_flight_clock: InFlightIntegral,
     /// Connections still connecting that carry no request (`Conn::spare`): queued
     /// arrivals up to this many wait for them instead of opening more.
     spare_connecting: usize,
@@ -254,6 +267,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             arrivals: 0,
             starting_done: false,
             in_flight: 0,
+            in_flight_clock: InFlightIntegral::default(),
             spare_connecting: 0,
             open_here: 0,
             stats: WorkerStats::default(),
@@ -340,7 +354,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             if now >= next_housekeeping {
                 next_housekeeping = now + HOUSEKEEPING_NS;
                 self.scan_timeouts(now);
-                self.publish();
+                self.publish(now);
             }
             if now >= next_tick {
                 next_tick = now + TICK_NS;
@@ -361,7 +375,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 }
             } else if let Some(req) = self.claim() {
                 if let Some(slot) = self.free.pop() {
-                    self.assign_new(slot, req, now, now);
+                    self.assign_new(slot, req, now, now, now);
                 }
             }
         }
@@ -407,11 +421,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
     }
 
     /// Open loop: an arrival goes to an idle connection, a new one, or the queue.
+    /// `now` is its dispatched instant, whichever way it goes.
     fn dispatch(&mut self, req: Arc<Request>, intended: u64, now: u64) {
         while let Some(slot) = self.idle.pop() {
             self.conns[slot].in_idle_list = false;
             if self.conns[slot].state == State::Idle {
-                self.assign_idle(slot, req, intended, now);
+                self.assign_idle(slot, req, intended, now, now);
                 return;
             }
         }
@@ -419,24 +434,24 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             // A connection opened ahead of demand (the initial pool) will be ready
             // sooner than a new one: wait for it. Without this every arrival of the
             // first hundred microseconds opened a connection of its own.
-            self.queue.push_back((req, intended));
+            self.queue.push_back((req, intended, now));
             return;
         }
         if self.open_here < self.plan.max_connections {
             if let Some(slot) = self.free.pop() {
-                self.assign_new(slot, req, intended, now);
+                self.assign_new(slot, req, intended, now, now);
                 return;
             }
         }
         self.stats.cap_hits += 1;
         self.sink.cap_hit(now);
-        self.queue.push_back((req, intended));
+        self.queue.push_back((req, intended, now));
     }
 
     /// A connection (`slot`, open and idle, or closed) can take work.
     fn next_for(&mut self, slot: usize, now: u64) {
         if self.open_loop {
-            let Some((req, intended)) = self.queue.pop_front() else {
+            let Some((req, intended, dispatched)) = self.queue.pop_front() else {
                 if self.conns[slot].state == State::Idle {
                     if !self.conns[slot].in_idle_list {
                         self.conns[slot].in_idle_list = true;
@@ -448,16 +463,16 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 return;
             };
             if self.conns[slot].state == State::Idle {
-                self.assign_idle(slot, req, intended, now);
+                self.assign_idle(slot, req, intended, dispatched, now);
             } else {
-                self.assign_new(slot, req, intended, now);
+                self.assign_new(slot, req, intended, dispatched, now);
             }
         } else {
             match self.claim() {
                 Some(req) if self.conns[slot].state == State::Idle => {
-                    self.assign_idle(slot, req, now, now)
+                    self.assign_idle(slot, req, now, now, now)
                 }
-                Some(req) => self.assign_new(slot, req, now, now),
+                Some(req) => self.assign_new(slot, req, now, now, now),
                 None => {
                     if self.conns[slot].state != State::Closed {
                         self.close(slot, now);
@@ -468,8 +483,15 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         }
     }
 
-    fn assign_idle(&mut self, slot: usize, req: Arc<Request>, intended: u64, now: u64) {
-        self.take_request(slot, req, intended);
+    fn assign_idle(
+        &mut self,
+        slot: usize,
+        req: Arc<Request>,
+        intended: u64,
+        dispatched: u64,
+        now: u64,
+    ) {
+        self.take_request(slot, req, intended, dispatched, now);
         self.conns[slot].connect_ns = 0;
         self.conns[slot].tls_handshake_ns = 0;
         self.send(slot, now);
@@ -477,21 +499,37 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
 
     /// Makes `req` the current request of `slot`, with fresh per-request state (so a
     /// request that fails before it is sent reports no bytes of an earlier one).
-    fn take_request(&mut self, slot: usize, req: Arc<Request>, intended: u64) {
+    fn take_request(
+        &mut self,
+        slot: usize,
+        req: Arc<Request>,
+        intended: u64,
+        dispatched: u64,
+        now: u64,
+    ) {
         let c = &mut self.conns[slot];
         c.reader.start(req.method == "HEAD");
         c.req = Some(req);
         c.intended_ns = intended;
+        c.dispatched_ns = dispatched;
         c.first_byte_ns = 0;
         c.connect_ns = 0;
         c.tls_handshake_ns = 0;
         c.retried = false;
         self.in_flight += 1;
+        self.in_flight_clock.set(now, self.in_flight as u64);
     }
 
     /// Opens a connection on a closed `slot` for `req`.
-    fn assign_new(&mut self, slot: usize, req: Arc<Request>, intended: u64, now: u64) {
-        self.take_request(slot, req, intended);
+    fn assign_new(
+        &mut self,
+        slot: usize,
+        req: Arc<Request>,
+        intended: u64,
+        dispatched: u64,
+        now: u64,
+    ) {
+        self.take_request(slot, req, intended, dispatched, now);
         self.open(slot, now);
     }
 
@@ -741,6 +779,16 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         let c = &self.conns[slot];
         Sample {
             intended_ns: c.intended_ns,
+            // Closed loop: no schedule, the request is dispatched as it is sent. Open
+            // loop: clamped into [intended, sent] for a sent request, so that
+            // send lag = scheduler lag + connection wait holds sample by sample.
+            dispatched_ns: if self.open_loop {
+                c.dispatched_ns
+                    .max(c.intended_ns)
+                    .min(c.sent_ns.max(c.intended_ns))
+            } else {
+                c.sent_ns
+            },
             sent_ns: c.sent_ns,
             first_byte_ns: c.first_byte_ns,
             done_ns,
@@ -772,6 +820,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             self.source.on_response(&req, status, &self.body);
         }
         self.in_flight -= 1;
+        self.in_flight_clock.set(now, self.in_flight as u64);
     }
 
     fn complete(&mut self, slot: usize, status: u16, server_keep_alive: bool, now: u64) {
@@ -857,9 +906,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         }
     }
 
-    fn publish(&mut self) {
+    fn publish(&mut self, now: u64) {
         let (s, d, e) = std::mem::take(&mut self.unpublished);
         self.shared.live.publish(s, d, e);
+        self.shared
+            .live
+            .publish_in_flight(self.in_flight_clock.unpublished(now));
     }
 
     /// End of the run: everything still in flight or queued becomes a censored
@@ -877,7 +929,8 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 };
                 let Some(req) = self.claim() else { break };
                 self.arrivals += 1;
-                self.queue.push_back((req, intended));
+                // Handled only now: dispatched at the end, a lower bound like sent.
+                self.queue.push_back((req, intended, end));
             }
         }
         self.starting_done = true;
@@ -895,10 +948,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             }
             self.close(slot, end);
         }
-        while let Some((req, intended)) = self.queue.pop_front() {
-            // Never sent: sent = end, so its send lag is a lower bound too.
+        while let Some((req, intended, dispatched)) = self.queue.pop_front() {
+            // Never sent: sent = end, so its send lag (and connection wait) is a lower
+            // bound too.
             let sample = Sample {
                 intended_ns: intended,
+                dispatched_ns: dispatched.clamp(intended, end.max(intended)),
                 sent_ns: end,
                 first_byte_ns: 0,
                 done_ns: end,
@@ -915,7 +970,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             self.unpublished.1 += 1;
             self.unpublished.2 += 1;
         }
-        self.publish();
+        self.publish(end);
         self.sink.tick(end);
     }
 }

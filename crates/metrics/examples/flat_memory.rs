@@ -36,6 +36,7 @@ fn main() {
         let done_ns = i * 50_000 + lat_ns;
         let s = Sample {
             intended_ns: done_ns - lat_ns,
+            dispatched_ns: done_ns - lat_ns,
             sent_ns: done_ns - lat_ns,
             first_byte_ns: done_ns - lat_ns / 2,
             done_ns,

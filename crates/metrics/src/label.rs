@@ -1,14 +1,21 @@
 //! Who was the bottleneck: the pure labelling rule of methodology.md "The generator
 //! checks itself", applied to the whole run and to each second.
 //!
-//! Open loop (a schedule exists):
-//! - *generator-bound* when send-lag p99 > max(1 ms, 1% of the mean inter-arrival
-//!   interval 1/R), or when fewer requests were sent than the schedule asked for by more
-//!   than 1% (per second we also allow one request of slack, because a send a few
-//!   microseconds late can cross a second boundary without anyone being slow);
+//! Open loop (a schedule exists). Send lag (sent - intended) has two parts: *scheduler
+//! lag* (dispatched - intended: the generator's event loop handled the arrival late) and
+//! *connection wait* (sent - dispatched: the arrival waited for a free connection or
+//! stream, because the server held them all or the pool cap was reached). Only the first
+//! is the generator's fault:
+//! - *generator-bound* when scheduler-lag p99 > max(1 ms, 1% of the mean inter-arrival
+//!   interval 1/R), or when fewer requests were *dispatched* than the schedule asked for
+//!   by more than 1% (per second we also allow one request of slack, because a dispatch
+//!   a few microseconds late can cross a second boundary without anyone being slow);
 //! - *inconclusive* when nothing was scheduled in the window;
 //! - otherwise *server-bound*: the generator kept its schedule, so latency and
-//!   throughput are the server's.
+//!   throughput are the server's. Connection wait never makes a window generator-bound
+//!   (a server that stalls holds every connection, arrivals queue, and send lag grows
+//!   although the generator was punctual); when its p99 exceeds the same threshold the
+//!   reason says so, with the cap hits, so the reader sees the queueing.
 //!
 //! Closed loop (no schedule; each connection waits for its reply): the only sign of a
 //! saturated generator is its CPU. With `cores` = min(worker threads, CPUs available):
@@ -54,13 +61,22 @@ pub struct Check {
     /// What the schedule asked for in the window: a count of requests by intended
     /// instant (per second) or a rate in requests/s (whole run).
     pub scheduled: f64,
-    /// What was actually sent, in the same unit as `scheduled`.
+    /// What the generator dispatched (handled on time or late, whether or not a
+    /// connection was free), in the same unit as `scheduled`: the count the schedule is
+    /// held against.
+    pub dispatched: f64,
+    /// What was actually sent, in the same unit as `scheduled`; reported, not judged
+    /// (sends held back by busy connections are the server's doing).
     pub sent: f64,
     /// Extra shortfall tolerated on top of 1%, in the same unit: one request for
     /// per-second windows (boundary crossing), 0 for whole-run rates.
     pub slack: f64,
-    /// 99th percentile of send lag (sent - intended), microseconds.
-    pub send_lag_p99_us: u64,
+    /// 99th percentile of scheduler lag (dispatched - intended), microseconds.
+    pub sched_lag_p99_us: u64,
+    /// 99th percentile of connection wait (sent - dispatched), microseconds.
+    pub conn_wait_p99_us: u64,
+    /// Arrivals that found the connection cap reached, in the window.
+    pub cap_hits: u64,
     /// CPU cores' worth of time the generator process used (1.0 = one core busy).
     pub cpu_cores_used: Option<f64>,
     /// Cores the generator could use: min(worker threads, CPUs available).
@@ -78,7 +94,7 @@ pub struct Verdict {
     pub reason: String,
 }
 
-/// Send-lag p99 threshold in microseconds: max(1 ms, 1% of 1/R).
+/// Scheduler-lag p99 threshold in microseconds: max(1 ms, 1% of 1/R).
 pub fn lag_threshold_us(rate_per_s: f64) -> f64 {
     let interval_us = if rate_per_s > 0.0 {
         1e6 / rate_per_s
@@ -93,40 +109,42 @@ pub fn classify(c: &Check) -> Verdict {
     let v = |label, reason: String| Verdict { label, reason };
     match c.offered_rate_per_s {
         Some(rate) => {
-            if c.scheduled <= 0.0 && c.sent <= 0.0 {
+            if c.scheduled <= 0.0 && c.dispatched <= 0.0 && c.sent <= 0.0 {
                 return v(
                     Bound::Inconclusive,
                     "nothing scheduled in this window".into(),
                 );
             }
             let limit_us = lag_threshold_us(rate);
-            if c.send_lag_p99_us as f64 > limit_us {
+            let wait = conn_wait_note(c, limit_us);
+            if c.sched_lag_p99_us as f64 > limit_us {
                 return v(
                     Bound::GeneratorBound,
                     format!(
-                        "send-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R)",
-                        c.send_lag_p99_us as f64 / 1e3,
+                        "scheduler-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R){wait}",
+                        c.sched_lag_p99_us as f64 / 1e3,
                         limit_us / 1e3
                     ),
                 );
             }
             let allowed_short = 0.01 * c.scheduled + c.slack;
-            if c.sent + allowed_short < c.scheduled {
+            if c.dispatched + allowed_short < c.scheduled {
                 return v(
                     Bound::GeneratorBound,
                     format!(
-                        "sent {:.1} vs {:.1} scheduled (more than 1% short)",
-                        c.sent, c.scheduled
+                        "dispatched {:.1} vs {:.1} scheduled (more than 1% short){wait}",
+                        c.dispatched, c.scheduled
                     ),
                 );
             }
             v(
                 Bound::ServerBound,
                 format!(
-                    "kept the schedule: sent {:.1} vs {:.1} scheduled, send-lag p99 {:.3} ms <= {:.3} ms",
-                    c.sent,
+                    "kept the schedule: dispatched {:.1} vs {:.1} scheduled ({:.1} sent), scheduler-lag p99 {:.3} ms <= {:.3} ms{wait}",
+                    c.dispatched,
                     c.scheduled,
-                    c.send_lag_p99_us as f64 / 1e3,
+                    c.sent,
+                    c.sched_lag_p99_us as f64 / 1e3,
                     limit_us / 1e3
                 ),
             )
@@ -175,17 +193,38 @@ pub fn classify(c: &Check) -> Verdict {
     }
 }
 
+/// The part of a reason that reports connection wait when its p99 is over `limit_us`
+/// (empty otherwise): the server held the connections, which is not the generator's
+/// lateness but is worth seeing.
+fn conn_wait_note(c: &Check, limit_us: f64) -> String {
+    if (c.conn_wait_p99_us as f64) <= limit_us {
+        return String::new();
+    }
+    let caps = if c.cap_hits > 0 {
+        format!(", the connection cap was hit {} time(s)", c.cap_hits)
+    } else {
+        String::new()
+    };
+    format!(
+        "; connection wait p99 {:.3} ms: arrivals waited for a free connection (the server held them{caps}), not a late generator",
+        c.conn_wait_p99_us as f64 / 1e3
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn open(rate: f64, scheduled: u64, sent: u64, lag_us: u64, slack: bool) -> Check {
+    fn open(rate: f64, scheduled: u64, dispatched: u64, lag_us: u64, slack: bool) -> Check {
         Check {
             offered_rate_per_s: Some(rate),
             scheduled: scheduled as f64,
-            sent: sent as f64,
+            dispatched: dispatched as f64,
+            sent: dispatched as f64,
             slack: if slack { 1.0 } else { 0.0 },
-            send_lag_p99_us: lag_us,
+            sched_lag_p99_us: lag_us,
+            conn_wait_p99_us: 0,
+            cap_hits: 0,
             cpu_cores_used: None,
             cores: 2.0,
             cpu_pressure: None,
@@ -196,9 +235,12 @@ mod tests {
         Check {
             offered_rate_per_s: None,
             scheduled: 0.0,
+            dispatched: 100.0,
             sent: 100.0,
             slack: 0.0,
-            send_lag_p99_us: 0,
+            sched_lag_p99_us: 0,
+            conn_wait_p99_us: 0,
+            cap_hits: 0,
             cpu_cores_used: used,
             cores,
             cpu_pressure: pressure,
@@ -219,7 +261,7 @@ mod tests {
     fn open_loop_table() {
         use Bound::*;
         let table = [
-            // (rate, scheduled, sent, lag p99 us, slack, expected)
+            // (rate, scheduled, dispatched, sched-lag p99 us, slack, expected)
             (1000.0, 1000, 1000, 200, false, ServerBound),
             (1000.0, 1000, 1000, 1000, false, ServerBound), // exactly at the limit
             (1000.0, 1000, 1000, 1001, false, GeneratorBound), // lag just over 1 ms
@@ -240,6 +282,66 @@ mod tests {
                 got.reason
             );
         }
+    }
+
+    #[test]
+    fn connection_wait_is_the_server_holding_connections_not_a_late_generator() {
+        use Bound::*;
+        // (sched lag us, conn wait us, dispatched, sent, cap hits, expected, reason has)
+        let table = [
+            // A stalling server: every connection held 90 ms, arrivals queue. The
+            // generator handled each arrival on time and dispatched all of them.
+            (
+                50,
+                90_000,
+                1000,
+                900,
+                12,
+                ServerBound,
+                "connection wait p99 90.000 ms",
+            ),
+            // The same queueing and a late event loop: the loop is what counts.
+            (
+                5_000,
+                90_000,
+                1000,
+                900,
+                12,
+                GeneratorBound,
+                "scheduler-lag p99 5.000 ms",
+            ),
+            // The generator fell short of the schedule in what it dispatched.
+            (
+                50,
+                90_000,
+                950,
+                900,
+                0,
+                GeneratorBound,
+                "dispatched 950.0 vs 1000.0",
+            ),
+            // Small waits are not mentioned.
+            (50, 300, 1000, 1000, 0, ServerBound, "kept the schedule"),
+        ];
+        for (sched, wait, dispatched, sent, caps, want, has) in table {
+            let mut c = open(1000.0, 1000, dispatched, sched, false);
+            c.conn_wait_p99_us = wait;
+            c.sent = sent as f64;
+            c.cap_hits = caps;
+            let got = classify(&c);
+            assert_eq!(got.label, want, "{sched} {wait}: {}", got.reason);
+            assert!(got.reason.contains(has), "{}", got.reason);
+            assert_eq!(
+                got.reason.contains("connection wait"),
+                wait > 1_000,
+                "{}",
+                got.reason
+            );
+        }
+        let mut c = open(1000.0, 1000, 1000, 50, false);
+        c.conn_wait_p99_us = 90_000;
+        c.cap_hits = 12;
+        assert!(classify(&c).reason.contains("cap was hit 12 time(s)"));
     }
 
     #[test]

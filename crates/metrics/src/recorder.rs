@@ -20,7 +20,10 @@
 //!   which enter at their elapsed time: a lower bound of their true latency.
 //! - TTFB (first byte - sent), connect time and ab's "total" (connect + service): only
 //!   requests that got a response.
-//! - send lag (sent - intended): every request that was sent, whatever its fate.
+//! - send lag (sent - intended) and its two parts, scheduler lag (dispatched -
+//!   intended: the generator's own lateness) and connection wait (sent - dispatched:
+//!   waiting for a free connection or stream): every request that was sent, whatever
+//!   its fate, so the three histograms count the same requests.
 //! - connect/reset/closed/malformed/TLS failures have no meaningful latency; they are
 //!   counted by kind, never dropped.
 //!
@@ -53,18 +56,27 @@ pub enum Metric {
     Ttfb = 2,
     /// TCP connect time of requests that opened their connection (0 on reuse).
     Connect = 3,
-    /// sent - intended: the generator's own lateness.
+    /// sent - intended: scheduler lag + connection wait.
     SendLag = 4,
+    /// dispatched - intended: the generator's own lateness.
+    SchedLag = 5,
+    /// sent - dispatched: waiting for a free connection (HTTP/1.1) or stream (HTTP/2).
+    ConnWait = 6,
 }
+
+/// Number of per-second histogram kinds ([`Metric::ALL`]).
+pub const METRICS: usize = 7;
 
 impl Metric {
     /// Every per-second metric, in storage order.
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; METRICS] = [
         Metric::Response,
         Metric::Service,
         Metric::Ttfb,
         Metric::Connect,
         Metric::SendLag,
+        Metric::SchedLag,
+        Metric::ConnWait,
     ];
 
     /// Stable name used in JSON and CSV.
@@ -75,6 +87,8 @@ impl Metric {
             Metric::Ttfb => "ttfb",
             Metric::Connect => "connect_time",
             Metric::SendLag => "send_lag",
+            Metric::SchedLag => "sched_lag",
+            Metric::ConnWait => "conn_wait",
         }
     }
 }
@@ -148,7 +162,7 @@ pub struct ClosedSecond {
     /// Its histograms, compressed-V2-encoded, by [`Metric`] index (empty bytes = empty
     /// histogram). Read them with [`ClosedSecond::hist`], which honours
     /// `service_is_response`.
-    pub hists: [Vec<u8>; 5],
+    pub hists: [Vec<u8>; METRICS],
     /// The service-time histogram equals the response-time one (always so in a closed
     /// loop, where intended = sent) and is not stored twice: `hists[Service]` is empty.
     pub service_is_response: bool,
@@ -193,6 +207,11 @@ pub(crate) struct RunTotals {
     /// Exact status codes 0..=599 (index = code; larger codes are folded into 599).
     pub status_codes: Box<[u64; 600]>,
     pub sent: u64,
+    /// Requests the generator dispatched (handled their arrival), and the span of their
+    /// dispatched instants: the send rate the generator itself kept.
+    pub dispatched: u64,
+    pub first_dispatched_ns: u64,
+    pub last_dispatched_ns: u64,
     /// Body bytes as they came over the wire (compressed when a coding was asked for).
     pub wire_body_bytes: u64,
     pub first_sent_ns: u64,
@@ -212,6 +231,9 @@ impl Default for RunTotals {
             counts: Counts::default(),
             status_codes: Box::new([0; 600]),
             sent: 0,
+            dispatched: 0,
+            first_dispatched_ns: u64::MAX,
+            last_dispatched_ns: 0,
             wire_body_bytes: 0,
             first_sent_ns: u64::MAX,
             last_sent_ns: 0,
@@ -269,10 +291,10 @@ pub struct Recorder {
     /// Second the live window covers.
     current: u64,
     live_counts: Counts,
-    live: [Hist; 5],
+    live: [Hist; METRICS],
     closed: Vec<ClosedSecond>,
     /// Whole-run histograms by [`Metric`] index, then ab's total (connect + service).
-    pub(crate) run: [Hist; 5],
+    pub(crate) run: [Hist; METRICS],
     pub(crate) run_total: Hist,
     /// Whole-run only (not per second, so stored seconds keep their layout): the TLS
     /// handshake of requests that opened a TLS connection, and body transfer
@@ -280,8 +302,10 @@ pub struct Recorder {
     pub(crate) run_tls: Hist,
     pub(crate) run_body: Hist,
     pub(crate) totals: RunTotals,
-    /// Sends by second of `sent_ns`, and scheduled arrivals by second of `intended_ns`.
+    /// Sends by second of `sent_ns`, dispatches by second of `dispatched_ns`, and
+    /// scheduled arrivals by second of `intended_ns`.
     pub(crate) sent_by_second: Vec<u64>,
+    pub(crate) dispatched_by_second: Vec<u64>,
     pub(crate) scheduled_by_second: Vec<u64>,
     started: bool,
     measure_resources: bool,
@@ -327,6 +351,7 @@ impl Recorder {
             run_body: hist::new_hist(),
             totals: RunTotals::default(),
             sent_by_second: Vec::new(),
+            dispatched_by_second: Vec::new(),
             scheduled_by_second: Vec::new(),
             started: false,
             measure_resources: false,
@@ -444,7 +469,7 @@ impl Recorder {
         }
         let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
         if !empty || self.live_resources.is_some() {
-            let mut hists: [Vec<u8>; 5] = Default::default();
+            let mut hists: [Vec<u8>; METRICS] = Default::default();
             let same = self.live[Metric::Service as usize] == self.live[Metric::Response as usize];
             for (i, h) in self.live.iter().enumerate() {
                 if same && i == Metric::Service as usize {
@@ -522,6 +547,9 @@ impl Recorder {
             *x += y;
         }
         a.sent += b.sent;
+        a.dispatched += b.dispatched;
+        a.first_dispatched_ns = a.first_dispatched_ns.min(b.first_dispatched_ns);
+        a.last_dispatched_ns = a.last_dispatched_ns.max(b.last_dispatched_ns);
         a.wire_body_bytes += b.wire_body_bytes;
         a.first_sent_ns = a.first_sent_ns.min(b.first_sent_ns);
         a.last_sent_ns = a.last_sent_ns.max(b.last_sent_ns);
@@ -530,6 +558,7 @@ impl Recorder {
         a.last_done_ns = a.last_done_ns.max(b.last_done_ns);
         a.opened += b.opened;
         add_series(&mut self.sent_by_second, &other.sent_by_second);
+        add_series(&mut self.dispatched_by_second, &other.dispatched_by_second);
         add_series(&mut self.scheduled_by_second, &other.scheduled_by_second);
         self.closed = merge_seconds(
             std::mem::take(&mut self.closed),
@@ -643,6 +672,7 @@ fn join_second(
 fn shifted(s: &Sample, w: u64) -> Sample {
     Sample {
         intended_ns: s.intended_ns - w,
+        dispatched_ns: s.dispatched_ns.saturating_sub(w),
         sent_ns: s.sent_ns.saturating_sub(w),
         first_byte_ns: if s.first_byte_ns == 0 {
             0
@@ -663,6 +693,7 @@ impl Sink for Recorder {
         }
         // Decided before shifting: a sample never sent may carry sent_ns = 0.
         let was_sent = s.sent_ns >= s.intended_ns;
+        let was_dispatched = s.dispatched_ns >= s.intended_ns;
         let s = &shifted(s, self.warmup_ns);
         self.advance(s.done_ns.max(self.current * NS_PER_S));
         let kind = s.error;
@@ -702,14 +733,25 @@ impl Sink for Recorder {
             t.opened += 1;
         }
         bump(&mut self.scheduled_by_second, s.intended_ns / NS_PER_S);
+        if was_dispatched {
+            t.dispatched += 1;
+            t.first_dispatched_ns = t.first_dispatched_ns.min(s.dispatched_ns);
+            t.last_dispatched_ns = t.last_dispatched_ns.max(s.dispatched_ns);
+            bump(&mut self.dispatched_by_second, s.dispatched_ns / NS_PER_S);
+        }
         if was_sent {
             t.sent += 1;
             t.first_sent_ns = t.first_sent_ns.min(s.sent_ns);
             t.last_sent_ns = t.last_sent_ns.max(s.sent_ns);
             bump(&mut self.sent_by_second, s.sent_ns / NS_PER_S);
-            let lag = s.send_lag_ns();
-            hist::record_ns(&mut self.live[Metric::SendLag as usize], lag);
-            hist::record_ns(&mut self.run[Metric::SendLag as usize], lag);
+            for (m, v) in [
+                (Metric::SendLag, s.send_lag_ns()),
+                (Metric::SchedLag, s.sched_lag_ns()),
+                (Metric::ConnWait, s.conn_wait_ns()),
+            ] {
+                hist::record_ns(&mut self.live[m as usize], v);
+                hist::record_ns(&mut self.run[m as usize], v);
+            }
         }
         if responded || censored {
             let (resp, serv) = (s.response_ns(), if was_sent { s.service_ns() } else { 0 });
@@ -791,6 +833,7 @@ pub(crate) mod tests {
         let start = done_ns - lat_ms * 1_000_000;
         Sample {
             intended_ns: start,
+            dispatched_ns: start,
             sent_ns: start,
             first_byte_ns: start + lat_ms * 500_000,
             done_ns,

@@ -229,6 +229,11 @@ pub struct Rates {
     pub scheduled_per_s: Option<f64>,
     /// Rate of sends over the span of send instants.
     pub achieved_send_per_s: f64,
+    /// Rate of dispatches (arrivals the generator handled) over the span of their
+    /// dispatched instants: the rate the generator itself kept. Sends can fall behind it
+    /// when the server holds every connection; dispatches fall behind only when the
+    /// generator does.
+    pub dispatched_per_s: f64,
     /// completed (in-flight excluded) / duration.
     pub reply_per_s: f64,
 }
@@ -253,8 +258,16 @@ pub struct Generator {
     pub cores: f64,
     /// Share of time some task waited for a CPU, 0..1 (PSI).
     pub cpu_pressure: Option<f64>,
-    /// 99th percentile of send lag, ms.
+    /// 99th percentile of send lag (sent - intended = scheduler lag + connection wait),
+    /// ms.
     pub send_lag_p99_ms: f64,
+    /// 99th percentile of scheduler lag (dispatched - intended: the generator's own
+    /// lateness), ms. What the label judges.
+    pub sched_lag_p99_ms: f64,
+    /// 99th percentile of connection wait (sent - dispatched: waiting for a free
+    /// connection or stream, the server's doing or the cap's), ms. Reported, never
+    /// judged against the generator.
+    pub conn_wait_p99_ms: f64,
     /// server-bound, generator-bound or inconclusive, and why.
     pub verdict: Verdict,
     /// Seconds labelled generator-bound.
@@ -288,6 +301,9 @@ pub struct SecondSummary {
     pub scheduled: u64,
     /// Requests sent in this second.
     pub sent: u64,
+    /// Arrivals the generator dispatched in this second (what the label holds against
+    /// `scheduled`).
+    pub dispatched: u64,
     /// Requests finished (any outcome) in this second.
     pub completed: u64,
     /// Accepted responses.
@@ -308,6 +324,10 @@ pub struct SecondSummary {
     pub max_ms: f64,
     /// Send lag p99, ms.
     pub send_lag_p99_ms: f64,
+    /// Scheduler lag (dispatched - intended) p99, ms.
+    pub sched_lag_p99_ms: f64,
+    /// Connection wait (sent - dispatched) p99, ms.
+    pub conn_wait_p99_ms: f64,
     /// Generator CPU in this second (cores' worth).
     pub cpu_cores_used: Option<f64>,
     /// CPU pressure in this second.
@@ -354,7 +374,7 @@ pub struct Summary {
     /// ab's "Percentage of the requests served within a certain time" (headline latency).
     pub served_within: Vec<Percentile>,
     /// Every latency definition: response_time, service_time, ttfb, connect_time,
-    /// send_lag.
+    /// send_lag, sched_lag, conn_wait (and tls_handshake, body_transfer).
     pub latency: BTreeMap<&'static str, LatencyStats>,
     /// wrk2's detailed percentile spectrum of the headline latency.
     pub spectrum: Vec<SpectrumRow>,
@@ -555,6 +575,12 @@ impl Recorder {
             },
         };
         let achieved = span_rate(t.sent, t.first_sent_ns, t.last_sent_ns, duration_s);
+        let dispatched = span_rate(
+            t.dispatched,
+            t.first_dispatched_ns,
+            t.last_dispatched_ns,
+            duration_s,
+        );
         let scheduled = open_rate.map(|_| {
             span_rate(
                 c.completed,
@@ -567,25 +593,40 @@ impl Recorder {
             offered_per_s: open_rate,
             scheduled_per_s: scheduled,
             achieved_send_per_s: achieved,
+            dispatched_per_s: dispatched,
             reply_per_s: per_s(finished),
         };
 
-        let lag = &self.run[Metric::SendLag as usize];
-        let lag_p99_us = if lag.is_empty() {
-            0
-        } else {
-            lag.value_at_quantile(0.99)
+        let p99 = |m: Metric| {
+            let h = &self.run[m as usize];
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(0.99)
+            }
         };
+        let lag_p99_us = p99(Metric::SendLag);
+        let sched_p99_us = p99(Metric::SchedLag);
+        let wait_p99_us = p99(Metric::ConnWait);
         let cpu_cores_used = run
             .cpu_ns
             .filter(|_| measured_ns > 0)
             .map(|n| n as f64 / measured_ns as f64);
+        // The engine's cap count spans a warm-up; the recorder's only the measured part.
+        let cap_hits = if self.warmup_ns > 0 {
+            c.cap_hits
+        } else {
+            run.cap_hits.max(c.cap_hits)
+        };
         let run_verdict = label::classify(&Check {
             offered_rate_per_s: open_rate,
-            scheduled: scheduled.unwrap_or(achieved),
+            scheduled: scheduled.unwrap_or(dispatched),
+            dispatched,
             sent: achieved,
             slack: 0.0,
-            send_lag_p99_us: lag_p99_us,
+            sched_lag_p99_us: sched_p99_us,
+            conn_wait_p99_us: wait_p99_us,
+            cap_hits,
             cpu_cores_used,
             cores: run.cores,
             cpu_pressure: run.cpu_pressure,
@@ -624,12 +665,6 @@ impl Recorder {
                 "the run was stopped early: figures cover what was measured until then".into(),
             );
         }
-        // The engine's counters span the warm-up; the recorder's only the measured part.
-        let cap_hits = if warmed {
-            c.cap_hits
-        } else {
-            run.cap_hits.max(c.cap_hits)
-        };
         if cap_hits > 0 {
             notes.push(format!(
                 "the connection cap ({}) was hit {cap_hits} time(s): arrivals waited for a free connection (their response time still counts from the intended instant)",
@@ -671,7 +706,15 @@ impl Recorder {
             ),
             (
                 Metric::SendLag,
-                "send lag = sent - intended (the generator's own lateness)",
+                "send lag = sent - intended = scheduler lag + connection wait",
+            ),
+            (
+                Metric::SchedLag,
+                "scheduler lag = dispatched - intended (the generator's own lateness: its event loop handled the arrival late)",
+            ),
+            (
+                Metric::ConnWait,
+                "connection wait = sent - dispatched (the arrival waited for a free connection or HTTP/2 stream: the server held them, or the cap was reached)",
             ),
         ];
         for (m, d) in defs {
@@ -750,6 +793,8 @@ impl Recorder {
                 cores: run.cores,
                 cpu_pressure: run.cpu_pressure,
                 send_lag_p99_ms: ms(lag_p99_us),
+                sched_lag_p99_ms: ms(sched_p99_us),
+                conn_wait_p99_ms: ms(wait_p99_us),
                 verdict: run_verdict,
                 generator_bound_seconds,
             },
@@ -775,6 +820,7 @@ impl Recorder {
             .map(|c| c.second as usize + 1)
             .unwrap_or(0)
             .max(self.sent_by_second.len())
+            .max(self.dispatched_by_second.len())
             .max(self.scheduled_by_second.len());
         let mut closed = self.closed_seconds().iter().peekable();
         let mut out = Vec::with_capacity(last);
@@ -782,9 +828,20 @@ impl Recorder {
             let sec = closed.next_if(|c| c.second as usize == s);
             let sent = self.sent_by_second.get(s).copied().unwrap_or(0);
             let scheduled = self.scheduled_by_second.get(s).copied().unwrap_or(0);
-            let (head, lag) = match sec {
-                Some(c) => (c.hist(headline)?, c.hist(Metric::SendLag)?),
-                None => (hist::new_hist(), hist::new_hist()),
+            let dispatched = self.dispatched_by_second.get(s).copied().unwrap_or(0);
+            let (head, lag, sched, wait) = match sec {
+                Some(c) => (
+                    c.hist(headline)?,
+                    c.hist(Metric::SendLag)?,
+                    c.hist(Metric::SchedLag)?,
+                    c.hist(Metric::ConnWait)?,
+                ),
+                None => (
+                    hist::new_hist(),
+                    hist::new_hist(),
+                    hist::new_hist(),
+                    hist::new_hist(),
+                ),
             };
             let q = |h: &Hist, p: f64| {
                 if h.is_empty() {
@@ -798,9 +855,12 @@ impl Recorder {
             let verdict = label::classify(&Check {
                 offered_rate_per_s: open_rate,
                 scheduled: scheduled as f64,
+                dispatched: dispatched as f64,
                 sent: sent as f64,
                 slack: 1.0,
-                send_lag_p99_us: q(&lag, 0.99),
+                sched_lag_p99_us: q(&sched, 0.99),
+                conn_wait_p99_us: q(&wait, 0.99),
+                cap_hits: counts.cap_hits,
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
@@ -809,6 +869,7 @@ impl Recorder {
                 second: s as u64,
                 scheduled,
                 sent,
+                dispatched,
                 completed: counts.completed,
                 ok: counts.ok,
                 errors: ErrorKind::ALL
@@ -823,6 +884,8 @@ impl Recorder {
                 p99_ms: ms(q(&head, 0.99)),
                 max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
                 send_lag_p99_ms: ms(q(&lag, 0.99)),
+                sched_lag_p99_ms: ms(q(&sched, 0.99)),
+                conn_wait_p99_ms: ms(q(&wait, 0.99)),
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 label: verdict.label,

@@ -17,6 +17,7 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
         let service = 2_000_000 + (i % 3) * 1_000_000;
         rec.record(&Sample {
             intended_ns: intended,
+            dispatched_ns: sent,
             sent_ns: sent,
             first_byte_ns: sent + 1_000_000,
             done_ns: sent + service,

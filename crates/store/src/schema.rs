@@ -86,6 +86,25 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX capacities_by_run ON capacities(run_id);
     ",
+    // v3: two more histogram kinds, the parts of send lag: sched_lag (dispatched -
+    // intended) and conn_wait (sent - dispatched). SQLite cannot alter a CHECK, so the
+    // table is rebuilt and its rows copied (ids kept).
+    "
+    CREATE TABLE histograms_v2 (
+        id       INTEGER PRIMARY KEY,
+        step_id  INTEGER NOT NULL REFERENCES steps(id),
+        kind     TEXT NOT NULL
+                 CHECK (kind IN ('response', 'service', 'ttfb', 'connect', 'send_lag',
+                                 'sched_lag', 'conn_wait')),
+        second   INTEGER,
+        bytes    BLOB NOT NULL
+    );
+    INSERT INTO histograms_v2 (id, step_id, kind, second, bytes)
+        SELECT id, step_id, kind, second, bytes FROM histograms;
+    DROP TABLE histograms;
+    ALTER TABLE histograms_v2 RENAME TO histograms;
+    CREATE UNIQUE INDEX histograms_one_per_slot ON histograms(step_id, kind, coalesce(second, -1));
+    ",
 ];
 
 /// The schema version this build writes.
@@ -178,5 +197,68 @@ mod tests {
         assert_eq!(store.capacities(live).unwrap()[0].record, rec);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn v1_files_gain_the_send_lag_parts_and_keep_their_histograms() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO studies (id, name, file_text, started_unix_ms, status)
+                 VALUES (1, 's', '', 0, 'running');
+             INSERT INTO runs (id, study_id, kind, target, parameters, environment,
+                               started_unix_ms, status)
+                 VALUES (1, 1, 'study-step', 't', '{}', '{}', 0, 'running');
+             INSERT INTO steps (id, run_id, step_index, parameters, summary,
+                                started_unix_ms, finished_unix_ms)
+                 VALUES (1, 1, 0, '{}', '{}', 0, 0);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (1, 'send_lag', 0, x'01')",
+            [],
+        )
+        .unwrap();
+        // v1 refuses the new kinds.
+        assert!(conn
+            .execute(
+                "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (1, 'sched_lag', 0, x'02')",
+                [],
+            )
+            .is_err());
+        migrate(&mut conn).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        for kind in ["sched_lag", "conn_wait"] {
+            conn.execute(
+                "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (1, ?1, 0, x'02')",
+                [kind],
+            )
+            .unwrap();
+        }
+        let kinds: Vec<String> = conn
+            .prepare("SELECT kind FROM histograms ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        assert_eq!(kinds, ["send_lag", "sched_lag", "conn_wait"]);
+        // Still one histogram per (step, kind, second).
+        assert!(conn
+            .execute(
+                "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (1, 'conn_wait', 0, x'03')",
+                [],
+            )
+            .is_err());
+        assert!(conn
+            .execute(
+                "INSERT INTO histograms (step_id, kind, second, bytes) VALUES (1, 'bogus', 1, x'03')",
+                [],
+            )
+            .is_err());
     }
 }

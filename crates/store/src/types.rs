@@ -111,8 +111,12 @@ text_enum!(
         Ttfb = "ttfb",
         /// TCP (and TLS) connect time.
         Connect = "connect",
-        /// sent - intended: the generator's own lateness.
+        /// sent - intended: scheduler lag + connection wait.
         SendLag = "send_lag",
+        /// dispatched - intended: the generator's own lateness.
+        SchedLag = "sched_lag",
+        /// sent - dispatched: the wait for a free connection or stream.
+        ConnWait = "conn_wait",
     }
 );
 

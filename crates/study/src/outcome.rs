@@ -451,6 +451,7 @@ duration = "3s"
         volley_metrics::summary::SecondSummary {
             second: 0,
             scheduled: 500,
+            dispatched: 500,
             sent: 500,
             completed: 500,
             ok: 500,
@@ -462,6 +463,8 @@ duration = "3s"
             p99_ms,
             max_ms: p99_ms,
             send_lag_p99_ms: 0.01,
+            sched_lag_p99_ms: 0.01,
+            conn_wait_p99_ms: 0.0,
             cpu_cores_used: None,
             cpu_pressure: pressure,
             label: volley_metrics::Bound::ServerBound,

@@ -178,7 +178,6 @@ pub(crate) fn run_step(
     // A monitor that cannot start (no /proc) leaves the step without server figures,
     // which is recorded by the absence of the "monitor" key, not an error.
     let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
-    let running = AtomicBool::new(true);
     let run = Measure {
         cfg: &cfg,
         wire: &wire,
@@ -192,12 +191,11 @@ pub(crate) fn run_step(
         ),
         method: w.method.clone(),
     };
-    let (measured, gauge) = std::thread::scope(|scope| {
-        let sampler = scope.spawn(|| sample_in_flight(live, &running));
-        let measured = volley_metrics::measure(&run);
-        running.store(false, std::sync::atomic::Ordering::Relaxed);
-        (measured, sampler.join().unwrap_or_default())
-    });
+    // The workers' in-flight integrals bracket the run (no warm-up inside it: the
+    // warm-up above is a run of its own, on other counters).
+    let live_start = live.snapshot();
+    let measured = volley_metrics::measure(&run);
+    let live_end = live.snapshot();
     let report = monitor.map(Monitor::finish);
     let volley_metrics::Measured {
         recorder: mut merged,
@@ -217,10 +215,11 @@ pub(crate) fn run_step(
     let in_flight = in_flight_per_second(&summary);
     let in_flight_w: Vec<f64> = in_flight.iter().take(windows).copied().collect();
     // Closed loop: every connection (every h2 stream) always has a request outstanding
-    // or is opening its connection for one. Open loop: the engine's gauge, averaged.
+    // or is opening its connection for one. Open loop: the workers' time integral of
+    // their in-flight counts over the step, divided by its length.
     let observed_in_flight = match rate {
         None => Some(cfg.connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64),
-        Some(_) => gauge.mean(),
+        Some(_) => mean_in_flight(&live_start, &live_end, info.elapsed_ns),
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
     let throttling = match (throttle0, throttle1) {
@@ -228,10 +227,12 @@ pub(crate) fn run_step(
         _ => None,
     };
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
+    let mut conn_wait = None;
     let (sustain_verdict, label) = match rate {
         Some(rate) => {
             let stats = step_stats(&summary, rate, windows, in_flight_w);
             let v = sustain::judge(&stats, rule);
+            conn_wait = sustain::conn_wait_note(&stats);
             let label = match v.bound {
                 sustain::Bound::ServerBound => "server-bound",
                 sustain::Bound::GeneratorBound => "generator-bound",
@@ -245,6 +246,12 @@ pub(crate) fn run_step(
     let mut verdict = json!({ "little": little, "throttled": throttled });
     if let Some(v) = &sustain_verdict {
         verdict["sustain"] = serde_json::to_value(v).unwrap_or(Value::Null);
+    }
+    // Users see why a step with a large send lag is still the server's.
+    let mut summary = summary;
+    if let Some(note) = conn_wait {
+        verdict["conn_wait"] = Value::String(note.clone());
+        summary.notes.push(note);
     }
     let mut summary_json = serde_json::to_value(&summary).map_err(|e| e.to_string())?;
     if let Some(r) = &report {
@@ -294,6 +301,8 @@ fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::Metric
         (Metric::Ttfb, HistogramKind::Ttfb),
         (Metric::Connect, HistogramKind::Connect),
         (Metric::SendLag, HistogramKind::SendLag),
+        (Metric::SchedLag, HistogramKind::SchedLag),
+        (Metric::ConnWait, HistogramKind::ConnWait),
     ];
     for (metric, kind) in kinds {
         let mut whole = hist::new_hist();
@@ -340,49 +349,26 @@ pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
     whole.clamp(1, seconds.max(1)).min(seconds)
 }
 
-/// Period of the in-flight gauge's samples: the engine publishes its counters every
-/// 5 ms, so sampling faster adds nothing; 3 ms keeps the two clocks from locking phase.
-const GAUGE_PERIOD: Duration = Duration::from_millis(3);
-
-/// Time average of the engine's outstanding-request count (started minus done, from its
-/// live counters), sampled on a clock of its own while a step runs.
+/// Mean requests in flight over an open-loop step of `elapsed_ns`: the workers' time
+/// integrals of their in-flight counts at its end minus at its start, over its length.
 ///
-/// Why not the per-second series: "sent minus done" at each second's end is a snapshot,
-/// ~0 for requests much shorter than a second, so Little's law showed a 100% gap on
-/// almost every step. Why not sum(response times) / duration: that *is* lambda x W
-/// computed from the same samples, and the check would pass whatever was lost. The gauge
-/// is observed independently of the latency histograms, like the number of busy servers
-/// an operator would count.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct InFlightGauge {
-    sum: f64,
-    samples: u64,
+/// Why an integral: each worker adds in_flight x (now - last change) at every change of
+/// its count, so the mean is exact whatever the rate. Snapshots of the live counters
+/// (the previous gauge) were taken right after workers published, which is right after
+/// they handled completions, so at low rates they were biased toward "nothing
+/// outstanding" (a 94.5% gap at 250 req/s). Why not sum(response times) / duration:
+/// that *is* lambda x W computed from the same samples, and the check would pass
+/// whatever was lost; the integral is kept apart from the latency histograms, like the
+/// number of busy servers an operator would count.
+fn mean_in_flight(
+    start: &volley_engine::LiveSnapshot,
+    end: &volley_engine::LiveSnapshot,
+    elapsed_ns: u64,
+) -> Option<f64> {
+    end.mean_in_flight_since(start, elapsed_ns)
 }
 
-impl InFlightGauge {
-    /// Adds one reading of the live counters.
-    pub fn add(&mut self, s: &volley_engine::LiveSnapshot) {
-        self.sum += s.started.saturating_sub(s.done) as f64;
-        self.samples += 1;
-    }
-
-    /// Mean outstanding requests, `None` before any reading.
-    pub fn mean(&self) -> Option<f64> {
-        (self.samples > 0).then(|| self.sum / self.samples as f64)
-    }
-}
-
-/// Samples `live` every [`GAUGE_PERIOD`] until `running` is cleared.
-fn sample_in_flight(live: &Live, running: &AtomicBool) -> InFlightGauge {
-    let mut g = InFlightGauge::default();
-    while running.load(std::sync::atomic::Ordering::Relaxed) {
-        g.add(&live.snapshot());
-        std::thread::sleep(GAUGE_PERIOD);
-    }
-    g
-}
-
-/// Little's law on a step: `observed_in_flight` (see [`InFlightGauge`], or the
+/// Little's law on a step: `observed_in_flight` (see [`mean_in_flight`], or the
 /// configured concurrency of a closed loop) against throughput x W, where W is the mean
 /// time a request holds its place: service time (sent to done) plus the connect time
 /// spent for it (connects are timed apart from service time, and without keep-alive
@@ -429,6 +415,11 @@ pub(crate) fn in_flight_per_second(s: &Summary) -> Vec<f64> {
 
 fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> sustain::StepStats {
     let sent = s.requests.sent.max(1) as f64;
+    let p99 = |name: &str| {
+        s.latency
+            .get(name)
+            .map(|l| Duration::from_secs_f64(l.p99_ms.max(0.0) / 1e3))
+    };
     sustain::StepStats {
         offered_rate_rps: rate,
         send_rate_rps: s.rates.achieved_send_per_s,
@@ -442,10 +433,11 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
             .collect(),
         in_flight_per_window: in_flight,
         window: Duration::from_secs(1),
-        send_lag_p99: s
-            .latency
-            .get("send_lag")
-            .map(|l| Duration::from_secs_f64(l.p99_ms.max(0.0) / 1e3)),
+        send_lag_p99: p99("send_lag"),
+        sched_lag_p99: p99("sched_lag"),
+        conn_wait_p99: p99("conn_wait"),
+        dispatch_rate_rps: Some(s.rates.dispatched_per_s),
+        cap_hits: s.connections_stats.cap_hits,
         pool_saturated: s.connections_stats.cap_hits > 0,
     }
 }
@@ -458,6 +450,7 @@ mod tests {
     fn cold_figures_come_from_the_one_sample() {
         let s = Sample {
             intended_ns: 1_000_000,
+            dispatched_ns: 1_000_000,
             sent_ns: 1_000_000,
             first_byte_ns: 4_000_000,
             done_ns: 5_000_000,
@@ -479,28 +472,23 @@ mod tests {
         assert_eq!((c.status, c.error), (200, None));
     }
 
-    fn snap(started: u64, done: u64) -> volley_engine::LiveSnapshot {
+    fn integral(ns: u64) -> volley_engine::LiveSnapshot {
         volley_engine::LiveSnapshot {
-            started,
-            done,
+            in_flight_integral_ns: ns,
             ..Default::default()
         }
     }
 
     #[test]
-    fn little_uses_the_time_averaged_gauge_not_end_of_second_snapshots() {
-        // Synthetic open loop: 1000 req/s, 2 ms each, so on average 2 outstanding. A
-        // gauge read every 3 ms sees 1, 2 or 3 outstanding (mean 2); at each second's end
-        // the counters happen to show none outstanding.
-        let mut g = InFlightGauge::default();
-        let mut started = 0u64;
-        for i in 0..999u64 {
-            started += 3;
-            let outstanding = [1, 2, 3][(i % 3) as usize];
-            g.add(&snap(started, started - outstanding));
-        }
-        let mean = g.mean().unwrap();
+    fn little_uses_the_in_flight_integral_not_end_of_second_snapshots() {
+        // Synthetic open loop: 1000 req/s, 2 ms each, so on average 2 outstanding: over
+        // a 3 s step the integral grows by 3000 requests x 2 ms. At each second's end the
+        // counters may well show none outstanding.
+        let start = integral(5_000_000_000); // what an earlier step left on the counters
+        let end = integral(5_000_000_000 + 3000 * 2_000_000);
+        let mean = mean_in_flight(&start, &end, 3_000_000_000).unwrap();
         assert!((mean - 2.0).abs() < 1e-9, "{mean}");
+        assert_eq!(mean_in_flight(&start, &end, 0), None);
         let w = Duration::from_secs_f64(little_w_ms(2.0, 0.0, 3000) / 1e3);
         let ok = little::check(mean, 1000.0, w).unwrap();
         assert!(!ok.flagged, "{ok:?}");
@@ -512,7 +500,6 @@ mod tests {
         // Requests lost from the histogram (half the latencies never recorded would halve
         // throughput) show as a gap against the gauge.
         assert!(little::check(mean, 500.0, w).unwrap().flagged);
-        assert_eq!(InFlightGauge::default().mean(), None);
     }
 
     #[test]

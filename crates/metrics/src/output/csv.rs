@@ -92,8 +92,11 @@ pub fn run_header() -> String {
             "service_p50_ms",
             "service_p99_ms",
             "send_lag_p99_ms",
+            "sched_lag_p99_ms",
+            "conn_wait_p99_ms",
             "scheduled_per_s",
             "achieved_send_per_s",
+            "dispatched_per_s",
             "max_open",
             "connections_opened",
             "cap_hits",
@@ -160,8 +163,11 @@ fn run_row(i: usize, s: &Summary) -> String {
         format!("{:.3}", sv.p50_ms),
         format!("{:.3}", sv.p99_ms),
         format!("{:.3}", s.generator.send_lag_p99_ms),
+        format!("{:.3}", s.generator.sched_lag_p99_ms),
+        format!("{:.3}", s.generator.conn_wait_p99_ms),
         opt(s.rates.scheduled_per_s),
         format!("{:.3}", s.rates.achieved_send_per_s),
+        format!("{:.3}", s.rates.dispatched_per_s),
         s.connections_stats.max_open.to_string(),
         s.connections_stats.opened.to_string(),
         s.connections_stats.cap_hits.to_string(),
@@ -174,7 +180,7 @@ fn run_row(i: usize, s: &Summary) -> String {
 }
 
 /// Column names of [`CsvSeconds`], in order.
-pub const SECONDS_HEADER: &str = "run,second,latency,scheduled,sent,completed,ok,failed,wire_bytes,max_open,cap_hits,p50_ms,p99_ms,max_ms,send_lag_p99_ms,cpu_cores_used,cpu_pressure,label";
+pub const SECONDS_HEADER: &str = "run,second,latency,scheduled,dispatched,sent,completed,ok,failed,wire_bytes,max_open,cap_hits,p50_ms,p99_ms,max_ms,send_lag_p99_ms,sched_lag_p99_ms,conn_wait_p99_ms,cpu_cores_used,cpu_pressure,label";
 
 impl Exporter for Csv {
     fn export(
@@ -212,11 +218,12 @@ impl Exporter for CsvSeconds {
                 let failed: u64 = x.errors.values().sum();
                 writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{}",
                     i + 1,
                     x.second,
                     short_definition(s),
                     x.scheduled,
+                    x.dispatched,
                     x.sent,
                     x.completed,
                     x.ok,
@@ -228,6 +235,8 @@ impl Exporter for CsvSeconds {
                     x.p99_ms,
                     x.max_ms,
                     x.send_lag_p99_ms,
+                    x.sched_lag_p99_ms,
+                    x.conn_wait_p99_ms,
                     opt(x.cpu_cores_used),
                     opt(x.cpu_pressure),
                     x.label.name()

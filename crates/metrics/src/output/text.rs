@@ -298,9 +298,20 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
         .cpu_pressure
         .map(|p| format!("{:.0}%", p * 100.0))
         .unwrap_or_else(|| "n/a".into());
+    writeln!(out, "Generator:              CPU {cpu}, CPU pressure {psi}")?;
     writeln!(
         out,
-        "Generator:              CPU {cpu}, CPU pressure {psi}, send-lag p99 {:.3} ms",
+        "  scheduler lag p99:    {:.3} ms  (dispatched - intended: the generator's own lateness; judged)",
+        g.sched_lag_p99_ms
+    )?;
+    writeln!(
+        out,
+        "  connection wait p99:  {:.3} ms  (sent - dispatched: waiting for a free connection or stream; the server's)",
+        g.conn_wait_p99_ms
+    )?;
+    writeln!(
+        out,
+        "  send lag p99:         {:.3} ms  (sent - intended = scheduler lag + connection wait)",
         g.send_lag_p99_ms
     )?;
     writeln!(
