@@ -27,7 +27,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOLLEY = os.path.join(ROOT, "target", "release", "volley")
+# VOLLEY_BIN points the scripts at another build (e.g. target/debug/volley with
+# --skip-build, to try a script change without a release build; figures then mean nothing).
+VOLLEY = os.environ.get("VOLLEY_BIN", os.path.join(ROOT, "target", "release", "volley"))
 SERVER_CORE = "0"
 CLIENT_CORE = "1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
