@@ -1,63 +1,51 @@
 #!/usr/bin/env python3
 """Side-by-side speed benchmark of volley's load engine against its peers.
 
-Run: python3 bench/engine.py [--seconds 10] [--rounds 3]
+Run: python3 bench/engine.py [--seconds 5] [--rounds 8] [--json raw.json]
 
 What it does (issue 2's speed bar), all on loopback:
   * installs the peers from Debian's packages (scripts/install-deps.sh: wrk,
     apache2-utils, httperf, nghttp2-client, nginx, lighttpd) and builds volley --release;
   * serves a 700-byte file with lighttpd and nginx pinned to core 0 (taskset), and pins
-    every client to core 1, so the generator is the bottleneck against lighttpd;
-  * runs the clients interleaved (A B C ... A B C ...) for --rounds rounds, because this
-    machine is noisy: one absolute figure means little, ratios in one run do;
-  * prints req/s and generator CPU microseconds per request (user+sys from GNU time
-    divided by completed requests) per tool, the median over rounds, and volley's ratio
-    to each peer;
+    every client to core 1;
+  * runs the clients in paired rounds (bench/common.py): round k runs every tool once,
+    in order, round k+1 in reverse order (or a seeded shuffle per round, --shuffle SEED),
+    so volley's round k and a peer's round k saw the same machine; default many short
+    rounds (8 x 5 s) rather than few long ones;
+  * per tool and round: req/s, generator CPU microseconds per request (user+sys from
+    GNU time / completed requests), and the *server's* side from /proc: the share of its
+    core it used (steady part of the run), its CPU us/request, its syscalls/request
+    (syscr+syscw from /proc/PID/io; nginx: master and workers summed);
+  * prints per-tool medians, then volley/peer per-round ratios with their median and a
+    bootstrap 95% CI (percentile method, 2000 seeded resamples) for req/s and for CPU
+    us/request, and says when the server was saturated (>= 95% of its core under both
+    clients): then req/s compares the server's behaviour under each client, not the
+    clients, and generator CPU us/request is the comparison that means something;
   * keep-alive, 64 connections vs lighttpd: volley, wrk, h2load --h1, httperf, ab -k;
   * a new connection per request, 16 at once vs nginx: volley, ab, wrk (Connection: close);
-  * open loop at 80% of volley's keep-alive figure, after a 2 s warm-up (--warmup 2s:
-    the pool grows and caches fill before measuring; methodology.md "warm up before
-    measuring"): achieved rate and send-lag p99;
+  * open loop at 80% of volley's keep-alive figure, after a 2 s warm-up: achieved send
+    rate and send lag, scheduler lateness (generator.sched_lag_p99_ms = dispatched -
+    intended) and connection wait (generator.conn_wait_p99_ms = sent - dispatched) when
+    the JSON carries them; checks: achieved send rate within 0.5%, sched-lag p99 <= 100 us
+    (send-lag p99 when sched-lag is absent, said so);
   * --open-loop-only: measure volley's keep-alive figure once, then only the open-loop
-    step, with and without the warm-up (interleaved over --rounds), to show the start-up
-    transient the warm-up removes;
-  * memory: volley's max RSS after 50k and after 5M keep-alive requests.
+    step, with and without the warm-up (alternating over --rounds);
+  * memory: volley's max RSS after 50k and after 5M keep-alive requests;
+  * --json FILE: every raw per-round record (and the open-loop runs) for later analysis.
 Nothing here is a test: it prints figures for the issue notes.
 """
 import argparse
-import json
 import os
-import re
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOLLEY = os.path.join(ROOT, "target", "release", "volley")
-SERVER_CORE = "0"
-CLIENT_CORE = "1"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server on port {port} did not start")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402  (bench/common.py: pinning, /proc, pairing, bootstrap)
+    CLIENT_CORE, ROOT, SERVER_CORE, VOLLEY, Server, compare, dump_json, free_port, num,
+    stop_all, timed, volley_json, wait_port)
 
 
 def start_lighttpd(tmp, docroot):
@@ -75,7 +63,7 @@ mimetype.assign = (".html" => "text/html")
 """)
     p = subprocess.Popen(["taskset", "-c", SERVER_CORE, "lighttpd", "-D", "-f", conf])
     wait_port(port)
-    return p, port
+    return Server(p, port)
 
 
 def start_nginx(tmp, docroot):
@@ -99,34 +87,8 @@ http {{
     p = subprocess.Popen(["taskset", "-c", SERVER_CORE, "nginx", "-p", d, "-c", conf,
                           "-g", "daemon off;"])
     wait_port(port)
-    return p, port
-
-
-def timed(cmd, timeout):
-    """Runs cmd pinned to the client core under GNU time; returns (stdout, cpu_s, maxrss_kb)."""
-    tf = tempfile.NamedTemporaryFile(delete=False)
-    tf.close()
-    full = ["/usr/bin/time", "-o", tf.name, "-f", "%U %S %M", "taskset", "-c", CLIENT_CORE] + cmd
-    r = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
-    with open(tf.name) as f:
-        last = f.read().strip().splitlines()[-1].split()
-    os.unlink(tf.name)
-    u, s, m = float(last[0]), float(last[1]), int(last[2])
-    return r.stdout + r.stderr, u + s, m
-
-
-def num(pattern, text):
-    m = re.search(pattern, text)
-    if not m:
-        raise ValueError(f"no match for {pattern!r} in output:\n{text[-2000:]}")
-    return float(m.group(1))
-
-
-def volley_json(text):
-    start = text.find("{")
-    if start < 0:
-        raise ValueError(f"volley printed no JSON: {text.strip()[-300:]!r}")
-    return json.loads(text[start:])
+    time.sleep(0.2)  # the worker is forked after the port opens; Server reads the tree
+    return Server(p, port)
 
 
 # Each tool: a function (url, host, port, path, seconds) -> (req_per_s, requests, cpu_s, rss_kb)
@@ -175,61 +137,50 @@ def run_ab(extra, conns):
     return f
 
 
-def compare(title, tools, url, host, port, path, secs, rounds):
-    print(f"\n## {title}")
-    res = {name: [] for name, _ in tools}
-    for r in range(rounds):
-        for name, fn in tools:
-            try:
-                rps, n, cpu, rss = fn(url, host, port, path, secs)
-                res[name].append((rps, cpu * 1e6 / max(n, 1), rss))
-            except Exception as e:  # a peer failing is reported, not fatal
-                print(f"  {name}: failed: {str(e).splitlines()[0]}")
-            time.sleep(1)
-    print(f"{'tool':<10} {'req/s (median)':>15} {'rounds':>30} {'CPU us/req':>11} {'maxRSS KB':>10}")
-    med = {}
-    for name, rows in res.items():
-        if not rows:
-            continue
-        m = statistics.median(x[0] for x in rows)
-        c = statistics.median(x[1] for x in rows)
-        med[name] = (m, c)
-        rounds_s = " ".join(f"{x[0]:.0f}" for x in rows)
-        print(f"{name:<10} {m:>15.0f} {rounds_s:>30} {c:>11.2f} {max(x[2] for x in rows):>10}")
-    if "volley" in med:
-        v = med["volley"]
-        for name, (m, c) in med.items():
-            if name != "volley":
-                print(f"  volley/{name}: req/s ratio {v[0] / m:.3f}, CPU-per-request ratio {v[1] / c:.3f}")
-    return med
-
-
-def open_loop(lurl, rate, secs, warmup):
-    """volley's open-loop step against lighttpd at `rate`; prints and returns
-    (send error %, send-lag p99 us, verdict)."""
+def open_loop(lurl, rate, secs, warmup, raw):
+    """volley's open-loop step against lighttpd at `rate`; prints the figures and the two
+    checks (send rate within 0.5%, scheduler lateness p99 <= 100 us) and returns whether
+    both passed."""
     out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "--max-connections", "512",
                            "--rate", str(rate), "--warmup", warmup, "-d", f"{secs}s", "--json", "-",
                            "--quiet"], secs * 3 + 30)
     run = volley_json(out)["runs"][0]
+    gen = run["generator"]
     send = run["rates"]["achieved_send_per_s"]
     lag = run["latency"]["send_lag"]
     err = 100 * (send / rate - 1)
-    verdict = run["generator"]["verdict"]["label"]
+    verdict = gen["verdict"]["label"]
+    # Fields another part of volley adds: absent in older builds, so looked up softly.
+    sched = gen.get("sched_lag_p99_ms")
+    wait = gen.get("conn_wait_p99_ms")
     w = run.get("warmup") or {}
+    us = lambda ms: "n/a" if ms is None else f"{ms * 1e3:.1f} us"  # noqa: E731
     print(f"  warm-up {warmup:>4}: target {rate} req/s: achieved send {send:.0f} req/s "
-          f"({err:+.2f}%), send lag p50 {lag['p50_ms'] * 1e3:.1f} us "
-          f"p99 {lag['p99_ms'] * 1e3:.1f} us max {lag['max_ms'] * 1e3:.1f} us, "
+          f"({err:+.2f}%), send lag p50 {us(lag['p50_ms'])} p99 {us(lag['p99_ms'])} "
+          f"max {us(lag['max_ms'])}, sched-lag p99 {us(sched)}, conn-wait p99 {us(wait)}, "
           f"cap hits {run['connections_stats']['cap_hits']}, max open {run['connections_stats']['max_open']}, "
           f"CPU {cpu:.2f} s; verdict {verdict}"
           + (f"; warm-up excluded {w['requests']} requests, {w['connections_opened']} connections opened, "
              f"{w['cap_hits']} cap hits" if w else ""))
-    return err, lag["p99_ms"] * 1e3, verdict
+    rate_ok = abs(err) <= 0.5
+    lag_ms, lag_name = (sched, "sched-lag") if sched is not None else (lag["p99_ms"], "send-lag (no sched-lag in this build's JSON)")
+    lag_ok = lag_ms <= 0.1
+    print(f"    check: achieved send rate within 0.5%: {'PASS' if rate_ok else 'FAIL'} ({err:+.2f}%)")
+    print(f"    check: {lag_name} p99 <= 100 us: {'PASS' if lag_ok else 'FAIL'} ({us(lag_ms)})")
+    raw.append({"section": "open loop", "warmup": warmup, "target_per_s": rate,
+                "achieved_send_per_s": send, "send_lag_p99_ms": lag["p99_ms"],
+                "sched_lag_p99_ms": sched, "conn_wait_p99_ms": wait, "verdict": verdict,
+                "gen_cpu_s": cpu, "rss_kb": rss})
+    return rate_ok and lag_ok
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5, help="length of each run (default 5)")
+    ap.add_argument("--rounds", type=int, default=8, help="paired rounds (default 8)")
+    ap.add_argument("--shuffle", type=int, metavar="SEED",
+                    help="seeded shuffle of the tool order per round instead of alternating")
+    ap.add_argument("--json", metavar="FILE", help="write every raw per-round figure to FILE")
     ap.add_argument("--skip-install", action="store_true")
     ap.add_argument("--skip-memory", action="store_true",
                     help="skip the 5M-request memory check (minutes of load)")
@@ -239,6 +190,8 @@ def main():
                     help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
     ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
     a = ap.parse_args()
+    if a.seconds < 1 or a.rounds < 1:
+        raise SystemExit("--seconds and --rounds must be at least 1")
     if not a.skip_install:
         subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh")], check=True)
     if not a.skip_build:
@@ -252,13 +205,16 @@ def main():
     with open(os.path.join(docroot, "a.html"), "wb") as f:
         f.write(b"<html><body>" + b"x" * 674 + b"</body></html>")  # 700 bytes
     procs = []
+    raw = []
+    meta = {"seconds": a.seconds, "rounds": a.rounds, "shuffle": a.shuffle,
+            "server_core": SERVER_CORE, "client_core": CLIENT_CORE}
     try:
-        lp, lport = start_lighttpd(tmp, docroot)
-        procs.append(lp)
-        np_, nport = start_nginx(tmp, docroot)
-        procs.append(np_)
-        lurl = f"http://127.0.0.1:{lport}/a.html"
-        nurl = f"http://127.0.0.1:{nport}/a.html"
+        light = start_lighttpd(tmp, docroot)
+        procs.append(light.popen)
+        ngx = start_nginx(tmp, docroot)
+        procs.append(ngx.popen)
+        lurl = f"http://127.0.0.1:{light.port}/a.html"
+        nurl = f"http://127.0.0.1:{ngx.port}/a.html"
         # Validate before measuring: a fast wrong answer (403, 404) is not a result.
         import urllib.request
         for u in (lurl, nurl):
@@ -266,15 +222,18 @@ def main():
                 body = r.read()
                 if r.status != 200 or len(body) != 700:
                     raise SystemExit(f"{u}: status {r.status}, {len(body)} bytes; expected 200 and 700")
-        print(f"# volley engine benchmark, {a.seconds}s x {a.rounds} rounds, server core {SERVER_CORE}, client core {CLIENT_CORE}")
+        order = f"seeded shuffle {a.shuffle}" if a.shuffle is not None else "alternating order"
+        print(f"# volley engine benchmark, {a.rounds} paired rounds ({order}) of {a.seconds}s, "
+              f"server core {SERVER_CORE}, client core {CLIENT_CORE}")
+        largs = (lurl, "127.0.0.1", light.port, "/a.html", a.seconds)
         if a.open_loop_only:
-            rps, _, _, _ = run_volley(["-k", "-c", "64"])(lurl, "127.0.0.1", lport, "/a.html", a.seconds)
+            rps, _, _, _ = run_volley(["-k", "-c", "64"])(*largs)
             rate = int(rps * a.fraction)
             print(f"\n## open loop (keep-alive) at {a.fraction:.0%} of volley's keep-alive figure ({rps:.0f} req/s): "
                   f"{rate} req/s, lighttpd, with and without warm-up")
-            for _ in range(a.rounds):
-                for warmup in ("2s", "0s"):
-                    open_loop(lurl, rate, a.seconds, warmup)
+            for k in range(a.rounds):
+                for warmup in (("2s", "0s") if k % 2 == 0 else ("0s", "2s")):
+                    open_loop(lurl, rate, a.seconds, warmup, raw)
                     time.sleep(1)
             return
         ka = compare("keep-alive, 64 connections, lighttpd", [
@@ -283,31 +242,30 @@ def main():
             ("h2load", run_h2load(64)),
             ("httperf", run_httperf(64)),
             ("ab", run_ab(["-k"], 64)),
-        ], lurl, "127.0.0.1", lport, "/a.html", a.seconds, a.rounds)
+        ], largs, light, a.rounds, a.shuffle, raw)
         compare("new connection per request, 16 at once, nginx", [
             ("volley", run_volley(["-c", "16"])),
             ("ab", run_ab([], 16)),
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
-        ], nurl, "127.0.0.1", nport, "/a.html", a.seconds, a.rounds)
-        if "volley" in ka:
-            rate = int(ka["volley"][0] * a.fraction)
+        ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw)
+        vol = [r["req_per_s"] for r in ka["volley"] if r]
+        if vol:
+            rate = int(sorted(vol)[len(vol) // 2] * a.fraction)
             # Keep-alive, as the capacity it is 80% of (without -k every arrival would
             # open a connection: a different, far slower workload).
-            print(f"\n## open loop (keep-alive) at 80% of volley's keep-alive figure: {rate} req/s, lighttpd")
-            open_loop(lurl, rate, a.seconds, "2s")
+            print(f"\n## open loop (keep-alive) at {a.fraction:.0%} of volley's keep-alive figure: "
+                  f"{rate} req/s, lighttpd")
+            open_loop(lurl, rate, a.seconds, "2s", raw)
         print("\n## memory: volley max RSS, keep-alive 64 connections, lighttpd")
         for n in () if a.skip_memory else (50_000, 5_000_000):
             out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "-n", str(n),
                                    "--json", "-", "--quiet"], 600)
             print(f"  {n:>9} requests: max RSS {rss} KB")
+            raw.append({"section": "memory", "requests": n, "rss_kb": rss, "gen_cpu_s": cpu})
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)
+        dump_json(a.json, meta, raw)
 
 
 if __name__ == "__main__":

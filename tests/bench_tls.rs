@@ -2,13 +2,15 @@
 //! server over HTTPS (good and bad certificates, plain HTTP on an https URL, ALPN
 //! mismatch) and against a real nginx over TLS with HTTP/1.1, h2, gzip and Brotli.
 
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use volley_engine::volley_tls::certs;
+
+mod common;
+use common::Served;
 
 /// A temporary directory with a small site, removed on drop.
 struct TempDir(PathBuf);
@@ -42,52 +44,6 @@ fn text() -> String {
     (0..2000)
         .map(|i| format!("line {i:05} of text\n"))
         .collect()
-}
-
-/// A running `volley serve`, killed on drop.
-struct Served {
-    child: Child,
-    /// `https://127.0.0.1:PORT` or `http://...`, no trailing slash.
-    base: String,
-    /// The CA path printed by `--tls-self-signed`.
-    ca: Option<PathBuf>,
-}
-
-impl Served {
-    fn start(root: &Path, extra: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["serve", "--root"])
-            .arg(root)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        lines.read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|s| s.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        let mut ca = None;
-        if extra.contains(&"--tls-self-signed") {
-            let mut l = String::new();
-            lines.read_line(&mut l).unwrap();
-            ca = l.trim().strip_prefix("tls ca: ").map(PathBuf::from);
-            assert!(ca.is_some(), "no CA line: {l:?}");
-        }
-        Served { child, base, ca }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn bench(args: &[&str]) -> Output {
@@ -124,11 +80,11 @@ fn fails(args: &[&str]) -> String {
 fn builtin_server_over_https_keep_alive_first_request_and_resumption() {
     let dir = TempDir::new("builtin");
     let tls_dir = dir.0.join("tls");
-    let s = Served::start(
+    let mut s = Served::start(
         &dir.0.join("site"),
         &["--tls-self-signed", tls_dir.to_str().unwrap()],
     );
-    let ca = s.ca.clone().unwrap();
+    let ca = s.ca_line();
     let ca = ca.to_str().unwrap();
     let url = format!("{}/700b.html", s.base);
     assert!(url.starts_with("https://"), "{url}");
@@ -252,11 +208,11 @@ fn plain_http_on_https_and_alpn_mismatch_are_tls_errors() {
 
     // The built-in server speaks HTTP/1.1 only: --h2 must fail by ALPN, not hang.
     let tls_dir = dir.0.join("tls");
-    let s = Served::start(
+    let mut s = Served::start(
         &dir.0.join("site"),
         &["--tls-self-signed", tls_dir.to_str().unwrap()],
     );
-    let ca = s.ca.clone().unwrap();
+    let ca = s.ca_line();
     let url = format!("{}/700b.html", s.base);
     let line = fails(&[&url, "--cacert", ca.to_str().unwrap(), "--h2", "-n", "3"]);
     assert!(line.contains("ALPN"), "{line}");

@@ -2,13 +2,16 @@
 //! WebDAV suite, a python-caldav client, and a kill -9 in the middle of a stream of PUTs.
 //! Needs `litmus` and `python3-caldav` (scripts/install-deps.sh installs both).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::Served;
 
 /// A temporary directory removed on drop.
 struct TempDir(PathBuf);
@@ -25,53 +28,6 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A running `volley serve`, killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(root: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["serve", "--root"])
-            .arg(root)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn volley serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("volley serve printed no address within 20 s");
-            }
-        };
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .and_then(|s| s.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -129,7 +85,7 @@ fn assert_litmus_passes(tag: &str, groups: &[&str]) {
     let tmp = TempDir::new(tag);
     let root = tmp.0.join("root");
     std::fs::create_dir_all(root.join("dir")).unwrap();
-    let server = Server::start(&root);
+    let server = Served::start(&root, &["--listen", "127.0.0.1:0"]);
     let mut cmd = Command::new("litmus");
     cmd.arg("-k")
         .arg(format!("http://{}/dir/", server.addr))
@@ -162,7 +118,7 @@ fn litmus_http_passes() {
 fn python_caldav_client_round_trip() {
     let tmp = TempDir::new("caldav");
     std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
-    let server = Server::start(&tmp.0);
+    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
     let mut cmd = Command::new("/usr/bin/python3");
     cmd.arg(script).arg(format!("http://{}/cal/", server.addr));
@@ -235,7 +191,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     const ITEMS: u64 = 8;
     let tmp = TempDir::new("crash");
     std::fs::create_dir_all(tmp.0.join("items")).unwrap();
-    let mut server = Server::start(&tmp.0);
+    let mut server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
     let addr = server.addr.clone();
     for i in 0..ITEMS {
         let (st, _) = request(&addr, "PUT", &format!("/items/i{i}.txt"), &item_body(i, 0)).unwrap();
@@ -268,8 +224,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
         done.load(Ordering::Relaxed) >= 40,
         "the PUT stream never got going"
     );
-    server.child.kill().unwrap(); // SIGKILL, mid-stream
-    let _ = server.child.wait();
+    server.kill(); // SIGKILL, mid-stream
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
 
@@ -290,7 +245,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     }
 
     // A restarted server lists the items (and no temp files) and its journal still works.
-    let server = Server::start(&tmp.0);
+    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
     let (st, body) = request(&server.addr, "PROPFIND", "/items/", b"").unwrap();
     assert_eq!(st, 207);
     let listing = String::from_utf8_lossy(&body);

@@ -4,71 +4,45 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::time::Duration;
 
-struct Served {
-    child: Child,
-    addr: String,
+mod common;
+use common::Served;
+
+/// `volley serve` over a fresh root directory that `setup` fills; the directory is
+/// removed on drop, after the server is killed (so it never serves a half-removed tree).
+struct Site {
+    served: Served,
     root: PathBuf,
 }
 
-impl Served {
-    fn start(tag: &str, extra: &[&str], setup: impl FnOnce(&Path)) -> Served {
+impl Site {
+    fn start(tag: &str, extra: &[&str], setup: impl FnOnce(&Path)) -> Site {
         let root = std::env::temp_dir().join(format!("volley-serve-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         setup(&root);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["serve", "--root"])
-            .arg(&root)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .and_then(|s| s.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Served { child, addr, root }
+        let served = Served::start(&root, extra);
+        assert!(served.base.starts_with("http://"), "{}", served.base);
+        Site { served, root }
     }
 
     fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(&self.addr).unwrap();
+        let s = TcpStream::connect(&self.served.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
     }
 
-    /// Stops with SIGTERM (clean shutdown: the access log is flushed).
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Clean shutdown (SIGTERM): the access log is flushed.
+    fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        self.served.stop()
     }
 }
 
-impl Drop for Served {
+impl Drop for Site {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.served.kill();
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
@@ -124,7 +98,7 @@ fn read_resp(r: &mut BufReader<TcpStream>, head_only: bool) -> Resp {
 }
 
 /// One request on a fresh connection.
-fn get(s: &Served, raw: &str) -> Resp {
+fn get(s: &Site, raw: &str) -> Resp {
     let mut c = s.connect();
     c.write_all(raw.as_bytes()).unwrap();
     read_resp(&mut BufReader::new(c), raw.starts_with("HEAD "))
@@ -147,7 +121,7 @@ fn site(root: &Path) {
 
 #[test]
 fn get_head_types_validators_and_keep_alive() {
-    let s = Served::start("basic", &[], site);
+    let s = Site::start("basic", &[], site);
     let mut c = BufReader::new(s.connect());
     // Three requests on one connection, the last HEAD.
     c.get_mut()
@@ -231,7 +205,7 @@ fn get_head_types_validators_and_keep_alive() {
 
 #[test]
 fn byte_ranges() {
-    let s = Served::start("range", &[], site);
+    let s = Site::start("range", &[], site);
     let body = "x".repeat(700);
     for (spec, want, cr) in [
         ("bytes=0-9", 0..10, "bytes 0-9/700"),
@@ -274,7 +248,7 @@ fn traversal_corpus_never_leaves_root() {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "TOPSECRET").unwrap();
     let out2 = outside.clone();
-    let s = Served::start("trav", &[], move |root| {
+    let s = Site::start("trav", &[], move |root| {
         site(root);
         std::os::unix::fs::symlink(&out2, root.join("link")).unwrap();
         std::os::unix::fs::symlink(out2.join("secret.txt"), root.join("file-link")).unwrap();
@@ -310,7 +284,7 @@ fn traversal_corpus_never_leaves_root() {
 
 #[test]
 fn limits_answer_414_431_413_and_400() {
-    let s = Served::start("limits", &["--max-body", "1000"], site);
+    let s = Site::start("limits", &["--max-body", "1000"], site);
     assert_eq!(
         get(&s, &req(&format!("/{}", "a".repeat(9000)), "")).status,
         414
@@ -349,7 +323,7 @@ fn limits_answer_414_431_413_and_400() {
 
 #[test]
 fn slowloris_is_timed_out_while_others_are_served() {
-    let s = Served::start("slow", &["--header-timeout", "1s"], site);
+    let s = Site::start("slow", &["--header-timeout", "1s"], site);
     // Issue 3's figure: 1000 idle slow connections (this machine allows 20000 fds).
     let slow: Vec<TcpStream> = (0..1000)
         .map(|_| {
@@ -376,7 +350,7 @@ fn slowloris_is_timed_out_while_others_are_served() {
 
 #[test]
 fn connection_cap_answers_503() {
-    let s = Served::start("cap", &["--max-connections", "2"], site);
+    let s = Site::start("cap", &["--max-connections", "2"], site);
     let mut held: Vec<BufReader<TcpStream>> = (0..2).map(|_| BufReader::new(s.connect())).collect();
     for c in &mut held {
         c.get_mut()
@@ -397,7 +371,7 @@ fn connection_cap_answers_503() {
 
 #[test]
 fn precompressed_siblings_follow_accept_encoding() {
-    let s = Served::start("gz", &[], |root| {
+    let s = Site::start("gz", &[], |root| {
         std::fs::write(root.join("app.js"), "plain").unwrap();
         std::fs::write(root.join("app.js.gz"), b"\x1f\x8bGZ").unwrap();
         std::fs::write(root.join("app.js.br"), b"BR").unwrap();
@@ -429,7 +403,7 @@ fn precompressed_siblings_follow_accept_encoding() {
 fn access_log_is_combined_format_with_microseconds() {
     let log = std::env::temp_dir().join(format!("volley-serve-log-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
-    let mut s = Served::start("log", &["--access-log", log.to_str().unwrap()], site);
+    let mut s = Site::start("log", &["--access-log", log.to_str().unwrap()], site);
     get(
         &s,
         &req(
@@ -467,7 +441,7 @@ fn access_log_is_combined_format_with_microseconds() {
 
 #[test]
 fn threads_flag_serves_concurrent_connections_and_stops_cleanly() {
-    let mut s = Served::start("threads", &["--threads", "3"], site);
+    let mut s = Site::start("threads", &["--threads", "3"], site);
     // Connections held open together, so the kernel spreads them over the loops.
     let mut conns: Vec<BufReader<TcpStream>> =
         (0..12).map(|_| BufReader::new(s.connect())).collect();
@@ -480,12 +454,7 @@ fn threads_flag_serves_concurrent_connections_and_stops_cleanly() {
             assert_eq!((r.status, r.body.len()), (200, 700), "round {round}");
         }
     }
-    s.stop();
-    let status = s
-        .child
-        .try_wait()
-        .unwrap()
-        .expect("volley serve did not stop on SIGTERM");
+    let status = s.stop().expect("volley serve did not stop on SIGTERM");
     assert!(status.success(), "{status:?}");
     // Every loop closed its connections on the way out.
     for mut c in conns {

@@ -1,11 +1,14 @@
 //! `volley serve` over HTTPS, end to end: the real binary with `--tls-self-signed` and
 //! with `--tls-cert/--tls-key`, fetched by curl trusting only the printed CA.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
+
+mod common;
+use common::Served;
 
 /// A temporary directory removed on drop.
 struct TempDir(PathBuf);
@@ -31,43 +34,6 @@ fn big() -> Vec<u8> {
     (0..600_000u32).map(|i| (i % 251) as u8).collect()
 }
 
-/// A running `volley serve`, killed on drop.
-struct Served {
-    child: Child,
-    addr: String,
-    lines: BufReader<ChildStdout>,
-}
-
-impl Served {
-    fn start(root: &Path, extra: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["serve", "--root"])
-            .arg(root)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        lines.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on https://")
-            .and_then(|s| s.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Served { child, addr, lines }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// curl with a hard time limit; returns (exit ok, stdout bytes, stderr text).
 fn curl(args: &[&str]) -> (bool, Vec<u8>, String) {
     let out = Command::new("curl")
@@ -90,14 +56,9 @@ fn self_signed_https_serves_curl_with_keep_alive() {
         &tmp.0.join("site"),
         &["--tls-self-signed", certs.to_str().unwrap()],
     );
-    let mut line = String::new();
-    s.lines.read_line(&mut line).unwrap();
-    let ca = line
-        .trim()
-        .strip_prefix("tls ca: ")
-        .unwrap_or_else(|| panic!("no CA line: {line:?}"))
-        .to_owned();
-    assert_eq!(Path::new(&ca), certs.join("ca.pem"));
+    let ca_path = s.ca_line();
+    assert_eq!(ca_path, certs.join("ca.pem"));
+    let ca = ca_path.to_str().unwrap().to_owned();
     let port = s.addr.rsplit(':').next().unwrap().to_owned();
 
     // Two URLs in one curl: the second reuses the TLS connection (0 new connects).

@@ -22,6 +22,7 @@ use volley_engine::{
 };
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{measure, repeat, Measure, MeasureError, Measured, Summary};
+use volley_monitor::headroom::HeadroomWatch;
 
 // `10s`, `500ms`, `250us`, `2m`, `1h` or bare seconds: the study files' parser, so a
 // duration means the same on the command line and in a study.
@@ -675,6 +676,9 @@ fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyho
         url: plan.url.clone(),
         method: plan.method.clone(),
     };
+    // Generator headroom: sampled before the run, once a second on its own thread, and
+    // at the end. Unreadable /proc (not Linux) leaves `headroom` null, never fails a run.
+    let headroom = HeadroomWatch::start(plan.cfg.addr, Duration::from_secs(1)).ok();
     let measured = std::thread::scope(|scope| {
         if show_progress {
             scope.spawn(|| progress(&live, &done, start));
@@ -683,6 +687,7 @@ fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyho
         done.store(true, Ordering::Relaxed);
         r
     });
+    let headroom = headroom.map(HeadroomWatch::finish);
     let Measured {
         recorder,
         mut info,
@@ -705,6 +710,10 @@ fn run_once(plan: &Plan, interrupted: &AtomicBool, show_progress: bool) -> anyho
     let wire_report = bench_wire::report(&plan.wire, &outcome, &plan.negotiated);
     let mut summary = recorder.close(&info).context("cannot summarise the run")?;
     summary.wire = Some(wire_report);
+    summary.headroom = headroom;
+    if let Some(low) = headroom.and_then(|h| h.warning()) {
+        summary.notes.push(low);
+    }
     if let Some(line) = server_trouble(&summary) {
         summary.notes.push(line);
     }

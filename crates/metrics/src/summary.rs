@@ -393,6 +393,9 @@ pub struct Summary {
     pub wire: Option<WireReport>,
     /// The cold first request (`--first-request`), reported apart from the run.
     pub first_request: Option<FirstRequest>,
+    /// The generator's fd and ephemeral-port headroom over the run (the CLI fills this
+    /// in; `None` from [`crate::Recorder::close`] and when `/proc` could not be read).
+    pub headroom: Option<volley_monitor::headroom::HeadroomReport>,
 }
 
 fn ms(us: u64) -> f64 {
@@ -803,6 +806,7 @@ impl Recorder {
             notes,
             wire: None,
             first_request: None,
+            headroom: None,
         })
     }
 

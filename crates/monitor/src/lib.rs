@@ -11,8 +11,13 @@
 //! Everything is read from `/proc`; the parsers live in [`parse`] and are pure. The sampler
 //! runs in its own thread and wakes on `origin + k * interval`, so its samples line up
 //! with the engine's per-second windows.
+//!
+//! [`headroom`] watches the other side: the load generator's own file descriptors and
+//! ephemeral ports towards the target, so a run can say when it was close to failing
+//! for reasons of its own.
 #![deny(missing_docs)]
 
+pub mod headroom;
 pub mod parse;
 mod sampler;
 

@@ -7,6 +7,7 @@ use crate::repeat::RepeatSummary;
 use crate::summary::TimesRow;
 use crate::{FirstRequest, MetricsError, Model, Summary, WireReport};
 use std::io::Write;
+use volley_monitor::headroom::HeadroomReport;
 
 /// The text exporter. `spectrum` prints wrk2's full percentile spectrum.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,20 @@ fn times_row(out: &mut dyn Write, name: &str, r: &TimesRow) -> std::io::Result<(
 }
 
 /// Protocol lines: what the bytes travelled over and what went wrong at that level.
+/// One line: the most fds and ports the generator held against their limits.
+fn write_headroom(out: &mut dyn Write, h: &HeadroomReport) -> std::io::Result<()> {
+    let fd_limit = if h.fd_limit == u64::MAX {
+        "unlimited".to_owned()
+    } else {
+        h.fd_limit.to_string()
+    };
+    writeln!(
+        out,
+        "Generator headroom:     {} of {fd_limit} fds, {} of {} ephemeral ports to the target ({} in TIME_WAIT), most at once",
+        h.fd_used_max, h.ports_in_use_max, h.port_range, h.time_wait_max
+    )
+}
+
 fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
     let mut line = format!("Protocol:               {}", w.protocol);
     if let Some(c) = &w.compression {
@@ -114,6 +129,9 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
     }
     if let Some(f) = &s.first_request {
         write_first(out, f)?;
+    }
+    if let Some(h) = &s.headroom {
+        write_headroom(out, h)?;
     }
     writeln!(out)?;
     writeln!(out, "Concurrency Level:      {}", s.connections)?;

@@ -1,0 +1,129 @@
+//! Helpers shared by the integration tests that start the real `volley serve`
+//! (`tests/common/mod.rs` is Cargo's convention: not a test binary of its own, a module
+//! each test file pulls in with `mod common;`).
+//!
+//! One [`Served`] instead of four copies: every copy had to get the same three things
+//! right (read the first stdout line within a time limit, so a server that never starts
+//! fails the test instead of hanging it; keep the rest of stdout for the lines that
+//! follow; kill and reap the process on drop, also when the test panics).
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long `volley serve` may take to print a line before the test gives up.
+const LINE_LIMIT: Duration = Duration::from_secs(20);
+
+/// A running `volley serve`, killed and reaped on drop.
+pub struct Served {
+    child: Child,
+    /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`, no trailing slash.
+    pub base: String,
+    /// `127.0.0.1:PORT`, for raw sockets.
+    pub addr: String,
+    /// The rest of the server's stdout; `None` only while a read is in flight.
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Served {
+    /// Starts `volley serve --root ROOT EXTRA...` and waits for its first line,
+    /// `listening on SCHEME://ADDR/`.
+    pub fn start(root: &Path, extra: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["serve", "--root"])
+            .arg(root)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn volley serve");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        // Built before the first read so that a failed read kills the child on drop.
+        let mut served = Served {
+            child,
+            base: String::new(),
+            addr: String::new(),
+            stdout: Some(stdout),
+        };
+        let line = served.next_line();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|s| s.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        served.addr = base
+            .split_once("://")
+            .map(|(_, a)| a.to_owned())
+            .unwrap_or_else(|| panic!("no scheme in {base:?}"));
+        served.base = base;
+        served
+    }
+
+    /// The next line of the server's stdout (without the newline), waiting at most
+    /// [`LINE_LIMIT`]: a blocking read on a thread, handed back through a channel, so a
+    /// silent server fails the test rather than hanging it.
+    pub fn next_line(&mut self) -> String {
+        let mut reader = self.stdout.take().expect("a previous read timed out");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let n = reader.read_line(&mut line);
+            let _ = tx.send((n.map(|_| line), reader));
+        });
+        match rx.recv_timeout(LINE_LIMIT) {
+            Ok((Ok(line), reader)) => {
+                self.stdout = Some(reader);
+                assert!(!line.is_empty(), "volley serve closed its stdout");
+                line.trim_end().to_owned()
+            }
+            Ok((Err(e), _)) => panic!("reading volley serve's stdout: {e}"),
+            Err(_) => panic!("volley serve printed no line within {LINE_LIMIT:?}"),
+        }
+    }
+
+    /// Reads the `tls ca: PATH` line `--tls-self-signed` prints after the address.
+    pub fn ca_line(&mut self) -> PathBuf {
+        let line = self.next_line();
+        line.strip_prefix("tls ca: ")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("no CA line: {line:?}"))
+    }
+
+    /// Stops with SIGTERM (the clean shutdown: access log flushed, connections closed)
+    /// and returns the exit status if the server ended within 2 s; otherwise kills it
+    /// and returns `None`.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        None
+    }
+
+    /// SIGKILL and reap (a crash in the middle of whatever the test is doing).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
+}
