@@ -911,15 +911,26 @@ impl<'a, S: Sink> H2Worker<'a, S> {
     }
 
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
-        let sent_ns = if f.sent_ns == 0 { now } else { f.sent_ns };
+        // A request still waiting for a stream when the run ends was never sent: 0 says
+        // so (not counted as sent, no send lag or service time; see the HTTP/1.1
+        // worker's `finish`). Other failures before the first byte are stamped `now`.
+        let never_sent = f.sent_ns == 0 && error == Some(ErrorKind::InFlight);
+        let sent_ns = if f.sent_ns == 0 && !never_sent {
+            now
+        } else {
+            f.sent_ns
+        };
         let sample = Sample {
             intended_ns: f.intended_ns,
             // Closed loop: dispatched as sent. Open loop: clamped into [intended, sent]
             // so that send lag = scheduler lag + connection wait per sample.
             dispatched_ns: if self.open_loop {
-                f.dispatched_ns
-                    .max(f.intended_ns)
-                    .min(sent_ns.max(f.intended_ns))
+                let d = f.dispatched_ns.max(f.intended_ns);
+                if never_sent {
+                    d
+                } else {
+                    d.min(sent_ns.max(f.intended_ns))
+                }
             } else {
                 sent_ns
             },

@@ -949,12 +949,15 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             self.close(slot, end);
         }
         while let Some((req, intended, dispatched)) = self.queue.pop_front() {
-            // Never sent: sent = end, so its send lag (and connection wait) is a lower
-            // bound too.
+            // Never sent: `sent_ns` 0 says so (the recorder counts only requests whose
+            // first byte went out as sent, and gives them no service time or send lag);
+            // its response time, end - intended, is still recorded as a lower bound.
+            // Stamping `end` here once made every queued arrival count as sent in the
+            // last instant, inflating the achieved send rate far past the offered one.
             let sample = Sample {
                 intended_ns: intended,
                 dispatched_ns: dispatched.clamp(intended, end.max(intended)),
-                sent_ns: end,
+                sent_ns: 0,
                 first_byte_ns: 0,
                 done_ns: end,
                 connect_ns: 0,
