@@ -255,6 +255,7 @@ pub fn report<S>(
         refused_retries: outcome.h2.refused_retries,
         stream_resets: outcome.h2.stream_resets,
         connection_errors: outcome.h2.connection_errors,
+        cancelled_streams: outcome.h2.cancelled_streams,
     });
     WireReport {
         protocol: wire.protocol().to_string(),

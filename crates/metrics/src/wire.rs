@@ -57,6 +57,9 @@ pub struct H2Report {
     pub stream_resets: u64,
     /// Connections ended by a protocol error (each open stream a `malformed` error).
     pub connection_errors: u64,
+    /// Streams volley cancelled (RST_STREAM(CANCEL)) because they outlived the timeout;
+    /// each is also a censored `timeout`. The connection kept serving other streams.
+    pub cancelled_streams: u64,
 }
 
 /// The first request of the invocation, on a fresh connection, before the run:

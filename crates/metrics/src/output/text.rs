@@ -78,8 +78,8 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
     if let Some(h) = &w.h2 {
         writeln!(
             out,
-            "HTTP/2:                 {} GOAWAY, {} refused stream(s) retried, {} stream reset(s), {} connection error(s)",
-            h.goaways, h.refused_retries, h.stream_resets, h.connection_errors
+            "HTTP/2:                 {} GOAWAY, {} refused stream(s) retried, {} stream reset(s), {} connection error(s), {} late stream(s) cancelled",
+            h.goaways, h.refused_retries, h.stream_resets, h.connection_errors, h.cancelled_streams
         )?;
     }
     Ok(())
@@ -114,7 +114,12 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
             )
         }
     };
-    let ka = if s.keep_alive {
+    // HTTP/2 multiplexes streams on persistent connections whatever -k says; saying
+    // "new connection per request" there would describe a run that did not happen.
+    let h2 = s.wire.as_ref().is_some_and(|w| w.h2.is_some());
+    let ka = if h2 {
+        "HTTP/2 streams on persistent connections"
+    } else if s.keep_alive {
         "keep-alive"
     } else {
         "new connection per request"
@@ -441,5 +446,40 @@ mod tests {
         ] {
             assert!(t.contains(needle), "missing {needle:?} in\n{t}");
         }
+    }
+
+    #[test]
+    fn an_h2_run_without_keep_alive_is_not_called_one_connection_per_request() {
+        let mut r = Recorder::new();
+        r.record(&ok(10, 3));
+        let mut s = r.close(&info(Model::Closed, 1_000)).unwrap();
+        s.keep_alive = false;
+        let text = |s: &Summary| {
+            let mut buf = Vec::new();
+            Text::default()
+                .export(std::slice::from_ref(s), None, &mut buf)
+                .unwrap();
+            String::from_utf8(buf).unwrap()
+        };
+        assert!(text(&s).contains("new connection per request"));
+        s.wire = Some(WireReport {
+            protocol: "h2c".into(),
+            tls: None,
+            h2: Some(crate::H2Report {
+                goaways: 0,
+                refused_retries: 0,
+                stream_resets: 0,
+                connection_errors: 0,
+                cancelled_streams: 2,
+            }),
+            compression: None,
+        });
+        let t = text(&s);
+        assert!(!t.contains("new connection per request"), "{t}");
+        assert!(
+            t.contains("HTTP/2 streams on persistent connections"),
+            "{t}"
+        );
+        assert!(t.contains("2 late stream(s) cancelled"), "{t}");
     }
 }
