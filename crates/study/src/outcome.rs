@@ -153,7 +153,10 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
                 "{label:<28} {wname:<10} {point:<18} capacity {} req/s, 95% CI [{:.0}, {hi}] ({} steps, {:?}{})",
                 cap.capacity_rps.map_or("none".to_string(), |c| format!("{c:.0}")),
                 cap.ci_lo_rps,
-                cap.steps,
+                // Steps run for this cell, reruns of generator-bound steps included:
+                // `cap.steps` counts only the observations the search decided on, which
+                // is 0 for a search that stopped at its first, generator-bound rate.
+                steps.len(),
                 cap.end,
                 match (cap.generator_bound_at_rps, gen) {
                     (Some(r), _) => format!(
