@@ -104,6 +104,19 @@ pub fn run_header() -> String {
             "cpu_pressure",
             "label",
             "stopped_early",
+            // Appended (never inserted) so readers by position keep working.
+            "warmup_s",
+            "warmup_requests",
+            "protocol",
+            "compression",
+            "tls_full_handshakes",
+            "connect_p50_ms",
+            "connect_p99_ms",
+            "tls_handshake_p50_ms",
+            "tls_handshake_p99_ms",
+            "ttfb_p50_ms",
+            "ttfb_p99_ms",
+            "wire_body_bytes",
         ]
         .iter()
         .map(|s| s.to_string()),
@@ -175,6 +188,35 @@ fn run_row(i: usize, s: &Summary) -> String {
         opt(s.generator.cpu_pressure),
         s.generator.verdict.label.name().into(),
         s.stopped_early.to_string(),
+    ]);
+    // Warm-up and wire columns: empty when there was no warm-up, no TLS, or no sample
+    // of that kind (a blank is "not applicable", never a zero that could be averaged).
+    let lat = |name: &str, p99: bool| {
+        opt(s
+            .latency
+            .get(name)
+            .filter(|l| l.count > 0)
+            .map(|l| if p99 { l.p99_ms } else { l.p50_ms }))
+    };
+    let w = s.wire.as_ref();
+    f.extend([
+        opt(s.warmup.as_ref().map(|w| w.duration_s)),
+        s.warmup
+            .as_ref()
+            .map(|w| w.requests.to_string())
+            .unwrap_or_default(),
+        field(w.map_or("", |w| w.protocol.as_str())),
+        field(w.and_then(|w| w.compression.as_deref()).unwrap_or("")),
+        w.and_then(|w| w.tls.as_ref())
+            .map(|t| t.full_handshakes.to_string())
+            .unwrap_or_default(),
+        lat("connect_time", false),
+        lat("connect_time", true),
+        lat("tls_handshake", false),
+        lat("tls_handshake", true),
+        lat("ttfb", false),
+        lat("ttfb", true),
+        s.bytes.wire_body_total.to_string(),
     ]);
     f.join(",")
 }
@@ -275,6 +317,21 @@ mod tests {
         let width = lines[0].split(',').count();
         // The quoted URL holds one comma.
         assert_eq!(lines[1].split(',').count(), width + 1);
+        // No warm-up, no TLS, no wire report: those columns are blank, not zero.
+        let header: Vec<&str> = lines[0].split(',').collect();
+        // Fields after the quoted URL sit one further right: skip one to realign.
+        let row: Vec<&str> = lines[1].split(',').skip(1).collect();
+        for col in [
+            "warmup_s",
+            "protocol",
+            "tls_handshake_p99_ms",
+            "tls_full_handshakes",
+        ] {
+            let i = header.iter().position(|h| *h == col).expect(col);
+            assert_eq!(row[i], "", "{col}");
+        }
+        let ttfb = header.iter().position(|h| *h == "ttfb_p99_ms").unwrap();
+        assert!(row[ttfb].parse::<f64>().is_ok(), "{}", row[ttfb]);
 
         let mut buf = Vec::new();
         CsvSeconds.export(&[s], None, &mut buf).unwrap();
