@@ -102,7 +102,9 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         }),
     };
     if args.h2 && !kind.supports_http2() {
-        usage!("{kind} cannot offer HTTP/2 (supported: nginx, apache-event, lighttpd, caddy)");
+        usage!(
+            "{kind} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)"
+        );
     }
     let settings = ServerSettings {
         workers: args.workers,
