@@ -1,4 +1,5 @@
-//! volley-server: the built-in event-driven HTTP/1.1 server behind `volley serve`.
+//! volley-server: the built-in event-driven HTTP/1.1 and HTTP/2 server behind
+//! `volley serve`.
 //!
 //! Place in the flow: a *target*, beside the engine. `volley serve`, `volley demo` and
 //! studies start it (in-process through [`Server::bind`] / [`Server::spawn`], or as a

@@ -5,6 +5,10 @@
 //! no allocation: the preformatted header block is copied into the output buffer, Date
 //! and Connection appended, and header + body leave in one `writev`. Larger files go out
 //! with `sendfile(2)`. Timeouts are enforced by a sweep every 100 ms.
+//!
+//! A connection's first bytes pick its framing: the h2c preface on a plain connection
+//! (or ALPN `h2` over TLS) hands it to [`crate::h2`], which is fed the same read buffer
+//! and appends its frames to the same output buffer; everything else is HTTP/1.1.
 
 use crate::answer::{
     decide, h2_text, open_body, path_of, reason, render_h2, text_body, Answer, Body,
