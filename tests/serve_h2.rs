@@ -235,7 +235,8 @@ fn curl(args: &[&str]) -> (bool, String) {
 }
 
 /// curl with prior knowledge on the plain port and by ALPN over TLS: the same
-/// statuses and lengths as HTTP/1.1; an HTTP/1.1-only server answers no h2.
+/// statuses and lengths as HTTP/1.1, WebDAV included; an HTTP/1.1-only server answers
+/// no h2.
 #[test]
 fn curl_prior_knowledge_and_alpn() {
     if installed("curl").is_none() {
@@ -257,6 +258,16 @@ fn curl_prior_knowledge_and_alpn() {
     assert_eq!(curl(&[pk, &format!("{b}/nope")]), (true, "2 404 14".into()));
     assert_eq!(curl(&[pk, "-X", "POST", &file]), (true, "2 405 23".into()));
     assert_eq!(curl(&[pk, "-r", "10-19", &file]), (true, "2 206 10".into()));
+
+    // WebDAV over HTTP/2: the body of a PUT is collected, then the same handler runs.
+    let up = dir.0.join("up.txt");
+    std::fs::write(&up, "uploaded over h2\n").unwrap();
+    let put_url = format!("{b}/up.txt");
+    let (ok, put) = curl(&[pk, "-T", up.to_str().unwrap(), &put_url]);
+    assert!(ok && put.starts_with("2 201 "), "{put}");
+    assert_eq!(curl(&[pk, &put_url]), (true, "2 200 17".into()));
+    let (ok, pf) = curl(&[pk, "-X", "PROPFIND", "-H", "Depth: 0", &put_url]);
+    assert!(ok && pf.starts_with("2 207 "), "{pf}");
 
     let tls = Served::tls(&dir.site(), &dir.0, &[]);
     let ca = tls.ca.clone().unwrap();

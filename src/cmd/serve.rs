@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["tls_cert", "tls_key"])]
     tls_self_signed: Option<PathBuf>,
     /// Speak HTTP/1.1 only: no `h2` in TLS ALPN and no h2c prior-knowledge connections
-    /// (by default both are answered, GET/HEAD of static files).
+    /// (by default both are answered).
     #[arg(long)]
     http1_only: bool,
 }

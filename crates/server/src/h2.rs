@@ -6,8 +6,10 @@
 //! module owns the protocol state and asks a [`Responder`] what to answer, so HTTP/1.1
 //! and HTTP/2 share every decision about the file and differ only here, in framing.
 //!
-//! Scope: GET/HEAD of static files. Request bodies are not needed, so DATA from the
-//! client is only flow-controlled (its window refunded) and dropped. Responses are
+//! Scope: GET/HEAD of static files answered as soon as the head is in; methods the
+//! responder wants a body for (WebDAV) wait for the client's END_STREAM, collecting DATA
+//! up to the body limit (413 past it). Other DATA (a GET with a body, a stream already
+//! answered) is only flow-controlled (its window refunded) and dropped. Responses are
 //! HEADERS (+CONTINUATION when longer than the peer's frame size) then DATA, sent as the
 //! connection and stream windows allow, round-robin over streams one frame at a time.
 //! Our HPACK encoder never inserts into the dynamic table, so the peer's
@@ -50,6 +52,8 @@ pub(crate) struct Request<'a> {
     pub method: &'a [u8],
     /// `:path` (with query).
     pub path: &'a [u8],
+    /// The request body (empty unless the responder asked for it with `wants_body`).
+    pub body: &'a [u8],
     buf: &'a [u8],
     fields: &'a [(Range<usize>, Range<usize>)],
 }
@@ -62,6 +66,13 @@ impl<'a> Request<'a> {
             .find(|(n, _)| &self.buf[n.clone()] == name.as_bytes())
             .map(|(_, v)| &self.buf[v.clone()])
     }
+
+    /// Every field, pseudo-fields included, in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        self.fields
+            .iter()
+            .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
+    }
 }
 
 /// What the connection asks of the server: the answer to one request.
@@ -71,6 +82,18 @@ pub(crate) trait Responder {
     fn respond(&mut self, req: &Request<'_>, block: &mut Vec<u8>) -> Body;
     /// The same for a request refused before it was understood (431).
     fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body;
+    /// The method needs the request body (WebDAV): its answer waits for END_STREAM.
+    fn wants_body(&self, method: &[u8]) -> bool;
+}
+
+/// A request whose body is still arriving: its decoded head kept until END_STREAM.
+struct Pending {
+    id: u32,
+    buf: Vec<u8>,
+    fields: Vec<(Range<usize>, Range<usize>)>,
+    method: Range<usize>,
+    path: Range<usize>,
+    body: Vec<u8>,
 }
 
 /// A stream with a response body still to send.
@@ -117,6 +140,10 @@ pub(crate) struct H2Server {
     /// Highest client stream id seen (every lower odd id is closed or open).
     last_stream: u32,
     streams: Vec<Stream>,
+    /// Requests still receiving their body (they count towards the stream cap).
+    pending: Vec<Pending>,
+    /// Largest request body collected, over all pending requests of the connection.
+    max_body_bytes: usize,
     /// Round-robin cursor into `streams`.
     next: usize,
     cont: Option<Continuation>,
@@ -133,7 +160,8 @@ pub(crate) struct H2Server {
 impl H2Server {
     /// A connection whose server preface (our SETTINGS) is appended to `out` now: it
     /// may precede the client's preface (RFC 9113 §3.4).
-    pub(crate) fn new(out: &mut Vec<u8>) -> H2Server {
+    /// Request bodies beyond `max_body_bytes` (all pending requests together) get 413.
+    pub(crate) fn new(out: &mut Vec<u8>, max_body_bytes: usize) -> H2Server {
         frame::write_settings(
             out,
             &[
@@ -150,6 +178,8 @@ impl H2Server {
             recv_window: DEFAULT_WINDOW as i64,
             last_stream: 0,
             streams: Vec::new(),
+            pending: Vec::new(),
+            max_body_bytes,
             next: 0,
             cont: None,
             block: Vec::new(),
@@ -164,7 +194,8 @@ impl H2Server {
     /// GOAWAY was sent (or the peer left and nothing is pending): once the output is
     /// written the connection should close.
     pub(crate) fn is_closing(&self) -> bool {
-        self.phase == Phase::Closing || (self.peer_goaway && self.streams.is_empty())
+        self.phase == Phase::Closing
+            || (self.peer_goaway && self.streams.is_empty() && self.pending.is_empty())
     }
 
     /// Responses started so far; the worker counts them as answered requests.
@@ -333,6 +364,7 @@ impl H2Server {
         frame::write_goaway(out, self.last_stream, code.to_u32());
         self.phase = Phase::Closing;
         self.streams.clear();
+        self.pending.clear();
         self.cont = None;
     }
 
@@ -356,7 +388,7 @@ impl H2Server {
             self.phase = Phase::Open;
         }
         match h.kind {
-            kind::DATA => self.on_data(h, p, out),
+            kind::DATA => self.on_data(h, p, out, r),
             kind::HEADERS => self.on_headers(h, p, out, r),
             kind::PRIORITY => {
                 if h.stream == 0 {
@@ -378,6 +410,7 @@ impl H2Server {
                     return Err(ErrorCode::ProtocolError); // idle stream (§6.4)
                 }
                 self.streams.retain(|s| s.id != h.stream);
+                self.pending.retain(|s| s.id != h.stream);
                 Ok(())
             }
             kind::SETTINGS => self.on_settings(h, p, out),
@@ -427,11 +460,17 @@ impl H2Server {
         }
     }
 
-    fn on_data(&mut self, h: FrameHeader, p: &[u8], out: &mut Vec<u8>) -> Result<(), ErrorCode> {
+    fn on_data(
+        &mut self,
+        h: FrameHeader,
+        p: &[u8],
+        out: &mut Vec<u8>,
+        r: &mut impl Responder,
+    ) -> Result<(), ErrorCode> {
         if h.stream == 0 || h.stream % 2 == 0 || h.stream > self.last_stream {
             return Err(ErrorCode::ProtocolError);
         }
-        unpad(h, p)?;
+        let data = unpad(h, p)?;
         // The whole payload, padding included, counts against flow control (§6.9.1).
         self.recv_window -= p.len() as i64;
         if self.recv_window < 0 {
@@ -440,6 +479,24 @@ impl H2Server {
         if self.recv_window <= REFUND_AT {
             frame::write_window_update(out, 0, (DEFAULT_WINDOW as i64 - self.recv_window) as u32);
             self.recv_window = DEFAULT_WINDOW as i64;
+        }
+        if let Some(k) = self.pending.iter().position(|q| q.id == h.stream) {
+            let held: usize = self.pending.iter().map(|q| q.body.len()).sum();
+            if held + data.len() > self.max_body_bytes {
+                let q = self.pending.swap_remove(k);
+                self.answer_refused(q.id, 413, false, out, r);
+                return Ok(());
+            }
+            self.pending[k].body.extend_from_slice(data);
+            if h.has(flag::END_STREAM) {
+                let q = self.pending.swap_remove(k);
+                self.answer_pending(q, out, r);
+            } else if !p.is_empty() {
+                // The stream window refunded as the body is taken in; the limit above
+                // is what bounds it.
+                frame::write_window_update(out, h.stream, p.len() as u32);
+            }
+            return Ok(());
         }
         // DATA for a stream already answered and reset is late, not wrong: dropped.
         if h.has(flag::END_STREAM) {
@@ -468,10 +525,15 @@ impl H2Server {
         let trailers = if h.stream <= self.last_stream {
             // Trailers of a request still sending its body; any other HEADERS on an
             // old stream is on a closed one (§5.1).
-            match self.streams.iter().find(|s| s.id == h.stream) {
-                Some(s) if !s.remote_closed && end_stream => true,
-                _ => return Err(ErrorCode::StreamClosed),
+            let open = self.pending.iter().any(|q| q.id == h.stream)
+                || self
+                    .streams
+                    .iter()
+                    .any(|s| s.id == h.stream && !s.remote_closed);
+            if !(open && end_stream) {
+                return Err(ErrorCode::StreamClosed);
             }
+            true
         } else {
             if self.peer_goaway {
                 return Err(ErrorCode::ProtocolError);
@@ -522,36 +584,82 @@ impl H2Server {
             Err(_) => return Err(ErrorCode::CompressionError),
         };
         if trailers {
-            if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
+            if let Some(k) = self.pending.iter().position(|q| q.id == stream) {
+                let q = self.pending.swap_remove(k);
+                self.answer_pending(q, out, r);
+            } else if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
                 s.remote_closed = true;
             }
             return Ok(());
         }
-        if self.streams.len() >= MAX_CONCURRENT_STREAMS as usize {
+        if self.streams.len() + self.pending.len() >= MAX_CONCURRENT_STREAMS as usize {
             frame::write_rst_stream(out, stream, ErrorCode::RefusedStream.to_u32());
             return Ok(());
         }
-        self.head.clear();
-        let body = if too_large {
-            r.refuse(431, &mut self.head)
-        } else {
-            match validate(&self.field_buf, &self.fields) {
-                Some((method, path)) => {
-                    let req = Request {
-                        method: &self.field_buf[method],
-                        path: &self.field_buf[path],
-                        buf: &self.field_buf,
-                        fields: &self.fields,
-                    };
-                    r.respond(&req, &mut self.head)
-                }
-                None => {
-                    // §8.1.1: a malformed request is a stream error.
-                    self.reset(out, stream, ErrorCode::ProtocolError);
-                    return Ok(());
-                }
-            }
+        if too_large {
+            self.answer_refused(stream, 431, end_stream, out, r);
+            return Ok(());
+        }
+        let Some((method, path)) = validate(&self.field_buf, &self.fields) else {
+            // §8.1.1: a malformed request is a stream error.
+            self.reset(out, stream, ErrorCode::ProtocolError);
+            return Ok(());
         };
+        if !end_stream && r.wants_body(&self.field_buf[method.clone()]) {
+            self.pending.push(Pending {
+                id: stream,
+                buf: self.field_buf.clone(),
+                fields: self.fields.clone(),
+                method,
+                path,
+                body: Vec::new(),
+            });
+            return Ok(());
+        }
+        self.head.clear();
+        let req = Request {
+            method: &self.field_buf[method],
+            path: &self.field_buf[path],
+            body: &[],
+            buf: &self.field_buf,
+            fields: &self.fields,
+        };
+        let body = r.respond(&req, &mut self.head);
+        self.start_response(stream, end_stream, body, out);
+        Ok(())
+    }
+
+    /// Answers a request whose body is complete.
+    fn answer_pending(&mut self, q: Pending, out: &mut Vec<u8>, r: &mut impl Responder) {
+        self.head.clear();
+        let req = Request {
+            method: &q.buf[q.method.clone()],
+            path: &q.buf[q.path.clone()],
+            body: &q.body,
+            buf: &q.buf,
+            fields: &q.fields,
+        };
+        let body = r.respond(&req, &mut self.head);
+        self.start_response(q.id, true, body, out);
+    }
+
+    /// Answers `status` without looking at the request (431, 413).
+    fn answer_refused(
+        &mut self,
+        stream: u32,
+        status: u16,
+        end_stream: bool,
+        out: &mut Vec<u8>,
+        r: &mut impl Responder,
+    ) {
+        self.head.clear();
+        let body = r.refuse(status, &mut self.head);
+        self.start_response(stream, end_stream, body, out);
+    }
+
+    /// Writes the head in `self.head` and queues the body; `end_stream`: the client's
+    /// side is already closed.
+    fn start_response(&mut self, stream: u32, end_stream: bool, body: Body, out: &mut Vec<u8>) {
         self.answered += 1;
         let empty = body_is_empty(&body);
         self.write_head(out, stream, empty);
@@ -565,7 +673,6 @@ impl H2Server {
         } else if !end_stream {
             frame::write_rst_stream(out, stream, ErrorCode::NoError.to_u32());
         }
-        Ok(())
     }
 
     /// HEADERS then CONTINUATION frames carrying `self.head`, each at most the peer's
@@ -597,6 +704,7 @@ impl H2Server {
 
     fn reset(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
         self.streams.retain(|s| s.id != stream);
+        self.pending.retain(|s| s.id != stream);
         frame::write_rst_stream(out, stream, code.to_u32());
     }
 

@@ -28,6 +28,11 @@ impl Responder for Fake {
                     Body::Mem(self.body.clone(), 0, self.body.len())
                 }
             }
+            b"/echo" => {
+                encode_field(b":status", b"200", block);
+                encode_field(b"x-body", req.body, block);
+                Body::None
+            }
             b"/big-head" => {
                 encode_field(b":status", b"200", block);
                 encode_field(b"x-big", &vec![b'a'; 40_000], block);
@@ -40,6 +45,10 @@ impl Responder for Fake {
     fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
         encode_field(b":status", status.to_string().as_bytes(), block);
         Body::None
+    }
+
+    fn wants_body(&self, method: &[u8]) -> bool {
+        method == b"PUT"
     }
 }
 
@@ -131,7 +140,7 @@ fn run(s: &mut H2Server, r: &mut Fake, input: &[u8]) -> Vec<Frame> {
 
 fn open(pairs: &[(u16, u32)]) -> (H2Server, Vec<Frame>) {
     let mut out = Vec::new();
-    let mut s = H2Server::new(&mut out);
+    let mut s = H2Server::new(&mut out, 1000);
     let mut r = fake(0);
     let used = s.feed(&preface(pairs), &mut out, &mut r);
     assert_eq!(used, 24 + 9 + pairs.len() * 6);
@@ -381,11 +390,11 @@ fn byte_at_a_time_input_gives_the_same_frames() {
     whole.extend(get(3, "/nope"));
     let mut r = fake(300);
     let mut out_a = Vec::new();
-    let mut a = H2Server::new(&mut out_a);
+    let mut a = H2Server::new(&mut out_a, 1000);
     assert_eq!(a.feed(&whole, &mut out_a, &mut r), whole.len());
     a.fill(&mut out_a);
     let mut out_b = Vec::new();
-    let mut b = H2Server::new(&mut out_b);
+    let mut b = H2Server::new(&mut out_b, 1000);
     let mut pending = Vec::new();
     for &byte in &whole {
         pending.push(byte);
@@ -599,7 +608,7 @@ fn bad_preface_and_missing_settings_are_protocol_errors() {
         },
     ] {
         let mut out = Vec::new();
-        let mut s = H2Server::new(&mut out);
+        let mut s = H2Server::new(&mut out, 1000);
         out.clear();
         s.feed(&input, &mut out, &mut fake(0));
         assert_eq!(
@@ -673,4 +682,48 @@ fn random_frames_never_panic() {
         s.fill(&mut out);
         frames(&out);
     }
+}
+
+#[test]
+fn a_body_is_collected_until_end_stream_then_answered() {
+    let (mut s, _) = open(&[]);
+    let mut r = fake(3);
+    let mut b = Vec::new();
+    for (n, v) in [(":method", "PUT"), (":scheme", "http"), (":path", "/echo")] {
+        encode_field(n.as_bytes(), v.as_bytes(), &mut b);
+    }
+    let f = run(
+        &mut s,
+        &mut r,
+        &frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &b),
+    );
+    assert!(f.is_empty(), "no answer before the body: {f:?}");
+    let f = run(&mut s, &mut r, &frame_bytes(kind::DATA, 0, 1, b"hello "));
+    // Only the stream window refund.
+    assert_eq!(f.len(), 1);
+    assert_eq!((f[0].h.kind, f[0].h.stream), (kind::WINDOW_UPDATE, 1));
+    let f = run(
+        &mut s,
+        &mut r,
+        &frame_bytes(kind::DATA, flag::END_STREAM, 1, b"world"),
+    );
+    let head = decode_head(&f[0].payload);
+    assert_eq!(head[0].1, "200");
+    assert!(
+        head.contains(&("x-body".into(), "hello world".into())),
+        "{head:?}"
+    );
+    assert_eq!(s.take_answered(), 1);
+
+    // A body past the limit (1000 bytes here) gets 413 at once.
+    let f = run(
+        &mut s,
+        &mut r,
+        &frame_bytes(kind::HEADERS, flag::END_HEADERS, 3, &b),
+    );
+    assert!(f.is_empty());
+    let f = run(&mut s, &mut r, &frame_bytes(kind::DATA, 0, 3, &[0; 1001]));
+    assert_eq!(decode_head(&f[0].payload)[0].1, "413");
+    assert_eq!(rst_code(&f, 3), Some(ErrorCode::NoError.to_u32()));
+    assert!(!s.is_closing());
 }

@@ -64,7 +64,7 @@ pub struct ServerConfig {
     /// here whatever the options say: `h2, http/1.1` with [`ServerConfig::http2`], else
     /// `http/1.1` alone.
     pub tls: Option<ServerTls>,
-    /// Speak HTTP/2 (GET/HEAD of static files): over TLS when ALPN selects `h2`, and
+    /// Speak HTTP/2 (static files and DAV): over TLS when ALPN selects `h2`, and
     /// h2c when a plain connection opens with the client preface. Off: HTTP/1.1 only.
     pub http2: bool,
 }

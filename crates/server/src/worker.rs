@@ -189,6 +189,28 @@ impl Ctx {
         result.also_log(self, c.peer, buf, head, hdrs, target)
     }
 
+    /// Runs the DAV handler (either protocol) and drops every worker's file cache
+    /// generation when the method may have changed the tree.
+    fn dav_handle(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> volley_dav::DavResponse {
+        let req = DavRequest {
+            method,
+            target,
+            headers,
+            body,
+        };
+        let resp = self.dav.handle(&req);
+        if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
+            self.shared.generation.fetch_add(1, Ordering::Relaxed);
+        }
+        resp
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn dav_request(
         &mut self,
@@ -210,16 +232,7 @@ impl Ctx {
                 fields.push((n, v));
             }
         }
-        let req = DavRequest {
-            method,
-            target,
-            headers: &fields,
-            body,
-        };
-        let resp = self.dav.handle(&req);
-        if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
-            self.shared.generation.fetch_add(1, Ordering::Relaxed);
-        }
+        let resp = self.dav_handle(method, target, &fields, body);
         let _ = write!(
             out,
             "HTTP/1.1 {} {}\r\nServer: volley\r\nContent-Length: {}\r\n",
@@ -383,12 +396,13 @@ impl Responder for H2Respond<'_> {
                 );
                 render_h2(answer, &ctx.date, head_only, block)
             }
-            // DAV is not offered over HTTP/2: every other method is refused as the
-            // HTTP/1.1 path refuses methods nobody handles.
-            _ => {
-                let (body, n) = h2_text(405, &ctx.date, None, Some(b"GET, HEAD"), false, block);
-                (405, body, n)
-            }
+            m => match std::str::from_utf8(m) {
+                Ok(m) if Dav::handles(m) => dav_h2(ctx, m, req, block),
+                _ => {
+                    let (body, n) = h2_text(405, &ctx.date, None, Some(ALLOW_H2), false, block);
+                    (405, body, n)
+                }
+            },
         };
         if let Some(log) = ctx.log.as_mut() {
             log.record(&Entry {
@@ -410,6 +424,59 @@ impl Responder for H2Respond<'_> {
     fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
         h2_text(status, &self.ctx.date, None, None, false, block).0
     }
+
+    fn wants_body(&self, method: &[u8]) -> bool {
+        std::str::from_utf8(method).is_ok_and(Dav::handles)
+    }
+}
+
+/// The Allow value of an HTTP/2 405 (the HTTP/1.1 `ALLOW` line without name and CRLF).
+const ALLOW_H2: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK";
+
+/// A DAV request over HTTP/2: the same handler as HTTP/1.1 (`:authority` passed as
+/// Host), its fields lower-cased into HPACK. Returns (status, body, body bytes).
+fn dav_h2(ctx: &mut Ctx, method: &str, req: &Request<'_>, block: &mut Vec<u8>) -> (u16, Body, u64) {
+    let mut fields = Vec::new();
+    for (n, v) in req.fields() {
+        let (Ok(n), Ok(v)) = (std::str::from_utf8(n), std::str::from_utf8(v)) else {
+            continue;
+        };
+        match n {
+            ":authority" => fields.push(("host", v)),
+            _ if n.starts_with(':') => {}
+            _ => fields.push((n, v)),
+        }
+    }
+    let target = std::str::from_utf8(req.path).unwrap_or("/");
+    let resp = ctx.dav_handle(method, target, &fields, req.body);
+    let status = resp.status.to_string();
+    volley_h2::hpack::encode_field(b":status", status.as_bytes(), block);
+    volley_h2::hpack::encode_field(b"server", b"volley", block);
+    volley_h2::hpack::encode_field(b"date", &ctx.date, block);
+    volley_h2::hpack::encode_field(
+        b"content-length",
+        resp.body.len().to_string().as_bytes(),
+        block,
+    );
+    for (n, v) in &resp.headers {
+        let name = n.to_ascii_lowercase();
+        // Connection-specific fields are not allowed in HTTP/2 (RFC 9113 §8.2.2).
+        if matches!(
+            name.as_str(),
+            "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "content-length"
+        ) || v.bytes().any(|b| b == b'\r' || b == b'\n')
+        {
+            continue;
+        }
+        volley_h2::hpack::encode_field(name.as_bytes(), v.as_bytes(), block);
+    }
+    let len = resp.body.len();
+    let body = if len == 0 || method == "HEAD" {
+        Body::None
+    } else {
+        Body::Mem(Arc::from(resp.body), 0, len)
+    };
+    (resp.status, body, len as u64)
 }
 
 /// Logging as a tail step of `respond`, so every path through it is logged once.
@@ -945,7 +1012,9 @@ impl Worker {
                     c.out.clear();
                     c.out_pos = 0;
                 }
-                c.h2 = Some(Box::new(H2Server::new(&mut c.out)));
+                let max_body =
+                    usize::try_from(self.ctx.limits.max_body_bytes).unwrap_or(usize::MAX);
+                c.h2 = Some(Box::new(H2Server::new(&mut c.out, max_body)));
                 c.head_started = None;
                 grow(c, crate::h2::READ_BUF_BYTES, crate::h2::READ_BUF_BYTES);
                 return self.process_h2(i);
