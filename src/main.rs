@@ -24,7 +24,7 @@ struct Cli {
 enum Command {
     /// Run one load test against a URL (closed loop like ab/wrk, open loop like wrk2/httperf).
     Bench(cmd::bench::Args),
-    /// Serve a directory with the built-in event-driven HTTP/1.1 + CalDAV server.
+    /// Serve a directory with the built-in event-driven HTTP/1.1 + HTTP/2 + CalDAV server.
     Serve(cmd::serve::Args),
     /// Write a deterministic fixture set (uniserve, sizes, groupware) into a directory.
     Fixtures(cmd::fixtures::Args),

@@ -206,11 +206,15 @@ fn plain_http_on_https_and_alpn_mismatch_are_tls_errors() {
     assert!(line.contains("3 TLS failures"), "{line}");
     assert!(line.contains("plain HTTP on an https:// URL"), "{line}");
 
-    // The built-in server speaks HTTP/1.1 only: --h2 must fail by ALPN, not hang.
+    // The built-in server started HTTP/1.1-only: --h2 must fail by ALPN, not hang.
     let tls_dir = dir.0.join("tls");
     let mut s = Served::start(
         &dir.0.join("site"),
-        &["--tls-self-signed", tls_dir.to_str().unwrap()],
+        &[
+            "--tls-self-signed",
+            tls_dir.to_str().unwrap(),
+            "--http1-only",
+        ],
     );
     let ca = s.ca_line();
     let url = format!("{}/700b.html", s.base);

@@ -107,10 +107,20 @@ fn show_config_with_tls_h2_and_compression() {
     assert_eq!(code, 0);
     assert!(out.contains("--tls-cert DIR/tls/server.pem"), "{out}");
     assert!(out.contains("NAME.br"), "{out}");
-    // HTTP/2 needs TLS, and the built-in server has none to offer.
+    assert!(out.contains("--http1-only"), "no h2 unless asked: {out}");
+    let (code, out, _) = volley(&["targets", "--show-config", "builtin", "--tls", "--h2"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("--http1-only"), "{out}");
+    // HTTP/2 needs TLS, and Apache's prefork MPM has none to offer.
     let (code, _, _) = volley(&["targets", "--show-config", "nginx", "--h2"]);
     assert_eq!(code, 2);
-    let (code, _, err) = volley(&["targets", "--show-config", "builtin", "--tls", "--h2"]);
+    let (code, _, err) = volley(&[
+        "targets",
+        "--show-config",
+        "apache-prefork",
+        "--tls",
+        "--h2",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot offer HTTP/2"), "{err}");
 }

@@ -244,13 +244,12 @@ fn builtin_over_tls_with_precompressed_siblings() {
 
 #[test]
 fn unsupported_combinations_are_refused_before_anything_starts() {
-    let mut spec = TargetSpec::new(TargetKind::Builtin);
+    let mut spec = TargetSpec::new(TargetKind::ApachePrefork);
     spec.tls = Some(TlsSource::Generate);
     spec.settings.http2 = true;
-    spec.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
     let e = start(&spec).unwrap_err();
     assert!(matches!(e, TargetError::Unsupported { .. }), "{e}");
-    assert!(e.to_string().contains("HTTP/1.1 only"), "{e}");
+    assert!(e.to_string().contains("prefork"), "{e}");
 
     let mut spec = TargetSpec::new(TargetKind::Caddy);
     spec.settings.compression = Some(Compression::gzip_and_brotli());

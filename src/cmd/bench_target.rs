@@ -370,7 +370,7 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
     }
     if bench.wire.h2 {
         if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
-            usage!("{k} cannot offer HTTP/2 (supported: nginx, apache-event, lighttpd, caddy)");
+            usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
         }
     }
     let compression = match bench

@@ -41,7 +41,8 @@ pub struct Args {
     /// Largest request body in bytes (larger gets 413).
     #[arg(long, default_value_t = 16 << 20)]
     max_body: u64,
-    /// Serve HTTPS (HTTP/1.1 only) with this PEM certificate chain (needs --tls-key).
+    /// Serve HTTPS (HTTP/2 through ALPN `h2`, and HTTP/1.1) with this PEM certificate
+    /// chain (needs --tls-key).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
@@ -51,6 +52,10 @@ pub struct Args {
     /// ::1) written into DIR; prints the CA path for clients to trust.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["tls_cert", "tls_key"])]
     tls_self_signed: Option<PathBuf>,
+    /// Speak HTTP/1.1 only: no `h2` in TLS ALPN and no h2c prior-knowledge connections
+    /// (by default both are answered).
+    #[arg(long)]
+    http1_only: bool,
 }
 
 /// `10s`, `500ms`, `2m`, or a bare number of seconds.
@@ -105,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.header_timeout = header_timeout;
     config.idle_timeout = idle_timeout;
     config.max_body_bytes = args.max_body;
+    config.http2 = !args.http1_only;
     let mut ca_path = None;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(ServerTls::new(cert, key));

@@ -102,7 +102,9 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         }),
     };
     if args.h2 && !kind.supports_http2() {
-        usage!("{kind} cannot offer HTTP/2 (supported: nginx, apache-event, lighttpd, caddy)");
+        usage!(
+            "{kind} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)"
+        );
     }
     let settings = ServerSettings {
         workers: args.workers,
@@ -128,9 +130,11 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 ),
                 None => String::new(),
             };
+            // As `launch_builtin` runs it: h2 only when asked for.
+            let h1 = if args.h2 { "" } else { " --http1-only" };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{tls}",
+                 volley serve --root {} --listen 127.0.0.1:0{h1}{tls}",
                 placement.docroot.display()
             );
             if args.compress {

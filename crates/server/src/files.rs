@@ -54,6 +54,9 @@ pub struct Variant {
     /// Headers shared by 200/206/304 (type, validators, encoding, Vary), no status line
     /// and no Content-Length.
     pub meta: Box<[u8]>,
+    /// The same fields as `meta`, HPACK-encoded for HTTP/2 answers (built once here so
+    /// an HTTP/2 hit encodes only status, date and length).
+    pub h2_meta: Box<[u8]>,
     /// Quoted strong ETag (empty if the file was too large to hash).
     pub etag: Box<[u8]>,
     /// Last-Modified, seconds since the epoch.
@@ -205,11 +208,13 @@ fn build_variant(
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
+    let last_modified = crate::date::http_date(mtime_secs);
+    let h2_meta = crate::answer::h2_meta_block(ctype, &last_modified, &etag, encoding, vary);
     let mut m = Vec::with_capacity(256);
     m.extend_from_slice(b"Content-Type: ");
     m.extend_from_slice(ctype.as_bytes());
     m.extend_from_slice(b"\r\nLast-Modified: ");
-    m.extend_from_slice(&crate::date::http_date(mtime_secs));
+    m.extend_from_slice(&last_modified);
     m.extend_from_slice(b"\r\n");
     if !etag.is_empty() {
         m.extend_from_slice(b"ETag: ");
@@ -236,6 +241,7 @@ fn build_variant(
         body,
         head200: h.into_boxed_slice(),
         meta: m.into_boxed_slice(),
+        h2_meta,
         etag: etag.into_bytes().into_boxed_slice(),
         mtime_secs,
     })

@@ -1,4 +1,5 @@
-//! volley-server: the built-in event-driven HTTP/1.1 server behind `volley serve`.
+//! volley-server: the built-in event-driven HTTP/1.1 and HTTP/2 server behind
+//! `volley serve`.
 //!
 //! Place in the flow: a *target*, beside the engine. `volley serve`, `volley demo` and
 //! studies start it (in-process through [`Server::bind`] / [`Server::spawn`], or as a
@@ -7,13 +8,17 @@
 //! Shape: one mio (epoll) event loop per thread sharing one listener ([`worker`]), a
 //! zero-allocation request-head parser ([`parse`]), a per-thread cache of small files
 //! with preformatted header blocks ([`files`]), and an optional buffered access log
-//! ([`log`]). With [`ServerConfig::tls`] every connection is HTTPS (HTTP/1.1 over a
-//! rustls session driven by the same loop, `tls`). Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
+//! ([`log`]). With [`ServerConfig::tls`] every connection is HTTPS (a rustls session
+//! driven by the same loop, `tls`). HTTP/2 (`h2`) is spoken when TLS ALPN selects it or
+//! a plain connection opens with the h2c preface; what to answer is decided once for
+//! both protocols (`answer`), so they differ only in framing. Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
 //! every file lookup goes through `volley_dav::path::resolve`.
 #![deny(missing_docs)]
 
+mod answer;
 pub mod date;
 pub mod files;
+mod h2;
 pub mod log;
 pub mod mime;
 pub mod parse;
@@ -55,9 +60,13 @@ pub struct ServerConfig {
     pub max_body_bytes: u64,
     /// Files up to this size are cached in memory.
     pub max_cached_file_bytes: u64,
-    /// Serve HTTPS with this certificate and key instead of plain HTTP. ALPN is forced
-    /// to `http/1.1` whatever the options say: this server does not speak HTTP/2.
+    /// Serve HTTPS with this certificate and key instead of plain HTTP. ALPN is set
+    /// here whatever the options say: `h2, http/1.1` with [`ServerConfig::http2`], else
+    /// `http/1.1` alone.
     pub tls: Option<ServerTls>,
+    /// Speak HTTP/2 (static files and DAV): over TLS when ALPN selects `h2`, and
+    /// h2c when a plain connection opens with the client preface. Off: HTTP/1.1 only.
+    pub http2: bool,
 }
 
 impl ServerConfig {
@@ -74,6 +83,7 @@ impl ServerConfig {
             max_body_bytes: 16 << 20,
             max_cached_file_bytes: 256 << 10,
             tls: None,
+            http2: true,
         }
     }
 }
@@ -148,7 +158,14 @@ impl Server {
         let tls = match &config.tls {
             Some(options) => {
                 let mut options = options.clone();
-                options.alpn = vec![volley_tls::ALPN_HTTP11.to_string()];
+                options.alpn = if config.http2 {
+                    vec![
+                        volley_tls::ALPN_H2.to_string(),
+                        volley_tls::ALPN_HTTP11.to_string(),
+                    ]
+                } else {
+                    vec![volley_tls::ALPN_HTTP11.to_string()]
+                };
                 Some(options.server_config()?)
             }
             None => None,
@@ -209,6 +226,7 @@ impl Server {
             header_timeout: self.config.header_timeout,
             idle_timeout: self.config.idle_timeout,
             max_body_bytes: self.config.max_body_bytes,
+            http2: self.config.http2,
         };
         let mut handle = ServerHandle {
             shared: shared.clone(),

@@ -29,12 +29,13 @@ pub struct Entry<'a> {
     pub secs: u64,
     /// Microseconds within that second.
     pub micros: u32,
-    /// Method, target and minor version of the request line.
+    /// Method of the request line.
     pub method: &'a [u8],
     /// Request target.
     pub target: &'a [u8],
-    /// 0 or 1.
-    pub minor: u8,
+    /// Protocol as the log shows it: `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0` (Apache's
+    /// spelling for HTTP/2).
+    pub protocol: &'static str,
     /// Status sent.
     pub status: u16,
     /// Body bytes sent.
@@ -84,7 +85,7 @@ impl AccessLog {
         push_escaped(b, e.method);
         b.push(b' ');
         push_escaped(b, e.target);
-        let _ = write!(b, " HTTP/1.{}\" {} ", e.minor, e.status);
+        let _ = write!(b, " {}\" {} ", e.protocol, e.status);
         if e.bytes == 0 {
             b.push(b'-');
         } else {
@@ -134,7 +135,7 @@ mod tests {
             micros: 42,
             method: b"GET",
             target: b"/a\"b",
-            minor: 1,
+            protocol: "HTTP/1.1",
             status: 200,
             bytes: 2326,
             referer: None,

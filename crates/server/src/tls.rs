@@ -4,8 +4,9 @@
 //!
 //! Place in the flow: the transport under [`crate::worker`]. The worker's buffers,
 //! parser and responses are the same for both transports; only the socket reads and
-//! writes go through here when the listener is TLS. HTTP/1.1 only: ALPN offers
-//! `http/1.1` and nothing else, because this server speaks no HTTP/2.
+//! writes go through here when the listener is TLS. ALPN offers `h2` then `http/1.1`
+//! (only `http/1.1` when HTTP/2 is off); the worker reads the outcome with
+//! [`TlsConn::alpn_h2`] and picks the framing.
 
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
@@ -27,6 +28,11 @@ pub(crate) struct TlsConn {
 impl TlsConn {
     pub(crate) fn new(conn: volley_tls::rustls::ServerConnection) -> TlsConn {
         TlsConn { conn, fresh: true }
+    }
+
+    /// ALPN settled on HTTP/2 (meaningful once the handshake is done).
+    pub(crate) fn alpn_h2(&self) -> bool {
+        self.conn.alpn_protocol() == Some(volley_tls::ALPN_H2.as_bytes())
     }
 
     /// Records (handshake, alerts, response data) are waiting for the socket.

@@ -5,8 +5,16 @@
 //! no allocation: the preformatted header block is copied into the output buffer, Date
 //! and Connection appended, and header + body leave in one `writev`. Larger files go out
 //! with `sendfile(2)`. Timeouts are enforced by a sweep every 100 ms.
+//!
+//! A connection's first bytes pick its framing: the h2c preface on a plain connection
+//! (or ALPN `h2` over TLS) hands it to [`crate::h2`], which is fed the same read buffer
+//! and appends its frames to the same output buffer; everything else is HTTP/1.1.
 
-use crate::files::{accepts_encoding, none_match, parse_range, Cache, Kind, RangeReq, Variant};
+use crate::answer::{
+    decide, h2_text, open_body, path_of, reason, render_h2, text_body, Answer, Body,
+};
+use crate::files::Cache;
+use crate::h2::{H2Server, Request, Responder};
 use crate::log::{AccessLog, Entry};
 use crate::parse::{
     self, decode_chunked, name_is, BodyFraming, Chunked, Head, HeaderSpan, ParseError,
@@ -14,7 +22,6 @@ use crate::parse::{
 use crate::tls::TlsConn;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -62,12 +69,9 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Largest request body accepted.
     pub max_body_bytes: u64,
-}
-
-enum Body {
-    None,
-    Mem(Arc<[u8]>, usize, usize),
-    File(File, u64, u64),
+    /// Answer HTTP/2: h2c with prior knowledge on plain connections (TLS offers `h2`
+    /// through ALPN, set up in `Server::bind`).
+    pub http2: bool,
 }
 
 struct Conn {
@@ -93,6 +97,11 @@ struct Conn {
     read_blocked: bool,
     /// `100 Continue` already queued for the request being received.
     continue_sent: bool,
+    /// The protocol is decided (HTTP/1.1, or HTTP/2 when `h2` is set); until then the
+    /// first bytes are looked at for the h2c preface or the TLS ALPN result.
+    proto_known: bool,
+    /// HTTP/2 state once the connection speaks it (boxed: absent on most).
+    h2: Option<Box<H2Server>>,
 }
 
 impl Conn {
@@ -130,56 +139,6 @@ pub struct Worker {
     scratch: Vec<u8>,
     /// Requests this worker answered (read by `ServerHandle::answered_per_thread`).
     answered: Arc<AtomicU64>,
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        206 => "Partial Content",
-        207 => "Multi-Status",
-        301 => "Moved Permanently",
-        304 => "Not Modified",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
-        _ => "Unknown",
-    }
-}
-
-/// The path part of a target: absolute-form (`http://host/p`) reduced to `/p`, query and
-/// fragment dropped.
-fn path_of(target: &[u8]) -> &[u8] {
-    let mut t = target;
-    for scheme in [&b"http://"[..], b"https://"] {
-        if t.len() > scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            let rest = &t[scheme.len()..];
-            t = match rest.iter().position(|&b| b == b'/') {
-                Some(i) => &rest[i..],
-                None => b"/",
-            };
-            break;
-        }
-    }
-    let end = t
-        .iter()
-        .position(|&b| b == b'?' || b == b'#')
-        .unwrap_or(t.len());
-    &t[..end]
 }
 
 fn header<'a>(buf: &'a [u8], hdrs: &[HeaderSpan], name: &str) -> Option<&'a [u8]> {
@@ -230,6 +189,28 @@ impl Ctx {
         result.also_log(self, c.peer, buf, head, hdrs, target)
     }
 
+    /// Runs the DAV handler (either protocol) and drops every worker's file cache
+    /// generation when the method may have changed the tree.
+    fn dav_handle(
+        &mut self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> volley_dav::DavResponse {
+        let req = DavRequest {
+            method,
+            target,
+            headers,
+            body,
+        };
+        let resp = self.dav.handle(&req);
+        if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
+            self.shared.generation.fetch_add(1, Ordering::Relaxed);
+        }
+        resp
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn dav_request(
         &mut self,
@@ -251,16 +232,7 @@ impl Ctx {
                 fields.push((n, v));
             }
         }
-        let req = DavRequest {
-            method,
-            target,
-            headers: &fields,
-            body,
-        };
-        let resp = self.dav.handle(&req);
-        if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
-            self.shared.generation.fetch_add(1, Ordering::Relaxed);
-        }
+        let resp = self.dav_handle(method, target, &fields, body);
         let _ = write!(
             out,
             "HTTP/1.1 {} {}\r\nServer: volley\r\nContent-Length: {}\r\n",
@@ -279,7 +251,6 @@ impl Ctx {
         (resp.status, resp.body.len() as u64)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn static_file(
         &mut self,
         out: &mut Vec<u8>,
@@ -290,80 +261,49 @@ impl Ctx {
         keep_alive: bool,
     ) -> (u16, u64) {
         let head_only = head.method.get(buf) == b"HEAD";
-        let key = path_of(head.target.get(buf));
-        self.cache
-            .sync_generation(self.shared.generation.load(Ordering::Relaxed));
         let minor = head.minor;
-        let kind = self.cache.lookup(key, self.now);
-        let f = match kind {
-            None => {
+        let answer = decide(
+            &mut self.cache,
+            self.shared.generation.load(Ordering::Relaxed),
+            self.now,
+            path_of(head.target.get(buf)),
+            head_only,
+            |name| header(buf, hdrs, name),
+        );
+        let date = &self.date;
+        let (status, v, start, end) = match answer {
+            Answer::Text { status, location } => {
+                let mut extra = Vec::new();
+                if let Some(loc) = location {
+                    extra.extend_from_slice(b"Location: ");
+                    extra.extend_from_slice(loc);
+                    extra.extend_from_slice(b"\r\n");
+                }
                 return (
-                    500,
-                    simple(&self.date, out, 500, b"", minor, keep_alive, head_only),
-                )
-            }
-            Some(Kind::Status(s)) => {
-                let s = *s;
-                return (
-                    s,
-                    simple(&self.date, out, s, b"", minor, keep_alive, head_only),
+                    status,
+                    simple(date, out, status, &extra, minor, keep_alive, head_only),
                 );
             }
-            Some(Kind::Redirect(loc)) => {
-                let mut extra = Vec::with_capacity(loc.len() + 16);
-                extra.extend_from_slice(b"Location: ");
-                extra.extend_from_slice(loc);
-                extra.extend_from_slice(b"\r\n");
-                return (
-                    301,
-                    simple(&self.date, out, 301, &extra, minor, keep_alive, head_only),
+            Answer::NotModified(v) => {
+                out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\nServer: volley\r\n");
+                out.extend_from_slice(&v.meta);
+                finish_head(date, out, minor, keep_alive);
+                return (304, 0);
+            }
+            Answer::Unsatisfiable(v) => {
+                let _ = write!(
+                    out,
+                    "HTTP/1.1 416 Range Not Satisfiable\r\nServer: volley\r\nContent-Length: 0\r\nContent-Range: bytes */{}\r\n",
+                    v.len
                 );
+                finish_head(date, out, minor, keep_alive);
+                return (416, 0);
             }
-            Some(Kind::File(f)) => f,
-        };
-        let ae = header(buf, hdrs, "accept-encoding");
-        let v: &Variant = match ae {
-            Some(ae) if f.br.is_some() && accepts_encoding(ae, "br") => {
-                f.br.as_ref().unwrap_or(&f.identity)
-            }
-            Some(ae) if f.gzip.is_some() && accepts_encoding(ae, "gzip") => {
-                f.gzip.as_ref().unwrap_or(&f.identity)
-            }
-            _ => &f.identity,
-        };
-        // RFC 9110 13.2.2: If-None-Match wins over If-Modified-Since.
-        let not_modified = match header(buf, hdrs, "if-none-match") {
-            Some(inm) => none_match(inm, &v.etag),
-            None => header(buf, hdrs, "if-modified-since")
-                .and_then(crate::date::parse_http_date)
-                .is_some_and(|ims| v.mtime_secs <= ims),
-        };
-        if not_modified {
-            out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\nServer: volley\r\n");
-            out.extend_from_slice(&v.meta);
-            finish_head(&self.date, out, minor, keep_alive);
-            return (304, 0);
-        }
-        let mut range = match header(buf, hdrs, "range") {
-            Some(r) if !head_only => parse_range(r, v.len),
-            _ => RangeReq::Full,
-        };
-        if let Some(ir) = header(buf, hdrs, "if-range") {
-            let matches = if ir.starts_with(b"\"") {
-                ir == &v.etag[..]
-            } else {
-                crate::date::parse_http_date(ir) == Some(v.mtime_secs)
-            };
-            if !matches {
-                range = RangeReq::Full;
-            }
-        }
-        let (status, start, end) = match range {
-            RangeReq::Full => {
+            Answer::Full(v) => {
                 out.extend_from_slice(&v.head200);
-                (200, 0, v.len)
+                (200, v, 0, v.len)
             }
-            RangeReq::Part(a, b) => {
+            Answer::Part(v, a, b) => {
                 let _ = write!(
                     out,
                     "HTTP/1.1 206 Partial Content\r\nServer: volley\r\nContent-Length: {}\r\nContent-Range: bytes {}-{}/{}\r\n",
@@ -373,36 +313,21 @@ impl Ctx {
                     v.len
                 );
                 out.extend_from_slice(&v.meta);
-                (206, a, b)
-            }
-            RangeReq::Unsatisfiable => {
-                let _ = write!(
-                    out,
-                    "HTTP/1.1 416 Range Not Satisfiable\r\nServer: volley\r\nContent-Length: 0\r\nContent-Range: bytes */{}\r\n",
-                    v.len
-                );
-                finish_head(&self.date, out, minor, keep_alive);
-                return (416, 0);
+                (206, v, a, b)
             }
         };
-        finish_head(&self.date, out, minor, keep_alive);
+        finish_head(date, out, minor, keep_alive);
         if head_only {
             return (status, 0);
         }
-        match &v.body {
-            Some(data) => *body_out = Body::Mem(data.clone(), start as usize, end as usize),
-            None => match File::open(&v.path) {
-                Ok(file) => *body_out = Body::File(file, start, end),
-                Err(_) => {
-                    // The head already promised a body; the only honest move is to close.
-                    *body_out = Body::None;
-                    out.clear();
-                    return (
-                        500,
-                        simple(&self.date, out, 500, b"", minor, false, head_only),
-                    );
-                }
-            },
+        match open_body(v, start, end) {
+            Some(b) => *body_out = b,
+            None => {
+                // The head already promised a body; the only honest move is to close.
+                *body_out = Body::None;
+                out.clear();
+                return (500, simple(date, out, 500, b"", minor, false, head_only));
+            }
         }
         (status, end - start)
     }
@@ -418,21 +343,19 @@ fn simple(
     keep_alive: bool,
     head_only: bool,
 ) -> u64 {
-    let body_len = if status == 304 {
-        0
-    } else {
-        reason(status).len() + 5
-    };
+    // The same text as the HTTP/2 answers (`answer::text_body`).
+    let text = text_body(status);
     let _ = write!(
         out,
-        "HTTP/1.1 {status} {}\r\nServer: volley\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\n",
-        reason(status)
+        "HTTP/1.1 {status} {}\r\nServer: volley\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
+        reason(status),
+        text.len()
     );
     out.extend_from_slice(extra);
     finish_head(date, out, minor, keep_alive);
-    if body_len > 0 && !head_only {
-        let _ = writeln!(out, "{status} {}", reason(status));
-        body_len as u64
+    if !text.is_empty() && !head_only {
+        out.extend_from_slice(text.as_bytes());
+        text.len() as u64
     } else {
         0
     }
@@ -448,6 +371,112 @@ fn finish_head(date: &[u8; 29], out: &mut Vec<u8>, minor: u8, keep_alive: bool) 
         out.extend_from_slice(b"Connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// The static-file answers behind an HTTP/2 connection: the same [`decide`] as
+/// HTTP/1.1, rendered as HPACK fields.
+struct H2Respond<'a> {
+    ctx: &'a mut Ctx,
+    peer: SocketAddr,
+}
+
+impl Responder for H2Respond<'_> {
+    fn respond(&mut self, req: &Request<'_>, block: &mut Vec<u8>) -> Body {
+        let ctx = &mut *self.ctx;
+        let (status, body, bytes) = match req.method {
+            b"GET" | b"HEAD" => {
+                let head_only = req.method == b"HEAD";
+                let answer = decide(
+                    &mut ctx.cache,
+                    ctx.shared.generation.load(Ordering::Relaxed),
+                    ctx.now,
+                    path_of(req.path),
+                    head_only,
+                    |name| req.field(name),
+                );
+                render_h2(answer, &ctx.date, head_only, block)
+            }
+            m => match std::str::from_utf8(m) {
+                Ok(m) if Dav::handles(m) => dav_h2(ctx, m, req, block),
+                _ => {
+                    let (body, n) = h2_text(405, &ctx.date, None, Some(ALLOW_H2), false, block);
+                    (405, body, n)
+                }
+            },
+        };
+        if let Some(log) = ctx.log.as_mut() {
+            log.record(&Entry {
+                peer: self.peer,
+                secs: ctx.date_secs,
+                micros: ctx.micros,
+                method: req.method,
+                target: req.path,
+                protocol: "HTTP/2.0",
+                status,
+                bytes,
+                referer: req.field("referer"),
+                user_agent: req.field("user-agent"),
+            });
+        }
+        body
+    }
+
+    fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
+        h2_text(status, &self.ctx.date, None, None, false, block).0
+    }
+
+    fn wants_body(&self, method: &[u8]) -> bool {
+        std::str::from_utf8(method).is_ok_and(Dav::handles)
+    }
+}
+
+/// The Allow value of an HTTP/2 405 (the HTTP/1.1 `ALLOW` line without name and CRLF).
+const ALLOW_H2: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK";
+
+/// A DAV request over HTTP/2: the same handler as HTTP/1.1 (`:authority` passed as
+/// Host), its fields lower-cased into HPACK. Returns (status, body, body bytes).
+fn dav_h2(ctx: &mut Ctx, method: &str, req: &Request<'_>, block: &mut Vec<u8>) -> (u16, Body, u64) {
+    let mut fields = Vec::new();
+    for (n, v) in req.fields() {
+        let (Ok(n), Ok(v)) = (std::str::from_utf8(n), std::str::from_utf8(v)) else {
+            continue;
+        };
+        match n {
+            ":authority" => fields.push(("host", v)),
+            _ if n.starts_with(':') => {}
+            _ => fields.push((n, v)),
+        }
+    }
+    let target = std::str::from_utf8(req.path).unwrap_or("/");
+    let resp = ctx.dav_handle(method, target, &fields, req.body);
+    let status = resp.status.to_string();
+    volley_h2::hpack::encode_field(b":status", status.as_bytes(), block);
+    volley_h2::hpack::encode_field(b"server", b"volley", block);
+    volley_h2::hpack::encode_field(b"date", &ctx.date, block);
+    volley_h2::hpack::encode_field(
+        b"content-length",
+        resp.body.len().to_string().as_bytes(),
+        block,
+    );
+    for (n, v) in &resp.headers {
+        let name = n.to_ascii_lowercase();
+        // Connection-specific fields are not allowed in HTTP/2 (RFC 9113 §8.2.2).
+        if matches!(
+            name.as_str(),
+            "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "content-length"
+        ) || v.bytes().any(|b| b == b'\r' || b == b'\n')
+        {
+            continue;
+        }
+        volley_h2::hpack::encode_field(name.as_bytes(), v.as_bytes(), block);
+    }
+    let len = resp.body.len();
+    let body = if len == 0 || method == "HEAD" {
+        Body::None
+    } else {
+        Body::Mem(Arc::from(resp.body), 0, len)
+    };
+    (resp.status, body, len as u64)
 }
 
 /// Logging as a tail step of `respond`, so every path through it is logged once.
@@ -480,7 +509,11 @@ impl AlsoLog for (u16, u64) {
                 micros: ctx.micros,
                 method: head.method.get(buf),
                 target,
-                minor: head.minor,
+                protocol: if head.minor == 0 {
+                    "HTTP/1.0"
+                } else {
+                    "HTTP/1.1"
+                },
                 status: self.0,
                 bytes: self.1,
                 referer: header(buf, hdrs, "referer"),
@@ -843,6 +876,8 @@ impl Worker {
                 writable_interest: false,
                 read_blocked: false,
                 continue_sent: false,
+                proto_known: false,
+                h2: None,
             });
         }
     }
@@ -949,11 +984,41 @@ impl Worker {
         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
             return Step::Close;
         };
+        if c.h2.is_some() {
+            return self.process_h2(i);
+        }
         if c.out_pending() || c.rlo == c.rhi {
             if c.rlo == c.rhi && !c.out_pending() {
                 c.head_started = None;
             }
             return Step::NeedMore;
+        }
+        if !c.proto_known {
+            let data = &c.rbuf[c.rlo..c.rhi];
+            let preface: &[u8] = volley_h2::frame::PREFACE;
+            let h2 = match c.tls.as_deref() {
+                // Plaintext only arrives after the handshake, so ALPN is settled.
+                Some(tls) => tls.alpn_h2(),
+                None if !self.ctx.limits.http2 => false,
+                // No HTTP/1.1 request starts with `PRI * HTTP/2.0`: wait for all 24.
+                None if data.len() < preface.len() && preface.starts_with(data) => {
+                    return Step::NeedMore
+                }
+                None => data.starts_with(preface),
+            };
+            c.proto_known = true;
+            if h2 {
+                if c.out_pos >= c.out.len() {
+                    c.out.clear();
+                    c.out_pos = 0;
+                }
+                let max_body =
+                    usize::try_from(self.ctx.limits.max_body_bytes).unwrap_or(usize::MAX);
+                c.h2 = Some(Box::new(H2Server::new(&mut c.out, max_body)));
+                c.head_started = None;
+                grow(c, crate::h2::READ_BUF_BYTES, crate::h2::READ_BUF_BYTES);
+                return self.process_h2(i);
+            }
         }
         let limits = self.ctx.limits.clone();
         let parsed = parse::parse_head(&c.rbuf[c.rlo..c.rhi], &mut self.hdrs);
@@ -1048,6 +1113,40 @@ impl Worker {
             c.rlo = c.rhi;
         }
         Step::Answered
+    }
+
+    /// Feeds buffered bytes to the connection's HTTP/2 state and tops its output up
+    /// with DATA. `Answered` when there is output to write.
+    fn process_h2(&mut self, i: usize) -> Step {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+            return Step::Close;
+        };
+        if c.out_pending() {
+            return Step::NeedMore;
+        }
+        c.out.clear();
+        c.out_pos = 0;
+        let Some(h2) = c.h2.as_deref_mut() else {
+            return Step::Close;
+        };
+        let mut responder = H2Respond {
+            ctx: &mut self.ctx,
+            peer: c.peer,
+        };
+        let used = h2.feed(&c.rbuf[c.rlo..c.rhi], &mut c.out, &mut responder);
+        c.rlo += used;
+        h2.fill(&mut c.out);
+        self.answered
+            .fetch_add(h2.take_answered(), Ordering::Relaxed);
+        if h2.is_closing() {
+            c.close_after_write = true;
+            c.rlo = c.rhi;
+        }
+        if c.out.is_empty() {
+            Step::NeedMore
+        } else {
+            Step::Answered
+        }
     }
 
     /// A complete head whose body is still on its way. With `Expect: 100-continue`

@@ -23,6 +23,10 @@ fn big() -> Vec<u8> {
 
 impl Served {
     fn start(tag: &str) -> Served {
+        Served::start_with(tag, true)
+    }
+
+    fn start_with(tag: &str, http2: bool) -> Served {
         let root =
             std::env::temp_dir().join(format!("volley-server-tls-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
@@ -32,6 +36,7 @@ impl Served {
         std::fs::write(root.join("site/big.bin"), big()).unwrap();
         let mut config = ServerConfig::new(root.join("site"));
         config.tls = Some(ServerTls::new(&certs.cert, &certs.key));
+        config.http2 = http2;
         let server = Server::bind(config).unwrap();
         assert_eq!(server.scheme(), "https");
         let addr = server.local_addr();
@@ -142,8 +147,23 @@ fn files_over_tls_with_keep_alive_and_bodies() {
 }
 
 #[test]
-fn h2_is_not_offered() {
-    let s = Served::start("alpn");
+fn alpn_prefers_h2_and_still_serves_http11() {
+    let s = Served::start("alpn-h2");
+    for (offer, want) in [
+        (&["h2"][..], Some(&b"h2"[..])),
+        (&["http/1.1", "h2"][..], Some(&b"h2"[..])),
+        (&["http/1.1"][..], Some(&b"http/1.1"[..])),
+        (&[][..], None),
+    ] {
+        let mut c = s.client(offer);
+        assert!(c.handshake().unwrap());
+        assert_eq!(c.session().negotiated_alpn(), want, "{offer:?}");
+    }
+}
+
+#[test]
+fn h2_is_not_offered_when_off() {
+    let s = Served::start_with("alpn", false);
     // A client that offers only h2 is refused (RFC 7301 no_application_protocol)...
     let mut only_h2 = s.client(&["h2"]);
     let err = only_h2.handshake().unwrap_err();

@@ -62,12 +62,16 @@ impl TargetKind {
     }
 
     /// Whether volley can configure this kind to offer HTTP/2 (by ALPN, over TLS).
-    /// The built-in server speaks HTTP/1.1 only; Apache's mod_http2 refuses to run
-    /// under the prefork MPM; an external target is whatever it is.
+    /// Apache's mod_http2 refuses to run under the prefork MPM; an external target is
+    /// whatever it is. The built-in server offers `h2` unless started `--http1-only`.
     pub fn supports_http2(self) -> bool {
         matches!(
             self,
-            TargetKind::Nginx | TargetKind::ApacheEvent | TargetKind::Lighttpd | TargetKind::Caddy
+            TargetKind::Builtin
+                | TargetKind::Nginx
+                | TargetKind::ApacheEvent
+                | TargetKind::Lighttpd
+                | TargetKind::Caddy
         )
     }
 

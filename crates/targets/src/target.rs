@@ -503,7 +503,6 @@ fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), TargetError
     }
     if s.http2 && !kind.supports_http2() {
         let why = match kind {
-            TargetKind::Builtin => "the built-in server speaks HTTP/1.1 only",
             TargetKind::ApachePrefork => {
                 "mod_http2 does not run under the prefork MPM; use apache-event"
             }
@@ -835,6 +834,12 @@ fn launch_builtin(
         program.display(),
         docroot.display()
     );
+    if !spec.settings.http2 {
+        // Offer h2 only when asked, as the configured servers do: a run without
+        // HTTP/2 must not have it negotiated by ALPN.
+        cmd.arg("--http1-only");
+        config_text += " --http1-only";
+    }
     if let Some(t) = tls {
         cmd.arg("--tls-cert")
             .arg(&t.cert)
@@ -1328,7 +1333,11 @@ mod tests {
         s.program = Some(PathBuf::from("/usr/sbin/apache2"));
         assert!(check_features(&s, s.kind).is_ok());
         s.kind = TargetKind::Builtin;
-        assert!(matches!(refused(&s), TargetError::Unsupported { .. }));
+        s.program = None;
+        assert!(
+            check_features(&s, s.kind).is_ok(),
+            "the built-in server offers h2"
+        );
         // h2 is negotiated by ALPN, so it needs TLS.
         s.kind = TargetKind::Nginx;
         s.tls = None;

@@ -1,0 +1,325 @@
+//! What to answer a static GET/HEAD, decided once for both protocols.
+//!
+//! Place in the flow: between the request (parsed HTTP/1.1 head or decoded HTTP/2
+//! header block) and the framing. [`decide`] picks the status, the representation
+//! (identity or a precompressed sibling) and the byte range; the HTTP/1.1 writer in
+//! `worker` and [`render_h2`] only differ in how they put that decision on the wire,
+//! so both protocols answer with the same statuses, types, validators and lengths.
+
+use crate::files::{accepts_encoding, none_match, parse_range, Cache, Kind, RangeReq, Variant};
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Instant;
+use volley_h2::hpack::encode_field;
+
+/// A response body still to send.
+pub(crate) enum Body {
+    /// Nothing (or all of it sent).
+    None,
+    /// Bytes `[pos, end)` of an in-memory body.
+    Mem(Arc<[u8]>, usize, usize),
+    /// Bytes `[pos, end)` of an open file.
+    File(File, u64, u64),
+}
+
+/// The reason phrase of a status (HTTP/1.1 status lines and the text bodies).
+pub(crate) fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        206 => "Partial Content",
+        207 => "Multi-Status",
+        301 => "Moved Permanently",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// The body of a short text answer: `404 Not Found\n` (none for 304).
+pub(crate) fn text_body(status: u16) -> String {
+    if status == 304 {
+        String::new()
+    } else {
+        format!("{status} {}\n", reason(status))
+    }
+}
+
+/// The path part of a target: absolute-form (`http://host/p`) reduced to `/p`, query and
+/// fragment dropped.
+pub(crate) fn path_of(target: &[u8]) -> &[u8] {
+    let mut t = target;
+    for scheme in [&b"http://"[..], b"https://"] {
+        if t.len() > scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let rest = &t[scheme.len()..];
+            t = match rest.iter().position(|&b| b == b'/') {
+                Some(i) => &rest[i..],
+                None => b"/",
+            };
+            break;
+        }
+    }
+    let end = t
+        .iter()
+        .position(|&b| b == b'?' || b == b'#')
+        .unwrap_or(t.len());
+    &t[..end]
+}
+
+/// The decision for one static request, borrowing the cached representation.
+pub(crate) enum Answer<'c> {
+    /// A short text answer (errors; a redirect when `location` is set).
+    Text {
+        /// Status code.
+        status: u16,
+        /// Location of a 301.
+        location: Option<&'c [u8]>,
+    },
+    /// 304: the client's copy is current.
+    NotModified(&'c Variant),
+    /// 200 with the whole representation.
+    Full(&'c Variant),
+    /// 206 with bytes `[start, end)`.
+    Part(&'c Variant, u64, u64),
+    /// 416: the range lies outside the representation.
+    Unsatisfiable(&'c Variant),
+}
+
+/// Decides the answer to a GET (or HEAD when `head_only`) of `path` (no query), reading
+/// request fields through `field` (lower-case names). The cache is revalidated against
+/// `generation` (bumped by DAV writes) first.
+pub(crate) fn decide<'c, 'r>(
+    cache: &'c mut Cache,
+    generation: u64,
+    now: Instant,
+    path: &[u8],
+    head_only: bool,
+    field: impl Fn(&str) -> Option<&'r [u8]>,
+) -> Answer<'c> {
+    cache.sync_generation(generation);
+    let f = match cache.lookup(path, now) {
+        None => {
+            return Answer::Text {
+                status: 500,
+                location: None,
+            }
+        }
+        Some(Kind::Status(s)) => {
+            return Answer::Text {
+                status: *s,
+                location: None,
+            }
+        }
+        Some(Kind::Redirect(loc)) => {
+            return Answer::Text {
+                status: 301,
+                location: Some(loc),
+            }
+        }
+        Some(Kind::File(f)) => f,
+    };
+    let v: &Variant = match field("accept-encoding") {
+        Some(ae) if f.br.is_some() && accepts_encoding(ae, "br") => {
+            f.br.as_ref().unwrap_or(&f.identity)
+        }
+        Some(ae) if f.gzip.is_some() && accepts_encoding(ae, "gzip") => {
+            f.gzip.as_ref().unwrap_or(&f.identity)
+        }
+        _ => &f.identity,
+    };
+    // RFC 9110 13.2.2: If-None-Match wins over If-Modified-Since.
+    let not_modified = match field("if-none-match") {
+        Some(inm) => none_match(inm, &v.etag),
+        None => field("if-modified-since")
+            .and_then(crate::date::parse_http_date)
+            .is_some_and(|ims| v.mtime_secs <= ims),
+    };
+    if not_modified {
+        return Answer::NotModified(v);
+    }
+    let mut range = match field("range") {
+        Some(r) if !head_only => parse_range(r, v.len),
+        _ => RangeReq::Full,
+    };
+    if let Some(ir) = field("if-range") {
+        let matches = if ir.starts_with(b"\"") {
+            ir == &v.etag[..]
+        } else {
+            crate::date::parse_http_date(ir) == Some(v.mtime_secs)
+        };
+        if !matches {
+            range = RangeReq::Full;
+        }
+    }
+    match range {
+        RangeReq::Full => Answer::Full(v),
+        RangeReq::Part(a, b) => Answer::Part(v, a, b),
+        RangeReq::Unsatisfiable => Answer::Unsatisfiable(v),
+    }
+}
+
+/// The body of bytes `[start, end)` of `v`: from memory when cached, else the file
+/// opened now. `None` when the file cannot be opened (it vanished since the lookup).
+pub(crate) fn open_body(v: &Variant, start: u64, end: u64) -> Option<Body> {
+    match &v.body {
+        Some(data) => Some(Body::Mem(data.clone(), start as usize, end as usize)),
+        None => File::open(&v.path)
+            .ok()
+            .map(|file| Body::File(file, start, end)),
+    }
+}
+
+/// Appends the HPACK block of an HTTP/2 response head for `answer` to `block` and returns
+/// (status, body, body bytes). The fields are those of the HTTP/1.1 answer minus the
+/// connection-specific ones (RFC 9113 §8.2.2), with the same Content-Length.
+pub(crate) fn render_h2(
+    answer: Answer<'_>,
+    date: &[u8],
+    head_only: bool,
+    block: &mut Vec<u8>,
+) -> (u16, Body, u64) {
+    let (status, v, start, end) = match answer {
+        Answer::Text { status, location } => {
+            let (body, len) = h2_text(status, date, location, None, head_only, block);
+            return (status, body, len);
+        }
+        Answer::NotModified(v) => {
+            status_fields(304, date, block);
+            block.extend_from_slice(&v.h2_meta);
+            return (304, Body::None, 0);
+        }
+        Answer::Unsatisfiable(v) => {
+            status_fields(416, date, block);
+            encode_field(b"content-length", b"0", block);
+            encode_field(
+                b"content-range",
+                format!("bytes */{}", v.len).as_bytes(),
+                block,
+            );
+            return (416, Body::None, 0);
+        }
+        Answer::Full(v) => (200, v, 0, v.len),
+        Answer::Part(v, a, b) => (206, v, a, b),
+    };
+    let body = if head_only {
+        Some(Body::None)
+    } else {
+        open_body(v, start, end)
+    };
+    let Some(body) = body else {
+        let (body, len) = h2_text(500, date, None, None, head_only, block);
+        return (500, body, len);
+    };
+    status_fields(status, date, block);
+    encode_field(
+        b"content-length",
+        (end - start).to_string().as_bytes(),
+        block,
+    );
+    if status == 206 {
+        let range = format!("bytes {}-{}/{}", start, end.saturating_sub(1), v.len);
+        encode_field(b"content-range", range.as_bytes(), block);
+    }
+    block.extend_from_slice(&v.h2_meta);
+    let sent = if head_only { 0 } else { end - start };
+    (status, body, sent)
+}
+
+/// A short text answer over HTTP/2 (errors, redirects, 405 with `allow`). Returns the
+/// body and its length (0 for HEAD, which still gets the Content-Length).
+pub(crate) fn h2_text(
+    status: u16,
+    date: &[u8],
+    location: Option<&[u8]>,
+    allow: Option<&[u8]>,
+    head_only: bool,
+    block: &mut Vec<u8>,
+) -> (Body, u64) {
+    let text = text_body(status);
+    status_fields(status, date, block);
+    encode_field(b"content-type", b"text/plain; charset=utf-8", block);
+    encode_field(b"content-length", text.len().to_string().as_bytes(), block);
+    if let Some(loc) = location {
+        encode_field(b"location", loc, block);
+    }
+    if let Some(allow) = allow {
+        encode_field(b"allow", allow, block);
+    }
+    if head_only || text.is_empty() {
+        return (Body::None, 0);
+    }
+    let len = text.len();
+    (Body::Mem(Arc::from(text.into_bytes()), 0, len), len as u64)
+}
+
+/// `:status`, `server` and `date`, the fields every HTTP/2 answer starts with.
+fn status_fields(status: u16, date: &[u8], block: &mut Vec<u8>) {
+    let mut digits = [0u8; 3];
+    let s = status.min(999);
+    digits[0] = b'0' + (s / 100) as u8;
+    digits[1] = b'0' + (s / 10 % 10) as u8;
+    digits[2] = b'0' + (s % 10) as u8;
+    encode_field(b":status", &digits, block);
+    encode_field(b"server", b"volley", block);
+    encode_field(b"date", date, block);
+}
+
+/// HPACK-encodes the representation fields of a variant (type, validators, encoding,
+/// Vary, Accept-Ranges) once, when the cache builds it: no Content-Length, which
+/// depends on the range.
+pub(crate) fn h2_meta_block(
+    ctype: &str,
+    last_modified: &[u8],
+    etag: &str,
+    encoding: Option<&str>,
+    vary: bool,
+) -> Box<[u8]> {
+    let mut b = Vec::with_capacity(128);
+    encode_field(b"content-type", ctype.as_bytes(), &mut b);
+    encode_field(b"last-modified", last_modified, &mut b);
+    if !etag.is_empty() {
+        encode_field(b"etag", etag.as_bytes(), &mut b);
+    }
+    if let Some(enc) = encoding {
+        encode_field(b"content-encoding", enc.as_bytes(), &mut b);
+    }
+    if vary {
+        encode_field(b"vary", b"accept-encoding", &mut b);
+    }
+    encode_field(b"accept-ranges", b"bytes", &mut b);
+    b.into_boxed_slice()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_of_strips_scheme_query_and_fragment() {
+        assert_eq!(path_of(b"/a/b?x=1"), b"/a/b");
+        assert_eq!(path_of(b"http://host/p#f"), b"/p");
+        assert_eq!(path_of(b"HTTPS://host"), b"/");
+    }
+
+    #[test]
+    fn text_bodies_name_the_status() {
+        assert_eq!(text_body(404), "404 Not Found\n");
+        assert_eq!(text_body(304), "");
+    }
+}
