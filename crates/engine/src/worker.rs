@@ -55,21 +55,6 @@ const TICK_NS: u64 = 100_000_000;
 /// (timerfd refused), the loop sleeps in epoll only until this long before the next
 /// arrival and then polls without blocking.
 const SPIN_WINDOW_NS: u64 = 1_000_000;
-/// Zero-timeout polls allowed after a poll that returned events, before the loop may
-/// sleep in epoll again (about 20-40 us of polling on this class of machine).
-///
-/// Why: on loopback the server pays for waking us. When the generator sleeps in
-/// epoll_wait, every response the server writes must wake it (a cross-core wake-up
-/// charged to the server's CPU), so an efficient generator that often goes idle makes a
-/// saturated server slower per request. Measured against lighttpd pinned to one core,
-/// 64 keep-alive connections: without these polls volley slept 0.06 times per request
-/// and lighttpd spent 8.1-10.1 us of CPU per request; with 100 it slept ~0 times, the
-/// server spent 7.7-8.1 us and served 5-30% more, for +0.3 us of generator CPU per
-/// request. Once events stop coming (a stalled or slow server) the loop sleeps again
-/// after one short burst of polls. Keep-alive only: with a new connection per request
-/// the loop waits on connects and closes, polling did not pay for itself (volley/ab
-/// CPU per request 0.93 without it, 1.01 with it, against nginx, 16 at once).
-const SPIN_POLLS: u32 = 100;
 /// The open-loop arrival timer's token: past every connection slot.
 const TIMER_TOKEN: Token = Token(usize::MAX);
 /// Arrivals released per loop turn when behind schedule, so events are still served.
@@ -300,7 +285,6 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         self.start(now);
         let mut next_housekeeping = now + HOUSEKEEPING_NS;
         let mut next_tick = now + TICK_NS;
-        let mut spins_left = 0u32;
         loop {
             let now = self.shared.now_ns();
             if self.shared.cfg.stop_flag.load(Ordering::Relaxed)
@@ -348,21 +332,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                     SPIN_WINDOW_NS,
                 )
             };
-            let timeout = if spins_left > 0 && !timeout.is_zero() {
-                spins_left -= 1;
-                Duration::ZERO
-            } else {
-                timeout
-            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     // The event queue itself failed: nothing more can be measured.
                     self.stats.stopped_early = true;
                     break;
                 }
-            }
-            if !events.is_empty() && self.shared.cfg.keep_alive {
-                spins_left = SPIN_POLLS;
             }
             for ev in events.iter() {
                 if ev.token() == TIMER_TOKEN {
