@@ -157,9 +157,17 @@ pub fn parse_net_dev(text: &str, iface: &str) -> Option<NetDev> {
     })
 }
 
-/// TCP sockets by state, counted from `/proc/net/tcp` and `/proc/net/tcp6`.
+/// TCP sockets by state, counted from `/proc/net/tcp` and `/proc/net/tcp6`, or, when
+/// there are too many sockets for that to be cheap, only TIME_WAIT and the rest from
+/// `/proc/net/sockstat` (`per_state` false; see [`PER_STATE_LIMIT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct TcpStates {
+    /// The per-state fields were counted. False when the machine held more than
+    /// [`PER_STATE_LIMIT`] TCP sockets: then only `time_wait` and `in_use` are filled.
+    pub per_state: bool,
+    /// Sockets not in TIME_WAIT, any other state (`/proc/net/sockstat` "inuse", IPv4
+    /// and IPv6), filled whichever way the sample was taken.
+    pub in_use: u32,
     /// ESTABLISHED (01).
     pub established: u32,
     /// SYN_SENT (02).
@@ -184,6 +192,35 @@ pub struct TcpStates {
     pub closing: u32,
 }
 
+/// Above this many TCP sockets on the machine, the monitor does not list them by state.
+///
+/// Why: `/proc/net/tcp` is formatted by the kernel line by line for every socket, in the
+/// reader's time. A connection-per-request load leaves every closed socket in TIME_WAIT
+/// for 60 s: measured here, 23k sockets cost 46 ms of kernel time per read, and at 2,000
+/// connections/s (120k sockets) the once-a-second read took a large share of a core in
+/// volley's own process and made its event loop late (scheduler-lag p99 of 2-7 ms in
+/// seed 001's sweep). `/proc/net/sockstat` gives the TIME_WAIT and in-use totals in O(1).
+pub const PER_STATE_LIMIT: u32 = 4096;
+
+/// `(in use, TIME_WAIT)` from `/proc/net/sockstat`'s `TCP:` line (`inuse` and `tw`), or
+/// the `inuse` of `/proc/net/sockstat6`'s `TCP6:` line with TIME_WAIT 0 (the kernel
+/// counts TIME_WAIT of both families in `sockstat`).
+pub fn parse_sockstat_tcp(text: &str) -> Option<(u32, u32)> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("TCP:") || l.starts_with("TCP6:"))?;
+    let mut it = line.split_whitespace().skip(1);
+    let (mut in_use, mut tw) = (None, 0);
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        match k {
+            "inuse" => in_use = v.parse().ok(),
+            "tw" => tw = v.parse().ok()?,
+            _ => {}
+        }
+    }
+    Some((in_use?, tw))
+}
+
 impl TcpStates {
     /// Adds the sockets listed in one `/proc/net/tcp` or `/proc/net/tcp6` text.
     pub fn add_proc_net_tcp(&mut self, text: &str) {
@@ -192,7 +229,11 @@ impl TcpStates {
             let Some(st) = line.split_whitespace().nth(3) else {
                 continue;
             };
-            match u8::from_str_radix(st, 16) {
+            let state = u8::from_str_radix(st, 16);
+            if matches!(state, Ok(s) if s != 0x06) {
+                self.in_use += 1;
+            }
+            match state {
                 Ok(0x01) => self.established += 1,
                 Ok(0x02) => self.syn_sent += 1,
                 Ok(0x03) | Ok(0x0C) => self.syn_recv += 1,
@@ -207,6 +248,33 @@ impl TcpStates {
                 _ => {}
             }
         }
+        self.per_state = true;
+    }
+
+    /// Counts TCP sockets the cheap way when there are many: `sockstat` and `sockstat6`
+    /// totals first, and the per-state listing only at or below [`PER_STATE_LIMIT`].
+    /// `read` returns a `/proc` file's text (injected, so this is tested without /proc).
+    pub fn sample(read: impl Fn(&str) -> Option<String>) -> TcpStates {
+        let v4 = read("/proc/net/sockstat").and_then(|t| parse_sockstat_tcp(&t));
+        let v6 = read("/proc/net/sockstat6").and_then(|t| parse_sockstat_tcp(&t));
+        if let Some((in4, tw)) = v4 {
+            let in_use = in4 + v6.map_or(0, |(i, _)| i);
+            if in_use.saturating_add(tw) > PER_STATE_LIMIT {
+                return TcpStates {
+                    per_state: false,
+                    in_use,
+                    time_wait: tw,
+                    ..TcpStates::default()
+                };
+            }
+        }
+        let mut t = TcpStates::default();
+        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            if let Some(text) = read(f) {
+                t.add_proc_net_tcp(&text);
+            }
+        }
+        t
     }
 }
 
@@ -312,6 +380,54 @@ mod tests {
         assert_eq!(s.syn_recv, 1);
         s.add_proc_net_tcp(t);
         assert_eq!(s.time_wait, 4);
+        // Listen, established, syn_recv: not TIME_WAIT, twice.
+        assert_eq!(s.in_use, 6);
+        assert!(s.per_state);
+    }
+
+    #[test]
+    fn sockstat_lines_parse() {
+        let v4 =
+            "sockets: used 9\nTCP: inuse 2 orphan 0 tw 23206 alloc 2 mem 186\nUDP: inuse 0 mem 0\n";
+        assert_eq!(parse_sockstat_tcp(v4), Some((2, 23206)));
+        assert_eq!(
+            parse_sockstat_tcp("TCP6: inuse 5\nUDP6: inuse 1\n"),
+            Some((5, 0))
+        );
+        assert_eq!(parse_sockstat_tcp("UDP: inuse 0\n"), None);
+        assert_eq!(parse_sockstat_tcp("TCP: orphan 0 tw 3\n"), None);
+    }
+
+    #[test]
+    fn many_sockets_are_counted_from_sockstat_not_listed() {
+        let listing = "  sl  local rem st\n   0: 0100007F:1F90 00000000:0000 0A x\n   1: 0100007F:1F90 0100007F:D2A6 06 x\n";
+        let proc_files = |tw: u32| {
+            move |f: &str| -> Option<String> {
+                match f {
+                    "/proc/net/sockstat" => {
+                        Some(format!("TCP: inuse 3 orphan 0 tw {tw} alloc 3 mem 1\n"))
+                    }
+                    "/proc/net/sockstat6" => Some("TCP6: inuse 1\n".into()),
+                    "/proc/net/tcp" => Some(listing.into()),
+                    _ => None,
+                }
+            }
+        };
+        // Few sockets: listed by state.
+        let few = TcpStates::sample(proc_files(10));
+        assert!(few.per_state);
+        assert_eq!((few.listen, few.time_wait, few.in_use), (1, 1, 1));
+        // Over the limit: totals only, and the listing is not read.
+        let many = TcpStates::sample(proc_files(PER_STATE_LIMIT));
+        assert!(!many.per_state);
+        assert_eq!(
+            (many.in_use, many.time_wait, many.listen),
+            (4, PER_STATE_LIMIT, 0)
+        );
+        // No sockstat (an old kernel): the listing as before.
+        let none = TcpStates::sample(|f: &str| (f == "/proc/net/tcp").then(|| listing.to_string()));
+        assert!(none.per_state);
+        assert_eq!(none.time_wait, 1);
     }
 
     #[test]

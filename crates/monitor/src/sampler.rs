@@ -255,12 +255,7 @@ impl Reader {
         let net = std::fs::read_to_string("/proc/net/dev")
             .ok()
             .and_then(|t| parse::parse_net_dev(&t, &self.interface));
-        let mut tcp = TcpStates::default();
-        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            if let Ok(t) = std::fs::read_to_string(f) {
-                tcp.add_proc_net_tcp(&t);
-            }
-        }
+        let tcp = TcpStates::sample(|f| std::fs::read_to_string(f).ok());
         let tree = match &self.scope {
             ProcessScope::None => None,
             ProcessScope::Tree { root_pid } => {

@@ -155,14 +155,11 @@ fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>
     spec
 }
 
+/// TIME_WAIT sockets now, the cheap way when there are many (see
+/// `volley_monitor::parse::PER_STATE_LIMIT`); `None` without /proc.
 fn time_wait_now() -> Option<u32> {
-    let mut t = volley_monitor::parse::TcpStates::default();
-    let v4 = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    t.add_proc_net_tcp(&v4);
-    if let Ok(v6) = std::fs::read_to_string("/proc/net/tcp6") {
-        t.add_proc_net_tcp(&v6);
-    }
-    Some(t.time_wait)
+    std::fs::metadata("/proc/net/tcp").ok()?;
+    Some(volley_monitor::parse::TcpStates::sample(|f| std::fs::read_to_string(f).ok()).time_wait)
 }
 
 /// Waits `d`, waking early when `stop` is set.
