@@ -9,8 +9,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -335,32 +334,7 @@ fn a_stream_the_server_never_answers_is_cancelled_and_the_connection_kept() {
 
 // ----- real nginx -----
 
-const NGINX: &str = "/usr/sbin/nginx";
 const BROTLI_MODULE: &str = "/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so";
-
-/// nginx and its prefix directory, both gone on drop.
-struct Nginx {
-    child: Child,
-    dir: PathBuf,
-    tls_port: u16,
-    h2c_port: u16,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// nginx with gzip (and Brotli when the module is installed) on `/`, and a `/plain/`
 /// location that never compresses (a server that ignores Accept-Encoding).
@@ -373,14 +347,7 @@ fn start_nginx(body: &[u8]) -> Option<(Nginx, certs::CertPaths, bool)> {
     if !brotli {
         eprintln!("brotli part skipped: {BROTLI_MODULE} missing (libnginx-mod-http-brotli-filter)");
     }
-    let dir = std::env::temp_dir().join(format!(
-        "volley-h2-compress-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    ));
+    let dir = nginx_dir("volley-h2-compress");
     std::fs::create_dir_all(dir.join("www/plain")).unwrap();
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     std::fs::write(dir.join("www/index.html"), body).unwrap();
@@ -413,34 +380,7 @@ fn start_nginx(body: &[u8]) -> Option<(Nginx, certs::CertPaths, bool)> {
         cert = paths.cert.display(),
         key = paths.key.display(),
     );
-    let conf_path = dir.join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let child = Command::new(NGINX)
-        .arg("-p")
-        .arg(&dir)
-        .arg("-c")
-        .arg(&conf_path)
-        .arg("-e")
-        .arg(dir.join("error.log"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn nginx");
-    let nginx = Nginx {
-        child,
-        dir,
-        tls_port,
-        h2c_port,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for port in [tls_port, h2c_port] {
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            let log = std::fs::read_to_string(nginx.dir.join("error.log")).unwrap_or_default();
-            assert!(Instant::now() < deadline, "nginx did not start: {log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    let nginx = spawn_nginx(dir, &conf, tls_port, h2c_port);
     Some((nginx, paths, brotli))
 }
 

@@ -5,55 +5,22 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
 
 use common::*;
 use volley_engine::{run_with, ErrorKind, HttpVersion, Live, RunOutcome, TlsTarget, Wire};
 use volley_tls::{certs, ClientTls};
 
-const NGINX: &str = "/usr/sbin/nginx";
 const BODY_BYTES: usize = 700;
-
-/// nginx and its prefix directory, both gone on drop.
-struct Nginx {
-    child: Child,
-    dir: PathBuf,
-    tls_port: u16,
-    h2c_port: u16,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn start() -> Option<(Nginx, certs::CertPaths)> {
     if !Path::new(NGINX).exists() {
         eprintln!("skipping: {NGINX} not installed");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!(
-        "volley-engine-nginx-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    ));
+    let dir = nginx_dir("volley-engine-nginx");
     std::fs::create_dir_all(dir.join("www")).unwrap();
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
     let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
@@ -74,33 +41,7 @@ fn start() -> Option<(Nginx, certs::CertPaths)> {
         cert = paths.cert.display(),
         key = paths.key.display(),
     );
-    let conf_path = dir.join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let child = Command::new(NGINX)
-        .arg("-p")
-        .arg(&dir)
-        .arg("-c")
-        .arg(&conf_path)
-        .arg("-e")
-        .arg(dir.join("error.log"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn nginx");
-    let nginx = Nginx {
-        child,
-        dir,
-        tls_port,
-        h2c_port,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for port in [tls_port, h2c_port] {
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nginx did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    let nginx = spawn_nginx(dir, &conf, tls_port, h2c_port);
     Some((nginx, paths))
 }
 

@@ -162,3 +162,79 @@ pub fn open(cfg: &mut LoadConfig, rate: f64, duration: Duration) {
         duration: Some(duration),
     };
 }
+
+/// Debian's nginx binary; tests that need it skip with a printed reason without it.
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+/// An nginx started by a test with a TLS+h2 and an h2c listener; killed and its
+/// private directory removed on drop.
+pub struct Nginx {
+    pub child: std::process::Child,
+    pub dir: std::path::PathBuf,
+    pub tls_port: u16,
+    pub h2c_port: u16,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free loopback port (bound and released: the caller binds it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh private directory for one nginx, unique per process and call.
+pub fn nginx_dir(prefix: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    ))
+}
+
+/// Writes `conf` into `dir`, starts nginx on it in the foreground (one process, so a
+/// kill stops everything) and waits up to 10 s for both listeners, failing the test with
+/// nginx's error log if they never open.
+pub fn spawn_nginx(dir: std::path::PathBuf, conf: &str, tls_port: u16, h2c_port: u16) -> Nginx {
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = std::process::Command::new(NGINX)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn nginx");
+    let nginx = Nginx {
+        child,
+        dir,
+        tls_port,
+        h2c_port,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for port in [tls_port, h2c_port] {
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            let log = std::fs::read_to_string(nginx.dir.join("error.log")).unwrap_or_default();
+            assert!(Instant::now() < deadline, "nginx did not start: {log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    nginx
+}
