@@ -45,6 +45,7 @@ use crate::conn::{Tcp, Transport};
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::live::InFlightIntegral;
 use crate::pacer::Pace;
+use crate::sample::stamp_dispatched;
 use crate::timer::poll_timeout;
 use crate::tls::{TlsConnector, TlsTransport};
 use crate::worker::{claim_request, Plan, Shared, WorkerStats};
@@ -922,18 +923,12 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         };
         let sample = Sample {
             intended_ns: f.intended_ns,
-            // Closed loop: dispatched as sent. Open loop: clamped into [intended, sent]
-            // so that send lag = scheduler lag + connection wait per sample.
-            dispatched_ns: if self.open_loop {
-                let d = f.dispatched_ns.max(f.intended_ns);
-                if never_sent {
-                    d
-                } else {
-                    d.min(sent_ns.max(f.intended_ns))
-                }
-            } else {
-                sent_ns
-            },
+            dispatched_ns: stamp_dispatched(
+                self.open_loop,
+                f.intended_ns,
+                f.dispatched_ns,
+                sent_ns,
+            ),
             sent_ns,
             first_byte_ns: f.first_byte_ns,
             done_ns: now,

@@ -125,6 +125,29 @@ pub struct Sample {
     pub request_index: u32,
 }
 
+/// The `dispatched_ns` a worker stamps on a sample, one rule for both workers.
+///
+/// Closed loop: there is no schedule, so a request is dispatched as it is sent. Open
+/// loop: clamped into [intended, sent] for a sent request, so that send lag = scheduler
+/// lag + connection wait holds sample by sample; for one never sent (`sent_ns` 0: still
+/// queued when the run ended) only kept at or after `intended`.
+pub(crate) fn stamp_dispatched(
+    open_loop: bool,
+    intended_ns: u64,
+    dispatched_ns: u64,
+    sent_ns: u64,
+) -> u64 {
+    if !open_loop {
+        return sent_ns;
+    }
+    let d = dispatched_ns.max(intended_ns);
+    if sent_ns == 0 {
+        d
+    } else {
+        d.min(sent_ns.max(intended_ns))
+    }
+}
+
 impl Sample {
     /// done - intended: what a user waits for in an open loop (coordinated-omission
     /// correct; the correction is applied here once and nowhere else).
@@ -221,6 +244,21 @@ mod tests {
                 "{i} {d} {s}"
             );
             assert_eq!(x.sched_lag_ns() + x.conn_wait_ns(), x.send_lag_ns());
+        }
+    }
+
+    #[test]
+    fn dispatched_is_stamped_by_one_rule() {
+        // (open loop, intended, dispatched, sent) -> stamped
+        for (open, i, d, s, want) in [
+            (false, 10, 40, 30, 30), // closed loop: as sent
+            (true, 10, 20, 30, 20),  // inside [intended, sent]
+            (true, 10, 5, 30, 10),   // before intended: intended
+            (true, 10, 50, 30, 30),  // after sent: sent
+            (true, 10, 50, 0, 50),   // never sent: kept, at or after intended
+            (true, 10, 5, 0, 10),
+        ] {
+            assert_eq!(stamp_dispatched(open, i, d, s), want, "{open} {i} {d} {s}");
         }
     }
 

@@ -42,6 +42,7 @@ use crate::decode::{BodyDecoder, BodySpec};
 use crate::http1::{FrameError, ResponseReader};
 use crate::live::InFlightIntegral;
 use crate::pacer::{Pace, Pacer};
+use crate::sample::stamp_dispatched;
 use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
 use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
 
@@ -779,16 +780,12 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         let c = &self.conns[slot];
         Sample {
             intended_ns: c.intended_ns,
-            // Closed loop: no schedule, the request is dispatched as it is sent. Open
-            // loop: clamped into [intended, sent] for a sent request, so that
-            // send lag = scheduler lag + connection wait holds sample by sample.
-            dispatched_ns: if self.open_loop {
-                c.dispatched_ns
-                    .max(c.intended_ns)
-                    .min(c.sent_ns.max(c.intended_ns))
-            } else {
-                c.sent_ns
-            },
+            dispatched_ns: stamp_dispatched(
+                self.open_loop,
+                c.intended_ns,
+                c.dispatched_ns,
+                c.sent_ns,
+            ),
             sent_ns: c.sent_ns,
             first_byte_ns: c.first_byte_ns,
             done_ns,
@@ -956,7 +953,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             // last instant, inflating the achieved send rate far past the offered one.
             let sample = Sample {
                 intended_ns: intended,
-                dispatched_ns: dispatched.clamp(intended, end.max(intended)),
+                dispatched_ns: stamp_dispatched(true, intended, dispatched, 0),
                 sent_ns: 0,
                 first_byte_ns: 0,
                 done_ns: end,
