@@ -32,6 +32,8 @@ What it does (issue 2's speed bar), all on loopback:
     step, with and without the warm-up (alternating over --rounds);
   * memory: volley's max RSS after 50k and after 5M keep-alive requests;
   * --json FILE: every raw per-round record (and the open-loop runs) for later analysis.
+  * --baseline BIN: a second volley build in the same rounds ("volley-base"), so a change's
+    before/after ratio is measured side by side with the peers, never from two sessions.
 Nothing here is a test: it prints figures for the issue notes.
 """
 import argparse
@@ -92,9 +94,9 @@ http {{
 
 
 # Each tool: a function (url, host, port, path, seconds) -> (req_per_s, requests, cpu_s, rss_kb)
-def run_volley(extra):
+def run_volley(extra, binary=None):
     def f(url, host, port, path, secs):
-        out, cpu, rss = timed([VOLLEY, "bench", url, "-t", "1", "-d", f"{secs}s", "--json", "-",
+        out, cpu, rss = timed([binary or VOLLEY, "bench", url, "-t", "1", "-d", f"{secs}s", "--json", "-",
                                "--quiet"] + extra, secs * 3 + 30)
         r = volley_json(out)["runs"][0]
         # Successful responses only, as wrk/ab/h2load count completed requests.
@@ -189,6 +191,9 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.8,
                     help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
     ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="another volley binary (e.g. a build of the previous commit) run as "
+                         "'volley-base' in the same paired rounds: before/after ratios of a change")
     a = ap.parse_args()
     if a.seconds < 1 or a.rounds < 1:
         raise SystemExit("--seconds and --rounds must be at least 1")
@@ -236,8 +241,10 @@ def main():
                     open_loop(lurl, rate, a.seconds, warmup, raw)
                     time.sleep(1)
             return
+        base = lambda extra: [("volley-base", run_volley(extra, a.baseline))] if a.baseline else []  # noqa: E731
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
+            *base(["-k", "-c", "64"]),
             ("wrk", run_wrk(["-c64"])),
             ("h2load", run_h2load(64)),
             ("httperf", run_httperf(64)),
@@ -245,6 +252,7 @@ def main():
         ], largs, light, a.rounds, a.shuffle, raw)
         compare("new connection per request, 16 at once, nginx", [
             ("volley", run_volley(["-c", "16"])),
+            *base(["-c", "16"]),
             ("ab", run_ab([], 16)),
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
         ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw)
