@@ -69,7 +69,7 @@ pub enum MonitorError {
     IntervalTooShort(Duration),
     /// `/proc/stat` could not be read or parsed: not Linux, or /proc not mounted.
     #[error("cannot read /proc/stat ({0}); the monitor needs Linux with /proc mounted")]
-    NoProcStat(String),
+    NoProcStat(#[source] std::io::Error),
     /// The sampling thread could not be created.
     #[error("cannot start the monitor thread: {0}")]
     Thread(std::io::Error),
@@ -91,7 +91,7 @@ impl Monitor {
             return Err(MonitorError::IntervalTooShort(config.interval));
         }
         let reader = Reader::new(config.scope.clone(), config.interface.clone());
-        let first = reader.snapshot().map_err(MonitorError::NoProcStat)?;
+        let first = reader.snapshot()?;
         let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| parse::parse_mem_total_bytes(&t));
@@ -261,10 +261,15 @@ impl Reader {
         }
     }
 
-    fn snapshot(&self) -> Result<Snapshot, String> {
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
         let at = Instant::now();
-        let stat = std::fs::read_to_string("/proc/stat").map_err(|e| e.to_string())?;
-        let sys = parse::parse_sys_stat(&stat).ok_or("no cpu line")?;
+        let stat = std::fs::read_to_string("/proc/stat").map_err(MonitorError::NoProcStat)?;
+        let sys = parse::parse_sys_stat(&stat).ok_or_else(|| {
+            MonitorError::NoProcStat(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "no cpu line",
+            ))
+        })?;
         let net = std::fs::read_to_string("/proc/net/dev")
             .ok()
             .and_then(|t| parse::parse_net_dev(&t, &self.interface));
