@@ -313,10 +313,7 @@ pub fn validate_encoded_h2(
     want: &Expected,
     encoding: &str,
 ) -> Result<(), AnswerError> {
-    check_status_and_type(resp, want)?;
-    check_coding(resp, want, encoding)?;
-    check_h2_length(resp)?;
-    check_body(&decode(&resp.body, encoding)?, want)
+    validate_encoded_framed(resp, want, encoding, check_h2_length)
 }
 
 fn check_h2_length(resp: &Response) -> Result<(), AnswerError> {
@@ -414,9 +411,19 @@ pub fn validate_encoded(
     want: &Expected,
     encoding: &str,
 ) -> Result<(), AnswerError> {
+    validate_encoded_framed(resp, want, encoding, check_framing)
+}
+
+/// The encoded-answer checks, with the protocol's framing check.
+fn validate_encoded_framed(
+    resp: &Response,
+    want: &Expected,
+    encoding: &str,
+    framing: fn(&Response) -> Result<(), AnswerError>,
+) -> Result<(), AnswerError> {
     check_status_and_type(resp, want)?;
     check_coding(resp, want, encoding)?;
-    check_framing(resp)?;
+    framing(resp)?;
     check_body(&decode(&resp.body, encoding)?, want)
 }
 

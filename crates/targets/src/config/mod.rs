@@ -293,6 +293,15 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 mod tests {
     use super::*;
 
+    /// The kinds with a configuration file.
+    const CONFIGURED: [TargetKind; 5] = [
+        TargetKind::Nginx,
+        TargetKind::ApacheEvent,
+        TargetKind::ApachePrefork,
+        TargetKind::Lighttpd,
+        TargetKind::Caddy,
+    ];
+
     fn place() -> Placement {
         Placement {
             dir: PathBuf::from("/tmp/v"),
@@ -306,13 +315,7 @@ mod tests {
     #[test]
     fn every_managed_config_listens_on_loopback_and_stays_in_its_dir() {
         let s = ServerSettings::default();
-        for k in [
-            TargetKind::Nginx,
-            TargetKind::ApacheEvent,
-            TargetKind::ApachePrefork,
-            TargetKind::Lighttpd,
-            TargetKind::Caddy,
-        ] {
+        for k in CONFIGURED {
             let c = render(k, &s, &place()).unwrap();
             assert!(c.contains("127.0.0.1"), "{k}: {c}");
             assert!(c.contains("8123"), "{k}");
@@ -397,13 +400,7 @@ mod tests {
     #[test]
     fn tls_lines_name_the_certificate_on_every_server() {
         let s = secure(false, None);
-        for k in [
-            TargetKind::Nginx,
-            TargetKind::ApacheEvent,
-            TargetKind::ApachePrefork,
-            TargetKind::Lighttpd,
-            TargetKind::Caddy,
-        ] {
+        for k in CONFIGURED {
             let c = render(k, &s, &tls_place()).unwrap();
             assert!(c.contains("/tmp/v/tls/server.pem"), "{k}: {c}");
             assert!(c.contains("/tmp/v/tls/server.key"), "{k}: {c}");
