@@ -39,6 +39,7 @@ pub mod config;
 mod env;
 mod error;
 pub mod kind;
+mod orphans;
 pub mod probe;
 mod target;
 
@@ -47,6 +48,7 @@ pub use config::{Compression, Placement, ServerSettings, TlsFiles};
 pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
+pub use orphans::{state_dir, sweep_orphans, Leftover, Removed};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetRecord,
     TargetSpec, TlsRecord, TlsSource,

@@ -89,10 +89,23 @@ fn base_command(program: &Path, dir: &Path, inner: &Inner, limits: &ResourceLimi
         }
         set
     });
+    let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
-    // system calls (write, sched_setaffinity) on data prepared before the fork.
+    // system calls (prctl, getppid, write, sched_setaffinity) on data prepared before
+    // the fork.
     unsafe {
         cmd.pre_exec(move || {
+            // Dies with volley: SIGTERM when volley's spawning thread ends (volley
+            // starts targets from its main thread, so: when volley ends, even by
+            // SIGKILL). SIGTERM, not SIGKILL, so a master stops its own workers; what
+            // survives is in the cgroup and the ledger the next volley sweeps.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != parent {
+                // volley died between fork and prctl: nobody would send the signal.
+                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            }
             for &fd in &join_fds {
                 // "0" = the writing process: join before exec so forks inherit the group.
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
@@ -228,6 +241,7 @@ fn launch_configured(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, 
             .env("GOMAXPROCS", spec.settings.workers.max(1).to_string());
     }
     let child = cmd.spawn().map_err(|e| spawn_err(kind, program, e))?;
+    inner.note(|e| e.spawned(child.id()));
     inner.child = Some(child);
     Ok((addr, text))
 }
@@ -290,6 +304,7 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         .spawn()
         .map_err(|e| spawn_err(TargetKind::Builtin, program, e))?;
     let stdout = child.stdout.take();
+    inner.note(|e| e.spawned(child.id()));
     inner.child = Some(child);
     let Some(stdout) = stdout else {
         return Err(Launch::Failed(TargetError::BadBanner {

@@ -18,6 +18,7 @@ pub use spec::{ExternalTarget, TargetRecord, TargetSpec, TlsRecord, TlsSource};
 use crate::cgroup::{PrivateCgroups, ResourceLimits, ThrottleStats};
 use crate::config::{self, Compression, TlsFiles};
 use crate::kind::{self, TargetKind};
+use crate::orphans::Entry;
 use crate::probe::{self, ProbeFailure, ProbeOptions, Validated};
 use crate::{TargetDied, TargetError};
 use launch::{read_logs, tail, LaunchCtx};
@@ -139,9 +140,13 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     let program = resolve_program(spec, kind)?;
     let version = kind::version_of(kind, &program);
     let mut inner = Inner::new(kind, spec.stop_grace);
-    // From here on, dropping `inner` on an error path removes what was made.
+    // From here on, dropping `inner` on an error path removes what was made. Each
+    // thing is written in the ledger before it is made or used, for the sweep after a
+    // crash (`orphans`).
+    inner.ledger = Some(Entry::open(kind.name()));
     let dir = launch::make_private_dir(kind)?;
     inner.dir = Some(dir.clone());
+    inner.note(|e| e.dir(&dir));
     let docroot = docroot_in(spec, &dir)?;
     let expected = expected_for(&docroot, &spec.probe_path)?;
     check_probe_shows_compression(spec, &expected)?;
@@ -157,8 +162,10 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     };
     if let (TargetKind::Builtin, Some(c)) = (kind, compression) {
         inner.created_files = precompress(&docroot, &c)?;
+        inner.note(|e| e.files(&inner.created_files));
     }
     inner.cgroups = PrivateCgroups::create(&spec.limits)?;
+    inner.note(|e| e.cgroups(inner.cgroups.dirs()));
     let ctx = LaunchCtx {
         spec,
         kind,

@@ -12,6 +12,7 @@
 use super::RunningTarget;
 use crate::cgroup::PrivateCgroups;
 use crate::kind::TargetKind;
+use crate::orphans::Entry;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -30,6 +31,9 @@ pub(super) struct Inner {
     /// Precompressed siblings volley wrote into the docroot (builtin with
     /// compression), removed at stop.
     pub(super) created_files: Vec<PathBuf>,
+    /// This target's entry in the ledger a later volley sweeps if this one dies
+    /// without cleaning up; dropped (forgotten) once everything is removed.
+    pub(super) ledger: Option<Entry>,
 }
 
 /// Live targets, for [`stop_all`]. Weak so the registry never keeps one alive.
@@ -100,6 +104,14 @@ impl Inner {
             grace,
             stopped: false,
             created_files: Vec::new(),
+            ledger: None,
+        }
+    }
+
+    /// Writes down what was just made (no-op for external targets).
+    pub(super) fn note(&self, f: impl FnOnce(&Entry)) {
+        if let Some(e) = &self.ledger {
+            f(e);
         }
     }
 
@@ -166,6 +178,7 @@ impl Inner {
         if let Some(dir) = self.dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+        self.ledger = None;
     }
 }
 
