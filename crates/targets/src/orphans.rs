@@ -66,25 +66,52 @@ pub fn state_dir() -> PathBuf {
     }
 }
 
-/// `/proc/PID/stat` field 22 (start time); `None` when no such process.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_ticks(&text)
+/// The fields of `/proc/PID/stat` the sweep needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    zombie: bool,
+    pgrp: u32,
+    start_ticks: u64,
 }
 
-/// Pure part of [`start_ticks`]: fields are counted after the last `)` (the command
-/// name may contain spaces and parentheses).
-fn parse_start_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+fn stat_of(pid: u32) -> Option<Stat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Pure part of [`stat_of`]: state (field 3), process group (5) and start time in
+/// ticks since boot (22), counted after the last `)` since the command name may
+/// contain spaces and parentheses.
+fn parse_stat(stat: &str) -> Option<Stat> {
+    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(Stat {
+        zombie: *f.first()? == "Z",
+        pgrp: f.get(2)?.parse().ok()?,
+        start_ticks: f.get(19)?.parse().ok()?,
+    })
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    stat_of(pid).map(|s| s.start_ticks)
 }
 
 fn proc_of(pid: u32) -> Option<Proc> {
     start_ticks(pid).map(|start_ticks| Proc { pid, start_ticks })
 }
 
+/// Still the recorded process, and still running (a zombie has let go of everything).
 fn alive(p: &Proc) -> bool {
-    start_ticks(p.pid) == Some(p.start_ticks)
+    stat_of(p.pid).is_some_and(|s| s.start_ticks == p.start_ticks && !s.zombie)
+}
+
+/// Running members of process group `pgrp`.
+fn group_members(pgrp: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| stat_of(pid).is_some_and(|s| s.pgrp == pgrp && !s.zombie))
+        .collect()
 }
 
 /// Writes this process's ledger (or removes it when it lists nothing). Best effort: a
@@ -255,16 +282,20 @@ fn sweep_one(owner: u32, made: &Made, out: &mut Vec<Removed>) {
         })
     };
     for p in &made.pids {
-        let signalled = if alive(p) {
-            kill(p.pid as i32) | kill(-(p.pid as i32))
-        } else if start_ticks(p.pid).is_none() {
-            // Gone leader: the group id is still held only by its (our) workers.
-            kill(-(p.pid as i32))
-        } else {
-            false // the number now names a stranger
-        };
-        if signalled {
-            note(Leftover::Process(p.pid));
+        // The number still names our leader (running or a zombie), or nobody: then the
+        // group id is held only by its (our) workers. Otherwise it names a stranger.
+        let ours = start_ticks(p.pid).is_none_or(|t| t == p.start_ticks);
+        if !ours {
+            continue;
+        }
+        let mut members = group_members(p.pid);
+        if alive(p) && !members.contains(&p.pid) {
+            members.push(p.pid);
+        }
+        for pid in members {
+            if kill(pid as i32) {
+                note(Leftover::Process(pid));
+            }
         }
     }
     for cg in &made.cgroups {
@@ -331,10 +362,15 @@ mod tests {
 
     #[test]
     fn start_time_is_field_22_after_the_name() {
-        let stat = "4242 (odd) name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
+        let stat = "4242 (odd) name)) Z 1 4243 4242 0 -1 4194560 100 0 0 0 \
                     5 3 0 0 20 0 1 0 987654 1000 10 18446744073709551615";
-        assert_eq!(parse_start_ticks(stat), Some(987654));
-        assert_eq!(parse_start_ticks("garbage"), None);
+        let want = Stat {
+            zombie: true,
+            pgrp: 4243,
+            start_ticks: 987654,
+        };
+        assert_eq!(parse_stat(stat), Some(want));
+        assert_eq!(parse_stat("garbage"), None);
         let me = start_ticks(std::process::id()).unwrap();
         assert!(alive(&Proc {
             pid: std::process::id(),
