@@ -32,6 +32,11 @@
 //! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
 //! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
 //! and the private directory. Only processes volley spawned are ever signalled.
+//!
+//! And when volley itself is killed: the server gets a parent-death signal, every
+//! managed target has its own cgroup, and what each target made is written in a ledger
+//! keyed by volley's pid, which [`sweep_orphans`] reads on the next start to stop and
+//! remove what a dead volley left.
 #![deny(missing_docs)]
 
 pub mod cgroup;
