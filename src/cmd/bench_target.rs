@@ -562,6 +562,9 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
 
 /// Runs `volley bench --target ...`. `load` is bench's own load for one URL.
 pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
+    volley_targets::sweep_orphans()
+        .iter()
+        .for_each(|r| eprintln!("volley: {r}"));
     let setup = resolve(&args)?;
     if setup.show_config {
         return show_config(&setup);

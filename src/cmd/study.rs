@@ -134,6 +134,9 @@ fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
 }
 
 fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
+    volley_targets::sweep_orphans()
+        .iter()
+        .for_each(|r| eprintln!("volley: {r}"));
     let scale: f64 = match a.scale.trim().parse() {
         Ok(s) if f64::is_finite(s) && s > 0.0 => s,
         _ => usage!("--scale must be a positive number, got '{}'", a.scale),

@@ -113,8 +113,10 @@ pub struct MonitorSummary {
     pub cpu_user_pct: Option<f64>,
     /// Target system CPU over the run, percent of one CPU.
     pub cpu_sys_pct: Option<f64>,
-    /// Target user + system CPU-seconds over the run (tree deltas, including workers that
-    /// exited and were reaped by the root process).
+    /// Target user + system CPU-seconds over the run, exact rather than in clock ticks:
+    /// the cgroup's counter where the target has one, else per-thread `schedstat` sums
+    /// over the tree plus the children each process reaped (workers that exited). The
+    /// user/sys percentages above come from ticks and may round a short run down to 0.
     pub server_cpu_seconds: Option<f64>,
     /// Largest summed RSS seen, in bytes.
     pub max_rss_bytes: Option<u64>,

@@ -287,6 +287,25 @@ pub fn parse_mem_total_bytes(text: &str) -> Option<u64> {
     })
 }
 
+/// On-CPU time in nanoseconds from `/proc/PID/task/TID/schedstat` (its first field).
+/// Unlike `stat`'s clock ticks, which the kernel truncates to 10 ms per process, this is
+/// exact, so a short burst spread over several workers does not read as zero.
+pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Cumulative CPU time of a cgroup in nanoseconds: `usage_usec` from a v2 `cpu.stat`,
+/// or the single number of a v1 `cpuacct.usage` (already in nanoseconds).
+pub fn parse_cgroup_cpu_ns(text: &str) -> Option<u64> {
+    if let Some(us) = text.lines().find_map(|l| l.strip_prefix("usage_usec ")) {
+        return us.trim().parse::<u64>().ok().map(|us| us * 1000);
+    }
+    let t = text.trim();
+    (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| t.parse().ok())
+        .flatten()
+}
+
 /// Pids listed one per line (a cgroup's `cgroup.procs`).
 pub fn parse_pid_list(text: &str) -> Vec<u32> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
@@ -295,6 +314,20 @@ pub fn parse_pid_list(text: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precise_cpu_counters() {
+        assert_eq!(
+            parse_schedstat_ns("217314063 193904884 301\n"),
+            Some(217314063)
+        );
+        assert_eq!(parse_schedstat_ns(""), None);
+        let v2 = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
+        assert_eq!(parse_cgroup_cpu_ns(v2), Some(1_500_000));
+        assert_eq!(parse_cgroup_cpu_ns("1205468691640\n"), Some(1205468691640));
+        assert_eq!(parse_cgroup_cpu_ns("nr_periods 0\n"), None);
+        assert_eq!(parse_cgroup_cpu_ns(""), None);
+    }
 
     const STAT: &str = "8670 (my (odd) srv) R 8662 8662 5256 0 -1 4194304 99 0 0 0 \
         17 5 3 2 20 0 4 0 33529 3133440 381 18446744073709551615 1 2 3";

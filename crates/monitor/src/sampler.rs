@@ -14,13 +14,19 @@ use std::time::{Duration, Instant};
 pub enum ProcessScope {
     /// No process: only system-wide figures (an external target without a pid).
     None,
-    /// `root_pid` and all its descendants, found by walking `/proc/*/stat` parents.
+    /// `root_pid` and all its descendants, found by walking `/proc/*/stat` parents. The
+    /// CPU time of a descendant that exited stays in the total through its reaper's
+    /// children counters, as long as the reaper is in the tree (a prefork parent, nginx's
+    /// master).
     Tree {
         /// The server's main process.
         root_pid: u32,
     },
     /// The pids listed in a cgroup's `cgroup.procs` (catches processes that re-parent or
-    /// daemonise away from the tree). `root_pid` supplies the reaped children's CPU time.
+    /// daemonise away from the tree). CPU time comes from the cgroup's own counter
+    /// (`cpu.stat` `usage_usec` on v2, `cpuacct.usage` where cpuacct shares the directory
+    /// on v1), which keeps every process that ever ran in it, exited or not; without one,
+    /// from the processes as for `Tree`.
     Cgroup {
         /// The server's main process.
         root_pid: u32,
@@ -63,7 +69,7 @@ pub enum MonitorError {
     IntervalTooShort(Duration),
     /// `/proc/stat` could not be read or parsed: not Linux, or /proc not mounted.
     #[error("cannot read /proc/stat ({0}); the monitor needs Linux with /proc mounted")]
-    NoProcStat(String),
+    NoProcStat(#[source] std::io::Error),
     /// The sampling thread could not be created.
     #[error("cannot start the monitor thread: {0}")]
     Thread(std::io::Error),
@@ -85,7 +91,7 @@ impl Monitor {
             return Err(MonitorError::IntervalTooShort(config.interval));
         }
         let reader = Reader::new(config.scope.clone(), config.interface.clone());
-        let first = reader.snapshot().map_err(MonitorError::NoProcStat)?;
+        let first = reader.snapshot()?;
         let mem_total_bytes = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| parse::parse_mem_total_bytes(&t));
@@ -190,6 +196,10 @@ fn run(
 /// Cumulative counters of the target's processes at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct TreeReading {
+    /// Exact CPU time (user + system), the source of `server_cpu_seconds`: the cgroup's
+    /// counter, or per process the larger of its threads' `schedstat` sum and its ticks,
+    /// plus its reaped children's ticks.
+    pub cpu_ns: u64,
     pub user_ticks: u64,
     pub sys_ticks: u64,
     pub rss_bytes: u64,
@@ -229,6 +239,8 @@ struct Reader {
     interface: String,
     ticks_per_s: f64,
     page_bytes: u64,
+    /// The cgroup's CPU counter, chosen once so every snapshot reads the same source.
+    cgroup_cpu_file: Option<PathBuf>,
 }
 
 impl Reader {
@@ -241,26 +253,30 @@ impl Reader {
             )
         };
         Reader {
-            scope,
             interface,
             ticks_per_s: if tck > 0 { tck as f64 } else { 100.0 },
             page_bytes: if page > 0 { page as u64 } else { 4096 },
+            cgroup_cpu_file: cgroup_cpu_file(&scope),
+            scope,
         }
     }
 
-    fn snapshot(&self) -> Result<Snapshot, String> {
+    fn snapshot(&self) -> Result<Snapshot, MonitorError> {
         let at = Instant::now();
-        let stat = std::fs::read_to_string("/proc/stat").map_err(|e| e.to_string())?;
-        let sys = parse::parse_sys_stat(&stat).ok_or("no cpu line")?;
+        let stat = std::fs::read_to_string("/proc/stat").map_err(MonitorError::NoProcStat)?;
+        let sys = parse::parse_sys_stat(&stat).ok_or_else(|| {
+            MonitorError::NoProcStat(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "no cpu line",
+            ))
+        })?;
         let net = std::fs::read_to_string("/proc/net/dev")
             .ok()
             .and_then(|t| parse::parse_net_dev(&t, &self.interface));
         let tcp = TcpStates::sample(|f| std::fs::read_to_string(f).ok());
         let tree = match &self.scope {
             ProcessScope::None => None,
-            ProcessScope::Tree { root_pid } => {
-                Some(self.read_tree(*root_pid, &descendants(*root_pid)))
-            }
+            ProcessScope::Tree { root_pid } => Some(self.read_tree(&descendants(*root_pid))),
             ProcessScope::Cgroup {
                 root_pid,
                 procs_file,
@@ -271,7 +287,14 @@ impl Reader {
                 if !pids.contains(root_pid) {
                     pids.push(*root_pid);
                 }
-                Some(self.read_tree(*root_pid, &pids))
+                let mut r = self.read_tree(&pids);
+                if let Some(f) = &self.cgroup_cpu_file {
+                    r.cpu_ns = std::fs::read_to_string(f)
+                        .ok()
+                        .and_then(|t| parse::parse_cgroup_cpu_ns(&t))
+                        .unwrap_or(0);
+                }
+                Some(r)
             }
         };
         Ok(Snapshot {
@@ -284,7 +307,11 @@ impl Reader {
         })
     }
 
-    fn read_tree(&self, root_pid: u32, pids: &[u32]) -> TreeReading {
+    /// Sums the processes' counters. Each process adds its reaped children's time too
+    /// (not only the root's): a worker reaped by an intermediate process in the scope
+    /// would otherwise vanish from the total when it exits.
+    fn read_tree(&self, pids: &[u32]) -> TreeReading {
+        let ns_per_tick = 1e9 / self.ticks_per_s;
         let mut r = TreeReading::default();
         for &pid in pids {
             let Some(st) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -294,12 +321,13 @@ impl Reader {
                 continue; // exited since it was listed
             };
             r.processes += 1;
-            r.user_ticks += st.utime_ticks;
-            r.sys_ticks += st.stime_ticks;
-            if pid == root_pid {
-                r.user_ticks += st.cutime_ticks;
-                r.sys_ticks += st.cstime_ticks;
-            }
+            r.user_ticks += st.utime_ticks + st.cutime_ticks;
+            r.sys_ticks += st.stime_ticks + st.cstime_ticks;
+            // Ticks are truncated per process (a worker with 9 ms of CPU shows 0), so the
+            // exact per-thread figure wins; ticks still cover threads that have exited.
+            let own_ticks_ns = ((st.utime_ticks + st.stime_ticks) as f64 * ns_per_tick) as u64;
+            let children_ns = ((st.cutime_ticks + st.cstime_ticks) as f64 * ns_per_tick) as u64;
+            r.cpu_ns += threads_cpu_ns(pid).max(own_ticks_ns) + children_ns;
             r.threads += st.threads;
             r.rss_bytes += st.rss_pages * self.page_bytes;
             if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
@@ -313,6 +341,34 @@ impl Reader {
         }
         r
     }
+}
+
+/// The cgroup's CPU counter next to its `cgroup.procs`, if it has one that parses.
+fn cgroup_cpu_file(scope: &ProcessScope) -> Option<PathBuf> {
+    let ProcessScope::Cgroup { procs_file, .. } = scope else {
+        return None;
+    };
+    let dir = procs_file.parent()?;
+    ["cpu.stat", "cpuacct.usage"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|f| {
+            std::fs::read_to_string(f)
+                .ok()
+                .and_then(|t| parse::parse_cgroup_cpu_ns(&t))
+                .is_some()
+        })
+}
+
+/// Exact on-CPU nanoseconds of a process's live threads (0 if it has exited).
+fn threads_cpu_ns(pid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|t| parse::parse_schedstat_ns(&t))
+        .sum()
 }
 
 /// `root` and every process whose parent chain leads to it.
@@ -440,10 +496,7 @@ pub(crate) fn summarize(
     let whole = diff(first, last, first.at, "");
     let secs = last.at.saturating_duration_since(first.at).as_secs_f64();
     let cpu_seconds = match (&first.tree, &last.tree) {
-        (Some(x), Some(y)) if has_target => Some(
-            (y.user_ticks + y.sys_ticks).saturating_sub(x.user_ticks + x.sys_ticks) as f64
-                / last.ticks_per_s,
-        ),
+        (Some(x), Some(y)) if has_target => Some(y.cpu_ns.saturating_sub(x.cpu_ns) as f64 / 1e9),
         _ => None,
     };
     let max_rss = samples
@@ -477,6 +530,7 @@ mod tests {
             at,
             ticks_per_s: 100.0,
             tree: Some(TreeReading {
+                cpu_ns: (user + sys) * 10_000_000,
                 user_ticks: user,
                 sys_ticks: sys,
                 rss_bytes: 1 << 20,

@@ -98,6 +98,9 @@ pub struct CgroupLayout {
     pub cpuset: Option<Hierarchy>,
     /// The `memory` controller.
     pub memory: Option<Hierarchy>,
+    /// The v1 `cpuacct` controller: where a target without limits gets its own cgroup
+    /// (exact CPU time in `cpuacct.usage`, and every process it forked listed).
+    pub cpuacct: Option<Hierarchy>,
 }
 
 impl CgroupLayout {
@@ -114,6 +117,7 @@ impl CgroupLayout {
             "cpu" => self.cpu.as_ref(),
             "cpuset" => self.cpuset.as_ref(),
             "memory" => self.memory.as_ref(),
+            "cpuacct" => self.cpuacct.as_ref(),
             _ => None,
         }
     }
@@ -142,6 +146,7 @@ pub fn parse_mounts(mounts: &str, v2_controllers: impl Fn(&Path) -> String) -> C
                         "cpu" => out.cpu = h,
                         "cpuset" => out.cpuset = h,
                         "memory" => out.memory = h,
+                        "cpuacct" => out.cpuacct = h,
                         _ => {}
                     }
                 }
@@ -172,6 +177,15 @@ pub fn parse_mounts(mounts: &str, v2_controllers: impl Fn(&Path) -> String) -> C
         }
     }
     out
+}
+
+/// The first cgroup2 mount in `/proc/mounts` text (the whole tree on a v2 machine,
+/// `/sys/fs/cgroup/unified` on a hybrid one).
+pub fn cgroup2_mount(mounts: &str) -> Option<PathBuf> {
+    mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 3 && f[2] == "cgroup2").then(|| PathBuf::from(f[1]))
+    })
 }
 
 /// This process's path inside a hierarchy, from `/proc/self/cgroup` text: new cgroups
@@ -257,15 +271,33 @@ pub struct PrivateCgroups {
 
 static NEXT_CGROUP: AtomicU32 = AtomicU32::new(0);
 
+/// `volley-<pid>-<n>`: unique per target of this process.
+fn new_name() -> String {
+    format!(
+        "volley-{}-{}",
+        std::process::id(),
+        NEXT_CGROUP.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 impl PrivateCgroups {
     /// Creates `volley-<pid>-<n>` in each hierarchy a limit needs and writes the limits.
+    /// Without limits, one cgroup all the same (v1 `cpuacct`, else cgroup2) when the
+    /// machine lets volley make one: every managed target has its own, so the monitor
+    /// reads its exact CPU time and a sweep after a crash finds every process it forked.
     /// On error, whatever was created is removed before returning.
     pub fn create(limits: &ResourceLimits) -> Result<PrivateCgroups, TargetError> {
         let mut cg = PrivateCgroups::default();
+        let layout = CgroupLayout::detect();
         if !limits.needs_cgroup() {
+            // Best effort: without permission the target runs as before, unconfined.
+            if cg.create_tracking(&layout).is_err() {
+                cg.remove();
+                cg = PrivateCgroups::default();
+            }
             return Ok(cg);
         }
-        match cg.create_inner(limits, &CgroupLayout::detect()) {
+        match cg.create_inner(limits, &layout) {
             Ok(()) => Ok(cg),
             Err(e) => {
                 cg.remove();
@@ -274,16 +306,49 @@ impl PrivateCgroups {
         }
     }
 
+    /// The cgroup of a target without limits: nothing written but membership.
+    fn create_tracking(&mut self, layout: &CgroupLayout) -> Result<(), TargetError> {
+        let mounts = || std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let (h, controller) = match (&layout.cpuacct, cgroup2_mount(&mounts())) {
+            (Some(h), _) => (h.clone(), "cpuacct"),
+            (None, Some(mount)) => (
+                Hierarchy {
+                    mount,
+                    version: CgroupVersion::V2,
+                },
+                "unified",
+            ),
+            (None, None) => return Ok(()),
+        };
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let parent = h
+            .mount
+            .join(own_path(&own, controller, h.version).trim_start_matches('/'));
+        let dir = parent.join(new_name());
+        std::fs::create_dir(&dir).map_err(|source| permission(&dir, source))?;
+        self.dirs.push((dir.clone(), h.version, "cpuacct"));
+        self.settings.dirs.push((dir, h.version));
+        self.open_join_files()
+    }
+
+    fn open_join_files(&mut self) -> Result<(), TargetError> {
+        for (dir, _, _) in &self.dirs {
+            let procs = dir.join("cgroup.procs");
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&procs)
+                .map_err(|source| permission(&procs, source))?;
+            self.join_files.push(f);
+        }
+        Ok(())
+    }
+
     fn create_inner(
         &mut self,
         limits: &ResourceLimits,
         layout: &CgroupLayout,
     ) -> Result<(), TargetError> {
-        let name = format!(
-            "volley-{}-{}",
-            std::process::id(),
-            NEXT_CGROUP.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = new_name();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         // One directory per distinct hierarchy (v2 puts all controllers in one).
         let mut wanted: Vec<&'static str> = Vec::new();
@@ -317,15 +382,7 @@ impl PrivateCgroups {
             }
             self.configure(controller, &dir, &parent, h.version, limits)?;
         }
-        for (dir, _, _) in &self.dirs {
-            let procs = dir.join("cgroup.procs");
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&procs)
-                .map_err(|source| permission(&procs, source))?;
-            self.join_files.push(f);
-        }
-        Ok(())
+        self.open_join_files()
     }
 
     fn configure(
@@ -581,9 +638,16 @@ mod tests {
     }
 
     #[test]
-    fn no_limits_creates_nothing() {
+    fn no_limits_creates_one_membership_cgroup_at_most() {
         let mut cg = PrivateCgroups::create(&ResourceLimits::default()).unwrap();
-        assert!(cg.dirs().is_empty());
+        let dirs = cg.dirs();
+        assert!(dirs.len() <= 1, "{dirs:?}");
+        assert!(cg.settings.writes.is_empty(), "no limit is written");
         assert!(cg.remove().is_empty());
+        assert!(dirs.iter().all(|d| !d.exists()));
+        assert_eq!(
+            cgroup2_mount("cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
     }
 }

@@ -27,16 +27,17 @@ pub enum TargetKind {
 }
 
 impl TargetKind {
-    /// Every kind, in the order `volley targets` lists them.
-    pub const ALL: [TargetKind; 7] = [
-        TargetKind::Builtin,
-        TargetKind::Nginx,
-        TargetKind::ApacheEvent,
-        TargetKind::ApachePrefork,
-        TargetKind::Lighttpd,
-        TargetKind::Caddy,
-        TargetKind::External,
-    ];
+    /// Every kind, in the order `volley targets` lists them: the managed ones, then
+    /// external.
+    pub const ALL: [TargetKind; 7] = {
+        let mut all = [TargetKind::External; 7];
+        let mut i = 0;
+        while i < Self::MANAGED.len() {
+            all[i] = Self::MANAGED[i];
+            i += 1;
+        }
+        all
+    };
 
     /// The kinds volley starts with a generated configuration.
     pub const MANAGED: [TargetKind; 6] = [

@@ -32,6 +32,11 @@
 //! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
 //! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
 //! and the private directory. Only processes volley spawned are ever signalled.
+//!
+//! And when volley itself is killed: the server gets a parent-death signal, every
+//! managed target has its own cgroup, and what each target made is written in a ledger
+//! keyed by volley's pid, which [`sweep_orphans`] reads on the next start to stop and
+//! remove what a dead volley left.
 #![deny(missing_docs)]
 
 pub mod cgroup;
@@ -39,6 +44,7 @@ pub mod config;
 mod env;
 mod error;
 pub mod kind;
+mod orphans;
 pub mod probe;
 mod target;
 
@@ -47,6 +53,7 @@ pub use config::{Compression, Placement, ServerSettings, TlsFiles};
 pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
+pub use orphans::{state_dir, sweep_orphans, Leftover, Removed};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetRecord,
     TargetSpec, TlsRecord, TlsSource,

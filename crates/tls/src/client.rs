@@ -122,23 +122,23 @@ impl ClientTls {
         let provider = provider();
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(self.versions.versions())?;
-        let builder = if self.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(DangerousAcceptAnyServerCert {
-                    algorithms: provider.signature_verification_algorithms,
-                }))
+        let webpki = if self.insecure {
+            None
         } else {
             let roots = match &self.ca_file {
                 Some(path) => pem::load_roots(path)?,
                 None => pem::system_roots()?,
             };
-            let webpki =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(SelfSignedAware { inner: webpki }))
+            let verifier =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            Some(verifier.build()?)
         };
+        let builder = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Verifier {
+                webpki,
+                algorithms: provider.signature_verification_algorithms,
+            }));
         let mut config = match &self.client_cert {
             Some((cert, key)) => {
                 builder.with_client_auth_cert(pem::load_certs(cert)?, pem::load_key(key)?)?
@@ -169,15 +169,20 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsConfigError> {
     ServerName::try_from(bare.to_string()).map_err(|_| TlsConfigError::ServerName(host.into()))
 }
 
-/// Webpki verification that reports an untrusted self-signed leaf as such, rather than
-/// as the `UnknownIssuer` webpki gives for both cases: "self-signed" tells the user the
-/// fix (`--cacert` that very file, or `--insecure`).
+/// The one server-certificate verifier. With webpki, an untrusted self-signed leaf is
+/// reported as such rather than as the `UnknownIssuer` webpki gives for both cases:
+/// "self-signed" tells the user the fix (`--cacert` that very file, or `--insecure`).
+/// Without (`--insecure`) any certificate is trusted for any name, like `curl -k`.
+/// Either way handshake signatures are verified with the certificate's key (the same
+/// provider algorithms webpki uses), so a benchmark pays the same public-key cost.
 #[derive(Debug)]
-struct SelfSignedAware {
-    inner: Arc<WebPkiServerVerifier>,
+struct Verifier {
+    /// `None`: `--insecure`, named at the call site so no one mistakes it for checking.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for SelfSignedAware {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -186,13 +191,11 @@ impl ServerCertVerifier for SelfSignedAware {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let result = self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        );
+        let Some(webpki) = &self.webpki else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        let result =
+            webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         match result {
             Err(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer))
                 if intermediates.is_empty() && der::is_self_issued(end_entity) =>
@@ -203,49 +206,6 @@ impl ServerCertVerifier for SelfSignedAware {
             }
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `--insecure`: trusts any certificate for any name, like `curl -k`. Named so that
-/// no one mistakes it for verification. Handshake signatures are still verified with
-/// the certificate's key, so a benchmark still pays the same public-key cost.
-#[derive(Debug)]
-struct DangerousAcceptAnyServerCert {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for DangerousAcceptAnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

@@ -1,68 +1,15 @@
-//! Just enough DER to read an X.509 certificate's issuer and subject names, so a
-//! failed verification can say "self-signed" (issuer == subject) instead of "unknown
-//! issuer". A full X.509 parser would be a heavy dependency for one comparison.
-//!
-//! RFC 5280: Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL,
-//! serialNumber INTEGER, signature AlgorithmIdentifier, issuer Name, validity Validity,
-//! subject Name, ... }, ... }
+//! A certificate's issuer and subject names, so a failed verification can say
+//! "self-signed" (issuer == subject) instead of "unknown issuer". Read with
+//! rustls-webpki (already rustls's verifier), whose `Cert` exposes both names as DER.
 
-const SEQUENCE: u8 = 0x30;
-const VERSION_TAG: u8 = 0xa0;
+use rustls_pki_types::CertificateDer;
 
-/// One tag-length-value element and what follows it.
-struct Tlv<'a> {
-    tag: u8,
-    /// The whole encoding, header included (what two names are compared on).
-    whole: &'a [u8],
-    content: &'a [u8],
-    rest: &'a [u8],
-}
-
-/// Splits off one element; `None` on any malformed or truncated length.
-fn tlv(input: &[u8]) -> Option<Tlv<'_>> {
-    let (&tag, after_tag) = input.split_first()?;
-    let (&first, mut after_len) = after_tag.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        // Long form: the low bits count the length bytes; four cover any certificate.
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || after_len.len() < count {
-            return None;
-        }
-        let (len_bytes, rest) = after_len.split_at(count);
-        after_len = rest;
-        len_bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-    };
-    if after_len.len() < len {
-        return None;
-    }
-    let header = input.len() - after_len.len();
-    let (content, rest) = after_len.split_at(len);
-    Some(Tlv {
-        tag,
-        whole: &input[..header + len],
-        content,
-        rest,
-    })
-}
-
-/// The DER encodings of (issuer, subject), or `None` if `cert` is not a certificate.
-pub(crate) fn issuer_and_subject(cert: &[u8]) -> Option<(&[u8], &[u8])> {
-    let cert = tlv(cert).filter(|t| t.tag == SEQUENCE)?;
-    let tbs = tlv(cert.content).filter(|t| t.tag == SEQUENCE)?;
-    let mut fields = tbs.content;
-    if fields.first() == Some(&VERSION_TAG) {
-        fields = tlv(fields)?.rest;
-    }
-    let serial = tlv(fields)?;
-    let signature_algorithm = tlv(serial.rest)?;
-    let issuer = tlv(signature_algorithm.rest).filter(|t| t.tag == SEQUENCE)?;
-    let validity = tlv(issuer.rest)?;
-    let subject = tlv(validity.rest).filter(|t| t.tag == SEQUENCE)?;
-    Some((issuer.whole, subject.whole))
+/// The DER encodings of (issuer, subject), without their outer SEQUENCE header, or
+/// `None` if `cert` is not a certificate webpki can parse.
+pub(crate) fn issuer_and_subject(cert: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let der = CertificateDer::from(cert);
+    let parsed = webpki::EndEntityCert::try_from(&der).ok()?;
+    Some((parsed.issuer().to_vec(), parsed.subject().to_vec()))
 }
 
 /// Whether the certificate names itself as its issuer. Unparseable input is "no":

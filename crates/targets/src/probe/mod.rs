@@ -22,9 +22,14 @@ use volley_h2::{Event, H2Conn, RequestHead, Settings as H2Settings};
 use volley_tls::rustls::ClientConfig;
 use volley_tls::{TlsFailure, TlsSession, TlsStream};
 
-/// Decoded bodies larger than this are refused (a probe file is small; a decompression
-/// bomb must not eat the machine).
-const MAX_BODY_BYTES: u64 = 64 << 20;
+mod answer;
+
+use answer::{dechunk, MAX_BODY_BYTES};
+
+pub use answer::{
+    decode, fnv64, parse_response, validate, validate_encoded, validate_encoded_h2, validate_h2,
+    AnswerError,
+};
 
 /// What the probe expects back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,231 +117,15 @@ impl Response {
 }
 
 /// Why a probe did not pass: the port is not answering yet (retry) or the answer is wrong
-/// (give up).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (give up). The text says what was seen, for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProbeFailure {
     /// Connect refused, reset or timed out: the server may still be starting.
+    #[error("not answering yet: {0}")]
     NotReady(String),
     /// The server answered, incorrectly.
+    #[error("wrong answer: {0}")]
     Wrong(String),
-}
-
-/// Parses a complete `Connection: close` response (pure, tested on captured bytes).
-pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no end of headers")?;
-    let head = std::str::from_utf8(&raw[..end]).map_err(|_| "headers are not UTF-8")?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/1.") {
-        return Err(format!("bad status line {status_line:?}"));
-    }
-    let status: u16 = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let rest = &raw[end + 4..];
-    let mut resp = Response {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    let chunked = resp
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    resp.body = if chunked {
-        dechunk(rest)?
-    } else if let Some(cl) = resp.header("content-length") {
-        let n: usize = cl
-            .parse()
-            .map_err(|_| format!("bad Content-Length {cl:?}"))?;
-        if rest.len() < n {
-            return Err(format!(
-                "body cut short: {} of {n} bytes (Content-Length)",
-                rest.len()
-            ));
-        }
-        rest[..n].to_vec()
-    } else {
-        rest.to_vec()
-    };
-    Ok(resp)
-}
-
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let eol = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("chunk size line not terminated")?;
-        let size_text = std::str::from_utf8(&data[..eol]).map_err(|_| "bad chunk size")?;
-        let size_hex = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_hex, 16)
-            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-        data = &data[eol + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if data.len() < size + 2 {
-            return Err("chunk cut short".into());
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
-}
-
-/// Checks a response to a request without `Accept-Encoding` against what the file on
-/// disk says it must be.
-pub fn validate(resp: &Response, want: &Expected) -> Result<(), String> {
-    check_status_and_type(resp, want)?;
-    if let Some(ce) = resp.header("content-encoding") {
-        if !ce.eq_ignore_ascii_case("identity") {
-            return Err(format!(
-                "Content-Encoding {ce} sent to a request that accepted no encoding"
-            ));
-        }
-    }
-    if let Some(cl) = resp.header("content-length") {
-        if cl.parse::<usize>().ok() != Some(want.body.len()) {
-            return Err(format!("Content-Length {cl}, expected {}", want.body.len()));
-        }
-    }
-    check_framing(resp)?;
-    check_body(&resp.body, want)
-}
-
-/// [`validate`] for an HTTP/2 answer: the body is framed by END_STREAM, so only a
-/// `content-length` that was sent must match it.
-pub fn validate_h2(resp: &Response, want: &Expected) -> Result<(), String> {
-    check_status_and_type(resp, want)?;
-    if let Some(ce) = resp.header("content-encoding") {
-        if !ce.eq_ignore_ascii_case("identity") {
-            return Err(format!(
-                "Content-Encoding {ce} sent to a request that accepted no encoding (HTTP/2)"
-            ));
-        }
-    }
-    check_h2_length(resp)?;
-    check_body(&resp.body, want)
-}
-
-/// [`validate_encoded`] for an HTTP/2 answer.
-pub fn validate_encoded_h2(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
-    check_status_and_type(resp, want)?;
-    check_coding(resp, want, encoding)?;
-    check_h2_length(resp)?;
-    check_body(&decode(&resp.body, encoding)?, want)
-}
-
-fn check_h2_length(resp: &Response) -> Result<(), String> {
-    match resp.header("content-length") {
-        Some(cl) if cl.parse::<usize>().ok() != Some(resp.body.len()) => Err(format!(
-            "content-length {cl} but {} body bytes in DATA frames",
-            resp.body.len()
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn check_status_and_type(resp: &Response, want: &Expected) -> Result<(), String> {
-    if resp.status != 200 {
-        return Err(format!(
-            "status {} for {}, expected 200",
-            resp.status, want.path
-        ));
-    }
-    let ct = resp.header("content-type").unwrap_or("");
-    let ct_main = ct.split(';').next().unwrap_or("").trim();
-    if !ct_main.eq_ignore_ascii_case(&want.content_type) {
-        return Err(format!(
-            "Content-Type {ct:?}, expected {:?}",
-            want.content_type
-        ));
-    }
-    Ok(())
-}
-
-/// Content-Length matching the bytes received, or chunked framing.
-fn check_framing(resp: &Response) -> Result<(), String> {
-    match resp.header("content-length") {
-        Some(cl) if cl.parse::<usize>().ok() == Some(resp.body.len()) => Ok(()),
-        Some(cl) => Err(format!(
-            "Content-Length {cl} but {} body bytes",
-            resp.body.len()
-        )),
-        None if resp.header("transfer-encoding").is_some() => Ok(()),
-        None => Err("neither Content-Length nor chunked framing".into()),
-    }
-}
-
-fn check_body(body: &[u8], want: &Expected) -> Result<(), String> {
-    if body != want.body {
-        return Err(format!(
-            "body differs from the file ({} bytes, fnv64 {:016x}; expected {} bytes, fnv64 {:016x})",
-            body.len(),
-            fnv64(body),
-            want.body.len(),
-            fnv64(&want.body)
-        ));
-    }
-    Ok(())
-}
-
-/// FNV-1a 64: a short fingerprint to tell two bodies apart in an error message.
-pub fn fnv64(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// Decodes a body sent with `Content-Encoding: encoding` (`gzip`, `br`, `identity`).
-pub fn decode(body: &[u8], encoding: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let res = match encoding {
-        "identity" | "" => return Ok(body.to_vec()),
-        "gzip" | "x-gzip" => flate2::read::GzDecoder::new(body)
-            .take(MAX_BODY_BYTES + 1)
-            .read_to_end(&mut out),
-        "br" => brotli::Decompressor::new(body, 4096)
-            .take(MAX_BODY_BYTES + 1)
-            .read_to_end(&mut out),
-        other => return Err(format!("cannot decode Content-Encoding {other:?}")),
-    };
-    res.map_err(|e| format!("{encoding} body does not decode: {e}"))?;
-    if out.len() as u64 > MAX_BODY_BYTES {
-        return Err(format!("{encoding} body decodes to more than 64 MiB"));
-    }
-    Ok(out)
-}
-
-/// Checks an answer to `Accept-Encoding: encoding`: that encoding applied, framing
-/// consistent with the bytes on the wire, and the decoded body equal to the file.
-pub fn validate_encoded(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
-    check_status_and_type(resp, want)?;
-    check_coding(resp, want, encoding)?;
-    check_framing(resp)?;
-    check_body(&decode(&resp.body, encoding)?, want)
-}
-
-fn check_coding(resp: &Response, want: &Expected, encoding: &str) -> Result<(), String> {
-    let got = resp.header("content-encoding").unwrap_or("identity");
-    if !got.eq_ignore_ascii_case(encoding) {
-        return Err(format!(
-            "asked Accept-Encoding: {encoding} for {}, got Content-Encoding: {got} \
-             (compression was asked but is not applied)",
-            want.path
-        ));
-    }
-    Ok(())
 }
 
 /// Every check the options ask for, each over a fresh connection with
@@ -349,13 +138,13 @@ pub fn probe(
 ) -> Result<Validated, ProbeFailure> {
     let tls = opts.tls.as_ref();
     let raw = fetch(addr, tls, &want.path, None, timeout)?.raw;
-    let resp = parse_response(&raw).map_err(ProbeFailure::Wrong)?;
-    validate(&resp, want).map_err(ProbeFailure::Wrong)?;
+    let resp = parse_response(&raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
+    validate(&resp, want).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
     let mut seen = Validated::default();
     for enc in &opts.encodings {
         let raw = fetch(addr, tls, &want.path, Some(enc), timeout)?.raw;
-        let resp = parse_response(&raw).map_err(ProbeFailure::Wrong)?;
-        validate_encoded(&resp, want, enc).map_err(ProbeFailure::Wrong)?;
+        let resp = parse_response(&raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
+        validate_encoded(&resp, want, enc).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
         seen.encoded_sizes.push((enc.to_string(), resp.body.len()));
     }
     if let Some(h2) = &opts.h2_check {
@@ -839,17 +628,23 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello",
         )
         .unwrap();
-        let e = validate_encoded(&plain, &want(), "gzip").unwrap_err();
+        let e = validate_encoded(&plain, &want(), "gzip")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not applied"), "{e}");
         // br sent when gzip was asked.
         assert!(validate_encoded(&encoded("br", &br(b"hello")), &want(), "gzip").is_err());
         // Encoded, but not the file.
         assert!(validate_encoded(&encoded("gzip", &gz(b"hellx")), &want(), "gzip").is_err());
         // Not gzip at all.
-        let e = validate_encoded(&encoded("gzip", b"hello"), &want(), "gzip").unwrap_err();
+        let e = validate_encoded(&encoded("gzip", b"hello"), &want(), "gzip")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not decode"), "{e}");
         // An encoding nobody asked for.
-        let e = validate(&encoded("gzip", &gz(b"hello")), &want()).unwrap_err();
+        let e = validate(&encoded("gzip", &gz(b"hello")), &want())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("accepted no encoding"), "{e}");
     }
 
@@ -881,6 +676,7 @@ mod tests {
         );
         assert!(validate_h2(&r, &want())
             .unwrap_err()
+            .to_string()
             .contains("content-length 9"));
         let gz_body = gz(b"hello");
         let r = h2_response(
@@ -890,9 +686,12 @@ mod tests {
         assert_eq!(validate_encoded_h2(&r, &want(), "gzip"), Ok(()));
         assert!(validate_h2(&r, &want())
             .unwrap_err()
+            .to_string()
             .contains("accepted no encoding"));
         let plain = h2_response(&[("content-type", "text/html")], b"hello");
-        let e = validate_encoded_h2(&plain, &want(), "br").unwrap_err();
+        let e = validate_encoded_h2(&plain, &want(), "br")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not applied"), "{e}");
     }
 

@@ -5,6 +5,11 @@
 //! `volley targets --show-config KIND` prints exactly what a run would use and the
 //! configuration text is stored with each run's results.
 
+mod apache;
+mod caddy;
+mod lighttpd;
+mod nginx;
+
 use crate::TargetKind;
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -127,13 +132,13 @@ pub struct TlsFiles {
 /// at least this big for a compression check to mean anything.
 pub const MIN_COMPRESS_BYTES: u64 = 256;
 
-/// Content types compressed when compression is on (the text types of [`MIME_TYPES`];
+/// Content types compressed when compression is on (the text types of [`mime_types`];
 /// images are already compressed).
 pub const COMPRESSIBLE_TYPES: [&str; 6] = [
     "text/html",
     "text/plain",
     "text/css",
-    "application/javascript",
+    "text/javascript",
     "application/json",
     "text/calendar",
 ];
@@ -181,29 +186,36 @@ pub fn running_as_root() -> bool {
 /// Apache modules loaded from this directory (Debian's layout).
 pub const APACHE_MODULES_DIR: &str = "/usr/lib/apache2/modules";
 
-/// File extensions -> Content-Type, written into every config so no server depends on a
-/// system mime.types file (and all answer the same types for the same files).
-pub const MIME_TYPES: [(&str, &str); 10] = [
-    ("html", "text/html"),
-    ("htm", "text/html"),
-    ("txt", "text/plain"),
-    ("css", "text/css"),
-    ("js", "application/javascript"),
-    ("json", "application/json"),
-    ("png", "image/png"),
-    ("gif", "image/gif"),
-    ("jpg", "image/jpeg"),
-    ("ics", "text/calendar"),
+/// Extensions whose Content-Type is written into every config, so no server depends on
+/// a system mime.types file and all answer the same types for the same files. The types
+/// themselves come from `mime_guess`, the table the built-in server and the DAV handler
+/// use too (`.js` is `text/javascript`, RFC 9239).
+pub const MIME_EXTENSIONS: [&str; 10] = [
+    "html", "htm", "txt", "css", "js", "json", "png", "gif", "jpg", "ics",
 ];
 
-/// Content-Type a file should be served with, by extension.
+/// `(extension, Content-Type)` for each of [`MIME_EXTENSIONS`], in that order.
+pub fn mime_types() -> impl Iterator<Item = (&'static str, &'static str)> {
+    MIME_EXTENSIONS.iter().map(|e| {
+        (
+            *e,
+            mime_guess::from_ext(e).first_raw().unwrap_or(OCTET_STREAM),
+        )
+    })
+}
+
+const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Content-Type a file should be served with, by extension (`mime_guess`'s first
+/// type), `application/octet-stream` when unknown.
 pub fn mime_for(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    MIME_TYPES
-        .iter()
-        .find(|(e, _)| e.eq_ignore_ascii_case(ext))
-        .map(|(_, t)| *t)
-        .unwrap_or("application/octet-stream")
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rsplit_once('.') {
+        Some((_, ext)) => mime_guess::from_ext(ext)
+            .first_raw()
+            .unwrap_or(OCTET_STREAM),
+        None => OCTET_STREAM,
+    }
 }
 
 /// The file name of the generated configuration inside the private directory.
@@ -252,11 +264,11 @@ pub fn command_args(kind: TargetKind, dir: &Path, conf: &Path) -> Vec<OsString> 
 /// have no configuration file.
 pub fn render(kind: TargetKind, s: &ServerSettings, p: &Placement) -> Option<String> {
     match kind {
-        TargetKind::Nginx => Some(nginx(s, p)),
-        TargetKind::ApacheEvent => Some(apache(s, p, true)),
-        TargetKind::ApachePrefork => Some(apache(s, p, false)),
-        TargetKind::Lighttpd => Some(lighttpd(s, p)),
-        TargetKind::Caddy => Some(caddy(s, p)),
+        TargetKind::Nginx => Some(nginx::render(s, p)),
+        TargetKind::ApacheEvent => Some(apache::render(s, p, true)),
+        TargetKind::ApachePrefork => Some(apache::render(s, p, false)),
+        TargetKind::Lighttpd => Some(lighttpd::render(s, p)),
+        TargetKind::Caddy => Some(caddy::render(s, p)),
         TargetKind::Builtin | TargetKind::External => None,
     }
 }
@@ -265,331 +277,30 @@ fn d(p: &Path) -> String {
     p.display().to_string()
 }
 
-fn nginx(s: &ServerSettings, p: &Placement) -> String {
-    let dir = d(&p.dir);
-    let types: String = MIME_TYPES
-        .iter()
-        .map(|(e, t)| format!("        {t} {e};\n"))
-        .collect();
-    let user = if p.as_root { "user root root;\n" } else { "" };
-    let brotli = s.compression.is_some_and(|c| c.brotli);
-    // Dynamic modules must be loaded before any other block. The static module is
-    // loaded as the brief of Debian's packages pairs them, but `brotli_static` stays
-    // off: the run measures on-the-fly compression, as seed 002 did.
-    let modules: String = if brotli {
-        NGINX_BROTLI_MODULES
-            .iter()
-            .map(|m| format!("load_module {m};\n"))
-            .collect()
-    } else {
-        String::new()
-    };
-    let access = if s.access_log {
-        format!("access_log {dir}/access.log;")
-    } else {
-        "access_log off;".to_string()
-    };
-    // keepalive_timeout 0 disables persistent connections; keepalive_requests is raised
-    // from 1000 so a long keep-alive run does not measure nginx's reconnect policy.
-    let keepalive = if s.keep_alive {
-        "keepalive_timeout 65s;\n    keepalive_requests 1000000;"
-    } else {
-        "keepalive_timeout 0;"
-    };
-    let mut http_extra = String::new();
-    if let Some(c) = s.compression {
-        // text/html is always compressed by both filters; naming it again is a warning.
-        let types = COMPRESSIBLE_TYPES
-            .iter()
-            .filter(|t| **t != "text/html")
-            .copied()
-            .collect::<Vec<_>>()
-            .join(" ");
-        if c.gzip {
-            http_extra += &format!(
-                "    gzip on;\n    gzip_comp_level {};\n    gzip_min_length {MIN_COMPRESS_BYTES};\n\
-                 \x20   gzip_types {types};\n    gzip_vary on;\n",
-                c.gzip_level
-            );
-        }
-        if c.brotli {
-            http_extra += &format!(
-                "    brotli on;\n    brotli_comp_level {};\n    brotli_min_length {MIN_COMPRESS_BYTES};\n\
-                 \x20   brotli_types {types};\n",
-                c.brotli_level
-            );
-        }
+/// Fills a template from `templates/`: each `@name@` becomes its value. Every
+/// placeholder must be given (checked in debug builds and by the tests), so a renamed
+/// one cannot silently reach a server's config.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = template.to_string();
+    for (name, value) in values {
+        out = out.replace(&format!("@{name}@"), value);
     }
-    // nginx 1.22 has no `http2 on;`: h2 is a flag of `listen`, and with `ssl` it is
-    // offered by ALPN next to http/1.1.
-    let (listen_flags, tls_lines) = match &p.tls {
-        Some(t) => (
-            if s.http2 { " ssl http2" } else { " ssl" },
-            format!(
-                "        ssl_certificate \"{}\";\n        ssl_certificate_key \"{}\";\n\
-                 \x20       ssl_protocols {};\n        ssl_session_cache shared:volley_tls:10m;\n\
-                 \x20       ssl_session_timeout 10m;\n",
-                d(&t.cert),
-                d(&t.key),
-                TLS_PROTOCOLS.join(" ")
-            ),
-        ),
-        None => ("", String::new()),
-    };
-    format!(
-        "# generated by volley\n{modules}{user}worker_processes {w};\npid {dir}/nginx.pid;\n\
-         error_log {dir}/error.log warn;\n\
-         events {{\n    worker_connections 4096;\n}}\n\
-         http {{\n    types {{\n{types}    }}\n    default_type application/octet-stream;\n\
-         \x20   {access}\n    sendfile on;\n    tcp_nopush on;\n    {keepalive}\n\
-         \x20   client_body_temp_path {dir}/tmp/client_body;\n\
-         \x20   proxy_temp_path {dir}/tmp/proxy;\n    fastcgi_temp_path {dir}/tmp/fastcgi;\n\
-         \x20   uwsgi_temp_path {dir}/tmp/uwsgi;\n    scgi_temp_path {dir}/tmp/scgi;\n\
-         {http_extra}\
-         \x20   server {{\n        listen {addr}{listen_flags};\n        server_name localhost;\n\
-         {tls_lines}\
-         \x20       root \"{root}\";\n        index index.html;\n    }}\n}}\n",
-        w = s.workers.max(1),
-        addr = p.addr,
-        root = d(&p.docroot),
-    )
-}
-
-fn apache(s: &ServerSettings, p: &Placement, event: bool) -> String {
-    let dir = d(&p.dir);
-    let root = d(&p.docroot);
-    let m = APACHE_MODULES_DIR;
-    let w = s.workers.max(1);
-    let (mpm_mod, mpm) = if event {
-        // Exactly `w` processes of 64 threads: ServerLimit caps the processes so the
-        // worker count is what the study asked for.
-        (
-            "mpm_event_module mod_mpm_event.so",
-            format!(
-                "StartServers {w}\nServerLimit {w}\nThreadsPerChild 64\nThreadLimit 64\n\
-                 MaxRequestWorkers {t}\nMinSpareThreads 64\nMaxSpareThreads {t}\n\
-                 MaxConnectionsPerChild 0\n",
-                t = w * 64
-            ),
-        )
-    } else {
-        // Seed 003's Apache: StartServers then up to 150 children, one per connection.
-        (
-            "mpm_prefork_module mod_mpm_prefork.so",
-            format!(
-                "StartServers {w}\nMinSpareServers {w}\nMaxSpareServers {max}\n\
-                 ServerLimit 150\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n",
-                max = w.max(10)
-            ),
-        )
-    };
-    let (mpm_name, mpm_file) = mpm_mod.split_once(' ').unwrap_or((mpm_mod, ""));
-    let user = if p.as_root {
-        // Apache refuses to serve as root; its children switch to this user.
-        "User www-data\nGroup www-data\n"
-    } else {
-        ""
-    };
-    let types: String = MIME_TYPES
-        .iter()
-        .map(|(e, t)| format!("AddType {t} .{e}\n"))
-        .collect();
-    let access = if s.access_log {
-        format!("LogFormat \"%h %l %u %t \\\"%r\\\" %>s %b\" common\nCustomLog \"{dir}/access.log\" common\n")
-    } else {
-        String::new()
-    };
-    let mut extra = String::new();
-    if let Some(t) = &p.tls {
-        // mod_ssl reads the key in the parent (as root) before children switch user.
-        extra += &format!(
-            "LoadModule socache_shmcb_module {m}/mod_socache_shmcb.so\n\
-             LoadModule ssl_module {m}/mod_ssl.so\n\
-             SSLEngine on\nSSLCertificateFile \"{}\"\nSSLCertificateKeyFile \"{}\"\n\
-             SSLProtocol -all {}\nSSLSessionCache \"shmcb:{dir}/ssl_scache(512000)\"\n\
-             SSLSessionCacheTimeout 600\n",
-            d(&t.cert),
-            d(&t.key),
-            TLS_PROTOCOLS
-                .iter()
-                .map(|v| format!("+{v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        if s.http2 {
-            extra += &format!("LoadModule http2_module {m}/mod_http2.so\nProtocols h2 http/1.1\n");
-        }
-    }
-    if let Some(c) = s.compression {
-        let mut filters = Vec::new();
-        extra += &format!("LoadModule filter_module {m}/mod_filter.so\n");
-        // Brotli first: each filter checks Accept-Encoding, and DEFLATE leaves a body
-        // BROTLI_COMPRESS already encoded alone, so a client accepting both gets br.
-        if c.brotli {
-            extra += &format!(
-                "LoadModule brotli_module {m}/mod_brotli.so\nBrotliCompressionQuality {}\n",
-                c.brotli_level
-            );
-            filters.push("BROTLI_COMPRESS");
-        }
-        if c.gzip {
-            extra += &format!(
-                "LoadModule deflate_module {m}/mod_deflate.so\nDeflateCompressionLevel {}\n",
-                c.gzip_level
-            );
-            filters.push("DEFLATE");
-        }
-        extra += &format!(
-            "AddOutputFilterByType {} {}\n",
-            filters.join(";"),
-            COMPRESSIBLE_TYPES.join(" ")
-        );
-    }
-    format!(
-        "# generated by volley\nServerRoot \"{dir}\"\nDefaultRuntimeDir \"{dir}\"\n\
-         PidFile \"{dir}/apache2.pid\"\nServerName {name}\nListen {addr}{https}\n\
-         LoadModule {mpm_name} {m}/{mpm_file}\n\
-         LoadModule authz_core_module {m}/mod_authz_core.so\n\
-         LoadModule mime_module {m}/mod_mime.so\n\
-         LoadModule dir_module {m}/mod_dir.so\n\
-         {user}{mpm}ErrorLog \"{dir}/error.log\"\nLogLevel warn\n{access}\
-         KeepAlive {ka}\nMaxKeepAliveRequests 0\nKeepAliveTimeout 65\n\
-         EnableSendfile On\nTypesConfig /dev/null\n{types}{extra}\
-         DocumentRoot \"{root}\"\n<Directory \"{root}\">\n    Require all granted\n</Directory>\n\
-         DirectoryIndex index.html\n",
-        addr = p.addr,
-        https = if p.tls.is_some() { " https" } else { "" },
-        // mod_ssl warns (AH01909) when the ServerName is not a DNS name of the
-        // certificate; volley's names localhost (and 127.0.0.1 only as an IP SAN).
-        name = if p.tls.is_some() {
-            "localhost"
-        } else {
-            "127.0.0.1"
-        },
-        ka = if s.keep_alive { "On" } else { "Off" },
-    )
-}
-
-fn lighttpd(s: &ServerSettings, p: &Placement) -> String {
-    let dir = d(&p.dir);
-    let types: Vec<String> = MIME_TYPES
-        .iter()
-        .map(|(e, t)| format!("\".{e}\" => \"{t}\""))
-        .collect();
-    let mut out = format!(
-        "# generated by volley\nserver.document-root = \"{root}\"\n\
-         server.bind = \"{ip}\"\nserver.port = {port}\n\
-         server.pid-file = \"{dir}/lighttpd.pid\"\nserver.errorlog = \"{dir}/error.log\"\n\
-         server.upload-dirs = ( \"{dir}/tmp\" )\nindex-file.names = ( \"index.html\" )\n\
-         mimetype.assign = ( {types} )\n",
-        root = d(&p.docroot),
-        ip = p.addr.ip(),
-        port = p.addr.port(),
-        types = types.join(", "),
-    );
-    if s.workers > 1 {
-        out += &format!("server.max-worker = {}\n", s.workers);
-    }
-    // 0 requests per connection turns keep-alive off.
-    out += if s.keep_alive {
-        "server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 65\n"
-    } else {
-        "server.max-keep-alive-requests = 0\n"
-    };
-    if s.access_log {
-        out += &format!(
-            "server.modules += ( \"mod_accesslog\" )\naccesslog.filename = \"{dir}/access.log\"\n"
-        );
-    }
-    if let Some(t) = &p.tls {
-        out += &format!(
-            "server.modules += ( \"mod_openssl\" )\nssl.engine = \"enable\"\n\
-             ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n\
-             ssl.openssl.ssl-conf-cmd = ( \"MinProtocol\" => \"TLSv1.2\" )\n",
-            d(&t.cert),
-            d(&t.key)
-        );
-    }
-    // lighttpd 1.4.69 offers h2 by default (ALPN over TLS, Upgrade: h2c in clear):
-    // say it either way so the configuration shows what the run measured.
-    out += &format!(
-        "server.feature-flags = ( \"server.h2proto\" => \"{}\" )\n",
-        if s.http2 { "enable" } else { "disable" }
-    );
-    if let Some(c) = s.compression {
-        let encodings: Vec<String> = c.encodings().iter().map(|e| format!("\"{e}\"")).collect();
-        let types: Vec<String> = COMPRESSIBLE_TYPES
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect();
-        // No deflate.cache-dir: every response is compressed on the fly, as on the
-        // other servers. compression-level is gzip's; Brotli's quality is a param.
-        out += &format!(
-            "server.modules += ( \"mod_deflate\" )\ndeflate.allowed-encodings = ( {} )\n\
-             deflate.mimetypes = ( {} )\ndeflate.min-compress-size = {MIN_COMPRESS_BYTES}\n\
-             deflate.compression-level = {}\ndeflate.params = ( \"BROTLI_PARAM_QUALITY\" => \"{}\" )\n",
-            encodings.join(", "),
-            types.join(", "),
-            c.gzip_level,
-            c.brotli_level
-        );
-    }
+    debug_assert!(!out.contains("@"), "unfilled placeholder in:\n{out}");
     out
-}
-
-fn caddy(s: &ServerSettings, p: &Placement) -> String {
-    let dir = d(&p.dir);
-    // Worker threads are set with GOMAXPROCS in the environment, not here.
-    let log = if s.access_log {
-        format!("    log {{\n        output file {dir}/access.log\n    }}\n")
-    } else {
-        String::new()
-    };
-    // Go's net/http closes the connection after a response carrying `Connection: close`.
-    let close = if s.keep_alive {
-        ""
-    } else {
-        "    header Connection close\n"
-    };
-    // h3 is left out: it would add a UDP listener the load never uses.
-    let protocols = if s.http2 { "h1 h2" } else { "h1" };
-    let (scheme, tls) = match &p.tls {
-        // Our own files, no ACME: auto_https off also keeps Caddy from redirecting.
-        Some(t) => ("https", format!("    tls {} {}\n", d(&t.cert), d(&t.key))),
-        None => ("http", String::new()),
-    };
-    // Caddy 2.6 has no Brotli encoder (gzip and zstd only); `start` refuses brotli for
-    // Caddy before this is rendered.
-    let encode = match s.compression {
-        Some(c) if c.gzip => format!(
-            "    encode {{\n        gzip {}\n        minimum_length {MIN_COMPRESS_BYTES}\n    }}\n",
-            c.gzip_level
-        ),
-        _ => String::new(),
-    };
-    // default_sni: clients that connect to an IP address send no SNI, and Caddy picks
-    // a certificate by SNI.
-    // ocsp_stapling off: a lab certificate names no OCSP responder.
-    let sni = if p.tls.is_some() {
-        format!("    default_sni {}\n    ocsp_stapling off\n", p.addr.ip())
-    } else {
-        String::new()
-    };
-    format!(
-        "# generated by volley\n{{\n    admin off\n    auto_https off\n{sni}\
-         \x20   storage file_system {dir}/data\n    servers {{\n        protocols {protocols}\n    }}\n\
-         \x20   log {{\n        output file {dir}/error.log\n\
-         \x20       level WARN\n    }}\n}}\n\
-         {scheme}://{addr} {{\n    bind {ip}\n{tls}{encode}    root * {root}\n    file_server\n{close}{log}}}\n",
-        addr = p.addr,
-        ip = p.addr.ip(),
-        root = d(&p.docroot),
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kinds with a configuration file.
+    const CONFIGURED: [TargetKind; 5] = [
+        TargetKind::Nginx,
+        TargetKind::ApacheEvent,
+        TargetKind::ApachePrefork,
+        TargetKind::Lighttpd,
+        TargetKind::Caddy,
+    ];
 
     fn place() -> Placement {
         Placement {
@@ -604,13 +315,7 @@ mod tests {
     #[test]
     fn every_managed_config_listens_on_loopback_and_stays_in_its_dir() {
         let s = ServerSettings::default();
-        for k in [
-            TargetKind::Nginx,
-            TargetKind::ApacheEvent,
-            TargetKind::ApachePrefork,
-            TargetKind::Lighttpd,
-            TargetKind::Caddy,
-        ] {
+        for k in CONFIGURED {
             let c = render(k, &s, &place()).unwrap();
             assert!(c.contains("127.0.0.1"), "{k}: {c}");
             assert!(c.contains("8123"), "{k}");
@@ -695,13 +400,7 @@ mod tests {
     #[test]
     fn tls_lines_name_the_certificate_on_every_server() {
         let s = secure(false, None);
-        for k in [
-            TargetKind::Nginx,
-            TargetKind::ApacheEvent,
-            TargetKind::ApachePrefork,
-            TargetKind::Lighttpd,
-            TargetKind::Caddy,
-        ] {
+        for k in CONFIGURED {
             let c = render(k, &s, &tls_place()).unwrap();
             assert!(c.contains("/tmp/v/tls/server.pem"), "{k}: {c}");
             assert!(c.contains("/tmp/v/tls/server.key"), "{k}: {c}");

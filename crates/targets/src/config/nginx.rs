@@ -1,0 +1,92 @@
+//! nginx: one `http` block with a `types` map, optional gzip/Brotli filters and TLS.
+
+use super::{d, fill, mime_types, Placement, ServerSettings};
+use super::{COMPRESSIBLE_TYPES, MIN_COMPRESS_BYTES, NGINX_BROTLI_MODULES, TLS_PROTOCOLS};
+pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
+    let dir = d(&p.dir);
+    let types: String = mime_types()
+        .map(|(e, t)| format!("        {t} {e};\n"))
+        .collect();
+    let user = if p.as_root { "user root root;\n" } else { "" };
+    let brotli = s.compression.is_some_and(|c| c.brotli);
+    // Dynamic modules must be loaded before any other block. The static module is
+    // loaded as the brief of Debian's packages pairs them, but `brotli_static` stays
+    // off: the run measures on-the-fly compression, as seed 002 did.
+    let modules: String = if brotli {
+        NGINX_BROTLI_MODULES
+            .iter()
+            .map(|m| format!("load_module {m};\n"))
+            .collect()
+    } else {
+        String::new()
+    };
+    let access = if s.access_log {
+        format!("access_log {dir}/access.log;")
+    } else {
+        "access_log off;".to_string()
+    };
+    // keepalive_timeout 0 disables persistent connections; keepalive_requests is raised
+    // from 1000 so a long keep-alive run does not measure nginx's reconnect policy.
+    let keepalive = if s.keep_alive {
+        "keepalive_timeout 65s;\n    keepalive_requests 1000000;"
+    } else {
+        "keepalive_timeout 0;"
+    };
+    let mut http_extra = String::new();
+    if let Some(c) = s.compression {
+        // text/html is always compressed by both filters; naming it again is a warning.
+        let types = COMPRESSIBLE_TYPES
+            .iter()
+            .filter(|t| **t != "text/html")
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if c.gzip {
+            http_extra += &format!(
+                "    gzip on;\n    gzip_comp_level {};\n    gzip_min_length {MIN_COMPRESS_BYTES};\n\
+                 \x20   gzip_types {types};\n    gzip_vary on;\n",
+                c.gzip_level
+            );
+        }
+        if c.brotli {
+            http_extra += &format!(
+                "    brotli on;\n    brotli_comp_level {};\n    brotli_min_length {MIN_COMPRESS_BYTES};\n\
+                 \x20   brotli_types {types};\n",
+                c.brotli_level
+            );
+        }
+    }
+    // nginx 1.22 has no `http2 on;`: h2 is a flag of `listen`, and with `ssl` it is
+    // offered by ALPN next to http/1.1.
+    let (listen_flags, tls_lines) = match &p.tls {
+        Some(t) => (
+            if s.http2 { " ssl http2" } else { " ssl" },
+            format!(
+                "        ssl_certificate \"{}\";\n        ssl_certificate_key \"{}\";\n\
+                 \x20       ssl_protocols {};\n        ssl_session_cache shared:volley_tls:10m;\n\
+                 \x20       ssl_session_timeout 10m;\n",
+                d(&t.cert),
+                d(&t.key),
+                TLS_PROTOCOLS.join(" ")
+            ),
+        ),
+        None => ("", String::new()),
+    };
+    fill(
+        include_str!("../templates/nginx.conf"),
+        &[
+            ("modules", &modules),
+            ("user", user),
+            ("workers", &s.workers.max(1).to_string()),
+            ("dir", &dir),
+            ("types", &types),
+            ("access", &access),
+            ("keepalive", keepalive),
+            ("http_extra", &http_extra),
+            ("addr", &p.addr.to_string()),
+            ("listen_flags", listen_flags),
+            ("tls_lines", &tls_lines),
+            ("root", &d(&p.docroot)),
+        ],
+    )
+}

@@ -1,0 +1,452 @@
+//! Launching one server process: the private directory, a free port, the command
+//! (process group, cgroup joined and CPUs pinned before exec), the configured servers'
+//! and the built-in server's command lines, and the wait until its answer is right.
+
+use super::process::Inner;
+use super::TargetSpec;
+use crate::cgroup::ResourceLimits;
+use crate::config::{self, Placement, TlsFiles};
+use crate::kind::TargetKind;
+use crate::probe::{self, Expected, ProbeFailure, ProbeOptions, Validated};
+use crate::TargetError;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+pub(super) enum Launch {
+    AddrInUse,
+    Failed(TargetError),
+}
+
+impl From<TargetError> for Launch {
+    fn from(e: TargetError) -> Self {
+        Launch::Failed(e)
+    }
+}
+
+pub(super) fn make_private_dir(kind: TargetKind) -> Result<PathBuf, TargetError> {
+    use std::os::unix::fs::PermissionsExt;
+    let base = std::env::temp_dir();
+    for _ in 0..100 {
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("volley-{kind}-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                // 0755: Apache's children run as www-data when volley is root and must
+                // reach a docroot inside this directory.
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                    .map_err(TargetError::io("setting the private dir's mode"))?;
+                for sub in ["tmp", "data", "config"] {
+                    std::fs::create_dir(dir.join(sub))
+                        .map_err(TargetError::io("creating the private dir"))?;
+                }
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(TargetError::Io {
+                    what: format!("creating a private dir in {}", base.display()),
+                    source: e,
+                })
+            }
+        }
+    }
+    Err(TargetError::Io {
+        what: "creating a private dir".into(),
+        source: std::io::Error::other("too many name collisions"),
+    })
+}
+
+/// A port that was free a moment ago. Someone may take it before the server binds it,
+/// which is why the caller retries on "address in use".
+fn free_port() -> Result<u16, TargetError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(TargetError::io("finding a free port"))?;
+    Ok(l.local_addr()
+        .map_err(TargetError::io("finding a free port"))?
+        .port())
+}
+
+/// Common process setup: own process group, output files, cgroups joined and CPUs pinned
+/// before exec.
+fn base_command(program: &Path, dir: &Path, inner: &Inner, limits: &ResourceLimits) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir).stdin(Stdio::null()).process_group(0);
+    let join_fds = inner.cgroups.join_fds();
+    let cpuset = limits.cpus.as_ref().map(|cpus| {
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                unsafe { libc::CPU_SET(c, &mut set) };
+            }
+        }
+        set
+    });
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+    // system calls (prctl, getppid, write, sched_setaffinity) on data prepared before
+    // the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Dies with volley: SIGTERM when volley's spawning thread ends (volley
+            // starts targets from its main thread, so: when volley ends, even by
+            // SIGKILL). SIGTERM, not SIGKILL, so a master stops its own workers; what
+            // survives is in the cgroup and the ledger the next volley sweeps.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != parent {
+                // volley died between fork and prctl: nobody would send the signal.
+                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            }
+            for &fd in &join_fds {
+                // "0" = the writing process: join before exec so forks inherit the group.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(set) = &cpuset {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+fn spawn_err(kind: TargetKind, program: &Path, e: std::io::Error) -> TargetError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => TargetError::NotInstalled {
+            kind,
+            program: program.display().to_string(),
+        },
+        _ => TargetError::Io {
+            what: format!(
+                "starting {kind} ({}: exec, or joining its cgroup / pinning its CPUs before exec)",
+                program.display()
+            ),
+            source: e,
+        },
+    }
+}
+
+fn log_file(dir: &Path, name: &str) -> Result<File, TargetError> {
+    File::create(dir.join(name)).map_err(TargetError::io(format!("creating {name}")))
+}
+
+/// What every launch attempt of one target shares.
+pub(super) struct LaunchCtx<'a> {
+    pub spec: &'a TargetSpec,
+    pub kind: TargetKind,
+    pub program: &'a Path,
+    pub dir: &'a Path,
+    pub docroot: &'a Path,
+    pub tls: Option<&'a TlsFiles>,
+}
+
+/// What a launch that answered correctly hands back.
+pub(super) struct Ready {
+    pub url: String,
+    pub addr: SocketAddr,
+    pub config_text: String,
+    /// Just before the process that answered was spawned.
+    pub started_at: Instant,
+    pub validated: Validated,
+}
+
+/// Launches until the server answers the probe correctly, retrying (up to 5 times) when
+/// another process took the free port between our check and the server's bind.
+pub(super) fn until_ready(
+    ctx: &LaunchCtx,
+    inner: &mut Inner,
+    expected: &Expected,
+    probe_opts: &ProbeOptions,
+) -> Result<Ready, TargetError> {
+    const ATTEMPTS: u32 = 5;
+    let scheme = if ctx.tls.is_some() { "https" } else { "http" };
+    for _ in 0..ATTEMPTS {
+        let started_at = Instant::now();
+        let launched = if ctx.kind == TargetKind::Builtin {
+            launch_builtin(ctx, inner)
+        } else {
+            launch_configured(ctx, inner)
+        };
+        let (addr, config_text) = match launched {
+            Ok(v) => v,
+            Err(Launch::AddrInUse) => {
+                inner.reap_for_retry();
+                continue;
+            }
+            Err(Launch::Failed(e)) => return Err(e),
+        };
+        let timeout = ctx.spec.start_timeout;
+        match wait_ready(inner, ctx.dir, addr, scheme, expected, probe_opts, timeout) {
+            Ok(validated) => {
+                return Ok(Ready {
+                    url: format!("{scheme}://{addr}/"),
+                    addr,
+                    config_text,
+                    started_at,
+                    validated,
+                })
+            }
+            Err(Launch::AddrInUse) => inner.reap_for_retry(),
+            Err(Launch::Failed(e)) => return Err(e),
+        }
+    }
+    Err(TargetError::PortInUse {
+        kind: ctx.kind,
+        attempts: ATTEMPTS,
+    })
+}
+
+fn launch_configured(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, String), Launch> {
+    let LaunchCtx {
+        spec,
+        kind,
+        program,
+        dir,
+        docroot,
+        tls,
+    } = *ctx;
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    let placement = Placement {
+        dir: dir.to_path_buf(),
+        docroot: docroot.to_path_buf(),
+        addr,
+        as_root: config::running_as_root(),
+        tls: tls.cloned(),
+    };
+    let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
+    let conf = dir.join(config::config_file_name(kind));
+    std::fs::write(&conf, &text).map_err(TargetError::io("writing the server config"))?;
+    let mut cmd = base_command(program, dir, inner, &spec.limits);
+    cmd.args(config::command_args(kind, dir, &conf))
+        .stdout(log_file(dir, "stdout.log")?)
+        .stderr(log_file(dir, "stderr.log")?);
+    if kind == TargetKind::Caddy {
+        // Caddy keeps state under $HOME / XDG dirs: keep it in the private dir.
+        cmd.env("HOME", dir)
+            .env("XDG_DATA_HOME", dir.join("data"))
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("GOMAXPROCS", spec.settings.workers.max(1).to_string());
+    }
+    let child = cmd.spawn().map_err(|e| spawn_err(kind, program, e))?;
+    inner.note(|e| e.spawned(child.id()));
+    inner.child = Some(child);
+    Ok((addr, text))
+}
+
+fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, String), Launch> {
+    let LaunchCtx {
+        spec,
+        program,
+        dir,
+        docroot,
+        tls,
+        ..
+    } = *ctx;
+    let mut cmd = base_command(program, dir, inner, &spec.limits);
+    cmd.arg("serve")
+        .arg("--root")
+        .arg(docroot)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(log_file(dir, "stderr.log")?);
+    let mut config_text = format!(
+        "{} serve --root {} --listen 127.0.0.1:0",
+        program.display(),
+        docroot.display()
+    );
+    if !spec.settings.http2 {
+        // Offer h2 only when asked, as the configured servers do: a run without
+        // HTTP/2 must not have it negotiated by ALPN.
+        cmd.arg("--http1-only");
+        config_text += " --http1-only";
+    }
+    if let Some(t) = tls {
+        cmd.arg("--tls-cert")
+            .arg(&t.cert)
+            .arg("--tls-key")
+            .arg(&t.key);
+        config_text += &format!(
+            " --tls-cert {} --tls-key {}",
+            t.cert.display(),
+            t.key.display()
+        );
+    }
+    if let Some(c) = spec.settings.compression {
+        // The built-in server does not compress on the fly: it serves the `.gz` / `.br`
+        // siblings `precompress` wrote before the start.
+        config_text += &format!(
+            "\n# compression: precompressed siblings written by volley ({})",
+            c.encodings()
+                .iter()
+                .map(|e| match *e {
+                    "br" => format!(".br at quality {}", c.brotli_level),
+                    _ => format!(".gz at level {}", c.gzip_level),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| spawn_err(TargetKind::Builtin, program, e))?;
+    let stdout = child.stdout.take();
+    inner.note(|e| e.spawned(child.id()));
+    inner.child = Some(child);
+    let Some(stdout) = stdout else {
+        return Err(Launch::Failed(TargetError::BadBanner {
+            line: String::new(),
+        }));
+    };
+    let mut rest = log_file(dir, "stdout.log")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the banner, then keeps draining stdout into a file so the server never
+    // blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = tx.send(r.read_line(&mut line).map(|_| line));
+        let _ = std::io::copy(&mut r, &mut rest);
+        let _ = rest.flush();
+    });
+    let line = match rx.recv_timeout(spec.start_timeout) {
+        Ok(Ok(line)) => line,
+        _ => {
+            return Err(Launch::Failed(match inner.exit_status() {
+                Some(status) => TargetError::Rejected {
+                    kind: TargetKind::Builtin,
+                    exit_status: status,
+                    first_line: first_error_line(dir),
+                },
+                None => TargetError::StartTimeout {
+                    kind: TargetKind::Builtin,
+                    url: "(no banner yet)".into(),
+                    timeout: spec.start_timeout,
+                    last: "no 'listening on' line on stdout".into(),
+                    dir: dir.to_path_buf(),
+                },
+            }))
+        }
+    };
+    let addr = parse_banner(&line).ok_or_else(|| TargetError::BadBanner {
+        line: line.trim_end().to_string(),
+    })?;
+    Ok((addr, config_text))
+}
+
+/// `listening on http://127.0.0.1:PORT/` (or `https://`) -> the address.
+pub fn parse_banner(line: &str) -> Option<SocketAddr> {
+    let line = line.trim();
+    let rest = line
+        .strip_prefix("listening on http://")
+        .or_else(|| line.strip_prefix("listening on https://"))?;
+    rest.trim_end_matches('/').parse().ok()
+}
+
+fn wait_ready(
+    inner: &mut Inner,
+    dir: &Path,
+    addr: SocketAddr,
+    scheme: &str,
+    expected: &Expected,
+    opts: &ProbeOptions,
+    timeout: Duration,
+) -> Result<Validated, Launch> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("not probed yet");
+    let mut wrong = 0;
+    loop {
+        if let Some(status) = inner.exit_status() {
+            let text = read_logs(dir).to_ascii_lowercase();
+            if text.contains("address already in use") || text.contains("address in use") {
+                return Err(Launch::AddrInUse);
+            }
+            return Err(Launch::Failed(TargetError::Rejected {
+                kind: inner.kind,
+                exit_status: status,
+                first_line: first_error_line(dir),
+            }));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Launch::Failed(TargetError::StartTimeout {
+                kind: inner.kind,
+                url: format!("{scheme}://{addr}{}", expected.path),
+                timeout,
+                last,
+                dir: dir.to_path_buf(),
+            }));
+        }
+        match probe::probe(addr, expected, opts, left.min(Duration::from_secs(2))) {
+            Ok(v) => return Ok(v),
+            Err(ProbeFailure::NotReady(e)) => {
+                wrong = 0;
+                last = e;
+            }
+            // A server may answer from a half-initialised state for a moment; three
+            // wrong answers in a row are its real answer.
+            Err(ProbeFailure::Wrong(e)) => {
+                wrong += 1;
+                if wrong >= 3 {
+                    return Err(Launch::Failed(TargetError::WrongAnswer {
+                        kind: inner.kind,
+                        url: format!("{scheme}://{addr}{}", expected.path),
+                        reason: e,
+                    }));
+                }
+                last = e;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+pub(super) fn read_logs(dir: &Path) -> String {
+    ["stderr.log", "error.log", "stdout.log"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first line of the server's output that looks like an error (servers print
+/// notices first), else the first non-empty line.
+fn first_error_line(dir: &Path) -> String {
+    pick_error_line(&read_logs(dir))
+}
+
+/// Pure part of [`first_error_line`].
+pub fn pick_error_line(text: &str) -> String {
+    const MARKS: [&str; 9] = [
+        "emerg", "error", "fail", "syntax", "invalid", "unknown", "cannot", "can't", "denied",
+    ];
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| {
+            let low = l.to_ascii_lowercase();
+            MARKS.iter().any(|m| low.contains(m))
+        })
+        .or_else(|| lines().next())
+        .unwrap_or("(no output)")
+        .chars()
+        .take(400)
+        .collect()
+}
+
+pub(super) fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

@@ -1,0 +1,198 @@
+//! Nothing orphaned: `kill -9` of `volley bench --target KIND` mid-run leaves no server
+//! process for long (the parent-death signal), and the next volley start removes what
+//! is left (directory, cgroup, any survivor) and says so.
+//!
+//! Each kind gets its own state directory (`VOLLEY_STATE_DIR`), so this test's sweeps
+//! never touch ledgers of other volleys running on the machine. Waits are bounded; the
+//! only processes signalled are the volleys this test spawned (the sweep itself signals
+//! the recorded server processes, which is what is under test).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn installed(program: &str) -> bool {
+    ["/usr/sbin", "/usr/bin", "/sbin", "/usr/local/sbin"]
+        .iter()
+        .any(|d| Path::new(d).join(program).exists())
+}
+
+/// `/proc/PID/stat` field 22: with the pid, names one process even after reuse.
+fn start_ticks(pid: u64) -> Option<u64> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    t[t.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// A process is left when it still exists with the same start time and is not a
+/// zombie (a zombie has released everything; init reaps it).
+fn left(pid: u64, ticks: u64) -> bool {
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| {
+            Some(
+                t[t.rfind(')')? + 1..]
+                    .split_whitespace()
+                    .next()?
+                    .to_string(),
+            )
+        });
+    start_ticks(pid) == Some(ticks) && state.as_deref() != Some("Z")
+}
+
+fn volley(state: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_volley"));
+    c.env("VOLLEY_STATE_DIR", state);
+    c
+}
+
+/// Every process of the target: the recorded pids and the members of its cgroups.
+fn target_processes(ledger: &Value) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for t in ledger["targets"].as_array().unwrap() {
+        for p in t["pids"].as_array().unwrap() {
+            out.push((
+                p["pid"].as_u64().unwrap(),
+                p["start_ticks"].as_u64().unwrap(),
+            ));
+        }
+        for cg in t["cgroups"].as_array().unwrap() {
+            let procs = Path::new(cg.as_str().unwrap()).join("cgroup.procs");
+            for pid in std::fs::read_to_string(procs).unwrap_or_default().lines() {
+                let pid: u64 = pid.trim().parse().unwrap();
+                if let Some(t) = start_ticks(pid) {
+                    out.push((pid, t));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn paths(ledger: &Value, key: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in ledger["targets"].as_array().unwrap() {
+        match &t[key] {
+            Value::String(s) => out.push(PathBuf::from(s)),
+            Value::Array(a) => out.extend(a.iter().map(|v| PathBuf::from(v.as_str().unwrap()))),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn kill_volley_mid_run(kind: &str) {
+    let state = std::env::temp_dir().join(format!("volley-orphans-{kind}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let mut child = volley(&state)
+        .args(["bench", "--target", kind, "-c", "1", "-d", "30s", "-k"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn volley");
+    let vpid = child.id();
+    // The "started" line comes once the target answered its validation probe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        let mut seen = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            seen.push_str(&line);
+            if line.contains("volley: started") {
+                let _ = tx.send(seen.clone());
+            }
+            line.clear();
+        }
+        let _ = tx.send(seen);
+    });
+    let seen = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{kind}: volley did not start the target within 30 s");
+        }
+    };
+    assert!(seen.contains("volley: started"), "{kind}: {seen}");
+    std::thread::sleep(Duration::from_millis(300));
+    let ledger_file = state.join(format!("{vpid}.json"));
+    let ledger: Value = serde_json::from_slice(&std::fs::read(&ledger_file).unwrap()).unwrap();
+    let procs = target_processes(&ledger);
+    let dirs = paths(&ledger, "dir");
+    let cgroups = paths(&ledger, "cgroups");
+    assert!(!procs.is_empty(), "{kind}: no process recorded: {ledger}");
+    assert_eq!(dirs.len(), 1, "{kind}: {ledger}");
+
+    child.kill().unwrap(); // SIGKILL, to the volley this test spawned
+
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while procs.iter().any(|&(p, t)| left(p, t)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivors: Vec<u64> = procs
+        .iter()
+        .filter(|&&(p, t)| left(p, t))
+        .map(|&(p, _)| p)
+        .collect();
+
+    // The next volley start sweeps (and starts nothing: --show-config).
+    let out = volley(&state)
+        .args(["bench", "--target", kind, "--show-config"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run volley");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{kind}: survivors after 2 s: {survivors:?}\n{said}");
+    for p in &survivors {
+        assert!(
+            said.contains(&format!("process {p} left by volley {vpid}")),
+            "{kind}: survivor {p} not reported: {said}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while procs.iter().any(|&(p, t)| left(p, t)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &(p, t) in &procs {
+        assert!(!left(p, t), "{kind}: process {p} still running");
+    }
+    for d in dirs.iter().chain(&cgroups) {
+        assert!(!d.exists(), "{kind}: {} left", d.display());
+        assert!(
+            said.contains(&d.display().to_string()),
+            "{kind}: removal of {} not reported: {said}",
+            d.display()
+        );
+    }
+    assert!(!ledger_file.exists(), "{kind}: ledger kept");
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+#[test]
+fn killed_volley_leaves_no_target_behind() {
+    for (kind, program) in [
+        ("builtin", None),
+        ("nginx", Some("nginx")),
+        ("apache-event", Some("apache2")),
+        ("lighttpd", Some("lighttpd")),
+        ("caddy", Some("caddy")),
+    ] {
+        if program.is_some_and(|p| !installed(p)) {
+            eprintln!("skipping {kind}: {} is not installed", program.unwrap());
+            continue;
+        }
+        kill_volley_mid_run(kind);
+    }
+}
