@@ -1,14 +1,15 @@
 //! `volley bench --target KIND ...`: the same load against servers volley starts itself,
 //! capped and pinned, with the server's resource use printed beside the load's figures.
 //!
-//! Place in the flow: between the CLI and the engine. For each `--target` in turn:
-//! [`volley_targets::start`] (generated config, private cgroup, validation) -> a
-//! [`Monitor`] on its process tree or cgroup, on the load's clock -> bench's own load
-//! (the `load` callback: bench's `resolve` + `run_once`, so every load flag means the same
-//! with and without `--target`) while a watcher thread checks the server is alive -> the
-//! monitor's report, the CFS throttling delta and the target's record -> stop and clean
-//! up. Results are printed (and written) after each target, so a later failure keeps the
-//! earlier ones (hyperfine's habit).
+//! Place in the flow: between the CLI and the harness. For each `--target` in turn:
+//! [`volley_targets::start`] (generated config, private cgroup, validation) -> the
+//! load's flags resolved against its address (`bench_load::resolve`, so every load flag
+//! means the same with and without `--target`) -> `volley_harness::watch` (monitor,
+//! CFS throttling delta, death watch) around the cold request and `bench_load::run_once`
+//! -> the target's record -> stop and clean up. Results are printed (and written) after
+//! each target, so a later failure keeps the earlier ones (hyperfine's habit). This
+//! file is flags, the run order and the messages; printing and files are in
+//! `bench_target/`.
 //!
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
@@ -23,17 +24,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
+use volley_harness::{parse_duration, PreparedDocroot, Watch, Watched};
 use volley_metrics::{Model, Summary};
-use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
+use volley_monitor::MonitorReport;
 use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
 use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench::Args as BenchArgs;
-use crate::exit::usage;
+use super::bench_load::{self, LoadArgs};
+use crate::exit::{usage, Interrupted};
 
 mod export;
 mod print;
@@ -109,20 +111,6 @@ impl TargetArgs {
         !self.targets.is_empty()
     }
 }
-
-/// What the load callback needs from this module for one run.
-pub struct LoadControl {
-    /// Set to end the load early (Ctrl-C, or the target died).
-    pub stop: Arc<AtomicBool>,
-    /// Set when the user pressed Ctrl-C (the summary then says so).
-    pub interrupted: Arc<AtomicBool>,
-    /// Draw bench's live progress line on stderr.
-    pub show_progress: bool,
-}
-
-/// Bench's load for one target: resolve `args` (whose URL now points at the target) and
-/// run it, stopping when `LoadControl::stop` is set.
-pub type LoadFn<'a> = &'a dyn Fn(BenchArgs, &LoadControl) -> anyhow::Result<Summary>;
 
 /// Where the docroot comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,9 +238,78 @@ fn path_of(url: &str) -> Result<String, String> {
     Ok(path.split('#').next().unwrap_or("/").to_string())
 }
 
-/// Resolves the `--target` flags (and the bench flags they cannot combine with).
-fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
-    let t = &bench.target;
+/// Resolves the `--target` flags (and the load flags they cannot combine with).
+fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
+    let kinds = kinds(t)?;
+    if load.urls.is_some() {
+        usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
+    }
+    let repeat = match load.repeat.as_deref().map(|r| r.trim().parse::<usize>()) {
+        None => 1,
+        Some(Ok(k)) if k >= 1 => k,
+        Some(_) => usage!(
+            "--repeat must be a whole number of at least 1, got '{}'",
+            load.repeat.as_deref().unwrap_or_default()
+        ),
+    };
+    let cooldown = match load.cooldown.as_deref() {
+        None => Duration::from_secs(2),
+        Some(c) => match parse_duration(c) {
+            Ok(d) => d,
+            Err(e) => usage!("--cooldown: {e}"),
+        },
+    };
+    let (limits, volley_cpus) = limits(t)?;
+    let workers = match t.workers.as_deref().map(|w| w.trim().parse::<u32>()) {
+        None => 1,
+        Some(Ok(w)) if w >= 1 => w,
+        Some(_) => usage!(
+            "--workers must be a whole number of at least 1, got '{}'",
+            t.workers.as_deref().unwrap_or_default()
+        ),
+    };
+    let (docroot, path) = docroot_and_path(load, t)?;
+    let monitor_interval = match &t.monitor_interval {
+        Some(s) => match parse_duration(s) {
+            Ok(d) if d >= Duration::from_millis(100) => d,
+            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
+            Err(e) => usage!("--monitor-interval: {e}"),
+        },
+        None => Duration::from_secs(1),
+    };
+    let tls = t.tls
+        || load
+            .url
+            .as_deref()
+            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
+    if load.wire.h2 && !tls {
+        usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
+    }
+    if load.wire.h2 {
+        if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
+            usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
+        }
+    }
+    let compression = compression(load, &kinds)?;
+    Ok(Setup {
+        kinds,
+        limits,
+        workers,
+        docroot,
+        path,
+        monitor_interval,
+        volley_cpus,
+        show_config: t.show_config,
+        repeat,
+        cooldown,
+        tls,
+        http2: load.wire.h2,
+        compression,
+    })
+}
+
+/// The `--target` kinds, in the order given.
+fn kinds(t: &TargetArgs) -> anyhow::Result<Vec<TargetKind>> {
     let mut kinds = Vec::new();
     for name in &t.targets {
         let kind: TargetKind = match name.parse() {
@@ -264,24 +321,11 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         }
         kinds.push(kind);
     }
-    if bench.urls.is_some() {
-        usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
-    }
-    let repeat = match bench.repeat.as_deref().map(|r| r.trim().parse::<usize>()) {
-        None => 1,
-        Some(Ok(k)) if k >= 1 => k,
-        Some(_) => usage!(
-            "--repeat must be a whole number of at least 1, got '{}'",
-            bench.repeat.as_deref().unwrap_or_default()
-        ),
-    };
-    let cooldown = match bench.cooldown.as_deref() {
-        None => Duration::from_secs(2),
-        Some(c) => match volley_study::spec::parse_duration(c) {
-            Ok(d) => d,
-            Err(e) => usage!("--cooldown: {e}"),
-        },
-    };
+    Ok(kinds)
+}
+
+/// The targets' limits (cores, CPU quota, memory) and the cores left for volley.
+fn limits(t: &TargetArgs) -> anyhow::Result<(ResourceLimits, Option<Vec<usize>>)> {
     let allowed = allowed_cpus();
     let cpus = match &t.target_cpus {
         Some(s) => match parse_cpus(s, &allowed) {
@@ -308,14 +352,17 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         },
         None => None,
     };
-    let workers = match t.workers.as_deref().map(|w| w.trim().parse::<u32>()) {
-        None => 1,
-        Some(Ok(w)) if w >= 1 => w,
-        Some(_) => usage!(
-            "--workers must be a whole number of at least 1, got '{}'",
-            t.workers.as_deref().unwrap_or_default()
-        ),
+    let limits = ResourceLimits {
+        cpus,
+        cpu_quota,
+        memory_max_bytes,
     };
+    Ok((limits, volley_cpus))
+}
+
+/// Where the docroot comes from, and the path loaded (`--path`, the URL's path, or the
+/// docroot's default file).
+fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(Docroot, String)> {
     let (docroot, default_path) = match (&t.docroot, t.fixture.as_deref()) {
         (Some(dir), _) => {
             if !dir.is_dir() {
@@ -339,7 +386,7 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
             usage!("--fixture must be sizes or uniserve, got '{other}' (or serve a directory with --docroot)")
         }
     };
-    let path = match (&t.path, &bench.url) {
+    let path = match (&t.path, &load.url) {
         (Some(p), _) if !p.starts_with('/') => usage!("--path must start with '/', got '{p}'"),
         (Some(p), _) => p.clone(),
         (None, Some(u)) => match path_of(u) {
@@ -352,67 +399,31 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
     if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
         usage!("invalid path '{path}': whitespace in path");
     }
-    let monitor_interval = match &t.monitor_interval {
-        Some(s) => match volley_study::spec::parse_duration(s) {
-            Ok(d) if d >= Duration::from_millis(100) => d,
-            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
-            Err(e) => usage!("--monitor-interval: {e}"),
-        },
-        None => Duration::from_secs(1),
-    };
-    let tls = t.tls
-        || bench
-            .url
-            .as_deref()
-            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
-    if bench.wire.h2 && !tls {
-        usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
-    }
-    if bench.wire.h2 {
-        if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
-            usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
-        }
-    }
-    let compression = match bench
-        .wire
-        .compressed
-        .as_deref()
-        .map(str::to_ascii_lowercase)
-    {
-        None => None,
-        Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
-        Some(c) if c == "br" => {
-            if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
-                usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
+    Ok((docroot, path))
+}
+
+/// What the targets compress with: bench's `--compressed br|gzip`.
+fn compression(load: &LoadArgs, kinds: &[TargetKind]) -> anyhow::Result<Option<Compression>> {
+    Ok(
+        match load.wire.compressed.as_deref().map(str::to_ascii_lowercase) {
+            None => None,
+            Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
+            Some(c) if c == "br" => {
+                if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
+                    usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
+                }
+                Some(Compression {
+                    gzip: false,
+                    ..Compression::gzip_and_brotli()
+                })
             }
-            Some(Compression {
-                gzip: false,
-                ..Compression::gzip_and_brotli()
-            })
-        }
-        Some(c) => {
-            usage!("--compressed {c} with --target: managed servers compress with br or gzip only")
-        }
-    };
-    Ok(Setup {
-        kinds,
-        limits: ResourceLimits {
-            cpus,
-            cpu_quota,
-            memory_max_bytes,
+            Some(c) => {
+                usage!(
+                    "--compressed {c} with --target: managed servers compress with br or gzip only"
+                )
+            }
         },
-        workers,
-        docroot,
-        path,
-        monitor_interval,
-        volley_cpus,
-        show_config: t.show_config,
-        repeat,
-        cooldown,
-        tls,
-        http2: bench.wire.h2,
-        compression,
-    })
+    )
 }
 
 /// Cores this process may run on (sched_getaffinity), which is what pinning splits.
@@ -448,34 +459,6 @@ fn pin_self(cpus: &[usize]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A generated docroot, removed when dropped (normal end, error or Ctrl-C's return).
-struct TempDocroot(PathBuf);
-
-impl Drop for TempDocroot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes the fixture set into a fresh private temp directory.
-fn make_docroot(fixture: &volley_fixtures::Fixture) -> anyhow::Result<TempDocroot> {
-    let base = std::env::temp_dir();
-    for n in 0..100u32 {
-        let dir = base.join(format!("volley-bench-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                let guard = TempDocroot(dir);
-                volley_fixtures::generate(fixture, &guard.0.join("www"), 0)
-                    .context("cannot generate the fixture docroot")?;
-                return Ok(guard);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-        }
-    }
-    bail!("cannot create a temporary docroot in {}", base.display())
 }
 
 /// What one target's run produced.
@@ -560,64 +543,46 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
     s.latency.get(key)
 }
 
-/// Runs `volley bench --target ...`. `load` is bench's own load for one URL.
-pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
-    let setup = resolve(&args)?;
+/// How `volley bench --target` reports: text on stdout or not, the progress line.
+struct Show {
+    quiet: bool,
+    text: bool,
+    progress: bool,
+}
+
+/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
+pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
+    let setup = resolve(&load, &t)?;
     if setup.show_config {
         return show_config(&setup);
     }
-    // A missing server fails before anything is created or loaded.
-    for kind in &setup.kinds {
-        if let Some(program) = kind.program() {
-            if volley_targets::kind::find_program(program).is_none() {
-                return Err(TargetError::NotInstalled {
-                    kind: *kind,
-                    program: program.to_string(),
-                }
-                .into());
-            }
-        }
-    }
-    let quiet = args.quiet;
-    let json_stdout = args.json.as_deref() == Some("-");
-    let text_out = !quiet && !json_stdout;
-    let show_progress = !quiet && std::io::stderr().is_terminal();
-
+    check_installed(&setup.kinds)?;
+    let show = Show {
+        quiet: load.quiet,
+        text: !load.quiet && load.json.as_deref() != Some("-"),
+        progress: !load.quiet && std::io::stderr().is_terminal(),
+    };
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = Arc::clone(&interrupted);
-        // Runs on ctrlc's own thread, where taking locks is fine: the load loop sees the
-        // flag within 50 ms (watcher below), and the targets are stopped right here so
-        // that nothing survives even if the main thread is stuck.
+        // Runs on ctrlc's own thread, where taking locks is fine: the load sees the flag
+        // within 50 ms (the harness's death watch), and the targets are stopped right
+        // here so that nothing survives even if the main thread is stuck.
         let _ = ctrlc::set_handler(move || {
             flag.store(true, Ordering::Relaxed);
             volley_targets::stop_all();
         });
     }
-    if let Some(cpus) = &setup.volley_cpus {
-        pin_self(cpus).context("cannot pin volley to the cores left by --target-cpus")?;
-        if !quiet {
-            eprintln!(
-                "volley: pinned volley to CPU {} and the targets to CPU {}",
-                list(cpus),
-                list(setup.limits.cpus.as_deref().unwrap_or_default())
-            );
-        }
-    } else if setup.limits.cpus.is_some() && !quiet {
-        eprintln!(
-            "volley: --target-cpus leaves no core for volley: it shares them with the target"
-        );
-    }
-    let temp = match &setup.docroot {
-        Docroot::Fixture(f) => Some(make_docroot(f)?),
+    pin(&setup, show.quiet)?;
+    let prepared = match &setup.docroot {
+        Docroot::Fixture(f) => Some(PreparedDocroot::generate(f, 0, "bench")?),
         Docroot::Given(_) => None,
     };
-    let docroot = match (&setup.docroot, &temp) {
-        (Docroot::Given(p), _) => p.clone(),
-        (_, Some(t)) => t.0.join("www"),
-        (Docroot::Fixture(_), None) => bail!("internal: fixture docroot missing"),
+    let docroot = match (&setup.docroot, &prepared) {
+        (_, Some(p)) => p.path().to_path_buf(),
+        (Docroot::Given(p), None) => p.clone(),
+        (Docroot::Fixture(_), None) => unreachable!("a fixture docroot is prepared above"),
     };
-
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
     let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
@@ -633,58 +598,85 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ctl = LoadControl {
-            stop: Arc::new(AtomicBool::new(false)),
-            interrupted: Arc::clone(&interrupted),
-            show_progress,
-        };
-        match run_target(kind, &setup, &docroot, &args, &ctl, load) {
-            Ok(mut r) => {
-                r.round = round + 1;
-                if text_out {
-                    let mut out = std::io::stdout().lock();
-                    if schedule.len() > 1 {
-                        writeln!(
-                            out,
-                            "=== run {} of {}: {kind}{} ===",
-                            i + 1,
-                            schedule.len(),
-                            if setup.repeat > 1 {
-                                format!(", round {} of {}", round + 1, setup.repeat)
-                            } else {
-                                String::new()
-                            }
-                        )?;
-                    }
-                    print_run(&mut out, &r)?;
-                }
-                failure = r.failure();
-                runs.push(r);
-                write_files(&args, &setup, &runs, false)?;
-                if failure.is_some() {
-                    break;
-                }
-            }
+        let mut r = match run_target(kind, &setup, &docroot, &load, &interrupted, &show) {
+            Ok(r) => r,
             Err(e) => {
                 failure = Some(e);
                 break;
             }
+        };
+        r.round = round + 1;
+        if show.text {
+            let mut out = std::io::stdout().lock();
+            if schedule.len() > 1 {
+                let of_rounds = if setup.repeat > 1 {
+                    format!(", round {} of {}", round + 1, setup.repeat)
+                } else {
+                    String::new()
+                };
+                let n = schedule.len();
+                writeln!(out, "=== run {} of {n}: {kind}{of_rounds} ===", i + 1)?;
+            }
+            print_run(&mut out, &r)?;
+        }
+        failure = r.failure();
+        runs.push(r);
+        write_files(&load, &setup, &runs, false)?;
+        if failure.is_some() {
+            break;
         }
     }
-    if text_out && runs.len() > 1 {
+    if show.text && runs.len() > 1 {
         let mut out = std::io::stdout().lock();
         write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
     }
-    write_files(&args, &setup, &runs, true)?;
-    drop(temp);
+    write_files(&load, &setup, &runs, true)?;
+    drop(prepared);
     if let Some(e) = failure {
         return Err(e);
     }
     if interrupted.load(Ordering::Relaxed) {
-        eprintln!("volley: interrupted; printed what was measured and stopped the targets");
-        return Ok(ExitCode::from(130));
+        return Err(Interrupted(
+            "interrupted; printed what was measured and stopped the targets".into(),
+        )
+        .into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A missing server fails before anything is created or loaded.
+fn check_installed(kinds: &[TargetKind]) -> anyhow::Result<()> {
+    for kind in kinds {
+        if let Some(program) = kind.program() {
+            if volley_targets::kind::find_program(program).is_none() {
+                return Err(TargetError::NotInstalled {
+                    kind: *kind,
+                    program: program.to_string(),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pins volley to the cores `--target-cpus` leaves, and says so.
+fn pin(setup: &Setup, quiet: bool) -> anyhow::Result<()> {
+    if let Some(cpus) = &setup.volley_cpus {
+        pin_self(cpus).context("cannot pin volley to the cores left by --target-cpus")?;
+        if !quiet {
+            eprintln!(
+                "volley: pinned volley to CPU {} and the targets to CPU {}",
+                list(cpus),
+                list(setup.limits.cpus.as_deref().unwrap_or_default())
+            );
+        }
+    } else if setup.limits.cpus.is_some() && !quiet {
+        eprintln!(
+            "volley: --target-cpus leaves no core for volley: it shares them with the target"
+        );
+    }
+    Ok(())
 }
 
 /// `0,1,2` for the messages.
@@ -695,16 +687,8 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
-/// Start, monitor, load, check, stop: one target. The target is stopped (and its cgroups
-/// and directory removed) on every path out of here, by `stop` or by its `Drop`.
-fn run_target(
-    kind: TargetKind,
-    setup: &Setup,
-    docroot: &Path,
-    args: &BenchArgs,
-    ctl: &LoadControl,
-    load: LoadFn<'_>,
-) -> anyhow::Result<TargetRun> {
+/// Starts one target with the setup's settings; the error names the likely cause.
+fn start(kind: TargetKind, setup: &Setup, docroot: &Path) -> anyhow::Result<RunningTarget> {
     let mut spec = TargetSpec::new(kind);
     spec.settings.workers = setup.workers;
     spec.docroot = Some(docroot.to_path_buf());
@@ -716,7 +700,7 @@ fn run_target(
         spec.tls = Some(TlsSource::Generate);
     }
     // The error's own message already names its OS cause; anyhow's chain would repeat it.
-    let target = volley_targets::start(&spec).map_err(|e| {
+    volley_targets::start(&spec).map_err(|e| {
         let hint = match (&e, setup.limits.memory_max_bytes) {
             (
                 TargetError::Rejected { .. }
@@ -730,9 +714,37 @@ fn run_target(
             _ => String::new(),
         };
         anyhow::anyhow!("cannot start {kind}: {e}{hint}")
-    })?;
-    let quiet = args.quiet;
-    if !quiet {
+    })
+}
+
+/// The load's flags aimed at `target`: its URL, its CA, no files (written per target
+/// by this module), no target flags.
+fn load_for(load: &LoadArgs, setup: &Setup, target: &RunningTarget) -> LoadArgs {
+    let scheme = if setup.tls { "https" } else { "http" };
+    let mut a = load.clone();
+    a.url = Some(format!("{scheme}://{}{}", target.addr, setup.path));
+    a.json = None;
+    a.csv = None;
+    a.csv_seconds = None;
+    if setup.tls && !a.wire.insecure && a.wire.cacert.is_none() {
+        // The throw-away CA made for this target is the only one the load trusts.
+        a.wire.cacert = target.ca_file.clone();
+    }
+    a
+}
+
+/// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
+/// directory removed) on every path out of here, by `stop` or by its `Drop`.
+fn run_target(
+    kind: TargetKind,
+    setup: &Setup,
+    docroot: &Path,
+    load: &LoadArgs,
+    interrupted: &Arc<AtomicBool>,
+    show: &Show,
+) -> anyhow::Result<TargetRun> {
+    let target = start(kind, setup, docroot)?;
+    if !show.quiet {
         eprintln!(
             "volley: started {kind} (pid {}) on {}, {}",
             target.pid.map_or("-".into(), |p| p.to_string()),
@@ -741,67 +753,26 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let scheme = if setup.tls { "https" } else { "http" };
-    let url = format!("{scheme}://{}{}", target.addr, setup.path);
-    let mut bench = args.clone();
-    bench.url = Some(url);
-    bench.json = None;
-    bench.csv = None;
-    bench.csv_seconds = None;
-    bench.target = TargetArgs::default();
-    if setup.tls && !bench.wire.insecure && bench.wire.cacert.is_none() {
-        // The throw-away CA made for this target is the only one the load trusts.
-        bench.wire.cacert = target.ca_file.clone();
-    }
-
-    let scope = match (target.pid, target.procs_file()) {
-        (Some(root_pid), Some(procs_file)) => ProcessScope::Cgroup {
-            root_pid,
-            procs_file,
-        },
-        (Some(root_pid), None) => ProcessScope::Tree { root_pid },
-        (None, _) => ProcessScope::None,
+    let mut spec = bench_load::resolve(load_for(load, setup, &target))?;
+    let watch = Watch {
+        target: &target,
+        monitor_interval: setup.monitor_interval,
+        monitor_required: true,
+        load_stop: Arc::clone(&spec.cfg.stop_flag),
+        outside_stop: Arc::clone(interrupted),
     };
-    let throttle0 = target.throttle_stats();
-    let mut mcfg = MonitorConfig::new(scope, Instant::now());
-    mcfg.interval = setup.monitor_interval;
-    let monitor = Monitor::start(mcfg).context("cannot start the monitor")?;
-    let done = AtomicBool::new(false);
-    let (outcome, died) = std::thread::scope(|s| {
-        // The watcher: ends the load as soon as the target dies (rather than measuring
-        // 20 s of refused connections) or the user presses Ctrl-C.
-        let watcher = s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                if ctl.interrupted.load(Ordering::Relaxed) {
-                    ctl.stop.store(true, Ordering::Relaxed);
-                    return None;
-                }
-                if let Err(d) = target.check() {
-                    ctl.stop.store(true, Ordering::Relaxed);
-                    return Some(d);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            None
-        });
-        let outcome = load(bench, ctl);
-        done.store(true, Ordering::Relaxed);
-        let died = watcher.join().unwrap_or(None);
-        (outcome, died)
-    });
-    let report = monitor.finish();
-    let throttling = match (throttle0, target.throttle_stats()) {
-        (Some(a), Some(b)) => Some(b.since(&a)),
-        _ => None,
-    };
-    // A death the watcher missed (in its last 50 ms), unless Ctrl-C stopped it.
-    let died = died.or_else(|| {
-        if ctl.interrupted.load(Ordering::Relaxed) {
-            None
-        } else {
-            target.check().err()
-        }
-    });
+    let watched = volley_harness::watch(&watch, || -> anyhow::Result<Summary> {
+        let first = spec.prepare()?;
+        let mut summary = bench_load::run_once(&spec, interrupted, show.progress)?;
+        summary.first_request = first;
+        Ok(summary)
+    })?;
+    let Watched {
+        load: outcome,
+        monitor,
+        throttling,
+        died,
+    } = watched;
     let pid = target.pid;
     let leftover_cgroups = stop_target(target);
     let mut summary = outcome?;
@@ -816,11 +787,11 @@ fn run_target(
         pid,
         record,
         summary,
-        monitor: Some(report),
+        monitor,
         throttling,
         died,
         leftover_cgroups,
-        interrupted: ctl.interrupted.load(Ordering::Relaxed),
+        interrupted: interrupted.load(Ordering::Relaxed),
         round: 1,
     })
 }

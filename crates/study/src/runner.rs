@@ -25,7 +25,7 @@ use volley_targets::{
 use crate::outcome::StepOutcome;
 use crate::plan::{fmt_duration as fmt_eta, Docroot, Plan, RateBook};
 use crate::spec::Mode;
-use crate::step::{cold_request, run_step, TargetView};
+use crate::step::{cold_request, run_step};
 use crate::StudyError;
 
 /// How to run.
@@ -712,14 +712,6 @@ impl Ctx<'_> {
             return Ok(None);
         }
         let run = self.run_of_target[&inst.target];
-        let throttle = || target.throttle_stats();
-        let view = TargetView {
-            addr: target.addr,
-            ca_file: target.ca_file.clone(),
-            pid: target.pid,
-            procs_file: target.procs_file(),
-            throttle: &throttle,
-        };
         let live = Live::new();
         let what = format!(
             "{} {}{}{} c={} ka={}",
@@ -737,11 +729,9 @@ impl Ctx<'_> {
         let started_ms = now_ms();
         let cold = if w.cold_start {
             let c =
-                cold_request(w, cell, &view, target.started_at, self.stop).map_err(|message| {
-                    StudyError::Engine {
-                        step: self.order,
-                        message,
-                    }
+                cold_request(w, cell, target, self.stop).map_err(|message| StudyError::Engine {
+                    step: self.order,
+                    message,
                 })?;
             // Validated only now: validating first would have warmed the path.
             let valid = target.validate_path(&w.paths[0]);
@@ -761,7 +751,7 @@ impl Ctx<'_> {
                 let (live, done_flag, what) = (&live, &done_flag, &what);
                 scope.spawn(move || progress_line(live, done_flag, what, progress));
             }
-            let r = run_step(w, cell, rate, plan, &view, self.stop, &live);
+            let r = run_step(w, cell, rate, plan, target, self.stop, &live);
             done_flag.store(true, Ordering::Relaxed);
             r
         });

@@ -1,10 +1,11 @@
-//! One step: warm-up, the measured load (engine + recorders + monitor), the judgement, and
-//! the [`StepRecord`] written to the store (shape: docs/store-conventions.md).
+//! One step: warm-up, the measured load (the harness: `measure` inside `watch`, so
+//! monitor, throttling and death watch as in `volley bench --target`), the judgement,
+//! and the [`StepRecord`] written to the store (shape: docs/store-conventions.md).
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
@@ -13,25 +14,15 @@ use volley_engine::{
     BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
-use volley_metrics::{hist, Measure, Metric, Recorder, Summary};
-use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
+use volley_harness::{ColdFigures, Measure, MeasuredRun, Watch, Watched};
+use volley_metrics::{hist, Metric, Recorder, Summary};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
-use volley_targets::ThrottleStats;
+use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Workload};
 
-/// What the step needs to know about its target instance.
-pub(crate) struct TargetView<'a> {
-    pub addr: SocketAddr,
-    /// The CA to trust for an HTTPS target volley started.
-    pub ca_file: Option<std::path::PathBuf>,
-    pub pid: Option<u32>,
-    pub procs_file: Option<std::path::PathBuf>,
-    pub throttle: &'a dyn Fn() -> Option<ThrottleStats>,
-}
-
-/// The measured step, ready for the store.
-pub(crate) struct Measured {
+/// The measured and judged step, ready for the store.
+pub(crate) struct JudgedStep {
     pub summary: Summary,
     pub summary_json: Value,
     pub verdict: Value,
@@ -135,17 +126,54 @@ pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::pat
     }
 }
 
-/// Runs one step against `target`. `rate` is the offered rate of an open-loop step.
+/// Sends exactly one request for the workload's first path on one fresh connection
+/// (the harness's cold request) and returns its figures against the target's spawn.
+pub(crate) fn cold_request(
+    w: &Workload,
+    cell: &Cell,
+    target: &RunningTarget,
+    stop_flag: &Arc<AtomicBool>,
+) -> Result<ColdFigures, String> {
+    let mut one = w.clone();
+    one.paths.truncate(1);
+    one.order = volley_engine::Order::Same;
+    let single = Cell {
+        concurrency: 1,
+        rate: None,
+        ..cell.clone()
+    };
+    let stop = StopCondition {
+        requests: Some(1),
+        duration: None,
+    };
+    let cfg = load_config(
+        &one,
+        &single,
+        None,
+        target.addr,
+        stop,
+        Arc::clone(stop_flag),
+    )?;
+    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    volley_harness::cold_request(&cfg, &wire)
+        .map_err(|e| format!("cold request: {e}"))?
+        .figures(target.started_at)
+        .ok_or_else(|| "cold request: the engine recorded no sample".to_string())
+}
+
+/// Runs one step against `target`: the warm-up, then the measured load watched by the
+/// harness (monitor, throttling, death watch), then the judgement. `rate` is the offered
+/// rate of an open-loop step; `stop_flag` is the study's (Ctrl-C).
 pub(crate) fn run_step(
     w: &Workload,
     cell: &Cell,
     rate: Option<f64>,
     plan: &Plan,
-    target: &TargetView<'_>,
+    target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
     live: &Live,
-) -> Result<Measured, String> {
-    let (timing, rule) = (&plan.timing, &plan.rule);
+) -> Result<JudgedStep, String> {
+    let timing = &plan.timing;
     let wire = wire_for(w, target.addr, target.ca_file.as_deref());
     if !timing.warmup.is_zero() {
         let warm = StopCondition {
@@ -164,20 +192,10 @@ pub(crate) fn run_step(
             timing.duration
         },
     };
-    let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(stop_flag))?;
-    let throttle0 = (target.throttle)();
-    let origin = Instant::now();
-    let scope = match (target.pid, &target.procs_file) {
-        (Some(pid), Some(p)) => ProcessScope::Cgroup {
-            root_pid: pid,
-            procs_file: p.clone(),
-        },
-        (Some(pid), None) => ProcessScope::Tree { root_pid: pid },
-        _ => ProcessScope::None,
-    };
-    // A monitor that cannot start (no /proc) leaves the step without server figures,
-    // which is recorded by the absence of the "monitor" key, not an error.
-    let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
+    // The load's own flag: the death watch sets it when the target dies or the study
+    // is stopped, without stopping the study for a death.
+    let load_stop = Arc::new(AtomicBool::new(false));
+    let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(&load_stop))?;
     let run = Measure {
         cfg: &cfg,
         wire: &wire,
@@ -191,19 +209,55 @@ pub(crate) fn run_step(
         ),
         method: w.method.clone(),
     };
+    // A monitor that cannot start (no /proc) leaves the step without server figures,
+    // which is recorded by the absence of the "monitor" key, not an error.
+    let watch = Watch {
+        target,
+        monitor_interval: Duration::from_secs(1),
+        monitor_required: false,
+        load_stop,
+        outside_stop: Arc::clone(stop_flag),
+    };
     // The workers' in-flight integrals bracket the run (no warm-up inside it: the
     // warm-up above is a run of its own, on other counters).
-    let live_start = live.snapshot();
-    let measured = volley_metrics::measure(&run);
-    let live_end = live.snapshot();
-    let report = monitor.map(Monitor::finish);
-    let volley_metrics::Measured {
+    let watched = volley_harness::watch(&watch, || {
+        let live_start = live.snapshot();
+        let measured = volley_harness::measure(&run);
+        (measured, live_start, live.snapshot())
+    })
+    .map_err(|e| e.to_string())?;
+    judge(w, rate, plan, &cfg, watched)
+}
+
+/// The step's summary, verdict, series and histograms from its watched run.
+fn judge(
+    w: &Workload,
+    rate: Option<f64>,
+    plan: &Plan,
+    cfg: &LoadConfig,
+    watched: Watched<(
+        Result<MeasuredRun, volley_harness::MeasureError>,
+        volley_engine::LiveSnapshot,
+        volley_engine::LiveSnapshot,
+    )>,
+) -> Result<JudgedStep, String> {
+    let Watched {
+        load: (measured, live_start, live_end),
+        monitor: report,
+        throttling,
+        died,
+    } = watched;
+    let MeasuredRun {
         recorder: mut merged,
         mut info,
         outcome,
     } = measured.map_err(|e| e.to_string())?;
-    let throttle1 = (target.throttle)();
-    if outcome.stopped_early {
+    if let Some(d) = &died {
+        info.notes.push(format!(
+            "the target {} (pid {}) died during the step: {}",
+            d.kind, d.pid, d.exit_status
+        ));
+    } else if outcome.stopped_early {
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
@@ -222,16 +276,12 @@ pub(crate) fn run_step(
         Some(_) => mean_in_flight(&live_start, &live_end, info.elapsed_ns),
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
-    let throttling = match (throttle0, throttle1) {
-        (Some(a), Some(b)) => Some(b.since(&a)),
-        _ => None,
-    };
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
     let mut conn_wait = None;
     let (sustain_verdict, label) = match rate {
         Some(rate) => {
             let stats = step_stats(&summary, rate, windows, in_flight_w);
-            let v = sustain::judge(&stats, rule);
+            let v = sustain::judge(&stats, &plan.rule);
             conn_wait = sustain::conn_wait_note(&stats);
             let label = match v.bound {
                 sustain::Bound::ServerBound => "server-bound",
@@ -280,7 +330,7 @@ pub(crate) fn run_step(
             values: serde_json::to_value(s).unwrap_or(Value::Null),
         }));
     }
-    Ok(Measured {
+    Ok(JudgedStep {
         summary,
         summary_json,
         verdict,
@@ -446,32 +496,6 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
 mod tests {
     use super::*;
 
-    #[test]
-    fn cold_figures_come_from_the_one_sample() {
-        let s = Sample {
-            intended_ns: 1_000_000,
-            dispatched_ns: 1_000_000,
-            sent_ns: 1_000_000,
-            first_byte_ns: 4_000_000,
-            done_ns: 5_000_000,
-            connect_ns: 1_700_000,
-            tls_handshake_ns: 1_500_000,
-            status: 200,
-            wire_bytes: 900,
-            body_bytes: 700,
-            wire_body_bytes: 700,
-            error: None,
-            request_index: 0,
-        };
-        let c = cold_figures(&s, Duration::from_millis(30));
-        assert_eq!(c.ttfb_ms, 3.0);
-        assert_eq!(c.response_ms, 4.0);
-        assert_eq!(c.connect_ms, 0.2);
-        assert_eq!(c.tls_handshake_ms, 1.5);
-        assert_eq!(c.since_spawn_ms, 34.0);
-        assert_eq!((c.status, c.error), (200, None));
-    }
-
     fn integral(ns: u64) -> volley_engine::LiveSnapshot {
         volley_engine::LiveSnapshot {
             in_flight_integral_ns: ns,
@@ -528,104 +552,5 @@ mod tests {
         assert_eq!(whole_windows(0.4, 1), 1);
         assert_eq!(whole_windows(2.0, 0), 0);
         assert_eq!(whole_windows(f64::NAN, 2), 1);
-    }
-}
-
-/// The first request after a target started, timed on its own (seed 002's cold TTFB).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ColdRequest {
-    /// First byte minus sent, ms.
-    pub ttfb_ms: f64,
-    /// TCP connect alone (TLS handshake excluded), ms.
-    pub connect_ms: f64,
-    /// TLS handshake, ms (0 without TLS).
-    pub tls_handshake_ms: f64,
-    /// Done minus sent, ms.
-    pub response_ms: f64,
-    /// From just before the server process was spawned to the first byte, ms (the
-    /// engine's own start-up, well under a millisecond, is inside it).
-    pub since_spawn_ms: f64,
-    /// Status (0 when none came).
-    pub status: u16,
-    /// The error kind, if it failed.
-    pub error: Option<&'static str>,
-}
-
-/// Keeps the one sample of the cold request.
-struct FirstSample(Arc<std::sync::Mutex<Option<Sample>>>);
-
-impl Sink for FirstSample {
-    fn record(&mut self, sample: &Sample) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(*sample);
-        }
-    }
-}
-
-/// Sends exactly one request for the workload's first path on one fresh connection and
-/// returns its timings. `spawned` is the target's `started_at`.
-pub(crate) fn cold_request(
-    w: &Workload,
-    cell: &Cell,
-    target: &TargetView<'_>,
-    spawned: Instant,
-    stop_flag: &Arc<AtomicBool>,
-) -> Result<ColdRequest, String> {
-    let mut one = w.clone();
-    one.paths.truncate(1);
-    one.order = volley_engine::Order::Same;
-    let single = Cell {
-        concurrency: 1,
-        rate: None,
-        ..cell.clone()
-    };
-    let stop = StopCondition {
-        requests: Some(1),
-        duration: None,
-    };
-    let cfg = load_config(
-        &one,
-        &single,
-        None,
-        target.addr,
-        stop,
-        Arc::clone(stop_flag),
-    )?;
-    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
-    let slot = Arc::new(std::sync::Mutex::new(None));
-    let before = Instant::now();
-    volley_engine::run_with(
-        &cfg,
-        &wire,
-        |_| FirstSample(Arc::clone(&slot)),
-        &Live::new(),
-    )
-    .map_err(|e| format!("cold request: {e}"))?;
-    let sample = slot
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .ok_or("cold request: the engine recorded no sample")?;
-    Ok(cold_figures(
-        &sample,
-        before.saturating_duration_since(spawned),
-    ))
-}
-
-/// The cold request's figures from its sample; `engine_start` is how long after the
-/// spawn the engine run began (its clock's origin, to within its start-up).
-pub(crate) fn cold_figures(s: &Sample, engine_start: Duration) -> ColdRequest {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    ColdRequest {
-        ttfb_ms: s.ttfb_ns().map_or(f64::NAN, ms),
-        // The engine's connect time includes the handshake (time to a usable
-        // connection, as ab counts it): the TCP connect alone is the difference.
-        connect_ms: ms(s.connect_ns.saturating_sub(s.tls_handshake_ns)),
-        tls_handshake_ms: ms(s.tls_handshake_ns),
-        response_ms: ms(s.service_ns()),
-        since_spawn_ms: engine_start.as_secs_f64() * 1e3 + ms(s.first_byte_ns),
-        status: s.status,
-        error: s.error.map(|e| e.name()),
     }
 }
