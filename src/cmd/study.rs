@@ -79,8 +79,11 @@ pub(crate) fn execute(
         file_text: text.to_string(),
         volley_exe: None,
         stop_flag: Arc::clone(&stop),
-        progress: std::io::stderr().is_terminal(),
+        progress: std::io::stderr()
+            .is_terminal()
+            .then(|| Box::new(super::progress::draw) as volley_study::runner::ProgressFn),
         note: Box::new(|line| eprintln!("volley: {line}")),
+        step_line: Box::new(|line| eprintln!("{line}")),
     };
     let report = volley_study::run(plan, opts);
     finished.store(true, Ordering::Relaxed);

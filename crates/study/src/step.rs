@@ -492,9 +492,227 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
     }
 }
 
+/// One measured step, reduced to what the table needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutcome {
+    /// Position in the schedule.
+    pub order: usize,
+    /// Index into the plan's cells.
+    pub cell: usize,
+    /// Repeat.
+    pub repeat: u32,
+    /// Offered rate (open loop).
+    pub rate: Option<f64>,
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Successful requests per second.
+    pub ok_rps: f64,
+    /// p99 of the headline latency, ms.
+    pub p99_ms: f64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Rate steps: the sustainability verdict.
+    pub sustainable: Option<bool>,
+    /// server-bound, generator-bound or inconclusive.
+    pub label: &'static str,
+    /// Cold-start steps: TTFB of the first request after the target started (validated
+    /// answers only).
+    pub cold_ttfb_ms: Option<f64>,
+    /// Median TTFB of the step's measured (warm) requests.
+    pub warm_ttfb_ms: Option<f64>,
+}
+
+impl StepOutcome {
+    /// The outcome of step `order` (cell `cell`, repeat `repeat`) from its summary. The
+    /// headline p99 is response time for a rate step, service time otherwise; requests
+    /// still in flight when the step ended are censored, not failures.
+    pub(crate) fn of(
+        order: usize,
+        cell: usize,
+        repeat: u32,
+        rate: Option<f64>,
+        s: &Summary,
+        sustainable: Option<bool>,
+        label: &'static str,
+    ) -> StepOutcome {
+        let headline = if rate.is_some() {
+            "response_time"
+        } else {
+            "service_time"
+        };
+        StepOutcome {
+            order,
+            cell,
+            repeat,
+            rate,
+            rps: s.throughput.requests_per_s,
+            ok_rps: s.throughput.ok_per_s,
+            p99_ms: s.latency.get(headline).map_or(0.0, |l| l.p99_ms),
+            errors: s.requests.failed.saturating_sub(s.requests.censored),
+            sustainable,
+            label,
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+        }
+    }
+
+    /// With the cold request's TTFB (validated answers only) and the warm median TTFB.
+    pub(crate) fn with_ttfb(
+        mut self,
+        cold_ttfb_ms: Option<f64>,
+        warm_ttfb_ms: Option<f64>,
+    ) -> Self {
+        self.cold_ttfb_ms = cold_ttfb_ms;
+        self.warm_ttfb_ms = warm_ttfb_ms;
+        self
+    }
+
+    /// Whether this step's figures may stand for the server (volley-analysis's rule,
+    /// shared with the reports): generator-bound steps never feed a capacity, a median or
+    /// a USL fit.
+    pub fn counts_for_server(&self) -> bool {
+        sustain::counts_for_server(Some(self.label))
+    }
+}
+
+/// Share of a second during which some task waited for a CPU (Linux PSI "some") above
+/// which the machine, not the server, is the likely cause of a slow second: on a shared
+/// 2-core VM another process's build stalls the generator and the server alike, and the
+/// stall shows up as one second's p99 of tens or hundreds of milliseconds.
+pub const BUSY_PRESSURE_SHARE: f64 = 0.10;
+
+/// A note for the step line when the worst one-second p99 broke the SLO: which second,
+/// and whether the machine was busy then (CPU pressure), so a stall caused by other
+/// processes is not read as the server's. `None` when every second met the SLO.
+pub fn slow_second_note(
+    seconds: &[volley_metrics::summary::SecondSummary],
+    slo_ms: f64,
+) -> Option<String> {
+    let (i, worst) = seconds
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms))?;
+    if worst.p99_ms <= slo_ms {
+        return None;
+    }
+    let why = match worst.cpu_pressure {
+        Some(p) if p > BUSY_PRESSURE_SHARE => format!(
+            "CPU pressure {:.0}% then: other tasks waited for the CPU, so the machine, not the server, is the likely cause",
+            p * 100.0
+        ),
+        Some(p) => format!("CPU pressure {:.0}% then: the machine was quiet", p * 100.0),
+        None => "CPU pressure unknown".to_string(),
+    };
+    Some(format!(
+        "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
+        i + 1,
+        seconds.len(),
+        worst.p99_ms,
+        slo_ms
+    ))
+}
+
+/// The sustainability reasons of a stored verdict in one line, e.g.
+/// `send_rate_short send_rate_rps=985.2 required_rps=990`: why a step failed is printed
+/// with it, so a search walking down can be read from its log.
+pub(crate) fn reasons_text(reasons: &Value) -> String {
+    let Some(list) = reasons.as_array() else {
+        return "no reason recorded".to_string();
+    };
+    let one = |r: &Value| -> String {
+        let Some(obj) = r.as_object() else {
+            return r.to_string();
+        };
+        let mut parts = vec![obj
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()];
+        for (k, v) in obj.iter().filter(|(k, _)| *k != "reason") {
+            // Durations serialise as {secs, nanos}: shown in ms.
+            let duration_ms = v.as_object().and_then(|d| {
+                Some(d.get("secs")?.as_f64()? * 1e3 + d.get("nanos")?.as_f64()? / 1e6)
+            });
+            let num = |x: f64| {
+                format!("{x:.4}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_string()
+            };
+            let v = match (duration_ms, v.as_f64()) {
+                (Some(ms), _) => format!("{}ms", num(ms)),
+                (None, Some(x)) => num(x),
+                (None, None) => v.to_string(),
+            };
+            parts.push(format!("{k}={v}"));
+        }
+        parts.join(" ")
+    };
+    list.iter().map(one).collect::<Vec<_>>().join("; ")
+}
+
+/// The line written when a step ends: figures, label, verdict and why not, a busy
+/// machine, the slowest second of a rate step over the SLO.
+pub(crate) fn step_line(
+    elapsed_s: u64,
+    what: &str,
+    o: &StepOutcome,
+    s: &Summary,
+    why_not: &str,
+    slo_ms: f64,
+) -> String {
+    let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
+    format!(
+        "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
+        elapsed_s,
+        o.rps,
+        o.p99_ms,
+        o.errors,
+        o.label,
+        match o.sustainable {
+            Some(true) => ", sustainable",
+            Some(false) => ", NOT sustainable",
+            None => "",
+        },
+        why_not,
+        match s.generator.cpu_pressure {
+            Some(p) if p > BUSY_PRESSURE_SHARE =>
+                format!(" [machine busy: CPU pressure {:.0}%]", p * 100.0),
+            _ => String::new(),
+        },
+        slow.map(|n| format!("; {n}")).unwrap_or_default()
+    )
+}
+
+/// The second line of a cold-start step: the cold request beside the warm TTFB.
+pub(crate) fn cold_line(c: &ColdFigures, warm_ttfb_ms: Option<f64>) -> String {
+    format!(
+        "        cold: first request TTFB {:.2} ms (TCP connect {:.2}, TLS handshake {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
+        c.ttfb_ms,
+        c.connect_ms,
+        c.tls_handshake_ms,
+        c.since_spawn_ms,
+        warm_ttfb_ms.unwrap_or(f64::NAN)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_are_printed_with_their_figures() {
+        let v = serde_json::json!([
+            {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
+            {"reason": "in_flight_rising", "slope_per_s": 3.5},
+            {"reason": "p99_over_slo", "slo": {"secs": 0, "nanos": 100_000_000}}
+        ]);
+        assert_eq!(
+            reasons_text(&v),
+            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5; p99_over_slo slo=100ms"
+        );
+        assert_eq!(reasons_text(&Value::Null), "no reason recorded");
+    }
 
     fn integral(ns: u64) -> volley_engine::LiveSnapshot {
         volley_engine::LiveSnapshot {
