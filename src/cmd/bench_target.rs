@@ -155,14 +155,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
     if load.urls.is_some() {
         usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
     }
-    let repeat = match load.repeat.as_deref().map(|r| r.trim().parse::<usize>()) {
-        None => 1,
-        Some(Ok(k)) if k >= 1 => k,
-        Some(_) => usage!(
-            "--repeat must be a whole number of at least 1, got '{}'",
-            load.repeat.as_deref().unwrap_or_default()
-        ),
-    };
+    let repeat = at_least_one("--repeat", load.repeat.as_deref())? as usize;
     let cooldown = match load.cooldown.as_deref() {
         None => Duration::from_secs(2),
         Some(c) => match parse_duration(c) {
@@ -171,14 +164,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         },
     };
     let (limits, volley_cpus) = limits(t)?;
-    let workers = match t.workers.as_deref().map(|w| w.trim().parse::<u32>()) {
-        None => 1,
-        Some(Ok(w)) if w >= 1 => w,
-        Some(_) => usage!(
-            "--workers must be a whole number of at least 1, got '{}'",
-            t.workers.as_deref().unwrap_or_default()
-        ),
-    };
+    let workers = at_least_one("--workers", t.workers.as_deref())?;
     let (docroot, path) = docroot_and_path(load, t)?;
     let monitor_interval = match &t.monitor_interval {
         Some(s) => match parse_duration(s) {
@@ -217,6 +203,18 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         http2: load.wire.h2,
         compression,
     })
+}
+
+/// A count flag: 1 when absent, else a whole number of at least 1.
+fn at_least_one(flag: &str, value: Option<&str>) -> anyhow::Result<u32> {
+    match value.map(|v| v.trim().parse::<u32>()) {
+        None => Ok(1),
+        Some(Ok(n)) if n >= 1 => Ok(n),
+        Some(_) => usage!(
+            "{flag} must be a whole number of at least 1, got '{}'",
+            value.unwrap_or_default()
+        ),
+    }
 }
 
 /// The `--target` kinds, in the order given.
