@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
@@ -96,10 +96,7 @@ fn run_url(a: LoadArgs) -> anyhow::Result<ExitCode> {
     let mut runs: Vec<Summary> = Vec::with_capacity(repeats);
     for k in 0..repeats {
         if k > 0 {
-            let until = Instant::now() + cooldown;
-            while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            volley_harness::rest(cooldown, &interrupted);
         }
         if interrupted.load(Ordering::Relaxed) {
             break;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use volley_harness::{parse_duration, PreparedDocroot, Watch, Watched};
@@ -464,10 +464,7 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         .collect();
     for (i, &(round, kind)) in schedule.iter().enumerate() {
         if i > 0 {
-            let until = Instant::now() + setup.cooldown;
-            while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            volley_harness::rest(setup.cooldown, &interrupted);
         }
         if interrupted.load(Ordering::Relaxed) {
             break;

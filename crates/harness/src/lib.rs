@@ -14,7 +14,8 @@
 //! [`PreparedDocroot`] (a generated fixture tree, removed on drop), [`cold_request`]
 //! (one request on a fresh connection), [`watch`] (the server's side of a run),
 //! [`measure`] (one measured run), [`progress::tick`] (live counters for a progress
-//! line) and [`parse_duration`] (the one duration syntax). Nothing here prints: errors
+//! line), [`rest`] (the pause between runs) and [`parse_duration`] (the one duration
+//! syntax). Nothing here prints: errors
 //! are [`HarnessError`], progress goes through callbacks.
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod docroot;
 pub mod duration;
 pub mod measure;
 pub mod progress;
+pub mod rest;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -33,6 +35,7 @@ pub use cold::{cold_request, ColdFigures, ColdRequest};
 pub use docroot::PreparedDocroot;
 pub use duration::{parse_duration, DurationError};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
+pub use rest::rest;
 pub use watch::{scope_of, watch, Watch, Watched};
 
 /// Why the harness could not prepare or watch a run (failed requests are data, never

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use volley_analysis::knee::Capacity;
 use volley_engine::Live;
-use volley_harness::{ColdFigures, PreparedDocroot};
+use volley_harness::{rest, ColdFigures, PreparedDocroot};
 use volley_store::{
     NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
 };
@@ -169,14 +169,6 @@ fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>
 fn time_wait_now() -> Option<u32> {
     std::fs::metadata("/proc/net/tcp").ok()?;
     Some(volley_monitor::parse::TcpStates::sample(|f| std::fs::read_to_string(f).ok()).time_wait)
-}
-
-/// Waits `d`, waking early when `stop` is set.
-fn rest(d: Duration, stop: &AtomicBool) {
-    let until = Instant::now() + d;
-    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-    }
 }
 
 /// Cool-down: the engine returns with nothing in flight; then rest the configured time
