@@ -1,4 +1,5 @@
-//! The one place that turns a command's result into an exit code and an error line.
+//! The one place that turns a command's result into an exit code and an error line:
+//! 0 success, 1 a failed run, 2 a usage error, 130 an interrupted run.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -16,6 +17,24 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A run the user stopped (Ctrl-C) after what was measured was printed and written:
+/// exit code 130 (128 + SIGINT), as a shell reports a process killed by Ctrl-C. The
+/// message, if any, is printed like an error line.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// The exit code of an interrupted run, for the one place that cannot return an error
+/// (the second Ctrl-C's handler exits the process from its own thread).
+pub const INTERRUPTED_CODE: i32 = 130;
+
 /// Shorthand for returning a usage error from a command.
 #[allow(unused_macros)]
 macro_rules! usage {
@@ -26,10 +45,18 @@ macro_rules! usage {
 #[allow(unused_imports)]
 pub(crate) use usage;
 
-/// Prints `volley: <error>: <cause>...` on one line and picks the exit code.
+/// Prints `volley: <error>: <cause>...` on one line and picks the exit code: 2 for a
+/// [`UsageError`], 130 for [`Interrupted`], 1 for every other error.
 pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
+        Err(e) if e.is::<Interrupted>() => {
+            let line = e.to_string();
+            if !line.is_empty() {
+                eprintln!("volley: {line}");
+            }
+            ExitCode::from(INTERRUPTED_CODE as u8)
+        }
         Err(e) => {
             let line = e
                 .chain()

@@ -1,14 +1,15 @@
 //! `volley bench --target KIND ...`: the same load against servers volley starts itself,
 //! capped and pinned, with the server's resource use printed beside the load's figures.
 //!
-//! Place in the flow: between the CLI and the engine. For each `--target` in turn:
-//! [`volley_targets::start`] (generated config, private cgroup, validation) -> a
-//! [`Monitor`] on its process tree or cgroup, on the load's clock -> bench's own load
-//! (the `load` callback: bench's `resolve` + `run_once`, so every load flag means the same
-//! with and without `--target`) while a watcher thread checks the server is alive -> the
-//! monitor's report, the CFS throttling delta and the target's record -> stop and clean
-//! up. Results are printed (and written) after each target, so a later failure keeps the
-//! earlier ones (hyperfine's habit).
+//! Place in the flow: between the CLI and the harness. For each `--target` in turn:
+//! [`volley_targets::start`] (generated config, private cgroup, validation) -> the
+//! load's flags resolved against its address (`bench_load::resolve`, so every load flag
+//! means the same with and without `--target`) -> `volley_harness::watch` (monitor,
+//! CFS throttling delta, death watch) around the cold request and `bench_load::run_once`
+//! -> the target's record -> stop and clean up. Results are printed (and written) after
+//! each target, so a later failure keeps the earlier ones (hyperfine's habit). This
+//! file is flags, the run order and the messages; printing and files are in
+//! `bench_target/`.
 //!
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
@@ -21,25 +22,28 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
+use volley_harness::{parse_duration, PreparedDocroot, Watch, Watched};
 use volley_metrics::{Model, Summary};
-use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
-use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
+use volley_monitor::MonitorReport;
+use volley_targets::config::Compression;
 use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench::Args as BenchArgs;
-use crate::exit::usage;
+use super::bench_load::{self, LoadArgs};
+use crate::exit::{usage, Interrupted};
 
 mod export;
+mod flags;
 mod print;
 
 use export::write_files;
-use print::{comparison_table, limits_line, print_run};
+use flags::{allowed_cpus, parse_bytes, parse_cpus, parse_quota, path_of, pin_self};
+use print::{comparison_table, print_run, show_config};
 
 /// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`).
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -110,20 +114,6 @@ impl TargetArgs {
     }
 }
 
-/// What the load callback needs from this module for one run.
-pub struct LoadControl {
-    /// Set to end the load early (Ctrl-C, or the target died).
-    pub stop: Arc<AtomicBool>,
-    /// Set when the user pressed Ctrl-C (the summary then says so).
-    pub interrupted: Arc<AtomicBool>,
-    /// Draw bench's live progress line on stderr.
-    pub show_progress: bool,
-}
-
-/// Bench's load for one target: resolve `args` (whose URL now points at the target) and
-/// run it, stopping when `LoadControl::stop` is set.
-pub type LoadFn<'a> = &'a dyn Fn(BenchArgs, &LoadControl) -> anyhow::Result<Summary>;
-
 /// Where the docroot comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Docroot {
@@ -159,100 +149,76 @@ struct Setup {
     compression: Option<Compression>,
 }
 
-/// Parses `25%`, `0.25` or `150%` into a share of one CPU.
-fn parse_quota(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let share = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    };
-    match share {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "--cpu-quota must be a positive share of one CPU like 25% or 0.25, got '{s}'"
-        )),
+/// Resolves the `--target` flags (and the load flags they cannot combine with).
+fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
+    let kinds = kinds(t)?;
+    if load.urls.is_some() {
+        usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
     }
-}
-
-/// Parses `256M`, `1G`, `512K` (binary units, as cgroups count) or a bare byte count.
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let bad = || format!("--memory-max must be a size like 256M or 1G, got '{s}'");
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(bad()),
+    let repeat = at_least_one("--repeat", load.repeat.as_deref())? as usize;
+    let cooldown = match load.cooldown.as_deref() {
+        None => Duration::from_secs(2),
+        Some(c) => match parse_duration(c) {
+            Ok(d) => d,
+            Err(e) => usage!("--cooldown: {e}"),
+        },
     };
-    match n.checked_mul(mult) {
-        // Below 1 MiB no server even starts; the kernel would OOM-kill it at once.
-        Some(b) if b >= 1 << 20 => Ok(b),
-        Some(_) => Err(format!("--memory-max {s} is below 1M: no server fits")),
-        None => Err(bad()),
+    let (limits, volley_cpus) = limits(t)?;
+    let workers = at_least_one("--workers", t.workers.as_deref())?;
+    let (docroot, path) = docroot_and_path(load, t)?;
+    let monitor_interval = match &t.monitor_interval {
+        Some(s) => match parse_duration(s) {
+            Ok(d) if d >= Duration::from_millis(100) => d,
+            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
+            Err(e) => usage!("--monitor-interval: {e}"),
+        },
+        None => Duration::from_secs(1),
+    };
+    let tls = t.tls
+        || load
+            .url
+            .as_deref()
+            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
+    if load.wire.h2 && !tls {
+        usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
     }
-}
-
-/// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores
-/// this process may use: a container's cpuset need not start at 0).
-fn parse_cpus(s: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
-    let bad = || format!("--target-cpus must be a list like 0 or 0,1 or 0-1, got '{s}'");
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-        if a > b {
-            return Err(bad());
-        }
-        for c in a..=b {
-            if !allowed.contains(&c) {
-                return Err(format!(
-                    "--target-cpus: core {c} does not exist or is not ours (usable cores: {})",
-                    list(allowed)
-                ));
-            }
-            out.push(c);
+    if load.wire.h2 {
+        if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
+            usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
         }
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    let compression = compression(load, &kinds)?;
+    Ok(Setup {
+        kinds,
+        limits,
+        workers,
+        docroot,
+        path,
+        monitor_interval,
+        volley_cpus,
+        show_config: t.show_config,
+        repeat,
+        cooldown,
+        tls,
+        http2: load.wire.h2,
+        compression,
+    })
 }
 
-/// The path part of a URL (`http://h:1/a?b` -> `/a?b`), or the string itself if it is a
-/// path already.
-fn path_of(url: &str) -> Result<String, String> {
-    if url.starts_with('/') {
-        return Ok(url.to_string());
+/// A count flag: 1 when absent, else a whole number of at least 1.
+fn at_least_one(flag: &str, value: Option<&str>) -> anyhow::Result<u32> {
+    match value.map(|v| v.trim().parse::<u32>()) {
+        None => Ok(1),
+        Some(Ok(n)) if n >= 1 => Ok(n),
+        Some(_) => usage!(
+            "{flag} must be a whole number of at least 1, got '{}'",
+            value.unwrap_or_default()
+        ),
     }
-    let lower = url.to_ascii_lowercase();
-    let rest = if lower.starts_with("http://") {
-        &url[7..]
-    } else if lower.starts_with("https://") {
-        &url[8..]
-    } else {
-        return Err(format!(
-            "invalid URL '{url}': expected http(s)://host[:port]/path or a /path (with --target the target decides host and port)"
-        ));
-    };
-    let path = match rest.find(['/', '?']) {
-        Some(i) if rest[i..].starts_with('?') => format!("/{}", &rest[i..]),
-        Some(i) => rest[i..].to_string(),
-        None => "/".to_string(),
-    };
-    Ok(path.split('#').next().unwrap_or("/").to_string())
 }
 
-/// Resolves the `--target` flags (and the bench flags they cannot combine with).
-fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
-    let t = &bench.target;
+/// The `--target` kinds, in the order given.
+fn kinds(t: &TargetArgs) -> anyhow::Result<Vec<TargetKind>> {
     let mut kinds = Vec::new();
     for name in &t.targets {
         let kind: TargetKind = match name.parse() {
@@ -264,24 +230,11 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         }
         kinds.push(kind);
     }
-    if bench.urls.is_some() {
-        usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
-    }
-    let repeat = match bench.repeat.as_deref().map(|r| r.trim().parse::<usize>()) {
-        None => 1,
-        Some(Ok(k)) if k >= 1 => k,
-        Some(_) => usage!(
-            "--repeat must be a whole number of at least 1, got '{}'",
-            bench.repeat.as_deref().unwrap_or_default()
-        ),
-    };
-    let cooldown = match bench.cooldown.as_deref() {
-        None => Duration::from_secs(2),
-        Some(c) => match volley_study::spec::parse_duration(c) {
-            Ok(d) => d,
-            Err(e) => usage!("--cooldown: {e}"),
-        },
-    };
+    Ok(kinds)
+}
+
+/// The targets' limits (cores, CPU quota, memory) and the cores left for volley.
+fn limits(t: &TargetArgs) -> anyhow::Result<(ResourceLimits, Option<Vec<usize>>)> {
     let allowed = allowed_cpus();
     let cpus = match &t.target_cpus {
         Some(s) => match parse_cpus(s, &allowed) {
@@ -308,14 +261,17 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
         },
         None => None,
     };
-    let workers = match t.workers.as_deref().map(|w| w.trim().parse::<u32>()) {
-        None => 1,
-        Some(Ok(w)) if w >= 1 => w,
-        Some(_) => usage!(
-            "--workers must be a whole number of at least 1, got '{}'",
-            t.workers.as_deref().unwrap_or_default()
-        ),
+    let limits = ResourceLimits {
+        cpus,
+        cpu_quota,
+        memory_max_bytes,
     };
+    Ok((limits, volley_cpus))
+}
+
+/// Where the docroot comes from, and the path loaded (`--path`, the URL's path, or the
+/// docroot's default file).
+fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(Docroot, String)> {
     let (docroot, default_path) = match (&t.docroot, t.fixture.as_deref()) {
         (Some(dir), _) => {
             if !dir.is_dir() {
@@ -339,7 +295,7 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
             usage!("--fixture must be sizes or uniserve, got '{other}' (or serve a directory with --docroot)")
         }
     };
-    let path = match (&t.path, &bench.url) {
+    let path = match (&t.path, &load.url) {
         (Some(p), _) if !p.starts_with('/') => usage!("--path must start with '/', got '{p}'"),
         (Some(p), _) => p.clone(),
         (None, Some(u)) => match path_of(u) {
@@ -352,130 +308,31 @@ fn resolve(bench: &BenchArgs) -> anyhow::Result<Setup> {
     if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
         usage!("invalid path '{path}': whitespace in path");
     }
-    let monitor_interval = match &t.monitor_interval {
-        Some(s) => match volley_study::spec::parse_duration(s) {
-            Ok(d) if d >= Duration::from_millis(100) => d,
-            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
-            Err(e) => usage!("--monitor-interval: {e}"),
+    Ok((docroot, path))
+}
+
+/// What the targets compress with: bench's `--compressed br|gzip`.
+fn compression(load: &LoadArgs, kinds: &[TargetKind]) -> anyhow::Result<Option<Compression>> {
+    Ok(
+        match load.wire.compressed.as_deref().map(str::to_ascii_lowercase) {
+            None => None,
+            Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
+            Some(c) if c == "br" => {
+                if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
+                    usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
+                }
+                Some(Compression {
+                    gzip: false,
+                    ..Compression::gzip_and_brotli()
+                })
+            }
+            Some(c) => {
+                usage!(
+                    "--compressed {c} with --target: managed servers compress with br or gzip only"
+                )
+            }
         },
-        None => Duration::from_secs(1),
-    };
-    let tls = t.tls
-        || bench
-            .url
-            .as_deref()
-            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
-    if bench.wire.h2 && !tls {
-        usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
-    }
-    if bench.wire.h2 {
-        if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
-            usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
-        }
-    }
-    let compression = match bench
-        .wire
-        .compressed
-        .as_deref()
-        .map(str::to_ascii_lowercase)
-    {
-        None => None,
-        Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
-        Some(c) if c == "br" => {
-            if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
-                usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
-            }
-            Some(Compression {
-                gzip: false,
-                ..Compression::gzip_and_brotli()
-            })
-        }
-        Some(c) => {
-            usage!("--compressed {c} with --target: managed servers compress with br or gzip only")
-        }
-    };
-    Ok(Setup {
-        kinds,
-        limits: ResourceLimits {
-            cpus,
-            cpu_quota,
-            memory_max_bytes,
-        },
-        workers,
-        docroot,
-        path,
-        monitor_interval,
-        volley_cpus,
-        show_config: t.show_config,
-        repeat,
-        cooldown,
-        tls,
-        http2: bench.wire.h2,
-        compression,
-    })
-}
-
-/// Cores this process may run on (sched_getaffinity), which is what pinning splits.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data filled by the kernel; CPU_ISSET reads inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-                .filter(|&c| libc::CPU_ISSET(c, &set))
-                .collect();
-            if !cpus.is_empty() {
-                return cpus;
-            }
-        }
-    }
-    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
-}
-
-/// Pins this process (the calling thread, and every thread it starts later: the
-/// engine's workers) to `cpus`, so the generator never competes with a pinned target.
-fn pin_self(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it; the size passed
-    // is the struct's own.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// A generated docroot, removed when dropped (normal end, error or Ctrl-C's return).
-struct TempDocroot(PathBuf);
-
-impl Drop for TempDocroot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes the fixture set into a fresh private temp directory.
-fn make_docroot(fixture: &volley_fixtures::Fixture) -> anyhow::Result<TempDocroot> {
-    let base = std::env::temp_dir();
-    for n in 0..100u32 {
-        let dir = base.join(format!("volley-bench-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                let guard = TempDocroot(dir);
-                volley_fixtures::generate(fixture, &guard.0.join("www"), 0)
-                    .context("cannot generate the fixture docroot")?;
-                return Ok(guard);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-        }
-    }
-    bail!("cannot create a temporary docroot in {}", base.display())
+    )
 }
 
 /// What one target's run produced.
@@ -560,17 +417,110 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
     s.latency.get(key)
 }
 
-/// Runs `volley bench --target ...`. `load` is bench's own load for one URL.
-pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
+/// How `volley bench --target` reports: text on stdout or not, the progress line.
+struct Show {
+    quiet: bool,
+    text: bool,
+    progress: bool,
+}
+
+/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
+pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
-    let setup = resolve(&args)?;
+    let setup = resolve(&load, &t)?;
     if setup.show_config {
         return show_config(&setup);
     }
-    // A missing server fails before anything is created or loaded.
-    for kind in &setup.kinds {
+    check_installed(&setup.kinds)?;
+    let show = Show {
+        quiet: load.quiet,
+        text: !load.quiet && load.json.as_deref() != Some("-"),
+        progress: !load.quiet && std::io::stderr().is_terminal(),
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&interrupted);
+        // Runs on ctrlc's own thread, where taking locks is fine: the load sees the flag
+        // within 50 ms (the harness's death watch), and the targets are stopped right
+        // here so that nothing survives even if the main thread is stuck.
+        let _ = ctrlc::set_handler(move || {
+            flag.store(true, Ordering::Relaxed);
+            volley_targets::stop_all();
+        });
+    }
+    pin(&setup, show.quiet)?;
+    let prepared = match &setup.docroot {
+        Docroot::Fixture(f) => Some(PreparedDocroot::generate(f, 0, "bench")?),
+        Docroot::Given(_) => None,
+    };
+    let docroot = match (&setup.docroot, &prepared) {
+        (_, Some(p)) => p.path().to_path_buf(),
+        (Docroot::Given(p), None) => p.clone(),
+        (Docroot::Fixture(_), None) => unreachable!("a fixture docroot is prepared above"),
+    };
+    let mut runs: Vec<TargetRun> = Vec::new();
+    let mut failure: Option<anyhow::Error> = None;
+    let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
+        .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
+        .collect();
+    for (i, &(round, kind)) in schedule.iter().enumerate() {
+        if i > 0 {
+            volley_harness::rest(setup.cooldown, &interrupted);
+        }
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut r = match run_target(kind, &setup, &docroot, &load, &interrupted, &show) {
+            Ok(r) => r,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        r.round = round + 1;
+        if show.text {
+            let mut out = std::io::stdout().lock();
+            if schedule.len() > 1 {
+                let of_rounds = if setup.repeat > 1 {
+                    format!(", round {} of {}", round + 1, setup.repeat)
+                } else {
+                    String::new()
+                };
+                let n = schedule.len();
+                writeln!(out, "=== run {} of {n}: {kind}{of_rounds} ===", i + 1)?;
+            }
+            print_run(&mut out, &r)?;
+        }
+        failure = r.failure();
+        runs.push(r);
+        write_files(&load, &setup, &runs, false)?;
+        if failure.is_some() {
+            break;
+        }
+    }
+    if show.text && runs.len() > 1 {
+        let mut out = std::io::stdout().lock();
+        write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
+    }
+    write_files(&load, &setup, &runs, true)?;
+    drop(prepared);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if interrupted.load(Ordering::Relaxed) {
+        return Err(Interrupted(
+            "interrupted; printed what was measured and stopped the targets".into(),
+        )
+        .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A missing server fails before anything is created or loaded.
+fn check_installed(kinds: &[TargetKind]) -> anyhow::Result<()> {
+    for kind in kinds {
         if let Some(program) = kind.program() {
             if volley_targets::kind::find_program(program).is_none() {
                 return Err(TargetError::NotInstalled {
@@ -581,22 +531,11 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let quiet = args.quiet;
-    let json_stdout = args.json.as_deref() == Some("-");
-    let text_out = !quiet && !json_stdout;
-    let show_progress = !quiet && std::io::stderr().is_terminal();
+    Ok(())
+}
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        // Runs on ctrlc's own thread, where taking locks is fine: the load loop sees the
-        // flag within 50 ms (watcher below), and the targets are stopped right here so
-        // that nothing survives even if the main thread is stuck.
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            volley_targets::stop_all();
-        });
-    }
+/// Pins volley to the cores `--target-cpus` leaves, and says so.
+fn pin(setup: &Setup, quiet: bool) -> anyhow::Result<()> {
     if let Some(cpus) = &setup.volley_cpus {
         pin_self(cpus).context("cannot pin volley to the cores left by --target-cpus")?;
         if !quiet {
@@ -611,83 +550,7 @@ pub fn run(args: BenchArgs, load: LoadFn<'_>) -> anyhow::Result<ExitCode> {
             "volley: --target-cpus leaves no core for volley: it shares them with the target"
         );
     }
-    let temp = match &setup.docroot {
-        Docroot::Fixture(f) => Some(make_docroot(f)?),
-        Docroot::Given(_) => None,
-    };
-    let docroot = match (&setup.docroot, &temp) {
-        (Docroot::Given(p), _) => p.clone(),
-        (_, Some(t)) => t.0.join("www"),
-        (Docroot::Fixture(_), None) => bail!("internal: fixture docroot missing"),
-    };
-
-    let mut runs: Vec<TargetRun> = Vec::new();
-    let mut failure: Option<anyhow::Error> = None;
-    let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
-        .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
-        .collect();
-    for (i, &(round, kind)) in schedule.iter().enumerate() {
-        if i > 0 {
-            let until = Instant::now() + setup.cooldown;
-            while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        if interrupted.load(Ordering::Relaxed) {
-            break;
-        }
-        let ctl = LoadControl {
-            stop: Arc::new(AtomicBool::new(false)),
-            interrupted: Arc::clone(&interrupted),
-            show_progress,
-        };
-        match run_target(kind, &setup, &docroot, &args, &ctl, load) {
-            Ok(mut r) => {
-                r.round = round + 1;
-                if text_out {
-                    let mut out = std::io::stdout().lock();
-                    if schedule.len() > 1 {
-                        writeln!(
-                            out,
-                            "=== run {} of {}: {kind}{} ===",
-                            i + 1,
-                            schedule.len(),
-                            if setup.repeat > 1 {
-                                format!(", round {} of {}", round + 1, setup.repeat)
-                            } else {
-                                String::new()
-                            }
-                        )?;
-                    }
-                    print_run(&mut out, &r)?;
-                }
-                failure = r.failure();
-                runs.push(r);
-                write_files(&args, &setup, &runs, false)?;
-                if failure.is_some() {
-                    break;
-                }
-            }
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    if text_out && runs.len() > 1 {
-        let mut out = std::io::stdout().lock();
-        write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
-    }
-    write_files(&args, &setup, &runs, true)?;
-    drop(temp);
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if interrupted.load(Ordering::Relaxed) {
-        eprintln!("volley: interrupted; printed what was measured and stopped the targets");
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `0,1,2` for the messages.
@@ -698,16 +561,8 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
-/// Start, monitor, load, check, stop: one target. The target is stopped (and its cgroups
-/// and directory removed) on every path out of here, by `stop` or by its `Drop`.
-fn run_target(
-    kind: TargetKind,
-    setup: &Setup,
-    docroot: &Path,
-    args: &BenchArgs,
-    ctl: &LoadControl,
-    load: LoadFn<'_>,
-) -> anyhow::Result<TargetRun> {
+/// Starts one target with the setup's settings; the error names the likely cause.
+fn start(kind: TargetKind, setup: &Setup, docroot: &Path) -> anyhow::Result<RunningTarget> {
     let mut spec = TargetSpec::new(kind);
     spec.settings.workers = setup.workers;
     spec.docroot = Some(docroot.to_path_buf());
@@ -719,7 +574,7 @@ fn run_target(
         spec.tls = Some(TlsSource::Generate);
     }
     // The error's own message already names its OS cause; anyhow's chain would repeat it.
-    let target = volley_targets::start(&spec).map_err(|e| {
+    volley_targets::start(&spec).map_err(|e| {
         let hint = match (&e, setup.limits.memory_max_bytes) {
             (
                 TargetError::Rejected { .. }
@@ -733,9 +588,37 @@ fn run_target(
             _ => String::new(),
         };
         anyhow::anyhow!("cannot start {kind}: {e}{hint}")
-    })?;
-    let quiet = args.quiet;
-    if !quiet {
+    })
+}
+
+/// The load's flags aimed at `target`: its URL, its CA, no files (written per target
+/// by this module), no target flags.
+fn load_for(load: &LoadArgs, setup: &Setup, target: &RunningTarget) -> LoadArgs {
+    let scheme = if setup.tls { "https" } else { "http" };
+    let mut a = load.clone();
+    a.url = Some(format!("{scheme}://{}{}", target.addr, setup.path));
+    a.json = None;
+    a.csv = None;
+    a.csv_seconds = None;
+    if setup.tls && !a.wire.insecure && a.wire.cacert.is_none() {
+        // The throw-away CA made for this target is the only one the load trusts.
+        a.wire.cacert = target.ca_file.clone();
+    }
+    a
+}
+
+/// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
+/// directory removed) on every path out of here, by `stop` or by its `Drop`.
+fn run_target(
+    kind: TargetKind,
+    setup: &Setup,
+    docroot: &Path,
+    load: &LoadArgs,
+    interrupted: &Arc<AtomicBool>,
+    show: &Show,
+) -> anyhow::Result<TargetRun> {
+    let target = start(kind, setup, docroot)?;
+    if !show.quiet {
         eprintln!(
             "volley: started {kind} (pid {}) on {}, {}",
             target.pid.map_or("-".into(), |p| p.to_string()),
@@ -744,67 +627,26 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let scheme = if setup.tls { "https" } else { "http" };
-    let url = format!("{scheme}://{}{}", target.addr, setup.path);
-    let mut bench = args.clone();
-    bench.url = Some(url);
-    bench.json = None;
-    bench.csv = None;
-    bench.csv_seconds = None;
-    bench.target = TargetArgs::default();
-    if setup.tls && !bench.wire.insecure && bench.wire.cacert.is_none() {
-        // The throw-away CA made for this target is the only one the load trusts.
-        bench.wire.cacert = target.ca_file.clone();
-    }
-
-    let scope = match (target.pid, target.procs_file()) {
-        (Some(root_pid), Some(procs_file)) => ProcessScope::Cgroup {
-            root_pid,
-            procs_file,
-        },
-        (Some(root_pid), None) => ProcessScope::Tree { root_pid },
-        (None, _) => ProcessScope::None,
+    let mut spec = bench_load::resolve(load_for(load, setup, &target))?;
+    let watch = Watch {
+        target: &target,
+        monitor_interval: setup.monitor_interval,
+        monitor_required: true,
+        load_stop: Arc::clone(&spec.cfg.stop_flag),
+        outside_stop: Arc::clone(interrupted),
     };
-    let throttle0 = target.throttle_stats();
-    let mut mcfg = MonitorConfig::new(scope, Instant::now());
-    mcfg.interval = setup.monitor_interval;
-    let monitor = Monitor::start(mcfg).context("cannot start the monitor")?;
-    let done = AtomicBool::new(false);
-    let (outcome, died) = std::thread::scope(|s| {
-        // The watcher: ends the load as soon as the target dies (rather than measuring
-        // 20 s of refused connections) or the user presses Ctrl-C.
-        let watcher = s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                if ctl.interrupted.load(Ordering::Relaxed) {
-                    ctl.stop.store(true, Ordering::Relaxed);
-                    return None;
-                }
-                if let Err(d) = target.check() {
-                    ctl.stop.store(true, Ordering::Relaxed);
-                    return Some(d);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            None
-        });
-        let outcome = load(bench, ctl);
-        done.store(true, Ordering::Relaxed);
-        let died = watcher.join().unwrap_or(None);
-        (outcome, died)
-    });
-    let report = monitor.finish();
-    let throttling = match (throttle0, target.throttle_stats()) {
-        (Some(a), Some(b)) => Some(b.since(&a)),
-        _ => None,
-    };
-    // A death the watcher missed (in its last 50 ms), unless Ctrl-C stopped it.
-    let died = died.or_else(|| {
-        if ctl.interrupted.load(Ordering::Relaxed) {
-            None
-        } else {
-            target.check().err()
-        }
-    });
+    let watched = volley_harness::watch(&watch, || -> anyhow::Result<Summary> {
+        let first = spec.prepare()?;
+        let mut summary = bench_load::run_once(&spec, interrupted, show.progress)?;
+        summary.first_request = first;
+        Ok(summary)
+    })?;
+    let Watched {
+        load: outcome,
+        monitor,
+        throttling,
+        died,
+    } = watched;
     let pid = target.pid;
     let leftover_cgroups = stop_target(target);
     let mut summary = outcome?;
@@ -819,11 +661,11 @@ fn run_target(
         pid,
         record,
         summary,
-        monitor: Some(report),
+        monitor,
         throttling,
         died,
         leftover_cgroups,
-        interrupted: ctl.interrupted.load(Ordering::Relaxed),
+        interrupted: interrupted.load(Ordering::Relaxed),
         round: 1,
     })
 }
@@ -838,116 +680,4 @@ fn stop_target(target: RunningTarget) -> Vec<PathBuf> {
         );
     }
     left
-}
-
-/// `--show-config`: the configuration each target would be started with, then exit.
-fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
-    let docroot = match &setup.docroot {
-        Docroot::Given(p) => p.clone(),
-        Docroot::Fixture(_) => PathBuf::from("DIR/www"),
-    };
-    let dir = PathBuf::from("DIR");
-    let placement = Placement {
-        docroot,
-        dir: dir.clone(),
-        addr: ([127, 0, 0, 1], 0).into(),
-        as_root: config::running_as_root(),
-        tls: setup.tls.then(|| TlsFiles {
-            cert: PathBuf::from("DIR/tls/server.pem"),
-            key: PathBuf::from("DIR/tls/server.key"),
-            ca: Some(PathBuf::from("DIR/tls/ca.pem")),
-        }),
-    };
-    let settings = ServerSettings {
-        workers: setup.workers,
-        http2: setup.http2,
-        compression: setup.compression,
-        ..ServerSettings::default()
-    };
-    let mut out = std::io::stdout().lock();
-    for kind in &setup.kinds {
-        writeln!(
-            out,
-            "# {kind}: volley replaces DIR with a private temp directory and port 0 with a free loopback port; probe and load path {}",
-            setup.path
-        )?;
-        if let Some(l) = limits_line(&setup.limits) {
-            writeln!(out, "# limits: {l}")?;
-        }
-        match config::render(*kind, &settings, &placement) {
-            Some(text) => {
-                write!(out, "{text}")?;
-                let conf = dir.join(config::config_file_name(*kind));
-                let argv: Vec<String> = config::command_args(*kind, &dir, &conf)
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect();
-                writeln!(
-                    out,
-                    "# command: {} {}",
-                    kind.program().unwrap_or("?"),
-                    argv.join(" ")
-                )?;
-            }
-            None => writeln!(
-                out,
-                "# the built-in server takes no configuration file (and no worker count); volley runs:\nvolley serve --root {} --listen 127.0.0.1:0",
-                placement.docroot.display()
-            )?,
-        }
-        writeln!(out)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotas_parse_as_shares_of_one_cpu() {
-        assert_eq!(parse_quota("25%"), Ok(0.25));
-        assert_eq!(parse_quota("0.5"), Ok(0.5));
-        assert_eq!(parse_quota(" 150% "), Ok(1.5));
-        for bad in ["0", "0%", "-25%", "x", "%", "nan"] {
-            assert!(parse_quota(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn memory_sizes_use_binary_units() {
-        assert_eq!(parse_bytes("256M"), Ok(256 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        assert_eq!(parse_bytes("2048k"), Ok(2 << 20));
-        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
-        for bad in ["", "M", "12X", "1K", "-1M", "99999999999999999999G"] {
-            assert!(parse_bytes(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn cpu_lists_parse_and_check_the_cores_exist() {
-        assert_eq!(parse_cpus("0", &[0, 1]), Ok(vec![0]));
-        assert_eq!(parse_cpus("1,0,1", &[0, 1]), Ok(vec![0, 1]));
-        assert_eq!(parse_cpus("0-2", &[0, 1, 2, 3]), Ok(vec![0, 1, 2]));
-        assert!(parse_cpus("2", &[0, 1])
-            .unwrap_err()
-            .contains("does not exist"));
-        assert!(
-            parse_cpus("0", &[2, 3]).is_err(),
-            "a core outside our cpuset is refused"
-        );
-        for bad in ["", "a", "2-1", "0,,1"] {
-            assert!(parse_cpus(bad, &[0, 1, 2, 3]).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_url_gives_its_path_and_query() {
-        assert_eq!(path_of("http://h:8/a/b?x=1#f").unwrap(), "/a/b?x=1");
-        assert_eq!(path_of("http://h").unwrap(), "/");
-        assert_eq!(path_of("http://h?q").unwrap(), "/?q");
-        assert_eq!(path_of("/700b.html").unwrap(), "/700b.html");
-        assert!(path_of("ftp://h/x").is_err());
-    }
 }

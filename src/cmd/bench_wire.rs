@@ -1,7 +1,7 @@
 //! `volley bench`'s protocol flags: TLS (`https://` URLs), HTTP/2, compression, body
 //! checks and the cold first request.
 //!
-//! Pipeline: raw flags ([`WireArgs`], flattened into `bench::Args`) -> [`resolve`]
+//! Pipeline: raw flags ([`WireArgs`], flattened into `bench_load::LoadArgs`) -> [`resolve`]
 //! (files checked, a TLS client config built once so a bad CA or key is a usage
 //! error, exit 2) -> [`ResolvedWire`] holding the engine's `Wire` -> after the run,
 //! [`report`] turns the engine's TLS/HTTP/2 counters and a pre-flight handshake into
@@ -12,16 +12,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
-use volley_engine::{
-    BodySpec, Coding, ErrorKind, HttpVersion, Live, LoadConfig, LoadModel, RunOutcome, Sample,
-    Sink, StopCondition, TlsTarget, Wire,
-};
-use volley_metrics::{FirstRequest, H2Report, Summary, TlsReport, WireReport};
+use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
+use volley_metrics::{H2Report, Summary, TlsReport, WireReport};
 
 /// Protocol flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -344,48 +339,6 @@ pub fn explain_failures(s: &Summary, errors: String, host: &str) -> String {
         );
     }
     line
-}
-
-/// Keeps the one sample of the cold first request.
-#[derive(Debug, Default)]
-struct OneSample(Option<Sample>);
-
-impl Sink for OneSample {
-    fn record(&mut self, sample: &Sample) {
-        self.0.get_or_insert(*sample);
-    }
-}
-
-/// Sends one request on a fresh connection (one worker, one connection, no reuse)
-/// with the run's own requests and protocol, and reports its times.
-pub fn first_request(cfg: &LoadConfig, wire: &ResolvedWire) -> anyhow::Result<FirstRequest> {
-    let one = LoadConfig {
-        threads: 1,
-        connections: 1,
-        max_connections: 1,
-        keep_alive: false,
-        model: LoadModel::Closed,
-        stop: StopCondition {
-            requests: Some(1),
-            duration: Some(cfg.timeout + cfg.connect_timeout),
-        },
-        stop_flag: Arc::new(AtomicBool::new(false)),
-        ..cfg.clone()
-    };
-    let out = volley_engine::run_with(&one, &wire.wire, |_| OneSample::default(), &Live::new())?;
-    let sample = out.sinks.into_iter().find_map(|s| s.0);
-    Ok(match sample {
-        Some(s) => FirstRequest::from_instants(
-            s.sent_ns,
-            s.first_byte_ns,
-            s.done_ns,
-            s.connect_ns,
-            s.tls_handshake_ns,
-            s.status,
-            s.error.map(ErrorKind::name),
-        ),
-        None => FirstRequest::from_instants(0, 0, 0, 0, 0, 0, Some(ErrorKind::InFlight.name())),
-    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! One module per subcommand; each has `Args` (raw flags) and `run(Args)`.
 
 pub mod bench;
+pub mod bench_load;
 pub mod bench_target;
 pub mod bench_wire;
 pub mod compare;
 pub mod demo;
 pub mod fixtures;
 pub mod history;
+pub mod progress;
 pub mod report;
 pub mod serve;
 pub mod study;

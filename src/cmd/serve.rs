@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use volley_harness::parse_duration;
 use volley_server::{Server, ServerConfig, ServerTls};
 
 /// Flags of `volley serve`.
@@ -58,22 +59,10 @@ pub struct Args {
     http1_only: bool,
 }
 
-/// `10s`, `500ms`, `2m`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" => v * 60.0,
-        _ => return None,
-    };
-    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+/// A positive duration for a serve flag (the one syntax of `volley_harness`: `10s`,
+/// `500ms`, `2m`, `1h`, bare seconds); zero is refused, a server cannot time out at 0.
+fn positive_duration(s: &str) -> Option<Duration> {
+    parse_duration(s).ok().filter(|d| !d.is_zero())
 }
 
 /// Runs `volley serve`.
@@ -84,13 +73,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.listen
         );
     };
-    let Some(header_timeout) = parse_duration(&args.header_timeout) else {
+    let Some(header_timeout) = positive_duration(&args.header_timeout) else {
         usage!(
             "--header-timeout {:?} is not a duration like 10s or 500ms",
             args.header_timeout
         );
     };
-    let Some(idle_timeout) = parse_duration(&args.idle_timeout) else {
+    let Some(idle_timeout) = positive_duration(&args.idle_timeout) else {
         usage!(
             "--idle-timeout {:?} is not a duration like 60s",
             args.idle_timeout
@@ -143,17 +132,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::positive_duration;
     use std::time::Duration;
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("0s"), None);
-        assert_eq!(parse_duration("abc"), None);
-        assert_eq!(parse_duration("5h"), None);
+        assert_eq!(positive_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(positive_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(positive_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(positive_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(
+            positive_duration("1h"),
+            Some(Duration::from_secs(3600)),
+            "the one syntax: hours work here as in bench and study"
+        );
+        assert_eq!(positive_duration("0s"), None);
+        assert_eq!(positive_duration("abc"), None);
+        assert_eq!(positive_duration("5d"), None);
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use volley_study::{outcome, runner::RunOptions, StudyError};
 
-use crate::exit::usage;
+use crate::exit::{usage, Interrupted, INTERRUPTED_CODE};
 
 /// Flags of `volley study`.
 #[derive(clap::Args)]
@@ -79,8 +79,11 @@ pub(crate) fn execute(
         file_text: text.to_string(),
         volley_exe: None,
         stop_flag: Arc::clone(&stop),
-        progress: std::io::stderr().is_terminal(),
+        progress: std::io::stderr()
+            .is_terminal()
+            .then(|| Box::new(super::progress::draw) as volley_study::runner::ProgressFn),
         note: Box::new(|line| eprintln!("volley: {line}")),
+        step_line: Box::new(|line| eprintln!("{line}")),
     };
     let report = volley_study::run(plan, opts);
     finished.store(true, Ordering::Relaxed);
@@ -123,7 +126,7 @@ fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
     if stop.swap(true, Ordering::Relaxed) {
         volley_targets::stop_all();
         eprintln!("\nvolley: interrupted twice: targets stopped; the store marks the run incomplete on its next open");
-        std::process::exit(130);
+        std::process::exit(INTERRUPTED_CODE);
     }
     eprintln!("\nvolley: interrupted: finishing the current step, then stopping the targets (Ctrl-C again to stop now)");
     let until = Instant::now() + STOP_GRACE;
@@ -154,11 +157,11 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     let report = execute(&plan, &text, a.db.clone())
         .with_context(|| format!("study {}", a.file.display()))?;
     if !report.complete {
-        eprintln!(
-            "volley: the study did not finish; finished steps are in {}",
+        return Err(Interrupted(format!(
+            "the study did not finish; finished steps are in {}",
             a.db.display()
-        );
-        return Ok(ExitCode::from(130));
+        ))
+        .into());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,8 +12,9 @@ use std::time::Duration;
 use common::{all_samples, config, open, Collect};
 use volley_engine::{run, Live, Sample};
 use volley_faultserver::{Behaviour, FaultServer};
+use volley_harness::{measure, Measure};
 use volley_metrics::label::lag_threshold_us;
-use volley_metrics::{measure, Bound, Measure};
+use volley_metrics::Bound;
 
 fn p99(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();

@@ -11,7 +11,6 @@
 mod error;
 pub mod hist;
 pub mod label;
-pub mod measure;
 pub mod output;
 pub mod recorder;
 pub mod repeat;
@@ -21,7 +20,6 @@ pub mod wire;
 
 pub use error::MetricsError;
 pub use label::{Bound, Verdict};
-pub use measure::{measure, Measure, MeasureError, Measured};
 pub use recorder::{ClosedSecond, Counts, Metric, Recorder, Warmup};
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
 pub use wire::{FirstRequest, H2Report, TlsReport, WireReport};

@@ -4,88 +4,15 @@
 
 use std::fmt::Write;
 
-use volley_analysis::{bootstrap, knee, sustain, usl};
+use volley_analysis::{bootstrap, knee, usl};
 
 use crate::plan::Plan;
 use crate::runner::StudyReport;
 
-/// One measured step, reduced to what the table needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepOutcome {
-    /// Position in the schedule.
-    pub order: usize,
-    /// Index into the plan's cells.
-    pub cell: usize,
-    /// Repeat.
-    pub repeat: u32,
-    /// Offered rate (open loop).
-    pub rate: Option<f64>,
-    /// Completed requests per second.
-    pub rps: f64,
-    /// Successful requests per second.
-    pub ok_rps: f64,
-    /// p99 of the headline latency, ms.
-    pub p99_ms: f64,
-    /// Failed requests.
-    pub errors: u64,
-    /// Rate steps: the sustainability verdict.
-    pub sustainable: Option<bool>,
-    /// server-bound, generator-bound or inconclusive.
-    pub label: &'static str,
-    /// Cold-start steps: TTFB of the first request after the target started (validated
-    /// answers only).
-    pub cold_ttfb_ms: Option<f64>,
-    /// Median TTFB of the step's measured (warm) requests.
-    pub warm_ttfb_ms: Option<f64>,
-}
-
-impl StepOutcome {
-    /// Whether this step's figures may stand for the server (volley-analysis's rule,
-    /// shared with the reports): generator-bound steps never feed a capacity, a median or
-    /// a USL fit.
-    pub fn counts_for_server(&self) -> bool {
-        sustain::counts_for_server(Some(self.label))
-    }
-}
+// Defined beside the step that produces them (the runner must not import this table).
+pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
 
 const RESAMPLES: usize = 2000;
-
-/// Share of a second during which some task waited for a CPU (Linux PSI "some") above
-/// which the machine, not the server, is the likely cause of a slow second: on a shared
-/// 2-core VM another process's build stalls the generator and the server alike, and the
-/// stall shows up as one second's p99 of tens or hundreds of milliseconds.
-pub const BUSY_PRESSURE_SHARE: f64 = 0.10;
-
-/// A note for the step line when the worst one-second p99 broke the SLO: which second,
-/// and whether the machine was busy then (CPU pressure), so a stall caused by other
-/// processes is not read as the server's. `None` when every second met the SLO.
-pub fn slow_second_note(
-    seconds: &[volley_metrics::summary::SecondSummary],
-    slo_ms: f64,
-) -> Option<String> {
-    let (i, worst) = seconds
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms))?;
-    if worst.p99_ms <= slo_ms {
-        return None;
-    }
-    let why = match worst.cpu_pressure {
-        Some(p) if p > BUSY_PRESSURE_SHARE => format!(
-            "CPU pressure {:.0}% then: other tasks waited for the CPU, so the machine, not the server, is the likely cause",
-            p * 100.0
-        ),
-        Some(p) => format!("CPU pressure {:.0}% then: the machine was quiet", p * 100.0),
-        None => "CPU pressure unknown".to_string(),
-    };
-    Some(format!(
-        "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
-        i + 1,
-        seconds.len(),
-        worst.p99_ms,
-        slo_ms
-    ))
-}
 
 /// ", 2 generator-bound steps left out" (empty when none were).
 fn left_out(n: usize) -> String {

@@ -619,7 +619,7 @@ fn duration_of(
 ) -> Result<Duration, StudyError> {
     match v {
         None => Ok(default),
-        Some(s) => spec::parse_duration(s.get_ref()).map_err(|m| spec::at(text, s, m)),
+        Some(s) => spec::parse_duration(s.get_ref()).map_err(|m| spec::at(text, s, m.to_string())),
     }
 }
 

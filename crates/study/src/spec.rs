@@ -5,7 +5,6 @@
 //! resolves it into steps; nothing here touches the network or the clock.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -428,28 +427,14 @@ pub(crate) fn at<T>(text: &str, v: &Spanned<T>, message: String) -> StudyError {
     StudyError::Syntax { line, key, message }
 }
 
-/// Parses `30s`, `500ms`, `250us`, `2m` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let bad = || format!("invalid duration '{s}' (examples: 30s, 500ms, 2m)");
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
-}
+/// The one duration syntax (`30s`, `500ms`, `250us`, `2m`, `1h`, bare seconds), shared
+/// with the command line: it lives in the harness.
+pub use volley_harness::parse_duration;
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const GOOD: &str = r#"

@@ -1,10 +1,11 @@
-//! One step: warm-up, the measured load (engine + recorders + monitor), the judgement, and
-//! the [`StepRecord`] written to the store (shape: docs/store-conventions.md).
+//! One step: warm-up, the measured load (the harness: `measure` inside `watch`, so
+//! monitor, throttling and death watch as in `volley bench --target`), the judgement,
+//! and the [`StepRecord`] written to the store (shape: docs/store-conventions.md).
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
@@ -13,25 +14,15 @@ use volley_engine::{
     BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
-use volley_metrics::{hist, Measure, Metric, Recorder, Summary};
-use volley_monitor::{Monitor, MonitorConfig, ProcessScope};
+use volley_harness::{ColdFigures, Measure, MeasuredRun, Watch, Watched};
+use volley_metrics::{hist, Metric, Recorder, Summary};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
-use volley_targets::ThrottleStats;
+use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Workload};
 
-/// What the step needs to know about its target instance.
-pub(crate) struct TargetView<'a> {
-    pub addr: SocketAddr,
-    /// The CA to trust for an HTTPS target volley started.
-    pub ca_file: Option<std::path::PathBuf>,
-    pub pid: Option<u32>,
-    pub procs_file: Option<std::path::PathBuf>,
-    pub throttle: &'a dyn Fn() -> Option<ThrottleStats>,
-}
-
-/// The measured step, ready for the store.
-pub(crate) struct Measured {
+/// The measured and judged step, ready for the store.
+pub(crate) struct JudgedStep {
     pub summary: Summary,
     pub summary_json: Value,
     pub verdict: Value,
@@ -135,17 +126,54 @@ pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::pat
     }
 }
 
-/// Runs one step against `target`. `rate` is the offered rate of an open-loop step.
+/// Sends exactly one request for the workload's first path on one fresh connection
+/// (the harness's cold request) and returns its figures against the target's spawn.
+pub(crate) fn cold_request(
+    w: &Workload,
+    cell: &Cell,
+    target: &RunningTarget,
+    stop_flag: &Arc<AtomicBool>,
+) -> Result<ColdFigures, String> {
+    let mut one = w.clone();
+    one.paths.truncate(1);
+    one.order = volley_engine::Order::Same;
+    let single = Cell {
+        concurrency: 1,
+        rate: None,
+        ..cell.clone()
+    };
+    let stop = StopCondition {
+        requests: Some(1),
+        duration: None,
+    };
+    let cfg = load_config(
+        &one,
+        &single,
+        None,
+        target.addr,
+        stop,
+        Arc::clone(stop_flag),
+    )?;
+    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    volley_harness::cold_request(&cfg, &wire)
+        .map_err(|e| format!("cold request: {e}"))?
+        .figures(target.started_at)
+        .ok_or_else(|| "cold request: the engine recorded no sample".to_string())
+}
+
+/// Runs one step against `target`: the warm-up, then the measured load watched by the
+/// harness (monitor, throttling, death watch), then the judgement. `rate` is the offered
+/// rate of an open-loop step; `stop_flag` is the study's (Ctrl-C).
 pub(crate) fn run_step(
     w: &Workload,
     cell: &Cell,
     rate: Option<f64>,
     plan: &Plan,
-    target: &TargetView<'_>,
+    target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
     live: &Live,
-) -> Result<Measured, String> {
-    let (timing, rule) = (&plan.timing, &plan.rule);
+) -> Result<JudgedStep, String> {
+    let timing = &plan.timing;
     let wire = wire_for(w, target.addr, target.ca_file.as_deref());
     if !timing.warmup.is_zero() {
         let warm = StopCondition {
@@ -164,20 +192,10 @@ pub(crate) fn run_step(
             timing.duration
         },
     };
-    let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(stop_flag))?;
-    let throttle0 = (target.throttle)();
-    let origin = Instant::now();
-    let scope = match (target.pid, &target.procs_file) {
-        (Some(pid), Some(p)) => ProcessScope::Cgroup {
-            root_pid: pid,
-            procs_file: p.clone(),
-        },
-        (Some(pid), None) => ProcessScope::Tree { root_pid: pid },
-        _ => ProcessScope::None,
-    };
-    // A monitor that cannot start (no /proc) leaves the step without server figures,
-    // which is recorded by the absence of the "monitor" key, not an error.
-    let monitor = Monitor::start(MonitorConfig::new(scope, origin)).ok();
+    // The load's own flag: the death watch sets it when the target dies or the study
+    // is stopped, without stopping the study for a death.
+    let load_stop = Arc::new(AtomicBool::new(false));
+    let cfg = load_config(w, cell, rate, target.addr, stop, Arc::clone(&load_stop))?;
     let run = Measure {
         cfg: &cfg,
         wire: &wire,
@@ -191,19 +209,55 @@ pub(crate) fn run_step(
         ),
         method: w.method.clone(),
     };
+    // A monitor that cannot start (no /proc) leaves the step without server figures,
+    // which is recorded by the absence of the "monitor" key, not an error.
+    let watch = Watch {
+        target,
+        monitor_interval: Duration::from_secs(1),
+        monitor_required: false,
+        load_stop,
+        outside_stop: Arc::clone(stop_flag),
+    };
     // The workers' in-flight integrals bracket the run (no warm-up inside it: the
     // warm-up above is a run of its own, on other counters).
-    let live_start = live.snapshot();
-    let measured = volley_metrics::measure(&run);
-    let live_end = live.snapshot();
-    let report = monitor.map(Monitor::finish);
-    let volley_metrics::Measured {
+    let watched = volley_harness::watch(&watch, || {
+        let live_start = live.snapshot();
+        let measured = volley_harness::measure(&run);
+        (measured, live_start, live.snapshot())
+    })
+    .map_err(|e| e.to_string())?;
+    judge(w, rate, plan, &cfg, watched)
+}
+
+/// The step's summary, verdict, series and histograms from its watched run.
+fn judge(
+    w: &Workload,
+    rate: Option<f64>,
+    plan: &Plan,
+    cfg: &LoadConfig,
+    watched: Watched<(
+        Result<MeasuredRun, volley_harness::MeasureError>,
+        volley_engine::LiveSnapshot,
+        volley_engine::LiveSnapshot,
+    )>,
+) -> Result<JudgedStep, String> {
+    let Watched {
+        load: (measured, live_start, live_end),
+        monitor: report,
+        throttling,
+        died,
+    } = watched;
+    let MeasuredRun {
         recorder: mut merged,
         mut info,
         outcome,
     } = measured.map_err(|e| e.to_string())?;
-    let throttle1 = (target.throttle)();
-    if outcome.stopped_early {
+    if let Some(d) = &died {
+        info.notes.push(format!(
+            "the target {} (pid {}) died during the step: {}",
+            d.kind, d.pid, d.exit_status
+        ));
+    } else if outcome.stopped_early {
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
@@ -222,16 +276,12 @@ pub(crate) fn run_step(
         Some(_) => mean_in_flight(&live_start, &live_end, info.elapsed_ns),
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
-    let throttling = match (throttle0, throttle1) {
-        (Some(a), Some(b)) => Some(b.since(&a)),
-        _ => None,
-    };
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
     let mut conn_wait = None;
     let (sustain_verdict, label) = match rate {
         Some(rate) => {
             let stats = step_stats(&summary, rate, windows, in_flight_w);
-            let v = sustain::judge(&stats, rule);
+            let v = sustain::judge(&stats, &plan.rule);
             conn_wait = sustain::conn_wait_note(&stats);
             let label = match v.bound {
                 sustain::Bound::ServerBound => "server-bound",
@@ -280,7 +330,7 @@ pub(crate) fn run_step(
             values: serde_json::to_value(s).unwrap_or(Value::Null),
         }));
     }
-    Ok(Measured {
+    Ok(JudgedStep {
         summary,
         summary_json,
         verdict,
@@ -442,34 +492,226 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
     }
 }
 
+/// One measured step, reduced to what the table needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutcome {
+    /// Position in the schedule.
+    pub order: usize,
+    /// Index into the plan's cells.
+    pub cell: usize,
+    /// Repeat.
+    pub repeat: u32,
+    /// Offered rate (open loop).
+    pub rate: Option<f64>,
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Successful requests per second.
+    pub ok_rps: f64,
+    /// p99 of the headline latency, ms.
+    pub p99_ms: f64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Rate steps: the sustainability verdict.
+    pub sustainable: Option<bool>,
+    /// server-bound, generator-bound or inconclusive.
+    pub label: &'static str,
+    /// Cold-start steps: TTFB of the first request after the target started (validated
+    /// answers only).
+    pub cold_ttfb_ms: Option<f64>,
+    /// Median TTFB of the step's measured (warm) requests.
+    pub warm_ttfb_ms: Option<f64>,
+}
+
+impl StepOutcome {
+    /// The outcome of step `order` (cell `cell`, repeat `repeat`) from its summary. The
+    /// headline p99 is response time for a rate step, service time otherwise; requests
+    /// still in flight when the step ended are censored, not failures.
+    pub(crate) fn of(
+        order: usize,
+        cell: usize,
+        repeat: u32,
+        rate: Option<f64>,
+        s: &Summary,
+        sustainable: Option<bool>,
+        label: &'static str,
+    ) -> StepOutcome {
+        let headline = if rate.is_some() {
+            "response_time"
+        } else {
+            "service_time"
+        };
+        StepOutcome {
+            order,
+            cell,
+            repeat,
+            rate,
+            rps: s.throughput.requests_per_s,
+            ok_rps: s.throughput.ok_per_s,
+            p99_ms: s.latency.get(headline).map_or(0.0, |l| l.p99_ms),
+            errors: s.requests.failed.saturating_sub(s.requests.censored),
+            sustainable,
+            label,
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+        }
+    }
+
+    /// With the cold request's TTFB (validated answers only) and the warm median TTFB.
+    pub(crate) fn with_ttfb(
+        mut self,
+        cold_ttfb_ms: Option<f64>,
+        warm_ttfb_ms: Option<f64>,
+    ) -> Self {
+        self.cold_ttfb_ms = cold_ttfb_ms;
+        self.warm_ttfb_ms = warm_ttfb_ms;
+        self
+    }
+
+    /// Whether this step's figures may stand for the server (volley-analysis's rule,
+    /// shared with the reports): generator-bound steps never feed a capacity, a median or
+    /// a USL fit.
+    pub fn counts_for_server(&self) -> bool {
+        sustain::counts_for_server(Some(self.label))
+    }
+}
+
+/// Share of a second during which some task waited for a CPU (Linux PSI "some") above
+/// which the machine, not the server, is the likely cause of a slow second: on a shared
+/// 2-core VM another process's build stalls the generator and the server alike, and the
+/// stall shows up as one second's p99 of tens or hundreds of milliseconds.
+pub const BUSY_PRESSURE_SHARE: f64 = 0.10;
+
+/// A note for the step line when the worst one-second p99 broke the SLO: which second,
+/// and whether the machine was busy then (CPU pressure), so a stall caused by other
+/// processes is not read as the server's. `None` when every second met the SLO.
+pub fn slow_second_note(
+    seconds: &[volley_metrics::summary::SecondSummary],
+    slo_ms: f64,
+) -> Option<String> {
+    let (i, worst) = seconds
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms))?;
+    if worst.p99_ms <= slo_ms {
+        return None;
+    }
+    let why = match worst.cpu_pressure {
+        Some(p) if p > BUSY_PRESSURE_SHARE => format!(
+            "CPU pressure {:.0}% then: other tasks waited for the CPU, so the machine, not the server, is the likely cause",
+            p * 100.0
+        ),
+        Some(p) => format!("CPU pressure {:.0}% then: the machine was quiet", p * 100.0),
+        None => "CPU pressure unknown".to_string(),
+    };
+    Some(format!(
+        "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
+        i + 1,
+        seconds.len(),
+        worst.p99_ms,
+        slo_ms
+    ))
+}
+
+/// The sustainability reasons of a stored verdict in one line, e.g.
+/// `send_rate_short send_rate_rps=985.2 required_rps=990`: why a step failed is printed
+/// with it, so a search walking down can be read from its log.
+pub(crate) fn reasons_text(reasons: &Value) -> String {
+    let Some(list) = reasons.as_array() else {
+        return "no reason recorded".to_string();
+    };
+    let one = |r: &Value| -> String {
+        let Some(obj) = r.as_object() else {
+            return r.to_string();
+        };
+        let mut parts = vec![obj
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()];
+        for (k, v) in obj.iter().filter(|(k, _)| *k != "reason") {
+            // Durations serialise as {secs, nanos}: shown in ms.
+            let duration_ms = v.as_object().and_then(|d| {
+                Some(d.get("secs")?.as_f64()? * 1e3 + d.get("nanos")?.as_f64()? / 1e6)
+            });
+            let num = |x: f64| {
+                format!("{x:.4}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_string()
+            };
+            let v = match (duration_ms, v.as_f64()) {
+                (Some(ms), _) => format!("{}ms", num(ms)),
+                (None, Some(x)) => num(x),
+                (None, None) => v.to_string(),
+            };
+            parts.push(format!("{k}={v}"));
+        }
+        parts.join(" ")
+    };
+    list.iter().map(one).collect::<Vec<_>>().join("; ")
+}
+
+/// The line written when a step ends: figures, label, verdict and why not, a busy
+/// machine, the slowest second of a rate step over the SLO.
+pub(crate) fn step_line(
+    elapsed_s: u64,
+    what: &str,
+    o: &StepOutcome,
+    s: &Summary,
+    why_not: &str,
+    slo_ms: f64,
+) -> String {
+    let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
+    format!(
+        "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
+        elapsed_s,
+        o.rps,
+        o.p99_ms,
+        o.errors,
+        o.label,
+        match o.sustainable {
+            Some(true) => ", sustainable",
+            Some(false) => ", NOT sustainable",
+            None => "",
+        },
+        why_not,
+        match s.generator.cpu_pressure {
+            Some(p) if p > BUSY_PRESSURE_SHARE =>
+                format!(" [machine busy: CPU pressure {:.0}%]", p * 100.0),
+            _ => String::new(),
+        },
+        slow.map(|n| format!("; {n}")).unwrap_or_default()
+    )
+}
+
+/// The second line of a cold-start step: the cold request beside the warm TTFB.
+pub(crate) fn cold_line(c: &ColdFigures, warm_ttfb_ms: Option<f64>) -> String {
+    format!(
+        "        cold: first request TTFB {:.2} ms (TCP connect {:.2}, TLS handshake {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
+        c.ttfb_ms,
+        c.connect_ms,
+        c.tls_handshake_ms,
+        c.since_spawn_ms,
+        warm_ttfb_ms.unwrap_or(f64::NAN)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn cold_figures_come_from_the_one_sample() {
-        let s = Sample {
-            intended_ns: 1_000_000,
-            dispatched_ns: 1_000_000,
-            sent_ns: 1_000_000,
-            first_byte_ns: 4_000_000,
-            done_ns: 5_000_000,
-            connect_ns: 1_700_000,
-            tls_handshake_ns: 1_500_000,
-            status: 200,
-            wire_bytes: 900,
-            body_bytes: 700,
-            wire_body_bytes: 700,
-            error: None,
-            request_index: 0,
-        };
-        let c = cold_figures(&s, Duration::from_millis(30));
-        assert_eq!(c.ttfb_ms, 3.0);
-        assert_eq!(c.response_ms, 4.0);
-        assert_eq!(c.connect_ms, 0.2);
-        assert_eq!(c.tls_handshake_ms, 1.5);
-        assert_eq!(c.since_spawn_ms, 34.0);
-        assert_eq!((c.status, c.error), (200, None));
+    fn reasons_are_printed_with_their_figures() {
+        let v = serde_json::json!([
+            {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
+            {"reason": "in_flight_rising", "slope_per_s": 3.5},
+            {"reason": "p99_over_slo", "slo": {"secs": 0, "nanos": 100_000_000}}
+        ]);
+        assert_eq!(
+            reasons_text(&v),
+            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5; p99_over_slo slo=100ms"
+        );
+        assert_eq!(reasons_text(&Value::Null), "no reason recorded");
     }
 
     fn integral(ns: u64) -> volley_engine::LiveSnapshot {
@@ -528,104 +770,5 @@ mod tests {
         assert_eq!(whole_windows(0.4, 1), 1);
         assert_eq!(whole_windows(2.0, 0), 0);
         assert_eq!(whole_windows(f64::NAN, 2), 1);
-    }
-}
-
-/// The first request after a target started, timed on its own (seed 002's cold TTFB).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ColdRequest {
-    /// First byte minus sent, ms.
-    pub ttfb_ms: f64,
-    /// TCP connect alone (TLS handshake excluded), ms.
-    pub connect_ms: f64,
-    /// TLS handshake, ms (0 without TLS).
-    pub tls_handshake_ms: f64,
-    /// Done minus sent, ms.
-    pub response_ms: f64,
-    /// From just before the server process was spawned to the first byte, ms (the
-    /// engine's own start-up, well under a millisecond, is inside it).
-    pub since_spawn_ms: f64,
-    /// Status (0 when none came).
-    pub status: u16,
-    /// The error kind, if it failed.
-    pub error: Option<&'static str>,
-}
-
-/// Keeps the one sample of the cold request.
-struct FirstSample(Arc<std::sync::Mutex<Option<Sample>>>);
-
-impl Sink for FirstSample {
-    fn record(&mut self, sample: &Sample) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(*sample);
-        }
-    }
-}
-
-/// Sends exactly one request for the workload's first path on one fresh connection and
-/// returns its timings. `spawned` is the target's `started_at`.
-pub(crate) fn cold_request(
-    w: &Workload,
-    cell: &Cell,
-    target: &TargetView<'_>,
-    spawned: Instant,
-    stop_flag: &Arc<AtomicBool>,
-) -> Result<ColdRequest, String> {
-    let mut one = w.clone();
-    one.paths.truncate(1);
-    one.order = volley_engine::Order::Same;
-    let single = Cell {
-        concurrency: 1,
-        rate: None,
-        ..cell.clone()
-    };
-    let stop = StopCondition {
-        requests: Some(1),
-        duration: None,
-    };
-    let cfg = load_config(
-        &one,
-        &single,
-        None,
-        target.addr,
-        stop,
-        Arc::clone(stop_flag),
-    )?;
-    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
-    let slot = Arc::new(std::sync::Mutex::new(None));
-    let before = Instant::now();
-    volley_engine::run_with(
-        &cfg,
-        &wire,
-        |_| FirstSample(Arc::clone(&slot)),
-        &Live::new(),
-    )
-    .map_err(|e| format!("cold request: {e}"))?;
-    let sample = slot
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .ok_or("cold request: the engine recorded no sample")?;
-    Ok(cold_figures(
-        &sample,
-        before.saturating_duration_since(spawned),
-    ))
-}
-
-/// The cold request's figures from its sample; `engine_start` is how long after the
-/// spawn the engine run began (its clock's origin, to within its start-up).
-pub(crate) fn cold_figures(s: &Sample, engine_start: Duration) -> ColdRequest {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    ColdRequest {
-        ttfb_ms: s.ttfb_ns().map_or(f64::NAN, ms),
-        // The engine's connect time includes the handshake (time to a usable
-        // connection, as ab counts it): the TCP connect alone is the difference.
-        connect_ms: ms(s.connect_ns.saturating_sub(s.tls_handshake_ns)),
-        tls_handshake_ms: ms(s.tls_handshake_ns),
-        response_ms: ms(s.service_ns()),
-        since_spawn_ms: engine_start.as_secs_f64() * 1e3 + ms(s.first_byte_ns),
-        status: s.status,
-        error: s.error.map(|e| e.name()),
     }
 }

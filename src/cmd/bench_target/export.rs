@@ -10,7 +10,7 @@ use volley_metrics::{repeat, Summary};
 use volley_targets::TargetKind;
 
 use super::print::{median_ci, tree_stats};
-use super::{BenchArgs, Setup, TargetRun};
+use super::{LoadArgs, Setup, TargetRun};
 
 /// The JSON `targets` entry of one run (docs/bench-json.md, "Managed targets").
 fn target_json(r: &TargetRun, setup: &Setup) -> Value {
@@ -83,7 +83,7 @@ fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
 
 /// Writes `--json` / `--csv` after every target; JSON on stdout only at the end.
 pub(super) fn write_files(
-    args: &BenchArgs,
+    args: &LoadArgs,
     setup: &Setup,
     runs: &[TargetRun],
     last: bool,

@@ -1,17 +1,21 @@
 //! Text output of `volley bench --target`: the load's figures and the server's resources
 //! side by side, second by second, and the comparison table across targets. Pure
-//! formatting of a finished [`TargetRun`]; nothing here measures.
+//! formatting of a finished [`TargetRun`]; nothing here measures. Also `--show-config`:
+//! the configuration each target would run with.
 
 use std::fmt::Write as _;
 use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use volley_analysis::bootstrap::{self, Estimate};
 use volley_metrics::output::{Exporter, Text};
 use volley_metrics::{repeat, Model};
 use volley_monitor::MonitorReport;
+use volley_targets::config::{self, Placement, ServerSettings, TlsFiles};
 use volley_targets::{ResourceLimits, TargetKind};
 
-use super::{headline, list, TargetRun};
+use super::{headline, list, Docroot, Setup, TargetRun};
 
 /// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
 pub(super) fn limits_line(l: &ResourceLimits) -> Option<String> {
@@ -378,6 +382,66 @@ fn repeat_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
         );
     }
     out
+}
+
+/// `--show-config`: the configuration each target would be started with, then exit.
+pub(super) fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
+    let docroot = match &setup.docroot {
+        Docroot::Given(p) => p.clone(),
+        Docroot::Fixture(_) => PathBuf::from("DIR/www"),
+    };
+    let dir = PathBuf::from("DIR");
+    let placement = Placement {
+        docroot,
+        dir: dir.clone(),
+        addr: ([127, 0, 0, 1], 0).into(),
+        as_root: config::running_as_root(),
+        tls: setup.tls.then(|| TlsFiles {
+            cert: PathBuf::from("DIR/tls/server.pem"),
+            key: PathBuf::from("DIR/tls/server.key"),
+            ca: Some(PathBuf::from("DIR/tls/ca.pem")),
+        }),
+    };
+    let settings = ServerSettings {
+        workers: setup.workers,
+        http2: setup.http2,
+        compression: setup.compression,
+        ..ServerSettings::default()
+    };
+    let mut out = std::io::stdout().lock();
+    for kind in &setup.kinds {
+        writeln!(
+            out,
+            "# {kind}: volley replaces DIR with a private temp directory and port 0 with a free loopback port; probe and load path {}",
+            setup.path
+        )?;
+        if let Some(l) = limits_line(&setup.limits) {
+            writeln!(out, "# limits: {l}")?;
+        }
+        match config::render(*kind, &settings, &placement) {
+            Some(text) => {
+                write!(out, "{text}")?;
+                let conf = dir.join(config::config_file_name(*kind));
+                let argv: Vec<String> = config::command_args(*kind, &dir, &conf)
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                writeln!(
+                    out,
+                    "# command: {} {}",
+                    kind.program().unwrap_or("?"),
+                    argv.join(" ")
+                )?;
+            }
+            None => writeln!(
+                out,
+                "# the built-in server takes no configuration file (and no worker count); volley runs:\nvolley serve --root {} --listen 127.0.0.1:0",
+                placement.docroot.display()
+            )?,
+        }
+        writeln!(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! pressure readings -> a merged [`Recorder`] and the [`RunInfo`] that closes it.
 //!
 //! Place in the flow: the one call between a resolved [`LoadConfig`] and a
-//! [`crate::Summary`], shared by `volley bench` and every study step, so both measure a
+//! [`volley_metrics::Summary`], shared by `volley bench` and every study step, so both measure a
 //! run the same way (same warm-up boundary, same self-check window, same run facts).
 //! The caller keeps what differs: what it shows while the run goes (a progress line, a
 //! gauge), the notes it adds, and whether it needs the per-second histograms before
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
 
-use crate::{resources, MetricsError, Model, Recorder, RunInfo};
+use volley_metrics::{resources, MetricsError, Model, Recorder, RunInfo};
 
 /// Why a run could not be measured (failed requests are data, never this).
 #[derive(Debug, Error)]
@@ -46,7 +46,7 @@ pub struct Measure<'a> {
 
 /// A finished run, not yet closed: callers add notes to `info`, read histograms from
 /// `recorder`, then `recorder.close(&info)`.
-pub struct Measured {
+pub struct MeasuredRun {
     /// All workers' recorders, merged.
     pub recorder: Recorder,
     /// The run's facts for [`Recorder::close`]; `notes` empty.
@@ -60,7 +60,7 @@ pub struct Measured {
 ///
 /// The generator's CPU time and CPU pressure are read at the warm-up boundary (or the
 /// start) and at the end, so its self-check covers the measured period only.
-pub fn measure(m: &Measure<'_>) -> Result<Measured, MeasureError> {
+pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
     let mut cpu0 = resources::process_cpu_ns();
     let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
@@ -95,7 +95,7 @@ pub fn measure(m: &Measure<'_>) -> Result<Measured, MeasureError> {
     let sinks = std::mem::take(&mut outcome.sinks);
     let info = run_info(m, &outcome, sinks.len(), cpu_ns, cpu_pressure);
     let recorder = Recorder::merge_all(sinks)?;
-    Ok(Measured {
+    Ok(MeasuredRun {
         recorder,
         info,
         outcome,

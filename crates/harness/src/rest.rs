@@ -1,0 +1,26 @@
+//! The pause between runs (bench's `--cooldown`, a study's cool-down and reruns), cut
+//! short by a stop (Ctrl-C) so an interrupted invocation ends at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Waits `d`, waking every 20 ms to end early when `stop` is set.
+pub fn rest(d: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + d;
+    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_ends_the_rest_at_once() {
+        let t = Instant::now();
+        rest(Duration::from_secs(60), &AtomicBool::new(true));
+        assert!(t.elapsed() < Duration::from_secs(1));
+        rest(Duration::ZERO, &AtomicBool::new(false));
+    }
+}

@@ -1,0 +1,118 @@
+//! One load against a managed target, watched: the monitor on the target's process tree
+//! or cgroup (on the load's clock), the CFS throttling counters before and after, and a
+//! death watch that ends the load as soon as the target dies (rather than measuring
+//! seconds of refused connections) or an outside stop is asked for (Ctrl-C).
+//!
+//! Place in the flow: around the measured run. The caller's closure runs the load (a
+//! [`crate::measure`], with whatever comes before it: a cold request, a pre-flight);
+//! [`watch`] returns its result with the server's side of the run beside it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
+use volley_targets::{RunningTarget, TargetDied, ThrottleStats};
+
+use crate::HarnessError;
+
+/// How often the death watch looks at the target and the outside stop flag.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// What to watch and how.
+pub struct Watch<'a> {
+    /// The target under load.
+    pub target: &'a RunningTarget,
+    /// Time between monitor samples.
+    pub monitor_interval: Duration,
+    /// A monitor that cannot start fails the run (`volley bench --target`, which prints
+    /// the server's figures) rather than leaving it without server figures (a study step
+    /// records their absence).
+    pub monitor_required: bool,
+    /// The load's own stop flag (its `LoadConfig::stop_flag`): set when the target dies
+    /// or `outside_stop` is set.
+    pub load_stop: Arc<AtomicBool>,
+    /// A stop asked from outside (Ctrl-C); a target stopped by it did not die.
+    pub outside_stop: Arc<AtomicBool>,
+}
+
+/// The load's result with the server's side of it.
+pub struct Watched<T> {
+    /// What the load closure returned.
+    pub load: T,
+    /// The monitor's report (`None` when it could not start and was not required).
+    pub monitor: Option<MonitorReport>,
+    /// Throttling during the load (delta of the cgroup's counters); `None` without a quota.
+    pub throttling: Option<ThrottleStats>,
+    /// The target died during the load.
+    pub died: Option<TargetDied>,
+}
+
+/// The monitor's view of `target`: its cgroup when volley made one, else its process
+/// tree, else nothing (an external URL).
+pub fn scope_of(target: &RunningTarget) -> ProcessScope {
+    match (target.pid, target.procs_file()) {
+        (Some(root_pid), Some(procs_file)) => ProcessScope::Cgroup {
+            root_pid,
+            procs_file,
+        },
+        (Some(root_pid), None) => ProcessScope::Tree { root_pid },
+        (None, _) => ProcessScope::None,
+    }
+}
+
+/// Runs `load` with the monitor, the throttling counters and the death watch around it.
+pub fn watch<T>(w: &Watch<'_>, load: impl FnOnce() -> T) -> Result<Watched<T>, HarnessError> {
+    let target = w.target;
+    let throttle0 = target.throttle_stats();
+    let mut mcfg = MonitorConfig::new(scope_of(target), Instant::now());
+    mcfg.interval = w.monitor_interval;
+    let monitor = match Monitor::start(mcfg) {
+        Ok(m) => Some(m),
+        Err(e) if w.monitor_required => return Err(HarnessError::Monitor(e)),
+        Err(_) => None,
+    };
+    let done = AtomicBool::new(false);
+    let (load, died) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| death_watch(w, &done));
+        let out = load();
+        done.store(true, Ordering::Relaxed);
+        (out, watcher.join().unwrap_or(None))
+    });
+    let monitor = monitor.map(Monitor::finish);
+    let throttling = match (throttle0, target.throttle_stats()) {
+        (Some(a), Some(b)) => Some(b.since(&a)),
+        _ => None,
+    };
+    // A death the watcher missed (in its last tick), unless the outside stop ended it.
+    let died = died.or_else(|| {
+        if w.outside_stop.load(Ordering::Relaxed) {
+            None
+        } else {
+            target.check().err()
+        }
+    });
+    Ok(Watched {
+        load,
+        monitor,
+        throttling,
+        died,
+    })
+}
+
+/// Until `done`: stops the load when the outside stop is set (no death) or the target
+/// dies (the death returned).
+fn death_watch(w: &Watch<'_>, done: &AtomicBool) -> Option<TargetDied> {
+    while !done.load(Ordering::Relaxed) {
+        if w.outside_stop.load(Ordering::Relaxed) {
+            w.load_stop.store(true, Ordering::Relaxed);
+            return None;
+        }
+        if let Err(d) = w.target.check() {
+            w.load_stop.store(true, Ordering::Relaxed);
+            return Some(d);
+        }
+        std::thread::sleep(WATCH_EVERY);
+    }
+    None
+}

@@ -1,0 +1,387 @@
+//! The capacity searches of a study in search mode: one `knee::Search` per cell,
+//! run round-robin by the runner so they interleave; how a finished step feeds its
+//! search (generator-bound steps are rerun, then neither pass nor fail), and the row
+//! each search leaves in the store, finished or cut short.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use volley_analysis::knee::{Capacity, Search, SearchEnd};
+use volley_analysis::sustain;
+use volley_store::{CapacityRecord, SearchEnd as StoredEnd};
+
+use super::{cores_text, now_ms, rest, Ctx, Progress};
+use crate::plan::Plan;
+use crate::StudyError;
+
+/// Reruns of a search step labelled generator-bound before the search hears of it.
+const GENERATOR_RETRIES: u32 = 2;
+
+/// Rest before such a rerun (on top of the cool-down): a machine busy with someone
+/// else's work for a moment gets that moment to pass.
+const GENERATOR_RERUN_REST: Duration = Duration::from_secs(1);
+
+/// What a finished rate step tells the capacity search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepSignal {
+    /// The sustainability verdict (rate steps only).
+    pub sustainable: Option<bool>,
+    /// The step's bound label (`server-bound`, `generator-bound`, `inconclusive`).
+    pub label: &'static str,
+}
+
+/// What the search loop does with a finished step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SearchInput {
+    /// Run the same rate again.
+    Rerun,
+    /// Tell the search whether the rate was sustainable.
+    Observe(bool),
+    /// Still generator-bound after the reruns: neither pass nor fail.
+    GeneratorBound,
+}
+
+/// The search's use of a step, by the same rule the reports apply
+/// (`volley_analysis::sustain::counts_for_server`): a step that counts for the server
+/// is observed as its verdict says (inconclusive ones included, as the reports keep
+/// them); a generator-bound step, pass or fail, is rerun up to [`GENERATOR_RETRIES`]
+/// times (not when the study is stopping), then reported as generator-bound.
+pub(crate) fn search_input(sig: StepSignal, retries: u32, stopping: bool) -> SearchInput {
+    if sustain::counts_for_server(Some(sig.label)) {
+        SearchInput::Observe(sig.sustainable == Some(true))
+    } else if retries < GENERATOR_RETRIES && !stopping {
+        SearchInput::Rerun
+    } else {
+        SearchInput::GeneratorBound
+    }
+}
+
+/// One cell's capacity search while the study runs.
+pub(super) struct ActiveSearch {
+    cell: usize,
+    search: Search,
+    /// Wall clock when its first step started.
+    started_ms: Option<i64>,
+    /// Steps run, reruns of generator-bound steps included.
+    steps_run: u32,
+    /// Its row is in the store.
+    recorded: bool,
+}
+
+impl ActiveSearch {
+    fn new(cell: usize, search: Search) -> Self {
+        ActiveSearch {
+            cell,
+            search,
+            started_ms: None,
+            steps_run: 0,
+            recorded: false,
+        }
+    }
+}
+
+/// Confidence level of the search's interval (`knee::Capacity`: 2.5th and 97.5th
+/// percentiles of the bootstrap replicates).
+const SEARCH_CONFIDENCE: f64 = 0.95;
+
+/// The identity of a cell as stored with its search result (docs/store-conventions.md,
+/// "capacities"): the same names and formats as the step parameters, so a report can
+/// match the row to the cell's steps.
+pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
+    let cell = &plan.cells[ci];
+    let inst = &plan.instances[cell.instance];
+    json!({
+        "target": plan.targets[inst.target].name,
+        "instance": plan.instance_label(cell.instance),
+        "workload": plan.workloads[cell.workload].name,
+        "concurrency": cell.concurrency,
+        "keepalive": cell.keepalive,
+        "cpu_quota_cores": inst.cpu_quota,
+        "cores": inst.cores.map(cores_text),
+    })
+}
+
+/// The stored row of a search: its answer when it ended (`cap`), or, cut short, the
+/// largest rate decided sustainable so far with no interval.
+fn capacity_record(
+    plan: &Plan,
+    a: &ActiveSearch,
+    cap: Option<&Capacity>,
+    finished_ms: i64,
+) -> CapacityRecord {
+    let cell = cell_identity(plan, a.cell);
+    let started_unix_ms = a.started_ms.unwrap_or(finished_ms);
+    match cap {
+        Some(c) => CapacityRecord {
+            cell,
+            capacity_rps: c.capacity_rps,
+            ci_lo_rps: Some(c.ci_lo_rps),
+            ci_hi_rps: c.ci_hi_rps,
+            confidence: SEARCH_CONFIDENCE,
+            end: match c.end {
+                SearchEnd::Converged => StoredEnd::Converged,
+                SearchEnd::ReachedMaxRate => StoredEnd::ReachedMaxRate,
+                SearchEnd::BelowMinRate => StoredEnd::BelowMinRate,
+                SearchEnd::StepBudgetExhausted => StoredEnd::StepBudgetExhausted,
+                SearchEnd::GeneratorBound => StoredEnd::GeneratorBound,
+            },
+            steps: a.steps_run,
+            started_unix_ms,
+            finished_unix_ms: finished_ms,
+            detail: serde_json::to_value(c).unwrap_or(Value::Null),
+        },
+        None => {
+            let history = a.search.history();
+            CapacityRecord {
+                cell,
+                capacity_rps: volley_analysis::knee::sweep_capacity(history).capacity_rps,
+                ci_lo_rps: None,
+                ci_hi_rps: None,
+                confidence: SEARCH_CONFIDENCE,
+                end: StoredEnd::Interrupted,
+                steps: a.steps_run,
+                started_unix_ms,
+                finished_unix_ms: finished_ms,
+                detail: json!({ "history": history }),
+            }
+        }
+    }
+}
+
+fn active_len(plan: &Plan) -> usize {
+    plan.cells.len().max(1)
+}
+
+impl Ctx<'_> {
+    /// Search mode: one capacity search per cell with a running target, round-robin
+    /// (one rate each per round) so they interleave. `Ok(false)`: stopped early.
+    pub(super) fn search(&mut self) -> Result<bool, StudyError> {
+        let plan = self.plan;
+        let sp = plan
+            .search
+            .as_ref()
+            .expect("search mode has search settings");
+        for (ci, c) in plan.cells.iter().enumerate() {
+            if self.running[c.instance].is_some() {
+                let s = Search::new(sp.start_rate, sp.opts.clone())
+                    .map_err(|e| StudyError::Invalid(e.to_string()))?;
+                self.active.push(ActiveSearch::new(ci, s));
+            }
+        }
+        let per_search = plan.search_steps_estimate();
+        let mut done_steps = 0usize;
+        while self.active.iter().any(|a| !a.search.is_done()) {
+            for k in 0..self.active.len() {
+                let Some(rate) = self.active[k].search.next_rate() else {
+                    continue;
+                };
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+                let est = plan.step_estimate(&plan.cells[self.active[k].cell]);
+                let total = (done_steps + 6).max(per_search as usize * active_len(plan));
+                let p = Progress {
+                    done: done_steps,
+                    total,
+                    eta: est * (total - done_steps) as u32,
+                };
+                if !self.search_rate(k, rate, p, &mut done_steps)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// One rate of search `k`: its step (rerun while generator-bound), what the search
+    /// hears of it, and the search's answer stored the moment it ends. `Ok(false)`: the
+    /// study stops (Ctrl-C, a dead target).
+    fn search_rate(
+        &mut self,
+        k: usize,
+        rate: f64,
+        p: Progress,
+        done_steps: &mut usize,
+    ) -> Result<bool, StudyError> {
+        let plan = self.plan;
+        let ci = self.active[k].cell;
+        let mut repeat = self.active[k]
+            .search
+            .history()
+            .iter()
+            .filter(|(r, _)| *r == rate)
+            .count() as u32;
+        // A generator-bound step measured the generator, not the server (the shared
+        // rule, `sustain::counts_for_server`): rerun it, a bounded number of times after
+        // a rest, and if it stays generator-bound it is neither a pass nor a fail.
+        let mut retries = 0;
+        self.active[k].started_ms.get_or_insert_with(now_ms);
+        let heard = loop {
+            let Some(sig) = self.step(ci, repeat, Some(rate), "search", p)? else {
+                break None;
+            };
+            self.active[k].steps_run += 1;
+            match search_input(sig, retries, self.stop.load(Ordering::Relaxed)) {
+                SearchInput::Rerun => {
+                    retries += 1;
+                    repeat += 1;
+                    *done_steps += 1;
+                    rest(GENERATOR_RERUN_REST, self.stop);
+                }
+                other => break Some(other),
+            }
+        };
+        let a = &mut self.active[k];
+        let observed = match heard {
+            Some(SearchInput::Observe(ok)) => a.search.observe(rate, ok),
+            // Stopping: a generator-bound step ends nothing, the search is stored as
+            // interrupted, not as a generator-bound end.
+            Some(_) if self.stop.load(Ordering::Relaxed) => return Ok(false),
+            Some(_) => {
+                (self.note)(&format!(
+                    "search {}: still generator-bound at {rate:.0} req/s after {retries} rerun(s): the edge cannot be looked for above this rate on this machine",
+                    plan.instance_label(plan.cells[ci].instance)
+                ));
+                a.search.observe_generator_bound(rate)
+            }
+            None => return Ok(false),
+        };
+        observed.map_err(|e| StudyError::Invalid(e.to_string()))?;
+        *done_steps += 1;
+        if let Some(c) = a.search.capacity() {
+            // The search's answer is stored the moment it ends: a study killed later
+            // keeps it (style.md habit 8).
+            let record = capacity_record(plan, a, Some(&c), now_ms());
+            let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
+            self.store.record_capacity(run, &record)?;
+            a.recorded = true;
+            self.searches.push((ci, c));
+        }
+        Ok(true)
+    }
+
+    /// Searches cut short (Ctrl-C, a dead target, an engine error) keep a row saying
+    /// so, with what they had decided; a search that never ran a step leaves none.
+    pub(super) fn store_unfinished_searches(&mut self) {
+        let plan = self.plan;
+        let finished_ms = now_ms();
+        for a in self
+            .active
+            .iter()
+            .filter(|a| !a.recorded && a.steps_run > 0)
+        {
+            let run = self.run_of_target[&plan.instances[plan.cells[a.cell].instance].target];
+            let record = capacity_record(plan, a, None, finished_ms);
+            if let Err(e) = self.store.record_capacity(run, &record) {
+                (self.note)(&format!("could not store the unfinished search: {e}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(sustainable: bool, label: &'static str) -> StepSignal {
+        StepSignal {
+            sustainable: Some(sustainable),
+            label,
+        }
+    }
+
+    #[test]
+    fn the_search_hears_steps_by_the_reports_rule() {
+        use SearchInput::*;
+        // Server-bound and inconclusive steps count, as in the reports.
+        assert_eq!(
+            search_input(sig(true, "server-bound"), 0, false),
+            Observe(true)
+        );
+        assert_eq!(
+            search_input(sig(false, "server-bound"), 0, false),
+            Observe(false)
+        );
+        assert_eq!(
+            search_input(sig(false, "inconclusive"), 1, false),
+            Observe(false)
+        );
+        // Generator-bound, pass or fail, is rerun (bounded), then neither pass nor fail.
+        for ok in [true, false] {
+            assert_eq!(search_input(sig(ok, "generator-bound"), 0, false), Rerun);
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES - 1, false),
+                Rerun
+            );
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES, false),
+                GeneratorBound
+            );
+            assert_eq!(
+                search_input(sig(ok, "generator-bound"), 0, true),
+                GeneratorBound,
+                "no rerun while the study is stopping"
+            );
+        }
+    }
+
+    #[test]
+    fn a_search_is_stored_with_its_interval_or_as_interrupted() {
+        let text = r#"
+name = "s"
+mode = "search"
+[[target]]
+name = "n"
+kind = "nginx"
+cpu_quota = 0.5
+cores = 2
+[[workload]]
+name = "w"
+paths = ["/x"]
+[steps]
+duration = "3s"
+[search]
+start_rate = 100
+repeats = 1
+"#;
+        let plan = crate::resolve(&crate::parse(text).unwrap(), text, 1.0).unwrap();
+        let sp = plan.search.clone().unwrap();
+        let mut a = ActiveSearch::new(0, Search::new(sp.start_rate, sp.opts).unwrap());
+        a.started_ms = Some(1_000);
+        // Capacity 1000 req/s: 100..800 pass, 1600 fails, then bisection.
+        let mut partial = None;
+        while let Some(rate) = a.search.next_rate() {
+            a.search.observe(rate, rate <= 1000.0).unwrap();
+            a.steps_run += 1;
+            if a.steps_run == 5 {
+                partial = Some(capacity_record(&plan, &a, None, 2_000));
+            }
+        }
+        let c = a.search.capacity().unwrap();
+        let done = capacity_record(&plan, &a, Some(&c), 9_000);
+        assert_eq!(done.end, StoredEnd::Converged);
+        assert_eq!(done.capacity_rps, c.capacity_rps);
+        assert_eq!(done.ci_lo_rps, Some(c.ci_lo_rps));
+        assert_eq!(done.ci_hi_rps, c.ci_hi_rps);
+        assert_eq!(done.confidence, 0.95);
+        assert_eq!(done.steps, a.steps_run);
+        assert_eq!(
+            (done.started_unix_ms, done.finished_unix_ms),
+            (1_000, 9_000)
+        );
+        assert_eq!(done.detail["end"], "converged");
+        assert_eq!(
+            done.cell,
+            json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
+                   "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
+                   "cores": "0-1"})
+        );
+        // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
+        let partial = partial.unwrap();
+        assert_eq!(partial.end, StoredEnd::Interrupted);
+        assert_eq!(partial.capacity_rps, Some(800.0));
+        assert_eq!((partial.ci_lo_rps, partial.ci_hi_rps), (None, None));
+        assert_eq!(partial.steps, 5);
+    }
+}
