@@ -111,3 +111,13 @@ pub enum AgentsError {
         source: std::io::Error,
     },
 }
+
+impl AgentsError {
+    /// Wraps a NATS client error.
+    pub(crate) fn bus(action: &'static str, e: impl std::fmt::Display) -> Self {
+        AgentsError::Bus {
+            action,
+            detail: e.to_string(),
+        }
+    }
+}

@@ -14,11 +14,15 @@
 //! public functions block.
 #![deny(missing_docs)]
 
+pub mod agent;
+pub mod bus;
 pub mod clock;
+pub mod coordinator;
 mod error;
 pub mod merge;
 pub mod msg;
 pub mod phase;
+pub mod server;
 pub mod share;
 
 pub use error::AgentsError;
