@@ -112,7 +112,7 @@ pub enum Event {
 }
 
 /// One agent as the run saw it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentReport {
     /// Its name.
     pub name: String,
@@ -429,4 +429,52 @@ fn take(
         _ => {}
     }
     Ok(Some(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::tests::series;
+
+    fn cfg(agents: usize, min_agents: usize) -> CoordinatorConfig {
+        let whole = Whole {
+            requests: Some(10),
+            rate_rps: None,
+            connections: 4,
+            duration_ms: None,
+        };
+        let mut c = CoordinatorConfig::new("nats://127.0.0.1:1", "r1", whole, agents);
+        c.min_agents = min_agents;
+        c
+    }
+
+    #[test]
+    fn min_agents_decides_whether_fewer_may_start() {
+        let two = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(enough(&cfg(3, 2), two.clone()).unwrap(), two);
+        let e = enough(&cfg(3, 3), two).unwrap_err();
+        assert!(matches!(
+            e,
+            AgentsError::NotEnoughAgents {
+                ready: 2,
+                wanted: 3,
+                min: 3,
+                ..
+            }
+        ));
+        assert!(
+            enough(&cfg(3, 0), Vec::new()).is_err(),
+            "a run needs one agent"
+        );
+    }
+
+    #[test]
+    fn a_lost_agent_is_degraded_from_the_second_after_its_last_record() {
+        assert_eq!(lost_from(&series("a", 2..=5, 1, 1)), 6);
+        assert_eq!(
+            lost_from(&AgentSeries::new("a", 3)),
+            3,
+            "nothing sent: from its start"
+        );
+    }
 }

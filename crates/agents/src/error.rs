@@ -10,6 +10,9 @@ pub enum AgentsError {
     /// agents, an empty or unordered segment).
     #[error("cannot split the load: {0}")]
     Share(String),
+    /// A run id or agent name cannot be a subject token.
+    #[error("{0}")]
+    Name(String),
     /// A bus message could not be encoded.
     #[error("encoding a {what} message: {source}")]
     Encode {

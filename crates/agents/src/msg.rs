@@ -45,7 +45,7 @@ pub fn check_token(kind: &str, s: &str) -> Result<(), AgentsError> {
     if valid_token(s) {
         Ok(())
     } else {
-        Err(AgentsError::Share(format!(
+        Err(AgentsError::Name(format!(
             "{kind} {s:?} cannot be a bus subject token (1-64 printable characters, no '.', '*', '>')"
         )))
     }

@@ -255,7 +255,8 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
         .expect("victim ran");
     let from = v.lost_from_s.expect("victim lost");
     assert!(v.final_record.is_none());
-    assert!((1..7).contains(&from), "lost from {from}");
+    // About 3 s of load ran before the kill (0 only on a machine too busy to start it).
+    assert!(from < 7, "lost from {from}");
     assert_eq!(r.merged.degraded_from_s, Some(from));
     let vs = r
         .merged
@@ -314,7 +315,7 @@ fn agents_stop_their_load_within_2_s_of_losing_the_bus() {
 }
 
 #[test]
-fn too_few_agents_is_a_clear_error() {
+fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
     let nats = PrivateNats::start().expect("nats-server");
     let (h, _) = spawn_agent(&nats.url(), "lonely");
     let mut cfg = coord_cfg(&nats.url(), "few", 100, 1);
@@ -331,10 +332,24 @@ fn too_few_agents_is_a_clear_error() {
         ),
         "{e}"
     );
-    drop(nats);
-    // Without the bus the lobby agent gives up too.
-    assert!(matches!(
-        join_within(h, Duration::from_secs(10)),
-        Err(AgentsError::BusLost)
-    ));
+    // With min_agents = 1 the same lobby agent runs alone.
+    let mut cfg = coord_cfg(&nats.url(), "one", 100, 1);
+    (cfg.min_agents, cfg.ready_bound) = (1, Duration::from_secs(3));
+    cfg.whole.connections = 1;
+    let r = join_within(spawn_coordinator(cfg), Duration::from_secs(20)).expect("run of one");
+    assert_eq!(r.agents.len(), 1);
+    assert_eq!(
+        r.merged
+            .seconds
+            .iter()
+            .map(|s| s.counters.requests)
+            .sum::<u64>(),
+        100
+    );
+    assert_eq!(
+        join_within(h, Duration::from_secs(10))
+            .expect("agent")
+            .ending,
+        Ending::Done
+    );
 }
