@@ -189,9 +189,12 @@ async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), A
             }
             Some(m) = probes.next() => {
                 let t1 = clock::wall_ns();
-                let q: ProbeRequest = msg::decode(&m.payload)?;
-                let reply = ProbeReply { proto: PROTO, seq: q.seq, t1, t2: clock::wall_ns() };
-                bus.reply(&m, &reply).await?;
+                // A probe that cannot be read goes unanswered: the coordinator's own
+                // bound then counts it as lost, and the agent stays available.
+                if let Ok(q) = msg::decode::<ProbeRequest>(&m.payload) {
+                    let reply = ProbeReply { proto: PROTO, seq: q.seq, t1, t2: clock::wall_ns() };
+                    bus.reply(&m, &reply).await?;
+                }
             }
             Some(m) = assigns.next() => {
                 return Ok((msg::decode(&m.payload)?, m));
@@ -345,7 +348,8 @@ async fn stream(
                 let reason = msg::decode::<Stop>(&m.payload).map(|s| s.reason).unwrap_or_default();
                 on_event(AgentEvent::Stopped(reason));
             }
-            r = &mut done => break r.unwrap_or(Ok(())),
+            // A dropped sender means the load thread panicked.
+            r = &mut done => break r.unwrap_or_else(|_| Err("the load thread panicked".into())),
         }
     };
     // The load thread has ended: its last records are queued.

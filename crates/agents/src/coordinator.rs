@@ -350,9 +350,9 @@ async fn collect(
     };
     while open(agents) && Instant::now() < until {
         if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
-            if let Some(i) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
+            if let Some((i, kind)) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
                 last_heard[i] = Instant::now();
-                if agents[i].final_record.is_some() {
+                if kind == "final" {
                     on_event(Event::Finished(agents[i].name.clone()));
                 }
             }
@@ -396,16 +396,16 @@ fn lost_from(s: &AgentSeries) -> u64 {
     s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
 }
 
-/// Files one message under its agent; returns the agent's index when it was one of
-/// ours. Messages from unknown agents or of unknown kinds are ignored.
-fn take(
+/// Files one message under its agent; returns the agent's index and the stream kind
+/// when it was one of ours. Messages from unknown agents are ignored.
+fn take<'m>(
     cfg: &CoordinatorConfig,
-    m: &Incoming,
+    m: &'m Incoming,
     index: &BTreeMap<String, usize>,
     series: &mut [AgentSeries],
     agents: &mut [AgentReport],
     t0_ns: i64,
-) -> Result<Option<usize>, AgentsError> {
+) -> Result<Option<(usize, &'m str)>, AgentsError> {
     let Some((agent, kind)) = subject::parse_stream(&cfg.run, m.subject.as_str()) else {
         return Ok(None);
     };
@@ -428,7 +428,7 @@ fn take(
         }
         _ => {}
     }
-    Ok(Some(i))
+    Ok(Some((i, kind)))
 }
 
 #[cfg(test)]

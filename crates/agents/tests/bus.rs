@@ -353,3 +353,27 @@ fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
         Ending::Done
     );
 }
+
+#[test]
+fn a_failing_load_ends_with_a_final_record_that_says_why() {
+    let nats = PrivateNats::start().expect("nats-server");
+    let cfg = agent_cfg(&nats.url(), "bad");
+    let h = std::thread::spawn(move || {
+        agent::run(&cfg, |_ctx: LoadCtx| Err("boom".into()), &mut |_| {})
+    });
+    let mut ccfg = coord_cfg(&nats.url(), "fail", 10, 1);
+    (ccfg.agents, ccfg.min_agents) = (1, 1);
+    let r = join_within(spawn_coordinator(ccfg), Duration::from_secs(20)).expect("run");
+    let fin = r.agents[0].final_record.as_ref().expect("final record");
+    assert_eq!(
+        (fin.ending, fin.error.as_deref()),
+        (Ending::Failed, Some("boom"))
+    );
+    assert!(r
+        .merged
+        .seconds
+        .iter()
+        .all(|s| s.slots["bad"] == Slot::Missing));
+    let e = join_within(h, Duration::from_secs(10)).unwrap_err();
+    assert!(matches!(e, AgentsError::Load(_)), "{e}");
+}
