@@ -25,6 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 /// The error a load function may fail with.
 pub type LoadError = Box<dyn std::error::Error + Send + Sync>;
 
+/// How long a load may take to end once its stop flag is raised.
+const LOAD_STOP_BOUND: Duration = Duration::from_secs(5);
+
 /// How an agent behaves.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -321,6 +324,7 @@ async fn stream(
     let mut watch_tick = tokio::time::interval(Duration::from_millis(100));
     let mut watch = BusWatch::new(cfg.bus_lost_after);
     let (mut sent, mut seq, mut stopped, mut bus_lost) = (Sent::default(), 0u64, false, false);
+    let mut stop_raised: Option<Instant> = None;
     let sec_subject = subject::stream(run, &cfg.name, "sec");
     let result = loop {
         tokio::select! {
@@ -340,6 +344,14 @@ async fn stream(
                 }
                 if Instant::now() > until {
                     started.stop.store(true, Ordering::Relaxed);
+                }
+                if started.stop.load(Ordering::Relaxed) {
+                    let since = *stop_raised.get_or_insert_with(Instant::now);
+                    if since.elapsed() > LOAD_STOP_BOUND {
+                        // The load ignores its flag: leave it (its thread is detached)
+                        // rather than wait without end.
+                        break Err("the load did not stop within 5 s of its stop flag".into());
+                    }
                 }
             }
             Some(m) = stop_sub.next(), if !stopped => {

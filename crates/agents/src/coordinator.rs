@@ -297,6 +297,8 @@ async fn assign(
                     reason: format!("agent {name} did not take its assignment"),
                 };
                 let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+                // Published messages are buffered: flush before the runtime goes.
+                let _ = bus.flush(bus::SEND_BOUND).await;
                 return Err(e);
             }
         };
@@ -378,6 +380,8 @@ async fn collect(
             reason: "run bound reached".into(),
         };
         let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+        // Published messages are buffered: flush before the runtime goes.
+        let _ = bus.flush(bus::SEND_BOUND).await;
         for (a, s) in agents
             .iter_mut()
             .zip(series.iter_mut())

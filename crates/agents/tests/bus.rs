@@ -373,3 +373,24 @@ fn a_failing_load_ends_with_a_final_record_that_says_why() {
     let e = join_within(h, Duration::from_secs(10)).unwrap_err();
     assert!(matches!(e, AgentsError::Load(_)), "{e}");
 }
+
+#[test]
+fn a_load_that_ignores_stop_is_left_after_the_bound_and_the_agent_ends() {
+    let nats = PrivateNats::start().expect("nats-server");
+    let cfg = agent_cfg(&nats.url(), "deaf");
+    let deaf = |_ctx: LoadCtx| -> Result<(), LoadError> {
+        std::thread::sleep(Duration::from_secs(15));
+        Ok(())
+    };
+    let h = std::thread::spawn(move || agent::run(&cfg, deaf, &mut |_| {}));
+    let mut ccfg = coord_cfg(&nats.url(), "deaf", 10, 1);
+    (ccfg.agents, ccfg.min_agents, ccfg.run_bound) = (1, 1, Duration::from_secs(1));
+    ccfg.lost_after = Duration::from_secs(30);
+    let r = join_within(spawn_coordinator(ccfg), Duration::from_secs(20)).expect("run");
+    // The coordinator's bound ended the run: it said stop and marked the agent lost.
+    assert!(r.agents[0].lost_from_s.is_some());
+    let stop_sent = Instant::now();
+    let e = join_within(h, Duration::from_secs(10)).unwrap_err();
+    assert!(matches!(e, AgentsError::Load(_)), "{e}");
+    assert!(stop_sent.elapsed() < Duration::from_secs(8));
+}
