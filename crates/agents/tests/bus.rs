@@ -104,6 +104,11 @@ fn spawn_coordinator(cfg: CoordinatorConfig) -> JoinHandle<Result<RunResult, Age
     std::thread::spawn(move || coordinator::coordinate(&cfg, &mut |_| {}))
 }
 
+/// Requests in the whole merged run.
+fn merged_requests(r: &RunResult) -> u64 {
+    r.merged.seconds.iter().map(|s| s.counters.requests).sum()
+}
+
 /// Joins a thread, failing the test if it runs past `bound`.
 fn join_within<T>(h: JoinHandle<T>, bound: Duration) -> T {
     let until = Instant::now() + bound;
@@ -139,14 +144,7 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
             .sum::<u64>(),
         3_000
     );
-    assert_eq!(
-        r.merged
-            .seconds
-            .iter()
-            .map(|s| s.counters.requests)
-            .sum::<u64>(),
-        3_000
-    );
+    assert_eq!(merged_requests(&r), 3_000);
     for s in &r.merged.seconds {
         let sum: u64 = r
             .merged
@@ -338,14 +336,7 @@ fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
     cfg.whole.connections = 1;
     let r = join_within(spawn_coordinator(cfg), Duration::from_secs(20)).expect("run of one");
     assert_eq!(r.agents.len(), 1);
-    assert_eq!(
-        r.merged
-            .seconds
-            .iter()
-            .map(|s| s.counters.requests)
-            .sum::<u64>(),
-        100
-    );
+    assert_eq!(merged_requests(&r), 100);
     assert_eq!(
         join_within(h, Duration::from_secs(10))
             .expect("agent")
