@@ -11,7 +11,7 @@ set -euo pipefail
 
 pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
-      sqlite3 procps iproute2 curl)
+      sqlite3 procps iproute2 curl nats-server)
 
 missing=()
 for p in "${pkgs[@]}"; do

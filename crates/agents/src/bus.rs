@@ -1,0 +1,114 @@
+//! A small typed wrapper over the official NATS client.
+//!
+//! Place in the flow: under [`crate::agent`] and [`crate::coordinator`]. Every call is
+//! bounded in time (a publish to a dead connection would otherwise wait for a reconnect
+//! that may never come), encodes and decodes [`crate::msg`] messages, and turns the
+//! client's many error types into [`AgentsError`]. Runs inside the tokio runtime its
+//! caller owns; nothing here outlives it.
+
+use crate::msg::{self, Message};
+use crate::AgentsError;
+use async_nats::connection::State;
+use async_nats::{Client, ConnectOptions, Subscriber};
+use futures::StreamExt;
+use std::time::Duration;
+
+/// How long one publish, subscribe or flush may take.
+pub const SEND_BOUND: Duration = Duration::from_secs(2);
+
+/// A raw message from a subscription.
+pub type Incoming = async_nats::Message;
+
+/// One connection to the bus.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    client: Client,
+}
+
+async fn bounded<T, E: std::fmt::Display>(
+    action: &'static str,
+    after: Duration,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, AgentsError> {
+    match tokio::time::timeout(after, f).await {
+        Ok(r) => r.map_err(|e| AgentsError::bus(action, e)),
+        Err(_) => Err(AgentsError::Timeout { action, after }),
+    }
+}
+
+impl Bus {
+    /// Connects to `url` (`nats://HOST:PORT`), within `bound`.
+    pub async fn connect(url: &str, bound: Duration) -> Result<Bus, AgentsError> {
+        let opts = ConnectOptions::new()
+            .connection_timeout(bound)
+            .request_timeout(Some(bound));
+        let client = bounded("connect", bound, opts.connect(url)).await?;
+        Ok(Bus { client })
+    }
+
+    /// True while the connection is up (false while the client is reconnecting).
+    pub fn connected(&self) -> bool {
+        self.client.connection_state() == State::Connected
+    }
+
+    /// Publishes one message.
+    pub async fn publish<M: Message>(&self, subject: String, m: &M) -> Result<(), AgentsError> {
+        let bytes = msg::encode(m)?;
+        bounded(
+            "publish",
+            SEND_BOUND,
+            self.client.publish(subject, bytes.into()),
+        )
+        .await
+    }
+
+    /// Sends a request and decodes its reply, within `bound`.
+    pub async fn request<Q: Message, R: Message>(
+        &self,
+        subject: String,
+        q: &Q,
+        bound: Duration,
+    ) -> Result<R, AgentsError> {
+        let bytes = msg::encode(q)?;
+        let reply = bounded("request", bound, self.client.request(subject, bytes.into())).await?;
+        msg::decode(&reply.payload)
+    }
+
+    /// Answers a request (does nothing for a message sent without a reply subject).
+    pub async fn reply<M: Message>(&self, to: &Incoming, m: &M) -> Result<(), AgentsError> {
+        match &to.reply {
+            Some(r) => {
+                let bytes = msg::encode(m)?;
+                let publish = self.client.publish(r.clone(), bytes.into());
+                bounded("reply", SEND_BOUND, publish).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Subscribes to a subject (wildcards allowed).
+    pub async fn subscribe(&self, subject: String) -> Result<Subscriber, AgentsError> {
+        bounded("subscribe", SEND_BOUND, self.client.subscribe(subject)).await
+    }
+
+    /// Waits until the server has everything published so far, within `bound`.
+    pub async fn flush(&self, bound: Duration) -> Result<(), AgentsError> {
+        bounded("flush", bound, self.client.flush()).await
+    }
+}
+
+/// The next message of a subscription within `bound`: `None` when none came.
+pub async fn next(sub: &mut Subscriber, bound: Duration) -> Option<Incoming> {
+    tokio::time::timeout(bound, sub.next()).await.ok().flatten()
+}
+
+/// A current-thread tokio runtime: the bus needs one, the rest of volley does not.
+pub fn runtime() -> Result<tokio::runtime::Runtime, AgentsError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| AgentsError::Io {
+            action: "starting the bus runtime",
+            source,
+        })
+}

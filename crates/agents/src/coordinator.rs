@@ -1,0 +1,484 @@
+//! The coordinator: gathers agents, starts them together, collects and merges.
+//!
+//! Place in the flow: the side of `volley` that owns a multi-injector run. It waits
+//! (bounded) for the wanted number of agents in the lobby, or starts with fewer when
+//! `min_agents` allows; probes each agent's clock ([`clock::best_offset`]); splits the
+//! load ([`share::split`]); sends each its share, one start instant T0 and its own
+//! delay; then collects records, heartbeats and final records until every agent has
+//! finished or been declared lost (no heartbeat for `lost_after`). The result is the
+//! exact [`merge`] and its [`phase`]s.
+
+use crate::bus::{self, Bus, Incoming};
+use crate::clock::{self, ClockOffset, Probe};
+use crate::merge::{self, AgentSeries, Merged, Received};
+use crate::msg::{
+    self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord,
+    Stop, PROTO,
+};
+use crate::phase::{self, Phase};
+use crate::share::{self, Share, Whole};
+use crate::AgentsError;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How a run is coordinated.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// `nats://HOST:PORT`.
+    pub bus_url: String,
+    /// The run's id (a subject token).
+    pub run: String,
+    /// The whole load.
+    pub whole: Whole,
+    /// Agents wanted.
+    pub agents: usize,
+    /// The fewest the run starts with once `ready_bound` has passed.
+    pub min_agents: usize,
+    /// How long to wait for agents.
+    pub ready_bound: Duration,
+    /// Clock probes per agent.
+    pub probes: u32,
+    /// Bound of one probe or assignment request.
+    pub request_bound: Duration,
+    /// An offset beyond this is warned about (and stored).
+    pub max_offset: Duration,
+    /// T0 is this long after the assignments are sent, so every agent has it in time.
+    pub start_lead: Duration,
+    /// Agent `i` starts `i * stagger` after T0 (zero: all together).
+    pub stagger: Duration,
+    /// An agent with no heartbeat for this long is lost.
+    pub lost_after: Duration,
+    /// A record later than this after its second ended is flagged late.
+    pub late_grace: Duration,
+    /// The longest the collection may last after T0.
+    pub run_bound: Duration,
+}
+
+impl CoordinatorConfig {
+    /// Defaults for `agents` agents, all required: 30 s to be ready, 8 probes,
+    /// 2 s start lead, lost after 3 s, records late after 2 s, runs of at most a day.
+    pub fn new(bus_url: &str, run: &str, whole: Whole, agents: usize) -> Self {
+        CoordinatorConfig {
+            bus_url: bus_url.to_string(),
+            run: run.to_string(),
+            whole,
+            agents,
+            min_agents: agents,
+            ready_bound: Duration::from_secs(30),
+            probes: 8,
+            request_bound: Duration::from_secs(2),
+            max_offset: Duration::from_millis(50),
+            start_lead: Duration::from_secs(2),
+            stagger: Duration::ZERO,
+            lost_after: Duration::from_secs(3),
+            late_grace: Duration::from_secs(2),
+            run_bound: Duration::from_secs(86_400),
+        }
+    }
+}
+
+/// What happened, for the binary's log (this crate never prints).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// An agent is in the lobby.
+    Joined(String),
+    /// Its clock was measured; `beyond_bound` when past `max_offset`.
+    Clock {
+        /// The agent.
+        agent: String,
+        /// The estimate.
+        offset: ClockOffset,
+        /// Past the configured bound (a warning; the offset is used and stored).
+        beyond_bound: bool,
+    },
+    /// It answered no probe and is left out of the run.
+    NoClock(String),
+    /// It took its assignment.
+    Assigned {
+        /// The agent.
+        agent: String,
+        /// Its delay after T0, ms.
+        delay_ms: u64,
+    },
+    /// No heartbeat for `lost_after`: degraded from `from_s`.
+    Lost {
+        /// The agent.
+        agent: String,
+        /// First second without its data.
+        from_s: u64,
+    },
+    /// Its final record came.
+    Finished(String),
+}
+
+/// One agent as the run saw it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AgentReport {
+    /// Its name.
+    pub name: String,
+    /// Its share.
+    pub share: Share,
+    /// Its clock offset.
+    pub clock: ClockOffset,
+    /// The offset was past `max_offset`.
+    pub clock_warning: bool,
+    /// Its start after T0, ms.
+    pub delay_ms: u64,
+    /// How late its assignment arrived, ms.
+    pub late_ms: u64,
+    /// Its final record, if it sent one.
+    pub final_record: Option<FinalRecord>,
+    /// From which second it was lost.
+    pub lost_from_s: Option<u64>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The run's id.
+    pub run: String,
+    /// T0, coordinator wall clock, ns since the epoch.
+    pub t0_ns: i64,
+    /// Each agent, in share order.
+    pub agents: Vec<AgentReport>,
+    /// The exact merge (each agent's series kept inside).
+    pub merged: Merged,
+    /// Phases by active injector set.
+    pub phases: Vec<Phase>,
+}
+
+/// Runs one coordinated run; blocks until it is over.
+pub fn coordinate(
+    cfg: &CoordinatorConfig,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<RunResult, AgentsError> {
+    msg::check_token("run id", &cfg.run)?;
+    let rt = bus::runtime()?;
+    rt.block_on(async {
+        let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5)).await?;
+        let streams = bus.subscribe(subject::all_streams(&cfg.run)).await?;
+        let names = gather(cfg, &bus, on_event).await?;
+        let clocks = probe_all(cfg, &bus, names, on_event).await?;
+        let (t0_ns, mut agents) = assign(cfg, &bus, clocks, on_event).await?;
+        let series = collect(cfg, &bus, streams, t0_ns, &mut agents, on_event).await?;
+        let merged = merge::merge(series, cfg.late_grace.as_millis() as u64)?;
+        let phases = phase::phases(&merged);
+        Ok(RunResult {
+            run: cfg.run.clone(),
+            t0_ns,
+            agents,
+            merged,
+            phases,
+        })
+    })
+}
+
+/// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound.
+async fn gather(
+    cfg: &CoordinatorConfig,
+    bus: &Bus,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Vec<String>, AgentsError> {
+    let mut lobby = bus.subscribe(subject::hello()).await?;
+    let until = Instant::now() + cfg.ready_bound;
+    let mut names: Vec<String> = Vec::new();
+    while names.len() < cfg.agents {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let Some(m) = bus::next(&mut lobby, left).await else {
+            continue;
+        };
+        // Anything else on the lobby subject (another version, another program) is
+        // not an agent of ours.
+        let Ok(h) = msg::decode::<Hello>(&m.payload) else {
+            continue;
+        };
+        if msg::valid_token(&h.name) && !names.contains(&h.name) {
+            on_event(Event::Joined(h.name.clone()));
+            names.push(h.name);
+        }
+    }
+    enough(cfg, names)
+}
+
+fn enough(cfg: &CoordinatorConfig, names: Vec<String>) -> Result<Vec<String>, AgentsError> {
+    if names.len() >= cfg.min_agents.max(1) {
+        Ok(names)
+    } else {
+        Err(AgentsError::NotEnoughAgents {
+            ready: names.len(),
+            wanted: cfg.agents,
+            min: cfg.min_agents,
+            waited: cfg.ready_bound,
+            names,
+        })
+    }
+}
+
+/// Probes each agent's clock; an agent that answers none is left out.
+async fn probe_all(
+    cfg: &CoordinatorConfig,
+    bus: &Bus,
+    names: Vec<String>,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Vec<(String, ClockOffset)>, AgentsError> {
+    let mut out = Vec::new();
+    for name in names {
+        let mut probes = Vec::new();
+        for seq in 0..cfg.probes {
+            let t0 = clock::wall_ns();
+            let q = ProbeRequest { proto: PROTO, seq };
+            let Ok(r) = bus
+                .request::<_, ProbeReply>(subject::probe(&name), &q, cfg.request_bound)
+                .await
+            else {
+                continue;
+            };
+            let t3 = clock::wall_ns();
+            if r.seq == seq {
+                probes.push(Probe {
+                    t0,
+                    t1: r.t1,
+                    t2: r.t2,
+                    t3,
+                });
+            }
+        }
+        match clock::best_offset(&probes) {
+            Some(offset) => {
+                let beyond_bound =
+                    offset.offset_ns.unsigned_abs() > cfg.max_offset.as_nanos() as u64;
+                on_event(Event::Clock {
+                    agent: name.clone(),
+                    offset,
+                    beyond_bound,
+                });
+                out.push((name, offset));
+            }
+            None => on_event(Event::NoClock(name)),
+        }
+    }
+    let names: Vec<String> = out.iter().map(|(n, _)| n.clone()).collect();
+    enough(cfg, names)?;
+    Ok(out)
+}
+
+/// Splits the load, picks T0 and sends every agent its assignment.
+async fn assign(
+    cfg: &CoordinatorConfig,
+    bus: &Bus,
+    clocks: Vec<(String, ClockOffset)>,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<(i64, Vec<AgentReport>), AgentsError> {
+    let shares = share::split(&cfg.whole, clocks.len() as u32)?;
+    let t0_ns = clock::wall_ns() + cfg.start_lead.as_nanos() as i64;
+    let mut agents = Vec::new();
+    for (i, ((name, offset), share)) in clocks.into_iter().zip(shares).enumerate() {
+        let delay_ms = (cfg.stagger * i as u32).as_millis() as u64;
+        let a = Assignment {
+            proto: PROTO,
+            run: cfg.run.clone(),
+            share,
+            t0_ns,
+            offset_ns: offset.offset_ns,
+            delay_ms,
+        };
+        let ready = bus
+            .request::<_, Ready>(subject::assign(&name), &a, cfg.request_bound)
+            .await;
+        let ready = match ready {
+            Ok(r) => r,
+            Err(e) => {
+                // Those already assigned must not run alone.
+                let stop = Stop {
+                    proto: PROTO,
+                    reason: format!("agent {name} did not take its assignment"),
+                };
+                let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+                // Published messages are buffered: flush before the runtime goes.
+                let _ = bus.flush(bus::SEND_BOUND).await;
+                return Err(e);
+            }
+        };
+        on_event(Event::Assigned {
+            agent: name.clone(),
+            delay_ms,
+        });
+        agents.push(AgentReport {
+            clock_warning: offset.offset_ns.unsigned_abs() > cfg.max_offset.as_nanos() as u64,
+            name,
+            share,
+            clock: offset,
+            delay_ms,
+            late_ms: ready.late_ms,
+            final_record: None,
+            lost_from_s: None,
+        });
+    }
+    Ok((t0_ns, agents))
+}
+
+/// Milliseconds since T0 on this clock.
+fn since_t0_ms(t0_ns: i64) -> i64 {
+    (clock::wall_ns() - t0_ns) / 1_000_000
+}
+
+/// Collects every agent's stream until each has finished or is lost.
+async fn collect(
+    cfg: &CoordinatorConfig,
+    bus: &Bus,
+    mut streams: async_nats::Subscriber,
+    t0_ns: i64,
+    agents: &mut [AgentReport],
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Vec<AgentSeries>, AgentsError> {
+    let mut series: Vec<AgentSeries> = agents
+        .iter()
+        .map(|a| AgentSeries::new(&a.name, a.delay_ms / 1_000))
+        .collect();
+    let index: BTreeMap<String, usize> = agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.name.clone(), i))
+        .collect();
+    let mut last_heard: Vec<Instant> = vec![Instant::now(); agents.len()];
+    let until = Instant::now() + cfg.start_lead + cfg.run_bound;
+    let open = |agents: &[AgentReport]| {
+        agents
+            .iter()
+            .any(|a| a.final_record.is_none() && a.lost_from_s.is_none())
+    };
+    while open(agents) && Instant::now() < until {
+        if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
+            if let Some((i, kind)) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
+                last_heard[i] = Instant::now();
+                if kind == "final" {
+                    on_event(Event::Finished(agents[i].name.clone()));
+                }
+            }
+        }
+        for (i, a) in agents.iter_mut().enumerate() {
+            if a.final_record.is_none()
+                && a.lost_from_s.is_none()
+                && last_heard[i].elapsed() >= cfg.lost_after
+            {
+                let from_s = lost_from(&series[i]);
+                a.lost_from_s = Some(from_s);
+                series[i].lost_from_s = Some(from_s);
+                on_event(Event::Lost {
+                    agent: a.name.clone(),
+                    from_s,
+                });
+            }
+        }
+    }
+    if open(agents) {
+        let stop = Stop {
+            proto: PROTO,
+            reason: "run bound reached".into(),
+        };
+        let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+        // Published messages are buffered: flush before the runtime goes.
+        let _ = bus.flush(bus::SEND_BOUND).await;
+        for (a, s) in agents
+            .iter_mut()
+            .zip(series.iter_mut())
+            .filter(|(a, _)| a.final_record.is_none() && a.lost_from_s.is_none())
+        {
+            let from_s = lost_from(s);
+            a.lost_from_s = Some(from_s);
+            s.lost_from_s = Some(from_s);
+        }
+    }
+    Ok(series)
+}
+
+/// A lost agent's data ends with its last record: degraded from the second after.
+fn lost_from(s: &AgentSeries) -> u64 {
+    s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
+}
+
+/// Files one message under its agent; returns the agent's index and the stream kind
+/// when it was one of ours. Messages from unknown agents are ignored.
+fn take<'m>(
+    cfg: &CoordinatorConfig,
+    m: &'m Incoming,
+    index: &BTreeMap<String, usize>,
+    series: &mut [AgentSeries],
+    agents: &mut [AgentReport],
+    t0_ns: i64,
+) -> Result<Option<(usize, &'m str)>, AgentsError> {
+    let Some((agent, kind)) = subject::parse_stream(&cfg.run, m.subject.as_str()) else {
+        return Ok(None);
+    };
+    let Some(&i) = index.get(agent) else {
+        return Ok(None);
+    };
+    match kind {
+        "sec" => {
+            let record: SecondRecord = msg::decode(&m.payload)?;
+            let r = Received {
+                arrived_ms: since_t0_ms(t0_ns),
+                record,
+            };
+            series[i].received.insert(r.record.second, r);
+        }
+        "final" => {
+            let f: FinalRecord = msg::decode(&m.payload)?;
+            series[i].last_s = f.last_second;
+            agents[i].final_record = Some(f);
+        }
+        _ => {}
+    }
+    Ok(Some((i, kind)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::tests::series;
+
+    fn cfg(agents: usize, min_agents: usize) -> CoordinatorConfig {
+        let whole = Whole {
+            requests: Some(10),
+            rate_rps: None,
+            connections: 4,
+            duration_ms: None,
+        };
+        let mut c = CoordinatorConfig::new("nats://127.0.0.1:1", "r1", whole, agents);
+        c.min_agents = min_agents;
+        c
+    }
+
+    #[test]
+    fn min_agents_decides_whether_fewer_may_start() {
+        let two = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(enough(&cfg(3, 2), two.clone()).unwrap(), two);
+        let e = enough(&cfg(3, 3), two).unwrap_err();
+        assert!(matches!(
+            e,
+            AgentsError::NotEnoughAgents {
+                ready: 2,
+                wanted: 3,
+                min: 3,
+                ..
+            }
+        ));
+        assert!(
+            enough(&cfg(3, 0), Vec::new()).is_err(),
+            "a run needs one agent"
+        );
+    }
+
+    #[test]
+    fn a_lost_agent_is_degraded_from_the_second_after_its_last_record() {
+        assert_eq!(lost_from(&series("a", 2..=5, 1, 1)), 6);
+        assert_eq!(
+            lost_from(&AgentSeries::new("a", 3)),
+            3,
+            "nothing sent: from its start"
+        );
+    }
+}

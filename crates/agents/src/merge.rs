@@ -1,0 +1,378 @@
+//! The exact merge of several agents' per-second records.
+//!
+//! Place in the flow: the coordinator's last step before [`crate::phase`]. Windows are
+//! keyed by whole seconds since T0 of the intended send time, the same instant for
+//! every agent (clock offsets are taken out by the start deadline). Histograms are
+//! added bucket by bucket (never averaged percentiles); the merged request count of
+//! every second is checked against the sum of the agents'. Each agent's own series is
+//! kept beside the merge. A second an agent was due to send and did not is *missing*,
+//! and a second after the agent was lost is *lost*: both are named, never read as zero.
+
+use crate::msg::{Counters, SecondRecord};
+use crate::AgentsError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use volley_metrics::hist::{self, Hist};
+
+/// One record as the coordinator received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    /// The record.
+    pub record: SecondRecord,
+    /// When it arrived, ms since T0 on the coordinator's clock.
+    pub arrived_ms: i64,
+}
+
+/// One agent's series as collected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSeries {
+    /// Its name.
+    pub agent: String,
+    /// The first second it was due to send (its start delay, whole seconds).
+    pub first_s: u64,
+    /// The last second it said it sent (its final record); `None` without one.
+    pub last_s: Option<u64>,
+    /// From which second on it was lost (no heartbeat for the bound); `None` if never.
+    pub lost_from_s: Option<u64>,
+    /// Its records by second.
+    pub received: BTreeMap<u64, Received>,
+}
+
+impl AgentSeries {
+    /// An empty series due from `first_s`.
+    pub fn new(agent: &str, first_s: u64) -> Self {
+        AgentSeries {
+            agent: agent.to_string(),
+            first_s,
+            last_s: None,
+            lost_from_s: None,
+            received: BTreeMap::new(),
+        }
+    }
+
+    /// First and last second in which it sent load (`requests > 0`).
+    pub fn active(&self) -> Option<(u64, u64)> {
+        let mut loaded = self
+            .received
+            .iter()
+            .filter(|(_, r)| r.record.counters.requests > 0)
+            .map(|(s, _)| *s);
+        let first = loaded.next()?;
+        Some((first, loaded.next_back().unwrap_or(first)))
+    }
+}
+
+/// What one agent contributed to one merged second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slot {
+    /// Its record is in the sum.
+    Present,
+    /// It was due and never sent one.
+    Missing,
+    /// It had been lost by then.
+    Lost,
+}
+
+/// A record that arrived after its second's grace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Late {
+    /// Whose.
+    pub agent: String,
+    /// By how much past the end of its second plus the grace, ms.
+    pub late_ms: u64,
+}
+
+/// One second of the whole run.
+#[derive(Debug, Clone)]
+pub struct MergedSecond {
+    /// Seconds since T0.
+    pub second: u64,
+    /// The sum of the present agents' counters.
+    pub counters: Counters,
+    /// The sum of their histograms, by metric name.
+    pub hists: BTreeMap<String, Hist>,
+    /// Each due agent's part in it.
+    pub slots: BTreeMap<String, Slot>,
+    /// Records that came late (they are in the sum all the same).
+    pub late: Vec<Late>,
+    /// Present agents whose generator bounded this second.
+    pub generator_bound: Vec<String>,
+}
+
+/// The merged run, with each agent's own series kept.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// Every second from the first due to the last, in order.
+    pub seconds: Vec<MergedSecond>,
+    /// The agents' series, as given.
+    pub agents: Vec<AgentSeries>,
+    /// The first second some agent was lost from: the run is degraded from there.
+    pub degraded_from_s: Option<u64>,
+}
+
+fn decode_hist(agent: &str, second: u64, bytes: &[u8]) -> Result<Hist, AgentsError> {
+    hist::decode(bytes).map_err(|source| AgentsError::Histogram {
+        agent: agent.to_string(),
+        second,
+        source,
+    })
+}
+
+fn add_hist(agent: &str, second: u64, into: &mut Hist, from: &Hist) -> Result<(), AgentsError> {
+    hist::add(into, from).map_err(|source| AgentsError::Histogram {
+        agent: agent.to_string(),
+        second,
+        source,
+    })
+}
+
+/// Which part `a` plays in `second` of a run whose last second is `run_last`.
+fn slot(a: &AgentSeries, second: u64, run_last: u64) -> Option<Slot> {
+    if a.received.contains_key(&second) {
+        return Some(Slot::Present);
+    }
+    let due_until = a.last_s.unwrap_or(run_last);
+    match a.lost_from_s {
+        Some(l) if second >= l && second >= a.first_s => Some(Slot::Lost),
+        _ if (a.first_s..=due_until).contains(&second) => Some(Slot::Missing),
+        _ => None,
+    }
+}
+
+/// Merges the agents' series; records later than `grace_ms` after the end of their
+/// second are flagged with how late they were.
+pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsError> {
+    let received = agents.iter().flat_map(|a| a.received.keys().copied());
+    let run_last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
+    let run_first = agents.iter().map(|a| a.first_s).min();
+    let degraded_from_s = agents.iter().filter_map(|a| a.lost_from_s).min();
+    let (Some(first), Some(last)) = (run_first, run_last) else {
+        return Ok(Merged {
+            seconds: Vec::new(),
+            agents,
+            degraded_from_s,
+        });
+    };
+    let mut seconds = Vec::with_capacity((last.saturating_sub(first) + 1) as usize);
+    for second in first..=last {
+        seconds.push(merge_second(&agents, second, last, grace_ms)?);
+    }
+    Ok(Merged {
+        seconds,
+        agents,
+        degraded_from_s,
+    })
+}
+
+fn merge_second(
+    agents: &[AgentSeries],
+    second: u64,
+    run_last: u64,
+    grace_ms: u64,
+) -> Result<MergedSecond, AgentsError> {
+    let mut out = MergedSecond {
+        second,
+        counters: Counters::default(),
+        hists: BTreeMap::new(),
+        slots: BTreeMap::new(),
+        late: Vec::new(),
+        generator_bound: Vec::new(),
+    };
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    for a in agents {
+        let Some(s) = slot(a, second, run_last) else {
+            continue;
+        };
+        out.slots.insert(a.agent.clone(), s);
+        let Some(r) = a.received.get(&second) else {
+            continue;
+        };
+        out.counters.add(&r.record.counters);
+        for (name, bytes) in &r.record.hists {
+            let h = decode_hist(&a.agent, second, bytes)?;
+            *sums.entry(name).or_default() += h.len();
+            let into = out.hists.entry(name.clone()).or_insert_with(hist::new_hist);
+            add_hist(&a.agent, second, into, &h)?;
+        }
+        let due_ms = (second as i64 + 1) * 1_000 + grace_ms as i64;
+        if r.arrived_ms > due_ms {
+            out.late.push(Late {
+                agent: a.agent.clone(),
+                late_ms: (r.arrived_ms - due_ms) as u64,
+            });
+        }
+        if r.record.generator_bound {
+            out.generator_bound.push(a.agent.clone());
+        }
+    }
+    check_sums(&out, agents, &sums)?;
+    Ok(out)
+}
+
+/// Merged counts equal the agents' sums: requests, and every histogram's count.
+fn check_sums(
+    out: &MergedSecond,
+    agents: &[AgentSeries],
+    hist_sums: &BTreeMap<&str, u64>,
+) -> Result<(), AgentsError> {
+    let requests: u64 = agents
+        .iter()
+        .filter_map(|a| a.received.get(&out.second))
+        .map(|r| r.record.counters.requests)
+        .sum();
+    if out.counters.requests != requests {
+        return Err(AgentsError::MergeMismatch {
+            second: out.second,
+            merged: out.counters.requests,
+            sum: requests,
+        });
+    }
+    for (name, h) in &out.hists {
+        let sum = hist_sums.get(name.as_str()).copied().unwrap_or(0);
+        if h.len() != sum {
+            return Err(AgentsError::MergeMismatch {
+                second: out.second,
+                merged: h.len(),
+                sum,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::msg::{PROTO, RESPONSE_TIME};
+    use hdrhistogram::serialization::V2Serializer;
+    use serde_bytes::ByteBuf;
+
+    /// A record of `n` requests at `latency_us` each (`errors` of them failed).
+    pub(crate) fn record(
+        agent: &str,
+        second: u64,
+        n: u64,
+        latency_us: u64,
+        errors: u64,
+    ) -> SecondRecord {
+        let mut h = hist::new_hist();
+        if n > 0 {
+            h.record_n(latency_us, n as u32).unwrap();
+        }
+        let bytes = hist::encode(&mut V2Serializer::new(), &h).unwrap();
+        SecondRecord {
+            proto: PROTO,
+            agent: agent.into(),
+            second,
+            hists: [(RESPONSE_TIME.to_string(), ByteBuf::from(bytes))].into(),
+            counters: Counters {
+                requests: n,
+                ok: n - errors,
+                errors,
+                ..Counters::default()
+            },
+            generator_bound: false,
+        }
+    }
+
+    /// A series with records for `seconds`, `n` requests each, arriving on time.
+    pub(crate) fn series(
+        agent: &str,
+        seconds: std::ops::RangeInclusive<u64>,
+        n: u64,
+        latency_us: u64,
+    ) -> AgentSeries {
+        let mut a = AgentSeries::new(agent, *seconds.start());
+        a.last_s = Some(*seconds.end());
+        for s in seconds {
+            let record = record(agent, s, n, latency_us, 0);
+            a.received.insert(
+                s,
+                Received {
+                    record,
+                    arrived_ms: (s as i64 + 1) * 1_000 + 100,
+                },
+            );
+        }
+        a
+    }
+
+    #[test]
+    fn merged_is_the_sum_and_each_series_is_kept() {
+        let agents = vec![
+            series("a", 0..=4, 100, 1_000),
+            series("b", 1..=3, 50, 3_000),
+        ];
+        let m = merge(agents, 1_000).unwrap();
+        assert_eq!(m.seconds.len(), 5);
+        let reqs: Vec<u64> = m.seconds.iter().map(|s| s.counters.requests).collect();
+        assert_eq!(reqs, [100, 150, 150, 150, 100]);
+        let s2 = &m.seconds[2];
+        let h = &s2.hists[RESPONSE_TIME];
+        assert_eq!(h.len(), 150);
+        assert_eq!(
+            h.count_between(2_900, 3_100),
+            50,
+            "b's latencies added, not averaged"
+        );
+        assert_eq!(m.agents.len(), 2);
+        assert_eq!(m.agents[1].received.len(), 3);
+        assert_eq!(m.seconds[0].slots.len(), 1, "b not yet due at second 0");
+        assert!(m.degraded_from_s.is_none());
+    }
+
+    #[test]
+    fn a_second_never_sent_is_missing_not_zero() {
+        let mut b = series("b", 0..=4, 10, 500);
+        b.received.remove(&2);
+        let m = merge(vec![series("a", 0..=4, 10, 500), b], 1_000).unwrap();
+        assert_eq!(m.seconds[2].slots["b"], Slot::Missing);
+        assert_eq!(m.seconds[2].slots["a"], Slot::Present);
+        assert_eq!(m.seconds[2].counters.requests, 10);
+        assert_eq!(m.seconds[1].slots["b"], Slot::Present);
+    }
+
+    #[test]
+    fn a_lost_agent_is_lost_from_its_second_and_its_data_before_is_kept() {
+        let mut b = series("b", 0..=2, 10, 500);
+        b.last_s = None;
+        b.lost_from_s = Some(3);
+        let m = merge(vec![series("a", 0..=5, 10, 500), b], 1_000).unwrap();
+        assert_eq!(m.degraded_from_s, Some(3));
+        let slots: Vec<Slot> = m.seconds.iter().map(|s| s.slots["b"]).collect();
+        use Slot::*;
+        assert_eq!(slots, [Present, Present, Present, Lost, Lost, Lost]);
+        assert_eq!(m.seconds[4].counters.requests, 10);
+    }
+
+    #[test]
+    fn late_records_fill_their_second_and_say_how_late() {
+        let mut b = series("b", 0..=2, 10, 500);
+        b.received.get_mut(&1).unwrap().arrived_ms = 4_500;
+        let m = merge(vec![series("a", 0..=2, 10, 500), b], 1_000).unwrap();
+        assert_eq!(m.seconds[1].counters.requests, 20);
+        assert_eq!(
+            m.seconds[1].late,
+            [Late {
+                agent: "b".into(),
+                late_ms: 1_500
+            }]
+        );
+        assert!(m.seconds[0].late.is_empty());
+    }
+
+    #[test]
+    fn bad_bytes_and_empty_input() {
+        let mut a = series("a", 0..=0, 1, 1);
+        let r = a.received.get_mut(&0).unwrap();
+        r.record
+            .hists
+            .insert(RESPONSE_TIME.into(), ByteBuf::from(vec![9u8, 9, 9]));
+        assert!(matches!(
+            merge(vec![a], 0),
+            Err(AgentsError::Histogram { second: 0, .. })
+        ));
+        assert!(merge(Vec::new(), 0).unwrap().seconds.is_empty());
+    }
+}
