@@ -20,6 +20,9 @@ pub trait Transport: Sized {
     /// for TLS.
     type Connector: Send;
 
+    /// The URL scheme of HTTP over this transport (HTTP/2's `:scheme`).
+    const SCHEME: &'static str = "http";
+
     /// Starts connecting to `addr`; completion is signalled by writability.
     fn connect(connector: &Self::Connector, addr: SocketAddr) -> io::Result<Self>;
 
@@ -35,6 +38,12 @@ pub trait Transport: Sized {
 
     /// Writes from `buf`, returning how much was taken.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+
+    /// Pushes out what the transport still buffers after a `write` that would block
+    /// (TLS records); plain TCP buffers nothing.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 
     /// After `finish_connect` returned `Ok(true)`: the part of the connect spent in a
     /// TLS handshake, in ns (0 without TLS).
