@@ -1,8 +1,10 @@
 //! The HTTP/2 worker: one mio event loop per thread where each connection carries
 //! many concurrent streams, driven through the sans-IO codec of `volley-h2`.
 //!
-//! Place in the flow: `run -> **H2Worker** -> (TLS) -> TCP`, beside the HTTP/1.1
-//! [`crate::worker`]; it emits the same [`Sample`] per request to the same [`Sink`].
+//! Place in the flow: `run -> worker (shared loop + **h2**) -> transport` (TCP for
+//! h2c, TLS for h2 by ALPN; generic over [`Transport`] like the HTTP/1.1
+//! [`super::http1`]); the event loop, pacing and accounting are [`super::shared`]'s,
+//! and it emits the same [`Sample`] per request to the same [`Sink`].
 //!
 //! The unit of concurrency is the stream. Closed loop: every connection keeps
 //! `streams` requests outstanding (h2load's `-c x -m`). Open loop: an arrival goes to
@@ -37,41 +39,13 @@ use volley_h2::{
     ConnError, EncodedHead, ErrorCode, Event, H2Conn, RequestHead, Settings, StreamId,
 };
 
-use super::shared::{run_loop, Protocol, Shared, Stamps, WorkerCore, WorkerShare, WorkerStats};
+use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
-use crate::{ErrorKind, Request, RequestSource, Sample, Sink};
+use crate::{ErrorKind, Request, Sample, Sink};
 
 /// Bytes of an HTTP/2 frame header, charged to a stream per DATA frame.
 const FRAME_HEADER_BYTES: u64 = 9;
-
-/// HTTP/2 connection and stream events of a run, summed over workers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct H2Stats {
-    /// GOAWAY frames received.
-    pub goaways: u64,
-    /// Streams the server refused (REFUSED_STREAM) that were re-sent once.
-    pub refused_retries: u64,
-    /// Streams the server reset otherwise (each also a `Reset` sample).
-    pub stream_resets: u64,
-    /// Connections that failed on a protocol error (a broken frame, HPACK, flow
-    /// control), each failing its open streams as `Malformed`.
-    pub connection_errors: u64,
-    /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
-    /// each also a `Timeout` sample.
-    pub cancelled_streams: u64,
-}
-
-impl H2Stats {
-    /// Adds another worker's counts.
-    pub fn add(&mut self, o: &H2Stats) {
-        self.goaways += o.goaways;
-        self.refused_retries += o.refused_retries;
-        self.stream_resets += o.stream_resets;
-        self.connection_errors += o.connection_errors;
-        self.cancelled_streams += o.cancelled_streams;
-    }
-}
 
 /// One request in flight (or waiting for its connection to come up).
 struct Flight {
@@ -148,6 +122,7 @@ impl<T> Conn<T> {
             last_read_ns: 0,
         }
     }
+
     fn load(&self) -> usize {
         self.streams.len() + self.pending.len()
     }
@@ -179,27 +154,21 @@ pub(crate) struct H2Worker<'a, S, T: Transport> {
 }
 
 impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
-    pub fn new(
-        shared: &'a Shared<'a>,
-        sink: S,
-        source: Box<dyn RequestSource>,
-        share: WorkerShare,
-        streams: u32,
-        connector: T::Connector,
-    ) -> io::Result<Self> {
-        // No arrival timer: this worker has always slept by `poll_timeout` alone.
-        let core = WorkerCore::new(shared, sink, source, share, connector, false)?;
+    /// The worker over `core`, with up to `streams` streams per connection. It has
+    /// no arrival timer (it has always slept by `poll_timeout` alone).
+    pub fn new(core: WorkerCore<'a, S, T>, streams: u32) -> Self {
         let slots = core.slots();
-        Ok(H2Worker {
+        let body = core.shared.body;
+        H2Worker {
             core,
             conns: (0..slots).map(|_| Conn::new()).collect(),
             streams_per_conn: streams.max(1) as usize,
             prepared: HashMap::new(),
             queue: VecDeque::new(),
             h2stats: H2Stats::default(),
-            body: shared.body,
+            body,
             spare_decoders: Vec::new(),
-        })
+        }
     }
 
     /// Runs to the end of the load and returns the sink and counters.
@@ -207,6 +176,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         run_loop(&mut self);
         (self.core.sink, self.core.stats, self.h2stats)
     }
+
     fn reopen(&mut self, slot: usize, now: u64) {
         if self.conns[slot].state != State::Closed {
             return;
@@ -224,6 +194,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.open(slot, now);
     }
+
     /// The next request to start: a refused one first, else a new one if the run
     /// still starts requests.
     fn claim(&mut self, now: u64) -> Option<Flight> {
@@ -235,6 +206,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.claim_new().map(|req| Flight::new(req, now, false))
     }
+
     /// A new request, counted in flight from its claim.
     fn claim_new(&mut self) -> Option<Arc<Request>> {
         let r = self.core.claim();
@@ -243,6 +215,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         r
     }
+
     /// Finds a stream for `f`: an open connection with room, one coming up with room,
     /// a new connection, or the queue (a cap hit in the open loop).
     fn place(&mut self, f: Flight, now: u64) {
@@ -267,6 +240,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.queue.push_back(f);
     }
+
     fn assign(&mut self, slot: usize, f: Flight, now: u64) {
         match self.conns[slot].state {
             State::Ready => {
@@ -276,6 +250,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             _ => self.conns[slot].pending.push(f),
         }
     }
+
     /// Opens a connection on `slot` (closed), keeping any pending requests.
     fn open(&mut self, slot: usize, now: u64) {
         let registered = self.core.connect(slot, now);
@@ -300,6 +275,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             }
         }
     }
+
     fn close(&mut self, slot: usize, now: u64) {
         let c = &mut self.conns[slot];
         if c.sock.take().is_some() {
@@ -307,6 +283,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         c.state = State::Closed;
     }
+
     /// The connection on `slot` is unusable: its streams and pending requests fail
     /// with `kind`, and (closed loop) a replacement is opened on the next turn.
     fn fail_conn(&mut self, slot: usize, kind: ErrorKind, now: u64) {
@@ -326,6 +303,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.core.deferred.push(slot);
     }
+
     /// Queues `f` as a new stream on the ready connection `slot`.
     fn submit(&mut self, slot: usize, mut f: Flight, now: u64) {
         let prepared = match self.prepare(&f.req) {
@@ -352,6 +330,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             Err(_) => self.queue.push_front(f),
         }
     }
+
     /// Parses a serialised HTTP/1.1 request once into an HTTP/2 head.
     fn prepare(&mut self, req: &Request) -> Option<Arc<Prepared>> {
         if let Some(p) = self.prepared.get(&req.index) {
@@ -385,6 +364,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         self.prepared.insert(req.index, p.clone());
         Some(p)
     }
+
     /// Fills `slot` with requests up to its stream limit (closed loop, or the queue).
     fn fill(&mut self, slot: usize, now: u64) {
         loop {
@@ -397,6 +377,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.flush_out(slot);
     }
+
     /// Writes the codec's output until it is empty or the socket would block.
     fn flush_out(&mut self, slot: usize) {
         let c = &mut self.conns[slot];
@@ -426,6 +407,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             }
         }
     }
+
     /// Reads and feeds until the socket would block, handling events as they come.
     fn read(&mut self, slot: usize) {
         loop {
@@ -478,6 +460,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         self.fill(slot, now);
     }
+
     /// The connection ended (EOF or drained GOAWAY): streams still open fail with
     /// `kind`, and the slot is reopened when there is work.
     fn conn_done(&mut self, slot: usize, kind: Option<ErrorKind>, now: u64) {
@@ -491,6 +474,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             }
         }
     }
+
     fn drain_events(&mut self, slot: usize, now: u64) {
         while let Some(ev) = self.conns[slot].h2.poll_event() {
             match ev {
@@ -579,6 +563,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             }
         }
     }
+
     fn complete(&mut self, slot: usize, stream: StreamId, now: u64) {
         let Some(mut f) = self.conns[slot].streams.remove(&stream) else {
             return;
@@ -593,6 +578,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             self.spare_decoders.push(d);
         }
     }
+
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
         // A request still waiting for a stream when the run ends was never sent: 0 says
         // so (not counted as sent, no send lag or service time; see the HTTP/1.1
@@ -625,6 +611,10 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
         &mut self.core
     }
 
+    fn queue_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     fn start(&mut self, now: u64) {
         for slot in 0..self.core.share.connections.min(self.conns.len()) {
             if self.core.open_loop {
@@ -651,10 +641,6 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
         let mut f = Flight::new(req, intended_ns, false);
         f.at.dispatched_ns = end;
         self.queue.push_back(f);
-    }
-
-    fn drained(&self) -> bool {
-        self.core.starting_done && self.core.in_flight == 0 && self.queue.is_empty()
     }
 
     fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {
@@ -711,6 +697,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
         let on_conn = self.core.in_flight.saturating_sub(self.queue.len());
         self.core.in_flight_clock.set(now, on_conn as u64);
     }
+
     fn scan_timeouts(&mut self, now: u64) {
         for slot in 0..self.conns.len() {
             let c = &mut self.conns[slot];

@@ -1,4 +1,9 @@
-//! One worker thread: an edge-triggered epoll (mio) loop over its share of connections.
+//! The HTTP/1.1 worker: one request at a time per connection, over any
+//! [`Transport`] (plain TCP or TLS).
+//!
+//! Place in the flow: `run -> worker (shared loop + **http1**) -> transport`, beside
+//! the HTTP/2 worker [`super::h2`]; the event loop, pacing and accounting are
+//! [`super::shared`]'s, this file is what is particular to HTTP/1.1.
 //!
 //! Hot path per request (keep-alive): one `write` of prebuilt bytes, one `read` into a
 //! scratch buffer shared by all of the worker's connections (reads stop as soon as the
@@ -20,23 +25,23 @@
 //! per-connection buffer that is reused).
 //!
 //! Closed loop: each slot sends its next request when the previous one finishes.
-//! Open loop: the [`Pacer`] releases arrivals; each goes to an idle connection, else a
+//! Open loop: the [`crate::pacer::Pacer`] releases arrivals; each goes to an idle connection, else a
 //! new one (up to the cap), else waits in a queue (a cap hit) with its intended time
 //! and the instant it was dispatched (queued), so its send lag splits into the
 //! generator's lateness (dispatched - intended) and the wait for a connection
 //! (sent - dispatched).
 //!
-//! Each worker keeps the time integral of its in-flight count ([`InFlightIntegral`],
+//! Each worker keeps the time integral of its in-flight count ([`crate::live::InFlightIntegral`],
 //! updated at every change, published with the counters) for Little's law.
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use super::shared::{run_loop, Protocol, Shared, Stamps, WorkerCore, WorkerShare, WorkerStats};
+use super::shared::{run_loop, Protocol, Stamps, WorkerCore, WorkerStats};
 use crate::conn::Transport;
 use crate::decode::BodyDecoder;
 use crate::http1::{FrameError, ResponseReader};
-use crate::{ErrorKind, Request, RequestSource, Sample, Sink};
+use crate::{ErrorKind, Request, Sample, Sink};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -68,7 +73,7 @@ struct Conn<T> {
     /// Connecting without a request (opened ahead of demand, open loop).
     spare: bool,
     in_idle_list: bool,
-    /// Decodes and checks bodies when [`Shared::body`] is active (made on first use).
+    /// Decodes and checks bodies when [`super::Shared::body`] is active (made on first use).
     decode: Option<Box<BodyDecoder>>,
 }
 
@@ -111,18 +116,13 @@ pub(crate) struct Worker<'a, S, T: Transport> {
 }
 
 impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
-    pub fn new(
-        shared: &'a Shared<'a>,
-        sink: S,
-        source: Box<dyn RequestSource>,
-        share: WorkerShare,
-        connector: T::Connector,
-    ) -> io::Result<Self> {
-        let wants_body = source.wants_body();
-        let mut core = WorkerCore::new(shared, sink, source, share, connector, true)?;
+    /// The worker over `core`; the open loop wakes by timerfd before arrivals.
+    pub fn new(core: WorkerCore<'a, S, T>) -> Self {
+        let wants_body = core.source.wants_body();
+        let mut core = core.with_arrival_timer();
         let slots = core.slots();
         core.deferred.reserve(slots);
-        Ok(Worker {
+        Worker {
             core,
             wants_body,
             body: Vec::new(),
@@ -131,7 +131,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             free: (0..slots).rev().collect(),
             queue: VecDeque::with_capacity(1024),
             spare_connecting: 0,
-        })
+        }
     }
 
     /// Runs to the end of the load and returns the sink and counters.
@@ -154,17 +154,10 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
                 }
                 return;
             };
-            if self.conns[slot].state == State::Idle {
-                self.assign_idle(slot, req, intended, dispatched, now);
-            } else {
-                self.assign_new(slot, req, intended, dispatched, now);
-            }
+            self.assign(slot, req, intended, dispatched, now);
         } else {
             match self.core.claim() {
-                Some(req) if self.conns[slot].state == State::Idle => {
-                    self.assign_idle(slot, req, now, now, now)
-                }
-                Some(req) => self.assign_new(slot, req, now, now, now),
+                Some(req) => self.assign(slot, req, now, now, now),
                 None => {
                     if self.conns[slot].state != State::Closed {
                         self.close(slot, now);
@@ -175,30 +168,10 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         }
     }
 
-    fn assign_idle(
-        &mut self,
-        slot: usize,
-        req: Arc<Request>,
-        intended: u64,
-        dispatched: u64,
-        now: u64,
-    ) {
-        self.take_request(slot, req, intended, dispatched, now);
-        self.conns[slot].at.connect_ns = 0;
-        self.conns[slot].at.tls_handshake_ns = 0;
-        self.send(slot, now);
-    }
-
     /// Makes `req` the current request of `slot`, with fresh per-request state (so a
-    /// request that fails before it is sent reports no bytes of an earlier one).
-    fn take_request(
-        &mut self,
-        slot: usize,
-        req: Arc<Request>,
-        intended: u64,
-        dispatched: u64,
-        now: u64,
-    ) {
+    /// request that fails before it is sent reports no bytes of an earlier one), and
+    /// sends it on the idle connection or opens one on the closed slot.
+    fn assign(&mut self, slot: usize, req: Arc<Request>, intended: u64, dispatched: u64, now: u64) {
         let c = &mut self.conns[slot];
         c.reader.start(req.method == "HEAD");
         c.req = Some(req);
@@ -208,23 +181,16 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         c.at.connect_ns = 0;
         c.at.tls_handshake_ns = 0;
         c.retried = false;
+        let idle = c.state == State::Idle;
         self.core.in_flight += 1;
         self.core
             .in_flight_clock
             .set(now, self.core.in_flight as u64);
-    }
-
-    /// Opens a connection on a closed `slot` for `req`.
-    fn assign_new(
-        &mut self,
-        slot: usize,
-        req: Arc<Request>,
-        intended: u64,
-        dispatched: u64,
-        now: u64,
-    ) {
-        self.take_request(slot, req, intended, dispatched, now);
-        self.open(slot, now);
+        if idle {
+            self.send(slot, now);
+        } else {
+            self.open(slot, now);
+        }
     }
 
     /// Starts a connect on `slot` (which may carry a request).
@@ -450,6 +416,10 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
         &mut self.core
     }
 
+    fn queue_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Opens the initial connections; in a closed loop each starts with a request.
     fn start(&mut self, now: u64) {
         for _ in 0..self.core.share.connections {
@@ -459,7 +429,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                 }
             } else if let Some(req) = self.core.claim() {
                 if let Some(slot) = self.free.pop() {
-                    self.assign_new(slot, req, now, now, now);
+                    self.assign(slot, req, now, now, now);
                 }
             }
         }
@@ -475,7 +445,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
         while let Some(slot) = self.idle.pop() {
             self.conns[slot].in_idle_list = false;
             if self.conns[slot].state == State::Idle {
-                self.assign_idle(slot, req, intended, now, now);
+                self.assign(slot, req, intended, now, now);
                 return;
             }
         }
@@ -488,7 +458,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
         }
         if self.core.open_here < self.core.share.max_connections {
             if let Some(slot) = self.free.pop() {
-                self.assign_new(slot, req, intended, now, now);
+                self.assign(slot, req, intended, now, now);
                 return;
             }
         }
@@ -498,10 +468,6 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
 
     fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
         self.queue.push_back((req, intended_ns, end));
-    }
-
-    fn drained(&self) -> bool {
-        self.core.starting_done && self.core.in_flight == 0 && self.queue.is_empty()
     }
 
     fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {

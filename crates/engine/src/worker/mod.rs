@@ -13,9 +13,10 @@ mod h2;
 mod http1;
 mod shared;
 
-pub use h2::H2Stats;
 use h2::H2Worker;
 use http1::Worker;
+pub use shared::H2Stats;
+use shared::WorkerCore;
 pub(crate) use shared::{duration_ns, Shared, WorkerShare, WorkerStats};
 
 use crate::conn::Tcp;
@@ -38,19 +39,23 @@ pub(crate) fn job<'a, S: Sink + 'a>(
 ) -> std::io::Result<Job<'a, S>> {
     Ok(match (http, tls) {
         (HttpVersion::Http1, None) => {
-            let w = Worker::<S, Tcp>::new(shared, sink, source, share, ())?;
+            let w = Worker::new(WorkerCore::<S, Tcp>::new(shared, sink, source, share, ())?);
             Box::new(move || with_h2(w.run()))
         }
         (HttpVersion::Http1, Some(c)) => {
-            let w = Worker::<S, TlsTransport>::new(shared, sink, source, share, c)?;
+            let w = Worker::new(WorkerCore::<S, TlsTransport>::new(
+                shared, sink, source, share, c,
+            )?);
             Box::new(move || with_h2(w.run()))
         }
         (HttpVersion::H2 { streams }, None) => {
-            let w = H2Worker::<S, Tcp>::new(shared, sink, source, share, streams, ())?;
+            let core = WorkerCore::<S, Tcp>::new(shared, sink, source, share, ())?;
+            let w = H2Worker::new(core, streams);
             Box::new(move || w.run())
         }
         (HttpVersion::H2 { streams }, Some(c)) => {
-            let w = H2Worker::<S, TlsTransport>::new(shared, sink, source, share, streams, c)?;
+            let core = WorkerCore::<S, TlsTransport>::new(shared, sink, source, share, c)?;
+            let w = H2Worker::new(core, streams);
             Box::new(move || w.run())
         }
     })

@@ -75,6 +75,34 @@ pub(crate) struct WorkerStats {
     pub stopped_early: bool,
 }
 
+/// HTTP/2 connection and stream events of a run, summed over workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct H2Stats {
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Streams the server refused (REFUSED_STREAM) that were re-sent once.
+    pub refused_retries: u64,
+    /// Streams the server reset otherwise (each also a `Reset` sample).
+    pub stream_resets: u64,
+    /// Connections that failed on a protocol error (a broken frame, HPACK, flow
+    /// control), each failing its open streams as `Malformed`.
+    pub connection_errors: u64,
+    /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
+    /// each also a `Timeout` sample.
+    pub cancelled_streams: u64,
+}
+
+impl H2Stats {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &H2Stats) {
+        self.goaways += o.goaways;
+        self.refused_retries += o.refused_retries;
+        self.stream_resets += o.stream_resets;
+        self.connection_errors += o.connection_errors;
+        self.cancelled_streams += o.cancelled_streams;
+    }
+}
+
 /// One worker's share of the run's configuration: its connections, cap and pacer.
 /// (Not the study's plan of steps: this is what `run` splits a single load into.)
 pub(crate) struct WorkerShare {
@@ -141,22 +169,17 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
 }
 
 impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
-    /// `arrival_timer`: wake up by timerfd before open-loop arrivals.
+    /// The state of one worker about to run `share` with `sink` and `source`, its
+    /// connections made by `connector`.
     pub fn new(
         shared: &'a Shared<'a>,
         sink: S,
         source: Box<dyn RequestSource>,
         share: WorkerShare,
         connector: T::Connector,
-        arrival_timer: bool,
     ) -> io::Result<Self> {
         let open_loop = share.pacer.is_some();
         let poll = Poll::new()?;
-        let timer = if open_loop && arrival_timer {
-            ArrivalTimer::new(poll.registry(), TIMER_TOKEN).ok()
-        } else {
-            None
-        };
         Ok(WorkerCore {
             shared,
             sink,
@@ -175,9 +198,18 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             unpublished: Unpublished::default(),
             timeout_ns: duration_ns(shared.cfg.timeout),
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
-            timer,
+            timer: None,
             connector,
         })
+    }
+
+    /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
+    /// the last ms (without a timerfd from the OS, the loop still busy-polls).
+    pub fn with_arrival_timer(mut self) -> Self {
+        if self.open_loop {
+            self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
+        }
+        self
     }
 
     /// Nanoseconds since the run started.
@@ -335,6 +367,8 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
 pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
     /// The state both workers keep.
     fn core(&mut self) -> &mut WorkerCore<'a, S, T>;
+    /// No arrival or refused request waits for a connection.
+    fn queue_empty(&self) -> bool;
     /// Opens the initial connections.
     fn start(&mut self, now: u64);
     /// A slot on the deferred list (its connect failed) can take work again.
@@ -346,8 +380,6 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
     /// waits in the queue, dispatched at `end` (a lower bound, like sent), to be
     /// censored with the rest.
     fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64);
-    /// Nothing left to do: no request will start, none is in flight or queued.
-    fn drained(&self) -> bool;
     /// Handles readiness of connection `slot`.
     fn on_event(&mut self, slot: usize, readable: bool, writable: bool);
     /// After each event: the HTTP/2 worker accounts streams taken from its queue.
@@ -390,10 +422,12 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
             None
         };
         w.note_in_flight(now);
-        if w.drained() {
+        // Nothing left to do: no request will start, none is in flight or queued.
+        let queue_empty = w.queue_empty();
+        let core = w.core();
+        if core.starting_done && core.in_flight == 0 && queue_empty {
             break;
         }
-        let core = w.core();
         let timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
         if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
