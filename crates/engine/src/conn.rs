@@ -1,9 +1,10 @@
 //! The transport under a connection: connect, read, write, close.
 //!
 //! wrk swaps a small table of socket functions for TLS; [`Transport`] is the same idea
-//! as a trait, so a rustls transport (and later HTTP/2 framing over it) can slot in
-//! without touching the worker's event loop. Plain non-blocking TCP is here; TLS over
-//! it is [`crate::tls::TlsTransport`].
+//! as a trait, so a rustls transport slots in without touching a worker's event loop:
+//! both workers (HTTP/1.1 and HTTP/2) are generic over it, monomorphised once per
+//! transport. Plain non-blocking TCP is here; TLS over it is
+//! [`crate::tls::TlsTransport`].
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
