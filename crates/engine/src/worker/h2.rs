@@ -611,6 +611,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
         &mut self.core
     }
 
+    /// Arrivals and refused requests waiting for a stream.
     fn queue_empty(&self) -> bool {
         self.queue.is_empty()
     }

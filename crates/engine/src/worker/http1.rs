@@ -416,6 +416,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
         &mut self.core
     }
 
+    /// Open-loop arrivals waiting for a connection (the only queue in this worker).
     fn queue_empty(&self) -> bool {
         self.queue.is_empty()
     }
