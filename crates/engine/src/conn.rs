@@ -1,9 +1,10 @@
 //! The transport under a connection: connect, read, write, close.
 //!
 //! wrk swaps a small table of socket functions for TLS; [`Transport`] is the same idea
-//! as a trait, so a rustls transport (and later HTTP/2 framing over it) can slot in
-//! without touching the worker's event loop. Plain non-blocking TCP is here; TLS over
-//! it is [`crate::tls::TlsTransport`].
+//! as a trait, so a rustls transport slots in without touching a worker's event loop:
+//! both workers (HTTP/1.1 and HTTP/2) are generic over it, monomorphised once per
+//! transport. Plain non-blocking TCP is here; TLS over it is
+//! [`crate::tls::TlsTransport`].
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -20,6 +21,9 @@ pub trait Transport: Sized {
     /// for TLS.
     type Connector: Send;
 
+    /// The URL scheme of HTTP over this transport (HTTP/2's `:scheme`).
+    const SCHEME: &'static str = "http";
+
     /// Starts connecting to `addr`; completion is signalled by writability.
     fn connect(connector: &Self::Connector, addr: SocketAddr) -> io::Result<Self>;
 
@@ -35,6 +39,12 @@ pub trait Transport: Sized {
 
     /// Writes from `buf`, returning how much was taken.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+
+    /// Pushes out what the transport still buffers after a `write` that would block
+    /// (TLS records); plain TCP buffers nothing.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 
     /// After `finish_connect` returned `Ok(true)`: the part of the connect spent in a
     /// TLS handshake, in ns (0 without TLS).

@@ -317,14 +317,9 @@ impl ResponseReader {
                     }
                 }
                 State::Length { remaining } => {
-                    let take = remaining.min((input.len() - pos) as u64) as usize;
-                    if let Some(b) = body.as_deref_mut() {
-                        b.extend_from_slice(&input[pos..pos + take]);
-                    }
-                    pos += take;
-                    self.wire_bytes += take as u64;
-                    self.body_bytes += take as u64;
-                    let remaining = remaining - take as u64;
+                    let take = self.take_body(&input[pos..], remaining, body.as_deref_mut());
+                    pos += take as usize;
+                    let remaining = remaining - take;
                     if remaining == 0 {
                         return Ok((pos, Some(self.response())));
                     }
@@ -332,23 +327,13 @@ impl ResponseReader {
                     return Ok((pos, None));
                 }
                 State::UntilClose => {
-                    let take = input.len() - pos;
-                    if let Some(b) = body.as_deref_mut() {
-                        b.extend_from_slice(&input[pos..]);
-                    }
-                    self.wire_bytes += take as u64;
-                    self.body_bytes += take as u64;
+                    self.take_body(&input[pos..], u64::MAX, body.as_deref_mut());
                     return Ok((input.len(), None));
                 }
                 State::ChunkData { remaining } => {
-                    let take = remaining.min((input.len() - pos) as u64) as usize;
-                    if let Some(b) = body.as_deref_mut() {
-                        b.extend_from_slice(&input[pos..pos + take]);
-                    }
-                    pos += take;
-                    self.wire_bytes += take as u64;
-                    self.body_bytes += take as u64;
-                    let remaining = remaining - take as u64;
+                    let take = self.take_body(&input[pos..], remaining, body.as_deref_mut());
+                    pos += take as usize;
+                    let remaining = remaining - take;
                     if remaining != 0 {
                         self.state = State::ChunkData { remaining };
                         return Ok((pos, None));
@@ -370,6 +355,19 @@ impl ResponseReader {
                 }
             }
         }
+    }
+
+    /// Takes up to `remaining` body bytes from the front of `input` (copied into
+    /// `body` when the caller keeps it) and returns how many it took.
+    #[inline]
+    fn take_body(&mut self, input: &[u8], remaining: u64, body: Option<&mut Vec<u8>>) -> u64 {
+        let take = remaining.min(input.len() as u64);
+        if let Some(b) = body {
+            b.extend_from_slice(&input[..take as usize]);
+        }
+        self.wire_bytes += take;
+        self.body_bytes += take;
+        take
     }
 
     /// One byte of chunk framing.
@@ -411,48 +409,31 @@ impl ResponseReader {
                 self.line_bytes = 0;
                 Chunk::TrailerStart
             }
-            Chunk::DataCr => {
-                if byte != b'\r' {
-                    return Err(FrameError::BadChunk);
-                }
-                Chunk::DataLf
-            }
-            Chunk::DataLf => {
-                if byte != b'\n' {
-                    return Err(FrameError::BadChunk);
-                }
+            Chunk::DataCr => expect(byte, b'\r', Chunk::DataLf)?,
+            Chunk::DataLf => expect(
+                byte,
+                b'\n',
                 Chunk::Size {
                     value: 0,
                     digits: 0,
-                }
-            }
-            Chunk::TrailerStart => {
+                },
+            )?,
+            Chunk::TrailerStart | Chunk::TrailerLine => {
                 self.count_trailer()?;
-                if byte == b'\r' {
-                    Chunk::EndLf
-                } else {
-                    Chunk::TrailerLine
-                }
-            }
-            Chunk::TrailerLine => {
-                self.count_trailer()?;
-                if byte == b'\r' {
-                    Chunk::TrailerLineLf
-                } else {
-                    Chunk::TrailerLine
+                // A CR at the start of a trailer line ends the trailers; elsewhere it
+                // ends the line.
+                match (byte, chunk) {
+                    (b'\r', Chunk::TrailerStart) => Chunk::EndLf,
+                    (b'\r', _) => Chunk::TrailerLineLf,
+                    _ => Chunk::TrailerLine,
                 }
             }
             Chunk::TrailerLineLf => {
                 self.count_trailer()?;
-                if byte != b'\n' {
-                    return Err(FrameError::BadChunk);
-                }
-                Chunk::TrailerStart
+                expect(byte, b'\n', Chunk::TrailerStart)?
             }
             Chunk::EndLf => {
-                if byte != b'\n' {
-                    return Err(FrameError::BadChunk);
-                }
+                expect(byte, b'\n', Chunk::EndLf)?;
                 return Ok(Step::End);
             }
         };
@@ -566,6 +547,15 @@ enum Step {
     Data(u64),
     /// The last chunk and the trailers are complete.
     End,
+}
+
+/// The framing byte `want` moves the chunk state to `next`; any other is malformed.
+fn expect(byte: u8, want: u8, next: Chunk) -> Result<Chunk, FrameError> {
+    if byte == want {
+        Ok(next)
+    } else {
+        Err(FrameError::BadChunk)
+    }
 }
 
 fn hex(b: u8) -> Option<u64> {

@@ -10,7 +10,6 @@ pub mod config;
 pub mod conn;
 pub mod decode;
 mod error;
-mod h2worker;
 pub mod http1;
 mod live;
 pub mod pacer;
@@ -30,3 +29,4 @@ pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
 /// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.
 pub use volley_tls;
+pub use worker::H2Stats;

@@ -5,11 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::conn::Tcp;
-use crate::h2worker::{H2Stats, H2Worker};
 use crate::pacer::{Pacer, Schedule};
-use crate::tls::{TlsConnector, TlsFailureCounts, TlsTransport};
-use crate::worker::{Plan, Shared, Worker, WorkerStats};
+use crate::tls::{TlsConnector, TlsFailureCounts};
+use crate::worker::{self, duration_ns, H2Stats, Shared, WorkerShare, WorkerStats};
 use crate::{EngineError, HttpVersion, Live, LoadConfig, LoadModel, Sink, Wire};
 
 /// What a run hands back: each worker's sink (in worker order, for merging) and the
@@ -81,64 +79,11 @@ where
         LoadModel::Closed => cfg.threads.min(cfg.connections),
         LoadModel::Open { .. } => cfg.threads,
     };
-    let end_ns = cfg
-        .stop
-        .duration
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let cap_total = cfg.max_connections.max(cfg.connections);
-    let mut plans: Vec<Plan> = (0..workers)
-        .map(|i| {
-            let connections = share(cfg.connections, workers, i);
-            match cfg.model {
-                LoadModel::Closed => Plan {
-                    connections,
-                    reserved: 0,
-                    max_connections: connections,
-                    pacer: None,
-                },
-                LoadModel::Open {
-                    rate,
-                    arrival,
-                    seed,
-                } => Plan {
-                    connections,
-                    reserved: 0,
-                    max_connections: share(cap_total, workers, i).max(1),
-                    pacer: Some(Pacer::new(
-                        Schedule::new(arrival, rate, seed, i, workers),
-                        end_ns,
-                    )),
-                },
-            }
-        })
-        .collect();
+    let end_ns = cfg.stop.duration.map(duration_ns);
+    let mut shares = worker_shares(cfg, workers, end_ns);
     let tls_failures = TlsFailureCounts::default();
     let full_handshakes = Arc::new(AtomicU64::new(0));
-    // One connector (one rustls config, one session cache) per worker.
-    let connectors = match &wire.tls {
-        None => Vec::new(),
-        Some(t) => {
-            let mut client = t.client.clone();
-            let h2 = matches!(wire.http, HttpVersion::H2 { .. });
-            client.alpn = if h2 {
-                vec![volley_tls::ALPN_H2.to_string()]
-            } else {
-                vec![volley_tls::ALPN_HTTP11.to_string()]
-            };
-            (0..workers)
-                .map(|_| {
-                    TlsConnector::new(
-                        &client,
-                        &t.server_name,
-                        h2,
-                        tls_failures.clone(),
-                        full_handshakes.clone(),
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        }
-    };
-    let mut connectors = connectors.into_iter();
+    let connectors = tls_connectors(wire, workers, &tls_failures, &full_handshakes)?;
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
     let shared = Shared {
         cfg,
@@ -147,56 +92,11 @@ where
         end_ns,
         open: AtomicU32::new(0),
         max_open: AtomicU32::new(0),
-        tickets: AtomicU64::new(reserve_initial_tickets(cfg, &mut plans)),
+        tickets: AtomicU64::new(reserve_initial_tickets(cfg, &mut shares)),
         abort: AtomicBool::new(false),
         body: wire.body,
     };
-    let results = std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(workers);
-        for (i, (sink, plan)) in sinks.into_iter().zip(plans).enumerate() {
-            let source = cfg.source.make(i, workers);
-            let shared = &shared;
-            let as_error = |source| EngineError::Worker { worker: i, source };
-            let job: Job<'_, S> = match (wire.http, connectors.next()) {
-                (HttpVersion::Http1, None) => {
-                    let w =
-                        Worker::<S, Tcp>::new(shared, sink, source, plan, ()).map_err(as_error)?;
-                    Box::new(move || with_h2(w.run()))
-                }
-                (HttpVersion::Http1, Some(c)) => {
-                    let w = Worker::<S, TlsTransport>::new(shared, sink, source, plan, c)
-                        .map_err(as_error)?;
-                    Box::new(move || with_h2(w.run()))
-                }
-                (HttpVersion::H2 { streams }, connector) => {
-                    let w = H2Worker::new(shared, sink, source, plan, streams, connector)
-                        .map_err(as_error)?;
-                    Box::new(move || w.run())
-                }
-            };
-            let spawned = std::thread::Builder::new()
-                .name(format!("volley-worker-{i}"))
-                .spawn_scoped(scope, job);
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(source) => {
-                    shared.abort.store(true, Ordering::Relaxed);
-                    return Err(EngineError::Worker { worker: i, source });
-                }
-            }
-        }
-        let mut out = Vec::with_capacity(workers);
-        for (i, h) in handles.into_iter().enumerate() {
-            match h.join() {
-                Ok(r) => out.push(r),
-                Err(_) => {
-                    let source = std::io::Error::other("worker thread panicked");
-                    return Err(EngineError::Worker { worker: i, source });
-                }
-            }
-        }
-        Ok(out)
-    });
+    let results = run_workers(&shared, wire.http, sinks, shares, connectors);
     let elapsed_ns = shared.start.elapsed().as_nanos() as u64;
     let results = results?;
     let mut outcome = RunOutcome {
@@ -223,25 +123,123 @@ where
     Ok(outcome)
 }
 
-/// One worker's whole run, whichever worker type it is.
-type Job<'a, S> = Box<dyn FnOnce() -> (S, WorkerStats, H2Stats) + Send + 'a>;
+/// Each worker's share of the connections, of the cap and (open loop) of the rate,
+/// with its own pacer over its interleaved part of the one seeded schedule.
+fn worker_shares(cfg: &LoadConfig, workers: usize, end_ns: Option<u64>) -> Vec<WorkerShare> {
+    let cap_total = cfg.max_connections.max(cfg.connections);
+    (0..workers)
+        .map(|i| {
+            let connections = share(cfg.connections, workers, i);
+            match cfg.model {
+                LoadModel::Closed => WorkerShare {
+                    connections,
+                    reserved: 0,
+                    max_connections: connections,
+                    pacer: None,
+                },
+                LoadModel::Open {
+                    rate,
+                    arrival,
+                    seed,
+                } => WorkerShare {
+                    connections,
+                    reserved: 0,
+                    max_connections: share(cap_total, workers, i).max(1),
+                    pacer: Some(Pacer::new(
+                        Schedule::new(arrival, rate, seed, i, workers),
+                        end_ns,
+                    )),
+                },
+            }
+        })
+        .collect()
+}
 
-/// An HTTP/1.1 worker's result with (empty) HTTP/2 counters.
-fn with_h2<S>((sink, stats): (S, WorkerStats)) -> (S, WorkerStats, H2Stats) {
-    (sink, stats, H2Stats::default())
+/// With TLS, one connector (one rustls config, one session cache) per worker, offering
+/// by ALPN the protocol the run speaks; none without TLS.
+fn tls_connectors(
+    wire: &Wire,
+    workers: usize,
+    tls_failures: &TlsFailureCounts,
+    full_handshakes: &Arc<AtomicU64>,
+) -> Result<Vec<TlsConnector>, EngineError> {
+    let Some(t) = &wire.tls else {
+        return Ok(Vec::new());
+    };
+    let mut client = t.client.clone();
+    let h2 = matches!(wire.http, HttpVersion::H2 { .. });
+    client.alpn = if h2 {
+        vec![volley_tls::ALPN_H2.to_string()]
+    } else {
+        vec![volley_tls::ALPN_HTTP11.to_string()]
+    };
+    let connectors = (0..workers)
+        .map(|_| {
+            TlsConnector::new(
+                &client,
+                &t.server_name,
+                h2,
+                tls_failures.clone(),
+                full_handshakes.clone(),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(connectors)
+}
+
+/// Starts one thread per worker and waits for all; when a worker cannot start, the
+/// ones already running are told to stop (`abort`).
+fn run_workers<S: Sink + 'static>(
+    shared: &Shared<'_>,
+    http: HttpVersion,
+    sinks: Vec<S>,
+    shares: Vec<WorkerShare>,
+    connectors: Vec<TlsConnector>,
+) -> Result<Vec<(S, WorkerStats, H2Stats)>, EngineError> {
+    let workers = sinks.len();
+    let mut connectors = connectors.into_iter();
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(workers);
+        for (i, (sink, share)) in sinks.into_iter().zip(shares).enumerate() {
+            let source = shared.cfg.source.make(i, workers);
+            let job = worker::job(shared, sink, source, share, http, connectors.next())
+                .map_err(|source| EngineError::Worker { worker: i, source })?;
+            let spawned = std::thread::Builder::new()
+                .name(format!("volley-worker-{i}"))
+                .spawn_scoped(scope, job);
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(source) => {
+                    shared.abort.store(true, Ordering::Relaxed);
+                    return Err(EngineError::Worker { worker: i, source });
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(workers);
+        for (i, h) in handles.into_iter().enumerate() {
+            match h.join() {
+                Ok(r) => out.push(r),
+                Err(_) => {
+                    let source = std::io::Error::other("worker thread panicked");
+                    return Err(EngineError::Worker { worker: i, source });
+                }
+            }
+        }
+        Ok(out)
+    })
 }
 
 /// Closed loop with a request limit: sets aside, in worker order, one ticket per
 /// initial connection (while tickets last) and returns how many were reserved, the
 /// shared ticket counter's starting value.
-fn reserve_initial_tickets(cfg: &LoadConfig, plans: &mut [Plan]) -> u64 {
+fn reserve_initial_tickets(cfg: &LoadConfig, shares: &mut [WorkerShare]) -> u64 {
     let (LoadModel::Closed, Some(limit)) = (cfg.model, cfg.stop.requests) else {
         return 0;
     };
     let mut left = limit;
-    for plan in plans.iter_mut() {
-        plan.reserved = (plan.connections as u64).min(left);
-        left -= plan.reserved;
+    for share in shares.iter_mut() {
+        share.reserved = (share.connections as u64).min(left);
+        left -= share.reserved;
     }
     limit - left
 }
@@ -306,10 +304,10 @@ mod tests {
         }
     }
 
-    fn plans(conns: &[usize]) -> Vec<Plan> {
+    fn shares(conns: &[usize]) -> Vec<WorkerShare> {
         conns
             .iter()
-            .map(|&connections| Plan {
+            .map(|&connections| WorkerShare {
                 connections,
                 reserved: 0,
                 max_connections: connections,
@@ -329,7 +327,7 @@ mod tests {
             (None, &[2, 2], &[0, 0], 0),
         ];
         for (requests, conns, want, total) in cases {
-            let mut p = plans(conns);
+            let mut p = shares(conns);
             assert_eq!(reserve_initial_tickets(&closed(requests), &mut p), total);
             let got: Vec<u64> = p.iter().map(|p| p.reserved).collect();
             assert_eq!(got, want, "{requests:?} {conns:?}");

@@ -132,15 +132,12 @@ impl TlsTransport {
     pub fn session(&self) -> &TlsSession {
         self.stream.session()
     }
-
-    /// Socket and session, for the HTTP/2 worker that drives them itself.
-    pub(crate) fn stream_mut(&mut self) -> &mut TlsStream<TcpStream> {
-        &mut self.stream
-    }
 }
 
 impl Transport for TlsTransport {
     type Connector = TlsConnector;
+
+    const SCHEME: &'static str = "https";
 
     fn connect(connector: &TlsConnector, addr: SocketAddr) -> io::Result<Self> {
         let tcp = TcpStream::connect(addr)?;
@@ -189,6 +186,10 @@ impl Transport for TlsTransport {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let r = self.stream.write(buf);
         self.check(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush_tls().map(|_| ())
     }
 
     fn handshake_ns(&self) -> u64 {

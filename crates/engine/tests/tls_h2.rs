@@ -7,11 +7,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -32,53 +31,12 @@ enum Mode {
     H2Garbage,
 }
 
-/// A loopback server; stops accepting after 20 s or when dropped.
-struct TestServer {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
+/// A loopback server serving each connection in `mode` (common's bounded [`Server`]).
+struct TestServer;
 
 impl TestServer {
-    fn start(mode: Mode, config: Option<Arc<ServerConfig>>) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let (stop2, accepted2) = (stop.clone(), accepted.clone());
-        let thread = std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
-                match listener.accept() {
-                    Ok((s, _)) => {
-                        accepted2.fetch_add(1, Ordering::Relaxed);
-                        s.set_nonblocking(false).unwrap();
-                        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-                        let config = config.clone();
-                        std::thread::spawn(move || serve(mode, config, s));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                }
-            }
-        });
-        TestServer {
-            addr,
-            accepted,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    fn start(mode: Mode, config: Option<Arc<ServerConfig>>) -> Server {
+        Server::start_with(move |s| serve(mode, config.clone(), s))
     }
 }
 
@@ -265,7 +223,7 @@ fn tls12_connection_per_request_resumes_only_when_asked() {
 }
 
 /// Runs 3 requests, one connection each, and returns the failure classes counted.
-fn failing_run(server: &TestServer, client: ClientTls, http: HttpVersion) -> RunOutcome<Collect> {
+fn failing_run(server: &Server, client: ClientTls, http: HttpVersion) -> RunOutcome<Collect> {
     let out = go(server.addr, 1, 3, false, &tls_wire(client, http));
     let samples = all_samples(&out.sinks);
     assert_eq!(samples.len(), 3);

@@ -61,6 +61,14 @@ pub struct Server {
 
 impl Server {
     pub fn start(handler: fn(TcpStream)) -> Server {
+        Server::start_with(handler)
+    }
+
+    /// As [`Server::start`], with a handler that carries state (cloned per connection).
+    pub fn start_with<F>(handler: F) -> Server
+    where
+        F: Fn(TcpStream) + Clone + Send + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
@@ -76,6 +84,7 @@ impl Server {
                         let _ = s.set_nonblocking(false);
                         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                         let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                        let handler = handler.clone();
                         std::thread::spawn(move || handler(s));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(1)),

@@ -200,14 +200,7 @@ fn wanted(mode: FieldMode, name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::hpack::hex;
 
     fn run(d: &mut Decoder, block: &str, mode: FieldMode) -> Vec<(String, String)> {
         let mut out = Vec::new();

@@ -201,6 +201,7 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hpack::hex;
 
     #[test]
     fn derived_codes_match_rfc_hex_column() {
@@ -233,14 +234,6 @@ mod tests {
         let sum: u64 = CODE_LEN.iter().map(|&l| 1u64 << (30 - l)).sum();
         assert_eq!(sum, 1u64 << 30);
         assert_eq!(machine().steps.len(), 256);
-    }
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
     }
 
     #[test]

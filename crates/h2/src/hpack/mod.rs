@@ -20,6 +20,17 @@ pub use decoder::{Decoder, FieldMode};
 pub use encoder::{encode_field, encode_integer};
 pub use table::{DynamicTable, ENTRY_OVERHEAD, STATIC};
 
+/// Bytes from hex digits with any whitespace between them (the RFC's examples), for
+/// the decoder's and Huffman's tests.
+#[cfg(test)]
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// Why a header block could not be decoded. All but [`HpackError::HeaderListTooLarge`]
 /// leave the decoder's dynamic table in an unknown state, so they are connection
 /// errors of type COMPRESSION_ERROR (RFC 9113 §4.3).

@@ -1,8 +1,10 @@
 //! The HTTP/2 worker: one mio event loop per thread where each connection carries
 //! many concurrent streams, driven through the sans-IO codec of `volley-h2`.
 //!
-//! Place in the flow: `run -> **H2Worker** -> (TLS) -> TCP`, beside the HTTP/1.1
-//! [`crate::worker`]; it emits the same [`Sample`] per request to the same [`Sink`].
+//! Place in the flow: `run -> worker (shared loop + **h2**) -> transport` (TCP for
+//! h2c, TLS for h2 by ALPN; generic over [`Transport`] like the HTTP/1.1
+//! [`super::http1`]); the event loop, pacing and accounting are [`super::shared`]'s,
+//! and it emits the same [`Sample`] per request to the same [`Sink`].
 //!
 //! The unit of concurrency is the stream. Closed loop: every connection keeps
 //! `streams` requests outstanding (h2load's `-c x -m`). Open loop: an arrival goes to
@@ -31,136 +33,25 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use mio::{Events, Interest, Poll, Token};
 use volley_h2::{
     ConnError, EncodedHead, ErrorCode, Event, H2Conn, RequestHead, Settings, StreamId,
 };
 
-use crate::conn::{Tcp, Transport};
+use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
-use crate::live::InFlightIntegral;
-use crate::pacer::Pace;
-use crate::sample::stamp_dispatched;
-use crate::timer::poll_timeout;
-use crate::tls::{TlsConnector, TlsTransport};
-use crate::worker::{claim_request, Plan, Shared, WorkerStats};
-use crate::{ErrorKind, Request, RequestSource, Sample, Sink};
+use crate::{ErrorKind, Request, Sample, Sink};
 
-/// Per-worker read buffer: several full frames per read.
-const SCRATCH_BYTES: usize = 64 * 1024;
-/// How often counters are published and timeouts scanned.
-const HOUSEKEEPING_NS: u64 = 5_000_000;
-/// How often `Sink::tick` is called.
-const TICK_NS: u64 = 100_000_000;
-/// Sleep in epoll only until this long before the next arrival (ms granularity).
-const SPIN_WINDOW_NS: u64 = 1_000_000;
-/// Arrivals released per loop turn when behind schedule.
-const MAX_ARRIVALS_PER_TURN: usize = 256;
 /// Bytes of an HTTP/2 frame header, charged to a stream per DATA frame.
 const FRAME_HEADER_BYTES: u64 = 9;
-
-/// HTTP/2 connection and stream events of a run, summed over workers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct H2Stats {
-    /// GOAWAY frames received.
-    pub goaways: u64,
-    /// Streams the server refused (REFUSED_STREAM) that were re-sent once.
-    pub refused_retries: u64,
-    /// Streams the server reset otherwise (each also a `Reset` sample).
-    pub stream_resets: u64,
-    /// Connections that failed on a protocol error (a broken frame, HPACK, flow
-    /// control), each failing its open streams as `Malformed`.
-    pub connection_errors: u64,
-    /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
-    /// each also a `Timeout` sample.
-    pub cancelled_streams: u64,
-}
-
-impl H2Stats {
-    /// Adds another worker's counts.
-    pub fn add(&mut self, o: &H2Stats) {
-        self.goaways += o.goaways;
-        self.refused_retries += o.refused_retries;
-        self.stream_resets += o.stream_resets;
-        self.connection_errors += o.connection_errors;
-        self.cancelled_streams += o.cancelled_streams;
-    }
-}
-
-/// Plain TCP (h2c, prior knowledge) or TLS (h2 by ALPN).
-enum Sock {
-    Tcp(Tcp),
-    Tls(Box<TlsTransport>),
-}
-
-impl Sock {
-    fn connect(tls: Option<&TlsConnector>, addr: SocketAddr) -> io::Result<Sock> {
-        Ok(match tls {
-            None => Sock::Tcp(Tcp::connect(&(), addr)?),
-            Some(c) => Sock::Tls(Box::new(TlsTransport::connect(c, addr)?)),
-        })
-    }
-    fn source(&mut self) -> &mut dyn mio::event::Source {
-        match self {
-            Sock::Tcp(s) => s.source(),
-            Sock::Tls(s) => s.source(),
-        }
-    }
-    fn finish_connect(&mut self) -> io::Result<bool> {
-        match self {
-            Sock::Tcp(s) => s.finish_connect(),
-            Sock::Tls(s) => s.finish_connect(),
-        }
-    }
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => Transport::read(s, buf),
-            Sock::Tls(s) => Transport::read(s.as_mut(), buf),
-        }
-    }
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => Transport::write(s, buf),
-            Sock::Tls(s) => Transport::write(s.as_mut(), buf),
-        }
-    }
-    /// Pushes ciphertext the TLS session still holds (a write that would block
-    /// leaves it there); nothing for TCP.
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sock::Tcp(_) => Ok(()),
-            Sock::Tls(s) => s.stream_mut().flush_tls().map(|_| ()),
-        }
-    }
-    fn handshake_ns(&self) -> u64 {
-        match self {
-            Sock::Tcp(_) => 0,
-            Sock::Tls(s) => s.handshake_ns(),
-        }
-    }
-    fn error_kind(&self, e: &io::Error, default: ErrorKind) -> ErrorKind {
-        match self {
-            Sock::Tcp(_) => default,
-            Sock::Tls(_) => TlsTransport::error_kind(e, default),
-        }
-    }
-}
 
 /// One request in flight (or waiting for its connection to come up).
 struct Flight {
     req: Arc<Request>,
-    intended_ns: u64,
-    /// When the arrival was dispatched (open loop); the claim instant in a closed loop.
-    dispatched_ns: u64,
-    sent_ns: u64,
-    first_byte_ns: u64,
-    connect_ns: u64,
-    tls_handshake_ns: u64,
+    /// Its instants; `dispatched_ns` is the claim instant in a closed loop.
+    at: Stamps,
     status: u16,
     wire_bytes: u64,
     body_bytes: u64,
@@ -176,12 +67,11 @@ impl Flight {
     fn new(req: Arc<Request>, intended_ns: u64, retried: bool) -> Flight {
         Flight {
             req,
-            intended_ns,
-            dispatched_ns: intended_ns,
-            sent_ns: 0,
-            first_byte_ns: 0,
-            connect_ns: 0,
-            tls_handshake_ns: 0,
+            at: Stamps {
+                intended_ns,
+                dispatched_ns: intended_ns,
+                ..Stamps::default()
+            },
             status: 0,
             wire_bytes: 0,
             body_bytes: 0,
@@ -199,8 +89,8 @@ enum State {
     Ready,
 }
 
-struct Conn {
-    sock: Option<Sock>,
+struct Conn<T> {
+    sock: Option<T>,
     state: State,
     h2: H2Conn,
     /// Streams in flight on this connection.
@@ -217,8 +107,8 @@ struct Conn {
     last_read_ns: u64,
 }
 
-impl Conn {
-    fn new() -> Conn {
+impl<T> Conn<T> {
+    fn new() -> Self {
         Conn {
             sock: None,
             state: State::Closed,
@@ -232,6 +122,7 @@ impl Conn {
             last_read_ns: 0,
         }
     }
+
     fn load(&self) -> usize {
         self.streams.len() + self.pending.len()
     }
@@ -243,34 +134,17 @@ struct Prepared {
     body_start: usize,
 }
 
-pub(crate) struct H2Worker<'a, S> {
-    shared: &'a Shared<'a>,
-    sink: S,
-    source: Box<dyn RequestSource>,
-    poll: Poll,
-    conns: Vec<Conn>,
-    tls: Option<TlsConnector>,
-    scheme: &'static str,
+/// The HTTP/2 worker: many streams per connection.
+pub(crate) struct H2Worker<'a, S, T: Transport> {
+    core: WorkerCore<'a, S, T>,
+    conns: Vec<Conn<T>>,
     streams_per_conn: usize,
     prepared: HashMap<u32, Arc<Prepared>>,
     /// Arrivals (open loop) or refused requests (both loops) waiting for a stream.
+    /// Its requests count in `core.in_flight`; the in-flight integral counts
+    /// `in_flight - queue.len()` (requests on a connection).
     queue: VecDeque<Flight>,
-    /// Slots to reopen on the next loop turn (after a failed connect).
-    deferred: Vec<usize>,
-    scratch: Vec<u8>,
-    plan: Plan,
-    open_loop: bool,
-    arrivals: u64,
-    starting_done: bool,
-    in_flight: usize,
-    /// Time integral of `in_flight - queue.len()` (requests on a connection).
-    in_flight_clock: InFlightIntegral,
-    open_here: usize,
-    stats: WorkerStats,
     h2stats: H2Stats,
-    unpublished: (u64, u64, u64),
-    timeout_ns: u64,
-    connect_timeout_ns: u64,
     /// What every response body must meet (`Shared::body`).
     body: BodySpec,
     /// Decoders of finished streams, reused so a stream costs no allocation. Boxed
@@ -279,129 +153,36 @@ pub(crate) struct H2Worker<'a, S> {
     spare_decoders: Vec<Box<BodyDecoder>>,
 }
 
-impl<'a, S: Sink> H2Worker<'a, S> {
-    pub fn new(
-        shared: &'a Shared<'a>,
-        sink: S,
-        source: Box<dyn RequestSource>,
-        plan: Plan,
-        streams: u32,
-        tls: Option<TlsConnector>,
-    ) -> io::Result<Self> {
-        let open_loop = plan.pacer.is_some();
-        let slots = plan.max_connections.max(plan.connections);
-        Ok(H2Worker {
-            shared,
-            sink,
-            source,
-            poll: Poll::new()?,
+impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
+    /// The worker over `core`, with up to `streams` streams per connection. It has
+    /// no arrival timer (it has always slept by `poll_timeout` alone).
+    pub fn new(core: WorkerCore<'a, S, T>, streams: u32) -> Self {
+        let slots = core.slots();
+        let body = core.shared.body;
+        H2Worker {
+            core,
             conns: (0..slots).map(|_| Conn::new()).collect(),
-            scheme: if tls.is_some() { "https" } else { "http" },
-            tls,
             streams_per_conn: streams.max(1) as usize,
             prepared: HashMap::new(),
             queue: VecDeque::new(),
-            deferred: Vec::new(),
-            scratch: vec![0; SCRATCH_BYTES],
-            plan,
-            open_loop,
-            arrivals: 0,
-            starting_done: false,
-            in_flight: 0,
-            in_flight_clock: InFlightIntegral::default(),
-            open_here: 0,
-            stats: WorkerStats::default(),
             h2stats: H2Stats::default(),
-            unpublished: (0, 0, 0),
-            timeout_ns: duration_ns(shared.cfg.timeout),
-            connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
-            body: shared.body,
+            body,
             spare_decoders: Vec::new(),
-        })
+        }
     }
 
+    /// Runs to the end of the load and returns the sink and counters.
     pub fn run(mut self) -> (S, WorkerStats, H2Stats) {
-        let mut events = Events::with_capacity(1024);
-        let now = now_ns(self.shared);
-        for slot in 0..self.plan.connections.min(self.conns.len()) {
-            if self.open_loop {
-                self.open(slot, now);
-            } else {
-                self.reopen(slot, now);
-            }
-        }
-        let mut next_housekeeping = now + HOUSEKEEPING_NS;
-        let mut next_tick = now + TICK_NS;
-        loop {
-            let now = now_ns(self.shared);
-            if self.shared.cfg.stop_flag.load(Ordering::Relaxed)
-                || self.shared.abort.load(Ordering::Relaxed)
-            {
-                self.stats.stopped_early = true;
-                break;
-            }
-            if self.shared.end_ns.is_some_and(|end| now >= end) {
-                break;
-            }
-            while let Some(slot) = self.deferred.pop() {
-                self.reopen(slot, now);
-            }
-            let wait_ns = if self.open_loop {
-                self.release_arrivals(now)
-            } else {
-                None
-            };
-            self.note_in_flight(now);
-            if self.starting_done && self.in_flight == 0 && self.queue.is_empty() {
-                break;
-            }
-            let timeout = poll_timeout(
-                now,
-                next_housekeeping,
-                wait_ns,
-                self.shared.end_ns,
-                !self.deferred.is_empty(),
-                SPIN_WINDOW_NS,
-            );
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    self.stats.stopped_early = true;
-                    break;
-                }
-            }
-            for ev in events.iter() {
-                let readable = ev.is_readable() || ev.is_read_closed();
-                let writable = ev.is_writable() || ev.is_error();
-                self.on_event(ev.token().0, readable, writable);
-                // Streams taken from the queue while handling it start counting here.
-                let now = now_ns(self.shared);
-                self.note_in_flight(now);
-            }
-            let now = now_ns(self.shared);
-            if now >= next_housekeeping {
-                next_housekeeping = now + HOUSEKEEPING_NS;
-                self.scan_timeouts(now);
-                self.publish(now);
-            }
-            if now >= next_tick {
-                next_tick = now + TICK_NS;
-                self.sink.tick(now);
-            }
-        }
-        let end = now_ns(self.shared);
-        self.finish(end);
-        (self.sink, self.stats, self.h2stats)
+        run_loop(&mut self);
+        (self.core.sink, self.core.stats, self.h2stats)
     }
 
-    /// Opens a closed `slot` with a request to carry (a waiting one, or in a closed
-    /// loop a new one), so that a failing connect is charged to a request as in the
-    /// HTTP/1.1 worker; with no work the slot stays closed.
     fn reopen(&mut self, slot: usize, now: u64) {
         if self.conns[slot].state != State::Closed {
             return;
         }
         if self.conns[slot].pending.is_empty() {
-            let next = if self.open_loop {
+            let next = if self.core.open_loop {
                 self.queue.pop_front()
             } else {
                 self.claim(now)
@@ -420,59 +201,25 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         if let Some(f) = self.queue.pop_front() {
             return Some(f);
         }
-        if self.open_loop {
+        if self.core.open_loop {
             return None;
         }
         self.claim_new().map(|req| Flight::new(req, now, false))
     }
 
+    /// A new request, counted in flight from its claim.
     fn claim_new(&mut self) -> Option<Arc<Request>> {
-        if self.starting_done {
-            return None;
-        }
-        let r = claim_request(self.shared, &mut self.plan.reserved, self.source.as_mut());
-        match r {
-            Some(_) => {
-                self.unpublished.0 += 1;
-                self.in_flight += 1;
-            }
-            None => self.starting_done = true,
+        let r = self.core.claim();
+        if r.is_some() {
+            self.core.in_flight += 1;
         }
         r
     }
 
-    /// Open loop: sends every arrival that is due; returns ns until the next one.
-    fn release_arrivals(&mut self, now: u64) -> Option<u64> {
-        if self.starting_done {
-            return None;
-        }
-        for _ in 0..MAX_ARRIVALS_PER_TURN {
-            let pace = match self.plan.pacer.as_mut() {
-                Some(p) => p.pace(now, self.arrivals),
-                None => Pace::Done,
-            };
-            match pace {
-                Pace::SendNow(intended) => {
-                    let req = self.claim_new()?;
-                    self.arrivals += 1;
-                    let mut f = Flight::new(req, intended, false);
-                    f.dispatched_ns = now;
-                    self.dispatch(f, now);
-                }
-                Pace::Wait(ns) => return Some(ns),
-                Pace::Done => {
-                    self.starting_done = true;
-                    return None;
-                }
-            }
-        }
-        Some(0)
-    }
-
     /// Finds a stream for `f`: an open connection with room, one coming up with room,
     /// a new connection, or the queue (a cap hit in the open loop).
-    fn dispatch(&mut self, f: Flight, now: u64) {
-        let room = |c: &Conn, cap: usize| match c.state {
+    fn place(&mut self, f: Flight, now: u64) {
+        let room = |c: &Conn<T>, cap: usize| match c.state {
             State::Ready => c.load() < cap && c.h2.can_submit(),
             State::Connecting => c.load() < cap,
             State::Closed => false,
@@ -481,16 +228,15 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         if let Some(slot) = self.conns.iter().position(|c| room(c, cap)) {
             return self.assign(slot, f, now);
         }
-        if self.open_here < self.plan.max_connections {
+        if self.core.open_here < self.core.share.max_connections {
             if let Some(slot) = self.conns.iter().position(|c| c.state == State::Closed) {
                 self.conns[slot].pending.push(f);
                 self.open(slot, now);
                 return;
             }
         }
-        if self.open_loop {
-            self.stats.cap_hits += 1;
-            self.sink.cap_hit(now);
+        if self.core.open_loop {
+            self.core.cap_hit(now);
         }
         self.queue.push_back(f);
     }
@@ -507,8 +253,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
 
     /// Opens a connection on `slot` (closed), keeping any pending requests.
     fn open(&mut self, slot: usize, now: u64) {
-        self.stats.connections_opened += 1;
-        let addr = self.shared.cfg.addr;
+        let registered = self.core.connect(slot, now);
         let c = &mut self.conns[slot];
         c.connect_start_ns = now;
         c.connect_ns = 0;
@@ -519,25 +264,10 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             capture_content: self.body.is_active(),
             ..Settings::default()
         });
-        let registered = Sock::connect(self.tls.as_ref(), addr).and_then(|mut sock| {
-            self.poll
-                .registry()
-                .register(
-                    sock.source(),
-                    Token(slot),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .map(|()| sock)
-        });
         match registered {
             Ok(sock) => {
                 c.sock = Some(sock);
                 c.state = State::Connecting;
-                self.open_here += 1;
-                let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
-                self.shared.max_open.fetch_max(open, Ordering::Relaxed);
-                self.shared.live.set_open(open);
-                self.sink.connections(now, open);
             }
             Err(_) => {
                 c.state = State::Closed;
@@ -549,14 +279,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
     fn close(&mut self, slot: usize, now: u64) {
         let c = &mut self.conns[slot];
         if c.sock.take().is_some() {
-            self.open_here -= 1;
-            let open = self
-                .shared
-                .open
-                .fetch_sub(1, Ordering::Relaxed)
-                .saturating_sub(1);
-            self.shared.live.set_open(open);
-            self.sink.connections(now, open);
+            self.core.closed(now);
         }
         c.state = State::Closed;
     }
@@ -569,16 +292,16 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         let mut failed: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
         for mut f in c.pending.drain(..) {
             // Never sent: it failed while its connection was coming up.
-            f.sent_ns = c.connect_start_ns.max(f.intended_ns);
-            if !self.open_loop {
-                f.intended_ns = f.sent_ns;
-            }
+            f.at.sent_at(
+                c.connect_start_ns.max(f.at.intended_ns),
+                self.core.open_loop,
+            );
             failed.push(f);
         }
         for f in failed {
             self.record(&f, Some(kind), now);
         }
-        self.deferred.push(slot);
+        self.core.deferred.push(slot);
     }
 
     /// Queues `f` as a new stream on the ready connection `slot`.
@@ -587,10 +310,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             Some(p) => p,
             None => {
                 // A request HTTP/2 cannot carry (bad header for h2): counted, not sent.
-                f.sent_ns = now;
-                if !self.open_loop {
-                    f.intended_ns = now;
-                }
+                f.at.sent_at(now, self.core.open_loop);
                 return self.record(&f, Some(ErrorKind::Malformed), now);
             }
         };
@@ -598,14 +318,11 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         let body = &f.req.bytes[prepared.body_start..];
         match c.h2.submit_encoded(&prepared.head, body) {
             Ok(id) => {
-                f.sent_ns = now;
-                if !self.open_loop {
-                    f.intended_ns = now;
-                }
+                f.at.sent_at(now, self.core.open_loop);
                 if !c.charged {
                     c.charged = true;
-                    f.connect_ns = c.connect_ns;
-                    f.tls_handshake_ns = c.tls_handshake_ns;
+                    f.at.connect_ns = c.connect_ns;
+                    f.at.tls_handshake_ns = c.tls_handshake_ns;
                 }
                 c.streams.insert(id, f);
             }
@@ -637,7 +354,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
         let head = EncodedHead::new(&RequestHead {
             method: parsed.method?,
-            scheme: self.scheme,
+            scheme: T::SCHEME,
             authority: &authority,
             path: parsed.path?,
             headers: &fields,
@@ -661,49 +378,6 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         self.flush_out(slot);
     }
 
-    fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {
-        let Some(state) = self.conns.get(slot).map(|c| c.state) else {
-            return;
-        };
-        match state {
-            State::Closed => {}
-            State::Connecting => {
-                let now = now_ns(self.shared);
-                let c = &mut self.conns[slot];
-                let Some(sock) = c.sock.as_mut() else { return };
-                match sock.finish_connect() {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        c.connect_ns = now.saturating_sub(c.connect_start_ns);
-                        c.last_read_ns = now;
-                        c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
-                        c.state = State::Ready;
-                        let pending = std::mem::take(&mut c.pending);
-                        for f in pending {
-                            self.submit(slot, f, now);
-                        }
-                        self.fill(slot, now);
-                        if readable {
-                            self.read(slot);
-                        }
-                    }
-                    Err(e) => {
-                        let kind = sock.error_kind(&e, ErrorKind::Connect);
-                        self.fail_conn(slot, kind, now);
-                    }
-                }
-            }
-            State::Ready => {
-                if writable {
-                    self.flush_out(slot);
-                }
-                if readable && self.conns[slot].state == State::Ready {
-                    self.read(slot);
-                }
-            }
-        }
-    }
-
     /// Writes the codec's output until it is empty or the socket would block.
     fn flush_out(&mut self, slot: usize) {
         let c = &mut self.conns[slot];
@@ -719,16 +393,16 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let kind = sock.error_kind(&e, ErrorKind::Reset);
-                    let now = now_ns(self.shared);
+                    let kind = T::error_kind(&e, ErrorKind::Reset);
+                    let now = self.core.now_ns();
                     return self.fail_conn(slot, kind, now);
                 }
             }
         }
         if let Err(e) = sock.flush() {
             if e.kind() != io::ErrorKind::WouldBlock {
-                let kind = sock.error_kind(&e, ErrorKind::Reset);
-                let now = now_ns(self.shared);
+                let kind = T::error_kind(&e, ErrorKind::Reset);
+                let now = self.core.now_ns();
                 self.fail_conn(slot, kind, now);
             }
         }
@@ -739,9 +413,9 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         loop {
             let c = &mut self.conns[slot];
             let Some(sock) = c.sock.as_mut() else { return };
-            match sock.read(&mut self.scratch) {
+            match sock.read(&mut self.core.scratch) {
                 Ok(0) => {
-                    let now = now_ns(self.shared);
+                    let now = self.core.now_ns();
                     let kind = if c.streams.is_empty() && c.pending.is_empty() {
                         None
                     } else {
@@ -750,9 +424,9 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     return self.conn_done(slot, kind, now);
                 }
                 Ok(n) => {
-                    let now = now_ns(self.shared);
+                    let now = self.core.now_ns();
                     c.last_read_ns = now;
-                    let fed = c.h2.feed(&self.scratch[..n]);
+                    let fed = c.h2.feed(&self.core.scratch[..n]);
                     self.drain_events(slot, now);
                     if let Err(e) = fed {
                         self.h2stats.connection_errors += 1;
@@ -772,13 +446,13 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let kind = sock.error_kind(&e, ErrorKind::Reset);
-                    let now = now_ns(self.shared);
+                    let kind = T::error_kind(&e, ErrorKind::Reset);
+                    let now = self.core.now_ns();
                     return self.fail_conn(slot, kind, now);
                 }
             }
         }
-        let now = now_ns(self.shared);
+        let now = self.core.now_ns();
         let c = &self.conns[slot];
         if c.h2.is_going_away() && c.streams.is_empty() {
             // Drained after a GOAWAY: replace the connection.
@@ -796,7 +470,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 self.close(slot, now);
                 let pending = std::mem::take(&mut self.conns[slot].pending);
                 self.queue.extend(pending);
-                self.deferred.push(slot);
+                self.core.deferred.push(slot);
             }
         }
     }
@@ -812,8 +486,8 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     let c = &mut self.conns[slot];
                     if let Some(f) = c.streams.get_mut(&stream) {
                         f.status = status;
-                        if f.first_byte_ns == 0 {
-                            f.first_byte_ns = now;
+                        if f.at.first_byte_ns == 0 {
+                            f.at.first_byte_ns = now;
                         }
                         if self.body.is_active() {
                             let head = c.h2.polled_head();
@@ -860,8 +534,8 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                         // on whichever connection has room (this one is going away or
                         // at its limit). The intended time is kept.
                         self.h2stats.refused_retries += 1;
-                        let mut again = Flight::new(f.req, f.intended_ns, true);
-                        again.dispatched_ns = f.dispatched_ns;
+                        let mut again = Flight::new(f.req, f.at.intended_ns, true);
+                        again.at.dispatched_ns = f.at.dispatched_ns;
                         self.queue.push_front(again);
                     } else {
                         self.h2stats.stream_resets += 1;
@@ -878,12 +552,12 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             }
         }
         // Refused streams go to another connection with room, or a new one.
-        while !self.queue.is_empty() && self.open_loop {
+        while !self.queue.is_empty() && self.core.open_loop {
             let Some(f) = self.queue.pop_front() else {
                 break;
             };
             let before = self.queue.len();
-            self.dispatch(f, now);
+            self.place(f, now);
             if self.queue.len() > before {
                 break;
             }
@@ -894,7 +568,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         let Some(mut f) = self.conns[slot].streams.remove(&stream) else {
             return;
         };
-        let range = self.shared.cfg.accept_status;
+        let range = self.core.shared.cfg.accept_status;
         let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
         if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
             error = d.finish(f.seen);
@@ -905,36 +579,16 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
     }
 
-    /// The in-flight count changed (or may have): account the old one up to `now`.
-    fn note_in_flight(&mut self, now: u64) {
-        let on_conn = self.in_flight.saturating_sub(self.queue.len());
-        self.in_flight_clock.set(now, on_conn as u64);
-    }
-
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
         // A request still waiting for a stream when the run ends was never sent: 0 says
         // so (not counted as sent, no send lag or service time; see the HTTP/1.1
-        // worker's `finish`). Other failures before the first byte are stamped `now`.
-        let never_sent = f.sent_ns == 0 && error == Some(ErrorKind::InFlight);
-        let sent_ns = if f.sent_ns == 0 && !never_sent {
-            now
-        } else {
-            f.sent_ns
-        };
+        // worker's `censor`). Other failures before the first byte are stamped `now`.
+        let never_sent = f.at.sent_ns == 0 && error == Some(ErrorKind::InFlight);
+        let mut at = f.at;
+        if at.sent_ns == 0 && !never_sent {
+            at.sent_ns = now;
+        }
         let sample = Sample {
-            intended_ns: f.intended_ns,
-            dispatched_ns: stamp_dispatched(
-                self.open_loop,
-                f.intended_ns,
-                f.dispatched_ns,
-                sent_ns,
-            ),
-            sent_ns,
-            first_byte_ns: f.first_byte_ns,
-            done_ns: now,
-            connect_ns: f.connect_ns,
-            tls_handshake_ns: f.tls_handshake_ns,
-            status: f.status,
             wire_bytes: f.wire_bytes,
             // With a decoder: decoded bytes beside the coded ones on the wire.
             body_bytes: f
@@ -942,17 +596,107 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                 .as_ref()
                 .map_or(f.body_bytes, |d| d.decoded_bytes()),
             wire_body_bytes: f.body_bytes,
-            error,
             request_index: f.req.index,
+            ..at.sample(self.core.open_loop, now, f.status, error)
         };
-        self.sink.record(&sample);
-        self.unpublished.1 += 1;
-        if error.is_some() {
-            self.unpublished.2 += 1;
-        }
-        self.source.on_response(&f.req, f.status, &[]);
-        self.in_flight = self.in_flight.saturating_sub(1);
+        self.core.record(&sample);
+        self.core.source.on_response(&f.req, f.status, &[]);
+        self.core.in_flight = self.core.in_flight.saturating_sub(1);
         self.note_in_flight(now);
+    }
+}
+
+impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
+    fn core(&mut self) -> &mut WorkerCore<'a, S, T> {
+        &mut self.core
+    }
+
+    /// Arrivals and refused requests waiting for a stream.
+    fn queue_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    fn start(&mut self, now: u64) {
+        for slot in 0..self.core.share.connections.min(self.conns.len()) {
+            if self.core.open_loop {
+                self.open(slot, now);
+            } else {
+                self.reopen(slot, now);
+            }
+        }
+    }
+
+    fn retry(&mut self, slot: usize, now: u64) {
+        self.reopen(slot, now);
+    }
+
+    fn dispatch(&mut self, req: Arc<Request>, intended_ns: u64, now: u64) {
+        self.core.in_flight += 1;
+        let mut f = Flight::new(req, intended_ns, false);
+        f.at.dispatched_ns = now;
+        self.place(f, now);
+    }
+
+    fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
+        self.core.in_flight += 1;
+        let mut f = Flight::new(req, intended_ns, false);
+        f.at.dispatched_ns = end;
+        self.queue.push_back(f);
+    }
+
+    fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {
+        let Some(state) = self.conns.get(slot).map(|c| c.state) else {
+            return;
+        };
+        match state {
+            State::Closed => {}
+            State::Connecting => {
+                let now = self.core.now_ns();
+                let c = &mut self.conns[slot];
+                let Some(sock) = c.sock.as_mut() else { return };
+                match sock.finish_connect() {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        c.connect_ns = now.saturating_sub(c.connect_start_ns);
+                        c.last_read_ns = now;
+                        c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
+                        c.state = State::Ready;
+                        let pending = std::mem::take(&mut c.pending);
+                        for f in pending {
+                            self.submit(slot, f, now);
+                        }
+                        self.fill(slot, now);
+                        if readable {
+                            self.read(slot);
+                        }
+                    }
+                    Err(e) => {
+                        let kind = T::error_kind(&e, ErrorKind::Connect);
+                        self.fail_conn(slot, kind, now);
+                    }
+                }
+            }
+            State::Ready => {
+                if writable {
+                    self.flush_out(slot);
+                }
+                if readable && self.conns[slot].state == State::Ready {
+                    self.read(slot);
+                }
+            }
+        }
+    }
+
+    /// Streams taken from the queue while handling an event start counting here.
+    fn after_event(&mut self) {
+        let now = self.core.now_ns();
+        self.note_in_flight(now);
+    }
+
+    /// The in-flight count changed (or may have): account the old one up to `now`.
+    fn note_in_flight(&mut self, now: u64) {
+        let on_conn = self.core.in_flight.saturating_sub(self.queue.len());
+        self.core.in_flight_clock.set(now, on_conn as u64);
     }
 
     fn scan_timeouts(&mut self, now: u64) {
@@ -960,16 +704,16 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             let c = &mut self.conns[slot];
             match c.state {
                 State::Connecting
-                    if now.saturating_sub(c.connect_start_ns) >= self.connect_timeout_ns =>
+                    if now.saturating_sub(c.connect_start_ns) >= self.core.connect_timeout_ns =>
                 {
                     self.fail_conn(slot, ErrorKind::Connect, now);
                 }
                 State::Ready => {
-                    let timeout = self.timeout_ns;
+                    let timeout = self.core.timeout_ns;
                     let late: Vec<StreamId> = c
                         .streams
                         .iter()
-                        .filter(|(_, f)| now.saturating_sub(f.sent_ns) >= timeout)
+                        .filter(|(_, f)| now.saturating_sub(f.at.sent_ns) >= timeout)
                         .map(|(&id, _)| id)
                         .collect();
                     if late.is_empty() {
@@ -983,7 +727,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     let oldest_sent_ns = late
                         .iter()
                         .filter_map(|id| c.streams.get(id))
-                        .map(|f| f.sent_ns)
+                        .map(|f| f.at.sent_ns)
                         .min()
                         .unwrap_or(now);
                     let dead = late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
@@ -998,7 +742,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
                     }
                     if dead {
                         self.close(slot, now);
-                        self.deferred.push(slot);
+                        self.core.deferred.push(slot);
                     } else {
                         self.flush_out(slot);
                     }
@@ -1007,7 +751,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
             }
         }
         // Closed loop: a slot closed for lack of work may be needed again.
-        if !self.open_loop {
+        if !self.core.open_loop {
             for slot in 0..self.conns.len() {
                 if self.conns[slot].state == State::Ready {
                     self.fill(slot, now);
@@ -1016,34 +760,7 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         }
     }
 
-    fn publish(&mut self, now: u64) {
-        let (s, d, e) = std::mem::take(&mut self.unpublished);
-        self.shared.live.publish(s, d, e);
-        self.note_in_flight(now);
-        self.shared
-            .live
-            .publish_in_flight(self.in_flight_clock.unpublished(now));
-    }
-
-    /// End of the run: streams in flight, requests waiting for a connection and
-    /// queued arrivals become censored InFlight samples with `done_ns = end`.
-    fn finish(&mut self, end: u64) {
-        if self.open_loop {
-            for _ in 0..MAX_ARRIVALS_PER_TURN * 16 {
-                let Some(Pace::SendNow(intended)) =
-                    self.plan.pacer.as_mut().map(|p| p.pace(end, self.arrivals))
-                else {
-                    break;
-                };
-                let Some(req) = self.claim_new() else { break };
-                self.arrivals += 1;
-                // Handled only now: dispatched at the end, a lower bound like sent.
-                let mut f = Flight::new(req, intended, false);
-                f.dispatched_ns = end;
-                self.queue.push_back(f);
-            }
-        }
-        self.starting_done = true;
+    fn censor(&mut self, end: u64) {
         for slot in 0..self.conns.len() {
             let c = &mut self.conns[slot];
             let mut left: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
@@ -1056,16 +773,5 @@ impl<'a, S: Sink> H2Worker<'a, S> {
         while let Some(f) = self.queue.pop_front() {
             self.record(&f, Some(ErrorKind::InFlight), end);
         }
-        self.publish(end);
-        self.sink.tick(end);
     }
-}
-
-/// Nanoseconds since the run started, on the run's one clock.
-fn now_ns(shared: &Shared<'_>) -> u64 {
-    shared.start.elapsed().as_nanos() as u64
-}
-
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

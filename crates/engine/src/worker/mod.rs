@@ -1,0 +1,67 @@
+//! The workers: one thread each, one mio event loop over its share of the connections.
+//!
+//! Place in the flow: `run -> **worker** -> transport (TCP, TLS) -> target`. `run`
+//! splits the load into [`WorkerShare`]s; each worker turns its share into requests on
+//! the wire and one [`crate::Sample`] per request into its own [`crate::Sink`].
+//! [`shared`] holds what both protocols do the same way (claiming requests, releasing
+//! arrivals, connection accounting, the event loop itself); [`http1`] keeps one request
+//! per connection at a time, [`h2`] many streams per connection. Both are generic over
+//! the [`crate::conn::Transport`], so plain TCP and TLS each get their own
+//! monomorphised loop.
+
+mod h2;
+mod http1;
+mod shared;
+
+use h2::H2Worker;
+use http1::Worker;
+pub use shared::H2Stats;
+use shared::WorkerCore;
+pub(crate) use shared::{duration_ns, Shared, WorkerShare, WorkerStats};
+
+use crate::conn::Tcp;
+use crate::tls::{TlsConnector, TlsTransport};
+use crate::{HttpVersion, RequestSource, Sink};
+
+/// One worker's whole run, whichever worker it is: its sink and counters.
+pub(crate) type Job<'a, S> = Box<dyn FnOnce() -> (S, WorkerStats, H2Stats) + Send + 'a>;
+
+/// Builds the worker for `http` over TCP, or over TLS when given a connector, and
+/// returns its run as a job for its thread. The choice is made once per worker, so
+/// each loop is monomorphised for its protocol and transport.
+pub(crate) fn job<'a, S: Sink + 'a>(
+    shared: &'a Shared<'a>,
+    sink: S,
+    source: Box<dyn RequestSource>,
+    share: WorkerShare,
+    http: HttpVersion,
+    tls: Option<TlsConnector>,
+) -> std::io::Result<Job<'a, S>> {
+    Ok(match (http, tls) {
+        (HttpVersion::Http1, None) => {
+            let w = Worker::new(WorkerCore::<S, Tcp>::new(shared, sink, source, share, ())?);
+            Box::new(move || with_h2(w.run()))
+        }
+        (HttpVersion::Http1, Some(c)) => {
+            let w = Worker::new(WorkerCore::<S, TlsTransport>::new(
+                shared, sink, source, share, c,
+            )?);
+            Box::new(move || with_h2(w.run()))
+        }
+        (HttpVersion::H2 { streams }, None) => {
+            let core = WorkerCore::<S, Tcp>::new(shared, sink, source, share, ())?;
+            let w = H2Worker::new(core, streams);
+            Box::new(move || w.run())
+        }
+        (HttpVersion::H2 { streams }, Some(c)) => {
+            let core = WorkerCore::<S, TlsTransport>::new(shared, sink, source, share, c)?;
+            let w = H2Worker::new(core, streams);
+            Box::new(move || w.run())
+        }
+    })
+}
+
+/// An HTTP/1.1 worker's result with (empty) HTTP/2 counters.
+fn with_h2<S>((sink, stats): (S, WorkerStats)) -> (S, WorkerStats, H2Stats) {
+    (sink, stats, H2Stats::default())
+}

@@ -1,0 +1,561 @@
+//! What the HTTP/1.1 and HTTP/2 workers do the same way, written once.
+//!
+//! Place in the flow: `run -> worker (**shared** + http1 | h2) -> transport`. The run
+//! hands every worker the same [`Shared`] state and its own [`WorkerShare`]; each worker
+//! keeps a [`WorkerCore`] (clock, sink, request source, event queue, pacing, counters,
+//! connection accounting) and implements [`Protocol`], the few steps where HTTP/1.1
+//! (one request per connection at a time) and HTTP/2 (many streams per connection)
+//! differ. [`run_loop`] drives either through the same event loop; it is generic, so
+//! each worker's loop is monomorphised and the per-request path has no dynamic call.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+
+use crate::conn::Transport;
+use crate::decode::BodySpec;
+use crate::live::InFlightIntegral;
+use crate::pacer::{Pace, Pacer};
+use crate::sample::stamp_dispatched;
+use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
+use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
+
+/// Size of the per-worker read buffer: one read takes a typical HTTP/1.1 response
+/// whole, or several full HTTP/2 frames.
+pub(crate) const SCRATCH_BYTES: usize = 64 * 1024;
+/// How often counters are published to [`Live`] and timeouts are scanned.
+const HOUSEKEEPING_NS: u64 = 5_000_000;
+/// How often `Sink::tick` is called (the contract asks for at least once a second).
+const TICK_NS: u64 = 100_000_000;
+/// epoll timeouts are whole milliseconds (mio rounds up). Without an [`ArrivalTimer`]
+/// (timerfd refused, or the HTTP/2 worker, which has none), the loop sleeps in epoll
+/// only until this long before the next arrival and then polls without blocking.
+const SPIN_WINDOW_NS: u64 = 1_000_000;
+/// The open-loop arrival timer's token: past every connection slot.
+const TIMER_TOKEN: Token = Token(usize::MAX);
+/// Arrivals released per loop turn when behind schedule, so events are still served.
+const MAX_ARRIVALS_PER_TURN: usize = 256;
+/// At the end of a run, at most this many arrivals due but not released are censored.
+const MAX_UNRELEASED_AT_END: usize = MAX_ARRIVALS_PER_TURN * 16;
+
+/// State shared by all workers of one run.
+pub(crate) struct Shared<'a> {
+    pub cfg: &'a LoadConfig,
+    pub live: &'a Live,
+    pub start: Instant,
+    /// End of the run by duration, ns since start.
+    pub end_ns: Option<u64>,
+    /// Connections open across workers, and the most ever open at once.
+    pub open: AtomicU32,
+    pub max_open: AtomicU32,
+    /// Started-request tickets (only used when `stop.requests` is set).
+    pub tickets: AtomicU64,
+    /// Set by `run` when a later worker failed to start, so earlier ones stop.
+    pub abort: AtomicBool,
+    /// Body checks (content coding, expected size or hash); inactive by default.
+    pub body: BodySpec,
+}
+
+impl Shared<'_> {
+    /// Nanoseconds since the run started, on the run's one clock.
+    pub fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+/// What a worker hands back besides its sink.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerStats {
+    pub cap_hits: u64,
+    pub connections_opened: u64,
+    pub idle_close_retries: u64,
+    pub stopped_early: bool,
+}
+
+/// HTTP/2 connection and stream events of a run, summed over workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct H2Stats {
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Streams the server refused (REFUSED_STREAM) that were re-sent once.
+    pub refused_retries: u64,
+    /// Streams the server reset otherwise (each also a `Reset` sample).
+    pub stream_resets: u64,
+    /// Connections that failed on a protocol error (a broken frame, HPACK, flow
+    /// control), each failing its open streams as `Malformed`.
+    pub connection_errors: u64,
+    /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
+    /// each also a `Timeout` sample.
+    pub cancelled_streams: u64,
+}
+
+impl H2Stats {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &H2Stats) {
+        self.goaways += o.goaways;
+        self.refused_retries += o.refused_retries;
+        self.stream_resets += o.stream_resets;
+        self.connection_errors += o.connection_errors;
+        self.cancelled_streams += o.cancelled_streams;
+    }
+}
+
+/// One worker's share of the run's configuration: its connections, cap and pacer.
+/// (Not the study's plan of steps: this is what `run` splits a single load into.)
+pub(crate) struct WorkerShare {
+    pub connections: usize,
+    /// Closed loop with a request limit: tickets set aside for this worker's initial
+    /// requests before any worker started, so every worker opens its share of the
+    /// connections even if another worker's thread started first and raced through
+    /// the shared tickets (which made the connection count depend on thread start-up).
+    pub reserved: u64,
+    pub max_connections: usize,
+    pub pacer: Option<Pacer>,
+}
+
+/// Requests started, samples recorded and errors among them since the last publish.
+#[derive(Debug, Default, Clone, Copy)]
+struct Unpublished {
+    started: u64,
+    done: u64,
+    errors: u64,
+}
+
+/// The next step of the open-loop schedule.
+pub(crate) enum Arrival {
+    /// An arrival is due: its request and intended instant.
+    Due(Arc<Request>, u64),
+    /// The next arrival is this many ns away.
+    Wait(u64),
+    /// No more arrivals (schedule over, request count reached, source empty).
+    Over,
+}
+
+/// The per-worker state both workers keep, and what they do with it the same way.
+pub(crate) struct WorkerCore<'a, S, T: Transport> {
+    pub shared: &'a Shared<'a>,
+    pub sink: S,
+    pub source: Box<dyn RequestSource>,
+    pub poll: Poll,
+    /// Read buffer shared by all of the worker's connections.
+    pub scratch: Vec<u8>,
+    pub share: WorkerShare,
+    pub open_loop: bool,
+    /// Arrivals released by the pacer so far.
+    arrivals: u64,
+    /// No new request will be started (count reached, schedule over, source empty).
+    pub starting_done: bool,
+    /// Requests in flight, as each worker counts them (see its `in_flight_clock`).
+    pub in_flight: usize,
+    /// Time integral of the requests holding a connection, for Little's law.
+    pub in_flight_clock: InFlightIntegral,
+    /// Slots to be given new work on the next loop turn (after a failed connect).
+    pub deferred: Vec<usize>,
+    /// Connections this worker has open.
+    pub open_here: usize,
+    pub stats: WorkerStats,
+    unpublished: Unpublished,
+    pub timeout_ns: u64,
+    pub connect_timeout_ns: u64,
+    /// Open loop: wakes the loop just before the next arrival (`None` in a closed loop,
+    /// for HTTP/2, or when the OS refused a timerfd: then the loop busy-polls the last
+    /// ms).
+    timer: Option<ArrivalTimer>,
+    /// Shared by this worker's connections (e.g. the TLS config and session cache).
+    connector: T::Connector,
+}
+
+impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
+    /// The state of one worker about to run `share` with `sink` and `source`, its
+    /// connections made by `connector`.
+    pub fn new(
+        shared: &'a Shared<'a>,
+        sink: S,
+        source: Box<dyn RequestSource>,
+        share: WorkerShare,
+        connector: T::Connector,
+    ) -> io::Result<Self> {
+        let open_loop = share.pacer.is_some();
+        let poll = Poll::new()?;
+        Ok(WorkerCore {
+            shared,
+            sink,
+            source,
+            poll,
+            scratch: vec![0; SCRATCH_BYTES],
+            share,
+            open_loop,
+            arrivals: 0,
+            starting_done: false,
+            in_flight: 0,
+            in_flight_clock: InFlightIntegral::default(),
+            deferred: Vec::new(),
+            open_here: 0,
+            stats: WorkerStats::default(),
+            unpublished: Unpublished::default(),
+            timeout_ns: duration_ns(shared.cfg.timeout),
+            connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
+            timer: None,
+            connector,
+        })
+    }
+
+    /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
+    /// the last ms (without a timerfd from the OS, the loop still busy-polls).
+    pub fn with_arrival_timer(mut self) -> Self {
+        if self.open_loop {
+            self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
+        }
+        self
+    }
+
+    /// Nanoseconds since the run started.
+    pub fn now_ns(&self) -> u64 {
+        self.shared.now_ns()
+    }
+
+    /// The connection slots this worker needs: its share of the cap (open loop) or of
+    /// the connections.
+    pub fn slots(&self) -> usize {
+        self.share.max_connections.max(self.share.connections)
+    }
+
+    /// The next request to start, or `None` when the worker must start no more: its
+    /// own reserved tickets first (see [`WorkerShare::reserved`]), then, in a run
+    /// limited to `-n` requests, a ticket from the shared counter, each paired with
+    /// its source's next request. Both workers start exactly `n` requests this way.
+    pub fn claim(&mut self) -> Option<Arc<Request>> {
+        if self.starting_done {
+            return None;
+        }
+        let mut ticket = true;
+        if self.share.reserved > 0 {
+            self.share.reserved -= 1;
+        } else if let Some(limit) = self.shared.cfg.stop.requests {
+            ticket = self.shared.tickets.fetch_add(1, Ordering::Relaxed) < limit;
+        }
+        let r = if ticket {
+            self.source.next_request()
+        } else {
+            None
+        };
+        match r {
+            Some(_) => self.unpublished.started += 1,
+            None => self.starting_done = true,
+        }
+        r
+    }
+
+    /// Open loop: the arrival due at `now`, if any, with its request claimed.
+    pub fn next_arrival(&mut self, now: u64) -> Arrival {
+        if self.starting_done {
+            return Arrival::Over;
+        }
+        let pace = match self.share.pacer.as_mut() {
+            Some(p) => p.pace(now, self.arrivals),
+            None => Pace::Done,
+        };
+        match pace {
+            Pace::SendNow(intended) => match self.claim() {
+                Some(req) => {
+                    self.arrivals += 1;
+                    Arrival::Due(req, intended)
+                }
+                None => Arrival::Over,
+            },
+            Pace::Wait(ns) => Arrival::Wait(ns),
+            Pace::Done => {
+                self.starting_done = true;
+                Arrival::Over
+            }
+        }
+    }
+
+    /// Starts a connect for `slot` and registers it for read and write readiness
+    /// (edge-triggered, once for the connection's life); counts it open on success.
+    pub fn connect(&mut self, slot: usize, now: u64) -> io::Result<T> {
+        self.stats.connections_opened += 1;
+        let mut sock = T::connect(&self.connector, self.shared.cfg.addr)?;
+        self.poll.registry().register(
+            sock.source(),
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.open_here += 1;
+        let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.shared.max_open.fetch_max(open, Ordering::Relaxed);
+        self.shared.live.set_open(open);
+        self.sink.connections(now, open);
+        Ok(sock)
+    }
+
+    /// A socket `connect` returned was dropped (closing its fd also removes it from
+    /// epoll).
+    pub fn closed(&mut self, now: u64) {
+        self.open_here -= 1;
+        let open = self
+            .shared
+            .open
+            .fetch_sub(1, Ordering::Relaxed)
+            .saturating_sub(1);
+        self.shared.live.set_open(open);
+        self.sink.connections(now, open);
+    }
+
+    /// An open-loop arrival found no connection and waits: a cap hit.
+    pub fn cap_hit(&mut self, now: u64) {
+        self.stats.cap_hits += 1;
+        self.sink.cap_hit(now);
+    }
+
+    /// Hands one sample to the sink and counts it for the progress line.
+    pub fn record(&mut self, sample: &Sample) {
+        self.sink.record(sample);
+        self.unpublished.done += 1;
+        if sample.error.is_some() {
+            self.unpublished.errors += 1;
+        }
+    }
+
+    /// Publishes the counters and the in-flight integral since the last publish.
+    pub fn publish(&mut self, now: u64) {
+        let u = std::mem::take(&mut self.unpublished);
+        self.shared.live.publish(u.started, u.done, u.errors);
+        self.shared
+            .live
+            .publish_in_flight(self.in_flight_clock.unpublished(now));
+    }
+
+    /// How long the loop may sleep in epoll: not at all with deferred work; with the
+    /// arrival timer armed, past the next arrival (to the next housekeeping or the
+    /// end) since the timer's event wakes it; else up to the spin window before it.
+    fn poll_timeout(&mut self, now: u64, next_housekeeping: u64, wait_ns: Option<u64>) -> Duration {
+        if !self.deferred.is_empty() {
+            return Duration::ZERO;
+        }
+        if let (Some(w), Some(timer)) = (wait_ns, self.timer.as_mut()) {
+            if w <= EARLY_WAKE_NS || timer.arm(now + w, w - EARLY_WAKE_NS).is_err() {
+                return Duration::ZERO;
+            }
+            let mut sleep_ns = next_housekeeping.saturating_sub(now);
+            if let Some(end) = self.shared.end_ns {
+                sleep_ns = sleep_ns.min(end.saturating_sub(now));
+            }
+            return Duration::from_nanos(sleep_ns);
+        }
+        poll_timeout(
+            now,
+            next_housekeeping,
+            wait_ns,
+            self.shared.end_ns,
+            false,
+            SPIN_WINDOW_NS,
+        )
+    }
+
+    /// The run was stopped from outside or by a failed worker start.
+    fn stop_requested(&self) -> bool {
+        self.shared.cfg.stop_flag.load(Ordering::Relaxed)
+            || self.shared.abort.load(Ordering::Relaxed)
+    }
+}
+
+/// The steps where the HTTP/1.1 and HTTP/2 workers differ; [`run_loop`] does the rest.
+pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
+    /// The state both workers keep.
+    fn core(&mut self) -> &mut WorkerCore<'a, S, T>;
+    /// No arrival or refused request waits for a connection.
+    fn queue_empty(&self) -> bool;
+    /// Opens the initial connections.
+    fn start(&mut self, now: u64);
+    /// A slot on the deferred list (its connect failed) can take work again.
+    fn retry(&mut self, slot: usize, now: u64);
+    /// Open loop: an arrival is due; it goes to a connection or waits in the queue.
+    /// `now` is its dispatched instant.
+    fn dispatch(&mut self, req: Arc<Request>, intended_ns: u64, now: u64);
+    /// End of the run: an arrival due before `end` that the loop had not released
+    /// waits in the queue, dispatched at `end` (a lower bound, like sent), to be
+    /// censored with the rest.
+    fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64);
+    /// Handles readiness of connection `slot`.
+    fn on_event(&mut self, slot: usize, readable: bool, writable: bool);
+    /// After each event: the HTTP/2 worker accounts streams taken from its queue.
+    fn after_event(&mut self) {}
+    /// Brings the in-flight integral up to `now` where the worker does not update it
+    /// at every change itself.
+    fn note_in_flight(&mut self, _now: u64) {}
+    /// Requests and connects past their timeouts fail.
+    fn scan_timeouts(&mut self, now: u64);
+    /// End of the run: everything still on a connection becomes a censored InFlight
+    /// sample with `done_ns = end`, then every socket closes; then the queue.
+    fn censor(&mut self, end: u64);
+}
+
+/// Runs a worker to the end of the load: release arrivals, sleep in epoll, handle
+/// readiness, scan timeouts and publish every few ms, tick the sink, and at the end
+/// censor what is left.
+pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W) {
+    let mut events = Events::with_capacity(1024);
+    let now = w.core().now_ns();
+    w.start(now);
+    let mut next_housekeeping = now + HOUSEKEEPING_NS;
+    let mut next_tick = now + TICK_NS;
+    loop {
+        let core = w.core();
+        let now = core.now_ns();
+        if core.stop_requested() {
+            core.stats.stopped_early = true;
+            break;
+        }
+        if core.shared.end_ns.is_some_and(|end| now >= end) {
+            break;
+        }
+        while let Some(slot) = w.core().deferred.pop() {
+            w.retry(slot, now);
+        }
+        let wait_ns = if w.core().open_loop {
+            release_arrivals(w, now)
+        } else {
+            None
+        };
+        w.note_in_flight(now);
+        // Nothing left to do: no request will start, none is in flight or queued.
+        let queue_empty = w.queue_empty();
+        let core = w.core();
+        if core.starting_done && core.in_flight == 0 && queue_empty {
+            break;
+        }
+        let timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
+        if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                // The event queue itself failed: nothing more can be measured.
+                core.stats.stopped_early = true;
+                break;
+            }
+        }
+        for ev in events.iter() {
+            if ev.token() == TIMER_TOKEN {
+                continue;
+            }
+            w.on_event(
+                ev.token().0,
+                ev.is_readable() || ev.is_read_closed(),
+                ev.is_writable() || ev.is_error(),
+            );
+            w.after_event();
+        }
+        let now = w.core().now_ns();
+        if now >= next_housekeeping {
+            next_housekeeping = now + HOUSEKEEPING_NS;
+            w.scan_timeouts(now);
+            w.note_in_flight(now);
+            w.core().publish(now);
+        }
+        if now >= next_tick {
+            next_tick = now + TICK_NS;
+            w.core().sink.tick(now);
+        }
+    }
+    let end = w.core().now_ns();
+    finish(w, end);
+}
+
+/// Open loop: dispatches every arrival that is due; returns ns until the next one.
+fn release_arrivals<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(
+    w: &mut W,
+    now: u64,
+) -> Option<u64> {
+    for _ in 0..MAX_ARRIVALS_PER_TURN {
+        match w.core().next_arrival(now) {
+            Arrival::Due(req, intended) => w.dispatch(req, intended, now),
+            Arrival::Wait(ns) => return Some(ns),
+            Arrival::Over => return None,
+        }
+    }
+    Some(0)
+}
+
+/// End of the run: every scheduled arrival in [0, end) gets exactly one sample, those
+/// the loop had not released yet (it checks the end before pacing) included.
+fn finish<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W, end: u64) {
+    if w.core().open_loop {
+        for _ in 0..MAX_UNRELEASED_AT_END {
+            let Arrival::Due(req, intended) = w.core().next_arrival(end) else {
+                break;
+            };
+            w.queue_unreleased(req, intended, end);
+        }
+    }
+    w.core().starting_done = true;
+    w.censor(end);
+    w.note_in_flight(end);
+    let core = w.core();
+    core.publish(end);
+    core.sink.tick(end);
+}
+
+/// A `Duration` in ns, saturating (a timeout of years is "never").
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The instants of one request that become its [`Sample`], kept the same way by both
+/// workers (per connection in HTTP/1.1, per stream in HTTP/2).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Stamps {
+    /// When the schedule said to send it (the send instant in a closed loop).
+    pub intended_ns: u64,
+    /// When the worker handled the arrival (open loop), even if it then waited.
+    pub dispatched_ns: u64,
+    pub sent_ns: u64,
+    pub first_byte_ns: u64,
+    /// Connect time charged to this request (0 on a reused connection).
+    pub connect_ns: u64,
+    /// The TLS handshake part of `connect_ns`.
+    pub tls_handshake_ns: u64,
+}
+
+impl Stamps {
+    /// Sent at `at`, or failed at `at` before it could be: in a closed loop there is
+    /// no schedule, so a request is intended when it is sent.
+    pub fn sent_at(&mut self, at: u64, open_loop: bool) {
+        self.sent_ns = at;
+        if !open_loop {
+            self.intended_ns = at;
+        }
+    }
+
+    /// The sample of these instants, done at `done_ns`; the caller adds the bytes
+    /// and the request index.
+    pub fn sample(
+        &self,
+        open_loop: bool,
+        done_ns: u64,
+        status: u16,
+        error: Option<ErrorKind>,
+    ) -> Sample {
+        Sample {
+            intended_ns: self.intended_ns,
+            dispatched_ns: stamp_dispatched(
+                open_loop,
+                self.intended_ns,
+                self.dispatched_ns,
+                self.sent_ns,
+            ),
+            sent_ns: self.sent_ns,
+            first_byte_ns: self.first_byte_ns,
+            done_ns,
+            connect_ns: self.connect_ns,
+            tls_handshake_ns: self.tls_handshake_ns,
+            status,
+            wire_bytes: 0,
+            body_bytes: 0,
+            wire_body_bytes: 0,
+            error,
+            request_index: 0,
+        }
+    }
+}
