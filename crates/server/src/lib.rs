@@ -16,12 +16,14 @@
 #![deny(missing_docs)]
 
 mod answer;
+mod conn;
 pub mod date;
 pub mod files;
 mod h2;
 pub mod log;
 pub mod mime;
 pub mod parse;
+mod respond;
 mod signal;
 mod tls;
 mod worker;

@@ -170,6 +170,69 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
     if rl_end - line_start > MAX_REQUEST_LINE {
         return Err(ParseError::UriTooLong);
     }
+    let (method_span, target_span, minor) = request_line(buf, line_start, rl_end)?;
+
+    let mut framing = Framing {
+        keep_alive: minor == 1,
+        ..Framing::default()
+    };
+    loop {
+        let Some((end, after)) = line_end(buf, next) else {
+            if buf.len() > MAX_HEAD {
+                return Err(ParseError::HeadersTooLarge);
+            }
+            return Ok(None);
+        };
+        if after > MAX_HEAD {
+            return Err(ParseError::HeadersTooLarge);
+        }
+        if end == next {
+            next = after;
+            break;
+        }
+        let l = &buf[next..end];
+        if l[0] == b' ' || l[0] == b'\t' {
+            // obs-fold: RFC 9112 lets a server reject it with 400.
+            return Err(ParseError::Bad);
+        }
+        let colon = l.iter().position(|&b| b == b':').ok_or(ParseError::Bad)?;
+        let name = &l[..colon];
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            return Err(ParseError::Bad);
+        }
+        if !l[colon + 1..].iter().all(|&b| is_value_byte(b)) {
+            return Err(ParseError::Bad);
+        }
+        if headers.len() >= MAX_HEADERS {
+            return Err(ParseError::HeadersTooLarge);
+        }
+        let (vs, ve) = trim(buf, next + colon + 1, end);
+        let h = HeaderSpan {
+            name: Span::new(next, next + colon),
+            value: Span::new(vs, ve),
+        };
+        framing.field(name, &buf[vs..ve])?;
+        headers.push(h);
+        next = after;
+    }
+    let body = framing.finish(minor)?;
+    Ok(Some(Head {
+        method: method_span,
+        target: target_span,
+        minor,
+        len: next,
+        body,
+        keep_alive: framing.keep_alive,
+    }))
+}
+
+/// Checks the request line `buf[line_start..rl_end]` (method SP target SP HTTP-version, single
+/// spaces) and returns the spans of method and target and the minor version.
+fn request_line(
+    buf: &[u8],
+    line_start: usize,
+    rl_end: usize,
+) -> Result<(Span, Span, u8), ParseError> {
     let line = &buf[line_start..rl_end];
     // method SP target SP version, single spaces.
     let sp1 = line
@@ -207,50 +270,26 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
         }
         _ => return Err(ParseError::Bad),
     };
-    let method_span = Span::new(line_start, line_start + sp1);
-    let target_span = Span::new(line_start + sp1 + 1, line_start + sp1 + 1 + sp2);
+    Ok((
+        Span::new(line_start, line_start + sp1),
+        Span::new(line_start + sp1 + 1, line_start + sp1 + 1 + sp2),
+        minor,
+    ))
+}
 
-    let mut content_length: Option<u64> = None;
-    let mut chunked = false;
-    let mut has_te = false;
-    let mut has_host = false;
-    let mut keep_alive = minor == 1;
-    loop {
-        let Some((end, after)) = line_end(buf, next) else {
-            if buf.len() > MAX_HEAD {
-                return Err(ParseError::HeadersTooLarge);
-            }
-            return Ok(None);
-        };
-        if after > MAX_HEAD {
-            return Err(ParseError::HeadersTooLarge);
-        }
-        if end == next {
-            next = after;
-            break;
-        }
-        let l = &buf[next..end];
-        if l[0] == b' ' || l[0] == b'\t' {
-            // obs-fold: RFC 9112 lets a server reject it with 400.
-            return Err(ParseError::Bad);
-        }
-        let colon = l.iter().position(|&b| b == b':').ok_or(ParseError::Bad)?;
-        let name = &l[..colon];
-        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
-            return Err(ParseError::Bad);
-        }
-        if !l[colon + 1..].iter().all(|&b| is_value_byte(b)) {
-            return Err(ParseError::Bad);
-        }
-        if headers.len() >= MAX_HEADERS {
-            return Err(ParseError::HeadersTooLarge);
-        }
-        let (vs, ve) = trim(buf, next + colon + 1, end);
-        let h = HeaderSpan {
-            name: Span::new(next, next + colon),
-            value: Span::new(vs, ve),
-        };
-        let value = &buf[vs..ve];
+/// What the header fields say about framing and persistence, gathered field by field.
+#[derive(Default)]
+struct Framing {
+    content_length: Option<u64>,
+    chunked: bool,
+    has_te: bool,
+    has_host: bool,
+    keep_alive: bool,
+}
+
+impl Framing {
+    /// Takes one field into account; refuses the ones that make framing ambiguous.
+    fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), ParseError> {
         if name.eq_ignore_ascii_case(b"content-length") {
             if value.is_empty() || value.len() > 15 || !value.iter().all(u8::is_ascii_digit) {
                 return Err(ParseError::Bad);
@@ -258,57 +297,52 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
             let n = value
                 .iter()
                 .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
-            if content_length.is_some_and(|c| c != n) {
+            if self.content_length.is_some_and(|c| c != n) {
                 return Err(ParseError::Bad);
             }
-            content_length = Some(n);
+            self.content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            has_te = true;
+            self.has_te = true;
             // Only `chunked` (possibly listed alone) is understood; it must be last.
             let last = value.rsplit(|&b| b == b',').next().unwrap_or(&[]);
             let (s, e) = trim(last, 0, last.len());
             if !last[s..e].eq_ignore_ascii_case(b"chunked") {
                 return Err(ParseError::UnsupportedCoding);
             }
-            chunked = true;
+            self.chunked = true;
         } else if name.eq_ignore_ascii_case(b"host") {
-            has_host = true;
+            self.has_host = true;
         } else if name.eq_ignore_ascii_case(b"connection") {
             if has_token(value, "close") {
-                keep_alive = false;
+                self.keep_alive = false;
             } else if has_token(value, "keep-alive") {
-                keep_alive = true;
+                self.keep_alive = true;
             }
         }
-        headers.push(h);
-        next = after;
+        Ok(())
     }
-    // Both framings at once is a request-smuggling vector (RFC 9112 section 6.3).
-    if has_te && content_length.is_some() {
-        return Err(ParseError::Bad);
-    }
-    if minor == 1 && !has_host {
-        return Err(ParseError::Bad);
-    }
-    if has_te && minor == 0 {
-        return Err(ParseError::Bad);
-    }
-    let body = if chunked {
-        BodyFraming::Chunked
-    } else {
-        match content_length {
-            Some(0) | None => BodyFraming::None,
-            Some(n) => BodyFraming::Length(n),
+
+    /// The body framing of the whole head (RFC 9112 §6.3), or why it is refused.
+    fn finish(&self, minor: u8) -> Result<BodyFraming, ParseError> {
+        // Both framings at once is a request-smuggling vector (RFC 9112 section 6.3).
+        if self.has_te && self.content_length.is_some() {
+            return Err(ParseError::Bad);
         }
-    };
-    Ok(Some(Head {
-        method: method_span,
-        target: target_span,
-        minor,
-        len: next,
-        body,
-        keep_alive,
-    }))
+        if minor == 1 && !self.has_host {
+            return Err(ParseError::Bad);
+        }
+        if self.has_te && minor == 0 {
+            return Err(ParseError::Bad);
+        }
+        Ok(if self.chunked {
+            BodyFraming::Chunked
+        } else {
+            match self.content_length {
+                Some(0) | None => BodyFraming::None,
+                Some(n) => BodyFraming::Length(n),
+            }
+        })
+    }
 }
 
 /// Result of trying to decode a chunked body from the bytes after the head.
