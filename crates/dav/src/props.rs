@@ -299,7 +299,9 @@ fn live_value(
         }),
         (DAV, "getetag") if !dir => Some(xml::escape(&crate::strong_etag(&bytes()?))),
         (DAV, "getcontentlength") if !dir => Some(res.meta.len().to_string()),
-        (DAV, "getcontenttype") if !dir => Some(content_type(&res.target.path).to_owned()),
+        (DAV, "getcontenttype") if !dir => {
+            Some(crate::mime::content_type(&res.target.path.to_string_lossy()).into_owned())
+        }
         (DAV, "getlastmodified") => res.meta.modified().ok().map(store::http_date),
         (DAV, "creationdate") => res
             .meta
@@ -358,30 +360,6 @@ fn live_value(
         _ => None,
     };
     Ok(v)
-}
-
-/// Content-Type by extension, for getcontenttype.
-pub(crate) fn content_type(path: &std::path::Path) -> &'static str {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "ics" => "text/calendar; charset=utf-8",
-        "vcf" => "text/vcard; charset=utf-8",
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" => "text/plain; charset=utf-8",
-        "css" => "text/css",
-        "js" => "text/javascript",
-        "json" => "application/json",
-        "xml" => "application/xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "svg" => "image/svg+xml",
-        _ => "application/octet-stream",
-    }
 }
 
 /// One instruction of a PROPPATCH, in document order.

@@ -21,14 +21,11 @@ pub mod date;
 pub mod files;
 mod h2;
 pub mod log;
-pub mod mime;
 pub mod parse;
 mod respond;
-mod signal;
 mod tls;
 mod worker;
 
-pub use signal::termination_flag;
 pub use volley_tls::certs::CertPaths;
 pub use volley_tls::ServerTls;
 
