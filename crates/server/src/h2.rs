@@ -18,6 +18,7 @@
 //! can panic this code or make it buffer without bound.
 
 use crate::answer::Body;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use volley_h2::frame::{
@@ -30,6 +31,9 @@ use volley_h2::ErrorCode;
 /// Streams a client may have open at once (advertised in our SETTINGS; one more is
 /// refused with RST_STREAM(REFUSED_STREAM), which clients retry).
 pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Streams remembered as reset by us (§5.1 late frames): one full set of concurrent
+/// streams, so a burst of resets does not turn their late DATA into errors.
+const RESET_MEMORY: usize = MAX_CONCURRENT_STREAMS as usize;
 /// SETTINGS_MAX_HEADER_LIST_SIZE we advertise; a larger list is answered 431.
 const MAX_HEADER_LIST_BYTES: u32 = 16 << 10;
 /// Largest encoded header block (HEADERS + CONTINUATION) we collect before giving up
@@ -94,6 +98,8 @@ struct Pending {
     method: Range<usize>,
     path: Range<usize>,
     body: Vec<u8>,
+    /// The request's content-length, which the DATA received must match (§8.1.1).
+    declared: Option<u64>,
 }
 
 /// A stream with a response body still to send.
@@ -104,6 +110,9 @@ struct Stream {
     body: Body,
     /// The client ended its side (END_STREAM seen).
     remote_closed: bool,
+    /// Request body bytes still allowed by its content-length, while the client's side
+    /// is open (a request answered before its body arrived); `None`: not declared.
+    body_left: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +164,9 @@ pub(crate) struct H2Server {
     peer_goaway: bool,
     /// Requests answered (responses started) on this connection.
     answered: u64,
+    /// Streams this side reset most recently: frames the peer sent before it saw the
+    /// RST_STREAM are ignored on them (§5.1), not treated as errors.
+    reset_by_us: VecDeque<u32>,
 }
 
 impl H2Server {
@@ -188,6 +200,7 @@ impl H2Server {
             head: Vec::new(),
             peer_goaway: false,
             answered: 0,
+            reset_by_us: VecDeque::new(),
         }
     }
 
@@ -288,7 +301,7 @@ impl H2Server {
                         if !s.remote_closed {
                             // RFC 9113 §8.1: the answer is complete; the client can
                             // stop sending a body we do not need.
-                            frame::write_rst_stream(out, s.id, ErrorCode::NoError.to_u32());
+                            self.rst(out, s.id, ErrorCode::NoError);
                         }
                     } else {
                         self.next += 1;
@@ -296,7 +309,7 @@ impl H2Server {
                 }
                 None => {
                     let s = self.streams.remove(i);
-                    frame::write_rst_stream(out, s.id, ErrorCode::InternalError.to_u32());
+                    self.rst(out, s.id, ErrorCode::InternalError);
                 }
             }
         }
@@ -396,6 +409,9 @@ impl H2Server {
                 }
                 if p.len() != 5 {
                     self.reset(out, h.stream, ErrorCode::FrameSizeError);
+                } else if depends_on(p) == h.stream {
+                    // §5.3.1 (RFC 7540): a stream cannot depend on itself.
+                    self.reset(out, h.stream, ErrorCode::ProtocolError);
                 }
                 Ok(())
             }
@@ -488,7 +504,15 @@ impl H2Server {
                 return Ok(());
             }
             self.pending[k].body.extend_from_slice(data);
-            if h.has(flag::END_STREAM) {
+            let q = &self.pending[k];
+            let got = q.body.len() as u64;
+            let end = h.has(flag::END_STREAM);
+            if q.declared.is_some_and(|n| got > n || (end && got != n)) {
+                // §8.1.1: a body that disagrees with content-length is malformed.
+                self.reset(out, h.stream, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            if end {
                 let q = self.pending.swap_remove(k);
                 self.answer_pending(q, out, r);
             } else if !p.is_empty() {
@@ -498,12 +522,38 @@ impl H2Server {
             }
             return Ok(());
         }
-        // DATA for a stream already answered and reset is late, not wrong: dropped.
-        if h.has(flag::END_STREAM) {
-            if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
-                s.remote_closed = true;
+        self.on_late_data(h, data.len() as u64, out)
+    }
+
+    /// DATA on a stream that is not collecting a body (§5.1): fine while the client's
+    /// side of an answered stream is open; on a stream the client closed, STREAM_CLOSED;
+    /// on one we reset, late and ignored.
+    fn on_late_data(
+        &mut self,
+        h: FrameHeader,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ErrorCode> {
+        let Some(k) = self.streams.iter().position(|s| s.id == h.stream) else {
+            if self.reset_by_us.contains(&h.stream) {
+                return Ok(());
             }
+            return Err(ErrorCode::StreamClosed);
+        };
+        let s = &mut self.streams[k];
+        if s.remote_closed {
+            self.reset(out, h.stream, ErrorCode::StreamClosed);
+            return Ok(());
         }
+        let end = h.has(flag::END_STREAM);
+        if let Some(left) = s.body_left.as_mut() {
+            if len > *left || (end && len != *left) {
+                self.reset(out, h.stream, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            *left -= len;
+        }
+        s.remote_closed = end;
         Ok(())
     }
 
@@ -519,6 +569,11 @@ impl H2Server {
         }
         let mut frag = unpad(h, p)?;
         if h.has(flag::PRIORITY) {
+            if frag.len() >= 5 && depends_on(frag) == h.stream {
+                // A stream cannot depend on itself. Its header block is not decoded, so
+                // HPACK state is lost: a connection error, not a stream error.
+                return Err(ErrorCode::ProtocolError);
+            }
             frag = frag.get(5..).ok_or(ErrorCode::FrameSizeError)?;
         }
         let end_stream = h.has(flag::END_STREAM);
@@ -593,7 +648,7 @@ impl H2Server {
             return Ok(());
         }
         if self.streams.len() + self.pending.len() >= MAX_CONCURRENT_STREAMS as usize {
-            frame::write_rst_stream(out, stream, ErrorCode::RefusedStream.to_u32());
+            self.rst(out, stream, ErrorCode::RefusedStream);
             return Ok(());
         }
         if too_large {
@@ -613,6 +668,7 @@ impl H2Server {
                 method,
                 path,
                 body: Vec::new(),
+                declared: content_length(&self.field_buf, &self.fields),
             });
             return Ok(());
         }
@@ -626,6 +682,12 @@ impl H2Server {
         };
         let body = r.respond(&req, &mut self.head);
         self.start_response(stream, end_stream, body, out);
+        if !end_stream {
+            let declared = content_length(&self.field_buf, &self.fields);
+            if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
+                s.body_left = declared;
+            }
+        }
         Ok(())
     }
 
@@ -669,9 +731,10 @@ impl H2Server {
                 window: self.peer_initial_window,
                 body,
                 remote_closed: end_stream,
+                body_left: None,
             });
         } else if !end_stream {
-            frame::write_rst_stream(out, stream, ErrorCode::NoError.to_u32());
+            self.rst(out, stream, ErrorCode::NoError);
         }
     }
 
@@ -705,7 +768,16 @@ impl H2Server {
     fn reset(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
         self.streams.retain(|s| s.id != stream);
         self.pending.retain(|s| s.id != stream);
+        self.rst(out, stream, code);
+    }
+
+    /// Writes RST_STREAM and remembers the stream as reset by us.
+    fn rst(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
         frame::write_rst_stream(out, stream, code.to_u32());
+        if self.reset_by_us.len() >= RESET_MEMORY {
+            self.reset_by_us.pop_front();
+        }
+        self.reset_by_us.push_back(stream);
     }
 
     fn on_settings(
@@ -866,6 +938,19 @@ fn validate(
         return None;
     }
     Some((method, path))
+}
+
+/// The stream a PRIORITY payload (or a HEADERS priority block) depends on.
+fn depends_on(p: &[u8]) -> u32 {
+    u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff
+}
+
+/// A request's content-length field, if present and a number.
+fn content_length(buf: &[u8], fields: &[(Range<usize>, Range<usize>)]) -> Option<u64> {
+    let (_, v) = fields
+        .iter()
+        .find(|(n, _)| &buf[n.clone()] == b"content-length")?;
+    std::str::from_utf8(&buf[v.clone()]).ok()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -88,6 +88,10 @@ pub enum ParseError {
     Version,
     /// A transfer coding other than chunked: 501.
     UnsupportedCoding,
+    /// The request line names no HTTP version at all: the peer speaks something else
+    /// (an h2c client with a broken preface reads any HTTP/1.1 answer as a frame), so
+    /// the connection is closed without an answer (RFC 9112 §2.3 only says SHOULD 400).
+    NotHttp,
 }
 
 impl ParseError {
@@ -99,6 +103,7 @@ impl ParseError {
             ParseError::HeadersTooLarge => 431,
             ParseError::Version => 505,
             ParseError::UnsupportedCoding => 501,
+            ParseError::NotHttp => 400,
         }
     }
 }
@@ -268,6 +273,7 @@ fn request_line(
                 return Err(ParseError::Version);
             }
         }
+        v if !v.starts_with(b"HTTP/") => return Err(ParseError::NotHttp),
         _ => return Err(ParseError::Bad),
     };
     Ok((
@@ -303,11 +309,16 @@ impl Framing {
             self.content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             self.has_te = true;
-            // Only `chunked` (possibly listed alone) is understood; it must be last.
+            // Only `chunked` is understood. It must be the final coding: otherwise the
+            // body's length cannot be known and RFC 9112 §6.3 says 400 and close.
             let last = value.rsplit(|&b| b == b',').next().unwrap_or(&[]);
             let (s, e) = trim(last, 0, last.len());
             if !last[s..e].eq_ignore_ascii_case(b"chunked") {
-                return Err(ParseError::UnsupportedCoding);
+                return Err(if has_token(value, "chunked") {
+                    ParseError::Bad
+                } else {
+                    ParseError::UnsupportedCoding
+                });
             }
             self.chunked = true;
         } else if name.eq_ignore_ascii_case(b"host") {

@@ -358,6 +358,7 @@ impl Worker {
                 }
                 return Step::NeedMore;
             }
+            Err(ParseError::NotHttp) => return Step::Close,
             Err(e) => return self.fail(i, e.status()),
         };
         let (body_range, consumed, chunked_body) = match self.frame_body(i, &head) {
