@@ -465,6 +465,26 @@ mod tests {
     }
 
     #[test]
+    fn framing_rfc_9112_section_6_3() {
+        let te = |v: &str| {
+            parse(
+                format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {v}\r\n\r\n").as_bytes(),
+            )
+        };
+        // chunked not final: the length is unknowable, 400 and close.
+        assert_eq!(te("chunked, identity"), Err(ParseError::Bad));
+        // A coding we do not know, chunked nowhere: 501.
+        assert_eq!(te("gzip"), Err(ParseError::UnsupportedCoding));
+        assert_eq!(te("chunked").unwrap().unwrap().body, BodyFraming::Chunked);
+        // A request line without any HTTP version is not HTTP/1 at all.
+        assert_eq!(
+            parse(b"INVALID CONNECTION PREFACE\r\n\r\n"),
+            Err(ParseError::NotHttp)
+        );
+        assert_eq!(parse(b"GET / HTTP/1.x\r\n\r\n"), Err(ParseError::Bad));
+    }
+
+    #[test]
     fn refuses_malformed_and_oversized() {
         assert_eq!(parse(b"GET /\r\n\r\n"), Err(ParseError::Bad));
         assert_eq!(
