@@ -259,7 +259,7 @@ impl H2Server {
             }
             let payload = &input[pos + HEADER_LEN..pos + total];
             pos += total;
-            if let Err(code) = self.on_frame(h, payload, out, r) {
+            if let Err(code) = self.on_frame(Got(h, payload), out, r) {
                 self.goaway(out, code);
             } else if out.len() > MAX_BACKLOG_BYTES {
                 self.goaway(out, ErrorCode::EnhanceYourCalm);
@@ -381,13 +381,8 @@ impl H2Server {
         self.cont = None;
     }
 
-    fn on_frame(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_frame(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         // §6.10: nothing may come between a header block's frames.
         if let Some(c) = &self.cont {
             if h.kind != kind::CONTINUATION || h.stream != c.stream {
@@ -401,8 +396,8 @@ impl H2Server {
             self.phase = Phase::Open;
         }
         match h.kind {
-            kind::DATA => self.on_data(h, p, out, r),
-            kind::HEADERS => self.on_headers(h, p, out, r),
+            kind::DATA => self.on_data(f, out, r),
+            kind::HEADERS => self.on_headers(f, out, r),
             kind::PRIORITY => {
                 if h.stream == 0 {
                     return Err(ErrorCode::ProtocolError);
@@ -429,7 +424,7 @@ impl H2Server {
                 self.pending.retain(|s| s.id != h.stream);
                 Ok(())
             }
-            kind::SETTINGS => self.on_settings(h, p, out),
+            kind::SETTINGS => self.on_settings(f, out),
             kind::PUSH_PROMISE => Err(ErrorCode::ProtocolError),
             kind::PING => {
                 if h.stream != 0 {
@@ -451,7 +446,7 @@ impl H2Server {
                 self.peer_goaway = true;
                 Ok(())
             }
-            kind::WINDOW_UPDATE => self.on_window_update(h, p, out),
+            kind::WINDOW_UPDATE => self.on_window_update(f, out),
             kind::CONTINUATION => {
                 let Some(c) = self.cont.as_ref() else {
                     return Err(ErrorCode::ProtocolError);
@@ -476,13 +471,8 @@ impl H2Server {
         }
     }
 
-    fn on_data(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_data(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         if h.stream == 0 || h.stream % 2 == 0 || h.stream > self.last_stream {
             return Err(ErrorCode::ProtocolError);
         }
@@ -557,13 +547,8 @@ impl H2Server {
         Ok(())
     }
 
-    fn on_headers(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_headers(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         if h.stream == 0 || h.stream % 2 == 0 {
             return Err(ErrorCode::ProtocolError);
         }
@@ -780,12 +765,8 @@ impl H2Server {
         self.reset_by_us.push_back(stream);
     }
 
-    fn on_settings(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), ErrorCode> {
+    fn on_settings(&mut self, f: Got<'_>, out: &mut Vec<u8>) -> Handled {
+        let Got(h, p) = f;
         if h.stream != 0 {
             return Err(ErrorCode::ProtocolError);
         }
@@ -831,12 +812,8 @@ impl H2Server {
         Ok(())
     }
 
-    fn on_window_update(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), ErrorCode> {
+    fn on_window_update(&mut self, f: Got<'_>, out: &mut Vec<u8>) -> Handled {
+        let Got(h, p) = f;
         let b: [u8; 4] = p.try_into().map_err(|_| ErrorCode::FrameSizeError)?;
         let inc = i64::from(u32::from_be_bytes(b) & 0x7fff_ffff);
         if h.stream == 0 {
@@ -939,6 +916,13 @@ fn validate(
     }
     Some((method, path))
 }
+
+/// One received frame: its header and payload.
+#[derive(Clone, Copy)]
+struct Got<'a>(FrameHeader, &'a [u8]);
+
+/// What handling a frame gives: `Err` is a connection error (GOAWAY with the code).
+type Handled = Result<(), ErrorCode>;
 
 /// The stream a PRIORITY payload (or a HEADERS priority block) depends on.
 fn depends_on(p: &[u8]) -> u32 {
