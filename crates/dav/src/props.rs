@@ -506,6 +506,11 @@ mod tests {
         (d, dav)
     }
 
+    /// The body of a Depth 0 PROPFIND on `/coll/a.txt`.
+    fn propfind_a(dav: &Dav, q: &[u8]) -> String {
+        body(&call(dav, "PROPFIND", "/coll/a.txt", D0, q))
+    }
+
     #[test]
     fn propfind_depth_rules() {
         let (_d, dav) = setup();
@@ -556,13 +561,7 @@ mod tests {
             b.contains("<X:nope xmlns:X=\"urn:z\"/></D:prop><D:status>HTTP/1.1 404 Not Found"),
             "{b}"
         );
-        let b = body(&call(
-            &dav,
-            "PROPFIND",
-            "/coll/a.txt",
-            D0,
-            br#"<propfind xmlns="DAV:"><propname/></propfind>"#,
-        ));
+        let b = propfind_a(&dav, br#"<propfind xmlns="DAV:"><propname/></propfind>"#);
         assert!(b.contains("<D:getetag/>") && !b.contains("hello"), "{b}");
         let ext = br#"<?xml version="1.0" encoding="utf-8" ?><propfind xmlns="DAV:"><foobar/><allprop/></propfind>"#;
         assert_eq!(call(&dav, "PROPFIND", "/coll/", D0, ext).status, 207);
@@ -618,13 +617,10 @@ mod tests {
             b.contains("403 Forbidden") && b.contains("424 Failed Dependency"),
             "{b}"
         );
-        let b = body(&call(
+        let b = propfind_a(
             &dav,
-            "PROPFIND",
-            "/coll/a.txt",
-            D0,
             br#"<propfind xmlns="DAV:"><prop><q xmlns="urn:q"/></prop></propfind>"#,
-        ));
+        );
         assert!(b.contains("404 Not Found"));
         // Set then remove in one request: removed. Remove then set: set (document order).
         let sr = br#"<propertyupdate xmlns='DAV:'><set><prop><r xmlns='urn:r'>x</r></prop></set><remove><prop><r xmlns='urn:r'/></prop></remove></propertyupdate>"#;
