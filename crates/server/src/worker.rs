@@ -6,6 +6,9 @@
 //! and Connection appended, and header + body leave in one `writev`. Larger files go out
 //! with `sendfile(2)`. Timeouts are enforced by a sweep every 100 ms.
 //!
+//! The loop only schedules: [`crate::conn`] moves a connection's bytes, [`crate::parse`]
+//! reads a head, [`crate::respond`] writes the answer.
+//!
 //! A connection's first bytes pick its framing: the h2c preface on a plain connection
 //! (or ALPN `h2` over TLS) hands it to [`crate::h2`], which is fed the same read buffer
 //! and appends its frames to the same output buffer; everything else is HTTP/1.1.
