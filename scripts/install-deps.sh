@@ -13,6 +13,16 @@ pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
       sqlite3 procps iproute2 curl nats-server)
 
+# h2spec (HTTP/2 conformance, tests/h2spec.rs) is a Go module, pinned.
+H2SPEC_VERSION=v2.2.1+incompatible
+if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$(go env GOPATH 2>/dev/null)/bin/h2spec" ]; then
+  if command -v go >/dev/null 2>&1; then
+    go install "github.com/summerwind/h2spec/cmd/h2spec@${H2SPEC_VERSION}"
+  else
+    echo "install-deps: go not found, h2spec not installed (tests/h2spec.rs will fail)" >&2
+  fi
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,28 +31,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-# Keep package scripts from starting the daemons on port 80: policy-rc.d exit 101 means
-# "action forbidden". Only remove the file if we created it.
-created_policy=0
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-  $SUDO chmod +x /usr/sbin/policy-rc.d
-  created_policy=1
-fi
-trap '[ $created_policy -eq 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d' EXIT
-
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# Some packages may be missing on other releases; install what exists.
-avail=()
-for p in "${missing[@]}"; do
-  if apt-cache show "$p" >/dev/null 2>&1; then avail+=("$p"); else echo "install-deps: $p not available, skipped" >&2; fi
-done
-$SUDO apt-get install -y -qq --no-install-recommends "${avail[@]}" >/dev/null
-# Stop anything a package started anyway (no systemd here, so use the init scripts).
-for s in nginx apache2 lighttpd caddy; do
-  pkill -x "$s" 2>/dev/null || true
-done
+# Package scripts start no daemons while apt runs: install-servers.sh holds policy-rc.d
+# (exit 101, "action forbidden") for the whole install. Nothing is stopped afterwards:
+# a server the user runs is theirs, and nothing here started one.
+"$(dirname "$0")/install-servers.sh" --packages "${missing[@]}"

@@ -6,18 +6,28 @@
 # Idempotent: packages already installed are skipped, and a second run does nothing.
 # No daemon is left running: package scripts are forbidden to start services while this
 # runs (policy-rc.d exit 101), because volley starts its own copies on loopback with
-# generated configurations and a system copy on port 80 would only add noise.
+# generated configurations and a system copy on port 80 would only add noise. Nothing
+# is stopped either: a server already running belongs to the user.
+#
+# `install-servers.sh --packages P...` installs P... instead, under the same guard
+# (install-deps.sh uses it for the load generators and test tools).
 set -euo pipefail
 
+name=install-servers
 pkgs=(nginx libnginx-mod-http-brotli-filter libnginx-mod-http-brotli-static
       apache2 lighttpd lighttpd-mod-deflate lighttpd-mod-openssl caddy)
+if [ "${1:-}" = "--packages" ]; then
+  shift
+  name=install-deps
+  pkgs=("$@")
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-servers: all servers already installed"
+  echo "$name: all packages already installed"
   exit 0
 fi
 
@@ -42,19 +52,14 @@ for p in "${missing[@]}"; do
   if apt-cache show "$p" >/dev/null 2>&1; then
     avail+=("$p")
   else
-    echo "install-servers: $p is not available on this release, skipped" >&2
+    echo "$name: $p is not available on this release, skipped" >&2
   fi
 done
 if [ ${#avail[@]} -gt 0 ]; then
-  echo "install-servers: installing ${avail[*]}"
+  echo "$name: installing ${avail[*]}"
   $SUDO apt-get install -y -qq --no-install-recommends "${avail[@]}" >/dev/null
 fi
 
-# Belt and braces where policy-rc.d is ignored: stop the *system services* through their
-# own init scripts (which act on their own pid files), never by process name.
-for s in nginx apache2 lighttpd caddy; do
-  if [ -x "/etc/init.d/$s" ]; then
-    $SUDO "/etc/init.d/$s" stop >/dev/null 2>&1 || true
-  fi
-done
-echo "install-servers: done; check with: volley targets"
+if [ "$name" = install-servers ]; then
+  echo "install-servers: done; check with: volley targets"
+fi

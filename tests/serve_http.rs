@@ -462,3 +462,33 @@ fn threads_flag_serves_concurrent_connections_and_stops_cleanly() {
         assert_eq!(c.read_to_end(&mut rest).unwrap_or(0), 0);
     }
 }
+
+#[test]
+fn conditional_dates_in_all_three_rfc_9110_forms() {
+    // Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110 §5.6.7's own example instant.
+    let stamp = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777);
+    let s = Site::start("dates", &[], |root| {
+        let p = root.join("old.txt");
+        std::fs::write(&p, "0123456789").unwrap();
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        f.set_modified(stamp).unwrap();
+    });
+    let forms = [
+        "Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
+        "Sunday, 06-Nov-94 08:49:37 GMT", // obsolete RFC 850
+        "Sun Nov  6 08:49:37 1994",       // ANSI C asctime()
+    ];
+    for date in forms {
+        let ims = format!("If-Modified-Since: {date}\r\n");
+        assert_eq!(get(&s, &req("/old.txt", &ims)).status, 304, "{date}");
+        // An earlier date in the same form: modified since, so 200.
+        let earlier = date.replace("08:49:37", "08:49:36");
+        let ims = format!("If-Modified-Since: {earlier}\r\n");
+        assert_eq!(get(&s, &req("/old.txt", &ims)).status, 200, "{earlier}");
+        let ius = format!("If-Unmodified-Since: {earlier}\r\n");
+        assert_eq!(get(&s, &req("/old.txt", &ius)).status, 412, "{earlier}");
+        let range = format!("Range: bytes=0-3\r\nIf-Range: {date}\r\n");
+        let r = get(&s, &req("/old.txt", &range));
+        assert_eq!((r.status, &r.body[..]), (206, &b"0123"[..]), "{date}");
+    }
+}

@@ -10,7 +10,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use volley_harness::parse_duration;
 use volley_server::{Server, ServerConfig, ServerTls};
@@ -109,7 +110,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.tls = Some(ServerTls::new(&paths.cert, &paths.key));
         ca_path = Some(paths.ca);
     }
-    let stop = volley_server::termination_flag().context("installing signal handlers")?;
+    // SIGINT/SIGTERM/SIGHUP set a flag this thread polls, so the workers stop cleanly
+    // (access log flushed, threads joined). `ctrlc`, the crate every other command
+    // already uses, rather than a second hand-written sigaction in the server library.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .context("installing signal handlers")?;
+    }
     let server = Server::bind(config)?;
     let addr = server.local_addr();
     let scheme = server.scheme();

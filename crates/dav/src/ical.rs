@@ -199,7 +199,7 @@ pub fn parse_datetime(v: &str) -> Option<Instant> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return None;
     }
-    let days = crate::store::days_from_civil(y, m as u32, d as u32);
+    let days = days_since_epoch(y, m, d)?;
     if b.len() == 8 {
         return Some(Instant {
             secs: days * 86_400,
@@ -219,6 +219,16 @@ pub fn parse_datetime(v: &str) -> Option<Instant> {
         is_date: false,
         floating: b.len() == 15,
     })
+}
+
+/// Days from 1970-01-01 to day `d` of month `m` of year `y`. A day past the month's end
+/// runs on into the next month (`20240231` is 2 March), as the lenient reading of
+/// calendar data always did.
+fn days_since_epoch(y: i64, m: i64, d: i64) -> Option<i64> {
+    let month = time::Month::try_from(u8::try_from(m).ok()?).ok()?;
+    let first = time::Date::from_calendar_date(i32::try_from(y).ok()?, month, 1).ok()?;
+    let epoch = time::Date::from_calendar_date(1970, time::Month::January, 1).ok()?;
+    Some(i64::from(first.to_julian_day() - epoch.to_julian_day()) + d - 1)
 }
 
 /// Parses an RFC 5545 DURATION (`P1D`, `-PT1H30M`, `P2W`) into seconds.

@@ -34,6 +34,7 @@ pub mod error;
 mod fuzz;
 pub mod ical;
 mod methods;
+pub mod mime;
 pub mod path;
 mod props;
 mod report;

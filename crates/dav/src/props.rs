@@ -299,7 +299,9 @@ fn live_value(
         }),
         (DAV, "getetag") if !dir => Some(xml::escape(&crate::strong_etag(&bytes()?))),
         (DAV, "getcontentlength") if !dir => Some(res.meta.len().to_string()),
-        (DAV, "getcontenttype") if !dir => Some(content_type(&res.target.path).to_owned()),
+        (DAV, "getcontenttype") if !dir => {
+            Some(crate::mime::content_type(&res.target.path.to_string_lossy()).into_owned())
+        }
         (DAV, "getlastmodified") => res.meta.modified().ok().map(store::http_date),
         (DAV, "creationdate") => res
             .meta
@@ -358,30 +360,6 @@ fn live_value(
         _ => None,
     };
     Ok(v)
-}
-
-/// Content-Type by extension, for getcontenttype.
-pub(crate) fn content_type(path: &std::path::Path) -> &'static str {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "ics" => "text/calendar; charset=utf-8",
-        "vcf" => "text/vcard; charset=utf-8",
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" => "text/plain; charset=utf-8",
-        "css" => "text/css",
-        "js" => "text/javascript",
-        "json" => "application/json",
-        "xml" => "application/xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "svg" => "image/svg+xml",
-        _ => "application/octet-stream",
-    }
 }
 
 /// One instruction of a PROPPATCH, in document order.
@@ -528,6 +506,11 @@ mod tests {
         (d, dav)
     }
 
+    /// The body of a Depth 0 PROPFIND on `/coll/a.txt`.
+    fn propfind_a(dav: &Dav, q: &[u8]) -> String {
+        body(&call(dav, "PROPFIND", "/coll/a.txt", D0, q))
+    }
+
     #[test]
     fn propfind_depth_rules() {
         let (_d, dav) = setup();
@@ -578,13 +561,7 @@ mod tests {
             b.contains("<X:nope xmlns:X=\"urn:z\"/></D:prop><D:status>HTTP/1.1 404 Not Found"),
             "{b}"
         );
-        let b = body(&call(
-            &dav,
-            "PROPFIND",
-            "/coll/a.txt",
-            D0,
-            br#"<propfind xmlns="DAV:"><propname/></propfind>"#,
-        ));
+        let b = propfind_a(&dav, br#"<propfind xmlns="DAV:"><propname/></propfind>"#);
         assert!(b.contains("<D:getetag/>") && !b.contains("hello"), "{b}");
         let ext = br#"<?xml version="1.0" encoding="utf-8" ?><propfind xmlns="DAV:"><foobar/><allprop/></propfind>"#;
         assert_eq!(call(&dav, "PROPFIND", "/coll/", D0, ext).status, 207);
@@ -640,13 +617,10 @@ mod tests {
             b.contains("403 Forbidden") && b.contains("424 Failed Dependency"),
             "{b}"
         );
-        let b = body(&call(
+        let b = propfind_a(
             &dav,
-            "PROPFIND",
-            "/coll/a.txt",
-            D0,
             br#"<propfind xmlns="DAV:"><prop><q xmlns="urn:q"/></prop></propfind>"#,
-        ));
+        );
         assert!(b.contains("404 Not Found"));
         // Set then remove in one request: removed. Remove then set: set (document order).
         let sr = br#"<propertyupdate xmlns='DAV:'><set><prop><r xmlns='urn:r'>x</r></prop></set><remove><prop><r xmlns='urn:r'/></prop></remove></propertyupdate>"#;

@@ -409,6 +409,11 @@ mod tests {
         (d, dav)
     }
 
+    /// The body of a Depth 1 REPORT on `/cal/`.
+    fn report_cal(dav: &Dav, q: &[u8]) -> String {
+        body(&call(dav, "REPORT", "/cal/", &[("Depth", "1")], q))
+    }
+
     fn query(range: &str, comp: &str) -> String {
         format!(
             r#"<C:calendar-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="{comp}">{range}</C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#
@@ -422,13 +427,7 @@ mod tests {
             r#"<C:time-range start="20240110T000000Z" end="20240111T000000Z"/>"#,
             "VEVENT",
         );
-        let b = body(&call(
-            &dav,
-            "REPORT",
-            "/cal/",
-            &[("Depth", "1")],
-            q.as_bytes(),
-        ));
+        let b = report_cal(&dav, q.as_bytes());
         assert!(
             b.contains("/cal/e1.ics") && !b.contains("e2.ics") && !b.contains("t1.ics"),
             "{b}"
@@ -437,43 +436,19 @@ mod tests {
             r#"<C:time-range start="20240110T000000Z" end="20240111T000000Z"/>"#,
             "VTODO",
         );
-        let b = body(&call(
-            &dav,
-            "REPORT",
-            "/cal/",
-            &[("Depth", "1")],
-            q.as_bytes(),
-        ));
+        let b = report_cal(&dav, q.as_bytes());
         assert!(b.contains("t1.ics") && !b.contains("e1.ics"), "{b}");
-        let b = body(&call(
-            &dav,
-            "REPORT",
-            "/cal/",
-            &[("Depth", "1")],
-            query("", "VEVENT").as_bytes(),
-        ));
+        let b = report_cal(&dav, query("", "VEVENT").as_bytes());
         assert!(
             b.contains("e1.ics") && b.contains("e2.ics") && !b.contains("t1.ics"),
             "{b}"
         );
         let pf =
             r#"<C:prop-filter name="SUMMARY"><C:text-match>review</C:text-match></C:prop-filter>"#;
-        let b = body(&call(
-            &dav,
-            "REPORT",
-            "/cal/",
-            &[("Depth", "1")],
-            query(pf, "VEVENT").as_bytes(),
-        ));
+        let b = report_cal(&dav, query(pf, "VEVENT").as_bytes());
         assert!(b.contains("e2.ics") && !b.contains("e1.ics"), "{b}");
         let pf = r#"<C:prop-filter name="COMPLETED"><C:is-not-defined/></C:prop-filter>"#;
-        let b = body(&call(
-            &dav,
-            "REPORT",
-            "/cal/",
-            &[("Depth", "1")],
-            query(pf, "VTODO").as_bytes(),
-        ));
+        let b = report_cal(&dav, query(pf, "VTODO").as_bytes());
         assert!(b.contains("t1.ics"), "{b}");
         let bad = query(r#"<C:time-range start="2024"/>"#, "VEVENT");
         let r = call(&dav, "REPORT", "/cal/", &[("Depth", "1")], bad.as_bytes());

@@ -355,70 +355,29 @@ pub fn pct_encode(seg: &[u8]) -> String {
     out
 }
 
-/// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// Days since 1970-01-01 of a civil date (inverse of [`civil_from_days`]).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn unix_secs(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-    }
-}
-
 /// RFC 9110 IMF-fixdate (`getlastmodified`).
 pub fn http_date(t: SystemTime) -> String {
-    let secs = unix_secs(t);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MO: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-        WD[days.rem_euclid(7) as usize],
-        d,
-        MO[(m - 1) as usize],
-        y,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    httpdate::fmt_http_date(clamp(t))
+}
+
+/// `t` within 1970..=9999, the years an HTTP-date (and `httpdate`, which panics
+/// outside them) can hold.
+fn clamp(t: SystemTime) -> SystemTime {
+    let last = UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_799);
+    t.clamp(UNIX_EPOCH, last)
 }
 
 /// RFC 3339 UTC timestamp (`creationdate`).
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = unix_secs(t);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
+    let t = time::OffsetDateTime::from(clamp(t));
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
 }
 
@@ -432,10 +391,6 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(784_111_777);
         assert_eq!(http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(rfc3339(t), "1994-11-06T08:49:37Z");
-        for days in [-1000, 0, 59, 60, 10_957, 20_000, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
     }
 
     #[test]

@@ -127,19 +127,14 @@ pub fn text(node: Node<'_, '_>) -> String {
 /// Escapes text for element content or a double-quoted attribute value. Carriage returns
 /// are escaped too, so that a value survives a round trip through an XML parser.
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\r' => out.push_str("&#13;"),
-            c => out.push(c),
-        }
+    let e = quick_xml::escape::escape(s);
+    // A literal CR would be normalised away by the reader (XML 1.0 §2.11); calendar data
+    // keeps its CRLF only as a character reference.
+    if e.contains('\r') {
+        e.replace('\r', "&#13;")
+    } else {
+        e.into_owned()
     }
-    out
 }
 
 /// Serializes an element and its subtree as a self-contained fragment: every element

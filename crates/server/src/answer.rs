@@ -143,6 +143,18 @@ pub(crate) fn decide<'c, 'r>(
         }
         _ => &f.identity,
     };
+    // RFC 9110 13.2.2: If-Unmodified-Since first (it is for If-Match, which static
+    // files do not evaluate, to override); a representation changed since is 412.
+    if field("if-match").is_none()
+        && field("if-unmodified-since")
+            .and_then(crate::date::parse_http_date)
+            .is_some_and(|ius| v.mtime_secs > ius)
+    {
+        return Answer::Text {
+            status: 412,
+            location: None,
+        };
+    }
     // RFC 9110 13.2.2: If-None-Match wins over If-Modified-Since.
     let not_modified = match field("if-none-match") {
         Some(inm) => none_match(inm, &v.etag),

@@ -6,13 +6,13 @@
 //! at most once per second by (mtime, size, inode) of the file and its `.gz`/`.br`
 //! siblings, and the whole cache is dropped when a DAV request changed the tree.
 
-use crate::mime::content_type;
 use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
+use volley_dav::mime::content_type;
 use volley_dav::path::{resolve, PathError};
 
 /// How long a validated entry is trusted before it is stat'ed again.
@@ -252,7 +252,8 @@ fn build(root: &Path, loc: Located, max_cached: u64) -> Kind {
         Located::Redirect(l) => Kind::Redirect(l),
         Located::Status(s) => Kind::Status(s),
         Located::File(key, path, meta) => {
-            let ctype = content_type(key.as_bytes());
+            let ctype = content_type(&key);
+            let ctype = &*ctype;
             let gz = sibling(root, &key, ".gz");
             let br = sibling(root, &key, ".br");
             let vary = gz.is_some() || br.is_some();

@@ -18,6 +18,7 @@
 //! can panic this code or make it buffer without bound.
 
 use crate::answer::Body;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use volley_h2::frame::{
@@ -30,6 +31,9 @@ use volley_h2::ErrorCode;
 /// Streams a client may have open at once (advertised in our SETTINGS; one more is
 /// refused with RST_STREAM(REFUSED_STREAM), which clients retry).
 pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Streams remembered as reset by us (§5.1 late frames): one full set of concurrent
+/// streams, so a burst of resets does not turn their late DATA into errors.
+const RESET_MEMORY: usize = MAX_CONCURRENT_STREAMS as usize;
 /// SETTINGS_MAX_HEADER_LIST_SIZE we advertise; a larger list is answered 431.
 const MAX_HEADER_LIST_BYTES: u32 = 16 << 10;
 /// Largest encoded header block (HEADERS + CONTINUATION) we collect before giving up
@@ -94,6 +98,8 @@ struct Pending {
     method: Range<usize>,
     path: Range<usize>,
     body: Vec<u8>,
+    /// The request's content-length, which the DATA received must match (§8.1.1).
+    declared: Option<u64>,
 }
 
 /// A stream with a response body still to send.
@@ -104,6 +110,9 @@ struct Stream {
     body: Body,
     /// The client ended its side (END_STREAM seen).
     remote_closed: bool,
+    /// Request body bytes still allowed by its content-length, while the client's side
+    /// is open (a request answered before its body arrived); `None`: not declared.
+    body_left: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +164,9 @@ pub(crate) struct H2Server {
     peer_goaway: bool,
     /// Requests answered (responses started) on this connection.
     answered: u64,
+    /// Streams this side reset most recently: frames the peer sent before it saw the
+    /// RST_STREAM are ignored on them (§5.1), not treated as errors.
+    reset_by_us: VecDeque<u32>,
 }
 
 impl H2Server {
@@ -188,6 +200,7 @@ impl H2Server {
             head: Vec::new(),
             peer_goaway: false,
             answered: 0,
+            reset_by_us: VecDeque::new(),
         }
     }
 
@@ -246,7 +259,7 @@ impl H2Server {
             }
             let payload = &input[pos + HEADER_LEN..pos + total];
             pos += total;
-            if let Err(code) = self.on_frame(h, payload, out, r) {
+            if let Err(code) = self.on_frame(Got(h, payload), out, r) {
                 self.goaway(out, code);
             } else if out.len() > MAX_BACKLOG_BYTES {
                 self.goaway(out, ErrorCode::EnhanceYourCalm);
@@ -288,7 +301,7 @@ impl H2Server {
                         if !s.remote_closed {
                             // RFC 9113 §8.1: the answer is complete; the client can
                             // stop sending a body we do not need.
-                            frame::write_rst_stream(out, s.id, ErrorCode::NoError.to_u32());
+                            self.rst(out, s.id, ErrorCode::NoError);
                         }
                     } else {
                         self.next += 1;
@@ -296,7 +309,7 @@ impl H2Server {
                 }
                 None => {
                     let s = self.streams.remove(i);
-                    frame::write_rst_stream(out, s.id, ErrorCode::InternalError.to_u32());
+                    self.rst(out, s.id, ErrorCode::InternalError);
                 }
             }
         }
@@ -368,13 +381,8 @@ impl H2Server {
         self.cont = None;
     }
 
-    fn on_frame(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_frame(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         // §6.10: nothing may come between a header block's frames.
         if let Some(c) = &self.cont {
             if h.kind != kind::CONTINUATION || h.stream != c.stream {
@@ -388,14 +396,17 @@ impl H2Server {
             self.phase = Phase::Open;
         }
         match h.kind {
-            kind::DATA => self.on_data(h, p, out, r),
-            kind::HEADERS => self.on_headers(h, p, out, r),
+            kind::DATA => self.on_data(f, out, r),
+            kind::HEADERS => self.on_headers(f, out, r),
             kind::PRIORITY => {
                 if h.stream == 0 {
                     return Err(ErrorCode::ProtocolError);
                 }
                 if p.len() != 5 {
                     self.reset(out, h.stream, ErrorCode::FrameSizeError);
+                } else if depends_on(p) == h.stream {
+                    // §5.3.1 (RFC 7540): a stream cannot depend on itself.
+                    self.reset(out, h.stream, ErrorCode::ProtocolError);
                 }
                 Ok(())
             }
@@ -413,7 +424,7 @@ impl H2Server {
                 self.pending.retain(|s| s.id != h.stream);
                 Ok(())
             }
-            kind::SETTINGS => self.on_settings(h, p, out),
+            kind::SETTINGS => self.on_settings(f, out),
             kind::PUSH_PROMISE => Err(ErrorCode::ProtocolError),
             kind::PING => {
                 if h.stream != 0 {
@@ -435,7 +446,7 @@ impl H2Server {
                 self.peer_goaway = true;
                 Ok(())
             }
-            kind::WINDOW_UPDATE => self.on_window_update(h, p, out),
+            kind::WINDOW_UPDATE => self.on_window_update(f, out),
             kind::CONTINUATION => {
                 let Some(c) = self.cont.as_ref() else {
                     return Err(ErrorCode::ProtocolError);
@@ -460,13 +471,8 @@ impl H2Server {
         }
     }
 
-    fn on_data(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_data(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         if h.stream == 0 || h.stream % 2 == 0 || h.stream > self.last_stream {
             return Err(ErrorCode::ProtocolError);
         }
@@ -488,7 +494,15 @@ impl H2Server {
                 return Ok(());
             }
             self.pending[k].body.extend_from_slice(data);
-            if h.has(flag::END_STREAM) {
+            let q = &self.pending[k];
+            let got = q.body.len() as u64;
+            let end = h.has(flag::END_STREAM);
+            if q.declared.is_some_and(|n| got > n || (end && got != n)) {
+                // §8.1.1: a body that disagrees with content-length is malformed.
+                self.reset(out, h.stream, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            if end {
                 let q = self.pending.swap_remove(k);
                 self.answer_pending(q, out, r);
             } else if !p.is_empty() {
@@ -498,27 +512,53 @@ impl H2Server {
             }
             return Ok(());
         }
-        // DATA for a stream already answered and reset is late, not wrong: dropped.
-        if h.has(flag::END_STREAM) {
-            if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
-                s.remote_closed = true;
+        self.on_late_data(h, data.len() as u64, out)
+    }
+
+    /// DATA on a stream that is not collecting a body (§5.1): fine while the client's
+    /// side of an answered stream is open; on a stream the client closed, STREAM_CLOSED;
+    /// on one we reset, late and ignored.
+    fn on_late_data(
+        &mut self,
+        h: FrameHeader,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ErrorCode> {
+        let Some(k) = self.streams.iter().position(|s| s.id == h.stream) else {
+            if self.reset_by_us.contains(&h.stream) {
+                return Ok(());
             }
+            return Err(ErrorCode::StreamClosed);
+        };
+        let s = &mut self.streams[k];
+        if s.remote_closed {
+            self.reset(out, h.stream, ErrorCode::StreamClosed);
+            return Ok(());
         }
+        let end = h.has(flag::END_STREAM);
+        if let Some(left) = s.body_left.as_mut() {
+            if len > *left || (end && len != *left) {
+                self.reset(out, h.stream, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            *left -= len;
+        }
+        s.remote_closed = end;
         Ok(())
     }
 
-    fn on_headers(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-        r: &mut impl Responder,
-    ) -> Result<(), ErrorCode> {
+    fn on_headers(&mut self, f: Got<'_>, out: &mut Vec<u8>, r: &mut impl Responder) -> Handled {
+        let Got(h, p) = f;
         if h.stream == 0 || h.stream % 2 == 0 {
             return Err(ErrorCode::ProtocolError);
         }
         let mut frag = unpad(h, p)?;
         if h.has(flag::PRIORITY) {
+            if frag.len() >= 5 && depends_on(frag) == h.stream {
+                // A stream cannot depend on itself. Its header block is not decoded, so
+                // HPACK state is lost: a connection error, not a stream error.
+                return Err(ErrorCode::ProtocolError);
+            }
             frag = frag.get(5..).ok_or(ErrorCode::FrameSizeError)?;
         }
         let end_stream = h.has(flag::END_STREAM);
@@ -593,7 +633,7 @@ impl H2Server {
             return Ok(());
         }
         if self.streams.len() + self.pending.len() >= MAX_CONCURRENT_STREAMS as usize {
-            frame::write_rst_stream(out, stream, ErrorCode::RefusedStream.to_u32());
+            self.rst(out, stream, ErrorCode::RefusedStream);
             return Ok(());
         }
         if too_large {
@@ -613,6 +653,7 @@ impl H2Server {
                 method,
                 path,
                 body: Vec::new(),
+                declared: content_length(&self.field_buf, &self.fields),
             });
             return Ok(());
         }
@@ -626,6 +667,12 @@ impl H2Server {
         };
         let body = r.respond(&req, &mut self.head);
         self.start_response(stream, end_stream, body, out);
+        if !end_stream {
+            let declared = content_length(&self.field_buf, &self.fields);
+            if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
+                s.body_left = declared;
+            }
+        }
         Ok(())
     }
 
@@ -669,9 +716,10 @@ impl H2Server {
                 window: self.peer_initial_window,
                 body,
                 remote_closed: end_stream,
+                body_left: None,
             });
         } else if !end_stream {
-            frame::write_rst_stream(out, stream, ErrorCode::NoError.to_u32());
+            self.rst(out, stream, ErrorCode::NoError);
         }
     }
 
@@ -705,15 +753,20 @@ impl H2Server {
     fn reset(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
         self.streams.retain(|s| s.id != stream);
         self.pending.retain(|s| s.id != stream);
-        frame::write_rst_stream(out, stream, code.to_u32());
+        self.rst(out, stream, code);
     }
 
-    fn on_settings(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), ErrorCode> {
+    /// Writes RST_STREAM and remembers the stream as reset by us.
+    fn rst(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
+        frame::write_rst_stream(out, stream, code.to_u32());
+        if self.reset_by_us.len() >= RESET_MEMORY {
+            self.reset_by_us.pop_front();
+        }
+        self.reset_by_us.push_back(stream);
+    }
+
+    fn on_settings(&mut self, f: Got<'_>, out: &mut Vec<u8>) -> Handled {
+        let Got(h, p) = f;
         if h.stream != 0 {
             return Err(ErrorCode::ProtocolError);
         }
@@ -759,12 +812,8 @@ impl H2Server {
         Ok(())
     }
 
-    fn on_window_update(
-        &mut self,
-        h: FrameHeader,
-        p: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), ErrorCode> {
+    fn on_window_update(&mut self, f: Got<'_>, out: &mut Vec<u8>) -> Handled {
+        let Got(h, p) = f;
         let b: [u8; 4] = p.try_into().map_err(|_| ErrorCode::FrameSizeError)?;
         let inc = i64::from(u32::from_be_bytes(b) & 0x7fff_ffff);
         if h.stream == 0 {
@@ -866,6 +915,26 @@ fn validate(
         return None;
     }
     Some((method, path))
+}
+
+/// One received frame: its header and payload.
+#[derive(Clone, Copy)]
+struct Got<'a>(FrameHeader, &'a [u8]);
+
+/// What handling a frame gives: `Err` is a connection error (GOAWAY with the code).
+type Handled = Result<(), ErrorCode>;
+
+/// The stream a PRIORITY payload (or a HEADERS priority block) depends on.
+fn depends_on(p: &[u8]) -> u32 {
+    u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff
+}
+
+/// A request's content-length field, if present and a number.
+fn content_length(buf: &[u8], fields: &[(Range<usize>, Range<usize>)]) -> Option<u64> {
+    let (_, v) = fields
+        .iter()
+        .find(|(n, _)| &buf[n.clone()] == b"content-length")?;
+    std::str::from_utf8(&buf[v.clone()]).ok()?.parse().ok()
 }
 
 #[cfg(test)]

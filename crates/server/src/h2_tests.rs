@@ -727,3 +727,92 @@ fn a_body_is_collected_until_end_stream_then_answered() {
     assert_eq!(rst_code(&f, 3), Some(ErrorCode::NoError.to_u32()));
     assert!(!s.is_closing());
 }
+
+#[test]
+fn data_on_closed_or_half_closed_streams_is_stream_closed() {
+    let (mut s, _) = open(&[]);
+    let mut r = fake(4);
+    // Half-closed (remote): the GET ended its side and its answer is still queued.
+    let mut input = get(1, "/hello");
+    input.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"x"));
+    let f = run(&mut s, &mut r, &input);
+    assert_eq!(rst_code(&f, 1), Some(ErrorCode::StreamClosed.to_u32()));
+    assert!(!s.is_closing());
+    // Closed by the client's RST_STREAM: a connection error.
+    let (mut s, _) = open(&[]);
+    let mut input = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &get_block("/hello"));
+    input.extend(frame_bytes(kind::RST_STREAM, 0, 1, &8u32.to_be_bytes()));
+    input.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"x"));
+    let f = run(&mut s, &mut r, &input);
+    assert_eq!(goaway_code(&f), Some(ErrorCode::StreamClosed.to_u32()));
+    // Closed after a complete exchange: a connection error too.
+    let (mut s, _) = open(&[]);
+    let f = run(&mut s, &mut r, &get(1, "/nothing"));
+    assert!(goaway_code(&f).is_none());
+    let f = run(&mut s, &mut r, &frame_bytes(kind::DATA, 0, 1, b"x"));
+    assert_eq!(goaway_code(&f), Some(ErrorCode::StreamClosed.to_u32()));
+}
+
+#[test]
+fn a_stream_depending_on_itself_is_a_protocol_error() {
+    let (mut s, _) = open(&[]);
+    let mut r = fake(4);
+    let mut prio = 3u32.to_be_bytes().to_vec();
+    prio.push(16);
+    let f = run(&mut s, &mut r, &frame_bytes(kind::PRIORITY, 0, 3, &prio));
+    assert_eq!(rst_code(&f, 3), Some(ErrorCode::ProtocolError.to_u32()));
+    assert!(!s.is_closing());
+    let mut p = 5u32.to_be_bytes().to_vec();
+    p.push(16);
+    p.extend(get_block("/hello"));
+    let flags = flag::END_HEADERS | flag::END_STREAM | flag::PRIORITY;
+    let f = run(&mut s, &mut r, &frame_bytes(kind::HEADERS, flags, 5, &p));
+    assert_eq!(goaway_code(&f), Some(ErrorCode::ProtocolError.to_u32()));
+}
+
+#[test]
+fn a_body_unlike_its_content_length_is_a_protocol_error() {
+    let mut r = fake(4);
+    // PUT /echo collects its body; POST /hello is answered at once, with a body that
+    // keeps the stream open while the request body arrives.
+    let block = |method: &str| {
+        let path = if method == "PUT" { "/echo" } else { "/hello" };
+        let mut b = Vec::new();
+        for (n, v) in [
+            (":method", method),
+            (":scheme", "http"),
+            (":path", path),
+            ("content-length", "3"),
+        ] {
+            encode_field(n.as_bytes(), v.as_bytes(), &mut b);
+        }
+        b
+    };
+    // Collected bodies (PUT) and bodies of requests answered at once (POST), too long
+    // in one DATA frame or too short at END_STREAM.
+    for method in ["PUT", "POST"] {
+        for frames_in in [vec![&b"four"[..]], vec![&b"ab"[..]]] {
+            let (mut s, _) = open(&[]);
+            let mut input = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block(method));
+            for d in frames_in {
+                input.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, d));
+            }
+            let f = run(&mut s, &mut r, &input);
+            assert_eq!(
+                rst_code(&f, 1),
+                Some(ErrorCode::ProtocolError.to_u32()),
+                "{method}: {f:?}"
+            );
+        }
+        // The declared length is fine.
+        let (mut s, _) = open(&[]);
+        let mut input = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &block(method));
+        input.extend(frame_bytes(kind::DATA, flag::END_STREAM, 1, b"abc"));
+        let f = run(&mut s, &mut r, &input);
+        assert_ne!(
+            rst_code(&f, 1),
+            Some(ErrorCode::ProtocolError.to_u32()),
+            "{method}"
+        );
+    }
+}

@@ -5,8 +5,9 @@
 //! studies start it (in-process through [`Server::bind`] / [`Server::spawn`], or as a
 //! child process); the engine then loads it over loopback.
 //!
-//! Shape: one mio (epoll) event loop per thread sharing one listener ([`worker`]), a
-//! zero-allocation request-head parser ([`parse`]), a per-thread cache of small files
+//! Shape: one mio (epoll) event loop per thread sharing one listener (`worker`), each
+//! connection's buffers and socket I/O (`conn`), the answers written into them
+//! (`respond`), a zero-allocation request-head parser ([`parse`]), a per-thread cache of small files
 //! with preformatted header blocks ([`files`]), and an optional buffered access log
 //! ([`log`]). With [`ServerConfig::tls`] every connection is HTTPS (a rustls session
 //! driven by the same loop, `tls`). HTTP/2 (`h2`) is spoken when TLS ALPN selects it or
@@ -16,17 +17,16 @@
 #![deny(missing_docs)]
 
 mod answer;
+mod conn;
 pub mod date;
 pub mod files;
 mod h2;
 pub mod log;
-pub mod mime;
 pub mod parse;
-mod signal;
+mod respond;
 mod tls;
 mod worker;
 
-pub use signal::termination_flag;
 pub use volley_tls::certs::CertPaths;
 pub use volley_tls::ServerTls;
 

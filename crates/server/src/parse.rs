@@ -88,6 +88,10 @@ pub enum ParseError {
     Version,
     /// A transfer coding other than chunked: 501.
     UnsupportedCoding,
+    /// The request line names no HTTP version at all: the peer speaks something else
+    /// (an h2c client with a broken preface reads any HTTP/1.1 answer as a frame), so
+    /// the connection is closed without an answer (RFC 9112 §2.3 only says SHOULD 400).
+    NotHttp,
 }
 
 impl ParseError {
@@ -99,6 +103,7 @@ impl ParseError {
             ParseError::HeadersTooLarge => 431,
             ParseError::Version => 505,
             ParseError::UnsupportedCoding => 501,
+            ParseError::NotHttp => 400,
         }
     }
 }
@@ -170,51 +175,12 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
     if rl_end - line_start > MAX_REQUEST_LINE {
         return Err(ParseError::UriTooLong);
     }
-    let line = &buf[line_start..rl_end];
-    // method SP target SP version, single spaces.
-    let sp1 = line
-        .iter()
-        .position(|&b| b == b' ')
-        .ok_or(ParseError::Bad)?;
-    let rest = &line[sp1 + 1..];
-    let sp2 = rest
-        .iter()
-        .position(|&b| b == b' ')
-        .ok_or(ParseError::Bad)?;
-    let method = &line[..sp1];
-    let target = &rest[..sp2];
-    let version = &rest[sp2 + 1..];
-    if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
-        return Err(ParseError::Bad);
-    }
-    if target.is_empty() || !target.iter().all(|&b| b > b' ' && b < 0x7f) {
-        return Err(ParseError::Bad);
-    }
-    let minor = match version {
-        b"HTTP/1.1" => 1,
-        b"HTTP/1.0" => 0,
-        v if v.len() == 8
-            && v.starts_with(b"HTTP/")
-            && v[5].is_ascii_digit()
-            && v[6] == b'.'
-            && v[7].is_ascii_digit() =>
-        {
-            if v[5] == b'1' {
-                1
-            } else {
-                return Err(ParseError::Version);
-            }
-        }
-        _ => return Err(ParseError::Bad),
-    };
-    let method_span = Span::new(line_start, line_start + sp1);
-    let target_span = Span::new(line_start + sp1 + 1, line_start + sp1 + 1 + sp2);
+    let (method_span, target_span, minor) = request_line(buf, line_start, rl_end)?;
 
-    let mut content_length: Option<u64> = None;
-    let mut chunked = false;
-    let mut has_te = false;
-    let mut has_host = false;
-    let mut keep_alive = minor == 1;
+    let mut framing = Framing {
+        keep_alive: minor == 1,
+        ..Framing::default()
+    };
     loop {
         let Some((end, after)) = line_end(buf, next) else {
             if buf.len() > MAX_HEAD {
@@ -250,7 +216,86 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
             name: Span::new(next, next + colon),
             value: Span::new(vs, ve),
         };
-        let value = &buf[vs..ve];
+        framing.field(name, &buf[vs..ve])?;
+        headers.push(h);
+        next = after;
+    }
+    let body = framing.finish(minor)?;
+    Ok(Some(Head {
+        method: method_span,
+        target: target_span,
+        minor,
+        len: next,
+        body,
+        keep_alive: framing.keep_alive,
+    }))
+}
+
+/// Checks the request line `buf[line_start..rl_end]` (method SP target SP HTTP-version, single
+/// spaces) and returns the spans of method and target and the minor version.
+fn request_line(
+    buf: &[u8],
+    line_start: usize,
+    rl_end: usize,
+) -> Result<(Span, Span, u8), ParseError> {
+    let line = &buf[line_start..rl_end];
+    // method SP target SP version, single spaces.
+    let sp1 = line
+        .iter()
+        .position(|&b| b == b' ')
+        .ok_or(ParseError::Bad)?;
+    let rest = &line[sp1 + 1..];
+    let sp2 = rest
+        .iter()
+        .position(|&b| b == b' ')
+        .ok_or(ParseError::Bad)?;
+    let method = &line[..sp1];
+    let target = &rest[..sp2];
+    let version = &rest[sp2 + 1..];
+    if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
+        return Err(ParseError::Bad);
+    }
+    if target.is_empty() || !target.iter().all(|&b| b > b' ' && b < 0x7f) {
+        return Err(ParseError::Bad);
+    }
+    let minor = match version {
+        b"HTTP/1.1" => 1,
+        b"HTTP/1.0" => 0,
+        v if v.len() == 8
+            && v.starts_with(b"HTTP/")
+            && v[5].is_ascii_digit()
+            && v[6] == b'.'
+            && v[7].is_ascii_digit() =>
+        {
+            if v[5] == b'1' {
+                1
+            } else {
+                return Err(ParseError::Version);
+            }
+        }
+        v if !v.starts_with(b"HTTP/") => return Err(ParseError::NotHttp),
+        _ => return Err(ParseError::Bad),
+    };
+    Ok((
+        Span::new(line_start, line_start + sp1),
+        Span::new(line_start + sp1 + 1, line_start + sp1 + 1 + sp2),
+        minor,
+    ))
+}
+
+/// What the header fields say about framing and persistence, gathered field by field.
+#[derive(Default)]
+struct Framing {
+    content_length: Option<u64>,
+    chunked: bool,
+    has_te: bool,
+    has_host: bool,
+    keep_alive: bool,
+}
+
+impl Framing {
+    /// Takes one field into account; refuses the ones that make framing ambiguous.
+    fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), ParseError> {
         if name.eq_ignore_ascii_case(b"content-length") {
             if value.is_empty() || value.len() > 15 || !value.iter().all(u8::is_ascii_digit) {
                 return Err(ParseError::Bad);
@@ -258,57 +303,57 @@ pub fn parse_head(buf: &[u8], headers: &mut Vec<HeaderSpan>) -> Result<Option<He
             let n = value
                 .iter()
                 .fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
-            if content_length.is_some_and(|c| c != n) {
+            if self.content_length.is_some_and(|c| c != n) {
                 return Err(ParseError::Bad);
             }
-            content_length = Some(n);
+            self.content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            has_te = true;
-            // Only `chunked` (possibly listed alone) is understood; it must be last.
+            self.has_te = true;
+            // Only `chunked` is understood. It must be the final coding: otherwise the
+            // body's length cannot be known and RFC 9112 §6.3 says 400 and close.
             let last = value.rsplit(|&b| b == b',').next().unwrap_or(&[]);
             let (s, e) = trim(last, 0, last.len());
             if !last[s..e].eq_ignore_ascii_case(b"chunked") {
-                return Err(ParseError::UnsupportedCoding);
+                return Err(if has_token(value, "chunked") {
+                    ParseError::Bad
+                } else {
+                    ParseError::UnsupportedCoding
+                });
             }
-            chunked = true;
+            self.chunked = true;
         } else if name.eq_ignore_ascii_case(b"host") {
-            has_host = true;
+            self.has_host = true;
         } else if name.eq_ignore_ascii_case(b"connection") {
             if has_token(value, "close") {
-                keep_alive = false;
+                self.keep_alive = false;
             } else if has_token(value, "keep-alive") {
-                keep_alive = true;
+                self.keep_alive = true;
             }
         }
-        headers.push(h);
-        next = after;
+        Ok(())
     }
-    // Both framings at once is a request-smuggling vector (RFC 9112 section 6.3).
-    if has_te && content_length.is_some() {
-        return Err(ParseError::Bad);
-    }
-    if minor == 1 && !has_host {
-        return Err(ParseError::Bad);
-    }
-    if has_te && minor == 0 {
-        return Err(ParseError::Bad);
-    }
-    let body = if chunked {
-        BodyFraming::Chunked
-    } else {
-        match content_length {
-            Some(0) | None => BodyFraming::None,
-            Some(n) => BodyFraming::Length(n),
+
+    /// The body framing of the whole head (RFC 9112 §6.3), or why it is refused.
+    fn finish(&self, minor: u8) -> Result<BodyFraming, ParseError> {
+        // Both framings at once is a request-smuggling vector (RFC 9112 section 6.3).
+        if self.has_te && self.content_length.is_some() {
+            return Err(ParseError::Bad);
         }
-    };
-    Ok(Some(Head {
-        method: method_span,
-        target: target_span,
-        minor,
-        len: next,
-        body,
-        keep_alive,
-    }))
+        if minor == 1 && !self.has_host {
+            return Err(ParseError::Bad);
+        }
+        if self.has_te && minor == 0 {
+            return Err(ParseError::Bad);
+        }
+        Ok(if self.chunked {
+            BodyFraming::Chunked
+        } else {
+            match self.content_length {
+                Some(0) | None => BodyFraming::None,
+                Some(n) => BodyFraming::Length(n),
+            }
+        })
+    }
 }
 
 /// Result of trying to decode a chunked body from the bytes after the head.
@@ -417,6 +462,26 @@ mod tests {
             .unwrap();
         assert!(h.keep_alive);
         assert_eq!(parse(b"GET / HTTP/2.0\r\n\r\n"), Err(ParseError::Version));
+    }
+
+    #[test]
+    fn framing_rfc_9112_section_6_3() {
+        let te = |v: &str| {
+            parse(
+                format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {v}\r\n\r\n").as_bytes(),
+            )
+        };
+        // chunked not final: the length is unknowable, 400 and close.
+        assert_eq!(te("chunked, identity"), Err(ParseError::Bad));
+        // A coding we do not know, chunked nowhere: 501.
+        assert_eq!(te("gzip"), Err(ParseError::UnsupportedCoding));
+        assert_eq!(te("chunked").unwrap().unwrap().body, BodyFraming::Chunked);
+        // A request line without any HTTP version is not HTTP/1 at all.
+        assert_eq!(
+            parse(b"INVALID CONNECTION PREFACE\r\n\r\n"),
+            Err(ParseError::NotHttp)
+        );
+        assert_eq!(parse(b"GET / HTTP/1.x\r\n\r\n"), Err(ParseError::Bad));
     }
 
     #[test]
