@@ -92,7 +92,7 @@ pub(crate) fn execute(
         e => anyhow::Error::new(e),
     })?;
     println!();
-    print!("{}", outcome::table(plan, &report));
+    print!("{}", outcome::table(plan, &report.steps, &report.searches));
     let runs: Vec<String> = report
         .runs
         .iter()

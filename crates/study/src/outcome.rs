@@ -6,8 +6,9 @@ use std::fmt::Write;
 
 use volley_analysis::{bootstrap, knee, usl};
 
+use volley_analysis::knee::Capacity;
+
 use crate::plan::Plan;
-use crate::runner::StudyReport;
 
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
@@ -34,148 +35,172 @@ fn ci_text(values: &[f64], digits: usize) -> String {
     )
 }
 
-/// The summary table, one line per result.
-pub fn table(plan: &Plan, report: &StudyReport) -> String {
+/// One line of the table: the steps of one target instance, workload, concurrency and
+/// keep-alive (the rate varies inside a group).
+type GroupKey = (usize, usize, u32, bool);
+
+fn key_of(plan: &Plan, cell: usize) -> GroupKey {
+    let c = &plan.cells[cell];
+    (c.instance, c.workload, c.concurrency, c.keepalive)
+}
+
+/// The summary table, one line per result: `steps` measured and, in search mode, the
+/// capacity found per cell (`searches`).
+pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{:<28} {:<10} {:<18} result",
         "target", "workload", "point"
     );
-    // Group key: instance, workload, concurrency, keepalive (rate varies inside).
-    let mut keys: Vec<(usize, usize, u32, bool)> = Vec::new();
-    for c in &plan.cells {
-        let k = (c.instance, c.workload, c.concurrency, c.keepalive);
+    let mut keys: Vec<GroupKey> = Vec::new();
+    for ci in 0..plan.cells.len() {
+        let k = key_of(plan, ci);
         if !keys.contains(&k) {
             keys.push(k);
         }
     }
-    for &(inst, wl, conc, ka) in &keys {
-        let steps: Vec<&StepOutcome> = report
-            .steps
+    for &key in &keys {
+        let (inst, wl, conc, ka) = key;
+        let group: Vec<&StepOutcome> = steps
             .iter()
-            .filter(|s| {
-                let c = &plan.cells[s.cell];
-                (c.instance, c.workload, c.concurrency, c.keepalive) == (inst, wl, conc, ka)
-            })
+            .filter(|s| key_of(plan, s.cell) == key)
             .collect();
-        let label = plan.instance_label(inst);
-        let wname = &plan.workloads[wl].name;
-        let point = format!("c={conc} ka={}", if ka { "on" } else { "off" });
-        if steps.is_empty() {
-            let _ = writeln!(out, "{label:<28} {wname:<10} {point:<18} (not run)");
-            continue;
-        }
-        let search = report.searches.iter().find(|(ci, _)| {
-            let c = &plan.cells[*ci];
-            (c.instance, c.workload, c.concurrency, c.keepalive) == (inst, wl, conc, ka)
-        });
-        if let Some((_, cap)) = search {
-            let hi = cap
-                .ci_hi_rps
-                .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
-            let gen = steps.iter().filter(|s| !s.counts_for_server()).count();
-            let _ = writeln!(
-                out,
-                "{label:<28} {wname:<10} {point:<18} capacity {} req/s, 95% CI [{:.0}, {hi}] ({} steps, {:?}{})",
-                cap.capacity_rps.map_or("none".to_string(), |c| format!("{c:.0}")),
-                cap.ci_lo_rps,
-                // Steps run for this cell, reruns of generator-bound steps included:
-                // `cap.steps` counts only the observations the search decided on, which
-                // is 0 for a search that stopped at its first, generator-bound rate.
-                steps.len(),
-                cap.end,
-                match (cap.generator_bound_at_rps, gen) {
-                    (Some(r), _) => format!(
-                        "; the generator could not offer {r:.0} req/s on schedule: capacity is at least the figure shown, the edge above it was not found"
-                    ),
-                    (None, 0) => String::new(),
-                    (None, n) => format!(
-                        "; {n} generator-bound step(s) rerun, never counted for the server"
-                    ),
-                }
-            );
-            continue;
-        }
-        let server: Vec<&StepOutcome> = steps
-            .iter()
-            .copied()
-            .filter(|s| s.counts_for_server())
-            .collect();
-        let excluded = steps.len() - server.len();
-        if server.is_empty() {
-            let _ = writeln!(
-                out,
-                "{label:<28} {wname:<10} {point:<18} no server figure: all {} step(s) were generator-bound (they measured the generator)",
-                steps.len()
-            );
-            continue;
-        }
-        if steps.iter().any(|s| s.rate.is_some()) {
-            let judged: Vec<(f64, bool)> = server
-                .iter()
-                .filter_map(|s| Some((s.rate?, s.sustainable?)))
-                .collect();
-            let cap = knee::sweep_capacity(&judged);
-            let max_reply = server.iter().map(|s| s.rps).fold(0.0, f64::max);
-            let _ = writeln!(
-                out,
-                "{label:<28} {wname:<10} {point:<18} capacity {} req/s{}{}; peak replies {:.0}/s{}",
-                cap.capacity_rps
-                    .map_or("none (no rate was sustainable)".to_string(), |c| format!(
-                        "{c:.0}"
-                    )),
-                cap.first_unsustainable_above_rps
-                    .map(|r| format!(", first unsustainable {r:.0}"))
-                    .unwrap_or_default(),
-                if cap.non_monotone {
-                    " (non-monotone)"
-                } else {
-                    ""
-                },
-                max_reply,
-                left_out(excluded)
-            );
-            continue;
-        }
-        let rps: Vec<f64> = server.iter().map(|s| s.rps).collect();
-        let p99: Vec<f64> = server.iter().map(|s| s.p99_ms).collect();
-        let errors: u64 = server.iter().map(|s| s.errors).sum();
-        let cold: Vec<f64> = server.iter().filter_map(|s| s.cold_ttfb_ms).collect();
-        let warm: Vec<f64> = server.iter().filter_map(|s| s.warm_ttfb_ms).collect();
-        let ttfb = if cold.is_empty() || warm.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", TTFB cold {} ms vs warm p50 {} ms",
-                ci_text(&cold, 2),
-                ci_text(&warm, 3)
-            )
-        };
-        let _ = writeln!(
-            out,
-            "{label:<28} {wname:<10} {point:<18} {} req/s, p99 {} ms{ttfb} ({} run{}{}{})",
-            ci_text(&rps, 0),
-            ci_text(&p99, 2),
-            server.len(),
-            if server.len() == 1 { "" } else { "s" },
-            if errors > 0 {
-                format!(", {errors} errors")
-            } else {
-                String::new()
-            },
-            left_out(excluded)
+        let head = format!(
+            "{:<28} {:<10} {:<18}",
+            plan.instance_label(inst),
+            plan.workloads[wl].name,
+            format!("c={conc} ka={}", if ka { "on" } else { "off" })
         );
+        let result = if group.is_empty() {
+            "(not run)".to_string()
+        } else if let Some((_, cap)) = searches.iter().find(|(ci, _)| key_of(plan, *ci) == key) {
+            search_result(cap, &group)
+        } else {
+            measured_result(&group)
+        };
+        let _ = writeln!(out, "{head} {result}");
     }
-    // USL per (instance, workload, keepalive) over concurrency.
+    usl_lines(plan, steps, &keys, &mut out);
+    out
+}
+
+/// A searched cell: the capacity the search found, its interval and how it ended.
+fn search_result(cap: &Capacity, steps: &[&StepOutcome]) -> String {
+    let hi = cap
+        .ci_hi_rps
+        .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
+    let gen = steps.iter().filter(|s| !s.counts_for_server()).count();
+    format!(
+        "capacity {} req/s, 95% CI [{:.0}, {hi}] ({} steps, {:?}{})",
+        cap.capacity_rps.map_or("none".to_string(), |c| format!("{c:.0}")),
+        cap.ci_lo_rps,
+        // Steps run for this cell, reruns of generator-bound steps included:
+        // `cap.steps` counts only the observations the search decided on, which
+        // is 0 for a search that stopped at its first, generator-bound rate.
+        steps.len(),
+        cap.end,
+        match (cap.generator_bound_at_rps, gen) {
+            (Some(r), _) => format!(
+                "; the generator could not offer {r:.0} req/s on schedule: capacity is at least the figure shown, the edge above it was not found"
+            ),
+            (None, 0) => String::new(),
+            (None, n) => format!(
+                "; {n} generator-bound step(s) rerun, never counted for the server"
+            ),
+        }
+    )
+}
+
+/// A swept group: the capacity of its rate steps, or the medians of its closed-loop
+/// repeats; generator-bound steps never count.
+fn measured_result(steps: &[&StepOutcome]) -> String {
+    let server: Vec<&StepOutcome> = steps
+        .iter()
+        .copied()
+        .filter(|s| s.counts_for_server())
+        .collect();
+    let excluded = steps.len() - server.len();
+    if server.is_empty() {
+        format!(
+            "no server figure: all {} step(s) were generator-bound (they measured the generator)",
+            steps.len()
+        )
+    } else if steps.iter().any(|s| s.rate.is_some()) {
+        rate_result(&server, excluded)
+    } else {
+        closed_result(&server, excluded)
+    }
+}
+
+/// Rate steps: the sweep's capacity (highest sustainable rate below the first failure).
+fn rate_result(server: &[&StepOutcome], excluded: usize) -> String {
+    let judged: Vec<(f64, bool)> = server
+        .iter()
+        .filter_map(|s| Some((s.rate?, s.sustainable?)))
+        .collect();
+    let cap = knee::sweep_capacity(&judged);
+    let max_reply = server.iter().map(|s| s.rps).fold(0.0, f64::max);
+    format!(
+        "capacity {} req/s{}{}; peak replies {:.0}/s{}",
+        cap.capacity_rps
+            .map_or("none (no rate was sustainable)".to_string(), |c| format!(
+                "{c:.0}"
+            )),
+        cap.first_unsustainable_above_rps
+            .map(|r| format!(", first unsustainable {r:.0}"))
+            .unwrap_or_default(),
+        if cap.non_monotone {
+            " (non-monotone)"
+        } else {
+            ""
+        },
+        max_reply,
+        left_out(excluded)
+    )
+}
+
+/// Closed-loop repeats: median req/s and p99 with bootstrap CIs, cold vs warm TTFB.
+fn closed_result(server: &[&StepOutcome], excluded: usize) -> String {
+    let rps: Vec<f64> = server.iter().map(|s| s.rps).collect();
+    let p99: Vec<f64> = server.iter().map(|s| s.p99_ms).collect();
+    let errors: u64 = server.iter().map(|s| s.errors).sum();
+    let cold: Vec<f64> = server.iter().filter_map(|s| s.cold_ttfb_ms).collect();
+    let warm: Vec<f64> = server.iter().filter_map(|s| s.warm_ttfb_ms).collect();
+    let ttfb = if cold.is_empty() || warm.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", TTFB cold {} ms vs warm p50 {} ms",
+            ci_text(&cold, 2),
+            ci_text(&warm, 3)
+        )
+    };
+    format!(
+        "{} req/s, p99 {} ms{ttfb} ({} run{}{}{})",
+        ci_text(&rps, 0),
+        ci_text(&p99, 2),
+        server.len(),
+        if server.len() == 1 { "" } else { "s" },
+        if errors > 0 {
+            format!(", {errors} errors")
+        } else {
+            String::new()
+        },
+        left_out(excluded)
+    )
+}
+
+/// USL per (instance, workload, keepalive) over concurrency.
+fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut String) {
     let mut usl_keys: Vec<(usize, usize, bool)> = Vec::new();
-    for &(i, w, _, k) in &keys {
+    for &(i, w, _, k) in keys {
         if !usl_keys.contains(&(i, w, k)) {
             usl_keys.push((i, w, k));
         }
     }
     for (inst, wl, ka) in usl_keys {
-        let points = usl_points(plan, report, inst, wl, ka);
+        let points = usl_points(plan, steps, inst, wl, ka);
         if points.len() < usl::MIN_POINTS || !points.iter().any(|p| p.n == 1.0) {
             continue;
         }
@@ -199,20 +224,19 @@ pub fn table(plan: &Plan, report: &StudyReport) -> String {
             }
         }
     }
-    out
 }
 
 /// (concurrency, median req/s) of the closed-loop steps of one instance and workload,
 /// generator-bound steps left out.
 fn usl_points(
     plan: &Plan,
-    report: &StudyReport,
+    steps: &[StepOutcome],
     inst: usize,
     wl: usize,
     ka: bool,
 ) -> Vec<usl::UslPoint> {
     let mut by_n: Vec<(u32, Vec<f64>)> = Vec::new();
-    for s in &report.steps {
+    for s in steps {
         let c = &plan.cells[s.cell];
         if (c.instance, c.workload, c.keepalive) != (inst, wl, ka)
             || s.rate.is_some()
@@ -235,10 +259,6 @@ fn usl_points(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use volley_store::StudyId;
-
     use super::*;
 
     const RAMP: &str = r#"
@@ -298,16 +318,14 @@ duration = "3s"
         }
     }
 
-    fn report(steps: Vec<StepOutcome>) -> StudyReport {
-        StudyReport {
-            study: StudyId(1),
-            runs: Vec::new(),
-            steps,
-            searches: Vec::new(),
-            complete: true,
-            skipped: Vec::new(),
-            elapsed: Duration::ZERO,
-        }
+    /// Rate steps at 100, 200, ... req/s, each sustained and replying at its rate.
+    fn ramp(n: usize, label: &'static str) -> Vec<StepOutcome> {
+        (0..n)
+            .map(|i| {
+                let r = 100.0 * (i + 1) as f64;
+                step(i, Some(r), r, Some(true), label)
+            })
+            .collect()
     }
 
     #[test]
@@ -315,37 +333,17 @@ duration = "3s"
         let p = plan(RAMP);
         // The generator lagged at every rate: steps "sustainable" by the figures, but the
         // figures are the generator's. The old table claimed 400 req/s here.
-        let all_gen: Vec<StepOutcome> = (0..4)
-            .map(|i| {
-                step(
-                    i,
-                    Some(100.0 * (i + 1) as f64),
-                    100.0 * (i + 1) as f64,
-                    Some(true),
-                    "generator-bound",
-                )
-            })
-            .collect();
-        let t = table(&p, &report(all_gen));
+        let all_gen = ramp(4, "generator-bound");
+        let t = table(&p, &all_gen, &[]);
         assert!(!t.contains("capacity 400"), "{t}");
         assert!(
             t.contains("no server figure: all 4 step(s) were generator-bound"),
             "{t}"
         );
 
-        let mut mixed: Vec<StepOutcome> = (0..3)
-            .map(|i| {
-                step(
-                    i,
-                    Some(100.0 * (i + 1) as f64),
-                    100.0 * (i + 1) as f64,
-                    Some(true),
-                    "server-bound",
-                )
-            })
-            .collect();
+        let mut mixed = ramp(3, "server-bound");
         mixed.push(step(3, Some(400.0), 400.0, Some(true), "generator-bound"));
-        let t = table(&p, &report(mixed));
+        let t = table(&p, &mixed, &[]);
         assert!(t.contains("capacity 300 req/s"), "{t}");
         assert!(t.contains("peak replies 300/s"), "{t}");
         assert!(t.contains("1 generator-bound step left out"), "{t}");
@@ -359,12 +357,12 @@ duration = "3s"
         let mut steps: Vec<StepOutcome> = (0..6)
             .map(|i| step(i, None, x((i + 1) as f64), None, "server-bound"))
             .collect();
-        let clean = table(&p, &report(steps.clone()));
+        let clean = table(&p, &steps, &[]);
         assert!(clean.contains("USL builtin w ka=on"), "{clean}");
         // ...plus a generator-bound run at N = 6 with an absurd figure: it must change
         // neither the median of that point nor the fit.
         steps.push(step(5, None, 99_999.0, None, "generator-bound"));
-        let t = table(&p, &report(steps));
+        let t = table(&p, &steps, &[]);
         let usl_line = |s: &str| {
             s.lines()
                 .find(|l| l.starts_with("USL"))

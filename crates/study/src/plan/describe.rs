@@ -1,0 +1,168 @@
+//! The plan as printed before a run (`volley study run --dry-run` and the run's header).
+
+use std::time::Duration;
+
+use super::{Cell, Plan, Workload, GUESS_RPS_PER_CONNECTION, MIN_RATE_STEP};
+use crate::spec::Mode;
+
+impl Plan {
+    /// The plan as printed before a run: targets, workloads, the steps in order (the
+    /// first 30) and the estimated total time.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mode = match self.mode {
+            Mode::Sweep => "sweep",
+            Mode::Search => "search",
+        };
+        let _ = writeln!(out, "study {}: {mode}, axis {}", self.name, self.axis);
+        let names: Vec<String> = (0..self.instances.len())
+            .map(|i| self.instance_label(i))
+            .collect();
+        let _ = writeln!(out, "targets: {}", names.join(", "));
+        for w in &self.workloads {
+            let wire = &w.load.wire;
+            let _ = writeln!(
+                out,
+                "workload {}: {} {} ({} loop, {} thread(s), timeout {:?}, {}{}{}{})",
+                w.name,
+                w.method,
+                w.paths.join(" "),
+                if w.load.open { "open" } else { "closed" },
+                w.load.threads,
+                w.load.timeout,
+                if wire.tls { "HTTPS " } else { "" },
+                match wire.h2_streams {
+                    Some(n) => format!("HTTP/2 x{n} streams"),
+                    None => "HTTP/1.1".to_string(),
+                },
+                wire.compressed
+                    .map(|e| format!(
+                        ", Accept-Encoding {} (bodies decoded and checked)",
+                        e.token()
+                    ))
+                    .unwrap_or_default(),
+                if w.cold_start {
+                    ", cold start: target restarted per step, first request timed alone"
+                } else {
+                    ""
+                }
+            );
+        }
+        let t = &self.timing;
+        if t.rate_duration != t.duration {
+            if let Some(d) = t.rate_duration {
+                let _ = writeln!(
+                    out,
+                    "rate steps: {d:?} measured (scaled length raised to the {MIN_RATE_STEP:?} floor so each step has the 3 whole one-second windows the sustainability rule judges)"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "each step: {}{}warm-up {:?}, cool-down {:?}; {} repeat(s); SLO p99 {:?}, errors <= {:.1}%",
+            t.duration.map(|d| format!("{d:?} measured, ")).unwrap_or_default(),
+            t.requests.map(|n| format!("{n} requests, ")).unwrap_or_default(),
+            t.warmup,
+            t.cooldown,
+            self.repeats,
+            self.rule.p99_slo,
+            self.rule.allowed_error_share * 100.0
+        );
+        let line = |c: &Cell| {
+            format!(
+                "{} {}{} c={} ka={}",
+                self.instance_label(c.instance),
+                self.workloads[c.workload].name,
+                c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+                c.concurrency,
+                if c.keepalive { "on" } else { "off" }
+            )
+        };
+        if let Some(s) = &self.search {
+            let _ = writeln!(
+                out,
+                "{} capacity search(es) from {:.0} req/s (x2 until a step fails, then bisect to {:.0}%, {} run(s) per decision near the edge, at most {} steps each):",
+                self.cells.len(),
+                s.start_rate,
+                s.opts.resolution_share * 100.0,
+                s.opts.repeats,
+                s.opts.max_steps
+            );
+            for c in &self.cells {
+                let _ = writeln!(out, "  {}", line(c));
+            }
+        } else {
+            let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
+            for s in self.steps.iter().take(30) {
+                let _ = writeln!(
+                    out,
+                    "  {:>4}. {}{}",
+                    s.order + 1,
+                    line(&self.cells[s.cell]),
+                    if self.repeats > 1 {
+                        format!(" (repeat {})", s.repeat + 1)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            if self.steps.len() > 30 {
+                let _ = writeln!(out, "  ... {} more", self.steps.len() - 30);
+            }
+        }
+        let est = self.estimate().as_secs();
+        let how = match self.search_steps_range() {
+            Some((lo, hi)) => format!(
+                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start rate, resolution, repeats, max rate and step budget)",
+                self.search_steps_estimate()
+            ),
+            None => self.rate_note(),
+        };
+        let _ = writeln!(
+            out,
+            "estimated total: {}{how}",
+            fmt_duration(Duration::from_secs(est))
+        );
+        out
+    }
+}
+
+impl Plan {
+    /// How request-count steps were estimated, for the plan print: the stated
+    /// `expected_rate`s, or a warning that the fallback guess was used.
+    fn rate_note(&self) -> String {
+        let counted: Vec<&Workload> = self
+            .workloads
+            .iter()
+            .filter(|w| !w.load.open && (w.requests.or(self.timing.requests)).is_some())
+            .collect();
+        if counted.is_empty() {
+            return String::new();
+        }
+        let stated: Vec<String> = counted
+            .iter()
+            .filter_map(|w| Some(format!("{} {} req/s", w.name, w.expected_rate?)))
+            .collect();
+        if stated.len() == counted.len() {
+            format!(
+                " (request-count steps at the expected_rate: {})",
+                stated.join(", ")
+            )
+        } else {
+            format!(
+                " (request-count steps guessed at {GUESS_RPS_PER_CONNECTION:.0} req/s per connection, a small file on loopback; state [steps] expected_rate when requests are slower)"
+            )
+        }
+    }
+}
+
+/// `1h32m`, `4m05s`: the plan's and the ETA's format.
+pub fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,161 @@
+//! How long a plan takes: the per-step estimate (request-count steps at the offered,
+//! measured, stated or guessed rate), the capacity search's step count, and the
+//! [`RateBook`] the progress ETA learns from. Pure: no clock.
+
+use std::time::Duration;
+
+use volley_analysis::bootstrap::median;
+
+use super::{Cell, Plan, PlannedStep};
+use crate::spec::Mode;
+
+impl Plan {
+    /// The request rate a request-count step of `cell` is expected to run at, and where
+    /// that figure comes from: the offered rate (open loop), what finished steps of the
+    /// same family measured (`book`), the study's `expected_rate`, or the fallback guess
+    /// of [`GUESS_RPS_PER_CONNECTION`].
+    pub fn request_rate(&self, cell: &Cell, book: &RateBook) -> (f64, RateSource) {
+        if let Some(r) = cell.rate {
+            return (r, RateSource::Offered);
+        }
+        if let Some(r) = book.rate(cell) {
+            return (r, RateSource::Measured);
+        }
+        if let Some(r) = self.workloads[cell.workload].expected_rate {
+            return (r, RateSource::Stated);
+        }
+        (
+            GUESS_RPS_PER_CONNECTION * f64::from(cell.concurrency.max(1)),
+            RateSource::Guess,
+        )
+    }
+
+    /// Rough length of one step of `cell`, for the plan: warm-up, the measured part,
+    /// cool-down. A request-count step lasts requests / [`Plan::request_rate`] (capped by
+    /// the step's duration when it has both: the first limit reached ends it).
+    pub fn step_estimate(&self, cell: &Cell) -> Duration {
+        self.step_estimate_learned(cell, &RateBook::default())
+    }
+
+    /// [`Plan::step_estimate`] with the rates measured so far: the ETA's estimate.
+    pub fn step_estimate_learned(&self, cell: &Cell, book: &RateBook) -> Duration {
+        let t = &self.timing;
+        let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
+        let duration = if open { t.rate_duration } else { t.duration };
+        let requests = self.workloads[cell.workload].requests.or(t.requests);
+        let by_count = requests.map(|n| {
+            let (rate, _) = self.request_rate(cell, book);
+            Duration::try_from_secs_f64(n as f64 / rate.max(1e-3)).unwrap_or(Duration::MAX)
+        });
+        let measured = match (duration, by_count) {
+            (Some(d), Some(c)) => d.min(c),
+            (Some(d), None) => d,
+            (None, Some(c)) => c,
+            (None, None) => Duration::ZERO,
+        };
+        t.warmup.saturating_add(measured).saturating_add(t.cooldown)
+    }
+
+    /// Time left for `steps` (the rest of a sweep), each estimated with the rates
+    /// measured so far.
+    pub fn remaining_estimate(&self, steps: &[PlannedStep], book: &RateBook) -> Duration {
+        steps
+            .iter()
+            .map(|s| self.step_estimate_learned(&self.cells[s.cell], book))
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+
+    /// Steps one capacity search is expected to take, `(fewest, most)`, from its
+    /// settings. Fewest: the start passes, the next doubling fails, then
+    /// b = ceil(log2(1 / resolution)) bisections (the bracket [c, 2c] halves each time
+    /// until it is within the resolution), each decided by a bare majority of the
+    /// repeats. Most: doubling all the way to the maximum rate, every decision near the
+    /// edge needing all its repeats. Both capped by the step budget. Where the capacity
+    /// lies is unknown in advance, hence a range.
+    pub fn search_steps_range(&self) -> Option<(u32, u32)> {
+        let s = self.search.as_ref()?;
+        let o = &s.opts;
+        let bisections = if o.resolution_share > 0.0 {
+            (1.0 / o.resolution_share).log2().ceil().max(0.0) as u32
+        } else {
+            // Only an absolute resolution: assume the bracket starts near the start rate.
+            (s.start_rate / o.resolution_rps.max(1e-9))
+                .log2()
+                .ceil()
+                .max(0.0) as u32
+        };
+        let doublings = (o.max_rate_rps / s.start_rate).log2().ceil().max(0.0) as u32;
+        let need = o.repeats / 2 + 1;
+        let fewest = 1 + need * (1 + bisections);
+        let most = doublings + 1 + o.repeats * (1 + bisections);
+        Some((fewest.min(o.max_steps), most.min(o.max_steps)))
+    }
+
+    /// Steps per search the estimate and the ETA assume: the middle of
+    /// [`Plan::search_steps_range`].
+    pub fn search_steps_estimate(&self) -> u32 {
+        self.search_steps_range()
+            .map_or(SEARCH_STEPS_FALLBACK, |(lo, hi)| (lo + hi).div_ceil(2))
+    }
+
+    /// Rough length of the whole study. Search mode: [`Plan::search_steps_estimate`]
+    /// steps per search.
+    pub fn estimate(&self) -> Duration {
+        if self.mode == Mode::Search {
+            let n = self.search_steps_estimate();
+            return self.cells.iter().map(|c| self.step_estimate(c) * n).sum();
+        }
+        self.remaining_estimate(&self.steps, &RateBook::default())
+    }
+}
+
+/// Requests per second per connection assumed for a request-count step when the study
+/// states no `expected_rate` and nothing has been measured yet: a small static file over
+/// keep-alive on loopback. Slow requests (Brotli 11, big bodies, CPU caps) need
+/// `expected_rate`.
+pub const GUESS_RPS_PER_CONNECTION: f64 = 2000.0;
+
+/// Steps per search assumed when the plan has no search settings.
+const SEARCH_STEPS_FALLBACK: u32 = 12;
+
+/// Where [`Plan::request_rate`] got its figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateSource {
+    /// The step's offered rate (open loop).
+    Offered,
+    /// The median of finished steps of the same family.
+    Measured,
+    /// The study file's `expected_rate`.
+    Stated,
+    /// [`GUESS_RPS_PER_CONNECTION`] per connection.
+    Guess,
+}
+
+/// Requests per second measured by finished steps, per family: one (target instance,
+/// workload) pair, i.e. target, workload, CPU quota and cores. Concurrency and
+/// keep-alive vary within a family; under a CPU cap (seed 002) throughput barely moves
+/// with them, and elsewhere the family's median is still far closer than a fixed guess.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateBook {
+    measured: std::collections::BTreeMap<(usize, usize), Vec<f64>>,
+}
+
+impl RateBook {
+    /// Notes a finished step of `cell` that completed `rps` requests per second
+    /// (non-positive or non-finite figures, e.g. a step that failed outright, are
+    /// ignored: they would predict an endless step).
+    pub fn record(&mut self, cell: &Cell, rps: f64) {
+        if rps.is_finite() && rps > 0.0 {
+            self.measured
+                .entry((cell.instance, cell.workload))
+                .or_default()
+                .push(rps);
+        }
+    }
+
+    /// The median measured rate of `cell`'s family, if any step of it finished.
+    pub fn rate(&self, cell: &Cell) -> Option<f64> {
+        let v = self.measured.get(&(cell.instance, cell.workload))?;
+        (!v.is_empty()).then(|| median(v))
+    }
+}

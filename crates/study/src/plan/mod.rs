@@ -1,0 +1,24 @@
+//! The plan: a parsed study file resolved into targets, workloads, cells (one point of the
+//! sweep axes on one target instance) and the ordered list of steps to run.
+//!
+//! Pure: no I/O, no clock. The order of steps is where noise is fought (methodology.md,
+//! "Repeats and noise"): by default round r runs every cell once, with the target instance
+//! as the innermost axis, so A and B alternate (A B A B) and a slow drift of the machine
+//! hits both alike.
+//!
+//! Split along its seams: [`model`] (the data), [`resolve`](mod@resolve) (study file ->
+//! plan), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the
+//! plan as printed).
+
+mod describe;
+mod estimate;
+pub mod model;
+mod resolve;
+
+pub use describe::fmt_duration;
+pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
+pub use model::*;
+pub use resolve::{rate_step_length, resolve, schedule};
+
+#[cfg(test)]
+mod tests;

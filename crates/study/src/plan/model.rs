@@ -1,0 +1,263 @@
+//! The plan's data: what a resolved study is made of (targets, instances, workloads,
+//! cells, the ordered steps, timing, what to serve). Built by [`super::resolve`], read by
+//! the estimate, the plan print and the runner.
+
+use std::time::Duration;
+
+use volley_engine::{Arrival, Order};
+use volley_targets::TargetKind;
+
+use crate::spec::Mode;
+
+/// A target as the study names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// Name in results.
+    pub name: String,
+    /// Which server.
+    pub kind: TargetKind,
+    /// Workers.
+    pub workers: u32,
+    /// Server-side keep-alive.
+    pub keepalive: bool,
+    /// External: URL.
+    pub url: Option<String>,
+    /// External: pid to monitor.
+    pub pid: Option<u32>,
+}
+
+/// One started copy of a target: the target with one CPU quota and core count. Every
+/// instance runs for the whole study so interleaved steps need no restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Index into [`Plan::targets`].
+    pub target: usize,
+    /// CPU quota, share of one CPU.
+    pub cpu_quota: Option<f64>,
+    /// Cores pinned (CPUs 0..cores).
+    pub cores: Option<u32>,
+}
+
+/// The load model of one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Open loop (rate steps) or closed loop.
+    pub open: bool,
+    /// Closed: connections; open: initial pool.
+    pub concurrency: u32,
+    /// Open: the rate when not swept.
+    pub rate: Option<f64>,
+    /// Open: arrival process.
+    pub arrival: Arrival,
+    /// Generator threads.
+    pub threads: u32,
+    /// Open: connection cap.
+    pub max_connections: u32,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Client keep-alive when not swept.
+    pub keepalive: bool,
+    /// Schedule seed.
+    pub seed: u64,
+    /// TLS, HTTP version and compression.
+    pub wire: WireDef,
+}
+
+/// Compressed bodies asked of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `br` (Brotli).
+    Br,
+    /// `gzip`.
+    Gzip,
+}
+
+impl Encoding {
+    /// The `Accept-Encoding` / `Content-Encoding` token.
+    pub fn token(self) -> &'static str {
+        match self {
+            Encoding::Br => "br",
+            Encoding::Gzip => "gzip",
+        }
+    }
+}
+
+/// How the bytes travel: the study file's `tls`, `http2`, `streams`, `compressed` and
+/// `insecure` keys, resolved. Mapped to the engine's `Wire` per step and to the managed
+/// targets' TLS / HTTP/2 / compression settings at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireDef {
+    /// HTTPS.
+    pub tls: bool,
+    /// HTTP/2 with this many streams per connection; `None`: HTTP/1.1.
+    pub h2_streams: Option<u32>,
+    /// Accept-Encoding sent; the engine then decodes every HTTP/1.1 response with it
+    /// (an answer in another coding is an `encoding` error) and counts wire beside
+    /// decoded bytes. The targets' start-up probe also checks the encoding is applied.
+    pub compressed: Option<Encoding>,
+    /// Accept any certificate.
+    pub insecure: bool,
+}
+
+/// A request mix, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Name.
+    pub name: String,
+    /// Method.
+    pub method: String,
+    /// Paths.
+    pub paths: Vec<String>,
+    /// Order of paths.
+    pub order: Order,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Option<Vec<u8>>,
+    /// Load model.
+    pub load: Load,
+    /// Cold vs warm TTFB: every step starts its target afresh and times the first request
+    /// on its own.
+    pub cold_start: bool,
+    /// Requests per step for this workload (scaled), replacing the study's
+    /// `Timing::requests`.
+    pub requests: Option<u64>,
+    /// Expected throughput of one step, requests per second (the workload's
+    /// `expected_rate`, else the study's `[steps] expected_rate`): the duration estimate
+    /// of request-count steps.
+    pub expected_rate: Option<f64>,
+}
+
+/// One point: an instance, a workload and the values of the load axes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Index into [`Plan::instances`].
+    pub instance: usize,
+    /// Index into [`Plan::workloads`].
+    pub workload: usize,
+    /// Offered rate (open loop); `None` in closed loops and in search mode.
+    pub rate: Option<f64>,
+    /// Connections.
+    pub concurrency: u32,
+    /// Client keep-alive.
+    pub keepalive: bool,
+}
+
+/// One step to run: a cell's `repeat`-th run at position `order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedStep {
+    /// Position in the schedule.
+    pub order: usize,
+    /// Index into [`Plan::cells`].
+    pub cell: usize,
+    /// 0-based repeat.
+    pub repeat: u32,
+}
+
+/// Shortest measured length `--scale` may give an open-loop (rate) step: the
+/// sustainability rule judges whole one-second windows and its in-flight trend test needs
+/// at least 3 of them, so a shorter rate step could only ever be judged `too_few_windows`.
+pub const MIN_RATE_STEP: Duration = Duration::from_secs(3);
+
+/// Step timing (already scaled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Measured length of closed-loop steps.
+    pub duration: Option<Duration>,
+    /// Measured length of open-loop (rate) steps: `duration` scaled, but never below
+    /// [`MIN_RATE_STEP`] unless the file itself asks for less.
+    pub rate_duration: Option<Duration>,
+    /// Or requests per step.
+    pub requests: Option<u64>,
+    /// Discarded load before measuring.
+    pub warmup: Duration,
+    /// Rest after each step.
+    pub cooldown: Duration,
+}
+
+/// What the managed targets serve.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Docroot {
+    /// Generate this fixture into a temp dir.
+    Fixture {
+        /// Which.
+        kind: volley_fixtures::Fixture,
+        /// Seed.
+        seed: u64,
+    },
+    /// Serve this directory.
+    Dir(std::path::PathBuf),
+    /// The target's own default (a private dir with index.html).
+    Default,
+}
+
+/// Search-mode settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPlan {
+    /// First rate.
+    pub start_rate: f64,
+    /// Options of the state machine.
+    pub opts: volley_analysis::knee::SearchOpts,
+}
+
+/// What managed targets are started to serve (from the workloads' wire keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Serve {
+    /// HTTPS with a throw-away CA the load trusts.
+    pub tls: bool,
+    /// Offer HTTP/2 by ALPN (only over TLS: h2c is for external targets).
+    pub http2: bool,
+    /// Compress with Brotli (quality 11, as seed 002).
+    pub brotli: bool,
+    /// Compress with gzip (level 6).
+    pub gzip: bool,
+}
+
+/// A resolved study.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Study name.
+    pub name: String,
+    /// Sweep or search.
+    pub mode: Mode,
+    /// Targets (filtered by the `target` axis).
+    pub targets: Vec<Target>,
+    /// Instances (target x quota x cores).
+    pub instances: Vec<Instance>,
+    /// Workloads.
+    pub workloads: Vec<Workload>,
+    /// Points, in schedule order within a round.
+    pub cells: Vec<Cell>,
+    /// Sweep mode: every step in order. Search mode: empty (steps are decided live).
+    pub steps: Vec<PlannedStep>,
+    /// Repeats per cell.
+    pub repeats: u32,
+    /// Timing.
+    pub timing: Timing,
+    /// Judging rule for rate steps.
+    pub rule: volley_analysis::sustain::Rule,
+    /// What to serve.
+    pub docroot: Docroot,
+    /// Search settings (search mode).
+    pub search: Option<SearchPlan>,
+    /// What managed targets serve.
+    pub serve: Serve,
+    /// The axis with more than one value that best describes the study (`rate`,
+    /// `concurrency`, `cpu_quota`, `cores`, `keepalive`, `workload`, `target` or `none`).
+    pub axis: &'static str,
+}
+
+impl Plan {
+    /// Display name of an instance: the target name, plus its cap when the study varies it.
+    pub fn instance_label(&self, i: usize) -> String {
+        let inst = &self.instances[i];
+        let mut s = self.targets[inst.target].name.clone();
+        if let Some(q) = inst.cpu_quota {
+            s.push_str(&format!(" cpu={:.0}%", q * 100.0));
+        }
+        if let Some(c) = inst.cores {
+            s.push_str(&format!(" cores={c}"));
+        }
+        s
+    }
+}

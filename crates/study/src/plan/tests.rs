@@ -1,0 +1,458 @@
+use std::time::Duration;
+use volley_engine::Order;
+
+use super::*;
+use crate::spec::{self, RepeatOrder};
+use crate::StudyError;
+
+fn plan(text: &str) -> Result<Plan, StudyError> {
+    let f = spec::parse(text)?;
+    resolve(&f, text, 1.0)
+}
+
+const AB: &str = r#"
+name = "ab"
+[[target]]
+name = "a"
+kind = "builtin"
+[[target]]
+name = "b"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[sweep]
+rate = { from = 100, to = 300, step = 100 }
+[steps]
+duration = "5s"
+warmup = "1s"
+cooldown = "2s"
+repeats = 2
+"#;
+
+#[test]
+fn sweep_expands_and_interleaves_targets_innermost() {
+    let p = plan(AB).unwrap();
+    assert_eq!(p.cells.len(), 6);
+    assert_eq!(p.steps.len(), 12);
+    assert_eq!(p.axis, "rate");
+    let seq: Vec<(String, f64, u32)> = p
+        .steps
+        .iter()
+        .map(|s| {
+            let c = &p.cells[s.cell];
+            (p.instance_label(c.instance), c.rate.unwrap(), s.repeat)
+        })
+        .collect();
+    assert_eq!(seq[0], ("a".into(), 100.0, 0));
+    assert_eq!(seq[1], ("b".into(), 100.0, 0));
+    assert_eq!(seq[2], ("a".into(), 200.0, 0));
+    assert_eq!(seq[6], ("a".into(), 100.0, 1));
+    assert!(p.workloads[0].load.open);
+    // 12 steps x (1 + 5 + 2) s.
+    assert_eq!(p.estimate(), Duration::from_secs(96));
+}
+
+#[test]
+fn sequential_and_random_orders() {
+    let s = schedule(3, 2, RepeatOrder::Sequential, 0);
+    let cells: Vec<usize> = s.iter().map(|s| s.cell).collect();
+    assert_eq!(cells, vec![0, 0, 1, 1, 2, 2]);
+    let r1 = schedule(5, 3, RepeatOrder::Random, 7);
+    let r2 = schedule(5, 3, RepeatOrder::Random, 7);
+    assert_eq!(r1, r2, "seeded order repeats");
+    for round in 0..3u32 {
+        let mut c: Vec<usize> = r1
+            .iter()
+            .filter(|s| s.repeat == round)
+            .map(|s| s.cell)
+            .collect();
+        c.sort();
+        assert_eq!(c, vec![0, 1, 2, 3, 4], "each round holds every cell once");
+    }
+    assert_ne!(
+        r1.iter().map(|s| s.cell).collect::<Vec<_>>(),
+        schedule(5, 3, RepeatOrder::Interleaved, 7)
+            .iter()
+            .map(|s| s.cell)
+            .collect::<Vec<_>>()
+    );
+    assert!(r1.iter().enumerate().all(|(i, s)| s.order == i));
+}
+
+/// The shipped seed-003 studies fetch only the HTML, as the seed did: L1 1000 of
+/// index1, L2 1000 of each index in turn, L3 1000 at random; 003 is one sequential
+/// client without keep-alive.
+#[test]
+fn shipped_studies_match_seed_003() {
+    let pages: Vec<String> = (1..=5).map(|n| format!("/index{n}.html")).collect();
+    for (file, text) in [
+        ("quick", include_str!("../../../../studies/quick.toml")),
+        ("003", include_str!("../../../../studies/003-uniserve.toml")),
+    ] {
+        let f = spec::parse(text).unwrap();
+        let p = resolve(&f, text, 1.0).unwrap();
+        let w = |name: &str| p.workloads.iter().find(|w| w.name == name).unwrap();
+        let (l1, l2, l3) = (w("L1"), w("L2"), w("L3"));
+        assert_eq!(l1.paths, vec!["/index1.html".to_string()], "{file}");
+        assert_eq!((l1.order.clone(), l1.requests), (Order::Same, Some(1000)));
+        assert_eq!(l2.paths, pages, "{file}");
+        assert_eq!(l2.order, Order::Sequential { block: 1000 }, "{file}");
+        assert_eq!(l2.requests, Some(5000), "{file}");
+        assert_eq!(l3.paths, pages, "{file}");
+        assert!(matches!(l3.order, Order::Random { .. }), "{file}");
+        assert_eq!(l3.requests, Some(1000), "{file}");
+        for c in p
+            .cells
+            .iter()
+            .filter(|c| p.workloads[c.workload].name.starts_with('L'))
+        {
+            assert_eq!(c.concurrency, 1, "{file}: one sequential client");
+            assert!(!p.workloads[c.workload].load.open, "{file}");
+        }
+        let kas: Vec<bool> = p.cells.iter().map(|c| c.keepalive).collect();
+        assert!(kas.contains(&false), "{file}: the seed's open, read, close");
+        if file == "003" {
+            assert!(kas.iter().all(|k| !k), "003 never keeps connections alive");
+            assert_eq!(p.repeats, 5);
+        }
+    }
+    // Scaled, L2 is still five blocks of one page each.
+    let text = include_str!("../../../../studies/003-uniserve.toml");
+    let p = resolve(&spec::parse(text).unwrap(), text, 0.1).unwrap();
+    let l2 = p.workloads.iter().find(|w| w.name == "L2").unwrap();
+    assert_eq!(
+        (l2.order.clone(), l2.requests),
+        (Order::Sequential { block: 100 }, Some(500))
+    );
+}
+
+#[test]
+fn caps_multiply_instances_and_scale_shrinks_time() {
+    let text = r#"
+name = "caps"
+[[target]]
+name = "n"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[sweep]
+concurrency = [1, 3]
+cpu_quota = [0.25, 0.65]
+cores = [1, 2]
+keepalive = [true, false]
+[steps]
+requests = 1000
+"#;
+    let f = spec::parse(text).unwrap();
+    let p = resolve(&f, text, 0.1).unwrap();
+    assert_eq!(p.instances.len(), 4);
+    assert_eq!(p.cells.len(), 16);
+    assert_eq!(p.axis, "concurrency");
+    assert_eq!(p.timing.requests, Some(100));
+    assert_eq!(p.timing.warmup, Duration::from_millis(100));
+    assert!(!p.workloads[0].load.open);
+    assert_eq!(p.instance_label(1), "n cpu=65% cores=1");
+}
+
+#[test]
+fn semantic_errors_are_one_line() {
+    let e = plan(&AB.replace("kind = \"nginx\"", "kind = \"iis\""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 8") && e.contains("target.kind") && e.contains("iis"),
+        "{e}"
+    );
+    let e = plan(&AB.replace("duration = \"5s\"", "duration = \"5 fortnights\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 15") && e.contains("steps.duration"), "{e}");
+    let e = plan(&AB.replace("step = 100", "step = 0"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("step > 0"), "{e}");
+}
+
+#[test]
+fn scale_keeps_rate_steps_judgeable() {
+    assert_eq!(
+        rate_step_length(Duration::from_millis(1200), Duration::from_secs(12)),
+        MIN_RATE_STEP
+    );
+    assert_eq!(
+        rate_step_length(Duration::from_secs(6), Duration::from_secs(60)),
+        Duration::from_secs(6)
+    );
+    // A file asking for 2 s steps gets 2 s: the floor never lengthens the file.
+    assert_eq!(
+        rate_step_length(Duration::from_millis(200), Duration::from_secs(2)),
+        Duration::from_secs(2)
+    );
+    let f = spec::parse(AB).unwrap();
+    let p = resolve(&f, AB, 0.1).unwrap();
+    assert_eq!(p.timing.duration, Some(Duration::from_millis(500)));
+    assert_eq!(p.timing.rate_duration, Some(Duration::from_secs(3)));
+    assert_eq!(p.rule.min_windows, 3);
+    assert!(
+        p.describe().contains("rate steps: 3s measured"),
+        "{}",
+        p.describe()
+    );
+    // Every step of AB is a rate step: 12 x (0.1 + 3 + 0.2) s.
+    assert_eq!(p.estimate(), Duration::from_millis(39_600));
+}
+
+#[test]
+fn wire_keys_resolve_and_disagreeing_tls_is_refused() {
+    let text = AB.replace(
+            "[[workload]]\nname = \"w\"\npaths = [\"/x\"]",
+            "[[workload]]\nname = \"w\"\npaths = [\"/x\"]\ncold_start = true\nload = { tls = true, http2 = true, streams = 4, compressed = \"br\" }",
+        );
+    let p = plan(&text).unwrap();
+    let w = &p.workloads[0];
+    assert_eq!(
+        w.load.wire,
+        WireDef {
+            tls: true,
+            h2_streams: Some(4),
+            compressed: Some(Encoding::Br),
+            insecure: false
+        }
+    );
+    assert!(w.cold_start);
+    assert!(w.headers.contains(&("Accept-Encoding".into(), "br".into())));
+    assert_eq!(
+        p.serve,
+        Serve {
+            tls: true,
+            http2: true,
+            brotli: true,
+            gzip: false
+        }
+    );
+    assert!(
+        p.describe().contains("HTTPS HTTP/2 x4 streams"),
+        "{}",
+        p.describe()
+    );
+    let two = format!("{text}\n[[workload]]\nname = \"plain\"\npaths = [\"/y\"]\n");
+    let e = plan(&two).unwrap_err().to_string();
+    assert!(e.contains("'plain'") && e.contains("agree on tls"), "{e}");
+    let e = plan(&text.replace("\"br\"", "\"lz4\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lz4"), "{e}");
+    let e = plan(&text.replace("http2 = true, ", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("streams needs http2"), "{e}");
+    let ext = text.replace(
+        "kind = \"nginx\"",
+        "kind = \"external\"\nurl = \"http://127.0.0.1:1/\"",
+    );
+    let e = plan(&ext).unwrap_err().to_string();
+    assert!(e.contains("cold_start needs managed targets"), "{e}");
+}
+
+#[test]
+fn search_mode_has_no_fixed_steps() {
+    let text = AB.replace("name = \"ab\"", "name = \"s\"\nmode = \"search\"");
+    let p = plan(&text).unwrap();
+    assert!(p.steps.is_empty());
+    assert_eq!(p.cells.len(), 2, "one search per target");
+    assert!(p.cells.iter().all(|c| c.rate.is_none()));
+    assert!(p.search.is_some());
+}
+
+const CLOSED: &str = r#"
+name = "slow"
+[[target]]
+name = "n"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[[workload]]
+name = "v"
+paths = ["/y"]
+[sweep]
+concurrency = [1, 3]
+cpu_quota = [0.25, 0.65]
+[steps]
+requests = 1000
+warmup = "1s"
+cooldown = "1s"
+"#;
+
+#[test]
+fn request_count_steps_use_the_stated_rate_then_the_guess() {
+    let p = plan(CLOSED).unwrap();
+    let book = RateBook::default();
+    // No expected_rate: 2000 req/s per connection.
+    let c3 = p.cells.iter().find(|c| c.concurrency == 3).unwrap();
+    assert_eq!(p.request_rate(c3, &book), (6000.0, RateSource::Guess));
+    let with = CLOSED.replace("requests = 1000", "requests = 1000\nexpected_rate = 40");
+    let p = plan(&with).unwrap();
+    for c in &p.cells {
+        assert_eq!(p.request_rate(c, &book), (40.0, RateSource::Stated));
+        // 1 s warm-up + 1000 / 40 s + 1 s cool-down.
+        assert_eq!(p.step_estimate(c), Duration::from_secs(27));
+    }
+    assert_eq!(p.estimate(), Duration::from_secs(27 * 8));
+    // A workload's own rate replaces the study's.
+    let own = with.replace("name = \"v\"", "name = \"v\"\nexpected_rate = 10");
+    let p = plan(&own).unwrap();
+    let v = p.cells.iter().find(|c| c.workload == 1).unwrap();
+    assert_eq!(p.step_estimate(v), Duration::from_secs(102));
+    // A duration and a count: the first limit reached ends the step.
+    let both = with.replace("requests = 1000", "requests = 1000\nduration = \"10s\"");
+    let p = plan(&both).unwrap();
+    assert_eq!(p.step_estimate(&p.cells[0]), Duration::from_secs(12));
+}
+
+#[test]
+fn the_eta_learns_the_median_rate_of_each_family() {
+    let with = CLOSED.replace("requests = 1000", "requests = 1000\nexpected_rate = 40");
+    let p = plan(&with).unwrap();
+    let family = |inst: usize, wl: usize| {
+        p.cells
+            .iter()
+            .filter(move |c| c.instance == inst && c.workload == wl)
+    };
+    let w0: Vec<&Cell> = family(0, 0).collect();
+    let other = family(1, 0).next().unwrap();
+    let mut book = RateBook::default();
+    // (measured req/s recorded, expected rate of the family, source)
+    let table: &[(&[f64], f64, RateSource)] = &[
+        (&[], 40.0, RateSource::Stated),
+        (&[20.0], 20.0, RateSource::Measured),
+        (&[30.0], 25.0, RateSource::Measured),
+        (&[100.0], 30.0, RateSource::Measured),
+        // Failed steps (nothing completed) teach nothing.
+        (&[0.0, f64::NAN, -5.0], 30.0, RateSource::Measured),
+    ];
+    for (measured, want, source) in table {
+        for &rps in *measured {
+            book.record(w0[0], rps);
+        }
+        // Every cell of the family (any concurrency) learns; other families do not.
+        for c in &w0 {
+            assert_eq!(p.request_rate(c, &book), (*want, *source));
+        }
+        assert_eq!(p.request_rate(other, &book), (40.0, RateSource::Stated));
+    }
+    // 1 s + 1000 / 30 s + 1 s for the learned family, 27 s for the others.
+    let rest: Vec<PlannedStep> = p.steps.clone();
+    let learned = Duration::from_secs(2) + Duration::from_secs_f64(1000.0 / 30.0);
+    let want: Duration = p
+        .steps
+        .iter()
+        .map(|s| {
+            let c = &p.cells[s.cell];
+            if (c.instance, c.workload) == (0, 0) {
+                learned
+            } else {
+                Duration::from_secs(27)
+            }
+        })
+        .sum();
+    assert_eq!(p.remaining_estimate(&rest, &book), want);
+    assert_eq!(
+        p.remaining_estimate(&rest[rest.len()..], &book),
+        Duration::ZERO
+    );
+    // Open-loop steps keep their offered rate whatever was measured.
+    let ab = plan(AB).unwrap();
+    let mut book = RateBook::default();
+    book.record(&ab.cells[0], 5.0);
+    assert_eq!(
+        ab.request_rate(&ab.cells[0], &book),
+        (100.0, RateSource::Offered)
+    );
+}
+
+#[test]
+fn the_caps_study_estimate_matches_its_header() {
+    let text = include_str!("../../../../studies/002-caps.toml");
+    let f = spec::parse(text).unwrap();
+    let full = resolve(&f, text, 1.0).unwrap().estimate();
+    assert!(
+        full >= Duration::from_secs(90 * 60) && full <= Duration::from_secs(120 * 60),
+        "{full:?}"
+    );
+    let quick = resolve(&f, text, 0.2).unwrap().estimate();
+    assert!(
+        quick >= Duration::from_secs(18 * 60) && quick <= Duration::from_secs(25 * 60),
+        "{quick:?}"
+    );
+}
+
+#[test]
+fn search_steps_come_from_the_search_settings() {
+    let base = AB.replace("name = \"ab\"", "name = \"s\"\nmode = \"search\"");
+    // (search section, fewest, most, assumed)
+    let table = [
+        // Defaults: start 100, 2%, 3 repeats, max 100000, 40 steps:
+        // b = ceil(log2 50) = 6; fewest 1 + 2 * 7 = 15; most 10 + 1 + 3 * 7 = 32.
+        ("", 15, 32, 24),
+        // The integration test's search: b = ceil(log2 20) = 5, repeats 1,
+        // ceil(log2(100000 / 1000)) = 7 doublings: 1 + 6 = 7 and 8 + 6 = 14, capped at 10.
+        (
+            "[search]\nstart_rate = 1000\nresolution = 0.05\nrepeats = 1\nmax_steps = 10\n",
+            7,
+            10,
+            9,
+        ),
+        // A step budget below the fewest caps both.
+        ("[search]\nmax_steps = 5\n", 5, 5, 5),
+    ];
+    for (section, lo, hi, mid) in table {
+        let p = plan(&format!("{base}{section}")).unwrap();
+        assert_eq!(p.search_steps_range(), Some((lo, hi)), "{section}");
+        assert_eq!(p.search_steps_estimate(), mid, "{section}");
+        assert_eq!(
+            p.estimate(),
+            p.cells
+                .iter()
+                .map(|c| p.step_estimate(c) * mid)
+                .sum::<Duration>()
+        );
+        assert!(p.describe().contains(&format!("{lo}-{hi} by its settings")));
+    }
+    assert_eq!(plan(AB).unwrap().search_steps_range(), None);
+}
+
+#[test]
+fn bad_expected_rates_name_line_and_key() {
+    let cases = [
+        (
+            "requests = 1000\nexpected_rate = \"fast\"",
+            "line 17",
+            "steps.expected_rate",
+        ),
+        (
+            "requests = 1000\nexpected_rate = 0",
+            "line 17",
+            "steps.expected_rate",
+        ),
+        (
+            "requests = 1000\nexpected_rate = -3.5",
+            "line 17",
+            "steps.expected_rate",
+        ),
+    ];
+    for (replacement, line, key) in cases {
+        let text = CLOSED.replace("requests = 1000", replacement);
+        let e = plan(&text).unwrap_err().to_string();
+        assert!(e.contains(line) && e.contains(key), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let text = CLOSED.replace("paths = [\"/y\"]", "paths = [\"/y\"]\nexpected_rate = -1");
+    let e = plan(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("line 12") && e.contains("workload.expected_rate") && e.contains("positive"),
+        "{e}"
+    );
+}
