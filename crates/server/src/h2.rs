@@ -113,6 +113,9 @@ struct Stream {
     /// Request body bytes still allowed by its content-length, while the client's side
     /// is open (a request answered before its body arrived); `None`: not declared.
     body_left: Option<u64>,
+    /// A refusal (413, 431): once answered, RST_STREAM(NO_ERROR) tells the client to
+    /// stop sending the body we will not take (§8.1), instead of waiting half-closed.
+    stop_body: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +154,11 @@ pub(crate) struct H2Server {
     streams: Vec<Stream>,
     /// Requests still receiving their body (they count towards the stream cap).
     pending: Vec<Pending>,
+    /// Answered streams whose client side is still open (half-closed local, §5.1): their
+    /// WINDOW_UPDATEs and DATA are still judged (flow control, content-length) until the
+    /// client's END_STREAM or RST_STREAM. They count towards the stream cap, as §5.1.2
+    /// says half-closed streams do, which also bounds this list.
+    half_closed: Vec<Stream>,
     /// Largest request body collected, over all pending requests of the connection.
     max_body_bytes: usize,
     /// Round-robin cursor into `streams`.
@@ -191,6 +199,7 @@ impl H2Server {
             last_stream: 0,
             streams: Vec::new(),
             pending: Vec::new(),
+            half_closed: Vec::new(),
             max_body_bytes,
             next: 0,
             cont: None,
@@ -298,10 +307,16 @@ impl H2Server {
                     self.streams[i].window -= n as i64;
                     if matches!(self.streams[i].body, Body::None) {
                         let s = self.streams.remove(i);
-                        if !s.remote_closed {
-                            // RFC 9113 §8.1: the answer is complete; the client can
-                            // stop sending a body we do not need.
+                        if !s.remote_closed && s.stop_body {
                             self.rst(out, s.id, ErrorCode::NoError);
+                        } else if !s.remote_closed {
+                            // The answer is complete but the client's side is open:
+                            // the stream stays half-closed (local) until it ends, so
+                            // its flow control and content-length are still judged.
+                            // (RST_STREAM(NO_ERROR) here, as §8.1 allows, would make
+                            // a WINDOW_UPDATE overflow that arrives a moment later
+                            // go unanswered, depending on read timing.)
+                            self.half_closed.push(s);
                         }
                     } else {
                         self.next += 1;
@@ -422,6 +437,7 @@ impl H2Server {
                 }
                 self.streams.retain(|s| s.id != h.stream);
                 self.pending.retain(|s| s.id != h.stream);
+                self.half_closed.retain(|s| s.id != h.stream);
                 Ok(())
             }
             kind::SETTINGS => self.on_settings(f, out),
@@ -524,13 +540,17 @@ impl H2Server {
         len: u64,
         out: &mut Vec<u8>,
     ) -> Result<(), ErrorCode> {
-        let Some(k) = self.streams.iter().position(|s| s.id == h.stream) else {
+        let Some(s) = self
+            .streams
+            .iter_mut()
+            .chain(self.half_closed.iter_mut())
+            .find(|s| s.id == h.stream)
+        else {
             if self.reset_by_us.contains(&h.stream) {
                 return Ok(());
             }
             return Err(ErrorCode::StreamClosed);
         };
-        let s = &mut self.streams[k];
         if s.remote_closed {
             self.reset(out, h.stream, ErrorCode::StreamClosed);
             return Ok(());
@@ -544,6 +564,9 @@ impl H2Server {
             *left -= len;
         }
         s.remote_closed = end;
+        if end {
+            self.half_closed.retain(|s| s.id != h.stream);
+        }
         Ok(())
     }
 
@@ -630,9 +653,12 @@ impl H2Server {
             } else if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
                 s.remote_closed = true;
             }
+            self.half_closed.retain(|s| s.id != stream);
             return Ok(());
         }
-        if self.streams.len() + self.pending.len() >= MAX_CONCURRENT_STREAMS as usize {
+        if self.streams.len() + self.pending.len() + self.half_closed.len()
+            >= MAX_CONCURRENT_STREAMS as usize
+        {
             self.rst(out, stream, ErrorCode::RefusedStream);
             return Ok(());
         }
@@ -669,7 +695,12 @@ impl H2Server {
         self.start_response(stream, end_stream, body, out);
         if !end_stream {
             let declared = content_length(&self.field_buf, &self.fields);
-            if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream) {
+            if let Some(s) = self
+                .streams
+                .iter_mut()
+                .chain(self.half_closed.iter_mut())
+                .find(|s| s.id == stream)
+            {
                 s.body_left = declared;
             }
         }
@@ -701,12 +732,25 @@ impl H2Server {
     ) {
         self.head.clear();
         let body = r.refuse(status, &mut self.head);
-        self.start_response(stream, end_stream, body, out);
+        self.start(stream, end_stream, true, body, out);
     }
 
     /// Writes the head in `self.head` and queues the body; `end_stream`: the client's
     /// side is already closed.
     fn start_response(&mut self, stream: u32, end_stream: bool, body: Body, out: &mut Vec<u8>) {
+        self.start(stream, end_stream, false, body, out);
+    }
+
+    /// [`Self::start_response`]; `stop_body`: a refusal, whose body the client should
+    /// stop sending once it is answered.
+    fn start(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        stop_body: bool,
+        body: Body,
+        out: &mut Vec<u8>,
+    ) {
         self.answered += 1;
         let empty = body_is_empty(&body);
         self.write_head(out, stream, empty);
@@ -717,9 +761,20 @@ impl H2Server {
                 body,
                 remote_closed: end_stream,
                 body_left: None,
+                stop_body,
             });
-        } else if !end_stream {
+        } else if !end_stream && stop_body {
             self.rst(out, stream, ErrorCode::NoError);
+        } else if !end_stream {
+            // Answered at once, the client's side still open: half-closed (local).
+            self.half_closed.push(Stream {
+                id: stream,
+                window: self.peer_initial_window,
+                body: Body::None,
+                remote_closed: false,
+                body_left: None,
+                stop_body: false,
+            });
         }
     }
 
@@ -753,6 +808,7 @@ impl H2Server {
     fn reset(&mut self, out: &mut Vec<u8>, stream: u32, code: ErrorCode) {
         self.streams.retain(|s| s.id != stream);
         self.pending.retain(|s| s.id != stream);
+        self.half_closed.retain(|s| s.id != stream);
         self.rst(out, stream, code);
     }
 
@@ -834,7 +890,12 @@ impl H2Server {
             return Ok(());
         }
         let mut overflow = false;
-        if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
+        if let Some(s) = self
+            .streams
+            .iter_mut()
+            .chain(self.half_closed.iter_mut())
+            .find(|s| s.id == h.stream)
+        {
             s.window += inc;
             overflow = s.window > MAX_WINDOW;
         }

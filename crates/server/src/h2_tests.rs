@@ -623,13 +623,15 @@ fn bad_preface_and_missing_settings_are_protocol_errors() {
 fn client_data_is_refunded_and_answer_resets_its_body() {
     let (mut s, _) = open(&[]);
     let mut r = fake(4);
-    // A GET that announces a body (no END_STREAM): answered at once, then reset with
-    // NO_ERROR because the body is not needed.
+    // A GET that announces a body (no END_STREAM): answered at once, and the stream
+    // stays half-closed (local) until the client ends it, so a WINDOW_UPDATE overflow
+    // on it is still a FLOW_CONTROL_ERROR (h2spec 6.9.1/3), not lost after a reset.
     let input = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &get_block("/hello"));
     let f = run(&mut s, &mut r, &input);
     assert_eq!(data_of(&f, 1), &r.body[..]);
-    assert_eq!(rst_code(&f, 1), Some(ErrorCode::NoError.to_u32()));
-    // Late DATA is dropped, and the connection window refunded past half.
+    assert_eq!(rst_code(&f, 1), None);
+    // The body's DATA is taken in and dropped, and the connection window refunded past
+    // half.
     let mut refunds = 0;
     for _ in 0..3 {
         let f = run(&mut s, &mut r, &frame_bytes(kind::DATA, 0, 1, &[0; 16_384]));
@@ -815,4 +817,22 @@ fn a_body_unlike_its_content_length_is_a_protocol_error() {
             "{method}"
         );
     }
+}
+
+#[test]
+fn window_overflow_on_an_answered_open_stream_is_a_flow_control_error() {
+    // h2spec 6.9.1/3, whichever read the WINDOW_UPDATEs arrive in: HEADERS without
+    // END_STREAM is answered at once; the stream is half-closed (local), so a window
+    // pushed past 2^31-1 afterwards is still answered with FLOW_CONTROL_ERROR.
+    let (mut s, _) = open(&[]);
+    let mut r = fake(4);
+    let input = frame_bytes(kind::HEADERS, flag::END_HEADERS, 1, &get_block("/hello"));
+    let f = run(&mut s, &mut r, &input);
+    assert_eq!(data_of(&f, 1), &r.body[..]);
+    let inc = 0x7fff_ffffu32.to_be_bytes();
+    let mut updates = frame_bytes(kind::WINDOW_UPDATE, 0, 1, &inc);
+    updates.extend(frame_bytes(kind::WINDOW_UPDATE, 0, 1, &inc));
+    let f = run(&mut s, &mut r, &updates);
+    assert_eq!(rst_code(&f, 1), Some(ErrorCode::FlowControlError.to_u32()));
+    assert!(!s.is_closing());
 }
