@@ -1,4 +1,4 @@
-//! Who was the bottleneck: the pure labelling rule of methodology.md "The generator
+//! Who was the bottleneck: the pure labelling rule of docs/methodology.md "The generator
 //! checks itself", applied to the whole run and to each second.
 //!
 //! Open loop (a schedule exists). Send lag (sent - intended) has two parts: *scheduler

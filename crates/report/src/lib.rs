@@ -1,7 +1,7 @@
 //! volley-report: renders a run's or a study's report from the results store.
 //!
 //! Place in the flow: `... -> results store -> **reports**`. Reports read only from the
-//! store (style.md habit 8), so any report can be rebuilt later. [`model::load`] turns
+//! store, so any report can be rebuilt later. [`model::load`] turns
 //! a study or run into a plain [`Report`]; the shared tables in [`table`] are built from it
 //! once; each format is one [`Exporter`] in its own file: [`html::Html`] (one
 //! self-contained file with inline SVG charts drawn by [`svg`]), [`markdown::Markdown`]

@@ -222,14 +222,9 @@ impl Chart {
         }
     }
 
-    /// The SVG document; `id` makes its clip path's id unique within an HTML page.
-    pub fn render(&self, id: usize) -> String {
-        let notes: Vec<String> = self
-            .notes
-            .iter()
-            .flat_map(|n| wrap(n, NOTE_CHARS))
-            .collect();
-        let finite = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite();
+    /// The axes' ranges and ticks from every finite point (y from zero: rates and
+    /// latencies are non-negative, so heights compare).
+    fn axes(&self) -> Axes {
         let all: Vec<(f64, f64)> = self
             .series
             .iter()
@@ -269,79 +264,22 @@ impl Chart {
                 (0.0, hi, ticks)
             }
         };
-        let y_step = y_ticks.get(1).map_or(1.0, |b| b - y_ticks[0]);
-
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let legend_items = self.series.len()
-            + usize::from(!self.flagged.is_empty())
-            + usize::from(self.ideal_line);
-        let legend_rows = legend_items.div_ceil(LEGEND_COLUMNS);
-        let legend_top = TOP + PLOT_HEIGHT + 52.0;
-        let notes_top = legend_top + legend_rows as f64 * 18.0 + 8.0;
-        let height = notes_top + notes.len() as f64 * 16.0 + 8.0;
-        let px = |x: f64| LEFT + (x - x_lo) / (x_hi - x_lo) * plot_w;
-        let py = |y: f64| TOP + PLOT_HEIGHT - (y - y_lo) / (y_hi - y_lo) * PLOT_HEIGHT;
-
-        let mut s = String::new();
-        let _ = write!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{}" font-family="sans-serif" font-size="12">"#,
-            escape(&self.title)
-        );
-        let _ = write!(
-            s,
-            r##"<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>"##
-        );
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="22" font-size="15" font-weight="bold" text-anchor="middle">{}</text>"#,
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
-        // Grid and ticks.
-        for &v in &y_ticks {
-            let y = py(v);
-            let _ = write!(
-                s,
-                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                LEFT + plot_w,
-                LEFT - 6.0,
-                y + 4.0,
-                tick_label(v, y_step)
-            );
+        Axes {
+            x_lo,
+            x_hi,
+            x_ticks,
+            y_lo,
+            y_hi,
+            y_ticks,
         }
-        for (v, label) in &x_ticks {
-            let x = px(*v);
-            let _ = write!(
-                s,
-                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e0e0e0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                TOP + PLOT_HEIGHT,
-                TOP + PLOT_HEIGHT + 16.0,
-                escape(label)
-            );
-        }
-        let _ = write!(
-            s,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_HEIGHT}" fill="none" stroke="#555"/>"##
-        );
-        let _ = write!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            LEFT + plot_w / 2.0,
-            TOP + PLOT_HEIGHT + 36.0,
-            escape(&self.x_label)
-        );
-        let _ = write!(
-            s,
-            r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            TOP + PLOT_HEIGHT / 2.0,
-            escape(&self.y_label)
-        );
-        // Clip data to the plot area (an ideal line or a fitted curve may leave it).
-        let _ = write!(
-            s,
-            r#"<defs><clipPath id="clip{id}"><rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_HEIGHT}"/></clipPath></defs><g clip-path="url(#clip{id})">"#
-        );
+    }
+
+    /// The ideal line, every series (lines downsampled with LTTB, points) and the
+    /// generator-bound markers, inside the plot's clip group.
+    fn draw_data(&self, s: &mut String, ax: &Axes) {
+        let (x_lo, x_hi, y_lo, y_hi) = (ax.x_lo, ax.x_hi, ax.y_lo, ax.y_hi);
+        let px = |x: f64| ax.px(x);
+        let py = |y: f64| ax.py(y);
         if self.ideal_line {
             let a = x_lo.max(y_lo);
             let b = x_hi.min(y_hi).max(a);
@@ -412,8 +350,10 @@ impl Chart {
                 escape(c)
             );
         }
-        s.push_str("</g>");
-        // Legend.
+    }
+
+    /// One legend entry per series, plus the ideal line and the generator-bound marker.
+    fn legend_items(&self) -> Vec<String> {
         let mut items: Vec<String> = Vec::new();
         for series in &self.series {
             let dash = series
@@ -441,6 +381,95 @@ impl Chart {
         if !self.flagged.is_empty() {
             items.push(r##"<path d="M6 -9L16 1M6 1L16 -9" stroke="#333" stroke-width="2.5"/><text x="28" y="0">generator-bound step (not the server's figure)</text>"##.to_string());
         }
+        items
+    }
+
+    /// The SVG document; `id` makes its clip path's id unique within an HTML page.
+    pub fn render(&self, id: usize) -> String {
+        let notes: Vec<String> = self
+            .notes
+            .iter()
+            .flat_map(|n| wrap(n, NOTE_CHARS))
+            .collect();
+        let ax = self.axes();
+        let (x_ticks, y_ticks) = (&ax.x_ticks, &ax.y_ticks);
+        let y_step = y_ticks.get(1).map_or(1.0, |b| b - y_ticks[0]);
+
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let legend_items = self.series.len()
+            + usize::from(!self.flagged.is_empty())
+            + usize::from(self.ideal_line);
+        let legend_rows = legend_items.div_ceil(LEGEND_COLUMNS);
+        let legend_top = TOP + PLOT_HEIGHT + 52.0;
+        let notes_top = legend_top + legend_rows as f64 * 18.0 + 8.0;
+        let height = notes_top + notes.len() as f64 * 16.0 + 8.0;
+        let px = |x: f64| ax.px(x);
+        let py = |y: f64| ax.py(y);
+
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{}" font-family="sans-serif" font-size="12">"#,
+            escape(&self.title)
+        );
+        let _ = write!(
+            s,
+            r##"<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="22" font-size="15" font-weight="bold" text-anchor="middle">{}</text>"#,
+            WIDTH / 2.0,
+            escape(&self.title)
+        );
+        // Grid and ticks.
+        for &v in y_ticks {
+            let y = py(v);
+            let _ = write!(
+                s,
+                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                LEFT + plot_w,
+                LEFT - 6.0,
+                y + 4.0,
+                tick_label(v, y_step)
+            );
+        }
+        for (v, label) in x_ticks {
+            let x = px(*v);
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e0e0e0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                TOP + PLOT_HEIGHT,
+                TOP + PLOT_HEIGHT + 16.0,
+                escape(label)
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_HEIGHT}" fill="none" stroke="#555"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            LEFT + plot_w / 2.0,
+            TOP + PLOT_HEIGHT + 36.0,
+            escape(&self.x_label)
+        );
+        let _ = write!(
+            s,
+            r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            TOP + PLOT_HEIGHT / 2.0,
+            escape(&self.y_label)
+        );
+        // Clip data to the plot area (an ideal line or a fitted curve may leave it).
+        let _ = write!(
+            s,
+            r#"<defs><clipPath id="clip{id}"><rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{PLOT_HEIGHT}"/></clipPath></defs><g clip-path="url(#clip{id})">"#
+        );
+        self.draw_data(&mut s, &ax);
+        s.push_str("</g>");
+        // Legend.
+        let items = self.legend_items();
         let col_w = plot_w / LEGEND_COLUMNS as f64;
         for (i, item) in items.iter().enumerate() {
             let x = LEFT + (i % LEGEND_COLUMNS) as f64 * col_w;
@@ -457,6 +486,31 @@ impl Chart {
         }
         s.push_str("</svg>");
         s
+    }
+}
+
+/// Both coordinates are finite (a NaN or infinity is never drawn).
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+/// A chart's axes: data ranges, ticks, and the mapping into the plot's pixels.
+struct Axes {
+    x_lo: f64,
+    x_hi: f64,
+    x_ticks: Vec<(f64, String)>,
+    y_lo: f64,
+    y_hi: f64,
+    y_ticks: Vec<f64>,
+}
+
+impl Axes {
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x_lo) / (self.x_hi - self.x_lo) * (WIDTH - LEFT - RIGHT)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        TOP + PLOT_HEIGHT - (y - self.y_lo) / (self.y_hi - self.y_lo) * PLOT_HEIGHT
     }
 }
 

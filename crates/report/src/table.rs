@@ -249,7 +249,7 @@ pub fn concurrency(report: &Report) -> Option<Table> {
                     (s.repeat + 1).to_string(),
                     num(Some(s.requests_per_s), 1),
                     // A CPU quota can stall a whole period: p99 under throttling is the
-                    // cap's artefact as much as the server's (methodology.md).
+                    // cap's artefact as much as the server's (docs/methodology.md).
                     if s.throttled {
                         format!("{} (throttled)", num(Some(s.latency.p99_ms), 3))
                     } else {

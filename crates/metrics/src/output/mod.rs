@@ -1,4 +1,4 @@
-//! Exporters: one trait, one file per format (style.md habit 7).
+//! Exporters: one trait, one file per format, so a new format touches one file.
 //!
 //! Every exporter prints from [`Summary`] values (and the optional repeat table), never
 //! from raw recorder state, so a report can be rebuilt later from stored summaries.

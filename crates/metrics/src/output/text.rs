@@ -102,6 +102,17 @@ fn write_first(out: &mut dyn Write, f: &FirstRequest) -> std::io::Result<()> {
 }
 
 fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Result<()> {
+    write_heading(out, s)?;
+    write_totals(out, s)?;
+    write_times(out, s)?;
+    if spectrum {
+        write_spectrum(out, s)?;
+    }
+    write_generator(out, s)
+}
+
+/// What was run, and the wire, first-request and headroom figures.
+fn write_heading(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     let model = match &s.model {
         Model::Closed => format!("closed loop, {} connection(s)", s.connections),
         Model::Open {
@@ -138,6 +149,11 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
     if let Some(h) = &s.headroom {
         write_headroom(out, h)?;
     }
+    Ok(())
+}
+
+/// ab's totals: counts, failures, bytes, rates and times per request.
+fn write_totals(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Concurrency Level:      {}", s.connections)?;
     writeln!(out, "Time taken for tests:   {:.3} seconds", s.duration_s)?;
@@ -203,6 +219,11 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
         "Transfer rate:          {:.2} [Kbytes/sec] received",
         s.bytes.transfer_kib_per_s
     )?;
+    Ok(())
+}
+
+/// ab's connection times and served-within table, then every latency definition.
+fn write_times(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Connection Times (ms)")?;
     writeln!(
@@ -241,47 +262,58 @@ fn write_run(out: &mut dyn Write, s: &Summary, spectrum: bool) -> std::io::Resul
             l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
         )?;
     }
-    if spectrum && !s.spectrum.is_empty() {
-        writeln!(out)?;
-        writeln!(
-            out,
-            "  Detailed Percentile spectrum [{}]:",
-            s.latency_definition
-        )?;
-        writeln!(
-            out,
-            "       Value   Percentile   TotalCount 1/(1-Percentile)"
-        )?;
-        writeln!(out)?;
-        for r in &s.spectrum {
-            match r.inverse {
-                Some(inv) => writeln!(
-                    out,
-                    "{:>12.3} {:>12.6} {:>12} {:>14.2}",
-                    r.value_ms, r.quantile, r.total_count, inv
-                )?,
-                None => writeln!(
-                    out,
-                    "{:>12.3} {:>12.6} {:>12}",
-                    r.value_ms, r.quantile, r.total_count
-                )?,
-            }
-        }
-        let h = match s.model {
-            Model::Open { .. } => &s.latency["response_time"],
-            Model::Closed => &s.latency["service_time"],
-        };
-        writeln!(
-            out,
-            "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
-            h.mean_ms, h.stdev_ms
-        )?;
-        writeln!(
-            out,
-            "#[Max     = {:>12.3}, Total count    = {:>12}]",
-            h.max_ms, h.count
-        )?;
+    Ok(())
+}
+
+/// wrk2's detailed percentile spectrum of the headline latency.
+fn write_spectrum(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
+    if s.spectrum.is_empty() {
+        return Ok(());
     }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  Detailed Percentile spectrum [{}]:",
+        s.latency_definition
+    )?;
+    writeln!(
+        out,
+        "       Value   Percentile   TotalCount 1/(1-Percentile)"
+    )?;
+    writeln!(out)?;
+    for r in &s.spectrum {
+        match r.inverse {
+            Some(inv) => writeln!(
+                out,
+                "{:>12.3} {:>12.6} {:>12} {:>14.2}",
+                r.value_ms, r.quantile, r.total_count, inv
+            )?,
+            None => writeln!(
+                out,
+                "{:>12.3} {:>12.6} {:>12}",
+                r.value_ms, r.quantile, r.total_count
+            )?,
+        }
+    }
+    let h = match s.model {
+        Model::Open { .. } => &s.latency["response_time"],
+        Model::Closed => &s.latency["service_time"],
+    };
+    writeln!(
+        out,
+        "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
+        h.mean_ms, h.stdev_ms
+    )?;
+    writeln!(
+        out,
+        "#[Max     = {:>12.3}, Total count    = {:>12}]",
+        h.max_ms, h.count
+    )?;
+    Ok(())
+}
+
+/// Status codes, connections, send rates, the generator's self-check and the notes.
+fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     writeln!(out)?;
     let codes: Vec<String> = s
         .status_codes

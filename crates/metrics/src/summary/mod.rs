@@ -29,6 +29,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use volley_engine::ErrorKind;
 
+mod close;
+
 /// Version of the JSON document; bump on any incompatible change (docs/bench-json.md).
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -500,404 +502,38 @@ fn span_rate(n: u64, first_ns: u64, last_ns: u64, fallback_s: f64) -> f64 {
     }
 }
 
+/// ab's throughput figures: requests/s, and time per request across all connections
+/// and per connection.
+fn throughput(connections: usize, duration_s: f64, finished: u64, ok: u64) -> Throughput {
+    let per_s = |n: u64| {
+        if duration_s > 0.0 {
+            n as f64 / duration_s
+        } else {
+            0.0
+        }
+    };
+    let concurrency = connections.max(1) as f64;
+    Throughput {
+        requests_per_s: per_s(finished),
+        ok_per_s: per_s(ok),
+        time_per_request_ms: if finished > 0 {
+            concurrency * duration_s * 1e3 / finished as f64
+        } else {
+            0.0
+        },
+        time_per_request_all_ms: if finished > 0 {
+            duration_s * 1e3 / finished as f64
+        } else {
+            0.0
+        },
+    }
+}
+
 const RESPONSE_DEF: &str =
     "response time = done - intended send time (coordinated-omission corrected; includes time queued behind a late generator or a full pool)";
 const SERVICE_DEF: &str = "service time = done - sent (not corrected for coordinated omission)";
 const CLOSED_DEF: &str =
     "closed-loop service time = done - sent (each connection waits for its reply before sending again; intended = sent)";
-
-impl Recorder {
-    /// Derives the summary. Merge every worker's recorder into this one first.
-    pub fn close(mut self, run: &RunInfo) -> Result<Summary, MetricsError> {
-        self.finish();
-        let merged = Recorder::merge_all(vec![self])?;
-        merged.summarise(run)
-    }
-
-    fn summarise(&self, run: &RunInfo) -> Result<Summary, MetricsError> {
-        let t = &self.totals;
-        let c = &t.counts;
-        let measured_ns = run.elapsed_ns.saturating_sub(self.warmup_ns);
-        let duration_s = measured_ns as f64 / 1e9;
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                n as f64 / duration_s
-            } else {
-                0.0
-            }
-        };
-        let open_rate = match &run.model {
-            Model::Open { rate_per_s, .. } => Some(*rate_per_s),
-            Model::Closed => None,
-        };
-        let headline = if open_rate.is_some() {
-            Metric::Response
-        } else {
-            Metric::Service
-        };
-        let headline_def = if open_rate.is_some() {
-            RESPONSE_DEF
-        } else {
-            CLOSED_DEF
-        };
-        let headline_hist = &self.run[headline as usize];
-
-        let responses: u64 = c.status_class[1..].iter().sum();
-        let non_2xx = responses - c.status_class[2];
-        let mut status_codes = BTreeMap::new();
-        for (code, &n) in t.status_codes.iter().enumerate() {
-            if n > 0 {
-                let key = if code == 0 {
-                    "none".to_string()
-                } else {
-                    code.to_string()
-                };
-                status_codes.insert(key, n);
-            }
-        }
-        let errors: BTreeMap<_, _> = ErrorKind::ALL
-            .iter()
-            .map(|k| (k.name(), c.errors[k.index()]))
-            .collect();
-
-        let concurrency = run.connections.max(1) as f64;
-        let in_flight = c.errors[ErrorKind::InFlight.index()];
-        let finished = c.completed - in_flight;
-        let throughput = Throughput {
-            requests_per_s: per_s(finished),
-            ok_per_s: per_s(c.ok),
-            time_per_request_ms: if finished > 0 {
-                concurrency * duration_s * 1e3 / finished as f64
-            } else {
-                0.0
-            },
-            time_per_request_all_ms: if finished > 0 {
-                duration_s * 1e3 / finished as f64
-            } else {
-                0.0
-            },
-        };
-        let achieved = span_rate(t.sent, t.first_sent_ns, t.last_sent_ns, duration_s);
-        let dispatched = span_rate(
-            t.dispatched,
-            t.first_dispatched_ns,
-            t.last_dispatched_ns,
-            duration_s,
-        );
-        let scheduled = open_rate.map(|_| {
-            span_rate(
-                c.completed,
-                t.first_intended_ns,
-                t.last_intended_ns,
-                duration_s,
-            )
-        });
-        let rates = Rates {
-            offered_per_s: open_rate,
-            scheduled_per_s: scheduled,
-            achieved_send_per_s: achieved,
-            dispatched_per_s: dispatched,
-            reply_per_s: per_s(finished),
-        };
-
-        let p99 = |m: Metric| {
-            let h = &self.run[m as usize];
-            if h.is_empty() {
-                0
-            } else {
-                h.value_at_quantile(0.99)
-            }
-        };
-        let lag_p99_us = p99(Metric::SendLag);
-        let sched_p99_us = p99(Metric::SchedLag);
-        let wait_p99_us = p99(Metric::ConnWait);
-        let cpu_cores_used = run
-            .cpu_ns
-            .filter(|_| measured_ns > 0)
-            .map(|n| n as f64 / measured_ns as f64);
-        // The engine's cap count spans a warm-up; the recorder's only the measured part.
-        let cap_hits = if self.warmup_ns > 0 {
-            c.cap_hits
-        } else {
-            run.cap_hits.max(c.cap_hits)
-        };
-        let run_verdict = label::classify(&Check {
-            offered_rate_per_s: open_rate,
-            scheduled: scheduled.unwrap_or(dispatched),
-            dispatched,
-            sent: achieved,
-            slack: 0.0,
-            sched_lag_p99_us: sched_p99_us,
-            conn_wait_p99_us: wait_p99_us,
-            cap_hits,
-            cpu_cores_used,
-            cores: run.cores,
-            cpu_pressure: run.cpu_pressure,
-        });
-
-        let seconds = self.seconds(open_rate, headline, run.cores)?;
-        let generator_bound_seconds = seconds
-            .iter()
-            .filter(|s| s.label == Bound::GeneratorBound)
-            .count() as u64;
-
-        let mut notes = run.notes.clone();
-        let warmed = self.warmup_ns > 0;
-        let warmup = warmed.then(|| WarmupStats {
-            duration_s: self.warmup_ns as f64 / 1e9,
-            requests: self.warm.samples,
-            connections_opened: run.connections_opened.saturating_sub(t.opened),
-            open_at_boundary: self.warm.open_at_boundary,
-            max_open: self.warm.max_open,
-            cap_hits: self.warm.cap_hits,
-        });
-        if let Some(w) = &warmup {
-            notes.push(format!(
-                "warm-up {}s excluded: {} request(s) intended before it, {} connection(s) opened during it ({} open when measuring began, at most {}), {} connection-cap hit(s); every figure covers the {:.3} s after it",
-                w.duration_s, w.requests, w.connections_opened, w.open_at_boundary, w.max_open, w.cap_hits, duration_s
-            ));
-        }
-        if c.censored() > 0 {
-            notes.push(format!(
-                "{} request(s) timed out or were still in flight: their latencies are recorded as lower bounds (>= elapsed time) in response and service time, and counted as failed",
-                c.censored()
-            ));
-        }
-        if run.stopped_early {
-            notes.push(
-                "the run was stopped early: figures cover what was measured until then".into(),
-            );
-        }
-        if cap_hits > 0 {
-            notes.push(format!(
-                "the connection cap ({}) was hit {cap_hits} time(s): arrivals waited for a free connection (their response time still counts from the intended instant)",
-                run.max_connections
-            ));
-        }
-        if run_verdict.label == Bound::GeneratorBound {
-            notes.push(format!(
-                "GENERATOR-BOUND: {}; these figures describe the load generator, not the server",
-                run_verdict.reason
-            ));
-        }
-
-        let mut latency = BTreeMap::new();
-        let defs = [
-            (
-                Metric::Response,
-                if open_rate.is_some() {
-                    RESPONSE_DEF
-                } else {
-                    CLOSED_DEF
-                },
-            ),
-            (
-                Metric::Service,
-                if open_rate.is_some() {
-                    SERVICE_DEF
-                } else {
-                    CLOSED_DEF
-                },
-            ),
-            (
-                Metric::Ttfb,
-                "time to first byte = first response byte - sent",
-            ),
-            (
-                Metric::Connect,
-                "time to a usable connection: TCP connect, plus the TLS handshake over TLS (0 when reused)",
-            ),
-            (
-                Metric::SendLag,
-                "send lag = sent - intended = scheduler lag + connection wait",
-            ),
-            (
-                Metric::SchedLag,
-                "scheduler lag = dispatched - intended (the generator's own lateness: its event loop handled the arrival late)",
-            ),
-            (
-                Metric::ConnWait,
-                "connection wait = sent - dispatched (the arrival waited for a free connection or HTTP/2 stream: the server held them, or the cap was reached)",
-            ),
-        ];
-        for (m, d) in defs {
-            latency.insert(m.name(), stats(&self.run[m as usize], d));
-        }
-        if !self.run_tls.is_empty() {
-            latency.insert(
-                "tls_handshake",
-                stats(
-                    &self.run_tls,
-                    "TLS handshake of requests that opened a TLS connection (part of connect time)",
-                ),
-            );
-        }
-        latency.insert(
-            "body_transfer",
-            stats(&self.run_body, "body transfer = done - first response byte"),
-        );
-
-        Ok(Summary {
-            url: run.url.clone(),
-            method: run.method.clone(),
-            model: run.model.clone(),
-            threads: run.threads,
-            connections: run.connections,
-            keep_alive: run.keep_alive,
-            latency_definition: headline_def.to_string(),
-            duration_s,
-            warmup,
-            requests: Requests {
-                sent: t.sent,
-                completed: finished,
-                ok: c.ok,
-                failed: c.failed() - in_flight,
-                in_flight,
-                censored: c.censored(),
-                non_2xx,
-            },
-            errors,
-            status_codes,
-            bytes: Bytes {
-                wire_total: c.wire_bytes,
-                body_total: c.body_bytes,
-                transfer_kib_per_s: per_s(c.wire_bytes) / 1024.0,
-                wire_body_total: t.wire_body_bytes,
-                compression_ratio: (t.wire_body_bytes != c.body_bytes && t.wire_body_bytes > 0)
-                    .then(|| c.body_bytes as f64 / t.wire_body_bytes as f64),
-            },
-            throughput,
-            rates,
-            connection_times: ConnectionTimes {
-                definitions: "Connect = TCP connect, plus the TLS handshake over TLS (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
-                connect: row(&self.run[Metric::Connect as usize]),
-                processing: row(&self.run[Metric::Service as usize]),
-                waiting: row(&self.run[Metric::Ttfb as usize]),
-                total: row(&self.run_total),
-            },
-            served_within: served_within(headline_hist),
-            latency,
-            spectrum: spectrum(headline_hist),
-            connections_stats: if warmed {
-                Connections {
-                    max_open: c.max_open.max(self.warm.open_at_boundary),
-                    opened: t.opened,
-                    cap_hits,
-                }
-            } else {
-                Connections {
-                    max_open: run.max_open_connections.max(c.max_open),
-                    opened: run.connections_opened,
-                    cap_hits,
-                }
-            },
-            generator: Generator {
-                cpu_cores_used,
-                cores: run.cores,
-                cpu_pressure: run.cpu_pressure,
-                send_lag_p99_ms: ms(lag_p99_us),
-                sched_lag_p99_ms: ms(sched_p99_us),
-                conn_wait_p99_ms: ms(wait_p99_us),
-                verdict: run_verdict,
-                generator_bound_seconds,
-            },
-            seconds,
-            stopped_early: run.stopped_early,
-            notes,
-            wire: None,
-            first_request: None,
-            headroom: None,
-        })
-    }
-
-    /// Per-second series from the closed windows and the send/schedule counts, every
-    /// second from 0 to the last one that saw anything.
-    fn seconds(
-        &self,
-        open_rate: Option<f64>,
-        headline: Metric,
-        cores: f64,
-    ) -> Result<Vec<SecondSummary>, MetricsError> {
-        let last = self
-            .closed_seconds()
-            .last()
-            .map(|c| c.second as usize + 1)
-            .unwrap_or(0)
-            .max(self.sent_by_second.len())
-            .max(self.dispatched_by_second.len())
-            .max(self.scheduled_by_second.len());
-        let mut closed = self.closed_seconds().iter().peekable();
-        let mut out = Vec::with_capacity(last);
-        for s in 0..last {
-            let sec = closed.next_if(|c| c.second as usize == s);
-            let sent = self.sent_by_second.get(s).copied().unwrap_or(0);
-            let scheduled = self.scheduled_by_second.get(s).copied().unwrap_or(0);
-            let dispatched = self.dispatched_by_second.get(s).copied().unwrap_or(0);
-            let (head, lag, sched, wait) = match sec {
-                Some(c) => (
-                    c.hist(headline)?,
-                    c.hist(Metric::SendLag)?,
-                    c.hist(Metric::SchedLag)?,
-                    c.hist(Metric::ConnWait)?,
-                ),
-                None => (
-                    hist::new_hist(),
-                    hist::new_hist(),
-                    hist::new_hist(),
-                    hist::new_hist(),
-                ),
-            };
-            let q = |h: &Hist, p: f64| {
-                if h.is_empty() {
-                    0
-                } else {
-                    h.value_at_quantile(p)
-                }
-            };
-            let counts = sec.map(|c| c.counts).unwrap_or_default();
-            let res = sec.and_then(|c| c.resources);
-            let verdict = label::classify(&Check {
-                offered_rate_per_s: open_rate,
-                scheduled: scheduled as f64,
-                dispatched: dispatched as f64,
-                sent: sent as f64,
-                slack: 1.0,
-                sched_lag_p99_us: q(&sched, 0.99),
-                conn_wait_p99_us: q(&wait, 0.99),
-                cap_hits: counts.cap_hits,
-                cpu_cores_used: res.map(|r| r.cpu_cores_used),
-                cores,
-                cpu_pressure: res.and_then(|r| r.cpu_pressure),
-            });
-            out.push(SecondSummary {
-                second: s as u64,
-                scheduled,
-                sent,
-                dispatched,
-                completed: counts.completed,
-                ok: counts.ok,
-                errors: ErrorKind::ALL
-                    .iter()
-                    .filter(|k| counts.errors[k.index()] > 0)
-                    .map(|k| (k.name(), counts.errors[k.index()]))
-                    .collect(),
-                wire_bytes: counts.wire_bytes,
-                max_open: counts.max_open,
-                cap_hits: counts.cap_hits,
-                p50_ms: ms(q(&head, 0.5)),
-                p99_ms: ms(q(&head, 0.99)),
-                max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
-                send_lag_p99_ms: ms(q(&lag, 0.99)),
-                sched_lag_p99_ms: ms(q(&sched, 0.99)),
-                conn_wait_p99_ms: ms(q(&wait, 0.99)),
-                cpu_cores_used: res.map(|r| r.cpu_cores_used),
-                cpu_pressure: res.and_then(|r| r.cpu_pressure),
-                label: verdict.label,
-            });
-        }
-        Ok(out)
-    }
-}
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -1,0 +1,308 @@
+//! Figures derived from the loaded steps: capacities, searches, phases, groups, the
+//! percentile curve, and the words reasons are shown in.
+
+use super::*;
+
+/// A sustainability reason in words a reader can check against the tables.
+pub fn reason_text(r: &sustain::Reason) -> String {
+    use sustain::Reason::*;
+    match r {
+        TooFewWindows { windows, required } => {
+            format!("too short to judge: {windows} windows, {required} required")
+        }
+        InvalidFigures => "invalid figures (NaN or negative)".to_string(),
+        SendRateShort {
+            send_rate_rps,
+            required_rps,
+        } => format!("send rate {send_rate_rps:.1}/s < {required_rps:.1}/s"),
+        ReplyRateShort {
+            reply_rate_rps,
+            required_rps,
+        } => format!("reply rate {reply_rate_rps:.1}/s < {required_rps:.1}/s"),
+        TooManyErrors {
+            error_share,
+            allowed_share,
+        } => format!(
+            "errors {:.2}% > {:.2}%",
+            error_share * 100.0,
+            allowed_share * 100.0
+        ),
+        P99OverSlo {
+            worst_p99,
+            window_index,
+            slo,
+        } => format!(
+            "p99 {:.1} ms in window {window_index} > SLO {:.1} ms",
+            worst_p99.as_secs_f64() * 1e3,
+            slo.as_secs_f64() * 1e3
+        ),
+        InFlightRising(t) => format!(
+            "in-flight rising {:.1}/s (t = {:.1})",
+            t.slope_per_s, t.t_stat
+        ),
+    }
+}
+
+/// Points of the percentile curve at p = 1 - 10^(-k/10), from 0% up to the last
+/// percentile the count can resolve, plus the maximum: the wrk2/HdrHistogram plot.
+pub(super) fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
+    let n = h.len() as f64;
+    let mut out = Vec::new();
+    for k in 0..=60 {
+        let p = 1.0 - 10f64.powf(-(k as f64) / 10.0);
+        // Beyond 1/(1-p) > n the histogram has no sample to tell the percentile apart.
+        if 1.0 / (1.0 - p) > n {
+            break;
+        }
+        out.push((p * 100.0, hist::us_to_ms(h.value_at_quantile(p) as f64)));
+    }
+    let top = (1.0 - 1.0 / n.max(2.0)) * 100.0;
+    if out.last().is_none_or(|(p, _)| *p < top) {
+        out.push((top, hist::us_to_ms(h.max() as f64)));
+    }
+    out
+}
+
+/// Capacity per group of rate steps (workload, cap, cores, keep-alive): each group is
+/// its own sweep.
+pub(super) fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
+    let mut groups: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps
+        .iter()
+        .filter(|s| s.rate_rps.is_some() && s.sustainable.is_some())
+    {
+        groups.entry(group_name(s)).or_default().push(s);
+    }
+    groups
+        .into_iter()
+        .map(|(group, judged)| {
+            let usable = |phase: Option<&str>| -> Vec<(f64, bool)> {
+                judged
+                    .iter()
+                    .filter(|s| !s.generator_bound())
+                    .filter(|s| phase.is_none() || s.phase.as_deref() == phase)
+                    .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+                    .collect()
+            };
+            let all = usable(None);
+            let c = knee::sweep_capacity(&all);
+            let mut phases: Vec<String> = judged.iter().filter_map(|s| s.phase.clone()).collect();
+            phases.sort();
+            phases.dedup();
+            let by_phase = if phases.len() > 1 {
+                phases
+                    .into_iter()
+                    .map(|p| {
+                        let cap = knee::sweep_capacity(&usable(Some(&p))).capacity_rps;
+                        (p, cap)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let phase_times = phase_times(&judged);
+            Capacity {
+                group,
+                capacity_rps: c.capacity_rps,
+                first_unsustainable_above_rps: c.first_unsustainable_above_rps,
+                non_monotone: c.non_monotone,
+                steps_judged: all.len(),
+                generator_bound_excluded: judged.len() - all.len(),
+                by_phase,
+                phase_times,
+            }
+        })
+        .collect()
+}
+
+/// Steps and wall time per phase of one group's steps, phases in name order.
+pub(super) fn phase_times(steps: &[&StepReport]) -> Vec<PhaseTime> {
+    let mut by: BTreeMap<String, (usize, f64, f64)> = BTreeMap::new();
+    for s in steps {
+        let Some(p) = &s.phase else { continue };
+        let e = by
+            .entry(p.clone())
+            .or_insert((0, f64::INFINITY, f64::NEG_INFINITY));
+        e.0 += 1;
+        e.1 = e.1.min(s.start_offset_s);
+        e.2 = e.2.max(s.start_offset_s + s.wall_s);
+    }
+    by.into_iter()
+        .map(|(phase, (steps, first, last))| PhaseTime {
+            phase,
+            steps,
+            wall_s: (last - first).max(0.0),
+        })
+        .collect()
+}
+
+/// The stored search results of a run, matched to their groups of steps, plus a
+/// "not finished" entry for every group with search steps but no stored result.
+pub(super) fn searches(
+    rows: &[volley_store::CapacityRow],
+    steps: &[StepReport],
+) -> Vec<SearchCapacity> {
+    let sweep_of = |group: &str| {
+        let in_group: Vec<&StepReport> = steps
+            .iter()
+            .filter(|s| s.phase.as_deref() == Some("sweep") && s.rate_rps.is_some())
+            .filter(|s| group_name(s) == group)
+            .collect();
+        if in_group.is_empty() {
+            return (None, None);
+        }
+        let usable: Vec<(f64, bool)> = in_group
+            .iter()
+            .filter(|s| !s.generator_bound())
+            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+            .collect();
+        (
+            knee::sweep_capacity(&usable).capacity_rps,
+            phase_times(&in_group).pop(),
+        )
+    };
+    let mut out: Vec<SearchCapacity> = rows
+        .iter()
+        .map(|row| {
+            let r = &row.record;
+            let c = &r.cell;
+            let group = group_label(
+                c.get("workload").and_then(Value::as_str),
+                c.get("cpu_quota_cores").and_then(Value::as_f64),
+                c.get("cores").and_then(Value::as_str),
+                c.get("keepalive").and_then(Value::as_bool),
+            );
+            let (sweep_capacity_rps, sweep) = sweep_of(&group);
+            let end = r.end.as_str().to_string();
+            SearchCapacity {
+                finished: r.end != volley_store::SearchEnd::Interrupted,
+                capacity_rps: r.capacity_rps,
+                ci_lo_rps: r.ci_lo_rps,
+                ci_hi_rps: r.ci_hi_rps,
+                confidence: Some(r.confidence),
+                end,
+                steps: r.steps,
+                wall_s: (r.finished_unix_ms - r.started_unix_ms).max(0) as f64 / 1e3,
+                sweep_capacity_rps,
+                sweep,
+                group,
+            }
+        })
+        .collect();
+    // Killed mid-search: the steps are stored, the result never was.
+    let mut orphans: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps
+        .iter()
+        .filter(|s| s.phase.as_deref() == Some("search") && s.rate_rps.is_some())
+    {
+        orphans.entry(group_name(s)).or_default().push(s);
+    }
+    for (group, in_group) in orphans {
+        if out.iter().any(|x| x.group == group) {
+            continue;
+        }
+        let usable: Vec<(f64, bool)> = in_group
+            .iter()
+            .filter(|s| !s.generator_bound())
+            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
+            .collect();
+        let (sweep_capacity_rps, sweep) = sweep_of(&group);
+        out.push(SearchCapacity {
+            capacity_rps: knee::sweep_capacity(&usable).capacity_rps,
+            ci_lo_rps: None,
+            ci_hi_rps: None,
+            confidence: None,
+            end: "not_finished".to_string(),
+            finished: false,
+            steps: in_group.len() as u32,
+            wall_s: phase_times(&in_group).pop().map_or(0.0, |p| p.wall_s),
+            sweep_capacity_rps,
+            sweep,
+            group,
+        });
+    }
+    out
+}
+
+/// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.
+pub fn group_name(s: &StepReport) -> String {
+    group_label(
+        s.workload.as_deref(),
+        s.cpu_quota_cores,
+        s.cores.as_deref(),
+        s.keepalive,
+    )
+}
+
+/// The group of a workload, cap, cpuset and keep-alive; shared by steps and stored
+/// search results so the two meet.
+pub(super) fn group_label(
+    workload: Option<&str>,
+    quota: Option<f64>,
+    cores: Option<&str>,
+    keepalive: Option<bool>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(w) = workload {
+        parts.push(w.to_string());
+    }
+    if let Some(q) = quota {
+        parts.push(format!("cap {} cores", trim_num(q)));
+    }
+    if let Some(c) = cores {
+        parts.push(format!("cpus {c}"));
+    }
+    if let Some(k) = keepalive {
+        parts.push(if k { "keep-alive" } else { "no keep-alive" }.to_string());
+    }
+    if parts.is_empty() {
+        "all steps".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A number without trailing zeros: 0.5, 2, 1.25.
+pub fn trim_num(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+pub(super) fn usl_groups(steps: &[StepReport]) -> Vec<UslGroup> {
+    let mut groups: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for s in steps.iter().filter(|s| s.rate_rps.is_none()) {
+        let Some(n) = s.concurrency else { continue };
+        if s.generator_bound() {
+            continue;
+        }
+        groups
+            .entry(group_name(s))
+            .or_default()
+            .push((n as f64, s.requests_per_s));
+    }
+    groups
+        .into_iter()
+        .filter(|(_, pts)| {
+            let mut ns: Vec<u64> = pts.iter().map(|p| p.0 as u64).collect();
+            ns.dedup();
+            ns.len() >= 2
+        })
+        .map(|(group, points)| {
+            let input: Vec<usl::UslPoint> = points
+                .iter()
+                .map(|&(n, throughput)| usl::UslPoint { n, throughput })
+                .collect();
+            let fit = usl::fit(&input)
+                .map(|f| UslSummary {
+                    lambda: f.lambda,
+                    sigma: f.sigma,
+                    kappa: f.kappa,
+                    n_star: f.n_star.is_finite().then_some(f.n_star),
+                    peak_rps: f.peak_throughput.is_finite().then_some(f.peak_throughput),
+                    r_squared: f.r_squared,
+                })
+                .map_err(|e| e.to_string());
+            UslGroup { group, points, fit }
+        })
+        .collect()
+}

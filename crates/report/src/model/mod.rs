@@ -1,0 +1,535 @@
+//! The report model: one study (or one run) read from the store into plain numbers that
+//! every format renders, so HTML, Markdown and JSON always agree.
+//!
+//! Reading rules (docs/store-conventions.md): a step's `summary` is the JSON of
+//! `volley_metrics::Summary` (plus `monitor` and `throttling`), its `verdict` holds
+//! `sustain` / `little` / `throttled`, its series are `load` (`SecondSummary`) and
+//! `monitor` (`MonitorSample`) rows, its histograms HdrHistogram V2 bytes. Every field is
+//! read leniently (`serde(default)`): a missing figure becomes "not shown", never a
+//! failure, so reports of older or partial runs still render.
+//!
+//! Generator-bound steps stay in the model (they are evidence) but are excluded from every
+//! figure presented as the server's: the capacity, the USL fit, the percentile curve and
+//! the per-rate medians.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use volley_analysis::{bootstrap, knee, little::LittleCheck, sustain, usl};
+use volley_metrics::hist;
+use volley_store::{HistogramKind, RunId, RunRow, SeriesSource, StepRow, Store, StudyId};
+
+use crate::error::ReportError;
+
+mod derive;
+mod load;
+mod stored;
+#[cfg(test)]
+mod tests;
+
+use derive::*;
+pub use derive::{group_name, reason_text, trim_num};
+pub use load::load;
+use stored::*;
+
+/// Version of the JSON report model; bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What to report on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selector {
+    /// One run (one target).
+    Run(RunId),
+    /// Every run of a study, side by side.
+    Study(StudyId),
+}
+
+impl Selector {
+    /// Parses `42` (a run id) or `study:7`.
+    pub fn parse(text: &str) -> Result<Selector, ReportError> {
+        let bad = || ReportError::BadSelector(text.to_string());
+        match text.strip_prefix("study:") {
+            Some(id) => Ok(Selector::Study(StudyId(
+                id.trim().parse().map_err(|_| bad())?,
+            ))),
+            None => Ok(Selector::Run(RunId(
+                text.trim().parse().map_err(|_| bad())?,
+            ))),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Heading, e.g. "study 3: rate-sweep" or "run 12: nginx".
+    pub title: String,
+    /// The study, when the report covers one (or the run belongs to one).
+    pub study: Option<StudyInfo>,
+    /// One entry per run, in run order; each has its own colour in charts.
+    pub targets: Vec<TargetReport>,
+}
+
+/// The study a report comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StudyInfo {
+    /// Row id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// running / complete / incomplete.
+    pub status: String,
+    /// Wall-clock start, ms since the Unix epoch.
+    pub started_unix_ms: i64,
+}
+
+/// One run: one target under one study.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetReport {
+    /// Run id.
+    pub run_id: i64,
+    /// Target name as written in the study (or URL for a bench run).
+    pub target: String,
+    /// running / complete / incomplete.
+    pub status: String,
+    /// Environment record, verbatim.
+    pub environment: Value,
+    /// Which latency the headline figures show, in words (from the summaries; a run
+    /// mixing open- and closed-loop steps has two).
+    pub latency_definitions: Vec<String>,
+    /// Every step, by index.
+    pub steps: Vec<StepReport>,
+    /// Capacity of each group of judged rate steps (empty without rate steps).
+    pub capacity: Vec<Capacity>,
+    /// Capacity searches: the stored result of each, with its interval, and searches
+    /// whose steps are stored but whose result is not (the study was killed mid-search).
+    pub searches: Vec<SearchCapacity>,
+    /// Points measured more than once: medians with bootstrap intervals.
+    pub repeats: Vec<RepeatGroup>,
+    /// USL fits of the concurrency steps, one per (cap, cores, keep-alive) group.
+    pub usl: Vec<UslGroup>,
+    /// Latency percentile curves of the merged whole-step histograms (non-generator-bound
+    /// steps), one per definition present (response time, service time).
+    pub percentile_curves: Vec<PercentileCurve>,
+}
+
+/// One measured step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepReport {
+    /// Position in the run.
+    pub index: u32,
+    /// Offered rate, requests/s (rate steps).
+    pub rate_rps: Option<f64>,
+    /// Concurrency or pool size.
+    pub concurrency: Option<u32>,
+    /// CPU quota of the target in cores.
+    pub cpu_quota_cores: Option<f64>,
+    /// cpuset of the target.
+    pub cores: Option<String>,
+    /// Keep-alive on or off.
+    pub keepalive: Option<bool>,
+    /// Repeat index (0-based).
+    pub repeat: u32,
+    /// The study's workload name, when the runner recorded it.
+    pub workload: Option<String>,
+    /// Closed loop: the latency figures are service times; otherwise response times.
+    pub closed_loop: bool,
+    /// "sweep" or "search", when the runner said.
+    pub phase: Option<String>,
+    /// Seconds from the run's first step start to this step's start (wall clock).
+    pub start_offset_s: f64,
+    /// Wall time of the step, start to end (warm-up and load; cool-down excluded), s.
+    pub wall_s: f64,
+    /// Load duration, seconds.
+    pub duration_s: f64,
+    /// Requests with an outcome.
+    pub completed: u64,
+    /// Accepted responses.
+    pub ok: u64,
+    /// Failed (including censored).
+    pub failed: u64,
+    /// Timed out or in flight at the end.
+    pub censored: u64,
+    /// completed / duration.
+    pub requests_per_s: f64,
+    /// Achieved send rate.
+    pub send_rate_rps: Option<f64>,
+    /// Replies per second.
+    pub reply_rate_rps: f64,
+    /// Headline latency (response time open loop, service time closed loop), ms.
+    pub latency: LatencyFigures,
+    /// Most connections open at once.
+    pub max_open_connections: Option<u32>,
+    /// Arrivals that found the connection cap reached.
+    pub cap_hits: u64,
+    /// server-bound / generator-bound / inconclusive.
+    pub label: Option<String>,
+    /// Sustainability verdict (rate steps).
+    pub sustainable: Option<bool>,
+    /// Why not sustainable, in words.
+    pub reasons: Vec<String>,
+    /// Little's law relative gap, when checked.
+    pub little_gap: Option<f64>,
+    /// Little's law gap above 5%.
+    pub little_flagged: bool,
+    /// Throttled by a CPU cap during the step.
+    pub throttled: bool,
+    /// Server resources over the step, when a monitor ran.
+    pub resources: Option<Resources>,
+    /// Per-second latency and throughput.
+    pub seconds: Vec<SecondPoint>,
+    /// Monitor samples.
+    pub monitor: Vec<MonitorPoint>,
+}
+
+impl TargetReport {
+    /// True when some step ran closed loop (service-time figures).
+    pub fn has_closed_loop(&self) -> bool {
+        self.steps.iter().any(|s| s.closed_loop)
+    }
+
+    /// True when some step ran open loop (response-time figures).
+    pub fn has_open_loop(&self) -> bool {
+        self.steps.iter().any(|s| !s.closed_loop)
+    }
+}
+
+impl StepReport {
+    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka".
+    pub fn point_label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(w) = &self.workload {
+            parts.push(w.clone());
+        }
+        if let Some(r) = self.rate_rps {
+            parts.push(format!("rate {}/s", trim_num(r)));
+        }
+        if let Some(c) = self.concurrency {
+            if self.rate_rps.is_none() {
+                parts.push(format!("c={c}"));
+            }
+        }
+        if let Some(q) = self.cpu_quota_cores {
+            parts.push(format!("cap {}", trim_num(q)));
+        }
+        if let Some(c) = &self.cores {
+            parts.push(format!("cpus {c}"));
+        }
+        if let Some(k) = self.keepalive {
+            parts.push(if k { "ka" } else { "no-ka" }.to_string());
+        }
+        if parts.is_empty() {
+            "default".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// True when the generator, not the server, limited the step.
+    /// The rule is volley-analysis's, shared with the study's end-of-run table.
+    pub fn generator_bound(&self) -> bool {
+        !volley_analysis::sustain::counts_for_server(self.label.as_deref())
+    }
+}
+
+/// min / mean / p50 / p99 / max of the headline latency, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LatencyFigures {
+    /// Smallest.
+    pub min_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+}
+
+/// Seed 003's resource columns for one step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Resources {
+    /// Target user CPU, percent of one CPU.
+    pub cpu_user_pct: Option<f64>,
+    /// Target system CPU, percent of one CPU.
+    pub cpu_sys_pct: Option<f64>,
+    /// Largest RSS, bytes.
+    pub max_rss_bytes: Option<u64>,
+    /// RSS as a share of memory, percent.
+    pub mem_pct: Option<f64>,
+    /// Transmitted packets per second.
+    pub tx_packets_per_s: Option<f64>,
+    /// Transmitted bytes per second.
+    pub tx_bytes_per_s: Option<f64>,
+    /// Server CPU-milliseconds per 1000 requests.
+    pub cpu_ms_per_1000_requests: Option<f64>,
+}
+
+/// One second of a step's load series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SecondPoint {
+    /// Seconds since the run's first step started.
+    pub t_s: f64,
+    /// Requests finished in the second.
+    pub completed: u64,
+    /// Headline latency p50, ms.
+    pub p50_ms: f64,
+    /// p99, ms.
+    pub p99_ms: f64,
+    /// Max, ms.
+    pub max_ms: f64,
+}
+
+/// One monitor sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MonitorPoint {
+    /// Seconds since the run's first step started.
+    pub t_s: f64,
+    /// Target user + system CPU, percent of one CPU.
+    pub cpu_pct: Option<f64>,
+    /// Target RSS, bytes.
+    pub rss_bytes: Option<u64>,
+    /// Transmitted bytes per second.
+    pub tx_bytes_per_s: Option<f64>,
+    /// Received bytes per second.
+    pub rx_bytes_per_s: Option<f64>,
+}
+
+/// Capacity of the rate steps and what it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capacity {
+    /// The group of rate steps (workload, cap, cores, keep-alive) this capacity is for.
+    pub group: String,
+    /// Largest sustainable rate (majority of repeats), requests/s.
+    pub capacity_rps: Option<f64>,
+    /// Smallest unsustainable rate above it.
+    pub first_unsustainable_above_rps: Option<f64>,
+    /// An unsustainable rate lies below the capacity.
+    pub non_monotone: bool,
+    /// Steps judged (server-bound or inconclusive).
+    pub steps_judged: usize,
+    /// Generator-bound steps left out: they say nothing about the server.
+    pub generator_bound_excluded: usize,
+    /// Capacity from each phase's steps alone ("sweep", "search"), when the steps came
+    /// from more than one phase, so the two methods can be compared.
+    pub by_phase: Vec<(String, Option<f64>)>,
+    /// Steps and wall time of each phase of this group (see [`PhaseTime`]).
+    pub phase_times: Vec<PhaseTime>,
+}
+
+/// How long one phase (sweep or search) of a group took.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseTime {
+    /// "sweep" or "search".
+    pub phase: String,
+    /// Steps run in this phase (generator-bound ones included: they took time too).
+    pub steps: usize,
+    /// From the phase's first step start to its last step end, seconds. When a study
+    /// interleaves targets or cells, the steps run between them are inside this span,
+    /// as they are inside the wall time a user waits.
+    pub wall_s: f64,
+}
+
+/// One capacity search of a run, from the store's `capacities` table (or, when the
+/// study was killed before the search ended, from its steps alone).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchCapacity {
+    /// The group of rate steps (workload, cap, cores, keep-alive), as [`Capacity::group`].
+    pub group: String,
+    /// The search's point estimate (largest rate decided sustainable), requests/s; for
+    /// an unfinished search, the largest sustainable rate so far.
+    pub capacity_rps: Option<f64>,
+    /// Lower end of the interval.
+    pub ci_lo_rps: Option<f64>,
+    /// Upper end of the interval (`None`: unbounded above or no interval).
+    pub ci_hi_rps: Option<f64>,
+    /// Confidence level of the interval (0.95).
+    pub confidence: Option<f64>,
+    /// How it ended: converged, reached_max_rate, below_min_rate, step_budget_exhausted,
+    /// generator_bound, interrupted (stopped, result stored), or not_finished (killed:
+    /// steps stored, no result).
+    pub end: String,
+    /// True when the search reached its own end.
+    pub finished: bool,
+    /// Steps the search ran.
+    pub steps: u32,
+    /// Wall time of the search, first step start to last step end, seconds.
+    pub wall_s: f64,
+    /// The same group's capacity from its sweep-phase steps, when it has any.
+    pub sweep_capacity_rps: Option<f64>,
+    /// Its sweep steps and their wall time, when it has any.
+    pub sweep: Option<PhaseTime>,
+}
+
+/// A stored search end in words.
+pub fn end_text(end: &str) -> String {
+    match end {
+        "not_finished" => "killed mid-search, no result stored".to_string(),
+        "interrupted" => "interrupted, partial result stored".to_string(),
+        other => other.replace('_', " "),
+    }
+}
+
+impl SearchCapacity {
+    /// "capacity by search: 2990 req/s, 95% CI [2850, 3100], 7 steps, 25 s", or why
+    /// there is no such line.
+    pub fn summary_line(&self) -> String {
+        let rate = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.0}"));
+        let figures = format!("{} steps, {:.0} s", self.steps, self.wall_s);
+        let line = if self.finished && self.capacity_rps.is_none() {
+            format!("capacity by search: no rate shown sustainable, {figures}")
+        } else if self.finished {
+            let ci = match (self.ci_lo_rps, self.confidence) {
+                (Some(lo), Some(c)) => format!(
+                    ", {:.0}% CI [{lo:.0}, {}]",
+                    c * 100.0,
+                    self.ci_hi_rps
+                        .map_or("unbounded".to_string(), |h| format!("{h:.0}"))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "capacity by search: {} req/s{ci}, {figures}",
+                rate(self.capacity_rps)
+            )
+        } else {
+            format!(
+                "capacity search did not finish ({}): {} req/s sustainable so far, no interval, {figures}",
+                end_text(&self.end),
+                rate(self.capacity_rps)
+            )
+        };
+        match self.end.as_str() {
+            "converged" | "interrupted" | "not_finished" => line,
+            other => format!("{line} (ended: {})", end_text(other)),
+        }
+    }
+}
+
+/// A median and its 95% bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MedianCi {
+    /// Median of the per-run values.
+    pub median: f64,
+    /// Lower end of the 95% interval.
+    pub lo: f64,
+    /// Upper end.
+    pub hi: f64,
+}
+
+/// One point (same parameters) run several times.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatGroup {
+    /// The point, as [`StepReport::point_label`] prints it.
+    pub point: String,
+    /// Non-generator-bound runs behind the figures.
+    pub runs: usize,
+    /// Throughput, requests/s.
+    pub requests_per_s: MedianCi,
+    /// Headline latency p99, ms.
+    pub p99_ms: MedianCi,
+}
+
+/// Resamples for the repeat intervals, and their fixed seed (a rebuilt report must show
+/// the same interval).
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
+
+fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {
+    // Keep first-seen order so the table follows the run.
+    let mut order: Vec<String> = Vec::new();
+    let mut by_point: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    for s in steps.iter().filter(|s| !s.generator_bound()) {
+        let key = s.point_label();
+        if !by_point.contains_key(&key) {
+            order.push(key.clone());
+        }
+        by_point.entry(key).or_default().push(s);
+    }
+    let ci = |values: Vec<f64>| {
+        let e = bootstrap::median_ci(&values, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        MedianCi {
+            median: e.median,
+            lo: e.lo,
+            hi: e.hi,
+        }
+    };
+    order
+        .into_iter()
+        .filter_map(|point| {
+            let runs = by_point.remove(&point)?;
+            (runs.len() >= 2).then(|| RepeatGroup {
+                runs: runs.len(),
+                requests_per_s: ci(runs.iter().map(|s| s.requests_per_s).collect()),
+                p99_ms: ci(runs.iter().map(|s| s.latency.p99_ms).collect()),
+                point,
+            })
+        })
+        .collect()
+}
+
+/// A USL fit over one group of concurrency steps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UslGroup {
+    /// "cap 0.5 cores, cores 0-1" style description of the group.
+    pub group: String,
+    /// (concurrency, requests/s) points used.
+    pub points: Vec<(f64, f64)>,
+    /// The fit, or why there is none (serialised as `{"fit": ...}` or `{"no_fit": "why"}`).
+    #[serde(flatten, serialize_with = "fit_json")]
+    pub fit: Result<UslSummary, String>,
+}
+
+fn fit_json<S: serde::Serializer>(
+    fit: &Result<UslSummary, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(1))?;
+    match fit {
+        Ok(f) => m.serialize_entry("fit", f)?,
+        Err(e) => m.serialize_entry("no_fit", e)?,
+    }
+    m.end()
+}
+
+/// The fitted law.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UslSummary {
+    /// Single-unit throughput, requests/s.
+    pub lambda: f64,
+    /// Contention.
+    pub sigma: f64,
+    /// Coherency.
+    pub kappa: f64,
+    /// Best concurrency (infinite when kappa = 0; JSON null).
+    pub n_star: Option<f64>,
+    /// Predicted peak throughput (JSON null when unbounded).
+    pub peak_rps: Option<f64>,
+    /// Coefficient of determination.
+    pub r_squared: f64,
+}
+
+impl UslSummary {
+    /// Predicted throughput at `n`.
+    pub fn predict(&self, n: f64) -> f64 {
+        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+    }
+}
+
+/// A latency-by-percentile curve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PercentileCurve {
+    /// "response" (open loop, CO-corrected) or "service" (closed loop).
+    pub kind: String,
+    /// Requests behind the curve.
+    pub count: u64,
+    /// Steps merged.
+    pub steps_merged: usize,
+    /// (percentile 0..100, latency ms), rising.
+    pub points: Vec<(f64, f64)>,
+}
