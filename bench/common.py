@@ -6,7 +6,7 @@ drift into the comparison. Running the tools back to back in one *round*, altern
 their order (round k forwards, round k+1 backwards, so neither tool always runs first
 or last), and comparing volley's round k with the peer's round k cancels most of the
 drift; the median of those per-round ratios, with a bootstrap 95% CI, says how sure the
-comparison is (methodology.md, "Repeats and noise").
+comparison is (docs/methodology.md, "Repeats, intervals and noise").
 
 Why the server's CPU: when the server uses ~100% of its pinned core whatever the client,
 the server is the bottleneck and req/s measures the server's behaviour under each client,

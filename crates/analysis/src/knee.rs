@@ -40,7 +40,7 @@ pub enum SearchError {
 /// A rate run several times is sustainable when strictly more than half of its runs
 /// were (a tie counts as unsustainable: we do not claim a rate without a majority).
 /// `non_monotone` is set when some rate below the capacity was unsustainable: the
-/// capacity is still the largest sustainable rate, as methodology.md defines it, but the
+/// capacity is still the largest sustainable rate, as docs/methodology.md ("Capacity") defines it, but the
 /// report should show the dip (often noise, sometimes a real second regime).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepCapacity {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// The gap above which a step is flagged (5%, methodology.md).
+/// The gap above which a step is flagged (5%, docs/methodology.md).
 pub const GAP_LIMIT_SHARE: f64 = 0.05;
 
 /// Why the check could not be made.

@@ -3,7 +3,7 @@
 //! Place in the flow: the recorder reduces a step to a [`StepStats`]; this module turns it
 //! into a [`Verdict`] that the knee search ([`crate::knee`]) and the reports consume.
 //!
-//! A step at offered rate L is *sustainable* (methodology.md, "Saturation") when all hold:
+//! A step at offered rate L is *sustainable* (docs/methodology.md, "Sustainability of a rate step") when all hold:
 //! - the generator sent at least 99% of L (otherwise we did not test L at all);
 //! - replies came back at at least 99% of L (the server kept up);
 //! - the error share is within the allowed share;
@@ -325,7 +325,7 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
     floor.max(Duration::from_secs_f64(0.01 / offered_rate_rps))
 }
 
-/// Labels a step server-bound, generator-bound or inconclusive (methodology.md, "The
+/// Labels a step server-bound, generator-bound or inconclusive (docs/methodology.md, "The
 /// generator checks itself"):
 /// - `GeneratorBound` when the dispatch rate fell more than 1% short of L, or the
 ///   scheduler-lag p99 exceeded [`send_lag_limit`] (the generator's own lateness;

@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Fewest points accepted (methodology.md: at least 6, including N = 1).
+/// Fewest points accepted (docs/methodology.md: at least 6, including N = 1).
 pub const MIN_POINTS: usize = 6;
 
 /// One measured step of a concurrency sweep.

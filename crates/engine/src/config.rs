@@ -1,6 +1,6 @@
 //! What to run: the resolved configuration the engine executes.
 //!
-//! This is the "hiargs" side of style.md habit 9: the CLI parses raw flags and resolves
+//! This is the resolved ("hiargs") side, kept apart from raw flags: the CLI parses raw flags and resolves
 //! them (URL parsed, host resolved, body files read) into these values; the engine never
 //! sees a flag or a path.
 

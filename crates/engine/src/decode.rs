@@ -9,7 +9,7 @@
 //!
 //! Why the coding is checked at all: a server that ignores `Accept-Encoding` answers
 //! faster than one that compresses, and measuring it would time the wrong work
-//! (methodology.md, "compression actually applied when asked"). So a response whose
+//! (docs/methodology.md, "compression actually applied when asked"). So a response whose
 //! `Content-Encoding` is missing or differs from the one asked for is an
 //! [`ErrorKind::Encoding`], as is one that does not decode; a decoded body of the
 //! wrong size or hash is an [`ErrorKind::Validation`]. The response is still framed to

@@ -1,6 +1,6 @@
 //! The contract between the engine and whatever records its results.
 //!
-//! One [`Sample`] per request, carrying the four instants methodology.md names
+//! One [`Sample`] per request, carrying the instants docs/methodology.md names
 //! (intended, sent, first byte, done) plus a fifth, `dispatched` (when the generator
 //! handled the arrival), as nanoseconds since the run's start on one monotonic clock.
 //! Keeping raw instants (not derived latencies) lets the recorder derive response time,
@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Why a request did not produce an acceptable response. Counted by kind, never by
-/// message string (style.md habit 5).
+/// message string, so errors add up across workers and runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {

@@ -36,7 +36,7 @@ fn a_server_holding_every_connection_is_connection_wait_not_a_late_generator() {
     .expect("fault server");
     let rate = 2.0;
     let mut cfg = config(server.addr(), 1, 1, 0);
-    // A warm-up, as methodology.md asks: the first arrival, due the instant the run
+    // A warm-up, as docs/methodology.md asks: the first arrival, due the instant the run
     // starts, is late by the worker's own start-up.
     let warmup = Duration::from_millis(500);
     open(&mut cfg, rate, warmup + Duration::from_secs(4));

@@ -4,7 +4,7 @@
 //! `Malformed`, ...) or a *policy* (what happens around answers: `Slow`, `CloseAfter`,
 //! `TokenBucket`, `Dies`, ...). [`Behaviour::All`] composes one answer with any policies,
 //! so "a 2 KiB answer, slow, closing after 3 requests" is one value rather than one
-//! variant per combination (style.md habit 3). A behaviour is resolved once, at start,
+//! variant per combination. A behaviour is resolved once, at start,
 //! into a [`Script`] that the connection threads read.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Generator headroom: how close the load generator itself is to running out of file
-//! descriptors or ephemeral ports (methodology.md, "the generator checks itself":
+//! descriptors or ephemeral ports (docs/methodology.md, "the generator checks itself":
 //! fd/port/TIME_WAIT headroom).
 //!
 //! Why it matters: a connection-per-request load at 20k connections/s leaves every

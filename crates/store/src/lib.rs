@@ -2,7 +2,7 @@
 //!
 //! Place in the flow: the recorder's summaries, per-second series and HDR histograms,
 //! plus the analysis verdicts, are written here after every step; reports read only from
-//! here, so any report can be rebuilt later (style.md habit 8). The store does not depend
+//! here, so any report can be rebuilt later. The store does not depend
 //! on the recorder or analysis crates: summaries and verdicts are `serde_json::Value`s and
 //! histograms opaque HdrHistogram V2 bytes.
 //!

@@ -101,7 +101,7 @@ text_enum!(
 );
 
 text_enum!(
-    /// Which latency a histogram holds (methodology.md, "Timestamps").
+    /// Which latency a histogram holds (docs/methodology.md, "Latency definitions").
     HistogramKind, "histogram kind" {
         /// done - intended: what a user waits (coordinated-omission corrected).
         Response = "response",

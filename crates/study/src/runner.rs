@@ -134,7 +134,7 @@ fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>
     spec.settings.keep_alive = t.keepalive;
     if let Some(d) = docroot {
         spec.docroot = Some(d.to_path_buf());
-        // Validate with the first path the study will load (methodology.md, "Validation
+        // Validate with the first path the study will load (docs/methodology.md, "Validation
         // before measurement"): a fast wrong answer must not become a result.
         if let Some(p) = plan.workloads.first().and_then(|w| w.paths.first()) {
             spec.probe_path = p.split('?').next().unwrap_or(p).to_string();

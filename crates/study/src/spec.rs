@@ -1,7 +1,7 @@
 //! The study file: TOML as written by the user, parsed strictly (`deny_unknown_fields`)
 //! so a typo is an error naming its line and key, never a silently ignored setting.
 //!
-//! This is the raw side (style.md habit 9): strings and options as typed. [`crate::plan`]
+//! This is the raw side, kept apart from the resolved plan: strings and options as typed. [`crate::plan`]
 //! resolves it into steps; nothing here touches the network or the clock.
 
 use std::path::PathBuf;

@@ -97,7 +97,7 @@ pub(crate) fn load_config(
 /// Compression is asked by the Accept-Encoding header the plan adds, and with
 /// `compressed` set every HTTP/1.1 response is decoded by the engine (`Wire::body`): a
 /// response not carrying the coding asked for, or not decoding, is an `encoding` error
-/// (methodology.md: a fast wrong answer is an error), and the summary shows wire beside
+/// (docs/methodology.md: a fast wrong answer is an error), and the summary shows wire beside
 /// decoded body bytes. The HTTP/2 worker does not see DATA payloads, so there the
 /// targets' start-up probe remains the check that the encoding is applied.
 pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::path::Path>) -> Wire {

@@ -1,4 +1,4 @@
-//! The environment recorded with every run (methodology.md: kernel, CPU model, governor,
+//! The environment recorded with every run (docs/methodology.md: kernel, CPU model, governor,
 //! cgroup settings, server versions and configs), so a result can be judged later.
 
 use serde::Serialize;

@@ -1,10 +1,10 @@
 //! The plan: a parsed study file resolved into targets, workloads, cells (one point of the
 //! sweep axes on one target instance) and the ordered list of steps to run.
 //!
-//! Pure: no I/O, no clock. The order of steps is where noise is fought (methodology.md,
-//! "Repeats and noise"): by default round r runs every cell once, with the target instance
-//! as the innermost axis, so A and B alternate (A B A B) and a slow drift of the machine
-//! hits both alike.
+//! Pure: no I/O, no clock. The order of steps is where noise is fought
+//! (docs/methodology.md, "Repeats, intervals and noise"): by default round r runs every
+//! cell once, with the target instance as the innermost axis, so A and B alternate
+//! (A B A B) and a slow drift of the machine hits both alike.
 //!
 //! Split along its seams: [`model`] (the data), [`resolve`](mod@resolve) (study file ->
 //! plan), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the

@@ -251,7 +251,7 @@ impl Ctx<'_> {
         *done_steps += 1;
         if let Some(c) = a.search.capacity() {
             // The search's answer is stored the moment it ends: a study killed later
-            // keeps it (style.md habit 8).
+            // keeps it.
             let record = capacity_record(plan, a, Some(&c), now_ms());
             let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
             self.store.record_capacity(run, &record)?;

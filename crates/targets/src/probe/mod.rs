@@ -1,4 +1,4 @@
-//! The readiness probe: GETs of a known file, validated as methodology.md asks (status
+//! The readiness probe: GETs of a known file, validated as docs/methodology.md asks (status
 //! 200, Content-Type, Content-Length or chunked framing, exact body), before any load is
 //! sent. A fast wrong answer is an error, not a result.
 //!

@@ -313,8 +313,8 @@ impl RunningTarget {
     }
 
     /// What to store with a run's results: the target, its configuration, the limits
-    /// and cgroup settings applied, and the machine (methodology.md, "Record the
-    /// environment with every run").
+    /// and cgroup settings applied, and the machine (docs/methodology.md,
+    /// "Limits and the environment").
     pub fn record(&self, limits: &ResourceLimits) -> TargetRecord {
         TargetRecord {
             kind: self.kind,
