@@ -451,14 +451,15 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         });
     }
     pin(&setup, show.quiet)?;
-    let prepared = match &setup.docroot {
-        Docroot::Fixture(f) => Some(PreparedDocroot::generate(f, 0, "bench")?),
-        Docroot::Given(_) => None,
-    };
-    let docroot = match (&setup.docroot, &prepared) {
-        (_, Some(p)) => p.path().to_path_buf(),
-        (Docroot::Given(p), None) => p.clone(),
-        (Docroot::Fixture(_), None) => unreachable!("a fixture docroot is prepared above"),
+    // `prepared` owns a generated fixture tree (removed on drop) for as long as the
+    // targets serve it.
+    let (prepared, docroot) = match &setup.docroot {
+        Docroot::Fixture(f) => {
+            let p = PreparedDocroot::generate(f, 0, "bench")?;
+            let path = p.path().to_path_buf();
+            (Some(p), path)
+        }
+        Docroot::Given(p) => (None, p.clone()),
     };
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use volley_report::compare::{compare, Metric};
 use volley_store::Store;
-use volley_study::compare::{compare, Metric};
 
 use crate::exit::usage;
 
@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     store.mark_incomplete_on_open()?;
     match compare(&store, &args.a, &args.b, metric) {
         Ok(c) => println!("{c}"),
-        Err(volley_study::StudyError::Invalid(m)) => usage!("{m}"),
+        Err(volley_report::ReportError::Compare(m)) => usage!("{m}"),
         Err(e) => return Err(e.into()),
     }
     Ok(ExitCode::SUCCESS)

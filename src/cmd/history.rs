@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use volley_report::compare::SearchedCapacity;
 use volley_store::{SearchEnd, Store};
-use volley_study::compare::SearchedCapacity;
 
 /// Flags of `volley history`.
 #[derive(clap::Args)]
@@ -15,24 +15,18 @@ pub struct Args {
     db: PathBuf,
 }
 
+/// A stored millisecond timestamp as a UTC date and time, `YYYY-MM-DD HH:MM:SS`.
 fn when(ms: i64) -> String {
-    // UTC, no dependency: days since epoch -> civil date (Howard Hinnant's algorithm).
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
 }
 

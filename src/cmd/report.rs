@@ -6,7 +6,7 @@ use crate::exit::UsageError;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use volley_report::{html::Html, json::Json, markdown::Markdown, Exporter, Selector};
+use volley_report::{html::Html, json::Json, markdown::Markdown, ReportFormat, Selector};
 use volley_store::Store;
 
 /// Flags of `volley report`.
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             anyhow::Error::new(e)
         }
     })?;
-    let outputs: [(&Option<PathBuf>, &dyn Exporter); 3] = [
+    let outputs: [(&Option<PathBuf>, &dyn ReportFormat); 3] = [
         (&args.html, &Html),
         (&args.md, &Markdown),
         (&args.json, &Json),

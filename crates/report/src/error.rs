@@ -8,6 +8,10 @@ pub enum ReportError {
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] volley_store::StoreError),
+    /// Two runs cannot be compared as asked (no such run, no figure of that kind, a
+    /// ratio that cannot be formed); the message says which.
+    #[error("{0}")]
+    Compare(String),
     /// The selector was neither a run id nor `study:ID`.
     #[error("'{0}' is not a run id or study:ID (see `volley history`)")]
     BadSelector(String),

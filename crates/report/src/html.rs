@@ -6,7 +6,7 @@
 use crate::model::{group_name, Report, StepReport, TargetReport};
 use crate::svg::{color, escape, Chart, Series, Style, XScale};
 use crate::table::{self, median, RowMark, Table};
-use crate::{Exporter, ReportError};
+use crate::{ReportError, ReportFormat};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -465,7 +465,7 @@ pub fn render_table(t: &Table) -> String {
     out
 }
 
-impl Exporter for Html {
+impl ReportFormat for Html {
     fn name(&self) -> &'static str {
         "html"
     }

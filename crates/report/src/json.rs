@@ -1,13 +1,13 @@
 //! JSON: the report model itself, with `schema_version`, for other tools.
 
 use crate::model::Report;
-use crate::{Exporter, ReportError};
+use crate::{ReportError, ReportFormat};
 
 /// The JSON exporter (pretty-printed).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Json;
 
-impl Exporter for Json {
+impl ReportFormat for Json {
     fn name(&self) -> &'static str {
         "json"
     }

@@ -3,11 +3,12 @@
 //! Place in the flow: `... -> results store -> **reports**`. Reports read only from the
 //! store, so any report can be rebuilt later. [`model::load`] turns
 //! a study or run into a plain [`Report`]; the shared tables in [`table`] are built from it
-//! once; each format is one [`Exporter`] in its own file: [`html::Html`] (one
+//! once; each format is one [`ReportFormat`] in its own file: [`html::Html`] (one
 //! self-contained file with inline SVG charts drawn by [`svg`]), [`markdown::Markdown`]
 //! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod downsample;
 mod error;
 pub mod html;
@@ -20,8 +21,10 @@ pub mod table;
 pub use error::ReportError;
 pub use model::{load, Report, Selector, SCHEMA_VERSION};
 
-/// One output format. Every exporter renders the same [`Report`], so formats agree.
-pub trait Exporter {
+/// One output format of a stored report. Every format renders the same [`Report`], so
+/// formats agree. (Named apart from `volley_metrics::output::Exporter`, which writes
+/// runs as they are measured, from their summaries.)
+pub trait ReportFormat {
     /// Short name of the format ("html", "markdown", "json").
     fn name(&self) -> &'static str;
     /// The whole document.

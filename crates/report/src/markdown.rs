@@ -2,7 +2,7 @@
 
 use crate::model::Report;
 use crate::table::{self, RowMark, Table};
-use crate::{Exporter, ReportError};
+use crate::{ReportError, ReportFormat};
 use std::fmt::Write;
 
 /// The Markdown exporter.
@@ -53,7 +53,7 @@ pub fn render_table(t: &Table) -> String {
     out
 }
 
-impl Exporter for Markdown {
+impl ReportFormat for Markdown {
     fn name(&self) -> &'static str {
         "markdown"
     }

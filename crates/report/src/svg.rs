@@ -105,20 +105,10 @@ const RIGHT: f64 = 24.0;
 const TOP: f64 = 40.0;
 const LEGEND_COLUMNS: usize = 2;
 
-/// Escapes text for XML/HTML content and attributes.
+/// Escapes text for XML/HTML content and attributes (the same escaping the DAV layer
+/// uses: `quick_xml`'s, which HTML5 reads as well).
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    quick_xml::escape::escape(s).into_owned()
 }
 
 /// A "nice" step (1, 2, 5 x 10^k) near `range / target_ticks`.

@@ -40,19 +40,10 @@ pub fn num(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
-/// Median of a non-empty slice (mean of the middle two for even lengths).
+/// Median of a slice, `None` when it is empty (the one median is
+/// `volley_analysis::bootstrap::median`; this only says "no value" instead of NaN).
 pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    })
+    (!values.is_empty()).then(|| volley_analysis::bootstrap::median(values))
 }
 
 /// What distinguishes a step, in a few words: "rate 100/s, ka, #1", "c=4, cap 0.5, #2".

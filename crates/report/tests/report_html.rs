@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use volley_report::{html::Html, load, Exporter, Selector};
+use volley_report::{html::Html, load, ReportFormat, Selector};
 use volley_store::Store;
 
 const CHROMIUM: &str = "/usr/bin/chromium";

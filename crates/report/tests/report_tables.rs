@@ -2,7 +2,7 @@
 
 mod common;
 
-use volley_report::{json::Json, load, markdown::Markdown, Exporter, ReportError, Selector};
+use volley_report::{json::Json, load, markdown::Markdown, ReportError, ReportFormat, Selector};
 use volley_store::{RunId, Store, StudyId};
 
 fn markdown(store: &Store, selector: Selector) -> String {

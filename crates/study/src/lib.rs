@@ -4,13 +4,12 @@
 //! **runner**: targets started (volley-targets), each step loaded by the engine into
 //! recorders (volley-metrics) with the monitor beside it, judged (volley-analysis) and
 //! written to the results store (volley-store) the moment it ends -> **outcome** (the
-//! capacity per target, the USL fit) and [`compare`] (A/B from the store alone).
+//! capacity per target, the USL fit). A/B comparison of stored runs lives beside the
+//! other store readers, in `volley_report::compare`.
 //!
-//! The binary's `volley study run`, `volley history` and `volley compare` are thin
-//! shells over this crate; `volley demo` runs the shipped `studies/quick.toml`.
+//! The binary's `volley study run` is a thin shell over this crate; `volley demo` runs the shipped `studies/quick.toml`.
 #![deny(missing_docs)]
 
-pub mod compare;
 mod error;
 pub mod outcome;
 pub mod plan;

@@ -222,7 +222,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         )));
     }
     let (runs, run_of_target) = begin_runs(plan, &mut store, study, &running, docroot_path)?;
-    let mut ctx = Ctx {
+    let mut ctx = StudyRun {
         plan,
         docroot: docroot_path,
         exe: volley_exe.as_deref(),
@@ -406,7 +406,7 @@ fn cold_spec(
 }
 
 /// The study while it runs: what the steps need, and what they produced so far.
-struct Ctx<'a> {
+struct StudyRun<'a> {
     plan: &'a Plan,
     docroot: Option<&'a Path>,
     exe: Option<&'a Path>,
@@ -428,7 +428,7 @@ struct Ctx<'a> {
     baseline_tw: Option<u32>,
 }
 
-impl Ctx<'_> {
+impl StudyRun<'_> {
     /// Sweep mode: every planned step in order. `Ok(false)`: stopped, or a step's
     /// target was dead (the study ends incomplete).
     fn sweep(&mut self) -> Result<bool, StudyError> {

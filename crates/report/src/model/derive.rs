@@ -292,16 +292,14 @@ pub(super) fn usl_groups(steps: &[StepReport]) -> Vec<UslGroup> {
                 .iter()
                 .map(|&(n, throughput)| usl::UslPoint { n, throughput })
                 .collect();
-            let fit = usl::fit(&input)
-                .map(|f| UslSummary {
-                    lambda: f.lambda,
-                    sigma: f.sigma,
-                    kappa: f.kappa,
-                    n_star: f.n_star.is_finite().then_some(f.n_star),
-                    peak_rps: f.peak_throughput.is_finite().then_some(f.peak_throughput),
-                    r_squared: f.r_squared,
-                })
-                .map_err(|e| e.to_string());
+            let fit = usl::fit(&input).map(|f| UslSummary {
+                lambda: f.lambda,
+                sigma: f.sigma,
+                kappa: f.kappa,
+                n_star: f.n_star.is_finite().then_some(f.n_star),
+                peak_rps: f.peak_throughput.is_finite().then_some(f.peak_throughput),
+                r_squared: f.r_squared,
+            });
             UslGroup { group, points, fit }
         })
         .collect()

@@ -481,18 +481,18 @@ pub struct UslGroup {
     pub points: Vec<(f64, f64)>,
     /// The fit, or why there is none (serialised as `{"fit": ...}` or `{"no_fit": "why"}`).
     #[serde(flatten, serialize_with = "fit_json")]
-    pub fit: Result<UslSummary, String>,
+    pub fit: Result<UslSummary, usl::UslError>,
 }
 
 fn fit_json<S: serde::Serializer>(
-    fit: &Result<UslSummary, String>,
+    fit: &Result<UslSummary, usl::UslError>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(1))?;
     match fit {
         Ok(f) => m.serialize_entry("fit", f)?,
-        Err(e) => m.serialize_entry("no_fit", e)?,
+        Err(e) => m.serialize_entry("no_fit", &e.to_string())?,
     }
     m.end()
 }

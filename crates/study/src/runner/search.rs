@@ -11,7 +11,7 @@ use volley_analysis::knee::{Capacity, Search, SearchEnd};
 use volley_analysis::sustain;
 use volley_store::{CapacityRecord, SearchEnd as StoredEnd};
 
-use super::{cores_text, now_ms, rest, Ctx, Progress};
+use super::{cores_text, now_ms, rest, Progress, StudyRun};
 use crate::plan::Plan;
 use crate::StudyError;
 
@@ -153,7 +153,7 @@ fn active_len(plan: &Plan) -> usize {
     plan.cells.len().max(1)
 }
 
-impl Ctx<'_> {
+impl StudyRun<'_> {
     /// Search mode: one capacity search per cell with a running target, round-robin
     /// (one rate each per round) so they interleave. `Ok(false)`: stopped early.
     pub(super) fn search(&mut self) -> Result<bool, StudyError> {

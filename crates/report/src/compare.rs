@@ -6,7 +6,7 @@ use serde_json::Value;
 use volley_analysis::{bootstrap, ratio};
 use volley_store::{CapacityRow, RunId, RunRow, SearchEnd, Store};
 
-use crate::StudyError;
+use crate::ReportError;
 
 /// Which figure to compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,14 +53,14 @@ pub fn figure(summary: &Value, m: Metric) -> Option<f64> {
 
 /// Finds a run by id (`12`) or by `study:target` (the latest run of that target in the
 /// latest study of that name).
-pub fn find_run(store: &Store, spec: &str) -> Result<RunRow, StudyError> {
+pub fn find_run(store: &Store, spec: &str) -> Result<RunRow, ReportError> {
     if let Ok(id) = spec.parse::<i64>() {
-        return store
-            .run(RunId(id))
-            .map_err(|_| StudyError::Invalid(format!("no run with id {id} (see volley history)")));
+        return store.run(RunId(id)).map_err(|_| {
+            ReportError::Compare(format!("no run with id {id} (see volley history)"))
+        });
     }
     let Some((study, target)) = spec.split_once(':') else {
-        return Err(StudyError::Invalid(format!(
+        return Err(ReportError::Compare(format!(
             "'{spec}' is neither a run id nor study:target (see volley history)"
         )));
     };
@@ -74,7 +74,7 @@ pub fn find_run(store: &Store, spec: &str) -> Result<RunRow, StudyError> {
             return Ok(r);
         }
     }
-    Err(StudyError::Invalid(format!(
+    Err(ReportError::Compare(format!(
         "no run of target '{target}' in a study named '{study}' (see volley history)"
     )))
 }
@@ -230,14 +230,14 @@ pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair>
         .collect()
 }
 
-fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, StudyError> {
+fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, ReportError> {
     let values: Vec<f64> = store
         .steps(run.id)?
         .iter()
         .filter_map(|s| figure(&s.summary, m))
         .collect();
     if values.is_empty() {
-        return Err(StudyError::Invalid(format!(
+        return Err(ReportError::Compare(format!(
             "run {} ({}) has no step with a {} figure",
             run.id,
             run.target,
@@ -253,13 +253,13 @@ fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, StudyError> {
 }
 
 /// Compares two runs given as ids or `study:target`.
-pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, StudyError> {
+pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, ReportError> {
     let ra = find_run(store, a)?;
     let rb = find_run(store, b)?;
     let sa = side(store, &ra, m)?;
     let sb = side(store, &rb, m)?;
     let r = ratio::ratio_of_medians_ci(&sa.values, &sb.values, 2000, 1)
-        .map_err(|e| StudyError::Invalid(format!("cannot form the ratio: {e}")))?;
+        .map_err(|e| ReportError::Compare(format!("cannot form the ratio: {e}")))?;
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
         metric: m,
