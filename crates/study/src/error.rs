@@ -25,12 +25,12 @@ pub enum StudyError {
     #[error("cannot generate the fixture: {0}")]
     Fixture(String),
     /// The load could not be run at all.
-    #[error("cannot run step {step}: {message}")]
+    #[error("cannot run step {step}: {source}")]
     Engine {
         /// Order of the step in the plan.
         step: usize,
         /// What failed.
-        message: String,
+        source: crate::step::StepError,
     },
     /// A target died or could not be checked between steps.
     #[error("target {target} failed: {message}")]

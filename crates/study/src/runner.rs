@@ -525,10 +525,10 @@ impl StudyRun<'_> {
         ci: usize,
         target: &RunningTarget,
     ) -> Result<(ColdFigures, bool), StudyError> {
-        let c = cold_request(w, &self.plan.cells[ci], target, self.stop).map_err(|message| {
+        let c = cold_request(w, &self.plan.cells[ci], target, self.stop).map_err(|source| {
             StudyError::Engine {
                 step: self.order,
-                message,
+                source,
             }
         })?;
         // Validated only now: validating first would have warmed the path.
@@ -578,9 +578,9 @@ impl StudyRun<'_> {
             done.store(true, Ordering::Relaxed);
             r
         });
-        measured.map_err(|message| StudyError::Engine {
+        measured.map_err(|source| StudyError::Engine {
             step: self.order,
-            message,
+            source,
         })
     }
 

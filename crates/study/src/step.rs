@@ -21,6 +21,35 @@ use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Workload};
 
+/// Why a step could not be run or judged (the runner adds the step's order).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The workload's requests could not be built.
+    #[error("bad request: {0}")]
+    Request(#[source] volley_engine::SourceError),
+    /// The cold request could not be sent.
+    #[error("cold request: {0}")]
+    Cold(#[source] volley_engine::EngineError),
+    /// The cold request ran but the engine recorded no sample of it.
+    #[error("cold request: the engine recorded no sample")]
+    NoColdSample,
+    /// The warm-up load could not be run.
+    #[error("warm-up: {0}")]
+    WarmUp(#[source] volley_engine::EngineError),
+    /// The harness could not watch the target (monitor, death watch).
+    #[error(transparent)]
+    Harness(#[from] volley_harness::HarnessError),
+    /// The measured load could not be run or merged.
+    #[error(transparent)]
+    Measure(#[from] volley_harness::MeasureError),
+    /// The recorders could not be closed into a summary or histograms.
+    #[error(transparent)]
+    Metrics(#[from] volley_metrics::MetricsError),
+    /// The summary could not be serialised for the store.
+    #[error("summary: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
 /// The measured and judged step, ready for the store.
 pub(crate) struct JudgedStep {
     pub summary: Summary,
@@ -48,7 +77,7 @@ pub(crate) fn load_config(
     addr: SocketAddr,
     stop: StopCondition,
     stop_flag: Arc<AtomicBool>,
-) -> Result<LoadConfig, String> {
+) -> Result<LoadConfig, StepError> {
     let host = addr.to_string();
     let mut built: Vec<Request> = Vec::with_capacity(w.paths.len());
     for (i, p) in w.paths.iter().enumerate() {
@@ -59,13 +88,9 @@ pub(crate) fn load_config(
         if let Some(b) = &w.body {
             tpl = tpl.body(b.clone());
         }
-        built.push(
-            tpl.build(i as u32)
-                .map_err(|e| format!("bad request: {e}"))?,
-        );
+        built.push(tpl.build(i as u32).map_err(StepError::Request)?);
     }
-    let source = ListSourceFactory::new(built, w.order.clone())
-        .map_err(|e| format!("bad request list: {e}"))?;
+    let source = ListSourceFactory::new(built, w.order.clone()).map_err(StepError::Request)?;
     let model = match rate {
         Some(rate) => LoadModel::Open {
             rate,
@@ -133,7 +158,7 @@ pub(crate) fn cold_request(
     cell: &Cell,
     target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
-) -> Result<ColdFigures, String> {
+) -> Result<ColdFigures, StepError> {
     let mut one = w.clone();
     one.paths.truncate(1);
     one.order = volley_engine::Order::Same;
@@ -156,9 +181,9 @@ pub(crate) fn cold_request(
     )?;
     let wire = wire_for(w, target.addr, target.ca_file.as_deref());
     volley_harness::cold_request(&cfg, &wire)
-        .map_err(|e| format!("cold request: {e}"))?
+        .map_err(StepError::Cold)?
         .figures(target.started_at)
-        .ok_or_else(|| "cold request: the engine recorded no sample".to_string())
+        .ok_or(StepError::NoColdSample)
 }
 
 /// Runs one step against `target`: the warm-up, then the measured load watched by the
@@ -172,7 +197,7 @@ pub(crate) fn run_step(
     target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
     live: &Live,
-) -> Result<JudgedStep, String> {
+) -> Result<JudgedStep, StepError> {
     let timing = &plan.timing;
     let wire = wire_for(w, target.addr, target.ca_file.as_deref());
     if !timing.warmup.is_zero() {
@@ -182,7 +207,7 @@ pub(crate) fn run_step(
         };
         let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
         volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new())
-            .map_err(|e| format!("warm-up: {e}"))?;
+            .map_err(StepError::WarmUp)?;
     }
     let stop = StopCondition {
         requests: w.requests.or(timing.requests),
@@ -224,8 +249,7 @@ pub(crate) fn run_step(
         let live_start = live.snapshot();
         let measured = volley_harness::measure(&run);
         (measured, live_start, live.snapshot())
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     judge(w, rate, plan, &cfg, watched)
 }
 
@@ -240,7 +264,7 @@ fn judge(
         volley_engine::LiveSnapshot,
         volley_engine::LiveSnapshot,
     )>,
-) -> Result<JudgedStep, String> {
+) -> Result<JudgedStep, StepError> {
     let Watched {
         load: (measured, live_start, live_end),
         monitor: report,
@@ -251,7 +275,7 @@ fn judge(
         recorder: mut merged,
         mut info,
         outcome,
-    } = measured.map_err(|e| e.to_string())?;
+    } = measured?;
     if let Some(d) = &died {
         info.notes.push(format!(
             "the target {} (pid {}) died during the step: {}",
@@ -261,8 +285,8 @@ fn judge(
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
-    let histograms = histograms(&merged).map_err(|e| e.to_string())?;
-    let summary = merged.close(&info).map_err(|e| e.to_string())?;
+    let histograms = histograms(&merged)?;
+    let summary = merged.close(&info)?;
 
     // Judgement.
     let windows = judged_windows(&summary);
@@ -303,7 +327,7 @@ fn judge(
         verdict["conn_wait"] = Value::String(note.clone());
         summary.notes.push(note);
     }
-    let mut summary_json = serde_json::to_value(&summary).map_err(|e| e.to_string())?;
+    let mut summary_json = serde_json::to_value(&summary)?;
     if let Some(r) = &report {
         summary_json["monitor"] = serde_json::to_value(&r.summary).unwrap_or(Value::Null);
     }
