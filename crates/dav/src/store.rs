@@ -367,18 +367,17 @@ fn clamp(t: SystemTime) -> SystemTime {
     t.clamp(UNIX_EPOCH, last)
 }
 
-/// RFC 3339 UTC timestamp (`creationdate`).
+/// RFC 3339 UTC timestamp (`creationdate`), whole seconds.
 pub fn rfc3339(t: SystemTime) -> String {
     let t = time::OffsetDateTime::from(clamp(t));
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    // Clamped to years 1970..=9999 and whole seconds, where formatting cannot fail.
+    t.replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

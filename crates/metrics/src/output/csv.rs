@@ -231,16 +231,26 @@ impl Exporter for Csv {
         _repeat: Option<&RepeatSummary>,
         out: &mut dyn Write,
     ) -> Result<(), MetricsError> {
-        let w = |source| MetricsError::Write {
-            format: "csv",
-            source,
-        };
-        writeln!(out, "{}", run_header()).map_err(w)?;
-        for (i, s) in runs.iter().enumerate() {
-            writeln!(out, "{}", run_row(i, s)).map_err(w)?;
-        }
-        Ok(())
+        let rows = runs.iter().enumerate().map(|(i, s)| run_row(i, s));
+        write_table(out, &run_header(), rows)
     }
+}
+
+/// A header line, then one line per row.
+fn write_table(
+    out: &mut dyn Write,
+    header: &str,
+    rows: impl Iterator<Item = String>,
+) -> Result<(), MetricsError> {
+    let w = |source| MetricsError::Write {
+        format: "csv",
+        source,
+    };
+    writeln!(out, "{header}").map_err(w)?;
+    for row in rows {
+        writeln!(out, "{row}").map_err(w)?;
+    }
+    Ok(())
 }
 
 impl Exporter for CsvSeconds {
@@ -250,16 +260,10 @@ impl Exporter for CsvSeconds {
         _repeat: Option<&RepeatSummary>,
         out: &mut dyn Write,
     ) -> Result<(), MetricsError> {
-        let w = |source| MetricsError::Write {
-            format: "csv",
-            source,
-        };
-        writeln!(out, "{SECONDS_HEADER}").map_err(w)?;
-        for (i, s) in runs.iter().enumerate() {
-            for x in &s.seconds {
+        let rows = runs.iter().enumerate().flat_map(|(i, s)| {
+            s.seconds.iter().map(move |x| {
                 let failed: u64 = x.errors.values().sum();
-                writeln!(
-                    out,
+                format!(
                     "{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{}",
                     i + 1,
                     x.second,
@@ -283,10 +287,9 @@ impl Exporter for CsvSeconds {
                     opt(x.cpu_pressure),
                     x.label.name()
                 )
-                .map_err(w)?;
-            }
-        }
-        Ok(())
+            })
+        });
+        write_table(out, SECONDS_HEADER, rows)
     }
 }
 
