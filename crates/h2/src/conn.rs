@@ -563,11 +563,15 @@ impl H2Conn {
         let mut sent = 0;
         let soft_limit = self.settings.max_pending_output_bytes / 2;
         while sent < data.len() {
+            let queued = self.out.len() - self.out_start;
+            // A frame never takes the queue past the soft limit: one frame of the
+            // peer's maximum size would overshoot a small bound by up to 16 KiB.
             let room = stream
                 .send_window
                 .min(self.conn_send_window)
-                .min(self.peer_max_frame as i64);
-            if room <= 0 || self.out.len() - self.out_start >= soft_limit {
+                .min(self.peer_max_frame as i64)
+                .min(soft_limit.saturating_sub(queued) as i64);
+            if room <= 0 {
                 break;
             }
             let n = (data.len() - sent).min(room as usize);
