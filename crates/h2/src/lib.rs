@@ -38,6 +38,8 @@ mod conn;
 mod conn_tests;
 mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hpack;
 
 pub use conn::{

@@ -20,6 +20,8 @@ mod answer;
 mod conn;
 pub mod date;
 pub mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 mod h2;
 pub mod log;
 pub mod parse;
