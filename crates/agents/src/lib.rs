@@ -19,6 +19,7 @@ pub mod bus;
 pub mod clock;
 pub mod coordinator;
 mod error;
+pub mod manifest;
 pub mod merge;
 pub mod msg;
 pub mod phase;
