@@ -25,5 +25,6 @@ pub mod msg;
 pub mod phase;
 pub mod server;
 pub mod share;
+pub mod ssh;
 
 pub use error::AgentsError;
