@@ -442,13 +442,13 @@ fn prepare(cfg: &SshConfig, host: &Host, local_version: &str) -> Result<Prepared
         });
     }
     // Written beside the target and renamed, so a half-copied binary is never run; on
-    // failure the partial file is removed.
+    // failure the partial file (and the directory, if empty) is removed.
     let (dir, tmp) = (
         quote(&cfg.remote_dir),
         quote(&format!("{}.part", cfg.remote_bin())),
     );
     let copy = format!(
-        "mkdir -p {dir} && {{ cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {bin} || {{ rm -f {tmp}; exit 1; }}; }} && {bin} --version"
+        "mkdir -p {dir} && {{ cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {bin} || {{ rm -f {tmp}; rmdir {dir} 2>/dev/null; exit 1; }}; }} && {bin} --version"
     );
     let ran = run_bounded(
         cfg.ssh(host, &copy),

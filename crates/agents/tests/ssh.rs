@@ -63,6 +63,7 @@ struct Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         self.hosts.clear();
+        sh(Command::new("umount").arg(self.dir.join("tiny")));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -73,10 +74,23 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("volley-ssh-{pid}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("remote")).unwrap();
+        std::fs::create_dir_all(dir.join("tiny")).unwrap();
         let mut lab = Lab {
             dir,
             hosts: Vec::new(),
         };
+        // A 64 KiB file system, mounted before the sshds start so their mount
+        // namespaces have it: the "no space" host directory.
+        let tiny = lab.dir.join("tiny");
+        must(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=64k",
+            "tmpfs",
+            tiny.to_str().unwrap(),
+        ]);
         let d = lab.dir.clone();
         for (key, kind) in [
             ("host_key", "ed25519"),
@@ -297,4 +311,19 @@ fn deploy_start_stop_remove_and_faults_name_the_host() {
     for h in &lab.hosts {
         assert!(!h.files.join("bin").exists(), "nothing left on {}", h.addr);
     }
+
+    // A binary larger than the host's free space: one line, and no partial file left.
+    let mut big = lab.config("client_key");
+    big.local_bin = lab.dir.join("local/volley-big");
+    let pad = format!("{FAKE_VOLLEY}# {}\n", "x".repeat(256 * 1024));
+    std::fs::write(&big.local_bin, pad).unwrap();
+    must(&["chmod", "755", big.local_bin.to_str().unwrap()]);
+    big.remote_dir = lab.dir.join("tiny/bin").display().to_string();
+    let e = ssh::deploy(&big, &[lab.host(0)]).unwrap_err();
+    assert!(matches!(e, SshError::NoSpace { .. }), "{e}");
+    assert!(e.to_string().starts_with(&lab.host(0).to_string()), "{e}");
+    assert!(
+        !lab.dir.join("tiny/bin").exists(),
+        "nothing left on the host"
+    );
 }
