@@ -217,6 +217,22 @@ impl SshConfig {
         c.arg("--").arg(dest).arg(script);
         c
     }
+
+    /// Runs `script` on `host` within the bound; a failure is classified, naming `action`.
+    fn run_ok(
+        &self,
+        host: &Host,
+        script: &str,
+        stdin: Option<&Path>,
+        action: &'static str,
+    ) -> Result<Ran, SshError> {
+        let ran = run_bounded(self.ssh(host, script), stdin, host, action, self.bound)?;
+        if ran.status.success() {
+            Ok(ran)
+        } else {
+            Err(classify(host, action, &ran))
+        }
+    }
 }
 
 /// What a finished remote command gave.
@@ -421,10 +437,7 @@ fn local_version(bin: &Path, bound: Duration) -> Result<String, SshError> {
 fn prepare(cfg: &SshConfig, host: &Host, local_version: &str) -> Result<Prepared, SshError> {
     let bin = quote(&cfg.remote_bin());
     let probe = format!("uname -m; if [ -x {bin} ]; then {bin} --version 2>/dev/null; fi; true");
-    let ran = run_bounded(cfg.ssh(host, &probe), None, host, "probe", cfg.bound)?;
-    if !ran.status.success() {
-        return Err(classify(host, "probe", &ran));
-    }
+    let ran = cfg.run_ok(host, &probe, None, "probe")?;
     let mut lines = ran.stdout.lines().map(str::trim);
     let arch = lines.next().unwrap_or_default().to_string();
     if !arch_matches(&arch) {
@@ -450,16 +463,7 @@ fn prepare(cfg: &SshConfig, host: &Host, local_version: &str) -> Result<Prepared
     let copy = format!(
         "mkdir -p {dir} && {{ cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {bin} || {{ rm -f {tmp}; rmdir {dir} 2>/dev/null; exit 1; }}; }} && {bin} --version"
     );
-    let ran = run_bounded(
-        cfg.ssh(host, &copy),
-        Some(&cfg.local_bin),
-        host,
-        "copy",
-        cfg.bound,
-    )?;
-    if !ran.status.success() {
-        return Err(classify(host, "copying the binary", &ran));
-    }
+    let ran = cfg.run_ok(host, &copy, Some(&cfg.local_bin), "copying the binary")?;
     let got = ran.stdout.trim();
     if got != local_version {
         return Err(SshError::Remote {
@@ -554,20 +558,9 @@ impl Deployment {
                 quote(&self.cfg.remote_bin()),
                 quote(&self.cfg.remote_dir)
             );
-            let r = run_bounded(
-                self.cfg.ssh(&p.host, &script),
-                None,
-                &p.host,
-                "remove",
-                self.cfg.bound,
-            )
-            .and_then(|ran| {
-                if ran.status.success() {
-                    Ok(())
-                } else {
-                    Err(classify(&p.host, "removing the binary", &ran))
-                }
-            });
+            let r = self
+                .cfg
+                .run_ok(&p.host, &script, None, "removing the binary");
             if let Err(e) = r {
                 first.get_or_insert(e);
             }
@@ -625,13 +618,9 @@ impl RemoteProcess {
             "kill {pid} 2>/dev/null; i=0; while kill -0 {pid} 2>/dev/null; do \
              i=$((i+1)); [ $i -ge 50 ] && {{ kill -9 {pid}; break; }}; sleep 0.1; done; true"
         );
-        let r = run_bounded(
-            self.cfg.ssh(&self.host, &script),
-            None,
-            &self.host,
-            "stop",
-            self.cfg.bound,
-        );
+        let r = self
+            .cfg
+            .run_ok(&self.host, &script, None, "stopping volley");
         // The connection ends with the process; closing it is bounded either way.
         if wait_bounded(&mut child, Duration::from_secs(5)).is_none() {
             let _ = child.kill();
@@ -639,12 +628,7 @@ impl RemoteProcess {
         if let Some(h) = self.output.take() {
             let _ = h.join();
         }
-        let ran = r?;
-        if ran.status.success() {
-            Ok(())
-        } else {
-            Err(classify(&self.host, "stopping volley", &ran))
-        }
+        r.map(|_| ())
     }
 }
 
