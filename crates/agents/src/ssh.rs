@@ -487,6 +487,9 @@ impl Deployment {
 
     /// Starts `volley ARGS` on host `i` (e.g. `agent --bus URL --name NAME`). The
     /// returned handle holds the ssh connection and the remote pid.
+    ///
+    /// # Panics
+    /// If `i` is not an index of [`Deployment::hosts`].
     pub fn start(&self, i: usize, args: &[&str]) -> Result<RemoteProcess, SshError> {
         let p = &self.hosts[i];
         let argv: Vec<String> = args.iter().map(|a| quote(a)).collect();
