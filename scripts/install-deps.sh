@@ -8,10 +8,12 @@ set -euo pipefail
 
 # The servers volley manages (and their TLS/compression modules) come from one list.
 "$(dirname "$0")/install-servers.sh"
+"$(dirname "$0")/install-k8s-validate.sh"
 
 pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
-      sqlite3 procps iproute2 curl nats-server)
+      sqlite3 procps iproute2 curl nats-server
+      openssh-server)
 
 # h2spec (HTTP/2 conformance, tests/h2spec.rs) is a Go module, pinned.
 H2SPEC_VERSION=v2.2.1+incompatible

@@ -19,10 +19,12 @@ pub mod bus;
 pub mod clock;
 pub mod coordinator;
 mod error;
+pub mod manifest;
 pub mod merge;
 pub mod msg;
 pub mod phase;
 pub mod server;
 pub mod share;
+pub mod ssh;
 
 pub use error::AgentsError;
