@@ -2,8 +2,11 @@
 # Installs, from Debian's packages, everything the test suite and the benchmarks use:
 # the real servers volley manages (nginx, Apache, lighttpd, Caddy), the peers it is
 # compared with (wrk, ab, httperf, h2load), litmus and python3-caldav for the WebDAV and
-# CalDAV checks, and chromium for the HTML report check. Services are *not* left running:
-# volley starts its own copies on loopback with generated configs.
+# CalDAV checks, chromium for the HTML report check, nats-server for the injectors' bus,
+# openssh-server for the SSH-deployed agents' test hosts, h2spec (Go module) for HTTP/2
+# conformance, and kubernetes-validate (PyPI, its own venv) for the agent manifests.
+# No service is started and nothing running is stopped: volley and the tests start their
+# own copies on loopback or in network namespaces, with generated configs.
 set -euo pipefail
 
 # The servers volley manages (and their TLS/compression modules) come from one list.
