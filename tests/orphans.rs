@@ -1,6 +1,6 @@
-//! Nothing orphaned: `kill -9` of `volley bench --target KIND` mid-run leaves no server
-//! process for long (the parent-death signal), and the next volley start removes what
-//! is left (directory, cgroup, any survivor) and says so.
+//! Nothing orphaned: `kill -9` of `volley bench --target KIND` or of `volley study run`
+//! mid-run leaves no server process for long (the parent-death signal), and the next
+//! volley start removes what is left (directory, cgroup, any survivor) and says so.
 //!
 //! Each kind gets its own state directory (`VOLLEY_STATE_DIR`), so this test's sweeps
 //! never touch ledgers of other volleys running on the machine. Waits are bounded; the
@@ -90,10 +90,20 @@ fn paths(ledger: &Value, key: &str) -> Vec<PathBuf> {
 }
 
 fn kill_volley_mid_run(kind: &str) {
+    kill_mid_run(
+        kind,
+        &["bench", "--target", kind, "-c", "1", "-d", "30s", "-k"],
+        &["bench", "--target", kind, "--show-config"],
+    );
+}
+
+/// Runs `volley ARGS` until its target answers, SIGKILLs it, and checks what is left
+/// within 2 s and after the next start (`volley NEXT`, which starts nothing).
+fn kill_mid_run(kind: &str, args: &[&str], next: &[&str]) {
     let state = std::env::temp_dir().join(format!("volley-orphans-{kind}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     let mut child = volley(&state)
-        .args(["bench", "--target", kind, "-c", "1", "-d", "30s", "-k"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -108,7 +118,8 @@ fn kill_volley_mid_run(kind: &str) {
         let mut seen = String::new();
         while r.read_line(&mut line).unwrap_or(0) > 0 {
             seen.push_str(&line);
-            if line.contains("volley: started") {
+            // bench says "started"; a study's first step line starts with "[".
+            if line.contains("volley: started") || line.starts_with('[') {
                 let _ = tx.send(seen.clone());
             }
             line.clear();
@@ -123,7 +134,10 @@ fn kill_volley_mid_run(kind: &str) {
             panic!("{kind}: volley did not start the target within 30 s");
         }
     };
-    assert!(seen.contains("volley: started"), "{kind}: {seen}");
+    assert!(
+        seen.contains("volley: started") || seen.lines().any(|l| l.starts_with('[')),
+        "{kind}: {seen}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let ledger_file = state.join(format!("{vpid}.json"));
     let ledger: Value = serde_json::from_slice(&std::fs::read(&ledger_file).unwrap()).unwrap();
@@ -148,7 +162,7 @@ fn kill_volley_mid_run(kind: &str) {
 
     // The next volley start sweeps (and starts nothing: --show-config).
     let out = volley(&state)
-        .args(["bench", "--target", kind, "--show-config"])
+        .args(next)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
@@ -195,4 +209,41 @@ fn killed_volley_leaves_no_target_behind() {
         }
         kill_volley_mid_run(kind);
     }
+}
+
+/// The study runner starts targets the same way: killed mid-step, it leaves nothing
+/// either. The study's steps are long enough that the kill lands inside the second one.
+#[test]
+fn killed_study_leaves_no_target_behind() {
+    let dir = std::env::temp_dir().join(format!("volley-orphans-study-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.toml");
+    let kinds: Vec<&str> = [("builtin", None), ("nginx", Some("nginx"))]
+        .into_iter()
+        .filter(|(_, p)| p.is_none_or(installed))
+        .map(|(k, _)| k)
+        .collect();
+    for kind in kinds {
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"orphans\"\n[[target]]\nname = \"t\"\nkind = \"{kind}\"\n\
+                 [fixture]\nkind = \"uniserve\"\n[[workload]]\nname = \"w\"\n\
+                 paths = [\"/index1.html\"]\n[load]\nmodel = \"closed\"\nconcurrency = 1\n\
+                 [sweep]\nkeepalive = [true, false]\n[steps]\nduration = \"1s\"\n\
+                 warmup = \"0s\"\ncooldown = \"0s\"\nrepeats = 20\n"
+            ),
+        )
+        .unwrap();
+        let db = dir.join(format!("{kind}.db"));
+        let f = file.to_str().unwrap();
+        let d = db.to_str().unwrap();
+        kill_mid_run(
+            &format!("study-{kind}"),
+            &["study", "run", f, "--db", d],
+            &["study", "run", f, "--dry-run", "--db", d],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
