@@ -55,10 +55,16 @@ pub fn median_ci(values: &[f64], resamples: usize, seed: u64) -> Estimate {
         }
         medians.push(median(&draw));
     }
-    medians.sort_by(f64::total_cmp);
-    let at = |q: f64| medians[((medians.len() - 1) as f64 * q).round() as usize];
+    percentile_interval(m, medians)
+}
+
+/// The point estimate with the 2.5th and 97.5th percentiles of the replicates' statistics
+/// (the percentile bootstrap), shared by the median and the ratio intervals.
+pub(crate) fn percentile_interval(point: f64, mut replicates: Vec<f64>) -> Estimate {
+    replicates.sort_by(f64::total_cmp);
+    let at = |q: f64| replicates[((replicates.len() - 1) as f64 * q).round() as usize];
     Estimate {
-        median: m,
+        median: point,
         lo: at(0.025),
         hi: at(0.975),
     }

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
-use crate::bootstrap::{median, Estimate};
+use crate::bootstrap::{median, percentile_interval, Estimate};
 
 /// Why a ratio could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -62,18 +62,6 @@ pub fn ratio_of_medians_ci(
         ratios.push(median(&da) / median(&db));
     }
     Ok(percentile_interval(point, ratios))
-}
-
-/// The point estimate with the 2.5th and 97.5th percentiles of the replicates' ratios
-/// (the percentile bootstrap), shared by the unpaired and paired intervals.
-fn percentile_interval(point: f64, mut ratios: Vec<f64>) -> Estimate {
-    ratios.sort_by(f64::total_cmp);
-    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-    Estimate {
-        median: point,
-        lo: at(0.025),
-        hi: at(0.975),
-    }
 }
 
 /// The paired variant, for interleaved trials where `pairs[i]` = (A, B) of trial i ran
