@@ -173,24 +173,25 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
         .all(|a| a.final_record.is_some() && a.lost_from_s.is_none() && !a.clock_warning));
 }
 
-/// Runs one agent in this process when the env says so: the kill test's child.
-#[test]
-#[ignore = "the kill test's child process; does nothing without its environment"]
-fn child_agent() {
+/// In the kill test's child process (this test binary re-run with the env set): runs
+/// the victim agent and returns true; in the test itself, false.
+fn run_as_child_agent() -> bool {
     let (Ok(url), Ok(name)) = (
         std::env::var("VOLLEY_TEST_AGENT_URL"),
         std::env::var("VOLLEY_TEST_AGENT_NAME"),
     ) else {
-        return;
+        return false;
     };
     let _ = agent::run(
         &agent_cfg(&url, &name),
         synthetic(StopSeen::default()),
         &mut |_| {},
     );
+    true
 }
 
-/// The child agent: this test binary, running only `child_agent`.
+/// The child agent: this test binary, running only the kill test, with the env that
+/// makes it the victim agent ([`run_as_child_agent`]).
 struct ChildAgent(Child);
 
 impl ChildAgent {
@@ -198,9 +199,8 @@ impl ChildAgent {
         let exe = std::env::current_exe().expect("test binary path");
         let child = Command::new(exe)
             .args([
-                "child_agent",
+                "an_agent_killed_mid_run_degrades_the_run_from_that_second",
                 "--exact",
-                "--ignored",
                 "--test-threads=1",
                 "--quiet",
             ])
@@ -222,6 +222,9 @@ impl Drop for ChildAgent {
 
 #[test]
 fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
+    if run_as_child_agent() {
+        return;
+    }
     let nats = PrivateNats::start().expect("nats-server");
     let mut victim = ChildAgent::spawn(&nats.url(), "victim");
     let agents: Vec<_> = ["a", "b"]
