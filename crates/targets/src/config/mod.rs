@@ -188,34 +188,23 @@ pub const APACHE_MODULES_DIR: &str = "/usr/lib/apache2/modules";
 
 /// Extensions whose Content-Type is written into every config, so no server depends on
 /// a system mime.types file and all answer the same types for the same files. The types
-/// themselves come from `mime_guess`, the table the built-in server and the DAV handler
-/// use too (`.js` is `text/javascript`, RFC 9239).
+/// themselves come from `volley_dav::mime`, the one table the built-in server and the
+/// DAV handler use too (`.js` is `text/javascript`, RFC 9239).
 pub const MIME_EXTENSIONS: [&str; 10] = [
     "html", "htm", "txt", "css", "js", "json", "png", "gif", "jpg", "ics",
 ];
 
 /// `(extension, Content-Type)` for each of [`MIME_EXTENSIONS`], in that order.
 pub fn mime_types() -> impl Iterator<Item = (&'static str, &'static str)> {
-    MIME_EXTENSIONS.iter().map(|e| {
-        (
-            *e,
-            mime_guess::from_ext(e).first_raw().unwrap_or(OCTET_STREAM),
-        )
-    })
+    MIME_EXTENSIONS
+        .iter()
+        .map(|e| (*e, volley_dav::mime::essence(&format!("f.{e}"))))
 }
 
-const OCTET_STREAM: &str = "application/octet-stream";
-
-/// Content-Type a file should be served with, by extension (`mime_guess`'s first
-/// type), `application/octet-stream` when unknown.
+/// Content-Type a file should be served with, by extension (the one table,
+/// `volley_dav::mime`), `application/octet-stream` when unknown.
 pub fn mime_for(path: &str) -> &'static str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    match name.rsplit_once('.') {
-        Some((_, ext)) => mime_guess::from_ext(ext)
-            .first_raw()
-            .unwrap_or(OCTET_STREAM),
-        None => OCTET_STREAM,
-    }
+    volley_dav::mime::essence(path.rsplit('/').next().unwrap_or(path))
 }
 
 /// The file name of the generated configuration inside the private directory.
