@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use volley_harness::{parse_duration, PreparedDocroot, Watch, Watched};
+use volley_harness::{parse_duration, DocrootSource, Watch, Watched};
 use volley_metrics::{Model, Summary};
 use volley_monitor::MonitorReport;
 use volley_targets::config::Compression;
@@ -114,22 +114,13 @@ impl TargetArgs {
     }
 }
 
-/// Where the docroot comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Docroot {
-    /// A directory the user gave (left untouched).
-    Given(PathBuf),
-    /// A fixture set volley generates into a temporary directory and removes at exit.
-    Fixture(volley_fixtures::Fixture),
-}
-
 /// Everything `--target` asks for, resolved: no flag strings left.
 #[derive(Debug, Clone)]
 struct Setup {
     kinds: Vec<TargetKind>,
     limits: ResourceLimits,
     workers: u32,
-    docroot: Docroot,
+    docroot: DocrootSource,
     /// Path and query loaded; the probe validates its file before the load.
     path: String,
     monitor_interval: Duration,
@@ -271,7 +262,7 @@ fn limits(t: &TargetArgs) -> anyhow::Result<(ResourceLimits, Option<Vec<usize>>)
 
 /// Where the docroot comes from, and the path loaded (`--path`, the URL's path, or the
 /// docroot's default file).
-fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(Docroot, String)> {
+fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(DocrootSource, String)> {
     let (docroot, default_path) = match (&t.docroot, t.fixture.as_deref()) {
         (Some(dir), _) => {
             if !dir.is_dir() {
@@ -281,14 +272,20 @@ fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(Docroot,
                 Ok(p) => p,
                 Err(e) => usage!("--docroot {}: {e}", dir.display()),
             };
-            (Docroot::Given(abs), "/index.html")
+            (DocrootSource::Dir(abs), "/index.html")
         }
         (None, None | Some("sizes")) => (
-            Docroot::Fixture(volley_fixtures::Fixture::Sizes),
+            DocrootSource::Fixture {
+                kind: volley_fixtures::Fixture::Sizes,
+                seed: 0,
+            },
             "/700b.html",
         ),
         (None, Some("uniserve")) => (
-            Docroot::Fixture(volley_fixtures::Fixture::Uniserve),
+            DocrootSource::Fixture {
+                kind: volley_fixtures::Fixture::Uniserve,
+                seed: 0,
+            },
             "/index1.html",
         ),
         (None, Some(other)) => {
@@ -451,16 +448,13 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         });
     }
     pin(&setup, show.quiet)?;
-    // `prepared` owns a generated fixture tree (removed on drop) for as long as the
-    // targets serve it.
-    let (prepared, docroot) = match &setup.docroot {
-        Docroot::Fixture(f) => {
-            let p = PreparedDocroot::generate(f, 0, "bench")?;
-            let path = p.path().to_path_buf();
-            (Some(p), path)
-        }
-        Docroot::Given(p) => (None, p.clone()),
-    };
+    // `served` owns a generated fixture tree (removed on drop) for as long as the
+    // targets serve it; bench always names a directory or a fixture, never the default.
+    let served = setup
+        .docroot
+        .prepare("bench")?
+        .ok_or_else(|| anyhow::anyhow!("no docroot to serve"))?;
+    let docroot = served.path().to_path_buf();
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
     let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
@@ -506,7 +500,7 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
     }
     write_files(&load, &setup, &runs, true)?;
-    drop(prepared);
+    drop(served);
     if let Some(e) = failure {
         return Err(e);
     }

@@ -12,6 +12,57 @@ use volley_fixtures::Fixture;
 
 use crate::HarnessError;
 
+/// Where the docroot a managed target serves comes from: the one meaning of "docroot
+/// source" for `volley bench --target` and study files alike.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocrootSource {
+    /// A fixture set volley generates (seeded) into a private temporary directory.
+    Fixture {
+        /// Which set.
+        kind: Fixture,
+        /// Its seed.
+        seed: u64,
+    },
+    /// A directory the user names, served as it is and never modified.
+    Dir(PathBuf),
+    /// The target's own default (a private directory with an index.html).
+    Default,
+}
+
+/// A docroot ready to serve: the user's directory, or a generated tree that lives as long
+/// as this value.
+#[derive(Debug)]
+pub enum ServedDocroot {
+    /// The user's directory.
+    Dir(PathBuf),
+    /// A generated fixture tree (removed on drop).
+    Prepared(PreparedDocroot),
+}
+
+impl ServedDocroot {
+    /// The directory to hand to the target spec.
+    pub fn path(&self) -> &Path {
+        match self {
+            ServedDocroot::Dir(p) => p,
+            ServedDocroot::Prepared(p) => p.path(),
+        }
+    }
+}
+
+impl DocrootSource {
+    /// Makes the docroot ready: generates a fixture (its directory named after `who`),
+    /// or passes the user's directory through. `None` for [`DocrootSource::Default`].
+    pub fn prepare(&self, who: &str) -> Result<Option<ServedDocroot>, HarnessError> {
+        Ok(match self {
+            DocrootSource::Default => None,
+            DocrootSource::Dir(p) => Some(ServedDocroot::Dir(p.clone())),
+            DocrootSource::Fixture { kind, seed } => Some(ServedDocroot::Prepared(
+                PreparedDocroot::generate(kind, *seed, who)?,
+            )),
+        })
+    }
+}
+
 /// A generated fixture tree; the directory goes with the value.
 #[derive(Debug)]
 pub struct PreparedDocroot {

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use cold::{cold_request, ColdFigures, ColdRequest};
-pub use docroot::PreparedDocroot;
+pub use docroot::{DocrootSource, PreparedDocroot, ServedDocroot};
 pub use duration::{parse_duration, DurationError};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
 pub use rest::rest;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use volley_analysis::knee::Capacity;
 use volley_engine::Live;
-use volley_harness::{rest, ColdFigures, PreparedDocroot};
+use volley_harness::{rest, ColdFigures, ServedDocroot};
 use volley_store::{
     NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
 };
@@ -25,7 +25,7 @@ use volley_targets::{
     TargetSpec, TlsSource,
 };
 
-use crate::plan::{fmt_duration as fmt_eta, Docroot, Plan, RateBook, Workload};
+use crate::plan::{fmt_duration as fmt_eta, Plan, RateBook, Workload};
 use crate::spec::Mode;
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
@@ -90,32 +90,6 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The docroot the targets serve: a directory the study names, or a fixture the
-/// harness generates (removed with this value).
-enum Served {
-    Dir(PathBuf),
-    Prepared(PreparedDocroot),
-}
-
-impl Served {
-    fn path(&self) -> &Path {
-        match self {
-            Served::Dir(p) => p,
-            Served::Prepared(p) => p.path(),
-        }
-    }
-}
-
-fn prepare_docroot(d: &Docroot) -> Result<Option<Served>, StudyError> {
-    match d {
-        Docroot::Default => Ok(None),
-        Docroot::Dir(p) => Ok(Some(Served::Dir(p.clone()))),
-        Docroot::Fixture { kind, seed } => PreparedDocroot::generate(kind, *seed, "study")
-            .map(|p| Some(Served::Prepared(p)))
-            .map_err(|e| StudyError::Fixture(e.to_string())),
-    }
 }
 
 /// The target spec of instance `inst`.
@@ -205,14 +179,15 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         name: plan.name.clone(),
         file_text,
     })?;
-    let docroot = match prepare_docroot(&plan.docroot) {
+    let docroot = match plan.docroot.prepare("study") {
         Ok(d) => d,
         Err(e) => {
+            let e = StudyError::Fixture(e.to_string());
             store.finish_study(study, Status::Incomplete)?;
             return Err(e);
         }
     };
-    let docroot_path = docroot.as_ref().map(Served::path);
+    let docroot_path = docroot.as_ref().map(ServedDocroot::path);
     let (running, skipped) = start_targets(plan, docroot_path, volley_exe.as_deref(), &mut note);
     if running.iter().all(Option::is_none) {
         store.finish_study(study, Status::Incomplete)?;

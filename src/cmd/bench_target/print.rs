@@ -15,7 +15,9 @@ use volley_monitor::MonitorReport;
 use volley_targets::config::{self, Placement, ServerSettings, TlsFiles};
 use volley_targets::{ResourceLimits, TargetKind};
 
-use super::{headline, list, Docroot, Setup, TargetRun};
+use volley_harness::DocrootSource;
+
+use super::{headline, list, Setup, TargetRun};
 
 /// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
 pub(super) fn limits_line(l: &ResourceLimits) -> Option<String> {
@@ -387,8 +389,8 @@ fn repeat_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
 /// `--show-config`: the configuration each target would be started with, then exit.
 pub(super) fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
     let docroot = match &setup.docroot {
-        Docroot::Given(p) => p.clone(),
-        Docroot::Fixture(_) => PathBuf::from("DIR/www"),
+        DocrootSource::Dir(p) => p.clone(),
+        DocrootSource::Fixture { .. } | DocrootSource::Default => PathBuf::from("DIR/www"),
     };
     let dir = PathBuf::from("DIR");
     let placement = Placement {

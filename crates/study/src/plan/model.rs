@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use volley_engine::{Arrival, Order};
+use volley_harness::DocrootSource;
 use volley_targets::TargetKind;
 
 use crate::spec::Mode;
@@ -175,22 +176,6 @@ pub struct Timing {
     pub cooldown: Duration,
 }
 
-/// What the managed targets serve.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Docroot {
-    /// Generate this fixture into a temp dir.
-    Fixture {
-        /// Which.
-        kind: volley_fixtures::Fixture,
-        /// Seed.
-        seed: u64,
-    },
-    /// Serve this directory.
-    Dir(std::path::PathBuf),
-    /// The target's own default (a private dir with index.html).
-    Default,
-}
-
 /// Search-mode settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPlan {
@@ -237,7 +222,7 @@ pub struct Plan {
     /// Judging rule for rate steps.
     pub rule: volley_analysis::sustain::Rule,
     /// What to serve.
-    pub docroot: Docroot,
+    pub docroot: DocrootSource,
     /// Search settings (search mode).
     pub search: Option<SearchPlan>,
     /// What managed targets serve.

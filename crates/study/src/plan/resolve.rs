@@ -9,6 +9,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use volley_engine::{Arrival, Order};
+use volley_harness::DocrootSource;
 use volley_targets::TargetKind;
 
 use super::*;
@@ -570,12 +571,12 @@ fn resolve_search(file: &StudyFile, timing: &Timing) -> Result<Option<SearchPlan
 }
 
 /// What the managed targets serve: `[fixture]`'s kind or directory, else their default.
-fn resolve_docroot(file: &StudyFile) -> Result<Docroot, StudyError> {
+fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
     let docroot = match &file.fixture {
-        None => Docroot::Default,
+        None => DocrootSource::Default,
         Some(f) => match (&f.docroot, f.kind) {
-            (Some(d), _) => Docroot::Dir(d.clone()),
-            (None, Some(k)) => Docroot::Fixture {
+            (Some(d), _) => DocrootSource::Dir(d.clone()),
+            (None, Some(k)) => DocrootSource::Fixture {
                 kind: match k {
                     FixtureKind::Uniserve => volley_fixtures::Fixture::Uniserve,
                     FixtureKind::Sizes => volley_fixtures::Fixture::Sizes,
