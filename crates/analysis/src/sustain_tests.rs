@@ -1,0 +1,341 @@
+use super::*;
+
+#[test]
+fn generator_bound_steps_never_count_for_the_server() {
+    assert!(!counts_for_server(Some(Bound::GeneratorBound.label())));
+    assert!(counts_for_server(Some(Bound::ServerBound.label())));
+    assert!(counts_for_server(Some(Bound::Inconclusive.label())));
+    assert!(counts_for_server(None));
+    assert_eq!(Bound::GeneratorBound.label(), "generator-bound");
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// A healthy step at 1000 rps: everything on target, flat in-flight around 5.
+fn healthy() -> StepStats {
+    StepStats {
+        offered_rate_rps: 1000.0,
+        send_rate_rps: 999.8,
+        reply_rate_rps: 999.5,
+        error_share: 0.0,
+        p99_per_window: vec![ms(3); 10],
+        in_flight_per_window: vec![5.0, 6.0, 4.0, 5.0, 5.0, 6.0, 4.0, 5.0, 6.0, 5.0],
+        window: Duration::from_secs(1),
+        send_lag_p99: Some(Duration::from_micros(200)),
+        sched_lag_p99: Some(Duration::from_micros(150)),
+        conn_wait_p99: Some(Duration::from_micros(50)),
+        dispatch_rate_rps: Some(999.9),
+        cap_hits: 0,
+        pool_saturated: false,
+    }
+}
+
+/// The same step as a record made before send lag was split.
+fn legacy(s: StepStats) -> StepStats {
+    StepStats {
+        sched_lag_p99: None,
+        conn_wait_p99: None,
+        dispatch_rate_rps: None,
+        ..s
+    }
+}
+
+#[test]
+fn a_stalling_server_that_holds_the_connections_is_not_a_slow_generator() {
+    // A CPU-capped server stalls 90 ms in every 100: every connection is held,
+    // arrivals queue, requests go out late and below the rate (send rate short,
+    // send lag 90 ms), while the generator dispatched every arrival on time.
+    let stalled = StepStats {
+        send_rate_rps: 940.0,
+        reply_rate_rps: 930.0,
+        send_lag_p99: Some(ms(90)),
+        sched_lag_p99: Some(Duration::from_micros(120)),
+        conn_wait_p99: Some(ms(90)),
+        dispatch_rate_rps: Some(999.9),
+        cap_hits: 40,
+        pool_saturated: true,
+        p99_per_window: vec![ms(120); 10],
+        ..healthy()
+    };
+    let v = judge(&stalled, &rule());
+    assert!(!v.sustainable, "sent below 99% of L: not sustainable");
+    assert!(v
+        .reasons
+        .iter()
+        .any(|r| matches!(r, Reason::SendRateShort { .. })));
+    assert_eq!(v.bound, Bound::ServerBound);
+    // Even without a cap hit and with nothing else against the server.
+    let quiet = StepStats {
+        pool_saturated: false,
+        cap_hits: 0,
+        ..stalled.clone()
+    };
+    assert_eq!(bound_label(&quiet, true), Bound::ServerBound);
+    let note = conn_wait_note(&stalled).unwrap();
+    assert!(note.contains("connection wait p99 90.000 ms"), "{note}");
+    assert!(note.contains("cap was hit 40 time(s)"), "{note}");
+    assert_eq!(conn_wait_note(&healthy()), None);
+    // Judged as before the split, the same step looked like a slow generator.
+    assert_eq!(bound_label(&legacy(quiet), true), Bound::GeneratorBound);
+}
+
+#[test]
+fn the_generators_own_lateness_or_shortfall_is_generator_bound() {
+    // Large scheduler lag: the event loop woke late.
+    let late = StepStats {
+        sched_lag_p99: Some(ms(4)),
+        send_lag_p99: Some(ms(4)),
+        ..healthy()
+    };
+    assert_eq!(judge(&late, &rule()).bound, Bound::GeneratorBound);
+    // Dispatched more than 1% short of the schedule.
+    let short = StepStats {
+        dispatch_rate_rps: Some(980.0),
+        ..healthy()
+    };
+    assert_eq!(judge(&short, &rule()).bound, Bound::GeneratorBound);
+    // Exactly 1% short is still on schedule.
+    let edge = StepStats {
+        dispatch_rate_rps: Some(990.0),
+        ..healthy()
+    };
+    assert_eq!(judge(&edge, &rule()).bound, Bound::ServerBound);
+}
+
+#[test]
+fn an_overload_that_saturates_the_pool_is_the_servers() {
+    // 4000 offered to a 3000 req/s server: the pool fills, arrivals wait for a
+    // connection, so the send rate falls short and the send lag soars.
+    let over = StepStats {
+        offered_rate_rps: 4000.0,
+        send_rate_rps: 3100.0,
+        reply_rate_rps: 3000.0,
+        send_lag_p99: Some(ms(400)),
+        p99_per_window: vec![ms(300); 10],
+        in_flight_per_window: (0..10).map(|i| 50.0 * i as f64).collect(),
+        pool_saturated: true,
+        ..healthy()
+    };
+    let v = judge(&over, &rule());
+    assert!(!v.sustainable);
+    assert_eq!(v.bound, Bound::ServerBound);
+    // The same lateness without a saturated pool is the generator's.
+    let slow_generator = StepStats {
+        pool_saturated: false,
+        sched_lag_p99: Some(ms(400)),
+        dispatch_rate_rps: Some(3100.0),
+        ..over.clone()
+    };
+    assert_eq!(judge(&slow_generator, &rule()).bound, Bound::GeneratorBound);
+    // A saturated pool with nothing against the server: the lag decides as before.
+    let passed = StepStats {
+        pool_saturated: true,
+        send_lag_p99: Some(ms(5)),
+        sched_lag_p99: Some(ms(5)),
+        ..healthy()
+    };
+    let v = judge(&passed, &rule());
+    assert!(v.sustainable);
+    assert_eq!(v.bound, Bound::GeneratorBound);
+}
+
+fn rule() -> Rule {
+    Rule::new(0.001, ms(50))
+}
+
+#[test]
+fn healthy_step_is_sustainable_and_server_bound() {
+    let v = judge(&healthy(), &rule());
+    assert!(v.sustainable, "{v:?}");
+    assert!(v.reasons.is_empty());
+    assert_eq!(v.bound, Bound::ServerBound);
+    assert!(!v.trend.unwrap().rising);
+}
+
+#[test]
+fn each_criterion_fails_on_its_own() {
+    let mut s = healthy();
+    s.reply_rate_rps = 985.0;
+    let v = judge(&s, &rule());
+    assert!(!v.sustainable);
+    assert!(
+        matches!(v.reasons[..], [Reason::ReplyRateShort { .. }]),
+        "{v:?}"
+    );
+    assert_eq!(v.bound, Bound::ServerBound);
+
+    let mut s = healthy();
+    s.error_share = 0.01;
+    assert!(matches!(
+        judge(&s, &rule()).reasons[..],
+        [Reason::TooManyErrors { .. }]
+    ));
+
+    let mut s = healthy();
+    s.p99_per_window[7] = ms(80);
+    let v = judge(&s, &rule());
+    match &v.reasons[..] {
+        [Reason::P99OverSlo {
+            worst_p99,
+            window_index,
+            ..
+        }] => {
+            assert_eq!((*worst_p99, *window_index), (ms(80), 7));
+        }
+        other => panic!("unexpected reasons {other:?}"),
+    }
+
+    let mut s = healthy();
+    s.send_rate_rps = 980.0;
+    let v = judge(&s, &rule());
+    assert!(
+        matches!(v.reasons[..], [Reason::SendRateShort { .. }]),
+        "{v:?}"
+    );
+    // Dispatched on time: the sends were held back by busy connections.
+    assert_eq!(v.bound, Bound::ServerBound);
+    // Dispatched short as well: the generator fell behind.
+    s.dispatch_rate_rps = Some(980.0);
+    assert_eq!(judge(&s, &rule()).bound, Bound::GeneratorBound);
+}
+
+#[test]
+fn exactly_99_percent_passes_and_just_below_fails() {
+    let mut s = healthy();
+    s.send_rate_rps = 990.0;
+    s.reply_rate_rps = 990.0;
+    assert!(judge(&s, &rule()).sustainable);
+    s.reply_rate_rps = 989.9;
+    assert!(!judge(&s, &rule()).sustainable);
+}
+
+#[test]
+fn overload_queue_growth_is_a_rising_trend() {
+    // Past capacity: 1000 offered, 950 served -> the queue grows ~50 per second.
+    let mut s = healthy();
+    s.in_flight_per_window = (0..10)
+        .map(|i| 5.0 + 50.0 * i as f64 + (i % 3) as f64)
+        .collect();
+    let v = judge(&s, &rule());
+    assert!(!v.sustainable);
+    match &v.reasons[..] {
+        [Reason::InFlightRising(t)] => {
+            assert!((t.slope_per_s - 50.0).abs() < 1.0, "{t:?}");
+            assert!(t.t_stat > t.t_critical);
+        }
+        other => panic!("unexpected reasons {other:?}"),
+    }
+}
+
+#[test]
+fn small_significant_drift_is_not_a_trend() {
+    // A perfectly steady drift of 0.01 request/s over 10 s: significant, but 0.1 request.
+    let series: Vec<f64> = (0..10).map(|i| 10.0 + 0.01 * i as f64).collect();
+    let t = trend(&series, Duration::from_secs(1), &TrendRule::default()).unwrap();
+    assert!(t.t_stat > t.t_critical);
+    assert!(!t.rising);
+}
+
+#[test]
+fn large_noisy_wobble_without_slope_is_not_a_trend() {
+    let series = [0.0, 40.0, 2.0, 38.0, 1.0, 41.0, 0.0, 39.0, 3.0, 37.0];
+    let t = trend(&series, Duration::from_secs(1), &TrendRule::default()).unwrap();
+    assert!(!t.rising, "{t:?}");
+}
+
+#[test]
+fn known_slope_and_t_statistic() {
+    // y = 2 t exactly on t = 0, 1, 2, 3: slope 2, zero residual -> infinite t.
+    let t = trend(
+        &[0.0, 2.0, 4.0, 6.0],
+        Duration::from_secs(1),
+        &TrendRule::default(),
+    )
+    .unwrap();
+    assert!((t.slope_per_s - 2.0).abs() < 1e-12);
+    assert_eq!(t.t_stat, f64::INFINITY);
+    assert!((t.rise_requests - 8.0).abs() < 1e-12);
+    assert!(t.rising);
+    // Half-second windows: the same series is a slope of 4 per second.
+    let t = trend(&[0.0, 2.0, 4.0, 6.0], ms(500), &TrendRule::default()).unwrap();
+    assert!((t.slope_per_s - 4.0).abs() < 1e-12);
+    assert!(trend(&[1.0, 2.0], Duration::from_secs(1), &TrendRule::default()).is_none());
+}
+
+#[test]
+fn t_quantiles_match_the_table_and_expansion() {
+    assert_eq!(t_one_sided_95(1), 6.314);
+    assert_eq!(t_one_sided_95(30), 1.697);
+    // Published values: df 40 -> 1.684, df 120 -> 1.658.
+    assert!((t_one_sided_95(40) - 1.684).abs() < 2e-3);
+    assert!((t_one_sided_95(120) - 1.658).abs() < 2e-3);
+    assert!(t_one_sided_95(0).is_infinite());
+}
+
+#[test]
+fn short_or_invalid_steps_are_never_sustainable() {
+    let mut s = healthy();
+    s.p99_per_window.truncate(2);
+    let v = judge(&s, &rule());
+    assert!(
+        matches!(
+            v.reasons[..],
+            [Reason::TooFewWindows {
+                windows: 2,
+                required: 5
+            }]
+        ),
+        "{v:?}"
+    );
+
+    let mut s = healthy();
+    s.reply_rate_rps = f64::NAN;
+    let v = judge(&s, &rule());
+    assert!(!v.sustainable);
+    assert!(v.reasons.contains(&Reason::InvalidFigures));
+
+    let mut s = healthy();
+    s.offered_rate_rps = 0.0;
+    assert!(!judge(&s, &rule()).sustainable);
+    assert_eq!(judge(&s, &rule()).bound, Bound::Inconclusive);
+}
+
+#[test]
+fn send_lag_limit_is_max_of_1ms_and_1pct_of_interval() {
+    assert_eq!(send_lag_limit(1000.0), ms(1)); // 1% of 1 ms = 10 us < 1 ms
+    assert_eq!(send_lag_limit(5.0), ms(2)); // 1% of 200 ms
+    assert_eq!(send_lag_limit(0.0), ms(1));
+}
+
+#[test]
+fn bound_labels() {
+    let mut s = legacy(healthy());
+    s.send_lag_p99 = Some(ms(3));
+    assert_eq!(bound_label(&s, true), Bound::GeneratorBound);
+    s.send_lag_p99 = Some(Duration::from_micros(700)); // grey zone: above half of 1 ms
+    assert_eq!(bound_label(&s, true), Bound::ServerBound);
+    assert_eq!(bound_label(&s, false), Bound::Inconclusive);
+    s.send_lag_p99 = None;
+    assert_eq!(bound_label(&s, true), Bound::Inconclusive);
+    s.send_lag_p99 = Some(Duration::from_micros(100));
+    assert_eq!(bound_label(&s, false), Bound::ServerBound);
+}
+
+#[test]
+fn verdict_round_trips_through_json() {
+    let mut s = healthy();
+    s.error_share = 0.5;
+    let v = judge(&s, &rule());
+    let json = serde_json::to_string(&v).unwrap();
+    assert!(json.contains("\"reason\":\"too_many_errors\""), "{json}");
+    let back: Verdict = serde_json::from_str(&json).unwrap();
+    // serde_json parses floats to within one ulp, so compare the exact parts exactly.
+    assert_eq!(
+        (back.sustainable, &back.reasons, back.bound),
+        (v.sustainable, &v.reasons, v.bound)
+    );
+    let (tb, tv) = (back.trend.unwrap(), v.trend.unwrap());
+    assert!((tb.rise_requests - tv.rise_requests).abs() < 1e-12);
+}
