@@ -25,6 +25,9 @@ pub enum MetricsError {
         /// The other recorder's boundary, ns.
         b_ns: u64,
     },
+    /// A recorder snapshot does not have the recorder's shape.
+    #[error("malformed recorder snapshot: {0}")]
+    Snapshot(&'static str),
     /// Writing an export failed.
     #[error("cannot write {format} output: {source}")]
     Write {

@@ -20,6 +20,9 @@ pub mod wire;
 
 pub use error::MetricsError;
 pub use label::{Bound, Verdict};
-pub use recorder::{ClosedSecond, Counts, Metric, Recorder, Warmup};
+pub use recorder::{
+    ClosedSecond, Counts, Metric, Recorder, RecorderSnapshot, SecondJoiner, SecondStream,
+    StreamedSecond, Warmup,
+};
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
 pub use wire::{FirstRequest, H2Report, TlsReport, WireReport};

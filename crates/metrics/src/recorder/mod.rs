@@ -44,6 +44,11 @@ use std::time::Duration;
 use volley_engine::{ErrorKind, Sample, Sink};
 
 mod merge;
+mod snapshot;
+mod stream;
+
+pub use snapshot::RecorderSnapshot;
+pub use stream::{SecondJoiner, SecondStream, StreamedSecond};
 
 use merge::join_second;
 
@@ -98,7 +103,7 @@ impl Metric {
 }
 
 /// Counters of one window (a second, or the whole run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     /// Samples whose `done_ns` fell in the window, whatever their outcome.
     pub completed: u64,
@@ -148,7 +153,7 @@ impl Counts {
 }
 
 /// The generator's resource use over one closed second (worker 0 only).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct SecondResources {
     /// CPU cores' worth of process time used (user + sys / wall).
     pub cpu_cores_used: f64,
@@ -251,7 +256,7 @@ impl Default for RunTotals {
 
 /// What happened before the warm-up boundary: kept out of every measured figure, but
 /// reported (in a summary note) so a reader can see the transient that was excluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Warmup {
     /// Samples whose intended instant fell before the boundary (any outcome).
     pub samples: u64,
@@ -323,6 +328,9 @@ pub struct Recorder {
     pub(crate) warmup_ns: u64,
     /// What the warm-up saw.
     pub(crate) warm: Warmup,
+    /// Where each closed window is also sent while the run goes (the agent's live
+    /// per-second records); `None` for every other caller.
+    stream: Option<SecondStream>,
 }
 
 impl Default for Recorder {
@@ -365,6 +373,7 @@ impl Recorder {
             error: None,
             warmup_ns: 0,
             warm: Warmup::default(),
+            stream: None,
         }
     }
 
@@ -493,6 +502,9 @@ impl Recorder {
                 service_is_response: same && !self.live[Metric::Response as usize].is_empty(),
                 resources: self.live_resources.take(),
             };
+            if let Some(stream) = &self.stream {
+                stream.send(self.current, Some(closed.clone()));
+            }
             // A second can be closed twice only if samples arrive after `finish`; keep
             // one entry per second so merging by index stays a simple join.
             match self.closed.last_mut() {
@@ -507,6 +519,8 @@ impl Recorder {
                 }
                 _ => self.closed.push(closed),
             }
+        } else if let Some(stream) = &self.stream {
+            stream.send(self.current, None);
         }
         self.live_counts = Counts::default();
         for h in self.live.iter_mut() {

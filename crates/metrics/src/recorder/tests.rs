@@ -219,3 +219,84 @@ fn memory_is_flat_in_requests() {
     let per_second = r.stored_bytes() / r.closed_seconds().len();
     assert!(per_second < 1_000, "stored {per_second} bytes per second");
 }
+
+/// Two workers' worth of samples over three seconds, with one error.
+fn busy(worker: u64) -> Recorder {
+    let mut r = Recorder::new();
+    for i in 0..30u64 {
+        let mut s = ok(50 + i * 100 + worker, 5 + i % 7);
+        if i == 17 {
+            s.error = Some(ErrorKind::Status);
+            s.status = 503;
+        }
+        r.record(&s);
+    }
+    r
+}
+
+fn summary_json(r: Recorder) -> serde_json::Value {
+    let info = crate::summary::tests::info(crate::Model::Closed, 3_000);
+    serde_json::to_value(r.close(&info).unwrap()).unwrap()
+}
+
+#[test]
+fn a_snapshot_rebuilds_the_same_summary() {
+    let snap = busy(0).snapshot().unwrap();
+    let back = Recorder::from_snapshot(snap, 0).unwrap();
+    assert_eq!(summary_json(back), summary_json(busy(0)));
+}
+
+#[test]
+fn a_shifted_snapshot_moves_every_window_and_merges_by_instant() {
+    let snap = busy(0).snapshot().unwrap();
+    let moved = Recorder::from_snapshot(snap, 4).unwrap();
+    let seconds: Vec<u64> = moved.closed_seconds().iter().map(|c| c.second).collect();
+    assert_eq!(seconds, vec![4, 5, 6]);
+    assert_eq!(moved.sent_by_second[..4], [0, 0, 0, 0]);
+    let mut merged = busy(1);
+    merged.merge(moved).unwrap();
+    assert_eq!(merged.completed(), 60);
+    let seconds: Vec<u64> = merged.closed_seconds().iter().map(|c| c.second).collect();
+    assert_eq!(seconds, vec![0, 1, 2, 4, 5, 6], "shifted windows stay apart");
+}
+
+#[test]
+fn streamed_windows_are_joined_once_each_and_add_up_to_the_merge() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut a = Recorder::new().with_stream(SecondStream::new(0, tx.clone()));
+    let mut b = Recorder::new().with_stream(SecondStream::new(1, tx));
+    let mut joiner = SecondJoiner::new(2);
+    let mut released: Vec<ClosedSecond> = Vec::new();
+    let mut drain = |j: &mut SecondJoiner, out: &mut Vec<ClosedSecond>| {
+        while let Ok(s) = rx.try_recv() {
+            out.extend(j.push(s).unwrap());
+        }
+    };
+    for i in 0..30u64 {
+        a.record(&ok(50 + i * 100, 5));
+        if i < 12 {
+            b.record(&ok(60 + i * 100, 9));
+        }
+    }
+    drain(&mut joiner, &mut released);
+    // b is still in second 1 (it has not closed it): nothing past second 0 is whole.
+    assert_eq!(
+        released.iter().map(|c| c.second).collect::<Vec<_>>(),
+        vec![0]
+    );
+    b.tick(2_100_000_000);
+    drain(&mut joiner, &mut released);
+    assert_eq!(released.len(), 2, "b's tick closes second 1 and releases it");
+    a.finish();
+    b.finish();
+    drain(&mut joiner, &mut released);
+    released.extend(joiner.finish());
+    let seconds: Vec<u64> = released.iter().map(|c| c.second).collect();
+    assert_eq!(seconds, vec![0, 1, 2], "each second once, in order");
+    let streamed: u64 = released.iter().map(|c| c.counts.completed).sum();
+    a.drop_stream();
+    b.drop_stream();
+    let merged = Recorder::merge_all(vec![a, b]).unwrap();
+    assert_eq!(streamed, merged.completed());
+    assert_eq!(streamed, 42);
+}
