@@ -40,6 +40,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Render a run's report (HTML, Markdown, JSON) from the results store.
     Report(cmd::report::Args),
+    /// Be one injector of a multi-injector run: join the bus and run the share assigned.
+    Agent(cmd::agent::Args),
     /// Deploy injectors on other machines: `agents manifest` writes Kubernetes manifests.
     Agents(cmd::agents::Args),
 }
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::History(a) => cmd::history::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
         Command::Agents(a) => cmd::agents::run(a),
     };
     exit::finish(result)

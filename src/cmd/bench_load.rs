@@ -696,6 +696,7 @@ pub fn run_once(
         warmup: spec.warmup,
         url: spec.url.clone(),
         method: spec.method.clone(),
+        stream: None,
     };
     // Generator headroom: sampled before the run, once a second on its own thread, and
     // at the end. Unreadable /proc (not Linux) leaves `headroom` null, never fails a run.

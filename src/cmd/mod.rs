@@ -1,5 +1,6 @@
 //! One module per subcommand; each has `Args` (raw flags) and `run(Args)`.
 
+pub mod agent;
 pub mod agents;
 pub mod bench;
 pub mod bench_load;

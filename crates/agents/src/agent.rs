@@ -15,10 +15,11 @@ use crate::msg::{
     self, subject, Assignment, Counters, Ending, FinalRecord, Heartbeat, Hello, ProbeReply,
     ProbeRequest, Ready, SecondRecord, Stop, PROTO,
 };
+use crate::load::ShareRecord;
 use crate::AgentsError;
 use futures::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
@@ -87,6 +88,7 @@ pub struct LoadCtx {
     stop: Arc<AtomicBool>,
     records: mpsc::UnboundedSender<SecondRecord>,
     name: String,
+    share: Arc<Mutex<Option<ShareRecord>>>,
 }
 
 impl LoadCtx {
@@ -103,6 +105,13 @@ impl LoadCtx {
     /// Whole seconds since T0 of an intended send instant: the key of its window.
     pub fn second_of(&self, intended: Instant) -> u64 {
         intended.saturating_duration_since(self.t0).as_secs()
+    }
+
+    /// Keeps the whole share, sent with the final record.
+    pub fn finish_with(&self, record: ShareRecord) {
+        if let Ok(mut s) = self.share.lock() {
+            *s = Some(record);
+        }
     }
 
     /// Hands one closed second to the agent to publish (its `agent` and `proto` are
@@ -238,6 +247,7 @@ impl BusWatch {
 struct Started {
     stop: Arc<AtomicBool>,
     records: mpsc::UnboundedReceiver<SecondRecord>,
+    share: Arc<Mutex<Option<ShareRecord>>>,
 }
 
 /// Starts the load thread: it sleeps to the deadline (watching the stop flag), then
@@ -258,6 +268,8 @@ where
     let t0 = deadline.at.checked_sub(delay).unwrap_or(deadline.at);
     let name = cfg.name.clone();
     let flag = stop.clone();
+    let share = Arc::new(Mutex::new(None));
+    let kept = share.clone();
     std::thread::Builder::new()
         .name(format!("agent-load-{name}"))
         .spawn(move || {
@@ -275,6 +287,7 @@ where
                     stop: flag,
                     records: tx,
                     name,
+                    share: kept,
                 };
                 load(ctx)
             };
@@ -284,7 +297,14 @@ where
             action: "starting the load thread",
             source,
         })?;
-    Ok((Started { stop, records }, done))
+    Ok((
+        Started {
+            stop,
+            records,
+            share,
+        },
+        done,
+    ))
 }
 
 /// What the agent has sent so far.
@@ -384,6 +404,12 @@ async fn stream(
         totals: sent.totals,
         ending,
         error: result.as_ref().err().map(|e| e.to_string()),
+        share: started
+            .share
+            .lock()
+            .ok()
+            .and_then(|mut s| s.take())
+            .map(Box::new),
     };
     bus.publish(subject::stream(run, &cfg.name, "final"), &fin)
         .await?;

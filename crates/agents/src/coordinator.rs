@@ -16,6 +16,7 @@ use crate::msg::{
     Stop, PROTO,
 };
 use crate::phase::{self, Phase};
+use crate::load::LoadSpec;
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
 use std::collections::BTreeMap;
@@ -52,6 +53,8 @@ pub struct CoordinatorConfig {
     pub late_grace: Duration,
     /// The longest the collection may last after T0.
     pub run_bound: Duration,
+    /// What every agent loads (`None`: the agents' load functions know).
+    pub load: Option<LoadSpec>,
 }
 
 impl CoordinatorConfig {
@@ -73,6 +76,7 @@ impl CoordinatorConfig {
             lost_after: Duration::from_secs(3),
             late_grace: Duration::from_secs(2),
             run_bound: Duration::from_secs(86_400),
+            load: None,
         }
     }
 }
@@ -284,6 +288,7 @@ async fn assign(
             t0_ns,
             offset_ns: offset.offset_ns,
             delay_ms,
+            load: cfg.load.clone(),
         };
         let ready = bus
             .request::<_, Ready>(subject::assign(&name), &a, cfg.request_bound)

@@ -63,6 +63,18 @@ pub enum AgentsError {
         /// What the agents' windows add up to.
         sum: u64,
     },
+    /// The merged recorders hold another count than the streamed seconds (a bug, or a
+    /// record lost on the bus).
+    #[error("merged recorders hold {merged} requests, the streamed seconds {streamed}")]
+    WholeMismatch {
+        /// What the merged recorders hold.
+        merged: u64,
+        /// What the agents' streamed seconds add up to.
+        streamed: u64,
+    },
+    /// A summary could not be derived from the agents' recorders.
+    #[error("summary: {0}")]
+    Summary(String),
     /// The NATS client failed (connect, publish, subscribe, request, flush).
     #[error("bus: {action}: {detail}")]
     Bus {

@@ -18,6 +18,7 @@ pub mod agent;
 pub mod bus;
 pub mod clock;
 pub mod coordinator;
+pub mod load;
 mod error;
 pub mod manifest;
 pub mod merge;
@@ -26,5 +27,6 @@ pub mod phase;
 pub mod server;
 pub mod share;
 pub mod ssh;
+pub mod whole;
 
 pub use error::AgentsError;

@@ -201,6 +201,10 @@ pub struct Assignment {
     pub offset_ns: i64,
     /// Its own start after T0 (staggered starts), milliseconds.
     pub delay_ms: u64,
+    /// What to load (`None`: the caller's load function knows; the tests' synthetic
+    /// loads).
+    #[serde(default)]
+    pub load: Option<crate::load::LoadSpec>,
 }
 message!(Assignment, "assignment");
 
@@ -310,6 +314,9 @@ pub struct FinalRecord {
     pub ending: Ending,
     /// The load function's error, when it failed.
     pub error: Option<String>,
+    /// Its whole share as bytes, when the load kept one.
+    #[serde(default)]
+    pub share: Option<Box<crate::load::ShareRecord>>,
 }
 message!(FinalRecord, "final record", agent);
 

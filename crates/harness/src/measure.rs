@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
 
-use volley_metrics::{resources, MetricsError, Model, Recorder, RunInfo};
+use volley_metrics::{resources, MetricsError, Model, Recorder, RunInfo, SecondStream};
 
 /// Why a run could not be measured (failed requests are data, never this).
 #[derive(Debug, Error)]
@@ -42,6 +42,9 @@ pub struct Measure<'a> {
     pub url: String,
     /// The method the summary names.
     pub method: String,
+    /// Where each worker's closed windows are also sent while the run goes (the
+    /// injector agent publishes them); `None` for bench and study steps.
+    pub stream: Option<std::sync::mpsc::Sender<volley_metrics::StreamedSecond>>,
 }
 
 /// A finished run, not yet closed: callers add notes to `info`, read histograms from
@@ -72,7 +75,13 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         let r = volley_engine::run_with(
             m.cfg,
             m.wire,
-            |w| Recorder::for_worker(w).with_warmup(warmup),
+            |w| {
+                let r = Recorder::for_worker(w).with_warmup(warmup);
+                match &m.stream {
+                    Some(tx) => r.with_stream(SecondStream::new(w, tx.clone())),
+                    None => r,
+                }
+            },
             m.live,
         );
         done.store(true, Ordering::Relaxed);
@@ -94,7 +103,10 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
     };
     let sinks = std::mem::take(&mut outcome.sinks);
     let info = run_info(m, &outcome, sinks.len(), cpu_ns, cpu_pressure);
-    let recorder = Recorder::merge_all(sinks)?;
+    let mut recorder = Recorder::merge_all(sinks)?;
+    // Every window has been sent by now; the caller's receiver sees the channel close
+    // once its own sender goes.
+    recorder.drop_stream();
     Ok(MeasuredRun {
         recorder,
         info,
@@ -230,6 +242,7 @@ mod tests {
             warmup: Duration::ZERO,
             url: format!("http://{addr}/"),
             method: "GET".into(),
+            stream: None,
         })
         .unwrap();
         server.join().unwrap();

@@ -233,6 +233,7 @@ pub(crate) fn run_step(
             w.paths[0]
         ),
         method: w.method.clone(),
+        stream: None,
     };
     // A monitor that cannot start (no /proc) leaves the step without server figures,
     // which is recorded by the absence of the "monitor" key, not an error.

@@ -35,7 +35,7 @@ mod close;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The load model as the summary reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Model {
     /// Each connection sends its next request when the previous one finishes.
@@ -50,7 +50,7 @@ pub enum Model {
 }
 
 /// What the engine and the CLI know about a run that the samples do not carry.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RunInfo {
     /// Target URL as given.
     pub url: String,

@@ -1,0 +1,125 @@
+//! The whole run's summaries: one per injector and one merged, from the recorders the
+//! agents sent with their final records.
+//!
+//! Place in the flow: after [`crate::coordinator::coordinate`], before the store. Each
+//! agent's recorder closes into its own summary on its own time base, as `volley bench`
+//! would show it; the merged run is every recorder moved by its agent's start offset
+//! and added ([`volley_metrics::Recorder::merge`]: histograms added, never averaged),
+//! then closed once. The merged request count is checked against the sum of the
+//! per-second records the agents streamed.
+
+use volley_metrics::{Recorder, RunInfo, Summary};
+
+use crate::coordinator::RunResult;
+use crate::AgentsError;
+
+/// An injector's own figures.
+#[derive(Debug, Clone)]
+pub struct InjectorSummary {
+    /// Its name.
+    pub name: String,
+    /// Its start after T0, whole seconds.
+    pub offset_s: u64,
+    /// Its summary, on its own time base.
+    pub summary: Summary,
+}
+
+/// The merged run and each injector's.
+#[derive(Debug, Clone)]
+pub struct WholeRun {
+    /// Every agent that sent its recorder, merged.
+    pub merged: Summary,
+    /// Each of them.
+    pub injectors: Vec<InjectorSummary>,
+    /// Requests in the seconds the agents streamed (equal to `merged`'s count unless a
+    /// record was lost on the bus, which a note in `merged` then says).
+    pub streamed_requests: u64,
+    /// Agents that finished without a recorder (lost, failed): their streamed seconds
+    /// are in the phases, not in `merged`.
+    pub without_record: Vec<String>,
+}
+
+fn metrics(e: volley_metrics::MetricsError) -> AgentsError {
+    AgentsError::Summary(e.to_string())
+}
+
+/// The run facts of the merged run: sums of the agents' resources, the longest span.
+fn merged_info(infos: &[(u64, &RunInfo)]) -> Option<RunInfo> {
+    let (_, first) = infos.first()?;
+    let mut m = (*first).clone();
+    let sum_opt = |f: &dyn Fn(&RunInfo) -> Option<u64>| -> Option<u64> {
+        infos.iter().map(|(_, i)| f(i)).sum::<Option<u64>>()
+    };
+    m.threads = infos.iter().map(|(_, i)| i.threads).sum();
+    m.connections = infos.iter().map(|(_, i)| i.connections).sum();
+    m.max_connections = infos.iter().map(|(_, i)| i.max_connections).sum();
+    m.elapsed_ns = infos
+        .iter()
+        .map(|(o, i)| o * 1_000_000_000 + i.elapsed_ns)
+        .max()
+        .unwrap_or(0);
+    m.connections_opened = infos.iter().map(|(_, i)| i.connections_opened).sum();
+    m.max_open_connections = infos.iter().map(|(_, i)| i.max_open_connections).sum();
+    m.cap_hits = infos.iter().map(|(_, i)| i.cap_hits).sum();
+    m.stopped_early = infos.iter().any(|(_, i)| i.stopped_early);
+    m.cpu_ns = sum_opt(&|i| i.cpu_ns);
+    m.cpu_pressure = infos
+        .iter()
+        .filter_map(|(_, i)| i.cpu_pressure)
+        .reduce(f64::max);
+    m.cores = infos.iter().map(|(_, i)| i.cores).sum();
+    m.notes = Vec::new();
+    Some(m)
+}
+
+/// Closes every agent's recorder and the merged one (see the module doc).
+pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
+    let mut injectors = Vec::new();
+    let mut shifted = Vec::new();
+    let mut infos = Vec::new();
+    let mut without_record = Vec::new();
+    for a in &r.agents {
+        let Some(rec) = a.final_record.as_ref().and_then(|f| f.share.as_deref()) else {
+            without_record.push(a.name.clone());
+            continue;
+        };
+        let own = Recorder::from_snapshot(rec.recorder.clone(), 0).map_err(metrics)?;
+        injectors.push(InjectorSummary {
+            name: a.name.clone(),
+            offset_s: rec.offset_s,
+            summary: own.close(&rec.info).map_err(metrics)?,
+        });
+        shifted.push(Recorder::from_snapshot(rec.recorder.clone(), rec.offset_s).map_err(metrics)?);
+        infos.push((rec.offset_s, &rec.info));
+    }
+    let info = merged_info(&infos).ok_or(AgentsError::Summary(
+        "no agent sent its recorder: nothing to merge".into(),
+    ))?;
+    let merged = Recorder::merge_all(shifted).map_err(metrics)?;
+    let streamed: u64 = r
+        .merged
+        .agents
+        .iter()
+        .filter(|s| !without_record.contains(&s.agent))
+        .flat_map(|s| s.received.values())
+        .map(|x| x.record.counters.requests)
+        .sum();
+    let mut info = info;
+    if merged.completed() != streamed {
+        // Kept, and said: the recorders are the complete record; the live seconds are
+        // what the phases are cut from.
+        info.notes.push(
+            AgentsError::WholeMismatch {
+                merged: merged.completed(),
+                streamed,
+            }
+            .to_string(),
+        );
+    }
+    Ok(WholeRun {
+        streamed_requests: streamed,
+        merged: merged.close(&info).map_err(metrics)?,
+        injectors,
+        without_record,
+    })
+}

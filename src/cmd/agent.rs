@@ -1,0 +1,85 @@
+//! `volley agent --bus URL [--name NAME]`: one injector. It joins the bus, waits for
+//! its assignment, runs its share through the harness (`volley_agents::load`), streams
+//! each second, and exits when the run is over: 0 done or stopped by the coordinator,
+//! 1 when the bus was lost (its load stopped first) or the load failed, 2 on usage.
+
+use std::process::ExitCode;
+
+use volley_agents::agent::{self, AgentConfig, AgentEvent};
+use volley_agents::AgentsError;
+use volley_harness::parse_duration;
+
+use crate::exit::usage;
+
+/// Flags of `volley agent`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The bus, `nats://HOST:PORT`.
+    #[arg(long)]
+    bus: String,
+    /// Its name on the bus (default `HOST-PID`); unique among the agents of a run.
+    #[arg(long)]
+    name: Option<String>,
+    /// How long to wait for an assignment.
+    #[arg(long, default_value = "1h")]
+    wait: String,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().replace(['.', '*', '>', ' '], "-"))
+        .unwrap_or_default();
+    let host = if host.is_empty() { "agent".into() } else { host };
+    format!("{host}-{}", std::process::id())
+}
+
+/// Runs `volley agent`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.bus.starts_with("nats://") {
+        usage!("--bus must be a nats://HOST:PORT URL, got '{}'", args.bus);
+    }
+    let wait = match parse_duration(&args.wait) {
+        Ok(d) if !d.is_zero() => d,
+        _ => usage!("--wait must be a duration such as 30s or 1h, got '{}'", args.wait),
+    };
+    let name = args.name.unwrap_or_else(default_name);
+    if let Err(e) = volley_agents::msg::check_token("agent name", &name) {
+        usage!("--name: {e}");
+    }
+    let mut cfg = AgentConfig::new(&args.bus, &name);
+    cfg.assign_bound = wait;
+    let quiet = args.quiet;
+    let mut say = |e: AgentEvent| {
+        if quiet {
+            return;
+        }
+        match e {
+            AgentEvent::Joined => eprintln!("volley agent {name}: on the bus {}", args.bus),
+            AgentEvent::Assigned { run, late_ms } if late_ms > 0 => {
+                eprintln!("volley agent {name}: run {run}, starting {late_ms} ms late")
+            }
+            AgentEvent::Assigned { run, .. } => eprintln!("volley agent {name}: run {run}"),
+            AgentEvent::Stopped(why) => eprintln!("volley agent {name}: stopped ({why})"),
+            AgentEvent::BusLost => eprintln!("volley agent {name}: bus lost, load stopped"),
+        }
+    };
+    match agent::run(&cfg, volley_agents::load::run_share, &mut say) {
+        Ok(o) => {
+            if !quiet {
+                eprintln!(
+                    "volley agent {name}: run {} over ({:?}), {} seconds sent",
+                    o.run, o.ending, o.records_sent
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(AgentsError::BusLost) => {
+            eprintln!("volley agent {name}: the bus was lost; the load was stopped");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
