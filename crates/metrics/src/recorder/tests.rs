@@ -267,7 +267,7 @@ fn streamed_windows_are_joined_once_each_and_add_up_to_the_merge() {
     let mut b = Recorder::new().with_stream(SecondStream::new(1, tx));
     let mut joiner = SecondJoiner::new(2);
     let mut released: Vec<ClosedSecond> = Vec::new();
-    let mut drain = |j: &mut SecondJoiner, out: &mut Vec<ClosedSecond>| {
+    let drain = |j: &mut SecondJoiner, out: &mut Vec<ClosedSecond>| {
         while let Ok(s) = rx.try_recv() {
             out.extend(j.push(s).unwrap());
         }
