@@ -55,6 +55,9 @@ pub struct CoordinatorConfig {
     pub run_bound: Duration,
     /// What every agent loads (`None`: the agents' load functions know).
     pub load: Option<LoadSpec>,
+    /// Raised from outside (Ctrl-C, the target died): the agents are told to stop and
+    /// their data up to then is collected.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl CoordinatorConfig {
@@ -77,6 +80,7 @@ impl CoordinatorConfig {
             late_grace: Duration::from_secs(2),
             run_bound: Duration::from_secs(86_400),
             load: None,
+            stop: None,
         }
     }
 }
@@ -207,7 +211,10 @@ async fn gather(
     enough(cfg, names)
 }
 
-fn enough(cfg: &CoordinatorConfig, names: Vec<String>) -> Result<Vec<String>, AgentsError> {
+fn enough(cfg: &CoordinatorConfig, mut names: Vec<String>) -> Result<Vec<String>, AgentsError> {
+    // Shares and start delays follow the names' order, not the order the agents
+    // happened to join in: `inj2` before `inj10`, so a staggered run starts as named.
+    names.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
     if names.len() >= cfg.min_agents.max(1) {
         Ok(names)
     } else {
@@ -355,7 +362,20 @@ async fn collect(
             .iter()
             .any(|a| a.final_record.is_none() && a.lost_from_s.is_none())
     };
+    let mut told_to_stop = false;
     while open(agents) && Instant::now() < until {
+        let stop_now = cfg
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+        if stop_now && !told_to_stop {
+            told_to_stop = true;
+            let stop = Stop {
+                proto: PROTO,
+                reason: "the study was stopped".into(),
+            };
+            let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+        }
         if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
             if let Some((i, kind)) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
                 last_heard[i] = Instant::now();

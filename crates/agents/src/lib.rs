@@ -19,6 +19,7 @@ pub mod bus;
 pub mod clock;
 pub mod coordinator;
 pub mod load;
+pub mod local;
 mod error;
 pub mod manifest;
 pub mod merge;

@@ -32,11 +32,14 @@ impl PrivateNats {
 
     /// Starts the given `nats-server` binary.
     pub fn start_bin(bin: &str) -> Result<Self, AgentsError> {
-        let mut child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", "-1"])
+        let mut cmd = Command::new(bin);
+        cmd.args(["-a", "127.0.0.1", "-p", "-1"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A private bus ends with its volley, even one killed by SIGKILL.
+        crate::local::die_with_parent(&mut cmd);
+        let mut child = cmd
             .spawn()
             .map_err(|source| AgentsError::Io {
                 action: "starting nats-server",

@@ -25,14 +25,17 @@ pub struct InjectorSummary {
 }
 
 /// The merged run and each injector's.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WholeRun {
-    /// Every agent that sent its recorder, merged.
-    pub merged: Summary,
+    /// Every agent that sent its recorder, merged (not closed: the caller judges and
+    /// closes it as it does a single injector's).
+    pub merged: Recorder,
+    /// The run facts to close `merged` with.
+    pub info: RunInfo,
     /// Each of them.
     pub injectors: Vec<InjectorSummary>,
     /// Requests in the seconds the agents streamed (equal to `merged`'s count unless a
-    /// record was lost on the bus, which a note in `merged` then says).
+    /// record was lost on the bus, which a note in `info` then says).
     pub streamed_requests: u64,
     /// Agents that finished without a recorder (lost, failed): their streamed seconds
     /// are in the phases, not in `merged`.
@@ -118,7 +121,8 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
     }
     Ok(WholeRun {
         streamed_requests: streamed,
-        merged: merged.close(&info).map_err(metrics)?,
+        merged,
+        info,
         injectors,
         without_record,
     })

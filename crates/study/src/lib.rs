@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod injected;
 pub mod outcome;
 pub mod plan;
 pub mod runner;

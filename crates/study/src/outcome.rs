@@ -37,11 +37,11 @@ fn ci_text(values: &[f64], digits: usize) -> String {
 
 /// One line of the table: the steps of one target instance, workload, concurrency and
 /// keep-alive (the rate varies inside a group).
-type GroupKey = (usize, usize, u32, bool);
+type GroupKey = (usize, usize, u32, bool, Option<u32>);
 
 fn key_of(plan: &Plan, cell: usize) -> GroupKey {
     let c = &plan.cells[cell];
-    (c.instance, c.workload, c.concurrency, c.keepalive)
+    (c.instance, c.workload, c.concurrency, c.keepalive, c.injectors)
 }
 
 /// The summary table, one line per result: `steps` measured and, in search mode, the
@@ -61,7 +61,7 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         }
     }
     for &key in &keys {
-        let (inst, wl, conc, ka) = key;
+        let (inst, wl, conc, ka, inj) = key;
         let group: Vec<&StepOutcome> = steps
             .iter()
             .filter(|s| key_of(plan, s.cell) == key)
@@ -70,7 +70,11 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
             "{:<28} {:<10} {:<18}",
             plan.instance_label(inst),
             plan.workloads[wl].name,
-            format!("c={conc} ka={}", if ka { "on" } else { "off" })
+            format!(
+                "c={conc} ka={}{}",
+                if ka { "on" } else { "off" },
+                inj.map(|k| format!(" inj={k}")).unwrap_or_default()
+            )
         );
         let result = if group.is_empty() {
             "(not run)".to_string()
@@ -194,7 +198,7 @@ fn closed_result(server: &[&StepOutcome], excluded: usize) -> String {
 /// USL per (instance, workload, keepalive) over concurrency.
 fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut String) {
     let mut usl_keys: Vec<(usize, usize, bool)> = Vec::new();
-    for &(i, w, _, k) in keys {
+    for &(i, w, _, k, _) in keys {
         if !usl_keys.contains(&(i, w, k)) {
             usl_keys.push((i, w, k));
         }

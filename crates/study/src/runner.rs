@@ -549,7 +549,15 @@ impl StudyRun<'_> {
                 });
             }
             let w = &plan.workloads[cell.workload];
-            let r = run_step(w, cell, rate, plan, target, self.stop, &live);
+            let r = match cell.injectors {
+                Some(k) => {
+                    let run_id = format!("p{}s{}", std::process::id(), self.order);
+                    crate::injected::run_injected(
+                        w, cell, k, rate, plan, target, self.stop, self.exe, &run_id,
+                    )
+                }
+                None => run_step(w, cell, rate, plan, target, self.stop, &live),
+            };
             done.store(true, Ordering::Relaxed);
             r
         });
@@ -652,7 +660,11 @@ fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) -> String {
         "{} {}{}{} c={} ka={}",
         plan.instance_label(cell.instance),
         plan.workloads[cell.workload].name,
-        rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+        rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
+            + &cell
+                .injectors
+                .map(|k| format!(" injectors={k}"))
+                .unwrap_or_default(),
         if repeat > 0 {
             format!(" #{}", repeat + 1)
         } else {
@@ -684,6 +696,9 @@ fn step_parameters(
         extra: serde_json::Map::new(),
     };
     params.extra.insert("axis".into(), json!(plan.axis));
+    if let Some(k) = cell.injectors {
+        params.extra.insert("injectors".into(), json!(k));
+    }
     params.extra.insert("phase".into(), json!(phase));
     params.extra.insert("order".into(), json!(order));
     params

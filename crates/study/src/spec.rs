@@ -47,6 +47,62 @@ pub struct StudyFile {
     /// Options of search mode.
     #[serde(default)]
     pub search: SearchDef,
+    /// Several injectors at once (agents on a private bus), one more sweep axis.
+    #[serde(default)]
+    pub injectors: Option<InjectorsDef>,
+}
+
+/// `[injectors]`: how many injectors load the target at once, and how they start.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectorsDef {
+    /// Injector counts: one value or a list (a sweep axis).
+    pub count: CountAxis,
+    /// `"together"` (the default) or `"stagger"`.
+    #[serde(default)]
+    pub start: Option<String>,
+    /// With `start = "stagger"` (or alone): injector `i` starts `i * stagger` after T0;
+    /// whole seconds.
+    #[serde(default)]
+    pub stagger: Option<String>,
+    /// `"local"` (processes on this host); `"netns"`, `"ssh"`, `"kubernetes"` are not
+    /// available in study files yet.
+    #[serde(default)]
+    pub placement: Option<String>,
+    /// `"split"` (the default: the step's requests, rate and connections are the sum
+    /// over the injectors) or `"each"` (every injector gets the step's figures, as in
+    /// seed 003's power test where each sent 5000 requests).
+    #[serde(default)]
+    pub share: Option<String>,
+    /// Start with at least this many when not all are ready within the bound.
+    #[serde(default)]
+    pub min_agents: Option<u32>,
+}
+
+/// One count or a list of counts.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum CountAxis {
+    /// One value.
+    One(u32),
+    /// A list.
+    Many(Vec<u32>),
+}
+
+impl Default for CountAxis {
+    fn default() -> Self {
+        CountAxis::One(1)
+    }
+}
+
+impl CountAxis {
+    /// The values in order.
+    pub fn values(&self) -> Vec<u32> {
+        match self {
+            CountAxis::One(n) => vec![*n],
+            CountAxis::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// Sweep every point, or search for the capacity.

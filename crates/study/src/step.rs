@@ -14,8 +14,8 @@ use volley_engine::{
     BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
-use volley_harness::{ColdFigures, Measure, MeasuredRun, Watch, Watched};
-use volley_metrics::{hist, Metric, Recorder, Summary};
+use volley_harness::{ColdFigures, Measure, Watch, Watched};
+use volley_metrics::{hist, Metric, Recorder, RunInfo, Summary};
 use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
 use volley_targets::RunningTarget;
 
@@ -48,6 +48,12 @@ pub enum StepError {
     /// The summary could not be serialised for the store.
     #[error("summary: {0}")]
     Json(#[from] serde_json::Error),
+    /// The injectors could not be started, coordinated or merged.
+    #[error("injectors: {0}")]
+    Agents(#[source] volley_agents::AgentsError),
+    /// The step cannot be run by injectors as planned.
+    #[error("injectors: {0}")]
+    Injectors(String),
 }
 
 /// The measured and judged step, ready for the store.
@@ -186,6 +192,29 @@ pub(crate) fn cold_request(
         .ok_or(StepError::NoColdSample)
 }
 
+/// The plan's warm-up: load, not measurement (nothing recorded).
+pub(crate) fn warm_up(
+    w: &Workload,
+    cell: &Cell,
+    rate: Option<f64>,
+    plan: &Plan,
+    target: &RunningTarget,
+    stop_flag: &Arc<AtomicBool>,
+) -> Result<(), StepError> {
+    let timing = &plan.timing;
+    if timing.warmup.is_zero() {
+        return Ok(());
+    }
+    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let warm = StopCondition {
+        requests: None,
+        duration: Some(timing.warmup),
+    };
+    let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
+    volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new()).map_err(StepError::WarmUp)?;
+    Ok(())
+}
+
 /// Runs one step against `target`: the warm-up, then the measured load watched by the
 /// harness (monitor, throttling, death watch), then the judgement. `rate` is the offered
 /// rate of an open-loop step; `stop_flag` is the study's (Ctrl-C).
@@ -200,15 +229,7 @@ pub(crate) fn run_step(
 ) -> Result<JudgedStep, StepError> {
     let timing = &plan.timing;
     let wire = wire_for(w, target.addr, target.ca_file.as_deref());
-    if !timing.warmup.is_zero() {
-        let warm = StopCondition {
-            requests: None,
-            duration: Some(timing.warmup),
-        };
-        let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
-        volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new())
-            .map_err(StepError::WarmUp)?;
-    }
+    warm_up(w, cell, rate, plan, target, stop_flag)?;
     let stop = StopCondition {
         requests: w.requests.or(timing.requests),
         duration: if rate.is_some() {
@@ -251,38 +272,77 @@ pub(crate) fn run_step(
         let measured = volley_harness::measure(&run);
         (measured, live_start, live.snapshot())
     })?;
-    judge(w, rate, plan, &cfg, watched)
+    let Watched {
+        load: (measured, live_start, live_end),
+        monitor,
+        throttling,
+        died,
+    } = watched;
+    let loaded = measured.map_err(StepError::from).map(|m| {
+        let open_in_flight = mean_in_flight(&live_start, &live_end, m.info.elapsed_ns);
+        Loaded {
+            recorder: m.recorder,
+            info: m.info,
+            stopped_early: m.outcome.stopped_early,
+            open_in_flight,
+            closed_in_flight: cfg.connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
+            extra: Vec::new(),
+        }
+    });
+    judge(
+        rate,
+        plan,
+        Watched {
+            load: loaded,
+            monitor,
+            throttling,
+            died,
+        },
+    )
+}
+
+/// A measured load ready to judge: from one process, or merged from several injectors.
+pub(crate) struct Loaded {
+    /// The merged recorder (not closed).
+    pub recorder: Recorder,
+    /// The facts it closes with.
+    pub info: RunInfo,
+    /// The load ended before its stop condition.
+    pub stopped_early: bool,
+    /// Open loop: mean requests in flight over the step (for Little's check), if known.
+    pub open_in_flight: Option<f64>,
+    /// Closed loop: requests always outstanding (connections x streams).
+    pub closed_in_flight: f64,
+    /// More keys for the stored summary (injectors, phases).
+    pub extra: Vec<(&'static str, Value)>,
 }
 
 /// The step's summary, verdict, series and histograms from its watched run.
-fn judge(
-    w: &Workload,
+pub(crate) fn judge(
     rate: Option<f64>,
     plan: &Plan,
-    cfg: &LoadConfig,
-    watched: Watched<(
-        Result<MeasuredRun, volley_harness::MeasureError>,
-        volley_engine::LiveSnapshot,
-        volley_engine::LiveSnapshot,
-    )>,
+    watched: Watched<Result<Loaded, StepError>>,
 ) -> Result<JudgedStep, StepError> {
     let Watched {
-        load: (measured, live_start, live_end),
+        load: loaded,
         monitor: report,
         throttling,
         died,
     } = watched;
-    let MeasuredRun {
+    let Loaded {
         recorder: mut merged,
         mut info,
-        outcome,
-    } = measured?;
+        stopped_early,
+        open_in_flight,
+        closed_in_flight,
+        extra,
+    } = loaded?;
     if let Some(d) = &died {
         info.notes.push(format!(
             "the target {} (pid {}) died during the step: {}",
             d.kind, d.pid, d.exit_status
         ));
-    } else if outcome.stopped_early {
+    } else if stopped_early {
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
@@ -297,8 +357,8 @@ fn judge(
     // or is opening its connection for one. Open loop: the workers' time integral of
     // their in-flight counts over the step, divided by its length.
     let observed_in_flight = match rate {
-        None => Some(cfg.connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64),
-        Some(_) => mean_in_flight(&live_start, &live_end, info.elapsed_ns),
+        None => Some(closed_in_flight),
+        Some(_) => open_in_flight,
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
@@ -329,6 +389,9 @@ fn judge(
         summary.notes.push(note);
     }
     let mut summary_json = serde_json::to_value(&summary)?;
+    for (k, v) in extra {
+        summary_json[k] = v;
+    }
     if let Some(r) = &report {
         summary_json["monitor"] = serde_json::to_value(&r.summary).unwrap_or(Value::Null);
     }

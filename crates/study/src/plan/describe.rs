@@ -71,12 +71,15 @@ impl Plan {
         );
         let line = |c: &Cell| {
             format!(
-                "{} {}{} c={} ka={}",
+                "{} {}{} c={} ka={}{}",
                 self.instance_label(c.instance),
                 self.workloads[c.workload].name,
                 c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
                 c.concurrency,
-                if c.keepalive { "on" } else { "off" }
+                if c.keepalive { "on" } else { "off" },
+                c.injectors
+                    .map(|k| format!(" injectors={k}"))
+                    .unwrap_or_default()
             )
         };
         if let Some(s) = &self.search {

@@ -142,6 +142,19 @@ pub struct Cell {
     pub concurrency: u32,
     /// Client keep-alive.
     pub keepalive: bool,
+    /// Injectors (agents) that share the step's load; `None`: volley loads in-process.
+    pub injectors: Option<u32>,
+}
+
+/// How a study's injectors run (`[injectors]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InjectorsPlan {
+    /// Injector `i` starts `i * stagger` after T0 (zero: together).
+    pub stagger: Duration,
+    /// Every injector gets the step's figures (`share = "each"`) instead of a segment.
+    pub each: bool,
+    /// Start with at least this many (default: all).
+    pub min_agents: Option<u32>,
 }
 
 /// One step to run: a cell's `repeat`-th run at position `order`.
@@ -223,6 +236,8 @@ pub struct Plan {
     pub rule: volley_analysis::sustain::Rule,
     /// What to serve.
     pub docroot: DocrootSource,
+    /// Several injectors, when the study has an `[injectors]` table.
+    pub injectors: Option<InjectorsPlan>,
     /// Search settings (search mode).
     pub search: Option<SearchPlan>,
     /// What managed targets serve.

@@ -184,6 +184,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
     let docroot = resolve_docroot(file)?;
+    let injectors = resolve_injectors(file)?;
     let axis = primary_axis(&cells, &instances, &targets);
     Ok(Plan {
         name: file.name.clone(),
@@ -197,10 +198,87 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         timing,
         rule,
         docroot,
+        injectors,
         search,
         serve,
         axis,
     })
+}
+
+/// `[injectors]`, checked; every key error names the key.
+fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyError> {
+    let Some(d) = &file.injectors else {
+        return Ok(None);
+    };
+    let counts = d.count.values();
+    if counts.is_empty() || counts.contains(&0) {
+        return Err(invalid("injectors.count values must be at least 1"));
+    }
+    if file.mode == Mode::Search {
+        return Err(invalid(
+            "injectors: a capacity search runs one injector; use mode = \"sweep\"",
+        ));
+    }
+    match d.placement.as_deref().unwrap_or("local") {
+        "local" => {}
+        p @ ("netns" | "ssh" | "kubernetes") => {
+            return Err(invalid(format!(
+                "injectors.placement = \"{p}\" is not available in study files yet; use \"local\""
+            )))
+        }
+        other => {
+            return Err(invalid(format!(
+                "injectors.placement must be \"local\", got \"{other}\""
+            )))
+        }
+    }
+    let stagger = match (d.start.as_deref(), d.stagger.as_deref()) {
+        (Some("together") | None, None) => Duration::ZERO,
+        (Some("together"), Some(_)) => {
+            return Err(invalid(
+                "injectors: start = \"together\" and a stagger contradict each other",
+            ))
+        }
+        (Some("stagger") | None, Some(t)) => {
+            let d = spec::parse_duration(t)
+                .map_err(|e| invalid(format!("injectors.stagger: {e}")))?;
+            if d.subsec_nanos() != 0 || d.is_zero() {
+                return Err(invalid(format!(
+                    "injectors.stagger must be a whole number of seconds (1s, 2s, ...), got \"{t}\""
+                )));
+            }
+            d
+        }
+        (Some("stagger"), None) => {
+            return Err(invalid("injectors: start = \"stagger\" needs stagger = \"1s\" (or more)"))
+        }
+        (Some(other), _) => {
+            return Err(invalid(format!(
+                "injectors.start must be \"together\" or \"stagger\", got \"{other}\""
+            )))
+        }
+    };
+    let each = match d.share.as_deref().unwrap_or("split") {
+        "split" => false,
+        "each" => true,
+        other => {
+            return Err(invalid(format!(
+                "injectors.share must be \"split\" or \"each\", got \"{other}\""
+            )))
+        }
+    };
+    if let Some(m) = d.min_agents {
+        if m == 0 || counts.iter().any(|&c| m > c) {
+            return Err(invalid(
+                "injectors.min_agents must be at least 1 and at most every count",
+            ));
+        }
+    }
+    Ok(Some(InjectorsPlan {
+        stagger,
+        each,
+        min_agents: d.min_agents,
+    }))
 }
 
 /// The `[[target]]`s, checked, filtered by the `target` sweep axis.
@@ -459,17 +537,24 @@ fn resolve_cells(
         } else {
             vec![None]
         };
+        let injector_counts: Vec<Option<u32>> = match &file.injectors {
+            Some(d) => d.count.values().into_iter().map(Some).collect(),
+            None => vec![None],
+        };
         for &ka in &keepalives {
             for &c in &concs {
                 for &r in &rates {
-                    for ii in 0..instances {
-                        cells.push(Cell {
-                            instance: ii,
-                            workload: wi,
-                            rate: r,
-                            concurrency: c,
-                            keepalive: ka,
-                        });
+                    for &k in &injector_counts {
+                        for ii in 0..instances {
+                            cells.push(Cell {
+                                instance: ii,
+                                workload: wi,
+                                rate: r,
+                                concurrency: c,
+                                keepalive: ka,
+                                injectors: k,
+                            });
+                        }
                     }
                 }
             }
@@ -641,6 +726,8 @@ fn primary_axis(cells: &[Cell], instances: &[Instance], targets: &[Target]) -> &
         "rate"
     } else if varies(cells.iter().map(|c| c.concurrency)) {
         "concurrency"
+    } else if varies(cells.iter().map(|c| c.injectors)) {
+        "injectors"
     } else if varies(instances.iter().map(|i| i.cpu_quota.map(f64::to_bits))) {
         "cpu_quota"
     } else if varies(instances.iter().map(|i| i.cores)) {

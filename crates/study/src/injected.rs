@@ -1,0 +1,235 @@
+//! A step loaded by several injectors at once: `volley agent` processes on this host
+//! joined by a private NATS bus, coordinated, merged exactly, and cut into phases.
+//!
+//! Place in the flow: the study's alternative to [`crate::step::run_step`] for a cell
+//! with `injectors = k`. The same harness watches the target (monitor, throttling,
+//! death watch); instead of one in-process measured run, the coordinator splits the
+//! step's load into `k` exact shares, starts the agents together or staggered, collects
+//! their per-second records and recorders, and the merged recorder is judged like any
+//! step. The stored summary gains `injectors[]` (each injector's own summary, clock
+//! offset and share) and `phases[]` (docs/methodology.md, "Several injectors").
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use volley_agents::coordinator::{self, CoordinatorConfig, RunResult};
+use volley_agents::load::LoadSpec;
+use volley_agents::local::LocalAgents;
+use volley_agents::server::PrivateNats;
+use volley_agents::share::Whole;
+use volley_agents::whole::{self, WholeRun};
+use volley_agents::AgentsError;
+use volley_engine::{Arrival, Order};
+use volley_harness::{Watch, Watched};
+use volley_targets::RunningTarget;
+
+use crate::plan::{Cell, Plan, Workload};
+use crate::step::{judge, JudgedStep, Loaded, StepError};
+
+/// How long a local agent may take to start and join the bus.
+const READY_BOUND: Duration = Duration::from_secs(30);
+
+/// The spec every agent of the step loads.
+fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
+    let (order, seed) = match &w.order {
+        Order::Same => ("same", w.load.seed),
+        Order::Sequential { .. } => ("sequential", w.load.seed),
+        Order::Random { seed } | Order::Weighted { seed, .. } => ("random", *seed),
+    };
+    LoadSpec {
+        addr: target.addr.to_string(),
+        method: w.method.clone(),
+        paths: w.paths.clone(),
+        headers: w.headers.clone(),
+        order: order.into(),
+        seed,
+        keep_alive: cell.keepalive,
+        threads: w.load.threads,
+        arrival: match w.load.arrival {
+            Arrival::Constant => "constant".into(),
+            Arrival::Poisson => "poisson".into(),
+        },
+        timeout_ms: w.load.timeout.as_millis() as u64,
+    }
+}
+
+/// What the injectors are asked to do in all.
+fn whole_of(w: &Workload, cell: &Cell, k: u32, rate: Option<f64>, plan: &Plan, each: bool) -> Whole {
+    let times = if each { u64::from(k) } else { 1 };
+    let timing = &plan.timing;
+    let duration = if rate.is_some() {
+        timing.rate_duration
+    } else {
+        timing.duration
+    };
+    Whole {
+        requests: w.requests.or(timing.requests).map(|n| n * times),
+        rate_rps: rate.map(|r| r * times as f64),
+        connections: u64::from(cell.concurrency) * times,
+        duration_ms: duration.map(|d| d.as_millis() as u64),
+    }
+}
+
+/// Checks what the bus cannot: a wire the agents do not speak, too few connections.
+fn check(w: &Workload, whole: &Whole, k: u32) -> Result<(), StepError> {
+    let def = &w.load.wire;
+    if def.tls || def.h2_streams.is_some() || def.compressed.is_some() || w.body.is_some() {
+        return Err(StepError::Injectors(
+            "injectors send plain HTTP/1.1 requests without a body for now (no tls, http2, compression or body)"
+                .into(),
+        ));
+    }
+    if whole.connections < u64::from(k) {
+        return Err(StepError::Injectors(format!(
+            "{k} injectors need at least {k} connections, the step has {} (raise concurrency or use share = \"each\")",
+            whole.connections
+        )));
+    }
+    Ok(())
+}
+
+/// Runs one step with `k` local injectors (see the module doc).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_injected(
+    w: &Workload,
+    cell: &Cell,
+    k: u32,
+    rate: Option<f64>,
+    plan: &Plan,
+    target: &RunningTarget,
+    stop_flag: &Arc<AtomicBool>,
+    exe: Option<&Path>,
+    run_id: &str,
+) -> Result<JudgedStep, StepError> {
+    let inj = plan
+        .injectors
+        .as_ref()
+        .ok_or_else(|| StepError::Injectors("the plan has no [injectors]".into()))?;
+    let whole = whole_of(w, cell, k, rate, plan, inj.each);
+    check(w, &whole, k)?;
+    crate::step::warm_up(w, cell, rate, plan, target, stop_flag)?;
+    // `None` means this executable, as for the built-in target (tests pass the binary).
+    let current;
+    let exe = match exe {
+        Some(e) => e,
+        None => {
+            current = std::env::current_exe()
+                .map_err(|e| StepError::Injectors(format!("cannot find the volley executable: {e}")))?;
+            current.as_path()
+        }
+    };
+    let nats = PrivateNats::start().map_err(StepError::Agents)?;
+    let names: Vec<String> = (1..=k).map(|i| format!("inj{i}")).collect();
+    let mut agents = LocalAgents::spawn(exe, &nats.url(), &names, READY_BOUND.as_secs() * 2)
+        .map_err(StepError::Agents)?;
+    let load_stop = Arc::new(AtomicBool::new(false));
+    let mut cfg = CoordinatorConfig::new(&nats.url(), run_id, whole, k as usize);
+    cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
+    cfg.ready_bound = READY_BOUND;
+    cfg.stagger = inj.stagger;
+    cfg.load = Some(load_spec(w, cell, target));
+    cfg.stop = Some(Arc::clone(&load_stop));
+    let watch = Watch {
+        target,
+        monitor_interval: Duration::from_secs(1),
+        monitor_required: false,
+        load_stop,
+        outside_stop: Arc::clone(stop_flag),
+    };
+    let watched = volley_harness::watch(&watch, || coordinate(&cfg))?;
+    agents.stop();
+    drop(nats);
+    let Watched {
+        load,
+        monitor,
+        throttling,
+        died,
+    } = watched;
+    let loaded = load.map(|(result, whole)| loaded(&result, whole, cell, w));
+    judge(
+        rate,
+        plan,
+        Watched {
+            load: loaded,
+            monitor,
+            throttling,
+            died,
+        },
+    )
+}
+
+fn coordinate(cfg: &CoordinatorConfig) -> Result<(RunResult, WholeRun), StepError> {
+    let result = coordinator::coordinate(cfg, &mut |_| {}).map_err(StepError::Agents)?;
+    let whole = whole::summarise(&result).map_err(StepError::Agents)?;
+    Ok((result, whole))
+}
+
+/// The merged run as a step's load, with the injectors' own figures and the phases.
+fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
+    let mut info = whole.info;
+    for a in &r.agents {
+        if let Some(from) = a.lost_from_s {
+            info.notes.push(format!(
+                "injector {} was lost from second {from}: the run is degraded from there; its data up to then is kept",
+                a.name
+            ));
+        }
+        if a.clock_warning {
+            info.notes.push(format!(
+                "injector {}'s clock is {:.1} ms off (round trip {:.1} ms)",
+                a.name,
+                a.clock.offset_ns as f64 / 1e6,
+                a.clock.rtt_ns as f64 / 1e6
+            ));
+        }
+    }
+    let injectors: Vec<Value> = r
+        .agents
+        .iter()
+        .map(|a| {
+            let own = whole.injectors.iter().find(|i| i.name == a.name);
+            json!({
+                "name": a.name,
+                "share": a.share,
+                "delay_ms": a.delay_ms,
+                "late_ms": a.late_ms,
+                "clock": a.clock,
+                "clock_warning": a.clock_warning,
+                "lost_from_s": a.lost_from_s,
+                "ending": a.final_record.as_ref().map(|f| f.ending),
+                "offset_s": own.map(|i| i.offset_s),
+                "summary": own.map(|i| serde_json::to_value(&i.summary).unwrap_or(Value::Null)),
+            })
+        })
+        .collect();
+    let bound = r.phases.iter().any(|p| p.generator_bound);
+    let stopped_early = info.stopped_early;
+    Loaded {
+        recorder: whole.merged,
+        info,
+        stopped_early,
+        open_in_flight: None,
+        closed_in_flight: f64::from(cell.concurrency)
+            * w.load.wire.h2_streams.unwrap_or(1) as f64,
+        extra: vec![
+            ("injectors", Value::Array(injectors)),
+            ("phases", serde_json::to_value(&r.phases).unwrap_or(Value::Null)),
+            (
+                "phases_note",
+                json!("each injector's first and last active seconds are left out of the phase they fall in (it started or stopped inside them)"),
+            ),
+            ("degraded_from_s", json!(r.merged.degraded_from_s)),
+            ("streamed_requests", json!(whole.streamed_requests)),
+            ("generator_bound_phase", json!(bound)),
+        ],
+    }
+}
+
+impl From<AgentsError> for StepError {
+    fn from(e: AgentsError) -> Self {
+        StepError::Agents(e)
+    }
+}
