@@ -32,7 +32,11 @@ fn default_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().replace(['.', '*', '>', ' '], "-"))
         .unwrap_or_default();
-    let host = if host.is_empty() { "agent".into() } else { host };
+    let host = if host.is_empty() {
+        "agent".into()
+    } else {
+        host
+    };
     format!("{host}-{}", std::process::id())
 }
 
@@ -43,7 +47,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let wait = match parse_duration(&args.wait) {
         Ok(d) if !d.is_zero() => d,
-        _ => usage!("--wait must be a duration such as 30s or 1h, got '{}'", args.wait),
+        _ => usage!(
+            "--wait must be a duration such as 30s or 1h, got '{}'",
+            args.wait
+        ),
     };
     let name = args.name.unwrap_or_else(default_name);
     if let Err(e) = volley_agents::msg::check_token("agent name", &name) {

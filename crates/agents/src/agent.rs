@@ -11,11 +11,11 @@
 
 use crate::bus::{self, Bus, Incoming};
 use crate::clock::{self, Deadline};
+use crate::load::ShareRecord;
 use crate::msg::{
     self, subject, Assignment, Counters, Ending, FinalRecord, Heartbeat, Hello, ProbeReply,
     ProbeRequest, Ready, SecondRecord, Stop, PROTO,
 };
-use crate::load::ShareRecord;
 use crate::AgentsError;
 use futures::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};

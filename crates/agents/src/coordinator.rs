@@ -10,13 +10,13 @@
 
 use crate::bus::{self, Bus, Incoming};
 use crate::clock::{self, ClockOffset, Probe};
+use crate::load::LoadSpec;
 use crate::merge::{self, AgentSeries, Merged, Received};
 use crate::msg::{
     self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord,
     Stop, PROTO,
 };
 use crate::phase::{self, Phase};
-use crate::load::LoadSpec;
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
 use std::collections::BTreeMap;

@@ -169,10 +169,18 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
         .ok_or("the assignment names no load")?;
     let share = ctx.assignment.share;
     let cfg = config(&spec, &share, ctx.stop_flag())?;
-    let offset_s = ctx.started.saturating_duration_since(ctx.t0).as_secs_f64().round() as u64;
+    let offset_s = ctx
+        .started
+        .saturating_duration_since(ctx.t0)
+        .as_secs_f64()
+        .round() as u64;
     let (tx, rx) = mpsc::channel();
     let live = Live::new();
-    let url = format!("http://{}{}", spec.addr, spec.paths.first().map_or("/", |p| p));
+    let url = format!(
+        "http://{}{}",
+        spec.addr,
+        spec.paths.first().map_or("/", |p| p)
+    );
     let measured = std::thread::scope(|scope| {
         let publisher = scope.spawn(|| publish(rx, cfg.threads, offset_s, &ctx));
         let m = volley_harness::measure::Measure {

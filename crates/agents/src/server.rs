@@ -39,12 +39,10 @@ impl PrivateNats {
             .stderr(Stdio::piped());
         // A private bus ends with its volley, even one killed by SIGKILL.
         crate::local::die_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| AgentsError::Io {
-                action: "starting nats-server",
-                source,
-            })?;
+        let mut child = cmd.spawn().map_err(|source| AgentsError::Io {
+            action: "starting nats-server",
+            source,
+        })?;
         let Some(stderr) = child.stderr.take() else {
             return Err(AgentsError::Server("no stderr pipe".into()));
         };

@@ -57,7 +57,14 @@ fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
 }
 
 /// What the injectors are asked to do in all.
-fn whole_of(w: &Workload, cell: &Cell, k: u32, rate: Option<f64>, plan: &Plan, each: bool) -> Whole {
+fn whole_of(
+    w: &Workload,
+    cell: &Cell,
+    k: u32,
+    rate: Option<f64>,
+    plan: &Plan,
+    each: bool,
+) -> Whole {
     let times = if each { u64::from(k) } else { 1 };
     let timing = &plan.timing;
     let duration = if rate.is_some() {
@@ -116,8 +123,9 @@ pub(crate) fn run_injected(
     let exe = match exe {
         Some(e) => e,
         None => {
-            current = std::env::current_exe()
-                .map_err(|e| StepError::Injectors(format!("cannot find the volley executable: {e}")))?;
+            current = std::env::current_exe().map_err(|e| {
+                StepError::Injectors(format!("cannot find the volley executable: {e}"))
+            })?;
             current.as_path()
         }
     };

@@ -41,7 +41,13 @@ type GroupKey = (usize, usize, u32, bool, Option<u32>);
 
 fn key_of(plan: &Plan, cell: usize) -> GroupKey {
     let c = &plan.cells[cell];
-    (c.instance, c.workload, c.concurrency, c.keepalive, c.injectors)
+    (
+        c.instance,
+        c.workload,
+        c.concurrency,
+        c.keepalive,
+        c.injectors,
+    )
 }
 
 /// The summary table, one line per result: `steps` measured and, in search mode, the

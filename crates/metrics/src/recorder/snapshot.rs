@@ -9,7 +9,9 @@
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use super::{ClosedSecond, Counts, Recorder, RunTotals, SecondResources, Warmup, METRICS, NS_PER_S};
+use super::{
+    ClosedSecond, Counts, Recorder, RunTotals, SecondResources, Warmup, METRICS, NS_PER_S,
+};
 use crate::hist;
 use crate::MetricsError;
 
@@ -113,9 +115,16 @@ impl Recorder {
         }
         let ser = &mut self.serializer;
         let mut enc = |h: &hist::Hist| hist::encode(ser, h).map(ByteBuf::from);
-        let run = self.run.iter().map(&mut enc).collect::<Result<Vec<_>, _>>()?;
-        let (run_total, run_tls, run_body) =
-            (enc(&self.run_total)?, enc(&self.run_tls)?, enc(&self.run_body)?);
+        let run = self
+            .run
+            .iter()
+            .map(&mut enc)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (run_total, run_tls, run_body) = (
+            enc(&self.run_total)?,
+            enc(&self.run_tls)?,
+            enc(&self.run_body)?,
+        );
         let t = self.totals;
         Ok(RecorderSnapshot {
             seconds: self.closed.into_iter().map(SecondSnapshot::from).collect(),

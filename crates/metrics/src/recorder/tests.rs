@@ -257,7 +257,11 @@ fn a_shifted_snapshot_moves_every_window_and_merges_by_instant() {
     merged.merge(moved).unwrap();
     assert_eq!(merged.completed(), 60);
     let seconds: Vec<u64> = merged.closed_seconds().iter().map(|c| c.second).collect();
-    assert_eq!(seconds, vec![0, 1, 2, 4, 5, 6], "shifted windows stay apart");
+    assert_eq!(
+        seconds,
+        vec![0, 1, 2, 4, 5, 6],
+        "shifted windows stay apart"
+    );
 }
 
 #[test]
@@ -286,7 +290,11 @@ fn streamed_windows_are_joined_once_each_and_add_up_to_the_merge() {
     );
     b.tick(2_100_000_000);
     drain(&mut joiner, &mut released);
-    assert_eq!(released.len(), 2, "b's tick closes second 1 and releases it");
+    assert_eq!(
+        released.len(),
+        2,
+        "b's tick closes second 1 and releases it"
+    );
     a.finish();
     b.finish();
     drain(&mut joiner, &mut released);

@@ -240,8 +240,8 @@ fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyErr
             ))
         }
         (Some("stagger") | None, Some(t)) => {
-            let d = spec::parse_duration(t)
-                .map_err(|e| invalid(format!("injectors.stagger: {e}")))?;
+            let d =
+                spec::parse_duration(t).map_err(|e| invalid(format!("injectors.stagger: {e}")))?;
             if d.subsec_nanos() != 0 || d.is_zero() {
                 return Err(invalid(format!(
                     "injectors.stagger must be a whole number of seconds (1s, 2s, ...), got \"{t}\""
@@ -250,7 +250,9 @@ fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyErr
             d
         }
         (Some("stagger"), None) => {
-            return Err(invalid("injectors: start = \"stagger\" needs stagger = \"1s\" (or more)"))
+            return Err(invalid(
+                "injectors: start = \"stagger\" needs stagger = \"1s\" (or more)",
+            ))
         }
         (Some(other), _) => {
             return Err(invalid(format!(
