@@ -184,3 +184,193 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
         assert_eq!(err.trim().lines().count(), 1, "{table}: one line: {err}");
     }
 }
+
+/// The pids of `parent`'s children whose command line contains `needle`.
+fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Field 4, after the parenthesised command name (which may hold spaces).
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if ppid == Some(parent) && cmdline.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
+    let dir = TempDir::new("kill");
+    let root = docroot(dir.path());
+    let mut server = Served::start(&root, &[]);
+    let file = study(
+        dir.path(),
+        &format!(
+            r#"
+name = "inj-kill"
+[[target]]
+name = "served"
+kind = "external"
+url = "{}/a.html"
+[[workload]]
+name = "w"
+paths = ["/a.html"]
+[load]
+model = "open"
+rate = 50
+concurrency = 2
+[injectors]
+count = 3
+share = "each"
+[steps]
+duration = "8s"
+warmup = "0s"
+cooldown = "0s"
+"#,
+            server.base
+        ),
+    );
+    let db = dir.path().join("v.db");
+    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: the victim appears within 20 s or the test fails.
+    let mut victim = Vec::new();
+    for _ in 0..200 {
+        victim = children_with(study.id(), "--name inj2");
+        if !victim.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(victim.len(), 1, "agent inj2 not found");
+    // Mid-run: the agents start about 2 s after they join (the start lead), and run 8 s.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    Command::new("kill")
+        .args(["-KILL", &victim[0].to_string()])
+        .status()
+        .unwrap();
+    let out = study.wait_with_output().unwrap();
+    server.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps = step_summaries(&db);
+    let s = &steps[0];
+    let inj = s["injectors"].as_array().unwrap();
+    let lost: Vec<&str> = inj
+        .iter()
+        .filter(|i| !i["lost_from_s"].is_null())
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(lost, vec!["inj2"], "{inj:?}");
+    assert!(s["degraded_from_s"].as_u64().is_some());
+    // The others are intact: each sent its whole 8 s at 50 req/s (one request of slack
+    // for the boundary of its schedule), and the merged run is exactly theirs.
+    let mut sum = 0;
+    for i in inj.iter().filter(|i| i["name"] != "inj2") {
+        let n = completed(&i["summary"]);
+        assert!((399..=401).contains(&n), "{}: {n}", i["name"]);
+        sum += n;
+    }
+    assert_eq!(completed(s), sum);
+    let notes = s["notes"].to_string();
+    assert!(notes.contains("inj2 was lost"), "{notes}");
+    let phases = s["phases"].as_array().unwrap();
+    assert!(phases.iter().any(|p| p["degraded"] == true), "{phases:?}");
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .is_some_and(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_sigkilled_study_leaves_no_agent_and_no_bus_behind() {
+    let dir = TempDir::new("sigkill");
+    let root = docroot(dir.path());
+    let mut server = Served::start(&root, &[]);
+    let file = study(
+        dir.path(),
+        &format!(
+            r#"
+name = "inj-sigkill"
+[[target]]
+name = "served"
+kind = "external"
+url = "{}/a.html"
+[[workload]]
+name = "w"
+paths = ["/a.html"]
+[load]
+model = "open"
+rate = 20
+concurrency = 2
+[injectors]
+count = 2
+[steps]
+duration = "30s"
+warmup = "0s"
+"#,
+            server.base
+        ),
+    );
+    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(dir.path().join("v.db"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut made = Vec::new();
+    for _ in 0..200 {
+        made = children_with(study.id(), "agent --bus");
+        made.extend(children_with(study.id(), "nats-server"));
+        if made.len() == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(made.len(), 3, "two agents and one nats-server");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    study.kill().unwrap();
+    study.wait().unwrap();
+    // PR_SET_PDEATHSIG: each gets SIGTERM as its parent dies; allow them 3 s to go.
+    let mut left = made.clone();
+    for _ in 0..30 {
+        left.retain(|&p| alive(p));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.stop();
+    assert!(left.is_empty(), "still running: {left:?}");
+}
