@@ -242,7 +242,7 @@ cooldown = "0s"
         ),
     );
     let db = dir.path().join("v.db");
-    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
+    let study = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["study", "run"])
         .arg(&file)
         .arg("--db")
