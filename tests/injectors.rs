@@ -156,6 +156,42 @@ cooldown = "0s"
     ] {
         assert!(s["phases"][2].get(key).is_some(), "phases[] lacks {key}");
     }
+    // The reports carry the seed's table and each injector's own figures.
+    let (md, json, html) = (
+        dir.path().join("r.md"),
+        dir.path().join("r.json"),
+        dir.path().join("r.html"),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "1", "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("## Phases"), "{md}");
+    assert!(md.contains("| 3 (inj1 inj2 inj3) |"), "{md}");
+    assert!(
+        md.contains("## Injectors") && md.contains("| inj3 |"),
+        "{md}"
+    );
+    assert!(md.contains("left out s"), "{md}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let step = &json["targets"][0]["steps"][0];
+    assert_eq!(step["phases"].as_array().unwrap().len(), 5);
+    assert_eq!(step["injectors"], 3);
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("Phases: intervals with the same active injectors"));
 }
 
 #[test]

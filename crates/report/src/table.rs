@@ -75,6 +75,8 @@ pub fn all(report: &Report) -> Vec<Table> {
         capacity(report),
         searches(report),
         runs(report),
+        phases(report),
+        injectors(report),
         replies(report),
         open_connections(report),
         concurrency(report),
@@ -93,6 +95,128 @@ fn steps(report: &Report) -> impl Iterator<Item = (&TargetReport, &StepReport)> 
         .targets
         .iter()
         .flat_map(|t| t.steps.iter().map(move |s| (t, s)))
+}
+
+/// Seed 003's power test: per step with several injectors, each interval with the same
+/// set of active injectors.
+pub fn phases(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        for p in &s.phases {
+            let mut note = Vec::new();
+            if !p.left_out_s.is_empty() {
+                let secs: Vec<String> = p.left_out_s.iter().map(u64::to_string).collect();
+                note.push(format!("left out s {}", secs.join(",")));
+            }
+            if p.generator_bound {
+                note.push(format!("generator-bound: {}", p.bound_injectors.join(", ")));
+            }
+            if p.missing > 0 {
+                note.push(format!("{} injector-seconds missing", p.missing));
+            }
+            if p.degraded {
+                note.push("degraded".into());
+            }
+            let mark = if p.generator_bound {
+                RowMark::GeneratorBound
+            } else {
+                RowMark::Plain
+            };
+            rows.push((
+                mark,
+                vec![
+                    t.target.clone(),
+                    step_label(s),
+                    format!("{} ({})", p.injectors.len(), p.injectors.join(" ")),
+                    format!("{}-{}", p.start_s, p.end_s),
+                    num(p.rps, 1),
+                    num(p.mean_ms, 3),
+                    num(p.p50_ms, 3),
+                    num(p.p99_ms, 3),
+                    p.errors.to_string(),
+                    if note.is_empty() {
+                        "-".into()
+                    } else {
+                        note.join("; ")
+                    },
+                ],
+            ));
+        }
+    }
+    (!rows.is_empty()).then(|| Table {
+        id: "phases",
+        title: "Phases: intervals with the same active injectors".into(),
+        note: "Seconds since T0 (the common start). Response time from the intended send time. An injector's first and last active seconds are partial (it started or stopped inside them), so they are left out of the phase they fall in, as listed.".into(),
+        headers: [
+            "Target",
+            "Step",
+            "Injectors active",
+            "Seconds",
+            "Req/s",
+            "Mean (ms)",
+            "p50 (ms)",
+            "p99 (ms)",
+            "Errors",
+            "Note",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// Each injector's own figures in the steps that had several.
+pub fn injectors(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        for i in &s.injector_rows {
+            let bound = i.label.as_deref() == Some("generator-bound");
+            rows.push((
+                if bound {
+                    RowMark::GeneratorBound
+                } else {
+                    RowMark::Plain
+                },
+                vec![
+                    t.target.clone(),
+                    step_label(s),
+                    i.name.clone(),
+                    num(Some(i.delay_ms as f64 / 1e3), 1),
+                    i.completed.map_or("-".into(), |n| n.to_string()),
+                    num(i.requests_per_s, 1),
+                    num(i.p50_ms, 3),
+                    num(i.p99_ms, 3),
+                    i.failed.map_or("-".into(), |n| n.to_string()),
+                    num(i.clock_offset_ms, 2),
+                    match i.lost_from_s {
+                        Some(l) => format!("lost from s {l}"),
+                        None => i.label.clone().unwrap_or_else(|| "-".into()),
+                    },
+                ],
+            ));
+        }
+    }
+    (!rows.is_empty()).then(|| Table {
+        id: "injectors",
+        title: "Injectors: each one's own figures".into(),
+        note: "Each injector on its own clock and time base, as `volley bench` would show it; the merged step is in the tables above.".into(),
+        headers: [
+            "Target",
+            "Step",
+            "Injector",
+            "Start (s)",
+            "Requests",
+            "Req/s",
+            "p50 (ms)",
+            "p99 (ms)",
+            "Failed",
+            "Clock offset (ms)",
+            "Label",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
 }
 
 /// Seed 003: per step, total time, time per request and requests/s.

@@ -159,6 +159,7 @@ pub(super) fn load_step(
         .filter(|l| !l.is_empty())
         .map(|l| l.replace('_', "-"));
     let start_offset_s = (row.started_unix_ms - origin_ms) as f64 / 1e3;
+    let (phases, injector_rows) = super::injected::read(&row.summary, headline);
     let mut seconds = Vec::new();
     let mut monitor = Vec::new();
     for point in store.series(row.id)? {
@@ -248,5 +249,12 @@ pub(super) fn load_step(
         resources,
         seconds,
         monitor,
+        injectors: p
+            .extra
+            .get("injectors")
+            .and_then(Value::as_u64)
+            .map(|k| k as u32),
+        phases,
+        injector_rows,
     })
 }

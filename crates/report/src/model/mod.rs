@@ -22,6 +22,7 @@ use volley_store::{HistogramKind, RunId, RunRow, SeriesSource, StepRow, Store, S
 use crate::error::ReportError;
 
 mod derive;
+mod injected;
 mod load;
 mod stored;
 #[cfg(test)]
@@ -29,6 +30,7 @@ mod tests;
 
 use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
+pub use injected::{InjectorRow, PhaseRow};
 pub use load::load;
 use stored::*;
 
@@ -182,6 +184,12 @@ pub struct StepReport {
     pub seconds: Vec<SecondPoint>,
     /// Monitor samples.
     pub monitor: Vec<MonitorPoint>,
+    /// Injectors that shared the step's load (`None`: one process).
+    pub injectors: Option<u32>,
+    /// Intervals with the same set of active injectors.
+    pub phases: Vec<PhaseRow>,
+    /// Each injector's own figures.
+    pub injector_rows: Vec<InjectorRow>,
 }
 
 impl TargetReport {
@@ -210,6 +218,9 @@ impl StepReport {
             if self.rate_rps.is_none() {
                 parts.push(format!("c={c}"));
             }
+        }
+        if let Some(k) = self.injectors {
+            parts.push(format!("{k} injector{}", if k == 1 { "" } else { "s" }));
         }
         if let Some(q) = self.cpu_quota_cores {
             parts.push(format!("cap {}", trim_num(q)));
