@@ -213,7 +213,24 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             })
         })
         .collect();
-    let bound = r.phases.iter().any(|p| p.generator_bound);
+    // The self-check per injector (docs/methodology.md, "The generator checks itself"):
+    // a phase holding an injector whose own run was generator-bound is marked, by name.
+    let bound_names: Vec<&str> = whole
+        .injectors
+        .iter()
+        .filter(|i| i.summary.generator.verdict.label == volley_metrics::Bound::GeneratorBound)
+        .map(|i| i.name.as_str())
+        .collect();
+    let mut phases = r.phases.clone();
+    for p in &mut phases {
+        for name in &bound_names {
+            if p.injectors.iter().any(|i| i == name) && !p.bound_injectors.iter().any(|b| b == name) {
+                p.bound_injectors.push((*name).to_string());
+                p.generator_bound = true;
+            }
+        }
+    }
+    let bound = phases.iter().any(|p| p.generator_bound);
     let stopped_early = info.stopped_early;
     Loaded {
         recorder: whole.merged,
@@ -224,7 +241,7 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             * w.load.wire.h2_streams.unwrap_or(1) as f64,
         extra: vec![
             ("injectors", Value::Array(injectors)),
-            ("phases", serde_json::to_value(&r.phases).unwrap_or(Value::Null)),
+            ("phases", serde_json::to_value(&phases).unwrap_or(Value::Null)),
             (
                 "phases_note",
                 json!("each injector's first and last active seconds are left out of the phase they fall in (it started or stopped inside them)"),
