@@ -224,7 +224,8 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
     let mut phases = r.phases.clone();
     for p in &mut phases {
         for name in &bound_names {
-            if p.injectors.iter().any(|i| i == name) && !p.bound_injectors.iter().any(|b| b == name) {
+            if p.injectors.iter().any(|i| i == name) && !p.bound_injectors.iter().any(|b| b == name)
+            {
                 p.bound_injectors.push((*name).to_string());
                 p.generator_bound = true;
             }

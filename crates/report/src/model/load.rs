@@ -160,38 +160,7 @@ pub(super) fn load_step(
         .map(|l| l.replace('_', "-"));
     let start_offset_s = (row.started_unix_ms - origin_ms) as f64 / 1e3;
     let (phases, injector_rows) = super::injected::read(&row.summary, headline);
-    let mut seconds = Vec::new();
-    let mut monitor = Vec::new();
-    for point in store.series(row.id)? {
-        match point.source {
-            SeriesSource::Load => {
-                let v = &point.values;
-                let f = |k: &str| field(v, &[k]).unwrap_or(0.0);
-                seconds.push(SecondPoint {
-                    t_s: start_offset_s + point.second as f64,
-                    completed: f("completed") as u64,
-                    p50_ms: f("p50_ms"),
-                    p99_ms: f("p99_ms"),
-                    max_ms: f("max_ms"),
-                });
-            }
-            SeriesSource::Monitor => {
-                let v = &point.values;
-                // t_ms is on the load's clock; without it, the sample index is the second.
-                let t_ms = field(v, &["t_ms"]).unwrap_or(point.second as f64 * 1e3);
-                let cpu = field(v, &["target", "cpu_user_pct"])
-                    .zip(field(v, &["target", "cpu_sys_pct"]))
-                    .map(|(u, s)| u + s);
-                monitor.push(MonitorPoint {
-                    t_s: start_offset_s + t_ms / 1e3,
-                    cpu_pct: cpu,
-                    rss_bytes: field(v, &["target", "rss_bytes"]).map(|b| b as u64),
-                    tx_bytes_per_s: field(v, &["net", "tx_bytes_per_s"]),
-                    rx_bytes_per_s: field(v, &["net", "rx_bytes_per_s"]),
-                });
-            }
-        }
-    }
+    let (seconds, monitor) = series_of(store, row, start_offset_s)?;
     let resources = s.monitor.as_ref().map(|m| Resources {
         cpu_user_pct: m.cpu_user_pct,
         cpu_sys_pct: m.cpu_sys_pct,
@@ -257,4 +226,45 @@ pub(super) fn load_step(
         phases,
         injector_rows,
     })
+}
+
+/// A step's stored per-second load and monitor series, on the run's time axis.
+fn series_of(
+    store: &Store,
+    row: &StepRow,
+    start_offset_s: f64,
+) -> Result<(Vec<SecondPoint>, Vec<MonitorPoint>), ReportError> {
+    let mut seconds = Vec::new();
+    let mut monitor = Vec::new();
+    for point in store.series(row.id)? {
+        match point.source {
+            SeriesSource::Load => {
+                let v = &point.values;
+                let f = |k: &str| field(v, &[k]).unwrap_or(0.0);
+                seconds.push(SecondPoint {
+                    t_s: start_offset_s + point.second as f64,
+                    completed: f("completed") as u64,
+                    p50_ms: f("p50_ms"),
+                    p99_ms: f("p99_ms"),
+                    max_ms: f("max_ms"),
+                });
+            }
+            SeriesSource::Monitor => {
+                let v = &point.values;
+                // t_ms is on the load's clock; without it, the sample index is the second.
+                let t_ms = field(v, &["t_ms"]).unwrap_or(point.second as f64 * 1e3);
+                let cpu = field(v, &["target", "cpu_user_pct"])
+                    .zip(field(v, &["target", "cpu_sys_pct"]))
+                    .map(|(u, s)| u + s);
+                monitor.push(MonitorPoint {
+                    t_s: start_offset_s + t_ms / 1e3,
+                    cpu_pct: cpu,
+                    rss_bytes: field(v, &["target", "rss_bytes"]).map(|b| b as u64),
+                    tx_bytes_per_s: field(v, &["net", "tx_bytes_per_s"]),
+                    rx_bytes_per_s: field(v, &["net", "rx_bytes_per_s"]),
+                });
+            }
+        }
+    }
+    Ok((seconds, monitor))
 }
