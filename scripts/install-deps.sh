@@ -13,6 +13,9 @@ set -euo pipefail
 "$(dirname "$0")/install-servers.sh"
 "$(dirname "$0")/install-k8s-validate.sh"
 
+# Toxiproxy: delay and jitter for netlab links where the kernel has no netem (version the Go proxy resolves here).
+command -v toxiproxy-server >/dev/null || [ -x "$(go env GOPATH)/bin/toxiproxy-server" ] || go install github.com/Shopify/toxiproxy/v2/cmd/toxiproxy-server@v2.5.0
+
 pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
       sqlite3 procps iproute2 curl nats-server
