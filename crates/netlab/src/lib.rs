@@ -7,4 +7,5 @@
 //! parameters derived from a link's rate and delay. Building, measuring and clean-up
 //! come in later steps.
 
+pub mod exec;
 pub mod plan;

@@ -1,0 +1,28 @@
+//! Running code inside a lab namespace (item 4): the target and, later, `volley agent`
+//! processes are started through `ip netns exec`, which also bind-mounts the namespace's
+//! own `/etc/netns/NAME` files, so the child sees the lab's network and nothing else.
+
+use std::ffi::OsStr;
+use std::process::Command;
+
+/// A `Command` that runs `program` inside network namespace `ns`; the caller adds
+/// arguments, stdio and spawns it as with any `Command`.
+pub fn command_in(ns: &str, program: impl AsRef<OsStr>) -> Command {
+    let mut c = Command::new("ip");
+    c.arg("netns").arg("exec").arg(ns).arg(program);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_through_ip_netns_exec() {
+        let mut c = command_in("vl7-t", "python3");
+        c.arg("-V");
+        let args: Vec<_> = c.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(c.get_program(), "ip");
+        assert_eq!(args, ["netns", "exec", "vl7-t", "python3", "-V"]);
+    }
+}
