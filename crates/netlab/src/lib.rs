@@ -1,11 +1,18 @@
 //! volley-netlab: injectors in network namespaces on shaped links (issue 13, item 5).
 //!
-//! Place in the flow: beside the targets, before a run with `placement = "netns"`. This
-//! first step holds only the pure plan of a lab: names unique per volley pid (so two
-//! volleys coexist and a dead one's leftovers are recognisable) and addresses from a
-//! range that exists only inside the namespaces the lab makes, plus the `tc` tbf
-//! parameters derived from a link's rate and delay. Building, measuring and clean-up
-//! come in later steps.
+//! Place in the flow: beside the targets, before a run with `placement = "netns"`.
+//! [`plan`] holds the pure part (names unique per volley pid, so two volleys coexist and a
+//! dead one's leftovers are recognisable; addresses from a range that exists only inside
+//! the lab's namespaces; tbf parameters from a link's rate and delay); [`lab`] builds and
+//! removes the namespaces, bridge, veths and qdiscs with `ip` and `tc`, and sweeps what a
+//! killed volley left; [`measure`] measures each link's round trip and throughput before
+//! a run. Wiring a study's injectors into the lab is the next step.
+#![deny(missing_docs)]
 
+mod error;
 pub mod exec;
+pub mod lab;
+pub mod measure;
 pub mod plan;
+
+pub use error::NetlabError;

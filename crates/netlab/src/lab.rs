@@ -1,0 +1,199 @@
+//! Building and removing a lab: one namespace for the target, one per injector group, and
+//! a bridge in a namespace of its own, joined by veth pairs; tbf shaping on each
+//! injector's link, both directions. The root namespace is never touched.
+//!
+//! Every name carries the owner's pid (`vl<pid>-...`, see [`crate::plan::Names`]), so
+//! [`sweep`] can remove what a volley killed by SIGKILL left behind without a ledger:
+//! a lab namespace whose pid is no longer alive is deleted, one whose pid lives is left
+//! alone (it may be another volley's).
+
+use std::process::Command;
+
+use crate::plan::{injector_addr, target_addr, tbf, Names, PREFIX};
+use crate::NetlabError;
+
+/// One injector group's link to the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkSpec {
+    /// Bandwidth each way, bits per second (`None`: unshaped).
+    pub rate_bit: Option<u64>,
+    /// The round trip the link is meant to have, ms: sizes the tbf queue (a delay itself
+    /// needs netem or a proxy).
+    pub rtt_ms: u64,
+}
+
+/// A lab that exists: removed on drop.
+#[derive(Debug)]
+pub struct Lab {
+    names: Names,
+    links: Vec<LinkSpec>,
+    namespaces: Vec<String>,
+}
+
+/// Runs `ip`/`tc` with `args`; a failure names the command and what it said.
+fn run(program: &str, args: &[&str]) -> Result<(), NetlabError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|source| NetlabError::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(NetlabError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+impl Lab {
+    /// Builds a lab with one injector group per link (needs root: `CAP_NET_ADMIN`).
+    pub fn create(links: &[LinkSpec]) -> Result<Lab, NetlabError> {
+        let mut lab = Lab {
+            names: Names::new(std::process::id()),
+            links: links.to_vec(),
+            namespaces: Vec::new(),
+        };
+        // On error, `lab` drops here and removes what was made so far.
+        lab.build()?;
+        Ok(lab)
+    }
+
+    fn add_ns(&mut self, name: String) -> Result<(), NetlabError> {
+        run("ip", &["netns", "add", &name])?;
+        self.namespaces.push(name.clone());
+        run("ip", &["-n", &name, "link", "set", "lo", "up"])
+    }
+
+    fn build(&mut self) -> Result<(), NetlabError> {
+        let b = self.names.bridge_ns();
+        let t = self.names.target_ns();
+        self.add_ns(b.clone())?;
+        self.add_ns(t.clone())?;
+        run(
+            "ip",
+            &["-n", &b, "link", "add", "name", "br0", "type", "bridge"],
+        )?;
+        run("ip", &["-n", &b, "link", "set", "br0", "up"])?;
+        self.join(&t, "pt", &format!("{}/16", target_addr()))?;
+        for i in 0..self.links.len() {
+            let ns = self.names.injector_ns(i);
+            self.add_ns(ns.clone())?;
+            let port = format!("p{i}");
+            self.join(&ns, &port, &format!("{}/16", injector_addr(i)))?;
+            if let Some(rate) = self.links[i].rate_bit {
+                let q = tbf(rate, self.links[i].rtt_ms);
+                // Download (bridge -> injector) and upload (injector -> bridge).
+                shape(&b, &port, q)?;
+                shape(&ns, "eth0", q)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A veth pair: `eth0` with `addr` inside `ns`, `port` on the bridge.
+    fn join(&self, ns: &str, port: &str, addr: &str) -> Result<(), NetlabError> {
+        let b = self.names.bridge_ns();
+        run(
+            "ip",
+            &[
+                "-n", &b, "link", "add", "name", port, "type", "veth", "peer", "name", "eth0",
+                "netns", ns,
+            ],
+        )?;
+        run(
+            "ip",
+            &["-n", &b, "link", "set", "dev", port, "master", "br0", "up"],
+        )?;
+        run("ip", &["-n", ns, "addr", "add", addr, "dev", "eth0"])?;
+        run("ip", &["-n", ns, "link", "set", "eth0", "up"])
+    }
+
+    /// The target's namespace.
+    pub fn target_ns(&self) -> String {
+        self.names.target_ns()
+    }
+
+    /// Injector group `i`'s namespace.
+    pub fn injector_ns(&self, i: usize) -> String {
+        self.names.injector_ns(i)
+    }
+
+    /// The links as built.
+    pub fn links(&self) -> &[LinkSpec] {
+        &self.links
+    }
+
+    /// Removes every namespace (their veths, bridge and qdiscs go with them).
+    pub fn remove(&mut self) {
+        for ns in self.namespaces.drain(..).rev() {
+            let _ = run("ip", &["netns", "del", &ns]);
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// tbf on `dev` in `ns`.
+fn shape(ns: &str, dev: &str, q: crate::plan::Tbf) -> Result<(), NetlabError> {
+    let (rate, burst, limit) = (
+        format!("{}bit", q.rate_bit),
+        q.burst_bytes.to_string(),
+        q.limit_bytes.to_string(),
+    );
+    run(
+        "tc",
+        &[
+            "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &rate, "burst",
+            &burst, "limit", &limit,
+        ],
+    )
+}
+
+/// The pid in a lab namespace name (`vl<pid>-...`), if it is one.
+pub fn owner_of(ns: &str) -> Option<u32> {
+    ns.strip_prefix(PREFIX)?.split_once('-')?.0.parse().ok()
+}
+
+/// Removes the lab namespaces whose owner is no longer alive; returns their names.
+pub fn sweep() -> Result<Vec<String>, NetlabError> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map_err(|source| NetlabError::Spawn {
+            program: "ip".into(),
+            source,
+        })?;
+    let mut removed = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let ns = line.split_whitespace().next().unwrap_or("");
+        let Some(pid) = owner_of(ns) else { continue };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        run("ip", &["netns", "del", ns])?;
+        removed.push(ns.to_string());
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_are_read_from_lab_names_only() {
+        assert_eq!(owner_of("vl1234-t"), Some(1234));
+        assert_eq!(owner_of("vl1234-i10"), Some(1234));
+        assert_eq!(owner_of("volley-x"), None);
+        assert_eq!(owner_of("vlx-t"), None);
+        assert_eq!(owner_of("other"), None);
+    }
+}
