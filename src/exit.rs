@@ -58,11 +58,16 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             ExitCode::from(INTERRUPTED_CODE as u8)
         }
         Err(e) => {
-            let line = e
-                .chain()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(": ");
+            // Errors that show their cause in their own text would print it twice
+            // through the chain: a cause already in the line is left out.
+            let mut line = String::new();
+            for c in e.chain().map(|c| c.to_string()) {
+                if line.is_empty() {
+                    line = c;
+                } else if !line.contains(&c) {
+                    line = format!("{line}: {c}");
+                }
+            }
             eprintln!("volley: {line}");
             if e.chain().any(|c| c.is::<UsageError>()) {
                 ExitCode::from(2)

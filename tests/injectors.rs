@@ -199,7 +199,23 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
     let dir = TempDir::new("bad");
     let cases = [
         ("count = 0", "injectors.count"),
-        ("count = 2\nplacement = \"netns\"", "injectors.placement"),
+        ("count = 2\nplacement = \"ssh\"", "injectors.placement"),
+        (
+            "count = 2\nlinks = [{ injectors = 1, rate = \"10mbit\" }]",
+            "injectors.links",
+        ),
+        (
+            "count = 2\nplacement = \"netns\"\nlinks = [{ injectors = 1, rate = \"fast\" }]",
+            "injectors.links.rate",
+        ),
+        (
+            "count = 2\nplacement = \"netns\"\nlinks = [{ injectors = 1, delay = \"68ms\" }]",
+            "injectors.links.delay",
+        ),
+        (
+            "count = 2\nplacement = \"netns\"\nlinks = [{ injectors = 3 }]",
+            "injectors.links",
+        ),
         ("count = 2\nplacement = \"moon\"", "injectors.placement"),
         ("count = 2\nstagger = \"1.5s\"", "injectors.stagger"),
         ("count = 2\nshare = \"half\"", "injectors.share"),
@@ -409,4 +425,128 @@ warmup = "0s"
     }
     server.stop();
     assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// The lab namespaces of volley process `pid`.
+fn lab_namespaces(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let prefix = format!("vl{pid}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+const NETNS_STUDY: &str = r#"
+name = "inj-netns"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "uniserve"
+[[workload]]
+name = "w"
+paths = ["/index1.html", "/index2.html"]
+order = "random"
+[load]
+model = "open"
+rate = 50
+concurrency = 2
+[injectors]
+count = 3
+share = "each"
+placement = "netns"
+links = [{ injectors = 2, rate = "100mbit" }, { injectors = 1, rate = "10mbit" }]
+[steps]
+duration = "DURATION"
+warmup = "0s"
+cooldown = "0s"
+"#;
+
+#[test]
+fn injectors_in_namespaces_on_shaped_links_are_measured_and_leave_nothing() {
+    let dir = TempDir::new("netns");
+    let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "3s"));
+    let db = dir.path().join("v.db");
+    let child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("link of inj3: 10.0 Mbit/s set"), "{err}");
+    let s = &step_summaries(&db)[0];
+    let links = s["links"].as_array().unwrap();
+    assert_eq!(links.len(), 3);
+    let slow = links[2]["measured"]["throughput_bit"].as_f64().unwrap();
+    assert!(
+        (0.9..=1.1).contains(&(slow / 10e6)),
+        "10 Mbit link measured {slow}"
+    );
+    assert_eq!(links[2]["rate_bit"], 10_000_000);
+    let inj = s["injectors"].as_array().unwrap();
+    let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
+    assert_eq!(completed(s), sum);
+    assert!(
+        sum >= 3 * 140,
+        "each injector sent its 3 s at 50 req/s: {sum}"
+    );
+    assert!(lab_namespaces(pid).is_empty(), "{:?}", lab_namespaces(pid));
+}
+
+#[test]
+fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
+    let dir = TempDir::new("netns-kill");
+    let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "30s"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(dir.path().join("v.db"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut agents = Vec::new();
+    for _ in 0..300 {
+        agents = children_with(pid, "agent --bus");
+        if agents.len() == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(agents.len(), 3, "three agents in the lab");
+    assert_eq!(
+        lab_namespaces(pid).len(),
+        5,
+        "bridge, target, three injectors"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The next volley start removes the dead one's lab (the file need not even exist).
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run", "/nonexistent/study.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(lab_namespaces(pid).is_empty(), "{:?}", lab_namespaces(pid));
+    let mut left = agents.clone();
+    for _ in 0..30 {
+        left.retain(|&p| alive(p));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(left.is_empty(), "agents still running: {left:?}");
 }

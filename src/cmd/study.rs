@@ -140,6 +140,13 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
+    // A network lab a killed volley left (its namespaces carry its pid). Without `ip`
+    // or root there is nothing volley could have made, so an error here says nothing.
+    if let Ok(removed) = volley_netlab::lab::sweep() {
+        for ns in removed {
+            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
+        }
+    }
     let scale: f64 = match a.scale.trim().parse() {
         Ok(s) if f64::is_finite(s) && s > 0.0 => s,
         _ => usage!("--scale must be a positive number, got '{}'", a.scale),

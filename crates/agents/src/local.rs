@@ -39,18 +39,28 @@ pub struct LocalAgents {
 
 impl LocalAgents {
     /// Starts one `volley agent --bus URL --name NAME --quiet` per name, from the
-    /// volley executable `exe`, waiting at most `wait` for an assignment.
+    /// volley executable `exe`, waiting at most `wait` for an assignment; agent `i` in
+    /// network namespace `namespaces[i]` when given (through `ip netns exec`, which
+    /// execs the agent in its own place: pid and death signal carry over).
     pub fn spawn(
         exe: &Path,
         bus_url: &str,
         names: &[String],
         wait_s: u64,
+        namespaces: Option<&[String]>,
     ) -> Result<Self, AgentsError> {
         let mut me = LocalAgents {
             children: Vec::new(),
         };
-        for name in names {
-            let mut cmd = Command::new(exe);
+        for (i, name) in names.iter().enumerate() {
+            let mut cmd = match namespaces.and_then(|n| n.get(i)) {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns]).arg(exe);
+                    c
+                }
+                None => Command::new(exe),
+            };
             cmd.args(["agent", "--bus", bus_url, "--name", name, "--quiet"])
                 .args(["--wait", &format!("{wait_s}s")])
                 .stdin(Stdio::null())

@@ -21,6 +21,7 @@ const START_BOUND: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct PrivateNats {
     child: Option<Child>,
+    ip: std::net::IpAddr,
     port: u16,
 }
 
@@ -30,10 +31,20 @@ impl PrivateNats {
         Self::start_bin("nats-server")
     }
 
+    /// Starts `nats-server` listening on `ip` (a lab address the agents in network
+    /// namespaces reach) instead of loopback.
+    pub fn start_on(ip: std::net::IpAddr) -> Result<Self, AgentsError> {
+        Self::start_bin_on("nats-server", ip)
+    }
+
     /// Starts the given `nats-server` binary.
     pub fn start_bin(bin: &str) -> Result<Self, AgentsError> {
+        Self::start_bin_on(bin, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    fn start_bin_on(bin: &str, ip: std::net::IpAddr) -> Result<Self, AgentsError> {
         let mut cmd = Command::new(bin);
-        cmd.args(["-a", "127.0.0.1", "-p", "-1"])
+        cmd.args(["-a", &ip.to_string(), "-p", "-1"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -57,6 +68,7 @@ impl PrivateNats {
         });
         let mut me = PrivateNats {
             child: Some(child),
+            ip,
             port: 0,
         };
         me.port = rx.recv_timeout(START_BOUND).map_err(|_| {
@@ -64,7 +76,7 @@ impl PrivateNats {
                 "did not report a client port within {START_BOUND:?}"
             ))
         })?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], me.port));
+        let addr = SocketAddr::new(ip, me.port);
         let deadline = Instant::now() + START_BOUND;
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
             if Instant::now() > deadline {
@@ -82,7 +94,7 @@ impl PrivateNats {
 
     /// Its client URL.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://{}", SocketAddr::new(self.ip, self.port))
     }
 
     /// Kills and reaps it (idempotent).

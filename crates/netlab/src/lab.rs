@@ -1,6 +1,8 @@
 //! Building and removing a lab: one namespace for the target, one per injector group, and
 //! a bridge in a namespace of its own, joined by veth pairs; tbf shaping on each
-//! injector's link, both directions. The root namespace is never touched.
+//! injector's link, both directions. The root namespace gets one interface only when
+//! asked ([`Lab::link_root`]: volley's own address on the lab, for the bus and for
+//! reaching the target), and it goes with the bridge's namespace.
 //!
 //! Every name carries the owner's pid (`vl<pid>-...`, see [`crate::plan::Names`]), so
 //! [`sweep`] can remove what a volley killed by SIGKILL left behind without a ledger:
@@ -28,6 +30,7 @@ pub struct Lab {
     names: Names,
     links: Vec<LinkSpec>,
     namespaces: Vec<String>,
+    root_linked: bool,
 }
 
 /// Runs `ip`/`tc` with `args`; a failure names the command and what it said.
@@ -56,6 +59,7 @@ impl Lab {
             names: Names::new(std::process::id()),
             links: links.to_vec(),
             namespaces: Vec::new(),
+            root_linked: false,
         };
         // On error, `lab` drops here and removes what was made so far.
         lab.build()?;
@@ -112,6 +116,28 @@ impl Lab {
         run("ip", &["-n", ns, "link", "set", "eth0", "up"])
     }
 
+    /// Joins volley's own namespace to the bridge: an interface named
+    /// [`Names::root_link`] with [`crate::plan::root_addr`], so volley reaches the target
+    /// and the agents reach volley's bus. Unshaped.
+    pub fn link_root(&mut self) -> Result<(), NetlabError> {
+        let b = self.names.bridge_ns();
+        let root = self.names.root_link();
+        run(
+            "ip",
+            &[
+                "link", "add", "name", &root, "type", "veth", "peer", "name", "pr", "netns", &b,
+            ],
+        )?;
+        self.root_linked = true;
+        run(
+            "ip",
+            &["-n", &b, "link", "set", "dev", "pr", "master", "br0", "up"],
+        )?;
+        let addr = format!("{}/16", crate::plan::root_addr());
+        run("ip", &["addr", "add", &addr, "dev", &root])?;
+        run("ip", &["link", "set", "dev", &root, "up"])
+    }
+
     /// The target's namespace.
     pub fn target_ns(&self) -> String {
         self.names.target_ns()
@@ -129,6 +155,9 @@ impl Lab {
 
     /// Removes every namespace (their veths, bridge and qdiscs go with them).
     pub fn remove(&mut self) {
+        if std::mem::take(&mut self.root_linked) {
+            let _ = run("ip", &["link", "del", &self.names.root_link()]);
+        }
         for ns in self.namespaces.drain(..).rev() {
             let _ = run("ip", &["netns", "del", &ns]);
         }

@@ -32,9 +32,13 @@ impl Names {
     pub fn injector_ns(&self, i: usize) -> String {
         format!("{PREFIX}{}-i{i}", self.pid)
     }
-    /// The bridge's namespace (the root namespace is left untouched by the lab).
+    /// The bridge's namespace.
     pub fn bridge_ns(&self) -> String {
         format!("{PREFIX}{}-b", self.pid)
+    }
+    /// The root namespace's end of the control link (see [`root_addr`]).
+    pub fn root_link(&self) -> String {
+        format!("{PREFIX}{}-r", self.pid)
     }
 }
 
@@ -42,6 +46,12 @@ impl Names {
 /// The target is 10.213.0.1, injector group `i` is 10.213.(1 + i / 250).(2 + i % 250).
 pub fn target_addr() -> Ipv4Addr {
     Ipv4Addr::new(10, 213, 0, 1)
+}
+
+/// volley's own address on the lab, when the lab is linked to its namespace: the
+/// coordinator's bus listens here, and the target is reached from here.
+pub fn root_addr() -> Ipv4Addr {
+    Ipv4Addr::new(10, 213, 0, 254)
 }
 
 /// Address of injector group `i` (see [`target_addr`]).

@@ -26,6 +26,7 @@ use volley_engine::{Arrival, Order};
 use volley_harness::{Watch, Watched};
 use volley_targets::RunningTarget;
 
+use crate::lab::StudyLab;
 use crate::plan::{Cell, Plan, Workload};
 use crate::step::{judge, JudgedStep, Loaded, StepError};
 
@@ -110,6 +111,7 @@ pub(crate) fn run_injected(
     stop_flag: &Arc<AtomicBool>,
     exe: Option<&Path>,
     run_id: &str,
+    lab: Option<&StudyLab>,
 ) -> Result<JudgedStep, StepError> {
     let inj = plan
         .injectors
@@ -129,10 +131,29 @@ pub(crate) fn run_injected(
             current.as_path()
         }
     };
-    let nats = PrivateNats::start().map_err(StepError::Agents)?;
     let names: Vec<String> = (1..=k).map(|i| format!("inj{i}")).collect();
-    let mut agents = LocalAgents::spawn(exe, &nats.url(), &names, READY_BOUND.as_secs() * 2)
-        .map_err(StepError::Agents)?;
+    // In a lab the bus listens on volley's lab address and agent `i` runs in injector
+    // namespace `i`; otherwise everything is on loopback.
+    let (nats, namespaces) = match lab {
+        Some(l) => (
+            PrivateNats::start_on(l.bus_ip()),
+            Some(
+                (0..k as usize)
+                    .map(|i| l.injector_ns(i))
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        None => (PrivateNats::start(), None),
+    };
+    let nats = nats.map_err(StepError::Agents)?;
+    let mut agents = LocalAgents::spawn(
+        exe,
+        &nats.url(),
+        &names,
+        READY_BOUND.as_secs() * 2,
+        namespaces.as_deref(),
+    )
+    .map_err(StepError::Agents)?;
     let load_stop = Arc::new(AtomicBool::new(false));
     let mut cfg = CoordinatorConfig::new(&nats.url(), run_id, whole, k as usize);
     cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
@@ -156,7 +177,14 @@ pub(crate) fn run_injected(
         throttling,
         died,
     } = watched;
-    let loaded = load.map(|(result, whole)| loaded(&result, whole, cell, w));
+    let loaded = load.map(|(result, whole)| {
+        let mut l = loaded(&result, whole, cell, w);
+        if let Some(lab) = lab {
+            let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
+            l.extra.push(("links", Value::Array(links)));
+        }
+        l
+    });
     judge(
         rate,
         plan,

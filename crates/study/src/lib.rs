@@ -12,6 +12,7 @@
 
 mod error;
 mod injected;
+mod lab;
 pub mod outcome;
 pub mod plan;
 pub mod runner;

@@ -21,10 +21,11 @@ use volley_store::{
     NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
 };
 use volley_targets::{
-    Compression, CpuQuota, ExternalTarget, ResourceLimits, RunningTarget, TargetError, TargetKind,
-    TargetSpec, TlsSource,
+    Compression, CpuQuota, ExternalTarget, NetnsPlace, ResourceLimits, RunningTarget, TargetError,
+    TargetKind, TargetSpec, TlsSource,
 };
 
+use crate::lab::StudyLab;
 use crate::plan::{fmt_duration as fmt_eta, Plan, RateBook, Workload};
 use crate::spec::Mode;
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
@@ -93,7 +94,13 @@ fn now_ms() -> i64 {
 }
 
 /// The target spec of instance `inst`.
-fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>) -> TargetSpec {
+fn spec_for(
+    plan: &Plan,
+    inst: usize,
+    docroot: Option<&Path>,
+    exe: Option<&Path>,
+    netns: Option<&NetnsPlace>,
+) -> TargetSpec {
     let i = &plan.instances[inst];
     let t = &plan.targets[i.target];
     if t.kind == TargetKind::External {
@@ -120,6 +127,7 @@ fn spec_for(plan: &Plan, inst: usize, docroot: Option<&Path>, exe: Option<&Path>
         memory_max_bytes: None,
     };
     spec.volley_exe = exe.map(Path::to_path_buf);
+    spec.netns = netns.cloned();
     let serve = plan.serve;
     if serve.tls {
         spec.tls = Some(TlsSource::Generate);
@@ -188,7 +196,17 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         }
     };
     let docroot_path = docroot.as_ref().map(ServedDocroot::path);
-    let (running, skipped) = start_targets(plan, docroot_path, volley_exe.as_deref(), &mut note);
+    // Built before the targets, which start inside it; removed when this returns.
+    let lab = match StudyLab::open(plan, &mut *note) {
+        Ok(l) => l,
+        Err(e) => {
+            store.finish_study(study, Status::Incomplete)?;
+            return Err(e);
+        }
+    };
+    let netns = lab.as_ref().map(|l| &l.place);
+    let (running, skipped) =
+        start_targets(plan, docroot_path, volley_exe.as_deref(), netns, &mut note);
     if running.iter().all(Option::is_none) {
         store.finish_study(study, Status::Incomplete)?;
         return Err(StudyError::Invalid(format!(
@@ -201,6 +219,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         plan,
         docroot: docroot_path,
         exe: volley_exe.as_deref(),
+        lab: lab.as_ref(),
         store: &mut store,
         running: &running,
         run_of_target: &run_of_target,
@@ -255,6 +274,7 @@ fn start_targets(
     plan: &Plan,
     docroot: Option<&Path>,
     exe: Option<&Path>,
+    netns: Option<&NetnsPlace>,
     note: &mut dyn FnMut(&str),
 ) -> (Vec<Option<RunningTarget>>, Vec<String>) {
     let mut running: Vec<Option<RunningTarget>> = Vec::new();
@@ -266,7 +286,7 @@ fn start_targets(
             running.push(None);
             continue;
         }
-        match volley_targets::start(&spec_for(plan, i, docroot, exe)) {
+        match volley_targets::start(&spec_for(plan, i, docroot, exe, netns)) {
             Ok(t) => running.push(Some(t)),
             Err(e) => {
                 let why = match &e {
@@ -332,7 +352,7 @@ fn begin_runs(
             continue;
         };
         let rt = running[first].as_ref().expect("filtered on is_some");
-        let limits = spec_for(plan, first, docroot, None).limits;
+        let limits = spec_for(plan, first, docroot, None, None).limits;
         let mut env = serde_json::to_value(rt.record(&limits)).unwrap_or(Value::Null);
         env["instances"] = json!(insts
             .iter()
@@ -364,8 +384,9 @@ fn cold_spec(
     w: &Workload,
     docroot: Option<&Path>,
     exe: Option<&Path>,
+    netns: Option<&NetnsPlace>,
 ) -> TargetSpec {
-    let mut spec = spec_for(plan, inst, docroot, exe);
+    let mut spec = spec_for(plan, inst, docroot, exe, netns);
     let cold = w.paths[0].split('?').next().unwrap_or("/").to_string();
     if spec.probe_path == cold {
         spec.probe_path = plan
@@ -385,6 +406,8 @@ struct StudyRun<'a> {
     plan: &'a Plan,
     docroot: Option<&'a Path>,
     exe: Option<&'a Path>,
+    /// The network lab of `placement = "netns"` injectors.
+    lab: Option<&'a StudyLab>,
     store: &'a mut Store,
     running: &'a [Option<RunningTarget>],
     run_of_target: &'a HashMap<usize, RunId>,
@@ -480,7 +503,8 @@ impl StudyRun<'_> {
         if !w.cold_start {
             return Ok(None);
         }
-        let spec = cold_spec(self.plan, inst, w, self.docroot, self.exe);
+        let netns = self.lab.map(|l| &l.place);
+        let spec = cold_spec(self.plan, inst, w, self.docroot, self.exe, netns);
         match volley_targets::start(&spec) {
             Ok(t) => Ok(Some(t)),
             Err(e) => {
@@ -553,7 +577,7 @@ impl StudyRun<'_> {
                 Some(k) => {
                     let run_id = format!("p{}s{}", std::process::id(), self.order);
                     crate::injected::run_injected(
-                        w, cell, k, rate, plan, target, self.stop, self.exe, &run_id,
+                        w, cell, k, rate, plan, target, self.stop, self.exe, &run_id, self.lab,
                     )
                 }
                 None => run_step(w, cell, rate, plan, target, self.stop, &live),

@@ -65,10 +65,15 @@ pub struct InjectorsDef {
     /// whole seconds.
     #[serde(default)]
     pub stagger: Option<String>,
-    /// `"local"` (processes on this host); `"netns"`, `"ssh"`, `"kubernetes"` are not
-    /// available in study files yet.
+    /// `"local"` (processes on this host) or `"netns"` (each injector in a network
+    /// namespace of its own, the managed targets in another, on a bridge; links shaped
+    /// by `links`); `"ssh"` and `"kubernetes"` are not available in study files yet.
     #[serde(default)]
     pub placement: Option<String>,
+    /// With `placement = "netns"`: the links of consecutive groups of injectors, in
+    /// order (injectors past the last group are unshaped).
+    #[serde(default)]
+    pub links: Option<Vec<LinkDef>>,
     /// `"split"` (the default: the step's requests, rate and connections are the sum
     /// over the injectors) or `"each"` (every injector gets the step's figures, as in
     /// seed 003's power test where each sent 5000 requests).
@@ -77,6 +82,20 @@ pub struct InjectorsDef {
     /// Start with at least this many when not all are ready within the bound.
     #[serde(default)]
     pub min_agents: Option<u32>,
+}
+
+/// `[[injectors.links]]`: one group of injectors on the same kind of link.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDef {
+    /// How many consecutive injectors have this link.
+    pub injectors: u32,
+    /// Bandwidth each way: `"10mbit"`, `"100mbit"`, `"1gbit"`, `"512kbit"`.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Added round trip, e.g. `"68ms"` (needs netem or a delaying proxy: refused here).
+    #[serde(default)]
+    pub delay: Option<String>,
 }
 
 /// One count or a list of counts.

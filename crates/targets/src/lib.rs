@@ -55,6 +55,6 @@ pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use orphans::{state_dir, sweep_orphans, Leftover, Removed};
 pub use target::{
-    parse_banner, pick_error_line, start, stop_all, ExternalTarget, RunningTarget, TargetRecord,
-    TargetSpec, TlsRecord, TlsSource,
+    parse_banner, pick_error_line, start, stop_all, ExternalTarget, NetnsPlace, RunningTarget,
+    TargetRecord, TargetSpec, TlsRecord, TlsSource,
 };

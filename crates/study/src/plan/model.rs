@@ -155,6 +155,9 @@ pub struct InjectorsPlan {
     pub each: bool,
     /// Start with at least this many (default: all).
     pub min_agents: Option<u32>,
+    /// `placement = "netns"`: the link of injector `i` is `links[i]` (as many as the
+    /// largest count); `None`: local processes on this host's loopback.
+    pub netns_links: Option<Vec<volley_netlab::lab::LinkSpec>>,
 }
 
 /// One step to run: a cell's `repeat`-th run at position `order`.

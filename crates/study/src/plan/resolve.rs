@@ -219,19 +219,33 @@ fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyErr
             "injectors: a capacity search runs one injector; use mode = \"sweep\"",
         ));
     }
-    match d.placement.as_deref().unwrap_or("local") {
-        "local" => {}
-        p @ ("netns" | "ssh" | "kubernetes") => {
+    let netns = match d.placement.as_deref().unwrap_or("local") {
+        "local" => false,
+        "netns" => true,
+        p @ ("ssh" | "kubernetes") => {
             return Err(invalid(format!(
                 "injectors.placement = \"{p}\" is not available in study files yet; use \"local\""
             )))
         }
         other => {
             return Err(invalid(format!(
-                "injectors.placement must be \"local\", got \"{other}\""
+                "injectors.placement must be \"local\" or \"netns\", got \"{other}\""
             )))
         }
-    }
+    };
+    let netns_links = if netns {
+        Some(resolve_links(
+            d,
+            counts.iter().copied().max().unwrap_or(1),
+            file,
+        )?)
+    } else if d.links.is_some() {
+        return Err(invalid(
+            "injectors.links needs placement = \"netns\" (local injectors share loopback)",
+        ));
+    } else {
+        None
+    };
     let stagger = match (d.start.as_deref(), d.stagger.as_deref()) {
         (Some("together") | None, None) => Duration::ZERO,
         (Some("together"), Some(_)) => {
@@ -280,7 +294,69 @@ fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyErr
         stagger,
         each,
         min_agents: d.min_agents,
+        netns_links,
     }))
+}
+
+/// `"10mbit"` -> 10,000,000 bits per second (`kbit`, `mbit`, `gbit`; decimal units, as
+/// `tc` reads them).
+fn parse_rate_bit(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mult) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+        .iter()
+        .find_map(|(u, m)| s.strip_suffix(u).map(|n| (n.trim().to_string(), *m)))?;
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v > 0.0 && v * mult >= 8_000.0).then_some((v * mult) as u64)
+}
+
+/// The link of every injector up to `most`, from `links` groups in order.
+fn resolve_links(
+    d: &crate::spec::InjectorsDef,
+    most: u32,
+    file: &StudyFile,
+) -> Result<Vec<volley_netlab::lab::LinkSpec>, StudyError> {
+    if file
+        .targets
+        .iter()
+        .any(|t| t.kind.get_ref().as_str() == "external")
+    {
+        return Err(invalid(
+            "injectors.placement = \"netns\" starts the targets inside the lab; an external target cannot be moved there",
+        ));
+    }
+    let mut out = Vec::new();
+    for l in d.links.as_deref().unwrap_or_default() {
+        if l.injectors == 0 {
+            return Err(invalid("injectors.links: each group needs injectors >= 1"));
+        }
+        if let Some(delay) = &l.delay {
+            return Err(invalid(format!(
+                "injectors.links.delay = \"{delay}\": this kernel has no netem, and a delaying proxy is not available yet"
+            )));
+        }
+        let rate_bit = match &l.rate {
+            Some(r) => Some(parse_rate_bit(r).ok_or_else(|| {
+                invalid(format!(
+                    "injectors.links.rate must be like \"10mbit\" (kbit, mbit, gbit; at least 8kbit), got \"{r}\""
+                ))
+            })?),
+            None => None,
+        };
+        for _ in 0..l.injectors {
+            out.push(volley_netlab::lab::LinkSpec {
+                rate_bit,
+                rtt_ms: 1,
+            });
+        }
+    }
+    if out.len() > most as usize {
+        return Err(invalid(format!(
+            "injectors.links name {} injectors, more than the largest count ({most})",
+            out.len()
+        )));
+    }
+    out.resize(most as usize, volley_netlab::lab::LinkSpec::default());
+    Ok(out)
 }
 
 /// The `[[target]]`s, checked, filtered by the `target` sweep axis.

@@ -3,7 +3,7 @@
 //! and the built-in server's command lines, and the wait until its answer is right.
 
 use super::process::Inner;
-use super::TargetSpec;
+use super::{NetnsPlace, TargetSpec};
 use crate::cgroup::ResourceLimits;
 use crate::config::{self, Placement, TlsFiles};
 use crate::kind::TargetKind;
@@ -73,10 +73,40 @@ fn free_port() -> Result<u16, TargetError> {
         .port())
 }
 
+/// A port for a server in a lab namespace. Nothing else listens there but volley's own
+/// targets, so a per-process counter suffices; a clash is retried like any "address in
+/// use".
+fn lab_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    18_080 + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10_000
+}
+
+/// The address a configured server listens on.
+fn listen_addr(spec: &TargetSpec) -> Result<SocketAddr, TargetError> {
+    Ok(match &spec.netns {
+        Some(p) => SocketAddr::new(p.ip, lab_port()),
+        None => SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+    })
+}
+
 /// Common process setup: own process group, output files, cgroups joined and CPUs pinned
-/// before exec.
-fn base_command(program: &Path, dir: &Path, inner: &Inner, limits: &ResourceLimits) -> Command {
-    let mut cmd = Command::new(program);
+/// before exec; inside the spec's network namespace through `ip netns exec` (which execs
+/// the server in its own place, so the pid, the group and the death signal carry over).
+fn base_command(
+    program: &Path,
+    dir: &Path,
+    inner: &Inner,
+    limits: &ResourceLimits,
+    netns: Option<&NetnsPlace>,
+) -> Command {
+    let mut cmd = match netns {
+        Some(p) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &p.ns]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
     cmd.current_dir(dir).stdin(Stdio::null()).process_group(0);
     let join_fds = inner.cgroups.join_fds();
     let cpuset = limits.cpus.as_ref().map(|cpus| {
@@ -218,7 +248,7 @@ fn launch_configured(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, 
         docroot,
         tls,
     } = *ctx;
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    let addr = listen_addr(spec)?;
     let placement = Placement {
         dir: dir.to_path_buf(),
         docroot: docroot.to_path_buf(),
@@ -229,7 +259,7 @@ fn launch_configured(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, 
     let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
     let conf = dir.join(config::config_file_name(kind));
     std::fs::write(&conf, &text).map_err(TargetError::io("writing the server config"))?;
-    let mut cmd = base_command(program, dir, inner, &spec.limits);
+    let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
     cmd.args(config::command_args(kind, dir, &conf))
         .stdout(log_file(dir, "stdout.log")?)
         .stderr(log_file(dir, "stderr.log")?);
@@ -255,16 +285,20 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         tls,
         ..
     } = *ctx;
-    let mut cmd = base_command(program, dir, inner, &spec.limits);
+    let listen = match &spec.netns {
+        Some(p) => SocketAddr::new(p.ip, 0).to_string(),
+        None => "127.0.0.1:0".to_string(),
+    };
+    let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
     cmd.arg("serve")
         .arg("--root")
         .arg(docroot)
         .arg("--listen")
-        .arg("127.0.0.1:0")
+        .arg(&listen)
         .stdout(Stdio::piped())
         .stderr(log_file(dir, "stderr.log")?);
     let mut config_text = format!(
-        "{} serve --root {} --listen 127.0.0.1:0",
+        "{} serve --root {} --listen {listen}",
         program.display(),
         docroot.display()
     );

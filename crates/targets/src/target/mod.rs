@@ -13,7 +13,7 @@ mod spec;
 
 pub use launch::{parse_banner, pick_error_line};
 pub use process::stop_all;
-pub use spec::{ExternalTarget, TargetRecord, TargetSpec, TlsRecord, TlsSource};
+pub use spec::{ExternalTarget, NetnsPlace, TargetRecord, TargetSpec, TlsRecord, TlsSource};
 
 use crate::cgroup::{PrivateCgroups, ResourceLimits, ThrottleStats};
 use crate::config::{self, Compression, TlsFiles};

@@ -106,6 +106,18 @@ pub struct TargetSpec {
     /// through the server (open, stat, first compression). Validate its answer after
     /// measuring with [`RunningTarget::validate_path`]; a wrong answer voids the figure.
     pub cold_path: Option<String>,
+    /// Start the server inside this network namespace, listening on `ip` there (a lab of
+    /// `volley_netlab`); `None`: on this namespace's loopback.
+    pub netns: Option<NetnsPlace>,
+}
+
+/// Where a target runs when it runs in a network namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetnsPlace {
+    /// The namespace's name (`ip netns` list).
+    pub ns: String,
+    /// The address the server listens on inside it, reachable from volley's namespace.
+    pub ip: std::net::IpAddr,
 }
 
 impl TargetSpec {
@@ -125,6 +137,7 @@ impl TargetSpec {
             external: None,
             tls: None,
             cold_path: None,
+            netns: None,
         }
     }
 
