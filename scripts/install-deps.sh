@@ -14,7 +14,14 @@ set -euo pipefail
 "$(dirname "$0")/install-k8s-validate.sh"
 
 # Toxiproxy: delay and jitter for netlab links where the kernel has no netem (version the Go proxy resolves here).
-command -v toxiproxy-server >/dev/null || [ -x "$(go env GOPATH)/bin/toxiproxy-server" ] || go install github.com/Shopify/toxiproxy/v2/cmd/toxiproxy-server@v2.5.0
+# The module's server package is cmd/server: built into a scratch GOBIN and installed
+# under its usual name.
+if ! command -v toxiproxy-server >/dev/null && [ ! -x "$(go env GOPATH)/bin/toxiproxy-server" ]; then
+  toxi_bin="$(mktemp -d)"
+  GOBIN="$toxi_bin" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+  install -m 0755 "$toxi_bin/server" "$(go env GOPATH)/bin/toxiproxy-server"
+  rm -rf "$toxi_bin"
+fi
 
 pkgs=(wrk apache2-utils httperf nghttp2-client
       litmus python3-caldav chromium
