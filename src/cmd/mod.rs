@@ -8,6 +8,7 @@ pub mod bench_wire;
 pub mod compare;
 pub mod demo;
 pub mod fixtures;
+pub mod hint;
 pub mod history;
 pub mod progress;
 pub mod report;

@@ -85,6 +85,7 @@ pub(crate) fn execute(
         note: Box::new(|line| eprintln!("volley: {line}")),
         step_line: Box::new(|line| eprintln!("{line}")),
     };
+    let db_hint = super::hint::db_flag(&opts.db);
     let report = volley_study::run(plan, opts);
     finished.store(true, Ordering::Relaxed);
     let report = report.map_err(|e| match e {
@@ -99,7 +100,7 @@ pub(crate) fn execute(
         .map(|(t, id)| format!("{t}=#{id}"))
         .collect();
     println!(
-        "study #{} ({}): {} steps in {:.0} s; stored as run ids {} (one run per target; `volley report <id>`)",
+        "study #{} ({}): {} steps in {:.0} s; stored as run ids {} (one run per target); report: volley report study:{}{db_hint}",
         report.study,
         if report.complete {
             "complete"
@@ -109,6 +110,7 @@ pub(crate) fn execute(
         report.steps.len(),
         report.elapsed.as_secs_f64(),
         runs.join(" "),
+        report.study,
     );
     Ok(report)
 }
