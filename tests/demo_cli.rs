@@ -61,6 +61,14 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
         .unwrap();
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "{stdout}\n{stderr}");
+    // Verdict reasons are sentences: the short rate steps of the scaled demo fail as
+    // too short to judge, and say so in words, never as `snake_case=value` pairs.
+    assert!(
+        stderr.contains("NOT sustainable (too short to judge:"),
+        "{stderr}"
+    );
+    let pairs = snake_case_pairs(&stdout) + &snake_case_pairs(&stderr);
+    assert!(pairs.is_empty(), "field=value pairs printed: {pairs}");
     let html = out_dir.join("report.html");
     assert!(out_dir.join("volley.db").is_file(), "{stdout}");
     let page = std::fs::read_to_string(&html).unwrap();
@@ -83,4 +91,29 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
     assert!(h.status.success(), "{history}: {herr}");
     assert!(hout.contains("quick"), "{hout}");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Every `word_with_underscore=` in `text`, space-separated (empty when none).
+fn snake_case_pairs(text: &str) -> String {
+    let mut found = Vec::new();
+    for (i, _) in text.match_indices('=') {
+        let word: String = text[..i]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if word.contains('_') {
+            found.push(word.chars().rev().collect::<String>());
+        }
+    }
+    found.join(" ")
+}
+
+#[test]
+fn the_pair_finder_finds_pairs() {
+    assert_eq!(
+        snake_case_pairs("send_rate_short required_rps=1584 c=1 t_stat=null"),
+        "required_rps t_stat"
+    );
+    assert_eq!(snake_case_pairs("c=1 ka=on rate=500"), "");
 }

@@ -14,4 +14,5 @@ pub mod progress;
 pub mod report;
 pub mod serve;
 pub mod study;
+pub mod table;
 pub mod targets;

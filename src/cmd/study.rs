@@ -93,7 +93,16 @@ pub(crate) fn execute(
         e => anyhow::Error::new(e),
     })?;
     println!();
-    print!("{}", outcome::table(plan, &report.steps, &report.searches));
+    let end = outcome::table(plan, &report.steps, &report.searches);
+    let mut t = super::table::new(end.header);
+    super::table::keep_whole(&mut t, 0);
+    for row in end.rows {
+        t.add_row(row);
+    }
+    print!("{}", super::table::render(&t));
+    for line in &end.usl {
+        println!("{line}");
+    }
     let runs: Vec<String> = report
         .runs
         .iter()
