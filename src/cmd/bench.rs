@@ -43,19 +43,18 @@ struct Outputs {
     csv_seconds: Option<PathBuf>,
     /// The text report on stdout (not with -q, nor with JSON on stdout).
     text: bool,
-    /// The live progress line (stderr is a terminal, not -q).
+    /// The progress bar (stderr is a terminal, not -q).
     progress: bool,
 }
 
 impl Outputs {
     fn of(a: &LoadArgs) -> Self {
-        use std::io::IsTerminal;
         Outputs {
             json: a.json.clone(),
             csv: a.csv.clone(),
             csv_seconds: a.csv_seconds.clone(),
             text: !a.quiet && a.json.as_deref() != Some("-"),
-            progress: !a.quiet && std::io::stderr().is_terminal(),
+            progress: super::progress::wanted(a.quiet),
         }
     }
 }

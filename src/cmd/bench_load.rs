@@ -702,20 +702,7 @@ pub fn run_once(
     let headroom = HeadroomWatch::start(spec.cfg.addr, Duration::from_secs(1)).ok();
     let measured = std::thread::scope(|scope| {
         if show_progress {
-            scope.spawn(|| {
-                volley_harness::progress::tick(&live, &done, |snap, elapsed| {
-                    progress::draw(snap.map(|s| {
-                        format!(
-                            "[{:>6.1}s] started {}  done {}  errors {}  open {}",
-                            elapsed.as_secs_f64(),
-                            s.started,
-                            s.done,
-                            s.errors,
-                            s.open_connections
-                        )
-                    }))
-                })
-            });
+            scope.spawn(|| progress::bench(&live, &done, spec.cfg.stop));
         }
         let r = measure(&run);
         done.store(true, Ordering::Relaxed);

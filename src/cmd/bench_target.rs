@@ -17,7 +17,7 @@
 //! (exit 1), reported after what was measured. Ctrl-C stops the load, stops every
 //! target (`volley_targets::stop_all` from the handler thread) and exits 130.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -417,7 +417,7 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
     s.latency.get(key)
 }
 
-/// How `volley bench --target` reports: text on stdout or not, the progress line.
+/// How `volley bench --target` reports: text on stdout or not, the progress bar.
 struct Show {
     quiet: bool,
     text: bool,
@@ -437,7 +437,7 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
     let show = Show {
         quiet: load.quiet,
         text: !load.quiet && load.json.as_deref() != Some("-"),
-        progress: !load.quiet && std::io::stderr().is_terminal(),
+        progress: super::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     {

@@ -25,6 +25,9 @@ pub struct Args {
     /// Keep the results in this store instead of DIR/volley.db.
     #[arg(long)]
     db: Option<PathBuf>,
+    /// No progress bars (they are drawn only on a terminal anyway).
+    #[arg(short = 'q', long)]
+    quiet: bool,
     /// Multiply durations and request counts (the CLI tests run the demo at 0.1).
     #[arg(long, default_value = "1", hide = true, allow_hyphen_values = true)]
     scale: String,
@@ -52,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     println!();
-    let report = super::study::execute(&plan, QUICK, db.clone())?;
+    let report = super::study::execute(&plan, QUICK, db.clone(), args.quiet)?;
     let html = out.join("report.html");
     let selector = Selector::Study(report.study);
     println!("\ndemo results in {}", quote(&out));
