@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod bench;
 pub mod bench_load;
+pub mod bench_save;
 pub mod bench_target;
 pub mod bench_wire;
 pub mod compare;

@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
@@ -15,8 +14,8 @@ use volley_engine::{
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, MeasuredRun, Watch, Watched};
-use volley_metrics::{hist, Metric, Recorder, Summary};
-use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
+use volley_metrics::Summary;
+use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Workload};
@@ -285,7 +284,7 @@ fn judge(
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
-    let histograms = histograms(&merged)?;
+    let histograms = volley_harness::stored::histograms(&merged)?;
     let summary = merged.close(&info)?;
 
     // Judgement.
@@ -338,22 +337,7 @@ fn judge(
             "throttled_usec": t.throttled_us,
         });
     }
-    let mut series: Vec<SeriesPoint> = summary
-        .seconds
-        .iter()
-        .map(|s| SeriesPoint {
-            second: s.second as u32,
-            source: SeriesSource::Load,
-            values: serde_json::to_value(s).unwrap_or(Value::Null),
-        })
-        .collect();
-    if let Some(r) = &report {
-        series.extend(r.samples.iter().enumerate().map(|(i, s)| SeriesPoint {
-            second: i as u32,
-            source: SeriesSource::Monitor,
-            values: serde_json::to_value(s).unwrap_or(Value::Null),
-        }));
-    }
+    let series = volley_harness::stored::series(&summary, report.as_ref());
     Ok(JudgedStep {
         summary,
         summary_json,
@@ -363,43 +347,6 @@ fn judge(
         series,
         histograms,
     })
-}
-
-/// Whole-step and per-second histograms of every kind, V2-serialised.
-fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::MetricsError> {
-    let mut ser = V2DeflateSerializer::new();
-    let mut out = Vec::new();
-    let kinds = [
-        (Metric::Response, HistogramKind::Response),
-        (Metric::Service, HistogramKind::Service),
-        (Metric::Ttfb, HistogramKind::Ttfb),
-        (Metric::Connect, HistogramKind::Connect),
-        (Metric::SendLag, HistogramKind::SendLag),
-        (Metric::SchedLag, HistogramKind::SchedLag),
-        (Metric::ConnWait, HistogramKind::ConnWait),
-    ];
-    for (metric, kind) in kinds {
-        let mut whole = hist::new_hist();
-        for s in r.closed_seconds() {
-            let h = s.hist(metric)?;
-            hist::add(&mut whole, &h)?;
-            // A closed loop's service-time second shares the response-time bytes
-            // (intended = sent); the store keeps every kind readable on its own.
-            let shared = metric == Metric::Service && s.service_is_response;
-            let stored = if shared { Metric::Response } else { metric };
-            out.push(HistogramBlob {
-                second: Some(s.second as u32),
-                kind,
-                bytes: s.hists[stored as usize].clone(),
-            });
-        }
-        out.push(HistogramBlob {
-            second: None,
-            kind,
-            bytes: hist::encode(&mut ser, &whole)?,
-        });
-    }
-    Ok(out)
 }
 
 /// Windows to judge: the whole seconds of the step (a last partial second holds the
