@@ -9,6 +9,15 @@ use comfy_table::{presets, CellAlignment, ColumnConstraint, ContentArrangement, 
 /// A table with these column names: no borders, a dashed line under the header, two
 /// spaces between columns.
 pub fn new<S: Into<comfy_table::Cell>>(header: impl IntoIterator<Item = S>) -> Table {
+    new_at(header, width())
+}
+
+/// [`new`] fitted to `width` (none: never wrapped), for output that must not depend on
+/// the terminal (snapshot tests).
+pub fn new_at<S: Into<comfy_table::Cell>>(
+    header: impl IntoIterator<Item = S>,
+    width: Option<u16>,
+) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
     t.set_style(comfy_table::TableComponent::HeaderLines, '-');
@@ -16,7 +25,7 @@ pub fn new<S: Into<comfy_table::Cell>>(header: impl IntoIterator<Item = S>) -> T
     for c in t.column_iter_mut() {
         c.set_padding((0, 2));
     }
-    match width() {
+    match width {
         Some(w) => {
             t.set_content_arrangement(ContentArrangement::Dynamic);
             t.set_width(w);
