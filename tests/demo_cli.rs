@@ -61,12 +61,8 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
         .unwrap();
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "{stdout}\n{stderr}");
-    // Verdict reasons are sentences: the short rate steps of the scaled demo fail as
-    // too short to judge, and say so in words, never as `snake_case=value` pairs.
-    assert!(
-        stderr.contains("NOT sustainable (too short to judge:"),
-        "{stderr}"
-    );
+    // Whatever the verdicts (a busy machine changes them), nothing printed is a
+    // `snake_case=value` pair (tests/tables_cli.rs makes steps fail on purpose).
     let pairs = snake_case_pairs(&stdout) + &snake_case_pairs(&stderr);
     assert!(pairs.is_empty(), "field=value pairs printed: {pairs}");
     let html = out_dir.join("report.html");

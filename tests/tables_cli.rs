@@ -134,8 +134,15 @@ p99 = "1ms"
     // The study's end table: columns start where their titles do, long name or not.
     let end = table(&out, "target  ", 2);
     aligned(&end, "workload", LONG, "w ");
-    aligned(&end, "result", LONG, "no rate was sustainable");
-    aligned(&end, "result", "b ", "no rate was sustainable");
+    // The result's words depend on the machine (a busy one makes steps
+    // generator-bound): only where they start is checked.
+    let result = end[0].find("result").unwrap();
+    for row in &end[2..] {
+        assert!(
+            row[..result].ends_with("  ") && !row[result..].starts_with(' '),
+            "{end:#?}"
+        );
+    }
 
     let (h, _) = volley(&["history"], &db, None);
     let hist = table(&h, "run", 2);
