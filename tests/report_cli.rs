@@ -170,3 +170,59 @@ fn mistakes_get_one_line_and_exit_2() {
         assert_eq!(stderr(&o).trim(), expected);
     }
 }
+
+#[test]
+fn no_run_given_means_the_newest_and_open_uses_the_browser() {
+    let db = scratch("latest.db");
+    write_store(&db);
+    let o = volley(&["report", "--db", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("# volley report: study 1: cli"), "{out}");
+
+    // A browser that writes down what it was asked to open.
+    let seen = scratch("browser-saw.txt");
+    let browser = scratch("browser.sh");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", seen.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let html = scratch("opened.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "--db", db.to_str().unwrap(), "--open", "--html"])
+        .arg(&html)
+        .env("BROWSER", &browser)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        html.to_str().unwrap()
+    );
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("<!DOCTYPE html>"));
+
+    // No browser at all: the report is still written, and the user is told where.
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "1", "--db", db.to_str().unwrap(), "--open"])
+        .env_remove("BROWSER")
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("no browser to open"), "{err}");
+    let written = err
+        .lines()
+        .find_map(|l| l.strip_prefix("volley: wrote html report to "))
+        .unwrap();
+    assert!(std::fs::read_to_string(written)
+        .unwrap()
+        .contains("run 1: builtin"));
+    let _ = std::fs::remove_file(written);
+}

@@ -330,8 +330,11 @@ fn history_and_compare_on_a_small_study() {
         "{c}{}",
         String::from_utf8_lossy(&cmp.stderr)
     );
+    // One table row per run (its steps column: 3), then the ratio line.
     assert!(
-        c.contains("3 steps") && c.contains("A/B ratio of medians"),
+        c.lines()
+            .any(|l| l.starts_with("A ") && l.contains(" t0 ") && l.contains(" 3 "))
+            && c.contains("A/B ratio of medians"),
         "{c}"
     );
     let ratio: f64 = c

@@ -21,6 +21,7 @@ use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{repeat, Summary};
 
 use super::bench_load::{self, describe_errors, server_trouble, LoadArgs, LoadSpec};
+use super::bench_save::{Extras, SaveArgs, Saver};
 use super::bench_target::{self, TargetArgs};
 use super::bench_wire;
 use crate::exit::{usage, Interrupted};
@@ -34,6 +35,9 @@ pub struct Args {
     /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench_target.rs.
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Keeping the run in the results store (`--save`): src/cmd/bench_save.rs.
+    #[command(flatten)]
+    pub save: SaveArgs,
 }
 
 /// Where results go, and what is printed.
@@ -43,19 +47,18 @@ struct Outputs {
     csv_seconds: Option<PathBuf>,
     /// The text report on stdout (not with -q, nor with JSON on stdout).
     text: bool,
-    /// The live progress line (stderr is a terminal, not -q).
+    /// The progress bar (stderr is a terminal, not -q).
     progress: bool,
 }
 
 impl Outputs {
     fn of(a: &LoadArgs) -> Self {
-        use std::io::IsTerminal;
         Outputs {
             json: a.json.clone(),
             csv: a.csv.clone(),
             csv_seconds: a.csv_seconds.clone(),
             text: !a.quiet && a.json.as_deref() != Some("-"),
-            progress: !a.quiet && std::io::stderr().is_terminal(),
+            progress: super::progress::wanted(a.quiet),
         }
     }
 }
@@ -63,14 +66,14 @@ impl Outputs {
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.target.is_set() {
-        return bench_target::run(args.load, args.target);
+        return bench_target::run(args.load, args.target, args.save);
     }
-    run_url(args.load)
+    run_url(args.load, args.save)
 }
 
 /// `volley bench URL`: the load against a server volley did not start, `--repeat`
 /// times, each run printed and written as it ends.
-fn run_url(a: LoadArgs) -> anyhow::Result<ExitCode> {
+fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let out = Outputs::of(&a);
     let (repeats, cooldown) = match (bench_load::repeat_count(&a), bench_load::cooldown(&a)) {
         (Ok(k), Ok(c)) => (k, c),
@@ -92,6 +95,9 @@ fn run_url(a: LoadArgs) -> anyhow::Result<ExitCode> {
             stop.store(true, Ordering::Relaxed);
         });
     }
+    let environment = serde_json::to_value(volley_targets::Environment::capture())?;
+    let url = spec.url.clone();
+    let mut saver = Saver::begin(&save, &url, &spec, environment)?;
     let text = Text::default();
     let mut runs: Vec<Summary> = Vec::with_capacity(repeats);
     for k in 0..repeats {
@@ -101,10 +107,17 @@ fn run_url(a: LoadArgs) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let mut summary = bench_load::run_once(&spec, &interrupted, out.progress)?;
+        let ran = bench_load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
+        let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {
+            if let Some(s) = saver.take() {
+                s.finish(false)?;
+            }
             return Err(nothing_succeeded(&spec, &summary, &out, &text));
+        }
+        if let Some(s) = saver.as_mut() {
+            s.step(&spec, &summary, ran.histograms, Extras::default())?;
         }
         if out.text {
             if repeats > 1 {
@@ -129,6 +142,12 @@ fn run_url(a: LoadArgs) -> anyhow::Result<ExitCode> {
         }
     }
     write_files(&out, &runs, rep.as_ref(), true)?;
+    if let Some(s) = saver {
+        eprintln!(
+            "volley: {}",
+            s.finish(!interrupted.load(Ordering::Relaxed))?
+        );
+    }
     if interrupted.load(Ordering::Relaxed) {
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }

@@ -686,7 +686,8 @@ pub fn run_once(
     spec: &LoadSpec,
     interrupted: &AtomicBool,
     show_progress: bool,
-) -> anyhow::Result<Summary> {
+    keep_histograms: bool,
+) -> anyhow::Result<Ran> {
     let live = Live::new();
     let done = AtomicBool::new(false);
     let run = Measure {
@@ -703,20 +704,7 @@ pub fn run_once(
     let headroom = HeadroomWatch::start(spec.cfg.addr, Duration::from_secs(1)).ok();
     let measured = std::thread::scope(|scope| {
         if show_progress {
-            scope.spawn(|| {
-                volley_harness::progress::tick(&live, &done, |snap, elapsed| {
-                    progress::draw(snap.map(|s| {
-                        format!(
-                            "[{:>6.1}s] started {}  done {}  errors {}  open {}",
-                            elapsed.as_secs_f64(),
-                            s.started,
-                            s.done,
-                            s.errors,
-                            s.open_connections
-                        )
-                    }))
-                })
-            });
+            scope.spawn(|| progress::bench(&live, &done, spec.cfg.stop));
         }
         let r = measure(&run);
         done.store(true, Ordering::Relaxed);
@@ -743,6 +731,13 @@ pub fn run_once(
         ));
     }
     let wire_report = bench_wire::report(&spec.wire, &outcome, &spec.negotiated);
+    let mut recorder = recorder;
+    recorder.finish();
+    let histograms = match keep_histograms {
+        true => volley_harness::stored::histograms(&recorder)
+            .context("cannot serialise the run's histograms")?,
+        false => Vec::new(),
+    };
     let mut summary = recorder.close(&info).context("cannot summarise the run")?;
     summary.wire = Some(wire_report);
     summary.headroom = headroom;
@@ -752,9 +747,20 @@ pub fn run_once(
     if let Some(line) = server_trouble(&summary) {
         summary.notes.push(line);
     }
-    Ok(summary)
+    Ok(Ran {
+        summary,
+        histograms,
+    })
+}
+
+/// One measured run: its summary, and its histograms as the store keeps them (empty
+/// unless asked for: serialising them costs time a run not saved does not need).
+pub struct Ran {
+    /// The closed summary, with bench's notes.
+    pub summary: Summary,
+    /// Whole-run and per-second histograms (`volley_harness::stored`).
+    pub histograms: Vec<volley_store::HistogramBlob>,
 }
 
 #[cfg(test)]
-#[path = "bench_load_tests.rs"]
 mod tests;

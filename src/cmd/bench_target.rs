@@ -17,7 +17,7 @@
 //! (exit 1), reported after what was measured. Ctrl-C stops the load, stops every
 //! target (`volley_targets::stop_all` from the handler thread) and exits 130.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +34,8 @@ use volley_targets::{
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench_load::{self, LoadArgs};
+use super::bench_load::{self, LoadArgs, Ran};
+use super::bench_save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
 mod export;
@@ -414,7 +415,7 @@ fn headline(s: &Summary) -> Option<&volley_metrics::summary::LatencyStats> {
     s.latency.get(key)
 }
 
-/// How `volley bench --target` reports: text on stdout or not, the progress line.
+/// How `volley bench --target` reports: text on stdout or not, the progress bar.
 struct Show {
     quiet: bool,
     text: bool,
@@ -422,7 +423,7 @@ struct Show {
 }
 
 /// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
-pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
+pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
@@ -434,7 +435,7 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
     let show = Show {
         quiet: load.quiet,
         text: !load.quiet && load.json.as_deref() != Some("-"),
-        progress: !load.quiet && std::io::stderr().is_terminal(),
+        progress: super::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -456,6 +457,7 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("no docroot to serve"))?;
     let docroot = served.path().to_path_buf();
     let mut runs: Vec<TargetRun> = Vec::new();
+    let mut savers = Savers::new(save, setup.kinds.len() > 1);
     let mut failure: Option<anyhow::Error> = None;
     let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
         .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
@@ -467,7 +469,16 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let mut r = match run_target(kind, &setup, &docroot, &load, &interrupted, &show) {
+        let ran = run_target(
+            kind,
+            &setup,
+            &docroot,
+            &load,
+            &interrupted,
+            &show,
+            &mut savers,
+        );
+        let mut r = match ran {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(e);
@@ -500,6 +511,9 @@ pub fn run(load: LoadArgs, t: TargetArgs) -> anyhow::Result<ExitCode> {
         write!(out, "{}", comparison_table(&runs, &setup.kinds))?;
     }
     write_files(&load, &setup, &runs, true)?;
+    for line in savers.finish(failure.is_none() && !interrupted.load(Ordering::Relaxed))? {
+        eprintln!("volley: {line}");
+    }
     drop(served);
     if let Some(e) = failure {
         return Err(e);
@@ -611,6 +625,7 @@ fn run_target(
     load: &LoadArgs,
     interrupted: &Arc<AtomicBool>,
     show: &Show,
+    savers: &mut Savers,
 ) -> anyhow::Result<TargetRun> {
     let target = start(kind, setup, docroot)?;
     if !show.quiet {
@@ -630,11 +645,12 @@ fn run_target(
         load_stop: Arc::clone(&spec.cfg.stop_flag),
         outside_stop: Arc::clone(interrupted),
     };
-    let watched = volley_harness::watch(&watch, || -> anyhow::Result<Summary> {
+    let keep = savers.wanted();
+    let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
-        let mut summary = bench_load::run_once(&spec, interrupted, show.progress)?;
-        summary.first_request = first;
-        Ok(summary)
+        let mut ran = bench_load::run_once(&spec, interrupted, show.progress, keep)?;
+        ran.summary.first_request = first;
+        Ok(ran)
     })?;
     let Watched {
         load: outcome,
@@ -644,13 +660,28 @@ fn run_target(
     } = watched;
     let pid = target.pid;
     let leftover_cgroups = stop_target(target);
-    let mut summary = outcome?;
+    let Ran {
+        mut summary,
+        histograms,
+    } = outcome?;
     if let Some(d) = &died {
         summary.notes.push(format!(
             "the target {} (pid {}) died during the run: {}",
             d.kind, d.pid, d.exit_status
         ));
     }
+    let throttled = throttling.map(|t| {
+        serde_json::json!({
+            "nr_periods": t.nr_periods,
+            "nr_throttled": t.nr_throttled,
+            "throttled_usec": t.throttled_us,
+        })
+    });
+    let extras = Extras {
+        monitor: monitor.as_ref(),
+        throttling: throttled,
+    };
+    savers.step(kind, &spec, &record, &summary, histograms, extras)?;
     Ok(TargetRun {
         kind,
         pid,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use volley_report::compare::{compare, Metric};
+use volley_report::compare::{compare, Comparison, Metric};
 use volley_store::Store;
 
 use crate::exit::usage;
@@ -41,9 +41,128 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Runs whose writer was killed (kill -9, power loss) are still 'running': mark them.
     store.mark_incomplete_on_open()?;
     match compare(&store, &args.a, &args.b, metric) {
-        Ok(c) => println!("{c}"),
+        Ok(c) => print!("{}", text(&c, super::table::width())),
         Err(volley_report::ReportError::Compare(m)) => usage!("{m}"),
         Err(e) => return Err(e.into()),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The two runs as a table (one row each: steps, median and its interval), the ratio of
+/// their medians, then the searched capacities of the cells both runs have.
+fn text(c: &Comparison, width: Option<u16>) -> String {
+    use super::table;
+    let d = if c.metric == Metric::Rps { 0 } else { 3 };
+    let label = c.metric.label();
+    let mut t = table::new_at(
+        [
+            "".to_string(),
+            "run".to_string(),
+            "target".to_string(),
+            "steps".to_string(),
+            format!("median {label}"),
+            "95% CI".to_string(),
+        ],
+        width,
+    );
+    table::align_right(&mut t, &[1, 3, 4]);
+    table::keep_whole(&mut t, 2);
+    for (name, s) in [("A", &c.a), ("B", &c.b)] {
+        t.add_row([
+            name.to_string(),
+            s.run.to_string(),
+            s.target.clone(),
+            s.values.len().to_string(),
+            format!("{:.d$}", s.median.median),
+            format!("{:.d$} .. {:.d$}", s.median.lo, s.median.hi),
+        ]);
+    }
+    let mut out = table::render(&t);
+    out.push_str(&format!(
+        "A/B ratio of medians: {:.3} (95% CI {:.3} .. {:.3})\n",
+        c.ratio.median, c.ratio.lo, c.ratio.hi
+    ));
+    if c.capacities.is_empty() {
+        return out;
+    }
+    let mut t = table::new_at(
+        [
+            "capacity by search",
+            "A",
+            "B",
+            "A/B",
+            "A/B both intervals allow",
+        ],
+        width,
+    );
+    table::align_right(&mut t, &[3]);
+    for p in &c.capacities {
+        // No upper end of B's interval: A/B may be as small as 0; a zero lower end of
+        // B's: A/B may be as large as any number.
+        let lo = p
+            .ratio_range
+            .0
+            .map_or("0".to_string(), |r| format!("{r:.3}"));
+        let hi = p
+            .ratio_range
+            .1
+            .map_or("unbounded".to_string(), |r| format!("{r:.3}"));
+        t.add_row([
+            if p.cell.is_empty() {
+                "default".to_string()
+            } else {
+                p.cell.clone()
+            },
+            p.a.text(),
+            p.b.text(),
+            format!("{:.3}", p.ratio),
+            format!("{lo} .. {hi}"),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&table::render(&t));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use volley_analysis::bootstrap::Estimate;
+    use volley_report::compare::{CapacityPair, SearchedCapacity, Side};
+    use volley_store::RunId;
+
+    #[test]
+    fn the_comparison_reads_as_a_table() {
+        let est = |m: f64| Estimate {
+            median: m,
+            lo: m * 0.95,
+            hi: m * 1.05,
+        };
+        let side = |id, target: &str, m| Side {
+            run: RunId(id),
+            target: target.into(),
+            values: vec![m; 3],
+            median: est(m),
+        };
+        let cap = |rps, hi| SearchedCapacity {
+            rps,
+            lo_rps: rps * 0.95,
+            hi_rps: hi,
+            confidence: 0.95,
+        };
+        let c = Comparison {
+            metric: Metric::Rps,
+            a: side(1, "a-target-with-a-forty-character-name-xyz", 3000.0),
+            b: side(2, "b", 1500.0),
+            ratio: est(2.0),
+            capacities: vec![CapacityPair {
+                cell: "workload root, concurrency 16".into(),
+                a: cap(3000.0, Some(3100.0)),
+                b: cap(1500.0, None),
+                ratio: 2.0,
+                ratio_range: (None, Some(2.138)),
+            }],
+        };
+        insta::assert_snapshot!(text(&c, None));
+    }
 }

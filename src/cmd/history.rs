@@ -44,10 +44,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     store.mark_incomplete_on_open()?;
     let studies = store.list_studies()?;
     let runs = store.list_runs()?;
-    println!(
-        "{:>5}  {:<19}  {:<32}  {:>5}  {:<10}  capacity by search",
-        "run", "started (UTC)", "study/target", "steps", "status"
-    );
+    let mut t = super::table::new([
+        "run",
+        "started (UTC)",
+        "study/target",
+        "steps",
+        "status",
+        "capacity by search",
+    ]);
+    super::table::align_right(&mut t, &[0, 3]);
+    super::table::keep_whole(&mut t, 2);
     for r in &runs {
         let study = r
             .study
@@ -67,24 +73,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         format!("{r:.0} req/s so far (interrupted, no interval)")
                     }
                     (SearchEnd::Interrupted, None) => "interrupted".to_string(),
-                    (end, _) => format!("none shown sustainable ({})", end.as_str()),
+                    (end, _) => format!(
+                        "none shown sustainable ({})",
+                        end.as_str().replace('_', " ")
+                    ),
                 },
             })
             .collect();
-        println!(
-            "{:>5}  {:<19}  {:<32}  {:>5}  {:<10}  {}",
-            r.id,
+        t.add_row([
+            r.id.to_string(),
             when(r.started_unix_ms),
             format!("{study}/{}", r.target),
-            steps,
-            r.status.as_str(),
+            steps.to_string(),
+            r.status.as_str().to_string(),
             if capacities.is_empty() {
                 "-".to_string()
             } else {
                 capacities.join("; ")
-            }
-        );
+            },
+        ]);
     }
+    print!("{}", super::table::render(&t));
     if runs.is_empty() {
         println!("(no runs yet)");
     }

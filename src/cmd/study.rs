@@ -2,7 +2,6 @@
 //! targets, writes each step to the results store as it ends, and prints the capacity /
 //! summary table. The work is in `volley-study`; this file is flags and exit codes.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use volley_study::{outcome, runner::RunOptions, StudyError};
 
+use super::progress::StudyBars;
 use crate::exit::{usage, Interrupted, INTERRUPTED_CODE};
+use volley_study::StepTick;
 
 /// Flags of `volley study`.
 #[derive(clap::Args)]
@@ -41,6 +42,9 @@ struct RunArgs {
     /// Multiply durations and request counts (0.1 for a quick look).
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     scale: String,
+    /// No progress bars (they are drawn only on a terminal anyway).
+    #[arg(short = 'q', long)]
+    quiet: bool,
 }
 
 /// Runs `volley study`.
@@ -60,12 +64,13 @@ pub(crate) fn load(text: &str, name: &str, scale: f64) -> anyhow::Result<volley_
     }
 }
 
-/// Runs a resolved plan with Ctrl-C handling and prints the summary table. Shared with
-/// `volley demo`.
+/// Runs a resolved plan with Ctrl-C handling and progress bars (not when `quiet`), and
+/// prints the summary table. Shared with `volley demo`.
 pub(crate) fn execute(
     plan: &volley_study::Plan,
     text: &str,
     db: PathBuf,
+    quiet: bool,
 ) -> anyhow::Result<volley_study::StudyReport> {
     let stop = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicBool::new(false));
@@ -74,32 +79,46 @@ pub(crate) fn execute(
         // ctrlc runs this on its own thread, where taking locks and sleeping is fine.
         let _ = ctrlc::set_handler(move || on_interrupt(&stop, &finished));
     }
+    // Finished steps' lines and notes print above the bars.
+    let bars = Arc::new(StudyBars::new(super::progress::wanted(quiet)));
+    let (b1, b2, b3) = (Arc::clone(&bars), Arc::clone(&bars), Arc::clone(&bars));
     let opts = RunOptions {
         db,
         file_text: text.to_string(),
         volley_exe: None,
         stop_flag: Arc::clone(&stop),
-        progress: std::io::stderr()
-            .is_terminal()
-            .then(|| Box::new(super::progress::draw) as volley_study::runner::ProgressFn),
-        note: Box::new(|line| eprintln!("volley: {line}")),
-        step_line: Box::new(|line| eprintln!("{line}")),
+        progress: super::progress::wanted(quiet).then(|| {
+            Box::new(move |t: Option<StepTick<'_>>| b1.tick(t)) as volley_study::runner::ProgressFn
+        }),
+        note: Box::new(move |line| b2.println(&format!("volley: {line}"))),
+        step_line: Box::new(move |line| b3.println(line)),
     };
+    let db_hint = super::hint::db_flag(&opts.db);
     let report = volley_study::run(plan, opts);
+    bars.finish();
     finished.store(true, Ordering::Relaxed);
     let report = report.map_err(|e| match e {
         StudyError::Invalid(m) => anyhow::anyhow!(m),
         e => anyhow::Error::new(e),
     })?;
     println!();
-    print!("{}", outcome::table(plan, &report.steps, &report.searches));
+    let end = outcome::table(plan, &report.steps, &report.searches);
+    let mut t = super::table::new(end.header);
+    super::table::keep_whole(&mut t, 0);
+    for row in end.rows {
+        t.add_row(row);
+    }
+    print!("{}", super::table::render(&t));
+    for line in &end.usl {
+        println!("{line}");
+    }
     let runs: Vec<String> = report
         .runs
         .iter()
         .map(|(t, id)| format!("{t}=#{id}"))
         .collect();
     println!(
-        "study #{} ({}): {} steps in {:.0} s; stored as run ids {} (one run per target; `volley report <id>`)",
+        "study #{} ({}): {} steps in {:.0} s; stored as run ids {} (one run per target); report: volley report study:{}{db_hint}",
         report.study,
         if report.complete {
             "complete"
@@ -109,6 +128,7 @@ pub(crate) fn execute(
         report.steps.len(),
         report.elapsed.as_secs_f64(),
         runs.join(" "),
+        report.study,
     );
     Ok(report)
 }
@@ -161,7 +181,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!();
-    let report = execute(&plan, &text, a.db.clone())
+    let report = execute(&plan, &text, a.db.clone(), a.quiet)
         .with_context(|| format!("study {}", a.file.display()))?;
     if !report.complete {
         return Err(Interrupted(format!(

@@ -52,26 +52,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&found)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<16} {:<26} PATH", "TARGET", "VERSION");
+    let mut t = super::table::new(["target", "version", "path"]);
+    super::table::keep_whole(&mut t, 0);
     let mut missing = Vec::new();
     for s in &found {
         match &s.path {
-            Some(p) => println!(
-                "{:<16} {:<26} {}",
-                s.kind.name(),
-                s.version.as_deref().unwrap_or("(version unknown)"),
-                p.display()
-            ),
+            Some(p) => t.add_row([
+                s.kind.name().to_string(),
+                s.version
+                    .clone()
+                    .unwrap_or_else(|| "(version unknown)".to_string()),
+                p.display().to_string(),
+            ]),
             None => {
-                println!("{:<16} {:<26} -", s.kind.name(), "not installed");
                 missing.push(s.kind.name());
+                t.add_row([s.kind.name(), "not installed", "-"])
             }
-        }
+        };
     }
-    println!(
-        "{:<16} {:<26} any http:// URL on loopback (volley does not start it)",
-        "external", "-"
-    );
+    t.add_row([
+        "external",
+        "-",
+        "any http:// URL on loopback (volley does not start it)",
+    ]);
+    print!("{}", super::table::render(&t));
     if !missing.is_empty() {
         println!(
             "\nmissing: {}; install them with scripts/install-servers.sh (Debian packages, no daemons left running)",

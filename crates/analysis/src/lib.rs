@@ -15,6 +15,8 @@
 pub mod bootstrap;
 pub mod knee;
 pub mod little;
+mod nonfinite;
 pub mod ratio;
 pub mod sustain;
 pub mod usl;
+pub mod words;

@@ -392,8 +392,10 @@ pub struct Trend {
     /// Fitted slope, requests per second.
     pub slope_per_s: f64,
     /// Slope over its standard error (infinite for a perfect line with a non-zero slope).
+    #[serde(deserialize_with = "crate::nonfinite::null_is_infinite")]
     pub t_stat: f64,
     /// One-sided 95% critical value of Student's t for n - 2 degrees of freedom.
+    #[serde(deserialize_with = "crate::nonfinite::null_is_infinite")]
     pub t_critical: f64,
     /// Slope times the step's length: the rise the line predicts over the step.
     pub rise_requests: f64,

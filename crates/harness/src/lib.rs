@@ -25,6 +25,7 @@ pub mod duration;
 pub mod measure;
 pub mod progress;
 pub mod rest;
+pub mod stored;
 pub mod watch;
 
 use std::path::PathBuf;

@@ -1,12 +1,13 @@
-//! HTML: one self-contained file (inline CSS and SVG, no script, no network) with the
-//! seeds' charts and every table. Each chart appears only when the data has its axis:
-//! a rate sweep draws replies/s vs requests/s, a concurrency sweep draws throughput and
-//! p99 vs concurrency and the USL fit, and so on.
+//! HTML: one self-contained file (inline CSS, SVG and scripts, no network) that opens
+//! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined),
+//! the seeds' static SVG charts (shown in print) and every table. Each static chart
+//! appears only when the data has its axis: a rate sweep draws replies/s vs requests/s,
+//! a concurrency sweep draws throughput and p99 vs concurrency and the USL fit, and so on.
 
 use crate::model::{group_name, Report, StepReport, TargetReport};
 use crate::svg::{color, escape, Chart, Series, Style, XScale};
 use crate::table::{self, median, RowMark, Table};
-use crate::{ReportError, ReportFormat};
+use crate::{headline, interactive, ReportError, ReportFormat};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -475,8 +476,24 @@ impl ReportFormat for Html {
         let title = escape(&report.title);
         let _ = write!(
             out,
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley report: {title}</title><style>{CSS}</style></head><body>\n<h1>volley report: {title}</h1>\n"
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley report: {title}</title><style>{CSS}{}</style><noscript><style>.print-only{{display:block}}</style></noscript></head><body>\n<h1>volley report: {title}</h1>\n",
+            interactive::css()
         );
+        // The answer first: one sentence, then a headline per target.
+        let _ = write!(
+            out,
+            "<section id=\"headline\"><p class=\"answer\"><b>{}</b></p><ul>",
+            escape(&headline::answer(report))
+        );
+        for (i, line) in headline::lines(report).iter().enumerate() {
+            let _ = write!(
+                out,
+                "<li><span class=\"swatch\" style=\"background:{}\"></span>{}</li>",
+                color(i),
+                escape(line)
+            );
+        }
+        out.push_str("</ul></section>\n");
         if let Some(s) = &report.study {
             let _ = write!(
                 out,
@@ -519,13 +536,17 @@ impl ReportFormat for Html {
         {
             out.push_str(&render_table(&table));
         }
+        out.push_str(&interactive::section(report));
         let charts = charts(report);
+        // The static charts: for print, and for a browser with scripts off.
+        out.push_str("<div class=\"print-only\">");
         if !charts.is_empty() {
-            out.push_str("<h2 id=\"charts\">Charts</h2>\n");
+            out.push_str("<h2 id=\"charts\">Charts (static, for print)</h2>\n");
         }
         for (i, c) in charts.iter().enumerate() {
             let _ = writeln!(out, "<figure>{}</figure>", c.render(i));
         }
+        out.push_str("</div>");
         for table in table::all(report)
             .iter()
             .filter(|t| t.id != "capacity" && t.id != "searches")

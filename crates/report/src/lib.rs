@@ -4,14 +4,18 @@
 //! store, so any report can be rebuilt later. [`model::load`] turns
 //! a study or run into a plain [`Report`]; the shared tables in [`table`] are built from it
 //! once; each format is one [`ReportFormat`] in its own file: [`html::Html`] (one
-//! self-contained file with inline SVG charts drawn by [`svg`]), [`markdown::Markdown`]
+//! self-contained file: the answer first ([`headline`]), interactive charts
+//! ([`interactive`], uPlot vendored in `assets/uplot` and inlined), and the static SVG
+//! charts drawn by [`svg`] for print), [`markdown::Markdown`]
 //! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
 #![deny(missing_docs)]
 
 pub mod compare;
 pub mod downsample;
 mod error;
+pub mod headline;
 pub mod html;
+pub mod interactive;
 pub mod json;
 pub mod markdown;
 pub mod model;

@@ -1,7 +1,9 @@
-//! The HTML report opened in headless Chromium: no console messages (the page has no
-//! script, so any console line is a fault: a JS error, a blocked or missing resource),
-//! and the screenshot is not blank. A control page with an injected JS error proves the
-//! console check can fail.
+//! The HTML report opened in headless Chromium: no console messages (any console line
+//! is a fault: a JS error, a blocked or missing resource), no network request (Chromium's
+//! own network log), every interactive chart drawn by uPlot (the rendered DOM) on a
+//! canvas that is not blank (the first series' colour in the screenshot, where the
+//! static SVG charts are print-only), and the screenshot not blank. Control pages with
+//! an injected JS error and without the chart library prove the checks can fail.
 
 mod common;
 
@@ -25,6 +27,17 @@ fn scratch(name: &str) -> PathBuf {
 /// Runs headless Chromium on `page`, writing a 1200x3000 screenshot to `png`; returns its
 /// stderr (the log).
 fn chromium(page: &Path, png: &Path) -> String {
+    chromium_with(
+        page,
+        &[format!("--screenshot={}", png.display())],
+        Stdio::null(),
+    )
+    .1
+}
+
+/// Runs headless Chromium on `page` with `extra` flags; returns its stdout (when
+/// `stdout` is piped) and its stderr (the log).
+fn chromium_with(page: &Path, extra: &[String], stdout: Stdio) -> (String, String) {
     let mut child = Command::new(CHROMIUM)
         .args([
             "--headless",
@@ -33,10 +46,16 @@ fn chromium(page: &Path, png: &Path) -> String {
             "--enable-logging=stderr",
             "--v=0",
             "--window-size=1200,3000",
+            // Chromium's own traffic (clock, dictionaries, updates) is not the page's.
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-features=SpellCheck,OptimizationHints,Translate",
+            "--no-first-run",
         ])
-        .arg(format!("--screenshot={}", png.display()))
+        .args(extra)
         .arg(format!("file://{}", page.display()))
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("chromium must be installed at /usr/bin/chromium");
@@ -45,6 +64,13 @@ fn chromium(page: &Path, png: &Path) -> String {
         let mut s = String::new();
         let _ = stderr.read_to_string(&mut s);
         s
+    });
+    let out = child.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        })
     });
     let start = Instant::now();
     loop {
@@ -58,7 +84,8 @@ fn chromium(page: &Path, png: &Path) -> String {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    reader.join().unwrap()
+    let out = out.map(|h| h.join().unwrap()).unwrap_or_default();
+    (out, reader.join().unwrap())
 }
 
 /// Console lines in a Chromium log ("INFO:CONSOLE:1] "Uncaught ..."", "ERROR:CONSOLE").
@@ -98,14 +125,98 @@ fn pixel_variety(png_path: &Path) -> (usize, usize, f64) {
     )
 }
 
+/// Pixels of exactly `rgb` in a PNG.
+fn pixels_of(png_path: &Path, rgb: [u8; 3]) -> usize {
+    let decoder = png::Decoder::new(std::fs::File::open(png_path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    buf[..info.buffer_size()]
+        .chunks(channels)
+        .filter(|px| px.len() >= 3 && px[..3] == rgb)
+        .count()
+}
+
+/// The first series colour (`svg::PALETTE[0]`, #1f77b4), which the interactive charts
+/// draw their first line in.
+const FIRST_SERIES: [u8; 3] = [0x1f, 0x77, 0xb4];
+
+/// Line pixels the screenshot must hold when the canvases are drawn. The static SVG
+/// charts are print-only, so on screen only uPlot's canvases (and the headline's 12x12
+/// swatch, 144 pixels) can put this colour on the page.
+const MIN_CANVAS_PIXELS: usize = 600;
+
+/// Every URL the page asked for, from Chromium's network log: request starts that carry
+/// a priority other than IDLE (the browser's own background traffic, its clock, updates
+/// and accounts, is IDLE; a page's resources are LOW or higher), other than the page
+/// itself and `data:` URLs.
+fn requests(netlog: &Path, page: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(netlog).unwrap_or_default();
+    let own = format!("file://{}", page.display());
+    let mut out = Vec::new();
+    for (at, _) in log.match_indices("\"url\":\"") {
+        let object_start = log[..at].rfind('{').unwrap_or(0);
+        let object = &log[object_start..at];
+        let Some(p) = object.find("\"priority\":\"") else {
+            continue;
+        };
+        if object[p..].starts_with("\"priority\":\"IDLE\"") {
+            continue;
+        }
+        let url = log[at + 7..].split('"').next().unwrap_or("");
+        if !url.starts_with(&own) && !url.starts_with("data:") {
+            out.push(url.to_string());
+        }
+    }
+    out
+}
+
+/// Opens `html` in Chromium: no console line, no request, charts drawn. Returns the
+/// number of uPlot charts in the rendered DOM and the first-series pixels.
+fn render(html: &str, name: &str) -> (usize, usize, String) {
+    let page = scratch(&format!("{name}.html"));
+    let png = scratch(&format!("{name}.png"));
+    let netlog = scratch(&format!("{name}.netlog.json"));
+    std::fs::write(&page, html).unwrap();
+    let (_, log) = chromium_with(
+        &page,
+        &[
+            format!("--screenshot={}", png.display()),
+            format!("--log-net-log={}", netlog.display()),
+        ],
+        Stdio::null(),
+    );
+    let console = console_lines(&log);
+    assert!(console.is_empty(), "{name}: console output: {console:#?}");
+    let seen = requests(&netlog, &page);
+    assert!(seen.is_empty(), "{name}: network requests: {seen:#?}");
+    let (dom, _) = chromium_with(
+        &page,
+        &[
+            "--dump-dom".to_string(),
+            "--virtual-time-budget=5000".into(),
+        ],
+        Stdio::piped(),
+    );
+    let drawn = dom.matches("class=\"uplot").count();
+    (
+        drawn,
+        pixels_of(&png, FIRST_SERIES),
+        png.display().to_string(),
+    )
+}
+
 fn check_page(html: &str, name: &str, min_charts: usize) {
-    // Self-contained: no scripts, no external resources.
-    assert!(!html.contains("<script"), "{name}: no script");
+    // Self-contained: scripts inline, no linked or external resources.
+    assert!(!html.contains("<script src"), "{name}: no external script");
     assert!(!html.contains("<link"), "{name}: no linked resources");
-    assert!(!html.contains("src="), "{name}: no external sources");
-    let without_xmlns = html.replace("http://www.w3.org/2000/svg", "");
+    assert!(!html.contains(" src="), "{name}: no external sources");
+    let without_known = html
+        .replace("http://www.w3.org/", "")
+        .replace("https://github.com/leeoniya/uPlot", "");
     assert!(
-        !without_xmlns.contains("http://") && !without_xmlns.contains("https://"),
+        !without_known.contains("http://") && !without_known.contains("https://"),
         "{name}: no network address"
     );
     let charts = html.matches("<svg").count();
@@ -113,14 +224,16 @@ fn check_page(html: &str, name: &str, min_charts: usize) {
         charts >= min_charts,
         "{name}: {charts} charts < {min_charts}"
     );
+    let divs = html.matches("<div class=\"chart\"").count();
+    assert!(divs >= 2, "{name}: {divs} interactive charts");
 
-    let page = scratch(&format!("{name}.html"));
-    let png = scratch(&format!("{name}.png"));
-    std::fs::write(&page, html).unwrap();
-    let log = chromium(&page, &png);
-    let console = console_lines(&log);
-    assert!(console.is_empty(), "{name}: console output: {console:#?}");
-    let (width, colours, inked) = pixel_variety(&png);
+    let (drawn, pixels, png) = render(html, name);
+    assert_eq!(drawn, divs, "{name}: uPlot drew {drawn} of {divs} charts");
+    assert!(
+        pixels >= MIN_CANVAS_PIXELS,
+        "{name}: {pixels} pixels of the first series in {png}: blank canvases?"
+    );
+    let (width, colours, inked) = pixel_variety(Path::new(&png));
     assert_eq!(width, 1200);
     assert!(colours > 50, "{name}: only {colours} colours: blank page?");
     assert!(
@@ -146,9 +259,54 @@ fn html_reports_render_in_chromium_without_console_errors() {
             .any(|l| l.contains("noSuchFunction")),
         "the console check must see an injected error; log was:\n{log}"
     );
+    // ...and a page fetching an image (a closed loopback port) must show in the
+    // network check.
+    let fetching = scratch("fetching.html");
+    std::fs::write(
+        &fetching,
+        "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\"></body></html>",
+    )
+    .unwrap();
+    let netlog = scratch("fetching.netlog.json");
+    chromium_with(
+        &fetching,
+        &[
+            format!("--log-net-log={}", netlog.display()),
+            "--dump-dom".into(),
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(requests(&netlog, &fetching), ["http://127.0.0.1:9/x.png"]);
 
     let mut store = Store::open_in_memory().unwrap();
     let rates = common::rate_sweep(&mut store);
+
+    // The canvas check's control: the same page without its chart library draws no
+    // chart and no series pixels (and logs the missing `uPlot`).
+    let page = Html
+        .render(&load(&store, Selector::Study(rates)).unwrap())
+        .unwrap();
+    let lib_start = page
+        .find("<script>/*! https://github.com/leeoniya/uPlot")
+        .expect("the inlined uPlot script");
+    let lib_end = lib_start + page[lib_start..].find("</script>").unwrap() + "</script>".len();
+    let crippled = format!("{}{}", &page[..lib_start], &page[lib_end..]);
+    let control = scratch("no-uplot.html");
+    std::fs::write(&control, &crippled).unwrap();
+    let (dom, log) = chromium_with(
+        &control,
+        &[
+            "--dump-dom".to_string(),
+            "--virtual-time-budget=5000".into(),
+        ],
+        Stdio::piped(),
+    );
+    assert_eq!(dom.matches("class=\"uplot").count(), 0);
+    assert!(
+        console_lines(&log).iter().any(|l| l.contains("uPlot")),
+        "the missing library must show in the console: {log}"
+    );
+
     let grid = common::concurrency_grid(&mut store);
     let rate_html = Html
         .render(&load(&store, Selector::Study(rates)).unwrap())

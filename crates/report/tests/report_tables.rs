@@ -67,7 +67,7 @@ fn capacity_excludes_generator_bound_steps() {
     let evidence = table(&md, "Steps, verdicts and labels (the evidence)");
     assert_eq!(
         evidence[5],
-        "| builtin | 3 | rate 400/s, ka, #1 | sweep | 400.0 | 350.0 | 250.000 | 0 | server-bound | not sustainable | reply rate 350.0/s < 396.0/s; p99 250.0 ms in window 3 > SLO 100.0 ms | - |"
+        "| builtin | 3 | rate 400/s, ka, #1 | sweep | 400.0 | 350.0 | 250.000 | 0 | server-bound | not sustainable | replies came back at 350 req/s of the 400 offered (88%; 99% needed); p99 250 ms in second 4 exceeds the 100 ms SLO | - |"
     );
     assert!(
         evidence[9].starts_with("| nginx (generator-bound) | 3 |"),

@@ -21,5 +21,5 @@ mod step;
 
 pub use error::StudyError;
 pub use plan::{resolve, Plan};
-pub use runner::{run, Progress, RunOptions, StudyReport};
+pub use runner::{run, Progress, RunOptions, StepTick, StudyReport};
 pub use spec::parse;

@@ -50,15 +50,43 @@ fn key_of(plan: &Plan, cell: usize) -> GroupKey {
     )
 }
 
-/// The summary table, one line per result: `steps` measured and, in search mode, the
+/// The end-of-study table: one row per result (target, workload, point, result) and
+/// the USL fits below it. The binary lays the rows out for the terminal; `Display`
+/// pads them to the widest cell (logs, tests).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndTable {
+    /// Column names.
+    pub header: [&'static str; 4],
+    /// target, workload, point, result.
+    pub rows: Vec<[String; 4]>,
+    /// One line per USL fit (or why there is none).
+    pub usl: Vec<String>,
+}
+
+impl std::fmt::Display for EndTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut widths = self.header.map(str::len);
+        for r in &self.rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let header = self.header.map(str::to_string);
+        for r in std::iter::once(&header).chain(&self.rows) {
+            let [a, b, c, d] = r;
+            let [wa, wb, wc, _] = widths;
+            writeln!(f, "{a:<wa$}  {b:<wb$}  {c:<wc$}  {d}")?;
+        }
+        for l in &self.usl {
+            writeln!(f, "{l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The summary table, one row per result: `steps` measured and, in search mode, the
 /// capacity found per cell (`searches`).
-pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<28} {:<10} {:<18} result",
-        "target", "workload", "point"
-    );
+pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)]) -> EndTable {
     let mut keys: Vec<GroupKey> = Vec::new();
     for ci in 0..plan.cells.len() {
         let k = key_of(plan, ci);
@@ -66,22 +94,13 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
             keys.push(k);
         }
     }
+    let mut rows = Vec::new();
     for &key in &keys {
         let (inst, wl, conc, ka, inj) = key;
         let group: Vec<&StepOutcome> = steps
             .iter()
             .filter(|s| key_of(plan, s.cell) == key)
             .collect();
-        let head = format!(
-            "{:<28} {:<10} {:<18}",
-            plan.instance_label(inst),
-            plan.workloads[wl].name,
-            format!(
-                "c={conc} ka={}{}",
-                if ka { "on" } else { "off" },
-                inj.map(|k| format!(" inj={k}")).unwrap_or_default()
-            )
-        );
         let result = if group.is_empty() {
             "(not run)".to_string()
         } else if let Some((_, cap)) = searches.iter().find(|(ci, _)| key_of(plan, *ci) == key) {
@@ -89,10 +108,24 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         } else {
             measured_result(&group)
         };
-        let _ = writeln!(out, "{head} {result}");
+        rows.push([
+            plan.instance_label(inst),
+            plan.workloads[wl].name.clone(),
+            format!(
+                "c={conc} ka={}{}",
+                if ka { "on" } else { "off" },
+                inj.map(|k| format!(" inj={k}")).unwrap_or_default()
+            ),
+            result,
+        ]);
     }
-    usl_lines(plan, steps, &keys, &mut out);
-    out
+    let mut usl = String::new();
+    usl_lines(plan, steps, &keys, &mut usl);
+    EndTable {
+        header: ["target", "workload", "point", "result"],
+        rows,
+        usl: usl.lines().map(str::to_string).collect(),
+    }
 }
 
 /// A searched cell: the capacity the search found, its interval and how it ended.
@@ -152,10 +185,10 @@ fn rate_result(server: &[&StepOutcome], excluded: usize) -> String {
     let cap = knee::sweep_capacity(&judged);
     let max_reply = server.iter().map(|s| s.rps).fold(0.0, f64::max);
     format!(
-        "capacity {} req/s{}{}; peak replies {:.0}/s{}",
+        "{}{}{}; peak replies {:.0}/s{}",
         cap.capacity_rps
-            .map_or("none (no rate was sustainable)".to_string(), |c| format!(
-                "{c:.0}"
+            .map_or("no rate was sustainable".to_string(), |c| format!(
+                "capacity {c:.0} req/s"
             )),
         cap.first_unsustainable_above_rps
             .map(|r| format!(", first unsustainable {r:.0}"))
@@ -344,7 +377,7 @@ duration = "3s"
         // The generator lagged at every rate: steps "sustainable" by the figures, but the
         // figures are the generator's. The old table claimed 400 req/s here.
         let all_gen = ramp(4, "generator-bound");
-        let t = table(&p, &all_gen, &[]);
+        let t = table(&p, &all_gen, &[]).to_string();
         assert!(!t.contains("capacity 400"), "{t}");
         assert!(
             t.contains("no server figure: all 4 step(s) were generator-bound"),
@@ -353,7 +386,7 @@ duration = "3s"
 
         let mut mixed = ramp(3, "server-bound");
         mixed.push(step(3, Some(400.0), 400.0, Some(true), "generator-bound"));
-        let t = table(&p, &mixed, &[]);
+        let t = table(&p, &mixed, &[]).to_string();
         assert!(t.contains("capacity 300 req/s"), "{t}");
         assert!(t.contains("peak replies 300/s"), "{t}");
         assert!(t.contains("1 generator-bound step left out"), "{t}");
@@ -367,12 +400,12 @@ duration = "3s"
         let mut steps: Vec<StepOutcome> = (0..6)
             .map(|i| step(i, None, x((i + 1) as f64), None, "server-bound"))
             .collect();
-        let clean = table(&p, &steps, &[]);
+        let clean = table(&p, &steps, &[]).to_string();
         assert!(clean.contains("USL builtin w ka=on"), "{clean}");
         // ...plus a generator-bound run at N = 6 with an absurd figure: it must change
         // neither the median of that point nor the fit.
         steps.push(step(5, None, 99_999.0, None, "generator-bound"));
-        let t = table(&p, &steps, &[]);
+        let t = table(&p, &steps, &[]).to_string();
         let usl_line = |s: &str| {
             s.lines()
                 .find(|l| l.starts_with("USL"))

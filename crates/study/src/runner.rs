@@ -26,7 +26,7 @@ use volley_targets::{
 };
 
 use crate::lab::StudyLab;
-use crate::plan::{fmt_duration as fmt_eta, Plan, RateBook, Workload};
+use crate::plan::{Plan, RateBook, Workload};
 use crate::spec::Mode;
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
@@ -35,8 +35,27 @@ mod search;
 
 use search::{ActiveSearch, StepSignal};
 
-/// Draws (`Some`) or clears (`None`) the live progress line.
-pub type ProgressFn = Box<dyn Fn(Option<String>) + Send + Sync>;
+/// Hears each tick of the running step (`Some`), and its end (`None`): the binary
+/// draws its progress bars from these numbers.
+pub type ProgressFn = Box<ProgressSink>;
+
+/// What a [`ProgressFn`] boxes.
+pub type ProgressSink = dyn Fn(Option<StepTick<'_>>) + Send + Sync;
+
+/// Where the study and its running step are, about four times a second.
+#[derive(Debug, Clone, Copy)]
+pub struct StepTick<'a> {
+    /// Steps done and planned, and the study's ETA at the step's start.
+    pub progress: Progress,
+    /// The step in words (instance, workload, rate, repeat, concurrency, keep-alive).
+    pub what: &'a str,
+    /// Time since the measured load started.
+    pub elapsed: Duration,
+    /// The engine's live counters.
+    pub live: volley_engine::LiveSnapshot,
+    /// The step's limits (measured time and/or requests; the first reached ends it).
+    pub stop: volley_engine::StopCondition,
+}
 
 /// How to run.
 pub struct RunOptions {
@@ -418,7 +437,7 @@ struct StudyRun<'a> {
     /// Search mode: the capacities found, as each search ended.
     searches: Vec<(usize, Capacity)>,
     stop: &'a Arc<AtomicBool>,
-    progress: Option<&'a (dyn Fn(Option<String>) + Send + Sync)>,
+    progress: Option<&'a ProgressSink>,
     note: Box<dyn FnMut(&str)>,
     step_line: Box<dyn FnMut(&str)>,
     order: usize,
@@ -556,18 +575,26 @@ impl StudyRun<'_> {
         let measured = std::thread::scope(|scope| {
             if let Some(draw) = self.progress {
                 let (live, done) = (&live, &done);
+                // As `run_step` ends the measured load; the tick's clock also runs
+                // through the warm-up before it.
+                let stop = volley_engine::StopCondition {
+                    requests: plan.workloads[cell.workload]
+                        .requests
+                        .or(plan.timing.requests),
+                    duration: match rate {
+                        Some(_) => plan.timing.rate_duration,
+                        None => plan.timing.duration,
+                    }
+                    .map(|d| d + plan.timing.warmup),
+                };
                 scope.spawn(move || {
                     volley_harness::progress::tick(live, done, |snap, elapsed| {
-                        draw(snap.map(|s| {
-                            format!(
-                                "[step {}/{} ETA {}] {what}: done {} errors {} open {}",
-                                p.done + 1,
-                                p.total,
-                                fmt_eta(p.eta.saturating_sub(elapsed)),
-                                s.done,
-                                s.errors,
-                                s.open_connections
-                            )
+                        draw(snap.map(|live| StepTick {
+                            progress: p,
+                            what,
+                            elapsed,
+                            live,
+                            stop,
                         }))
                     })
                 });

@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hdrhistogram::serialization::V2DeflateSerializer;
 use serde_json::{json, Value};
 use volley_analysis::{little, sustain};
 use volley_engine::{
@@ -15,8 +14,8 @@ use volley_engine::{
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
-use volley_metrics::{hist, Metric, Recorder, RunInfo, Summary};
-use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
+use volley_metrics::{Recorder, RunInfo, Summary};
+use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Workload};
@@ -346,7 +345,7 @@ pub(crate) fn judge(
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
     merged.finish();
-    let histograms = histograms(&merged)?;
+    let histograms = volley_harness::stored::histograms(&merged)?;
     let summary = merged.close(&info)?;
 
     // Judgement.
@@ -402,22 +401,7 @@ pub(crate) fn judge(
             "throttled_usec": t.throttled_us,
         });
     }
-    let mut series: Vec<SeriesPoint> = summary
-        .seconds
-        .iter()
-        .map(|s| SeriesPoint {
-            second: s.second as u32,
-            source: SeriesSource::Load,
-            values: serde_json::to_value(s).unwrap_or(Value::Null),
-        })
-        .collect();
-    if let Some(r) = &report {
-        series.extend(r.samples.iter().enumerate().map(|(i, s)| SeriesPoint {
-            second: i as u32,
-            source: SeriesSource::Monitor,
-            values: serde_json::to_value(s).unwrap_or(Value::Null),
-        }));
-    }
+    let series = volley_harness::stored::series(&summary, report.as_ref());
     Ok(JudgedStep {
         summary,
         summary_json,
@@ -427,43 +411,6 @@ pub(crate) fn judge(
         series,
         histograms,
     })
-}
-
-/// Whole-step and per-second histograms of every kind, V2-serialised.
-fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, volley_metrics::MetricsError> {
-    let mut ser = V2DeflateSerializer::new();
-    let mut out = Vec::new();
-    let kinds = [
-        (Metric::Response, HistogramKind::Response),
-        (Metric::Service, HistogramKind::Service),
-        (Metric::Ttfb, HistogramKind::Ttfb),
-        (Metric::Connect, HistogramKind::Connect),
-        (Metric::SendLag, HistogramKind::SendLag),
-        (Metric::SchedLag, HistogramKind::SchedLag),
-        (Metric::ConnWait, HistogramKind::ConnWait),
-    ];
-    for (metric, kind) in kinds {
-        let mut whole = hist::new_hist();
-        for s in r.closed_seconds() {
-            let h = s.hist(metric)?;
-            hist::add(&mut whole, &h)?;
-            // A closed loop's service-time second shares the response-time bytes
-            // (intended = sent); the store keeps every kind readable on its own.
-            let shared = metric == Metric::Service && s.service_is_response;
-            let stored = if shared { Metric::Response } else { metric };
-            out.push(HistogramBlob {
-                second: Some(s.second as u32),
-                kind,
-                bytes: s.hists[stored as usize].clone(),
-            });
-        }
-        out.push(HistogramBlob {
-            second: None,
-            kind,
-            bytes: hist::encode(&mut ser, &whole)?,
-        });
-    }
-    Ok(out)
 }
 
 /// Windows to judge: the whole seconds of the step (a last partial second holds the
@@ -700,43 +647,28 @@ pub fn slow_second_note(
     ))
 }
 
-/// The sustainability reasons of a stored verdict in one line, e.g.
-/// `send_rate_short send_rate_rps=985.2 required_rps=990`: why a step failed is printed
-/// with it, so a search walking down can be read from its log.
+/// The sustainability reasons of a stored verdict as sentences with units, e.g. "sent
+/// 985 req/s of the 1,000 offered (99%; 99% needed)": why a step failed is printed
+/// with it, so a search walking down can be read from its log. The stored verdict
+/// keeps the machine-readable fields.
 pub(crate) fn reasons_text(reasons: &Value) -> String {
     let Some(list) = reasons.as_array() else {
         return "no reason recorded".to_string();
     };
-    let one = |r: &Value| -> String {
-        let Some(obj) = r.as_object() else {
-            return r.to_string();
-        };
-        let mut parts = vec![obj
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string()];
-        for (k, v) in obj.iter().filter(|(k, _)| *k != "reason") {
-            // Durations serialise as {secs, nanos}: shown in ms.
-            let duration_ms = v.as_object().and_then(|d| {
-                Some(d.get("secs")?.as_f64()? * 1e3 + d.get("nanos")?.as_f64()? / 1e6)
-            });
-            let num = |x: f64| {
-                format!("{x:.4}")
-                    .trim_end_matches('0')
-                    .trim_end_matches('.')
-                    .to_string()
-            };
-            let v = match (duration_ms, v.as_f64()) {
-                (Some(ms), _) => format!("{}ms", num(ms)),
-                (None, Some(x)) => num(x),
-                (None, None) => v.to_string(),
-            };
-            parts.push(format!("{k}={v}"));
-        }
-        parts.join(" ")
-    };
-    list.iter().map(one).collect::<Vec<_>>().join("; ")
+    list.iter()
+        .map(
+            |r| match serde_json::from_value::<sustain::Reason>(r.clone()) {
+                Ok(r) => volley_analysis::words::sentence(&r),
+                // A reason a newer volley wrote: its name, in words.
+                Err(_) => r
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unreadable reason")
+                    .replace('_', " "),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The line written when a step ends: figures, label, verdict and why not, a busy
@@ -789,15 +721,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reasons_are_printed_with_their_figures() {
+    fn reasons_are_printed_as_sentences() {
         let v = serde_json::json!([
             {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
-            {"reason": "in_flight_rising", "slope_per_s": 3.5},
-            {"reason": "p99_over_slo", "slo": {"secs": 0, "nanos": 100_000_000}}
+            {"reason": "in_flight_rising", "slope_per_s": 3.5, "t_stat": null,
+             "t_critical": 2.0, "rise_requests": 17.5, "mean_in_flight": 4.0, "rising": true},
+            {"reason": "p99_over_slo", "worst_p99": {"secs": 0, "nanos": 250_000_000},
+             "window_index": 2, "slo": {"secs": 0, "nanos": 100_000_000}},
+            {"reason": "from_the_future", "x": 1}
         ]);
         assert_eq!(
             reasons_text(&v),
-            "send_rate_short required_rps=990 send_rate_rps=985.25; in_flight_rising slope_per_s=3.5; p99_over_slo slo=100ms"
+            "sent 985 req/s of the 1,000 offered (99%; 99% needed); \
+             in-flight requests rose by 3.5/s (17.5 over the step, 4 on average); \
+             p99 250 ms in second 3 exceeds the 100 ms SLO; from the future"
         );
         assert_eq!(reasons_text(&Value::Null), "no reason recorded");
     }

@@ -18,6 +18,7 @@ use volley_targets::{ResourceLimits, TargetKind};
 use volley_harness::DocrootSource;
 
 use super::{headline, list, Setup, TargetRun};
+use crate::cmd::table;
 
 /// `CPUs 0, quota 25% of one CPU, memory 256 MiB`, or `None` without limits.
 pub(super) fn limits_line(l: &ResourceLimits) -> Option<String> {
@@ -186,31 +187,31 @@ fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
     (left, right)
 }
 
-/// Two label/value columns next to each other.
+/// Two label/value columns next to each other, split by a bar.
 fn two_columns(
     title_l: &str,
     left: &[(String, String)],
     title_r: &str,
     right: &[(String, String)],
 ) -> String {
-    let cell = |row: Option<&(String, String)>| match row {
-        Some((k, v)) => format!("{k:<18}{v}"),
-        None => String::new(),
-    };
-    let width = left
-        .iter()
-        .map(|r| cell(Some(r)).chars().count())
-        .chain([title_l.chars().count()])
-        .max()
-        .unwrap_or(0)
-        + 3;
-    let mut out = format!("{title_l:<width$}| {title_r}\n");
-    for i in 0..left.len().max(right.len()) {
-        let l = cell(left.get(i));
-        let r = cell(right.get(i));
-        let _ = writeln!(out, "{l:<width$}| {r}");
+    let mut t = table::new([title_l, "", "|", title_r, ""]);
+    if let Some(bar) = t.column_mut(2) {
+        bar.set_padding((0, 1));
     }
-    out
+    let cell = |row: Option<&(String, String)>, i: usize| {
+        row.map_or(String::new(), |r| {
+            if i == 0 {
+                r.0.clone()
+            } else {
+                r.1.clone()
+            }
+        })
+    };
+    for i in 0..left.len().max(right.len()) {
+        let (l, r) = (left.get(i), right.get(i));
+        t.add_row([cell(l, 0), cell(l, 1), "|".into(), cell(r, 0), cell(r, 1)]);
+    }
+    table::render(&t)
 }
 
 /// Load and server second by second, when the monitor sampled every second (its samples
@@ -295,30 +296,35 @@ pub(super) fn comparison_table(runs: &[TargetRun], kinds: &[TargetKind]) -> Stri
     if repeated {
         return repeat_table(runs, kinds);
     }
-    let mut out = String::from("Comparison (same load against each target)\n");
-    let _ = writeln!(
-        out,
-        "{:<16} {:>11} {:>10} {:>15} {:>11} {:>10}  status",
-        "target", "req/s", "p99 ms", "CPU-s/1000 req", "max RSS MiB", "throttled"
-    );
+    let mut t = table::new([
+        "target",
+        "req/s",
+        "p99 ms",
+        "CPU-s/1000 req",
+        "max RSS MiB",
+        "throttled",
+        "status",
+    ]);
+    table::align_right(&mut t, &[1, 2, 3, 4, 5]);
+    table::keep_whole(&mut t, 0);
     for r in runs {
-        let _ = writeln!(
-            out,
-            "{:<16} {:>11.1} {:>10.3} {:>15} {:>11} {:>10}  {}",
-            r.kind.name(),
-            r.summary.throughput.requests_per_s,
-            r.p99_ms(),
+        t.add_row([
+            r.kind.name().to_string(),
+            format!("{:.1}", r.summary.throughput.requests_per_s),
+            format!("{:.3}", r.p99_ms()),
             opt(r.cpu_s_per_1000(), |v| format!("{v:.4}")),
-            opt(max_rss(r).map(|b| b as f64), |b| format!(
-                "{:.1}",
-                b / (1u64 << 20) as f64
-            )),
+            opt(max_rss(r).map(|b| b as f64), |b| {
+                format!("{:.1}", b / (1u64 << 20) as f64)
+            }),
             r.throttling
                 .map_or("-".into(), |t| t.nr_throttled.to_string()),
-            r.status()
-        );
+            r.status().to_string(),
+        ]);
     }
-    out
+    format!(
+        "Comparison (same load against each target)\n{}",
+        table::render(&t)
+    )
 }
 
 fn max_rss(r: &TargetRun) -> Option<u64> {
@@ -332,20 +338,17 @@ pub(super) fn median_ci(values: &[f64]) -> Option<Estimate> {
 }
 
 fn repeat_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
-    let mut out = String::from(
-        "Comparison (medians over the rounds, bootstrap 95% intervals; rounds interleaved A B A B)\n",
-    );
-    let _ = writeln!(
-        out,
-        "{:<16} {:>4} {:>30} {:>26} {:>15} {:>11} {:>9}",
+    let mut t = table::new([
         "target",
         "runs",
         "req/s median [95% CI]",
         "p99 ms median [95% CI]",
         "CPU-s/1000 req",
         "max RSS MiB",
-        "failed"
-    );
+        "failed",
+    ]);
+    table::align_right(&mut t, &[1, 2, 3, 4, 5, 6]);
+    table::keep_whole(&mut t, 0);
     let mut seen = Vec::new();
     for &kind in kinds {
         if seen.contains(&kind) {
@@ -368,22 +371,22 @@ fn repeat_table(runs: &[TargetRun], kinds: &[TargetKind]) -> String {
                 format!("{:.prec$} [{:.prec$}, {:.prec$}]", e.median, e.lo, e.hi)
             })
         };
-        let _ = writeln!(
-            out,
-            "{:<16} {:>4} {:>30} {:>26} {:>15} {:>11} {:>9}",
-            kind.name(),
-            mine.len(),
+        t.add_row([
+            kind.name().to_string(),
+            mine.len().to_string(),
             fmt(rps, 1),
             fmt(p99, 3),
             cpu.map_or("-".into(), |e| format!("{:.4}", e.median)),
-            rss.map_or("-".into(), |b| format!(
-                "{:.1}",
-                b as f64 / (1u64 << 20) as f64
-            )),
-            mine.iter().filter(|r| r.died.is_some()).count()
-        );
+            rss.map_or("-".into(), |b| {
+                format!("{:.1}", b as f64 / (1u64 << 20) as f64)
+            }),
+            mine.iter().filter(|r| r.died.is_some()).count().to_string(),
+        ]);
     }
-    out
+    format!(
+        "Comparison (medians over the rounds, bootstrap 95% intervals; rounds interleaved A B A B)\n{}",
+        table::render(&t)
+    )
 }
 
 /// `--show-config`: the configuration each target would be started with, then exit.
@@ -460,11 +463,13 @@ mod tests {
         let r = vec![("x".to_string(), "9".to_string())];
         let t = two_columns("load", &l, "server", &r);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 3);
-        let bars: Vec<usize> = lines.iter().map(|l| l.find('|').unwrap()).collect();
-        assert!(bars.iter().all(|&b| b == bars[0]), "{t}");
-        assert!(lines[1].ends_with("| x                 9"), "{t}");
-        assert!(lines[2].trim_end().ends_with('|'), "{t}");
+        // Header, its rule, and one line per row of the longer side.
+        assert_eq!(lines.len(), 4, "{t}");
+        let bar = |l: &str| l.find('|').unwrap();
+        assert_eq!(bar(lines[0]), bar(lines[2]), "{t}");
+        assert_eq!(bar(lines[2]), bar(lines[3]), "{t}");
+        assert!(lines[2].contains("| x") && lines[2].ends_with(" 9"), "{t}");
+        assert!(lines[3].trim_end().ends_with('|'), "{t}");
     }
 
     #[test]

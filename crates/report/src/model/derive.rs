@@ -3,44 +3,10 @@
 
 use super::*;
 
-/// A sustainability reason in words a reader can check against the tables.
+/// A sustainability reason in words a reader can check against the tables: the one
+/// sentence the study's step line prints too (`volley_analysis::words`).
 pub fn reason_text(r: &sustain::Reason) -> String {
-    use sustain::Reason::*;
-    match r {
-        TooFewWindows { windows, required } => {
-            format!("too short to judge: {windows} windows, {required} required")
-        }
-        InvalidFigures => "invalid figures (NaN or negative)".to_string(),
-        SendRateShort {
-            send_rate_rps,
-            required_rps,
-        } => format!("send rate {send_rate_rps:.1}/s < {required_rps:.1}/s"),
-        ReplyRateShort {
-            reply_rate_rps,
-            required_rps,
-        } => format!("reply rate {reply_rate_rps:.1}/s < {required_rps:.1}/s"),
-        TooManyErrors {
-            error_share,
-            allowed_share,
-        } => format!(
-            "errors {:.2}% > {:.2}%",
-            error_share * 100.0,
-            allowed_share * 100.0
-        ),
-        P99OverSlo {
-            worst_p99,
-            window_index,
-            slo,
-        } => format!(
-            "p99 {:.1} ms in window {window_index} > SLO {:.1} ms",
-            worst_p99.as_secs_f64() * 1e3,
-            slo.as_secs_f64() * 1e3
-        ),
-        InFlightRising(t) => format!(
-            "in-flight rising {:.1}/s (t = {:.1})",
-            t.slope_per_s, t.t_stat
-        ),
-    }
+    volley_analysis::words::sentence(r)
 }
 
 /// Points of the percentile curve at p = 1 - 10^(-k/10), from 0% up to the last

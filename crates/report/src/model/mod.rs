@@ -59,6 +59,38 @@ impl Selector {
             ))),
         }
     }
+
+    /// The newest thing worth a report: the study or stand-alone run (a saved bench)
+    /// started last, by the later of study and run starts; ties go to the higher id.
+    pub fn latest(store: &Store) -> Result<Selector, ReportError> {
+        let study = store
+            .list_studies()?
+            .into_iter()
+            .max_by_key(|s| (s.started_unix_ms, s.id))
+            .map(|s| (s.started_unix_ms, Selector::Study(s.id)));
+        let run = store
+            .list_runs()?
+            .into_iter()
+            .filter(|r| r.study.is_none())
+            .max_by_key(|r| (r.started_unix_ms, r.id))
+            .map(|r| (r.started_unix_ms, Selector::Run(r.id)));
+        match (study, run) {
+            (Some((ts, s)), Some((tr, r))) => Ok(if tr > ts { r } else { s }),
+            (Some((_, s)), None) => Ok(s),
+            (None, Some((_, r))) => Ok(r),
+            (None, None) => Err(ReportError::EmptyStore),
+        }
+    }
+}
+
+impl std::fmt::Display for Selector {
+    /// As [`Selector::parse`] reads it back: `42` or `study:7`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selector::Run(id) => write!(f, "{id}"),
+            Selector::Study(id) => write!(f, "study:{id}"),
+        }
+    }
 }
 
 /// The whole report.

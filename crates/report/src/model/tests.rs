@@ -59,3 +59,37 @@ fn trim_num_drops_trailing_zeros() {
     assert_eq!(trim_num(2.0), "2");
     assert_eq!(trim_num(1.25), "1.25");
 }
+
+#[test]
+fn latest_is_the_newest_study_or_stand_alone_run() {
+    use volley_store::{NewRun, NewStudy, RunKind};
+    let store = Store::open_in_memory().unwrap();
+    assert!(matches!(
+        Selector::latest(&store),
+        Err(ReportError::EmptyStore)
+    ));
+    let study = store
+        .begin_study(&NewStudy {
+            name: "s".into(),
+            file_text: String::new(),
+        })
+        .unwrap();
+    let run = |study| NewRun {
+        study,
+        kind: RunKind::Bench,
+        target: "t".into(),
+        parameters: serde_json::json!({}),
+        environment: serde_json::json!({}),
+    };
+    // A study's own runs never stand alone.
+    store.begin_run(&run(Some(study))).unwrap();
+    assert_eq!(Selector::latest(&store).unwrap(), Selector::Study(study));
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let bench = store.begin_run(&run(None)).unwrap();
+    assert_eq!(Selector::latest(&store).unwrap(), Selector::Run(bench));
+    assert_eq!(Selector::Run(bench).to_string(), bench.to_string());
+    assert_eq!(
+        Selector::parse(&Selector::Study(study).to_string()).unwrap(),
+        Selector::Study(study)
+    );
+}

@@ -1,3 +1,5 @@
+//! Unit tests of the load flags' parsing.
+
 use super::*;
 
 #[test]

@@ -1,0 +1,123 @@
+//! `volley bench --save`: a bench run kept in the store is listed by `volley history`,
+//! compared by `volley compare` and reported by `volley report`, as a study's runs are.
+//! Against an in-process test server on loopback.
+
+use std::path::Path;
+use std::process::Command;
+
+use volley_faultserver::{Behaviour, FaultServer};
+use volley_store::{RunKind, SeriesSource, Status, Store};
+
+fn volley(args: &[&str], db: &Path) -> (String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env_remove("COLUMNS")
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(o.status.success(), "{args:?}\n{out}\n{err}");
+    (out, err)
+}
+
+#[test]
+fn saved_bench_runs_work_with_history_compare_and_report() {
+    let server = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("volley-bench-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("v.db");
+    let url = server.url("/");
+    let (_, err) = volley(
+        &[
+            "bench",
+            &url,
+            "-k",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--repeat",
+            "2",
+            "--cooldown",
+            "0s",
+            "-q",
+            "--save",
+            "--label",
+            "before",
+        ],
+        &db,
+    );
+    assert!(err.contains("saved as run 1 in"), "{err}");
+    volley(
+        &[
+            "bench", &url, "-k", "-c", "4", "--rate", "200", "-d", "1s", "-q", "--save",
+        ],
+        &db,
+    );
+
+    // What was stored: a bench run, no study, one step per measured run, with series
+    // and histograms.
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs
+        .iter()
+        .all(|r| r.kind == RunKind::Bench && r.study.is_none()));
+    assert!(runs.iter().all(|r| r.status == Status::Complete));
+    assert_eq!(
+        (runs[0].target.as_str(), runs[1].target.as_str()),
+        ("before", url.as_str())
+    );
+    assert_eq!(runs[1].parameters["rate"], 200.0);
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in &steps {
+        assert!(s.summary["throughput"]["requests_per_s"].as_f64().unwrap() > 0.0);
+        assert!(!store.histograms(s.id).unwrap().is_empty());
+        let series = store.series(s.id).unwrap();
+        assert!(series.iter().any(|p| p.source == SeriesSource::Load));
+    }
+    drop(store);
+
+    let (h, _) = volley(&["history"], &db);
+    assert!(
+        h.contains("bench/before") && h.contains(&format!("bench/{url}")),
+        "{h}"
+    );
+
+    let (c, _) = volley(&["compare", "1", "2", "--metric", "p99"], &db);
+    assert!(c.contains("A/B ratio of medians"), "{c}");
+    assert!(
+        c.lines()
+            .any(|l| l.starts_with("A ") && l.contains("before")),
+        "{c}"
+    );
+
+    let html = dir.join("r.html");
+    let (_, err) = volley(&["report", "1", "--html", html.to_str().unwrap()], &db);
+    assert!(err.contains("wrote html report"), "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("run 1: before"), "{page}");
+    // No run named: the newest, the rate run.
+    let (md, _) = volley(&["report"], &db);
+    assert!(md.starts_with("# volley report: run 2: "), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn save_flags_need_save() {
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", "http://127.0.0.1:9/", "--label", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

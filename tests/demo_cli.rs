@@ -1,0 +1,115 @@
+//! `volley demo` as a new user runs it: it names a directory holding its store and an
+//! HTML report, and the `volley report` / `volley history` commands it prints work
+//! exactly as printed (run here through `sh -c`, the binary standing in for `volley`).
+//! The demo runs at `--scale 0.1` so the test takes seconds, not a minute.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn volley() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Runs a printed `volley ...` command line through the shell, from another directory
+/// than the demo's, with the built binary first on PATH.
+fn run_printed(line: &str, cwd: &Path) -> Output {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_volley"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .current_dir(cwd)
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+/// The command after `label:` on the demo's output, e.g. `history: volley history ...`.
+fn printed(stdout: &str, label: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .unwrap_or_else(|| panic!("no '{label}' line in:\n{stdout}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn the_demo_names_its_report_and_its_commands_work_as_printed() {
+    let base = std::env::temp_dir().join(format!("volley-demo-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    // A space in the path: the printed commands must quote it.
+    let out_dir = base.join("demo out");
+    let elsewhere = base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let o = volley()
+        .args(["demo", "--scale", "0.1", "--out"])
+        .arg(&out_dir)
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    // Whatever the verdicts (a busy machine changes them), nothing printed is a
+    // `snake_case=value` pair (tests/tables_cli.rs makes steps fail on purpose).
+    let pairs = snake_case_pairs(&stdout) + &snake_case_pairs(&stderr);
+    assert!(pairs.is_empty(), "field=value pairs printed: {pairs}");
+    let html = out_dir.join("report.html");
+    assert!(out_dir.join("volley.db").is_file(), "{stdout}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("quick"));
+    assert!(
+        stdout.contains(&format!("report:  '{}'", html.display())),
+        "{stdout}"
+    );
+
+    let rebuild = printed(&stdout, "rebuild:");
+    assert!(rebuild.starts_with("volley report study:"), "{rebuild}");
+    std::fs::remove_file(&html).unwrap();
+    let r = run_printed(&rebuild, &elsewhere);
+    assert!(r.status.success(), "{rebuild}: {:?}", text(&r));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("quick"));
+
+    let history = printed(&stdout, "history:");
+    let h = run_printed(&history, &elsewhere);
+    let (hout, herr) = text(&h);
+    assert!(h.status.success(), "{history}: {herr}");
+    assert!(hout.contains("quick"), "{hout}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Every `word_with_underscore=` in `text`, space-separated (empty when none).
+fn snake_case_pairs(text: &str) -> String {
+    let mut found = Vec::new();
+    for (i, _) in text.match_indices('=') {
+        let word: String = text[..i]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if word.contains('_') {
+            found.push(word.chars().rev().collect::<String>());
+        }
+    }
+    found.join(" ")
+}
+
+#[test]
+fn the_pair_finder_finds_pairs() {
+    assert_eq!(
+        snake_case_pairs("send_rate_short required_rps=1584 c=1 t_stat=null"),
+        "required_rps t_stat"
+    );
+    assert_eq!(snake_case_pairs("c=1 ka=on rate=500"), "");
+}

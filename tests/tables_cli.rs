@@ -1,0 +1,168 @@
+//! What a person reads after a study: verdict reasons in sentences (no `field=value`
+//! pairs) and tables that stay aligned with a 40-character target name, and fit the
+//! width when one is given (`COLUMNS`). A small open-loop study against two slow
+//! in-process test servers on loopback, whose 1 ms SLO no step can meet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use volley_faultserver::{Behaviour, FaultServer};
+
+/// Exactly 40 characters.
+const LONG: &str = "a-target-with-a-forty-character-name-xyz";
+
+fn volley(args: &[&str], db: &Path, columns: Option<&str>) -> (String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_volley"));
+    c.args(args).arg("--db").arg(db);
+    match columns {
+        Some(w) => c.env("COLUMNS", w),
+        None => c.env_remove("COLUMNS"),
+    };
+    let o: Output = c.output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(o.status.success(), "{args:?}: {out}\n{err}");
+    (out, err)
+}
+
+/// The header, its rule and `rows` rows of the table whose header line starts with
+/// `header`.
+fn table<'a>(text: &'a str, header: &str, rows: usize) -> Vec<&'a str> {
+    let t: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .take(rows + 2)
+        .collect();
+    assert_eq!(
+        t.len(),
+        rows + 2,
+        "no table '{header}' of {rows} rows in:\n{text}"
+    );
+    assert!(t[1].starts_with("---"), "{text}");
+    t
+}
+
+/// Where the column titled `title` starts on the header line equals where `cell`
+/// starts, after `row_key`, on the line holding `row_key`.
+fn aligned(lines: &[&str], title: &str, row_key: &str, cell: &str) {
+    let col = lines[0].find(title).unwrap();
+    let row = lines
+        .iter()
+        .find(|l| l.contains(row_key))
+        .unwrap_or_else(|| panic!("no row {row_key}: {lines:#?}"));
+    // Looked for after the key, so a row id cannot match first.
+    let after = row.find(row_key).unwrap() + row_key.len();
+    let at = row[after..].find(cell).map(|i| i + after);
+    assert_eq!(at, Some(col), "{title}: {lines:#?}");
+}
+
+fn snake_case_pairs(text: &str) -> Vec<String> {
+    text.match_indices('=')
+        .filter_map(|(i, _)| {
+            let w: String = text[..i]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            w.contains('_').then(|| w.chars().rev().collect())
+        })
+        .collect()
+}
+
+#[test]
+fn reasons_are_sentences_and_tables_align_with_a_long_name() {
+    assert_eq!(LONG.len(), 40);
+    let slow = || {
+        FaultServer::start(Behaviour::Slow {
+            delay: Duration::from_millis(5),
+        })
+        .unwrap()
+    };
+    let (a, b) = (slow(), slow());
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("volley-tables-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let study = format!(
+        r#"name = "tables"
+[[target]]
+name = "{LONG}"
+kind = "external"
+url = "{}"
+[[target]]
+name = "b"
+kind = "external"
+url = "{}"
+[[workload]]
+name = "w"
+paths = ["/"]
+[load]
+model = "open"
+concurrency = 4
+[sweep]
+rate = [50, 100]
+[steps]
+duration = "2s"
+warmup = "100ms"
+cooldown = "100ms"
+[slo]
+p99 = "1ms"
+"#,
+        a.url("/"),
+        b.url("/")
+    );
+    let file = dir.join("tables.toml");
+    std::fs::write(&file, study).unwrap();
+    let db = dir.join("v.db");
+    let (out, err) = volley(&["study", "run", file.to_str().unwrap()], &db, None);
+
+    // Every failing step says why in words, with units.
+    assert!(err.contains("NOT sustainable ("), "{err}");
+    assert!(err.contains("exceeds the 1 ms SLO"), "{err}");
+    let pairs: Vec<String> = snake_case_pairs(&out)
+        .into_iter()
+        .chain(snake_case_pairs(&err))
+        .collect();
+    assert!(
+        pairs.is_empty(),
+        "field=value pairs printed: {pairs:?}\n{err}"
+    );
+
+    // The study's end table: columns start where their titles do, long name or not.
+    let end = table(&out, "target  ", 2);
+    aligned(&end, "workload", LONG, "w ");
+    // The result's words depend on the machine (a busy one makes steps
+    // generator-bound): only where they start is checked.
+    let result = end[0].find("result").unwrap();
+    for row in &end[2..] {
+        assert!(
+            row[..result].ends_with("  ") && !row[result..].starts_with(' '),
+            "{end:#?}"
+        );
+    }
+
+    let (h, _) = volley(&["history"], &db, None);
+    let hist = table(&h, "run", 2);
+    aligned(&hist, "steps", LONG, "    2");
+    aligned(&hist, "status", &format!("tables (#1)/{LONG}"), "complete");
+    aligned(&hist, "status", "tables (#1)/b ", "complete");
+
+    let (c, _) = volley(&["compare", "1", "2", "--metric", "p99"], &db, None);
+    let cmp = table(&c, "   ", 2);
+    assert!(cmp[0].contains("median p99 ms"), "{c}");
+    aligned(&cmp, "steps", LONG, "    2");
+    aligned(&cmp, "steps", "b ", "    2");
+    let ci_col = cmp[0].find("95% CI").unwrap();
+    assert!(cmp[2..].iter().all(|l| l[ci_col..].contains(" .. ")), "{c}");
+
+    // With a width, no line of any table is longer; the long name stays whole.
+    for args in [&["history"][..], &["compare", "1", "2"][..]] {
+        let (t, _) = volley(args, &db, Some("80"));
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{args:?}:\n{t}");
+        assert!(t.contains(LONG), "{t}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
