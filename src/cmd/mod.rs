@@ -9,6 +9,7 @@ pub mod compare;
 pub mod demo;
 pub mod fixtures;
 pub mod history;
+pub mod passwd;
 pub mod progress;
 pub mod report;
 pub mod serve;

@@ -29,6 +29,7 @@
 //! lock (they see a file either before or after an atomic rename).
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
@@ -127,6 +128,25 @@ pub struct Dav {
     root: PathBuf,
     /// Serialises mutating requests (see the crate docs).
     write_lock: Arc<Mutex<()>>,
+    /// The authenticated account in multi-user mode ([`Dav::for_user`]): it reaches
+    /// only `/` and its own home `/<user>/`, which is also its principal.
+    user: Option<Arc<str>>,
+}
+
+/// The name of the calendar [`provision`] creates in every home.
+pub const DEFAULT_CALENDAR: &str = "calendar";
+
+/// Creates the home collection `/<user>/` of an account and, if the home is new, its
+/// default calendar `/<user>/calendar/`. An existing home is left as it is (its owner
+/// may have deleted or renamed the default calendar on purpose).
+pub fn provision(root: &Path, user: &str) -> io::Result<()> {
+    let home = root.join(user);
+    if home.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&home)?;
+    make_calendar(&home.join(DEFAULT_CALENDAR), "Calendar")?;
+    store::fsync_dir(root)
 }
 
 /// A request target resolved under the root: the file path and its decoded, normalised
@@ -185,7 +205,28 @@ impl Dav {
         Dav {
             root: root.into(),
             write_lock: Arc::new(Mutex::new(())),
+            user: None,
         }
+    }
+
+    /// This handler acting for authenticated account `user`: targets outside `/` and
+    /// `/<user>/` answer 403 `DAV:need-privileges`, and `/` lists only that home.
+    pub fn for_user(&self, user: Arc<str>) -> Dav {
+        Dav {
+            user: Some(user),
+            ..self.clone()
+        }
+    }
+
+    /// The account this handler acts for, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// Whether member `name` of the root is visible (in multi-user mode only the
+    /// account's own home is).
+    pub(crate) fn root_member_visible(&self, name: &[u8]) -> bool {
+        self.user.as_deref().is_none_or(|u| u.as_bytes() == name)
     }
 
     /// The root directory.
@@ -254,6 +295,15 @@ impl Dav {
             .filter(|s| !s.is_empty() && *s != b".")
             .map(<[u8]>::to_vec)
             .collect();
+        if let (Some(user), Some(first)) = (&self.user, segs.first()) {
+            if first.as_slice() != user.as_bytes() {
+                return Err(DavError::Condition {
+                    status: 403,
+                    cond: "D:need-privileges",
+                    reason: "an account reaches only its own home collection",
+                });
+            }
+        }
         Ok(Target { path, segs })
     }
 
@@ -274,9 +324,13 @@ impl Dav {
         self.locate(path)
     }
 
-    /// The href of the principal (and calendar home) of `t`: the deepest collection at
-    /// or above it that is not a calendar collection.
+    /// The href of the principal (and calendar home) of `t`: the account's home in
+    /// multi-user mode, else the deepest collection at or above it that is not a
+    /// calendar collection.
     pub(crate) fn principal_href(&self, t: &Target, is_dir: bool) -> String {
+        if let Some(user) = &self.user {
+            return href_of(&[user.as_bytes().to_vec()], true);
+        }
         let mut n = if is_dir {
             t.segs.len()
         } else {

@@ -85,7 +85,9 @@ impl Resource {
             let entry = entry?;
             let name = entry.file_name();
             let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).to_vec();
-            if store::is_internal_name(&name) {
+            if store::is_internal_name(&name)
+                || (self.target.segs.is_empty() && !dav.root_member_visible(&name))
+            {
                 continue;
             }
             let target = self.target.child(&name);
@@ -395,6 +397,13 @@ fn parse_updates(root: Node<'_, '_>) -> Result<Vec<Update>, DavError> {
 /// written atomically.
 pub(crate) fn proppatch(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavError> {
     let target = dav.locate(req.target)?;
+    if target.segs.is_empty() && dav.user().is_some() {
+        return Err(DavError::Condition {
+            status: 403,
+            cond: "D:need-privileges",
+            reason: "the root is shared by every account and cannot be changed",
+        });
+    }
     let res = Resource::open(target)?;
     let doc = xml::parse(req.body)?;
     let root = doc.root_element();

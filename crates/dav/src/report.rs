@@ -368,7 +368,8 @@ fn sync(
         let since = journal.parse_token(token).ok_or(invalid)?;
         let mut last: BTreeMap<&[u8], Change> = BTreeMap::new();
         for (n, change, name) in &journal.entries {
-            if *n > since {
+            let visible = !res.target.segs.is_empty() || dav.root_member_visible(name);
+            if *n > since && visible {
                 last.insert(name.as_slice(), *change);
             }
         }

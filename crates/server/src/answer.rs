@@ -33,6 +33,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
         301 => "Moved Permanently",
         304 => "Not Modified",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -43,11 +44,14 @@ pub(crate) fn reason(status: u16) -> &'static str {
         414 => "URI Too Long",
         415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
+        424 => "Failed Dependency",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         503 => "Service Unavailable",
         505 => "HTTP Version Not Supported",
+        507 => "Insufficient Storage",
         _ => "Unknown",
     }
 }
