@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+mod caldav;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
@@ -37,6 +38,7 @@ pub mod ical;
 mod methods;
 pub mod mime;
 pub mod path;
+mod principal;
 mod props;
 mod report;
 pub mod store;
@@ -126,8 +128,9 @@ impl DavResponse {
 #[derive(Debug, Clone)]
 pub struct Dav {
     root: PathBuf,
-    /// Serialises mutating requests (see the crate docs).
-    write_lock: Arc<Mutex<()>>,
+    /// Serialises mutating requests (see the crate docs); guards the UID index, which
+    /// only writes use.
+    write_lock: Arc<Mutex<caldav::validate::UidIndex>>,
     /// The authenticated account in multi-user mode ([`Dav::for_user`]): it reaches
     /// only `/` and its own home `/<user>/`, which is also its principal.
     user: Option<Arc<str>>,
@@ -204,7 +207,7 @@ impl Dav {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Dav {
             root: root.into(),
-            write_lock: Arc::new(Mutex::new(())),
+            write_lock: Arc::new(Mutex::new(Default::default())),
             user: None,
         }
     }
@@ -261,13 +264,19 @@ impl Dav {
             "OPTIONS" => Ok(options()),
             "PROPFIND" => props::propfind(self, req),
             "REPORT" => report::report(self, req),
-            "PROPPATCH" => self.locked(|| props::proppatch(self, req)),
-            "PUT" => self.locked(|| methods::put(self, req)),
-            "DELETE" => self.locked(|| methods::delete(self, req)),
-            "MKCOL" => self.locked(|| methods::mkcol(self, req)),
-            "MKCALENDAR" => self.locked(|| methods::mkcalendar(self, req)),
-            "COPY" => self.locked(|| methods::copy_move(self, req, false)),
-            "MOVE" => self.locked(|| methods::copy_move(self, req, true)),
+            "PROPPATCH" => self.locked(|_| props::proppatch(self, req)),
+            "PUT" => self.locked(|uids| methods::put(self, req, uids)),
+            "DELETE" => self.locked(|uids| methods::delete(self, req, uids)),
+            "MKCOL" => self.locked(|_| methods::mkcol(self, req)),
+            "MKCALENDAR" => self.locked(|_| methods::mkcalendar(self, req)),
+            "COPY" => self.locked(|uids| {
+                uids.clear();
+                methods::copy_move(self, req, false)
+            }),
+            "MOVE" => self.locked(|uids| {
+                uids.clear();
+                methods::copy_move(self, req, true)
+            }),
             "LOCK" | "UNLOCK" => Err(DavError::NotImplemented(
                 "locking (WebDAV class 2) is not supported",
             )),
@@ -278,12 +287,13 @@ impl Dav {
 
     fn locked(
         &self,
-        f: impl FnOnce() -> Result<DavResponse, DavError>,
+        f: impl FnOnce(&mut caldav::validate::UidIndex) -> Result<DavResponse, DavError>,
     ) -> Result<DavResponse, DavError> {
         // A panic cannot happen while the lock is held (no panicking code), but if it
-        // ever did, the protected state is on disk, not in the mutex: keep going.
-        let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
-        f()
+        // ever did, the state that matters is on disk; the index is rebuilt from it.
+        let mut guard: MutexGuard<'_, caldav::validate::UidIndex> =
+            self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard)
     }
 
     /// Resolves a request target through the path gate.
@@ -374,6 +384,7 @@ pub fn make_calendar(dir: &Path, displayname: &str) -> io::Result<()> {
     let meta = store::CollectionMeta {
         calendar: true,
         displayname: Some(displayname.to_owned()),
+        components: None,
     };
     store::write_meta(dir, &meta)
 }

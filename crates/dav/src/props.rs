@@ -201,8 +201,22 @@ fn propstat(props: &str, status: &str) -> String {
     )
 }
 
+/// A transform of calendar data on its way into `C:calendar-data` (expand,
+/// limit-recurrence-set).
+pub(crate) type DataFn<'a> = &'a dyn Fn(&[u8]) -> Vec<u8>;
+
 /// The `<D:response>` for one resource.
 pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<String, DavError> {
+    response_with(dav, res, what, None)
+}
+
+/// [`response`] with calendar data passed through `data`.
+pub(crate) fn response_with(
+    dav: &Dav,
+    res: &Resource,
+    what: &PropRequest,
+    data: Option<DataFn<'_>>,
+) -> Result<String, DavError> {
     let dead = store::read_props(&res.target.path, res.is_dir());
     let mut ok = String::new();
     let mut missing = String::new();
@@ -211,7 +225,8 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
         PropRequest::PropName => {
             for (ns, local, _) in LIVE {
                 let n = Name::new(ns, local);
-                if live_value(dav, res, &n, &mut content)?.is_some() && !dead.contains_key(&n) {
+                if live_value(dav, res, &n, &mut content, data)?.is_some() && !dead.contains_key(&n)
+                {
                     ok.push_str(&n.empty_element());
                 }
             }
@@ -223,7 +238,7 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
             for (ns, local, all) in LIVE {
                 let n = Name::new(ns, local);
                 if (*all || include.contains(&n)) && !dead.contains_key(&n) {
-                    if let Some(v) = live_value(dav, res, &n, &mut content)? {
+                    if let Some(v) = live_value(dav, res, &n, &mut content, data)? {
                         let (o, c) = n.tags();
                         ok.push_str(&format!("{o}{v}{c}"));
                     }
@@ -235,7 +250,7 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
         }
         PropRequest::Props(names) => {
             for n in names {
-                if let Some(v) = value(dav, res, &dead, n, &mut content)? {
+                if let Some(v) = value(dav, res, &dead, n, &mut content, data)? {
                     ok.push_str(&v);
                 } else {
                     missing.push_str(&n.empty_element());
@@ -261,11 +276,12 @@ fn value(
     dead: &DeadProps,
     n: &Name,
     content: &mut Option<Vec<u8>>,
+    data: Option<DataFn<'_>>,
 ) -> Result<Option<String>, DavError> {
     if let Some(v) = dead.get(n) {
         return Ok(Some(v.clone()));
     }
-    Ok(live_value(dav, res, n, content)?.map(|v| {
+    Ok(live_value(dav, res, n, content, data)?.map(|v| {
         let (o, c) = n.tags();
         format!("{o}{v}{c}")
     }))
@@ -278,6 +294,7 @@ fn live_value(
     res: &Resource,
     n: &Name,
     content: &mut Option<Vec<u8>>,
+    data: Option<DataFn<'_>>,
 ) -> Result<Option<String>, DavError> {
     let dir = res.is_dir();
     let mut bytes = || -> Result<Vec<u8>, DavError> {
@@ -324,6 +341,7 @@ fn live_value(
                 &[
                     "C:calendar-multiget",
                     "C:calendar-query",
+                    "C:free-busy-query",
                     "D:sync-collection",
                 ]
             } else {
@@ -355,10 +373,20 @@ fn live_value(
             Some(s)
         }
         (CALDAV, "supported-calendar-component-set") if calendar => Some(
-            "<C:comp name=\"VEVENT\"/><C:comp name=\"VTODO\"/><C:comp name=\"VJOURNAL\"/>"
-                .to_owned(),
+            store::read_meta(&res.target.path)
+                .accepted_components()
+                .iter()
+                .map(|c| format!("<C:comp name=\"{}\"/>", xml::escape(c)))
+                .collect(),
         ),
-        (CALDAV, "calendar-data") if !dir => Some(xml::escape(&String::from_utf8_lossy(&bytes()?))),
+        (CALDAV, "calendar-data") if !dir => {
+            let raw = bytes()?;
+            let shown = match data {
+                Some(f) => f(&raw),
+                None => raw,
+            };
+            Some(xml::escape(&String::from_utf8_lossy(&shown)))
+        }
         _ => None,
     };
     Ok(v)

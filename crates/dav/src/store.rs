@@ -77,6 +77,21 @@ pub struct CollectionMeta {
     pub calendar: bool,
     /// Display name given at creation.
     pub displayname: Option<String>,
+    /// The component types a calendar accepts (`supported-calendar-component-set` of
+    /// MKCALENDAR); None: VEVENT, VTODO and VJOURNAL.
+    pub components: Option<Vec<String>>,
+}
+
+impl CollectionMeta {
+    /// The component types this calendar accepts.
+    pub fn accepted_components(&self) -> Vec<String> {
+        self.components.clone().unwrap_or_else(|| {
+            ["VEVENT", "VTODO", "VJOURNAL"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        })
+    }
 }
 
 /// Reads the marker of `dir` (default when absent or unreadable).
@@ -90,6 +105,14 @@ pub fn read_meta(dir: &Path) -> CollectionMeta {
             match k {
                 "type" => meta.calendar = v == "calendar",
                 "displayname" => meta.displayname = Some(unescape_line(v)),
+                "components" => {
+                    meta.components = Some(
+                        v.split(',')
+                            .filter(|c| !c.is_empty())
+                            .map(str::to_owned)
+                            .collect(),
+                    )
+                }
                 _ => {}
             }
         }
@@ -105,6 +128,9 @@ pub fn write_meta(dir: &Path, meta: &CollectionMeta) -> io::Result<()> {
     }
     if let Some(d) = &meta.displayname {
         s.push_str(&format!("displayname={}\n", escape_line(d)));
+    }
+    if let Some(c) = &meta.components {
+        s.push_str(&format!("components={}\n", escape_line(&c.join(","))));
     }
     atomic_write(&dir.join(COLLECTION_FILE), s.as_bytes())
 }
@@ -398,6 +424,7 @@ mod tests {
         let meta = CollectionMeta {
             calendar: true,
             displayname: Some("Work\\\nx".into()),
+            components: Some(vec!["VTODO".into()]),
         };
         write_meta(dir.path(), &meta).unwrap();
         assert_eq!(read_meta(dir.path()), meta);
