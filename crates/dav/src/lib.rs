@@ -42,6 +42,7 @@ mod principal;
 mod props;
 mod report;
 pub mod store;
+mod sync;
 pub mod xml;
 
 use std::io;

@@ -332,9 +332,9 @@ fn live_value(
             .displayname
             .map(|d| xml::escape(&d)),
         (DAV, "supportedlock") | (DAV, "lockdiscovery") => Some(String::new()),
-        (DAV, "sync-token") | (CS, "getctag") if dir => {
-            Some(xml::escape(&store::read_journal(&res.target.path).token()))
-        }
+        (DAV, "sync-token") | (CS, "getctag") if dir => Some(xml::escape(
+            &store::journal_state(&res.target.path)?.token(),
+        )),
         (DAV, "supported-report-set") if dir => {
             let mut s = String::new();
             let reports: &[&str] = if calendar {

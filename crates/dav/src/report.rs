@@ -3,8 +3,6 @@
 //! principal-search-property-set (RFC 3744 section 9, answered for the account's own
 //! principal only). Other reports answer 403 with `DAV:supported-report`.
 
-use std::collections::BTreeMap;
-
 use chrono_tz::Tz;
 use roxmltree::Node;
 
@@ -15,7 +13,7 @@ use crate::caldav::zone::{self, Zones};
 use crate::error::DavError;
 use crate::ical;
 use crate::props::{self, PropRequest, Resource};
-use crate::store::{self, Change};
+use crate::store;
 use crate::xml::{self, Name, CALDAV, DAV};
 use crate::{Dav, DavRequest, DavResponse};
 
@@ -37,7 +35,7 @@ pub(crate) fn report(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, Dav
     } else if kind.is(CALDAV, "free-busy-query") {
         return free_busy(dav, &res, root);
     } else if kind.is(DAV, "sync-collection") {
-        sync(dav, &res, root, &what, &mut out)?;
+        crate::sync::sync(dav, &res, root, &what, &mut out)?;
     } else if kind.is(DAV, "principal-property-search") {
         crate::principal::search(dav, root, &what, &mut out)?;
     } else if kind.is(DAV, "principal-search-property-set") {
@@ -69,7 +67,7 @@ pub(crate) fn requested_props(root: Node<'_, '_>) -> PropRequest {
     PropRequest::Props(vec![Name::new(DAV, "getetag")])
 }
 
-fn status_response(href: &str, status: &str) -> String {
+pub(crate) fn status_response(href: &str, status: &str) -> String {
     format!(
         "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 {status}</D:status></D:response>",
         xml::escape(href)
@@ -226,69 +224,6 @@ fn free_busy(dav: &Dav, res: &Resource, root: Node<'_, '_>) -> Result<DavRespons
         headers: vec![("Content-Type".into(), "text/calendar; charset=utf-8".into())],
         body: body.into_bytes(),
     })
-}
-
-// ------------------------------------------------------------------ sync-collection
-
-fn sync(
-    dav: &Dav,
-    res: &Resource,
-    root: Node<'_, '_>,
-    what: &PropRequest,
-    out: &mut String,
-) -> Result<(), DavError> {
-    if !res.is_dir() {
-        return Err(DavError::Condition {
-            status: 403,
-            cond: "D:supported-report",
-            reason: "sync-collection applies to collections only",
-        });
-    }
-    let journal = store::read_journal(&res.target.path);
-    let token = xml::child(root, DAV, "sync-token")
-        .map(xml::text)
-        .unwrap_or_default();
-    let token = token.trim();
-    let invalid = DavError::Condition {
-        status: 403,
-        cond: "D:valid-sync-token",
-        reason: "the sync token is unknown or no longer valid; sync again without a token",
-    };
-    if let Some(level) = xml::child(root, DAV, "sync-level") {
-        if xml::text(level).trim() != "1" {
-            return Err(DavError::Condition {
-                status: 403,
-                cond: "D:sync-traversal-supported",
-                reason: "only sync-level 1 is supported",
-            });
-        }
-    }
-    if token.is_empty() {
-        for m in res.members(dav)? {
-            out.push_str(&props::response(dav, &m, what)?);
-        }
-    } else {
-        let since = journal.parse_token(token).ok_or(invalid)?;
-        let mut last: BTreeMap<&[u8], Change> = BTreeMap::new();
-        for (n, change, name) in &journal.entries {
-            let visible = !res.target.segs.is_empty() || dav.root_member_visible(name);
-            if *n > since && visible {
-                last.insert(name.as_slice(), *change);
-            }
-        }
-        for name in last.keys() {
-            let t = res.target.child(name);
-            match Resource::open(t.clone()) {
-                Ok(m) => out.push_str(&props::response(dav, &m, what)?),
-                Err(_) => out.push_str(&status_response(&t.href(false), "404 Not Found")),
-            }
-        }
-    }
-    out.push_str(&format!(
-        "<D:sync-token>{}</D:sync-token>",
-        xml::escape(&journal.token())
-    ));
-    Ok(())
 }
 
 #[cfg(test)]
