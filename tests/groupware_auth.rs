@@ -66,7 +66,8 @@ fn accounts_authenticate_and_reach_only_their_home() {
     let alice = Some(("alice", "wonder land"));
     let bob = Some(("bob", "builder"));
 
-    // RFC 6764: the well-known URI redirects to the context path, without credentials.
+    // RFC 6764: the well-known URI redirects (307, keeping the PROPFIND body) to the
+    // context path, without credentials.
     let r = send(
         a,
         None,
@@ -75,7 +76,7 @@ fn accounts_authenticate_and_reach_only_their_home() {
         &[("Depth", "0")],
         "",
     );
-    assert_eq!((r.status, r.header("Location")), (301, Some("/".into())));
+    assert_eq!((r.status, r.header("Location")), (307, Some("/".into())));
 
     for who in [None, Some(("alice", "wrong")), Some(("nobody", "x"))] {
         let r = send(a, who, "PROPFIND", "/", &[("Depth", "0")], CUP);
@@ -260,7 +261,7 @@ fn anonymous_mode_is_unchanged_and_redirects_well_known() {
     std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
     let server = Served::start(&tmp.0, &[]);
     let r = send(&server.addr, None, "GET", "/.well-known/caldav", &[], "");
-    assert_eq!((r.status, r.header("Location")), (301, Some("/".into())));
+    assert_eq!((r.status, r.header("Location")), (307, Some("/".into())));
     let r = send(
         &server.addr,
         None,

@@ -32,6 +32,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
         207 => "Multi-Status",
         301 => "Moved Permanently",
         304 => "Not Modified",
+        307 => "Temporary Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

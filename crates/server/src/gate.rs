@@ -23,6 +23,8 @@ pub(crate) enum Gate {
 
 /// RFC 6764 section 5: `/.well-known/caldav` (and carddav, which clients probe too)
 /// redirect to the context path, the root, where `current-user-principal` is found.
+/// With 307, one of the codes the RFC names, because clients discover with a PROPFIND
+/// whose body must survive the redirect (python-requests drops it on 301/302/303).
 fn well_known(path: &[u8]) -> bool {
     let p = path.strip_suffix(b"/").unwrap_or(path);
     p.eq_ignore_ascii_case(b"/.well-known/caldav")
@@ -55,7 +57,7 @@ pub(crate) fn gate(
     let path = path_of(target);
     if well_known(path) {
         return Gate::Reply {
-            status: 301,
+            status: 307,
             fields: vec![("Location", "/".into())],
         };
     }
@@ -102,7 +104,7 @@ mod tests {
         assert!(!own_path(b"/bob/x", "alice"));
         assert!(matches!(
             gate(None, None, b"GET", b"/.well-known/caldav", None),
-            Gate::Reply { status: 301, .. }
+            Gate::Reply { status: 307, .. }
         ));
         assert!(matches!(
             gate(None, None, b"GET", b"/x", None),
