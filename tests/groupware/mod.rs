@@ -86,8 +86,20 @@ pub fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Reply {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    try_send(addr, user, method, path, headers, body).unwrap()
+}
+
+/// [`send`], with connection failures returned (a server being killed).
+pub fn try_send(
+    addr: &str,
+    user: Option<(&str, &str)>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<Reply> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -100,10 +112,10 @@ pub fn send(
         head.push_str(&format!("{n}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body.as_bytes()).unwrap();
+    s.write_all(head.as_bytes())?;
+    s.write_all(body.as_bytes())?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
+    s.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
@@ -111,9 +123,12 @@ pub fn send(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    Reply {
+    if status == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(Reply {
         status,
         head: head.to_owned(),
         body: body.to_owned(),
-    }
+    })
 }
