@@ -149,6 +149,12 @@ pub fn provision(root: &Path, user: &str) -> io::Result<()> {
         return Ok(());
     }
     std::fs::create_dir_all(&home)?;
+    // The home is the account's principal: its display name is the account's name.
+    let meta = store::CollectionMeta {
+        displayname: Some(user.to_owned()),
+        ..Default::default()
+    };
+    store::write_meta(&home, &meta)?;
     make_calendar(&home.join(DEFAULT_CALENDAR), "Calendar")?;
     store::fsync_dir(root)
 }

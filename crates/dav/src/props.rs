@@ -37,6 +37,9 @@ const LIVE: &[(&str, &str, bool)] = &[
     (DAV, "sync-token", false),
     (DAV, "supported-report-set", false),
     (DAV, "current-user-principal", false),
+    (DAV, "owner", false),
+    (DAV, "principal-collection-set", false),
+    (CALDAV, "calendar-user-address-set", false),
     (DAV, "principal-URL", false),
     (DAV, "current-user-privilege-set", false),
     (CALDAV, "calendar-home-set", false),
@@ -313,6 +316,10 @@ fn live_value(
     let v = match (n.ns.as_str(), n.local.as_str()) {
         (DAV, "resourcetype") => Some(match (dir, calendar) {
             (true, true) => "<D:collection/><C:calendar/>".to_owned(),
+            // An account's home is its principal (multi-user mode).
+            (true, false) if dav.user().is_some() && res.target.segs.len() == 1 => {
+                "<D:collection/><D:principal/>".to_owned()
+            }
             (true, false) => "<D:collection/>".to_owned(),
             _ => String::new(),
         }),
@@ -356,7 +363,11 @@ fn live_value(
         }
         (DAV, "current-user-principal")
         | (DAV, "principal-URL")
-        | (CALDAV, "calendar-home-set") => Some(principal()),
+        | (DAV, "owner")
+        | (CALDAV, "calendar-home-set")
+        | (CALDAV, "calendar-user-address-set") => Some(principal()),
+        // Where principals live (RFC 3744 section 5.8): clients search under it.
+        (DAV, "principal-collection-set") => Some("<D:href>/</D:href>".to_owned()),
         (DAV, "current-user-privilege-set") => {
             let mut s = String::new();
             for p in [
