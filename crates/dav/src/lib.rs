@@ -132,6 +132,8 @@ pub struct Dav {
     /// Serialises mutating requests (see the crate docs); guards the UID index, which
     /// only writes use.
     write_lock: Arc<Mutex<caldav::validate::UidIndex>>,
+    /// ETags and time spans of stored items (`caldav::index`), shared by every clone.
+    items: Arc<Mutex<caldav::index::ItemIndex>>,
     /// The authenticated account in multi-user mode ([`Dav::for_user`]): it reaches
     /// only `/` and its own home `/<user>/`, which is also its principal.
     user: Option<Arc<str>>,
@@ -215,6 +217,7 @@ impl Dav {
         Dav {
             root: root.into(),
             write_lock: Arc::new(Mutex::new(Default::default())),
+            items: Arc::new(Mutex::new(Default::default())),
             user: None,
         }
     }
@@ -226,6 +229,11 @@ impl Dav {
             user: Some(user),
             ..self.clone()
         }
+    }
+
+    /// The item index (never held across file reads).
+    pub(crate) fn items(&self) -> MutexGuard<'_, caldav::index::ItemIndex> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The account this handler acts for, if any.
@@ -400,13 +408,22 @@ pub fn make_calendar(dir: &Path, displayname: &str) -> io::Result<()> {
 /// A content hash (not mtime/size, as nginx uses) so that two writes within the same
 /// second with the same length still get different tags, and tags survive a restart.
 pub fn strong_etag(content: &[u8]) -> String {
-    // FNV-1a 64 over the bytes, plus the length; stable across runs and platforms.
+    etag_of(fnv1a(content), content.len() as u64)
+}
+
+/// FNV-1a 64 over the bytes; stable across runs and platforms.
+pub(crate) fn fnv1a(content: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in content {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x100000001b3);
     }
-    format!("\"{:016x}-{:x}\"", h, content.len())
+    h
+}
+
+/// The ETag text of a content hash and length.
+pub(crate) fn etag_of(fnv: u64, len: u64) -> String {
+    format!("\"{fnv:016x}-{len:x}\"")
 }
 
 #[cfg(test)]

@@ -323,7 +323,18 @@ fn live_value(
             (true, false) => "<D:collection/>".to_owned(),
             _ => String::new(),
         }),
-        (DAV, "getetag") if !dir => Some(xml::escape(&crate::strong_etag(&bytes()?))),
+        (DAV, "getetag") if !dir => {
+            let known = dav.items().etag(&res.meta);
+            Some(xml::escape(&match known {
+                Some(tag) => tag,
+                None => {
+                    let b = bytes()?;
+                    let h = crate::fnv1a(&b);
+                    dav.items().set_fnv(&res.meta, h);
+                    crate::etag_of(h, b.len() as u64)
+                }
+            }))
+        }
         (DAV, "getcontentlength") if !dir => Some(res.meta.len().to_string()),
         (DAV, "getcontenttype") if !dir => {
             Some(crate::mime::content_type(&res.target.path.to_string_lossy()).into_owned())

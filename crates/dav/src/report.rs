@@ -9,6 +9,7 @@ use roxmltree::Node;
 use crate::caldav::expand::{self, DataSpec};
 use crate::caldav::filter::{self, invalid_filter};
 use crate::caldav::freebusy;
+use crate::caldav::index::Spans;
 use crate::caldav::zone::{self, Zones};
 use crate::error::DavError;
 use crate::ical;
@@ -184,13 +185,23 @@ fn query(
     let filter = filter::parse_filter(filter_el)?;
     let spec = expand::parse_spec(root)?;
     let floating = floating_zone(res, root);
+    let required = filter::required_range(&filter);
     for m in candidates(dav, req, res)? {
+        if let Some((name, tr)) = &required {
+            let spans = dav.items().spans(&m.meta);
+            if spans.is_some_and(|s| !s.may_overlap(name, tr)) {
+                continue;
+            }
+        }
         let Ok(bytes) = std::fs::read(&m.target.path) else {
             continue;
         };
         let Ok(cal) = ical::parse(&bytes) else {
             continue;
         };
+        if required.is_some() {
+            dav.items().set_spans(&m.meta, Spans::of(&cal));
+        }
         let zones = Zones {
             cal: &cal,
             floating,

@@ -171,6 +171,19 @@ pub(crate) fn parse_filter(filter_el: Node<'_, '_>) -> Result<CompFilter, DavErr
     parse_comp_filter(top)
 }
 
+/// The component name and time-range every match must overlap, when the filter has one
+/// at its second level (VCALENDAR > VEVENT with a time-range): what lets a query skip
+/// objects by their remembered spans (`index`).
+pub(crate) fn required_range(f: &CompFilter) -> Option<(&str, TimeRange)> {
+    if f.is_not_defined {
+        return None;
+    }
+    f.comps
+        .iter()
+        .find(|c| !c.is_not_defined && c.time_range.is_some())
+        .and_then(|c| c.time_range.map(|tr| (c.name.as_str(), tr)))
+}
+
 /// Whether calendar object `cal` passes filter `f` (whose name is VCALENDAR's).
 pub(crate) fn matches(f: &CompFilter, cal: &Component, zones: &Zones<'_>) -> bool {
     if f.is_not_defined {

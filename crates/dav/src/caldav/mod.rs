@@ -6,6 +6,7 @@
 pub(crate) mod expand;
 pub(crate) mod filter;
 pub(crate) mod freebusy;
+pub(crate) mod index;
 pub(crate) mod recur;
 pub(crate) mod validate;
 pub(crate) mod zone;
