@@ -79,11 +79,14 @@ pub(crate) fn put(
     check_conditions(req, current.as_deref())?;
     let meta = store::read_meta(parent);
     let mut uid = None;
+    let old_uid = match meta.calendar {
+        true => existing.as_deref().and_then(validate::uid_of),
+        false => None,
+    };
     if meta.calendar {
         let o = validate::check(req.body, &meta.accepted_components())?;
         let name = t.name().unwrap_or_default();
-        let same_uid =
-            existing.as_deref().and_then(validate::uid_of).as_deref() == Some(o.uid.as_str());
+        let same_uid = old_uid.as_deref() == Some(o.uid.as_str());
         if !same_uid {
             if let Some(other) = uids.conflict(parent, name, &o.uid) {
                 let mut segs = t.segs.clone();
@@ -96,8 +99,8 @@ pub(crate) fn put(
     }
     store::atomic_write(&t.path, req.body)?;
     journal(&t, Change::Put)?;
-    if let Some(uid) = uid {
-        uids.record(parent, t.name().unwrap_or_default(), Some(&uid));
+    if uid.is_some() {
+        uids.record(parent, &t.path, old_uid.as_deref(), uid.as_deref());
     }
     let mut r = DavResponse::empty(if existing.is_some() { 204 } else { 201 });
     r.headers
@@ -129,10 +132,16 @@ pub(crate) fn delete(
             let current = fs::read(&t.path).ok().map(|b| crate::strong_etag(&b));
             check_conditions(req, current.as_deref())?;
         }
+        let old_uid = match t.path.parent() {
+            Some(p) if crate::is_calendar_collection(p) => {
+                fs::read(&t.path).ok().as_deref().and_then(validate::uid_of)
+            }
+            _ => None,
+        };
         fs::remove_file(&t.path)?;
         store::remove_props(&t.path);
-        if let (Some(parent), Some(name)) = (t.path.parent(), t.name()) {
-            uids.record(parent, name, None);
+        if let (Some(parent), Some(old)) = (t.path.parent(), old_uid) {
+            uids.record(parent, &t.path, Some(&old), None);
         }
     }
     if let Some(parent) = t.path.parent() {

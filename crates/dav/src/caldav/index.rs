@@ -10,7 +10,7 @@
 //! not end (or whose expansion hit `recur::MAX_INSTANCES`) spans to the end of time, so
 //! a skip never loses a match; the full filter still decides every object read.
 //!
-//! Bounded to [`MAX_ITEMS`] entries (about 64 B each); past that it starts over.
+//! Bounded to [`MAX_ITEMS`] entries; past that it starts over.
 
 use std::collections::HashMap;
 use std::fs::Metadata;
@@ -20,8 +20,9 @@ use super::recur;
 use super::zone::Zones;
 use crate::ical::{Component, TimeRange};
 
-/// Items remembered at most (~2 MiB).
-const MAX_ITEMS: usize = 32_768;
+/// Items remembered at most (~80 B each with the map's own overhead: ~5 MiB when full,
+/// enough for one 60,000-item calendar).
+const MAX_ITEMS: usize = 65_536;
 /// Widening of every span: 14 h zones, day-long DATE values and inclusive edges.
 const SLACK_S: i64 = 2 * 86_400;
 /// Component types with spans, in [`Spans`] order.
@@ -30,7 +31,7 @@ const KINDS: [&str; 4] = ["VEVENT", "VTODO", "VJOURNAL", "VFREEBUSY"];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     mtime_s: i64,
-    mtime_ns: i64,
+    mtime_ns: u32,
     len: u64,
 }
 
@@ -40,22 +41,31 @@ impl Stamp {
             meta.ino(),
             Stamp {
                 mtime_s: meta.mtime(),
-                mtime_ns: meta.mtime_nsec(),
+                mtime_ns: u32::try_from(meta.mtime_nsec()).unwrap_or(0),
                 len: meta.len(),
             },
         )
     }
 }
 
-/// Per component type, the (earliest start, latest end) its occurrences may touch;
-/// `(MAX, MIN)` when the object has no component of that type.
+/// The component types an object holds (a bit per [`KINDS`] entry) and the (earliest
+/// start, latest end) their occurrences may touch. A valid object has one type, so one
+/// span for all loses nothing in practice and keeps an entry small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Spans([(i64, i64); 4]);
+pub(crate) struct Spans {
+    kinds: u8,
+    lo: i64,
+    hi: i64,
+}
 
 impl Spans {
     /// The spans of a parsed calendar object.
     pub fn of(cal: &Component) -> Spans {
-        let mut spans = [(i64::MAX, i64::MIN); 4];
+        let mut spans = Spans {
+            kinds: 0,
+            lo: i64::MAX,
+            hi: i64::MIN,
+        };
         let zones = Zones {
             cal,
             floating: chrono_tz::Tz::UTC,
@@ -64,6 +74,7 @@ impl Spans {
             let Some(k) = KINDS.iter().position(|n| *n == c.name) else {
                 continue;
             };
+            spans.kinds |= 1 << k;
             let occ = recur::occurrences(c, cal, &zones, None, None);
             // A rule with neither COUNT nor UNTIL never ends; a capped expansion may not.
             let endless_rule = c.props.iter().any(|p| {
@@ -87,15 +98,14 @@ impl Spans {
                     // A to-do without any date overlaps every range.
                     _ => (i64::MIN, i64::MAX),
                 };
-                let e = &mut spans[k];
-                e.0 = e.0.min(lo);
-                e.1 = e.1.max(hi);
+                spans.lo = spans.lo.min(lo);
+                spans.hi = spans.hi.max(hi);
             }
             if open_ended {
-                spans[k].1 = i64::MAX;
+                spans.hi = i64::MAX;
             }
         }
-        Spans(spans)
+        spans
     }
 
     /// False only when no component called `name` can overlap `tr`.
@@ -103,12 +113,11 @@ impl Spans {
         let Some(k) = KINDS.iter().position(|n| *n == name) else {
             return true;
         };
-        let (lo, hi) = self.0[k];
-        if lo > hi {
+        if self.kinds & (1 << k) == 0 || self.lo > self.hi {
             return false;
         }
-        let lo = lo.saturating_sub(SLACK_S);
-        let hi = hi.saturating_add(SLACK_S);
+        let lo = self.lo.saturating_sub(SLACK_S);
+        let hi = self.hi.saturating_add(SLACK_S);
         tr.start.is_none_or(|s| hi >= s) && tr.end.is_none_or(|e| lo < e)
     }
 }

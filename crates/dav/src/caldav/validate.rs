@@ -7,7 +7,8 @@
 //!
 //! The UID check uses [`UidIndex`], a per-calendar map built by one scan and kept up to
 //! date by the writes themselves (all under the handler's write lock), so a PUT costs
-//! O(1) instead of reading every sibling. A calendar whose directory changed behind the
+//! O(1) instead of reading every sibling (a PUT that does conflict lists the directory
+//! once, to name the holder). A calendar whose directory changed behind the
 //! handler's back (its mtime differs from the one recorded) is scanned again.
 
 use std::collections::HashMap;
@@ -110,11 +111,14 @@ pub(crate) fn uid_of(bytes: &[u8]) -> Option<String> {
 
 struct Calendar {
     mtime: Option<SystemTime>,
-    by_uid: HashMap<String, Vec<u8>>,
-    by_name: HashMap<Vec<u8>, String>,
+    /// FNV-1a 64 of a UID -> inode of the member holding it.
+    by_uid: HashMap<u64, u64>,
 }
 
-/// Per-calendar UID -> member name maps (see the module docs).
+/// Per-calendar UID maps (see the module docs). A UID is kept as its 64-bit hash and
+/// its member as an inode (16 bytes an item, where names and UIDs as strings took over
+/// 150): a hit is confirmed by reading that member's UID, so a hash collision can
+/// never refuse a PUT, and the member's name is found by its inode only then.
 #[derive(Default)]
 pub(crate) struct UidIndex {
     calendars: HashMap<PathBuf, Calendar>,
@@ -130,6 +134,25 @@ fn mtime(dir: &Path) -> Option<SystemTime> {
     std::fs::metadata(dir).and_then(|m| m.modified()).ok()
 }
 
+fn uid_hash(uid: &str) -> u64 {
+    crate::fnv1a(uid.as_bytes())
+}
+
+/// The members of `dir` that are plain files, with their inodes.
+fn members(dir: &Path) -> impl Iterator<Item = (Vec<u8>, u64, PathBuf)> {
+    use std::os::unix::fs::DirEntryExt;
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| {
+            let name = std::os::unix::ffi::OsStrExt::as_bytes(e.file_name().as_os_str()).to_vec();
+            (name, e.ino(), e.path())
+        })
+        .filter(|(name, _, _)| !crate::store::is_internal_name(name))
+}
+
 impl UidIndex {
     fn fresh(&mut self, dir: &Path) -> &mut Calendar {
         let now = mtime(dir);
@@ -141,19 +164,10 @@ impl UidIndex {
             let mut cal = Calendar {
                 mtime: now,
                 by_uid: HashMap::new(),
-                by_name: HashMap::new(),
             };
-            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                let name =
-                    std::os::unix::ffi::OsStrExt::as_bytes(entry.file_name().as_os_str()).to_vec();
-                if crate::store::is_internal_name(&name)
-                    || !entry.file_type().is_ok_and(|t| t.is_file())
-                {
-                    continue;
-                }
-                if let Some(uid) = std::fs::read(entry.path()).ok().as_deref().and_then(uid_of) {
-                    cal.by_uid.insert(uid.clone(), name.clone());
-                    cal.by_name.insert(name, uid);
+            for (_, ino, path) in members(dir) {
+                if let Some(uid) = std::fs::read(path).ok().as_deref().and_then(uid_of) {
+                    cal.by_uid.insert(uid_hash(&uid), ino);
                 }
             }
             self.calendars.insert(dir.to_owned(), cal);
@@ -165,26 +179,39 @@ impl UidIndex {
 
     /// The member of `dir` other than `name` that holds `uid`, if any.
     pub fn conflict(&mut self, dir: &Path, name: &[u8], uid: &str) -> Option<Vec<u8>> {
-        let cal = self.fresh(dir);
-        cal.by_uid
-            .get(uid)
-            .filter(|n| n.as_slice() != name)
-            .cloned()
+        let h = uid_hash(uid);
+        let ino = *self.fresh(dir).by_uid.get(&h)?;
+        let holder = members(dir).find(|(_, i, _)| *i == ino);
+        match holder {
+            Some((n, _, _)) if n.as_slice() == name => None,
+            Some((n, _, path)) => {
+                let same = std::fs::read(path).ok().as_deref().and_then(uid_of);
+                (same.as_deref() == Some(uid)).then_some(n)
+            }
+            None => {
+                // Gone behind our back: forget it.
+                if let Some(cal) = self.calendars.get_mut(dir) {
+                    cal.by_uid.remove(&h);
+                }
+                None
+            }
+        }
     }
 
-    /// Records that member `name` of `dir` now holds `uid` (None: it is gone).
-    pub fn record(&mut self, dir: &Path, name: &[u8], uid: Option<&str>) {
+    /// Records that the member at `path` in `dir` changed from holding `old` to `new`
+    /// (None: none, or deleted).
+    pub fn record(&mut self, dir: &Path, path: &Path, old: Option<&str>, new: Option<&str>) {
         let Some(cal) = self.calendars.get_mut(dir) else {
             return;
         };
-        if let Some(old) = cal.by_name.remove(name) {
-            if cal.by_uid.get(&old).is_some_and(|n| n.as_slice() == name) {
-                cal.by_uid.remove(&old);
-            }
+        if let Some(old) = old {
+            cal.by_uid.remove(&uid_hash(old));
         }
-        if let Some(uid) = uid {
-            cal.by_uid.insert(uid.to_owned(), name.to_vec());
-            cal.by_name.insert(name.to_vec(), uid.to_owned());
+        if let Some(new) = new {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(m) = std::fs::metadata(path) {
+                cal.by_uid.insert(uid_hash(new), m.ino());
+            }
         }
         cal.mtime = mtime(dir);
     }
@@ -208,6 +235,43 @@ mod tests {
             DavError::Condition { cond, .. } => cond,
             _ => "other",
         }
+    }
+
+    #[test]
+    fn uid_index_follows_rewrites_renames_and_deletes() {
+        use crate::tests::{body, call, TempDir};
+        let d = TempDir::new("uids");
+        let dav = crate::Dav::new(d.path());
+        call(&dav, "MKCALENDAR", "/cal/", &[], b"");
+        let ev = |uid: &str, s: &str| {
+            format!("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:{uid}\r\nSUMMARY:{s}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+        };
+        let put = |name: &str, uid: &str, s: &str| {
+            call(
+                &dav,
+                "PUT",
+                &format!("/cal/{name}"),
+                &[],
+                ev(uid, s).as_bytes(),
+            )
+        };
+        assert_eq!(put("a.ics", "u1", "x").status, 201);
+        // The holder rewritten (a new inode) is still found, and named.
+        assert_eq!(put("a.ics", "u1", "y").status, 204);
+        let r = put("b.ics", "u1", "x");
+        assert_eq!(r.status, 403);
+        assert!(
+            body(&r).contains("<D:href>/cal/a.ics</D:href>"),
+            "{}",
+            body(&r)
+        );
+        // a.ics moves to another UID: u1 is free.
+        assert_eq!(put("a.ics", "u2", "x").status, 204);
+        assert_eq!(put("b.ics", "u1", "x").status, 201);
+        assert_eq!(put("c.ics", "u2", "x").status, 403);
+        // Deleting a.ics frees u2.
+        assert_eq!(call(&dav, "DELETE", "/cal/a.ics", &[], b"").status, 204);
+        assert_eq!(put("c.ics", "u2", "x").status, 201);
     }
 
     #[test]
