@@ -53,6 +53,8 @@ fn bad_users_files_exit_2_with_one_line_naming_the_line() {
     let (code, err) = serve_err(&tmp.0, &tmp.0.join("missing"));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot read users file"), "{err}");
+    assert!(err.contains("No such file or directory"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }
 
 #[test]
@@ -277,4 +279,44 @@ fn anonymous_mode_is_unchanged_and_redirects_well_known() {
         "{}",
         r.body
     );
+}
+
+/// A users file from Apache's own tool (`htpasswd -B`, apache2-utils, which
+/// scripts/install-deps.sh installs): its `$2y$` bcrypt lines work as they are.
+#[test]
+fn htpasswd_bcrypt_lines_are_accepted() {
+    let tmp = TempDir::new("htpasswd");
+    let root = tmp.0.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let users = tmp.0.join("htpasswd");
+    let st = Command::new("htpasswd")
+        .args(["-cbB", "-C", "5"])
+        .arg(&users)
+        .args(["zoe", "pa ss:word"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("htpasswd (apache2-utils) installed");
+    assert!(st.success());
+    assert!(std::fs::read_to_string(&users)
+        .unwrap()
+        .starts_with("zoe:$2y$05$"));
+    let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
+    let ok = send(
+        &server.addr,
+        Some(("zoe", "pa ss:word")),
+        "PROPFIND",
+        "/zoe/",
+        &[("Depth", "0")],
+        CUP,
+    );
+    assert_eq!(ok.status, 207);
+    let bad = send(
+        &server.addr,
+        Some(("zoe", "pa ss")),
+        "PROPFIND",
+        "/zoe/",
+        &[("Depth", "0")],
+        CUP,
+    );
+    assert_eq!(bad.status, 401);
 }

@@ -102,6 +102,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.users {
         let users = match volley_dav::auth::Users::read(file) {
             Ok(u) => u,
+            Err(e @ volley_dav::auth::UsersError::Read { .. }) => {
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                usage!("{e}: {}", cause.unwrap_or_default())
+            }
             Err(e) => usage!("{e}"),
         };
         for name in users.names() {
