@@ -133,8 +133,17 @@ pub fn valid_name(name: &str) -> bool {
 /// The scheme of a stored hash, checked for form.
 fn scheme_of(hash: &str) -> Result<Scheme, LineError> {
     if hash.starts_with("$argon2") {
+        // A PHC string must name an argon2 variant and carry valid parameters, a
+        // salt and an output; the PHC grammar alone accepts `$argon2id$anything`.
         return match argon2::PasswordHash::new(hash) {
-            Ok(h) if h.algorithm.as_str().starts_with("argon2") => Ok(Scheme::Argon2),
+            Ok(h)
+                if h.algorithm.as_str().starts_with("argon2")
+                    && h.salt.is_some()
+                    && h.hash.is_some()
+                    && argon2::Params::try_from(&h).is_ok() =>
+            {
+                Ok(Scheme::Argon2)
+            }
             _ => Err(LineError::BadHash(Scheme::Argon2)),
         };
     }
@@ -483,6 +492,26 @@ mod tests {
             "$argon2id$v=19$m=1024,t=1,p=1$c29tZXNhbHQ$9sTbSlTio3Biev89thdrlKKiCaYsjjYVJxGAL3swxpQ";
         let u = Users::parse(p, &format!("carol:{argon}\ndave:{bc}\n")).unwrap();
         assert_eq!(u.names().collect::<Vec<_>>(), ["carol", "dave"]);
+    }
+
+    #[test]
+    fn argon2_phc_lines_verify() {
+        use argon2::PasswordHasher;
+        let salt = argon2::password_hash::SaltString::encode_b64(b"volley-test-salt").unwrap();
+        let params = argon2::Params::new(1024, 1, 1, None).unwrap();
+        let a2 = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+        let phc = a2.hash_password(b"open sesame", &salt).unwrap().to_string();
+        assert!(phc.starts_with("$argon2id$v=19$m=1024,t=1,p=1$"), "{phc}");
+        let users = Users::parse(Path::new("u"), &format!("ann:{phc}\n")).unwrap();
+        let auth = Auth::start(&users).unwrap();
+        assert_eq!(
+            auth.check(Some(&basic("ann", "open sesame")), None),
+            Check::Allowed("ann".into())
+        );
+        assert_eq!(
+            auth.check(Some(&basic("ann", "open sesame!")), None),
+            Check::Challenge
+        );
     }
 
     #[test]
