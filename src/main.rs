@@ -26,6 +26,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Serve a directory with the built-in event-driven HTTP/1.1 + HTTP/2 + CalDAV server.
     Serve(cmd::serve::Args),
+    /// Print a users-file line `NAME:HASH` (bcrypt) for the password read from stdin.
+    Passwd(cmd::passwd::Args),
     /// Write a deterministic fixture set (uniserve, sizes, groupware) into a directory.
     Fixtures(cmd::fixtures::Args),
     /// A short study against the built-in server; needs nothing else installed.
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Passwd(a) => cmd::passwd::run(a),
         Command::Fixtures(a) => cmd::fixtures::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Targets(a) => cmd::targets::run(a),

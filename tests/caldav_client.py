@@ -2,7 +2,13 @@
 """A real CalDAV client (python-caldav) against `volley serve`: discovery, MKCALENDAR,
 PUT, calendar-query with a time range, calendar-multiget, sync-collection (a deletion
 must appear), and a 412 on a stale If-Match. Exits non-zero with a reason on any
-failure; run by tests/dav_clients.rs with the server's base URL as the only argument."""
+failure; run by tests/dav_clients.rs.
+
+Arguments: URL [PRINCIPAL_PATH [USER PASSWORD]]. URL is where discovery starts (the
+anonymous server's collection, or `/.well-known/caldav` of a multi-user one, which
+redirects); PRINCIPAL_PATH is where the principal must be found (default /cal/); with
+USER and PASSWORD the client authenticates with HTTP Basic and must also find the
+account's default calendar."""
 
 import datetime
 import sys
@@ -44,13 +50,25 @@ def check(cond, what):
 
 def main():
     base = sys.argv[1]
-    client = caldav.DAVClient(url=base)
+    home = sys.argv[2] if len(sys.argv) > 2 else "/cal/"
+    user, password = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else (None, None)
+    client = caldav.DAVClient(url=base, username=user, password=password)
     principal = client.principal()
-    check(str(principal.url).endswith("/cal/"), "principal discovered at /cal/ (%s)" % principal.url)
+    check(str(principal.url).endswith(home), "principal discovered at %s (%s)" % (home, principal.url))
+    if user:
+        try:
+            caldav.DAVClient(url=base).request(str(principal.url), "PROPFIND", "", {"Depth": "0"})
+            refused = False
+        except caldav.lib.error.AuthorizationError:
+            refused = True
+        check(refused, "without credentials: 401")
+        names = [str(c.url) for c in principal.calendars()]
+        check(any(n.endswith(home + "calendar/") for n in names),
+              "default calendar listed (%s)" % names)
 
     cal = principal.make_calendar(name="Volley test", cal_id="work")
     names = [str(c.url) for c in principal.calendars()]
-    check(any(n.endswith("/cal/work/") for n in names), "new calendar is listed (%s)" % names)
+    check(any(n.endswith(home + "work/") for n in names), "new calendar is listed (%s)" % names)
     check(cal.get_properties([caldav.elements.dav.DisplayName()]).get("{DAV:}displayname") == "Volley test",
           "display name from MKCALENDAR body")
 

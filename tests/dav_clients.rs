@@ -127,6 +127,40 @@ fn python_caldav_client_round_trip() {
     assert!(out.contains("all caldav checks passed"), "{out}");
 }
 
+/// python-caldav against a multi-user server: it starts at `/.well-known/caldav`
+/// (RFC 6764, a redirect), authenticates with a password, finds its principal and
+/// default calendar, then creates, edits, deletes and syncs as above.
+#[test]
+fn python_caldav_client_with_password_through_well_known() {
+    let tmp = TempDir::new("caldav-users");
+    let root = tmp.0.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut passwd = Command::new(env!("CARGO_BIN_EXE_volley"));
+    passwd
+        .args(["passwd", "erin", "--cost", "4"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = passwd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"s3cret pass\n")
+        .unwrap();
+    let line = child.wait_with_output().unwrap().stdout;
+    let users = tmp.0.join("users");
+    std::fs::write(&users, line).unwrap();
+    let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg(script)
+        .arg(format!("http://{}/.well-known/caldav", server.addr))
+        .args(["/erin/", "erin", "s3cret pass"]);
+    let (ok, out) = run_bounded(cmd, Duration::from_secs(120));
+    assert!(ok, "python-caldav script failed:\n{out}");
+    assert!(out.contains("all caldav checks passed"), "{out}");
+}
+
 /// One HTTP/1.1 request on a fresh connection; returns (status, body). Reads exactly
 /// Content-Length body bytes rather than waiting for the server to close.
 fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {

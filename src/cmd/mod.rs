@@ -12,6 +12,7 @@ pub mod demo;
 pub mod fixtures;
 pub mod hint;
 pub mod history;
+pub mod passwd;
 pub mod progress;
 pub mod report;
 pub mod serve;

@@ -58,6 +58,12 @@ pub struct Args {
     /// (by default both are answered).
     #[arg(long)]
     http1_only: bool,
+    /// Multi-user mode: accounts from FILE (`name:hash` lines, argon2id or bcrypt; see
+    /// `volley passwd`). Every request then needs HTTP Basic credentials; each account
+    /// gets the home `/<name>/` (its principal) with a default calendar
+    /// `/<name>/calendar/`, and reaches nothing else. Without it the server is anonymous.
+    #[arg(long, value_name = "FILE")]
+    users: Option<PathBuf>,
 }
 
 /// A positive duration for a serve flag (the one syntax of `volley_harness`: `10s`,
@@ -93,6 +99,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         usage!("--threads and --max-connections must be at least 1");
     }
     let mut config = ServerConfig::new(&args.root);
+    if let Some(file) = &args.users {
+        let users = match volley_dav::auth::Users::read(file) {
+            Ok(u) => u,
+            Err(e @ volley_dav::auth::UsersError::Read { .. }) => {
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                usage!("{e}: {}", cause.unwrap_or_default())
+            }
+            Err(e) => usage!("{e}"),
+        };
+        for name in users.names() {
+            volley_dav::provision(&args.root, name).with_context(|| {
+                format!("creating the home of {name} under {}", args.root.display())
+            })?;
+        }
+        config.auth =
+            Some(volley_dav::auth::Auth::start(&users).context("starting the password verifier")?);
+    }
     config.listen = listen;
     config.threads = args.threads;
     config.access_log = args.access_log;

@@ -53,6 +53,10 @@ pub enum DavError {
         /// Human-readable explanation, sent as an XML comment-free text node.
         reason: &'static str,
     },
+    /// PUT of a calendar object whose UID another resource of the calendar holds
+    /// (RFC 4791 `C:no-uid-conflict`): the href of that resource.
+    #[error("403: precondition C:no-uid-conflict failed: {0} holds this UID")]
+    UidConflict(String),
     /// A method this crate deliberately does not implement (locking).
     #[error("not implemented: {0}")]
     NotImplemented(&'static str),
@@ -82,6 +86,7 @@ impl DavError {
             DavError::PreconditionFailed(_) => 412,
             DavError::UnsupportedMediaType(_) => 415,
             DavError::Condition { status, .. } => *status,
+            DavError::UidConflict(_) => 403,
             DavError::NotImplemented(_) => 501,
             DavError::Io(e) => match e.kind() {
                 io::ErrorKind::NotFound => 404,
@@ -104,6 +109,22 @@ impl DavError {
                      xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><{cond}/><D:responsedescription>{}\
                      </D:responsedescription></D:error>\n",
                     crate::xml::escape(reason)
+                );
+                DavResponse {
+                    status,
+                    headers: vec![(
+                        "Content-Type".into(),
+                        "application/xml; charset=utf-8".into(),
+                    )],
+                    body: body.into_bytes(),
+                }
+            }
+            DavError::UidConflict(href) => {
+                let body = format!(
+                    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\" \
+                     xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><C:no-uid-conflict><D:href>{}\
+                     </D:href></C:no-uid-conflict></D:error>\n",
+                    crate::xml::escape(href)
                 );
                 DavResponse {
                     status,

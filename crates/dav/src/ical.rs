@@ -1,12 +1,7 @@
-//! Just enough iCalendar (RFC 5545) for CalDAV filtering: content lines unfolded into a
-//! component tree, DATE / DATE-TIME / DURATION values, and the RFC 4791 section 9.9
-//! time-range overlap rules for VEVENT, VTODO and VJOURNAL.
-//!
-//! Simplifications, all on the side of returning too much rather than too little:
-//! times with a TZID (or floating) are read as UTC and compared with the query range
-//! widened by 14 hours (the largest UTC offset); a recurring component (RRULE/RDATE)
-//! matches when its first instance starts before the range end and its UNTIL, if any,
-//! is not before the range start (COUNT is not expanded).
+//! Just enough iCalendar (RFC 5545) for CalDAV: content lines unfolded into a component
+//! tree and written back ([`write`]), DATE / DATE-TIME / DURATION values, and the
+//! time-range type of queries. Zones, recurrence and the RFC 4791 section 9.9 overlap
+//! rules live in `caldav` (`zone`, `recur`).
 
 /// One parsed property line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +112,55 @@ pub fn parse(bytes: &[u8]) -> Result<Component, IcalError> {
         Some(c) if c.name == "VCALENDAR" => Ok(c),
         _ => Err(IcalError::NotCalendar),
     }
+}
+
+/// Writes a component as iCalendar text: CRLF line ends, lines folded at 75 octets
+/// (RFC 5545 section 3.1), parameter values quoted when they hold `:`, `;` or `,`.
+pub fn write(c: &Component) -> String {
+    let mut out = String::new();
+    write_into(c, &mut out);
+    out
+}
+
+fn write_into(c: &Component, out: &mut String) {
+    fold(out, &format!("BEGIN:{}", c.name));
+    for p in &c.props {
+        let mut line = p.name.clone();
+        for (k, v) in &p.params {
+            line.push(';');
+            line.push_str(k);
+            line.push('=');
+            if v.contains([':', ';', ',']) {
+                line.push('"');
+                line.push_str(v);
+                line.push('"');
+            } else {
+                line.push_str(v);
+            }
+        }
+        line.push(':');
+        line.push_str(&p.value);
+        fold(out, &line);
+    }
+    for child in &c.children {
+        write_into(child, out);
+    }
+    fold(out, &format!("END:{}", c.name));
+}
+
+fn fold(out: &mut String, line: &str) {
+    let mut room = 75;
+    let mut used = 0;
+    for ch in line.chars() {
+        if used + ch.len_utf8() > room {
+            out.push_str("\r\n ");
+            room = 74;
+            used = 0;
+        }
+        out.push(ch);
+        used += ch.len_utf8();
+    }
+    out.push_str("\r\n");
 }
 
 /// `NAME;P=V;Q="a:b":value`, with quoted parameter values that may hold ':' and ';'.
@@ -286,97 +330,32 @@ pub struct TimeRange {
     pub end: Option<i64>,
 }
 
-/// Largest UTC offset in use (+14:00), the slack given to non-UTC times.
-const FLOAT_SLACK_S: i64 = 14 * 3600;
-
-fn time_of(c: &Component, name: &str) -> Option<Instant> {
-    parse_datetime(&c.prop(name)?.value)
-}
-
 impl TimeRange {
-    /// Whether component `c` overlaps the range (RFC 4791 section 9.9). Components other
-    /// than VEVENT, VTODO and VJOURNAL match (we do not index their times).
+    /// Whether component `c` overlaps the range (RFC 4791 section 9.9), every instance
+    /// of a series considered, floating times and TZIDs without a VTIMEZONE at hand
+    /// read as described in `caldav::zone` with UTC as the floating zone. Components
+    /// other than VEVENT, VTODO, VJOURNAL and VFREEBUSY match.
     pub fn overlaps(&self, c: &Component) -> bool {
-        let dtstart = time_of(c, "DTSTART");
-        let floating = ["DTSTART", "DTEND", "DUE"]
-            .iter()
-            .any(|n| time_of(c, n).is_some_and(|t| t.floating));
-        let slack = if floating { FLOAT_SLACK_S } else { 0 };
-        let s = self.start.map_or(i64::MIN, |v| v.saturating_sub(slack));
-        let e = self.end.map_or(i64::MAX, |v| v.saturating_add(slack));
-        let recurring = c.prop("RRULE").is_some() || c.prop("RDATE").is_some();
-        if recurring {
-            if let Some(ds) = dtstart {
-                let until = c.prop("RRULE").and_then(|r| {
-                    r.value
-                        .split(';')
-                        .find_map(|kv| kv.strip_prefix("UNTIL="))
-                        .and_then(parse_datetime)
-                });
-                return ds.secs < e && until.is_none_or(|u| u.secs + 86_400 >= s);
-            }
-        }
-        match c.name.as_str() {
-            "VEVENT" => {
-                let Some(ds) = dtstart else { return false };
-                let dur = c.prop("DURATION").and_then(|p| parse_duration(&p.value));
-                if let Some(de) = time_of(c, "DTEND") {
-                    s < de.secs && e > ds.secs
-                } else if let Some(d) = dur {
-                    if d > 0 {
-                        s < ds.secs + d && e > ds.secs
-                    } else {
-                        s <= ds.secs && e > ds.secs
-                    }
-                } else if ds.is_date {
-                    s < ds.secs + 86_400 && e > ds.secs
-                } else {
-                    s <= ds.secs && e > ds.secs
-                }
-            }
-            "VTODO" => {
-                let due = time_of(c, "DUE");
-                let dur = c.prop("DURATION").and_then(|p| parse_duration(&p.value));
-                match (dtstart, dur, due) {
-                    (Some(ds), Some(d), _) => s <= ds.secs + d && (e > ds.secs || e >= ds.secs + d),
-                    (Some(ds), None, Some(du)) => {
-                        (s < du.secs || s <= ds.secs) && (e > ds.secs || e >= du.secs)
-                    }
-                    (Some(ds), None, None) => s <= ds.secs && e > ds.secs,
-                    (None, _, Some(du)) => s < du.secs && e >= du.secs,
-                    (None, _, None) => {
-                        let completed = time_of(c, "COMPLETED");
-                        let created = time_of(c, "CREATED");
-                        match (completed, created) {
-                            (Some(co), Some(cr)) => {
-                                (s <= cr.secs || s <= co.secs) && (e >= cr.secs || e >= co.secs)
-                            }
-                            (Some(co), None) => s <= co.secs && e >= co.secs,
-                            (None, Some(cr)) => e > cr.secs,
-                            (None, None) => true,
-                        }
-                    }
-                }
-            }
-            "VJOURNAL" => match dtstart {
-                Some(ds) if ds.is_date => s < ds.secs + 86_400 && e > ds.secs,
-                Some(ds) => s <= ds.secs && e > ds.secs,
-                None => false,
-            },
-            _ => true,
+        let cal = Component::default();
+        let zones = crate::caldav::zone::Zones {
+            cal: &cal,
+            floating: chrono_tz::Tz::UTC,
+        };
+        crate::caldav::recur::overlaps(c, &cal, &zones, self)
+    }
+
+    /// Whether a single property value (a date-time, floating read as UTC) lies in the
+    /// range.
+    pub fn contains_value(&self, v: &str) -> bool {
+        match parse_datetime(v) {
+            Some(t) => self.contains(t.secs),
+            None => false,
         }
     }
 
-    /// Whether a single property value (a date-time) lies in the range.
-    pub fn contains_value(&self, v: &str) -> bool {
-        match parse_datetime(v) {
-            Some(t) => {
-                let slack = if t.floating { FLOAT_SLACK_S } else { 0 };
-                self.start.is_none_or(|s| t.secs + slack >= s)
-                    && self.end.is_none_or(|e| t.secs - slack < e)
-            }
-            None => false,
-        }
+    /// Whether instant `secs` lies in `[start, end)`.
+    pub fn contains(&self, secs: i64) -> bool {
+        self.start.is_none_or(|s| secs >= s) && self.end.is_none_or(|e| secs < e)
     }
 }
 
@@ -417,6 +396,23 @@ mod tests {
             Err(IcalError::NotCalendar)
         );
         assert_eq!(parse(b"\xff"), Err(IcalError::NotUtf8));
+    }
+
+    #[test]
+    fn write_round_trips_and_folds() {
+        let cal = parse(EVENT.as_bytes()).unwrap();
+        let long = Prop {
+            name: "DESCRIPTION".into(),
+            params: vec![("X-A".into(), "a:b".into())],
+            value: "\u{e9}".repeat(60),
+        };
+        let mut cal2 = cal.clone();
+        cal2.children[0].props.push(long);
+        let text = write(&cal2);
+        assert!(text.lines().all(|l| l.len() <= 76), "{text}");
+        assert!(text.contains("DESCRIPTION;X-A=\"a:b\":"));
+        assert_eq!(parse(text.as_bytes()).unwrap(), cal2);
+        assert_eq!(parse(write(&cal).as_bytes()).unwrap(), cal);
     }
 
     #[test]

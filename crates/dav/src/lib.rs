@@ -29,6 +29,8 @@
 //! lock (they see a file either before or after an atomic rename).
 #![deny(missing_docs)]
 
+pub mod auth;
+mod caldav;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
@@ -36,9 +38,11 @@ pub mod ical;
 mod methods;
 pub mod mime;
 pub mod path;
+mod principal;
 mod props;
 mod report;
 pub mod store;
+mod sync;
 pub mod xml;
 
 use std::io;
@@ -125,8 +129,36 @@ impl DavResponse {
 #[derive(Debug, Clone)]
 pub struct Dav {
     root: PathBuf,
-    /// Serialises mutating requests (see the crate docs).
-    write_lock: Arc<Mutex<()>>,
+    /// Serialises mutating requests (see the crate docs); guards the UID index, which
+    /// only writes use.
+    write_lock: Arc<Mutex<caldav::validate::UidIndex>>,
+    /// ETags and time spans of stored items (`caldav::index`), shared by every clone.
+    items: Arc<Mutex<caldav::index::ItemIndex>>,
+    /// The authenticated account in multi-user mode ([`Dav::for_user`]): it reaches
+    /// only `/` and its own home `/<user>/`, which is also its principal.
+    user: Option<Arc<str>>,
+}
+
+/// The name of the calendar [`provision`] creates in every home.
+pub const DEFAULT_CALENDAR: &str = "calendar";
+
+/// Creates the home collection `/<user>/` of an account and, if the home is new, its
+/// default calendar `/<user>/calendar/`. An existing home is left as it is (its owner
+/// may have deleted or renamed the default calendar on purpose).
+pub fn provision(root: &Path, user: &str) -> io::Result<()> {
+    let home = root.join(user);
+    if home.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&home)?;
+    // The home is the account's principal: its display name is the account's name.
+    let meta = store::CollectionMeta {
+        displayname: Some(user.to_owned()),
+        ..Default::default()
+    };
+    store::write_meta(&home, &meta)?;
+    make_calendar(&home.join(DEFAULT_CALENDAR), "Calendar")?;
+    store::fsync_dir(root)
 }
 
 /// A request target resolved under the root: the file path and its decoded, normalised
@@ -184,8 +216,35 @@ impl Dav {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Dav {
             root: root.into(),
-            write_lock: Arc::new(Mutex::new(())),
+            write_lock: Arc::new(Mutex::new(Default::default())),
+            items: Arc::new(Mutex::new(Default::default())),
+            user: None,
         }
+    }
+
+    /// This handler acting for authenticated account `user`: targets outside `/` and
+    /// `/<user>/` answer 403 `DAV:need-privileges`, and `/` lists only that home.
+    pub fn for_user(&self, user: Arc<str>) -> Dav {
+        Dav {
+            user: Some(user),
+            ..self.clone()
+        }
+    }
+
+    /// The item index (never held across file reads).
+    pub(crate) fn items(&self) -> MutexGuard<'_, caldav::index::ItemIndex> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The account this handler acts for, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// Whether member `name` of the root is visible (in multi-user mode only the
+    /// account's own home is).
+    pub(crate) fn root_member_visible(&self, name: &[u8]) -> bool {
+        self.user.as_deref().is_none_or(|u| u.as_bytes() == name)
     }
 
     /// The root directory.
@@ -220,13 +279,19 @@ impl Dav {
             "OPTIONS" => Ok(options()),
             "PROPFIND" => props::propfind(self, req),
             "REPORT" => report::report(self, req),
-            "PROPPATCH" => self.locked(|| props::proppatch(self, req)),
-            "PUT" => self.locked(|| methods::put(self, req)),
-            "DELETE" => self.locked(|| methods::delete(self, req)),
-            "MKCOL" => self.locked(|| methods::mkcol(self, req)),
-            "MKCALENDAR" => self.locked(|| methods::mkcalendar(self, req)),
-            "COPY" => self.locked(|| methods::copy_move(self, req, false)),
-            "MOVE" => self.locked(|| methods::copy_move(self, req, true)),
+            "PROPPATCH" => self.locked(|_| props::proppatch(self, req)),
+            "PUT" => self.locked(|uids| methods::put(self, req, uids)),
+            "DELETE" => self.locked(|uids| methods::delete(self, req, uids)),
+            "MKCOL" => self.locked(|_| methods::mkcol(self, req)),
+            "MKCALENDAR" => self.locked(|_| methods::mkcalendar(self, req)),
+            "COPY" => self.locked(|uids| {
+                uids.clear();
+                methods::copy_move(self, req, false)
+            }),
+            "MOVE" => self.locked(|uids| {
+                uids.clear();
+                methods::copy_move(self, req, true)
+            }),
             "LOCK" | "UNLOCK" => Err(DavError::NotImplemented(
                 "locking (WebDAV class 2) is not supported",
             )),
@@ -237,12 +302,13 @@ impl Dav {
 
     fn locked(
         &self,
-        f: impl FnOnce() -> Result<DavResponse, DavError>,
+        f: impl FnOnce(&mut caldav::validate::UidIndex) -> Result<DavResponse, DavError>,
     ) -> Result<DavResponse, DavError> {
         // A panic cannot happen while the lock is held (no panicking code), but if it
-        // ever did, the protected state is on disk, not in the mutex: keep going.
-        let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
-        f()
+        // ever did, the state that matters is on disk; the index is rebuilt from it.
+        let mut guard: MutexGuard<'_, caldav::validate::UidIndex> =
+            self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard)
     }
 
     /// Resolves a request target through the path gate.
@@ -254,6 +320,15 @@ impl Dav {
             .filter(|s| !s.is_empty() && *s != b".")
             .map(<[u8]>::to_vec)
             .collect();
+        if let (Some(user), Some(first)) = (&self.user, segs.first()) {
+            if first.as_slice() != user.as_bytes() {
+                return Err(DavError::Condition {
+                    status: 403,
+                    cond: "D:need-privileges",
+                    reason: "an account reaches only its own home collection",
+                });
+            }
+        }
         Ok(Target { path, segs })
     }
 
@@ -274,9 +349,13 @@ impl Dav {
         self.locate(path)
     }
 
-    /// The href of the principal (and calendar home) of `t`: the deepest collection at
-    /// or above it that is not a calendar collection.
+    /// The href of the principal (and calendar home) of `t`: the account's home in
+    /// multi-user mode, else the deepest collection at or above it that is not a
+    /// calendar collection.
     pub(crate) fn principal_href(&self, t: &Target, is_dir: bool) -> String {
+        if let Some(user) = &self.user {
+            return href_of(&[user.as_bytes().to_vec()], true);
+        }
         let mut n = if is_dir {
             t.segs.len()
         } else {
@@ -320,6 +399,7 @@ pub fn make_calendar(dir: &Path, displayname: &str) -> io::Result<()> {
     let meta = store::CollectionMeta {
         calendar: true,
         displayname: Some(displayname.to_owned()),
+        components: None,
     };
     store::write_meta(dir, &meta)
 }
@@ -328,13 +408,22 @@ pub fn make_calendar(dir: &Path, displayname: &str) -> io::Result<()> {
 /// A content hash (not mtime/size, as nginx uses) so that two writes within the same
 /// second with the same length still get different tags, and tags survive a restart.
 pub fn strong_etag(content: &[u8]) -> String {
-    // FNV-1a 64 over the bytes, plus the length; stable across runs and platforms.
+    etag_of(fnv1a(content), content.len() as u64)
+}
+
+/// FNV-1a 64 over the bytes; stable across runs and platforms.
+pub(crate) fn fnv1a(content: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in content {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x100000001b3);
     }
-    format!("\"{:016x}-{:x}\"", h, content.len())
+    h
+}
+
+/// The ETag text of a content hash and length.
+pub(crate) fn etag_of(fnv: u64, len: u64) -> String {
+    format!("\"{fnv:016x}-{len:x}\"")
 }
 
 #[cfg(test)]

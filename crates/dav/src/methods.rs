@@ -6,6 +6,7 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
+use crate::caldav::validate::{self, UidIndex};
 use crate::error::DavError;
 use crate::props::{self, Resource};
 use crate::store::{self, Change};
@@ -60,8 +61,13 @@ fn journal(t: &Target, change: Change) -> Result<(), DavError> {
     Ok(())
 }
 
-/// PUT: atomic replace with conditional headers; 201 or 204 with the new ETag.
-pub(crate) fn put(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavError> {
+/// PUT: atomic replace with conditional headers; 201 or 204 with the new ETag. Into a
+/// calendar, the body must pass `caldav::validate` first.
+pub(crate) fn put(
+    dav: &Dav,
+    req: &DavRequest<'_>,
+    uids: &mut UidIndex,
+) -> Result<DavResponse, DavError> {
     let t = dav.locate(req.target)?;
     let parent = parent_dir(&t)?;
     let existing = match fs::metadata(&t.path) {
@@ -71,18 +77,31 @@ pub(crate) fn put(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavErr
     };
     let current = existing.as_deref().map(crate::strong_etag);
     check_conditions(req, current.as_deref())?;
-    if crate::is_calendar_collection(parent) {
-        if let Err(e) = crate::ical::parse(req.body) {
-            let _ = e;
-            return Err(DavError::Condition {
-                status: 403,
-                cond: "C:valid-calendar-data",
-                reason: "the body is not one iCalendar VCALENDAR object",
-            });
+    let meta = store::read_meta(parent);
+    let mut uid = None;
+    let old_uid = match meta.calendar {
+        true => existing.as_deref().and_then(validate::uid_of),
+        false => None,
+    };
+    if meta.calendar {
+        let o = validate::check(req.body, &meta.accepted_components())?;
+        let name = t.name().unwrap_or_default();
+        let same_uid = old_uid.as_deref() == Some(o.uid.as_str());
+        if !same_uid {
+            if let Some(other) = uids.conflict(parent, name, &o.uid) {
+                let mut segs = t.segs.clone();
+                segs.pop();
+                segs.push(other);
+                return Err(DavError::UidConflict(crate::href_of(&segs, false)));
+            }
         }
+        uid = Some(o.uid);
     }
     store::atomic_write(&t.path, req.body)?;
     journal(&t, Change::Put)?;
+    if uid.is_some() {
+        uids.record(parent, &t.path, old_uid.as_deref(), uid.as_deref());
+    }
     let mut r = DavResponse::empty(if existing.is_some() { 204 } else { 201 });
     r.headers
         .push(("ETag".into(), crate::strong_etag(req.body)));
@@ -90,7 +109,11 @@ pub(crate) fn put(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavErr
 }
 
 /// DELETE: a file (with its dead properties) or a whole collection; 204.
-pub(crate) fn delete(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavError> {
+pub(crate) fn delete(
+    dav: &Dav,
+    req: &DavRequest<'_>,
+    uids: &mut UidIndex,
+) -> Result<DavResponse, DavError> {
     let t = dav.locate(req.target)?;
     if t.segs.is_empty() {
         return Err(DavError::MethodNotAllowed("the root cannot be deleted"));
@@ -103,13 +126,23 @@ pub(crate) fn delete(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, Dav
             ));
         }
         fs::remove_dir_all(&t.path)?;
+        uids.clear();
     } else {
         if req.header("If-Match").is_some() || req.header("If-None-Match").is_some() {
             let current = fs::read(&t.path).ok().map(|b| crate::strong_etag(&b));
             check_conditions(req, current.as_deref())?;
         }
+        let old_uid = match t.path.parent() {
+            Some(p) if crate::is_calendar_collection(p) => {
+                fs::read(&t.path).ok().as_deref().and_then(validate::uid_of)
+            }
+            _ => None,
+        };
         fs::remove_file(&t.path)?;
         store::remove_props(&t.path);
+        if let (Some(parent), Some(old)) = (t.path.parent(), old_uid) {
+            uids.record(parent, &t.path, Some(&old), None);
+        }
     }
     if let Some(parent) = t.path.parent() {
         store::fsync_dir(parent)?;
@@ -186,9 +219,20 @@ pub(crate) fn mkcalendar(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse,
         let res = Resource::open(t.clone())?;
         displayname = props::apply_creation_props(&res, d.root_element())?;
     }
+    let components = doc.as_ref().and_then(|d| {
+        d.descendants()
+            .find(|n| Name::of(*n).is(CALDAV, "supported-calendar-component-set"))
+            .map(|set| {
+                xml::elements(set)
+                    .filter(|c| Name::of(*c).is(CALDAV, "comp"))
+                    .filter_map(|c| c.attribute("name").map(str::to_ascii_uppercase))
+                    .collect::<Vec<_>>()
+            })
+    });
     let meta = store::CollectionMeta {
         calendar: true,
         displayname,
+        components,
     };
     store::write_meta(&t.path, &meta)?;
     journal(&t, Change::Put)?;

@@ -37,6 +37,9 @@ const LIVE: &[(&str, &str, bool)] = &[
     (DAV, "sync-token", false),
     (DAV, "supported-report-set", false),
     (DAV, "current-user-principal", false),
+    (DAV, "owner", false),
+    (DAV, "principal-collection-set", false),
+    (CALDAV, "calendar-user-address-set", false),
     (DAV, "principal-URL", false),
     (DAV, "current-user-privilege-set", false),
     (CALDAV, "calendar-home-set", false),
@@ -85,7 +88,9 @@ impl Resource {
             let entry = entry?;
             let name = entry.file_name();
             let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).to_vec();
-            if store::is_internal_name(&name) {
+            if store::is_internal_name(&name)
+                || (self.target.segs.is_empty() && !dav.root_member_visible(&name))
+            {
                 continue;
             }
             let target = self.target.child(&name);
@@ -199,8 +204,22 @@ fn propstat(props: &str, status: &str) -> String {
     )
 }
 
+/// A transform of calendar data on its way into `C:calendar-data` (expand,
+/// limit-recurrence-set).
+pub(crate) type DataFn<'a> = &'a dyn Fn(&[u8]) -> Vec<u8>;
+
 /// The `<D:response>` for one resource.
 pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<String, DavError> {
+    response_with(dav, res, what, None)
+}
+
+/// [`response`] with calendar data passed through `data`.
+pub(crate) fn response_with(
+    dav: &Dav,
+    res: &Resource,
+    what: &PropRequest,
+    data: Option<DataFn<'_>>,
+) -> Result<String, DavError> {
     let dead = store::read_props(&res.target.path, res.is_dir());
     let mut ok = String::new();
     let mut missing = String::new();
@@ -209,7 +228,8 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
         PropRequest::PropName => {
             for (ns, local, _) in LIVE {
                 let n = Name::new(ns, local);
-                if live_value(dav, res, &n, &mut content)?.is_some() && !dead.contains_key(&n) {
+                if live_value(dav, res, &n, &mut content, data)?.is_some() && !dead.contains_key(&n)
+                {
                     ok.push_str(&n.empty_element());
                 }
             }
@@ -221,7 +241,7 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
             for (ns, local, all) in LIVE {
                 let n = Name::new(ns, local);
                 if (*all || include.contains(&n)) && !dead.contains_key(&n) {
-                    if let Some(v) = live_value(dav, res, &n, &mut content)? {
+                    if let Some(v) = live_value(dav, res, &n, &mut content, data)? {
                         let (o, c) = n.tags();
                         ok.push_str(&format!("{o}{v}{c}"));
                     }
@@ -233,7 +253,7 @@ pub(crate) fn response(dav: &Dav, res: &Resource, what: &PropRequest) -> Result<
         }
         PropRequest::Props(names) => {
             for n in names {
-                if let Some(v) = value(dav, res, &dead, n, &mut content)? {
+                if let Some(v) = value(dav, res, &dead, n, &mut content, data)? {
                     ok.push_str(&v);
                 } else {
                     missing.push_str(&n.empty_element());
@@ -259,11 +279,12 @@ fn value(
     dead: &DeadProps,
     n: &Name,
     content: &mut Option<Vec<u8>>,
+    data: Option<DataFn<'_>>,
 ) -> Result<Option<String>, DavError> {
     if let Some(v) = dead.get(n) {
         return Ok(Some(v.clone()));
     }
-    Ok(live_value(dav, res, n, content)?.map(|v| {
+    Ok(live_value(dav, res, n, content, data)?.map(|v| {
         let (o, c) = n.tags();
         format!("{o}{v}{c}")
     }))
@@ -276,6 +297,7 @@ fn live_value(
     res: &Resource,
     n: &Name,
     content: &mut Option<Vec<u8>>,
+    data: Option<DataFn<'_>>,
 ) -> Result<Option<String>, DavError> {
     let dir = res.is_dir();
     let mut bytes = || -> Result<Vec<u8>, DavError> {
@@ -294,10 +316,25 @@ fn live_value(
     let v = match (n.ns.as_str(), n.local.as_str()) {
         (DAV, "resourcetype") => Some(match (dir, calendar) {
             (true, true) => "<D:collection/><C:calendar/>".to_owned(),
+            // An account's home is its principal (multi-user mode).
+            (true, false) if dav.user().is_some() && res.target.segs.len() == 1 => {
+                "<D:collection/><D:principal/>".to_owned()
+            }
             (true, false) => "<D:collection/>".to_owned(),
             _ => String::new(),
         }),
-        (DAV, "getetag") if !dir => Some(xml::escape(&crate::strong_etag(&bytes()?))),
+        (DAV, "getetag") if !dir => {
+            let known = dav.items().etag(&res.meta);
+            Some(xml::escape(&match known {
+                Some(tag) => tag,
+                None => {
+                    let b = bytes()?;
+                    let h = crate::fnv1a(&b);
+                    dav.items().set_fnv(&res.meta, h);
+                    crate::etag_of(h, b.len() as u64)
+                }
+            }))
+        }
         (DAV, "getcontentlength") if !dir => Some(res.meta.len().to_string()),
         (DAV, "getcontenttype") if !dir => {
             Some(crate::mime::content_type(&res.target.path.to_string_lossy()).into_owned())
@@ -313,15 +350,16 @@ fn live_value(
             .displayname
             .map(|d| xml::escape(&d)),
         (DAV, "supportedlock") | (DAV, "lockdiscovery") => Some(String::new()),
-        (DAV, "sync-token") | (CS, "getctag") if dir => {
-            Some(xml::escape(&store::read_journal(&res.target.path).token()))
-        }
+        (DAV, "sync-token") | (CS, "getctag") if dir => Some(xml::escape(
+            &store::journal_state(&res.target.path)?.token(),
+        )),
         (DAV, "supported-report-set") if dir => {
             let mut s = String::new();
             let reports: &[&str] = if calendar {
                 &[
                     "C:calendar-multiget",
                     "C:calendar-query",
+                    "C:free-busy-query",
                     "D:sync-collection",
                 ]
             } else {
@@ -336,7 +374,11 @@ fn live_value(
         }
         (DAV, "current-user-principal")
         | (DAV, "principal-URL")
-        | (CALDAV, "calendar-home-set") => Some(principal()),
+        | (DAV, "owner")
+        | (CALDAV, "calendar-home-set")
+        | (CALDAV, "calendar-user-address-set") => Some(principal()),
+        // Where principals live (RFC 3744 section 5.8): clients search under it.
+        (DAV, "principal-collection-set") => Some("<D:href>/</D:href>".to_owned()),
         (DAV, "current-user-privilege-set") => {
             let mut s = String::new();
             for p in [
@@ -353,10 +395,20 @@ fn live_value(
             Some(s)
         }
         (CALDAV, "supported-calendar-component-set") if calendar => Some(
-            "<C:comp name=\"VEVENT\"/><C:comp name=\"VTODO\"/><C:comp name=\"VJOURNAL\"/>"
-                .to_owned(),
+            store::read_meta(&res.target.path)
+                .accepted_components()
+                .iter()
+                .map(|c| format!("<C:comp name=\"{}\"/>", xml::escape(c)))
+                .collect(),
         ),
-        (CALDAV, "calendar-data") if !dir => Some(xml::escape(&String::from_utf8_lossy(&bytes()?))),
+        (CALDAV, "calendar-data") if !dir => {
+            let raw = bytes()?;
+            let shown = match data {
+                Some(f) => f(&raw),
+                None => raw,
+            };
+            Some(xml::escape(&String::from_utf8_lossy(&shown)))
+        }
         _ => None,
     };
     Ok(v)
@@ -395,6 +447,13 @@ fn parse_updates(root: Node<'_, '_>) -> Result<Vec<Update>, DavError> {
 /// written atomically.
 pub(crate) fn proppatch(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, DavError> {
     let target = dav.locate(req.target)?;
+    if target.segs.is_empty() && dav.user().is_some() {
+        return Err(DavError::Condition {
+            status: 403,
+            cond: "D:need-privileges",
+            reason: "the root is shared by every account and cannot be changed",
+        });
+    }
     let res = Resource::open(target)?;
     let doc = xml::parse(req.body)?;
     let root = doc.root_element();

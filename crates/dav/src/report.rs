@@ -1,14 +1,20 @@
-//! REPORT: calendar-multiget and calendar-query (RFC 4791 section 7), sync-collection
-//! (RFC 6578). Other reports answer 403 with `DAV:supported-report`.
+//! REPORT: calendar-multiget, calendar-query and free-busy-query (RFC 4791 section 7),
+//! sync-collection (RFC 6578), principal-property-search and
+//! principal-search-property-set (RFC 3744 section 9, answered for the account's own
+//! principal only). Other reports answer 403 with `DAV:supported-report`.
 
-use std::collections::BTreeMap;
-
+use chrono_tz::Tz;
 use roxmltree::Node;
 
+use crate::caldav::expand::{self, DataSpec};
+use crate::caldav::filter::{self, invalid_filter};
+use crate::caldav::freebusy;
+use crate::caldav::index::Spans;
+use crate::caldav::zone::{self, Zones};
 use crate::error::DavError;
-use crate::ical::{self, Component, TimeRange};
+use crate::ical;
 use crate::props::{self, PropRequest, Resource};
-use crate::store::{self, Change};
+use crate::store;
 use crate::xml::{self, Name, CALDAV, DAV};
 use crate::{Dav, DavRequest, DavResponse};
 
@@ -22,16 +28,25 @@ pub(crate) fn report(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, Dav
     let what = requested_props(root);
     let mut out = String::from(xml::MULTISTATUS_OPEN);
     if kind.is(CALDAV, "calendar-multiget") {
-        multiget(dav, root, &what, &mut out)?;
+        let spec = expand::parse_spec(root)?;
+        let floating = floating_zone(&res, root);
+        multiget(dav, root, &what, spec, floating, &mut out)?;
     } else if kind.is(CALDAV, "calendar-query") {
         query(dav, req, &res, root, &what, &mut out)?;
+    } else if kind.is(CALDAV, "free-busy-query") {
+        return free_busy(dav, &res, root);
     } else if kind.is(DAV, "sync-collection") {
-        sync(dav, &res, root, &what, &mut out)?;
+        crate::sync::sync(dav, &res, root, &what, &mut out)?;
+    } else if kind.is(DAV, "principal-property-search") {
+        crate::principal::search(dav, root, &what, &mut out)?;
+    } else if kind.is(DAV, "principal-search-property-set") {
+        return Ok(crate::principal::search_property_set());
     } else {
         return Err(DavError::Condition {
             status: 403,
             cond: "D:supported-report",
-            reason: "supported reports: calendar-multiget, calendar-query, sync-collection",
+            reason: "supported reports: calendar-multiget, calendar-query, free-busy-query, \
+                     sync-collection, principal-property-search, principal-search-property-set",
         });
     }
     out.push_str("</D:multistatus>\n");
@@ -39,7 +54,7 @@ pub(crate) fn report(dav: &Dav, req: &DavRequest<'_>) -> Result<DavResponse, Dav
 }
 
 /// The `DAV:prop` / `allprop` / `propname` child of a report body (default: getetag).
-fn requested_props(root: Node<'_, '_>) -> PropRequest {
+pub(crate) fn requested_props(root: Node<'_, '_>) -> PropRequest {
     for c in xml::elements(root) {
         let n = Name::of(c);
         if n.is(DAV, "prop") {
@@ -53,27 +68,84 @@ fn requested_props(root: Node<'_, '_>) -> PropRequest {
     PropRequest::Props(vec![Name::new(DAV, "getetag")])
 }
 
-fn status_response(href: &str, status: &str) -> String {
+pub(crate) fn status_response(href: &str, status: &str) -> String {
     format!(
         "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 {status}</D:status></D:response>",
         xml::escape(href)
     )
 }
 
+/// The zone floating times are read in (RFC 4791 sections 5.2.2 and 9.8): the query's
+/// `C:timezone` (a VTIMEZONE) or `C:timezone-id` (RFC 7809), else the calendar's
+/// `C:calendar-timezone` property, else UTC.
+fn floating_zone(res: &Resource, root: Node<'_, '_>) -> Tz {
+    if let Some(id) = xml::child(root, CALDAV, "timezone-id") {
+        if let Some(tz) = zone::iana(&xml::text(id)) {
+            return tz;
+        }
+    }
+    let from_text = |text: &str| {
+        let cal = ical::parse(text.as_bytes()).ok()?;
+        let vtz = cal.children.iter().find(|c| c.name == "VTIMEZONE")?;
+        zone::of_vtimezone(vtz)
+    };
+    if let Some(tz) = xml::child(root, CALDAV, "timezone").and_then(|n| from_text(&xml::text(n))) {
+        return tz;
+    }
+    let dir = if res.is_dir() {
+        res.target.path.clone()
+    } else {
+        res.target.path.parent().map(Into::into).unwrap_or_default()
+    };
+    let dead = store::read_props(&dir, true);
+    dead.get(&Name::new(CALDAV, "calendar-timezone"))
+        .and_then(|v| {
+            xml::parse(v.as_bytes())
+                .ok()
+                .map(|d| xml::text(d.root_element()))
+        })
+        .and_then(|t| from_text(&t))
+        .unwrap_or(Tz::UTC)
+}
+
+/// The `<D:response>` of one resource, its calendar data transformed as `spec` says.
+fn response(
+    dav: &Dav,
+    m: &Resource,
+    what: &PropRequest,
+    spec: Option<DataSpec>,
+    floating: Tz,
+) -> Result<String, DavError> {
+    match spec {
+        None => props::response(dav, m, what),
+        Some(spec) => {
+            let f = move |raw: &[u8]| {
+                expand::transform(raw, &spec, floating).unwrap_or_else(|| raw.to_vec())
+            };
+            props::response_with(dav, m, what, Some(&f))
+        }
+    }
+}
+
 fn multiget(
     dav: &Dav,
     root: Node<'_, '_>,
     what: &PropRequest,
+    spec: Option<DataSpec>,
+    floating: Tz,
     out: &mut String,
 ) -> Result<(), DavError> {
     for h in xml::elements(root).filter(|n| Name::of(*n).is(DAV, "href")) {
         let href = xml::text(h);
-        let found = dav
-            .locate_href(&href)
-            .ok()
-            .and_then(|t| Resource::open(t).ok());
-        match found {
-            Some(r) if !r.is_dir() => out.push_str(&props::response(dav, &r, what)?),
+        let target = match dav.locate_href(&href) {
+            Err(e) if e.status() == 403 && dav.user().is_some() => {
+                out.push_str(&status_response(&href, "403 Forbidden"));
+                continue;
+            }
+            t => t.ok(),
+        };
+        match target.and_then(|t| Resource::open(t).ok()) {
+            Some(r) if !r.is_dir() => out.push_str(&response(dav, &r, what, spec, floating)?),
             Some(_) => out.push_str(&status_response(&href, "403 Forbidden")),
             None => out.push_str(&status_response(&href, "404 Not Found")),
         }
@@ -83,196 +155,20 @@ fn multiget(
 
 // ------------------------------------------------------------------ calendar-query
 
-#[derive(Debug, Default)]
-struct CompFilter {
-    name: String,
-    is_not_defined: bool,
-    time_range: Option<TimeRange>,
-    props: Vec<PropFilter>,
-    comps: Vec<CompFilter>,
-}
-
-#[derive(Debug, Default)]
-struct PropFilter {
-    name: String,
-    is_not_defined: bool,
-    time_range: Option<TimeRange>,
-    text_match: Option<TextMatch>,
-    params: Vec<ParamFilter>,
-}
-
-#[derive(Debug, Default)]
-struct ParamFilter {
-    name: String,
-    is_not_defined: bool,
-    text_match: Option<TextMatch>,
-}
-
-#[derive(Debug)]
-struct TextMatch {
-    text: String,
-    negate: bool,
-    /// i;octet (exact) rather than the default i;ascii-casemap.
-    octet: bool,
-}
-
-impl TextMatch {
-    fn matches(&self, v: &str) -> bool {
-        let hit = if self.octet {
-            v.contains(&self.text)
+/// The calendar object resources a query or free-busy report on `res` looks at.
+fn candidates(dav: &Dav, req: &DavRequest<'_>, res: &Resource) -> Result<Vec<Resource>, DavError> {
+    let depth = props::depth(req, false).unwrap_or(1);
+    Ok(if res.is_dir() {
+        if depth == 0 {
+            Vec::new()
         } else {
-            v.to_ascii_lowercase()
-                .contains(&self.text.to_ascii_lowercase())
-        };
-        hit != self.negate
-    }
-}
-
-fn invalid_filter(reason: &'static str) -> DavError {
-    DavError::Condition {
-        status: 403,
-        cond: "C:valid-filter",
-        reason,
-    }
-}
-
-fn name_attr(n: Node<'_, '_>) -> Result<String, DavError> {
-    n.attribute("name")
-        .map(str::to_ascii_uppercase)
-        .ok_or_else(|| invalid_filter("filter element without a name"))
-}
-
-fn parse_time_range(n: Node<'_, '_>) -> Result<TimeRange, DavError> {
-    let get = |a: &str| -> Result<Option<i64>, DavError> {
-        match n.attribute(a) {
-            None => Ok(None),
-            Some(v) => match ical::parse_datetime(v) {
-                Some(t) if !t.floating => Ok(Some(t.secs)),
-                _ => Err(invalid_filter(
-                    "time-range start/end must be UTC date-times",
-                )),
-            },
+            res.members(dav)?
+                .into_iter()
+                .filter(|m| !m.is_dir())
+                .collect()
         }
-    };
-    let tr = TimeRange {
-        start: get("start")?,
-        end: get("end")?,
-    };
-    if tr.start.is_none() && tr.end.is_none() {
-        return Err(invalid_filter("time-range needs start or end"));
-    }
-    Ok(tr)
-}
-
-fn parse_text_match(n: Node<'_, '_>) -> Result<TextMatch, DavError> {
-    let octet = match n.attribute("collation") {
-        None | Some("i;ascii-casemap") => false,
-        Some("i;octet") => true,
-        Some(_) => {
-            return Err(DavError::Condition {
-                status: 403,
-                cond: "C:supported-collation",
-                reason: "supported collations: i;ascii-casemap, i;octet",
-            })
-        }
-    };
-    Ok(TextMatch {
-        text: xml::text(n),
-        negate: n.attribute("negate-condition") == Some("yes"),
-        octet,
-    })
-}
-
-fn parse_comp_filter(n: Node<'_, '_>) -> Result<CompFilter, DavError> {
-    let mut f = CompFilter {
-        name: name_attr(n)?,
-        ..Default::default()
-    };
-    for c in xml::elements(n) {
-        match Name::of(c) {
-            x if x.is(CALDAV, "is-not-defined") => f.is_not_defined = true,
-            x if x.is(CALDAV, "time-range") => f.time_range = Some(parse_time_range(c)?),
-            x if x.is(CALDAV, "prop-filter") => f.props.push(parse_prop_filter(c)?),
-            x if x.is(CALDAV, "comp-filter") => f.comps.push(parse_comp_filter(c)?),
-            _ => return Err(invalid_filter("unknown element in comp-filter")),
-        }
-    }
-    Ok(f)
-}
-
-fn parse_prop_filter(n: Node<'_, '_>) -> Result<PropFilter, DavError> {
-    let mut f = PropFilter {
-        name: name_attr(n)?,
-        ..Default::default()
-    };
-    for c in xml::elements(n) {
-        match Name::of(c) {
-            x if x.is(CALDAV, "is-not-defined") => f.is_not_defined = true,
-            x if x.is(CALDAV, "time-range") => f.time_range = Some(parse_time_range(c)?),
-            x if x.is(CALDAV, "text-match") => f.text_match = Some(parse_text_match(c)?),
-            x if x.is(CALDAV, "param-filter") => {
-                let mut p = ParamFilter {
-                    name: name_attr(c)?,
-                    ..Default::default()
-                };
-                for g in xml::elements(c) {
-                    match Name::of(g) {
-                        x if x.is(CALDAV, "is-not-defined") => p.is_not_defined = true,
-                        x if x.is(CALDAV, "text-match") => {
-                            p.text_match = Some(parse_text_match(g)?)
-                        }
-                        _ => return Err(invalid_filter("unknown element in param-filter")),
-                    }
-                }
-                f.params.push(p);
-            }
-            _ => return Err(invalid_filter("unknown element in prop-filter")),
-        }
-    }
-    Ok(f)
-}
-
-/// Whether component `c` (already known to carry the filter's name) passes the
-/// filter's tests (RFC 4791 section 9.7.1).
-fn comp_passes(f: &CompFilter, c: &Component) -> bool {
-    if let Some(tr) = &f.time_range {
-        if !tr.overlaps(c) {
-            return false;
-        }
-    }
-    f.props.iter().all(|p| prop_passes(p, c))
-        && f.comps
-            .iter()
-            .all(|sub| comp_filter_matches(sub, &c.children))
-}
-
-/// A nested comp-filter against the children of the current scope.
-fn comp_filter_matches(f: &CompFilter, children: &[Component]) -> bool {
-    let mut named = children.iter().filter(|c| c.name == f.name);
-    if f.is_not_defined {
-        return named.next().is_none();
-    }
-    named.any(|c| comp_passes(f, c))
-}
-
-fn prop_passes(f: &PropFilter, c: &Component) -> bool {
-    let mut named = c.props.iter().filter(|p| p.name == f.name).peekable();
-    if f.is_not_defined {
-        return named.peek().is_none();
-    }
-    named.any(|p| {
-        f.time_range
-            .as_ref()
-            .is_none_or(|tr| tr.contains_value(&p.value))
-            && f.text_match.as_ref().is_none_or(|t| t.matches(&p.value))
-            && f.params.iter().all(|pf| {
-                let v = p.param(&pf.name);
-                if pf.is_not_defined {
-                    v.is_none()
-                } else {
-                    v.is_some_and(|v| pf.text_match.as_ref().is_none_or(|t| t.matches(v)))
-                }
-            })
+    } else {
+        vec![Resource::open(res.target.clone())?]
     })
 }
 
@@ -286,105 +182,59 @@ fn query(
 ) -> Result<(), DavError> {
     let filter_el = xml::child(root, CALDAV, "filter")
         .ok_or_else(|| invalid_filter("calendar-query without filter"))?;
-    let top = xml::elements(filter_el)
-        .next()
-        .ok_or_else(|| invalid_filter("empty filter"))?;
-    if !Name::of(top).is(CALDAV, "comp-filter") {
-        return Err(invalid_filter("filter must hold one comp-filter"));
-    }
-    let filter = parse_comp_filter(top)?;
-    let depth = props::depth(req, false).unwrap_or(1);
-    let candidates = if res.is_dir() {
-        if depth == 0 {
-            Vec::new()
-        } else {
-            res.members(dav)?
-                .into_iter()
-                .filter(|m| !m.is_dir())
-                .collect()
+    let filter = filter::parse_filter(filter_el)?;
+    let spec = expand::parse_spec(root)?;
+    let floating = floating_zone(res, root);
+    let required = filter::required_range(&filter);
+    for m in candidates(dav, req, res)? {
+        if let Some((name, tr)) = &required {
+            let spans = dav.items().spans(&m.meta);
+            if spans.is_some_and(|s| !s.may_overlap(name, tr)) {
+                continue;
+            }
         }
-    } else {
-        vec![Resource::open(res.target.clone())?]
-    };
-    for m in candidates {
         let Ok(bytes) = std::fs::read(&m.target.path) else {
             continue;
         };
         let Ok(cal) = ical::parse(&bytes) else {
             continue;
         };
-        let top_ok = if filter.is_not_defined {
-            cal.name != filter.name
-        } else {
-            cal.name == filter.name && comp_passes(&filter, &cal)
+        if required.is_some() {
+            dav.items().set_spans(&m.meta, Spans::of(&cal));
+        }
+        let zones = Zones {
+            cal: &cal,
+            floating,
         };
-        if top_ok {
-            out.push_str(&props::response(dav, &m, what)?);
+        if filter::matches(&filter, &cal, &zones) {
+            out.push_str(&response(dav, &m, what, spec, floating)?);
         }
     }
     Ok(())
 }
 
-// ------------------------------------------------------------------ sync-collection
-
-fn sync(
-    dav: &Dav,
-    res: &Resource,
-    root: Node<'_, '_>,
-    what: &PropRequest,
-    out: &mut String,
-) -> Result<(), DavError> {
-    if !res.is_dir() {
-        return Err(DavError::Condition {
-            status: 403,
-            cond: "D:supported-report",
-            reason: "sync-collection applies to collections only",
-        });
-    }
-    let journal = store::read_journal(&res.target.path);
-    let token = xml::child(root, DAV, "sync-token")
-        .map(xml::text)
-        .unwrap_or_default();
-    let token = token.trim();
-    let invalid = DavError::Condition {
-        status: 403,
-        cond: "D:valid-sync-token",
-        reason: "the sync token is unknown or no longer valid; sync again without a token",
-    };
-    if let Some(level) = xml::child(root, DAV, "sync-level") {
-        if xml::text(level).trim() != "1" {
-            return Err(DavError::Condition {
-                status: 403,
-                cond: "D:sync-traversal-supported",
-                reason: "only sync-level 1 is supported",
-            });
-        }
-    }
-    if token.is_empty() {
-        for m in res.members(dav)? {
-            out.push_str(&props::response(dav, &m, what)?);
-        }
+/// free-busy-query: 200 with a `text/calendar` VFREEBUSY (not a multistatus).
+fn free_busy(dav: &Dav, res: &Resource, root: Node<'_, '_>) -> Result<DavResponse, DavError> {
+    let tr = freebusy::parse_query(root)?;
+    let floating = floating_zone(res, root);
+    let members = if res.is_dir() {
+        res.members(dav)?
     } else {
-        let since = journal.parse_token(token).ok_or(invalid)?;
-        let mut last: BTreeMap<&[u8], Change> = BTreeMap::new();
-        for (n, change, name) in &journal.entries {
-            if *n > since {
-                last.insert(name.as_slice(), *change);
-            }
-        }
-        for name in last.keys() {
-            let t = res.target.child(name);
-            match Resource::open(t.clone()) {
-                Ok(m) => out.push_str(&props::response(dav, &m, what)?),
-                Err(_) => out.push_str(&status_response(&t.href(false), "404 Not Found")),
-            }
-        }
-    }
-    out.push_str(&format!(
-        "<D:sync-token>{}</D:sync-token>",
-        xml::escape(&journal.token())
-    ));
-    Ok(())
+        vec![Resource::open(res.target.clone())?]
+    };
+    let objects = members
+        .into_iter()
+        .filter(|m| !m.is_dir())
+        .filter_map(|m| std::fs::read(&m.target.path).ok());
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let body = freebusy::answer(objects, floating, &tr, now_s);
+    Ok(DavResponse {
+        status: 200,
+        headers: vec![("Content-Type".into(), "text/calendar; charset=utf-8".into())],
+        body: body.into_bytes(),
+    })
 }
 
 #[cfg(test)]

@@ -77,6 +77,21 @@ pub struct CollectionMeta {
     pub calendar: bool,
     /// Display name given at creation.
     pub displayname: Option<String>,
+    /// The component types a calendar accepts (`supported-calendar-component-set` of
+    /// MKCALENDAR); None: VEVENT, VTODO and VJOURNAL.
+    pub components: Option<Vec<String>>,
+}
+
+impl CollectionMeta {
+    /// The component types this calendar accepts.
+    pub fn accepted_components(&self) -> Vec<String> {
+        self.components.clone().unwrap_or_else(|| {
+            ["VEVENT", "VTODO", "VJOURNAL"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        })
+    }
 }
 
 /// Reads the marker of `dir` (default when absent or unreadable).
@@ -90,6 +105,14 @@ pub fn read_meta(dir: &Path) -> CollectionMeta {
             match k {
                 "type" => meta.calendar = v == "calendar",
                 "displayname" => meta.displayname = Some(unescape_line(v)),
+                "components" => {
+                    meta.components = Some(
+                        v.split(',')
+                            .filter(|c| !c.is_empty())
+                            .map(str::to_owned)
+                            .collect(),
+                    )
+                }
                 _ => {}
             }
         }
@@ -105,6 +128,9 @@ pub fn write_meta(dir: &Path, meta: &CollectionMeta) -> io::Result<()> {
     }
     if let Some(d) = &meta.displayname {
         s.push_str(&format!("displayname={}\n", escape_line(d)));
+    }
+    if let Some(c) = &meta.components {
+        s.push_str(&format!("components={}\n", escape_line(&c.join(","))));
     }
     atomic_write(&dir.join(COLLECTION_FILE), s.as_bytes())
 }
@@ -222,12 +248,15 @@ pub struct Journal {
     pub epoch: String,
     /// (sequence number, change, member name) in order.
     pub entries: Vec<(u64, Change, Vec<u8>)>,
+    /// The sequence number just before the first of `entries` (0 for a whole journal;
+    /// a tail read by [`journal_since`] holds only what follows it).
+    pub base: u64,
 }
 
 impl Journal {
-    /// The last sequence number (0 when empty).
+    /// The last sequence number (`base` when there are no entries).
     pub fn current(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.0)
+        self.entries.last().map_or(self.base, |e| e.0)
     }
 
     /// The sync token naming the current state.
@@ -238,15 +267,54 @@ impl Journal {
     /// The sequence number a client token stands for, if it is one of ours and not from
     /// the future. The no-journal token (epoch 0, n 0) means "before the first change".
     pub fn parse_token(&self, token: &str) -> Option<u64> {
+        let t = Token::parse(token)?;
+        self.accepts(&t).then_some(t.seq)
+    }
+
+    /// Whether token `t` names a state of this journal (see [`Journal::parse_token`]).
+    pub fn accepts(&self, t: &Token) -> bool {
+        (t.epoch == self.epoch && t.seq <= self.current())
+            || (t.epoch == NO_JOURNAL_EPOCH && t.seq == 0)
+    }
+}
+
+/// A sync token taken apart: `urn:volley:sync:<epoch>:<seq>[:<cursor>]`. A cursor marks
+/// a truncated initial listing (RFC 6578 `DAV:limit`): members up to and including that
+/// name were sent in the state `seq`; the rest are still to be listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    /// The journal's epoch.
+    pub epoch: String,
+    /// The sequence number the client has seen.
+    pub seq: u64,
+    /// The last member name of a truncated initial listing.
+    pub cursor: Option<Vec<u8>>,
+}
+
+impl Token {
+    /// Parses a client's token (None: not one of ours).
+    pub fn parse(token: &str) -> Option<Token> {
         let rest = token.trim().strip_prefix("urn:volley:sync:")?;
-        let (epoch, n) = rest.rsplit_once(':')?;
-        let n: u64 = n.parse().ok()?;
-        if epoch == self.epoch && n <= self.current() {
-            Some(n)
-        } else if epoch == NO_JOURNAL_EPOCH && n == 0 {
-            Some(0)
-        } else {
-            None
+        let mut parts = rest.splitn(3, ':');
+        let epoch = parts.next()?.to_owned();
+        let seq = parts.next()?.parse().ok()?;
+        let cursor = match parts.next() {
+            Some(c) => Some(crate::path::decode(&format!("/{c}")).ok()?[1..].to_vec()),
+            None => None,
+        };
+        Some(Token { epoch, seq, cursor })
+    }
+
+    /// The token text.
+    pub fn text(&self) -> String {
+        match &self.cursor {
+            Some(c) => format!(
+                "urn:volley:sync:{}:{}:{}",
+                self.epoch,
+                self.seq,
+                pct_encode(c)
+            ),
+            None => format!("urn:volley:sync:{}:{}", self.epoch, self.seq),
         }
     }
 }
@@ -257,11 +325,13 @@ pub fn read_journal(dir: &Path) -> Journal {
         return Journal {
             epoch: NO_JOURNAL_EPOCH.into(),
             entries: Vec::new(),
+            base: 0,
         };
     };
     let mut j = Journal {
         epoch: NO_JOURNAL_EPOCH.into(),
         entries: Vec::new(),
+        base: 0,
     };
     for (i, line) in text.split(|b| *b == b'\n').enumerate() {
         let line = String::from_utf8_lossy(line);
@@ -272,28 +342,135 @@ pub fn read_journal(dir: &Path) -> Journal {
             }
             continue;
         }
-        // An entry is complete only with its terminator: a torn append is ignored.
-        let Some(entry) = line.strip_suffix(" .") else {
-            continue;
-        };
-        let mut f = entry.split(' ');
-        let (Some(n), Some(c), Some(name), None) = (f.next(), f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let Ok(n) = n.parse::<u64>() else { continue };
-        let change = match c {
-            "+" => Change::Put,
-            "-" => Change::Delete,
-            _ => continue,
-        };
-        let Ok(name) = crate::path::decode(&format!("/{name}")) else {
+        let Some((n, change, name)) = parse_entry(&line) else {
             continue;
         };
         if n > j.current() {
-            j.entries.push((n, change, name[1..].to_vec()));
+            j.entries.push((n, change, name));
         }
     }
     j
+}
+
+/// One journal line, if complete: an entry is complete only with its terminator, so a
+/// torn append is ignored.
+fn parse_entry(line: &str) -> Option<(u64, Change, Vec<u8>)> {
+    let entry = line.strip_suffix(" .")?;
+    let mut f = entry.split(' ');
+    let (Some(n), Some(c), Some(name), None) = (f.next(), f.next(), f.next(), f.next()) else {
+        return None;
+    };
+    let n = n.parse::<u64>().ok()?;
+    let change = match c {
+        "+" => Change::Put,
+        "-" => Change::Delete,
+        _ => return None,
+    };
+    let name = crate::path::decode(&format!("/{name}")).ok()?;
+    Some((n, change, name[1..].to_vec()))
+}
+
+/// Bytes read per step when a journal is read from its end.
+const TAIL_CHUNK: u64 = 8192;
+
+/// The epoch on the header line of an open journal.
+fn journal_epoch(f: &mut File) -> io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut head = [0u8; 128];
+    f.seek(SeekFrom::Start(0))?;
+    let n = f.read(&mut head)?;
+    let line = String::from_utf8_lossy(&head[..n]);
+    let first = line.split('\n').next().unwrap_or("");
+    let mut p = first.split(' ');
+    Ok(match (p.next(), p.next(), p.next()) {
+        (Some("volley-sync"), Some("1"), Some(e)) => e.to_owned(),
+        _ => NO_JOURNAL_EPOCH.into(),
+    })
+}
+
+/// Visits the complete entries of `dir`'s journal from the last backwards until
+/// `visit` says stop; returns the epoch. Reads only the tail it needs, so a caller that
+/// stops after k entries costs O(k), however long the history.
+fn scan_back(
+    dir: &Path,
+    mut visit: impl FnMut(u64, Change, Vec<u8>) -> bool,
+) -> io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match File::open(dir.join(SYNC_FILE)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(NO_JOURNAL_EPOCH.into()),
+        Err(e) => return Err(e),
+    };
+    let epoch = journal_epoch(&mut f)?;
+    let mut pos = f.metadata()?.len();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut last_seen = u64::MAX;
+    while pos > 0 {
+        let start = pos.saturating_sub(TAIL_CHUNK);
+        let mut buf = vec![0u8; (pos - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut buf)?;
+        buf.extend_from_slice(&carry);
+        pos = start;
+        let mut lines: Vec<&[u8]> = buf.split(|b| *b == b'\n').collect();
+        // The first piece may be the end of a line that starts in an earlier chunk.
+        let first = if pos > 0 {
+            lines.remove(0).to_vec()
+        } else {
+            Vec::new()
+        };
+        for line in lines.iter().rev() {
+            let Some((n, c, name)) = parse_entry(&String::from_utf8_lossy(line)) else {
+                continue;
+            };
+            // Sequence numbers only grow; anything else is debris of a torn write.
+            if n >= last_seen {
+                continue;
+            }
+            last_seen = n;
+            if !visit(n, c, name) {
+                return Ok(epoch);
+            }
+        }
+        carry = first;
+    }
+    Ok(epoch)
+}
+
+/// The entries of `dir`'s journal after sequence number `since`, with its epoch and
+/// `base` = `since`, read from the end of the file: O(changes since `since`).
+pub fn journal_since(dir: &Path, since: u64) -> io::Result<Journal> {
+    let mut entries = Vec::new();
+    let mut last = None;
+    let epoch = scan_back(dir, |n, c, name| {
+        last.get_or_insert(n);
+        if n <= since {
+            return false;
+        }
+        entries.push((n, c, name));
+        true
+    })?;
+    entries.reverse();
+    Ok(Journal {
+        epoch,
+        entries,
+        // A `since` past the end (a token from the future) keeps the true last number.
+        base: since.min(last.unwrap_or(0)),
+    })
+}
+
+/// The epoch and the last sequence number of `dir`'s journal, in O(1).
+pub fn journal_state(dir: &Path) -> io::Result<Journal> {
+    let mut last = 0;
+    let epoch = scan_back(dir, |n, _, _| {
+        last = n;
+        false
+    })?;
+    Ok(Journal {
+        epoch,
+        entries: Vec::new(),
+        base: last,
+    })
 }
 
 /// Appends a change of member `name` to the journal of `dir`, creating it if needed;
@@ -301,7 +478,7 @@ pub fn read_journal(dir: &Path) -> Journal {
 /// are assigned without races.
 pub fn journal_append(dir: &Path, name: &[u8], change: Change) -> io::Result<u64> {
     let path = dir.join(SYNC_FILE);
-    let j = read_journal(dir);
+    let j = journal_state(dir)?;
     let mut f = OpenOptions::new().append(true).create(true).open(&path)?;
     let len = f.metadata()?.len();
     let mut line = String::new();
@@ -398,6 +575,7 @@ mod tests {
         let meta = CollectionMeta {
             calendar: true,
             displayname: Some("Work\\\nx".into()),
+            components: Some(vec!["VTODO".into()]),
         };
         write_meta(dir.path(), &meta).unwrap();
         assert_eq!(read_meta(dir.path()), meta);

@@ -47,11 +47,20 @@ pub(crate) struct Conn {
     pub(crate) h2: Option<Box<H2Server>>,
 }
 
+/// An output buffer that grew past this (a large multistatus) is freed once sent, so
+/// that idle keep-alive connections do not each keep their largest answer's memory.
+const MAX_IDLE_OUT: usize = 64 << 10;
+
 impl Conn {
-    /// Everything pending was sent: the output buffer is reused from its start.
-    /// Always true, the value `write_out` returns then.
+    /// Everything pending was sent: the output buffer is reused from its start (or
+    /// freed when a large answer grew it). Always true, the value `write_out` returns
+    /// then.
     fn reset_out(&mut self) -> bool {
-        self.out.clear();
+        if self.out.capacity() > MAX_IDLE_OUT {
+            self.out = Vec::new();
+        } else {
+            self.out.clear();
+        }
         self.out_pos = 0;
         true
     }

@@ -22,6 +22,7 @@ pub mod date;
 pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+mod gate;
 mod h2;
 pub mod log;
 pub mod parse;
@@ -69,6 +70,10 @@ pub struct ServerConfig {
     /// Speak HTTP/2 (static files and DAV): over TLS when ALPN selects `h2`, and
     /// h2c when a plain connection opens with the client preface. Off: HTTP/1.1 only.
     pub http2: bool,
+    /// Multi-user mode: every request needs Basic credentials of one of these accounts
+    /// and reaches only `/` and that account's home (`volley_dav::auth`). None: the
+    /// anonymous single-user server.
+    pub auth: Option<Arc<volley_dav::auth::Auth>>,
 }
 
 impl ServerConfig {
@@ -86,6 +91,7 @@ impl ServerConfig {
             max_cached_file_bytes: 256 << 10,
             tls: None,
             http2: true,
+            auth: None,
         }
     }
 }
@@ -247,6 +253,7 @@ impl Server {
                 listener,
                 cache,
                 dav,
+                self.config.auth.clone(),
                 shared.clone(),
                 log,
                 limits.clone(),

@@ -9,6 +9,7 @@ use crate::answer::{
 };
 use crate::conn::Conn;
 use crate::files::Cache;
+use crate::gate::{gate, Gate};
 use crate::h2::{Request, Responder};
 use crate::log::{AccessLog, Entry};
 use crate::parse::{name_is, Head, HeaderSpan};
@@ -28,6 +29,10 @@ pub(crate) const ALLOW: &[u8] =
 pub(crate) struct Ctx {
     pub(crate) cache: Cache,
     pub(crate) dav: Dav,
+    /// Multi-user mode: the accounts and their verifier.
+    pub(crate) auth: Option<Arc<volley_dav::auth::Auth>>,
+    /// Wakes this worker's loop when a parked request's credentials are decided.
+    pub(crate) wake: Option<volley_dav::auth::Waker>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) log: Option<AccessLog>,
     pub(crate) limits: Limits,
@@ -57,7 +62,9 @@ impl Ctx {
         }
     }
 
-    /// Answers one complete request into `c`'s output. Returns (status, body bytes).
+    /// Answers one complete request into `c`'s output. Returns (status, body bytes), or
+    /// None when the request is parked until its credentials are verified (nothing
+    /// written; the caller keeps it buffered and asks again when woken).
     pub(crate) fn respond(
         &mut self,
         c: &mut Conn,
@@ -65,16 +72,37 @@ impl Ctx {
         hdrs: &[HeaderSpan],
         body: &[u8],
         keep_alive: bool,
-    ) -> (u16, u64) {
+    ) -> Option<(u16, u64)> {
         let buf = &c.rbuf[c.rlo..c.rhi];
         let method = head.method.get(buf);
         let target = head.target.get(buf);
         let out = &mut c.out;
+        let user = match gate(
+            self.auth.as_deref(),
+            self.wake.as_ref(),
+            method,
+            target,
+            header(buf, hdrs, "authorization"),
+        ) {
+            Gate::Park => return None,
+            Gate::Pass(user) => user,
+            Gate::Reply { status, fields } => {
+                let mut extra = Vec::new();
+                for (n, v) in fields {
+                    extra.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+                }
+                let head_only = method == b"HEAD";
+                let n = simple(
+                    &self.date, out, status, &extra, head.minor, keep_alive, head_only,
+                );
+                return Some(also_log((status, n), self, c.peer, buf, head, hdrs, target));
+            }
+        };
         let result = match method {
             b"GET" | b"HEAD" => self.static_file(out, &mut c.body, buf, head, hdrs, keep_alive),
             m => match std::str::from_utf8(m) {
                 Ok(m) if Dav::handles(m) => {
-                    self.dav_request(out, m, buf, head, hdrs, body, keep_alive)
+                    self.dav_request(out, m, user, buf, head, hdrs, body, keep_alive)
                 }
                 _ => (
                     405,
@@ -82,7 +110,7 @@ impl Ctx {
                 ),
             },
         };
-        also_log(result, self, c.peer, buf, head, hdrs, target)
+        Some(also_log(result, self, c.peer, buf, head, hdrs, target))
     }
 
     /// Runs the DAV handler (either protocol) and drops every worker's file cache
@@ -90,6 +118,7 @@ impl Ctx {
     fn dav_handle(
         &mut self,
         method: &str,
+        user: Option<Arc<str>>,
         target: &str,
         headers: &[(&str, &str)],
         body: &[u8],
@@ -100,7 +129,10 @@ impl Ctx {
             headers,
             body,
         };
-        let resp = self.dav.handle(&req);
+        let resp = match user {
+            Some(u) => self.dav.for_user(u).handle(&req),
+            None => self.dav.handle(&req),
+        };
         if !matches!(method, "OPTIONS" | "PROPFIND" | "REPORT") {
             self.shared.generation.fetch_add(1, Ordering::Relaxed);
         }
@@ -112,6 +144,7 @@ impl Ctx {
         &mut self,
         out: &mut Vec<u8>,
         method: &str,
+        user: Option<Arc<str>>,
         buf: &[u8],
         head: &Head,
         hdrs: &[HeaderSpan],
@@ -128,7 +161,7 @@ impl Ctx {
                 fields.push((n, v));
             }
         }
-        let resp = self.dav_handle(method, target, &fields, body);
+        let resp = self.dav_handle(method, user, target, &fields, body);
         let _ = write!(
             out,
             "HTTP/1.1 {} {}\r\nServer: volley\r\nContent-Length: {}\r\n",
@@ -279,6 +312,45 @@ pub(crate) struct H2Respond<'a> {
 impl Responder for H2Respond<'_> {
     fn respond(&mut self, req: &Request<'_>, block: &mut Vec<u8>) -> Body {
         let ctx = &mut *self.ctx;
+        // No parking on HTTP/2 (a stream must be answered now): uncached credentials
+        // are verified on this thread, bounded by the verifier's per-account lockout.
+        let user = match gate(
+            ctx.auth.as_deref(),
+            None,
+            req.method,
+            req.path,
+            req.field("authorization"),
+        ) {
+            Gate::Pass(user) => user,
+            Gate::Park => None,
+            Gate::Reply { status, fields } => {
+                let head_only = req.method == b"HEAD";
+                let loc = fields
+                    .iter()
+                    .find(|(n, _)| *n == "Location")
+                    .map(|(_, v)| v.clone());
+                let (body, n) = h2_text(
+                    status,
+                    &ctx.date,
+                    loc.as_deref().map(str::as_bytes),
+                    None,
+                    head_only,
+                    block,
+                );
+                for (name, v) in &fields {
+                    if *name != "Location" {
+                        volley_h2::hpack::encode_field(
+                            name.to_ascii_lowercase().as_bytes(),
+                            v.as_bytes(),
+                            block,
+                        );
+                    }
+                }
+                self.log(req, status, n);
+                return body;
+            }
+        };
+        let ctx = &mut *self.ctx;
         let (status, body, bytes) = match req.method {
             b"GET" | b"HEAD" => {
                 let head_only = req.method == b"HEAD";
@@ -293,13 +365,29 @@ impl Responder for H2Respond<'_> {
                 render_h2(answer, &ctx.date, head_only, block)
             }
             m => match std::str::from_utf8(m) {
-                Ok(m) if Dav::handles(m) => dav_h2(ctx, m, req, block),
+                Ok(m) if Dav::handles(m) => dav_h2(ctx, m, user, req, block),
                 _ => {
                     let (body, n) = h2_text(405, &ctx.date, None, Some(ALLOW_H2), false, block);
                     (405, body, n)
                 }
             },
         };
+        self.log(req, status, bytes);
+        body
+    }
+
+    fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
+        h2_text(status, &self.ctx.date, None, None, false, block).0
+    }
+
+    fn wants_body(&self, method: &[u8]) -> bool {
+        std::str::from_utf8(method).is_ok_and(Dav::handles)
+    }
+}
+
+impl H2Respond<'_> {
+    fn log(&mut self, req: &Request<'_>, status: u16, bytes: u64) {
+        let ctx = &mut *self.ctx;
         if let Some(log) = ctx.log.as_mut() {
             log.record(&Entry {
                 peer: self.peer,
@@ -314,15 +402,6 @@ impl Responder for H2Respond<'_> {
                 user_agent: req.field("user-agent"),
             });
         }
-        body
-    }
-
-    fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
-        h2_text(status, &self.ctx.date, None, None, false, block).0
-    }
-
-    fn wants_body(&self, method: &[u8]) -> bool {
-        std::str::from_utf8(method).is_ok_and(Dav::handles)
     }
 }
 
@@ -331,7 +410,13 @@ const ALLOW_H2: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, 
 
 /// A DAV request over HTTP/2: the same handler as HTTP/1.1 (`:authority` passed as
 /// Host), its fields lower-cased into HPACK. Returns (status, body, body bytes).
-fn dav_h2(ctx: &mut Ctx, method: &str, req: &Request<'_>, block: &mut Vec<u8>) -> (u16, Body, u64) {
+fn dav_h2(
+    ctx: &mut Ctx,
+    method: &str,
+    user: Option<Arc<str>>,
+    req: &Request<'_>,
+    block: &mut Vec<u8>,
+) -> (u16, Body, u64) {
     let mut fields = Vec::new();
     for (n, v) in req.fields() {
         let (Ok(n), Ok(v)) = (std::str::from_utf8(n), std::str::from_utf8(v)) else {
@@ -344,7 +429,7 @@ fn dav_h2(ctx: &mut Ctx, method: &str, req: &Request<'_>, block: &mut Vec<u8>) -
         }
     }
     let target = std::str::from_utf8(req.path).unwrap_or("/");
-    let resp = ctx.dav_handle(method, target, &fields, req.body);
+    let resp = ctx.dav_handle(method, user, target, &fields, req.body);
     let status = resp.status.to_string();
     volley_h2::hpack::encode_field(b":status", status.as_bytes(), block);
     volley_h2::hpack::encode_field(b"server", b"volley", block);

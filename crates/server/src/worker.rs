@@ -81,6 +81,10 @@ pub struct Worker {
     scratch: Vec<u8>,
     /// Requests this worker answered (read by `ServerHandle::answered_per_thread`).
     answered: Arc<AtomicU64>,
+    /// The one waker of this poll (mio allows one): shutdown and credential decisions.
+    waker: Arc<Waker>,
+    /// Connections whose request waits for its credentials to be verified.
+    parked: Vec<usize>,
 }
 
 impl Worker {
@@ -91,6 +95,7 @@ impl Worker {
         mut listener: TcpListener,
         cache: Cache,
         dav: Dav,
+        auth: Option<Arc<volley_dav::auth::Auth>>,
         shared: Arc<Shared>,
         log: Option<AccessLog>,
         limits: Limits,
@@ -98,9 +103,18 @@ impl Worker {
     ) -> io::Result<Worker> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let wake: Option<volley_dav::auth::Waker> = auth.as_ref().map(|_| {
+            let w = waker.clone();
+            Arc::new(move || {
+                let _ = w.wake();
+            }) as volley_dav::auth::Waker
+        });
         let mut ctx = Ctx {
             cache,
             dav,
+            auth,
+            wake,
             shared,
             log,
             limits,
@@ -124,6 +138,8 @@ impl Worker {
             },
             tls,
             answered: Arc::new(AtomicU64::new(0)),
+            waker,
+            parked: Vec::new(),
         })
     }
 
@@ -132,9 +148,9 @@ impl Worker {
         self.answered.clone()
     }
 
-    /// A waker for this worker's poll.
+    /// The waker of this worker's poll.
     pub fn waker(&self) -> io::Result<Arc<Waker>> {
-        Ok(Arc::new(Waker::new(self.poll.registry(), WAKER)?))
+        Ok(self.waker.clone())
     }
 
     /// Runs until `shared.stop` is set (and the waker is woken).
@@ -154,7 +170,7 @@ impl Worker {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept(),
-                    WAKER => {}
+                    WAKER => self.unpark(),
                     Token(i) => {
                         self.on_event(i, ev.is_readable() || ev.is_read_closed() || ev.is_error())
                     }
@@ -224,6 +240,14 @@ impl Worker {
             }
             let now = self.ctx.now;
             self.conns[idx] = Some(Conn::new(sock, tls, peer, now));
+        }
+    }
+
+    /// Retries every parked request (some credential was decided; the ones still
+    /// pending park again).
+    fn unpark(&mut self) {
+        for i in std::mem::take(&mut self.parked) {
+            self.on_event(i, false);
         }
     }
 
@@ -320,6 +344,7 @@ impl Worker {
                     return !c.close_after_write || c.out_pending();
                 }
                 Step::Close => return false,
+                Step::Parked => return true,
             }
         }
     }
@@ -384,7 +409,20 @@ impl Worker {
                 }
                 None => &[],
             };
-            self.ctx.respond(c, &head, &hdrs, body, keep_alive);
+            if self
+                .ctx
+                .respond(c, &head, &hdrs, body, keep_alive)
+                .is_none()
+            {
+                // Parked: the request stays buffered; the idle timeout, not the header
+                // timeout, bounds the wait (a slow hash under a CPU quota takes a while).
+                c.head_started = None;
+                self.hdrs = hdrs;
+                if !self.parked.contains(&i) {
+                    self.parked.push(i);
+                }
+                return Step::Parked;
+            }
         }
         self.answered.fetch_add(1, Ordering::Relaxed);
         self.hdrs = hdrs;
@@ -610,4 +648,6 @@ enum Step {
     Answered,
     NeedMore,
     Close,
+    /// Waiting for credentials to be verified; retried when the waker fires.
+    Parked,
 }
