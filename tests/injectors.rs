@@ -209,7 +209,7 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
             "injectors.links.rate",
         ),
         (
-            "count = 2\nplacement = \"netns\"\nlinks = [{ injectors = 1, delay = \"68ms\" }]",
+            "count = 2\nplacement = \"netns\"\nlinks = [{ injectors = 1, delay = \"soon\" }]",
             "injectors.links.delay",
         ),
         (
@@ -549,4 +549,77 @@ fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(left.is_empty(), "agents still running: {left:?}");
+}
+
+/// Processes whose command line contains `needle` (any parent).
+fn processes_with(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+            && alive(pid)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_delayed_link_adds_its_round_trip_to_every_request_of_that_injector_only() {
+    let dir = TempDir::new("delay");
+    let file = study(
+        dir.path(),
+        r#"
+name = "inj-delay"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "uniserve"
+[[workload]]
+name = "w"
+paths = ["/index1.html"]
+[load]
+model = "closed"
+concurrency = 1
+keepalive = true
+[injectors]
+count = 2
+share = "each"
+placement = "netns"
+links = [{ injectors = 1 }, { injectors = 1, delay = "50ms" }]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+"#,
+    );
+    let db = dir.path().join("v.db");
+    let out = run_study(&file, &db);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("with 50 ms added"), "{err}");
+    let s = &step_summaries(&db)[0];
+    assert_eq!(s["links"][1]["delay_ms"], 50);
+    let p50 = |i: usize| {
+        s["injectors"][i]["summary"]["latency"]["service_time"]["p50_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(p50(0) < 10.0, "undelayed p50 {}", p50(0));
+    assert!(
+        (50.0..80.0).contains(&p50(1)),
+        "delayed p50 {} (50 ms added)",
+        p50(1)
+    );
+    assert!(
+        processes_with("toxiproxy-server -host 10.213.").is_empty(),
+        "the delaying proxy outlived the study"
+    );
 }

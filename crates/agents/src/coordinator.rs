@@ -55,6 +55,9 @@ pub struct CoordinatorConfig {
     pub run_bound: Duration,
     /// What every agent loads (`None`: the agents' load functions know).
     pub load: Option<LoadSpec>,
+    /// Per share index, another address to load instead of `load.addr` (an injector
+    /// behind a delaying proxy).
+    pub addrs: Vec<Option<String>>,
     /// Raised from outside (Ctrl-C, the target died): the agents are told to stop and
     /// their data up to then is collected.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -80,6 +83,7 @@ impl CoordinatorConfig {
             late_grace: Duration::from_secs(2),
             run_bound: Duration::from_secs(86_400),
             load: None,
+            addrs: Vec::new(),
             stop: None,
         }
     }
@@ -295,7 +299,12 @@ async fn assign(
             t0_ns,
             offset_ns: offset.offset_ns,
             delay_ms,
-            load: cfg.load.clone(),
+            load: cfg.load.clone().map(|mut l| {
+                if let Some(Some(a)) = cfg.addrs.get(i) {
+                    l.addr.clone_from(a);
+                }
+                l
+            }),
         };
         let ready = bus
             .request::<_, Ready>(subject::assign(&name), &a, cfg.request_bound)

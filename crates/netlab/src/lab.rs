@@ -19,9 +19,10 @@ use crate::NetlabError;
 pub struct LinkSpec {
     /// Bandwidth each way, bits per second (`None`: unshaped).
     pub rate_bit: Option<u64>,
-    /// The round trip the link is meant to have, ms: sizes the tbf queue (a delay itself
-    /// needs netem or a proxy).
+    /// The round trip the link is meant to have, ms: sizes the tbf queue.
     pub rtt_ms: u64,
+    /// Round trip added by a delaying proxy ([`crate::proxy`]), ms (`None`: none).
+    pub delay_ms: Option<u64>,
 }
 
 /// A lab that exists: removed on drop.

@@ -6,7 +6,7 @@
 //! the lab's namespaces; tbf parameters from a link's rate and delay); [`lab`] builds and
 //! removes the namespaces, bridge, veths and qdiscs with `ip` and `tc`, and sweeps what a
 //! killed volley left; [`measure`] measures each link's round trip and throughput before
-//! a run. Wiring a study's injectors into the lab is the next step.
+//! a run; [`proxy`] adds delay through Toxiproxy where the kernel has no netem.
 #![deny(missing_docs)]
 
 mod error;
@@ -14,5 +14,6 @@ pub mod exec;
 pub mod lab;
 pub mod measure;
 pub mod plan;
+pub mod proxy;
 
 pub use error::NetlabError;

@@ -31,6 +31,7 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
             LinkSpec {
                 rate_bit: Some(10_000_000),
                 rtt_ms: 10,
+                delay_ms: None,
             },
             LinkSpec::default(),
         ])
@@ -85,6 +86,7 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
     let e = Lab::create(&[LinkSpec {
         rate_bit: Some(0),
         rtt_ms: 0,
+        delay_ms: None,
     }])
     .unwrap_err();
     assert!(

@@ -160,6 +160,12 @@ pub(crate) fn run_injected(
     cfg.ready_bound = READY_BOUND;
     cfg.stagger = inj.stagger;
     cfg.load = Some(load_spec(w, cell, target));
+    if let Some(l) = lab {
+        cfg.addrs = (0..k as usize)
+            .map(|i| l.addr_for(i, target.addr).map(|a| a.map(|a| a.to_string())))
+            .collect::<Result<_, _>>()
+            .map_err(StepError::Injectors)?;
+    }
     cfg.stop = Some(Arc::clone(&load_stop));
     let watch = Watch {
         target,

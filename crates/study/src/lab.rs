@@ -6,9 +6,14 @@
 //! injector namespaces and its bus on volley's own lab address, and every such step's
 //! stored summary carries the links as set and as measured (`links[]`).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
 use serde_json::{json, Value};
-use volley_netlab::lab::{self, Lab};
+use volley_netlab::lab::{self, Lab, LinkSpec};
 use volley_netlab::plan::{root_addr, target_addr};
+use volley_netlab::proxy::DelayProxies;
 use volley_targets::NetnsPlace;
 
 use crate::plan::Plan;
@@ -16,6 +21,12 @@ use crate::StudyError;
 
 /// The lab of one study run.
 pub(crate) struct StudyLab {
+    /// Delaying proxies, when some link has a delay; dropped before the lab.
+    proxies: RefCell<Option<DelayProxies>>,
+    /// Proxy address by (target, delay): made once, used by every step.
+    proxied: RefCell<HashMap<(SocketAddr, u64), SocketAddr>>,
+    /// The link of each injector.
+    specs: Vec<LinkSpec>,
     lab: Lab,
     /// Where the targets run.
     pub place: NetnsPlace,
@@ -48,13 +59,16 @@ impl StudyLab {
         for (i, l) in links.iter().enumerate() {
             let m =
                 volley_netlab::measure::measure(&lab, i, probe_bytes(l.rate_bit)).map_err(err)?;
+            let rate = l.rate_bit.map_or("unshaped".to_string(), |r| {
+                format!("{:.1} Mbit/s", r as f64 / 1e6)
+            });
+            let delay = l
+                .delay_ms
+                .map(|d| format!(" with {d} ms added (the RTT below is the bridge's)"))
+                .unwrap_or_default();
             note(&format!(
-                "link of inj{}: {} set, measured {:.2} Mbit/s, RTT {:.3} ms",
+                "link of inj{}: {rate} set{delay}, measured {:.2} Mbit/s, RTT {:.3} ms",
                 i + 1,
-                l.rate_bit.map_or("unshaped".to_string(), |r| format!(
-                    "{:.1} Mbit/s",
-                    r as f64 / 1e6
-                )),
                 m.throughput_bit / 1e6,
                 m.rtt_ms
             ));
@@ -62,10 +76,21 @@ impl StudyLab {
                 "injector": format!("inj{}", i + 1),
                 "namespace": lab.injector_ns(i),
                 "rate_bit": l.rate_bit,
+                "delay_ms": l.delay_ms,
                 "measured": m,
             }));
         }
+        // The bridge's round trip is measured above; a delay is added on top of it by a
+        // proxy per (target, delay), made when a step first needs it.
+        let proxies = if links.iter().any(|l| l.delay_ms.is_some()) {
+            Some(DelayProxies::start(&lab).map_err(err)?)
+        } else {
+            None
+        };
         Ok(Some(StudyLab {
+            proxies: RefCell::new(proxies),
+            proxied: RefCell::new(HashMap::new()),
+            specs: links.clone(),
             place: NetnsPlace {
                 ns: lab.target_ns(),
                 ip: target_addr().into(),
@@ -73,6 +98,22 @@ impl StudyLab {
             links: measured,
             lab,
         }))
+    }
+
+    /// The address injector `i` loads for `target`: the target itself, or a proxy
+    /// that delays its responses when the injector's link has a delay.
+    pub fn addr_for(&self, i: usize, target: SocketAddr) -> Result<Option<SocketAddr>, String> {
+        let Some(delay) = self.specs.get(i).and_then(|l| l.delay_ms) else {
+            return Ok(None);
+        };
+        if let Some(a) = self.proxied.borrow().get(&(target, delay)) {
+            return Ok(Some(*a));
+        }
+        let mut proxies = self.proxies.borrow_mut();
+        let p = proxies.as_mut().ok_or("no delaying proxy was started")?;
+        let a = p.add(target, delay).map_err(|e| e.to_string())?;
+        self.proxied.borrow_mut().insert((target, delay), a);
+        Ok(Some(a))
     }
 
     /// Injector `i`'s namespace.

@@ -93,7 +93,7 @@ pub struct LinkDef {
     /// Bandwidth each way: `"10mbit"`, `"100mbit"`, `"1gbit"`, `"512kbit"`.
     #[serde(default)]
     pub rate: Option<String>,
-    /// Added round trip, e.g. `"68ms"` (needs netem or a delaying proxy: refused here).
+    /// Added round trip, e.g. `"68ms"` (through Toxiproxy: the kernel here has no netem).
     #[serde(default)]
     pub delay: Option<String>,
 }

@@ -329,11 +329,21 @@ fn resolve_links(
         if l.injectors == 0 {
             return Err(invalid("injectors.links: each group needs injectors >= 1"));
         }
-        if let Some(delay) = &l.delay {
-            return Err(invalid(format!(
-                "injectors.links.delay = \"{delay}\": this kernel has no netem, and a delaying proxy is not available yet"
-            )));
-        }
+        // No netem here: a delay goes through Toxiproxy (volley_netlab::proxy).
+        let delay_ms = match &l.delay {
+            Some(d) => {
+                let v = spec::parse_duration(d)
+                    .ok()
+                    .filter(|v| !v.is_zero())
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "injectors.links.delay must be a duration such as \"68ms\", got \"{d}\""
+                        ))
+                    })?;
+                Some(v.as_millis().max(1) as u64)
+            }
+            None => None,
+        };
         let rate_bit = match &l.rate {
             Some(r) => Some(parse_rate_bit(r).ok_or_else(|| {
                 invalid(format!(
@@ -345,7 +355,8 @@ fn resolve_links(
         for _ in 0..l.injectors {
             out.push(volley_netlab::lab::LinkSpec {
                 rate_bit,
-                rtt_ms: 1,
+                rtt_ms: delay_ms.unwrap_or(1),
+                delay_ms,
             });
         }
     }
