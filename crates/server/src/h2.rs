@@ -213,11 +213,15 @@ impl H2Server {
         }
     }
 
-    /// GOAWAY was sent (or the peer left and nothing is pending): once the output is
-    /// written the connection should close.
+    /// GOAWAY was sent: once the output is written the connection should close.
+    ///
+    /// A peer's GOAWAY does not close the connection from this side: the peer closes it
+    /// (or the idle timeout does). Closing first would race the peer's next frames (h2spec
+    /// sends a PING right after its GOAWAY): a close with unread bytes in the socket is a
+    /// TCP reset, which the peer reads as an error, not as a close. Until then PINGs are
+    /// answered and no new stream is accepted.
     pub(crate) fn is_closing(&self) -> bool {
         self.phase == Phase::Closing
-            || (self.peer_goaway && self.streams.is_empty() && self.pending.is_empty())
     }
 
     /// Responses started so far; the worker counts them as answered requests.

@@ -836,3 +836,28 @@ fn window_overflow_on_an_answered_open_stream_is_a_flow_control_error() {
     assert_eq!(rst_code(&f, 1), Some(ErrorCode::FlowControlError.to_u32()));
     assert!(!s.is_closing());
 }
+
+#[test]
+fn a_peer_goaway_leaves_the_close_to_the_peer_and_pings_are_still_answered() {
+    // h2spec 6.8/1 sends GOAWAY with an unknown code, then a PING: closing on the
+    // GOAWAY would race the PING into a TCP reset.
+    let (mut s, _) = open(&[]);
+    let mut input = frame_bytes(kind::GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0, 0, 0xff]);
+    input.extend(frame_bytes(kind::PING, 0, 0, &[7; 8]));
+    let mut out = Vec::new();
+    assert_eq!(s.feed(&input, &mut out, &mut fake(0)), input.len());
+    let f = frames(&out);
+    assert!(
+        f.iter()
+            .any(|f| f.h.kind == kind::PING && f.h.flags & flag::ACK != 0),
+        "{f:?}"
+    );
+    assert!(!s.is_closing());
+    // No new stream after the peer's GOAWAY.
+    let mut more = Vec::new();
+    s.feed(&get(1, "/hello"), &mut more, &mut fake(3));
+    assert_eq!(
+        goaway_code(&frames(&more)),
+        Some(ErrorCode::ProtocolError.to_u32())
+    );
+}

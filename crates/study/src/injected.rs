@@ -212,6 +212,14 @@ fn coordinate(cfg: &CoordinatorConfig) -> Result<(RunResult, WholeRun), StepErro
 /// The merged run as a step's load, with the injectors' own figures and the phases.
 fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
     let mut info = whole.info;
+    let wanted = cell.injectors.unwrap_or(1) as usize;
+    if r.agents.len() < wanted {
+        // `min_agents` let the run start without the ones that were not ready in time.
+        info.notes.push(format!(
+            "started with {} of {wanted} injectors: the others were not ready in time (min_agents)",
+            r.agents.len()
+        ));
+    }
     for a in &r.agents {
         if let Some(from) = a.lost_from_s {
             info.notes.push(format!(
