@@ -7,11 +7,12 @@
 //! (A B A B) and a slow drift of the machine hits both alike.
 //!
 //! Split along its seams: [`model`] (the data), [`resolve`](mod@resolve) (study file ->
-//! plan), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the
+//! plan; its `[injectors]` part in `injectors`), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the
 //! plan as printed).
 
 mod describe;
 mod estimate;
+mod injectors;
 pub mod model;
 mod resolve;
 

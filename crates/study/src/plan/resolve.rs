@@ -35,7 +35,7 @@ fn expected_rate_of(text: &str, v: &Option<toml::Spanned<f64>>) -> Result<Option
     }
 }
 
-fn invalid(msg: impl Into<String>) -> StudyError {
+pub(super) fn invalid(msg: impl Into<String>) -> StudyError {
     StudyError::Invalid(msg.into())
 }
 
@@ -184,7 +184,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
     let docroot = resolve_docroot(file)?;
-    let injectors = resolve_injectors(file)?;
+    let injectors = super::injectors::resolve_injectors(file)?;
     let axis = primary_axis(&cells, &instances, &targets);
     Ok(Plan {
         name: file.name.clone(),
@@ -203,171 +203,6 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         serve,
         axis,
     })
-}
-
-/// `[injectors]`, checked; every key error names the key.
-fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyError> {
-    let Some(d) = &file.injectors else {
-        return Ok(None);
-    };
-    let counts = d.count.values();
-    if counts.is_empty() || counts.contains(&0) {
-        return Err(invalid("injectors.count values must be at least 1"));
-    }
-    if file.mode == Mode::Search {
-        return Err(invalid(
-            "injectors: a capacity search runs one injector; use mode = \"sweep\"",
-        ));
-    }
-    let netns = match d.placement.as_deref().unwrap_or("local") {
-        "local" => false,
-        "netns" => true,
-        p @ ("ssh" | "kubernetes") => {
-            return Err(invalid(format!(
-                "injectors.placement = \"{p}\" is not available in study files yet; use \"local\""
-            )))
-        }
-        other => {
-            return Err(invalid(format!(
-                "injectors.placement must be \"local\" or \"netns\", got \"{other}\""
-            )))
-        }
-    };
-    let netns_links = if netns {
-        Some(resolve_links(
-            d,
-            counts.iter().copied().max().unwrap_or(1),
-            file,
-        )?)
-    } else if d.links.is_some() {
-        return Err(invalid(
-            "injectors.links needs placement = \"netns\" (local injectors share loopback)",
-        ));
-    } else {
-        None
-    };
-    let stagger = match (d.start.as_deref(), d.stagger.as_deref()) {
-        (Some("together") | None, None) => Duration::ZERO,
-        (Some("together"), Some(_)) => {
-            return Err(invalid(
-                "injectors: start = \"together\" and a stagger contradict each other",
-            ))
-        }
-        (Some("stagger") | None, Some(t)) => {
-            let d =
-                spec::parse_duration(t).map_err(|e| invalid(format!("injectors.stagger: {e}")))?;
-            if d.subsec_nanos() != 0 || d.is_zero() {
-                return Err(invalid(format!(
-                    "injectors.stagger must be a whole number of seconds (1s, 2s, ...), got \"{t}\""
-                )));
-            }
-            d
-        }
-        (Some("stagger"), None) => {
-            return Err(invalid(
-                "injectors: start = \"stagger\" needs stagger = \"1s\" (or more)",
-            ))
-        }
-        (Some(other), _) => {
-            return Err(invalid(format!(
-                "injectors.start must be \"together\" or \"stagger\", got \"{other}\""
-            )))
-        }
-    };
-    let each = match d.share.as_deref().unwrap_or("split") {
-        "split" => false,
-        "each" => true,
-        other => {
-            return Err(invalid(format!(
-                "injectors.share must be \"split\" or \"each\", got \"{other}\""
-            )))
-        }
-    };
-    if let Some(m) = d.min_agents {
-        if m == 0 || counts.iter().any(|&c| m > c) {
-            return Err(invalid(
-                "injectors.min_agents must be at least 1 and at most every count",
-            ));
-        }
-    }
-    Ok(Some(InjectorsPlan {
-        stagger,
-        each,
-        min_agents: d.min_agents,
-        netns_links,
-    }))
-}
-
-/// `"10mbit"` -> 10,000,000 bits per second (`kbit`, `mbit`, `gbit`; decimal units, as
-/// `tc` reads them).
-fn parse_rate_bit(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase();
-    let (num, mult) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
-        .iter()
-        .find_map(|(u, m)| s.strip_suffix(u).map(|n| (n.trim().to_string(), *m)))?;
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v > 0.0 && v * mult >= 8_000.0).then_some((v * mult) as u64)
-}
-
-/// The link of every injector up to `most`, from `links` groups in order.
-fn resolve_links(
-    d: &crate::spec::InjectorsDef,
-    most: u32,
-    file: &StudyFile,
-) -> Result<Vec<volley_netlab::lab::LinkSpec>, StudyError> {
-    if file
-        .targets
-        .iter()
-        .any(|t| t.kind.get_ref().as_str() == "external")
-    {
-        return Err(invalid(
-            "injectors.placement = \"netns\" starts the targets inside the lab; an external target cannot be moved there",
-        ));
-    }
-    let mut out = Vec::new();
-    for l in d.links.as_deref().unwrap_or_default() {
-        if l.injectors == 0 {
-            return Err(invalid("injectors.links: each group needs injectors >= 1"));
-        }
-        // No netem here: a delay goes through Toxiproxy (volley_netlab::proxy).
-        let delay_ms = match &l.delay {
-            Some(d) => {
-                let v = spec::parse_duration(d)
-                    .ok()
-                    .filter(|v| !v.is_zero())
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "injectors.links.delay must be a duration such as \"68ms\", got \"{d}\""
-                        ))
-                    })?;
-                Some(v.as_millis().max(1) as u64)
-            }
-            None => None,
-        };
-        let rate_bit = match &l.rate {
-            Some(r) => Some(parse_rate_bit(r).ok_or_else(|| {
-                invalid(format!(
-                    "injectors.links.rate must be like \"10mbit\" (kbit, mbit, gbit; at least 8kbit), got \"{r}\""
-                ))
-            })?),
-            None => None,
-        };
-        for _ in 0..l.injectors {
-            out.push(volley_netlab::lab::LinkSpec {
-                rate_bit,
-                rtt_ms: delay_ms.unwrap_or(1),
-                delay_ms,
-            });
-        }
-    }
-    if out.len() > most as usize {
-        return Err(invalid(format!(
-            "injectors.links name {} injectors, more than the largest count ({most})",
-            out.len()
-        )));
-    }
-    out.resize(most as usize, volley_netlab::lab::LinkSpec::default());
-    Ok(out)
 }
 
 /// The `[[target]]`s, checked, filtered by the `target` sweep axis.
