@@ -6,30 +6,12 @@
 //! its parent ends, even by SIGKILL), so no injector outlives its study and goes on
 //! sending load nobody records; [`LocalAgents`] kills and reaps them on drop.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use crate::AgentsError;
+use volley_netlab::exec::{command_in, die_with_parent};
 
-/// Makes `cmd` receive SIGTERM when this process ends.
-pub fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: between fork and exec the closure only makes async-signal-safe calls
-    // (prctl, getppid) on values copied before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != parent {
-                // The parent died between fork and prctl: nobody would signal us.
-                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-            }
-            Ok(())
-        });
-    }
-}
+use crate::AgentsError;
 
 /// Agent processes this volley started (killed and reaped on drop).
 #[derive(Debug)]
@@ -54,11 +36,7 @@ impl LocalAgents {
         };
         for (i, name) in names.iter().enumerate() {
             let mut cmd = match namespaces.and_then(|n| n.get(i)) {
-                Some(ns) => {
-                    let mut c = Command::new("ip");
-                    c.args(["netns", "exec", ns]).arg(exe);
-                    c
-                }
+                Some(ns) => command_in(ns, exe),
                 None => Command::new(exe),
             };
             cmd.args(["agent", "--bus", bus_url, "--name", name, "--quiet"])
@@ -74,14 +52,6 @@ impl LocalAgents {
             me.children.push((name.clone(), child));
         }
         Ok(me)
-    }
-
-    /// The process ids, by agent name.
-    pub fn pids(&self) -> Vec<(String, u32)> {
-        self.children
-            .iter()
-            .map(|(n, c)| (n.clone(), c.id()))
-            .collect()
     }
 
     /// Kills and reaps every agent still running (idempotent).

@@ -11,10 +11,10 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::exec::{command_in, die_with_parent};
 use crate::lab::Lab;
 use crate::plan::target_addr;
 use crate::NetlabError;
@@ -46,27 +46,12 @@ impl DelayProxies {
     /// needs the lab linked to volley's namespace ([`Lab::link_root`]).
     pub fn start(lab: &Lab) -> Result<DelayProxies, NetlabError> {
         let ip = target_addr();
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &lab.target_ns()])
-            .arg(program())
-            .args(["-host", &ip.to_string(), "-port", &API_PORT.to_string()])
+        let mut cmd = command_in(&lab.target_ns(), program());
+        cmd.args(["-host", &ip.to_string(), "-port", &API_PORT.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let parent = std::process::id();
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Dies with volley, even by SIGKILL.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() as u32 != parent {
-                    return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(|source| NetlabError::Spawn {
             program: "toxiproxy-server".into(),
             source,

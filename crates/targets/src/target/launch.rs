@@ -100,11 +100,7 @@ fn base_command(
     netns: Option<&NetnsPlace>,
 ) -> Command {
     let mut cmd = match netns {
-        Some(p) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &p.ns]).arg(program);
-            c
-        }
+        Some(p) => volley_netlab::exec::command_in(&p.ns, program),
         None => Command::new(program),
     };
     cmd.current_dir(dir).stdin(Stdio::null()).process_group(0);
@@ -119,23 +115,14 @@ fn base_command(
         }
         set
     });
-    let parent = std::process::id();
+    // Dies with volley (volley starts targets from its main thread, so: when volley
+    // ends, even by SIGKILL); what survives is in the cgroup and the ledger the next
+    // volley sweeps. First, so the hooks below run only for a child that will be told.
+    volley_netlab::exec::die_with_parent(&mut cmd);
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
-    // system calls (prctl, getppid, write, sched_setaffinity) on data prepared before
-    // the fork.
+    // system calls (write, sched_setaffinity) on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            // Dies with volley: SIGTERM when volley's spawning thread ends (volley
-            // starts targets from its main thread, so: when volley ends, even by
-            // SIGKILL). SIGTERM, not SIGKILL, so a master stops its own workers; what
-            // survives is in the cgroup and the ledger the next volley sweeps.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != parent {
-                // volley died between fork and prctl: nobody would send the signal.
-                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-            }
             for &fd in &join_fds {
                 // "0" = the writing process: join before exec so forks inherit the group.
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
