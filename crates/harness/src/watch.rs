@@ -48,6 +48,18 @@ pub struct Watched<T> {
     pub died: Option<TargetDied>,
 }
 
+impl<T> Watched<T> {
+    /// The same server's side with the load's result turned into another value.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Watched<U> {
+        Watched {
+            load: f(self.load),
+            monitor: self.monitor,
+            throttling: self.throttling,
+            died: self.died,
+        }
+    }
+}
+
 /// The monitor's view of `target`: its cgroup when volley made one, else its process
 /// tree, else nothing (an external URL).
 pub fn scope_of(target: &RunningTarget) -> ProcessScope {

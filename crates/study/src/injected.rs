@@ -21,14 +21,12 @@ use volley_agents::local::LocalAgents;
 use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::whole::{self, WholeRun};
-use volley_agents::AgentsError;
 use volley_engine::{Arrival, Order};
-use volley_harness::{Watch, Watched};
 use volley_targets::RunningTarget;
 
 use crate::lab::StudyLab;
 use crate::plan::{Cell, Plan, Workload};
-use crate::step::{judge, JudgedStep, Loaded, StepError};
+use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
 
 /// How long a local agent may take to start and join the bus.
 const READY_BOUND: Duration = Duration::from_secs(30);
@@ -167,40 +165,21 @@ pub(crate) fn run_injected(
             .map_err(StepError::Injectors)?;
     }
     cfg.stop = Some(Arc::clone(&load_stop));
-    let watch = Watch {
-        target,
-        monitor_interval: Duration::from_secs(1),
-        monitor_required: false,
-        load_stop,
-        outside_stop: Arc::clone(stop_flag),
-    };
+    let watch = step_watch(target, load_stop, stop_flag);
     let watched = volley_harness::watch(&watch, || coordinate(&cfg))?;
     agents.stop();
     drop(nats);
-    let Watched {
-        load,
-        monitor,
-        throttling,
-        died,
-    } = watched;
-    let loaded = load.map(|(result, whole)| {
-        let mut l = loaded(&result, whole, cell, w);
-        if let Some(lab) = lab {
-            let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
-            l.extra.push(("links", Value::Array(links)));
-        }
-        l
+    let watched = watched.map(|load| {
+        load.map(|(result, whole)| {
+            let mut l = loaded(&result, whole, cell, w);
+            if let Some(lab) = lab {
+                let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
+                l.extra.push(("links", Value::Array(links)));
+            }
+            l
+        })
     });
-    judge(
-        rate,
-        plan,
-        Watched {
-            load: loaded,
-            monitor,
-            throttling,
-            died,
-        },
-    )
+    judge(rate, plan, watched)
 }
 
 fn coordinate(cfg: &CoordinatorConfig) -> Result<(RunResult, WholeRun), StepError> {
@@ -293,11 +272,5 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ("streamed_requests", json!(whole.streamed_requests)),
             ("generator_bound_phase", json!(bound)),
         ],
-    }
-}
-
-impl From<AgentsError> for StepError {
-    fn from(e: AgentsError) -> Self {
-        StepError::Agents(e)
     }
 }

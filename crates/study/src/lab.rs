@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
-use volley_netlab::lab::{self, Lab, LinkSpec};
+use volley_netlab::lab::{Lab, LinkSpec};
 use volley_netlab::plan::{root_addr, target_addr};
 use volley_netlab::proxy::DelayProxies;
 use volley_targets::NetnsPlace;
@@ -41,18 +41,14 @@ fn probe_bytes(rate_bit: Option<u64>) -> u64 {
 }
 
 impl StudyLab {
-    /// Sweeps what a killed volley left, builds the plan's lab and measures each link;
-    /// `None` when the study has no netns injectors.
+    /// Builds the plan's lab and measures each link; `None` when the study has no netns
+    /// injectors. (What a killed volley left is swept once, at `volley study run`'s
+    /// start, before anything else.)
     pub fn open(plan: &Plan, note: &mut dyn FnMut(&str)) -> Result<Option<StudyLab>, StudyError> {
         let Some(links) = plan.injectors.as_ref().and_then(|i| i.netns_links.as_ref()) else {
             return Ok(None);
         };
         let err = |e: volley_netlab::NetlabError| StudyError::Invalid(format!("network lab: {e}"));
-        for ns in lab::sweep().map_err(err)? {
-            note(&format!(
-                "removed network namespace {ns} left by a volley that was killed"
-            ));
-        }
         let mut lab = Lab::create(links).map_err(err)?;
         lab.link_root().map_err(err)?;
         let mut measured = Vec::new();

@@ -255,15 +255,7 @@ pub(crate) fn run_step(
         method: w.method.clone(),
         stream: None,
     };
-    // A monitor that cannot start (no /proc) leaves the step without server figures,
-    // which is recorded by the absence of the "monitor" key, not an error.
-    let watch = Watch {
-        target,
-        monitor_interval: Duration::from_secs(1),
-        monitor_required: false,
-        load_stop,
-        outside_stop: Arc::clone(stop_flag),
-    };
+    let watch = step_watch(target, load_stop, stop_flag);
     // The workers' in-flight integrals bracket the run (no warm-up inside it: the
     // warm-up above is a run of its own, on other counters).
     let watched = volley_harness::watch(&watch, || {
@@ -271,33 +263,39 @@ pub(crate) fn run_step(
         let measured = volley_harness::measure(&run);
         (measured, live_start, live.snapshot())
     })?;
-    let Watched {
-        load: (measured, live_start, live_end),
-        monitor,
-        throttling,
-        died,
-    } = watched;
-    let loaded = measured.map_err(StepError::from).map(|m| {
-        let open_in_flight = mean_in_flight(&live_start, &live_end, m.info.elapsed_ns);
-        Loaded {
-            recorder: m.recorder,
-            info: m.info,
-            stopped_early: m.outcome.stopped_early,
-            open_in_flight,
-            closed_in_flight: cfg.connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
-            extra: Vec::new(),
-        }
+    let connections = cfg.connections;
+    let watched = watched.map(|(measured, live_start, live_end)| {
+        measured.map_err(StepError::from).map(|m| {
+            let open_in_flight = mean_in_flight(&live_start, &live_end, m.info.elapsed_ns);
+            Loaded {
+                recorder: m.recorder,
+                info: m.info,
+                stopped_early: m.outcome.stopped_early,
+                open_in_flight,
+                closed_in_flight: connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
+                extra: Vec::new(),
+            }
+        })
     });
-    judge(
-        rate,
-        plan,
-        Watched {
-            load: loaded,
-            monitor,
-            throttling,
-            died,
-        },
-    )
+    judge(rate, plan, watched)
+}
+
+/// How a step watches its target: the monitor once a second, not required (a monitor
+/// that cannot start, no /proc, leaves the step without server figures, recorded by the
+/// absence of the "monitor" key, not an error), the load's own stop flag for the death
+/// watch, and the study's stop.
+pub(crate) fn step_watch<'a>(
+    target: &'a RunningTarget,
+    load_stop: Arc<AtomicBool>,
+    stop_flag: &Arc<AtomicBool>,
+) -> Watch<'a> {
+    Watch {
+        target,
+        monitor_interval: Duration::from_secs(1),
+        monitor_required: false,
+        load_stop,
+        outside_stop: Arc::clone(stop_flag),
+    }
 }
 
 /// A measured load ready to judge: from one process, or merged from several injectors.
