@@ -48,14 +48,34 @@ fn study(dir: &Path, body: &str) -> std::path::PathBuf {
     f
 }
 
+/// A study of the `volley serve` at `base` (an external target) loading `/a.html`;
+/// `rest` is its `[load]`, `[injectors]` and `[steps]`.
+fn served_study(name: &str, base: &str, rest: &str) -> String {
+    format!(
+        "name = \"{name}\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n{rest}"
+    )
+}
+
+/// `volley study run FILE --db DB`, for the caller to run or spawn.
+fn study_command(file: &Path, db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_volley"));
+    c.args(["study", "run"]).arg(file).arg("--db").arg(db);
+    c
+}
+
 fn run_study(file: &Path, db: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(file)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .expect("run volley study")
+    study_command(file, db).output().expect("run volley study")
+}
+
+/// Checks `done` every 100 ms, at most `tries` times (bounded: a test that waits for
+/// something that never happens fails on its own assertion afterwards).
+fn wait_until(tries: u32, mut done: impl FnMut() -> bool) {
+    for _ in 0..tries {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// The summaries of every step of the study's only run.
@@ -83,16 +103,10 @@ fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
     let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
     let file = study(
         dir.path(),
-        &format!(
+        &served_study(
+            "inj",
+            &server.base,
             r#"
-name = "inj"
-[[target]]
-name = "served"
-kind = "external"
-url = "{}/a.html"
-[[workload]]
-name = "w"
-paths = ["/a.html"]
 [load]
 model = "open"
 rate = 40
@@ -106,7 +120,6 @@ duration = "4s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-            server.base
         ),
     );
     let db = dir.path().join("v.db");
@@ -268,16 +281,10 @@ fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
     let mut server = Served::start(&root, &[]);
     let file = study(
         dir.path(),
-        &format!(
+        &served_study(
+            "inj-kill",
+            &server.base,
             r#"
-name = "inj-kill"
-[[target]]
-name = "served"
-kind = "external"
-url = "{}/a.html"
-[[workload]]
-name = "w"
-paths = ["/a.html"]
 [load]
 model = "open"
 rate = 50
@@ -290,28 +297,20 @@ duration = "8s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-            server.base
         ),
     );
     let db = dir.path().join("v.db");
-    let study = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(&file)
-        .arg("--db")
-        .arg(&db)
+    let study = study_command(&file, &db)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // Bounded: the victim appears within 20 s or the test fails.
     let mut victim = Vec::new();
-    for _ in 0..200 {
+    wait_until(200, || {
         victim = children_with(study.id(), "--name inj2");
-        if !victim.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        !victim.is_empty()
+    });
     assert_eq!(victim.len(), 1, "agent inj2 not found");
     // Mid-run: the agents start about 2 s after they join (the start lead), and run 8 s.
     std::thread::sleep(std::time::Duration::from_secs(6));
@@ -369,16 +368,10 @@ fn a_sigkilled_study_leaves_no_agent_and_no_bus_behind() {
     let mut server = Served::start(&root, &[]);
     let file = study(
         dir.path(),
-        &format!(
+        &served_study(
+            "inj-sigkill",
+            &server.base,
             r#"
-name = "inj-sigkill"
-[[target]]
-name = "served"
-kind = "external"
-url = "{}/a.html"
-[[workload]]
-name = "w"
-paths = ["/a.html"]
 [load]
 model = "open"
 rate = 20
@@ -389,40 +382,29 @@ count = 2
 duration = "30s"
 warmup = "0s"
 "#,
-            server.base
         ),
     );
-    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(&file)
-        .arg("--db")
-        .arg(dir.path().join("v.db"))
+    let mut study = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut made = Vec::new();
-    for _ in 0..200 {
+    wait_until(200, || {
         made = children_with(study.id(), "agent --bus");
         made.extend(children_with(study.id(), "nats-server"));
-        if made.len() == 3 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        made.len() == 3
+    });
     assert_eq!(made.len(), 3, "two agents and one nats-server");
     std::thread::sleep(std::time::Duration::from_secs(3));
     study.kill().unwrap();
     study.wait().unwrap();
     // PR_SET_PDEATHSIG: each gets SIGTERM as its parent dies; allow them 3 s to go.
     let mut left = made.clone();
-    for _ in 0..30 {
+    wait_until(30, || {
         left.retain(|&p| alive(p));
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        left.is_empty()
+    });
     server.stop();
     assert!(left.is_empty(), "still running: {left:?}");
 }
@@ -470,11 +452,7 @@ fn injectors_in_namespaces_on_shaped_links_are_measured_and_leave_nothing() {
     let dir = TempDir::new("netns");
     let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "3s"));
     let db = dir.path().join("v.db");
-    let child = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(&file)
-        .arg("--db")
-        .arg(&db)
+    let child = study_command(&file, &db)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -507,24 +485,17 @@ fn injectors_in_namespaces_on_shaped_links_are_measured_and_leave_nothing() {
 fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
     let dir = TempDir::new("netns-kill");
     let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "30s"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(&file)
-        .arg("--db")
-        .arg(dir.path().join("v.db"))
+    let mut child = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id();
     let mut agents = Vec::new();
-    for _ in 0..300 {
+    wait_until(300, || {
         agents = children_with(pid, "agent --bus");
-        if agents.len() == 3 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        agents.len() == 3
+    });
     assert_eq!(agents.len(), 3, "three agents in the lab");
     assert_eq!(
         lab_namespaces(pid).len(),
@@ -541,13 +512,10 @@ fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
     assert_eq!(out.status.code(), Some(2));
     assert!(lab_namespaces(pid).is_empty(), "{:?}", lab_namespaces(pid));
     let mut left = agents.clone();
-    for _ in 0..30 {
+    wait_until(30, || {
         left.retain(|&p| alive(p));
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        left.is_empty()
+    });
     assert!(left.is_empty(), "agents still running: {left:?}");
 }
 
