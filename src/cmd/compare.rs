@@ -97,16 +97,7 @@ fn text(c: &Comparison, width: Option<u16>) -> String {
     );
     table::align_right(&mut t, &[3]);
     for p in &c.capacities {
-        // No upper end of B's interval: A/B may be as small as 0; a zero lower end of
-        // B's: A/B may be as large as any number.
-        let lo = p
-            .ratio_range
-            .0
-            .map_or("0".to_string(), |r| format!("{r:.3}"));
-        let hi = p
-            .ratio_range
-            .1
-            .map_or("unbounded".to_string(), |r| format!("{r:.3}"));
+        let (lo, hi) = p.ratio_range_text();
         t.add_row([
             if p.cell.is_empty() {
                 "default".to_string()

@@ -168,6 +168,21 @@ pub struct CapacityPair {
     pub ratio_range: (Option<f64>, Option<f64>),
 }
 
+impl CapacityPair {
+    /// `ratio_range` as printed: no upper end of B's interval means A/B may be as small
+    /// as 0; a zero lower end of B's, that A/B may be as large as any number.
+    pub fn ratio_range_text(&self) -> (String, String) {
+        (
+            self.ratio_range
+                .0
+                .map_or("0".to_string(), |r| format!("{r:.3}")),
+            self.ratio_range
+                .1
+                .map_or("unbounded".to_string(), |r| format!("{r:.3}")),
+        )
+    }
+}
+
 /// What identifies a searched cell across runs: its stored identity without the target
 /// and instance names (which differ between the two runs being compared).
 fn cell_key(row: &CapacityRow) -> String {
@@ -292,16 +307,7 @@ impl std::fmt::Display for Comparison {
             self.ratio.median, self.ratio.lo, self.ratio.hi
         )?;
         for p in &self.capacities {
-            // No upper end of B's interval: A/B may be as small as 0; a zero lower end
-            // of B's: A/B may be as large as any number.
-            let lo = p
-                .ratio_range
-                .0
-                .map_or("0".to_string(), |r| format!("{r:.3}"));
-            let hi = p
-                .ratio_range
-                .1
-                .map_or("unbounded".to_string(), |r| format!("{r:.3}"));
+            let (lo, hi) = p.ratio_range_text();
             write!(
                 f,
                 "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {})",
