@@ -41,8 +41,15 @@ pub struct LoadSpec {
     pub paths: Vec<String>,
     /// Extra header fields.
     pub headers: Vec<(String, String)>,
-    /// `"same"`, `"sequential"` or `"random"`.
+    /// `"same"`, `"sequential"`, `"random"` or `"weighted"`.
     pub order: String,
+    /// `"sequential"`: consecutive copies of each path (seed 003's L2 sends 1000 of
+    /// each).
+    #[serde(default = "one")]
+    pub block: u64,
+    /// `"weighted"`: one weight per path.
+    #[serde(default)]
+    pub weights: Vec<f64>,
     /// Seed of the random order and of Poisson arrivals; agent `i` uses `seed + i`.
     pub seed: u64,
     /// Reuse connections.
@@ -66,6 +73,28 @@ pub struct ShareRecord {
     pub offset_s: u64,
 }
 
+fn one() -> u64 {
+    1
+}
+
+/// The request order of agent `index`: the spec's, with the random seeds moved by the
+/// agent's index so that agents do not send the same sequence.
+fn order_of(spec: &LoadSpec, index: u32) -> Result<Order, LoadError> {
+    let seed = spec.seed.wrapping_add(u64::from(index));
+    Ok(match spec.order.as_str() {
+        "same" => Order::Same,
+        "sequential" => Order::Sequential {
+            block: spec.block.max(1),
+        },
+        "random" => Order::Random { seed },
+        "weighted" => Order::Weighted {
+            weights: spec.weights.clone(),
+            seed,
+        },
+        other => return Err(format!("unknown order {other:?}").into()),
+    })
+}
+
 /// The engine configuration of `share` of `spec`.
 pub fn config(
     spec: &LoadSpec,
@@ -86,12 +115,7 @@ pub fn config(
         built.push(tpl.build(i as u32)?);
     }
     let seed = spec.seed.wrapping_add(u64::from(share.index));
-    let order = match spec.order.as_str() {
-        "same" => Order::Same,
-        "sequential" => Order::Sequential { block: 1 },
-        "random" => Order::Random { seed },
-        other => return Err(format!("unknown order {other:?}").into()),
-    };
+    let order = order_of(spec, share.index)?;
     let arrival = match spec.arrival.as_str() {
         "constant" => Arrival::Constant,
         "poisson" => Arrival::Poisson,
@@ -224,4 +248,47 @@ fn publish(
         ctx.emit(second_record(&c, offset_s, false));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(order: &str) -> LoadSpec {
+        LoadSpec {
+            addr: "127.0.0.1:1".into(),
+            method: "GET".into(),
+            paths: vec!["/a".into(), "/b".into()],
+            headers: Vec::new(),
+            order: order.into(),
+            block: 1000,
+            weights: vec![3.0, 1.0],
+            seed: 7,
+            keep_alive: false,
+            threads: 1,
+            arrival: "constant".into(),
+            timeout_ms: 1000,
+        }
+    }
+
+    #[test]
+    fn each_agent_keeps_the_workloads_order_with_its_own_seed() {
+        assert_eq!(
+            order_of(&spec("sequential"), 2).unwrap(),
+            Order::Sequential { block: 1000 }
+        );
+        assert_eq!(
+            order_of(&spec("weighted"), 2).unwrap(),
+            Order::Weighted {
+                weights: vec![3.0, 1.0],
+                seed: 9
+            }
+        );
+        assert_eq!(
+            order_of(&spec("random"), 0).unwrap(),
+            Order::Random { seed: 7 }
+        );
+        assert_eq!(order_of(&spec("same"), 5).unwrap(), Order::Same);
+        assert!(order_of(&spec("sideways"), 0).is_err());
+    }
 }

@@ -33,10 +33,11 @@ const READY_BOUND: Duration = Duration::from_secs(30);
 
 /// The spec every agent of the step loads.
 fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
-    let (order, seed) = match &w.order {
-        Order::Same => ("same", w.load.seed),
-        Order::Sequential { .. } => ("sequential", w.load.seed),
-        Order::Random { seed } | Order::Weighted { seed, .. } => ("random", *seed),
+    let (order, seed, block, weights) = match &w.order {
+        Order::Same => ("same", w.load.seed, 1, Vec::new()),
+        Order::Sequential { block } => ("sequential", w.load.seed, *block, Vec::new()),
+        Order::Random { seed } => ("random", *seed, 1, Vec::new()),
+        Order::Weighted { weights, seed } => ("weighted", *seed, 1, weights.clone()),
     };
     LoadSpec {
         addr: target.addr.to_string(),
@@ -44,6 +45,8 @@ fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
         paths: w.paths.clone(),
         headers: w.headers.clone(),
         order: order.into(),
+        block,
+        weights,
         seed,
         keep_alive: cell.keepalive,
         threads: w.load.threads,
