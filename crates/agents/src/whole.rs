@@ -50,9 +50,6 @@ fn metrics(e: volley_metrics::MetricsError) -> AgentsError {
 fn merged_info(infos: &[(u64, &RunInfo)]) -> Option<RunInfo> {
     let (_, first) = infos.first()?;
     let mut m = (*first).clone();
-    let sum_opt = |f: &dyn Fn(&RunInfo) -> Option<u64>| -> Option<u64> {
-        infos.iter().map(|(_, i)| f(i)).sum::<Option<u64>>()
-    };
     m.threads = infos.iter().map(|(_, i)| i.threads).sum();
     m.connections = infos.iter().map(|(_, i)| i.connections).sum();
     m.max_connections = infos.iter().map(|(_, i)| i.max_connections).sum();
@@ -65,7 +62,8 @@ fn merged_info(infos: &[(u64, &RunInfo)]) -> Option<RunInfo> {
     m.max_open_connections = infos.iter().map(|(_, i)| i.max_open_connections).sum();
     m.cap_hits = infos.iter().map(|(_, i)| i.cap_hits).sum();
     m.stopped_early = infos.iter().any(|(_, i)| i.stopped_early);
-    m.cpu_ns = sum_opt(&|i| i.cpu_ns);
+    // Known only when every agent read its own.
+    m.cpu_ns = infos.iter().map(|(_, i)| i.cpu_ns).sum::<Option<u64>>();
     m.cpu_pressure = infos
         .iter()
         .filter_map(|(_, i)| i.cpu_pressure)
