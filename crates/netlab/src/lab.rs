@@ -149,11 +149,6 @@ impl Lab {
         self.names.injector_ns(i)
     }
 
-    /// The links as built.
-    pub fn links(&self) -> &[LinkSpec] {
-        &self.links
-    }
-
     /// Removes every namespace (their veths, bridge and qdiscs go with them).
     pub fn remove(&mut self) {
         if std::mem::take(&mut self.root_linked) {
