@@ -113,8 +113,8 @@ fn read_mark(now_ns: u64) -> Option<ResourceMark> {
 impl Recorder {
     /// Keys this recorder's per-second windows by `key` (default
     /// [`WindowKey::Completion`]). Give every worker the same key: merging recorders
-    /// keyed differently is refused. Sizes the ring of open windows (allocated here,
-    /// never on the hot path).
+    /// keyed differently is refused. Set it before the first sample: it sizes the ring
+    /// of open windows (allocated here, never on the hot path) and empties it.
     pub fn with_window_key(mut self, key: WindowKey) -> Recorder {
         self.key = key;
         self.hold_ns = key.hold_ns();
