@@ -22,7 +22,7 @@ set -euo pipefail
 if ! command -v toxiproxy-server >/dev/null && [ ! -x "$(go env GOPATH)/bin/toxiproxy-server" ]; then
   toxi_bin="$(mktemp -d)"
   GOBIN="$toxi_bin" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
-  install -m 0755 "$toxi_bin/server" "$(go env GOPATH)/bin/toxiproxy-server"
+  install -D -m 0755 "$toxi_bin/server" "$(go env GOPATH)/bin/toxiproxy-server"
   rm -rf "$toxi_bin"
 fi
 
