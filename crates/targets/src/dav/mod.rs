@@ -14,6 +14,8 @@
 //!   account sends `X-Remote-User`, and Xandikos makes the principal `/<name>/` with
 //!   its default calendar `/<name>/calendars/calendar/` at the first request, which
 //!   volley sends at start.
+//! - builtin (`dav` set): `volley serve --users` with a generated bcrypt file (cost 4)
+//!   on a private tree; the server provisions `/<name>/` and `/<name>/calendar/` at start.
 //! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV, no accounts of their own;
 //!   `/dav/<name>/calendar/` are directories volley makes before the start.
 //!
@@ -76,6 +78,9 @@ pub enum CalendarSetup {
     FirstRequest,
     /// Plain directories volley makes in the tree before the start (plain WebDAV).
     Directories,
+    /// The server provisions each account's home and calendar at start from its users
+    /// file (the built-in server's `--users`).
+    UsersFile,
 }
 
 /// The DAV service of a started target.
@@ -88,6 +93,15 @@ pub struct DavService {
     pub checks_passwords: bool,
     /// How the calendars were made.
     pub calendars: CalendarSetup,
+}
+
+/// bcrypt cost of the built-in server's generated users file (see [`prepare`]).
+pub const BUILTIN_BCRYPT_COST: u32 = 4;
+
+/// Whether a start of `kind` with `dav` serves accounts only: every request needs
+/// credentials, so readiness is an answer to OPTIONS, not the docroot's probe file.
+pub fn accounts_only(kind: TargetKind, dav: Option<DavSettings>) -> bool {
+    kind.is_caldav_server() || (kind == TargetKind::Builtin && dav.is_some())
 }
 
 /// The name of account `i` (1-based).
@@ -151,11 +165,11 @@ pub(crate) fn settings_for(
     let Some(d) = dav else {
         return Ok(None);
     };
-    if !kind.is_caldav_server() && !kind.supports_plain_dav() {
+    if !kind.is_caldav_server() && !kind.supports_plain_dav() && kind != TargetKind::Builtin {
         return Err(TargetError::Unsupported {
             kind,
             what: "serve WebDAV".into(),
-            fix: "dav is offered by radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
+            fix: "dav is offered by builtin, radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
         });
     }
     if d.users == 0 || d.users > MAX_DAV_USERS {
@@ -179,6 +193,22 @@ pub(crate) fn prepare(
         std::fs::create_dir_all(p).map_err(TargetError::io(format!("creating {}", p.display())))
     };
     match kind {
+        TargetKind::Builtin => {
+            // The built-in server's `--users` file: bcrypt at its lowest cost (4), so a
+            // login costs about what Radicale's plain-text compare does and the office
+            // measures calendars, not password hashing; the server caches verifications.
+            let mut text = String::new();
+            for a in accounts {
+                let hash =
+                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
+                        .map_err(|e| {
+                            TargetError::InvalidSpec(format!("hashing {}'s password: {e}", a.name))
+                        })?;
+                text.push_str(&format!("{}:{hash}\n", a.name));
+            }
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing the built-in server's users file"))?;
+        }
         TargetKind::Radicale => {
             let text: String = accounts
                 .iter()

@@ -206,7 +206,7 @@ pub(super) fn until_ready(
             Err(Launch::Failed(e)) => return Err(e),
         };
         let timeout = ctx.spec.start_timeout;
-        let dav_ready = ctx.kind.is_caldav_server();
+        let dav_ready = crate::dav::accounts_only(ctx.kind, ctx.spec.settings.dav);
         match wait_ready(
             inner, ctx.dir, addr, scheme, expected, probe_opts, timeout, dav_ready,
         ) {
@@ -297,9 +297,20 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         None => "127.0.0.1:0".to_string(),
     };
     let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
+    // With DAV accounts the server's root is a private tree (each account's home is
+    // provisioned there at start), never the caller's docroot.
+    let dav_paths = spec
+        .settings
+        .dav
+        .map(|_| crate::config::DavPaths::in_dir(dir));
+    let root = dav_paths.as_ref().map_or(docroot, |p| p.tree.as_path());
+    if let Some(p) = &dav_paths {
+        std::fs::create_dir_all(&p.tree)
+            .map_err(TargetError::io("creating the built-in server's DAV tree"))?;
+    }
     cmd.arg("serve")
         .arg("--root")
-        .arg(docroot)
+        .arg(root)
         .arg("--listen")
         .arg(&listen)
         .stdout(Stdio::piped())
@@ -307,8 +318,12 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let mut config_text = format!(
         "{} serve --root {} --listen {listen}",
         program.display(),
-        docroot.display()
+        root.display()
     );
+    if let Some(p) = &dav_paths {
+        cmd.arg("--users").arg(&p.users_file);
+        config_text += &format!(" --users {}", p.users_file.display());
+    }
     if !spec.settings.http2 {
         // Offer h2 only when asked, as the configured servers do: a run without
         // HTTP/2 must not have it negotiated by ALPN.

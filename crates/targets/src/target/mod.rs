@@ -154,7 +154,7 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     let docroot = docroot_in(spec, &dir)?;
     // The CalDAV servers serve no docroot: they are ready when they answer OPTIONS,
     // and the DAV set-up below checks every calendar.
-    let expected = if kind.is_caldav_server() {
+    let expected = if crate::dav::accounts_only(kind, dav_settings) {
         crate::probe::Expected {
             path: "/".into(),
             content_type: String::new(),
@@ -199,8 +199,9 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         Some(_) => {
             crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
             Some(crate::dav::DavService {
-                checks_passwords: kind == TargetKind::Radicale,
+                checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
                 calendars: match kind {
+                    TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
                     TargetKind::Xandikos => crate::dav::CalendarSetup::FirstRequest,
                     _ => crate::dav::CalendarSetup::Directories,
