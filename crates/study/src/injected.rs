@@ -7,7 +7,9 @@
 //! step's load into `k` exact shares, starts the agents together or staggered, collects
 //! their per-second records and recorders, and the merged recorder is judged like any
 //! step. The stored summary gains `injectors[]` (each injector's own summary, clock
-//! offset and share) and `phases[]` (docs/methodology.md, "Several injectors").
+//! offset and share) and `phases[]` (docs/methodology.md, "Several injectors"). Each
+//! injector's per-second records go to the caller's `on_second` as they arrive, for the
+//! store to keep at once (`volley_store::InjectorSecond`), before the step ends.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -15,13 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use volley_agents::coordinator::{self, CoordinatorConfig, RunResult};
+use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
 use volley_agents::local::LocalAgents;
+use volley_agents::merge::Received;
+use volley_agents::msg::RESPONSE_TIME;
 use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::whole::{self, WholeRun};
 use volley_engine::{Arrival, Order};
+use volley_store::InjectorSecond;
 use volley_targets::RunningTarget;
 
 use crate::lab::StudyLab;
@@ -113,6 +118,7 @@ pub(crate) fn run_injected(
     exe: Option<&Path>,
     run_id: &str,
     lab: Option<&StudyLab>,
+    on_second: &dyn Fn(&Received),
 ) -> Result<JudgedStep, StepError> {
     let inj = plan
         .injectors
@@ -169,7 +175,7 @@ pub(crate) fn run_injected(
     }
     cfg.stop = Some(Arc::clone(&load_stop));
     let watch = step_watch(target, load_stop, stop_flag);
-    let watched = volley_harness::watch(&watch, || coordinate(&cfg))?;
+    let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
     agents.stop();
     drop(nats);
     let watched = watched.map(|load| {
@@ -185,8 +191,16 @@ pub(crate) fn run_injected(
     judge(rate, plan, watched)
 }
 
-fn coordinate(cfg: &CoordinatorConfig) -> Result<(RunResult, WholeRun), StepError> {
-    let result = coordinator::coordinate(cfg, &mut |_| {}).map_err(StepError::Agents)?;
+fn coordinate(
+    cfg: &CoordinatorConfig,
+    on_second: &dyn Fn(&Received),
+) -> Result<(RunResult, WholeRun), StepError> {
+    let mut on_event = |e: Event| {
+        if let Event::Second(r) = e {
+            on_second(&r);
+        }
+    };
+    let result = coordinator::coordinate(cfg, &mut on_event).map_err(StepError::Agents)?;
     let whole = whole::summarise(&result).map_err(StepError::Agents)?;
     Ok((result, whole))
 }
@@ -207,6 +221,12 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             info.notes.push(format!(
                 "injector {} was lost from second {from}: the run is degraded from there; its data up to then is kept",
                 a.name
+            ));
+        }
+        if a.late_seconds > 0 {
+            info.notes.push(format!(
+                "injector {}: {} seconds arrived late (at most {} ms past the grace; the bus was away or slow) and are filled in",
+                a.name, a.late_seconds, a.max_late_ms
             ));
         }
         if a.clock_warning {
@@ -231,6 +251,9 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
                 "clock": a.clock,
                 "clock_warning": a.clock_warning,
                 "lost_from_s": a.lost_from_s,
+                "late_seconds": a.late_seconds,
+                "max_late_ms": a.max_late_ms,
+                "refused_after_lost": a.refused,
                 "ending": a.final_record.as_ref().map(|f| f.ending),
                 "offset_s": own.map(|i| i.offset_s),
                 "summary": own.map(|i| serde_json::to_value(&i.summary).unwrap_or(Value::Null)),
@@ -275,5 +298,30 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ("streamed_requests", json!(whole.streamed_requests)),
             ("generator_bound_phase", json!(bound)),
         ],
+    }
+}
+
+/// One injector's second as the store keeps it (see `volley_store::InjectorSecond`):
+/// its counters and self-check as named values, its response-time histogram as bytes.
+pub(crate) fn injector_second(step_index: u32, r: &Received) -> InjectorSecond {
+    let rec = &r.record;
+    InjectorSecond {
+        step_index,
+        injector: rec.agent.clone(),
+        second: rec.second,
+        arrived_ms: r.arrived_ms,
+        values: json!({
+            "requests": rec.counters.requests,
+            "ok": rec.counters.ok,
+            "errors": rec.counters.errors,
+            "errors_by_kind": rec.counters.errors_by_kind,
+            "wire_bytes": rec.counters.wire_bytes,
+            "generator_bound": rec.generator_bound,
+        }),
+        response: rec
+            .hists
+            .get(RESPONSE_TIME)
+            .map(|b| b.to_vec())
+            .unwrap_or_default(),
     }
 }
