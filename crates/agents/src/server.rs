@@ -37,14 +37,30 @@ impl PrivateNats {
         Self::start_bin_on("nats-server", ip)
     }
 
+    /// Starts `nats-server` listening on `addr`, the address agents on other hosts
+    /// dial (`bus_url`); port 0 lets the server pick a free one.
+    pub fn start_at(addr: SocketAddr) -> Result<Self, AgentsError> {
+        Self::start_bin_at("nats-server", addr.ip(), addr.port())
+    }
+
     /// Starts the given `nats-server` binary.
     pub fn start_bin(bin: &str) -> Result<Self, AgentsError> {
         Self::start_bin_on(bin, std::net::Ipv4Addr::LOCALHOST.into())
     }
 
     fn start_bin_on(bin: &str, ip: std::net::IpAddr) -> Result<Self, AgentsError> {
+        Self::start_bin_at(bin, ip, 0)
+    }
+
+    fn start_bin_at(bin: &str, ip: std::net::IpAddr, port: u16) -> Result<Self, AgentsError> {
+        // `-p -1`: the server picks a free port and says which.
+        let port_arg = if port == 0 {
+            "-1".to_string()
+        } else {
+            port.to_string()
+        };
         let mut cmd = Command::new(bin);
-        cmd.args(["-a", &ip.to_string(), "-p", "-1"])
+        cmd.args(["-a", &ip.to_string(), "-p", &port_arg])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
