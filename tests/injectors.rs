@@ -142,6 +142,19 @@ cooldown = "0s"
     assert_eq!(merged, sum, "merged == sum of the injectors'");
     assert_eq!(merged, s["streamed_requests"].as_u64().unwrap());
     assert_eq!(merged, lines, "merged == the server's access log lines");
+    // Each injector's own seconds were stored as they arrived, beside the merged step.
+    let store = Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let seconds = store.injector_seconds(run, 0).unwrap();
+    for i in injectors {
+        let name = i["name"].as_str().unwrap();
+        let stored: u64 = seconds
+            .iter()
+            .filter(|s| s.injector == name)
+            .map(|s| s.values["requests"].as_u64().unwrap())
+            .sum();
+        assert_eq!(stored, completed(&i["summary"]), "{name}'s stored seconds");
+    }
     let active: Vec<usize> = s["phases"]
         .as_array()
         .unwrap()

@@ -121,6 +121,8 @@ pub enum Event {
     },
     /// Its final record came.
     Finished(String),
+    /// One of its per-second records arrived (to be stored at once, beside the merge).
+    Second(Received),
 }
 
 /// One agent as the run saw it.
@@ -388,8 +390,14 @@ async fn collect(
         if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
             if let Some((i, kind)) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
                 last_heard[i] = Instant::now();
-                if kind == "final" {
-                    on_event(Event::Finished(agents[i].name.clone()));
+                match kind {
+                    Taken::Final => on_event(Event::Finished(agents[i].name.clone())),
+                    Taken::Second(s) => {
+                        if let Some(r) = series[i].received.get(&s) {
+                            on_event(Event::Second(r.clone()));
+                        }
+                    }
+                    Taken::Other => {}
                 }
             }
         }
@@ -436,14 +444,24 @@ fn lost_from(s: &AgentSeries) -> u64 {
 
 /// Files one message under its agent; returns the agent's index and the stream kind
 /// when it was one of ours. Messages from unknown agents are ignored.
-fn take<'m>(
+/// What [`take`] found on an agent's stream.
+enum Taken {
+    /// A per-second record, of this second.
+    Second(u64),
+    /// Its final record.
+    Final,
+    /// A heartbeat or anything else that only proves the agent alive.
+    Other,
+}
+
+fn take(
     cfg: &CoordinatorConfig,
-    m: &'m Incoming,
+    m: &Incoming,
     index: &BTreeMap<String, usize>,
     series: &mut [AgentSeries],
     agents: &mut [AgentReport],
     t0_ns: i64,
-) -> Result<Option<(usize, &'m str)>, AgentsError> {
+) -> Result<Option<(usize, Taken)>, AgentsError> {
     let Some((agent, kind)) = subject::parse_stream(&cfg.run, m.subject.as_str()) else {
         return Ok(None);
     };
@@ -457,16 +475,18 @@ fn take<'m>(
                 arrived_ms: since_t0_ms(t0_ns),
                 record,
             };
-            series[i].received.insert(r.record.second, r);
+            let second = r.record.second;
+            series[i].received.insert(second, r);
+            Ok(Some((i, Taken::Second(second))))
         }
         "final" => {
             let f: FinalRecord = msg::decode(&m.payload)?;
             series[i].last_s = f.last_second;
             agents[i].final_record = Some(f);
+            Ok(Some((i, Taken::Final)))
         }
-        _ => {}
+        _ => Ok(Some((i, Taken::Other))),
     }
-    Ok(Some((i, kind)))
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 //! histograms opaque HdrHistogram V2 bytes.
 //!
 //! Layout: `studies` 1-n `runs` 1-n `steps` 1-n (`series`, `histograms`), and
-//! `runs` 1-n `capacities` (one row per capacity search, [`Store::record_capacity`]). A step and its
+//! `runs` 1-n `capacities` (one row per capacity search, [`Store::record_capacity`]), and
+//! `runs` 1-n `injector_seconds` (each injector's own seconds of a step with several
+//! injectors, written as they arrive: [`Store::record_injector_second`]). A step and its
 //! series and histograms are written in one transaction ([`Store::record_step`]), so a
 //! killed process leaves whole steps or none, and every step written is durable when the
 //! call returns. Runs a killed writer left 'running' are marked incomplete on the next
@@ -15,12 +17,14 @@
 #![deny(missing_docs)]
 
 mod error;
+mod injectors;
 mod owner;
 mod schema;
 mod store;
 mod types;
 
 pub use error::{Result, StoreError};
+pub use injectors::InjectorSecond;
 pub use schema::SCHEMA_VERSION;
 pub use store::{Abandoned, Store};
 pub use types::{

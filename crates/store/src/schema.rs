@@ -105,6 +105,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE histograms_v2 RENAME TO histograms;
     CREATE UNIQUE INDEX histograms_one_per_slot ON histograms(step_id, kind, coalesce(second, -1));
     ",
+    // Each injector's own seconds, written as they arrive during a step with several
+    // injectors, before the step row exists: keyed by run and step index, not step id.
+    "
+    CREATE TABLE injector_seconds (
+        run_id       INTEGER NOT NULL REFERENCES runs(id),
+        step_index   INTEGER NOT NULL,
+        injector     TEXT NOT NULL,
+        second       INTEGER NOT NULL,
+        arrived_ms   INTEGER NOT NULL,
+        values_json  TEXT NOT NULL,
+        response     BLOB NOT NULL,
+        PRIMARY KEY (run_id, step_index, injector, second)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this build writes.

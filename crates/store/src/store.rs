@@ -34,7 +34,7 @@ pub struct Abandoned {
 /// writes.
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
+    pub(crate) conn: Connection,
     owner: Owner,
 }
 
@@ -193,7 +193,12 @@ impl Store {
         Ok(())
     }
 
-    fn require_running(&self, table: &'static str, what: &'static str, id: i64) -> Result<()> {
+    pub(crate) fn require_running(
+        &self,
+        table: &'static str,
+        what: &'static str,
+        id: i64,
+    ) -> Result<()> {
         let status: Option<String> = self
             .conn
             .query_row(
@@ -497,11 +502,11 @@ fn run_row(r: &Row<'_>) -> Result<RunRow> {
     })
 }
 
-fn to_json(column: &'static str, value: &impl Serialize) -> Result<String> {
+pub(crate) fn to_json(column: &'static str, value: &impl Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|source| StoreError::Json { column, source })
 }
 
-fn from_json<T: DeserializeOwned>(column: &'static str, text: &str) -> Result<T> {
+pub(crate) fn from_json<T: DeserializeOwned>(column: &'static str, text: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|source| StoreError::Json { column, source })
 }
 

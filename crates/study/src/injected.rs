@@ -8,18 +8,23 @@
 //! step's load into `k` exact shares, starts the agents together or staggered, collects
 //! their per-second records and recorders, and the merged recorder is judged like any
 //! step. The stored summary gains `injectors[]` (each injector's own summary, clock
-//! offset and share) and `phases[]` (docs/methodology.md, "Several injectors").
+//! offset and share) and `phases[]` (docs/methodology.md, "Several injectors"). Each
+//! injector's per-second records go to the caller's `on_second` as they arrive, for the
+//! store to keep at once (`volley_store::InjectorSecond`), before the step ends.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use volley_agents::coordinator::{self, CoordinatorConfig, RunResult};
+use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
+use volley_agents::merge::Received;
+use volley_agents::msg::RESPONSE_TIME;
 use volley_agents::share::Whole;
 use volley_agents::whole::{self, WholeRun};
 use volley_engine::{Arrival, Order};
+use volley_store::InjectorSecond;
 use volley_targets::RunningTarget;
 
 use crate::deploy::{StepAgents, StudyHosts};
@@ -109,6 +114,7 @@ pub(crate) fn run_injected(
     exe: Option<&Path>,
     run_id: &str,
     lab: Option<&StudyLab>,
+    on_second: &dyn Fn(&Received),
     hosts: Option<&StudyHosts>,
 ) -> Result<JudgedStep, StepError> {
     let inj = plan
@@ -145,7 +151,7 @@ pub(crate) fn run_injected(
     }
     cfg.stop = Some(Arc::clone(&load_stop));
     let watch = step_watch(target, load_stop, stop_flag);
-    let watched = volley_harness::watch(&watch, || coordinate(&cfg))?;
+    let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
     agents.stop();
     let watched = watched.map(|load| {
         load.map(|(result, whole)| {
@@ -160,8 +166,16 @@ pub(crate) fn run_injected(
     judge(rate, plan, watched)
 }
 
-fn coordinate(cfg: &CoordinatorConfig) -> Result<(RunResult, WholeRun), StepError> {
-    let result = coordinator::coordinate(cfg, &mut |_| {}).map_err(StepError::Agents)?;
+fn coordinate(
+    cfg: &CoordinatorConfig,
+    on_second: &dyn Fn(&Received),
+) -> Result<(RunResult, WholeRun), StepError> {
+    let mut on_event = |e: Event| {
+        if let Event::Second(r) = e {
+            on_second(&r);
+        }
+    };
+    let result = coordinator::coordinate(cfg, &mut on_event).map_err(StepError::Agents)?;
     let whole = whole::summarise(&result).map_err(StepError::Agents)?;
     Ok((result, whole))
 }
@@ -250,5 +264,30 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ("streamed_requests", json!(whole.streamed_requests)),
             ("generator_bound_phase", json!(bound)),
         ],
+    }
+}
+
+/// One injector's second as the store keeps it (see `volley_store::InjectorSecond`):
+/// its counters and self-check as named values, its response-time histogram as bytes.
+pub(crate) fn injector_second(step_index: u32, r: &Received) -> InjectorSecond {
+    let rec = &r.record;
+    InjectorSecond {
+        step_index,
+        injector: rec.agent.clone(),
+        second: rec.second,
+        arrived_ms: r.arrived_ms,
+        values: json!({
+            "requests": rec.counters.requests,
+            "ok": rec.counters.ok,
+            "errors": rec.counters.errors,
+            "errors_by_kind": rec.counters.errors_by_kind,
+            "wire_bytes": rec.counters.wire_bytes,
+            "generator_bound": rec.generator_bound,
+        }),
+        response: rec
+            .hists
+            .get(RESPONSE_TIME)
+            .map(|b| b.to_vec())
+            .unwrap_or_default(),
     }
 }

@@ -588,6 +588,7 @@ impl StudyRun<'_> {
         let cell = &plan.cells[ci];
         let live = Live::new();
         let done = AtomicBool::new(false);
+        let unstored = std::cell::RefCell::new(None);
         let measured = std::thread::scope(|scope| {
             if let Some(draw) = self.progress {
                 let (live, done) = (&live, &done);
@@ -620,7 +621,17 @@ impl StudyRun<'_> {
                 Some(k) => {
                     let run_id = format!("p{}s{}", std::process::id(), self.order);
                     crate::injected::run_injected(
-                        w, cell, k, rate, plan, target, self.stop, self.exe, &run_id, self.lab,
+                        w,
+                        cell,
+                        k,
+                        rate,
+                        plan,
+                        target,
+                        self.stop,
+                        self.exe,
+                        &run_id,
+                        self.lab,
+                        &|r| self.keep_injector_second(ci, r, &unstored),
                         self.hosts,
                     )
                 }
@@ -629,10 +640,34 @@ impl StudyRun<'_> {
             done.store(true, Ordering::Relaxed);
             r
         });
+        if let Some(e) = unstored.into_inner() {
+            return Err(e.into());
+        }
         measured.map_err(|source| StudyError::Engine {
             step: self.order,
             source,
         })
+    }
+
+    /// Stores one injector's second the moment it arrives, under the index the step
+    /// will get, so a study killed mid-step keeps it. The first write that fails is kept
+    /// in `unstored` (the step then fails with it) and later ones are not tried.
+    fn keep_injector_second(
+        &self,
+        ci: usize,
+        r: &volley_agents::merge::Received,
+        unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
+    ) {
+        if unstored.borrow().is_some() {
+            return;
+        }
+        let plan = self.plan;
+        let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
+        let index = self.next_index.get(&run).copied().unwrap_or(0);
+        let second = crate::injected::injector_second(index, r);
+        if let Err(e) = self.store.record_injector_second(run, &second) {
+            *unstored.borrow_mut() = Some(e);
+        }
     }
 
     /// Stores the step (its summary, cold figures, verdict, series and histograms),
