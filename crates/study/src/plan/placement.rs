@@ -249,6 +249,77 @@ fn resolve_bus(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{resolve, InjectorsPlan};
+
+    const EXTERNAL: &str = "name = \"p\"\n[[target]]\nname = \"x\"\nkind = \"external\"\nurl = \"http://10.0.0.9:8080/\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\nREPEATS\n[injectors]\n";
+
+    fn injectors(table: &str, repeats: u32) -> Result<InjectorsPlan, String> {
+        let text = EXTERNAL.replace("REPEATS", &format!("repeats = {repeats}")) + table;
+        let f = crate::spec::parse(&text).map_err(|e| e.to_string())?;
+        resolve(&f, &text, 1.0)
+            .map(|p| p.injectors.unwrap())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn kubernetes_waits_for_one_step_on_an_existing_bus() {
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let p = injectors(k, 1).unwrap();
+        assert!(p.kubernetes && p.ssh.is_none());
+        assert_eq!(
+            p.bus,
+            Some(BusPlan::Existing("nats://127.0.0.1:4222".into()))
+        );
+        assert_eq!(p.ready_timeout, READY_DEFAULT_KUBERNETES);
+        let e = injectors(&k.replace("count = 3", "count = [1, 2]"), 1).unwrap_err();
+        assert!(e.contains("injectors.count"), "{e}");
+        let e = injectors(k, 2).unwrap_err();
+        assert!(
+            e.contains("injectors.placement") && e.contains("2 steps"),
+            "{e}"
+        );
+        // A private bus for the pods must listen where the manifests said.
+        let private = format!("{k}bus = \"private\"\n");
+        let e = injectors(&private.replace("127.0.0.1:4222", "10.0.0.1"), 1).unwrap_err();
+        assert!(e.contains("injectors.bus_url") && e.contains("port"), "{e}");
+        let e = injectors(&private, 1).unwrap_err();
+        assert!(e.contains("loopback"), "{e}");
+        let p = injectors(&private.replace("127.0.0.1", "10.0.0.1"), 1).unwrap();
+        assert_eq!(
+            p.bus,
+            Some(BusPlan::Private("10.0.0.1:4222".parse().unwrap()))
+        );
+    }
+
+    #[test]
+    fn ssh_hosts_take_injectors_in_turn_and_local_stays_here() {
+        let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\nready_timeout = \"10s\"\n";
+        let p = injectors(t, 1).unwrap();
+        let ssh = p.ssh.unwrap();
+        let remote: Vec<String> = ssh.remote_hosts().iter().map(|h| h.to_string()).collect();
+        assert_eq!(remote, ["root@10.0.0.2:2222"]);
+        let on: Vec<Option<String>> = (0..3)
+            .map(|i| ssh.host_of(i).map(|h| h.to_string()))
+            .collect();
+        assert_eq!(on, [None, Some("root@10.0.0.2:2222".into()), None]);
+        assert_eq!(p.bus, Some(BusPlan::Private("10.0.0.1:0".parse().unwrap())));
+        assert_eq!(p.ready_timeout, Duration::from_secs(10));
+        // Only local hosts: no bus address needed.
+        let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
+        assert_eq!(p.bus, None);
+        let e = injectors(
+            &t.replace(
+                "nats://10.0.0.1",
+                "nats://localhost:4222\"\nbus = \"existing",
+            ),
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("injectors.bus_url") && e.contains("loopback"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn ssh_options_are_key_value_on_one_line() {
