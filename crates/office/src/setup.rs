@@ -82,9 +82,7 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
     let req = Request::new(Op::PropfindD0, "PROPFIND", "/")
         .depth("0")
         .xml(xml::propfind(props));
-    let reply = ctx
-        .call(&mut user.devices[0], &mut user.violations, req, MULTI)
-        .ok_or_else(|| fail(user, "PROPFIND / failed"))?;
+    let reply = retry(ctx, user, req, MULTI).ok_or_else(|| fail(user, "PROPFIND / failed"))?;
     if let Some(p) = parse(user, &reply.body, "PROPFIND /")
         .and_then(|m| m.entries.iter().find_map(|e| e.principal.clone()))
     {
@@ -94,8 +92,7 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
     let req = Request::new(Op::PropfindD0, "PROPFIND", user.principal.clone())
         .depth("0")
         .xml(xml::propfind(props));
-    let reply = ctx
-        .call(&mut user.devices[0], &mut user.violations, req, MULTI)
+    let reply = retry(ctx, user, req, MULTI)
         .ok_or_else(|| fail(user, "PROPFIND of the principal failed"))?;
     user.home = parse(user, &reply.body, "PROPFIND principal")
         .and_then(|m| m.entries.iter().find_map(|e| e.home.clone()))
@@ -104,26 +101,20 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
     let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
         .depth("0")
         .xml(xml::propfind("<D:resourcetype/>"));
-    let reply = ctx
-        .call(&mut user.devices[0], &mut user.violations, req, &[207, 404])
+    let reply = retry(ctx, user, req, &[207, 404])
         .ok_or_else(|| fail(user, "PROPFIND of the calendar failed"))?;
     if reply.status == 404 {
         let req = Request::new(Op::Mkcalendar, "MKCALENDAR", user.cal.clone())
             .xml(xml::mkcalendar("Office"));
-        ctx.call(&mut user.devices[0], &mut user.violations, req, &[201])
-            .ok_or_else(|| fail(user, "MKCALENDAR failed"))?;
+        retry(ctx, user, req, &[201]).ok_or_else(|| fail(user, "MKCALENDAR failed"))?;
     }
-    let left = listing::server_etags(ctx, user, 0)
+    let left = (0..3)
+        .find_map(|_| listing::server_etags(ctx, user, 0))
         .ok_or_else(|| fail(user, "listing the calendar failed"))?;
     for name in left.keys() {
         let req = Request::new(Op::Delete, "DELETE", user.item_path(name));
-        ctx.call(
-            &mut user.devices[0],
-            &mut user.violations,
-            req,
-            &[200, 204, 404],
-        )
-        .ok_or_else(|| fail(user, "deleting a previous run's item failed"))?;
+        retry(ctx, user, req, &[200, 204, 404])
+            .ok_or_else(|| fail(user, "deleting a previous run's item failed"))?;
     }
     for _ in 0..initial_items {
         let n = user.next_item;
@@ -136,8 +127,7 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
                 .header("Content-Type", "text/calendar; charset=utf-8")
                 .header("If-None-Match", "*")
         };
-        let reply = ctx
-            .call(&mut user.devices[0], &mut user.violations, req, WRITE_OK)
+        let reply = retry(ctx, user, req, WRITE_OK)
             .ok_or_else(|| fail(user, "writing the first items failed"))?;
         user.truth.items.insert(
             name,
@@ -151,4 +141,25 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
         );
     }
     Ok(())
+}
+
+/// Set-up requests are tried up to three times: a server that answers 500 now and then
+/// should still get its day (each failure is still counted as a violation).
+fn retry(
+    ctx: Ctx<'_>,
+    user: &mut User,
+    req: Request,
+    expect: &[u16],
+) -> Option<crate::http::Reply> {
+    for _ in 0..2 {
+        if let Some(r) = ctx.call(
+            &mut user.devices[0],
+            &mut user.violations,
+            req.clone(),
+            expect,
+        ) {
+            return Some(r);
+        }
+    }
+    ctx.call(&mut user.devices[0], &mut user.violations, req, expect)
 }
