@@ -8,8 +8,9 @@
 //! ([`DavFault::WrongSync`]), one that answers 500 now and then ([`DavFault::Error5xx`]).
 //! Every account is accepted (Basic credentials name the user; the password is not
 //! checked) and gets its home and calendar on first sight, as `volley serve --users`
-//! provisions them. `--record FILE` writes one line per request: method, path, Depth,
-//! the PROPFIND's properties or the REPORT's kind, and the conditional headers.
+//! provisions them. `--record FILE` writes one line per request: the account, the
+//! User-Agent, method, path, Depth, the PROPFIND's properties or the REPORT's kind, and
+//! the conditional headers.
 //!
 //! Threads: one acceptor plus one thread per connection, like the HTTP mode; every loop
 //! ends on [`DavServer::shutdown`] (also on drop).
@@ -345,7 +346,8 @@ fn answer(state: &State, req: &Incoming) -> DavResponse {
             &req.headers,
             &req.body,
         );
-        let _ = writeln!(lock(file), "{user}\t{line}");
+        let agent = req.header("User-Agent").unwrap_or("-");
+        let _ = writeln!(lock(file), "{user}\t{agent}\t{line}");
     }
     let dav = state.dav.for_user(Arc::from(user.as_str()));
     crate::dav_fault::handle(state.fault, &state.faults, &dav, req)

@@ -93,6 +93,7 @@ pub struct Conn {
     addr: SocketAddr,
     host: String,
     auth: String,
+    agent: String,
     timeout: Duration,
     stream: Option<TcpStream>,
     reader: ResponseReader,
@@ -113,11 +114,19 @@ impl Conn {
             addr,
             host: host.to_owned(),
             auth: format!("Basic {token}"),
+            agent: "volley-office".into(),
             timeout,
             stream: None,
             reader: ResponseReader::new(),
             buf: vec![0; 16 * 1024],
         }
+    }
+
+    /// Sets the User-Agent: `volley-office/<profile>#<device>` during the day,
+    /// `volley-office/setup` and `volley-office/audit` around it, so a recording
+    /// server can tell a profile's requests from the harness's.
+    pub fn set_agent(&mut self, agent: String) {
+        self.agent = agent;
     }
 
     /// Sends `req` and reads the answer. The sample's instants are nanoseconds since
@@ -146,11 +155,12 @@ impl Conn {
 
     fn head(&self, req: &Request) -> Vec<u8> {
         let mut h = format!(
-            "{} {} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nUser-Agent: volley-office\r\nContent-Length: {}\r\n",
+            "{} {} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nUser-Agent: {}\r\nContent-Length: {}\r\n",
             req.method,
             req.path,
             self.host,
             self.auth,
+            self.agent,
             req.body.len()
         );
         if let Some(d) = req.depth {

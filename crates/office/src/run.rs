@@ -109,10 +109,9 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         let (name, password) = &cfg.accounts[i];
         let devices = (0..cfg.devices)
             .map(|_| {
-                Device::new(
-                    profiles[i],
-                    Conn::new(addr, &host, name, password, cfg.timeout),
-                )
+                let mut conn = Conn::new(addr, &host, name, password, cfg.timeout);
+                conn.set_agent("volley-office/setup".into());
+                Device::new(profiles[i], conn)
             })
             .collect();
         User {
@@ -281,8 +280,12 @@ struct Outcome {
 fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)>) -> Outcome {
     let mut events: Vec<(usize, Event)> = Vec::new();
     let mut users: Vec<User> = Vec::with_capacity(group.len());
-    for (local, (global, user)) in group.into_iter().enumerate() {
+    for (local, (global, mut user)) in group.into_iter().enumerate() {
         let profile: Profile = user.devices[0].profile;
+        for (d, dev) in user.devices.iter_mut().enumerate() {
+            dev.conn
+                .set_agent(format!("volley-office/{}#{d}", profile.name()));
+        }
         events.extend(plan.events(global, profile).into_iter().map(|e| (local, e)));
         users.push(user);
     }
@@ -328,7 +331,10 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
     };
     let items = users
         .iter_mut()
-        .map(|u| audit::audit(audit_ctx, u) as u64)
+        .map(|u| {
+            u.devices[0].conn.set_agent("volley-office/audit".into());
+            audit::audit(audit_ctx, u) as u64
+        })
         .sum();
     Outcome {
         users,
