@@ -4,7 +4,8 @@
 # compared with (wrk, ab, httperf, h2load), litmus and python3-caldav for the WebDAV and
 # CalDAV checks, chromium for the HTML report check, nats-server for the injectors' bus,
 # openssh-server for the SSH-deployed agents' test hosts, h2spec (Go module) for HTTP/2
-# conformance, and kubernetes-validate (PyPI, its own venv) for the agent manifests.
+# conformance, kubernetes-validate (PyPI, its own venv) for the agent manifests, and
+# Radicale and Xandikos (PyPI, /opt/volley-venv) for the managed CalDAV targets.
 # No service is started and nothing running is stopped: volley and the tests start their
 # own copies on loopback or in network namespaces, with generated configs.
 set -euo pipefail
@@ -12,6 +13,8 @@ set -euo pipefail
 # The servers volley manages (and their TLS/compression modules) come from one list.
 "$(dirname "$0")/install-servers.sh"
 "$(dirname "$0")/install-k8s-validate.sh"
+# Radicale and Xandikos (the managed CalDAV targets), pinned, in /opt/volley-venv.
+"$(dirname "$0")/install-caldav.sh"
 
 # Toxiproxy: delay and jitter for netlab links where the kernel has no netem (version the Go proxy resolves here).
 # The module's server package is cmd/server: built into a scratch GOBIN and installed
