@@ -20,10 +20,10 @@
 use crate::bus::{self, Bus, Incoming};
 use crate::clock;
 use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
-use crate::merge::{self, AgentSeries, Received};
+use crate::merge::{AgentSeries, MergedSecond, Pending, Received};
 use crate::msg::{self, subject, Ack, Ending, FinalRecord, SecondRecord, Stale, Stop, PROTO};
 use crate::AgentsError;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// What the collection ended with.
@@ -34,6 +34,8 @@ pub(crate) struct Collected {
     pub(crate) bus_gone: Option<Duration>,
     /// Per-second records filed.
     pub(crate) records: u64,
+    /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
+    pub(crate) live: BTreeMap<u64, MergedSecond>,
 }
 
 /// Milliseconds since T0 on this clock.
@@ -67,8 +69,10 @@ struct State<'c> {
     last_heard: Vec<Instant>,
     /// When each lost agent was last sent a [`Stale`] (at most one a second).
     stale_sent: Vec<Option<Instant>>,
-    /// Seconds with some record not yet merged live.
-    pending: BTreeSet<u64>,
+    /// Seconds with some record, being merged as their records arrive.
+    pending: BTreeMap<u64, Pending>,
+    /// Seconds merged live.
+    done: BTreeMap<u64, MergedSecond>,
     records: u64,
 }
 
@@ -103,9 +107,20 @@ impl State<'_> {
                     arrived_ms: since_t0_ms(self.t0_ns),
                     record,
                 };
+                if self.done.remove(&second).is_some() {
+                    // Not expected (a closed second had every due agent's record): the
+                    // run's end merges this second again from the records.
+                    self.pending.remove(&second);
+                } else {
+                    let grace = self.cfg.late_grace_ms();
+                    let p = self
+                        .pending
+                        .entry(second)
+                        .or_insert_with(|| Pending::new(second));
+                    p.add(agent, &r, grace)?;
+                }
                 self.series[i].received.insert(second, r);
                 self.records += 1;
-                self.pending.insert(second);
                 Ok(Some((i, Taken::Second(second))))
             }
             "final" => {
@@ -134,7 +149,7 @@ impl State<'_> {
     fn merge_ready(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<(), AgentsError> {
         let ready: Vec<u64> = self
             .pending
-            .iter()
+            .keys()
             .copied()
             .filter(|&s| {
                 (0..self.series.len())
@@ -142,9 +157,12 @@ impl State<'_> {
             })
             .collect();
         for s in ready {
-            self.pending.remove(&s);
-            let merged = merge::merge_second(&self.series, s, s, self.cfg.late_grace_ms())?;
-            on_event(Event::Merged(Box::new(merged)));
+            let Some(p) = self.pending.remove(&s) else {
+                continue;
+            };
+            let merged = p.close(&self.series, s)?;
+            on_event(Event::Merged(Box::new(merged.clone())));
+            self.done.insert(s, merged);
         }
         Ok(())
     }
@@ -202,7 +220,8 @@ pub(crate) async fn collect(
             .collect(),
         last_heard: vec![Instant::now(); agents.len()],
         stale_sent: vec![None; agents.len()],
-        pending: BTreeSet::new(),
+        pending: BTreeMap::new(),
+        done: BTreeMap::new(),
         records: 0,
     };
     let until = Instant::now() + cfg.start_lead + cfg.run_bound;
@@ -284,6 +303,7 @@ pub(crate) async fn collect(
         series: st.series,
         bus_gone: None,
         records: st.records,
+        live: st.done,
     })
 }
 
@@ -307,5 +327,6 @@ fn gone(mut st: State<'_>, agents: &mut [AgentReport], after: Duration) -> Colle
         series: st.series,
         bus_gone: Some(after),
         records: st.records,
+        live: st.done,
     }
 }
