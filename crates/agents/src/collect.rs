@@ -107,18 +107,6 @@ impl State<'_> {
                     arrived_ms: since_t0_ms(self.t0_ns),
                     record,
                 };
-                if self.done.remove(&second).is_some() {
-                    // Not expected (a closed second had every due agent's record): the
-                    // run's end merges this second again from the records.
-                    self.pending.remove(&second);
-                } else {
-                    let grace = self.cfg.late_grace_ms();
-                    let p = self
-                        .pending
-                        .entry(second)
-                        .or_insert_with(|| Pending::new(second));
-                    p.add(agent, &r, grace)?;
-                }
                 self.series[i].received.insert(second, r);
                 self.records += 1;
                 Ok(Some((i, Taken::Second(second))))
@@ -137,6 +125,22 @@ impl State<'_> {
             }
             _ => Ok(Some((i, Taken::Other))),
         }
+    }
+
+    /// Adds agent `i`'s record of second `s` to the live merge.
+    fn add_live(&mut self, i: usize, s: u64) -> Result<(), AgentsError> {
+        let a = &self.series[i];
+        let Some(r) = a.received.get(&s) else {
+            return Ok(());
+        };
+        if self.done.remove(&s).is_some() {
+            // Not expected (a closed second had every due agent's record): the run's
+            // end merges this second again from the records.
+            self.pending.remove(&s);
+            return Ok(());
+        }
+        let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
+        p.add(&a.agent, r, self.cfg.late_grace_ms())
     }
 
     /// Is agent `i` due to send second `s` (started, not lost, not finished before)?
@@ -258,6 +262,7 @@ pub(crate) async fn collect(
                         if let Some(r) = st.series[i].received.get(&s) {
                             on_event(Event::Second(r.clone()));
                         }
+                        st.add_live(i, s)?;
                     }
                     Taken::FromLost => st.tell_stale(bus, i, &agents[i]).await,
                     Taken::Other => {}
