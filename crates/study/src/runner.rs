@@ -144,7 +144,7 @@ fn spec_for(
     spec.limits = ResourceLimits {
         cpus: i.cores.map(|c| (0..c as usize).collect()),
         cpu_quota: i.cpu_quota.map(CpuQuota::of_one_cpu),
-        memory_max_bytes: None,
+        memory_max_bytes: t.memory_max,
     };
     spec.volley_exe = exe.map(Path::to_path_buf);
     spec.netns = netns.cloned();

@@ -181,6 +181,9 @@ pub struct TargetDef {
     /// Pin to this many cores (CPUs 0..cores).
     #[serde(default)]
     pub cores: Option<u32>,
+    /// Memory cap, e.g. `"8M"` (cgroup memory.max; seed 000's box had 8 MB).
+    #[serde(default)]
+    pub memory_max: Option<String>,
     /// External targets: base URL `http://127.0.0.1:PORT`.
     #[serde(default)]
     pub url: Option<String>,

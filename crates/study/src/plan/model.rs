@@ -27,6 +27,8 @@ pub struct Target {
     pub pid: Option<u32>,
     /// Serves DAV accounts to `caldav` workloads (`dav = true`, or a CalDAV server).
     pub dav: bool,
+    /// Memory cap in bytes (cgroup memory.max).
+    pub memory_max: Option<u64>,
 }
 
 /// One started copy of a target: the target with one CPU quota and core count. Every
@@ -348,6 +350,9 @@ impl Plan {
         }
         if let Some(c) = inst.cores {
             s.push_str(&format!(" cores={c}"));
+        }
+        if let Some(m) = self.targets[inst.target].memory_max {
+            s.push_str(&format!(" mem={}M", m >> 20));
         }
         s
     }

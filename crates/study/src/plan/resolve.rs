@@ -243,6 +243,18 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
             url: t.url.clone(),
             pid: t.pid,
             dav: super::office::target_dav(&t.name, kind, t.dav)?,
+            memory_max: match &t.memory_max {
+                None => None,
+                Some(_) if kind == TargetKind::External => {
+                    return Err(invalid(format!(
+                        "target '{}': memory_max needs a managed target (volley does not cap what it did not start)",
+                        t.name
+                    )))
+                }
+                Some(m) => Some(volley_harness::parse_size(m).map_err(|e| {
+                    invalid(format!("target '{}': memory_max {e}", t.name))
+                })?),
+            },
         });
     }
     if let Some(names) = &file.sweep.target {
