@@ -110,7 +110,12 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
 #[test]
 fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
     let dir = temp_dir("bad");
-    let cases: [(&str, String, &str); 7] = [
+    let cases: [(&str, String, &str); 8] = [
+        (
+            "bad memory cap",
+            OFFICE.replace("dav = true\n", "dav = true\nmemory_max = \"8X\"\n"),
+            "memory_max must be a size",
+        ),
         (
             "zero users",
             OFFICE.replace("users = [2, 3]", "users = [0]"),
