@@ -6,6 +6,8 @@
 //! - The bus gone: the server's access log shows no request later than 2 s after the
 //!   bus went; every agent exits 1 with one line; the coordinator ends with `BusGone`
 //!   and the seconds it had.
+//! - The same through `volley study run` on that bus (`bus = "existing"`): exit 1 with
+//!   one line, and the seconds that reached the coordinator are in the store.
 //! - An agent frozen (SIGSTOP) past three heartbeats is lost, the run degraded from
 //!   that second; when it wakes it is told it is out of the run and exits 1 with one
 //!   line, and nothing it sends afterwards enters the merge.
@@ -26,6 +28,7 @@ use volley_agents::msg::Ending;
 use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::AgentsError;
+use volley_store::Store;
 
 /// A private directory with one small page, removed on drop.
 struct Site(std::path::PathBuf);
@@ -306,4 +309,65 @@ fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes(
     }
     let fin = r.agents.iter().find(|x| x.name == "a").unwrap();
     assert_eq!(fin.final_record.as_ref().unwrap().ending, Ending::Done);
+}
+
+/// Injector seconds the study's store holds so far (0 before its run exists).
+fn stored_seconds(db: &Path) -> usize {
+    let Ok(store) = Store::open(db) else { return 0 };
+    let Some(run) = store.list_runs().ok().and_then(|r| r.first().map(|r| r.id)) else {
+        return 0;
+    };
+    store.injector_seconds(run, 0).map_or(0, |s| s.len())
+}
+
+#[test]
+fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
+    let site = Site::new("study");
+    let server = Served::start(&site.root(), &[]);
+    let mut nats = PrivateNats::start().expect("nats-server");
+    let file = site.0.join("s.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"busgone\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{}\"\n[steps]\nduration = \"40s\"\nwarmup = \"0s\"\n",
+            server.base,
+            nats.url()
+        ),
+    )
+    .unwrap();
+    let db = site.0.join("v.db");
+    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley study run");
+    // Bounded wait for the two injectors' first seconds to be stored.
+    let until = Instant::now() + Duration::from_secs(60);
+    while stored_seconds(&db) < 4 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = stored_seconds(&db);
+    nats.stop();
+    let until = Instant::now() + Duration::from_secs(60);
+    while study.try_wait().expect("wait").is_none() {
+        if Instant::now() > until {
+            let _ = study.kill();
+            let _ = study.wait();
+            panic!("volley study run still running 60 s after the bus went");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = study.wait_with_output().expect("output");
+    assert!(before >= 4, "seconds stored before the bus went: {before}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("volley:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("the bus was gone"), "{err}");
+    println!("{}", lines[0]);
+    assert!(stored_seconds(&db) >= before, "the seconds it had are kept");
 }
