@@ -101,7 +101,7 @@ pub enum AgentsError {
     /// The coordinator lost the bus for longer than its bound: what it had collected is
     /// in `partial` (every record was also handed to the caller as it came), the run is
     /// not finished.
-    #[error("the bus was gone for {after:?}; the run was cut short with {records} seconds of the agents' records collected")]
+    #[error("the bus was gone for {after:.1?}; the run was cut short with {records} seconds of the agents' records collected")]
     BusGone {
         /// How long it was gone when the coordinator gave up.
         after: Duration,
