@@ -150,11 +150,18 @@ impl State<'_> {
     }
 
     /// Merges and hands out every pending second that each due agent has sent.
-    fn merge_ready(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<(), AgentsError> {
+    /// `only`: the one second a record just came for (no other can have completed);
+    /// `None` after a final record or a loss, which may complete any of them.
+    fn merge_ready(
+        &mut self,
+        only: Option<u64>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), AgentsError> {
         let ready: Vec<u64> = self
             .pending
             .keys()
             .copied()
+            .filter(|s| only.is_none_or(|o| o == *s))
             .filter(|&s| {
                 (0..self.series.len())
                     .all(|i| !self.due(i, s) || self.series[i].received.contains_key(&s))
@@ -236,6 +243,7 @@ pub(crate) async fn collect(
     };
     let mut told_to_stop = false;
     let mut down_since: Option<Instant> = None;
+    let mut last_check = Instant::now();
     while open(agents) && Instant::now() < until {
         let stop_now = cfg
             .stop
@@ -257,17 +265,21 @@ pub(crate) async fn collect(
                     let _ = bus.reply(&m, &Ack { proto: PROTO, kept }).await;
                 }
                 match taken {
-                    Taken::Final => on_event(Event::Finished(agents[i].name.clone())),
+                    Taken::Final => {
+                        on_event(Event::Finished(agents[i].name.clone()));
+                        st.merge_ready(None, on_event)?;
+                    }
                     Taken::Second(s) => {
                         if let Some(r) = st.series[i].received.get(&s) {
                             on_event(Event::Second(r.clone()));
                         }
                         st.add_live(i, s)?;
+                        st.merge_ready(Some(s), on_event)?;
                     }
                     Taken::FromLost => st.tell_stale(bus, i, &agents[i]).await,
+                    // Heartbeats: the bulk of the messages, and they complete nothing.
                     Taken::Other => {}
                 }
-                st.merge_ready(on_event)?;
             }
         }
         if !bus.connected() {
@@ -283,13 +295,19 @@ pub(crate) async fn collect(
             st.last_heard.iter_mut().for_each(|t| *t = Instant::now());
             on_event(Event::BusBack);
         }
+        // Silence is judged ten times a second, not once per message (hundreds a second
+        // with many agents).
+        if last_check.elapsed() < Duration::from_millis(100) {
+            continue;
+        }
+        last_check = Instant::now();
         for (i, a) in agents.iter_mut().enumerate() {
             if a.final_record.is_none()
                 && a.lost_from_s.is_none()
                 && st.last_heard[i].elapsed() >= cfg.lost_after
             {
                 st.lose(i, a, on_event);
-                st.merge_ready(on_event)?;
+                st.merge_ready(None, on_event)?;
             }
         }
     }
