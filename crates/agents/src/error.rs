@@ -110,6 +110,15 @@ pub enum AgentsError {
         /// The run as collected up to then (merged, each agent marked lost).
         partial: Box<crate::coordinator::RunResult>,
     },
+    /// Nobody took this agent's records for a while although the bus was up: the
+    /// coordinator is gone, and the load was stopped rather than run unrecorded.
+    #[error("run {run}: nobody has taken this agent's records for {after:?}: the coordinator is gone; load stopped")]
+    CoordinatorGone {
+        /// The run.
+        run: String,
+        /// How long nobody listened.
+        after: Duration,
+    },
     /// The coordinator told this agent it is out of the run (it had been declared lost,
     /// and a lost agent is never taken back into a running measurement).
     #[error("run {run}: the coordinator stopped this agent: {reason}")]
