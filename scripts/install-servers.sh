@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the web servers `volley --target KIND` manages, from Debian's packages:
 # nginx (+ brotli filter/static modules, + dav-ext for PROPFIND), Apache httpd (event
-# and prefork MPMs, mod_brotli and mod_dav ship with apache2), lighttpd (+ mod_deflate, which does brotli) and Caddy.
+# and prefork MPMs, mod_brotli and mod_dav ship with apache2), lighttpd (+ mod_deflate,
+# which does brotli, + mod_webdav) and Caddy.
 #
 # Idempotent: packages already installed are skipped, and a second run does nothing.
 # No daemon is left running: package scripts are forbidden to start services while this
@@ -15,7 +16,7 @@ set -euo pipefail
 
 name=install-servers
 pkgs=(nginx libnginx-mod-http-brotli-filter libnginx-mod-http-brotli-static
-      libnginx-mod-http-dav-ext
+      libnginx-mod-http-dav-ext lighttpd-mod-webdav
       apache2 lighttpd lighttpd-mod-deflate lighttpd-mod-openssl caddy)
 if [ "${1:-}" = "--packages" ]; then
   shift

@@ -33,6 +33,8 @@ fn lists_every_managed_kind_with_builtin_first() {
             "apache-prefork",
             "lighttpd",
             "caddy",
+            "radicale",
+            "xandikos",
             "external"
         ]
     );
@@ -45,7 +47,7 @@ fn json_list_names_paths_and_versions() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let arr = v.as_array().unwrap();
-    assert_eq!(arr.len(), 6);
+    assert_eq!(arr.len(), 8);
     assert_eq!(arr[0]["kind"], "builtin");
     assert!(arr[0]["path"].is_string());
 }

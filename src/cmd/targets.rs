@@ -5,7 +5,7 @@
 use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use volley_targets::config::{self, Compression, Placement, ServerSettings, TlsFiles};
+use volley_targets::config::{self, Compression, DavSettings, Placement, ServerSettings, TlsFiles};
 use volley_targets::TargetKind;
 
 /// Flags of `volley targets`.
@@ -34,6 +34,10 @@ pub struct Args {
     /// 2.6 has no Brotli encoder and gets gzip alone.
     #[arg(long, requires = "show_config")]
     compress: bool,
+    /// Show the configuration with a WebDAV tree (nginx, apache-event, apache-prefork,
+    /// lighttpd); radicale and xandikos always speak DAV.
+    #[arg(long, requires = "show_config")]
+    dav: bool,
     /// Docroot to show in the configuration (default: a private `DIR/www`).
     #[arg(long, value_name = "DIR", requires = "show_config")]
     docroot: Option<PathBuf>,
@@ -65,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 p.display().to_string(),
             ]),
             None => {
-                missing.push(s.kind.name());
+                missing.push(s.kind);
                 t.add_row([s.kind.name(), "not installed", "-"])
             }
         };
@@ -76,10 +80,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "any http:// URL on loopback (volley does not start it)",
     ]);
     print!("{}", super::table::render(&t));
-    if !missing.is_empty() {
+    let (pypi, debian): (Vec<TargetKind>, Vec<TargetKind>) =
+        missing.iter().partition(|k| k.is_caldav_server());
+    let names = |v: &[TargetKind]| v.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+    if !debian.is_empty() {
         println!(
             "\nmissing: {}; install them with scripts/install-servers.sh (Debian packages, no daemons left running)",
-            missing.join(", ")
+            names(&debian)
+        );
+    }
+    if !pypi.is_empty() {
+        println!(
+            "\nmissing: {}; install them with scripts/install-caldav.sh (pinned PyPI releases in {})",
+            names(&pypi),
+            volley_targets::kind::venv_dir().display()
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -120,7 +134,11 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             c.brotli = kind.supports_brotli();
             c
         }),
+        dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
     };
+    if args.dav && !kind.supports_plain_dav() && !kind.is_caldav_server() {
+        usage!("{kind} cannot serve WebDAV (supported: nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    }
     match kind {
         TargetKind::External => {
             usage!("an external target has no configuration: volley does not start it")
@@ -149,6 +167,13 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                     config::MIN_COMPRESS_BYTES
                 );
             }
+        }
+        TargetKind::Xandikos => {
+            println!(
+                "# xandikos takes no configuration file; at each start volley runs, with DIR a \
+                 private temp directory and port 0 a free loopback port:\nxandikos {}",
+                config::xandikos_args(&placement.dir, placement.addr).join(" ")
+            );
         }
         _ => {
             println!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// The server's binary is not on this machine.
-    #[error("{kind} is not installed ({program} not found); run scripts/install-servers.sh")]
+    #[error("{kind} is not installed ({program} not found); run {}", kind.install_hint())]
     NotInstalled {
         /// Which server.
         kind: TargetKind,

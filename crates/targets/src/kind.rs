@@ -22,6 +22,10 @@ pub enum TargetKind {
     Lighttpd,
     /// Caddy.
     Caddy,
+    /// Radicale, a CalDAV/CardDAV server in Python (PyPI, in volley's venv).
+    Radicale,
+    /// Xandikos, a CalDAV/CardDAV server in Python on git-backed storage (PyPI, venv).
+    Xandikos,
     /// A URL volley does not start or stop.
     External,
 }
@@ -29,8 +33,8 @@ pub enum TargetKind {
 impl TargetKind {
     /// Every kind, in the order `volley targets` lists them: the managed ones, then
     /// external.
-    pub const ALL: [TargetKind; 7] = {
-        let mut all = [TargetKind::External; 7];
+    pub const ALL: [TargetKind; 9] = {
+        let mut all = [TargetKind::External; 9];
         let mut i = 0;
         while i < Self::MANAGED.len() {
             all[i] = Self::MANAGED[i];
@@ -40,13 +44,15 @@ impl TargetKind {
     };
 
     /// The kinds volley starts with a generated configuration.
-    pub const MANAGED: [TargetKind; 6] = [
+    pub const MANAGED: [TargetKind; 8] = [
         TargetKind::Builtin,
         TargetKind::Nginx,
         TargetKind::ApacheEvent,
         TargetKind::ApachePrefork,
         TargetKind::Lighttpd,
         TargetKind::Caddy,
+        TargetKind::Radicale,
+        TargetKind::Xandikos,
     ];
 
     /// Name used on the command line and in results.
@@ -58,8 +64,28 @@ impl TargetKind {
             TargetKind::ApachePrefork => "apache-prefork",
             TargetKind::Lighttpd => "lighttpd",
             TargetKind::Caddy => "caddy",
+            TargetKind::Radicale => "radicale",
+            TargetKind::Xandikos => "xandikos",
             TargetKind::External => "external",
         }
+    }
+
+    /// A CalDAV server that serves its own storage, not a docroot: it is probed and set
+    /// up over DAV (crate::dav), and every start gets DAV accounts.
+    pub fn is_caldav_server(self) -> bool {
+        matches!(self, TargetKind::Radicale | TargetKind::Xandikos)
+    }
+
+    /// Whether `dav = true` can turn on a plain WebDAV tree in this kind (Apache mod_dav,
+    /// lighttpd mod_webdav, nginx dav + dav-ext); the CalDAV servers always speak DAV.
+    pub fn supports_plain_dav(self) -> bool {
+        matches!(
+            self,
+            TargetKind::Nginx
+                | TargetKind::ApacheEvent
+                | TargetKind::ApachePrefork
+                | TargetKind::Lighttpd
+        )
     }
 
     /// Whether volley can configure this kind to offer HTTP/2 (by ALPN, over TLS).
@@ -80,7 +106,10 @@ impl TargetKind {
     /// gzip and zstd encoders only; nginx needs Debian's brotli modules (checked at
     /// start); the built-in server serves `.br` siblings volley writes.
     pub fn supports_brotli(self) -> bool {
-        !matches!(self, TargetKind::Caddy | TargetKind::External)
+        !matches!(
+            self,
+            TargetKind::Caddy | TargetKind::External | TargetKind::Radicale | TargetKind::Xandikos
+        )
     }
 
     /// The program run for this kind (`None` for builtin and external).
@@ -90,9 +119,29 @@ impl TargetKind {
             TargetKind::ApacheEvent | TargetKind::ApachePrefork => Some("apache2"),
             TargetKind::Lighttpd => Some("lighttpd"),
             TargetKind::Caddy => Some("caddy"),
+            TargetKind::Radicale => Some("radicale"),
+            TargetKind::Xandikos => Some("xandikos"),
             TargetKind::Builtin | TargetKind::External => None,
         }
     }
+
+    /// Where this kind is installed when not from Debian: the PyPI servers live in
+    /// volley's venv (scripts/install-caldav.sh).
+    pub fn install_hint(self) -> &'static str {
+        if self.is_caldav_server() {
+            "scripts/install-caldav.sh"
+        } else {
+            "scripts/install-servers.sh"
+        }
+    }
+}
+
+/// The virtual environment of the PyPI servers: `$VOLLEY_VENV` or /opt/volley-venv
+/// (what scripts/install-caldav.sh creates).
+pub fn venv_dir() -> PathBuf {
+    std::env::var_os("VOLLEY_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/volley-venv"))
 }
 
 impl fmt::Display for TargetKind {
@@ -103,7 +152,7 @@ impl fmt::Display for TargetKind {
 
 /// An unknown target name.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("unknown target kind {0:?}; expected one of builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, external")]
+#[error("unknown target kind {0:?}; expected one of builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, radicale, xandikos, external")]
 pub struct UnknownKind(pub String);
 
 impl FromStr for TargetKind {
@@ -116,6 +165,8 @@ impl FromStr for TargetKind {
             "apache-prefork" => TargetKind::ApachePrefork,
             "lighttpd" => TargetKind::Lighttpd,
             "caddy" => TargetKind::Caddy,
+            "radicale" => TargetKind::Radicale,
+            "xandikos" => TargetKind::Xandikos,
             "external" => TargetKind::External,
             _ => return Err(UnknownKind(s.to_string())),
         };
@@ -134,11 +185,15 @@ pub struct Installed {
     pub version: Option<String>,
 }
 
-/// Looks `program` up in `$PATH` plus the sbin directories a non-root `$PATH` often lacks
-/// (Debian installs nginx and apache2 in /usr/sbin).
+/// Looks `program` up in volley's venv (the PyPI servers, pinned there first so a
+/// different copy on `$PATH` is not measured by accident), `$PATH`, plus the sbin
+/// directories a non-root `$PATH` often lacks (Debian installs nginx and apache2 in
+/// /usr/sbin).
 pub fn find_program(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
+    std::iter::once(venv_dir().join("bin"))
+        .filter(|_| matches!(program, "radicale" | "xandikos"))
+        .chain(std::env::split_paths(&path))
         .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
         .map(|d| d.join(program))
         .find(|p| is_executable(p))
@@ -157,7 +212,7 @@ pub fn version_of(kind: TargetKind, program: &Path) -> Option<String> {
         TargetKind::Nginx | TargetKind::ApacheEvent | TargetKind::ApachePrefork => &["-v"],
         TargetKind::Lighttpd => &["-v"],
         TargetKind::Caddy => &["version"],
-        TargetKind::Builtin => &["--version"],
+        TargetKind::Builtin | TargetKind::Radicale | TargetKind::Xandikos => &["--version"],
         TargetKind::External => return None,
     };
     let out = Command::new(program).args(args).output().ok()?;
@@ -189,9 +244,20 @@ pub fn parse_version(kind: TargetKind, text: &str) -> Option<String> {
         ),
         // "volley 0.1.0"
         TargetKind::Builtin => line("volley")?.to_string(),
+        // "3.9.0" alone on the first line (log lines may follow on stderr)
+        TargetKind::Radicale => format!("radicale {}", first_word(text.lines().next()?)?),
+        // "xandikos 0.4.10"
+        TargetKind::Xandikos => format!(
+            "xandikos {}",
+            first_word(line("xandikos ")?.split_once(' ')?.1)?
+        ),
         TargetKind::External => return None,
     };
     Some(v)
+}
+
+fn first_word(s: &str) -> Option<&str> {
+    s.split_whitespace().next()
 }
 
 /// Where each managed server is and its version (builtin: the current executable).
@@ -242,6 +308,14 @@ mod tests {
         assert_eq!(
             parse_version(TargetKind::Caddy, "v2.6.2 h1:abc=\n").as_deref(),
             Some("caddy 2.6.2")
+        );
+        assert_eq!(
+            parse_version(TargetKind::Radicale, "3.9.0\n[2026] [1] [INFO] Logging\n").as_deref(),
+            Some("radicale 3.9.0")
+        );
+        assert_eq!(
+            parse_version(TargetKind::Xandikos, "xandikos 0.4.10").as_deref(),
+            Some("xandikos 0.4.10")
         );
         assert_eq!(parse_version(TargetKind::Nginx, "garbage"), None);
         assert_eq!(parse_version(TargetKind::Caddy, ""), None);

@@ -29,6 +29,11 @@
 //! (seed 002) name it in `spec.cold_path`: validation will not touch it, and
 //! [`RunningTarget::started_at`] says when the process was spawned.
 //!
+//! WebDAV and CalDAV: `radicale` and `xandikos` always speak CalDAV; nginx, Apache and
+//! lighttpd serve a plain WebDAV tree when `spec.settings.dav` is set. Either way the
+//! target is started with `users` accounts whose calendars exist when `start` returns
+//! ([`RunningTarget::dav`]), and [`probe::dav::capabilities`] says what each offers.
+//!
 //! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
 //! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
 //! and the private directory. Only processes volley spawned are ever signalled.
@@ -41,6 +46,7 @@
 
 pub mod cgroup;
 pub mod config;
+pub mod dav;
 mod env;
 mod error;
 pub mod kind;
@@ -49,11 +55,13 @@ pub mod probe;
 mod target;
 
 pub use cgroup::{CgroupSettings, CpuQuota, ResourceLimits, ThrottleStats};
-pub use config::{Compression, Placement, ServerSettings, TlsFiles};
+pub use config::{Compression, DavSettings, Placement, ServerSettings, TlsFiles};
+pub use dav::{DavAccount, DavService};
 pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use orphans::{state_dir, sweep_orphans, Leftover, Removed};
+pub use probe::dav::{DavCapabilities, DavProbeError};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, NetnsPlace, RunningTarget,
     TargetRecord, TargetSpec, TlsRecord, TlsSource,

@@ -92,6 +92,9 @@ pub(super) fn render(s: &ServerSettings, p: &Placement, event: bool) -> String {
             COMPRESSIBLE_TYPES.join(" ")
         );
     }
+    if s.dav.is_some() {
+        extra += &super::dav::apache_section(p, m);
+    }
     // mod_ssl warns (AH01909) when the ServerName is not a DNS name of the
     // certificate; volley's names localhost (and 127.0.0.1 only as an IP SAN).
     let name = if p.tls.is_some() {

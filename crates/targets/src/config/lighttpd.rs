@@ -46,6 +46,9 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
         "server.feature-flags = ( \"server.h2proto\" => \"{}\" )\n",
         if s.http2 { "enable" } else { "disable" }
     );
+    if s.dav.is_some() {
+        out += &super::dav::lighttpd_section(p);
+    }
     if let Some(c) = s.compression {
         let encodings: Vec<String> = c.encodings().iter().map(|e| format!("\"{e}\"")).collect();
         let types: Vec<String> = COMPRESSIBLE_TYPES

@@ -7,8 +7,14 @@
 
 mod apache;
 mod caddy;
+mod dav;
 mod lighttpd;
 mod nginx;
+
+pub use dav::{
+    xandikos_args, DavPaths, DavSettings, LIGHTTPD_WEBDAV_MODULE, MAX_DAV_USERS,
+    NGINX_DAV_EXT_MODULE, PLAIN_DAV_PREFIX, RADICALE_MAX_CONNECTIONS,
+};
 
 use crate::TargetKind;
 use std::ffi::OsString;
@@ -35,6 +41,10 @@ pub struct ServerSettings {
     /// Compress responses on the fly (nginx, Apache, lighttpd, Caddy) or serve
     /// precompressed siblings (builtin). `None` serves identity bodies only.
     pub compression: Option<Compression>,
+    /// WebDAV: on nginx, Apache and lighttpd a writable tree at [`PLAIN_DAV_PREFIX`]
+    /// (`dav = true`); on Radicale and Xandikos, which always speak CalDAV, the accounts
+    /// (`None` there means one). `None` elsewhere: no DAV.
+    pub dav: Option<DavSettings>,
 }
 
 impl Default for ServerSettings {
@@ -45,6 +55,7 @@ impl Default for ServerSettings {
             access_log: false,
             http2: false,
             compression: None,
+            dav: None,
         }
     }
 }
@@ -214,11 +225,13 @@ pub fn config_file_name(kind: TargetKind) -> &'static str {
         TargetKind::ApacheEvent | TargetKind::ApachePrefork => "apache2.conf",
         TargetKind::Lighttpd => "lighttpd.conf",
         TargetKind::Caddy => "Caddyfile",
-        TargetKind::Builtin | TargetKind::External => "none",
+        TargetKind::Radicale => "radicale.conf",
+        TargetKind::Builtin | TargetKind::Xandikos | TargetKind::External => "none",
     }
 }
 
-/// The arguments that start `kind` in the foreground with the configuration at `conf`.
+/// The arguments that start `kind` in the foreground with the configuration at `conf`
+/// (Xandikos has no configuration file: [`xandikos_args`]).
 pub fn command_args(kind: TargetKind, dir: &Path, conf: &Path) -> Vec<OsString> {
     let s = |x: &str| OsString::from(x);
     match kind {
@@ -245,7 +258,8 @@ pub fn command_args(kind: TargetKind, dir: &Path, conf: &Path) -> Vec<OsString> 
             s("--adapter"),
             s("caddyfile"),
         ],
-        TargetKind::Builtin | TargetKind::External => Vec::new(),
+        TargetKind::Radicale => vec![s("--config"), conf.into()],
+        TargetKind::Builtin | TargetKind::Xandikos | TargetKind::External => Vec::new(),
     }
 }
 
@@ -258,7 +272,8 @@ pub fn render(kind: TargetKind, s: &ServerSettings, p: &Placement) -> Option<Str
         TargetKind::ApachePrefork => Some(apache::render(s, p, false)),
         TargetKind::Lighttpd => Some(lighttpd::render(s, p)),
         TargetKind::Caddy => Some(caddy::render(s, p)),
-        TargetKind::Builtin | TargetKind::External => None,
+        TargetKind::Radicale => Some(dav::radicale(s, p)),
+        TargetKind::Builtin | TargetKind::Xandikos | TargetKind::External => None,
     }
 }
 

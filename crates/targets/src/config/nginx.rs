@@ -12,7 +12,7 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     // Dynamic modules must be loaded before any other block. The static module is
     // loaded as the brief of Debian's packages pairs them, but `brotli_static` stays
     // off: the run measures on-the-fly compression, as seed 002 did.
-    let modules: String = if brotli {
+    let mut modules: String = if brotli {
         NGINX_BROTLI_MODULES
             .iter()
             .map(|m| format!("load_module {m};\n"))
@@ -20,6 +20,11 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     } else {
         String::new()
     };
+    let mut dav_location = String::new();
+    if s.dav.is_some() {
+        modules += &format!("load_module {};\n", super::NGINX_DAV_EXT_MODULE);
+        dav_location = super::dav::nginx_location(p);
+    }
     let access = if s.access_log {
         format!("access_log {dir}/access.log;")
     } else {
@@ -87,6 +92,7 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
             ("listen_flags", listen_flags),
             ("tls_lines", &tls_lines),
             ("root", &d(&p.docroot)),
+            ("dav", &dav_location),
         ],
     )
 }

@@ -23,6 +23,8 @@ use volley_tls::rustls::ClientConfig;
 use volley_tls::{TlsFailure, TlsSession, TlsStream};
 
 mod answer;
+pub mod dav;
+mod dav_xml;
 
 use answer::{dechunk, MAX_BODY_BYTES};
 
@@ -457,15 +459,27 @@ pub fn fetch(
     accept_encoding: Option<&str>,
     timeout: Duration,
 ) -> Result<Fetched, ProbeFailure> {
-    let deadline = Instant::now() + timeout;
-    let (mut s, alpn) = connect(addr, tls, deadline)?;
     let ae = accept_encoding
         .map(|e| format!("Accept-Encoding: {e}\r\n"))
         .unwrap_or_default();
     let req = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{ae}User-Agent: volley-probe\r\n\r\n"
     );
-    s.write_all(req.as_bytes())
+    exchange(addr, tls, req.as_bytes(), timeout)
+}
+
+/// Sends one complete request (which must ask `Connection: close`) and reads the
+/// response until it is complete by its framing or the server closes, bounded by
+/// `timeout` overall.
+pub(crate) fn exchange(
+    addr: SocketAddr,
+    tls: Option<&Arc<ClientConfig>>,
+    request: &[u8],
+    timeout: Duration,
+) -> Result<Fetched, ProbeFailure> {
+    let deadline = Instant::now() + timeout;
+    let (mut s, alpn) = connect(addr, tls, deadline)?;
+    s.write_all(request)
         .and_then(|_| s.flush())
         .map_err(classify)?;
     let mut out = Vec::new();

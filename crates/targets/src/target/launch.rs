@@ -206,7 +206,10 @@ pub(super) fn until_ready(
             Err(Launch::Failed(e)) => return Err(e),
         };
         let timeout = ctx.spec.start_timeout;
-        match wait_ready(inner, ctx.dir, addr, scheme, expected, probe_opts, timeout) {
+        let dav_ready = crate::dav::accounts_only(ctx.kind, ctx.spec.settings.dav);
+        match wait_ready(
+            inner, ctx.dir, addr, scheme, expected, probe_opts, timeout, dav_ready,
+        ) {
             Ok(validated) => {
                 return Ok(Ready {
                     url: format!("{scheme}://{addr}/"),
@@ -243,13 +246,30 @@ fn launch_configured(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, 
         as_root: config::running_as_root(),
         tls: tls.cloned(),
     };
-    let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
-    let conf = dir.join(config::config_file_name(kind));
-    std::fs::write(&conf, &text).map_err(TargetError::io("writing the server config"))?;
     let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
-    cmd.args(config::command_args(kind, dir, &conf))
-        .stdout(log_file(dir, "stdout.log")?)
+    let text = if kind == TargetKind::Xandikos {
+        // No configuration file: the command line is the configuration.
+        let args = config::xandikos_args(dir, addr);
+        cmd.args(&args);
+        format!("{} {}\n", program.display(), args.join(" "))
+    } else {
+        let text = config::render(kind, &spec.settings, &placement).unwrap_or_default();
+        let conf = dir.join(config::config_file_name(kind));
+        std::fs::write(&conf, &text).map_err(TargetError::io("writing the server config"))?;
+        cmd.args(config::command_args(kind, dir, &conf));
+        text
+    };
+    cmd.stdout(log_file(dir, "stdout.log")?)
         .stderr(log_file(dir, "stderr.log")?);
+    if kind.is_caldav_server() {
+        // Python servers read per-user config and caches from $HOME / XDG dirs: keep
+        // them in the private directory, and unbuffer their logs for the error line.
+        cmd.env("HOME", dir)
+            .env("XDG_DATA_HOME", dir.join("data"))
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("XDG_CACHE_HOME", dir.join("tmp"))
+            .env("PYTHONUNBUFFERED", "1");
+    }
     if kind == TargetKind::Caddy {
         // Caddy keeps state under $HOME / XDG dirs: keep it in the private dir.
         cmd.env("HOME", dir)
@@ -277,9 +297,20 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         None => "127.0.0.1:0".to_string(),
     };
     let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
+    // With DAV accounts the server's root is a private tree (each account's home is
+    // provisioned there at start), never the caller's docroot.
+    let dav_paths = spec
+        .settings
+        .dav
+        .map(|_| crate::config::DavPaths::in_dir(dir));
+    let root = dav_paths.as_ref().map_or(docroot, |p| p.tree.as_path());
+    if let Some(p) = &dav_paths {
+        std::fs::create_dir_all(&p.tree)
+            .map_err(TargetError::io("creating the built-in server's DAV tree"))?;
+    }
     cmd.arg("serve")
         .arg("--root")
-        .arg(docroot)
+        .arg(root)
         .arg("--listen")
         .arg(&listen)
         .stdout(Stdio::piped())
@@ -287,8 +318,12 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let mut config_text = format!(
         "{} serve --root {} --listen {listen}",
         program.display(),
-        docroot.display()
+        root.display()
     );
+    if let Some(p) = &dav_paths {
+        cmd.arg("--users").arg(&p.users_file);
+        config_text += &format!(" --users {}", p.users_file.display());
+    }
     if !spec.settings.http2 {
         // Offer h2 only when asked, as the configured servers do: a run without
         // HTTP/2 must not have it negotiated by ALPN.
@@ -377,6 +412,9 @@ pub fn parse_banner(line: &str) -> Option<SocketAddr> {
     rest.trim_end_matches('/').parse().ok()
 }
 
+/// Waits until the server answers `expected` correctly (`dav_ready`: until it answers
+/// OPTIONS at all: a CalDAV server has no file to compare).
+#[allow(clippy::too_many_arguments)]
 fn wait_ready(
     inner: &mut Inner,
     dir: &Path,
@@ -385,6 +423,7 @@ fn wait_ready(
     expected: &Expected,
     opts: &ProbeOptions,
     timeout: Duration,
+    dav_ready: bool,
 ) -> Result<Validated, Launch> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("not probed yet");
@@ -411,7 +450,13 @@ fn wait_ready(
                 dir: dir.to_path_buf(),
             }));
         }
-        match probe::probe(addr, expected, opts, left.min(Duration::from_secs(2))) {
+        let each = left.min(Duration::from_secs(2));
+        let answer = if dav_ready {
+            probe::dav::answers(addr, each).map(|_| Validated::default())
+        } else {
+            probe::probe(addr, expected, opts, each)
+        };
+        match answer {
             Ok(v) => return Ok(v),
             Err(ProbeFailure::NotReady(e)) => {
                 wrong = 0;

@@ -66,6 +66,8 @@ pub struct RunningTarget {
     pub ready_at: Instant,
     /// What validation saw (ALPN, encoded sizes).
     pub validated: Validated,
+    /// The DAV accounts, their calendars made and checked (`None`: no DAV asked).
+    pub dav: Option<crate::dav::DavService>,
     tls_generated: bool,
     docroot: PathBuf,
     probe_opts: ProbeOptions,
@@ -104,6 +106,7 @@ fn attach_external(spec: &TargetSpec) -> Result<RunningTarget, TargetError> {
         started_at: Instant::now(),
         ready_at: Instant::now(),
         validated: Validated::default(),
+        dav: None,
         tls_generated: false,
         docroot: PathBuf::new(),
         probe_opts: ProbeOptions::default(),
@@ -137,6 +140,7 @@ fn addr_of_url(url: &str) -> Result<SocketAddr, TargetError> {
 
 fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, TargetError> {
     check_features(spec, kind)?;
+    let dav_settings = crate::dav::settings_for(kind, spec.settings.dav)?;
     let program = resolve_program(spec, kind)?;
     let version = kind::version_of(kind, &program);
     let mut inner = Inner::new(kind, spec.stop_grace);
@@ -148,7 +152,23 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     inner.dir = Some(dir.clone());
     inner.note(|e| e.dir(&dir));
     let docroot = docroot_in(spec, &dir)?;
-    let expected = expected_for(&docroot, &spec.probe_path)?;
+    // The CalDAV servers serve no docroot: they are ready when they answer OPTIONS,
+    // and the DAV set-up below checks every calendar.
+    let expected = if crate::dav::accounts_only(kind, dav_settings) {
+        crate::probe::Expected {
+            path: "/".into(),
+            content_type: String::new(),
+            body: Vec::new(),
+        }
+    } else {
+        expected_for(&docroot, &spec.probe_path)?
+    };
+    let accounts = dav_settings
+        .map(|d| crate::dav::accounts(kind, &d))
+        .unwrap_or_default();
+    if dav_settings.is_some() {
+        crate::dav::prepare(kind, &dir, &accounts)?;
+    }
     check_probe_shows_compression(spec, &expected)?;
     let (tls, tls_generated) = tls_files(spec, &dir)?;
     let compression = spec.settings.compression;
@@ -175,6 +195,22 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         tls: tls.as_ref(),
     };
     let ready = launch::until_ready(&ctx, &mut inner, &expected, &probe_opts)?;
+    let dav = match dav_settings {
+        Some(_) => {
+            crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
+            Some(crate::dav::DavService {
+                checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
+                calendars: match kind {
+                    TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
+                    TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
+                    TargetKind::Xandikos => crate::dav::CalendarSetup::FirstRequest,
+                    _ => crate::dav::CalendarSetup::Directories,
+                },
+                accounts,
+            })
+        }
+        None => None,
+    };
     inner.cgroups.close_join_files();
     let pid = inner.child.as_ref().map(|c| c.id());
     Ok(register(RunningTarget {
@@ -192,6 +228,7 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         started_at: ready.started_at,
         ready_at: Instant::now(),
         validated: ready.validated,
+        dav,
         tls_generated,
         docroot,
         probe_opts,

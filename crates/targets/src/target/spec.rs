@@ -234,23 +234,56 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
             spec.probe_path
         )));
     }
+    if kind.is_caldav_server() {
+        if spec.tls.is_some() || s.compression.is_some() {
+            return Err(unsupported(
+                "serve HTTPS or compress",
+                "volley runs the CalDAV servers over plain HTTP without compression; drop tls and compression for it",
+            ));
+        }
+        if spec.netns.is_some() {
+            return Err(unsupported(
+                "run in a lab namespace",
+                "its accounts are trusted from the loopback address only; run it on loopback",
+            ));
+        }
+    }
     // Modules packaged apart from the server.
     let tls = spec.tls.is_some();
+    let dav = s.dav.is_some();
     let brotli = s.compression.is_some_and(|c| c.brotli);
     let mut needed: Vec<(String, &str)> = Vec::new();
     match kind {
-        TargetKind::Nginx if brotli => {
-            for m in config::NGINX_BROTLI_MODULES {
+        TargetKind::Nginx if brotli || dav => {
+            if brotli {
+                for m in config::NGINX_BROTLI_MODULES {
+                    needed.push((
+                        m.to_string(),
+                        "install libnginx-mod-http-brotli-filter and -static (scripts/install-servers.sh)",
+                    ));
+                }
+            }
+            if dav {
                 needed.push((
-                    m.to_string(),
-                    "install libnginx-mod-http-brotli-filter and -static (scripts/install-servers.sh)",
+                    config::NGINX_DAV_EXT_MODULE.to_string(),
+                    "install libnginx-mod-http-dav-ext (scripts/install-servers.sh)",
                 ));
             }
         }
-        TargetKind::Lighttpd if tls => needed.push((
-            config::LIGHTTPD_OPENSSL_MODULE.to_string(),
-            "install lighttpd-mod-openssl (scripts/install-servers.sh)",
-        )),
+        TargetKind::Lighttpd if tls || dav => {
+            if tls {
+                needed.push((
+                    config::LIGHTTPD_OPENSSL_MODULE.to_string(),
+                    "install lighttpd-mod-openssl (scripts/install-servers.sh)",
+                ));
+            }
+            if dav {
+                needed.push((
+                    config::LIGHTTPD_WEBDAV_MODULE.to_string(),
+                    "install lighttpd-mod-webdav (scripts/install-servers.sh)",
+                ));
+            }
+        }
         TargetKind::ApacheEvent | TargetKind::ApachePrefork => {
             let m = config::APACHE_MODULES_DIR;
             let fix = "Debian's apache2 package ships it; reinstall apache2";
@@ -260,6 +293,11 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
             }
             if s.http2 {
                 needed.push((format!("{m}/mod_http2.so"), fix));
+            }
+            if dav {
+                for module in ["mod_alias.so", "mod_dav.so", "mod_dav_fs.so"] {
+                    needed.push((format!("{m}/{module}"), fix));
+                }
             }
             if let Some(c) = &s.compression {
                 needed.push((format!("{m}/mod_filter.so"), fix));

@@ -1,0 +1,373 @@
+//! DAV accounts of a managed target and their set-up: who the users are, where each
+//! one's calendar lives on each kind, and what is made before and after the start so a
+//! client can sync right away (docs/methodology.md, "CalDAV and WebDAV targets").
+//!
+//! One vocabulary with the built-in server's `--users`: accounts `user1` .. `userN`,
+//! each with a calendar. Passwords are known (derived from the name) because the
+//! servers run on loopback for one run and the load must log in as every user.
+//!
+//! Per kind:
+//! - Radicale: htpasswd file (plain), rights `owner_only`; the principal `/<name>/` is
+//!   made by Radicale at the user's first request, the calendar `/<name>/calendar/` by
+//!   a MKCALENDAR volley sends at start.
+//! - Xandikos: no password check over plain HTTP (see `config::xandikos_args`); each
+//!   account sends `X-Remote-User`, and Xandikos makes the principal `/<name>/` with
+//!   its default calendar `/<name>/calendars/calendar/` at the first request, which
+//!   volley sends at start.
+//! - builtin (`dav` set): `volley serve --users` with a generated bcrypt file (cost 4)
+//!   on a private tree; the server provisions `/<name>/` and `/<name>/calendar/` at start.
+//! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV, no accounts of their own;
+//!   `/dav/<name>/calendar/` are directories volley makes before the start.
+//!
+//! Every start then checks each calendar with a PROPFIND Depth 0 (207 or the start
+//! fails).
+
+use crate::config::{DavPaths, DavSettings, MAX_DAV_USERS, PLAIN_DAV_PREFIX};
+use crate::kind::TargetKind;
+use crate::probe::dav::{request, DavReply};
+use crate::TargetError;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// One user of a DAV target, with everything a client needs to reach its calendar.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DavAccount {
+    /// Login name, `userN`.
+    pub name: String,
+    /// Its password (known: loopback, one run).
+    pub password: String,
+    /// The principal URL path (`None` on plain WebDAV, which has no principals).
+    pub principal: Option<String>,
+    /// The calendar home: the collection holding the user's calendars.
+    pub home: String,
+    /// The user's calendar collection (exists when `start` returns).
+    pub calendar: String,
+    /// Headers to send with every request besides Basic credentials (Xandikos:
+    /// `X-Remote-User`, the header its authenticating proxy would set).
+    pub headers: Vec<(String, String)>,
+}
+
+impl DavAccount {
+    /// The `Authorization` header value: HTTP Basic of name and password.
+    pub fn authorization(&self) -> String {
+        use base64::Engine;
+        let raw = format!("{}:{}", self.name, self.password);
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        )
+    }
+
+    /// Every header this account sends: `Authorization`, then [`DavAccount::headers`].
+    pub fn request_headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![("Authorization".to_string(), self.authorization())];
+        h.extend(self.headers.iter().cloned());
+        h
+    }
+}
+
+/// How a target's calendars come to exist at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CalendarSetup {
+    /// volley sends MKCALENDAR for each account (Radicale).
+    Mkcalendar,
+    /// The server makes a default calendar at the account's first request, which volley
+    /// sends (Xandikos `--defaults`).
+    FirstRequest,
+    /// Plain directories volley makes in the tree before the start (plain WebDAV).
+    Directories,
+    /// The server provisions each account's home and calendar at start from its users
+    /// file (the built-in server's `--users`).
+    UsersFile,
+}
+
+/// The DAV service of a started target.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DavService {
+    /// The accounts, `user1` first.
+    pub accounts: Vec<DavAccount>,
+    /// Whether the server itself checks passwords (Radicale yes; Xandikos over plain
+    /// HTTP and the plain WebDAV trees no: they accept any credentials).
+    pub checks_passwords: bool,
+    /// How the calendars were made.
+    pub calendars: CalendarSetup,
+}
+
+/// bcrypt cost of the built-in server's generated users file (see [`prepare`]).
+pub const BUILTIN_BCRYPT_COST: u32 = 4;
+
+/// Whether a start of `kind` with `dav` serves accounts only: every request needs
+/// credentials, so readiness is an answer to OPTIONS, not the docroot's probe file.
+pub fn accounts_only(kind: TargetKind, dav: Option<DavSettings>) -> bool {
+    kind.is_caldav_server() || (kind == TargetKind::Builtin && dav.is_some())
+}
+
+/// The name of account `i` (1-based).
+pub fn user_name(i: u32) -> String {
+    format!("user{i}")
+}
+
+/// The known password of account `name`.
+pub fn password_for(name: &str) -> String {
+    format!("{name}-volley")
+}
+
+/// The accounts `kind` gets for `settings` (paths as that server lays them out).
+pub fn accounts(kind: TargetKind, settings: &DavSettings) -> Vec<DavAccount> {
+    (1..=settings.users)
+        .map(|i| {
+            let name = user_name(i);
+            let (principal, home, calendar, headers) = match kind {
+                TargetKind::Xandikos => (
+                    Some(format!("/{name}/")),
+                    format!("/{name}/calendars/"),
+                    format!("/{name}/calendars/calendar/"),
+                    vec![("X-Remote-User".to_string(), name.clone())],
+                ),
+                k if k.supports_plain_dav() => (
+                    None,
+                    format!("{PLAIN_DAV_PREFIX}{name}/"),
+                    format!("{PLAIN_DAV_PREFIX}{name}/calendar/"),
+                    Vec::new(),
+                ),
+                // Radicale, and the built-in server's `--users` layout.
+                _ => (
+                    Some(format!("/{name}/")),
+                    format!("/{name}/"),
+                    format!("/{name}/calendar/"),
+                    Vec::new(),
+                ),
+            };
+            DavAccount {
+                password: password_for(&name),
+                name,
+                principal,
+                home,
+                calendar,
+                headers,
+            }
+        })
+        .collect()
+}
+
+/// The DAV settings a start uses for `kind`, or why not: the CalDAV servers always
+/// get accounts (one by default), plain WebDAV only on the kinds that have it.
+pub(crate) fn settings_for(
+    kind: TargetKind,
+    asked: Option<DavSettings>,
+) -> Result<Option<DavSettings>, TargetError> {
+    let dav = match (asked, kind.is_caldav_server()) {
+        (None, true) => Some(DavSettings::default()),
+        (d, _) => d,
+    };
+    let Some(d) = dav else {
+        return Ok(None);
+    };
+    if !kind.is_caldav_server() && !kind.supports_plain_dav() && kind != TargetKind::Builtin {
+        return Err(TargetError::Unsupported {
+            kind,
+            what: "serve WebDAV".into(),
+            fix: "dav is offered by builtin, radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
+        });
+    }
+    if d.users == 0 || d.users > MAX_DAV_USERS {
+        return Err(TargetError::InvalidSpec(format!(
+            "dav users = {} is outside 1..={MAX_DAV_USERS}",
+            d.users
+        )));
+    }
+    Ok(Some(d))
+}
+
+/// What is made before the server starts: Radicale's password file, Xandikos's state
+/// directory, the plain tree with one calendar directory per account.
+pub(crate) fn prepare(
+    kind: TargetKind,
+    dir: &Path,
+    accounts: &[DavAccount],
+) -> Result<(), TargetError> {
+    let paths = DavPaths::in_dir(dir);
+    let mkdir = |p: &Path| {
+        std::fs::create_dir_all(p).map_err(TargetError::io(format!("creating {}", p.display())))
+    };
+    match kind {
+        TargetKind::Builtin => {
+            // The built-in server's `--users` file: bcrypt at its lowest cost (4), so a
+            // login costs about what Radicale's plain-text compare does and the office
+            // measures calendars, not password hashing; the server caches verifications.
+            let mut text = String::new();
+            for a in accounts {
+                let hash =
+                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
+                        .map_err(|e| {
+                            TargetError::InvalidSpec(format!("hashing {}'s password: {e}", a.name))
+                        })?;
+                text.push_str(&format!("{}:{hash}\n", a.name));
+            }
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing the built-in server's users file"))?;
+        }
+        TargetKind::Radicale => {
+            let text: String = accounts
+                .iter()
+                .map(|a| format!("{}:{}\n", a.name, a.password))
+                .collect();
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing Radicale's users file"))?;
+        }
+        TargetKind::Xandikos => {
+            mkdir(&paths.tree)?;
+            mkdir(&paths.state)?;
+        }
+        _ => {
+            // Apache's children run as www-data when volley is root: the tree and the
+            // lock directory must be theirs to write. Everything is inside the private
+            // directory, removed at stop.
+            let open = |p: &Path| -> Result<(), TargetError> {
+                use std::os::unix::fs::PermissionsExt;
+                mkdir(p)?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777))
+                    .map_err(TargetError::io(format!("opening {}", p.display())))
+            };
+            open(&paths.tree)?;
+            open(&paths.lock_dir)?;
+            for a in accounts {
+                let rel = a.calendar.trim_start_matches(PLAIN_DAV_PREFIX);
+                open(&paths.tree.join(a.name.as_str()))?;
+                open(&paths.tree.join(rel.trim_end_matches('/')))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After the server answers: makes each account's calendar where the server makes it
+/// over HTTP, then checks every calendar answers PROPFIND Depth 0 with 207.
+pub(crate) fn set_up(
+    kind: TargetKind,
+    addr: SocketAddr,
+    accounts: &[DavAccount],
+    timeout: Duration,
+) -> Result<(), TargetError> {
+    let wrong = |url: &str, reason: String| TargetError::WrongAnswer {
+        kind,
+        url: format!("http://{addr}{url}"),
+        reason,
+    };
+    for a in accounts {
+        if kind == TargetKind::Radicale {
+            let r = call(
+                addr,
+                a,
+                "MKCALENDAR",
+                &a.calendar,
+                &[],
+                MKCALENDAR_BODY,
+                timeout,
+            )
+            .map_err(|e| wrong(&a.calendar, e))?;
+            if r.status != 201 {
+                return Err(wrong(
+                    &a.calendar,
+                    format!("MKCALENDAR as {} answered {}", a.name, r.status),
+                ));
+            }
+        }
+        let r = call(
+            addr,
+            a,
+            "PROPFIND",
+            &a.calendar,
+            &[("Depth", "0")],
+            PROPFIND_RESOURCETYPE,
+            timeout,
+        )
+        .map_err(|e| wrong(&a.calendar, e))?;
+        if r.status != 207 {
+            return Err(wrong(
+                &a.calendar,
+                format!(
+                    "PROPFIND Depth 0 as {} answered {}, expected 207",
+                    a.name, r.status
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One request as `account`, its failure as text.
+fn call(
+    addr: SocketAddr,
+    account: &DavAccount,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> Result<DavReply, String> {
+    request(
+        addr,
+        Some(account),
+        method,
+        path,
+        extra,
+        body.as_bytes(),
+        timeout,
+    )
+    .map_err(|e| format!("{method} as {}: {e}", account.name))
+}
+
+const MKCALENDAR_BODY: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+<C:mkcalendar xmlns:D=\"DAV:\" xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><D:set><D:prop>\
+<D:displayname>calendar</D:displayname></D:prop></D:set></C:mkcalendar>\n";
+
+const PROPFIND_RESOURCETYPE: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/></D:prop></D:propfind>\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_lays_accounts_out_its_own_way() {
+        let two = DavSettings { users: 2 };
+        let r = accounts(TargetKind::Radicale, &two);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].name, "user2");
+        assert_eq!(r[1].password, "user2-volley");
+        assert_eq!(r[1].calendar, "/user2/calendar/");
+        assert_eq!(r[1].principal.as_deref(), Some("/user2/"));
+        assert!(r[1].headers.is_empty());
+        let x = accounts(TargetKind::Xandikos, &two);
+        assert_eq!(x[0].calendar, "/user1/calendars/calendar/");
+        assert_eq!(
+            x[0].headers,
+            [("X-Remote-User".to_string(), "user1".to_string())]
+        );
+        let n = accounts(TargetKind::Nginx, &two);
+        assert_eq!(n[0].calendar, "/dav/user1/calendar/");
+        assert_eq!(n[0].principal, None);
+        // RFC 7617's example: Aladdin / open sesame.
+        let mut a = n[0].clone();
+        a.name = "Aladdin".into();
+        a.password = "open sesame".into();
+        assert_eq!(a.authorization(), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(a.request_headers().len(), 1);
+    }
+
+    #[test]
+    fn settings_are_checked_per_kind() {
+        assert_eq!(
+            settings_for(TargetKind::Radicale, None).unwrap(),
+            Some(DavSettings { users: 1 })
+        );
+        assert_eq!(settings_for(TargetKind::Nginx, None).unwrap(), None);
+        let e = settings_for(TargetKind::Caddy, Some(DavSettings { users: 1 })).unwrap_err();
+        assert!(e.to_string().contains("cannot serve WebDAV"), "{e}");
+        let e = settings_for(TargetKind::Xandikos, Some(DavSettings { users: 0 })).unwrap_err();
+        assert!(e.to_string().contains("outside 1..="), "{e}");
+    }
+}

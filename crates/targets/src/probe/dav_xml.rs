@@ -1,0 +1,149 @@
+//! Reading the DAV probe's multistatus answers (RFC 4918 section 13): which properties
+//! came back with 200, the resource type, the reports a collection lists, a sync-token.
+//! Namespaced XML is parsed with roxmltree (as volley-dav does), never by string search.
+
+use roxmltree::{Document, Node};
+
+const DAV: &str = "DAV:";
+const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
+const CALSERVER: &str = "http://calendarserver.org/ns/";
+
+/// What a PROPFIND Depth 0 said about one collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PropfindSummary {
+    /// `resourcetype` holds `DAV:collection`.
+    pub collection: bool,
+    /// `resourcetype` holds `C:calendar`.
+    pub calendar: bool,
+    /// `CS:getctag` came back with a value.
+    pub ctag: bool,
+    /// `DAV:sync-token` came back with a value.
+    pub sync_token: bool,
+    /// Local names of the reports in `supported-report-set`.
+    pub reports: Vec<String>,
+}
+
+fn is(n: &Node, ns: &str, name: &str) -> bool {
+    n.is_element() && n.tag_name().namespace() == Some(ns) && n.tag_name().name() == name
+}
+
+fn parse(body: &[u8]) -> Result<Document<'_>, String> {
+    let text = std::str::from_utf8(body).map_err(|_| "multistatus is not UTF-8".to_string())?;
+    let doc = Document::parse(text).map_err(|e| format!("multistatus is not XML: {e}"))?;
+    if !is(&doc.root_element(), DAV, "multistatus") {
+        return Err(format!(
+            "the answer's root is <{}>, not DAV:multistatus",
+            doc.root_element().tag_name().name()
+        ));
+    }
+    Ok(doc)
+}
+
+/// The properties of the first `response` that came back in a 200 propstat.
+pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, String> {
+    let doc = parse(body)?;
+    let mut out = PropfindSummary::default();
+    let Some(response) = doc
+        .root_element()
+        .children()
+        .find(|n| is(n, DAV, "response"))
+    else {
+        return Err("multistatus without a response".into());
+    };
+    for propstat in response.children().filter(|n| is(n, DAV, "propstat")) {
+        let ok = propstat
+            .children()
+            .find(|n| is(n, DAV, "status"))
+            .and_then(|s| s.text())
+            .is_some_and(|t| t.contains(" 200"));
+        if !ok {
+            continue;
+        }
+        for prop in propstat.children().filter(|n| is(n, DAV, "prop")) {
+            for p in prop.children().filter(Node::is_element) {
+                let has_text = p.text().is_some_and(|t| !t.trim().is_empty());
+                if is(&p, DAV, "resourcetype") {
+                    out.collection = p.children().any(|c| is(&c, DAV, "collection"));
+                    out.calendar = p.children().any(|c| is(&c, CALDAV, "calendar"));
+                } else if is(&p, CALSERVER, "getctag") {
+                    out.ctag = has_text;
+                } else if is(&p, DAV, "sync-token") {
+                    out.sync_token = has_text;
+                } else if is(&p, DAV, "supported-report-set") {
+                    out.reports = p
+                        .descendants()
+                        .filter(|n| is(n, DAV, "report"))
+                        .filter_map(|r| r.children().find(Node::is_element))
+                        .map(|r| r.tag_name().name().to_string())
+                        .collect();
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a sync-collection answer carries its new `DAV:sync-token` (RFC 6578 3.2).
+pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, String> {
+    let doc = parse(body)?;
+    Ok(doc
+        .root_element()
+        .children()
+        .any(|n| is(&n, DAV, "sync-token") && n.text().is_some_and(|t| !t.trim().is_empty())))
+}
+
+/// The hrefs of a multistatus's responses.
+pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, String> {
+    let doc = parse(body)?;
+    Ok(doc
+        .root_element()
+        .children()
+        .filter(|n| is(n, DAV, "response"))
+        .filter_map(|r| r.children().find(|n| is(n, DAV, "href")))
+        .filter_map(|h| h.text().map(|t| t.trim().to_string()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from Xandikos 0.4.10 (trimmed): a calendar's PROPFIND Depth 0.
+    const XANDIKOS: &str = r#"<ns0:multistatus xmlns:ns0="DAV:" xmlns:ns1="http://calendarserver.org/ns/" xmlns:ns3="urn:ietf:params:xml:ns:caldav"><ns0:response><ns0:href>/user1/calendars/calendar/</ns0:href><ns0:propstat><ns0:status>HTTP/1.1 200 OK</ns0:status><ns0:prop><ns0:resourcetype><ns0:collection /><ns3:calendar /></ns0:resourcetype><ns1:getctag>ae44</ns1:getctag><ns0:supported-report-set><ns0:supported-report><ns0:report><ns3:calendar-multiget /></ns0:report></ns0:supported-report><ns0:supported-report><ns0:report><ns0:sync-collection /></ns0:report></ns0:supported-report></ns0:supported-report-set><ns0:sync-token>ae44</ns0:sync-token></ns0:prop></ns0:propstat></ns0:response></ns0:multistatus>"#;
+
+    #[test]
+    fn a_calendar_answer_is_read_by_namespace() {
+        let s = propfind_summary(XANDIKOS.as_bytes()).unwrap();
+        assert!(s.collection && s.calendar && s.ctag && s.sync_token);
+        assert_eq!(s.reports, ["calendar-multiget", "sync-collection"]);
+        assert_eq!(
+            hrefs(XANDIKOS.as_bytes()).unwrap(),
+            ["/user1/calendars/calendar/"]
+        );
+    }
+
+    #[test]
+    fn a_404_propstat_and_a_plain_directory_show_nothing() {
+        let body = r#"<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response><D:href>/dav/u/</D:href>
+<D:propstat><D:prop><D:resourcetype><D:collection/></D:resourcetype></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>
+<D:propstat><D:prop><x:getctag xmlns:x="http://calendarserver.org/ns/"/><D:sync-token/></D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>
+</D:response></D:multistatus>"#;
+        let s = propfind_summary(body.as_bytes()).unwrap();
+        assert!(s.collection && !s.calendar && !s.ctag && !s.sync_token);
+        assert!(s.reports.is_empty());
+        // The same element names in another namespace are not DAV's.
+        let fake = r#"<m:multistatus xmlns:m="urn:other"><m:response/></m:multistatus>"#;
+        assert!(propfind_summary(fake.as_bytes())
+            .unwrap_err()
+            .contains("not DAV:multistatus"));
+        assert!(propfind_summary(b"<html>nope").is_err());
+    }
+
+    #[test]
+    fn sync_token_of_a_sync_collection_answer() {
+        let body = r#"<d:multistatus xmlns:d="DAV:"><d:sync-token>http://x/sync/1</d:sync-token></d:multistatus>"#;
+        assert!(has_sync_token(body.as_bytes()).unwrap());
+        let none = r#"<d:multistatus xmlns:d="DAV:"></d:multistatus>"#;
+        assert!(!has_sync_token(none.as_bytes()).unwrap());
+    }
+}

