@@ -254,6 +254,11 @@ fn resolve_bus(
                 "injectors.bus_url: with bus = \"private\" volley's nats-server listens on its address, so it must be an IP address of this host, got \"{host}\""
             ))
         })?;
+        if ip.is_unspecified() {
+            return Err(invalid(format!(
+                "injectors.bus_url: {ip} is not an address agents can dial; give this host's address on their network"
+            )));
+        }
         if remote && ip.is_loopback() {
             return Err(invalid(format!(
                 "injectors.bus_url: {ip} is loopback, which agents on other hosts cannot reach"
@@ -343,6 +348,11 @@ mod tests {
         // Only local hosts: no bus address needed.
         let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
         assert_eq!(p.bus, None);
+        let e = injectors(&t.replace("10.0.0.1", "0.0.0.0"), 1).unwrap_err();
+        assert!(
+            e.contains("injectors.bus_url") && e.contains("0.0.0.0"),
+            "{e}"
+        );
         let e = injectors(
             &t.replace(
                 "nats://10.0.0.1",
