@@ -299,8 +299,9 @@ fn one_local_and_two_ssh_agents_merge_exactly_and_leave_nothing() {
     assert!(inj.iter().all(|i| i["lost_from_s"].is_null()), "{inj:?}");
     for i in inj {
         let n = completed(&i["summary"]);
-        // 4 s at 30 req/s, one request of slack for the schedule's boundary.
-        assert!((119..=121).contains(&n), "{}: {n}", i["name"]);
+        // 4 s at 30 req/s: one request of slack for the schedule's boundary, and 2% for
+        // a busy machine whose last arrivals are still in flight at the end.
+        assert!((117..=121).contains(&n), "{}: {n}", i["name"]);
     }
     let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
@@ -364,7 +365,10 @@ fn a_host_whose_sshd_dies_loses_its_agent_and_keeps_nothing() {
     let mut sum = 0;
     for i in inj.iter().filter(|i| i["name"] != "inj3") {
         let n = completed(&i["summary"]);
-        assert!((299..=301).contains(&n), "{}: {n}", i["name"]);
+        // Its whole 10 s at 30 req/s: one request of slack for the schedule's boundary,
+        // and 2% for a busy machine whose last arrivals are still in flight at the end.
+        assert!((294..=301).contains(&n), "{}: {n}", i["name"]);
+        assert_eq!(i["ending"], "Done", "{}", i["name"]);
         sum += n;
     }
     assert_eq!(completed(&s), sum, "the merge is the others' whole runs");

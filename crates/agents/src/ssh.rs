@@ -86,6 +86,14 @@ pub enum SshError {
         /// The last line it wrote.
         detail: String,
     },
+    /// The binary volley put on the host is gone (a lost connection removes it).
+    #[error("{host}: volley is missing: {detail}")]
+    Missing {
+        /// The host as given.
+        host: String,
+        /// The remote line.
+        detail: String,
+    },
     /// A command ran past its bound.
     #[error("{host}: {action} timed out after {after:?}")]
     Timeout {
@@ -403,21 +411,25 @@ pub struct Prepared {
 #[derive(Debug)]
 pub struct Deployment {
     cfg: SshConfig,
-    hosts: Vec<Prepared>,
+    /// The local binary's `--version`, for copying again.
+    local_version: String,
+    /// Behind a lock because [`Deployment::start`] copies again where the binary went.
+    hosts: std::sync::Mutex<Vec<Prepared>>,
 }
 
 /// Checks each host and copies the binary where needed. On any host's failure, what was
 /// copied to the hosts before it is removed and that host's error returned.
 pub fn deploy(cfg: &SshConfig, hosts: &[Host]) -> Result<Deployment, SshError> {
     let local_version = local_version(&cfg.local_bin, cfg.bound)?;
-    let mut d = Deployment {
+    let d = Deployment {
         cfg: cfg.clone(),
-        hosts: Vec::new(),
+        local_version,
+        hosts: std::sync::Mutex::new(Vec::new()),
     };
     for h in hosts {
         // On error `d` drops here and removes the copies already made.
-        let p = prepare(cfg, h, &local_version)?;
-        d.hosts.push(p);
+        let p = prepare(cfg, h, &d.local_version)?;
+        d.lock().push(p);
     }
     Ok(d)
 }
@@ -489,8 +501,16 @@ fn prepare(cfg: &SshConfig, host: &Host, local_version: &str) -> Result<Prepared
 
 impl Deployment {
     /// The hosts, in the order given.
-    pub fn hosts(&self) -> &[Prepared] {
-        &self.hosts
+    pub fn hosts(&self) -> Vec<Prepared> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Prepared>> {
+        // A panic elsewhere cannot leave the list half-changed: each change is one push
+        // or one assignment.
+        self.hosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Starts `volley ARGS` on host `i` (e.g. `agent --bus URL --name NAME`). The
@@ -506,8 +526,23 @@ impl Deployment {
     ///
     /// # Panics
     /// If `i` is not an index of [`Deployment::hosts`].
+    ///
+    /// A binary volley copied there and a lost connection removed since (see above) is
+    /// copied again first, so a host that comes back serves the next step.
     pub fn start(&self, i: usize, args: &[&str]) -> Result<RemoteProcess, SshError> {
-        let p = &self.hosts[i];
+        let p = self.lock()[i].clone();
+        match self.start_on(&p, args) {
+            Err(SshError::Missing { .. }) => {
+                let again = prepare(&self.cfg, &p.host, &self.local_version)?;
+                let copied = p.copied || again.copied;
+                self.lock()[i] = Prepared { copied, ..again };
+                self.start_on(&self.lock()[i].clone(), args)
+            }
+            r => r,
+        }
+    }
+
+    fn start_on(&self, p: &Prepared, args: &[&str]) -> Result<RemoteProcess, SshError> {
         let script = self.start_script(p.copied, args);
         let mut cmd = self.cfg.ssh(&p.host, &script);
         cmd.stdin(Stdio::piped())
@@ -550,6 +585,12 @@ impl Deployment {
                 stdout: String::new(),
                 stderr: err.join().unwrap_or_default(),
             };
+            if ran.status.code() == Some(127) && ran.stderr.contains("volley is not at") {
+                return Err(SshError::Missing {
+                    host: p.host.to_string(),
+                    detail: last_line(&ran.stderr),
+                });
+            }
             return Err(classify(&p.host, "starting volley", &ran));
         };
         Ok(RemoteProcess {
@@ -604,7 +645,8 @@ impl Deployment {
 
     fn remove_copies(&mut self) -> Result<(), SshError> {
         let mut first = None;
-        for p in self.hosts.drain(..).filter(|p| p.copied) {
+        let hosts = std::mem::take(&mut *self.lock());
+        for p in hosts.into_iter().filter(|p| p.copied) {
             let script = format!(
                 "rm -f {}; rmdir {} 2>/dev/null; true",
                 quote(&self.cfg.remote_bin()),

@@ -293,8 +293,31 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Stopping and removing now cannot reach the host: bounded, and an error at most.
+    // Stopping now cannot reach the host: bounded, and no error (nothing to stop).
     p.stop().unwrap();
-    let e = d.remove().unwrap_err();
-    assert!(matches!(e, SshError::Unreachable { .. }), "{e}");
+    // Starting there again while the host is down names it.
+    let e = d.start(0, &["--version"]).unwrap_err();
+    assert!(e.to_string().starts_with(&lab.host(0).to_string()), "{e}");
+    // The host comes back: the next start copies the binary again, and the removal at
+    // the end takes that copy away.
+    let h = &mut lab.hosts[0];
+    h.sshd = Some(sshd::start_sshd(
+        &h.ns,
+        &h.addr,
+        &lab.dir,
+        &h.files,
+        &lab.dir.join("remote"),
+        "0-again",
+    ));
+    sshd::wait_listening(&lab.hosts[0].addr);
+    let (status, out) = d
+        .start(0, &["--version"])
+        .unwrap()
+        .wait(Duration::from_secs(20))
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(out.trim(), "volley 0.0.0-ssh-test");
+    assert!(d.hosts()[0].copied);
+    d.remove().unwrap();
+    assert!(!lab.hosts[0].files.join("bin").exists(), "nothing left");
 }
