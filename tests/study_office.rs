@@ -104,13 +104,53 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         text.contains("builtin carries 3 users"),
         "builtin should carry 3 users under a 60 s SLO: {text}"
     );
+    // The report says the same, in its office table and its JSON.
+    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("## Office days"), "{md}");
+    assert!(md.contains("builtin carries 3 users"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let builtin = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == "builtin")
+        .unwrap();
+    assert_eq!(
+        builtin["office"][0]["users_carried"], 3,
+        "{}",
+        builtin["office"]
+    );
+    for s in builtin["steps"].as_array().unwrap() {
+        assert_eq!(s["office"]["violations"], 0, "{}", s["office"]);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
     let dir = temp_dir("bad");
-    let cases: [(&str, String, &str); 7] = [
+    let cases: [(&str, String, &str); 8] = [
+        (
+            "bad memory cap",
+            OFFICE.replace("dav = true\n", "dav = true\nmemory_max = \"8X\"\n"),
+            "memory_max must be a size",
+        ),
         (
             "zero users",
             OFFICE.replace("users = [2, 3]", "users = [0]"),
