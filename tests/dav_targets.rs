@@ -185,3 +185,102 @@ fn radicale_and_xandikos_serve_each_user_a_calendar_and_offer_caldav() {
         assert_gone(kind, pid, &dir);
     }
 }
+
+/// What a plain WebDAV server was seen to offer (nginx 1.22 + dav-ext, Apache 2.4
+/// mod_dav_fs, lighttpd 1.4.69 mod_webdav): none has calendars or REPORT; they differ on
+/// ETags and conditional writes. Asserted as seen, so a change is noticed.
+struct Plain {
+    kind: TargetKind,
+    dav_classes: &'static [&'static str],
+    put_etag: bool,
+    listing_etags: bool,
+    conditional: bool,
+    report_status: u16,
+}
+
+const PLAIN: [Plain; 4] = [
+    Plain {
+        kind: TargetKind::Nginx,
+        dav_classes: &["1"],
+        put_etag: false,
+        listing_etags: false,
+        conditional: false,
+        report_status: 405,
+    },
+    Plain {
+        kind: TargetKind::ApacheEvent,
+        dav_classes: &["1", "2"],
+        put_etag: false,
+        listing_etags: true,
+        conditional: true,
+        report_status: 501,
+    },
+    Plain {
+        kind: TargetKind::ApachePrefork,
+        dav_classes: &["1", "2"],
+        put_etag: false,
+        listing_etags: true,
+        conditional: true,
+        report_status: 501,
+    },
+    Plain {
+        kind: TargetKind::Lighttpd,
+        dav_classes: &["1", "2", "3"],
+        put_etag: true,
+        listing_etags: true,
+        conditional: true,
+        report_status: 501,
+    },
+];
+
+#[test]
+fn plain_webdav_servers_round_trip_and_report_what_they_lack() {
+    for want in PLAIN {
+        let kind = want.kind;
+        let t = started(kind, 2);
+        assert!(t.config_text.contains("/dav"), "{kind}: {}", t.config_text);
+        round_trip(kind, &t);
+        let dav = t.dav.clone().unwrap();
+        assert!(!dav.checks_passwords);
+        let caps =
+            capabilities(t.addr, &dav.accounts[0], T).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let lacks = caps.lacks();
+        eprintln!("{kind}: lacks {lacks:?}");
+        assert_eq!(caps.dav_classes, want.dav_classes, "{kind}");
+        assert!(
+            caps.get_round_trip && caps.put_status == 201,
+            "{kind}: {caps:?}"
+        );
+        // Reported, not hidden: no CalDAV, no REPORT at all.
+        for missing in [
+            "calendar-access",
+            "calendar collections",
+            "getctag",
+            "sync-collection REPORT",
+            "calendar-query REPORT",
+        ] {
+            assert!(
+                lacks.contains(&missing),
+                "{kind}: {missing} not reported in {lacks:?}"
+            );
+        }
+        assert_eq!(caps.sync_collection_status, want.report_status, "{kind}");
+        assert_eq!(caps.calendar_query_status, want.report_status, "{kind}");
+        assert_eq!(caps.put_etag, want.put_etag, "{kind}: {caps:?}");
+        assert_eq!(caps.listing_etags, want.listing_etags, "{kind}: {caps:?}");
+        assert_eq!(caps.conditional_put, want.conditional, "{kind}: {caps:?}");
+        assert_eq!(caps.create_only_put, want.conditional, "{kind}: {caps:?}");
+        assert_eq!(caps.delete_status, 204, "{kind}");
+        // The docroot stays read-only: DAV is only under /dav/.
+        let a = &dav.accounts[0];
+        let r = call(t.addr, a, "PUT", "/index.html", &[], "overwritten");
+        assert!(
+            r.status >= 400,
+            "{kind}: PUT outside /dav/ answered {}",
+            r.status
+        );
+        let (pid, dir) = (t.pid, t.dir.clone());
+        t.stop();
+        assert_gone(kind, pid, &dir);
+    }
+}

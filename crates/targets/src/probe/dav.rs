@@ -113,6 +113,9 @@ pub struct DavCapabilities {
     pub create_only_put: bool,
     /// GET returned the bytes put.
     pub get_round_trip: bool,
+    /// A PROPFIND Depth 1 listing gives the item's `getetag` (how clients see what
+    /// changed without a sync REPORT).
+    pub listing_etags: bool,
     /// Status of REPORT sync-collection (RFC 6578).
     pub sync_collection_status: u16,
     /// That REPORT answered 207 with a new sync-token.
@@ -140,6 +143,7 @@ impl DavCapabilities {
         no(self.sync_collection, "sync-collection REPORT");
         no(self.calendar_query, "calendar-query REPORT");
         no(self.put_etag, "ETag on PUT");
+        no(self.listing_etags, "getetag in PROPFIND listings");
         no(self.conditional_put, "If-Match on PUT (412)");
         no(self.create_only_put, "If-None-Match: * on PUT (412)");
         v
@@ -279,6 +283,15 @@ pub fn capabilities(
         caps.create_only_put = again.status == 412;
         let got = send("GET", &item, &[], b"")?;
         caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
+        let listing = send(
+            "PROPFIND",
+            &coll,
+            &[("Depth", "1")],
+            PROPFIND_ETAG.as_bytes(),
+        )?;
+        let name = item.rsplit('/').next().unwrap_or("");
+        caps.listing_etags =
+            listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
     }
     let sync = send(
         "REPORT",
@@ -352,6 +365,9 @@ const PROPFIND_CAPS: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
 <D:resourcetype/><D:getetag/><CS:getctag/><D:sync-token/><D:supported-report-set/>\
 </D:prop></D:propfind>\n";
 
+const PROPFIND_ETAG: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+<D:propfind xmlns:D=\"DAV:\"><D:prop><D:getetag/></D:prop></D:propfind>\n";
+
 const SYNC_COLLECTION: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
 <D:sync-collection xmlns:D=\"DAV:\"><D:sync-token/><D:sync-level>1</D:sync-level>\
 <D:prop><D:getetag/></D:prop></D:sync-collection>\n";
@@ -374,6 +390,7 @@ mod tests {
             sync_collection: true,
             calendar_query: true,
             put_etag: true,
+            listing_etags: true,
             conditional_put: true,
             create_only_put: true,
             ..DavCapabilities::default()
