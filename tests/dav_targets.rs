@@ -284,3 +284,91 @@ fn plain_webdav_servers_round_trip_and_report_what_they_lack() {
         assert_gone(kind, pid, &dir);
     }
 }
+
+fn volley(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .output()
+        .expect("run volley");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn one_line_usage_error(args: &[&str], needle: &str) {
+    let (code, out, err) = volley(args);
+    assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
+#[test]
+fn a_server_without_dav_and_bad_dav_specs_are_one_line_errors() {
+    // nginx without `dav`: OPTIONS has no DAV header, PROPFIND gets 405.
+    let t = start(&TargetSpec::new(TargetKind::Nginx)).unwrap();
+    assert!(t.dav.is_none());
+    let url = format!("http://{}/", t.addr);
+    one_line_usage_error(&["targets", "--dav-probe", &url], "does not speak WebDAV");
+    t.stop();
+    one_line_usage_error(&["targets", "--dav-probe", "caddy"], "cannot serve WebDAV");
+    one_line_usage_error(&["targets", "--dav-probe", "iis"], "unknown target kind");
+    one_line_usage_error(
+        &["targets", "--dav-probe", "http://10.1.2.3/"],
+        "not a loopback address",
+    );
+    one_line_usage_error(
+        &[
+            "targets",
+            "--dav-probe",
+            "http://127.0.0.1:1/",
+            "--user",
+            "x",
+        ],
+        "NAME:PASSWORD",
+    );
+    one_line_usage_error(
+        &["targets", "--show-config", "caddy", "--dav"],
+        "cannot serve WebDAV",
+    );
+    // The library refuses bad specs before anything is made, in one line each.
+    let refused = |s: TargetSpec| match start(&s) {
+        Ok(t) => {
+            let kind = t.kind;
+            t.stop();
+            panic!("{kind} started with a bad spec")
+        }
+        Err(e) => {
+            let line = e.to_string();
+            assert_eq!(line.lines().count(), 1, "{line}");
+            line
+        }
+    };
+    assert!(refused(spec(TargetKind::Radicale, 0)).contains("outside 1..="));
+    assert!(refused(spec(TargetKind::Xandikos, 10_001)).contains("outside 1..="));
+    assert!(refused(spec(TargetKind::Caddy, 2)).contains("cannot serve WebDAV"));
+    let mut tls = spec(TargetKind::Radicale, 1);
+    tls.tls = Some(volley_targets::TlsSource::Generate);
+    assert!(refused(tls).contains("plain HTTP"));
+    let mut missing = spec(TargetKind::Xandikos, 1);
+    missing.program = Some("/nonexistent/xandikos".into());
+    assert!(refused(missing).contains("install-caldav.sh"));
+}
+
+#[test]
+fn the_cli_probe_starts_probes_and_stops_a_managed_kind() {
+    let (code, out, err) = volley(&["targets", "--dav-probe", "lighttpd", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["collection"], "/dav/user1/calendar/");
+    assert_eq!(v["calendar_access"], false);
+    assert_eq!(v["conditional_put"], true);
+    let (code, out, err) = volley(&["targets", "--dav-probe", "radicale"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("radicale 3.9.0 at http://127.0.0.1:"),
+        "{out}"
+    );
+    assert!(out.contains("lacks nothing a CalDAV client uses"), "{out}");
+}

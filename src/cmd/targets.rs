@@ -1,6 +1,8 @@
 //! `volley targets`: which web servers volley can start here, their versions and paths,
-//! how to install the missing ones, and (`--show-config KIND`) the exact configuration a
-//! run would generate.
+//! how to install the missing ones, (`--show-config KIND`) the exact configuration a
+//! run would generate, and (`--dav-probe URL|KIND`) what a DAV server offers.
+
+mod dav_probe;
 
 use crate::exit::usage;
 use std::path::PathBuf;
@@ -41,15 +43,27 @@ pub struct Args {
     /// Docroot to show in the configuration (default: a private `DIR/www`).
     #[arg(long, value_name = "DIR", requires = "show_config")]
     docroot: Option<PathBuf>,
-    /// Print the list as JSON.
+    /// Print the list (or the --dav-probe answers) as JSON.
     #[arg(long, conflicts_with = "show_config")]
     json: bool,
+    /// Ask a WebDAV / CalDAV server what it offers (OPTIONS, PROPFIND, conditional
+    /// PUTs, REPORTs on a probe item it then deletes): an http:// URL of a collection
+    /// on loopback, or a kind (radicale, xandikos, nginx, apache-event, apache-prefork,
+    /// lighttpd) that volley starts with one account, probes and stops.
+    #[arg(long, value_name = "URL|KIND", conflicts_with = "show_config")]
+    dav_probe: Option<String>,
+    /// With --dav-probe URL: Basic credentials, NAME:PASSWORD.
+    #[arg(long, value_name = "NAME:PASSWORD", requires = "dav_probe")]
+    user: Option<String>,
 }
 
 /// Runs `volley targets`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(name) = &args.show_config {
         return show_config(name, &args);
+    }
+    if let Some(what) = &args.dav_probe {
+        return dav_probe::run(what, args.user.as_deref(), args.json);
     }
     let found = volley_targets::discover();
     if args.json {
