@@ -372,3 +372,54 @@ fn the_cli_probe_starts_probes_and_stops_a_managed_kind() {
     );
     assert!(out.contains("lacks nothing a CalDAV client uses"), "{out}");
 }
+
+#[test]
+fn the_built_in_server_with_dav_runs_its_multi_user_mode() {
+    let mut s = spec(TargetKind::Builtin, 3);
+    s.volley_exe = Some(env!("CARGO_BIN_EXE_volley").into());
+    let t = start(&s).unwrap_or_else(|e| panic!("builtin did not start: {e}"));
+    assert!(t.config_text.contains(" --users "), "{}", t.config_text);
+    let dav = t.dav.clone().unwrap();
+    assert!(dav.checks_passwords);
+    assert_eq!(dav.accounts[2].calendar, "/user3/calendar/");
+    round_trip(TargetKind::Builtin, &t);
+    let (u1, u2) = (&dav.accounts[0], &dav.accounts[1]);
+    let mut wrong = u1.clone();
+    wrong.password = "not-the-password".into();
+    let r = call(
+        t.addr,
+        &wrong,
+        "PROPFIND",
+        &u1.calendar,
+        &[("Depth", "0")],
+        PROPFIND_ETAGS,
+    );
+    assert_eq!(r.status, 401, "the built-in server took a wrong password");
+    let foreign = call(
+        t.addr,
+        u2,
+        "PROPFIND",
+        &u1.calendar,
+        &[("Depth", "0")],
+        PROPFIND_ETAGS,
+    );
+    assert!(
+        foreign.status == 403 || foreign.status == 404,
+        "user2 read user1's calendar: {}",
+        foreign.status
+    );
+    let caps = capabilities(t.addr, u1, T).unwrap();
+    eprintln!("builtin: {caps:?}\n lacks {:?}", caps.lacks());
+    assert!(
+        caps.calendar_access && caps.is_calendar && caps.conditional_put,
+        "{caps:?}"
+    );
+    let (pid, dir) = (t.pid, t.dir.clone());
+    t.stop();
+    assert_gone(TargetKind::Builtin, pid, &dir);
+    // A caller's docroot never gets the accounts' homes.
+    let mut theirs = spec(TargetKind::Builtin, 1);
+    theirs.docroot = Some(std::env::temp_dir());
+    let e = start(&theirs).map(|t| t.stop()).unwrap_err();
+    assert!(e.to_string().contains("private one"), "{e}");
+}

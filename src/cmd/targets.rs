@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, requires = "show_config")]
     compress: bool,
     /// Show the configuration with a WebDAV tree (nginx, apache-event, apache-prefork,
-    /// lighttpd); radicale and xandikos always speak DAV.
+    /// lighttpd) or multi-user accounts (builtin); radicale and xandikos always speak
+    /// DAV.
     #[arg(long, requires = "show_config")]
     dav: bool,
     /// Docroot to show in the configuration (default: a private `DIR/www`).
@@ -150,8 +151,12 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         }),
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
     };
-    if args.dav && !kind.supports_plain_dav() && !kind.is_caldav_server() {
-        usage!("{kind} cannot serve WebDAV (supported: nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    if args.dav
+        && !kind.supports_plain_dav()
+        && !kind.is_caldav_server()
+        && kind != TargetKind::Builtin
+    {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
     }
     match kind {
         TargetKind::External => {
@@ -168,9 +173,15 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             // As `launch_builtin` runs it: h2 only when asked for.
             let h1 = if args.h2 { "" } else { " --http1-only" };
+            let users = if args.dav {
+                let file = config::DavPaths::in_dir(&placement.dir).users_file;
+                format!(" --users {}", file.display())
+            } else {
+                String::new()
+            };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{h1}{tls}",
+                 volley serve --root {} --listen 127.0.0.1:0{h1}{users}{tls}",
                 placement.docroot.display()
             );
             if args.compress {

@@ -43,8 +43,8 @@ pub(super) fn run(what: &str, user: Option<&str>, json: bool) -> anyhow::Result<
     if user.is_some() {
         usage!("--user is for a URL: a managed kind is probed as its own user1");
     }
-    if !kind.is_caldav_server() && !kind.supports_plain_dav() {
-        usage!("{kind} cannot serve WebDAV (supported: nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    if !kind.is_caldav_server() && !kind.supports_plain_dav() && kind != TargetKind::Builtin {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
     }
     let mut spec = TargetSpec::new(kind);
     spec.settings.dav = Some(DavSettings { users: 1 });

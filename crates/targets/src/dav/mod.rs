@@ -14,6 +14,10 @@
 //!   account sends `X-Remote-User`, and Xandikos makes the principal `/<name>/` with
 //!   its default calendar `/<name>/calendars/calendar/` at the first request, which
 //!   volley sends at start.
+//! - the built-in server (`dav`): its multi-user mode, `volley serve --users FILE` with a
+//!   bcrypt line per account (cost 4: the server caches verified credentials, so the
+//!   cost is paid once per user and run, and a low cost keeps a 100-user start short);
+//!   `serve` makes each home `/<name>/` with its calendar `/<name>/calendar/`.
 //! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV, no accounts of their own;
 //!   `/dav/<name>/calendar/` are directories volley makes before the start.
 //!
@@ -76,6 +80,9 @@ pub enum CalendarSetup {
     FirstRequest,
     /// Plain directories volley makes in the tree before the start (plain WebDAV).
     Directories,
+    /// The server makes every account's home and calendar when it starts (the built-in
+    /// server's `--users`).
+    ByTheServer,
 }
 
 /// The DAV service of a started target.
@@ -151,11 +158,11 @@ pub(crate) fn settings_for(
     let Some(d) = dav else {
         return Ok(None);
     };
-    if !kind.is_caldav_server() && !kind.supports_plain_dav() {
+    if !kind.is_caldav_server() && !kind.supports_plain_dav() && kind != TargetKind::Builtin {
         return Err(TargetError::Unsupported {
             kind,
             what: "serve WebDAV".into(),
-            fix: "dav is offered by radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
+            fix: "dav is offered by builtin, radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
         });
     }
     if d.users == 0 || d.users > MAX_DAV_USERS {
@@ -167,8 +174,12 @@ pub(crate) fn settings_for(
     Ok(Some(d))
 }
 
-/// What is made before the server starts: Radicale's password file, Xandikos's state
-/// directory, the plain tree with one calendar directory per account.
+/// bcrypt cost of the built-in server's generated accounts (see the module doc).
+pub const BUILTIN_BCRYPT_COST: u32 = 4;
+
+/// What is made before the server starts: Radicale's and the built-in server's
+/// password files, Xandikos's state directory, the plain tree with one calendar
+/// directory per account.
 pub(crate) fn prepare(
     kind: TargetKind,
     dir: &Path,
@@ -190,6 +201,20 @@ pub(crate) fn prepare(
         TargetKind::Xandikos => {
             mkdir(&paths.tree)?;
             mkdir(&paths.state)?;
+        }
+        TargetKind::Builtin => {
+            let mut text = String::new();
+            for a in accounts {
+                let hash =
+                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
+                        .map_err(|e| TargetError::Io {
+                            what: format!("hashing {}'s password", a.name),
+                            source: std::io::Error::other(e.to_string()),
+                        })?;
+                text += &format!("{}:{hash}\n", a.name);
+            }
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing the built-in server's users file"))?;
         }
         _ => {
             // Apache's children run as www-data when volley is root: the tree and the
@@ -335,6 +360,7 @@ mod tests {
             Some(DavSettings { users: 1 })
         );
         assert_eq!(settings_for(TargetKind::Nginx, None).unwrap(), None);
+        assert!(settings_for(TargetKind::Builtin, Some(DavSettings { users: 3 })).is_ok());
         let e = settings_for(TargetKind::Caddy, Some(DavSettings { users: 1 })).unwrap_err();
         assert!(e.to_string().contains("cannot serve WebDAV"), "{e}");
         let e = settings_for(TargetKind::Xandikos, Some(DavSettings { users: 0 })).unwrap_err();

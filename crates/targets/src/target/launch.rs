@@ -206,7 +206,11 @@ pub(super) fn until_ready(
             Err(Launch::Failed(e)) => return Err(e),
         };
         let timeout = ctx.spec.start_timeout;
-        let dav_ready = ctx.kind.is_caldav_server();
+        // Readiness by OPTIONS where no file can be fetched anonymously: the CalDAV
+        // servers, and the built-in server in multi-user mode (every request needs
+        // credentials); the DAV set-up then checks every calendar as its user.
+        let dav_ready = ctx.kind.is_caldav_server()
+            || (ctx.kind == TargetKind::Builtin && ctx.spec.settings.dav.is_some());
         match wait_ready(
             inner, ctx.dir, addr, scheme, expected, probe_opts, timeout, dav_ready,
         ) {
@@ -314,6 +318,11 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         // HTTP/2 must not have it negotiated by ALPN.
         cmd.arg("--http1-only");
         config_text += " --http1-only";
+    }
+    if spec.settings.dav.is_some() {
+        let users = config::DavPaths::in_dir(dir).users_file;
+        cmd.arg("--users").arg(&users);
+        config_text += &format!(" --users {}", users.display());
     }
     if let Some(t) = tls {
         cmd.arg("--tls-cert")

@@ -141,6 +141,14 @@ fn addr_of_url(url: &str) -> Result<SocketAddr, TargetError> {
 fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, TargetError> {
     check_features(spec, kind)?;
     let dav_settings = crate::dav::settings_for(kind, spec.settings.dav)?;
+    if kind == TargetKind::Builtin && dav_settings.is_some() && spec.docroot.is_some() {
+        // `serve --users` makes each account's home in its root: never in a caller's.
+        return Err(TargetError::InvalidSpec(
+            "dav on the built-in server makes the accounts' homes in its docroot: \
+             leave the docroot unset (volley makes a private one)"
+                .into(),
+        ));
+    }
     let program = resolve_program(spec, kind)?;
     let version = kind::version_of(kind, &program);
     let mut inner = Inner::new(kind, spec.stop_grace);
@@ -199,9 +207,10 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         Some(_) => {
             crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
             Some(crate::dav::DavService {
-                checks_passwords: kind == TargetKind::Radicale,
+                checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
                 calendars: match kind {
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
+                    TargetKind::Builtin => crate::dav::CalendarSetup::ByTheServer,
                     TargetKind::Xandikos => crate::dav::CalendarSetup::FirstRequest,
                     _ => crate::dav::CalendarSetup::Directories,
                 },
@@ -373,6 +382,7 @@ impl RunningTarget {
             http2: self.http2,
             compression: self.compression,
             encoded_probe_sizes: self.validated.encoded_sizes.clone(),
+            dav_users: self.dav.as_ref().map(|d| d.accounts.len() as u32),
         }
     }
 

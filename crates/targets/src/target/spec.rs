@@ -46,6 +46,8 @@ pub struct TargetRecord {
     pub compression: Option<Compression>,
     /// Bytes on the wire for the probe file per checked encoding, e.g. `("br", 412)`.
     pub encoded_probe_sizes: Vec<(String, usize)>,
+    /// DAV accounts created at start (`None`: no DAV).
+    pub dav_users: Option<u32>,
 }
 
 /// The TLS part of a [`TargetRecord`].
