@@ -1,7 +1,8 @@
 //! `volley agent --bus URL [--name NAME]`: one injector. It joins the bus, waits for
 //! its assignment, runs its share through the harness (`volley_agents::load`), streams
 //! each second, and exits when the run is over: 0 done or stopped by the coordinator,
-//! 1 when the bus was lost (its load stopped first) or the load failed, 2 on usage.
+//! 1 when the bus was lost (its load stopped first), the coordinator declared it lost
+//! and told it to stop, or the load failed; 2 on usage.
 
 use std::process::ExitCode;
 
@@ -71,6 +72,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             AgentEvent::Assigned { run, .. } => eprintln!("volley agent {name}: run {run}"),
             AgentEvent::Stopped(why) => eprintln!("volley agent {name}: stopped ({why})"),
             AgentEvent::BusLost => eprintln!("volley agent {name}: bus lost, load stopped"),
+            // Said once, as the exit line, below.
+            AgentEvent::Stale(_) => {}
         }
     };
     match agent::run(&cfg, volley_agents::load::run_share, &mut say) {
@@ -85,6 +88,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(AgentsError::BusLost) => {
             eprintln!("volley agent {name}: the bus was lost; the load was stopped");
+            Ok(ExitCode::from(1))
+        }
+        Err(AgentsError::Stale { run, reason }) => {
+            eprintln!("volley agent {name}: out of run {run}, load stopped: {reason}");
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e.into()),

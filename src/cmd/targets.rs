@@ -173,16 +173,20 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             // As `launch_builtin` runs it: h2 only when asked for.
             let h1 = if args.h2 { "" } else { " --http1-only" };
-            let users = if args.dav {
-                let file = config::DavPaths::in_dir(&placement.dir).users_file;
-                format!(" --users {}", file.display())
+            // With accounts its root is a private tree, as `launch_builtin` runs it.
+            let paths = config::DavPaths::in_dir(&placement.dir);
+            let (root, users) = if args.dav {
+                (
+                    paths.tree,
+                    format!(" --users {}", paths.users_file.display()),
+                )
             } else {
-                String::new()
+                (placement.docroot.clone(), String::new())
             };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{h1}{users}{tls}",
-                placement.docroot.display()
+                 volley serve --root {} --listen 127.0.0.1:0{users}{h1}{tls}",
+                root.display()
             );
             if args.compress {
                 println!(

@@ -13,8 +13,7 @@ use crate::bus::{self, Bus, Incoming};
 use crate::clock::{self, Deadline};
 use crate::load::ShareRecord;
 use crate::msg::{
-    self, subject, Assignment, Counters, Ending, FinalRecord, Heartbeat, Hello, ProbeReply,
-    ProbeRequest, Ready, SecondRecord, Stop, PROTO,
+    self, subject, Assignment, Ending, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord, PROTO,
 };
 use crate::AgentsError;
 use futures::StreamExt;
@@ -25,9 +24,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The error a load function may fail with.
 pub type LoadError = Box<dyn std::error::Error + Send + Sync>;
-
-/// How long a load may take to end once its stop flag is raised.
-const LOAD_STOP_BOUND: Duration = Duration::from_secs(5);
 
 /// How an agent behaves.
 #[derive(Debug, Clone)]
@@ -42,11 +38,17 @@ pub struct AgentConfig {
     pub bus_lost_after: Duration,
     /// The longest a run may last once assigned (the load is stopped past it).
     pub run_bound: Duration,
+    /// Records kept while the bus is away (see [`crate::outbox`]).
+    pub outbox_bound: usize,
+    /// How long, once the load has ended, the agent waits for the bus to take its
+    /// buffered records and final record before it exits without them.
+    pub resend_bound: Duration,
 }
 
 impl AgentConfig {
     /// Defaults: an hour in the lobby, the load stopped after 1 s without the bus, runs
-    /// of at most a day.
+    /// of at most a day, 300 records kept while the bus is away and 10 s to send them
+    /// once the load has ended.
     pub fn new(bus_url: &str, name: &str) -> Self {
         AgentConfig {
             bus_url: bus_url.to_string(),
@@ -54,6 +56,8 @@ impl AgentConfig {
             assign_bound: Duration::from_secs(3_600),
             bus_lost_after: Duration::from_secs(1),
             run_bound: Duration::from_secs(86_400),
+            outbox_bound: crate::outbox::DEFAULT_BOUND,
+            resend_bound: Duration::from_secs(10),
         }
     }
 }
@@ -74,6 +78,9 @@ pub enum AgentEvent {
     Stopped(String),
     /// The bus was down too long; the load's stop flag is raised.
     BusLost,
+    /// The coordinator said this agent is out of the run (declared lost): the load's
+    /// stop flag is raised and the agent exits with [`AgentsError::Stale`].
+    Stale(String),
 }
 
 /// What the load function is given.
@@ -133,6 +140,10 @@ pub struct AgentOutcome {
     pub records_sent: u64,
     /// How the load ended.
     pub ending: Ending,
+    /// The most records that waited at once for the bus (1 when it never went away).
+    pub most_buffered: usize,
+    /// Records dropped because the outbox was full.
+    pub dropped: u64,
 }
 
 /// Joins the bus, waits for one assignment, runs `load` for it and reports; blocks
@@ -174,7 +185,12 @@ where
         });
         let run = assignment.run.clone();
         let (ctx, done) = start_load(cfg, assignment, deadline, load)?;
-        stream(cfg, &bus, &run, stop_sub, ctx, done, on_event).await
+        let stale_sub = bus.subscribe(subject::stale(&cfg.name)).await?;
+        let subs = crate::streaming::Subs {
+            stop: stop_sub,
+            stale: stale_sub,
+        };
+        crate::streaming::stream(cfg, &bus, &run, subs, ctx, done, on_event).await
     })
 }
 
@@ -220,35 +236,42 @@ async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), A
 }
 
 /// Tells when the bus has been down for longer than a bound.
-struct BusWatch {
+pub(crate) struct BusWatch {
     down_since: Option<Instant>,
     bound: Duration,
+    /// The bus was down at some check.
+    pub(crate) was_away: bool,
 }
 
 impl BusWatch {
-    fn new(bound: Duration) -> Self {
+    pub(crate) fn new(bound: Duration) -> Self {
         BusWatch {
             down_since: None,
             bound,
+            was_away: false,
         }
     }
 
-    fn lost(&mut self, bus: &Bus) -> bool {
+    pub(crate) fn lost(&mut self, bus: &Bus) -> bool {
         if bus.connected() {
             self.down_since = None;
             return false;
         }
+        self.was_away = true;
         let since = *self.down_since.get_or_insert_with(Instant::now);
         since.elapsed() >= self.bound
     }
 }
 
 /// What the agent keeps of the running load.
-struct Started {
-    stop: Arc<AtomicBool>,
-    records: mpsc::UnboundedReceiver<SecondRecord>,
-    share: Arc<Mutex<Option<ShareRecord>>>,
+pub(crate) struct Started {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) records: mpsc::UnboundedReceiver<SecondRecord>,
+    pub(crate) share: Arc<Mutex<Option<ShareRecord>>>,
 }
+
+/// The load thread's result.
+pub(crate) type Done = oneshot::Receiver<Result<(), LoadError>>;
 
 /// Starts the load thread: it sleeps to the deadline (watching the stop flag), then
 /// calls `load`; its result comes back on the returned channel.
@@ -257,7 +280,7 @@ fn start_load<F>(
     assignment: Assignment,
     deadline: Deadline,
     load: F,
-) -> Result<(Started, oneshot::Receiver<Result<(), LoadError>>), AgentsError>
+) -> Result<(Started, Done), AgentsError>
 where
     F: FnOnce(LoadCtx) -> Result<(), LoadError> + Send + 'static,
 {
@@ -305,121 +328,4 @@ where
         },
         done,
     ))
-}
-
-/// What the agent has sent so far.
-#[derive(Default)]
-struct Sent {
-    records: u64,
-    last_second: Option<u64>,
-    totals: Counters,
-}
-
-impl Sent {
-    /// Counts one record and publishes it unless the bus is lost. A record that cannot
-    /// be sent is missing at the coordinator, which says so; the load goes on.
-    async fn forward(&mut self, bus: &Bus, subject: &str, rec: SecondRecord, bus_lost: bool) {
-        self.records += 1;
-        self.last_second = self.last_second.max(Some(rec.second));
-        self.totals.add(&rec.counters);
-        if !bus_lost {
-            let _ = bus.publish(subject.to_string(), &rec).await;
-        }
-    }
-}
-
-/// Publishes the load's records and a heartbeat each second until the load ends, then
-/// the final record.
-async fn stream(
-    cfg: &AgentConfig,
-    bus: &Bus,
-    run: &str,
-    mut stop_sub: async_nats::Subscriber,
-    mut started: Started,
-    mut done: oneshot::Receiver<Result<(), LoadError>>,
-    on_event: &mut dyn FnMut(AgentEvent),
-) -> Result<AgentOutcome, AgentsError> {
-    let until = Instant::now() + cfg.run_bound;
-    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
-    let mut watch_tick = tokio::time::interval(Duration::from_millis(100));
-    let mut watch = BusWatch::new(cfg.bus_lost_after);
-    let (mut sent, mut seq, mut stopped, mut bus_lost) = (Sent::default(), 0u64, false, false);
-    let mut stop_raised: Option<Instant> = None;
-    let sec_subject = subject::stream(run, &cfg.name, "sec");
-    let result = loop {
-        tokio::select! {
-            Some(rec) = started.records.recv() => sent.forward(bus, &sec_subject, rec, bus_lost).await,
-            _ = heartbeat.tick() => {
-                seq += 1;
-                let hb = Heartbeat { proto: PROTO, agent: cfg.name.clone(), seq, records_sent: sent.records };
-                if !bus_lost && bus.connected() {
-                    let _ = bus.publish(subject::stream(run, &cfg.name, "hb"), &hb).await;
-                }
-            }
-            _ = watch_tick.tick() => {
-                if !bus_lost && watch.lost(bus) {
-                    bus_lost = true;
-                    started.stop.store(true, Ordering::Relaxed);
-                    on_event(AgentEvent::BusLost);
-                }
-                if Instant::now() > until {
-                    started.stop.store(true, Ordering::Relaxed);
-                }
-                if started.stop.load(Ordering::Relaxed) {
-                    let since = *stop_raised.get_or_insert_with(Instant::now);
-                    if since.elapsed() > LOAD_STOP_BOUND {
-                        // The load ignores its flag: leave it (its thread is detached)
-                        // rather than wait without end.
-                        break Err("the load did not stop within 5 s of its stop flag".into());
-                    }
-                }
-            }
-            Some(m) = stop_sub.next(), if !stopped => {
-                stopped = true;
-                started.stop.store(true, Ordering::Relaxed);
-                let reason = msg::decode::<Stop>(&m.payload).map(|s| s.reason).unwrap_or_default();
-                on_event(AgentEvent::Stopped(reason));
-            }
-            // A dropped sender means the load thread panicked.
-            r = &mut done => break r.unwrap_or_else(|_| Err("the load thread panicked".into())),
-        }
-    };
-    // The load thread has ended: its last records are queued.
-    while let Ok(rec) = started.records.try_recv() {
-        sent.forward(bus, &sec_subject, rec, bus_lost).await;
-    }
-    if bus_lost {
-        return Err(AgentsError::BusLost);
-    }
-    let ending = match (&result, stopped) {
-        (Err(_), _) => Ending::Failed,
-        (Ok(()), true) => Ending::Stopped,
-        (Ok(()), false) => Ending::Done,
-    };
-    let fin = FinalRecord {
-        proto: PROTO,
-        agent: cfg.name.clone(),
-        records_sent: sent.records,
-        last_second: sent.last_second,
-        totals: sent.totals,
-        ending,
-        error: result.as_ref().err().map(|e| e.to_string()),
-        share: started
-            .share
-            .lock()
-            .ok()
-            .and_then(|mut s| s.take())
-            .map(Box::new),
-    };
-    bus.publish(subject::stream(run, &cfg.name, "final"), &fin)
-        .await?;
-    bus.flush(bus::SEND_BOUND).await?;
-    if let Err(e) = result {
-        return Err(AgentsError::Load(e));
-    }
-    Ok(AgentOutcome {
-        run: run.to_string(),
-        records_sent: sent.records,
-        ending,
-    })
 }

@@ -9,6 +9,7 @@
 use crate::msg::{self, Message};
 use crate::AgentsError;
 use async_nats::connection::State;
+use async_nats::RequestErrorKind;
 use async_nats::{Client, ConnectOptions, Subscriber};
 use futures::StreamExt;
 use std::time::Duration;
@@ -39,7 +40,13 @@ async fn bounded<T, E: std::fmt::Display>(
 impl Bus {
     /// Connects to `url` (`nats://HOST:PORT`), within `bound`.
     pub async fn connect(url: &str, bound: Duration) -> Result<Bus, AgentsError> {
+        // The client's own back-off reaches 4 s between attempts; a bus that was briefly
+        // away must be found again well within an agent's 1 s load bound and a
+        // coordinator's heartbeat bound, and a refused connect on a LAN costs nothing.
         let opts = ConnectOptions::new()
+            .reconnect_delay_callback(|attempts| {
+                Duration::from_millis((attempts as u64).saturating_mul(50).min(250))
+            })
             .connection_timeout(bound)
             .request_timeout(Some(bound));
         let client = bounded("connect", bound, opts.connect(url)).await?;
@@ -70,7 +77,20 @@ impl Bus {
         bound: Duration,
     ) -> Result<R, AgentsError> {
         let bytes = msg::encode(q)?;
-        let reply = bounded("request", bound, self.client.request(subject, bytes.into())).await?;
+        let asked = self.client.request(subject.clone(), bytes.into());
+        let reply = match tokio::time::timeout(bound, asked).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) if e.kind() == RequestErrorKind::NoResponders => {
+                return Err(AgentsError::NoResponders { subject })
+            }
+            Ok(Err(e)) => return Err(AgentsError::bus("request", e)),
+            Err(_) => {
+                return Err(AgentsError::Timeout {
+                    action: "request",
+                    after: bound,
+                })
+            }
+        };
         msg::decode(&reply.payload)
     }
 

@@ -8,18 +8,17 @@
 //! finished or been declared lost (no heartbeat for `lost_after`). The result is the
 //! exact [`merge`] and its [`phase`]s.
 
-use crate::bus::{self, Bus, Incoming};
+use crate::bus::{self, Bus};
 use crate::clock::{self, ClockOffset, Probe};
+use crate::collect::{self, Collected};
 use crate::load::LoadSpec;
-use crate::merge::{self, AgentSeries, Merged, Received};
+use crate::merge::{self, Merged, MergedSecond, Received};
 use crate::msg::{
-    self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord,
-    Stop, PROTO,
+    self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready, Stop, PROTO,
 };
 use crate::phase::{self, Phase};
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How a run is coordinated.
@@ -53,6 +52,9 @@ pub struct CoordinatorConfig {
     pub late_grace: Duration,
     /// The longest the collection may last after T0.
     pub run_bound: Duration,
+    /// The coordinator's own bus down this long ends the run with
+    /// [`AgentsError::BusGone`] (shorter outages only make records late).
+    pub bus_gone_after: Duration,
     /// What every agent loads (`None`: the agents' load functions know).
     pub load: Option<LoadSpec>,
     /// Per share index, another address to load instead of `load.addr` (an injector
@@ -64,8 +66,14 @@ pub struct CoordinatorConfig {
 }
 
 impl CoordinatorConfig {
+    /// The late grace in ms, as the merge takes it.
+    pub(crate) fn late_grace_ms(&self) -> u64 {
+        self.late_grace.as_millis() as u64
+    }
+
     /// Defaults for `agents` agents, all required: 30 s to be ready, 8 probes,
-    /// 2 s start lead, lost after 3 s, records late after 2 s, runs of at most a day.
+    /// 2 s start lead, lost after 3 s, records late after 2 s, runs of at most a day,
+    /// the bus gone after 10 s.
     pub fn new(bus_url: &str, run: &str, whole: Whole, agents: usize) -> Self {
         CoordinatorConfig {
             bus_url: bus_url.to_string(),
@@ -82,6 +90,7 @@ impl CoordinatorConfig {
             lost_after: Duration::from_secs(3),
             late_grace: Duration::from_secs(2),
             run_bound: Duration::from_secs(86_400),
+            bus_gone_after: Duration::from_secs(10),
             load: None,
             addrs: Vec::new(),
             stop: None,
@@ -123,6 +132,10 @@ pub enum Event {
     Finished(String),
     /// One of its per-second records arrived (to be stored at once, beside the merge).
     Second(Received),
+    /// Every due agent has sent this second: it is merged, ahead of the run's end.
+    Merged(Box<MergedSecond>),
+    /// The coordinator's bus came back after being away (heartbeat clocks restart).
+    BusBack,
 }
 
 /// One agent as the run saw it.
@@ -144,6 +157,13 @@ pub struct AgentReport {
     pub final_record: Option<FinalRecord>,
     /// From which second it was lost.
     pub lost_from_s: Option<u64>,
+    /// Its seconds that arrived past the grace (sent again after the bus was away, or
+    /// slow): filled in all the same.
+    pub late_seconds: u64,
+    /// The latest of them, ms past its second's end plus the grace (0: none late).
+    pub max_late_ms: u64,
+    /// Records it sent after it had been declared lost, refused (never merged).
+    pub refused: u64,
 }
 
 /// The whole run.
@@ -174,17 +194,46 @@ pub fn coordinate(
         let names = gather(cfg, &bus, on_event).await?;
         let clocks = probe_all(cfg, &bus, names, on_event).await?;
         let (t0_ns, mut agents) = assign(cfg, &bus, clocks, on_event).await?;
-        let series = collect(cfg, &bus, streams, t0_ns, &mut agents, on_event).await?;
-        let merged = merge::merge(series, cfg.late_grace.as_millis() as u64)?;
+        let c = collect::collect(cfg, &bus, streams, t0_ns, &mut agents, on_event).await?;
+        let Collected {
+            series,
+            bus_gone,
+            records,
+        } = c;
+        let merged = merge::merge(series, cfg.late_grace_ms())?;
+        count_late(&mut agents, &merged);
         let phases = phase::phases(&merged);
-        Ok(RunResult {
+        let result = RunResult {
             run: cfg.run.clone(),
             t0_ns,
             agents,
             merged,
             phases,
-        })
+        };
+        match bus_gone {
+            Some(after) => Err(AgentsError::BusGone {
+                after,
+                records,
+                partial: Box::new(result),
+            }),
+            None => Ok(result),
+        }
     })
+}
+
+/// Each agent's late seconds, from the merge's per-second flags.
+fn count_late(agents: &mut [AgentReport], merged: &Merged) {
+    for a in agents.iter_mut() {
+        let late = merged
+            .seconds
+            .iter()
+            .flat_map(|s| &s.late)
+            .filter(|l| l.agent == a.name);
+        for l in late {
+            a.late_seconds += 1;
+            a.max_late_ms = a.max_late_ms.max(l.late_ms);
+        }
+    }
 }
 
 /// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound.
@@ -338,161 +387,19 @@ async fn assign(
             late_ms: ready.late_ms,
             final_record: None,
             lost_from_s: None,
+            late_seconds: 0,
+            max_late_ms: 0,
+            refused: 0,
         });
     }
     Ok((t0_ns, agents))
 }
 
-/// Milliseconds since T0 on this clock.
-fn since_t0_ms(t0_ns: i64) -> i64 {
-    (clock::wall_ns() - t0_ns) / 1_000_000
-}
-
-/// Collects every agent's stream until each has finished or is lost.
-async fn collect(
-    cfg: &CoordinatorConfig,
-    bus: &Bus,
-    mut streams: async_nats::Subscriber,
-    t0_ns: i64,
-    agents: &mut [AgentReport],
-    on_event: &mut dyn FnMut(Event),
-) -> Result<Vec<AgentSeries>, AgentsError> {
-    let mut series: Vec<AgentSeries> = agents
-        .iter()
-        .map(|a| AgentSeries::new(&a.name, a.delay_ms / 1_000))
-        .collect();
-    let index: BTreeMap<String, usize> = agents
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (a.name.clone(), i))
-        .collect();
-    let mut last_heard: Vec<Instant> = vec![Instant::now(); agents.len()];
-    let until = Instant::now() + cfg.start_lead + cfg.run_bound;
-    let open = |agents: &[AgentReport]| {
-        agents
-            .iter()
-            .any(|a| a.final_record.is_none() && a.lost_from_s.is_none())
-    };
-    let mut told_to_stop = false;
-    while open(agents) && Instant::now() < until {
-        let stop_now = cfg
-            .stop
-            .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
-        if stop_now && !told_to_stop {
-            told_to_stop = true;
-            let stop = Stop {
-                proto: PROTO,
-                reason: "the study was stopped".into(),
-            };
-            let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
-        }
-        if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
-            if let Some((i, kind)) = take(cfg, &m, &index, &mut series, agents, t0_ns)? {
-                last_heard[i] = Instant::now();
-                match kind {
-                    Taken::Final => on_event(Event::Finished(agents[i].name.clone())),
-                    Taken::Second(s) => {
-                        if let Some(r) = series[i].received.get(&s) {
-                            on_event(Event::Second(r.clone()));
-                        }
-                    }
-                    Taken::Other => {}
-                }
-            }
-        }
-        for (i, a) in agents.iter_mut().enumerate() {
-            if a.final_record.is_none()
-                && a.lost_from_s.is_none()
-                && last_heard[i].elapsed() >= cfg.lost_after
-            {
-                let from_s = lost_from(&series[i]);
-                a.lost_from_s = Some(from_s);
-                series[i].lost_from_s = Some(from_s);
-                on_event(Event::Lost {
-                    agent: a.name.clone(),
-                    from_s,
-                });
-            }
-        }
-    }
-    if open(agents) {
-        let stop = Stop {
-            proto: PROTO,
-            reason: "run bound reached".into(),
-        };
-        let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
-        // Published messages are buffered: flush before the runtime goes.
-        let _ = bus.flush(bus::SEND_BOUND).await;
-        for (a, s) in agents
-            .iter_mut()
-            .zip(series.iter_mut())
-            .filter(|(a, _)| a.final_record.is_none() && a.lost_from_s.is_none())
-        {
-            let from_s = lost_from(s);
-            a.lost_from_s = Some(from_s);
-            s.lost_from_s = Some(from_s);
-        }
-    }
-    Ok(series)
-}
-
-/// A lost agent's data ends with its last record: degraded from the second after.
-fn lost_from(s: &AgentSeries) -> u64 {
-    s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
-}
-
-/// Files one message under its agent; returns the agent's index and the stream kind
-/// when it was one of ours. Messages from unknown agents are ignored.
-/// What [`take`] found on an agent's stream.
-enum Taken {
-    /// A per-second record, of this second.
-    Second(u64),
-    /// Its final record.
-    Final,
-    /// A heartbeat or anything else that only proves the agent alive.
-    Other,
-}
-
-fn take(
-    cfg: &CoordinatorConfig,
-    m: &Incoming,
-    index: &BTreeMap<String, usize>,
-    series: &mut [AgentSeries],
-    agents: &mut [AgentReport],
-    t0_ns: i64,
-) -> Result<Option<(usize, Taken)>, AgentsError> {
-    let Some((agent, kind)) = subject::parse_stream(&cfg.run, m.subject.as_str()) else {
-        return Ok(None);
-    };
-    let Some(&i) = index.get(agent) else {
-        return Ok(None);
-    };
-    match kind {
-        "sec" => {
-            let record: SecondRecord = msg::decode(&m.payload)?;
-            let r = Received {
-                arrived_ms: since_t0_ms(t0_ns),
-                record,
-            };
-            let second = r.record.second;
-            series[i].received.insert(second, r);
-            Ok(Some((i, Taken::Second(second))))
-        }
-        "final" => {
-            let f: FinalRecord = msg::decode(&m.payload)?;
-            series[i].last_s = f.last_second;
-            agents[i].final_record = Some(f);
-            Ok(Some((i, Taken::Final)))
-        }
-        _ => Ok(Some((i, Taken::Other))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::tests::series;
+    use crate::collect::lost_from;
+    use crate::merge::{tests::series, AgentSeries};
 
     fn cfg(agents: usize, min_agents: usize) -> CoordinatorConfig {
         let whole = Whole {

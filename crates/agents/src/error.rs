@@ -91,6 +91,34 @@ pub enum AgentsError {
         /// The bound.
         after: Duration,
     },
+    /// A request found nobody subscribed to its subject (the coordinator is gone, or
+    /// has not yet subscribed again after the bus came back).
+    #[error("bus: nobody listens on {subject}")]
+    NoResponders {
+        /// The subject.
+        subject: String,
+    },
+    /// The coordinator lost the bus for longer than its bound: what it had collected is
+    /// in `partial` (every record was also handed to the caller as it came), the run is
+    /// not finished.
+    #[error("the bus was gone for {after:?}; the run was cut short with {records} seconds of the agents' records collected")]
+    BusGone {
+        /// How long it was gone when the coordinator gave up.
+        after: Duration,
+        /// Per-second records collected before.
+        records: u64,
+        /// The run as collected up to then (merged, each agent marked lost).
+        partial: Box<crate::coordinator::RunResult>,
+    },
+    /// The coordinator told this agent it is out of the run (it had been declared lost,
+    /// and a lost agent is never taken back into a running measurement).
+    #[error("run {run}: the coordinator stopped this agent: {reason}")]
+    Stale {
+        /// The run.
+        run: String,
+        /// The coordinator's reason.
+        reason: String,
+    },
     /// Fewer agents became ready than the run needs.
     #[error(
         "{ready} of {wanted} agents ready after {waited:?} (at least {min} needed): {names:?}"

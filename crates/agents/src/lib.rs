@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod bus;
 pub mod clock;
+mod collect;
 pub mod coordinator;
 mod error;
 pub mod load;
@@ -24,10 +25,12 @@ pub mod local;
 pub mod manifest;
 pub mod merge;
 pub mod msg;
+pub mod outbox;
 pub mod phase;
 pub mod server;
 pub mod share;
 pub mod ssh;
+mod streaming;
 pub mod whole;
 
 pub use error::AgentsError;

@@ -8,9 +8,11 @@
 //! whole recorder as bytes ([`ShareRecord`]) so the coordinator can merge every agent
 //! exactly.
 //!
-//! Windows are the recorder's: keyed by completion time since the agent's own start,
-//! moved by the agent's start offset after T0 in whole seconds (stagger steps are
-//! whole seconds, see docs/methodology.md, "Several injectors").
+//! Windows are the recorder's, keyed by intended send time since the agent's own start
+//! and held open for the request timeout ([`WindowKey::Intended`]), so that merged
+//! seconds hold the load offered in them; moved by the agent's start offset after T0 in
+//! whole seconds (stagger steps are whole seconds, see docs/methodology.md, "Several
+//! injectors" and "Per-second windows").
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -24,7 +26,7 @@ use volley_engine::{
     Arrival, ListSourceFactory, Live, LoadConfig, LoadModel, Order, RequestTemplate, StatusRange,
     StopCondition, Wire,
 };
-use volley_metrics::{ClosedSecond, Metric, RecorderSnapshot, RunInfo, SecondJoiner};
+use volley_metrics::{ClosedSecond, Metric, RecorderSnapshot, RunInfo, SecondJoiner, WindowKey};
 
 use crate::agent::{LoadCtx, LoadError};
 use crate::msg::{Counters, SecondRecord, PROTO};
@@ -214,15 +216,26 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
             warmup: Duration::ZERO,
             url,
             method: spec.method.clone(),
-            stream: Some(tx),
+            stream: Some(volley_harness::measure::LiveWindows {
+                tx,
+                key: WindowKey::Intended { hold: cfg.timeout },
+            }),
         };
         let r = volley_harness::measure::measure(&m);
         drop(m);
         let published = publisher.join();
         (r, published)
     });
-    let run = measured.0?;
+    let mut run = measured.0?;
     measured.1.map_err(|_| "the publisher thread panicked")??;
+    let late = run.recorder.late_samples();
+    if late > 0 {
+        run.info.notes.push(format!(
+            "{late} requests ended more than the timeout ({} ms) after their intended second: \
+             the live per-second records count them in the oldest second still open",
+            spec.timeout_ms
+        ));
+    }
     ctx.finish_with(ShareRecord {
         recorder: run.recorder.snapshot()?,
         info: run.info,

@@ -84,7 +84,7 @@ pub struct Late {
 }
 
 /// One second of the whole run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MergedSecond {
     /// Seconds since T0.
     pub second: u64,
@@ -165,7 +165,9 @@ pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsEr
     })
 }
 
-fn merge_second(
+/// Merges one second of the agents' series (`run_last`: the last second of the run
+/// so far, for agents without a final record).
+pub(crate) fn merge_second(
     agents: &[AgentSeries],
     second: u64,
     run_last: u64,

@@ -9,9 +9,10 @@
 //! | `volley.v1.hello` | agent | [`Hello`], each second until assigned (the lobby) |
 //! | `volley.v1.agent.<name>.probe` | coordinator | [`ProbeRequest`] -> [`ProbeReply`] |
 //! | `volley.v1.agent.<name>.assign` | coordinator | [`Assignment`] -> [`Ready`] |
-//! | `volley.v1.run.<run>.agent.<name>.sec` | agent | [`SecondRecord`], one per second |
+//! | `volley.v1.agent.<name>.stale` | coordinator | [`Stale`]: stop, you are out of the run |
+//! | `volley.v1.run.<run>.agent.<name>.sec` | agent | [`SecondRecord`] -> [`Ack`], one per second |
 //! | `volley.v1.run.<run>.agent.<name>.hb` | agent | [`Heartbeat`], each second |
-//! | `volley.v1.run.<run>.agent.<name>.final` | agent | [`FinalRecord`], once |
+//! | `volley.v1.run.<run>.agent.<name>.final` | agent | [`FinalRecord`] -> [`Ack`], once |
 //! | `volley.v1.run.<run>.stop` | coordinator | [`Stop`] |
 //!
 //! Encoding is MessagePack (`rmp-serde`, fields by name): the per-second records carry
@@ -68,6 +69,12 @@ pub mod subject {
     /// Assignments for one agent.
     pub fn assign(agent: &str) -> String {
         format!("{ROOT}.agent.{agent}.assign")
+    }
+
+    /// Where the coordinator tells one agent that it is out of a run (declared lost,
+    /// or not part of it): the agent stops its load and exits non-zero.
+    pub fn stale(agent: &str) -> String {
+        format!("{ROOT}.agent.{agent}.stale")
     }
 
     /// One agent's stream of one kind (`sec`, `hb`, `final`) in one run.
@@ -295,6 +302,10 @@ pub enum Ending {
     Stopped,
     /// The load function failed (see [`FinalRecord::error`]).
     Failed,
+    /// The bus was away longer than the agent's bound: the load was stopped, and this
+    /// final record (with the seconds buffered before it) went out when the bus came
+    /// back.
+    BusLost,
 }
 
 /// An agent's last word for a run.
@@ -319,6 +330,33 @@ pub struct FinalRecord {
     pub share: Option<Box<crate::load::ShareRecord>>,
 }
 message!(FinalRecord, "final record", agent);
+
+/// The coordinator's receipt for a [`SecondRecord`] or [`FinalRecord`]: the agent
+/// keeps a record in its outbox until one comes (records are requests, not plain
+/// publishes, so that a record sent into a bus that is briefly away is sent again
+/// rather than lost; see docs/methodology.md, "When the bus is away").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Protocol version.
+    pub proto: u32,
+    /// False when the coordinator refused it (the agent had been declared lost): the
+    /// agent drops it all the same, and a [`Stale`] follows.
+    pub kept: bool,
+}
+message!(Ack, "ack");
+
+/// The coordinator telling one agent it is out of a run: it was declared lost (three
+/// heartbeats missed) and a lost agent is never taken back into a running measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stale {
+    /// Protocol version.
+    pub proto: u32,
+    /// The run it is out of (an agent of another run ignores it).
+    pub run: String,
+    /// Why, for the agent's one error line.
+    pub reason: String,
+}
+message!(Stale, "stale");
 
 /// The coordinator ending a run early.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

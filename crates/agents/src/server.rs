@@ -2,7 +2,8 @@
 //!
 //! Place in the flow: before the coordinator, when no `--bus URL` is given. Debian's
 //! `nats-server` is started with `-a 127.0.0.1 -p -1` (the server picks a free port, so
-//! there is no race between choosing a port and binding it) and no config file; the
+//! there is no race between choosing a port and binding it; [`PrivateNats::restart`]
+//! binds the same port again) and no config file; the
 //! port is read from its "Listening for client connections on" log line, then a TCP
 //! connect proves it accepts. It is stopped, by its own pid, on [`PrivateNats::stop`]
 //! or on drop.
@@ -42,9 +43,22 @@ impl PrivateNats {
         Self::start_bin_on(bin, std::net::Ipv4Addr::LOCALHOST.into())
     }
 
+    /// Stops the server and starts a new one on the same address and port: the bus
+    /// briefly away, as after a restart (tests of the agents' buffering).
+    pub fn restart(&mut self) -> Result<(), AgentsError> {
+        self.stop();
+        let again = Self::start_bin_on_port("nats-server", self.ip, &self.port.to_string())?;
+        *self = again;
+        Ok(())
+    }
+
     fn start_bin_on(bin: &str, ip: std::net::IpAddr) -> Result<Self, AgentsError> {
+        Self::start_bin_on_port(bin, ip, "-1")
+    }
+
+    fn start_bin_on_port(bin: &str, ip: std::net::IpAddr, port: &str) -> Result<Self, AgentsError> {
         let mut cmd = Command::new(bin);
-        cmd.args(["-a", &ip.to_string(), "-p", "-1"])
+        cmd.args(["-a", &ip.to_string(), "-p", port])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

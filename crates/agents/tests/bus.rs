@@ -1,19 +1,22 @@
 //! Agents and a coordinator over a real `nats-server` on loopback (started by each
 //! test, `scripts/install-deps.sh` installs it): the exact merge, staggered phases, an
-//! agent killed mid-run, and the bus going away.
+//! agent killed mid-run, too few agents, failing and deaf loads (the bus going away is in
+//! `bus_away.rs`).
 
+mod common;
+
+use common::{agent_cfg, coord_cfg, join_within, merged_requests, spawn_coordinator};
 use hdrhistogram::serialization::V2Serializer;
 use serde_bytes::ByteBuf;
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use volley_agents::agent::{self, AgentConfig, LoadCtx, LoadError};
-use volley_agents::coordinator::{self, CoordinatorConfig, RunResult};
+use volley_agents::agent::{self, LoadCtx, LoadError};
 use volley_agents::merge::Slot;
 use volley_agents::msg::{Counters, Ending, SecondRecord, PROTO, RESPONSE_TIME};
 use volley_agents::server::PrivateNats;
-use volley_agents::share::{segment, Whole};
+use volley_agents::share::segment;
 use volley_agents::AgentsError;
 use volley_metrics::hist;
 
@@ -67,13 +70,6 @@ fn synthetic(
     }
 }
 
-fn agent_cfg(url: &str, name: &str) -> AgentConfig {
-    let mut cfg = AgentConfig::new(url, name);
-    cfg.assign_bound = Duration::from_secs(30);
-    cfg.run_bound = Duration::from_secs(60);
-    cfg
-}
-
 type AgentThread = JoinHandle<Result<agent::AgentOutcome, AgentsError>>;
 
 fn spawn_agent(url: &str, name: &str) -> (AgentThread, StopSeen) {
@@ -83,43 +79,6 @@ fn spawn_agent(url: &str, name: &str) -> (AgentThread, StopSeen) {
         std::thread::spawn(move || agent::run(&cfg, load, &mut |_| {})),
         seen,
     )
-}
-
-fn coord_cfg(url: &str, run: &str, requests: u64, secs: u64) -> CoordinatorConfig {
-    let whole = Whole {
-        requests: Some(requests),
-        rate_rps: None,
-        connections: 3,
-        duration_ms: Some(secs * 1_000),
-    };
-    let mut cfg = CoordinatorConfig::new(url, run, whole, 3);
-    cfg.ready_bound = Duration::from_secs(20);
-    cfg.max_offset = Duration::from_secs(1);
-    cfg.start_lead = Duration::from_millis(1_500);
-    cfg.run_bound = Duration::from_secs(60);
-    cfg
-}
-
-fn spawn_coordinator(cfg: CoordinatorConfig) -> JoinHandle<Result<RunResult, AgentsError>> {
-    std::thread::spawn(move || coordinator::coordinate(&cfg, &mut |_| {}))
-}
-
-/// Requests in the whole merged run.
-fn merged_requests(r: &RunResult) -> u64 {
-    r.merged.seconds.iter().map(|s| s.counters.requests).sum()
-}
-
-/// Joins a thread, failing the test if it runs past `bound`.
-fn join_within<T>(h: JoinHandle<T>, bound: Duration) -> T {
-    let until = Instant::now() + bound;
-    while !h.is_finished() {
-        assert!(
-            Instant::now() < until,
-            "thread still running after {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.join().expect("thread panicked")
 }
 
 #[test]
@@ -286,33 +245,6 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
     for a in r.agents.iter().filter(|a| a.name != "victim") {
         assert_eq!(a.final_record.as_ref().unwrap().records_sent, 7);
     }
-}
-
-#[test]
-fn agents_stop_their_load_within_2_s_of_losing_the_bus() {
-    let mut nats = PrivateNats::start().expect("nats-server");
-    let agents: Vec<_> = ["a", "b", "c"]
-        .iter()
-        .map(|n| spawn_agent(&nats.url(), n))
-        .collect();
-    let coord = spawn_coordinator(coord_cfg(&nats.url(), "buslost", 30_000, 30));
-    // Wait until every agent's load has started, then take the bus away.
-    std::thread::sleep(Duration::from_secs(6));
-    nats.stop();
-    let stopped = Instant::now();
-    for (h, seen) in agents {
-        let r = join_within(h, Duration::from_secs(10));
-        assert!(matches!(r, Err(AgentsError::BusLost)), "{r:?}");
-        let at = seen.lock().unwrap().expect("the load saw its stop flag");
-        assert!(
-            at.duration_since(stopped) < Duration::from_secs(2),
-            "stopped {:?} after the bus",
-            at.duration_since(stopped)
-        );
-    }
-    // The coordinator loses everyone (no heartbeats) and ends, bounded.
-    let r = join_within(coord, Duration::from_secs(15)).expect("coordinator ends");
-    assert!(r.agents.iter().all(|a| a.lost_from_s.is_some()));
 }
 
 #[test]

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
 
-use volley_metrics::{resources, MetricsError, Model, Recorder, RunInfo, SecondStream};
+use volley_metrics::{
+    resources, MetricsError, Model, Recorder, RunInfo, SecondStream, StreamedSecond, WindowKey,
+};
 
 /// Why a run could not be measured (failed requests are data, never this).
 #[derive(Debug, Error)]
@@ -42,9 +44,19 @@ pub struct Measure<'a> {
     pub url: String,
     /// The method the summary names.
     pub method: String,
-    /// Where each worker's closed windows are also sent while the run goes (the
-    /// injector agent publishes them); `None` for bench and study steps.
-    pub stream: Option<std::sync::mpsc::Sender<volley_metrics::StreamedSecond>>,
+    /// Where each worker's closed windows are also sent while the run goes, and what
+    /// they are keyed by (the injector agent publishes them); `None` for bench and
+    /// study steps, whose windows are keyed by completion.
+    pub stream: Option<LiveWindows>,
+}
+
+/// The injector agent's live windows: where each worker sends them as they close, and
+/// the key they are cut by (docs/methodology.md, "Per-second windows").
+pub struct LiveWindows {
+    /// The receiving end joins the workers' windows.
+    pub tx: std::sync::mpsc::Sender<StreamedSecond>,
+    /// Every worker's window key.
+    pub key: WindowKey,
 }
 
 /// A finished run, not yet closed: callers add notes to `info`, read histograms from
@@ -78,7 +90,9 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
             |w| {
                 let r = Recorder::for_worker(w).with_warmup(warmup);
                 match &m.stream {
-                    Some(tx) => r.with_stream(SecondStream::new(w, tx.clone())),
+                    Some(l) => r
+                        .with_window_key(l.key)
+                        .with_stream(SecondStream::new(w, l.tx.clone())),
                     None => r,
                 }
             },
@@ -253,6 +267,57 @@ mod tests {
         assert!(matches!(m.info.model, Model::Closed));
         let summary = m.recorder.close(&m.info).unwrap();
         assert_eq!(summary.requests.ok, 5);
+    }
+
+    #[test]
+    fn live_windows_carry_their_key_to_every_worker() {
+        let (addr, server) = tiny_server(6);
+        let req = RequestTemplate::new("GET", "/", &addr.to_string())
+            .keep_alive(false)
+            .build(0)
+            .unwrap();
+        let cfg = LoadConfig {
+            addr,
+            threads: 2,
+            connections: 2,
+            max_connections: 2,
+            keep_alive: false,
+            model: LoadModel::Closed,
+            stop: StopCondition {
+                requests: Some(6),
+                duration: Some(Duration::from_secs(10)),
+            },
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            accept_status: StatusRange::default(),
+            source: Arc::new(ListSourceFactory::new(vec![req], Order::Same).unwrap()),
+            stop_flag: Arc::new(AtomicBool::new(false)),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let key = WindowKey::Intended { hold: cfg.timeout };
+        let m = measure(&Measure {
+            cfg: &cfg,
+            wire: &Wire::default(),
+            live: &Live::new(),
+            warmup: Duration::ZERO,
+            url: format!("http://{addr}/"),
+            method: "GET".into(),
+            stream: Some(LiveWindows { tx, key }),
+        })
+        .unwrap();
+        server.join().unwrap();
+        assert_eq!(
+            m.recorder.window_key(),
+            key,
+            "merged from intended-keyed workers"
+        );
+        let streamed: u64 = rx
+            .iter()
+            .filter_map(|s| s.closed)
+            .map(|c| c.counts.completed)
+            .sum();
+        assert_eq!(streamed, 6);
+        assert_eq!(m.recorder.completed(), 6);
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub enum MetricsError {
         /// The other recorder's boundary, ns.
         b_ns: u64,
     },
+    /// A recorder keyed by completion time was merged with one keyed by intended send
+    /// time: their windows of the same second hold different requests.
+    #[error("cannot merge recorders whose per-second windows are keyed differently")]
+    WindowKeyMismatch,
     /// A recorder snapshot does not have the recorder's shape.
     #[error("malformed recorder snapshot: {0}")]
     Snapshot(&'static str),

@@ -22,7 +22,7 @@ pub use error::MetricsError;
 pub use label::{Bound, Verdict};
 pub use recorder::{
     ClosedSecond, Counts, Metric, Recorder, RecorderSnapshot, SecondJoiner, SecondStream,
-    StreamedSecond, Warmup,
+    StreamedSecond, Warmup, WindowKey,
 };
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
 pub use wire::{FirstRequest, H2Report, TlsReport, WireReport};

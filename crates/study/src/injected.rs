@@ -223,6 +223,12 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
                 a.name
             ));
         }
+        if a.late_seconds > 0 {
+            info.notes.push(format!(
+                "injector {}: {} seconds arrived late (at most {} ms past the grace; the bus was away or slow) and are filled in",
+                a.name, a.late_seconds, a.max_late_ms
+            ));
+        }
         if a.clock_warning {
             info.notes.push(format!(
                 "injector {}'s clock is {:.1} ms off (round trip {:.1} ms)",
@@ -245,6 +251,9 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
                 "clock": a.clock,
                 "clock_warning": a.clock_warning,
                 "lost_from_s": a.lost_from_s,
+                "late_seconds": a.late_seconds,
+                "max_late_ms": a.max_late_ms,
+                "refused_after_lost": a.refused,
                 "ending": a.final_record.as_ref().map(|f| f.ending),
                 "offset_s": own.map(|i| i.offset_s),
                 "summary": own.map(|i| serde_json::to_value(&i.summary).unwrap_or(Value::Null)),

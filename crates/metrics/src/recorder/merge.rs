@@ -20,7 +20,12 @@ impl Recorder {
                 b_ns: other.warmup_ns,
             });
         }
+        if self.key.by_intended() != other.key.by_intended() {
+            // Same seconds, different meaning: one by completion, one by intended send.
+            return Err(MetricsError::WindowKeyMismatch);
+        }
         self.warm.add(&other.warm);
+        self.late += other.late;
         for (a, b) in self.run.iter_mut().zip(other.run.iter()) {
             hist::add(a, b)?;
         }
@@ -52,7 +57,9 @@ impl Recorder {
             &mut self.serializer,
         )?;
         self.started |= other.started;
-        self.current = self.current.max(other.current);
+        self.base = self.base.max(other.base);
+        self.wall_s = self.wall_s.max(other.wall_s);
+        self.set_edge();
         Ok(())
     }
 

@@ -1,12 +1,13 @@
-//! The recorder: a [`Sink`] per worker thread that turns samples into per-second and
+//! The recorder: a [`Sink`](volley_engine::Sink) per worker thread that turns samples into per-second and
 //! whole-run histograms and counters.
 //!
 //! Hot path: `record` does a handful of histogram increments and counter additions on
 //! memory allocated up front; it takes no lock and allocates nothing (the two per-second
 //! send/schedule count vectors grow by one slot per second of run time, not per request).
 //!
-//! Memory stays flat in the number of requests: only the current second's histograms are
-//! live. When a second closes (a later sample or a `tick`), its histograms are encoded
+//! Memory stays flat in the number of requests: only the open seconds' histograms are
+//! live (one second, or with [`WindowKey::Intended`] the seconds within the hold, see
+//! `window.rs`). When a second closes (a later sample or a `tick`), its histograms are encoded
 //! in HdrHistogram's compressed V2 format, the bytes kept, and the live histograms reset
 //! for reuse; closed-loop service time, identical to response time, is stored once. The
 //! whole-run histograms stay uncompressed (one set per worker). Measured with
@@ -37,20 +38,22 @@
 //! cap-hit events before the boundary go to [`Warmup`] too.
 
 use crate::hist::{self, Hist};
-use crate::resources;
 use crate::MetricsError;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use std::time::Duration;
-use volley_engine::{ErrorKind, Sample, Sink};
+use volley_engine::ErrorKind;
 
 mod merge;
+mod sink;
 mod snapshot;
 mod stream;
+mod window;
 
 pub use snapshot::RecorderSnapshot;
 pub use stream::{SecondJoiner, SecondStream, StreamedSecond};
+pub use window::{WindowKey, MAX_HOLD};
 
-use merge::join_second;
+use window::{ResourceMark, Window};
 
 const NS_PER_S: u64 = 1_000_000_000;
 
@@ -105,7 +108,8 @@ impl Metric {
 /// Counters of one window (a second, or the whole run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
-    /// Samples whose `done_ns` fell in the window, whatever their outcome.
+    /// Samples keyed to the window (by completion or intended send second, see
+    /// [`WindowKey`]), whatever their outcome.
     pub completed: u64,
     /// Of those, accepted responses.
     pub ok: u64,
@@ -164,7 +168,8 @@ pub struct SecondResources {
 /// One closed second, kept compactly.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClosedSecond {
-    /// Second of run time (`done_ns / 1e9`).
+    /// Second of run time: `done_ns / 1e9`, or `intended_ns / 1e9` with
+    /// [`WindowKey::Intended`].
     pub second: u64,
     /// Its counters.
     pub counts: Counts,
@@ -285,22 +290,26 @@ impl Warmup {
     }
 }
 
-/// Where worker 0 is in its once-per-second resource readings.
-#[derive(Debug, Clone, Copy)]
-struct ResourceMark {
-    at_ns: u64,
-    cpu_ns: u64,
-    psi_us: Option<u64>,
-}
-
 /// Records one worker's samples. Build one per worker (`Recorder::new`, and
 /// [`Recorder::with_resources`] for worker 0), merge them after the run, then
 /// [`Recorder::close`] into a [`crate::Summary`].
 pub struct Recorder {
-    /// Second the live window covers.
-    current: u64,
-    live_counts: Counts,
-    live: [Hist; METRICS],
+    /// What windows are keyed by, its hold in ns, and whether by intended time (the
+    /// hot path reads the flag, not the enum).
+    key: WindowKey,
+    hold_ns: u64,
+    by_intended: bool,
+    /// The open windows: a ring whose slot `head` holds second `base`, the oldest open
+    /// one (one window for the completion key).
+    ring: Box<[Window]>,
+    head: usize,
+    base: u64,
+    /// Second of the latest instant seen (the wall-clock second the run is in).
+    wall_s: u64,
+    /// The next instant at which the wall-clock second changes or a window closes.
+    edge_ns: u64,
+    /// Samples put in a later window than their own (see [`Recorder::late_samples`]).
+    late: u64,
     closed: Vec<ClosedSecond>,
     /// Whole-run histograms by [`Metric`] index, then ab's total (connect + service).
     pub(crate) run: [Hist; METRICS],
@@ -319,7 +328,6 @@ pub struct Recorder {
     started: bool,
     measure_resources: bool,
     mark: Option<ResourceMark>,
-    live_resources: Option<SecondResources>,
     serializer: V2DeflateSerializer,
     /// First encode failure, reported at merge/close (the Sink trait cannot fail).
     error: Option<MetricsError>,
@@ -342,7 +350,8 @@ impl Default for Recorder {
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
-            .field("current", &self.current)
+            .field("key", &self.key)
+            .field("base", &self.base)
             .field("closed_seconds", &self.closed.len())
             .field("completed", &self.totals.counts.completed)
             .finish()
@@ -353,9 +362,15 @@ impl Recorder {
     /// A recorder that does not read resources (workers 1..).
     pub fn new() -> Recorder {
         Recorder {
-            current: 0,
-            live_counts: Counts::default(),
-            live: std::array::from_fn(|_| hist::new_hist()),
+            key: WindowKey::Completion,
+            hold_ns: 0,
+            by_intended: false,
+            ring: Box::new([Window::new()]),
+            head: 0,
+            base: 0,
+            wall_s: 0,
+            edge_ns: 0,
+            late: 0,
             closed: Vec::new(),
             run: std::array::from_fn(|_| hist::new_hist()),
             run_total: hist::new_hist(),
@@ -368,7 +383,6 @@ impl Recorder {
             started: false,
             measure_resources: false,
             mark: None,
-            live_resources: None,
             serializer: V2DeflateSerializer::new(),
             error: None,
             warmup_ns: 0,
@@ -439,278 +453,9 @@ impl Recorder {
     pub fn completed(&self) -> u64 {
         self.totals.counts.completed
     }
-
-    fn begin(&mut self, now_ns: u64) {
-        if !self.started {
-            self.started = true;
-            self.current = now_ns / NS_PER_S;
-            if self.measure_resources {
-                self.mark = read_mark(now_ns);
-            }
-        }
-    }
-
-    /// Moves the live window forward to `second`, closing the current one if it moves.
-    fn advance(&mut self, now_ns: u64) {
-        self.begin(now_ns);
-        let second = now_ns / NS_PER_S;
-        if second > self.current {
-            self.close_live(now_ns, true);
-            self.current = second;
-        }
-    }
-
-    /// Encodes and stores the live window. `read_resources` is false at the very end,
-    /// where no real instant is known and a CPU reading would be misattributed.
-    fn close_live(&mut self, now_ns: u64, read_resources: bool) {
-        if self.measure_resources && read_resources {
-            if let (Some(prev), Some(next)) = (self.mark, read_mark(now_ns)) {
-                let dt_ns = next.at_ns.saturating_sub(prev.at_ns);
-                if dt_ns > 0 {
-                    let pressure = match (prev.psi_us, next.psi_us) {
-                        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / dt_ns as f64),
-                        _ => None,
-                    };
-                    self.live_resources = Some(SecondResources {
-                        cpu_cores_used: next.cpu_ns.saturating_sub(prev.cpu_ns) as f64
-                            / dt_ns as f64,
-                        cpu_pressure: pressure,
-                    });
-                    self.mark = Some(next);
-                }
-            }
-        }
-        let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
-        if !empty || self.live_resources.is_some() {
-            let mut hists: [Vec<u8>; METRICS] = Default::default();
-            let same = self.live[Metric::Service as usize] == self.live[Metric::Response as usize];
-            for (i, h) in self.live.iter().enumerate() {
-                if same && i == Metric::Service as usize {
-                    continue;
-                }
-                match hist::encode(&mut self.serializer, h) {
-                    Ok(b) => hists[i] = b,
-                    Err(e) => {
-                        self.error.get_or_insert(e);
-                    }
-                }
-            }
-            let closed = ClosedSecond {
-                second: self.current,
-                counts: self.live_counts,
-                hists,
-                service_is_response: same && !self.live[Metric::Response as usize].is_empty(),
-                resources: self.live_resources.take(),
-            };
-            if let Some(stream) = &self.stream {
-                stream.send(self.current, Some(closed.clone()));
-            }
-            // A second can be closed twice only if samples arrive after `finish`; keep
-            // one entry per second so merging by index stays a simple join.
-            match self.closed.last_mut() {
-                Some(last) if last.second == closed.second => {
-                    let prev = std::mem::replace(last, closed);
-                    match join_second(prev, last.clone(), &mut self.serializer) {
-                        Ok(j) => *last = j,
-                        Err(e) => {
-                            self.error.get_or_insert(e);
-                        }
-                    }
-                }
-                _ => self.closed.push(closed),
-            }
-        } else if let Some(stream) = &self.stream {
-            stream.send(self.current, None);
-        }
-        self.live_counts = Counts::default();
-        for h in self.live.iter_mut() {
-            h.reset();
-        }
-    }
-
-    /// Closes the live window. Called by merge and close; harmless to call twice.
-    pub fn finish(&mut self) {
-        let empty = self.live_counts == Counts::default() && self.live.iter().all(Hist::is_empty);
-        if self.started && !empty {
-            self.close_live(0, false);
-        }
-    }
-}
-
-fn read_mark(now_ns: u64) -> Option<ResourceMark> {
-    Some(ResourceMark {
-        at_ns: now_ns,
-        cpu_ns: resources::process_cpu_ns()?,
-        psi_us: resources::cpu_pressure_some_us(),
-    })
-}
-
-fn bump(series: &mut Vec<u64>, second: u64) {
-    let i = second as usize;
-    if series.len() <= i {
-        // Grows once per second of run time, not per request.
-        series.resize(i + 1, 0);
-    }
-    series[i] += 1;
-}
-
-/// `s` with every instant moved `w` earlier (the warm-up boundary becomes 0). Only
-/// called on measured samples, whose intended instant is >= `w`; a first byte of 0
-/// means "none" and stays 0.
-#[inline]
-fn shifted(s: &Sample, w: u64) -> Sample {
-    Sample {
-        intended_ns: s.intended_ns - w,
-        dispatched_ns: s.dispatched_ns.saturating_sub(w),
-        sent_ns: s.sent_ns.saturating_sub(w),
-        first_byte_ns: if s.first_byte_ns == 0 {
-            0
-        } else {
-            s.first_byte_ns.saturating_sub(w)
-        },
-        done_ns: s.done_ns.saturating_sub(w),
-        ..*s
-    }
-}
-
-impl Sink for Recorder {
-    #[inline]
-    fn record(&mut self, s: &Sample) {
-        if s.intended_ns < self.warmup_ns {
-            self.warm.samples += 1;
-            return;
-        }
-        // Decided before shifting: a sample never sent may carry sent_ns = 0.
-        let was_sent = s.sent_ns >= s.intended_ns;
-        let was_dispatched = s.dispatched_ns >= s.intended_ns;
-        let s = &shifted(s, self.warmup_ns);
-        self.advance(s.done_ns.max(self.current * NS_PER_S));
-        let kind = s.error;
-        let responded = matches!(kind, None | Some(ErrorKind::Status));
-        let censored = matches!(kind, Some(ErrorKind::Timeout | ErrorKind::InFlight));
-
-        let c = &mut self.live_counts;
-        c.completed += 1;
-        match kind {
-            None => c.ok += 1,
-            Some(k) => c.errors[k.index()] += 1,
-        }
-        let class = if s.status == 0 {
-            0
-        } else {
-            (s.status as usize / 100).clamp(1, 5)
-        };
-        c.status_class[class] += 1;
-        c.wire_bytes += s.wire_bytes;
-        c.body_bytes += s.body_bytes;
-
-        let t = &mut self.totals;
-        t.counts.completed += 1;
-        match kind {
-            None => t.counts.ok += 1,
-            Some(k) => t.counts.errors[k.index()] += 1,
-        }
-        t.counts.status_class[class] += 1;
-        t.counts.wire_bytes += s.wire_bytes;
-        t.counts.body_bytes += s.body_bytes;
-        t.wire_body_bytes += s.wire_body_bytes;
-        t.status_codes[(s.status as usize).min(599)] += 1;
-        t.first_intended_ns = t.first_intended_ns.min(s.intended_ns);
-        t.last_intended_ns = t.last_intended_ns.max(s.intended_ns);
-        t.last_done_ns = t.last_done_ns.max(s.done_ns);
-        if s.connect_ns > 0 || kind == Some(ErrorKind::Connect) {
-            t.opened += 1;
-        }
-        bump(&mut self.scheduled_by_second, s.intended_ns / NS_PER_S);
-        if was_dispatched {
-            t.dispatched += 1;
-            t.first_dispatched_ns = t.first_dispatched_ns.min(s.dispatched_ns);
-            t.last_dispatched_ns = t.last_dispatched_ns.max(s.dispatched_ns);
-            bump(&mut self.dispatched_by_second, s.dispatched_ns / NS_PER_S);
-        }
-        if was_sent {
-            t.sent += 1;
-            t.first_sent_ns = t.first_sent_ns.min(s.sent_ns);
-            t.last_sent_ns = t.last_sent_ns.max(s.sent_ns);
-            bump(&mut self.sent_by_second, s.sent_ns / NS_PER_S);
-            for (m, v) in [
-                (Metric::SendLag, s.send_lag_ns()),
-                (Metric::SchedLag, s.sched_lag_ns()),
-                (Metric::ConnWait, s.conn_wait_ns()),
-            ] {
-                hist::record_ns(&mut self.live[m as usize], v);
-                hist::record_ns(&mut self.run[m as usize], v);
-            }
-        }
-        if responded || censored {
-            let (resp, serv) = (s.response_ns(), if was_sent { s.service_ns() } else { 0 });
-            for h in [&mut self.live[0], &mut self.run[0]] {
-                hist::record_ns(h, resp);
-            }
-            if was_sent {
-                for h in [&mut self.live[1], &mut self.run[1]] {
-                    hist::record_ns(h, serv);
-                }
-                hist::record_ns(&mut self.run_total, s.connect_ns.saturating_add(serv));
-            }
-        }
-        if responded {
-            if let Some(ttfb) = s.ttfb_ns() {
-                for h in [&mut self.live[2], &mut self.run[2]] {
-                    hist::record_ns(h, ttfb);
-                }
-            }
-            for h in [&mut self.live[3], &mut self.run[3]] {
-                hist::record_ns(h, s.connect_ns);
-            }
-            if s.tls_handshake_ns > 0 {
-                hist::record_ns(&mut self.run_tls, s.tls_handshake_ns);
-            }
-            if s.first_byte_ns != 0 {
-                hist::record_ns(
-                    &mut self.run_body,
-                    s.done_ns.saturating_sub(s.first_byte_ns),
-                );
-            }
-        }
-    }
-
-    fn connections(&mut self, now_ns: u64, open_now: u32) {
-        if now_ns < self.warmup_ns {
-            let w = &mut self.warm;
-            w.max_open = w.max_open.max(open_now);
-            if now_ns >= w.last_event_ns {
-                w.last_event_ns = now_ns;
-                w.open_at_boundary = open_now;
-            }
-            return;
-        }
-        let now_ns = now_ns - self.warmup_ns;
-        self.advance(now_ns.max(self.current * NS_PER_S));
-        self.live_counts.max_open = self.live_counts.max_open.max(open_now);
-        self.totals.counts.max_open = self.totals.counts.max_open.max(open_now);
-    }
-
-    fn cap_hit(&mut self, now_ns: u64) {
-        if now_ns < self.warmup_ns {
-            self.warm.cap_hits += 1;
-            return;
-        }
-        let now_ns = now_ns - self.warmup_ns;
-        self.advance(now_ns.max(self.current * NS_PER_S));
-        self.live_counts.cap_hits += 1;
-        self.totals.counts.cap_hits += 1;
-    }
-
-    fn tick(&mut self, now_ns: u64) {
-        // Before the boundary there is no measured window to close.
-        if now_ns < self.warmup_ns {
-            return;
-        }
-        let now_ns = now_ns - self.warmup_ns;
-        self.advance(now_ns.max(self.current * NS_PER_S));
-    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod window_tests;

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
 use super::{
-    ClosedSecond, Counts, Recorder, RunTotals, SecondResources, Warmup, METRICS, NS_PER_S,
+    ClosedSecond, Counts, Recorder, RunTotals, SecondResources, Warmup, WindowKey, METRICS,
+    NS_PER_S,
 };
 use crate::hist;
 use crate::MetricsError;
@@ -56,6 +57,11 @@ pub struct RecorderSnapshot {
     scheduled_by_second: Vec<u64>,
     warmup_ns: u64,
     warm: Warmup,
+    /// What the windows are keyed by, and the samples that came after their window.
+    #[serde(default)]
+    window_key: WindowKey,
+    #[serde(default)]
+    late_samples: u64,
 }
 
 impl From<ClosedSecond> for SecondSnapshot {
@@ -150,11 +156,15 @@ impl Recorder {
             scheduled_by_second: self.scheduled_by_second,
             warmup_ns: self.warmup_ns,
             warm: self.warm,
+            window_key: self.key,
+            late_samples: self.late,
         })
     }
 
     /// Rebuilds a finished recorder from `s`, every instant and second moved
-    /// `shift_s` seconds later.
+    /// `shift_s` seconds later. It keeps the snapshot's window key (so merging checks
+    /// it) but not its ring of open windows: it is for merging and closing, not for
+    /// recording more samples.
     pub fn from_snapshot(s: RecorderSnapshot, shift_s: u64) -> Result<Recorder, MetricsError> {
         let by = shift_s * NS_PER_S;
         let pad = usize::try_from(shift_s).unwrap_or(usize::MAX);
@@ -179,7 +189,11 @@ impl Recorder {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut r = Recorder::new();
-        r.current = closed.last().map_or(shift_s, |c| c.second);
+        r.key = s.window_key;
+        r.late = s.late_samples;
+        r.base = closed.last().map_or(shift_s, |c| c.second);
+        r.wall_s = r.base;
+        r.set_edge();
         r.started = true;
         r.closed = closed;
         r.run = run;

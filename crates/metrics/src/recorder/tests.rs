@@ -1,4 +1,5 @@
 use super::*;
+use volley_engine::{Sample, Sink};
 
 /// A sample finishing at `done_ms` after `lat_ms`, sent on schedule.
 pub(crate) fn ok(done_ms: u64, lat_ms: u64) -> Sample {

@@ -14,10 +14,8 @@
 //!   account sends `X-Remote-User`, and Xandikos makes the principal `/<name>/` with
 //!   its default calendar `/<name>/calendars/calendar/` at the first request, which
 //!   volley sends at start.
-//! - the built-in server (`dav`): its multi-user mode, `volley serve --users FILE` with a
-//!   bcrypt line per account (cost 4: the server caches verified credentials, so the
-//!   cost is paid once per user and run, and a low cost keeps a 100-user start short);
-//!   `serve` makes each home `/<name>/` with its calendar `/<name>/calendar/`.
+//! - builtin (`dav` set): `volley serve --users` with a generated bcrypt file (cost 4)
+//!   on a private tree; the server provisions `/<name>/` and `/<name>/calendar/` at start.
 //! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV, no accounts of their own;
 //!   `/dav/<name>/calendar/` are directories volley makes before the start.
 //!
@@ -80,9 +78,9 @@ pub enum CalendarSetup {
     FirstRequest,
     /// Plain directories volley makes in the tree before the start (plain WebDAV).
     Directories,
-    /// The server makes every account's home and calendar when it starts (the built-in
-    /// server's `--users`).
-    ByTheServer,
+    /// The server provisions each account's home and calendar at start from its users
+    /// file (the built-in server's `--users`).
+    UsersFile,
 }
 
 /// The DAV service of a started target.
@@ -95,6 +93,15 @@ pub struct DavService {
     pub checks_passwords: bool,
     /// How the calendars were made.
     pub calendars: CalendarSetup,
+}
+
+/// bcrypt cost of the built-in server's generated users file (see [`prepare`]).
+pub const BUILTIN_BCRYPT_COST: u32 = 4;
+
+/// Whether a start of `kind` with `dav` serves accounts only: every request needs
+/// credentials, so readiness is an answer to OPTIONS, not the docroot's probe file.
+pub fn accounts_only(kind: TargetKind, dav: Option<DavSettings>) -> bool {
+    kind.is_caldav_server() || (kind == TargetKind::Builtin && dav.is_some())
 }
 
 /// The name of account `i` (1-based).
@@ -174,12 +181,8 @@ pub(crate) fn settings_for(
     Ok(Some(d))
 }
 
-/// bcrypt cost of the built-in server's generated accounts (see the module doc).
-pub const BUILTIN_BCRYPT_COST: u32 = 4;
-
-/// What is made before the server starts: Radicale's and the built-in server's
-/// password files, Xandikos's state directory, the plain tree with one calendar
-/// directory per account.
+/// What is made before the server starts: Radicale's password file, Xandikos's state
+/// directory, the plain tree with one calendar directory per account.
 pub(crate) fn prepare(
     kind: TargetKind,
     dir: &Path,
@@ -190,6 +193,22 @@ pub(crate) fn prepare(
         std::fs::create_dir_all(p).map_err(TargetError::io(format!("creating {}", p.display())))
     };
     match kind {
+        TargetKind::Builtin => {
+            // The built-in server's `--users` file: bcrypt at its lowest cost (4), so a
+            // login costs about what Radicale's plain-text compare does and the office
+            // measures calendars, not password hashing; the server caches verifications.
+            let mut text = String::new();
+            for a in accounts {
+                let hash =
+                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
+                        .map_err(|e| {
+                            TargetError::InvalidSpec(format!("hashing {}'s password: {e}", a.name))
+                        })?;
+                text.push_str(&format!("{}:{hash}\n", a.name));
+            }
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing the built-in server's users file"))?;
+        }
         TargetKind::Radicale => {
             let text: String = accounts
                 .iter()
@@ -201,20 +220,6 @@ pub(crate) fn prepare(
         TargetKind::Xandikos => {
             mkdir(&paths.tree)?;
             mkdir(&paths.state)?;
-        }
-        TargetKind::Builtin => {
-            let mut text = String::new();
-            for a in accounts {
-                let hash =
-                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
-                        .map_err(|e| TargetError::Io {
-                            what: format!("hashing {}'s password", a.name),
-                            source: std::io::Error::other(e.to_string()),
-                        })?;
-                text += &format!("{}:{hash}\n", a.name);
-            }
-            std::fs::write(&paths.users_file, text)
-                .map_err(TargetError::io("writing the built-in server's users file"))?;
         }
         _ => {
             // Apache's children run as www-data when volley is root: the tree and the
@@ -360,7 +365,6 @@ mod tests {
             Some(DavSettings { users: 1 })
         );
         assert_eq!(settings_for(TargetKind::Nginx, None).unwrap(), None);
-        assert!(settings_for(TargetKind::Builtin, Some(DavSettings { users: 3 })).is_ok());
         let e = settings_for(TargetKind::Caddy, Some(DavSettings { users: 1 })).unwrap_err();
         assert!(e.to_string().contains("cannot serve WebDAV"), "{e}");
         let e = settings_for(TargetKind::Xandikos, Some(DavSettings { users: 0 })).unwrap_err();

@@ -206,11 +206,7 @@ pub(super) fn until_ready(
             Err(Launch::Failed(e)) => return Err(e),
         };
         let timeout = ctx.spec.start_timeout;
-        // Readiness by OPTIONS where no file can be fetched anonymously: the CalDAV
-        // servers, and the built-in server in multi-user mode (every request needs
-        // credentials); the DAV set-up then checks every calendar as its user.
-        let dav_ready = ctx.kind.is_caldav_server()
-            || (ctx.kind == TargetKind::Builtin && ctx.spec.settings.dav.is_some());
+        let dav_ready = crate::dav::accounts_only(ctx.kind, ctx.spec.settings.dav);
         match wait_ready(
             inner, ctx.dir, addr, scheme, expected, probe_opts, timeout, dav_ready,
         ) {
@@ -301,9 +297,20 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         None => "127.0.0.1:0".to_string(),
     };
     let mut cmd = base_command(program, dir, inner, &spec.limits, spec.netns.as_ref());
+    // With DAV accounts the server's root is a private tree (each account's home is
+    // provisioned there at start), never the caller's docroot.
+    let dav_paths = spec
+        .settings
+        .dav
+        .map(|_| crate::config::DavPaths::in_dir(dir));
+    let root = dav_paths.as_ref().map_or(docroot, |p| p.tree.as_path());
+    if let Some(p) = &dav_paths {
+        std::fs::create_dir_all(&p.tree)
+            .map_err(TargetError::io("creating the built-in server's DAV tree"))?;
+    }
     cmd.arg("serve")
         .arg("--root")
-        .arg(docroot)
+        .arg(root)
         .arg("--listen")
         .arg(&listen)
         .stdout(Stdio::piped())
@@ -311,18 +318,17 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let mut config_text = format!(
         "{} serve --root {} --listen {listen}",
         program.display(),
-        docroot.display()
+        root.display()
     );
+    if let Some(p) = &dav_paths {
+        cmd.arg("--users").arg(&p.users_file);
+        config_text += &format!(" --users {}", p.users_file.display());
+    }
     if !spec.settings.http2 {
         // Offer h2 only when asked, as the configured servers do: a run without
         // HTTP/2 must not have it negotiated by ALPN.
         cmd.arg("--http1-only");
         config_text += " --http1-only";
-    }
-    if spec.settings.dav.is_some() {
-        let users = config::DavPaths::in_dir(dir).users_file;
-        cmd.arg("--users").arg(&users);
-        config_text += &format!(" --users {}", users.display());
     }
     if let Some(t) = tls {
         cmd.arg("--tls-cert")

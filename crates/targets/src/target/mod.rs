@@ -141,14 +141,6 @@ fn addr_of_url(url: &str) -> Result<SocketAddr, TargetError> {
 fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, TargetError> {
     check_features(spec, kind)?;
     let dav_settings = crate::dav::settings_for(kind, spec.settings.dav)?;
-    if kind == TargetKind::Builtin && dav_settings.is_some() && spec.docroot.is_some() {
-        // `serve --users` makes each account's home in its root: never in a caller's.
-        return Err(TargetError::InvalidSpec(
-            "dav on the built-in server makes the accounts' homes in its docroot: \
-             leave the docroot unset (volley makes a private one)"
-                .into(),
-        ));
-    }
     let program = resolve_program(spec, kind)?;
     let version = kind::version_of(kind, &program);
     let mut inner = Inner::new(kind, spec.stop_grace);
@@ -162,7 +154,7 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     let docroot = docroot_in(spec, &dir)?;
     // The CalDAV servers serve no docroot: they are ready when they answer OPTIONS,
     // and the DAV set-up below checks every calendar.
-    let expected = if kind.is_caldav_server() {
+    let expected = if crate::dav::accounts_only(kind, dav_settings) {
         crate::probe::Expected {
             path: "/".into(),
             content_type: String::new(),
@@ -209,8 +201,8 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
             Some(crate::dav::DavService {
                 checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
                 calendars: match kind {
+                    TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
-                    TargetKind::Builtin => crate::dav::CalendarSetup::ByTheServer,
                     TargetKind::Xandikos => crate::dav::CalendarSetup::FirstRequest,
                     _ => crate::dav::CalendarSetup::Directories,
                 },

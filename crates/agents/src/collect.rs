@@ -1,0 +1,311 @@
+//! The coordinator's collection: every agent's stream, until each has finished or is
+//! lost, or the bus is gone.
+//!
+//! Place in the flow: [`crate::coordinator::coordinate`] calls [`collect`] after the
+//! assignments. Its rules (docs/methodology.md, "Several injectors" and "When the bus
+//! is away"):
+//! - every record and final record is acknowledged ([`Ack`]): agents keep a record
+//!   until then, so one sent while the bus was briefly away comes again, late, and fills
+//!   its second; a second already held is not filed twice;
+//! - an agent silent for `lost_after` is lost: the run is degraded from the second after
+//!   its last record. Silence while the coordinator's *own* bus is down is nobody's
+//!   fault: those clocks restart when the bus is back;
+//! - a lost agent is never taken back: what it sends later is refused (acknowledged as
+//!   not kept, counted) and it is sent a [`Stale`] on its own subject, which stops it;
+//! - the coordinator's bus down for `bus_gone_after` ends the collection: the caller
+//!   gets what it has and a typed error;
+//! - a second every due agent has sent is merged at once and handed out
+//!   ([`Event::Merged`]), so a live view need not wait for the run's end.
+
+use crate::bus::{self, Bus, Incoming};
+use crate::clock;
+use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
+use crate::merge::{self, AgentSeries, Received};
+use crate::msg::{self, subject, Ack, Ending, FinalRecord, SecondRecord, Stale, Stop, PROTO};
+use crate::AgentsError;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// What the collection ended with.
+pub(crate) struct Collected {
+    /// Each agent's series.
+    pub(crate) series: Vec<AgentSeries>,
+    /// `Some(how long)` when it ended because the bus was gone.
+    pub(crate) bus_gone: Option<Duration>,
+    /// Per-second records filed.
+    pub(crate) records: u64,
+}
+
+/// Milliseconds since T0 on this clock.
+fn since_t0_ms(t0_ns: i64) -> i64 {
+    (clock::wall_ns() - t0_ns) / 1_000_000
+}
+
+/// A lost agent's data ends with its last record: degraded from the second after.
+pub(crate) fn lost_from(s: &AgentSeries) -> u64 {
+    s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
+}
+
+/// What [`State::take`] found on an agent's stream.
+enum Taken {
+    /// A per-second record, new, of this second.
+    Second(u64),
+    /// Its final record.
+    Final,
+    /// A heartbeat, a second already held, or anything else that only proves it alive.
+    Other,
+    /// Something from an agent already declared lost.
+    FromLost,
+}
+
+/// The collection's running state.
+struct State<'c> {
+    cfg: &'c CoordinatorConfig,
+    t0_ns: i64,
+    series: Vec<AgentSeries>,
+    index: BTreeMap<String, usize>,
+    last_heard: Vec<Instant>,
+    /// When each lost agent was last sent a [`Stale`] (at most one a second).
+    stale_sent: Vec<Option<Instant>>,
+    /// Seconds with some record not yet merged live.
+    pending: BTreeSet<u64>,
+    records: u64,
+}
+
+impl State<'_> {
+    /// Files one message under its agent; `None` when it was not one of ours.
+    fn take(
+        &mut self,
+        m: &Incoming,
+        agents: &mut [AgentReport],
+    ) -> Result<Option<(usize, Taken)>, AgentsError> {
+        let Some((agent, kind)) = subject::parse_stream(&self.cfg.run, m.subject.as_str()) else {
+            return Ok(None);
+        };
+        let Some(&i) = self.index.get(agent) else {
+            return Ok(None);
+        };
+        if agents[i].lost_from_s.is_some() {
+            if kind == "sec" {
+                agents[i].refused += 1;
+            }
+            return Ok(Some((i, Taken::FromLost)));
+        }
+        match kind {
+            "sec" => {
+                let record: SecondRecord = msg::decode(&m.payload)?;
+                let second = record.second;
+                // A record sent again (its receipt was lost with the bus) is kept once.
+                if self.series[i].received.contains_key(&second) {
+                    return Ok(Some((i, Taken::Other)));
+                }
+                let r = Received {
+                    arrived_ms: since_t0_ms(self.t0_ns),
+                    record,
+                };
+                self.series[i].received.insert(second, r);
+                self.records += 1;
+                self.pending.insert(second);
+                Ok(Some((i, Taken::Second(second))))
+            }
+            "final" => {
+                let f: FinalRecord = msg::decode(&m.payload)?;
+                self.series[i].last_s = f.last_second;
+                if f.ending == Ending::BusLost {
+                    // Its load was stopped early: the run is degraded from there.
+                    let from = lost_from(&self.series[i]);
+                    agents[i].lost_from_s = Some(from);
+                    self.series[i].lost_from_s = Some(from);
+                }
+                agents[i].final_record = Some(f);
+                Ok(Some((i, Taken::Final)))
+            }
+            _ => Ok(Some((i, Taken::Other))),
+        }
+    }
+
+    /// Is agent `i` due to send second `s` (started, not lost, not finished before)?
+    fn due(&self, i: usize, s: u64) -> bool {
+        let a = &self.series[i];
+        s >= a.first_s && a.lost_from_s.is_none_or(|l| s < l) && a.last_s.is_none_or(|l| s <= l)
+    }
+
+    /// Merges and hands out every pending second that each due agent has sent.
+    fn merge_ready(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<(), AgentsError> {
+        let ready: Vec<u64> = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|&s| {
+                (0..self.series.len())
+                    .all(|i| !self.due(i, s) || self.series[i].received.contains_key(&s))
+            })
+            .collect();
+        for s in ready {
+            self.pending.remove(&s);
+            let merged = merge::merge_second(&self.series, s, s, self.cfg.late_grace_ms())?;
+            on_event(Event::Merged(Box::new(merged)));
+        }
+        Ok(())
+    }
+
+    /// Declares agent `i` lost (no heartbeat for the bound).
+    fn lose(&mut self, i: usize, a: &mut AgentReport, on_event: &mut dyn FnMut(Event)) {
+        let from_s = lost_from(&self.series[i]);
+        a.lost_from_s = Some(from_s);
+        self.series[i].lost_from_s = Some(from_s);
+        on_event(Event::Lost {
+            agent: a.name.clone(),
+            from_s,
+        });
+    }
+
+    /// Tells a lost agent it is out of the run (at most once a second).
+    async fn tell_stale(&mut self, bus: &Bus, i: usize, a: &AgentReport) {
+        if self.stale_sent[i].is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        self.stale_sent[i] = Some(Instant::now());
+        let stale = Stale {
+            proto: PROTO,
+            run: self.cfg.run.clone(),
+            reason: format!(
+                "declared lost from second {} (no heartbeat for {:?}); a lost injector is not taken back into a running measurement",
+                a.lost_from_s.unwrap_or(0),
+                self.cfg.lost_after
+            ),
+        };
+        let _ = bus.publish(subject::stale(&a.name), &stale).await;
+    }
+}
+
+/// Collects every agent's stream (see the module doc).
+pub(crate) async fn collect(
+    cfg: &CoordinatorConfig,
+    bus: &Bus,
+    mut streams: async_nats::Subscriber,
+    t0_ns: i64,
+    agents: &mut [AgentReport],
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Collected, AgentsError> {
+    let mut st = State {
+        cfg,
+        t0_ns,
+        series: agents
+            .iter()
+            .map(|a| AgentSeries::new(&a.name, a.delay_ms / 1_000))
+            .collect(),
+        index: agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.name.clone(), i))
+            .collect(),
+        last_heard: vec![Instant::now(); agents.len()],
+        stale_sent: vec![None; agents.len()],
+        pending: BTreeSet::new(),
+        records: 0,
+    };
+    let until = Instant::now() + cfg.start_lead + cfg.run_bound;
+    let open = |agents: &[AgentReport]| {
+        agents
+            .iter()
+            .any(|a| a.final_record.is_none() && a.lost_from_s.is_none())
+    };
+    let mut told_to_stop = false;
+    let mut down_since: Option<Instant> = None;
+    while open(agents) && Instant::now() < until {
+        let stop_now = cfg
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+        if stop_now && !told_to_stop {
+            told_to_stop = true;
+            let stop = Stop {
+                proto: PROTO,
+                reason: "the study was stopped".into(),
+            };
+            let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+        }
+        if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
+            if let Some((i, taken)) = st.take(&m, agents)? {
+                st.last_heard[i] = Instant::now();
+                let kept = !matches!(taken, Taken::FromLost);
+                if m.reply.is_some() {
+                    let _ = bus.reply(&m, &Ack { proto: PROTO, kept }).await;
+                }
+                match taken {
+                    Taken::Final => on_event(Event::Finished(agents[i].name.clone())),
+                    Taken::Second(s) => {
+                        if let Some(r) = st.series[i].received.get(&s) {
+                            on_event(Event::Second(r.clone()));
+                        }
+                    }
+                    Taken::FromLost => st.tell_stale(bus, i, &agents[i]).await,
+                    Taken::Other => {}
+                }
+                st.merge_ready(on_event)?;
+            }
+        }
+        if !bus.connected() {
+            let since = *down_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= cfg.bus_gone_after {
+                return Ok(gone(st, agents, since.elapsed()));
+            }
+            // Nobody can be heard while our own bus is down: no one is lost for it.
+            continue;
+        }
+        if down_since.take().is_some() {
+            // The bus is back: every agent gets its full bound to be heard again.
+            st.last_heard.iter_mut().for_each(|t| *t = Instant::now());
+            on_event(Event::BusBack);
+        }
+        for (i, a) in agents.iter_mut().enumerate() {
+            if a.final_record.is_none()
+                && a.lost_from_s.is_none()
+                && st.last_heard[i].elapsed() >= cfg.lost_after
+            {
+                st.lose(i, a, on_event);
+                st.merge_ready(on_event)?;
+            }
+        }
+    }
+    if open(agents) {
+        let stop = Stop {
+            proto: PROTO,
+            reason: "run bound reached".into(),
+        };
+        let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
+        mark_open_lost(&mut st.series, agents);
+    }
+    // Published messages (the last receipts, a stop) are buffered: flush before the
+    // runtime goes.
+    let _ = bus.flush(bus::SEND_BOUND).await;
+    Ok(Collected {
+        series: st.series,
+        bus_gone: None,
+        records: st.records,
+    })
+}
+
+/// Every agent still open is lost from the second after its last record.
+fn mark_open_lost(series: &mut [AgentSeries], agents: &mut [AgentReport]) {
+    for (a, s) in agents
+        .iter_mut()
+        .zip(series.iter_mut())
+        .filter(|(a, _)| a.final_record.is_none() && a.lost_from_s.is_none())
+    {
+        let from_s = lost_from(s);
+        a.lost_from_s = Some(from_s);
+        s.lost_from_s = Some(from_s);
+    }
+}
+
+/// The bus is gone: what was collected, every open agent lost.
+fn gone(mut st: State<'_>, agents: &mut [AgentReport], after: Duration) -> Collected {
+    mark_open_lost(&mut st.series, agents);
+    Collected {
+        series: st.series,
+        bus_gone: Some(after),
+        records: st.records,
+    }
+}

@@ -1,0 +1,309 @@
+//! The bus and the agents' faults through the real `volley agent` binary: a coordinator
+//! (the library, as `volley study run` calls it) with `volley agent` processes loading
+//! a `volley serve` the test starts, over a `nats-server` the test starts, kills and
+//! freezes nothing else. Traffic stays on loopback; every wait is bounded.
+//!
+//! - The bus gone: the server's access log shows no request later than 2 s after the
+//!   bus went; every agent exits 1 with one line; the coordinator ends with `BusGone`
+//!   and the seconds it had.
+//! - An agent frozen (SIGSTOP) past three heartbeats is lost, the run degraded from
+//!   that second; when it wakes it is told it is out of the run and exits 1 with one
+//!   line, and nothing it sends afterwards enters the merge.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::Served;
+use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
+use volley_agents::load::LoadSpec;
+use volley_agents::merge::Slot;
+use volley_agents::msg::Ending;
+use volley_agents::server::PrivateNats;
+use volley_agents::share::Whole;
+use volley_agents::AgentsError;
+
+/// A private directory with one small page, removed on drop.
+struct Site(std::path::PathBuf);
+
+impl Site {
+    fn new(tag: &str) -> Site {
+        let d = std::env::temp_dir().join(format!("volley-bus-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("www")).unwrap();
+        std::fs::write(d.join("www/a.html"), "<p>volley</p>\n".repeat(20)).unwrap();
+        Site(d)
+    }
+
+    fn root(&self) -> std::path::PathBuf {
+        self.0.join("www")
+    }
+
+    fn log(&self) -> std::path::PathBuf {
+        self.0.join("access.log")
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `volley agent` process this test started, killed and reaped on drop.
+struct Agent(Option<Child>);
+
+impl Agent {
+    fn spawn(url: &str, name: &str) -> Agent {
+        let child = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args([
+                "agent", "--bus", url, "--name", name, "--quiet", "--wait", "60s",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn volley agent");
+        Agent(Some(child))
+    }
+
+    fn pid(&self) -> String {
+        self.0.as_ref().expect("running").id().to_string()
+    }
+
+    /// Its exit status and output, waiting at most `bound`.
+    fn finish(mut self, bound: Duration) -> Output {
+        let mut child = self.0.take().expect("running");
+        let until = Instant::now() + bound;
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > until {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("volley agent still running after {bound:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().expect("agent output")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Signals a process this test started (`kill -SIG PID`).
+fn signal(sig: &str, pid: &str) {
+    let ok = Command::new("kill")
+        .args([sig, pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// A run of two agents at 200 requests/s in all for `secs` against `addr`.
+fn run_cfg(url: &str, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
+    let whole = Whole {
+        requests: None,
+        rate_rps: Some(200.0),
+        connections: 2,
+        duration_ms: Some(secs * 1_000),
+    };
+    let mut cfg = CoordinatorConfig::new(url, run, whole, 2);
+    cfg.ready_bound = Duration::from_secs(20);
+    cfg.max_offset = Duration::from_secs(1);
+    cfg.start_lead = Duration::from_millis(1_500);
+    cfg.run_bound = Duration::from_secs(60);
+    cfg.load = Some(LoadSpec {
+        addr: addr.to_string(),
+        method: "GET".into(),
+        paths: vec!["/a.html".into()],
+        headers: Vec::new(),
+        order: "same".into(),
+        block: 1,
+        weights: Vec::new(),
+        seed: 1,
+        keep_alive: true,
+        threads: 1,
+        arrival: "constant".into(),
+        timeout_ms: 2_000,
+    });
+    cfg
+}
+
+type Coord = JoinHandle<Result<RunResult, AgentsError>>;
+
+fn spawn_coordinator(cfg: CoordinatorConfig) -> (Coord, Receiver<Event>) {
+    let (tx, rx) = mpsc::channel();
+    let h = std::thread::spawn(move || {
+        coordinator::coordinate(&cfg, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    (h, rx)
+}
+
+/// Waits (at most 30 s) until `n` seconds have been merged live.
+fn wait_merged(events: &Receiver<Event>, n: usize) {
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut seen = 0;
+    while seen < n {
+        assert!(
+            Instant::now() < until,
+            "{seen} of {n} seconds merged in 30 s"
+        );
+        if let Ok(Event::Merged(_)) = events.recv_timeout(Duration::from_millis(100)) {
+            seen += 1;
+        }
+    }
+}
+
+fn join<T>(h: JoinHandle<T>, bound: Duration) -> T {
+    let until = Instant::now() + bound;
+    while !h.is_finished() {
+        assert!(Instant::now() < until, "still running after {bound:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.join().expect("thread panicked")
+}
+
+/// Seconds since the epoch of an access-log line's `[10/Oct/2000:13:55:36.123456 +0000]`.
+fn logged_at(line: &str) -> f64 {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let stamp = line
+        .split_once('[')
+        .and_then(|(_, r)| r.split_once(' '))
+        .map(|(s, _)| s)
+        .unwrap_or_else(|| panic!("no time in {line:?}"));
+    let f: Vec<&str> = stamp.split(['/', ':', '.']).collect();
+    let num = |i: usize| -> u32 { f[i].parse().unwrap_or_else(|_| panic!("{stamp}")) };
+    let month = MONTHS.iter().position(|m| *m == f[1]).expect("month") as u8 + 1;
+    let date = time::Date::from_calendar_date(
+        num(2) as i32,
+        time::Month::try_from(month).unwrap(),
+        num(0) as u8,
+    )
+    .unwrap();
+    let t = time::Time::from_hms_micro(num(3) as u8, num(4) as u8, num(5) as u8, num(6)).unwrap();
+    let at = time::PrimitiveDateTime::new(date, t).assume_utc();
+    at.unix_timestamp() as f64 + f64::from(at.microsecond()) / 1e6
+}
+
+fn now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn one_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    err
+}
+
+fn log_times(log: &Path) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .expect("access log")
+        .lines()
+        .map(logged_at)
+        .collect()
+}
+
+#[test]
+fn the_bus_gone_stops_every_agents_load_within_2_s_and_ends_the_run_with_bus_gone() {
+    let site = Site::new("gone");
+    let mut server = Served::start(
+        &site.root(),
+        &["--access-log", site.log().to_str().unwrap()],
+    );
+    let mut nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh)");
+    let agents: Vec<Agent> = ["a", "b"]
+        .iter()
+        .map(|n| Agent::spawn(&nats.url(), n))
+        .collect();
+    let mut cfg = run_cfg(&nats.url(), "gone", &server.addr, 30);
+    cfg.bus_gone_after = Duration::from_secs(3);
+    let (coord, events) = spawn_coordinator(cfg);
+    wait_merged(&events, 2);
+    let killed = now_s();
+    nats.stop();
+    let e = join(coord, Duration::from_secs(20)).unwrap_err();
+    let AgentsError::BusGone { records, .. } = &e else {
+        panic!("{e}");
+    };
+    assert!(*records >= 4, "two agents' two seconds at least: {records}");
+    for a in agents {
+        let out = a.finish(Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(1));
+        assert!(one_line(&out).contains("the bus was lost"));
+    }
+    server.stop();
+    let times = log_times(&site.log());
+    assert!(
+        times.iter().any(|&t| t < killed),
+        "load ran before the kill"
+    );
+    let last = times.iter().copied().fold(f64::MIN, f64::max);
+    assert!(
+        last <= killed + 2.0,
+        "a request {:.3} s after the bus went",
+        last - killed
+    );
+}
+
+#[test]
+fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes() {
+    let site = Site::new("stale");
+    let server = Served::start(&site.root(), &[]);
+    let nats = PrivateNats::start().expect("nats-server");
+    let a = Agent::spawn(&nats.url(), "a");
+    let victim = Agent::spawn(&nats.url(), "victim");
+    let (coord, events) = spawn_coordinator(run_cfg(&nats.url(), "stale", &server.addr, 12));
+    wait_merged(&events, 2);
+    signal("-STOP", &victim.pid());
+    // Lost after 3 s without a heartbeat (the default bound).
+    std::thread::sleep(Duration::from_millis(4_500));
+    signal("-CONT", &victim.pid());
+    let out = victim.finish(Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_line(&out);
+    assert!(
+        line.contains("out of run stale") && line.contains("declared lost"),
+        "{line}"
+    );
+    let r = join(coord, Duration::from_secs(30)).expect("run");
+    assert_eq!(a.finish(Duration::from_secs(10)).status.code(), Some(0));
+    let v = r.agents.iter().find(|x| x.name == "victim").unwrap();
+    let from = v.lost_from_s.expect("victim lost");
+    assert!(v.final_record.is_none(), "no final from a lost agent");
+    assert_eq!(r.merged.degraded_from_s, Some(from));
+    let vs = r
+        .merged
+        .agents
+        .iter()
+        .find(|s| s.agent == "victim")
+        .unwrap();
+    assert!(
+        vs.received.keys().all(|&s| s < from),
+        "nothing from after it was lost is merged"
+    );
+    for s in &r.merged.seconds {
+        assert_eq!(s.slots["a"], Slot::Present, "second {}", s.second);
+        if s.second >= from {
+            assert_eq!(s.slots["victim"], Slot::Lost, "second {}", s.second);
+        }
+    }
+    let fin = r.agents.iter().find(|x| x.name == "a").unwrap();
+    assert_eq!(fin.final_record.as_ref().unwrap().ending, Ending::Done);
+}
