@@ -241,7 +241,23 @@ fn plain_webdav_servers_round_trip_and_report_what_they_lack() {
         assert!(t.config_text.contains("/dav"), "{kind}: {}", t.config_text);
         round_trip(kind, &t);
         let dav = t.dav.clone().unwrap();
-        assert!(!dav.checks_passwords);
+        assert!(dav.checks_passwords);
+        let mut wrong = dav.accounts[0].clone();
+        wrong.password = "not-the-password".into();
+        let r = call(
+            t.addr,
+            &wrong,
+            "PROPFIND",
+            &wrong.calendar,
+            &[("Depth", "0")],
+            PROPFIND_ETAGS,
+        );
+        assert_eq!(r.status, 401, "{kind} took a wrong password");
+        let anonymous = request(t.addr, None, "GET", &wrong.calendar, &[], b"", T).unwrap();
+        assert_eq!(
+            anonymous.status, 401,
+            "{kind} let an anonymous GET into /dav/"
+        );
         let caps =
             capabilities(t.addr, &dav.accounts[0], T).unwrap_or_else(|e| panic!("{kind}: {e}"));
         let lacks = caps.lacks();

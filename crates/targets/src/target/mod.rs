@@ -199,7 +199,9 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         Some(_) => {
             crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
             Some(crate::dav::DavService {
-                checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
+                // Xandikos over plain HTTP trusts X-Remote-User; every other DAV
+                // target checks Basic credentials.
+                checks_passwords: kind != TargetKind::Xandikos,
                 calendars: match kind {
                     TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,

@@ -297,7 +297,17 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
                 needed.push((format!("{m}/mod_http2.so"), fix));
             }
             if dav {
-                for module in ["mod_alias.so", "mod_dav.so", "mod_dav_fs.so"] {
+                for module in [
+                    "mod_alias.so",
+                    "mod_dav.so",
+                    "mod_dav_fs.so",
+                    "mod_auth_basic.so",
+                    "mod_authn_core.so",
+                    "mod_authn_file.so",
+                    "mod_authz_user.so",
+                    "mod_authn_socache.so",
+                    "mod_socache_shmcb.so",
+                ] {
                     needed.push((format!("{m}/{module}"), fix));
                 }
             }
