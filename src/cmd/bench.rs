@@ -20,6 +20,7 @@ use anyhow::{bail, Context};
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{repeat, Summary};
 
+use super::bench_caldav::{self, CaldavArgs};
 use super::bench_load::{self, describe_errors, server_trouble, LoadArgs, LoadSpec};
 use super::bench_save::{Extras, SaveArgs, Saver};
 use super::bench_target::{self, TargetArgs};
@@ -38,6 +39,9 @@ pub struct Args {
     /// Keeping the run in the results store (`--save`): src/cmd/bench_save.rs.
     #[command(flatten)]
     pub save: SaveArgs,
+    /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench_caldav.rs.
+    #[command(flatten)]
+    pub caldav: CaldavArgs,
 }
 
 /// Where results go, and what is printed.
@@ -65,6 +69,12 @@ impl Outputs {
 
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.caldav.is_set() {
+        if args.target.is_set() {
+            usage!("--caldav runs against a URL, or the built-in server without one; not with --target");
+        }
+        return bench_caldav::run(args.caldav, args.load);
+    }
     if args.target.is_set() {
         return bench_target::run(args.load, args.target, args.save);
     }

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod agents;
 pub mod bench;
+pub mod bench_caldav;
 pub mod bench_load;
 pub mod bench_save;
 pub mod bench_target;

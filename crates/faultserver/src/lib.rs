@@ -16,11 +16,15 @@
 
 mod behaviour;
 mod conn;
+mod dav;
+mod dav_fault;
+mod dav_record;
 mod http;
 
 pub use behaviour::{
     Behaviour, BehaviourError, MalformedKind, DEFAULT_BODY_LEN, OVERSIZED_HEADER_BYTES,
 };
+pub use dav::{DavFault, DavServer};
 pub use http::body_bytes;
 
 use std::collections::HashMap;

@@ -2,12 +2,14 @@
 //! (curl, wrk, volley itself) and exits after a bounded time.
 //!
 //! Usage: `volley-faultserver BEHAVIOUR [--seconds N]`, e.g.
-//! `volley-faultserver ok:1024+slow:20+close-after:3 --seconds 30`.
+//! `volley-faultserver ok:1024+slow:20+close-after:3 --seconds 30`; or the DAV mode,
+//! `volley-faultserver dav[:FAULT] [--record FILE] [--seconds N]`, e.g.
+//! `volley-faultserver dav:lost-put:4 --record requests.txt`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use volley_faultserver::{Behaviour, FaultServer};
+use volley_faultserver::{Behaviour, DavFault, DavServer, FaultServer};
 
 /// Default and largest run time: the server must never outlive a forgotten terminal.
 const DEFAULT_SECONDS: u64 = 60;
@@ -25,6 +27,8 @@ fn main() -> ExitCode {
 
 fn run(args: Vec<String>) -> Result<(), String> {
     let mut behaviour: Option<Behaviour> = None;
+    let mut dav: Option<DavFault> = None;
+    let mut record: Option<std::path::PathBuf> = None;
     let mut seconds = DEFAULT_SECONDS;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -39,6 +43,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
                     .map(|k| k.name())
                     .collect();
                 println!("malformed kinds: {}", kinds.join(", "));
+                println!("DAV mode: dav[:none|stale-etag|lost-put[:N]|wrong-sync[:N]|error-5xx[:N]] [--record FILE]");
                 return Ok(());
             }
             "--seconds" => {
@@ -51,11 +56,32 @@ fn run(args: Vec<String>) -> Result<(), String> {
                         "--seconds must be 1..={MAX_SECONDS}, got `{value}`"
                     ))?;
             }
-            text if behaviour.is_none() => {
+            "--record" => {
+                record = Some(args.next().ok_or("--record needs a file")?.into());
+            }
+            text if behaviour.is_none()
+                && dav.is_none()
+                && (text == "dav" || text.starts_with("dav:")) =>
+            {
+                let fault = text.strip_prefix("dav:").unwrap_or("none");
+                dav = Some(fault.parse()?);
+            }
+            text if behaviour.is_none() && dav.is_none() => {
                 behaviour = Some(text.parse().map_err(|e| format!("{e}"))?);
             }
             other => return Err(format!("unexpected argument `{other}` (see --help)")),
         }
+    }
+    if let Some(fault) = dav {
+        let server =
+            DavServer::start(fault, record.as_deref()).map_err(|e| format!("cannot start: {e}"))?;
+        println!("{}", server.url());
+        std::thread::sleep(Duration::from_secs(seconds));
+        server.shutdown();
+        return Ok(());
+    }
+    if record.is_some() {
+        return Err("--record is for the DAV mode (dav[:FAULT])".into());
     }
     let behaviour = behaviour.ok_or("missing BEHAVIOUR (see --help)")?;
     let server = FaultServer::start(behaviour).map_err(|e| format!("cannot start: {e}"))?;

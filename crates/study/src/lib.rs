@@ -10,6 +10,7 @@
 //! The binary's `volley study run` is a thin shell over this crate; `volley demo` runs the shipped `studies/quick.toml`.
 #![deny(missing_docs)]
 
+mod deploy;
 mod error;
 mod injected;
 mod lab;

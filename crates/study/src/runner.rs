@@ -25,6 +25,7 @@ use volley_targets::{
     TargetKind, TargetSpec, TlsSource,
 };
 
+use crate::deploy::StudyHosts;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
 use crate::spec::Mode;
@@ -223,6 +224,15 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             return Err(e);
         }
     };
+    // volley copied to the ssh hosts before any target starts: a host that cannot take
+    // it ends the study here, with nothing left on the others.
+    let hosts = match StudyHosts::open(plan, volley_exe.as_deref(), &mut *note) {
+        Ok(h) => h,
+        Err(e) => {
+            store.finish_study(study, Status::Incomplete)?;
+            return Err(e);
+        }
+    };
     let netns = lab.as_ref().map(|l| &l.place);
     let (running, skipped) =
         start_targets(plan, docroot_path, volley_exe.as_deref(), netns, &mut note);
@@ -239,6 +249,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         docroot: docroot_path,
         exe: volley_exe.as_deref(),
         lab: lab.as_ref(),
+        hosts: hosts.as_ref(),
         store: &mut store,
         running: &running,
         run_of_target: &run_of_target,
@@ -259,7 +270,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         Mode::Search => ctx.search(),
     };
     ctx.store_unfinished_searches();
-    let (steps, searches) = (ctx.steps, ctx.searches);
+    let (steps, searches, mut note) = (ctx.steps, ctx.searches, ctx.note);
     let complete = matches!(result, Ok(true)) && !stop_flag.load(Ordering::Relaxed);
     let status = if complete {
         Status::Complete
@@ -272,6 +283,9 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
     store.finish_study(study, status)?;
     for t in running.into_iter().flatten() {
         t.stop();
+    }
+    if let Some(h) = hosts {
+        h.close(&mut *note);
     }
     drop(docroot);
     result?;
@@ -427,6 +441,8 @@ struct StudyRun<'a> {
     exe: Option<&'a Path>,
     /// The network lab of `placement = "netns"` injectors.
     lab: Option<&'a StudyLab>,
+    /// The hosts of `placement = "ssh"` injectors, volley copied there.
+    hosts: Option<&'a StudyHosts>,
     store: &'a mut Store,
     running: &'a [Option<RunningTarget>],
     run_of_target: &'a HashMap<usize, RunId>,
@@ -616,6 +632,7 @@ impl StudyRun<'_> {
                         &run_id,
                         self.lab,
                         &|r| self.keep_injector_second(ci, r, &unstored),
+                        self.hosts,
                     )
                 }
                 None => run_step(w, cell, rate, plan, target, self.stop, &live),

@@ -65,11 +65,37 @@ pub struct InjectorsDef {
     /// whole seconds.
     #[serde(default)]
     pub stagger: Option<String>,
-    /// `"local"` (processes on this host) or `"netns"` (each injector in a network
+    /// `"local"` (processes on this host), `"netns"` (each injector in a network
     /// namespace of its own, the managed targets in another, on a bridge; links shaped
-    /// by `links`); `"ssh"` and `"kubernetes"` are not available in study files yet.
+    /// by `links`), `"ssh"` (on `hosts`, started over SSH) or `"kubernetes"` (the pods
+    /// of the Job `volley agents manifest` writes; volley waits for them on `bus_url`).
     #[serde(default)]
     pub placement: Option<String>,
+    /// With `placement = "ssh"`: `[user@]host[:port]` entries, or `"local"` for a process
+    /// on this host; injector `i` (from 0) runs on `hosts[i % len]`.
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
+    /// With `placement = "ssh"`: OpenSSH options (`-o`), e.g. `"IdentityFile=~/.ssh/lab"`;
+    /// `volley study run --ssh-option` adds more.
+    #[serde(default)]
+    pub ssh_options: Option<Vec<String>>,
+    /// With `placement = "ssh"`: the directory of the binary on the hosts (default
+    /// `.cache/volley/bin` in the login's home).
+    #[serde(default)]
+    pub remote_dir: Option<String>,
+    /// The bus the agents dial, `nats://ADDR[:PORT]`: needed when agents run on other
+    /// hosts, whose loopback is not ours.
+    #[serde(default)]
+    pub bus_url: Option<String>,
+    /// `"private"` (volley starts nats-server listening on `bus_url`'s address; the
+    /// default with ssh) or `"existing"` (a server already there; the default with
+    /// kubernetes).
+    #[serde(default)]
+    pub bus: Option<String>,
+    /// How long to wait for every agent to join (default 30s; 5m with kubernetes,
+    /// where pods are scheduled and images pulled first).
+    #[serde(default)]
+    pub ready_timeout: Option<String>,
     /// With `placement = "netns"`: the links of consecutive groups of injectors, in
     /// order (injectors past the last group are unshaped).
     #[serde(default)]

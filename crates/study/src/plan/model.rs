@@ -158,6 +158,55 @@ pub struct InjectorsPlan {
     /// `placement = "netns"`: the link of injector `i` is `links[i]` (as many as the
     /// largest count); `None`: local processes on this host's loopback.
     pub netns_links: Option<Vec<volley_netlab::lab::LinkSpec>>,
+    /// `placement = "ssh"`: the hosts and how to reach them.
+    pub ssh: Option<SshPlacement>,
+    /// `placement = "kubernetes"`: the agents are the pods of the Job; volley starts
+    /// none and waits for them on the bus.
+    pub kubernetes: bool,
+    /// The bus; `None`: a private nats-server on loopback (or on the lab's address).
+    pub bus: Option<BusPlan>,
+    /// How long the coordinator waits for the agents to join.
+    pub ready_timeout: Duration,
+}
+
+/// `placement = "ssh"`: where each injector runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SshPlacement {
+    /// The `hosts` entries in order; `None` is `"local"` (a process on this host).
+    /// Injector `i` (from 0) runs on `hosts[i % hosts.len()]`.
+    pub hosts: Vec<Option<volley_agents::ssh::Host>>,
+    /// OpenSSH options, `ssh_options` then `--ssh-option`s.
+    pub options: Vec<String>,
+    /// The binary's directory on the hosts (`None`: `volley_agents::ssh::REMOTE_DIR`).
+    pub remote_dir: Option<String>,
+}
+
+impl SshPlacement {
+    /// The distinct remote hosts, in the order first named.
+    pub fn remote_hosts(&self) -> Vec<volley_agents::ssh::Host> {
+        let mut out: Vec<volley_agents::ssh::Host> = Vec::new();
+        for h in self.hosts.iter().flatten() {
+            if !out.contains(h) {
+                out.push(h.clone());
+            }
+        }
+        out
+    }
+
+    /// Where injector `i` (from 0) runs: `None` on this host.
+    pub fn host_of(&self, i: usize) -> Option<&volley_agents::ssh::Host> {
+        self.hosts[i % self.hosts.len()].as_ref()
+    }
+}
+
+/// The bus of a study's injectors when it is not a private one on loopback.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BusPlan {
+    /// volley starts nats-server listening on this address (port 0: a free one) and
+    /// the agents dial it there.
+    Private(std::net::SocketAddr),
+    /// A server already running at this `nats://` URL.
+    Existing(String),
 }
 
 /// One step to run: a cell's `repeat`-th run at position `order`.

@@ -184,7 +184,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
     let docroot = resolve_docroot(file)?;
-    let injectors = super::injectors::resolve_injectors(file)?;
+    let injectors = super::injectors::resolve_injectors(file, steps.len())?;
     let axis = primary_axis(&cells, &instances, &targets);
     Ok(Plan {
         name: file.name.clone(),

@@ -1,0 +1,150 @@
+//! Sending one request of a device, judging its status, and recording its latency in
+//! the recorder of its operation type.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use volley_engine::{ErrorKind, Sample, Sink};
+use volley_metrics::Recorder;
+
+use crate::check::{Violation, Violations};
+use crate::http::{ns_since, Reply, Request};
+use crate::ops::{Op, SessionKind};
+use crate::state::Device;
+
+/// Success answers of writes.
+pub const WRITE_OK: &[u16] = &[200, 201, 204];
+/// A multistatus.
+pub const MULTI: &[u16] = &[207];
+
+/// The run's recorders, shared by every worker thread: one per operation type and one
+/// per sync-session kind (`volley_metrics::Recorder`: lossless per-second HDR
+/// histograms). One lock per recorder; a request records once, so the locks are held
+/// for a few histogram increments.
+pub struct Recorders {
+    /// By [`Op::index`].
+    pub ops: Vec<Mutex<Recorder>>,
+    /// By [`SessionKind`] order.
+    pub sessions: Vec<Mutex<Recorder>>,
+    /// Instant 0 of every sample.
+    pub origin: Instant,
+}
+
+impl Recorders {
+    /// Empty recorders with instant 0 now.
+    pub fn new() -> Recorders {
+        Recorders {
+            ops: Op::ALL
+                .iter()
+                .map(|_| Mutex::new(Recorder::new()))
+                .collect(),
+            sessions: SessionKind::ALL
+                .iter()
+                .map(|_| Mutex::new(Recorder::new()))
+                .collect(),
+            origin: Instant::now(),
+        }
+    }
+
+    fn record_op(&self, op: Op, s: &Sample) {
+        self.ops[op.index()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(s);
+    }
+
+    /// Records a sync session scheduled at `intended_ns` that started at `start_ns`.
+    pub fn record_session(&self, kind: SessionKind, intended_ns: u64, start_ns: u64, ok: bool) {
+        let done = ns_since(self.origin);
+        let s = Sample {
+            intended_ns,
+            dispatched_ns: start_ns.max(intended_ns),
+            sent_ns: start_ns.max(intended_ns),
+            first_byte_ns: 0,
+            done_ns: done.max(start_ns),
+            connect_ns: 0,
+            tls_handshake_ns: 0,
+            status: if ok { 200 } else { 500 },
+            wire_bytes: 0,
+            body_bytes: 0,
+            wire_body_bytes: 0,
+            error: (!ok).then_some(ErrorKind::Status),
+            request_index: kind as u32,
+        };
+        let i = SessionKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(0);
+        self.sessions[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(&s);
+    }
+}
+
+impl Default for Recorders {
+    fn default() -> Self {
+        Recorders::new()
+    }
+}
+
+/// What a worker needs to send requests: the recorders, and whether this phase is
+/// measured (set-up and the final audit are not).
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// Where samples go.
+    pub rec: &'a Recorders,
+    /// Record samples (false during set-up and audit).
+    pub measured: bool,
+}
+
+impl Ctx<'_> {
+    /// Sends `req` on `dev`'s connection. Returns the reply when its status is one of
+    /// `expect`; otherwise counts a violation (transport, 5xx, other status) and returns
+    /// `None`. The sample is recorded in the op's recorder either way, an unexpected
+    /// status as a status error.
+    pub fn call(
+        &self,
+        dev: &mut Device,
+        v: &mut Violations,
+        req: Request,
+        expect: &[u16],
+    ) -> Option<Reply> {
+        let (result, mut sample) = dev.conn.exchange(&req, self.rec.origin);
+        let out = match result {
+            Err(kind) => {
+                v.add_each(Violation::Transport, || {
+                    format!("{} {}: {kind:?}", req.method, req.path)
+                });
+                None
+            }
+            Ok(reply) if expect.contains(&reply.status) => Some(reply),
+            Ok(reply) => {
+                sample.error = Some(ErrorKind::Status);
+                let kind = if reply.status >= 500 {
+                    Violation::ServerError
+                } else {
+                    Violation::UnexpectedStatus
+                };
+                v.add_each(kind, || {
+                    format!(
+                        "{} {} answered {} (expected {expect:?})",
+                        req.method, req.path, reply.status
+                    )
+                });
+                None
+            }
+        };
+        if self.measured {
+            self.rec.record_op(req.op, &sample);
+        }
+        out
+    }
+}
+
+/// The strong ETag of a reply, if it has one (a weak one cannot guard a write).
+pub fn strong_etag(r: &Reply) -> Option<String> {
+    r.header("ETag")
+        .filter(|e| e.starts_with('"'))
+        .map(str::to_owned)
+}

@@ -1,0 +1,43 @@
+//! volley-office: the groupware office, a CalDAV client workload.
+//!
+//! Place in the flow: beside the engine, as a workload with its own clients. Virtual
+//! users ([`state`]), each with a profile ([`profile`]: Thunderbird, DAVx5, Evolution,
+//! Apple Calendar) and two devices, live a seeded, compressed office day ([`day`]):
+//! decisions become writes ([`writes`]), polls become sync sessions ([`session`],
+//! [`listing`]). Every request is timed into the recorder of its operation type, every
+//! session into the recorder of its kind (`volley_metrics::Recorder`, the same lossless
+//! per-second histograms `volley bench` keeps), and checked: what is read back must be
+//! what was written, ETags must change exactly when content does, stale writes must get
+//! 412, a deletion must reach the other device's next sync, and at the end an audit
+//! ([`audit`]) finds every acknowledged item once. Violations are counted by kind
+//! ([`check`]) and fail the run (docs/methodology.md, "The office").
+//!
+//! I/O: each device holds one blocking kept-alive HTTP/1.1 connection ([`http`]); a
+//! worker thread serves a few users one action at a time. The schedule ([`day`]), the
+//! XML ([`xml`]), item comparison ([`item`]) and violation counting are pure.
+#![deny(missing_docs)]
+
+mod audit;
+pub mod check;
+pub mod day;
+mod driver;
+mod error;
+pub mod http;
+pub mod item;
+mod listing;
+pub mod ops;
+pub mod profile;
+pub mod report;
+mod run;
+mod session;
+mod setup;
+pub mod state;
+mod writes;
+pub mod xml;
+
+pub use check::{Violation, Violations};
+pub use error::OfficeError;
+pub use ops::{Op, SessionKind};
+pub use profile::{Mix, Profile};
+pub use report::{LatencyRow, OfficeReport};
+pub use run::{run, OfficeConfig, OfficeRun};

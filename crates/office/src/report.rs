@@ -1,0 +1,142 @@
+//! The figures of an office day: latency per operation type and per sync session
+//! (from the recorders' whole-run histograms), violations by kind, and what ran.
+
+use serde::Serialize;
+use volley_metrics::{Metric, Recorder};
+
+use crate::check::Violations;
+
+/// One row of a latency table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyRow {
+    /// Operation or session kind.
+    pub name: String,
+    /// Requests (sessions) recorded.
+    pub count: u64,
+    /// Of those, failed (transport error or unexpected status).
+    pub errors: u64,
+    /// Median, milliseconds.
+    pub p50_ms: f64,
+    /// 99th percentile, milliseconds.
+    pub p99_ms: f64,
+    /// Largest, milliseconds.
+    pub max_ms: f64,
+}
+
+impl LatencyRow {
+    /// The row of `rec`, from its `metric` histogram: service time for requests (each
+    /// is sent when the one before it ends), response time from the scheduled instant
+    /// for sessions (a late session counts its lateness).
+    pub fn of(name: &str, rec: &mut Recorder, metric: Metric) -> LatencyRow {
+        rec.finish();
+        let ok: u64 = rec.closed_seconds().iter().map(|s| s.counts.ok).sum();
+        let count = rec.completed();
+        let h = rec.whole_run(metric);
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencyRow {
+            name: name.to_owned(),
+            count,
+            errors: count.saturating_sub(ok),
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+/// A violation kind and its count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ViolationRow {
+    /// Kind name ([`crate::Violation::name`]).
+    pub kind: &'static str,
+    /// How many.
+    pub count: u64,
+}
+
+/// Users per profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileCount {
+    /// Profile name.
+    pub profile: &'static str,
+    /// Users playing it.
+    pub users: usize,
+}
+
+/// Everything an office day reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OfficeReport {
+    /// Target URL.
+    pub url: String,
+    /// Virtual users.
+    pub users: usize,
+    /// Devices per user.
+    pub devices_per_user: usize,
+    /// Users per profile.
+    pub profiles: Vec<ProfileCount>,
+    /// Decisions per person per office day.
+    pub decisions_per_day: u32,
+    /// Office time / wall time.
+    pub compress: f64,
+    /// Wall-clock length of the day, seconds.
+    pub duration_s: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Scheduled actions (syncs and decisions).
+    pub actions_planned: u64,
+    /// Of those, run.
+    pub actions_run: u64,
+    /// Of those, not run because the run's hard stop (or Ctrl-C) came first.
+    pub actions_skipped: u64,
+    /// Items on the server at the end (audited).
+    pub items_at_end: u64,
+    /// Requests sent during the day (set-up and audit excluded).
+    pub requests: u64,
+    /// The generator's CPU time during the day, seconds (user + system, whole process).
+    pub generator_cpu_s: f64,
+    /// Latency per operation type.
+    pub ops: Vec<LatencyRow>,
+    /// Latency per sync session kind.
+    pub sessions: Vec<LatencyRow>,
+    /// Violations by kind (all kinds, zeros included).
+    pub violations: Vec<ViolationRow>,
+    /// Total violations: the run failed if non-zero.
+    pub violations_total: u64,
+    /// A few examples per kind.
+    pub examples: Vec<String>,
+}
+
+impl OfficeReport {
+    /// Violation rows from merged violations.
+    pub fn violation_rows(v: &Violations) -> (Vec<ViolationRow>, u64, Vec<String>) {
+        let rows = v
+            .by_kind()
+            .into_iter()
+            .map(|(k, count)| ViolationRow {
+                kind: k.name(),
+                count,
+            })
+            .collect();
+        let examples = v
+            .examples()
+            .iter()
+            .map(|(k, e)| format!("{}: {e}", k.name()))
+            .collect();
+        (rows, v.total(), examples)
+    }
+
+    /// The count of violation kind `name`.
+    pub fn violations_of(&self, name: &str) -> u64 {
+        self.violations
+            .iter()
+            .find(|r| r.kind == name)
+            .map_or(0, |r| r.count)
+    }
+
+    /// The row of op `name`.
+    pub fn op(&self, name: &str) -> Option<&LatencyRow> {
+        self.ops
+            .iter()
+            .chain(&self.sessions)
+            .find(|r| r.name == name)
+    }
+}

@@ -1,0 +1,360 @@
+//! Running an office day: set-up (untimed), the day on worker threads, the audit
+//! (untimed), then the recorders merged into one report.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use volley_metrics::{Metric, Recorder};
+
+use crate::check::Violations;
+use crate::day::{Action, DayPlan, Event};
+use crate::driver::{Ctx, Recorders};
+use crate::http::{ns_since, Conn};
+use crate::ops::{Op, SessionKind};
+use crate::profile::{Mix, Profile};
+use crate::report::{LatencyRow, OfficeReport, ProfileCount};
+use crate::state::{Device, Pending, Truth, User};
+use crate::{audit, session, setup, writes, OfficeError};
+
+/// Most worker threads; users beyond are shared round-robin.
+const MAX_THREADS: usize = 256;
+
+/// An office day to run.
+#[derive(Debug, Clone)]
+pub struct OfficeConfig {
+    /// The server's URL (`http://host:port/`); discovery starts at its root.
+    pub url: String,
+    /// (account, password) of every virtual user.
+    pub accounts: Vec<(String, String)>,
+    /// Profiles by weight.
+    pub mix: Mix,
+    /// Decisions per person per office day.
+    pub decisions_per_day: u32,
+    /// Office time / wall time.
+    pub compress: f64,
+    /// Wall-clock length of the day.
+    pub duration: Duration,
+    /// Devices per person (2: a deletion on one must be seen by the other).
+    pub devices: usize,
+    /// Seed of the day.
+    pub seed: u64,
+    /// Items each calendar holds when the day starts.
+    pub initial_items: u64,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Set to end the day early (Ctrl-C).
+    pub stop: Arc<AtomicBool>,
+}
+
+impl OfficeConfig {
+    /// Defaults: 250 decisions a day, 8 hours in one minute (480x), two devices per
+    /// person, 20 items to start with.
+    pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
+        OfficeConfig {
+            url: url.to_owned(),
+            accounts,
+            mix: Mix::default(),
+            decisions_per_day: 250,
+            compress: 480.0,
+            duration: Duration::from_secs(60),
+            devices: 2,
+            seed: 1,
+            initial_items: 20,
+            timeout: Duration::from_secs(30),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn check(&self) -> Result<(), OfficeError> {
+        let bad = |s: &str| Err(OfficeError::Config(s.to_owned()));
+        if self.accounts.is_empty() {
+            return bad("the office needs at least one user");
+        }
+        if !(self.compress.is_finite() && self.compress > 0.0) {
+            return bad("the compression factor must be a positive number");
+        }
+        if self.duration.is_zero() {
+            return bad("the day must last longer than zero");
+        }
+        if self.devices == 0 {
+            return bad("each user needs at least one device");
+        }
+        Ok(())
+    }
+}
+
+/// A finished day: the report and the recorders behind it (for a results store).
+pub struct OfficeRun {
+    /// Figures and violations.
+    pub report: OfficeReport,
+    /// One recorder per operation type.
+    pub ops: Vec<(Op, Recorder)>,
+    /// One recorder per session kind.
+    pub sessions: Vec<(SessionKind, Recorder)>,
+}
+
+/// Runs the day. Errors only when the day cannot start (bad configuration, a server
+/// that is not CalDAV, a calendar that cannot be set up); problems during the day are
+/// violations in the report.
+pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
+    cfg.check()?;
+    let (host, addr) = setup::parse_url(&cfg.url)?;
+    let (u0, p0) = &cfg.accounts[0];
+    setup::probe(&cfg.url, addr, &host, u0, p0)?;
+    let profiles = cfg.mix.assign(cfg.accounts.len());
+    let threads = cfg.accounts.len().min(MAX_THREADS);
+    let today = crate::item::today();
+    let make_user = |i: usize| {
+        let (name, password) = &cfg.accounts[i];
+        let devices = (0..cfg.devices)
+            .map(|_| {
+                let mut conn = Conn::new(addr, &host, name, password, cfg.timeout);
+                conn.set_agent("volley-office/setup".into());
+                Device::new(profiles[i], conn)
+            })
+            .collect();
+        User {
+            name: name.clone(),
+            principal: format!("/{name}/"),
+            home: format!("/{name}/"),
+            cal: format!("/{name}/calendar/"),
+            truth: Truth::default(),
+            devices,
+            next_item: 0,
+            violations: Violations::default(),
+            today: today.clone(),
+        }
+    };
+    // Set-up, untimed, on the same threads' share of users.
+    let untimed = Recorders::new();
+    let mut groups: Vec<Vec<(usize, User)>> = (0..threads).map(|_| Vec::new()).collect();
+    for i in 0..cfg.accounts.len() {
+        groups[i % threads].push((i, make_user(i)));
+    }
+    let groups = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|mut group| {
+                let rec = &untimed;
+                s.spawn(move || -> Result<Vec<(usize, User)>, OfficeError> {
+                    let ctx = Ctx {
+                        rec,
+                        measured: false,
+                    };
+                    for (_, u) in group.iter_mut() {
+                        setup::prepare(ctx, u, cfg.initial_items)?;
+                    }
+                    Ok(group)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(OfficeError::Config("a set-up thread panicked".into())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    drop(untimed);
+
+    let plan = DayPlan {
+        decisions_per_day: cfg.decisions_per_day,
+        compress: cfg.compress,
+        wall_s: cfg.duration.as_secs_f64(),
+        devices: cfg.devices,
+        seed: cfg.seed,
+    };
+    let rec = Recorders::new();
+    let cpu0 = volley_metrics::resources::process_cpu_ns();
+    let outcomes = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|group| {
+                let rec = &rec;
+                s.spawn(move || {
+                    day(
+                        Ctx {
+                            rec,
+                            measured: true,
+                        },
+                        plan,
+                        cfg,
+                        group,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().ok())
+            .collect::<Vec<_>>()
+    });
+    let cpu_s = match (cpu0, volley_metrics::resources::process_cpu_ns()) {
+        (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+        _ => 0.0,
+    };
+    if outcomes.len() != threads {
+        return Err(OfficeError::Config("a worker thread panicked".into()));
+    }
+    let mut violations = Violations::default();
+    let (mut planned, mut ran, mut skipped, mut items) = (0, 0, 0, 0);
+    let mut users_after: Vec<User> = Vec::new();
+    for o in outcomes {
+        planned += o.planned;
+        ran += o.ran;
+        skipped += o.skipped;
+        items += o.items;
+        users_after.extend(o.users);
+    }
+    for u in users_after {
+        violations.merge(u.violations);
+    }
+    let mut ops: Vec<(Op, Recorder)> = Op::ALL
+        .iter()
+        .zip(rec.ops)
+        .map(|(op, m)| (*op, m.into_inner().unwrap_or_else(PoisonError::into_inner)))
+        .collect();
+    let mut sessions: Vec<(SessionKind, Recorder)> = SessionKind::ALL
+        .iter()
+        .zip(rec.sessions)
+        .map(|(k, m)| (*k, m.into_inner().unwrap_or_else(PoisonError::into_inner)))
+        .collect();
+    let op_rows: Vec<LatencyRow> = ops
+        .iter_mut()
+        .filter(|(op, r)| *op != Op::Mkcalendar || r.completed() > 0)
+        .map(|(op, r)| LatencyRow::of(op.name(), r, Metric::Service))
+        .collect();
+    let session_rows = sessions
+        .iter_mut()
+        .map(|(k, r)| LatencyRow::of(k.name(), r, Metric::Response))
+        .collect();
+    let (vrows, vtotal, examples) = OfficeReport::violation_rows(&violations);
+    let report = OfficeReport {
+        url: cfg.url.clone(),
+        users: cfg.accounts.len(),
+        devices_per_user: cfg.devices,
+        profiles: cfg
+            .mix
+            .parts()
+            .iter()
+            .map(|(p, _)| ProfileCount {
+                profile: p.name(),
+                users: profiles.iter().filter(|q| *q == p).count(),
+            })
+            .collect(),
+        decisions_per_day: cfg.decisions_per_day,
+        compress: cfg.compress,
+        duration_s: cfg.duration.as_secs_f64(),
+        seed: cfg.seed,
+        actions_planned: planned,
+        actions_run: ran,
+        actions_skipped: skipped,
+        items_at_end: items,
+        requests: op_rows.iter().map(|r| r.count).sum(),
+        generator_cpu_s: cpu_s,
+        ops: op_rows,
+        sessions: session_rows,
+        violations: vrows,
+        violations_total: vtotal,
+        examples,
+    };
+    Ok(OfficeRun {
+        report,
+        ops,
+        sessions,
+    })
+}
+
+/// What one worker thread did.
+struct Outcome {
+    users: Vec<User>,
+    planned: u64,
+    ran: u64,
+    skipped: u64,
+    items: u64,
+}
+
+/// One thread's share of the day: its users' events in time order, then their audit.
+fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)>) -> Outcome {
+    let mut events: Vec<(usize, Event)> = Vec::new();
+    let mut users: Vec<User> = Vec::with_capacity(group.len());
+    for (local, (global, mut user)) in group.into_iter().enumerate() {
+        let profile: Profile = user.devices[0].profile;
+        for (d, dev) in user.devices.iter_mut().enumerate() {
+            dev.conn
+                .set_agent(format!("volley-office/{}#{d}", profile.name()));
+        }
+        events.extend(plan.events(global, profile).into_iter().map(|e| (local, e)));
+        users.push(user);
+    }
+    events.sort_by_key(|(_, e)| e.at_ns);
+    let wall_ns = u64::try_from(cfg.duration.as_nanos()).unwrap_or(u64::MAX);
+    // A slow server makes actions late; past this, the rest are skipped (and counted).
+    let hard_stop_ns = wall_ns.saturating_add((wall_ns / 2).max(10_000_000_000));
+    let planned = events.len() as u64;
+    let mut ran = 0;
+    for (local, e) in &events {
+        if cfg.stop.load(Ordering::Relaxed) || ns_since(ctx.rec.origin) > hard_stop_ns {
+            break;
+        }
+        if !sleep_until(ctx, e.at_ns, &cfg.stop) {
+            break;
+        }
+        let user = &mut users[*local];
+        match e.action {
+            Action::InitialSync { device } | Action::Poll { device } => {
+                session::run(ctx, user, device, e.at_ns)
+            }
+            Action::Decide {
+                device,
+                what,
+                pick,
+                stale_probe,
+            } => writes::decide(
+                ctx,
+                user,
+                device,
+                Pending {
+                    what,
+                    pick,
+                    stale_probe,
+                },
+            ),
+        }
+        ran += 1;
+    }
+    let audit_ctx = Ctx {
+        measured: false,
+        ..ctx
+    };
+    let items = users
+        .iter_mut()
+        .map(|u| {
+            u.devices[0].conn.set_agent("volley-office/audit".into());
+            audit::audit(audit_ctx, u) as u64
+        })
+        .sum();
+    Outcome {
+        users,
+        planned,
+        ran,
+        skipped: planned - ran,
+        items,
+    }
+}
+
+/// Sleeps until `at_ns` after the origin, in slices so a stop is seen; false if stopped.
+fn sleep_until(ctx: Ctx<'_>, at_ns: u64, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = ns_since(ctx.rec.origin);
+        if now >= at_ns {
+            return true;
+        }
+        std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+    }
+}

@@ -1,0 +1,147 @@
+//! What each virtual user knows: the truth (every acknowledged write, in order) and
+//! each device's mirror of the calendar, as a real client keeps it.
+//!
+//! A user's devices are served by one thread one action at a time, so the truth is
+//! exact: after a device syncs, its mirror must equal the truth as it stood when the
+//! sync started. That is how one device's deletion is checked to be seen by the other
+//! device's next sync (the built-in server's accounts reach only their own home, so
+//! the office checks visibility across a person's two devices, not across people).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::check::Violations;
+use crate::day::Decision;
+use crate::http::Conn;
+use crate::profile::Profile;
+
+/// An item as last acknowledged by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TruthItem {
+    /// The item's number (its UID is `<user>-<n>`).
+    pub n: u64,
+    /// Its revision (SEQUENCE).
+    pub seq: u32,
+    /// The text last written.
+    pub data: String,
+    /// The ETag the server gave for it, if it gave one.
+    pub etag: Option<String>,
+    /// ETags it had before (the stale ones a stale write uses).
+    pub old_etags: Vec<String>,
+}
+
+/// Every item the server acknowledged, by name (`<uid>.ics`).
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    /// Live items.
+    pub items: BTreeMap<String, TruthItem>,
+    /// Names deleted (acknowledged).
+    pub deleted: BTreeSet<String>,
+}
+
+/// A device's copy of one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorItem {
+    /// The ETag the device holds (None: it must fetch one before a conditional write).
+    pub etag: Option<String>,
+    /// The text the device holds.
+    pub data: String,
+}
+
+/// A decision DAVx5 keeps until its next sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// Create, edit or delete.
+    pub what: Decision,
+    /// Picks the item.
+    pub pick: u64,
+    /// A stale write first.
+    pub stale_probe: bool,
+}
+
+/// One calendar client of a user.
+pub struct Device {
+    /// The client it plays.
+    pub profile: Profile,
+    /// Its connection.
+    pub conn: Conn,
+    /// Its copy of the calendar.
+    pub mirror: BTreeMap<String, MirrorItem>,
+    /// The last sync token, if it syncs with sync-collection.
+    pub token: Option<String>,
+    /// The last getctag.
+    pub ctag: Option<String>,
+    /// Whether the calendar offers sync-collection (from supported-report-set).
+    pub sync_offered: bool,
+    /// The initial sync succeeded.
+    pub ready: bool,
+    /// Names this device wrote since its last sync token: the next delta must list them.
+    pub written: BTreeSet<String>,
+    /// Decisions not yet uploaded (DAVx5).
+    pub pending: Vec<Pending>,
+}
+
+impl Device {
+    /// A device that has not synced yet.
+    pub fn new(profile: Profile, conn: Conn) -> Device {
+        Device {
+            profile,
+            conn,
+            mirror: BTreeMap::new(),
+            token: None,
+            ctag: None,
+            sync_offered: false,
+            ready: false,
+            written: BTreeSet::new(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// A person of the office.
+pub struct User {
+    /// Account name.
+    pub name: String,
+    /// Principal path (from discovery).
+    pub principal: String,
+    /// Calendar home path.
+    pub home: String,
+    /// The calendar the office writes to (path ending in `/`).
+    pub cal: String,
+    /// What the server acknowledged.
+    pub truth: Truth,
+    /// The person's devices.
+    pub devices: Vec<Device>,
+    /// Next item number.
+    pub next_item: u64,
+    /// What went wrong for this user.
+    pub violations: Violations,
+    /// `YYYYMMDD` the items are dated around.
+    pub today: String,
+}
+
+impl User {
+    /// The name of an item path under the calendar, or `None` for the calendar itself
+    /// and anything outside it.
+    pub fn item_name(&self, href: &str) -> Option<String> {
+        let rest = href.strip_prefix(&self.cal)?;
+        (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_owned())
+    }
+
+    /// The path of item `name`.
+    pub fn item_path(&self, name: &str) -> String {
+        format!("{}{name}", self.cal)
+    }
+
+    /// The text of item `n` at revision `seq`, dated within four weeks of today.
+    pub fn item_text(&self, n: u64, seq: u32) -> String {
+        let offset = (n.wrapping_mul(7) % 57) as i64 - 28;
+        let hour = 8 + (n % 9) as u32;
+        crate::item::event(
+            &format!("{}-{n}", self.name),
+            seq,
+            &self.today,
+            offset,
+            hour,
+        )
+    }
+}

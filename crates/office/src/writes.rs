@@ -1,0 +1,293 @@
+//! Decisions as writes: creations (PUT If-None-Match: *), edits (PUT If-Match) and
+//! deletions (DELETE If-Match), each checked: an edit's ETag must change, a write
+//! with a stale ETag must be refused with 412, and a conflict is resolved as clients
+//! do (fetch the item, write again).
+
+use crate::check::Violation;
+use crate::day::Decision;
+use crate::driver::{strong_etag, Ctx, WRITE_OK};
+use crate::http::Request;
+use crate::item;
+use crate::ops::Op;
+use crate::state::{MirrorItem, Pending, TruthItem, User};
+
+const CALENDAR: &str = "text/calendar; charset=utf-8";
+
+/// Makes decision `p` on device `d` now, or keeps it for the next sync (DAVx5).
+pub fn decide(ctx: Ctx<'_>, user: &mut User, d: usize, p: Pending) {
+    if user.devices[d].profile.uploads_at_sync() {
+        user.devices[d].pending.push(p);
+    } else {
+        apply(ctx, user, d, p);
+    }
+}
+
+/// DAVx5's uploads at the start of a sync: deletions, then creations, then edits.
+/// `Some(true)` if anything was uploaded, `None` if a write failed.
+pub fn upload_pending(ctx: Ctx<'_>, user: &mut User, d: usize) -> Option<bool> {
+    let mut pending = std::mem::take(&mut user.devices[d].pending);
+    let any = !pending.is_empty();
+    pending.sort_by_key(|p| match p.what {
+        Decision::Delete => 0,
+        Decision::Create => 1,
+        Decision::Edit => 2,
+    });
+    let mut ok = true;
+    for p in pending {
+        ok &= apply(ctx, user, d, p);
+    }
+    ok.then_some(any)
+}
+
+/// One decision; false if a request failed.
+fn apply(ctx: Ctx<'_>, user: &mut User, d: usize, p: Pending) -> bool {
+    let names: Vec<&String> = user.devices[d].mirror.keys().collect();
+    if names.is_empty() || p.what == Decision::Create {
+        return create(ctx, user, d);
+    }
+    let name = names[(p.pick % names.len() as u64) as usize].clone();
+    match p.what {
+        Decision::Edit => edit(ctx, user, d, &name, p.stale_probe),
+        _ => delete(ctx, user, d, &name),
+    }
+}
+
+fn create(ctx: Ctx<'_>, user: &mut User, d: usize) -> bool {
+    let n = user.next_item;
+    user.next_item += 1;
+    let name = format!("{}-{n}.ics", user.name);
+    let data = user.item_text(n, 0);
+    let req = Request::new(Op::PutCreate, "PUT", user.item_path(&name))
+        .header("Content-Type", CALENDAR)
+        .header("If-None-Match", "*");
+    let req = Request {
+        body: data.clone().into_bytes(),
+        ..req
+    };
+    let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, WRITE_OK) else {
+        return false;
+    };
+    let etag = strong_etag(&reply);
+    user.truth.items.insert(
+        name.clone(),
+        TruthItem {
+            n,
+            seq: 0,
+            data: data.clone(),
+            etag: etag.clone(),
+            old_etags: Vec::new(),
+        },
+    );
+    let dev = &mut user.devices[d];
+    dev.mirror.insert(name.clone(), MirrorItem { etag, data });
+    dev.written.insert(name);
+    true
+}
+
+/// Reads item `name` into device `d`'s mirror (after a 412, or to learn its ETag).
+/// `Some(false)` when the server no longer has it.
+fn refresh(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> Option<bool> {
+    let req = Request::new(Op::Get, "GET", user.item_path(name));
+    let reply = ctx.call(
+        &mut user.devices[d],
+        &mut user.violations,
+        req,
+        &[200, 404, 410],
+    )?;
+    if reply.status != 200 {
+        user.devices[d].mirror.remove(name);
+        return Some(false);
+    }
+    let data = String::from_utf8_lossy(&reply.body).into_owned();
+    if let Some(t) = user.truth.items.get(name) {
+        if !item::same(&t.data, &data) {
+            user.violations.add(Violation::ReadMismatch, name, || {
+                format!("GET {name} differs from what was last written")
+            });
+        }
+    }
+    let etag = strong_etag(&reply);
+    user.devices[d]
+        .mirror
+        .insert(name.to_owned(), MirrorItem { etag, data });
+    Some(true)
+}
+
+/// A PUT of `data` over `name` with If-Match `etag`; the reply status, or `None`.
+fn put_over(
+    ctx: Ctx<'_>,
+    user: &mut User,
+    d: usize,
+    name: &str,
+    data: &str,
+    etag: &str,
+    expect: &[u16],
+) -> Option<(u16, Option<String>)> {
+    let req = Request::new(Op::PutUpdate, "PUT", user.item_path(name))
+        .header("Content-Type", CALENDAR)
+        .header("If-Match", etag);
+    let req = Request {
+        body: data.as_bytes().to_vec(),
+        ..req
+    };
+    let reply = ctx.call(&mut user.devices[d], &mut user.violations, req, expect)?;
+    Some((reply.status, strong_etag(&reply)))
+}
+
+/// Records an accepted edit of `name` to revision `seq` in the truth and the mirror,
+/// checking that the ETag changed with the content.
+fn accepted(
+    user: &mut User,
+    d: usize,
+    name: &str,
+    seq: u32,
+    data: String,
+    old: &str,
+    new: Option<String>,
+) {
+    if new.as_deref() == Some(old) {
+        user.violations.add(Violation::EtagUnchanged, name, || {
+            format!("PUT {name} changed its content; the ETag stayed {old}")
+        });
+    }
+    let n = user.truth.items.get(name).map_or(0, |t| t.n);
+    let t = user
+        .truth
+        .items
+        .entry(name.to_owned())
+        .or_insert(TruthItem {
+            n,
+            seq,
+            data: String::new(),
+            etag: None,
+            old_etags: Vec::new(),
+        });
+    t.old_etags.push(old.to_owned());
+    t.seq = seq;
+    t.data = data.clone();
+    t.etag = new.clone();
+    user.truth.deleted.remove(name);
+    let dev = &mut user.devices[d];
+    dev.mirror
+        .insert(name.to_owned(), MirrorItem { etag: new, data });
+    dev.written.insert(name.to_owned());
+}
+
+fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) -> bool {
+    if user.devices[d]
+        .mirror
+        .get(name)
+        .and_then(|m| m.etag.as_ref())
+        .is_none()
+    {
+        match refresh(ctx, user, d, name) {
+            None => return false,
+            Some(false) => return true,
+            Some(true) => {}
+        }
+    }
+    let Some(mine) = user.devices[d]
+        .mirror
+        .get(name)
+        .and_then(|m| m.etag.clone())
+    else {
+        // The server gives no ETag: the item cannot be changed safely.
+        return true;
+    };
+    let Some(t) = user.truth.items.get(name).cloned() else {
+        // Deleted on another device since this one's last sync: the write must fail.
+        let text = user.item_text(0, 0);
+        let r = put_over(ctx, user, d, name, &text, &mine, &[412, 404]);
+        user.devices[d].mirror.remove(name);
+        return r.is_some();
+    };
+    let seq = t.seq + 1;
+    let data = user.item_text(t.n, seq);
+    if stale_probe {
+        if let Some(old) = t.old_etags.last().filter(|o| t.etag.as_ref() != Some(*o)) {
+            let old = old.clone();
+            match put_over(ctx, user, d, name, &data, &old, &[412, 200, 201, 204]) {
+                None => return false,
+                Some((412, _)) => {}
+                Some((_, new)) => {
+                    user.violations
+                        .add(Violation::StaleWriteAccepted, name, || {
+                            format!("PUT {name} with the stale If-Match {old} was accepted")
+                        });
+                    accepted(user, d, name, seq, data, &old, new);
+                    return true;
+                }
+            }
+        }
+    }
+    let current = t.etag.as_deref() == Some(mine.as_str());
+    let expect: &[u16] = if t.etag.is_none() {
+        &[200, 201, 204, 412]
+    } else if current {
+        WRITE_OK
+    } else {
+        &[412]
+    };
+    match put_over(ctx, user, d, name, &data, &mine, expect) {
+        None => false,
+        Some((412, _)) => {
+            // A conflict: fetch the item as it is now and write again.
+            match refresh(ctx, user, d, name) {
+                None => false,
+                Some(false) => true,
+                Some(true) => {
+                    let Some(fresh) = user.devices[d]
+                        .mirror
+                        .get(name)
+                        .and_then(|m| m.etag.clone())
+                    else {
+                        return true;
+                    };
+                    match put_over(ctx, user, d, name, &data, &fresh, WRITE_OK) {
+                        None => false,
+                        Some((_, new)) => {
+                            accepted(user, d, name, seq, data, &fresh, new);
+                            true
+                        }
+                    }
+                }
+            }
+        }
+        Some((_, new)) => {
+            accepted(user, d, name, seq, data, &mine, new);
+            true
+        }
+    }
+}
+
+fn delete(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> bool {
+    let mine = user.devices[d]
+        .mirror
+        .get(name)
+        .and_then(|m| m.etag.clone());
+    let truth_etag = user.truth.items.get(name).map(|t| t.etag.clone());
+    let expect: &[u16] = match (&mine, &truth_etag) {
+        // Deleted elsewhere already.
+        (_, None) => &[404, 412],
+        (Some(m), Some(Some(t))) if m != t => &[412],
+        _ => WRITE_OK,
+    };
+    let mut req = Request::new(Op::Delete, "DELETE", user.item_path(name));
+    if let Some(m) = &mine {
+        req = req.header("If-Match", m.clone());
+    }
+    let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, expect) else {
+        return false;
+    };
+    if reply.status == 412 {
+        // Changed elsewhere: show the new version; the user decides again later.
+        return refresh(ctx, user, d, name).is_some();
+    }
+    user.devices[d].mirror.remove(name);
+    if truth_etag.is_some() {
+        user.truth.items.remove(name);
+        user.truth.deleted.insert(name.to_owned());
+        user.devices[d].written.insert(name.to_owned());
+    }
+    true
+}

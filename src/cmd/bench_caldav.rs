@@ -1,0 +1,243 @@
+//! `volley bench --caldav USERS [URL]`: an office day of CalDAV clients (the
+//! `volley-office` workload) against a server, the built-in one in-process when no URL
+//! is given. Prints latency per operation type and per sync session, and violations by
+//! kind; any violation fails the run (exit 1). Bad input exits 2 with one line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use volley_office::{LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
+
+use super::bench_load::LoadArgs;
+use super::table;
+use crate::exit::usage;
+
+/// The office's flags.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct CaldavArgs {
+    /// Run an office day of this many CalDAV users instead of a GET load (against the
+    /// URL, or the built-in server started in-process without one).
+    #[arg(long, value_name = "USERS", allow_hyphen_values = true)]
+    pub caldav: Option<String>,
+    /// Client profiles by weight: thunderbird, davx5, evolution, apple, e.g.
+    /// `thunderbird:3,davx5` (default: all four equally).
+    #[arg(long, value_name = "NAME[:WEIGHT],...")]
+    pub profile: Option<String>,
+    /// Decisions per person per office day (default 250).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub decisions: Option<String>,
+    /// Office time / wall time: 480 runs an 8-hour day in one minute (default).
+    #[arg(long, value_name = "F", allow_hyphen_values = true)]
+    pub compress: Option<String>,
+    /// Password of every office account `office1..officeN` on an external server.
+    #[arg(long, value_name = "PASSWORD", default_value = "office")]
+    pub caldav_password: String,
+}
+
+impl CaldavArgs {
+    /// Whether `--caldav` was given.
+    pub fn is_set(&self) -> bool {
+        self.caldav.is_some()
+    }
+}
+
+/// The built-in server with one account per user, in a private directory.
+struct Builtin {
+    handle: Option<volley_server::ServerHandle>,
+    dir: PathBuf,
+    url: String,
+}
+
+impl Drop for Builtin {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_builtin(accounts: &[(String, String)]) -> anyhow::Result<Builtin> {
+    let dir = std::env::temp_dir().join(format!("volley-office-{}", std::process::id()));
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let mut guard = Builtin {
+        handle: None,
+        dir,
+        url: String::new(),
+    };
+    let mut text = String::new();
+    for (name, password) in accounts {
+        // Cost 4: the cheapest bcrypt; the verifier's cache makes later requests free.
+        let hash = volley_dav::auth::hash_password(password.as_bytes(), 4)?;
+        text.push_str(&format!("{name}:{hash}\n"));
+        volley_dav::provision(&root, name)?;
+    }
+    let users = volley_dav::auth::Users::parse(&guard.dir.join("users"), &text)?;
+    let mut config = volley_server::ServerConfig::new(&root);
+    config.auth = Some(volley_dav::auth::Auth::start(&users)?);
+    config.threads = 2;
+    let server = volley_server::Server::bind(config)?;
+    guard.url = format!("http://{}/", server.local_addr());
+    guard.handle = Some(server.spawn()?);
+    Ok(guard)
+}
+
+/// Runs `volley bench --caldav`.
+pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
+    let users = match c.caldav.as_deref().map(str::parse::<usize>) {
+        Some(Ok(n)) if n > 0 && n <= 100_000 => n,
+        Some(Ok(0)) => usage!("--caldav needs at least one user"),
+        _ => usage!("--caldav must be a number of users (1..=100000)"),
+    };
+    let mix = match c.profile.as_deref().map(Mix::parse).transpose() {
+        Ok(m) => m.unwrap_or_default(),
+        Err(e) => usage!("--profile: {e}"),
+    };
+    let accounts: Vec<(String, String)> = (1..=users)
+        .map(|i| (format!("office{i}"), c.caldav_password.clone()))
+        .collect();
+    let builtin = match &load.url {
+        Some(_) => None,
+        None => Some(start_builtin(&accounts)?),
+    };
+    let url = load
+        .url
+        .clone()
+        .or_else(|| builtin.as_ref().map(|b| b.url.clone()))
+        .unwrap_or_default();
+    let mut cfg = OfficeConfig::new(&url, accounts);
+    cfg.mix = mix;
+    if let Some(d) = &c.decisions {
+        match d.parse::<u32>() {
+            Ok(n) => cfg.decisions_per_day = n,
+            Err(_) => usage!("--decisions must be a whole number, got '{d}'"),
+        }
+    }
+    if let Some(f) = &c.compress {
+        match f.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => cfg.compress = x,
+            _ => usage!("--compress must be a positive number, got '{f}'"),
+        }
+    }
+    cfg.duration = match &load.duration {
+        Some(d) => match volley_harness::parse_duration(d) {
+            Ok(d) if !d.is_zero() => d,
+            _ => usage!("--duration must be a positive duration like 60s, got '{d}'"),
+        },
+        // One office day at the compression factor.
+        None => Duration::from_secs_f64(volley_office::day::OFFICE_DAY_S / cfg.compress),
+    };
+    if let Some(s) = &load.seed {
+        match s.parse::<u64>() {
+            Ok(v) => cfg.seed = v,
+            Err(_) => usage!("--seed must be a whole number, got '{s}'"),
+        }
+    }
+    {
+        let stop = Arc::clone(&cfg.stop);
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let run = match volley_office::run(&cfg) {
+        Ok(r) => r,
+        Err(
+            e @ (OfficeError::Config(_)
+            | OfficeError::UnknownProfile(_)
+            | OfficeError::Url(_)
+            | OfficeError::NotCalDav { .. }),
+        ) => usage!("{e}"),
+        Err(e @ OfficeError::Connect { .. }) => usage!(
+            "{e}: {}",
+            std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    drop(builtin);
+    let report = run.report;
+    match load.json.as_deref() {
+        Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
+        Some(path) => {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("cannot write {path}"))?;
+        }
+        None => {}
+    }
+    if !load.quiet && load.json.as_deref() != Some("-") {
+        print!("{}", text(&report));
+    }
+    if cfg.stop.load(Ordering::Relaxed) {
+        return Err(
+            crate::exit::Interrupted("interrupted; printed what was measured".into()).into(),
+        );
+    }
+    if report.violations_total > 0 {
+        anyhow::bail!(
+            "{} correctness violation(s) in the office day (see the table above)",
+            report.violations_total
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn latency_table(title: &str, rows: &[LatencyRow]) -> String {
+    let mut t = table::new([title, "count", "errors", "p50 ms", "p99 ms", "max ms"]);
+    for r in rows {
+        t.add_row([
+            r.name.clone(),
+            r.count.to_string(),
+            r.errors.to_string(),
+            format!("{:.2}", r.p50_ms),
+            format!("{:.2}", r.p99_ms),
+            format!("{:.2}", r.max_ms),
+        ]);
+    }
+    table::align_right(&mut t, &[1, 2, 3, 4, 5]);
+    table::render(&t)
+}
+
+/// The text report.
+fn text(r: &OfficeReport) -> String {
+    let profiles: Vec<String> = r
+        .profiles
+        .iter()
+        .map(|p| format!("{} {}", p.users, p.profile))
+        .collect();
+    let mut s = format!(
+        "office day against {}: {} users ({}), {} devices each, {} decisions/day, \
+         compressed {}x into {:.0} s, seed {}\n\
+         actions: {} planned, {} run, {} skipped; {} requests; {} items at the end; \
+         generator CPU {:.2} s\n\n",
+        r.url,
+        r.users,
+        profiles.join(", "),
+        r.devices_per_user,
+        r.decisions_per_day,
+        r.compress,
+        r.duration_s,
+        r.seed,
+        r.actions_planned,
+        r.actions_run,
+        r.actions_skipped,
+        r.requests,
+        r.items_at_end,
+        r.generator_cpu_s,
+    );
+    s.push_str("latency per request (service time)\n");
+    s.push_str(&latency_table("operation", &r.ops));
+    s.push_str("\nlatency per sync session (from its scheduled instant)\n");
+    s.push_str(&latency_table("session", &r.sessions));
+    s.push_str(&format!("\nviolations: {}\n", r.violations_total));
+    for v in r.violations.iter().filter(|v| v.count > 0) {
+        s.push_str(&format!("  {:<30} {}\n", v.kind, v.count));
+    }
+    for e in &r.examples {
+        s.push_str(&format!("  e.g. {e}\n"));
+    }
+    s
+}
