@@ -25,7 +25,8 @@
 
 use crate::config::{DavPaths, DavSettings, MAX_DAV_USERS, PLAIN_DAV_PREFIX};
 use crate::kind::TargetKind;
-use crate::probe::dav::{request, DavReply};
+use crate::probe::dav::request;
+use crate::probe::Response;
 use crate::TargetError;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -339,7 +340,7 @@ fn call(
     extra: &[(&str, &str)],
     body: &str,
     timeout: Duration,
-) -> Result<DavReply, String> {
+) -> Result<Response, String> {
     request(
         addr,
         Some(account),

@@ -11,31 +11,10 @@
 //! [`DavProbeError::NotDav`].
 
 use super::dav_xml;
-use super::{exchange, parse_response, ProbeFailure};
+use super::{exchange, parse_response, ProbeFailure, Response};
 use crate::dav::DavAccount;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// One parsed DAV answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DavReply {
-    /// Status code.
-    pub status: u16,
-    /// Headers, names lower-cased.
-    pub headers: Vec<(String, String)>,
-    /// Body (de-chunked).
-    pub body: Vec<u8>,
-}
-
-impl DavReply {
-    /// First header called `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// One request with `Connection: close`, as `account` when given (Basic credentials
 /// and its extra headers), bounded by `timeout`. A body is sent as XML unless an
@@ -48,7 +27,7 @@ pub fn request(
     extra: &[(&str, &str)],
     body: &[u8],
     timeout: Duration,
-) -> Result<DavReply, ProbeFailure> {
+) -> Result<Response, ProbeFailure> {
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: volley-probe\r\n"
     );
@@ -70,12 +49,7 @@ pub fn request(
     let mut raw = head.into_bytes();
     raw.extend_from_slice(body);
     let got = exchange(addr, None, &raw, timeout)?;
-    let r = parse_response(&got.raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
-    Ok(DavReply {
-        status: r.status,
-        headers: r.headers,
-        body: r.body,
-    })
+    parse_response(&got.raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))
 }
 
 /// Whether a DAV server is up: OPTIONS `/` got any HTTP answer (readiness of the
