@@ -151,6 +151,11 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         }),
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
     };
+    if kind.is_caldav_server()
+        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
+    {
+        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
+    }
     if args.dav
         && !kind.supports_plain_dav()
         && !kind.is_caldav_server()

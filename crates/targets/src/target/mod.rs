@@ -505,6 +505,23 @@ mod tests {
     }
 
     #[test]
+    fn caldav_servers_refuse_settings_volley_cannot_pass_on() {
+        let mut s = TargetSpec::new(TargetKind::Radicale);
+        assert!(check_features(&s, s.kind).is_ok());
+        s.settings.workers = 4;
+        assert!(refused(&s).to_string().contains("one process"));
+        s.settings.workers = 1;
+        s.settings.keep_alive = false;
+        assert!(refused(&s).to_string().contains("keep-alive"));
+        let mut s = TargetSpec::new(TargetKind::Xandikos);
+        s.settings.access_log = true;
+        assert!(refused(&s).to_string().contains("access log"));
+        s.settings.access_log = false;
+        s.settings.compression = Some(Compression::gzip_only(6));
+        assert!(refused(&s).to_string().contains("plain HTTP"));
+    }
+
+    #[test]
     fn features_a_kind_lacks_are_refused_with_the_reason() {
         let mut s = TargetSpec::new(TargetKind::ApachePrefork);
         s.tls = Some(TlsSource::Generate);

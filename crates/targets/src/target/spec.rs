@@ -249,6 +249,20 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
                 "its accounts are trusted from the loopback address only; run it on loopback",
             ));
         }
+        // Settings volley cannot pass on are refused, never silently dropped: a run
+        // must measure the configuration it names.
+        if s.workers > 1 {
+            return Err(unsupported(
+                "run more than one worker",
+                "volley starts it as one process (Radicale: a thread per connection; Xandikos: one asyncio loop); set workers = 1",
+            ));
+        }
+        if !s.keep_alive || s.access_log {
+            return Err(unsupported(
+                "switch keep-alive off or write an access log",
+                "volley leaves both as the server ships them (Radicale answers HTTP/1.0 and closes; Xandikos keeps connections); drop those settings for it",
+            ));
+        }
     }
     // Modules packaged apart from the server.
     let tls = spec.tls.is_some();
