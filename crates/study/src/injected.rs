@@ -142,6 +142,10 @@ pub(crate) fn run_injected(
     cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
     cfg.ready_bound = inj.ready_timeout;
     cfg.stagger = inj.stagger;
+    // Agents key their seconds by intended send time and publish second s only once
+    // the request timeout has passed after it (docs/methodology.md, "Per-second
+    // windows"): a record is late only past that hold plus the usual grace.
+    cfg.late_grace += w.load.timeout;
     cfg.load = Some(load_spec(w, cell, target));
     if let Some(l) = lab {
         cfg.addrs = (0..k as usize)
