@@ -240,58 +240,64 @@ pub fn capabilities(
     )?;
     caps.put_status = put.status;
     caps.put_etag = put.header("etag").is_some();
-    if (200..300).contains(&put.status) {
-        let stale = send(
-            "PUT",
-            &item,
-            &[ical[0], ("If-Match", "\"volley-stale-etag\"")],
-            ics.as_bytes(),
+    let created = (200..300).contains(&put.status);
+    // Everything after a created PUT runs before its DELETE, which is sent whatever
+    // they answered, so a failed probe of a server volley does not own leaves no item.
+    let checks = (|| -> Result<(), DavProbeError> {
+        if created {
+            let stale = send(
+                "PUT",
+                &item,
+                &[ical[0], ("If-Match", "\"volley-stale-etag\"")],
+                ics.as_bytes(),
+            )?;
+            caps.conditional_put = stale.status == 412;
+            let again = send(
+                "PUT",
+                &item,
+                &[ical[0], ("If-None-Match", "*")],
+                ics.as_bytes(),
+            )?;
+            caps.create_only_put = again.status == 412;
+            let got = send("GET", &item, &[], b"")?;
+            caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
+            let listing = send(
+                "PROPFIND",
+                &coll,
+                &[("Depth", "1")],
+                PROPFIND_ETAG.as_bytes(),
+            )?;
+            let name = item.rsplit('/').next().unwrap_or("");
+            caps.listing_etags =
+                listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
+        }
+        let sync = send(
+            "REPORT",
+            &coll,
+            &[("Depth", "0")],
+            SYNC_COLLECTION.as_bytes(),
         )?;
-        caps.conditional_put = stale.status == 412;
-        let again = send(
-            "PUT",
-            &item,
-            &[ical[0], ("If-None-Match", "*")],
-            ics.as_bytes(),
-        )?;
-        caps.create_only_put = again.status == 412;
-        let got = send("GET", &item, &[], b"")?;
-        caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
-        let listing = send(
-            "PROPFIND",
+        caps.sync_collection_status = sync.status;
+        caps.sync_collection =
+            sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
+        let query = send(
+            "REPORT",
             &coll,
             &[("Depth", "1")],
-            PROPFIND_ETAG.as_bytes(),
+            CALENDAR_QUERY.as_bytes(),
         )?;
-        let name = item.rsplit('/').next().unwrap_or("");
-        caps.listing_etags =
-            listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
-    }
-    let sync = send(
-        "REPORT",
-        &coll,
-        &[("Depth", "0")],
-        SYNC_COLLECTION.as_bytes(),
-    )?;
-    caps.sync_collection_status = sync.status;
-    caps.sync_collection =
-        sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
-    let query = send(
-        "REPORT",
-        &coll,
-        &[("Depth", "1")],
-        CALENDAR_QUERY.as_bytes(),
-    )?;
-    caps.calendar_query_status = query.status;
-    caps.calendar_query = query.status == 207
-        && dav_xml::hrefs(&query.body)
-            .unwrap_or_default()
-            .iter()
-            .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
-    if (200..300).contains(&put.status) {
+        caps.calendar_query_status = query.status;
+        caps.calendar_query = query.status == 207
+            && dav_xml::hrefs(&query.body)
+                .unwrap_or_default()
+                .iter()
+                .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
+        Ok(())
+    })();
+    if created {
         caps.delete_status = send("DELETE", &item, &[], b"")?.status;
     }
-    Ok(caps)
+    checks.map(|()| caps)
 }
 
 /// A number that keeps two probes (two processes, two calls) from sharing an item.
