@@ -14,6 +14,7 @@ mod deploy;
 mod error;
 mod injected;
 mod lab;
+mod office_step;
 pub mod outcome;
 pub mod plan;
 pub mod runner;

@@ -144,10 +144,13 @@ fn spec_for(
     spec.limits = ResourceLimits {
         cpus: i.cores.map(|c| (0..c as usize).collect()),
         cpu_quota: i.cpu_quota.map(CpuQuota::of_one_cpu),
-        memory_max_bytes: None,
+        memory_max_bytes: t.memory_max,
     };
     spec.volley_exe = exe.map(Path::to_path_buf);
     spec.netns = netns.cloned();
+    if let Some(users) = plan.dav_users(i.target) {
+        spec.settings.dav = Some(volley_targets::DavSettings { users });
+    }
     let serve = plan.serve;
     if serve.tls {
         spec.tls = Some(TlsSource::Generate);
@@ -635,7 +638,12 @@ impl StudyRun<'_> {
                         self.hosts,
                     )
                 }
-                None => run_step(w, cell, rate, plan, target, self.stop, &live),
+                None => match &w.office {
+                    Some(office) => {
+                        crate::office_step::run_office(w, office, cell, plan, target, self.stop)
+                    }
+                    None => run_step(w, cell, rate, plan, target, self.stop, &live),
+                },
             };
             done.store(true, Ordering::Relaxed);
             r
@@ -693,8 +701,19 @@ impl StudyRun<'_> {
             params.extra.insert("cold_start".into(), json!(true));
             summary_json["cold"] = cold_json(c, *valid, warm_ttfb_ms);
         }
-        let why_not = match m.sustainable {
-            Some(false) => format!(
+        let office = m.verdict.get("office").cloned();
+        let why_not = match (m.sustainable, &office) {
+            (Some(false), Some(o)) => format!(
+                " ({})",
+                o["reasons"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            (Some(false), None) => format!(
                 " ({})",
                 crate::step::reasons_text(&m.verdict["sustain"]["reasons"])
             ),
@@ -729,6 +748,8 @@ impl StudyRun<'_> {
                 .map(|(c, _)| c.ttfb_ms),
             warm_ttfb_ms,
         );
+        let mut outcome = outcome;
+        outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(
@@ -759,6 +780,18 @@ fn cores_text(n: u32) -> String {
 /// concurrency, keep-alive.
 fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) -> String {
     let cell = &plan.cells[ci];
+    if let Some(u) = cell.users {
+        return format!(
+            "{} {} users={u}{}",
+            plan.instance_label(cell.instance),
+            plan.workloads[cell.workload].name,
+            if repeat > 0 {
+                format!(" #{}", repeat + 1)
+            } else {
+                String::new()
+            },
+        );
+    }
     format!(
         "{} {}{}{} c={} ka={}",
         plan.instance_label(cell.instance),
@@ -801,6 +834,9 @@ fn step_parameters(
     params.extra.insert("axis".into(), json!(plan.axis));
     if let Some(k) = cell.injectors {
         params.extra.insert("injectors".into(), json!(k));
+    }
+    if let Some(u) = cell.users {
+        params.extra.insert("users".into(), json!(u));
     }
     params.extra.insert("phase".into(), json!(phase));
     params.extra.insert("order".into(), json!(order));

@@ -15,6 +15,7 @@ mod describe;
 mod estimate;
 mod injectors;
 pub mod model;
+mod office;
 mod placement;
 mod resolve;
 
