@@ -704,7 +704,7 @@ impl StudyRun<'_> {
         let office = m.verdict.get("office").cloned();
         let why_not = match (m.sustainable, &office) {
             (Some(false), Some(o)) => format!(
-                " (does not carry its users: {})",
+                " ({})",
                 o["reasons"]
                     .as_array()
                     .into_iter()

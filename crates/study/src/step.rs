@@ -694,10 +694,12 @@ pub(crate) fn step_line(
         o.p99_ms,
         o.errors,
         o.label,
-        match o.sustainable {
-            Some(true) => ", sustainable",
-            Some(false) => ", NOT sustainable",
-            None => "",
+        match (o.poll_p99_ms, o.sustainable) {
+            (Some(p), Some(true)) => format!(", poll p99 {p:.0} ms, carries its users"),
+            (Some(p), _) => format!(", poll p99 {p:.0} ms, does NOT carry its users"),
+            (None, Some(true)) => ", sustainable".to_string(),
+            (None, Some(false)) => ", NOT sustainable".to_string(),
+            (None, None) => String::new(),
         },
         why_not,
         match s.generator.cpu_pressure {
