@@ -225,7 +225,40 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
     let dir = TempDir::new("bad");
     let cases = [
         ("count = 0", "injectors.count"),
-        ("count = 2\nplacement = \"ssh\"", "injectors.placement"),
+        ("count = 2\nplacement = \"ssh\"", "injectors.hosts"),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"local\", \"a\", \"b\"]",
+            "injectors.hosts",
+        ),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"-oProxyCommand=x\"]",
+            "injectors.hosts",
+        ),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.9.0.2\"]",
+            "injectors.bus_url",
+        ),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.9.0.2\"]\nbus_url = \"nats://127.0.0.1\"",
+            "injectors.bus_url",
+        ),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.9.0.2\"]\nbus_url = \"nats://10.9.0.1\"",
+            "injectors.placement",
+        ),
+        (
+            "count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\nssh_options = [\"Port\"]",
+            "injectors.ssh_options",
+        ),
+        ("count = 2\nhosts = [\"local\"]", "injectors.hosts"),
+        ("count = 2\nbus_url = \"http://x:1\"", "injectors.bus_url"),
+        ("count = 2\nbus = \"mine\"", "injectors.bus"),
+        ("count = 2\nready_timeout = \"soon\"", "injectors.ready_timeout"),
+        ("count = 2\nplacement = \"kubernetes\"", "injectors.bus_url"),
+        (
+            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"",
+            "injectors.placement",
+        ),
         (
             "count = 2\nlinks = [{ injectors = 1, rate = \"10mbit\" }]",
             "injectors.links",
@@ -261,6 +294,40 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
         assert!(err.contains(key), "{table}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{table}: one line: {err}");
     }
+    // --ssh-option is for ssh hosts only, and must be an OpenSSH option.
+    let file = study(
+        dir.path(),
+        "name = \"bad\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\n[injectors]\ncount = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n",
+    );
+    for (flag, opts) in [("--ssh-option", "Port"), ("--ssh-option", "")] {
+        let out = study_command(&file, &dir.path().join("v.db"))
+            .args(["--dry-run", flag, opts])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{opts:?}: {err}");
+        assert!(err.contains("--ssh-option"), "{err}");
+    }
+    let out = study_command(&file, &dir.path().join("v.db"))
+        .args(["--dry-run", "--ssh-option", "Port=2222"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local = study(
+        dir.path(),
+        "name = \"bad\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\n[injectors]\ncount = 2\n",
+    );
+    let out = study_command(&local, &dir.path().join("v.db"))
+        .args(["--dry-run", "--ssh-option", "Port=2222"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--ssh-option needs"), "{err}");
 }
 
 /// The pids of `parent`'s children whose command line contains `needle`.

@@ -45,6 +45,10 @@ struct RunArgs {
     /// No progress bars (they are drawn only on a terminal anyway).
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// An OpenSSH option (`-o`) for the hosts of `placement = "ssh"`, after the file's
+    /// `ssh_options`; repeatable, e.g. `--ssh-option IdentityFile=~/.ssh/lab`.
+    #[arg(long = "ssh-option", value_name = "OPT")]
+    ssh_option: Vec<String>,
 }
 
 /// Runs `volley study`.
@@ -175,7 +179,18 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(e) => usage!("cannot read study file {}: {e}", a.file.display()),
     };
-    let plan = load(&text, &a.file.display().to_string(), scale)?;
+    let mut plan = load(&text, &a.file.display().to_string(), scale)?;
+    if !a.ssh_option.is_empty() {
+        let Some(ssh) = plan.injectors.as_mut().and_then(|i| i.ssh.as_mut()) else {
+            usage!("--ssh-option needs a study with [injectors] placement = \"ssh\"");
+        };
+        for o in &a.ssh_option {
+            if let Err(e) = volley_study::plan::check_ssh_option(o) {
+                usage!("--ssh-option: {e}");
+            }
+        }
+        ssh.options.extend(a.ssh_option.iter().cloned());
+    }
     print!("{}", plan.describe());
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);

@@ -38,6 +38,12 @@ impl PrivateNats {
         Self::start_bin_on("nats-server", ip)
     }
 
+    /// Starts `nats-server` listening on `addr`, the address agents on other hosts
+    /// dial (`bus_url`); port 0 lets the server pick a free one.
+    pub fn start_at(addr: SocketAddr) -> Result<Self, AgentsError> {
+        Self::start_bin_at("nats-server", addr.ip(), addr.port())
+    }
+
     /// Starts the given `nats-server` binary.
     pub fn start_bin(bin: &str) -> Result<Self, AgentsError> {
         Self::start_bin_on(bin, std::net::Ipv4Addr::LOCALHOST.into())
@@ -47,18 +53,24 @@ impl PrivateNats {
     /// briefly away, as after a restart (tests of the agents' buffering).
     pub fn restart(&mut self) -> Result<(), AgentsError> {
         self.stop();
-        let again = Self::start_bin_on_port("nats-server", self.ip, &self.port.to_string())?;
+        let again = Self::start_bin_at("nats-server", self.ip, self.port)?;
         *self = again;
         Ok(())
     }
 
     fn start_bin_on(bin: &str, ip: std::net::IpAddr) -> Result<Self, AgentsError> {
-        Self::start_bin_on_port(bin, ip, "-1")
+        Self::start_bin_at(bin, ip, 0)
     }
 
-    fn start_bin_on_port(bin: &str, ip: std::net::IpAddr, port: &str) -> Result<Self, AgentsError> {
+    fn start_bin_at(bin: &str, ip: std::net::IpAddr, port: u16) -> Result<Self, AgentsError> {
+        // `-p -1`: the server picks a free port and says which.
+        let port_arg = if port == 0 {
+            "-1".to_string()
+        } else {
+            port.to_string()
+        };
         let mut cmd = Command::new(bin);
-        cmd.args(["-a", &ip.to_string(), "-p", port])
+        cmd.args(["-a", &ip.to_string(), "-p", &port_arg])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

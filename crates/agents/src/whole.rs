@@ -106,6 +106,14 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
         .map(|x| x.record.counters.requests)
         .sum();
     let mut info = info;
+    let late = merged.late_samples();
+    if late > 0 {
+        // Each agent's summary says it too; the merged run must not hide it.
+        info.notes.push(format!(
+            "{late} requests ended more than the timeout after their intended second: the \
+             injectors' live per-second records count them in a later second"
+        ));
+    }
     if merged.completed() != streamed {
         // Kept, and said: the recorders are the complete record; the live seconds are
         // what the phases are cut from.

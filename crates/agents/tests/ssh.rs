@@ -56,6 +56,8 @@ impl Drop for TestHost {
 
 /// The temp dir, keys, and both hosts.
 struct Lab {
+    /// Which of this process's labs (tests run in parallel).
+    tag: u32,
     dir: PathBuf,
     hosts: Vec<TestHost>,
 }
@@ -69,13 +71,14 @@ impl Drop for Lab {
 }
 
 impl Lab {
-    fn start() -> Lab {
+    fn start(tag: u32) -> Lab {
         let pid = std::process::id();
-        let dir = std::env::temp_dir().join(format!("volley-ssh-{pid}"));
+        let dir = std::env::temp_dir().join(format!("volley-ssh-{pid}-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("remote")).unwrap();
         std::fs::create_dir_all(dir.join("tiny")).unwrap();
         let mut lab = Lab {
+            tag,
             dir,
             hosts: Vec::new(),
         };
@@ -111,8 +114,8 @@ impl Lab {
         std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
         // sshd refuses to start without its privilege separation directory.
         std::fs::create_dir_all("/run/sshd").unwrap();
-        // A subnet per test process, so parallel runs do not collide.
-        let net = 10 + (pid % 100) * 2;
+        // A subnet per test process and lab, so parallel runs do not collide.
+        let net = 10 + (pid % 60) * 4 + tag * 2;
         for i in 0..2 {
             let h = lab.add_host(i, net + i);
             lab.hosts.push(h);
@@ -125,8 +128,8 @@ impl Lab {
 
     fn add_host(&self, i: u32, subnet: u32) -> TestHost {
         let pid = std::process::id();
-        let ns = format!("volley-ssh-{pid}-{i}");
-        let veth = format!("vs{}h{i}", pid % 1_000_000);
+        let ns = format!("volley-ssh-{pid}-{}-{i}", self.tag);
+        let veth = format!("vs{}{}h{i}", pid % 100_000, self.tag);
         let (ours, theirs) = (format!("10.214.{subnet}.1"), format!("10.214.{subnet}.2"));
         let files = self.dir.join(format!("host{i}"));
         std::fs::create_dir_all(&files).unwrap();
@@ -234,9 +237,45 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The parent pid and command name of `pid`, from `/proc/PID/stat`.
+fn parent_and_comm(pid: u32) -> Option<(u32, String)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some((ppid, comm))
+}
+
+/// Kills host `h`'s sshd (the listener this test started) and the session processes it
+/// forked, as a host whose ssh service dies; what those sessions run is left alone.
+fn kill_sshd(h: &mut TestHost) {
+    let Some(mut listener) = h.sshd.take() else {
+        return;
+    };
+    let mut tree = vec![listener.id()];
+    // Bounded: a process tree is finite, and each pass only adds pids not yet seen.
+    for _ in 0..8 {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Some((ppid, comm)) = parent_and_comm(pid) {
+                if tree.contains(&ppid) && !tree.contains(&pid) && comm.starts_with("sshd") {
+                    tree.push(pid);
+                }
+            }
+        }
+    }
+    for pid in tree.iter().skip(1) {
+        sh(Command::new("kill").args(["-KILL", &pid.to_string()]));
+    }
+    let _ = listener.kill();
+    let _ = listener.wait();
+}
+
 #[test]
 fn deploy_start_stop_remove_and_faults_name_the_host() {
-    let lab = Lab::start();
+    let lab = Lab::start(0);
     let cfg = lab.config("client_key");
     // Host 1 already has this version: checked, not copied, and left as found.
     std::fs::create_dir_all(lab.hosts[1].files.join("bin")).unwrap();
@@ -326,4 +365,34 @@ fn deploy_start_stop_remove_and_faults_name_the_host() {
         !lab.dir.join("tiny/bin").exists(),
         "nothing left on the host"
     );
+}
+
+#[test]
+fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
+    let mut lab = Lab::start(1);
+    let cfg = lab.config("client_key");
+    let d = ssh::deploy(&cfg, &[lab.host(0)]).expect("deploy");
+    let mut p = d.start(0, &["sleep", "300"]).unwrap();
+    let pid = p.pid();
+    assert!(alive(pid), "remote pid {pid} running");
+    assert!(lab.hosts[0].files.join("bin/volley").exists());
+    assert!(!p.ended());
+    // The host's ssh service dies: the watcher sees the connection end, removes the
+    // binary it copied and kills the process; the local ssh ends too.
+    kill_sshd(&mut lab.hosts[0]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive(pid) || lab.hosts[0].files.join("bin").exists() || !p.ended() {
+        assert!(
+            Instant::now() < until,
+            "after 10 s: process alive {}, binary there {}, ssh ended {}",
+            alive(pid),
+            lab.hosts[0].files.join("bin/volley").exists(),
+            p.ended()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Stopping and removing now cannot reach the host: bounded, and an error at most.
+    p.stop().unwrap();
+    let e = d.remove().unwrap_err();
+    assert!(matches!(e, SshError::Unreachable { .. }), "{e}");
 }

@@ -25,6 +25,7 @@ pub mod duration;
 pub mod measure;
 pub mod progress;
 pub mod rest;
+pub mod size;
 pub mod stored;
 pub mod watch;
 
@@ -37,6 +38,7 @@ pub use docroot::{DocrootSource, PreparedDocroot, ServedDocroot};
 pub use duration::{parse_duration, DurationError};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
 pub use rest::rest;
+pub use size::parse_size;
 pub use watch::{scope_of, watch, Watch, Watched};
 
 /// Why the harness could not prepare or watch a run (failed requests are data, never

@@ -225,22 +225,22 @@ mod tests {
         (addr, h)
     }
 
-    #[test]
-    fn a_closed_run_is_merged_and_described() {
-        let (addr, server) = tiny_server(5);
+    /// A closed loop of `n` requests on `conns` connections (one worker each), one
+    /// connection per request.
+    fn closed(addr: std::net::SocketAddr, n: u64, conns: usize) -> LoadConfig {
         let req = RequestTemplate::new("GET", "/", &addr.to_string())
             .keep_alive(false)
             .build(0)
             .unwrap();
-        let cfg = LoadConfig {
+        LoadConfig {
             addr,
-            threads: 1,
-            connections: 1,
-            max_connections: 1,
+            threads: conns,
+            connections: conns,
+            max_connections: conns,
             keep_alive: false,
             model: LoadModel::Closed,
             stop: StopCondition {
-                requests: Some(5),
+                requests: Some(n),
                 duration: Some(Duration::from_secs(10)),
             },
             timeout: Duration::from_secs(5),
@@ -248,7 +248,13 @@ mod tests {
             accept_status: StatusRange::default(),
             source: Arc::new(ListSourceFactory::new(vec![req], Order::Same).unwrap()),
             stop_flag: Arc::new(AtomicBool::new(false)),
-        };
+        }
+    }
+
+    #[test]
+    fn a_closed_run_is_merged_and_described() {
+        let (addr, server) = tiny_server(5);
+        let cfg = closed(addr, 5, 1);
         let m = measure(&Measure {
             cfg: &cfg,
             wire: &Wire::default(),
@@ -272,27 +278,7 @@ mod tests {
     #[test]
     fn live_windows_carry_their_key_to_every_worker() {
         let (addr, server) = tiny_server(6);
-        let req = RequestTemplate::new("GET", "/", &addr.to_string())
-            .keep_alive(false)
-            .build(0)
-            .unwrap();
-        let cfg = LoadConfig {
-            addr,
-            threads: 2,
-            connections: 2,
-            max_connections: 2,
-            keep_alive: false,
-            model: LoadModel::Closed,
-            stop: StopCondition {
-                requests: Some(6),
-                duration: Some(Duration::from_secs(10)),
-            },
-            timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(5),
-            accept_status: StatusRange::default(),
-            source: Arc::new(ListSourceFactory::new(vec![req], Order::Same).unwrap()),
-            stop_flag: Arc::new(AtomicBool::new(false)),
-        };
+        let cfg = closed(addr, 6, 2);
         let (tx, rx) = std::sync::mpsc::channel();
         let key = WindowKey::Intended { hold: cfg.timeout };
         let m = measure(&Measure {

@@ -2,11 +2,13 @@
 //! worth of interleaved requests over ~250 s of run time, two workers) and prints the
 //! process RSS before and after, plus the bytes the closed seconds keep.
 //!
-//! `cargo run --release -p volley-metrics --example flat_memory [requests]`
+//! `cargo run --release -p volley-metrics --example flat_memory [requests] [hold_s]`
+//! With `hold_s`, windows are keyed by intended send time held that long (the agents'
+//! key): the ring of open windows is what it adds.
 //! No network, no clock: it measures memory, not speed.
 
 use volley_engine::{Sample, Sink};
-use volley_metrics::{summary::Model, Recorder, RunInfo};
+use volley_metrics::{summary::Model, Recorder, RunInfo, WindowKey};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -24,8 +26,16 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5_000_000);
+    let key = match std::env::args().nth(2).and_then(|a| a.parse().ok()) {
+        Some(hold_s) => WindowKey::Intended {
+            hold: std::time::Duration::from_secs(hold_s),
+        },
+        None => WindowKey::Completion,
+    };
     let before = rss_kib();
-    let mut workers = vec![Recorder::for_worker(0), Recorder::for_worker(1)];
+    let mut workers: Vec<Recorder> = (0..2)
+        .map(|w| Recorder::for_worker(w).with_window_key(key))
+        .collect();
     // 20k requests/s: 64 connections, latencies 0.2..~13 ms from a cheap LCG.
     let mut x: u64 = 42;
     for i in 0..n {

@@ -24,6 +24,9 @@ fn ms(v: f64) -> String {
 /// The capacity by search (with its interval), else by sweep, else the closed-loop
 /// medians of the server-bound steps; `None` when no step counts for the server.
 fn figure(t: &TargetReport) -> Option<Figure> {
+    if let Some(f) = office_figure(t) {
+        return Some(f);
+    }
     let searched = t
         .searches
         .iter()
@@ -80,6 +83,22 @@ fn figure(t: &TargetReport) -> Option<Figure> {
     })
 }
 
+/// An office run's figure: the most users any of its office workloads carries.
+fn office_figure(t: &TargetReport) -> Option<Figure> {
+    let best = t
+        .office
+        .iter()
+        .max_by_key(|a| a.users_carried.unwrap_or(0))?;
+    let sentence = best.sentence(&t.target);
+    Some(Figure {
+        value: f64::from(best.users_carried.unwrap_or(0)),
+        text: sentence
+            .strip_prefix(&format!("{} ", t.target))
+            .unwrap_or(&sentence)
+            .to_string(),
+    })
+}
+
 /// "no errors" or "12 errors (0.3% of requests)".
 fn errors(t: &TargetReport) -> String {
     let failed: u64 = t.steps.iter().map(|s| s.failed).sum();
@@ -133,6 +152,12 @@ pub fn lines(report: &Report) -> Vec<String> {
 
 /// The report's answer in one sentence: the best target and its lead over the next.
 pub fn answer(report: &Report) -> String {
+    // Users carried and requests per second do not rank together: a study with an
+    // office answers with its office targets (its question), others with req/s.
+    let office = report.targets.iter().any(|t| !t.office.is_empty());
+    if office {
+        return office_answer(report);
+    }
     let mut ranked: Vec<(&TargetReport, Figure)> = report
         .targets
         .iter()
@@ -165,5 +190,27 @@ pub fn answer(report: &Report) -> String {
                 number(fn_.value)
             )
         }
+    }
+}
+
+/// The office question's answer: which server carries the most users, by how much.
+fn office_answer(report: &Report) -> String {
+    let mut ranked: Vec<(&TargetReport, Figure)> = report
+        .targets
+        .iter()
+        .filter_map(|t| Some((t, office_figure(t)?)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
+    match ranked.as_slice() {
+        [] => "No office day has a judgement.".to_string(),
+        [(t, f)] => format!("{} {}.", t.target, f.text),
+        [(best, fb), (next, fn_), ..] if fb.value > 0.0 => format!(
+            "{} carries the most users: {} ({} carries {}).",
+            best.target,
+            number(fb.value),
+            next.target,
+            number(fn_.value)
+        ),
+        _ => "No server carried any of the user counts tried.".to_string(),
     }
 }

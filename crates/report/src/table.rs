@@ -72,6 +72,7 @@ fn definition_note(report: &Report) -> String {
 /// Every table the report has data for, in reading order.
 pub fn all(report: &Report) -> Vec<Table> {
     [
+        office(report),
         capacity(report),
         searches(report),
         runs(report),
@@ -95,6 +96,60 @@ fn steps(report: &Report) -> impl Iterator<Item = (&TargetReport, &StepReport)> 
         .targets
         .iter()
         .flat_map(|t| t.steps.iter().map(move |s| (t, s)))
+}
+
+/// The office days: per target and user count, carried or not and why.
+pub fn office(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        let Some(o) = &s.office else { continue };
+        let mut why = o.reasons.join("; ");
+        if !o.lacks.is_empty() {
+            if !why.is_empty() {
+                why.push_str("; ");
+            }
+            why.push_str(&format!("lacks {}", o.lacks.join(", ")));
+        }
+        rows.push((
+            RowMark::Plain,
+            vec![
+                t.target.clone(),
+                s.workload.clone().unwrap_or_default(),
+                o.users.to_string(),
+                if o.carries { "yes" } else { "no" }.to_string(),
+                num(o.poll_p99_ms, 1),
+                num(Some(s.requests_per_s), 1),
+                o.violations.to_string(),
+                if why.is_empty() { "-".into() } else { why },
+            ],
+        ));
+    }
+    let answers: Vec<String> = report
+        .targets
+        .iter()
+        .flat_map(|t| t.office.iter().map(|a| a.sentence(&t.target)))
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "office",
+        title: "Office days: how many users each server carries".into(),
+        note: format!(
+            "A day carries its users when the clients' poll p99 is within the SLO, few enough requests fail and no correctness check fails. {}",
+            answers.join(". ")
+        ),
+        headers: [
+            "Target",
+            "Workload",
+            "Users",
+            "Carried",
+            "Poll p99 (ms)",
+            "Req/s",
+            "Violations",
+            "Why not / lacks",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
 }
 
 /// Seed 003's power test: per step with several injectors, each interval with the same

@@ -1,5 +1,6 @@
-//! A step loaded by several injectors at once: `volley agent` processes on this host
-//! joined by a private NATS bus, coordinated, merged exactly, and cut into phases.
+//! A step loaded by several injectors at once: `volley agent` processes (on this host,
+//! on ssh hosts, or a Kubernetes Job's pods: `crate::deploy`) joined by a NATS bus,
+//! coordinated, merged exactly, and cut into phases.
 //!
 //! Place in the flow: the study's alternative to [`crate::step::run_step`] for a cell
 //! with `injectors = k`. The same harness watches the target (monitor, throttling,
@@ -14,27 +15,22 @@
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
-use volley_agents::local::LocalAgents;
 use volley_agents::merge::Received;
 use volley_agents::msg::RESPONSE_TIME;
-use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::whole::{self, WholeRun};
 use volley_engine::{Arrival, Order};
 use volley_store::InjectorSecond;
 use volley_targets::RunningTarget;
 
+use crate::deploy::{StepAgents, StudyHosts};
 use crate::lab::StudyLab;
 use crate::plan::{Cell, Plan, Workload};
 use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
-
-/// How long a local agent may take to start and join the bus.
-const READY_BOUND: Duration = Duration::from_secs(30);
 
 /// The spec every agent of the step loads.
 fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
@@ -119,6 +115,7 @@ pub(crate) fn run_injected(
     run_id: &str,
     lab: Option<&StudyLab>,
     on_second: &dyn Fn(&Received),
+    hosts: Option<&StudyHosts>,
 ) -> Result<JudgedStep, StepError> {
     let inj = plan
         .injectors
@@ -138,34 +135,17 @@ pub(crate) fn run_injected(
             current.as_path()
         }
     };
-    let names: Vec<String> = (1..=k).map(|i| format!("inj{i}")).collect();
-    // In a lab the bus listens on volley's lab address and agent `i` runs in injector
-    // namespace `i`; otherwise everything is on loopback.
-    let (nats, namespaces) = match lab {
-        Some(l) => (
-            PrivateNats::start_on(l.bus_ip()),
-            Some(
-                (0..k as usize)
-                    .map(|i| l.injector_ns(i))
-                    .collect::<Vec<_>>(),
-            ),
-        ),
-        None => (PrivateNats::start(), None),
-    };
-    let nats = nats.map_err(StepError::Agents)?;
-    let mut agents = LocalAgents::spawn(
-        exe,
-        &nats.url(),
-        &names,
-        READY_BOUND.as_secs() * 2,
-        namespaces.as_deref(),
-    )
-    .map_err(StepError::Agents)?;
+    // Where the bus and the agents run: crate::deploy.
+    let mut agents = StepAgents::start(inj, k, exe, lab, hosts, target)?;
     let load_stop = Arc::new(AtomicBool::new(false));
-    let mut cfg = CoordinatorConfig::new(&nats.url(), run_id, whole, k as usize);
+    let mut cfg = CoordinatorConfig::new(agents.bus_url(), run_id, whole, k as usize);
     cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
-    cfg.ready_bound = READY_BOUND;
+    cfg.ready_bound = inj.ready_timeout;
     cfg.stagger = inj.stagger;
+    // Agents key their seconds by intended send time and publish second s only once
+    // the request timeout has passed after it (docs/methodology.md, "Per-second
+    // windows"): a record is late only past that hold plus the usual grace.
+    cfg.late_grace += w.load.timeout;
     cfg.load = Some(load_spec(w, cell, target));
     if let Some(l) = lab {
         cfg.addrs = (0..k as usize)
@@ -177,7 +157,6 @@ pub(crate) fn run_injected(
     let watch = step_watch(target, load_stop, stop_flag);
     let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
     agents.stop();
-    drop(nats);
     let watched = watched.map(|load| {
         load.map(|(result, whole)| {
             let mut l = loaded(&result, whole, cell, w);

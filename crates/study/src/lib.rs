@@ -10,9 +10,11 @@
 //! The binary's `volley study run` is a thin shell over this crate; `volley demo` runs the shipped `studies/quick.toml`.
 #![deny(missing_docs)]
 
+mod deploy;
 mod error;
 mod injected;
 mod lab;
+mod office_step;
 pub mod outcome;
 pub mod plan;
 pub mod runner;

@@ -101,8 +101,11 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
             .iter()
             .filter(|s| key_of(plan, s.cell) == key)
             .collect();
+        let office = plan.workloads[wl].office.is_some();
         let result = if group.is_empty() {
             "(not run)".to_string()
+        } else if office {
+            office_result(&group)
         } else if let Some((_, cap)) = searches.iter().find(|(ci, _)| key_of(plan, *ci) == key) {
             search_result(cap, &group)
         } else {
@@ -111,21 +114,114 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         rows.push([
             plan.instance_label(inst),
             plan.workloads[wl].name.clone(),
-            format!(
-                "c={conc} ka={}{}",
-                if ka { "on" } else { "off" },
-                inj.map(|k| format!(" inj={k}")).unwrap_or_default()
-            ),
+            if office {
+                format!("users={conc}")
+            } else {
+                format!(
+                    "c={conc} ka={}{}",
+                    if ka { "on" } else { "off" },
+                    inj.map(|k| format!(" inj={k}")).unwrap_or_default()
+                )
+            },
             result,
         ]);
     }
     let mut usl = String::new();
-    usl_lines(plan, steps, &keys, &mut usl);
+    let http_keys: Vec<GroupKey> = keys
+        .iter()
+        .copied()
+        .filter(|k| plan.workloads[k.1].office.is_none())
+        .collect();
+    usl_lines(plan, steps, &http_keys, &mut usl);
+    for line in carried_lines(plan, steps) {
+        usl.push_str(&line);
+        usl.push('\n');
+    }
     EndTable {
         header: ["target", "workload", "point", "result"],
         rows,
         usl: usl.lines().map(str::to_string).collect(),
     }
+}
+
+/// An office point: whether its users were carried (every repeat, by majority as a
+/// sweep's rates are), the poll p99 against the SLO, the request figures.
+fn office_result(steps: &[&StepOutcome]) -> String {
+    let carried = steps.iter().filter(|s| s.sustainable == Some(true)).count();
+    let poll: Vec<f64> = steps.iter().filter_map(|s| s.poll_p99_ms).collect();
+    let rps: Vec<f64> = steps.iter().map(|s| s.rps).collect();
+    let errors: u64 = steps.iter().map(|s| s.errors).sum();
+    format!(
+        "{} ({carried} of {} run{}), poll p99 {} ms, {} req/s{}",
+        if carried * 2 > steps.len() {
+            "carried"
+        } else {
+            "NOT carried"
+        },
+        steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
+        if poll.is_empty() {
+            "-".to_string()
+        } else {
+            ci_text(&poll, 1)
+        },
+        ci_text(&rps, 0),
+        if errors > 0 {
+            format!(", {errors} errors")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The answer of an office sweep, per target instance and office workload: the most
+/// users carried below the first count that was not (a sweep's capacity, on users).
+pub fn carried_lines(plan: &Plan, steps: &[StepOutcome]) -> Vec<String> {
+    let mut seen: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::new();
+    for s in steps {
+        let c = &plan.cells[s.cell];
+        let Some(office) = &plan.workloads[c.workload].office else {
+            continue;
+        };
+        if seen.contains(&(c.instance, c.workload)) {
+            continue;
+        }
+        seen.push((c.instance, c.workload));
+        let judged: Vec<(f64, bool)> = steps
+            .iter()
+            .filter(|o| {
+                let oc = &plan.cells[o.cell];
+                oc.instance == c.instance && oc.workload == c.workload
+            })
+            .filter_map(|o| Some((plan.cells[o.cell].users? as f64, o.sustainable?)))
+            .collect();
+        let cap = knee::sweep_capacity(&judged);
+        let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
+        let above = cap
+            .first_unsustainable_above_rps
+            .map(|u| format!("; {u:.0} not carried"))
+            .unwrap_or_else(|| "; the most tried".to_string());
+        out.push(match cap.capacity_rps {
+            Some(n) => format!(
+                "{} carries {n:.0} users ({}{above}) at {} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation{}",
+                plan.instance_label(c.instance),
+                plan.workloads[c.workload].name,
+                office.decisions,
+                if cap.non_monotone {
+                    " (non-monotone: a smaller count was not carried)"
+                } else {
+                    ""
+                }
+            ),
+            None => format!(
+                "{} carries none of the user counts tried ({}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
+                plan.instance_label(c.instance),
+                plan.workloads[c.workload].name,
+            ),
+        });
+    }
+    out
 }
 
 /// A searched cell: the capacity the search found, its interval and how it ended.
@@ -358,7 +454,65 @@ duration = "3s"
             label,
             cold_ttfb_ms: None,
             warm_ttfb_ms: None,
+            poll_p99_ms: None,
         }
+    }
+
+    const OFFICE: &str = r#"
+name = "office"
+[[target]]
+name = "builtin"
+kind = "builtin"
+dav = true
+[[target]]
+name = "radicale"
+kind = "radicale"
+[[workload]]
+name = "day"
+kind = "caldav"
+users = [10, 25, 50, 100]
+[steps]
+duration = "3s"
+"#;
+
+    #[test]
+    fn an_office_sweep_answers_the_most_users_carried_below_the_first_failure() {
+        let p = plan(OFFICE);
+        // Cells: users outer, target inner: builtin carries up to 50 (100 fails),
+        // radicale carries 10 only, with a dip at 25 it never recovers from.
+        let carried = |ci: usize| {
+            let c = &p.cells[ci];
+            let u = c.users.unwrap();
+            if p.targets[p.instances[c.instance].target].name == "builtin" {
+                u <= 50
+            } else {
+                u == 10
+            }
+        };
+        let steps: Vec<StepOutcome> = (0..p.cells.len())
+            .map(|ci| step(ci, None, 10.0, Some(carried(ci)), "server-bound"))
+            .collect();
+        let lines = carried_lines(&p, &steps);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("builtin carries 50 users (day; 100 not carried)"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("radicale carries 10 users (day; 25 not carried)"),
+            "{}",
+            lines[1]
+        );
+        let t = table(&p, &steps, &[]);
+        assert!(
+            t.rows
+                .iter()
+                .any(|r| r[2] == "users=100" && r[3].starts_with("NOT carried")),
+            "{t}"
+        );
+        // No USL fit over users: the office's load is its users' day, not connections.
+        assert!(t.usl.iter().all(|l| !l.starts_with("USL")), "{t}");
     }
 
     /// Rate steps at 100, 200, ... req/s, each sustained and replying at its rate.

@@ -25,6 +25,7 @@ use volley_targets::{
     TargetKind, TargetSpec, TlsSource,
 };
 
+use crate::deploy::StudyHosts;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
 use crate::spec::Mode;
@@ -143,10 +144,13 @@ fn spec_for(
     spec.limits = ResourceLimits {
         cpus: i.cores.map(|c| (0..c as usize).collect()),
         cpu_quota: i.cpu_quota.map(CpuQuota::of_one_cpu),
-        memory_max_bytes: None,
+        memory_max_bytes: t.memory_max,
     };
     spec.volley_exe = exe.map(Path::to_path_buf);
     spec.netns = netns.cloned();
+    if let Some(users) = plan.dav_users(i.target) {
+        spec.settings.dav = Some(volley_targets::DavSettings { users });
+    }
     let serve = plan.serve;
     if serve.tls {
         spec.tls = Some(TlsSource::Generate);
@@ -223,6 +227,15 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             return Err(e);
         }
     };
+    // volley copied to the ssh hosts before any target starts: a host that cannot take
+    // it ends the study here, with nothing left on the others.
+    let hosts = match StudyHosts::open(plan, volley_exe.as_deref(), &mut *note) {
+        Ok(h) => h,
+        Err(e) => {
+            store.finish_study(study, Status::Incomplete)?;
+            return Err(e);
+        }
+    };
     let netns = lab.as_ref().map(|l| &l.place);
     let (running, skipped) =
         start_targets(plan, docroot_path, volley_exe.as_deref(), netns, &mut note);
@@ -239,6 +252,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         docroot: docroot_path,
         exe: volley_exe.as_deref(),
         lab: lab.as_ref(),
+        hosts: hosts.as_ref(),
         store: &mut store,
         running: &running,
         run_of_target: &run_of_target,
@@ -259,7 +273,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         Mode::Search => ctx.search(),
     };
     ctx.store_unfinished_searches();
-    let (steps, searches) = (ctx.steps, ctx.searches);
+    let (steps, searches, mut note) = (ctx.steps, ctx.searches, ctx.note);
     let complete = matches!(result, Ok(true)) && !stop_flag.load(Ordering::Relaxed);
     let status = if complete {
         Status::Complete
@@ -272,6 +286,9 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
     store.finish_study(study, status)?;
     for t in running.into_iter().flatten() {
         t.stop();
+    }
+    if let Some(h) = hosts {
+        h.close(&mut *note);
     }
     drop(docroot);
     result?;
@@ -427,6 +444,8 @@ struct StudyRun<'a> {
     exe: Option<&'a Path>,
     /// The network lab of `placement = "netns"` injectors.
     lab: Option<&'a StudyLab>,
+    /// The hosts of `placement = "ssh"` injectors, volley copied there.
+    hosts: Option<&'a StudyHosts>,
     store: &'a mut Store,
     running: &'a [Option<RunningTarget>],
     run_of_target: &'a HashMap<usize, RunId>,
@@ -616,9 +635,15 @@ impl StudyRun<'_> {
                         &run_id,
                         self.lab,
                         &|r| self.keep_injector_second(ci, r, &unstored),
+                        self.hosts,
                     )
                 }
-                None => run_step(w, cell, rate, plan, target, self.stop, &live),
+                None => match &w.office {
+                    Some(office) => {
+                        crate::office_step::run_office(w, office, cell, plan, target, self.stop)
+                    }
+                    None => run_step(w, cell, rate, plan, target, self.stop, &live),
+                },
             };
             done.store(true, Ordering::Relaxed);
             r
@@ -676,8 +701,19 @@ impl StudyRun<'_> {
             params.extra.insert("cold_start".into(), json!(true));
             summary_json["cold"] = cold_json(c, *valid, warm_ttfb_ms);
         }
-        let why_not = match m.sustainable {
-            Some(false) => format!(
+        let office = m.verdict.get("office").cloned();
+        let why_not = match (m.sustainable, &office) {
+            (Some(false), Some(o)) => format!(
+                " ({})",
+                o["reasons"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            (Some(false), None) => format!(
                 " ({})",
                 crate::step::reasons_text(&m.verdict["sustain"]["reasons"])
             ),
@@ -712,6 +748,8 @@ impl StudyRun<'_> {
                 .map(|(c, _)| c.ttfb_ms),
             warm_ttfb_ms,
         );
+        let mut outcome = outcome;
+        outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(
@@ -742,6 +780,18 @@ fn cores_text(n: u32) -> String {
 /// concurrency, keep-alive.
 fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) -> String {
     let cell = &plan.cells[ci];
+    if let Some(u) = cell.users {
+        return format!(
+            "{} {} users={u}{}",
+            plan.instance_label(cell.instance),
+            plan.workloads[cell.workload].name,
+            if repeat > 0 {
+                format!(" #{}", repeat + 1)
+            } else {
+                String::new()
+            },
+        );
+    }
     format!(
         "{} {}{}{} c={} ka={}",
         plan.instance_label(cell.instance),
@@ -784,6 +834,9 @@ fn step_parameters(
     params.extra.insert("axis".into(), json!(plan.axis));
     if let Some(k) = cell.injectors {
         params.extra.insert("injectors".into(), json!(k));
+    }
+    if let Some(u) = cell.users {
+        params.extra.insert("users".into(), json!(u));
     }
     params.extra.insert("phase".into(), json!(phase));
     params.extra.insert("order".into(), json!(order));

@@ -65,11 +65,37 @@ pub struct InjectorsDef {
     /// whole seconds.
     #[serde(default)]
     pub stagger: Option<String>,
-    /// `"local"` (processes on this host) or `"netns"` (each injector in a network
+    /// `"local"` (processes on this host), `"netns"` (each injector in a network
     /// namespace of its own, the managed targets in another, on a bridge; links shaped
-    /// by `links`); `"ssh"` and `"kubernetes"` are not available in study files yet.
+    /// by `links`), `"ssh"` (on `hosts`, started over SSH) or `"kubernetes"` (the pods
+    /// of the Job `volley agents manifest` writes; volley waits for them on `bus_url`).
     #[serde(default)]
     pub placement: Option<String>,
+    /// With `placement = "ssh"`: `[user@]host[:port]` entries, or `"local"` for a process
+    /// on this host; injector `i` (from 0) runs on `hosts[i % len]`.
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
+    /// With `placement = "ssh"`: OpenSSH options (`-o`), e.g. `"IdentityFile=~/.ssh/lab"`;
+    /// `volley study run --ssh-option` adds more.
+    #[serde(default)]
+    pub ssh_options: Option<Vec<String>>,
+    /// With `placement = "ssh"`: the directory of the binary on the hosts (default
+    /// `.cache/volley/bin` in the login's home).
+    #[serde(default)]
+    pub remote_dir: Option<String>,
+    /// The bus the agents dial, `nats://ADDR[:PORT]`: needed when agents run on other
+    /// hosts, whose loopback is not ours.
+    #[serde(default)]
+    pub bus_url: Option<String>,
+    /// `"private"` (volley starts nats-server listening on `bus_url`'s address; the
+    /// default with ssh) or `"existing"` (a server already there; the default with
+    /// kubernetes).
+    #[serde(default)]
+    pub bus: Option<String>,
+    /// How long to wait for every agent to join (default 30s; 5m with kubernetes,
+    /// where pods are scheduled and images pulled first).
+    #[serde(default)]
+    pub ready_timeout: Option<String>,
     /// With `placement = "netns"`: the links of consecutive groups of injectors, in
     /// order (injectors past the last group are unshaped).
     #[serde(default)]
@@ -155,12 +181,20 @@ pub struct TargetDef {
     /// Pin to this many cores (CPUs 0..cores).
     #[serde(default)]
     pub cores: Option<u32>,
+    /// Memory cap, e.g. `"8M"` (cgroup memory.max; seed 000's box had 8 MB).
+    #[serde(default)]
+    pub memory_max: Option<String>,
     /// External targets: base URL `http://127.0.0.1:PORT`.
     #[serde(default)]
     pub url: Option<String>,
     /// External targets: a pid to monitor (never signalled).
     #[serde(default)]
     pub pid: Option<u32>,
+    /// Serve calendars to `caldav` workloads: the built-in server in multi-user mode,
+    /// nginx / Apache / lighttpd with a plain WebDAV tree (Radicale and Xandikos always
+    /// do). Accounts `user1`.. are made for the most users a workload asks of it.
+    #[serde(default)]
+    pub dav: Option<bool>,
 }
 
 /// The fixture served by managed targets.
@@ -202,8 +236,29 @@ pub enum FixtureKind {
 pub struct WorkloadDef {
     /// Name in results (e.g. `L1`).
     pub name: String,
-    /// Request paths (`/index1.html`), sent to the target's address.
+    /// `"http"` (the default: requests for `paths`) or `"caldav"`: an office of calendar
+    /// clients (volley-office) syncing against the target's DAV accounts.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Request paths (`/index1.html`), sent to the target's address (http workloads).
+    #[serde(default)]
     pub paths: Vec<String>,
+    /// caldav: virtual users, one value or a list (a sweep axis).
+    #[serde(default)]
+    pub users: Option<CountAxis>,
+    /// caldav: client profiles, each `name` or `name:weight` (thunderbird, davx5,
+    /// evolution, apple); default every profile with weight 1.
+    #[serde(default)]
+    pub profiles: Option<Vec<String>>,
+    /// caldav: decisions per person per working day (default 250).
+    #[serde(default)]
+    pub decisions: Option<u32>,
+    /// caldav: how many times faster than real time the working day runs.
+    #[serde(default)]
+    pub compress: Option<f64>,
+    /// Only these targets (by name) run this workload.
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
     /// same, sequential, random or weighted (default: same for one path, sequential for more).
     #[serde(default)]
     pub order: Option<OrderKind>,

@@ -53,6 +53,10 @@ pub enum StepError {
     /// The step cannot be run by injectors as planned.
     #[error("injectors: {0}")]
     Injectors(String),
+    /// The office day could not start or run (volley-office), or its target has too
+    /// few DAV accounts.
+    #[error("office: {0}")]
+    Office(String),
 }
 
 /// The measured and judged step, ready for the store.
@@ -553,6 +557,8 @@ pub struct StepOutcome {
     pub cold_ttfb_ms: Option<f64>,
     /// Median TTFB of the step's measured (warm) requests.
     pub warm_ttfb_ms: Option<f64>,
+    /// Office steps: p99 of the clients' poll sessions, the figure the users SLO judges.
+    pub poll_p99_ms: Option<f64>,
 }
 
 impl StepOutcome {
@@ -586,6 +592,7 @@ impl StepOutcome {
             label,
             cold_ttfb_ms: None,
             warm_ttfb_ms: None,
+            poll_p99_ms: None,
         }
     }
 
@@ -687,10 +694,12 @@ pub(crate) fn step_line(
         o.p99_ms,
         o.errors,
         o.label,
-        match o.sustainable {
-            Some(true) => ", sustainable",
-            Some(false) => ", NOT sustainable",
-            None => "",
+        match (o.poll_p99_ms, o.sustainable) {
+            (Some(p), Some(true)) => format!(", poll p99 {p:.0} ms, carries its users"),
+            (Some(p), _) => format!(", poll p99 {p:.0} ms, does NOT carry its users"),
+            (None, Some(true)) => ", sustainable".to_string(),
+            (None, Some(false)) => ", NOT sustainable".to_string(),
+            (None, None) => String::new(),
         },
         why_not,
         match s.generator.cpu_pressure {

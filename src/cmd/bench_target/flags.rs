@@ -18,26 +18,10 @@ pub(super) fn parse_quota(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Parses `256M`, `1G`, `512K` (binary units, as cgroups count) or a bare byte count.
+/// `--memory-max`: the one size syntax (`volley_harness::parse_size`), its errors
+/// named after the flag.
 pub(super) fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let bad = || format!("--memory-max must be a size like 256M or 1G, got '{s}'");
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(bad()),
-    };
-    match n.checked_mul(mult) {
-        // Below 1 MiB no server even starts; the kernel would OOM-kill it at once.
-        Some(b) if b >= 1 << 20 => Ok(b),
-        Some(_) => Err(format!("--memory-max {s} is below 1M: no server fits")),
-        None => Err(bad()),
-    }
+    volley_harness::parse_size(s).map_err(|e| format!("--memory-max {e}"))
 }
 
 /// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores

@@ -4,8 +4,9 @@
 //! Place in the flow: only the injector agent uses it. A study step or `volley bench`
 //! reads the merged recorder after the run; an agent must publish each second while
 //! the run goes, so the coordinator can store it, see the agent alive and cut phases.
-//! The recorder sends each window when it closes (a later sample or the engine's tick),
-//! empty ones as a bare mark, so a quiet worker still says "I am past second s". The
+//! The recorder sends each window when it closes (a later sample or the engine's tick;
+//! with the intended-time key, `hold` after its second ends), in order, empty ones as a
+//! bare mark, so a quiet worker still says "I am past second s". The
 //! [`SecondJoiner`] releases second `s` when every worker has closed a window `>= s`,
 //! and the rest at [`SecondJoiner::finish`]: every window is released exactly once,
 //! and the released seconds add up to the merged recorder's.

@@ -124,6 +124,7 @@ pub(super) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, Repo
         environment: run.environment.clone(),
         latency_definitions: definitions,
         capacity: capacities(&steps),
+        office: super::office::answers(&steps),
         searches,
         usl: usl_groups(&steps),
         repeats: repeat_groups(&steps),
@@ -225,6 +226,7 @@ pub(super) fn load_step(
             .map(|k| k as u32),
         phases,
         injector_rows,
+        office: super::office::read(row.verdict.as_ref(), &row.summary),
     })
 }
 

@@ -24,6 +24,7 @@ use crate::error::ReportError;
 mod derive;
 mod injected;
 mod load;
+mod office;
 mod stored;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,7 @@ use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
 pub use load::load;
+pub use office::{OfficeAnswer, OfficeStep};
 use stored::*;
 
 /// Version of the JSON report model; bump on any incompatible change.
@@ -147,6 +149,8 @@ pub struct TargetReport {
     /// Latency percentile curves of the merged whole-step histograms (non-generator-bound
     /// steps), one per definition present (response time, service time).
     pub percentile_curves: Vec<PercentileCurve>,
+    /// Office workloads: how many users this target carries.
+    pub office: Vec<OfficeAnswer>,
 }
 
 /// One measured step.
@@ -222,6 +226,8 @@ pub struct StepReport {
     pub phases: Vec<PhaseRow>,
     /// Each injector's own figures.
     pub injector_rows: Vec<InjectorRow>,
+    /// Office days (`caldav` workloads): the step's judgement.
+    pub office: Option<OfficeStep>,
 }
 
 impl TargetReport {

@@ -21,6 +21,20 @@ impl Plan {
             .collect();
         let _ = writeln!(out, "targets: {}", names.join(", "));
         for w in &self.workloads {
+            if let Some(o) = &w.office {
+                let users: Vec<String> = o.users.iter().map(u32::to_string).collect();
+                let _ = writeln!(
+                    out,
+                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day compressed {}x (timeout {:?})",
+                    w.name,
+                    users.join(" "),
+                    if o.profiles.is_empty() { "all alike" } else { &o.profiles },
+                    o.decisions,
+                    o.compress,
+                    w.load.timeout,
+                );
+                continue;
+            }
             let wire = &w.load.wire;
             let _ = writeln!(
                 out,
@@ -70,6 +84,13 @@ impl Plan {
             self.rule.allowed_error_share * 100.0
         );
         let line = |c: &Cell| {
+            if let Some(u) = c.users {
+                return format!(
+                    "{} {} users={u}",
+                    self.instance_label(c.instance),
+                    self.workloads[c.workload].name
+                );
+            }
             format!(
                 "{} {}{} c={} ka={}{}",
                 self.instance_label(c.instance),

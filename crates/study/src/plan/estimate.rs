@@ -42,7 +42,12 @@ impl Plan {
         let t = &self.timing;
         let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
         let duration = if open { t.rate_duration } else { t.duration };
-        let requests = self.workloads[cell.workload].requests.or(t.requests);
+        let w = &self.workloads[cell.workload];
+        // An office day lasts its duration; request counts are the http workloads'.
+        let requests = match w.office {
+            Some(_) => None,
+            None => w.requests.or(t.requests),
+        };
         let by_count = requests.map(|n| {
             let (rate, _) = self.request_rate(cell, book);
             Duration::try_from_secs_f64(n as f64 / rate.max(1e-3)).unwrap_or(Duration::MAX)

@@ -1,7 +1,7 @@
 //! `[injectors]` resolved: the injector counts (a sweep axis the cells expand), how they
 //! start (together or a whole-second stagger), how the step's load is shared, and for
-//! `placement = "netns"` the link of every injector (bandwidth, delay). Every error
-//! names its key.
+//! `placement = "netns"` the link of every injector (bandwidth, delay); the keys of
+//! agents on other machines are in `placement`. Every error names its key.
 
 use std::time::Duration;
 
@@ -10,8 +10,11 @@ use super::InjectorsPlan;
 use crate::spec::{self, InjectorsDef, Mode, StudyFile};
 use crate::StudyError;
 
-/// `[injectors]`, checked; every key error names the key.
-pub(super) fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan>, StudyError> {
+/// `[injectors]`, checked; every key error names the key. `steps`: the study's steps.
+pub(super) fn resolve_injectors(
+    file: &StudyFile,
+    steps: usize,
+) -> Result<Option<InjectorsPlan>, StudyError> {
     let Some(d) = &file.injectors else {
         return Ok(None);
     };
@@ -24,20 +27,17 @@ pub(super) fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan
             "injectors: a capacity search runs one injector; use mode = \"sweep\"",
         ));
     }
-    let netns = match d.placement.as_deref().unwrap_or("local") {
-        "local" => false,
+    let placement = d.placement.as_deref().unwrap_or("local");
+    let netns = match placement {
+        "local" | "ssh" | "kubernetes" => false,
         "netns" => true,
-        p @ ("ssh" | "kubernetes") => {
-            return Err(invalid(format!(
-                "injectors.placement = \"{p}\" is not available in study files yet; use \"local\""
-            )))
-        }
         other => {
             return Err(invalid(format!(
-                "injectors.placement must be \"local\" or \"netns\", got \"{other}\""
+                "injectors.placement must be \"local\", \"netns\", \"ssh\" or \"kubernetes\", got \"{other}\""
             )))
         }
     };
+    let remote = super::placement::resolve_remote(d, file, placement, &counts, steps)?;
     let netns_links = if netns {
         Some(resolve_links(
             d,
@@ -100,6 +100,10 @@ pub(super) fn resolve_injectors(file: &StudyFile) -> Result<Option<InjectorsPlan
         each,
         min_agents: d.min_agents,
         netns_links,
+        ssh: remote.ssh,
+        kubernetes: remote.kubernetes,
+        bus: remote.bus,
+        ready_timeout: remote.ready_timeout,
     }))
 }
 

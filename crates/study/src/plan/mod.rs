@@ -7,18 +7,22 @@
 //! (A B A B) and a slow drift of the machine hits both alike.
 //!
 //! Split along its seams: [`model`] (the data), [`resolve`](mod@resolve) (study file ->
-//! plan; its `[injectors]` part in `injectors`), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the
+//! plan; its `[injectors]` part in `injectors`, the keys of agents on other machines in
+//! `placement`), [`estimate`] (how long it takes, the ETA's [`RateBook`]) and [`describe`] (the
 //! plan as printed).
 
 mod describe;
 mod estimate;
 mod injectors;
 pub mod model;
+mod office;
+mod placement;
 mod resolve;
 
 pub use describe::fmt_duration;
 pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
 pub use model::*;
+pub use placement::check_ssh_option;
 pub use resolve::{rate_step_length, resolve, schedule};
 
 #[cfg(test)]

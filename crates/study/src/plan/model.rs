@@ -25,6 +25,10 @@ pub struct Target {
     pub url: Option<String>,
     /// External: pid to monitor.
     pub pid: Option<u32>,
+    /// Serves DAV accounts to `caldav` workloads (`dav = true`, or a CalDAV server).
+    pub dav: bool,
+    /// Memory cap in bytes (cgroup memory.max).
+    pub memory_max: Option<u64>,
 }
 
 /// One started copy of a target: the target with one CPU quota and core count. Every
@@ -127,6 +131,24 @@ pub struct Workload {
     /// `expected_rate`, else the study's `[steps] expected_rate`): the duration estimate
     /// of request-count steps.
     pub expected_rate: Option<f64>,
+    /// A `caldav` workload: the office its steps play instead of requests for `paths`.
+    pub office: Option<OfficeLoad>,
+    /// Only these targets (by index into [`Plan::targets`]) run it; `None`: every one.
+    pub targets: Option<Vec<usize>>,
+}
+
+/// A `caldav` workload resolved: an office of calendar clients (volley-office), one
+/// more sweep axis (`users`). Its steps last `Timing::duration`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfficeLoad {
+    /// Users per step: the sweep axis.
+    pub users: Vec<u32>,
+    /// The profile mix as volley-office parses it (`thunderbird:3,davx5:1`).
+    pub profiles: String,
+    /// Decisions per person per working day.
+    pub decisions: u32,
+    /// How many times faster than real time the day runs.
+    pub compress: f64,
 }
 
 /// One point: an instance, a workload and the values of the load axes.
@@ -144,6 +166,8 @@ pub struct Cell {
     pub keepalive: bool,
     /// Injectors (agents) that share the step's load; `None`: volley loads in-process.
     pub injectors: Option<u32>,
+    /// Virtual users of a `caldav` workload's office; `None` for http workloads.
+    pub users: Option<u32>,
 }
 
 /// How a study's injectors run (`[injectors]`).
@@ -158,6 +182,55 @@ pub struct InjectorsPlan {
     /// `placement = "netns"`: the link of injector `i` is `links[i]` (as many as the
     /// largest count); `None`: local processes on this host's loopback.
     pub netns_links: Option<Vec<volley_netlab::lab::LinkSpec>>,
+    /// `placement = "ssh"`: the hosts and how to reach them.
+    pub ssh: Option<SshPlacement>,
+    /// `placement = "kubernetes"`: the agents are the pods of the Job; volley starts
+    /// none and waits for them on the bus.
+    pub kubernetes: bool,
+    /// The bus; `None`: a private nats-server on loopback (or on the lab's address).
+    pub bus: Option<BusPlan>,
+    /// How long the coordinator waits for the agents to join.
+    pub ready_timeout: Duration,
+}
+
+/// `placement = "ssh"`: where each injector runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SshPlacement {
+    /// The `hosts` entries in order; `None` is `"local"` (a process on this host).
+    /// Injector `i` (from 0) runs on `hosts[i % hosts.len()]`.
+    pub hosts: Vec<Option<volley_agents::ssh::Host>>,
+    /// OpenSSH options, `ssh_options` then `--ssh-option`s.
+    pub options: Vec<String>,
+    /// The binary's directory on the hosts (`None`: `volley_agents::ssh::REMOTE_DIR`).
+    pub remote_dir: Option<String>,
+}
+
+impl SshPlacement {
+    /// The distinct remote hosts, in the order first named.
+    pub fn remote_hosts(&self) -> Vec<volley_agents::ssh::Host> {
+        let mut out: Vec<volley_agents::ssh::Host> = Vec::new();
+        for h in self.hosts.iter().flatten() {
+            if !out.contains(h) {
+                out.push(h.clone());
+            }
+        }
+        out
+    }
+
+    /// Where injector `i` (from 0) runs: `None` on this host.
+    pub fn host_of(&self, i: usize) -> Option<&volley_agents::ssh::Host> {
+        self.hosts[i % self.hosts.len()].as_ref()
+    }
+}
+
+/// The bus of a study's injectors when it is not a private one on loopback.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BusPlan {
+    /// volley starts nats-server listening on this address (port 0: a free one) and
+    /// the agents dial it there.
+    Private(std::net::SocketAddr),
+    /// A server already running at this `nats://` URL.
+    Existing(String),
 }
 
 /// One step to run: a cell's `repeat`-th run at position `order`.
@@ -251,6 +324,23 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The DAV accounts target `t` is started with: the most users any `caldav`
+    /// workload that runs on it asks for; `None` when it serves no DAV.
+    pub fn dav_users(&self, t: usize) -> Option<u32> {
+        if !self.targets[t].dav {
+            return None;
+        }
+        let most = self
+            .workloads
+            .iter()
+            .filter(|w| w.targets.as_ref().is_none_or(|ts| ts.contains(&t)))
+            .filter_map(|w| w.office.as_ref())
+            .flat_map(|o| o.users.iter().copied())
+            .max();
+        // A CalDAV server always gets its accounts (one when no office runs on it).
+        Some(most.unwrap_or(1))
+    }
+
     /// Display name of an instance: the target name, plus its cap when the study varies it.
     pub fn instance_label(&self, i: usize) -> String {
         let inst = &self.instances[i];
@@ -260,6 +350,9 @@ impl Plan {
         }
         if let Some(c) = inst.cores {
             s.push_str(&format!(" cores={c}"));
+        }
+        if let Some(m) = self.targets[inst.target].memory_max {
+            s.push_str(&format!(" mem={}M", m >> 20));
         }
         s
     }

@@ -161,10 +161,10 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     }
     let targets = resolve_targets(file, text)?;
     let instances = resolve_instances(file, &targets)?;
-    let mut workloads = resolve_workloads(file, text, scale)?;
+    let mut workloads = resolve_workloads(file, text, scale, &targets)?;
     let serve = serve_of(&workloads)?;
     check_cold_start(file, &workloads, &targets)?;
-    let cells = resolve_cells(file, &mut workloads, instances.len())?;
+    let cells = resolve_cells(file, &mut workloads, &instances)?;
     let timing = resolve_timing(file, text, scale, &workloads)?;
     let st = &file.steps;
     let repeats = st.repeats.unwrap_or(1);
@@ -184,7 +184,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
     let docroot = resolve_docroot(file)?;
-    let injectors = super::injectors::resolve_injectors(file)?;
+    let injectors = super::injectors::resolve_injectors(file, steps.len())?;
     let axis = primary_axis(&cells, &instances, &targets);
     Ok(Plan {
         name: file.name.clone(),
@@ -214,7 +214,7 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
                 text,
                 &t.kind,
                 format!(
-                    "unknown target kind '{}' (builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, external)",
+                    "unknown target kind '{}' (builtin, nginx, apache-event, apache-prefork, lighttpd, caddy, radicale, xandikos, external)",
                     t.kind.get_ref()
                 ),
             )
@@ -242,6 +242,19 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
             keepalive: t.keepalive.unwrap_or(true),
             url: t.url.clone(),
             pid: t.pid,
+            dav: super::office::target_dav(&t.name, kind, t.dav)?,
+            memory_max: match &t.memory_max {
+                None => None,
+                Some(_) if kind == TargetKind::External => {
+                    return Err(invalid(format!(
+                        "target '{}': memory_max needs a managed target (volley does not cap what it did not start)",
+                        t.name
+                    )))
+                }
+                Some(m) => Some(volley_harness::parse_size(m).map_err(|e| {
+                    invalid(format!("target '{}': memory_max {e}", t.name))
+                })?),
+            },
         });
     }
     if let Some(names) = &file.sweep.target {
@@ -298,13 +311,41 @@ fn resolve_workloads(
     file: &StudyFile,
     text: &str,
     scale: f64,
+    targets: &[Target],
 ) -> Result<Vec<Workload>, StudyError> {
     let base_load = resolve_load(text, &file.load)?;
     let study_rate = expected_rate_of(text, &file.steps.expected_rate)?;
     file.workloads
         .iter()
-        .map(|w| resolve_workload(w, text, scale, &base_load, study_rate))
+        .map(|w| {
+            let office = super::office::resolve_office(w, file)?;
+            let runs_on = super::office::workload_targets(w, office.as_ref(), file, targets)?;
+            let mut r = match office {
+                Some(o) => office_workload(w, o, &base_load),
+                None => resolve_workload(w, text, scale, &base_load, study_rate)?,
+            };
+            r.targets = runs_on;
+            Ok(r)
+        })
         .collect()
+}
+
+/// A caldav workload: its office, the study's load settings (timeout, TLS), no paths.
+fn office_workload(w: &WorkloadDef, office: OfficeLoad, base_load: &Load) -> Workload {
+    Workload {
+        name: w.name.clone(),
+        method: "GET".into(),
+        paths: Vec::new(),
+        order: Order::Same,
+        headers: Vec::new(),
+        body: None,
+        load: base_load.clone(),
+        cold_start: false,
+        requests: None,
+        expected_rate: None,
+        office: Some(office),
+        targets: None,
+    }
 }
 
 /// One workload: paths, order, headers (plus `Accept-Encoding` when compressed), body,
@@ -391,6 +432,8 @@ fn resolve_workload(
             }
             n => n.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
         },
+        office: None,
+        targets: None,
     })
 }
 
@@ -421,12 +464,34 @@ fn check_cold_start(
 fn resolve_cells(
     file: &StudyFile,
     workloads: &mut [Workload],
-    instances: usize,
+    instances: &[Instance],
 ) -> Result<Vec<Cell>, StudyError> {
     let sweep = &file.sweep;
     let mut cells = Vec::new();
     let mut made_open = Vec::new();
     for (wi, (w, wd)) in workloads.iter().zip(&file.workloads).enumerate() {
+        let runs_on = |ii: usize| {
+            w.targets
+                .as_ref()
+                .is_none_or(|t| t.contains(&instances[ii].target))
+        };
+        if let Some(office) = &w.office {
+            // An office sweeps its users; the connection axes are the clients' own.
+            for &u in &office.users {
+                for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
+                    cells.push(Cell {
+                        instance: ii,
+                        workload: wi,
+                        rate: None,
+                        concurrency: u,
+                        keepalive: true,
+                        injectors: None,
+                        users: Some(u),
+                    });
+                }
+            }
+            continue;
+        }
         let sw: &SweepDef = wd.sweep.as_ref().unwrap_or(sweep);
         if wd
             .sweep
@@ -469,7 +534,7 @@ fn resolve_cells(
             for &c in &concs {
                 for &r in &rates {
                     for &k in &injector_counts {
-                        for ii in 0..instances {
+                        for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
                             cells.push(Cell {
                                 instance: ii,
                                 workload: wi,
@@ -477,6 +542,7 @@ fn resolve_cells(
                                 concurrency: c,
                                 keepalive: ka,
                                 injectors: k,
+                                users: None,
                             });
                         }
                     }
@@ -648,6 +714,8 @@ fn primary_axis(cells: &[Cell], instances: &[Instance], targets: &[Target]) -> &
     }
     if varies(cells.iter().map(|c| c.rate.map(f64::to_bits))) {
         "rate"
+    } else if varies(cells.iter().map(|c| c.users)) {
+        "users"
     } else if varies(cells.iter().map(|c| c.concurrency)) {
         "concurrency"
     } else if varies(cells.iter().map(|c| c.injectors)) {

@@ -456,3 +456,60 @@ fn bad_expected_rates_name_line_and_key() {
         "{e}"
     );
 }
+
+/// Seed 000 whole: the ab points on builtin and nginx only, the office swept over
+/// 10-100 users on the five DAV servers only, the pocket box capped, and an estimate
+/// that matches the file's header.
+#[test]
+fn the_groupware_office_study_runs_the_seeds_points_on_the_right_servers() {
+    let text = include_str!("../../../../studies/000-groupware-office.toml");
+    let f = spec::parse(text).unwrap();
+    let p = resolve(&f, text, 1.0).unwrap();
+    let target_of = |c: &Cell| p.targets[p.instances[c.instance].target].name.as_str();
+    let ab: Vec<(&str, u32, bool)> = p
+        .cells
+        .iter()
+        .filter(|c| c.users.is_none())
+        .map(|c| (target_of(c), c.concurrency, c.keepalive))
+        .collect();
+    for t in ["builtin", "nginx"] {
+        for point in [(100, false), (1, true), (10, true)] {
+            assert!(ab.contains(&(t, point.0, point.1)), "{t} {point:?}: {ab:?}");
+        }
+    }
+    assert_eq!(ab.len(), 6, "{ab:?}");
+    let office: Vec<(&str, u32)> = p
+        .cells
+        .iter()
+        .filter_map(|c| Some((target_of(c), c.users?)))
+        .collect();
+    assert_eq!(office.len(), 20, "{office:?}");
+    for t in [
+        "builtin-office",
+        "builtin-pocket",
+        "radicale",
+        "xandikos",
+        "nginx-dav",
+    ] {
+        let users: Vec<u32> = office.iter().filter(|o| o.0 == t).map(|o| o.1).collect();
+        assert_eq!(users, [10, 25, 50, 100], "{t}");
+        let ti = p.targets.iter().position(|x| x.name == t).unwrap();
+        assert_eq!(p.dav_users(ti), Some(100), "{t}");
+    }
+    let pocket = p
+        .targets
+        .iter()
+        .find(|t| t.name == "builtin-pocket")
+        .unwrap();
+    assert_eq!(pocket.memory_max, Some(8 << 20));
+    let full = p.estimate();
+    assert!(
+        full >= Duration::from_secs(15 * 60) && full <= Duration::from_secs(30 * 60),
+        "{full:?}"
+    );
+    let quick = resolve(&f, text, 0.25).unwrap().estimate();
+    assert!(
+        quick >= Duration::from_secs(3 * 60) && quick <= Duration::from_secs(10 * 60),
+        "{quick:?}"
+    );
+}

@@ -1,0 +1,124 @@
+//! The office parts of a run: each `caldav` step's judgement (read from its stored
+//! verdict and summary) and, per office workload, the answer "carries N users": the
+//! most users carried below the first count that was not, as volley_study's end table
+//! says it (docs/methodology.md, "The office in a study").
+
+use serde::Serialize;
+use serde_json::Value;
+use volley_analysis::knee;
+
+use super::StepReport;
+
+/// One office day as judged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OfficeStep {
+    /// Virtual users.
+    pub users: u32,
+    /// Poll p99 within the SLO, errors within bound, no correctness violation.
+    pub carries: bool,
+    /// p99 of the clients' poll sessions, ms.
+    pub poll_p99_ms: Option<f64>,
+    /// The SLO it was judged against, ms.
+    pub slo_ms: f64,
+    /// Correctness violations (every kind).
+    pub violations: u64,
+    /// Decisions per person per day.
+    pub decisions_per_day: u64,
+    /// Why it did not carry its users.
+    pub reasons: Vec<String>,
+    /// What the server lacks for a full CalDAV client (plain WebDAV), when reported.
+    pub lacks: Vec<String>,
+}
+
+/// The answer for one office workload on one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OfficeAnswer {
+    /// The workload's name.
+    pub workload: String,
+    /// The most users carried below the first count that was not; `None`: none.
+    pub users_carried: Option<u32>,
+    /// The smallest count above it that was not carried (the answer's interval is
+    /// between the two); `None`: every count above was carried or none was tried.
+    pub first_not_carried: Option<u32>,
+    /// A smaller count than the answer was not carried.
+    pub non_monotone: bool,
+    /// Decisions per person per day.
+    pub decisions_per_day: u64,
+    /// The poll p99 SLO, ms.
+    pub slo_ms: f64,
+}
+
+/// The office judgement of a stored step, if it is an office day.
+pub(super) fn read(verdict: Option<&Value>, summary: &Value) -> Option<OfficeStep> {
+    let v = verdict?.get("office")?;
+    let strings = |x: &Value| -> Vec<String> {
+        x.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    Some(OfficeStep {
+        users: v["users"].as_u64().and_then(|u| u32::try_from(u).ok())?,
+        carries: v["carries"].as_bool().unwrap_or(false),
+        poll_p99_ms: v["poll_p99_ms"].as_f64(),
+        slo_ms: v["slo_ms"].as_f64().unwrap_or(0.0),
+        violations: v["violations"].as_u64().unwrap_or(0),
+        decisions_per_day: v["decisions_per_day"].as_u64().unwrap_or(0),
+        reasons: strings(&v["reasons"]),
+        lacks: strings(&summary["office"]["lacks"]),
+    })
+}
+
+/// One answer per office workload of the run, in first-step order.
+pub(super) fn answers(steps: &[StepReport]) -> Vec<OfficeAnswer> {
+    let mut out: Vec<OfficeAnswer> = Vec::new();
+    for s in steps {
+        let (Some(o), Some(w)) = (&s.office, &s.workload) else {
+            continue;
+        };
+        if out.iter().any(|a| &a.workload == w) {
+            continue;
+        }
+        let judged: Vec<(f64, bool)> = steps
+            .iter()
+            .filter(|x| x.workload.as_ref() == Some(w))
+            .filter_map(|x| x.office.as_ref().map(|o| (f64::from(o.users), o.carries)))
+            .collect();
+        let c = knee::sweep_capacity(&judged);
+        out.push(OfficeAnswer {
+            workload: w.clone(),
+            users_carried: c.capacity_rps.map(|u| u as u32),
+            first_not_carried: c.first_unsustainable_above_rps.map(|u| u as u32),
+            non_monotone: c.non_monotone,
+            decisions_per_day: o.decisions_per_day,
+            slo_ms: o.slo_ms,
+        });
+    }
+    out
+}
+
+impl OfficeAnswer {
+    /// The answer in one sentence, as the study's end table says it.
+    pub fn sentence(&self, target: &str) -> String {
+        match self.users_carried {
+            Some(n) => format!(
+                "{target} carries {n} users ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
+                self.workload,
+                self.first_not_carried
+                    .map_or("; the most tried".to_string(), |u| format!("; {u} not carried")),
+                self.decisions_per_day,
+                self.slo_ms,
+                if self.non_monotone {
+                    " (non-monotone: a smaller count was not carried)"
+                } else {
+                    ""
+                }
+            ),
+            None => format!(
+                "{target} carries none of the user counts tried ({}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
+                self.workload, self.slo_ms
+            ),
+        }
+    }
+}

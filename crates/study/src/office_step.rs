@@ -1,0 +1,181 @@
+//! One step of a `caldav` workload: an office day (volley-office) against the target's
+//! DAV accounts, watched like any step, judged by the office's own rule: a step
+//! *carries* its users when the poll sessions' p99 is within the study's SLO, the error
+//! share within its bound, and not one correctness check failed
+//! (docs/methodology.md, "The office in a study").
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use volley_metrics::{Model, Recorder, RunInfo};
+use volley_office::{Mix, OfficeConfig, OfficeReport};
+use volley_targets::RunningTarget;
+
+use crate::plan::{Cell, OfficeLoad, Plan, Workload};
+use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
+
+/// The session kind the SLO judges: a client's poll (what a user waits for all day);
+/// the first sync of a new device is reported beside it, not judged.
+pub const JUDGED_SESSION: &str = "sync-poll";
+
+/// Runs one office step of `cell` on `target` and judges it.
+pub(crate) fn run_office(
+    w: &Workload,
+    office: &OfficeLoad,
+    cell: &Cell,
+    plan: &Plan,
+    target: &RunningTarget,
+    stop_flag: &Arc<AtomicBool>,
+) -> Result<JudgedStep, StepError> {
+    let users = cell.users.unwrap_or(1) as usize;
+    let accounts = target
+        .dav
+        .as_ref()
+        .map(|d| d.accounts.as_slice())
+        .unwrap_or_default();
+    if accounts.len() < users {
+        return Err(StepError::Office(format!(
+            "the target has {} DAV accounts, the step needs {users}",
+            accounts.len()
+        )));
+    }
+    let duration = plan
+        .timing
+        .duration
+        .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
+    let url = format!("http://{}", target.addr);
+    let mut cfg = OfficeConfig::new(
+        &url,
+        accounts[..users]
+            .iter()
+            .map(|a| (a.name.clone(), a.password.clone()))
+            .collect(),
+    );
+    cfg.mix = mix_of(office).map_err(StepError::Office)?;
+    cfg.decisions_per_day = office.decisions;
+    cfg.compress = office.compress;
+    cfg.duration = duration;
+    cfg.timeout = w.load.timeout;
+    cfg.seed = w.load.seed;
+    // The office's own flag: the death watch sets it when the target dies or the
+    // study is stopped.
+    let load_stop = Arc::new(AtomicBool::new(false));
+    cfg.stop = Arc::clone(&load_stop);
+    let watch = step_watch(target, load_stop, stop_flag);
+    let watched = volley_harness::watch(&watch, || {
+        let started = std::time::Instant::now();
+        let run = volley_office::run(&cfg);
+        (run, started.elapsed())
+    })?;
+    let stopped = cfg.stop.load(std::sync::atomic::Ordering::Relaxed);
+    let watched = watched.map(|(run, elapsed)| {
+        let run = run.map_err(|e| StepError::Office(e.to_string()))?;
+        let report = run.report;
+        let recorder = Recorder::merge_all(run.ops.into_iter().map(|(_, r)| r).collect())?;
+        let connections = users * cfg.devices;
+        let info = RunInfo {
+            url: url.clone(),
+            method: "CALDAV".into(),
+            model: Model::Closed,
+            threads: 1,
+            connections,
+            max_connections: connections,
+            keep_alive: true,
+            elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+            connections_opened: connections as u64,
+            max_open_connections: u32::try_from(connections).unwrap_or(u32::MAX),
+            cap_hits: 0,
+            stopped_early: stopped,
+            cpu_ns: Some((report.generator_cpu_s * 1e9) as u64),
+            cpu_pressure: None,
+            cores: 1.0,
+            notes: Vec::new(),
+        };
+        Ok::<_, StepError>((
+            Loaded {
+                recorder,
+                info,
+                stopped_early: stopped,
+                open_in_flight: None,
+                // Each device waits for its answer, then thinks: a device is not always
+                // outstanding, so Little's check has no closed-loop figure to compare.
+                closed_in_flight: 0.0,
+                extra: vec![("office", serde_json::to_value(&report)?)],
+            },
+            report,
+        ))
+    });
+    let (loaded, report) = match watched.load {
+        Ok((l, r)) => (Ok(l), Some(r)),
+        Err(e) => (Err(e), None),
+    };
+    let watched = volley_harness::Watched {
+        load: loaded,
+        monitor: watched.monitor,
+        throttling: watched.throttling,
+        died: watched.died,
+    };
+    let mut judged = judge(None, plan, watched)?;
+    let report =
+        report.ok_or_else(|| StepError::Office("the day ended without its report".into()))?;
+    let v = verdict(&report, plan);
+    judged.sustainable = Some(v["carries"].as_bool().unwrap_or(false));
+    judged.verdict["office"] = v;
+    judged.verdict["little"] = Value::Null;
+    Ok(judged)
+}
+
+/// The profile mix of `office` (every profile alike when the file names none).
+pub(crate) fn mix_of(office: &OfficeLoad) -> Result<Mix, String> {
+    if office.profiles.is_empty() {
+        return Ok(Mix::default());
+    }
+    Mix::parse(&office.profiles).map_err(|e| e.to_string())
+}
+
+/// Whether the step carried its users, and why not: the poll p99 against the SLO, the
+/// error share against its bound, the correctness violations.
+fn verdict(report: &OfficeReport, plan: &Plan) -> Value {
+    let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
+    let poll = report.sessions.iter().find(|s| s.name == JUDGED_SESSION);
+    let poll_p99 = poll.filter(|s| s.count > 0).map(|s| s.p99_ms);
+    let requests: u64 = report.ops.iter().map(|r| r.count).sum();
+    let errors: u64 = report.ops.iter().map(|r| r.errors).sum();
+    let error_share = if requests == 0 {
+        1.0
+    } else {
+        errors as f64 / requests as f64
+    };
+    let mut reasons = Vec::new();
+    match poll_p99 {
+        None => reasons.push("no poll session completed".to_string()),
+        Some(p) if p > slo_ms => {
+            reasons.push(format!("poll p99 {p:.1} ms is over the {slo_ms:.0} ms SLO"))
+        }
+        Some(_) => {}
+    }
+    if error_share > plan.rule.allowed_error_share {
+        reasons.push(format!(
+            "{:.2}% of requests failed (at most {:.2}%)",
+            error_share * 100.0,
+            plan.rule.allowed_error_share * 100.0
+        ));
+    }
+    if report.violations_total > 0 {
+        reasons.push(format!(
+            "{} correctness violations",
+            report.violations_total
+        ));
+    }
+    json!({
+        "carries": reasons.is_empty(),
+        "users": report.users,
+        "decisions_per_day": report.decisions_per_day,
+        "poll_p99_ms": poll_p99,
+        "slo_ms": slo_ms,
+        "error_share": error_share,
+        "violations": report.violations_total,
+        "reasons": reasons,
+    })
+}

@@ -1,0 +1,224 @@
+//! `kind = "caldav"` workloads resolved: the office's users axis, its profile mix, day
+//! and compression, which targets may serve it, and how many DAV accounts each target
+//! needs. Every error names its key.
+
+use volley_targets::TargetKind;
+
+use super::resolve::invalid;
+use super::{OfficeLoad, Target};
+use crate::spec::{Mode, StudyFile, WorkloadDef};
+use crate::StudyError;
+
+/// Decisions per person per working day when the file gives none: seed 000's 200-300
+/// conscious decisions, in the middle.
+pub const DEFAULT_DECISIONS: u32 = 250;
+
+/// A working day (8 hours) in one minute.
+pub const DEFAULT_COMPRESS: f64 = 480.0;
+
+/// Keys of an http workload a caldav workload cannot have (its requests are the
+/// clients'), and the reverse.
+const HTTP_ONLY: [&str; 8] = [
+    "paths",
+    "order",
+    "weights",
+    "block",
+    "method",
+    "body",
+    "requests",
+    "cold_start",
+];
+
+/// The office of workload `w`, or `None` for an http workload.
+pub(super) fn resolve_office(
+    w: &WorkloadDef,
+    file: &StudyFile,
+) -> Result<Option<OfficeLoad>, StudyError> {
+    match w.kind.as_deref().unwrap_or("http") {
+        "http" => {
+            let office_key = [
+                ("users", w.users.is_some()),
+                ("profiles", w.profiles.is_some()),
+                ("decisions", w.decisions.is_some()),
+                ("compress", w.compress.is_some()),
+            ]
+            .into_iter()
+            .find(|(_, set)| *set);
+            if let Some((key, _)) = office_key {
+                return Err(invalid(format!(
+                    "workload '{}': {key} is a caldav key; set kind = \"caldav\"",
+                    w.name
+                )));
+            }
+            Ok(None)
+        }
+        "caldav" => caldav(w, file).map(Some),
+        other => Err(invalid(format!(
+            "workload '{}': kind must be \"http\" or \"caldav\", got \"{other}\"",
+            w.name
+        ))),
+    }
+}
+
+fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
+    let set = [
+        !w.paths.is_empty(),
+        w.order.is_some(),
+        w.weights.is_some(),
+        w.block.is_some(),
+        w.method.is_some(),
+        w.body.is_some(),
+        w.requests.is_some(),
+        w.cold_start.is_some(),
+    ];
+    if let Some(i) = set.iter().position(|s| *s) {
+        return Err(invalid(format!(
+            "workload '{}': {} has no meaning for kind = \"caldav\" (the clients choose their requests)",
+            w.name, HTTP_ONLY[i]
+        )));
+    }
+    if w.sweep.is_some() || w.load.is_some() {
+        return Err(invalid(format!(
+            "workload '{}': a caldav workload sweeps users, not [workload.sweep] or [workload.load]",
+            w.name
+        )));
+    }
+    if file.mode == Mode::Search {
+        return Err(invalid(format!(
+            "workload '{}': the users search is not available yet; use mode = \"sweep\" with a users list",
+            w.name
+        )));
+    }
+    if file.injectors.is_some() {
+        return Err(invalid(format!(
+            "workload '{}': a caldav office runs in volley's process; [injectors] is for http workloads",
+            w.name
+        )));
+    }
+    if file.steps.duration.is_none() {
+        return Err(invalid(format!(
+            "workload '{}': a caldav office day needs steps.duration (how long the compressed day runs)",
+            w.name
+        )));
+    }
+    let users = w
+        .users
+        .as_ref()
+        .ok_or_else(|| {
+            invalid(format!(
+                "workload '{}': kind = \"caldav\" needs users",
+                w.name
+            ))
+        })?
+        .values();
+    if users.is_empty() || users.contains(&0) {
+        return Err(invalid(format!(
+            "workload '{}': users values must be at least 1",
+            w.name
+        )));
+    }
+    let decisions = w.decisions.unwrap_or(DEFAULT_DECISIONS);
+    if decisions == 0 {
+        return Err(invalid(format!(
+            "workload '{}': decisions must be at least 1",
+            w.name
+        )));
+    }
+    let compress = w.compress.unwrap_or(DEFAULT_COMPRESS);
+    if !(compress.is_finite() && compress > 0.0) {
+        return Err(invalid(format!(
+            "workload '{}': compress must be a positive number, got {compress}",
+            w.name
+        )));
+    }
+    let profiles = w.profiles.clone().unwrap_or_default().join(",");
+    let office = OfficeLoad {
+        users,
+        profiles,
+        decisions,
+        compress,
+    };
+    crate::office_step::mix_of(&office)
+        .map_err(|e| invalid(format!("workload '{}': profiles: {e}", w.name)))?;
+    Ok(office)
+}
+
+/// The targets workload `w` runs on (indices into `targets`, the targets the `target`
+/// axis kept), checked: every name must be a `[[target]]` of the file, and a caldav
+/// workload needs targets that serve DAV accounts.
+pub(super) fn workload_targets(
+    w: &WorkloadDef,
+    office: Option<&OfficeLoad>,
+    file: &StudyFile,
+    targets: &[Target],
+) -> Result<Option<Vec<usize>>, StudyError> {
+    let chosen: Option<Vec<usize>> = match &w.targets {
+        None => None,
+        Some(names) => {
+            if let Some(n) = names
+                .iter()
+                .find(|n| !file.targets.iter().any(|t| &t.name == *n))
+            {
+                return Err(invalid(format!(
+                    "workload '{}': targets names '{n}', which is no [[target]]",
+                    w.name
+                )));
+            }
+            // A name the `target` axis filtered out is simply not run.
+            Some(
+                (0..targets.len())
+                    .filter(|&i| names.contains(&targets[i].name))
+                    .collect(),
+            )
+        }
+    };
+    if office.is_some() {
+        let runs_on: Vec<usize> = chosen
+            .clone()
+            .unwrap_or_else(|| (0..targets.len()).collect());
+        if let Some(t) = runs_on.iter().map(|&i| &targets[i]).find(|t| !t.dav) {
+            return Err(invalid(format!(
+                "workload '{}' is caldav but target '{}' serves no DAV accounts: set dav = true on it (builtin, nginx, apache-event, apache-prefork, lighttpd), use radicale or xandikos, or list the workload's targets",
+                w.name, t.name
+            )));
+        }
+    }
+    Ok(chosen)
+}
+
+/// Whether a target of `kind` with `dav` set serves DAV accounts; an error names the
+/// target when `dav = true` is set on a kind that cannot.
+pub(super) fn target_dav(
+    name: &str,
+    kind: TargetKind,
+    dav: Option<bool>,
+) -> Result<bool, StudyError> {
+    let caldav_server = kind.is_caldav_server();
+    match dav {
+        None => Ok(caldav_server),
+        Some(false) if caldav_server => Err(invalid(format!(
+            "target '{name}': {} always serves DAV; dav = false has no meaning",
+            kind.name()
+        ))),
+        Some(false) => Ok(false),
+        Some(true) => {
+            let can = caldav_server
+                || matches!(
+                    kind,
+                    TargetKind::Builtin
+                        | TargetKind::Nginx
+                        | TargetKind::ApacheEvent
+                        | TargetKind::ApachePrefork
+                        | TargetKind::Lighttpd
+                );
+            if can {
+                Ok(true)
+            } else {
+                Err(invalid(format!(
+                    "target '{name}': dav = true needs builtin, nginx, apache-event, apache-prefork, lighttpd, radicale or xandikos, not {}",
+                    kind.name()
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! `[injectors]` keys for agents on other machines, resolved: `placement = "ssh"` (the
+//! `hosts`, their OpenSSH options and binary directory), `placement = "kubernetes"` (the
+//! Job's pods, which volley waits for), the bus they dial (`bus_url`, `bus`) and how long
+//! to wait for them (`ready_timeout`). Every error names its key.
+//!
+//! The rules, as the README and docs/methodology.md ("Several injectors") state them:
+//! injector `i` (from 0) runs on `hosts[i % len]`, so two entries serve any count and a
+//! host named twice runs two agents; the literal host `"local"` runs that injector as a
+//! process on this host. Agents on other hosts dial `bus_url`: with `bus = "private"`
+//! (the ssh default) volley starts its nats-server listening on that address, with
+//! `bus = "existing"` (the kubernetes default) it uses the server there.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use super::resolve::invalid;
+use super::{BusPlan, SshPlacement};
+use crate::spec::{self, InjectorsDef, StudyFile};
+use crate::StudyError;
+
+/// How long agents may take to join, by default: a process on a host starts in well
+/// under a second; a pod may first be scheduled and pull its image.
+const READY_DEFAULT: Duration = Duration::from_secs(30);
+const READY_DEFAULT_KUBERNETES: Duration = Duration::from_secs(300);
+
+/// The placement keys of `[injectors]`, resolved.
+pub(super) struct Remote {
+    pub ssh: Option<SshPlacement>,
+    pub kubernetes: bool,
+    pub bus: Option<BusPlan>,
+    pub ready_timeout: Duration,
+}
+
+/// Resolves the keys above for `placement` (already checked to be a known one);
+/// `counts` are the injector counts, `steps` the study's step count.
+pub(super) fn resolve_remote(
+    d: &InjectorsDef,
+    file: &StudyFile,
+    placement: &str,
+    counts: &[u32],
+    steps: usize,
+) -> Result<Remote, StudyError> {
+    let ssh_keys = [
+        ("hosts", d.hosts.is_some()),
+        ("ssh_options", d.ssh_options.is_some()),
+        ("remote_dir", d.remote_dir.is_some()),
+    ];
+    if placement != "ssh" {
+        if let Some((key, _)) = ssh_keys.iter().find(|(_, set)| *set) {
+            return Err(invalid(format!(
+                "injectors.{key} needs placement = \"ssh\""
+            )));
+        }
+    }
+    if placement == "netns" && (d.bus_url.is_some() || d.bus.is_some()) {
+        return Err(invalid(
+            "injectors.bus_url: placement = \"netns\" runs its bus on the lab's own address",
+        ));
+    }
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let ssh = match placement {
+        "ssh" => Some(resolve_ssh(d, most)?),
+        _ => None,
+    };
+    let kubernetes = placement == "kubernetes";
+    let remote = kubernetes
+        || ssh
+            .as_ref()
+            .is_some_and(|s| s.hosts.iter().any(Option::is_some));
+    let bus = resolve_bus(d, kubernetes, remote)?;
+    if remote {
+        if let Some(t) = file
+            .targets
+            .iter()
+            .find(|t| t.kind.get_ref().as_str() != "external")
+        {
+            return Err(invalid(format!(
+                "injectors.placement = \"{placement}\": target '{}' is {} and listens on this host's loopback, which agents on other hosts cannot reach; use kind = \"external\" with a url they reach",
+                t.name,
+                t.kind.get_ref()
+            )));
+        }
+    }
+    if kubernetes {
+        // Each pod of the Job runs one `volley agent`, which ends with its run; the Job
+        // does not restart it (restartPolicy Never), so there is one step to give them.
+        if counts.len() != 1 {
+            return Err(invalid(
+                "injectors.count: with placement = \"kubernetes\" give one count, the Job's --injectors",
+            ));
+        }
+        if steps != 1 {
+            return Err(invalid(format!(
+                "injectors.placement = \"kubernetes\": the Job's agents run one step and exit, and this study has {steps} steps (one target, one rate, one concurrency, repeats = 1)"
+            )));
+        }
+    }
+    let ready_timeout = match &d.ready_timeout {
+        Some(t) => spec::parse_duration(t)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "injectors.ready_timeout must be a duration such as \"30s\" or \"5m\", got \"{t}\""
+                ))
+            })?,
+        None if kubernetes => READY_DEFAULT_KUBERNETES,
+        None => READY_DEFAULT,
+    };
+    Ok(Remote {
+        ssh,
+        kubernetes,
+        bus,
+        ready_timeout,
+    })
+}
+
+/// `hosts`, `ssh_options` and `remote_dir` of `placement = "ssh"`.
+fn resolve_ssh(d: &InjectorsDef, most: u32) -> Result<SshPlacement, StudyError> {
+    let Some(entries) = d.hosts.as_ref().filter(|h| !h.is_empty()) else {
+        return Err(invalid(
+            "injectors.hosts: placement = \"ssh\" needs hosts = [\"user@host[:port]\", ...] (or \"local\" for this host)",
+        ));
+    };
+    if entries.len() > most as usize {
+        return Err(invalid(format!(
+            "injectors.hosts lists {} hosts, more than the largest count ({most}): injector i runs on hosts[i % len], so the extra hosts would never be used",
+            entries.len()
+        )));
+    }
+    let mut hosts = Vec::new();
+    for e in entries {
+        hosts.push(match e.as_str() {
+            "local" => None,
+            h => Some(
+                h.parse::<volley_agents::ssh::Host>()
+                    .map_err(|e| invalid(format!("injectors.hosts: {e}")))?,
+            ),
+        });
+    }
+    let options = d.ssh_options.clone().unwrap_or_default();
+    for o in &options {
+        check_ssh_option(o).map_err(|e| invalid(format!("injectors.ssh_options: {e}")))?;
+    }
+    let remote_dir = match &d.remote_dir {
+        Some(r) if r.trim().is_empty() || r.contains(['\n', '\0']) => {
+            return Err(invalid(format!(
+                "injectors.remote_dir must be a directory path, got {r:?}"
+            )))
+        }
+        r => r.clone(),
+    };
+    Ok(SshPlacement {
+        hosts,
+        options,
+        remote_dir,
+    })
+}
+
+/// One OpenSSH `-o` option: `Key=Value` or `Key Value`, on one line.
+pub fn check_ssh_option(o: &str) -> Result<(), String> {
+    let key = o.split(['=', ' ']).next().unwrap_or_default();
+    let has_value = o.len() > key.len() + 1;
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric()) || !has_value {
+        return Err(format!(
+            "{o:?} is not an OpenSSH option such as \"IdentityFile=/path/key\""
+        ));
+    }
+    if o.contains(['\n', '\0']) {
+        return Err(format!("{o:?} spans lines"));
+    }
+    Ok(())
+}
+
+/// `bus_url` and `bus`: which server, where. `remote`: some agent runs on another host.
+fn resolve_bus(
+    d: &InjectorsDef,
+    kubernetes: bool,
+    remote: bool,
+) -> Result<Option<BusPlan>, StudyError> {
+    let private = match d.bus.as_deref() {
+        None => !kubernetes,
+        Some("private") => true,
+        Some("existing") => false,
+        Some(other) => {
+            return Err(invalid(format!(
+                "injectors.bus must be \"private\" or \"existing\", got \"{other}\""
+            )))
+        }
+    };
+    let Some(url) = &d.bus_url else {
+        if remote {
+            return Err(invalid(
+                "injectors.bus_url: agents on other hosts need the bus address they dial, e.g. bus_url = \"nats://10.0.0.5\" (this host's address on their network)",
+            ));
+        }
+        if !private {
+            return Err(invalid("injectors.bus = \"existing\" needs bus_url"));
+        }
+        return Ok(None);
+    };
+    let bad = || {
+        invalid(format!(
+            "injectors.bus_url must be nats://ADDR[:PORT], got \"{url}\""
+        ))
+    };
+    let rest = url.strip_prefix("nats://").ok_or_else(bad)?;
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
+        None => (rest, 0),
+    };
+    let name_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b));
+    if !name_ok {
+        return Err(bad());
+    }
+    if private {
+        let ip: IpAddr = host.parse().map_err(|_| {
+            invalid(format!(
+                "injectors.bus_url: with bus = \"private\" volley's nats-server listens on its address, so it must be an IP address of this host, got \"{host}\""
+            ))
+        })?;
+        if remote && ip.is_loopback() {
+            return Err(invalid(format!(
+                "injectors.bus_url: {ip} is loopback, which agents on other hosts cannot reach"
+            )));
+        }
+        if kubernetes && port == 0 {
+            return Err(invalid(
+                "injectors.bus_url: with kubernetes and bus = \"private\", give the port the manifests' --bus names",
+            ));
+        }
+        return Ok(Some(BusPlan::Private(SocketAddr::new(ip, port))));
+    }
+    // The agents of ssh hosts would dial their own loopback. (With kubernetes the
+    // coordinator may well reach the cluster's server through a port-forward.)
+    let loopback = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|i| i.is_loopback());
+    if loopback && !kubernetes && remote {
+        return Err(invalid(format!(
+            "injectors.bus_url: {host} is loopback, which agents on other hosts cannot reach"
+        )));
+    }
+    let port = if port == 0 { 4222 } else { port };
+    Ok(Some(BusPlan::Existing(format!("nats://{host}:{port}"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{resolve, InjectorsPlan};
+
+    const EXTERNAL: &str = "name = \"p\"\n[[target]]\nname = \"x\"\nkind = \"external\"\nurl = \"http://10.0.0.9:8080/\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\nREPEATS\n[injectors]\n";
+
+    fn injectors(table: &str, repeats: u32) -> Result<InjectorsPlan, String> {
+        let text = EXTERNAL.replace("REPEATS", &format!("repeats = {repeats}")) + table;
+        let f = crate::spec::parse(&text).map_err(|e| e.to_string())?;
+        resolve(&f, &text, 1.0)
+            .map(|p| p.injectors.unwrap())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn kubernetes_waits_for_one_step_on_an_existing_bus() {
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let p = injectors(k, 1).unwrap();
+        assert!(p.kubernetes && p.ssh.is_none());
+        assert_eq!(
+            p.bus,
+            Some(BusPlan::Existing("nats://127.0.0.1:4222".into()))
+        );
+        assert_eq!(p.ready_timeout, READY_DEFAULT_KUBERNETES);
+        let e = injectors(&k.replace("count = 3", "count = [1, 2]"), 1).unwrap_err();
+        assert!(e.contains("injectors.count"), "{e}");
+        let e = injectors(k, 2).unwrap_err();
+        assert!(
+            e.contains("injectors.placement") && e.contains("2 steps"),
+            "{e}"
+        );
+        // A private bus for the pods must listen where the manifests said.
+        let private = format!("{k}bus = \"private\"\n");
+        let e = injectors(&private.replace("127.0.0.1:4222", "10.0.0.1"), 1).unwrap_err();
+        assert!(e.contains("injectors.bus_url") && e.contains("port"), "{e}");
+        let e = injectors(&private, 1).unwrap_err();
+        assert!(e.contains("loopback"), "{e}");
+        let p = injectors(&private.replace("127.0.0.1", "10.0.0.1"), 1).unwrap();
+        assert_eq!(
+            p.bus,
+            Some(BusPlan::Private("10.0.0.1:4222".parse().unwrap()))
+        );
+    }
+
+    #[test]
+    fn ssh_hosts_take_injectors_in_turn_and_local_stays_here() {
+        let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\nready_timeout = \"10s\"\n";
+        let p = injectors(t, 1).unwrap();
+        let ssh = p.ssh.unwrap();
+        let remote: Vec<String> = ssh.remote_hosts().iter().map(|h| h.to_string()).collect();
+        assert_eq!(remote, ["root@10.0.0.2:2222"]);
+        let on: Vec<Option<String>> = (0..3)
+            .map(|i| ssh.host_of(i).map(|h| h.to_string()))
+            .collect();
+        assert_eq!(on, [None, Some("root@10.0.0.2:2222".into()), None]);
+        assert_eq!(p.bus, Some(BusPlan::Private("10.0.0.1:0".parse().unwrap())));
+        assert_eq!(p.ready_timeout, Duration::from_secs(10));
+        // Only local hosts: no bus address needed.
+        let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
+        assert_eq!(p.bus, None);
+        let e = injectors(
+            &t.replace(
+                "nats://10.0.0.1",
+                "nats://localhost:4222\"\nbus = \"existing",
+            ),
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("injectors.bus_url") && e.contains("loopback"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ssh_options_are_key_value_on_one_line() {
+        for ok in ["Port=2222", "IdentityFile /k", "BatchMode=yes"] {
+            assert!(check_ssh_option(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "Port", "Port=", "-oProxy=x", "=x", "A=b\nc"] {
+            assert!(check_ssh_option(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! `placement = "kubernetes"` through the real binary, without a cluster: the test
+//! starts the agents the way the Indexed Job of `volley agents manifest` starts them
+//! (the manifest's command and args, each with its own `JOB_COMPLETION_INDEX`, the
+//! `$(VAR)` references expanded from the container's environment as the kubelet does)
+//! on this host against a private nats-server, then `volley study run` waits for them
+//! on the bus and runs its step, against a `volley serve` with its access log on.
+//!
+//! The target listens on an address of a veth the test makes (its peer in a namespace
+//! of the test's), because a study refuses a loopback target for agents on other hosts.
+//! Every process and interface the test makes is removed on drop; every wait is bounded.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Served;
+use serde_json::Value;
+use volley_agents::manifest::{self, Request};
+use volley_agents::server::PrivateNats;
+use volley_store::Store;
+
+fn must(args: &[&str]) {
+    let ok = Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{args:?} failed");
+}
+
+/// A veth with an address here, its peer in a namespace of the test's; a temp dir.
+struct Place {
+    ns: String,
+    veth: String,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Place {
+    fn make() -> Place {
+        let pid = std::process::id();
+        let p = Place {
+            ns: format!("volley-k8s-{pid}"),
+            veth: format!("vk{}", pid % 1_000_000),
+            addr: format!("10.217.{}.1", pid % 250),
+            dir: std::env::temp_dir().join(format!("volley-k8s-{pid}")),
+        };
+        let _ = std::fs::remove_dir_all(&p.dir);
+        std::fs::create_dir_all(&p.dir).unwrap();
+        must(&["ip", "netns", "add", &p.ns]);
+        must(&[
+            "ip", "link", "add", &p.veth, "type", "veth", "peer", "name", "eth0", "netns", &p.ns,
+        ]);
+        must(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/30", p.addr),
+            "dev",
+            &p.veth,
+        ]);
+        must(&["ip", "link", "set", &p.veth, "up"]);
+        must(&["ip", "-n", &p.ns, "link", "set", "eth0", "up"]);
+        p
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .status();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The agents, killed and reaped on drop (a test that fails early leaves none).
+struct Pods(Vec<Child>);
+
+impl Drop for Pods {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `$(NAME)` references in `arg` replaced from `env`, as the kubelet expands a
+/// container's args; an unknown name stays as written (the kubelet's rule too).
+fn expand(arg: &str, env: &BTreeMap<&str, String>) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(start) = rest.find("$(") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find(')') {
+            Some(end) if env.contains_key(&after[..end]) => {
+                out.push_str(&env[&after[..end]]);
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("$(");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
+    let place = Place::make();
+    let nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh installs it)");
+    let bus = nats.url();
+    // The manifest the user would apply, for three pods on this bus.
+    let mut req = Request::new(3);
+    req.bus = bus.clone();
+    let yaml = manifest::render(&req).unwrap();
+    let args = manifest::agent_args(&bus);
+    for a in &args {
+        assert!(yaml.contains(a.as_str()), "{a} not in the Job:\n{yaml}");
+    }
+    assert!(yaml.contains("completionMode: Indexed"), "{yaml}");
+    let pods = Pods(
+        (0..3)
+            .map(|i| {
+                let env = BTreeMap::from([(manifest::INDEX_ENV, i.to_string())]);
+                let argv: Vec<String> = args.iter().map(|a| expand(a, &env)).collect();
+                Command::new(env!("CARGO_BIN_EXE_volley"))
+                    .args(&argv)
+                    .env(manifest::INDEX_ENV, i.to_string())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let log = place.dir.join("access.log");
+    let root = place.dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.html"), "<p>volley</p>\n".repeat(20)).unwrap();
+    let listen = format!("{}:0", place.addr);
+    let mut server = Served::start(
+        &root,
+        &["--listen", &listen, "--access-log", log.to_str().unwrap()],
+    );
+    let file = place.dir.join("s.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"inj-k8s\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{}/a.html\"\n\
+             [[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n\
+             [load]\nmodel = \"open\"\nrate = 30\nconcurrency = 2\n\
+             [injectors]\ncount = 3\nshare = \"each\"\nplacement = \"kubernetes\"\n\
+             bus_url = \"{bus}\"\nready_timeout = \"30s\"\n\
+             [steps]\nduration = \"3s\"\nwarmup = \"0s\"\ncooldown = \"0s\"\n",
+            server.base
+        ),
+    )
+    .unwrap();
+    let db = place.dir.join("v.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    // Each pod ends by itself once its run is over (the Job counts a completion).
+    let mut pods = pods;
+    let until = Instant::now() + Duration::from_secs(20);
+    for c in &mut pods.0 {
+        let status = loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < until, "an agent did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "agent exit {status}");
+    }
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1);
+    let s = &steps[0].summary;
+    let inj = s["injectors"].as_array().unwrap();
+    let names: Vec<&str> = inj.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["agent-0", "agent-1", "agent-2"]);
+    let completed = |v: &Value| v["requests"]["completed"].as_u64().unwrap();
+    for i in inj {
+        let n = completed(&i["summary"]);
+        // 3 s at 30 req/s, one request of slack for the schedule's boundary.
+        assert!((89..=91).contains(&n), "{}: {n}", i["name"]);
+    }
+    let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    assert_eq!(completed(s), sum, "merged == sum of the agents'");
+    assert_eq!(
+        completed(s),
+        lines,
+        "merged == the server's access log lines"
+    );
+}

@@ -1,0 +1,207 @@
+//! `kind = "caldav"` workloads in a study, driven as a user would: an office of
+//! calendar clients swept over users against the built-in server (DAV accounts) and a
+//! real Radicale (volley's venv, scripts/install-caldav.sh), each step's office report
+//! and verdict stored, and the answer "carries N users" printed per server. Bad office
+//! keys are one-line usage errors naming the key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use volley_store::Store;
+
+fn volley() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("volley-office-study-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const OFFICE: &str = r#"name = "office"
+[[target]]
+name = "builtin"
+kind = "builtin"
+dav = true
+[[target]]
+name = "radicale"
+kind = "radicale"
+[[workload]]
+name = "office"
+kind = "caldav"
+users = [2, 3]
+profiles = ["thunderbird:1", "davx5:1", "evolution:1", "apple:1"]
+compress = 960
+[steps]
+duration = "4s"
+warmup = "0s"
+cooldown = "0s"
+[slo]
+p99 = "60s"
+"#;
+
+#[test]
+fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
+    let dir = temp_dir("sweep");
+    let f = write(&dir, "office.toml", OFFICE);
+    let db = dir.join("db.sqlite");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{err}");
+    for target in ["builtin", "radicale"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{target} carries "))),
+            "no answer line for {target}: {text}"
+        );
+    }
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 2, "one run per target");
+    let mut users_seen = Vec::new();
+    for run in &runs {
+        for step in store.steps(run.id).unwrap() {
+            let office = &step.summary["office"];
+            let users = step.parameters.extra["users"].as_u64().unwrap();
+            users_seen.push(users);
+            assert_eq!(office["users"].as_u64(), Some(users), "{office}");
+            assert_eq!(office["violations_total"].as_u64(), Some(0), "{office}");
+            assert!(office["requests"].as_u64().unwrap() > 0, "{office}");
+            let verdict = step.verdict.as_ref().unwrap();
+            assert_eq!(verdict["office"]["users"].as_u64(), Some(users));
+            assert!(
+                verdict["office"]["poll_p99_ms"].as_f64().is_some(),
+                "{verdict}"
+            );
+            // The step's request figures are the office's own requests.
+            assert_eq!(
+                step.summary["requests"]["completed"].as_u64(),
+                office["requests"].as_u64(),
+                "{}",
+                step.summary
+            );
+        }
+    }
+    users_seen.sort_unstable();
+    assert_eq!(users_seen, [2, 2, 3, 3]);
+    // With a 60 s SLO and no violation the built-in server carries every count tried.
+    assert!(
+        text.contains("builtin carries 3 users"),
+        "builtin should carry 3 users under a 60 s SLO: {text}"
+    );
+    // The report says the same, in its office table and its JSON.
+    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("## Office days"), "{md}");
+    assert!(md.contains("builtin carries 3 users"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let builtin = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == "builtin")
+        .unwrap();
+    assert_eq!(
+        builtin["office"][0]["users_carried"], 3,
+        "{}",
+        builtin["office"]
+    );
+    for s in builtin["steps"].as_array().unwrap() {
+        assert_eq!(s["office"]["violations"], 0, "{}", s["office"]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
+    let dir = temp_dir("bad");
+    let cases: [(&str, String, &str); 8] = [
+        (
+            "bad memory cap",
+            OFFICE.replace("dav = true\n", "dav = true\nmemory_max = \"8X\"\n"),
+            "memory_max must be a size",
+        ),
+        (
+            "zero users",
+            OFFICE.replace("users = [2, 3]", "users = [0]"),
+            "users",
+        ),
+        (
+            "unknown profile",
+            OFFICE.replace("\"apple:1\"", "\"outlook:1\""),
+            "profiles",
+        ),
+        (
+            "paths on caldav",
+            OFFICE.replace("kind = \"caldav\"", "kind = \"caldav\"\npaths = [\"/\"]"),
+            "paths",
+        ),
+        (
+            "no dav on the target",
+            OFFICE.replace("dav = true\n", ""),
+            "dav = true",
+        ),
+        (
+            "dav on caddy",
+            OFFICE.replace(
+                "kind = \"builtin\"\ndav = true",
+                "kind = \"caddy\"\ndav = true",
+            ),
+            "dav = true needs",
+        ),
+        (
+            "no duration",
+            OFFICE.replace("duration = \"4s\"\n", "requests = 10\n"),
+            "steps.duration",
+        ),
+        (
+            "unknown kind",
+            OFFICE.replace("kind = \"caldav\"", "kind = \"carddav\""),
+            "kind must be",
+        ),
+    ];
+    for (what, study, needle) in cases {
+        let f = write(&dir, "bad.toml", &study);
+        let out = volley()
+            .args(["study", "run"])
+            .arg(&f)
+            .arg("--dry-run")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(needle), "{what}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
