@@ -45,6 +45,9 @@ pub struct OfficeConfig {
     pub timeout: Duration,
     /// Set to end the day early (Ctrl-C).
     pub stop: Arc<AtomicBool>,
+    /// Also send `X-Remote-User: <account>` (a server that trusts a proxy's identity
+    /// instead of checking Basic credentials, as volley runs Xandikos).
+    pub remote_user_header: bool,
 }
 
 impl OfficeConfig {
@@ -63,6 +66,7 @@ impl OfficeConfig {
             initial_items: 20,
             timeout: Duration::from_secs(30),
             stop: Arc::new(AtomicBool::new(false)),
+            remote_user_header: false,
         }
     }
 
@@ -101,7 +105,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     cfg.check()?;
     let (host, addr) = setup::parse_url(&cfg.url)?;
     let (u0, p0) = &cfg.accounts[0];
-    setup::probe(&cfg.url, addr, &host, u0, p0)?;
+    setup::probe(&cfg.url, addr, &host, u0, p0, cfg.remote_user_header)?;
     let profiles = cfg.mix.assign(cfg.accounts.len());
     let threads = cfg.accounts.len().min(MAX_THREADS);
     let today = crate::item::today();
@@ -110,6 +114,9 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         let devices = (0..cfg.devices)
             .map(|_| {
                 let mut conn = Conn::new(addr, &host, name, password, cfg.timeout);
+                if cfg.remote_user_header {
+                    conn.add_header("X-Remote-User", name);
+                }
                 conn.set_agent("volley-office/setup".into());
                 Device::new(profiles[i], conn)
             })
