@@ -320,23 +320,27 @@ fn stored_seconds(db: &Path) -> usize {
     store.injector_seconds(run, 0).map_or(0, |s| s.len())
 }
 
-#[test]
-fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
-    let site = Site::new("study");
-    let server = Served::start(&site.root(), &[]);
-    let mut nats = PrivateNats::start().expect("nats-server");
+/// Writes a study of two injectors at 40 requests/s for `secs` against `base`, on the
+/// bus at `bus_url` (a 1 s request timeout: the agents hold each second open that long
+/// before they send it), and starts `volley study run` on it, returning once the store holds
+/// the injectors' first `n` seconds (bounded: 60 s).
+fn start_study(
+    site: &Site,
+    base: &str,
+    bus_url: &str,
+    secs: u64,
+    n: usize,
+) -> (Child, std::path::PathBuf) {
     let file = site.0.join("s.toml");
     std::fs::write(
         &file,
         format!(
-            "name = \"busgone\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{}\"\n[steps]\nduration = \"40s\"\nwarmup = \"0s\"\n",
-            server.base,
-            nats.url()
+            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
         ),
     )
     .unwrap();
     let db = site.0.join("v.db");
-    let mut study = Command::new(env!("CARGO_BIN_EXE_volley"))
+    let study = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["study", "run"])
         .arg(&file)
         .arg("--db")
@@ -345,23 +349,36 @@ fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_ha
         .stderr(Stdio::piped())
         .spawn()
         .expect("volley study run");
-    // Bounded wait for the two injectors' first seconds to be stored.
     let until = Instant::now() + Duration::from_secs(60);
-    while stored_seconds(&db) < 4 && Instant::now() < until {
+    while stored_seconds(&db) < n && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(200));
     }
-    let before = stored_seconds(&db);
-    nats.stop();
+    (study, db)
+}
+
+/// Waits (at most 60 s) for the study to end.
+fn study_output(mut study: Child) -> Output {
     let until = Instant::now() + Duration::from_secs(60);
     while study.try_wait().expect("wait").is_none() {
         if Instant::now() > until {
             let _ = study.kill();
             let _ = study.wait();
-            panic!("volley study run still running 60 s after the bus went");
+            panic!("volley study run still running after 60 s");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = study.wait_with_output().expect("output");
+    study.wait_with_output().expect("output")
+}
+
+#[test]
+fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
+    let site = Site::new("study");
+    let server = Served::start(&site.root(), &[]);
+    let mut nats = PrivateNats::start().expect("nats-server");
+    let (study, db) = start_study(&site, &server.base, &nats.url(), 40, 4);
+    let before = stored_seconds(&db);
+    nats.stop();
+    let out = study_output(study);
     assert!(before >= 4, "seconds stored before the bus went: {before}");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -370,4 +387,37 @@ fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_ha
     assert!(lines[0].contains("the bus was gone"), "{err}");
     println!("{}", lines[0]);
     assert!(stored_seconds(&db) >= before, "the seconds it had are kept");
+}
+
+#[test]
+fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_seconds_came_late() {
+    let site = Site::new("restart");
+    let log = site.log();
+    let mut server = Served::start(&site.root(), &["--access-log", log.to_str().unwrap()]);
+    let mut nats = PrivateNats::start().expect("nats-server");
+    let (study, db) = start_study(&site, &server.base, &nats.url(), 30, 4);
+    // Away for 4 s: past the agents' 1 s bound (their loads stop) and past the late
+    // grace (2 s + the 1 s hold), well within the coordinator's 10 s.
+    nats.stop();
+    std::thread::sleep(Duration::from_secs(4));
+    nats.restart().expect("nats-server again on its port");
+    let out = study_output(study);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let store = Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let step = &store.steps(run).unwrap()[0].summary;
+    let merged = step["requests"]["completed"].as_u64().unwrap();
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    assert_eq!(merged, lines, "every request the server saw is merged");
+    assert!(step["degraded_from_s"].is_u64(), "{}", step["injectors"]);
+    for i in step["injectors"].as_array().unwrap() {
+        assert_eq!(i["ending"], "BusLost", "{i}");
+        assert!(i["late_seconds"].as_u64().unwrap() >= 1, "{i}");
+        assert!(i["max_late_ms"].as_u64().unwrap() > 0, "{i}");
+    }
 }

@@ -127,3 +127,16 @@ impl Drop for Served {
         }
     }
 }
+
+/// Runs `volley ARGS...` to the end: exit code (-1 when killed), stdout, stderr.
+pub fn volley(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .output()
+        .expect("run volley");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -94,6 +94,8 @@ pub struct Conn {
     host: String,
     auth: String,
     agent: String,
+    /// Extra header lines sent with every request (`Name: value\r\n`).
+    extra: String,
     timeout: Duration,
     stream: Option<TcpStream>,
     reader: ResponseReader,
@@ -115,6 +117,7 @@ impl Conn {
             host: host.to_owned(),
             auth: format!("Basic {token}"),
             agent: "volley-office".into(),
+            extra: String::new(),
             timeout,
             stream: None,
             reader: ResponseReader::new(),
@@ -127,6 +130,12 @@ impl Conn {
     /// server can tell a profile's requests from the harness's.
     pub fn set_agent(&mut self, agent: String) {
         self.agent = agent;
+    }
+
+    /// Sends `name: value` with every request (e.g. `X-Remote-User` for a server run
+    /// behind a trusted authenticating proxy, as volley runs Xandikos).
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        self.extra.push_str(&format!("{name}: {value}\r\n"));
     }
 
     /// Sends `req` and reads the answer. The sample's instants are nanoseconds since
@@ -169,6 +178,7 @@ impl Conn {
         for (n, v) in &req.headers {
             h.push_str(&format!("{n}: {v}\r\n"));
         }
+        h.push_str(&self.extra);
         h.push_str("\r\n");
         let mut bytes = h.into_bytes();
         bytes.extend_from_slice(&req.body);

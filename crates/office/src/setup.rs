@@ -43,10 +43,14 @@ pub fn probe(
     host: &str,
     user: &str,
     password: &str,
+    remote_user: bool,
 ) -> Result<(), OfficeError> {
     TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|source| OfficeError::Connect { addr, source })?;
     let mut conn = Conn::new(addr, host, user, password, Duration::from_secs(10));
+    if remote_user {
+        conn.add_header("X-Remote-User", user);
+    }
     let (result, _) = conn.exchange(
         &Request::new(Op::Options, "OPTIONS", "/"),
         std::time::Instant::now(),
