@@ -80,18 +80,22 @@ impl Agent {
 
     /// Its exit status and output, waiting at most `bound`.
     fn finish(mut self, bound: Duration) -> Output {
-        let mut child = self.0.take().expect("running");
-        let until = Instant::now() + bound;
-        while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > until {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("volley agent still running after {bound:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        child.wait_with_output().expect("agent output")
+        exit_within(self.0.take().expect("running"), bound, "volley agent")
     }
+}
+
+/// A child's exit status and output, waiting at most `bound` (killed past it).
+fn exit_within(mut child: Child, bound: Duration, what: &str) -> Output {
+    let until = Instant::now() + bound;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
 }
 
 impl Drop for Agent {
@@ -357,17 +361,8 @@ fn start_study(
 }
 
 /// Waits (at most 60 s) for the study to end.
-fn study_output(mut study: Child) -> Output {
-    let until = Instant::now() + Duration::from_secs(60);
-    while study.try_wait().expect("wait").is_none() {
-        if Instant::now() > until {
-            let _ = study.kill();
-            let _ = study.wait();
-            panic!("volley study run still running after 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    study.wait_with_output().expect("output")
+fn study_output(study: Child) -> Output {
+    exit_within(study, Duration::from_secs(60), "volley study run")
 }
 
 #[test]
