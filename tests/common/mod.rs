@@ -140,3 +140,48 @@ pub fn volley(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A free loopback port: bound with port 0 and released, for servers that bind by
+/// themselves (a rare collision shows as a failed start).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A server process the test started and the directory it runs in: the process is
+/// killed and reaped, the directory removed, on drop (also when the test panics).
+pub struct Spawned {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Spawns `cmd` (output discarded) and waits up to 30 s until `port` accepts
+/// connections; `dir` goes with it.
+pub fn spawn_listening(mut cmd: Command, dir: PathBuf, port: u16) -> Spawned {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let spawned = Spawned { child, dir, port };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not listen on {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    spawned
+}

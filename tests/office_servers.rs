@@ -1,0 +1,164 @@
+//! A short office day of 20 users against Radicale and against Xandikos (installed by
+//! scripts/install-deps.sh into /opt/volley-venv), each started on a free loopback port
+//! (Radicale with a generated config and plain htpasswd accounts; Xandikos trusting
+//! X-Remote-User from loopback, as volley-targets runs it): every correctness check must
+//! pass. And a static nginx (no DAV) is refused as not CalDAV. Each is skipped, with a
+//! message saying why, only when its server is absent.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{free_port, spawn_listening, Spawned};
+
+const RADICALE: &str = "/opt/volley-venv/bin/radicale";
+const XANDIKOS: &str = "/opt/volley-venv/bin/xandikos";
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// Whether `bin` exists; when not, says the test is skipped and why.
+fn installed(bin: &str) -> bool {
+    let there = Path::new(bin).exists();
+    if !there {
+        eprintln!("SKIPPED: {bin} is absent (scripts/install-deps.sh installs it)");
+    }
+    there
+}
+
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-office-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A started server and its URL.
+struct Managed {
+    _process: Spawned,
+    url: String,
+}
+
+fn spawn(cmd: Command, dir: PathBuf, port: u16) -> Managed {
+    Managed {
+        _process: spawn_listening(cmd, dir, port),
+        url: format!("http://127.0.0.1:{port}/"),
+    }
+}
+
+fn start_radicale(users: usize, password: &str) -> Managed {
+    let dir = fresh_dir("radicale");
+    let htpasswd: String = (1..=users)
+        .map(|i| format!("office{i}:{password}\n"))
+        .collect();
+    std::fs::write(dir.join("users"), htpasswd).unwrap();
+    let port = free_port();
+    let config = format!(
+        "[server]\nhosts = 127.0.0.1:{port}\n[auth]\ntype = htpasswd\nhtpasswd_filename = {users}\nhtpasswd_encryption = plain\n[storage]\nfilesystem_folder = {store}\n[logging]\nlevel = warning\n",
+        users = dir.join("users").display(),
+        store = dir.join("collections").display(),
+    );
+    std::fs::write(dir.join("config"), config).unwrap();
+    let mut cmd = Command::new(RADICALE);
+    cmd.arg("--config").arg(dir.join("config"));
+    spawn(cmd, dir, port)
+}
+
+fn start_xandikos() -> Managed {
+    let dir = fresh_dir("xandikos");
+    let port = free_port();
+    let mut cmd = Command::new(XANDIKOS);
+    cmd.arg("multi-user")
+        .arg("--directory")
+        .arg(dir.join("tree"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["--listen-address", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--defaults", "--trust-x-remote-user-from", "127.0.0.1/32"])
+        .arg("--no-detect-systemd");
+    spawn(cmd, dir, port)
+}
+
+/// A 20-user day (100 decisions: the Python servers are a few times slower than the
+/// built-in one, and the test stays short while every operation type still runs).
+fn office_day(server: &Managed, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", "--json", "-", "--caldav", "20"])
+        .args(extra)
+        .args([
+            "--decisions",
+            "100",
+            "--duration",
+            "20s",
+            "--seed",
+            "11",
+            &server.url,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let j: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("no JSON; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    for row in j["ops"].as_array().unwrap() {
+        assert!(row["count"].as_u64().unwrap() > 0, "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    }
+    assert_eq!(j["sessions"][0]["count"], 40, "{j}");
+    assert!(j["items_at_end"].as_u64().unwrap() >= 20 * 20);
+    j
+}
+
+#[test]
+fn twenty_users_pass_every_check_against_radicale() {
+    if !installed(RADICALE) {
+        return;
+    }
+    // Radicale has no calendars before the run: set-up makes each with MKCALENDAR.
+    let server = start_radicale(20, "s3cret");
+    office_day(&server, &["--caldav-password", "s3cret"]);
+}
+
+#[test]
+fn twenty_users_pass_every_check_against_xandikos() {
+    if !installed(XANDIKOS) {
+        return;
+    }
+    // Xandikos makes each principal's default calendar at its first request.
+    let server = start_xandikos();
+    office_day(&server, &["--caldav-remote-user"]);
+}
+
+fn start_static_nginx() -> Managed {
+    let dir = fresh_dir("nginx");
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "hello").unwrap();
+    let port = free_port();
+    let d = dir.display();
+    let conf = format!(
+        "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+         events {{}}\nhttp {{ access_log off; client_body_temp_path {d}/t1; proxy_temp_path {d}/t2;\n\
+         fastcgi_temp_path {d}/t3; uwsgi_temp_path {d}/t4; scgi_temp_path {d}/t5;\n\
+         server {{ listen 127.0.0.1:{port}; root {d}/www; }} }}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    let mut cmd = Command::new(NGINX);
+    cmd.args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")]);
+    spawn(cmd, dir, port)
+}
+
+#[test]
+fn a_static_nginx_is_not_caldav() {
+    if !installed(NGINX) {
+        return;
+    }
+    let nginx = start_static_nginx();
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", "--caldav", "2", &nginx.url])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("does not speak CalDAV"), "{err}");
+}
