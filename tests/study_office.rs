@@ -205,3 +205,77 @@ fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const OFFICE_XANDIKOS_NGINX: &str = r#"name = "office-paths"
+[[target]]
+name = "xandikos"
+kind = "xandikos"
+[[target]]
+name = "nginx"
+kind = "nginx"
+dav = true
+[[workload]]
+name = "office"
+kind = "caldav"
+users = [2]
+compress = 960
+[steps]
+duration = "4s"
+warmup = "0s"
+cooldown = "0s"
+[slo]
+p99 = "60s"
+"#;
+
+/// Xandikos (its own paths, X-Remote-User on every request) and nginx's plain WebDAV
+/// (no principal, no REPORT): the study maps each target's accounts into the office,
+/// both days pass every check that applies, and nginx's report says what it lacks.
+#[test]
+fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
+    let dir = temp_dir("paths");
+    let f = write(&dir, "office.toml", OFFICE_XANDIKOS_NGINX);
+    let db = dir.join("db.sqlite");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 2, "one run per target");
+    let mut protocols = Vec::new();
+    for run in &runs {
+        let steps = store.steps(run.id).unwrap();
+        assert_eq!(steps.len(), 1);
+        let office = &steps[0].summary["office"];
+        assert_eq!(office["violations_total"].as_u64(), Some(0), "{office}");
+        assert!(office["requests"].as_u64().unwrap() > 0, "{office}");
+        let lacks: Vec<&str> = office["lacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.as_str())
+            .collect();
+        match office["protocol"].as_str() {
+            Some("caldav") => assert!(lacks.is_empty(), "xandikos: {office}"),
+            Some("webdav") => assert!(lacks.contains(&"REPORT sync-collection"), "nginx: {office}"),
+            p => panic!("protocol {p:?}: {office}"),
+        }
+        protocols.push(office["protocol"].as_str().unwrap().to_owned());
+    }
+    protocols.sort();
+    assert_eq!(protocols, ["caldav", "webdav"]);
+    for target in ["xandikos", "nginx"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{target} carries "))),
+            "no answer line for {target}: {text}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -127,3 +127,39 @@ impl Drop for Served {
         }
     }
 }
+
+/// The office accounts of a started DAV target's first `users` accounts, each with its
+/// own paths and headers (as the study's office step maps them).
+pub fn office_accounts(
+    target: &volley_targets::RunningTarget,
+    users: usize,
+) -> Vec<volley_office::Account> {
+    let dav = target
+        .dav
+        .as_ref()
+        .expect("a DAV target reports its accounts");
+    assert!(
+        dav.accounts.len() >= users,
+        "{} accounts",
+        dav.accounts.len()
+    );
+    dav.accounts[..users]
+        .iter()
+        .map(|a| volley_office::Account {
+            name: a.name.clone(),
+            password: a.password.clone(),
+            principal: a.principal.clone(),
+            home: Some(a.home.clone()),
+            calendar: Some(a.calendar.clone()),
+            headers: a.headers.clone(),
+        })
+        .collect()
+}
+
+/// Starts `kind` with `users` DAV accounts (30 s to start).
+pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_targets::RunningTarget {
+    let mut spec = volley_targets::TargetSpec::new(kind);
+    spec.settings.dav = Some(volley_targets::DavSettings { users });
+    spec.start_timeout = Duration::from_secs(30);
+    volley_targets::start(&spec).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))
+}

@@ -94,6 +94,8 @@ pub struct Conn {
     host: String,
     auth: String,
     agent: String,
+    /// The account's own headers (Xandikos: `X-Remote-User`), on every request.
+    extra: Vec<(String, String)>,
     timeout: Duration,
     stream: Option<TcpStream>,
     reader: ResponseReader,
@@ -115,11 +117,18 @@ impl Conn {
             host: host.to_owned(),
             auth: format!("Basic {token}"),
             agent: "volley-office".into(),
+            extra: Vec::new(),
             timeout,
             stream: None,
             reader: ResponseReader::new(),
             buf: vec![0; 16 * 1024],
         }
+    }
+
+    /// Sends `headers` with every request (after `Authorization`).
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Conn {
+        self.extra = headers;
+        self
     }
 
     /// Sets the User-Agent: `volley-office/<profile>#<device>` during the day,
@@ -163,6 +172,9 @@ impl Conn {
             self.agent,
             req.body.len()
         );
+        for (n, v) in &self.extra {
+            h.push_str(&format!("{n}: {v}\r\n"));
+        }
         if let Some(d) = req.depth {
             h.push_str(&format!("Depth: {d}\r\n"));
         }

@@ -17,6 +17,7 @@
 //! XML ([`xml`]), item comparison ([`item`]) and violation counting are pure.
 #![deny(missing_docs)]
 
+mod account;
 mod audit;
 pub mod check;
 pub mod day;
@@ -26,6 +27,7 @@ pub mod http;
 pub mod item;
 mod listing;
 pub mod ops;
+mod plain;
 pub mod profile;
 pub mod report;
 mod run;
@@ -35,9 +37,11 @@ pub mod state;
 mod writes;
 pub mod xml;
 
+pub use account::Account;
 pub use check::{Violation, Violations};
 pub use error::OfficeError;
 pub use ops::{Op, SessionKind};
 pub use profile::{Mix, Profile};
 pub use report::{LatencyRow, OfficeReport};
 pub use run::{run, OfficeConfig, OfficeRun};
+pub use state::Server;

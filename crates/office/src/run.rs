@@ -14,8 +14,8 @@ use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
 use crate::report::{LatencyRow, OfficeReport, ProfileCount};
-use crate::state::{Device, Pending, Truth, User};
-use crate::{audit, session, setup, writes, OfficeError};
+use crate::state::{Device, Pending, Server, Truth, User};
+use crate::{audit, session, setup, writes, Account, OfficeError};
 
 /// Most worker threads; users beyond are shared round-robin.
 const MAX_THREADS: usize = 256;
@@ -25,8 +25,8 @@ const MAX_THREADS: usize = 256;
 pub struct OfficeConfig {
     /// The server's URL (`http://host:port/`); discovery starts at its root.
     pub url: String,
-    /// (account, password) of every virtual user.
-    pub accounts: Vec<(String, String)>,
+    /// Every virtual user's account (paths and headers as the server lays them out).
+    pub accounts: Vec<Account>,
     /// Profiles by weight.
     pub mix: Mix,
     /// Decisions per person per office day.
@@ -49,8 +49,18 @@ pub struct OfficeConfig {
 
 impl OfficeConfig {
     /// Defaults: 250 decisions a day, 8 hours in one minute (480x), two devices per
-    /// person, 20 items to start with.
+    /// person, 20 items to start with; `(name, password)` accounts whose paths are
+    /// discovered ([`Account::new`]).
     pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
+        let accounts = accounts
+            .into_iter()
+            .map(|(name, password)| Account::new(name, password))
+            .collect();
+        OfficeConfig::with_accounts(url, accounts)
+    }
+
+    /// The defaults of [`OfficeConfig::new`] with accounts as given.
+    pub fn with_accounts(url: &str, accounts: Vec<Account>) -> OfficeConfig {
         OfficeConfig {
             url: url.to_owned(),
             accounts,
@@ -80,6 +90,31 @@ impl OfficeConfig {
         if self.devices == 0 {
             return bad("each user needs at least one device");
         }
+        for a in &self.accounts {
+            let paths = [&a.principal, &a.home, &a.calendar];
+            if let Some(p) = paths
+                .into_iter()
+                .flatten()
+                .find(|p| !(p.starts_with('/') && p.ends_with('/')) || has_control(p))
+            {
+                return Err(OfficeError::Config(format!(
+                    "account {}: path `{p}` must start and end with /",
+                    a.name
+                )));
+            }
+            if let Some((n, _)) = a.headers.iter().find(|(n, v)| {
+                n.is_empty()
+                    || n.contains(|c: char| c == ':' || c.is_whitespace())
+                    || has_control(n)
+                    || has_control(v)
+            }) {
+                return Err(OfficeError::Config(format!(
+                    "account {}: header `{}` is not a valid header",
+                    a.name,
+                    n.escape_debug()
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -100,30 +135,44 @@ pub struct OfficeRun {
 pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     cfg.check()?;
     let (host, addr) = setup::parse_url(&cfg.url)?;
-    let (u0, p0) = &cfg.accounts[0];
-    setup::probe(&cfg.url, addr, &host, u0, p0)?;
+    let caldav = setup::probe(&cfg.url, addr, &host, &cfg.accounts[0])?;
+    // Conditional writes: assumed (and checked) on CalDAV; probed on plain WebDAV
+    // after set-up, which writes without them.
+    let mut server = Server {
+        caldav,
+        conditional: caldav,
+    };
     let profiles = cfg.mix.assign(cfg.accounts.len());
     let threads = cfg.accounts.len().min(MAX_THREADS);
     let today = crate::item::today();
     let make_user = |i: usize| {
-        let (name, password) = &cfg.accounts[i];
+        let a = &cfg.accounts[i];
         let devices = (0..cfg.devices)
             .map(|_| {
-                let mut conn = Conn::new(addr, &host, name, password, cfg.timeout);
+                let mut conn = Conn::new(addr, &host, &a.name, &a.password, cfg.timeout)
+                    .with_headers(a.headers.clone());
                 conn.set_agent("volley-office/setup".into());
                 Device::new(profiles[i], conn)
             })
             .collect();
+        let name = &a.name;
+        let principal = a.principal.clone().unwrap_or_else(|| format!("/{name}/"));
+        let home = a.home.clone().unwrap_or_else(|| principal.clone());
         User {
             name: name.clone(),
-            principal: format!("/{name}/"),
-            home: format!("/{name}/"),
-            cal: format!("/{name}/calendar/"),
+            cal: a
+                .calendar
+                .clone()
+                .unwrap_or_else(|| format!("{home}calendar/")),
+            principal,
+            home,
             truth: Truth::default(),
             devices,
             next_item: 0,
             violations: Violations::default(),
             today: today.clone(),
+            server,
+            unguarded: 0,
         }
     };
     // Set-up, untimed, on the same threads' share of users.
@@ -142,8 +191,8 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
                         rec,
                         measured: false,
                     };
-                    for (_, u) in group.iter_mut() {
-                        setup::prepare(ctx, u, cfg.initial_items)?;
+                    for (i, u) in group.iter_mut() {
+                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
                     }
                     Ok(group)
                 })
@@ -157,6 +206,23 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
             })
             .collect::<Result<Vec<_>, _>>()
     })?;
+    let mut groups = groups;
+    let first = groups
+        .first_mut()
+        .and_then(|g| g.first_mut())
+        .map(|(_, u)| u)
+        .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
+    let (conditional, lacks) = setup::survey(
+        Ctx {
+            rec: &untimed,
+            measured: false,
+        },
+        first,
+    )?;
+    server.conditional = conditional;
+    for (_, u) in groups.iter_mut().flatten() {
+        u.server = server;
+    }
     drop(untimed);
 
     let plan = DayPlan {
@@ -200,6 +266,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     }
     let mut violations = Violations::default();
     let (mut planned, mut ran, mut skipped, mut items) = (0, 0, 0, 0);
+    let mut unguarded = 0;
     let mut users_after: Vec<User> = Vec::new();
     for o in outcomes {
         planned += o.planned;
@@ -209,6 +276,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         users_after.extend(o.users);
     }
     for u in users_after {
+        unguarded += u.unguarded;
         violations.merge(u.violations);
     }
     let mut ops: Vec<(Op, Recorder)> = Op::ALL
@@ -233,6 +301,14 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     let (vrows, vtotal, examples) = OfficeReport::violation_rows(&violations);
     let report = OfficeReport {
         url: cfg.url.clone(),
+        protocol: if server.caldav { "caldav" } else { "webdav" },
+        lacks,
+        checks_not_applicable: if server.conditional {
+            Vec::new()
+        } else {
+            vec![crate::Violation::StaleWriteAccepted.name()]
+        },
+        unguarded_writes: unguarded,
         users: cfg.accounts.len(),
         devices_per_user: cfg.devices,
         profiles: cfg
@@ -357,4 +433,9 @@ fn sleep_until(ctx: Ctx<'_>, at_ns: u64, stop: &AtomicBool) -> bool {
         }
         std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
     }
+}
+
+/// Whether `s` holds a control character (CR, LF...): it would break the request head.
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
 }

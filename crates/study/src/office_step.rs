@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use volley_metrics::{Model, Recorder, RunInfo};
-use volley_office::{Mix, OfficeConfig, OfficeReport};
+use volley_office::{Account, Mix, OfficeConfig, OfficeReport};
 use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, OfficeLoad, Plan, Workload};
@@ -45,11 +45,20 @@ pub(crate) fn run_office(
         .duration
         .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
     let url = format!("http://{}", target.addr);
-    let mut cfg = OfficeConfig::new(
+    // Each account as the target lays it out (Xandikos's paths and X-Remote-User, a
+    // plain WebDAV tree's /dav/<name>/calendar/ without principal).
+    let mut cfg = OfficeConfig::with_accounts(
         &url,
         accounts[..users]
             .iter()
-            .map(|a| (a.name.clone(), a.password.clone()))
+            .map(|a| Account {
+                name: a.name.clone(),
+                password: a.password.clone(),
+                principal: a.principal.clone(),
+                home: Some(a.home.clone()),
+                calendar: Some(a.calendar.clone()),
+                headers: a.headers.clone(),
+            })
             .collect(),
     );
     cfg.mix = mix_of(office).map_err(StepError::Office)?;

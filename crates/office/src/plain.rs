@@ -1,0 +1,138 @@
+//! The clients on plain WebDAV (a server whose `DAV` header lacks `calendar-access`:
+//! nginx dav-ext, Apache mod_dav, lighttpd mod_webdav): no principal to discover, no
+//! REPORT, so every profile syncs the one way such a server allows
+//! (docs/methodology.md, "The office": plain WebDAV). The first sync reads the
+//! collection (PROPFIND Depth 0), every sync lists it (PROPFIND Depth 1 with getetag)
+//! and GETs what is new or changed; DAVx5 still uploads first. Without getetag in the
+//! listing (nginx) every item is fetched on every sync: that is what such a server
+//! costs a correct client, and it shows in the sync latency.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::check::Violation;
+use crate::driver::{Ctx, MULTI};
+use crate::http::Request;
+use crate::item;
+use crate::listing::{self, parse, ETAGS};
+use crate::ops::Op;
+use crate::state::{MirrorItem, User};
+use crate::writes;
+use crate::xml;
+
+/// What a client reads of the collection at its first sync.
+const COLLECTION: &str =
+    "<D:resourcetype/><D:displayname/><D:getetag/><CS:getctag/><D:sync-token/>";
+
+/// A sync of device `d`: the first one reads the collection, DAVx5 uploads its
+/// pending decisions, then the listing and the fetch. False if a request failed.
+pub fn sync(ctx: Ctx<'_>, user: &mut User, d: usize, initial: bool) -> bool {
+    if initial {
+        let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
+            .depth("0")
+            .xml(xml::propfind(COLLECTION));
+        let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, MULTI) else {
+            return false;
+        };
+        if parse(user, &reply.body, "PROPFIND Depth 0").is_none() {
+            return false;
+        }
+    } else if user.devices[d].profile.uploads_at_sync()
+        && writes::upload_pending(ctx, user, d).is_none()
+    {
+        return false;
+    }
+    let req = Request::new(Op::PropfindD1, "PROPFIND", user.cal.clone())
+        .depth("1")
+        .xml(xml::propfind(ETAGS));
+    let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, MULTI) else {
+        return false;
+    };
+    let Some(ms) = parse(user, &reply.body, "PROPFIND Depth 1") else {
+        return false;
+    };
+    let mut seen = BTreeSet::new();
+    let names = listing::apply(user, d, &ms, &mut seen);
+    listing::drop_unlisted(user, d, &seen);
+    fetch(ctx, user, d, &names)
+}
+
+/// Whether two ETags name the same version by weak comparison (RFC 9110 8.8.3.2):
+/// Apache marks an ETag weak for a second after a write and strong later, the same
+/// version all along.
+fn same_version(a: &str, b: &str) -> bool {
+    a.trim_start_matches("W/") == b.trim_start_matches("W/")
+}
+
+/// GETs `names` into device `d`'s mirror, checking each as a multiget's items are
+/// checked (it parses; its ETag changed only if its content did). False if a
+/// request failed.
+fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool {
+    for name in names {
+        let req = Request::new(Op::Get, "GET", user.item_path(name));
+        let Some(reply) = ctx.call(
+            &mut user.devices[d],
+            &mut user.violations,
+            req,
+            &[200, 404, 410],
+        ) else {
+            return false;
+        };
+        if reply.status != 200 {
+            // Deleted since the listing.
+            user.devices[d].mirror.remove(name);
+            continue;
+        }
+        let data = String::from_utf8_lossy(&reply.body).into_owned();
+        let etag = reply.header("ETag").map(str::to_owned);
+        if let Some(old) = user.devices[d].mirror.get(name) {
+            if let (Some(o), Some(n)) = (&old.etag, &etag) {
+                if !same_version(o, n) && item::same(&old.data, &data) {
+                    user.violations
+                        .add(Violation::EtagChangedWithoutContent, name, || {
+                            format!("{name}: ETag {o} -> {n}, content unchanged")
+                        });
+                }
+            }
+        }
+        if item::fingerprint(&data).is_none() {
+            user.violations.add(Violation::Malformed, name, || {
+                format!("{name}: GET answered something that is not iCalendar")
+            });
+        }
+        user.devices[d]
+            .mirror
+            .insert(name.clone(), MirrorItem { etag, data });
+    }
+    true
+}
+
+/// The audit's reads: each of `names` by GET (no multiget on plain WebDAV). `None` if
+/// a request failed.
+pub fn read_all(
+    ctx: Ctx<'_>,
+    user: &mut User,
+    names: &[String],
+) -> Option<BTreeMap<String, String>> {
+    let mut read = BTreeMap::new();
+    for name in names {
+        let req = Request::new(Op::Get, "GET", user.item_path(name));
+        let reply = ctx.call(&mut user.devices[0], &mut user.violations, req, &[200, 404])?;
+        if reply.status == 200 {
+            read.insert(
+                name.clone(),
+                String::from_utf8_lossy(&reply.body).into_owned(),
+            );
+        }
+    }
+    Some(read)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn weak_and_strong_forms_of_one_etag_are_the_same_version() {
+        assert!(super::same_version("W/\"27-61\"", "\"27-61\""));
+        assert!(super::same_version("\"a\"", "\"a\""));
+        assert!(!super::same_version("W/\"27-61\"", "\"27-62\""));
+    }
+}
