@@ -14,29 +14,16 @@
 //! traffic stays in the namespaces the test made, on its veth and on loopback.
 
 mod common;
+mod sshd;
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Served;
 use serde_json::Value;
+use sshd::{must, sh};
 use volley_store::Store;
-
-fn sh(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn must(args: &[&str]) {
-    assert!(
-        sh(Command::new(args[0]).args(&args[1..])),
-        "{args:?} failed"
-    );
-}
 
 /// One test host: a namespace with an sshd.
 struct TestHost {
@@ -76,7 +63,7 @@ impl Net {
         let dir = std::env::temp_dir().join(format!("volley-injssh-{pid}-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("remote")).unwrap();
-        let subnet = 20 + (pid % 100) * 2 + tag;
+        let subnet = 20 + (pid % 50) * 4 + tag;
         let mut net = Net {
             hub: format!("volley-injssh-{pid}-{tag}-hub"),
             root_veth: format!("vj{}{tag}r", pid % 100_000),
@@ -84,25 +71,7 @@ impl Net {
             dir,
             hosts: Vec::new(),
         };
-        for (key, kind) in [("host_key", "ed25519"), ("client_key", "ed25519")] {
-            must(&[
-                "ssh-keygen",
-                "-q",
-                "-t",
-                kind,
-                "-N",
-                "",
-                "-f",
-                net.dir.join(key).to_str().unwrap(),
-            ]);
-        }
-        std::fs::copy(
-            net.dir.join("client_key.pub"),
-            net.dir.join("authorized_keys"),
-        )
-        .unwrap();
-        // sshd refuses to start without its privilege separation directory.
-        std::fs::create_dir_all("/run/sshd").unwrap();
+        sshd::make_keys(&net.dir, &[]);
         let hub = net.hub.clone();
         must(&["ip", "netns", "add", &hub]);
         must(&["ip", "-n", &hub, "link", "add", "br0", "type", "bridge"]);
@@ -135,7 +104,7 @@ impl Net {
             net.hosts.push(h);
         }
         for h in &net.hosts {
-            wait_listening(&h.addr);
+            sshd::wait_listening(&h.addr);
         }
         net
     }
@@ -171,42 +140,14 @@ impl Net {
         ]);
         must(&["ip", "-n", &ns, "link", "set", "eth0", "up"]);
         must(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-        let cfg = self.dir.join(format!("sshd_config{i}"));
-        let d = &self.dir;
-        std::fs::write(
-            &cfg,
-            format!(
-                "ListenAddress {addr}\nHostKey {}\nAuthorizedKeysFile {}\n\
-                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n",
-                d.join("host_key").display(),
-                d.join("authorized_keys").display()
-            ),
-        )
-        .unwrap();
-        // ip netns exec, unshare and sh each exec the next: the child's pid is sshd's.
-        let script = format!(
-            "mount --bind {} {} && exec /usr/sbin/sshd -D -e -f {} -p 22",
-            h.files.display(),
-            self.dir.join("remote").display(),
-            cfg.display()
+        let child = sshd::start_sshd(
+            &ns,
+            addr,
+            &self.dir,
+            &h.files,
+            &self.dir.join("remote"),
+            &i.to_string(),
         );
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns,
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-            ])
-            .args(["sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start sshd (scripts/install-deps.sh installs openssh-server)");
         h.sshd = Some(child);
         h
     }
@@ -231,55 +172,11 @@ impl Net {
     }
 }
 
-fn wait_listening(addr: &str) {
-    let sa: SocketAddr = format!("{addr}:22").parse().unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_err() {
-        assert!(Instant::now() < until, "sshd on {sa} not up within 10 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The parent pid and command name of `pid`, from `/proc/PID/stat`.
-fn parent_and_comm(pid: u32) -> Option<(u32, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_string();
-    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
-    Some((ppid, comm))
-}
-
-fn all_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-        .collect()
-}
-
-/// Kills host `h`'s sshd (the listener the test started) and the session processes it
-/// forked: the host's ssh service dies. What the sessions run is left alone: ending it
-/// is volley's job.
+/// Host `h`'s ssh service dies (see [`sshd::kill_sshd`]).
 fn kill_sshd(h: &mut TestHost) {
-    let Some(mut listener) = h.sshd.take() else {
-        return;
-    };
-    let mut tree = vec![listener.id()];
-    // Bounded: each pass only adds pids not yet seen, and the tree is shallow.
-    for _ in 0..8 {
-        for pid in all_pids() {
-            if let Some((ppid, comm)) = parent_and_comm(pid) {
-                if tree.contains(&ppid) && !tree.contains(&pid) && comm.starts_with("sshd") {
-                    tree.push(pid);
-                }
-            }
-        }
+    if let Some(listener) = h.sshd.take() {
+        sshd::kill_sshd(listener);
     }
-    for pid in tree.iter().skip(1) {
-        sh(Command::new("kill").args(["-KILL", &pid.to_string()]));
-    }
-    let _ = listener.kill();
-    let _ = listener.wait();
 }
 
 /// The `volley agent` processes running in namespace `ns`.
@@ -402,8 +299,9 @@ fn one_local_and_two_ssh_agents_merge_exactly_and_leave_nothing() {
     assert!(inj.iter().all(|i| i["lost_from_s"].is_null()), "{inj:?}");
     for i in inj {
         let n = completed(&i["summary"]);
-        // 4 s at 30 req/s, one request of slack for the schedule's boundary.
-        assert!((119..=121).contains(&n), "{}: {n}", i["name"]);
+        // 4 s at 30 req/s: one request of slack for the schedule's boundary, and 2% for
+        // a busy machine whose last arrivals are still in flight at the end.
+        assert!((117..=121).contains(&n), "{}: {n}", i["name"]);
     }
     let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
@@ -426,18 +324,27 @@ fn a_host_whose_sshd_dies_loses_its_agent_and_keeps_nothing() {
     let file = net.dir.join("s.toml");
     std::fs::write(&file, study_text(&net, &server.base, "10s")).unwrap();
     let db = net.dir.join("v.db");
-    let study = study_command(&net, &file, &db)
+    let mut study = study_command(&net, &file, &db)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Bounded: host 1's agent (inj3) appears within 60 s (the copies come first) or
-    // the test fails.
+    // Bounded: host 1's agent (inj3) appears within 120 s (the copies come first, on a
+    // machine that may be busy) or the test fails, with the study's own words.
     let ns = net.hosts[1].ns.clone();
-    assert!(
-        wait_until(600, || !agents_in(&ns).is_empty()),
-        "no agent on host 1"
-    );
+    let mut ended = false;
+    let appeared = wait_until(1200, || {
+        ended = !matches!(study.try_wait(), Ok(None));
+        ended || !agents_in(&ns).is_empty()
+    });
+    if ended || !appeared {
+        let _ = study.kill();
+        let out = study.wait_with_output().unwrap();
+        panic!(
+            "no agent on host 1 (study ended: {ended}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // Mid-run: the agents start about 2 s after they join (the start lead), then run
     // 10 s.
     std::thread::sleep(Duration::from_secs(6));
@@ -458,12 +365,70 @@ fn a_host_whose_sshd_dies_loses_its_agent_and_keeps_nothing() {
     let mut sum = 0;
     for i in inj.iter().filter(|i| i["name"] != "inj3") {
         let n = completed(&i["summary"]);
-        assert!((299..=301).contains(&n), "{}: {n}", i["name"]);
+        // Its whole 10 s at 30 req/s: one request of slack for the schedule's boundary,
+        // and 2% for a busy machine whose last arrivals are still in flight at the end.
+        assert!((294..=301).contains(&n), "{}: {n}", i["name"]);
+        assert_eq!(i["ending"], "Done", "{}", i["name"]);
         sum += n;
     }
     assert_eq!(completed(&s), sum, "the merge is the others' whole runs");
     assert!(s["notes"].to_string().contains("inj3 was lost"), "{s}");
     // The lost host's own side killed its agent and removed the binary; the other
     // host's copy was removed at the end.
+    assert_nothing_left(&net);
+}
+
+#[test]
+fn an_unreachable_host_fails_the_study_in_one_line_and_leaves_nothing_on_the_others() {
+    let net = Net::start(2);
+    let root = docroot(&net.dir);
+    let listen = format!("{}:0", net.root_addr);
+    let mut server = Served::start(&root, &["--listen", &listen]);
+    let file = net.dir.join("s.toml");
+    // Host 1 at a port nothing listens on: host 0 gets its copy first, which must go.
+    let dead = format!("root@{}:2", net.hosts[1].addr);
+    let text = study_text(&net, &server.base, "3s").replace(
+        &format!("root@{}\"", net.hosts[1].addr),
+        &format!("{dead}\""),
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = study_command(&net, &file, &net.dir.join("v.db"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    server.stop();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!("{dead}: unreachable")),
+        "one line naming the host and the cause: {err}"
+    );
+    assert_nothing_left(&net);
+}
+
+#[test]
+fn a_sigkilled_study_leaves_nothing_on_the_hosts() {
+    let net = Net::start(3);
+    let root = docroot(&net.dir);
+    let listen = format!("{}:0", net.root_addr);
+    let mut server = Served::start(&root, &["--listen", &listen]);
+    let file = net.dir.join("s.toml");
+    std::fs::write(&file, study_text(&net, &server.base, "30s")).unwrap();
+    let mut study = study_command(&net, &file, &net.dir.join("v.db"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = wait_until(1200, || {
+        net.hosts.iter().all(|h| !agents_in(&h.ns).is_empty())
+    });
+    assert!(running, "an agent on each host");
+    std::thread::sleep(Duration::from_secs(2));
+    // No goodbye from volley: its ssh clients die with it (parent-death signal), and
+    // each host's side sees its connection end.
+    study.kill().unwrap();
+    study.wait().unwrap();
+    server.stop();
     assert_nothing_left(&net);
 }

@@ -109,3 +109,64 @@ fn bad_input_is_one_line_and_exit_2() {
         "cannot connect",
     );
 }
+
+/// A static nginx (no DAV module configured) on a free loopback port; stopped on drop.
+struct Nginx {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn static_nginx() -> Option<Nginx> {
+    let bin = std::path::Path::new("/usr/sbin/nginx");
+    if !bin.exists() {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("volley-office-nginx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/index.html"), "hello").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = dir.display();
+    let conf = format!(
+        "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+         events {{}}\nhttp {{ access_log off; client_body_temp_path {d}/t1; proxy_temp_path {d}/t2;\n\
+         fastcgi_temp_path {d}/t3; uwsgi_temp_path {d}/t4; scgi_temp_path {d}/t5;\n\
+         server {{ listen 127.0.0.1:{port}; root {d}/www; }} }}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    let child = Command::new(bin)
+        .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let n = Nginx { child, dir, port };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nginx did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some(n)
+}
+
+#[test]
+fn a_static_nginx_is_not_caldav() {
+    let Some(nginx) = static_nginx() else {
+        eprintln!("SKIPPED: /usr/sbin/nginx is absent (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/", nginx.port);
+    usage_line(&["--caldav", "2", &url], "does not speak CalDAV");
+}

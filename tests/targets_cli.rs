@@ -1,18 +1,8 @@
 //! `volley targets`: the list, `--show-config`, and usage errors, through the real binary.
 
-use std::process::Command;
+mod common;
 
-fn volley(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(args)
-        .output()
-        .expect("run volley");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::volley;
 
 #[test]
 fn lists_every_managed_kind_with_builtin_first() {

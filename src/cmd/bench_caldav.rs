@@ -36,6 +36,10 @@ pub struct CaldavArgs {
     /// Password of every office account `office1..officeN` on an external server.
     #[arg(long, value_name = "PASSWORD", default_value = "office")]
     pub caldav_password: String,
+    /// Also send `X-Remote-User: <account>` (a server behind a trusted authenticating
+    /// proxy, as volley runs Xandikos).
+    #[arg(long)]
+    pub caldav_remote_user: bool,
 }
 
 impl CaldavArgs {
@@ -112,6 +116,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_default();
     let mut cfg = OfficeConfig::new(&url, accounts);
     cfg.mix = mix;
+    cfg.remote_user_header = c.caldav_remote_user;
     if let Some(d) = &c.decisions {
         match d.parse::<u32>() {
             Ok(n) => cfg.decisions_per_day = n,

@@ -1,6 +1,8 @@
 //! `volley targets`: which web servers volley can start here, their versions and paths,
-//! how to install the missing ones, and (`--show-config KIND`) the exact configuration a
-//! run would generate.
+//! how to install the missing ones, (`--show-config KIND`) the exact configuration a
+//! run would generate, and (`--dav-probe URL|KIND`) what a DAV server offers.
+
+mod dav_probe;
 
 use crate::exit::usage;
 use std::path::PathBuf;
@@ -35,21 +37,34 @@ pub struct Args {
     #[arg(long, requires = "show_config")]
     compress: bool,
     /// Show the configuration with a WebDAV tree (nginx, apache-event, apache-prefork,
-    /// lighttpd); radicale and xandikos always speak DAV.
+    /// lighttpd) or multi-user accounts (builtin); radicale and xandikos always speak
+    /// DAV.
     #[arg(long, requires = "show_config")]
     dav: bool,
     /// Docroot to show in the configuration (default: a private `DIR/www`).
     #[arg(long, value_name = "DIR", requires = "show_config")]
     docroot: Option<PathBuf>,
-    /// Print the list as JSON.
+    /// Print the list (or the --dav-probe answers) as JSON.
     #[arg(long, conflicts_with = "show_config")]
     json: bool,
+    /// Ask a WebDAV / CalDAV server what it offers (OPTIONS, PROPFIND, conditional
+    /// PUTs, REPORTs on a probe item it then deletes): an http:// URL of a collection
+    /// on loopback, or a kind (radicale, xandikos, nginx, apache-event, apache-prefork,
+    /// lighttpd) that volley starts with one account, probes and stops.
+    #[arg(long, value_name = "URL|KIND", conflicts_with = "show_config")]
+    dav_probe: Option<String>,
+    /// With --dav-probe URL: Basic credentials, NAME:PASSWORD.
+    #[arg(long, value_name = "NAME:PASSWORD", requires = "dav_probe")]
+    user: Option<String>,
 }
 
 /// Runs `volley targets`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(name) = &args.show_config {
         return show_config(name, &args);
+    }
+    if let Some(what) = &args.dav_probe {
+        return dav_probe::run(what, args.user.as_deref(), args.json);
     }
     let found = volley_targets::discover();
     if args.json {
@@ -136,8 +151,17 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         }),
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
     };
-    if args.dav && !kind.supports_plain_dav() && !kind.is_caldav_server() {
-        usage!("{kind} cannot serve WebDAV (supported: nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    if kind.is_caldav_server()
+        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
+    {
+        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
+    }
+    if args.dav
+        && !kind.supports_plain_dav()
+        && !kind.is_caldav_server()
+        && kind != TargetKind::Builtin
+    {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
     }
     match kind {
         TargetKind::External => {
@@ -154,10 +178,20 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             // As `launch_builtin` runs it: h2 only when asked for.
             let h1 = if args.h2 { "" } else { " --http1-only" };
+            // With accounts its root is a private tree, as `launch_builtin` runs it.
+            let paths = config::DavPaths::in_dir(&placement.dir);
+            let (root, users) = if args.dav {
+                (
+                    paths.tree,
+                    format!(" --users {}", paths.users_file.display()),
+                )
+            } else {
+                (placement.docroot.clone(), String::new())
+            };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{h1}{tls}",
-                placement.docroot.display()
+                 volley serve --root {} --listen 127.0.0.1:0{users}{h1}{tls}",
+                root.display()
             );
             if args.compress {
                 println!(

@@ -163,3 +163,16 @@ pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_target
     spec.start_timeout = Duration::from_secs(30);
     volley_targets::start(&spec).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))
 }
+
+/// Runs `volley ARGS...` to the end: exit code (-1 when killed), stdout, stderr.
+pub fn volley(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .output()
+        .expect("run volley");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -9,29 +9,20 @@
 //! Everything the test makes (namespaces, veths, sshd processes, files) is removed at the
 //! end and on panic by `Drop`; every wait is bounded.
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use volley_agents::ssh::{self, Host, SshConfig, SshError};
+
+#[path = "../../../tests/sshd/mod.rs"]
+mod sshd;
+use sshd::{must, sh};
 
 /// The fake volley copied to the hosts: answers `--version`, and `sleep N` runs long.
 const FAKE_VOLLEY: &str = "#!/bin/sh\n\
     if [ \"$1\" = --version ]; then echo 'volley 0.0.0-ssh-test'; exit 0; fi\n\
     if [ \"$1\" = sleep ]; then exec sleep \"$2\"; fi\n\
     exit 3\n";
-
-fn sh(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn must(args: &[&str]) {
-    let ok = sh(Command::new(args[0]).args(&args[1..]));
-    assert!(ok, "{args:?} failed");
-}
 
 /// One test host: a namespace, a veth, an sshd.
 struct TestHost {
@@ -95,25 +86,7 @@ impl Lab {
             tiny.to_str().unwrap(),
         ]);
         let d = lab.dir.clone();
-        for (key, kind) in [
-            ("host_key", "ed25519"),
-            ("client_key", "ed25519"),
-            ("other_key", "ed25519"),
-        ] {
-            must(&[
-                "ssh-keygen",
-                "-q",
-                "-t",
-                kind,
-                "-N",
-                "",
-                "-f",
-                d.join(key).to_str().unwrap(),
-            ]);
-        }
-        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-        // sshd refuses to start without its privilege separation directory.
-        std::fs::create_dir_all("/run/sshd").unwrap();
+        sshd::make_keys(&d, &["other_key"]);
         // A subnet per test process and lab, so parallel runs do not collide.
         let net = 10 + (pid % 60) * 4 + tag * 2;
         for i in 0..2 {
@@ -121,7 +94,7 @@ impl Lab {
             lab.hosts.push(h);
         }
         for h in &mut lab.hosts {
-            wait_listening(&h.addr);
+            sshd::wait_listening(&h.addr);
         }
         lab
     }
@@ -156,42 +129,14 @@ impl Lab {
         inside(&["ip", "addr", "add", &format!("{theirs}/30"), "dev", &peer]);
         inside(&["ip", "link", "set", &peer, "up"]);
         inside(&["ip", "link", "set", "lo", "up"]);
-        let cfg = self.dir.join(format!("sshd_config{i}"));
-        let d = &self.dir;
-        std::fs::write(
-            &cfg,
-            format!(
-                "ListenAddress {theirs}\nHostKey {}\nAuthorizedKeysFile {}\n\
-                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n",
-                d.join("host_key").display(),
-                d.join("authorized_keys").display()
-            ),
-        )
-        .unwrap();
-        // ip netns exec, unshare and sh each exec the next: the child's pid is sshd's.
-        let script = format!(
-            "mount --bind {} {} && exec /usr/sbin/sshd -D -e -f {} -p 22",
-            h.files.display(),
-            self.dir.join("remote").display(),
-            cfg.display()
+        let child = sshd::start_sshd(
+            &ns,
+            &theirs,
+            &self.dir,
+            &h.files,
+            &self.dir.join("remote"),
+            &i.to_string(),
         );
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns,
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-            ])
-            .args(["sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start sshd (scripts/install-deps.sh installs openssh-server)");
         h.sshd = Some(child);
         h
     }
@@ -224,53 +169,8 @@ impl Lab {
     }
 }
 
-fn wait_listening(addr: &str) {
-    let sa: SocketAddr = format!("{addr}:22").parse().unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_err() {
-        assert!(Instant::now() < until, "sshd on {sa} not up within 10 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// The parent pid and command name of `pid`, from `/proc/PID/stat`.
-fn parent_and_comm(pid: u32) -> Option<(u32, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_string();
-    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
-    Some((ppid, comm))
-}
-
-/// Kills host `h`'s sshd (the listener this test started) and the session processes it
-/// forked, as a host whose ssh service dies; what those sessions run is left alone.
-fn kill_sshd(h: &mut TestHost) {
-    let Some(mut listener) = h.sshd.take() else {
-        return;
-    };
-    let mut tree = vec![listener.id()];
-    // Bounded: a process tree is finite, and each pass only adds pids not yet seen.
-    for _ in 0..8 {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            if let Some((ppid, comm)) = parent_and_comm(pid) {
-                if tree.contains(&ppid) && !tree.contains(&pid) && comm.starts_with("sshd") {
-                    tree.push(pid);
-                }
-            }
-        }
-    }
-    for pid in tree.iter().skip(1) {
-        sh(Command::new("kill").args(["-KILL", &pid.to_string()]));
-    }
-    let _ = listener.kill();
-    let _ = listener.wait();
 }
 
 #[test]
@@ -379,7 +279,9 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
     assert!(!p.ended());
     // The host's ssh service dies: the watcher sees the connection end, removes the
     // binary it copied and kills the process; the local ssh ends too.
-    kill_sshd(&mut lab.hosts[0]);
+    if let Some(listener) = lab.hosts[0].sshd.take() {
+        sshd::kill_sshd(listener);
+    }
     let until = Instant::now() + Duration::from_secs(10);
     while alive(pid) || lab.hosts[0].files.join("bin").exists() || !p.ended() {
         assert!(
@@ -391,8 +293,31 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Stopping and removing now cannot reach the host: bounded, and an error at most.
+    // Stopping now cannot reach the host: bounded, and no error (nothing to stop).
     p.stop().unwrap();
-    let e = d.remove().unwrap_err();
-    assert!(matches!(e, SshError::Unreachable { .. }), "{e}");
+    // Starting there again while the host is down names it.
+    let e = d.start(0, &["--version"]).unwrap_err();
+    assert!(e.to_string().starts_with(&lab.host(0).to_string()), "{e}");
+    // The host comes back: the next start copies the binary again, and the removal at
+    // the end takes that copy away.
+    let h = &mut lab.hosts[0];
+    h.sshd = Some(sshd::start_sshd(
+        &h.ns,
+        &h.addr,
+        &lab.dir,
+        &h.files,
+        &lab.dir.join("remote"),
+        "0-again",
+    ));
+    sshd::wait_listening(&lab.hosts[0].addr);
+    let (status, out) = d
+        .start(0, &["--version"])
+        .unwrap()
+        .wait(Duration::from_secs(20))
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(out.trim(), "volley 0.0.0-ssh-test");
+    assert!(d.hosts()[0].copied);
+    d.remove().unwrap();
+    assert!(!lab.hosts[0].files.join("bin").exists(), "nothing left");
 }

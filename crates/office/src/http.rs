@@ -94,8 +94,8 @@ pub struct Conn {
     host: String,
     auth: String,
     agent: String,
-    /// The account's own headers (Xandikos: `X-Remote-User`), on every request.
-    extra: Vec<(String, String)>,
+    /// Extra header lines sent with every request (`Name: value\r\n`).
+    extra: String,
     timeout: Duration,
     stream: Option<TcpStream>,
     reader: ResponseReader,
@@ -117,7 +117,7 @@ impl Conn {
             host: host.to_owned(),
             auth: format!("Basic {token}"),
             agent: "volley-office".into(),
-            extra: Vec::new(),
+            extra: String::new(),
             timeout,
             stream: None,
             reader: ResponseReader::new(),
@@ -125,17 +125,25 @@ impl Conn {
         }
     }
 
-    /// Sends `headers` with every request (after `Authorization`).
-    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Conn {
-        self.extra = headers;
-        self
-    }
-
     /// Sets the User-Agent: `volley-office/<profile>#<device>` during the day,
     /// `volley-office/setup` and `volley-office/audit` around it, so a recording
     /// server can tell a profile's requests from the harness's.
     pub fn set_agent(&mut self, agent: String) {
         self.agent = agent;
+    }
+
+    /// Sends each of `headers` with every request (an account's own, [`crate::Account`]).
+    pub fn with_headers(mut self, headers: &[(String, String)]) -> Conn {
+        for (n, v) in headers {
+            self.add_header(n, v);
+        }
+        self
+    }
+
+    /// Sends `name: value` with every request (e.g. `X-Remote-User` for a server run
+    /// behind a trusted authenticating proxy, as volley runs Xandikos).
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        self.extra.push_str(&format!("{name}: {value}\r\n"));
     }
 
     /// Sends `req` and reads the answer. The sample's instants are nanoseconds since
@@ -172,15 +180,13 @@ impl Conn {
             self.agent,
             req.body.len()
         );
-        for (n, v) in &self.extra {
-            h.push_str(&format!("{n}: {v}\r\n"));
-        }
         if let Some(d) = req.depth {
             h.push_str(&format!("Depth: {d}\r\n"));
         }
         for (n, v) in &req.headers {
             h.push_str(&format!("{n}: {v}\r\n"));
         }
+        h.push_str(&self.extra);
         h.push_str("\r\n");
         let mut bytes = h.into_bytes();
         bytes.extend_from_slice(&req.body);

@@ -107,7 +107,26 @@ pub fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String], batch: u
                             );
                         }
                     }
-                    if item::fingerprint(data).is_none() {
+                    // A cheap shape check: a full parse of every fetched item would
+                    // cost more than the request; items that differ from the truth
+                    // are parsed when compared.
+                    let shaped = data.trim_start().starts_with("BEGIN:VCALENDAR")
+                        && data.trim_end().ends_with("END:VCALENDAR");
+                    if let Some(t) = user.truth.items.get(&name) {
+                        // The version the truth holds, fetched: it must read as written
+                        // (unless the server kept the tag across an edit, counted as
+                        // `etag-unchanged` where it happened).
+                        let current = e.etag.is_some() && e.etag == t.etag;
+                        let reused = t.old_etags.iter().any(|o| Some(o) == e.etag.as_ref());
+                        if current && !reused && !item::same(&t.data, data) {
+                            user.violations.add(Violation::ReadMismatch, &name, || {
+                                format!(
+                                    "{name}: multiget returned other content for its current ETag"
+                                )
+                            });
+                        }
+                    }
+                    if !shaped {
                         user.violations.add(Violation::Malformed, &name, || {
                             format!("{name}: calendar-data does not parse")
                         });
@@ -262,10 +281,16 @@ pub fn verify(ctx: Ctx<'_>, user: &mut User, d: usize, own_missing: Vec<String>)
                     .mirror
                     .get(&name)
                     .and_then(|m| m.etag.clone());
-                if on_server.is_some() && on_server.cloned() == mirror_etag.map(Some) {
-                    Violation::EtagUnchanged
-                } else {
-                    Violation::MissedChange
+                let reused =
+                    user.truth.items.get(&name).is_some_and(|t| {
+                        t.old_etags.iter().any(|o| Some(o) == mirror_etag.as_ref())
+                    });
+                match on_server {
+                    // The server lists the tag the device holds: it kept the tag across
+                    // an edit, or it serves other content under the current tag.
+                    Some(tag) if *tag == mirror_etag && reused => Violation::EtagUnchanged,
+                    Some(tag) if *tag == mirror_etag => Violation::ReadMismatch,
+                    _ => Violation::MissedChange,
                 }
             }
             Gap::NotDeleted if on_server.is_none() => Violation::DeletionNotSeen,

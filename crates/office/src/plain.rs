@@ -64,8 +64,7 @@ fn same_version(a: &str, b: &str) -> bool {
 }
 
 /// GETs `names` into device `d`'s mirror, checking each as a multiget's items are
-/// checked (it parses; its ETag changed only if its content did). False if a
-/// request failed.
+/// checked ([`check_read`]). False if a request failed.
 fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool {
     for name in names {
         let req = Request::new(Op::Get, "GET", user.item_path(name));
@@ -84,26 +83,47 @@ fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool {
         }
         let data = String::from_utf8_lossy(&reply.body).into_owned();
         let etag = reply.header("ETag").map(str::to_owned);
-        if let Some(old) = user.devices[d].mirror.get(name) {
-            if let (Some(o), Some(n)) = (&old.etag, &etag) {
-                if !same_version(o, n) && item::same(&old.data, &data) {
-                    user.violations
-                        .add(Violation::EtagChangedWithoutContent, name, || {
-                            format!("{name}: ETag {o} -> {n}, content unchanged")
-                        });
-                }
-            }
-        }
-        if item::fingerprint(&data).is_none() {
-            user.violations.add(Violation::Malformed, name, || {
-                format!("{name}: GET answered something that is not iCalendar")
-            });
-        }
+        check_read(user, d, name, etag.as_deref(), &data);
         user.devices[d]
             .mirror
             .insert(name.clone(), MirrorItem { etag, data });
     }
     true
+}
+
+/// The checks a multiget's items get (`listing::fetch`), on one GET: the ETag changed
+/// only if the content did (by weak comparison, see [`same_version`]); what the
+/// truth's current ETag names reads as last written (unless the server kept the tag
+/// across an edit, counted where it happened); it is shaped like iCalendar (a cheap
+/// check: items differing from the truth are parsed when compared).
+fn check_read(user: &mut User, d: usize, name: &str, etag: Option<&str>, data: &str) {
+    if let Some(old) = user.devices[d].mirror.get(name) {
+        if let (Some(o), Some(n)) = (old.etag.as_deref(), etag) {
+            if !same_version(o, n) && item::same(&old.data, data) {
+                let (o, n) = (o.to_owned(), n.to_owned());
+                user.violations
+                    .add(Violation::EtagChangedWithoutContent, name, || {
+                        format!("{name}: ETag {o} -> {n}, content unchanged")
+                    });
+            }
+        }
+    }
+    if let (Some(t), Some(tag)) = (user.truth.items.get(name), etag) {
+        let current = t.etag.as_deref().is_some_and(|c| same_version(c, tag));
+        let reused = t.old_etags.iter().any(|o| same_version(o, tag));
+        if current && !reused && !item::same(&t.data, data) {
+            user.violations.add(Violation::ReadMismatch, name, || {
+                format!("{name}: GET returned other content for its current ETag")
+            });
+        }
+    }
+    let shaped = data.trim_start().starts_with("BEGIN:VCALENDAR")
+        && data.trim_end().ends_with("END:VCALENDAR");
+    if !shaped {
+        user.violations.add(Violation::Malformed, name, || {
+            format!("{name}: GET answered something that is not iCalendar")
+        });
+    }
 }
 
 /// The audit's reads: each of `names` by GET (no multiget on plain WebDAV). `None` if

@@ -103,7 +103,8 @@ pub struct OfficeReport {
     pub items_at_end: u64,
     /// Requests sent during the day (set-up and audit excluded).
     pub requests: u64,
-    /// The generator's CPU time during the day, seconds (user + system, whole process).
+    /// The generator's CPU time during the day, seconds: the worker threads' user +
+    /// system time, set-up and audit excluded.
     pub generator_cpu_s: f64,
     /// Latency per operation type.
     pub ops: Vec<LatencyRow>,

@@ -45,6 +45,9 @@ pub struct OfficeConfig {
     pub timeout: Duration,
     /// Set to end the day early (Ctrl-C).
     pub stop: Arc<AtomicBool>,
+    /// Also send `X-Remote-User: <account>` (a server that trusts a proxy's identity
+    /// instead of checking Basic credentials, as volley runs Xandikos).
+    pub remote_user_header: bool,
 }
 
 impl OfficeConfig {
@@ -73,7 +76,22 @@ impl OfficeConfig {
             initial_items: 20,
             timeout: Duration::from_secs(30),
             stop: Arc::new(AtomicBool::new(false)),
+            remote_user_header: false,
         }
+    }
+
+    /// The headers `a`'s devices send: its own, and `X-Remote-User` when
+    /// [`OfficeConfig::remote_user_header`] asks for it and the account has none.
+    fn headers_of(&self, a: &Account) -> Vec<(String, String)> {
+        let mut h = a.headers.clone();
+        if self.remote_user_header
+            && !h
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("X-Remote-User"))
+        {
+            h.push(("X-Remote-User".into(), a.name.clone()));
+        }
+        h
     }
 
     fn check(&self) -> Result<(), OfficeError> {
@@ -135,7 +153,11 @@ pub struct OfficeRun {
 pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     cfg.check()?;
     let (host, addr) = setup::parse_url(&cfg.url)?;
-    let caldav = setup::probe(&cfg.url, addr, &host, &cfg.accounts[0])?;
+    let account0 = Account {
+        headers: cfg.headers_of(&cfg.accounts[0]),
+        ..cfg.accounts[0].clone()
+    };
+    let caldav = setup::probe(&cfg.url, addr, &host, &account0)?;
     // Conditional writes: assumed (and checked) on CalDAV; probed on plain WebDAV
     // after set-up, which writes without them.
     let mut server = Server {
@@ -150,7 +172,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         let devices = (0..cfg.devices)
             .map(|_| {
                 let mut conn = Conn::new(addr, &host, &a.name, &a.password, cfg.timeout)
-                    .with_headers(a.headers.clone());
+                    .with_headers(&cfg.headers_of(a));
                 conn.set_agent("volley-office/setup".into());
                 Device::new(profiles[i], conn)
             })
@@ -233,7 +255,6 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         seed: cfg.seed,
     };
     let rec = Recorders::new();
-    let cpu0 = volley_metrics::resources::process_cpu_ns();
     let outcomes = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .into_iter()
@@ -257,15 +278,11 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
             .filter_map(|h| h.join().ok())
             .collect::<Vec<_>>()
     });
-    let cpu_s = match (cpu0, volley_metrics::resources::process_cpu_ns()) {
-        (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
-        _ => 0.0,
-    };
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
     let mut violations = Violations::default();
-    let (mut planned, mut ran, mut skipped, mut items) = (0, 0, 0, 0);
+    let (mut planned, mut ran, mut skipped, mut items, mut cpu_ns) = (0, 0, 0, 0, 0);
     let mut unguarded = 0;
     let mut users_after: Vec<User> = Vec::new();
     for o in outcomes {
@@ -273,6 +290,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         ran += o.ran;
         skipped += o.skipped;
         items += o.items;
+        cpu_ns += o.cpu_ns;
         users_after.extend(o.users);
     }
     for u in users_after {
@@ -329,7 +347,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         actions_skipped: skipped,
         items_at_end: items,
         requests: op_rows.iter().map(|r| r.count).sum(),
-        generator_cpu_s: cpu_s,
+        generator_cpu_s: cpu_ns as f64 / 1e9,
         ops: op_rows,
         sessions: session_rows,
         violations: vrows,
@@ -350,10 +368,13 @@ struct Outcome {
     ran: u64,
     skipped: u64,
     items: u64,
+    /// CPU time of this thread during the day (audit excluded), nanoseconds.
+    cpu_ns: u64,
 }
 
 /// One thread's share of the day: its users' events in time order, then their audit.
 fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)>) -> Outcome {
+    let cpu0 = thread_cpu_ns();
     let mut events: Vec<(usize, Event)> = Vec::new();
     let mut users: Vec<User> = Vec::with_capacity(group.len());
     for (local, (global, mut user)) in group.into_iter().enumerate() {
@@ -401,6 +422,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         }
         ran += 1;
     }
+    let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
     let audit_ctx = Ctx {
         measured: false,
         ..ctx
@@ -418,6 +440,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         ran,
         skipped: planned - ran,
         items,
+        cpu_ns,
     }
 }
 
@@ -431,11 +454,27 @@ fn sleep_until(ctx: Ctx<'_>, at_ns: u64, stop: &AtomicBool) -> bool {
         if now >= at_ns {
             return true;
         }
-        std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+        std::thread::sleep(Duration::from_nanos((at_ns - now).min(250_000_000)));
     }
 }
 
 /// Whether `s` holds a control character (CR, LF...): it would break the request head.
 fn has_control(s: &str) -> bool {
     s.chars().any(char::is_control)
+}
+
+/// CPU time of the calling thread (user + system), nanoseconds. The workers' times
+/// summed are the generator's cost of the day: set-up, audit and the idle main thread
+/// left out. std has no thread CPU clock, hence libc.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }

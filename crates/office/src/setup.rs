@@ -54,7 +54,7 @@ pub fn probe(
         &account.password,
         Duration::from_secs(10),
     )
-    .with_headers(account.headers.clone());
+    .with_headers(&account.headers);
     let path = account.probe_path();
     let (result, _) = conn.exchange(
         &Request::new(Op::Options, "OPTIONS", path),

@@ -77,7 +77,8 @@ impl TargetKind {
     }
 
     /// Whether `dav = true` can turn on a plain WebDAV tree in this kind (Apache mod_dav,
-    /// lighttpd mod_webdav, nginx dav + dav-ext); the CalDAV servers always speak DAV.
+    /// lighttpd mod_webdav, nginx dav + dav-ext); the CalDAV servers always speak DAV,
+    /// the built-in server with `dav` runs its multi-user mode (`serve --users`).
     pub fn supports_plain_dav(self) -> bool {
         matches!(
             self,

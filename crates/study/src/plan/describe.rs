@@ -83,6 +83,9 @@ impl Plan {
             self.rule.p99_slo,
             self.rule.allowed_error_share * 100.0
         );
+        if let Some(l) = self.injectors.as_ref().and_then(|i| i.placement_line()) {
+            let _ = writeln!(out, "{l}");
+        }
         let line = |c: &Cell| {
             if let Some(u) = c.users {
                 return format!(

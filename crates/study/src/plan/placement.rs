@@ -115,6 +115,38 @@ pub(super) fn resolve_remote(
     })
 }
 
+impl super::InjectorsPlan {
+    /// Where the injectors run and which bus they dial, for the printed plan; `None`
+    /// for injectors on this host's loopback or in the lab.
+    pub fn placement_line(&self) -> Option<String> {
+        let bus = match &self.bus {
+            Some(BusPlan::Private(a)) if a.port() == 0 => {
+                format!("volley's nats-server on {}, a free port", a.ip())
+            }
+            Some(BusPlan::Private(a)) => format!("volley's nats-server on {a}"),
+            Some(BusPlan::Existing(u)) => format!("the nats-server at {u}"),
+            None => "volley's nats-server on loopback".into(),
+        };
+        let wait = format!("waiting up to {:?} for them", self.ready_timeout);
+        if self.kubernetes {
+            return Some(format!(
+                "injectors: the Kubernetes Job's agents (agent-0..), started by you; bus {bus}; {wait}"
+            ));
+        }
+        let ssh = self.ssh.as_ref()?;
+        let hosts: Vec<String> = ssh
+            .hosts
+            .iter()
+            .map(|h| h.as_ref().map_or("local".into(), ToString::to_string))
+            .collect();
+        Some(format!(
+            "injectors: injector i on hosts[i % {}] = {} over ssh; bus {bus}; {wait}",
+            hosts.len(),
+            hosts.join(", ")
+        ))
+    }
+}
+
 /// `hosts`, `ssh_options` and `remote_dir` of `placement = "ssh"`.
 fn resolve_ssh(d: &InjectorsDef, most: u32) -> Result<SshPlacement, StudyError> {
     let Some(entries) = d.hosts.as_ref().filter(|h| !h.is_empty()) else {
@@ -222,6 +254,11 @@ fn resolve_bus(
                 "injectors.bus_url: with bus = \"private\" volley's nats-server listens on its address, so it must be an IP address of this host, got \"{host}\""
             ))
         })?;
+        if ip.is_unspecified() {
+            return Err(invalid(format!(
+                "injectors.bus_url: {ip} is not an address agents can dial; give this host's address on their network"
+            )));
+        }
         if remote && ip.is_loopback() {
             return Err(invalid(format!(
                 "injectors.bus_url: {ip} is loopback, which agents on other hosts cannot reach"
@@ -295,7 +332,7 @@ mod tests {
     fn ssh_hosts_take_injectors_in_turn_and_local_stays_here() {
         let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\nready_timeout = \"10s\"\n";
         let p = injectors(t, 1).unwrap();
-        let ssh = p.ssh.unwrap();
+        let ssh = p.ssh.clone().unwrap();
         let remote: Vec<String> = ssh.remote_hosts().iter().map(|h| h.to_string()).collect();
         assert_eq!(remote, ["root@10.0.0.2:2222"]);
         let on: Vec<Option<String>> = (0..3)
@@ -304,9 +341,18 @@ mod tests {
         assert_eq!(on, [None, Some("root@10.0.0.2:2222".into()), None]);
         assert_eq!(p.bus, Some(BusPlan::Private("10.0.0.1:0".parse().unwrap())));
         assert_eq!(p.ready_timeout, Duration::from_secs(10));
+        assert_eq!(
+            p.placement_line().unwrap(),
+            "injectors: injector i on hosts[i % 2] = local, root@10.0.0.2:2222 over ssh; bus volley's nats-server on 10.0.0.1, a free port; waiting up to 10s for them"
+        );
         // Only local hosts: no bus address needed.
         let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
         assert_eq!(p.bus, None);
+        let e = injectors(&t.replace("10.0.0.1", "0.0.0.0"), 1).unwrap_err();
+        assert!(
+            e.contains("injectors.bus_url") && e.contains("0.0.0.0"),
+            "{e}"
+        );
         let e = injectors(
             &t.replace(
                 "nats://10.0.0.1",

@@ -35,8 +35,9 @@ pub struct DavPaths {
     /// Plain WebDAV: the tree served at [`PLAIN_DAV_PREFIX`]; Radicale and Xandikos:
     /// their storage.
     pub tree: std::path::PathBuf,
-    /// Radicale's htpasswd file (plain text: the password check costs a compare, not a
-    /// hash, as for every other target here; docs/methodology.md).
+    /// The accounts' password file, in each server's format (crate::dav::prepare):
+    /// plain for Radicale, nginx and lighttpd, bcrypt behind a cache for the built-in
+    /// server and Apache (docs/methodology.md, "CalDAV and WebDAV targets").
     pub users_file: std::path::PathBuf,
     /// Xandikos's state directory (it wants one even without TLS).
     pub state: std::path::PathBuf,
@@ -112,8 +113,10 @@ pub(super) fn nginx_location(p: &Placement) -> String {
          \x20           dav_methods PUT DELETE MKCOL COPY MOVE;\n\
          \x20           dav_ext_methods PROPFIND OPTIONS;\n\
          \x20           create_full_put_path on;\n            dav_access user:rw group:rw all:r;\n\
-         \x20           client_max_body_size 10m;\n        }}\n",
-        d(&p.dir)
+         \x20           client_max_body_size 10m;\n            auth_basic \"volley\";\n\
+         \x20           auth_basic_user_file \"{}\";\n        }}\n",
+        d(&p.dir),
+        d(&DavPaths::in_dir(&p.dir).users_file)
     )
 }
 
@@ -121,32 +124,124 @@ pub(super) fn nginx_location(p: &Placement) -> String {
 pub const NGINX_DAV_EXT_MODULE: &str = "/usr/share/nginx/modules/ngx_http_dav_ext_module.so";
 
 /// Apache: mod_dav with the filesystem provider on an Alias, a lock database in the
-/// private directory.
+/// private directory, HTTP Basic from the users file with verified credentials cached
+/// (mod_authn_socache), as the built-in server caches them.
 pub(super) fn apache_section(p: &Placement, modules: &str) -> String {
     let paths = DavPaths::in_dir(&p.dir);
     let tree = d(&paths.tree);
     let prefix = PLAIN_DAV_PREFIX.trim_end_matches('/');
-    format!(
-        "LoadModule alias_module {modules}/mod_alias.so\nLoadModule dav_module {modules}/mod_dav.so\n\
-         LoadModule dav_fs_module {modules}/mod_dav_fs.so\nDavLockDB \"{locks}/lockdb\"\n\
-         Alias {prefix} \"{tree}\"\n<Directory \"{tree}\">\n    Dav On\n    Require all granted\n\
-         \x20   Options None\n    AllowOverride None\n</Directory>\n",
-        locks = d(&paths.lock_dir)
-    )
+    // mod_ssl loads the same shared-memory cache module; twice is a warning.
+    let shmcb = if p.tls.is_some() {
+        String::new()
+    } else {
+        format!("LoadModule socache_shmcb_module {modules}/mod_socache_shmcb.so\n")
+    };
+    let mut out = shmcb;
+    for m in [
+        "alias",
+        "dav",
+        "dav_fs",
+        "auth_basic",
+        "authn_core",
+        "authn_file",
+        "authz_user",
+        "authn_socache",
+    ] {
+        out += &format!("LoadModule {m}_module {modules}/mod_{m}.so\n");
+    }
+    out += &format!(
+        "DavLockDB \"{locks}/lockdb\"\nAuthnCacheSOCache \"shmcb:{dir}/authn_cache(512000)\"\n\
+         Alias {prefix} \"{tree}\"\n<Directory \"{tree}\">\n    Dav On\n    Options None\n\
+         \x20   AllowOverride None\n    AuthType Basic\n    AuthName \"volley\"\n\
+         \x20   AuthBasicProvider socache file\n    AuthnCacheProvideFor file\n\
+         \x20   AuthUserFile \"{users}\"\n    Require valid-user\n</Directory>\n",
+        locks = d(&paths.lock_dir),
+        dir = d(&p.dir),
+        users = d(&paths.users_file),
+    );
+    out
 }
 
 /// lighttpd: mod_webdav (Debian's lighttpd-mod-webdav) on an alias, properties and
-/// locks in an SQLite file in the private directory.
+/// locks in an SQLite file in the private directory, HTTP Basic from the plain users
+/// file (mod_authn_file).
 pub(super) fn lighttpd_section(p: &Placement) -> String {
-    let tree = d(&DavPaths::in_dir(&p.dir).tree);
+    let paths = DavPaths::in_dir(&p.dir);
+    let tree = d(&paths.tree);
     format!(
-        "server.modules += ( \"mod_alias\", \"mod_webdav\" )\n\
+        "server.modules += ( \"mod_auth\", \"mod_authn_file\", \"mod_alias\", \"mod_webdav\" )\n\
+         auth.backend = \"plain\"\nauth.backend.plain.userfile = \"{users}\"\n\
+         auth.require = ( \"{PLAIN_DAV_PREFIX}\" => ( \"method\" => \"basic\", \"realm\" => \"volley\", \
+         \"require\" => \"valid-user\" ) )\n\
          alias.url += ( \"{PLAIN_DAV_PREFIX}\" => \"{tree}/\" )\n\
          $HTTP[\"url\"] =^ \"{PLAIN_DAV_PREFIX}\" {{\n    webdav.activate = \"enable\"\n\
          \x20   webdav.is-readonly = \"disable\"\n    webdav.sqlite-db-name = \"{dir}/webdav.sqlite\"\n}}\n",
-        dir = d(&p.dir)
+        dir = d(&p.dir),
+        users = d(&paths.users_file),
     )
 }
 
 /// Debian's lighttpd WebDAV module (packaged apart as lighttpd-mod-webdav).
 pub const LIGHTTPD_WEBDAV_MODULE: &str = "/usr/lib/lighttpd/mod_webdav.so";
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{render, xandikos_args, DavSettings, Placement, ServerSettings};
+    use crate::TargetKind;
+    use std::path::PathBuf;
+
+    fn place() -> Placement {
+        Placement {
+            dir: PathBuf::from("/tmp/v"),
+            docroot: PathBuf::from("/srv/www"),
+            addr: "127.0.0.1:8123".parse().unwrap(),
+            as_root: true,
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn dav_on_adds_a_tree_outside_the_docroot_and_off_adds_nothing() {
+        let on = ServerSettings {
+            dav: Some(DavSettings { users: 2 }),
+            ..ServerSettings::default()
+        };
+        let off = ServerSettings::default();
+        let n = render(TargetKind::Nginx, &on, &place()).unwrap();
+        assert!(n.starts_with(
+            "# generated by volley\nload_module /usr/share/nginx/modules/ngx_http_dav_ext_module.so;"
+        ));
+        assert!(n.contains("location /dav/ {\n            root \"/tmp/v\";"));
+        assert!(n.contains("dav_ext_methods PROPFIND OPTIONS;"));
+        assert!(n.contains("auth_basic_user_file \"/tmp/v/users.htpasswd\";"));
+        let a = render(TargetKind::ApacheEvent, &on, &place()).unwrap();
+        assert!(a.contains("Alias /dav \"/tmp/v/dav\"") && a.contains("Dav On"));
+        assert!(a.contains("DavLockDB \"/tmp/v/davlock/lockdb\""));
+        assert!(a.contains("AuthBasicProvider socache file") && a.contains("Require valid-user"));
+        assert_eq!(a.matches("mod_socache_shmcb.so").count(), 1);
+        let l = render(TargetKind::Lighttpd, &on, &place()).unwrap();
+        assert!(l.contains("\"mod_webdav\"") && l.contains("\"/dav/\" => \"/tmp/v/dav/\""));
+        assert!(l.contains("auth.backend.plain.userfile = \"/tmp/v/users.htpasswd\""));
+        for k in [
+            TargetKind::Nginx,
+            TargetKind::ApacheEvent,
+            TargetKind::Lighttpd,
+        ] {
+            let plain = render(k, &off, &place()).unwrap();
+            assert!(!plain.to_ascii_lowercase().contains("dav"), "{k}: {plain}");
+        }
+    }
+
+    #[test]
+    fn radicale_and_xandikos_stay_in_the_private_dir_on_loopback() {
+        let r = render(TargetKind::Radicale, &ServerSettings::default(), &place()).unwrap();
+        assert!(r.contains("hosts = 127.0.0.1:8123\n"));
+        assert!(r.contains("htpasswd_filename = /tmp/v/users.htpasswd\n"));
+        assert!(r.contains("filesystem_folder = /tmp/v/dav\n") && r.contains("delay = 0\n"));
+        assert!(r.contains("type = owner_only") && !r.contains("/var/"));
+        let x = xandikos_args(&place().dir, place().addr).join(" ");
+        assert!(x.starts_with("multi-user --directory /tmp/v/dav --state-dir /tmp/v/"));
+        assert!(x.contains("--listen-address 127.0.0.1 --port 8123 --defaults"));
+        assert!(x.contains("--trust-x-remote-user-from 127.0.0.1/32"));
+    }
+}

@@ -16,15 +16,17 @@
 //!   volley sends at start.
 //! - builtin (`dav` set): `volley serve --users` with a generated bcrypt file (cost 4)
 //!   on a private tree; the server provisions `/<name>/` and `/<name>/calendar/` at start.
-//! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV, no accounts of their own;
-//!   `/dav/<name>/calendar/` are directories volley makes before the start.
+//! - nginx, Apache, lighttpd (`dav = true`): plain WebDAV behind HTTP Basic (any
+//!   account may reach any directory: they have no owners); `/dav/<name>/calendar/`
+//!   are directories volley makes before the start.
 //!
 //! Every start then checks each calendar with a PROPFIND Depth 0 (207 or the start
 //! fails).
 
 use crate::config::{DavPaths, DavSettings, MAX_DAV_USERS, PLAIN_DAV_PREFIX};
 use crate::kind::TargetKind;
-use crate::probe::dav::{request, DavReply};
+use crate::probe::dav::request;
+use crate::probe::Response;
 use crate::TargetError;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -88,8 +90,8 @@ pub enum CalendarSetup {
 pub struct DavService {
     /// The accounts, `user1` first.
     pub accounts: Vec<DavAccount>,
-    /// Whether the server itself checks passwords (Radicale yes; Xandikos over plain
-    /// HTTP and the plain WebDAV trees no: they accept any credentials).
+    /// Whether the server itself checks passwords (all but Xandikos, which over plain
+    /// HTTP trusts `X-Remote-User`; the plain WebDAV trees let any account anywhere).
     pub checks_passwords: bool,
     /// How the calendars were made.
     pub calendars: CalendarSetup,
@@ -197,15 +199,7 @@ pub(crate) fn prepare(
             // The built-in server's `--users` file: bcrypt at its lowest cost (4), so a
             // login costs about what Radicale's plain-text compare does and the office
             // measures calendars, not password hashing; the server caches verifications.
-            let mut text = String::new();
-            for a in accounts {
-                let hash =
-                    volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
-                        .map_err(|e| {
-                            TargetError::InvalidSpec(format!("hashing {}'s password: {e}", a.name))
-                        })?;
-                text.push_str(&format!("{}:{hash}\n", a.name));
-            }
+            let text = users_file(accounts, |a| bcrypt(a, "$2b$"))?;
             std::fs::write(&paths.users_file, text)
                 .map_err(TargetError::io("writing the built-in server's users file"))?;
         }
@@ -222,6 +216,23 @@ pub(crate) fn prepare(
             mkdir(&paths.state)?;
         }
         _ => {
+            // Every plain server checks Basic credentials on /dav/ (any account, not
+            // each its own directory): nginx `{PLAIN}`, lighttpd's plain backend, Apache
+            // bcrypt at cost 4 behind mod_authn_socache, the built-in server's scheme
+            // and cache (Apache on Linux reads no plain passwords). World-readable:
+            // Apache's children read it as www-data.
+            let text = match kind {
+                TargetKind::Nginx => {
+                    users_file(accounts, |a| Ok(format!("{{PLAIN}}{}", a.password)))?
+                }
+                // APR reads bcrypt under its `$2y$` tag, the same algorithm as `$2b$`.
+                TargetKind::ApacheEvent | TargetKind::ApachePrefork => {
+                    users_file(accounts, |a| bcrypt(a, "$2y$"))?
+                }
+                _ => users_file(accounts, |a| Ok(a.password.clone()))?,
+            };
+            std::fs::write(&paths.users_file, text)
+                .map_err(TargetError::io("writing the WebDAV users file"))?;
             // Apache's children run as www-data when volley is root: the tree and the
             // lock directory must be theirs to write. Everything is inside the private
             // directory, removed at stop.
@@ -241,6 +252,28 @@ pub(crate) fn prepare(
         }
     }
     Ok(())
+}
+
+/// `name:SECRET` lines, SECRET as `secret` makes it from each account.
+fn users_file(
+    accounts: &[DavAccount],
+    secret: impl Fn(&DavAccount) -> Result<String, TargetError>,
+) -> Result<String, TargetError> {
+    let mut text = String::new();
+    for a in accounts {
+        text.push_str(&format!("{}:{}\n", a.name, secret(a)?));
+    }
+    Ok(text)
+}
+
+/// `a`'s password in bcrypt at [`BUILTIN_BCRYPT_COST`], under the version tag `tag`.
+fn bcrypt(a: &DavAccount, tag: &str) -> Result<String, TargetError> {
+    let hash = volley_dav::auth::hash_password(a.password.as_bytes(), BUILTIN_BCRYPT_COST)
+        .map_err(|e| TargetError::InvalidSpec(format!("hashing {}'s password: {e}", a.name)))?;
+    Ok(match hash.strip_prefix("$2b$") {
+        Some(rest) => format!("{tag}{rest}"),
+        None => hash,
+    })
 }
 
 /// After the server answers: makes each account's calendar where the server makes it
@@ -307,7 +340,7 @@ fn call(
     extra: &[(&str, &str)],
     body: &str,
     timeout: Duration,
-) -> Result<DavReply, String> {
+) -> Result<Response, String> {
     request(
         addr,
         Some(account),

@@ -11,31 +11,10 @@
 //! [`DavProbeError::NotDav`].
 
 use super::dav_xml;
-use super::{exchange, parse_response, ProbeFailure};
+use super::{exchange, parse_response, ProbeFailure, Response};
 use crate::dav::DavAccount;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// One parsed DAV answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DavReply {
-    /// Status code.
-    pub status: u16,
-    /// Headers, names lower-cased.
-    pub headers: Vec<(String, String)>,
-    /// Body (de-chunked).
-    pub body: Vec<u8>,
-}
-
-impl DavReply {
-    /// First header called `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// One request with `Connection: close`, as `account` when given (Basic credentials
 /// and its extra headers), bounded by `timeout`. A body is sent as XML unless an
@@ -48,7 +27,7 @@ pub fn request(
     extra: &[(&str, &str)],
     body: &[u8],
     timeout: Duration,
-) -> Result<DavReply, ProbeFailure> {
+) -> Result<Response, ProbeFailure> {
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: volley-probe\r\n"
     );
@@ -70,12 +49,7 @@ pub fn request(
     let mut raw = head.into_bytes();
     raw.extend_from_slice(body);
     let got = exchange(addr, None, &raw, timeout)?;
-    let r = parse_response(&got.raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))?;
-    Ok(DavReply {
-        status: r.status,
-        headers: r.headers,
-        body: r.body,
-    })
+    parse_response(&got.raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))
 }
 
 /// Whether a DAV server is up: OPTIONS `/` got any HTTP answer (readiness of the
@@ -113,6 +87,9 @@ pub struct DavCapabilities {
     pub create_only_put: bool,
     /// GET returned the bytes put.
     pub get_round_trip: bool,
+    /// A PROPFIND Depth 1 listing gives the item's `getetag` (how clients see what
+    /// changed without a sync REPORT).
+    pub listing_etags: bool,
     /// Status of REPORT sync-collection (RFC 6578).
     pub sync_collection_status: u16,
     /// That REPORT answered 207 with a new sync-token.
@@ -140,6 +117,7 @@ impl DavCapabilities {
         no(self.sync_collection, "sync-collection REPORT");
         no(self.calendar_query, "calendar-query REPORT");
         no(self.put_etag, "ETag on PUT");
+        no(self.listing_etags, "getetag in PROPFIND listings");
         no(self.conditional_put, "If-Match on PUT (412)");
         no(self.create_only_put, "If-None-Match: * on PUT (412)");
         v
@@ -262,49 +240,64 @@ pub fn capabilities(
     )?;
     caps.put_status = put.status;
     caps.put_etag = put.header("etag").is_some();
-    if (200..300).contains(&put.status) {
-        let stale = send(
-            "PUT",
-            &item,
-            &[ical[0], ("If-Match", "\"volley-stale-etag\"")],
-            ics.as_bytes(),
+    let created = (200..300).contains(&put.status);
+    // Everything after a created PUT runs before its DELETE, which is sent whatever
+    // they answered, so a failed probe of a server volley does not own leaves no item.
+    let checks = (|| -> Result<(), DavProbeError> {
+        if created {
+            let stale = send(
+                "PUT",
+                &item,
+                &[ical[0], ("If-Match", "\"volley-stale-etag\"")],
+                ics.as_bytes(),
+            )?;
+            caps.conditional_put = stale.status == 412;
+            let again = send(
+                "PUT",
+                &item,
+                &[ical[0], ("If-None-Match", "*")],
+                ics.as_bytes(),
+            )?;
+            caps.create_only_put = again.status == 412;
+            let got = send("GET", &item, &[], b"")?;
+            caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
+            let listing = send(
+                "PROPFIND",
+                &coll,
+                &[("Depth", "1")],
+                PROPFIND_ETAG.as_bytes(),
+            )?;
+            let name = item.rsplit('/').next().unwrap_or("");
+            caps.listing_etags =
+                listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
+        }
+        let sync = send(
+            "REPORT",
+            &coll,
+            &[("Depth", "0")],
+            SYNC_COLLECTION.as_bytes(),
         )?;
-        caps.conditional_put = stale.status == 412;
-        let again = send(
-            "PUT",
-            &item,
-            &[ical[0], ("If-None-Match", "*")],
-            ics.as_bytes(),
+        caps.sync_collection_status = sync.status;
+        caps.sync_collection =
+            sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
+        let query = send(
+            "REPORT",
+            &coll,
+            &[("Depth", "1")],
+            CALENDAR_QUERY.as_bytes(),
         )?;
-        caps.create_only_put = again.status == 412;
-        let got = send("GET", &item, &[], b"")?;
-        caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
-    }
-    let sync = send(
-        "REPORT",
-        &coll,
-        &[("Depth", "0")],
-        SYNC_COLLECTION.as_bytes(),
-    )?;
-    caps.sync_collection_status = sync.status;
-    caps.sync_collection =
-        sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
-    let query = send(
-        "REPORT",
-        &coll,
-        &[("Depth", "1")],
-        CALENDAR_QUERY.as_bytes(),
-    )?;
-    caps.calendar_query_status = query.status;
-    caps.calendar_query = query.status == 207
-        && dav_xml::hrefs(&query.body)
-            .unwrap_or_default()
-            .iter()
-            .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
-    if (200..300).contains(&put.status) {
+        caps.calendar_query_status = query.status;
+        caps.calendar_query = query.status == 207
+            && dav_xml::hrefs(&query.body)
+                .unwrap_or_default()
+                .iter()
+                .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
+        Ok(())
+    })();
+    if created {
         caps.delete_status = send("DELETE", &item, &[], b"")?.status;
     }
-    Ok(caps)
+    checks.map(|()| caps)
 }
 
 /// A number that keeps two probes (two processes, two calls) from sharing an item.
@@ -352,6 +345,9 @@ const PROPFIND_CAPS: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
 <D:resourcetype/><D:getetag/><CS:getctag/><D:sync-token/><D:supported-report-set/>\
 </D:prop></D:propfind>\n";
 
+const PROPFIND_ETAG: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+<D:propfind xmlns:D=\"DAV:\"><D:prop><D:getetag/></D:prop></D:propfind>\n";
+
 const SYNC_COLLECTION: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
 <D:sync-collection xmlns:D=\"DAV:\"><D:sync-token/><D:sync-level>1</D:sync-level>\
 <D:prop><D:getetag/></D:prop></D:sync-collection>\n";
@@ -374,6 +370,7 @@ mod tests {
             sync_collection: true,
             calendar_query: true,
             put_etag: true,
+            listing_etags: true,
             conditional_put: true,
             create_only_put: true,
             ..DavCapabilities::default()

@@ -92,6 +92,31 @@ pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, String> {
         .any(|n| is(&n, DAV, "sync-token") && n.text().is_some_and(|t| !t.trim().is_empty())))
 }
 
+/// Whether the response whose href ends with `name` carries a `DAV:getetag` in a 200
+/// propstat (what an ETag-driven client reads from a Depth 1 listing).
+pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, String> {
+    let doc = parse(body)?;
+    Ok(doc
+        .root_element()
+        .children()
+        .filter(|n| is(n, DAV, "response"))
+        .filter(|r| {
+            r.children()
+                .find(|n| is(n, DAV, "href"))
+                .and_then(|h| h.text())
+                .is_some_and(|t| t.trim().ends_with(name))
+        })
+        .flat_map(|r| r.children().filter(|n| is(n, DAV, "propstat")))
+        .filter(|ps| {
+            ps.children()
+                .find(|n| is(n, DAV, "status"))
+                .and_then(|s| s.text())
+                .is_some_and(|t| t.contains(" 200"))
+        })
+        .flat_map(|ps| ps.descendants().filter(|n| is(n, DAV, "getetag")))
+        .any(|e| e.text().is_some_and(|t| !t.trim().is_empty())))
+}
+
 /// The hrefs of a multistatus's responses.
 pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, String> {
     let doc = parse(body)?;

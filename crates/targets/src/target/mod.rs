@@ -199,7 +199,9 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
         Some(_) => {
             crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
             Some(crate::dav::DavService {
-                checks_passwords: matches!(kind, TargetKind::Radicale | TargetKind::Builtin),
+                // Xandikos over plain HTTP trusts X-Remote-User; every other DAV
+                // target checks Basic credentials.
+                checks_passwords: kind != TargetKind::Xandikos,
                 calendars: match kind {
                     TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
@@ -374,6 +376,7 @@ impl RunningTarget {
             http2: self.http2,
             compression: self.compression,
             encoded_probe_sizes: self.validated.encoded_sizes.clone(),
+            dav_users: self.dav.as_ref().map(|d| d.accounts.len() as u32),
         }
     }
 
@@ -499,6 +502,23 @@ mod tests {
 
     fn refused(spec: &TargetSpec) -> TargetError {
         check_features(spec, spec.kind).unwrap_err()
+    }
+
+    #[test]
+    fn caldav_servers_refuse_settings_volley_cannot_pass_on() {
+        let mut s = TargetSpec::new(TargetKind::Radicale);
+        assert!(check_features(&s, s.kind).is_ok());
+        s.settings.workers = 4;
+        assert!(refused(&s).to_string().contains("one process"));
+        s.settings.workers = 1;
+        s.settings.keep_alive = false;
+        assert!(refused(&s).to_string().contains("keep-alive"));
+        let mut s = TargetSpec::new(TargetKind::Xandikos);
+        s.settings.access_log = true;
+        assert!(refused(&s).to_string().contains("access log"));
+        s.settings.access_log = false;
+        s.settings.compression = Some(Compression::gzip_only(6));
+        assert!(refused(&s).to_string().contains("plain HTTP"));
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct TargetRecord {
     pub compression: Option<Compression>,
     /// Bytes on the wire for the probe file per checked encoding, e.g. `("br", 412)`.
     pub encoded_probe_sizes: Vec<(String, usize)>,
+    /// DAV accounts created at start (`None`: no DAV).
+    pub dav_users: Option<u32>,
 }
 
 /// The TLS part of a [`TargetRecord`].
@@ -247,6 +249,20 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
                 "its accounts are trusted from the loopback address only; run it on loopback",
             ));
         }
+        // Settings volley cannot pass on are refused, never silently dropped: a run
+        // must measure the configuration it names.
+        if s.workers > 1 {
+            return Err(unsupported(
+                "run more than one worker",
+                "volley starts it as one process (Radicale: a thread per connection; Xandikos: one asyncio loop); set workers = 1",
+            ));
+        }
+        if !s.keep_alive || s.access_log {
+            return Err(unsupported(
+                "switch keep-alive off or write an access log",
+                "volley leaves both as the server ships them (Radicale answers HTTP/1.0 and closes; Xandikos keeps connections); drop those settings for it",
+            ));
+        }
     }
     // Modules packaged apart from the server.
     let tls = spec.tls.is_some();
@@ -295,7 +311,17 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
                 needed.push((format!("{m}/mod_http2.so"), fix));
             }
             if dav {
-                for module in ["mod_alias.so", "mod_dav.so", "mod_dav_fs.so"] {
+                for module in [
+                    "mod_alias.so",
+                    "mod_dav.so",
+                    "mod_dav_fs.so",
+                    "mod_auth_basic.so",
+                    "mod_authn_core.so",
+                    "mod_authn_file.so",
+                    "mod_authz_user.so",
+                    "mod_authn_socache.so",
+                    "mod_socache_shmcb.so",
+                ] {
                     needed.push((format!("{m}/{module}"), fix));
                 }
             }
