@@ -12,6 +12,11 @@
 //! ([`audit`]) finds every acknowledged item once. Violations are counted by kind
 //! ([`check`]) and fail the run (docs/methodology.md, "The office").
 //!
+//! Each user's [`Account`] may give its own paths and headers (Xandikos's layout and
+//! `X-Remote-User`, a plain WebDAV tree). A server without `calendar-access` is plain
+//! WebDAV: the clients sync by PROPFIND and GET (`plain`), use preconditions only
+//! where the server honours them, and the report lists what the server lacks.
+//!
 //! I/O: each device holds one blocking kept-alive HTTP/1.1 connection ([`http`]); a
 //! worker thread serves a few users one action at a time. The schedule ([`day`]), the
 //! XML ([`xml`]), item comparison ([`item`]) and violation counting are pure.

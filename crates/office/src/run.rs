@@ -478,3 +478,52 @@ fn thread_cpu_ns() -> u64 {
     }
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(a: Account) -> Result<(), OfficeError> {
+        OfficeConfig::with_accounts("http://127.0.0.1:9/", vec![a]).check()
+    }
+
+    #[test]
+    fn account_paths_and_headers_that_would_break_a_request_are_refused() {
+        let ok = Account {
+            principal: Some("/u/".into()),
+            home: Some("/u/calendars/".into()),
+            calendar: Some("/u/calendars/calendar/".into()),
+            headers: vec![("X-Remote-User".into(), "u".into())],
+            ..Account::new("u", "p")
+        };
+        assert!(with(ok.clone()).is_ok());
+        let bad_path = Account {
+            calendar: Some("u/calendar".into()),
+            ..ok.clone()
+        };
+        assert!(matches!(with(bad_path), Err(OfficeError::Config(m)) if m.contains("u/calendar")));
+        let bad_header = Account {
+            headers: vec![("X-Remote-User".into(), "u\r\nX-Evil: 1".into())],
+            ..ok.clone()
+        };
+        assert!(matches!(with(bad_header), Err(OfficeError::Config(m)) if m.contains("header")));
+        let bad_name = Account {
+            headers: vec![("Bad Name".into(), "v".into())],
+            ..ok
+        };
+        assert!(with(bad_name).is_err());
+    }
+
+    #[test]
+    fn remote_user_joins_an_accounts_headers_once() {
+        let mut cfg = OfficeConfig::new("http://127.0.0.1:9/", vec![("u".into(), "p".into())]);
+        assert!(cfg.headers_of(&cfg.accounts[0]).is_empty());
+        cfg.remote_user_header = true;
+        assert_eq!(
+            cfg.headers_of(&cfg.accounts[0]),
+            [("X-Remote-User".to_string(), "u".to_string())]
+        );
+        cfg.accounts[0].headers = vec![("x-remote-user".into(), "other".into())];
+        assert_eq!(cfg.headers_of(&cfg.accounts[0]).len(), 1);
+    }
+}
