@@ -48,10 +48,11 @@ cooldown = "0s"
 p99 = "60s"
 "#;
 
-#[test]
-fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
-    let dir = temp_dir("sweep");
-    let f = write(&dir, "office.toml", OFFICE);
+/// Runs the study `text` in a fresh directory named after `tag`; it must succeed.
+/// Returns the directory, the store's path and what it printed.
+fn run_study(tag: &str, text: &str) -> (PathBuf, PathBuf, String) {
+    let dir = temp_dir(tag);
+    let f = write(&dir, "office.toml", text);
     let db = dir.join("db.sqlite");
     let out = volley()
         .args(["study", "run"])
@@ -60,9 +61,15 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         .arg(&db)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}\n{err}");
+    assert!(out.status.success(), "{stdout}\n{err}");
+    (dir, db, stdout)
+}
+
+#[test]
+fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
+    let (dir, db, text) = run_study("sweep", OFFICE);
     for target in ["builtin", "radicale"] {
         assert!(
             text.lines()
@@ -206,45 +213,30 @@ fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-const OFFICE_XANDIKOS_NGINX: &str = r#"name = "office-paths"
-[[target]]
-name = "xandikos"
-kind = "xandikos"
-[[target]]
-name = "nginx"
-kind = "nginx"
-dav = true
-[[workload]]
-name = "office"
-kind = "caldav"
-users = [2]
-compress = 960
-[steps]
-duration = "4s"
-warmup = "0s"
-cooldown = "0s"
-[slo]
-p99 = "60s"
-"#;
+/// The office study on Xandikos and nginx's WebDAV tree, two users.
+fn office_xandikos_nginx() -> String {
+    OFFICE
+        .replace(
+            "name = \"builtin\"\nkind = \"builtin\"",
+            "name = \"nginx\"\nkind = \"nginx\"",
+        )
+        .replace(
+            "name = \"radicale\"\nkind = \"radicale\"",
+            "name = \"xandikos\"\nkind = \"xandikos\"",
+        )
+        .replace("users = [2, 3]", "users = [2]")
+}
 
 /// Xandikos (its own paths, X-Remote-User on every request) and nginx's plain WebDAV
 /// (no principal, no REPORT): the study maps each target's accounts into the office,
 /// both days pass every check that applies, and nginx's report says what it lacks.
 #[test]
 fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
-    let dir = temp_dir("paths");
-    let f = write(&dir, "office.toml", OFFICE_XANDIKOS_NGINX);
-    let db = dir.join("db.sqlite");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}\n{err}");
+    let study = office_xandikos_nginx();
+    assert!(
+        study.contains("kind = \"xandikos\"") && study.contains("kind = \"nginx\"\ndav = true")
+    );
+    let (dir, db, text) = run_study("paths", &study);
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 2, "one run per target");

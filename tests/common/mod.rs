@@ -145,14 +145,7 @@ pub fn office_accounts(
     );
     dav.accounts[..users]
         .iter()
-        .map(|a| volley_office::Account {
-            name: a.name.clone(),
-            password: a.password.clone(),
-            principal: a.principal.clone(),
-            home: Some(a.home.clone()),
-            calendar: Some(a.calendar.clone()),
-            headers: a.headers.clone(),
-        })
+        .map(volley_study::office_account)
         .collect()
 }
 

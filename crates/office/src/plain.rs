@@ -7,13 +7,13 @@
 //! listing (nginx) every item is fetched on every sync: that is what such a server
 //! costs a correct client, and it shows in the sync latency.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::check::Violation;
 use crate::driver::{Ctx, MULTI};
 use crate::http::Request;
 use crate::item;
-use crate::listing::{self, parse, ETAGS};
+use crate::listing::{self, parse};
 use crate::ops::Op;
 use crate::state::{MirrorItem, User};
 use crate::writes;
@@ -41,19 +41,7 @@ pub fn sync(ctx: Ctx<'_>, user: &mut User, d: usize, initial: bool) -> bool {
     {
         return false;
     }
-    let req = Request::new(Op::PropfindD1, "PROPFIND", user.cal.clone())
-        .depth("1")
-        .xml(xml::propfind(ETAGS));
-    let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, MULTI) else {
-        return false;
-    };
-    let Some(ms) = parse(user, &reply.body, "PROPFIND Depth 1") else {
-        return false;
-    };
-    let mut seen = BTreeSet::new();
-    let names = listing::apply(user, d, &ms, &mut seen);
-    listing::drop_unlisted(user, d, &seen);
-    fetch(ctx, user, d, &names)
+    listing::etag_listing(ctx, user, d)
 }
 
 /// Whether two ETags name the same version by weak comparison (RFC 9110 8.8.3.2):
@@ -65,7 +53,7 @@ fn same_version(a: &str, b: &str) -> bool {
 
 /// GETs `names` into device `d`'s mirror, checking each as a multiget's items are
 /// checked ([`check_read`]). False if a request failed.
-fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool {
+pub fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool {
     for name in names {
         let req = Request::new(Op::Get, "GET", user.item_path(name));
         let Some(reply) = ctx.call(
