@@ -6,6 +6,8 @@
 //! - The bus gone: the server's access log shows no request later than 2 s after the
 //!   bus went; every agent exits 1 with one line; the coordinator ends with `BusGone`
 //!   and the seconds it had.
+//! - The same through `volley study run` on that bus (`bus = "existing"`): exit 1 with
+//!   one line, and the seconds that reached the coordinator are in the store.
 //! - An agent frozen (SIGSTOP) past three heartbeats is lost, the run degraded from
 //!   that second; when it wakes it is told it is out of the run and exits 1 with one
 //!   line, and nothing it sends afterwards enters the merge.
@@ -26,6 +28,7 @@ use volley_agents::msg::Ending;
 use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::AgentsError;
+use volley_store::Store;
 
 /// A private directory with one small page, removed on drop.
 struct Site(std::path::PathBuf);
@@ -77,18 +80,22 @@ impl Agent {
 
     /// Its exit status and output, waiting at most `bound`.
     fn finish(mut self, bound: Duration) -> Output {
-        let mut child = self.0.take().expect("running");
-        let until = Instant::now() + bound;
-        while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > until {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("volley agent still running after {bound:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        child.wait_with_output().expect("agent output")
+        exit_within(self.0.take().expect("running"), bound, "volley agent")
     }
+}
+
+/// A child's exit status and output, waiting at most `bound` (killed past it).
+fn exit_within(mut child: Child, bound: Duration, what: &str) -> Output {
+    let until = Instant::now() + bound;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
 }
 
 impl Drop for Agent {
@@ -306,4 +313,106 @@ fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes(
     }
     let fin = r.agents.iter().find(|x| x.name == "a").unwrap();
     assert_eq!(fin.final_record.as_ref().unwrap().ending, Ending::Done);
+}
+
+/// Injector seconds the study's store holds so far (0 before its run exists).
+fn stored_seconds(db: &Path) -> usize {
+    let Ok(store) = Store::open(db) else { return 0 };
+    let Some(run) = store.list_runs().ok().and_then(|r| r.first().map(|r| r.id)) else {
+        return 0;
+    };
+    store.injector_seconds(run, 0).map_or(0, |s| s.len())
+}
+
+/// Writes a study of two injectors at 40 requests/s for `secs` against `base`, on the
+/// bus at `bus_url` (a 1 s request timeout: the agents hold each second open that long
+/// before they send it), and starts `volley study run` on it, returning once the store holds
+/// the injectors' first `n` seconds (bounded: 60 s).
+fn start_study(
+    site: &Site,
+    base: &str,
+    bus_url: &str,
+    secs: u64,
+    n: usize,
+) -> (Child, std::path::PathBuf) {
+    let file = site.0.join("s.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
+        ),
+    )
+    .unwrap();
+    let db = site.0.join("v.db");
+    let study = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["study", "run"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley study run");
+    let until = Instant::now() + Duration::from_secs(60);
+    while stored_seconds(&db) < n && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (study, db)
+}
+
+/// Waits (at most 60 s) for the study to end.
+fn study_output(study: Child) -> Output {
+    exit_within(study, Duration::from_secs(60), "volley study run")
+}
+
+#[test]
+fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
+    let site = Site::new("study");
+    let server = Served::start(&site.root(), &[]);
+    let mut nats = PrivateNats::start().expect("nats-server");
+    let (study, db) = start_study(&site, &server.base, &nats.url(), 40, 4);
+    let before = stored_seconds(&db);
+    nats.stop();
+    let out = study_output(study);
+    assert!(before >= 4, "seconds stored before the bus went: {before}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("volley:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("the bus was gone"), "{err}");
+    println!("{}", lines[0]);
+    assert!(stored_seconds(&db) >= before, "the seconds it had are kept");
+}
+
+#[test]
+fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_seconds_came_late() {
+    let site = Site::new("restart");
+    let log = site.log();
+    let mut server = Served::start(&site.root(), &["--access-log", log.to_str().unwrap()]);
+    let mut nats = PrivateNats::start().expect("nats-server");
+    let (study, db) = start_study(&site, &server.base, &nats.url(), 30, 4);
+    // Away for 4 s: past the agents' 1 s bound (their loads stop) and past the late
+    // grace (2 s + the 1 s hold), well within the coordinator's 10 s.
+    nats.stop();
+    std::thread::sleep(Duration::from_secs(4));
+    nats.restart().expect("nats-server again on its port");
+    let out = study_output(study);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let store = Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let step = &store.steps(run).unwrap()[0].summary;
+    let merged = step["requests"]["completed"].as_u64().unwrap();
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    assert_eq!(merged, lines, "every request the server saw is merged");
+    assert!(step["degraded_from_s"].is_u64(), "{}", step["injectors"]);
+    for i in step["injectors"].as_array().unwrap() {
+        assert_eq!(i["ending"], "BusLost", "{i}");
+        assert!(i["late_seconds"].as_u64().unwrap() >= 1, "{i}");
+        assert!(i["max_late_ms"].as_u64().unwrap() > 0, "{i}");
+    }
 }

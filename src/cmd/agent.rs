@@ -2,7 +2,8 @@
 //! its assignment, runs its share through the harness (`volley_agents::load`), streams
 //! each second, and exits when the run is over: 0 done or stopped by the coordinator,
 //! 1 when the bus was lost (its load stopped first), the coordinator declared it lost
-//! and told it to stop, or the load failed; 2 on usage.
+//! and told it to stop, the coordinator was gone (nobody took its records), or the load
+//! failed; 2 on usage.
 
 use std::process::ExitCode;
 
@@ -72,8 +73,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             AgentEvent::Assigned { run, .. } => eprintln!("volley agent {name}: run {run}"),
             AgentEvent::Stopped(why) => eprintln!("volley agent {name}: stopped ({why})"),
             AgentEvent::BusLost => eprintln!("volley agent {name}: bus lost, load stopped"),
-            // Said once, as the exit line, below.
-            AgentEvent::Stale(_) => {}
+            // Said once, as the exit line.
+            AgentEvent::Stale(_) | AgentEvent::CoordinatorGone => {}
         }
     };
     match agent::run(&cfg, volley_agents::load::run_share, &mut say) {
@@ -88,6 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(AgentsError::BusLost) => {
             eprintln!("volley agent {name}: the bus was lost; the load was stopped");
+            Ok(ExitCode::from(1))
+        }
+        Err(AgentsError::CoordinatorGone { run, after }) => {
+            eprintln!("volley agent {name}: run {run}: nobody has taken its records for {after:?}, the coordinator is gone; load stopped");
             Ok(ExitCode::from(1))
         }
         Err(AgentsError::Stale { run, reason }) => {

@@ -78,6 +78,9 @@ pub enum AgentEvent {
     Stopped(String),
     /// The bus was down too long; the load's stop flag is raised.
     BusLost,
+    /// Nobody has taken its records for 3 s while the bus is up: the coordinator is
+    /// gone, the load's stop flag is raised.
+    CoordinatorGone,
     /// The coordinator said this agent is out of the run (declared lost): the load's
     /// stop flag is raised and the agent exits with [`AgentsError::Stale`].
     Stale(String),

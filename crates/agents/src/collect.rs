@@ -20,10 +20,10 @@
 use crate::bus::{self, Bus, Incoming};
 use crate::clock;
 use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
-use crate::merge::{self, AgentSeries, Received};
+use crate::merge::{AgentSeries, MergedSecond, Pending, Received};
 use crate::msg::{self, subject, Ack, Ending, FinalRecord, SecondRecord, Stale, Stop, PROTO};
 use crate::AgentsError;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// What the collection ended with.
@@ -34,6 +34,8 @@ pub(crate) struct Collected {
     pub(crate) bus_gone: Option<Duration>,
     /// Per-second records filed.
     pub(crate) records: u64,
+    /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
+    pub(crate) live: BTreeMap<u64, MergedSecond>,
 }
 
 /// Milliseconds since T0 on this clock.
@@ -67,8 +69,10 @@ struct State<'c> {
     last_heard: Vec<Instant>,
     /// When each lost agent was last sent a [`Stale`] (at most one a second).
     stale_sent: Vec<Option<Instant>>,
-    /// Seconds with some record not yet merged live.
-    pending: BTreeSet<u64>,
+    /// Seconds with some record, being merged as their records arrive.
+    pending: BTreeMap<u64, Pending>,
+    /// Seconds merged live.
+    done: BTreeMap<u64, MergedSecond>,
     records: u64,
 }
 
@@ -105,7 +109,6 @@ impl State<'_> {
                 };
                 self.series[i].received.insert(second, r);
                 self.records += 1;
-                self.pending.insert(second);
                 Ok(Some((i, Taken::Second(second))))
             }
             "final" => {
@@ -124,6 +127,22 @@ impl State<'_> {
         }
     }
 
+    /// Adds agent `i`'s record of second `s` to the live merge.
+    fn add_live(&mut self, i: usize, s: u64) -> Result<(), AgentsError> {
+        let a = &self.series[i];
+        let Some(r) = a.received.get(&s) else {
+            return Ok(());
+        };
+        if self.done.remove(&s).is_some() {
+            // Not expected (a closed second had every due agent's record): the run's
+            // end merges this second again from the records.
+            self.pending.remove(&s);
+            return Ok(());
+        }
+        let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
+        p.add(&a.agent, r, self.cfg.late_grace_ms())
+    }
+
     /// Is agent `i` due to send second `s` (started, not lost, not finished before)?
     fn due(&self, i: usize, s: u64) -> bool {
         let a = &self.series[i];
@@ -131,20 +150,30 @@ impl State<'_> {
     }
 
     /// Merges and hands out every pending second that each due agent has sent.
-    fn merge_ready(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<(), AgentsError> {
+    /// `only`: the one second a record just came for (no other can have completed);
+    /// `None` after a final record or a loss, which may complete any of them.
+    fn merge_ready(
+        &mut self,
+        only: Option<u64>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), AgentsError> {
         let ready: Vec<u64> = self
             .pending
-            .iter()
+            .keys()
             .copied()
+            .filter(|s| only.is_none_or(|o| o == *s))
             .filter(|&s| {
                 (0..self.series.len())
                     .all(|i| !self.due(i, s) || self.series[i].received.contains_key(&s))
             })
             .collect();
         for s in ready {
-            self.pending.remove(&s);
-            let merged = merge::merge_second(&self.series, s, s, self.cfg.late_grace_ms())?;
-            on_event(Event::Merged(Box::new(merged)));
+            let Some(p) = self.pending.remove(&s) else {
+                continue;
+            };
+            let merged = p.close(&self.series, s)?;
+            on_event(Event::Merged(Box::new(merged.clone())));
+            self.done.insert(s, merged);
         }
         Ok(())
     }
@@ -202,7 +231,8 @@ pub(crate) async fn collect(
             .collect(),
         last_heard: vec![Instant::now(); agents.len()],
         stale_sent: vec![None; agents.len()],
-        pending: BTreeSet::new(),
+        pending: BTreeMap::new(),
+        done: BTreeMap::new(),
         records: 0,
     };
     let until = Instant::now() + cfg.start_lead + cfg.run_bound;
@@ -213,6 +243,7 @@ pub(crate) async fn collect(
     };
     let mut told_to_stop = false;
     let mut down_since: Option<Instant> = None;
+    let mut last_check = Instant::now();
     while open(agents) && Instant::now() < until {
         let stop_now = cfg
             .stop
@@ -234,16 +265,21 @@ pub(crate) async fn collect(
                     let _ = bus.reply(&m, &Ack { proto: PROTO, kept }).await;
                 }
                 match taken {
-                    Taken::Final => on_event(Event::Finished(agents[i].name.clone())),
+                    Taken::Final => {
+                        on_event(Event::Finished(agents[i].name.clone()));
+                        st.merge_ready(None, on_event)?;
+                    }
                     Taken::Second(s) => {
                         if let Some(r) = st.series[i].received.get(&s) {
                             on_event(Event::Second(r.clone()));
                         }
+                        st.add_live(i, s)?;
+                        st.merge_ready(Some(s), on_event)?;
                     }
                     Taken::FromLost => st.tell_stale(bus, i, &agents[i]).await,
+                    // Heartbeats: the bulk of the messages, and they complete nothing.
                     Taken::Other => {}
                 }
-                st.merge_ready(on_event)?;
             }
         }
         if !bus.connected() {
@@ -259,13 +295,19 @@ pub(crate) async fn collect(
             st.last_heard.iter_mut().for_each(|t| *t = Instant::now());
             on_event(Event::BusBack);
         }
+        // Silence is judged ten times a second, not once per message (hundreds a second
+        // with many agents).
+        if last_check.elapsed() < Duration::from_millis(100) {
+            continue;
+        }
+        last_check = Instant::now();
         for (i, a) in agents.iter_mut().enumerate() {
             if a.final_record.is_none()
                 && a.lost_from_s.is_none()
                 && st.last_heard[i].elapsed() >= cfg.lost_after
             {
                 st.lose(i, a, on_event);
-                st.merge_ready(on_event)?;
+                st.merge_ready(None, on_event)?;
             }
         }
     }
@@ -284,6 +326,7 @@ pub(crate) async fn collect(
         series: st.series,
         bus_gone: None,
         records: st.records,
+        live: st.done,
     })
 }
 
@@ -307,5 +350,6 @@ fn gone(mut st: State<'_>, agents: &mut [AgentReport], after: Duration) -> Colle
         series: st.series,
         bus_gone: Some(after),
         records: st.records,
+        live: st.done,
     }
 }

@@ -199,8 +199,9 @@ pub fn coordinate(
             series,
             bus_gone,
             records,
+            live,
         } = c;
-        let merged = merge::merge(series, cfg.late_grace_ms())?;
+        let merged = merge::merge_reusing(series, cfg.late_grace_ms(), live)?;
         count_late(&mut agents, &merged);
         let phases = phase::phases(&merged);
         let result = RunResult {

@@ -101,7 +101,7 @@ pub enum AgentsError {
     /// The coordinator lost the bus for longer than its bound: what it had collected is
     /// in `partial` (every record was also handed to the caller as it came), the run is
     /// not finished.
-    #[error("the bus was gone for {after:?}; the run was cut short with {records} seconds of the agents' records collected")]
+    #[error("the bus was gone for {after:.1?}; the run was cut short with {records} seconds of the agents' records collected")]
     BusGone {
         /// How long it was gone when the coordinator gave up.
         after: Duration,
@@ -109,6 +109,15 @@ pub enum AgentsError {
         records: u64,
         /// The run as collected up to then (merged, each agent marked lost).
         partial: Box<crate::coordinator::RunResult>,
+    },
+    /// Nobody took this agent's records for a while although the bus was up: the
+    /// coordinator is gone, and the load was stopped rather than run unrecorded.
+    #[error("run {run}: nobody has taken this agent's records for {after:?}: the coordinator is gone; load stopped")]
+    CoordinatorGone {
+        /// The run.
+        run: String,
+        /// How long nobody listened.
+        after: Duration,
     },
     /// The coordinator told this agent it is out of the run (it had been declared lost,
     /// and a lost agent is never taken back into a running measurement).

@@ -143,6 +143,17 @@ fn slot(a: &AgentSeries, second: u64, run_last: u64) -> Option<Slot> {
 /// Merges the agents' series; records later than `grace_ms` after the end of their
 /// second are flagged with how late they were.
 pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsError> {
+    merge_reusing(agents, grace_ms, BTreeMap::new())
+}
+
+/// [`merge`], taking the seconds in `done` as they are: seconds the live merge closed
+/// once every due agent had sent them, which nothing after can change (a lost agent's
+/// later records are refused, an agent not yet due sends none).
+pub(crate) fn merge_reusing(
+    agents: Vec<AgentSeries>,
+    grace_ms: u64,
+    mut done: BTreeMap<u64, MergedSecond>,
+) -> Result<Merged, AgentsError> {
     let received = agents.iter().flat_map(|a| a.received.keys().copied());
     let run_last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
     let run_first = agents.iter().map(|a| a.first_s).min();
@@ -156,7 +167,10 @@ pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsEr
     };
     let mut seconds = Vec::with_capacity((last.saturating_sub(first) + 1) as usize);
     for second in first..=last {
-        seconds.push(merge_second(&agents, second, last, grace_ms)?);
+        seconds.push(match done.remove(&second) {
+            Some(m) => m,
+            None => merge_second(&agents, second, last, grace_ms)?,
+        });
     }
     Ok(Merged {
         seconds,
@@ -167,49 +181,94 @@ pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsEr
 
 /// Merges one second of the agents' series (`run_last`: the last second of the run
 /// so far, for agents without a final record).
-pub(crate) fn merge_second(
+fn merge_second(
     agents: &[AgentSeries],
     second: u64,
     run_last: u64,
     grace_ms: u64,
 ) -> Result<MergedSecond, AgentsError> {
-    let mut out = MergedSecond {
-        second,
-        counters: Counters::default(),
-        hists: BTreeMap::new(),
-        slots: BTreeMap::new(),
-        late: Vec::new(),
-        generator_bound: Vec::new(),
-    };
-    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut p = Pending::new(second);
     for a in agents {
-        let Some(s) = slot(a, second, run_last) else {
-            continue;
-        };
-        out.slots.insert(a.agent.clone(), s);
-        let Some(r) = a.received.get(&second) else {
-            continue;
-        };
+        if let Some(r) = a.received.get(&second) {
+            p.add(&a.agent, r, grace_ms)?;
+        }
+    }
+    p.close(agents, run_last)
+}
+
+/// One second being merged record by record, as the records arrive: the coordinator's
+/// live merge pays each record's decoding when it comes, so a second is ready the moment
+/// its last record is added, and the run's end reuses it ([`merge_reusing`]).
+#[derive(Debug)]
+pub(crate) struct Pending {
+    out: MergedSecond,
+    /// Each histogram's count, summed over the records added (checked at the close).
+    sums: BTreeMap<String, u64>,
+}
+
+impl Pending {
+    /// An empty second.
+    pub(crate) fn new(second: u64) -> Self {
+        Pending {
+            out: MergedSecond {
+                second,
+                counters: Counters::default(),
+                hists: BTreeMap::new(),
+                slots: BTreeMap::new(),
+                late: Vec::new(),
+                generator_bound: Vec::new(),
+            },
+            sums: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `agent`'s record of this second; records later than `grace_ms` after the
+    /// second's end are flagged with how late they were.
+    pub(crate) fn add(
+        &mut self,
+        agent: &str,
+        r: &Received,
+        grace_ms: u64,
+    ) -> Result<(), AgentsError> {
+        let second = self.out.second;
+        let out = &mut self.out;
+        out.slots.insert(agent.to_string(), Slot::Present);
         out.counters.add(&r.record.counters);
         for (name, bytes) in &r.record.hists {
-            let h = decode_hist(&a.agent, second, bytes)?;
-            *sums.entry(name).or_default() += h.len();
+            let h = decode_hist(agent, second, bytes)?;
+            *self.sums.entry(name.clone()).or_default() += h.len();
             let into = out.hists.entry(name.clone()).or_insert_with(hist::new_hist);
-            add_hist(&a.agent, second, into, &h)?;
+            add_hist(agent, second, into, &h)?;
         }
         let due_ms = (second as i64 + 1) * 1_000 + grace_ms as i64;
         if r.arrived_ms > due_ms {
             out.late.push(Late {
-                agent: a.agent.clone(),
+                agent: agent.to_string(),
                 late_ms: (r.arrived_ms - due_ms) as u64,
             });
         }
         if r.record.generator_bound {
-            out.generator_bound.push(a.agent.clone());
+            out.generator_bound.push(agent.to_string());
         }
+        Ok(())
     }
-    check_sums(&out, agents, &sums)?;
-    Ok(out)
+
+    /// The merged second: every other agent's part named (missing, lost, or not due),
+    /// the sums checked against the agents' records.
+    pub(crate) fn close(
+        mut self,
+        agents: &[AgentSeries],
+        run_last: u64,
+    ) -> Result<MergedSecond, AgentsError> {
+        for a in agents {
+            if let Some(s) = slot(a, self.out.second, run_last) {
+                self.out.slots.insert(a.agent.clone(), s);
+            }
+        }
+        let sums = self.sums.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        check_sums(&self.out, agents, &sums)?;
+        Ok(self.out)
+    }
 }
 
 /// Merged counts equal the agents' sums: requests, and every histogram's count.
@@ -362,6 +421,23 @@ pub(crate) mod tests {
             }]
         );
         assert!(m.seconds[0].late.is_empty());
+    }
+
+    #[test]
+    fn a_second_merged_record_by_record_is_the_second_merged_at_the_end() {
+        let mut b = series("b", 0..=2, 7, 3_000);
+        b.received.get_mut(&1).unwrap().arrived_ms = 5_000;
+        let agents = vec![series("a", 0..=2, 10, 500), b];
+        let mut p = Pending::new(1);
+        for a in agents.iter().rev() {
+            p.add(&a.agent, &a.received[&1], 1_000).unwrap();
+        }
+        let live = p.close(&agents, 1).unwrap();
+        assert_eq!(live.late.len(), 1);
+        let whole = merge(agents.clone(), 1_000).unwrap();
+        assert_eq!(live, whole.seconds[1]);
+        let reused = merge_reusing(agents, 1_000, [(1, live)].into()).unwrap();
+        assert_eq!(reused.seconds, whole.seconds);
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct Outbox {
     pub refused: u64,
     /// The most records it held at once (1 while the bus is healthy).
     pub most: usize,
+    /// Since when the bus has answered "nobody listens" with no receipt in between:
+    /// the coordinator is gone (see [`crate::streaming`]).
+    pub unheard_since: Option<std::time::Instant>,
 }
 
 impl Outbox {
@@ -51,6 +54,7 @@ impl Outbox {
             dropped: 0,
             refused: 0,
             most: 0,
+            unheard_since: None,
         }
     }
 
@@ -125,8 +129,17 @@ pub(crate) async fn deliver(bus: &Bus, subject: &str, outbox: &Shared) -> Delive
             .request::<_, Ack>(subject.to_string(), &rec, ACK_BOUND)
             .await
         {
-            Ok(ack) => lock(outbox).acked(rec.second, ack.kept),
-            Err(AgentsError::NoResponders { .. }) => return Delivery::NoListener,
+            Ok(ack) => {
+                let mut o = lock(outbox);
+                o.unheard_since = None;
+                o.acked(rec.second, ack.kept);
+            }
+            Err(AgentsError::NoResponders { .. }) => {
+                lock(outbox)
+                    .unheard_since
+                    .get_or_insert_with(std::time::Instant::now);
+                return Delivery::NoListener;
+            }
             Err(_) => return Delivery::Later,
         }
     }

@@ -8,6 +8,9 @@
 //! - the bus down for `bus_lost_after` raises the load's stop flag at once (issue 13's
 //!   2 s rule: never load nobody records), and the agent then waits at most
 //!   `resend_bound` for the bus to take what it buffered and its final record;
+//! - records the bus answers with "nobody listens" for 3 s while it is up mean the
+//!   coordinator is gone (killed, say, with the agent on another host): the load is
+//!   stopped and the agent exits with [`AgentsError::CoordinatorGone`];
 //! - a [`Stale`] message for this run on the agent's own subject (it was declared lost)
 //!   stops the load; the agent sends nothing more and exits with
 //!   [`AgentsError::Stale`].
@@ -27,6 +30,11 @@ use tokio::sync::Notify;
 
 /// How long a load may take to end once its stop flag is raised.
 const LOAD_STOP_BOUND: Duration = Duration::from_secs(5);
+
+/// How long the bus may answer "nobody listens" to every record, while it is up,
+/// before the coordinator is taken for gone and the load stopped: never load nobody
+/// records. Longer than a coordinator needs to subscribe again after a reconnect.
+const COORDINATOR_GONE: Duration = Duration::from_secs(3);
 
 /// After the bus came back, how long "nobody listens" is taken for a coordinator that
 /// has not yet subscribed again rather than for one that is gone.
@@ -65,6 +73,7 @@ struct Ended {
     bus_lost: bool,
     stale: Option<String>,
     bus_was_away: bool,
+    coordinator_gone: bool,
 }
 
 /// Streams the load's records and a heartbeat each second until the load ends, then
@@ -115,6 +124,12 @@ pub(crate) async fn stream(
                 if Instant::now() > until {
                     started.stop.store(true, Ordering::Relaxed);
                 }
+                let unheard = outbox::lock(&outbox).unheard_since;
+                if !end.coordinator_gone && unheard.is_some_and(|t| t.elapsed() >= COORDINATOR_GONE) {
+                    end.coordinator_gone = true;
+                    started.stop.store(true, Ordering::Relaxed);
+                    on_event(AgentEvent::CoordinatorGone);
+                }
                 if started.stop.load(Ordering::Relaxed) {
                     let since = *stop_raised.get_or_insert_with(Instant::now);
                     if since.elapsed() > LOAD_STOP_BOUND {
@@ -150,6 +165,13 @@ pub(crate) async fn stream(
         sent.queue(&outbox, rec);
     }
     end.bus_was_away = watch.was_away;
+    if end.coordinator_gone {
+        // Nobody takes its records: nothing more to send.
+        return Err(AgentsError::CoordinatorGone {
+            run: run.to_string(),
+            after: COORDINATOR_GONE,
+        });
+    }
     if let Some(reason) = end.stale {
         // Out of the run: nothing more of it is wanted.
         return Err(AgentsError::Stale {

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{agent_cfg, coord_cfg, join_within, merged_requests, spawn_coordinator};
+use common::{
+    agent_cfg, coord_cfg, join_within, merged_requests, spawn_coordinator, spawn_coordinator_events,
+};
 use hdrhistogram::serialization::V2Serializer;
 use serde_bytes::ByteBuf;
 use std::process::{Child, Command};
@@ -13,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{self, LoadCtx, LoadError};
+use volley_agents::coordinator::Event;
 use volley_agents::merge::Slot;
 use volley_agents::msg::{Counters, Ending, SecondRecord, PROTO, RESPONSE_TIME};
 use volley_agents::server::PrivateNats;
@@ -90,7 +93,8 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
         .collect();
     let mut cfg = coord_cfg(&nats.url(), "stagger", 3_000, 5);
     cfg.stagger = Duration::from_secs(2);
-    let r = join_within(spawn_coordinator(cfg), Duration::from_secs(40)).expect("run");
+    let (coord, events) = spawn_coordinator_events(cfg);
+    let r = join_within(coord, Duration::from_secs(40)).expect("run");
     for (h, _) in agents {
         let out = join_within(h, Duration::from_secs(10)).expect("agent");
         assert_eq!((out.records_sent, out.ending), (5, Ending::Done));
@@ -122,6 +126,21 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
         );
     }
     assert_eq!(r.merged.seconds.len(), 9);
+    // Each second was merged live, as soon as every due agent had sent it, and the live
+    // merge is the final one.
+    let live: Vec<_> = events
+        .try_iter()
+        .filter_map(|e| match e {
+            Event::Merged(m) => Some(*m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(live.len(), 9);
+    for m in &live {
+        let end = &r.merged.seconds[m.second as usize];
+        assert_eq!((&m.counters, &m.slots), (&end.counters, &end.slots));
+        assert_eq!(m.hists[RESPONSE_TIME].len(), end.hists[RESPONSE_TIME].len());
+    }
     assert_eq!(r.merged.degraded_from_s, None);
     let counts: Vec<usize> = r.phases.iter().map(|p| p.injectors.len()).collect();
     assert_eq!(counts, [1, 2, 3, 2, 1], "{:#?}", r.phases);

@@ -245,3 +245,53 @@ fn a_bus_away_past_the_agents_bound_stops_the_load_and_the_buffered_seconds_stil
     }
     assert!(r.merged.degraded_from_s.is_some());
 }
+
+/// In the orphan test's child process (this test binary re-run with the env set): runs
+/// the coordinator the test then kills, and returns true; in the test itself, false.
+fn run_as_child_coordinator() -> bool {
+    let Ok(url) = std::env::var("VOLLEY_TEST_COORD_URL") else {
+        return false;
+    };
+    let _ =
+        volley_agents::coordinator::coordinate(&coord_cfg(&url, "orphan", 30_000, 30), &mut |_| {});
+    true
+}
+
+#[test]
+fn agents_whose_coordinator_dies_stop_their_load() {
+    if run_as_child_coordinator() {
+        return;
+    }
+    let nats = PrivateNats::start().expect("nats-server");
+    let agents = spawn_agents(&nats.url(), |c| c.resend_bound = Duration::from_secs(3));
+    let mut coord = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "agents_whose_coordinator_dies_stop_their_load",
+            "--exact",
+            "--test-threads=1",
+            "--quiet",
+        ])
+        .env("VOLLEY_TEST_COORD_URL", nats.url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the child coordinator");
+    // Bounded wait until every load runs, then a second more for receipts to flow.
+    let until = Instant::now() + Duration::from_secs(30);
+    while counts(&agents).contains(&0) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1_500));
+    let _ = coord.kill();
+    let _ = coord.wait();
+    for (h, c) in agents {
+        let r = join_within(h, Duration::from_secs(20));
+        assert!(
+            matches!(r, Err(AgentsError::CoordinatorGone { .. })),
+            "{r:?}"
+        );
+        // The agent ends after its load: the count is final, and far from the 30 s
+        // share (about 200 a second) that nobody would have recorded.
+        let n = c.load(Ordering::Relaxed);
+        assert!(n > 0 && n < 200 * 15, "{n} requests");
+    }
+}
