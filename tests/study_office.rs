@@ -269,5 +269,26 @@ fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
             "no answer line for {target}: {text}"
         );
     }
+    // The report's office table says what nginx lacks.
+    let md = dir.join("r.md");
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.lines().any(|l| l.starts_with("| nginx ")
+            && l.contains("lacks")
+            && l.contains("REPORT sync-collection")),
+        "{md}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
