@@ -109,6 +109,17 @@ impl OfficeConfig {
             return bad("each user needs at least one device");
         }
         for a in &self.accounts {
+            // The name is the Basic user-id (no colon, RFC 7617) and the prefix of the
+            // user's item names in paths.
+            if a.name.is_empty()
+                || a.name
+                    .contains(|c: char| c == ':' || c == '/' || c.is_whitespace() || c.is_control())
+            {
+                return Err(OfficeError::Config(format!(
+                    "account name `{}` must be non-empty, without ':', '/' or spaces",
+                    a.name.escape_debug()
+                )));
+            }
             let paths = [&a.principal, &a.home, &a.calendar];
             if let Some(p) = paths
                 .into_iter()
@@ -116,8 +127,9 @@ impl OfficeConfig {
                 .find(|p| !(p.starts_with('/') && p.ends_with('/')) || has_control(p))
             {
                 return Err(OfficeError::Config(format!(
-                    "account {}: path `{p}` must start and end with /",
-                    a.name
+                    "account {}: path `{}` must start and end with / (no control characters)",
+                    a.name,
+                    p.escape_debug()
                 )));
             }
             if let Some((n, _)) = a.headers.iter().find(|(n, v)| {
@@ -512,6 +524,8 @@ mod tests {
             ..ok
         };
         assert!(with(bad_name).is_err());
+        assert!(with(Account::new("a:b", "p")).is_err());
+        assert!(with(Account::new("", "p")).is_err());
     }
 
     #[test]
