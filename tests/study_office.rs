@@ -48,10 +48,11 @@ cooldown = "0s"
 p99 = "60s"
 "#;
 
-#[test]
-fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
-    let dir = temp_dir("sweep");
-    let f = write(&dir, "office.toml", OFFICE);
+/// Runs the study `text` in a fresh directory named after `tag`; it must succeed.
+/// Returns the directory, the store's path and what it printed.
+fn run_study(tag: &str, text: &str) -> (PathBuf, PathBuf, String) {
+    let dir = temp_dir(tag);
+    let f = write(&dir, "office.toml", text);
     let db = dir.join("db.sqlite");
     let out = volley()
         .args(["study", "run"])
@@ -60,9 +61,15 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         .arg(&db)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}\n{err}");
+    assert!(out.status.success(), "{stdout}\n{err}");
+    (dir, db, stdout)
+}
+
+#[test]
+fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
+    let (dir, db, text) = run_study("sweep", OFFICE);
     for target in ["builtin", "radicale"] {
         assert!(
             text.lines()
@@ -203,5 +210,85 @@ fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
         assert!(err.contains(needle), "{what}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The office study on Xandikos and nginx's WebDAV tree, two users.
+fn office_xandikos_nginx() -> String {
+    OFFICE
+        .replace(
+            "name = \"builtin\"\nkind = \"builtin\"",
+            "name = \"nginx\"\nkind = \"nginx\"",
+        )
+        .replace(
+            "name = \"radicale\"\nkind = \"radicale\"",
+            "name = \"xandikos\"\nkind = \"xandikos\"",
+        )
+        .replace("users = [2, 3]", "users = [2]")
+}
+
+/// Xandikos (its own paths, X-Remote-User on every request) and nginx's plain WebDAV
+/// (no principal, no REPORT): the study maps each target's accounts into the office,
+/// both days pass every check that applies, and nginx's report says what it lacks.
+#[test]
+fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
+    let study = office_xandikos_nginx();
+    assert!(
+        study.contains("kind = \"xandikos\"") && study.contains("kind = \"nginx\"\ndav = true")
+    );
+    let (dir, db, text) = run_study("paths", &study);
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 2, "one run per target");
+    let mut protocols = Vec::new();
+    for run in &runs {
+        let steps = store.steps(run.id).unwrap();
+        assert_eq!(steps.len(), 1);
+        let office = &steps[0].summary["office"];
+        assert_eq!(office["violations_total"].as_u64(), Some(0), "{office}");
+        assert!(office["requests"].as_u64().unwrap() > 0, "{office}");
+        let lacks: Vec<&str> = office["lacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.as_str())
+            .collect();
+        match office["protocol"].as_str() {
+            Some("caldav") => assert!(lacks.is_empty(), "xandikos: {office}"),
+            Some("webdav") => assert!(lacks.contains(&"REPORT sync-collection"), "nginx: {office}"),
+            p => panic!("protocol {p:?}: {office}"),
+        }
+        protocols.push(office["protocol"].as_str().unwrap().to_owned());
+    }
+    protocols.sort();
+    assert_eq!(protocols, ["caldav", "webdav"]);
+    for target in ["xandikos", "nginx"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{target} carries "))),
+            "no answer line for {target}: {text}"
+        );
+    }
+    // The report's office table says what nginx lacks.
+    let md = dir.join("r.md");
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.lines().any(|l| l.starts_with("| nginx ")
+            && l.contains("lacks")
+            && l.contains("REPORT sync-collection")),
+        "{md}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -217,7 +217,7 @@ fn text(r: &OfficeReport) -> String {
         "office day against {}: {} users ({}), {} devices each, {} decisions/day, \
          compressed {}x into {:.0} s, seed {}\n\
          actions: {} planned, {} run, {} skipped; {} requests; {} items at the end; \
-         generator CPU {:.2} s\n\n",
+         generator CPU {:.2} s\n",
         r.url,
         r.users,
         profiles.join(", "),
@@ -233,6 +233,23 @@ fn text(r: &OfficeReport) -> String {
         r.items_at_end,
         r.generator_cpu_s,
     );
+    if r.protocol != "caldav" {
+        s.push_str(&format!(
+            "plain WebDAV: the clients use PROPFIND, GET, PUT and DELETE only; \
+             {} writes without a precondition\n",
+            r.unguarded_writes
+        ));
+    }
+    if !r.lacks.is_empty() {
+        s.push_str(&format!("the server lacks: {}\n", r.lacks.join(", ")));
+    }
+    if !r.checks_not_applicable.is_empty() {
+        s.push_str(&format!(
+            "not applicable here: {}\n",
+            r.checks_not_applicable.join(", ")
+        ));
+    }
+    s.push('\n');
     s.push_str("latency per request (service time)\n");
     s.push_str(&latency_table("operation", &r.ops));
     s.push_str("\nlatency per sync session (from its scheduled instant)\n");

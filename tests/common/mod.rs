@@ -128,6 +128,35 @@ impl Drop for Served {
     }
 }
 
+/// The office accounts of a started DAV target's first `users` accounts, each with its
+/// own paths and headers (as the study's office step maps them).
+pub fn office_accounts(
+    target: &volley_targets::RunningTarget,
+    users: usize,
+) -> Vec<volley_office::Account> {
+    let dav = target
+        .dav
+        .as_ref()
+        .expect("a DAV target reports its accounts");
+    assert!(
+        dav.accounts.len() >= users,
+        "{} accounts",
+        dav.accounts.len()
+    );
+    dav.accounts[..users]
+        .iter()
+        .map(volley_study::office_account)
+        .collect()
+}
+
+/// Starts `kind` with `users` DAV accounts (30 s to start).
+pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_targets::RunningTarget {
+    let mut spec = volley_targets::TargetSpec::new(kind);
+    spec.settings.dav = Some(volley_targets::DavSettings { users });
+    spec.start_timeout = Duration::from_secs(30);
+    volley_targets::start(&spec).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))
+}
+
 /// Runs `volley ARGS...` to the end: exit code (-1 when killed), stdout, stderr.
 pub fn volley(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))

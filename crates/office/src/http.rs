@@ -132,6 +132,14 @@ impl Conn {
         self.agent = agent;
     }
 
+    /// Sends each of `headers` with every request (an account's own, [`crate::Account`]).
+    pub fn with_headers(mut self, headers: &[(String, String)]) -> Conn {
+        for (n, v) in headers {
+            self.add_header(n, v);
+        }
+        self
+    }
+
     /// Sends `name: value` with every request (e.g. `X-Remote-User` for a server run
     /// behind a trusted authenticating proxy, as volley runs Xandikos).
     pub fn add_header(&mut self, name: &str, value: &str) {

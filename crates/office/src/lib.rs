@@ -12,11 +12,17 @@
 //! ([`audit`]) finds every acknowledged item once. Violations are counted by kind
 //! ([`check`]) and fail the run (docs/methodology.md, "The office").
 //!
+//! Each user's [`Account`] may give its own paths and headers (Xandikos's layout and
+//! `X-Remote-User`, a plain WebDAV tree). A server without `calendar-access` is plain
+//! WebDAV: the clients sync by PROPFIND and GET (`plain`), use preconditions only
+//! where the server honours them, and the report lists what the server lacks.
+//!
 //! I/O: each device holds one blocking kept-alive HTTP/1.1 connection ([`http`]); a
 //! worker thread serves a few users one action at a time. The schedule ([`day`]), the
 //! XML ([`xml`]), item comparison ([`item`]) and violation counting are pure.
 #![deny(missing_docs)]
 
+mod account;
 mod audit;
 pub mod check;
 pub mod day;
@@ -26,6 +32,7 @@ pub mod http;
 pub mod item;
 mod listing;
 pub mod ops;
+mod plain;
 pub mod profile;
 pub mod report;
 mod run;
@@ -35,9 +42,11 @@ pub mod state;
 mod writes;
 pub mod xml;
 
+pub use account::Account;
 pub use check::{Violation, Violations};
 pub use error::OfficeError;
 pub use ops::{Op, SessionKind};
 pub use profile::{Mix, Profile};
 pub use report::{LatencyRow, OfficeReport};
 pub use run::{run, OfficeConfig, OfficeRun};
+pub use state::Server;

@@ -164,6 +164,10 @@ pub fn etag_listing(ctx: Ctx<'_>, user: &mut User, d: usize) -> bool {
     let mut seen = BTreeSet::new();
     let names = apply(user, d, &ms, &mut seen);
     drop_unlisted(user, d, &seen);
+    if !user.server.caldav {
+        // Plain WebDAV has no multiget.
+        return crate::plain::fetch(ctx, user, d, &names);
+    }
     let batch = user.devices[d].profile.multiget_batch();
     fetch(ctx, user, d, &names, batch)
 }

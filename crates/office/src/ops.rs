@@ -23,7 +23,8 @@ pub enum Op {
     PutUpdate,
     /// DELETE (If-Match).
     Delete,
-    /// MKCALENDAR (set-up only: a server without the calendar yet).
+    /// MKCALENDAR, or MKCOL on plain WebDAV (set-up only: a server without the
+    /// calendar yet).
     Mkcalendar,
 }
 

@@ -67,6 +67,18 @@ pub struct ProfileCount {
 pub struct OfficeReport {
     /// Target URL.
     pub url: String,
+    /// What the clients spoke: `caldav` (the profiles' full sequences) or `webdav`
+    /// (plain WebDAV: PROPFIND, GET, PUT, DELETE).
+    pub protocol: &'static str,
+    /// What the server lacks for a full CalDAV client, in words (empty: nothing
+    /// missing). Reported, not counted as violations.
+    pub lacks: Vec<String>,
+    /// Violation kinds that could not be checked on this server (the stale-write
+    /// check where the server honours no precondition).
+    pub checks_not_applicable: Vec<&'static str>,
+    /// Writes sent without a precondition (If-Match / If-None-Match): plain WebDAV
+    /// that ignores them, or a device holding only a weak ETag.
+    pub unguarded_writes: u64,
     /// Virtual users.
     pub users: usize,
     /// Devices per user.

@@ -14,8 +14,8 @@ use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
 use crate::report::{LatencyRow, OfficeReport, ProfileCount};
-use crate::state::{Device, Pending, Truth, User};
-use crate::{audit, session, setup, writes, OfficeError};
+use crate::state::{Device, Pending, Server, Truth, User};
+use crate::{audit, session, setup, writes, Account, OfficeError};
 
 /// Most worker threads; users beyond are shared round-robin.
 const MAX_THREADS: usize = 256;
@@ -25,8 +25,8 @@ const MAX_THREADS: usize = 256;
 pub struct OfficeConfig {
     /// The server's URL (`http://host:port/`); discovery starts at its root.
     pub url: String,
-    /// (account, password) of every virtual user.
-    pub accounts: Vec<(String, String)>,
+    /// Every virtual user's account (paths and headers as the server lays them out).
+    pub accounts: Vec<Account>,
     /// Profiles by weight.
     pub mix: Mix,
     /// Decisions per person per office day.
@@ -52,8 +52,18 @@ pub struct OfficeConfig {
 
 impl OfficeConfig {
     /// Defaults: 250 decisions a day, 8 hours in one minute (480x), two devices per
-    /// person, 20 items to start with.
+    /// person, 20 items to start with; `(name, password)` accounts whose paths are
+    /// discovered ([`Account::new`]).
     pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
+        let accounts = accounts
+            .into_iter()
+            .map(|(name, password)| Account::new(name, password))
+            .collect();
+        OfficeConfig::with_accounts(url, accounts)
+    }
+
+    /// The defaults of [`OfficeConfig::new`] with accounts as given.
+    pub fn with_accounts(url: &str, accounts: Vec<Account>) -> OfficeConfig {
         OfficeConfig {
             url: url.to_owned(),
             accounts,
@@ -70,6 +80,20 @@ impl OfficeConfig {
         }
     }
 
+    /// The headers `a`'s devices send: its own, and `X-Remote-User` when
+    /// [`OfficeConfig::remote_user_header`] asks for it and the account has none.
+    fn headers_of(&self, a: &Account) -> Vec<(String, String)> {
+        let mut h = a.headers.clone();
+        if self.remote_user_header
+            && !h
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("X-Remote-User"))
+        {
+            h.push(("X-Remote-User".into(), a.name.clone()));
+        }
+        h
+    }
+
     fn check(&self) -> Result<(), OfficeError> {
         let bad = |s: &str| Err(OfficeError::Config(s.to_owned()));
         if self.accounts.is_empty() {
@@ -83,6 +107,43 @@ impl OfficeConfig {
         }
         if self.devices == 0 {
             return bad("each user needs at least one device");
+        }
+        for a in &self.accounts {
+            // The name is the Basic user-id (no colon, RFC 7617) and the prefix of the
+            // user's item names in paths.
+            if a.name.is_empty()
+                || a.name
+                    .contains(|c: char| c == ':' || c == '/' || c.is_whitespace() || c.is_control())
+            {
+                return Err(OfficeError::Config(format!(
+                    "account name `{}` must be non-empty, without ':', '/' or spaces",
+                    a.name.escape_debug()
+                )));
+            }
+            let paths = [&a.principal, &a.home, &a.calendar];
+            if let Some(p) = paths
+                .into_iter()
+                .flatten()
+                .find(|p| !(p.starts_with('/') && p.ends_with('/')) || has_control(p))
+            {
+                return Err(OfficeError::Config(format!(
+                    "account {}: path `{}` must start and end with / (no control characters)",
+                    a.name,
+                    p.escape_debug()
+                )));
+            }
+            if let Some((n, _)) = a.headers.iter().find(|(n, v)| {
+                n.is_empty()
+                    || n.contains(|c: char| c == ':' || c.is_whitespace())
+                    || has_control(n)
+                    || has_control(v)
+            }) {
+                return Err(OfficeError::Config(format!(
+                    "account {}: header `{}` is not a valid header",
+                    a.name,
+                    n.escape_debug()
+                )));
+            }
         }
         Ok(())
     }
@@ -104,33 +165,48 @@ pub struct OfficeRun {
 pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     cfg.check()?;
     let (host, addr) = setup::parse_url(&cfg.url)?;
-    let (u0, p0) = &cfg.accounts[0];
-    setup::probe(&cfg.url, addr, &host, u0, p0, cfg.remote_user_header)?;
+    let account0 = Account {
+        headers: cfg.headers_of(&cfg.accounts[0]),
+        ..cfg.accounts[0].clone()
+    };
+    let caldav = setup::probe(&cfg.url, addr, &host, &account0)?;
+    // Conditional writes: assumed (and checked) on CalDAV; probed on plain WebDAV
+    // after set-up, which writes without them.
+    let mut server = Server {
+        caldav,
+        conditional: caldav,
+    };
     let profiles = cfg.mix.assign(cfg.accounts.len());
     let threads = cfg.accounts.len().min(MAX_THREADS);
     let today = crate::item::today();
     let make_user = |i: usize| {
-        let (name, password) = &cfg.accounts[i];
+        let a = &cfg.accounts[i];
         let devices = (0..cfg.devices)
             .map(|_| {
-                let mut conn = Conn::new(addr, &host, name, password, cfg.timeout);
-                if cfg.remote_user_header {
-                    conn.add_header("X-Remote-User", name);
-                }
+                let mut conn = Conn::new(addr, &host, &a.name, &a.password, cfg.timeout)
+                    .with_headers(&cfg.headers_of(a));
                 conn.set_agent("volley-office/setup".into());
                 Device::new(profiles[i], conn)
             })
             .collect();
+        let name = &a.name;
+        let principal = a.principal.clone().unwrap_or_else(|| format!("/{name}/"));
+        let home = a.home.clone().unwrap_or_else(|| principal.clone());
         User {
             name: name.clone(),
-            principal: format!("/{name}/"),
-            home: format!("/{name}/"),
-            cal: format!("/{name}/calendar/"),
+            cal: a
+                .calendar
+                .clone()
+                .unwrap_or_else(|| format!("{home}calendar/")),
+            principal,
+            home,
             truth: Truth::default(),
             devices,
             next_item: 0,
             violations: Violations::default(),
             today: today.clone(),
+            server,
+            unguarded: 0,
         }
     };
     // Set-up, untimed, on the same threads' share of users.
@@ -149,8 +225,8 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
                         rec,
                         measured: false,
                     };
-                    for (_, u) in group.iter_mut() {
-                        setup::prepare(ctx, u, cfg.initial_items)?;
+                    for (i, u) in group.iter_mut() {
+                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
                     }
                     Ok(group)
                 })
@@ -164,6 +240,23 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
             })
             .collect::<Result<Vec<_>, _>>()
     })?;
+    let mut groups = groups;
+    let first = groups
+        .first_mut()
+        .and_then(|g| g.first_mut())
+        .map(|(_, u)| u)
+        .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
+    let (conditional, lacks) = setup::survey(
+        Ctx {
+            rec: &untimed,
+            measured: false,
+        },
+        first,
+    )?;
+    server.conditional = conditional;
+    for (_, u) in groups.iter_mut().flatten() {
+        u.server = server;
+    }
     drop(untimed);
 
     let plan = DayPlan {
@@ -202,6 +295,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     }
     let mut violations = Violations::default();
     let (mut planned, mut ran, mut skipped, mut items, mut cpu_ns) = (0, 0, 0, 0, 0);
+    let mut unguarded = 0;
     let mut users_after: Vec<User> = Vec::new();
     for o in outcomes {
         planned += o.planned;
@@ -212,6 +306,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         users_after.extend(o.users);
     }
     for u in users_after {
+        unguarded += u.unguarded;
         violations.merge(u.violations);
     }
     let mut ops: Vec<(Op, Recorder)> = Op::ALL
@@ -236,6 +331,14 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     let (vrows, vtotal, examples) = OfficeReport::violation_rows(&violations);
     let report = OfficeReport {
         url: cfg.url.clone(),
+        protocol: if server.caldav { "caldav" } else { "webdav" },
+        lacks,
+        checks_not_applicable: if server.conditional {
+            Vec::new()
+        } else {
+            vec![crate::Violation::StaleWriteAccepted.name()]
+        },
+        unguarded_writes: unguarded,
         users: cfg.accounts.len(),
         devices_per_user: cfg.devices,
         profiles: cfg
@@ -367,6 +470,11 @@ fn sleep_until(ctx: Ctx<'_>, at_ns: u64, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Whether `s` holds a control character (CR, LF...): it would break the request head.
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
 /// CPU time of the calling thread (user + system), nanoseconds. The workers' times
 /// summed are the generator's cost of the day: set-up, audit and the idle main thread
 /// left out. std has no thread CPU clock, hence libc.
@@ -381,4 +489,55 @@ fn thread_cpu_ns() -> u64 {
         return 0;
     }
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(a: Account) -> Result<(), OfficeError> {
+        OfficeConfig::with_accounts("http://127.0.0.1:9/", vec![a]).check()
+    }
+
+    #[test]
+    fn account_paths_and_headers_that_would_break_a_request_are_refused() {
+        let ok = Account {
+            principal: Some("/u/".into()),
+            home: Some("/u/calendars/".into()),
+            calendar: Some("/u/calendars/calendar/".into()),
+            headers: vec![("X-Remote-User".into(), "u".into())],
+            ..Account::new("u", "p")
+        };
+        assert!(with(ok.clone()).is_ok());
+        let bad_path = Account {
+            calendar: Some("u/calendar".into()),
+            ..ok.clone()
+        };
+        assert!(matches!(with(bad_path), Err(OfficeError::Config(m)) if m.contains("u/calendar")));
+        let bad_header = Account {
+            headers: vec![("X-Remote-User".into(), "u\r\nX-Evil: 1".into())],
+            ..ok.clone()
+        };
+        assert!(matches!(with(bad_header), Err(OfficeError::Config(m)) if m.contains("header")));
+        let bad_name = Account {
+            headers: vec![("Bad Name".into(), "v".into())],
+            ..ok
+        };
+        assert!(with(bad_name).is_err());
+        assert!(with(Account::new("a:b", "p")).is_err());
+        assert!(with(Account::new("", "p")).is_err());
+    }
+
+    #[test]
+    fn remote_user_joins_an_accounts_headers_once() {
+        let mut cfg = OfficeConfig::new("http://127.0.0.1:9/", vec![("u".into(), "p".into())]);
+        assert!(cfg.headers_of(&cfg.accounts[0]).is_empty());
+        cfg.remote_user_header = true;
+        assert_eq!(
+            cfg.headers_of(&cfg.accounts[0]),
+            [("X-Remote-User".to_string(), "u".to_string())]
+        );
+        cfg.accounts[0].headers = vec![("x-remote-user".into(), "other".into())];
+        assert_eq!(cfg.headers_of(&cfg.accounts[0]).len(), 1);
+    }
 }

@@ -1,6 +1,7 @@
 //! Each profile's sync sessions, request by request (docs/methodology.md, "The
 //! office"): the initial sync (discovery, full listing, fetch of everything) and the
-//! poll. `listing` does the reading; `writes` the uploads DAVx5 makes at sync time.
+//! poll. `listing` does the reading; `writes` the uploads DAVx5 makes at sync time;
+//! on plain WebDAV every profile syncs as `plain` says.
 
 use std::collections::BTreeSet;
 
@@ -42,6 +43,9 @@ pub fn run(ctx: Ctx<'_>, user: &mut User, d: usize, intended_ns: u64) {
     };
     let profile = user.devices[d].profile;
     let outcome = match (kind, profile) {
+        _ if !user.server.caldav => {
+            crate::plain::sync(ctx, user, d, kind == SessionKind::Initial).then_some(None)
+        }
         (SessionKind::Initial, Profile::Thunderbird) => thunderbird_initial(ctx, user, d),
         (SessionKind::Initial, Profile::Davx5) => davx5_initial(ctx, user, d),
         (SessionKind::Initial, Profile::Evolution) => evolution_initial(ctx, user, d),

@@ -11,7 +11,7 @@ use crate::listing::{self, parse};
 use crate::ops::Op;
 use crate::state::{TruthItem, User};
 use crate::xml;
-use crate::OfficeError;
+use crate::{Account, OfficeError};
 
 /// Host and address of an `http://host[:port]/...` URL.
 pub fn parse_url(url: &str) -> Result<(String, SocketAddr), OfficeError> {
@@ -35,82 +35,116 @@ pub fn parse_url(url: &str) -> Result<(String, SocketAddr), OfficeError> {
     Ok((authority.to_owned(), addr))
 }
 
-/// Whether the server at `addr` is a CalDAV server: OPTIONS must name
-/// `calendar-access` in its DAV header (RFC 4791 5.1.1), for `user`.
+/// What the server at `addr` speaks, asked as `account` with OPTIONS on its calendar
+/// (or home, or the root; [`Account::probe_path`]): `calendar-access` in the `DAV`
+/// header (RFC 4791 5.1.1) is CalDAV (true); a `DAV` header without it is plain WebDAV
+/// (false); no `DAV` header at all is neither, and an error.
 pub fn probe(
     url: &str,
     addr: SocketAddr,
     host: &str,
-    user: &str,
-    password: &str,
-    remote_user: bool,
-) -> Result<(), OfficeError> {
+    account: &Account,
+) -> Result<bool, OfficeError> {
     TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|source| OfficeError::Connect { addr, source })?;
-    let mut conn = Conn::new(addr, host, user, password, Duration::from_secs(10));
-    if remote_user {
-        conn.add_header("X-Remote-User", user);
-    }
+    let mut conn = Conn::new(
+        addr,
+        host,
+        &account.name,
+        &account.password,
+        Duration::from_secs(10),
+    )
+    .with_headers(&account.headers);
+    let path = account.probe_path();
     let (result, _) = conn.exchange(
-        &Request::new(Op::Options, "OPTIONS", "/"),
+        &Request::new(Op::Options, "OPTIONS", path),
         std::time::Instant::now(),
     );
     let not = |why: String| OfficeError::NotCalDav {
         url: url.to_owned(),
         why,
     };
-    let reply = result.map_err(|k| not(format!("OPTIONS / failed ({k:?})")))?;
+    let reply = result.map_err(|k| not(format!("OPTIONS {path} failed ({k:?})")))?;
     if reply.status == 401 {
         return Err(not(format!(
-            "OPTIONS / as {user} answered 401 (wrong credentials?)"
+            "OPTIONS {path} as {} answered 401 (wrong credentials?)",
+            account.name
         )));
     }
-    match reply.header("DAV") {
-        Some(dav) if dav.split(',').any(|c| c.trim() == "calendar-access") => Ok(()),
-        Some(dav) => Err(not(format!("its DAV header `{dav}` lacks calendar-access"))),
-        None => Err(not(format!(
-            "OPTIONS / answered {} without a DAV header",
+    // Apache sends two DAV fields (its classes, then a property-set URI).
+    let classes: Vec<&str> = reply
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("DAV"))
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .collect();
+    if classes.contains(&"calendar-access") {
+        Ok(true)
+    } else if classes.contains(&"1") {
+        Ok(false)
+    } else if classes.is_empty() {
+        Err(not(format!(
+            "OPTIONS {path} answered {} without a DAV header (nor WebDAV)",
             reply.status
-        ))),
+        )))
+    } else {
+        Err(not(format!(
+            "its DAV header `{}` names neither calendar-access nor WebDAV class 1",
+            classes.join(", ")
+        )))
     }
 }
 
-/// Finds `user`'s principal and home, makes the calendar `calendar/` in it if missing,
-/// deletes what a previous run left there, and writes `initial_items` items.
-pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), OfficeError> {
+/// Finds `user`'s principal and home where `account` does not give them (CalDAV
+/// discovery; plain WebDAV has no principals), makes the calendar if missing
+/// (MKCALENDAR, or MKCOL on plain WebDAV), deletes what a previous run left there, and
+/// writes `initial_items` items.
+pub fn prepare(
+    ctx: Ctx<'_>,
+    user: &mut User,
+    account: &Account,
+    initial_items: u64,
+) -> Result<(), OfficeError> {
     let fail = |user: &User, why: &str| OfficeError::Setup {
         user: user.name.clone(),
         why: why.to_owned(),
     };
-    let props = "<D:current-user-principal/>";
-    let req = Request::new(Op::PropfindD0, "PROPFIND", "/")
-        .depth("0")
-        .xml(xml::propfind(props));
-    let reply = retry(ctx, user, req, MULTI).ok_or_else(|| fail(user, "PROPFIND / failed"))?;
-    if let Some(p) = parse(user, &reply.body, "PROPFIND /")
-        .and_then(|m| m.entries.iter().find_map(|e| e.principal.clone()))
-    {
-        user.principal = p;
+    let caldav = user.server.caldav;
+    if caldav && account.principal.is_none() {
+        let props = "<D:current-user-principal/>";
+        let req = Request::new(Op::PropfindD0, "PROPFIND", "/")
+            .depth("0")
+            .xml(xml::propfind(props));
+        let reply = retry(ctx, user, req, MULTI).ok_or_else(|| fail(user, "PROPFIND / failed"))?;
+        if let Some(p) = parse(user, &reply.body, "PROPFIND /")
+            .and_then(|m| m.entries.iter().find_map(|e| e.principal.clone()))
+        {
+            user.principal = p;
+        }
     }
-    let props = "<C:calendar-home-set/>";
-    let req = Request::new(Op::PropfindD0, "PROPFIND", user.principal.clone())
-        .depth("0")
-        .xml(xml::propfind(props));
-    let reply = retry(ctx, user, req, MULTI)
-        .ok_or_else(|| fail(user, "PROPFIND of the principal failed"))?;
-    user.home = parse(user, &reply.body, "PROPFIND principal")
-        .and_then(|m| m.entries.iter().find_map(|e| e.home.clone()))
-        .unwrap_or_else(|| user.principal.clone());
-    user.cal = format!("{}calendar/", user.home);
+    if caldav && account.home.is_none() {
+        let props = "<C:calendar-home-set/>";
+        let req = Request::new(Op::PropfindD0, "PROPFIND", user.principal.clone())
+            .depth("0")
+            .xml(xml::propfind(props));
+        let reply = retry(ctx, user, req, MULTI)
+            .ok_or_else(|| fail(user, "PROPFIND of the principal failed"))?;
+        user.home = parse(user, &reply.body, "PROPFIND principal")
+            .and_then(|m| m.entries.iter().find_map(|e| e.home.clone()))
+            .unwrap_or_else(|| user.principal.clone());
+    }
+    user.cal = account
+        .calendar
+        .clone()
+        .unwrap_or_else(|| format!("{}calendar/", user.home));
     let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
         .depth("0")
         .xml(xml::propfind("<D:resourcetype/>"));
     let reply = retry(ctx, user, req, &[207, 404])
         .ok_or_else(|| fail(user, "PROPFIND of the calendar failed"))?;
     if reply.status == 404 {
-        let req = Request::new(Op::Mkcalendar, "MKCALENDAR", user.cal.clone())
-            .xml(xml::mkcalendar("Office"));
-        retry(ctx, user, req, &[201]).ok_or_else(|| fail(user, "MKCALENDAR failed"))?;
+        make_calendar(ctx, user).ok_or_else(|| fail(user, "making the calendar failed"))?;
     }
     let left = (0..3)
         .find_map(|_| listing::server_etags(ctx, user, 0))
@@ -125,11 +159,14 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
         user.next_item += 1;
         let name = format!("{}-{n}.ics", user.name);
         let data = user.item_text(n, 0);
+        let mut req = Request::new(Op::PutCreate, "PUT", user.item_path(&name))
+            .header("Content-Type", "text/calendar; charset=utf-8");
+        if caldav {
+            req = req.header("If-None-Match", "*");
+        }
         let req = Request {
             body: data.clone().into_bytes(),
-            ..Request::new(Op::PutCreate, "PUT", user.item_path(&name))
-                .header("Content-Type", "text/calendar; charset=utf-8")
-                .header("If-None-Match", "*")
+            ..req
         };
         let reply = retry(ctx, user, req, WRITE_OK)
             .ok_or_else(|| fail(user, "writing the first items failed"))?;
@@ -145,6 +182,23 @@ pub fn prepare(ctx: Ctx<'_>, user: &mut User, initial_items: u64) -> Result<(), 
         );
     }
     Ok(())
+}
+
+/// MKCALENDAR the calendar on a CalDAV server; on plain WebDAV MKCOL it, and its home
+/// first when the server says the parent is missing (409).
+fn make_calendar(ctx: Ctx<'_>, user: &mut User) -> Option<()> {
+    if user.server.caldav {
+        let req = Request::new(Op::Mkcalendar, "MKCALENDAR", user.cal.clone())
+            .xml(xml::mkcalendar("Office"));
+        return retry(ctx, user, req, &[201]).map(|_| ());
+    }
+    let req = Request::new(Op::Mkcalendar, "MKCOL", user.cal.clone());
+    if retry(ctx, user, req.clone(), &[201, 409])?.status == 409 {
+        let home = Request::new(Op::Mkcalendar, "MKCOL", user.home.clone());
+        retry(ctx, user, home, &[201, 405])?;
+        retry(ctx, user, req, &[201])?;
+    }
+    Some(())
 }
 
 /// Set-up requests are tried up to three times: a server that answers 500 now and then
@@ -166,4 +220,88 @@ fn retry(
         }
     }
     ctx.call(&mut user.devices[0], &mut user.violations, req, expect)
+}
+
+/// What the server offers a CalDAV client and what it lacks, learned on `user`'s
+/// calendar once it is set up (untimed): the collection's getctag, sync-token and
+/// supported reports, getetag in a listing, an ETag on PUT (from the first items'
+/// answers), and on plain WebDAV whether preconditions are honoured (a probe item put
+/// with `If-None-Match: *`, then again with a stale `If-Match` and with
+/// `If-None-Match: *`: both must get 412; then deleted). Returns whether conditional
+/// writes are honoured (always assumed on CalDAV, where the day checks them) and the
+/// lacks, in words (docs/methodology.md, "The office": plain WebDAV).
+pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), OfficeError> {
+    let fail = |user: &User, why: &str| OfficeError::Setup {
+        user: user.name.clone(),
+        why: why.to_owned(),
+    };
+    let caldav = user.server.caldav;
+    let mut lacks: Vec<String> = Vec::new();
+    if !caldav {
+        for what in [
+            "calendar-access",
+            "principals",
+            "REPORT calendar-multiget",
+            "REPORT calendar-query",
+        ] {
+            lacks.push(what.into());
+        }
+    }
+    let props = "<D:resourcetype/><CS:getctag/><D:sync-token/><D:supported-report-set/>";
+    let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
+        .depth("0")
+        .xml(xml::propfind(props));
+    let reply = retry(ctx, user, req, MULTI)
+        .ok_or_else(|| fail(user, "PROPFIND of the calendar failed"))?;
+    let cal = user.cal.clone();
+    let entry = parse(user, &reply.body, "PROPFIND calendar")
+        .and_then(|m| m.entries.into_iter().find(|e| e.href == cal))
+        .unwrap_or_default();
+    if !entry.sync_report {
+        lacks.push("REPORT sync-collection".into());
+    }
+    if entry.ctag.is_none() {
+        lacks.push("getctag".into());
+    }
+    if entry.sync_token.is_none() {
+        lacks.push("sync-token".into());
+    }
+    if user.truth.items.values().any(|t| t.etag.is_none()) {
+        lacks.push("ETag on PUT".into());
+    }
+    let listed = listing::server_etags(ctx, user, 0)
+        .ok_or_else(|| fail(user, "listing the calendar failed"))?;
+    if listed.values().any(Option::is_none) {
+        lacks.push("getetag in PROPFIND".into());
+    }
+    let conditional = caldav || {
+        let path = user.item_path(&format!("{}-probe.ics", user.name));
+        let put = |extra: (&'static str, &str)| {
+            Request {
+                body: user.item_text(u64::MAX, 0).into_bytes(),
+                ..Request::new(Op::PutCreate, "PUT", path.clone())
+                    .header("Content-Type", "text/calendar; charset=utf-8")
+            }
+            .header(extra.0, extra.1)
+        };
+        let (first, stale, again) = (
+            put(("If-None-Match", "*")),
+            put(("If-Match", "\"volley-stale-etag\"")),
+            put(("If-None-Match", "*")),
+        );
+        let any: &[u16] = &[200, 201, 204, 412];
+        retry(ctx, user, first, WRITE_OK).ok_or_else(|| fail(user, "the probe PUT failed"))?;
+        let stale =
+            retry(ctx, user, stale, any).ok_or_else(|| fail(user, "the probe PUT failed"))?;
+        let again =
+            retry(ctx, user, again, any).ok_or_else(|| fail(user, "the probe PUT failed"))?;
+        let delete = Request::new(Op::Delete, "DELETE", path.clone());
+        retry(ctx, user, delete, &[200, 204])
+            .ok_or_else(|| fail(user, "deleting the probe item failed"))?;
+        stale.status == 412 && again.status == 412
+    };
+    if !conditional {
+        lacks.push("conditional PUT (412 on a stale If-Match or If-None-Match: *)".into());
+    }
+    Ok((conditional, lacks))
 }

@@ -117,6 +117,24 @@ pub struct User {
     pub violations: Violations,
     /// `YYYYMMDD` the items are dated around.
     pub today: String,
+    /// What the server offers (learned at set-up; the same for every user).
+    pub server: Server,
+    /// Writes sent without a precondition (plain WebDAV that does not honour one, or
+    /// a device holding only a weak ETag): no stale write could be refused.
+    pub unguarded: u64,
+}
+
+/// What the server offers the clients (docs/methodology.md, "The office": plain
+/// WebDAV).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    /// `calendar-access` in the `DAV` header: the profiles' CalDAV sequences. Without
+    /// it, plain WebDAV: PROPFIND, GET, PUT and DELETE only.
+    pub caldav: bool,
+    /// Conditional writes are honoured (a stale `If-Match`, and `If-None-Match: *` on
+    /// an existing item, get 412). Assumed, and checked, on a CalDAV server; probed on
+    /// plain WebDAV.
+    pub conditional: bool,
 }
 
 impl User {
@@ -125,6 +143,15 @@ impl User {
     pub fn item_name(&self, href: &str) -> Option<String> {
         let rest = href.strip_prefix(&self.cal)?;
         (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_owned())
+    }
+
+    /// The number `n` of an item named `<user>-<n>.ics`.
+    pub fn item_number(&self, name: &str) -> Option<u64> {
+        name.strip_prefix(&self.name)?
+            .strip_prefix('-')?
+            .strip_suffix(".ics")?
+            .parse()
+            .ok()
     }
 
     /// The path of item `name`.

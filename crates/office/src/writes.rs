@@ -1,7 +1,9 @@
 //! Decisions as writes: creations (PUT If-None-Match: *), edits (PUT If-Match) and
 //! deletions (DELETE If-Match), each checked: an edit's ETag must change, a write
 //! with a stale ETag must be refused with 412, and a conflict is resolved as clients
-//! do (fetch the item, write again).
+//! do (fetch the item, write again). On plain WebDAV that does not honour those
+//! preconditions the same writes go without them ([`guarded`]), the stale-write check
+//! does not apply, and such writes are counted (docs/methodology.md, "The office").
 
 use crate::check::Violation;
 use crate::day::Decision;
@@ -57,9 +59,13 @@ fn create(ctx: Ctx<'_>, user: &mut User, d: usize) -> bool {
     user.next_item += 1;
     let name = format!("{}-{n}.ics", user.name);
     let data = user.item_text(n, 0);
-    let req = Request::new(Op::PutCreate, "PUT", user.item_path(&name))
-        .header("Content-Type", CALENDAR)
-        .header("If-None-Match", "*");
+    let mut req =
+        Request::new(Op::PutCreate, "PUT", user.item_path(&name)).header("Content-Type", CALENDAR);
+    if user.server.conditional {
+        req = req.header("If-None-Match", "*");
+    } else {
+        user.unguarded += 1;
+    }
     let req = Request {
         body: data.clone().into_bytes(),
         ..req
@@ -113,19 +119,22 @@ fn refresh(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> Option<bool> 
     Some(true)
 }
 
-/// A PUT of `data` over `name` with If-Match `etag`; the reply status, or `None`.
+/// A PUT of `data` over `name` with If-Match `etag` (none: unconditional); the reply
+/// status, or `None`.
 fn put_over(
     ctx: Ctx<'_>,
     user: &mut User,
     d: usize,
     name: &str,
     data: &str,
-    etag: &str,
+    etag: Option<&str>,
     expect: &[u16],
 ) -> Option<(u16, Option<String>)> {
-    let req = Request::new(Op::PutUpdate, "PUT", user.item_path(name))
-        .header("Content-Type", CALENDAR)
-        .header("If-Match", etag);
+    let mut req =
+        Request::new(Op::PutUpdate, "PUT", user.item_path(name)).header("Content-Type", CALENDAR);
+    if let Some(etag) = etag {
+        req = req.header("If-Match", etag);
+    }
     let req = Request {
         body: data.as_bytes().to_vec(),
         ..req
@@ -135,17 +144,17 @@ fn put_over(
 }
 
 /// Records an accepted edit of `name` to revision `seq` in the truth and the mirror,
-/// checking that the ETag changed with the content.
+/// checking that the ETag changed with the content (`old`: the If-Match sent, if any).
 fn accepted(
     user: &mut User,
     d: usize,
     name: &str,
     seq: u32,
     data: String,
-    old: &str,
+    old: Option<&str>,
     new: Option<String>,
 ) {
-    if new.as_deref() == Some(old) {
+    if let Some(old) = old.filter(|o| new.as_deref() == Some(*o)) {
         user.violations.add(Violation::EtagUnchanged, name, || {
             format!("PUT {name} changed its content; the ETag stayed {old}")
         });
@@ -162,7 +171,9 @@ fn accepted(
             etag: None,
             old_etags: Vec::new(),
         });
-    t.old_etags.push(old.to_owned());
+    if let Some(old) = old {
+        t.old_etags.push(old.to_owned());
+    }
     t.seq = seq;
     t.data = data.clone();
     t.etag = new.clone();
@@ -173,7 +184,70 @@ fn accepted(
     dev.written.insert(name.to_owned());
 }
 
+/// Whether device `d` can write `name` conditionally: always on a CalDAV server (its
+/// clients rely on it, and the day checks it); on plain WebDAV when the server honours
+/// preconditions and the device holds a strong ETag (a weak one never matches an
+/// If-Match, RFC 9110 13.1.1; Apache's are weak for a second after a write).
+fn guarded(user: &User, d: usize, name: &str) -> bool {
+    user.server.caldav
+        || (user.server.conditional
+            && user.devices[d]
+                .mirror
+                .get(name)
+                .and_then(|m| m.etag.as_deref())
+                .is_some_and(|e| e.starts_with('"')))
+}
+
+/// An edit without If-Match (plain WebDAV): the server takes it whatever happened to
+/// the item meanwhile, so it is the new truth, even over a deletion made on another
+/// device (the item is back), as it would be for a real client of such a server.
+fn edit_unguarded(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> bool {
+    let (n, seq) = match user.truth.items.get(name) {
+        Some(t) => (t.n, t.seq + 1),
+        None => match user.item_number(name) {
+            Some(n) => {
+                user.truth.items.insert(
+                    name.to_owned(),
+                    TruthItem {
+                        n,
+                        seq: 0,
+                        data: String::new(),
+                        etag: None,
+                        old_etags: Vec::new(),
+                    },
+                );
+                (n, 1)
+            }
+            None => return true,
+        },
+    };
+    let data = user.item_text(n, seq);
+    user.unguarded += 1;
+    match put_over(ctx, user, d, name, &data, None, WRITE_OK) {
+        Some((_, new)) => {
+            accepted(user, d, name, seq, data, None, new);
+            true
+        }
+        None => {
+            // Refused: whatever the server holds stays the truth; a placeholder made
+            // for a deleted item goes.
+            if user
+                .truth
+                .items
+                .get(name)
+                .is_some_and(|t| t.data.is_empty())
+            {
+                user.truth.items.remove(name);
+            }
+            false
+        }
+    }
+}
+
 fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) -> bool {
+    if !guarded(user, d, name) {
+        return edit_unguarded(ctx, user, d, name);
+    }
     if user.devices[d]
         .mirror
         .get(name)
@@ -197,7 +271,7 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
     let Some(t) = user.truth.items.get(name).cloned() else {
         // Deleted on another device since this one's last sync: the write must fail.
         let text = user.item_text(0, 0);
-        let r = put_over(ctx, user, d, name, &text, &mine, &[412, 404]);
+        let r = put_over(ctx, user, d, name, &text, Some(&mine), &[412, 404]);
         user.devices[d].mirror.remove(name);
         return r.is_some();
     };
@@ -206,7 +280,7 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
     if stale_probe {
         if let Some(old) = t.old_etags.last().filter(|o| t.etag.as_ref() != Some(*o)) {
             let old = old.clone();
-            match put_over(ctx, user, d, name, &data, &old, &[412, 200, 201, 204]) {
+            match put_over(ctx, user, d, name, &data, Some(&old), &[412, 200, 201, 204]) {
                 None => return false,
                 Some((412, _)) => {}
                 Some((_, new)) => {
@@ -214,7 +288,7 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
                         .add(Violation::StaleWriteAccepted, name, || {
                             format!("PUT {name} with the stale If-Match {old} was accepted")
                         });
-                    accepted(user, d, name, seq, data, &old, new);
+                    accepted(user, d, name, seq, data, Some(&old), new);
                     return true;
                 }
             }
@@ -228,7 +302,7 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
     } else {
         &[412]
     };
-    match put_over(ctx, user, d, name, &data, &mine, expect) {
+    match put_over(ctx, user, d, name, &data, Some(&mine), expect) {
         None => false,
         Some((412, _)) => {
             // A conflict: fetch the item as it is now and write again.
@@ -243,10 +317,10 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
                     else {
                         return true;
                     };
-                    match put_over(ctx, user, d, name, &data, &fresh, WRITE_OK) {
+                    match put_over(ctx, user, d, name, &data, Some(&fresh), WRITE_OK) {
                         None => false,
                         Some((_, new)) => {
-                            accepted(user, d, name, seq, data, &fresh, new);
+                            accepted(user, d, name, seq, data, Some(&fresh), new);
                             true
                         }
                     }
@@ -254,22 +328,30 @@ fn edit(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str, stale_probe: bool) 
             }
         }
         Some((_, new)) => {
-            accepted(user, d, name, seq, data, &mine, new);
+            accepted(user, d, name, seq, data, Some(&mine), new);
             true
         }
     }
 }
 
 fn delete(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> bool {
+    let guarded = guarded(user, d, name);
     let mine = user.devices[d]
         .mirror
         .get(name)
-        .and_then(|m| m.etag.clone());
+        .and_then(|m| m.etag.clone())
+        .filter(|_| guarded);
+    if !guarded {
+        user.unguarded += 1;
+    }
     let truth_etag = user.truth.items.get(name).map(|t| t.etag.clone());
     let expect: &[u16] = match (&mine, &truth_etag) {
         // Deleted elsewhere already.
+        (_, None) if !guarded => &[404],
         (_, None) => &[404, 412],
         (Some(m), Some(Some(t))) if m != t => &[412],
+        // The server gave no ETag for the last write: the device's may be stale.
+        (Some(_), Some(None)) => &[200, 204, 412],
         _ => WRITE_OK,
     };
     let mut req = Request::new(Op::Delete, "DELETE", user.item_path(name));

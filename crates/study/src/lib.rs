@@ -22,6 +22,7 @@ pub mod spec;
 mod step;
 
 pub use error::StudyError;
+pub use office_step::office_account;
 pub use plan::{resolve, Plan};
 pub use runner::{run, Progress, RunOptions, StepTick, StudyReport};
 pub use spec::parse;

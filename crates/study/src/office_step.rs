@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use volley_metrics::{Model, Recorder, RunInfo};
-use volley_office::{Mix, OfficeConfig, OfficeReport};
+use volley_office::{Account, Mix, OfficeConfig, OfficeReport};
+use volley_targets::dav::DavAccount;
 use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, OfficeLoad, Plan, Workload};
@@ -45,13 +46,8 @@ pub(crate) fn run_office(
         .duration
         .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
     let url = format!("http://{}", target.addr);
-    let mut cfg = OfficeConfig::new(
-        &url,
-        accounts[..users]
-            .iter()
-            .map(|a| (a.name.clone(), a.password.clone()))
-            .collect(),
-    );
+    let mut cfg =
+        OfficeConfig::with_accounts(&url, accounts[..users].iter().map(office_account).collect());
     cfg.mix = mix_of(office).map_err(StepError::Office)?;
     cfg.decisions_per_day = office.decisions;
     cfg.compress = office.compress;
@@ -124,6 +120,21 @@ pub(crate) fn run_office(
     judged.verdict["office"] = v;
     judged.verdict["little"] = Value::Null;
     Ok(judged)
+}
+
+/// A target's DAV account as the office's: its paths as the target lays them out
+/// (Xandikos `/<name>/calendars/calendar/`, a plain WebDAV tree's
+/// `/dav/<name>/calendar/` without principal) and its headers (Xandikos's
+/// `X-Remote-User`) on every request.
+pub fn office_account(a: &DavAccount) -> Account {
+    Account {
+        name: a.name.clone(),
+        password: a.password.clone(),
+        principal: a.principal.clone(),
+        home: Some(a.home.clone()),
+        calendar: Some(a.calendar.clone()),
+        headers: a.headers.clone(),
+    }
 }
 
 /// The profile mix of `office` (every profile alike when the file names none).
