@@ -17,13 +17,8 @@ use serde_json::{json, Value};
 use volley_analysis::knee::Capacity;
 use volley_engine::Live;
 use volley_harness::{rest, ColdFigures, ServedDocroot};
-use volley_store::{
-    NewRun, NewStudy, RunId, RunKind, Status, StepParameters, StepRecord, Store, StudyId,
-};
-use volley_targets::{
-    Compression, CpuQuota, ExternalTarget, NetnsPlace, ResourceLimits, RunningTarget, TargetError,
-    TargetKind, TargetSpec, TlsSource,
-};
+use volley_store::{NewRun, NewStudy, RunId, RunKind, Status, StepRecord, Store, StudyId};
+use volley_targets::{NetnsPlace, RunningTarget, TargetError};
 
 use crate::deploy::StudyHosts;
 use crate::lab::StudyLab;
@@ -33,8 +28,12 @@ use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
 
 mod search;
+mod step_info;
+mod target_spec;
 
 use search::{ActiveSearch, StepSignal};
+use step_info::{cold_json, cores_text, step_parameters, step_what};
+use target_spec::{cold_spec, spec_for};
 
 /// Hears each tick of the running step (`Some`), and its end (`None`): the binary
 /// draws its progress bars from these numbers.
@@ -111,62 +110,6 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The target spec of instance `inst`.
-fn spec_for(
-    plan: &Plan,
-    inst: usize,
-    docroot: Option<&Path>,
-    exe: Option<&Path>,
-    netns: Option<&NetnsPlace>,
-) -> TargetSpec {
-    let i = &plan.instances[inst];
-    let t = &plan.targets[i.target];
-    if t.kind == TargetKind::External {
-        return TargetSpec::external(ExternalTarget {
-            url: t.url.clone().unwrap_or_default(),
-            pid: t.pid,
-            cgroup_procs: None,
-        });
-    }
-    let mut spec = TargetSpec::new(t.kind);
-    spec.settings.workers = t.workers;
-    spec.settings.keep_alive = t.keepalive;
-    if let Some(d) = docroot {
-        spec.docroot = Some(d.to_path_buf());
-        // Validate with the first path the study will load (docs/methodology.md, "Validation
-        // before measurement"): a fast wrong answer must not become a result.
-        if let Some(p) = plan.workloads.first().and_then(|w| w.paths.first()) {
-            spec.probe_path = p.split('?').next().unwrap_or(p).to_string();
-        }
-    }
-    spec.limits = ResourceLimits {
-        cpus: i.cores.map(|c| (0..c as usize).collect()),
-        cpu_quota: i.cpu_quota.map(CpuQuota::of_one_cpu),
-        memory_max_bytes: t.memory_max,
-    };
-    spec.volley_exe = exe.map(Path::to_path_buf);
-    spec.netns = netns.cloned();
-    if let Some(users) = plan.dav_users(i.target) {
-        spec.settings.dav = Some(volley_targets::DavSettings { users });
-    }
-    let serve = plan.serve;
-    if serve.tls {
-        spec.tls = Some(TlsSource::Generate);
-        spec.settings.http2 = serve.http2 && t.kind.supports_http2();
-    }
-    if serve.brotli || serve.gzip {
-        // Brotli only where the server has it (seed 002: "where the target supports it");
-        // gzip stays on beside it so a client asking gzip is served too.
-        let brotli = serve.brotli && t.kind.supports_brotli();
-        spec.settings.compression = Some(Compression {
-            brotli,
-            gzip: serve.gzip || !brotli,
-            ..Compression::gzip_and_brotli()
-        });
-    }
-    spec
 }
 
 /// TIME_WAIT sockets now, the cheap way when there are many (see
@@ -410,31 +353,6 @@ fn begin_runs(
         run_of_target.insert(ti, id);
     }
     Ok((runs, run_of_target))
-}
-
-/// The spec of a fresh target for a cold step: `cold_path` is the workload's first path,
-/// which the start-up probe must not touch, so the probe asks another file.
-fn cold_spec(
-    plan: &Plan,
-    inst: usize,
-    w: &Workload,
-    docroot: Option<&Path>,
-    exe: Option<&Path>,
-    netns: Option<&NetnsPlace>,
-) -> TargetSpec {
-    let mut spec = spec_for(plan, inst, docroot, exe, netns);
-    let cold = w.paths[0].split('?').next().unwrap_or("/").to_string();
-    if spec.probe_path == cold {
-        spec.probe_path = plan
-            .workloads
-            .iter()
-            .flat_map(|w| w.paths.iter())
-            .map(|p| p.split('?').next().unwrap_or(p).to_string())
-            .find(|p| *p != cold)
-            .unwrap_or_else(|| "/index.html".to_string());
-    }
-    spec.cold_path = Some(cold);
-    spec
 }
 
 /// The study while it runs: what the steps need, and what they produced so far.
@@ -765,102 +683,4 @@ impl StudyRun<'_> {
             label: m.label,
         })
     }
-}
-
-/// The cpuset of `n` pinned cores as the steps store it: "0", "0-1", ...
-fn cores_text(n: u32) -> String {
-    if n <= 1 {
-        "0".to_string()
-    } else {
-        format!("0-{}", n - 1)
-    }
-}
-
-/// How a step's line and progress line name it: instance, workload, rate, repeat,
-/// concurrency, keep-alive.
-fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) -> String {
-    let cell = &plan.cells[ci];
-    if let Some(u) = cell.users {
-        return format!(
-            "{} {} users={u}{}",
-            plan.instance_label(cell.instance),
-            plan.workloads[cell.workload].name,
-            if repeat > 0 {
-                format!(" #{}", repeat + 1)
-            } else {
-                String::new()
-            },
-        );
-    }
-    format!(
-        "{} {}{}{} c={} ka={}",
-        plan.instance_label(cell.instance),
-        plan.workloads[cell.workload].name,
-        rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
-            + &cell
-                .injectors
-                .map(|k| format!(" injectors={k}"))
-                .unwrap_or_default(),
-        if repeat > 0 {
-            format!(" #{}", repeat + 1)
-        } else {
-            String::new()
-        },
-        cell.concurrency,
-        if cell.keepalive { "on" } else { "off" },
-    )
-}
-
-/// The step's parameters as stored (docs/store-conventions.md).
-fn step_parameters(
-    plan: &Plan,
-    ci: usize,
-    repeat: u32,
-    rate: Option<f64>,
-    phase: &str,
-    order: usize,
-) -> StepParameters {
-    let cell = &plan.cells[ci];
-    let inst = &plan.instances[cell.instance];
-    let mut params = StepParameters {
-        rate_rps: rate,
-        concurrency: Some(cell.concurrency),
-        cpu_quota_cores: inst.cpu_quota,
-        cores: inst.cores.map(cores_text),
-        keepalive: Some(cell.keepalive),
-        repeat,
-        extra: serde_json::Map::new(),
-    };
-    params.extra.insert("axis".into(), json!(plan.axis));
-    if let Some(k) = cell.injectors {
-        params.extra.insert("injectors".into(), json!(k));
-    }
-    if let Some(u) = cell.users {
-        params.extra.insert("users".into(), json!(u));
-    }
-    params.extra.insert("phase".into(), json!(phase));
-    params.extra.insert("order".into(), json!(order));
-    params
-        .extra
-        .insert("workload".into(), json!(plan.workloads[cell.workload].name));
-    params
-        .extra
-        .insert("instance".into(), json!(plan.instance_label(cell.instance)));
-    params
-}
-
-/// The stored `cold` object of a cold-start step's summary.
-fn cold_json(c: &ColdFigures, valid: bool, warm_ttfb_ms: Option<f64>) -> Value {
-    json!({
-        "ttfb_ms": c.ttfb_ms,
-        "connect_ms": c.connect_ms,
-        "tls_handshake_ms": c.tls_handshake_ms,
-        "response_ms": c.response_ms,
-        "since_spawn_ms": c.since_spawn_ms,
-        "status": c.status,
-        "error": c.error,
-        "validated": valid,
-        "warm_ttfb_p50_ms": warm_ttfb_ms,
-        "note": "the first request after the target started, timed alone on a fresh connection; the warm figures are the step's",
-    })
 }
