@@ -202,15 +202,8 @@ pub(super) fn target_dav(
         ))),
         Some(false) => Ok(false),
         Some(true) => {
-            let can = caldav_server
-                || matches!(
-                    kind,
-                    TargetKind::Builtin
-                        | TargetKind::Nginx
-                        | TargetKind::ApacheEvent
-                        | TargetKind::ApachePrefork
-                        | TargetKind::Lighttpd
-                );
+            // The kinds volley-targets gives DAV accounts (its `settings_for`).
+            let can = caldav_server || kind.supports_plain_dav() || kind == TargetKind::Builtin;
             if can {
                 Ok(true)
             } else {
