@@ -100,6 +100,9 @@ pub struct StudyReport {
     pub searches: Vec<(usize, Capacity)>,
     /// False when interrupted or a target died.
     pub complete: bool,
+    /// The study was stopped (Ctrl-C, or the bus of its agents gone), as opposed to
+    /// cut short by a target that died or could not run its steps.
+    pub interrupted: bool,
     /// Targets skipped, with the reason.
     pub skipped: Vec<String>,
     /// Wall time of the whole study.
@@ -247,6 +250,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         steps,
         searches,
         complete,
+        interrupted: stop_flag.load(Ordering::Relaxed),
         skipped,
         elapsed: started.elapsed(),
     })
