@@ -67,6 +67,36 @@ fn run_study(tag: &str, text: &str) -> (PathBuf, PathBuf, String) {
     (dir, db, stdout)
 }
 
+/// `volley report --db DB --md --json`: the Markdown, and the JSON of `target`.
+fn report_of(dir: &Path, db: &Path, target: &str) -> (String, serde_json::Value) {
+    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(db)
+        .arg("--md")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let t = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap_or_else(|| panic!("no {target} in the report"))
+        .clone();
+    (md, t)
+}
+
 #[test]
 fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
     let (dir, db, text) = run_study("sweep", OFFICE);
@@ -112,32 +142,9 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         "builtin should carry 3 users under a 60 s SLO: {text}"
     );
     // The report says the same, in its office table and its JSON.
-    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
-    let out = volley()
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(md).unwrap();
+    let (md, builtin) = report_of(&dir, &db, "builtin");
     assert!(md.contains("## Office days"), "{md}");
     assert!(md.contains("builtin carries 3 users"), "{md}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let builtin = json["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == "builtin")
-        .unwrap();
     assert_eq!(
         builtin["office"][0]["users_carried"], 3,
         "{}",
@@ -244,34 +251,11 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
     assert_eq!(c.end, volley_store::SearchEnd::ReachedMaxRate);
     assert_eq!(c.steps, 3);
     // The report answers in users from the stored search, not as a rate capacity.
-    let (json, md) = (dir.join("r.json"), dir.join("r.md"));
-    let out = volley()
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--json")
-        .arg(&json)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(md).unwrap();
+    let (md, t) = report_of(&dir, &db, "builtin");
     assert!(
         md.contains("builtin carries 4 users (office; searched, 95% CI [4, unbounded], 3 days, the most the search tries: at least this)"),
         "{md}"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let t = json["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == "builtin")
-        .unwrap();
     assert_eq!(t["office"][0]["users_carried"], 4, "{}", t["office"]);
     assert_eq!(t["office"][0]["search"]["end"], "reached_max_rate");
     assert_eq!(t["office"][0]["search"]["steps"], 3);
