@@ -12,6 +12,9 @@ use hdrhistogram::serialization::{Deserializer, Serializer};
 use hdrhistogram::serialization::{V2DeflateSerializer, V2Serializer};
 use hdrhistogram::Histogram;
 
+mod encoder;
+pub use encoder::Encoder;
+
 /// Counts per bucket. `u32` halves memory against `u64`; 4 billion per bucket per
 /// window is far beyond what one generator can send.
 pub type Hist = Histogram<u32>;
@@ -51,9 +54,10 @@ pub fn add(into: &mut Hist, from: &Hist) -> Result<(), MetricsError> {
 /// Encodes a histogram with the HdrHistogram V2 format (zig-zag LEB128 counts with runs
 /// of zeros collapsed) inside DEFLATE: the "compressed V2" form other HdrHistogram
 /// implementations read (`decodeFromCompressedByteBuffer`). Deflate roughly thirds the
-/// size of a busy second whose latencies spread over thousands of buckets. Any
-/// serializer works (plain `V2Serializer` too); [`decode`] reads both forms. An empty
-/// histogram is stored as no bytes at all.
+/// size of a busy second whose latencies spread over thousands of buckets. The recorder
+/// passes an [`Encoder`] (the same bytes as hdrhistogram's `V2DeflateSerializer`, with
+/// one reused deflate state). Any serializer works (plain `V2Serializer` too); [`decode`]
+/// reads both forms. An empty histogram is stored as no bytes at all.
 pub fn encode<S: Serializer>(ser: &mut S, h: &Hist) -> Result<Vec<u8>, MetricsError> {
     let mut out = Vec::new();
     if h.is_empty() {

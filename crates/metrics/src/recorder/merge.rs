@@ -90,7 +90,7 @@ pub(super) fn add_series(into: &mut Vec<u64>, from: &[u64]) {
 pub(super) fn merge_seconds(
     a: Vec<ClosedSecond>,
     b: Vec<ClosedSecond>,
-    ser: &mut V2DeflateSerializer,
+    ser: &mut hist::Encoder,
 ) -> Result<Vec<ClosedSecond>, MetricsError> {
     use std::cmp::Ordering;
     let mut out = Vec::with_capacity(a.len().max(b.len()));
@@ -119,7 +119,7 @@ pub(super) fn merge_seconds(
 pub(super) fn join_second(
     mut x: ClosedSecond,
     mut y: ClosedSecond,
-    ser: &mut V2DeflateSerializer,
+    ser: &mut hist::Encoder,
 ) -> Result<ClosedSecond, MetricsError> {
     x.unshare();
     y.unshare();

@@ -39,7 +39,6 @@
 
 use crate::hist::{self, Hist};
 use crate::MetricsError;
-use hdrhistogram::serialization::V2DeflateSerializer;
 use std::time::Duration;
 use volley_engine::ErrorKind;
 
@@ -328,7 +327,7 @@ pub struct Recorder {
     started: bool,
     measure_resources: bool,
     mark: Option<ResourceMark>,
-    serializer: V2DeflateSerializer,
+    serializer: hist::Encoder,
     /// First encode failure, reported at merge/close (the Sink trait cannot fail).
     error: Option<MetricsError>,
     /// Samples intended before this instant (ns since the run started) are warm-up;
@@ -383,7 +382,7 @@ impl Recorder {
             started: false,
             measure_resources: false,
             mark: None,
-            serializer: V2DeflateSerializer::new(),
+            serializer: hist::Encoder::new(),
             error: None,
             warmup_ns: 0,
             warm: Warmup::default(),
@@ -455,6 +454,8 @@ impl Recorder {
     }
 }
 
+#[cfg(test)]
+mod reuse_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

@@ -14,10 +14,9 @@
 use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;
 
-use hdrhistogram::serialization::V2DeflateSerializer;
-
 use super::merge::join_second;
 use super::{ClosedSecond, Recorder};
+use crate::hist;
 use crate::MetricsError;
 
 /// One worker's closed window, as sent while the run goes.
@@ -74,7 +73,7 @@ pub struct SecondJoiner {
     /// Highest second each worker has closed.
     passed: Vec<Option<u64>>,
     pending: BTreeMap<u64, ClosedSecond>,
-    serializer: V2DeflateSerializer,
+    serializer: hist::Encoder,
 }
 
 impl SecondJoiner {
@@ -84,7 +83,7 @@ impl SecondJoiner {
             workers: workers.max(1),
             passed: vec![None; workers.max(1)],
             pending: BTreeMap::new(),
-            serializer: V2DeflateSerializer::new(),
+            serializer: hist::Encoder::new(),
         }
     }
 
