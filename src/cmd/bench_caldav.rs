@@ -40,6 +40,11 @@ pub struct CaldavArgs {
     /// proxy, as volley runs Xandikos).
     #[arg(long)]
     pub caldav_remote_user: bool,
+    /// Write one line per request of every device to FILE: request line, Depth,
+    /// If-Match/If-None-Match, the sync-token a sync starts from, status, ETag, and a
+    /// multistatus's token and hrefs (for telling a server's fault from the checker's).
+    #[arg(long, value_name = "FILE")]
+    pub caldav_trace: Option<PathBuf>,
 }
 
 impl CaldavArgs {
@@ -117,6 +122,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = OfficeConfig::new(&url, accounts);
     cfg.mix = mix;
     cfg.remote_user_header = c.caldav_remote_user;
+    cfg.trace = c.caldav_trace.clone();
     if let Some(d) = &c.decisions {
         match d.parse::<u32>() {
             Ok(n) => cfg.decisions_per_day = n,
@@ -155,7 +161,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
             | OfficeError::Url(_)
             | OfficeError::NotCalDav { .. }),
         ) => usage!("{e}"),
-        Err(e @ OfficeError::Connect { .. }) => usage!(
+        Err(e @ (OfficeError::Connect { .. } | OfficeError::Trace { .. })) => usage!(
             "{e}: {}",
             std::error::Error::source(&e)
                 .map(ToString::to_string)
