@@ -188,8 +188,10 @@ fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
         "nginx",
         "--target-cpus",
         "0",
+        // 10%: a generator starved by other work on the machine must still want more
+        // than the cap, or the kernel never throttles.
         "--cpu-quota",
-        "25%",
+        "10%",
         "-c",
         "16",
         "-d",
@@ -210,7 +212,7 @@ fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
     let v = read_json(&json);
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
     for t in v["targets"].as_array().unwrap() {
-        // 16 keep-alive connections keep a server busier than a quarter of a core, so
+        // 16 keep-alive connections keep a server busier than a tenth of a core, so
         // the kernel throttles it: that is the figure the quota run must record.
         let th = &t["throttling"];
         assert!(th["nr_throttled"].as_u64().unwrap() > 0, "{th}");
@@ -227,10 +229,10 @@ fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
             );
         }
         // The cap is enforced by the kernel per 100 ms period; user+sys over the run
-        // stays near 25% (the margin covers the start and the last partial period).
+        // stays near 10% (the margin covers the start and the last partial period).
         let s = &t["monitor"]["summary"];
         let pct = s["cpu_user_pct"].as_f64().unwrap() + s["cpu_sys_pct"].as_f64().unwrap();
-        assert!(pct > 0.0 && pct < 40.0, "CPU {pct}% under a 25% quota");
+        assert!(pct > 0.0 && pct < 25.0, "CPU {pct}% under a 10% quota");
         assert_nothing_left(t);
     }
     assert!(out.contains("(throttled!)"), "p99 not flagged: {out}");

@@ -48,8 +48,10 @@ fn bad_study_file_names_line_and_key() {
 
 #[test]
 fn search_finds_a_token_bucket_capacity() {
+    // 800 req/s, not more: a generator that shares the machine with other work must
+    // still offer the rates near the edge on schedule.
     let server = FaultServer::start(Behaviour::TokenBucket {
-        rate_per_s: 3000.0,
+        rate_per_s: 800.0,
         burst: 20,
     })
     .unwrap();
@@ -76,7 +78,7 @@ cooldown = "200ms"
 [slo]
 p99 = "100ms"
 [search]
-start_rate = 1000
+start_rate = 250
 resolution = 0.05
 repeats = 1
 max_steps = 10
@@ -84,7 +86,7 @@ max_steps = 10
         server.url("/")
     );
     let f = write(&dir, "search.toml", &study);
-    // A machine too busy to send 1000 req/s on schedule cannot test the server: the
+    // A machine too busy to send the rates near the edge on schedule cannot test the server: the
     // search then ends generator-bound (it no longer walks down blaming the server).
     // That is a fact about the machine, so the measurement (never the bound) is tried
     // again, at most three times in all.
@@ -114,16 +116,36 @@ max_steps = 10
         }
         break (db, line, stderr);
     };
-    let cap: f64 = line
+    let printed = line
         .split("capacity ")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{line}\n{stderr}"));
     // The step lines (stderr) carry each failing step's reasons and label.
+    let generator_bound = line.contains("GeneratorBound");
+    if generator_bound {
+        // Three times too busy to offer the rates: the search must then say so and
+        // claim no more than the bucket gives (or nothing), rather than blame the
+        // server; the rest is checked as for any search.
+        eprintln!("the machine stayed too busy to reach the edge: {line}");
+        let cap: Option<f64> = printed.parse().ok();
+        assert!(
+            cap.is_none_or(|c| c <= 800.0 * 1.06),
+            "capacity {cap:?} above 800: {line}\n{stderr}"
+        );
+        let store = Store::open(&db).unwrap();
+        let run = store.list_runs().unwrap()[0].id;
+        let caps = store.capacities(run).unwrap();
+        assert_eq!(caps.len(), 1);
+        assert_eq!(caps[0].record.end, volley_store::SearchEnd::GeneratorBound);
+        return;
+    }
+    let cap: f64 = printed
+        .parse()
+        .unwrap_or_else(|_| panic!("{line}\n{stderr}"));
     assert!(
-        (cap - 3000.0).abs() / 3000.0 <= 0.06,
-        "capacity {cap} vs 3000: {line}\n{stderr}"
+        (cap - 800.0).abs() / 800.0 <= 0.06,
+        "capacity {cap} vs 800: {line}\n{stderr}"
     );
     // Every search step is in the store, judged.
     let store = Store::open(&db).unwrap();
@@ -142,10 +164,15 @@ max_steps = 10
     let caps = store.capacities(runs[0].id).unwrap();
     assert_eq!(caps.len(), 1, "one search, one result");
     let c = &caps[0].record;
-    assert_eq!(c.capacity_rps, Some(cap));
-    let (lo, hi) = (c.ci_lo_rps.unwrap(), c.ci_hi_rps);
-    assert!(lo <= cap && hi.is_none_or(|h| h > cap), "{c:?}");
+    // The line prints whole req/s; the store keeps the rate as tried.
+    assert!(
+        c.capacity_rps.is_some_and(|r| (r - cap).abs() <= 0.5),
+        "{c:?} vs {cap}"
+    );
+    let (lo, hi, stored) = (c.ci_lo_rps.unwrap(), c.ci_hi_rps, c.capacity_rps.unwrap());
+    assert!(lo <= stored && hi.is_none_or(|h| h > stored), "{c:?}");
     assert_eq!(c.confidence, 0.95);
+    assert_ne!(c.end, volley_store::SearchEnd::GeneratorBound, "{c:?}");
     assert_eq!(c.steps as usize, steps.len());
     assert_eq!(c.cell["workload"], "root");
     assert_eq!(c.cell["target"], "bucket");
@@ -172,7 +199,7 @@ max_steps = 10
     let md = std::fs::read_to_string(&md).unwrap();
     let hi_text = hi.map_or("unbounded".to_string(), |h| format!("{h:.0}"));
     let want = format!(
-        "capacity by search: {cap:.0} req/s, 95% CI [{lo:.0}, {hi_text}], {} steps, ",
+        "capacity by search: {stored:.0} req/s, 95% CI [{lo:.0}, {hi_text}], {} steps, ",
         steps.len()
     );
     assert!(md.contains(&want), "{want}\n{md}");
@@ -186,7 +213,7 @@ max_steps = 10
         .unwrap();
     let h = String::from_utf8_lossy(&h.stdout);
     assert!(
-        h.contains(&format!("{cap:.0} req/s (95% CI {lo:.0} .. ")),
+        h.contains(&format!("{stored:.0} req/s (95% CI {lo:.0} .. ")),
         "{h}"
     );
 }

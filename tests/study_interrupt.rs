@@ -1,34 +1,90 @@
 //! Ctrl-C during `volley study run`: the targets the study started are stopped, the
-//! finished steps stay in the store and the run is marked incomplete (exit 130).
+//! finished steps stay in the store and the run is marked incomplete (exit 130); a
+//! target that dies mid-study also leaves it incomplete, but exits 1.
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use volley_store::{Status, Store};
 
-#[test]
-fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
-    let dir = std::env::temp_dir().join(format!("volley-study-test-int-{}", std::process::id()));
+/// A study of one managed built-in target and eight 1 s closed-loop steps: long enough
+/// to be stopped, or to lose its target, after the first.
+const EIGHT_STEPS: &str = "name = \"int\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2, 3, 4, 5, 6, 7, 8]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n";
+
+/// A fresh directory for test `tag`.
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-study-test-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let study = dir.join("int.toml");
-    // A managed built-in target, many 1 s closed-loop steps: interrupted after the first.
-    std::fs::write(
-        &study,
-        "name = \"int\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2, 3, 4, 5, 6, 7, 8]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n",
-    )
-    .unwrap();
-    let db = dir.join("v.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+    dir
+}
+
+/// `volley study run STUDY --db DB`, stdout dropped, stderr as given.
+fn spawn_study(study: &Path, db: &Path, stderr: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["study", "run"])
-        .arg(&study)
+        .arg(study)
         .arg("--db")
-        .arg(&db)
+        .arg(db)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
+        .unwrap()
+}
+
+/// Waits (30 s at most) until the study's first run has a stored step; the study must
+/// still be running.
+fn wait_for_a_stored_step(db: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let stored = Store::open(db).ok().is_some_and(|s| {
+            s.list_runs()
+                .ok()
+                .and_then(|r| r.into_iter().next())
+                .is_some_and(|run| s.steps(run.id).is_ok_and(|st| !st.is_empty()))
+        });
+        if stored {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no step stored in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "study ended early");
+    }
+}
+
+/// Sends `signal` to `pid` (a process this test started, or one its study started).
+fn signal(name: &str, pid: u32) {
+    let kill = Command::new("kill")
+        .args([name, &pid.to_string()])
+        .status()
         .unwrap();
+    assert!(kill.success());
+}
+
+/// The study's exit status, within `limit`.
+fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "study did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
+    let dir = fresh_dir("int");
+    let study = dir.join("int.toml");
+    std::fs::write(&study, EIGHT_STEPS).unwrap();
+    let db = dir.join("v.db");
+    let mut child = spawn_study(&study, &db, Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr: SocketAddr = loop {
         std::thread::sleep(Duration::from_millis(200));
@@ -51,22 +107,8 @@ fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
         assert!(child.try_wait().unwrap().is_none(), "study ended early");
     };
     assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok());
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "study did not stop within 20 s of SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    signal("-INT", child.id());
+    let status = wait_exit(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(130));
     // The built-in server the study started no longer listens.
     assert!(
@@ -89,12 +131,7 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
         burst: 10,
     })
     .unwrap();
-    let dir = std::env::temp_dir().join(format!(
-        "volley-study-test-int-search-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("int-search");
     let study = dir.join("search.toml");
     // Many steps to go (3 runs per decision, 40 steps): interrupted after the first.
     std::fs::write(
@@ -106,43 +143,10 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
     )
     .unwrap();
     let db = dir.join("v.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["study", "run"])
-        .arg(&study)
-        .arg("--db")
-        .arg(&db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let stored = Store::open(&db).ok().is_some_and(|s| {
-            s.list_runs()
-                .ok()
-                .and_then(|r| r.into_iter().next())
-                .is_some_and(|run| s.steps(run.id).is_ok_and(|st| !st.is_empty()))
-        });
-        if stored {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no step stored in 30 s");
-        assert!(child.try_wait().unwrap().is_none(), "study ended early");
-    }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "study did not stop within 20 s");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut child = spawn_study(&study, &db, Stdio::null());
+    wait_for_a_stored_step(&db, &mut child);
+    signal("-INT", child.id());
+    let status = wait_exit(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(130));
     let store = Store::open(&db).unwrap();
     let run = &store.list_runs().unwrap()[0];
@@ -172,5 +176,62 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
         md.contains("capacity search did not finish (interrupted, partial result stored)"),
         "{md}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The processes descending from `root` (its children, theirs, ...), read from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out.remove(0);
+    out
+}
+
+#[test]
+fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
+    let dir = fresh_dir("dead");
+    let study = dir.join("dead.toml");
+    std::fs::write(&study, EIGHT_STEPS).unwrap();
+    let db = dir.join("v.db");
+    let mut child = spawn_study(&study, &db, Stdio::piped());
+    wait_for_a_stored_step(&db, &mut child);
+    // The built-in server this test's study started: a descendant running `serve`.
+    let server = descendants(child.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"serve"))
+        })
+        .expect("the study's built-in server");
+    signal("-KILL", server);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("a target died"), "{err}");
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Incomplete);
     let _ = std::fs::remove_dir_all(&dir);
 }

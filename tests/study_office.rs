@@ -67,6 +67,36 @@ fn run_study(tag: &str, text: &str) -> (PathBuf, PathBuf, String) {
     (dir, db, stdout)
 }
 
+/// `volley report --db DB --md --json`: the Markdown, and the JSON of `target`.
+fn report_of(dir: &Path, db: &Path, target: &str) -> (String, serde_json::Value) {
+    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
+    let out = volley()
+        .args(["report", "--db"])
+        .arg(db)
+        .arg("--md")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(md).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let t = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap_or_else(|| panic!("no {target} in the report"))
+        .clone();
+    (md, t)
+}
+
 #[test]
 fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries() {
     let (dir, db, text) = run_study("sweep", OFFICE);
@@ -112,32 +142,9 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         "builtin should carry 3 users under a 60 s SLO: {text}"
     );
     // The report says the same, in its office table and its JSON.
-    let (md, json) = (dir.join("r.md"), dir.join("r.json"));
-    let out = volley()
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(md).unwrap();
+    let (md, builtin) = report_of(&dir, &db, "builtin");
     assert!(md.contains("## Office days"), "{md}");
     assert!(md.contains("builtin carries 3 users"), "{md}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let builtin = json["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == "builtin")
-        .unwrap();
     assert_eq!(
         builtin["office"][0]["users_carried"], 3,
         "{}",
@@ -146,6 +153,118 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
     for s in builtin["steps"].as_array().unwrap() {
         assert_eq!(s["office"]["violations"], 0, "{}", s["office"]);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep with a users search after it: an ab point on a plain built-in server, then
+/// the office's users searched on the built-in server with DAV accounts from 1 to at most 4 (a 60 s SLO carries every count, so the
+/// search doubles to its maximum: 1, 2, 4).
+const SEARCH: &str = r#"name = "office-search"
+[[target]]
+name = "builtin"
+kind = "builtin"
+dav = true
+[[target]]
+name = "plain"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "ab"
+paths = ["/700b.html"]
+requests = 50
+targets = ["plain"]
+[[workload]]
+name = "office"
+kind = "caldav"
+users = "search"
+targets = ["builtin"]
+profiles = ["thunderbird:1", "davx5:1"]
+compress = 960
+[search]
+start_users = 1
+max_users = 4
+repeats = 1
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+[slo]
+p99 = "60s"
+"#;
+
+#[test]
+fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
+    let (dir, db, text) = run_study("search", SEARCH);
+    assert!(
+        text.contains("1 users search(es) after the sweep from 1 users"),
+        "the plan names the search: {text}"
+    );
+    assert!(
+        text.contains("builtin carries 4 users (office; searched, 95% CI [4, unbounded], 3 days, the most the search tries: at least this)"),
+        "{text}"
+    );
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let run_of = |t: &str| runs.iter().find(|r| r.target == t).unwrap().id;
+    let ab = store.steps(run_of("plain")).unwrap();
+    assert_eq!(ab.len(), 1);
+    assert_eq!(ab[0].parameters.extra["phase"], "sweep");
+    assert_eq!(ab[0].summary["requests"]["failed"], 0, "{}", ab[0].summary);
+    let run = run_of("builtin");
+    let steps = store.steps(run).unwrap();
+    let phases: Vec<(&str, Option<u64>)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s.parameters.extra["phase"].as_str().unwrap(),
+                s.parameters.extra.get("users").and_then(|u| u.as_u64()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("search", Some(1)),
+            ("search", Some(2)),
+            ("search", Some(4))
+        ],
+        "the search's days, doubling"
+    );
+    assert!(
+        ab[0].started_unix_ms <= steps[0].started_unix_ms,
+        "the sweep runs before the search"
+    );
+    for s in &steps {
+        assert_eq!(s.parameters.rate_rps, None, "a users step offers no rate");
+        assert_eq!(
+            s.summary["office"]["users"], s.parameters.extra["users"],
+            "the day played the users the search asked for"
+        );
+    }
+    let caps = store.capacities(run).unwrap();
+    assert_eq!(caps.len(), 1, "one stored search");
+    let c = &caps[0].record;
+    assert_eq!(c.cell["unit"], "users");
+    assert_eq!(c.cell["workload"], "office");
+    assert_eq!(c.capacity_rps, Some(4.0));
+    assert_eq!(c.end, volley_store::SearchEnd::ReachedMaxRate);
+    assert_eq!(c.steps, 3);
+    // The report answers in users from the stored search, not as a rate capacity.
+    let (md, t) = report_of(&dir, &db, "builtin");
+    assert!(
+        md.contains("builtin carries 4 users (office; searched, 95% CI [4, unbounded], 3 days, the most the search tries: at least this)"),
+        "{md}"
+    );
+    assert_eq!(t["office"][0]["users_carried"], 4, "{}", t["office"]);
+    assert_eq!(t["office"][0]["search"]["end"], "reached_max_rate");
+    assert_eq!(t["office"][0]["search"]["steps"], 3);
+    assert_eq!(
+        t["searches"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        t["searches"]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

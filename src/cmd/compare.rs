@@ -140,6 +140,7 @@ mod tests {
             lo_rps: rps * 0.95,
             hi_rps: hi,
             confidence: 0.95,
+            unit: "req/s",
         };
         let c = Comparison {
             metric: Metric::Rps,

@@ -69,9 +69,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|c| match SearchedCapacity::of(c) {
                 Some(s) => s.text(),
                 None => match (c.record.end, c.record.capacity_rps) {
-                    (SearchEnd::Interrupted, Some(r)) => {
-                        format!("{r:.0} req/s so far (interrupted, no interval)")
-                    }
+                    (SearchEnd::Interrupted, Some(r)) => format!(
+                        "{r:.0} {} so far (interrupted, no interval)",
+                        volley_report::compare::unit_of(c)
+                    ),
                     (SearchEnd::Interrupted, None) => "interrupted".to_string(),
                     (end, _) => format!(
                         "none shown sustainable ({})",

@@ -145,7 +145,8 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// Ctrl-C: the first press asks the runner to stop (the current step is recorded as
 /// interrupted and the runs are marked incomplete), then stops every target with
 /// `volley_targets::stop_all` if the runner has not finished within [`STOP_GRACE`]. A
-/// second press stops the targets at once and exits (130).
+/// second press stops the targets at once and exits (130). A study cut short by a dead
+/// target exits 1.
 fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
     if stop.swap(true, Ordering::Relaxed) {
         volley_targets::stop_all();
@@ -198,12 +199,20 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     println!();
     let report = execute(&plan, &text, a.db.clone(), a.quiet)
         .with_context(|| format!("study {}", a.file.display()))?;
-    if !report.complete {
+    if !report.complete && report.interrupted {
         return Err(Interrupted(format!(
             "the study did not finish; finished steps are in {}",
             a.db.display()
         ))
         .into());
+    }
+    if !report.complete {
+        // Not Ctrl-C's 130: a target died (the kernel's OOM killer under memory_max, a
+        // crash) or could not run its steps; the notes above say which.
+        anyhow::bail!(
+            "the study did not finish: a target died or could not run its steps (see the notes above); finished steps are in {}",
+            a.db.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

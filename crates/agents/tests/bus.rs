@@ -6,10 +6,9 @@
 mod common;
 
 use common::{
-    agent_cfg, coord_cfg, join_within, merged_requests, spawn_coordinator, spawn_coordinator_events,
+    agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator,
+    spawn_coordinator_events,
 };
-use hdrhistogram::serialization::V2Serializer;
-use serde_bytes::ByteBuf;
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -17,11 +16,10 @@ use std::time::{Duration, Instant};
 use volley_agents::agent::{self, LoadCtx, LoadError};
 use volley_agents::coordinator::Event;
 use volley_agents::merge::Slot;
-use volley_agents::msg::{Counters, Ending, SecondRecord, PROTO, RESPONSE_TIME};
+use volley_agents::msg::{Ending, RESPONSE_TIME};
 use volley_agents::server::PrivateNats;
 use volley_agents::share::segment;
 use volley_agents::AgentsError;
-use volley_metrics::hist;
 
 /// When a synthetic load saw its stop flag.
 type StopSeen = Arc<Mutex<Option<Instant>>>;
@@ -51,23 +49,7 @@ fn synthetic(
                 );
             }
             let n = segment(total, k as u32, secs as u32);
-            let mut h = hist::new_hist();
-            if n > 0 {
-                h.record_n(latency_us, n as u32)?;
-            }
-            let bytes = hist::encode(&mut V2Serializer::new(), &h)?;
-            ctx.emit(SecondRecord {
-                proto: PROTO,
-                agent: String::new(),
-                second: ctx.second_of(ctx.started + Duration::from_secs(k)),
-                hists: [(RESPONSE_TIME.to_string(), ByteBuf::from(bytes))].into(),
-                counters: Counters {
-                    requests: n,
-                    ok: n,
-                    ..Counters::default()
-                },
-                generator_bound: false,
-            });
+            ctx.emit(second_record(&ctx, k, n, latency_us)?);
         }
         Ok(())
     }

@@ -10,9 +10,9 @@
 
 mod common;
 
-use common::{agent_cfg, coord_cfg, join_within, merged_requests, spawn_coordinator_events};
-use hdrhistogram::serialization::V2Serializer;
-use serde_bytes::ByteBuf;
+use common::{
+    agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator_events,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -21,31 +21,9 @@ use std::time::{Duration, Instant};
 use volley_agents::agent::{self, AgentConfig, AgentOutcome, LoadCtx, LoadError};
 use volley_agents::coordinator::Event;
 use volley_agents::merge::Slot;
-use volley_agents::msg::{Counters, Ending, SecondRecord, PROTO, RESPONSE_TIME};
+use volley_agents::msg::Ending;
 use volley_agents::server::PrivateNats;
 use volley_agents::AgentsError;
-use volley_metrics::hist;
-
-/// One second's record of `n` requests at 1 ms.
-fn record(ctx: &LoadCtx, k: u64, n: u64) -> Result<SecondRecord, LoadError> {
-    let mut h = hist::new_hist();
-    if n > 0 {
-        h.record_n(1_000, n as u32)?;
-    }
-    let bytes = hist::encode(&mut V2Serializer::new(), &h)?;
-    Ok(SecondRecord {
-        proto: PROTO,
-        agent: String::new(),
-        second: ctx.second_of(ctx.started + Duration::from_secs(k)),
-        hists: [(RESPONSE_TIME.to_string(), ByteBuf::from(bytes))].into(),
-        counters: Counters {
-            requests: n,
-            ok: n,
-            ..Counters::default()
-        },
-        generator_bound: false,
-    })
-}
 
 /// The counting load (see the module doc): runs its share's duration, or until its
 /// stop flag, and records every request it counted (a stopped second too).
@@ -60,7 +38,7 @@ fn counting(count: Arc<AtomicU64>) -> impl FnOnce(LoadCtx) -> Result<(), LoadErr
                 n += 1;
                 std::thread::sleep(Duration::from_millis(5));
             }
-            ctx.emit(record(&ctx, k, n)?);
+            ctx.emit(second_record(&ctx, k, n, 1_000)?);
             if ctx.should_stop() {
                 break;
             }

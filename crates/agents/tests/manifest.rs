@@ -5,19 +5,18 @@
 //! Regenerate the golden file with `VOLLEY_BLESS=1 cargo test -p volley-agents --test
 //! manifest`.
 
-use hdrhistogram::serialization::V2Serializer;
-use serde_bytes::ByteBuf;
+mod common;
+
+use common::{join_within, second_record};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{self, AgentConfig, LoadCtx, LoadError};
 use volley_agents::coordinator::{self, CoordinatorConfig};
 use volley_agents::manifest::{self, Request};
-use volley_agents::msg::{Counters, Ending, SecondRecord, PROTO, RESPONSE_TIME};
+use volley_agents::msg::Ending;
 use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
-use volley_metrics::hist;
 
 fn golden_request() -> Request {
     let mut r = Request::new(3);
@@ -121,37 +120,8 @@ fn one_second(ctx: LoadCtx) -> Result<(), LoadError> {
     while Instant::now() < end && !ctx.should_stop() {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut h = hist::new_hist();
-    h.record_n(1_000, u32::try_from(n)?)?;
-    ctx.emit(SecondRecord {
-        proto: PROTO,
-        agent: String::new(),
-        second: ctx.second_of(ctx.started),
-        hists: [(
-            RESPONSE_TIME.to_string(),
-            ByteBuf::from(hist::encode(&mut V2Serializer::new(), &h)?),
-        )]
-        .into(),
-        counters: Counters {
-            requests: n,
-            ok: n,
-            ..Counters::default()
-        },
-        generator_bound: false,
-    });
+    ctx.emit(second_record(&ctx, 0, n, 1_000)?);
     Ok(())
-}
-
-fn join_within<T>(h: JoinHandle<T>, bound: Duration) -> T {
-    let until = Instant::now() + bound;
-    while !h.is_finished() {
-        assert!(
-            Instant::now() < until,
-            "thread still running after {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.join().expect("thread panicked")
 }
 
 #[test]

@@ -107,7 +107,8 @@ pub struct Comparison {
     pub capacities: Vec<CapacityPair>,
 }
 
-/// One searched capacity: estimate and interval, requests per second.
+/// One searched capacity: estimate and interval, in requests per second or, for a
+/// caldav workload's users search, in users.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchedCapacity {
     /// Point estimate.
@@ -118,6 +119,8 @@ pub struct SearchedCapacity {
     pub hi_rps: Option<f64>,
     /// Confidence level, e.g. 0.95.
     pub confidence: f64,
+    /// `"req/s"`, or `"users"` for a users search (its stored cell's `unit`).
+    pub unit: &'static str,
 }
 
 impl SearchedCapacity {
@@ -133,14 +136,16 @@ impl SearchedCapacity {
             lo_rps: r.ci_lo_rps?,
             hi_rps: r.ci_hi_rps,
             confidence: r.confidence,
+            unit: unit_of(row),
         })
     }
 
-    /// "2990 req/s (95% CI 2850 .. 3100)".
+    /// "2990 req/s (95% CI 2850 .. 3100)", "140 users (95% CI 130 .. 150)".
     pub fn text(&self) -> String {
         format!(
-            "{:.0} req/s ({:.0}% CI {:.0} .. {})",
+            "{:.0} {} ({:.0}% CI {:.0} .. {})",
             self.rps,
+            self.unit,
             self.confidence * 100.0,
             self.lo_rps,
             self.hi_rps
@@ -185,8 +190,24 @@ impl CapacityPair {
 
 /// What identifies a searched cell across runs: its stored identity without the target
 /// and instance names (which differ between the two runs being compared).
+/// The unit of a stored search: `"users"` for a users search, else `"req/s"` (rows
+/// written before the cell had a `unit` are rate searches).
+pub fn unit_of(row: &CapacityRow) -> &'static str {
+    match row.record.cell.get("unit").and_then(Value::as_str) {
+        Some("users") => "users",
+        _ => "req/s",
+    }
+}
+
 fn cell_key(row: &CapacityRow) -> String {
     let c = &row.record.cell;
+    if unit_of(row) == "users" {
+        // A users search's connections are its clients': its workload names it.
+        return format!(
+            "workload {}, users",
+            c.get("workload").and_then(Value::as_str).unwrap_or("-")
+        );
+    }
     let f = |k: &str| match c.get(k) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(format!("{k} {s}")),
@@ -228,7 +249,7 @@ pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair>
             b: y,
         }
     };
-    if a.len() == 1 && b.len() == 1 {
+    if a.len() == 1 && b.len() == 1 && a[0].1.unit == b[0].1.unit {
         let ((ka, x), (kb, y)) = (a[0].clone(), b[0].clone());
         let cell = if ka == kb {
             ka
@@ -345,6 +366,38 @@ mod tests {
                 detail: Value::Null,
             },
         }
+    }
+
+    #[test]
+    fn users_searches_pair_with_users_searches_only_and_say_users() {
+        let users = |target: &str| json!({"workload": "office", "target": target, "concurrency": 10, "unit": "users"});
+        let rate = json!({"workload": "office", "target": "radicale", "concurrency": 10});
+        let a = [row(
+            users("builtin"),
+            140.0,
+            130.0,
+            Some(160.0),
+            SearchEnd::Converged,
+        )];
+        let b = [row(
+            users("radicale"),
+            14.0,
+            12.0,
+            Some(16.0),
+            SearchEnd::Converged,
+        )];
+        let pairs = capacity_pairs(&a, &b);
+        assert_eq!(pairs.len(), 1);
+        assert_eq!(pairs[0].cell, "workload office, users");
+        assert_eq!(pairs[0].ratio, 10.0);
+        assert_eq!(
+            pairs[0].ratio_range,
+            (Some(130.0 / 16.0), Some(160.0 / 12.0))
+        );
+        assert_eq!(pairs[0].a.text(), "140 users (95% CI 130 .. 160)");
+        // A users search is never divided by a rate search, even one each.
+        let r = [row(rate, 14.0, 12.0, Some(16.0), SearchEnd::Converged)];
+        assert!(capacity_pairs(&a, &r).is_empty());
     }
 
     #[test]

@@ -39,6 +39,16 @@ fn ci_text(values: &[f64], digits: usize) -> String {
 /// keep-alive (the rate varies inside a group).
 type GroupKey = (usize, usize, u32, bool, Option<u32>);
 
+/// The group of a step: its cell's, with the users it played (a users search varies
+/// them within one cell).
+fn step_key(plan: &Plan, s: &StepOutcome) -> GroupKey {
+    let mut k = key_of(plan, s.cell);
+    if let Some(u) = s.users {
+        k.2 = u;
+    }
+    k
+}
+
 fn key_of(plan: &Plan, cell: usize) -> GroupKey {
     let c = &plan.cells[cell];
     (
@@ -89,18 +99,26 @@ impl std::fmt::Display for EndTable {
 pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)]) -> EndTable {
     let mut keys: Vec<GroupKey> = Vec::new();
     for ci in 0..plan.cells.len() {
-        let k = key_of(plan, ci);
-        if !keys.contains(&k) {
-            keys.push(k);
+        // A users search's cell has one row per count it tried.
+        let mut tried: Vec<GroupKey> = steps
+            .iter()
+            .filter(|s| s.cell == ci && plan.searches_users(ci))
+            .map(|s| step_key(plan, s))
+            .collect();
+        tried.sort_by_key(|k| k.2);
+        if tried.is_empty() {
+            tried.push(key_of(plan, ci));
+        }
+        for k in tried {
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
         }
     }
     let mut rows = Vec::new();
     for &key in &keys {
         let (inst, wl, conc, ka, inj) = key;
-        let group: Vec<&StepOutcome> = steps
-            .iter()
-            .filter(|s| key_of(plan, s.cell) == key)
-            .collect();
+        let group: Vec<&StepOutcome> = steps.iter().filter(|s| step_key(plan, s) == key).collect();
         let office = plan.workloads[wl].office.is_some();
         let result = if group.is_empty() {
             "(not run)".to_string()
@@ -133,7 +151,7 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         .filter(|k| plan.workloads[k.1].office.is_none())
         .collect();
     usl_lines(plan, steps, &http_keys, &mut usl);
-    for line in carried_lines(plan, steps) {
+    for line in carried_lines(plan, steps, searches) {
         usl.push_str(&line);
         usl.push('\n');
     }
@@ -175,8 +193,13 @@ fn office_result(steps: &[&StepOutcome]) -> String {
 }
 
 /// The answer of an office sweep, per target instance and office workload: the most
-/// users carried below the first count that was not (a sweep's capacity, on users).
-pub fn carried_lines(plan: &Plan, steps: &[StepOutcome]) -> Vec<String> {
+/// users carried below the first count that was not (a sweep's capacity, on users);
+/// for a users search that ended, its answer and interval (`searches`).
+pub fn carried_lines(
+    plan: &Plan,
+    steps: &[StepOutcome],
+    searches: &[(usize, Capacity)],
+) -> Vec<String> {
     let mut seen: Vec<(usize, usize)> = Vec::new();
     let mut out = Vec::new();
     for s in steps {
@@ -194,10 +217,17 @@ pub fn carried_lines(plan: &Plan, steps: &[StepOutcome]) -> Vec<String> {
                 let oc = &plan.cells[o.cell];
                 oc.instance == c.instance && oc.workload == c.workload
             })
-            .filter_map(|o| Some((plan.cells[o.cell].users? as f64, o.sustainable?)))
+            .filter_map(|o| Some((o.users? as f64, o.sustainable?)))
             .collect();
-        let cap = knee::sweep_capacity(&judged);
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
+        if let Some((_, found)) = searches.iter().find(|(ci, _)| {
+            let sc = &plan.cells[*ci];
+            sc.instance == c.instance && sc.workload == c.workload
+        }) {
+            out.push(searched_line(plan, s.cell, found, office.decisions, slo_ms));
+            continue;
+        }
+        let cap = knee::sweep_capacity(&judged);
         let above = cap
             .first_unsustainable_above_rps
             .map(|u| format!("; {u:.0} not carried"))
@@ -222,6 +252,40 @@ pub fn carried_lines(plan: &Plan, steps: &[StepOutcome]) -> Vec<String> {
         });
     }
     out
+}
+
+/// The answer of a users search that ended: the most users carried, its interval and
+/// how the search ended.
+fn searched_line(plan: &Plan, ci: usize, c: &Capacity, decisions: u32, slo_ms: f64) -> String {
+    let cell = &plan.cells[ci];
+    let (inst, wl) = (
+        plan.instance_label(cell.instance),
+        &plan.workloads[cell.workload].name,
+    );
+    let hi = c
+        .ci_hi_rps
+        .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
+    let end = match c.end {
+        knee::SearchEnd::Converged => String::new(),
+        knee::SearchEnd::ReachedMaxRate => ", the most the search tries: at least this".into(),
+        other => format!(
+            ", search ended: {}",
+            serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.as_str().map(|e| e.replace('_', " ")))
+                .unwrap_or_default()
+        ),
+    };
+    match c.capacity_rps {
+        Some(n) => format!(
+            "{inst} carries {n:.0} users ({wl}; searched, 95% CI [{:.0}, {hi}], {} days{end}) at {decisions} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation",
+            c.ci_lo_rps, c.steps
+        ),
+        None => format!(
+            "{inst} carries none of the user counts tried ({wl}; searched, {} days{end}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
+            c.steps
+        ),
+    }
 }
 
 /// A searched cell: the capacity the search found, its interval and how it ended.
@@ -455,6 +519,7 @@ duration = "3s"
             cold_ttfb_ms: None,
             warm_ttfb_ms: None,
             poll_p99_ms: None,
+            users: None,
         }
     }
 
@@ -490,9 +555,12 @@ duration = "3s"
             }
         };
         let steps: Vec<StepOutcome> = (0..p.cells.len())
-            .map(|ci| step(ci, None, 10.0, Some(carried(ci)), "server-bound"))
+            .map(|ci| StepOutcome {
+                users: p.cells[ci].users,
+                ..step(ci, None, 10.0, Some(carried(ci)), "server-bound")
+            })
             .collect();
-        let lines = carried_lines(&p, &steps);
+        let lines = carried_lines(&p, &steps, &[]);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(
             lines[0].starts_with("builtin carries 50 users (day; 100 not carried)"),
@@ -615,5 +683,52 @@ duration = "3s"
         let n = slow_second_note(&server, 50.0).unwrap();
         assert!(n.contains("the machine was quiet"), "{n}");
         assert_eq!(slow_second_note(&[], 50.0), None);
+    }
+
+    #[test]
+    fn a_users_search_has_a_row_per_count_tried_and_answers_with_its_interval() {
+        let text = OFFICE
+            .replace("users = [10, 25, 50, 100]", "users = \"search\"")
+            .replace("[steps]", "[search]\nmax_users = 100\nrepeats = 1\n[steps]");
+        let p = plan(&text);
+        assert_eq!(p.cells.len(), 2, "one searched cell per target");
+        // Builtin carries 37 users: drive its search as the runner would (10, 20, 40
+        // fails, then 30, 35, 37; [37, 40] is within the default 10% resolution).
+        let sp = p.search_of(0).unwrap();
+        let mut search = knee::Search::new(sp.start_rate, sp.opts.clone()).unwrap();
+        let mut steps = Vec::new();
+        while let Some(u) = search.next_rate() {
+            let (cell, rate) = p.cell_at(0, Some(u));
+            assert_eq!(rate, None, "a users step offers no rate");
+            let ok = cell.users.unwrap() <= 37;
+            steps.push(StepOutcome {
+                users: cell.users,
+                ..step(0, None, 10.0, Some(ok), "server-bound")
+            });
+            search.observe(u, ok).unwrap();
+        }
+        let cap = search.capacity().unwrap();
+        let t = table(&p, &steps, &[(0, cap.clone())]);
+        let users: Vec<&str> = t
+            .rows
+            .iter()
+            .filter(|r| r[0] == "builtin")
+            .map(|r| r[2].as_str())
+            .collect();
+        assert_eq!(
+            users,
+            ["users=10", "users=20", "users=30", "users=35", "users=37", "users=40"]
+        );
+        let line = t.usl.iter().find(|l| l.starts_with("builtin")).unwrap();
+        assert!(
+            line.starts_with("builtin carries 37 users (day; searched, 95% CI [37, 40], 6 days)"),
+            "{line}"
+        );
+        // The radicale search never ran: its row says so and no answer is claimed.
+        assert!(t
+            .rows
+            .iter()
+            .any(|r| r[0] == "radicale" && r[3] == "(not run)"));
+        assert!(!t.usl.iter().any(|l| l.starts_with("radicale")));
     }
 }

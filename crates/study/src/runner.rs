@@ -100,6 +100,9 @@ pub struct StudyReport {
     pub searches: Vec<(usize, Capacity)>,
     /// False when interrupted or a target died.
     pub complete: bool,
+    /// The study was stopped (Ctrl-C, or the bus of its agents gone), as opposed to
+    /// cut short by a target that died or could not run its steps.
+    pub interrupted: bool,
     /// Targets skipped, with the reason.
     pub skipped: Vec<String>,
     /// Wall time of the whole study.
@@ -212,7 +215,13 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         baseline_tw: time_wait_now(),
     };
     let result = match plan.mode {
-        Mode::Sweep => ctx.sweep(),
+        // Users searches of a sweep run after its steps.
+        Mode::Sweep => ctx.sweep().and_then(|swept| {
+            if stop_flag.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            ctx.search().map(|searched| swept && searched)
+        }),
         Mode::Search => ctx.search(),
     };
     ctx.store_unfinished_searches();
@@ -241,6 +250,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         steps,
         searches,
         complete,
+        interrupted: stop_flag.load(Ordering::Relaxed),
         skipped,
         elapsed: started.elapsed(),
     })
@@ -428,7 +438,8 @@ impl StudyRun<'_> {
         progress: Progress,
     ) -> Result<Option<StepSignal>, StudyError> {
         let plan = self.plan;
-        let cell = &plan.cells[ci];
+        let (cell, rate) = plan.cell_at(ci, rate);
+        let cell = &cell;
         let w = &plan.workloads[cell.workload];
         let Ok(fresh) = self.fresh_target(cell.instance, w) else {
             return Ok(None);
@@ -440,14 +451,14 @@ impl StudyRun<'_> {
             (self.note)(&format!("{}: {died}", plan.instance_label(cell.instance)));
             return Ok(None);
         }
-        let what = step_what(plan, ci, rate, repeat);
+        let what = step_what(plan, cell, rate, repeat);
         let started_ms = now_ms();
         let cold = match w.cold_start {
             true => Some(self.cold(w, ci, target)?),
             false => None,
         };
-        let m = self.measure(ci, rate, target, &what, progress)?;
-        let signal = self.record(ci, repeat, rate, phase, &what, started_ms, m, cold)?;
+        let m = self.measure(ci, cell, rate, target, &what, progress)?;
+        let signal = self.record(ci, cell, repeat, rate, phase, &what, started_ms, m, cold)?;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
         Ok(Some(signal))
     }
@@ -500,13 +511,13 @@ impl StudyRun<'_> {
     fn measure(
         &self,
         ci: usize,
+        cell: &crate::plan::Cell,
         rate: Option<f64>,
         target: &RunningTarget,
         what: &str,
         p: Progress,
     ) -> Result<JudgedStep, StudyError> {
         let plan = self.plan;
-        let cell = &plan.cells[ci];
         let live = Live::new();
         let done = AtomicBool::new(false);
         let unstored = std::cell::RefCell::new(None);
@@ -602,6 +613,7 @@ impl StudyRun<'_> {
     fn record(
         &mut self,
         ci: usize,
+        cell: &crate::plan::Cell,
         repeat: u32,
         rate: Option<f64>,
         phase: &str,
@@ -612,7 +624,7 @@ impl StudyRun<'_> {
     ) -> Result<StepSignal, StudyError> {
         let plan = self.plan;
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
-        let mut params = step_parameters(plan, ci, repeat, rate, phase, self.order);
+        let mut params = step_parameters(plan, cell, repeat, rate, phase, self.order);
         let mut summary_json = m.summary_json;
         let warm_ttfb_ms = m.summary.latency.get("ttfb").map(|l| l.p50_ms);
         if let Some((c, valid)) = &cold {
@@ -668,6 +680,7 @@ impl StudyRun<'_> {
         );
         let mut outcome = outcome;
         outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
+        outcome.users = cell.users.filter(|_| office.is_some());
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(

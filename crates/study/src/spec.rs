@@ -150,6 +150,17 @@ impl CountAxis {
     }
 }
 
+/// A caldav workload's users: counts to sweep, or the word `"search"`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum UsersAxis {
+    /// One count or a list of counts.
+    Counts(CountAxis),
+    /// A word; only `"search"` has a meaning (checked when the plan is resolved, so
+    /// the error can name the workload).
+    Word(String),
+}
+
 /// Sweep every point, or search for the capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -243,9 +254,10 @@ pub struct WorkloadDef {
     /// Request paths (`/index1.html`), sent to the target's address (http workloads).
     #[serde(default)]
     pub paths: Vec<String>,
-    /// caldav: virtual users, one value or a list (a sweep axis).
+    /// caldav: virtual users, one value or a list (a sweep axis), or `"search"`: the
+    /// most users carried, searched like a rate (`[search]` start_users, max_users).
     #[serde(default)]
-    pub users: Option<CountAxis>,
+    pub users: Option<UsersAxis>,
     /// caldav: client profiles, each `name` or `name:weight` (thunderbird, davx5,
     /// evolution, apple); default every profile with weight 1.
     #[serde(default)]
@@ -504,6 +516,13 @@ pub struct SearchDef {
     /// At most this many steps per search (default 40).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// Users search: the first count tried (default 10).
+    #[serde(default)]
+    pub start_users: Option<u32>,
+    /// Users search: never more users than this (default 200); every DAV target gets
+    /// this many accounts.
+    #[serde(default)]
+    pub max_users: Option<u32>,
 }
 
 /// Parses a study file. Errors name the line and the key.

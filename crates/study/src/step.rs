@@ -559,6 +559,8 @@ pub struct StepOutcome {
     pub warm_ttfb_ms: Option<f64>,
     /// Office steps: p99 of the clients' poll sessions, the figure the users SLO judges.
     pub poll_p99_ms: Option<f64>,
+    /// Office steps: the users the day played (a users search varies it per step).
+    pub users: Option<u32>,
 }
 
 impl StepOutcome {
@@ -593,6 +595,7 @@ impl StepOutcome {
             cold_ttfb_ms: None,
             warm_ttfb_ms: None,
             poll_p99_ms: None,
+            users: None,
         }
     }
 

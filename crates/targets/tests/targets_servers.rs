@@ -313,7 +313,9 @@ fn cpu_quota_caps_the_server_and_records_throttling() {
     let mut spec = TargetSpec::new(TargetKind::Nginx);
     spec.docroot = Some(www.0.clone());
     spec.settings.workers = 2;
-    spec.limits.cpu_quota = Some(CpuQuota::of_one_cpu(0.25));
+    // 10%, not more: on a machine busy with other work the clients get little CPU, and
+    // they must still want more than the cap for the kernel to throttle.
+    spec.limits.cpu_quota = Some(CpuQuota::of_one_cpu(0.1));
     let t = match start(&spec) {
         Ok(t) => t,
         Err(
@@ -335,7 +337,7 @@ fn cpu_quota_caps_the_server_and_records_throttling() {
         Instant::now(),
     ))
     .unwrap();
-    // Two client threads, ~3 s: enough to want more than 25% of a CPU.
+    // Two client threads, ~3 s: enough to want more than 10% of a CPU.
     let addr = t.addr;
     let clients: Vec<_> = (0..2)
         .map(|_| std::thread::spawn(move || burst(addr, 200_000, Duration::from_secs(3))))
@@ -346,11 +348,11 @@ fn cpu_quota_caps_the_server_and_records_throttling() {
     let s = &report.summary;
     let cpu_pct = s.server_cpu_seconds.unwrap() / s.duration_s * 100.0;
     eprintln!(
-        "quota 25%: {ok} requests, server CPU {cpu_pct:.1}% of one CPU, throttled {} of {} periods ({} us)",
+        "quota 10%: {ok} requests, server CPU {cpu_pct:.1}% of one CPU, throttled {} of {} periods ({} us)",
         throttled.nr_throttled, throttled.nr_periods, throttled.throttled_us
     );
     assert!(ok > 0);
-    assert!(cpu_pct <= 40.0, "server used {cpu_pct:.1}% under a 25% cap");
+    assert!(cpu_pct <= 25.0, "server used {cpu_pct:.1}% under a 10% cap");
     assert!(
         throttled.nr_throttled > 0,
         "no throttling recorded: {throttled:?}"

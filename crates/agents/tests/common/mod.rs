@@ -3,13 +3,17 @@
 
 #![allow(dead_code)]
 
+use hdrhistogram::serialization::V2Serializer;
+use serde_bytes::ByteBuf;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use volley_agents::agent::AgentConfig;
+use volley_agents::agent::{AgentConfig, LoadCtx, LoadError};
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
+use volley_agents::msg::{Counters, SecondRecord, PROTO, RESPONSE_TIME};
 use volley_agents::share::Whole;
 use volley_agents::AgentsError;
+use volley_metrics::hist;
 
 /// An agent's configuration with test-sized bounds.
 pub fn agent_cfg(url: &str, name: &str) -> AgentConfig {
@@ -52,6 +56,33 @@ pub fn spawn_coordinator_events(cfg: CoordinatorConfig) -> (CoordThread, mpsc::R
         })
     });
     (h, rx)
+}
+
+/// The record of second `k` of a synthetic load's share: `n` requests, all ok, each at
+/// `latency_us`.
+pub fn second_record(
+    ctx: &LoadCtx,
+    k: u64,
+    n: u64,
+    latency_us: u64,
+) -> Result<SecondRecord, LoadError> {
+    let mut h = hist::new_hist();
+    if n > 0 {
+        h.record_n(latency_us, u32::try_from(n)?)?;
+    }
+    let bytes = hist::encode(&mut V2Serializer::new(), &h)?;
+    Ok(SecondRecord {
+        proto: PROTO,
+        agent: String::new(),
+        second: ctx.second_of(ctx.started + Duration::from_secs(k)),
+        hists: [(RESPONSE_TIME.to_string(), ByteBuf::from(bytes))].into(),
+        counters: Counters {
+            requests: n,
+            ok: n,
+            ..Counters::default()
+        },
+        generator_bound: false,
+    })
 }
 
 /// Requests in the whole merged run.

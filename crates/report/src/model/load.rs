@@ -116,7 +116,12 @@ pub(super) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, Repo
             points: percentile_points(h),
         })
         .collect();
-    let searches = searches(&store.capacities(run.id)?, &steps);
+    // A users search's row answers its office; the others are rate searches.
+    let (users_rows, rate_rows): (Vec<_>, Vec<_>) = store
+        .capacities(run.id)?
+        .into_iter()
+        .partition(|r| r.record.cell.get("unit").and_then(Value::as_str) == Some("users"));
+    let searches = searches(&rate_rows, &steps);
     Ok(TargetReport {
         run_id: run.id.0,
         target: run.target.clone(),
@@ -124,7 +129,7 @@ pub(super) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, Repo
         environment: run.environment.clone(),
         latency_definitions: definitions,
         capacity: capacities(&steps),
-        office: super::office::answers(&steps),
+        office: super::office::answers(&steps, &users_rows),
         searches,
         usl: usl_groups(&steps),
         repeats: repeat_groups(&steps),

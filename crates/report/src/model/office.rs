@@ -46,6 +46,22 @@ pub struct OfficeAnswer {
     pub decisions_per_day: u64,
     /// The poll p99 SLO, ms.
     pub slo_ms: f64,
+    /// The users search that gave the answer, when one ended (else the answer is its
+    /// days' sweep capacity).
+    pub search: Option<UsersSearch>,
+}
+
+/// A users search as stored (the store's `capacities` row with unit "users").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsersSearch {
+    /// Lower end of the 95% interval, users.
+    pub ci_lo: Option<u32>,
+    /// Upper end (`None`: unbounded above or no interval).
+    pub ci_hi: Option<u32>,
+    /// How it ended (converged, reached_max_rate: the most users it tries, ...).
+    pub end: String,
+    /// Days it ran.
+    pub steps: u32,
 }
 
 /// The office judgement of a stored step, if it is an office day.
@@ -71,7 +87,10 @@ pub(super) fn read(verdict: Option<&Value>, summary: &Value) -> Option<OfficeSte
 }
 
 /// One answer per office workload of the run, in first-step order.
-pub(super) fn answers(steps: &[StepReport]) -> Vec<OfficeAnswer> {
+pub(super) fn answers(
+    steps: &[StepReport],
+    searches: &[volley_store::CapacityRow],
+) -> Vec<OfficeAnswer> {
     let mut out: Vec<OfficeAnswer> = Vec::new();
     for s in steps {
         let (Some(o), Some(w)) = (&s.office, &s.workload) else {
@@ -86,13 +105,28 @@ pub(super) fn answers(steps: &[StepReport]) -> Vec<OfficeAnswer> {
             .filter_map(|x| x.office.as_ref().map(|o| (f64::from(o.users), o.carries)))
             .collect();
         let c = knee::sweep_capacity(&judged);
+        let users = |v: Option<f64>| v.map(|u| u as u32);
+        let searched = searches
+            .iter()
+            .map(|r| &r.record)
+            .find(|r| r.cell.get("workload").and_then(Value::as_str) == Some(w.as_str()))
+            .filter(|r| r.end != volley_store::SearchEnd::Interrupted);
         out.push(OfficeAnswer {
             workload: w.clone(),
-            users_carried: c.capacity_rps.map(|u| u as u32),
-            first_not_carried: c.first_unsustainable_above_rps.map(|u| u as u32),
+            users_carried: match searched {
+                Some(r) => users(r.capacity_rps),
+                None => users(c.capacity_rps),
+            },
+            first_not_carried: users(c.first_unsustainable_above_rps),
             non_monotone: c.non_monotone,
             decisions_per_day: o.decisions_per_day,
             slo_ms: o.slo_ms,
+            search: searched.map(|r| UsersSearch {
+                ci_lo: users(r.ci_lo_rps),
+                ci_hi: users(r.ci_hi_rps),
+                end: r.end.as_str().to_string(),
+                steps: r.steps,
+            }),
         });
     }
     out
@@ -101,6 +135,9 @@ pub(super) fn answers(steps: &[StepReport]) -> Vec<OfficeAnswer> {
 impl OfficeAnswer {
     /// The answer in one sentence, as the study's end table says it.
     pub fn sentence(&self, target: &str) -> String {
+        if let Some(s) = &self.search {
+            return self.searched_sentence(target, s);
+        }
         match self.users_carried {
             Some(n) => format!(
                 "{target} carries {n} users ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
@@ -118,6 +155,30 @@ impl OfficeAnswer {
             None => format!(
                 "{target} carries none of the user counts tried ({}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
                 self.workload, self.slo_ms
+            ),
+        }
+    }
+
+    /// The answer of a users search, as the study's end table says it.
+    fn searched_sentence(&self, target: &str, s: &UsersSearch) -> String {
+        let end = match s.end.as_str() {
+            "converged" => String::new(),
+            "reached_max_rate" => ", the most the search tries: at least this".to_string(),
+            other => format!(", search ended: {}", other.replace('_', " ")),
+        };
+        let hi = s.ci_hi.map_or("unbounded".to_string(), |h| h.to_string());
+        match self.users_carried {
+            Some(n) => format!(
+                "{target} carries {n} users ({}; searched, 95% CI [{}, {hi}], {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
+                self.workload,
+                s.ci_lo.unwrap_or(n),
+                s.steps,
+                self.decisions_per_day,
+                self.slo_ms
+            ),
+            None => format!(
+                "{target} carries none of the user counts tried ({}; searched, {} days{end}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
+                self.workload, s.steps, self.slo_ms
             ),
         }
     }

@@ -22,7 +22,10 @@ impl Plan {
         let _ = writeln!(out, "targets: {}", names.join(", "));
         for w in &self.workloads {
             if let Some(o) = &w.office {
-                let users: Vec<String> = o.users.iter().map(u32::to_string).collect();
+                let users: Vec<String> = match o.search {
+                    true => vec!["searched".to_string()],
+                    false => o.users.iter().map(u32::to_string).collect(),
+                };
                 let _ = writeln!(
                     out,
                     "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day compressed {}x (timeout {:?})",
@@ -106,20 +109,46 @@ impl Plan {
                     .unwrap_or_default()
             )
         };
-        if let Some(s) = &self.search {
+        let searched = self.searched_cells();
+        let (users, rates): (Vec<usize>, Vec<usize>) =
+            searched.iter().partition(|&&ci| self.searches_users(ci));
+        if let (Some(s), false) = (&self.search, rates.is_empty()) {
             let _ = writeln!(
                 out,
                 "{} capacity search(es) from {:.0} req/s (x2 until a step fails, then bisect to {:.0}%, {} run(s) per decision near the edge, at most {} steps each):",
-                self.cells.len(),
+                rates.len(),
                 s.start_rate,
                 s.opts.resolution_share * 100.0,
                 s.opts.repeats,
                 s.opts.max_steps
             );
-            for c in &self.cells {
-                let _ = writeln!(out, "  {}", line(c));
+            for &ci in &rates {
+                let _ = writeln!(out, "  {}", line(&self.cells[ci]));
             }
-        } else {
+        }
+        if let (Some(s), false) = (&self.users_search, users.is_empty()) {
+            let _ = writeln!(
+                out,
+                "{} users search(es){} from {:.0} users (x2 until a day is not carried, then bisect to {:.0}%, {} day(s) per decision near the edge, at most {:.0} users and {} days each):",
+                users.len(),
+                if self.steps.is_empty() { "" } else { " after the sweep" },
+                s.start_rate,
+                s.opts.resolution_share * 100.0,
+                s.opts.repeats,
+                s.opts.max_rate_rps,
+                s.opts.max_steps
+            );
+            for &ci in &users {
+                let c = &self.cells[ci];
+                let _ = writeln!(
+                    out,
+                    "  {} {}",
+                    self.instance_label(c.instance),
+                    self.workloads[c.workload].name
+                );
+            }
+        }
+        if self.mode == Mode::Sweep {
             let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
             for s in self.steps.iter().take(30) {
                 let _ = writeln!(
@@ -141,7 +170,7 @@ impl Plan {
         let est = self.estimate().as_secs();
         let how = match self.search_steps_range() {
             Some((lo, hi)) => format!(
-                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start rate, resolution, repeats, max rate and step budget)",
+                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start, resolution, repeats, maximum and step budget)",
                 self.search_steps_estimate()
             ),
             None => self.rate_note(),

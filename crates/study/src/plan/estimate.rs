@@ -40,9 +40,10 @@ impl Plan {
     /// [`Plan::step_estimate`] with the rates measured so far: the ETA's estimate.
     pub fn step_estimate_learned(&self, cell: &Cell, book: &RateBook) -> Duration {
         let t = &self.timing;
-        let open = self.mode == Mode::Search || self.workloads[cell.workload].load.open;
-        let duration = if open { t.rate_duration } else { t.duration };
         let w = &self.workloads[cell.workload];
+        // An office day runs `duration` whatever the mode; rate steps run `rate_duration`.
+        let open = w.office.is_none() && (self.mode == Mode::Search || w.load.open);
+        let duration = if open { t.rate_duration } else { t.duration };
         // An office day lasts its duration; request counts are the http workloads'.
         let requests = match w.office {
             Some(_) => None,
@@ -78,22 +79,10 @@ impl Plan {
     /// edge needing all its repeats. Both capped by the step budget. Where the capacity
     /// lies is unknown in advance, hence a range.
     pub fn search_steps_range(&self) -> Option<(u32, u32)> {
-        let s = self.search.as_ref()?;
-        let o = &s.opts;
-        let bisections = if o.resolution_share > 0.0 {
-            (1.0 / o.resolution_share).log2().ceil().max(0.0) as u32
-        } else {
-            // Only an absolute resolution: assume the bracket starts near the start rate.
-            (s.start_rate / o.resolution_rps.max(1e-9))
-                .log2()
-                .ceil()
-                .max(0.0) as u32
-        };
-        let doublings = (o.max_rate_rps / s.start_rate).log2().ceil().max(0.0) as u32;
-        let need = o.repeats / 2 + 1;
-        let fewest = 1 + need * (1 + bisections);
-        let most = doublings + 1 + o.repeats * (1 + bisections);
-        Some((fewest.min(o.max_steps), most.min(o.max_steps)))
+        self.search
+            .as_ref()
+            .or(self.users_search.as_ref())
+            .map(steps_range)
     }
 
     /// Steps per search the estimate and the ETA assume: the middle of
@@ -103,15 +92,44 @@ impl Plan {
             .map_or(SEARCH_STEPS_FALLBACK, |(lo, hi)| (lo + hi).div_ceil(2))
     }
 
-    /// Rough length of the whole study. Search mode: [`Plan::search_steps_estimate`]
-    /// steps per search.
-    pub fn estimate(&self) -> Duration {
-        if self.mode == Mode::Search {
-            let n = self.search_steps_estimate();
-            return self.cells.iter().map(|c| self.step_estimate(c) * n).sum();
-        }
-        self.remaining_estimate(&self.steps, &RateBook::default())
+    /// Steps the search of cell `ci` is assumed to take (the middle of its range).
+    pub fn cell_search_steps(&self, ci: usize) -> u32 {
+        self.search_of(ci)
+            .map(steps_range)
+            .map_or(SEARCH_STEPS_FALLBACK, |(lo, hi)| (lo + hi).div_ceil(2))
     }
+
+    /// Rough length of the whole study: the sweep's steps, then
+    /// [`Plan::cell_search_steps`] steps per searched cell.
+    pub fn estimate(&self) -> Duration {
+        let searched: Duration = self
+            .searched_cells()
+            .into_iter()
+            .map(|ci| self.step_estimate(&self.cells[ci]) * self.cell_search_steps(ci))
+            .sum();
+        self.remaining_estimate(&self.steps, &RateBook::default())
+            .saturating_add(searched)
+    }
+}
+
+/// Steps one search with settings `s` is expected to take, `(fewest, most)`: see
+/// [`Plan::search_steps_range`].
+fn steps_range(s: &super::SearchPlan) -> (u32, u32) {
+    let o = &s.opts;
+    let bisections = if o.resolution_share > 0.0 {
+        (1.0 / o.resolution_share).log2().ceil().max(0.0) as u32
+    } else {
+        // Only an absolute resolution: assume the bracket starts near the start rate.
+        (s.start_rate / o.resolution_rps.max(1e-9))
+            .log2()
+            .ceil()
+            .max(0.0) as u32
+    };
+    let doublings = (o.max_rate_rps / s.start_rate).log2().ceil().max(0.0) as u32;
+    let need = o.repeats / 2 + 1;
+    let fewest = 1 + need * (1 + bisections);
+    let most = doublings + 1 + o.repeats * (1 + bisections);
+    (fewest.min(o.max_steps), most.min(o.max_steps))
 }
 
 /// Requests per second per connection assumed for a request-count step when the study

@@ -16,6 +16,8 @@ mod estimate;
 mod injectors;
 pub mod model;
 mod office;
+#[cfg(test)]
+mod office_tests;
 mod placement;
 mod resolve;
 

@@ -141,8 +141,11 @@ pub struct Workload {
 /// more sweep axis (`users`). Its steps last `Timing::duration`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OfficeLoad {
-    /// Users per step: the sweep axis.
+    /// Users per step: the sweep axis (empty when `search`).
     pub users: Vec<u32>,
+    /// The users are searched (`users = "search"`, or any caldav workload in search
+    /// mode): [`Plan::users_search`] says how.
+    pub search: bool,
     /// The profile mix as volley-office parses it (`thunderbird:3,davx5:1`).
     pub profiles: String,
     /// Decisions per person per working day.
@@ -265,10 +268,11 @@ pub struct Timing {
     pub cooldown: Duration,
 }
 
-/// Search-mode settings.
+/// Search settings: of the rate searches (search mode), or of the users searches
+/// (`volley_analysis::knee` over whole numbers of users).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPlan {
-    /// First rate.
+    /// First rate, or first count of users.
     pub start_rate: f64,
     /// Options of the state machine.
     pub opts: volley_analysis::knee::SearchOpts,
@@ -316,6 +320,8 @@ pub struct Plan {
     pub injectors: Option<InjectorsPlan>,
     /// Search settings (search mode).
     pub search: Option<SearchPlan>,
+    /// Users-search settings, when a caldav workload searches its users.
+    pub users_search: Option<SearchPlan>,
     /// What managed targets serve.
     pub serve: Serve,
     /// The axis with more than one value that best describes the study (`rate`,
@@ -335,10 +341,60 @@ impl Plan {
             .iter()
             .filter(|w| w.targets.as_ref().is_none_or(|ts| ts.contains(&t)))
             .filter_map(|w| w.office.as_ref())
-            .flat_map(|o| o.users.iter().copied())
+            .flat_map(|o| {
+                let searched = o
+                    .search
+                    .then_some(self.users_search.as_ref())
+                    .flatten()
+                    .map(|s| s.opts.max_rate_rps as u32);
+                o.users.iter().copied().chain(searched)
+            })
             .max();
         // A CalDAV server always gets its accounts (one when no office runs on it).
         Some(most.unwrap_or(1))
+    }
+
+    /// The search cell `ci` is in, if it is searched: its office's users search, or
+    /// the rate search of search mode.
+    pub fn search_of(&self, ci: usize) -> Option<&SearchPlan> {
+        let w = &self.workloads[self.cells[ci].workload];
+        match &w.office {
+            Some(o) if o.search => self.users_search.as_ref(),
+            Some(_) => None,
+            None => self.search.as_ref(),
+        }
+    }
+
+    /// Cell `ci` as a step at `rate` plays it, and the rate the step offers: a users
+    /// search's step plays `rate` users (a whole number) and offers no rate; every
+    /// other step is its cell at `rate`.
+    pub fn cell_at(&self, ci: usize, rate: Option<f64>) -> (Cell, Option<f64>) {
+        let mut cell = self.cells[ci].clone();
+        match rate {
+            Some(users) if self.searches_users(ci) => {
+                let users = users.round().max(1.0) as u32;
+                cell.users = Some(users);
+                cell.concurrency = users;
+                (cell, None)
+            }
+            _ => (cell, rate),
+        }
+    }
+
+    /// Whether cell `ci` searches users rather than a rate.
+    pub fn searches_users(&self, ci: usize) -> bool {
+        self.workloads[self.cells[ci].workload]
+            .office
+            .as_ref()
+            .is_some_and(|o| o.search)
+    }
+
+    /// The cells searched, in cell order (after every swept cell: resolve puts them
+    /// last).
+    pub fn searched_cells(&self) -> Vec<usize> {
+        (0..self.cells.len())
+            .filter(|&ci| self.search_of(ci).is_some())
+            .collect()
     }
 
     /// Display name of an instance: the target name, plus its cap when the study varies it.

@@ -5,8 +5,8 @@
 use volley_targets::TargetKind;
 
 use super::resolve::invalid;
-use super::{OfficeLoad, Target};
-use crate::spec::{Mode, StudyFile, WorkloadDef};
+use super::{OfficeLoad, SearchPlan, Target};
+use crate::spec::{Mode, StudyFile, UsersAxis, WorkloadDef};
 use crate::StudyError;
 
 /// Decisions per person per working day when the file gives none: seed 000's 200-300
@@ -83,12 +83,6 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
             w.name
         )));
     }
-    if file.mode == Mode::Search {
-        return Err(invalid(format!(
-            "workload '{}': the users search is not available yet; use mode = \"sweep\" with a users list",
-            w.name
-        )));
-    }
     if file.injectors.is_some() {
         return Err(invalid(format!(
             "workload '{}': a caldav office runs in volley's process; [injectors] is for http workloads",
@@ -101,22 +95,7 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
             w.name
         )));
     }
-    let users = w
-        .users
-        .as_ref()
-        .ok_or_else(|| {
-            invalid(format!(
-                "workload '{}': kind = \"caldav\" needs users",
-                w.name
-            ))
-        })?
-        .values();
-    if users.is_empty() || users.contains(&0) {
-        return Err(invalid(format!(
-            "workload '{}': users values must be at least 1",
-            w.name
-        )));
-    }
+    let (users, search) = users_of(w, file)?;
     let decisions = w.decisions.unwrap_or(DEFAULT_DECISIONS);
     if decisions == 0 {
         return Err(invalid(format!(
@@ -134,6 +113,7 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
     let profiles = w.profiles.clone().unwrap_or_default().join(",");
     let office = OfficeLoad {
         users,
+        search,
         profiles,
         decisions,
         compress,
@@ -142,6 +122,91 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
         .map_err(|e| invalid(format!("workload '{}': profiles: {e}", w.name)))?;
     Ok(office)
 }
+
+/// The users of caldav workload `w`: counts to sweep, or searched (`users = "search"`,
+/// or no users at all in search mode).
+fn users_of(w: &WorkloadDef, file: &StudyFile) -> Result<(Vec<u32>, bool), StudyError> {
+    let users = match (&w.users, file.mode) {
+        (Some(UsersAxis::Word(word)), _) if word == "search" => return Ok((Vec::new(), true)),
+        (None, Mode::Search) => return Ok((Vec::new(), true)),
+        (Some(UsersAxis::Word(word)), _) => {
+            return Err(invalid(format!(
+                "workload '{}': users must be a count, a list of counts or \"search\", got \"{word}\"",
+                w.name
+            )))
+        }
+        (Some(UsersAxis::Counts(_)), Mode::Search) => {
+            return Err(invalid(format!(
+                "workload '{}': in search mode a caldav workload searches its users; drop users or set users = \"search\"",
+                w.name
+            )))
+        }
+        (None, Mode::Sweep) => {
+            return Err(invalid(format!(
+                "workload '{}': kind = \"caldav\" needs users (a count, a list, or \"search\")",
+                w.name
+            )))
+        }
+        (Some(UsersAxis::Counts(c)), Mode::Sweep) => c.values(),
+    };
+    if users.is_empty() || users.contains(&0) {
+        return Err(invalid(format!(
+            "workload '{}': users values must be at least 1",
+            w.name
+        )));
+    }
+    Ok((users, false))
+}
+
+/// Users-search settings from `[search]` when some caldav workload searches its users:
+/// whole numbers from `start_users` (default 10) up to `max_users` (default 200),
+/// bisected to `resolution` (default 0.1 here: a day per probe makes a users search
+/// far costlier than a rate's). `start_users`/`max_users` with no users search are an
+/// error, as every key without meaning is.
+pub(super) fn resolve_users_search(
+    file: &StudyFile,
+    offices: &[Option<&OfficeLoad>],
+) -> Result<Option<SearchPlan>, StudyError> {
+    let s = &file.search;
+    let searched = offices.iter().flatten().any(|o| o.search);
+    if !searched {
+        if s.start_users.is_some() || s.max_users.is_some() {
+            return Err(invalid(
+                "[search] start_users/max_users need a caldav workload with users = \"search\"",
+            ));
+        }
+        return Ok(None);
+    }
+    let start = s.start_users.unwrap_or(DEFAULT_START_USERS);
+    let max = s.max_users.unwrap_or(DEFAULT_MAX_USERS.max(start));
+    if start == 0 || max < start {
+        return Err(invalid(format!(
+            "[search] needs 1 <= start_users <= max_users, got {start} and {max}"
+        )));
+    }
+    let opts = volley_analysis::knee::SearchOpts {
+        resolution_share: s.resolution.unwrap_or(0.1),
+        resolution_rps: 1.0,
+        repeats: s.repeats.unwrap_or(3),
+        max_rate_rps: f64::from(max),
+        min_rate_rps: 1.0,
+        max_steps: s.max_steps.unwrap_or(40),
+        whole: true,
+        ..Default::default()
+    };
+    volley_analysis::knee::Search::new(f64::from(start), opts.clone())
+        .map_err(|e| invalid(format!("[search]: {e}")))?;
+    Ok(Some(SearchPlan {
+        start_rate: f64::from(start),
+        opts,
+    }))
+}
+
+/// First users count of a users search when `[search]` gives none.
+pub const DEFAULT_START_USERS: u32 = 10;
+
+/// Most users a users search tries when `[search]` gives no `max_users`.
+pub const DEFAULT_MAX_USERS: u32 = 200;
 
 /// The targets workload `w` runs on (indices into `targets`, the targets the `target`
 /// axis kept), checked: every name must be a `[[target]]` of the file, and a caldav

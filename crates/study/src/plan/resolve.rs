@@ -171,9 +171,18 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     if repeats == 0 {
         return Err(invalid("steps.repeats must be at least 1"));
     }
+    let swept = cells
+        .iter()
+        .filter(|c| {
+            workloads[c.workload]
+                .office
+                .as_ref()
+                .is_none_or(|o| !o.search)
+        })
+        .count();
     let steps = if file.mode == Mode::Sweep {
         schedule(
-            cells.len(),
+            swept,
             repeats,
             st.order.unwrap_or_default(),
             st.seed.unwrap_or(1),
@@ -183,6 +192,8 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     };
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
+    let offices: Vec<Option<&OfficeLoad>> = workloads.iter().map(|w| w.office.as_ref()).collect();
+    let users_search = super::office::resolve_users_search(file, &offices)?;
     let docroot = resolve_docroot(file)?;
     let injectors = super::injectors::resolve_injectors(file, steps.len())?;
     let axis = primary_axis(&cells, &instances, &targets);
@@ -200,6 +211,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         docroot,
         injectors,
         search,
+        users_search,
         serve,
         axis,
     })
@@ -476,8 +488,14 @@ fn resolve_cells(
                 .is_none_or(|t| t.contains(&instances[ii].target))
         };
         if let Some(office) = &w.office {
-            // An office sweeps its users; the connection axes are the clients' own.
-            for &u in &office.users {
+            // An office sweeps its users (or searches them: one cell per instance, its
+            // users decided per step); the connection axes are the clients' own.
+            let start = [file
+                .search
+                .start_users
+                .unwrap_or(super::office::DEFAULT_START_USERS)];
+            let users: &[u32] = if office.search { &start } else { &office.users };
+            for &u in users {
                 for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
                     cells.push(Cell {
                         instance: ii,
@@ -565,7 +583,18 @@ fn resolve_cells(
     if cells.is_empty() {
         return Err(invalid("the study has no step to run (no target left?)"));
     }
-    Ok(cells)
+    // Searched offices last, in their order: a sweep's schedule covers the cells before
+    // them, and the searches run after it.
+    let searched = |c: &Cell| {
+        workloads[c.workload]
+            .office
+            .as_ref()
+            .is_some_and(|o| o.search)
+    };
+    let (mut swept, searched): (Vec<Cell>, Vec<Cell>) =
+        cells.into_iter().partition(|c| !searched(c));
+    swept.extend(searched);
+    Ok(swept)
 }
 
 /// Step timing, scaled; rate steps kept long enough to judge.

@@ -99,6 +99,8 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "keepalive": cell.keepalive,
         "cpu_quota_cores": inst.cpu_quota,
         "cores": inst.cores.map(cores_text),
+        // A users search stores users where a rate search stores req/s.
+        "unit": if plan.searches_users(ci) { "users" } else { "req/s" },
     })
 }
 
@@ -149,28 +151,29 @@ fn capacity_record(
     }
 }
 
-fn active_len(plan: &Plan) -> usize {
-    plan.cells.len().max(1)
-}
-
 impl StudyRun<'_> {
     /// Search mode: one capacity search per cell with a running target, round-robin
     /// (one rate each per round) so they interleave. `Ok(false)`: stopped early.
     pub(super) fn search(&mut self) -> Result<bool, StudyError> {
         let plan = self.plan;
-        let sp = plan
-            .search
-            .as_ref()
-            .expect("search mode has search settings");
-        for (ci, c) in plan.cells.iter().enumerate() {
-            if self.running[c.instance].is_some() {
+        for ci in plan.searched_cells() {
+            let Some(sp) = plan.search_of(ci) else {
+                continue;
+            };
+            if self.running[plan.cells[ci].instance].is_some() {
                 let s = Search::new(sp.start_rate, sp.opts.clone())
                     .map_err(|e| StudyError::Invalid(e.to_string()))?;
                 self.active.push(ActiveSearch::new(ci, s));
             }
         }
-        let per_search = plan.search_steps_estimate();
-        let mut done_steps = 0usize;
+        // After a sweep's steps (a sweep with users searches), the count goes on.
+        let swept = plan.steps.len();
+        let expected: usize = self
+            .active
+            .iter()
+            .map(|a| plan.cell_search_steps(a.cell) as usize)
+            .sum();
+        let mut done_steps = swept;
         while self.active.iter().any(|a| !a.search.is_done()) {
             for k in 0..self.active.len() {
                 let Some(rate) = self.active[k].search.next_rate() else {
@@ -180,7 +183,7 @@ impl StudyRun<'_> {
                     return Ok(false);
                 }
                 let est = plan.step_estimate(&plan.cells[self.active[k].cell]);
-                let total = (done_steps + 6).max(per_search as usize * active_len(plan));
+                let total = (done_steps + 6).max(swept + expected);
                 let p = Progress {
                     done: done_steps,
                     total,
@@ -239,8 +242,13 @@ impl StudyRun<'_> {
             // interrupted, not as a generator-bound end.
             Some(_) if self.stop.load(Ordering::Relaxed) => return Ok(false),
             Some(_) => {
+                let unit = if plan.searches_users(ci) {
+                    "users"
+                } else {
+                    "req/s"
+                };
                 (self.note)(&format!(
-                    "search {}: still generator-bound at {rate:.0} req/s after {retries} rerun(s): the edge cannot be looked for above this rate on this machine",
+                    "search {}: still generator-bound at {rate:.0} {unit} after {retries} rerun(s): the edge cannot be looked for above this on this machine",
                     plan.instance_label(plan.cells[ci].instance)
                 ));
                 a.search.observe_generator_bound(rate)
@@ -375,7 +383,7 @@ repeats = 1
             done.cell,
             json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
                    "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
-                   "cores": "0-1"})
+                   "cores": "0-1", "unit": "req/s"})
         );
         // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
         let partial = partial.unwrap();

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use volley_harness::ColdFigures;
 use volley_store::StepParameters;
 
-use crate::plan::Plan;
+use crate::plan::{Cell, Plan};
 
 /// The cpuset of `n` pinned cores as the steps store it: "0", "0-1", ...
 pub(super) fn cores_text(n: u32) -> String {
@@ -18,8 +18,7 @@ pub(super) fn cores_text(n: u32) -> String {
 
 /// How a step's line and progress line name it: instance, workload, rate, repeat,
 /// concurrency, keep-alive.
-pub(super) fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) -> String {
-    let cell = &plan.cells[ci];
+pub(super) fn step_what(plan: &Plan, cell: &Cell, rate: Option<f64>, repeat: u32) -> String {
     if let Some(u) = cell.users {
         return format!(
             "{} {} users={u}{}",
@@ -54,13 +53,12 @@ pub(super) fn step_what(plan: &Plan, ci: usize, rate: Option<f64>, repeat: u32) 
 /// The step's parameters as stored (docs/store-conventions.md).
 pub(super) fn step_parameters(
     plan: &Plan,
-    ci: usize,
+    cell: &Cell,
     repeat: u32,
     rate: Option<f64>,
     phase: &str,
     order: usize,
 ) -> StepParameters {
-    let cell = &plan.cells[ci];
     let inst = &plan.instances[cell.instance];
     let mut params = StepParameters {
         rate_rps: rate,

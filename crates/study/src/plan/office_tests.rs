@@ -1,0 +1,131 @@
+//! The users search resolved: which cells it searches, what every DAV target is started
+//! with, how long it is expected to take, and the errors of its keys.
+
+use std::time::Duration;
+
+use super::*;
+use crate::spec;
+use crate::StudyError;
+
+fn plan(text: &str) -> Result<Plan, StudyError> {
+    let f = spec::parse(text)?;
+    resolve(&f, text, 1.0)
+}
+
+const OFFICE: &str = r#"
+name = "office"
+[[target]]
+name = "builtin"
+kind = "builtin"
+dav = true
+[[target]]
+name = "radicale"
+kind = "radicale"
+[[workload]]
+name = "ab"
+paths = ["/x"]
+targets = ["builtin"]
+[[workload]]
+name = "search"
+kind = "caldav"
+users = "search"
+[[workload]]
+name = "sweep"
+kind = "caldav"
+users = [5, 300]
+targets = ["radicale"]
+[search]
+start_users = 4
+max_users = 64
+[steps]
+duration = "10s"
+"#;
+
+#[test]
+fn a_users_search_is_one_cell_per_target_after_the_swept_cells() {
+    let p = plan(OFFICE).unwrap();
+    let searched = p.searched_cells();
+    assert_eq!(searched.len(), 2, "one searched cell per target");
+    // The swept cells come first and the sweep's schedule covers only them.
+    assert_eq!(searched, [p.cells.len() - 2, p.cells.len() - 1]);
+    assert_eq!(p.steps.len(), p.cells.len() - 2);
+    assert!(p.steps.iter().all(|s| !searched.contains(&s.cell)));
+    let sp = p.users_search.as_ref().unwrap();
+    assert_eq!(sp.start_rate, 4.0);
+    assert!(sp.opts.whole);
+    assert_eq!(sp.opts.max_rate_rps, 64.0);
+    assert!(p.search.is_none(), "a sweep has no rate search");
+    // A step of the search plays the users it is given, and offers no rate.
+    let (cell, rate) = p.cell_at(searched[0], Some(16.0));
+    assert_eq!((cell.users, cell.concurrency, rate), (Some(16), 16, None));
+    // A swept office cell keeps its users.
+    let swept = p.cells.iter().position(|c| c.users == Some(300)).unwrap();
+    assert_eq!(p.cell_at(swept, None).0.users, Some(300));
+    // Accounts: the most a workload on the target asks for.
+    let t = |n: &str| p.targets.iter().position(|t| t.name == n).unwrap();
+    assert_eq!(p.dav_users(t("builtin")), Some(64));
+    assert_eq!(p.dav_users(t("radicale")), Some(300));
+    // The estimate counts the searches' days: more than the sweep alone.
+    let sweep_only = p.remaining_estimate(&p.steps, &RateBook::default());
+    let per_search = p.cell_search_steps(searched[0]);
+    assert!(per_search >= 3, "{per_search}");
+    assert_eq!(
+        p.estimate(),
+        sweep_only + p.step_estimate(&p.cells[searched[0]]) * per_search * 2
+    );
+    // An office day lasts its duration even in a search.
+    assert_eq!(
+        p.step_estimate(&p.cells[searched[0]]),
+        Duration::from_secs(10) + p.timing.warmup + p.timing.cooldown
+    );
+}
+
+#[test]
+fn search_mode_searches_every_office_and_the_rates_of_the_rest() {
+    let text = OFFICE
+        .replace("name = \"office\"", "name = \"office\"\nmode = \"search\"")
+        .replace("users = [5, 300]\n", "");
+    let p = plan(&text).unwrap();
+    assert_eq!(p.searched_cells().len(), p.cells.len());
+    assert!(p.steps.is_empty());
+    let ab = p.cells.iter().position(|c| c.users.is_none()).unwrap();
+    assert!(!p.searches_users(ab));
+    assert_eq!(p.search_of(ab), p.search.as_ref());
+    let office = p.cells.iter().position(|c| c.users.is_some()).unwrap();
+    assert_eq!(p.search_of(office), p.users_search.as_ref());
+}
+
+#[test]
+fn users_search_keys_are_checked_and_name_what_is_wrong() {
+    let cases = [
+        (
+            OFFICE.replace("users = \"search\"", "users = \"lots\""),
+            "users must be a count, a list of counts or \"search\", got \"lots\"",
+        ),
+        (
+            OFFICE.replace("name = \"office\"", "name = \"office\"\nmode = \"search\""),
+            "in search mode a caldav workload searches its users",
+        ),
+        (
+            OFFICE.replace("users = \"search\"", "users = [1]"),
+            "start_users/max_users need a caldav workload with users = \"search\"",
+        ),
+        (
+            OFFICE.replace("max_users = 64", "max_users = 2"),
+            "1 <= start_users <= max_users, got 4 and 2",
+        ),
+        (
+            OFFICE.replace("start_users = 4", "start_users = 0"),
+            "1 <= start_users <= max_users",
+        ),
+        (
+            OFFICE.replace("users = \"search\"\n", ""),
+            "needs users (a count, a list, or \"search\")",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = plan(&text).unwrap_err().to_string();
+        assert!(e.contains(want), "want {want:?}, got {e:?}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
