@@ -148,7 +148,7 @@ impl Plan {
                 );
             }
         }
-        if self.mode == Mode::Sweep {
+        if self.mode == Mode::Sweep && (searched.is_empty() || !self.steps.is_empty()) {
             let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
             for s in self.steps.iter().take(30) {
                 let _ = writeln!(
