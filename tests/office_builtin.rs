@@ -137,6 +137,46 @@ fn a_trace_has_one_line_per_request_with_each_devices_sync_tokens() {
     );
 }
 
+#[test]
+fn account_path_templates_put_each_users_calendar_where_they_say() {
+    let dir = std::env::temp_dir().join(format!("volley-office-tpl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.txt");
+    // The built-in server provisions `/<user>/calendar/`; `work/` is made at set-up
+    // (MKCALENDAR), as on a server whose layout differs from the default.
+    let (code, j, err) = office(&[
+        "--caldav",
+        "2",
+        "--profile",
+        "thunderbird,evolution",
+        "--duration",
+        "3s",
+        "--caldav-home-template",
+        "/{user}/",
+        "--caldav-calendar-template",
+        "/{user}/work/",
+        "--caldav-trace",
+        path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "stderr: {err}\n{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    for user in ["office1", "office2"] {
+        let mk = format!(" {user} volley-office/setup MKCALENDAR /{user}/work/ -> 201");
+        assert!(text.contains(&mk), "{mk}\n{text}");
+        let put = format!(" PUT /{user}/work/{user}-");
+        assert!(text.contains(&put), "{put}\n{text}");
+    }
+    // Nothing was written to the default calendar.
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("/calendar/") && (l.contains(" PUT ") || l.contains(" DELETE "))),
+        "{text}"
+    );
+}
+
 fn usage_line(args: &[&str], needle: &str) {
     let out = volley().arg("bench").args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -162,6 +202,14 @@ fn bad_input_is_one_line_and_exit_2() {
             "/nonexistent-dir/trace.txt",
         ],
         "cannot create the trace file",
+    );
+    usage_line(
+        &["--caldav", "2", "--caldav-home-template", "/dav/shared/"],
+        "must contain {user}",
+    );
+    usage_line(
+        &["--caldav", "1", "--caldav-calendar-template", "{user}/cal"],
+        "must start and end with /",
     );
     // A plain HTTP server (answers 200 to everything, no DAV header) is not CalDAV.
     let plain = FaultServer::start(Behaviour::Ok {
