@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use volley_office::xml::{self, Multistatus};
@@ -20,17 +19,6 @@ use volley_targets::probe::dav::request;
 use volley_targets::{RunningTarget, TargetKind};
 
 const T: Duration = Duration::from_secs(20);
-
-fn started(kind: TargetKind) -> RunningTarget {
-    if kind != TargetKind::Builtin {
-        return common::dav_target(kind, 1);
-    }
-    let mut spec = volley_targets::TargetSpec::new(kind);
-    spec.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
-    spec.settings.dav = Some(volley_targets::DavSettings { users: 1 });
-    spec.start_timeout = Duration::from_secs(30);
-    volley_targets::start(&spec).unwrap_or_else(|e| panic!("builtin did not start: {e}"))
-}
 
 /// A sync-collection REPORT of the account's calendar from `token`.
 fn sync(t: &RunningTarget, a: &DavAccount, token: &str) -> Multistatus {
@@ -52,7 +40,7 @@ fn sync(t: &RunningTarget, a: &DavAccount, token: &str) -> Multistatus {
 /// Takes a token, adds an item and removes it, and returns what the delta from that
 /// token says of the item: its status, or `None` when the delta does not mention it.
 fn added_and_removed_since_the_token(kind: TargetKind) -> Option<u16> {
-    let t = started(kind);
+    let t = common::dav_target(kind, 1);
     let a = t.dav.as_ref().expect("DAV accounts").accounts[0].clone();
     let token = sync(&t, &a, "")
         .sync_token
