@@ -77,6 +77,106 @@ fn the_same_seed_plans_the_same_day() {
     );
 }
 
+#[test]
+fn a_trace_has_one_line_per_request_with_each_devices_sync_tokens() {
+    let dir = std::env::temp_dir().join(format!("volley-office-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.txt");
+    let p = path.to_str().unwrap();
+    let (code, j, err) = office(&[
+        "--caldav",
+        "2",
+        "--profile",
+        "thunderbird",
+        // Thunderbird polls every 30 office minutes: about once a second here.
+        "--compress",
+        "1920",
+        "--duration",
+        "4s",
+        "--seed",
+        "4",
+        "--caldav-trace",
+        p,
+    ]);
+    assert_eq!(code, 0, "stderr: {err}\n{j}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let lines: Vec<&str> = text.lines().collect();
+    // The day's requests, plus the untimed set-up and audit.
+    let day: u64 = j["requests"].as_u64().unwrap();
+    assert!(
+        lines.len() as u64 > day,
+        "{} lines, {day} requests",
+        lines.len()
+    );
+    assert!(lines.iter().all(|l| l.contains(" -> ")), "{text}");
+    for user in ["office1", "office2"] {
+        for device in ["thunderbird#0", "thunderbird#1"] {
+            let who = format!(" {user} volley-office/{device} ");
+            // Every sync after the first starts from the token the previous one got.
+            let tokens: Vec<(&str, &str)> = lines
+                .iter()
+                .filter(|l| l.contains(&who) && l.contains(" from-token="))
+                .map(|l| {
+                    let field = |k: &str| l.split(k).nth(1).unwrap().split(' ').next().unwrap();
+                    (field(" from-token="), field(" token="))
+                })
+                .collect();
+            assert!(tokens.len() >= 2, "{who}: {tokens:?}\n{text}");
+            assert_eq!(tokens[0].0, "-", "the first sync has no token");
+            for w in tokens.windows(2) {
+                assert_eq!(w[1].0, w[0].1, "{who}: {tokens:?}");
+            }
+        }
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" PUT ") && l.contains("if-none-match=*")),
+        "{text}"
+    );
+}
+
+#[test]
+fn account_path_templates_put_each_users_calendar_where_they_say() {
+    let dir = std::env::temp_dir().join(format!("volley-office-tpl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.txt");
+    // The built-in server provisions `/<user>/calendar/`; `work/` is made at set-up
+    // (MKCALENDAR), as on a server whose layout differs from the default.
+    let (code, j, err) = office(&[
+        "--caldav",
+        "2",
+        "--profile",
+        "thunderbird,evolution",
+        "--duration",
+        "3s",
+        "--caldav-home-template",
+        "/{user}/",
+        "--caldav-calendar-template",
+        "/{user}/work/",
+        "--caldav-trace",
+        path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "stderr: {err}\n{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    for user in ["office1", "office2"] {
+        let mk = format!(" {user} volley-office/setup MKCALENDAR /{user}/work/ -> 201");
+        assert!(text.contains(&mk), "{mk}\n{text}");
+        let put = format!(" PUT /{user}/work/{user}-");
+        assert!(text.contains(&put), "{put}\n{text}");
+    }
+    // Nothing was written to the default calendar.
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("/calendar/") && (l.contains(" PUT ") || l.contains(" DELETE "))),
+        "{text}"
+    );
+}
+
 fn usage_line(args: &[&str], needle: &str) {
     let out = volley().arg("bench").args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -94,6 +194,23 @@ fn bad_input_is_one_line_and_exit_2() {
         "unknown profile `outlook`",
     );
     usage_line(&["--caldav", "2", "--compress", "-3"], "--compress");
+    usage_line(
+        &[
+            "--caldav",
+            "2",
+            "--caldav-trace",
+            "/nonexistent-dir/trace.txt",
+        ],
+        "cannot create the trace file",
+    );
+    usage_line(
+        &["--caldav", "2", "--caldav-home-template", "/dav/shared/"],
+        "must contain {user}",
+    );
+    usage_line(
+        &["--caldav", "1", "--caldav-calendar-template", "{user}/cal"],
+        "must start and end with /",
+    );
     // A plain HTTP server (answers 200 to everything, no DAV header) is not CalDAV.
     let plain = FaultServer::start(Behaviour::Ok {
         body_len: 700,

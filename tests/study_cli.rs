@@ -49,7 +49,8 @@ fn bad_study_file_names_line_and_key() {
 #[test]
 fn search_finds_a_token_bucket_capacity() {
     // 800 req/s, not more: a generator that shares the machine with other work must
-    // still offer the rates near the edge on schedule.
+    // still offer the rates near the edge on schedule. The 1.5 s cool-down lets the
+    // bucket's queue from an overloaded step (1000 req/s for 3 s) drain before the next.
     let server = FaultServer::start(Behaviour::TokenBucket {
         rate_per_s: 800.0,
         burst: 20,
@@ -74,7 +75,7 @@ timeout = "2s"
 [steps]
 duration = "3s"
 warmup = "300ms"
-cooldown = "200ms"
+cooldown = "1500ms"
 [slo]
 p99 = "100ms"
 [search]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use volley_office::{LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
+use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
 
 use super::bench_load::LoadArgs;
 use super::table;
@@ -40,6 +40,20 @@ pub struct CaldavArgs {
     /// proxy, as volley runs Xandikos).
     #[arg(long)]
     pub caldav_remote_user: bool,
+    /// Write one line per request of every device to FILE: request line, Depth,
+    /// If-Match/If-None-Match, the sync-token a sync starts from, status, ETag, and a
+    /// multistatus's token and hrefs (for telling a server's fault from the checker's).
+    #[arg(long, value_name = "FILE")]
+    pub caldav_trace: Option<PathBuf>,
+    /// Each account's calendar home, `{user}` standing for its name, e.g. `/dav/{user}/`
+    /// for a plain WebDAV tree (default: found by discovery on CalDAV, else `/<user>/`).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub caldav_home_template: Option<String>,
+    /// Each account's calendar, `{user}` standing for its name, e.g.
+    /// `/{user}/calendars/calendar/` for Xandikos (default: `calendar/` in the home,
+    /// made when missing).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub caldav_calendar_template: Option<String>,
 }
 
 impl CaldavArgs {
@@ -91,6 +105,27 @@ fn start_builtin(accounts: &[(String, String)]) -> anyhow::Result<Builtin> {
     Ok(guard)
 }
 
+/// What a path template's account name is written as.
+const USER: &str = "{user}";
+
+/// A path template of `flag`, checked: with more than one user it must name `{user}`,
+/// or every user would share one calendar (and each one's set-up would empty the
+/// others'). The office checks the expanded paths' shape.
+fn template<'a>(
+    flag: &str,
+    t: &'a Option<String>,
+    users: usize,
+) -> anyhow::Result<Option<&'a str>> {
+    match t.as_deref() {
+        Some(t) if users > 1 && !t.contains(USER) => {
+            usage!(
+                "{flag} must contain {USER} (the account's name): {users} users would share `{t}`"
+            )
+        }
+        t => Ok(t),
+    }
+}
+
 /// Runs `volley bench --caldav`.
 pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
     let users = match c.caldav.as_deref().map(str::parse::<usize>) {
@@ -114,9 +149,24 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(|| builtin.as_ref().map(|b| b.url.clone()))
         .unwrap_or_default();
-    let mut cfg = OfficeConfig::new(&url, accounts);
+    let home = template("--caldav-home-template", &c.caldav_home_template, users)?;
+    let calendar = template(
+        "--caldav-calendar-template",
+        &c.caldav_calendar_template,
+        users,
+    )?;
+    let accounts = accounts
+        .into_iter()
+        .map(|(name, password)| Account {
+            home: home.map(|t| t.replace(USER, &name)),
+            calendar: calendar.map(|t| t.replace(USER, &name)),
+            ..Account::new(name, password)
+        })
+        .collect();
+    let mut cfg = OfficeConfig::with_accounts(&url, accounts);
     cfg.mix = mix;
     cfg.remote_user_header = c.caldav_remote_user;
+    cfg.trace = c.caldav_trace.clone();
     if let Some(d) = &c.decisions {
         match d.parse::<u32>() {
             Ok(n) => cfg.decisions_per_day = n,
@@ -155,7 +205,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
             | OfficeError::Url(_)
             | OfficeError::NotCalDav { .. }),
         ) => usage!("{e}"),
-        Err(e @ OfficeError::Connect { .. }) => usage!(
+        Err(e @ (OfficeError::Connect { .. } | OfficeError::Trace { .. })) => usage!(
             "{e}: {}",
             std::error::Error::source(&e)
                 .map(ToString::to_string)

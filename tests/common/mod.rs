@@ -149,9 +149,11 @@ pub fn office_accounts(
         .collect()
 }
 
-/// Starts `kind` with `users` DAV accounts (30 s to start).
+/// Starts `kind` with `users` DAV accounts (30 s to start); the built-in server is
+/// this build's `volley`.
 pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_targets::RunningTarget {
     let mut spec = volley_targets::TargetSpec::new(kind);
+    spec.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
     spec.settings.dav = Some(volley_targets::DavSettings { users });
     spec.start_timeout = Duration::from_secs(30);
     volley_targets::start(&spec).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))

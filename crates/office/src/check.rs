@@ -23,9 +23,13 @@ pub enum Violation {
     ServerError,
     /// The connection failed (connect, reset, closed, timeout, malformed answer).
     Transport,
-    /// A sync-collection delta left out a change made since its token.
+    /// A sync-collection delta left out a change made since its token: an item added,
+    /// changed or removed, including one the device added and removed itself since the
+    /// token (RFC 6578 3.5.2: it must still be reported removed).
     MissedChange,
-    /// A deletion made on one device was still shown by another after its sync.
+    /// A deletion made on one device was still shown by another after its sync
+    /// (including an item that other device added after its token, which the delta
+    /// must report removed, RFC 6578 3.5.2).
     DeletionNotSeen,
     /// An acknowledged item is not on the server.
     Lost,

@@ -39,6 +39,14 @@ pub enum OfficeError {
         /// What failed.
         why: String,
     },
+    /// The trace file cannot be created.
+    #[error("cannot create the trace file {}", path.display())]
+    Trace {
+        /// The path asked for.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// Starting a worker thread failed.
     #[error("cannot start a worker thread")]
     Thread(#[source] std::io::Error),

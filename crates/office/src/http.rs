@@ -15,6 +15,7 @@ use volley_engine::http1::ResponseReader;
 use volley_engine::{ErrorKind, Sample};
 
 use crate::ops::Op;
+use crate::trace::Trace;
 
 /// A request as a client sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +101,10 @@ pub struct Conn {
     stream: Option<TcpStream>,
     reader: ResponseReader,
     buf: Vec<u8>,
+    /// The account, for the trace.
+    user: String,
+    /// Where every exchange is logged, when a trace was asked for.
+    trace: Option<Trace>,
 }
 
 impl Conn {
@@ -122,7 +127,14 @@ impl Conn {
             stream: None,
             reader: ResponseReader::new(),
             buf: vec![0; 16 * 1024],
+            user: user.to_owned(),
+            trace: None,
         }
+    }
+
+    /// Logs every exchange of this connection to `trace` ([`crate::trace`]).
+    pub fn set_trace(&mut self, trace: Option<Trace>) {
+        self.trace = trace;
     }
 
     /// Sets the User-Agent: `volley-office/<profile>#<device>` during the day,
@@ -166,6 +178,11 @@ impl Conn {
         }
         if result.is_err() {
             self.stream = None;
+        }
+        if let Some(t) = &self.trace {
+            let who = format!("{} {}", self.user, self.agent);
+            let outcome = result.as_ref().map_err(|k| format!("{k:?}"));
+            t.record(sample.sent_ns, &who, req, outcome);
         }
         (result, sample)
     }

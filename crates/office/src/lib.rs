@@ -39,6 +39,7 @@ mod run;
 mod session;
 mod setup;
 pub mod state;
+pub mod trace;
 mod writes;
 pub mod xml;
 

@@ -1,6 +1,7 @@
 //! Running an office day: set-up (untimed), the day on worker threads, the audit
 //! (untimed), then the recorders merged into one report.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
 use crate::report::{LatencyRow, OfficeReport, ProfileCount};
 use crate::state::{Device, Pending, Server, Truth, User};
+use crate::trace::Trace;
 use crate::{audit, session, setup, writes, Account, OfficeError};
 
 /// Most worker threads; users beyond are shared round-robin.
@@ -48,6 +50,9 @@ pub struct OfficeConfig {
     /// Also send `X-Remote-User: <account>` (a server that trusts a proxy's identity
     /// instead of checking Basic credentials, as volley runs Xandikos).
     pub remote_user_header: bool,
+    /// Write a line per exchange of every device here ([`crate::trace`]); none: no
+    /// trace, at the cost of one branch per request.
+    pub trace: Option<PathBuf>,
 }
 
 impl OfficeConfig {
@@ -77,6 +82,7 @@ impl OfficeConfig {
             timeout: Duration::from_secs(30),
             stop: Arc::new(AtomicBool::new(false)),
             remote_user_header: false,
+            trace: None,
         }
     }
 
@@ -176,6 +182,13 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         caldav,
         conditional: caldav,
     };
+    let trace = match &cfg.trace {
+        Some(p) => Some(Trace::create(p).map_err(|source| OfficeError::Trace {
+            path: p.clone(),
+            source,
+        })?),
+        None => None,
+    };
     let profiles = cfg.mix.assign(cfg.accounts.len());
     let threads = cfg.accounts.len().min(MAX_THREADS);
     let today = crate::item::today();
@@ -186,6 +199,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
                 let mut conn = Conn::new(addr, &host, &a.name, &a.password, cfg.timeout)
                     .with_headers(&cfg.headers_of(a));
                 conn.set_agent("volley-office/setup".into());
+                conn.set_trace(trace.clone());
                 Device::new(profiles[i], conn)
             })
             .collect();
@@ -290,6 +304,9 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
             .filter_map(|h| h.join().ok())
             .collect::<Vec<_>>()
     });
+    if let Some(t) = &trace {
+        t.flush();
+    }
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }

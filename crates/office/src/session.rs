@@ -62,12 +62,7 @@ pub fn run(ctx: Ctx<'_>, user: &mut User, d: usize, intended_ns: u64) {
     if let Some(seen) = outcome {
         user.devices[d].ready = true;
         let own_missing = match seen {
-            Some(seen) => user.devices[d]
-                .written
-                .iter()
-                .filter(|n| !seen.contains(*n))
-                .cloned()
-                .collect(),
+            Some(seen) => listing::own_missing(user, d, &seen),
             None => Vec::new(),
         };
         user.devices[d].written.clear();
