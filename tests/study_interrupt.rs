@@ -235,3 +235,47 @@ fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
     assert_eq!(run.status, Status::Incomplete);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
+    let dir = fresh_dir("dead-search");
+    let study = dir.join("search.toml");
+    // Two built-in targets, a rate search each: 100, 200, 400 req/s (the maximum), one
+    // 3 s step per rate (three whole seconds to judge), round-robin.
+    std::fs::write(
+        &study,
+        "name = \"dead-search\"\nmode = \"search\"\n[[target]]\nname = \"a\"\nkind = \"builtin\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nconcurrency = 4\n[steps]\nduration = \"3s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n[slo]\np99 = \"1s\"\n[search]\nstart_rate = 100\nmax_rate = 400\nrepeats = 1\n",
+    )
+    .unwrap();
+    let db = dir.join("v.db");
+    let mut child = spawn_study(&study, &db, Stdio::piped());
+    wait_for_a_stored_step(&db, &mut child);
+    // One of the two built-in servers this test's study started.
+    let server = descendants(child.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"serve"))
+        })
+        .expect("a built-in server of the study");
+    signal("-KILL", server);
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("died"), "{err}");
+    // The survivor's search reached its end: 100, 200 and 400 req/s, all carried.
+    let store = Store::open(&db).unwrap();
+    let ends: Vec<volley_store::SearchEnd> = store
+        .list_runs()
+        .unwrap()
+        .iter()
+        .flat_map(|r| store.capacities(r.id).unwrap())
+        .map(|c| c.record.end)
+        .collect();
+    assert!(
+        ends.contains(&volley_store::SearchEnd::ReachedMaxRate),
+        "the other search went on to its end: {ends:?}\n{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

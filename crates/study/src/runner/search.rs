@@ -67,6 +67,8 @@ pub(super) struct ActiveSearch {
     steps_run: u32,
     /// Its row is in the store.
     recorded: bool,
+    /// Its target died (noted): the search ends here, the others go on.
+    dead: bool,
 }
 
 impl ActiveSearch {
@@ -77,6 +79,7 @@ impl ActiveSearch {
             started_ms: None,
             steps_run: 0,
             recorded: false,
+            dead: false,
         }
     }
 }
@@ -174,8 +177,12 @@ impl StudyRun<'_> {
             .map(|a| plan.cell_search_steps(a.cell) as usize)
             .sum();
         let mut done_steps = swept;
-        while self.active.iter().any(|a| !a.search.is_done()) {
+        let going = |a: &ActiveSearch| !a.search.is_done() && !a.dead;
+        while self.active.iter().any(going) {
             for k in 0..self.active.len() {
+                if self.active[k].dead {
+                    continue;
+                }
                 let Some(rate) = self.active[k].search.next_rate() else {
                     continue;
                 };
@@ -190,11 +197,18 @@ impl StudyRun<'_> {
                     eta: est * (total - done_steps) as u32,
                 };
                 if !self.search_rate(k, rate, p, &mut done_steps)? {
-                    return Ok(false);
+                    if self.stop.load(Ordering::Relaxed) {
+                        return Ok(false);
+                    }
+                    // Its target died (the step noted it): this search ends, unfinished
+                    // (stored as interrupted if it ran a step); the others go on, as
+                    // a sweep goes on with the other targets.
+                    self.active[k].dead = true;
                 }
             }
         }
-        Ok(true)
+        // A search cut short by its target leaves the study incomplete.
+        Ok(!self.active.iter().any(|a| a.dead))
     }
 
     /// One rate of search `k`: its step (rerun while generator-bound), what the search
