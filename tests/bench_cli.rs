@@ -291,6 +291,39 @@ fn open_loop_sends_on_schedule() {
 }
 
 #[test]
+fn an_open_loop_run_lasts_its_duration_when_its_arrivals_end_early() {
+    // 2 req/s for 2 s: arrivals at 0, 0.5, 1 and 1.5 s. The run measures 2 s, so it
+    // says 2 req/s; ending at the last answer (about 1.5 s) said 2.7.
+    let srv = TestServer::start(Mode::Ok);
+    let out = volley()
+        .args([
+            "bench",
+            &srv.url("/"),
+            "--rate",
+            "2",
+            "-d",
+            "2s",
+            "-c",
+            "2",
+            "-k",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_of(&out.stdout)["runs"][0];
+    assert_eq!(r["requests"]["completed"], 4, "{r}");
+    let d = r["duration_s"].as_f64().unwrap();
+    assert!(d >= 1.99, "the run ended at {d} s, before its 2 s");
+    let rps = r["throughput"]["requests_per_s"].as_f64().unwrap();
+    assert!(rps <= 2.01, "{rps} req/s from 4 requests in 2 s");
+}
+
+#[test]
 fn text_report_looks_like_ab_and_names_definitions() {
     let srv = TestServer::start(Mode::Ok);
     volley()

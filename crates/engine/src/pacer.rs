@@ -114,7 +114,8 @@ pub enum Pace {
     SendNow(u64),
     /// The next arrival is this many ns in the future.
     Wait(u64),
-    /// The schedule is over (its next arrival falls after the end of the run).
+    /// The schedule is over: its next arrival falls after the end of the run, and the
+    /// run's end has come.
     Done,
 }
 
@@ -136,8 +137,14 @@ impl Pacer {
     /// no I/O.
     pub fn pace(&mut self, elapsed_ns: u64, sent: u64) -> Pace {
         let due_ns = self.schedule.intended_ns(sent);
-        if self.end_ns.is_some_and(|end| due_ns >= end) {
-            return Pace::Done;
+        if let Some(end) = self.end_ns.filter(|end| due_ns >= *end) {
+            // No arrival is left, but the run lasts until its end: an open-loop step of
+            // 1 s at 1 req/s measures one request over a second, not over the 5 ms its
+            // answer took (which would print 200 req/s).
+            return match end.checked_sub(elapsed_ns).filter(|left| *left > 0) {
+                Some(left) => Pace::Wait(left),
+                None => Pace::Done,
+            };
         }
         if due_ns <= elapsed_ns {
             Pace::SendNow(due_ns)
@@ -180,7 +187,7 @@ mod tests {
             Schedule::new(Arrival::Constant, 1000.0, 0, 0, 1),
             Some(10_000_000),
         );
-        let cases: [(u64, u64, Pace); 8] = [
+        let cases: [(u64, u64, Pace); 10] = [
             (0, 0, Pace::SendNow(0)),
             (0, 1, Pace::Wait(1_000_000)),
             (999_999, 1, Pace::Wait(1)),
@@ -189,7 +196,10 @@ mod tests {
             (5_500_000, 2, Pace::SendNow(2_000_000)),
             (5_500_000, 6, Pace::Wait(500_000)),
             (9_999_999, 9, Pace::SendNow(9_000_000)),
-            (9_999_999, 10, Pace::Done),
+            // No arrival left before the end: wait for the end, then done.
+            (9_999_999, 10, Pace::Wait(1)),
+            (10_000_000, 10, Pace::Done),
+            (12_000_000, 10, Pace::Done),
         ];
         for (elapsed, sent, want) in cases {
             assert_eq!(p.pace(elapsed, sent), want, "elapsed={elapsed} sent={sent}");
