@@ -208,6 +208,27 @@ fn descendants(root: u32) -> Vec<u32> {
     out
 }
 
+/// SIGKILLs a built-in server the study `child` started (one of them when it started
+/// several): a descendant running `serve`.
+fn kill_a_built_in_server(child: &Child) {
+    let server = descendants(child.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"serve"))
+        })
+        .expect("a built-in server of the study");
+    signal("-KILL", server);
+}
+
+/// The study's exit status within `limit`, and what it wrote on its (piped) stderr.
+fn exit_and_stderr(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
+    let status = wait_exit(child, limit);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
 #[test]
 fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
     let dir = fresh_dir("dead");
@@ -216,18 +237,8 @@ fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
     let db = dir.join("v.db");
     let mut child = spawn_study(&study, &db, Stdio::piped());
     wait_for_a_stored_step(&db, &mut child);
-    // The built-in server this test's study started: a descendant running `serve`.
-    let server = descendants(child.id())
-        .into_iter()
-        .find(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"serve"))
-        })
-        .expect("the study's built-in server");
-    signal("-KILL", server);
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    kill_a_built_in_server(&child);
+    let (status, err) = exit_and_stderr(&mut child, Duration::from_secs(30));
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("a target died"), "{err}");
     let store = Store::open(&db).unwrap();
@@ -250,18 +261,8 @@ fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
     let db = dir.join("v.db");
     let mut child = spawn_study(&study, &db, Stdio::piped());
     wait_for_a_stored_step(&db, &mut child);
-    // One of the two built-in servers this test's study started.
-    let server = descendants(child.id())
-        .into_iter()
-        .find(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"serve"))
-        })
-        .expect("a built-in server of the study");
-    signal("-KILL", server);
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    kill_a_built_in_server(&child);
+    let (status, err) = exit_and_stderr(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("died"), "{err}");
     // The survivor's search reached its end: 100, 200 and 400 req/s, all carried.

@@ -389,20 +389,7 @@ fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
         );
     }
     // The report's office table says what nginx lacks.
-    let md = dir.join("r.md");
-    let out = volley()
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(md).unwrap();
+    let (md, _) = report_of(&dir, &db, "nginx");
     assert!(
         md.lines().any(|l| l.starts_with("| nginx ")
             && l.contains("lacks")

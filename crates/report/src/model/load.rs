@@ -120,7 +120,7 @@ pub(super) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, Repo
     let (users_rows, rate_rows): (Vec<_>, Vec<_>) = store
         .capacities(run.id)?
         .into_iter()
-        .partition(|r| r.record.cell.get("unit").and_then(Value::as_str) == Some("users"));
+        .partition(|r| crate::compare::unit_of(r) == "users");
     let searches = searches(&rate_rows, &steps);
     Ok(TargetReport {
         run_id: run.id.0,

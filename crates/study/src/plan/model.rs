@@ -137,6 +137,13 @@ pub struct Workload {
     pub targets: Option<Vec<usize>>,
 }
 
+impl Workload {
+    /// A `caldav` workload whose users are searched, not swept.
+    pub fn searches_users(&self) -> bool {
+        self.office.as_ref().is_some_and(|o| o.search)
+    }
+}
+
 /// A `caldav` workload resolved: an office of calendar clients (volley-office), one
 /// more sweep axis (`users`). Its steps last `Timing::duration`.
 #[derive(Debug, Clone, PartialEq)]
@@ -383,10 +390,7 @@ impl Plan {
 
     /// Whether cell `ci` searches users rather than a rate.
     pub fn searches_users(&self, ci: usize) -> bool {
-        self.workloads[self.cells[ci].workload]
-            .office
-            .as_ref()
-            .is_some_and(|o| o.search)
+        self.workloads[self.cells[ci].workload].searches_users()
     }
 
     /// The cells searched, in cell order (after every swept cell: resolve puts them

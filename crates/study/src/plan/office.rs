@@ -5,7 +5,7 @@
 use volley_targets::TargetKind;
 
 use super::resolve::invalid;
-use super::{OfficeLoad, SearchPlan, Target};
+use super::{OfficeLoad, SearchPlan, Target, Workload};
 use crate::spec::{Mode, StudyFile, UsersAxis, WorkloadDef};
 use crate::StudyError;
 
@@ -165,10 +165,10 @@ fn users_of(w: &WorkloadDef, file: &StudyFile) -> Result<(Vec<u32>, bool), Study
 /// error, as every key without meaning is.
 pub(super) fn resolve_users_search(
     file: &StudyFile,
-    offices: &[Option<&OfficeLoad>],
+    workloads: &[Workload],
 ) -> Result<Option<SearchPlan>, StudyError> {
     let s = &file.search;
-    let searched = offices.iter().flatten().any(|o| o.search);
+    let searched = workloads.iter().any(Workload::searches_users);
     if !searched {
         if s.start_users.is_some() || s.max_users.is_some() {
             return Err(invalid(
@@ -177,7 +177,7 @@ pub(super) fn resolve_users_search(
         }
         return Ok(None);
     }
-    let start = s.start_users.unwrap_or(DEFAULT_START_USERS);
+    let start = start_users(file);
     let max = s.max_users.unwrap_or(DEFAULT_MAX_USERS.max(start));
     if start == 0 || max < start {
         return Err(invalid(format!(
@@ -200,6 +200,12 @@ pub(super) fn resolve_users_search(
         start_rate: f64::from(start),
         opts,
     }))
+}
+
+/// The first users count of a users search: `[search] start_users`, else
+/// [`DEFAULT_START_USERS`].
+pub(super) fn start_users(file: &StudyFile) -> u32 {
+    file.search.start_users.unwrap_or(DEFAULT_START_USERS)
 }
 
 /// First users count of a users search when `[search]` gives none.

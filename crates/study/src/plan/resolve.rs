@@ -173,12 +173,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     }
     let swept = cells
         .iter()
-        .filter(|c| {
-            workloads[c.workload]
-                .office
-                .as_ref()
-                .is_none_or(|o| !o.search)
-        })
+        .filter(|c| !workloads[c.workload].searches_users())
         .count();
     let steps = if file.mode == Mode::Sweep {
         schedule(
@@ -192,8 +187,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     };
     let rule = resolve_rule(file, text, &timing)?;
     let search = resolve_search(file, &timing)?;
-    let offices: Vec<Option<&OfficeLoad>> = workloads.iter().map(|w| w.office.as_ref()).collect();
-    let users_search = super::office::resolve_users_search(file, &offices)?;
+    let users_search = super::office::resolve_users_search(file, &workloads)?;
     let docroot = resolve_docroot(file)?;
     let injectors = super::injectors::resolve_injectors(file, steps.len())?;
     let axis = primary_axis(&cells, &instances, &targets);
@@ -490,10 +484,7 @@ fn resolve_cells(
         if let Some(office) = &w.office {
             // An office sweeps its users (or searches them: one cell per instance, its
             // users decided per step); the connection axes are the clients' own.
-            let start = [file
-                .search
-                .start_users
-                .unwrap_or(super::office::DEFAULT_START_USERS)];
+            let start = [super::office::start_users(file)];
             let users: &[u32] = if office.search { &start } else { &office.users };
             for &u in users {
                 for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
@@ -585,14 +576,9 @@ fn resolve_cells(
     }
     // Searched offices last, in their order: a sweep's schedule covers the cells before
     // them, and the searches run after it.
-    let searched = |c: &Cell| {
-        workloads[c.workload]
-            .office
-            .as_ref()
-            .is_some_and(|o| o.search)
-    };
-    let (mut swept, searched): (Vec<Cell>, Vec<Cell>) =
-        cells.into_iter().partition(|c| !searched(c));
+    let (mut swept, searched): (Vec<Cell>, Vec<Cell>) = cells
+        .into_iter()
+        .partition(|c| !workloads[c.workload].searches_users());
     swept.extend(searched);
     Ok(swept)
 }
