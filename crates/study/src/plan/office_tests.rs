@@ -3,14 +3,8 @@
 
 use std::time::Duration;
 
+use super::tests::plan;
 use super::*;
-use crate::spec;
-use crate::StudyError;
-
-fn plan(text: &str) -> Result<Plan, StudyError> {
-    let f = spec::parse(text)?;
-    resolve(&f, text, 1.0)
-}
 
 const OFFICE: &str = r#"
 name = "office"

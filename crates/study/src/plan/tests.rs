@@ -5,7 +5,8 @@ use super::*;
 use crate::spec::{self, RepeatOrder};
 use crate::StudyError;
 
-fn plan(text: &str) -> Result<Plan, StudyError> {
+/// The plan of study text `text` at scale 1 (shared with `office_tests`).
+pub(super) fn plan(text: &str) -> Result<Plan, StudyError> {
     let f = spec::parse(text)?;
     resolve(&f, text, 1.0)
 }
