@@ -35,10 +35,112 @@ pub enum SearchError {
     },
 }
 
-/// Capacity from a sweep over fixed rates: the largest rate judged sustainable.
+/// What one step says about the server at its rate (docs/methodology.md, "Saturation").
 ///
-/// A rate run several times is sustainable when strictly more than half of its runs
-/// were (a tie counts as unsustainable: we do not claim a rate without a majority).
+/// Only a step whose figures are the server's, on a machine nobody else was using, can
+/// show that the server *failed*: a generator-bound or machine-stalled step measured
+/// volley or the machine, and a failure while someone else took the CPU may be theirs.
+/// A step that sustained its rate sustained it whatever else ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// The step's rate was sustained, on the server's figures.
+    Sustained,
+    /// The step failed, on the server's figures, with the machine otherwise quiet.
+    ServerFailed,
+    /// The step cannot be judged for the server.
+    Unjudged,
+}
+
+impl Evidence {
+    /// The evidence of a judged step: `counts_for_server` is
+    /// `crate::sustain::counts_for_server` of its label, `machine_busy` whether someone
+    /// else took the CPU while it ran.
+    pub fn of(sustainable: bool, counts_for_server: bool, machine_busy: bool) -> Self {
+        match (counts_for_server, sustainable, machine_busy) {
+            (false, _, _) => Evidence::Unjudged,
+            (true, true, _) => Evidence::Sustained,
+            (true, false, true) => Evidence::Unjudged,
+            (true, false, false) => Evidence::ServerFailed,
+        }
+    }
+
+    /// Whether a step must be measured again: its label does not count for the server,
+    /// or it ran while the machine was busy (even a pass then is weaker evidence than a
+    /// quiet one).
+    pub fn needs_remeasure(counts_for_server: bool, machine_busy: bool) -> bool {
+        !counts_for_server || machine_busy
+    }
+}
+
+/// What may be claimed of a capacity (docs/methodology.md, "Saturation"): a figure only
+/// when the server was seen to fail above it, otherwise a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "claim", rename_all = "snake_case")]
+pub enum Claim {
+    /// The capacity is `value`: a step at `failed_at` above it was judged unsustainable
+    /// because of the server.
+    Capacity {
+        /// The largest sustainable rate (or users).
+        value: f64,
+        /// The smallest rate above it the server failed.
+        failed_at: f64,
+    },
+    /// The capacity is at least `value`: no step above it was seen to fail because of
+    /// the server. `unjudged_above` steps above it could not be judged (0: `value` was
+    /// the highest step tried).
+    AtLeast {
+        /// The largest sustainable rate (or users).
+        value: f64,
+        /// Steps above `value` that could not be judged for the server.
+        unjudged_above: u32,
+    },
+    /// No step was shown sustainable.
+    None,
+}
+
+impl Claim {
+    /// True when a failure of the server above the figure was seen.
+    pub fn bounded(&self) -> bool {
+        matches!(self, Claim::Capacity { .. })
+    }
+
+    /// The figure (bounded or not), `None` when nothing was sustainable.
+    pub fn value(&self) -> Option<f64> {
+        match *self {
+            Claim::Capacity { value, .. } | Claim::AtLeast { value, .. } => Some(value),
+            Claim::None => None,
+        }
+    }
+
+    /// The claim in words with its unit: "1300 req/s", "at least 1400 req/s (the
+    /// highest step tried)", "at least 600 req/s (not bounded: 3 steps above could not
+    /// be judged)", "none". The one wording the end table and the reports use.
+    pub fn text(&self, unit: &str) -> String {
+        match *self {
+            Claim::Capacity { value, .. } => format!("{value:.0} {unit}"),
+            Claim::AtLeast {
+                value,
+                unjudged_above: 0,
+            } => format!("at least {value:.0} {unit} (the highest step tried)"),
+            Claim::AtLeast {
+                value,
+                unjudged_above,
+            } => format!(
+                "at least {value:.0} {unit} (not bounded: {unjudged_above} step{} above could not be judged)",
+                if unjudged_above == 1 { "" } else { "s" }
+            ),
+            Claim::None => "none".to_string(),
+        }
+    }
+}
+
+/// Capacity from a sweep over fixed rates: the largest rate judged sustainable, and
+/// whether the server was seen to fail above it ([`SweepCapacity::claim`]).
+///
+/// A rate run several times is sustainable when strictly more than half of its judged
+/// runs were (a tie counts as unsustainable: we do not claim a rate without a majority);
+/// runs that could not be judged ([`Evidence::Unjudged`]) take no part in the vote.
 /// `non_monotone` is set when some rate below the capacity was unsustainable: the
 /// capacity is still the largest sustainable rate, as docs/methodology.md ("Capacity") defines it, but the
 /// report should show the dip (often noise, sometimes a real second regime).
@@ -46,16 +148,57 @@ pub enum SearchError {
 pub struct SweepCapacity {
     /// The largest sustainable rate, `None` when no rate was sustainable.
     pub capacity_rps: Option<f64>,
-    /// The smallest unsustainable rate above the capacity, `None` if none was run.
+    /// The smallest rate above the capacity the server failed, `None` if none was seen.
     pub first_unsustainable_above_rps: Option<f64>,
     /// True when an unsustainable rate lies below the capacity.
     pub non_monotone: bool,
+    /// Steps above the capacity (all of them when there is none) that could not be
+    /// judged for the server.
+    #[serde(default)]
+    pub unjudged_above: u32,
 }
 
-/// Capacity of a sweep given `(rate, sustainable)` for every step run (any order, rates
-/// may repeat). Non-finite rates are ignored.
+impl SweepCapacity {
+    /// What may be claimed: the capacity when the server failed above it, else "at
+    /// least".
+    pub fn claim(&self) -> Claim {
+        match (self.capacity_rps, self.first_unsustainable_above_rps) {
+            (None, _) => Claim::None,
+            (Some(value), Some(failed_at)) => Claim::Capacity { value, failed_at },
+            (Some(value), None) => Claim::AtLeast {
+                value,
+                unjudged_above: self.unjudged_above,
+            },
+        }
+    }
+}
+
+/// Capacity of a sweep given `(rate, sustainable)` for every step run, each judged for
+/// the server (any order, rates may repeat). Non-finite rates are ignored.
 pub fn sweep_capacity(steps: &[(f64, bool)]) -> SweepCapacity {
-    let probes = tally(steps.iter().copied());
+    let judged: Vec<(f64, Evidence)> = steps
+        .iter()
+        .map(|&(r, ok)| {
+            let e = if ok {
+                Evidence::Sustained
+            } else {
+                Evidence::ServerFailed
+            };
+            (r, e)
+        })
+        .collect();
+    sweep_evidence(&judged)
+}
+
+/// Capacity of a sweep given each step's [`Evidence`] (any order, rates may repeat).
+/// Non-finite rates are ignored.
+pub fn sweep_evidence(steps: &[(f64, Evidence)]) -> SweepCapacity {
+    let probes = tally(
+        steps
+            .iter()
+            .filter(|(_, e)| *e != Evidence::Unjudged)
+            .map(|&(r, e)| (r, e == Evidence::Sustained)),
+    );
     let decided: Vec<(f64, bool)> = probes.iter().map(|p| (p.rate_rps, p.majority())).collect();
     let capacity = decided.iter().rev().find(|(_, ok)| *ok).map(|(r, _)| *r);
     let first_above = decided
@@ -66,10 +209,17 @@ pub fn sweep_capacity(steps: &[(f64, bool)]) -> SweepCapacity {
         Some(c) => decided.iter().any(|(r, ok)| !*ok && *r < c),
         None => false,
     };
+    let unjudged_above = steps
+        .iter()
+        .filter(|(r, e)| {
+            *e == Evidence::Unjudged && r.is_finite() && capacity.is_none_or(|c| *r > c)
+        })
+        .count() as u32;
     SweepCapacity {
         capacity_rps: capacity,
         first_unsustainable_above_rps: first_above,
         non_monotone,
+        unjudged_above,
     }
 }
 
@@ -164,10 +314,12 @@ pub enum SearchEnd {
     BelowMinRate,
     /// `max_steps` ran out before convergence; the bracket is what was reached.
     StepBudgetExhausted,
-    /// A probe stayed generator-bound through its reruns: the generator could not offer
-    /// that rate on schedule, so the edge could not be looked for above it. The capacity
-    /// is the last rate shown sustainable (at least that), and
-    /// [`Capacity::generator_bound_at_rps`] names the rate the generator could not offer.
+    /// A probe could not be judged for the server through its reruns (generator-bound,
+    /// machine-stalled, or failed while the machine was busy), so the edge could not be
+    /// looked for above it. The capacity is the last rate shown sustainable (at least
+    /// that, unless a failure above it was already seen), and
+    /// [`Capacity::generator_bound_at_rps`] names the rate that could not be judged.
+    /// (Stored as `generator_bound`, its name before machine stalls were told apart.)
     GeneratorBound,
 }
 
@@ -205,10 +357,33 @@ pub struct Capacity {
     pub steps: u32,
     /// Why the search stopped.
     pub end: SearchEnd,
-    /// The rate at which the generator, not the server, ended the search
+    /// The rate that could not be judged for the server and so ended the search
     /// ([`SearchEnd::GeneratorBound`]); `None` otherwise.
     #[serde(default)]
     pub generator_bound_at_rps: Option<f64>,
+    /// Steps run at that rate, none of which could be judged.
+    #[serde(default)]
+    pub unjudged_steps: u32,
+}
+
+impl Capacity {
+    /// What may be claimed (docs/methodology.md, "Saturation"): the last sustainable rate
+    /// is a capacity only when a rate above it was decided unsustainable (the search
+    /// hears only steps judged for the server); otherwise it is "at least" that, with the
+    /// steps above that could not be judged (0 when it was the highest tried, e.g.
+    /// [`SearchEnd::ReachedMaxRate`]).
+    pub fn claim(&self) -> Claim {
+        match (self.capacity_rps, self.first_unsustainable_rps) {
+            (None, _) => Claim::None,
+            (Some(value), Some(failed_at)) if failed_at > value => {
+                Claim::Capacity { value, failed_at }
+            }
+            (Some(value), _) => Claim::AtLeast {
+                value,
+                unjudged_above: self.unjudged_steps,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -238,8 +413,10 @@ pub struct Search {
     lo: Option<f64>,
     hi: Option<f64>,
     history: Vec<(f64, bool)>,
-    /// The rate whose probe stayed generator-bound, which ended the search.
+    /// The rate whose probe could not be judged, which ended the search, and the steps
+    /// run there.
     generator_bound_at: Option<f64>,
+    unjudged_steps: u32,
 }
 
 impl Search {
@@ -293,6 +470,7 @@ impl Search {
             hi: None,
             history: Vec::new(),
             generator_bound_at: None,
+            unjudged_steps: 0,
         })
     }
 
@@ -325,17 +503,18 @@ impl Search {
         Ok(())
     }
 
-    /// Records that the probe at `rate_rps` stayed generator-bound after its reruns (the
-    /// caller reruns; the search does not count reruns). Under the shared rule
-    /// (`crate::sustain::counts_for_server`) such a step is neither a pass nor a fail:
-    /// it measured the generator. Counting it as a fail would walk the search down to
-    /// rates the server easily sustains whenever the machine is busy; counting it as a
-    /// pass would claim a rate nobody offered. So the search ends here with
-    /// [`SearchEnd::GeneratorBound`]: capacity is at least the last sustainable rate, and
-    /// the edge above it is unknown because of the generator.
-    pub fn observe_generator_bound(&mut self, rate_rps: f64) -> Result<(), SearchError> {
+    /// Records that the probe at `rate_rps` could not be judged for the server in any
+    /// of its `attempts` (the caller reruns; the search does not count reruns): it was
+    /// generator-bound, machine-stalled or failed while the machine was busy
+    /// ([`Evidence::Unjudged`]). Such a step is neither a pass nor a fail. Counting it as
+    /// a fail would walk the search down to rates the server easily sustains whenever the
+    /// machine is busy; counting it as a pass would claim a rate nobody offered. So the
+    /// search ends here with [`SearchEnd::GeneratorBound`]: capacity is at least the last
+    /// sustainable rate, and the edge above it is unknown.
+    pub fn observe_unjudged(&mut self, rate_rps: f64, attempts: u32) -> Result<(), SearchError> {
         self.expect_rate(rate_rps)?;
         self.generator_bound_at = Some(self.current);
+        self.unjudged_steps = attempts;
         self.phase = Phase::Done(SearchEnd::GeneratorBound);
         Ok(())
     }
@@ -463,6 +642,7 @@ impl Search {
             steps: self.history.len() as u32,
             end,
             generator_bound_at_rps: self.generator_bound_at,
+            unjudged_steps: self.unjudged_steps,
         })
     }
 }

@@ -136,13 +136,13 @@ fn a_generator_bound_probe_is_neither_pass_nor_fail() {
     s.observe(1000.0, true).unwrap();
     s.observe(2000.0, true).unwrap();
     assert_eq!(
-        s.observe_generator_bound(3000.0),
+        s.observe_unjudged(3000.0, 3),
         Err(SearchError::UnexpectedRate {
             observed: 3000.0,
             expected: Some(4000.0)
         })
     );
-    s.observe_generator_bound(4000.0).unwrap();
+    s.observe_unjudged(4000.0, 3).unwrap();
     assert!(s.is_done());
     assert_eq!(s.next_rate(), None);
     let c = s.capacity().unwrap();
@@ -155,13 +155,187 @@ fn a_generator_bound_probe_is_neither_pass_nor_fail() {
         "the generator-bound probe is not an observation"
     );
     assert!(c.probes.iter().all(|p| p.rate_rps != 4000.0));
+    assert_eq!(
+        c.claim(),
+        Claim::AtLeast {
+            value: 2000.0,
+            unjudged_above: 3
+        }
+    );
 
     // At the very start: no capacity claimed, and no walk down to 1 req/s.
     let mut s = Search::new(1000.0, SearchOpts::default()).unwrap();
-    s.observe_generator_bound(1000.0).unwrap();
+    s.observe_unjudged(1000.0, 3).unwrap();
     let c = s.capacity().unwrap();
     assert_eq!((c.capacity_rps, c.end), (None, SearchEnd::GeneratorBound));
     assert_eq!(c.first_unsustainable_rps, None);
+    assert_eq!(c.claim(), Claim::None);
+}
+
+/// One row of the claim table: the steps of a sweep as (rate, evidence).
+struct ClaimCase {
+    name: &'static str,
+    steps: &'static [(f64, Evidence)],
+    want: Claim,
+}
+
+#[test]
+fn a_capacity_is_claimed_only_below_a_failure_of_the_server() {
+    use Evidence::*;
+    let cases = [
+        ClaimCase {
+            name: "sustained everywhere: at least the top",
+            steps: &[(100.0, Sustained), (200.0, Sustained), (300.0, Sustained)],
+            want: Claim::AtLeast {
+                value: 300.0,
+                unjudged_above: 0,
+            },
+        },
+        ClaimCase {
+            name: "unjudged at the top: at least, with the steps that could not be judged",
+            steps: &[
+                (100.0, Sustained),
+                (200.0, Sustained),
+                (300.0, Unjudged),
+                (300.0, Unjudged),
+                (400.0, Unjudged),
+            ],
+            want: Claim::AtLeast {
+                value: 200.0,
+                unjudged_above: 3,
+            },
+        },
+        ClaimCase {
+            name: "a server failure above: a capacity",
+            steps: &[
+                (100.0, Sustained),
+                (200.0, Sustained),
+                (300.0, ServerFailed),
+            ],
+            want: Claim::Capacity {
+                value: 200.0,
+                failed_at: 300.0,
+            },
+        },
+        ClaimCase {
+            name: "unjudged steps between the capacity and the failure still bound it",
+            steps: &[(100.0, Sustained), (200.0, Unjudged), (300.0, ServerFailed)],
+            want: Claim::Capacity {
+                value: 100.0,
+                failed_at: 300.0,
+            },
+        },
+        ClaimCase {
+            name: "a re-measured step: the judged attempt decides, the unjudged one abstains",
+            steps: &[
+                (100.0, Sustained),
+                (200.0, Unjudged),
+                (200.0, Sustained),
+                (300.0, Unjudged),
+                (300.0, ServerFailed),
+            ],
+            want: Claim::Capacity {
+                value: 200.0,
+                failed_at: 300.0,
+            },
+        },
+        ClaimCase {
+            name: "a failure below a sustained top is a dip, not a bound",
+            steps: &[(100.0, ServerFailed), (200.0, Sustained), (300.0, Unjudged)],
+            want: Claim::AtLeast {
+                value: 200.0,
+                unjudged_above: 1,
+            },
+        },
+        ClaimCase {
+            name: "nothing judged: no claim",
+            steps: &[(100.0, Unjudged), (200.0, Unjudged)],
+            want: Claim::None,
+        },
+        ClaimCase {
+            name: "nothing sustained: no claim",
+            steps: &[(100.0, ServerFailed)],
+            want: Claim::None,
+        },
+    ];
+    for c in &cases {
+        let got = sweep_evidence(c.steps).claim();
+        assert_eq!(got, c.want, "{}", c.name);
+        assert_eq!(got.bounded(), matches!(c.want, Claim::Capacity { .. }));
+    }
+}
+
+#[test]
+fn evidence_follows_the_label_and_the_machine() {
+    use Evidence::*;
+    // (sustainable, counts for the server, machine busy) -> evidence, re-measure?
+    let table = [
+        ((true, true, false), Sustained, false),
+        ((false, true, false), ServerFailed, false),
+        ((true, true, true), Sustained, true),
+        ((false, true, true), Unjudged, true),
+        ((true, false, false), Unjudged, true),
+        ((false, false, false), Unjudged, true),
+        ((false, false, true), Unjudged, true),
+    ];
+    for ((ok, counts, busy), want, again) in table {
+        assert_eq!(Evidence::of(ok, counts, busy), want, "{ok} {counts} {busy}");
+        assert_eq!(Evidence::needs_remeasure(counts, busy), again);
+    }
+}
+
+#[test]
+fn claims_read_as_the_methodology_words_them() {
+    let at_least = |value, unjudged_above| Claim::AtLeast {
+        value,
+        unjudged_above,
+    };
+    assert_eq!(
+        Claim::Capacity {
+            value: 1300.0,
+            failed_at: 1350.0
+        }
+        .text("req/s"),
+        "1300 req/s"
+    );
+    assert_eq!(
+        at_least(1400.0, 0).text("req/s"),
+        "at least 1400 req/s (the highest step tried)"
+    );
+    assert_eq!(
+        at_least(600.0, 1).text("req/s"),
+        "at least 600 req/s (not bounded: 1 step above could not be judged)"
+    );
+    assert_eq!(
+        at_least(40.0, 3).text("users"),
+        "at least 40 users (not bounded: 3 steps above could not be judged)"
+    );
+    assert_eq!(Claim::None.text("req/s"), "none");
+    let json = serde_json::to_value(at_least(5.0, 2)).unwrap();
+    assert_eq!(json["claim"], "at_least");
+}
+
+#[test]
+fn a_converged_search_is_bounded_and_one_at_its_ceiling_is_not() {
+    let opts = SearchOpts {
+        repeats: 1,
+        ..SearchOpts::default()
+    };
+    let c = drive(Search::new(100.0, opts.clone()).unwrap(), |r| r <= 1234.0);
+    assert!(c.claim().bounded(), "{:?}", c.claim());
+    let top = SearchOpts {
+        max_rate_rps: 800.0,
+        ..opts
+    };
+    let c = drive(Search::new(100.0, top).unwrap(), |_| true);
+    assert_eq!(c.end, SearchEnd::ReachedMaxRate);
+    assert_eq!(
+        c.claim(),
+        Claim::AtLeast {
+            value: 800.0,
+            unjudged_above: 0
+        }
+    );
 }
 
 #[test]

@@ -201,7 +201,8 @@ impl Bound {
 /// feeds a capacity, a median, a confidence interval or a USL fit. Steps without a label
 /// (old stores) and inconclusive steps are kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
-    label != Some(Bound::GeneratorBound.label())
+    // "machine-stalled": lateness a stall probe beside the load saw too (the machine's).
+    label != Some(Bound::GeneratorBound.label()) && label != Some("machine-stalled")
 }
 
 /// The judgement of one step.

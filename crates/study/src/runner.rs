@@ -7,7 +7,7 @@
 //! [`StudyReport`] this returns. Nothing here prints: notes, step lines and the progress
 //! line go through the binary's callbacks in [`RunOptions`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -393,32 +393,53 @@ struct StudyRun<'a> {
 }
 
 impl StudyRun<'_> {
-    /// Sweep mode: every planned step in order. `Ok(false)`: stopped, or a step's
-    /// target was dead (the study ends incomplete).
+    /// Sweep mode: every planned step in order, and each step noise spoiled measured
+    /// again later, interleaved with the rest ([`Remeasures`]). `Ok(false)`: stopped, or
+    /// a step's target was dead (the study ends incomplete).
     fn sweep(&mut self) -> Result<bool, StudyError> {
         let plan = self.plan;
-        let total = plan.steps.len();
         // The ETA learns: request-count steps left are re-estimated from the req/s
         // finished steps of the same family measured.
         let mut book = RateBook::default();
         let mut complete = true;
-        for ps in &plan.steps {
+        let mut again = Remeasures::new(plan);
+        let mut run = 0;
+        let mut planned = plan.steps.iter().peekable();
+        loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(false);
             }
-            let cell = &plan.cells[ps.cell];
+            // A re-measure that is due goes before the next planned step.
+            let (ci, repeat, attempt) = match again.due(run) {
+                Some(r) => (r.cell, r.repeat, r.attempt),
+                None => match planned.next() {
+                    Some(ps) => (ps.cell, ps.repeat, 0),
+                    None => match again.next() {
+                        Some(r) => (r.cell, r.repeat, r.attempt),
+                        None => break,
+                    },
+                },
+            };
+            let cell = &plan.cells[ci];
             if self.running[cell.instance].is_none() {
                 continue;
             }
+            // The planned steps after this one, plus this one and the queued re-measures.
+            let rest = &plan.steps[plan.steps.len() - planned.len()..];
             let p = Progress {
-                done: ps.order,
-                total,
-                eta: plan.remaining_estimate(&plan.steps[ps.order..], &book),
+                done: run,
+                total: run + rest.len() + again.len() + 1,
+                eta: plan.remaining_estimate(rest, &book)
+                    + plan.step_estimate(cell) * (again.len() as u32 + 1),
             };
-            match self.step(ps.cell, ps.repeat, cell.rate, "sweep", p)? {
+            run += 1;
+            match self.step(ci, repeat, cell.rate, "sweep", attempt, p)? {
                 Some(_) => {
                     if let Some(o) = self.steps.last() {
                         book.record(cell, o.rps);
+                        if o.needs_remeasure() && plan.workloads[cell.workload].office.is_none() {
+                            again.spoiled(ci, repeat, attempt, run);
+                        }
                     }
                 }
                 None => complete = false,
@@ -435,6 +456,7 @@ impl StudyRun<'_> {
         repeat: u32,
         rate: Option<f64>,
         phase: &str,
+        attempt: u32,
         progress: Progress,
     ) -> Result<Option<StepSignal>, StudyError> {
         let plan = self.plan;
@@ -451,14 +473,18 @@ impl StudyRun<'_> {
             (self.note)(&format!("{}: {died}", plan.instance_label(cell.instance)));
             return Ok(None);
         }
-        let what = step_what(plan, cell, rate, repeat);
+        let mut what = step_what(plan, cell, rate, repeat);
+        if attempt > 0 {
+            what.push_str(&format!(" (re-measure {attempt})"));
+        }
         let started_ms = now_ms();
         let cold = match w.cold_start {
             true => Some(self.cold(w, ci, target)?),
             false => None,
         };
         let m = self.measure(ci, cell, rate, target, &what, progress)?;
-        let signal = self.record(ci, cell, repeat, rate, phase, &what, started_ms, m, cold)?;
+        let at = (repeat, attempt);
+        let signal = self.record(ci, cell, at, rate, phase, &what, started_ms, m, cold)?;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
         Ok(Some(signal))
     }
@@ -614,7 +640,7 @@ impl StudyRun<'_> {
         &mut self,
         ci: usize,
         cell: &crate::plan::Cell,
-        repeat: u32,
+        (repeat, attempt): (u32, u32),
         rate: Option<f64>,
         phase: &str,
         what: &str,
@@ -625,6 +651,7 @@ impl StudyRun<'_> {
         let plan = self.plan;
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
         let mut params = step_parameters(plan, cell, repeat, rate, phase, self.order);
+        params.extra.insert("attempt".into(), json!(attempt));
         let mut summary_json = m.summary_json;
         let warm_ttfb_ms = m.summary.latency.get("ttfb").map(|l| l.p50_ms);
         if let Some((c, valid)) = &cold {
@@ -681,6 +708,7 @@ impl StudyRun<'_> {
         let mut outcome = outcome;
         outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
         outcome.users = cell.users.filter(|_| office.is_some());
+        outcome.attempt = attempt;
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(
@@ -689,11 +717,142 @@ impl StudyRun<'_> {
         if let Some((c, _)) = &cold {
             (self.step_line)(&crate::step::cold_line(c, warm_ttfb_ms));
         }
-        self.steps.push(outcome);
-        self.order += 1;
-        Ok(StepSignal {
+        let signal = StepSignal {
             sustainable: m.sustainable,
             label: m.label,
-        })
+            machine_busy: outcome.machine_busy,
+        };
+        self.steps.push(outcome);
+        self.order += 1;
+        Ok(signal)
+    }
+}
+
+/// A planned step to measure again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Remeasure {
+    cell: usize,
+    repeat: u32,
+    /// 1 for the first re-measure.
+    attempt: u32,
+    /// Steps run before it may run.
+    due: usize,
+}
+
+/// The sweep's queue of steps noise spoiled (docs/methodology.md, "The generator checks
+/// itself"). A spoiled step is measured again *later*, not at once: a stall or a
+/// neighbour's burst lasts a while, so the next [`Remeasures::gap`] planned steps run
+/// first, and a re-measure spoiled again goes to the back of the queue. Each step gets
+/// at most `retries` re-measures. Pure (no clock), so its order is tested alone.
+#[derive(Debug, Clone)]
+struct Remeasures {
+    queue: VecDeque<Remeasure>,
+    retries: u32,
+    gap: usize,
+}
+
+impl Remeasures {
+    fn new(plan: &Plan) -> Self {
+        Remeasures {
+            queue: VecDeque::new(),
+            retries: plan.retries,
+            gap: Self::gap(plan),
+        }
+    }
+
+    /// Planned steps between a spoiled step and its re-measure: a round of the
+    /// instances (so each target runs between), at least 3.
+    fn gap(plan: &Plan) -> usize {
+        plan.instances.len().max(3)
+    }
+
+    /// Step (`cell`, `repeat`), measured for the `attempt`-th time (0: first), was
+    /// spoiled after `run` steps in all: queue its next attempt if it has one left.
+    fn spoiled(&mut self, cell: usize, repeat: u32, attempt: u32, run: usize) {
+        if attempt < self.retries {
+            self.queue.push_back(Remeasure {
+                cell,
+                repeat,
+                attempt: attempt + 1,
+                due: run + self.gap,
+            });
+        }
+    }
+
+    /// The first queued re-measure that is due after `run` steps.
+    fn due(&mut self, run: usize) -> Option<Remeasure> {
+        let i = self.queue.iter().position(|r| r.due <= run)?;
+        self.queue.remove(i)
+    }
+
+    /// The next re-measure, due or not (the planned steps are over).
+    fn next(&mut self) -> Option<Remeasure> {
+        self.queue.pop_front()
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sweep of `steps` planned steps, each spoiled when `spoiled(step, attempt)`:
+    /// the order the runner measures them in, as (planned step, attempt).
+    fn order(
+        steps: usize,
+        retries: u32,
+        gap: usize,
+        spoiled: impl Fn(usize, u32) -> bool,
+    ) -> Vec<(usize, u32)> {
+        let mut q = Remeasures {
+            queue: VecDeque::new(),
+            retries,
+            gap,
+        };
+        let (mut out, mut planned, mut run) = (Vec::new(), 0..steps, 0);
+        loop {
+            let (step, attempt) = match q.due(run) {
+                Some(r) => (r.cell, r.attempt),
+                None => match planned.next() {
+                    Some(s) => (s, 0),
+                    None => match q.next() {
+                        Some(r) => (r.cell, r.attempt),
+                        None => break,
+                    },
+                },
+            };
+            run += 1;
+            out.push((step, attempt));
+            if spoiled(step, attempt) {
+                q.spoiled(step, 0, attempt, run);
+            }
+            assert!(run < 1000, "the queue must end");
+        }
+        out
+    }
+
+    #[test]
+    fn a_spoiled_step_is_measured_again_later_interleaved_with_the_rest() {
+        // Step 1 spoiled once: re-measured after 3 more planned steps, not at once.
+        assert_eq!(
+            order(6, 2, 3, |s, a| s == 1 && a == 0),
+            [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (1, 1), (5, 0)]
+        );
+        // Spoiled every time: two re-measures, then no more; the last ones run after the
+        // plan, the queue in order.
+        assert_eq!(
+            order(3, 2, 3, |s, _| s == 2),
+            [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]
+        );
+        // retries = 0: nothing is measured again.
+        assert_eq!(order(3, 0, 3, |_, _| true), [(0, 0), (1, 0), (2, 0)]);
+        // Two spoiled steps at the end of the plan take turns.
+        assert_eq!(
+            order(2, 2, 3, |_, _| true),
+            [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+        );
     }
 }

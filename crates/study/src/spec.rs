@@ -464,6 +464,10 @@ pub struct StepsDef {
     /// Seed of the `random` order.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Times a step spoiled by noise (generator-bound, machine-stalled, or run while
+    /// the machine was busy) is measured again, later in the study (default 2).
+    #[serde(default)]
+    pub retries: Option<u32>,
     /// Expected throughput of one request-count step, requests per second (all
     /// connections together, e.g. 40 for Brotli 11 under a CPU cap). Only the duration
     /// estimate and the ETA use it: without it a request-count step is guessed at 2000

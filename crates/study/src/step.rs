@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use volley_analysis::knee::Evidence;
 use volley_analysis::{little, sustain};
 use volley_engine::{
     BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
@@ -379,7 +380,11 @@ pub(crate) fn judge(
         None => (None, summary.generator.verdict.label.name()),
     };
     let sustainable = sustain_verdict.as_ref().map(|v| v.sustainable);
-    let mut verdict = json!({ "little": little, "throttled": throttled });
+    let mut verdict = json!({
+        "little": little,
+        "throttled": throttled,
+        "machine_busy": machine_busy(&summary),
+    });
     if let Some(v) = &sustain_verdict {
         verdict["sustain"] = serde_json::to_value(v).unwrap_or(Value::Null);
     }
@@ -561,6 +566,11 @@ pub struct StepOutcome {
     pub poll_p99_ms: Option<f64>,
     /// Office steps: the users the day played (a users search varies it per step).
     pub users: Option<u32>,
+    /// Which measurement of its planned step this is: 0 the first, 1.. the re-measures
+    /// of a step noise spoiled (docs/methodology.md, "The generator checks itself").
+    pub attempt: u32,
+    /// Someone else took the CPU while it ran ([`machine_busy`]).
+    pub machine_busy: bool,
 }
 
 impl StepOutcome {
@@ -596,6 +606,8 @@ impl StepOutcome {
             warm_ttfb_ms: None,
             poll_p99_ms: None,
             users: None,
+            attempt: 0,
+            machine_busy: machine_busy(s),
         }
     }
 
@@ -616,6 +628,31 @@ impl StepOutcome {
     pub fn counts_for_server(&self) -> bool {
         sustain::counts_for_server(Some(self.label))
     }
+
+    /// What the step says about the server (`None`: not a judged step).
+    pub fn evidence(&self) -> Option<Evidence> {
+        let ok = self.sustainable?;
+        Some(Evidence::of(
+            ok,
+            self.counts_for_server(),
+            self.machine_busy,
+        ))
+    }
+
+    /// Noise spoiled it: generator-bound, machine-stalled, or run while the machine was
+    /// busy. Such a step is measured again later, up to the study's `retries`.
+    pub fn needs_remeasure(&self) -> bool {
+        Evidence::needs_remeasure(self.counts_for_server(), self.machine_busy)
+    }
+}
+
+/// Whether someone else took the CPU while a step ran: the generator's CPU pressure
+/// over the step above [`BUSY_PRESSURE_SHARE`]. The one test the step line, the stored
+/// verdict (`machine_busy`) and the re-measuring share.
+pub fn machine_busy(s: &Summary) -> bool {
+    s.generator
+        .cpu_pressure
+        .is_some_and(|p| p > BUSY_PRESSURE_SHARE)
 }
 
 /// Share of a second during which some task waited for a CPU (Linux PSI "some") above

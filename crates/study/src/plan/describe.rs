@@ -77,12 +77,13 @@ impl Plan {
         }
         let _ = writeln!(
             out,
-            "each step: {}{}warm-up {:?}, cool-down {:?}; {} repeat(s); SLO p99 {:?}, errors <= {:.1}%",
+            "each step: {}{}warm-up {:?}, cool-down {:?}; {} repeat(s), up to {} re-measure(s) of a step noise spoiled; SLO p99 {:?}, errors <= {:.1}%",
             t.duration.map(|d| format!("{d:?} measured, ")).unwrap_or_default(),
             t.requests.map(|n| format!("{n} requests, ")).unwrap_or_default(),
             t.warmup,
             t.cooldown,
             self.repeats,
+            self.retries,
             self.rule.p99_slo,
             self.rule.allowed_error_share * 100.0
         );

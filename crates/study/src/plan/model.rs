@@ -259,6 +259,9 @@ pub struct PlannedStep {
 /// at least 3 of them, so a shorter rate step could only ever be judged `too_few_windows`.
 pub const MIN_RATE_STEP: Duration = Duration::from_secs(3);
 
+/// Default of `[steps] retries`: a spoiled step gets two more chances.
+pub const DEFAULT_RETRIES: u32 = 2;
+
 /// Step timing (already scaled).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
@@ -317,6 +320,9 @@ pub struct Plan {
     pub steps: Vec<PlannedStep>,
     /// Repeats per cell.
     pub repeats: u32,
+    /// Re-measures of a step noise spoiled (`[steps] retries`, `--retries`): a sweep
+    /// runs them later in its schedule, a search at once.
+    pub retries: u32,
     /// Timing.
     pub timing: Timing,
     /// Judging rule for rate steps.

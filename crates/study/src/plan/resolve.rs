@@ -186,6 +186,8 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         Vec::new()
     };
     let rule = resolve_rule(file, text, &timing)?;
+    let rated = file.mode == Mode::Search || cells.iter().any(|c| c.rate.is_some());
+    check_judgeable(&rule, &timing, rated)?;
     let search = resolve_search(file, &timing)?;
     let users_search = super::office::resolve_users_search(file, &workloads)?;
     let docroot = resolve_docroot(file)?;
@@ -200,6 +202,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         cells,
         steps,
         repeats,
+        retries: st.retries.unwrap_or(super::DEFAULT_RETRIES),
         timing,
         rule,
         docroot,
@@ -630,6 +633,29 @@ fn resolve_rule(
         rule.min_windows = rule.min_windows.min((d.as_secs() as usize).max(3));
     }
     Ok(rule)
+}
+
+/// Refuses a plan whose rate steps cannot be judged: the sustainability rule needs
+/// `rule.min_windows` whole one-second windows (at least 3, see
+/// `volley_analysis::sustain::Rule`), and a step judged on fewer is never sustainable,
+/// so a sweep would claim nothing and a search would walk down to its minimum.
+fn check_judgeable(
+    rule: &volley_analysis::sustain::Rule,
+    timing: &Timing,
+    rated: bool,
+) -> Result<(), StudyError> {
+    let Some(d) = timing.rate_duration.filter(|_| rated) else {
+        return Ok(());
+    };
+    let whole = d.as_secs();
+    let needed = rule.min_windows.max(3) as u64;
+    if whole < needed {
+        return Err(invalid(format!(
+            "steps.duration: too short to judge: {whole} whole second{} measured, {needed} needed (rate steps are judged on whole one-second windows)",
+            if whole == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
 }
 
 /// Search-mode settings, checked by building the search once.

@@ -1,13 +1,14 @@
 //! The capacity searches of a study in search mode: one `knee::Search` per cell,
 //! run round-robin by the runner so they interleave; how a finished step feeds its
-//! search (generator-bound steps are rerun, then neither pass nor fail), and the row
-//! each search leaves in the store, finished or cut short.
+//! search (steps noise spoiled are rerun, then heard by their best evidence, or as
+//! neither pass nor fail), and the row each search leaves in the store, finished or cut
+//! short.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use volley_analysis::knee::{Capacity, Search, SearchEnd};
+use volley_analysis::knee::{Capacity, Evidence, Search, SearchEnd};
 use volley_analysis::sustain;
 use volley_store::{CapacityRecord, SearchEnd as StoredEnd};
 
@@ -15,10 +16,7 @@ use super::{cores_text, now_ms, rest, Progress, StudyRun};
 use crate::plan::Plan;
 use crate::StudyError;
 
-/// Reruns of a search step labelled generator-bound before the search hears of it.
-const GENERATOR_RETRIES: u32 = 2;
-
-/// Rest before such a rerun (on top of the cool-down): a machine busy with someone
+/// Rest before a rerun of a spoiled step (on top of the cool-down): a machine busy with someone
 /// else's work for a moment gets that moment to pass.
 const GENERATOR_RERUN_REST: Duration = Duration::from_secs(1);
 
@@ -29,6 +27,22 @@ pub(crate) struct StepSignal {
     pub sustainable: Option<bool>,
     /// The step's bound label (`server-bound`, `generator-bound`, `inconclusive`).
     pub label: &'static str,
+    /// Someone else took the CPU while it ran.
+    pub machine_busy: bool,
+}
+
+impl StepSignal {
+    fn counts(&self) -> bool {
+        sustain::counts_for_server(Some(self.label))
+    }
+
+    fn evidence(&self) -> Evidence {
+        Evidence::of(
+            self.sustainable == Some(true),
+            self.counts(),
+            self.machine_busy,
+        )
+    }
 }
 
 /// What the search loop does with a finished step.
@@ -38,22 +52,31 @@ pub(crate) enum SearchInput {
     Rerun,
     /// Tell the search whether the rate was sustainable.
     Observe(bool),
-    /// Still generator-bound after the reruns: neither pass nor fail.
-    GeneratorBound,
+    /// No attempt could be judged for the server: neither pass nor fail.
+    Unjudged,
 }
 
-/// The search's use of a step, by the same rule the reports apply
-/// (`volley_analysis::sustain::counts_for_server`): a step that counts for the server
-/// is observed as its verdict says (inconclusive ones included, as the reports keep
-/// them); a generator-bound step, pass or fail, is rerun up to [`GENERATOR_RETRIES`]
-/// times (not when the study is stopping), then reported as generator-bound.
-pub(crate) fn search_input(sig: StepSignal, retries: u32, stopping: bool) -> SearchInput {
-    if sustain::counts_for_server(Some(sig.label)) {
-        SearchInput::Observe(sig.sustainable == Some(true))
-    } else if retries < GENERATOR_RETRIES && !stopping {
-        SearchInput::Rerun
+/// The search's use of the attempts at one rate so far (`attempts`, oldest first), by
+/// the rule the reports apply (`volley_analysis::knee::Evidence`): an attempt noise did
+/// not spoil is observed as its verdict says (inconclusive ones included, as the
+/// reports keep them); a spoiled one (generator-bound, machine-stalled, or run while the
+/// machine was busy) is rerun until `retries` reruns were made (none when the study is
+/// stopping). Then the best evidence is heard: a pass on a busy machine is still a
+/// pass; otherwise the rate could not be judged.
+pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool) -> SearchInput {
+    let Some(last) = attempts.last() else {
+        return SearchInput::Unjudged;
+    };
+    if !Evidence::needs_remeasure(last.counts(), last.machine_busy) {
+        return SearchInput::Observe(last.sustainable == Some(true));
+    }
+    if (attempts.len() as u32) <= retries && !stopping {
+        return SearchInput::Rerun;
+    }
+    if attempts.iter().any(|a| a.evidence() == Evidence::Sustained) {
+        SearchInput::Observe(true)
     } else {
-        SearchInput::GeneratorBound
+        SearchInput::Unjudged
     }
 }
 
@@ -63,7 +86,7 @@ pub(super) struct ActiveSearch {
     search: Search,
     /// Wall clock when its first step started.
     started_ms: Option<i64>,
-    /// Steps run, reruns of generator-bound steps included.
+    /// Steps run, reruns of spoiled steps included.
     steps_run: u32,
     /// Its row is in the store.
     recorded: bool,
@@ -223,37 +246,39 @@ impl StudyRun<'_> {
     ) -> Result<bool, StudyError> {
         let plan = self.plan;
         let ci = self.active[k].cell;
-        let mut repeat = self.active[k]
+        let repeat = self.active[k]
             .search
             .history()
             .iter()
             .filter(|(r, _)| *r == rate)
             .count() as u32;
-        // A generator-bound step measured the generator, not the server (the shared
-        // rule, `sustain::counts_for_server`): rerun it, a bounded number of times after
-        // a rest, and if it stays generator-bound it is neither a pass nor a fail.
-        let mut retries = 0;
+        // A spoiled step measured the generator or the machine, not the server
+        // (`knee::Evidence`): rerun it, up to the study's `retries` times after a rest,
+        // and if no attempt can be judged it is neither a pass nor a fail.
+        let mut attempts: Vec<StepSignal> = Vec::new();
         self.active[k].started_ms.get_or_insert_with(now_ms);
         let heard = loop {
-            let Some(sig) = self.step(ci, repeat, Some(rate), "search", p)? else {
+            let attempt = attempts.len() as u32;
+            let Some(sig) = self.step(ci, repeat, Some(rate), "search", attempt, p)? else {
                 break None;
             };
             self.active[k].steps_run += 1;
-            match search_input(sig, retries, self.stop.load(Ordering::Relaxed)) {
+            attempts.push(sig);
+            let stopping = self.stop.load(Ordering::Relaxed);
+            match search_input(&attempts, plan.retries, stopping) {
                 SearchInput::Rerun => {
-                    retries += 1;
-                    repeat += 1;
                     *done_steps += 1;
                     rest(GENERATOR_RERUN_REST, self.stop);
                 }
                 other => break Some(other),
             }
         };
+        let retries = attempts.len().saturating_sub(1);
         let a = &mut self.active[k];
         let observed = match heard {
             Some(SearchInput::Observe(ok)) => a.search.observe(rate, ok),
-            // Stopping: a generator-bound step ends nothing, the search is stored as
-            // interrupted, not as a generator-bound end.
+            // Stopping: an unjudged step ends nothing, the search is stored as
+            // interrupted, not as an unjudged end.
             Some(_) if self.stop.load(Ordering::Relaxed) => return Ok(false),
             Some(_) => {
                 let unit = if plan.searches_users(ci) {
@@ -262,10 +287,10 @@ impl StudyRun<'_> {
                     "req/s"
                 };
                 (self.note)(&format!(
-                    "search {}: still generator-bound at {rate:.0} {unit} after {retries} rerun(s): the edge cannot be looked for above this on this machine",
+                    "search {}: {rate:.0} {unit} could not be judged for the server after {retries} rerun(s) (generator-bound, machine-stalled or on a busy machine): the edge cannot be looked for above this on this machine",
                     plan.instance_label(plan.cells[ci].instance)
                 ));
-                a.search.observe_generator_bound(rate)
+                a.search.observe_unjudged(rate, attempts.len() as u32)
             }
             None => return Ok(false),
         };
@@ -306,44 +331,63 @@ impl StudyRun<'_> {
 mod tests {
     use super::*;
 
-    fn sig(sustainable: bool, label: &'static str) -> StepSignal {
+    fn sig(sustainable: bool, label: &'static str, machine_busy: bool) -> StepSignal {
         StepSignal {
             sustainable: Some(sustainable),
             label,
+            machine_busy,
         }
     }
 
     #[test]
-    fn the_search_hears_steps_by_the_reports_rule() {
+    fn the_search_hears_steps_by_their_best_evidence() {
         use SearchInput::*;
-        // Server-bound and inconclusive steps count, as in the reports.
-        assert_eq!(
-            search_input(sig(true, "server-bound"), 0, false),
-            Observe(true)
-        );
-        assert_eq!(
-            search_input(sig(false, "server-bound"), 0, false),
-            Observe(false)
-        );
-        assert_eq!(
-            search_input(sig(false, "inconclusive"), 1, false),
-            Observe(false)
-        );
-        // Generator-bound, pass or fail, is rerun (bounded), then neither pass nor fail.
-        for ok in [true, false] {
-            assert_eq!(search_input(sig(ok, "generator-bound"), 0, false), Rerun);
+        let quiet = |ok, label| sig(ok, label, false);
+        let busy = |ok| sig(ok, "server-bound", true);
+        let gen = |ok| quiet(ok, "generator-bound");
+        let stalled = |ok| quiet(ok, "machine-stalled");
+        // (attempts oldest first, retries, stopping) -> what the search hears.
+        let table: Vec<(Vec<StepSignal>, u32, bool, SearchInput)> = vec![
+            // Server-bound and inconclusive steps on a quiet machine count at once.
+            (vec![quiet(true, "server-bound")], 2, false, Observe(true)),
+            (vec![quiet(false, "server-bound")], 2, false, Observe(false)),
+            (vec![quiet(false, "inconclusive")], 2, false, Observe(false)),
+            // Spoiled, pass or fail: rerun while reruns are left.
+            (vec![gen(true)], 2, false, Rerun),
+            (vec![stalled(false)], 2, false, Rerun),
+            (vec![busy(false)], 2, false, Rerun),
+            (vec![busy(true)], 2, false, Rerun),
+            (vec![gen(true), gen(false)], 2, false, Rerun),
+            // A later quiet attempt decides.
+            (
+                vec![gen(true), quiet(false, "server-bound")],
+                2,
+                false,
+                Observe(false),
+            ),
+            // Out of reruns: the best evidence. A pass on a busy machine is a pass...
+            (
+                vec![busy(true), gen(true), busy(false)],
+                2,
+                false,
+                Observe(true),
+            ),
+            // ...a failure on a busy machine is not the server's.
+            (
+                vec![gen(true), busy(false), stalled(false)],
+                2,
+                false,
+                Unjudged,
+            ),
+            (vec![gen(false)], 0, false, Unjudged),
+            // No rerun while the study is stopping.
+            (vec![gen(true)], 2, true, Unjudged),
+        ];
+        for (attempts, retries, stopping, want) in table {
             assert_eq!(
-                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES - 1, false),
-                Rerun
-            );
-            assert_eq!(
-                search_input(sig(ok, "generator-bound"), GENERATOR_RETRIES, false),
-                GeneratorBound
-            );
-            assert_eq!(
-                search_input(sig(ok, "generator-bound"), 0, true),
-                GeneratorBound,
-                "no rerun while the study is stopping"
+                search_input(&attempts, retries, stopping),
+                want,
+                "{attempts:?} retries={retries} stopping={stopping}"
             );
         }
     }
