@@ -106,7 +106,15 @@ fn text(c: &Comparison, width: Option<u16>) -> String {
             },
             p.a.text(),
             p.b.text(),
-            format!("{:.3}", p.ratio),
+            format!(
+                "{:.3}{}",
+                p.ratio,
+                if p.a.claim.bounded() && p.b.claim.bounded() {
+                    ""
+                } else {
+                    " (of an \"at least\")"
+                }
+            ),
             format!("{lo} .. {hi}"),
         ]);
     }
@@ -141,6 +149,10 @@ mod tests {
             hi_rps: hi,
             confidence: 0.95,
             unit: "req/s",
+            claim: volley_analysis::knee::Claim::Capacity {
+                value: rps,
+                failed_at: rps * 1.05,
+            },
         };
         let c = Comparison {
             metric: Metric::Rps,

@@ -42,6 +42,10 @@ struct RunArgs {
     /// Multiply durations and request counts (0.1 for a quick look).
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     scale: String,
+    /// Re-measures of a step noise spoiled (generator-bound, machine-stalled, or run
+    /// while the machine was busy), run later in the study; overrides `[steps] retries`.
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
     /// No progress bars (they are drawn only on a terminal anyway).
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -181,6 +185,9 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => usage!("cannot read study file {}: {e}", a.file.display()),
     };
     let mut plan = load(&text, &a.file.display().to_string(), scale)?;
+    if let Some(n) = a.retries {
+        plan.retries = n;
+    }
     if !a.ssh_option.is_empty() {
         let Some(ssh) = plan.injectors.as_mut().and_then(|i| i.ssh.as_mut()) else {
             usage!("--ssh-option needs a study with [injectors] placement = \"ssh\"");

@@ -71,6 +71,23 @@ impl Evidence {
     pub fn needs_remeasure(counts_for_server: bool, machine_busy: bool) -> bool {
         !counts_for_server || machine_busy
     }
+
+    /// How good one attempt at a step is, 0 best: not spoiled; a pass on a busy machine
+    /// (still the server's pass); spoiled. A step measured several times is counted
+    /// once, by the earliest of its best attempts (the end table and the reports alike).
+    pub fn attempt_rank(
+        sustainable: Option<bool>,
+        counts_for_server: bool,
+        machine_busy: bool,
+    ) -> u8 {
+        if !Self::needs_remeasure(counts_for_server, machine_busy) {
+            0
+        } else if counts_for_server && (sustainable != Some(false) || !machine_busy) {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// What may be claimed of a capacity (docs/methodology.md, "Saturation"): a figure only

@@ -3,6 +3,7 @@
 //! compare medians with bootstrap CIs and the A/B ratio with its CI.
 
 use serde_json::Value;
+use volley_analysis::knee::{self, Claim};
 use volley_analysis::{bootstrap, ratio};
 use volley_store::{CapacityRow, RunId, RunRow, SearchEnd, Store};
 
@@ -121,6 +122,35 @@ pub struct SearchedCapacity {
     pub confidence: f64,
     /// `"req/s"`, or `"users"` for a users search (its stored cell's `unit`).
     pub unit: &'static str,
+    /// What may be claimed ([`stored_claim`]): a capacity only when the server was seen
+    /// to fail above it, else "at least".
+    pub claim: Claim,
+}
+
+/// What a stored search result may claim (docs/methodology.md, "Saturation"): from its
+/// `detail` (`knee::Capacity`) when it ended, else from the decisions it had made
+/// (`detail.history`). A record whose detail cannot be read is bounded only when it
+/// converged (a converged search has a failing rate above its answer), else "at least".
+pub fn stored_claim(r: &volley_store::CapacityRecord) -> Claim {
+    if let Ok(c) = serde_json::from_value::<knee::Capacity>(r.detail.clone()) {
+        return c.claim();
+    }
+    let history: Option<Vec<(f64, bool)>> = r
+        .detail
+        .get("history")
+        .and_then(|h| serde_json::from_value(h.clone()).ok());
+    match (history, r.capacity_rps) {
+        (Some(h), _) => knee::sweep_capacity(&h).claim(),
+        (None, None) => Claim::None,
+        (None, Some(value)) if r.end == SearchEnd::Converged => Claim::Capacity {
+            value,
+            failed_at: r.ci_hi_rps.unwrap_or(value),
+        },
+        (None, Some(value)) => Claim::AtLeast {
+            value,
+            unjudged_above: 0,
+        },
+    }
 }
 
 impl SearchedCapacity {
@@ -137,15 +167,23 @@ impl SearchedCapacity {
             hi_rps: r.ci_hi_rps,
             confidence: r.confidence,
             unit: unit_of(row),
+            claim: stored_claim(r),
         })
     }
 
-    /// "2990 req/s (95% CI 2850 .. 3100)", "140 users (95% CI 130 .. 150)".
+    /// "2990 req/s (95% CI 2850 .. 3100)", "140 users (95% CI 130 .. 150)", "at least
+    /// 1400 req/s (the highest step tried) (95% CI 1400 .. unbounded)".
     pub fn text(&self) -> String {
+        let head = match self.claim {
+            Claim::AtLeast { unjudged_above, .. } => Claim::AtLeast {
+                value: self.rps,
+                unjudged_above,
+            }
+            .text(self.unit),
+            _ => format!("{:.0} {}", self.rps, self.unit),
+        };
         format!(
-            "{:.0} {} ({:.0}% CI {:.0} .. {})",
-            self.rps,
-            self.unit,
+            "{head} ({:.0}% CI {:.0} .. {})",
             self.confidence * 100.0,
             self.lo_rps,
             self.hi_rps
@@ -349,7 +387,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A stored search: converged ones failed at `hi` (a bounded capacity), the others
+    /// found no failure above `rps`.
     fn row(cell: Value, rps: f64, lo: f64, hi: Option<f64>, end: SearchEnd) -> CapacityRow {
+        let detail = knee::Capacity {
+            capacity_rps: Some(rps),
+            last_sustainable_rps: Some(rps),
+            first_unsustainable_rps: hi.filter(|_| end == SearchEnd::Converged),
+            ci_lo_rps: lo,
+            ci_hi_rps: hi,
+            probes: Vec::new(),
+            steps: 7,
+            end: knee::SearchEnd::Converged,
+            generator_bound_at_rps: None,
+            unjudged_steps: 0,
+        };
         CapacityRow {
             id: volley_store::CapacityId(1),
             run: RunId(1),
@@ -363,7 +415,7 @@ mod tests {
                 steps: 7,
                 started_unix_ms: 0,
                 finished_unix_ms: 1,
-                detail: Value::Null,
+                detail: serde_json::to_value(detail).unwrap(),
             },
         }
     }
@@ -468,7 +520,7 @@ mod tests {
         assert!(capacity_pairs(&a[2..], &b[2..]).is_empty());
         assert_eq!(
             SearchedCapacity::of(&a[1]).unwrap().text(),
-            "900 req/s (95% CI 850 .. unbounded)"
+            "at least 900 req/s (the highest step tried) (95% CI 850 .. unbounded)"
         );
     }
 
@@ -504,7 +556,7 @@ mod tests {
         };
         let text = c.to_string();
         assert!(
-            text.ends_with("\ncapacity by search (workload root, concurrency 16): A 3000 req/s (95% CI 2900 .. 3100), B 1500 req/s (95% CI 1450 .. unbounded); A/B 2.000 (the two intervals allow 0 .. 2.138)"),
+            text.ends_with("\ncapacity by search (workload root, concurrency 16): A 3000 req/s (95% CI 2900 .. 3100), B at least 1500 req/s (the highest step tried) (95% CI 1450 .. unbounded); A/B 2.000 (the two intervals allow 0 .. 2.138)"),
             "{text}"
         );
     }

@@ -44,7 +44,7 @@ fn figure(t: &TargetReport) -> Option<Figure> {
         });
         return Some(Figure {
             value: c,
-            text: format!("capacity {} req/s{ci}, by search", number(c)),
+            text: format!("capacity {}{ci}, by search", claim_text(&s.claim, c)),
         });
     }
     let swept = t
@@ -55,12 +55,12 @@ fn figure(t: &TargetReport) -> Option<Figure> {
     if let Some((c, cap)) = swept {
         let above = cap
             .first_unsustainable_above_rps
-            .map_or(", no rate above it failed".to_string(), |r| {
+            .map_or(String::new(), |r| {
                 format!(", first unsustainable rate {} req/s", number(r))
             });
         return Some(Figure {
             value: c,
-            text: format!("capacity {} req/s by sweep{above}", number(c)),
+            text: format!("capacity {} by sweep{above}", claim_text(&cap.claim, c)),
         });
     }
     let server: Vec<_> = t.steps.iter().filter(|s| !s.generator_bound()).collect();
@@ -81,6 +81,26 @@ fn figure(t: &TargetReport) -> Option<Figure> {
             if server.len() == 1 { "" } else { "s" }
         ),
     })
+}
+
+/// A capacity in words (`knee::Claim::text`, with the report's number format): "1,300
+/// req/s", or "at least 1,400 req/s (the highest step tried)" when the server was not
+/// seen to fail above it.
+fn claim_text(claim: &volley_analysis::knee::Claim, value: f64) -> String {
+    use volley_analysis::knee::Claim;
+    match *claim {
+        Claim::Capacity { .. } => format!("{} req/s", number(value)),
+        Claim::AtLeast { unjudged_above, .. } => {
+            let plain = Claim::AtLeast {
+                value,
+                unjudged_above,
+            }
+            .text("req/s");
+            // The same sentence, the figure as the report writes numbers.
+            plain.replacen(&format!("{value:.0}"), &number(value), 1)
+        }
+        Claim::None => "none".to_string(),
+    }
 }
 
 /// An office run's figure: the most users any of its office workloads carries.

@@ -372,10 +372,17 @@ pub fn charts(report: &Report) -> Vec<Chart> {
         c.ideal_line = true;
         for t in &report.targets {
             for cap in &t.capacity {
-                if let Some(rps) = cap.capacity_rps {
+                if cap.capacity_rps.is_some() {
                     c.notes.push(format!(
-                        "{} ({}): capacity {rps:.1} req/s (largest sustainable rate)",
-                        t.target, cap.group
+                        "{} ({}): capacity {} (largest sustainable rate{})",
+                        t.target,
+                        cap.group,
+                        cap.claim.text("req/s"),
+                        if cap.bounded {
+                            " below a failure of the server"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }

@@ -576,6 +576,15 @@ pub fn repeats(report: &Report) -> Option<Table> {
     })
 }
 
+/// A capacity cell: the figure, "at least" it when the server was not seen to fail
+/// above it.
+fn at_least(bounded: bool, v: Option<f64>) -> String {
+    match v {
+        Some(_) if !bounded => format!("at least {}", num(v, 1)),
+        _ => num(v, 1),
+    }
+}
+
 /// Capacity per target.
 pub fn capacity(report: &Report) -> Option<Table> {
     let rows: Vec<_> = report
@@ -589,11 +598,17 @@ pub fn capacity(report: &Report) -> Option<Table> {
             }
             if c.steps_judged == 0 && c.generator_bound_excluded > 0 {
                 note.push(
-                    "every rate step was generator-bound: no server capacity can be claimed"
+                    "no rate step could be judged for the server: no capacity can be claimed"
                         .to_string(),
                 );
             } else if c.capacity_rps.is_none() {
                 note.push("no rate was sustainable".to_string());
+            } else if !c.bounded {
+                // "at least 600 req/s (not bounded: ...)": the parenthesis is the note.
+                let text = c.claim.text("req/s");
+                if let Some(why) = text.split_once(" (").map(|(_, w)| w.trim_end_matches(')')) {
+                    note.push(why.to_string());
+                }
             }
             for (phase, cap) in &c.by_phase {
                 let time = c
@@ -609,10 +624,11 @@ pub fn capacity(report: &Report) -> Option<Table> {
                 vec![
                     t.target.clone(),
                     c.group.clone(),
-                    num(c.capacity_rps, 1),
+                    at_least(c.bounded, c.capacity_rps),
                     num(c.first_unsustainable_above_rps, 1),
                     c.steps_judged.to_string(),
                     c.generator_bound_excluded.to_string(),
+                    c.remeasured.to_string(),
                     if note.is_empty() {
                         "-".into()
                     } else {
@@ -625,14 +641,15 @@ pub fn capacity(report: &Report) -> Option<Table> {
     (!rows.is_empty()).then(|| Table {
         id: "capacity",
         title: "Capacity".into(),
-        note: "Capacity = the largest offered rate judged sustainable by a majority of its repeats (send and reply rate >= 99% of the offer, errors within the allowance, every window's p99 within the SLO, no rising in-flight trend). Generator-bound steps are excluded.".into(),
+        note: "Capacity = the largest offered rate judged sustainable by a majority of its repeats (send and reply rate >= 99% of the offer, errors within the allowance, every window's p99 within the SLO, no rising in-flight trend), claimed only below a rate the server was seen to fail; otherwise \"at least\". Steps that could not be judged for the server (generator-bound, machine-stalled, or failed on a busy machine) are measured again later and, if still spoiled, left out; a step measured several times counts once, by its best attempt.".into(),
         headers: [
             "Target",
             "Group",
             "Capacity (req/s)",
             "First unsustainable above (req/s)",
             "Steps judged",
-            "Generator-bound excluded",
+            "Unjudged, left out",
+            "Re-measured",
             "Notes",
         ]
         .map(String::from)
@@ -669,7 +686,7 @@ pub fn searches(report: &Report) -> Option<Table> {
                 vec![
                     t.target.clone(),
                     s.group.clone(),
-                    num(s.capacity_rps, 1),
+                    at_least(s.bounded, s.capacity_rps),
                     ci,
                     ended,
                     s.steps.to_string(),

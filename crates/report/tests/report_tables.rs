@@ -58,10 +58,10 @@ fn capacity_excludes_generator_bound_steps() {
     assert_eq!(
         table(&md, "Capacity"),
         [
-            "| Target | Group | Capacity (req/s) | First unsustainable above (req/s) | Steps judged | Generator-bound excluded | Notes |",
-            "|---|---|---|---|---|---|---|",
-            "| builtin | keep-alive | 300.0 | 400.0 | 4 | 0 | - |",
-            "| nginx | keep-alive | 300.0 | - | 3 | 1 | - |",
+            "| Target | Group | Capacity (req/s) | First unsustainable above (req/s) | Steps judged | Unjudged, left out | Re-measured | Notes |",
+            "|---|---|---|---|---|---|---|---|",
+            "| builtin | keep-alive | 300.0 | 400.0 | 4 | 0 | 0 | - |",
+            "| nginx | keep-alive | at least 300.0 | - | 3 | 1 | 0 | not bounded: 1 step above could not be judged |",
         ]
     );
     let evidence = table(&md, "Steps, verdicts and labels (the evidence)");
@@ -152,6 +152,14 @@ fn json_is_the_versioned_model_and_agrees_with_markdown() {
         v["targets"][1]["capacity"][0]["generator_bound_excluded"],
         1
     );
+    // builtin failed at 400 above its 300: a capacity. nginx's 400 was generator-bound:
+    // at least 300, not bounded.
+    assert_eq!(v["targets"][0]["capacity"][0]["bounded"], true);
+    assert_eq!(v["targets"][1]["capacity"][0]["bounded"], false);
+    assert_eq!(
+        v["targets"][1]["capacity"][0]["claim"],
+        serde_json::json!({"claim": "at_least", "value": 300.0, "unjudged_above": 1})
+    );
     assert_eq!(v["targets"][1]["steps"][3]["label"], "generator-bound");
     assert_eq!(
         v["targets"][0]["steps"][0]["seconds"]
@@ -239,7 +247,7 @@ fn all_generator_bound_sweep_claims_no_capacity() {
     let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Capacity")[2],
-        "| nginx | keep-alive | - | - | 0 | 2 | every rate step was generator-bound: no server capacity can be claimed |"
+        "| nginx | keep-alive | - | - | 0 | 2 | 0 | no rate step could be judged for the server: no capacity can be claimed |"
     );
 }
 
@@ -272,7 +280,7 @@ fn capacity_by_sweep_and_by_search_are_both_shown() {
     let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Capacity")[2],
-        "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | search alone: 150.0 (3 steps, 50 s); sweep alone: 100.0 (2 steps, 30 s) |"
+        "| builtin | keep-alive | 150.0 | 175.0 | 5 | 0 | 0 | search alone: 150.0 (3 steps, 50 s); sweep alone: 100.0 (2 steps, 30 s) |"
     );
 }
 
@@ -331,7 +339,7 @@ fn stored_search_results_are_shown_beside_the_sweep() {
     // The step-based capacity table keeps both phases, with the time each took.
     assert_eq!(
         table(&md, "Capacity")[2],
-        "| builtin | keep-alive | 300.0 | 400.0 | 8 | 0 | search alone: 300.0 (4 steps, 70 s); sweep alone: 300.0 (4 steps, 70 s) |"
+        "| builtin | keep-alive | 300.0 | 400.0 | 8 | 0 | 0 | search alone: 300.0 (4 steps, 70 s); sweep alone: 300.0 (4 steps, 70 s) |"
     );
     // The evidence table is still there, every step in it.
     assert_eq!(

@@ -45,16 +45,9 @@ fn planned_key(s: &StepOutcome) -> (usize, u32, Option<u64>, Option<u32>) {
     (s.cell, s.repeat, s.rate.map(f64::to_bits), s.users)
 }
 
-/// How good an attempt's evidence is, best first: not spoiled; judged for the server
-/// though the machine was busy (a pass); spoiled.
+/// How good an attempt's evidence is (`Evidence::attempt_rank`, 0 best).
 fn rank(s: &StepOutcome) -> u8 {
-    if !s.needs_remeasure() {
-        0
-    } else if s.counts_for_server() && s.evidence() != Some(Evidence::Unjudged) {
-        1
-    } else {
-        2
-    }
+    Evidence::attempt_rank(s.sustainable, s.counts_for_server(), s.machine_busy)
 }
 
 /// One outcome per planned step, its best attempt (the earliest of the best [`rank`]),

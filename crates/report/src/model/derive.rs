@@ -29,8 +29,41 @@ pub(super) fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
     out
 }
 
+/// One step per planned step (rate, repeat, phase) of a group, its best attempt
+/// (`knee::Evidence::attempt_rank`, the earliest of the best), in stored order; and how
+/// many planned steps were measured more than once.
+pub(super) fn best_attempts<'a>(steps: &[&'a StepReport]) -> (Vec<&'a StepReport>, usize) {
+    let key = |s: &StepReport| (s.rate_rps.map(f64::to_bits), s.repeat, s.phase.clone());
+    let rank = |s: &StepReport| {
+        knee::Evidence::attempt_rank(s.sustainable, !s.generator_bound(), s.machine_busy)
+    };
+    let mut best: Vec<(&StepReport, usize)> = Vec::new();
+    for &s in steps {
+        match best.iter_mut().find(|(b, _)| key(b) == key(s)) {
+            Some((b, n)) => {
+                *n += 1;
+                if rank(s) < rank(b) {
+                    *b = s;
+                }
+            }
+            None => best.push((s, 1)),
+        }
+    }
+    let remeasured = best.iter().filter(|(_, n)| *n > 1).count();
+    (best.into_iter().map(|(b, _)| b).collect(), remeasured)
+}
+
+/// The (rate, evidence) of each step that has both.
+fn evidence_of(steps: &[&StepReport]) -> Vec<(f64, knee::Evidence)> {
+    steps
+        .iter()
+        .filter_map(|s| Some((s.rate_rps?, s.evidence()?)))
+        .collect()
+}
+
 /// Capacity per group of rate steps (workload, cap, cores, keep-alive): each group is
-/// its own sweep.
+/// its own sweep, each planned step counted once by its best attempt, and the capacity
+/// claimed only below a failure of the server (`knee::Claim`).
 pub(super) fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
     let mut groups: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
     for s in steps
@@ -41,17 +74,22 @@ pub(super) fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
     }
     groups
         .into_iter()
-        .map(|(group, judged)| {
-            let usable = |phase: Option<&str>| -> Vec<(f64, bool)> {
-                judged
+        .map(|(group, attempts)| {
+            let (judged, remeasured) = best_attempts(&attempts);
+            let usable = |phase: Option<&str>| -> Vec<(f64, knee::Evidence)> {
+                let in_phase: Vec<&StepReport> = judged
                     .iter()
-                    .filter(|s| !s.generator_bound())
+                    .copied()
                     .filter(|s| phase.is_none() || s.phase.as_deref() == phase)
-                    .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
-                    .collect()
+                    .collect();
+                evidence_of(&in_phase)
             };
             let all = usable(None);
-            let c = knee::sweep_capacity(&all);
+            let c = knee::sweep_evidence(&all);
+            let for_server = all
+                .iter()
+                .filter(|(_, e)| *e != knee::Evidence::Unjudged)
+                .count();
             let mut phases: Vec<String> = judged.iter().filter_map(|s| s.phase.clone()).collect();
             phases.sort();
             phases.dedup();
@@ -59,21 +97,24 @@ pub(super) fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
                 phases
                     .into_iter()
                     .map(|p| {
-                        let cap = knee::sweep_capacity(&usable(Some(&p))).capacity_rps;
+                        let cap = knee::sweep_evidence(&usable(Some(&p))).capacity_rps;
                         (p, cap)
                     })
                     .collect()
             } else {
                 Vec::new()
             };
-            let phase_times = phase_times(&judged);
+            let phase_times = phase_times(&attempts);
             Capacity {
                 group,
                 capacity_rps: c.capacity_rps,
                 first_unsustainable_above_rps: c.first_unsustainable_above_rps,
                 non_monotone: c.non_monotone,
-                steps_judged: all.len(),
-                generator_bound_excluded: judged.len() - all.len(),
+                claim: c.claim(),
+                bounded: c.claim().bounded(),
+                steps_judged: for_server,
+                generator_bound_excluded: judged.len() - for_server,
+                remeasured,
                 by_phase,
                 phase_times,
             }
@@ -117,13 +158,9 @@ pub(super) fn searches(
         if in_group.is_empty() {
             return (None, None);
         }
-        let usable: Vec<(f64, bool)> = in_group
-            .iter()
-            .filter(|s| !s.generator_bound())
-            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
-            .collect();
+        let (best, _) = best_attempts(&in_group);
         (
-            knee::sweep_capacity(&usable).capacity_rps,
+            knee::sweep_evidence(&evidence_of(&best)).capacity_rps,
             phase_times(&in_group).pop(),
         )
     };
@@ -140,9 +177,12 @@ pub(super) fn searches(
             );
             let (sweep_capacity_rps, sweep) = sweep_of(&group);
             let end = r.end.as_str().to_string();
+            let claim = crate::compare::stored_claim(r);
             SearchCapacity {
                 finished: r.end != volley_store::SearchEnd::Interrupted,
                 capacity_rps: r.capacity_rps,
+                claim,
+                bounded: claim.bounded(),
                 ci_lo_rps: r.ci_lo_rps,
                 ci_hi_rps: r.ci_hi_rps,
                 confidence: Some(r.confidence),
@@ -167,14 +207,13 @@ pub(super) fn searches(
         if out.iter().any(|x| x.group == group) {
             continue;
         }
-        let usable: Vec<(f64, bool)> = in_group
-            .iter()
-            .filter(|s| !s.generator_bound())
-            .filter_map(|s| Some((s.rate_rps?, s.sustainable?)))
-            .collect();
+        let (best, _) = best_attempts(&in_group);
+        let c = knee::sweep_evidence(&evidence_of(&best));
         let (sweep_capacity_rps, sweep) = sweep_of(&group);
         out.push(SearchCapacity {
-            capacity_rps: knee::sweep_capacity(&usable).capacity_rps,
+            capacity_rps: c.capacity_rps,
+            claim: c.claim(),
+            bounded: c.claim().bounded(),
             ci_lo_rps: None,
             ci_hi_rps: None,
             confidence: None,

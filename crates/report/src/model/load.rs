@@ -221,6 +221,12 @@ pub(super) fn load_step(
         little_gap: verdict.little.map(|l| l.relative_gap),
         little_flagged: verdict.little.is_some_and(|l| l.flagged),
         throttled: verdict.throttled || s.throttling.as_ref().is_some_and(|t| t.nr_throttled > 0),
+        machine_busy: verdict.machine_busy,
+        attempt: p
+            .extra
+            .get("attempt")
+            .and_then(Value::as_u64)
+            .map_or(0, |a| a as u32),
         resources,
         seconds,
         monitor,

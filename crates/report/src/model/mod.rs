@@ -214,6 +214,11 @@ pub struct StepReport {
     pub little_flagged: bool,
     /// Throttled by a CPU cap during the step.
     pub throttled: bool,
+    /// Someone else took the CPU while it ran (the study re-measures such steps).
+    pub machine_busy: bool,
+    /// Which measurement of its planned step this is: 0 the first, 1.. re-measures of
+    /// a step noise spoiled.
+    pub attempt: u32,
     /// Server resources over the step, when a monitor ran.
     pub resources: Option<Resources>,
     /// Per-second latency and throughput.
@@ -280,6 +285,16 @@ impl StepReport {
     /// The rule is volley-analysis's, shared with the study's end-of-run table.
     pub fn generator_bound(&self) -> bool {
         !volley_analysis::sustain::counts_for_server(self.label.as_deref())
+    }
+
+    /// What the step says about the server (`None`: not a judged rate step); the
+    /// study's end table applies the same rule.
+    pub fn evidence(&self) -> Option<knee::Evidence> {
+        Some(knee::Evidence::of(
+            self.sustainable?,
+            !self.generator_bound(),
+            self.machine_busy,
+        ))
     }
 }
 
@@ -359,10 +374,19 @@ pub struct Capacity {
     pub first_unsustainable_above_rps: Option<f64>,
     /// An unsustainable rate lies below the capacity.
     pub non_monotone: bool,
-    /// Steps judged (server-bound or inconclusive).
+    /// What may be claimed (docs/methodology.md, "Saturation"): a capacity only when
+    /// the server was seen to fail above it, else "at least".
+    pub claim: knee::Claim,
+    /// True when the server was seen to fail above the capacity (`claim` is a figure,
+    /// not "at least").
+    pub bounded: bool,
+    /// Planned steps judged for the server (each counted once, by its best attempt).
     pub steps_judged: usize,
-    /// Generator-bound steps left out: they say nothing about the server.
+    /// Planned steps that could not be judged for the server (generator-bound,
+    /// machine-stalled, or failed on a busy machine), after their re-measures: left out.
     pub generator_bound_excluded: usize,
+    /// Planned steps measured more than once because noise spoiled them.
+    pub remeasured: usize,
     /// Capacity from each phase's steps alone ("sweep", "search"), when the steps came
     /// from more than one phase, so the two methods can be compared.
     pub by_phase: Vec<(String, Option<f64>)>,
@@ -392,6 +416,11 @@ pub struct SearchCapacity {
     /// The search's point estimate (largest rate decided sustainable), requests/s; for
     /// an unfinished search, the largest sustainable rate so far.
     pub capacity_rps: Option<f64>,
+    /// What may be claimed of it: a capacity only when a rate above it was decided
+    /// unsustainable by the server, else "at least".
+    pub claim: knee::Claim,
+    /// True when `claim` is a figure, not "at least".
+    pub bounded: bool,
     /// Lower end of the interval.
     pub ci_lo_rps: Option<f64>,
     /// Upper end of the interval (`None`: unbounded above or no interval).
@@ -442,8 +471,8 @@ impl SearchCapacity {
                 _ => String::new(),
             };
             format!(
-                "capacity by search: {} req/s{ci}, {figures}",
-                rate(self.capacity_rps)
+                "capacity by search: {}{ci}, {figures}",
+                self.claim.text("req/s")
             )
         } else {
             format!(

@@ -92,6 +92,8 @@ pub(super) struct StoredVerdict {
     pub(super) sustain: Option<sustain::Verdict>,
     pub(super) little: Option<LittleCheck>,
     pub(super) throttled: bool,
+    /// Someone else took the CPU while the step ran (absent in older stores: false).
+    pub(super) machine_busy: bool,
 }
 
 /// A number field of a series row; series rows are read field by field so one odd
