@@ -373,7 +373,7 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
     format!(
         "{}, 95% CI [{:.0}, {hi}] ({} steps, {:?}{}{})",
         match claim {
-            Claim::None => "no rate shown sustainable".to_string(),
+            Claim::None => "capacity none (no rate shown sustainable)".to_string(),
             c => format!("capacity {}", c.text("req/s")),
         },
         cap.ci_lo_rps,
