@@ -138,9 +138,16 @@ impl OfficeAnswer {
         if let Some(s) = &self.search {
             return self.searched_sentence(target, s);
         }
+        // A count is claimed only below one not carried (docs/methodology.md,
+        // "Capacity"), else "at least".
+        let at_least = if self.first_not_carried.is_none() {
+            "at least "
+        } else {
+            ""
+        };
         match self.users_carried {
             Some(n) => format!(
-                "{target} carries {n} users ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
+                "{target} carries {at_least}{n} users ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
                 self.workload,
                 self.first_not_carried
                     .map_or("; the most tried".to_string(), |u| format!("; {u} not carried")),
@@ -163,13 +170,19 @@ impl OfficeAnswer {
     fn searched_sentence(&self, target: &str, s: &UsersSearch) -> String {
         let end = match s.end.as_str() {
             "converged" => String::new(),
-            "reached_max_rate" => ", the most the search tries: at least this".to_string(),
+            "reached_max_rate" => ", the most the search tries".to_string(),
             other => format!(", search ended: {}", other.replace('_', " ")),
         };
         let hi = s.ci_hi.map_or("unbounded".to_string(), |h| h.to_string());
+        // Only a converged search saw a count above its answer not carried.
+        let at_least = if s.end == "converged" {
+            ""
+        } else {
+            "at least "
+        };
         match self.users_carried {
             Some(n) => format!(
-                "{target} carries {n} users ({}; searched, 95% CI [{}, {hi}], {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
+                "{target} carries {at_least}{n} users ({}; searched, 95% CI [{}, {hi}], {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
                 self.workload,
                 s.ci_lo.unwrap_or(n),
                 s.steps,
