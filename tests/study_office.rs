@@ -208,7 +208,11 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
     let runs = store.list_runs().unwrap();
     let run_of = |t: &str| runs.iter().find(|r| r.target == t).unwrap().id;
     let ab = store.steps(run_of("plain")).unwrap();
-    assert_eq!(ab.len(), 1);
+    // A step noise spoiled (generator-bound, busy machine) is measured again: one first
+    // attempt, and every re-measure numbered.
+    let first = |s: &volley_store::StepRow| s.parameters.extra["attempt"] == 0;
+    assert_eq!(ab.iter().filter(|s| first(s)).count(), 1, "{ab:?}");
+    assert!(ab.iter().skip(1).all(|s| !first(s)));
     assert_eq!(ab[0].parameters.extra["phase"], "sweep");
     assert_eq!(ab[0].summary["requests"]["failed"], 0, "{}", ab[0].summary);
     let run = run_of("builtin");

@@ -709,6 +709,9 @@ impl StudyRun<'_> {
         outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
         outcome.users = cell.users.filter(|_| office.is_some());
         outcome.attempt = attempt;
+        // An office day is judged by its own rule (poll p99, violations), not re-measured
+        // for a busy machine; a generator-bound day still is, as before.
+        outcome.machine_busy &= office.is_none();
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(
