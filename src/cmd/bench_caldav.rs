@@ -180,7 +180,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         }
     }
     cfg.duration = match &load.duration {
-        Some(d) => match volley_harness::parse_duration(d) {
+        Some(d) => match volley_units::parse_duration(d) {
             Ok(d) if !d.is_zero() => d,
             _ => usage!("--duration must be a positive duration like 60s, got '{d}'"),
         },

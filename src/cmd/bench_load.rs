@@ -19,9 +19,10 @@ use volley_engine::{
     Arrival, ErrorKind, ListSourceFactory, Live, LoadConfig, LoadModel, Order, Request,
     RequestTemplate, StatusRange, StopCondition,
 };
-use volley_harness::{measure, parse_duration, Measure, MeasureError, MeasuredRun};
+use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
 use volley_metrics::{FirstRequest, Summary};
 use volley_monitor::headroom::HeadroomWatch;
+use volley_units::parse_duration;
 
 use super::bench_wire::{self, ResolvedWire, WireArgs};
 use super::progress;

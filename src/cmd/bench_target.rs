@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use volley_harness::{parse_duration, DocrootSource, Watch, Watched};
+use volley_harness::{DocrootSource, Watch, Watched};
 use volley_metrics::{Model, Summary};
 use volley_monitor::MonitorReport;
 use volley_targets::config::Compression;
@@ -33,6 +33,7 @@ use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
     TargetSpec, ThrottleStats, TlsSource,
 };
+use volley_units::parse_duration;
 
 use super::bench_load::{self, LoadArgs, Ran};
 use super::bench_save::{Extras, SaveArgs, Savers};

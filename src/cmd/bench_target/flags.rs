@@ -18,10 +18,10 @@ pub(super) fn parse_quota(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--memory-max`: the one size syntax (`volley_harness::parse_size`), its errors
+/// `--memory-max`: the one size syntax (`volley_units::parse_size`), its errors
 /// named after the flag.
 pub(super) fn parse_bytes(s: &str) -> Result<u64, String> {
-    volley_harness::parse_size(s).map_err(|e| format!("--memory-max {e}"))
+    volley_units::parse_size(s).map_err(|e| format!("--memory-max {e}"))
 }
 
 /// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores
