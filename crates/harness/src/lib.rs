@@ -39,7 +39,7 @@ pub use duration::{parse_duration, DurationError};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
 pub use rest::rest;
 pub use size::parse_size;
-pub use watch::{scope_of, watch, Watch, Watched};
+pub use watch::{fill_machine, scope_of, watch, Watch, Watched};
 
 /// Why the harness could not prepare or watch a run (failed requests are data, never
 /// this).

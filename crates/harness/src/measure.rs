@@ -17,6 +17,7 @@ use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcom
 use volley_metrics::{
     resources, MetricsError, Model, Recorder, RunInfo, SecondStream, StreamedSecond, WindowKey,
 };
+use volley_monitor::stall::{self, StallProbe, StallReport};
 
 /// Why a run could not be measured (failed requests are data, never this).
 #[derive(Debug, Error)]
@@ -74,11 +75,15 @@ pub struct MeasuredRun {
 /// recorder and the run's facts.
 ///
 /// The generator's CPU time and CPU pressure are read at the warm-up boundary (or the
-/// start) and at the end, so its self-check covers the measured period only.
+/// start) and at the end, so its self-check covers the measured period only. The stall
+/// probe (`volley_monitor::stall`) runs beside the load, its seconds counted from the
+/// warm-up boundary like the recorder's, and goes into [`RunInfo::stalls`], where the
+/// label rule reads it.
 pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
     let mut cpu0 = resources::process_cpu_ns();
     let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
+    let probe = StallProbe::start(start + m.warmup, stall::DEFAULT_INTERVAL);
     let done = AtomicBool::new(false);
     let warmup = m.warmup;
     let (outcome, boundary) = std::thread::scope(|scope| {
@@ -101,6 +106,7 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         done.store(true, Ordering::Relaxed);
         (r, marks.and_then(|h| h.join().ok().flatten()))
     });
+    let stalls = probe.finish();
     let mut outcome = outcome?;
     let mut measured_from = start;
     if let Some((at, cpu, psi)) = boundary {
@@ -116,7 +122,8 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         _ => None,
     };
     let sinks = std::mem::take(&mut outcome.sinks);
-    let info = run_info(m, &outcome, sinks.len(), cpu_ns, cpu_pressure);
+    let mut info = run_info(m, &outcome, sinks.len(), cpu_ns, cpu_pressure);
+    info.stalls = Some(stalls_of(stalls, outcome.elapsed_ns, m.warmup));
     let mut recorder = Recorder::merge_all(sinks)?;
     // Every window has been sent by now; the caller's receiver sees the channel close
     // once its own sender goes.
@@ -155,7 +162,17 @@ fn run_info(
         cpu_pressure,
         cores: workers.min(cpus).max(1) as f64,
         notes: Vec::new(),
+        stalls: None,
     }
+}
+
+/// The probe's report cut to the recorder's seconds: none past the load's end (the
+/// probe stops a little after the engine does).
+fn stalls_of(mut r: StallReport, elapsed_ns: u64, warmup: Duration) -> StallReport {
+    let measured_ns = (elapsed_ns as u128).saturating_sub(warmup.as_nanos());
+    let seconds = measured_ns.div_ceil(1_000_000_000) as usize;
+    r.seconds.truncate(seconds.max(1));
+    r
 }
 
 /// The summary's load model, and the connection cap that applies to it (a closed loop
