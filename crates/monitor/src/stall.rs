@@ -42,7 +42,10 @@ pub struct StallSecond {
     pub second: u64,
     /// Wake-ups in this second.
     pub wakeups: u32,
-    /// Longest oversleep (woke - deadline), microseconds: the longest stall seen.
+    /// Longest stall that overlapped this second, microseconds: an oversleep (woke -
+    /// deadline) counts in every second its interval [deadline, woke] touches, so a
+    /// stall across a second's boundary is seen by both. The other figures count each
+    /// wake-up once, in the second it woke in.
     pub max_us: u64,
     /// 99th percentile of the oversleeps, microseconds.
     pub p99_us: u64,
@@ -77,23 +80,15 @@ pub struct StallReport {
 }
 
 impl StallReport {
-    /// The longest stall the probe saw in `second` or either neighbour, microseconds.
-    /// Why the neighbours: a stall is recorded in the second it ends in, a request's
-    /// lateness in the second it completes in (up to one response later), and a
-    /// dispatch shortfall in the second whose arrivals were pushed out, which is the
-    /// second before the stall ended. `None` when the probe did not run then.
+    /// The longest stall that overlapped `second`, microseconds; `None` when the probe
+    /// did not run then. A request's lateness is recorded in the second it completes
+    /// in and a dispatch shortfall in the second whose arrivals were pushed out, so
+    /// the stall that explains either overlaps that second (see [`StallSecond::max_us`]).
     pub fn longest_near(&self, second: u64) -> Option<u64> {
-        let at = |s: u64| {
-            self.seconds
-                .get(usize::try_from(s).ok()?)
-                .filter(|x| x.second == s && x.wakeups > 0)
-                .map(|x| x.max_us)
-        };
-        [second.checked_sub(1), Some(second), second.checked_add(1)]
-            .into_iter()
-            .flatten()
-            .filter_map(at)
-            .max()
+        self.seconds
+            .get(usize::try_from(second).ok()?)
+            .filter(|x| x.second == second && (x.wakeups > 0 || x.max_us > 0))
+            .map(|x| x.max_us)
     }
 }
 
@@ -231,6 +226,12 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
         let late_us = (woke - deadline) / 1_000;
         if woke >= origin_ns {
             let second = (woke - origin_ns) / 1_000_000_000;
+            // A stall that began in earlier seconds is theirs too.
+            let began_ns = woke.saturating_sub(late_us * 1_000).max(origin_ns);
+            let first = (began_ns - origin_ns) / 1_000_000_000;
+            for s in seconds.iter_mut().skip(first as usize) {
+                s.max_us = s.max_us.max(late_us);
+            }
             if current != Some(second) {
                 if let Some(done) = current {
                     let steal = read_steal_us();
@@ -240,6 +241,9 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
                     };
                     steal_mark = steal;
                     push_second(&mut seconds, acc.close(done, delta));
+                    for s in seconds.iter_mut().skip(first as usize) {
+                        s.max_us = s.max_us.max(late_us);
+                    }
                 } else {
                     steal_mark = read_steal_us();
                 }
@@ -269,7 +273,7 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
 }
 
 /// Appends `s`, with empty seconds for any it skipped (a stall longer than a second),
-/// so `seconds[i].second == i`.
+/// so `seconds[i].second == i`. The caller marks a stall in the skipped seconds.
 fn push_second(seconds: &mut Vec<StallSecond>, s: StallSecond) {
     while (seconds.len() as u64) < s.second {
         let second = seconds.len() as u64;
@@ -424,7 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_stall_near_a_second_looks_at_both_neighbours() {
+    fn the_longest_stall_of_a_second_is_its_own() {
         let sec = |second, max_us| StallSecond {
             second,
             wakeups: 10,
@@ -435,19 +439,10 @@ mod tests {
             seconds: vec![sec(0, 100), sec(1, 20_000), sec(2, 80)],
             ..Default::default()
         };
-        assert_eq!(
-            r.longest_near(0),
-            Some(20_000),
-            "its arrivals pushed into 1"
-        );
+        assert_eq!(r.longest_near(0), Some(100));
         assert_eq!(r.longest_near(1), Some(20_000));
-        assert_eq!(
-            r.longest_near(2),
-            Some(20_000),
-            "a stall ending in second 1"
-        );
-        assert_eq!(r.longest_near(3), Some(80));
-        assert_eq!(r.longest_near(4), None);
+        assert_eq!(r.longest_near(2), Some(80));
+        assert_eq!(r.longest_near(3), None);
         let mut gap = Vec::new();
         push_second(&mut gap, sec(2, 5));
         assert_eq!(gap.iter().map(|s| s.second).collect::<Vec<_>>(), [0, 1, 2]);
