@@ -657,6 +657,7 @@ duration = "3s"
             max_ms: p99_ms,
             send_lag_p99_ms: 0.01,
             sched_lag_p99_ms: 0.01,
+            sched_lag_max_ms: 0.01,
             conn_wait_p99_ms: 0.0,
             cpu_cores_used: None,
             cpu_pressure: None,

@@ -469,6 +469,7 @@ impl Recorder {
                 max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
                 send_lag_p99_ms: ms(q(&lag, 0.99)),
                 sched_lag_p99_ms: ms(q(&sched, 0.99)),
+                sched_lag_max_ms: ms(if sched.is_empty() { 0 } else { sched.max() }),
                 conn_wait_p99_ms: ms(q(&wait, 0.99)),
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),

@@ -356,6 +356,9 @@ pub struct SecondSummary {
     pub send_lag_p99_ms: f64,
     /// Scheduler lag (dispatched - intended) p99, ms.
     pub sched_lag_p99_ms: f64,
+    /// Largest scheduler lag in this second, ms: what `bench/stall.py` holds against
+    /// the probe's longest stall.
+    pub sched_lag_max_ms: f64,
     /// Connection wait (sent - dispatched) p99, ms.
     pub conn_wait_p99_ms: f64,
     /// Generator CPU in this second (cores' worth).
