@@ -298,6 +298,12 @@ impl Recorder {
                 run.max_connections
             ));
         }
+        if run_verdict.label == Bound::MachineStalled {
+            notes.push(format!(
+                "MACHINE-STALLED: {}; the late seconds describe the machine's stalls, not the generator or the server",
+                run_verdict.reason
+            ));
+        }
         if run_verdict.label == Bound::GeneratorBound {
             notes.push(format!(
                 "GENERATOR-BOUND: {}; these figures describe the load generator, not the server",
