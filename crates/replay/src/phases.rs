@@ -14,8 +14,8 @@ use volley_metrics::hist;
 
 const US_PER_S: i64 = 1_000_000;
 
-/// One phase of a log.
-#[derive(Debug, Clone, PartialEq)]
+/// One phase of a log (serialised as `volley log phases --json` prints it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LogPhase {
     /// The active client addresses, in the order they first appear.
     pub clients: Vec<String>,
