@@ -40,7 +40,7 @@ pub struct LogReadArgs {
     pub log_format: Option<LogFormat>,
     /// How far out of order the log's lines may come; an older line is skipped and
     /// counted.
-    #[arg(long, default_value = "10s", value_parser = volley_harness::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = volley_units::parse_duration)]
     pub reorder_window: Duration,
 }
 
