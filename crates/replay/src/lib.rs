@@ -9,7 +9,9 @@
 //! - [`reader`]: the streaming reader (gzip read directly, out-of-order lines put back
 //!   in order within a bounded window, whole-second timestamps spread evenly over
 //!   their second, unparsable lines counted by cause);
-//! - [`phases`]: intervals with the same set of active client addresses.
+//! - [`phases`]: intervals with the same set of active client addresses;
+//! - [`schedule`]: which logged requests a replay sends, when, and on which client's
+//!   connections (speed, longest gap, window, filters, clients folded).
 //!
 //! Never prints; every failure is a typed [`LogError`].
 #![deny(missing_docs)]
@@ -19,6 +21,7 @@ pub mod format;
 pub mod phases;
 pub mod reader;
 mod record;
+pub mod schedule;
 mod time_parse;
 
 pub use error::{LogError, SkipCause};
