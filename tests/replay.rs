@@ -74,7 +74,16 @@ fn log_phases_of_three_staggered_clients_are_1_2_3_2_1() {
     let (code, json, err) =
         crate::common::volley(&["log", "phases", "--json", log.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    let phases: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (read["requests"].as_u64(), read["lines"].as_u64()),
+        (Some(sent), Some(sent))
+    );
+    assert_eq!(
+        read["spread_over_seconds"], false,
+        "microsecond stamps: {read}"
+    );
+    let phases = &read["phases"];
     let sets: Vec<Vec<&str>> = phases
         .as_array()
         .unwrap()

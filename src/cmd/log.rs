@@ -62,7 +62,8 @@ struct PhasesArgs {
     file: PathBuf,
     #[command(flatten)]
     read: LogReadArgs,
-    /// Print the phases as JSON instead of a table.
+    /// Print the phases as JSON instead of a table (with the format, line and request
+    /// counts, and the skipped lines by cause).
     #[arg(long)]
     json: bool,
 }
@@ -87,7 +88,24 @@ fn log_phases(a: PhasesArgs) -> anyhow::Result<ExitCode> {
     }
     let ps = phases::phases(&spans, a.read.open(&a.file)?).map_err(usage)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&ps)?);
+        let skipped: Vec<serde_json::Value> = first
+            .skips()
+            .iter()
+            .map(|(cause, n, lines)| {
+                serde_json::json!({"cause": cause.to_string(), "lines": n, "first_lines": lines})
+            })
+            .collect();
+        let out = serde_json::json!({
+            "file": a.file.display().to_string(),
+            "format": first.format().name(),
+            "lines": first.lines(),
+            "requests": spans.requests,
+            "spread_over_seconds": first.spread(),
+            "first_unix_s": spans.first_s,
+            "skipped": skipped,
+            "phases": ps,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
