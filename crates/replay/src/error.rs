@@ -34,6 +34,22 @@ pub enum LogError {
         /// Its cause.
         cause: SkipCause,
     },
+    /// Most lines run backwards past the reorder window: the log is not in time order
+    /// (reversed, or several logs concatenated).
+    #[error(
+        "{behind} of the first {seen} lines run backwards past the {window_s} s reorder \
+         window (first at line {first_line}); sort the log or widen --reorder-window"
+    )]
+    Backwards {
+        /// Lines behind the window.
+        behind: u64,
+        /// Lines read.
+        seen: u64,
+        /// The window, seconds.
+        window_s: f64,
+        /// The first such line's number.
+        first_line: u64,
+    },
 }
 
 /// Why one line was skipped; counted per cause with the first few line numbers.

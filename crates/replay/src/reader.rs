@@ -310,9 +310,20 @@ impl LogReader {
         }));
     }
 
-    /// Fails the read when most lines so far did not parse.
+    /// Fails the read when most lines so far did not parse, or ran backwards past the
+    /// window.
     fn judge(&mut self) -> Result<(), LogError> {
         self.judged = true;
+        if let Some((n, first)) = self.skips.by_cause.get(&SkipCause::Window) {
+            if n * 2 > self.lines {
+                return Err(LogError::Backwards {
+                    behind: *n,
+                    seen: self.lines,
+                    window_s: self.window_us as f64 / 1e6,
+                    first_line: first[0],
+                });
+            }
+        }
         let failed = self.skips.unparsed();
         if failed * 2 > self.lines {
             let (cause, _, first) = self
@@ -603,6 +614,26 @@ mod tests {
             ReaderOptions::default(),
         );
         assert!(matches!(r, Err(LogError::WrongFormat { .. })));
+        // A log in reverse order runs backwards past the window: refused.
+        let text: String = (0..30)
+            .rev()
+            .map(|s| line("a", s * 20, Some(0), "/"))
+            .collect();
+        let mut r = LogReader::from_read("t", std::io::Cursor::new(text), ReaderOptions::default())
+            .unwrap();
+        let err = r.find_map(Result::err).unwrap();
+        assert!(
+            matches!(
+                err,
+                LogError::Backwards {
+                    behind: 28,
+                    seen: 30,
+                    first_line: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         // Empty: no records and no error.
         assert_eq!(read(String::new(), ReaderOptions::default()).0.len(), 0);
     }
