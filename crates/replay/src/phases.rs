@@ -8,11 +8,18 @@
 
 use crate::error::LogError;
 use crate::record::Record;
+use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use volley_analysis::phase::cut;
-use volley_metrics::hist;
 
 const US_PER_S: i64 = 1_000_000;
+/// Request times kept from 1 us to an hour at 3 significant digits, as volley's own
+/// histograms (`volley_metrics::hist`); a longer time is clamped, not lost.
+const HIGH_US: u64 = 3_600_000_000;
+
+fn new_hist() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, HIGH_US, 3).expect("constant bounds")
+}
 
 /// One phase of a log (serialised as `volley log phases --json` prints it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -82,7 +89,7 @@ pub fn phases(
 ) -> Result<Vec<LogPhase>, LogError> {
     let sp: Vec<(u64, u64)> = spans.clients.iter().map(|(_, s)| *s).collect();
     let cuts = cut(&sp);
-    let mut figures: Vec<(u64, hist::Hist)> = cuts.iter().map(|_| (0, hist::new_hist())).collect();
+    let mut figures: Vec<(u64, Histogram<u32>)> = cuts.iter().map(|_| (0, new_hist())).collect();
     for r in records {
         let r = r?;
         let s = (r.at_us.div_euclid(US_PER_S) - spans.first_s).max(0) as u64;
@@ -95,8 +102,7 @@ pub fn phases(
         }
         figures[i].0 += 1;
         if let Some(t) = r.request_time_us {
-            // A time past the histogram's hour is clamped, not lost.
-            let _ = figures[i].1.record(t.clamp(hist::LOW_US, hist::HIGH_US));
+            let _ = figures[i].1.record(t.clamp(1, HIGH_US));
         }
     }
     Ok(cuts
@@ -104,7 +110,7 @@ pub fn phases(
         .zip(figures)
         .map(|(c, (requests, h))| {
             let seconds = (c.end_s - c.start_s + 1) - c.left_out_s.len() as u64;
-            let ms = |us: f64| (!h.is_empty()).then(|| hist::us_to_ms(us));
+            let ms = |us: f64| (!h.is_empty()).then_some(us / 1_000.0);
             LogPhase {
                 clients: c
                     .members
