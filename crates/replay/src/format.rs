@@ -577,8 +577,8 @@ fn json(line: &[u8], days: &mut DayCache, line_no: u64) -> Result<Parsed, SkipCa
 
 /// `\"`, `\\` and `\xhh` as Apache, nginx and volley's server escape them.
 fn unescape(v: &[u8]) -> String {
-    if !v.contains(&b'\\') {
-        return String::from_utf8_lossy(v).into_owned();
+    if memchr::memchr(b'\\', v).is_none() {
+        return text(v.to_vec());
     }
     let mut out = Vec::with_capacity(v.len());
     let mut i = 0;
@@ -605,7 +605,12 @@ fn unescape(v: &[u8]) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    text(out)
+}
+
+/// Bytes as text: valid UTF-8 as is (the common case, checked fast), else lossily.
+fn text(v: Vec<u8>) -> String {
+    String::from_utf8(v).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn optional(v: Option<&[u8]>) -> Option<String> {
@@ -615,16 +620,18 @@ fn optional(v: Option<&[u8]>) -> Option<String> {
 fn build(raw: Raw<'_>, line: u64) -> Result<Parsed, SkipCause> {
     let stamp = raw.time.ok_or(SkipCause::Time)?;
     let (method, target, protocol) = if let Some(r) = raw.request {
-        let r = unescape(r);
-        let mut parts = r.split(' ');
+        // Split on the raw bytes, then unescape each part (an escaped space is `\x20`
+        // in every server's log, so a raw space always separates).
+        let mut parts = r.split(|&b| b == b' ');
         let (Some(m), Some(t)) = (parts.next(), parts.next()) else {
             return Err(SkipCause::Request);
         };
-        let proto = parts.next().map(str::to_string);
-        if parts.next().is_some() || !valid_method(m) || t.is_empty() {
+        let proto = parts.next().map(unescape);
+        let (m, t) = (unescape(m), unescape(t));
+        if parts.next().is_some() || !valid_method(&m) || t.is_empty() || t.contains(' ') {
             return Err(SkipCause::Request);
         }
-        (m.to_string(), t.to_string(), proto)
+        (m, t, proto)
     } else {
         let m = raw.method.map(unescape).unwrap_or_else(|| "GET".into());
         let target = match (raw.uri, raw.path) {

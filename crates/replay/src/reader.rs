@@ -3,7 +3,7 @@
 //!
 //! Lines are read one at a time (gzip decoded as it streams, recognised by its magic
 //! bytes). Servers write a line when a request ends, several workers through buffers,
-//! so lines come slightly out of order: each parsed line waits in a heap until the
+//! so lines come slightly out of order: each parsed line waits (held by second) until the
 //! newest instant read is a whole *window* past its second, then its second is handed
 //! on in order. A line older than what was already handed on is outside the window:
 //! skipped and counted ([`SkipCause::Window`]). Memory is the window's worth of lines.
@@ -17,8 +17,7 @@
 use crate::error::{LogError, SkipCause};
 use crate::format::{LineParser, LogFormat, Parsed};
 use crate::record::Record;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -90,27 +89,9 @@ impl Skips {
 /// A parsed line waiting for its second to be handed on.
 #[derive(Debug)]
 struct Pending {
-    /// Start instant (or the second, for a whole-second line), µs since the epoch.
-    key_us: i64,
+    /// The log gave a whole second only (`rec.at_us` is that second).
     whole_second: bool,
     rec: Record,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, o: &Pending) -> bool {
-        (self.key_us, self.rec.line) == (o.key_us, o.rec.line)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Pending) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Pending) -> std::cmp::Ordering {
-        (self.key_us, self.rec.line).cmp(&(o.key_us, o.rec.line))
-    }
 }
 
 /// Reads a log as an iterator of records in start order.
@@ -123,7 +104,9 @@ pub struct LogReader {
     buf: Vec<u8>,
     line_no: u64,
     lines: u64,
-    heap: BinaryHeap<Reverse<Pending>>,
+    /// Held lines by start second: appended as read, sorted once when handed on
+    /// (cheaper than a heap of records, which moves each one log2(window) times).
+    held: BTreeMap<i64, Vec<Pending>>,
     ready: VecDeque<Record>,
     newest_us: i64,
     handed_upto_us: i64,
@@ -176,7 +159,7 @@ impl LogReader {
             buf: Vec::new(),
             line_no: 0,
             lines: 0,
-            heap: BinaryHeap::new(),
+            held: BTreeMap::new(),
             ready: VecDeque::new(),
             newest_us: i64::MIN,
             handed_upto_us: i64::MIN,
@@ -303,11 +286,11 @@ impl LogReader {
         }
         rec.at_us = key_us;
         self.newest_us = self.newest_us.max(key_us);
-        self.heap.push(Reverse(Pending {
-            key_us,
-            whole_second,
-            rec,
-        }));
+        let second = key_us.div_euclid(US_PER_S);
+        self.held
+            .entry(second)
+            .or_default()
+            .push(Pending { whole_second, rec });
     }
 
     /// Fails the read when most lines so far did not parse, or ran backwards past the
@@ -345,28 +328,18 @@ impl LogReader {
 
     /// Hands on every held record of the second `s`, in start order.
     fn release(&mut self, s: i64) {
-        let boundary = (s + 1) * US_PER_S;
-        let mut exact = Vec::new();
-        let mut whole = Vec::new();
-        while let Some(Reverse(p)) = self.heap.peek() {
-            if p.key_us >= boundary {
-                break;
-            }
-            let Reverse(p) = self.heap.pop().expect("peeked");
-            if p.whole_second {
-                whole.push(p.rec);
-            } else {
-                exact.push(p.rec);
-            }
-        }
-        if !whole.is_empty() {
+        let mut held = self.held.remove(&s).unwrap_or_default();
+        if held.iter().any(|p| p.whole_second) {
             self.spread = true;
+            let (mut whole, exact): (Vec<Pending>, Vec<Pending>) =
+                held.into_iter().partition(|p| p.whole_second);
             spread_over_second(&mut whole, s * US_PER_S);
-            exact.extend(whole);
-            exact.sort_by_key(|r| (r.at_us, r.line));
+            held = exact;
+            held.append(&mut whole);
         }
-        self.ready.extend(exact);
-        self.handed_upto_us = boundary;
+        held.sort_unstable_by_key(|p| (p.rec.at_us, p.rec.line));
+        self.ready.extend(held.into_iter().map(|p| p.rec));
+        self.handed_upto_us = (s + 1) * US_PER_S;
     }
 }
 
@@ -374,8 +347,9 @@ impl LogReader {
 /// order they ended in, so each one's estimated start is its place in that order less
 /// its logged request time; they are sorted by that and given instants `i/n` of a
 /// second apart.
-fn spread_over_second(recs: &mut [Record], start_us: i64) {
-    recs.sort_by_key(|r| r.line);
+fn spread_over_second(held: &mut [Pending], start_us: i64) {
+    held.sort_by_key(|p| p.rec.line);
+    let recs: Vec<&mut Record> = held.iter_mut().map(|p| &mut p.rec).collect();
     let n = recs.len() as i64;
     let mut order: Vec<(i64, u64, usize)> = recs
         .iter()
@@ -393,7 +367,7 @@ fn spread_over_second(recs: &mut [Record], start_us: i64) {
     for (j, &(_, _, i)) in order.iter().enumerate() {
         at[i] = start_us + j as i64 * US_PER_S / n;
     }
-    for (r, at) in recs.iter_mut().zip(at) {
+    for (r, at) in recs.into_iter().zip(at) {
         r.at_us = at;
     }
 }
@@ -409,8 +383,7 @@ impl Iterator for LogReader {
             if self.failed {
                 return None;
             }
-            if let Some(Reverse(top)) = self.heap.peek() {
-                let s = top.key_us.div_euclid(US_PER_S);
+            if let Some(&s) = self.held.keys().next() {
                 let due = (s + 1) * US_PER_S + self.window_us;
                 if self.eof || self.newest_us >= due {
                     self.release(s);
