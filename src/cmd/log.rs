@@ -4,14 +4,18 @@
 //! has request times, mean and p99 time: the check of any load, volley's or another
 //! tool's, against the server's own count.
 //!
+//! `volley log example FILE` writes the seeded example log (`volley_replay::generate`).
+//!
 //! Parsing is `volley_replay`; this module resolves the flags, reads the log twice
 //! (spans, then figures: bounded memory for any size) and prints.
 
 use crate::cmd::table;
 use crate::exit::UsageError;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+use volley_replay::generate::{write_site_log, SiteModel};
 use volley_replay::phases::{self, LogPhase};
 use volley_replay::{LogError, LogFormat, LogReader, ReaderOptions, Skips};
 
@@ -27,6 +31,33 @@ enum Sub {
     /// Cut an access log into phases: intervals with the same set of active client
     /// addresses, each with requests, req/s and (when logged) mean and p99 time.
     Phases(PhasesArgs),
+    /// Write an example access log from a seeded model of a site (a day's shape
+    /// compressed into the span, bursts, three heavy clients, ~10% 404s), in volley's
+    /// Combined layout.
+    Example(ExampleArgs),
+}
+
+/// Flags of `volley log example`.
+#[derive(clap::Args)]
+struct ExampleArgs {
+    /// Where to write the log (`-` for stdout).
+    file: PathBuf,
+    /// Seed of the model: the same seed writes the same log.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The log's span (a day's shape compressed into it).
+    #[arg(long, default_value = "10m", value_parser = volley_units::parse_duration)]
+    span: Duration,
+    /// Mean requests per second over the span.
+    #[arg(long, default_value_t = 50.0, value_parser = positive_rate)]
+    rate: f64,
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e6 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate in (0, 1000000] req/s")),
+    }
 }
 
 /// How to read a log: shared by every `volley log` command and by `bench --replay`.
@@ -72,6 +103,7 @@ struct PhasesArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Sub::Phases(a) => log_phases(a),
+        Sub::Example(a) => write_example(a),
     }
 }
 
@@ -127,6 +159,28 @@ fn log_phases(a: PhasesArgs) -> anyhow::Result<ExitCode> {
         spans.first_s
     );
     print!("{}", table::render(&phase_table(&ps)));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_example(a: ExampleArgs) -> anyhow::Result<ExitCode> {
+    let model = SiteModel {
+        seed: a.seed,
+        span: a.span,
+        mean_rate: a.rate,
+        ..SiteModel::default()
+    };
+    if a.file.as_os_str() == "-" {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        write_site_log(&model, &mut out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let file = std::fs::File::create(&a.file)
+        .map_err(|e| UsageError(format!("cannot write {}: {e}", a.file.display())))?;
+    let mut out = std::io::BufWriter::new(file);
+    let lines = write_site_log(&model, &mut out)?;
+    out.flush()?;
+    eprintln!("wrote {lines} lines to {}", a.file.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,6 +9,7 @@
 //! - [`reader`]: the streaming reader (gzip read directly, out-of-order lines put back
 //!   in order within a bounded window, whole-second timestamps spread evenly over
 //!   their second, unparsable lines counted by cause);
+//! - [`generate`]: an example log from a seeded model of a site;
 //! - [`phases`]: intervals with the same set of active client addresses;
 //! - [`schedule`]: which logged requests a replay sends, when, and on which client's
 //!   connections (speed, longest gap, window, filters, clients folded).
@@ -18,6 +19,7 @@
 
 mod error;
 pub mod format;
+pub mod generate;
 pub mod phases;
 pub mod reader;
 mod record;
