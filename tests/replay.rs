@@ -138,6 +138,69 @@ fn log_phases_refuses_bad_logs_with_one_line() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The seeded example log reads back whole; a custom nginx `log_format` given with
+/// `--log-format` gives each phase its logged request times.
+#[test]
+fn log_phases_reads_the_example_log_and_a_named_nginx_format() {
+    let dir = tempdir("formats");
+    let example = dir.join("example.log");
+    let ex = example.to_str().unwrap();
+    let (code, _, err) =
+        crate::common::volley(&["log", "example", ex, "--span", "1m", "--seed", "7"]);
+    assert_eq!(code, 0, "{err}");
+    let written: u64 = err
+        .trim()
+        .strip_prefix("wrote ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    let (code, json, err) = crate::common::volley(&["log", "phases", "--json", ex]);
+    assert_eq!(code, 0, "{err}");
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(written), "{json}");
+    assert_eq!(read["skipped"].as_array().map(Vec::len), Some(0), "{json}");
+
+    // Two clients, one request a second each for 4 s, 10 ms (a) and 30 ms (b).
+    let nginx = dir.join("nginx.log");
+    let mut text = String::new();
+    for s in 0..4 {
+        for (c, t) in [("a", "0.010"), ("b", "0.030")] {
+            text += &format!(
+                "{c} {}.500 \"GET /{s} HTTP/1.1\" 200 {t}\n",
+                1_700_000_000 + s
+            );
+        }
+    }
+    std::fs::write(&nginx, text).unwrap();
+    let format = r#"$remote_addr $msec "$request" $status $request_time"#;
+    let args = [
+        "log",
+        "phases",
+        "--json",
+        "--log-format",
+        format,
+        nginx.to_str().unwrap(),
+    ];
+    let (code, json, err) = crate::common::volley(&args);
+    assert_eq!(code, 0, "{err}");
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let p = &read["phases"][0];
+    assert_eq!(
+        (p["requests"].as_u64(), p["seconds"].as_u64()),
+        (Some(4), Some(2)),
+        "{json}"
+    );
+    assert!(
+        (p["mean_ms"].as_f64().unwrap() - 20.0).abs() < 0.1,
+        "{json}"
+    );
+    assert!((p["p99_ms"].as_f64().unwrap() - 30.0).abs() < 0.1, "{json}");
+    // Read as Combined (the default guess), the same file is refused in one line.
+    let (code, _, err) = crate::common::volley(&["log", "phases", nginx.to_str().unwrap()]);
+    assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn tempdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("volley-replay-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
