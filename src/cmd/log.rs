@@ -60,7 +60,7 @@ fn positive_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// How to read a log: shared by every `volley log` command and by `bench --replay`.
+/// How to read a log: shared by every `volley log` command (and meant for the replay).
 #[derive(clap::Args, Debug, Clone)]
 pub struct LogReadArgs {
     /// The log's layout: `common`, `combined`, `json`, an nginx `log_format` string
