@@ -51,11 +51,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap prints help/version to stdout with exit 0 and errors to stderr with 2.
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(e) => return exit::clap_error(&e),
     };
     let result = match cli.command {
         Command::Bench(a) => cmd::bench::run(a),
