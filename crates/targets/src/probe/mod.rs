@@ -26,7 +26,7 @@ mod answer;
 pub mod dav;
 mod dav_xml;
 
-use answer::{dechunk, MAX_BODY_BYTES};
+use answer::{is_complete, MAX_BODY_BYTES};
 
 pub use answer::{
     decode, fnv64, parse_response, validate, validate_encoded, validate_encoded_h2, validate_h2,
@@ -510,28 +510,6 @@ pub(crate) fn exchange(
             return Err(ProbeFailure::Wrong("response larger than 64 MiB".into()));
         }
     }
-}
-
-/// True once `raw` holds a whole response by its own framing (Content-Length or the
-/// last chunk); without either, only the server's close ends it.
-fn is_complete(raw: &[u8]) -> bool {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let rest = &raw[end + 4..];
-    for line in head.split("\r\n").skip(1) {
-        if let Some((n, v)) = line.split_once(':') {
-            match n.trim() {
-                "transfer-encoding" if v.contains("chunked") => return dechunk(rest).is_ok(),
-                "content-length" => {
-                    return v.trim().parse::<usize>().is_ok_and(|n| rest.len() >= n)
-                }
-                _ => {}
-            }
-        }
-    }
-    false
 }
 
 #[cfg(test)]
