@@ -263,36 +263,14 @@ pub(crate) fn read_body<R: BufRead>(r: &mut R, framing: BodyFraming) -> Result<(
     }
 }
 
-/// The standard reason phrase for the codes the server sends; clients must not depend on
-/// it (RFC 9112 section 4), so unknown codes get a neutral word.
+/// The reason phrase for a code: the `http` crate's table of registered names (the same
+/// as the built-in server's); clients must not depend on it (RFC 9112 section 4), so
+/// unknown codes get a neutral word.
 pub(crate) fn reason(code: u16) -> &'static str {
-    match code {
-        100 => "Continue",
-        103 => "Early Hints",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Status",
-    }
+    http::StatusCode::from_u16(code)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Status")
 }
 
 /// The body every 200 carries: `len` bytes cycling through `a..z`, so a client test can
