@@ -96,6 +96,44 @@ fn is_token(s: &[u8]) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
 }
 
+/// The request line `METHOD TARGET VERSION`: whether it is a HEAD, and whether
+/// HTTP/1.1 (1.0 otherwise; any other version is 505).
+fn request_line(line: &[u8]) -> Result<(bool, bool), ReadError> {
+    let mut parts = line.split(|&c| c == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(ReadError::Bad(400));
+    };
+    if !is_token(method) || target.is_empty() {
+        return Err(ReadError::Bad(400));
+    }
+    let http11 = match version {
+        b"HTTP/1.1" => true,
+        b"HTTP/1.0" => false,
+        v if v.starts_with(b"HTTP/") => return Err(ReadError::Bad(505)),
+        _ => return Err(ReadError::Bad(400)),
+    };
+    Ok((method == b"HEAD", http11))
+}
+
+/// One Content-Length field (a list of equal decimals is allowed, RFC 9110 section
+/// 8.6), which must agree with any earlier one.
+fn add_content_length(value: &str, content_length: &mut Option<u64>) -> Result<(), ReadError> {
+    for part in value.split(',') {
+        let part = part.trim();
+        if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(ReadError::Bad(400));
+        }
+        let len: u64 = part.parse().map_err(|_| ReadError::Bad(400))?;
+        if content_length.is_some_and(|prev| prev != len) {
+            return Err(ReadError::Bad(400));
+        }
+        *content_length = Some(len);
+    }
+    Ok(())
+}
+
 /// Reads a request head. `Ok(None)` means the client closed cleanly between requests.
 pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, ReadError> {
     let mut budget = MAX_HEAD_BYTES;
@@ -118,23 +156,9 @@ pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, Re
             return Err(ReadError::Bad(431));
         }
     }
-    let mut parts = line.split(|&c| c == b' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(ReadError::Bad(400));
-    };
-    if !is_token(method) || target.is_empty() {
-        return Err(ReadError::Bad(400));
-    }
-    let http11 = match version {
-        b"HTTP/1.1" => true,
-        b"HTTP/1.0" => false,
-        v if v.starts_with(b"HTTP/") => return Err(ReadError::Bad(505)),
-        _ => return Err(ReadError::Bad(400)),
-    };
+    let (is_head, http11) = request_line(&line)?;
     let mut head = RequestHead {
-        is_head: method == b"HEAD",
+        is_head,
         http11,
         wants_close: false,
         wants_keep_alive: false,
@@ -171,19 +195,7 @@ pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, Re
         let value = value.trim();
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
         match name.as_str() {
-            "content-length" => {
-                for part in value.split(',') {
-                    let part = part.trim();
-                    if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
-                        return Err(ReadError::Bad(400));
-                    }
-                    let len: u64 = part.parse().map_err(|_| ReadError::Bad(400))?;
-                    if content_length.is_some_and(|prev| prev != len) {
-                        return Err(ReadError::Bad(400));
-                    }
-                    content_length = Some(len);
-                }
-            }
+            "content-length" => add_content_length(value, &mut content_length)?,
             "transfer-encoding" => {
                 transfer_encoding = true;
                 chunked = value
