@@ -228,6 +228,23 @@ impl H2Client {
         Ok(())
     }
 
+    /// The fields of the head just received (pseudo-fields left out), if captured.
+    fn head_fields(&mut self) -> Option<Vec<(String, String)>> {
+        let (_, fields) = self.h2.pop_captured_headers()?;
+        Some(
+            fields
+                .into_iter()
+                .filter(|(n, _)| n.first() != Some(&b':'))
+                .map(|(n, v)| {
+                    (
+                        String::from_utf8_lossy(&n).into_owned(),
+                        String::from_utf8_lossy(&v).trim().to_string(),
+                    )
+                })
+                .collect(),
+        )
+    }
+
     /// One GET, complete by END_STREAM, before `deadline`.
     fn get(
         &mut self,
@@ -267,17 +284,8 @@ impl H2Client {
                         end_stream,
                     } if stream == id => {
                         resp.status = status;
-                        if let Some((_, fields)) = self.h2.pop_captured_headers() {
-                            resp.headers = fields
-                                .into_iter()
-                                .filter(|(n, _)| n.first() != Some(&b':'))
-                                .map(|(n, v)| {
-                                    (
-                                        String::from_utf8_lossy(&n).into_owned(),
-                                        String::from_utf8_lossy(&v).trim().to_string(),
-                                    )
-                                })
-                                .collect();
+                        if let Some(fields) = self.head_fields() {
+                            resp.headers = fields;
                         }
                         if end_stream {
                             return Ok(resp);
