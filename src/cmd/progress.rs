@@ -148,6 +148,69 @@ pub fn bench(live: &Live, done: &AtomicBool, stop: StopCondition) {
     });
 }
 
+/// How far an office day is (0..=1) and its bar's text: set-up counts users, the day
+/// its wall time and actions, then the audit and the last late actions.
+pub fn office_message(
+    s: &volley_office::ProgressSnapshot,
+    day: Duration,
+    elapsed_in_day: Duration,
+) -> (f64, String) {
+    use volley_office::Phase;
+    match s.phase {
+        Phase::Starting => (0.0, "probing the server".to_string()),
+        Phase::SetUp => (
+            s.done as f64 / s.total.max(1) as f64,
+            format!(
+                "set-up: {} of {} users' calendars",
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Day if elapsed_in_day < day => (
+            elapsed_in_day.as_secs_f64() / day.as_secs_f64().max(1e-9),
+            format!(
+                "day: {} of {}  ETA {}  {} of {} actions",
+                short(elapsed_in_day),
+                short(day),
+                short(day.saturating_sub(elapsed_in_day)),
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Day => (
+            1.0,
+            format!(
+                "day over: audit, {} of {} actions",
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Done => (1.0, "done".to_string()),
+    }
+}
+
+/// An office day's bar, fed from its counters four times a second until `done`;
+/// cleared at the end.
+pub fn office(progress: &volley_office::Progress, day: Duration, done: &AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let bar = ProgressBar::with_draw_target(Some(SCALE as u64), ProgressDrawTarget::stderr());
+    bar.set_style(style());
+    bar.set_prefix("office");
+    let mut day_start: Option<std::time::Instant> = None;
+    while !done.load(Ordering::Relaxed) {
+        let s = progress.snapshot();
+        if s.phase == volley_office::Phase::Day && day_start.is_none() {
+            day_start = Some(std::time::Instant::now());
+        }
+        let elapsed = day_start.map(|t| t.elapsed()).unwrap_or_default();
+        let (f, msg) = office_message(&s, day, elapsed);
+        bar.set_position((f.clamp(0.0, 1.0) * SCALE) as u64);
+        bar.set_message(msg);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    bar.finish_and_clear();
+}
+
 /// A study's two bars: the whole study, and the step running now.
 pub struct StudyBars {
     multi: MultiProgress,
