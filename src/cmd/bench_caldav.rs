@@ -22,7 +22,8 @@ use crate::exit::usage;
 pub struct CaldavArgs {
     /// Run an office day of this many CalDAV users instead of a GET load (against the
     /// URL, or the built-in server started in-process without one).
-    #[arg(long, value_name = "USERS", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, value_name = "USERS", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub caldav: Option<u32>,
     /// Client profiles by weight: thunderbird, davx5, evolution, apple, e.g.
     /// `thunderbird:3,davx5`.
@@ -30,12 +31,18 @@ pub struct CaldavArgs {
           default_value = "thunderbird,davx5,evolution,apple", requires = "caldav")]
     pub profile: Mix,
     /// Decisions per person per office day.
-    #[arg(long, value_name = "N", default_value_t = 250, requires = "caldav")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 250,
+        requires = "caldav",
+        allow_hyphen_values = true
+    )]
     pub decisions: u32,
     /// Office time / wall time. 1 is real time: N users are N people. F > 1 is a stress
     /// test: each user sends the requests of F people (480 runs 8 hours in a minute).
     #[arg(long, value_name = "F", value_parser = parse_compress, default_value_t = 1.0,
-          requires = "caldav")]
+          requires = "caldav", allow_hyphen_values = true)]
     pub compress: f64,
     /// Items each user's calendar holds when the day starts (written in the untimed
     /// set-up; fewer make a large office quicker to set up).
