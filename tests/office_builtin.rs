@@ -4,9 +4,9 @@
 //! server without accounts refused before anything is written; and bad input refused
 //! with one line and exit 2.
 
-mod common;
-
 use std::process::Command;
+
+use crate::common;
 
 use volley_faultserver::{Behaviour, FaultServer};
 
