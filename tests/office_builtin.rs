@@ -212,13 +212,18 @@ fn usage_line(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    usage_line(&["--caldav", "0"], "--caldav <USERS>");
+    usage_line(
+        &["--caldav", "0"],
+        "--caldav must be from 1 to 100000 users, got 0",
+    );
     usage_line(
         &["--caldav", "many"],
-        "invalid value 'many' for '--caldav <USERS>'",
+        "--caldav must be a number of users, got 'many'",
     );
-    usage_line(&["--caldav", "2", "--decisions", "-1"], "--decisions <N>");
-    usage_line(&["--profile", "davx5"], "--caldav");
+    usage_line(
+        &["--caldav", "2", "--decisions", "-1"],
+        "--decisions must be a whole number of decisions, got '-1'",
+    );
     usage_line(
         &["--caldav", "2", "--profile", "outlook"],
         "unknown profile `outlook`",

@@ -22,9 +22,10 @@ use crate::exit::usage;
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct CaldavArgs {
     /// Run an office day of this many CalDAV users instead of a GET load (against the
-    /// URL, or the built-in server started in-process without one).
-    #[arg(long, value_name = "USERS", allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// URL, or the built-in server started in-process without one). Without
+    /// --duration the day lets every device poll three times after its first sync:
+    /// 105 minutes at real time for the default mix.
+    #[arg(long, value_name = "USERS", allow_hyphen_values = true, value_parser = parse_users)]
     pub caldav: Option<u32>,
     /// Client profiles by weight: thunderbird, davx5, evolution, apple, e.g.
     /// `thunderbird:3,davx5`.
@@ -32,13 +33,8 @@ pub struct CaldavArgs {
           default_value = "thunderbird,davx5,evolution,apple", requires = "caldav")]
     pub profile: Mix,
     /// Decisions per person per office day.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 250,
-        requires = "caldav",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "N", default_value_t = 250, requires = "caldav",
+          value_parser = parse_decisions, allow_hyphen_values = true)]
     pub decisions: u32,
     /// Office time / wall time. 1 is real time: N users are N people. F > 1 is a stress
     /// test: each user sends the requests of F people (480 runs 8 hours in a minute).
@@ -77,6 +73,26 @@ impl CaldavArgs {
     pub fn is_set(&self) -> bool {
         self.caldav.is_some()
     }
+}
+
+/// Most users `--caldav` takes: 100,000 people hold 200,000 connections, past what
+/// one process's file descriptors allow.
+const MAX_USERS: u32 = 100_000;
+
+/// `--caldav`: a number of users, 1 to [`MAX_USERS`].
+fn parse_users(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_USERS)).contains(&n) => Ok(n as u32),
+        Ok(_) => Err(format!("must be from 1 to {MAX_USERS} users, got {s}")),
+        Err(_) => Err(format!("must be a number of users, got '{s}'")),
+    }
+}
+
+/// `--decisions`: a whole number of decisions per person per day.
+fn parse_decisions(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("must be a whole number of decisions, got '{s}'"))
 }
 
 /// `--profile`'s value, parsed once into the mix the office runs.
