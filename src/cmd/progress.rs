@@ -298,6 +298,26 @@ pub fn study_message(t: &StepTick<'_>) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_office_bar_counts_users_then_the_days_time_then_its_end() {
+        use volley_office::{Phase, ProgressSnapshot};
+        let at = |phase, done, total| ProgressSnapshot { phase, done, total };
+        let day = Duration::from_secs(60);
+        let (f, m) = office_message(&at(Phase::SetUp, 500, 2000), day, Duration::ZERO);
+        assert_eq!(
+            (f, m.as_str()),
+            (0.25, "set-up: 500 of 2,000 users' calendars")
+        );
+        let (f, m) = office_message(&at(Phase::Day, 10, 400), day, Duration::from_secs(15));
+        assert_eq!(f, 0.25);
+        assert_eq!(m, "day: 15 s of 1m00s  ETA 45 s  10 of 400 actions");
+        let (f, m) = office_message(&at(Phase::Day, 399, 400), day, Duration::from_secs(61));
+        assert_eq!(
+            (f, m.as_str()),
+            (1.0, "day over: audit, 399 of 400 actions")
+        );
+    }
+
     fn stop(requests: Option<u64>, secs: Option<u64>) -> StopCondition {
         StopCondition {
             requests,
