@@ -118,7 +118,7 @@ fn base_command(
     // Dies with volley (volley starts targets from its main thread, so: when volley
     // ends, even by SIGKILL); what survives is in the cgroup and the ledger the next
     // volley sweeps. First, so the hooks below run only for a child that will be told.
-    volley_netlab::exec::die_with_parent(&mut cmd);
+    volley_proc::die_with_parent(&mut cmd);
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
     // system calls (write, sched_setaffinity) on data prepared before the fork.
     unsafe {
@@ -323,6 +323,18 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     if let Some(p) = &dav_paths {
         cmd.arg("--users").arg(&p.users_file);
         config_text += &format!(" --users {}", p.users_file.display());
+    }
+    // Its event-loop threads are the kind's workers (the knob and `workers`), and its
+    // access log goes into the private directory as every kind's does.
+    let threads = spec.settings.workers.max(1);
+    if threads > 1 {
+        cmd.arg("--threads").arg(threads.to_string());
+        config_text += &format!(" --threads {threads}");
+    }
+    if spec.settings.access_log {
+        let log = dir.join("access.log");
+        cmd.arg("--access-log").arg(&log);
+        config_text += &format!(" --access-log {}", log.display());
     }
     if !spec.settings.http2 {
         // Offer h2 only when asked, as the configured servers do: a run without
