@@ -241,6 +241,7 @@ mod tests {
             serde_json::json!({
                 "little": null,
                 "throttled": false,
+                "machine_busy": false,
                 "office": {
                     "carries": false,
                     "users": 40,

@@ -830,6 +830,7 @@ mod tests {
             serde_json::json!({
                 "little": null,
                 "throttled": true,
+                "machine_busy": false,
                 "sustain": serde_json::to_value(&sustain).unwrap(),
                 "conn_wait": "waited for connections",
             })
@@ -843,7 +844,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(&plain).unwrap(),
-            serde_json::json!({"little": null, "throttled": false})
+            serde_json::json!({"little": null, "throttled": false, "machine_busy": false})
         );
     }
 
