@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use volley_engine::{Coding, HttpUrl};
-use volley_harness::parse_duration;
+use volley_units::parse_duration;
 
 /// A whole number of at least 1 (-n, -c, -t, --repeat, --block, --workers ...).
 pub fn count(s: &str) -> Result<u64, String> {

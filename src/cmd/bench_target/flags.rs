@@ -53,9 +53,9 @@ pub(super) fn parse_quota(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--memory-max`: the one size syntax (`volley_harness::parse_size`).
+/// `--memory-max`: the one size syntax (`volley_units::parse_size`).
 pub(super) fn parse_bytes(s: &str) -> Result<u64, String> {
-    volley_harness::parse_size(s).map_err(|e| e.to_string())
+    volley_units::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores
