@@ -44,6 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match compare(&store, &args.a, &args.b, metric) {
         Ok(c) => print!("{}", text(&c, super::table::width())),
         Err(volley_report::ReportError::Compare(m)) => usage!("{m}"),
+        Err(e) if e.is_usage() => usage!("{e}"),
         Err(e) => return Err(e.into()),
     }
     Ok(ExitCode::SUCCESS)

@@ -98,6 +98,9 @@ impl Selector {
     /// Ids are checked to exist here, so every mistake is one usage error.
     pub fn find(store: &Store, text: &str) -> Result<Selector, ReportError> {
         let t = text.trim();
+        if store.list_runs()?.is_empty() {
+            return Err(ReportError::EmptyStore);
+        }
         if let Ok(id) = t.parse::<i64>() {
             store
                 .run(RunId(id))
