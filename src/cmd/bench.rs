@@ -25,7 +25,7 @@ use super::bench_load::{self, describe_errors, server_trouble, LoadArgs, LoadSpe
 use super::bench_save::{Extras, SaveArgs, Saver};
 use super::bench_target::{self, TargetArgs};
 use super::bench_wire;
-use crate::exit::{usage, Interrupted};
+use crate::exit::Interrupted;
 
 /// Flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Clone)]
@@ -70,10 +70,7 @@ impl Outputs {
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
-        if args.target.is_set() {
-            usage!("--caldav runs against a URL, or the built-in server without one; not with --target");
-        }
-        return bench_caldav::run(args.caldav, args.load);
+        return bench_caldav::run(args.caldav, args.load, &args.target);
     }
     if args.target.is_set() {
         return bench_target::run(args.load, args.target, args.save);
