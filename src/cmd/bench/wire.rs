@@ -18,7 +18,7 @@ use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionP
 use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
 use volley_metrics::{H2Report, Summary, TlsReport, WireReport};
 
-use super::bench_load::values;
+use super::load::values;
 
 /// Protocol flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Default, Clone)]

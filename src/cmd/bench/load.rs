@@ -24,8 +24,8 @@ use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
 use volley_metrics::{FirstRequest, Summary};
 use volley_monitor::headroom::HeadroomWatch;
 
-use super::bench_wire::{self, ResolvedWire, WireArgs};
-use super::progress;
+use super::wire::{self, ResolvedWire, WireArgs};
+use crate::cmd::progress;
 use crate::exit::usage;
 
 pub mod values;
@@ -207,7 +207,7 @@ pub struct LoadSpec {
     /// The URL's host, for TLS failure messages.
     pub host: String,
     /// What a pre-flight TLS handshake agreed to (set by [`LoadSpec::prepare`]).
-    negotiated: Option<bench_wire::Negotiated>,
+    negotiated: Option<wire::Negotiated>,
 }
 
 impl LoadSpec {
@@ -222,7 +222,7 @@ impl LoadSpec {
         } else {
             None
         };
-        self.negotiated = bench_wire::pre_flight(self.cfg.addr, &self.wire);
+        self.negotiated = wire::pre_flight(self.cfg.addr, &self.wire);
         Ok(first)
     }
 }
@@ -333,7 +333,7 @@ impl Load {
         if ca.is_some() && !wire_args.insecure && wire_args.cacert.is_none() {
             wire_args.cacert = ca.map(Path::to_path_buf);
         }
-        let wire = u!(bench_wire::resolve(&wire_args, first.tls(), &host));
+        let wire = u!(wire::resolve(&wire_args, first.tls(), &host));
         let addr = match first.socket_addr() {
             Ok(a) => a,
             Err(e) => match e.source {
@@ -714,7 +714,7 @@ pub fn run_once(
             outcome.idle_close_retries
         ));
     }
-    let wire_report = bench_wire::report(&spec.wire, &outcome, &spec.negotiated);
+    let wire_report = wire::report(&spec.wire, &outcome, &spec.negotiated);
     let mut recorder = recorder;
     recorder.finish();
     let histograms = match keep_histograms {

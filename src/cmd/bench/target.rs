@@ -35,8 +35,8 @@ use volley_targets::{
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench_load::{self, Load, LoadArgs, LoadSpec, Ran};
-use super::bench_save::{Extras, SaveArgs, Savers};
+use super::load::{self, Load, LoadArgs, LoadSpec, Ran};
+use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
 mod export;
@@ -385,7 +385,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     let show = Show {
         quiet: load.quiet,
         text: !load.quiet && !load.stdout_taken(),
-        progress: super::progress::wanted(load.quiet),
+        progress: crate::cmd::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -582,7 +582,7 @@ fn run_target(
     let keep = savers.wanted();
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
-        let mut ran = bench_load::run_once(&spec, interrupted, show.progress, keep)?;
+        let mut ran = load::run_once(&spec, interrupted, show.progress, keep)?;
         ran.summary.first_request = first;
         Ok(ran)
     })?;

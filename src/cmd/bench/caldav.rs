@@ -12,10 +12,10 @@ use std::time::Duration;
 use anyhow::Context;
 use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
 
-use super::bench_load::values::Where;
-use super::bench_load::LoadArgs;
-use super::bench_target::TargetArgs;
-use super::table;
+use super::load::values::Where;
+use super::load::LoadArgs;
+use super::target::TargetArgs;
+use crate::cmd::table;
 use crate::exit::usage;
 use volley_study::office_account;
 use volley_targets::config::MAX_DAV_USERS;

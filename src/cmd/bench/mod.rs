@@ -9,6 +9,12 @@
 //! nothing useful exit 1 with one line; Ctrl-C exits 130 after printing what was
 //! measured.
 
+pub mod caldav;
+pub mod load;
+pub mod save;
+pub mod target;
+pub mod wire;
+
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,11 +26,10 @@ use anyhow::{bail, Context};
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{repeat, Summary};
 
-use super::bench_caldav::{self, CaldavArgs};
-use super::bench_load::{self, describe_errors, server_trouble, LoadArgs, LoadSpec};
-use super::bench_save::{Extras, SaveArgs, Saver};
-use super::bench_target::{self, TargetArgs};
-use super::bench_wire;
+use self::caldav::CaldavArgs;
+use self::load::{describe_errors, server_trouble, LoadArgs, LoadSpec};
+use self::save::{Extras, SaveArgs, Saver};
+use self::target::TargetArgs;
 use crate::exit::Interrupted;
 
 /// Flags of `volley bench`, as typed.
@@ -70,10 +75,10 @@ impl Outputs {
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
-        return bench_caldav::run(args.caldav, args.load, &args.target);
+        return caldav::run(args.caldav, args.load, &args.target);
     }
     if args.target.is_set() {
-        return bench_target::run(args.load, args.target, args.save);
+        return target::run(args.load, args.target, args.save);
     }
     run_url(args.load, args.save)
 }
@@ -83,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let out = Outputs::of(&a);
     let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
-    let mut spec = bench_load::resolve(&a)?;
+    let mut spec = load::resolve(&a)?;
     let addr = spec.cfg.addr;
     if let Some(why) = probe(addr) {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
@@ -111,7 +116,7 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ran = bench_load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
+        let ran = load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
         let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {
@@ -164,7 +169,7 @@ fn nothing_succeeded(spec: &LoadSpec, s: &Summary, out: &Outputs, text: &Text) -
     let addr = spec.cfg.addr;
     let mut line = format!(
         "no request succeeded: {}",
-        bench_wire::explain_failures(s, describe_errors(s), &spec.host)
+        wire::explain_failures(s, describe_errors(s), &spec.host)
     );
     if s.errors["connect"] > 0 {
         if let Some(why) = probe(addr) {
