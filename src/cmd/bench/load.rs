@@ -1,13 +1,13 @@
 //! One load from `volley bench`'s flags: the flags as typed ([`LoadArgs`], each value
-//! parsed by clap into its type: `bench_load/values.rs`), resolved once into a [`Load`]
+//! parsed by clap into its type: `bench/load/values.rs`), resolved once into a [`Load`]
 //! (numbers checked against each other, files read, the request built: every mistake
 //! here is a usage error, exit 2), aimed at a destination as a [`LoadSpec`]
 //! ([`Load::at`]: the URL's host resolved, TLS configured), and one measured run of it
 //! ([`run_once`]: the harness's `measure`, plus the wire report, the generator's
 //! headroom and the notes `volley bench` adds).
 //!
-//! Place in the flow: below both `volley bench URL` (src/cmd/bench.rs) and
-//! `volley bench --target` (src/cmd/bench_target.rs), which resolve the flags once and
+//! Place in the flow: below both `volley bench URL` (src/cmd/bench/mod.rs) and
+//! `volley bench --target` (src/cmd/bench/target.rs), which resolve the flags once and
 //! aim the load at the URL or at each target they start; it imports neither.
 
 use std::path::{Path, PathBuf};
@@ -152,7 +152,7 @@ pub struct LoadArgs {
     /// Print no text report (files given with --json/--csv are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// TLS, HTTP/2, compression and first-request flags: src/cmd/bench_wire.rs.
+    /// TLS, HTTP/2, compression and first-request flags: src/cmd/bench/wire.rs.
     #[command(flatten)]
     pub wire: WireArgs,
 }

@@ -1,9 +1,9 @@
 //! `volley bench`: one load test against one host, ab's and wrk2's figures, and a
 //! verdict on whether the server or the generator was the limit.
 //!
-//! Pipeline: raw flags ([`Args`]: the load's, src/cmd/bench_load.rs, and the managed
-//! targets', src/cmd/bench_target.rs) -> with `--target`, bench_target runs the load
-//! against each server it starts; otherwise [`run_url`]: `bench_load::resolve` (every
+//! Pipeline: raw flags ([`Args`]: the load's, src/cmd/bench/load.rs, and the managed
+//! targets', src/cmd/bench/target.rs) -> with `--target`, `target` runs the load
+//! against each server it starts; otherwise [`run_url`]: `load::resolve` (every
 //! mistake a usage error, exit 2) -> the cold request and pre-flight -> `run_once` per
 //! repeat (the harness's `measure`) -> exporters (text, JSON, CSV). Runs that measure
 //! nothing useful exit 1 with one line; Ctrl-C exits 130 after printing what was
@@ -35,16 +35,16 @@ use crate::exit::Interrupted;
 /// Flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// The load: URL, counts, rates, requests, outputs, TLS/HTTP/2 (src/cmd/bench_load.rs).
+    /// The load: URL, counts, rates, requests, outputs, TLS/HTTP/2 (src/cmd/bench/load.rs).
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench_target.rs.
+    /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench/target.rs.
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Keeping the run in the results store (`--save`): src/cmd/bench_save.rs.
+    /// Keeping the run in the results store (`--save`): src/cmd/bench/save.rs.
     #[command(flatten)]
     pub save: SaveArgs,
-    /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench_caldav.rs.
+    /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench/caldav.rs.
     #[command(flatten)]
     pub caldav: CaldavArgs,
 }

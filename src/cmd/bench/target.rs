@@ -3,13 +3,13 @@
 //!
 //! Place in the flow: between the CLI and the harness. For each `--target` in turn:
 //! [`volley_targets::start`] (generated config, private cgroup, validation) -> the
-//! load's flags resolved against its address (`bench_load::resolve`, so every load flag
+//! load's flags resolved against its address (`load::resolve`, so every load flag
 //! means the same with and without `--target`) -> `volley_harness::watch` (monitor,
-//! CFS throttling delta, death watch) around the cold request and `bench_load::run_once`
+//! CFS throttling delta, death watch) around the cold request and `load::run_once`
 //! -> the target's record -> stop and clean up. Results are printed (and written) after
 //! each target, so a later failure keeps the earlier ones (hyperfine's habit). This
 //! file is flags, the run order and the messages; printing and files are in
-//! `bench_target/`.
+//! `target/`.
 //!
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
