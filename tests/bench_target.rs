@@ -428,3 +428,114 @@ fn repeats_interleave_rounds_and_give_medians_per_target() {
         assert_nothing_left(t);
     }
 }
+
+/// Send-Q of the listening TCP sockets (`ss -ltnH`): for a listener it is the accept
+/// queue's limit, the backlog the server asked for (capped by somaxconn).
+fn listen_backlogs() -> Vec<u32> {
+    let Ok(out) = Command::new("ss").args(["-ltnH"]).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn server_knobs_reach_the_generated_config_and_the_listen_queue() {
+    // An odd backlog per kind, so another test's server cannot be mistaken for ours.
+    let cases = [
+        (
+            "nginx",
+            "nginx",
+            "37",
+            "listen 127.0.0.1:",
+            " deferred backlog=37;",
+        ),
+        (
+            "apache-event",
+            "apache2",
+            "38",
+            "ListenBacklog 38",
+            "AcceptFilter http data",
+        ),
+        (
+            "lighttpd",
+            "lighttpd",
+            "39",
+            "server.listen-backlog = 39",
+            "server.defer-accept = 1",
+        ),
+    ];
+    for (kind, program, backlog, line_a, line_b) in cases {
+        if !installed(program) {
+            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+            continue;
+        }
+        let json = temp_json(&format!("knobs-{kind}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["bench", "--target", kind, "-c", "2", "-d", "3s", "-k"])
+            .args(["--set", &format!("backlog={backlog}")])
+            .args(["--set", "defer_accept=true", "--set", "sendfile=false"])
+            .args(["--json", json.to_str().unwrap(), "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let want: u32 = backlog.parse().unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut seen = false;
+        while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
+            seen = listen_backlogs().contains(&want);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{kind}: {err}");
+        assert!(seen, "{kind}: no listener with backlog {want} in ss -ltn");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let t = &v["targets"][0];
+        let cfg = t["record"]["config_text"].as_str().unwrap();
+        assert!(
+            cfg.contains(line_a) && cfg.contains(line_b),
+            "{kind}: {cfg}"
+        );
+        let sendfile_off = ["sendfile off;", "EnableSendfile Off", "\"writev\""];
+        assert!(
+            sendfile_off.iter().any(|s| cfg.contains(s)),
+            "{kind}: {cfg}"
+        );
+        assert!(v["runs"][0]["requests"]["ok"].as_u64().unwrap() > 0);
+        assert_nothing_left(t);
+    }
+}
+
+#[test]
+fn a_knob_a_kind_cannot_express_is_refused_before_anything_starts() {
+    let (code, out, err) = volley(&[
+        "bench",
+        "--target",
+        "nginx",
+        "--target",
+        "caddy",
+        "--set",
+        "backlog=16",
+        "-n",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(
+        err.trim(),
+        "volley: caddy cannot express server knob backlog: Go's listener takes its backlog \
+         from net.core.somaxconn; set that sysctl in the target's namespace instead"
+    );
+    assert!(out.is_empty());
+    let (code, _, err) = volley(&["bench", "--target", "nginx", "--set", "backlog=lots"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("server knob backlog: 'lots' is not a whole number"),
+        "{err}"
+    );
+}

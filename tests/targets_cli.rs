@@ -117,3 +117,46 @@ fn show_config_with_tls_h2_and_compression() {
     assert_eq!(code, 2);
     assert!(err.contains("cannot offer HTTP/2"), "{err}");
 }
+
+#[test]
+fn show_config_renders_server_knobs_and_raw_text() {
+    let (code, out, err) = volley(&[
+        "targets",
+        "--show-config",
+        "nginx",
+        "--set",
+        "backlog=1024",
+        "--set",
+        "defer_accept=true",
+        "--set",
+        "sendfile=false",
+        "--set",
+        "raw.nginx=open_file_cache max=100;",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(" deferred backlog=1024;"), "{out}");
+    assert!(out.contains("sendfile off;") && out.contains("open_file_cache max=100;"));
+    let (code, out, err) = volley(&[
+        "targets",
+        "--show-config",
+        "apache-prefork",
+        "--set",
+        "workers=512",
+        "--set",
+        "backlog=1024",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ListenBacklog 1024") && out.contains("MaxRequestWorkers 512"));
+    let (code, _, err) = volley(&[
+        "targets",
+        "--show-config",
+        "lighttpd",
+        "--set",
+        "tcp_nodelay=true",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err.trim(),
+        "volley: lighttpd cannot express server knob tcp_nodelay: lighttpd has no directive for TCP_NODELAY"
+    );
+}

@@ -7,7 +7,9 @@ mod dav_probe;
 use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use volley_targets::config::{self, Compression, DavSettings, Placement, ServerSettings, TlsFiles};
+use volley_targets::config::{
+    self, Assignment, Compression, DavSettings, Placement, ServerSettings, TlsFiles, Tuning,
+};
 use volley_targets::TargetKind;
 
 /// Flags of `volley targets`.
@@ -44,6 +46,15 @@ pub struct Args {
     /// Docroot to show in the configuration (default: a private `DIR/www`).
     #[arg(long, value_name = "DIR", requires = "show_config")]
     docroot: Option<PathBuf>,
+    /// A server knob in the shown configuration, KNOB=VALUE (repeatable; as `volley
+    /// bench --target KIND --set`), or raw.KIND=TEXT.
+    #[arg(
+        long = "set",
+        value_name = "KNOB=VALUE",
+        requires = "show_config",
+        value_parser = super::bench_target::parse_set
+    )]
+    set: Vec<Assignment>,
     /// Print the list (or the --dav-probe answers) as JSON.
     #[arg(long, conflicts_with = "show_config")]
     json: bool,
@@ -150,7 +161,20 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             c
         }),
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
+        ..ServerSettings::default()
     };
+    let mut tuning = Tuning::default();
+    for a in &args.set {
+        tuning.assign(a);
+    }
+    if let Some((other, _)) = tuning.raw.iter().find(|(k, _)| *k != kind) {
+        usage!("--set raw.{other}: the configuration shown is {kind}'s");
+    }
+    if let Err(e) = tuning.check(kind) {
+        usage!("{e}");
+    }
+    let mut settings = settings;
+    tuning.apply(kind, &mut settings);
     if kind.is_caldav_server()
         && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
     {
@@ -190,8 +214,9 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{users}{h1}{tls}",
-                root.display()
+                 volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{tls}",
+                root.display(),
+                super::bench_target::builtin_flags(&settings)
             );
             if args.compress {
                 println!(

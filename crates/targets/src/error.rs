@@ -110,6 +110,9 @@ pub enum TargetError {
         /// Why not, and what to do.
         fix: String,
     },
+    /// A server knob (or raw text) the kind cannot express, or a bad knob value.
+    #[error(transparent)]
+    Knob(#[from] crate::config::KnobError),
     /// The throw-away certificates could not be made, or the given ones not read.
     #[error("TLS set-up for the target: {0}")]
     Tls(#[from] volley_tls::TlsConfigError),

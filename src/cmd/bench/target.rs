@@ -29,7 +29,7 @@ use volley_engine::{Coding, HttpUrl};
 use volley_harness::{DocrootSource, Watch, Watched};
 use volley_metrics::{Model, Summary};
 use volley_monitor::MonitorReport;
-use volley_targets::config::Compression;
+use volley_targets::config::{Assignment, Compression, Tuning};
 use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
     TargetSpec, ThrottleStats, TlsSource,
@@ -45,6 +45,7 @@ mod print;
 
 use export::write_files;
 use flags::{allowed_cpus, pin_self, CpuList};
+pub(crate) use print::builtin_flags;
 use print::{comparison_table, print_run, show_config};
 
 /// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`);
@@ -113,6 +114,22 @@ pub struct TargetArgs {
     /// https:// URL asks for the same. Needed by --h2: managed servers offer h2 by ALPN.
     #[arg(long, requires = "targets")]
     pub tls: bool,
+    /// A server knob for this run, KNOB=VALUE (repeatable): sendfile, defer_accept,
+    /// tcp_nodelay, access_log (true/false); backlog, workers, keepalive_requests
+    /// (counts); or raw.KIND=TEXT, configuration lines for that kind, verbatim. A knob a
+    /// target cannot express is refused before anything starts.
+    #[arg(
+        long = "set",
+        value_name = "KNOB=VALUE",
+        requires = "targets",
+        value_parser = parse_set
+    )]
+    pub set: Vec<Assignment>,
+}
+
+/// `--set`'s value parser: one typed assignment, or the knob's one-line error.
+pub(crate) fn parse_set(s: &str) -> Result<Assignment, String> {
+    volley_targets::config::knobs::parse_assignment(s).map_err(|e| e.to_string())
 }
 
 /// A fixture set generated into the targets' docroot.
@@ -155,6 +172,8 @@ struct Setup {
     http2: bool,
     /// Compress responses (bench's `--compressed br|gzip`).
     compression: Option<Compression>,
+    /// Server knobs and raw text (`--set`), checked against every kind.
+    tuning: Tuning,
 }
 
 /// Resolves the `--target` flags and the load's, once, before anything starts.
@@ -175,6 +194,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         }
     }
     let compression = compression(load, &kinds)?;
+    let tuning = tuning(t, &kinds)?;
     Ok(Setup {
         kinds,
         limits,
@@ -188,7 +208,37 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         tls,
         http2: load.wire.h2,
         compression,
+        tuning,
     })
+}
+
+/// The `--set` assignments as one tuning, refused (exit 2) when a target cannot express
+/// a knob, when raw text names a kind not run, or when `--workers` says otherwise.
+fn tuning(t: &TargetArgs, kinds: &[TargetKind]) -> anyhow::Result<Tuning> {
+    let mut tuning = Tuning::default();
+    for a in &t.set {
+        tuning.assign(a);
+    }
+    if let Some(k) = tuning.knobs.workers {
+        // --workers defaults to 1: only a different value given beside the knob disagrees.
+        if t.workers != 1 && t.workers != k {
+            usage!(
+                "--workers {} and --set workers={k} disagree: give one",
+                t.workers
+            );
+        }
+    }
+    for (kind, _) in &tuning.raw {
+        if !kinds.contains(kind) {
+            usage!("--set raw.{kind}: {kind} is not among the --target kinds");
+        }
+    }
+    for kind in kinds {
+        if let Err(e) = tuning.check(*kind) {
+            usage!("{e}");
+        }
+    }
+    Ok(tuning)
 }
 
 /// The `--target` kinds, in the order given. A CalDAV server (Radicale, Xandikos)
@@ -521,6 +571,7 @@ fn start(kind: TargetKind, setup: &Setup, docroot: &Path) -> anyhow::Result<Runn
     spec.limits = setup.limits.clone();
     spec.settings.http2 = setup.http2;
     spec.settings.compression = setup.compression;
+    setup.tuning.apply(kind, &mut spec.settings);
     if setup.tls {
         spec.tls = Some(TlsSource::Generate);
     }

@@ -22,12 +22,15 @@ pub(super) fn render(s: &ServerSettings, p: &Placement, event: bool) -> String {
         )
     } else {
         // Seed 003's Apache: StartServers then up to 150 children, one per connection.
+        // More workers than that (seed 001's 512 resident processes) raise the limit
+        // with them, so `w` children really are started and kept.
         (
             "mpm_prefork_module mod_mpm_prefork.so",
             format!(
                 "StartServers {w}\nMinSpareServers {w}\nMaxSpareServers {max}\n\
-                 ServerLimit 150\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n",
-                max = w.max(10)
+                 ServerLimit {limit}\nMaxRequestWorkers {limit}\nMaxConnectionsPerChild 0\n",
+                max = w.max(10),
+                limit = w.max(150)
             ),
         )
     };
@@ -95,6 +98,21 @@ pub(super) fn render(s: &ServerSettings, p: &Placement, event: bool) -> String {
     if s.dav.is_some() {
         extra += &super::dav::apache_section(p, m);
     }
+    let k = &s.knobs;
+    let mut listen_knobs = String::new();
+    if let Some(b) = k.backlog {
+        listen_knobs += &format!("ListenBacklog {b}\n");
+    }
+    // On Linux `data` is TCP_DEFER_ACCEPT and is httpd's own default, so only an
+    // explicit choice is written; `none` turns it off.
+    if let Some(on) = k.defer_accept {
+        let f = if on { "data" } else { "none" };
+        let proto = if p.tls.is_some() { "https" } else { "http" };
+        listen_knobs += &format!("AcceptFilter {proto} {f}\n");
+    }
+    // MaxKeepAliveRequests 0 is unlimited (volley's default, so a long keep-alive run
+    // does not measure reconnects).
+    let max_requests = k.keepalive_requests.unwrap_or(0).to_string();
     // mod_ssl warns (AH01909) when the ServerName is not a DNS name of the
     // certificate; volley's names localhost (and 127.0.0.1 only as an IP SAN).
     let name = if p.tls.is_some() {
@@ -102,7 +120,7 @@ pub(super) fn render(s: &ServerSettings, p: &Placement, event: bool) -> String {
     } else {
         "127.0.0.1"
     };
-    fill(
+    let mut out = fill(
         include_str!("../templates/apache2.conf"),
         &[
             ("dir", &dir),
@@ -116,9 +134,23 @@ pub(super) fn render(s: &ServerSettings, p: &Placement, event: bool) -> String {
             ("mpm", &mpm),
             ("access", &access),
             ("keep_alive", if s.keep_alive { "On" } else { "Off" }),
+            ("max_requests", &max_requests),
+            (
+                "sendfile",
+                if k.sendfile == Some(false) {
+                    "Off"
+                } else {
+                    "On"
+                },
+            ),
+            ("listen_knobs", &listen_knobs),
             ("types", &types),
             ("extra", &extra),
             ("root", &root),
         ],
-    )
+    );
+    if let Some(raw) = &s.raw {
+        super::append_raw(&mut out, raw);
+    }
+    out
 }

@@ -39,7 +39,7 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     } else {
         String::new()
     };
-    fill(
+    let mut out = fill(
         include_str!("../templates/Caddyfile"),
         &[
             ("sni", &sni),
@@ -54,5 +54,10 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
             ("close", close),
             ("log", &log),
         ],
-    )
+    );
+    if let Some(raw) = &s.raw {
+        // Inside the site block, where Caddy's directives go.
+        super::insert_before_last_brace(&mut out, raw);
+    }
+    out
 }

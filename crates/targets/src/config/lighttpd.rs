@@ -20,12 +20,28 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     if s.workers > 1 {
         out += &format!("server.max-worker = {}\n", s.workers);
     }
+    let k = &s.knobs;
     // 0 requests per connection turns keep-alive off.
-    out += if s.keep_alive {
-        "server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 65\n"
+    out += &if s.keep_alive {
+        format!(
+            "server.max-keep-alive-requests = {}\nserver.max-keep-alive-idle = 65\n",
+            k.keepalive_requests.unwrap_or(1_000_000)
+        )
     } else {
-        "server.max-keep-alive-requests = 0\n"
+        "server.max-keep-alive-requests = 0\n".to_string()
     };
+    // TCP_DEFER_ACCEPT's argument is seconds to wait for data; 1 is as short as nginx's.
+    if let Some(on) = k.defer_accept {
+        out += &format!("server.defer-accept = {}\n", u8::from(on));
+    }
+    if let Some(b) = k.backlog {
+        out += &format!("server.listen-backlog = {b}\n");
+    }
+    // lighttpd's Linux default backend is sendfile; writev copies through user space.
+    if let Some(on) = k.sendfile {
+        let backend = if on { "sendfile" } else { "writev" };
+        out += &format!("server.network-backend = \"{backend}\"\n");
+    }
     if s.access_log {
         out += &format!(
             "server.modules += ( \"mod_accesslog\" )\naccesslog.filename = \"{dir}/access.log\"\n"
@@ -66,6 +82,9 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
             c.gzip_level,
             c.brotli_level
         );
+    }
+    if let Some(raw) = &s.raw {
+        super::append_raw(&mut out, raw);
     }
     out
 }

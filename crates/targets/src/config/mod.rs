@@ -8,8 +8,11 @@
 mod apache;
 mod caddy;
 mod dav;
+pub mod knobs;
 mod lighttpd;
 mod nginx;
+
+pub use knobs::{Assignment, Knob, KnobError, KnobValue, Knobs, Tuning};
 
 pub use dav::{
     xandikos_args, DavPaths, DavSettings, LIGHTTPD_WEBDAV_MODULE, MAX_DAV_USERS,
@@ -45,6 +48,28 @@ pub struct ServerSettings {
     /// (`dav = true`); on Radicale and Xandikos, which always speak CalDAV, the accounts
     /// (`None` there means one). `None` elsewhere: no DAV.
     pub dav: Option<DavSettings>,
+    /// Server knobs (issue 23); `None` fields keep volley's generated default. Set them
+    /// with [`ServerSettings::apply_knobs`], which also carries `workers` and
+    /// `access_log` into the fields above.
+    pub knobs: Knobs,
+    /// Configuration text for this kind, stored and inserted verbatim (`raw.nginx`):
+    /// the escape hatch for anything the knobs do not cover. Where it goes per kind:
+    /// [`knobs::takes_raw`].
+    pub raw: Option<String>,
+}
+
+impl ServerSettings {
+    /// Takes `knobs` (over any set before), with `workers` and `access_log` carried into
+    /// the settings every generator already reads.
+    pub fn apply_knobs(&mut self, knobs: &Knobs) {
+        self.knobs.overlay(knobs);
+        if let Some(w) = knobs.workers {
+            self.workers = w;
+        }
+        if let Some(a) = knobs.access_log {
+            self.access_log = a;
+        }
+    }
 }
 
 impl Default for ServerSettings {
@@ -56,6 +81,8 @@ impl Default for ServerSettings {
             http2: false,
             compression: None,
             dav: None,
+            knobs: Knobs::default(),
+            raw: None,
         }
     }
 }
@@ -277,6 +304,26 @@ pub fn render(kind: TargetKind, s: &ServerSettings, p: &Placement) -> Option<Str
     }
 }
 
+/// Puts `raw` before the last closing brace of `conf` (the end of nginx's `http` block,
+/// of Caddy's site block), verbatim, on lines of its own.
+fn insert_before_last_brace(conf: &mut String, raw: &str) {
+    let at = conf.rfind('}').unwrap_or(conf.len());
+    let mut text = format!("# raw (verbatim from the study or --set)\n{raw}");
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    conf.insert_str(at, &text);
+}
+
+/// Appends `raw` at the end of `conf`, verbatim, on lines of its own.
+fn append_raw(conf: &mut String, raw: &str) {
+    conf.push_str("# raw (verbatim from the study or --set)\n");
+    conf.push_str(raw);
+    if !raw.ends_with('\n') {
+        conf.push('\n');
+    }
+}
+
 fn d(p: &Path) -> String {
     p.display().to_string()
 }
@@ -360,6 +407,121 @@ mod tests {
         let c = render(TargetKind::Caddy, &off, &p).unwrap();
         assert!(c.contains("admin off") && c.contains("auto_https off"));
         assert!(c.contains("header Connection close"));
+    }
+
+    fn tuned() -> ServerSettings {
+        let mut s = ServerSettings::default();
+        s.apply_knobs(&Knobs {
+            sendfile: Some(false),
+            defer_accept: Some(true),
+            backlog: Some(16),
+            workers: Some(4),
+            keepalive_requests: Some(100),
+            tcp_nodelay: Some(true),
+            access_log: Some(true),
+        });
+        s
+    }
+
+    #[test]
+    fn nginx_renders_every_knob_in_its_own_syntax() {
+        let n = render(TargetKind::Nginx, &tuned(), &place()).unwrap();
+        assert!(
+            n.contains("listen 127.0.0.1:8123 deferred backlog=16;"),
+            "{n}"
+        );
+        assert!(n.contains("    sendfile off;\n") && !n.contains("tcp_nopush"));
+        assert!(n.contains("tcp_nodelay on;") && n.contains("keepalive_requests 100;"));
+        assert!(n.contains("worker_processes 4;") && n.contains("/tmp/v/access.log"));
+        let d = render(TargetKind::Nginx, &ServerSettings::default(), &place()).unwrap();
+        assert!(d.contains("listen 127.0.0.1:8123;") && d.contains("sendfile on;"));
+        assert!(!d.contains("tcp_nodelay") && d.contains("keepalive_requests 1000000;"));
+    }
+
+    #[test]
+    fn apache_renders_every_knob_in_its_own_syntax() {
+        for k in [TargetKind::ApacheEvent, TargetKind::ApachePrefork] {
+            let a = render(k, &tuned(), &place()).unwrap();
+            assert!(
+                a.contains("ListenBacklog 16\nAcceptFilter http data\n"),
+                "{a}"
+            );
+            assert!(a.contains("EnableSendfile Off") && a.contains("MaxKeepAliveRequests 100"));
+            assert!(a.contains("StartServers 4") && a.contains("CustomLog"));
+            let d = render(k, &ServerSettings::default(), &place()).unwrap();
+            assert!(!d.contains("ListenBacklog") && !d.contains("AcceptFilter"));
+            assert!(d.contains("EnableSendfile On") && d.contains("MaxKeepAliveRequests 0"));
+        }
+        let mut off = ServerSettings::default();
+        off.knobs.defer_accept = Some(false);
+        let a = render(TargetKind::ApacheEvent, &off, &tls_place()).unwrap();
+        assert!(a.contains("AcceptFilter https none"), "{a}");
+    }
+
+    #[test]
+    fn apache_prefork_keeps_as_many_resident_processes_as_asked() {
+        let mut s = ServerSettings::default();
+        s.apply_knobs(&Knobs {
+            workers: Some(512),
+            ..Knobs::default()
+        });
+        let a = render(TargetKind::ApachePrefork, &s, &place()).unwrap();
+        for line in [
+            "StartServers 512",
+            "MinSpareServers 512",
+            "MaxSpareServers 512",
+            "ServerLimit 512",
+            "MaxRequestWorkers 512",
+        ] {
+            assert!(a.contains(line), "{line}: {a}");
+        }
+        let d = render(
+            TargetKind::ApachePrefork,
+            &ServerSettings::default(),
+            &place(),
+        )
+        .unwrap();
+        assert!(d.contains("ServerLimit 150\nMaxRequestWorkers 150"));
+    }
+
+    #[test]
+    fn lighttpd_renders_its_knobs() {
+        let mut s = tuned();
+        s.knobs.tcp_nodelay = None;
+        let l = render(TargetKind::Lighttpd, &s, &place()).unwrap();
+        for line in [
+            "server.defer-accept = 1\n",
+            "server.listen-backlog = 16\n",
+            "server.network-backend = \"writev\"\n",
+            "server.max-keep-alive-requests = 100\n",
+            "server.max-worker = 4\n",
+        ] {
+            assert!(l.contains(line), "{line}: {l}");
+        }
+        let d = render(TargetKind::Lighttpd, &ServerSettings::default(), &place()).unwrap();
+        assert!(!d.contains("defer-accept") && !d.contains("network-backend"));
+    }
+
+    #[test]
+    fn raw_text_goes_in_verbatim_where_each_kind_reads_it() {
+        let raw = "open_file_cache max=1000;   # @odd@ {kept}";
+        let s = ServerSettings {
+            raw: Some(raw.into()),
+            ..ServerSettings::default()
+        };
+        let n = render(TargetKind::Nginx, &s, &place()).unwrap();
+        let at = n.find(raw).expect("raw text in nginx.conf");
+        assert!(
+            at > n.find("    server {").unwrap(),
+            "after the server block"
+        );
+        assert!(n[at..].trim_end().ends_with('}'), "inside http: {n}");
+        for k in [TargetKind::ApachePrefork, TargetKind::Lighttpd] {
+            let c = render(k, &s, &place()).unwrap();
+            assert!(c.ends_with(&format!("{raw}\n")), "{k}: {c}");
+        }
+        let c = render(TargetKind::Caddy, &s, &place()).unwrap();
+        assert!(c.contains(&format!("{raw}\n}}")), "{c}");
     }
 
     #[test]

@@ -32,11 +32,34 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     };
     // keepalive_timeout 0 disables persistent connections; keepalive_requests is raised
     // from 1000 so a long keep-alive run does not measure nginx's reconnect policy.
+    let k = &s.knobs;
     let keepalive = if s.keep_alive {
-        "keepalive_timeout 65s;\n    keepalive_requests 1000000;"
+        format!(
+            "keepalive_timeout 65s;\n    keepalive_requests {};",
+            k.keepalive_requests.unwrap_or(1_000_000)
+        )
     } else {
-        "keepalive_timeout 0;"
+        "keepalive_timeout 0;".to_string()
     };
+    // tcp_nopush (TCP_CORK) only acts with sendfile, so it goes with it.
+    let sendfile = match k.sendfile {
+        Some(false) => "    sendfile off;\n",
+        _ => "    sendfile on;\n    tcp_nopush on;\n",
+    };
+    let nodelay = match k.tcp_nodelay {
+        None => "",
+        Some(true) => "    tcp_nodelay on;\n",
+        Some(false) => "    tcp_nodelay off;\n",
+    };
+    // `deferred` is TCP_DEFER_ACCEPT on Linux; `backlog=` is listen(2)'s argument
+    // (nginx's own default there is 511).
+    let mut listen_knobs = String::new();
+    if k.defer_accept == Some(true) {
+        listen_knobs += " deferred";
+    }
+    if let Some(b) = k.backlog {
+        listen_knobs += &format!(" backlog={b}");
+    }
     let mut http_extra = String::new();
     if let Some(c) = s.compression {
         // text/html is always compressed by both filters; naming it again is a warning.
@@ -77,7 +100,8 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
         ),
         None => ("", String::new()),
     };
-    fill(
+    let listen_flags = format!("{listen_flags}{listen_knobs}");
+    let mut out = fill(
         include_str!("../templates/nginx.conf"),
         &[
             ("modules", &modules),
@@ -86,13 +110,20 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
             ("dir", &dir),
             ("types", &types),
             ("access", &access),
-            ("keepalive", keepalive),
+            ("keepalive", &keepalive),
+            ("sendfile", sendfile),
+            ("nodelay", nodelay),
             ("http_extra", &http_extra),
             ("addr", &p.addr.to_string()),
-            ("listen_flags", listen_flags),
+            ("listen_flags", &listen_flags),
             ("tls_lines", &tls_lines),
             ("root", &d(&p.docroot)),
             ("dav", &dav_location),
         ],
-    )
+    );
+    if let Some(raw) = &s.raw {
+        // The end of the `http` block: raw directives apply to every server in it.
+        super::insert_before_last_brace(&mut out, raw);
+    }
+    out
 }

@@ -324,6 +324,18 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         cmd.arg("--users").arg(&p.users_file);
         config_text += &format!(" --users {}", p.users_file.display());
     }
+    // Its event-loop threads are the kind's workers (the knob and `workers`), and its
+    // access log goes into the private directory as every kind's does.
+    let threads = spec.settings.workers.max(1);
+    if threads > 1 {
+        cmd.arg("--threads").arg(threads.to_string());
+        config_text += &format!(" --threads {threads}");
+    }
+    if spec.settings.access_log {
+        let log = dir.join("access.log");
+        cmd.arg("--access-log").arg(&log);
+        config_text += &format!(" --access-log {}", log.display());
+    }
     if !spec.settings.http2 {
         // Offer h2 only when asked, as the configured servers do: a run without
         // HTTP/2 must not have it negotiated by ALPN.

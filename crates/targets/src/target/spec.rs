@@ -200,6 +200,12 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
         what: what.to_string(),
         fix: fix.to_string(),
     };
+    crate::config::knobs::check(kind, &s.knobs, s.raw.as_deref())?;
+    if !s.keep_alive && s.knobs.keepalive_requests.is_some() {
+        return Err(TargetError::InvalidSpec(
+            "server knob keepalive_requests needs keep-alive on".into(),
+        ));
+    }
     if s.http2 && spec.tls.is_none() {
         return Err(TargetError::InvalidSpec(
             "HTTP/2 needs TLS: volley offers h2 by ALPN only (turn TLS on)".into(),

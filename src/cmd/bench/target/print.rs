@@ -415,6 +415,8 @@ pub(super) fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     for kind in &setup.kinds {
+        let mut settings = settings.clone();
+        setup.tuning.apply(*kind, &mut settings);
         writeln!(
             out,
             "# {kind}: volley replaces DIR with a private temp directory and port 0 with a free loopback port; probe and load path {}",
@@ -440,13 +442,26 @@ pub(super) fn show_config(setup: &Setup) -> anyhow::Result<ExitCode> {
             }
             None => writeln!(
                 out,
-                "# the built-in server takes no configuration file (and no worker count); volley runs:\nvolley serve --root {} --listen 127.0.0.1:0",
-                placement.docroot.display()
+                "# the built-in server takes no configuration file; volley runs:\nvolley serve --root {} --listen 127.0.0.1:0{}",
+                placement.docroot.display(),
+                builtin_flags(&settings)
             )?,
         }
         writeln!(out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `volley serve` flags the settings add, as `launch_builtin` passes them.
+pub(crate) fn builtin_flags(s: &config::ServerSettings) -> String {
+    let mut f = String::new();
+    if s.workers > 1 {
+        f += &format!(" --threads {}", s.workers);
+    }
+    if s.access_log {
+        f += " --access-log DIR/access.log";
+    }
+    f
 }
 
 #[cfg(test)]
