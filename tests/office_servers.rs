@@ -236,6 +236,7 @@ fn bench_target_radicale_without_a_path_says_what_to_ask_for() {
             "http://127.0.0.1:1/",
         ][..],
         &["--caldav", "2", "--target", "caddy"][..],
+        &["--caldav", "2", "--target", "nginx", "--path", "/x"][..],
     ] {
         let out = bench(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -193,6 +193,19 @@ fn managed(
     if load.url.is_some() {
         usage!("--caldav --target {kind} starts its own server: drop the URL");
     }
+    // A GET load's target flags that mean nothing to an office day are refused, not
+    // silently dropped.
+    let unused = [
+        ("--docroot", t.docroot.is_some()),
+        ("--fixture", t.fixture.is_some()),
+        ("--path", t.path.is_some()),
+        ("--show-config", t.show_config),
+        ("--tls", t.tls),
+        ("--set", !t.set.is_empty()),
+    ];
+    if let Some((flag, _)) = unused.iter().find(|(_, given)| *given) {
+        usage!("{flag} is for a GET load's target, not with --caldav");
+    }
     if c.caldav_home_template.is_some() || c.caldav_calendar_template.is_some() {
         usage!("--caldav --target {kind}: the target's accounts name their own paths; drop the templates");
     }
