@@ -201,6 +201,7 @@ fn a_closed_stdout_ends_printing_quietly() {
         &["targets", "--show-config", "nginx"][..],
         &["targets"][..],
         &["bench", "--help"][..],
+        &["bench", "--target", "nginx", "--show-config"][..],
     ] {
         let o = with_closed_stdout(args);
         let err = String::from_utf8_lossy(&o.stderr);
