@@ -44,6 +44,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Be one injector of a multi-injector run: join the bus and run the share assigned.
     Agent(cmd::agent::Args),
+    /// Read a server's access log back: `log phases` cuts it into phases by active client.
+    Log(cmd::log::Args),
     /// Deploy injectors on other machines: `agents manifest` writes Kubernetes manifests.
     Agents(cmd::agents::Args),
 }
@@ -115,5 +117,6 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report(a) => cmd::report::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Agents(a) => cmd::agents::run(a),
+        Command::Log(a) => cmd::log::run(a),
     }
 }
