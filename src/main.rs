@@ -53,15 +53,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // A bad flag value is one line like every other usage error; the rest of
-            // clap's errors keep its usage block (stderr, 2), help and version stdout, 0.
-            if let Some(line) = exit::bad_value_line(&e) {
-                return exit::finish(Err(exit::UsageError(line).into()));
-            }
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(e) => return exit::clap_error(&e),
     };
     let result = match closed_stdout_is_the_end(|| dispatch(cli.command)) {
         Some(result) => result,
