@@ -86,6 +86,8 @@ fn office_day(server: &Managed, extra: &[&str]) -> serde_json::Value {
         .args(["bench", "--json", "-", "--caldav", "20"])
         .args(extra)
         .args([
+            "--compress",
+            "480",
             "--decisions",
             "100",
             "--duration",
@@ -197,6 +199,8 @@ fn bench_caldav_starts_radicale_with_its_own_accounts() {
         "radicale",
         "--decisions",
         "40",
+        "--compress",
+        "480",
         "-d",
         "4s",
         "--seed",
