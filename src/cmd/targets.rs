@@ -52,7 +52,7 @@ pub struct Args {
         long = "set",
         value_name = "KNOB=VALUE",
         requires = "show_config",
-        value_parser = super::bench_target::parse_set
+        value_parser = super::bench::target::parse_set
     )]
     set: Vec<Assignment>,
     /// Print the list (or the --dav-probe answers) as JSON.
@@ -216,7 +216,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 "# the built-in server takes no configuration file; volley runs:\n\
                  volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{tls}",
                 root.display(),
-                super::bench_target::builtin_flags(&settings)
+                super::bench::target::builtin_flags(&settings)
             );
             if args.compress {
                 println!(

@@ -3,13 +3,13 @@
 //!
 //! Place in the flow: between the CLI and the harness. For each `--target` in turn:
 //! [`volley_targets::start`] (generated config, private cgroup, validation) -> the
-//! load's flags resolved against its address (`bench_load::resolve`, so every load flag
+//! load's flags resolved against its address (`load::resolve`, so every load flag
 //! means the same with and without `--target`) -> `volley_harness::watch` (monitor,
-//! CFS throttling delta, death watch) around the cold request and `bench_load::run_once`
+//! CFS throttling delta, death watch) around the cold request and `load::run_once`
 //! -> the target's record -> stop and clean up. Results are printed (and written) after
 //! each target, so a later failure keeps the earlier ones (hyperfine's habit). This
 //! file is flags, the run order and the messages; printing and files are in
-//! `bench_target/`.
+//! `target/`.
 //!
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
@@ -35,8 +35,8 @@ use volley_targets::{
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench_load::{self, Load, LoadArgs, LoadSpec, Ran};
-use super::bench_save::{Extras, SaveArgs, Savers};
+use super::load::{self, Load, LoadArgs, LoadSpec, Ran};
+use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
 mod export;
@@ -435,7 +435,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     let show = Show {
         quiet: load.quiet,
         text: !load.quiet && !load.stdout_taken(),
-        progress: super::progress::wanted(load.quiet),
+        progress: crate::cmd::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -633,7 +633,7 @@ fn run_target(
     let keep = savers.wanted();
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
-        let mut ran = bench_load::run_once(&spec, interrupted, show.progress, keep)?;
+        let mut ran = load::run_once(&spec, interrupted, show.progress, keep)?;
         ran.summary.first_request = first;
         Ok(ran)
     })?;
