@@ -580,10 +580,22 @@ fn sysctls_apply_in_the_targets_namespace_only() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let ns = format!("vl{}-t", child.id());
+        let prefix = format!("vl{}-", child.id());
+        let target_ns = || {
+            let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
+                .map(str::to_string)
+        };
         let until = Instant::now() + Duration::from_secs(30);
         let mut seen = false;
+        let mut ns = String::new();
         while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
+            if let Some(n) = target_ns() {
+                ns = n;
+            }
             // somaxconn = 16 in the namespace caps the server's backlog of 1024.
             seen = listen_backlogs_in(&ns).contains(&16);
             std::thread::sleep(Duration::from_millis(100));

@@ -27,14 +27,17 @@ fn mine() -> Vec<String> {
 #[test]
 fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
     {
-        let lab = Lab::create(&[
-            LinkSpec {
-                rate_bit: Some(10_000_000),
-                rtt_ms: 10,
-                delay_ms: None,
-            },
-            LinkSpec::default(),
-        ])
+        let lab = Lab::create(
+            0,
+            &[
+                LinkSpec {
+                    rate_bit: Some(10_000_000),
+                    rtt_ms: 10,
+                    delay_ms: None,
+                },
+                LinkSpec::default(),
+            ],
+        )
         .expect("lab (needs root)");
         assert_eq!(
             mine().len(),
@@ -73,7 +76,7 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
         .status()
         .unwrap()
         .success());
-    let lab = Lab::create(&[LinkSpec::default()]).unwrap();
+    let lab = Lab::create(0, &[LinkSpec::default()]).unwrap();
     let removed = lab::sweep().unwrap();
     assert!(removed.contains(&left), "{removed:?}");
     assert!(!namespaces().contains(&left));
@@ -95,7 +98,7 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
         };
         let before: Vec<String> = keys.iter().map(|k| host(k)).collect();
         let routes_before = Command::new("ip").args(["route", "show"]).output().unwrap();
-        let lab = Lab::create(&[LinkSpec::default()]).unwrap();
+        let lab = Lab::create(0, &[LinkSpec::default()]).unwrap();
         let ns = lab.target_ns();
         let ask = |s: &str| s.parse::<tune::Sysctl>().unwrap();
         let applied = tune::apply_sysctls(
@@ -152,11 +155,14 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
 
     // A link tc refuses is a typed error naming the command, and what was built so far
     // is removed.
-    let e = Lab::create(&[LinkSpec {
-        rate_bit: Some(0),
-        rtt_ms: 0,
-        delay_ms: None,
-    }])
+    let e = Lab::create(
+        0,
+        &[LinkSpec {
+            rate_bit: Some(0),
+            rtt_ms: 0,
+            delay_ms: None,
+        }],
+    )
     .unwrap_err();
     assert!(
         matches!(e, volley_netlab::NetlabError::Command { ref command, .. } if command.starts_with("tc ")),

@@ -13,7 +13,7 @@ use volley_netlab::enter::Entered;
 use volley_netlab::lab::{Lab, LinkSpec};
 pub(super) use volley_netlab::tune::NsRecord;
 use volley_netlab::tune::{self, RouteSettings, Sysctl};
-use volley_targets::NetnsPlace;
+use volley_targets::{LabSlot, NetnsPlace};
 
 use crate::exit::usage;
 
@@ -42,6 +42,7 @@ pub(super) struct TunedLab {
     // Field order is drop order: leave the namespace, then remove the lab.
     _entered: Entered,
     lab: Lab,
+    _slot: LabSlot,
     pub record: NsRecord,
 }
 
@@ -50,7 +51,7 @@ impl TunedLab {
     pub fn place(&self) -> NetnsPlace {
         NetnsPlace {
             ns: self.lab.target_ns(),
-            ip: volley_netlab::plan::target_addr().into(),
+            ip: self.lab.target_addr().into(),
         }
     }
 }
@@ -63,7 +64,8 @@ pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<
         );
     }
     let _ = volley_netlab::lab::sweep();
-    let lab = Lab::create(&[LinkSpec::default()])
+    let slot = LabSlot::take()?;
+    let lab = Lab::create(slot.slot(), &[LinkSpec::default()])
         .map_err(|e| anyhow::anyhow!("cannot build the target's namespace: {e}"))?;
     let ns = lab.target_ns();
     let applied = match tune::apply_sysctls(&ns, sysctls) {
@@ -79,6 +81,7 @@ pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<
     Ok(TunedLab {
         _entered: entered,
         lab,
+        _slot: slot,
         record: NsRecord {
             ns,
             sysctls: applied,
