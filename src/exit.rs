@@ -45,6 +45,50 @@ macro_rules! usage {
 #[allow(unused_imports)]
 pub(crate) use usage;
 
+/// A clap error about one flag's value (a value parser refused it, or it is not one of
+/// the flag's choices) as one line: `--requests must be at least 1, got 0`,
+/// `--order must be same, sequential, random or weighted, got 'sideways'`. `None` for
+/// every other clap error (missing argument, unknown flag, help, version).
+pub fn bad_value_line(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    // "--requests <N>" or "[URL]": the flag's name without its value placeholder.
+    let arg = text(ContextKind::InvalidArg)?;
+    let flag = arg.split([' ', '=']).next().unwrap_or(&arg);
+    let flag = flag.trim_matches(['[', ']', '<', '>']);
+    match e.kind() {
+        ErrorKind::ValueValidation => {
+            let why = std::error::Error::source(e).map(ToString::to_string)?;
+            // A sentence about the value reads on from the flag's name; an error that
+            // names its subject itself (an invalid URL) stands alone.
+            Some(if why.starts_with("invalid URL") {
+                why
+            } else if why.starts_with("must ") || why.starts_with("expects ") {
+                format!("{flag} {why}")
+            } else {
+                format!("{flag}: {why}")
+            })
+        }
+        ErrorKind::InvalidValue => {
+            let value = text(ContextKind::InvalidValue).unwrap_or_default();
+            let choices = match e.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(v)) => v.clone(),
+                _ => return None,
+            };
+            let list = match choices.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => return None,
+            };
+            Some(format!("{flag} must be {list}, got '{value}'"))
+        }
+        _ => None,
+    }
+}
+
 /// Prints `volley: <error>: <cause>...` on one line and picks the exit code: 2 for a
 /// [`UsageError`], 130 for [`Interrupted`], 1 for every other error.
 pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {

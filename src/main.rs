@@ -52,7 +52,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // clap prints help/version to stdout with exit 0 and errors to stderr with 2.
+            // A bad flag value is one line like every other usage error; the rest of
+            // clap's errors keep its usage block (stderr, 2), help and version stdout, 0.
+            if let Some(line) = exit::bad_value_line(&e) {
+                return exit::finish(Err(exit::UsageError(line).into()));
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }

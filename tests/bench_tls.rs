@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use volley_engine::volley_tls::certs;
 
-mod common;
+use crate::common;
 use common::Served;
 
 /// A temporary directory with a small site, removed on drop.

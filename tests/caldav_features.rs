@@ -3,8 +3,8 @@
 //! calendar-query, VALARM time-ranges, expand and limit-recurrence-set, PUT
 //! preconditions, free-busy, sync-collection limits, principal reports.
 
-mod common;
-mod groupware;
+use crate::common;
+use crate::groupware;
 use common::Served;
 use groupware::{send, users_file, Reply, TempDir};
 

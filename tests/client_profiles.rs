@@ -10,8 +10,8 @@
 //! calendar-data) and Apple Calendar (principal properties incl. principal-collection-set,
 //! a PROPFIND Depth 1 of the home with its many properties, sync-collection).
 
-mod common;
-mod groupware;
+use crate::common;
+use crate::groupware;
 use common::Served;
 use groupware::{send, users_file, TempDir};
 

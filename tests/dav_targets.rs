@@ -7,8 +7,8 @@
 //! and the private directory is gone. scripts/test installs every server first, so a
 //! missing one fails here rather than being skipped.
 
+use crate::common;
 use std::net::SocketAddr;
-mod common;
 
 use common::volley;
 use std::time::Duration;

@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-mod common;
-mod groupware;
+use crate::common;
+use crate::groupware;
 use common::Served;
 use groupware::{send, users_file, TempDir};
 

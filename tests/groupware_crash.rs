@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod common;
-mod groupware;
+use crate::common;
+use crate::groupware;
 use common::Served;
 use groupware::{send, try_send, users_file, TempDir};
 

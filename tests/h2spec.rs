@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::Served;
 
 /// Longest an h2spec run may take (it needs about a second; a hang must not stall CI).

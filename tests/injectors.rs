@@ -3,7 +3,7 @@
 //! agent` processes on this host, against a `volley serve` the test starts with its
 //! access log on. Traffic stays on loopback; every run is bounded by its study file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -12,7 +12,7 @@
 //!   that second; when it wakes it is told it is out of the run and exits 1 with one
 //!   line, and nothing it sends afterwards enters the merge.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

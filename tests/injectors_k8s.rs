@@ -9,7 +9,7 @@
 //! of the test's), because a study refuses a loopback target for agents on other hosts.
 //! Every process and interface the test makes is removed on drop; every wait is bounded.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

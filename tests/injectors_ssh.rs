@@ -13,8 +13,8 @@
 //! tests here). Everything the test makes is removed on drop; every wait is bounded;
 //! traffic stays in the namespaces the test made, on its veth and on loopback.
 
-mod common;
-mod sshd;
+use crate::common;
+use crate::sshd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -7,7 +7,7 @@
 //! (nginx) the stale-write check is reported not applicable instead of failing.
 //! scripts/install-deps.sh installs the servers; a missing one fails here.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! pass. And a static nginx (no DAV) is refused as not CalDAV. Each is skipped, with a
 //! message saying why, only when its server is absent.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

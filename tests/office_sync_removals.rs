@@ -9,7 +9,7 @@
 //! If a Xandikos upgrade starts reporting the removal, the Xandikos test fails: the
 //! methodology's note and the study's expectations must then change with it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

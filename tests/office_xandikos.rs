@@ -5,7 +5,7 @@
 //! CalDAV sequence (sync-collection, multiget, calendar-query) in use.
 //! scripts/install-deps.sh installs Xandikos into the venv; a missing one fails here.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

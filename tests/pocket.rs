@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use volley_targets::cgroup::PrivateCgroups;
 use volley_targets::{CpuQuota, ResourceLimits};
 
-mod common;
-mod groupware;
+use crate::groupware;
 use groupware::{send, TempDir};
 
 const USERS: usize = 20;

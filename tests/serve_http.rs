@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::Served;
 
 /// `volley serve` over a fresh root directory that `setup` fills; the directory is

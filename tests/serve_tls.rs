@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::Served;
 
 /// A temporary directory removed on drop.

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::Served;
 
 /// The request a front end might not have seen: it fetches a file whose body marks it.

@@ -1,6 +1,6 @@
 //! `volley targets`: the list, `--show-config`, and usage errors, through the real binary.
 
-mod common;
+use crate::common;
 
 use common::volley;
 

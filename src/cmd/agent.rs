@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use volley_agents::agent::{self, AgentConfig, AgentEvent};
 use volley_agents::AgentsError;
-use volley_harness::parse_duration;
+use volley_units::parse_duration;
 
 use crate::exit::usage;
 

@@ -28,7 +28,7 @@ use super::bench_wire;
 use crate::exit::{usage, Interrupted};
 
 /// Flags of `volley bench`, as typed.
-#[derive(clap::Args, Debug, Default, Clone)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// The load: URL, counts, rates, requests, outputs, TLS/HTTP/2 (src/cmd/bench_load.rs).
     #[command(flatten)]
@@ -61,7 +61,7 @@ impl Outputs {
             json: a.json.clone(),
             csv: a.csv.clone(),
             csv_seconds: a.csv_seconds.clone(),
-            text: !a.quiet && a.json.as_deref() != Some("-"),
+            text: !a.quiet && !a.stdout_taken(),
             progress: super::progress::wanted(a.quiet),
         }
     }
@@ -85,11 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// times, each run printed and written as it ends.
 fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let out = Outputs::of(&a);
-    let (repeats, cooldown) = match (bench_load::repeat_count(&a), bench_load::cooldown(&a)) {
-        (Ok(k), Ok(c)) => (k, c),
-        (Err(e), _) | (_, Err(e)) => usage!("{e}"),
-    };
-    let mut spec = bench_load::resolve(a)?;
+    let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
+    let mut spec = bench_load::resolve(&a)?;
     let addr = spec.cfg.addr;
     if let Some(why) = probe(addr) {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
@@ -220,23 +217,26 @@ fn export_to(
 }
 
 /// Writes the files asked for. Called after every run (hyperfine's habit: a later run
-/// that fails must not lose the earlier ones), JSON on stdout only at the end.
+/// that fails must not lose the earlier ones: a file is rewritten whole each time);
+/// stdout ('-') only once, at the end, since what is printed cannot be rewritten.
 fn write_files(
     out: &Outputs,
     runs: &[Summary],
     rep: Option<&repeat::RepeatSummary>,
     last: bool,
 ) -> anyhow::Result<()> {
-    if let Some(j) = &out.json {
-        if j != "-" || last {
-            export_to(&Json, j, runs, rep)?;
+    let csv = out.csv.as_ref().map(|p| p.to_string_lossy());
+    let csv_seconds = out.csv_seconds.as_ref().map(|p| p.to_string_lossy());
+    let outputs: [(&dyn Exporter, Option<&str>); 3] = [
+        (&Json, out.json.as_deref()),
+        (&Csv, csv.as_deref()),
+        (&CsvSeconds, csv_seconds.as_deref()),
+    ];
+    for (exporter, path) in outputs {
+        match path {
+            Some(p) if p != "-" || last => export_to(exporter, p, runs, rep)?,
+            _ => {}
         }
-    }
-    if let Some(p) = &out.csv {
-        export_to(&Csv, &p.to_string_lossy(), runs, rep)?;
-    }
-    if let Some(p) = &out.csv_seconds {
-        export_to(&CsvSeconds, &p.to_string_lossy(), runs, rep)?;
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
 
+use super::bench_load::values::Where;
 use super::bench_load::LoadArgs;
 use super::table;
 use crate::exit::usage;
@@ -144,11 +145,14 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         Some(_) => None,
         None => Some(start_builtin(&accounts)?),
     };
-    let url = load
-        .url
-        .clone()
-        .or_else(|| builtin.as_ref().map(|b| b.url.clone()))
-        .unwrap_or_default();
+    let url = match (&load.url, &builtin) {
+        (Some(Where::Url(u)), _) => u.to_string(),
+        (Some(Where::Path(p)), _) => {
+            usage!("'{p}' is a path: give the whole URL (http://host:port{p}), or no URL for the built-in server")
+        }
+        (None, Some(b)) => b.url.clone(),
+        (None, None) => String::new(),
+    };
     let home = template("--caldav-home-template", &c.caldav_home_template, users)?;
     let calendar = template(
         "--caldav-calendar-template",
@@ -179,19 +183,13 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
             _ => usage!("--compress must be a positive number, got '{f}'"),
         }
     }
-    cfg.duration = match &load.duration {
-        Some(d) => match volley_harness::parse_duration(d) {
-            Ok(d) if !d.is_zero() => d,
-            _ => usage!("--duration must be a positive duration like 60s, got '{d}'"),
-        },
+    cfg.duration = match load.duration {
+        Some(d) => d,
         // One office day at the compression factor.
         None => Duration::from_secs_f64(volley_office::day::OFFICE_DAY_S / cfg.compress),
     };
-    if let Some(s) = &load.seed {
-        match s.parse::<u64>() {
-            Ok(v) => cfg.seed = v,
-            Err(_) => usage!("--seed must be a whole number, got '{s}'"),
-        }
+    if let Some(seed) = load.seed {
+        cfg.seed = seed;
     }
     {
         let stop = Arc::clone(&cfg.stop);

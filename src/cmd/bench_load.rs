@@ -1,25 +1,26 @@
-//! One load from `volley bench`'s flags: the flags as typed ([`LoadArgs`]), their
-//! resolution into a [`LoadSpec`] (URL parsed, host resolved, files read, numbers
-//! checked: every mistake here is a usage error, exit 2), and one measured run of it
+//! One load from `volley bench`'s flags: the flags as typed ([`LoadArgs`], each value
+//! parsed by clap into its type: `bench_load/values.rs`), resolved once into a [`Load`]
+//! (numbers checked against each other, files read, the request built: every mistake
+//! here is a usage error, exit 2), aimed at a destination as a [`LoadSpec`]
+//! ([`Load::at`]: the URL's host resolved, TLS configured), and one measured run of it
 //! ([`run_once`]: the harness's `measure`, plus the wire report, the generator's
 //! headroom and the notes `volley bench` adds).
 //!
 //! Place in the flow: below both `volley bench URL` (src/cmd/bench.rs) and
-//! `volley bench --target` (src/cmd/bench_target.rs), which each compose it with what
-//! they add (repeats, managed targets); it imports neither.
+//! `volley bench --target` (src/cmd/bench_target.rs), which resolve the flags once and
+//! aim the load at the URL or at each target they start; it imports neither.
 
-use std::net::ToSocketAddrs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use volley_engine::{
-    Arrival, ErrorKind, ListSourceFactory, Live, LoadConfig, LoadModel, Order, Request,
+    Arrival, ErrorKind, HttpUrl, ListSourceFactory, Live, LoadConfig, LoadModel, Order, Request,
     RequestTemplate, StatusRange, StopCondition,
 };
-use volley_harness::{measure, parse_duration, Measure, MeasureError, MeasuredRun};
+use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
 use volley_metrics::{FirstRequest, Summary};
 use volley_monitor::headroom::HeadroomWatch;
 
@@ -27,84 +28,127 @@ use super::bench_wire::{self, ResolvedWire, WireArgs};
 use super::progress;
 use crate::exit::usage;
 
-/// The load flags of `volley bench`, as typed (flattened into bench's `Args`). Numbers are kept as strings so that a bad value
-/// ("-5", "0", "ten") gets one clear line from [`resolve`] rather than clap's usage block.
-#[derive(clap::Args, Debug, Default, Clone)]
+pub mod values;
+
+use values::{Header, Where};
+
+/// The `User-Agent` every request carries unless `-H` gives one, as ab and curl send
+/// theirs: a server's log then says who made the load.
+pub const USER_AGENT: &str = concat!("volley/", env!("CARGO_PKG_VERSION"));
+
+/// The `Content-Type` of a `--body` unless `-T` or `-H` gives one: what curl's
+/// `--data-binary` leaves unsaid, the generic type of RFC 9110 8.3.
+const BODY_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// Open-loop arrival process.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalArg {
+    /// Evenly spaced arrivals.
+    Constant,
+    /// Exponential gaps (a Poisson process), seeded.
+    Poisson,
+}
+
+/// Order of the URLs of `--urls`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderArg {
+    /// The first URL only.
+    Same,
+    /// Each in turn, `--block` requests each.
+    Sequential,
+    /// Uniformly at random (seeded).
+    Random,
+    /// At random by the list's weights (seeded).
+    Weighted,
+}
+
+/// The load flags of `volley bench`, as typed (flattened into bench's `Args`). Every
+/// value is parsed by clap into its type (`values.rs`): a bad one is one line, exit 2.
+#[derive(clap::Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Target URL, http://host[:port]/path (optional when --urls gives full URLs).
-    pub url: Option<String>,
-    /// Number of requests to perform (ab's -n). Default: 1, or 10 s of load with --rate.
-    #[arg(short = 'n', long = "requests", allow_hyphen_values = true)]
-    pub requests: Option<String>,
+    /// Target URL, http://host[:port]/path (optional when --urls gives full URLs; with
+    /// --target, a /path or a URL whose path is loaded).
+    #[arg(value_parser = values::where_)]
+    pub url: Option<Where>,
+    /// Number of requests to perform (ab's -n). Default: 1 (-c may not exceed it, as in
+    /// ab), or 10 s of load with --rate.
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = values::count, allow_hyphen_values = true)]
+    pub requests: Option<u64>,
     /// Duration of the run, e.g. 10s, 500ms, 2m (wrk's -d). The first limit reached ends the run.
-    #[arg(short = 'd', long = "duration", allow_hyphen_values = true)]
-    pub duration: Option<String>,
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = values::positive_duration, allow_hyphen_values = true)]
+    pub duration: Option<Duration>,
     /// Connections: concurrency in a closed loop, initial pool in an open loop.
-    #[arg(short = 'c', long = "connections", allow_hyphen_values = true)]
-    pub connections: Option<String>,
-    /// Worker threads (default 1; a closed loop uses at most one per connection).
-    #[arg(short = 't', long = "threads", allow_hyphen_values = true)]
-    pub threads: Option<String>,
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "1", value_parser = values::count, allow_hyphen_values = true)]
+    pub connections: u64,
+    /// Worker threads (a closed loop uses at most one per connection).
+    #[arg(short = 't', long = "threads", value_name = "N", default_value = "1", value_parser = values::count, allow_hyphen_values = true)]
+    pub threads: u64,
     /// Reuse connections (HTTP keep-alive), like ab -k.
     #[arg(short = 'k', long = "keepalive")]
     pub keepalive: bool,
     /// Open loop: send R requests per second on a fixed schedule (wrk2/httperf).
-    #[arg(long, allow_hyphen_values = true)]
-    pub rate: Option<String>,
-    /// Open-loop arrival process: constant or poisson.
-    #[arg(long)]
-    pub arrival: Option<String>,
+    #[arg(long, value_name = "R", value_parser = values::rate, allow_hyphen_values = true)]
+    pub rate: Option<f64>,
+    /// Open-loop arrival process (needs --rate) [default: constant].
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalArg>,
     /// Open loop: most connections open at once (default max(c, 256)).
-    #[arg(long = "max-connections", allow_hyphen_values = true)]
-    pub max_connections: Option<String>,
-    /// Seed of the Poisson schedule and of random/weighted URL order (default 1).
-    #[arg(long, allow_hyphen_values = true)]
-    pub seed: Option<String>,
+    #[arg(long = "max-connections", value_name = "N", value_parser = values::count, allow_hyphen_values = true)]
+    pub max_connections: Option<u64>,
+    /// Seed of the Poisson schedule and of random/weighted URL order [default: 1].
+    #[arg(long, value_parser = values::whole, allow_hyphen_values = true)]
+    pub seed: Option<u64>,
     /// HTTP method (default GET, or POST when a body is given).
     #[arg(short = 'm', long = "method")]
     pub method: Option<String>,
     /// Extra header 'Name: value' (repeatable).
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
+    #[arg(short = 'H', long = "header", value_parser = values::header)]
+    pub headers: Vec<Header>,
     /// Request body.
     #[arg(long, conflicts_with = "body_file")]
     pub body: Option<String>,
     /// Request body read from a file.
     #[arg(long = "body-file")]
     pub body_file: Option<PathBuf>,
+    /// Content-Type of the body (default application/octet-stream, unless -H gives one).
+    #[arg(short = 'T', long = "content-type", value_name = "TYPE")]
+    pub content_type: Option<String>,
     /// File of URLs or paths, one per line, each optionally followed by a weight.
     #[arg(long)]
     pub urls: Option<PathBuf>,
-    /// Order of the URLs: same, sequential, random, weighted.
-    #[arg(long)]
-    pub order: Option<String>,
-    /// Sequential order: consecutive requests to each URL (default 1).
-    #[arg(long, allow_hyphen_values = true)]
-    pub block: Option<String>,
-    /// Per-request timeout (default 30s); a request past it is a censored timeout.
-    #[arg(long, allow_hyphen_values = true)]
-    pub timeout: Option<String>,
+    /// Order of the URLs (default: weighted when the list has weights, sequential when
+    /// it has several URLs, else same).
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
+    /// Sequential order: consecutive requests to each URL.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = values::count, allow_hyphen_values = true)]
+    pub block: u64,
+    /// Per-request timeout; a request past it is a censored timeout.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = values::positive_duration, allow_hyphen_values = true)]
+    pub timeout: Duration,
     /// Write JSON (docs/bench-json.md) to FILE, or to stdout with '-' or no value
     /// (the text report is then not printed).
     #[arg(long, num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
-    /// Write one CSV row per run to FILE.
+    /// Write one CSV row per run to FILE, or to stdout with '-' (the text report is
+    /// then not printed).
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// Write one CSV row per second of every run to FILE.
+    /// Write one CSV row per second of every run to FILE, or to stdout with '-' (the
+    /// text report is then not printed).
     #[arg(long = "csv-seconds")]
     pub csv_seconds: Option<PathBuf>,
     /// Repeat the run K times and report the median with a bootstrap 95% CI.
-    #[arg(long, allow_hyphen_values = true)]
-    pub repeat: Option<String>,
-    /// Pause between repeated runs (default 2s).
-    #[arg(long, allow_hyphen_values = true)]
-    pub cooldown: Option<String>,
-    /// Run this long on the same connections before measuring, e.g. 2s (default 0s,
-    /// like ab and wrk; studies warm up by default). Requests intended before it are
-    /// excluded from every figure; -d is the measured period after it. Not with -n.
-    #[arg(long, allow_hyphen_values = true)]
-    pub warmup: Option<String>,
+    #[arg(long, value_name = "K", default_value = "1", value_parser = values::count, allow_hyphen_values = true)]
+    pub repeat: u64,
+    /// Pause between repeated runs.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = values::duration, allow_hyphen_values = true)]
+    pub cooldown: Duration,
+    /// Run this long on the same connections before measuring, e.g. 2s (like ab and
+    /// wrk, none by default; studies warm up by default). Requests intended before it
+    /// are excluded from every figure; -d is the measured period after it. Not with -n.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = values::duration, allow_hyphen_values = true)]
+    pub warmup: Duration,
     /// Print no text report (files given with --json/--csv are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -113,7 +157,42 @@ pub struct LoadArgs {
     pub wire: WireArgs,
 }
 
-/// One load, resolved: no flag strings left.
+impl LoadArgs {
+    /// Whether an output asked for goes to stdout ('-'), where the text report would
+    /// mix with it.
+    pub fn stdout_taken(&self) -> bool {
+        let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
+        self.json.as_deref() == Some("-") || dash(&self.csv) || dash(&self.csv_seconds)
+    }
+
+    /// The URL given, when a whole one was (not a path).
+    pub fn url(&self) -> Option<&HttpUrl> {
+        self.url.as_ref().and_then(Where::url)
+    }
+}
+
+/// The load's flags resolved once, before its destination is known: numbers checked
+/// against each other, body read, headers complete. [`Load::at`] aims it at a URL (or
+/// list of them) as a [`LoadSpec`]; `bench --target` aims the same `Load` at each
+/// target it starts.
+#[derive(Debug, Clone)]
+pub struct Load {
+    numbers: Numbers,
+    /// Runs per destination (`--repeat`).
+    pub repeat: usize,
+    /// Pause between runs (`--cooldown`).
+    pub cooldown: Duration,
+    method: String,
+    /// Extra headers, `User-Agent`, `Content-Type` and `Accept-Encoding` included.
+    headers: Vec<Header>,
+    body: Option<Vec<u8>>,
+    order: Option<OrderArg>,
+    block: u64,
+    keep_alive: bool,
+    wire: WireArgs,
+}
+
+/// One load, aimed: no flag left to interpret.
 pub struct LoadSpec {
     /// The engine's configuration (its `stop_flag` ends the load early).
     pub cfg: LoadConfig,
@@ -149,6 +228,7 @@ impl LoadSpec {
 }
 
 /// Numbers of the flags, checked.
+#[derive(Debug, Clone)]
 struct Numbers {
     stop: StopCondition,
     connections: usize,
@@ -158,119 +238,6 @@ struct Numbers {
     timeout: Duration,
     model: LoadModel,
     warmup: Duration,
-}
-
-/// Where to send requests: a parsed `http://` or `https://` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Endpoint {
-    /// `https://`.
-    tls: bool,
-    host: String,
-    port: u16,
-    /// Path and query, always starting with '/'.
-    path: String,
-}
-
-impl Endpoint {
-    /// The Host header value: host, plus the port when it is not the scheme's default.
-    fn host_header(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == self.default_port() {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
-    }
-}
-
-impl Endpoint {
-    /// 443 for https://, 80 for http://.
-    fn default_port(&self) -> u16 {
-        if self.tls {
-            443
-        } else {
-            80
-        }
-    }
-
-    fn scheme(&self) -> &'static str {
-        if self.tls {
-            "https"
-        } else {
-            "http"
-        }
-    }
-}
-
-/// Parses `http[s]://host[:port][/path]`. Errors are one-line usage messages.
-fn parse_url(s: &str) -> Result<Endpoint, String> {
-    let lower = s.to_ascii_lowercase();
-    let (tls, rest) = if lower.starts_with("https://") {
-        (true, &s[8..])
-    } else if lower.starts_with("http://") {
-        (false, &s[7..])
-    } else {
-        return Err(format!(
-            "invalid URL '{s}': expected http[s]://host[:port]/path"
-        ));
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    if authority.contains('@') {
-        return Err(format!("invalid URL '{s}': user info is not supported"));
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let Some(close) = v6.find(']') else {
-            return Err(format!("invalid URL '{s}': unclosed '[' in host"));
-        };
-        (&v6[..close], v6[close + 1..].strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace()) {
-        return Err(format!("invalid URL '{s}': missing or bad host"));
-    }
-    let port = match port {
-        None if tls => 443,
-        None => 80,
-        Some(p) => match p.parse::<u16>() {
-            Ok(p) if p > 0 => p,
-            _ => return Err(format!("invalid URL '{s}': bad port '{p}'")),
-        },
-    };
-    let tail = tail.split('#').next().unwrap_or("");
-    let path = if tail.is_empty() {
-        "/".to_string()
-    } else if tail.starts_with('?') {
-        format!("/{tail}")
-    } else {
-        tail.to_string()
-    };
-    if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(format!("invalid URL '{s}': whitespace in path"));
-    }
-    Ok(Endpoint {
-        tls,
-        host: host.to_string(),
-        port,
-        path,
-    })
-}
-
-/// A whole number >= `min`, for flag `name`.
-fn parse_count(name: &str, s: &str, min: u64) -> Result<u64, String> {
-    match s.trim().parse::<i128>() {
-        Ok(v) if v >= min as i128 && v <= u64::MAX as i128 => Ok(v as u64),
-        Ok(_) => Err(format!("{name} must be at least {min}, got {s}")),
-        Err(_) => Err(format!("{name} must be a whole number, got '{s}'")),
-    }
 }
 
 /// Lines of a `--urls` file: `URL-or-path [weight]`; blank lines and `#` comments skipped.
@@ -314,65 +281,211 @@ macro_rules! u {
     };
 }
 
-/// Turns the load flags into a [`LoadSpec`]. Every error here is the user's to fix:
-/// exit 2.
-pub fn resolve(a: LoadArgs) -> anyhow::Result<LoadSpec> {
-    let entries = endpoints(&a)?;
-    let first = entries[0].0.clone();
-    let wire = u!(bench_wire::resolve(&a.wire, first.tls, &first.host));
-    let addr = match (first.host.as_str(), first.port).to_socket_addrs() {
-        Ok(mut addrs) => match addrs.next() {
-            Some(a) => a,
-            None => usage!("cannot resolve host '{}': no address", first.host),
-        },
-        Err(e) => usage!("cannot resolve host '{}': {e}", first.host),
-    };
-    let n = numbers(&a)?;
-    let (source, method) = requests(&a, &entries, &wire, n.seed)?;
-    let url = a.url.clone().unwrap_or_else(|| {
-        format!(
-            "{}://{}{}",
-            first.scheme(),
-            first.host_header(),
-            if entries.len() > 1 {
-                "/*"
-            } else {
-                first.path.as_str()
-            }
-        )
-    });
-    Ok(LoadSpec {
-        cfg: LoadConfig {
-            addr,
-            threads: n.threads,
-            connections: n.connections,
-            max_connections: n.max_connections,
+/// `volley bench URL`: the flags resolved and aimed at the URL (and `--urls`).
+pub fn resolve(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
+    let entries = endpoints(a)?;
+    Load::resolve(a)?.at(&entries, None)
+}
+
+impl Load {
+    /// Resolves the load's flags. Every error here is the user's to fix: exit 2.
+    pub fn resolve(a: &LoadArgs) -> anyhow::Result<Load> {
+        let numbers = numbers(a)?;
+        let body = match (&a.body, &a.body_file) {
+            (Some(b), _) => Some(b.clone().into_bytes()),
+            (None, Some(p)) => match std::fs::read(p) {
+                Ok(b) => Some(b),
+                Err(e) => usage!("cannot read body file {}: {e}", p.display()),
+            },
+            (None, None) => None,
+        };
+        let method = match &a.method {
+            Some(m) => m.clone(),
+            None if body.is_some() => "POST".into(),
+            None => "GET".into(),
+        };
+        let headers = headers(a, body.is_some())?;
+        Ok(Load {
+            numbers,
+            repeat: a.repeat as usize,
+            cooldown: a.cooldown,
+            method,
+            headers,
+            body,
+            order: a.order,
+            block: a.block,
             keep_alive: a.keepalive,
-            model: n.model,
-            stop: n.stop,
-            timeout: n.timeout,
-            connect_timeout: n.timeout.min(Duration::from_secs(10)),
-            accept_status: StatusRange::default(),
-            source: Arc::new(source),
-            stop_flag: Arc::new(AtomicBool::new(false)),
-        },
-        url,
-        method,
-        warmup: n.warmup,
-        wire,
-        host: first.host.clone(),
-        negotiated: None,
-    })
+            wire: a.wire.clone(),
+        })
+    }
+
+    /// The load aimed at `entries` (one scheme, host and port; paths and weights):
+    /// the host resolved, TLS configured (trusting `ca` when given and the flags name
+    /// no CA of their own: a managed target's throw-away CA), the requests built.
+    pub fn at(
+        &self,
+        entries: &[(HttpUrl, Option<f64>)],
+        ca: Option<&Path>,
+    ) -> anyhow::Result<LoadSpec> {
+        let first = &entries[0].0;
+        let host = first.host();
+        let mut wire_args = self.wire.clone();
+        if ca.is_some() && !wire_args.insecure && wire_args.cacert.is_none() {
+            wire_args.cacert = ca.map(Path::to_path_buf);
+        }
+        let wire = u!(bench_wire::resolve(&wire_args, first.tls(), &host));
+        let addr = match first.socket_addr() {
+            Ok(a) => a,
+            Err(e) => match e.source {
+                Some(ref io) => usage!("{e}: {io}"),
+                None => usage!("{e}: no address"),
+            },
+        };
+        let source = self.requests(entries, &wire)?;
+        let url = if entries.len() > 1 {
+            format!("{}://{}/*", first.scheme(), first.host_header())
+        } else {
+            first.to_string()
+        };
+        let n = &self.numbers;
+        Ok(LoadSpec {
+            cfg: LoadConfig {
+                addr,
+                threads: n.threads,
+                connections: n.connections,
+                max_connections: n.max_connections,
+                keep_alive: self.keep_alive,
+                model: n.model,
+                stop: n.stop,
+                timeout: n.timeout,
+                connect_timeout: n.timeout.min(Duration::from_secs(10)),
+                accept_status: StatusRange::default(),
+                source: Arc::new(source),
+                stop_flag: Arc::new(AtomicBool::new(false)),
+            },
+            url,
+            method: self.method.clone(),
+            warmup: n.warmup,
+            wire,
+            host,
+            negotiated: None,
+        })
+    }
+
+    /// The prebuilt requests (method, headers, body, order over the endpoints).
+    fn requests(
+        &self,
+        entries: &[(HttpUrl, Option<f64>)],
+        wire: &ResolvedWire,
+    ) -> anyhow::Result<ListSourceFactory> {
+        let mut headers = self.headers.clone();
+        if let Some(coding) = wire.accept_encoding() {
+            if has(&headers, "accept-encoding") {
+                usage!(
+                    "--compressed sets Accept-Encoding itself: drop the -H 'Accept-Encoding: ...'"
+                );
+            }
+            headers.push(Header {
+                name: "Accept-Encoding".into(),
+                value: coding.into(),
+            });
+        }
+        let order = self.order(entries)?;
+        let host = entries[0].0.host_header();
+        let mut built: Vec<Request> = Vec::with_capacity(entries.len());
+        for (i, (t, _)) in entries.iter().enumerate() {
+            let mut tpl = RequestTemplate::new(&self.method, &t.path_and_query(), &host)
+                .keep_alive(self.keep_alive);
+            for h in &headers {
+                tpl = tpl.header(&h.name, &h.value);
+            }
+            if let Some(b) = &self.body {
+                tpl = tpl.body(b.clone());
+            }
+            match tpl.build(i as u32) {
+                Ok(r) => built.push(r),
+                Err(e) => usage!("bad request: {e}"),
+            }
+        }
+        match ListSourceFactory::new(built, order) {
+            Ok(s) => Ok(s),
+            Err(e) => usage!("bad request list: {e}"),
+        }
+    }
+
+    /// `--order` over the endpoints (weighted by default when the list has weights,
+    /// sequential when it has several URLs).
+    fn order(&self, entries: &[(HttpUrl, Option<f64>)]) -> anyhow::Result<Order> {
+        let weighted = entries.iter().any(|(_, w)| w.is_some());
+        let seed = self.numbers.seed;
+        let block = self.block;
+        let weights = || Order::Weighted {
+            weights: entries.iter().map(|(_, w)| w.unwrap_or(1.0)).collect(),
+            seed,
+        };
+        Ok(match self.order {
+            None if weighted => weights(),
+            None if entries.len() > 1 => Order::Sequential { block },
+            None | Some(OrderArg::Same) => Order::Same,
+            Some(OrderArg::Sequential) => Order::Sequential { block },
+            Some(OrderArg::Random) => Order::Random { seed },
+            Some(OrderArg::Weighted) => {
+                if !weighted {
+                    usage!(
+                        "--order weighted needs a weight column in --urls (URL WEIGHT per line)"
+                    );
+                }
+                weights()
+            }
+        })
+    }
+}
+
+/// Whether `headers` has a field `name` (case-insensitive).
+fn has(headers: &[Header], name: &str) -> bool {
+    headers.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+}
+
+/// `-H` headers plus the defaults they do not override: `User-Agent`, and with a body
+/// its `Content-Type` (`-T`, else application/octet-stream).
+fn headers(a: &LoadArgs, with_body: bool) -> anyhow::Result<Vec<Header>> {
+    let mut headers = a.headers.clone();
+    if a.content_type.is_some() && !with_body {
+        usage!("-T/--content-type describes a body: add --body or --body-file");
+    }
+    if let Some(t) = &a.content_type {
+        if has(&headers, "content-type") {
+            usage!(
+                "-T/--content-type and -H 'Content-Type: ...' both set the body's type: keep one"
+            );
+        }
+        headers.push(Header {
+            name: "Content-Type".into(),
+            value: t.clone(),
+        });
+    } else if with_body && !has(&headers, "content-type") {
+        headers.push(Header {
+            name: "Content-Type".into(),
+            value: BODY_CONTENT_TYPE.into(),
+        });
+    }
+    if !has(&headers, "user-agent") {
+        headers.push(Header {
+            name: "User-Agent".into(),
+            value: USER_AGENT.into(),
+        });
+    }
+    Ok(headers)
 }
 
 /// Where requests go: the URL argument and/or the `--urls` list (paths there are
 /// relative to it), all on one scheme, host and port. Never empty.
-fn endpoints(a: &LoadArgs) -> anyhow::Result<Vec<(Endpoint, Option<f64>)>> {
-    let base = match &a.url {
-        Some(u) => Some(u!(parse_url(u))),
-        None => None,
-    };
-    let mut entries: Vec<(Endpoint, Option<f64>)> = Vec::new();
+fn endpoints(a: &LoadArgs) -> anyhow::Result<Vec<(HttpUrl, Option<f64>)>> {
+    if let Some(Where::Path(p)) = &a.url {
+        usage!("'{p}' is a path: give the whole URL (http://host:port{p}), or --target KIND to start a server that picks host and port");
+    }
+    let base = a.url().cloned();
+    let mut entries: Vec<(HttpUrl, Option<f64>)> = Vec::new();
     if let Some(path) = &a.urls {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
@@ -382,17 +495,14 @@ fn endpoints(a: &LoadArgs) -> anyhow::Result<Vec<(Endpoint, Option<f64>)>> {
         for (item, w) in list {
             let t = if item.starts_with('/') {
                 match (&base, entries.first()) {
-                    (Some(b), _) | (None, Some((b, _))) => Endpoint {
-                        path: item,
-                        ..b.clone()
-                    },
+                    (Some(b), _) | (None, Some((b, _))) => b.with_path(&item),
                     (None, None) => usage!(
                         "{}: '{item}' is a path but no URL gives its host (pass a URL or start the list with one)",
                         path.display()
                     ),
                 }
             } else {
-                u!(parse_url(&item))
+                u!(HttpUrl::parse(&item))
             };
             entries.push((t, w));
         }
@@ -402,18 +512,14 @@ fn endpoints(a: &LoadArgs) -> anyhow::Result<Vec<(Endpoint, Option<f64>)>> {
     let Some((first, _)) = entries.first().cloned() else {
         usage!("no URL given: volley bench http://host:port/path (or --urls FILE)");
     };
-    if let Some(other) = entries
-        .iter()
-        .find(|(t, _)| (t.tls, &t.host, t.port) != (first.tls, &first.host, first.port))
-    {
+    let origin = |u: &HttpUrl| (u.tls(), u.host(), u.port());
+    if let Some((other, _)) = entries.iter().find(|(t, _)| origin(t) != origin(&first)) {
         usage!(
-            "all URLs must share one scheme, host and port: {}://{}:{} and {}://{}:{}",
+            "all URLs must share one scheme, host and port: {}://{} and {}://{}",
             first.scheme(),
-            first.host,
-            first.port,
-            other.0.scheme(),
-            other.0.host,
-            other.0.port
+            first.host_header(),
+            other.scheme(),
+            other.host_header(),
         );
     }
     Ok(entries)
@@ -421,53 +527,26 @@ fn endpoints(a: &LoadArgs) -> anyhow::Result<Vec<(Endpoint, Option<f64>)>> {
 
 /// The numeric flags, checked against each other, and the stop condition they make.
 fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
-    let requests = match &a.requests {
-        Some(s) => Some(u!(parse_count("-n", s, 1))),
-        None => None,
-    };
-    let duration = match &a.duration {
-        Some(s) => {
-            let d = u!(parse_duration(s));
-            if d.is_zero() {
-                usage!("-d must be longer than zero, got {s}");
-            }
-            Some(d)
-        }
-        None => None,
-    };
-    let connections = u!(parse_count(
-        "-c",
-        a.connections.as_deref().unwrap_or("1"),
-        1
-    )) as usize;
-    let threads = u!(parse_count("-t", a.threads.as_deref().unwrap_or("1"), 1)) as usize;
-    let seed = u!(parse_count("--seed", a.seed.as_deref().unwrap_or("1"), 0));
-    let timeout = u!(parse_duration(a.timeout.as_deref().unwrap_or("30s")));
-    if timeout.is_zero() {
-        usage!("--timeout must be longer than zero");
-    }
-    // Checked here so a bad value is refused before anything runs; bench.rs and
-    // bench_target.rs read them again for their own loops.
-    u!(repeat_count(a));
-    u!(cooldown(a));
-    let rate = match &a.rate {
-        Some(s) => match s.trim().parse::<f64>() {
-            Ok(r) if r.is_finite() && r > 0.0 => Some(r),
-            _ => usage!("--rate must be a positive number of requests per second, got '{s}'"),
-        },
-        None => None,
-    };
-    let arrival = match a.arrival.as_deref() {
-        None | Some("constant") => Arrival::Constant,
-        Some("poisson") => Arrival::Poisson,
-        Some(other) => usage!("--arrival must be constant or poisson, got '{other}'"),
-    };
+    let connections = a.connections as usize;
+    let threads = a.threads as usize;
+    let seed = a.seed.unwrap_or(1);
+    let (requests, duration, rate) = (a.requests, a.duration, a.rate);
     if a.arrival.is_some() && rate.is_none() {
         usage!("--arrival needs --rate (it shapes an open-loop schedule)");
     }
-    let max_connections = match &a.max_connections {
-        Some(s) => {
-            let m = u!(parse_count("--max-connections", s, 1)) as usize;
+    // ab's rule: a closed loop cannot keep more requests outstanding than it sends.
+    // Without it, `-c 64` and no -n nor -d sent one request and reported 64.
+    if rate.is_none() && duration.is_none() && requests.unwrap_or(1) < a.connections {
+        usage!(
+            "-c {} is more than the {} request(s) to send: give -n (at least {}) or a duration -d",
+            a.connections,
+            requests.unwrap_or(1),
+            a.connections
+        );
+    }
+    let max_connections = match a.max_connections {
+        Some(m) => {
+            let m = m as usize;
             if m < connections {
                 usage!("--max-connections ({m}) must be at least -c ({connections})");
             }
@@ -476,7 +555,7 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
         None if rate.is_some() => connections.max(256),
         None => connections,
     };
-    let warmup = u!(parse_duration(a.warmup.as_deref().unwrap_or("0s")));
+    let warmup = a.warmup;
     if !warmup.is_zero() {
         // The engine's request limit counts every request it starts, warm-up ones too,
         // so "-n N measured requests" cannot be promised: a warm-up is a time.
@@ -502,7 +581,10 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
     let model = match rate {
         Some(rate) => LoadModel::Open {
             rate,
-            arrival,
+            arrival: match a.arrival {
+                Some(ArrivalArg::Poisson) => Arrival::Poisson,
+                Some(ArrivalArg::Constant) | None => Arrival::Constant,
+            },
             seed,
         },
         None => LoadModel::Closed,
@@ -513,107 +595,9 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
         max_connections,
         threads,
         seed,
-        timeout,
+        timeout: a.timeout,
         model,
         warmup,
-    })
-}
-
-/// `--repeat` (default 1).
-pub fn repeat_count(a: &LoadArgs) -> Result<usize, String> {
-    parse_count("--repeat", a.repeat.as_deref().unwrap_or("1"), 1).map(|k| k as usize)
-}
-
-/// `--cooldown` (default 2s).
-pub fn cooldown(a: &LoadArgs) -> Result<Duration, String> {
-    parse_duration(a.cooldown.as_deref().unwrap_or("2s")).map_err(|e| e.to_string())
-}
-
-/// The prebuilt requests (method, headers, body, order over the endpoints) and the
-/// method the summary names.
-fn requests(
-    a: &LoadArgs,
-    entries: &[(Endpoint, Option<f64>)],
-    wire: &ResolvedWire,
-    seed: u64,
-) -> anyhow::Result<(ListSourceFactory, String)> {
-    let body = match (&a.body, &a.body_file) {
-        (Some(b), _) => Some(b.clone().into_bytes()),
-        (None, Some(p)) => match std::fs::read(p) {
-            Ok(b) => Some(b),
-            Err(e) => usage!("cannot read body file {}: {e}", p.display()),
-        },
-        (None, None) => None,
-    };
-    let method = match &a.method {
-        Some(m) => m.clone(),
-        None if body.is_some() => "POST".into(),
-        None => "GET".into(),
-    };
-    let mut headers = Vec::new();
-    for h in &a.headers {
-        match h.split_once(':') {
-            Some((n, v)) if !n.trim().is_empty() => {
-                headers.push((n.trim().to_string(), v.trim().to_string()))
-            }
-            _ => usage!("-H expects 'Name: value', got '{h}'"),
-        }
-    }
-    if let Some(coding) = wire.accept_encoding() {
-        if headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("accept-encoding"))
-        {
-            usage!("--compressed sets Accept-Encoding itself: drop the -H 'Accept-Encoding: ...'");
-        }
-        headers.push(("Accept-Encoding".into(), coding.into()));
-    }
-    let order = order(a, entries, seed)?;
-    let host = entries[0].0.host_header();
-    let mut built: Vec<Request> = Vec::with_capacity(entries.len());
-    for (i, (t, _)) in entries.iter().enumerate() {
-        let mut tpl = RequestTemplate::new(&method, &t.path, &host).keep_alive(a.keepalive);
-        for (n, v) in &headers {
-            tpl = tpl.header(n, v);
-        }
-        if let Some(b) = &body {
-            tpl = tpl.body(b.clone());
-        }
-        match tpl.build(i as u32) {
-            Ok(r) => built.push(r),
-            Err(e) => usage!("bad request: {e}"),
-        }
-    }
-    match ListSourceFactory::new(built, order) {
-        Ok(s) => Ok((s, method)),
-        Err(e) => usage!("bad request list: {e}"),
-    }
-}
-
-/// `--order` over the endpoints (weighted by default when the list has weights,
-/// sequential when it has several URLs).
-fn order(a: &LoadArgs, entries: &[(Endpoint, Option<f64>)], seed: u64) -> anyhow::Result<Order> {
-    let weighted = entries.iter().any(|(_, w)| w.is_some());
-    let block = u!(parse_count("--block", a.block.as_deref().unwrap_or("1"), 1));
-    let weights = || Order::Weighted {
-        weights: entries.iter().map(|(_, w)| w.unwrap_or(1.0)).collect(),
-        seed,
-    };
-    Ok(match a.order.as_deref() {
-        None if weighted => weights(),
-        None if entries.len() > 1 => Order::Sequential { block },
-        None | Some("same") => Order::Same,
-        Some("sequential") => Order::Sequential { block },
-        Some("random") => Order::Random { seed },
-        Some("weighted") => {
-            if !weighted {
-                usage!("--order weighted needs a weight column in --urls (URL WEIGHT per line)");
-            }
-            weights()
-        }
-        Some(other) => {
-            usage!("--order must be same, sequential, random or weighted, got '{other}'")
-        }
     })
 }
 

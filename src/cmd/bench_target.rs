@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use volley_harness::{parse_duration, DocrootSource, Watch, Watched};
+use volley_engine::{Coding, HttpUrl};
+use volley_harness::{DocrootSource, Watch, Watched};
 use volley_metrics::{Model, Summary};
 use volley_monitor::MonitorReport;
 use volley_netlab::tune::{RouteSettings, Sysctl};
@@ -35,7 +36,7 @@ use volley_targets::{
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench_load::{self, LoadArgs, Ran};
+use super::bench_load::{self, Load, LoadArgs, LoadSpec, Ran};
 use super::bench_save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
@@ -45,40 +46,44 @@ mod netns;
 mod print;
 
 use export::write_files;
-use flags::{allowed_cpus, parse_bytes, parse_cpus, parse_quota, path_of, pin_self};
+use flags::{allowed_cpus, pin_self, CpuList};
 pub(crate) use print::builtin_flags;
 use print::{comparison_table, print_run, show_config};
 
-/// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`).
-#[derive(clap::Args, Debug, Default, Clone)]
+/// The `--target` flags of `volley bench`, as typed (flattened into bench's `Args`);
+/// clap parses each value into its type (`flags.rs`), so a bad one is one line, exit 2.
+#[derive(clap::Args, Debug, Clone)]
 pub struct TargetArgs {
     /// Start this server and load it: nginx, apache (event MPM), apache-prefork, lighttpd,
-    /// caddy or builtin. Repeat to run the same load against each in turn; the URL is
-    /// then optional (the target picks host and port).
-    #[arg(long = "target", value_name = "KIND")]
-    pub targets: Vec<String>,
+    /// caddy, builtin, radicale or xandikos (the last two with --caldav). Repeat to run
+    /// the same load against each in turn; the URL is then optional (the target picks
+    /// host and port).
+    #[arg(long = "target", value_name = "KIND", value_parser = flags::kind)]
+    pub targets: Vec<TargetKind>,
     /// Cores the target may use, e.g. 0 or 0,1 or 0-1; volley is pinned to the others.
-    #[arg(long = "target-cpus", value_name = "LIST", requires = "targets")]
-    pub target_cpus: Option<String>,
+    #[arg(long = "target-cpus", value_name = "LIST", requires = "targets", value_parser = flags::cpus)]
+    pub target_cpus: Option<CpuList>,
     /// CPU cap of the target: 25% (or 0.25) of one CPU, cgroup cpu.max / cfs_quota_us.
     #[arg(
         long = "cpu-quota",
         value_name = "SHARE",
         requires = "targets",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = flags::parse_quota
     )]
-    pub cpu_quota: Option<String>,
+    pub cpu_quota: Option<f64>,
     /// Memory limit of the target, e.g. 256M, 1G (binary units).
     #[arg(
         long = "memory-max",
         value_name = "BYTES",
         requires = "targets",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = flags::parse_bytes
     )]
-    pub memory_max: Option<String>,
-    /// Worker processes (threads for Caddy) of the target (default 1).
-    #[arg(long, requires = "targets", allow_hyphen_values = true)]
-    pub workers: Option<String>,
+    pub memory_max: Option<u64>,
+    /// Worker processes (threads for Caddy) of the target.
+    #[arg(long, value_name = "N", requires = "targets", allow_hyphen_values = true, default_value = "1", value_parser = flags::workers)]
+    pub workers: u32,
     /// Directory the target serves (default: a generated fixture set, see --fixture).
     #[arg(
         long,
@@ -87,9 +92,9 @@ pub struct TargetArgs {
         conflicts_with = "fixture"
     )]
     pub docroot: Option<PathBuf>,
-    /// Fixture set generated into a temporary docroot: sizes (default) or uniserve.
-    #[arg(long, value_name = "SET", requires = "targets")]
-    pub fixture: Option<String>,
+    /// Fixture set generated into a temporary docroot [default: sizes].
+    #[arg(long, value_name = "SET", requires = "targets", value_enum)]
+    pub fixture: Option<FixtureArg>,
     /// Path to load (default /700b.html of the sizes set, /index1.html of uniserve,
     /// /index.html of a --docroot); a URL's path is used when one is given.
     #[arg(long, requires = "targets")]
@@ -97,14 +102,16 @@ pub struct TargetArgs {
     /// Print the configuration each target would run with, and exit.
     #[arg(long = "show-config", requires = "targets")]
     pub show_config: bool,
-    /// Time between monitor samples (default 1s, at least 100ms).
+    /// Time between monitor samples (at least 100ms).
     #[arg(
         long = "monitor-interval",
         value_name = "DURATION",
         requires = "targets",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        default_value = "1s",
+        value_parser = flags::monitor_interval
     )]
-    pub monitor_interval: Option<String>,
+    pub monitor_interval: Duration,
     /// Serve HTTPS with a throw-away CA made for the run (the load trusts it); an
     /// https:// URL asks for the same. Needed by --h2: managed servers offer h2 by ALPN.
     #[arg(long, requires = "targets")]
@@ -146,6 +153,15 @@ pub(crate) fn parse_set(s: &str) -> Result<Assignment, String> {
     volley_targets::config::knobs::parse_assignment(s).map_err(|e| e.to_string())
 }
 
+/// A fixture set generated into the targets' docroot.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixtureArg {
+    /// Files of many sizes (/700b.html ...).
+    Sizes,
+    /// The uniserve set (/index1.html ...).
+    Uniserve,
+}
+
 impl TargetArgs {
     /// True when `--target` was given: bench hands the run to this module.
     pub fn is_set(&self) -> bool {
@@ -166,11 +182,11 @@ struct Setup {
     /// Cores volley is pinned to (the complement of `--target-cpus`), if any remain.
     volley_cpus: Option<Vec<usize>>,
     show_config: bool,
-    /// Rounds: each round runs every target once, in the order given (A B A B ...), so
-    /// slow drifts of the machine fall on all targets alike.
-    repeat: usize,
-    /// Pause before every run but the first.
-    cooldown: Duration,
+    /// The load, resolved once; aimed at each target as it starts. Its `repeat` is the
+    /// number of rounds: each round runs every target once, in the order given
+    /// (A B A B ...), so slow drifts of the machine fall on all targets alike; its
+    /// `cooldown` the pause before every run but the first.
+    load: Load,
     /// Serve HTTPS (throw-away CA) and load over https://.
     tls: bool,
     /// Offer HTTP/2 by ALPN (bench's `--h2`).
@@ -192,36 +208,15 @@ impl Setup {
     }
 }
 
-/// Resolves the `--target` flags (and the load flags they cannot combine with).
+/// Resolves the `--target` flags and the load's, once, before anything starts.
 fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
-    let kinds = kinds(t)?;
+    let kinds = kinds(load, t)?;
     if load.urls.is_some() {
         usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
     }
-    let repeat = at_least_one("--repeat", load.repeat.as_deref())? as usize;
-    let cooldown = match load.cooldown.as_deref() {
-        None => Duration::from_secs(2),
-        Some(c) => match parse_duration(c) {
-            Ok(d) => d,
-            Err(e) => usage!("--cooldown: {e}"),
-        },
-    };
-    let (limits, volley_cpus) = limits(t)?;
-    let workers = at_least_one("--workers", t.workers.as_deref())?;
+    let (limits, volley_cpus) = limits(t);
     let (docroot, path) = docroot_and_path(load, t)?;
-    let monitor_interval = match &t.monitor_interval {
-        Some(s) => match parse_duration(s) {
-            Ok(d) if d >= Duration::from_millis(100) => d,
-            Ok(_) => usage!("--monitor-interval must be at least 100ms, got {s}"),
-            Err(e) => usage!("--monitor-interval: {e}"),
-        },
-        None => Duration::from_secs(1),
-    };
-    let tls = t.tls
-        || load
-            .url
-            .as_deref()
-            .is_some_and(|u| u.to_ascii_lowercase().starts_with("https://"));
+    let tls = t.tls || load.url().is_some_and(HttpUrl::tls);
     if load.wire.h2 && !tls {
         usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
     }
@@ -235,14 +230,13 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
     Ok(Setup {
         kinds,
         limits,
-        workers,
+        workers: t.workers,
         docroot,
         path,
-        monitor_interval,
+        monitor_interval: t.monitor_interval,
         volley_cpus,
         show_config: t.show_config,
-        repeat,
-        cooldown,
+        load: Load::resolve(load)?,
         tls,
         http2: load.wire.h2,
         compression,
@@ -264,9 +258,13 @@ fn tuning(t: &TargetArgs, kinds: &[TargetKind]) -> anyhow::Result<Tuning> {
     for a in &t.set {
         tuning.assign(a);
     }
-    if let (Some(w), Some(k)) = (t.workers.as_deref(), tuning.knobs.workers) {
-        if w.trim() != k.to_string() {
-            usage!("--workers {w} and --set workers={k} disagree: give one");
+    if let Some(k) = tuning.knobs.workers {
+        // --workers defaults to 1: only a different value given beside the knob disagrees.
+        if t.workers != 1 && t.workers != k {
+            usage!(
+                "--workers {} and --set workers={k} disagree: give one",
+                t.workers
+            );
         }
     }
     for (kind, _) in &tuning.raw {
@@ -282,74 +280,43 @@ fn tuning(t: &TargetArgs, kinds: &[TargetKind]) -> anyhow::Result<Tuning> {
     Ok(tuning)
 }
 
-/// A count flag: 1 when absent, else a whole number of at least 1.
-fn at_least_one(flag: &str, value: Option<&str>) -> anyhow::Result<u32> {
-    match value.map(|v| v.trim().parse::<u32>()) {
-        None => Ok(1),
-        Some(Ok(n)) if n >= 1 => Ok(n),
-        Some(_) => usage!(
-            "{flag} must be a whole number of at least 1, got '{}'",
-            value.unwrap_or_default()
-        ),
+/// The `--target` kinds, in the order given. A CalDAV server (Radicale, Xandikos)
+/// answers 401 on every path without its accounts' credentials, so a GET load needs a
+/// path and credentials named by the user; `--caldav` is what most mean.
+fn kinds(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Vec<TargetKind>> {
+    if t.targets.contains(&TargetKind::External) {
+        usage!("--target external: give the URL instead (volley bench http://host:port/path); --target starts servers");
     }
-}
-
-/// The `--target` kinds, in the order given.
-fn kinds(t: &TargetArgs) -> anyhow::Result<Vec<TargetKind>> {
-    let mut kinds = Vec::new();
-    for name in &t.targets {
-        let kind: TargetKind = match name.parse() {
-            Ok(k) => k,
-            Err(e) => usage!("--target: {e}"),
-        };
-        if kind == TargetKind::External {
-            usage!("--target external: give the URL instead (volley bench http://host:port/path); --target starts servers");
+    let path_given = t.path.is_some() || load.url.is_some();
+    if let Some(k) = t.targets.iter().find(|k| k.is_caldav_server()) {
+        if !path_given {
+            usage!("{k} is a CalDAV server that serves its users' calendars only: run an office day with --caldav USERS --target {k}, or load one path with --path /user1/calendar/ -H 'Authorization: Basic ...'");
         }
-        kinds.push(kind);
     }
-    Ok(kinds)
+    Ok(t.targets.clone())
 }
 
 /// The targets' limits (cores, CPU quota, memory) and the cores left for volley.
-fn limits(t: &TargetArgs) -> anyhow::Result<(ResourceLimits, Option<Vec<usize>>)> {
+fn limits(t: &TargetArgs) -> (ResourceLimits, Option<Vec<usize>>) {
     let allowed = allowed_cpus();
-    let cpus = match &t.target_cpus {
-        Some(s) => match parse_cpus(s, &allowed) {
-            Ok(c) => Some(c),
-            Err(e) => usage!("{e}"),
-        },
-        None => None,
-    };
+    let cpus = t.target_cpus.as_ref().map(|c| c.0.clone());
     let volley_cpus = cpus.as_ref().and_then(|c| {
         let rest: Vec<usize> = allowed.iter().copied().filter(|i| !c.contains(i)).collect();
         (!rest.is_empty()).then_some(rest)
     });
-    let cpu_quota = match &t.cpu_quota {
-        Some(s) => match parse_quota(s) {
-            Ok(v) => Some(CpuQuota::of_one_cpu(v)),
-            Err(e) => usage!("{e}"),
-        },
-        None => None,
-    };
-    let memory_max_bytes = match &t.memory_max {
-        Some(s) => match parse_bytes(s) {
-            Ok(v) => Some(v),
-            Err(e) => usage!("{e}"),
-        },
-        None => None,
-    };
     let limits = ResourceLimits {
         cpus,
-        cpu_quota,
-        memory_max_bytes,
+        cpu_quota: t.cpu_quota.map(CpuQuota::of_one_cpu),
+        memory_max_bytes: t.memory_max,
     };
-    Ok((limits, volley_cpus))
+    (limits, volley_cpus)
 }
 
 /// Where the docroot comes from, and the path loaded (`--path`, the URL's path, or the
 /// docroot's default file).
 fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(DocrootSource, String)> {
-    let (docroot, default_path) = match (&t.docroot, t.fixture.as_deref()) {
+    let fixture = |kind| DocrootSource::Fixture { kind, seed: 0 };
+    let (docroot, default_path) = match (&t.docroot, t.fixture) {
         (Some(dir), _) => {
             if !dir.is_dir() {
                 usage!("--docroot {} is not a directory", dir.display());
@@ -360,31 +327,19 @@ fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(DocrootS
             };
             (DocrootSource::Dir(abs), "/index.html")
         }
-        (None, None | Some("sizes")) => (
-            DocrootSource::Fixture {
-                kind: volley_fixtures::Fixture::Sizes,
-                seed: 0,
-            },
-            "/700b.html",
-        ),
-        (None, Some("uniserve")) => (
-            DocrootSource::Fixture {
-                kind: volley_fixtures::Fixture::Uniserve,
-                seed: 0,
-            },
-            "/index1.html",
-        ),
-        (None, Some(other)) => {
-            usage!("--fixture must be sizes or uniserve, got '{other}' (or serve a directory with --docroot)")
+        (None, None | Some(FixtureArg::Sizes)) => {
+            (fixture(volley_fixtures::Fixture::Sizes), "/700b.html")
+        }
+        (None, Some(FixtureArg::Uniserve)) => {
+            (fixture(volley_fixtures::Fixture::Uniserve), "/index1.html")
         }
     };
     let path = match (&t.path, &load.url) {
         (Some(p), _) if !p.starts_with('/') => usage!("--path must start with '/', got '{p}'"),
         (Some(p), _) => p.clone(),
-        (None, Some(u)) => match path_of(u) {
-            Ok(p) if p != "/" => p,
-            Ok(_) => default_path.to_string(),
-            Err(e) => usage!("{e}"),
+        (None, Some(w)) => match w.path() {
+            p if p != "/" => p,
+            _ => default_path.to_string(),
         },
         (None, None) => default_path.to_string(),
     };
@@ -396,26 +351,25 @@ fn docroot_and_path(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<(DocrootS
 
 /// What the targets compress with: bench's `--compressed br|gzip`.
 fn compression(load: &LoadArgs, kinds: &[TargetKind]) -> anyhow::Result<Option<Compression>> {
-    Ok(
-        match load.wire.compressed.as_deref().map(str::to_ascii_lowercase) {
-            None => None,
-            Some(c) if c == "gzip" => Some(Compression::gzip_only(6)),
-            Some(c) if c == "br" => {
-                if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
-                    usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
-                }
-                Some(Compression {
-                    gzip: false,
-                    ..Compression::gzip_and_brotli()
-                })
+    Ok(match load.wire.compressed {
+        None => None,
+        Some(Coding::Gzip) => Some(Compression::gzip_only(6)),
+        Some(Coding::Br) => {
+            if let Some(k) = kinds.iter().find(|k| !k.supports_brotli()) {
+                usage!("{k} cannot answer Content-Encoding: br here; use --compressed gzip");
             }
-            Some(c) => {
-                usage!(
-                    "--compressed {c} with --target: managed servers compress with br or gzip only"
-                )
-            }
-        },
-    )
+            Some(Compression {
+                gzip: false,
+                ..Compression::gzip_and_brotli()
+            })
+        }
+        Some(c) => {
+            usage!(
+                "--compressed {} with --target: managed servers compress with br or gzip only",
+                c.token()
+            )
+        }
+    })
 }
 
 /// What one target's run produced.
@@ -521,7 +475,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     check_installed(&setup.kinds)?;
     let show = Show {
         quiet: load.quiet,
-        text: !load.quiet && load.json.as_deref() != Some("-"),
+        text: !load.quiet && !load.stdout_taken(),
         progress: super::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -562,12 +516,12 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut savers = Savers::new(save, setup.kinds.len() > 1);
     let mut failure: Option<anyhow::Error> = None;
-    let schedule: Vec<(usize, TargetKind)> = (0..setup.repeat)
+    let schedule: Vec<(usize, TargetKind)> = (0..setup.load.repeat)
         .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
         .collect();
     for (i, &(round, kind)) in schedule.iter().enumerate() {
         if i > 0 {
-            volley_harness::rest(setup.cooldown, &interrupted);
+            volley_harness::rest(setup.load.cooldown, &interrupted);
         }
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -577,7 +531,6 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
             &setup,
             lab.as_ref(),
             &docroot,
-            &load,
             &interrupted,
             &show,
             &mut savers,
@@ -593,8 +546,8 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         if show.text {
             let mut out = std::io::stdout().lock();
             if schedule.len() > 1 {
-                let of_rounds = if setup.repeat > 1 {
-                    format!(", round {} of {}", round + 1, setup.repeat)
+                let of_rounds = if setup.load.repeat > 1 {
+                    format!(", round {} of {}", round + 1, setup.load.repeat)
                 } else {
                     String::new()
                 };
@@ -712,20 +665,13 @@ fn start(
     })
 }
 
-/// The load's flags aimed at `target`: its URL, its CA, no files (written per target
-/// by this module), no target flags.
-fn load_for(load: &LoadArgs, setup: &Setup, target: &RunningTarget) -> LoadArgs {
+/// The setup's load aimed at `target`: its address, the path, its CA (the throw-away
+/// one made for it is the only one the load trusts, unless the flags name their own).
+fn load_for(setup: &Setup, target: &RunningTarget) -> anyhow::Result<LoadSpec> {
     let scheme = if setup.tls { "https" } else { "http" };
-    let mut a = load.clone();
-    a.url = Some(format!("{scheme}://{}{}", target.addr, setup.path));
-    a.json = None;
-    a.csv = None;
-    a.csv_seconds = None;
-    if setup.tls && !a.wire.insecure && a.wire.cacert.is_none() {
-        // The throw-away CA made for this target is the only one the load trusts.
-        a.wire.cacert = target.ca_file.clone();
-    }
-    a
+    let url = HttpUrl::parse(&format!("{scheme}://{}{}", target.addr, setup.path))
+        .context("the target's URL")?;
+    setup.load.at(&[(url, None)], target.ca_file.as_deref())
 }
 
 /// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
@@ -736,7 +682,6 @@ fn run_target(
     setup: &Setup,
     lab: Option<&netns::TunedLab>,
     docroot: &Path,
-    load: &LoadArgs,
     interrupted: &Arc<AtomicBool>,
     show: &Show,
     savers: &mut Savers,
@@ -751,7 +696,7 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let mut spec = bench_load::resolve(load_for(load, setup, &target))?;
+    let mut spec = load_for(setup, &target)?;
     let watch = Watch {
         target: &target,
         monitor_interval: setup.monitor_interval,

@@ -18,6 +18,8 @@ use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionP
 use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
 use volley_metrics::{H2Report, Summary, TlsReport, WireReport};
 
+use super::bench_load::values;
+
 /// Protocol flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct WireArgs {
@@ -33,37 +35,52 @@ pub struct WireArgs {
     /// The PEM private key of --cert.
     #[arg(long, value_name = "PEM", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// TLS versions to offer: 1.2, 1.3 or any (default any).
-    #[arg(long = "tls-version")]
-    pub tls_version: Option<String>,
-    /// TLS session resumption: on (default, as browsers do: later connections of a
-    /// worker resume the first one's session) or off (every connection pays a full
-    /// handshake).
-    #[arg(long = "tls-resume")]
-    pub tls_resume: Option<String>,
+    /// TLS versions to offer: 1.2, 1.3 or any [default: any].
+    #[arg(long = "tls-version", value_name = "VERSION")]
+    pub tls_version: Option<VersionPolicy>,
+    /// TLS session resumption: on (as browsers do: later connections of a worker
+    /// resume the first one's session) or off (every connection pays a full handshake)
+    /// [default: on].
+    #[arg(long = "tls-resume", value_enum)]
+    pub tls_resume: Option<OnOff>,
     /// HTTP/2: over https:// the server must agree to h2 by ALPN; over http:// it is
     /// prior-knowledge h2c.
     #[arg(long)]
     pub h2: bool,
-    /// HTTP/2 streams per connection (default 1; needs --h2). A closed loop keeps
+    /// HTTP/2 streams per connection (needs --h2) [default: 1]. A closed loop keeps
     /// connections x streams requests outstanding.
-    #[arg(long, allow_hyphen_values = true)]
-    pub streams: Option<String>,
+    #[arg(long, value_name = "N", value_parser = count_u32, allow_hyphen_values = true)]
+    pub streams: Option<u32>,
     /// Ask for a content coding (br, gzip or zstd), check every response carries it
     /// and decode it (HTTP/1.1 and HTTP/2). A response not encoded so is an encoding
     /// error.
-    #[arg(long)]
-    pub compressed: Option<String>,
+    #[arg(long, value_name = "CODING", value_parser = values::coding)]
+    pub compressed: Option<Coding>,
     /// Every decoded body must have this SHA-256 (64 hex digits); else a validation error.
-    #[arg(long = "expect-sha256", value_name = "HEX")]
-    pub expect_sha256: Option<String>,
+    #[arg(long = "expect-sha256", value_name = "HEX", value_parser = values::sha256)]
+    pub expect_sha256: Option<[u8; 32]>,
     /// Every decoded body must be this many bytes; else a validation error.
-    #[arg(long = "expect-size", value_name = "BYTES", allow_hyphen_values = true)]
-    pub expect_size: Option<String>,
+    #[arg(long = "expect-size", value_name = "BYTES", value_parser = values::whole, allow_hyphen_values = true)]
+    pub expect_size: Option<u64>,
     /// Before the run, send one request on a fresh connection and report it alone
     /// (connect, TLS, TTFB, total): the cold first request of this invocation.
     #[arg(long = "first-request")]
     pub first_request: bool,
+}
+
+/// `on` or `off`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// `--streams`: a whole number of at least 1 that fits the engine's `u32`.
+fn count_u32(s: &str) -> Result<u32, String> {
+    let n = values::count(s)?;
+    u32::try_from(n).map_err(|_| format!("must be at most {}, got {s}", u32::MAX))
 }
 
 /// The protocol part of a plan, resolved.
@@ -107,54 +124,19 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
             return Err(format!("{flag} needs an https:// URL"));
         }
     }
-    let streams = match &a.streams {
+    let streams = match a.streams {
         None => 1,
         Some(_) if !a.h2 => return Err("--streams needs --h2".into()),
-        Some(s) => match s.trim().parse::<u32>() {
-            Ok(n) if n >= 1 => n,
-            _ => return Err(format!("--streams must be a whole number >= 1, got '{s}'")),
-        },
+        Some(n) => n,
     };
     let http = if a.h2 {
         HttpVersion::H2 { streams }
     } else {
         HttpVersion::Http1
     };
-    let coding = match a.compressed.as_deref() {
-        None => None,
-        Some(c) => match Coding::parse(c) {
-            Some(coding) => Some(coding),
-            None => return Err(format!("--compressed must be br, gzip or zstd, got '{c}'")),
-        },
-    };
-    let expect_size = match &a.expect_size {
-        None => None,
-        Some(s) => match s.trim().parse::<u64>() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                return Err(format!(
-                    "--expect-size must be a number of bytes, got '{s}'"
-                ))
-            }
-        },
-    };
-    let expect_sha256 = match &a.expect_sha256 {
-        None => None,
-        Some(h) => match volley_engine::decode::parse_sha256(h) {
-            Some(d) => Some(d),
-            None => return Err(format!("--expect-sha256 must be 64 hex digits, got '{h}'")),
-        },
-    };
     let tls = if tls {
-        let versions: VersionPolicy = match a.tls_version.as_deref() {
-            None => VersionPolicy::Any,
-            Some(v) => v.parse().map_err(|e| format!("--tls-version: {e}"))?,
-        };
-        let resumption = match a.tls_resume.as_deref().map(str::trim) {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => return Err(format!("--tls-resume must be on or off, got '{other}'")),
-        };
+        let versions = a.tls_version.unwrap_or_default();
+        let resumption = a.tls_resume != Some(OnOff::Off);
         let client = ClientTls {
             versions,
             insecure: a.insecure,
@@ -179,9 +161,9 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
             tls,
             http,
             body: BodySpec {
-                coding,
-                expect_size,
-                expect_sha256,
+                coding: a.compressed,
+                expect_size: a.expect_size,
+                expect_sha256: a.expect_sha256,
             },
         },
         first_request: a.first_request,
@@ -359,25 +341,20 @@ mod tests {
             .unwrap_err()
             .contains("--insecure needs an https://"));
         let a = WireArgs {
-            streams: Some("4".into()),
+            streams: Some(4),
             ..args()
         };
         assert!(resolve(&a, false, "h")
             .unwrap_err()
             .contains("--streams needs --h2"));
-        for bad in ["0", "-1", "x"] {
-            let a = WireArgs {
-                h2: true,
-                streams: Some(bad.into()),
-                ..args()
-            };
-            assert!(resolve(&a, false, "h").is_err(), "{bad}");
+        for bad in ["0", "-1", "x", "4294967296"] {
+            assert!(count_u32(bad).is_err(), "{bad}");
         }
         // Body checks work over HTTP/2 as over HTTP/1.1.
         let a = WireArgs {
             h2: true,
-            compressed: Some("gzip".into()),
-            expect_size: Some("700".into()),
+            compressed: Some(Coding::Gzip),
+            expect_size: Some(700),
             ..args()
         };
         let w = resolve(&a, false, "h").unwrap();
@@ -386,59 +363,23 @@ mod tests {
     }
 
     #[test]
-    fn h2_without_tls_is_h2c_and_codings_parse() {
+    fn h2_without_tls_is_h2c() {
         let a = WireArgs {
             h2: true,
-            streams: Some("8".into()),
+            streams: Some(8),
             ..args()
         };
         let w = resolve(&a, false, "127.0.0.1").unwrap();
         assert_eq!(w.wire.http, HttpVersion::H2 { streams: 8 });
         assert_eq!(w.protocol(), "h2c");
-        let a = WireArgs {
-            compressed: Some("BR".into()),
-            expect_size: Some("700".into()),
-            ..args()
-        };
-        let w = resolve(&a, false, "h").unwrap();
-        assert_eq!(w.accept_encoding(), Some("br"));
-        assert_eq!(w.wire.body.expect_size, Some(700));
-        for (flag, a) in [
-            (
-                "--compressed",
-                WireArgs {
-                    compressed: Some("lzma".into()),
-                    ..args()
-                },
-            ),
-            (
-                "--expect-size",
-                WireArgs {
-                    expect_size: Some("-3".into()),
-                    ..args()
-                },
-            ),
-            (
-                "--expect-sha256",
-                WireArgs {
-                    expect_sha256: Some("beef".into()),
-                    ..args()
-                },
-            ),
-        ] {
-            assert!(
-                resolve(&a, false, "h").unwrap_err().contains(flag),
-                "{flag}"
-            );
-        }
     }
 
     #[test]
     fn tls_options_resolve_and_bad_files_are_usage_errors() {
         let a = WireArgs {
             insecure: true,
-            tls_version: Some("1.3".into()),
-            tls_resume: Some("off".into()),
+            tls_version: Some(VersionPolicy::Tls13),
+            tls_resume: Some(OnOff::Off),
             ..args()
         };
         let w = resolve(&a, true, "localhost").unwrap();
@@ -446,20 +387,6 @@ mod tests {
         assert_eq!(t.client.versions, VersionPolicy::Tls13);
         assert!(!t.client.resumption && t.client.insecure);
         assert_eq!(w.protocol(), "http/1.1");
-        let a = WireArgs {
-            tls_resume: Some("maybe".into()),
-            insecure: true,
-            ..args()
-        };
-        assert!(resolve(&a, true, "h").unwrap_err().contains("on or off"));
-        let a = WireArgs {
-            tls_version: Some("1.1".into()),
-            insecure: true,
-            ..args()
-        };
-        assert!(resolve(&a, true, "h")
-            .unwrap_err()
-            .contains("--tls-version"));
         let a = WireArgs {
             cacert: Some("/nonexistent/ca.pem".into()),
             ..args()

@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use volley_harness::parse_duration;
 use volley_server::{Server, ServerConfig, ServerTls};
+use volley_units::parse_duration;
 
 /// Flags of `volley serve`.
 #[derive(clap::Args)]

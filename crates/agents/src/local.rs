@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use volley_netlab::exec::{command_in, die_with_parent};
+use volley_netlab::exec::command_in;
+use volley_proc::die_with_parent;
 
 use crate::AgentsError;
 

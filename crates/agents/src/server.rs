@@ -75,7 +75,7 @@ impl PrivateNats {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         // A private bus ends with its volley, even one killed by SIGKILL.
-        volley_netlab::exec::die_with_parent(&mut cmd);
+        volley_proc::die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|source| AgentsError::Io {
             action: "starting nats-server",
             source,

@@ -5,7 +5,7 @@
 //! Regenerate the golden file with `VOLLEY_BLESS=1 cargo test -p volley-agents --test
 //! manifest`.
 
-mod common;
+use crate::common;
 
 use common::{join_within, second_record};
 use std::path::{Path, PathBuf};

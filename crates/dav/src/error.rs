@@ -6,8 +6,8 @@
 
 use std::io;
 
-use crate::path::PathError;
 use crate::DavResponse;
+use volley_docroot::path::PathError;
 
 /// A failed precondition or postcondition: the qualified element name that goes inside
 /// `<D:error>`, with the `D:` (DAV:) or `C:` (CalDAV) prefix the error body declares.

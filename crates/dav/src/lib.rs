@@ -4,8 +4,8 @@
 //! Place in the flow: a target. `volley-server` owns sockets and HTTP framing and hands
 //! every DAV method (and nothing else) to [`Dav::handle`]; this crate owns the meaning of
 //! OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY and MOVE,
-//! and the safe mapping of URL paths to files ([`path::resolve`]), which the static server
-//! uses too.
+//! over the safe mapping of URL paths to files that the static server uses too
+//! (`volley_docroot::path::resolve`).
 //!
 //! What is supported (RFC 4918 class 1 and 3, RFC 4791 calendar-access, RFC 6578):
 //! - PROPFIND Depth 0/1 (infinity is refused with `DAV:propfind-finite-depth`), allprop,
@@ -36,8 +36,6 @@ pub mod error;
 mod fuzz;
 pub mod ical;
 mod methods;
-pub mod mime;
-pub mod path;
 mod principal;
 mod props;
 mod report;
@@ -48,6 +46,8 @@ pub mod xml;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use volley_docroot::path;
 
 pub use error::DavError;
 

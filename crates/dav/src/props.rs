@@ -336,9 +336,9 @@ fn live_value(
             }))
         }
         (DAV, "getcontentlength") if !dir => Some(res.meta.len().to_string()),
-        (DAV, "getcontenttype") if !dir => {
-            Some(crate::mime::content_type(&res.target.path.to_string_lossy()).into_owned())
-        }
+        (DAV, "getcontenttype") if !dir => Some(
+            volley_docroot::mime::content_type(&res.target.path.to_string_lossy()).into_owned(),
+        ),
         (DAV, "getlastmodified") => res.meta.modified().ok().map(store::http_date),
         (DAV, "creationdate") => res
             .meta

@@ -1,7 +1,7 @@
 //! What the handler keeps on disk beside the user's files, and how it writes safely.
 //!
 //! Layout inside any collection directory (all names start with `.volley-`, which
-//! [`crate::path::resolve`] refuses and listings skip, so clients never see them):
+//! [`volley_docroot::path::resolve`] refuses and listings skip, so clients never see them):
 //! - `.volley-collection`: `key=value` lines (`type=calendar`, `displayname=...`) that
 //!   make a directory a calendar collection.
 //! - `.volley-props/<name>.xml`: dead properties of member `<name>`; the collection's own
@@ -24,8 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::xml::{self, Name};
 
-/// Prefix of every internal file name.
-pub const INTERNAL_PREFIX: &[u8] = b".volley-";
+pub use volley_docroot::path::{is_internal_name, INTERNAL_PREFIX};
 /// The collection marker file.
 pub const COLLECTION_FILE: &str = ".volley-collection";
 /// The dead property directory.
@@ -34,11 +33,6 @@ pub const PROPS_DIR: &str = ".volley-props";
 pub const SYNC_FILE: &str = ".volley-sync";
 /// Epoch of the token a collection reports before its journal exists.
 const NO_JOURNAL_EPOCH: &str = "0";
-
-/// Whether a file name is one of ours (never listed, fetched or written by clients).
-pub fn is_internal_name(name: &[u8]) -> bool {
-    name.starts_with(INTERNAL_PREFIX)
-}
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -299,7 +293,7 @@ impl Token {
         let epoch = parts.next()?.to_owned();
         let seq = parts.next()?.parse().ok()?;
         let cursor = match parts.next() {
-            Some(c) => Some(crate::path::decode(&format!("/{c}")).ok()?[1..].to_vec()),
+            Some(c) => Some(volley_docroot::path::decode(&format!("/{c}")).ok()?[1..].to_vec()),
             None => None,
         };
         Some(Token { epoch, seq, cursor })
@@ -366,7 +360,7 @@ fn parse_entry(line: &str) -> Option<(u64, Change, Vec<u8>)> {
         "-" => Change::Delete,
         _ => return None,
     };
-    let name = crate::path::decode(&format!("/{name}")).ok()?;
+    let name = volley_docroot::path::decode(&format!("/{name}")).ok()?;
     Some((n, change, name[1..].to_vec()))
 }
 

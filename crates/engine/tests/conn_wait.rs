@@ -5,7 +5,7 @@
 //! delay, behind a pool capped at two connections, fed an open loop faster than two
 //! connections can carry. Arrivals queue in the worker; the generator is punctual.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! Every server and run is bounded in time; nginx is skipped, with a message, where
 //! it is not installed.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

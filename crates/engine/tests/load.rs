@@ -1,6 +1,6 @@
 //! End-to-end runs of the engine against small loopback servers.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 //! certificates from `volley_tls::certs::write_local_set`. Skipped, with a message,
 //! where nginx is not installed.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! garbage after the preface. Each bad case must end as one counted error kind, with
 //! no panic and no hang (every server and run is bounded in time).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

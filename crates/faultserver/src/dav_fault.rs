@@ -85,7 +85,7 @@ pub(crate) fn handle(
 /// GET of an item (the built-in server sends GET to its static path, not to
 /// `volley_dav`): the file, its content ETag, 404 when absent.
 fn get(dav: &Dav, path: &str) -> DavResponse {
-    let Ok(file) = volley_dav::path::resolve(dav.root(), path) else {
+    let Ok(file) = volley_docroot::path::resolve(dav.root(), path) else {
         return plain(404);
     };
     let owner_ok = dav

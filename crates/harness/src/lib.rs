@@ -14,18 +14,15 @@
 //! [`PreparedDocroot`] (a generated fixture tree, removed on drop), [`cold_request`]
 //! (one request on a fresh connection), [`watch`] (the server's side of a run),
 //! [`measure`] (one measured run), [`progress::tick`] (live counters for a progress
-//! line), [`rest`] (the pause between runs) and [`parse_duration`] (the one duration
-//! syntax). Nothing here prints: errors
+//! line) and [`rest`] (the pause between runs). Nothing here prints: errors
 //! are [`HarnessError`], progress goes through callbacks.
 #![deny(missing_docs)]
 
 pub mod cold;
 pub mod docroot;
-pub mod duration;
 pub mod measure;
 pub mod progress;
 pub mod rest;
-pub mod size;
 pub mod stored;
 pub mod watch;
 
@@ -35,10 +32,8 @@ use thiserror::Error;
 
 pub use cold::{cold_request, ColdFigures, ColdRequest};
 pub use docroot::{DocrootSource, PreparedDocroot, ServedDocroot};
-pub use duration::{parse_duration, DurationError};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
 pub use rest::rest;
-pub use size::parse_size;
 pub use watch::{scope_of, watch, Watch, Watched};
 
 /// Why the harness could not prepare or watch a run (failed requests are data, never

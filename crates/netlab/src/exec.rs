@@ -1,34 +1,11 @@
-//! How volley starts the processes it owns: inside a lab namespace through `ip netns
-//! exec` (which execs the program in its own place, so pid, process group and death
-//! signal carry over, and bind-mounts the namespace's own `/etc/netns/NAME` files), and
-//! dying with volley. The managed targets, the local agents, the private bus and the
-//! delaying proxy all start this way.
+//! How volley starts a process inside a lab namespace: through `ip netns exec`, which
+//! execs the program in its own place, so pid, process group and death signal
+//! (`volley_proc::die_with_parent`) carry over, and bind-mounts the namespace's own
+//! `/etc/netns/NAME` files. The managed targets, the local agents, the private bus and
+//! the delaying proxy all start this way when they run in a lab.
 
 use std::ffi::OsStr;
-use std::os::unix::process::CommandExt;
 use std::process::Command;
-
-/// Makes `cmd`'s process receive SIGTERM when volley's spawning thread ends, even by
-/// SIGKILL, so nothing volley started outlives it and goes on loading or serving.
-/// SIGTERM, not SIGKILL, so a server's master can stop its own workers. Call it before
-/// any other `pre_exec` of the command: the hooks run in order.
-pub fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: between fork and exec the closure only makes async-signal-safe calls
-    // (prctl, getppid) on values copied before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != parent {
-                // The parent died between fork and prctl: nobody would signal us.
-                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-            }
-            Ok(())
-        });
-    }
-}
 
 /// A `Command` that runs `program` inside network namespace `ns`; the caller adds
 /// arguments, stdio and spawns it as with any `Command`.

@@ -14,7 +14,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exec::{command_in, die_with_parent};
+use volley_proc::die_with_parent;
+
+use crate::exec::command_in;
 use crate::lab::Lab;
 use crate::NetlabError;
 

@@ -2,7 +2,7 @@
 //! calendar found (or made), emptied, and filled with the day's first items. None of
 //! this is timed.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::driver::{strong_etag, Ctx, MULTI, WRITE_OK};
@@ -13,26 +13,16 @@ use crate::state::{TruthItem, User};
 use crate::xml;
 use crate::{Account, OfficeError};
 
-/// Host and address of an `http://host[:port]/...` URL.
+/// Host header and address of an `http://host[:port]/...` URL (the engine's one URL
+/// type: IPv6 literals included; https refused, the office speaks plain HTTP).
 pub fn parse_url(url: &str) -> Result<(String, SocketAddr), OfficeError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| OfficeError::Url(url.to_owned()))?;
-    let authority = rest.split('/').next().unwrap_or("");
-    if authority.is_empty() {
-        return Err(OfficeError::Url(url.to_owned()));
+    let bad = || OfficeError::Url(url.to_owned());
+    let parsed = volley_engine::HttpUrl::parse(url).map_err(|_| bad())?;
+    if parsed.tls() {
+        return Err(bad());
     }
-    let with_port = if authority.contains(':') {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| OfficeError::Url(url.to_owned()))?;
-    Ok((authority.to_owned(), addr))
+    let addr = parsed.socket_addr().map_err(|_| bad())?;
+    Ok((parsed.host_header(), addr))
 }
 
 /// What the server at `addr` speaks, asked as `account` with OPTIONS on its calendar
@@ -304,4 +294,28 @@ pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), Offi
         lacks.push("conditional PUT (412 on a stale If-Match or If-None-Match: *)".into());
     }
     Ok((conditional, lacks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_url;
+
+    #[test]
+    fn urls_take_ipv6_literals_and_refuse_https() {
+        let (host, addr) = parse_url("http://[::1]:5232/user1/").unwrap();
+        assert_eq!(
+            (host.as_str(), addr.to_string().as_str()),
+            ("[::1]:5232", "[::1]:5232")
+        );
+        let (host, addr) = parse_url("http://127.0.0.1/").unwrap();
+        assert_eq!((host.as_str(), addr.port()), ("127.0.0.1", 80));
+        for bad in [
+            "https://127.0.0.1/",
+            "127.0.0.1:80",
+            "http://u@h/",
+            "http://[::1/",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! static SVG charts are print-only), and the screenshot not blank. Control pages with
 //! an injected JS error and without the chart library prove the checks can fail.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

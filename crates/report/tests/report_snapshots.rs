@@ -4,7 +4,7 @@
 //! so any change in these outputs shows as a diff to review
 //! (`INSTA_UPDATE=always cargo test -p volley-report --test report_snapshots` rewrites them).
 
-mod common;
+use crate::common;
 
 use volley_report::{headline, load, markdown::Markdown, ReportFormat, Selector};
 use volley_store::Store;

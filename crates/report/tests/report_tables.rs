@@ -1,6 +1,6 @@
 //! The model and the Markdown tables for known synthetic stores: exact rows.
 
-mod common;
+use crate::common;
 
 use volley_report::{json::Json, load, markdown::Markdown, ReportError, ReportFormat, Selector};
 use volley_store::{RunId, Store, StudyId};

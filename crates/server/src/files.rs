@@ -1,6 +1,6 @@
 //! Static files: request path -> [`Resource`], cached per worker thread.
 //!
-//! Every file lookup goes through `volley_dav::path::resolve` (the one traversal gate).
+//! Every file lookup goes through `volley_docroot::path::resolve` (the one traversal gate).
 //! Small files are held in memory with their response header block preformatted, so a
 //! cache hit costs one hash lookup and a memcpy of the header; each entry is re-validated
 //! at most once per second by (mtime, size, inode) of the file and its `.gz`/`.br`
@@ -12,8 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
-use volley_dav::mime::content_type;
-use volley_dav::path::{resolve, PathError};
+use volley_docroot::mime::content_type;
+use volley_docroot::path::{resolve, PathError};
 
 /// How long a validated entry is trusted before it is stat'ed again.
 const REVALIDATE_AFTER: Duration = Duration::from_secs(1);
@@ -116,7 +116,7 @@ fn io_status(e: &std::io::Error) -> u16 {
 
 /// Maps a request path (percent-encoded, no query) to a file, a redirect or a status.
 fn locate(root: &Path, key: &str) -> Located {
-    let decoded = match volley_dav::path::decode(key) {
+    let decoded = match volley_docroot::path::decode(key) {
         Ok(d) => d,
         Err(e) => return Located::Status(path_status(e)),
     };

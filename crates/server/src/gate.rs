@@ -36,7 +36,7 @@ fn own_path(path: &[u8], user: &str) -> bool {
     let Ok(p) = std::str::from_utf8(path) else {
         return false;
     };
-    let Ok(decoded) = volley_dav::path::decode(p) else {
+    let Ok(decoded) = volley_docroot::path::decode(p) else {
         return false;
     };
     decoded

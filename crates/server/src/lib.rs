@@ -13,7 +13,7 @@
 //! driven by the same loop, `tls`). HTTP/2 (`h2`) is spoken when TLS ALPN selects it or
 //! a plain connection opens with the h2c preface; what to answer is decided once for
 //! both protocols (`answer`), so they differ only in framing. Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
-//! every file lookup goes through `volley_dav::path::resolve`.
+//! every file lookup goes through `volley_docroot::path::resolve`.
 #![deny(missing_docs)]
 
 mod answer;

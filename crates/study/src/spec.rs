@@ -578,7 +578,7 @@ pub(crate) fn at<T>(text: &str, v: &Spanned<T>, message: String) -> StudyError {
 
 /// The one duration syntax (`30s`, `500ms`, `250us`, `2m`, `1h`, bare seconds), shared
 /// with the command line: it lives in the harness.
-pub use volley_harness::parse_duration;
+pub use volley_units::parse_duration;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! TlsSession against an in-process rustls server on 127.0.0.1:0: versions, ALPN,
 //! resumption, client certificates and every failure class.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -2,7 +2,7 @@
 //! certificates from `certs::write_local_set`: interoperability that in-process rustls
 //! on both ends cannot show. Skipped, with a message, where nginx is not installed.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! TlsStream over std sockets, blocking and non-blocking, against the in-process server.
 
-mod common;
+use crate::common;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

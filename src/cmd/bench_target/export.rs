@@ -51,7 +51,7 @@ fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
     Json.export(&summaries, None, &mut buf)?;
     let mut doc: Value = serde_json::from_slice(&buf).context("bench JSON")?;
     doc["targets"] = Value::Array(runs.iter().map(|r| target_json(r, setup)).collect());
-    if setup.repeat > 1 {
+    if setup.load.repeat > 1 {
         doc["target_repeats"] = Value::Array(
             unique(&setup.kinds)
                 .into_iter()
@@ -103,7 +103,14 @@ pub(super) fn write_files(
         let summaries: Vec<Summary> = runs.iter().map(|r| r.summary.clone()).collect();
         let mut buf = Vec::new();
         Csv.export(&summaries, None, &mut buf)?;
-        std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
+        // Stdout ('-') once, at the end: what is printed cannot be rewritten.
+        if p.as_os_str() == "-" {
+            if last {
+                std::io::stdout().lock().write_all(&buf)?;
+            }
+        } else {
+            std::fs::write(p, buf).with_context(|| format!("cannot write {}", p.display()))?;
+        }
     }
     if args.csv_seconds.is_some() && last {
         eprintln!("volley: --csv-seconds is not written with --target yet; the per-second series are in --json");

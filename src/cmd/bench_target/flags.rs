@@ -1,7 +1,42 @@
-//! The `--target` flags' own syntaxes (CPU quota, memory size, core list, a URL's path)
-//! and the cores they split between volley and the targets. Pure parsers, table-tested.
+//! The `--target` flags' own syntaxes (kind, CPU quota, memory size, core list, workers,
+//! monitor interval) as clap value parsers, and the cores they split between volley and
+//! the targets. Pure parsers, table-tested.
+
+use std::time::Duration;
+
+use volley_targets::TargetKind;
 
 use super::list;
+use crate::cmd::bench_load::values;
+
+/// `--target KIND`.
+pub(super) fn kind(s: &str) -> Result<TargetKind, String> {
+    s.parse()
+        .map_err(|e: volley_targets::UnknownKind| e.to_string())
+}
+
+/// `--workers`: at least 1.
+pub(super) fn workers(s: &str) -> Result<u32, String> {
+    let n = values::count(s)?;
+    u32::try_from(n).map_err(|_| format!("must be at most {}, got {s}", u32::MAX))
+}
+
+/// `--monitor-interval`: at least 100 ms (a finer one would sample its own noise).
+pub(super) fn monitor_interval(s: &str) -> Result<Duration, String> {
+    match values::duration(s)? {
+        d if d >= Duration::from_millis(100) => Ok(d),
+        _ => Err(format!("must be at least 100ms, got {s}")),
+    }
+}
+
+/// The cores of `--target-cpus`, sorted and distinct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// `--target-cpus`: a core list, each core one this process may use.
+pub(super) fn cpus(s: &str) -> Result<CpuList, String> {
+    parse_cpus(s, &allowed_cpus()).map(CpuList)
+}
 
 /// Parses `25%`, `0.25` or `150%` into a share of one CPU.
 pub(super) fn parse_quota(s: &str) -> Result<f64, String> {
@@ -13,21 +48,20 @@ pub(super) fn parse_quota(s: &str) -> Result<f64, String> {
     match share {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!(
-            "--cpu-quota must be a positive share of one CPU like 25% or 0.25, got '{s}'"
+            "must be a positive share of one CPU like 25% or 0.25, got '{s}'"
         )),
     }
 }
 
-/// `--memory-max`: the one size syntax (`volley_harness::parse_size`), its errors
-/// named after the flag.
+/// `--memory-max`: the one size syntax (`volley_units::parse_size`).
 pub(super) fn parse_bytes(s: &str) -> Result<u64, String> {
-    volley_harness::parse_size(s).map_err(|e| format!("--memory-max {e}"))
+    volley_units::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// Parses `0`, `0,2`, `0-3` into sorted distinct cores, each one of `allowed` (the cores
 /// this process may use: a container's cpuset need not start at 0).
 pub(super) fn parse_cpus(s: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
-    let bad = || format!("--target-cpus must be a list like 0 or 0,1 or 0-1, got '{s}'");
+    let bad = || format!("must be a list like 0 or 0,1 or 0-1, got '{s}'");
     let mut out = Vec::new();
     for part in s.split(',') {
         let part = part.trim();
@@ -42,7 +76,7 @@ pub(super) fn parse_cpus(s: &str, allowed: &[usize]) -> Result<Vec<usize>, Strin
         for c in a..=b {
             if !allowed.contains(&c) {
                 return Err(format!(
-                    "--target-cpus: core {c} does not exist or is not ours (usable cores: {})",
+                    "core {c} does not exist or is not ours (usable cores: {})",
                     list(allowed)
                 ));
             }
@@ -52,30 +86,6 @@ pub(super) fn parse_cpus(s: &str, allowed: &[usize]) -> Result<Vec<usize>, Strin
     out.sort_unstable();
     out.dedup();
     Ok(out)
-}
-
-/// The path part of a URL (`http://h:1/a?b` -> `/a?b`), or the string itself if it is a
-/// path already.
-pub(super) fn path_of(url: &str) -> Result<String, String> {
-    if url.starts_with('/') {
-        return Ok(url.to_string());
-    }
-    let lower = url.to_ascii_lowercase();
-    let rest = if lower.starts_with("http://") {
-        &url[7..]
-    } else if lower.starts_with("https://") {
-        &url[8..]
-    } else {
-        return Err(format!(
-            "invalid URL '{url}': expected http(s)://host[:port]/path or a /path (with --target the target decides host and port)"
-        ));
-    };
-    let path = match rest.find(['/', '?']) {
-        Some(i) if rest[i..].starts_with('?') => format!("/{}", &rest[i..]),
-        Some(i) => rest[i..].to_string(),
-        None => "/".to_string(),
-    };
-    Ok(path.split('#').next().unwrap_or("/").to_string())
 }
 
 /// Cores this process may run on (sched_getaffinity), which is what pinning splits.
@@ -153,14 +163,5 @@ mod tests {
         for bad in ["", "a", "2-1", "0,,1"] {
             assert!(parse_cpus(bad, &[0, 1, 2, 3]).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_url_gives_its_path_and_query() {
-        assert_eq!(path_of("http://h:8/a/b?x=1#f").unwrap(), "/a/b?x=1");
-        assert_eq!(path_of("http://h").unwrap(), "/");
-        assert_eq!(path_of("http://h?q").unwrap(), "/?q");
-        assert_eq!(path_of("/700b.html").unwrap(), "/700b.html");
-        assert!(path_of("ftp://h/x").is_err());
     }
 }

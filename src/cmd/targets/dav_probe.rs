@@ -7,6 +7,7 @@ use crate::exit::usage;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
+use volley_engine::HttpUrl;
 use volley_targets::dav::DavAccount;
 use volley_targets::probe::dav::capabilities;
 use volley_targets::{DavCapabilities, DavProbeError, DavSettings, TargetKind, TargetSpec};
@@ -118,25 +119,25 @@ fn report(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `http://127.x.y.z:PORT/path` or `http://localhost:PORT/path` -> address and path.
-/// Loopback only: the probe writes and deletes an item, and volley's traffic stays on
-/// this machine. https is refused (the probe speaks plain HTTP).
+/// `http://127.x.y.z:PORT/path`, `http://[::1]:PORT/path` or `http://localhost:PORT/path`
+/// -> address and collection path (ending in '/'). Loopback only: the probe writes and
+/// deletes an item, and volley's traffic stays on this machine. https is refused (the
+/// probe speaks plain HTTP).
 fn loopback_url(url: &str) -> Result<(SocketAddr, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or("the DAV probe speaks plain http:// only")?;
-    let (host_port, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], rest[i..].to_string()),
-        None => (rest, "/".to_string()),
+    let parsed = HttpUrl::parse(url).map_err(|e| e.why)?;
+    if parsed.tls() {
+        return Err("the DAV probe speaks plain http:// only".into());
+    }
+    // A name is resolved only when it is localhost: anything else could be anywhere.
+    let addr = match (parsed.ip(), parsed.host().as_str()) {
+        (Some(ip), _) => SocketAddr::new(ip, parsed.port()),
+        (None, "localhost") => SocketAddr::from(([127, 0, 0, 1], parsed.port())),
+        (None, host) => return Err(format!("{host:?} is not a loopback address")),
     };
-    let host_port = host_port.replacen("localhost", "127.0.0.1", 1);
-    let addr: SocketAddr = host_port
-        .parse()
-        .or_else(|_| format!("{host_port}:80").parse())
-        .map_err(|_| format!("{host_port:?} is not IP:PORT"))?;
     if !addr.ip().is_loopback() {
         return Err(format!("{} is not a loopback address", addr.ip()));
     }
+    let path = parsed.path().to_string();
     let path = if path.ends_with('/') {
         path
     } else {
@@ -160,5 +161,11 @@ mod tests {
             .contains("loopback"));
         assert!(loopback_url("https://127.0.0.1/").is_err());
         assert!(loopback_url("http://example.org/").is_err());
+        let (a, p) = loopback_url("http://[::1]:5232/u/c/").unwrap();
+        assert_eq!(
+            (a.to_string().as_str(), p.as_str()),
+            ("[::1]:5232", "/u/c/")
+        );
+        assert!(loopback_url("http://u:p@127.0.0.1/").is_err());
     }
 }

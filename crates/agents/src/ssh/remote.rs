@@ -43,7 +43,7 @@ impl Deployment {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        volley_netlab::exec::die_with_parent(&mut cmd);
+        volley_proc::die_with_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|source| SshError::Io {
             action: "running ssh",
             source,

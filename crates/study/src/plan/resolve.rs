@@ -257,7 +257,7 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
                         t.name
                     )))
                 }
-                Some(m) => Some(volley_harness::parse_size(m).map_err(|e| {
+                Some(m) => Some(volley_units::parse_size(m).map_err(|e| {
                     invalid(format!("target '{}': memory_max {e}", t.name))
                 })?),
             },

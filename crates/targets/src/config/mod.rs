@@ -226,7 +226,7 @@ pub const APACHE_MODULES_DIR: &str = "/usr/lib/apache2/modules";
 
 /// Extensions whose Content-Type is written into every config, so no server depends on
 /// a system mime.types file and all answer the same types for the same files. The types
-/// themselves come from `volley_dav::mime`, the one table the built-in server and the
+/// themselves come from `volley_docroot::mime`, the one table the built-in server and the
 /// DAV handler use too (`.js` is `text/javascript`, RFC 9239).
 pub const MIME_EXTENSIONS: [&str; 10] = [
     "html", "htm", "txt", "css", "js", "json", "png", "gif", "jpg", "ics",
@@ -236,13 +236,13 @@ pub const MIME_EXTENSIONS: [&str; 10] = [
 pub fn mime_types() -> impl Iterator<Item = (&'static str, &'static str)> {
     MIME_EXTENSIONS
         .iter()
-        .map(|e| (*e, volley_dav::mime::essence(&format!("f.{e}"))))
+        .map(|e| (*e, volley_docroot::mime::essence(&format!("f.{e}"))))
 }
 
 /// Content-Type a file should be served with, by extension (the one table,
-/// `volley_dav::mime`), `application/octet-stream` when unknown.
+/// `volley_docroot::mime`), `application/octet-stream` when unknown.
 pub fn mime_for(path: &str) -> &'static str {
-    volley_dav::mime::essence(path.rsplit('/').next().unwrap_or(path))
+    volley_docroot::mime::essence(path.rsplit('/').next().unwrap_or(path))
 }
 
 /// The file name of the generated configuration inside the private directory.

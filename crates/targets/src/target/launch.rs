@@ -118,7 +118,7 @@ fn base_command(
     // Dies with volley (volley starts targets from its main thread, so: when volley
     // ends, even by SIGKILL); what survives is in the cgroup and the ledger the next
     // volley sweeps. First, so the hooks below run only for a child that will be told.
-    volley_netlab::exec::die_with_parent(&mut cmd);
+    volley_proc::die_with_parent(&mut cmd);
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
     // system calls (write, sched_setaffinity) on data prepared before the fork.
     unsafe {

@@ -3,12 +3,21 @@
 //! The one gate both the static server and the DAV handler pass through, so that no
 //! request reads or writes outside the root: `..` (also percent-encoded), NUL bytes,
 //! backslash tricks and symlinks that leave the root are refused, and so is any segment
-//! naming one of the DAV handler's internal files (`.volley-*`, see `store`), so that
+//! naming one of the DAV handler's internal files (`.volley-*`, see `volley_dav::store`), so that
 //! neither GET nor any DAV method can read or overwrite them.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
+
+/// Prefix of every file name volley's DAV store keeps for itself (collection markers,
+/// dead properties, the change journal): never listed, fetched or written by clients.
+pub const INTERNAL_PREFIX: &[u8] = b".volley-";
+
+/// Whether a file name is one of ours (never listed, fetched or written by clients).
+pub fn is_internal_name(name: &[u8]) -> bool {
+    name.starts_with(INTERNAL_PREFIX)
+}
 
 /// Why a target was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +65,7 @@ pub fn resolve(root: &Path, target: &str) -> Result<PathBuf, PathError> {
         match seg {
             b"" | b"." => {}
             b".." => return Err(PathError::Escapes),
-            s if crate::store::is_internal_name(s) => return Err(PathError::Escapes),
+            s if is_internal_name(s) => return Err(PathError::Escapes),
             s => {
                 let p = PathBuf::from(OsString::from_vec(s.to_vec()));
                 // A segment must be one normal component (no embedded root or prefix).

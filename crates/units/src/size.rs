@@ -1,14 +1,28 @@
 //! The one size syntax (`256M`, `1G`, `512K`, bare bytes), shared by `volley bench
 //! --memory-max` and a study target's `memory_max`, so both accept the same text.
 
+use thiserror::Error;
+
+/// A size that could not be read. The message is the tail of a sentence the caller
+/// starts with its key's name (`--memory-max must be a size like ...`).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SizeError {
+    /// Not a whole number with an optional K/M/G unit, or too large.
+    #[error("must be a size like 256M or 1G, got '{0}'")]
+    Syntax(String),
+    /// Below 1 MiB.
+    #[error("{0} is below 1M: no server fits")]
+    TooSmall(String),
+}
+
 /// Parses `256M`, `1G`, `512K` (binary units, as cgroups count) or a bare byte count,
 /// at least 1 MiB (below it no server even starts; the kernel would OOM-kill it at
-/// once). The error is the tail of a sentence the caller starts with its key's name.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+/// once).
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || format!("must be a size like 256M or 1G, got '{s}'");
+    let bad = || SizeError::Syntax(s.to_string());
     let n: u64 = num.parse().map_err(|_| bad())?;
     let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
@@ -19,7 +33,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     match n.checked_mul(mult) {
         Some(b) if b >= 1 << 20 => Ok(b),
-        Some(_) => Err(format!("{s} is below 1M: no server fits")),
+        Some(_) => Err(SizeError::TooSmall(s.to_string())),
         None => Err(bad()),
     }
 }

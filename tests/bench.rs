@@ -1,0 +1,23 @@
+//! Integration tests: `volley bench` and the commands that read or print its results: the
+//! load flags, compression, HTTP/2, TLS, headroom, `--save`, `--target`, client profiles,
+//! progress, tables, `demo`, `fixtures`, `report`.
+//!
+//! One binary for the area (Cargo.toml `autotests = false`); each module is one file of
+//! `tests/`, and the helpers they share are declared here once.
+
+mod common;
+mod groupware;
+
+mod bench_cli;
+mod bench_compress;
+mod bench_h2_compress;
+mod bench_headroom;
+mod bench_save_cli;
+mod bench_target;
+mod bench_tls;
+mod client_profiles;
+mod demo_cli;
+mod fixtures_sets;
+mod progress_cli;
+mod report_cli;
+mod tables_cli;

@@ -1,0 +1,8 @@
+//! Integration tests: `volley study run`: sweeps, searches, the store and reports of a
+//! study, and studies cut short.
+//!
+//! One binary for the area (Cargo.toml `autotests = false`); each module is one file of
+//! `tests/`, and the helpers they share are declared here once.
+
+mod study_cli;
+mod study_interrupt;
