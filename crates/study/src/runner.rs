@@ -350,6 +350,8 @@ fn begin_runs(
                 "url": running[i].as_ref().map(|r| r.url.clone()),
                 "cpu_quota": plan.instances[i].cpu_quota,
                 "cores": plan.instances[i].cores,
+                "variant": plan.instances[i].variant.map(|v| plan.variants[v].name.clone()),
+                "config_text": running[i].as_ref().map(|r| r.config_text.clone()),
             }))
             .collect::<Vec<_>>());
         let id = store.begin_run(&NewRun {
