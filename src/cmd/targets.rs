@@ -186,11 +186,15 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         _ => Tuning::default(),
     };
     for a in &args.set {
+        if let Assignment::Raw(other, _) = a {
+            if *other != kind {
+                usage!("--set raw.{other}: the configuration shown is {kind}'s");
+            }
+        }
         tuning.assign(a);
     }
-    if let Some((other, _)) = tuning.raw.iter().find(|(k, _)| *k != kind) {
-        usage!("--set raw.{other}: the configuration shown is {kind}'s");
-    }
+    // A variant's raw text for other kinds is theirs: it goes into their configs only.
+    tuning.raw.retain(|(k, _)| *k == kind);
     if let Err(e) = tuning.check(kind) {
         usage!("{e}");
     }
