@@ -723,6 +723,7 @@ fn run_target(
         mut summary,
         histograms,
     } = outcome?;
+    volley_harness::fill_machine(&mut summary, monitor.as_ref());
     if let Some(d) = &died {
         summary.notes.push(format!(
             "the target {} (pid {}) died during the run: {}",

@@ -70,6 +70,9 @@ fn merged_info(infos: &[(u64, &RunInfo)]) -> Option<RunInfo> {
         .reduce(f64::max);
     m.cores = infos.iter().map(|(_, i)| i.cores).sum();
     m.notes = Vec::new();
+    // Each agent's probe ran on its own clock and machine: its seconds judge its own
+    // summary, not the merged one.
+    m.stalls = None;
     Some(m)
 }
 

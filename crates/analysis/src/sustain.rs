@@ -76,6 +76,14 @@ pub struct StepStats {
     /// See [`judge`] for what it changes.
     #[serde(default)]
     pub pool_saturated: bool,
+    /// Seconds the per-second rule labelled generator-bound (volley-metrics' label);
+    /// `None` in records made before the stall probe.
+    #[serde(default)]
+    pub generator_bound_seconds: Option<u64>,
+    /// Seconds labelled machine-stalled: late, and the stall probe beside the load was
+    /// held as long (volley-metrics' label). See [`bound_label`] for what it changes.
+    #[serde(default)]
+    pub machine_stalled_seconds: Option<u64>,
 }
 
 /// The thresholds a step is judged against.
@@ -183,25 +191,32 @@ pub enum Bound {
     GeneratorBound,
     /// The figures do not allow a decision (see [`bound_label`]).
     Inconclusive,
+    /// The generator fell behind, but only in seconds where the stall probe beside it
+    /// was held up as long: the machine stalled (neither the generator nor the server).
+    /// Like generator-bound, the figures are not the server's.
+    MachineStalled,
 }
 
 impl Bound {
-    /// The label stored with a step (`server-bound`, `generator-bound`, `inconclusive`).
+    /// The label stored with a step (`server-bound`, `generator-bound`, `inconclusive`,
+    /// `machine-stalled`).
     pub fn label(self) -> &'static str {
         match self {
             Bound::ServerBound => "server-bound",
             Bound::GeneratorBound => "generator-bound",
             Bound::Inconclusive => "inconclusive",
+            Bound::MachineStalled => "machine-stalled",
         }
     }
 }
 
 /// The one rule every consumer of stored steps applies (the study's end-of-run table and
-/// the reports alike): a step labelled generator-bound measured the generator, so it never
-/// feeds a capacity, a median, a confidence interval or a USL fit. Steps without a label
-/// (old stores) and inconclusive steps are kept; the label says what to make of them.
+/// the reports alike): a step labelled generator-bound measured the generator, and one
+/// labelled machine-stalled measured the machine's stalls, so neither ever feeds a
+/// capacity, a median, a confidence interval or a USL fit. Steps without a label (old
+/// stores) and inconclusive steps are kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
-    label != Some(Bound::GeneratorBound.label())
+    label != Some(Bound::GeneratorBound.label()) && label != Some(Bound::MachineStalled.label())
 }
 
 /// The judgement of one step.
@@ -337,9 +352,27 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
 /// - `ServerBound` otherwise: the generator kept its schedule, so whatever the step shows,
 ///   success or failure, is the server's doing.
 ///
+/// A step the rule calls `GeneratorBound` is `MachineStalled` instead when its seconds
+/// say the lateness was the machine's: no second was generator-bound and at least one
+/// was machine-stalled (the same rule as a run's label in volley-metrics). One
+/// generator-bound second keeps the step generator-bound.
+///
 /// Records made before the split (no `sched_lag_p99`, no `dispatch_rate_rps`) are
 /// judged on send lag and send rate, as they were then.
 pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
+    match own_bound(stats, sustainable) {
+        Bound::GeneratorBound
+            if stats.generator_bound_seconds == Some(0)
+                && stats.machine_stalled_seconds.is_some_and(|n| n > 0) =>
+        {
+            Bound::MachineStalled
+        }
+        b => b,
+    }
+}
+
+/// [`bound_label`] from the step's own figures, before its seconds are consulted.
+fn own_bound(stats: &StepStats, sustainable: bool) -> Bound {
     let l = stats.offered_rate_rps;
     let rate = stats.dispatch_rate_rps.unwrap_or(stats.send_rate_rps);
     if !(l.is_finite() && l > 0.0 && rate.is_finite()) {

@@ -7,6 +7,50 @@ fn generator_bound_steps_never_count_for_the_server() {
     assert!(counts_for_server(Some(Bound::Inconclusive.label())));
     assert!(counts_for_server(None));
     assert_eq!(Bound::GeneratorBound.label(), "generator-bound");
+    assert!(!counts_for_server(Some(Bound::MachineStalled.label())));
+    assert!(!counts_for_server(Some("machine-stalled")));
+    assert_eq!(Bound::MachineStalled.label(), "machine-stalled");
+}
+
+#[test]
+fn a_late_step_is_machine_stalled_only_when_its_seconds_say_so() {
+    use Bound::*;
+    let late = StepStats {
+        sched_lag_p99: Some(ms(4)),
+        ..healthy()
+    };
+    // (generator-bound seconds, machine-stalled seconds, sustainable, expected)
+    let table = [
+        (Some(0), Some(2), true, MachineStalled),
+        (Some(0), Some(2), false, MachineStalled),
+        (Some(1), Some(2), true, GeneratorBound), // one second was the generator's own
+        (Some(0), Some(0), true, GeneratorBound), // lateness no second showed
+        (None, None, true, GeneratorBound),       // a record made before the probe
+        (None, Some(3), true, GeneratorBound),
+    ];
+    for (gen, stalled, sustainable, want) in table {
+        let s = StepStats {
+            generator_bound_seconds: gen,
+            machine_stalled_seconds: stalled,
+            ..late.clone()
+        };
+        assert_eq!(bound_label(&s, sustainable), want, "{gen:?} {stalled:?}");
+    }
+    // A step that kept its schedule stays the server's, stalled seconds or not.
+    let kept = StepStats {
+        generator_bound_seconds: Some(0),
+        machine_stalled_seconds: Some(3),
+        ..healthy()
+    };
+    assert_eq!(bound_label(&kept, true), ServerBound);
+    // A dispatch shortfall the seconds put on the machine.
+    let short = StepStats {
+        dispatch_rate_rps: Some(950.0),
+        generator_bound_seconds: Some(0),
+        machine_stalled_seconds: Some(1),
+        ..healthy()
+    };
+    assert_eq!(judge(&short, &rule()).bound, MachineStalled);
 }
 
 fn ms(v: u64) -> Duration {
@@ -29,6 +73,8 @@ fn healthy() -> StepStats {
         dispatch_rate_rps: Some(999.9),
         cap_hits: 0,
         pool_saturated: false,
+        generator_bound_seconds: None,
+        machine_stalled_seconds: None,
     }
 }
 

@@ -109,7 +109,14 @@ fn open_loop_follows_the_schedule() {
     samples.sort_by_key(|s| s.intended_ns);
     for (k, s) in samples.iter().enumerate() {
         assert_eq!(s.intended_ns, k as u64 * 500_000, "arrival {k}");
-        assert!(s.sent_ns >= s.intended_ns);
+        // Sent at or after its instant; or never sent (still queued at the end, which a
+        // busy machine can cause): then `sent_ns` is 0 and the sample is censored.
+        assert!(
+            s.sent_ns >= s.intended_ns || (s.sent_ns == 0 && s.error == Some(ErrorKind::InFlight)),
+            "arrival {k}: sent {} before intended {}",
+            s.sent_ns,
+            s.intended_ns
+        );
     }
     // Only the last few may still be in flight at the end; none may fail otherwise.
     assert!(count(&samples, None) >= 990, "{} ok", count(&samples, None));

@@ -34,7 +34,7 @@ pub use cold::{cold_request, ColdFigures, ColdRequest};
 pub use docroot::{DocrootSource, PreparedDocroot, ServedDocroot};
 pub use measure::{measure, model_of, Measure, MeasureError, MeasuredRun};
 pub use rest::rest;
-pub use watch::{scope_of, watch, Watch, Watched};
+pub use watch::{fill_machine, scope_of, watch, Watch, Watched};
 
 /// Why the harness could not prepare or watch a run (failed requests are data, never
 /// this).

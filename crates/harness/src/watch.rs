@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use volley_metrics::summary::MachineLoad;
+use volley_metrics::Summary;
 use volley_monitor::{Monitor, MonitorConfig, MonitorReport, ProcessScope};
 use volley_targets::{RunningTarget, TargetDied, ThrottleStats};
 
@@ -127,4 +129,41 @@ fn death_watch(w: &Watch<'_>, done: &AtomicBool) -> Option<TargetDied> {
         std::thread::sleep(WATCH_EVERY);
     }
     None
+}
+
+/// Fills in what someone else took of the machine during the run, from the monitor
+/// that watched it: the whole run's [`Summary::machine`] and each second's
+/// `others_busy_share` (the monitor's samples whose middle falls in that second,
+/// weighted by their length). Steal plus the CPU of processes outside volley and its
+/// target: the target's own CPU quota, which volley set, never makes the machine busy.
+pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
+    let Some(r) = monitor else { return };
+    let cpus = r.summary.cpus;
+    if let Some(others) = r.summary.others_cpu_pct {
+        summary.machine = Some(MachineLoad {
+            cpus,
+            others_cores: others / 100.0,
+            steal_cores: r.summary.steal_pct.unwrap_or(0.0) / 100.0,
+        });
+    }
+    for sec in &mut summary.seconds {
+        let (lo, hi) = (sec.second * 1000, (sec.second + 1) * 1000);
+        let (mut weight, mut sum) = (0.0, 0.0);
+        for m in &r.samples {
+            let mid = m.t_ms.saturating_sub(m.interval_ms / 2);
+            let Some(others) = m.system.others_cpu_pct else {
+                continue;
+            };
+            if (lo..hi).contains(&mid) && m.interval_ms > 0 {
+                let load = MachineLoad {
+                    cpus: m.system.cpus,
+                    others_cores: others / 100.0,
+                    steal_cores: m.system.cpu_st_pct * f64::from(m.system.cpus) / 100.0,
+                };
+                weight += m.interval_ms as f64;
+                sum += load.busy_share() * m.interval_ms as f64;
+            }
+        }
+        sec.others_busy_share = (weight > 0.0).then(|| sum / weight);
+    }
 }

@@ -85,6 +85,7 @@ fn main() {
         cpu_pressure: None,
         cores: 2.0,
         notes: vec![],
+        stalls: None,
     };
     let s = merged.close(&info).expect("close");
     let after = rss_kib();

@@ -10,6 +10,13 @@
 //!   interval 1/R), or when fewer requests were *dispatched* than the schedule asked for
 //!   by more than 1% (per second we also allow one request of slack, because a dispatch
 //!   a few microseconds late can cross a second boundary without anyone being slow);
+//! - *machine-stalled* instead of generator-bound when the stall probe beside the load
+//!   (`volley_monitor::stall`) saw that lateness too: its longest stall near the window,
+//!   plus 100 us, >= the lateness that made the window late (the scheduler-lag p99, or for
+//!   a dispatch shortfall of k requests at rate R, k / R). A stall of D ms makes every
+//!   request due during it late while the sleeper counts it once, so the comparison is
+//!   with the probe's longest stall, not its p99. Neither the generator nor the server
+//!   caused such a window: the machine did (a host taking the CPU, a stopped process);
 //! - *inconclusive* when nothing was scheduled in the window;
 //! - otherwise *server-bound*: the generator kept its schedule, so latency and
 //!   throughput are the server's. Connection wait never makes a window generator-bound
@@ -40,15 +47,20 @@ pub enum Bound {
     GeneratorBound,
     /// Not enough evidence either way.
     Inconclusive,
+    /// The generator was late, and the stall probe beside it was held up as long: the
+    /// machine stalled, neither the generator nor the server.
+    MachineStalled,
 }
 
 impl Bound {
-    /// The label as printed: `server-bound`, `generator-bound`, `inconclusive`.
+    /// The label as printed: `server-bound`, `generator-bound`, `inconclusive`,
+    /// `machine-stalled`.
     pub fn name(self) -> &'static str {
         match self {
             Bound::ServerBound => "server-bound",
             Bound::GeneratorBound => "generator-bound",
             Bound::Inconclusive => "inconclusive",
+            Bound::MachineStalled => "machine-stalled",
         }
     }
 }
@@ -83,6 +95,19 @@ pub struct Check {
     pub cores: f64,
     /// Share of wall time some task waited for a CPU (0..1), if PSI is available.
     pub cpu_pressure: Option<f64>,
+    /// The stall probe's longest oversleep near the window, microseconds (see
+    /// `StallReport::longest_near`); `None` when no probe ran.
+    pub longest_stall_us: Option<u64>,
+}
+
+/// Slack between the probe's longest stall and the lateness it must explain: the
+/// sleeper wakes on a 500 us grid and its wake-up costs tens of microseconds, so a
+/// stall that held the pacer D + 100 us may read as D.
+pub const STALL_SLACK_US: u64 = 100;
+
+/// Whether the probe's `longest_stall_us` explains a lateness of `late_us`.
+pub fn stall_explains(longest_stall_us: Option<u64>, late_us: f64) -> bool {
+    longest_stall_us.is_some_and(|d| (d + STALL_SLACK_US) as f64 >= late_us)
 }
 
 /// A verdict and the reason for it, in words a user can check.
@@ -118,6 +143,17 @@ pub fn classify(c: &Check) -> Verdict {
             let limit_us = lag_threshold_us(rate);
             let wait = conn_wait_note(c, limit_us);
             if c.sched_lag_p99_us as f64 > limit_us {
+                if stall_explains(c.longest_stall_us, c.sched_lag_p99_us as f64) {
+                    return v(
+                        Bound::MachineStalled,
+                        format!(
+                            "scheduler-lag p99 {:.3} ms > {:.3} ms, and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
+                            c.sched_lag_p99_us as f64 / 1e3,
+                            limit_us / 1e3,
+                            c.longest_stall_us.unwrap_or(0) as f64 / 1e3
+                        ),
+                    );
+                }
                 return v(
                     Bound::GeneratorBound,
                     format!(
@@ -129,6 +165,20 @@ pub fn classify(c: &Check) -> Verdict {
             }
             let allowed_short = 0.01 * c.scheduled + c.slack;
             if c.dispatched + allowed_short < c.scheduled {
+                // k requests short at rate R: the pacer lost k / R seconds.
+                let late_us = (c.scheduled - c.dispatched) / rate.max(1e-9) * 1e6;
+                if stall_explains(c.longest_stall_us, late_us) {
+                    return v(
+                        Bound::MachineStalled,
+                        format!(
+                            "dispatched {:.1} vs {:.1} scheduled ({:.3} ms of arrivals), and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
+                            c.dispatched,
+                            c.scheduled,
+                            late_us / 1e3,
+                            c.longest_stall_us.unwrap_or(0) as f64 / 1e3
+                        ),
+                    );
+                }
                 return v(
                     Bound::GeneratorBound,
                     format!(
@@ -193,6 +243,30 @@ pub fn classify(c: &Check) -> Verdict {
     }
 }
 
+/// The whole run's label from its own check and its seconds' labels: a run the whole-run
+/// figures call generator-bound is *machine-stalled* when none of its seconds was
+/// generator-bound and at least one was machine-stalled (its lateness all fell in
+/// seconds the probe saw stalled too). Any generator-bound second keeps the run
+/// generator-bound; every other verdict stands as it is (a run that kept its schedule
+/// overall stays server-bound though some seconds stalled: they are counted apart).
+pub fn run_label(whole: Verdict, seconds: &[Bound]) -> Verdict {
+    if whole.label != Bound::GeneratorBound {
+        return whole;
+    }
+    let count = |b: Bound| seconds.iter().filter(|s| **s == b).count();
+    let (late, stalled) = (count(Bound::GeneratorBound), count(Bound::MachineStalled));
+    if late > 0 || stalled == 0 {
+        return whole;
+    }
+    Verdict {
+        label: Bound::MachineStalled,
+        reason: format!(
+            "{}; every late second ({stalled}) was one the stall probe saw the machine stall too, none was the generator's own",
+            whole.reason
+        ),
+    }
+}
+
 /// The part of a reason that reports connection wait when its p99 is over `limit_us`
 /// (empty otherwise): the server held the connections, which is not the generator's
 /// lateness but is worth seeing.
@@ -228,6 +302,7 @@ mod tests {
             cpu_cores_used: None,
             cores: 2.0,
             cpu_pressure: None,
+            longest_stall_us: None,
         }
     }
 
@@ -244,6 +319,7 @@ mod tests {
             cpu_cores_used: used,
             cores,
             cpu_pressure: pressure,
+            longest_stall_us: None,
         }
     }
 
@@ -367,7 +443,77 @@ mod tests {
     }
 
     #[test]
+    fn lateness_the_probe_saw_too_is_the_machines() {
+        use Bound::*;
+        let table = [
+            // (rate, scheduled, dispatched, sched-lag p99 us, probe's longest stall us, expected)
+            (200.0, 200, 200, 15_000, Some(20_000), MachineStalled), // a 20 ms stop
+            (200.0, 200, 200, 15_000, Some(14_900), MachineStalled), // + 100 us slack
+            (200.0, 200, 200, 15_000, Some(14_899), GeneratorBound), // 1 us beyond it
+            (200.0, 200, 200, 15_000, Some(600), GeneratorBound),    // only the pacer late
+            (200.0, 200, 200, 15_000, None, GeneratorBound),         // no probe ran
+            (200.0, 200, 200, 400, Some(20_000), ServerBound),       // not late at all
+            // 1000/s, 20 short of 1000 (more than 1% + 1): 20 ms of arrivals.
+            (1000.0, 1000, 980, 300, Some(20_000), MachineStalled),
+            (1000.0, 1000, 980, 300, Some(19_900), MachineStalled),
+            (1000.0, 1000, 980, 300, Some(5_000), GeneratorBound),
+            (100.0, 0, 0, 0, Some(50_000), Inconclusive),
+        ];
+        for (rate, scheduled, dispatched, lag, stall, want) in table {
+            let mut c = open(rate, scheduled, dispatched, lag, true);
+            c.longest_stall_us = stall;
+            let got = classify(&c);
+            assert_eq!(
+                got.label, want,
+                "{lag} us late, stall {stall:?}: {}",
+                got.reason
+            );
+            if want == MachineStalled {
+                assert!(got.reason.contains("stall probe"), "{}", got.reason);
+            }
+        }
+        // The closed loop is judged by CPU, never by the probe.
+        let mut c = closed(Some(1.9), 2.0, None);
+        c.longest_stall_us = Some(50_000);
+        assert_eq!(classify(&c).label, GeneratorBound);
+    }
+
+    #[test]
+    fn a_run_is_machine_stalled_only_when_all_its_lateness_was_the_machines() {
+        use Bound::*;
+        let late = Verdict {
+            label: GeneratorBound,
+            reason: "scheduler-lag p99 3 ms".into(),
+        };
+        let table: [(&[Bound], Bound); 6] = [
+            (&[ServerBound, MachineStalled, ServerBound], MachineStalled),
+            (&[MachineStalled, MachineStalled], MachineStalled),
+            (
+                &[ServerBound, MachineStalled, GeneratorBound],
+                GeneratorBound,
+            ),
+            (&[ServerBound, ServerBound], GeneratorBound), // lateness spread thin
+            (&[], GeneratorBound),
+            (&[Inconclusive, MachineStalled], MachineStalled),
+        ];
+        for (seconds, want) in table {
+            let got = run_label(late.clone(), seconds);
+            assert_eq!(got.label, want, "{seconds:?}: {}", got.reason);
+        }
+        let kept = Verdict {
+            label: ServerBound,
+            reason: "kept the schedule".into(),
+        };
+        assert_eq!(run_label(kept.clone(), &[MachineStalled]), kept);
+    }
+
+    #[test]
     fn labels_print_as_documented() {
+        assert_eq!(Bound::MachineStalled.name(), "machine-stalled");
+        assert_eq!(
+            serde_json::to_string(&Bound::MachineStalled).unwrap(),
+            "\"machine-stalled\""
+        );
         assert_eq!(Bound::ServerBound.name(), "server-bound");
         assert_eq!(Bound::GeneratorBound.name(), "generator-bound");
         assert_eq!(Bound::Inconclusive.name(), "inconclusive");

@@ -14,12 +14,15 @@
 //!
 //! [`headroom`] watches the other side: the load generator's own file descriptors and
 //! ephemeral ports towards the target, so a run can say when it was close to failing
-//! for reasons of its own.
+//! for reasons of its own. [`stall`] is the stall probe beside every load: a sleeper
+//! timing its own oversleep and the guest's steal time, so the machine's stalls are
+//! told from the generator's.
 #![deny(missing_docs)]
 
 pub mod headroom;
 pub mod parse;
 mod sampler;
+pub mod stall;
 
 pub use sampler::{Monitor, MonitorConfig, MonitorError, ProcessScope};
 
@@ -85,6 +88,16 @@ pub struct SystemSample {
     pub cpu_id_pct: f64,
     /// I/O wait, percent of all CPUs (`wa`).
     pub cpu_wa_pct: f64,
+    /// Steal, percent of all CPUs (`st`): the host ran something else.
+    pub cpu_st_pct: f64,
+    /// CPUs of the machine.
+    pub cpus: u32,
+    /// CPU time used by everything outside this volley process and its target, in
+    /// percent of one CPU: all CPUs' busy time minus volley's own (getrusage) minus the
+    /// target's (its cgroup or tree). Someone else's load, which a target's own CPU
+    /// quota never adds to (throttled time is not busy time). `None` when volley's own
+    /// time could not be read.
+    pub others_cpu_pct: Option<f64>,
 }
 
 /// Traffic on one interface during the interval.
@@ -128,6 +141,16 @@ pub struct MonitorSummary {
     pub tx_bytes_per_s: Option<f64>,
     /// Largest TIME_WAIT count seen: the port-exhaustion headroom check.
     pub max_time_wait: u32,
+    /// CPU used by everything outside volley and its target over the run, percent of
+    /// one CPU (see [`SystemSample::others_cpu_pct`]).
+    #[serde(default)]
+    pub others_cpu_pct: Option<f64>,
+    /// Steal over the run, percent of one CPU.
+    #[serde(default)]
+    pub steal_pct: Option<f64>,
+    /// CPUs of the machine.
+    #[serde(default)]
+    pub cpus: u32,
 }
 
 impl MonitorSummary {
@@ -165,6 +188,9 @@ mod tests {
             tx_packets_per_s: None,
             tx_bytes_per_s: None,
             max_time_wait: 0,
+            others_cpu_pct: None,
+            steal_pct: None,
+            cpus: 2,
         };
         assert_eq!(s.cpu_ms_per_1000_requests(10_000), Some(100.0));
         assert_eq!(s.cpu_ms_per_1000_requests(0), None);

@@ -79,6 +79,10 @@ pub struct SysStat {
     pub idle_ticks: u64,
     /// iowait ticks.
     pub iowait_ticks: u64,
+    /// steal ticks: time the host ran something else while this guest wanted a CPU.
+    pub steal_ticks: u64,
+    /// CPUs listed (`cpuN` lines).
+    pub cpus: u32,
     /// Sum of every field of the `cpu` line (the denominator of the percentages).
     pub total_ticks: u64,
     /// Total interrupts since boot (first number of `intr`).
@@ -109,8 +113,10 @@ pub fn parse_sys_stat(text: &str) -> Option<SysStat> {
                 out.system_ticks = at(2) + at(5) + at(6);
                 out.idle_ticks = at(3);
                 out.iowait_ticks = at(4);
+                out.steal_ticks = at(7);
                 out.total_ticks = nums.iter().take(8).sum();
             }
+            k if k.len() > 3 && k.starts_with("cpu") => out.cpus += 1,
             "intr" => out.interrupts = at(0),
             "ctxt" => out.context_switches = at(0),
             "procs_running" => out.procs_running = at(0),
@@ -374,6 +380,7 @@ mod tests {
         assert_eq!(s.interrupts, 199872);
         assert_eq!(s.context_switches, 391785);
         assert_eq!((s.procs_running, s.procs_blocked), (3, 1));
+        assert_eq!((s.steal_ticks, s.cpus), (12, 1));
         assert_eq!(parse_sys_stat("ctxt 1\n"), None);
     }
 

@@ -219,6 +219,8 @@ pub(crate) struct Snapshot {
     pub sys: SysStat,
     pub net: Option<NetDev>,
     pub tcp: TcpStates,
+    /// This volley process's CPU time (every thread), ns.
+    pub own_cpu_ns: Option<u64>,
 }
 
 impl Snapshot {
@@ -230,6 +232,7 @@ impl Snapshot {
             sys: SysStat::default(),
             net: None,
             tcp: TcpStates::default(),
+            own_cpu_ns: None,
         }
     }
 }
@@ -304,6 +307,7 @@ impl Reader {
             sys,
             net,
             tcp,
+            own_cpu_ns: own_cpu_ns(),
         })
     }
 
@@ -412,6 +416,36 @@ fn tree_from(root: u32, children: &HashMap<u32, Vec<u32>>) -> Vec<u32> {
     out
 }
 
+/// CPU time (user + system) of this whole process, ns (getrusage RUSAGE_SELF).
+fn own_cpu_ns() -> Option<u64> {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    Some(ns(ru.ru_utime) + ns(ru.ru_stime))
+}
+
+/// Percent of one CPU used by everything but this process and its target between two
+/// snapshots: the machine's busy ticks (user + system, steal and idle excluded) minus
+/// volley's own CPU minus the target's, never below zero.
+fn others_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
+    let (own_a, own_b) = (a.own_cpu_ns?, b.own_cpu_ns?);
+    if secs <= 0.0 {
+        return None;
+    }
+    let ns_per_tick = 1e9 / b.ticks_per_s;
+    let busy = |s: &SysStat| (s.user_ticks + s.system_ticks) as f64 * ns_per_tick;
+    let target_ns = match (&a.tree, &b.tree) {
+        (Some(x), Some(y)) => y.cpu_ns.saturating_sub(x.cpu_ns) as f64,
+        _ => 0.0,
+    };
+    let own_ns = own_b.saturating_sub(own_a) as f64;
+    let others_ns = (busy(&b.sys) - busy(&a.sys)).max(0.0) - own_ns - target_ns;
+    Some(others_ns.max(0.0) / 1e9 / secs * 100.0)
+}
+
 fn per_s(delta: u64, secs: f64) -> f64 {
     if secs > 0.0 {
         delta as f64 / secs
@@ -463,6 +497,9 @@ pub(crate) fn diff(a: &Snapshot, b: &Snapshot, origin: Instant, iface: &str) -> 
         cpu_sy_pct: pct(b.sys.system_ticks.saturating_sub(a.sys.system_ticks), total),
         cpu_id_pct: pct(b.sys.idle_ticks.saturating_sub(a.sys.idle_ticks), total),
         cpu_wa_pct: pct(b.sys.iowait_ticks.saturating_sub(a.sys.iowait_ticks), total),
+        cpu_st_pct: pct(b.sys.steal_ticks.saturating_sub(a.sys.steal_ticks), total),
+        cpus: b.sys.cpus,
+        others_cpu_pct: others_pct(a, b, secs),
     };
     let net = match (a.net, b.net) {
         (Some(x), Some(y)) => Some(NetSample {
@@ -518,6 +555,14 @@ pub(crate) fn summarize(
         tx_packets_per_s: whole.net.as_ref().map(|n| n.tx_packets_per_s),
         tx_bytes_per_s: whole.net.as_ref().map(|n| n.tx_bytes_per_s),
         max_time_wait: samples.iter().map(|s| s.tcp.time_wait).max().unwrap_or(0),
+        others_cpu_pct: whole.system.others_cpu_pct,
+        steal_pct: (secs > 0.0).then(|| {
+            last.sys.steal_ticks.saturating_sub(first.sys.steal_ticks) as f64
+                / last.ticks_per_s
+                / secs
+                * 100.0
+        }),
+        cpus: last.sys.cpus,
     }
 }
 
@@ -552,7 +597,41 @@ mod tests {
                 ..NetDev::default()
             }),
             tcp: TcpStates::default(),
+            own_cpu_ns: Some(user * 1_000_000),
         }
+    }
+
+    #[test]
+    fn others_are_the_machines_busy_time_minus_volley_and_its_target() {
+        let t0 = Instant::now();
+        // One second, 100 ticks/s: the machine busy 150 ticks (1.5 CPUs), the target
+        // 50 ticks (0.5 CPU), volley 0.25 s: others used 0.75 CPU.
+        let mut a = snap(t0, 0, 0, 0, 0);
+        let mut b = snap(t0 + std::time::Duration::from_secs(1), 30, 20, 0, 200);
+        a.sys = SysStat::default();
+        b.sys = SysStat {
+            user_ticks: 100,
+            system_ticks: 50,
+            idle_ticks: 40,
+            steal_ticks: 10,
+            total_ticks: 200,
+            cpus: 2,
+            ..SysStat::default()
+        };
+        a.own_cpu_ns = Some(0);
+        b.own_cpu_ns = Some(250_000_000);
+        let s = diff(&a, &b, t0, "");
+        assert!(
+            (s.system.others_cpu_pct.unwrap() - 75.0).abs() < 1e-6,
+            "{s:?}"
+        );
+        assert!((s.system.cpu_st_pct - 5.0).abs() < 1e-9);
+        assert_eq!(s.system.cpus, 2);
+        // A throttled target is not busy: it adds nothing, and never goes below zero.
+        b.own_cpu_ns = Some(2_000_000_000);
+        assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, Some(0.0));
+        b.own_cpu_ns = None;
+        assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, None);
     }
 
     #[test]

@@ -52,6 +52,7 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
             cpu_pressure: None,
             cores: 1.0,
             notes: Vec::new(),
+            stalls: None,
         })
         .unwrap();
     let mut store = Store::open_in_memory().unwrap();

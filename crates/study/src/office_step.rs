@@ -87,6 +87,7 @@ pub(crate) fn run_office(
             cpu_pressure: None,
             cores: 1.0,
             notes: Vec::new(),
+            stalls: None,
         };
         Ok::<_, StepError>((
             Loaded {

@@ -348,7 +348,8 @@ pub(crate) fn judge(
     }
     merged.finish();
     let histograms = volley_harness::stored::histograms(&merged)?;
-    let summary = merged.close(&info)?;
+    let mut summary = merged.close(&info)?;
+    volley_harness::fill_machine(&mut summary, report.as_ref());
 
     // Judgement.
     let windows = judged_windows(&summary);
@@ -369,12 +370,7 @@ pub(crate) fn judge(
             let stats = step_stats(&summary, rate, windows, in_flight_w);
             let v = sustain::judge(&stats, &plan.rule);
             conn_wait = sustain::conn_wait_note(&stats);
-            let label = match v.bound {
-                sustain::Bound::ServerBound => "server-bound",
-                sustain::Bound::GeneratorBound => "generator-bound",
-                sustain::Bound::Inconclusive => "inconclusive",
-            };
-            (Some(v), label)
+            (Some(v.clone()), v.bound.label())
         }
         None => (None, summary.generator.verdict.label.name()),
     };
@@ -384,7 +380,6 @@ pub(crate) fn judge(
         verdict["sustain"] = serde_json::to_value(v).unwrap_or(Value::Null);
     }
     // Users see why a step with a large send lag is still the server's.
-    let mut summary = summary;
     if let Some(note) = conn_wait {
         verdict["conn_wait"] = Value::String(note.clone());
         summary.notes.push(note);
@@ -526,6 +521,8 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
         dispatch_rate_rps: Some(s.rates.dispatched_per_s),
         cap_hits: s.connections_stats.cap_hits,
         pool_saturated: s.connections_stats.cap_hits > 0,
+        generator_bound_seconds: Some(s.generator.generator_bound_seconds),
+        machine_stalled_seconds: Some(s.generator.machine_stalled_seconds),
     }
 }
 
@@ -618,15 +615,17 @@ impl StepOutcome {
     }
 }
 
-/// Share of a second during which some task waited for a CPU (Linux PSI "some") above
-/// which the machine, not the server, is the likely cause of a slow second: on a shared
-/// 2-core VM another process's build stalls the generator and the server alike, and the
-/// stall shows up as one second's p99 of tens or hundreds of milliseconds.
-pub const BUSY_PRESSURE_SHARE: f64 = 0.10;
+/// Share of the machine's CPUs taken by someone other than volley and its target
+/// (steal plus other processes' CPU) above which the machine, not the server, is the
+/// likely cause of a slow second: on a shared 2-core VM another process's build stalls
+/// the generator and the server alike. A target's own CPU quota, which volley set, is
+/// left out (system-wide CPU pressure counted the throttled target's waiting, and
+/// marked every capped step busy).
+pub const BUSY_PRESSURE_SHARE: f64 = volley_metrics::summary::BUSY_SHARE;
 
 /// A note for the step line when the worst one-second p99 broke the SLO: which second,
-/// and whether the machine was busy then (CPU pressure), so a stall caused by other
-/// processes is not read as the server's. `None` when every second met the SLO.
+/// and whether someone else took the machine then, so a stall caused by other processes
+/// is not read as the server's. `None` when every second met the SLO.
 pub fn slow_second_note(
     seconds: &[volley_metrics::summary::SecondSummary],
     slo_ms: f64,
@@ -638,13 +637,16 @@ pub fn slow_second_note(
     if worst.p99_ms <= slo_ms {
         return None;
     }
-    let why = match worst.cpu_pressure {
+    let why = match worst.others_busy_share {
         Some(p) if p > BUSY_PRESSURE_SHARE => format!(
-            "CPU pressure {:.0}% then: other tasks waited for the CPU, so the machine, not the server, is the likely cause",
+            "others took {:.0}% of the machine then: the machine, not the server, is the likely cause",
             p * 100.0
         ),
-        Some(p) => format!("CPU pressure {:.0}% then: the machine was quiet", p * 100.0),
-        None => "CPU pressure unknown".to_string(),
+        Some(p) => format!(
+            "others took {:.0}% of the machine then: it was quiet",
+            p * 100.0
+        ),
+        None => "the machine's load unknown".to_string(),
     };
     Some(format!(
         "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
@@ -653,6 +655,20 @@ pub fn slow_second_note(
         worst.p99_ms,
         slo_ms
     ))
+}
+
+/// The step line's mark when someone else took the machine: steal and other
+/// processes' CPU over the step, as shares of the machine's CPUs.
+fn busy_mark(s: &Summary) -> String {
+    match s.machine {
+        Some(m) if m.busy() => format!(
+            " [machine busy: others took {:.0}% of {} CPU(s) (steal {:.0}%)]",
+            m.busy_share() * 100.0,
+            m.cpus,
+            m.steal_cores / f64::from(m.cpus.max(1)) * 100.0
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The sustainability reasons of a stored verdict as sentences with units, e.g. "sent
@@ -705,11 +721,7 @@ pub(crate) fn step_line(
             (None, None) => String::new(),
         },
         why_not,
-        match s.generator.cpu_pressure {
-            Some(p) if p > BUSY_PRESSURE_SHARE =>
-                format!(" [machine busy: CPU pressure {:.0}%]", p * 100.0),
-            _ => String::new(),
-        },
+        busy_mark(s),
         slow.map(|n| format!("; {n}")).unwrap_or_default()
     )
 }

@@ -369,6 +369,22 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
         "  send lag p99:         {:.3} ms  (sent - intended = scheduler lag + connection wait)",
         g.send_lag_p99_ms
     )?;
+    if let Some(p) = &g.probe {
+        writeln!(
+            out,
+            "  stall probe:          longest stall {:.3} ms, {} wake-up(s) over 1 ms late, steal {}  (a {} us sleeper beside the load, {})",
+            p.max_stall_ms,
+            p.over_1ms,
+            p.steal_ms
+                .map_or_else(|| "n/a".to_string(), |m| format!("{m:.0} ms")),
+            p.interval_us,
+            match (p.fifo, p.nice) {
+                (true, _) => "SCHED_FIFO".to_string(),
+                (false, Some(n)) => format!("nice {n}"),
+                (false, None) => "ordinary priority".to_string(),
+            }
+        )?;
+    }
     writeln!(
         out,
         "Verdict:                {} ({})",
@@ -377,9 +393,10 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "Per second:             {} second(s), {} generator-bound",
+        "Per second:             {} second(s), {} generator-bound, {} machine-stalled",
         s.seconds.len(),
-        g.generator_bound_seconds
+        g.generator_bound_seconds,
+        g.machine_stalled_seconds
     )?;
     for n in &s.notes {
         writeln!(out, "Note: {n}")?;

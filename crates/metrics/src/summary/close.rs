@@ -2,6 +2,21 @@
 //! the notes, and the per-second series.
 
 use super::*;
+use volley_monitor::stall::StallReport;
+
+/// The run's probe figures from its report.
+fn probe_figures(r: &StallReport) -> ProbeFigures {
+    let steal: Option<u64> = r.seconds.iter().map(|s| s.steal_us).sum();
+    ProbeFigures {
+        interval_us: r.interval_us,
+        fifo: r.priority.fifo,
+        nice: r.priority.nice,
+        left_cgroup: r.priority.left_cgroup,
+        max_stall_ms: ms(r.seconds.iter().map(|s| s.max_us).max().unwrap_or(0)),
+        over_1ms: r.seconds.iter().map(|s| u64::from(s.over_1ms)).sum(),
+        steal_ms: steal.map(ms),
+    }
+}
 
 impl Recorder {
     /// Derives the summary. Merge every worker's recorder into this one first.
@@ -45,14 +60,15 @@ impl Recorder {
         let finished = c.completed - in_flight;
         let throughput = throughput(run.connections, duration_s, finished, c.ok);
         let rates = self.rates(open_rate, duration_s, finished);
-        let (run_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
+        let (whole_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
             self.run_check(run, open_rate, &rates, measured_ns);
 
-        let seconds = self.seconds(open_rate, headline, run.cores)?;
-        let generator_bound_seconds = seconds
-            .iter()
-            .filter(|s| s.label == Bound::GeneratorBound)
-            .count() as u64;
+        let seconds = self.seconds(open_rate, headline, run.cores, run.stalls.as_ref())?;
+        let labels: Vec<Bound> = seconds.iter().map(|s| s.label).collect();
+        let run_verdict = label::run_label(whole_verdict, &labels);
+        let count = |b: Bound| labels.iter().filter(|l| **l == b).count() as u64;
+        let generator_bound_seconds = count(Bound::GeneratorBound);
+        let machine_stalled_seconds = count(Bound::MachineStalled);
 
         let warmed = self.warmup_ns > 0;
         let warmup = warmed.then(|| WarmupStats {
@@ -118,6 +134,8 @@ impl Recorder {
                 conn_wait_p99_ms: ms(wait_p99_us),
                 verdict: run_verdict,
                 generator_bound_seconds,
+                machine_stalled_seconds,
+                probe: run.stalls.as_ref().map(probe_figures),
             },
             seconds,
             stopped_early: run.stopped_early,
@@ -125,6 +143,7 @@ impl Recorder {
             wire: None,
             first_request: None,
             headroom: None,
+            machine: None,
         })
     }
 
@@ -172,6 +191,8 @@ impl Recorder {
             cpu_cores_used,
             cores: run.cores,
             cpu_pressure: run.cpu_pressure,
+            // The whole run is judged from its seconds' labels (label::run_label).
+            longest_stall_us: None,
         });
         (
             verdict,
@@ -277,6 +298,12 @@ impl Recorder {
                 run.max_connections
             ));
         }
+        if run_verdict.label == Bound::MachineStalled {
+            notes.push(format!(
+                "MACHINE-STALLED: {}; the late seconds describe the machine's stalls, not the generator or the server",
+                run_verdict.reason
+            ));
+        }
         if run_verdict.label == Bound::GeneratorBound {
             notes.push(format!(
                 "GENERATOR-BOUND: {}; these figures describe the load generator, not the server",
@@ -373,6 +400,7 @@ impl Recorder {
         open_rate: Option<f64>,
         headline: Metric,
         cores: f64,
+        stalls: Option<&StallReport>,
     ) -> Result<Vec<SecondSummary>, MetricsError> {
         let last = self
             .closed_seconds()
@@ -424,7 +452,9 @@ impl Recorder {
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
+                longest_stall_us: stalls.and_then(|r| r.longest_near(s as u64)),
             });
+            let probe = stalls.and_then(|r| r.seconds.get(s));
             out.push(SecondSummary {
                 second: s as u64,
                 scheduled,
@@ -445,9 +475,15 @@ impl Recorder {
                 max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
                 send_lag_p99_ms: ms(q(&lag, 0.99)),
                 sched_lag_p99_ms: ms(q(&sched, 0.99)),
+                sched_lag_max_ms: ms(if sched.is_empty() { 0 } else { sched.max() }),
                 conn_wait_p99_ms: ms(q(&wait, 0.99)),
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
+                probe_max_stall_ms: probe.map(|p| ms(p.max_us)),
+                probe_p99_ms: probe.map(|p| ms(p.p99_us)),
+                probe_over_1ms: probe.map(|p| p.over_1ms),
+                steal_ms: probe.and_then(|p| p.steal_us).map(ms),
+                others_busy_share: None,
                 label: verdict.label,
             });
         }

@@ -89,6 +89,10 @@ pub struct RunInfo {
     pub cores: f64,
     /// Lines the CLI wants printed with the result (e.g. "server closed connections").
     pub notes: Vec<String>,
+    /// The stall probe that ran beside the load (`volley_monitor::stall`), its seconds
+    /// on the recorder's clock (second 0 = the measured start); `None` when none ran.
+    #[serde(default)]
+    pub stalls: Option<volley_monitor::stall::StallReport>,
 }
 
 /// min / mean / sd / median / max of one row of ab's Connection Times, milliseconds.
@@ -270,10 +274,34 @@ pub struct Generator {
     /// connection or stream, the server's doing or the cap's), ms. Reported, never
     /// judged against the generator.
     pub conn_wait_p99_ms: f64,
-    /// server-bound, generator-bound or inconclusive, and why.
+    /// server-bound, generator-bound, machine-stalled or inconclusive, and why.
     pub verdict: Verdict,
     /// Seconds labelled generator-bound.
     pub generator_bound_seconds: u64,
+    /// Seconds labelled machine-stalled (late, and the stall probe saw it too).
+    pub machine_stalled_seconds: u64,
+    /// The stall probe over the run; `None` when none ran.
+    pub probe: Option<ProbeFigures>,
+}
+
+/// The stall probe's figures for the whole run (docs/methodology.md, "The generator
+/// checks itself").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeFigures {
+    /// The sleeper's period, microseconds.
+    pub interval_us: u64,
+    /// It ran SCHED_FIFO (else at the nice value below, or a plain thread).
+    pub fifo: bool,
+    /// Its nice value when not real-time.
+    pub nice: Option<i32>,
+    /// It left the process's capped cpu cgroup.
+    pub left_cgroup: bool,
+    /// Longest stall it saw, ms.
+    pub max_stall_ms: f64,
+    /// Wake-ups more than 1 ms late, over the run.
+    pub over_1ms: u64,
+    /// Steal time over the run, ms summed over CPUs (`None` without a steal column).
+    pub steal_ms: Option<f64>,
 }
 
 /// What the warm-up excluded from every other figure of the summary.
@@ -328,12 +356,28 @@ pub struct SecondSummary {
     pub send_lag_p99_ms: f64,
     /// Scheduler lag (dispatched - intended) p99, ms.
     pub sched_lag_p99_ms: f64,
+    /// Largest scheduler lag in this second, ms: what `bench/stall.py` holds against
+    /// the probe's longest stall.
+    pub sched_lag_max_ms: f64,
     /// Connection wait (sent - dispatched) p99, ms.
     pub conn_wait_p99_ms: f64,
     /// Generator CPU in this second (cores' worth).
     pub cpu_cores_used: Option<f64>,
     /// CPU pressure in this second.
     pub cpu_pressure: Option<f64>,
+    /// The stall probe's longest oversleep in this second, ms (`None`: no probe).
+    pub probe_max_stall_ms: Option<f64>,
+    /// The probe's oversleep p99 in this second, ms.
+    pub probe_p99_ms: Option<f64>,
+    /// The probe's wake-ups more than 1 ms late in this second.
+    pub probe_over_1ms: Option<u32>,
+    /// The guest's steal time in this second, ms summed over CPUs.
+    pub steal_ms: Option<f64>,
+    /// Share of the machine's CPUs someone else took in this second: steal plus the
+    /// CPU of processes outside volley and its target (see [`MachineLoad`]); filled by
+    /// a caller that watched a target, `None` otherwise.
+    #[serde(default)]
+    pub others_busy_share: Option<f64>,
     /// Who was the bottleneck in this second.
     pub label: Bound,
 }
@@ -398,6 +442,39 @@ pub struct Summary {
     /// The generator's fd and ephemeral-port headroom over the run (the CLI fills this
     /// in; `None` from [`crate::Recorder::close`] and when `/proc` could not be read).
     pub headroom: Option<volley_monitor::headroom::HeadroomReport>,
+    /// What others took of the machine during the run (a caller that watched a target
+    /// fills it in from the monitor; `None` otherwise).
+    pub machine: Option<MachineLoad>,
+}
+
+/// Share of a run's time during which the machine's CPUs, taken by someone other than
+/// volley and its target, make it "busy": 10% of all CPUs.
+pub const BUSY_SHARE: f64 = 0.10;
+
+/// What someone else took of the machine during a run: the host (steal) and processes
+/// outside volley and its target. A target's CPU quota adds nothing here (throttled time
+/// is not busy time), unlike system-wide CPU pressure, which counts the throttled
+/// target's waiting (docs/methodology.md, "The generator checks itself").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MachineLoad {
+    /// CPUs of the machine.
+    pub cpus: u32,
+    /// CPU used by processes outside volley and its target, in CPUs (1.0 = one busy).
+    pub others_cores: f64,
+    /// Steal, in CPUs.
+    pub steal_cores: f64,
+}
+
+impl MachineLoad {
+    /// (others + steal) / CPUs: the share of the machine someone else took.
+    pub fn busy_share(&self) -> f64 {
+        (self.others_cores + self.steal_cores) / f64::from(self.cpus.max(1))
+    }
+
+    /// Whether someone else took more than [`BUSY_SHARE`] of the machine.
+    pub fn busy(&self) -> bool {
+        self.busy_share() > BUSY_SHARE
+    }
 }
 
 fn ms(us: u64) -> f64 {
@@ -559,6 +636,7 @@ pub(crate) mod tests {
             cpu_pressure: Some(0.0),
             cores: 1.0,
             notes: vec![],
+            stalls: None,
         }
     }
 

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Is volley's lateness the machine's? Scheduler lag against the stall probe, per second.
+
+Run: python3 bench/stall.py [--runs 10] [--duration 10] [--rates 10,100,1000,...]
+                            [--capacity N] [--json FILE]
+
+Starts the built-in server (`volley serve`, pinned to core SERVER_CORE), measures its
+capacity with a short closed loop unless --capacity is given, then runs open-loop
+`volley bench --rate R` (pinned to CLIENT_CORE) at rates from 10 req/s to 80% of that
+capacity, with keep-alive and with a new connection per request, N runs each, quiet and
+with one busy neighbour process (a bounded busy loop this script starts on the client's
+core and stops after the run). Configurations are interleaved run by run, so drift of
+the machine spreads over all of them.
+
+Each run's JSON has, per second, volley's worst scheduler lag (`sched_lag_max_ms`,
+dispatched - intended) and the longest stall the probe beside the load saw in that
+second (`probe_max_stall_ms`). The goal (issue 28; docs/methodology.md, "The generator
+checks itself"): in every second, worst lag <= longest stall + 0.1 ms, i.e. whatever
+made volley late held the sleeper too. Printed per configuration: the share of seconds
+meeting it, the seconds' labels, and the median and worst excess of lag over stall.
+The last, partial second of a run is left out. Nothing here is a test: timing never
+decides one.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import CLIENT_CORE, SERVER_CORE, VOLLEY, dump_json, free_port, stop_all, wait_port  # noqa: E402
+
+SLACK_MS = 0.1
+
+
+def capacity(url):
+    """Closed-loop req/s of the server: 16 kept-alive connections for 3 s."""
+    out = subprocess.run(["taskset", "-c", CLIENT_CORE, VOLLEY, "bench", url, "-c", "16", "-k",
+                          "-d", "3s", "--json"], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    return json.loads(out)["runs"][0]["throughput"]["requests_per_s"]
+
+
+def neighbour(seconds):
+    """One busy process on the client's core, bounded in time."""
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+    return subprocess.Popen(["taskset", "-c", CLIENT_CORE, sys.executable, "-c", code])
+
+
+def one_run(url, rate, keepalive, duration, busy):
+    cmd = ["taskset", "-c", CLIENT_CORE, VOLLEY, "bench", url, "--rate", str(rate),
+           "-d", f"{duration}s", "--json"]
+    if keepalive:
+        cmd.append("-k")
+    hog = neighbour(duration + 3) if busy else None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    finally:
+        if hog:
+            stop_all([hog])
+    if r.returncode != 0:
+        raise SystemExit(f"volley failed at {rate}/s: {r.stderr.strip()}")
+    run = json.loads(r.stdout)["runs"][0]
+    rows = []
+    for s in run["seconds"][:duration]:  # the partial last second left out
+        if not s["scheduled"]:
+            continue
+        lag, stall = s["sched_lag_max_ms"], s.get("probe_max_stall_ms")
+        if stall is None:
+            continue
+        rows.append({"lag_ms": lag, "stall_ms": stall, "label": s["label"],
+                     "ok": lag <= stall + SLACK_MS})
+    return rows, run["generator"].get("probe") or {}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per run")
+    ap.add_argument("--rates", default=None, help="comma-separated req/s (default: 10 to 80%% of capacity)")
+    ap.add_argument("--capacity", type=float, default=None, help="skip measuring it")
+    ap.add_argument("--json", default=None, help="write every second's figures here")
+    a = ap.parse_args()
+    if a.runs < 1 or a.duration < 2:
+        print("stall.py: --runs must be >= 1 and --duration >= 2", file=sys.stderr)
+        sys.exit(2)
+    root = tempfile.mkdtemp(prefix="volley-stall-")
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("x" * 1500)
+    port = free_port()
+    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE, VOLLEY, "serve", "--root", root,
+                            "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        url = f"http://127.0.0.1:{port}/index.html"
+        cap = a.capacity or capacity(url)
+        if a.rates:
+            rates = [float(x) for x in a.rates.split(",")]
+        else:
+            top = 0.8 * cap
+            rates = sorted({10.0, 100.0, round(top / 4), round(top / 2), round(top)})
+            rates = [r for r in rates if r <= top]
+        print(f"## scheduler lag vs the stall probe: built-in server capacity {cap:.0f} req/s "
+              f"(closed loop, 16 kept-alive connections), rates {rates}, {a.runs} run(s) of "
+              f"{a.duration} s; goal per second: worst lag <= longest stall + {SLACK_MS} ms")
+        configs = [(r, ka, busy) for busy in (False, True) for ka in (True, False) for r in rates]
+        got = {c: [] for c in configs}
+        probes = []
+        for k in range(a.runs):
+            order = configs if k % 2 == 0 else list(reversed(configs))
+            for c in order:
+                rows, probe = one_run(url, c[0], c[1], a.duration, c[2])
+                got[c].extend(rows)
+                probes.append(probe)
+        fifo = sum(1 for p in probes if p.get("fifo"))
+        print(f"probe ran SCHED_FIFO in {fifo} of {len(probes)} runs")
+        print(f"{'neighbour':<9} {'conn':<10} {'rate':>7} {'seconds':>7} {'met':>6}  "
+              f"{'excess p50/max ms':>18}  labels")
+        for c in configs:
+            rows = got[c]
+            if not rows:
+                continue
+            met = sum(r["ok"] for r in rows) / len(rows)
+            excess = [r["lag_ms"] - r["stall_ms"] for r in rows]
+            labels = {}
+            for r in rows:
+                labels[r["label"]] = labels.get(r["label"], 0) + 1
+            print(f"{'busy' if c[2] else 'quiet':<9} {'keep-alive' if c[1] else 'per-req':<10} "
+                  f"{c[0]:>7.0f} {len(rows):>7} {met:>6.1%}  "
+                  f"{statistics.median(excess):>8.3f}/{max(excess):<8.3f}  "
+                  + ", ".join(f"{n} {l}" for l, n in sorted(labels.items())))
+        dump_json(a.json, {"capacity": cap, "rates": rates, "runs": a.runs,
+                           "duration_s": a.duration},
+                  [{"rate": c[0], "keepalive": c[1], "busy": c[2], "seconds": got[c]}
+                   for c in configs])
+    finally:
+        stop_all([srv])
+
+
+if __name__ == "__main__":
+    main()

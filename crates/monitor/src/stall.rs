@@ -1,0 +1,466 @@
+//! The stall probe: a sleeper beside the load that times its own oversleep, so a late
+//! second can be told the machine's (a guest descheduled by its host, a stopped
+//! process) from the generator's (docs/methodology.md, "The generator checks itself").
+//!
+//! The idea is cyclictest's: a thread sleeps to absolute deadlines `origin + k x
+//! interval` (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, 500 us by default) and
+//! records, per second of the load's clock, how late it woke: the longest oversleep,
+//! its p99, and how many wake-ups were over 1 ms late; beside it, the guest's steal
+//! time from `/proc/stat` per second.
+//!
+//! Why it lives in volley-monitor: it is a sampler on the load's clock in its own
+//! thread, like [`crate::Monitor`], reading `/proc` like the rest of this crate; the
+//! harness starts it beside every load (`volley_harness::measure`), so `volley bench`,
+//! `bench --target`, a study step and an agent's share all get it, and the recorder's
+//! label rule (volley-metrics) reads its figures without depending on the harness.
+//!
+//! The probe must not share a shortage that is the generator's own: a generator short
+//! of CPU (a CPU cap on its cgroup, more work than its core gives) is generator-bound,
+//! and a probe throttled with it would excuse it. So the thread leaves any capped cpu
+//! cgroup (cgroup v1 moves single threads: its tid goes into the hierarchy root's
+//! `tasks`), then asks for `SCHED_FIFO` (a real-time sleeper preempts every ordinary
+//! task and is not subject to CFS bandwidth), else nice -20. What it got is reported in
+//! [`StallReport::priority`]. What it still sees is what nobody in the guest can
+//! avoid: the host taking the CPU (steal), the process being stopped, interrupts.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The sleeper's period: 500 us, cyclictest's common choice for a busy machine (short
+/// enough to catch a 1 ms stall, long enough to cost nothing measurable).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(500);
+
+/// One second of the probe, on the load's clock (second 0 starts at the origin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StallSecond {
+    /// Second since the origin.
+    pub second: u64,
+    /// Wake-ups in this second.
+    pub wakeups: u32,
+    /// Longest stall that overlapped this second, microseconds: an oversleep (woke -
+    /// deadline) counts in every second its interval [deadline, woke] touches, so a
+    /// stall across a second's boundary is seen by both. The other figures count each
+    /// wake-up once, in the second it woke in.
+    pub max_us: u64,
+    /// 99th percentile of the oversleeps, microseconds.
+    pub p99_us: u64,
+    /// Wake-ups more than 1 ms late.
+    pub over_1ms: u32,
+    /// Steal time of the guest in this second, summed over CPUs, microseconds (`None`
+    /// where `/proc/stat` has no steal column).
+    pub steal_us: Option<u64>,
+}
+
+/// What the probe's thread obtained to stay clear of the generator's shortage.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProbePriority {
+    /// It runs `SCHED_FIFO`.
+    pub fifo: bool,
+    /// Its nice value when not real-time (`None`: unchanged or unknown).
+    pub nice: Option<i32>,
+    /// It left the cpu cgroup the process was in (that cgroup had a CPU quota or was
+    /// not the root).
+    pub left_cgroup: bool,
+}
+
+/// The probe's figures for a whole load.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StallReport {
+    /// The sleeper's period, microseconds.
+    pub interval_us: u64,
+    /// How the thread was kept out of the generator's shortage.
+    pub priority: ProbePriority,
+    /// Every second from 0 to the last one it woke in.
+    pub seconds: Vec<StallSecond>,
+}
+
+impl StallReport {
+    /// The longest stall that overlapped `second`, microseconds; `None` when the probe
+    /// did not run then. A request's lateness is recorded in the second it completes
+    /// in and a dispatch shortfall in the second whose arrivals were pushed out, so
+    /// the stall that explains either overlaps that second (see [`StallSecond::max_us`]).
+    pub fn longest_near(&self, second: u64) -> Option<u64> {
+        self.seconds
+            .get(usize::try_from(second).ok()?)
+            .filter(|x| x.second == second && (x.wakeups > 0 || x.max_us > 0))
+            .map(|x| x.max_us)
+    }
+}
+
+/// A running probe; [`StallProbe::finish`] stops it and returns its report.
+pub struct StallProbe {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<StallReport>>,
+}
+
+impl StallProbe {
+    /// Starts the sleeper with seconds counted from `origin` (wake-ups before it are
+    /// not recorded). Never fails the load: a probe that cannot start a thread returns
+    /// an empty report at the end.
+    pub fn start(origin: Instant, interval: Duration) -> StallProbe {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("volley-stall-probe".into())
+            .spawn(move || run(origin, interval, &flag))
+            .ok();
+        StallProbe { stop, thread }
+    }
+
+    /// Stops the sleeper (within one interval) and returns what it saw.
+    pub fn finish(mut self) -> StallReport {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for StallProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Collects one second's oversleeps and closes them into a [`StallSecond`].
+#[derive(Debug, Default)]
+struct SecondAcc {
+    late_us: Vec<u64>,
+    max_us: u64,
+    over_1ms: u32,
+}
+
+impl SecondAcc {
+    fn add(&mut self, late_us: u64) {
+        self.late_us.push(late_us);
+        self.max_us = self.max_us.max(late_us);
+        if late_us > 1_000 {
+            self.over_1ms += 1;
+        }
+    }
+
+    /// The second's figures; empties the accumulator (its buffer kept).
+    fn close(&mut self, second: u64, steal_us: Option<u64>) -> StallSecond {
+        let out = StallSecond {
+            second,
+            wakeups: self.late_us.len() as u32,
+            max_us: self.max_us,
+            p99_us: p99(&mut self.late_us),
+            over_1ms: self.over_1ms,
+            steal_us,
+        };
+        self.late_us.clear();
+        self.max_us = 0;
+        self.over_1ms = 0;
+        out
+    }
+}
+
+/// The nearest-rank 99th percentile (the value at rank ceil(0.99 n)); 0 when empty.
+fn p99(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let rank = (v.len() * 99).div_ceil(100).max(1) - 1;
+    *v.select_nth_unstable(rank).1
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until_ns(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: an absolute sleep on a timespec we own; EINTR just ends it early, and the
+    // loop measures from the deadline either way.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// The probe thread: priority first, then the sleep loop until `stop`.
+fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
+    let priority = keep_clear();
+    // `Instant` is CLOCK_MONOTONIC on Linux: map the origin onto the raw clock once.
+    let (now_i, now_ns) = (Instant::now(), mono_ns());
+    let origin_ns = if origin >= now_i {
+        now_ns + (origin - now_i).as_nanos() as u64
+    } else {
+        now_ns.saturating_sub((now_i - origin).as_nanos() as u64)
+    };
+    let step_ns = interval.as_nanos().max(1) as u64;
+    let mut seconds: Vec<StallSecond> = Vec::new();
+    let mut acc = SecondAcc {
+        late_us: Vec::with_capacity(2 * 1_000_000_000 / step_ns as usize + 16),
+        ..Default::default()
+    };
+    let mut current: Option<u64> = None;
+    let mut steal_mark = read_steal_us();
+    let mut deadline = mono_ns() + step_ns;
+    while !stop.load(Ordering::Relaxed) {
+        sleep_until_ns(deadline);
+        let woke = mono_ns();
+        if woke < deadline {
+            continue; // interrupted early: sleep again to the same deadline
+        }
+        let late_us = (woke - deadline) / 1_000;
+        if woke >= origin_ns {
+            let second = (woke - origin_ns) / 1_000_000_000;
+            // A stall that began in earlier seconds is theirs too.
+            let began_ns = woke.saturating_sub(late_us * 1_000).max(origin_ns);
+            let first = (began_ns - origin_ns) / 1_000_000_000;
+            for s in seconds.iter_mut().skip(first as usize) {
+                s.max_us = s.max_us.max(late_us);
+            }
+            if current != Some(second) {
+                if let Some(done) = current {
+                    let steal = read_steal_us();
+                    let delta = match (steal_mark, steal) {
+                        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                        _ => None,
+                    };
+                    steal_mark = steal;
+                    push_second(&mut seconds, acc.close(done, delta));
+                    for s in seconds.iter_mut().skip(first as usize) {
+                        s.max_us = s.max_us.max(late_us);
+                    }
+                } else {
+                    steal_mark = read_steal_us();
+                }
+                current = Some(second);
+            }
+            acc.add(late_us);
+        }
+        // The next deadline on the grid; after a stall longer than a period, the next
+        // one after waking (cyclictest counts a stall once, not once per missed tick).
+        deadline += step_ns;
+        if deadline <= woke {
+            deadline = woke + step_ns;
+        }
+    }
+    if let Some(done) = current {
+        let delta = match (steal_mark, read_steal_us()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        push_second(&mut seconds, acc.close(done, delta));
+    }
+    StallReport {
+        interval_us: step_ns / 1_000,
+        priority,
+        seconds,
+    }
+}
+
+/// Appends `s`, with empty seconds for any it skipped (a stall longer than a second),
+/// so `seconds[i].second == i`. The caller marks a stall in the skipped seconds.
+fn push_second(seconds: &mut Vec<StallSecond>, s: StallSecond) {
+    while (seconds.len() as u64) < s.second {
+        let second = seconds.len() as u64;
+        seconds.push(StallSecond {
+            second,
+            ..Default::default()
+        });
+    }
+    seconds.push(s);
+}
+
+/// Leaves a capped cpu cgroup, then asks for SCHED_FIFO, else nice -20 (see the
+/// module docs). Each step is best effort: an unprivileged volley keeps a plain
+/// sleeper, and the report says so.
+fn keep_clear() -> ProbePriority {
+    let left_cgroup = leave_cpu_cgroup();
+    let param = libc::sched_param { sched_priority: 50 };
+    // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
+    let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+    let nice = if fifo {
+        None
+    } else {
+        // SAFETY: PRIO_PROCESS with our own tid changes this thread's nice only.
+        let tid = unsafe { libc::gettid() };
+        let ok = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -20) } == 0;
+        ok.then_some(-20)
+    };
+    ProbePriority {
+        fifo,
+        nice,
+        left_cgroup,
+    }
+}
+
+/// cgroup v1: moves this thread to the root of the cpu hierarchy when it is in another
+/// cpu cgroup (which may carry a quota). True when it moved.
+fn leave_cpu_cgroup() -> bool {
+    let Ok(own) = std::fs::read_to_string("/proc/thread-self/cgroup") else {
+        return false;
+    };
+    let Some(path) = v1_cpu_path(&own) else {
+        return false;
+    };
+    if path == "/" {
+        return false;
+    }
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    let Some(root) = v1_cpu_mount(&mounts) else {
+        return false;
+    };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    std::fs::write(format!("{root}/tasks"), tid.to_string()).is_ok()
+}
+
+/// The thread's path in the v1 hierarchy holding the `cpu` controller, from
+/// `/proc/thread-self/cgroup` (`4:cpu,cpuacct:/x`); `None` on a v2-only system.
+fn v1_cpu_path(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        ctrls.split(',').any(|c| c == "cpu").then_some(path)
+    })
+}
+
+/// Where the v1 hierarchy holding the `cpu` controller is mounted, from
+/// `/proc/self/mounts`.
+fn v1_cpu_mount(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpu"))
+            .then(|| f[1].to_string())
+    })
+}
+
+/// The guest's steal time so far, summed over CPUs, microseconds (`/proc/stat`).
+fn read_steal_us() -> Option<u64> {
+    let mut buf = [0u8; 512];
+    let mut f = std::fs::File::open("/proc/stat").ok()?;
+    let n = f.read(&mut buf).ok()?;
+    parse_steal_ticks(std::str::from_utf8(&buf[..n]).ok()?).map(|t| t * ticks_us())
+}
+
+/// Microseconds per clock tick (USER_HZ).
+fn ticks_us() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        1_000_000 / hz as u64
+    } else {
+        10_000
+    }
+}
+
+/// The steal column (8th value) of the `cpu ` line of `/proc/stat`, in ticks.
+pub fn parse_steal_ticks(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    line.split_whitespace().nth(8)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_column() {
+        let stat = "cpu  10 0 20 300 4 0 1 77 0 0\ncpu0 5 0 10 150 2 0 1 40 0 0\n";
+        assert_eq!(parse_steal_ticks(stat), Some(77));
+        assert_eq!(parse_steal_ticks("cpu  1 2 3\n"), None);
+        assert_eq!(parse_steal_ticks("intr 5\n"), None);
+    }
+
+    #[test]
+    fn cpu_cgroup_and_mount_are_found() {
+        let own = "9:name=systemd:/\n2:cpuacct:/\n1:cpu:/volley-7/gen\n0::/\n";
+        assert_eq!(v1_cpu_path(own), Some("/volley-7/gen"));
+        assert_eq!(v1_cpu_path("4:cpu,cpuacct:/\n"), Some("/"));
+        assert_eq!(v1_cpu_path("0::/user.slice\n"), None, "v2 only");
+        let mounts = "cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n\
+                      cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n";
+        assert_eq!(v1_cpu_mount(mounts).as_deref(), Some("/sys/fs/cgroup/cpu"));
+        assert_eq!(
+            v1_cpu_mount("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_second_closes_into_max_p99_and_count_over_1ms() {
+        let mut acc = SecondAcc::default();
+        for _ in 0..98 {
+            acc.add(50);
+        }
+        acc.add(1_500);
+        acc.add(20_000);
+        let s = acc.close(3, Some(120));
+        assert_eq!(
+            s,
+            StallSecond {
+                second: 3,
+                wakeups: 100,
+                max_us: 20_000,
+                p99_us: 1_500,
+                over_1ms: 2,
+                steal_us: Some(120),
+            }
+        );
+        let empty = acc.close(4, None);
+        assert_eq!((empty.wakeups, empty.max_us, empty.p99_us), (0, 0, 0));
+    }
+
+    #[test]
+    fn the_longest_stall_of_a_second_is_its_own() {
+        let sec = |second, max_us| StallSecond {
+            second,
+            wakeups: 10,
+            max_us,
+            ..Default::default()
+        };
+        let r = StallReport {
+            seconds: vec![sec(0, 100), sec(1, 20_000), sec(2, 80)],
+            ..Default::default()
+        };
+        assert_eq!(r.longest_near(0), Some(100));
+        assert_eq!(r.longest_near(1), Some(20_000));
+        assert_eq!(r.longest_near(2), Some(80));
+        assert_eq!(r.longest_near(3), None);
+        let mut gap = Vec::new();
+        push_second(&mut gap, sec(2, 5));
+        assert_eq!(gap.iter().map(|s| s.second).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_short_run_reports_every_second_from_zero() {
+        // The shape of a real run's report, never its timing.
+        let p = StallProbe::start(Instant::now(), DEFAULT_INTERVAL);
+        std::thread::sleep(Duration::from_millis(30));
+        let r = p.finish();
+        assert_eq!(r.interval_us, 500);
+        assert!(!r.seconds.is_empty());
+        assert!(r.seconds[0].wakeups > 0);
+        assert!(r
+            .seconds
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.second == i as u64));
+    }
+}
