@@ -52,6 +52,10 @@ pub struct Variant {
     pub name: String,
     /// Server knobs and raw text.
     pub tuning: volley_targets::config::Tuning,
+    /// Sysctls for the target's namespace (a lab per instance of this variant).
+    pub sysctls: Vec<volley_netlab::tune::Sysctl>,
+    /// Route switches in that namespace.
+    pub route: volley_netlab::tune::RouteSettings,
 }
 
 /// The load model of one workload.

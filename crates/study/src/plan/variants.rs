@@ -3,6 +3,7 @@
 //! study before anything starts (an unknown knob, a wrong value or a knob a kind cannot
 //! express is one line naming variant, kind and key).
 
+use volley_netlab::tune::{RouteSettings, Sysctl};
 use volley_targets::config::knobs::{parse_assignment, Assignment};
 use volley_targets::config::Tuning;
 use volley_targets::TargetKind;
@@ -29,19 +30,6 @@ fn as_text(v: &toml::Value) -> String {
 /// One `[[variant]]` table as a tuning.
 fn tuning_of(def: &VariantDef) -> Result<Tuning, StudyError> {
     let name = &def.name;
-    if !def.sysctl.is_empty() || !def.route.is_empty() {
-        let key = def
-            .sysctl
-            .keys()
-            .map(|k| format!("sysctl {k}"))
-            .chain(def.route.keys().map(|k| format!("route {k}")))
-            .next()
-            .unwrap_or_default();
-        return Err(invalid(format!(
-            "variant '{name}': {key}: kernel settings in a study are not supported yet; \
-             measure them with volley bench --target KIND --sysctl K=V (or --route quickack=true)"
-        )));
-    }
     let mut tuning = Tuning::default();
     for (k, v) in &def.server {
         let a = parse_assignment(&format!("{k}={}", as_text(v)))
@@ -60,6 +48,38 @@ fn tuning_of(def: &VariantDef) -> Result<Tuning, StudyError> {
         tuning.assign(&Assignment::Raw(kind, text.clone()));
     }
     Ok(tuning)
+}
+
+/// A variant's kernel settings: sysctls and route switches, parsed (their checks
+/// against the kernel happen in the lab, before any target starts).
+fn kernel_of(def: &VariantDef) -> Result<(Vec<Sysctl>, RouteSettings), StudyError> {
+    let name = &def.name;
+    let mut sysctls = Vec::new();
+    for (k, v) in &def.sysctl {
+        let s = Sysctl::new(k, &as_text(v)).ok_or_else(|| {
+            invalid(format!(
+                "variant '{name}': sysctl {k}: not a sysctl name with a value"
+            ))
+        })?;
+        sysctls.push(s);
+    }
+    let mut route = RouteSettings::default();
+    for (k, v) in &def.route {
+        match (k.as_str(), v) {
+            ("quickack", toml::Value::Boolean(b)) => route.quickack = Some(*b),
+            ("quickack", _) => {
+                return Err(invalid(format!(
+                    "variant '{name}': route quickack takes true or false"
+                )))
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "variant '{name}': unknown route setting '{k}' (known: quickack)"
+                )))
+            }
+        }
+    }
+    Ok((sysctls, route))
 }
 
 /// The variant `name` of `file` as a tuning (`default` without a table: none), for
@@ -129,9 +149,20 @@ pub(super) fn resolve_variants(
                 .check(t.kind)
                 .map_err(|e| invalid(format!("variant '{name}', target '{}': {e}", t.name)))?;
         }
+        let (sysctls, route) = match file.variants.iter().find(|v| &v.name == name) {
+            Some(def) => kernel_of(def)?,
+            None => (Vec::new(), RouteSettings::default()),
+        };
+        if (!sysctls.is_empty() || route.quickack.is_some()) && file.injectors.is_some() {
+            return Err(invalid(format!(
+                "variant '{name}': kernel settings with [injectors] are not supported yet (the variant's own lab would need the injectors in it)"
+            )));
+        }
         out.push(Variant {
             name: name.clone(),
             tuning,
+            sysctls,
+            route,
         });
     }
     Ok(out)
@@ -229,8 +260,8 @@ raw.nginx = "open_file_cache max=100;"
                 "[[variant]] 't' is declared but sweep.variants names no variant",
             ),
             (
-                "[sweep]\nvariants = [\"t\"]\n[[variant]]\nname = \"t\"\nsysctl = { \"net.core.somaxconn\" = 16 }\n",
-                "variant 't': sysctl net.core.somaxconn: kernel settings in a study are not supported yet",
+                "[sweep]\nvariants = [\"t\"]\n[[variant]]\nname = \"t\"\nroute = { quickack = 1 }\n",
+                "variant 't': route quickack takes true or false",
             ),
         ];
         for (extra, want) in cases {
