@@ -468,6 +468,13 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
+    // The namespaces of a killed `bench --sysctl` (they carry its pid), as a study's
+    // start removes them; without `ip` or root volley made none, so errors say nothing.
+    if let Ok(removed) = volley_netlab::lab::sweep() {
+        for ns in removed {
+            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
+        }
+    }
     let setup = resolve(&load, &t)?;
     if setup.show_config {
         return show_config(&setup);

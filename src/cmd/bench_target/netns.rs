@@ -63,7 +63,6 @@ pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<
             "--sysctl and --route need root: volley sets them inside a network namespace it makes"
         );
     }
-    let _ = volley_netlab::lab::sweep();
     let slot = LabSlot::take()?;
     let lab = Lab::create(slot.slot(), &[LinkSpec::default()])
         .map_err(|e| anyhow::anyhow!("cannot build the target's namespace: {e}"))?;
