@@ -1,5 +1,7 @@
 //! The one place that turns a command's result into an exit code and an error line:
-//! 0 success, 1 a failed run, 2 a usage error, 130 an interrupted run.
+//! 0 success, 1 a failed run, 2 a usage error, 130 an interrupted run. Commands return
+//! errors of the types here (or any other error, a failed run); no other file picks a
+//! code.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -31,9 +33,41 @@ impl fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-/// The exit code of an interrupted run, for the one place that cannot return an error
-/// (the second Ctrl-C's handler exits the process from its own thread).
-pub const INTERRUPTED_CODE: i32 = 130;
+/// A failed run whose command already words its own line (an agent names itself, not
+/// `volley`): the line is printed as it is, exit code 1.
+#[derive(Debug)]
+pub struct Failed(pub String);
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+/// The exit code of an interrupted run (128 + SIGINT).
+const INTERRUPTED_CODE: u8 = 130;
+
+/// Ends the process as an interrupted run, for the one place that cannot return an
+/// error (the second Ctrl-C's handler exits the process from its own thread).
+pub fn exit_interrupted() -> ! {
+    std::process::exit(i32::from(INTERRUPTED_CODE))
+}
+
+/// A command line clap refused, or `--help`/`--version`: a bad flag value is one usage
+/// line ([`bad_value_line`], exit 2); otherwise clap prints it (help and version to
+/// stdout, errors to stderr) and the code follows clap's convention, 0 for help and
+/// version, 2 for a usage error.
+pub fn clap_error(e: &clap::Error) -> ExitCode {
+    // A bad flag value is one line like every other usage error; the rest of clap's
+    // errors keep its usage block.
+    if let Some(line) = bad_value_line(e) {
+        return finish(Err(UsageError(line).into()));
+    }
+    let _ = e.print();
+    ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+}
 
 /// Shorthand for returning a usage error from a command.
 #[allow(unused_macros)]
@@ -90,7 +124,8 @@ pub fn bad_value_line(e: &clap::Error) -> Option<String> {
 }
 
 /// Prints `volley: <error>: <cause>...` on one line and picks the exit code: 2 for a
-/// [`UsageError`], 130 for [`Interrupted`], 1 for every other error.
+/// [`UsageError`], 130 for [`Interrupted`], 1 for every other error ([`Failed`] printed as
+/// it is).
 pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
@@ -99,7 +134,11 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             if !line.is_empty() {
                 eprintln!("volley: {line}");
             }
-            ExitCode::from(INTERRUPTED_CODE as u8)
+            ExitCode::from(INTERRUPTED_CODE)
+        }
+        Err(e) if e.is::<Failed>() => {
+            eprintln!("{e}");
+            ExitCode::from(1)
         }
         Err(e) => {
             // Errors that show their cause in their own text would print it twice

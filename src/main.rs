@@ -44,6 +44,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Be one injector of a multi-injector run: join the bus and run the share assigned.
     Agent(cmd::agent::Args),
+    /// Read a server's access log back: `log phases` cuts it into phases by active client.
+    Log(cmd::log::Args),
     /// Deploy injectors on other machines: `agents manifest` writes Kubernetes manifests.
     Agents(cmd::agents::Args),
 }
@@ -51,15 +53,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // A bad flag value is one line like every other usage error; the rest of
-            // clap's errors keep its usage block (stderr, 2), help and version stdout, 0.
-            if let Some(line) = exit::bad_value_line(&e) {
-                return exit::finish(Err(exit::UsageError(line).into()));
-            }
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        Err(e) => return exit::clap_error(&e),
     };
     let result = match cli.command {
         Command::Bench(a) => cmd::bench::run(a),
@@ -74,6 +68,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Agents(a) => cmd::agents::run(a),
+        Command::Log(a) => cmd::log::run(a),
     };
     exit::finish(result)
 }

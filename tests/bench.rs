@@ -19,5 +19,6 @@ mod client_profiles;
 mod demo_cli;
 mod fixtures_sets;
 mod progress_cli;
+mod replay;
 mod report_cli;
 mod tables_cli;

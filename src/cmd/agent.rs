@@ -11,7 +11,7 @@ use volley_agents::agent::{self, AgentConfig, AgentEvent};
 use volley_agents::AgentsError;
 use volley_units::parse_duration;
 
-use crate::exit::usage;
+use crate::exit::{usage, Failed};
 
 /// Flags of `volley agent`.
 #[derive(clap::Args)]
@@ -87,18 +87,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(AgentsError::BusLost) => {
-            eprintln!("volley agent {name}: the bus was lost; the load was stopped");
-            Ok(ExitCode::from(1))
-        }
-        Err(AgentsError::CoordinatorGone { run, after }) => {
-            eprintln!("volley agent {name}: run {run}: nobody has taken its records for {after:?}, the coordinator is gone; load stopped");
-            Ok(ExitCode::from(1))
-        }
-        Err(AgentsError::Stale { run, reason }) => {
-            eprintln!("volley agent {name}: out of run {run}, load stopped: {reason}");
-            Ok(ExitCode::from(1))
-        }
+        Err(AgentsError::BusLost) => Err(Failed(format!(
+            "volley agent {name}: the bus was lost; the load was stopped"
+        ))
+        .into()),
+        Err(AgentsError::CoordinatorGone { run, after }) => Err(Failed(format!(
+            "volley agent {name}: run {run}: nobody has taken its records for {after:?}, the coordinator is gone; load stopped"
+        ))
+        .into()),
+        Err(AgentsError::Stale { run, reason }) => Err(Failed(format!(
+            "volley agent {name}: out of run {run}, load stopped: {reason}"
+        ))
+        .into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -7,16 +7,10 @@ use std::path::Path;
 /// The store every command opens when `--db` is not given.
 pub const DEFAULT_DB: &str = "volley.db";
 
-/// `path` as one POSIX shell word: as is when it holds only safe characters, else in
-/// single quotes (a quote inside becomes `'\''`).
+/// `path` as one POSIX shell word (`volley_proc::shell_quote`, the quoting the remote
+/// agents' scripts use too).
 pub fn quote(path: &Path) -> String {
-    let s = path.to_string_lossy();
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.into_owned()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
+    volley_proc::shell_quote(&path.to_string_lossy())
 }
 
 /// ` --db PATH`, or nothing when `db` is the default store in the current directory.

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod fixtures;
 pub mod hint;
 pub mod history;
+pub mod log;
 pub mod passwd;
 pub mod progress;
 pub mod report;

@@ -12,7 +12,7 @@ use anyhow::Context;
 use volley_study::{outcome, runner::RunOptions, StudyError};
 
 use super::progress::StudyBars;
-use crate::exit::{usage, Interrupted, INTERRUPTED_CODE};
+use crate::exit::{exit_interrupted, usage, Interrupted};
 use volley_study::StepTick;
 
 /// Flags of `volley study`.
@@ -152,7 +152,7 @@ fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
     if stop.swap(true, Ordering::Relaxed) {
         volley_targets::stop_all();
         eprintln!("\nvolley: interrupted twice: targets stopped; the store marks the run incomplete on its next open");
-        std::process::exit(INTERRUPTED_CODE);
+        exit_interrupted();
     }
     eprintln!("\nvolley: interrupted: finishing the current step, then stopping the targets (Ctrl-C again to stop now)");
     let until = Instant::now() + STOP_GRACE;

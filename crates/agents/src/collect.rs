@@ -76,7 +76,66 @@ struct State<'c> {
     records: u64,
 }
 
-impl State<'_> {
+impl<'c> State<'c> {
+    /// Nothing heard yet from `agents`, each keyed by its name.
+    fn new(cfg: &'c CoordinatorConfig, t0_ns: i64, agents: &[AgentReport]) -> State<'c> {
+        State {
+            cfg,
+            t0_ns,
+            series: agents
+                .iter()
+                .map(|a| AgentSeries::new(&a.name, a.delay_ms / 1_000))
+                .collect(),
+            index: agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.name.clone(), i))
+                .collect(),
+            last_heard: vec![Instant::now(); agents.len()],
+            stale_sent: vec![None; agents.len()],
+            pending: BTreeMap::new(),
+            done: BTreeMap::new(),
+            records: 0,
+        }
+    }
+
+    /// One message from the streams: filed, acknowledged when it asks for a receipt,
+    /// and what it completes merged (a final record, a second) or answered (a lost
+    /// agent is told it is stale).
+    async fn on_message(
+        &mut self,
+        bus: &Bus,
+        m: &Incoming,
+        agents: &mut [AgentReport],
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), AgentsError> {
+        let Some((i, taken)) = self.take(m, agents)? else {
+            return Ok(());
+        };
+        self.last_heard[i] = Instant::now();
+        let kept = !matches!(taken, Taken::FromLost);
+        if m.reply.is_some() {
+            let _ = bus.reply(m, &Ack { proto: PROTO, kept }).await;
+        }
+        match taken {
+            Taken::Final => {
+                on_event(Event::Finished(agents[i].name.clone()));
+                self.merge_ready(None, on_event)?;
+            }
+            Taken::Second(s) => {
+                if let Some(r) = self.series[i].received.get(&s) {
+                    on_event(Event::Second(r.clone()));
+                }
+                self.add_live(i, s)?;
+                self.merge_ready(Some(s), on_event)?;
+            }
+            Taken::FromLost => self.tell_stale(bus, i, &agents[i]).await,
+            // Heartbeats: the bulk of the messages, and they complete nothing.
+            Taken::Other => {}
+        }
+        Ok(())
+    }
+
     /// Files one message under its agent; `None` when it was not one of ours.
     fn take(
         &mut self,
@@ -217,24 +276,7 @@ pub(crate) async fn collect(
     agents: &mut [AgentReport],
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Collected, AgentsError> {
-    let mut st = State {
-        cfg,
-        t0_ns,
-        series: agents
-            .iter()
-            .map(|a| AgentSeries::new(&a.name, a.delay_ms / 1_000))
-            .collect(),
-        index: agents
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (a.name.clone(), i))
-            .collect(),
-        last_heard: vec![Instant::now(); agents.len()],
-        stale_sent: vec![None; agents.len()],
-        pending: BTreeMap::new(),
-        done: BTreeMap::new(),
-        records: 0,
-    };
+    let mut st = State::new(cfg, t0_ns, agents);
     let until = Instant::now() + cfg.start_lead + cfg.run_bound;
     let open = |agents: &[AgentReport]| {
         agents
@@ -258,29 +300,7 @@ pub(crate) async fn collect(
             let _ = bus.publish(subject::stop(&cfg.run), &stop).await;
         }
         if let Some(m) = bus::next(&mut streams, Duration::from_millis(200)).await {
-            if let Some((i, taken)) = st.take(&m, agents)? {
-                st.last_heard[i] = Instant::now();
-                let kept = !matches!(taken, Taken::FromLost);
-                if m.reply.is_some() {
-                    let _ = bus.reply(&m, &Ack { proto: PROTO, kept }).await;
-                }
-                match taken {
-                    Taken::Final => {
-                        on_event(Event::Finished(agents[i].name.clone()));
-                        st.merge_ready(None, on_event)?;
-                    }
-                    Taken::Second(s) => {
-                        if let Some(r) = st.series[i].received.get(&s) {
-                            on_event(Event::Second(r.clone()));
-                        }
-                        st.add_live(i, s)?;
-                        st.merge_ready(Some(s), on_event)?;
-                    }
-                    Taken::FromLost => st.tell_stale(bus, i, &agents[i]).await,
-                    // Heartbeats: the bulk of the messages, and they complete nothing.
-                    Taken::Other => {}
-                }
-            }
+            st.on_message(bus, &m, agents, on_event).await?;
         }
         if !bus.connected() {
             let since = *down_since.get_or_insert_with(Instant::now);

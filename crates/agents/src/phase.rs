@@ -12,6 +12,7 @@ use crate::merge::{Merged, Slot};
 use crate::msg::RESPONSE_TIME;
 use serde::Serialize;
 use std::collections::BTreeSet;
+use volley_analysis::phase::{cut, Cut};
 use volley_metrics::hist;
 
 /// One phase, in the JSON names of `phases[]`.
@@ -51,54 +52,38 @@ pub struct Phase {
     pub degraded: bool,
 }
 
-/// Cuts a merged run into phases.
+/// Cuts a merged run into phases (the cut itself is `volley_analysis::phase`, shared
+/// with `volley log phases`).
 pub fn phases(m: &Merged) -> Vec<Phase> {
-    let active: Vec<(&str, u64, u64)> = m
+    let active: Vec<(&str, (u64, u64))> = m
         .agents
         .iter()
-        .filter_map(|a| a.active().map(|(f, l)| (a.agent.as_str(), f, l)))
+        .filter_map(|a| a.active().map(|span| (a.agent.as_str(), span)))
         .collect();
-    // Cuts: where a set can change (an injector's first second, the one after its last).
-    let mut cuts: BTreeSet<u64> = BTreeSet::new();
-    let mut partial: BTreeSet<u64> = BTreeSet::new();
-    for &(_, f, l) in &active {
-        cuts.insert(f);
-        cuts.insert(l + 1);
-        partial.insert(f);
-        partial.insert(l);
-    }
-    let cuts: Vec<u64> = cuts.into_iter().collect();
-    let mut out: Vec<Phase> = Vec::new();
-    for w in cuts.windows(2) {
-        let (start, end) = (w[0], w[1] - 1);
-        let injectors: Vec<String> = active
-            .iter()
-            .filter(|&&(_, f, l)| f <= start && end <= l)
-            .map(|&(n, _, _)| n.to_string())
-            .collect();
-        if injectors.is_empty() {
-            continue;
-        }
-        out.push(phase(m, injectors, start, end, &partial));
-    }
-    out
+    let spans: Vec<(u64, u64)> = active.iter().map(|&(_, span)| span).collect();
+    cut(&spans)
+        .into_iter()
+        .map(|c| {
+            let injectors = c.members.iter().map(|&i| active[i].0.to_string()).collect();
+            phase(m, injectors, c)
+        })
+        .collect()
 }
 
-fn phase(
-    m: &Merged,
-    injectors: Vec<String>,
-    start_s: u64,
-    end_s: u64,
-    partial: &BTreeSet<u64>,
-) -> Phase {
-    let left_out_s: Vec<u64> = partial.range(start_s..=end_s).copied().collect();
+fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
+    let Cut {
+        start_s,
+        end_s,
+        left_out_s,
+        ..
+    } = c;
     let mut h = hist::new_hist();
     let (mut requests, mut errors, mut seconds, mut missing) = (0, 0, 0, 0);
     let mut bound: BTreeSet<String> = BTreeSet::new();
     let kept = m
         .seconds
         .iter()
-        .filter(|s| (start_s..=end_s).contains(&s.second) && !partial.contains(&s.second));
+        .filter(|s| (start_s..=end_s).contains(&s.second) && !left_out_s.contains(&s.second));
     for s in kept {
         seconds += 1;
         requests += s.counters.requests;

@@ -23,7 +23,7 @@ use crate::msg::{
 use crate::outbox::{self, Delivery, Outbox, Shared};
 use crate::AgentsError;
 use futures::StreamExt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -76,6 +76,110 @@ struct Ended {
     coordinator_gone: bool,
 }
 
+impl Ended {
+    /// The coordinator's `stop`: the load is told to stop, the reason said.
+    fn on_stop(&mut self, payload: &[u8], stop: &AtomicBool, on_event: &mut dyn FnMut(AgentEvent)) {
+        self.stopped = true;
+        stop.store(true, Ordering::Relaxed);
+        let reason = msg::decode::<Stop>(payload)
+            .map(|s| s.reason)
+            .unwrap_or_default();
+        on_event(AgentEvent::Stopped(reason));
+    }
+
+    /// The coordinator declared an agent stale: if this one, in this run (a Stale of
+    /// another run, an older one on the same bus, is not for us), its load stops.
+    fn on_stale(
+        &mut self,
+        payload: &[u8],
+        run: &str,
+        stop: &AtomicBool,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) {
+        if let Ok(s) = msg::decode::<Stale>(payload) {
+            if s.run == run {
+                stop.store(true, Ordering::Relaxed);
+                on_event(AgentEvent::Stale(s.reason.clone()));
+                self.stale = Some(s.reason);
+            }
+        }
+    }
+
+    /// The errors that end the agent's part at once: the coordinator is gone (nobody
+    /// takes its records) or declared it stale (nothing more of the run is wanted).
+    fn out_of_run(&mut self, run: &str) -> Result<(), AgentsError> {
+        if self.coordinator_gone {
+            return Err(AgentsError::CoordinatorGone {
+                run: run.to_string(),
+                after: COORDINATOR_GONE,
+            });
+        }
+        if let Some(reason) = self.stale.take() {
+            return Err(AgentsError::Stale {
+                run: run.to_string(),
+                reason,
+            });
+        }
+        Ok(())
+    }
+
+    /// How the run ended for the final record; a failed load wins.
+    fn ending(&self, load_ok: bool) -> Ending {
+        match (load_ok, self.stopped, self.bus_lost) {
+            (false, _, _) => Ending::Failed,
+            (true, _, true) => Ending::BusLost,
+            (true, true, false) => Ending::Stopped,
+            (true, false, false) => Ending::Done,
+        }
+    }
+}
+
+/// The running loop's 100 ms checks.
+struct Checks {
+    watch: BusWatch,
+    /// The run's bound: past it the load is told to stop.
+    until: Instant,
+    /// When the stop flag was first seen raised.
+    stop_raised: Option<Instant>,
+}
+
+impl Checks {
+    /// Raises the load's stop flag when the bus is lost, the run's bound has passed or
+    /// the coordinator is gone (saying so once each); `Err` when the load has ignored
+    /// its flag for [`LOAD_STOP_BOUND`]: it is left (its thread is detached) rather than
+    /// waited for without end.
+    fn tick(
+        &mut self,
+        end: &mut Ended,
+        bus: &Bus,
+        stop: &AtomicBool,
+        outbox: &Shared,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<(), LoadError> {
+        if !end.bus_lost && self.watch.lost(bus) {
+            end.bus_lost = true;
+            stop.store(true, Ordering::Relaxed);
+            on_event(AgentEvent::BusLost);
+        }
+        if Instant::now() > self.until {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let unheard = outbox::lock(outbox).unheard_since;
+        if !end.coordinator_gone && unheard.is_some_and(|t| t.elapsed() >= COORDINATOR_GONE) {
+            end.coordinator_gone = true;
+            stop.store(true, Ordering::Relaxed);
+            on_event(AgentEvent::CoordinatorGone);
+        }
+        if stop.load(Ordering::Relaxed) {
+            let since = *self.stop_raised.get_or_insert_with(Instant::now);
+            if since.elapsed() > LOAD_STOP_BOUND {
+                return Err("the load did not stop within 5 s of its stop flag".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Streams the load's records and a heartbeat each second until the load ends, then
 /// delivers what is left and the final record (see the module doc).
 pub(crate) async fn stream(
@@ -87,12 +191,14 @@ pub(crate) async fn stream(
     mut done: Done,
     on_event: &mut dyn FnMut(AgentEvent),
 ) -> Result<AgentOutcome, AgentsError> {
-    let until = Instant::now() + cfg.run_bound;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     let mut watch_tick = tokio::time::interval(Duration::from_millis(100));
-    let mut watch = BusWatch::new(cfg.bus_lost_after);
+    let mut checks = Checks {
+        watch: BusWatch::new(cfg.bus_lost_after),
+        until: Instant::now() + cfg.run_bound,
+        stop_raised: None,
+    };
     let (mut sent, mut seq, mut end) = (Sent::default(), 0u64, Ended::default());
-    let mut stop_raised: Option<Instant> = None;
     let sec_subject = subject::stream(run, &cfg.name, "sec");
     let outbox: Shared = Arc::new(Mutex::new(Outbox::new(cfg.outbox_bound)));
     let wake = Arc::new(Notify::new());
@@ -116,44 +222,15 @@ pub(crate) async fn stream(
                 }
             }
             _ = watch_tick.tick() => {
-                if !end.bus_lost && watch.lost(bus) {
-                    end.bus_lost = true;
-                    started.stop.store(true, Ordering::Relaxed);
-                    on_event(AgentEvent::BusLost);
-                }
-                if Instant::now() > until {
-                    started.stop.store(true, Ordering::Relaxed);
-                }
-                let unheard = outbox::lock(&outbox).unheard_since;
-                if !end.coordinator_gone && unheard.is_some_and(|t| t.elapsed() >= COORDINATOR_GONE) {
-                    end.coordinator_gone = true;
-                    started.stop.store(true, Ordering::Relaxed);
-                    on_event(AgentEvent::CoordinatorGone);
-                }
-                if started.stop.load(Ordering::Relaxed) {
-                    let since = *stop_raised.get_or_insert_with(Instant::now);
-                    if since.elapsed() > LOAD_STOP_BOUND {
-                        // The load ignores its flag: leave it (its thread is detached)
-                        // rather than wait without end.
-                        break Err("the load did not stop within 5 s of its stop flag".into());
-                    }
+                if let Err(e) = checks.tick(&mut end, bus, &started.stop, &outbox, on_event) {
+                    break Err(e);
                 }
             }
             Some(m) = subs.stop.next(), if !end.stopped => {
-                end.stopped = true;
-                started.stop.store(true, Ordering::Relaxed);
-                let reason = msg::decode::<Stop>(&m.payload).map(|s| s.reason).unwrap_or_default();
-                on_event(AgentEvent::Stopped(reason));
+                end.on_stop(&m.payload, &started.stop, on_event);
             }
             Some(m) = subs.stale.next(), if end.stale.is_none() => {
-                // A Stale of another run (an older one on the same bus) is not for us.
-                if let Ok(s) = msg::decode::<Stale>(&m.payload) {
-                    if s.run == run {
-                        started.stop.store(true, Ordering::Relaxed);
-                        on_event(AgentEvent::Stale(s.reason.clone()));
-                        end.stale = Some(s.reason);
-                    }
-                }
+                end.on_stale(&m.payload, run, &started.stop, on_event);
             }
             // A dropped sender means the load thread panicked.
             r = &mut done => break r.unwrap_or_else(|_| Err("the load thread panicked".into())),
@@ -164,27 +241,9 @@ pub(crate) async fn stream(
     while let Ok(rec) = started.records.try_recv() {
         sent.queue(&outbox, rec);
     }
-    end.bus_was_away = watch.was_away;
-    if end.coordinator_gone {
-        // Nobody takes its records: nothing more to send.
-        return Err(AgentsError::CoordinatorGone {
-            run: run.to_string(),
-            after: COORDINATOR_GONE,
-        });
-    }
-    if let Some(reason) = end.stale {
-        // Out of the run: nothing more of it is wanted.
-        return Err(AgentsError::Stale {
-            run: run.to_string(),
-            reason,
-        });
-    }
-    let ending = match (&result, end.stopped, end.bus_lost) {
-        (Err(_), _, _) => Ending::Failed,
-        (Ok(()), _, true) => Ending::BusLost,
-        (Ok(()), true, false) => Ending::Stopped,
-        (Ok(()), false, false) => Ending::Done,
-    };
+    end.bus_was_away = checks.watch.was_away;
+    end.out_of_run(run)?;
+    let ending = end.ending(result.is_ok());
     let fin = FinalRecord {
         proto: PROTO,
         agent: cfg.name.clone(),

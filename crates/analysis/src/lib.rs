@@ -9,13 +9,16 @@
 //! - [`sustain`]: the sustainability rule for one rate step and the bound label;
 //! - [`knee`]: capacity from a sweep, and the capacity search state machine;
 //! - [`little`]: Little's law consistency check per step;
-//! - [`usl`]: Universal Scalability Law fit for concurrency sweeps.
+//! - [`usl`]: Universal Scalability Law fit for concurrency sweeps;
+//! - [`phase`]: intervals of a run with the same set of active members (injectors,
+//!   or a log's client addresses).
 #![deny(missing_docs)]
 
 pub mod bootstrap;
 pub mod knee;
 pub mod little;
 mod nonfinite;
+pub mod phase;
 pub mod ratio;
 pub mod sustain;
 pub mod usl;

@@ -103,38 +103,20 @@ impl DavError {
     pub fn response(&self) -> DavResponse {
         let status = self.status();
         match self {
-            DavError::Condition { cond, reason, .. } => {
-                let body = format!(
-                    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\" \
-                     xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><{cond}/><D:responsedescription>{}\
-                     </D:responsedescription></D:error>\n",
+            DavError::Condition { cond, reason, .. } => error_body(
+                status,
+                &format!(
+                    "<{cond}/><D:responsedescription>{}</D:responsedescription>",
                     crate::xml::escape(reason)
-                );
-                DavResponse {
-                    status,
-                    headers: vec![(
-                        "Content-Type".into(),
-                        "application/xml; charset=utf-8".into(),
-                    )],
-                    body: body.into_bytes(),
-                }
-            }
-            DavError::UidConflict(href) => {
-                let body = format!(
-                    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\" \
-                     xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><C:no-uid-conflict><D:href>{}\
-                     </D:href></C:no-uid-conflict></D:error>\n",
+                ),
+            ),
+            DavError::UidConflict(href) => error_body(
+                status,
+                &format!(
+                    "<C:no-uid-conflict><D:href>{}</D:href></C:no-uid-conflict>",
                     crate::xml::escape(href)
-                );
-                DavResponse {
-                    status,
-                    headers: vec![(
-                        "Content-Type".into(),
-                        "application/xml; charset=utf-8".into(),
-                    )],
-                    body: body.into_bytes(),
-                }
-            }
+                ),
+            ),
             _ => {
                 let mut headers = vec![("Content-Type".into(), "text/plain; charset=utf-8".into())];
                 if status == 405 {
@@ -147,5 +129,22 @@ impl DavError {
                 }
             }
         }
+    }
+}
+
+/// A `DAV:error` body (RFC 4918 section 16) holding `inner`, the precondition element
+/// and what explains it.
+fn error_body(status: u16, inner: &str) -> DavResponse {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:error xmlns:D=\"DAV:\" \
+         xmlns:C=\"urn:ietf:params:xml:ns:caldav\">{inner}</D:error>\n"
+    );
+    DavResponse {
+        status,
+        headers: vec![(
+            "Content-Type".into(),
+            "application/xml; charset=utf-8".into(),
+        )],
+        body: body.into_bytes(),
     }
 }

@@ -353,25 +353,7 @@ fn live_value(
         (DAV, "sync-token") | (CS, "getctag") if dir => Some(xml::escape(
             &store::journal_state(&res.target.path)?.token(),
         )),
-        (DAV, "supported-report-set") if dir => {
-            let mut s = String::new();
-            let reports: &[&str] = if calendar {
-                &[
-                    "C:calendar-multiget",
-                    "C:calendar-query",
-                    "C:free-busy-query",
-                    "D:sync-collection",
-                ]
-            } else {
-                &["D:sync-collection"]
-            };
-            for r in reports {
-                s.push_str(&format!(
-                    "<D:supported-report><D:report><{r}/></D:report></D:supported-report>"
-                ));
-            }
-            Some(s)
-        }
+        (DAV, "supported-report-set") if dir => Some(supported_reports(calendar)),
         (DAV, "current-user-principal")
         | (DAV, "principal-URL")
         | (DAV, "owner")
@@ -379,21 +361,7 @@ fn live_value(
         | (CALDAV, "calendar-user-address-set") => Some(principal()),
         // Where principals live (RFC 3744 section 5.8): clients search under it.
         (DAV, "principal-collection-set") => Some("<D:href>/</D:href>".to_owned()),
-        (DAV, "current-user-privilege-set") => {
-            let mut s = String::new();
-            for p in [
-                "read",
-                "write",
-                "write-properties",
-                "write-content",
-                "bind",
-                "unbind",
-                "all",
-            ] {
-                s.push_str(&format!("<D:privilege><D:{p}/></D:privilege>"));
-            }
-            Some(s)
-        }
+        (DAV, "current-user-privilege-set") => Some(privilege_set()),
         (CALDAV, "supported-calendar-component-set") if calendar => Some(
             store::read_meta(&res.target.path)
                 .accepted_components()
@@ -412,6 +380,42 @@ fn live_value(
         _ => None,
     };
     Ok(v)
+}
+
+/// `DAV:supported-report-set` (RFC 3253 section 3.1.5): the CalDAV reports on a
+/// calendar, sync-collection on every collection.
+fn supported_reports(calendar: bool) -> String {
+    let reports: &[&str] = if calendar {
+        &[
+            "C:calendar-multiget",
+            "C:calendar-query",
+            "C:free-busy-query",
+            "D:sync-collection",
+        ]
+    } else {
+        &["D:sync-collection"]
+    };
+    reports
+        .iter()
+        .map(|r| format!("<D:supported-report><D:report><{r}/></D:report></D:supported-report>"))
+        .collect()
+}
+
+/// `DAV:current-user-privilege-set` (RFC 3744 section 5.4): every privilege, since an
+/// account owns all it can reach.
+fn privilege_set() -> String {
+    [
+        "read",
+        "write",
+        "write-properties",
+        "write-content",
+        "bind",
+        "unbind",
+        "all",
+    ]
+    .iter()
+    .map(|p| format!("<D:privilege><D:{p}/></D:privilege>"))
+    .collect()
 }
 
 /// One instruction of a PROPPATCH, in document order.

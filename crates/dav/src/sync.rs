@@ -57,14 +57,8 @@ fn member(dav: &Dav, res: &Resource, name: &[u8], what: &PropRequest) -> Result<
     })
 }
 
-/// sync-collection on `res`, writing responses and the new token into `out`.
-pub(crate) fn sync(
-    dav: &Dav,
-    res: &Resource,
-    root: Node<'_, '_>,
-    what: &PropRequest,
-    out: &mut String,
-) -> Result<(), DavError> {
+/// The report's preconditions (RFC 6578 section 3.3): on a collection, at sync-level 1.
+fn check_scope(res: &Resource, root: Node<'_, '_>) -> Result<(), DavError> {
     if !res.is_dir() {
         return Err(DavError::Condition {
             status: 403,
@@ -81,6 +75,18 @@ pub(crate) fn sync(
             });
         }
     }
+    Ok(())
+}
+
+/// sync-collection on `res`, writing responses and the new token into `out`.
+pub(crate) fn sync(
+    dav: &Dav,
+    res: &Resource,
+    root: Node<'_, '_>,
+    what: &PropRequest,
+    out: &mut String,
+) -> Result<(), DavError> {
+    check_scope(res, root)?;
     let limit = limit(root)?;
     let text = xml::child(root, DAV, "sync-token")
         .map(xml::text)

@@ -245,76 +245,13 @@ impl Script {
         b: &Behaviour,
         seen: &mut Option<&'static str>,
     ) -> Result<(), BehaviourError> {
-        match b {
-            Behaviour::Ok {
-                body_len,
-                keep_alive,
-            } => {
+        if let Some((name, answer)) = answer_of(b)? {
+            if let Behaviour::Ok { keep_alive, .. } = b {
                 self.always_close = !keep_alive;
-                self.set_answer(
-                    "ok",
-                    Answer::Ok {
-                        body_len: *body_len,
-                    },
-                    seen,
-                )?;
             }
-            Behaviour::Chunked {
-                chunk_lens,
-                extensions,
-                trailers,
-            } => {
-                if chunk_lens.contains(&0) {
-                    return Err(BehaviourError::OutOfRange(
-                        "chunk lengths must be > 0 (a zero chunk ends the body)",
-                    ));
-                }
-                self.set_answer(
-                    "chunked",
-                    Answer::Chunked {
-                        chunk_lens: chunk_lens.clone(),
-                        extensions: *extensions,
-                        trailers: *trailers,
-                    },
-                    seen,
-                )?;
-            }
-            Behaviour::Interim(codes) => {
-                if codes.iter().any(|&c| !(100..=199).contains(&c) || c == 101) {
-                    return Err(BehaviourError::OutOfRange(
-                        "interim codes must be 1xx other than 101",
-                    ));
-                }
-                self.set_answer("interim", Answer::Interim(codes.clone()), seen)?;
-            }
-            Behaviour::NoContent => self.set_answer("no-content", Answer::NoContent, seen)?,
-            Behaviour::NotModified => self.set_answer("not-modified", Answer::NotModified, seen)?,
-            Behaviour::CloseDelimited { body_len } => self.set_answer(
-                "close-delimited",
-                Answer::CloseDelimited {
-                    body_len: *body_len,
-                },
-                seen,
-            )?,
-            Behaviour::Stall { after_bytes } => self.set_answer(
-                "stall",
-                Answer::Stall {
-                    after_bytes: *after_bytes,
-                },
-                seen,
-            )?,
-            Behaviour::CloseMidBody => {
-                self.set_answer("close-mid-body", Answer::CloseMidBody, seen)?
-            }
-            Behaviour::Malformed(kind) => {
-                self.set_answer("malformed", Answer::Malformed(*kind), seen)?
-            }
-            Behaviour::Status(code) => {
-                if !(200..=599).contains(code) {
-                    return Err(BehaviourError::OutOfRange("status must be in 200..=599"));
-                }
-                self.set_answer("status", Answer::Status(*code), seen)?;
-            }
+            return self.set_answer(name, answer, seen);
+        }
+        match b {
             Behaviour::Reset {
                 after_requests,
                 mid_response,
@@ -341,9 +278,74 @@ impl Script {
                     self.apply(part, seen)?;
                 }
             }
+            // Answers were taken by `answer_of` above.
+            _ => {}
         }
         Ok(())
     }
+}
+
+/// The answer half of `b` with its name, checked; `None` when `b` is a policy (reset,
+/// delay, close-after, ...) or a composition.
+fn answer_of(b: &Behaviour) -> Result<Option<(&'static str, Answer)>, BehaviourError> {
+    Ok(Some(match b {
+        Behaviour::Ok { body_len, .. } => (
+            "ok",
+            Answer::Ok {
+                body_len: *body_len,
+            },
+        ),
+        Behaviour::Chunked {
+            chunk_lens,
+            extensions,
+            trailers,
+        } => {
+            if chunk_lens.contains(&0) {
+                return Err(BehaviourError::OutOfRange(
+                    "chunk lengths must be > 0 (a zero chunk ends the body)",
+                ));
+            }
+            (
+                "chunked",
+                Answer::Chunked {
+                    chunk_lens: chunk_lens.clone(),
+                    extensions: *extensions,
+                    trailers: *trailers,
+                },
+            )
+        }
+        Behaviour::Interim(codes) => {
+            if codes.iter().any(|&c| !(100..=199).contains(&c) || c == 101) {
+                return Err(BehaviourError::OutOfRange(
+                    "interim codes must be 1xx other than 101",
+                ));
+            }
+            ("interim", Answer::Interim(codes.clone()))
+        }
+        Behaviour::NoContent => ("no-content", Answer::NoContent),
+        Behaviour::NotModified => ("not-modified", Answer::NotModified),
+        Behaviour::CloseDelimited { body_len } => (
+            "close-delimited",
+            Answer::CloseDelimited {
+                body_len: *body_len,
+            },
+        ),
+        Behaviour::Stall { after_bytes } => (
+            "stall",
+            Answer::Stall {
+                after_bytes: *after_bytes,
+            },
+        ),
+        Behaviour::CloseMidBody => ("close-mid-body", Answer::CloseMidBody),
+        Behaviour::Malformed(kind) => ("malformed", Answer::Malformed(*kind)),
+        Behaviour::Status(code) => {
+            if !(200..=599).contains(code) {
+                return Err(BehaviourError::OutOfRange("status must be in 200..=599"));
+            }
+            ("status", Answer::Status(*code))
+        }
+        _ => return Ok(None),
+    }))
 }
 
 impl Behaviour {
@@ -470,70 +472,12 @@ pub(crate) fn build_reply(answer: &Answer, is_head: bool, conn: ConnHeader) -> R
             after: After::Persist,
         }
         .fixed_body_start(),
-        Answer::Interim(codes) => {
-            let mut interim = String::new();
-            for &code in codes {
-                interim.push_str(&format!("HTTP/1.1 {code} {}\r\n", reason(code)));
-                if code == 103 {
-                    interim.push_str("Link: </style.css>; rel=preload; as=style\r\n");
-                }
-                interim.push_str("\r\n");
-            }
-            let mut reply = framed(200, &body_bytes(DEFAULT_BODY_LEN), is_head, conn);
-            let mut bytes = interim.into_bytes();
-            reply.body_start += bytes.len();
-            bytes.extend_from_slice(&reply.bytes);
-            reply.bytes = bytes;
-            reply
-        }
+        Answer::Interim(codes) => interim_then_ok(codes, is_head, conn),
         Answer::Chunked {
             chunk_lens,
             extensions,
             trailers,
-        } => {
-            let total: usize = chunk_lens.iter().sum();
-            let trailer_decl = if *trailers {
-                "Trailer: X-Body-Len, X-Checksum\r\n"
-            } else {
-                ""
-            };
-            let head = head_bytes(
-                200,
-                &format!(
-                    "Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n{trailer_decl}"
-                ),
-                conn,
-            );
-            let data = body_bytes(total);
-            let mut body = Vec::with_capacity(total + 32 * chunk_lens.len() + 64);
-            let mut offset = 0;
-            for (i, &len) in chunk_lens.iter().enumerate() {
-                // Alternate hex case and add quoted and token extensions so a client's
-                // size parser meets both.
-                let size = if i % 2 == 0 {
-                    format!("{len:x}")
-                } else {
-                    format!("{len:X}")
-                };
-                let ext = match (extensions, i % 2) {
-                    (false, _) => String::new(),
-                    (true, 0) => format!(";chunk={i}"),
-                    (true, _) => ";note=\"a;b\"".to_string(),
-                };
-                body.extend_from_slice(format!("{size}{ext}\r\n").as_bytes());
-                body.extend_from_slice(&data[offset..offset + len]);
-                body.extend_from_slice(b"\r\n");
-                offset += len;
-            }
-            body.extend_from_slice(if *extensions { b"0;last\r\n" } else { b"0\r\n" });
-            if *trailers {
-                body.extend_from_slice(
-                    format!("X-Body-Len: {total}\r\nX-Checksum: fault\r\n").as_bytes(),
-                );
-            }
-            body.extend_from_slice(b"\r\n");
-            with_body(head, &body, is_head, After::Persist)
-        }
+        } => chunked(chunk_lens, *extensions, *trailers, is_head, conn),
         Answer::CloseDelimited { body_len } => {
             let head = head_bytes(200, "Content-Type: text/plain\r\n", ConnHeader::Close);
             with_body(head, &body_bytes(*body_len), is_head, After::Close)
@@ -554,6 +498,73 @@ pub(crate) fn build_reply(answer: &Answer, is_head: bool, conn: ConnHeader) -> R
         }
         Answer::Malformed(kind) => malformed(*kind, is_head),
     }
+}
+
+/// The interim responses `codes` (a 103 with a Link field), then the default 200.
+fn interim_then_ok(codes: &[u16], is_head: bool, conn: ConnHeader) -> Reply {
+    let mut interim = String::new();
+    for &code in codes {
+        interim.push_str(&format!("HTTP/1.1 {code} {}\r\n", reason(code)));
+        if code == 103 {
+            interim.push_str("Link: </style.css>; rel=preload; as=style\r\n");
+        }
+        interim.push_str("\r\n");
+    }
+    let mut reply = framed(200, &body_bytes(DEFAULT_BODY_LEN), is_head, conn);
+    let mut bytes = interim.into_bytes();
+    reply.body_start += bytes.len();
+    bytes.extend_from_slice(&reply.bytes);
+    reply.bytes = bytes;
+    reply
+}
+
+/// A chunked 200, one chunk per entry of `chunk_lens`, with extensions and trailers when
+/// asked.
+fn chunked(
+    chunk_lens: &[usize],
+    extensions: bool,
+    trailers: bool,
+    is_head: bool,
+    conn: ConnHeader,
+) -> Reply {
+    let total: usize = chunk_lens.iter().sum();
+    let trailer_decl = if trailers {
+        "Trailer: X-Body-Len, X-Checksum\r\n"
+    } else {
+        ""
+    };
+    let head = head_bytes(
+        200,
+        &format!("Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n{trailer_decl}"),
+        conn,
+    );
+    let data = body_bytes(total);
+    let mut body = Vec::with_capacity(total + 32 * chunk_lens.len() + 64);
+    let mut offset = 0;
+    for (i, &len) in chunk_lens.iter().enumerate() {
+        // Alternate hex case and add quoted and token extensions so a client's
+        // size parser meets both.
+        let size = if i % 2 == 0 {
+            format!("{len:x}")
+        } else {
+            format!("{len:X}")
+        };
+        let ext = match (extensions, i % 2) {
+            (false, _) => String::new(),
+            (true, 0) => format!(";chunk={i}"),
+            (true, _) => ";note=\"a;b\"".to_string(),
+        };
+        body.extend_from_slice(format!("{size}{ext}\r\n").as_bytes());
+        body.extend_from_slice(&data[offset..offset + len]);
+        body.extend_from_slice(b"\r\n");
+        offset += len;
+    }
+    body.extend_from_slice(if extensions { b"0;last\r\n" } else { b"0\r\n" });
+    if trailers {
+        body.extend_from_slice(format!("X-Body-Len: {total}\r\nX-Checksum: fault\r\n").as_bytes());
+    }
+    body.extend_from_slice(b"\r\n");
+    with_body(head, &body, is_head, After::Persist)
 }
 
 impl Reply {

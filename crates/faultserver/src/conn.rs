@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::behaviour::{build_reply, After, Answer, ConnHeader};
-use crate::http::{self, ReadError};
+use crate::behaviour::{build_reply, After, Answer, ConnHeader, Script};
+use crate::http::{self, ReadError, RequestHead};
 use crate::{lock, Shared};
 
 /// How a connection ends.
@@ -102,25 +102,7 @@ fn serve(shared: &Shared, stream: &TcpStream) -> End {
             }
         }
 
-        // Keep-alive decision, then the header that announces it.
-        let client_keeps = head.client_keeps_alive() || script.ignore_connection_close;
-        let limit_reached = script.close_after.is_some_and(|(n, _)| served_here >= n);
-        let closing = script.always_close || !client_keeps || limit_reached;
-        let conn_header = if closing {
-            let silent = limit_reached
-                && script.close_after.is_some_and(|(_, announce)| !announce)
-                && client_keeps
-                && !script.always_close;
-            if silent {
-                ConnHeader::None
-            } else {
-                ConnHeader::Close
-            }
-        } else if !head.http11 {
-            ConnHeader::KeepAlive
-        } else {
-            ConnHeader::None
-        };
+        let (closing, conn_header) = keep_alive(script, &head, served_here);
         let reply = build_reply(&script.answer, head.is_head, conn_header);
 
         if let Some((after, mid_response)) = script.reset {
@@ -162,6 +144,30 @@ fn serve(shared: &Shared, stream: &TcpStream) -> End {
             }
         }
     }
+}
+
+/// The keep-alive decision for the `served_here`-th request of a connection, and the
+/// Connection header that announces it (none when a close-after is silent).
+fn keep_alive(script: &Script, head: &RequestHead, served_here: u64) -> (bool, ConnHeader) {
+    let client_keeps = head.client_keeps_alive() || script.ignore_connection_close;
+    let limit_reached = script.close_after.is_some_and(|(n, _)| served_here >= n);
+    let closing = script.always_close || !client_keeps || limit_reached;
+    let conn_header = if closing {
+        let silent = limit_reached
+            && script.close_after.is_some_and(|(_, announce)| !announce)
+            && client_keeps
+            && !script.always_close;
+        if silent {
+            ConnHeader::None
+        } else {
+            ConnHeader::Close
+        }
+    } else if !head.http11 {
+        ConnHeader::KeepAlive
+    } else {
+        ConnHeader::None
+    };
+    (closing, conn_header)
 }
 
 /// Holds the connection without answering until the client closes or the server stops.

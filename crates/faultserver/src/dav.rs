@@ -54,19 +54,32 @@ pub enum DavFault {
     },
 }
 
+/// Why a DAV fault's text form did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DavFaultError {
+    /// The `:N` after the name is not a positive integer.
+    #[error("`{0}`: the period must be a positive integer")]
+    Period(String),
+    /// No such fault, or a period on one that takes none.
+    #[error(
+        "unknown DAV fault `{0}` (none, stale-etag, lost-put[:N], wrong-sync[:N], error-5xx[:N])"
+    )]
+    Unknown(String),
+}
+
 impl std::str::FromStr for DavFault {
-    type Err = String;
+    type Err = DavFaultError;
 
     /// `none`, `stale-etag`, `lost-put[:N]` (default 4), `wrong-sync[:N]` (default 3),
     /// `error-5xx[:N]` (default 20).
-    fn from_str(s: &str) -> Result<DavFault, String> {
+    fn from_str(s: &str) -> Result<DavFault, DavFaultError> {
         let (name, n) = match s.split_once(':') {
             Some((a, b)) => {
                 let n: u64 = b
                     .parse()
                     .ok()
                     .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("`{s}`: the period must be a positive integer"))?;
+                    .ok_or_else(|| DavFaultError::Period(s.to_string()))?;
                 (a, Some(n))
             }
             None => (s, None),
@@ -74,12 +87,16 @@ impl std::str::FromStr for DavFault {
         match name {
             "none" if n.is_none() => Ok(DavFault::None),
             "stale-etag" if n.is_none() => Ok(DavFault::StaleEtag),
-            "lost-put" => Ok(DavFault::LostPut { every: n.unwrap_or(4) }),
-            "wrong-sync" => Ok(DavFault::WrongSync { every: n.unwrap_or(3) }),
-            "error-5xx" => Ok(DavFault::Error5xx { every: n.unwrap_or(20) }),
-            _ => Err(format!(
-                "unknown DAV fault `{s}` (none, stale-etag, lost-put[:N], wrong-sync[:N], error-5xx[:N])"
-            )),
+            "lost-put" => Ok(DavFault::LostPut {
+                every: n.unwrap_or(4),
+            }),
+            "wrong-sync" => Ok(DavFault::WrongSync {
+                every: n.unwrap_or(3),
+            }),
+            "error-5xx" => Ok(DavFault::Error5xx {
+                every: n.unwrap_or(20),
+            }),
+            _ => Err(DavFaultError::Unknown(s.to_string())),
         }
     }
 }

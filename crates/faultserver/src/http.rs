@@ -96,6 +96,44 @@ fn is_token(s: &[u8]) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
 }
 
+/// The request line `METHOD TARGET VERSION`: whether it is a HEAD, and whether
+/// HTTP/1.1 (1.0 otherwise; any other version is 505).
+fn request_line(line: &[u8]) -> Result<(bool, bool), ReadError> {
+    let mut parts = line.split(|&c| c == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(ReadError::Bad(400));
+    };
+    if !is_token(method) || target.is_empty() {
+        return Err(ReadError::Bad(400));
+    }
+    let http11 = match version {
+        b"HTTP/1.1" => true,
+        b"HTTP/1.0" => false,
+        v if v.starts_with(b"HTTP/") => return Err(ReadError::Bad(505)),
+        _ => return Err(ReadError::Bad(400)),
+    };
+    Ok((method == b"HEAD", http11))
+}
+
+/// One Content-Length field (a list of equal decimals is allowed, RFC 9110 section
+/// 8.6), which must agree with any earlier one.
+fn add_content_length(value: &str, content_length: &mut Option<u64>) -> Result<(), ReadError> {
+    for part in value.split(',') {
+        let part = part.trim();
+        if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(ReadError::Bad(400));
+        }
+        let len: u64 = part.parse().map_err(|_| ReadError::Bad(400))?;
+        if content_length.is_some_and(|prev| prev != len) {
+            return Err(ReadError::Bad(400));
+        }
+        *content_length = Some(len);
+    }
+    Ok(())
+}
+
 /// Reads a request head. `Ok(None)` means the client closed cleanly between requests.
 pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, ReadError> {
     let mut budget = MAX_HEAD_BYTES;
@@ -118,23 +156,9 @@ pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, Re
             return Err(ReadError::Bad(431));
         }
     }
-    let mut parts = line.split(|&c| c == b' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(ReadError::Bad(400));
-    };
-    if !is_token(method) || target.is_empty() {
-        return Err(ReadError::Bad(400));
-    }
-    let http11 = match version {
-        b"HTTP/1.1" => true,
-        b"HTTP/1.0" => false,
-        v if v.starts_with(b"HTTP/") => return Err(ReadError::Bad(505)),
-        _ => return Err(ReadError::Bad(400)),
-    };
+    let (is_head, http11) = request_line(&line)?;
     let mut head = RequestHead {
-        is_head: method == b"HEAD",
+        is_head,
         http11,
         wants_close: false,
         wants_keep_alive: false,
@@ -171,19 +195,7 @@ pub(crate) fn read_head<R: BufRead>(r: &mut R) -> Result<Option<RequestHead>, Re
         let value = value.trim();
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
         match name.as_str() {
-            "content-length" => {
-                for part in value.split(',') {
-                    let part = part.trim();
-                    if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
-                        return Err(ReadError::Bad(400));
-                    }
-                    let len: u64 = part.parse().map_err(|_| ReadError::Bad(400))?;
-                    if content_length.is_some_and(|prev| prev != len) {
-                        return Err(ReadError::Bad(400));
-                    }
-                    content_length = Some(len);
-                }
-            }
+            "content-length" => add_content_length(value, &mut content_length)?,
             "transfer-encoding" => {
                 transfer_encoding = true;
                 chunked = value
@@ -263,36 +275,14 @@ pub(crate) fn read_body<R: BufRead>(r: &mut R, framing: BodyFraming) -> Result<(
     }
 }
 
-/// The standard reason phrase for the codes the server sends; clients must not depend on
-/// it (RFC 9112 section 4), so unknown codes get a neutral word.
+/// The reason phrase for a code: the `http` crate's table of registered names (the same
+/// as the built-in server's); clients must not depend on it (RFC 9112 section 4), so
+/// unknown codes get a neutral word.
 pub(crate) fn reason(code: u16) -> &'static str {
-    match code {
-        100 => "Continue",
-        103 => "Early Hints",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Status",
-    }
+    http::StatusCode::from_u16(code)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Status")
 }
 
 /// The body every 200 carries: `len` bytes cycling through `a..z`, so a client test can

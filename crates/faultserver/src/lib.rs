@@ -24,7 +24,7 @@ mod http;
 pub use behaviour::{
     Behaviour, BehaviourError, MalformedKind, DEFAULT_BODY_LEN, OVERSIZED_HEADER_BYTES,
 };
-pub use dav::{DavFault, DavServer};
+pub use dav::{DavFault, DavFaultError, DavServer};
 pub use http::body_bytes;
 
 use std::collections::HashMap;

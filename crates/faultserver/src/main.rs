@@ -9,6 +9,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::{anyhow, bail, Context};
 use volley_faultserver::{Behaviour, DavFault, DavServer, FaultServer};
 
 /// Default and largest run time: the server must never outlive a forgotten terminal.
@@ -25,7 +26,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Vec<String>) -> Result<(), String> {
+/// The whole program; its error is the one line `main` prints (a binary, so anyhow).
+fn run(args: Vec<String>) -> anyhow::Result<()> {
     let mut behaviour: Option<Behaviour> = None;
     let mut dav: Option<DavFault> = None;
     let mut record: Option<std::path::PathBuf> = None;
@@ -47,17 +49,15 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 return Ok(());
             }
             "--seconds" => {
-                let value = args.next().ok_or("--seconds needs a value")?;
+                let value = args.next().context("--seconds needs a value")?;
                 seconds = value
                     .parse()
                     .ok()
                     .filter(|s| (1..=MAX_SECONDS).contains(s))
-                    .ok_or(format!(
-                        "--seconds must be 1..={MAX_SECONDS}, got `{value}`"
-                    ))?;
+                    .ok_or_else(|| anyhow!("--seconds must be 1..={MAX_SECONDS}, got `{value}`"))?;
             }
             "--record" => {
-                record = Some(args.next().ok_or("--record needs a file")?.into());
+                record = Some(args.next().context("--record needs a file")?.into());
             }
             text if behaviour.is_none()
                 && dav.is_none()
@@ -67,24 +67,24 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 dav = Some(fault.parse()?);
             }
             text if behaviour.is_none() && dav.is_none() => {
-                behaviour = Some(text.parse().map_err(|e| format!("{e}"))?);
+                behaviour = Some(text.parse()?);
             }
-            other => return Err(format!("unexpected argument `{other}` (see --help)")),
+            other => bail!("unexpected argument `{other}` (see --help)"),
         }
     }
     if let Some(fault) = dav {
         let server =
-            DavServer::start(fault, record.as_deref()).map_err(|e| format!("cannot start: {e}"))?;
+            DavServer::start(fault, record.as_deref()).map_err(|e| anyhow!("cannot start: {e}"))?;
         println!("{}", server.url());
         std::thread::sleep(Duration::from_secs(seconds));
         server.shutdown();
         return Ok(());
     }
     if record.is_some() {
-        return Err("--record is for the DAV mode (dav[:FAULT])".into());
+        bail!("--record is for the DAV mode (dav[:FAULT])");
     }
-    let behaviour = behaviour.ok_or("missing BEHAVIOUR (see --help)")?;
-    let server = FaultServer::start(behaviour).map_err(|e| format!("cannot start: {e}"))?;
+    let behaviour = behaviour.context("missing BEHAVIOUR (see --help)")?;
+    let server = FaultServer::start(behaviour).map_err(|e| anyhow!("cannot start: {e}"))?;
     println!("{}", server.url("/"));
     // Poll rather than sleep once, so a server that `dies` ends the process too.
     let deadline = std::time::Instant::now() + Duration::from_secs(seconds);

@@ -198,6 +198,16 @@ struct Stream {
     body_pos: usize,
 }
 
+/// What decoding one header block found.
+struct Decoded {
+    /// The `:status` pseudo-field, when there was exactly one valid one.
+    status: Option<u16>,
+    /// A repeated, invalid or unknown pseudo-field.
+    bad_pseudo: bool,
+    /// Every field, when the settings capture them.
+    fields: Vec<HeaderField>,
+}
+
 /// A header block spread over HEADERS + CONTINUATION frames.
 #[derive(Debug, Clone, Copy)]
 struct PendingBlock {
@@ -943,12 +953,38 @@ impl H2Conn {
             }
             Err(e) => return Err(ConnError::Compression(e)),
         }
+        let head = Decoded {
+            status,
+            bad_pseudo,
+            fields,
+        };
+        self.apply_head(idx, id, end_stream, head, capture, content);
+        Ok(())
+    }
+
+    /// Applies a decoded head to active stream `idx`: a final head or trailers become
+    /// events (with the captured content fields and fields), a malformed one a stream
+    /// error; an informational head waits for the next.
+    fn apply_head(
+        &mut self,
+        idx: usize,
+        id: StreamId,
+        end_stream: bool,
+        head: Decoded,
+        capture: bool,
+        content: bool,
+    ) {
+        let Decoded {
+            status,
+            bad_pseudo,
+            fields,
+        } = head;
         let s = &mut self.streams[idx];
         if s.got_final {
             // Trailers: must end the stream and carry no pseudo-fields (§8.1).
             if !end_stream || status.is_some() || bad_pseudo {
                 self.stream_error(idx, ErrorCode::ProtocolError);
-                return Ok(());
+                return;
             }
             self.events.push_back(Event::Trailers { stream: id });
         } else {
@@ -956,7 +992,7 @@ impl H2Conn {
                 Some(st) if !bad_pseudo => st,
                 _ => {
                     self.stream_error(idx, ErrorCode::ProtocolError);
-                    return Ok(());
+                    return;
                 }
             };
             if (100..200).contains(&status) {
@@ -964,7 +1000,7 @@ impl H2Conn {
                 if end_stream {
                     self.stream_error(idx, ErrorCode::ProtocolError);
                 }
-                return Ok(());
+                return;
             }
             s.got_final = true;
             if content {
@@ -991,7 +1027,6 @@ impl H2Conn {
         if end_stream {
             self.close_remote(idx);
         }
-        Ok(())
     }
 
     fn on_priority(&mut self, h: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {

@@ -181,8 +181,7 @@ impl Conn {
         }
         if let Some(t) = &self.trace {
             let who = format!("{} {}", self.user, self.agent);
-            let outcome = result.as_ref().map_err(|k| format!("{k:?}"));
-            t.record(sample.sent_ns, &who, req, outcome);
+            t.record(sample.sent_ns, &who, req, result.as_ref().map_err(|k| *k));
         }
         (result, sample)
     }

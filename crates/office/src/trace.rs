@@ -16,6 +16,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use volley_engine::ErrorKind;
+
 use crate::http::{Reply, Request};
 use crate::xml;
 
@@ -38,8 +40,8 @@ impl Trace {
     }
 
     /// Writes one exchange: `at_ns` (when it was sent, since the day's origin), who
-    /// sent it, the request and its outcome (`Err`: the transport failure's name).
-    pub fn record(&self, at_ns: u64, who: &str, req: &Request, outcome: Result<&Reply, String>) {
+    /// sent it, the request and its outcome (`Err`: the transport failure, written by its name).
+    pub fn record(&self, at_ns: u64, who: &str, req: &Request, outcome: Result<&Reply, ErrorKind>) {
         let line = line(at_ns, who, req, outcome);
         let mut w = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         // A trace that cannot be written must not change the day; it is a debugging
@@ -58,7 +60,7 @@ impl Trace {
 }
 
 /// One trace line (ending in a newline).
-pub fn line(at_ns: u64, who: &str, req: &Request, outcome: Result<&Reply, String>) -> String {
+pub fn line(at_ns: u64, who: &str, req: &Request, outcome: Result<&Reply, ErrorKind>) -> String {
     let mut s = format!(
         "{:.6} {who} {} {}",
         at_ns as f64 / 1e9,
@@ -77,7 +79,7 @@ pub fn line(at_ns: u64, who: &str, req: &Request, outcome: Result<&Reply, String
         s.push_str(&format!(" from-token={}", or_dash(&t)));
     }
     match outcome {
-        Err(kind) => s.push_str(&format!(" -> {kind}")),
+        Err(kind) => s.push_str(&format!(" -> {kind:?}")),
         Ok(r) => {
             s.push_str(&format!(" -> {}", r.status));
             if let Some(e) = r.header("ETag") {
@@ -171,7 +173,7 @@ mod tests {
             l,
             "0.000000 u PUT /u/cal/a.ics if-match=\"e\" -> 204 etag=\"f\"\n"
         );
-        let l = line(0, "u", &req, Err("Reset".into()));
+        let l = line(0, "u", &req, Err(ErrorKind::Reset));
         assert!(l.ends_with("-> Reset\n"), "{l}");
     }
 }

@@ -99,16 +99,30 @@ impl Multistatus {
     }
 }
 
+/// Why a 207 body could not be read (counted as a `Malformed` violation).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MultistatusError {
+    /// The body is not UTF-8.
+    #[error("multistatus is not UTF-8")]
+    NotUtf8,
+    /// The body is not well-formed XML.
+    #[error("bad XML: {0}")]
+    BadXml(roxmltree::Error),
+    /// The root element is another one (its local name).
+    #[error("root element is {0}, not multistatus")]
+    Root(String),
+    /// A `response` without an `href`.
+    #[error("a response without href")]
+    NoHref,
+}
+
 /// Parses a 207 body; `Err` names what is wrong.
-pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
-    let text = std::str::from_utf8(body).map_err(|_| "multistatus is not UTF-8".to_owned())?;
-    let doc = roxmltree::Document::parse(text).map_err(|e| format!("bad XML: {e}"))?;
+pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, MultistatusError> {
+    let text = std::str::from_utf8(body).map_err(|_| MultistatusError::NotUtf8)?;
+    let doc = roxmltree::Document::parse(text).map_err(MultistatusError::BadXml)?;
     let root = doc.root_element();
     if !is(root, DAV, "multistatus") {
-        return Err(format!(
-            "root element is {}, not multistatus",
-            root.tag_name().name()
-        ));
+        return Err(MultistatusError::Root(root.tag_name().name().to_owned()));
     }
     let mut out = Multistatus::default();
     for node in root.children().filter(|n| n.is_element()) {
@@ -160,8 +174,8 @@ pub fn href_path(href: &str) -> String {
     }
 }
 
-fn entry(node: roxmltree::Node<'_, '_>) -> Result<Entry, String> {
-    let href = child(node, DAV, "href").ok_or("a response without href")?;
+fn entry(node: roxmltree::Node<'_, '_>) -> Result<Entry, MultistatusError> {
+    let href = child(node, DAV, "href").ok_or(MultistatusError::NoHref)?;
     let mut e = Entry {
         href: href_path(&text(href)),
         ..Entry::default()

@@ -22,39 +22,15 @@ pub(crate) enum Body {
     File(File, u64, u64),
 }
 
-/// The reason phrase of a status (HTTP/1.1 status lines and the text bodies).
+/// The reason phrase of a status (HTTP/1.1 status lines and the text bodies): the
+/// `http` crate's table of registered names, one table for both built-in servers;
+/// clients must not depend on it (RFC 9112 section 4), so a code it lacks gets a neutral
+/// word.
 pub(crate) fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        206 => "Partial Content",
-        207 => "Multi-Status",
-        301 => "Moved Permanently",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        424 => "Failed Dependency",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
-        507 => "Insufficient Storage",
-        _ => "Unknown",
-    }
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Unknown")
 }
 
 /// The body of a short text answer: `404 Not Found\n` (none for 304).

@@ -151,7 +151,7 @@ pub(crate) fn run_injected(
         cfg.addrs = (0..k as usize)
             .map(|i| l.addr_for(i, target.addr).map(|a| a.map(|a| a.to_string())))
             .collect::<Result<_, _>>()
-            .map_err(StepError::Injectors)?;
+            .map_err(|e| StepError::Injectors(e.to_string()))?;
     }
     cfg.stop = Some(Arc::clone(&load_stop));
     let watch = step_watch(target, load_stop, stop_flag);

@@ -18,6 +18,17 @@ use volley_targets::{LabSlot, NetnsPlace};
 use crate::plan::Plan;
 use crate::StudyError;
 
+/// Why injector `i` has no address to load through.
+#[derive(Debug, thiserror::Error)]
+pub enum LabAddrError {
+    /// Its link has a delay but the lab started no delaying proxy.
+    #[error("no delaying proxy was started")]
+    NoProxy,
+    /// The delaying proxy refused the new route.
+    #[error(transparent)]
+    Proxy(#[from] volley_netlab::NetlabError),
+}
+
 /// The lab of one study run.
 pub(crate) struct StudyLab {
     /// Delaying proxies, when some link has a delay; dropped before the lab.
@@ -101,7 +112,11 @@ impl StudyLab {
 
     /// The address injector `i` loads for `target`: the target itself, or a proxy
     /// that delays its responses when the injector's link has a delay.
-    pub fn addr_for(&self, i: usize, target: SocketAddr) -> Result<Option<SocketAddr>, String> {
+    pub fn addr_for(
+        &self,
+        i: usize,
+        target: SocketAddr,
+    ) -> Result<Option<SocketAddr>, LabAddrError> {
         let Some(delay) = self.specs.get(i).and_then(|l| l.delay_ms) else {
             return Ok(None);
         };
@@ -109,8 +124,8 @@ impl StudyLab {
             return Ok(Some(*a));
         }
         let mut proxies = self.proxies.borrow_mut();
-        let p = proxies.as_mut().ok_or("no delaying proxy was started")?;
-        let a = p.add(target, delay).map_err(|e| e.to_string())?;
+        let p = proxies.as_mut().ok_or(LabAddrError::NoProxy)?;
+        let a = p.add(target, delay)?;
         self.proxied.borrow_mut().insert((target, delay), a);
         Ok(Some(a))
     }

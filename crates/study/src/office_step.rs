@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use volley_metrics::{Model, Recorder, RunInfo};
-use volley_office::{Account, Mix, OfficeConfig, OfficeReport};
+use volley_office::{Account, Mix, OfficeConfig, OfficeError, OfficeReport};
 use volley_targets::dav::DavAccount;
 use volley_targets::RunningTarget;
 
@@ -48,7 +48,7 @@ pub(crate) fn run_office(
     let url = format!("http://{}", target.addr);
     let mut cfg =
         OfficeConfig::with_accounts(&url, accounts[..users].iter().map(office_account).collect());
-    cfg.mix = mix_of(office).map_err(StepError::Office)?;
+    cfg.mix = mix_of(office).map_err(|e| StepError::Office(e.to_string()))?;
     cfg.decisions_per_day = office.decisions;
     cfg.compress = office.compress;
     cfg.duration = duration;
@@ -139,11 +139,11 @@ pub fn office_account(a: &DavAccount) -> Account {
 }
 
 /// The profile mix of `office` (every profile alike when the file names none).
-pub(crate) fn mix_of(office: &OfficeLoad) -> Result<Mix, String> {
+pub(crate) fn mix_of(office: &OfficeLoad) -> Result<Mix, OfficeError> {
     if office.profiles.is_empty() {
         return Ok(Mix::default());
     }
-    Mix::parse(&office.profiles).map_err(|e| e.to_string())
+    Mix::parse(&office.profiles)
 }
 
 /// Whether the step carried its users, and why not: the poll p99 against the SLO, the

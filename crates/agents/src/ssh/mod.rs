@@ -19,6 +19,9 @@ use std::process::Command;
 use std::str::FromStr;
 use std::time::Duration;
 
+// Every word of a remote script is quoted for the remote POSIX shell.
+use volley_proc::shell_quote as quote;
+
 mod remote;
 mod run;
 
@@ -249,11 +252,6 @@ impl SshConfig {
             Err(classify(host, action, &ran))
         }
     }
-}
-
-/// Single-quotes `s` for the remote POSIX shell.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Whether a host's `uname -m` runs this build.

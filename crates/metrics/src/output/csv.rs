@@ -18,8 +18,11 @@ pub struct Csv;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CsvSeconds;
 
+/// One field as RFC 4180 section 2 writes it: quoted when it holds a comma, a quote or
+/// a line break (CR or LF), a quote inside doubled. That is the whole rule, so it is
+/// written here rather than pulled in with the `csv` crate.
 fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
@@ -300,6 +303,15 @@ mod tests {
     use crate::summary::tests::info;
     use crate::Recorder;
     use volley_engine::Sink;
+
+    #[test]
+    fn fields_quote_as_rfc_4180_says() {
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(field("cr\rhere"), "\"cr\rhere\"");
+    }
 
     #[test]
     fn rows_match_header_width_and_quote_commas() {

@@ -25,7 +25,7 @@ mod variants;
 pub use describe::fmt_duration;
 pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
 pub use model::*;
-pub use placement::check_ssh_option;
+pub use placement::{check_ssh_option, SshOptionError};
 pub use resolve::{rate_step_length, resolve, schedule};
 pub use variants::{variant_tuning, DEFAULT as DEFAULT_VARIANT};
 

@@ -189,17 +189,26 @@ fn resolve_ssh(d: &InjectorsDef, most: u32) -> Result<SshPlacement, StudyError> 
     })
 }
 
+/// Why a text is not one OpenSSH `-o` option.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SshOptionError {
+    /// Not `Key=Value` or `Key Value`.
+    #[error("{0:?} is not an OpenSSH option such as \"IdentityFile=/path/key\"")]
+    Shape(String),
+    /// A newline or NUL in it.
+    #[error("{0:?} spans lines")]
+    Lines(String),
+}
+
 /// One OpenSSH `-o` option: `Key=Value` or `Key Value`, on one line.
-pub fn check_ssh_option(o: &str) -> Result<(), String> {
+pub fn check_ssh_option(o: &str) -> Result<(), SshOptionError> {
     let key = o.split(['=', ' ']).next().unwrap_or_default();
     let has_value = o.len() > key.len() + 1;
     if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric()) || !has_value {
-        return Err(format!(
-            "{o:?} is not an OpenSSH option such as \"IdentityFile=/path/key\""
-        ));
+        return Err(SshOptionError::Shape(o.to_string()));
     }
     if o.contains(['\n', '\0']) {
-        return Err(format!("{o:?} spans lines"));
+        return Err(SshOptionError::Lines(o.to_string()));
     }
     Ok(())
 }
@@ -290,12 +299,10 @@ mod tests {
 
     const EXTERNAL: &str = "name = \"p\"\n[[target]]\nname = \"x\"\nkind = \"external\"\nurl = \"http://10.0.0.9:8080/\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\nREPEATS\n[injectors]\n";
 
-    fn injectors(table: &str, repeats: u32) -> Result<InjectorsPlan, String> {
+    fn injectors(table: &str, repeats: u32) -> Result<InjectorsPlan, crate::StudyError> {
         let text = EXTERNAL.replace("REPEATS", &format!("repeats = {repeats}")) + table;
-        let f = crate::spec::parse(&text).map_err(|e| e.to_string())?;
-        resolve(&f, &text, 1.0)
-            .map(|p| p.injectors.unwrap())
-            .map_err(|e| e.to_string())
+        let f = crate::spec::parse(&text)?;
+        resolve(&f, &text, 1.0).map(|p| p.injectors.unwrap())
     }
 
     #[test]
@@ -308,18 +315,22 @@ mod tests {
             Some(BusPlan::Existing("nats://127.0.0.1:4222".into()))
         );
         assert_eq!(p.ready_timeout, READY_DEFAULT_KUBERNETES);
-        let e = injectors(&k.replace("count = 3", "count = [1, 2]"), 1).unwrap_err();
+        let e = injectors(&k.replace("count = 3", "count = [1, 2]"), 1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("injectors.count"), "{e}");
-        let e = injectors(k, 2).unwrap_err();
+        let e = injectors(k, 2).unwrap_err().to_string();
         assert!(
             e.contains("injectors.placement") && e.contains("2 steps"),
             "{e}"
         );
         // A private bus for the pods must listen where the manifests said.
         let private = format!("{k}bus = \"private\"\n");
-        let e = injectors(&private.replace("127.0.0.1:4222", "10.0.0.1"), 1).unwrap_err();
+        let e = injectors(&private.replace("127.0.0.1:4222", "10.0.0.1"), 1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("injectors.bus_url") && e.contains("port"), "{e}");
-        let e = injectors(&private, 1).unwrap_err();
+        let e = injectors(&private, 1).unwrap_err().to_string();
         assert!(e.contains("loopback"), "{e}");
         let p = injectors(&private.replace("127.0.0.1", "10.0.0.1"), 1).unwrap();
         assert_eq!(
@@ -348,7 +359,9 @@ mod tests {
         // Only local hosts: no bus address needed.
         let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
         assert_eq!(p.bus, None);
-        let e = injectors(&t.replace("10.0.0.1", "0.0.0.0"), 1).unwrap_err();
+        let e = injectors(&t.replace("10.0.0.1", "0.0.0.0"), 1)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("injectors.bus_url") && e.contains("0.0.0.0"),
             "{e}"
@@ -360,7 +373,8 @@ mod tests {
             ),
             1,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("injectors.bus_url") && e.contains("loopback"),
             "{e}"

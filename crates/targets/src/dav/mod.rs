@@ -26,7 +26,7 @@
 use crate::config::{DavPaths, DavSettings, MAX_DAV_USERS, PLAIN_DAV_PREFIX};
 use crate::kind::TargetKind;
 use crate::probe::dav::request;
-use crate::probe::Response;
+use crate::probe::{ProbeFailure, Response};
 use crate::TargetError;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -300,7 +300,7 @@ pub(crate) fn set_up(
                 MKCALENDAR_BODY,
                 timeout,
             )
-            .map_err(|e| wrong(&a.calendar, e))?;
+            .map_err(|e| wrong(&a.calendar, e.to_string()))?;
             if r.status != 201 {
                 return Err(wrong(
                     &a.calendar,
@@ -317,7 +317,7 @@ pub(crate) fn set_up(
             PROPFIND_RESOURCETYPE,
             timeout,
         )
-        .map_err(|e| wrong(&a.calendar, e))?;
+        .map_err(|e| wrong(&a.calendar, e.to_string()))?;
         if r.status != 207 {
             return Err(wrong(
                 &a.calendar,
@@ -331,7 +331,16 @@ pub(crate) fn set_up(
     Ok(())
 }
 
-/// One request as `account`, its failure as text.
+/// A set-up request that got no answer: which method, as whom, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{method} as {user}: {failure}")]
+struct CallError {
+    method: String,
+    user: String,
+    failure: ProbeFailure,
+}
+
+/// One request as `account`.
 fn call(
     addr: SocketAddr,
     account: &DavAccount,
@@ -340,7 +349,7 @@ fn call(
     extra: &[(&str, &str)],
     body: &str,
     timeout: Duration,
-) -> Result<Response, String> {
+) -> Result<Response, CallError> {
     request(
         addr,
         Some(account),
@@ -350,7 +359,11 @@ fn call(
         body.as_bytes(),
         timeout,
     )
-    .map_err(|e| format!("{method} as {}: {e}", account.name))
+    .map_err(|failure| CallError {
+        method: method.to_string(),
+        user: account.name.clone(),
+        failure,
+    })
 }
 
 const MKCALENDAR_BODY: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\

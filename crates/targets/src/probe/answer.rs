@@ -4,6 +4,10 @@
 
 use super::{Expected, Response};
 use std::io::Read;
+use volley_engine::http1::{FrameError, ResponseReader};
+
+/// Fields per head read by [`final_head_fields`]; the reader accepts as many.
+const MAX_HEADERS: usize = 128;
 
 /// Decoded bodies larger than this are refused (a probe file is small; a decompression
 /// bomb must not eat the machine).
@@ -12,7 +16,11 @@ pub(super) const MAX_BODY_BYTES: u64 = 64 << 20;
 /// What is wrong with one answer, checked against the file on disk.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
-    /// The bytes are not an HTTP/1.x response (status line, header end, chunk framing).
+    /// The bytes are not a framed HTTP/1.x response (status line, header end, chunk
+    /// framing, Content-Length), as the engine's reader judges it.
+    #[error("{0}")]
+    Framing(#[from] FrameError),
+    /// A framed response the probe cannot judge (neither Content-Length nor chunked).
     #[error("{0}")]
     Malformed(String),
     /// Not 200.
@@ -80,76 +88,54 @@ fn malformed(m: impl Into<String>) -> AnswerError {
 }
 
 /// Parses a complete `Connection: close` response (pure, tested on captured bytes).
+/// Framing and body go through the engine's fuzzed [`ResponseReader`] (the parser the
+/// load itself uses, RFC 9112 section 6.3), so the probe and the load never disagree on
+/// where an answer ends; the final head's fields are read with `httparse`, as the
+/// reader reads them.
 pub fn parse_response(raw: &[u8]) -> Result<Response, AnswerError> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| malformed("no end of headers"))?;
-    let head = std::str::from_utf8(&raw[..end]).map_err(|_| malformed("headers are not UTF-8"))?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/1.") {
-        return Err(malformed(format!("bad status line {status_line:?}")));
-    }
-    let status: u16 = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| malformed(format!("bad status line {status_line:?}")))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let rest = &raw[end + 4..];
-    let mut resp = Response {
-        status,
-        headers,
-        body: Vec::new(),
+    let mut reader = ResponseReader::new();
+    let mut body = Vec::new();
+    let framed = match reader.push(raw, Some(&mut body))? {
+        Some(r) => r,
+        // Read until the server closed: a close-delimited body ends here.
+        None => reader.eof()?,
     };
-    let chunked = resp
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    resp.body = if chunked {
-        dechunk(rest)?
-    } else if let Some(cl) = resp.header("content-length") {
-        let n: usize = cl
-            .parse()
-            .map_err(|_| malformed(format!("bad Content-Length {cl:?}")))?;
-        if rest.len() < n {
-            return Err(malformed(format!(
-                "body cut short: {} of {n} bytes (Content-Length)",
-                rest.len()
-            )));
-        }
-        rest[..n].to_vec()
-    } else {
-        rest.to_vec()
-    };
-    Ok(resp)
+    Ok(Response {
+        status: framed.status,
+        headers: final_head_fields(raw)?,
+        body,
+    })
 }
 
-pub(super) fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, AnswerError> {
-    let mut out = Vec::new();
+/// Whether `raw` holds a whole response by its own framing (Content-Length, the last
+/// chunk, or a status without a body); a close-delimited body is never complete.
+pub(super) fn is_complete(raw: &[u8]) -> bool {
+    matches!(ResponseReader::new().push(raw, None), Ok(Some(_)))
+}
+
+/// The final head's fields, names lower-cased, values trimmed; interim 1xx heads are
+/// skipped as [`ResponseReader`] skips them.
+fn final_head_fields(raw: &[u8]) -> Result<Vec<(String, String)>, AnswerError> {
+    let mut at = 0;
     loop {
-        let eol = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or_else(|| malformed("chunk size line not terminated"))?;
-        let size_text =
-            std::str::from_utf8(&data[..eol]).map_err(|_| malformed("bad chunk size"))?;
-        let size_hex = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_hex, 16)
-            .map_err(|_| malformed(format!("bad chunk size {size_text:?}")))?;
-        data = &data[eol + 2..];
-        if size == 0 {
-            return Ok(out);
+        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut head = httparse::Response::new(&mut fields);
+        let len = match head.parse(&raw[at..]) {
+            Ok(httparse::Status::Complete(len)) => len,
+            _ => return Err(FrameError::BadHead.into()),
+        };
+        if head.code.is_some_and(|c| (100..200).contains(&c)) {
+            at += len;
+            continue;
         }
-        if data.len() < size + 2 {
-            return Err(malformed("chunk cut short"));
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
+        return Ok(head
+            .headers
+            .iter()
+            .map(|h| {
+                let value = String::from_utf8_lossy(h.value).trim().to_string();
+                (h.name.to_ascii_lowercase(), value)
+            })
+            .collect());
     }
 }
 

@@ -169,73 +169,23 @@ pub fn capabilities(
     timeout: Duration,
 ) -> Result<DavCapabilities, DavProbeError> {
     let coll = account.calendar.clone();
-    let url = format!("http://{addr}{coll}");
-    let fail = |e: ProbeFailure| match e {
-        ProbeFailure::NotReady(reason) => DavProbeError::Unreachable {
-            url: url.clone(),
-            reason,
-        },
-        ProbeFailure::Wrong(reason) => DavProbeError::Wrong {
-            url: url.clone(),
-            reason,
-        },
-    };
-    let send = |method: &str, path: &str, extra: &[(&str, &str)], body: &[u8]| {
-        request(addr, Some(account), method, path, extra, body, timeout).map_err(fail)
-    };
-    let list = |v: Option<&str>| -> Vec<String> {
-        v.unwrap_or("")
-            .split(',')
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect()
+    let p = Prober {
+        addr,
+        account,
+        timeout,
+        url: format!("http://{addr}{coll}"),
     };
     let mut caps = DavCapabilities {
         collection: coll.clone(),
         ..DavCapabilities::default()
     };
-    let options = send("OPTIONS", &coll, &[], b"")?;
-    caps.dav_classes = list(options.header("dav"));
-    caps.allow = list(options.header("allow"));
-    caps.calendar_access = caps.dav_classes.iter().any(|c| c == "calendar-access");
-    let pf = send(
-        "PROPFIND",
-        &coll,
-        &[("Depth", "0")],
-        PROPFIND_CAPS.as_bytes(),
-    )?;
-    if pf.status == 401 {
-        return Err(DavProbeError::Unauthorized {
-            url,
-            user: account.name.clone(),
-        });
-    }
-    if pf.status != 207 {
-        let dav = options.header("dav").map_or_else(
-            || "OPTIONS has no DAV header".to_string(),
-            |d| format!("OPTIONS says DAV: {d}"),
-        );
-        return Err(DavProbeError::NotDav {
-            url,
-            reason: format!("{dav} and PROPFIND Depth 0 answered {}", pf.status),
-        });
-    }
-    let summary = dav_xml::propfind_summary(&pf.body).map_err(|reason| DavProbeError::Wrong {
-        url: url.clone(),
-        reason: format!("PROPFIND: {reason}"),
-    })?;
-    caps.is_calendar = summary.calendar;
-    caps.ctag = summary.ctag;
-    caps.sync_token = summary.sync_token;
-    caps.supported_reports = summary.reports;
-
+    p.discover(&mut caps)?;
     let item = format!("{coll}volley-probe-{}.ics", probe_id());
     let ics = probe_item(&item);
-    let ical = [("Content-Type", "text/calendar; charset=utf-8")];
-    let put = send(
+    let put = p.send(
         "PUT",
         &item,
-        &[ical[0], ("If-None-Match", "*")],
+        &[ICAL, ("If-None-Match", "*")],
         ics.as_bytes(),
     )?;
     caps.put_status = put.status;
@@ -245,44 +195,145 @@ pub fn capabilities(
     // they answered, so a failed probe of a server volley does not own leaves no item.
     let checks = (|| -> Result<(), DavProbeError> {
         if created {
-            let stale = send(
-                "PUT",
-                &item,
-                &[ical[0], ("If-Match", "\"volley-stale-etag\"")],
-                ics.as_bytes(),
-            )?;
-            caps.conditional_put = stale.status == 412;
-            let again = send(
-                "PUT",
-                &item,
-                &[ical[0], ("If-None-Match", "*")],
-                ics.as_bytes(),
-            )?;
-            caps.create_only_put = again.status == 412;
-            let got = send("GET", &item, &[], b"")?;
-            caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
-            let listing = send(
-                "PROPFIND",
-                &coll,
-                &[("Depth", "1")],
-                PROPFIND_ETAG.as_bytes(),
-            )?;
-            let name = item.rsplit('/').next().unwrap_or("");
-            caps.listing_etags =
-                listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
+            p.item_checks(&mut caps, &item, &ics)?;
         }
-        let sync = send(
+        p.report_checks(&mut caps, &item)
+    })();
+    if created {
+        caps.delete_status = p.send("DELETE", &item, &[], b"")?.status;
+    }
+    checks.map(|()| caps)
+}
+
+/// The probe item's Content-Type.
+const ICAL: (&str, &str) = ("Content-Type", "text/calendar; charset=utf-8");
+
+/// One probe's requests: where, as whom, bounded by what.
+struct Prober<'a> {
+    addr: SocketAddr,
+    account: &'a DavAccount,
+    timeout: Duration,
+    /// The collection's URL, for the errors.
+    url: String,
+}
+
+impl Prober<'_> {
+    /// One request as the account; a failure names the collection's URL.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Response, DavProbeError> {
+        let (addr, account) = (self.addr, Some(self.account));
+        request(addr, account, method, path, extra, body, self.timeout).map_err(|e| match e {
+            ProbeFailure::NotReady(reason) => DavProbeError::Unreachable {
+                url: self.url.clone(),
+                reason,
+            },
+            ProbeFailure::Wrong(reason) => DavProbeError::Wrong {
+                url: self.url.clone(),
+                reason,
+            },
+        })
+    }
+
+    /// OPTIONS and PROPFIND Depth 0 on the collection: the DAV classes and methods it
+    /// claims, and what it is (a calendar, with a ctag or sync-token, which reports).
+    fn discover(&self, caps: &mut DavCapabilities) -> Result<(), DavProbeError> {
+        let coll = &caps.collection;
+        let list = |v: Option<&str>| -> Vec<String> {
+            v.unwrap_or("")
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect()
+        };
+        let options = self.send("OPTIONS", coll, &[], b"")?;
+        caps.dav_classes = list(options.header("dav"));
+        caps.allow = list(options.header("allow"));
+        caps.calendar_access = caps.dav_classes.iter().any(|c| c == "calendar-access");
+        let pf = self.send(
+            "PROPFIND",
+            coll,
+            &[("Depth", "0")],
+            PROPFIND_CAPS.as_bytes(),
+        )?;
+        if pf.status == 401 {
+            return Err(DavProbeError::Unauthorized {
+                url: self.url.clone(),
+                user: self.account.name.clone(),
+            });
+        }
+        if pf.status != 207 {
+            let dav = options.header("dav").map_or_else(
+                || "OPTIONS has no DAV header".to_string(),
+                |d| format!("OPTIONS says DAV: {d}"),
+            );
+            return Err(DavProbeError::NotDav {
+                url: self.url.clone(),
+                reason: format!("{dav} and PROPFIND Depth 0 answered {}", pf.status),
+            });
+        }
+        let summary =
+            dav_xml::propfind_summary(&pf.body).map_err(|reason| DavProbeError::Wrong {
+                url: self.url.clone(),
+                reason: format!("PROPFIND: {reason}"),
+            })?;
+        caps.is_calendar = summary.calendar;
+        caps.ctag = summary.ctag;
+        caps.sync_token = summary.sync_token;
+        caps.supported_reports = summary.reports;
+        Ok(())
+    }
+
+    /// With the probe item created: conditional PUTs (a stale If-Match, a second
+    /// create-only PUT), GET of what was put, and its ETag in a Depth 1 listing.
+    fn item_checks(
+        &self,
+        caps: &mut DavCapabilities,
+        item: &str,
+        ics: &str,
+    ) -> Result<(), DavProbeError> {
+        let stale = self.send(
+            "PUT",
+            item,
+            &[ICAL, ("If-Match", "\"volley-stale-etag\"")],
+            ics.as_bytes(),
+        )?;
+        caps.conditional_put = stale.status == 412;
+        let again = self.send("PUT", item, &[ICAL, ("If-None-Match", "*")], ics.as_bytes())?;
+        caps.create_only_put = again.status == 412;
+        let got = self.send("GET", item, &[], b"")?;
+        caps.get_round_trip = got.status == 200 && same_item(&got.body, ics.as_bytes());
+        let listing = self.send(
+            "PROPFIND",
+            &caps.collection,
+            &[("Depth", "1")],
+            PROPFIND_ETAG.as_bytes(),
+        )?;
+        let name = item.rsplit('/').next().unwrap_or("");
+        caps.listing_etags =
+            listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
+        Ok(())
+    }
+
+    /// The two reports clients rely on: sync-collection (with its new token) and a
+    /// calendar-query that finds the probe item.
+    fn report_checks(&self, caps: &mut DavCapabilities, item: &str) -> Result<(), DavProbeError> {
+        let sync = self.send(
             "REPORT",
-            &coll,
+            &caps.collection,
             &[("Depth", "0")],
             SYNC_COLLECTION.as_bytes(),
         )?;
         caps.sync_collection_status = sync.status;
         caps.sync_collection =
             sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
-        let query = send(
+        let query = self.send(
             "REPORT",
-            &coll,
+            &caps.collection,
             &[("Depth", "1")],
             CALENDAR_QUERY.as_bytes(),
         )?;
@@ -293,11 +344,7 @@ pub fn capabilities(
                 .iter()
                 .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
         Ok(())
-    })();
-    if created {
-        caps.delete_status = send("DELETE", &item, &[], b"")?.status;
     }
-    checks.map(|()| caps)
 }
 
 /// A number that keeps two probes (two processes, two calls) from sharing an item.

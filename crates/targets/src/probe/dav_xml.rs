@@ -27,20 +27,35 @@ fn is(n: &Node, ns: &str, name: &str) -> bool {
     n.is_element() && n.tag_name().namespace() == Some(ns) && n.tag_name().name() == name
 }
 
-fn parse(body: &[u8]) -> Result<Document<'_>, String> {
-    let text = std::str::from_utf8(body).map_err(|_| "multistatus is not UTF-8".to_string())?;
-    let doc = Document::parse(text).map_err(|e| format!("multistatus is not XML: {e}"))?;
+/// Why an answer is not a multistatus this probe can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum MultistatusError {
+    /// The body is not UTF-8.
+    #[error("multistatus is not UTF-8")]
+    NotUtf8,
+    /// The body is not well-formed XML.
+    #[error("multistatus is not XML: {0}")]
+    NotXml(roxmltree::Error),
+    /// The root element is another one (its local name).
+    #[error("the answer's root is <{0}>, not DAV:multistatus")]
+    Root(String),
+    /// A multistatus with no `response` element.
+    #[error("multistatus without a response")]
+    NoResponse,
+}
+
+fn parse(body: &[u8]) -> Result<Document<'_>, MultistatusError> {
+    let text = std::str::from_utf8(body).map_err(|_| MultistatusError::NotUtf8)?;
+    let doc = Document::parse(text).map_err(MultistatusError::NotXml)?;
     if !is(&doc.root_element(), DAV, "multistatus") {
-        return Err(format!(
-            "the answer's root is <{}>, not DAV:multistatus",
-            doc.root_element().tag_name().name()
-        ));
+        let root = doc.root_element().tag_name().name().to_string();
+        return Err(MultistatusError::Root(root));
     }
     Ok(doc)
 }
 
 /// The properties of the first `response` that came back in a 200 propstat.
-pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, String> {
+pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, MultistatusError> {
     let doc = parse(body)?;
     let mut out = PropfindSummary::default();
     let Some(response) = doc
@@ -48,7 +63,7 @@ pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, String> {
         .children()
         .find(|n| is(n, DAV, "response"))
     else {
-        return Err("multistatus without a response".into());
+        return Err(MultistatusError::NoResponse);
     };
     for propstat in response.children().filter(|n| is(n, DAV, "propstat")) {
         let ok = propstat
@@ -84,7 +99,7 @@ pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, String> {
 }
 
 /// Whether a sync-collection answer carries its new `DAV:sync-token` (RFC 6578 3.2).
-pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, String> {
+pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, MultistatusError> {
     let doc = parse(body)?;
     Ok(doc
         .root_element()
@@ -94,7 +109,7 @@ pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, String> {
 
 /// Whether the response whose href ends with `name` carries a `DAV:getetag` in a 200
 /// propstat (what an ETag-driven client reads from a Depth 1 listing).
-pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, String> {
+pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, MultistatusError> {
     let doc = parse(body)?;
     Ok(doc
         .root_element()
@@ -118,7 +133,7 @@ pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, String> {
 }
 
 /// The hrefs of a multistatus's responses.
-pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, String> {
+pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, MultistatusError> {
     let doc = parse(body)?;
     Ok(doc
         .root_element()
@@ -160,6 +175,7 @@ mod tests {
         let fake = r#"<m:multistatus xmlns:m="urn:other"><m:response/></m:multistatus>"#;
         assert!(propfind_summary(fake.as_bytes())
             .unwrap_err()
+            .to_string()
             .contains("not DAV:multistatus"));
         assert!(propfind_summary(b"<html>nope").is_err());
     }

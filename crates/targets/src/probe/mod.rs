@@ -26,7 +26,7 @@ mod answer;
 pub mod dav;
 mod dav_xml;
 
-use answer::{dechunk, MAX_BODY_BYTES};
+use answer::{is_complete, MAX_BODY_BYTES};
 
 pub use answer::{
     decode, fnv64, parse_response, validate, validate_encoded, validate_encoded_h2, validate_h2,
@@ -228,6 +228,23 @@ impl H2Client {
         Ok(())
     }
 
+    /// The fields of the head just received (pseudo-fields left out), if captured.
+    fn head_fields(&mut self) -> Option<Vec<(String, String)>> {
+        let (_, fields) = self.h2.pop_captured_headers()?;
+        Some(
+            fields
+                .into_iter()
+                .filter(|(n, _)| n.first() != Some(&b':'))
+                .map(|(n, v)| {
+                    (
+                        String::from_utf8_lossy(&n).into_owned(),
+                        String::from_utf8_lossy(&v).trim().to_string(),
+                    )
+                })
+                .collect(),
+        )
+    }
+
     /// One GET, complete by END_STREAM, before `deadline`.
     fn get(
         &mut self,
@@ -267,17 +284,8 @@ impl H2Client {
                         end_stream,
                     } if stream == id => {
                         resp.status = status;
-                        if let Some((_, fields)) = self.h2.pop_captured_headers() {
-                            resp.headers = fields
-                                .into_iter()
-                                .filter(|(n, _)| n.first() != Some(&b':'))
-                                .map(|(n, v)| {
-                                    (
-                                        String::from_utf8_lossy(&n).into_owned(),
-                                        String::from_utf8_lossy(&v).trim().to_string(),
-                                    )
-                                })
-                                .collect();
+                        if let Some(fields) = self.head_fields() {
+                            resp.headers = fields;
                         }
                         if end_stream {
                             return Ok(resp);
@@ -510,28 +518,6 @@ pub(crate) fn exchange(
             return Err(ProbeFailure::Wrong("response larger than 64 MiB".into()));
         }
     }
-}
-
-/// True once `raw` holds a whole response by its own framing (Content-Length or the
-/// last chunk); without either, only the server's close ends it.
-fn is_complete(raw: &[u8]) -> bool {
-    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let rest = &raw[end + 4..];
-    for line in head.split("\r\n").skip(1) {
-        if let Some((n, v)) = line.split_once(':') {
-            match n.trim() {
-                "transfer-encoding" if v.contains("chunked") => return dechunk(rest).is_ok(),
-                "content-length" => {
-                    return v.trim().parse::<usize>().is_ok_and(|n| rest.len() >= n)
-                }
-                _ => {}
-            }
-        }
-    }
-    false
 }
 
 #[cfg(test)]

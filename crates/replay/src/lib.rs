@@ -1,0 +1,32 @@
+//! volley-replay: server access logs read back as requests.
+//!
+//! Place in the flow: beside the plan. A log file goes in; out come [`Record`]s in
+//! the order of their start instants, which `volley log phases` cuts into phases
+//! ([`phases`]) and `volley bench --replay` turns into a schedule.
+//!
+//! - [`format`]: the layouts a log can have (Common, Combined, an nginx `log_format`
+//!   or Apache `LogFormat` string, JSON lines) compiled into one line parser;
+//! - [`reader`]: the streaming reader (gzip read directly, out-of-order lines put back
+//!   in order within a bounded window, whole-second timestamps spread evenly over
+//!   their second, unparsable lines counted by cause);
+//! - [`generate`]: an example log from a seeded model of a site;
+//! - [`phases`]: intervals with the same set of active client addresses;
+//! - [`schedule`]: which logged requests a replay sends, when, and on which client's
+//!   connections (speed, longest gap, window, filters, clients folded).
+//!
+//! Never prints; every failure is a typed [`LogError`].
+#![deny(missing_docs)]
+
+mod error;
+pub mod format;
+pub mod generate;
+pub mod phases;
+pub mod reader;
+mod record;
+pub mod schedule;
+mod time_parse;
+
+pub use error::{LogError, SkipCause};
+pub use format::LogFormat;
+pub use reader::{LogReader, ReaderOptions, Skips};
+pub use record::Record;
