@@ -49,7 +49,8 @@ def passwd_lines(n):
 def office_day(url, users, seconds):
     """(requests, cpu_s, report) of one office day."""
     cmd = ["taskset", "-c", CLIENT_CORE, VOLLEY, "bench", "--json", "-", "--caldav", str(users),
-           "--caldav-password", PASSWORD, "--duration", f"{seconds}s", "--seed", "7", url]
+           "--caldav-password", PASSWORD, "--compress", "480", "--duration", f"{seconds}s",
+           "--seed", "7", url]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 120)
     if not r.stdout.strip():
         raise SystemExit(f"office day failed: {r.stderr.strip()}")

@@ -1,8 +1,12 @@
 //! `volley bench --caldav`: a short office day of 20 users against the built-in
 //! server (started in-process by bench), every correctness check passing and every
-//! operation type used; and bad input refused with one line and exit 2.
+//! operation type used; 2000 people at real time set up and run on this machine; a
+//! server without accounts refused before anything is written; and bad input refused
+//! with one line and exit 2.
 
 use std::process::Command;
+
+use crate::common;
 
 use volley_faultserver::{Behaviour, FaultServer};
 
@@ -35,7 +39,17 @@ fn op<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 #[test]
 fn twenty_users_pass_every_check_against_the_builtin_server() {
-    let (code, j, err) = office(&["--caldav", "20", "--duration", "15s", "--seed", "5"]);
+    // Compressed 480x: 15 s hold several polls of every device.
+    let (code, j, err) = office(&[
+        "--caldav",
+        "20",
+        "--compress",
+        "480",
+        "--duration",
+        "15s",
+        "--seed",
+        "5",
+    ]);
     assert_eq!(code, 0, "stderr: {err}\n{j}");
     assert_eq!(j["violations_total"], 0, "{j}");
     assert_eq!(j["users"], 20);
@@ -67,8 +81,17 @@ fn twenty_users_pass_every_check_against_the_builtin_server() {
 
 #[test]
 fn the_same_seed_plans_the_same_day() {
-    let a = office(&["--caldav", "3", "--duration", "3s", "--seed", "9"]);
-    let b = office(&["--caldav", "3", "--duration", "3s", "--seed", "9"]);
+    let args = [
+        "--caldav",
+        "3",
+        "--compress",
+        "480",
+        "--duration",
+        "3s",
+        "--seed",
+        "9",
+    ];
+    let (a, b) = (office(&args), office(&args));
     assert_eq!((a.0, b.0), (0, 0), "{}{}", a.2, b.2);
     assert_eq!(a.1["actions_planned"], b.1["actions_planned"]);
     assert_eq!(
@@ -149,6 +172,8 @@ fn account_path_templates_put_each_users_calendar_where_they_say() {
         "2",
         "--profile",
         "thunderbird,evolution",
+        "--compress",
+        "480",
         "--duration",
         "3s",
         "--caldav-home-template",
@@ -187,8 +212,18 @@ fn usage_line(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    usage_line(&["--caldav", "0"], "at least one user");
-    usage_line(&["--caldav", "many"], "number of users");
+    usage_line(
+        &["--caldav", "0"],
+        "--caldav must be from 1 to 100000 users, got 0",
+    );
+    usage_line(
+        &["--caldav", "many"],
+        "--caldav must be a number of users, got 'many'",
+    );
+    usage_line(
+        &["--caldav", "2", "--decisions", "-1"],
+        "--decisions must be a whole number of decisions, got '-1'",
+    );
     usage_line(
         &["--caldav", "2", "--profile", "outlook"],
         "unknown profile `outlook`",
@@ -225,4 +260,66 @@ fn bad_input_is_one_line_and_exit_2() {
         &["--caldav", "2", &format!("http://{addr}/")],
         "cannot connect",
     );
+}
+
+/// 2000 people at real time: 4000 devices, each with its kept-alive connection, on the
+/// office's bounded worker threads, against the in-process built-in server. More new
+/// logins than the server's credential verifier queues get 429 with `Retry-After` in
+/// set-up, which waits as clients do (80 users used to fail there). 90 s is short for
+/// a real-time day (no device polls yet: its first sync, spread over the first tenth,
+/// is the day's load), 2 items per calendar keep the untimed set-up short; the point
+/// is that every user is set up, every action runs and every check passes.
+#[test]
+fn two_thousand_people_at_real_time_are_set_up_and_run_within_the_machines_means() {
+    let (code, j, err) = office(&[
+        "--caldav",
+        "2000",
+        "--compress",
+        "1",
+        "--duration",
+        "90s",
+        "--caldav-items",
+        "2",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}\n{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    assert_eq!(
+        (j["users"].as_u64(), j["compress"].as_f64()),
+        (Some(2000), Some(1.0))
+    );
+    assert_eq!(j["sessions"][0]["name"], "sync-initial");
+    assert_eq!(j["sessions"][0]["count"], 4000, "{j}");
+    assert_eq!(j["sessions"][0]["errors"], 0, "{j}");
+    assert_eq!(j["actions_skipped"], 0, "{j}");
+    assert_eq!(j["actions_run"], j["actions_planned"], "{j}");
+}
+
+/// `volley serve` without `--users` lets anyone list its tree: the office would make
+/// every user's calendar a folder of one shared tree (and count hundreds of
+/// violations). It is refused with one line before anything is written.
+#[test]
+fn a_server_without_accounts_is_refused_before_anything_is_written() {
+    let root = std::env::temp_dir().join(format!("volley-office-anon-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("index.html"), "hello").unwrap();
+    let served = common::Served::start(&root, &[]);
+    let url = format!("{}/", served.base);
+    let out = volley()
+        .args(["bench", "--caldav", "3", &url])
+        .output()
+        .unwrap();
+    drop(served);
+    let mut left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let _ = std::fs::remove_dir_all(&root);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("checks no accounts"), "{err}");
+    assert_eq!(left, ["index.html"], "nothing written");
 }

@@ -19,7 +19,15 @@ fn day_against(fault: DavFault, users: &str, profile: &str) -> (i32, serde_json:
             "--profile",
             profile,
         ])
-        .args(["--duration", "6s", "--seed", "2", &server.url()])
+        .args([
+            "--compress",
+            "480",
+            "--duration",
+            "6s",
+            "--seed",
+            "2",
+            &server.url(),
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

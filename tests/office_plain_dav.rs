@@ -23,6 +23,7 @@ fn day(kind: TargetKind) -> (OfficeReport, serde_json::Value) {
     );
     let mut cfg = OfficeConfig::with_accounts(&format!("http://{}/", target.addr), accounts);
     cfg.decisions_per_day = 100;
+    cfg.compress = 480.0;
     cfg.duration = Duration::from_secs(8);
     cfg.initial_items = 10;
     cfg.seed = 5;

@@ -18,6 +18,8 @@ fn recorded(profile: &str) -> Vec<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["bench", "-q", "--caldav", "1", "--profile", profile])
         .args([
+            "--compress",
+            "480",
             "--duration",
             "5s",
             "--decisions",

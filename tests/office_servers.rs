@@ -85,6 +85,8 @@ fn office_day(server: &Managed, extra: &[&str]) -> serde_json::Value {
         .args(["bench", "--json", "-", "--caldav", "20"])
         .args(extra)
         .args([
+            "--compress",
+            "480",
             "--decisions",
             "100",
             "--duration",

@@ -26,6 +26,7 @@ fn twenty_users_pass_every_check_against_xandikos() {
     // than Radicale: a light day (60 decisions, a third of it in 15 s, 5 items to start
     // with) keeps the test short while every operation type still runs.
     cfg.decisions_per_day = 60;
+    cfg.compress = 480.0;
     cfg.duration = Duration::from_secs(15);
     cfg.initial_items = 5;
     cfg.seed = 11;

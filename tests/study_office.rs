@@ -121,6 +121,7 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
             assert!(office["requests"].as_u64().unwrap() > 0, "{office}");
             let verdict = step.verdict.as_ref().unwrap();
             assert_eq!(verdict["office"]["users"].as_u64(), Some(users));
+            assert_eq!(verdict["office"]["compress"], 960.0, "{verdict}");
             assert!(
                 verdict["office"]["poll_p99_ms"].as_f64().is_some(),
                 "{verdict}"
@@ -136,22 +137,27 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
     }
     users_seen.sort_unstable();
     assert_eq!(users_seen, [2, 2, 3, 3]);
-    // With a 60 s SLO and no violation the built-in server carries every count tried.
+    // With a 60 s SLO and no violation the built-in server carries every count tried;
+    // the day is compressed 960x, and the answer says what its 3 users stand for.
+    const CARRIES: &str = "builtin carries the request rate of about 2,880 people, with the data of 3 (office time compressed 960x)";
     assert!(
-        text.contains("builtin carries 3 users"),
+        text.contains(CARRIES),
         "builtin should carry 3 users under a 60 s SLO: {text}"
     );
+    assert!(text.contains("users=3 x960"), "{text}");
     // The report says the same, in its office table and its JSON.
     let (md, builtin) = report_of(&dir, &db, "builtin");
     assert!(md.contains("## Office days"), "{md}");
-    assert!(md.contains("builtin carries 3 users"), "{md}");
+    assert!(md.contains(CARRIES), "{md}");
     assert_eq!(
         builtin["office"][0]["users_carried"], 3,
         "{}",
         builtin["office"]
     );
+    assert_eq!(builtin["office"][0]["compress"], 960.0);
     for s in builtin["steps"].as_array().unwrap() {
         assert_eq!(s["office"]["violations"], 0, "{}", s["office"]);
+        assert_eq!(s["office"]["compress"], 960.0, "{}", s["office"]);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -201,7 +207,7 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
         "the plan names the search: {text}"
     );
     assert!(
-        text.contains("builtin carries 4 users (office; searched, 95% CI [4, unbounded], 3 days, the most the search tries: at least this)"),
+        text.contains("builtin carries the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, the most the search tries: at least this)"),
         "{text}"
     );
     let store = Store::open(&db).unwrap();
@@ -253,7 +259,7 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
     // The report answers in users from the stored search, not as a rate capacity.
     let (md, t) = report_of(&dir, &db, "builtin");
     assert!(
-        md.contains("builtin carries 4 users (office; searched, 95% CI [4, unbounded], 3 days, the most the search tries: at least this)"),
+        md.contains("builtin carries the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, the most the search tries: at least this)"),
         "{md}"
     );
     assert_eq!(t["office"][0]["users_carried"], 4, "{}", t["office"]);

@@ -5,11 +5,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use volley_analysis::words;
 use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
 
 use super::bench_load::values::Where;
@@ -17,23 +18,33 @@ use super::bench_load::LoadArgs;
 use super::table;
 use crate::exit::usage;
 
-/// The office's flags.
+/// The office's flags, typed by clap (a bad value: one line, exit 2).
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct CaldavArgs {
     /// Run an office day of this many CalDAV users instead of a GET load (against the
-    /// URL, or the built-in server started in-process without one).
-    #[arg(long, value_name = "USERS", allow_hyphen_values = true)]
-    pub caldav: Option<String>,
+    /// URL, or the built-in server started in-process without one). Without
+    /// --duration the day lets every device poll three times after its first sync:
+    /// 105 minutes at real time for the default mix.
+    #[arg(long, value_name = "USERS", allow_hyphen_values = true, value_parser = parse_users)]
+    pub caldav: Option<u32>,
     /// Client profiles by weight: thunderbird, davx5, evolution, apple, e.g.
-    /// `thunderbird:3,davx5` (default: all four equally).
-    #[arg(long, value_name = "NAME[:WEIGHT],...")]
-    pub profile: Option<String>,
-    /// Decisions per person per office day (default 250).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub decisions: Option<String>,
-    /// Office time / wall time: 480 runs an 8-hour day in one minute (default).
-    #[arg(long, value_name = "F", allow_hyphen_values = true)]
-    pub compress: Option<String>,
+    /// `thunderbird:3,davx5`.
+    #[arg(long, value_name = "NAME[:WEIGHT],...", value_parser = parse_mix,
+          default_value = "thunderbird,davx5,evolution,apple", requires = "caldav")]
+    pub profile: Mix,
+    /// Decisions per person per office day.
+    #[arg(long, value_name = "N", default_value_t = 250, requires = "caldav",
+          value_parser = parse_decisions, allow_hyphen_values = true)]
+    pub decisions: u32,
+    /// Office time / wall time. 1 is real time: N users are N people. F > 1 is a stress
+    /// test: each user sends the requests of F people (480 runs 8 hours in a minute).
+    #[arg(long, value_name = "F", value_parser = parse_compress, default_value_t = 1.0,
+          requires = "caldav", allow_hyphen_values = true)]
+    pub compress: f64,
+    /// Items each user's calendar holds when the day starts (written in the untimed
+    /// set-up; fewer make a large office quicker to set up).
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "caldav")]
+    pub caldav_items: u64,
     /// Password of every office account `office1..officeN` on an external server.
     #[arg(long, value_name = "PASSWORD", default_value = "office")]
     pub caldav_password: String,
@@ -64,6 +75,39 @@ impl CaldavArgs {
     }
 }
 
+/// Most users `--caldav` takes: 100,000 people hold 200,000 connections, past what
+/// one process's file descriptors allow.
+const MAX_USERS: u32 = 100_000;
+
+/// `--caldav`: a number of users, 1 to [`MAX_USERS`].
+fn parse_users(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (1..=i64::from(MAX_USERS)).contains(&n) => Ok(n as u32),
+        Ok(_) => Err(format!("must be from 1 to {MAX_USERS} users, got {s}")),
+        Err(_) => Err(format!("must be a number of users, got '{s}'")),
+    }
+}
+
+/// `--decisions`: a whole number of decisions per person per day.
+fn parse_decisions(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("must be a whole number of decisions, got '{s}'"))
+}
+
+/// `--profile`'s value, parsed once into the mix the office runs.
+fn parse_mix(s: &str) -> Result<Mix, String> {
+    Mix::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--compress`: a positive, finite factor.
+fn parse_compress(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("must be a positive number, got '{s}'")),
+    }
+}
+
 /// The built-in server with one account per user, in a private directory.
 struct Builtin {
     handle: Option<volley_server::ServerHandle>,
@@ -90,9 +134,20 @@ fn start_builtin(accounts: &[(String, String)]) -> anyhow::Result<Builtin> {
         url: String::new(),
     };
     let mut text = String::new();
+    // Every account has the same password: one hash serves them all (a salted hash
+    // verifies its password whoever's line it is on), so thousands of accounts cost one
+    // hashing. Cost 4: the cheapest bcrypt; the verifier's cache makes later requests
+    // free.
+    let mut hashes: Vec<(&str, String)> = Vec::new();
     for (name, password) in accounts {
-        // Cost 4: the cheapest bcrypt; the verifier's cache makes later requests free.
-        let hash = volley_dav::auth::hash_password(password.as_bytes(), 4)?;
+        let hash = match hashes.iter().find(|(p, _)| *p == password.as_str()) {
+            Some((_, h)) => h.clone(),
+            None => {
+                let h = volley_dav::auth::hash_password(password.as_bytes(), 4)?;
+                hashes.push((password, h.clone()));
+                h
+            }
+        };
         text.push_str(&format!("{name}:{hash}\n"));
         volley_dav::provision(&root, name)?;
     }
@@ -129,15 +184,8 @@ fn template<'a>(
 
 /// Runs `volley bench --caldav`.
 pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
-    let users = match c.caldav.as_deref().map(str::parse::<usize>) {
-        Some(Ok(n)) if n > 0 && n <= 100_000 => n,
-        Some(Ok(0)) => usage!("--caldav needs at least one user"),
-        _ => usage!("--caldav must be a number of users (1..=100000)"),
-    };
-    let mix = match c.profile.as_deref().map(Mix::parse).transpose() {
-        Ok(m) => m.unwrap_or_default(),
-        Err(e) => usage!("--profile: {e}"),
-    };
+    let users = c.caldav.unwrap_or(1) as usize;
+    let mix = c.profile.clone();
     let accounts: Vec<(String, String)> = (1..=users)
         .map(|i| (format!("office{i}"), c.caldav_password.clone()))
         .collect();
@@ -171,22 +219,16 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
     cfg.mix = mix;
     cfg.remote_user_header = c.caldav_remote_user;
     cfg.trace = c.caldav_trace.clone();
-    if let Some(d) = &c.decisions {
-        match d.parse::<u32>() {
-            Ok(n) => cfg.decisions_per_day = n,
-            Err(_) => usage!("--decisions must be a whole number, got '{d}'"),
-        }
-    }
-    if let Some(f) = &c.compress {
-        match f.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 => cfg.compress = x,
-            _ => usage!("--compress must be a positive number, got '{f}'"),
-        }
-    }
+    cfg.decisions_per_day = c.decisions;
+    cfg.initial_items = c.caldav_items;
+    cfg.compress = c.compress;
     cfg.duration = match load.duration {
         Some(d) => d,
-        // One office day at the compression factor.
-        None => Duration::from_secs_f64(volley_office::day::OFFICE_DAY_S / cfg.compress),
+        // Every device polls several times after its first sync.
+        None => Duration::from_secs_f64(volley_office::day::default_wall_s(
+            cfg.mix.slowest_poll_s(),
+            cfg.compress,
+        )),
     };
     if let Some(seed) = load.seed {
         cfg.seed = seed;
@@ -195,8 +237,21 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         let stop = Arc::clone(&cfg.stop);
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let run = match volley_office::run(&cfg) {
+    let finished = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        if super::progress::wanted(load.quiet) {
+            let (progress, day, finished) = (&cfg.progress, cfg.duration, &finished);
+            scope.spawn(move || super::progress::office(progress, day, finished));
+        }
+        let r = volley_office::run(&cfg);
+        finished.store(true, Ordering::Relaxed);
+        r
+    });
+    let run = match result {
         Ok(r) => r,
+        Err(e @ OfficeError::NoAccounts { .. }) => usage!(
+            "{e} (the built-in server has accounts with `volley serve --users FILE`, see `volley passwd`)"
+        ),
         Err(
             e @ (OfficeError::Config(_)
             | OfficeError::UnknownProfile(_)
@@ -262,17 +317,17 @@ fn text(r: &OfficeReport) -> String {
         .map(|p| format!("{} {}", p.users, p.profile))
         .collect();
     let mut s = format!(
-        "office day against {}: {} users ({}), {} devices each, {} decisions/day, \
-         compressed {}x into {:.0} s, seed {}\n\
+        "office day against {}: {} ({}), {} devices each, {} decisions/day, \
+         {} for {}, seed {}\n\
          actions: {} planned, {} run, {} skipped; {} requests; {} items at the end; \
          generator CPU {:.2} s\n",
         r.url,
-        r.users,
+        words::users(r.users as f64, r.compress),
         profiles.join(", "),
         r.devices_per_user,
         r.decisions_per_day,
-        r.compress,
-        r.duration_s,
+        words::pace(r.compress),
+        words::duration(Duration::from_secs_f64(r.duration_s)),
         r.seed,
         r.actions_planned,
         r.actions_run,

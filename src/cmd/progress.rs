@@ -148,6 +148,69 @@ pub fn bench(live: &Live, done: &AtomicBool, stop: StopCondition) {
     });
 }
 
+/// How far an office day is (0..=1) and its bar's text: set-up counts users, the day
+/// its wall time and actions, then the audit and the last late actions.
+pub fn office_message(
+    s: &volley_office::ProgressSnapshot,
+    day: Duration,
+    elapsed_in_day: Duration,
+) -> (f64, String) {
+    use volley_office::Phase;
+    match s.phase {
+        Phase::Starting => (0.0, "probing the server".to_string()),
+        Phase::SetUp => (
+            s.done as f64 / s.total.max(1) as f64,
+            format!(
+                "set-up: {} of {} users' calendars",
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Day if elapsed_in_day < day => (
+            elapsed_in_day.as_secs_f64() / day.as_secs_f64().max(1e-9),
+            format!(
+                "day: {} of {}  ETA {}  {} of {} actions",
+                short(elapsed_in_day),
+                short(day),
+                short(day.saturating_sub(elapsed_in_day)),
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Day => (
+            1.0,
+            format!(
+                "day over: audit, {} of {} actions",
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
+        Phase::Done => (1.0, "done".to_string()),
+    }
+}
+
+/// An office day's bar, fed from its counters four times a second until `done`;
+/// cleared at the end.
+pub fn office(progress: &volley_office::Progress, day: Duration, done: &AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let bar = ProgressBar::with_draw_target(Some(SCALE as u64), ProgressDrawTarget::stderr());
+    bar.set_style(style());
+    bar.set_prefix("office");
+    let mut day_start: Option<std::time::Instant> = None;
+    while !done.load(Ordering::Relaxed) {
+        let s = progress.snapshot();
+        if s.phase == volley_office::Phase::Day && day_start.is_none() {
+            day_start = Some(std::time::Instant::now());
+        }
+        let elapsed = day_start.map(|t| t.elapsed()).unwrap_or_default();
+        let (f, msg) = office_message(&s, day, elapsed);
+        bar.set_position((f.clamp(0.0, 1.0) * SCALE) as u64);
+        bar.set_message(msg);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    bar.finish_and_clear();
+}
+
 /// A study's two bars: the whole study, and the step running now.
 pub struct StudyBars {
     multi: MultiProgress,
@@ -234,6 +297,26 @@ pub fn study_message(t: &StepTick<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_office_bar_counts_users_then_the_days_time_then_its_end() {
+        use volley_office::{Phase, ProgressSnapshot};
+        let at = |phase, done, total| ProgressSnapshot { phase, done, total };
+        let day = Duration::from_secs(60);
+        let (f, m) = office_message(&at(Phase::SetUp, 500, 2000), day, Duration::ZERO);
+        assert_eq!(
+            (f, m.as_str()),
+            (0.25, "set-up: 500 of 2,000 users' calendars")
+        );
+        let (f, m) = office_message(&at(Phase::Day, 10, 400), day, Duration::from_secs(15));
+        assert_eq!(f, 0.25);
+        assert_eq!(m, "day: 15 s of 1m00s  ETA 45 s  10 of 400 actions");
+        let (f, m) = office_message(&at(Phase::Day, 399, 400), day, Duration::from_secs(61));
+        assert_eq!(
+            (f, m.as_str()),
+            (1.0, "day over: audit, 399 of 400 actions")
+        );
+    }
 
     fn stop(requests: Option<u64>, secs: Option<u64>) -> StopCondition {
         StopCondition {

@@ -23,6 +23,34 @@ pub fn number(x: f64) -> String {
     s.strip_suffix(".0").map_or(s.clone(), str::to_string)
 }
 
+/// An office answer's users in people: at real time (`compress` 1) "50 users at their
+/// real pace"; compressed, what the figure stands for: "the request rate of about
+/// 24,000 people, with the data of 50 (office time compressed 480x)", since each
+/// simulated user then sends the requests of `compress` people while the data (items,
+/// connections, memory) grow with the users simulated (docs/methodology.md, "The
+/// office"). The one wording of the end table, the reports and `bench --caldav`.
+pub fn users(n: f64, compress: f64) -> String {
+    if compress == 1.0 {
+        format!("{} users at their real pace", number(n))
+    } else {
+        format!(
+            "the request rate of about {} people, with the data of {} ({})",
+            number(n * compress),
+            number(n),
+            pace(compress)
+        )
+    }
+}
+
+/// How an office day's time runs: "at real time" or "office time compressed 480x".
+pub fn pace(compress: f64) -> String {
+    if compress == 1.0 {
+        "at real time".to_string()
+    } else {
+        format!("office time compressed {}x", number(compress))
+    }
+}
+
 /// A latency with the unit that keeps it short: "850 us", "2.16 ms", "200 ms", "2.16 s"
 /// (three significant figures).
 pub fn duration(d: Duration) -> String {
@@ -136,6 +164,17 @@ pub fn sentences(reasons: &[Reason]) -> String {
 mod tests {
     use super::*;
     use crate::sustain::Trend;
+
+    #[test]
+    fn office_users_say_people_and_name_their_compression() {
+        assert_eq!(users(50.0, 1.0), "50 users at their real pace");
+        assert_eq!(
+            users(50.0, 480.0),
+            "the request rate of about 24,000 people, with the data of 50 (office time compressed 480x)"
+        );
+        assert_eq!(pace(1.0), "at real time");
+        assert_eq!(pace(2.5), "office time compressed 2.5x");
+    }
 
     #[test]
     fn figures_get_units_and_separators() {

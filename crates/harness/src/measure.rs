@@ -84,8 +84,6 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
     let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
     let probe = StallProbe::start(start + m.warmup, stall::DEFAULT_INTERVAL);
-    // The engine's workers are spawned from this thread and inherit its nice value.
-    let nice = NiceGuard::raise(WORKER_NICE);
     let done = AtomicBool::new(false);
     let warmup = m.warmup;
     let (outcome, boundary) = std::thread::scope(|scope| {
@@ -108,7 +106,6 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         done.store(true, Ordering::Relaxed);
         (r, marks.and_then(|h| h.join().ok().flatten()))
     });
-    drop(nice);
     let stalls = probe.finish();
     let mut outcome = outcome?;
     let mut measured_from = start;
@@ -136,51 +133,6 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         info,
         outcome,
     })
-}
-
-/// The nice value the engine's workers run at (best effort: it needs CAP_SYS_NICE).
-///
-/// Why: a pacer that shares its core with ordinary work (a build, a neighbour's busy
-/// loop) waits for the CPU behind it, and that lateness is volley's, not the machine's
-/// (the stall probe, at real-time priority, does not wait). At nice -10 a worker that
-/// wakes for an arrival gets the CPU within the scheduler's slice of a nice-0 task,
-/// and its share when busy is about ten times a nice-0 task's. The target is not
-/// starved by it where volley's workers mostly sleep (open loop below capacity); the
-/// generator's CPU is reported with every run, and a study pins targets to their
-/// own cores.
-pub const WORKER_NICE: i32 = -10;
-
-/// The calling thread's nice value, raised for as long as it lives and restored on drop
-/// (Linux keeps a nice value per thread; threads spawned meanwhile inherit it).
-struct NiceGuard {
-    tid: libc::id_t,
-    prior: Option<i32>,
-}
-
-impl NiceGuard {
-    fn raise(to: i32) -> NiceGuard {
-        // SAFETY: gettid/getpriority/setpriority on this thread's own id; errno is
-        // cleared first because -1 is a valid nice value.
-        let tid = unsafe { libc::gettid() } as libc::id_t;
-        let prior = unsafe {
-            *libc::__errno_location() = 0;
-            let p = libc::getpriority(libc::PRIO_PROCESS, tid);
-            (*libc::__errno_location() == 0
-                && p > to
-                && libc::setpriority(libc::PRIO_PROCESS, tid, to) == 0)
-                .then_some(p)
-        };
-        NiceGuard { tid, prior }
-    }
-}
-
-impl Drop for NiceGuard {
-    fn drop(&mut self) {
-        if let Some(p) = self.prior {
-            // SAFETY: restores this thread's own nice value.
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, self.tid, p) };
-        }
-    }
 }
 
 /// The [`RunInfo`] of a run of `m.cfg` that used `workers` workers.

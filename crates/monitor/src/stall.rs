@@ -229,9 +229,7 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
             // A stall that began in earlier seconds is theirs too.
             let began_ns = woke.saturating_sub(late_us * 1_000).max(origin_ns);
             let first = (began_ns - origin_ns) / 1_000_000_000;
-            for s in seconds.iter_mut().skip(first as usize) {
-                s.max_us = s.max_us.max(late_us);
-            }
+            mark_stall(&mut seconds, first, late_us);
             if current != Some(second) {
                 if let Some(done) = current {
                     let steal = read_steal_us();
@@ -241,9 +239,7 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
                     };
                     steal_mark = steal;
                     push_second(&mut seconds, acc.close(done, delta));
-                    for s in seconds.iter_mut().skip(first as usize) {
-                        s.max_us = s.max_us.max(late_us);
-                    }
+                    mark_stall(&mut seconds, first, late_us);
                 } else {
                     steal_mark = read_steal_us();
                 }
@@ -269,6 +265,14 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
         interval_us: step_ns / 1_000,
         priority,
         seconds,
+    }
+}
+
+/// Marks a stall of `late_us` that began in second `first` in every closed second from
+/// there on (the second it ended in counts it when it closes).
+fn mark_stall(seconds: &mut [StallSecond], first: u64, late_us: u64) {
+    for s in seconds.iter_mut().skip(first as usize) {
+        s.max_us = s.max_us.max(late_us);
     }
 }
 
@@ -443,6 +447,10 @@ mod tests {
         assert_eq!(r.longest_near(1), Some(20_000));
         assert_eq!(r.longest_near(2), Some(80));
         assert_eq!(r.longest_near(3), None);
+        // A 30 ms stall from second 1 into second 2 is second 1's longest too.
+        let mut closed = vec![sec(0, 100), sec(1, 200)];
+        mark_stall(&mut closed, 1, 30_000);
+        assert_eq!((closed[0].max_us, closed[1].max_us), (100, 30_000));
         let mut gap = Vec::new();
         push_second(&mut gap, sec(2, 5));
         assert_eq!(gap.iter().map(|s| s.second).collect::<Vec<_>>(), [0, 1, 2]);

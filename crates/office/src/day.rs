@@ -6,8 +6,9 @@
 //! exponential, drawn from a ChaCha stream seeded by (seed, user): the same seed gives
 //! the same day. Every device first runs its initial sync, then polls at its profile's
 //! interval from a seeded phase. The compression factor divides every office-time
-//! interval: `compress = 480` runs 8 hours in one minute at 480 times the rate
-//! (docs/methodology.md, "The office").
+//! interval: 1 (the default) is real time, so N users are N people; `compress = 480`
+//! runs 8 hours in one minute at 480 times the rate, a stress test whose N users send
+//! the requests of about 480 N people (docs/methodology.md, "The office").
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,6 +24,20 @@ pub const EDIT_SHARE: f64 = 0.50;
 pub const STALE_PROBE_SHARE: f64 = 0.05;
 /// An office day, seconds.
 pub const OFFICE_DAY_S: f64 = 8.0 * 3600.0;
+/// Polls each device makes after its first sync in a day of the default length: a
+/// poll p99 over several polls of every device, and a deletion on one device seen by
+/// the other's next sync more than once.
+pub const DEFAULT_POLLS: f64 = 3.0;
+
+/// The default wall-clock length of a day whose slowest profile polls every
+/// `slowest_poll_s` office seconds, at `compress`: the first syncs spread over the
+/// first tenth of the day ([`DayPlan::events`]), then [`DEFAULT_POLLS`] polls of the
+/// slowest profile, so (polls + 1/2) intervals: at 3.5 intervals the first syncs end
+/// by 0.35 of one and the third poll by 3.35. The default mix's slowest (Thunderbird,
+/// 30 min) makes 105 minutes at real time, 13 s compressed 480x.
+pub fn default_wall_s(slowest_poll_s: f64, compress: f64) -> f64 {
+    (DEFAULT_POLLS + 0.5) * slowest_poll_s / compress
+}
 
 /// What a decision does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +181,31 @@ mod tests {
             devices: 2,
             seed,
         }
+    }
+
+    #[test]
+    fn a_default_day_gives_every_device_three_polls_after_its_first_sync() {
+        for compress in [1.0, 480.0] {
+            let day = DayPlan {
+                decisions_per_day: 250,
+                compress,
+                wall_s: default_wall_s(Profile::Thunderbird.poll_interval_s(), compress),
+                devices: 2,
+                seed: 4,
+            };
+            for user in 0..50 {
+                for p in Profile::ALL {
+                    let polls = day
+                        .events(user, p)
+                        .iter()
+                        .filter(|e| matches!(e.action, Action::Poll { device: 0 }))
+                        .count() as f64;
+                    let want = (DEFAULT_POLLS * 1800.0 / p.poll_interval_s()).floor();
+                    assert!(polls >= want, "{p:?} at {compress}x: {polls} polls");
+                }
+            }
+        }
+        assert_eq!(default_wall_s(1800.0, 1.0), 6300.0);
     }
 
     #[test]

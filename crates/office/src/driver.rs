@@ -2,7 +2,7 @@
 //! the recorder of its operation type.
 
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use volley_engine::{ErrorKind, Sample, Sink};
 use volley_metrics::Recorder;
@@ -110,35 +110,103 @@ impl Ctx<'_> {
         req: Request,
         expect: &[u16],
     ) -> Option<Reply> {
+        self.attempt(dev, v, req, expect, false).ok()
+    }
+
+    /// [`Ctx::call`] that says why it failed. With `patient`, a 429 or 503 carrying
+    /// `Retry-After` is the server asking the client to come back later (RFC 6585 4,
+    /// RFC 9110 10.2.3), as the built-in server's credential verifier does when
+    /// hundreds of new accounts log in at once: it is returned as [`Failure::Busy`]
+    /// for the caller to wait, and counted as no violation.
+    pub fn attempt(
+        &self,
+        dev: &mut Device,
+        v: &mut Violations,
+        req: Request,
+        expect: &[u16],
+        patient: bool,
+    ) -> Result<Reply, Failure> {
         let (result, mut sample) = dev.conn.exchange(&req, self.rec.origin);
         let out = match result {
             Err(kind) => {
                 v.add_each(Violation::Transport, || {
                     format!("{} {}: {kind:?}", req.method, req.path)
                 });
-                None
+                Err(Failure::Transport(kind))
             }
-            Ok(reply) if expect.contains(&reply.status) => Some(reply),
+            Ok(reply) if expect.contains(&reply.status) => Ok(reply),
             Ok(reply) => {
                 sample.error = Some(ErrorKind::Status);
-                let kind = if reply.status >= 500 {
-                    Violation::ServerError
-                } else {
-                    Violation::UnexpectedStatus
-                };
-                v.add_each(kind, || {
-                    format!(
-                        "{} {} answered {} (expected {expect:?})",
-                        req.method, req.path, reply.status
-                    )
-                });
-                None
+                let wait = matches!(reply.status, 429 | 503)
+                    .then(|| reply.header("Retry-After").and_then(retry_after))
+                    .flatten();
+                match wait {
+                    Some(after) if patient => Err(Failure::Busy {
+                        status: reply.status,
+                        after,
+                    }),
+                    _ => {
+                        let kind = if reply.status >= 500 {
+                            Violation::ServerError
+                        } else {
+                            Violation::UnexpectedStatus
+                        };
+                        v.add_each(kind, || {
+                            format!(
+                                "{} {} answered {} (expected {expect:?})",
+                                req.method, req.path, reply.status
+                            )
+                        });
+                        Err(Failure::Status {
+                            status: reply.status,
+                            expected: expect.to_vec(),
+                        })
+                    }
+                }
             }
         };
         if self.measured {
             self.rec.record_op(req.op, &sample);
         }
         out
+    }
+}
+
+/// Why one request did not get an expected answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// No answer: the connection failed, timed out or closed.
+    #[error("no answer ({0:?})")]
+    Transport(ErrorKind),
+    /// An answer with another status.
+    #[error("answered {status} (expected {expected:?})")]
+    Status {
+        /// The status received.
+        status: u16,
+        /// The statuses that would have done.
+        expected: Vec<u16>,
+    },
+    /// An answer whose multistatus could not be read (counted as a violation).
+    #[error("its multistatus could not be read")]
+    Unreadable,
+    /// 429 or 503 with `Retry-After`: come back later.
+    #[error("answered {status} with Retry-After {} s", after.as_secs())]
+    Busy {
+        /// 429 or 503.
+        status: u16,
+        /// How long the server asked to wait.
+        after: Duration,
+    },
+}
+
+/// A `Retry-After` in delta-seconds (RFC 9110 10.2.3); the HTTP-date form is read as
+/// one second, since a server under load that dates its answer means "soon".
+fn retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    match v.parse::<u64>() {
+        Ok(s) => Some(Duration::from_secs(s)),
+        Err(_) if !v.is_empty() => Some(Duration::from_secs(1)),
+        Err(_) => None,
     }
 }
 

@@ -31,13 +31,27 @@ pub enum OfficeError {
         /// What was wrong, in a few words.
         why: String,
     },
-    /// Setting up a user's calendar failed (before anything was measured).
-    #[error("setting up {user}'s calendar failed: {why}")]
+    /// The server answers without credentials: it has no accounts to give each user.
+    #[error("{url} answers PROPFIND {path} without credentials ({status}): it checks no accounts, so the users would share one tree")]
+    NoAccounts {
+        /// The URL probed.
+        url: String,
+        /// The path listed.
+        path: String,
+        /// Its status.
+        status: u16,
+    },
+    /// Setting up a user's calendar failed (before anything was measured). The cause
+    /// is in the message too: a study stores the message alone.
+    #[error("setting up {user}'s calendar failed: {what} {cause}")]
     Setup {
         /// The account.
         user: String,
-        /// What failed.
-        why: String,
+        /// The request or step that failed, e.g. "PROPFIND /".
+        what: &'static str,
+        /// Its last answer (status) or the transport error's kind.
+        #[source]
+        cause: crate::driver::Failure,
     },
     /// The trace file cannot be created.
     #[error("cannot create the trace file {}", path.display())]

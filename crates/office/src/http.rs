@@ -144,6 +144,12 @@ impl Conn {
         self.agent = agent;
     }
 
+    /// Sends no credentials (to ask whether the server checks them at all).
+    pub fn without_credentials(mut self) -> Conn {
+        self.auth.clear();
+        self
+    }
+
     /// Sends each of `headers` with every request (an account's own, [`crate::Account`]).
     pub fn with_headers(mut self, headers: &[(String, String)]) -> Conn {
         for (n, v) in headers {
@@ -174,6 +180,9 @@ impl Conn {
             && matches!(result, Err(ErrorKind::Closed | ErrorKind::Reset))
             && sample.first_byte_ns == 0
         {
+            // On a new connection: the old one is gone (an idle timeout, at real time
+            // between two polls a quarter of an hour apart).
+            self.stream = None;
             (result, sample) = self.once(req, origin, start);
         }
         if result.is_err() {
@@ -188,14 +197,16 @@ impl Conn {
 
     fn head(&self, req: &Request) -> Vec<u8> {
         let mut h = format!(
-            "{} {} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nUser-Agent: {}\r\nContent-Length: {}\r\n",
+            "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: {}\r\nContent-Length: {}\r\n",
             req.method,
             req.path,
             self.host,
-            self.auth,
             self.agent,
             req.body.len()
         );
+        if !self.auth.is_empty() {
+            h.push_str(&format!("Authorization: {}\r\n", self.auth));
+        }
         if let Some(d) = req.depth {
             h.push_str(&format!("Depth: {d}\r\n"));
         }

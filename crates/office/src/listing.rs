@@ -364,7 +364,12 @@ pub fn server_etags(
         .depth("1")
         .xml(xml::propfind(ETAGS));
     let reply = ctx.call(&mut user.devices[d], &mut user.violations, req, MULTI)?;
-    let ms = parse(user, &reply.body, "PROPFIND Depth 1")?;
+    etags_of(user, &reply.body)
+}
+
+/// A Depth 1 listing's items and ETags (`None`: no readable multistatus, counted).
+pub fn etags_of(user: &mut User, body: &[u8]) -> Option<BTreeMap<String, Option<String>>> {
+    let ms = parse(user, body, "PROPFIND Depth 1")?;
     Some(
         ms.entries
             .iter()

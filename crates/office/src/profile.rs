@@ -81,6 +81,18 @@ impl Default for Mix {
     }
 }
 
+impl std::fmt::Display for Mix {
+    /// The form [`Mix::parse`] reads: `thunderbird:3,davx5:1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(p, w)| format!("{}:{w}", p.name()))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
 impl Mix {
     /// Parses `NAME[:WEIGHT],...` (weight default 1, at least 1; a name at most once).
     pub fn parse(text: &str) -> Result<Mix, OfficeError> {
@@ -115,6 +127,15 @@ impl Mix {
     /// The profiles and weights.
     pub fn parts(&self) -> &[(Profile, u32)] {
         &self.0
+    }
+
+    /// The longest poll interval of the mix's profiles, office seconds: what a day's
+    /// default length is made of ([`crate::day::default_wall_s`]).
+    pub fn slowest_poll_s(&self) -> f64 {
+        self.0
+            .iter()
+            .map(|(p, _)| p.poll_interval_s())
+            .fold(0.0, f64::max)
     }
 
     /// The profile of user `i` of `n`: the users are dealt out in proportion to the

@@ -14,6 +14,7 @@ use crate::driver::{Ctx, Recorders};
 use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
+use crate::progress::{Phase, Progress};
 use crate::report::{LatencyRow, OfficeReport, ProfileCount};
 use crate::state::{Device, Pending, Server, Truth, User};
 use crate::trace::Trace;
@@ -53,12 +54,16 @@ pub struct OfficeConfig {
     /// Write a line per exchange of every device here ([`crate::trace`]); none: no
     /// trace, at the cost of one branch per request.
     pub trace: Option<PathBuf>,
+    /// Counters of how far the run is, for a progress bar the caller draws.
+    pub progress: Arc<Progress>,
 }
 
 impl OfficeConfig {
-    /// Defaults: 250 decisions a day, 8 hours in one minute (480x), two devices per
-    /// person, 20 items to start with; `(name, password)` accounts whose paths are
-    /// discovered ([`Account::new`]).
+    /// Defaults: 250 decisions a day at real time (compression 1: N users are N
+    /// people) for the default length of the default mix's day
+    /// ([`crate::day::default_wall_s`]: 105 minutes), two devices per person, 20 items
+    /// to start with; `(name, password)` accounts whose paths are discovered
+    /// ([`Account::new`]).
     pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
         let accounts = accounts
             .into_iter()
@@ -74,8 +79,11 @@ impl OfficeConfig {
             accounts,
             mix: Mix::default(),
             decisions_per_day: 250,
-            compress: 480.0,
-            duration: Duration::from_secs(60),
+            compress: 1.0,
+            duration: Duration::from_secs_f64(crate::day::default_wall_s(
+                Mix::default().slowest_poll_s(),
+                1.0,
+            )),
             devices: 2,
             seed: 1,
             initial_items: 20,
@@ -83,6 +91,7 @@ impl OfficeConfig {
             stop: Arc::new(AtomicBool::new(false)),
             remote_user_header: false,
             trace: None,
+            progress: Arc::default(),
         }
     }
 
@@ -224,6 +233,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         }
     };
     // Set-up, untimed, on the same threads' share of users.
+    cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
     let untimed = Recorders::new();
     let mut groups: Vec<Vec<(usize, User)>> = (0..threads).map(|_| Vec::new()).collect();
     for i in 0..cfg.accounts.len() {
@@ -241,6 +251,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
                     };
                     for (i, u) in group.iter_mut() {
                         setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+                        cfg.progress.step();
                     }
                     Ok(group)
                 })
@@ -281,6 +292,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         seed: cfg.seed,
     };
     let rec = Recorders::new();
+    cfg.progress.enter(Phase::Day, 0);
     let outcomes = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .into_iter()
@@ -307,6 +319,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     if let Some(t) = &trace {
         t.flush();
     }
+    cfg.progress.enter(Phase::Done, 0);
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
@@ -420,6 +433,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
     // A slow server makes actions late; past this, the rest are skipped (and counted).
     let hard_stop_ns = wall_ns.saturating_add((wall_ns / 2).max(10_000_000_000));
     let planned = events.len() as u64;
+    cfg.progress.add_total(planned);
     let mut ran = 0;
     for (local, e) in &events {
         if cfg.stop.load(Ordering::Relaxed) || ns_since(ctx.rec.origin) > hard_stop_ns {
@@ -450,6 +464,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
             ),
         }
         ran += 1;
+        cfg.progress.step();
     }
     let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
     let audit_ctx = Ctx {

@@ -2,11 +2,12 @@
 //! calendar found (or made), emptied, and filled with the day's first items. None of
 //! this is timed.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::driver::{strong_etag, Ctx, MULTI, WRITE_OK};
-use crate::http::{Conn, Request};
+use crate::driver::{strong_etag, Ctx, Failure, MULTI, WRITE_OK};
+use crate::http::{Conn, Reply, Request};
 use crate::listing::{self, parse};
 use crate::ops::Op;
 use crate::state::{TruthItem, User};
@@ -69,20 +70,45 @@ pub fn probe(
         .flat_map(|(_, v)| v.split(','))
         .map(str::trim)
         .collect();
-    if classes.contains(&"calendar-access") {
-        Ok(true)
+    let caldav = if classes.contains(&"calendar-access") {
+        true
     } else if classes.contains(&"1") {
-        Ok(false)
+        false
     } else if classes.is_empty() {
-        Err(not(format!(
+        return Err(not(format!(
             "OPTIONS {path} answered {} without a DAV header (nor WebDAV)",
             reply.status
-        )))
+        )));
     } else {
-        Err(not(format!(
+        return Err(not(format!(
             "its DAV header `{}` names neither calendar-access nor WebDAV class 1",
             classes.join(", ")
-        )))
+        )));
+    };
+    if account.headers.is_empty() {
+        checks_accounts(url, addr, host, path)?;
+    }
+    Ok(caldav)
+}
+
+/// Refuses a server that lists `path` to a client without credentials: it checks no
+/// accounts, so every user's calendar would be one more folder of a shared tree, the
+/// day's checks would fail for reasons that are not the server's, and set-up would
+/// write into its files. Only asked when the accounts identify themselves by Basic
+/// credentials (an identity header, as Xandikos behind its proxy takes, needs none).
+fn checks_accounts(url: &str, addr: SocketAddr, host: &str, path: &str) -> Result<(), OfficeError> {
+    let mut conn = Conn::new(addr, host, "", "", Duration::from_secs(10)).without_credentials();
+    let req = Request::new(Op::PropfindD0, "PROPFIND", path)
+        .depth("0")
+        .xml(xml::propfind("<D:resourcetype/>"));
+    let (result, _) = conn.exchange(&req, Instant::now());
+    match result {
+        Ok(r) if (200..300).contains(&r.status) => Err(OfficeError::NoAccounts {
+            url: url.to_owned(),
+            path: path.to_owned(),
+            status: r.status,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -96,17 +122,13 @@ pub fn prepare(
     account: &Account,
     initial_items: u64,
 ) -> Result<(), OfficeError> {
-    let fail = |user: &User, why: &str| OfficeError::Setup {
-        user: user.name.clone(),
-        why: why.to_owned(),
-    };
     let caldav = user.server.caldav;
     if caldav && account.principal.is_none() {
         let props = "<D:current-user-principal/>";
         let req = Request::new(Op::PropfindD0, "PROPFIND", "/")
             .depth("0")
             .xml(xml::propfind(props));
-        let reply = retry(ctx, user, req, MULTI).ok_or_else(|| fail(user, "PROPFIND / failed"))?;
+        let reply = retry(ctx, user, req, MULTI).map_err(fail(user, "PROPFIND /"))?;
         if let Some(p) = parse(user, &reply.body, "PROPFIND /")
             .and_then(|m| m.entries.iter().find_map(|e| e.principal.clone()))
         {
@@ -118,8 +140,8 @@ pub fn prepare(
         let req = Request::new(Op::PropfindD0, "PROPFIND", user.principal.clone())
             .depth("0")
             .xml(xml::propfind(props));
-        let reply = retry(ctx, user, req, MULTI)
-            .ok_or_else(|| fail(user, "PROPFIND of the principal failed"))?;
+        let reply =
+            retry(ctx, user, req, MULTI).map_err(fail(user, "PROPFIND of the principal"))?;
         user.home = parse(user, &reply.body, "PROPFIND principal")
             .and_then(|m| m.entries.iter().find_map(|e| e.home.clone()))
             .unwrap_or_else(|| user.principal.clone());
@@ -131,18 +153,16 @@ pub fn prepare(
     let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
         .depth("0")
         .xml(xml::propfind("<D:resourcetype/>"));
-    let reply = retry(ctx, user, req, &[207, 404])
-        .ok_or_else(|| fail(user, "PROPFIND of the calendar failed"))?;
+    let reply =
+        retry(ctx, user, req, &[207, 404]).map_err(fail(user, "PROPFIND of the calendar"))?;
     if reply.status == 404 {
-        make_calendar(ctx, user).ok_or_else(|| fail(user, "making the calendar failed"))?;
+        make_calendar(ctx, user).map_err(fail(user, "making the calendar"))?;
     }
-    let left = (0..3)
-        .find_map(|_| listing::server_etags(ctx, user, 0))
-        .ok_or_else(|| fail(user, "listing the calendar failed"))?;
+    let left = etags(ctx, user).map_err(fail(user, "listing the calendar"))?;
     for name in left.keys() {
         let req = Request::new(Op::Delete, "DELETE", user.item_path(name));
         retry(ctx, user, req, &[200, 204, 404])
-            .ok_or_else(|| fail(user, "deleting a previous run's item failed"))?;
+            .map_err(fail(user, "deleting a previous run's item"))?;
     }
     for _ in 0..initial_items {
         let n = user.next_item;
@@ -158,8 +178,8 @@ pub fn prepare(
             body: data.clone().into_bytes(),
             ..req
         };
-        let reply = retry(ctx, user, req, WRITE_OK)
-            .ok_or_else(|| fail(user, "writing the first items failed"))?;
+        let reply =
+            retry(ctx, user, req, WRITE_OK).map_err(fail(user, "writing the first items"))?;
         user.truth.items.insert(
             name,
             TruthItem {
@@ -176,7 +196,7 @@ pub fn prepare(
 
 /// MKCALENDAR the calendar on a CalDAV server; on plain WebDAV MKCOL it, and its home
 /// first when the server says the parent is missing (409).
-fn make_calendar(ctx: Ctx<'_>, user: &mut User) -> Option<()> {
+fn make_calendar(ctx: Ctx<'_>, user: &mut User) -> Result<(), Failure> {
     if user.server.caldav {
         let req = Request::new(Op::Mkcalendar, "MKCALENDAR", user.cal.clone())
             .xml(xml::mkcalendar("Office"));
@@ -188,28 +208,61 @@ fn make_calendar(ctx: Ctx<'_>, user: &mut User) -> Option<()> {
         retry(ctx, user, home, &[201, 405])?;
         retry(ctx, user, req, &[201])?;
     }
-    Some(())
+    Ok(())
 }
 
+/// The set-up error of `user`'s step `what`, for `map_err`.
+fn fail(user: &User, what: &'static str) -> impl FnOnce(Failure) -> OfficeError {
+    let user = user.name.clone();
+    move |cause| OfficeError::Setup { user, what, cause }
+}
+
+/// The calendar's items and ETags, listed with [`retry`]'s patience.
+fn etags(ctx: Ctx<'_>, user: &mut User) -> Result<BTreeMap<String, Option<String>>, Failure> {
+    let req = Request::new(Op::PropfindD1, "PROPFIND", user.cal.clone())
+        .depth("1")
+        .xml(xml::propfind(listing::ETAGS));
+    let reply = retry(ctx, user, req, MULTI)?;
+    listing::etags_of(user, &reply.body).ok_or(Failure::Unreadable)
+}
+
+/// Most time set-up waits on one request for a server that asks to come back later.
+const PATIENCE: Duration = Duration::from_secs(60);
+
 /// Set-up requests are tried up to three times: a server that answers 500 now and then
-/// should still get its day (each failure is still counted as a violation).
-fn retry(
-    ctx: Ctx<'_>,
-    user: &mut User,
-    req: Request,
-    expect: &[u16],
-) -> Option<crate::http::Reply> {
-    for _ in 0..2 {
-        if let Some(r) = ctx.call(
+/// should still get its day (each failure is still counted as a violation). A server
+/// that asks the client to come back later (429 or 503 with `Retry-After`, as the
+/// built-in server's credential verifier does when hundreds of new accounts log in at
+/// once) is waited for as a client does, up to [`PATIENCE`] in all, at most 10 s at a
+/// time; those answers are no violation and no try. The error is the last failure.
+fn retry(ctx: Ctx<'_>, user: &mut User, req: Request, expect: &[u16]) -> Result<Reply, Failure> {
+    let start = Instant::now();
+    let mut tries = 0;
+    loop {
+        let got = ctx.attempt(
             &mut user.devices[0],
             &mut user.violations,
             req.clone(),
             expect,
-        ) {
-            return Some(r);
+            true,
+        );
+        match got {
+            Ok(r) => return Ok(r),
+            Err(Failure::Busy { status, after }) => {
+                let after = after.clamp(Duration::from_millis(100), Duration::from_secs(10));
+                if start.elapsed() + after > PATIENCE {
+                    return Err(Failure::Busy { status, after });
+                }
+                std::thread::sleep(after);
+            }
+            Err(e) => {
+                tries += 1;
+                if tries == 3 {
+                    return Err(e);
+                }
+            }
         }
     }
-    ctx.call(&mut user.devices[0], &mut user.violations, req, expect)
 }
 
 /// What the server offers a CalDAV client and what it lacks, learned on `user`'s
@@ -221,10 +274,6 @@ fn retry(
 /// writes are honoured (always assumed on CalDAV, where the day checks them) and the
 /// lacks, in words (docs/methodology.md, "The office": plain WebDAV).
 pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), OfficeError> {
-    let fail = |user: &User, why: &str| OfficeError::Setup {
-        user: user.name.clone(),
-        why: why.to_owned(),
-    };
     let caldav = user.server.caldav;
     let mut lacks: Vec<String> = Vec::new();
     if !caldav {
@@ -241,8 +290,7 @@ pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), Offi
     let req = Request::new(Op::PropfindD0, "PROPFIND", user.cal.clone())
         .depth("0")
         .xml(xml::propfind(props));
-    let reply = retry(ctx, user, req, MULTI)
-        .ok_or_else(|| fail(user, "PROPFIND of the calendar failed"))?;
+    let reply = retry(ctx, user, req, MULTI).map_err(fail(user, "PROPFIND of the calendar"))?;
     let cal = user.cal.clone();
     let entry = parse(user, &reply.body, "PROPFIND calendar")
         .and_then(|m| m.entries.into_iter().find(|e| e.href == cal))
@@ -259,8 +307,7 @@ pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), Offi
     if user.truth.items.values().any(|t| t.etag.is_none()) {
         lacks.push("ETag on PUT".into());
     }
-    let listed = listing::server_etags(ctx, user, 0)
-        .ok_or_else(|| fail(user, "listing the calendar failed"))?;
+    let listed = etags(ctx, user).map_err(fail(user, "listing the calendar"))?;
     if listed.values().any(Option::is_none) {
         lacks.push("getetag in PROPFIND".into());
     }
@@ -280,14 +327,11 @@ pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), Offi
             put(("If-None-Match", "*")),
         );
         let any: &[u16] = &[200, 201, 204, 412];
-        retry(ctx, user, first, WRITE_OK).ok_or_else(|| fail(user, "the probe PUT failed"))?;
-        let stale =
-            retry(ctx, user, stale, any).ok_or_else(|| fail(user, "the probe PUT failed"))?;
-        let again =
-            retry(ctx, user, again, any).ok_or_else(|| fail(user, "the probe PUT failed"))?;
+        retry(ctx, user, first, WRITE_OK).map_err(fail(user, "the probe PUT"))?;
+        let stale = retry(ctx, user, stale, any).map_err(fail(user, "the probe PUT"))?;
+        let again = retry(ctx, user, again, any).map_err(fail(user, "the probe PUT"))?;
         let delete = Request::new(Op::Delete, "DELETE", path.clone());
-        retry(ctx, user, delete, &[200, 204])
-            .ok_or_else(|| fail(user, "deleting the probe item failed"))?;
+        retry(ctx, user, delete, &[200, 204]).map_err(fail(user, "deleting the probe item"))?;
         stale.status == 412 && again.status == 412
     };
     if !conditional {

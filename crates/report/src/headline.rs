@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use volley_analysis::words::{duration, number};
+use volley_analysis::words::{self, duration, number};
 
 use crate::model::{Report, TargetReport};
 use crate::table::median;
@@ -83,12 +83,14 @@ fn figure(t: &TargetReport) -> Option<Figure> {
     })
 }
 
+/// The office answer of `t` with the most users carried.
+fn best_office(t: &TargetReport) -> Option<&crate::model::OfficeAnswer> {
+    t.office.iter().max_by_key(|a| a.users_carried.unwrap_or(0))
+}
+
 /// An office run's figure: the most users any of its office workloads carries.
 fn office_figure(t: &TargetReport) -> Option<Figure> {
-    let best = t
-        .office
-        .iter()
-        .max_by_key(|a| a.users_carried.unwrap_or(0))?;
+    let best = best_office(t)?;
     let sentence = best.sentence(&t.target);
     Some(Figure {
         value: f64::from(best.users_carried.unwrap_or(0)),
@@ -204,13 +206,17 @@ fn office_answer(report: &Report) -> String {
     match ranked.as_slice() {
         [] => "No office day has a judgement.".to_string(),
         [(t, f)] => format!("{} {}.", t.target, f.text),
-        [(best, fb), (next, fn_), ..] if fb.value > 0.0 => format!(
-            "{} carries the most users: {} ({} carries {}).",
-            best.target,
-            number(fb.value),
-            next.target,
-            number(fn_.value)
-        ),
+        [(best, fb), (next, fn_), ..] if fb.value > 0.0 => {
+            // Each answer says its own day's pace: a compressed day's users are not people.
+            let compress = |t: &TargetReport| best_office(t).map_or(1.0, |a| a.compress);
+            format!(
+                "{} carries the most users: {} ({} carries {}).",
+                best.target,
+                words::users(fb.value, compress(best)),
+                next.target,
+                words::users(fn_.value, compress(next))
+            )
+        }
         _ => "No server carried any of the user counts tried.".to_string(),
     }
 }

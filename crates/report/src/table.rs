@@ -115,7 +115,15 @@ pub fn office(report: &Report) -> Option<Table> {
             vec![
                 t.target.clone(),
                 s.workload.clone().unwrap_or_default(),
-                o.users.to_string(),
+                match o.compress == 1.0 {
+                    true => o.users.to_string(),
+                    // Users of a compressed day each send the requests of F people.
+                    false => format!(
+                        "{} x{}",
+                        o.users,
+                        volley_analysis::words::number(o.compress)
+                    ),
+                },
                 if o.carries { "yes" } else { "no" }.to_string(),
                 num(o.poll_p99_ms, 1),
                 num(Some(s.requests_per_s), 1),

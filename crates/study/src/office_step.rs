@@ -7,9 +7,8 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
 use volley_metrics::{Model, Recorder, RunInfo};
-use volley_office::{Account, Mix, OfficeConfig, OfficeError, OfficeReport};
+use volley_office::{Account, OfficeConfig, OfficeReport};
 use volley_targets::dav::DavAccount;
 use volley_targets::RunningTarget;
 
@@ -48,7 +47,7 @@ pub(crate) fn run_office(
     let url = format!("http://{}", target.addr);
     let mut cfg =
         OfficeConfig::with_accounts(&url, accounts[..users].iter().map(office_account).collect());
-    cfg.mix = mix_of(office).map_err(|e| StepError::Office(e.to_string()))?;
+    cfg.mix = office.mix.clone();
     cfg.decisions_per_day = office.decisions;
     cfg.compress = office.compress;
     cfg.duration = duration;
@@ -117,9 +116,9 @@ pub(crate) fn run_office(
     let report =
         report.ok_or_else(|| StepError::Office("the day ended without its report".into()))?;
     let v = verdict(&report, plan);
-    judged.sustainable = Some(v["carries"].as_bool().unwrap_or(false));
-    judged.verdict["office"] = v;
-    judged.verdict["little"] = Value::Null;
+    judged.sustainable = Some(v.carries);
+    judged.verdict.office = Some(v);
+    judged.verdict.little = None;
     Ok(judged)
 }
 
@@ -138,17 +137,34 @@ pub fn office_account(a: &DavAccount) -> Account {
     }
 }
 
-/// The profile mix of `office` (every profile alike when the file names none).
-pub(crate) fn mix_of(office: &OfficeLoad) -> Result<Mix, OfficeError> {
-    if office.profiles.is_empty() {
-        return Ok(Mix::default());
-    }
-    Mix::parse(&office.profiles)
+/// Whether an office day carried its users, and why not; stored as the verdict's
+/// `office` (reports read these fields).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OfficeVerdict {
+    /// Poll p99 within the SLO, errors within their share, no correctness violation.
+    pub carries: bool,
+    /// Users simulated.
+    pub users: usize,
+    /// Office time / wall time of the day: 1 is real time (the users are people); F
+    /// makes each user send the requests of F people.
+    pub compress: f64,
+    /// Decisions per person per office day.
+    pub decisions_per_day: u32,
+    /// p99 of the poll sessions, ms; none when no poll completed.
+    pub poll_p99_ms: Option<f64>,
+    /// The SLO it is judged against, ms.
+    pub slo_ms: f64,
+    /// Failed requests / requests.
+    pub error_share: f64,
+    /// Correctness violations.
+    pub violations: u64,
+    /// Why not, one sentence each.
+    pub reasons: Vec<String>,
 }
 
 /// Whether the step carried its users, and why not: the poll p99 against the SLO, the
 /// error share against its bound, the correctness violations.
-fn verdict(report: &OfficeReport, plan: &Plan) -> Value {
+fn verdict(report: &OfficeReport, plan: &Plan) -> OfficeVerdict {
     let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
     let poll = report.sessions.iter().find(|s| s.name == JUDGED_SESSION);
     let poll_p99 = poll.filter(|s| s.count > 0).map(|s| s.p99_ms);
@@ -180,14 +196,73 @@ fn verdict(report: &OfficeReport, plan: &Plan) -> Value {
             report.violations_total
         ));
     }
-    json!({
-        "carries": reasons.is_empty(),
-        "users": report.users,
-        "decisions_per_day": report.decisions_per_day,
-        "poll_p99_ms": poll_p99,
-        "slo_ms": slo_ms,
-        "error_share": error_share,
-        "violations": report.violations_total,
-        "reasons": reasons,
-    })
+    OfficeVerdict {
+        carries: reasons.is_empty(),
+        users: report.users,
+        compress: report.compress,
+        decisions_per_day: report.decisions_per_day,
+        poll_p99_ms: poll_p99,
+        slo_ms,
+        error_share,
+        violations: report.violations_total,
+        reasons,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_office_verdict_serialises_to_the_stored_shape() {
+        let v = OfficeVerdict {
+            carries: false,
+            users: 40,
+            compress: 480.0,
+            decisions_per_day: 250,
+            poll_p99_ms: Some(1200.5),
+            slo_ms: 1000.0,
+            error_share: 0.0,
+            violations: 0,
+            reasons: vec!["poll p99 1200.5 ms is over the 1000 ms SLO".into()],
+        };
+        let step = crate::step::Verdict {
+            little: None,
+            throttled: false,
+            sustain: None,
+            conn_wait: None,
+            office: Some(v),
+        };
+        // The keys the reports read (volley-report's model/office), with `compress`
+        // beside the users.
+        assert_eq!(
+            serde_json::to_value(&step).unwrap(),
+            serde_json::json!({
+                "little": null,
+                "throttled": false,
+                "office": {
+                    "carries": false,
+                    "users": 40,
+                    "compress": 480.0,
+                    "decisions_per_day": 250,
+                    "poll_p99_ms": 1200.5,
+                    "slo_ms": 1000.0,
+                    "error_share": 0.0,
+                    "violations": 0,
+                    "reasons": ["poll p99 1200.5 ms is over the 1000 ms SLO"],
+                }
+            })
+        );
+        let none = OfficeVerdict {
+            poll_p99_ms: None,
+            ..match step.office {
+                Some(o) => o,
+                None => unreachable!(),
+            }
+        };
+        assert_eq!(
+            serde_json::to_value(&none).unwrap()["poll_p99_ms"],
+            serde_json::Value::Null
+        );
+    }
 }

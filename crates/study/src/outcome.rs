@@ -4,11 +4,11 @@
 
 use std::fmt::Write;
 
-use volley_analysis::{bootstrap, knee, usl};
+use volley_analysis::{bootstrap, knee, usl, words};
 
 use volley_analysis::knee::Capacity;
 
-use crate::plan::Plan;
+use crate::plan::{OfficeLoad, Plan};
 
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
@@ -119,7 +119,8 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
     for &key in &keys {
         let (inst, wl, conc, ka, inj) = key;
         let group: Vec<&StepOutcome> = steps.iter().filter(|s| step_key(plan, s) == key).collect();
-        let office = plan.workloads[wl].office.is_some();
+        let compress = plan.workloads[wl].office.as_ref().map(|o| o.compress);
+        let office = compress.is_some();
         let result = if group.is_empty() {
             "(not run)".to_string()
         } else if office {
@@ -132,8 +133,12 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         rows.push([
             plan.instance_label(inst),
             plan.workloads[wl].name.clone(),
-            if office {
-                format!("users={conc}")
+            if let Some(f) = compress {
+                // A compressed day's users send the requests of F people each.
+                match f == 1.0 {
+                    true => format!("users={conc}"),
+                    false => format!("users={conc} x{}", words::number(f)),
+                }
             } else {
                 format!(
                     "c={conc} ka={}{}",
@@ -224,7 +229,7 @@ pub fn carried_lines(
             let sc = &plan.cells[*ci];
             sc.instance == c.instance && sc.workload == c.workload
         }) {
-            out.push(searched_line(plan, s.cell, found, office.decisions, slo_ms));
+            out.push(searched_line(plan, s.cell, found, office, slo_ms));
             continue;
         }
         let cap = knee::sweep_capacity(&judged);
@@ -234,8 +239,9 @@ pub fn carried_lines(
             .unwrap_or_else(|| "; the most tried".to_string());
         out.push(match cap.capacity_rps {
             Some(n) => format!(
-                "{} carries {n:.0} users ({}{above}) at {} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation{}",
+                "{} carries {} ({}{above}) at {} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation{}",
                 plan.instance_label(c.instance),
+                words::users(n, office.compress),
                 plan.workloads[c.workload].name,
                 office.decisions,
                 if cap.non_monotone {
@@ -245,9 +251,10 @@ pub fn carried_lines(
                 }
             ),
             None => format!(
-                "{} carries none of the user counts tried ({}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
+                "{} carries none of the user counts tried ({}, {}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
                 plan.instance_label(c.instance),
                 plan.workloads[c.workload].name,
+                words::pace(office.compress),
             ),
         });
     }
@@ -256,7 +263,8 @@ pub fn carried_lines(
 
 /// The answer of a users search that ended: the most users carried, its interval and
 /// how the search ended.
-fn searched_line(plan: &Plan, ci: usize, c: &Capacity, decisions: u32, slo_ms: f64) -> String {
+fn searched_line(plan: &Plan, ci: usize, c: &Capacity, office: &OfficeLoad, slo_ms: f64) -> String {
+    let (decisions, compress) = (office.decisions, office.compress);
     let cell = &plan.cells[ci];
     let (inst, wl) = (
         plan.instance_label(cell.instance),
@@ -278,11 +286,13 @@ fn searched_line(plan: &Plan, ci: usize, c: &Capacity, decisions: u32, slo_ms: f
     };
     match c.capacity_rps {
         Some(n) => format!(
-            "{inst} carries {n:.0} users ({wl}; searched, 95% CI [{:.0}, {hi}], {} days{end}) at {decisions} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation",
+            "{inst} carries {} ({wl}; searched, 95% CI [{:.0}, {hi}] users, {} days{end}) at {decisions} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation",
+            words::users(n, compress),
             c.ci_lo_rps, c.steps
         ),
         None => format!(
-            "{inst} carries none of the user counts tried ({wl}; searched, {} days{end}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
+            "{inst} carries none of the user counts tried ({wl}, {}; searched, {} days{end}: poll p99 under {slo_ms:.0} ms and no correctness violation failed at every count)",
+            words::pace(compress),
             c.steps
         ),
     }
@@ -563,12 +573,14 @@ duration = "3s"
         let lines = carried_lines(&p, &steps, &[]);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(
-            lines[0].starts_with("builtin carries 50 users (day; 100 not carried)"),
+            lines[0]
+                .starts_with("builtin carries 50 users at their real pace (day; 100 not carried)"),
             "{}",
             lines[0]
         );
         assert!(
-            lines[1].starts_with("radicale carries 10 users (day; 25 not carried)"),
+            lines[1]
+                .starts_with("radicale carries 10 users at their real pace (day; 25 not carried)"),
             "{}",
             lines[1]
         );
@@ -581,6 +593,41 @@ duration = "3s"
         );
         // No USL fit over users: the office's load is its users' day, not connections.
         assert!(t.usl.iter().all(|l| !l.starts_with("USL")), "{t}");
+    }
+
+    #[test]
+    fn a_compressed_office_names_its_factor_in_every_line_and_row() {
+        let p = plan(&OFFICE.replace(
+            "users = [10, 25, 50, 100]",
+            "users = [10, 25, 50, 100]\ncompress = 480",
+        ));
+        let steps: Vec<StepOutcome> = (0..p.cells.len())
+            .map(|ci| StepOutcome {
+                users: p.cells[ci].users,
+                ..step(
+                    ci,
+                    None,
+                    10.0,
+                    Some(p.cells[ci].users.unwrap() <= 50),
+                    "server-bound",
+                )
+            })
+            .collect();
+        let lines = carried_lines(&p, &steps, &[]);
+        assert!(
+            lines[0].starts_with(
+                "builtin carries the request rate of about 24,000 people, with the data of 50 \
+                 (office time compressed 480x) (day; 100 not carried)"
+            ),
+            "{}",
+            lines[0]
+        );
+        let t = table(&p, &steps, &[]);
+        let office_rows: Vec<&String> = t.rows.iter().map(|r| &r[2]).collect();
+        assert!(
+            office_rows.iter().all(|r| r.ends_with(" x480")),
+            "{office_rows:?}"
+        );
     }
 
     /// Rate steps at 100, 200, ... req/s, each sustained and replying at its rate.
@@ -727,7 +774,9 @@ duration = "3s"
         );
         let line = t.usl.iter().find(|l| l.starts_with("builtin")).unwrap();
         assert!(
-            line.starts_with("builtin carries 37 users (day; searched, 95% CI [37, 40], 6 days)"),
+            line.starts_with(
+                "builtin carries 37 users at their real pace (day; searched, 95% CI [37, 40] users, 6 days)"
+            ),
             "{line}"
         );
         // The radicale search never ran: its row says so and no answer is claimed.

@@ -686,30 +686,29 @@ impl StudyRun<'_> {
             params.extra.insert("cold_start".into(), json!(true));
             summary_json["cold"] = cold_json(c, *valid, warm_ttfb_ms);
         }
-        let office = m.verdict.get("office").cloned();
-        let why_not = match (m.sustainable, &office) {
-            (Some(false), Some(o)) => format!(
-                " ({})",
-                o["reasons"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
+        let office = m.verdict.office.as_ref();
+        let why_not = match (m.sustainable, office) {
+            (Some(false), Some(o)) => format!(" ({})", o.reasons.join("; ")),
             (Some(false), None) => format!(
                 " ({})",
-                crate::step::reasons_text(&m.verdict["sustain"]["reasons"])
+                crate::step::reasons_text(m.verdict.sustain.as_ref())
             ),
             _ => String::new(),
         };
+        let poll_p99_ms = office.and_then(|o| o.poll_p99_ms);
+        let is_office = office.is_some();
         let index = self.next_index.entry(run).or_insert(0);
         let record = StepRecord {
             index: *index,
             parameters: params,
             summary: summary_json,
-            verdict: Some(m.verdict),
+            // The typed verdict becomes JSON here, where the store takes it.
+            verdict: Some(serde_json::to_value(&m.verdict).map_err(|source| {
+                volley_store::StoreError::Json {
+                    column: "verdict",
+                    source,
+                }
+            })?),
             label: Some(m.label.to_string()),
             started_unix_ms: started_ms,
             finished_unix_ms: now_ms(),
@@ -734,8 +733,8 @@ impl StudyRun<'_> {
             warm_ttfb_ms,
         );
         let mut outcome = outcome;
-        outcome.poll_p99_ms = office.as_ref().and_then(|o| o["poll_p99_ms"].as_f64());
-        outcome.users = cell.users.filter(|_| office.is_some());
+        outcome.poll_p99_ms = poll_p99_ms;
+        outcome.users = cell.users.filter(|_| is_office);
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(

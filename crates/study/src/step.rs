@@ -63,12 +63,33 @@ pub enum StepError {
 pub(crate) struct JudgedStep {
     pub summary: Summary,
     pub summary_json: Value,
-    pub verdict: Value,
+    pub verdict: Verdict,
     pub label: &'static str,
     /// Rate steps: whether the step was sustainable.
     pub sustainable: Option<bool>,
     pub series: Vec<SeriesPoint>,
     pub histograms: Vec<HistogramBlob>,
+}
+
+/// A step's verdict, typed until the store serialises it (`StepRecord::verdict`); its
+/// JSON is what the reports read, field for field: `little` (null when not checked),
+/// `throttled`, and when they apply `sustain` (a rate step), `conn_wait` and `office`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub(crate) struct Verdict {
+    /// Little's law on the step; none for an office day (a device thinks between its
+    /// requests, so there is no in-flight figure to compare).
+    pub little: Option<little::LittleCheck>,
+    /// The target's cgroup was throttled during the step.
+    pub throttled: bool,
+    /// Rate steps: the sustainability verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sustain: Option<sustain::Verdict>,
+    /// Why a step with a large send lag is still the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conn_wait: Option<String>,
+    /// Office steps: whether the day carried its users.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub office: Option<crate::office_step::OfficeVerdict>,
 }
 
 /// Discards samples: the warm-up is load, not measurement.
@@ -375,15 +396,17 @@ pub(crate) fn judge(
         None => (None, summary.generator.verdict.label.name()),
     };
     let sustainable = sustain_verdict.as_ref().map(|v| v.sustainable);
-    let mut verdict = json!({ "little": little, "throttled": throttled });
-    if let Some(v) = &sustain_verdict {
-        verdict["sustain"] = serde_json::to_value(v).unwrap_or(Value::Null);
-    }
     // Users see why a step with a large send lag is still the server's.
-    if let Some(note) = conn_wait {
-        verdict["conn_wait"] = Value::String(note.clone());
-        summary.notes.push(note);
+    if let Some(note) = &conn_wait {
+        summary.notes.push(note.clone());
     }
+    let verdict = Verdict {
+        little,
+        throttled,
+        sustain: sustain_verdict,
+        conn_wait,
+        office: None,
+    };
     let mut summary_json = serde_json::to_value(&summary)?;
     for (k, v) in extra {
         summary_json[k] = v;
@@ -671,28 +694,14 @@ fn busy_mark(s: &Summary) -> String {
     }
 }
 
-/// The sustainability reasons of a stored verdict as sentences with units, e.g. "sent
-/// 985 req/s of the 1,000 offered (99%; 99% needed)": why a step failed is printed
-/// with it, so a search walking down can be read from its log. The stored verdict
-/// keeps the machine-readable fields.
-pub(crate) fn reasons_text(reasons: &Value) -> String {
-    let Some(list) = reasons.as_array() else {
-        return "no reason recorded".to_string();
-    };
-    list.iter()
-        .map(
-            |r| match serde_json::from_value::<sustain::Reason>(r.clone()) {
-                Ok(r) => volley_analysis::words::sentence(&r),
-                // A reason a newer volley wrote: its name, in words.
-                Err(_) => r
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unreadable reason")
-                    .replace('_', " "),
-            },
-        )
-        .collect::<Vec<_>>()
-        .join("; ")
+/// Why a step was not sustainable, as sentences with units, e.g. "sent 985 req/s of
+/// the 1,000 offered (99%; 99% needed)": printed with the step, so a search walking
+/// down can be read from its log. The stored verdict keeps the machine-readable fields.
+pub(crate) fn reasons_text(verdict: Option<&sustain::Verdict>) -> String {
+    match verdict {
+        Some(v) => volley_analysis::words::sentences(&v.reasons),
+        None => "no reason recorded".to_string(),
+    }
 }
 
 /// The line written when a step ends: figures, label, verdict and why not, a busy
@@ -744,21 +753,62 @@ mod tests {
 
     #[test]
     fn reasons_are_printed_as_sentences() {
-        let v = serde_json::json!([
-            {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
-            {"reason": "in_flight_rising", "slope_per_s": 3.5, "t_stat": null,
-             "t_critical": 2.0, "rise_requests": 17.5, "mean_in_flight": 4.0, "rising": true},
-            {"reason": "p99_over_slo", "worst_p99": {"secs": 0, "nanos": 250_000_000},
-             "window_index": 2, "slo": {"secs": 0, "nanos": 100_000_000}},
-            {"reason": "from_the_future", "x": 1}
-        ]);
+        let v: sustain::Verdict = serde_json::from_value(serde_json::json!({
+            "sustainable": false,
+            "bound": "server_bound",
+            "trend": null,
+            "reasons": [
+                {"reason": "send_rate_short", "send_rate_rps": 985.25, "required_rps": 990.0},
+                {"reason": "in_flight_rising", "slope_per_s": 3.5, "t_stat": null,
+                 "t_critical": 2.0, "rise_requests": 17.5, "mean_in_flight": 4.0, "rising": true},
+                {"reason": "p99_over_slo", "worst_p99": {"secs": 0, "nanos": 250_000_000},
+                 "window_index": 2, "slo": {"secs": 0, "nanos": 100_000_000}}
+            ]
+        }))
+        .unwrap();
         assert_eq!(
-            reasons_text(&v),
+            reasons_text(Some(&v)),
             "sent 985 req/s of the 1,000 offered (99%; 99% needed); \
              in-flight requests rose by 3.5/s (17.5 over the step, 4 on average); \
-             p99 250 ms in second 3 exceeds the 100 ms SLO; from the future"
+             p99 250 ms in second 3 exceeds the 100 ms SLO"
         );
-        assert_eq!(reasons_text(&Value::Null), "no reason recorded");
+        assert_eq!(reasons_text(None), "no reason recorded");
+    }
+
+    #[test]
+    fn a_verdict_serialises_to_the_stored_shape() {
+        // The shape the store has always held (reports read these keys): a rate step's.
+        let sustain: sustain::Verdict = serde_json::from_value(serde_json::json!({
+            "sustainable": true, "bound": "server_bound", "trend": null, "reasons": []
+        }))
+        .unwrap();
+        let v = Verdict {
+            little: None,
+            throttled: true,
+            sustain: Some(sustain.clone()),
+            conn_wait: Some("waited for connections".into()),
+            office: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&v).unwrap(),
+            serde_json::json!({
+                "little": null,
+                "throttled": true,
+                "sustain": serde_json::to_value(&sustain).unwrap(),
+                "conn_wait": "waited for connections",
+            })
+        );
+        // A closed-loop step has neither sustain nor conn_wait.
+        let plain = Verdict {
+            sustain: None,
+            conn_wait: None,
+            throttled: false,
+            ..v
+        };
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::json!({"little": null, "throttled": false})
+        );
     }
 
     fn integral(ns: u64) -> volley_engine::LiveSnapshot {

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use volley_analysis::knee;
+use volley_analysis::{knee, words};
 
 use super::StepReport;
 
@@ -14,6 +14,9 @@ use super::StepReport;
 pub struct OfficeStep {
     /// Virtual users.
     pub users: u32,
+    /// Office time / wall time of the day: 1 is real time (the users are people); F
+    /// makes each user send the requests of F people.
+    pub compress: f64,
     /// Poll p99 within the SLO, errors within bound, no correctness violation.
     pub carries: bool,
     /// p99 of the clients' poll sessions, ms.
@@ -42,6 +45,8 @@ pub struct OfficeAnswer {
     pub first_not_carried: Option<u32>,
     /// A smaller count than the answer was not carried.
     pub non_monotone: bool,
+    /// Office time / wall time of its days (1: real time, the users are people).
+    pub compress: f64,
     /// Decisions per person per day.
     pub decisions_per_day: u64,
     /// The poll p99 SLO, ms.
@@ -76,6 +81,11 @@ pub(super) fn read(verdict: Option<&Value>, summary: &Value) -> Option<OfficeSte
     };
     Some(OfficeStep {
         users: v["users"].as_u64().and_then(|u| u32::try_from(u).ok())?,
+        // Verdicts stored before `compress` joined them: the day's own report has it.
+        compress: v["compress"]
+            .as_f64()
+            .or_else(|| summary["office"]["compress"].as_f64())
+            .unwrap_or(1.0),
         carries: v["carries"].as_bool().unwrap_or(false),
         poll_p99_ms: v["poll_p99_ms"].as_f64(),
         slo_ms: v["slo_ms"].as_f64().unwrap_or(0.0),
@@ -119,6 +129,7 @@ pub(super) fn answers(
             },
             first_not_carried: users(c.first_unsustainable_above_rps),
             non_monotone: c.non_monotone,
+            compress: o.compress,
             decisions_per_day: o.decisions_per_day,
             slo_ms: o.slo_ms,
             search: searched.map(|r| UsersSearch {
@@ -140,7 +151,8 @@ impl OfficeAnswer {
         }
         match self.users_carried {
             Some(n) => format!(
-                "{target} carries {n} users ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
+                "{target} carries {} ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
+                words::users(f64::from(n), self.compress),
                 self.workload,
                 self.first_not_carried
                     .map_or("; the most tried".to_string(), |u| format!("; {u} not carried")),
@@ -153,8 +165,10 @@ impl OfficeAnswer {
                 }
             ),
             None => format!(
-                "{target} carries none of the user counts tried ({}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
-                self.workload, self.slo_ms
+                "{target} carries none of the user counts tried ({}, {}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
+                self.workload,
+                words::pace(self.compress),
+                self.slo_ms
             ),
         }
     }
@@ -169,7 +183,8 @@ impl OfficeAnswer {
         let hi = s.ci_hi.map_or("unbounded".to_string(), |h| h.to_string());
         match self.users_carried {
             Some(n) => format!(
-                "{target} carries {n} users ({}; searched, 95% CI [{}, {hi}], {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
+                "{target} carries {} ({}; searched, 95% CI [{}, {hi}] users, {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
+                words::users(f64::from(n), self.compress),
                 self.workload,
                 s.ci_lo.unwrap_or(n),
                 s.steps,
@@ -177,9 +192,67 @@ impl OfficeAnswer {
                 self.slo_ms
             ),
             None => format!(
-                "{target} carries none of the user counts tried ({}; searched, {} days{end}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
-                self.workload, s.steps, self.slo_ms
+                "{target} carries none of the user counts tried ({}, {}; searched, {} days{end}: poll p99 under {:.0} ms and no correctness violation failed at every count)",
+                self.workload,
+                words::pace(self.compress),
+                s.steps,
+                self.slo_ms
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(compress: f64) -> OfficeAnswer {
+        OfficeAnswer {
+            workload: "office".into(),
+            users_carried: Some(50),
+            first_not_carried: Some(100),
+            non_monotone: false,
+            compress,
+            decisions_per_day: 250,
+            slo_ms: 1000.0,
+            search: None,
+        }
+    }
+
+    #[test]
+    fn an_answer_says_people_and_names_its_compression() {
+        assert!(answer(1.0)
+            .sentence("builtin")
+            .starts_with("builtin carries 50 users at their real pace (office; 100 not carried)"));
+        assert!(answer(480.0).sentence("builtin").starts_with(
+            "builtin carries the request rate of about 24,000 people, with the data of 50 \
+             (office time compressed 480x) (office; 100 not carried)"
+        ));
+        let none = OfficeAnswer {
+            users_carried: None,
+            ..answer(480.0)
+        };
+        assert!(
+            none.sentence("b").contains("compressed 480x"),
+            "{}",
+            none.sentence("b")
+        );
+        assert_eq!(
+            serde_json::to_value(answer(480.0)).unwrap()["compress"],
+            480.0
+        );
+    }
+
+    #[test]
+    fn a_step_reads_its_compression_from_the_verdict_or_an_older_summary() {
+        let verdict = json!({"office": {"users": 5, "carries": true, "compress": 480.0}});
+        let step = read(Some(&verdict), &json!({})).unwrap();
+        assert_eq!((step.users, step.compress), (5, 480.0));
+        // Stored before the verdict had it: the day's report in the summary says it.
+        let old = json!({"office": {"users": 5, "carries": true}});
+        let summary = json!({"office": {"compress": 960.0}});
+        assert_eq!(read(Some(&old), &summary).unwrap().compress, 960.0);
+        assert_eq!(read(Some(&old), &json!({})).unwrap().compress, 1.0);
     }
 }

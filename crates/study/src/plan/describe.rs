@@ -28,12 +28,16 @@ impl Plan {
                 };
                 let _ = writeln!(
                     out,
-                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day compressed {}x (timeout {:?})",
+                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {} (timeout {:?})",
                     w.name,
                     users.join(" "),
-                    if o.profiles.is_empty() { "all alike" } else { &o.profiles },
+                    if o.mix == volley_office::Mix::default() {
+                        "all alike".to_string()
+                    } else {
+                        o.mix.to_string()
+                    },
                     o.decisions,
-                    o.compress,
+                    volley_analysis::words::pace(o.compress),
                     w.load.timeout,
                 );
                 continue;

@@ -168,11 +168,12 @@ pub struct OfficeLoad {
     /// The users are searched (`users = "search"`, or any caldav workload in search
     /// mode): [`Plan::users_search`] says how.
     pub search: bool,
-    /// The profile mix as volley-office parses it (`thunderbird:3,davx5:1`).
-    pub profiles: String,
+    /// The profile mix (`profiles = ["thunderbird:3", "davx5:1"]`), parsed once.
+    pub mix: volley_office::Mix,
     /// Decisions per person per working day.
     pub decisions: u32,
-    /// How many times faster than real time the day runs.
+    /// How many times faster than real time the day runs: 1 (the default) is real
+    /// time, so the users carried are people.
     pub compress: f64,
 }
 

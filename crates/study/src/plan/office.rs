@@ -13,8 +13,9 @@ use crate::StudyError;
 /// conscious decisions, in the middle.
 pub const DEFAULT_DECISIONS: u32 = 250;
 
-/// A working day (8 hours) in one minute.
-pub const DEFAULT_COMPRESS: f64 = 480.0;
+/// Real time: the users a day carries are people at their pace. A larger factor is a
+/// stress test (docs/methodology.md, "The office").
+pub const DEFAULT_COMPRESS: f64 = 1.0;
 
 /// Keys of an http workload a caldav workload cannot have (its requests are the
 /// clients'), and the reverse.
@@ -91,7 +92,7 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
     }
     if file.steps.duration.is_none() {
         return Err(invalid(format!(
-            "workload '{}': a caldav office day needs steps.duration (how long the compressed day runs)",
+            "workload '{}': a caldav office day needs steps.duration (how long the day runs)",
             w.name
         )));
     }
@@ -110,17 +111,18 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
             w.name
         )));
     }
-    let profiles = w.profiles.clone().unwrap_or_default().join(",");
-    let office = OfficeLoad {
+    let mix = match &w.profiles {
+        None => volley_office::Mix::default(),
+        Some(p) => volley_office::Mix::parse(&p.join(","))
+            .map_err(|e| invalid(format!("workload '{}': profiles: {e}", w.name)))?,
+    };
+    Ok(OfficeLoad {
         users,
         search,
-        profiles,
+        mix,
         decisions,
         compress,
-    };
-    crate::office_step::mix_of(&office)
-        .map_err(|e| invalid(format!("workload '{}': profiles: {e}", w.name)))?;
-    Ok(office)
+    })
 }
 
 /// The users of caldav workload `w`: counts to sweep, or searched (`users = "search"`,
