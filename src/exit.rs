@@ -140,6 +140,7 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             eprintln!("{e}");
             ExitCode::from(1)
         }
+        Err(e) if broken_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // Errors that show their cause in their own text would print it twice
             // through the chain: a cause already in the line is left out.
@@ -159,4 +160,29 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             }
         }
     }
+}
+
+/// Whether `e` is a write that failed because whoever read stdout is gone (`| head -1`):
+/// the end of the output the reader asked for, not a failure, so the command ends
+/// quietly with success (as `main` does for `println!`'s panic). Only when stdout is
+/// that closed pipe: a broken pipe elsewhere (a socket, a child) stays an error.
+fn broken_stdout(e: &anyhow::Error) -> bool {
+    let pipe = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    pipe && stdout_closed()
+}
+
+/// Whether stdout is a pipe with no reader left: poll(2) reports POLLERR on the write
+/// end of such a pipe.
+fn stdout_closed() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of our own, a zero timeout; poll only writes `revents`.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready == 1 && fd.revents & libc::POLLERR != 0
 }

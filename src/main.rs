@@ -55,7 +55,48 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),
     };
-    let result = match cli.command {
+    let result = match closed_stdout_is_the_end(|| dispatch(cli.command)) {
+        Some(result) => result,
+        None => return ExitCode::SUCCESS,
+    };
+    exit::finish(result)
+}
+
+/// Runs a command; `None` when it stopped because stdout was closed under it.
+///
+/// `volley targets --show-config nginx | head -1`: the reader is gone, and `println!`
+/// panics on the broken pipe. Rust leaves SIGPIPE ignored, which volley needs (a server
+/// closing a socket must not kill the load generator), so the end of a pipe shows up as
+/// that panic: it is caught here, after unwinding has run every `Drop` on the way (a
+/// managed target is stopped, a fixture tree removed), and ends the process quietly
+/// with success, as `head` expects of what it reads (ripgrep does the same). Any other
+/// panic goes on as before.
+fn closed_stdout_is_the_end<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    fn is_broken_pipe(msg: &str) -> bool {
+        msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")
+    }
+    fn message(p: &(dyn std::any::Any + Send)) -> &str {
+        p.downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("")
+    }
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(message(info.payload())) {
+            default_hook(info);
+        }
+    }));
+    match std::panic::catch_unwind(f) {
+        Ok(v) => Some(v),
+        Err(p) if is_broken_pipe(message(&*p)) => None,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// One subcommand's `run`.
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Passwd(a) => cmd::passwd::run(a),
@@ -69,6 +110,5 @@ fn main() -> ExitCode {
         Command::Agent(a) => cmd::agent::run(a),
         Command::Agents(a) => cmd::agents::run(a),
         Command::Log(a) => cmd::log::run(a),
-    };
-    exit::finish(result)
+    }
 }

@@ -539,3 +539,132 @@ fn a_knob_a_kind_cannot_express_is_refused_before_anything_starts() {
         "{err}"
     );
 }
+
+/// Send-Q of the listeners inside network namespace `ns` (see [`listen_backlogs`]).
+fn listen_backlogs_in(ns: &str) -> Vec<u32> {
+    let Ok(out) = Command::new("ip")
+        .args(["netns", "exec", ns, "ss", "-ltnH"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .collect()
+}
+
+fn host_sysctl(key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).unwrap()
+}
+
+#[test]
+fn sysctls_apply_in_the_targets_namespace_only() {
+    let keys = ["net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog"];
+    let before: Vec<String> = keys.iter().map(|k| host_sysctl(k)).collect();
+    let host_routes = || Command::new("ip").args(["route"]).output().unwrap().stdout;
+    let routes_before = host_routes();
+    for (kind, program) in [("nginx", "nginx"), ("apache-event", "apache2")] {
+        if !installed(program) {
+            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+            continue;
+        }
+        let json = temp_json(&format!("sysctl-{kind}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["bench", "--target", kind, "-c", "2", "-d", "3s", "-k"])
+            .args(["--sysctl", "net.core.somaxconn=16"])
+            .args(["--sysctl", "net.ipv4.tcp_max_syn_backlog=64"])
+            .args(["--route", "quickack=true", "--set", "backlog=1024"])
+            .args(["--json", json.to_str().unwrap(), "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let prefix = format!("vl{}-", child.id());
+        let target_ns = || {
+            let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
+                .map(str::to_string)
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut seen = false;
+        let mut ns = String::new();
+        while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
+            if let Some(n) = target_ns() {
+                ns = n;
+            }
+            // somaxconn = 16 in the namespace caps the server's backlog of 1024.
+            seen = listen_backlogs_in(&ns).contains(&16);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{kind}: {err}");
+        assert!(seen, "{kind}: no listener with backlog 16 inside {ns}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let t = &v["targets"][0];
+        let n = &t["namespace"];
+        assert_eq!(n["ns"], ns.as_str());
+        assert_eq!(n["sysctls"][0]["key"], "net.core.somaxconn");
+        assert_eq!(n["sysctls"][0]["value"], "16");
+        assert_eq!(n["sysctls"][1]["value"], "64");
+        assert!(
+            n["routes"][0].as_str().unwrap().contains("quickack 1"),
+            "{n}"
+        );
+        assert!(v["runs"][0]["requests"]["ok"].as_u64().unwrap() > 0);
+        assert!(
+            v["runs"][0]["url"]
+                .as_str()
+                .unwrap()
+                .starts_with("http://10."),
+            "the load reached the target through the lab"
+        );
+        assert_nothing_left(t);
+        let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&left.stdout).contains(&ns),
+            "the namespace is removed"
+        );
+    }
+    let after: Vec<String> = keys.iter().map(|k| host_sysctl(k)).collect();
+    assert_eq!(before, after, "the host's sysctls are unchanged");
+    assert_eq!(
+        routes_before,
+        host_routes(),
+        "the host's routes are unchanged"
+    );
+}
+
+#[test]
+fn a_global_or_refused_sysctl_is_one_line_and_nothing_starts() {
+    let before = host_sysctl("net.core.rmem_max");
+    for (flag, want) in [
+        (
+            "net.core.rmem_max=1048576",
+            "volley: sysctl net.core.rmem_max is global",
+        ),
+        ("vm.swappiness=1", "volley: sysctl vm.swappiness is global"),
+        (
+            "net.core.netdev_max_backlog=5000",
+            "volley: sysctl net.core.netdev_max_backlog does not exist inside a network namespace",
+        ),
+        (
+            "net.core.somaxconn=lots",
+            "volley: sysctl net.core.somaxconn: the kernel refused 'lots'",
+        ),
+    ] {
+        let (code, out, err) =
+            volley(&["bench", "--target", "builtin", "--sysctl", flag, "-n", "1"]);
+        assert_eq!(code, 2, "{flag}: {out}{err}");
+        assert!(err.starts_with(want), "{flag}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(out.is_empty(), "no target started: {out}");
+    }
+    assert_eq!(before, host_sysctl("net.core.rmem_max"));
+}

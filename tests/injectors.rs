@@ -562,6 +562,56 @@ fn injectors_in_namespaces_on_shaped_links_are_measured_and_leave_nothing() {
 }
 
 #[test]
+fn two_netns_studies_at_once_take_different_lab_addresses() {
+    // Each lab links volley's own namespace to its bridge; with the same addresses the
+    // host would have two routes to one target address and one study would load (or
+    // fail to reach) the other's target.
+    let body = NETNS_STUDY
+        .replace("DURATION", "3s")
+        .replace("count = 3", "count = 1")
+        .replace(
+            r#"links = [{ injectors = 2, rate = "100mbit" }, { injectors = 1, rate = "10mbit" }]"#,
+            "links = [{ injectors = 1 }]",
+        );
+    let dirs = [TempDir::new("two-labs-a"), TempDir::new("two-labs-b")];
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|d| {
+            study_command(&study(d.path(), &body), &d.path().join("v.db"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    let mut namespaces = Vec::new();
+    for (child, d) in children.into_iter().zip(&dirs) {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let s = &step_summaries(&d.path().join("v.db"))[0];
+        assert!(completed(s) >= 140, "3 s at 50 req/s: {}", completed(s));
+        namespaces.push(s["links"][0]["namespace"].as_str().unwrap().to_string());
+    }
+    // `vl<pid>-<slot>i0`: the slots (and so the /24s) differ.
+    let slot = |ns: &str, pid: u32| {
+        ns.strip_prefix(&format!("vl{pid}-"))
+            .and_then(|r| r.strip_suffix("i0"))
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(
+        slot(&namespaces[0], pids[0]),
+        slot(&namespaces[1], pids[1]),
+        "{namespaces:?}"
+    );
+    for pid in pids {
+        assert!(lab_namespaces(pid).is_empty(), "{:?}", lab_namespaces(pid));
+    }
+}
+
+#[test]
 fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
     let dir = TempDir::new("netns-kill");
     let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "30s"));

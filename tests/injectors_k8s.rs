@@ -211,9 +211,14 @@ fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
     let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
     assert_eq!(completed(s), sum, "merged == sum of the agents'");
-    assert_eq!(
-        completed(s),
-        lines,
-        "merged == the server's access log lines"
+    // The server logs every request it answered; a request still in flight when its
+    // agent's run ended (censored there, possible on a busy machine) may have been
+    // answered and logged after it. So the log holds the completed ones, plus at most
+    // the in-flight ones, never fewer and never others.
+    let in_flight = s["requests"]["in_flight"].as_u64().unwrap();
+    assert!(
+        (completed(s)..=completed(s) + in_flight).contains(&lines),
+        "the server's access log lines ({lines}) = merged completed ({}) + at most {in_flight} in flight",
+        completed(s)
     );
 }

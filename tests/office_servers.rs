@@ -9,6 +9,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use common::{free_port, spawn_listening, Spawned};
 
@@ -163,4 +164,90 @@ fn a_static_nginx_is_not_caldav() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("does not speak CalDAV"), "{err}");
+}
+
+/// `volley bench ARGS` with a bounded wait.
+fn bench(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .arg("bench")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("volley bench {args:?} did not end within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn bench_caldav_starts_radicale_with_its_own_accounts() {
+    if !installed(RADICALE) {
+        return;
+    }
+    // No URL, no password, no paths: the target makes the accounts and says where.
+    let out = bench(&[
+        "--caldav",
+        "3",
+        "--target",
+        "radicale",
+        "--decisions",
+        "40",
+        "--compress",
+        "480",
+        "-d",
+        "4s",
+        "--seed",
+        "5",
+        "--json",
+        "-",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("started radicale"), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["users"], 3, "{j}");
+    assert_eq!(j["protocol"], "caldav", "{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    assert!(j["requests"].as_u64().unwrap() > 0, "{j}");
+}
+
+#[test]
+fn bench_target_radicale_without_a_path_says_what_to_ask_for() {
+    // Refused before anything starts, so radicale need not be installed.
+    let out = bench(&["--target", "radicale", "-n", "10"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--caldav USERS --target radicale"), "{err}");
+    assert!(!err.contains("no request succeeded"), "{err}");
+    // Two kinds, or a URL beside the target, are mistakes said in one line too.
+    for args in [
+        &[
+            "--caldav", "2", "--target", "radicale", "--target", "xandikos",
+        ][..],
+        &[
+            "--caldav",
+            "2",
+            "--target",
+            "radicale",
+            "http://127.0.0.1:1/",
+        ][..],
+        &["--caldav", "2", "--target", "caddy"][..],
+        &["--caldav", "2", "--target", "nginx", "--path", "/x"][..],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).lines().count(),
+            1,
+            "{args:?}"
+        );
+    }
 }

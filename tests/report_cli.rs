@@ -226,3 +226,39 @@ fn no_run_given_means_the_newest_and_open_uses_the_browser() {
         .contains("run 1: builtin"));
     let _ = std::fs::remove_file(written);
 }
+
+#[test]
+fn report_and_compare_read_one_selector_grammar() {
+    let db = scratch("selectors.db");
+    write_store(&db);
+    let db = db.to_str().unwrap();
+    // The study by id or name, one of its targets, for both commands.
+    for what in ["study:1", "study:cli"] {
+        let o = volley(&["report", what, "--db", db]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+    }
+    for (what, title) in [
+        ("study:1:nginx", "# volley report: run 2: nginx"),
+        ("study:cli:builtin", "# volley report: run 1: builtin"),
+        ("cli:nginx", "# volley report: run 2: nginx"),
+        ("label:nginx", "# volley report: run 2: nginx"),
+    ] {
+        let o = volley(&["report", what, "--db", db]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.starts_with(title), "{what}: {out}");
+    }
+    let o = volley(&["compare", "study:1:builtin", "study:1:nginx", "--db", db]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("builtin") && out.contains("nginx"), "{out}");
+    for what in ["study:1:caddy", "study:nope", "label:nope"] {
+        let o = volley(&["compare", what, "1", "--db", db]);
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        assert_eq!(stderr(&o).lines().count(), 1, "{what}: {}", stderr(&o));
+    }
+    // A study of two runs names neither alone.
+    let o = volley(&["compare", "study:1", "1", "--db", db]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("study:1:"), "{}", stderr(&o));
+}

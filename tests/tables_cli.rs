@@ -166,3 +166,46 @@ p99 = "1ms"
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs volley with a stdout whose reader is already gone (what `| head -1` leaves
+/// once head has its line), so the first write meets a broken pipe.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two descriptors; each is owned by exactly one File.
+    let (reader, writer) = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    drop(reader);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "{args:?} hung");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_closed_stdout_ends_printing_quietly() {
+    for args in [
+        &["targets", "--show-config", "nginx"][..],
+        &["targets"][..],
+        &["bench", "--help"][..],
+        &["bench", "--target", "nginx", "--show-config"][..],
+    ] {
+        let o = with_closed_stdout(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+}

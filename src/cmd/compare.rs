@@ -13,9 +13,10 @@ use crate::exit::usage;
 /// Flags of `volley compare`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run A: a run id or study:target.
+    /// Run A: a run id, study:ID[:TARGET], study:NAME[:TARGET], NAME:TARGET or
+    /// label:TEXT (the selectors of `volley report`).
     a: String,
-    /// Run B: a run id or study:target.
+    /// Run B, selected as A.
     b: String,
     /// Results store (SQLite).
     #[arg(long, default_value = "volley.db")]
@@ -43,6 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match compare(&store, &args.a, &args.b, metric) {
         Ok(c) => print!("{}", text(&c, super::table::width())),
         Err(volley_report::ReportError::Compare(m)) => usage!("{m}"),
+        Err(e) if e.is_usage() => usage!("{e}"),
         Err(e) => return Err(e.into()),
     }
     Ok(ExitCode::SUCCESS)

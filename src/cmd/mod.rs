@@ -3,11 +3,6 @@
 pub mod agent;
 pub mod agents;
 pub mod bench;
-pub mod bench_caldav;
-pub mod bench_load;
-pub mod bench_save;
-pub mod bench_target;
-pub mod bench_wire;
 pub mod compare;
 pub mod demo;
 pub mod fixtures;

@@ -14,8 +14,9 @@ use volley_store::Store;
 /// Flags of `volley report`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A run id (see `volley history`) or `study:ID` for every target of a study
-    /// (default: the newest study or saved bench run in the store).
+    /// A run id (see `volley history`), `study:ID` or `study:NAME` for every target of
+    /// a study, `study:ID:TARGET` for one of them, or `label:TEXT` for a saved bench
+    /// run (default: the newest study or saved bench run in the store).
     #[arg(value_name = "RUN_OR_STUDY")]
     pub what: Option<String>,
     /// The results store.
@@ -39,7 +40,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = open_store(&args.db)?;
     let selector = match &args.what {
-        Some(w) => Selector::parse(w).map_err(usage)?,
+        Some(w) => Selector::find(&store, w).map_err(usage)?,
         None => Selector::latest(&store).map_err(usage)?,
     };
     let report = volley_report::load(&store, selector).map_err(|e| {

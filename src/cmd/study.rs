@@ -107,6 +107,7 @@ pub(crate) fn execute(
     finished.store(true, Ordering::Relaxed);
     let report = report.map_err(|e| match e {
         StudyError::Invalid(m) => anyhow::anyhow!(m),
+        StudyError::Refused(m) => anyhow::Error::new(crate::exit::UsageError(m)),
         e => anyhow::Error::new(e),
     })?;
     println!();

@@ -52,9 +52,16 @@ pub struct Args {
         long = "set",
         value_name = "KNOB=VALUE",
         requires = "show_config",
-        value_parser = super::bench_target::parse_set
+        value_parser = super::bench::target::parse_set
     )]
     set: Vec<Assignment>,
+    /// Show the configuration of the study's [[variant]] NAME (with --study); --set
+    /// applies over it.
+    #[arg(long, value_name = "NAME", requires_all = ["show_config", "study"])]
+    variant: Option<String>,
+    /// The study file whose --variant is shown.
+    #[arg(long, value_name = "FILE", requires = "variant")]
+    study: Option<PathBuf>,
     /// Print the list (or the --dav-probe answers) as JSON.
     #[arg(long, conflicts_with = "show_config")]
     json: bool,
@@ -163,13 +170,31 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
         ..ServerSettings::default()
     };
-    let mut tuning = Tuning::default();
+    let mut tuning = match (&args.variant, &args.study) {
+        (Some(name), Some(file)) => {
+            let text = match std::fs::read_to_string(file) {
+                Ok(t) => t,
+                Err(e) => usage!("cannot read {}: {e}", file.display()),
+            };
+            let parsed = volley_study::parse(&text)
+                .and_then(|f| volley_study::plan::variant_tuning(&f, name));
+            match parsed {
+                Ok(t) => t,
+                Err(e) => usage!("{}: {e}", file.display()),
+            }
+        }
+        _ => Tuning::default(),
+    };
     for a in &args.set {
+        if let Assignment::Raw(other, _) = a {
+            if *other != kind {
+                usage!("--set raw.{other}: the configuration shown is {kind}'s");
+            }
+        }
         tuning.assign(a);
     }
-    if let Some((other, _)) = tuning.raw.iter().find(|(k, _)| *k != kind) {
-        usage!("--set raw.{other}: the configuration shown is {kind}'s");
-    }
+    // A variant's raw text for other kinds is theirs: it goes into their configs only.
+    tuning.raw.retain(|(k, _)| *k == kind);
     if let Err(e) = tuning.check(kind) {
         usage!("{e}");
     }
@@ -216,7 +241,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 "# the built-in server takes no configuration file; volley runs:\n\
                  volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{tls}",
                 root.display(),
-                super::bench_target::builtin_flags(&settings)
+                super::bench::target::builtin_flags(&settings)
             );
             if args.compress {
                 println!(

@@ -11,7 +11,7 @@
 
 use std::process::Command;
 
-use crate::plan::{injector_addr, target_addr, tbf, Names, PREFIX};
+use crate::plan::{tbf, Names, MAX_INJECTORS, PREFIX};
 use crate::NetlabError;
 
 /// One injector group's link to the target.
@@ -54,10 +54,18 @@ fn run(program: &str, args: &[&str]) -> Result<(), NetlabError> {
 }
 
 impl Lab {
-    /// Builds a lab with one injector group per link (needs root: `CAP_NET_ADMIN`).
-    pub fn create(links: &[LinkSpec]) -> Result<Lab, NetlabError> {
+    /// Builds lab `slot` (its addresses: [`Names`]; take the slot from
+    /// `volley_targets::LabSlot` so no live lab holds the same) with one injector group
+    /// per link (needs root: `CAP_NET_ADMIN`).
+    pub fn create(slot: u8, links: &[LinkSpec]) -> Result<Lab, NetlabError> {
+        if links.len() > MAX_INJECTORS {
+            return Err(NetlabError::Command {
+                command: "lab".into(),
+                stderr: format!("at most {MAX_INJECTORS} injector groups per lab"),
+            });
+        }
         let mut lab = Lab {
-            names: Names::new(std::process::id()),
+            names: Names::new(std::process::id(), slot),
             links: links.to_vec(),
             namespaces: Vec::new(),
             root_linked: false,
@@ -83,12 +91,14 @@ impl Lab {
             &["-n", &b, "link", "add", "name", "br0", "type", "bridge"],
         )?;
         run("ip", &["-n", &b, "link", "set", "br0", "up"])?;
-        self.join(&t, "pt", &format!("{}/16", target_addr()))?;
+        let len = Names::PREFIX_LEN;
+        self.join(&t, "pt", &format!("{}/{len}", self.names.target_addr()))?;
         for i in 0..self.links.len() {
             let ns = self.names.injector_ns(i);
             self.add_ns(ns.clone())?;
             let port = format!("p{i}");
-            self.join(&ns, &port, &format!("{}/16", injector_addr(i)))?;
+            let addr = self.names.injector_addr(i);
+            self.join(&ns, &port, &format!("{addr}/{len}"))?;
             if let Some(rate) = self.links[i].rate_bit {
                 let q = tbf(rate, self.links[i].rtt_ms);
                 // Download (bridge -> injector) and upload (injector -> bridge).
@@ -118,7 +128,7 @@ impl Lab {
     }
 
     /// Joins volley's own namespace to the bridge: an interface named
-    /// [`Names::root_link`] with [`crate::plan::root_addr`], so volley reaches the target
+    /// [`Names::root_link`] with [`Names::root_addr`], so volley reaches the target
     /// and the agents reach volley's bus. Unshaped.
     pub fn link_root(&mut self) -> Result<(), NetlabError> {
         let b = self.names.bridge_ns();
@@ -134,7 +144,7 @@ impl Lab {
             "ip",
             &["-n", &b, "link", "set", "dev", "pr", "master", "br0", "up"],
         )?;
-        let addr = format!("{}/16", crate::plan::root_addr());
+        let addr = format!("{}/{}", self.names.root_addr(), Names::PREFIX_LEN);
         run("ip", &["addr", "add", &addr, "dev", &root])?;
         run("ip", &["link", "set", "dev", &root, "up"])
     }
@@ -142,6 +152,21 @@ impl Lab {
     /// The target's namespace.
     pub fn target_ns(&self) -> String {
         self.names.target_ns()
+    }
+
+    /// The lab's names and addresses.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The target's address inside the lab.
+    pub fn target_addr(&self) -> std::net::Ipv4Addr {
+        self.names.target_addr()
+    }
+
+    /// volley's own address on the lab (after [`Lab::link_root`]).
+    pub fn root_addr(&self) -> std::net::Ipv4Addr {
+        self.names.root_addr()
     }
 
     /// Injector group `i`'s namespace.
@@ -216,7 +241,8 @@ mod tests {
     #[test]
     fn owners_are_read_from_lab_names_only() {
         assert_eq!(owner_of("vl1234-t"), Some(1234));
-        assert_eq!(owner_of("vl1234-i10"), Some(1234));
+        assert_eq!(owner_of("vl1234-0t"), Some(1234));
+        assert_eq!(owner_of("vl1234-17i10"), Some(1234));
         assert_eq!(owner_of("volley-x"), None);
         assert_eq!(owner_of("vlx-t"), None);
         assert_eq!(owner_of("other"), None);

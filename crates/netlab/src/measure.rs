@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::lab::Lab;
-use crate::plan::target_addr;
 use crate::NetlabError;
 
 /// What a link measured.
@@ -129,8 +128,9 @@ fn probe(addr: SocketAddr, bytes: u64) -> Result<LinkMeasure, NetlabError> {
 /// seconds' worth at the link's rate, so the burst at the start does not count).
 pub fn measure(lab: &Lab, i: usize, bytes: u64) -> Result<LinkMeasure, NetlabError> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let ip = lab.target_addr();
     let server = in_ns(&lab.target_ns(), move || {
-        let l = TcpListener::bind((target_addr(), 0)).map_err(io("listening"))?;
+        let l = TcpListener::bind((ip, 0)).map_err(io("listening"))?;
         let _ = tx.send(l.local_addr().map_err(io("listening"))?);
         serve(l, bytes)
     });

@@ -8,55 +8,65 @@ use std::net::Ipv4Addr;
 /// SIGKILL can tell a volley namespace from anybody else's by name alone.
 pub const PREFIX: &str = "vl";
 
-/// Interface names are at most 15 bytes (IFNAMSIZ - 1); `vl<pid>-<role><n>` fits for
-/// pids up to 7 digits and 99 injectors.
+/// Interface names are at most 15 bytes (IFNAMSIZ - 1); the one lab name that is an
+/// interface, `vl<pid>-<slot>r` in volley's own namespace, fits for pids up to 7 digits.
 pub const IFNAME_MAX: usize = 15;
 
-/// The names of one lab's pieces, unique per volley pid.
+/// Injector groups a lab can address: .2 ..= .251 of its /24.
+pub const MAX_INJECTORS: usize = 250;
+
+/// The names and addresses of one lab, unique per (volley pid, lab slot). The slot is
+/// taken from the ledger every volley on the machine shares (`volley_targets::LabSlot`),
+/// so no two live labs hold the same addresses: two studies with namespaces at once
+/// would otherwise both route 10.213.0.0/16 from the host, and one would load the
+/// other's target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Names {
     /// Owner pid the names carry.
     pub pid: u32,
+    /// The lab's slot: its addresses are 10.213.SLOT.0/24.
+    pub slot: u8,
 }
 
 impl Names {
-    /// Names of the lab owned by process `pid`.
-    pub fn new(pid: u32) -> Names {
-        Names { pid }
+    /// Names of lab `slot` owned by process `pid`.
+    pub fn new(pid: u32, slot: u8) -> Names {
+        Names { pid, slot }
+    }
+    fn base(&self) -> String {
+        format!("{PREFIX}{}-{}", self.pid, self.slot)
     }
     /// The target's namespace.
     pub fn target_ns(&self) -> String {
-        format!("{PREFIX}{}-t", self.pid)
+        format!("{}t", self.base())
     }
     /// Injector group `i`'s namespace.
     pub fn injector_ns(&self, i: usize) -> String {
-        format!("{PREFIX}{}-i{i}", self.pid)
+        format!("{}i{i}", self.base())
     }
     /// The bridge's namespace.
     pub fn bridge_ns(&self) -> String {
-        format!("{PREFIX}{}-b", self.pid)
+        format!("{}b", self.base())
     }
-    /// The root namespace's end of the control link (see [`root_addr`]).
+    /// The root namespace's end of the control link (see [`Names::root_addr`]).
     pub fn root_link(&self) -> String {
-        format!("{PREFIX}{}-r", self.pid)
+        format!("{}r", self.base())
     }
-}
-
-/// Lab addresses: 10.213.0.0/16, only ever configured inside the lab's namespaces.
-/// The target is 10.213.0.1, injector group `i` is 10.213.(1 + i / 250).(2 + i % 250).
-pub fn target_addr() -> Ipv4Addr {
-    Ipv4Addr::new(10, 213, 0, 1)
-}
-
-/// volley's own address on the lab, when the lab is linked to its namespace: the
-/// coordinator's bus listens here, and the target is reached from here.
-pub fn root_addr() -> Ipv4Addr {
-    Ipv4Addr::new(10, 213, 0, 254)
-}
-
-/// Address of injector group `i` (see [`target_addr`]).
-pub fn injector_addr(i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(10, 213, 1 + (i / 250) as u8, 2 + (i % 250) as u8)
+    /// The target's address: 10.213.SLOT.1, only ever configured inside the lab.
+    pub fn target_addr(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 213, self.slot, 1)
+    }
+    /// volley's own address on the lab, when the lab is linked to its namespace: the
+    /// coordinator's bus listens here, and the target is reached from here.
+    pub fn root_addr(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 213, self.slot, 254)
+    }
+    /// Address of injector group `i` (below [`MAX_INJECTORS`]): 10.213.SLOT.(2 + i).
+    pub fn injector_addr(&self, i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 213, self.slot, 2 + i.min(MAX_INJECTORS - 1) as u8)
+    }
+    /// The lab's prefix length (one /24 per slot).
+    pub const PREFIX_LEN: u8 = 24;
 }
 
 /// tbf parameters for one direction of a link.
@@ -88,18 +98,23 @@ mod tests {
 
     #[test]
     fn names_fit_and_carry_the_pid() {
-        let n = Names::new(4_194_304);
+        let n = Names::new(4_194_304, 255);
         for s in [n.target_ns(), n.injector_ns(99), n.bridge_ns()] {
-            assert!(s.len() <= IFNAME_MAX, "{s}");
-            assert!(s.starts_with("vl4194304-"));
+            assert!(s.starts_with("vl4194304-255"), "{s}");
         }
+        assert!(n.root_link().len() <= IFNAME_MAX, "{}", n.root_link());
     }
 
     #[test]
-    fn addresses_stay_in_the_lab_range() {
-        assert_eq!(injector_addr(0), Ipv4Addr::new(10, 213, 1, 2));
-        assert_eq!(injector_addr(251), Ipv4Addr::new(10, 213, 2, 3));
-        assert_ne!(injector_addr(0), target_addr());
+    fn each_slot_has_its_own_addresses() {
+        let (a, b) = (Names::new(7, 0), Names::new(7, 1));
+        assert_eq!(a.target_addr(), Ipv4Addr::new(10, 213, 0, 1));
+        assert_eq!(b.target_addr(), Ipv4Addr::new(10, 213, 1, 1));
+        assert_eq!(b.root_addr(), Ipv4Addr::new(10, 213, 1, 254));
+        assert_eq!(a.injector_addr(0), Ipv4Addr::new(10, 213, 0, 2));
+        assert_eq!(a.injector_addr(249), Ipv4Addr::new(10, 213, 0, 251));
+        assert_ne!(a.target_ns(), b.target_ns());
+        assert_ne!(a.root_link(), b.root_link());
     }
 
     #[test]

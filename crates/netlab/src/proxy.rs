@@ -18,7 +18,6 @@ use volley_proc::die_with_parent;
 
 use crate::exec::command_in;
 use crate::lab::Lab;
-use crate::plan::target_addr;
 use crate::NetlabError;
 
 /// The API port inside the target namespace (nothing else listens there).
@@ -47,7 +46,7 @@ impl DelayProxies {
     /// Starts Toxiproxy in `lab`'s target namespace and waits (bounded) for its API;
     /// needs the lab linked to volley's namespace ([`Lab::link_root`]).
     pub fn start(lab: &Lab) -> Result<DelayProxies, NetlabError> {
-        let ip = target_addr();
+        let ip = lab.target_addr();
         let mut cmd = command_in(&lab.target_ns(), program());
         cmd.args(["-host", &ip.to_string(), "-port", &API_PORT.to_string()])
             .stdin(Stdio::null())
@@ -84,7 +83,7 @@ impl DelayProxies {
     pub fn add(&mut self, upstream: SocketAddr, delay_ms: u64) -> Result<SocketAddr, NetlabError> {
         let port = self.next_port;
         self.next_port += 1;
-        let listen = SocketAddr::new(target_addr().into(), port);
+        let listen = SocketAddr::new(self.api.ip(), port);
         let name = format!("p{port}");
         self.post(
             "/proxies",

@@ -52,31 +52,28 @@ pub fn figure(summary: &Value, m: Metric) -> Option<f64> {
     }
 }
 
-/// Finds a run by id (`12`) or by `study:target` (the latest run of that target in the
-/// latest study of that name).
+/// Finds a run by id (`12`) or by any other form of [`crate::Selector::find`]; a study
+/// stands for its run when it has only one.
 pub fn find_run(store: &Store, spec: &str) -> Result<RunRow, ReportError> {
-    if let Ok(id) = spec.parse::<i64>() {
+    if let Ok(id) = spec.trim().parse::<i64>() {
         return store.run(RunId(id)).map_err(|_| {
             ReportError::Compare(format!("no run with id {id} (see volley history)"))
         });
     }
-    let Some((study, target)) = spec.split_once(':') else {
-        return Err(ReportError::Compare(format!(
-            "'{spec}' is neither a run id nor study:target (see volley history)"
-        )));
+    let study = match crate::Selector::find(store, spec)? {
+        crate::Selector::Run(id) => return Ok(store.run(id)?),
+        crate::Selector::Study(study) => study,
     };
-    let mut studies = store.list_studies()?;
-    studies.retain(|s| s.name == study);
-    studies.sort_by_key(|s| s.id);
-    for s in studies.iter().rev() {
-        let mut runs = store.runs_of_study(s.id)?;
-        runs.retain(|r| r.target == target);
-        if let Some(r) = runs.into_iter().max_by_key(|r| r.id) {
-            return Ok(r);
-        }
+    let mut runs = store.runs_of_study(study)?;
+    if runs.len() == 1 {
+        return Ok(runs.remove(0));
     }
+    let targets: Vec<String> = runs.iter().map(|r| r.target.clone()).collect();
     Err(ReportError::Compare(format!(
-        "no run of target '{target}' in a study named '{study}' (see volley history)"
+        "study {study} has {} runs ({}): name one, e.g. study:{study}:{}",
+        runs.len(),
+        targets.join(", "),
+        targets.first().map_or("TARGET", String::as_str)
     )))
 }
 

@@ -21,6 +21,9 @@ pub enum ReportError {
     /// The store holds no study with this id.
     #[error("no study {0} in the results store (see `volley history`)")]
     UnknownStudy(i64),
+    /// A selector names a study, target or label the store does not hold.
+    #[error("{0} (see `volley history`)")]
+    NoMatch(String),
     /// The store holds no runs at all.
     #[error("the results store holds no runs yet (record some with `volley bench --db` or `volley study run`)")]
     EmptyStore,
@@ -52,6 +55,7 @@ impl ReportError {
             ReportError::BadSelector(_)
                 | ReportError::UnknownRun(_)
                 | ReportError::UnknownStudy(_)
+                | ReportError::NoMatch(_)
                 | ReportError::EmptyStore
                 | ReportError::NoSteps(_)
         )

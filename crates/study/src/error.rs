@@ -18,6 +18,11 @@ pub enum StudyError {
     /// A value is valid TOML but makes no sense (no workloads, a rate of zero...).
     #[error("{0}")]
     Invalid(String),
+    /// A setting the machine refuses (a sysctl that is global or does not take inside
+    /// a namespace, kernel settings without root): wrong input, found before any target
+    /// starts (the binary exits 2).
+    #[error("{0}")]
+    Refused(String),
     /// The results store failed.
     #[error("results store: {0}")]
     Store(#[from] volley_store::StoreError),

@@ -12,9 +12,8 @@ use std::net::SocketAddr;
 
 use serde_json::{json, Value};
 use volley_netlab::lab::{Lab, LinkSpec};
-use volley_netlab::plan::{root_addr, target_addr};
 use volley_netlab::proxy::DelayProxies;
-use volley_targets::NetnsPlace;
+use volley_targets::{LabSlot, NetnsPlace};
 
 use crate::plan::Plan;
 use crate::StudyError;
@@ -39,6 +38,8 @@ pub(crate) struct StudyLab {
     /// The link of each injector.
     specs: Vec<LinkSpec>,
     lab: Lab,
+    /// The lab's addresses, held in the ledger while the lab lives (dropped after it).
+    _slot: LabSlot,
     /// Where the targets run.
     pub place: NetnsPlace,
     /// Per injector: its link as set and as measured.
@@ -60,7 +61,8 @@ impl StudyLab {
             return Ok(None);
         };
         let err = |e: volley_netlab::NetlabError| StudyError::Invalid(format!("network lab: {e}"));
-        let mut lab = Lab::create(links).map_err(err)?;
+        let slot = LabSlot::take().map_err(|e| StudyError::Invalid(format!("network lab: {e}")))?;
+        let mut lab = Lab::create(slot.slot(), links).map_err(err)?;
         lab.link_root().map_err(err)?;
         let mut measured = Vec::new();
         for (i, l) in links.iter().enumerate() {
@@ -100,10 +102,11 @@ impl StudyLab {
             specs: links.clone(),
             place: NetnsPlace {
                 ns: lab.target_ns(),
-                ip: target_addr().into(),
+                ip: lab.target_addr().into(),
             },
             links: measured,
             lab,
+            _slot: slot,
         }))
     }
 
@@ -134,6 +137,6 @@ impl StudyLab {
 
     /// Where the bus listens for agents in the lab.
     pub fn bus_ip(&self) -> std::net::IpAddr {
-        root_addr().into()
+        self.lab.root_addr().into()
     }
 }

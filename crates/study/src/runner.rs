@@ -30,6 +30,7 @@ use crate::StudyError;
 mod search;
 mod step_info;
 mod target_spec;
+mod variant_lab;
 
 use search::{ActiveSearch, StepSignal};
 use step_info::{cold_json, cores_text, step_parameters, step_what};
@@ -182,9 +183,38 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             return Err(e);
         }
     };
+    // Variants' kernel settings, each in a lab of its own, checked before any target
+    // starts: a refused key ends the study here.
+    let vlabs = match variant_lab::VariantLabs::open(plan) {
+        Ok(v) => v,
+        Err(e) => {
+            store.finish_study(study, Status::Incomplete)?;
+            return Err(e);
+        }
+    };
+    for i in 0..plan.instances.len() {
+        if let Some(r) = vlabs.record(i) {
+            for s in &r.sysctls {
+                note(&format!(
+                    "{}: {} = {} in {} (host {})",
+                    plan.instance_label(i),
+                    s.key,
+                    s.value,
+                    r.ns,
+                    s.host
+                ));
+            }
+        }
+    }
     let netns = lab.as_ref().map(|l| &l.place);
-    let (running, skipped) =
-        start_targets(plan, docroot_path, volley_exe.as_deref(), netns, &mut note);
+    let (running, skipped) = start_targets(
+        plan,
+        docroot_path,
+        volley_exe.as_deref(),
+        netns,
+        &vlabs,
+        &mut note,
+    );
     if running.iter().all(Option::is_none) {
         store.finish_study(study, Status::Incomplete)?;
         return Err(StudyError::Invalid(format!(
@@ -192,12 +222,14 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             skipped.join("; ")
         )));
     }
-    let (runs, run_of_target) = begin_runs(plan, &mut store, study, &running, docroot_path)?;
+    let (runs, run_of_target) =
+        begin_runs(plan, &mut store, study, &running, docroot_path, &vlabs)?;
     let mut ctx = StudyRun {
         plan,
         docroot: docroot_path,
         exe: volley_exe.as_deref(),
         lab: lab.as_ref(),
+        vlabs: &vlabs,
         hosts: hosts.as_ref(),
         store: &mut store,
         running: &running,
@@ -264,6 +296,7 @@ fn start_targets(
     docroot: Option<&Path>,
     exe: Option<&Path>,
     netns: Option<&NetnsPlace>,
+    vlabs: &variant_lab::VariantLabs,
     note: &mut dyn FnMut(&str),
 ) -> (Vec<Option<RunningTarget>>, Vec<String>) {
     let mut running: Vec<Option<RunningTarget>> = Vec::new();
@@ -275,7 +308,16 @@ fn start_targets(
             running.push(None);
             continue;
         }
-        match volley_targets::start(&spec_for(plan, i, docroot, exe, netns)) {
+        let own = vlabs.place(i);
+        // Started (and probed) from the variant's load namespace: its target's address
+        // is reachable only from inside its lab.
+        let started = match vlabs.enter(i) {
+            Ok(_inside) => {
+                volley_targets::start(&spec_for(plan, i, docroot, exe, own.as_ref().or(netns)))
+            }
+            Err(e) => Err(TargetError::InvalidSpec(e.to_string())),
+        };
+        match started {
             Ok(t) => running.push(Some(t)),
             Err(e) => {
                 let why = match &e {
@@ -329,6 +371,7 @@ fn begin_runs(
     study: StudyId,
     running: &[Option<RunningTarget>],
     docroot: Option<&Path>,
+    vlabs: &variant_lab::VariantLabs,
 ) -> Result<(Vec<(String, RunId)>, HashMap<usize, RunId>), StudyError> {
     let parameters = study_parameters(plan);
     let mut runs: Vec<(String, RunId)> = Vec::new();
@@ -350,6 +393,9 @@ fn begin_runs(
                 "url": running[i].as_ref().map(|r| r.url.clone()),
                 "cpu_quota": plan.instances[i].cpu_quota,
                 "cores": plan.instances[i].cores,
+                "variant": plan.instances[i].variant.map(|v| plan.variants[v].name.clone()),
+                "config_text": running[i].as_ref().map(|r| r.config_text.clone()),
+                "namespace": vlabs.record(i),
             }))
             .collect::<Vec<_>>());
         let id = store.begin_run(&NewRun {
@@ -372,6 +418,8 @@ struct StudyRun<'a> {
     exe: Option<&'a Path>,
     /// The network lab of `placement = "netns"` injectors.
     lab: Option<&'a StudyLab>,
+    /// The labs of variants with kernel settings, by instance.
+    vlabs: &'a variant_lab::VariantLabs,
     /// The hosts of `placement = "ssh"` injectors, volley copied there.
     hosts: Option<&'a StudyHosts>,
     store: &'a mut Store,
@@ -463,6 +511,9 @@ impl StudyRun<'_> {
         let (cell, rate) = plan.cell_at(ci, rate);
         let cell = &cell;
         let w = &plan.workloads[cell.workload];
+        // A variant with kernel settings: this thread (and the load's threads it starts)
+        // works from the variant's load namespace for the whole step.
+        let _inside = self.vlabs.enter(cell.instance)?;
         let Ok(fresh) = self.fresh_target(cell.instance, w) else {
             return Ok(None);
         };
@@ -496,7 +547,8 @@ impl StudyRun<'_> {
         if !w.cold_start {
             return Ok(None);
         }
-        let netns = self.lab.map(|l| &l.place);
+        let own = self.vlabs.place(inst);
+        let netns = own.as_ref().or(self.lab.map(|l| &l.place));
         let spec = cold_spec(self.plan, inst, w, self.docroot, self.exe, netns);
         match volley_targets::start(&spec) {
             Ok(t) => Ok(Some(t)),
@@ -652,6 +704,9 @@ impl StudyRun<'_> {
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
         let mut params = step_parameters(plan, cell, repeat, rate, phase, self.order);
         params.extra.insert("attempt".into(), json!(attempt));
+        if let Some(r) = self.vlabs.record(cell.instance) {
+            params.extra.insert("namespace".into(), json!(r));
+        }
         let mut summary_json = m.summary_json;
         let warm_ttfb_ms = m.summary.latency.get("ttfb").map(|l| l.p50_ms);
         if let Some((c, valid)) = &cold {

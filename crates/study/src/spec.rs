@@ -50,6 +50,29 @@ pub struct StudyFile {
     /// Several injectors at once (agents on a private bus), one more sweep axis.
     #[serde(default)]
     pub injectors: Option<InjectorsDef>,
+    /// Tunings of the targets (`[[variant]]`), run as the `variants` sweep axis.
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<VariantDef>,
+}
+
+/// `[[variant]]`: one tuning of the targets (issue 23), named in `sweep.variants`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantDef {
+    /// Name in `sweep.variants` and in results.
+    pub name: String,
+    /// Server knobs (`sendfile = false`, `backlog = 1024`, ...), each kind's own syntax.
+    #[serde(default)]
+    pub server: std::collections::BTreeMap<String, toml::Value>,
+    /// Raw configuration text per kind (`raw.nginx = "..."`), verbatim.
+    #[serde(default)]
+    pub raw: std::collections::BTreeMap<String, String>,
+    /// Sysctls for the target's namespace.
+    #[serde(default)]
+    pub sysctl: std::collections::BTreeMap<String, toml::Value>,
+    /// Route switches in the target's namespace (`quickack = true`).
+    #[serde(default)]
+    pub route: std::collections::BTreeMap<String, toml::Value>,
 }
 
 /// `[injectors]`: how many injectors load the target at once, and how they start.
@@ -420,6 +443,11 @@ pub struct SweepDef {
     /// Only these targets (by name).
     #[serde(default)]
     pub target: Option<Vec<String>>,
+    /// Tunings by `[[variant]]` name (`"default"`: volley's generated configuration);
+    /// each target is started once per variant, and the variants of one target are
+    /// interleaved at every point (A B A B), never run as one block then the other.
+    #[serde(default)]
+    pub variants: Option<Vec<String>>,
 }
 
 /// A list of rates or an arithmetic range.

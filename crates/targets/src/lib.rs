@@ -60,7 +60,7 @@ pub use dav::{DavAccount, DavService};
 pub use env::{cpu_model, Environment};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
-pub use orphans::{state_dir, sweep_orphans, Leftover, Removed};
+pub use orphans::{state_dir, sweep_orphans, LabSlot, Leftover, Removed};
 pub use probe::dav::{DavCapabilities, DavProbeError};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, NetnsPlace, RunningTarget,

@@ -46,11 +46,15 @@ struct Made {
 struct Ledger {
     owner: Option<Proc>,
     targets: Vec<Made>,
+    /// Network lab slots held (each a /24 of lab addresses, `volley_netlab::plan`).
+    #[serde(default)]
+    labs: Vec<u8>,
 }
 
 static OURS: Mutex<Ledger> = Mutex::new(Ledger {
     owner: None,
     targets: Vec::new(),
+    labs: Vec::new(),
 });
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -120,7 +124,7 @@ fn save(ledger: &Ledger) {
     let me = std::process::id();
     let dir = state_dir();
     let file = dir.join(format!("{me}.json"));
-    if ledger.targets.is_empty() {
+    if ledger.targets.is_empty() && ledger.labs.is_empty() {
         let _ = std::fs::remove_file(file);
         return;
     }
@@ -196,6 +200,89 @@ impl Drop for Entry {
         l.targets.retain(|m| m.id != self.id);
         save(&l);
     }
+}
+
+/// A network lab slot this process holds: its addresses (`volley_netlab::plan::Names`)
+/// are no other live volley's. Recorded in this process's ledger while held, freed on
+/// drop; a dead volley's slots are free again at once (its ledger no longer counts) and
+/// its ledger is removed by [`sweep_orphans`].
+#[derive(Debug)]
+pub struct LabSlot {
+    slot: u8,
+}
+
+impl LabSlot {
+    /// The slot number (0..=255).
+    pub fn slot(&self) -> u8 {
+        self.slot
+    }
+
+    /// Takes the lowest slot no live volley's ledger holds. Every volley on the machine
+    /// takes slots under one lock file in the state directory, so two starting at once
+    /// cannot take the same one.
+    pub fn take() -> Result<LabSlot, crate::TargetError> {
+        let dir = state_dir();
+        std::fs::create_dir_all(&dir).map_err(crate::TargetError::io(format!(
+            "creating the state directory {}",
+            dir.display()
+        )))?;
+        let lock_path = dir.join("labs.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(crate::TargetError::io(format!(
+                "opening {}",
+                lock_path.display()
+            )))?;
+        // SAFETY: flock on an open fd; the lock goes when `lock` is closed.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+            return Err(crate::TargetError::io("locking the lab slots")(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let mut held: Vec<u8> = live_ledgers().into_iter().flat_map(|l| l.labs).collect();
+        let mut l = ours();
+        held.extend(l.labs.iter().copied());
+        let slot = (0..=u8::MAX).find(|s| !held.contains(s)).ok_or_else(|| {
+            crate::TargetError::InvalidSpec(
+                "all 256 network lab slots are held by live volley processes".into(),
+            )
+        })?;
+        if l.owner.is_none() {
+            l.owner = proc_of(std::process::id());
+        }
+        l.labs.push(slot);
+        save(&l);
+        drop(lock);
+        Ok(LabSlot { slot })
+    }
+}
+
+impl Drop for LabSlot {
+    fn drop(&mut self) {
+        let mut l = ours();
+        l.labs.retain(|s| *s != self.slot);
+        save(&l);
+    }
+}
+
+/// The ledgers of other volley processes that are still alive.
+fn live_ledgers() -> Vec<Ledger> {
+    let Ok(entries) = std::fs::read_dir(state_dir()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid: u32 = name.to_str()?.strip_suffix(".json")?.parse().ok()?;
+            (pid != std::process::id()).then_some(())?;
+            let l: Ledger = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+            l.owner.as_ref().is_some_and(alive).then_some(l)
+        })
+        .collect()
 }
 
 /// One thing [`sweep_orphans`] stopped or removed.
@@ -391,6 +478,12 @@ mod tests {
     }
 
     #[test]
+    fn a_ledger_written_before_lab_slots_reads_as_holding_none() {
+        let old = r#"{"owner":{"pid":7,"start_ticks":9},"targets":[]}"#;
+        assert!(serde_json::from_str::<Ledger>(old).unwrap().labs.is_empty());
+    }
+
+    #[test]
     fn ledger_round_trips() {
         let l = Ledger {
             owner: Some(Proc {
@@ -408,6 +501,7 @@ mod tests {
                 }],
                 files: vec![],
             }],
+            labs: vec![3],
         };
         let text = serde_json::to_vec(&l).unwrap();
         assert_eq!(serde_json::from_slice::<Ledger>(&text).unwrap(), l);

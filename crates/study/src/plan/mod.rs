@@ -20,12 +20,14 @@ mod office;
 mod office_tests;
 mod placement;
 mod resolve;
+mod variants;
 
 pub use describe::fmt_duration;
 pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
 pub use model::*;
 pub use placement::{check_ssh_option, SshOptionError};
 pub use resolve::{rate_step_length, resolve, schedule};
+pub use variants::{variant_tuning, DEFAULT as DEFAULT_VARIANT};
 
 #[cfg(test)]
 mod tests;

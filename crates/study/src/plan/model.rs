@@ -41,6 +41,21 @@ pub struct Instance {
     pub cpu_quota: Option<f64>,
     /// Cores pinned (CPUs 0..cores).
     pub cores: Option<u32>,
+    /// Index into [`Plan::variants`]; `None`: no `variants` axis.
+    pub variant: Option<usize>,
+}
+
+/// A tuning of the targets (`[[variant]]`), resolved and checked against every kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    /// Name in results.
+    pub name: String,
+    /// Server knobs and raw text.
+    pub tuning: volley_targets::config::Tuning,
+    /// Sysctls for the target's namespace (a lab per instance of this variant).
+    pub sysctls: Vec<volley_netlab::tune::Sysctl>,
+    /// Route switches in that namespace.
+    pub route: volley_netlab::tune::RouteSettings,
 }
 
 /// The load model of one workload.
@@ -338,6 +353,8 @@ pub struct Plan {
     pub users_search: Option<SearchPlan>,
     /// What managed targets serve.
     pub serve: Serve,
+    /// The `variants` axis (`[[variant]]` tunings); empty without one.
+    pub variants: Vec<Variant>,
     /// The axis with more than one value that best describes the study (`rate`,
     /// `concurrency`, `cpu_quota`, `cores`, `keepalive`, `workload`, `target` or `none`).
     pub axis: &'static str,
@@ -420,6 +437,9 @@ impl Plan {
         }
         if let Some(m) = self.targets[inst.target].memory_max {
             s.push_str(&format!(" mem={}M", m >> 20));
+        }
+        if let Some(v) = inst.variant {
+            s.push_str(&format!(" variant={}", self.variants[v].name));
         }
         s
     }

@@ -160,7 +160,8 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         return Err(invalid("the study names no [[workload]]"));
     }
     let targets = resolve_targets(file, text)?;
-    let instances = resolve_instances(file, &targets)?;
+    let variants = super::variants::resolve_variants(file, &targets)?;
+    let instances = resolve_instances(file, &targets, &variants)?;
     let mut workloads = resolve_workloads(file, text, scale, &targets)?;
     let serve = serve_of(&workloads)?;
     check_cold_start(file, &workloads, &targets)?;
@@ -211,6 +212,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
         users_search,
         serve,
         axis,
+        variants,
     })
 }
 
@@ -280,7 +282,11 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
 }
 
 /// Instances: target x cpu quota x cores (an external target keeps its own, unswept).
-fn resolve_instances(file: &StudyFile, targets: &[Target]) -> Result<Vec<Instance>, StudyError> {
+fn resolve_instances(
+    file: &StudyFile,
+    targets: &[Target],
+    variants: &[Variant],
+) -> Result<Vec<Instance>, StudyError> {
     let sweep = &file.sweep;
     if let Some(qs) = &sweep.cpu_quota {
         for q in qs {
@@ -302,13 +308,22 @@ fn resolve_instances(file: &StudyFile, targets: &[Target]) -> Result<Vec<Instanc
             (Some(v), false) => v.iter().copied().map(Some).collect(),
             _ => vec![def.and_then(|d| d.cores)],
         };
+        // Variants innermost: the cells loop over instances at every point, so the
+        // variants of one target run next to each other (A B A B).
+        let vs: Vec<Option<usize>> = match (variants.is_empty(), external) {
+            (false, false) => (0..variants.len()).map(Some).collect(),
+            _ => vec![None],
+        };
         for &c in &cores {
             for &q in &quotas {
-                instances.push(Instance {
-                    target: ti,
-                    cpu_quota: q,
-                    cores: c,
-                });
+                for &v in &vs {
+                    instances.push(Instance {
+                        target: ti,
+                        cpu_quota: q,
+                        cores: c,
+                        variant: v,
+                    });
+                }
             }
         }
     }
@@ -765,6 +780,8 @@ fn primary_axis(cells: &[Cell], instances: &[Instance], targets: &[Target]) -> &
         "cpu_quota"
     } else if varies(instances.iter().map(|i| i.cores)) {
         "cores"
+    } else if varies(instances.iter().map(|i| i.variant)) {
+        "variant"
     } else if varies(cells.iter().map(|c| c.keepalive)) {
         "keepalive"
     } else if varies(cells.iter().map(|c| c.workload)) {

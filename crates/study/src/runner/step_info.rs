@@ -84,6 +84,13 @@ pub(super) fn step_parameters(
     params
         .extra
         .insert("instance".into(), json!(plan.instance_label(cell.instance)));
+    if let Some(v) = inst.variant {
+        // The variant and every value it set; the generated config is the run's
+        // (`environment.instances[].config_text`).
+        let v = &plan.variants[v];
+        params.extra.insert("variant".into(), json!(v.name));
+        params.extra.insert("tuning".into(), json!(v.tuning));
+    }
     params
 }
 

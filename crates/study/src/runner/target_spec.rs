@@ -63,6 +63,10 @@ pub(super) fn spec_for(
             ..Compression::gzip_and_brotli()
         });
     }
+    if let Some(v) = i.variant {
+        // The variant's knobs (over the target's own workers) and its raw text.
+        plan.variants[v].tuning.apply(t.kind, &mut spec.settings);
+    }
     spec
 }
 

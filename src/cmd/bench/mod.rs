@@ -1,13 +1,19 @@
 //! `volley bench`: one load test against one host, ab's and wrk2's figures, and a
 //! verdict on whether the server or the generator was the limit.
 //!
-//! Pipeline: raw flags ([`Args`]: the load's, src/cmd/bench_load.rs, and the managed
-//! targets', src/cmd/bench_target.rs) -> with `--target`, bench_target runs the load
-//! against each server it starts; otherwise [`run_url`]: `bench_load::resolve` (every
+//! Pipeline: raw flags ([`Args`]: the load's, src/cmd/bench/load.rs, and the managed
+//! targets', src/cmd/bench/target.rs) -> with `--target`, `target` runs the load
+//! against each server it starts; otherwise [`run_url`]: `load::resolve` (every
 //! mistake a usage error, exit 2) -> the cold request and pre-flight -> `run_once` per
 //! repeat (the harness's `measure`) -> exporters (text, JSON, CSV). Runs that measure
 //! nothing useful exit 1 with one line; Ctrl-C exits 130 after printing what was
 //! measured.
+
+pub mod caldav;
+pub mod load;
+pub mod save;
+pub mod target;
+pub mod wire;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -20,26 +26,25 @@ use anyhow::{bail, Context};
 use volley_metrics::output::{Csv, CsvSeconds, Exporter, Json, Text};
 use volley_metrics::{repeat, Summary};
 
-use super::bench_caldav::{self, CaldavArgs};
-use super::bench_load::{self, describe_errors, server_trouble, LoadArgs, LoadSpec};
-use super::bench_save::{Extras, SaveArgs, Saver};
-use super::bench_target::{self, TargetArgs};
-use super::bench_wire;
-use crate::exit::{usage, Interrupted};
+use self::caldav::CaldavArgs;
+use self::load::{describe_errors, server_trouble, LoadArgs, LoadSpec};
+use self::save::{Extras, SaveArgs, Saver};
+use self::target::TargetArgs;
+use crate::exit::Interrupted;
 
 /// Flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// The load: URL, counts, rates, requests, outputs, TLS/HTTP/2 (src/cmd/bench_load.rs).
+    /// The load: URL, counts, rates, requests, outputs, TLS/HTTP/2 (src/cmd/bench/load.rs).
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench_target.rs.
+    /// Managed targets (`--target nginx ...`, caps, pinning, monitor): src/cmd/bench/target.rs.
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Keeping the run in the results store (`--save`): src/cmd/bench_save.rs.
+    /// Keeping the run in the results store (`--save`): src/cmd/bench/save.rs.
     #[command(flatten)]
     pub save: SaveArgs,
-    /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench_caldav.rs.
+    /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench/caldav.rs.
     #[command(flatten)]
     pub caldav: CaldavArgs,
 }
@@ -70,13 +75,10 @@ impl Outputs {
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
-        if args.target.is_set() {
-            usage!("--caldav runs against a URL, or the built-in server without one; not with --target");
-        }
-        return bench_caldav::run(args.caldav, args.load);
+        return caldav::run(args.caldav, args.load, &args.target);
     }
     if args.target.is_set() {
-        return bench_target::run(args.load, args.target, args.save);
+        return target::run(args.load, args.target, args.save);
     }
     run_url(args.load, args.save)
 }
@@ -86,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let out = Outputs::of(&a);
     let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
-    let mut spec = bench_load::resolve(&a)?;
+    let mut spec = load::resolve(&a)?;
     let addr = spec.cfg.addr;
     if let Some(why) = probe(addr) {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
@@ -114,7 +116,7 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ran = bench_load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
+        let ran = load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
         let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {
@@ -167,7 +169,7 @@ fn nothing_succeeded(spec: &LoadSpec, s: &Summary, out: &Outputs, text: &Text) -
     let addr = spec.cfg.addr;
     let mut line = format!(
         "no request succeeded: {}",
-        bench_wire::explain_failures(s, describe_errors(s), &spec.host)
+        wire::explain_failures(s, describe_errors(s), &spec.host)
     );
     if s.errors["connect"] > 0 {
         if let Some(why) = probe(addr) {

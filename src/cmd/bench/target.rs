@@ -3,13 +3,13 @@
 //!
 //! Place in the flow: between the CLI and the harness. For each `--target` in turn:
 //! [`volley_targets::start`] (generated config, private cgroup, validation) -> the
-//! load's flags resolved against its address (`bench_load::resolve`, so every load flag
+//! load's flags resolved against its address (`load::resolve`, so every load flag
 //! means the same with and without `--target`) -> `volley_harness::watch` (monitor,
-//! CFS throttling delta, death watch) around the cold request and `bench_load::run_once`
+//! CFS throttling delta, death watch) around the cold request and `load::run_once`
 //! -> the target's record -> stop and clean up. Results are printed (and written) after
 //! each target, so a later failure keeps the earlier ones (hyperfine's habit). This
 //! file is flags, the run order and the messages; printing and files are in
-//! `bench_target/`.
+//! `target/`.
 //!
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
@@ -29,18 +29,20 @@ use volley_engine::{Coding, HttpUrl};
 use volley_harness::{DocrootSource, Watch, Watched};
 use volley_metrics::{Model, Summary};
 use volley_monitor::MonitorReport;
+use volley_netlab::tune::{RouteSettings, Sysctl};
 use volley_targets::config::{Assignment, Compression, Tuning};
 use volley_targets::{
     CpuQuota, ResourceLimits, RunningTarget, TargetDied, TargetError, TargetKind, TargetRecord,
     TargetSpec, ThrottleStats, TlsSource,
 };
 
-use super::bench_load::{self, Load, LoadArgs, LoadSpec, Ran};
-use super::bench_save::{Extras, SaveArgs, Savers};
+use super::load::{self, Load, LoadArgs, LoadSpec, Ran};
+use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
 mod export;
 mod flags;
+mod netns;
 mod print;
 
 use export::write_files;
@@ -125,6 +127,25 @@ pub struct TargetArgs {
         value_parser = parse_set
     )]
     pub set: Vec<Assignment>,
+    /// A sysctl for the target, KEY=VALUE (repeatable), written inside a network
+    /// namespace volley makes for it (the load runs in one too), read back, and refused
+    /// when global or not taken; the host's values never change. Needs root.
+    #[arg(
+        long = "sysctl",
+        value_name = "KEY=VALUE",
+        requires = "targets",
+        value_parser = netns::parse_sysctl
+    )]
+    pub sysctl: Vec<Sysctl>,
+    /// A switch on the target's routes inside its namespace: quickack=true (no delayed
+    /// ACKs). Puts the target in a namespace as --sysctl does.
+    #[arg(
+        long = "route",
+        value_name = "quickack=BOOL",
+        requires = "targets",
+        value_parser = netns::parse_route
+    )]
+    pub route: Vec<RouteSettings>,
 }
 
 /// `--set`'s value parser: one typed assignment, or the knob's one-line error.
@@ -174,6 +195,17 @@ struct Setup {
     compression: Option<Compression>,
     /// Server knobs and raw text (`--set`), checked against every kind.
     tuning: Tuning,
+    /// Sysctls for the target's namespace (`--sysctl`).
+    sysctls: Vec<Sysctl>,
+    /// Route switches in the target's namespace (`--route`).
+    route: RouteSettings,
+}
+
+impl Setup {
+    /// True when the target runs in a namespace volley makes (`--sysctl`, `--route`).
+    fn in_namespace(&self) -> bool {
+        !self.sysctls.is_empty() || self.route.quickack.is_some()
+    }
 }
 
 /// Resolves the `--target` flags and the load's, once, before anything starts.
@@ -209,6 +241,13 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         http2: load.wire.h2,
         compression,
         tuning,
+        sysctls: t.sysctl.clone(),
+        route: t
+            .route
+            .iter()
+            .fold(RouteSettings::default(), |acc, r| RouteSettings {
+                quickack: r.quickack.or(acc.quickack),
+            }),
     })
 }
 
@@ -350,6 +389,8 @@ struct TargetRun {
     interrupted: bool,
     /// 1-based round of `--repeat`.
     round: usize,
+    /// The target's namespace and what it held, as read back (`--sysctl`, `--route`).
+    namespace: Option<netns::NsRecord>,
 }
 
 impl TargetRun {
@@ -427,6 +468,13 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
+    // The namespaces of a killed `bench --sysctl` (they carry its pid), as a study's
+    // start removes them; without `ip` or root volley made none, so errors say nothing.
+    if let Ok(removed) = volley_netlab::lab::sweep() {
+        for ns in removed {
+            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
+        }
+    }
     let setup = resolve(&load, &t)?;
     if setup.show_config {
         return show_config(&setup);
@@ -435,7 +483,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     let show = Show {
         quiet: load.quiet,
         text: !load.quiet && !load.stdout_taken(),
-        progress: super::progress::wanted(load.quiet),
+        progress: crate::cmd::progress::wanted(load.quiet),
     };
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -451,6 +499,22 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     pin(&setup, show.quiet)?;
     // `served` owns a generated fixture tree (removed on drop) for as long as the
     // targets serve it; bench always names a directory or a fixture, never the default.
+    // Before any target starts: a refused sysctl is a usage error and nothing runs.
+    let lab = match setup.in_namespace() && !setup.show_config {
+        true => Some(netns::build(&setup.sysctls, setup.route)?),
+        false => None,
+    };
+    if let (Some(l), false) = (&lab, show.quiet) {
+        for s in &l.record.sysctls {
+            eprintln!(
+                "volley: {} {} = {} (host {})",
+                l.record.ns, s.key, s.value, s.host
+            );
+        }
+        for r in &l.record.routes {
+            eprintln!("volley: {} route {r}", l.record.ns);
+        }
+    }
     let served = setup
         .docroot
         .prepare("bench")?
@@ -469,7 +533,15 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ran = run_target(kind, &setup, &docroot, &interrupted, &show, &mut savers);
+        let ran = run_target(
+            kind,
+            &setup,
+            lab.as_ref(),
+            &docroot,
+            &interrupted,
+            &show,
+            &mut savers,
+        );
         let mut r = match ran {
             Ok(r) => r,
             Err(e) => {
@@ -507,6 +579,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         eprintln!("volley: {line}");
     }
     drop(served);
+    drop(lab);
     if let Some(e) = failure {
         return Err(e);
     }
@@ -563,8 +636,14 @@ fn list(cpus: &[usize]) -> String {
 }
 
 /// Starts one target with the setup's settings; the error names the likely cause.
-fn start(kind: TargetKind, setup: &Setup, docroot: &Path) -> anyhow::Result<RunningTarget> {
+fn start(
+    kind: TargetKind,
+    setup: &Setup,
+    lab: Option<&netns::TunedLab>,
+    docroot: &Path,
+) -> anyhow::Result<RunningTarget> {
     let mut spec = TargetSpec::new(kind);
+    spec.netns = lab.map(netns::TunedLab::place);
     spec.settings.workers = setup.workers;
     spec.docroot = Some(docroot.to_path_buf());
     spec.probe_path = setup.path.split('?').next().unwrap_or("/").to_string();
@@ -604,15 +683,17 @@ fn load_for(setup: &Setup, target: &RunningTarget) -> anyhow::Result<LoadSpec> {
 
 /// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
 /// directory removed) on every path out of here, by `stop` or by its `Drop`.
+#[allow(clippy::too_many_arguments)]
 fn run_target(
     kind: TargetKind,
     setup: &Setup,
+    lab: Option<&netns::TunedLab>,
     docroot: &Path,
     interrupted: &Arc<AtomicBool>,
     show: &Show,
     savers: &mut Savers,
 ) -> anyhow::Result<TargetRun> {
-    let target = start(kind, setup, docroot)?;
+    let target = start(kind, setup, lab, docroot)?;
     if !show.quiet {
         eprintln!(
             "volley: started {kind} (pid {}) on {}, {}",
@@ -633,7 +714,7 @@ fn run_target(
     let keep = savers.wanted();
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
-        let mut ran = bench_load::run_once(&spec, interrupted, show.progress, keep)?;
+        let mut ran = load::run_once(&spec, interrupted, show.progress, keep)?;
         ran.summary.first_request = first;
         Ok(ran)
     })?;
@@ -679,6 +760,7 @@ fn run_target(
         leftover_cgroups,
         interrupted: interrupted.load(Ordering::Relaxed),
         round: 1,
+        namespace: lab.map(|l| l.record.clone()),
     })
 }
 

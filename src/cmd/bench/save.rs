@@ -17,8 +17,8 @@ use volley_store::{
     HistogramBlob, NewRun, RunId, RunKind, Status, StepParameters, StepRecord, Store,
 };
 
-use super::bench_load::LoadSpec;
-use super::hint::{db_flag, quote, DEFAULT_DB};
+use super::load::LoadSpec;
+use crate::cmd::hint::{db_flag, quote, DEFAULT_DB};
 
 /// The flags, flattened into `volley bench`'s.
 #[derive(clap::Args, Debug, Clone)]

@@ -40,6 +40,7 @@ fn target_json(r: &TargetRun, setup: &Setup) -> Value {
         })),
         "monitor": r.monitor,
         "leftover_cgroups": r.leftover_cgroups,
+        "namespace": r.namespace,
     })
 }
 

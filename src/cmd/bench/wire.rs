@@ -1,7 +1,7 @@
 //! `volley bench`'s protocol flags: TLS (`https://` URLs), HTTP/2, compression, body
 //! checks and the cold first request.
 //!
-//! Pipeline: raw flags ([`WireArgs`], flattened into `bench_load::LoadArgs`) -> [`resolve`]
+//! Pipeline: raw flags ([`WireArgs`], flattened into `load::LoadArgs`) -> [`resolve`]
 //! (files checked, a TLS client config built once so a bad CA or key is a usage
 //! error, exit 2) -> [`ResolvedWire`] holding the engine's `Wire` -> after the run,
 //! [`report`] turns the engine's TLS/HTTP/2 counters and a pre-flight handshake into
@@ -18,7 +18,7 @@ use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionP
 use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
 use volley_metrics::{H2Report, Summary, TlsReport, WireReport};
 
-use super::bench_load::values;
+use super::load::values;
 
 /// Protocol flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Default, Clone)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use volley_targets::TargetKind;
 
 use super::list;
-use crate::cmd::bench_load::values;
+use crate::cmd::bench::load::values;
 
 /// `--target KIND`.
 pub(super) fn kind(s: &str) -> Result<TargetKind, String> {

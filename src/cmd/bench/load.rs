@@ -1,13 +1,13 @@
 //! One load from `volley bench`'s flags: the flags as typed ([`LoadArgs`], each value
-//! parsed by clap into its type: `bench_load/values.rs`), resolved once into a [`Load`]
+//! parsed by clap into its type: `bench/load/values.rs`), resolved once into a [`Load`]
 //! (numbers checked against each other, files read, the request built: every mistake
 //! here is a usage error, exit 2), aimed at a destination as a [`LoadSpec`]
 //! ([`Load::at`]: the URL's host resolved, TLS configured), and one measured run of it
 //! ([`run_once`]: the harness's `measure`, plus the wire report, the generator's
 //! headroom and the notes `volley bench` adds).
 //!
-//! Place in the flow: below both `volley bench URL` (src/cmd/bench.rs) and
-//! `volley bench --target` (src/cmd/bench_target.rs), which resolve the flags once and
+//! Place in the flow: below both `volley bench URL` (src/cmd/bench/mod.rs) and
+//! `volley bench --target` (src/cmd/bench/target.rs), which resolve the flags once and
 //! aim the load at the URL or at each target they start; it imports neither.
 
 use std::path::{Path, PathBuf};
@@ -24,8 +24,8 @@ use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
 use volley_metrics::{FirstRequest, Summary};
 use volley_monitor::headroom::HeadroomWatch;
 
-use super::bench_wire::{self, ResolvedWire, WireArgs};
-use super::progress;
+use super::wire::{self, ResolvedWire, WireArgs};
+use crate::cmd::progress;
 use crate::exit::usage;
 
 pub mod values;
@@ -152,7 +152,7 @@ pub struct LoadArgs {
     /// Print no text report (files given with --json/--csv are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// TLS, HTTP/2, compression and first-request flags: src/cmd/bench_wire.rs.
+    /// TLS, HTTP/2, compression and first-request flags: src/cmd/bench/wire.rs.
     #[command(flatten)]
     pub wire: WireArgs,
 }
@@ -207,7 +207,7 @@ pub struct LoadSpec {
     /// The URL's host, for TLS failure messages.
     pub host: String,
     /// What a pre-flight TLS handshake agreed to (set by [`LoadSpec::prepare`]).
-    negotiated: Option<bench_wire::Negotiated>,
+    negotiated: Option<wire::Negotiated>,
 }
 
 impl LoadSpec {
@@ -222,7 +222,7 @@ impl LoadSpec {
         } else {
             None
         };
-        self.negotiated = bench_wire::pre_flight(self.cfg.addr, &self.wire);
+        self.negotiated = wire::pre_flight(self.cfg.addr, &self.wire);
         Ok(first)
     }
 }
@@ -333,7 +333,7 @@ impl Load {
         if ca.is_some() && !wire_args.insecure && wire_args.cacert.is_none() {
             wire_args.cacert = ca.map(Path::to_path_buf);
         }
-        let wire = u!(bench_wire::resolve(&wire_args, first.tls(), &host));
+        let wire = u!(wire::resolve(&wire_args, first.tls(), &host));
         let addr = match first.socket_addr() {
             Ok(a) => a,
             Err(e) => match e.source {
@@ -714,7 +714,7 @@ pub fn run_once(
             outcome.idle_close_retries
         ));
     }
-    let wire_report = bench_wire::report(&spec.wire, &outcome, &spec.negotiated);
+    let wire_report = wire::report(&spec.wire, &outcome, &spec.negotiated);
     let mut recorder = recorder;
     recorder.finish();
     let histograms = match keep_histograms {

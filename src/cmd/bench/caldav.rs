@@ -13,10 +13,16 @@ use anyhow::Context;
 use volley_analysis::words;
 use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
 
-use super::bench_load::values::Where;
-use super::bench_load::LoadArgs;
-use super::table;
+use super::load::values::Where;
+use super::load::LoadArgs;
+use super::target::TargetArgs;
+use crate::cmd::table;
 use crate::exit::usage;
+use volley_study::office_account;
+use volley_targets::config::MAX_DAV_USERS;
+use volley_targets::{
+    CpuQuota, DavSettings, ResourceLimits, RunningTarget, TargetKind, TargetSpec,
+};
 
 /// The office's flags, typed by clap (a bad value: one line, exit 2).
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -182,24 +188,35 @@ fn template<'a>(
     }
 }
 
-/// Runs `volley bench --caldav`.
-pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
-    let users = c.caldav.unwrap_or(1) as usize;
-    let mix = c.profile.clone();
+/// The server the office runs against, kept serving until dropped: the built-in one
+/// started in-process, a managed target (stopped, its cgroups and directory removed, by
+/// its own `Drop`), or none (a URL given). Held for its `Drop` alone.
+#[allow(dead_code)]
+enum Served {
+    External,
+    Builtin(Builtin),
+    Target(Box<RunningTarget>),
+}
+
+/// The URL and accounts of a URL's server (`office1..officeN`, `--caldav-password`),
+/// or of the built-in server started with those accounts when no URL is given.
+fn destination(
+    c: &CaldavArgs,
+    load: &LoadArgs,
+    users: usize,
+) -> anyhow::Result<(String, Vec<Account>, Served)> {
     let accounts: Vec<(String, String)> = (1..=users)
         .map(|i| (format!("office{i}"), c.caldav_password.clone()))
         .collect();
-    let builtin = match &load.url {
-        Some(_) => None,
-        None => Some(start_builtin(&accounts)?),
-    };
-    let url = match (&load.url, &builtin) {
-        (Some(Where::Url(u)), _) => u.to_string(),
-        (Some(Where::Path(p)), _) => {
+    let (url, served) = match &load.url {
+        Some(Where::Url(u)) => (u.to_string(), Served::External),
+        Some(Where::Path(p)) => {
             usage!("'{p}' is a path: give the whole URL (http://host:port{p}), or no URL for the built-in server")
         }
-        (None, Some(b)) => b.url.clone(),
-        (None, None) => String::new(),
+        None => {
+            let b = start_builtin(&accounts)?;
+            (b.url.clone(), Served::Builtin(b))
+        }
     };
     let home = template("--caldav-home-template", &c.caldav_home_template, users)?;
     let calendar = template(
@@ -215,6 +232,99 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
             ..Account::new(name, password)
         })
         .collect();
+    Ok((url, accounts, served))
+}
+
+/// `--caldav N --target KIND`: the managed server started with `N` DAV accounts of its
+/// own (the same accounts a study's office step uses: `volley_targets::dav`), their
+/// paths and credentials taken from it, so nothing about them is asked of the user.
+fn managed(
+    kind: TargetKind,
+    c: &CaldavArgs,
+    load: &LoadArgs,
+    t: &TargetArgs,
+    users: usize,
+) -> anyhow::Result<(String, Vec<Account>, Served)> {
+    if load.url.is_some() {
+        usage!("--caldav --target {kind} starts its own server: drop the URL");
+    }
+    // A GET load's target flags that mean nothing to an office day are refused, not
+    // silently dropped.
+    let unused = [
+        ("--docroot", t.docroot.is_some()),
+        ("--fixture", t.fixture.is_some()),
+        ("--path", t.path.is_some()),
+        ("--show-config", t.show_config),
+        ("--tls", t.tls),
+        ("--set", !t.set.is_empty()),
+    ];
+    if let Some((flag, _)) = unused.iter().find(|(_, given)| *given) {
+        usage!("{flag} is for a GET load's target, not with --caldav");
+    }
+    if c.caldav_home_template.is_some() || c.caldav_calendar_template.is_some() {
+        usage!("--caldav --target {kind}: the target's accounts name their own paths; drop the templates");
+    }
+    if !kind.is_caldav_server() && !kind.supports_plain_dav() && kind != TargetKind::Builtin {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    }
+    let Ok(dav_users) = u32::try_from(users) else {
+        usage!("--caldav {users}: too many accounts for a managed target");
+    };
+    if dav_users > MAX_DAV_USERS {
+        usage!("--caldav {users}: a managed target makes at most {MAX_DAV_USERS} accounts");
+    }
+    if let Some(program) = kind.program() {
+        if volley_targets::kind::find_program(program).is_none() {
+            return Err(volley_targets::TargetError::NotInstalled {
+                kind,
+                program: program.to_string(),
+            }
+            .into());
+        }
+    }
+    let mut spec = TargetSpec::new(kind);
+    spec.settings.dav = Some(DavSettings { users: dav_users });
+    spec.settings.workers = t.workers;
+    // The caps a GET load's target takes (volley itself is not pinned here).
+    spec.limits = ResourceLimits {
+        cpus: t.target_cpus.as_ref().map(|c| c.0.clone()),
+        cpu_quota: t.cpu_quota.map(CpuQuota::of_one_cpu),
+        memory_max_bytes: t.memory_max,
+    };
+    let target =
+        volley_targets::start(&spec).map_err(|e| anyhow::anyhow!("cannot start {kind}: {e}"))?;
+    if !load.quiet {
+        eprintln!(
+            "volley: started {kind} (pid {}) on {} with {users} DAV account(s), {}",
+            target.pid.map_or("-".into(), |p| p.to_string()),
+            target.url,
+            target.version.as_deref().unwrap_or("version unknown")
+        );
+    }
+    let accounts: Vec<Account> = target
+        .dav
+        .as_ref()
+        .map(|d| d.accounts.iter().take(users).map(office_account).collect())
+        .unwrap_or_default();
+    if accounts.len() < users {
+        anyhow::bail!(
+            "{kind} started with {} DAV account(s), {users} asked",
+            accounts.len()
+        );
+    }
+    let url = format!("http://{}/", target.addr);
+    Ok((url, accounts, Served::Target(Box::new(target))))
+}
+
+/// Runs `volley bench --caldav`.
+pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result<ExitCode> {
+    let users = c.caldav.unwrap_or(1) as usize;
+    let mix = c.profile.clone();
+    let (url, accounts, served) = match target.targets.as_slice() {
+        [] => destination(&c, &load, users)?,
+        [kind] => managed(*kind, &c, &load, target, users)?,
+        _ => usage!("--caldav runs against one --target at a time (run it once per kind)"),
+    };
     let mut cfg = OfficeConfig::with_accounts(&url, accounts);
     cfg.mix = mix;
     cfg.remote_user_header = c.caldav_remote_user;
@@ -239,9 +349,9 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
     }
     let finished = AtomicBool::new(false);
     let result = std::thread::scope(|scope| {
-        if super::progress::wanted(load.quiet) {
+        if crate::cmd::progress::wanted(load.quiet) {
             let (progress, day, finished) = (&cfg.progress, cfg.duration, &finished);
-            scope.spawn(move || super::progress::office(progress, day, finished));
+            scope.spawn(move || crate::cmd::progress::office(progress, day, finished));
         }
         let r = volley_office::run(&cfg);
         finished.store(true, Ordering::Relaxed);
@@ -266,7 +376,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs) -> anyhow::Result<ExitCode> {
         ),
         Err(e) => return Err(e.into()),
     };
-    drop(builtin);
+    drop(served);
     let report = run.report;
     match load.json.as_deref() {
         Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -1,0 +1,95 @@
+//! Kernel settings of study variants (`[[variant]] sysctl = {...}`, `route = {...}`):
+//! each instance whose variant has them gets a lab of its own (its slot's addresses),
+//! the settings written and read back in its target namespace before any target
+//! starts, and its steps run from a thread entered into the lab's load namespace, as
+//! `volley bench --target --sysctl` does (docs/methodology.md, "Server knobs").
+
+use volley_netlab::enter::Entered;
+use volley_netlab::lab::{Lab, LinkSpec};
+use volley_netlab::tune::{self, NsRecord};
+use volley_targets::{LabSlot, NetnsPlace};
+
+use crate::plan::Plan;
+use crate::StudyError;
+
+/// One instance's lab.
+struct InstanceLab {
+    lab: Lab,
+    _slot: LabSlot,
+    record: NsRecord,
+}
+
+/// The labs of the study's instances, by instance (`None`: no kernel settings).
+pub(super) struct VariantLabs {
+    labs: Vec<Option<InstanceLab>>,
+}
+
+impl VariantLabs {
+    /// Builds a lab per instance whose variant sets sysctls or routes and applies them;
+    /// a refused key (global, not taken, a value the kernel refuses) or no root is
+    /// [`StudyError::Refused`], before any target starts.
+    pub fn open(plan: &Plan) -> Result<VariantLabs, StudyError> {
+        let mut labs = Vec::new();
+        for inst in &plan.instances {
+            let Some(v) = inst.variant.map(|v| &plan.variants[v]) else {
+                labs.push(None);
+                continue;
+            };
+            if v.sysctls.is_empty() && v.route.quickack.is_none() {
+                labs.push(None);
+                continue;
+            }
+            if !volley_targets::config::running_as_root() {
+                return Err(StudyError::Refused(format!(
+                    "variant '{}' sets kernel values: that needs root (volley sets them inside a network namespace it makes)",
+                    v.name
+                )));
+            }
+            let lab_err = |e: volley_netlab::NetlabError| {
+                StudyError::Invalid(format!("variant '{}': network lab: {e}", v.name))
+            };
+            let slot = LabSlot::take()
+                .map_err(|e| StudyError::Invalid(format!("variant '{}': {e}", v.name)))?;
+            let lab = Lab::create(slot.slot(), &[LinkSpec::default()]).map_err(lab_err)?;
+            let ns = lab.target_ns();
+            let refused =
+                |e: tune::TuneError| StudyError::Refused(format!("variant '{}': {e}", v.name));
+            let sysctls = tune::apply_sysctls(&ns, &v.sysctls).map_err(refused)?;
+            let routes = tune::apply_routes(&ns, "eth0", v.route).map_err(refused)?;
+            labs.push(Some(InstanceLab {
+                lab,
+                _slot: slot,
+                record: NsRecord {
+                    ns,
+                    sysctls,
+                    routes,
+                },
+            }));
+        }
+        Ok(VariantLabs { labs })
+    }
+
+    /// Where instance `i` starts, when its variant has a lab.
+    pub fn place(&self, i: usize) -> Option<NetnsPlace> {
+        self.labs.get(i)?.as_ref().map(|l| NetnsPlace {
+            ns: l.lab.target_ns(),
+            ip: l.lab.target_addr().into(),
+        })
+    }
+
+    /// What instance `i`'s namespace holds, as read back.
+    pub fn record(&self, i: usize) -> Option<&NsRecord> {
+        self.labs.get(i)?.as_ref().map(|l| &l.record)
+    }
+
+    /// Moves the calling thread into instance `i`'s load namespace until the guard
+    /// drops (`None` when the instance has no lab).
+    pub fn enter(&self, i: usize) -> Result<Option<Entered>, StudyError> {
+        let Some(l) = self.labs.get(i).and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        Entered::enter(&l.lab.injector_ns(0))
+            .map(Some)
+            .map_err(|e| StudyError::Invalid(format!("entering the load namespace: {e}")))
+    }
+}
