@@ -2,7 +2,8 @@
 //!
 //! Place in the flow: beside the plan. A log file goes in; out come [`Record`]s in
 //! the order of their start instants, which `volley log phases` cuts into phases
-//! ([`phases`]) and `volley bench --replay` turns into a schedule.
+//! ([`phases`]) and [`schedule`] plans as a replay (the engine does not replay yet:
+//! `volley bench --replay` is still to come).
 //!
 //! - [`format`]: the layouts a log can have (Common, Combined, an nginx `log_format`
 //!   or Apache `LogFormat` string, JSON lines) compiled into one line parser;

@@ -26,11 +26,16 @@ pub enum StatusMatch {
     Class(u8),
 }
 
-impl std::str::FromStr for StatusMatch {
-    type Err = String;
+/// A status filter that is neither a status nor a class.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is neither a status (404) nor a class (5xx)")]
+pub struct BadStatusMatch(pub String);
 
-    fn from_str(s: &str) -> Result<StatusMatch, String> {
-        let bad = || format!("{s:?} is neither a status (404) nor a class (5xx)");
+impl std::str::FromStr for StatusMatch {
+    type Err = BadStatusMatch;
+
+    fn from_str(s: &str) -> Result<StatusMatch, BadStatusMatch> {
+        let bad = || BadStatusMatch(s.to_string());
         match s.as_bytes() {
             [c @ b'1'..=b'5', b'x' | b'X', b'x' | b'X'] => Ok(StatusMatch::Class(c - b'0')),
             _ => match s.parse::<u16>() {
