@@ -485,7 +485,13 @@ impl StudyRun<'_> {
                 Some(_) => {
                     if let Some(o) = self.steps.last() {
                         book.record(cell, o.rps);
-                        if o.needs_remeasure() && plan.workloads[cell.workload].office.is_none() {
+                        // Not an office day (judged by its own rule) and not an injected
+                        // step: its agents may run on other machines than the one whose
+                        // business is measured here, and a Kubernetes Job runs once.
+                        if o.needs_remeasure()
+                            && plan.workloads[cell.workload].office.is_none()
+                            && cell.injectors.is_none()
+                        {
                             again.spoiled(ci, repeat, attempt, run);
                         }
                     }
