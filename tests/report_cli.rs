@@ -111,7 +111,7 @@ fn writes_html_markdown_and_json_for_a_study() {
     assert!(md.contains("| Rate (req/s) | builtin replies/s | nginx replies/s |"));
     assert!(md.contains("| 200 | 150.0 | 200.0 |"), "{md}");
     assert!(
-        md.contains("| builtin | all steps | 100.0 | 200.0 | 2 | 0 | - |"),
+        md.contains("| builtin | all steps | 100.0 | 200.0 | 2 | 0 | 0 | - |"),
         "{md}"
     );
     let html = std::fs::read_to_string(html).unwrap();

@@ -134,10 +134,11 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
     let dir = fresh_dir("int-search");
     let study = dir.join("search.toml");
     // Many steps to go (3 runs per decision, 40 steps): interrupted after the first.
+    // 3 s steps: the shortest rate step the rule can judge (shorter is refused).
     std::fs::write(
         &study,
         format!(
-            "name = \"int-search\"\nmode = \"search\"\n[[target]]\nname = \"bucket\"\nkind = \"external\"\nurl = \"{}\"\n[[workload]]\nname = \"root\"\npaths = [\"/\"]\n[load]\nmodel = \"open\"\nconcurrency = 4\ntimeout = \"1s\"\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n[search]\nstart_rate = 100\nrepeats = 3\n",
+            "name = \"int-search\"\nmode = \"search\"\n[[target]]\nname = \"bucket\"\nkind = \"external\"\nurl = \"{}\"\n[[workload]]\nname = \"root\"\npaths = [\"/\"]\n[load]\nmodel = \"open\"\nconcurrency = 4\ntimeout = \"1s\"\n[steps]\nduration = \"3s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n[search]\nstart_rate = 100\nrepeats = 3\n",
             server.url("/")
         ),
     )

@@ -105,7 +105,8 @@ concurrency = 4
 [sweep]
 rate = [50, 100]
 [steps]
-duration = "2s"
+# 3 s: the shortest step the sustainability rule can judge (three whole seconds).
+duration = "3s"
 warmup = "100ms"
 cooldown = "100ms"
 [slo]

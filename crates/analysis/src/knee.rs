@@ -66,10 +66,15 @@ impl Evidence {
     }
 
     /// Whether a step must be measured again: its label does not count for the server,
-    /// or it ran while the machine was busy (even a pass then is weaker evidence than a
-    /// quiet one).
-    pub fn needs_remeasure(counts_for_server: bool, machine_busy: bool) -> bool {
-        !counts_for_server || machine_busy
+    /// or it did not pass (failed, or has no verdict: a closed-loop figure) while the
+    /// machine was busy. A pass on a busy machine is the server's pass (someone else's
+    /// load can only have made it harder), so it is kept, not measured again.
+    pub fn needs_remeasure(
+        sustainable: Option<bool>,
+        counts_for_server: bool,
+        machine_busy: bool,
+    ) -> bool {
+        !counts_for_server || (machine_busy && sustainable != Some(true))
     }
 
     /// How good one attempt at a step is, 0 best: not spoiled; a pass on a busy machine
@@ -80,7 +85,7 @@ impl Evidence {
         counts_for_server: bool,
         machine_busy: bool,
     ) -> u8 {
-        if !Self::needs_remeasure(counts_for_server, machine_busy) {
+        if !Self::needs_remeasure(sustainable, counts_for_server, machine_busy) {
             0
         } else if counts_for_server && (sustainable != Some(false) || !machine_busy) {
             1

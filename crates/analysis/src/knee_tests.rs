@@ -272,7 +272,7 @@ fn evidence_follows_the_label_and_the_machine() {
     let table = [
         ((true, true, false), Sustained, false),
         ((false, true, false), ServerFailed, false),
-        ((true, true, true), Sustained, true),
+        ((true, true, true), Sustained, false),
         ((false, true, true), Unjudged, true),
         ((true, false, false), Unjudged, true),
         ((false, false, false), Unjudged, true),
@@ -280,7 +280,7 @@ fn evidence_follows_the_label_and_the_machine() {
     ];
     for ((ok, counts, busy), want, again) in table {
         assert_eq!(Evidence::of(ok, counts, busy), want, "{ok} {counts} {busy}");
-        assert_eq!(Evidence::needs_remeasure(counts, busy), again);
+        assert_eq!(Evidence::needs_remeasure(Some(ok), counts, busy), again);
     }
 }
 

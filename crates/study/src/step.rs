@@ -658,10 +658,14 @@ impl StepOutcome {
         ))
     }
 
-    /// Noise spoiled it: generator-bound, machine-stalled, or run while the machine was
-    /// busy. Such a step is measured again later, up to the study's `retries`.
+    /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
+    /// machine was busy. Such a step is measured again later, up to the study's `retries`.
     pub fn needs_remeasure(&self) -> bool {
-        Evidence::needs_remeasure(self.counts_for_server(), self.machine_busy)
+        Evidence::needs_remeasure(
+            self.sustainable,
+            self.counts_for_server(),
+            self.machine_busy,
+        )
     }
 }
 

@@ -59,15 +59,15 @@ pub(crate) enum SearchInput {
 /// The search's use of the attempts at one rate so far (`attempts`, oldest first), by
 /// the rule the reports apply (`volley_analysis::knee::Evidence`): an attempt noise did
 /// not spoil is observed as its verdict says (inconclusive ones included, as the
-/// reports keep them); a spoiled one (generator-bound, machine-stalled, or run while the
-/// machine was busy) is rerun until `retries` reruns were made (none when the study is
+/// reports keep them); a spoiled one (generator-bound, machine-stalled, or failed while
+/// the machine was busy) is rerun until `retries` reruns were made (none when the study is
 /// stopping). Then the best evidence is heard: a pass on a busy machine is still a
 /// pass; otherwise the rate could not be judged.
 pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool) -> SearchInput {
     let Some(last) = attempts.last() else {
         return SearchInput::Unjudged;
     };
-    if !Evidence::needs_remeasure(last.counts(), last.machine_busy) {
+    if !Evidence::needs_remeasure(last.sustainable, last.counts(), last.machine_busy) {
         return SearchInput::Observe(last.sustainable == Some(true));
     }
     if (attempts.len() as u32) <= retries && !stopping {
@@ -356,7 +356,8 @@ mod tests {
             (vec![gen(true)], 2, false, Rerun),
             (vec![stalled(false)], 2, false, Rerun),
             (vec![busy(false)], 2, false, Rerun),
-            (vec![busy(true)], 2, false, Rerun),
+            // A pass on a busy machine is the server's pass: heard at once.
+            (vec![busy(true)], 2, false, Observe(true)),
             (vec![gen(true), gen(false)], 2, false, Rerun),
             // A later quiet attempt decides.
             (
