@@ -107,6 +107,7 @@ rate = [50, 100]
 [steps]
 # 3 s: the shortest step the sustainability rule can judge (three whole seconds).
 duration = "3s"
+retries = 0
 warmup = "100ms"
 cooldown = "100ms"
 [slo]
