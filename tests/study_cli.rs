@@ -348,8 +348,11 @@ max_steps = 12
         steps.len()
     );
     assert!(md.contains(&want), "{want}\n{md}");
+    // Every row of the bucket says a bounded figure (the tables' explanations may name
+    // the "at least" rule itself).
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| bucket |")).collect();
     assert!(
-        md.contains("| bucket |") && !md.contains("at least"),
+        !rows.is_empty() && rows.iter().all(|l| !l.contains("at least")),
         "a bounded answer: {md}"
     );
     assert!(md.contains("## Capacity by search"), "{md}");
