@@ -165,11 +165,20 @@ fn normalise(v: &str) -> String {
     v.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// What the namespace answered to a read or write of a `/proc/sys` file.
+#[derive(Debug)]
+enum ProcAnswer {
+    /// The value read (empty for a write).
+    Value(String),
+    /// The command failed: the last line of its stderr (the kernel's refusal).
+    Refused(String),
+}
+
 /// Reads (`value` None) or writes a `/proc/sys` file from inside `ns`: `cat`, or
 /// `tee` with the value on stdin (no shell, so no quoting; `sysctl -w` is not used because
-/// procps exits 0 after the kernel refuses a write). Stdout on success, stderr's last
-/// line on failure.
-fn proc_in(ns: &str, path: &str, value: Option<&str>) -> Result<Result<String, String>, TuneError> {
+/// procps exits 0 after the kernel refuses a write). `Err` only when the command could
+/// not run at all.
+fn proc_in(ns: &str, path: &str, value: Option<&str>) -> Result<ProcAnswer, TuneError> {
     use std::io::Write;
     use std::process::Stdio;
     let mut cmd = command_in(ns, if value.is_some() { "tee" } else { "cat" });
@@ -186,13 +195,15 @@ fn proc_in(ns: &str, path: &str, value: Option<&str>) -> Result<Result<String, S
     let out = child.wait_with_output().map_err(TuneError::Spawn)?;
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
     Ok(if out.status.success() {
-        Ok(text(&out.stdout))
+        ProcAnswer::Value(text(&out.stdout))
     } else {
-        Err(text(&out.stderr)
-            .lines()
-            .last()
-            .unwrap_or("failed")
-            .to_string())
+        ProcAnswer::Refused(
+            text(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("failed")
+                .to_string(),
+        )
     })
 }
 
@@ -225,13 +236,13 @@ pub fn apply_sysctls(ns: &str, sysctls: &[Sysctl]) -> Result<Vec<AppliedSysctl>,
             Err(e) => return Err(e),
         };
         let path = s.proc_path();
-        if proc_in(ns, &path, None)?.is_err() {
+        if let ProcAnswer::Refused(_) = proc_in(ns, &path, None)? {
             return Err(TuneError::Absent {
                 key: s.key.clone(),
                 host: "the host has it",
             });
         }
-        if let Err(why) = proc_in(ns, &path, Some(&s.value))? {
+        if let ProcAnswer::Refused(why) = proc_in(ns, &path, Some(&s.value))? {
             let lower = why.to_ascii_lowercase();
             return Err(if lower.contains("permission denied") {
                 TuneError::ReadOnly { key: s.key.clone() }
@@ -252,28 +263,24 @@ pub fn apply_sysctls(ns: &str, sysctls: &[Sysctl]) -> Result<Vec<AppliedSysctl>,
                 host: host_before,
             });
         }
-        let got = proc_in(ns, &path, None)?.map(|v| normalise(&v));
-        match got {
-            Ok(v) if v == s.value => applied.push(AppliedSysctl {
+        // What the namespace reads back: the value, or why it could not be read (never
+        // a match).
+        let (got, read) = match proc_in(ns, &path, None)? {
+            ProcAnswer::Value(v) => (normalise(&v), true),
+            ProcAnswer::Refused(why) => (why, false),
+        };
+        if !read || got != s.value {
+            return Err(TuneError::DidNotTake {
                 key: s.key.clone(),
-                value: v,
-                host: host_before,
-            }),
-            Ok(v) => {
-                return Err(TuneError::DidNotTake {
-                    key: s.key.clone(),
-                    value: s.value.clone(),
-                    got: v,
-                })
-            }
-            Err(why) => {
-                return Err(TuneError::DidNotTake {
-                    key: s.key.clone(),
-                    value: s.value.clone(),
-                    got: why,
-                })
-            }
+                value: s.value.clone(),
+                got,
+            });
         }
+        applied.push(AppliedSysctl {
+            key: s.key.clone(),
+            value: got,
+            host: host_before,
+        });
     }
     Ok(applied)
 }
