@@ -7,7 +7,7 @@
 //! [`StudyReport`] this returns. Nothing here prints: notes, step lines and the progress
 //! line go through the binary's callbacks in [`RunOptions`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,11 +27,13 @@ use crate::spec::Mode;
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
 
+mod remeasure;
 mod search;
 mod step_info;
 mod target_spec;
 mod variant_lab;
 
+use remeasure::Remeasures;
 use search::{ActiveSearch, StepSignal};
 use step_info::{cold_json, cores_text, step_parameters, step_what};
 use target_spec::{cold_spec, spec_for};
@@ -788,134 +790,5 @@ impl StudyRun<'_> {
         self.steps.push(outcome);
         self.order += 1;
         Ok(signal)
-    }
-}
-
-/// A planned step to measure again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Remeasure {
-    cell: usize,
-    repeat: u32,
-    /// 1 for the first re-measure.
-    attempt: u32,
-    /// Steps run before it may run.
-    due: usize,
-}
-
-/// The sweep's queue of steps noise spoiled (docs/methodology.md, "The generator checks
-/// itself"). A spoiled step is measured again *later*, not at once: a stall or a
-/// neighbour's burst lasts a while, so the next [`Remeasures::gap`] planned steps run
-/// first, and a re-measure spoiled again goes to the back of the queue. Each step gets
-/// at most `retries` re-measures. Pure (no clock), so its order is tested alone.
-#[derive(Debug, Clone)]
-struct Remeasures {
-    queue: VecDeque<Remeasure>,
-    retries: u32,
-    gap: usize,
-}
-
-impl Remeasures {
-    fn new(plan: &Plan) -> Self {
-        Remeasures {
-            queue: VecDeque::new(),
-            retries: plan.retries,
-            gap: Self::gap(plan),
-        }
-    }
-
-    /// Planned steps between a spoiled step and its re-measure: a round of the
-    /// instances (so each target runs between), at least 3.
-    fn gap(plan: &Plan) -> usize {
-        plan.instances.len().max(3)
-    }
-
-    /// Step (`cell`, `repeat`), measured for the `attempt`-th time (0: first), was
-    /// spoiled after `run` steps in all: queue its next attempt if it has one left.
-    fn spoiled(&mut self, cell: usize, repeat: u32, attempt: u32, run: usize) {
-        if attempt < self.retries {
-            self.queue.push_back(Remeasure {
-                cell,
-                repeat,
-                attempt: attempt + 1,
-                due: run + self.gap,
-            });
-        }
-    }
-
-    /// The first queued re-measure that is due after `run` steps.
-    fn due(&mut self, run: usize) -> Option<Remeasure> {
-        let i = self.queue.iter().position(|r| r.due <= run)?;
-        self.queue.remove(i)
-    }
-
-    /// The next re-measure, due or not (the planned steps are over).
-    fn next(&mut self) -> Option<Remeasure> {
-        self.queue.pop_front()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A sweep of `steps` planned steps, each spoiled when `spoiled(step, attempt)`:
-    /// the order the runner measures them in, as (planned step, attempt).
-    fn order(
-        steps: usize,
-        retries: u32,
-        gap: usize,
-        spoiled: impl Fn(usize, u32) -> bool,
-    ) -> Vec<(usize, u32)> {
-        let mut q = Remeasures {
-            queue: VecDeque::new(),
-            retries,
-            gap,
-        };
-        let (mut out, mut planned, mut run) = (Vec::new(), 0..steps, 0);
-        loop {
-            let (step, attempt) = match q.due(run) {
-                Some(r) => (r.cell, r.attempt),
-                None => match planned.next() {
-                    Some(s) => (s, 0),
-                    None => match q.next() {
-                        Some(r) => (r.cell, r.attempt),
-                        None => break,
-                    },
-                },
-            };
-            run += 1;
-            out.push((step, attempt));
-            if spoiled(step, attempt) {
-                q.spoiled(step, 0, attempt, run);
-            }
-            assert!(run < 1000, "the queue must end");
-        }
-        out
-    }
-
-    #[test]
-    fn a_spoiled_step_is_measured_again_later_interleaved_with_the_rest() {
-        // Step 1 spoiled once: re-measured after 3 more planned steps, not at once.
-        assert_eq!(
-            order(6, 2, 3, |s, a| s == 1 && a == 0),
-            [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (1, 1), (5, 0)]
-        );
-        // Spoiled every time: two re-measures, then no more; the last ones run after the
-        // plan, the queue in order.
-        assert_eq!(
-            order(3, 2, 3, |s, _| s == 2),
-            [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]
-        );
-        // retries = 0: nothing is measured again.
-        assert_eq!(order(3, 0, 3, |_, _| true), [(0, 0), (1, 0), (2, 0)]);
-        // Two spoiled steps at the end of the plan take turns.
-        assert_eq!(
-            order(2, 2, 3, |_, _| true),
-            [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
-        );
     }
 }
