@@ -20,13 +20,15 @@ mod office;
 mod office_tests;
 mod placement;
 mod resolve;
+mod timing;
 mod variants;
 
 pub use describe::fmt_duration;
 pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
 pub use model::*;
 pub use placement::{check_ssh_option, SshOptionError};
-pub use resolve::{rate_step_length, resolve, schedule};
+pub use resolve::{resolve, schedule};
+pub use timing::rate_step_length;
 pub use variants::{variant_tuning, DEFAULT as DEFAULT_VARIANT};
 
 #[cfg(test)]

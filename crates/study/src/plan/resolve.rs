@@ -12,6 +12,7 @@ use volley_engine::{Arrival, Order};
 use volley_harness::DocrootSource;
 use volley_targets::TargetKind;
 
+use super::timing::{check_judgeable, resolve_rule, resolve_search, resolve_timing};
 use super::*;
 use crate::spec::{
     self, ArrivalKind, FixtureKind, LoadDef, Mode, ModelKind, OrderKind, RateAxis, RepeatOrder,
@@ -39,7 +40,7 @@ pub(super) fn invalid(msg: impl Into<String>) -> StudyError {
     StudyError::Invalid(msg.into())
 }
 
-fn duration_of(
+pub(super) fn duration_of(
     text: &str,
     v: &Option<toml::Spanned<String>>,
     default: Duration,
@@ -601,106 +602,6 @@ fn resolve_cells(
     Ok(swept)
 }
 
-/// Step timing, scaled; rate steps kept long enough to judge.
-fn resolve_timing(
-    file: &StudyFile,
-    text: &str,
-    scale: f64,
-    workloads: &[Workload],
-) -> Result<Timing, StudyError> {
-    let st = &file.steps;
-    let duration = match &st.duration {
-        Some(_) => Some(duration_of(text, &st.duration, Duration::ZERO)?),
-        None => None,
-    };
-    let requests = st.requests;
-    if duration.is_none() && requests.is_none() && workloads.iter().any(|w| w.requests.is_none()) {
-        return Err(invalid("[steps] needs duration = \"30s\" or requests = N"));
-    }
-    if duration.is_some_and(|d| d.is_zero()) || requests == Some(0) {
-        return Err(invalid("steps.duration and steps.requests must be > 0"));
-    }
-    let scaled = duration.map(|d| d.mul_f64(scale));
-    let timing = Timing {
-        duration: scaled,
-        rate_duration: scaled.zip(duration).map(|(s, d)| rate_step_length(s, d)),
-        requests: requests.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
-        warmup: duration_of(text, &st.warmup, Duration::from_secs(1))?.mul_f64(scale),
-        cooldown: duration_of(text, &st.cooldown, Duration::from_secs(1))?.mul_f64(scale),
-    };
-    Ok(timing)
-}
-
-/// The sustainability rule from `[slo]`.
-fn resolve_rule(
-    file: &StudyFile,
-    text: &str,
-    timing: &Timing,
-) -> Result<volley_analysis::sustain::Rule, StudyError> {
-    let p99 = duration_of(text, &file.slo.p99, Duration::from_secs(1))?;
-    let error_share = file.slo.error_share.unwrap_or(0.01);
-    if !(0.0..=1.0).contains(&error_share) {
-        return Err(invalid("slo.error_share must be within 0..1"));
-    }
-    let mut rule = volley_analysis::sustain::Rule::new(error_share, p99);
-    // Short (scaled) steps still get judged, on at least 3 one-second windows.
-    if let Some(d) = timing.rate_duration {
-        rule.min_windows = rule.min_windows.min((d.as_secs() as usize).max(3));
-    }
-    Ok(rule)
-}
-
-/// Refuses a plan whose rate steps cannot be judged: the sustainability rule needs
-/// `rule.min_windows` whole one-second windows (at least 3, see
-/// `volley_analysis::sustain::Rule`), and a step judged on fewer is never sustainable,
-/// so a sweep would claim nothing and a search would walk down to its minimum.
-fn check_judgeable(
-    rule: &volley_analysis::sustain::Rule,
-    timing: &Timing,
-    rated: bool,
-) -> Result<(), StudyError> {
-    let Some(d) = timing.rate_duration.filter(|_| rated) else {
-        return Ok(());
-    };
-    let whole = d.as_secs();
-    let needed = rule.min_windows.max(3) as u64;
-    if whole < needed {
-        return Err(invalid(format!(
-            "steps.duration: too short to judge: {whole} whole second{} measured, {needed} needed (rate steps are judged on whole one-second windows)",
-            if whole == 1 { "" } else { "s" }
-        )));
-    }
-    Ok(())
-}
-
-/// Search-mode settings, checked by building the search once.
-fn resolve_search(file: &StudyFile, timing: &Timing) -> Result<Option<SearchPlan>, StudyError> {
-    let search = (file.mode == Mode::Search).then(|| {
-        let s = &file.search;
-        let opts = volley_analysis::knee::SearchOpts {
-            resolution_share: s.resolution.unwrap_or(0.02),
-            repeats: s.repeats.unwrap_or(3),
-            max_rate_rps: s.max_rate.unwrap_or(100_000.0),
-            max_steps: s.max_steps.unwrap_or(40),
-            ..Default::default()
-        };
-        SearchPlan {
-            start_rate: s.start_rate.unwrap_or(100.0),
-            opts,
-        }
-    });
-    if let Some(s) = &search {
-        volley_analysis::knee::Search::new(s.start_rate, s.opts.clone())
-            .map_err(|e| invalid(format!("[search]: {e}")))?;
-        if timing.duration.is_none() {
-            return Err(invalid(
-                "search mode needs steps.duration (rate steps are timed)",
-            ));
-        }
-    }
-    Ok(search)
-}
-
 /// What the managed targets serve: `[fixture]`'s kind or directory, else their default.
 fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
     let docroot = match &file.fixture {
@@ -722,12 +623,6 @@ fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
         },
     };
     Ok(docroot)
-}
-
-/// The measured length of a rate step: the scaled length, raised to [`MIN_RATE_STEP`]
-/// (but never above the unscaled length the file asked for).
-pub fn rate_step_length(scaled: Duration, unscaled: Duration) -> Duration {
-    scaled.max(MIN_RATE_STEP.min(unscaled))
 }
 
 /// What the managed targets must serve for these workloads: one scheme for all (a
