@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// How the test server behaves.
 #[derive(Clone, Copy)]
-enum Mode {
+pub(crate) enum Mode {
     /// Answer every request 200 "hello".
     Ok,
     /// Answer every request 503.
@@ -21,14 +21,14 @@ enum Mode {
     DieAfter(u64),
 }
 
-struct TestServer {
+pub(crate) struct TestServer {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
 impl TestServer {
-    fn start(mode: Mode) -> TestServer {
+    pub(crate) fn start(mode: Mode) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -57,7 +57,7 @@ impl TestServer {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 }
@@ -129,7 +129,7 @@ fn volley() -> Command {
     c
 }
 
-fn json_of(out: &[u8]) -> serde_json::Value {
+pub(crate) fn json_of(out: &[u8]) -> serde_json::Value {
     serde_json::from_slice(out)
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(out)))
 }
@@ -739,139 +739,6 @@ fn warmup_requests_are_excluded_from_the_measured_figures() {
     one_line_usage_error(&[&srv.url("/"), "--warmup", "1s", "-n", "10"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "1s"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "soon", "-d", "1s"]);
-}
-
-/// Runs `volley bench` as a child (optionally through `sh -c` with `prefix`), returning
-/// it running: the caller stops or waits for it.
-fn spawn_bench(prefix: Option<&str>, args: &[&str]) -> std::process::Child {
-    let bin = assert_cmd::cargo::cargo_bin("volley");
-    let mut cmd = match prefix {
-        None => std::process::Command::new(&bin),
-        Some(p) => {
-            let mut c = std::process::Command::new("sh");
-            c.args(["-c", &format!("{p}; exec \"$0\" \"$@\"")])
-                .arg(&bin);
-            c
-        }
-    };
-    cmd.arg("bench")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits at most `limit` for `child`, killing it (ours) past that, and returns its JSON.
-fn json_within(mut child: std::process::Child, limit: Duration) -> serde_json::Value {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("volley did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_of(&out.stdout)
-}
-
-#[test]
-fn a_process_stopped_mid_load_finds_its_seconds_machine_stalled() {
-    // SIGSTOP for 20 ms stops the pacer and the stall probe beside it alike: the late
-    // second is the machine's, not the generator's (docs/methodology.md, "The generator
-    // checks itself"). 200 req/s: four arrivals fall in the stop, so that second's
-    // scheduler-lag p99 is well over 1 ms and no more than the stop itself.
-    let srv = TestServer::start(Mode::Ok);
-    let url = srv.url("/");
-    let child = spawn_bench(None, &[&url, "--rate", "200", "-d", "5s", "-k", "--json"]);
-    let pid = child.id() as libc::pid_t;
-    std::thread::sleep(Duration::from_millis(2300));
-    // SAFETY: signals to the child this test started, which has not been reaped.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(20));
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    let j = json_within(child, Duration::from_secs(60));
-    let run = &j["runs"][0];
-    let seconds = run["seconds"].as_array().unwrap();
-    let f = |s: &serde_json::Value, k: &str| s[k].as_f64().unwrap_or(0.0);
-    // The seconds the stop touched: the probe was held at least 15 ms in them.
-    let stopped: Vec<_> = seconds
-        .iter()
-        .filter(|s| f(s, "probe_max_stall_ms") >= 15.0)
-        .collect();
-    assert!(
-        !stopped.is_empty(),
-        "the probe did not see the stop: {seconds:?}"
-    );
-    let late: Vec<_> = stopped
-        .iter()
-        .filter(|s| f(s, "sched_lag_p99_ms") > 1.0)
-        .collect();
-    assert!(
-        !late.is_empty(),
-        "the stop made no second late: {stopped:?}"
-    );
-    for s in late {
-        assert_eq!(s["label"], "machine-stalled", "{s}");
-    }
-    let g = &run["generator"];
-    assert!(g["machine_stalled_seconds"].as_u64().unwrap() >= 1, "{g}");
-    assert!(f(&g["probe"], "max_stall_ms") >= 15.0, "{g}");
-}
-
-/// A v1 cpu cgroup this test makes (2% of one CPU) and removes when dropped.
-struct CappedCgroup(std::path::PathBuf);
-
-impl CappedCgroup {
-    fn make() -> Option<CappedCgroup> {
-        let root = std::path::Path::new("/sys/fs/cgroup/cpu");
-        if !root.join("cpu.cfs_quota_us").exists() {
-            return None;
-        }
-        let dir = root.join(format!("volley-test-cap-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        let g = CappedCgroup(dir);
-        std::fs::write(g.0.join("cpu.cfs_period_us"), "100000").ok()?;
-        std::fs::write(g.0.join("cpu.cfs_quota_us"), "2000").ok()?;
-        Some(g)
-    }
-}
-
-impl Drop for CappedCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-#[test]
-fn a_generator_under_a_tight_cpu_cap_still_reads_generator_bound() {
-    // The generator short of CPU is its own limit: the probe leaves the cap (its
-    // thread moves out of the cgroup, then SCHED_FIFO), so it does not share the
-    // shortage and cannot excuse it.
-    let Some(cg) = CappedCgroup::make() else {
-        eprintln!("skipped: no writable cgroup v1 cpu controller");
-        return;
-    };
-    let srv = TestServer::start(Mode::Ok);
-    let url = srv.url("/");
-    let join = format!("echo $$ > {}/cgroup.procs", cg.0.display());
-    let child = spawn_bench(
-        Some(&join),
-        &[&url, "--rate", "1000", "-d", "3s", "-k", "--json"],
-    );
-    let j = json_within(child, Duration::from_secs(90));
-    let g = &j["runs"][0]["generator"];
-    assert_eq!(g["verdict"]["label"], "generator-bound", "{g}");
-    assert!(g["generator_bound_seconds"].as_u64().unwrap() >= 1, "{g}");
-    let p = &g["probe"];
-    assert_eq!(p["left_cgroup"], true, "{p}");
-    drop(cg);
 }
 
 #[test]
