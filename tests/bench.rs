@@ -12,6 +12,7 @@ mod bench_cli;
 mod bench_compress;
 mod bench_h2_compress;
 mod bench_headroom;
+mod bench_newcomer;
 mod bench_probe;
 mod bench_save_cli;
 mod bench_target;

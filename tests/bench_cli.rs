@@ -23,7 +23,7 @@ pub(crate) enum Mode {
 
 pub(crate) struct TestServer {
     addr: SocketAddr,
-    accepted: Arc<AtomicU64>,
+    pub(crate) accepted: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
@@ -123,7 +123,7 @@ fn serve(sock: TcpStream, mode: Mode, stop: &AtomicBool, answered: &AtomicU64) {
     }
 }
 
-fn volley() -> Command {
+pub(crate) fn volley() -> Command {
     let mut c = Command::cargo_bin("volley").unwrap();
     c.timeout(Duration::from_secs(60));
     c
@@ -341,7 +341,7 @@ fn text_report_looks_like_ab_and_names_definitions() {
         .stdout(predicates::str::contains("Verdict:"));
 }
 
-fn one_line_usage_error(args: &[&str]) {
+pub(crate) fn one_line_usage_error(args: &[&str]) {
     let out = volley().arg("bench").args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -739,157 +739,4 @@ fn warmup_requests_are_excluded_from_the_measured_figures() {
     one_line_usage_error(&[&srv.url("/"), "--warmup", "1s", "-n", "10"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "1s"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "soon", "-d", "1s"]);
-}
-
-#[test]
-fn csv_on_stdout_is_written_once_and_alone() {
-    let srv = TestServer::start(Mode::Ok);
-    for flag in ["--csv", "--csv-seconds"] {
-        let out = volley()
-            .args(["bench", &srv.url("/"), "-n", "20", "-k", flag, "-"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{flag}");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let header = text.lines().next().unwrap_or_default().to_string();
-        assert!(header.contains(','), "{flag}: {text}");
-        let headers = text.lines().filter(|l| **l == *header).count();
-        assert_eq!(headers, 1, "{flag}: the CSV is written once: {text}");
-        assert!(
-            !text.contains("Requests per second"),
-            "{flag}: no text report mixed into the CSV: {text}"
-        );
-    }
-}
-
-#[test]
-fn more_connections_than_requests_is_refused_as_ab_does() {
-    let srv = TestServer::start(Mode::Ok);
-    let url = srv.url("/");
-    one_line_usage_error(&[&url, "-t", "2", "-c", "64", "-k"]);
-    let out = volley()
-        .args(["bench", &url, "-c", "64", "-k"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("-c 64") && err.contains("-n"), "{err}");
-    assert_eq!(srv.accepted.load(Ordering::Relaxed), 0, "nothing was sent");
-    // With a duration or enough requests, the same concurrency runs.
-    let out = volley()
-        .args(["bench", &url, "-c", "4", "-n", "8", "-k", "-q"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-}
-
-/// A server on `listener` that answers one request and returns its head and body.
-/// bench first checks the port with a bare connect: connections that send nothing are
-/// skipped (the tests' runs send one request, so at most a few connections come).
-fn one_request(listener: TcpListener) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        for _ in 0..10 {
-            let (sock, _) = listener.accept().unwrap();
-            sock.set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            let mut w = sock.try_clone().unwrap();
-            let mut r = BufReader::new(sock);
-            let (mut head, mut line, mut len) = (String::new(), String::new(), 0usize);
-            while line != "\r\n" {
-                line.clear();
-                if r.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                head.push_str(&line);
-            }
-            if head.is_empty() {
-                continue;
-            }
-            let mut body = vec![0u8; len];
-            let _ = r.read_exact(&mut body);
-            let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-            let _ = w.write_all(ok);
-            return head + &String::from_utf8_lossy(&body);
-        }
-        String::new()
-    })
-}
-
-/// One request's head and body as a one-shot server on loopback received it.
-fn received(args: &[&str]) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/in", listener.local_addr().unwrap());
-    let server = one_request(listener);
-    let out = volley()
-        .arg("bench")
-        .arg(&url)
-        .args(args)
-        .arg("-q")
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    server.join().unwrap().to_ascii_lowercase()
-}
-
-#[test]
-fn requests_say_who_sends_them_and_what_their_body_is() {
-    let version = env!("CARGO_PKG_VERSION");
-    let got = received(&[]);
-    assert!(
-        got.contains(&format!("user-agent: volley/{version}\r\n")),
-        "{got}"
-    );
-    assert!(!got.contains("content-type"), "no body, no type: {got}");
-    let got = received(&["--body", "hello"]);
-    assert!(got.starts_with("post /in "), "{got}");
-    assert!(
-        got.contains("content-type: application/octet-stream\r\n"),
-        "{got}"
-    );
-    assert!(got.ends_with("hello"), "{got}");
-    let got = received(&["--body", "{}", "-T", "application/json"]);
-    assert!(got.contains("content-type: application/json\r\n"), "{got}");
-    let got = received(&[
-        "-H",
-        "User-Agent: curl/8",
-        "--body",
-        "x",
-        "-H",
-        "Content-Type: text/plain",
-    ]);
-    assert!(
-        got.contains("user-agent: curl/8\r\n") && !got.contains("volley/"),
-        "{got}"
-    );
-    assert_eq!(got.matches("content-type").count(), 1, "{got}");
-}
-
-#[test]
-fn ipv6_literal_urls_are_loaded() {
-    let Ok(listener) = TcpListener::bind("[::1]:0") else {
-        eprintln!("skipped: no IPv6 loopback here");
-        return;
-    };
-    let port = listener.local_addr().unwrap().port();
-    let server = one_request(listener);
-    let out = volley()
-        .args(["bench", &format!("http://[::1]:{port}/v6"), "-q"])
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let head = server.join().unwrap();
-    assert!(head.contains(&format!("Host: [::1]:{port}\r\n")), "{head}");
 }
