@@ -23,4 +23,5 @@ mod fixtures_sets;
 mod progress_cli;
 mod replay;
 mod report_cli;
+mod report_hostile;
 mod tables_cli;

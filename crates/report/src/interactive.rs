@@ -143,10 +143,10 @@ pub fn section(report: &Report) -> String {
             escape(&c.title)
         );
     }
-    // `<` escaped so no name can close the script element.
-    let json = serde_json::to_string(&charts)
-        .unwrap_or_else(|_| "[]".to_string())
-        .replace('<', "\\u003c");
+    // `<`, `>` and `&` escaped so no name can close the script element.
+    let json = crate::sanitise::json_in_script(
+        &serde_json::to_string(&charts).unwrap_or_else(|_| "[]".to_string()),
+    );
     let _ = write!(
         out,
         "<script type=\"application/json\" id=\"volley-charts\">{json}</script>\n<script>{UPLOT_JS}</script>\n<script>{DRAW}</script></section>\n"

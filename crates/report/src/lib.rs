@@ -19,6 +19,7 @@ pub mod interactive;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod sanitise;
 pub mod svg;
 pub mod table;
 
