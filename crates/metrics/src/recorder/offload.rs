@@ -33,7 +33,8 @@ enum Job {
     Close {
         second: u64,
         counts: Counts,
-        hists: [Hist; METRICS],
+        /// Boxed: seven histograms' headers are most of a job's size.
+        hists: Box<[Hist; METRICS]>,
         resources: Option<SecondResources>,
     },
     /// An empty window, streamed as a bare mark.
@@ -139,7 +140,7 @@ fn encode_loop(
                     h.reset();
                 }
                 // The worker may have finished and stopped taking spares: fine.
-                let _ = back.send(hists);
+                let _ = back.send(*hists);
                 if let Some(s) = &stream {
                     s.send(second, Some(closed.clone()));
                 }
@@ -215,7 +216,7 @@ impl Recorder {
         } else {
             let w = &mut self.ring[slot];
             let fresh = o.spare();
-            let hists = std::mem::replace(&mut w.hists, fresh);
+            let hists = Box::new(std::mem::replace(&mut w.hists, fresh));
             let job = Job::Close {
                 second,
                 counts: w.counts,
