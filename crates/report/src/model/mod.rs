@@ -294,6 +294,8 @@ pub struct StepReport {
     pub throttled: bool,
     /// Someone else took the CPU while it ran (the study re-measures such steps).
     pub machine_busy: bool,
+    /// The target died during this step: what the death watch saw.
+    pub target_died: Option<String>,
     /// Which measurement of its planned step this is: 0 the first, 1.. re-measures of
     /// a step noise spoiled.
     pub attempt: u32,
