@@ -62,6 +62,11 @@ pub struct RunInfo {
     pub threads: usize,
     /// Connections (closed loop: concurrency; open loop: initial pool).
     pub connections: usize,
+    /// Requests each connection carries at once: HTTP/2 streams, 1 for HTTP/1.1. A
+    /// closed loop keeps `connections x streams_per_connection` requests outstanding,
+    /// which is what ab calls its concurrency.
+    #[serde(default = "one")]
+    pub streams_per_connection: u32,
     /// Open-loop connection cap.
     pub max_connections: usize,
     /// Whether connections were reused.
@@ -93,6 +98,11 @@ pub struct RunInfo {
     /// on the recorder's clock (second 0 = the measured start); `None` when none ran.
     #[serde(default)]
     pub stalls: Option<volley_monitor::stall::StallReport>,
+}
+
+/// `RunInfo::streams_per_connection` of a record written before it existed.
+fn one() -> u32 {
+    1
 }
 
 /// min / mean / sd / median / max of one row of ab's Connection Times, milliseconds.
@@ -395,6 +405,9 @@ pub struct Summary {
     pub threads: usize,
     /// Connections (closed: concurrency).
     pub connections: usize,
+    /// HTTP/2 streams per connection (1 for HTTP/1.1): a closed loop keeps
+    /// `connections x streams_per_connection` requests outstanding (ab's concurrency).
+    pub streams_per_connection: u32,
     /// Connection reuse.
     pub keep_alive: bool,
     /// Which latency the headline figures (spectrum, served_within, per-second) show.
@@ -417,8 +430,12 @@ pub struct Summary {
     pub rates: Rates,
     /// ab's Connection Times.
     pub connection_times: ConnectionTimes,
-    /// ab's "Percentage of the requests served within a certain time" (headline latency).
+    /// ab's "Percentage of the requests served within a certain time": in a closed loop
+    /// ab's own figure, Total = Connect + Processing; in an open loop (ab has none) the
+    /// headline response time, which counts from the intended send.
     pub served_within: Vec<Percentile>,
+    /// Which time `served_within` shows, in words.
+    pub served_within_definition: String,
     /// Every latency definition: response_time, service_time, ttfb, connect_time,
     /// send_lag, sched_lag, conn_wait (and tls_handshake, body_transfer).
     pub latency: BTreeMap<&'static str, LatencyStats>,
@@ -581,7 +598,9 @@ fn span_rate(n: u64, first_ns: u64, last_ns: u64, fallback_s: f64) -> f64 {
 
 /// ab's throughput figures: requests/s, and time per request across all connections
 /// and per connection.
-fn throughput(connections: usize, duration_s: f64, finished: u64, ok: u64) -> Throughput {
+/// ab's throughput figures; `concurrency` is the requests outstanding at once
+/// (connections x HTTP/2 streams in a closed loop).
+fn throughput(concurrency: usize, duration_s: f64, finished: u64, ok: u64) -> Throughput {
     let per_s = |n: u64| {
         if duration_s > 0.0 {
             n as f64 / duration_s
@@ -589,7 +608,7 @@ fn throughput(connections: usize, duration_s: f64, finished: u64, ok: u64) -> Th
             0.0
         }
     };
-    let concurrency = connections.max(1) as f64;
+    let concurrency = concurrency.max(1) as f64;
     Throughput {
         requests_per_s: per_s(finished),
         ok_per_s: per_s(ok),
@@ -609,6 +628,7 @@ fn throughput(connections: usize, duration_s: f64, finished: u64, ok: u64) -> Th
 const RESPONSE_DEF: &str =
     "response time = done - intended send time (coordinated-omission corrected; includes time queued behind a late generator or a full pool)";
 const SERVICE_DEF: &str = "service time = done - sent (not corrected for coordinated omission)";
+const TOTAL_DEF: &str = "Total = Connect + Processing, as ab's table: TCP connect and TLS handshake (0 on a reused connection) plus done - sent";
 const CLOSED_DEF: &str =
     "closed-loop service time = done - sent (each connection waits for its reply before sending again; intended = sent)";
 
@@ -625,6 +645,7 @@ pub(crate) mod tests {
             model,
             threads: 1,
             connections: 2,
+            streams_per_connection: 1,
             max_connections: 2,
             keep_alive: true,
             elapsed_ns: elapsed_ms * 1_000_000,
@@ -744,6 +765,69 @@ pub(crate) mod tests {
         assert!((sum.throughput.requests_per_s - 2.0).abs() < 1e-9);
         assert!(sum.notes.iter().any(|n| n.contains("lower bounds")));
         assert!(sum.latency["response_time"].max_ms >= 399.0);
+        // ab's "Failed requests" holds the timeout, not the request still in flight:
+        // the note says which is which, never "counted as failed" for both.
+        let note = sum
+            .notes
+            .iter()
+            .find(|n| n.contains("lower bounds"))
+            .unwrap();
+        assert!(
+            note.starts_with("1 request(s) timed out (counted in Failed requests); 1 request(s) were still in flight when the run ended (neither complete nor failed)"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn served_within_is_abs_total_in_a_closed_loop_and_response_time_in_an_open_one() {
+        // Each request: 5 ms to connect, then 10 ms from send to done.
+        let sample = |done_ms: u64| {
+            let mut s = ok(done_ms, 10);
+            s.connect_ns = 5_000_000;
+            s.intended_ns -= 5_000_000;
+            s.dispatched_ns = s.intended_ns;
+            s
+        };
+        let mut r = Recorder::new();
+        for i in 0..50u64 {
+            r.record(&sample(20 + i * 15));
+        }
+        let closed = r.close(&info(Model::Closed, 1_000)).unwrap();
+        let top = closed.served_within.last().unwrap().ms;
+        assert!((top - 15.0).abs() < 0.02, "ab's total is 5 + 10 ms: {top}");
+        assert!((top - closed.connection_times.total.max_ms).abs() < 0.02);
+        assert!(closed
+            .served_within_definition
+            .starts_with("Total = Connect + Processing"));
+        let mut r = Recorder::new();
+        for i in 0..50u64 {
+            r.record(&sample(20 + i * 15));
+        }
+        let open = r
+            .close(&info(
+                Model::Open {
+                    rate_per_s: 50.0,
+                    arrival: "constant".into(),
+                },
+                1_000,
+            ))
+            .unwrap();
+        assert_eq!(open.served_within_definition, open.latency_definition);
+        assert!((open.served_within.last().unwrap().ms - 15.0).abs() < 0.02);
+    }
+
+    #[test]
+    fn abs_time_per_request_counts_every_http2_stream() {
+        let mut r = Recorder::new();
+        for i in 0..100u64 {
+            r.record(&ok(10 + i * 10, 10));
+        }
+        let mut run = info(Model::Closed, 1_000);
+        run.streams_per_connection = 8;
+        let s = r.close(&run).unwrap();
+        assert_eq!(s.streams_per_connection, 8);
+        // ab: concurrency x time / n = (2 x 8) x 1000 ms / 100 = 160 ms.
+        assert!((s.throughput.time_per_request_ms - 160.0).abs() < 1e-9);
     }
 
     #[test]
