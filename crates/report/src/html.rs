@@ -1,6 +1,7 @@
 //! HTML: one self-contained file (inline CSS, SVG and scripts, no network) that opens
-//! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined),
-//! the seeds' static SVG charts (shown in print) and every table. Each static chart
+//! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined;
+//! comparisons first), the static SVG charts (shown in print; `interactive` redraws
+//! them) and every table. Colours come from `colors`: one per target and variant. Each static chart
 //! appears only when the data has its axis: a rate sweep draws replies/s vs requests/s,
 //! a concurrency sweep draws throughput and p99 vs concurrency and the USL fit, and so on.
 

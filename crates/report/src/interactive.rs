@@ -532,7 +532,8 @@ fn charts(report: &Report) -> Vec<ChartData> {
 /// Draws every chart into its div; runs once the page is parsed.
 const DRAW: &str = r#"(function(){
 var D=JSON.parse(document.getElementById('volley-charts').textContent);
-function pct(x){var p=100*(1-Math.pow(10,-x));return (p>=99?p.toPrecision(Math.max(2,Math.ceil(x)+1)):p.toFixed(0))+'%';}
+function pct(x){var k=Math.round(x);if(Math.abs(x-k)<1e-9&&k>=0)return (100-100*Math.pow(10,-k)).toFixed(Math.max(0,k-2))+'%';
+var p=100*(1-Math.pow(10,-x));return (p>=99?p.toPrecision(Math.max(2,Math.ceil(x)+1)):p.toFixed(0))+'%';}
 function num(v){return v==null?'-':(Math.abs(v)>=100?v.toFixed(0):v.toPrecision(3));}
 // One x array for all lines: where a line has no point it is undefined (uPlot spans
 // it); an explicit null (a break) spreads to the undefined around it so the gap runs
