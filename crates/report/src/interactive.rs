@@ -19,7 +19,7 @@ use serde::Serialize;
 use volley_analysis::bootstrap;
 
 use crate::colors::{self, Colors};
-use crate::model::{Report, StepReport, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+use crate::model::{best_attempts, Report, StepReport, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 use crate::svg::{escape, Chart, Style, XScale};
 use crate::timeline::{self, PointKind};
 
@@ -235,8 +235,9 @@ fn side_by_side(cat: usize, k: usize, n: usize) -> f64 {
     cat as f64 + (k as f64 - (n as f64 - 1.0) / 2.0) * width
 }
 
-/// One categorical chart: per point (category) and key, `value` over the key's
-/// non-generator-bound steps of that point.
+/// One categorical chart: per point (category) and key, `value` over the key's steps
+/// of that point that count for the server, each planned step once by its best attempt
+/// (as the tables count them).
 fn per_point_chart(
     report: &Report,
     colors: &Colors,
@@ -249,7 +250,7 @@ fn per_point_chart(
     let mut by: BTreeMap<(String, String), Vec<&StepReport>> = BTreeMap::new();
     let mut keys: Vec<String> = Vec::new();
     for t in &report.targets {
-        for s in t.steps.iter().filter(|s| !s.generator_bound() && steps(s)) {
+        for s in t.steps.iter().filter(|s| steps(s)) {
             let point = s.point_label();
             if !categories.contains(&point) {
                 categories.push(point.clone());
@@ -268,17 +269,28 @@ fn per_point_chart(
     for (k, key) in keys.iter().enumerate() {
         let mut l = Line::new(key.clone(), colors.get(key), "points");
         for (c, point) in categories.iter().enumerate() {
-            let Some(steps) = by.get(&(key.clone(), point.clone())) else {
+            let Some(attempts) = by.get(&(key.clone(), point.clone())) else {
                 continue;
             };
-            let Some(f) = value(steps) else { continue };
+            let (best, _) = best_attempts(attempts);
+            let counted: Vec<&StepReport> =
+                best.into_iter().filter(|s| !s.generator_bound()).collect();
+            if counted.is_empty() {
+                continue;
+            }
+            let Some(f) = value(&counted) else { continue };
             let x = side_by_side(c, k, keys.len());
             l.points.push((x, Some(f.median)));
             if let Some((lo, hi)) = f.interval {
                 l.whiskers.push((x, lo, hi));
             }
         }
-        d.lines.push(l);
+        if !l.points.is_empty() {
+            d.lines.push(l);
+        }
+    }
+    if d.lines.is_empty() {
+        return None;
     }
     d.categories = categories;
     Some(d)
@@ -509,16 +521,17 @@ fn charts(report: &Report) -> Vec<ChartData> {
     let colors = Colors::of(report);
     let mut out = comparisons(report, &colors);
     // The seeds' figures: every static chart but those over time, which follow per
-    // target.
-    for c in crate::html::charts(report) {
+    // target (the latency over time is in each target's time series).
+    let statics = crate::html::charts(report);
+    for c in &statics {
         if !c.x_label.starts_with("time since") {
-            out.push(from_static(&c));
+            out.push(from_static(c));
         }
     }
     out.extend(time_series(report, &colors));
-    for c in crate::html::charts(report) {
+    for c in &statics {
         if c.x_label.starts_with("time since") && c.title.starts_with("Server ") {
-            let mut d = from_static(&c);
+            let mut d = from_static(c);
             d.kind = "time";
             out.push(d);
         }

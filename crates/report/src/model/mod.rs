@@ -29,6 +29,7 @@ mod stored;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use derive::best_attempts;
 use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
