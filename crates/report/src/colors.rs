@@ -66,3 +66,53 @@ impl Colors {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TargetReport;
+
+    fn target(name: &str, variants: &[Option<&str>]) -> TargetReport {
+        TargetReport {
+            run_id: 1,
+            target: name.into(),
+            status: "complete".into(),
+            environment: serde_json::Value::Null,
+            latency_definitions: Vec::new(),
+            steps: variants
+                .iter()
+                .map(|v| {
+                    let mut s = StepReport::blank();
+                    s.variant = v.map(str::to_string);
+                    s
+                })
+                .collect(),
+            capacity: Vec::new(),
+            searches: Vec::new(),
+            repeats: Vec::new(),
+            usl: Vec::new(),
+            percentile_curves: Vec::new(),
+            office: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_target_and_variant_has_its_own_colour_in_reading_order() {
+        let report = Report {
+            schema_version: 1,
+            title: "t".into(),
+            study: None,
+            targets: vec![
+                target("a", &[None, None]),
+                target("b", &[Some("tuned"), None, Some("tuned")]),
+            ],
+        };
+        let c = Colors::of(&report);
+        assert_eq!(c.get("a"), PALETTE[0]);
+        assert_eq!(c.get("b"), PALETTE[1]);
+        assert_eq!(c.get("b \u{b7} tuned"), PALETTE[2]);
+        assert_eq!(c.target(&report.targets[1]), PALETTE[1]);
+        assert_eq!(c.keys_of(&report.targets[1]), ["b", "b \u{b7} tuned"]);
+        assert_eq!(c.keys_of(&report.targets[0]), ["a"]);
+    }
+}

@@ -627,6 +627,20 @@ mod tests {
     }
 
     #[test]
+    fn a_non_finite_point_breaks_the_line() {
+        let mut c = Chart::new("t", "x", "y");
+        let pts = vec![
+            (0.0, 1.0),
+            (1.0, 2.0),
+            (f64::NAN, f64::NAN),
+            (5.0, 1.0),
+            (6.0, 2.0),
+        ];
+        c.series.push(Series::new("s", color(0), pts, Style::Line));
+        assert_eq!(c.render(0).matches("<polyline").count(), 2);
+    }
+
+    #[test]
     fn split_breaks_at_gaps_only() {
         let pts = [(0.0, 1.0), (1.0, 1.0), (10.0, 1.0), (11.0, 1.0)];
         assert_eq!(split(&pts, Some(2.0)).len(), 2);
