@@ -1,9 +1,10 @@
 //! HTML: one self-contained file (inline CSS, SVG and scripts, no network) that opens
 //! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined;
 //! comparisons first), the static SVG charts (shown in print; `interactive` redraws
-//! them) and every table. Colours come from `colors`: one per target and variant. Each static chart
-//! appears only when the data has its axis: a rate sweep draws replies/s vs requests/s,
-//! a concurrency sweep draws throughput and p99 vs concurrency and the USL fit, and so on.
+//! them) and every table. Colours come from `colors`: one per target and variant. Each
+//! static chart appears only when the data has its axis: a rate sweep draws replies/s vs
+//! requests/s, a concurrency sweep draws throughput and p99 vs concurrency and the USL
+//! fit, and so on.
 
 use crate::colors::{self, Colors};
 use crate::model::{group_name, Report, StepReport, TargetReport};
@@ -20,7 +21,7 @@ pub struct Html;
 
 /// Dash patterns telling apart lines of one target's colour (groups, percentiles):
 /// colour always means the target (or variant), `crate::colors`.
-pub(crate) const DASHES: [Option<&str>; 4] = [None, Some("8 4"), Some("2 3"), Some("10 3 2 3")];
+const DASHES: [Option<&str>; 4] = [None, Some("8 4"), Some("2 3"), Some("10 3 2 3")];
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}\
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}\
@@ -317,7 +318,7 @@ fn usl_chart(colors: &Colors, t: &TargetReport) -> Option<Chart> {
 
 /// Segments of points as one series: a non-finite point between two segments breaks
 /// the drawn line there (`svg::Series::points`).
-pub(crate) fn joined(segments: impl IntoIterator<Item = Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
+fn joined(segments: impl IntoIterator<Item = Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     for seg in segments {
         if !out.is_empty() {
