@@ -592,7 +592,8 @@ ctx.strokeStyle=l.color;ctx.lineWidth=2;ctx.beginPath();
 l.whiskers.forEach(function(wk){var x=u.valToPos(wk[0],'x',true),y0=u.valToPos(wk[1],l.scale,true),y1=u.valToPos(wk[2],l.scale,true),d=5*devicePixelRatio;
 ctx.moveTo(x,y0);ctx.lineTo(x,y1);ctx.moveTo(x-d,y0);ctx.lineTo(x+d,y0);ctx.moveTo(x-d,y1);ctx.lineTo(x+d,y1);});
 ctx.stroke();});ctx.restore();}]};
-new uPlot({title:c.title,width:w,height:320,scales:scales,series:series,axes:axes,hooks:hooks},data,el);
+var legend={markers:{dash:function(u,i){var d=u.series[i].dash;return d&&d.length?'dashed':'solid';}}};
+new uPlot({title:c.title,width:w,height:320,scales:scales,series:series,axes:axes,hooks:hooks,legend:legend},data,el);
 if(c.notes.length){var p=document.createElement('p');p.className='note';p.textContent=c.notes.join(' ');el.appendChild(p);}
 });
 })();"#;
