@@ -8,6 +8,7 @@
 mod common;
 mod groupware;
 
+mod bench_ab_words;
 mod bench_cli;
 mod bench_compress;
 mod bench_h2_compress;

@@ -119,6 +119,7 @@ fn run_info(
         model: Model::Closed,
         threads: 1,
         connections,
+        streams_per_connection: 1,
         max_connections: connections,
         keep_alive: true,
         elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
