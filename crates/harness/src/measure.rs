@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
+use volley_engine::{
+    Arrival, EngineError, HttpVersion, Live, LoadConfig, LoadModel, RunOutcome, Wire,
+};
 
 use volley_metrics::{
     resources, MetricsError, Model, Recorder, RunInfo, SecondStream, StreamedSecond, WindowKey,
@@ -96,12 +98,14 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
             m.wire,
             |w| {
                 let r = Recorder::for_worker(w).with_warmup(warmup);
+                // Windows close on an encoder thread, off the pacing path (issue 28).
                 match &m.stream {
                     Some(l) => r
                         .with_window_key(l.key)
                         .with_stream(SecondStream::new(w, l.tx.clone())),
                     None => r,
                 }
+                .with_offload()
             },
             m.live,
         );
@@ -153,6 +157,10 @@ fn run_info(
         model,
         threads: workers,
         connections: m.cfg.connections,
+        streams_per_connection: match m.wire.http {
+            HttpVersion::H2 { streams } => streams.max(1),
+            HttpVersion::Http1 => 1,
+        },
         max_connections,
         keep_alive: m.cfg.keep_alive,
         elapsed_ns: outcome.elapsed_ns,
