@@ -162,9 +162,7 @@ impl Pacer {
         match next {
             NextInstant::Over => Pace::Done,
             NextInstant::Pending => Pace::Wait(PENDING_RETRY_NS),
-            NextInstant::At(due_ns) if self.end_ns.is_some_and(|end| due_ns >= end) => {
-                Pace::Done
-            }
+            NextInstant::At(due_ns) if self.end_ns.is_some_and(|end| due_ns >= end) => Pace::Done,
             NextInstant::At(due_ns) if due_ns <= elapsed_ns => Pace::SendNow(due_ns),
             NextInstant::At(due_ns) => Pace::Wait(due_ns - elapsed_ns),
         }
@@ -235,7 +233,11 @@ mod tests {
             (5_000, NextInstant::Over, Pace::Done),
             // A request past the run's end is never sent.
             (5_000, NextInstant::At(10_000_000), Pace::Done),
-            (9_999_999, NextInstant::At(9_999_999), Pace::SendNow(9_999_999)),
+            (
+                9_999_999,
+                NextInstant::At(9_999_999),
+                Pace::SendNow(9_999_999),
+            ),
         ];
         for (elapsed, next, want) in cases {
             assert_eq!(p.pace_next(elapsed, next), want, "{elapsed} {next:?}");

@@ -135,7 +135,10 @@ impl Fidelity {
         } else {
             OTHER_GROUP
         };
-        let g = self.groups.entry(key.to_string()).or_insert_with(Group::new);
+        let g = self
+            .groups
+            .entry(key.to_string())
+            .or_insert_with(Group::new);
         g.requests += 1;
         put(&mut g.replayed_us, got.response_us);
         if let Some(t) = logged.request_time_us {
@@ -159,7 +162,10 @@ impl Fidelity {
             } else {
                 OTHER_GROUP
             };
-            let mine = self.groups.entry(key.to_string()).or_insert_with(Group::new);
+            let mine = self
+                .groups
+                .entry(key.to_string())
+                .or_insert_with(Group::new);
             mine.requests += g.requests;
             let _ = mine.replayed_us.add(&g.replayed_us);
             let _ = mine.logged_us.add(&g.logged_us);
@@ -198,10 +204,10 @@ impl Fidelity {
                 percent: share(n),
             })
             .collect();
-        differ.sort_by(|a, b| b.requests.cmp(&a.requests));
+        differ.sort_by_key(|d| std::cmp::Reverse(d.requests));
         let lag = &self.send_lag_us;
         let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
-        let send_lag_ms = (lag.len() > 0).then(|| LagReport {
+        let send_lag_ms = (!lag.is_empty()).then(|| LagReport {
             p50: ms(lag, 0.5),
             p90: ms(lag, 0.9),
             p99: ms(lag, 0.99),
@@ -215,12 +221,14 @@ impl Fidelity {
                 requests: g.requests,
                 replayed_mean_ms: g.replayed_us.mean() / 1e3,
                 replayed_p99_ms: ms(&g.replayed_us, 0.99),
-                logged_mean_ms: (g.logged_us.len() > 0).then(|| g.logged_us.mean() / 1e3),
-                logged_p99_ms: (g.logged_us.len() > 0).then(|| ms(&g.logged_us, 0.99)),
+                logged_mean_ms: (!g.logged_us.is_empty()).then(|| g.logged_us.mean() / 1e3),
+                logged_p99_ms: (!g.logged_us.is_empty()).then(|| ms(&g.logged_us, 0.99)),
             })
             .collect();
         groups.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.group.cmp(&b.group)));
-        let pct = |n: u64| (self.bytes_compared > 0).then(|| 100.0 * n as f64 / self.bytes_compared as f64);
+        let pct = |n: u64| {
+            (self.bytes_compared > 0).then(|| 100.0 * n as f64 / self.bytes_compared as f64)
+        };
         FidelityReport {
             requests: total,
             unsent: self.unsent,
@@ -330,7 +338,10 @@ impl FidelityReport {
                 0 => "no status".to_string(),
                 s => s.to_string(),
             };
-            status.push_str(&format!("; {:.1}% {got} where the log had {logged}", d.percent));
+            status.push_str(&format!(
+                "; {:.1}% {got} where the log had {logged}",
+                d.percent
+            ));
         }
         out.push(status);
         if let (Some(same), Some(near)) = (self.same_bytes_percent, self.bytes_within_10_percent) {
@@ -378,7 +389,10 @@ mod tests {
         let mut a = Fidelity::default();
         let mut b = Fidelity::default();
         for i in 0..8 {
-            a.add(&logged(200, 100, Some(5), "/img/x"), got(200, 100, 10 + i, 2));
+            a.add(
+                &logged(200, 100, Some(5), "/img/x"),
+                got(200, 100, 10 + i, 2),
+            );
         }
         a.add(&logged(200, 100, Some(5), "/img/y"), got(404, 20, 10, 1));
         b.add(&logged(200, 100, None, "/about"), got(200, 105, 10, 3));
@@ -410,11 +424,20 @@ mod tests {
         let g: Vec<(&str, u64, Option<u64>)> = r
             .groups
             .iter()
-            .map(|g| (g.group.as_str(), g.requests, g.logged_mean_ms.map(|m| m.round() as u64)))
+            .map(|g| {
+                (
+                    g.group.as_str(),
+                    g.requests,
+                    g.logged_mean_ms.map(|m| m.round() as u64),
+                )
+            })
             .collect();
         assert_eq!(g, [("/img/", 9, Some(5)), ("/about", 1, None)]);
         let text = r.lines().join("\n");
-        assert!(text.contains("81.8% same status; 9.1% 404 where the log had 200"), "{text}");
+        assert!(
+            text.contains("81.8% same status; 9.1% 404 where the log had 200"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -17,9 +17,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
-use volley_engine::{
-    NextInstant, Request, RequestSource, RequestTemplate, Sample, SourceFactory,
-};
+use volley_engine::{NextInstant, Request, RequestSource, RequestTemplate, Sample, SourceFactory};
 
 /// Requests read ahead per worker: enough that the reader is never what a worker
 /// waits for, few enough that memory stays small (a request is ~200 bytes).
@@ -168,7 +166,10 @@ fn produce(
             };
             if txs[p.client % workers].send(item).is_err() {
                 // That worker has ended (the run's limit came): so has the run.
-                outcome.lock().unwrap_or_else(|e| e.into_inner()).unbuildable += unbuildable;
+                outcome
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unbuildable += unbuildable;
                 return Ok(());
             }
         }
@@ -179,7 +180,10 @@ fn produce(
         // The next pass starts one mean gap after this one's last request.
         offset_ns = last_ns + (last_ns - offset_ns) / planned.max(1);
     }
-    outcome.lock().unwrap_or_else(|e| e.into_inner()).unbuildable += unbuildable;
+    outcome
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unbuildable += unbuildable;
     Ok(())
 }
 
