@@ -91,11 +91,7 @@ pub fn write_site_log(m: &SiteModel, out: &mut impl Write) -> std::io::Result<u6
                 x < 0.0
             });
             let page = page.unwrap_or(PAGES - 1);
-            (
-                format!("/page/{page}.html"),
-                200,
-                1_024 + 997 * page as u64 % 40_000,
-            )
+            (format!("/page/{page}.html"), 200, page_bytes(page))
         };
         let at_us = (m.start_unix_s as f64 * 1e6 + t * 1e6) as u64;
         writeln!(
@@ -105,6 +101,27 @@ pub fn write_site_log(m: &SiteModel, out: &mut impl Write) -> std::io::Result<u6
         )?;
         lines += 1;
     }
+}
+
+/// The logged size of page `page`: what [`write_site_pages`] writes, so a replay
+/// against those pages can compare body sizes.
+fn page_bytes(page: usize) -> u64 {
+    1_024 + 997 * page as u64 % 40_000
+}
+
+/// Writes the pages the example log asks for (`page/0.html` ...) under `dir`, each of
+/// its logged size, so that a server serving `dir` answers the log as it was logged
+/// (the `/missing/` paths stay missing). Returns the pages written.
+pub fn write_site_pages(dir: &std::path::Path) -> std::io::Result<u64> {
+    let pages = dir.join("page");
+    std::fs::create_dir_all(&pages)?;
+    for page in 0..PAGES {
+        let n = page_bytes(page) as usize;
+        let mut body = format!("<!doctype html><title>page {page}</title><p>").into_bytes();
+        body.resize(n, b'x');
+        std::fs::write(pages.join(format!("{page}.html")), body)?;
+    }
+    Ok(PAGES as u64)
 }
 
 /// `01/Jan/2026:00:00:00.000000 +0000` for microseconds since the epoch.
