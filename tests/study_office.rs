@@ -207,7 +207,7 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
         "the plan names the search: {text}"
     );
     assert!(
-        text.contains("builtin carries the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, the most the search tries: at least this)"),
+        text.contains("builtin carries at least the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, not bounded: the most the search tries)"),
         "{text}"
     );
     let store = Store::open(&db).unwrap();
@@ -263,7 +263,7 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
     // The report answers in users from the stored search, not as a rate capacity.
     let (md, t) = report_of(&dir, &db, "builtin");
     assert!(
-        md.contains("builtin carries the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, the most the search tries: at least this)"),
+        md.contains("builtin carries at least the request rate of about 3,840 people, with the data of 4 (office time compressed 960x) (office; searched, 95% CI [4, unbounded] users, 3 days, not bounded: the most the search tries)"),
         "{md}"
     );
     assert_eq!(t["office"][0]["users_carried"], 4, "{}", t["office"]);
