@@ -15,6 +15,9 @@ use volley_engine::{
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
+use volley_replay::schedule::ReplayOptions;
+use volley_replay::source::{ReplayFactory, ReplaySpec, RequestShape};
+use volley_replay::ReaderOptions;
 use volley_metrics::{Recorder, RunInfo, Summary};
 use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
@@ -58,6 +61,9 @@ pub enum StepError {
     /// few DAV accounts.
     #[error("office: {0}")]
     Office(String),
+    /// A replay step cannot be run as planned.
+    #[error("replay: {0}")]
+    Replay(String),
 }
 
 /// The measured and judged step, ready for the store.
@@ -112,6 +118,9 @@ pub(crate) fn load_config(
     stop_flag: Arc<AtomicBool>,
 ) -> Result<LoadConfig, StepError> {
     let host = addr.to_string();
+    if let Some(r) = &w.replay {
+        return replay_config(w, r, cell, rate, addr, stop, stop_flag);
+    }
     let mut built: Vec<Request> = Vec::with_capacity(w.paths.len());
     for (i, p) in w.paths.iter().enumerate() {
         let mut tpl = RequestTemplate::new(&w.method, p, &host).keep_alive(cell.keepalive);
@@ -144,6 +153,54 @@ pub(crate) fn load_config(
         connect_timeout: w.load.timeout.min(Duration::from_secs(10)),
         accept_status: StatusRange::default(),
         source: Arc::new(source),
+        stop_flag,
+    })
+}
+
+/// A replay step's engine configuration: the log at speed `rate` / its mean rate, on
+/// the instants it gives (looped to fill the step), each logged client on its own
+/// connection; every status is an answer (a logged 404 is the site's).
+fn replay_config(
+    w: &Workload,
+    r: &crate::plan::ReplayLoad,
+    cell: &Cell,
+    rate: Option<f64>,
+    addr: SocketAddr,
+    stop: StopCondition,
+    stop_flag: Arc<AtomicBool>,
+) -> Result<LoadConfig, StepError> {
+    let Some(rate) = rate else {
+        return Err(StepError::Replay(format!(
+            "workload '{}' replays a log: give its steps rates (speed = rate / {:.1} req/s, the log's mean rate)",
+            w.name, r.mean_rate
+        )));
+    };
+    let spec = ReplaySpec {
+        path: r.log.clone(),
+        read: ReaderOptions::default(),
+        plan: ReplayOptions {
+            speed: rate / r.mean_rate,
+            ..ReplayOptions::default()
+        },
+        shape: RequestShape {
+            host: addr.to_string(),
+            headers: w.headers.clone(),
+            keep_alive: true,
+        },
+        repeat: true,
+    };
+    Ok(LoadConfig {
+        addr,
+        threads: w.load.threads as usize,
+        connections: 0,
+        max_connections: w.load.max_connections.max(cell.concurrency) as usize,
+        keep_alive: true,
+        model: LoadModel::Scheduled { rate },
+        stop,
+        timeout: w.load.timeout,
+        connect_timeout: w.load.timeout.min(Duration::from_secs(10)),
+        accept_status: StatusRange { min: 100, max: 599 },
+        source: Arc::new(ReplayFactory::new(spec)),
         stop_flag,
     })
 }
