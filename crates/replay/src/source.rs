@@ -122,6 +122,31 @@ impl ReplayFactory {
     }
 }
 
+/// Requests the replay of `spec` schedules before `window` (passes of a looped log
+/// included), read by the same rule as the run: the offered load of a step of that
+/// length, which a log's own shape (a quiet start, a burst) makes differ from its mean.
+pub fn scheduled_within(spec: &ReplaySpec, window: std::time::Duration) -> Result<u64, LogError> {
+    let end_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+    let (mut offset_ns, mut n) = (0u64, 0u64);
+    loop {
+        let mut planner = Planner::new(spec.plan.clone());
+        let mut last_ns = offset_ns;
+        for r in LogReader::open(&spec.path, spec.read.clone())? {
+            let Some(p) = planner.plan(r?) else { continue };
+            last_ns = offset_ns + p.intended_us * 1_000;
+            if last_ns >= end_ns {
+                return Ok(n);
+            }
+            n += 1;
+        }
+        let planned = planner.counts().planned;
+        if !spec.repeat || planned == 0 {
+            return Ok(n);
+        }
+        offset_ns = last_ns + (last_ns - offset_ns) / planned.max(1);
+    }
+}
+
 /// Reads the log (again and again with `repeat`) and sends each planned request to its
 /// worker; ends when the log ends or every worker has gone.
 fn produce(

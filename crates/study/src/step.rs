@@ -16,7 +16,7 @@ use volley_engine::{
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
 use volley_replay::schedule::ReplayOptions;
-use volley_replay::source::{ReplayFactory, ReplaySpec, RequestShape};
+use volley_replay::source::{scheduled_within, ReplayFactory, ReplaySpec, RequestShape};
 use volley_replay::ReaderOptions;
 use volley_metrics::{Recorder, RunInfo, Summary};
 use volley_store::{HistogramBlob, SeriesPoint};
@@ -189,13 +189,22 @@ fn replay_config(
         },
         repeat: true,
     };
+    // Offered: what the schedule holds within the step, not the log's mean (a step
+    // of its quiet start offers less, one of a burst more).
+    let offered = match stop.duration {
+        Some(d) if !d.is_zero() => {
+            let n = scheduled_within(&spec, d).map_err(|e| StepError::Replay(e.to_string()))?;
+            (n as f64 / d.as_secs_f64()).max(f64::MIN_POSITIVE)
+        }
+        _ => rate,
+    };
     Ok(LoadConfig {
         addr,
         threads: w.load.threads as usize,
         connections: 0,
         max_connections: w.load.max_connections.max(cell.concurrency) as usize,
         keep_alive: true,
-        model: LoadModel::Scheduled { rate },
+        model: LoadModel::Scheduled { rate: offered },
         stop,
         timeout: w.load.timeout,
         connect_timeout: w.load.timeout.min(Duration::from_secs(10)),
@@ -335,10 +344,15 @@ pub(crate) fn run_step(
             "{}://{}{}",
             if wire.tls.is_some() { "https" } else { "http" },
             target.addr,
-            w.paths[0]
+            w.paths.first().map_or("/", String::as_str)
         ),
         method: w.method.clone(),
         stream: None,
+    };
+    // A replay is judged against what its schedule offered within the step.
+    let rate = match (&cfg.model, rate) {
+        (LoadModel::Scheduled { rate: offered }, Some(_)) => Some(*offered),
+        _ => rate,
     };
     let watch = step_watch(target, load_stop, stop_flag);
     // The workers' in-flight integrals bracket the run (no warm-up inside it: the

@@ -63,7 +63,9 @@ pub(super) fn replay_workload(w: &WorkloadDef, load: Load) -> Result<Workload, S
     Ok(Workload {
         name: w.name.clone(),
         method: "GET".into(),
-        paths: vec!["/".into()],
+        // No paths: the targets validate their default probe file, and the log gives
+        // every request.
+        paths: Vec::new(),
         order: volley_engine::Order::Same,
         headers: Vec::new(),
         body: None,
