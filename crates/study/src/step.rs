@@ -15,10 +15,10 @@ use volley_engine::{
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
+use volley_metrics::{Recorder, RunInfo, Summary};
 use volley_replay::schedule::ReplayOptions;
 use volley_replay::source::{scheduled_within, ReplayFactory, ReplaySpec, RequestShape};
 use volley_replay::ReaderOptions;
-use volley_metrics::{Recorder, RunInfo, Summary};
 use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
 

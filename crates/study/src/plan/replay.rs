@@ -17,7 +17,15 @@ use crate::StudyError;
 
 /// Keys a replay workload does not take (the log gives methods, paths and bodies).
 const NOT_FOR_REPLAY: [&str; 9] = [
-    "paths", "order", "weights", "block", "method", "body", "requests", "cold_start", "users",
+    "paths",
+    "order",
+    "weights",
+    "block",
+    "method",
+    "body",
+    "requests",
+    "cold_start",
+    "users",
 ];
 
 /// A replay workload: its log read once for its mean rate, the study's load settings.
@@ -47,7 +55,8 @@ pub(super) fn replay_workload(w: &WorkloadDef, load: Load) -> Result<Workload, S
     };
     let log = PathBuf::from(log);
     let bad = |e: String| invalid(format!("workload '{}': {}: {e}", w.name, log.display()));
-    let mut reader = LogReader::open(&log, ReaderOptions::default()).map_err(|e| bad(e.to_string()))?;
+    let mut reader =
+        LogReader::open(&log, ReaderOptions::default()).map_err(|e| bad(e.to_string()))?;
     let mut planner = Planner::new(ReplayOptions::default());
     let mut span_us = 0;
     for r in reader.by_ref() {
@@ -57,7 +66,9 @@ pub(super) fn replay_workload(w: &WorkloadDef, load: Load) -> Result<Workload, S
     }
     let planned = planner.counts().planned;
     if planned < 2 || span_us == 0 {
-        return Err(bad("a replay needs at least two logged requests at different instants".into()));
+        return Err(bad(
+            "a replay needs at least two logged requests at different instants".into(),
+        ));
     }
     let mean_rate = planned as f64 / (span_us as f64 / 1e6);
     Ok(Workload {
@@ -81,4 +92,81 @@ pub(super) fn replay_workload(w: &WorkloadDef, load: Load) -> Result<Workload, S
         }),
         targets: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::plan;
+
+    /// A study over a log of `n` requests 100 ms apart (10 req/s).
+    fn study(log: &std::path::Path, extra: &str) -> String {
+        format!(
+            r#"
+name = "r"
+mode = "search"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[workload]]
+name = "log"
+kind = "replay"
+log = "{}"
+{extra}
+[load]
+model = "open"
+[steps]
+duration = "10s"
+"#,
+            log.display()
+        )
+    }
+
+    fn write_log(name: &str, n: u64) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "volley-study-replay-{name}-{}.log",
+            std::process::id()
+        ));
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "10.0.0.{} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET /{i} HTTP/1.1\" 200 5 \"-\" \"t\"\n",
+                    i % 3,
+                    i / 10,
+                    (i % 10) * 100_000
+                )
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_replay_workload_reads_its_log_for_its_mean_rate() {
+        let log = write_log("ok", 51);
+        let p = plan(&study(&log, "")).unwrap();
+        let r = p.workloads[0].replay.as_ref().unwrap();
+        // 51 requests over 5 s: speed 1 is 10.2 req/s.
+        assert_eq!(r.requests, 51);
+        assert!((r.mean_rate - 10.2).abs() < 1e-9, "{}", r.mean_rate);
+        assert!(p.workloads[0].paths.is_empty());
+        std::fs::remove_file(log).unwrap();
+    }
+
+    #[test]
+    fn a_replay_workload_refuses_request_keys_and_bad_logs() {
+        let log = write_log("keys", 5);
+        let e = plan(&study(&log, "paths = [\"/x\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paths is not a replay key"), "{e}");
+        let e = plan(&study(std::path::Path::new("/nonexistent/x.log"), ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        let e = plan(&study(&log, "").replace("log = ", "# log = "))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a replay needs log"), "{e}");
+        std::fs::remove_file(log).unwrap();
+    }
 }
