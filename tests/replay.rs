@@ -393,6 +393,83 @@ fn replay_refuses_bad_input_with_one_line() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A study's `kind = "replay"` workload: a rate step against the built-in server plays
+/// the log at speed rate / its mean rate, every answer counted; the plan names the
+/// log's mean rate, and request keys on a replay workload are refused in one line.
+#[test]
+fn a_replay_study_step_plays_its_log_at_the_steps_speed() {
+    let dir = tempdir("study");
+    // 60 requests of three clients, 100 ms apart: 10 req/s at speed 1, all to a page
+    // the sizes fixture has.
+    let text: String = (0..60u64)
+        .map(|i| {
+            format!(
+                "10.0.0.{} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET /index.html?i={i} HTTP/1.1\" 200 5 \"-\" \"t\"\n",
+                i % 3,
+                i / 10,
+                (i % 10) * 100_000
+            )
+        })
+        .collect();
+    let log = dir.join("site.log");
+    std::fs::write(&log, text).unwrap();
+    let study = |extra: &str| {
+        format!(
+            r#"
+name = "replay-test"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "site"
+kind = "replay"
+log = "{}"
+{extra}
+[load]
+model = "open"
+[sweep]
+rate = [20]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+[slo]
+p99 = "2s"
+"#,
+            log.display()
+        )
+    };
+    let file = dir.join("replay.toml");
+    std::fs::write(&file, study("")).unwrap();
+    let db = dir.join("r.db");
+    let (code, out, err) = crate::common::volley(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // 60 requests over 5.9 s.
+    assert!(out.contains("mean 10.2 req/s = speed 1"), "{out}");
+    let both = format!("{out}\n{err}");
+    let step = both
+        .lines()
+        .find(|l| l.contains("builtin site rate=20") && l.contains("req/s"))
+        .unwrap_or_else(|| panic!("no step line: {both}"));
+    assert!(step.contains(" 0 errors"), "{step}");
+
+    std::fs::write(&file, study("paths = [\"/x\"]")).unwrap();
+    let (code, _, err) =
+        crate::common::volley(&["study", "run", file.to_str().unwrap(), "--dry-run"]);
+    assert_eq!((code, err.trim().lines().count()), (2, 1), "{err}");
+    assert!(err.contains("paths is not a replay key"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn tempdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("volley-replay-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

@@ -613,6 +613,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                 ..at.sample(true, end, 0, Some(ErrorKind::InFlight))
             };
             self.core.record(&sample);
+            self.core.source.on_sample(&req, &sample);
         }
     }
 }

@@ -29,7 +29,24 @@ const NOT_FOR_REPLAY: [&str; 9] = [
 ];
 
 /// A replay workload: its log read once for its mean rate, the study's load settings.
-pub(super) fn replay_workload(w: &WorkloadDef, load: Load) -> Result<Workload, StudyError> {
+/// `injected`: the study has `[injectors]`, whose agents send lists of paths, not a log.
+pub(super) fn replay_workload(
+    w: &WorkloadDef,
+    load: Load,
+    injected: bool,
+) -> Result<Workload, StudyError> {
+    if injected {
+        return Err(invalid(format!(
+            "workload '{}': a replay runs from this host only, not with [injectors]",
+            w.name
+        )));
+    }
+    if load.wire.h2_streams.is_some() {
+        return Err(invalid(format!(
+            "workload '{}': a replay keeps each client on its own HTTP/1.1 connection: drop h2",
+            w.name
+        )));
+    }
     let set = [
         !w.paths.is_empty(),
         w.order.is_some(),

@@ -352,7 +352,7 @@ fn resolve_workloads(
                         Some(l) => resolve_load(text, l)?,
                         None => base_load.clone(),
                     };
-                    super::replay::replay_workload(w, load)?
+                    super::replay::replay_workload(w, load, file.injectors.is_some())?
                 }
                 None => resolve_workload(w, text, scale, &base_load, study_rate)?,
             };
