@@ -225,8 +225,12 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         repeat: r.repeat_log,
     }));
     let cfg = &mut spec.cfg;
+    // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log of
+    // 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
+    let mean_rate =
+        (plan.counts.planned.saturating_sub(1).max(1) as f64 / span_s * 100.0).round() / 100.0;
     cfg.model = LoadModel::Scheduled {
-        rate: plan.counts.planned as f64 / span_s,
+        rate: mean_rate.max(0.01),
     };
     cfg.source = factory.clone();
     // Connections open as clients appear; a logged client keeps its connection alive.

@@ -166,7 +166,7 @@ impl Workload {
 pub struct ReplayLoad {
     /// The log (read from the directory volley runs in).
     pub log: std::path::PathBuf,
-    /// Its requests per second at speed 1 (its requests over the span of its instants).
+    /// Its requests per second at speed 1 (its gaps over the span of its instants).
     pub mean_rate: f64,
     /// Its requests.
     pub requests: u64,

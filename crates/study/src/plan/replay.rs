@@ -87,7 +87,8 @@ pub(super) fn replay_workload(
             "a replay needs at least two logged requests at different instants".into(),
         ));
     }
-    let mean_rate = planned as f64 / (span_us as f64 / 1e6);
+    // n requests span n - 1 gaps.
+    let mean_rate = (planned - 1) as f64 / (span_us as f64 / 1e6);
     Ok(Workload {
         name: w.name.clone(),
         method: "GET".into(),
@@ -162,9 +163,9 @@ duration = "10s"
         let log = write_log("ok", 51);
         let p = plan(&study(&log, "")).unwrap();
         let r = p.workloads[0].replay.as_ref().unwrap();
-        // 51 requests over 5 s: speed 1 is 10.2 req/s.
+        // 51 requests, 50 gaps over 5 s: speed 1 is 10 req/s.
         assert_eq!(r.requests, 51);
-        assert!((r.mean_rate - 10.2).abs() < 1e-9, "{}", r.mean_rate);
+        assert!((r.mean_rate - 10.0).abs() < 1e-9, "{}", r.mean_rate);
         assert!(p.workloads[0].paths.is_empty());
         std::fs::remove_file(log).unwrap();
     }
