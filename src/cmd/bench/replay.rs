@@ -242,8 +242,10 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
     // Every status is an answer: a 404 the log had is the site's, not a failure; the
     // fidelity report compares each status with the logged one instead.
     cfg.accept_status = StatusRange { min: 100, max: 599 };
+    // The replay ends with its log; its request count also drives the progress bar.
+    let whole_log = (!r.repeat_log).then_some(plan.counts.planned);
     cfg.stop = StopCondition {
-        requests: a.requests,
+        requests: a.requests.or(whole_log),
         duration: a.duration,
     };
     spec.method = "(as logged)".into();
