@@ -244,9 +244,13 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
     cfg.accept_status = StatusRange { min: 100, max: 599 };
     // The replay ends with its log; its request count also drives the progress bar.
     let whole_log = (!r.repeat_log).then_some(plan.counts.planned);
+    // Without -d, the run still has an end: the log's span at its speed plus one
+    // timeout for the last answers (what is still in flight then is censored).
+    let log_end = (!r.repeat_log)
+        .then(|| Duration::from_secs_f64(span_s / speed) + a.timeout + Duration::from_secs(1));
     cfg.stop = StopCondition {
         requests: a.requests.or(whole_log),
-        duration: a.duration,
+        duration: a.duration.or(log_end),
     };
     spec.method = "(as logged)".into();
     let text_out = !a.quiet && !a.stdout_taken();

@@ -10,7 +10,8 @@
 //! A lane with no slot takes a closed one (under the cap) or an idle unbound one;
 //! when the cap is reached it waits (a cap hit) until a slot frees, and the slot
 //! longest parked idle by another lane is closed for it (a new client gets a new
-//! connection, never another client's).
+//! connection, never another client's). Under the cap, slots go to waiting arrivals
+//! in the order they came, whichever lane they belong to.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -64,6 +65,11 @@ impl Lanes {
     fn push(&mut self, lane: u32, q: Queued) {
         self.waiting.entry(lane).or_default().push_back(q);
         self.queued += 1;
+    }
+
+    /// When the oldest waiting arrival of `lane` was dispatched.
+    fn oldest(&self, lane: u32) -> Option<u64> {
+        self.waiting.get(&lane)?.front().map(|q| q.2)
     }
 
     fn pop(&mut self, lane: u32) -> Option<Queued> {
@@ -154,23 +160,41 @@ impl<S: Sink, T: Transport> Worker<'_, S, T> {
     /// with its lane (idle) or goes back to the free slots (closed).
     pub(super) fn next_for_lane(&mut self, slot: usize, now: u64) {
         if let Some(&lane) = self.lanes.lane_of.get(&slot) {
-            if let Some((req, intended, dispatched)) = self.lanes.pop(lane) {
-                return self.assign(slot, req, intended, dispatched, now);
+            if let Some(mine) = self.lanes.oldest(lane) {
+                // Arrivals get connections in the order they came: a lane with a
+                // backlog yields its slot to a lane that has waited longer for one
+                // (and waits itself, its requests still in order), so under the cap
+                // one busy client cannot keep the others out.
+                let theirs = self
+                    .lanes
+                    .homeless
+                    .front()
+                    .and_then(|&h| self.lanes.oldest(h));
+                if theirs.is_none_or(|t| mine <= t) {
+                    if let Some((req, intended, dispatched)) = self.lanes.pop(lane) {
+                        return self.assign(slot, req, intended, dispatched, now);
+                    }
+                }
+                self.lanes.homeless.push_back(lane);
             }
         }
         while let Some(lane) = self.lanes.homeless.pop_front() {
-            if self.lanes.slot_of.contains_key(&lane) {
+            // This slot's own lane may have queued itself above: it keeps its slot.
+            let own = self.lanes.lane_of.get(&slot) == Some(&lane);
+            if !own && self.lanes.slot_of.contains_key(&lane) {
                 continue;
             }
             let Some((req, intended, dispatched)) = self.lanes.pop(lane) else {
                 continue;
             };
-            self.lanes.unbind(slot);
-            if self.conns[slot].state != State::Closed {
-                // Another client's connection: a new client gets a new one.
-                self.close(slot, now);
+            if !own {
+                self.lanes.unbind(slot);
+                if self.conns[slot].state != State::Closed {
+                    // Another client's connection: a new client gets a new one.
+                    self.close(slot, now);
+                }
+                self.lanes.bind(slot, lane);
             }
-            self.lanes.bind(slot, lane);
             return self.assign(slot, req, intended, dispatched, now);
         }
         if self.conns[slot].state == State::Closed {
