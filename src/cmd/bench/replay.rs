@@ -289,6 +289,9 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         for line in fidelity.lines() {
             println!("{line}");
         }
+        if let Some(line) = unreached(&fidelity, &plan, &r, &a) {
+            println!("  {line}");
+        }
         print!("{}", table::render(&group_table(&fidelity)));
     }
     if let Some(dest) = &a.json {
@@ -312,6 +315,7 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
             "spread_over_seconds": plan.spread,
             "skipped_lines": plan.skips.total(),
             "fidelity": fidelity,
+            "unreached": unreached(&fidelity, &plan, &r, &a).map(|_| plan.counts.planned.saturating_sub(fidelity.requests)),
         });
         let text = serde_json::to_string_pretty(&doc)? + "\n";
         if dest == "-" {
@@ -331,6 +335,34 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Planned requests the run never reached (it ended first: its -d or -n, or the
+/// generator fell so far behind that the log's end came before them), said rather
+/// than silently dropped; `None` when every planned request was compared.
+fn unreached(
+    f: &volley_replay::fidelity::FidelityReport,
+    plan: &LogPlan,
+    r: &ReplayArgs,
+    a: &LoadArgs,
+) -> Option<String> {
+    let left = plan
+        .counts
+        .planned
+        .checked_sub(f.requests)
+        .filter(|n| *n > 0)?;
+    if r.repeat_log {
+        return None;
+    }
+    let why = match (a.duration, a.requests) {
+        (Some(d), _) => format!("-d {d:?} ended the run first"),
+        (None, Some(n)) => format!("-n {n} ended the run first"),
+        (None, None) => "the run ended (the log's span at its speed plus one timeout) before the generator reached them".to_string(),
+    };
+    Some(format!(
+        "{left} of the {} planned requests were never sent: {why}",
+        plan.counts.planned
+    ))
 }
 
 /// What the first pass found, as said before the replay starts.
