@@ -40,7 +40,7 @@ impl Default for SiteModel {
     }
 }
 
-const PAGES: usize = 50;
+const PAGES: usize = volley_fixtures::SITE_PAGES;
 const CROWD: u32 = 200;
 const HEAVY: [&str; 3] = ["198.51.100.7", "198.51.100.8", "203.0.113.50"];
 const BURSTS: u32 = 5;
@@ -103,25 +103,19 @@ pub fn write_site_log(m: &SiteModel, out: &mut impl Write) -> std::io::Result<u6
     }
 }
 
-/// The logged size of page `page`: what [`write_site_pages`] writes, so a replay
-/// against those pages can compare body sizes.
+/// The logged size of page `page`: the `site` fixture's (`volley_fixtures::Fixture::Site`),
+/// so a replay against that docroot gets the logged sizes.
 fn page_bytes(page: usize) -> u64 {
-    1_024 + 997 * page as u64 % 40_000
+    volley_fixtures::site_page_bytes(page)
 }
 
-/// Writes the pages the example log asks for (`page/0.html` ...) under `dir`, each of
-/// its logged size, so that a server serving `dir` answers the log as it was logged
-/// (the `/missing/` paths stay missing). Returns the pages written.
-pub fn write_site_pages(dir: &std::path::Path) -> std::io::Result<u64> {
-    let pages = dir.join("page");
-    std::fs::create_dir_all(&pages)?;
-    for page in 0..PAGES {
-        let n = page_bytes(page) as usize;
-        let mut body = format!("<!doctype html><title>page {page}</title><p>").into_bytes();
-        body.resize(n, b'x');
-        std::fs::write(pages.join(format!("{page}.html")), body)?;
-    }
-    Ok(PAGES as u64)
+/// Writes the pages the example log asks for under `dir`: the `site` fixture set
+/// (`page/N.html` each of its logged size, and an index), so that a server serving `dir`
+/// answers the log as logged (the `/missing/` paths stay missing). Returns the files
+/// written.
+pub fn write_site_pages(dir: &std::path::Path) -> Result<u64, volley_fixtures::FixtureError> {
+    let m = volley_fixtures::generate(&volley_fixtures::Fixture::Site, dir, 1)?;
+    Ok(m.files.len() as u64)
 }
 
 /// `01/Jan/2026:00:00:00.000000 +0000` for microseconds since the epoch.

@@ -260,6 +260,8 @@ pub enum FixtureKind {
     Uniserve,
     /// 700 B .. 145 KB files (seed 000).
     Sizes,
+    /// The example site `volley log example` logs (a replay's pages).
+    Site,
     /// iCalendar collections (seed 000).
     Groupware,
 }

@@ -621,6 +621,7 @@ fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
                 kind: match k {
                     FixtureKind::Uniserve => volley_fixtures::Fixture::Uniserve,
                     FixtureKind::Sizes => volley_fixtures::Fixture::Sizes,
+                    FixtureKind::Site => volley_fixtures::Fixture::Site,
                     FixtureKind::Groupware => volley_fixtures::Fixture::Groupware {
                         users: f.users.unwrap_or(2),
                         items: f.items.unwrap_or(20),
