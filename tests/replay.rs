@@ -356,6 +356,61 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The example log replayed against the pages `volley log example --docroot` writes:
+/// every answer has the logged status, and every page its logged size.
+#[test]
+fn the_example_log_replayed_against_its_site_answers_as_logged() {
+    let dir = tempdir("site");
+    let log = dir.join("example.log");
+    let root = dir.join("root");
+    let (code, _, err) = crate::common::volley(&[
+        "log",
+        "example",
+        log.to_str().unwrap(),
+        "--span",
+        "20s",
+        "--rate",
+        "10",
+        "--docroot",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (lines, pages) = (
+        text.lines().count() as f64,
+        text.lines().filter(|l| l.contains("\" 200 ")).count() as f64,
+    );
+    let mut served = Served::start(&root, &[]);
+    let url = format!("http://{}/", served.addr);
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--speed",
+        "10",
+        "--json",
+        "-q",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fid = &doc["replay"]["fidelity"];
+    assert_eq!(fid["requests"].as_f64(), Some(lines), "{fid}");
+    assert_eq!(fid["same_status_percent"].as_f64(), Some(100.0), "{fid}");
+    // Pages are their logged size; the server's own 404 page need not be.
+    let same = fid["same_bytes_percent"].as_f64().unwrap();
+    assert!(
+        same >= 100.0 * pages / lines - 1e-9,
+        "{same} vs {pages} of {lines}: {fid}"
+    );
+    assert!(doc["replay"]["unreached"].is_null(), "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
 /// unparsable log, filters that leave nothing, --loop without an end.
 #[test]
