@@ -186,6 +186,14 @@ fn refuse_conflicts(a: &LoadArgs, r: &ReplayArgs) -> anyhow::Result<()> {
             a.wire.h2,
             "--h2 (a replay keeps each client on its own HTTP/1.1 connection)",
         ),
+        (
+            a.wire.compressed.is_some(),
+            "--compressed (a log does not say what each client accepted: ask with -H 'Accept-Encoding: ...')",
+        ),
+        (
+            a.wire.expect_size.is_some(),
+            "--expect-size (the log gives each request's size, and the fidelity report compares them)",
+        ),
     ];
     if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
         usage!("--replay cannot be combined with {flag}");
