@@ -48,7 +48,9 @@ impl Lanes {
     /// Whether `slot` must be given work by lane (it is bound, or a lane waits for a
     /// slot).
     pub(super) fn wants(&self, slot: usize) -> bool {
-        self.lane_of.contains_key(&slot) || !self.homeless.is_empty()
+        // Without lanes (every run but a replay) this costs two length checks on the
+        // completion path, no hashing.
+        (!self.lane_of.is_empty() && self.lane_of.contains_key(&slot)) || !self.homeless.is_empty()
     }
 
     fn bind(&mut self, slot: usize, lane: u32) {
