@@ -77,7 +77,7 @@ where
     }
     let workers = match cfg.model {
         LoadModel::Closed => cfg.threads.min(cfg.connections),
-        LoadModel::Open { .. } => cfg.threads,
+        LoadModel::Open { .. } | LoadModel::Scheduled { .. } => cfg.threads,
     };
     let end_ns = cfg.stop.duration.map(duration_ns);
     let mut shares = worker_shares(cfg, workers, end_ns);
@@ -149,6 +149,12 @@ fn worker_shares(cfg: &LoadConfig, workers: usize, end_ns: Option<u64>) -> Vec<W
                         Schedule::new(arrival, rate, seed, i, workers),
                         end_ns,
                     )),
+                },
+                LoadModel::Scheduled { .. } => WorkerShare {
+                    connections,
+                    reserved: 0,
+                    max_connections: share(cap_total, workers, i).max(1),
+                    pacer: Some(Pacer::scheduled(end_ns)),
                 },
             }
         })
@@ -253,7 +259,9 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
     if cfg.threads == 0 {
         return Err(EngineError::ZeroThreads);
     }
-    if cfg.stop.requests.is_none() && cfg.stop.duration.is_none() {
+    // A scheduled source ends with its schedule; the other models need a limit.
+    let ends_itself = matches!(cfg.model, LoadModel::Scheduled { .. });
+    if cfg.stop.requests.is_none() && cfg.stop.duration.is_none() && !ends_itself {
         return Err(EngineError::NoStopCondition);
     }
     if cfg.timeout.is_zero() {
@@ -264,10 +272,14 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
     }
     match cfg.model {
         LoadModel::Closed if cfg.connections == 0 => Err(EngineError::ZeroConnections),
-        LoadModel::Open { .. } if cfg.connections.max(cfg.max_connections) == 0 => {
+        LoadModel::Open { .. } | LoadModel::Scheduled { .. }
+            if cfg.connections.max(cfg.max_connections) == 0 =>
+        {
             Err(EngineError::ZeroConnections)
         }
-        LoadModel::Open { rate, .. } if !(rate.is_finite() && rate > 0.0) => {
+        LoadModel::Open { rate, .. } | LoadModel::Scheduled { rate }
+            if !(rate.is_finite() && rate > 0.0) =>
+        {
             Err(EngineError::BadRate(rate))
         }
         _ => Ok(()),

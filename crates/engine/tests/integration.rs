@@ -5,6 +5,7 @@ mod common;
 
 mod conn_wait;
 mod h2_compress;
+mod lanes;
 mod load;
 mod nginx_tls;
 mod tls_h2;

@@ -198,6 +198,14 @@ pub fn model_of(cfg: &LoadConfig) -> (Model, usize) {
             },
             cfg.max_connections,
         ),
+        // A replay: the log's own instants, at their mean rate.
+        LoadModel::Scheduled { rate } => (
+            Model::Open {
+                rate_per_s: rate,
+                arrival: "replay".into(),
+            },
+            cfg.max_connections,
+        ),
     }
 }
 

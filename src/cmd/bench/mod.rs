@@ -11,6 +11,7 @@
 
 pub mod caldav;
 pub mod load;
+pub mod replay;
 pub mod save;
 pub mod target;
 pub mod wire;
@@ -47,6 +48,9 @@ pub struct Args {
     /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench/caldav.rs.
     #[command(flatten)]
     pub caldav: CaldavArgs,
+    /// Replaying an access log (`--replay FILE`): src/cmd/bench/replay.rs.
+    #[command(flatten)]
+    pub replay: replay::ReplayArgs,
 }
 
 /// Where results go, and what is printed.
@@ -76,6 +80,12 @@ impl Outputs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
         return caldav::run(args.caldav, args.load, &args.target);
+    }
+    if args.replay.is_set() {
+        if args.target.is_set() || args.save.save {
+            crate::exit::usage!("--replay runs against a URL for now: drop --target and --save");
+        }
+        return replay::run(args.load, args.replay);
     }
     if args.target.is_set() {
         return target::run(args.load, args.target, args.save);

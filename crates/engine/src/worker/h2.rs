@@ -600,6 +600,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             ..at.sample(self.core.open_loop, now, f.status, error)
         };
         self.core.record(&sample);
+        self.core.source.on_sample(&f.req, &sample);
         self.core.source.on_response(&f.req, f.status, &[]);
         self.core.in_flight = self.core.in_flight.saturating_sub(1);
         self.note_in_flight(now);

@@ -255,6 +255,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             return Arrival::Over;
         }
         let pace = match self.share.pacer.as_mut() {
+            Some(p) if p.is_scheduled() => p.pace_next(now, self.source.next_instant()),
             Some(p) => p.pace(now, self.arrivals),
             None => Pace::Done,
         };
