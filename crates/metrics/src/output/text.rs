@@ -82,6 +82,23 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.goaways, h.refused_retries, h.stream_resets, h.connection_errors, h.cancelled_streams
         )?;
     }
+    if let Some(h) = &w.h3 {
+        let close = h
+            .last_close_code
+            .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
+        writeln!(
+            out,
+            "HTTP/3:                 {} handshake failure(s), {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            h.handshake_failures,
+            h.goaways,
+            h.stream_resets,
+            h.connection_errors,
+            h.qpack_errors,
+            h.peer_closes,
+            h.idle_timeouts,
+            h.cancelled_streams
+        )?;
+    }
     Ok(())
 }
 
@@ -128,8 +145,11 @@ fn write_heading(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     // HTTP/2 multiplexes streams on persistent connections whatever -k says; saying
     // "new connection per request" there would describe a run that did not happen.
     let h2 = s.wire.as_ref().is_some_and(|w| w.h2.is_some());
+    let h3 = s.wire.as_ref().is_some_and(|w| w.h3.is_some());
     let ka = if h2 {
         "HTTP/2 streams on persistent connections"
+    } else if h3 {
+        "HTTP/3 streams on persistent QUIC connections"
     } else if s.keep_alive {
         "keep-alive"
     } else {
@@ -521,6 +541,7 @@ mod tests {
                 connection_errors: 0,
                 cancelled_streams: 2,
             }),
+            h3: None,
             compression: None,
         });
         let t = text(&s);
