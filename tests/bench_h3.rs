@@ -161,6 +161,8 @@ fn caddy_over_h3_closed_and_open_loop_counts_match_its_access_log() {
     assert_eq!(run["requests"]["ok"], 300, "{run}");
     assert_eq!(run["wire"]["protocol"], "h3");
     assert_eq!(run["wire"]["h3"]["handshake_failures"], 0);
+    assert_eq!(run["wire"]["h3"]["handshakes"], 3, "one per connection");
+    assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
     assert_eq!(
         run["bytes"]["body_total"],
         300 * FILE_BYTES as u64,

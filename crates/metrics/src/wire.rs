@@ -77,6 +77,8 @@ pub struct H3Report {
     pub connection_errors: u64,
     /// Streams volley cancelled because they outlived the timeout (each a `timeout`).
     pub cancelled_streams: u64,
+    /// QUIC handshakes completed.
+    pub handshakes: u64,
     /// QUIC handshakes that failed (TLS alert, no answer on UDP, version mismatch).
     pub handshake_failures: u64,
     /// Connections that hit the QUIC idle timeout.

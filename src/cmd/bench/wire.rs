@@ -228,8 +228,13 @@ pub fn report<S>(
     outcome: &RunOutcome<S>,
     negotiated: &Option<Negotiated>,
 ) -> WireReport {
+    let h3 = matches!(wire.wire.http, HttpVersion::H3 { .. });
+    // HTTP/3 has no TCP pre-flight: what its completed QUIC handshakes agreed to is
+    // fixed (TLS 1.3, ALPN h3, both required by the handshake itself).
+    let quic = (h3 && outcome.h2.quic_handshakes > 0)
+        .then(|| (Some("TLSv1.3".to_string()), Some("h3".to_string()), None));
     let tls = wire.wire.tls.as_ref().map(|t| {
-        let (version, alpn, cipher) = negotiated.clone().unwrap_or_default();
+        let (version, alpn, cipher) = negotiated.clone().or(quic).unwrap_or_default();
         TlsReport {
             versions_offered: t.client.versions.to_string(),
             resumption: t.client.resumption,
@@ -252,11 +257,12 @@ pub fn report<S>(
         connection_errors: outcome.h2.connection_errors,
         cancelled_streams: outcome.h2.cancelled_streams,
     });
-    let h3 = matches!(wire.wire.http, HttpVersion::H3 { .. }).then_some(H3Report {
+    let h3 = h3.then_some(H3Report {
         goaways: outcome.h2.goaways,
         stream_resets: outcome.h2.stream_resets,
         connection_errors: outcome.h2.connection_errors,
         cancelled_streams: outcome.h2.cancelled_streams,
+        handshakes: outcome.h2.quic_handshakes,
         handshake_failures: outcome.h2.handshake_failures,
         idle_timeouts: outcome.h2.idle_timeouts,
         qpack_errors: outcome.h2.qpack_errors,

@@ -608,6 +608,7 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         c.connect_ns = now.saturating_sub(c.connect_start_ns);
         c.last_read_ns = now;
         c.state = State::Ready;
+        self.stats.quic_handshakes += 1;
         if let Some(id) = q.conn.streams().open(Dir::Uni) {
             let mut preface = Vec::new();
             write_control_preface(&mut preface, &LocalSettings::default());

@@ -91,6 +91,9 @@ pub struct H2Stats {
     /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
     /// each also a `Timeout` sample.
     pub cancelled_streams: u64,
+    /// HTTP/3: QUIC handshakes completed (TLS 1.3 with ALPN `h3`: rustls refuses a
+    /// QUIC handshake without an agreed protocol).
+    pub quic_handshakes: u64,
     /// HTTP/3: QUIC handshakes that failed (TLS alert, version negotiation, no
     /// answer within the connect timeout); their requests are `tls` or `connect`.
     pub handshake_failures: u64,
@@ -114,6 +117,7 @@ impl H2Stats {
         self.stream_resets += o.stream_resets;
         self.connection_errors += o.connection_errors;
         self.cancelled_streams += o.cancelled_streams;
+        self.quic_handshakes += o.quic_handshakes;
         self.handshake_failures += o.handshake_failures;
         self.idle_timeouts += o.idle_timeouts;
         self.qpack_errors += o.qpack_errors;

@@ -88,7 +88,8 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
         writeln!(
             out,
-            "HTTP/3:                 {} handshake failure(s), {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            h.handshakes,
             h.handshake_failures,
             h.goaways,
             h.stream_resets,
