@@ -465,17 +465,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
-                    let kind = if c.state == State::Handshaking {
-                        self.stats.handshake_failures += 1;
-                        ErrorKind::Connect
-                    } else {
-                        let _ = e;
-                        ErrorKind::Reset
-                    };
-                    return self.fail_conn(slot, kind, now);
-                }
+                // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
+                Err(_) => return self.socket_failed(slot),
             };
             c.last_read_ns = now;
             let Ok(remote) = sock.peer() else { return };
@@ -494,6 +485,19 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             }
         }
         self.drive(slot);
+    }
+
+    /// The socket reported an error (an ICMP port unreachable, mostly): while
+    /// handshaking that is a failed connect, later a reset.
+    fn socket_failed(&mut self, slot: usize) {
+        let now = self.core.now_ns();
+        let kind = if self.conns[slot].state == State::Handshaking {
+            self.stats.handshake_failures += 1;
+            ErrorKind::Connect
+        } else {
+            ErrorKind::Reset
+        };
+        self.fail_conn(slot, kind, now);
     }
 
     /// Handles what quinn has for `slot` until it has nothing more: application
@@ -521,7 +525,9 @@ impl<'a, S: Sink> H3Worker<'a, S> {
                     return;
                 }
             }
-            self.transmit(slot);
+            if self.transmit(slot) {
+                return self.socket_failed(slot);
+            }
             if idle || turns > 64 {
                 break;
             }
@@ -542,12 +548,13 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         }
     }
 
-    /// Sends every datagram quinn has ready for `slot`.
-    fn transmit(&mut self, slot: usize) {
+    /// Sends every datagram quinn has ready for `slot`; true when the socket
+    /// reported an error (the connection must be failed).
+    fn transmit(&mut self, slot: usize) -> bool {
         let at = self.instant(self.core.now_ns());
         let c = &mut self.conns[slot];
         let (Some(q), Some(sock)) = (c.quic.as_mut(), c.sock.as_mut()) else {
-            return;
+            return false;
         };
         loop {
             self.tx.clear();
@@ -559,9 +566,14 @@ impl<'a, S: Sink> H3Worker<'a, S> {
                 // A full send buffer drops the datagram, as the path would:
                 // quinn's loss recovery sends it again.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error queued on the socket (port unreachable: nothing on
+                // UDP there) is reported by whichever call comes first, this send
+                // or a read: the connection is over either way.
+                Err(_) => return true,
             }
         }
+        false
     }
 
     fn on_quic_event(&mut self, slot: usize, ev: Event) {
