@@ -2,7 +2,8 @@
 //! 2.6 speaks RFC 9114) started here on loopback with a certificate from volley's
 //! throw-away CA. Request counts must equal Caddy's access-log lines, closed and open
 //! loop; a target with nothing on UDP, an untrusted certificate and bad flag
-//! combinations each give one line.
+//! combinations each give one line; `--target caddy --h3` starts a managed Caddy that
+//! offers it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -256,4 +257,37 @@ fn caddy_over_h3_with_an_untrusted_certificate_names_the_cause() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("4 TLS failures"), "{err}");
     assert!(err.contains("--cacert"), "{err}");
+}
+
+#[test]
+fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
+    if Command::new("caddy").arg("version").output().is_err() {
+        eprintln!("skipped: caddy is not installed");
+        return;
+    }
+    let (code, out, err) = common::volley(&[
+        "bench",
+        "--target",
+        "caddy",
+        "--tls",
+        "--h3",
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let run = &v["runs"][0];
+    assert_eq!(run["wire"]["protocol"], "h3");
+    assert_eq!(run["requests"]["ok"], 200, "{run}");
+    assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
+    // nginx 1.22 has no HTTP/3: refused before anything starts.
+    let (code, _, err) =
+        common::volley(&["bench", "--target", "nginx", "--tls", "--h3", "-n", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot offer HTTP/3"), "{err}");
 }
