@@ -43,6 +43,7 @@ use volley_h3::stream::{
 use volley_h3::{qpack, ErrorCode, H3Error};
 
 use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::split::{connection_specific, split_request};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::quic::Udp;
@@ -375,35 +376,21 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         if let Some(p) = self.prepared.get(&req.index) {
             return Some(p.clone());
         }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let body_start = match parsed.parse(&req.bytes) {
-            Ok(httparse::Status::Complete(n)) => n,
-            _ => return None,
-        };
-        let mut authority: &[u8] = b"";
-        let mut fields: Vec<(Vec<u8>, &[u8])> = Vec::new();
-        for h in parsed.headers.iter() {
-            let name = h.name.to_ascii_lowercase();
-            match name.as_str() {
-                "host" => authority = h.value,
-                // Connection-specific fields are not allowed in HTTP/3 (§4.2).
-                "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding"
-                | "upgrade" => {}
-                _ => fields.push((name.into_bytes(), h.value)),
-            }
-        }
-        let method = parsed.method?.as_bytes();
-        let path = parsed.path?.as_bytes();
+        let r = split_request(&req.bytes)?;
         let mut all: Vec<(&[u8], &[u8])> = vec![
-            (b":method", method),
+            (b":method", r.method.as_bytes()),
             (b":scheme", b"https"),
-            (b":authority", authority),
-            (b":path", path),
+            (b":authority", r.authority.as_bytes()),
+            (b":path", r.path.as_bytes()),
         ];
-        all.extend(fields.iter().map(|(n, v)| (n.as_slice(), *v)));
+        all.extend(
+            r.fields
+                .iter()
+                .filter(|(n, v)| !connection_specific(n, v))
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        );
         let mut wire = Vec::new();
-        write_request(&mut wire, &all, &req.bytes[body_start..]);
+        write_request(&mut wire, &all, &req.bytes[r.body_start..]);
         let p = Arc::new(wire);
         self.prepared.insert(req.index, p.clone());
         Some(p)

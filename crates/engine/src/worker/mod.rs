@@ -14,6 +14,7 @@ mod h2;
 mod h3;
 mod http1;
 mod shared;
+mod split;
 
 use h2::H2Worker;
 use h3::H3Worker;
