@@ -277,6 +277,9 @@ fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
         "2",
         "--streams",
         "4",
+        "--compressed",
+        "gzip",
+        "--first-request",
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -285,6 +288,13 @@ fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
     assert_eq!(run["wire"]["protocol"], "h3");
     assert_eq!(run["requests"]["ok"], 200, "{run}");
     assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
+    // Every body gzip-coded as asked and decoded; the cold request went over h3 too.
+    assert_eq!(run["wire"]["compression"], "gzip");
+    assert_eq!(
+        run["first_request"]["status"], 200,
+        "{}",
+        run["first_request"]
+    );
     // nginx 1.22 has no HTTP/3: refused before anything starts.
     let (code, _, err) =
         common::volley(&["bench", "--target", "nginx", "--tls", "--h3", "-n", "1"]);
