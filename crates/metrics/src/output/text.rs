@@ -257,6 +257,13 @@ fn write_times(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     times_row(out, "Waiting:", &ct.waiting)?;
     times_row(out, "Total:", &ct.total)?;
     writeln!(out, "  ({})", ct.definitions)?;
+    if s.wire.as_ref().is_some_and(|w| w.h3.is_some()) {
+        // No TCP under HTTP/3: the connect is the QUIC handshake (docs/methodology.md).
+        writeln!(
+            out,
+            "  (over HTTP/3, Connect is the QUIC handshake from the first UDP datagram: its TLS part is all of it)"
+        )?;
+    }
     writeln!(out)?;
     writeln!(
         out,
