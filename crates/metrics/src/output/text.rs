@@ -180,9 +180,14 @@ fn write_totals(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     // connections x streams outstanding, so that product is ab's figure.
     let streams = s.streams_per_connection.max(1) as usize;
     if s.model == Model::Closed && streams > 1 {
+        let proto = if s.wire.as_ref().is_some_and(|w| w.h3.is_some()) {
+            "HTTP/3"
+        } else {
+            "HTTP/2"
+        };
         writeln!(
             out,
-            "Concurrency Level:      {} ({} connection(s) x {streams} HTTP/2 streams)",
+            "Concurrency Level:      {} ({} connection(s) x {streams} {proto} streams)",
             s.connections * streams,
             s.connections
         )?;
