@@ -179,6 +179,14 @@ pub enum HttpVersion {
         /// SETTINGS_MAX_CONCURRENT_STREAMS).
         streams: u32,
     },
+    /// HTTP/3 over QUIC (UDP, same port number): TLS 1.3 with ALPN `h3` is part of
+    /// the QUIC handshake, so a TLS target is required. Each connection carries up
+    /// to `streams` requests at once, as for HTTP/2.
+    H3 {
+        /// Concurrent request streams per connection (also capped by the server's
+        /// initial_max_streams_bidi).
+        streams: u32,
+    },
 }
 
 /// TLS for a run: the client options and the name the server is checked against.
@@ -192,7 +200,7 @@ pub struct TlsTarget {
     pub server_name: String,
 }
 
-/// The protocol stack under the requests: TLS or not, HTTP/1.1 or HTTP/2.
+/// The protocol stack under the requests: TLS or not, HTTP/1.1, HTTP/2 or HTTP/3.
 ///
 /// Kept apart from [`LoadConfig`] (how much load, when to stop) because it says how
 /// the bytes travel rather than how many requests go; the default is plain HTTP/1.1,
@@ -201,7 +209,7 @@ pub struct TlsTarget {
 pub struct Wire {
     /// `None`: plain TCP.
     pub tls: Option<TlsTarget>,
-    /// HTTP/1.1 or HTTP/2.
+    /// HTTP/1.1, HTTP/2 or HTTP/3.
     pub http: HttpVersion,
     /// Content coding and expected body every response must meet, over HTTP/1.1
     /// and HTTP/2 alike; the default checks nothing.

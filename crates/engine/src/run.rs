@@ -72,8 +72,14 @@ where
     F: Fn(usize) -> S,
 {
     validate(cfg)?;
-    if wire.http == (HttpVersion::H2 { streams: 0 }) {
+    if matches!(
+        wire.http,
+        HttpVersion::H2 { streams: 0 } | HttpVersion::H3 { streams: 0 }
+    ) {
         return Err(EngineError::ZeroStreams);
+    }
+    if matches!(wire.http, HttpVersion::H3 { .. }) && wire.tls.is_none() {
+        return Err(EngineError::H3NeedsTls);
     }
     let workers = match cfg.model {
         LoadModel::Closed => cfg.threads.min(cfg.connections),
@@ -122,6 +128,9 @@ where
     live.set_open(0);
     Ok(outcome)
 }
+
+/// The ALPN token of HTTP/3 (RFC 9114 §3.1).
+pub const ALPN_H3: &str = "h3";
 
 /// Each worker's share of the connections, of the cap and (open loop) of the rate,
 /// with its own pacer over its interleaved part of the one seeded schedule.
@@ -173,18 +182,22 @@ fn tls_connectors(
         return Ok(Vec::new());
     };
     let mut client = t.client.clone();
-    let h2 = matches!(wire.http, HttpVersion::H2 { .. });
-    client.alpn = if h2 {
-        vec![volley_tls::ALPN_H2.to_string()]
-    } else {
-        vec![volley_tls::ALPN_HTTP11.to_string()]
+    let (alpn, required) = match wire.http {
+        HttpVersion::H2 { .. } => (volley_tls::ALPN_H2, true),
+        // QUIC runs TLS 1.3 only, and a server must agree to h3 (RFC 9114 §3.1).
+        HttpVersion::H3 { .. } => {
+            client.versions = volley_tls::VersionPolicy::Tls13;
+            (ALPN_H3, true)
+        }
+        HttpVersion::Http1 => (volley_tls::ALPN_HTTP11, false),
     };
+    client.alpn = vec![alpn.to_string()];
     let connectors = (0..workers)
         .map(|_| {
             TlsConnector::new(
                 &client,
                 &t.server_name,
-                h2,
+                required,
                 tls_failures.clone(),
                 full_handshakes.clone(),
             )

@@ -156,7 +156,7 @@ fn run_info(
         threads: workers,
         connections: m.cfg.connections,
         streams_per_connection: match m.wire.http {
-            HttpVersion::H2 { streams } => streams.max(1),
+            HttpVersion::H2 { streams } | HttpVersion::H3 { streams } => streams.max(1),
             HttpVersion::Http1 => 1,
         },
         max_connections,
