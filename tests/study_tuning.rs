@@ -141,3 +141,85 @@ repeats = 2
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `volley study run FILE --dry-run ARGS..` from the repository root: (code, stdout,
+/// stderr).
+fn dry_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = volley()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["study", "run"])
+        .arg(file)
+        .arg("--dry-run")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_shipped_study_plans_with_dry_run() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("studies");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for f in &files {
+        let (code, out, err) = dry_run(f, &[]);
+        assert_eq!(code, Some(0), "{}: {err}", f.display());
+        assert!(out.contains("estimated total"), "{}: {out}", f.display());
+    }
+}
+
+#[test]
+fn the_tuned_vs_default_study_plans_each_knob_per_server_by_sweep_and_search() {
+    let f = Path::new("studies/001-tuned-vs-default.toml");
+    let (code, out, err) = dry_run(f, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("567 steps"), "{out}");
+    let targets = out.lines().find(|l| l.starts_with("targets: ")).unwrap();
+    for t in ["apache", "nginx"] {
+        for v in [
+            "default",
+            "tuned:somaxconn",
+            "tuned:tcp_max_syn_backlog",
+            "tuned:quickack",
+            "tuned:backlog",
+            "tuned:defer_accept",
+            "tuned:sendfile",
+            "tuned",
+        ] {
+            assert!(
+                targets.contains(&format!("{t} variant={v},"))
+                    || targets.ends_with(&format!("{t} variant={v}")),
+                "{t} {v}: {targets}"
+            );
+        }
+    }
+    // The built-in server's own "tuned": the kernel settings, no server knob.
+    assert!(
+        targets.contains("builtin variant=tuned:quickack"),
+        "{targets}"
+    );
+    assert!(
+        !targets.contains("builtin variant=tuned:sendfile"),
+        "{targets}"
+    );
+    let (code, out, err) = dry_run(f, &["--mode", "search"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("21 capacity search(es) from 100 req/s"),
+        "{out}"
+    );
+    let (code, _, err) = dry_run(f, &["--mode", "bisect"]);
+    assert_eq!(code, Some(2), "{err}");
+    // The header's figures are the plan's.
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).unwrap();
+    assert!(text.contains("= 567 steps of ~61 s, about 9.6 hours"));
+}
