@@ -17,6 +17,13 @@ itself to the other). The two runs of a round alternate their order; the answer 
 median of the per-round ratios lab / host of req/s, with a bootstrap 95% interval
 (bench/common.py says why paired rounds): 1.00 inside the interval means no cost the
 machine's noise lets us see. Nothing here is a test: timing never decides one.
+
+Measured 27 Nov 2026, release build, 6 rounds of 5 s, on this 2-core VM while other
+builds kept it busy (load 10-16): lab / loopback req/s, builtin keep-alive 0.92 [0.75,
+1.09], new connections 0.90 [0.59, 1.06]; nginx keep-alive 0.72 [0.63, 1.01], new
+connections 0.71 [0.63, 1.15]. Every interval holds 1, but the medians lean below it
+and the intervals are wide: on such a machine the lab's cost cannot be ruled out, which
+is why a study puts the default in a lab too whenever a variant needs one.
 """
 import argparse
 import json
