@@ -7,3 +7,4 @@ mod bus;
 mod bus_away;
 mod manifest;
 mod ssh;
+mod trust;

@@ -15,7 +15,6 @@ use volley_agents::agent::{self, AgentConfig, LoadCtx, LoadError};
 use volley_agents::coordinator::{self, CoordinatorConfig};
 use volley_agents::manifest::{self, Request};
 use volley_agents::msg::Ending;
-use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 
 fn golden_request() -> Request {
@@ -126,7 +125,7 @@ fn one_second(ctx: LoadCtx) -> Result<(), LoadError> {
 
 #[test]
 fn agents_named_as_the_job_names_them_run_a_share_each() {
-    let nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh installs it)");
+    let nats = common::secured_bus();
     // What each pod's JOB_COMPLETION_INDEX turns into.
     let names: Vec<String> = ["0", "1"]
         .iter()
@@ -137,6 +136,7 @@ fn agents_named_as_the_job_names_them_run_a_share_each() {
         .iter()
         .map(|name| {
             let mut cfg = AgentConfig::new(&nats.url(), name);
+            cfg.auth = nats.keys().and_then(|k| k.agent(name)).cloned();
             cfg.assign_bound = Duration::from_secs(30);
             cfg.run_bound = Duration::from_secs(30);
             std::thread::spawn(move || agent::run(&cfg, one_second, &mut |_| {}))
@@ -149,6 +149,7 @@ fn agents_named_as_the_job_names_them_run_a_share_each() {
         duration_ms: Some(1_000),
     };
     let mut cfg = CoordinatorConfig::new(&nats.url(), "k8s", whole, 2);
+    cfg.auth = nats.keys().map(|k| k.coordinator.clone());
     cfg.ready_bound = Duration::from_secs(20);
     cfg.max_offset = Duration::from_secs(1);
     cfg.start_lead = Duration::from_millis(1_000);
