@@ -217,6 +217,11 @@ pub struct InjectorsPlan {
     pub bus: Option<BusPlan>,
     /// How long the coordinator waits for the agents to join.
     pub ready_timeout: Duration,
+    /// The bus's security: TLS, per-study credentials, permissions and signed
+    /// assignments (the default), or off (`bus_security = "off"`).
+    pub secure_bus: bool,
+    /// `bus = "existing"`, secured: the coordinator's credentials file.
+    pub bus_credentials: Option<std::path::PathBuf>,
 }
 
 /// `placement = "ssh"`: where each injector runs.

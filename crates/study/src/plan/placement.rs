@@ -29,6 +29,8 @@ pub(super) struct Remote {
     pub kubernetes: bool,
     pub bus: Option<BusPlan>,
     pub ready_timeout: Duration,
+    pub secure_bus: bool,
+    pub bus_credentials: Option<std::path::PathBuf>,
 }
 
 /// Resolves the keys above for `placement` (already checked to be a known one);
@@ -68,6 +70,12 @@ pub(super) fn resolve_remote(
             .as_ref()
             .is_some_and(|s| s.hosts.iter().any(Option::is_some));
     let bus = resolve_bus(d, kubernetes, remote)?;
+    let (secure_bus, bus_credentials) = resolve_security(d, bus.as_ref())?;
+    if kubernetes && secure_bus && matches!(bus, Some(BusPlan::Private(_))) {
+        return Err(invalid(
+            "injectors.bus: the Job's agents hold the keys of the manifest's bus, not of a private one volley makes per step; use bus = \"existing\" with bus_credentials, or bus_security = \"off\"",
+        ));
+    }
     if remote {
         if let Some(t) = file
             .targets
@@ -112,7 +120,46 @@ pub(super) fn resolve_remote(
         kubernetes,
         bus,
         ready_timeout,
+        secure_bus,
+        bus_credentials,
     })
+}
+
+/// `bus_security` and `bus_credentials`: whether the bus is secured (the default) and,
+/// for an existing one, the coordinator's credentials (read now, so a bad file fails
+/// the study before anything runs).
+fn resolve_security(
+    d: &InjectorsDef,
+    bus: Option<&BusPlan>,
+) -> Result<(bool, Option<std::path::PathBuf>), StudyError> {
+    let secure = match d.bus_security.as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(invalid(format!(
+                "injectors.bus_security must be \"on\" or \"off\", got \"{other}\""
+            )))
+        }
+    };
+    let existing = matches!(bus, Some(BusPlan::Existing(_)));
+    match (&d.bus_credentials, existing, secure) {
+        (Some(_), false, _) => Err(invalid(
+            "injectors.bus_credentials is for bus = \"existing\": volley makes its private bus's own",
+        )),
+        (Some(_), true, false) => Err(invalid(
+            "injectors.bus_credentials: bus_security = \"off\" uses none",
+        )),
+        (None, true, true) => Err(invalid(
+            "injectors.bus_credentials: bus = \"existing\" is secured by default; give the coordinator's credentials file (volley agents manifest writes one), or bus_security = \"off\" for a bus on a network where everyone is trusted",
+        )),
+        (Some(f), true, true) => {
+            let path = std::path::PathBuf::from(f);
+            volley_agents::auth::BusCredentials::load(&path)
+                .map_err(|e| invalid(format!("injectors.bus_credentials: {e}")))?;
+            Ok((true, Some(path)))
+        }
+        (None, _, s) => Ok((s, None)),
+    }
 }
 
 impl super::InjectorsPlan {
@@ -126,6 +173,11 @@ impl super::InjectorsPlan {
             Some(BusPlan::Private(a)) => format!("volley's nats-server on {a}"),
             Some(BusPlan::Existing(u)) => format!("the nats-server at {u}"),
             None => "volley's nats-server on loopback".into(),
+        };
+        let bus = if self.secure_bus {
+            format!("{bus} (TLS, per-study credentials)")
+        } else {
+            format!("{bus} (in the clear: bus_security = \"off\")")
         };
         let wait = format!("waiting up to {:?} for them", self.ready_timeout);
         if self.kubernetes {
