@@ -159,10 +159,12 @@ impl BusCredentials {
     }
 
     fn hmac_key(&self) -> Result<ring::hmac::Key, AgentsError> {
-        let k = self.key_bytes().map_err(|detail| AgentsError::Credentials {
-            origin: self.user.clone(),
-            detail,
-        })?;
+        let k = self
+            .key_bytes()
+            .map_err(|detail| AgentsError::Credentials {
+                origin: self.user.clone(),
+                detail,
+            })?;
         Ok(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &k))
     }
 }
@@ -245,6 +247,15 @@ impl StudyKeys {
         self.agents.get(name)
     }
 
+    /// A whole `nats-server` configuration: TLS with the certificate and key at these
+    /// paths (as the server will see them) and [`StudyKeys::authorization`].
+    pub fn server_config(&self, cert_file: &str, key_file: &str) -> String {
+        format!(
+            "tls {{\n  cert_file: \"{cert_file}\"\n  key_file: \"{key_file}\"\n  timeout: 2\n}}\n{}",
+            self.authorization()
+        )
+    }
+
     /// The `authorization` block of a `nats-server` configuration: one user per party,
     /// each allowed only its own subjects (see [`crate::msg`]'s table).
     pub fn authorization(&self) -> String {
@@ -276,7 +287,10 @@ impl StudyKeys {
                 ],
             ));
         }
-        format!("authorization {{\n  users = [\n{}\n  ]\n}}\n", users.join("\n"))
+        format!(
+            "authorization {{\n  users = [\n{}\n  ]\n}}\n",
+            users.join("\n")
+        )
     }
 }
 

@@ -10,8 +10,8 @@ use crate::auth::BusCredentials;
 use crate::msg::{self, Message};
 use crate::AgentsError;
 use async_nats::connection::State;
-use async_nats::{ConnectErrorKind, RequestErrorKind};
 use async_nats::{Client, ConnectOptions, Subscriber};
+use async_nats::{ConnectErrorKind, RequestErrorKind};
 use futures::StreamExt;
 use std::time::Duration;
 use volley_tls::rustls;
@@ -197,9 +197,9 @@ fn tls_words(e: &rustls::Error) -> String {
         | Error::InvalidCertificate(CertificateError::ExpiredContext { .. }) => {
             format!("the bus's certificate has expired ({e})")
         }
-        Error::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
-            "the bus's certificate is not signed by the CA in the credentials ({e})"
-        ),
+        Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            format!("the bus's certificate is not signed by the CA in the credentials ({e})")
+        }
         _ => e.to_string(),
     }
 }

@@ -18,10 +18,10 @@ use crate::msg::{
     self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready,
     SignedAssignment, Stop, PROTO,
 };
-use std::collections::HashMap;
 use crate::phase::{self, Phase};
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How a run is coordinated.

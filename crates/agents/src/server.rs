@@ -35,6 +35,8 @@ pub struct PrivateNats {
     port: u16,
     /// Its keys and the directory of its config, when secured.
     secured: Option<Arc<Secured>>,
+    /// A config file of the caller's ([`PrivateNats::start_with_config`]).
+    conf: Option<PathBuf>,
     /// Connections it refused so far (its log's authorization and TLS errors).
     refused: Arc<AtomicU64>,
 }
@@ -87,11 +89,9 @@ impl Secured {
         };
         put("server.pem", &me.keys.server.cert_pem)?;
         put("server.key", &me.keys.server.key_pem)?;
-        let conf = format!(
-            "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  timeout: 2\n}}\n{}",
-            me.dir.join("server.pem").display(),
-            me.dir.join("server.key").display(),
-            me.keys.authorization()
+        let conf = me.keys.server_config(
+            &me.dir.join("server.pem").display().to_string(),
+            &me.dir.join("server.key").display().to_string(),
         );
         put("nats.conf", &conf)?;
         Ok(me)
@@ -108,6 +108,17 @@ impl PrivateNats {
         let keys = StudyKeys::generate(&[ip.as_str()], names)?;
         let secured = Arc::new(Secured::write(keys)?);
         Self::spawn("nats-server", addr.ip(), addr.port(), Some(secured))
+    }
+
+    /// Starts `nats-server` from `PATH` with a configuration file of the caller's (e.g.
+    /// the one `volley agents manifest` puts in its Secret), listening on `addr`.
+    pub fn start_with_config(
+        conf: &std::path::Path,
+        addr: SocketAddr,
+    ) -> Result<Self, AgentsError> {
+        let mut me = Self::spawn_conf("nats-server", addr.ip(), addr.port(), None, Some(conf))?;
+        me.conf = Some(conf.to_path_buf());
+        Ok(me)
     }
 
     /// The keys of a secured server.
@@ -148,7 +159,14 @@ impl PrivateNats {
     /// briefly away, as after a restart (tests of the agents' buffering).
     pub fn restart(&mut self) -> Result<(), AgentsError> {
         self.stop();
-        let again = Self::spawn("nats-server", self.ip, self.port, self.secured.clone())?;
+        let mut again = Self::spawn_conf(
+            "nats-server",
+            self.ip,
+            self.port,
+            self.secured.clone(),
+            self.conf.as_deref(),
+        )?;
+        again.conf = self.conf.clone();
         again.refused.fetch_add(self.refused(), Ordering::Relaxed);
         *self = again;
         Ok(())
@@ -168,6 +186,16 @@ impl PrivateNats {
         port: u16,
         secured: Option<Arc<Secured>>,
     ) -> Result<Self, AgentsError> {
+        Self::spawn_conf(bin, ip, port, secured, None)
+    }
+
+    fn spawn_conf(
+        bin: &str,
+        ip: std::net::IpAddr,
+        port: u16,
+        secured: Option<Arc<Secured>>,
+        conf: Option<&std::path::Path>,
+    ) -> Result<Self, AgentsError> {
         // `-p -1`: the server picks a free port and says which.
         let port_arg = if port == 0 {
             "-1".to_string()
@@ -175,9 +203,11 @@ impl PrivateNats {
             port.to_string()
         };
         let mut cmd = Command::new(bin);
+        // Flags after the file override it: the address and port stay ours.
         if let Some(s) = &secured {
-            // Flags after the file override it: the address and port stay ours.
             cmd.arg("-c").arg(s.conf());
+        } else if let Some(c) = conf {
+            cmd.arg("-c").arg(c);
         }
         cmd.args(["-a", &ip.to_string(), "-p", &port_arg])
             .stdin(Stdio::null())
@@ -211,6 +241,7 @@ impl PrivateNats {
             ip,
             port: 0,
             secured,
+            conf: None,
             refused,
         };
         me.port = rx.recv_timeout(START_BOUND).map_err(|_| {

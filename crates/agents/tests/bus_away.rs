@@ -11,7 +11,8 @@
 use crate::common;
 
 use common::{
-    agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator_events, Meet,
+    agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator_events,
+    Meet,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
@@ -89,7 +90,9 @@ fn sleep_until(at: Instant) {
 #[test]
 fn the_bus_gone_stops_every_load_within_2_s_and_the_coordinator_returns_what_it_has() {
     let mut nats = common::secured_bus();
-    let agents = spawn_agents(&Meet::of(&nats), |c| c.resend_bound = Duration::from_secs(3));
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.resend_bound = Duration::from_secs(3)
+    });
     let mut cfg = coord_cfg(&Meet::of(&nats), "gone", 30_000, 30);
     cfg.bus_gone_after = Duration::from_secs(3);
     let (coord, events) = spawn_coordinator_events(cfg);
@@ -137,7 +140,9 @@ fn the_bus_gone_stops_every_load_within_2_s_and_the_coordinator_returns_what_it_
 fn records_buffered_while_the_bus_is_briefly_away_fill_their_seconds_late() {
     let mut nats = common::secured_bus();
     // The load goes on through a 2.5 s outage (its bound is 5 s here).
-    let agents = spawn_agents(&Meet::of(&nats), |c| c.bus_lost_after = Duration::from_secs(5));
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.bus_lost_after = Duration::from_secs(5)
+    });
     let mut cfg = coord_cfg(&Meet::of(&nats), "brief", 30_000, 8);
     cfg.late_grace = Duration::from_millis(500);
     let (coord, events) = spawn_coordinator_events(cfg);
@@ -247,7 +252,9 @@ fn agents_whose_coordinator_dies_stop_their_load() {
         return;
     }
     let nats = common::secured_bus();
-    let agents = spawn_agents(&Meet::of(&nats), |c| c.resend_bound = Duration::from_secs(3));
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.resend_bound = Duration::from_secs(3)
+    });
     let mut coord = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             // A name filter (no --exact): the test's full name starts with its module.

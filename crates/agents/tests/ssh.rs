@@ -205,7 +205,11 @@ fn deploy_start_stop_remove_and_faults_name_the_host() {
     }
     // A secret goes over the connection into the process's environment, not its argv.
     let (status, out) = d
-        .start(1, &["env"], Some("{\"user\":\"inj2\",\"password\":\"p w\"}"))
+        .start(
+            1,
+            &["env"],
+            Some("{\"user\":\"inj2\",\"password\":\"p w\"}"),
+        )
         .unwrap()
         .wait(Duration::from_secs(20))
         .unwrap();

@@ -84,9 +84,8 @@ fn forged_and_replayed_assignments_are_refused_and_the_agent_stays() {
     let ran = Arc::new(AtomicBool::new(false));
     let events = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (cfg, load, seen) = (agent_cfg(&m, "a"), noted(ran.clone()), events.clone());
-    let agent = std::thread::spawn(move || {
-        agent::run(&cfg, load, &mut |e| seen.lock().unwrap().push(e))
-    });
+    let agent =
+        std::thread::spawn(move || agent::run(&cfg, load, &mut |e| seen.lock().unwrap().push(e)));
     // Somebody with the coordinator's bus login but not the study's assignment key.
     let mut forger = m.clone();
     forger.coordinator.as_mut().unwrap().assign_key = random_token(32).unwrap();
@@ -206,9 +205,8 @@ fn a_target_outside_the_allow_list_is_refused_on_both_sides_and_nothing_loads() 
     let ran = Arc::new(AtomicBool::new(false));
     let events = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (cfg, load, seen) = (agent_cfg(&m, "a"), noted(ran.clone()), events.clone());
-    let agent = std::thread::spawn(move || {
-        agent::run(&cfg, load, &mut |e| seen.lock().unwrap().push(e))
-    });
+    let agent =
+        std::thread::spawn(move || agent::run(&cfg, load, &mut |e| seen.lock().unwrap().push(e)));
     let mut c = one_agent_run(&m, "outside");
     // TEST-NET-1 (RFC 5737): no interface of this machine has it.
     c.load = Some(LoadSpec {
@@ -232,7 +230,9 @@ fn a_target_outside_the_allow_list_is_refused_on_both_sides_and_nothing_loads() 
     .unwrap_err();
     let line = e.to_string();
     assert!(
-        line.starts_with("agent a refused: target 192.0.2.1:80 outside its allow-list (127.0.0.0/8"),
+        line.starts_with(
+            "agent a refused: target 192.0.2.1:80 outside its allow-list (127.0.0.0/8"
+        ),
         "{line}"
     );
     let e = join_within(agent, Duration::from_secs(10)).unwrap_err();

@@ -73,7 +73,9 @@ impl Deployment {
         if let (Some(s), Some(w)) = (secret, stdin.as_mut()) {
             // Read by the remote shell before it starts volley (see `start_script`); a
             // failed write shows as the start failing below.
-            let _ = w.write_all(format!("{s}\n").as_bytes()).and_then(|()| w.flush());
+            let _ = w
+                .write_all(format!("{s}\n").as_bytes())
+                .and_then(|()| w.flush());
         }
         let mut out = child.stdout.take();
         let (tx, rx) = std::sync::mpsc::channel();

@@ -5,15 +5,15 @@
 
 use hdrhistogram::serialization::V2Serializer;
 use serde_bytes::ByteBuf;
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use std::collections::HashMap;
 use volley_agents::agent::{AgentConfig, LoadCtx, LoadError};
 use volley_agents::auth::{BusCredentials, CREDENTIALS_ENV};
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
-use volley_agents::server::PrivateNats;
 use volley_agents::msg::{Counters, SecondRecord, PROTO, RESPONSE_TIME};
+use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::AgentsError;
 use volley_metrics::hist;
@@ -58,7 +58,10 @@ impl Meet {
     pub fn from_env(url: &str, name: &str) -> Meet {
         let mut agents = HashMap::new();
         if let Ok(j) = std::env::var(CREDENTIALS_ENV) {
-            agents.insert(name.to_string(), BusCredentials::from_json(&j, "env").unwrap());
+            agents.insert(
+                name.to_string(),
+                BusCredentials::from_json(&j, "env").unwrap(),
+            );
         }
         Meet {
             url: url.to_string(),

@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn kubernetes_waits_for_one_step_on_an_existing_bus() {
-        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_security = \"off\"\n";
         let p = injectors(k, 1).unwrap();
         assert!(p.kubernetes && p.ssh.is_none());
         assert_eq!(
@@ -392,6 +392,38 @@ mod tests {
     }
 
     #[test]
+    fn the_bus_is_secured_unless_turned_off_and_an_existing_one_needs_credentials() {
+        let local = injectors("count = 2\n", 1).unwrap();
+        assert!(local.secure_bus && local.bus_credentials.is_none());
+        let off = injectors("count = 2\nbus_security = \"off\"\n", 1).unwrap();
+        assert!(!off.secure_bus);
+        let e = injectors("count = 2\nbus_security = \"maybe\"\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("injectors.bus_security must be"), "{e}");
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let e = injectors(k, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("injectors.bus_credentials") && e.contains("secured"),
+            "{e}"
+        );
+        let e = injectors(
+            &format!("{k}bus_credentials = \"/nonexistent/c.json\"\n"),
+            1,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/nonexistent/c.json"), "{e}");
+        let e = injectors("count = 2\nbus_credentials = \"c.json\"\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is for bus = \"existing\""), "{e}");
+        let private = format!("{k}bus = \"private\"\n").replace("127.0.0.1", "10.0.0.1");
+        let e = injectors(&private, 1).unwrap_err().to_string();
+        assert!(e.contains("bus = \"existing\" with bus_credentials"), "{e}");
+    }
+
+    #[test]
     fn ssh_hosts_take_injectors_in_turn_and_local_stays_here() {
         let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\nready_timeout = \"10s\"\n";
         let p = injectors(t, 1).unwrap();
@@ -406,7 +438,7 @@ mod tests {
         assert_eq!(p.ready_timeout, Duration::from_secs(10));
         assert_eq!(
             p.placement_line().unwrap(),
-            "injectors: injector i on hosts[i % 2] = local, root@10.0.0.2:2222 over ssh; bus volley's nats-server on 10.0.0.1, a free port; waiting up to 10s for them"
+            "injectors: injector i on hosts[i % 2] = local, root@10.0.0.2:2222 over ssh; bus volley's nats-server on 10.0.0.1, a free port (TLS, per-study credentials); waiting up to 10s for them"
         );
         // Only local hosts: no bus address needed.
         let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
