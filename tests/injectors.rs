@@ -256,8 +256,21 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
         ("count = 2\nready_timeout = \"soon\"", "injectors.ready_timeout"),
         ("count = 2\nplacement = \"kubernetes\"", "injectors.bus_url"),
         (
-            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"",
+            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_security = \"off\"",
             "injectors.placement",
+        ),
+        ("count = 2\nbus_security = \"maybe\"", "injectors.bus_security"),
+        (
+            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"",
+            "injectors.bus_credentials",
+        ),
+        (
+            "count = 2\nbus = \"existing\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_credentials = \"/nonexistent/c.json\"",
+            "/nonexistent/c.json",
+        ),
+        (
+            "count = 2\nagent_credentials = \"{name}.json\"",
+            "injectors.agent_credentials",
         ),
         (
             "count = 2\nlinks = [{ injectors = 1, rate = \"10mbit\" }]",

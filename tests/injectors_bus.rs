@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Served;
+use volley_agents::auth::CREDENTIALS_ENV;
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
 use volley_agents::merge::Slot;
@@ -57,15 +58,35 @@ impl Drop for Site {
     }
 }
 
+/// A secured bus on loopback with users for the agents these tests name.
+fn secured_bus() -> PrivateNats {
+    let names: Vec<String> = ["a", "b", "victim", "inj1", "inj2"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    PrivateNats::start_secured("127.0.0.1:0".parse().unwrap(), &names)
+        .expect("nats-server (scripts/install-deps.sh)")
+}
+
 /// A `volley agent` process this test started, killed and reaped on drop.
 struct Agent(Option<Child>);
 
 impl Agent {
-    fn spawn(url: &str, name: &str) -> Agent {
+    /// Joins `nats` as `name` with its credentials in its environment.
+    fn spawn(nats: &PrivateNats, name: &str) -> Agent {
+        let creds = nats.keys().unwrap().agent(name).unwrap().to_json();
         let child = Command::new(env!("CARGO_BIN_EXE_volley"))
             .args([
-                "agent", "--bus", url, "--name", name, "--quiet", "--wait", "60s",
+                "agent",
+                "--bus",
+                &nats.url(),
+                "--name",
+                name,
+                "--quiet",
+                "--wait",
+                "60s",
             ])
+            .env(CREDENTIALS_ENV, creds)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -117,7 +138,8 @@ fn signal(sig: &str, pid: &str) {
 }
 
 /// A run of two agents at 200 requests/s in all for `secs` against `addr`.
-fn run_cfg(url: &str, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
+fn run_cfg(nats: &PrivateNats, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
+    let url = &nats.url();
     let whole = Whole {
         requests: None,
         rate_rps: Some(200.0),
@@ -125,6 +147,7 @@ fn run_cfg(url: &str, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
         duration_ms: Some(secs * 1_000),
     };
     let mut cfg = CoordinatorConfig::new(url, run, whole, 2);
+    cfg.auth = nats.keys().map(|k| k.coordinator.clone());
     cfg.ready_bound = Duration::from_secs(20);
     cfg.max_offset = Duration::from_secs(1);
     cfg.start_lead = Duration::from_millis(1_500);
@@ -234,12 +257,9 @@ fn the_bus_gone_stops_every_agents_load_within_2_s_and_ends_the_run_with_bus_gon
         &site.root(),
         &["--access-log", site.log().to_str().unwrap()],
     );
-    let mut nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh)");
-    let agents: Vec<Agent> = ["a", "b"]
-        .iter()
-        .map(|n| Agent::spawn(&nats.url(), n))
-        .collect();
-    let mut cfg = run_cfg(&nats.url(), "gone", &server.addr, 30);
+    let mut nats = secured_bus();
+    let agents: Vec<Agent> = ["a", "b"].iter().map(|n| Agent::spawn(&nats, n)).collect();
+    let mut cfg = run_cfg(&nats, "gone", &server.addr, 30);
     cfg.bus_gone_after = Duration::from_secs(3);
     let (coord, events) = spawn_coordinator(cfg);
     wait_merged(&events, 2);
@@ -273,10 +293,10 @@ fn the_bus_gone_stops_every_agents_load_within_2_s_and_ends_the_run_with_bus_gon
 fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes() {
     let site = Site::new("stale");
     let server = Served::start(&site.root(), &[]);
-    let nats = PrivateNats::start().expect("nats-server");
-    let a = Agent::spawn(&nats.url(), "a");
-    let victim = Agent::spawn(&nats.url(), "victim");
-    let (coord, events) = spawn_coordinator(run_cfg(&nats.url(), "stale", &server.addr, 12));
+    let nats = secured_bus();
+    let a = Agent::spawn(&nats, "a");
+    let victim = Agent::spawn(&nats, "victim");
+    let (coord, events) = spawn_coordinator(run_cfg(&nats, "stale", &server.addr, 12));
     wait_merged(&events, 2);
     signal("-STOP", &victim.pid());
     // Lost after 3 s without a heartbeat (the default bound).
@@ -331,15 +351,27 @@ fn stored_seconds(db: &Path) -> usize {
 fn start_study(
     site: &Site,
     base: &str,
-    bus_url: &str,
+    nats: &PrivateNats,
     secs: u64,
     n: usize,
 ) -> (Child, std::path::PathBuf) {
+    let bus_url = nats.url();
+    // The existing bus's credentials, as its operator would hand them out: the
+    // coordinator's, and one file per agent (`{name}` in the study's path).
+    let keys = nats.keys().unwrap();
+    let coord = site.0.join("coordinator.json");
+    std::fs::write(&coord, keys.coordinator.to_json()).unwrap();
+    for (name, c) in &keys.agents {
+        std::fs::write(site.0.join(format!("{name}.json")), c.to_json()).unwrap();
+    }
+    let agents = site.0.join("{name}.json");
     let file = site.0.join("s.toml");
     std::fs::write(
         &file,
         format!(
-            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
+            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\nbus_credentials = \"{}\"\nagent_credentials = \"{}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
+            coord.display(),
+            agents.display()
         ),
     )
     .unwrap();
@@ -369,8 +401,8 @@ fn study_output(study: Child) -> Output {
 fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
     let site = Site::new("study");
     let server = Served::start(&site.root(), &[]);
-    let mut nats = PrivateNats::start().expect("nats-server");
-    let (study, db) = start_study(&site, &server.base, &nats.url(), 40, 4);
+    let mut nats = secured_bus();
+    let (study, db) = start_study(&site, &server.base, &nats, 40, 4);
     let before = stored_seconds(&db);
     nats.stop();
     let out = study_output(study);
@@ -389,8 +421,8 @@ fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_second
     let site = Site::new("restart");
     let log = site.log();
     let mut server = Served::start(&site.root(), &["--access-log", log.to_str().unwrap()]);
-    let mut nats = PrivateNats::start().expect("nats-server");
-    let (study, db) = start_study(&site, &server.base, &nats.url(), 30, 4);
+    let mut nats = secured_bus();
+    let (study, db) = start_study(&site, &server.base, &nats, 30, 4);
     // Away for 4 s: past the agents' 1 s bound (their loads stop) and past the late
     // grace (2 s + the 1 s hold), well within the coordinator's 10 s.
     nats.stop();

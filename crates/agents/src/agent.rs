@@ -279,7 +279,7 @@ async fn lobby(
 /// The assignment in `payload` if this agent may take it: signed with the study's key
 /// (when the agent has credentials), for this agent, carrying this lobby's nonce, with a
 /// run id that can be a subject token. The error is the refusal's wording.
-fn take(cfg: &AgentConfig, nonce: &str, payload: &[u8]) -> Result<Assignment, String> {
+pub(crate) fn take(cfg: &AgentConfig, nonce: &str, payload: &[u8]) -> Result<Assignment, String> {
     let s: SignedAssignment = msg::decode(payload).map_err(|e| e.to_string())?;
     if let Some(auth) = &cfg.auth {
         if !auth.verify(&s.body, &s.mac) {

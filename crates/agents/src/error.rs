@@ -144,6 +144,14 @@ pub enum AgentsError {
         /// Names of those that were ready.
         names: Vec<String>,
     },
+    /// A peer's message that decodes but cannot be true (a second far past the run).
+    #[error("agent {agent}: {detail}")]
+    Implausible {
+        /// Whose.
+        agent: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// Credentials that cannot be read (a missing file, bad JSON, a short key).
     #[error("bus credentials {origin}: {detail}")]
     Credentials {

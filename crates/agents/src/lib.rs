@@ -23,6 +23,8 @@ pub mod clock;
 mod collect;
 pub mod coordinator;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod load;
 pub mod local;
 pub mod manifest;

@@ -159,19 +159,30 @@ impl StepAgents {
             }
             (None, _) => unreachable!("a bus without a server is an existing one"),
         };
-        let secrets: Vec<Option<String>> = (0..k)
+        let mut secrets: Vec<Option<String>> = (0..k)
             .map(|i| {
                 let keys = nats.as_ref()?.keys()?;
                 keys.agent(&name(i)).map(BusCredentials::to_json)
             })
             .collect();
+        if let Some(t) = &inj.agent_credentials {
+            for (i, s) in secrets.iter_mut().enumerate() {
+                let path = std::path::PathBuf::from(t.replace("{name}", &name(i)));
+                *s = Some(
+                    BusCredentials::load(&path)
+                        .map_err(StepError::Agents)?
+                        .to_json(),
+                );
+            }
+        }
         let creds = |i: usize| secrets[i].clone();
         // The agents volley starts may load the step's target (and, in a lab, its
-        // delaying proxies on the lab's own address) and nothing else.
-        let mut allow = vec![target.addr.to_string()];
-        if let Some(l) = lab {
-            allow.push(l.bus_ip().to_string());
-        }
+        // delaying proxies, on the target's address at ports of their own) and nothing
+        // else.
+        let allow = match lab {
+            Some(_) => vec![target.addr.ip().to_string()],
+            None => vec![target.addr.to_string()],
+        };
         let mut me = StepAgents {
             nats,
             url,

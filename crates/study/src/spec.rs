@@ -125,6 +125,11 @@ pub struct InjectorsDef {
     /// manifest` writes it.
     #[serde(default)]
     pub bus_credentials: Option<String>,
+    /// With `bus = "existing"` and the security on: the credentials file of each agent
+    /// volley starts (local, netns or ssh); `{name}` in it is the agent's name
+    /// (`inj1`...), for a server with a user per agent.
+    #[serde(default)]
+    pub agent_credentials: Option<String>,
     /// How long to wait for every agent to join (default 30s; 5m with kubernetes,
     /// where pods are scheduled and images pulled first).
     #[serde(default)]

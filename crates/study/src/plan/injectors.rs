@@ -106,6 +106,7 @@ pub(super) fn resolve_injectors(
         ready_timeout: remote.ready_timeout,
         secure_bus: remote.secure_bus,
         bus_credentials: remote.bus_credentials,
+        agent_credentials: remote.agent_credentials,
     }))
 }
 

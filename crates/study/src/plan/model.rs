@@ -222,6 +222,9 @@ pub struct InjectorsPlan {
     pub secure_bus: bool,
     /// `bus = "existing"`, secured: the coordinator's credentials file.
     pub bus_credentials: Option<std::path::PathBuf>,
+    /// `bus = "existing"`, secured: the agents' credentials file, `{name}` standing for
+    /// each agent's name.
+    pub agent_credentials: Option<String>,
 }
 
 /// `placement = "ssh"`: where each injector runs.

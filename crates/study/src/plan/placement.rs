@@ -31,6 +31,7 @@ pub(super) struct Remote {
     pub ready_timeout: Duration,
     pub secure_bus: bool,
     pub bus_credentials: Option<std::path::PathBuf>,
+    pub agent_credentials: Option<String>,
 }
 
 /// Resolves the keys above for `placement` (already checked to be a known one);
@@ -71,6 +72,7 @@ pub(super) fn resolve_remote(
             .is_some_and(|s| s.hosts.iter().any(Option::is_some));
     let bus = resolve_bus(d, kubernetes, remote)?;
     let (secure_bus, bus_credentials) = resolve_security(d, bus.as_ref())?;
+    let agent_credentials = resolve_agent_credentials(d, bus.as_ref(), secure_bus, kubernetes)?;
     if kubernetes && secure_bus && matches!(bus, Some(BusPlan::Private(_))) {
         return Err(invalid(
             "injectors.bus: the Job's agents hold the keys of the manifest's bus, not of a private one volley makes per step; use bus = \"existing\" with bus_credentials, or bus_security = \"off\"",
@@ -122,7 +124,28 @@ pub(super) fn resolve_remote(
         ready_timeout,
         secure_bus,
         bus_credentials,
+        agent_credentials,
     })
+}
+
+/// `agent_credentials`: on a secured existing bus, the agents volley starts need theirs
+/// (a Kubernetes Job's pods have the manifests' Secret instead).
+fn resolve_agent_credentials(
+    d: &InjectorsDef,
+    bus: Option<&BusPlan>,
+    secure: bool,
+    kubernetes: bool,
+) -> Result<Option<String>, StudyError> {
+    let existing = matches!(bus, Some(BusPlan::Existing(_)));
+    match (&d.agent_credentials, existing && secure && !kubernetes) {
+        (Some(_), false) => Err(invalid(
+            "injectors.agent_credentials is for the agents volley starts on a secured bus = \"existing\"",
+        )),
+        (None, true) => Err(invalid(
+            "injectors.agent_credentials: the agents volley starts need their credentials on a secured existing bus (\"{name}\" in the path stands for each agent's name), or bus_security = \"off\"",
+        )),
+        (a, _) => Ok(a.clone()),
+    }
 }
 
 /// `bus_security` and `bus_credentials`: whether the bus is secured (the default) and,
