@@ -11,6 +11,11 @@
 //! - An agent frozen (SIGSTOP) past three heartbeats is lost, the run degraded from
 //!   that second; when it wakes it is told it is out of the run and exits 1 with one
 //!   line, and nothing it sends afterwards enters the merge.
+//! - Trust: `volley agent` without credentials, with a wrong password, against a bus
+//!   without TLS or with an expired certificate ends with one line each (exit 2 for the
+//!   missing credentials, 1 for the rest); one told to load an address outside its
+//!   `--allow-target` refuses with one line, the run says so, and the server is never
+//!   loaded.
 
 use crate::common;
 
@@ -74,25 +79,33 @@ struct Agent(Option<Child>);
 impl Agent {
     /// Joins `nats` as `name` with its credentials in its environment.
     fn spawn(nats: &PrivateNats, name: &str) -> Agent {
-        let creds = nats.keys().unwrap().agent(name).unwrap().to_json();
-        let child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args([
-                "agent",
-                "--bus",
-                &nats.url(),
-                "--name",
-                name,
-                "--quiet",
-                "--wait",
-                "60s",
-            ])
-            .env(CREDENTIALS_ENV, creds)
+        Agent::spawn_with(
+            &nats.url(),
+            name,
+            nats.keys().unwrap().agent(name),
+            &["--quiet"],
+        )
+    }
+
+    /// Joins the bus at `url` as `name` with `creds` (none: none in its environment)
+    /// and more flags.
+    fn spawn_with(
+        url: &str,
+        name: &str,
+        creds: Option<&volley_agents::auth::BusCredentials>,
+        more: &[&str],
+    ) -> Agent {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volley"));
+        cmd.args(["agent", "--bus", url, "--name", name, "--wait", "60s"])
+            .args(more)
+            .env_remove(CREDENTIALS_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn volley agent");
-        Agent(Some(child))
+            .stderr(Stdio::piped());
+        if let Some(c) = creds {
+            cmd.env(CREDENTIALS_ENV, c.to_json());
+        }
+        Agent(Some(cmd.spawn().expect("spawn volley agent")))
     }
 
     fn pid(&self) -> String {
@@ -447,4 +460,115 @@ fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_second
         assert!(i["late_seconds"].as_u64().unwrap() >= 1, "{i}");
         assert!(i["max_late_ms"].as_u64().unwrap() > 0, "{i}");
     }
+}
+
+/// The lines an agent wrote that are not its progress.
+fn agent_error(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.contains(": on the bus "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    lines[0].to_string()
+}
+
+#[test]
+fn an_agent_without_valid_credentials_or_tls_ends_with_one_line_and_loads_nothing() {
+    let nats = secured_bus();
+    let url = nats.url();
+    let keys = nats.keys().unwrap();
+    // No credentials at all: a usage error, before any connection.
+    let out = Agent::spawn_with(&url, "a", None, &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(agent_error(&out).contains("--credentials FILE"), "{out:?}");
+    // A wrong password: the server refuses it, and counts it.
+    let mut wrong = keys.agent("a").unwrap().clone();
+    wrong.password = "guessed".into();
+    let out = Agent::spawn_with(&url, "a", Some(&wrong), &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let line = agent_error(&out);
+    assert!(line.contains("the bus refused the connection"), "{line}");
+    // --insecure-bus against a secured bus: its certificate is not trusted.
+    let out =
+        Agent::spawn_with(&url, "a", None, &["--insecure-bus"]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        agent_error(&out).contains("TLS to the bus failed"),
+        "{out:?}"
+    );
+    // A bus that does not speak TLS.
+    let plain = PrivateNats::start().expect("nats-server");
+    let out =
+        Agent::spawn_with(&plain.url(), "a", keys.agent("a"), &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(agent_error(&out).contains("does not speak TLS"), "{out:?}");
+    // A bus whose certificate has expired (signed by the CA the agent trusts).
+    let ca = volley_tls::certs::Authority::new().unwrap();
+    let mut expired =
+        volley_agents::auth::StudyKeys::generate(&["127.0.0.1"], &["a".into()]).unwrap();
+    expired.server = ca.expired_server(&["127.0.0.1"]).unwrap();
+    expired.ca_pem = ca.cert_pem();
+    let dir = std::env::temp_dir().join(format!("volley-expired-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = expired.server.write(&dir, "server").unwrap();
+    let conf = dir.join("nats.conf");
+    std::fs::write(
+        &conf,
+        expired.server_config(cert.to_str().unwrap(), key.to_str().unwrap()),
+    )
+    .unwrap();
+    let old =
+        PrivateNats::start_with_config(&conf, "127.0.0.1:0".parse().unwrap()).expect("nats-server");
+    let mut creds = expired.agent("a").unwrap().clone();
+    creds.ca_pem = Some(ca.cert_pem());
+    let out = Agent::spawn_with(&old.url(), "a", Some(&creds), &[]).finish(Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        agent_error(&out).contains("certificate has expired"),
+        "{out:?}"
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while nats.refused() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(nats.refused() >= 2, "refused {}", nats.refused());
+}
+
+#[test]
+fn an_agent_told_to_load_outside_its_allow_list_refuses_and_the_run_says_so() {
+    let site = Site::new("allow");
+    let mut server = Served::start(
+        &site.root(),
+        &["--access-log", site.log().to_str().unwrap()],
+    );
+    let nats = secured_bus();
+    // Allowed a documentation network only: the test's server is outside it.
+    let agent = Agent::spawn_with(
+        &nats.url(),
+        "a",
+        nats.keys().unwrap().agent("a"),
+        &["--allow-target", "192.0.2.0/24"],
+    );
+    let mut cfg = run_cfg(&nats, "outside", &server.addr, 2);
+    (cfg.agents, cfg.min_agents, cfg.whole.connections) = (1, 1, 1);
+    let (coord, _events) = spawn_coordinator(cfg);
+    let e = join(coord, Duration::from_secs(30)).unwrap_err();
+    let want = format!(
+        "agent a refused: target {} outside its allow-list (192.0.2.0/24)",
+        server.addr
+    );
+    assert_eq!(e.to_string(), want);
+    let out = agent.finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let line = agent_error(&out);
+    assert!(
+        line.starts_with("volley agent a: refused run outside: target")
+            && line.ends_with("nothing loaded"),
+        "{line}"
+    );
+    server.stop();
+    let logged = std::fs::read_to_string(site.log()).unwrap_or_default();
+    assert_eq!(logged.lines().count(), 0, "the server was loaded: {logged}");
 }
