@@ -155,6 +155,12 @@ cooldown = "0s"
             .sum();
         assert_eq!(stored, completed(&i["summary"]), "{name}'s stored seconds");
     }
+    // The bus was secured (the default): no note says otherwise.
+    assert!(
+        !s["notes"].to_string().contains("in the clear"),
+        "{}",
+        s["notes"]
+    );
     let active: Vec<usize> = s["phases"]
         .as_array()
         .unwrap()
@@ -218,6 +224,50 @@ cooldown = "0s"
     assert_eq!(step["injectors"], 3);
     let html = std::fs::read_to_string(&html).unwrap();
     assert!(html.contains("Phases: intervals with the same active injectors"));
+}
+
+#[test]
+fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
+    let dir = TempDir::new("clear");
+    let root = docroot(dir.path());
+    let mut server = Served::start(&root, &[]);
+    let file = study(
+        dir.path(),
+        &served_study(
+            "clear",
+            &server.base,
+            r#"
+[load]
+model = "open"
+rate = 20
+concurrency = 2
+[injectors]
+count = 2
+bus_security = "off"
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+"#,
+        ),
+    );
+    let db = dir.path().join("v.db");
+    let out = run_study(&file, &db);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    // The printed plan says so before anything runs, the stored step after.
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.contains("(in the clear: bus_security = \"off\")"),
+        "{plan}"
+    );
+    let steps = step_summaries(&db);
+    let notes = steps[0]["notes"].to_string();
+    assert!(notes.contains("the bus ran in the clear"), "{notes}");
 }
 
 #[test]

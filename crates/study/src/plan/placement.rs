@@ -208,7 +208,12 @@ impl super::InjectorsPlan {
                 "injectors: the Kubernetes Job's agents (agent-0..), started by you; bus {bus}; {wait}"
             ));
         }
-        let ssh = self.ssh.as_ref()?;
+        let Some(ssh) = self.ssh.as_ref() else {
+            // Injectors on this host are the default, unremarkable; a bus in the clear
+            // is said wherever they run.
+            return (!self.secure_bus)
+                .then(|| format!("injectors: on this host; bus {bus}; {wait}"));
+        };
         let hosts: Vec<String> = ssh
             .hosts
             .iter()
@@ -418,8 +423,13 @@ mod tests {
     fn the_bus_is_secured_unless_turned_off_and_an_existing_one_needs_credentials() {
         let local = injectors("count = 2\n", 1).unwrap();
         assert!(local.secure_bus && local.bus_credentials.is_none());
+        assert_eq!(local.placement_line(), None);
         let off = injectors("count = 2\nbus_security = \"off\"\n", 1).unwrap();
         assert!(!off.secure_bus);
+        assert!(off
+            .placement_line()
+            .unwrap()
+            .contains("in the clear: bus_security = \"off\""));
         let e = injectors("count = 2\nbus_security = \"maybe\"\n", 1)
             .unwrap_err()
             .to_string();
