@@ -192,6 +192,11 @@ pub(super) fn load_step(
             .get("workload")
             .and_then(Value::as_str)
             .map(str::to_string),
+        variant: p
+            .extra
+            .get("variant")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         closed_loop,
         phase: p
             .extra
@@ -222,6 +227,7 @@ pub(super) fn load_step(
         little_flagged: verdict.little.is_some_and(|l| l.flagged),
         throttled: verdict.throttled || s.throttling.as_ref().is_some_and(|t| t.nr_throttled > 0),
         machine_busy: verdict.machine_busy,
+        target_died: verdict.target_died.clone(),
         attempt: p
             .extra
             .get("attempt")
