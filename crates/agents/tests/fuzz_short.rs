@@ -1,14 +1,13 @@
 //! Seeded short run of the `bus_messages` fuzz target (`fuzz/fuzz_targets/`): the same
-//! harness libFuzzer drives (`volley_agents::fuzzing::bus_messages`), fed one valid
-//! message of each kind (written to `fuzz/corpus/bus_messages/` with `VOLLEY_BLESS=1`,
-//! the long runs' starting corpus), every committed corpus and regression input, and
-//! seeded mutations of them. A panic in the harness (a crash, or one of its assertions)
-//! fails the test; the long runs are `cargo +nightly fuzz run` (see fuzz/README.md).
-//!
-//! The mutations are libFuzzer's common moves, as in the server's short runs
-//! (`crates/server/tests/fuzz_short.rs`).
+//! harness libFuzzer drives (`volley_agents::fuzzing::bus_messages`), fed the committed
+//! corpus (one valid message of each kind, written by [`seeds`] with `VOLLEY_BLESS=1`),
+//! every regression input and seeded mutations of them (`fuzz/short_run.rs`, shared with
+//! the server's and the office's short runs). A panic in the harness (a crash, or one of
+//! its assertions) fails the test; the long runs are `cargo +nightly fuzz run` (see
+//! fuzz/README.md), or `VOLLEY_FUZZ_RUNS=N` here.
 
-use std::path::{Path, PathBuf};
+#[path = "../../../fuzz/short_run.rs"]
+mod short_run;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -18,15 +17,7 @@ use volley_agents::load::LoadSpec;
 use volley_agents::msg::{self, *};
 use volley_agents::share::Share;
 
-/// Mutated inputs: a few seconds in a debug build (`VOLLEY_FUZZ_RUNS` for more).
-const MUTATIONS: usize = 20_000;
-/// Longest mutated input, bytes.
-const MAX_LEN: usize = 4_096;
 const TARGET: &str = "bus_messages";
-
-fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
-}
 
 /// One valid message of each kind, encoded.
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -195,84 +186,43 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// The seeds and every file of `fuzz/corpus/bus_messages` and
-/// `fuzz/regressions/bus_messages`.
-fn inputs() -> Vec<Vec<u8>> {
-    let seeds = seeds();
+/// Writes the seeds as the target's corpus (`VOLLEY_BLESS=1`).
+fn bless() {
     if std::env::var_os("VOLLEY_BLESS").is_some() {
-        let dir = fuzz_dir().join("corpus").join(TARGET);
+        let dir = short_run::fuzz_dir().join("corpus").join(TARGET);
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, bytes) in &seeds {
+        for (name, bytes) in seeds() {
             std::fs::write(dir.join(name), bytes).unwrap();
         }
     }
-    let mut v: Vec<Vec<u8>> = seeds.into_iter().map(|(_, b)| b).collect();
-    for dir in ["corpus", "regressions"] {
-        let Ok(entries) = std::fs::read_dir(fuzz_dir().join(dir).join(TARGET)) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
-        paths.sort();
-        for p in paths {
-            v.push(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
-        }
-    }
-    v
-}
-
-/// One random edit of `base`, with `other` for splices.
-fn mutate(rng: &mut ChaCha8Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
-    let mut v = base.to_vec();
-    for _ in 0..rng.random_range(1..=4) {
-        let at = if v.is_empty() {
-            0
-        } else {
-            rng.random_range(0..v.len())
-        };
-        match rng.random_range(0..6) {
-            0 if !v.is_empty() => v[at] ^= 1 << rng.random_range(0..8),
-            1 if !v.is_empty() => v[at] = rng.random(),
-            2 => {
-                let n = rng.random_range(1..=16);
-                let bytes: Vec<u8> = (0..n).map(|_| rng.random()).collect();
-                v.splice(at..at, bytes);
-            }
-            3 if !v.is_empty() => {
-                let end = (at + rng.random_range(1..=32)).min(v.len());
-                v.drain(at..end);
-            }
-            4 if !v.is_empty() => {
-                let end = (at + rng.random_range(1..=64)).min(v.len());
-                let copy = v[at..end].to_vec();
-                v.splice(at..at, copy);
-            }
-            _ if !other.is_empty() => {
-                let from = rng.random_range(0..other.len());
-                v.truncate(at);
-                v.extend_from_slice(&other[from..]);
-            }
-            _ => {}
-        }
-    }
-    v.truncate(MAX_LEN);
-    v
 }
 
 #[test]
 fn bus_messages_short_run() {
-    let corpus = inputs();
-    for input in &corpus {
-        bus_messages(input);
-    }
-    let runs = std::env::var("VOLLEY_FUZZ_RUNS")
+    bless();
+    let corpus = short_run::inputs(TARGET);
+    assert!(
+        corpus.len() >= seeds().len(),
+        "the committed corpus holds the seeds (VOLLEY_BLESS=1 writes them)"
+    );
+    short_run::short_run(TARGET, 26, bus_messages);
+}
+
+/// `VOLLEY_FUZZ_RUNS=N`: N more mutations (a longer run without libFuzzer).
+#[test]
+fn bus_messages_long_run_when_asked() {
+    let Some(runs) = std::env::var("VOLLEY_FUZZ_RUNS")
         .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(MUTATIONS);
-    let mut rng = ChaCha8Rng::seed_from_u64(26);
+        .and_then(|r| r.parse::<usize>().ok())
+    else {
+        return;
+    };
+    let corpus = short_run::inputs(TARGET);
+    let mut rng = ChaCha8Rng::seed_from_u64(2626);
     for _ in 0..runs {
         let base = &corpus[rng.random_range(0..corpus.len())];
         let other = &corpus[rng.random_range(0..corpus.len())];
-        bus_messages(&mutate(&mut rng, base, other));
+        bus_messages(&short_run::mutate(&mut rng, base, other));
     }
 }
 
