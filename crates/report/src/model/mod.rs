@@ -417,6 +417,7 @@ impl StepReport {
             little_flagged: false,
             throttled: false,
             machine_busy: false,
+            target_died: None,
             attempt: 0,
             resources: None,
             seconds: Vec::new(),
