@@ -19,7 +19,17 @@ fn writes_the_manifests_and_exits_0() {
         .unwrap();
     assert!(status.success());
     let yaml = std::fs::read_to_string(&file).unwrap();
+    // The coordinator's credentials beside it, for its owner only.
+    let coord = dir.join("agents.coordinator.json");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&coord).unwrap().permissions());
+    let creds = volley_agents::auth::BusCredentials::load(&coord).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(
+        yaml.contains(&creds.assign_key),
+        "the agents' Secret has the study's key"
+    );
     for want in [
         "kind: Namespace",
         "kind: Deployment",
@@ -29,6 +39,8 @@ fn writes_the_manifests_and_exits_0() {
         "completions: 3",
         "parallelism: 3",
         "agent-$(JOB_COMPLETION_INDEX)",
+        "kind: Secret",
+        "--credentials",
     ] {
         assert!(yaml.contains(want), "{want} missing:\n{yaml}");
     }
@@ -41,6 +53,10 @@ fn bad_input_is_one_line_and_exit_2() {
         ("--namespace", "Not_A_Label"),
         ("--image", "UPPER/case"),
         ("--bus", "http://x"),
+        // An existing bus with neither the agents' credentials nor --insecure-bus.
+        ("--bus", "nats://nats.infra:4222"),
+        ("--agent-credentials", "/nonexistent/agent.json"),
+        ("--allow-target", "10.0.0.0/99"),
     ] {
         let mut args = vec!["agents", "manifest", "-", "--injectors", "2"];
         if flag == "--injectors" {

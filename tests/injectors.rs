@@ -155,6 +155,12 @@ cooldown = "0s"
             .sum();
         assert_eq!(stored, completed(&i["summary"]), "{name}'s stored seconds");
     }
+    // The bus was secured (the default): no note says otherwise.
+    assert!(
+        !s["notes"].to_string().contains("in the clear"),
+        "{}",
+        s["notes"]
+    );
     let active: Vec<usize> = s["phases"]
         .as_array()
         .unwrap()
@@ -221,6 +227,50 @@ cooldown = "0s"
 }
 
 #[test]
+fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
+    let dir = TempDir::new("clear");
+    let root = docroot(dir.path());
+    let mut server = Served::start(&root, &[]);
+    let file = study(
+        dir.path(),
+        &served_study(
+            "clear",
+            &server.base,
+            r#"
+[load]
+model = "open"
+rate = 20
+concurrency = 2
+[injectors]
+count = 2
+bus_security = "off"
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+"#,
+        ),
+    );
+    let db = dir.path().join("v.db");
+    let out = run_study(&file, &db);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    // The printed plan says so before anything runs, the stored step after.
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.contains("(in the clear: bus_security = \"off\")"),
+        "{plan}"
+    );
+    let steps = step_summaries(&db);
+    let notes = steps[0]["notes"].to_string();
+    assert!(notes.contains("the bus ran in the clear"), "{notes}");
+}
+
+#[test]
 fn bad_injector_tables_are_usage_errors_naming_the_key() {
     let dir = TempDir::new("bad");
     let cases = [
@@ -256,8 +306,21 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
         ("count = 2\nready_timeout = \"soon\"", "injectors.ready_timeout"),
         ("count = 2\nplacement = \"kubernetes\"", "injectors.bus_url"),
         (
-            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"",
+            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_security = \"off\"",
             "injectors.placement",
+        ),
+        ("count = 2\nbus_security = \"maybe\"", "injectors.bus_security"),
+        (
+            "count = 2\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"",
+            "injectors.bus_credentials",
+        ),
+        (
+            "count = 2\nbus = \"existing\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_credentials = \"/nonexistent/c.json\"",
+            "/nonexistent/c.json",
+        ),
+        (
+            "count = 2\nagent_credentials = \"{name}.json\"",
+            "injectors.agent_credentials",
         ),
         (
             "count = 2\nlinks = [{ injectors = 1, rate = \"10mbit\" }]",

@@ -11,6 +11,11 @@
 //! - An agent frozen (SIGSTOP) past three heartbeats is lost, the run degraded from
 //!   that second; when it wakes it is told it is out of the run and exits 1 with one
 //!   line, and nothing it sends afterwards enters the merge.
+//! - Trust: `volley agent` without credentials, with a wrong password, against a bus
+//!   without TLS or with an expired certificate ends with one line each (exit 2 for the
+//!   missing credentials, 1 for the rest); one told to load an address outside its
+//!   `--allow-target` refuses with one line, the run says so, and the server is never
+//!   loaded.
 
 use crate::common;
 
@@ -21,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Served;
+use volley_agents::auth::CREDENTIALS_ENV;
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
 use volley_agents::merge::Slot;
@@ -57,21 +63,49 @@ impl Drop for Site {
     }
 }
 
+/// A secured bus on loopback with users for the agents these tests name.
+fn secured_bus() -> PrivateNats {
+    let names: Vec<String> = ["a", "b", "victim", "inj1", "inj2"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    PrivateNats::start_secured("127.0.0.1:0".parse().unwrap(), &names)
+        .expect("nats-server (scripts/install-deps.sh)")
+}
+
 /// A `volley agent` process this test started, killed and reaped on drop.
 struct Agent(Option<Child>);
 
 impl Agent {
-    fn spawn(url: &str, name: &str) -> Agent {
-        let child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args([
-                "agent", "--bus", url, "--name", name, "--quiet", "--wait", "60s",
-            ])
+    /// Joins `nats` as `name` with its credentials in its environment.
+    fn spawn(nats: &PrivateNats, name: &str) -> Agent {
+        Agent::spawn_with(
+            &nats.url(),
+            name,
+            nats.keys().unwrap().agent(name),
+            &["--quiet"],
+        )
+    }
+
+    /// Joins the bus at `url` as `name` with `creds` (none: none in its environment)
+    /// and more flags.
+    fn spawn_with(
+        url: &str,
+        name: &str,
+        creds: Option<&volley_agents::auth::BusCredentials>,
+        more: &[&str],
+    ) -> Agent {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volley"));
+        cmd.args(["agent", "--bus", url, "--name", name, "--wait", "60s"])
+            .args(more)
+            .env_remove(CREDENTIALS_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn volley agent");
-        Agent(Some(child))
+            .stderr(Stdio::piped());
+        if let Some(c) = creds {
+            cmd.env(CREDENTIALS_ENV, c.to_json());
+        }
+        Agent(Some(cmd.spawn().expect("spawn volley agent")))
     }
 
     fn pid(&self) -> String {
@@ -117,7 +151,8 @@ fn signal(sig: &str, pid: &str) {
 }
 
 /// A run of two agents at 200 requests/s in all for `secs` against `addr`.
-fn run_cfg(url: &str, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
+fn run_cfg(nats: &PrivateNats, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
+    let url = &nats.url();
     let whole = Whole {
         requests: None,
         rate_rps: Some(200.0),
@@ -125,6 +160,7 @@ fn run_cfg(url: &str, run: &str, addr: &str, secs: u64) -> CoordinatorConfig {
         duration_ms: Some(secs * 1_000),
     };
     let mut cfg = CoordinatorConfig::new(url, run, whole, 2);
+    cfg.auth = nats.keys().map(|k| k.coordinator.clone());
     cfg.ready_bound = Duration::from_secs(20);
     cfg.max_offset = Duration::from_secs(1);
     cfg.start_lead = Duration::from_millis(1_500);
@@ -234,12 +270,9 @@ fn the_bus_gone_stops_every_agents_load_within_2_s_and_ends_the_run_with_bus_gon
         &site.root(),
         &["--access-log", site.log().to_str().unwrap()],
     );
-    let mut nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh)");
-    let agents: Vec<Agent> = ["a", "b"]
-        .iter()
-        .map(|n| Agent::spawn(&nats.url(), n))
-        .collect();
-    let mut cfg = run_cfg(&nats.url(), "gone", &server.addr, 30);
+    let mut nats = secured_bus();
+    let agents: Vec<Agent> = ["a", "b"].iter().map(|n| Agent::spawn(&nats, n)).collect();
+    let mut cfg = run_cfg(&nats, "gone", &server.addr, 30);
     cfg.bus_gone_after = Duration::from_secs(3);
     let (coord, events) = spawn_coordinator(cfg);
     wait_merged(&events, 2);
@@ -273,10 +306,10 @@ fn the_bus_gone_stops_every_agents_load_within_2_s_and_ends_the_run_with_bus_gon
 fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes() {
     let site = Site::new("stale");
     let server = Served::start(&site.root(), &[]);
-    let nats = PrivateNats::start().expect("nats-server");
-    let a = Agent::spawn(&nats.url(), "a");
-    let victim = Agent::spawn(&nats.url(), "victim");
-    let (coord, events) = spawn_coordinator(run_cfg(&nats.url(), "stale", &server.addr, 12));
+    let nats = secured_bus();
+    let a = Agent::spawn(&nats, "a");
+    let victim = Agent::spawn(&nats, "victim");
+    let (coord, events) = spawn_coordinator(run_cfg(&nats, "stale", &server.addr, 12));
     wait_merged(&events, 2);
     signal("-STOP", &victim.pid());
     // Lost after 3 s without a heartbeat (the default bound).
@@ -331,15 +364,27 @@ fn stored_seconds(db: &Path) -> usize {
 fn start_study(
     site: &Site,
     base: &str,
-    bus_url: &str,
+    nats: &PrivateNats,
     secs: u64,
     n: usize,
 ) -> (Child, std::path::PathBuf) {
+    let bus_url = nats.url();
+    // The existing bus's credentials, as its operator would hand them out: the
+    // coordinator's, and one file per agent (`{name}` in the study's path).
+    let keys = nats.keys().unwrap();
+    let coord = site.0.join("coordinator.json");
+    std::fs::write(&coord, keys.coordinator.to_json()).unwrap();
+    for (name, c) in &keys.agents {
+        std::fs::write(site.0.join(format!("{name}.json")), c.to_json()).unwrap();
+    }
+    let agents = site.0.join("{name}.json");
     let file = site.0.join("s.toml");
     std::fs::write(
         &file,
         format!(
-            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
+            "name = \"bus\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\ntimeout = \"1s\"\n[injectors]\ncount = 2\nbus = \"existing\"\nbus_url = \"{bus_url}\"\nbus_credentials = \"{}\"\nagent_credentials = \"{}\"\n[steps]\nduration = \"{secs}s\"\nwarmup = \"0s\"\n",
+            coord.display(),
+            agents.display()
         ),
     )
     .unwrap();
@@ -369,8 +414,8 @@ fn study_output(study: Child) -> Output {
 fn a_study_whose_bus_goes_away_exits_1_with_one_line_and_keeps_the_seconds_it_had() {
     let site = Site::new("study");
     let server = Served::start(&site.root(), &[]);
-    let mut nats = PrivateNats::start().expect("nats-server");
-    let (study, db) = start_study(&site, &server.base, &nats.url(), 40, 4);
+    let mut nats = secured_bus();
+    let (study, db) = start_study(&site, &server.base, &nats, 40, 4);
     let before = stored_seconds(&db);
     nats.stop();
     let out = study_output(study);
@@ -389,8 +434,8 @@ fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_second
     let site = Site::new("restart");
     let log = site.log();
     let mut server = Served::start(&site.root(), &["--access-log", log.to_str().unwrap()]);
-    let mut nats = PrivateNats::start().expect("nats-server");
-    let (study, db) = start_study(&site, &server.base, &nats.url(), 30, 4);
+    let mut nats = secured_bus();
+    let (study, db) = start_study(&site, &server.base, &nats, 30, 4);
     // Away for 4 s: past the agents' 1 s bound (their loads stop) and past the late
     // grace (2 s + the 1 s hold), well within the coordinator's 10 s.
     nats.stop();
@@ -415,4 +460,115 @@ fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_second
         assert!(i["late_seconds"].as_u64().unwrap() >= 1, "{i}");
         assert!(i["max_late_ms"].as_u64().unwrap() > 0, "{i}");
     }
+}
+
+/// The lines an agent wrote that are not its progress.
+fn agent_error(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.contains(": on the bus "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    lines[0].to_string()
+}
+
+#[test]
+fn an_agent_without_valid_credentials_or_tls_ends_with_one_line_and_loads_nothing() {
+    let nats = secured_bus();
+    let url = nats.url();
+    let keys = nats.keys().unwrap();
+    // No credentials at all: a usage error, before any connection.
+    let out = Agent::spawn_with(&url, "a", None, &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(agent_error(&out).contains("--credentials FILE"), "{out:?}");
+    // A wrong password: the server refuses it, and counts it.
+    let mut wrong = keys.agent("a").unwrap().clone();
+    wrong.password = "guessed".into();
+    let out = Agent::spawn_with(&url, "a", Some(&wrong), &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let line = agent_error(&out);
+    assert!(line.contains("the bus refused the connection"), "{line}");
+    // --insecure-bus against a secured bus: its certificate is not trusted.
+    let out =
+        Agent::spawn_with(&url, "a", None, &["--insecure-bus"]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        agent_error(&out).contains("TLS to the bus failed"),
+        "{out:?}"
+    );
+    // A bus that does not speak TLS.
+    let plain = PrivateNats::start().expect("nats-server");
+    let out =
+        Agent::spawn_with(&plain.url(), "a", keys.agent("a"), &[]).finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(agent_error(&out).contains("does not speak TLS"), "{out:?}");
+    // A bus whose certificate has expired (signed by the CA the agent trusts).
+    let ca = volley_tls::certs::Authority::new().unwrap();
+    let mut expired =
+        volley_agents::auth::StudyKeys::generate(&["127.0.0.1"], &["a".into()]).unwrap();
+    expired.server = ca.expired_server(&["127.0.0.1"]).unwrap();
+    expired.ca_pem = ca.cert_pem();
+    let dir = std::env::temp_dir().join(format!("volley-expired-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = expired.server.write(&dir, "server").unwrap();
+    let conf = dir.join("nats.conf");
+    std::fs::write(
+        &conf,
+        expired.server_config(cert.to_str().unwrap(), key.to_str().unwrap()),
+    )
+    .unwrap();
+    let old =
+        PrivateNats::start_with_config(&conf, "127.0.0.1:0".parse().unwrap()).expect("nats-server");
+    let mut creds = expired.agent("a").unwrap().clone();
+    creds.ca_pem = Some(ca.cert_pem());
+    let out = Agent::spawn_with(&old.url(), "a", Some(&creds), &[]).finish(Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        agent_error(&out).contains("certificate has expired"),
+        "{out:?}"
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while nats.refused() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(nats.refused() >= 2, "refused {}", nats.refused());
+}
+
+#[test]
+fn an_agent_told_to_load_outside_its_allow_list_refuses_and_the_run_says_so() {
+    let site = Site::new("allow");
+    let mut server = Served::start(
+        &site.root(),
+        &["--access-log", site.log().to_str().unwrap()],
+    );
+    let nats = secured_bus();
+    // Allowed a documentation network only: the test's server is outside it.
+    let agent = Agent::spawn_with(
+        &nats.url(),
+        "a",
+        nats.keys().unwrap().agent("a"),
+        &["--allow-target", "192.0.2.0/24"],
+    );
+    let mut cfg = run_cfg(&nats, "outside", &server.addr, 2);
+    (cfg.agents, cfg.min_agents, cfg.whole.connections) = (1, 1, 1);
+    let (coord, _events) = spawn_coordinator(cfg);
+    let e = join(coord, Duration::from_secs(30)).unwrap_err();
+    let want = format!(
+        "agent a refused: target {} outside its allow-list (192.0.2.0/24)",
+        server.addr
+    );
+    assert_eq!(e.to_string(), want);
+    let out = agent.finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let line = agent_error(&out);
+    assert!(
+        line.starts_with("volley agent a: refused run outside: target")
+            && line.ends_with("nothing loaded"),
+        "{line}"
+    );
+    server.stop();
+    let logged = std::fs::read_to_string(site.log()).unwrap_or_default();
+    assert_eq!(logged.lines().count(), 0, "the server was loaded: {logged}");
 }

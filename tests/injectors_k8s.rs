@@ -2,8 +2,11 @@
 //! starts the agents the way the Indexed Job of `volley agents manifest` starts them
 //! (the manifest's command and args, each with its own `JOB_COMPLETION_INDEX`, the
 //! `$(VAR)` references expanded from the container's environment as the kubelet does)
-//! on this host against a private nats-server, then `volley study run` waits for them
-//! on the bus and runs its step, against a `volley serve` with its access log on.
+//! on this host against the nats-server the manifests deploy (started here with the
+//! config, certificate and key of their Secret, the agents' credentials files where the
+//! pods mount theirs), then `volley study run` waits for them on that secured bus with
+//! the coordinator's credentials file and runs its step, against a `volley serve` with
+//! its access log on.
 //!
 //! The target listens on an address of a veth the test makes (its peer in a namespace
 //! of the test's), because a study refuses a loopback target for agents on other hosts.
@@ -114,16 +117,65 @@ fn expand(arg: &str, env: &BTreeMap<&str, String>) -> String {
     out
 }
 
+/// The `stringData` of each Secret in a multi-document manifest, by the Secret's name.
+fn secrets(yaml: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    use serde::Deserialize;
+    let mut out = BTreeMap::new();
+    for doc in serde_norway::Deserializer::from_str(yaml) {
+        let v = serde_norway::Value::deserialize(doc).unwrap();
+        if v["kind"].as_str() != Some("Secret") {
+            continue;
+        }
+        let name = v["metadata"]["name"].as_str().unwrap().to_string();
+        let data: BTreeMap<String, String> =
+            serde_norway::from_value(v["stringData"].clone()).unwrap();
+        out.insert(name, data);
+    }
+    out
+}
+
+/// Writes a Secret's files into `dir` (mode 0600), as a pod's volume mount shows them.
+fn mount(data: &BTreeMap<String, String>, dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    for (k, v) in data {
+        let p = dir.join(k);
+        std::fs::write(&p, v).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
 #[test]
 fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
     let place = Place::make();
-    let nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh installs it)");
-    let bus = nats.url();
-    // The manifest the user would apply, for three pods on this bus.
+    // The manifests the user would apply: three pods, the deployed (secured) bus, the
+    // agents allowed to load the test's target address.
     let mut req = Request::new(3);
-    req.bus = bus.clone();
-    let yaml = manifest::render(&req).unwrap();
-    let args = manifest::agent_args(&bus);
+    req.allow_targets = vec![place.addr.clone()];
+    let rendered = manifest::render(&req).unwrap();
+    let yaml = &rendered.yaml;
+    let secrets = secrets(yaml);
+    // The cluster's side, here: the server with its Secret's config on loopback (its
+    // certificate names 127.0.0.1 for a port-forward), each pod's mount a directory.
+    let tls = place.dir.join("nats-tls");
+    let mut nats_files = secrets[manifest::NATS_SECRET].clone();
+    let conf = nats_files["nats.conf"].replace(manifest::NATS_SECRET_DIR, tls.to_str().unwrap());
+    nats_files.insert("nats.conf".into(), conf);
+    mount(&nats_files, &tls);
+    let nats =
+        PrivateNats::start_with_config(&tls.join("nats.conf"), "127.0.0.1:0".parse().unwrap())
+            .expect("nats-server (scripts/install-deps.sh installs it)");
+    let bus = nats.url();
+    let creds = place.dir.join("volley-bus");
+    mount(&secrets[manifest::AGENTS_SECRET], &creds);
+    assert_eq!(
+        secrets[manifest::AGENTS_SECRET].len(),
+        3,
+        "one credentials file per pod"
+    );
+    let coordinator = place.dir.join("coordinator.json");
+    std::fs::write(&coordinator, rendered.coordinator.unwrap().to_json()).unwrap();
+    let args = manifest::agent_args(&req);
     for a in &args {
         assert!(yaml.contains(a.as_str()), "{a} not in the Job:\n{yaml}");
     }
@@ -132,7 +184,16 @@ fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
         (0..3)
             .map(|i| {
                 let env = BTreeMap::from([(manifest::INDEX_ENV, i.to_string())]);
-                let argv: Vec<String> = args.iter().map(|a| expand(a, &env)).collect();
+                // The Service's name as the cluster's DNS resolves it, the Secret where
+                // the pod mounts it.
+                let argv: Vec<String> = args
+                    .iter()
+                    .map(|a| {
+                        expand(a, &env)
+                            .replace(manifest::DEFAULT_BUS, &bus)
+                            .replace(manifest::AGENTS_SECRET_DIR, creds.to_str().unwrap())
+                    })
+                    .collect();
                 Command::new(env!("CARGO_BIN_EXE_volley"))
                     .args(&argv)
                     .env(manifest::INDEX_ENV, i.to_string())
@@ -161,9 +222,10 @@ fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
              [[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n\
              [load]\nmodel = \"open\"\nrate = 30\nconcurrency = 2\n\
              [injectors]\ncount = 3\nshare = \"each\"\nplacement = \"kubernetes\"\n\
-             bus_url = \"{bus}\"\nready_timeout = \"30s\"\n\
+             bus_url = \"{bus}\"\nbus_credentials = \"{}\"\nready_timeout = \"30s\"\n\
              [steps]\nduration = \"3s\"\nwarmup = \"0s\"\ncooldown = \"0s\"\n",
-            server.base
+            server.base,
+            coordinator.display()
         ),
     )
     .unwrap();

@@ -9,11 +9,14 @@
 //! load's stop flag, so the load ends within that plus its own polling interval (the
 //! issue's bound is 2 s).
 
+use crate::allow::AllowList;
+use crate::auth::BusCredentials;
 use crate::bus::{self, Bus, Incoming};
 use crate::clock::{self, Deadline};
 use crate::load::ShareRecord;
 use crate::msg::{
-    self, subject, Assignment, Ending, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord, PROTO,
+    self, subject, Assignment, Ending, Hello, ProbeReply, ProbeRequest, Ready, SecondRecord,
+    SignedAssignment, PROTO,
 };
 use crate::AgentsError;
 use futures::StreamExt;
@@ -43,12 +46,19 @@ pub struct AgentConfig {
     /// How long, once the load has ended, the agent waits for the bus to take its
     /// buffered records and final record before it exits without them.
     pub resend_bound: Duration,
+    /// Its credentials on a secured bus (TLS, user and password, the study's
+    /// assignment key); `None`: the bus's security is off, and unsigned assignments are
+    /// taken.
+    pub auth: Option<BusCredentials>,
+    /// What it may load; an assignment outside is refused.
+    pub allow: AllowList,
 }
 
 impl AgentConfig {
     /// Defaults: an hour in the lobby, the load stopped after 1 s without the bus, runs
     /// of at most a day, 300 records kept while the bus is away and 10 s to send them
-    /// once the load has ended.
+    /// once the load has ended; no credentials (set `auth`), and the default allow-list
+    /// (loopback and the bus's own network, [`AllowList::default_for`]).
     pub fn new(bus_url: &str, name: &str) -> Self {
         AgentConfig {
             bus_url: bus_url.to_string(),
@@ -58,6 +68,8 @@ impl AgentConfig {
             run_bound: Duration::from_secs(86_400),
             outbox_bound: crate::outbox::DEFAULT_BOUND,
             resend_bound: Duration::from_secs(10),
+            auth: None,
+            allow: AllowList::default_for(bus_url),
         }
     }
 }
@@ -67,6 +79,12 @@ impl AgentConfig {
 pub enum AgentEvent {
     /// Connected and in the lobby.
     Joined,
+    /// An assignment was refused and the agent stays in the lobby: not signed with the
+    /// study's key (forged), or not for this agent process (replayed). Why.
+    Refused(String),
+    /// The assignment's target is outside the allow-list: refused, nothing loaded, the
+    /// agent exits with [`AgentsError::RefusedHere`]. Why.
+    RefusedTarget(String),
     /// Assigned; the load starts at the deadline (`late_ms` past it when > 0).
     Assigned {
         /// The run.
@@ -163,10 +181,9 @@ where
     msg::check_token("agent name", &cfg.name)?;
     let rt = bus::runtime()?;
     rt.block_on(async {
-        let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5)).await?;
+        let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5), cfg.auth.as_ref()).await?;
         on_event(AgentEvent::Joined);
-        let (assignment, request) = lobby(cfg, &bus).await?;
-        msg::check_token("run id", &assignment.run)?;
+        let (assignment, request) = lobby(cfg, &bus, on_event).await?;
         let stop_sub = bus.subscribe(subject::stop(&assignment.run)).await?;
         let deadline = clock::local_deadline(
             assignment.t0_ns,
@@ -180,6 +197,7 @@ where
             proto: PROTO,
             name: cfg.name.clone(),
             late_ms,
+            refused: None,
         };
         bus.reply(&request, &ready).await?;
         on_event(AgentEvent::Assigned {
@@ -197,13 +215,20 @@ where
     })
 }
 
-/// Announces the agent each second and answers probes until an assignment comes.
-async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), AgentsError> {
+/// Announces the agent each second and answers probes until an assignment it takes
+/// comes; refuses forged and replayed ones (and stays), and one whose target is outside
+/// its allow-list (and ends).
+async fn lobby(
+    cfg: &AgentConfig,
+    bus: &Bus,
+    on_event: &mut dyn FnMut(AgentEvent),
+) -> Result<(Assignment, Incoming), AgentsError> {
     let mut probes = bus.subscribe(subject::probe(&cfg.name)).await?;
     let mut assigns = bus.subscribe(subject::assign(&cfg.name)).await?;
     let hello = Hello {
         proto: PROTO,
         name: cfg.name.clone(),
+        nonce: crate::auth::random_token(16)?,
     };
     let until = Instant::now() + cfg.assign_bound;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -215,7 +240,7 @@ async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), A
                     return Err(AgentsError::BusLost);
                 }
                 if bus.connected() {
-                    bus.publish(subject::hello(), &hello).await?;
+                    bus.publish(subject::hello(&cfg.name), &hello).await?;
                 }
             }
             Some(m) = probes.next() => {
@@ -228,7 +253,20 @@ async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), A
                 }
             }
             Some(m) = assigns.next() => {
-                return Ok((msg::decode(&m.payload)?, m));
+                match take(cfg, &hello.nonce, &m.payload) {
+                    Ok(a) => {
+                        if let Some(reason) = a.load.as_ref().and_then(|l| cfg.allow.check(&l.addr).err()) {
+                            refuse(cfg, bus, &m, &reason).await;
+                            on_event(AgentEvent::RefusedTarget(reason.clone()));
+                            return Err(AgentsError::RefusedHere { run: a.run, reason });
+                        }
+                        return Ok((a, m));
+                    }
+                    Err(reason) => {
+                        refuse(cfg, bus, &m, &reason).await;
+                        on_event(AgentEvent::Refused(reason));
+                    }
+                }
             }
         }
     }
@@ -236,6 +274,39 @@ async fn lobby(cfg: &AgentConfig, bus: &Bus) -> Result<(Assignment, Incoming), A
         action: "waiting for an assignment",
         after: cfg.assign_bound,
     })
+}
+
+/// The assignment in `payload` if this agent may take it: signed with the study's key
+/// (when the agent has credentials), for this agent, carrying this lobby's nonce, with a
+/// run id that can be a subject token. The error is the refusal's wording.
+pub(crate) fn take(cfg: &AgentConfig, nonce: &str, payload: &[u8]) -> Result<Assignment, String> {
+    let s: SignedAssignment = msg::decode(payload).map_err(|e| e.to_string())?;
+    if let Some(auth) = &cfg.auth {
+        if !auth.verify(&s.body, &s.mac) {
+            return Err("an assignment not signed with this study's key (forged?)".into());
+        }
+    }
+    let a: Assignment = msg::decode(&s.body).map_err(|e| e.to_string())?;
+    if a.agent != cfg.name || a.nonce != nonce {
+        return Err(format!(
+            "an assignment of run {:?} for another agent or an earlier lobby (replayed?)",
+            a.run
+        ));
+    }
+    msg::check_token("run id", &a.run).map_err(|e| e.to_string())?;
+    Ok(a)
+}
+
+/// Answers an assignment with a refusal (best effort: a forger may not listen).
+async fn refuse(cfg: &AgentConfig, bus: &Bus, m: &Incoming, reason: &str) {
+    let no = Ready {
+        proto: PROTO,
+        name: cfg.name.clone(),
+        late_ms: 0,
+        refused: Some(reason.to_string()),
+    };
+    let _ = bus.reply(m, &no).await;
+    let _ = bus.flush(bus::SEND_BOUND).await;
 }
 
 /// Tells when the bus has been down for longer than a bound.

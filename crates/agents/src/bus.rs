@@ -6,13 +6,15 @@
 //! client's many error types into [`AgentsError`]. Runs inside the tokio runtime its
 //! caller owns; nothing here outlives it.
 
+use crate::auth::BusCredentials;
 use crate::msg::{self, Message};
 use crate::AgentsError;
 use async_nats::connection::State;
-use async_nats::RequestErrorKind;
 use async_nats::{Client, ConnectOptions, Subscriber};
+use async_nats::{ConnectErrorKind, RequestErrorKind};
 use futures::StreamExt;
 use std::time::Duration;
+use volley_tls::rustls;
 
 /// How long one publish, subscribe or flush may take.
 pub const SEND_BOUND: Duration = Duration::from_secs(2);
@@ -38,18 +40,40 @@ async fn bounded<T, E: std::fmt::Display>(
 }
 
 impl Bus {
-    /// Connects to `url` (`nats://HOST:PORT`), within `bound`.
-    pub async fn connect(url: &str, bound: Duration) -> Result<Bus, AgentsError> {
+    /// Connects to `url` (`nats://HOST:PORT`), within `bound`: over TLS with `auth`'s
+    /// user, password and CA (see [`crate::auth`]), or in the clear when `auth` is
+    /// `None` (the bus's security turned off on purpose).
+    pub async fn connect(
+        url: &str,
+        bound: Duration,
+        auth: Option<&BusCredentials>,
+    ) -> Result<Bus, AgentsError> {
         // The client's own back-off reaches 4 s between attempts; a bus that was briefly
         // away must be found again well within an agent's 1 s load bound and a
         // coordinator's heartbeat bound, and a refused connect on a LAN costs nothing.
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .reconnect_delay_callback(|attempts| {
                 Duration::from_millis((attempts as u64).saturating_mul(50).min(250))
             })
             .connection_timeout(bound)
             .request_timeout(Some(bound));
-        let client = bounded("connect", bound, opts.connect(url)).await?;
+        if let Some(c) = auth {
+            opts = opts
+                .require_tls(true)
+                .tls_client_config(c.tls_config()?)
+                .user_and_password(c.user.clone(), c.password.clone())
+                .custom_inbox_prefix(c.inbox_prefix());
+        }
+        let client = match tokio::time::timeout(bound, opts.connect(url)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(connect_error(&e)),
+            Err(_) => {
+                return Err(AgentsError::Timeout {
+                    action: "connect",
+                    after: bound,
+                })
+            }
+        };
         Ok(Bus { client })
     }
 
@@ -114,6 +138,69 @@ impl Bus {
     /// Waits until the server has everything published so far, within `bound`.
     pub async fn flush(&self, bound: Duration) -> Result<(), AgentsError> {
         bounded("flush", bound, self.client.flush()).await
+    }
+}
+
+/// A failed connect by kind: refused credentials and TLS failures are errors of their
+/// own (one line each, see `volley agent`'s exit codes), the rest a bus error.
+fn connect_error(e: &async_nats::ConnectError) -> AgentsError {
+    let mut detail = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        let more = s.to_string();
+        if !detail.contains(&more) {
+            detail = format!("{detail}: {more}");
+        }
+        src = s.source();
+    }
+    if let Some(t) = rustls_cause(e) {
+        return AgentsError::BusTls {
+            detail: tls_words(t),
+        };
+    }
+    match e.kind() {
+        ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => {
+            AgentsError::BusRefused { detail }
+        }
+        ConnectErrorKind::Tls => AgentsError::BusTls { detail },
+        _ => AgentsError::bus("connect", detail),
+    }
+}
+
+/// The TLS library's error under a connect error (the client wraps it in an I/O one).
+fn rustls_cause(e: &async_nats::ConnectError) -> Option<&rustls::Error> {
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(t) = s.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        if let Some(t) = s
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return Some(t);
+        }
+        src = s.source();
+    }
+    None
+}
+
+/// A TLS failure in the words a user acts on.
+fn tls_words(e: &rustls::Error) -> String {
+    use rustls::{CertificateError, Error};
+    match e {
+        Error::InvalidMessage(_) => {
+            format!("the bus does not speak TLS (or not at once: {e})")
+        }
+        Error::InvalidCertificate(CertificateError::Expired)
+        | Error::InvalidCertificate(CertificateError::ExpiredContext { .. }) => {
+            format!("the bus's certificate has expired ({e})")
+        }
+        Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            format!("the bus's certificate is not signed by the CA in the credentials ({e})")
+        }
+        _ => e.to_string(),
     }
 }
 

@@ -43,6 +43,28 @@ fn since_t0_ms(t0_ns: i64) -> i64 {
     (clock::wall_ns() - t0_ns) / 1_000_000
 }
 
+/// Seconds past the run's bound a record may name: a staggered agent's delay and its
+/// request timeout's hold, with room to spare.
+const SECOND_SLACK: u64 = 3_600;
+
+/// A record's second must lie within the run: the merge fills every second up to the
+/// last one named, so a second from far in the future (a broken or hostile peer) would
+/// make it allocate without bound. Refused with a typed error instead.
+pub(crate) fn check_second(
+    agent: &str,
+    second: u64,
+    run_bound: std::time::Duration,
+) -> Result<(), AgentsError> {
+    let most = run_bound.as_secs().saturating_add(SECOND_SLACK);
+    if second > most {
+        return Err(AgentsError::Implausible {
+            agent: agent.to_string(),
+            detail: format!("second {second} lies past the run's bound ({most} s)"),
+        });
+    }
+    Ok(())
+}
+
 /// A lost agent's data ends with its last record: degraded from the second after.
 pub(crate) fn lost_from(s: &AgentSeries) -> u64 {
     s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
@@ -158,6 +180,7 @@ impl<'c> State<'c> {
             "sec" => {
                 let record: SecondRecord = msg::decode(&m.payload)?;
                 let second = record.second;
+                check_second(agent, second, self.cfg.run_bound)?;
                 // A record sent again (its receipt was lost with the bus) is kept once.
                 if self.series[i].received.contains_key(&second) {
                     return Ok(Some((i, Taken::Other)));
@@ -172,6 +195,9 @@ impl<'c> State<'c> {
             }
             "final" => {
                 let f: FinalRecord = msg::decode(&m.payload)?;
+                if let Some(s) = f.last_second {
+                    check_second(agent, s, self.cfg.run_bound)?;
+                }
                 self.series[i].last_s = f.last_second;
                 if f.ending == Ending::BusLost {
                     // Its load was stopped early: the run is degraded from there.

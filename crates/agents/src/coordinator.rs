@@ -8,17 +8,20 @@
 //! finished or been declared lost (no heartbeat for `lost_after`). The result is the
 //! exact [`merge`] and its [`phase`]s.
 
+use crate::auth::BusCredentials;
 use crate::bus::{self, Bus};
 use crate::clock::{self, ClockOffset, Probe};
 use crate::collect::{self, Collected};
 use crate::load::LoadSpec;
 use crate::merge::{self, Merged, MergedSecond, Received};
 use crate::msg::{
-    self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready, Stop, PROTO,
+    self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready,
+    SignedAssignment, Stop, PROTO,
 };
 use crate::phase::{self, Phase};
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How a run is coordinated.
@@ -63,6 +66,9 @@ pub struct CoordinatorConfig {
     /// Raised from outside (Ctrl-C, the target died): the agents are told to stop and
     /// their data up to then is collected.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The coordinator's credentials on a secured bus (and the key its assignments are
+    /// signed with); `None`: the bus's security is off.
+    pub auth: Option<BusCredentials>,
 }
 
 impl CoordinatorConfig {
@@ -94,6 +100,7 @@ impl CoordinatorConfig {
             load: None,
             addrs: Vec::new(),
             stop: None,
+            auth: None,
         }
     }
 }
@@ -189,11 +196,11 @@ pub fn coordinate(
     msg::check_token("run id", &cfg.run)?;
     let rt = bus::runtime()?;
     rt.block_on(async {
-        let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5)).await?;
+        let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5), cfg.auth.as_ref()).await?;
         let streams = bus.subscribe(subject::all_streams(&cfg.run)).await?;
-        let names = gather(cfg, &bus, on_event).await?;
+        let (names, nonces) = gather(cfg, &bus, on_event).await?;
         let clocks = probe_all(cfg, &bus, names, on_event).await?;
-        let (t0_ns, mut agents) = assign(cfg, &bus, clocks, on_event).await?;
+        let (t0_ns, mut agents) = assign(cfg, &bus, clocks, &nonces, on_event).await?;
         let c = collect::collect(cfg, &bus, streams, t0_ns, &mut agents, on_event).await?;
         let Collected {
             series,
@@ -237,13 +244,15 @@ fn count_late(agents: &mut [AgentReport], merged: &Merged) {
     }
 }
 
-/// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound.
+/// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound;
+/// with each name, the nonce of its latest hello (echoed in its assignment).
 async fn gather(
     cfg: &CoordinatorConfig,
     bus: &Bus,
     on_event: &mut dyn FnMut(Event),
-) -> Result<Vec<String>, AgentsError> {
-    let mut lobby = bus.subscribe(subject::hello()).await?;
+) -> Result<(Vec<String>, HashMap<String, String>), AgentsError> {
+    let mut lobby = bus.subscribe(subject::lobby()).await?;
+    let mut nonces = HashMap::new();
     let until = Instant::now() + cfg.ready_bound;
     let mut names: Vec<String> = Vec::new();
     while names.len() < cfg.agents {
@@ -259,12 +268,18 @@ async fn gather(
         let Ok(h) = msg::decode::<Hello>(&m.payload) else {
             continue;
         };
+        // A hello under another agent's name is not that agent (on a secured bus
+        // each may publish only its own hello subject).
+        if subject::parse_hello(&m.subject) != Some(h.name.as_str()) {
+            continue;
+        }
+        nonces.insert(h.name.clone(), h.nonce.clone());
         if msg::valid_token(&h.name) && !names.contains(&h.name) {
             on_event(Event::Joined(h.name.clone()));
             names.push(h.name);
         }
     }
-    enough(cfg, names)
+    Ok((enough(cfg, names)?, nonces))
 }
 
 fn enough(cfg: &CoordinatorConfig, mut names: Vec<String>) -> Result<Vec<String>, AgentsError> {
@@ -337,6 +352,7 @@ async fn assign(
     cfg: &CoordinatorConfig,
     bus: &Bus,
     clocks: Vec<(String, ClockOffset)>,
+    nonces: &HashMap<String, String>,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(i64, Vec<AgentReport>), AgentsError> {
     let shares = share::split(&cfg.whole, clocks.len() as u32)?;
@@ -357,10 +373,23 @@ async fn assign(
                 }
                 l
             }),
+            agent: name.clone(),
+            nonce: nonces.get(&name).cloned().unwrap_or_default(),
         };
+        let signed = sign(cfg, &a)?;
         let ready = bus
-            .request::<_, Ready>(subject::assign(&name), &a, cfg.request_bound)
+            .request::<_, Ready>(subject::assign(&name), &signed, cfg.request_bound)
             .await;
+        let ready = match ready {
+            Ok(Ready {
+                refused: Some(reason),
+                ..
+            }) => Err(AgentsError::Refused {
+                agent: name.clone(),
+                reason,
+            }),
+            r => r,
+        };
         let ready = match ready {
             Ok(r) => r,
             Err(e) => {
@@ -394,6 +423,21 @@ async fn assign(
         });
     }
     Ok((t0_ns, agents))
+}
+
+/// An assignment as it travels: its bytes, signed with the study's key when the bus
+/// is secured.
+fn sign(cfg: &CoordinatorConfig, a: &Assignment) -> Result<SignedAssignment, AgentsError> {
+    let body = msg::encode(a)?;
+    let mac = match &cfg.auth {
+        Some(c) => c.sign(&body)?,
+        None => Vec::new(),
+    };
+    Ok(SignedAssignment {
+        proto: PROTO,
+        body: body.into(),
+        mac: mac.into(),
+    })
 }
 
 #[cfg(test)]

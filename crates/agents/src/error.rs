@@ -144,6 +144,53 @@ pub enum AgentsError {
         /// Names of those that were ready.
         names: Vec<String>,
     },
+    /// A peer's message that decodes but cannot be true (a second far past the run).
+    #[error("agent {agent}: {detail}")]
+    Implausible {
+        /// Whose.
+        agent: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Credentials that cannot be read (a missing file, bad JSON, a short key).
+    #[error("bus credentials {origin}: {detail}")]
+    Credentials {
+        /// The file or variable they came from.
+        origin: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The bus refused this party's credentials (wrong or missing user/password) or one
+    /// of its subjects (a permission it lacks).
+    #[error("the bus refused the connection: {detail} (wrong or missing credentials?)")]
+    BusRefused {
+        /// The server's or client's words.
+        detail: String,
+    },
+    /// TLS to the bus failed: a bus that does not speak TLS, a certificate that is
+    /// expired, for another name, or from a CA this party does not trust.
+    #[error("TLS to the bus failed: {detail}")]
+    BusTls {
+        /// The TLS library's words.
+        detail: String,
+    },
+    /// An agent refused its assignment: the target is outside its allow-list (the
+    /// coordinator's side; nothing was loaded).
+    #[error("agent {agent} refused: {reason}")]
+    Refused {
+        /// The agent.
+        agent: String,
+        /// Its words.
+        reason: String,
+    },
+    /// This agent refused the assignment it was given (its own side).
+    #[error("refused run {run}: {reason}")]
+    RefusedHere {
+        /// The run.
+        run: String,
+        /// Why (the target outside the allow-list).
+        reason: String,
+    },
     /// The agent lost the bus and stopped its load.
     #[error("the bus was lost; load stopped")]
     BusLost,

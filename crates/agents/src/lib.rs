@@ -7,7 +7,8 @@
 //! streams one record per second ([`msg`]). The coordinator [`merge`]s the per-second
 //! HDR histograms exactly (added, never averaged) and cuts the run into [`phase`]s by
 //! the set of active injectors. [`server::PrivateNats`] starts a private `nats-server`
-//! on loopback for local runs.
+//! on loopback for local runs; [`auth`] secures the bus (TLS, per-study credentials,
+//! permissions, signed assignments) and [`allow`] bounds what an agent may load.
 //!
 //! The pure parts (shares, clock, merge, phases, subjects) need no bus and are
 //! table-tested; tokio lives only inside [`bus`], [`agent`] and [`coordinator`], whose
@@ -15,11 +16,15 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod allow;
+pub mod auth;
 pub mod bus;
 pub mod clock;
 mod collect;
 pub mod coordinator;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod load;
 pub mod local;
 pub mod manifest;

@@ -12,7 +12,19 @@ use std::process::{Child, Command, Stdio};
 use volley_netlab::exec::command_in;
 use volley_proc::die_with_parent;
 
+use crate::auth::CREDENTIALS_ENV;
 use crate::AgentsError;
+
+/// How the local agents join the bus and what they may load.
+#[derive(Debug, Clone, Default)]
+pub struct LocalTrust {
+    /// Agent `i`'s credentials (one line of JSON, [`crate::auth::BusCredentials`]),
+    /// handed over in its environment (readable by this user only, unlike argv);
+    /// `None`: the bus's security is off and the agents are started `--insecure-bus`.
+    pub credentials: Option<Vec<String>>,
+    /// `--allow-target` values every agent gets (empty: the agent's default).
+    pub allow: Vec<String>,
+}
 
 /// Agent processes this volley started (killed and reaped on drop).
 #[derive(Debug)]
@@ -24,13 +36,15 @@ impl LocalAgents {
     /// Starts one `volley agent --bus URL --name NAME --quiet` per name, from the
     /// volley executable `exe`, waiting at most `wait` for an assignment; agent `i` in
     /// network namespace `namespaces[i]` when given (through `ip netns exec`, which
-    /// execs the agent in its own place: pid and death signal carry over).
+    /// execs the agent in its own place: pid and death signal carry over), with the
+    /// credentials and allow-list of `trust`.
     pub fn spawn(
         exe: &Path,
         bus_url: &str,
         names: &[String],
         wait_s: u64,
         namespaces: Option<&[String]>,
+        trust: &LocalTrust,
     ) -> Result<Self, AgentsError> {
         let mut me = LocalAgents {
             children: Vec::new(),
@@ -45,6 +59,17 @@ impl LocalAgents {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit());
+            match trust.credentials.as_ref().and_then(|c| c.get(i)) {
+                Some(c) => {
+                    cmd.env(CREDENTIALS_ENV, c);
+                }
+                None => {
+                    cmd.arg("--insecure-bus");
+                }
+            }
+            for a in &trust.allow {
+                cmd.args(["--allow-target", a]);
+            }
             die_with_parent(&mut cmd);
             let child = cmd.spawn().map_err(|source| AgentsError::Io {
                 action: "starting a local agent",

@@ -10,7 +10,15 @@
 //! `serde_norway` (the maintained fork of the deprecated `serde_yaml`), never string
 //! templates, so quoting and nesting are the serializer's job. Only the fields volley sets
 //! are modelled; the test validates the output against a Kubernetes release's schema.
+//!
+//! The bus is secured by default ([`crate::auth`]): with a deployed `nats-server` the
+//! manifests carry fresh keys, the server's certificate, key and config in the Secret
+//! `volley-nats-tls` and each agent's credentials in the Secret `volley-agents-bus`
+//! (mounted read-only, group-readable by the pods' group only), and the coordinator's
+//! credentials come back to the caller for a file of its own. An existing bus takes the
+//! agents' credentials the user gives; `Security::Off` is the explicit opt-out.
 
+use crate::auth::{BusCredentials, StudyKeys};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -33,6 +41,32 @@ pub const JOB_NAME: &str = "volley-agents";
 /// The uid/gid pods run as: not root, and numeric so `runAsNonRoot` can be checked
 /// without reading the image's `/etc/passwd`.
 const RUN_AS: i64 = 65_532;
+/// The Secret of the deployed server's certificate, key and config.
+pub const NATS_SECRET: &str = "volley-nats-tls";
+/// Where the server's pod mounts it.
+pub const NATS_SECRET_DIR: &str = "/etc/nats";
+/// The Secret of the agents' bus credentials (`agent-N`, or `agent` for all).
+pub const AGENTS_SECRET: &str = "volley-agents-bus";
+/// Where the agents' pods mount it.
+pub const AGENTS_SECRET_DIR: &str = "/etc/volley-bus";
+/// Secret files: read by owner and the pods' group (`fsGroup`), nobody else.
+const SECRET_MODE: u32 = 0o440;
+
+/// How the manifests secure the bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Security {
+    /// Fresh keys for the deployed server (the default). `tls_names`: more names for
+    /// its certificate, the address the coordinator dials besides the Service's names,
+    /// `localhost` and `127.0.0.1` (a `kubectl port-forward`).
+    Generate {
+        /// Extra DNS names or IP addresses.
+        tls_names: Vec<String>,
+    },
+    /// An existing bus: the credentials every agent uses on it.
+    Given(BusCredentials),
+    /// No TLS, no credentials: `volley agent --insecure-bus`.
+    Off,
+}
 
 /// What went wrong building manifests: every variant but [`ManifestError::Yaml`] is a
 /// mistake in the request (a usage error).
@@ -53,6 +87,13 @@ pub enum ManifestError {
     /// A completion index that is not a number.
     #[error("{INDEX_ENV}={0:?} is not a completion index")]
     Index(String),
+    /// A security choice that does not fit the bus (fresh keys for a server the
+    /// manifests do not deploy, given credentials for one they do).
+    #[error("{0}")]
+    Security(String),
+    /// The keys could not be made (a bug or no OS randomness, never expected).
+    #[error("making the bus's keys: {0}")]
+    Keys(#[source] crate::AgentsError),
     /// The serializer failed (a bug, never expected).
     #[error("writing YAML: {0}")]
     Yaml(#[from] serde_norway::Error),
@@ -61,7 +102,7 @@ pub enum ManifestError {
 impl ManifestError {
     /// Whether the request was at fault (exit 2) rather than volley (exit 1).
     pub fn is_usage(&self) -> bool {
-        !matches!(self, ManifestError::Yaml(_))
+        !matches!(self, ManifestError::Yaml(_) | ManifestError::Keys(_))
     }
 }
 
@@ -76,6 +117,21 @@ pub struct Request {
     pub image: String,
     /// The namespace every object goes in.
     pub namespace: String,
+    /// How the bus is secured.
+    pub security: Security,
+    /// `--allow-target` values of every agent (empty: the agent's default, loopback and
+    /// the pod network, which an outside target is not on).
+    pub allow_targets: Vec<String>,
+}
+
+/// What [`render`] makes.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The multi-document YAML.
+    pub yaml: String,
+    /// The coordinator's credentials for the deployed bus (with [`Security::Generate`]),
+    /// for the study's `bus_credentials` file.
+    pub coordinator: Option<BusCredentials>,
 }
 
 impl Request {
@@ -86,6 +142,10 @@ impl Request {
             bus: DEFAULT_BUS.into(),
             image: DEFAULT_IMAGE.into(),
             namespace: "default".into(),
+            security: Security::Generate {
+                tls_names: Vec::new(),
+            },
+            allow_targets: Vec::new(),
         }
     }
 }
@@ -106,8 +166,9 @@ pub fn agent_name_from_env() -> Option<Result<String, ManifestError>> {
 }
 
 /// The multi-document YAML for `req`: a Namespace (unless `default`), the `nats-server`
-/// Deployment and Service when the bus is ours to deploy, and the agents' Indexed Job.
-pub fn render(req: &Request) -> Result<String, ManifestError> {
+/// Secret, Deployment and Service when the bus is ours to deploy, the agents' Secret
+/// (unless the security is off) and their Indexed Job.
+pub fn render(req: &Request) -> Result<Rendered, ManifestError> {
     if req.injectors < 1 {
         return Err(ManifestError::Injectors(req.injectors));
     }
@@ -118,16 +179,82 @@ pub fn render(req: &Request) -> Result<String, ManifestError> {
         return Err(ManifestError::Image(req.image.clone()));
     }
     let bus = BusUrl::parse(&req.bus)?;
+    let keys = match (&req.security, bus.deploys_nats()) {
+        (Security::Generate { tls_names }, true) => Some(keys_for(req, &bus, tls_names)?),
+        (Security::Generate { .. }, false) => {
+            return Err(ManifestError::Security(format!(
+                "{} is an existing bus: give the agents' credentials on it (--agent-credentials FILE), or --insecure-bus",
+                req.bus
+            )))
+        }
+        (Security::Given(_), true) => {
+            return Err(ManifestError::Security(
+                "the deployed bus gets fresh keys: --agent-credentials is for an existing bus"
+                    .into(),
+            ))
+        }
+        _ => None,
+    };
     let mut docs = Vec::new();
     if req.namespace != "default" {
         docs.push(serde_norway::to_string(&namespace(&req.namespace))?);
     }
     if bus.deploys_nats() {
+        if let Some(k) = &keys {
+            docs.push(serde_norway::to_string(&nats_secret(req, k))?);
+        }
         docs.push(serde_norway::to_string(&nats_deployment(req, &bus))?);
         docs.push(serde_norway::to_string(&nats_service(req, &bus))?);
     }
+    let agents_secret = match (&req.security, &keys) {
+        (_, Some(k)) => Some(
+            k.agents
+                .iter()
+                .map(|(n, c)| (n.clone(), c.to_json()))
+                .collect(),
+        ),
+        (Security::Given(c), None) => Some([("agent".to_string(), c.to_json())].into()),
+        _ => None,
+    };
+    if let Some(data) = agents_secret {
+        docs.push(serde_norway::to_string(&secret(
+            req,
+            AGENTS_SECRET,
+            JOB_NAME,
+            data,
+        ))?);
+    }
     docs.push(serde_norway::to_string(&agents_job(req))?);
-    Ok(docs.join("---\n"))
+    Ok(Rendered {
+        yaml: docs.join("---\n"),
+        coordinator: keys.map(|k| k.coordinator),
+    })
+}
+
+/// Fresh keys for the deployed server: its certificate names the Service (short and
+/// qualified), `localhost`, `127.0.0.1` and `tls_names`.
+fn keys_for(req: &Request, bus: &BusUrl, tls_names: &[String]) -> Result<StudyKeys, ManifestError> {
+    let ns = &req.namespace;
+    let all = [
+        NATS_NAME.into(),
+        format!("{NATS_NAME}.{ns}"),
+        format!("{NATS_NAME}.{ns}.svc"),
+        format!("{NATS_NAME}.{ns}.svc.cluster.local"),
+        bus.host.clone(),
+        "localhost".into(),
+        "127.0.0.1".into(),
+    ];
+    let mut hosts: Vec<String> = Vec::new();
+    for h in all.into_iter().chain(tls_names.iter().cloned()) {
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let names: Vec<String> = (0..req.injectors)
+        .map(|i| format!("{AGENT_PREFIX}{i}"))
+        .collect();
+    StudyKeys::generate(&hosts, &names).map_err(ManifestError::Keys)
 }
 
 /// A parsed `nats://HOST[:PORT]`.
@@ -348,6 +475,8 @@ struct PodSecurity {
     run_as_non_root: bool,
     run_as_user: i64,
     run_as_group: i64,
+    /// The group of mounted Secret files, so the non-root process can read them.
+    fs_group: i64,
     seccomp_profile: Seccomp,
 }
 
@@ -417,13 +546,85 @@ struct Capabilities {
 struct VolumeMount {
     name: &'static str,
     mount_path: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    read_only: bool,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Volume {
     name: &'static str,
-    empty_dir: EmptyDir,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    empty_dir: Option<EmptyDir>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<SecretVolume>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecretVolume {
+    secret_name: &'static str,
+    default_mode: u32,
+}
+
+/// A Secret: not an [`Object`], it has data where the others have a spec.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Secret {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Meta,
+    #[serde(rename = "type")]
+    kind_of: &'static str,
+    string_data: BTreeMap<String, String>,
+}
+
+fn secret(req: &Request, name: &str, app: &str, data: BTreeMap<String, String>) -> Secret {
+    Secret {
+        api_version: "v1",
+        kind: "Secret",
+        metadata: meta(name, &req.namespace, app),
+        kind_of: "Opaque",
+        string_data: data,
+    }
+}
+
+/// The deployed server's certificate, key and config (paths as its pod mounts them).
+fn nats_secret(req: &Request, k: &StudyKeys) -> Secret {
+    let conf = k.server_config(
+        &format!("{NATS_SECRET_DIR}/server.pem"),
+        &format!("{NATS_SECRET_DIR}/server.key"),
+    );
+    let data = [
+        ("nats.conf".to_string(), conf),
+        ("server.pem".to_string(), k.server.cert_pem.clone()),
+        ("server.key".to_string(), k.server.key_pem.clone()),
+    ];
+    secret(req, NATS_SECRET, NATS_NAME, data.into())
+}
+
+/// A Secret mounted read-only at `dir`.
+fn mount_secret(
+    spec: &mut PodSpec,
+    name: &'static str,
+    secret_name: &'static str,
+    dir: &'static str,
+) {
+    spec.volumes.push(Volume {
+        name,
+        empty_dir: None,
+        secret: Some(SecretVolume {
+            secret_name,
+            default_mode: SECRET_MODE,
+        }),
+    });
+    for c in &mut spec.containers {
+        c.volume_mounts.push(VolumeMount {
+            name,
+            mount_path: dir,
+            read_only: true,
+        });
+    }
 }
 
 #[derive(Serialize)]
@@ -478,6 +679,7 @@ fn locked_down(
         volume_mounts: vec![VolumeMount {
             name: "tmp",
             mount_path: "/tmp",
+            read_only: false,
         }],
     }
 }
@@ -490,6 +692,7 @@ fn pod_spec(restart: Option<&'static str>, spread: Vec<Spread>, c: Container) ->
             run_as_non_root: true,
             run_as_user: RUN_AS,
             run_as_group: RUN_AS,
+            fs_group: RUN_AS,
             seccomp_profile: Seccomp {
                 kind: "RuntimeDefault",
             },
@@ -498,7 +701,8 @@ fn pod_spec(restart: Option<&'static str>, spread: Vec<Spread>, c: Container) ->
         containers: vec![c],
         volumes: vec![Volume {
             name: "tmp",
-            empty_dir: EmptyDir { size_limit: "64Mi" },
+            empty_dir: Some(EmptyDir { size_limit: "64Mi" }),
+            secret: None,
         }],
     }
 }
@@ -515,11 +719,26 @@ fn nats_deployment(req: &Request, bus: &BusUrl) -> Object<DeploymentSpec> {
         },
     );
     c.args = vec!["--port".into(), bus.port.to_string()];
+    let secured = matches!(req.security, Security::Generate { .. });
+    if secured {
+        // Flags after the file override it: the port stays the Service's.
+        c.args.splice(
+            0..0,
+            [
+                "--config".to_string(),
+                format!("{NATS_SECRET_DIR}/nats.conf"),
+            ],
+        );
+    }
     c.ports = vec![ContainerPort {
         name: "client",
         container_port: bus.port,
         protocol: "TCP",
     }];
+    let mut spec = pod_spec(None, Vec::new(), c);
+    if secured {
+        mount_secret(&mut spec, "tls", NATS_SECRET, NATS_SECRET_DIR);
+    }
     Object {
         api_version: "apps/v1",
         kind: "Deployment",
@@ -533,7 +752,7 @@ fn nats_deployment(req: &Request, bus: &BusUrl) -> Object<DeploymentSpec> {
                 metadata: TemplateMeta {
                     labels: labels(NATS_NAME),
                 },
-                spec: pod_spec(None, Vec::new(), c),
+                spec,
             },
         }),
     }
@@ -556,15 +775,30 @@ fn nats_service(req: &Request, bus: &BusUrl) -> Object<ServiceSpec> {
     }
 }
 
-/// The agent's command line inside a pod: the name comes from the pod's completion index.
-pub fn agent_args(bus: &str) -> Vec<String> {
-    vec![
+/// The agent's command line inside a pod: the name comes from the pod's completion
+/// index, the credentials from the mounted Secret (never from argv).
+pub fn agent_args(req: &Request) -> Vec<String> {
+    let mut v = vec![
         "agent".into(),
         "--bus".into(),
-        bus.into(),
+        req.bus.clone(),
         "--name".into(),
         format!("{AGENT_PREFIX}$({INDEX_ENV})"),
-    ]
+    ];
+    match req.security {
+        Security::Generate { .. } => v.extend([
+            "--credentials".into(),
+            format!("{AGENTS_SECRET_DIR}/{AGENT_PREFIX}$({INDEX_ENV})"),
+        ]),
+        Security::Given(_) => {
+            v.extend(["--credentials".into(), format!("{AGENTS_SECRET_DIR}/agent")])
+        }
+        Security::Off => v.push("--insecure-bus".into()),
+    }
+    for a in &req.allow_targets {
+        v.extend(["--allow-target".into(), a.clone()]);
+    }
+    v
 }
 
 fn agents_job(req: &Request) -> Object<JobSpec> {
@@ -579,7 +813,7 @@ fn agents_job(req: &Request) -> Object<JobSpec> {
             limits: [("cpu", "2"), ("memory", "1Gi")].into(),
         },
     );
-    c.args = agent_args(&req.bus);
+    c.args = agent_args(req);
     // One agent per node where the nodes allow: two injectors on one node measure the
     // node, not the server.
     let spread = vec![Spread {
@@ -591,6 +825,10 @@ fn agents_job(req: &Request) -> Object<JobSpec> {
             match_labels: labels(JOB_NAME),
         },
     }];
+    let mut spec = pod_spec(Some("Never"), spread, c);
+    if req.security != Security::Off {
+        mount_secret(&mut spec, "bus", AGENTS_SECRET, AGENTS_SECRET_DIR);
+    }
     Object {
         api_version: "batch/v1",
         kind: "Job",
@@ -604,7 +842,7 @@ fn agents_job(req: &Request) -> Object<JobSpec> {
                 metadata: TemplateMeta {
                     labels: labels(JOB_NAME),
                 },
-                spec: pod_spec(Some("Never"), spread, c),
+                spec,
             },
         }),
     }
@@ -613,6 +851,7 @@ fn agents_job(req: &Request) -> Object<JobSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::StudyKeys;
 
     #[test]
     fn names_from_completion_indexes() {
@@ -625,7 +864,7 @@ mod tests {
             );
         }
         // The Job's argument expands to the same name.
-        let arg = agent_args(DEFAULT_BUS).pop().unwrap();
+        let arg = agent_args(&Request::new(1))[4].clone();
         assert_eq!(
             arg.replace("$(JOB_COMPLETION_INDEX)", "7"),
             agent_name("7").unwrap()
@@ -706,13 +945,47 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_bus_gets_no_nats_objects() {
+    fn an_existing_bus_gets_no_nats_objects_and_needs_its_credentials() {
         let mut r = Request::new(2);
         r.bus = "nats://nats.infra:4222".into();
+        let e = render(&r).unwrap_err();
+        assert!(
+            e.is_usage() && e.to_string().contains("--agent-credentials"),
+            "{e}"
+        );
+        r.security = Security::Off;
         let y = render(&r).unwrap();
-        assert!(!y.contains("kind: Deployment") && y.contains("kind: Job"));
-        assert!(render(&Request::new(2))
-            .unwrap()
-            .contains("kind: Deployment"));
+        assert!(!y.yaml.contains("kind: Deployment") && y.yaml.contains("kind: Job"));
+        assert!(!y.yaml.contains("kind: Secret") && y.yaml.contains("--insecure-bus"));
+        assert!(y.coordinator.is_none());
+        let k = StudyKeys::generate(&["nats.infra"], &["x".into()]).unwrap();
+        r.security = Security::Given(k.agent("x").unwrap().clone());
+        let y = render(&r).unwrap();
+        assert!(y.yaml.contains(AGENTS_SECRET) && !y.yaml.contains(NATS_SECRET));
+        assert!(y.yaml.contains("/etc/volley-bus/agent\n"), "{}", y.yaml);
+        let mut deployed = Request::new(2);
+        deployed.security = Security::Given(k.agent("x").unwrap().clone());
+        assert!(matches!(render(&deployed), Err(ManifestError::Security(_))));
+    }
+
+    #[test]
+    fn the_deployed_bus_gets_its_keys_in_secrets_and_the_coordinator_its_own() {
+        let y = render(&Request::new(2)).unwrap();
+        assert!(y.yaml.contains("kind: Deployment") && y.yaml.contains(NATS_SECRET));
+        assert!(y.yaml.contains("--config") && y.yaml.contains("/etc/nats/nats.conf"));
+        assert!(y.yaml.contains("agent-$(JOB_COMPLETION_INDEX)"));
+        assert!(y
+            .yaml
+            .contains("/etc/volley-bus/agent-$(JOB_COMPLETION_INDEX)"));
+        assert!(y.yaml.contains("defaultMode: 288") && y.yaml.contains("fsGroup: 65532"));
+        let c = y.coordinator.expect("the coordinator's credentials");
+        assert_eq!(c.user, crate::auth::COORDINATOR_USER);
+        // The agents' Secret (what their pods read) holds no coordinator password.
+        let agents_secret = y
+            .yaml
+            .split("---\n")
+            .find(|d| d.contains(&format!("name: {AGENTS_SECRET}")))
+            .unwrap();
+        assert!(agents_secret.contains(&c.assign_key) && !agents_secret.contains(&c.password));
     }
 }

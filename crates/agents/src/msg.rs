@@ -6,9 +6,9 @@
 //!
 //! | subject | from | what |
 //! |---|---|---|
-//! | `volley.v1.hello` | agent | [`Hello`], each second until assigned (the lobby) |
+//! | `volley.v1.hello.<name>` | agent | [`Hello`], each second until assigned (the lobby) |
 //! | `volley.v1.agent.<name>.probe` | coordinator | [`ProbeRequest`] -> [`ProbeReply`] |
-//! | `volley.v1.agent.<name>.assign` | coordinator | [`Assignment`] -> [`Ready`] |
+//! | `volley.v1.agent.<name>.assign` | coordinator | [`SignedAssignment`] -> [`Ready`] |
 //! | `volley.v1.agent.<name>.stale` | coordinator | [`Stale`]: stop, you are out of the run |
 //! | `volley.v1.run.<run>.agent.<name>.sec` | agent | [`SecondRecord`] -> [`Ack`], one per second |
 //! | `volley.v1.run.<run>.agent.<name>.hb` | agent | [`Heartbeat`], each second |
@@ -19,6 +19,10 @@
 //! HDR histograms as V2 bytes, which JSON would inflate three- to fourfold as arrays of
 //! numbers or base64, and, unlike `postcard`, named fields let a newer peer add one
 //! without breaking an older reader.
+//!
+//! Every subject names its sender's own token where it can (`hello.<name>`, the
+//! streams' `agent.<name>`), so the bus's permissions ([`crate::auth`]) can give each
+//! agent its own subjects and nobody else's.
 
 use crate::share::Share;
 use crate::AgentsError;
@@ -56,9 +60,20 @@ pub fn check_token(kind: &str, s: &str) -> Result<(), AgentsError> {
 pub mod subject {
     use super::ROOT;
 
-    /// Where idle agents announce themselves.
-    pub fn hello() -> String {
-        format!("{ROOT}.hello")
+    /// Where one idle agent announces itself.
+    pub fn hello(agent: &str) -> String {
+        format!("{ROOT}.hello.{agent}")
+    }
+
+    /// Every agent's hello (the coordinator's lobby).
+    pub fn lobby() -> String {
+        format!("{ROOT}.hello.*")
+    }
+
+    /// The agent name of a subject from [`lobby`].
+    pub fn parse_hello(subject: &str) -> Option<&str> {
+        let name = subject.strip_prefix(ROOT)?.strip_prefix(".hello.")?;
+        (!name.contains('.')).then_some(name)
     }
 
     /// Clock probes for one agent.
@@ -166,6 +181,10 @@ pub struct Hello {
     pub proto: u32,
     /// Its name, unique on the bus.
     pub name: String,
+    /// A random token of this agent process, echoed inside its signed assignment: an
+    /// assignment recorded earlier (for another agent process) does not carry it.
+    #[serde(default)]
+    pub nonce: String,
 }
 message!(Hello, "hello", name);
 
@@ -212,8 +231,28 @@ pub struct Assignment {
     /// loads).
     #[serde(default)]
     pub load: Option<crate::load::LoadSpec>,
+    /// The agent it is for.
+    #[serde(default)]
+    pub agent: String,
+    /// The nonce of that agent's hello (see [`Hello::nonce`]).
+    #[serde(default)]
+    pub nonce: String,
 }
 message!(Assignment, "assignment");
+
+/// An [`Assignment`] as it travels: its MessagePack bytes and their HMAC-SHA256 under
+/// the study's assignment key (empty on a bus whose security is off). The agent checks
+/// the MAC over the very bytes it received, so no re-encoding can disagree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignedAssignment {
+    /// Protocol version.
+    pub proto: u32,
+    /// The encoded [`Assignment`].
+    pub body: ByteBuf,
+    /// Its HMAC (see [`crate::auth`]).
+    pub mac: ByteBuf,
+}
+message!(SignedAssignment, "signed assignment");
 
 /// The agent's answer to its assignment: its deadline is armed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,6 +263,10 @@ pub struct Ready {
     pub name: String,
     /// How far past its start instant the assignment arrived, ms (0: on time).
     pub late_ms: u64,
+    /// Set when the agent refuses the assignment (its target is outside the agent's
+    /// allow-list): why, in its words. Nothing was armed.
+    #[serde(default)]
+    pub refused: Option<String>,
 }
 message!(Ready, "ready", name);
 
@@ -380,6 +423,8 @@ mod tests {
         );
         assert_eq!(subject::probe("a"), "volley.v1.agent.a.probe");
         assert_eq!(subject::stop("r1"), "volley.v1.run.r1.stop");
+        assert_eq!(subject::parse_hello(&subject::hello("inj2")), Some("inj2"));
+        assert_eq!(subject::parse_hello("volley.v1.hello.a.b"), None);
         let s = subject::stream("r1", "inj-3", "hb");
         assert_eq!(subject::parse_stream("r1", &s), Some(("inj-3", "hb")));
         assert_eq!(subject::parse_stream("r2", &s), None);
@@ -428,6 +473,7 @@ mod tests {
         let hello = Hello {
             proto: PROTO + 1,
             name: "a".into(),
+            nonce: String::new(),
         };
         let bytes = encode(&hello).unwrap();
         assert!(matches!(

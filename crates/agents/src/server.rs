@@ -7,12 +7,21 @@
 //! port is read from its "Listening for client connections on" log line, then a TCP
 //! connect proves it accepts. It is stopped, by its own pid, on [`PrivateNats::stop`]
 //! or on drop.
+//!
+//! A secured one ([`PrivateNats::start_secured`], what studies start) also gets a
+//! config file: TLS with a certificate from a throw-away CA for its address, and one
+//! user per party with only its own subjects ([`crate::auth::StudyKeys`]); the files
+//! live in a directory only this user can read, removed on drop. Connections the server
+//! refused (bad credentials, failed TLS handshakes) are counted from its log.
 
+use crate::auth::StudyKeys;
 use crate::AgentsError;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// How long a server may take to say where it listens.
@@ -24,10 +33,107 @@ pub struct PrivateNats {
     child: Option<Child>,
     ip: std::net::IpAddr,
     port: u16,
+    /// Its keys and the directory of its config, when secured.
+    secured: Option<Arc<Secured>>,
+    /// A config file of the caller's ([`PrivateNats::start_with_config`]).
+    conf: Option<PathBuf>,
+    /// Connections it refused so far (its log's authorization and TLS errors).
+    refused: Arc<AtomicU64>,
+}
+
+/// A secured server's keys and files (the directory goes with the last handle).
+#[derive(Debug)]
+struct Secured {
+    keys: StudyKeys,
+    dir: PathBuf,
+}
+
+impl Drop for Secured {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Secured {
+    fn conf(&self) -> PathBuf {
+        self.dir.join("nats.conf")
+    }
+
+    /// Writes the certificate, key and config into a new directory of mode 0700.
+    fn write(keys: StudyKeys) -> Result<Self, AgentsError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let io = |source| AgentsError::Io {
+            action: "writing the private bus's config",
+            source,
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "volley-nats-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io)?;
+        let me = Secured { keys, dir };
+        let put = |name: &str, text: &str| -> Result<(), AgentsError> {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(me.dir.join(name))
+                .map_err(io)?;
+            std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+        };
+        put("server.pem", &me.keys.server.cert_pem)?;
+        put("server.key", &me.keys.server.key_pem)?;
+        let conf = me.keys.server_config(
+            &me.dir.join("server.pem").display().to_string(),
+            &me.dir.join("server.key").display().to_string(),
+        );
+        put("nats.conf", &conf)?;
+        Ok(me)
+    }
 }
 
 impl PrivateNats {
-    /// Starts `nats-server` from `PATH`.
+    /// Starts a secured `nats-server` from `PATH` listening on `addr` (port 0: a free
+    /// one): TLS with a certificate for `addr`'s IP from a new throw-away CA, and users
+    /// for the coordinator and the agents `names`, each with its own subjects only
+    /// ([`PrivateNats::keys`] hands out their credentials).
+    pub fn start_secured(addr: SocketAddr, names: &[String]) -> Result<Self, AgentsError> {
+        let ip = addr.ip().to_string();
+        let keys = StudyKeys::generate(&[ip.as_str()], names)?;
+        let secured = Arc::new(Secured::write(keys)?);
+        Self::spawn("nats-server", addr.ip(), addr.port(), Some(secured))
+    }
+
+    /// Starts `nats-server` from `PATH` with a configuration file of the caller's (e.g.
+    /// the one `volley agents manifest` puts in its Secret), listening on `addr`.
+    pub fn start_with_config(
+        conf: &std::path::Path,
+        addr: SocketAddr,
+    ) -> Result<Self, AgentsError> {
+        let mut me = Self::spawn_conf("nats-server", addr.ip(), addr.port(), None, Some(conf))?;
+        me.conf = Some(conf.to_path_buf());
+        Ok(me)
+    }
+
+    /// The keys of a secured server.
+    pub fn keys(&self) -> Option<&StudyKeys> {
+        self.secured.as_deref().map(|s| &s.keys)
+    }
+
+    /// Connections the server refused so far: wrong or missing credentials, failed TLS
+    /// handshakes (a client without TLS, or one that does not trust the CA).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Starts `nats-server` from `PATH`, its security off (tests of the bus itself,
+    /// `bus_security = "off"`).
     pub fn start() -> Result<Self, AgentsError> {
         Self::start_bin("nats-server")
     }
@@ -53,7 +159,15 @@ impl PrivateNats {
     /// briefly away, as after a restart (tests of the agents' buffering).
     pub fn restart(&mut self) -> Result<(), AgentsError> {
         self.stop();
-        let again = Self::start_bin_at("nats-server", self.ip, self.port)?;
+        let mut again = Self::spawn_conf(
+            "nats-server",
+            self.ip,
+            self.port,
+            self.secured.clone(),
+            self.conf.as_deref(),
+        )?;
+        again.conf = self.conf.clone();
+        again.refused.fetch_add(self.refused(), Ordering::Relaxed);
         *self = again;
         Ok(())
     }
@@ -63,6 +177,25 @@ impl PrivateNats {
     }
 
     fn start_bin_at(bin: &str, ip: std::net::IpAddr, port: u16) -> Result<Self, AgentsError> {
+        Self::spawn(bin, ip, port, None)
+    }
+
+    fn spawn(
+        bin: &str,
+        ip: std::net::IpAddr,
+        port: u16,
+        secured: Option<Arc<Secured>>,
+    ) -> Result<Self, AgentsError> {
+        Self::spawn_conf(bin, ip, port, secured, None)
+    }
+
+    fn spawn_conf(
+        bin: &str,
+        ip: std::net::IpAddr,
+        port: u16,
+        secured: Option<Arc<Secured>>,
+        conf: Option<&std::path::Path>,
+    ) -> Result<Self, AgentsError> {
         // `-p -1`: the server picks a free port and says which.
         let port_arg = if port == 0 {
             "-1".to_string()
@@ -70,6 +203,12 @@ impl PrivateNats {
             port.to_string()
         };
         let mut cmd = Command::new(bin);
+        // Flags after the file override it: the address and port stay ours.
+        if let Some(s) = &secured {
+            cmd.arg("-c").arg(s.conf());
+        } else if let Some(c) = conf {
+            cmd.arg("-c").arg(c);
+        }
         cmd.args(["-a", &ip.to_string(), "-p", &port_arg])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -84,11 +223,16 @@ impl PrivateNats {
             return Err(AgentsError::Server("no stderr pipe".into()));
         };
         let (tx, rx) = mpsc::channel();
+        let refused = Arc::new(AtomicU64::new(0));
+        let count = refused.clone();
         // Reads the log to its end so the server never blocks on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(port) = listening_port(&line) {
                     let _ = tx.send(port);
+                }
+                if is_refusal(&line) {
+                    count.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
@@ -96,6 +240,9 @@ impl PrivateNats {
             child: Some(child),
             ip,
             port: 0,
+            secured,
+            conf: None,
+            refused,
         };
         me.port = rx.recv_timeout(START_BOUND).map_err(|_| {
             AgentsError::Server(format!(
@@ -136,6 +283,16 @@ impl Drop for PrivateNats {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Whether a log line says a client connection was refused: bad credentials
+/// ("authentication error", "Authorization Violation") or a failed TLS handshake.
+fn is_refusal(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    l.contains("[err]")
+        && (l.contains("authentication error")
+            || l.contains("authorization violation")
+            || l.contains("tls handshake error"))
 }
 
 /// The port of a "Listening for client connections on HOST:PORT" log line.

@@ -7,7 +7,7 @@ use crate::common;
 
 use common::{
     agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator,
-    spawn_coordinator_events,
+    spawn_coordinator_events, Meet,
 };
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,6 @@ use volley_agents::agent::{self, LoadCtx, LoadError};
 use volley_agents::coordinator::Event;
 use volley_agents::merge::Slot;
 use volley_agents::msg::{Ending, RESPONSE_TIME};
-use volley_agents::server::PrivateNats;
 use volley_agents::share::segment;
 use volley_agents::AgentsError;
 
@@ -57,9 +56,9 @@ fn synthetic(
 
 type AgentThread = JoinHandle<Result<agent::AgentOutcome, AgentsError>>;
 
-fn spawn_agent(url: &str, name: &str) -> (AgentThread, StopSeen) {
+fn spawn_agent(m: &Meet, name: &str) -> (AgentThread, StopSeen) {
     let seen = StopSeen::default();
-    let (cfg, load) = (agent_cfg(url, name), synthetic(seen.clone()));
+    let (cfg, load) = (agent_cfg(m, name), synthetic(seen.clone()));
     (
         std::thread::spawn(move || agent::run(&cfg, load, &mut |_| {})),
         seen,
@@ -68,12 +67,12 @@ fn spawn_agent(url: &str, name: &str) -> (AgentThread, StopSeen) {
 
 #[test]
 fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
-    let nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh installs it)");
+    let nats = common::secured_bus();
     let agents: Vec<_> = ["a", "b", "c"]
         .iter()
-        .map(|n| spawn_agent(&nats.url(), n))
+        .map(|n| spawn_agent(&Meet::of(&nats), n))
         .collect();
-    let mut cfg = coord_cfg(&nats.url(), "stagger", 3_000, 5);
+    let mut cfg = coord_cfg(&Meet::of(&nats), "stagger", 3_000, 5);
     cfg.stagger = Duration::from_secs(2);
     let (coord, events) = spawn_coordinator_events(cfg);
     let r = join_within(coord, Duration::from_secs(40)).expect("run");
@@ -143,7 +142,7 @@ fn run_as_child_agent() -> bool {
         return false;
     };
     let _ = agent::run(
-        &agent_cfg(&url, &name),
+        &agent_cfg(&Meet::from_env(&url, &name), &name),
         synthetic(StopSeen::default()),
         &mut |_| {},
     );
@@ -155,7 +154,7 @@ fn run_as_child_agent() -> bool {
 struct ChildAgent(Child);
 
 impl ChildAgent {
-    fn spawn(url: &str, name: &str) -> Self {
+    fn spawn(m: &Meet, name: &str) -> Self {
         let exe = std::env::current_exe().expect("test binary path");
         let child = Command::new(exe)
             .args([
@@ -164,7 +163,12 @@ impl ChildAgent {
                 "--test-threads=1",
                 "--quiet",
             ])
-            .env("VOLLEY_TEST_AGENT_URL", url)
+            .env("VOLLEY_TEST_AGENT_URL", &m.url)
+            // As a study hands a local agent its credentials: in its environment.
+            .env(
+                volley_agents::auth::CREDENTIALS_ENV,
+                m.agents[name].to_json(),
+            )
             .env("VOLLEY_TEST_AGENT_NAME", name)
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -185,13 +189,13 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
     if run_as_child_agent() {
         return;
     }
-    let nats = PrivateNats::start().expect("nats-server");
-    let mut victim = ChildAgent::spawn(&nats.url(), "victim");
+    let nats = common::secured_bus();
+    let mut victim = ChildAgent::spawn(&Meet::of(&nats), "victim");
     let agents: Vec<_> = ["a", "b"]
         .iter()
-        .map(|n| spawn_agent(&nats.url(), n))
+        .map(|n| spawn_agent(&Meet::of(&nats), n))
         .collect();
-    let mut cfg = coord_cfg(&nats.url(), "kill", 6_000, 7);
+    let mut cfg = coord_cfg(&Meet::of(&nats), "kill", 6_000, 7);
     cfg.ready_bound = Duration::from_secs(30);
     let started = Instant::now();
     let coord = spawn_coordinator(cfg);
@@ -250,9 +254,9 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
 
 #[test]
 fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
-    let nats = PrivateNats::start().expect("nats-server");
-    let (h, _) = spawn_agent(&nats.url(), "lonely");
-    let mut cfg = coord_cfg(&nats.url(), "few", 100, 1);
+    let nats = common::secured_bus();
+    let (h, _) = spawn_agent(&Meet::of(&nats), "lonely");
+    let mut cfg = coord_cfg(&Meet::of(&nats), "few", 100, 1);
     cfg.ready_bound = Duration::from_secs(3);
     let e = join_within(spawn_coordinator(cfg), Duration::from_secs(10)).unwrap_err();
     assert!(
@@ -267,7 +271,7 @@ fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
         "{e}"
     );
     // With min_agents = 1 the same lobby agent runs alone.
-    let mut cfg = coord_cfg(&nats.url(), "one", 100, 1);
+    let mut cfg = coord_cfg(&Meet::of(&nats), "one", 100, 1);
     (cfg.min_agents, cfg.ready_bound) = (1, Duration::from_secs(3));
     cfg.whole.connections = 1;
     let r = join_within(spawn_coordinator(cfg), Duration::from_secs(20)).expect("run of one");
@@ -283,12 +287,12 @@ fn too_few_agents_is_a_clear_error_unless_min_agents_allows() {
 
 #[test]
 fn a_failing_load_ends_with_a_final_record_that_says_why() {
-    let nats = PrivateNats::start().expect("nats-server");
-    let cfg = agent_cfg(&nats.url(), "bad");
+    let nats = common::secured_bus();
+    let cfg = agent_cfg(&Meet::of(&nats), "bad");
     let h = std::thread::spawn(move || {
         agent::run(&cfg, |_ctx: LoadCtx| Err("boom".into()), &mut |_| {})
     });
-    let mut ccfg = coord_cfg(&nats.url(), "fail", 10, 1);
+    let mut ccfg = coord_cfg(&Meet::of(&nats), "fail", 10, 1);
     (ccfg.agents, ccfg.min_agents) = (1, 1);
     let r = join_within(spawn_coordinator(ccfg), Duration::from_secs(20)).expect("run");
     let fin = r.agents[0].final_record.as_ref().expect("final record");
@@ -303,14 +307,14 @@ fn a_failing_load_ends_with_a_final_record_that_says_why() {
 
 #[test]
 fn a_load_that_ignores_stop_is_left_after_the_bound_and_the_agent_ends() {
-    let nats = PrivateNats::start().expect("nats-server");
-    let cfg = agent_cfg(&nats.url(), "deaf");
+    let nats = common::secured_bus();
+    let cfg = agent_cfg(&Meet::of(&nats), "deaf");
     let deaf = |_ctx: LoadCtx| -> Result<(), LoadError> {
         std::thread::sleep(Duration::from_secs(15));
         Ok(())
     };
     let h = std::thread::spawn(move || agent::run(&cfg, deaf, &mut |_| {}));
-    let mut ccfg = coord_cfg(&nats.url(), "deaf", 10, 1);
+    let mut ccfg = coord_cfg(&Meet::of(&nats), "deaf", 10, 1);
     (ccfg.agents, ccfg.min_agents, ccfg.run_bound) = (1, 1, Duration::from_secs(1));
     ccfg.lost_after = Duration::from_secs(30);
     let r = join_within(spawn_coordinator(ccfg), Duration::from_secs(20)).expect("run");

@@ -12,6 +12,7 @@ use crate::common;
 
 use common::{
     agent_cfg, coord_cfg, join_within, merged_requests, second_record, spawn_coordinator_events,
+    Meet,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
@@ -22,7 +23,6 @@ use volley_agents::agent::{self, AgentConfig, AgentOutcome, LoadCtx, LoadError};
 use volley_agents::coordinator::Event;
 use volley_agents::merge::Slot;
 use volley_agents::msg::Ending;
-use volley_agents::server::PrivateNats;
 use volley_agents::AgentsError;
 
 /// The counting load (see the module doc): runs its share's duration, or until its
@@ -50,12 +50,12 @@ fn counting(count: Arc<AtomicU64>) -> impl FnOnce(LoadCtx) -> Result<(), LoadErr
 type AgentThread = JoinHandle<Result<AgentOutcome, AgentsError>>;
 
 /// Three counting agents with `tune` applied to their configuration.
-fn spawn_agents(url: &str, tune: impl Fn(&mut AgentConfig)) -> Vec<(AgentThread, Arc<AtomicU64>)> {
+fn spawn_agents(m: &Meet, tune: impl Fn(&mut AgentConfig)) -> Vec<(AgentThread, Arc<AtomicU64>)> {
     ["a", "b", "c"]
         .iter()
         .map(|name| {
             let count = Arc::new(AtomicU64::new(0));
-            let mut cfg = agent_cfg(url, name);
+            let mut cfg = agent_cfg(m, name);
             tune(&mut cfg);
             let load = counting(count.clone());
             let h = std::thread::spawn(move || agent::run(&cfg, load, &mut |_| {}));
@@ -89,9 +89,11 @@ fn sleep_until(at: Instant) {
 
 #[test]
 fn the_bus_gone_stops_every_load_within_2_s_and_the_coordinator_returns_what_it_has() {
-    let mut nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh)");
-    let agents = spawn_agents(&nats.url(), |c| c.resend_bound = Duration::from_secs(3));
-    let mut cfg = coord_cfg(&nats.url(), "gone", 30_000, 30);
+    let mut nats = common::secured_bus();
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.resend_bound = Duration::from_secs(3)
+    });
+    let mut cfg = coord_cfg(&Meet::of(&nats), "gone", 30_000, 30);
     cfg.bus_gone_after = Duration::from_secs(3);
     let (coord, events) = spawn_coordinator_events(cfg);
     wait_for_merged(&events);
@@ -136,10 +138,12 @@ fn the_bus_gone_stops_every_load_within_2_s_and_the_coordinator_returns_what_it_
 
 #[test]
 fn records_buffered_while_the_bus_is_briefly_away_fill_their_seconds_late() {
-    let mut nats = PrivateNats::start().expect("nats-server");
+    let mut nats = common::secured_bus();
     // The load goes on through a 2.5 s outage (its bound is 5 s here).
-    let agents = spawn_agents(&nats.url(), |c| c.bus_lost_after = Duration::from_secs(5));
-    let mut cfg = coord_cfg(&nats.url(), "brief", 30_000, 8);
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.bus_lost_after = Duration::from_secs(5)
+    });
+    let mut cfg = coord_cfg(&Meet::of(&nats), "brief", 30_000, 8);
     cfg.late_grace = Duration::from_millis(500);
     let (coord, events) = spawn_coordinator_events(cfg);
     wait_for_merged(&events);
@@ -180,10 +184,10 @@ fn records_buffered_while_the_bus_is_briefly_away_fill_their_seconds_late() {
 
 #[test]
 fn a_bus_away_past_the_agents_bound_stops_the_load_and_the_buffered_seconds_still_arrive() {
-    let mut nats = PrivateNats::start().expect("nats-server");
+    let mut nats = common::secured_bus();
     // The default 1 s bound: a 3 s outage stops the load.
-    let agents = spawn_agents(&nats.url(), |_| {});
-    let cfg = coord_cfg(&nats.url(), "away", 30_000, 30);
+    let agents = spawn_agents(&Meet::of(&nats), |_| {});
+    let cfg = coord_cfg(&Meet::of(&nats), "away", 30_000, 30);
     let (coord, events) = spawn_coordinator_events(cfg);
     wait_for_merged(&events);
     nats.stop();
@@ -230,8 +234,15 @@ fn run_as_child_coordinator() -> bool {
     let Ok(url) = std::env::var("VOLLEY_TEST_COORD_URL") else {
         return false;
     };
+    let m = Meet {
+        url,
+        coordinator: std::env::var(volley_agents::auth::CREDENTIALS_ENV)
+            .ok()
+            .map(|j| volley_agents::auth::BusCredentials::from_json(&j, "env").unwrap()),
+        agents: Default::default(),
+    };
     let _ =
-        volley_agents::coordinator::coordinate(&coord_cfg(&url, "orphan", 30_000, 30), &mut |_| {});
+        volley_agents::coordinator::coordinate(&coord_cfg(&m, "orphan", 30_000, 30), &mut |_| {});
     true
 }
 
@@ -240,8 +251,10 @@ fn agents_whose_coordinator_dies_stop_their_load() {
     if run_as_child_coordinator() {
         return;
     }
-    let nats = PrivateNats::start().expect("nats-server");
-    let agents = spawn_agents(&nats.url(), |c| c.resend_bound = Duration::from_secs(3));
+    let nats = common::secured_bus();
+    let agents = spawn_agents(&Meet::of(&nats), |c| {
+        c.resend_bound = Duration::from_secs(3)
+    });
     let mut coord = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             // A name filter (no --exact): the test's full name starts with its module.
@@ -250,6 +263,10 @@ fn agents_whose_coordinator_dies_stop_their_load() {
             "--quiet",
         ])
         .env("VOLLEY_TEST_COORD_URL", nats.url())
+        .env(
+            volley_agents::auth::CREDENTIALS_ENV,
+            nats.keys().expect("secured").coordinator.to_json(),
+        )
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("spawn the child coordinator");

@@ -5,5 +5,7 @@ mod common;
 
 mod bus;
 mod bus_away;
+mod fuzz_short;
 mod manifest;
 mod ssh;
+mod trust;

@@ -1,6 +1,7 @@
 //! `volley agents manifest`'s output: valid against a Kubernetes release's schema (PyPI's
-//! `kubernetes-validate`, in the venv `scripts/install-k8s-validate.sh` makes), equal to
-//! the golden file, and agents named the way the Job names them join a real bus.
+//! `kubernetes-validate`, in the venv `scripts/install-k8s-validate.sh` makes), secured
+//! or not, equal to the golden file (the secured shape, its keys masked: they are fresh
+//! each time), and agents named the way the Job names them join a real bus.
 //!
 //! Regenerate the golden file with `VOLLEY_BLESS=1 cargo test -p volley-agents --test
 //! manifest`.
@@ -12,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{self, AgentConfig, LoadCtx, LoadError};
+use volley_agents::auth::StudyKeys;
 use volley_agents::coordinator::{self, CoordinatorConfig};
-use volley_agents::manifest::{self, Request};
+use volley_agents::manifest::{self, Request, Security};
 use volley_agents::msg::Ending;
-use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 
 fn golden_request() -> Request {
@@ -29,9 +30,29 @@ fn golden_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/manifest-3.yaml")
 }
 
+/// The YAML with every Secret's values (fresh keys each time) masked: a `stringData`
+/// entry's scalar or block lines become `<secret>`.
+fn masked(yaml: &str) -> String {
+    let mut out = Vec::new();
+    let mut in_data = false;
+    for line in yaml.lines() {
+        if in_data && line.starts_with("    ") {
+            continue;
+        }
+        if in_data && line.starts_with("  ") {
+            let key = line.split(':').next().unwrap_or(line);
+            out.push(format!("{key}: <secret>"));
+            continue;
+        }
+        in_data = line == "stringData:";
+        out.push(line.to_string());
+    }
+    out.join("\n") + "\n"
+}
+
 #[test]
 fn manifests_match_the_golden_file() {
-    let got = manifest::render(&golden_request()).expect("render");
+    let got = masked(&manifest::render(&golden_request()).expect("render").yaml);
     let path = golden_path();
     if std::env::var_os("VOLLEY_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -77,12 +98,18 @@ fn validate(yaml: &str, name: &str, version: &str) {
 fn manifests_validate_against_kubernetes_schemas() {
     let mut existing_bus = Request::new(1);
     existing_bus.bus = "nats://nats.infra.svc:4222".into();
+    let keys = StudyKeys::generate(&["nats.infra.svc"], &["agent".into()]).unwrap();
+    existing_bus.security = Security::Given(keys.agent("agent").unwrap().clone());
+    let mut off = Request::new(2);
+    off.security = Security::Off;
+    off.allow_targets = vec!["10.0.0.0/24".into()];
     for (name, req) in [
         ("golden.yaml", golden_request()),
         ("default-ns.yaml", Request::new(12)),
         ("existing-bus.yaml", existing_bus),
+        ("off.yaml", off),
     ] {
-        let yaml = manifest::render(&req).unwrap();
+        let yaml = manifest::render(&req).unwrap().yaml;
         for version in ["1.30.0", "1.33.0"] {
             validate(&yaml, name, version);
         }
@@ -92,7 +119,7 @@ fn manifests_validate_against_kubernetes_schemas() {
 #[test]
 fn the_schema_check_catches_a_broken_manifest() {
     // The check is not vacuous: an unknown field fails under --strict.
-    let yaml = manifest::render(&Request::new(1)).unwrap().replace(
+    let yaml = manifest::render(&Request::new(1)).unwrap().yaml.replace(
         "completionMode: Indexed",
         "completionMode: Indexed\n  completionz: 1",
     );
@@ -126,7 +153,7 @@ fn one_second(ctx: LoadCtx) -> Result<(), LoadError> {
 
 #[test]
 fn agents_named_as_the_job_names_them_run_a_share_each() {
-    let nats = PrivateNats::start().expect("nats-server (scripts/install-deps.sh installs it)");
+    let nats = common::secured_bus();
     // What each pod's JOB_COMPLETION_INDEX turns into.
     let names: Vec<String> = ["0", "1"]
         .iter()
@@ -137,6 +164,7 @@ fn agents_named_as_the_job_names_them_run_a_share_each() {
         .iter()
         .map(|name| {
             let mut cfg = AgentConfig::new(&nats.url(), name);
+            cfg.auth = nats.keys().and_then(|k| k.agent(name)).cloned();
             cfg.assign_bound = Duration::from_secs(30);
             cfg.run_bound = Duration::from_secs(30);
             std::thread::spawn(move || agent::run(&cfg, one_second, &mut |_| {}))
@@ -149,6 +177,7 @@ fn agents_named_as_the_job_names_them_run_a_share_each() {
         duration_ms: Some(1_000),
     };
     let mut cfg = CoordinatorConfig::new(&nats.url(), "k8s", whole, 2);
+    cfg.auth = nats.keys().map(|k| k.coordinator.clone());
     cfg.ready_bound = Duration::from_secs(20);
     cfg.max_offset = Duration::from_secs(1);
     cfg.start_lead = Duration::from_millis(1_000);

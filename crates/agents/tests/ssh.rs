@@ -22,6 +22,7 @@ use sshd::{must, sh};
 const FAKE_VOLLEY: &str = "#!/bin/sh\n\
     if [ \"$1\" = --version ]; then echo 'volley 0.0.0-ssh-test'; exit 0; fi\n\
     if [ \"$1\" = sleep ]; then exec sleep \"$2\"; fi\n\
+    if [ \"$1\" = env ]; then echo \"secret=$VOLLEY_BUS_CREDENTIALS argv=$*\"; exit 0; fi\n\
     exit 3\n";
 
 /// One test host: a namespace, a veth, an sshd.
@@ -195,16 +196,32 @@ fn deploy_start_stop_remove_and_faults_name_the_host() {
 
     for i in 0..2 {
         let (status, out) = d
-            .start(i, &["--version"])
+            .start(i, &["--version"], None)
             .unwrap()
             .wait(Duration::from_secs(20))
             .unwrap();
         assert!(status.success());
         assert_eq!(out.trim(), "volley 0.0.0-ssh-test");
     }
+    // A secret goes over the connection into the process's environment, not its argv.
+    let (status, out) = d
+        .start(
+            1,
+            &["env"],
+            Some("{\"user\":\"inj2\",\"password\":\"p w\"}"),
+        )
+        .unwrap()
+        .wait(Duration::from_secs(20))
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        out.trim(),
+        "secret={\"user\":\"inj2\",\"password\":\"p w\"} argv=env"
+    );
+    assert!(d.start(0, &["env"], Some("two\nlines")).is_err());
     // A long-running process is stopped by its pid (the hosts share our pid namespace,
     // so /proc shows it).
-    let p = d.start(0, &["sleep", "300"]).unwrap();
+    let p = d.start(0, &["sleep", "300"], None).unwrap();
     let pid = p.pid();
     assert!(alive(pid), "remote pid {pid} running");
     p.stop().unwrap();
@@ -272,7 +289,7 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
     let mut lab = Lab::start(1);
     let cfg = lab.config("client_key");
     let d = ssh::deploy(&cfg, &[lab.host(0)]).expect("deploy");
-    let mut p = d.start(0, &["sleep", "300"]).unwrap();
+    let mut p = d.start(0, &["sleep", "300"], None).unwrap();
     let pid = p.pid();
     assert!(alive(pid), "remote pid {pid} running");
     assert!(lab.hosts[0].files.join("bin/volley").exists());
@@ -296,7 +313,7 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
     // Stopping now cannot reach the host: bounded, and no error (nothing to stop).
     p.stop().unwrap();
     // Starting there again while the host is down names it.
-    let e = d.start(0, &["--version"]).unwrap_err();
+    let e = d.start(0, &["--version"], None).unwrap_err();
     assert!(e.to_string().starts_with(&lab.host(0).to_string()), "{e}");
     // The host comes back: the next start copies the binary again, and the removal at
     // the end takes that copy away.
@@ -311,7 +328,7 @@ fn a_lost_connection_ends_the_remote_process_and_removes_the_copy() {
     ));
     sshd::wait_listening(&lab.hosts[0].addr);
     let (status, out) = d
-        .start(0, &["--version"])
+        .start(0, &["--version"], None)
         .unwrap()
         .wait(Duration::from_secs(20))
         .unwrap();

@@ -11,10 +11,16 @@
 //! is lost mid-run the agent is killed and the binary removed by the host's own side
 //! (`volley_agents::ssh`), so the coordinator sees it lost by its heartbeats and nothing
 //! is left there.
+//!
+//! The bus is secured unless `bus_security = "off"` (docs/methodology.md, "Trust on the
+//! bus"): a private bus gets fresh keys each step (`PrivateNats::start_secured`), each
+//! agent its own credentials (in its environment here, over the SSH channel on a host)
+//! and an allow-list of the step's target, so it loads nothing else.
 
 use std::path::Path;
 
-use volley_agents::local::LocalAgents;
+use volley_agents::auth::BusCredentials;
+use volley_agents::local::{LocalAgents, LocalTrust};
 use volley_agents::server::PrivateNats;
 use volley_agents::ssh::{self, Deployment, Host, RemoteProcess, SshConfig};
 use volley_targets::RunningTarget;
@@ -79,21 +85,28 @@ impl StudyHosts {
         }
     }
 
-    fn start(&self, host: &Host, args: &[&str]) -> Result<RemoteProcess, ssh::SshError> {
+    fn start(
+        &self,
+        host: &Host,
+        args: &[&str],
+        secret: Option<&str>,
+    ) -> Result<RemoteProcess, ssh::SshError> {
         let i = self
             .hosts
             .iter()
             .position(|h| h == host)
             .expect("every host of the plan was deployed");
-        self.deployment.start(i, args)
+        self.deployment.start(i, args, secret)
     }
 }
 
 /// A step's bus and agents; stopped on [`StepAgents::stop`] or on drop.
 pub(crate) struct StepAgents {
     /// Kept for its life: dropping it stops the server.
-    _nats: Option<PrivateNats>,
+    nats: Option<PrivateNats>,
     url: String,
+    /// The coordinator's credentials (`None`: the bus's security is off).
+    auth: Option<BusCredentials>,
     local: Option<LocalAgents>,
     remote: Vec<RemoteProcess>,
 }
@@ -118,29 +131,62 @@ impl StepAgents {
                 target.addr
             )));
         }
+        let name = |i: usize| format!("inj{}", i + 1);
+        let names: Vec<String> = (0..k).map(name).collect();
         // In a lab the bus listens on volley's lab address; with `bus_url` where it
         // says (or it is somebody else's); otherwise on loopback.
-        let (nats, url) = match (&inj.bus, lab) {
-            (Some(BusPlan::Existing(url)), _) => (None, url.clone()),
-            (Some(BusPlan::Private(addr)), _) => {
-                let n = PrivateNats::start_at(*addr).map_err(StepError::Agents)?;
-                let u = n.url();
-                (Some(n), u)
+        let at = match (&inj.bus, lab) {
+            (Some(BusPlan::Existing(_)), _) => None,
+            (Some(BusPlan::Private(addr)), _) => Some(*addr),
+            (None, Some(l)) => Some(std::net::SocketAddr::new(l.bus_ip(), 0)),
+            (None, None) => Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        };
+        let nats = match at {
+            Some(a) if inj.secure_bus => {
+                Some(PrivateNats::start_secured(a, &names).map_err(StepError::Agents)?)
             }
-            (None, Some(l)) => {
-                let n = PrivateNats::start_on(l.bus_ip()).map_err(StepError::Agents)?;
-                let u = n.url();
-                (Some(n), u)
+            Some(a) => Some(PrivateNats::start_at(a).map_err(StepError::Agents)?),
+            None => None,
+        };
+        let (url, auth) = match (&nats, &inj.bus) {
+            (Some(n), _) => (n.url(), n.keys().map(|k| k.coordinator.clone())),
+            (None, Some(BusPlan::Existing(url))) => {
+                let auth = match &inj.bus_credentials {
+                    Some(f) => Some(BusCredentials::load(f).map_err(StepError::Agents)?),
+                    None => None,
+                };
+                (url.clone(), auth)
             }
-            (None, None) => {
-                let n = PrivateNats::start().map_err(StepError::Agents)?;
-                let u = n.url();
-                (Some(n), u)
+            (None, _) => unreachable!("a bus without a server is an existing one"),
+        };
+        let mut secrets: Vec<Option<String>> = (0..k)
+            .map(|i| {
+                let keys = nats.as_ref()?.keys()?;
+                keys.agent(&name(i)).map(BusCredentials::to_json)
+            })
+            .collect();
+        if let Some(t) = &inj.agent_credentials {
+            for (i, s) in secrets.iter_mut().enumerate() {
+                let path = std::path::PathBuf::from(t.replace("{name}", &name(i)));
+                *s = Some(
+                    BusCredentials::load(&path)
+                        .map_err(StepError::Agents)?
+                        .to_json(),
+                );
             }
+        }
+        let creds = |i: usize| secrets[i].clone();
+        // The agents volley starts may load the step's target (and, in a lab, its
+        // delaying proxies, on the target's address at ports of their own) and nothing
+        // else.
+        let allow = match lab {
+            Some(_) => vec![target.addr.ip().to_string()],
+            None => vec![target.addr.to_string()],
         };
         let mut me = StepAgents {
-            _nats: nats,
+            nats,
             url,
+            auth,
             local: None,
             remote: Vec::new(),
         };
@@ -152,13 +198,16 @@ impl StepAgents {
         // the agents, then gives up by itself.
         let wait_s = inj.ready_timeout.as_secs().max(1) * 2;
         let wait = format!("{wait_s}s");
-        let name = |i: usize| format!("inj{}", i + 1);
         let local: Vec<usize> = (0..k).filter(|&i| on_host(i).is_none()).collect();
         let names: Vec<String> = local.iter().map(|&i| name(i)).collect();
         let namespaces: Option<Vec<String>> =
             lab.map(|l| local.iter().map(|&i| l.injector_ns(i)).collect());
+        let trust = LocalTrust {
+            credentials: local.iter().map(|&i| creds(i)).collect(),
+            allow: allow.clone(),
+        };
         me.local = Some(
-            LocalAgents::spawn(exe, &me.url, &names, wait_s, namespaces.as_deref())
+            LocalAgents::spawn(exe, &me.url, &names, wait_s, namespaces.as_deref(), &trust)
                 .map_err(StepError::Agents)?,
         );
         for i in 0..k {
@@ -166,12 +215,19 @@ impl StepAgents {
             let hosts = hosts
                 .ok_or_else(|| StepError::Injectors("the ssh hosts were not prepared".into()))?;
             let n = name(i);
-            let args = [
+            let mut args = vec![
                 "agent", "--bus", &me.url, "--name", &n, "--quiet", "--wait", &wait,
             ];
+            for a in &allow {
+                args.extend(["--allow-target", a]);
+            }
+            let secret = creds(i);
+            if secret.is_none() {
+                args.push("--insecure-bus");
+            }
             // On error `me` drops here and stops what was started.
             let p = hosts
-                .start(host, &args)
+                .start(host, &args, secret.as_deref())
                 .map_err(|e| StepError::Injectors(format!("{n}: {e}")))?;
             me.remote.push(p);
         }
@@ -181,6 +237,16 @@ impl StepAgents {
     /// The URL the coordinator dials.
     pub fn bus_url(&self) -> &str {
         &self.url
+    }
+
+    /// The coordinator's credentials (`None`: the bus's security is off).
+    pub fn coordinator_auth(&self) -> Option<BusCredentials> {
+        self.auth.clone()
+    }
+
+    /// Connections the private bus refused so far (0 for an existing bus).
+    pub fn refused(&self) -> u64 {
+        self.nats.as_ref().map_or(0, PrivateNats::refused)
     }
 
     /// Stops every agent still running, here and on the hosts (idempotent).

@@ -154,12 +154,24 @@ pub(crate) fn run_injected(
             .map_err(|e| StepError::Injectors(e.to_string()))?;
     }
     cfg.stop = Some(Arc::clone(&load_stop));
+    cfg.auth = agents.coordinator_auth();
     let watch = step_watch(target, load_stop, stop_flag);
     let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
     agents.stop();
+    let refused = agents.refused();
     let watched = watched.map(|load| {
         load.map(|(result, whole)| {
             let mut l = loaded(&result, whole, cell, w);
+            if !inj.secure_bus {
+                l.info.notes.push(
+                    "the bus ran in the clear: no TLS, no credentials, unsigned assignments (injectors.bus_security = \"off\")".into(),
+                );
+            }
+            if refused > 0 {
+                l.info.notes.push(format!(
+                    "the bus refused {refused} connection(s) during the step (wrong or missing credentials, or no TLS)"
+                ));
+            }
             if let Some(lab) = lab {
                 let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
                 l.extra.push(("links", Value::Array(links)));

@@ -120,6 +120,21 @@ pub struct InjectorsDef {
     /// kubernetes).
     #[serde(default)]
     pub bus: Option<String>,
+    /// `"on"` (the default: TLS on every bus connection, per-study credentials, NATS
+    /// permissions, signed assignments) or `"off"` (a bus in the clear, for a network
+    /// where everyone is trusted; the step's notes say so).
+    #[serde(default)]
+    pub bus_security: Option<String>,
+    /// With `bus = "existing"` and the security on: the coordinator's credentials file
+    /// (JSON: user, password, CA, the study's assignment key), as `volley agents
+    /// manifest` writes it.
+    #[serde(default)]
+    pub bus_credentials: Option<String>,
+    /// With `bus = "existing"` and the security on: the credentials file of each agent
+    /// volley starts (local, netns or ssh); `{name}` in it is the agent's name
+    /// (`inj1`...), for a server with a user per agent.
+    #[serde(default)]
+    pub agent_credentials: Option<String>,
     /// How long to wait for every agent to join (default 30s; 5m with kubernetes,
     /// where pods are scheduled and images pulled first).
     #[serde(default)]

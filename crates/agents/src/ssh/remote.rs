@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::run::{classify, last_line, reader, wait_bounded, wait_bounded_alive, Ran};
 use super::{prepare, quote, Deployment, Host, Prepared, SshConfig, SshError};
+use crate::auth::CREDENTIALS_ENV;
 
 impl Deployment {
     /// Starts `volley ARGS` on host `i` (e.g. `agent --bus URL --name NAME`). The
@@ -24,21 +25,41 @@ impl Deployment {
     ///
     /// A binary volley copied there and a lost connection removed since (see above) is
     /// copied again first, so a host that comes back serves the next step.
-    pub fn start(&self, i: usize, args: &[&str]) -> Result<RemoteProcess, SshError> {
+    ///
+    /// `secret` (one line, e.g. an agent's bus credentials) goes over the connection
+    /// itself: the remote shell reads it from its stdin into `VOLLEY_BUS_CREDENTIALS`
+    /// of the process's environment, so it is in no argv (`ps`) and no file.
+    pub fn start(
+        &self,
+        i: usize,
+        args: &[&str],
+        secret: Option<&str>,
+    ) -> Result<RemoteProcess, SshError> {
         let p = self.lock()[i].clone();
-        match self.start_on(&p, args) {
+        match self.start_on(&p, args, secret) {
             Err(SshError::Missing { .. }) => {
                 let again = prepare(&self.cfg, &p.host, &self.local_version)?;
                 let copied = p.copied || again.copied;
                 self.lock()[i] = Prepared { copied, ..again };
-                self.start_on(&self.lock()[i].clone(), args)
+                self.start_on(&self.lock()[i].clone(), args, secret)
             }
             r => r,
         }
     }
 
-    fn start_on(&self, p: &Prepared, args: &[&str]) -> Result<RemoteProcess, SshError> {
-        let script = self.start_script(p.copied, args);
+    fn start_on(
+        &self,
+        p: &Prepared,
+        args: &[&str],
+        secret: Option<&str>,
+    ) -> Result<RemoteProcess, SshError> {
+        if secret.is_some_and(|s| s.contains(['\n', '\r', '\0'])) {
+            return Err(SshError::Io {
+                action: "handing over the secret",
+                source: std::io::Error::other("a secret must be one line"),
+            });
+        }
+        let script = self.start_script(p.copied, args, secret.is_some());
         let mut cmd = self.cfg.ssh(&p.host, &script);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -48,7 +69,14 @@ impl Deployment {
             action: "running ssh",
             source,
         })?;
-        let stdin = child.stdin.take();
+        let mut stdin = child.stdin.take();
+        if let (Some(s), Some(w)) = (secret, stdin.as_mut()) {
+            // Read by the remote shell before it starts volley (see `start_script`); a
+            // failed write shows as the start failing below.
+            let _ = w
+                .write_all(format!("{s}\n").as_bytes())
+                .and_then(|()| w.flush());
+        }
         let mut out = child.stdout.take();
         let (tx, rx) = std::sync::mpsc::channel();
         let out_reader = std::thread::spawn(move || {
@@ -101,8 +129,9 @@ impl Deployment {
     /// The remote script of [`Deployment::start`]: the pid first (printed by the
     /// process's own shell before it execs volley, so no output of volley can come
     /// before it), then the watcher of the connection (see `start`). `copied` decides
-    /// whether a lost connection also removes the binary.
-    fn start_script(&self, copied: bool, args: &[&str]) -> String {
+    /// whether a lost connection also removes the binary; `secret`: the first line of
+    /// the connection is a secret for the process's environment.
+    fn start_script(&self, copied: bool, args: &[&str], secret: bool) -> String {
         let bin = quote(&self.cfg.remote_bin());
         let argv: Vec<String> = args.iter().map(|a| quote(a)).collect();
         let forget = if copied {
@@ -117,9 +146,16 @@ impl Deployment {
         // watcher reads the connection through fd 3. On `stop`: SIGTERM, SIGKILL after
         // 5 s. On end of input: the binary goes first, then the process, so the main
         // shell, woken by the death, cannot end the watcher before it has cleaned up.
+        // `read` takes one line (a shell reads a pipe byte by byte), leaving the rest of
+        // the connection to the watcher.
+        let take_secret = if secret {
+            format!("IFS= read -r {CREDENTIALS_ENV} <&3 || exit 126; export {CREDENTIALS_ENV}; ")
+        } else {
+            String::new()
+        };
         format!(
             "exec 3<&0; [ -x {bin} ] || {{ echo \"volley is not at {rb}\" >&2; exit 127; }}; \
-             sh -c {inner} {bin} {args} 3<&- & a=$!; \
+             {take_secret}sh -c {inner} {bin} {args} 3<&- & a=$!; \
              ( if read -r l && [ \"$l\" = stop ]; then kill $a 2>/dev/null; i=0; \
              while kill -0 $a 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
              kill -9 $a 2>/dev/null; else {forget}kill -9 $a 2>/dev/null; fi ) <&3 3<&- & w=$!; \

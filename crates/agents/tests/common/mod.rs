@@ -5,33 +5,91 @@
 
 use hdrhistogram::serialization::V2Serializer;
 use serde_bytes::ByteBuf;
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{AgentConfig, LoadCtx, LoadError};
+use volley_agents::auth::{BusCredentials, CREDENTIALS_ENV};
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::msg::{Counters, SecondRecord, PROTO, RESPONSE_TIME};
+use volley_agents::server::PrivateNats;
 use volley_agents::share::Whole;
 use volley_agents::AgentsError;
 use volley_metrics::hist;
 
-/// An agent's configuration with test-sized bounds.
-pub fn agent_cfg(url: &str, name: &str) -> AgentConfig {
-    let mut cfg = AgentConfig::new(url, name);
+/// The agent names the tests' secured buses have users for.
+pub const NAMES: [&str; 9] = [
+    "a", "b", "c", "victim", "lonely", "bad", "deaf", "agent-0", "agent-1",
+];
+
+/// A secured private bus on loopback (TLS, a user per party, permissions), as studies
+/// start it, with users for [`NAMES`].
+pub fn secured_bus() -> PrivateNats {
+    let names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+    PrivateNats::start_secured("127.0.0.1:0".parse().unwrap(), &names)
+        .expect("nats-server (scripts/install-deps.sh installs it)")
+}
+
+/// Where a test's parties meet: the bus's URL and, on a secured bus, each party's
+/// credentials.
+#[derive(Debug, Clone)]
+pub struct Meet {
+    pub url: String,
+    pub coordinator: Option<BusCredentials>,
+    pub agents: HashMap<String, BusCredentials>,
+}
+
+impl Meet {
+    /// The URL and keys of a running private bus.
+    pub fn of(nats: &PrivateNats) -> Meet {
+        Meet {
+            url: nats.url(),
+            coordinator: nats.keys().map(|k| k.coordinator.clone()),
+            agents: nats
+                .keys()
+                .map(|k| k.agents.clone().into_iter().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// In a child process: the URL given, and the one agent's credentials from
+    /// [`CREDENTIALS_ENV`] (as a study hands them to a local agent).
+    pub fn from_env(url: &str, name: &str) -> Meet {
+        let mut agents = HashMap::new();
+        if let Ok(j) = std::env::var(CREDENTIALS_ENV) {
+            agents.insert(
+                name.to_string(),
+                BusCredentials::from_json(&j, "env").unwrap(),
+            );
+        }
+        Meet {
+            url: url.to_string(),
+            coordinator: None,
+            agents,
+        }
+    }
+}
+
+/// An agent's configuration with test-sized bounds and its credentials.
+pub fn agent_cfg(m: &Meet, name: &str) -> AgentConfig {
+    let mut cfg = AgentConfig::new(&m.url, name);
     cfg.assign_bound = Duration::from_secs(30);
     cfg.run_bound = Duration::from_secs(60);
+    cfg.auth = m.agents.get(name).cloned();
     cfg
 }
 
 /// A run of `requests` over `secs` seconds by three agents, test-sized bounds.
-pub fn coord_cfg(url: &str, run: &str, requests: u64, secs: u64) -> CoordinatorConfig {
+pub fn coord_cfg(m: &Meet, run: &str, requests: u64, secs: u64) -> CoordinatorConfig {
     let whole = Whole {
         requests: Some(requests),
         rate_rps: None,
         connections: 3,
         duration_ms: Some(secs * 1_000),
     };
-    let mut cfg = CoordinatorConfig::new(url, run, whole, 3);
+    let mut cfg = CoordinatorConfig::new(&m.url, run, whole, 3);
+    cfg.auth = m.coordinator.clone();
     cfg.ready_bound = Duration::from_secs(20);
     cfg.max_offset = Duration::from_secs(1);
     cfg.start_lead = Duration::from_millis(1_500);

@@ -104,6 +104,9 @@ pub(super) fn resolve_injectors(
         kubernetes: remote.kubernetes,
         bus: remote.bus,
         ready_timeout: remote.ready_timeout,
+        secure_bus: remote.secure_bus,
+        bus_credentials: remote.bus_credentials,
+        agent_credentials: remote.agent_credentials,
     }))
 }
 

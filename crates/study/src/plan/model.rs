@@ -235,6 +235,14 @@ pub struct InjectorsPlan {
     pub bus: Option<BusPlan>,
     /// How long the coordinator waits for the agents to join.
     pub ready_timeout: Duration,
+    /// The bus's security: TLS, per-study credentials, permissions and signed
+    /// assignments (the default), or off (`bus_security = "off"`).
+    pub secure_bus: bool,
+    /// `bus = "existing"`, secured: the coordinator's credentials file.
+    pub bus_credentials: Option<std::path::PathBuf>,
+    /// `bus = "existing"`, secured: the agents' credentials file, `{name}` standing for
+    /// each agent's name.
+    pub agent_credentials: Option<String>,
 }
 
 /// `placement = "ssh"`: where each injector runs.

@@ -29,6 +29,9 @@ pub(super) struct Remote {
     pub kubernetes: bool,
     pub bus: Option<BusPlan>,
     pub ready_timeout: Duration,
+    pub secure_bus: bool,
+    pub bus_credentials: Option<std::path::PathBuf>,
+    pub agent_credentials: Option<String>,
 }
 
 /// Resolves the keys above for `placement` (already checked to be a known one);
@@ -68,6 +71,13 @@ pub(super) fn resolve_remote(
             .as_ref()
             .is_some_and(|s| s.hosts.iter().any(Option::is_some));
     let bus = resolve_bus(d, kubernetes, remote)?;
+    let (secure_bus, bus_credentials) = resolve_security(d, bus.as_ref())?;
+    let agent_credentials = resolve_agent_credentials(d, bus.as_ref(), secure_bus, kubernetes)?;
+    if kubernetes && secure_bus && matches!(bus, Some(BusPlan::Private(_))) {
+        return Err(invalid(
+            "injectors.bus: the Job's agents hold the keys of the manifest's bus, not of a private one volley makes per step; use bus = \"existing\" with bus_credentials, or bus_security = \"off\"",
+        ));
+    }
     if remote {
         if let Some(t) = file
             .targets
@@ -112,7 +122,67 @@ pub(super) fn resolve_remote(
         kubernetes,
         bus,
         ready_timeout,
+        secure_bus,
+        bus_credentials,
+        agent_credentials,
     })
+}
+
+/// `agent_credentials`: on a secured existing bus, the agents volley starts need theirs
+/// (a Kubernetes Job's pods have the manifests' Secret instead).
+fn resolve_agent_credentials(
+    d: &InjectorsDef,
+    bus: Option<&BusPlan>,
+    secure: bool,
+    kubernetes: bool,
+) -> Result<Option<String>, StudyError> {
+    let existing = matches!(bus, Some(BusPlan::Existing(_)));
+    match (&d.agent_credentials, existing && secure && !kubernetes) {
+        (Some(_), false) => Err(invalid(
+            "injectors.agent_credentials is for the agents volley starts on a secured bus = \"existing\"",
+        )),
+        (None, true) => Err(invalid(
+            "injectors.agent_credentials: the agents volley starts need their credentials on a secured existing bus (\"{name}\" in the path stands for each agent's name), or bus_security = \"off\"",
+        )),
+        (a, _) => Ok(a.clone()),
+    }
+}
+
+/// `bus_security` and `bus_credentials`: whether the bus is secured (the default) and,
+/// for an existing one, the coordinator's credentials (read now, so a bad file fails
+/// the study before anything runs).
+fn resolve_security(
+    d: &InjectorsDef,
+    bus: Option<&BusPlan>,
+) -> Result<(bool, Option<std::path::PathBuf>), StudyError> {
+    let secure = match d.bus_security.as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(invalid(format!(
+                "injectors.bus_security must be \"on\" or \"off\", got \"{other}\""
+            )))
+        }
+    };
+    let existing = matches!(bus, Some(BusPlan::Existing(_)));
+    match (&d.bus_credentials, existing, secure) {
+        (Some(_), false, _) => Err(invalid(
+            "injectors.bus_credentials is for bus = \"existing\": volley makes its private bus's own",
+        )),
+        (Some(_), true, false) => Err(invalid(
+            "injectors.bus_credentials: bus_security = \"off\" uses none",
+        )),
+        (None, true, true) => Err(invalid(
+            "injectors.bus_credentials: bus = \"existing\" is secured by default; give the coordinator's credentials file (volley agents manifest writes one), or bus_security = \"off\" for a bus on a network where everyone is trusted",
+        )),
+        (Some(f), true, true) => {
+            let path = std::path::PathBuf::from(f);
+            volley_agents::auth::BusCredentials::load(&path)
+                .map_err(|e| invalid(format!("injectors.bus_credentials: {e}")))?;
+            Ok((true, Some(path)))
+        }
+        (None, _, s) => Ok((s, None)),
+    }
 }
 
 impl super::InjectorsPlan {
@@ -127,13 +197,23 @@ impl super::InjectorsPlan {
             Some(BusPlan::Existing(u)) => format!("the nats-server at {u}"),
             None => "volley's nats-server on loopback".into(),
         };
+        let bus = if self.secure_bus {
+            format!("{bus} (TLS, per-study credentials)")
+        } else {
+            format!("{bus} (in the clear: bus_security = \"off\")")
+        };
         let wait = format!("waiting up to {:?} for them", self.ready_timeout);
         if self.kubernetes {
             return Some(format!(
                 "injectors: the Kubernetes Job's agents (agent-0..), started by you; bus {bus}; {wait}"
             ));
         }
-        let ssh = self.ssh.as_ref()?;
+        let Some(ssh) = self.ssh.as_ref() else {
+            // Injectors on this host are the default, unremarkable; a bus in the clear
+            // is said wherever they run.
+            return (!self.secure_bus)
+                .then(|| format!("injectors: on this host; bus {bus}; {wait}"));
+        };
         let hosts: Vec<String> = ssh
             .hosts
             .iter()
@@ -307,7 +387,7 @@ mod tests {
 
     #[test]
     fn kubernetes_waits_for_one_step_on_an_existing_bus() {
-        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_security = \"off\"\n";
         let p = injectors(k, 1).unwrap();
         assert!(p.kubernetes && p.ssh.is_none());
         assert_eq!(
@@ -340,6 +420,43 @@ mod tests {
     }
 
     #[test]
+    fn the_bus_is_secured_unless_turned_off_and_an_existing_one_needs_credentials() {
+        let local = injectors("count = 2\n", 1).unwrap();
+        assert!(local.secure_bus && local.bus_credentials.is_none());
+        assert_eq!(local.placement_line(), None);
+        let off = injectors("count = 2\nbus_security = \"off\"\n", 1).unwrap();
+        assert!(!off.secure_bus);
+        assert!(off
+            .placement_line()
+            .unwrap()
+            .contains("in the clear: bus_security = \"off\""));
+        let e = injectors("count = 2\nbus_security = \"maybe\"\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("injectors.bus_security must be"), "{e}");
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\n";
+        let e = injectors(k, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("injectors.bus_credentials") && e.contains("secured"),
+            "{e}"
+        );
+        let e = injectors(
+            &format!("{k}bus_credentials = \"/nonexistent/c.json\"\n"),
+            1,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/nonexistent/c.json"), "{e}");
+        let e = injectors("count = 2\nbus_credentials = \"c.json\"\n", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is for bus = \"existing\""), "{e}");
+        let private = format!("{k}bus = \"private\"\n").replace("127.0.0.1", "10.0.0.1");
+        let e = injectors(&private, 1).unwrap_err().to_string();
+        assert!(e.contains("bus = \"existing\" with bus_credentials"), "{e}");
+    }
+
+    #[test]
     fn ssh_hosts_take_injectors_in_turn_and_local_stays_here() {
         let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\nready_timeout = \"10s\"\n";
         let p = injectors(t, 1).unwrap();
@@ -354,7 +471,7 @@ mod tests {
         assert_eq!(p.ready_timeout, Duration::from_secs(10));
         assert_eq!(
             p.placement_line().unwrap(),
-            "injectors: injector i on hosts[i % 2] = local, root@10.0.0.2:2222 over ssh; bus volley's nats-server on 10.0.0.1, a free port; waiting up to 10s for them"
+            "injectors: injector i on hosts[i % 2] = local, root@10.0.0.2:2222 over ssh; bus volley's nats-server on 10.0.0.1, a free port (TLS, per-study credentials); waiting up to 10s for them"
         );
         // Only local hosts: no bus address needed.
         let p = injectors("count = 2\nplacement = \"ssh\"\nhosts = [\"local\"]\n", 1).unwrap();
