@@ -211,12 +211,22 @@ impl Bound {
 }
 
 /// The one rule every consumer of stored steps applies (the study's end-of-run table and
-/// the reports alike): a step labelled generator-bound measured the generator, and one
-/// labelled machine-stalled measured the machine's stalls, so neither ever feeds a
-/// capacity, a median, a confidence interval or a USL fit. Steps without a label (old
-/// stores) and inconclusive steps are kept; the label says what to make of them.
+/// the reports alike): a step labelled generator-bound measured the generator, one
+/// labelled machine-stalled measured the machine's stalls, and one labelled link-bound
+/// (`crate::link`) the link volley shaped, so none ever feeds a capacity, a median, a
+/// confidence interval, a ranking or a USL fit. Steps without a label (old stores) and
+/// inconclusive steps are kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
-    label != Some(Bound::GeneratorBound.label()) && label != Some(Bound::MachineStalled.label())
+    label != Some(Bound::GeneratorBound.label())
+        && label != Some(Bound::MachineStalled.label())
+        && label != Some(crate::link::LABEL)
+}
+
+/// Whether measuring the step again could give the server's figure: generator-bound and
+/// machine-stalled steps were spoiled by noise, a link-bound one was not (the same link
+/// bounds it the next time too).
+pub fn spoiled_by_noise(label: Option<&str>) -> bool {
+    !counts_for_server(label) && label != Some(crate::link::LABEL)
 }
 
 /// The judgement of one step.

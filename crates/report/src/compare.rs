@@ -318,7 +318,7 @@ fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, ReportError> {
     Ok(Side {
         run: run.id,
         target: run.target.clone(),
-        median: bootstrap::median_ci(&values, 2000, 1),
+        median: bootstrap::median_ci(&values, bootstrap::RESAMPLES, 1),
         values,
     })
 }
@@ -329,7 +329,7 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
     let rb = find_run(store, b)?;
     let sa = side(store, &ra, m)?;
     let sb = side(store, &rb, m)?;
-    let r = ratio::ratio_of_medians_ci(&sa.values, &sb.values, 2000, 1)
+    let r = ratio::ratio_of_medians_ci(&sa.values, &sb.values, bootstrap::RESAMPLES, 1)
         .map_err(|e| ReportError::Compare(format!("cannot form the ratio: {e}")))?;
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {

@@ -18,7 +18,7 @@ use crate::plan::{OfficeLoad, Plan};
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
 
-const RESAMPLES: usize = 2000;
+use volley_analysis::bootstrap::RESAMPLES;
 
 /// ", 2 unjudged steps left out" (empty when none were): steps that could not be
 /// judged for the server (generator-bound, machine-stalled, or failed while the
@@ -47,7 +47,11 @@ fn planned_key(s: &StepOutcome) -> (usize, u32, Option<u64>, Option<u32>) {
 
 /// How good an attempt's evidence is (`Evidence::attempt_rank`, 0 best).
 fn rank(s: &StepOutcome) -> u8 {
-    Evidence::attempt_rank(s.sustainable, s.counts_for_server(), s.machine_busy)
+    Evidence::attempt_rank(
+        s.sustainable,
+        !volley_analysis::sustain::spoiled_by_noise(Some(s.label)),
+        s.machine_busy,
+    )
 }
 
 /// One outcome per planned step, its best attempt (the earliest of the best [`rank`]),

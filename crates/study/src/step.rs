@@ -398,6 +398,14 @@ pub(crate) fn judge(
         }
         None => (None, summary.generator.verdict.label.name()),
     };
+    // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
+    let label = match link_reason(&extra, &summary) {
+        Some(why) if !matches!(label, "generator-bound" | "machine-stalled") => {
+            summary.notes.push(why);
+            volley_analysis::link::LABEL
+        }
+        _ => label,
+    };
     let sustainable = sustain_verdict.as_ref().map(|v| v.sustainable);
     // Users see why a step with a large send lag is still the server's.
     if let Some(note) = &conn_wait {
@@ -448,6 +456,45 @@ fn judged_windows(s: &Summary) -> usize {
 /// second is still a full window, and flooring would drop it (and with it the step's
 /// judgement: three windows are the minimum).
 const WHOLE_WINDOW_SHARE: f64 = 0.95;
+
+/// Why the step is link-bound, when its injectors ran behind links volley shaped (the
+/// `links` its load stored: each as set and as measured) and the figure sits at what
+/// they allow; `None` otherwise.
+fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
+    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
+    if links.is_empty() {
+        return None;
+    }
+    let throughput = |l: &Value| {
+        l["measured"]["throughput_bit"]
+            .as_f64()
+            .or_else(|| l["rate_bit"].as_f64())
+            .filter(|_| l["rate_bit"].is_u64())
+    };
+    let shape = volley_analysis::link::Shape {
+        throughput_bit: links.iter().map(throughput).sum(),
+        delay_ms: links
+            .iter()
+            .map(|l| l["delay_ms"].as_f64())
+            .collect::<Option<Vec<f64>>>()
+            .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
+    };
+    let service = s.latency.get("service_time")?;
+    let connect_total_ms = s
+        .latency
+        .get("connect_time")
+        .map_or(0.0, |c| c.mean_ms * c.count as f64);
+    let seen = volley_analysis::link::Observed {
+        wire_bit_per_s: if s.duration_s > 0.0 {
+            s.bytes.wire_total as f64 * 8.0 / s.duration_s
+        } else {
+            0.0
+        },
+        per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
+        unshaped_ms: None,
+    };
+    volley_analysis::link::judge(&shape, &seen)
+}
 
 /// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
 pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
@@ -660,10 +707,11 @@ impl StepOutcome {
 
     /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
     /// machine was busy. Such a step is measured again later, up to the study's `retries`.
+    /// A link-bound step is not measured again: the same link would bound it again.
     pub fn needs_remeasure(&self) -> bool {
         Evidence::needs_remeasure(
             self.sustainable,
-            self.counts_for_server(),
+            !sustain::spoiled_by_noise(Some(self.label)),
             self.machine_busy,
         )
     }

@@ -592,7 +592,7 @@ pub struct RepeatGroup {
 
 /// Resamples for the repeat intervals, and their fixed seed (a rebuilt report must show
 /// the same interval).
-const BOOTSTRAP_RESAMPLES: usize = 2000;
+const BOOTSTRAP_RESAMPLES: usize = bootstrap::RESAMPLES;
 const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
 
 fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {
