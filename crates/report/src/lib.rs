@@ -10,6 +10,7 @@
 //! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
 #![deny(missing_docs)]
 
+pub mod answer;
 pub mod compare;
 pub mod downsample;
 mod error;

@@ -1,5 +1,7 @@
-//! Markdown: the seeds' tables as GitHub pipe tables, for notes and pull requests.
+//! Markdown: the answer (`headline`), then the seeds' tables as GitHub pipe tables,
+//! for notes and pull requests.
 
+use crate::headline;
 use crate::model::Report;
 use crate::table::{self, RowMark, Table};
 use crate::{ReportError, ReportFormat};
@@ -60,6 +62,12 @@ impl ReportFormat for Markdown {
 
     fn render(&self, report: &Report) -> Result<String, ReportError> {
         let mut out = format!("# volley report: {}\n\n", report.title);
+        // The answer first, the same sentence as the HTML's and the study's end table's.
+        let _ = writeln!(out, "**{}**\n", headline::answer(report));
+        for line in headline::lines(report) {
+            let _ = writeln!(out, "- {line}");
+        }
+        out.push('\n');
         for t in &report.targets {
             let _ = writeln!(
                 out,

@@ -192,6 +192,11 @@ pub(super) fn load_step(
             .get("workload")
             .and_then(Value::as_str)
             .map(str::to_string),
+        variant: p
+            .extra
+            .get("variant")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         closed_loop,
         phase: p
             .extra

@@ -250,6 +250,8 @@ pub struct StepReport {
     pub repeat: u32,
     /// The study's workload name, when the runner recorded it.
     pub workload: Option<String>,
+    /// The study's variant (tuning) of the target, when it had several.
+    pub variant: Option<String>,
     /// Closed loop: the latency figures are service times; otherwise response times.
     pub closed_loop: bool,
     /// "sweep" or "search", when the runner said.
@@ -326,8 +328,18 @@ impl TargetReport {
 }
 
 impl StepReport {
-    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka".
+    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka",
+    /// and its variant when it has one ("..., variant tuned").
     pub fn point_label(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{}, variant {v}", self.point_label_of_any_variant()),
+            None => self.point_label_of_any_variant(),
+        }
+    }
+
+    /// [`StepReport::point_label`] without the variant: where the variants of one target
+    /// meet to be compared.
+    pub fn point_label_of_any_variant(&self) -> String {
         let mut parts = Vec::new();
         if let Some(w) = &self.workload {
             parts.push(w.clone());
@@ -357,6 +369,17 @@ impl StepReport {
         } else {
             parts.join(", ")
         }
+    }
+
+    /// Most of its requests failed (or none finished): it has no throughput or latency
+    /// figure in any answer (an error is never throughput).
+    pub fn mostly_failed(&self) -> bool {
+        self.completed == 0 || self.failed.saturating_mul(2) > self.completed
+    }
+
+    /// True when the step was labelled link-bound (`volley_analysis::link`).
+    pub fn link_bound(&self) -> bool {
+        self.label.as_deref() == Some(volley_analysis::link::LABEL)
     }
 
     /// True when the generator, not the server, limited the step.
