@@ -157,7 +157,7 @@ fn shared(a: &Contender, b: &Contender) -> Vec<(Vec<f64>, Vec<f64>)> {
 }
 
 /// Why nothing is left to rank, from what every contender had left out.
-fn nothing_left(all: &[Contender]) -> String {
+pub fn nothing_left(all: &[Contender]) -> String {
     let sum = all.iter().fold(LeftOut::default(), |mut s, c| {
         s.generator += c.left_out.generator;
         s.link += c.left_out.link;

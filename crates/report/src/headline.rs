@@ -169,9 +169,7 @@ pub fn lines(report: &Report) -> Vec<String> {
                     let c = contender(t, &t.target, false, |_| true);
                     format!(
                         "no figure for the server: {}",
-                        answer::sentence(&answer::decide(&[c.clone()]), &[c], "")
-                            .trim_start_matches("No difference beyond noise: ")
-                            .trim_end_matches('.')
+                        answer::nothing_left(std::slice::from_ref(&c))
                     )
                 },
                 |f| f.text,
