@@ -531,7 +531,14 @@ mod tests {
             ..LeftOut::default()
         };
         // (case, contenders, verdict kind, leader, words the sentence must hold)
-        let table: Vec<(&str, Vec<Contender>, &str, Option<usize>, &str)> =
+        type Row = (
+            &'static str,
+            Vec<Contender>,
+            &'static str,
+            Option<usize>,
+            &'static str,
+        );
+        let table: Vec<Row> =
             vec![
             (
                 "tie within noise",
