@@ -489,6 +489,18 @@ fn history_and_compare_on_a_small_study() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("6 steps"), "{stdout}");
+    // The end table's answer is the report's sentence, word for word.
+    let answer = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {stdout}"));
+    let md = volley()
+        .args(["report", "study:ab", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains(&format!("**{answer}**")), "{answer}\n{md}");
     let hist = volley()
         .arg("history")
         .arg("--db")
@@ -765,4 +777,29 @@ retries = 0
     );
     assert!(!err.contains("started"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_path_the_target_does_not_have_is_refused_before_the_run() {
+    let dir = temp_dir("404");
+    let f = write(
+        &dir,
+        "missing.toml",
+        "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n",
+    );
+    let db = dir.join("v.db");
+    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("/no-such-file.html") && err.contains("404"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    // No step was measured: nothing in the store reads as throughput.
+    let store = Store::open(&db).unwrap();
+    assert!(store
+        .list_runs()
+        .unwrap()
+        .iter()
+        .all(|r| store.steps(r.id).unwrap().is_empty()));
 }
