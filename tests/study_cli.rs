@@ -523,6 +523,8 @@ fn history_and_compare_on_a_small_study() {
         "{c}{}",
         String::from_utf8_lossy(&cmp.stderr)
     );
+    // The same answer as the report's, word for word (like with like, same rule).
+    assert!(c.contains(answer), "report: {answer}\ncompare: {c}");
     // One table row per run (its steps column: 3), then the ratio line.
     assert!(
         c.lines()

@@ -33,6 +33,7 @@ use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
 pub use load::load;
+pub(crate) use load::load_run;
 pub use office::{OfficeAnswer, OfficeStep};
 use stored::*;
 
