@@ -42,6 +42,37 @@ pub fn users(n: f64, compress: f64) -> String {
     }
 }
 
+/// An office answer's users with what may be claimed of them (docs/methodology.md,
+/// "Saturation"): "at least ..." unless a larger count was seen to fail because of the
+/// server, so a day count the sweep never bounded is not read as the server's limit.
+pub fn users_claimed(n: f64, bounded: bool, compress: f64) -> String {
+    let users = users(n, compress);
+    if bounded {
+        users
+    } else {
+        format!("at least {users}")
+    }
+}
+
+/// What bounds an office sweep's answer, as the text in its parentheses ends: "; 100 not
+/// carried", "; not bounded: 50 was the most tried", "; not bounded: 2 days above could
+/// not be judged".
+pub fn users_bound(claim: &crate::knee::Claim) -> String {
+    use crate::knee::Claim;
+    match *claim {
+        Claim::Capacity { failed_at, .. } => format!("; {} not carried", number(failed_at)),
+        Claim::AtLeast {
+            value,
+            unjudged_above: 0,
+        } => format!("; not bounded: {} was the most tried", number(value)),
+        Claim::AtLeast { unjudged_above, .. } => format!(
+            "; not bounded: {unjudged_above} day{} above could not be judged",
+            if unjudged_above == 1 { "" } else { "s" }
+        ),
+        Claim::None => String::new(),
+    }
+}
+
 /// How an office day's time runs: "at real time" or "office time compressed 480x".
 pub fn pace(compress: f64) -> String {
     if compress == 1.0 {

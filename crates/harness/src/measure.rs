@@ -94,12 +94,14 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
             m.wire,
             |w| {
                 let r = Recorder::for_worker(w).with_warmup(warmup);
+                // Windows close on an encoder thread, off the pacing path (issue 28).
                 match &m.stream {
                     Some(l) => r
                         .with_window_key(l.key)
                         .with_stream(SecondStream::new(w, l.tx.clone())),
                     None => r,
                 }
+                .with_offload()
             },
             m.live,
         );

@@ -29,6 +29,9 @@ pub enum MetricsError {
     /// time: their windows of the same second hold different requests.
     #[error("cannot merge recorders whose per-second windows are keyed differently")]
     WindowKeyMismatch,
+    /// A worker's window encoder thread ended before the run did: its seconds are lost.
+    #[error("the per-second window encoder stopped before the run ended")]
+    EncoderLost,
     /// A recorder snapshot does not have the recorder's shape.
     #[error("malformed recorder snapshot: {0}")]
     Snapshot(&'static str),

@@ -20,6 +20,9 @@ use crate::state::{Device, Pending, Server, Truth, User};
 use crate::trace::Trace;
 use crate::{audit, session, setup, writes, Account, OfficeError};
 
+/// Each thread's users, with their index among the accounts.
+type Groups = Vec<Vec<(usize, User)>>;
+
 /// Most worker threads; users beyond are shared round-robin.
 const MAX_THREADS: usize = 256;
 
@@ -187,7 +190,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     let caldav = setup::probe(&cfg.url, addr, &host, &account0)?;
     // Conditional writes: assumed (and checked) on CalDAV; probed on plain WebDAV
     // after set-up, which writes without them.
-    let mut server = Server {
+    let server = Server {
         caldav,
         conditional: caldav,
     };
@@ -201,10 +204,11 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     let profiles = cfg.mix.assign(cfg.accounts.len());
     let threads = cfg.accounts.len().min(MAX_THREADS);
     let today = crate::item::today();
-    let make_user = |i: usize| {
-        let a = &cfg.accounts[i];
+    let mut groups: Groups = (0..threads).map(|_| Vec::new()).collect();
+    for i in 0..cfg.accounts.len() {
         let devices = (0..cfg.devices)
             .map(|_| {
+                let a = &cfg.accounts[i];
                 let mut conn = Conn::new(addr, &host, &a.name, &a.password, cfg.timeout)
                     .with_headers(&cfg.headers_of(a));
                 conn.set_agent("volley-office/setup".into());
@@ -212,78 +216,9 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
                 Device::new(profiles[i], conn)
             })
             .collect();
-        let name = &a.name;
-        let principal = a.principal.clone().unwrap_or_else(|| format!("/{name}/"));
-        let home = a.home.clone().unwrap_or_else(|| principal.clone());
-        User {
-            name: name.clone(),
-            cal: a
-                .calendar
-                .clone()
-                .unwrap_or_else(|| format!("{home}calendar/")),
-            principal,
-            home,
-            truth: Truth::default(),
-            devices,
-            next_item: 0,
-            violations: Violations::default(),
-            today: today.clone(),
-            server,
-            unguarded: 0,
-        }
-    };
-    // Set-up, untimed, on the same threads' share of users.
-    cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
-    let untimed = Recorders::new();
-    let mut groups: Vec<Vec<(usize, User)>> = (0..threads).map(|_| Vec::new()).collect();
-    for i in 0..cfg.accounts.len() {
-        groups[i % threads].push((i, make_user(i)));
+        groups[i % threads].push((i, new_user(&cfg.accounts[i], devices, &today, server)));
     }
-    let groups = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|mut group| {
-                let rec = &untimed;
-                s.spawn(move || -> Result<Vec<(usize, User)>, OfficeError> {
-                    let ctx = Ctx {
-                        rec,
-                        measured: false,
-                    };
-                    for (i, u) in group.iter_mut() {
-                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
-                        cfg.progress.step();
-                    }
-                    Ok(group)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(OfficeError::Config("a set-up thread panicked".into())))
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })?;
-    let mut groups = groups;
-    let first = groups
-        .first_mut()
-        .and_then(|g| g.first_mut())
-        .map(|(_, u)| u)
-        .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
-    let (conditional, lacks) = setup::survey(
-        Ctx {
-            rec: &untimed,
-            measured: false,
-        },
-        first,
-    )?;
-    server.conditional = conditional;
-    for (_, u) in groups.iter_mut().flatten() {
-        u.server = server;
-    }
-    drop(untimed);
-
+    let (groups, server, lacks) = set_up(cfg, groups, server)?;
     let plan = DayPlan {
         decisions_per_day: cfg.decisions_per_day,
         compress: cfg.compress,
@@ -323,21 +258,110 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
+    Ok(merge(cfg, &profiles, server, lacks, rec, outcomes))
+}
+
+/// A user as the day starts: paths from its account (or the usual layout), no truth
+/// yet, its devices' connections made but not opened.
+fn new_user(a: &Account, devices: Vec<Device>, today: &str, server: Server) -> User {
+    let name = &a.name;
+    let principal = a.principal.clone().unwrap_or_else(|| format!("/{name}/"));
+    let home = a.home.clone().unwrap_or_else(|| principal.clone());
+    User {
+        name: name.clone(),
+        cal: a
+            .calendar
+            .clone()
+            .unwrap_or_else(|| format!("{home}calendar/")),
+        principal,
+        home,
+        truth: Truth::default(),
+        devices,
+        next_item: 0,
+        violations: Violations::default(),
+        today: today.to_string(),
+        server,
+        unguarded: 0,
+    }
+}
+
+/// The untimed set-up on the day's own threads' share of users, then the survey of
+/// what the server offers (conditional writes, what a CalDAV client would lack), told
+/// to every user.
+fn set_up(
+    cfg: &OfficeConfig,
+    groups: Groups,
+    mut server: Server,
+) -> Result<(Groups, Server, Vec<String>), OfficeError> {
+    cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
+    let untimed = Recorders::new();
+    let mut groups = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|mut group| {
+                let rec = &untimed;
+                s.spawn(move || -> Result<Vec<(usize, User)>, OfficeError> {
+                    let ctx = Ctx {
+                        rec,
+                        measured: false,
+                    };
+                    for (i, u) in group.iter_mut() {
+                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+                        cfg.progress.step();
+                    }
+                    Ok(group)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(OfficeError::Config("a set-up thread panicked".into())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let first = groups
+        .first_mut()
+        .and_then(|g| g.first_mut())
+        .map(|(_, u)| u)
+        .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
+    let (conditional, lacks) = setup::survey(
+        Ctx {
+            rec: &untimed,
+            measured: false,
+        },
+        first,
+    )?;
+    server.conditional = conditional;
+    for (_, u) in groups.iter_mut().flatten() {
+        u.server = server;
+    }
+    Ok((groups, server, lacks))
+}
+
+/// The threads' outcomes and recorders merged into the day's report.
+fn merge(
+    cfg: &OfficeConfig,
+    profiles: &[Profile],
+    server: Server,
+    lacks: Vec<String>,
+    rec: Recorders,
+    outcomes: Vec<Outcome>,
+) -> OfficeRun {
     let mut violations = Violations::default();
     let (mut planned, mut ran, mut skipped, mut items, mut cpu_ns) = (0, 0, 0, 0, 0);
     let mut unguarded = 0;
-    let mut users_after: Vec<User> = Vec::new();
     for o in outcomes {
         planned += o.planned;
         ran += o.ran;
         skipped += o.skipped;
         items += o.items;
         cpu_ns += o.cpu_ns;
-        users_after.extend(o.users);
-    }
-    for u in users_after {
-        unguarded += u.unguarded;
-        violations.merge(u.violations);
+        for u in o.users {
+            unguarded += u.unguarded;
+            violations.merge(u.violations);
+        }
     }
     let mut ops: Vec<(Op, Recorder)> = Op::ALL
         .iter()
@@ -396,11 +420,11 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         violations_total: vtotal,
         examples,
     };
-    Ok(OfficeRun {
+    OfficeRun {
         report,
         ops,
         sessions,
-    })
+    }
 }
 
 /// What one worker thread did.

@@ -68,26 +68,7 @@ pub(crate) fn run_office(
         let run = run.map_err(|e| StepError::Office(e.to_string()))?;
         let report = run.report;
         let recorder = Recorder::merge_all(run.ops.into_iter().map(|(_, r)| r).collect())?;
-        let connections = users * cfg.devices;
-        let info = RunInfo {
-            url: url.clone(),
-            method: "CALDAV".into(),
-            model: Model::Closed,
-            threads: 1,
-            connections,
-            max_connections: connections,
-            keep_alive: true,
-            elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
-            connections_opened: connections as u64,
-            max_open_connections: u32::try_from(connections).unwrap_or(u32::MAX),
-            cap_hits: 0,
-            stopped_early: stopped,
-            cpu_ns: Some((report.generator_cpu_s * 1e9) as u64),
-            cpu_pressure: None,
-            cores: 1.0,
-            notes: Vec::new(),
-            stalls: None,
-        };
+        let info = run_info(&url, users * cfg.devices, elapsed, stopped, &report);
         Ok::<_, StepError>((
             Loaded {
                 recorder,
@@ -120,6 +101,36 @@ pub(crate) fn run_office(
     judged.verdict.office = Some(v);
     judged.verdict.little = None;
     Ok(judged)
+}
+
+/// The day's load facts as any step's: a closed loop of `connections` kept-alive
+/// devices, the office's own CPU time; no stall probe runs beside an office day.
+fn run_info(
+    url: &str,
+    connections: usize,
+    elapsed: std::time::Duration,
+    stopped: bool,
+    report: &OfficeReport,
+) -> RunInfo {
+    RunInfo {
+        url: url.to_string(),
+        method: "CALDAV".into(),
+        model: Model::Closed,
+        threads: 1,
+        connections,
+        max_connections: connections,
+        keep_alive: true,
+        elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+        connections_opened: connections as u64,
+        max_open_connections: u32::try_from(connections).unwrap_or(u32::MAX),
+        cap_hits: 0,
+        stopped_early: stopped,
+        cpu_ns: Some((report.generator_cpu_s * 1e9) as u64),
+        cpu_pressure: None,
+        cores: 1.0,
+        notes: Vec::new(),
+        stalls: None,
+    }
 }
 
 /// A target's DAV account as the office's: its paths as the target lays them out

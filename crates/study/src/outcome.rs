@@ -302,22 +302,13 @@ pub fn carried_lines(
         }
         let cap = knee::sweep_evidence(&judged);
         let claim = cap.claim();
-        let above = match claim {
-            Claim::Capacity { failed_at, .. } => format!("; {failed_at:.0} not carried"),
-            Claim::AtLeast {
-                unjudged_above: 0, ..
-            } => "; the most tried".to_string(),
-            Claim::AtLeast { unjudged_above, .. } => {
-                format!("; not bounded: {unjudged_above} day(s) above could not be judged")
-            }
-            Claim::None => String::new(),
-        };
         out.push(match cap.capacity_rps {
             Some(n) => format!(
-                "{} carries {} ({}{above}) at {} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation{}",
+                "{} carries {} ({}{}) at {} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation{}",
                 plan.instance_label(c.instance),
-                words::users(n, office.compress),
+                words::users_claimed(n, claim.bounded(), office.compress),
                 plan.workloads[c.workload].name,
+                words::users_bound(&claim),
                 office.decisions,
                 if cap.non_monotone {
                     " (non-monotone: a smaller count was not carried)"
@@ -350,7 +341,7 @@ fn searched_line(plan: &Plan, ci: usize, c: &Capacity, office: &OfficeLoad, slo_
         .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
     let end = match c.end {
         knee::SearchEnd::Converged => String::new(),
-        knee::SearchEnd::ReachedMaxRate => ", the most the search tries: at least this".into(),
+        knee::SearchEnd::ReachedMaxRate => ", not bounded: the most the search tries".into(),
         other => format!(
             ", search ended: {}",
             serde_json::to_value(other)
@@ -362,7 +353,7 @@ fn searched_line(plan: &Plan, ci: usize, c: &Capacity, office: &OfficeLoad, slo_
     match c.capacity_rps {
         Some(n) => format!(
             "{inst} carries {} ({wl}; searched, 95% CI [{:.0}, {hi}] users, {} days{end}) at {decisions} decisions/person/day with poll p99 under {slo_ms:.0} ms and no correctness violation",
-            words::users(n, compress),
+            words::users_claimed(n, c.claim().bounded(), compress),
             c.ci_lo_rps, c.steps
         ),
         None => format!(
@@ -677,6 +668,51 @@ duration = "3s"
         );
         // No USL fit over users: the office's load is its users' day, not connections.
         assert!(t.usl.iter().all(|l| !l.starts_with("USL")), "{t}");
+    }
+
+    #[test]
+    fn an_office_sweep_no_failure_bounded_says_at_least() {
+        let p = plan(OFFICE);
+        // builtin carries every count tried; radicale carries up to 50 and its day at
+        // 100 was spoiled by the generator: neither answer is the server's limit.
+        let steps: Vec<StepOutcome> = (0..p.cells.len())
+            .map(|ci| {
+                let c = &p.cells[ci];
+                let radicale = p.targets[p.instances[c.instance].target].name == "radicale";
+                let spoiled = radicale && c.users == Some(100);
+                StepOutcome {
+                    users: c.users,
+                    ..step(
+                        ci,
+                        None,
+                        10.0,
+                        Some(!spoiled),
+                        if spoiled {
+                            "generator-bound"
+                        } else {
+                            "server-bound"
+                        },
+                    )
+                }
+            })
+            .collect();
+        let lines = carried_lines(&p, &steps, &[]);
+        assert!(
+            lines[0].starts_with(
+                "builtin carries at least 100 users at their real pace \
+                 (day; not bounded: 100 was the most tried)"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with(
+                "radicale carries at least 50 users at their real pace \
+                 (day; not bounded: 1 day above could not be judged)"
+            ),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]

@@ -43,6 +43,7 @@ use std::time::Duration;
 use volley_engine::ErrorKind;
 
 mod merge;
+mod offload;
 mod sink;
 mod snapshot;
 mod stream;
@@ -338,6 +339,9 @@ pub struct Recorder {
     /// Where each closed window is also sent while the run goes (the agent's live
     /// per-second records); `None` for every other caller.
     stream: Option<SecondStream>,
+    /// The encoder thread that closes windows off the worker's thread
+    /// ([`Recorder::with_offload`]); `None`: closed inline.
+    offload: Option<offload::Offload>,
 }
 
 impl Default for Recorder {
@@ -387,6 +391,7 @@ impl Recorder {
             warmup_ns: 0,
             warm: Warmup::default(),
             stream: None,
+            offload: None,
         }
     }
 

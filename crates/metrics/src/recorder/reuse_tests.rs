@@ -144,3 +144,59 @@ fn one_sample_seconds_after_a_busy_one_hold_only_their_own_sample() {
         }
     }
 }
+
+#[test]
+fn windows_closed_on_the_encoder_thread_are_those_closed_inline() {
+    let keys = [
+        WindowKey::Completion,
+        WindowKey::Intended {
+            hold: Duration::from_secs(2),
+        },
+    ];
+    for key in keys {
+        let samples = day();
+        let (mut inline, mut off) = (keyed(key), keyed(key).with_offload());
+        for s in &samples {
+            inline.record(s);
+            off.record(s);
+        }
+        inline.tick(30 * NS_PER_S);
+        off.tick(30 * NS_PER_S);
+        inline.finish();
+        off.finish();
+        assert!(!inline.closed_seconds().is_empty());
+        assert_eq!(off.closed_seconds(), inline.closed_seconds(), "{key:?}");
+        // Finished: a second finish (merge and close both call it) changes nothing.
+        off.finish();
+        assert_eq!(off.closed_seconds(), inline.closed_seconds(), "{key:?}");
+        assert_eq!(
+            off.snapshot().unwrap(),
+            inline.snapshot().unwrap(),
+            "{key:?}"
+        );
+    }
+}
+
+#[test]
+fn an_encoder_that_falls_behind_holds_few_histogram_sets_and_loses_no_window() {
+    // Three hundred one-sample seconds recorded with no pause: the encoder may get no
+    // CPU until the worker waits for a set back, yet every second arrives, in order,
+    // and streamed once each.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut off = Recorder::new()
+        .with_stream(super::stream::SecondStream::new(0, tx))
+        .with_offload();
+    let mut inline = Recorder::new();
+    for sec in 0..300u64 {
+        let s = ok(sec * 1_000 + 500, 1 + sec % 40);
+        off.record(&s);
+        inline.record(&s);
+    }
+    off.finish();
+    inline.finish();
+    off.drop_stream();
+    assert_eq!(off.closed_seconds().len(), 300);
+    assert_eq!(off.closed_seconds(), inline.closed_seconds());
+    let streamed: Vec<u64> = rx.try_iter().map(|w| w.second).collect();
+    assert_eq!(streamed, (0..300).collect::<Vec<u64>>());
+}

@@ -57,13 +57,13 @@ impl SecondStream {
 impl Recorder {
     /// Also sends every closed window to `stream` (once per second, off the hot path).
     pub fn with_stream(mut self, stream: SecondStream) -> Recorder {
-        self.stream = Some(stream);
+        self.stream = self.offload_stream(Some(stream));
         self
     }
 
     /// Stops sending windows (after the run, so the channel can close).
     pub fn drop_stream(&mut self) {
-        self.stream = None;
+        self.stream = self.offload_stream(None);
     }
 }
 

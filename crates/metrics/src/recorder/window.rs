@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use super::{ClosedSecond, Counts, Metric, Recorder, SecondResources, METRICS, NS_PER_S};
+use super::{ClosedSecond, Counts, Recorder, SecondResources, METRICS, NS_PER_S};
 use crate::hist::{self, Hist};
 use crate::resources;
 
@@ -240,34 +240,25 @@ impl Recorder {
     /// reuse. `mark_empty`: an empty window is still streamed as a bare mark (while the
     /// run goes, so a quiet worker says it is past that second).
     fn close_slot(&mut self, slot: usize, second: u64, mark_empty: bool) {
+        let empty = self.ring[slot].is_empty();
+        if (mark_empty || !empty) && self.offload_slot(slot, second, empty) {
+            return;
+        }
         let w = &mut self.ring[slot];
-        if w.is_empty() {
+        if empty {
             if let (true, Some(stream)) = (mark_empty, &self.stream) {
                 stream.send(second, None);
             }
             return;
         }
-        let mut hists: [Vec<u8>; METRICS] = Default::default();
-        let (r, s) = (Metric::Response as usize, Metric::Service as usize);
-        let same = w.hists[s] == w.hists[r];
-        for (i, h) in w.hists.iter().enumerate() {
-            if same && i == s {
-                continue;
-            }
-            match hist::encode(&mut self.serializer, h) {
-                Ok(b) => hists[i] = b,
-                Err(e) => {
-                    self.error.get_or_insert(e);
-                }
-            }
-        }
-        let closed = ClosedSecond {
+        let closed = super::offload::encode(
+            &mut self.serializer,
             second,
-            counts: w.counts,
-            hists,
-            service_is_response: same && !w.hists[r].is_empty(),
-            resources: w.resources,
-        };
+            w.counts,
+            &w.hists,
+            w.resources,
+            &mut self.error,
+        );
         w.reset();
         if let Some(stream) = &self.stream {
             stream.send(second, Some(closed.clone()));
@@ -278,7 +269,7 @@ impl Recorder {
     /// Adds a closed window to the list, which stays sorted with one entry per second:
     /// a second closes twice only if samples arrive after [`Recorder::finish`], and
     /// then the two are joined.
-    fn keep(&mut self, closed: ClosedSecond) {
+    pub(super) fn keep(&mut self, closed: ClosedSecond) {
         let at = match self.closed.last() {
             None => Err(0),
             Some(last) if last.second < closed.second => Err(self.closed.len()),
@@ -313,5 +304,6 @@ impl Recorder {
             let slot = self.slot(second);
             self.close_slot(slot, second, false);
         }
+        self.join_offload();
     }
 }

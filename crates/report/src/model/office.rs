@@ -43,6 +43,11 @@ pub struct OfficeAnswer {
     /// The smallest count above it that was not carried (the answer's interval is
     /// between the two); `None`: every count above was carried or none was tried.
     pub first_not_carried: Option<u32>,
+    /// A larger count was seen not carried because of the server (a figure); else the
+    /// answer is "at least" (docs/methodology.md, "Saturation").
+    pub bounded: bool,
+    /// Days above the answer that could not be judged for the server.
+    pub unjudged_above: u32,
     /// A smaller count than the answer was not carried.
     pub non_monotone: bool,
     /// Office time / wall time of its days (1: real time, the users are people).
@@ -109,12 +114,23 @@ pub(super) fn answers(
         if out.iter().any(|a| &a.workload == w) {
             continue;
         }
-        let judged: Vec<(f64, bool)> = steps
+        // Each day's evidence as the study's end table reads it: a day the generator or
+        // a busy machine spoiled cannot show the server failed.
+        let judged: Vec<(f64, knee::Evidence)> = steps
             .iter()
             .filter(|x| x.workload.as_ref() == Some(w))
-            .filter_map(|x| x.office.as_ref().map(|o| (f64::from(o.users), o.carries)))
+            .filter_map(|x| {
+                let o = x.office.as_ref()?;
+                let e = x.evidence().unwrap_or(if o.carries {
+                    knee::Evidence::Sustained
+                } else {
+                    knee::Evidence::ServerFailed
+                });
+                Some((f64::from(o.users), e))
+            })
             .collect();
-        let c = knee::sweep_capacity(&judged);
+        let c = knee::sweep_evidence(&judged);
+        let claim = c.claim();
         let users = |v: Option<f64>| v.map(|u| u as u32);
         let searched = searches
             .iter()
@@ -128,6 +144,11 @@ pub(super) fn answers(
                 None => users(c.capacity_rps),
             },
             first_not_carried: users(c.first_unsustainable_above_rps),
+            bounded: match searched {
+                Some(r) => crate::compare::stored_claim(r).bounded(),
+                None => claim.bounded(),
+            },
+            unjudged_above: c.unjudged_above,
             non_monotone: c.non_monotone,
             compress: o.compress,
             decisions_per_day: o.decisions_per_day,
@@ -144,6 +165,21 @@ pub(super) fn answers(
 }
 
 impl OfficeAnswer {
+    /// What may be claimed of the answer (a sweep's: a search's is `bounded` alone).
+    fn claim(&self) -> knee::Claim {
+        match (self.users_carried, self.first_not_carried) {
+            (None, _) => knee::Claim::None,
+            (Some(n), Some(f)) if self.bounded => knee::Claim::Capacity {
+                value: f64::from(n),
+                failed_at: f64::from(f),
+            },
+            (Some(n), _) => knee::Claim::AtLeast {
+                value: f64::from(n),
+                unjudged_above: self.unjudged_above,
+            },
+        }
+    }
+
     /// The answer in one sentence, as the study's end table says it.
     pub fn sentence(&self, target: &str) -> String {
         if let Some(s) = &self.search {
@@ -152,10 +188,9 @@ impl OfficeAnswer {
         match self.users_carried {
             Some(n) => format!(
                 "{target} carries {} ({}{}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation{}",
-                words::users(f64::from(n), self.compress),
+                words::users_claimed(f64::from(n), self.bounded, self.compress),
                 self.workload,
-                self.first_not_carried
-                    .map_or("; the most tried".to_string(), |u| format!("; {u} not carried")),
+                words::users_bound(&self.claim()),
                 self.decisions_per_day,
                 self.slo_ms,
                 if self.non_monotone {
@@ -177,14 +212,14 @@ impl OfficeAnswer {
     fn searched_sentence(&self, target: &str, s: &UsersSearch) -> String {
         let end = match s.end.as_str() {
             "converged" => String::new(),
-            "reached_max_rate" => ", the most the search tries: at least this".to_string(),
+            "reached_max_rate" => ", not bounded: the most the search tries".to_string(),
             other => format!(", search ended: {}", other.replace('_', " ")),
         };
         let hi = s.ci_hi.map_or("unbounded".to_string(), |h| h.to_string());
         match self.users_carried {
             Some(n) => format!(
                 "{target} carries {} ({}; searched, 95% CI [{}, {hi}] users, {} days{end}) at {} decisions/person/day with poll p99 under {:.0} ms and no correctness violation",
-                words::users(f64::from(n), self.compress),
+                words::users_claimed(f64::from(n), self.bounded, self.compress),
                 self.workload,
                 s.ci_lo.unwrap_or(n),
                 s.steps,
@@ -212,6 +247,8 @@ mod tests {
             workload: "office".into(),
             users_carried: Some(50),
             first_not_carried: Some(100),
+            bounded: true,
+            unjudged_above: 0,
             non_monotone: false,
             compress,
             decisions_per_day: 250,
@@ -241,6 +278,34 @@ mod tests {
         assert_eq!(
             serde_json::to_value(answer(480.0)).unwrap()["compress"],
             480.0
+        );
+    }
+
+    #[test]
+    fn an_unbounded_answer_says_at_least_and_why() {
+        let top = OfficeAnswer {
+            first_not_carried: None,
+            bounded: false,
+            ..answer(1.0)
+        };
+        assert!(
+            top.sentence("builtin").starts_with(
+                "builtin carries at least 50 users at their real pace \
+                 (office; not bounded: 50 was the most tried)"
+            ),
+            "{}",
+            top.sentence("builtin")
+        );
+        let spoiled = OfficeAnswer {
+            unjudged_above: 2,
+            ..top
+        };
+        assert!(
+            spoiled
+                .sentence("b")
+                .contains("(office; not bounded: 2 days above could not be judged)"),
+            "{}",
+            spoiled.sentence("b")
         );
     }
 
