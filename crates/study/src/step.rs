@@ -305,7 +305,16 @@ pub(crate) fn run_step(
             }
         })
     });
-    judge(rate, plan, watched)
+    let mut judged = judge(rate, plan, watched)?;
+    require_server_evidence(&mut judged, cap_cores(plan, cell));
+    Ok(judged)
+}
+
+/// The CPUs the step's target could use by volley's limits: its quota, else its pinned
+/// cores; `None` when neither was set.
+pub(crate) fn cap_cores(plan: &Plan, cell: &Cell) -> Option<f64> {
+    let inst = &plan.instances[cell.instance];
+    inst.cpu_quota.or(inst.cores.map(f64::from))
 }
 
 /// How a step watches its target: the monitor once a second, not required (a monitor
@@ -456,6 +465,46 @@ fn judged_windows(s: &Summary) -> usize {
 /// second is still a full window, and flooring would drop it (and with it the step's
 /// judgement: three windows are the minimum).
 const WHOLE_WINDOW_SHARE: f64 = 0.95;
+
+/// A step the generator rule calls server-bound stays so only with the server's own
+/// evidence (`sustain::server_evidence`): its queue grew, or its CPU neared what it
+/// could use (`cap_cores`: its quota or pinned cores; else the machine's CPUs less the
+/// generator's). Otherwise it is inconclusive, with the reason in its notes.
+pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>) {
+    if j.label != sustain::Bound::ServerBound.label() {
+        return;
+    }
+    let failed_on_server = j.verdict.sustain.as_ref().is_some_and(|v| {
+        v.reasons.iter().any(|r| {
+            matches!(
+                r,
+                sustain::Reason::ReplyRateShort { .. }
+                    | sustain::Reason::TooManyErrors { .. }
+                    | sustain::Reason::P99OverSlo { .. }
+                    | sustain::Reason::InFlightRising(_)
+            )
+        })
+    });
+    let monitor = &j.summary_json["monitor"];
+    let cpu_pct = monitor["cpu_user_pct"]
+        .as_f64()
+        .zip(monitor["cpu_sys_pct"].as_f64())
+        .map(|(u, s)| u + s);
+    let machine = monitor["cpus"].as_f64().unwrap_or(1.0);
+    let generator = j.summary.generator.cpu_cores_used.unwrap_or(0.0);
+    let side = sustain::ServerSide {
+        failed_on_server,
+        cpu_pct,
+        available_cores: cap_cores.unwrap_or(machine - generator),
+    };
+    if let Err(why) = sustain::server_evidence(&side) {
+        j.label = sustain::Bound::Inconclusive.label();
+        if let Some(notes) = j.summary_json["notes"].as_array_mut() {
+            notes.push(Value::String(why.clone()));
+        }
+        j.summary.notes.push(why);
+    }
+}
 
 /// Why the step is link-bound, when its injectors ran behind links volley shaped (the
 /// `links` its load stored: each as set and as measured) and the figure sits at what
