@@ -805,3 +805,47 @@ fn a_path_the_target_does_not_have_is_refused_before_the_run() {
         .iter()
         .all(|r| store.steps(r.id).unwrap().is_empty()));
 }
+
+/// On loopback, a fast server and one that waits 20 ms per answer: one run each names
+/// no winner (no interval) and says how many repeats would; three repeats each name the
+/// faster, with the interval of the ratio.
+#[test]
+fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
+    let fast = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let slow = FaultServer::start(Behaviour::Slow {
+        delay: Duration::from_millis(20),
+    })
+    .unwrap();
+    let dir = temp_dir("answer");
+    let urls = [fast.url("/"), slow.url("/")];
+    for (repeats, want) in [(1, "t0 "), (3, "t0 served the most requests per second: ")] {
+        let f = write(
+            &dir,
+            &format!("r{repeats}.toml"),
+            &closed_study(&format!("answer{repeats}"), &urls, 1, repeats),
+        );
+        let db = dir.join(format!("r{repeats}.db"));
+        let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        let answer = out
+            .lines()
+            .find_map(|l| l.strip_prefix("answer: "))
+            .unwrap_or_else(|| panic!("no answer line: {out}"));
+        assert!(answer.starts_with(want), "{repeats} repeat(s): {answer}");
+        if repeats == 1 {
+            assert!(
+                answer.contains("from one run each") && answer.contains("repeats of each would"),
+                "{answer}"
+            );
+        } else {
+            assert!(
+                answer.contains("x [") && answer.contains("(95% interval)"),
+                "{answer}"
+            );
+        }
+    }
+}
