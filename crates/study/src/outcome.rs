@@ -399,15 +399,17 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
 /// rate steps, or the medians of its closed-loop repeats; steps that could not be
 /// judged for the server never count.
 fn measured_result(steps: &[&StepOutcome]) -> String {
+    // A closed-loop step whose requests mostly failed has no figure: errors are not
+    // throughput (a rate step's errors are its verdict, and count as the server's).
     let server: Vec<&StepOutcome> = steps
         .iter()
         .copied()
-        .filter(|s| judged_for_server(s))
+        .filter(|s| judged_for_server(s) && (s.rate.is_some() || !s.mostly_failed()))
         .collect();
     let excluded = steps.len() - server.len();
     if server.is_empty() {
         format!(
-            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, or failed on a busy machine)",
+            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
             steps.len()
         )
     } else if steps.iter().any(|s| s.rate.is_some()) {

@@ -737,6 +737,11 @@ impl StepOutcome {
         self
     }
 
+    /// Most of its requests failed (or none finished): no throughput or latency figure.
+    pub fn mostly_failed(&self) -> bool {
+        !(self.rps > 0.0) || self.ok_rps * 2.0 < self.rps
+    }
+
     /// Whether this step's figures may stand for the server (volley-analysis's rule,
     /// shared with the reports): generator-bound steps never feed a capacity, a median or
     /// a USL fit.
