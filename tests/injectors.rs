@@ -774,10 +774,17 @@ retries = 0
             assert_eq!(
                 s.label.as_deref(),
                 Some("link-bound"),
-                "{} step {}: {}",
+                "{} step {}: {} (link {}, seconds' bytes {:?}, wire {} in {} s)",
                 r.target,
                 s.index,
-                s.summary["notes"]
+                s.summary["notes"],
+                s.summary["links"],
+                s.summary["seconds"].as_array().map(|a| a
+                    .iter()
+                    .map(|x| x["wire_bytes"].clone())
+                    .collect::<Vec<_>>()),
+                s.summary["bytes"]["wire_total"],
+                s.summary["duration_s"],
             );
         }
     }

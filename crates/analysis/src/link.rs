@@ -8,8 +8,9 @@
 //! link get the link's figure, whatever their own speed.
 //!
 //! A step is link-bound when either holds:
-//! - *rate*: the bytes it moved reached [`RATE_SHARE`] of what the link carries (its
-//!   measured throughput, else its tbf rate): the link was full;
+//! - *rate*: the bytes it moved per second (the larger of its mean and its median whole
+//!   second) reached [`RATE_SHARE`] of what the link carries (its tbf rate, or its
+//!   measured throughput when lower): the link was full;
 //! - *delay*: the link's added delay is at least [`DELAY_SHARE`] of the mean time per
 //!   request (service time plus its share of connecting), so the server's part is at
 //!   most the rest. When the same target's unshaped time per request is known, the step
@@ -32,8 +33,8 @@ pub const DELAY_SLACK: f64 = 0.1;
 /// What volley set on the step's links and measured of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Shape {
-    /// Sum of the links' throughput, bits/s: as measured before the run, else as set
-    /// (tbf rate); `None` when some link had no rate set (unshaped in rate).
+    /// Sum of the links' throughput, bits/s: the tbf rate, or the throughput measured
+    /// before the run when lower; `None` when some link had no rate set.
     pub throughput_bit: Option<f64>,
     /// The smallest delay added on any of the step's links, ms; `None` without one.
     pub delay_ms: Option<f64>,
@@ -42,7 +43,9 @@ pub struct Shape {
 /// What the step measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Observed {
-    /// Response bytes read per second, times 8.
+    /// Response bytes read per second, times 8: the larger of the step's mean and its
+    /// median whole second (each undercounts a full link in its own way: the mean by
+    /// the responses in flight at the end).
     pub wire_bit_per_s: f64,
     /// Mean time a request held its connection: service time plus connect time per
     /// request, ms.

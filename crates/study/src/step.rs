@@ -514,11 +514,15 @@ fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
     if links.is_empty() {
         return None;
     }
+    // What a link carries for long: its tbf rate, or less when measured so (the
+    // measurement's first second rides tbf's burst and may read above the rate).
     let throughput = |l: &Value| {
-        l["measured"]["throughput_bit"]
-            .as_f64()
-            .or_else(|| l["rate_bit"].as_f64())
-            .filter(|_| l["rate_bit"].is_u64())
+        let set = l["rate_bit"].as_f64()?;
+        Some(
+            l["measured"]["throughput_bit"]
+                .as_f64()
+                .map_or(set, |m| m.min(set)),
+        )
     };
     let shape = volley_analysis::link::Shape {
         throughput_bit: links.iter().map(throughput).sum(),
@@ -533,11 +537,26 @@ fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
         .latency
         .get("connect_time")
         .map_or(0.0, |c| c.mean_ms * c.count as f64);
+    // The larger of the step's mean and its median whole second: neither overcounts
+    // what the link carried, and each undercounts a full link in its own way (the mean
+    // by the responses in flight at the end, a closed loop always has `c` of them; the
+    // seconds, when injectors key them by send time, by late completions).
+    let seconds: Vec<f64> = s
+        .seconds
+        .iter()
+        .take(judged_windows(s))
+        .map(|x| x.wire_bytes as f64 * 8.0)
+        .collect();
+    let mean = if s.duration_s > 0.0 {
+        s.bytes.wire_total as f64 * 8.0 / s.duration_s
+    } else {
+        0.0
+    };
     let seen = volley_analysis::link::Observed {
-        wire_bit_per_s: if s.duration_s > 0.0 {
-            s.bytes.wire_total as f64 * 8.0 / s.duration_s
+        wire_bit_per_s: if seconds.is_empty() {
+            mean
         } else {
-            0.0
+            mean.max(volley_analysis::bootstrap::median(&seconds))
         },
         per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
         unshaped_ms: None,
