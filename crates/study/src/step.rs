@@ -758,7 +758,7 @@ impl StepOutcome {
 
     /// Most of its requests failed (or none finished): no throughput or latency figure.
     pub fn mostly_failed(&self) -> bool {
-        !(self.rps > 0.0) || self.ok_rps * 2.0 < self.rps
+        self.rps.is_nan() || self.rps <= 0.0 || self.ok_rps * 2.0 < self.rps
     }
 
     /// Whether this step's figures may stand for the server (volley-analysis's rule,
