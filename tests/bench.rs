@@ -8,6 +8,7 @@
 mod common;
 mod groupware;
 
+mod bench_ab_words;
 mod bench_cli;
 mod bench_compress;
 mod bench_h2_compress;
@@ -23,4 +24,5 @@ mod fixtures_sets;
 mod progress_cli;
 mod replay;
 mod report_cli;
+mod report_hostile;
 mod tables_cli;

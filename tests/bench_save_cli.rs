@@ -121,3 +121,52 @@ fn save_flags_need_save() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A run whose every answer failed (a server answering 503 to everything) is a result
+/// too: stored whole, errors by kind included, and reported (not "nothing to report");
+/// the command still exits 1 since nothing succeeded.
+#[test]
+fn a_run_whose_every_answer_failed_is_stored_and_reported() {
+    let server = FaultServer::start(Behaviour::Status(503)).unwrap();
+    let dir = std::env::temp_dir().join(format!("volley-bench-save-503-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("v.db");
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            &server.url("/"),
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "-q",
+            "--save",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no request succeeded") && err.contains("saved as run 1"),
+        "{err}"
+    );
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Complete);
+    let steps = store.steps(run.id).unwrap();
+    assert_eq!(steps.len(), 1);
+    let s = &steps[0].summary;
+    assert_eq!(s["requests"]["ok"], 0, "{s}");
+    assert!(s["errors"]["status"].as_u64().unwrap() > 0, "{s}");
+    drop(store);
+    let (md, _) = volley(&["report"], &db);
+    assert!(md.starts_with("# volley report: run 1: "), "{md}");
+    assert!(
+        !md.contains("nothing to report") && md.contains("| Failed |"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -85,7 +85,7 @@ fn assert_litmus_passes(tag: &str, groups: &[&str]) {
     let tmp = TempDir::new(tag);
     let root = tmp.0.join("root");
     std::fs::create_dir_all(root.join("dir")).unwrap();
-    let server = Served::start(&root, &["--listen", "127.0.0.1:0"]);
+    let server = Served::start(&root, &["--listen", "127.0.0.1:0", "--writable"]);
     let mut cmd = Command::new("litmus");
     cmd.arg("-k")
         .arg(format!("http://{}/dir/", server.addr))
@@ -118,7 +118,7 @@ fn litmus_http_passes() {
 fn python_caldav_client_round_trip() {
     let tmp = TempDir::new("caldav");
     std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
-    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
+    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
     let mut cmd = Command::new("/usr/bin/python3");
     cmd.arg(script).arg(format!("http://{}/cal/", server.addr));
@@ -225,7 +225,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     const ITEMS: u64 = 8;
     let tmp = TempDir::new("crash");
     std::fs::create_dir_all(tmp.0.join("items")).unwrap();
-    let mut server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
+    let mut server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
     let addr = server.addr.clone();
     for i in 0..ITEMS {
         let (st, _) = request(&addr, "PUT", &format!("/items/i{i}.txt"), &item_body(i, 0)).unwrap();
@@ -279,7 +279,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     }
 
     // A restarted server lists the items (and no temp files) and its journal still works.
-    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0"]);
+    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
     let (st, body) = request(&server.addr, "PROPFIND", "/items/", b"").unwrap();
     assert_eq!(st, 207);
     let listing = String::from_utf8_lossy(&body);

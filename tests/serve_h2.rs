@@ -244,7 +244,8 @@ fn curl_prior_knowledge_and_alpn() {
         return;
     }
     let dir = TempDir::new("curl");
-    let plain = Served::start(&dir.site(), &[]);
+    // Writable: the test ends with a PUT over h2.
+    let plain = Served::start(&dir.site(), &["--writable"]);
     let b = &plain.base;
     let pk = "--http2-prior-knowledge";
     let file = format!("{b}/file.bin");

@@ -492,3 +492,98 @@ fn conditional_dates_in_all_three_rfc_9110_forms() {
         assert_eq!((r.status, &r.body[..]), (206, &b"0123"[..]), "{date}");
     }
 }
+
+/// Without `--users` the server is read-only unless `--writable`: the writing methods
+/// get 405 with the methods it allows, nothing (not even the sync journal) lands in the
+/// root, and a PUT waiting on `100 Continue` is refused before its body is sent.
+#[test]
+fn an_anonymous_server_is_read_only_unless_writable() {
+    let s = Site::start("readonly", &[], site);
+    let before = list(&s.root);
+    let put = "PUT /dir/new.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc";
+    let with_dest = |m: &str| {
+        format!("{m} /700b.html HTTP/1.1\r\nHost: t\r\nDestination: /copy.html\r\nContent-Length: 0\r\n\r\n")
+    };
+    for raw in [
+        put.to_owned(),
+        "DELETE /700b.html HTTP/1.1\r\nHost: t\r\n\r\n".to_owned(),
+        "MKCOL /newdir/ HTTP/1.1\r\nHost: t\r\n\r\n".to_owned(),
+        "MKCALENDAR /cal/ HTTP/1.1\r\nHost: t\r\n\r\n".to_owned(),
+        "PROPPATCH /700b.html HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n".to_owned(),
+        with_dest("COPY"),
+        with_dest("MOVE"),
+    ] {
+        let r = get(&s, &raw);
+        assert_eq!(r.status, 405, "{raw}");
+        let allow = r.header("allow").unwrap_or_default();
+        assert!(
+            allow.contains("GET") && allow.contains("PROPFIND") && !allow.contains("PUT"),
+            "{raw}: Allow {allow:?}"
+        );
+    }
+    let mut c = s.connect();
+    c.write_all(
+        b"PUT /e.txt HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(read_resp(&mut BufReader::new(c), false).status, 405);
+    assert_eq!(
+        get(&s, &req("/700b.html", "")).status,
+        200,
+        "reads still work"
+    );
+    let propfind = "PROPFIND /dir/ HTTP/1.1\r\nHost: t\r\nDepth: 1\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(get(&s, propfind).status, 207);
+    assert_eq!(list(&s.root), before, "a read-only server changed its root");
+
+    let w = Site::start("writable", &["--writable"], site);
+    assert_eq!(get(&w, put).status, 201);
+    assert!(w.root.join("dir/new.txt").is_file());
+}
+
+/// Every path under `dir`, sorted.
+fn list(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `--writable` beyond loopback would hand the tree to anyone on the network: one line,
+/// exit 2, and no server starts. `--help` says what the server allows.
+#[test]
+fn anonymous_writes_beyond_loopback_are_refused() {
+    let root = std::env::temp_dir().join(format!("volley-serve-open-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["serve", "--writable", "--listen", "0.0.0.0:0", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--writable") && err.contains("--users"),
+        "{err}"
+    );
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("read-only") && help.contains("--writable"),
+        "{help}"
+    );
+}

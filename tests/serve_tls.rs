@@ -52,9 +52,10 @@ fn curl(args: &[&str]) -> (bool, Vec<u8>, String) {
 fn self_signed_https_serves_curl_with_keep_alive() {
     let tmp = TempDir::new("self");
     let certs = tmp.0.join("certs");
+    // Writable: the test ends with an upload.
     let mut s = Served::start(
         &tmp.0.join("site"),
-        &["--tls-self-signed", certs.to_str().unwrap()],
+        &["--tls-self-signed", certs.to_str().unwrap(), "--writable"],
     );
     let ca_path = s.ca_line();
     assert_eq!(ca_path, certs.join("ca.pem"));

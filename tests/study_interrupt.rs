@@ -281,3 +281,58 @@ fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `restart = "next-step"`: the built-in server killed mid-step is started again for
+/// the next step, the step it died in is stored with the death, every planned step
+/// still runs (without the setting the rest are skipped: the test above), the study
+/// ends complete, and the report's evidence names the step. (A closed-loop sweep: a
+/// rate search on this busy machine may end early on a generator-bound step, which is
+/// not what this tests; a search hears the death step as a failure through the same
+/// verdict.)
+#[test]
+fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
+    let dir = fresh_dir("restart");
+    let study = dir.join("restart.toml");
+    std::fs::write(
+        &study,
+        "name = \"restart\"\n[[target]]\nname = \"a\"\nkind = \"builtin\"\nrestart = \"next-step\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2, 3, 4]\n[steps]\nduration = \"2s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nretries = 0\n",
+    )
+    .unwrap();
+    let db = dir.join("v.db");
+    let mut child = spawn_study(&study, &db, Stdio::piped());
+    wait_for_a_stored_step(&db, &mut child);
+    // Inside the second step: it starts after a 100 ms rest and 100 ms of warm-up.
+    std::thread::sleep(Duration::from_millis(900));
+    kill_a_built_in_server(&child);
+    let (status, err) = exit_and_stderr(&mut child, Duration::from_secs(60));
+    assert!(err.contains("restarted for the next step"), "{err}");
+    assert_eq!(status.code(), Some(0), "{err}");
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Complete, "{err}");
+    let steps = store.steps(run.id).unwrap();
+    assert_eq!(steps.len(), 4, "every planned step ran: {err}");
+    let died: Vec<u32> = steps
+        .iter()
+        .filter(|s| {
+            s.verdict
+                .as_ref()
+                .is_some_and(|v| v["target_died"].is_string())
+        })
+        .map(|s| s.index)
+        .collect();
+    assert_eq!(died, [1], "the second step saw the death\n{err}");
+    drop(store);
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| a | 1 ") && l.contains("target died")),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

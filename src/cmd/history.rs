@@ -84,7 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         t.add_row([
             r.id.to_string(),
             when(r.started_unix_ms),
-            format!("{study}/{}", r.target),
+            // Names come from users and URLs: no escape sequence reaches the terminal,
+            // and a megabyte label does not make a megabyte row.
+            volley_report::sanitise::terminal(&format!("{study}/{}", r.target), 120).into_owned(),
             steps.to_string(),
             r.status.as_str().to_string(),
             if capacities.is_empty() {

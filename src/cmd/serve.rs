@@ -3,6 +3,11 @@
 //! Prints `listening on http://ADDR/` (or `https://` with TLS) as the first stdout line
 //! (tests and `volley demo` read the port from it when `--listen` used port 0); with
 //! `--tls-self-signed` a second line `tls ca: PATH` names the CA certificate to trust.
+//!
+//! What the server allows: with `--users`, each account reads and writes its own home;
+//! without, everyone may read and nobody may write unless `--writable` is given, and
+//! anonymous writes are refused outright on an address beyond loopback (anyone on the
+//! network could then delete the tree).
 
 use crate::exit::usage;
 use anyhow::Context;
@@ -18,6 +23,13 @@ use volley_units::parse_duration;
 
 /// Flags of `volley serve`.
 #[derive(clap::Args)]
+#[command(
+    after_help = "What the server allows: without --users it is read-only for \
+everyone (GET, HEAD, OPTIONS, PROPFIND, REPORT; PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE \
+and PROPPATCH get 405) unless --writable is given, which lets anyone who reaches it \
+change the tree and is refused beyond loopback. With --users every request needs an \
+account, and each account reads and writes only its own home."
+)]
 pub struct Args {
     /// Directory to serve.
     #[arg(long)]
@@ -64,6 +76,11 @@ pub struct Args {
     /// `/<name>/calendar/`, and reaches nothing else. Without it the server is anonymous.
     #[arg(long, value_name = "FILE")]
     users: Option<PathBuf>,
+    /// Without --users, let anyone who reaches the server write into --root (PUT,
+    /// DELETE, MKCOL, MKCALENDAR, COPY, MOVE, PROPPATCH). Only on a loopback --listen:
+    /// beyond it, use --users.
+    #[arg(long, conflicts_with = "users")]
+    writable: bool,
 }
 
 /// A positive duration for a serve flag (the one syntax of `volley_harness`: `10s`,
@@ -92,6 +109,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.idle_timeout
         );
     };
+    if args.writable && !listen.ip().is_loopback() {
+        usage!(
+            "--writable on {listen} would let anyone on the network change {}: listen on loopback, or give accounts with --users",
+            args.root.display()
+        );
+    }
     if !args.root.is_dir() {
         usage!("--root {} is not a directory", args.root.display());
     }
@@ -116,6 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.auth =
             Some(volley_dav::auth::Auth::start(&users).context("starting the password verifier")?);
     }
+    config.writable = args.writable;
     config.listen = listen;
     config.threads = args.threads;
     config.access_log = args.access_log;

@@ -99,8 +99,8 @@ pub(crate) fn execute(
         progress: super::progress::wanted(quiet).then(|| {
             Box::new(move |t: Option<StepTick<'_>>| b1.tick(t)) as volley_study::runner::ProgressFn
         }),
-        note: Box::new(move |line| b2.println(&format!("volley: {line}"))),
-        step_line: Box::new(move |line| b3.println(line)),
+        note: Box::new(move |line| b2.println(&format!("volley: {}", printable(line)))),
+        step_line: Box::new(move |line| b3.println(&printable(line))),
     };
     let db_hint = super::hint::db_flag(&opts.db);
     let opts_db = opts.db.clone();
@@ -244,4 +244,14 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A note or step line for the terminal, line by line: names come from the study file
+/// and a dead target's last log lines from the server, so no control character
+/// (escape sequences, BEL) passes and no line runs past 2,048 characters.
+fn printable(text: &str) -> String {
+    text.split('\n')
+        .map(|l| volley_report::sanitise::terminal(l, 2048))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -68,11 +68,16 @@ pub fn keep_whole(t: &mut Table, i: usize) {
     }
 }
 
-/// The table as text, one `\n` per line, trailing spaces removed.
+/// The table as text, one `\n` per line, trailing spaces removed. Each line goes
+/// through `sanitise::terminal` (no length cut: callers cut their long cells), so a
+/// cell holding a name from outside cannot put an escape sequence on the terminal.
 pub fn render(t: &Table) -> String {
     let mut out = String::new();
     for line in t.lines() {
-        out.push_str(line.trim_end());
+        out.push_str(&volley_report::sanitise::terminal(
+            line.trim_end(),
+            usize::MAX,
+        ));
         out.push('\n');
     }
     out

@@ -55,6 +55,10 @@ pub use error::DavError;
 pub const ALLOW: &str = "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, REPORT, \
                          MKCOL, MKCALENDAR, COPY, MOVE";
 
+/// The `Allow` header value of a read-only handler ([`Dav::read_only`]): what it still
+/// answers; every method that would change the tree gets 405 with this.
+pub const ALLOW_READ_ONLY: &str = "OPTIONS, GET, HEAD, PROPFIND, REPORT";
+
 /// The `DAV` header value: class 1 and 3 (no 2: no locks), CalDAV, sync-collection.
 pub const DAV_CLASSES: &str = "1, 3, calendar-access, sync-collection";
 
@@ -137,6 +141,8 @@ pub struct Dav {
     /// The authenticated account in multi-user mode ([`Dav::for_user`]): it reaches
     /// only `/` and its own home `/<user>/`, which is also its principal.
     user: Option<Arc<str>>,
+    /// Refuse every method that changes the tree ([`Dav::read_only`]).
+    read_only: bool,
 }
 
 /// The name of the calendar [`provision`] creates in every home.
@@ -219,7 +225,29 @@ impl Dav {
             write_lock: Arc::new(Mutex::new(Default::default())),
             items: Arc::new(Mutex::new(Default::default())),
             user: None,
+            read_only: false,
         }
+    }
+
+    /// This handler refusing every method that would change the tree (PUT, DELETE,
+    /// MKCOL, MKCALENDAR, COPY, MOVE, PROPPATCH, LOCK, UNLOCK) with 405 and
+    /// `Allow: `[`ALLOW_READ_ONLY`]; OPTIONS advertises only those. An anonymous server
+    /// on a shared directory is a file server, not a drop box: nothing it answers writes
+    /// into the root (not even the `.volley-sync` journal, which only writes append to).
+    ///
+    /// 405 rather than 403: the refusal does not depend on who asks (no credentials
+    /// would change it), which is what 405 with `Allow` says (RFC 9110 15.5.6), and a
+    /// client can read the allowed methods from the answer.
+    pub fn read_only(self) -> Dav {
+        Dav {
+            read_only: true,
+            ..self
+        }
+    }
+
+    /// Whether this handler refuses writes ([`Dav::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// This handler acting for authenticated account `user`: targets outside `/` and
@@ -275,8 +303,11 @@ impl Dav {
     /// Answers one request. Never panics on any input: every failure is a [`DavError`]
     /// mapped to a status with a one-line reason (or a `DAV:error` body).
     pub fn handle(&self, req: &DavRequest<'_>) -> DavResponse {
+        if self.read_only && !matches!(req.method, "OPTIONS" | "PROPFIND" | "REPORT") {
+            return read_only_refusal(req.method);
+        }
         let result = match req.method {
-            "OPTIONS" => Ok(options()),
+            "OPTIONS" => Ok(options(self.read_only)),
             "PROPFIND" => props::propfind(self, req),
             "REPORT" => report::report(self, req),
             "PROPPATCH" => self.locked(|_| props::proppatch(self, req)),
@@ -374,12 +405,30 @@ impl Dav {
     }
 }
 
-fn options() -> DavResponse {
+/// The answer of a read-only handler to a method that would write.
+fn read_only_refusal(method: &str) -> DavResponse {
+    DavResponse {
+        status: 405,
+        headers: vec![
+            ("Allow".into(), ALLOW_READ_ONLY.into()),
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+        ],
+        body: format!(
+            "{method} refused: this server is read-only (started without accounts and without --writable)\n"
+        )
+        .into_bytes(),
+    }
+}
+
+fn options(read_only: bool) -> DavResponse {
     DavResponse {
         status: 200,
         headers: vec![
             ("DAV".into(), DAV_CLASSES.into()),
-            ("Allow".into(), ALLOW.into()),
+            (
+                "Allow".into(),
+                if read_only { ALLOW_READ_ONLY } else { ALLOW }.into(),
+            ),
             ("MS-Author-Via".into(), "DAV".into()),
         ],
         body: Vec::new(),
@@ -487,6 +536,59 @@ pub(crate) mod tests {
         assert_eq!(r.header("DAV"), Some(DAV_CLASSES));
         assert!(!r.header("DAV").unwrap().contains('2'));
         assert!(r.header("Allow").unwrap().contains("PROPFIND"));
+    }
+
+    #[test]
+    fn a_read_only_handler_changes_nothing_and_says_what_it_allows() {
+        let d = TempDir::new("ro");
+        make_calendar(&d.path().join("cal"), "c").unwrap();
+        std::fs::write(d.path().join("cal/a.ics"), b"x").unwrap();
+        let before = tree(d.path());
+        let dav = Dav::new(d.path()).read_only();
+        let dest = [("Destination", "/cal/b.ics")];
+        for (method, target, headers) in [
+            ("PUT", "/cal/n.ics", &[][..]),
+            ("DELETE", "/cal/a.ics", &[][..]),
+            ("MKCOL", "/new/", &[][..]),
+            ("MKCALENDAR", "/new2/", &[][..]),
+            ("COPY", "/cal/a.ics", &dest[..]),
+            ("MOVE", "/cal/a.ics", &dest[..]),
+            ("PROPPATCH", "/cal/a.ics", &[][..]),
+            ("LOCK", "/cal/a.ics", &[][..]),
+        ] {
+            let r = call(&dav, method, target, headers, b"x");
+            assert_eq!(r.status, 405, "{method}");
+            assert_eq!(r.header("Allow"), Some(ALLOW_READ_ONLY), "{method}");
+        }
+        assert_eq!(tree(d.path()), before, "a refused write changed the tree");
+        assert!(!d.path().join("cal").join(store::SYNC_FILE).exists());
+        let r = call(&dav, "OPTIONS", "/", &[], b"");
+        assert_eq!(r.header("Allow"), Some(ALLOW_READ_ONLY));
+        assert_eq!(
+            call(&dav, "PROPFIND", "/cal/", &[("Depth", "1")], b"").status,
+            207
+        );
+        // The same handler made writable (the default) takes the write.
+        let rw = Dav::new(d.path());
+        assert_eq!(call(&rw, "DELETE", "/cal/a.ics", &[], b"").status, 204);
+    }
+
+    /// Every path under `dir` with its length, sorted.
+    fn tree(dir: &Path) -> Vec<(PathBuf, u64)> {
+        let mut out = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let m = e.metadata().unwrap();
+                if m.is_dir() {
+                    todo.push(e.path());
+                }
+                out.push((e.path(), m.len()));
+            }
+        }
+        out.sort();
+        out
     }
 
     #[test]

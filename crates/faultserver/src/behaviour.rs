@@ -103,9 +103,28 @@ pub enum Behaviour {
         /// Requests answered before dying.
         after_requests: u64,
     },
+    /// A server trying to script whoever reads its answers: status 500 with a reason
+    /// phrase holding `<script>`, `</style>`, a `javascript:` link and terminal escape
+    /// sequences (CSI colour, an OSC 8 hyperlink, BEL), header values and a body of
+    /// the same, and with `huge_reason` a reason phrase of 1 MB. Reports must show
+    /// none of it as markup or escapes (docs/methodology.md, "Nothing silently
+    /// dropped" on errors by kind).
+    Hostile {
+        /// Make the reason phrase 1 MB long.
+        huge_reason: bool,
+    },
     /// Several behaviours at once: at most one answer plus any policies.
     All(Vec<Behaviour>),
 }
+
+/// The payload of [`Behaviour::Hostile`]: markup that would run in an HTML page (it
+/// sets `document.title` and asks for an image from a closed loopback port), a
+/// `javascript:` link, a style break-out, and terminal escapes (colour, an OSC 8
+/// hyperlink, BEL, clear screen).
+pub const HOSTILE_PAYLOAD: &str = "</style></script><script>document.title='pwned';\
+    new Image().src='http://127.0.0.1:9/leak'</script><img src=x onerror=\"document.title='pwned'\">\
+    <a href=\"javascript:document.title='pwned'\">x</a> [x](javascript:alert(1)) \
+    \x1b[31mred\x1b]8;;http://127.0.0.1:9/\x07link\x1b]8;;\x07\x07\x1b[2J";
 
 /// The kinds of invalid response [`Behaviour::Malformed`] can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +181,7 @@ pub enum BehaviourError {
     #[error("{0}")]
     OutOfRange(&'static str),
     /// The text form did not parse.
-    #[error("cannot parse behaviour `{0}` (try ok:N, chunked:N,N, interim:100,103, no-content, not-modified, close-delimited:N, stall:N, reset:N[:mid], close-mid-body, malformed:KIND, slow:MS, status:CODE, close-after:N[:silent], ignore-close, bucket:RATE:BURST, dies:N, joined by +)")]
+    #[error("cannot parse behaviour `{0}` (try ok:N, chunked:N,N, interim:100,103, no-content, not-modified, close-delimited:N, stall:N, reset:N[:mid], close-mid-body, malformed:KIND, slow:MS, status:CODE, close-after:N[:silent], ignore-close, hostile[:huge], bucket:RATE:BURST, dies:N, joined by +)")]
     Parse(String),
 }
 
@@ -189,6 +208,9 @@ pub(crate) enum Answer {
     CloseMidBody,
     Malformed(MalformedKind),
     Status(u16),
+    Hostile {
+        huge_reason: bool,
+    },
 }
 
 /// A behaviour resolved into one answer and the policies around it.
@@ -344,6 +366,12 @@ fn answer_of(b: &Behaviour) -> Result<Option<(&'static str, Answer)>, BehaviourE
             }
             ("status", Answer::Status(*code))
         }
+        Behaviour::Hostile { huge_reason } => (
+            "hostile",
+            Answer::Hostile {
+                huge_reason: *huge_reason,
+            },
+        ),
         _ => return Ok(None),
     }))
 }
@@ -427,6 +455,29 @@ fn framed(code: u16, body: &[u8], is_head: bool, conn: ConnHeader) -> Reply {
     with_body(head, body, is_head, After::Persist)
 }
 
+/// [`Behaviour::Hostile`]'s reply. Control bytes other than CR/LF go on the wire as
+/// they are: what a client does with them is what is tested.
+fn hostile(huge_reason: bool, is_head: bool, conn: ConnHeader) -> Reply {
+    let reason = if huge_reason {
+        let mut r = String::from(HOSTILE_PAYLOAD);
+        while r.len() < 1 << 20 {
+            r.push_str("A<script>document.title='pwned'</script>");
+        }
+        r
+    } else {
+        HOSTILE_PAYLOAD.to_string()
+    };
+    let body = format!("<html><body>{HOSTILE_PAYLOAD}</body></html>");
+    let head = format!(
+        "HTTP/1.1 500 {reason}\r\nServer: {HOSTILE_PAYLOAD}\r\nX-Error: {HOSTILE_PAYLOAD}\r\n\
+         Link: <javascript:document.title='pwned'>; rel=\"preload\"\r\n\
+         Content-Type: text/html\r\nContent-Length: {}\r\n{}\r\n",
+        body.len(),
+        conn.line()
+    );
+    with_body(head, body.as_bytes(), is_head, After::Persist)
+}
+
 fn with_body(head: String, body: &[u8], is_head: bool, after: After) -> Reply {
     let mut bytes = head.into_bytes();
     let body_start = bytes.len();
@@ -455,6 +506,7 @@ pub(crate) fn build_reply(answer: &Answer, is_head: bool, conn: ConnHeader) -> R
             let body = format!("status {code}\n");
             framed(*code, body.as_bytes(), is_head, conn)
         }
+        Answer::Hostile { huge_reason } => hostile(*huge_reason, is_head, conn),
         Answer::NoContent => Reply {
             bytes: head_bytes(204, "", conn).into_bytes(),
             body_start: usize::MAX,
@@ -713,6 +765,9 @@ impl FromStr for Behaviour {
                 announce: args.get(1) != Some(&"silent"),
             },
             "ignore-close" => Behaviour::IgnoreConnectionClose,
+            "hostile" => Behaviour::Hostile {
+                huge_reason: args.first() == Some(&"huge"),
+            },
             "bucket" => Behaviour::TokenBucket {
                 rate_per_s: args.first().ok_or_else(err)?.parse().map_err(|_| err())?,
                 burst: u32::try_from(num(1, 1)?).map_err(|_| err())?,

@@ -22,7 +22,8 @@ mod dav_record;
 mod http;
 
 pub use behaviour::{
-    Behaviour, BehaviourError, MalformedKind, DEFAULT_BODY_LEN, OVERSIZED_HEADER_BYTES,
+    Behaviour, BehaviourError, MalformedKind, DEFAULT_BODY_LEN, HOSTILE_PAYLOAD,
+    OVERSIZED_HEADER_BYTES,
 };
 pub use dav::{DavFault, DavFaultError, DavServer};
 pub use http::body_bytes;

@@ -39,7 +39,7 @@ fn run(args: Vec<String>) -> anyhow::Result<()> {
                 println!("usage: volley-faultserver BEHAVIOUR [--seconds N (1..={MAX_SECONDS}, default {DEFAULT_SECONDS})]");
                 println!("behaviours: ok[:LEN[:close]] chunked[:L1,L2..] interim[:100,103] no-content not-modified");
                 println!("  close-delimited[:LEN] stall[:BYTES] reset[:N[:mid]] close-mid-body malformed:KIND slow[:MS]");
-                println!("  status:CODE close-after:N[:silent] ignore-close bucket:RATE[:BURST] dies:N  (join with +)");
+                println!("  status:CODE close-after:N[:silent] ignore-close hostile[:huge] bucket:RATE[:BURST] dies:N  (join with +)");
                 let kinds: Vec<&str> = volley_faultserver::MalformedKind::ALL
                     .iter()
                     .map(|k| k.name())

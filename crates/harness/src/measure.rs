@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use volley_engine::{Arrival, EngineError, Live, LoadConfig, LoadModel, RunOutcome, Wire};
+use volley_engine::{
+    Arrival, EngineError, HttpVersion, Live, LoadConfig, LoadModel, RunOutcome, Wire,
+};
 
 use volley_metrics::{
     resources, MetricsError, Model, Recorder, RunInfo, SecondStream, StreamedSecond, WindowKey,
@@ -153,6 +155,10 @@ fn run_info(
         model,
         threads: workers,
         connections: m.cfg.connections,
+        streams_per_connection: match m.wire.http {
+            HttpVersion::H2 { streams } => streams.max(1),
+            HttpVersion::Http1 => 1,
+        },
         max_connections,
         keep_alive: m.cfg.keep_alive,
         elapsed_ns: outcome.elapsed_ns,

@@ -74,6 +74,7 @@ fn main() {
         model: Model::Closed,
         threads: 2,
         connections: 64,
+        streams_per_connection: 1,
         max_connections: 64,
         keep_alive: true,
         elapsed_ns: n * 50_000 + 13_000_000,

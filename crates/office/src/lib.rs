@@ -28,6 +28,8 @@ pub mod check;
 pub mod day;
 mod driver;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod item;
 mod listing;

@@ -1,12 +1,16 @@
 //! HTML: one self-contained file (inline CSS, SVG and scripts, no network) that opens
-//! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined),
-//! the seeds' static SVG charts (shown in print) and every table. Each static chart
-//! appears only when the data has its axis: a rate sweep draws replies/s vs requests/s,
-//! a concurrency sweep draws throughput and p99 vs concurrency and the USL fit, and so on.
+//! with the answer (`headline`), then interactive charts (`interactive`: uPlot, inlined;
+//! comparisons first), the static SVG charts (shown in print; `interactive` redraws
+//! them) and every table. Colours come from `colors`: one per target and variant. Each
+//! static chart appears only when the data has its axis: a rate sweep draws replies/s vs
+//! requests/s, a concurrency sweep draws throughput and p99 vs concurrency and the USL
+//! fit, and so on.
 
+use crate::colors::{self, Colors};
 use crate::model::{group_name, Report, StepReport, TargetReport};
-use crate::svg::{color, escape, Chart, Series, Style, XScale};
+use crate::svg::{escape, Chart, Series, Style, XScale};
 use crate::table::{self, median, RowMark, Table};
+use crate::timeline::{self, TimePoint};
 use crate::{headline, interactive, ReportError, ReportFormat};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -15,18 +19,8 @@ use std::fmt::Write;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Html;
 
-/// The colour of group `g` of target `i`: by target when several targets share a chart
-/// (one colour per target), by group when there is only one target (so its groups are
-/// easy to tell apart).
-fn group_color(report: &Report, i: usize, g: usize) -> &'static str {
-    if report.targets.len() == 1 {
-        color(g)
-    } else {
-        color(i)
-    }
-}
-
-/// Dash patterns telling apart lines of one target's colour (groups, percentiles).
+/// Dash patterns telling apart lines of one target's colour (groups, percentiles):
+/// colour always means the target (or variant), `crate::colors`.
 const DASHES: [Option<&str>; 4] = [None, Some("8 4"), Some("2 3"), Some("10 3 2 3")];
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}\
@@ -103,18 +97,24 @@ fn rate_chart(
     y: impl Fn(&StepReport) -> Option<f64> + Copy,
 ) -> Option<Chart> {
     let mut c = Chart::new(title, "offered rate (requests/s)", y_label);
-    for (i, t) in report.targets.iter().enumerate() {
-        let steps: Vec<&StepReport> = t.steps.iter().filter(|s| s.rate_rps.is_some()).collect();
-        let (line, flagged) = by_x(&steps, |s| s.rate_rps, y);
-        if !line.is_empty() {
-            c.series
-                .push(Series::new(&t.target, color(i), line, Style::LinePoints));
+    let colors = Colors::of(report);
+    for t in &report.targets {
+        // One line per target and variant: a tuning is compared like a target.
+        for key in colors.keys_of(t) {
+            let steps: Vec<&StepReport> = t
+                .steps
+                .iter()
+                .filter(|s| s.rate_rps.is_some() && colors::key(t, s) == key)
+                .collect();
+            let (line, flagged) = by_x(&steps, |s| s.rate_rps, y);
+            let color = colors.get(key);
+            if !line.is_empty() {
+                c.series
+                    .push(Series::new(key, color, line, Style::LinePoints));
+            }
+            c.flagged
+                .extend(flagged.into_iter().map(|(x, y)| (x, y, color.to_string())));
         }
-        c.flagged.extend(
-            flagged
-                .into_iter()
-                .map(|(x, y)| (x, y, color(i).to_string())),
-        );
     }
     c.notes.push(
         "Median over repeats; crosses are generator-bound steps, excluded from the line.".into(),
@@ -129,14 +129,15 @@ fn percentile_chart(report: &Report) -> Option<Chart> {
         "latency (ms)",
     );
     c.x_scale = XScale::Percentile;
-    for (i, t) in report.targets.iter().enumerate() {
+    let colors = Colors::of(report);
+    for t in &report.targets {
         for curve in &t.percentile_curves {
             let mut s = Series::new(
                 format!(
                     "{} {} time ({} requests, {} steps)",
                     t.target, curve.kind, curve.count, curve.steps_merged
                 ),
-                color(i),
+                colors.target(t),
                 curve.points.clone(),
                 Style::Line,
             );
@@ -153,13 +154,14 @@ fn percentile_chart(report: &Report) -> Option<Chart> {
     (!c.is_empty()).then_some(c)
 }
 
-/// Concurrency steps of a target grouped by (cap, cores, keep-alive).
-fn concurrency_groups(t: &TargetReport) -> BTreeMap<String, Vec<&StepReport>> {
+/// Concurrency steps of a target run as `key` (the target or one variant), grouped by
+/// (cap, cores, keep-alive).
+fn concurrency_groups<'a>(t: &'a TargetReport, key: &str) -> BTreeMap<String, Vec<&'a StepReport>> {
     let mut groups: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
     for s in t
         .steps
         .iter()
-        .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some())
+        .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some() && colors::key(t, s) == key)
     {
         groups.entry(group_name(s)).or_default().push(s);
     }
@@ -173,31 +175,28 @@ fn concurrency_chart(
     y: impl Fn(&StepReport) -> Option<f64> + Copy,
 ) -> Option<Chart> {
     let mut c = Chart::new(title, "concurrency (connections)", y_label);
-    for (i, t) in report.targets.iter().enumerate() {
-        for (g, (name, steps)) in concurrency_groups(t).into_iter().enumerate() {
-            let (line, flagged) = by_x(&steps, |s| s.concurrency.map(f64::from), y);
-            let mut ns: Vec<Option<u32>> = steps.iter().map(|s| s.concurrency).collect();
-            ns.sort_unstable();
-            ns.dedup();
-            if ns.len() < 2 {
-                // One concurrency value: no axis to draw (the table has the figures).
-                continue;
+    let colors = Colors::of(report);
+    for t in &report.targets {
+        for key in colors.keys_of(t) {
+            let color = colors.get(key);
+            for (g, (name, steps)) in concurrency_groups(t, key).into_iter().enumerate() {
+                let (line, flagged) = by_x(&steps, |s| s.concurrency.map(f64::from), y);
+                let mut ns: Vec<Option<u32>> = steps.iter().map(|s| s.concurrency).collect();
+                ns.sort_unstable();
+                ns.dedup();
+                if ns.len() < 2 {
+                    // One concurrency value: no axis to draw (the table has the figures).
+                    continue;
+                }
+                if !line.is_empty() {
+                    let mut s =
+                        Series::new(format!("{key}, {name}"), color, line, Style::LinePoints);
+                    s.dash = DASHES[g % DASHES.len()];
+                    c.series.push(s);
+                }
+                c.flagged
+                    .extend(flagged.into_iter().map(|(x, y)| (x, y, color.to_string())));
             }
-            if !line.is_empty() {
-                let mut s = Series::new(
-                    format!("{}, {name}", t.target),
-                    group_color(report, i, g),
-                    line,
-                    Style::LinePoints,
-                );
-                s.dash = DASHES[g % DASHES.len()];
-                c.series.push(s);
-            }
-            c.flagged.extend(
-                flagged
-                    .into_iter()
-                    .map(|(x, y)| (x, y, group_color(report, i, g).to_string())),
-            );
         }
     }
     (!c.is_empty()).then_some(c)
@@ -212,42 +211,49 @@ fn cpu_share_chart(report: &Report) -> Option<Chart> {
         "requests/s (best over concurrency)",
     );
     let mut caps = Vec::new();
-    for (i, t) in report.targets.iter().enumerate() {
-        let mut by_cores: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
-        for s in t.steps.iter().filter(|s| s.cpu_quota_cores.is_some()) {
-            caps.push(s.cpu_quota_cores.unwrap_or(0.0).to_bits());
-            by_cores
-                .entry(s.cores.clone().unwrap_or_else(|| "any".into()))
-                .or_default()
-                .push(s);
-        }
-        for (g, (cores, steps)) in by_cores.into_iter().enumerate() {
-            // Median over repeats per (quota, concurrency), then the best concurrency.
-            let mut best: BTreeMap<u64, f64> = BTreeMap::new();
-            let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
-            for s in steps.iter().filter(|s| !s.generator_bound()) {
-                per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
+    let colors = Colors::of(report);
+    for t in &report.targets {
+        for key in colors.keys_of(t) {
+            let mut by_cores: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+            for s in t
+                .steps
+                .iter()
+                .filter(|s| s.cpu_quota_cores.is_some() && colors::key(t, s) == key)
+            {
+                caps.push(s.cpu_quota_cores.unwrap_or(0.0).to_bits());
+                by_cores
+                    .entry(s.cores.clone().unwrap_or_else(|| "any".into()))
                     .or_default()
-                    .push(s.requests_per_s);
+                    .push(s);
             }
-            for ((q, _), v) in per {
-                let m = median(&v).unwrap_or(0.0);
-                let e = best.entry(q).or_insert(m);
-                *e = e.max(m);
+            for (g, (cores, steps)) in by_cores.into_iter().enumerate() {
+                // Median over repeats per (quota, concurrency), then the best concurrency.
+                let mut best: BTreeMap<u64, f64> = BTreeMap::new();
+                let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
+                for s in steps.iter().filter(|s| !s.generator_bound()) {
+                    per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
+                        .or_default()
+                        .push(s.requests_per_s);
+                }
+                for ((q, _), v) in per {
+                    let m = median(&v).unwrap_or(0.0);
+                    let e = best.entry(q).or_insert(m);
+                    *e = e.max(m);
+                }
+                let mut line: Vec<(f64, f64)> = best
+                    .into_iter()
+                    .map(|(q, v)| (f64::from_bits(q), v))
+                    .collect();
+                line.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let mut s = Series::new(
+                    format!("{key}, cpus {cores}"),
+                    colors.get(key),
+                    line,
+                    Style::LinePoints,
+                );
+                s.dash = DASHES[g % DASHES.len()];
+                c.series.push(s);
             }
-            let mut line: Vec<(f64, f64)> = best
-                .into_iter()
-                .map(|(q, v)| (f64::from_bits(q), v))
-                .collect();
-            line.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut s = Series::new(
-                format!("{}, cpus {cores}", t.target),
-                group_color(report, i, g),
-                line,
-                Style::LinePoints,
-            );
-            s.dash = DASHES[g % DASHES.len()];
-            c.series.push(s);
         }
     }
     caps.sort_unstable();
@@ -255,7 +261,7 @@ fn cpu_share_chart(report: &Report) -> Option<Chart> {
     (caps.len() >= 2 && !c.is_empty()).then_some(c)
 }
 
-fn usl_chart(report: &Report, t: &TargetReport, i: usize) -> Option<Chart> {
+fn usl_chart(colors: &Colors, t: &TargetReport) -> Option<Chart> {
     let mut c = Chart::new(
         format!("{}: Universal Scalability Law fit", t.target),
         "concurrency N (connections)",
@@ -264,8 +270,8 @@ fn usl_chart(report: &Report, t: &TargetReport, i: usize) -> Option<Chart> {
     for (g, group) in t.usl.iter().enumerate() {
         let dash = DASHES[g % DASHES.len()];
         let mut pts = Series::new(
-            format!("{} measured", group.group),
-            group_color(report, i, g),
+            format!("{} {} measured", t.target, group.group),
+            colors.target(t),
             group.points.clone(),
             Style::Points,
         );
@@ -286,12 +292,12 @@ fn usl_chart(report: &Report, t: &TargetReport, i: usize) -> Option<Chart> {
                     })
                     .collect();
                 let mut s = Series::new(
-                    format!("{} fit", group.group),
-                    group_color(report, i, g),
+                    format!("{} {} fit", t.target, group.group),
+                    colors.target(t),
                     curve,
                     Style::Line,
                 );
-                s.dash = Some("6 3");
+                s.dash = DASHES[g % DASHES.len()];
                 c.series.push(s);
                 c.notes.push(format!(
                     "{}: sigma {:.4}, kappa {:.6}, N* {}, peak {} req/s, R² {:.3}",
@@ -310,32 +316,54 @@ fn usl_chart(report: &Report, t: &TargetReport, i: usize) -> Option<Chart> {
     (!c.is_empty() && t.usl.iter().any(|g| g.fit.is_ok())).then_some(c)
 }
 
-fn latency_over_time(t: &TargetReport, i: usize) -> Option<Chart> {
+/// Segments of points as one series: a non-finite point between two segments breaks
+/// the drawn line there (`svg::Series::points`).
+fn joined(segments: impl IntoIterator<Item = Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for seg in segments {
+        if !out.is_empty() {
+            out.push((f64::NAN, f64::NAN));
+        }
+        out.extend(seg);
+    }
+    out
+}
+
+/// p50, p99 and max over time, per target and variant; a step shorter than a second is
+/// one point (`crate::timeline`), and lines break between steps.
+fn latency_over_time(colors: &Colors, t: &TargetReport) -> Option<Chart> {
     let mut c = Chart::new(
         format!("{}: per-second latency over time", t.target),
         "time since the first step started (s)",
         "latency (ms)",
     );
-    let seconds: Vec<_> = t.steps.iter().flat_map(|s| s.seconds.iter()).collect();
-    if seconds.is_empty() {
+    for key in colors.keys_of(t) {
+        let segments = timeline::segments(t.steps.iter().filter(|s| colors::key(t, s) == key));
+        let pick = |f: fn(&TimePoint) -> f64| {
+            joined(
+                segments
+                    .iter()
+                    .map(|seg| seg.iter().map(|p| (p.t_s, f(p))).collect()),
+            )
+        };
+        for (name, pts, dash) in [
+            ("max", pick(|p| p.max_ms), None),
+            ("p99", pick(|p| p.p99_ms), DASHES[1]),
+            ("p50", pick(|p| p.p50_ms), DASHES[2]),
+        ] {
+            let mut s = Series::new(format!("{key} {name}"), colors.get(key), pts, Style::Line);
+            s.dash = dash;
+            c.series.push(s);
+        }
+    }
+    if c.is_empty() {
         return None;
     }
-    let pick = |f: fn(&crate::model::SecondPoint) -> f64| {
-        seconds.iter().map(|p| (p.t_s, f(p))).collect::<Vec<_>>()
-    };
-    for (name, pts, dash) in [
-        ("max", pick(|p| p.max_ms), None),
-        ("p99", pick(|p| p.p99_ms), DASHES[1]),
-        ("p50", pick(|p| p.p50_ms), DASHES[2]),
-    ] {
-        let mut s = Series::new(format!("{} {name}", t.target), color(i), pts, Style::Line);
-        s.dash = dash;
-        s.break_gap = Some(2.5);
-        c.series.push(s);
-    }
     c.notes.push(definition(t));
-    c.notes
-        .push("Lines break during rests between steps.".into());
+    c.notes.push(
+        "Lines break between steps; a step shorter than a second is one point, its own figures."
+            .into(),
+    );
     Some(c)
 }
 
@@ -346,17 +374,17 @@ fn monitor_chart(
     y: impl Fn(&crate::model::MonitorPoint) -> Option<f64>,
 ) -> Option<Chart> {
     let mut c = Chart::new(title, "time since the first step started (s)", y_label);
-    for (i, t) in report.targets.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = t
-            .steps
-            .iter()
-            .flat_map(|s| s.monitor.iter())
-            .filter_map(|m| Some((m.t_s, y(m)?)))
-            .collect();
-        if !pts.is_empty() {
-            let mut s = Series::new(&t.target, color(i), pts, Style::Line);
-            s.break_gap = Some(2.5);
-            c.series.push(s);
+    let colors = Colors::of(report);
+    for t in &report.targets {
+        let pts = joined(t.steps.iter().map(|s| {
+            s.monitor
+                .iter()
+                .filter_map(|m| Some((m.t_s, y(m)?)))
+                .collect()
+        }));
+        if pts.iter().any(|p| p.0.is_finite()) {
+            c.series
+                .push(Series::new(&t.target, colors.target(t), pts, Style::Line));
         }
     }
     (!c.is_empty()).then_some(c)
@@ -420,11 +448,12 @@ pub fn charts(report: &Report) -> Vec<Chart> {
         out.push(c);
     }
     out.extend(cpu_share_chart(report));
-    for (i, t) in report.targets.iter().enumerate() {
-        out.extend(usl_chart(report, t, i));
+    let colors = Colors::of(report);
+    for t in &report.targets {
+        out.extend(usl_chart(&colors, t));
     }
-    for (i, t) in report.targets.iter().enumerate() {
-        out.extend(latency_over_time(t, i));
+    for t in &report.targets {
+        out.extend(latency_over_time(&colors, t));
     }
     out.extend(monitor_chart(
         report,
@@ -486,6 +515,7 @@ impl ReportFormat for Html {
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley report: {title}</title><style>{CSS}{}</style><noscript><style>.print-only{{display:block}}</style></noscript></head><body>\n<h1>volley report: {title}</h1>\n",
             interactive::css()
         );
+        let colors = Colors::of(report);
         // The answer first: one sentence, then a headline per target.
         let _ = write!(
             out,
@@ -496,7 +526,7 @@ impl ReportFormat for Html {
             let _ = write!(
                 out,
                 "<li><span class=\"swatch\" style=\"background:{}\"></span>{}</li>",
-                color(i),
+                report.targets.get(i).map_or("#888", |t| colors.target(t)),
                 escape(line)
             );
         }
@@ -511,11 +541,11 @@ impl ReportFormat for Html {
             );
         }
         out.push_str("<ul>");
-        for (i, t) in report.targets.iter().enumerate() {
+        for t in &report.targets {
             let _ = write!(
                 out,
                 "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}",
-                color(i),
+                colors.target(t),
                 t.run_id,
                 escape(&t.target),
                 escape(&t.status),

@@ -6,11 +6,13 @@
 //! once; each format is one [`ReportFormat`] in its own file: [`html::Html`] (one
 //! self-contained file: the answer first ([`headline`]), interactive charts
 //! ([`interactive`], uPlot vendored in `assets/uplot` and inlined), and the static SVG
-//! charts drawn by [`svg`] for print), [`markdown::Markdown`]
+//! charts drawn by [`svg`] for print; one colour per target and variant from [`colors`],
+//! steps on a time axis from [`timeline`]), [`markdown::Markdown`]
 //! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
 #![deny(missing_docs)]
 
 pub mod answer;
+pub mod colors;
 pub mod compare;
 pub mod downsample;
 mod error;
@@ -20,8 +22,10 @@ pub mod interactive;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod sanitise;
 pub mod svg;
 pub mod table;
+pub mod timeline;
 
 pub use error::ReportError;
 pub use model::{load, Report, Selector, SCHEMA_VERSION};

@@ -3,6 +3,7 @@
 
 use crate::headline;
 use crate::model::Report;
+use crate::sanitise::{self, MAX_CHARS};
 use crate::table::{self, RowMark, Table};
 use crate::{ReportError, ReportFormat};
 use std::fmt::Write;
@@ -11,18 +12,22 @@ use std::fmt::Write;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Markdown;
 
-/// A cell safe inside a pipe table (pipes escaped, newlines flattened).
+/// A cell safe inside a pipe table and on a terminal: no control character, no
+/// HTML, link or code span, pipes escaped, cut past [`MAX_CHARS`].
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    sanitise::markdown(s, MAX_CHARS)
 }
+
+/// Longest note or line of prose before it is cut (notes are ours, but hold names).
+const MAX_NOTE_CHARS: usize = 8 * MAX_CHARS;
 
 /// One table as Markdown: heading, note, pipe table. Generator-bound rows get a trailing
 /// marker in the first cell, since Markdown has no row styling.
 pub fn render_table(t: &Table) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## {}\n", t.title);
+    let _ = writeln!(out, "## {}\n", cell(&t.title));
     if !t.note.is_empty() {
-        let _ = writeln!(out, "{}\n", t.note);
+        let _ = writeln!(out, "{}\n", sanitise::markdown(&t.note, MAX_NOTE_CHARS));
     }
     let _ = writeln!(
         out,
@@ -61,29 +66,35 @@ impl ReportFormat for Markdown {
     }
 
     fn render(&self, report: &Report) -> Result<String, ReportError> {
-        let mut out = format!("# volley report: {}\n\n", report.title);
+        let mut out = format!("# volley report: {}\n\n", cell(&report.title));
         // The answer first, the same sentence as the HTML's and the study's end table's.
-        let _ = writeln!(out, "**{}**\n", headline::answer(report));
+        let answer = sanitise::markdown(&headline::answer(report), MAX_NOTE_CHARS);
+        let _ = writeln!(out, "**{answer}**\n");
         for line in headline::lines(report) {
-            let _ = writeln!(out, "- {line}");
+            let _ = writeln!(out, "- {}", sanitise::markdown(&line, MAX_NOTE_CHARS));
         }
         out.push('\n');
         for t in &report.targets {
             let _ = writeln!(
                 out,
-                "- run {} `{}` ({}, {} steps): {}",
+                "- run {} {} ({}, {} steps): {}",
                 t.run_id,
-                t.target,
-                t.status,
+                sanitise::code_span(&t.target, MAX_CHARS),
+                cell(&t.status),
                 t.steps.len(),
                 if t.latency_definitions.is_empty() {
                     "latency definition not recorded".to_string()
                 } else {
-                    t.latency_definitions.join("; ")
+                    sanitise::markdown(&t.latency_definitions.join("; "), MAX_NOTE_CHARS)
                 }
             );
             for s in &t.searches {
-                let _ = writeln!(out, "  - {}: {}", s.group, s.summary_line());
+                let _ = writeln!(
+                    out,
+                    "  - {}: {}",
+                    cell(&s.group),
+                    sanitise::markdown(&s.summary_line(), MAX_NOTE_CHARS)
+                );
             }
         }
         out.push('\n');

@@ -48,7 +48,8 @@ pub struct Series {
     pub name: String,
     /// CSS colour.
     pub color: String,
-    /// (x, y) in data units; non-finite points are skipped.
+    /// (x, y) in data units; a non-finite point is not drawn and breaks the line there
+    /// (between two steps, say).
     pub points: Vec<(f64, f64)>,
     /// Line, dots or both.
     pub style: Style,
@@ -181,6 +182,27 @@ fn pct_label(k: i32) -> String {
     }
 }
 
+/// Widest a tick label may be, in pixels, at the 12 px font: ~7 px a character.
+const LABEL_CHAR_PX: f64 = 7.0;
+
+/// Ticks of a percentile axis 0..=`hi` nines, labelled so no two labels overlap: where
+/// the nines crowd the axis (100% drawn at 99.9999999%), every other one is unlabelled.
+fn pct_ticks(hi: i32) -> Vec<(f64, String)> {
+    let spacing = (WIDTH - LEFT - RIGHT) / f64::from(hi.max(1));
+    let widest = pct_label(hi).chars().count() as f64 * LABEL_CHAR_PX;
+    let every = (widest / spacing).ceil().max(1.0) as i32;
+    (0..=hi)
+        .map(|k| {
+            let label = if k % every == 0 {
+                pct_label(k)
+            } else {
+                String::new()
+            };
+            (f64::from(k), label)
+        })
+        .collect()
+}
+
 impl Chart {
     /// A chart with no series yet.
     pub fn new(
@@ -250,8 +272,7 @@ impl Chart {
             }
             XScale::Percentile => {
                 let hi = x_max.ceil().max(1.0);
-                let ticks = (0..=hi as i32).map(|k| (k as f64, pct_label(k))).collect();
-                (0.0, hi, ticks)
+                (0.0, hi, pct_ticks(hi as i32))
             }
         };
         Axes {
@@ -283,19 +304,19 @@ impl Chart {
             );
         }
         for series in &self.series {
-            let pts: Vec<(f64, f64)> = series
+            let all: Vec<(f64, f64)> = series
                 .points
                 .iter()
-                .copied()
-                .filter(finite)
-                .map(|(x, y)| (self.tx(x), y))
+                .map(|&(x, y)| (self.tx(x), y))
                 .collect();
+            let pts: Vec<(f64, f64)> = all.iter().copied().filter(finite).collect();
             let dash = series
                 .dash
                 .map(|d| format!(r#" stroke-dasharray="{d}""#))
                 .unwrap_or_default();
             if matches!(series.style, Style::Line | Style::LinePoints) {
-                for segment in split(&pts, series.break_gap) {
+                let runs = all.split(|p| !finite(p)).filter(|r| !r.is_empty());
+                for segment in runs.flat_map(|r| split(r, series.break_gap)) {
                     let segment = lttb(&segment, MAX_LINE_POINTS);
                     let coords: Vec<String> = segment
                         .iter()
@@ -563,6 +584,24 @@ mod tests {
     }
 
     #[test]
+    fn percentile_labels_never_overlap() {
+        for hi in 1..=12 {
+            let ticks = pct_ticks(hi);
+            let spacing = (WIDTH - LEFT - RIGHT) / f64::from(hi);
+            let labelled: Vec<&(f64, String)> = ticks.iter().filter(|t| !t.1.is_empty()).collect();
+            assert!(labelled.len() >= 2, "{hi}: {ticks:?}");
+            for pair in labelled.windows(2) {
+                // Centred labels: half of each must fit in the gap between their ticks.
+                let half_widths = (pair[0].1.chars().count() + pair[1].1.chars().count()) as f64
+                    * LABEL_CHAR_PX
+                    / 2.0;
+                let gap = (pair[1].0 - pair[0].0) * spacing;
+                assert!(half_widths < gap, "{hi}: {pair:?} overlap");
+            }
+        }
+    }
+
+    #[test]
     fn tick_labels_use_suffixes_and_needed_decimals() {
         assert_eq!(tick_label(20_000.0, 5_000.0), "20k");
         assert_eq!(tick_label(0.25, 0.05), "0.25");
@@ -585,6 +624,20 @@ mod tests {
         assert_eq!(wrap("aa bb cc", 5), ["aa bb", "cc"]);
         assert_eq!(wrap("short", 120), ["short"]);
         assert_eq!(wrap("toolongword x", 4), ["toolongword", "x"]);
+    }
+
+    #[test]
+    fn a_non_finite_point_breaks_the_line() {
+        let mut c = Chart::new("t", "x", "y");
+        let pts = vec![
+            (0.0, 1.0),
+            (1.0, 2.0),
+            (f64::NAN, f64::NAN),
+            (5.0, 1.0),
+            (6.0, 2.0),
+        ];
+        c.series.push(Series::new("s", color(0), pts, Style::Line));
+        assert_eq!(c.render(0).matches("<polyline").count(), 2);
     }
 
     #[test]

@@ -338,3 +338,228 @@ fn html_reports_render_in_chromium_without_console_errors() {
         let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
     }
 }
+
+/// `#1f77b4` as the rendered page writes colours, `rgb(31, 119, 180)`.
+fn rgb(hex: &str) -> String {
+    let h = hex.trim_start_matches('#');
+    // #888 is #888888.
+    let h: String = if h.len() == 3 {
+        h.chars().flat_map(|c| [c, c]).collect()
+    } else {
+        h.to_string()
+    };
+    let c = |i: usize| u8::from_str_radix(&h[i..i + 2], 16).unwrap();
+    format!("rgb({}, {}, {})", c(0), c(2), c(4))
+}
+
+/// Every legend entry of the rendered page, uPlot's (its marker's border colour) and the
+/// static SVG charts' (the swatch's stroke or fill): (label, `rgb(...)`).
+fn legend_colours(dom: &str) -> Vec<(String, String)> {
+    let between = |s: &str, a: &str, b: &str| -> Option<String> {
+        let i = s.find(a)? + a.len();
+        Some(s[i..i + s[i..].find(b)?].to_string())
+    };
+    let mut out = Vec::new();
+    for row in dom.split("<tr class=\"u-series").skip(1) {
+        let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+        let (Some(border), Some(label)) = (
+            between(row, "border: ", ";"),
+            between(row, "class=\"u-label\">", "</div>"),
+        ) else {
+            continue;
+        };
+        if let Some(at) = border.find("rgb(") {
+            out.push((label, border[at..].to_string()));
+        }
+    }
+    for entry in dom.split("<g transform=\"translate(").skip(1) {
+        let entry = &entry[..entry.find("</g>").unwrap_or(entry.len())];
+        let Some(label) = between(entry, "<text x=\"28\" y=\"0\">", "</text>") else {
+            continue;
+        };
+        let colour =
+            between(entry, "stroke=\"#", "\"").or_else(|| between(entry, "fill=\"#", "\""));
+        if let Some(c) = colour {
+            out.push((label.replace("&amp;", "&"), rgb(&c)));
+        }
+    }
+    out
+}
+
+/// The rendered page's legends hold one colour per key (target, or target and variant)
+/// in every chart, and different keys have different colours.
+fn one_colour_per_key(dom: &str, keys: &[&str], name: &str) {
+    let mut seen: std::collections::BTreeMap<&str, Vec<(String, String)>> = Default::default();
+    for (label, colour) in legend_colours(dom) {
+        let key = keys
+            .iter()
+            .filter(|k| {
+                label
+                    .strip_prefix(**k)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ',']))
+            })
+            .max_by_key(|k| k.len());
+        if let Some(k) = key {
+            seen.entry(k).or_default().push((label, colour));
+        }
+    }
+    let mut colours = Vec::new();
+    for k in keys {
+        let entries = seen
+            .get(k)
+            .unwrap_or_else(|| panic!("{name}: no legend of {k}"));
+        assert!(entries.len() >= 3, "{name}: {k} in only {entries:?}");
+        let first = &entries[0].1;
+        for (label, c) in entries {
+            assert_eq!(
+                c, first,
+                "{name}: {label:?} is {c}, other lines of {k} are {first}"
+            );
+        }
+        assert!(
+            !colours.contains(first),
+            "{name}: {k} shares {first} with another key"
+        );
+        colours.push(first.clone());
+    }
+}
+
+fn dom(html: &str, name: &str) -> String {
+    let page = scratch(&format!("{name}.dom.html"));
+    std::fs::write(&page, html).unwrap();
+    chromium_with(
+        &page,
+        &[
+            "--dump-dom".to_string(),
+            "--virtual-time-budget=5000".into(),
+        ],
+        Stdio::piped(),
+    )
+    .0
+}
+
+/// The charts' data as the page carries it.
+fn chart_data(html: &str) -> serde_json::Value {
+    let start = html
+        .find("id=\"volley-charts\">")
+        .expect("the charts' data")
+        + "id=\"volley-charts\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end]).unwrap()
+}
+
+/// The (x, y) points of the line `label` of the chart titled `title`.
+fn line_points(data: &serde_json::Value, title: &str, label: &str) -> Vec<(f64, Option<f64>)> {
+    let chart = data
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["title"] == title)
+        .unwrap_or_else(|| panic!("no chart {title:?}"));
+    let line = chart["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["label"] == label)
+        .unwrap_or_else(|| panic!("no line {label:?} in {title:?}"));
+    line["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_f64().unwrap(), p[1].as_f64()))
+        .collect()
+}
+
+#[test]
+fn every_target_and_variant_keeps_its_colour_and_short_steps_keep_their_figures() {
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::interleaved_variants(&mut store);
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let html = Html.render(&report).unwrap();
+    // replies-less closed loop: percentiles, 2 x latency over time, at least.
+    check_page(&html, "interleaved-variants", 3);
+    let keys = ["builtin", "nginx", "nginx \u{b7} tuned"];
+    one_colour_per_key(&dom(&html, "interleaved-variants"), &keys, "interleaved");
+
+    let rates = common::rate_sweep(&mut store);
+    let rate_html = Html
+        .render(&load(&store, Selector::Study(rates)).unwrap())
+        .unwrap();
+    one_colour_per_key(
+        &dom(&rate_html, "rate-sweep"),
+        &["builtin", "nginx"],
+        "rate-sweep",
+    );
+
+    // Comparisons first: the first interactive chart compares, the time series come last.
+    let data = chart_data(&html);
+    let titles: Vec<&str> = data
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles[0].starts_with("Requests/s per workload and point"),
+        "{titles:?}"
+    );
+    let first_time = titles.iter().position(|t| t.contains("over time")).unwrap();
+    assert!(
+        titles[..first_time]
+            .iter()
+            .any(|t| t.starts_with("Time per request per test")),
+        "{titles:?}"
+    );
+    // Each 0.2 s step is one point with its table figure, never its stored second's
+    // count (a fifth of it); the builtin's steps are 9000, 9150 and 9300 req/s.
+    let rps = line_points(
+        &data,
+        "builtin: throughput and p99 over time",
+        "builtin req/s",
+    );
+    let tiny: Vec<f64> = report.targets[0]
+        .steps
+        .iter()
+        .filter(|s| s.workload.as_deref() == Some("tiny"))
+        .map(|s| s.requests_per_s)
+        .collect();
+    assert_eq!(tiny.len(), 3);
+    for figure in &tiny {
+        assert!(
+            rps.iter().any(|p| p.1 == Some(*figure)),
+            "{figure} not in {rps:?}"
+        );
+        assert!(!rps.iter().any(|p| p.1 == Some(figure / 5.0)), "{rps:?}");
+    }
+    // Lines break between steps (6 steps: 5 breaks), never drop to 0 between them.
+    assert_eq!(rps.iter().filter(|p| p.1.is_none()).count(), 5, "{rps:?}");
+    assert!(rps.iter().all(|p| p.1 != Some(0.0)), "{rps:?}");
+    // The 3.5 s steps' half last second is scaled to its half and marked.
+    let partial = line_points(
+        &data,
+        "builtin: throughput and p99 over time",
+        "builtin partial second (scaled to its length)",
+    );
+    assert_eq!(partial.len(), 3, "{partial:?}");
+    let large: Vec<f64> = report.targets[0]
+        .steps
+        .iter()
+        .filter(|s| s.workload.as_deref() == Some("large"))
+        .map(|s| s.requests_per_s)
+        .collect();
+    for (p, figure) in partial.iter().zip(&large) {
+        // The stored half second holds round(figure / 2) requests.
+        let y = p.1.unwrap();
+        assert!(
+            (y - figure).abs() <= 1.0,
+            "partial {y} vs the step's {figure}"
+        );
+    }
+    // Variants are compared like targets: their own points, side by side.
+    let cmp = line_points(
+        &data,
+        "Requests/s per workload and point (closed loop)",
+        "nginx \u{b7} tuned",
+    );
+    assert_eq!(cmp.len(), 2, "two workloads: {cmp:?}");
+}

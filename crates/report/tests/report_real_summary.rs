@@ -41,6 +41,7 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
             },
             threads: 1,
             connections: 4,
+            streams_per_connection: 1,
             max_connections: 16,
             keep_alive: true,
             elapsed_ns: 3_000_000_000,

@@ -74,6 +74,12 @@ pub struct ServerConfig {
     /// and reaches only `/` and that account's home (`volley_dav::auth`). None: the
     /// anonymous single-user server.
     pub auth: Option<Arc<volley_dav::auth::Auth>>,
+    /// Without accounts, take writes (PUT, DELETE, MKCOL, MOVE, ...) from anyone. Off
+    /// (the default): an anonymous server is read-only and answers them 405 with the
+    /// methods it allows ([`volley_dav::Dav::read_only`]), so serving a directory never
+    /// makes it a drop box by accident. With [`ServerConfig::auth`] writes need an
+    /// account anyway and this is ignored.
+    pub writable: bool,
 }
 
 impl ServerConfig {
@@ -92,7 +98,14 @@ impl ServerConfig {
             tls: None,
             http2: true,
             auth: None,
+            writable: false,
         }
+    }
+
+    /// Whether this server takes writes: accounts are configured, or anonymous writes
+    /// were asked for ([`ServerConfig::writable`]).
+    pub fn takes_writes(&self) -> bool {
+        self.auth.is_some() || self.writable
     }
 }
 
@@ -246,7 +259,10 @@ impl Server {
             let listener = mio::net::TcpListener::from_std(self.listener.try_clone()?);
             let cache =
                 files::Cache::new(self.config.root.clone(), self.config.max_cached_file_bytes);
-            let dav = volley_dav::Dav::new(self.config.root.clone());
+            let mut dav = volley_dav::Dav::new(self.config.root.clone());
+            if !self.config.takes_writes() {
+                dav = dav.read_only();
+            }
             let log = self.log_file.clone().map(log::AccessLog::new);
             let worker = Worker::new(
                 mio::Poll::new()?,

@@ -25,6 +25,9 @@ use volley_dav::{Dav, DavRequest};
 pub(crate) const ALLOW: &[u8] =
     b"Allow: GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK\r\n";
 
+/// The Allow field of a 405 from a read-only server (no accounts, not writable).
+pub(crate) const ALLOW_READ_ONLY: &[u8] = b"Allow: GET, HEAD, OPTIONS, PROPFIND, REPORT\r\n";
+
 /// Everything a response needs besides the connection.
 pub(crate) struct Ctx {
     pub(crate) cache: Cache,
@@ -49,6 +52,27 @@ pub(crate) fn header<'a>(buf: &'a [u8], hdrs: &[HeaderSpan], name: &str) -> Opti
 }
 
 impl Ctx {
+    /// The Allow field of this server's 405 answers.
+    pub(crate) fn allow(&self) -> &'static [u8] {
+        if self.dav.is_read_only() {
+            ALLOW_READ_ONLY
+        } else {
+            ALLOW
+        }
+    }
+
+    /// Whether a request with `method` may be answered here (static or DAV); a read-only
+    /// server refuses the writing methods before their body is read.
+    pub(crate) fn answers(&self, method: &[u8]) -> bool {
+        match method {
+            b"GET" | b"HEAD" => true,
+            m => std::str::from_utf8(m).is_ok_and(|m| {
+                Dav::handles(m)
+                    && (!self.dav.is_read_only() || matches!(m, "OPTIONS" | "PROPFIND" | "REPORT"))
+            }),
+        }
+    }
+
     pub(crate) fn tick(&mut self) {
         self.now = Instant::now();
         let (secs, micros) = crate::date::now_unix();
@@ -106,7 +130,15 @@ impl Ctx {
                 }
                 _ => (
                     405,
-                    simple(&self.date, out, 405, ALLOW, head.minor, keep_alive, false),
+                    simple(
+                        &self.date,
+                        out,
+                        405,
+                        self.allow(),
+                        head.minor,
+                        keep_alive,
+                        false,
+                    ),
                 ),
             },
         };
@@ -367,7 +399,12 @@ impl Responder for H2Respond<'_> {
             m => match std::str::from_utf8(m) {
                 Ok(m) if Dav::handles(m) => dav_h2(ctx, m, user, req, block),
                 _ => {
-                    let (body, n) = h2_text(405, &ctx.date, None, Some(ALLOW_H2), false, block);
+                    let allow = if ctx.dav.is_read_only() {
+                        ALLOW_H2_READ_ONLY
+                    } else {
+                        ALLOW_H2
+                    };
+                    let (body, n) = h2_text(405, &ctx.date, None, Some(allow), false, block);
                     (405, body, n)
                 }
             },
@@ -406,6 +443,7 @@ impl H2Respond<'_> {
 }
 
 /// The Allow value of an HTTP/2 405 (the HTTP/1.1 `ALLOW` line without name and CRLF).
+const ALLOW_H2_READ_ONLY: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, REPORT";
 const ALLOW_H2: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK";
 
 /// A DAV request over HTTP/2: the same handler as HTTP/1.1 (`:authority` passed as

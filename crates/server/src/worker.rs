@@ -19,7 +19,7 @@ use crate::files::Cache;
 use crate::h2::H2Server;
 use crate::log::AccessLog;
 use crate::parse::{self, decode_chunked, BodyFraming, Chunked, Head, HeaderSpan, ParseError};
-use crate::respond::{header, simple, Ctx, H2Respond, ALLOW};
+use crate::respond::{header, simple, Ctx, H2Respond};
 use crate::tls::TlsConn;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -584,12 +584,9 @@ impl Worker {
         if !expects {
             return Step::NeedMore;
         }
-        let handled = match head.method.get(buf) {
-            b"GET" | b"HEAD" => true,
-            m => std::str::from_utf8(m).is_ok_and(Dav::handles),
-        };
-        if !handled {
-            return self.fail_with(i, 405, ALLOW);
+        if !self.ctx.answers(head.method.get(buf)) {
+            let allow = self.ctx.allow();
+            return self.fail_with(i, 405, allow);
         }
         c.continue_sent = true;
         c.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");

@@ -22,6 +22,8 @@ impl Served {
         std::fs::create_dir_all(&root).unwrap();
         let mut config = ServerConfig::new(&root);
         config.max_body_bytes = max_body_bytes;
+        // These tests upload: an anonymous server takes writes only when asked.
+        config.writable = true;
         let server = Server::bind(config).unwrap();
         let addr = server.local_addr();
         Served {

@@ -37,6 +37,7 @@ impl Served {
         let mut config = ServerConfig::new(root.join("site"));
         config.tls = Some(ServerTls::new(&certs.cert, &certs.key));
         config.http2 = http2;
+        config.writable = true; // the session test ends with a PUT
         let server = Server::bind(config).unwrap();
         assert_eq!(server.scheme(), "https");
         let addr = server.local_addr();

@@ -7,7 +7,12 @@ use thiserror::Error;
 pub enum StoreError {
     /// SQLite refused an operation (I/O error, corrupt file, locked past the timeout).
     #[error("results store: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    /// The disk (or the database's size limit) is full. The transaction that hit it was
+    /// rolled back whole, so every step stored before stays readable and the file is
+    /// not corrupt; nothing more can be recorded until space is freed.
+    #[error("results store: the disk is full; the steps stored before this one are kept (free space to record more)")]
+    Full(rusqlite::Error),
     /// A JSON column could not be written or read back.
     #[error("results store: bad JSON in {column}: {source}")]
     Json {
@@ -53,6 +58,25 @@ pub enum StoreError {
     /// A caller asked for something the store cannot represent.
     #[error("results store: {0}")]
     Invalid(&'static str),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    /// A full disk gets its own variant, so callers can stop with one clear line
+    /// instead of SQLite's wording.
+    fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            StoreError::Full(e)
+        } else {
+            StoreError::Sqlite(e)
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether this is a full disk ([`StoreError::Full`]).
+    pub fn is_full(&self) -> bool {
+        matches!(self, StoreError::Full(_))
+    }
 }
 
 /// Shorthand for results of this crate.

@@ -13,7 +13,11 @@ use crate::schema;
 use crate::types::*;
 
 /// How long a writer waits for another process's write transaction before failing.
-const BUSY_TIMEOUT_MS: u64 = 5_000;
+/// Several writers share one file (two studies and a `bench --save` at once): each
+/// holds the write lock only for one step's transaction (one fsync), but on a busy
+/// machine fsyncs queue, and a step that took seconds to measure is worth a long wait
+/// rather than a "database is locked" that loses it.
+const BUSY_TIMEOUT_MS: u64 = 60_000;
 
 /// What [`Store::mark_incomplete_on_open`] found abandoned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,7 +65,15 @@ impl Store {
             conn,
             owner: Owner::current(),
         };
-        store.mark_incomplete_on_open()?;
+        match store.mark_incomplete_on_open() {
+            // On a full disk the sweep cannot write, but what is stored must stay
+            // readable (`history`, `report`): open anyway; the next open with space
+            // marks the abandoned runs.
+            Err(e) if e.is_full() => {}
+            r => {
+                r?;
+            }
+        }
         Ok(store)
     }
 
@@ -515,4 +527,78 @@ fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step whose histogram takes `bytes` bytes.
+    fn step(index: u32, bytes: usize) -> StepRecord {
+        StepRecord {
+            index,
+            parameters: StepParameters::default(),
+            summary: serde_json::json!({"requests": {"ok": 1}}),
+            verdict: None,
+            label: None,
+            started_unix_ms: 0,
+            finished_unix_ms: 1,
+            series: Vec::new(),
+            histograms: vec![HistogramBlob {
+                second: None,
+                kind: HistogramKind::Response,
+                bytes: (0..bytes).map(|k| (k % 251) as u8).collect(),
+            }],
+        }
+    }
+
+    /// A full database (SQLite's page limit stands in for a full disk: the same
+    /// SQLITE_FULL) refuses the step that does not fit with [`StoreError::Full`], rolls
+    /// it back whole, and keeps every earlier step readable in a sound file.
+    #[test]
+    fn a_full_disk_is_a_typed_error_and_keeps_what_was_stored() {
+        let mut store = Store::open_in_memory().unwrap();
+        let run = store
+            .begin_run(&NewRun {
+                study: None,
+                kind: RunKind::Bench,
+                target: "t".into(),
+                parameters: serde_json::json!({}),
+                environment: serde_json::json!({}),
+            })
+            .unwrap();
+        let pages: i64 = store
+            .conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))
+            .unwrap();
+        store
+            .conn
+            .pragma_update(None, "max_page_count", pages + 40)
+            .unwrap();
+        let mut stored = 0;
+        let err = loop {
+            match store.record_step(run, &step(stored, 20_000)) {
+                Ok(_) => stored += 1,
+                Err(e) => break e,
+            }
+            assert!(stored < 100, "the page limit never bit");
+        };
+        assert!(err.is_full(), "{err:?}");
+        assert!(err.to_string().contains("disk is full"), "{err}");
+        assert!(stored >= 1, "the limit left room for at least one step");
+        let steps = store.steps(run).unwrap();
+        assert_eq!(
+            steps.len(),
+            stored as usize,
+            "the refused step left nothing"
+        );
+        for s in &steps {
+            assert_eq!(store.histograms(s.id).unwrap()[0].bytes.len(), 20_000);
+        }
+        let check: String = store
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+    }
 }

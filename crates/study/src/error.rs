@@ -23,8 +23,8 @@ pub enum StudyError {
     /// starts (the binary exits 2).
     #[error("{0}")]
     Refused(String),
-    /// The results store failed.
-    #[error("results store: {0}")]
+    /// The results store failed (its message names the store already).
+    #[error("{0}")]
     Store(#[from] volley_store::StoreError),
     /// The fixture could not be written.
     #[error("cannot generate the fixture: {0}")]

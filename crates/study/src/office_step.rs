@@ -97,7 +97,8 @@ pub(crate) fn run_office(
     let report =
         report.ok_or_else(|| StepError::Office("the day ended without its report".into()))?;
     let v = verdict(&report, plan);
-    judged.sustainable = Some(v.carries);
+    // A day during which the server died did not carry its users.
+    judged.sustainable = Some(v.carries && judged.verdict.target_died.is_none());
     judged.verdict.office = Some(v);
     judged.verdict.little = None;
     Ok(judged)
@@ -118,6 +119,7 @@ fn run_info(
         model: Model::Closed,
         threads: 1,
         connections,
+        streams_per_connection: 1,
         max_connections: connections,
         keep_alive: true,
         elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
@@ -244,6 +246,7 @@ mod tests {
             sustain: None,
             conn_wait: None,
             office: Some(v),
+            target_died: None,
         };
         // The keys the reports read (volley-report's model/office), with `compress`
         // beside the users.

@@ -23,7 +23,7 @@ use volley_targets::{NetnsPlace, RunningTarget, TargetError};
 use crate::deploy::StudyHosts;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
-use crate::spec::Mode;
+use crate::spec::{Mode, Restart};
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
 
@@ -239,6 +239,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         hosts: hosts.as_ref(),
         store: &mut store,
         running: &running,
+        restarted: (0..running.len()).map(|_| None).collect(),
         run_of_target: &run_of_target,
         next_index: HashMap::new(),
         steps: Vec::new(),
@@ -470,6 +471,9 @@ struct StudyRun<'a> {
     hosts: Option<&'a StudyHosts>,
     store: &'a mut Store,
     running: &'a [Option<RunningTarget>],
+    /// Targets started again after they died (`restart = "next-step"`), by instance;
+    /// they stand in for `running`'s dead ones.
+    restarted: Vec<Option<RunningTarget>>,
     run_of_target: &'a HashMap<usize, RunId>,
     next_index: HashMap<RunId, u32>,
     steps: Vec<StepOutcome>,
@@ -569,11 +573,23 @@ impl StudyRun<'_> {
         let Ok(fresh) = self.fresh_target(cell.instance, w) else {
             return Ok(None);
         };
-        let Some(target) = fresh.as_ref().or(self.running[cell.instance].as_ref()) else {
+        if fresh.is_none() && !self.alive(cell.instance) {
+            return Ok(None);
+        }
+        // Taken out for the step (the step borrows `self` mutably), put back after; an
+        // error ends the study, and with it this target.
+        let restarted = self.restarted[cell.instance].take();
+        let running: &[Option<RunningTarget>] = self.running;
+        let Some(target) = fresh
+            .as_ref()
+            .or(restarted.as_ref())
+            .or(running[cell.instance].as_ref())
+        else {
             return Ok(None);
         };
         if let Err(died) = target.check() {
             (self.note)(&format!("{}: {died}", plan.instance_label(cell.instance)));
+            self.restarted[cell.instance] = restarted;
             return Ok(None);
         }
         let mut what = step_what(plan, cell, rate, repeat);
@@ -588,8 +604,49 @@ impl StudyRun<'_> {
         let m = self.measure(ci, cell, rate, target, &what, progress)?;
         let at = (repeat, attempt);
         let signal = self.record(ci, cell, at, rate, phase, &what, started_ms, m, cold)?;
+        self.restarted[cell.instance] = restarted;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
         Ok(Some(signal))
+    }
+
+    /// Whether instance `inst`'s target can take the next step: it is alive, or it died
+    /// (noted) and its `restart = "next-step"` started it again (noted). The death
+    /// itself is stored with the step during which the death watch saw it.
+    fn alive(&mut self, inst: usize) -> bool {
+        let plan = self.plan;
+        let current = self.restarted[inst]
+            .as_ref()
+            .or(self.running[inst].as_ref());
+        let Some(target) = current else {
+            return false;
+        };
+        let Err(died) = target.check() else {
+            return true;
+        };
+        let label = plan.instance_label(inst);
+        (self.note)(&format!("{label}: {died}"));
+        if plan.targets[plan.instances[inst].target].restart != Restart::NextStep {
+            return false;
+        }
+        // The dead one's cgroup and files go first; then it starts as at the study's
+        // start (from the variant's namespace, which `step` has entered).
+        self.restarted[inst] = None;
+        let own = self.vlabs.place(inst);
+        let netns = own.as_ref().or(self.lab.map(|l| &l.place));
+        let spec = spec_for(plan, inst, self.docroot, self.exe, netns);
+        match volley_targets::start(&spec) {
+            Ok(t) => {
+                (self.note)(&format!(
+                    "{label}: restarted for the next step (restart = \"next-step\")"
+                ));
+                self.restarted[inst] = Some(t);
+                true
+            }
+            Err(e) => {
+                (self.note)(&format!("{label}: cannot restart: {e}"));
+                false
+            }
+        }
     }
 
     /// Cold start: a target of its own, started now, so the step's first request is the

@@ -229,6 +229,23 @@ pub struct TargetDef {
     /// do). Accounts `user1`.. are made for the most users a workload asks of it.
     #[serde(default)]
     pub dav: Option<bool>,
+    /// What to do when this managed target dies: `"never"` (the default: its remaining
+    /// steps are skipped and the study ends incomplete) or `"next-step"` (start it again
+    /// for the next step, so a search goes on past one crash).
+    #[serde(default)]
+    pub restart: Restart,
+}
+
+/// A managed target's restart policy (`restart = "next-step"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// A dead target stays dead: its remaining steps are skipped.
+    #[default]
+    Never,
+    /// A dead target is started again before the next step that needs it; the death
+    /// stays recorded with the step during which it happened.
+    NextStep,
 }
 
 /// The fixture served by managed targets.

@@ -93,6 +93,10 @@ pub(crate) struct Verdict {
     /// Office steps: whether the day carried its users.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub office: Option<crate::office_step::OfficeVerdict>,
+    /// The target died during this step (what the death watch saw): the step is the
+    /// one that made the server fall over, so it is never judged sustainable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_died: Option<String>,
 }
 
 /// Discards samples: the warm-up is load, not measurement.
@@ -371,11 +375,14 @@ pub(crate) fn judge(
         closed_in_flight,
         extra,
     } = loaded?;
-    if let Some(d) = &died {
-        info.notes.push(format!(
+    let target_died = died.as_ref().map(|d| {
+        format!(
             "the target {} (pid {}) died during the step: {}",
             d.kind, d.pid, d.exit_status
-        ));
+        )
+    });
+    if let Some(d) = &target_died {
+        info.notes.push(d.clone());
     } else if stopped_early {
         info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
     }
@@ -401,7 +408,10 @@ pub(crate) fn judge(
     let (sustain_verdict, label) = match rate {
         Some(rate) => {
             let stats = step_stats(&summary, rate, windows, in_flight_w);
-            let v = sustain::judge(&stats, &plan.rule);
+            let mut v = sustain::judge(&stats, &plan.rule);
+            // A step during which the server died cannot have carried its load, whatever
+            // its windows say (the death may fall after the last judged second).
+            v.sustainable &= target_died.is_none();
             conn_wait = sustain::conn_wait_note(&stats);
             (Some(v.clone()), v.bound.label())
         }
@@ -427,6 +437,7 @@ pub(crate) fn judge(
         sustain: sustain_verdict,
         conn_wait,
         office: None,
+        target_died,
     };
     let mut summary_json = serde_json::to_value(&summary)?;
     for (k, v) in extra {
@@ -949,6 +960,7 @@ mod tests {
             sustain: Some(sustain.clone()),
             conn_wait: Some("waited for connections".into()),
             office: None,
+            target_died: None,
         };
         assert_eq!(
             serde_json::to_value(&v).unwrap(),

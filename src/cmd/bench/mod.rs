@@ -120,8 +120,15 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {
-            if let Some(s) = saver.take() {
-                s.finish(false)?;
+            // A run whose every answer failed is a result too (a server answering 503
+            // to everything): stored whole, errors by kind included, so `volley report`
+            // shows what the server did. Still exit 1: nothing succeeded.
+            if let Some(mut s) = saver.take() {
+                s.step(&spec, &summary, ran.histograms, Extras::default())?;
+                eprintln!(
+                    "volley: {}",
+                    s.finish(!interrupted.load(Ordering::Relaxed))?
+                );
             }
             return Err(nothing_succeeded(&spec, &summary, &out, &text));
         }

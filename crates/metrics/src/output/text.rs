@@ -155,7 +155,27 @@ fn write_heading(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
 /// ab's totals: counts, failures, bytes, rates and times per request.
 fn write_totals(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     writeln!(out)?;
-    writeln!(out, "Concurrency Level:      {}", s.connections)?;
+    // ab's concurrency is requests at a time: with HTTP/2 streams a closed loop keeps
+    // connections x streams outstanding, so that product is ab's figure.
+    let streams = s.streams_per_connection.max(1) as usize;
+    if s.model == Model::Closed && streams > 1 {
+        writeln!(
+            out,
+            "Concurrency Level:      {} ({} connection(s) x {streams} HTTP/2 streams)",
+            s.connections * streams,
+            s.connections
+        )?;
+    } else if s.model == Model::Closed {
+        writeln!(out, "Concurrency Level:      {}", s.connections)?;
+    } else {
+        // An open loop has no fixed concurrency (the rate sets it): ab's label would
+        // name a figure that is not there.
+        writeln!(
+            out,
+            "Initial connections:    {} (open loop: requests in flight follow the rate)",
+            s.connections
+        )?;
+    }
     writeln!(out, "Time taken for tests:   {:.3} seconds", s.duration_s)?;
     if let Some(w) = &s.warmup {
         // Said beside the time so nobody reads the rates as covering the warm-up.
@@ -237,11 +257,18 @@ fn write_times(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     times_row(out, "Total:", &ct.total)?;
     writeln!(out, "  ({})", ct.definitions)?;
     writeln!(out)?;
+    // ab's heading only over ab's figure (closed loop: Total, connect included); an
+    // open loop's table is its response time, under a heading of its own.
     writeln!(
         out,
-        "Percentage of the requests served within a certain time (ms)"
+        "{}",
+        if s.model == Model::Closed {
+            "Percentage of the requests served within a certain time (ms)"
+        } else {
+            "Percentage of the requests answered within a certain time of their intended send (ms)"
+        }
     )?;
-    writeln!(out, "  [{}]", s.latency_definition)?;
+    writeln!(out, "  [{}]", s.served_within_definition)?;
     for p in &s.served_within {
         let tail = if p.percent >= 100.0 {
             " (longest request)"

@@ -58,7 +58,12 @@ impl Recorder {
 
         let in_flight = c.errors[ErrorKind::InFlight.index()];
         let finished = c.completed - in_flight;
-        let throughput = throughput(run.connections, duration_s, finished, c.ok);
+        let throughput = throughput(
+            run.connections * run.streams_per_connection.max(1) as usize,
+            duration_s,
+            finished,
+            c.ok,
+        );
         let rates = self.rates(open_rate, duration_s, finished);
         let (whole_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
             self.run_check(run, open_rate, &rates, measured_ns);
@@ -89,6 +94,7 @@ impl Recorder {
             model: run.model.clone(),
             threads: run.threads,
             connections: run.connections,
+            streams_per_connection: run.streams_per_connection.max(1),
             keep_alive: run.keep_alive,
             latency_definition: headline_def.to_string(),
             duration_s,
@@ -121,7 +127,19 @@ impl Recorder {
                 waiting: row(&self.run[Metric::Ttfb as usize]),
                 total: row(&self.run_total),
             },
-            served_within: served_within(headline_hist),
+            // ab's table is total time, connect included; an open loop (ab has none)
+            // shows its headline response time, which already counts any connect.
+            served_within: served_within(if open_rate.is_some() {
+                headline_hist
+            } else {
+                &self.run_total
+            }),
+            served_within_definition: if open_rate.is_some() {
+                RESPONSE_DEF
+            } else {
+                TOTAL_DEF
+            }
+            .to_string(),
             latency,
             spectrum: spectrum(headline_hist),
             connections_stats: self.connection_stats(run, cap_hits),
@@ -281,10 +299,25 @@ impl Recorder {
                 w.duration_s, w.requests, w.connections_opened, w.open_at_boundary, w.max_open, w.cap_hits, duration_s
             ));
         }
-        if c.censored() > 0 {
+        // Timeouts finished (as failures); requests in flight at the end did not, so
+        // ab's "Failed requests" counts the first and not the second: say which is which.
+        let timeouts = c.errors[ErrorKind::Timeout.index()];
+        let in_flight = c.errors[ErrorKind::InFlight.index()];
+        let mut censored = Vec::new();
+        if timeouts > 0 {
+            censored.push(format!(
+                "{timeouts} request(s) timed out (counted in Failed requests)"
+            ));
+        }
+        if in_flight > 0 {
+            censored.push(format!(
+                "{in_flight} request(s) were still in flight when the run ended (neither complete nor failed)"
+            ));
+        }
+        if !censored.is_empty() {
             notes.push(format!(
-                "{} request(s) timed out or were still in flight: their latencies are recorded as lower bounds (>= elapsed time) in response and service time, and counted as failed",
-                c.censored()
+                "{}: their latencies are recorded as lower bounds (>= elapsed time) in response and service time",
+                censored.join("; ")
             ));
         }
         if run.stopped_early {

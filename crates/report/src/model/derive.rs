@@ -32,7 +32,7 @@ pub(super) fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
 /// One step per planned step (rate, repeat, phase) of a group, its best attempt
 /// (`knee::Evidence::attempt_rank`, the earliest of the best), in stored order; and how
 /// many planned steps were measured more than once.
-pub(super) fn best_attempts<'a>(steps: &[&'a StepReport]) -> (Vec<&'a StepReport>, usize) {
+pub(crate) fn best_attempts<'a>(steps: &[&'a StepReport]) -> (Vec<&'a StepReport>, usize) {
     let key = |s: &StepReport| (s.rate_rps.map(f64::to_bits), s.repeat, s.phase.clone());
     let rank = |s: &StepReport| {
         knee::Evidence::attempt_rank(s.sustainable, !s.generator_bound(), s.machine_busy)

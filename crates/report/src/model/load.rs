@@ -227,6 +227,7 @@ pub(super) fn load_step(
         little_flagged: verdict.little.is_some_and(|l| l.flagged),
         throttled: verdict.throttled || s.throttling.as_ref().is_some_and(|t| t.nr_throttled > 0),
         machine_busy: verdict.machine_busy,
+        target_died: verdict.target_died.clone(),
         attempt: p
             .extra
             .get("attempt")

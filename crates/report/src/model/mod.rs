@@ -29,6 +29,7 @@ mod stored;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use derive::best_attempts;
 use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
@@ -251,7 +252,7 @@ pub struct StepReport {
     pub repeat: u32,
     /// The study's workload name, when the runner recorded it.
     pub workload: Option<String>,
-    /// The study's variant (tuning) of the target, when it had several.
+    /// The `[[variant]]` (tuning) the target ran this step with, when it had one.
     pub variant: Option<String>,
     /// Closed loop: the latency figures are service times; otherwise response times.
     pub closed_loop: bool,
@@ -297,6 +298,8 @@ pub struct StepReport {
     pub throttled: bool,
     /// Someone else took the CPU while it ran (the study re-measures such steps).
     pub machine_busy: bool,
+    /// The target died during this step: what the death watch saw.
+    pub target_died: Option<String>,
     /// Which measurement of its planned step this is: 0 the first, 1.. re-measures of
     /// a step noise spoiled.
     pub attempt: u32,
@@ -397,6 +400,55 @@ impl StepReport {
             !self.generator_bound(),
             self.machine_busy,
         ))
+    }
+}
+
+#[cfg(test)]
+impl StepReport {
+    /// A step with every figure zero or absent, for unit tests to fill in.
+    pub(crate) fn blank() -> StepReport {
+        StepReport {
+            index: 0,
+            rate_rps: None,
+            concurrency: None,
+            cpu_quota_cores: None,
+            cores: None,
+            keepalive: None,
+            repeat: 0,
+            workload: None,
+            variant: None,
+            closed_loop: true,
+            phase: None,
+            start_offset_s: 0.0,
+            wall_s: 0.0,
+            duration_s: 0.0,
+            completed: 0,
+            ok: 0,
+            failed: 0,
+            censored: 0,
+            requests_per_s: 0.0,
+            send_rate_rps: None,
+            reply_rate_rps: 0.0,
+            latency: LatencyFigures::default(),
+            max_open_connections: None,
+            cap_hits: 0,
+            label: None,
+            sustainable: None,
+            reasons: Vec::new(),
+            little_gap: None,
+            little_flagged: false,
+            throttled: false,
+            machine_busy: false,
+            target_died: None,
+            attempt: 0,
+            resources: None,
+            seconds: Vec::new(),
+            monitor: Vec::new(),
+            injectors: None,
+            phases: Vec::new(),
+            injector_rows: Vec::new(),
+            office: None,
+        }
     }
 }
 
@@ -616,8 +668,8 @@ pub struct RepeatGroup {
 
 /// Resamples for the repeat intervals, and their fixed seed (a rebuilt report must show
 /// the same interval).
-const BOOTSTRAP_RESAMPLES: usize = bootstrap::RESAMPLES;
-const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
+pub(crate) const BOOTSTRAP_RESAMPLES: usize = bootstrap::RESAMPLES;
+pub(crate) const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
 
 fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {
     // Keep first-seen order so the table follows the run.

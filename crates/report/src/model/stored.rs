@@ -94,6 +94,8 @@ pub(super) struct StoredVerdict {
     pub(super) throttled: bool,
     /// Someone else took the CPU while the step ran (absent in older stores: false).
     pub(super) machine_busy: bool,
+    /// The target died during the step (`restart = "next-step"` studies go on).
+    pub(super) target_died: Option<String>,
 }
 
 /// A number field of a series row; series rows are read field by field so one odd

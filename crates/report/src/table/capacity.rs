@@ -170,6 +170,9 @@ pub fn evidence(report: &Report) -> Option<Table> {
             if s.cap_hits > 0 {
                 flags.push(format!("connection cap hit {}x", s.cap_hits));
             }
+            if s.target_died.is_some() {
+                flags.push("target died".to_string());
+            }
             (
                 mark(s),
                 vec![

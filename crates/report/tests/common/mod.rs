@@ -390,3 +390,131 @@ pub fn search_study(store: &mut Store) -> StudyId {
     store.finish_study(study, Status::Incomplete).unwrap();
     study
 }
+
+/// One step of [`interleaved_variants`]: who ran it and when.
+struct Timed {
+    target: &'static str,
+    variant: Option<&'static str>,
+    workload: &'static str,
+    repeat: u32,
+    duration_s: f64,
+    reply_rps: f64,
+    p99_ms: f64,
+    start_ms: i64,
+}
+
+/// Study 4: closed-loop steps of `builtin`, and of `nginx` run plain and as variant
+/// `tuned`, interleaved (builtin, nginx, nginx tuned, ...) over 3 repeats of two
+/// workloads: `tiny` steps of 0.2 s (shorter than a second: the one stored second
+/// holds a fifth of a second's requests) and `large` steps of 3.5 s (a half last
+/// second). Each run's series has gaps where the others ran.
+pub fn interleaved_variants(store: &mut Store) -> StudyId {
+    let study = store
+        .begin_study(&NewStudy {
+            name: "interleaved-variants".into(),
+            file_text: "# synthetic".into(),
+        })
+        .unwrap();
+    let keys: [(&str, Option<&str>, f64); 3] = [
+        ("builtin", None, 9_000.0),
+        ("nginx", None, 8_000.0),
+        ("nginx", Some("tuned"), 8_600.0),
+    ];
+    let mut timed = Vec::new();
+    let mut start_ms = 1_700_000_000_000i64;
+    for repeat in 0..3u32 {
+        for (workload, duration_s, scale) in [("tiny", 0.2, 1.0), ("large", 3.5, 0.1)] {
+            for (target, variant, rps) in keys {
+                timed.push(Timed {
+                    target,
+                    variant,
+                    workload,
+                    repeat,
+                    duration_s,
+                    reply_rps: (rps + 150.0 * repeat as f64) * scale,
+                    p99_ms: 1.0 + repeat as f64 * 0.1 + if variant.is_some() { 0.2 } else { 0.0 },
+                    start_ms,
+                });
+                start_ms += (duration_s * 1000.0) as i64 + 2_000;
+            }
+        }
+    }
+    for target in ["builtin", "nginx"] {
+        let run = store
+            .begin_run(&NewRun {
+                study: Some(study),
+                kind: RunKind::StudyStep,
+                target: target.to_string(),
+                parameters: json!({}),
+                environment: json!({"kernel": "test", "server": target}),
+            })
+            .unwrap();
+        for (index, t) in timed.iter().filter(|t| t.target == target).enumerate() {
+            let step = Step {
+                rate_rps: None,
+                concurrency: Some(8),
+                cpu_quota_cores: None,
+                cores: None,
+                reply_rps: t.reply_rps,
+                send_rps: t.reply_rps,
+                p99_ms: t.p99_ms,
+                max_open: 8,
+                label: "server-bound",
+                sustainable: None,
+                closed: true,
+                phase: "sweep",
+            };
+            let seconds = t.duration_s.ceil() as u32;
+            let series = (0..seconds)
+                .map(|sec| {
+                    let covered = (t.duration_s - sec as f64).min(1.0);
+                    let n = (t.reply_rps * covered).round() as u64;
+                    SeriesPoint {
+                        second: sec,
+                        source: SeriesSource::Load,
+                        values: json!({"second": sec, "sent": n, "completed": n, "ok": n,
+                            "errors": {}, "p50_ms": t.p99_ms / 5.0, "p99_ms": t.p99_ms,
+                            "max_ms": t.p99_ms * 3.0, "label": "server-bound"}),
+                    }
+                })
+                .collect();
+            let mut extra = serde_json::Map::new();
+            extra.insert("phase".into(), json!("sweep"));
+            extra.insert("workload".into(), json!(t.workload));
+            if let Some(v) = t.variant {
+                extra.insert("variant".into(), json!(v));
+            }
+            store
+                .record_step(
+                    run,
+                    &StepRecord {
+                        index: index as u32,
+                        parameters: StepParameters {
+                            rate_rps: None,
+                            concurrency: Some(8),
+                            cpu_quota_cores: None,
+                            cores: None,
+                            keepalive: Some(true),
+                            repeat: t.repeat,
+                            extra,
+                        },
+                        summary: summary(&step, t.duration_s),
+                        verdict: None,
+                        label: Some("server-bound".into()),
+                        started_unix_ms: t.start_ms,
+                        finished_unix_ms: t.start_ms + (t.duration_s * 1000.0) as i64,
+                        series,
+                        histograms: vec![HistogramBlob {
+                            second: None,
+                            kind: HistogramKind::Service,
+                            bytes: histogram(t.p99_ms, 500),
+                        }],
+                    },
+                )
+                .unwrap();
+        }
+        store.finish_run(run, Status::Complete).unwrap();
+    }
+    store.finish_study(study, Status::Complete).unwrap();
+    study
+}

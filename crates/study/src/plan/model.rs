@@ -29,6 +29,8 @@ pub struct Target {
     pub dav: bool,
     /// Memory cap in bytes (cgroup memory.max).
     pub memory_max: Option<u64>,
+    /// Started again for the next step after it died (managed targets only).
+    pub restart: crate::spec::Restart,
 }
 
 /// One started copy of a target: the target with one CPU quota and core count. Every

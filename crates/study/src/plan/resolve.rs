@@ -267,6 +267,15 @@ fn resolve_targets(file: &StudyFile, text: &str) -> Result<Vec<Target>, StudyErr
                     invalid(format!("target '{}': memory_max {e}", t.name))
                 })?),
             },
+            restart: match t.restart {
+                crate::spec::Restart::NextStep if kind == TargetKind::External => {
+                    return Err(invalid(format!(
+                        "target '{}': restart needs a managed target (volley does not start what it did not start)",
+                        t.name
+                    )))
+                }
+                r => r,
+            },
         });
     }
     if let Some(names) = &file.sweep.target {

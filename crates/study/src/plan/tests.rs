@@ -177,6 +177,27 @@ fn semantic_errors_are_one_line() {
 }
 
 #[test]
+fn restart_is_off_by_default_and_only_for_managed_targets() {
+    let p = plan(AB).unwrap();
+    assert!(p.targets.iter().all(|t| t.restart == spec::Restart::Never));
+    let on = AB.replace(
+        "kind = \"nginx\"",
+        "kind = \"nginx\"\nrestart = \"next-step\"",
+    );
+    let p = plan(&on).unwrap();
+    assert_eq!(p.targets[1].restart, spec::Restart::NextStep);
+    let ext = AB.replace(
+        "kind = \"nginx\"",
+        "kind = \"external\"\nurl = \"http://127.0.0.1:9\"\nrestart = \"next-step\"",
+    );
+    let e = plan(&ext).unwrap_err().to_string();
+    assert!(e.contains("restart needs a managed target"), "{e}");
+    assert!(
+        plan(&AB.replace("kind = \"nginx\"", "kind = \"nginx\"\nrestart = \"always\"")).is_err()
+    );
+}
+
+#[test]
 fn scale_keeps_rate_steps_judgeable() {
     assert_eq!(
         rate_step_length(Duration::from_millis(1200), Duration::from_secs(12)),

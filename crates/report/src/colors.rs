@@ -1,0 +1,118 @@
+//! One colour per target and per variant of a target, through the whole report: every
+//! chart (interactive or static) and the headline's swatches ask [`Colors`] by the same
+//! key, so a colour means one thing wherever a reader meets it. Groups of one target's
+//! steps (CPU caps, core sets, percentiles) are told apart by dash, never by colour.
+
+use crate::model::{Report, StepReport, TargetReport};
+use crate::svg::PALETTE;
+
+/// Who a line or point belongs to: `target`, or `target · variant` for a step run with
+/// a `[[variant]]` tuning.
+pub fn key(t: &TargetReport, s: &StepReport) -> String {
+    match &s.variant {
+        Some(v) => variant_key(&t.target, v),
+        None => t.target.clone(),
+    }
+}
+
+fn variant_key(target: &str, variant: &str) -> String {
+    format!("{target} \u{b7} {variant}")
+}
+
+/// The report's colour keys, in reading order: each target, then its variants as they
+/// first ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Colors {
+    keys: Vec<String>,
+}
+
+impl Colors {
+    /// Every key of `report`.
+    pub fn of(report: &Report) -> Colors {
+        let mut keys: Vec<String> = Vec::new();
+        for t in &report.targets {
+            keys.push(t.target.clone());
+            for s in &t.steps {
+                let k = key(t, s);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        Colors { keys }
+    }
+
+    /// The colour of `key` (a key the report does not hold gets the palette's last).
+    pub fn get(&self, key: &str) -> &'static str {
+        let i = self
+            .keys
+            .iter()
+            .position(|k| k == key)
+            .unwrap_or(PALETTE.len() - 1);
+        PALETTE[i % PALETTE.len()]
+    }
+
+    /// The colour of a target as a whole (its merged figures, its server's monitor).
+    pub fn target(&self, t: &TargetReport) -> &'static str {
+        self.get(&t.target)
+    }
+
+    /// Every key that some step of `t` ran as, in reading order.
+    pub fn keys_of(&self, t: &TargetReport) -> Vec<&str> {
+        self.keys
+            .iter()
+            .filter(|k| t.steps.iter().any(|s| key(t, s) == **k))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TargetReport;
+
+    fn target(name: &str, variants: &[Option<&str>]) -> TargetReport {
+        TargetReport {
+            run_id: 1,
+            target: name.into(),
+            status: "complete".into(),
+            environment: serde_json::Value::Null,
+            latency_definitions: Vec::new(),
+            steps: variants
+                .iter()
+                .map(|v| {
+                    let mut s = StepReport::blank();
+                    s.variant = v.map(str::to_string);
+                    s
+                })
+                .collect(),
+            capacity: Vec::new(),
+            searches: Vec::new(),
+            repeats: Vec::new(),
+            usl: Vec::new(),
+            percentile_curves: Vec::new(),
+            office: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_target_and_variant_has_its_own_colour_in_reading_order() {
+        let report = Report {
+            schema_version: 1,
+            title: "t".into(),
+            study: None,
+            targets: vec![
+                target("a", &[None, None]),
+                target("b", &[Some("tuned"), None, Some("tuned")]),
+            ],
+        };
+        let c = Colors::of(&report);
+        assert_eq!(c.get("a"), PALETTE[0]);
+        assert_eq!(c.get("b"), PALETTE[1]);
+        assert_eq!(c.get("b \u{b7} tuned"), PALETTE[2]);
+        assert_eq!(c.target(&report.targets[1]), PALETTE[1]);
+        assert_eq!(c.keys_of(&report.targets[1]), ["b", "b \u{b7} tuned"]);
+        assert_eq!(c.keys_of(&report.targets[0]), ["a"]);
+    }
+}
