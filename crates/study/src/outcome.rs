@@ -407,6 +407,20 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
         .filter(|s| judged_for_server(s) && (s.rate.is_some() || !s.mostly_failed()))
         .collect();
     let excluded = steps.len() - server.len();
+    if !steps.is_empty()
+        && steps
+            .iter()
+            .all(|s| s.label == volley_analysis::link::LABEL)
+    {
+        // The link's figure, shown as such: what the link allowed, not the server.
+        let rps: Vec<f64> = steps.iter().map(|s| s.rps).collect();
+        let p99: Vec<f64> = steps.iter().map(|s| s.p99_ms).collect();
+        return format!(
+            "link-bound: {} req/s, p99 {} ms: the shaped link's figure, not the server's",
+            ci_text(&rps, 1),
+            ci_text(&p99, 1)
+        );
+    }
     if server.is_empty() {
         format!(
             "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
@@ -869,6 +883,24 @@ duration = "3s"
         assert!(
             t.contains("at least 300 req/s (not bounded: 1 step above"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn link_bound_steps_show_the_links_figure_not_the_servers() {
+        let p = plan(CONC);
+        let steps: Vec<StepOutcome> = (0..6)
+            .map(|i| step(i, None, 14.0, None, "link-bound"))
+            .collect();
+        let t = table(&p, &steps, &[]).to_string();
+        assert!(
+            t.contains("link-bound: 14.0 req/s")
+                && t.contains("the shaped link's figure, not the server's"),
+            "{t}"
+        );
+        assert!(
+            !t.contains("USL builtin"),
+            "no fit from the link's figures: {t}"
         );
     }
 
