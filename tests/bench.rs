@@ -1,5 +1,5 @@
 //! Integration tests: `volley bench` and the commands that read or print its results: the
-//! load flags, compression, HTTP/2, TLS, headroom, `--save`, `--target`, client profiles,
+//! load flags, compression, HTTP/2, HTTP/3, TLS, headroom, `--save`, `--target`, client profiles,
 //! progress, tables, `demo`, `fixtures`, `report`.
 //!
 //! One binary for the area (Cargo.toml `autotests = false`); each module is one file of
@@ -12,6 +12,7 @@ mod bench_ab_words;
 mod bench_cli;
 mod bench_compress;
 mod bench_h2_compress;
+mod bench_h3;
 mod bench_headroom;
 mod bench_newcomer;
 mod bench_probe;

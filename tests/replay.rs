@@ -1,7 +1,9 @@
 //! Access logs read back and replayed: `volley log phases` on the built-in server's own
-//! log, written while clients bound to their own loopback addresses loaded it. Every
-//! client's loop is bounded in count and time; assertions are on counts and sets,
-//! never on speed.
+//! log, written while clients bound to their own loopback addresses loaded it, and
+//! `volley bench --replay` of a generated log with known instants against the built-in
+//! server, its own log read back. Every client's loop is bounded in count and time;
+//! assertions are on counts, sets and orders; the one timing bound (each request
+//! within a generous lag of its scaled instant) is far above any honest lateness.
 
 use crate::common::Served;
 use socket2::{Domain, Socket, Type};
@@ -198,6 +200,328 @@ fn log_phases_reads_the_example_log_and_a_named_nginx_format() {
     // Read as Combined (the default guess), the same file is refused in one line.
     let (code, _, err) = crate::common::volley(&["log", "phases", nginx.to_str().unwrap()]);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Clients of the generated log, their requests, and the gap between two of one client.
+const CLIENTS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+const PER_CLIENT: u64 = 20;
+const GAP_MS: u64 = 200;
+
+/// A Combined log with microsecond stamps (volley's own layout): client `k`'s request
+/// `i` at `i * GAP_MS + 7k` ms, to `/index.html?c=k&i=i` (200, 5 bytes), every fifth
+/// one to `/missing?c=k&i=i` (404); lines in start order.
+fn known_log() -> (String, Vec<(u64, String)>) {
+    let mut reqs: Vec<(u64, String, &str, u16, u64)> = Vec::new();
+    for (k, ip) in CLIENTS.iter().enumerate() {
+        for i in 0..PER_CLIENT {
+            let at_us = (i * GAP_MS + 7 * k as u64) * 1_000;
+            let (path, status, bytes) = if i % 5 == 4 {
+                ("/missing", 404, 0)
+            } else {
+                ("/index.html", 200, 5)
+            };
+            reqs.push((at_us, format!("{path}?c={k}&i={i}"), ip, status, bytes));
+        }
+    }
+    reqs.sort();
+    let mut text = String::new();
+    for (at_us, target, ip, status, bytes) in &reqs {
+        text += &format!(
+            "{ip} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET {target} HTTP/1.1\" {status} {bytes} \"-\" \"test/1\"\n",
+            at_us / 1_000_000,
+            at_us % 1_000_000
+        );
+    }
+    let planned = reqs.into_iter().map(|(at, t, ..)| (at, t)).collect();
+    (text, planned)
+}
+
+/// A line of the built-in server's log: its instant (µs into the minute) and target.
+fn served_line(line: &str) -> (u64, String) {
+    let stamp = line
+        .split('[')
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap();
+    let secs = stamp.rsplit(':').next().unwrap();
+    let (s, frac) = secs.split_once('.').unwrap();
+    let minute: u64 = stamp.split(':').nth(2).unwrap().parse().unwrap();
+    let us = (minute * 60 + s.parse::<u64>().unwrap()) * 1_000_000 + frac.parse::<u64>().unwrap();
+    let target = line.split('"').nth(1).unwrap().split(' ').nth(1).unwrap();
+    (us, target.to_string())
+}
+
+/// A generated log with known instants replayed at 2x against the built-in server with
+/// its access log on: every logged request arrives once, each client's in its logged
+/// order, each within a bounded lag of its scaled instant; statuses agree with the log;
+/// the server's log read back by `volley log phases` counts the replay's requests.
+#[test]
+fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
+    let dir = tempdir("bench");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let (text, planned) = known_log();
+    let log = dir.join("known.log");
+    std::fs::write(&log, text).unwrap();
+    let served_log = dir.join("served.log");
+    let mut served = Served::start(
+        &dir.join("root"),
+        &["--access-log", served_log.to_str().unwrap()],
+    );
+    let url = format!("http://{}/", served.addr);
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--speed",
+        "2",
+        "-t",
+        "2",
+        "--json",
+        "-q",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let replay = &doc["replay"];
+    let n = planned.len() as u64;
+    assert_eq!(replay["planned"].as_u64(), Some(n), "{replay}");
+    assert_eq!(replay["clients"].as_u64(), Some(3), "{replay}");
+    let fid = &replay["fidelity"];
+    assert_eq!(fid["requests"].as_u64(), Some(n), "{fid}");
+    assert_eq!(fid["same_status_percent"].as_f64(), Some(100.0), "{fid}");
+    assert!(fid["send_lag_ms"]["p99"].as_f64().is_some(), "{fid}");
+    // One connection per logged client (kept alive), none more.
+    let run = &doc["runs"][0];
+    assert_eq!(
+        run["connections_stats"]["opened"].as_u64(),
+        Some(3),
+        "{run}"
+    );
+    assert_eq!(run["requests"]["completed"].as_u64(), Some(n), "{run}");
+
+    // The server's own log: every request once, each client's in its order.
+    let lines: Vec<(u64, String)> = std::fs::read_to_string(&served_log)
+        .unwrap()
+        .lines()
+        .map(served_line)
+        .collect();
+    let mut got: Vec<&str> = lines.iter().map(|(_, t)| t.as_str()).collect();
+    got.sort_unstable();
+    let mut want: Vec<&str> = planned.iter().map(|(_, t)| t.as_str()).collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "every logged request arrives exactly once");
+    for k in 0..CLIENTS.len() {
+        let order: Vec<&str> = lines
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .filter(|t| t.contains(&format!("c={k}&")))
+            .collect();
+        let logged: Vec<String> = (0..PER_CLIENT)
+            .map(|i| {
+                let path = if i % 5 == 4 {
+                    "/missing"
+                } else {
+                    "/index.html"
+                };
+                format!("{path}?c={k}&i={i}")
+            })
+            .collect();
+        assert_eq!(order, logged, "client {k} in its logged order");
+    }
+    // Each arrives at its instant / 2, up to one common offset (the server's clock
+    // and start-up), within a bound far above honest lateness on a busy machine.
+    let at: std::collections::HashMap<&str, u64> =
+        planned.iter().map(|(us, t)| (t.as_str(), us / 2)).collect();
+    let offsets: Vec<i64> = lines
+        .iter()
+        .map(|(us, t)| *us as i64 - at[t.as_str()] as i64)
+        .collect();
+    let spread_ms = (offsets.iter().max().unwrap() - offsets.iter().min().unwrap()) / 1_000;
+    assert!(
+        spread_ms < 500,
+        "requests strayed {spread_ms} ms from their scaled instants"
+    );
+
+    let (code, json, err) =
+        crate::common::volley(&["log", "phases", "--json", served_log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(n), "{json}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The example log replayed against the pages `volley log example --docroot` writes:
+/// every answer has the logged status, and every page its logged size.
+#[test]
+fn the_example_log_replayed_against_its_site_answers_as_logged() {
+    let dir = tempdir("site");
+    let log = dir.join("example.log");
+    let root = dir.join("root");
+    let (code, _, err) = crate::common::volley(&[
+        "log",
+        "example",
+        log.to_str().unwrap(),
+        "--span",
+        "20s",
+        "--rate",
+        "10",
+        "--docroot",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (lines, pages) = (
+        text.lines().count() as f64,
+        text.lines().filter(|l| l.contains("\" 200 ")).count() as f64,
+    );
+    let mut served = Served::start(&root, &[]);
+    let url = format!("http://{}/", served.addr);
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--speed",
+        "10",
+        "--json",
+        "-q",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fid = &doc["replay"]["fidelity"];
+    assert_eq!(fid["requests"].as_f64(), Some(lines), "{fid}");
+    assert_eq!(fid["same_status_percent"].as_f64(), Some(100.0), "{fid}");
+    // Pages are their logged size; the server's own 404 page need not be.
+    let same = fid["same_bytes_percent"].as_f64().unwrap();
+    assert!(
+        same >= 100.0 * pages / lines - 1e-9,
+        "{same} vs {pages} of {lines}: {fid}"
+    );
+    assert!(doc["replay"]["unreached"].is_null(), "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
+/// unparsable log, filters that leave nothing, --loop without an end.
+#[test]
+fn replay_refuses_bad_input_with_one_line() {
+    let dir = tempdir("bench-bad");
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let junk = dir.join("junk.log");
+    std::fs::write(&junk, "this is not\nan access log\n").unwrap();
+    let good = dir.join("good.log");
+    std::fs::write(&good, known_log().0).unwrap();
+    let (missing, good) = (dir.join("missing.log"), good.to_str().unwrap().to_string());
+    let url = "http://127.0.0.1:9/";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec![missing.to_str().unwrap()], "cannot read"),
+        (vec![empty.to_str().unwrap()], "no requests in the log"),
+        (vec![junk.to_str().unwrap()], "--log-format"),
+        (vec![&good, "--only-method", "PUT"], "nothing to replay"),
+        (vec![&good, "--only-path", "^/nowhere"], "nothing to replay"),
+        (vec![&good, "--loop"], "give -d or -n"),
+        (
+            vec![&good, "--rate", "10"],
+            "cannot be combined with --rate",
+        ),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec!["bench", "--replay"];
+        args.extend(extra.iter().copied());
+        args.push(url);
+        let (code, _, err) = crate::common::volley(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A study's `kind = "replay"` workload: a rate step against the built-in server plays
+/// the log at speed rate / its mean rate, every answer counted; the plan names the
+/// log's mean rate, and request keys on a replay workload are refused in one line.
+#[test]
+fn a_replay_study_step_plays_its_log_at_the_steps_speed() {
+    let dir = tempdir("study");
+    // 60 requests of three clients, 100 ms apart: 10 req/s at speed 1, all to a page
+    // the sizes fixture has.
+    let text: String = (0..60u64)
+        .map(|i| {
+            format!(
+                "10.0.0.{} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET /index.html?i={i} HTTP/1.1\" 200 5 \"-\" \"t\"\n",
+                i % 3,
+                i / 10,
+                (i % 10) * 100_000
+            )
+        })
+        .collect();
+    let log = dir.join("site.log");
+    std::fs::write(&log, text).unwrap();
+    let study = |extra: &str| {
+        format!(
+            r#"
+name = "replay-test"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "site"
+kind = "replay"
+log = "{}"
+{extra}
+[load]
+model = "open"
+[sweep]
+rate = [20]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+[slo]
+p99 = "2s"
+"#,
+            log.display()
+        )
+    };
+    let file = dir.join("replay.toml");
+    std::fs::write(&file, study("")).unwrap();
+    let db = dir.join("r.db");
+    let (code, out, err) = crate::common::volley(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // 60 requests, 59 gaps over 5.9 s.
+    assert!(out.contains("mean 10.0 req/s = speed 1"), "{out}");
+    let both = format!("{out}\n{err}");
+    let step = both
+        .lines()
+        .find(|l| l.contains("builtin site rate=20") && l.contains("req/s"))
+        .unwrap_or_else(|| panic!("no step line: {both}"));
+    assert!(step.contains(" 0 errors"), "{step}");
+
+    std::fs::write(&file, study("paths = [\"/x\"]")).unwrap();
+    let (code, _, err) =
+        crate::common::volley(&["study", "run", file.to_str().unwrap(), "--dry-run"]);
+    assert_eq!((code, err.trim().lines().count()), (2, 1), "{err}");
+    assert!(err.contains("paths is not a replay key"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

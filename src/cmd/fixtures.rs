@@ -33,11 +33,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let kind = match args.name.as_str() {
         "uniserve" => Fixture::Uniserve,
         "sizes" => Fixture::Sizes,
+        "site" => Fixture::Site,
         "groupware" => Fixture::Groupware {
             users: args.users,
             items: args.items,
         },
-        other => usage!("unknown fixture set {other:?} (expected uniserve, sizes or groupware)"),
+        other => {
+            usage!("unknown fixture set {other:?} (expected uniserve, sizes, site or groupware)")
+        }
     };
     if args.dir.exists() && !args.dir.is_dir() {
         usage!("{} exists and is not a directory", args.dir.display());

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use volley_replay::generate::{write_site_log, SiteModel};
+use volley_replay::generate::{write_site_log, write_site_pages, SiteModel};
 use volley_replay::phases::{self, LogPhase};
 use volley_replay::{LogError, LogFormat, LogReader, ReaderOptions, Skips};
 
@@ -51,6 +51,10 @@ struct ExampleArgs {
     /// Mean requests per second over the span.
     #[arg(long, default_value_t = 50.0, value_parser = positive_rate)]
     rate: f64,
+    /// Also write the pages the log asks for into this directory, each of its logged
+    /// size, so a server serving it answers the log as logged (a replay's docroot).
+    #[arg(long, value_name = "DIR")]
+    docroot: Option<PathBuf>,
 }
 
 fn positive_rate(s: &str) -> Result<f64, String> {
@@ -169,6 +173,10 @@ fn write_example(a: ExampleArgs) -> anyhow::Result<ExitCode> {
         mean_rate: a.rate,
         ..SiteModel::default()
     };
+    if let Some(dir) = &a.docroot {
+        write_site_pages(dir)
+            .map_err(|e| UsageError(format!("cannot write pages into {}: {e}", dir.display())))?;
+    }
     if a.file.as_os_str() == "-" {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         write_site_log(&model, &mut out)?;

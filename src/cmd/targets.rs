@@ -34,6 +34,9 @@ pub struct Args {
     /// With --tls: offer HTTP/2 by ALPN (nginx, apache-event, lighttpd, caddy).
     #[arg(long, requires = "tls")]
     h2: bool,
+    /// With --tls: offer HTTP/3 too (QUIC on the same port number; caddy only).
+    #[arg(long, requires = "tls")]
+    h3: bool,
     /// Show the configuration with gzip (level 6) and Brotli (quality 11) on; Caddy
     /// 2.6 has no Brotli encoder and gets gzip alone.
     #[arg(long, requires = "show_config")]
@@ -157,8 +160,12 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             "{kind} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)"
         );
     }
+    if args.h3 && !kind.supports_http3() {
+        usage!("{kind} cannot offer HTTP/3 (supported: caddy)");
+    }
     let settings = ServerSettings {
         workers: args.workers,
+        http3: args.h3,
         keep_alive: !args.no_keep_alive,
         access_log: args.access_log,
         http2: args.h2,

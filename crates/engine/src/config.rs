@@ -34,6 +34,25 @@ pub enum LoadModel {
         /// Seed of the schedule (Poisson) so a run can be repeated exactly.
         seed: u64,
     },
+    /// Open loop on the instants the request source gives
+    /// ([`RequestSource::next_instant`]): a replayed log. Each worker sends its
+    /// source's requests at their own instants, whatever the server does.
+    Scheduled {
+        /// The schedule's mean rate, requests per second, for the report and the
+        /// generator's self-check (the instants themselves come from the source).
+        rate: f64,
+    },
+}
+
+/// When a scheduled source's next request is due ([`LoadModel::Scheduled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextInstant {
+    /// At this many ns after the run's start.
+    At(u64),
+    /// Not known yet (the schedule is still being read): ask again shortly.
+    Pending,
+    /// The schedule is over.
+    Over,
 }
 
 /// When the run ends: whichever limit comes first. At least one must be set.
@@ -72,6 +91,10 @@ pub struct Request {
     pub bytes: Vec<u8>,
     /// Index of this request in its source (reported in [`crate::Sample::request_index`]).
     pub index: u32,
+    /// Requests of one lane (a replayed log's client) go over HTTP/1.1 on that lane's
+    /// own connection, one at a time and in order, as the client sent them; `None`:
+    /// any connection.
+    pub lane: Option<u32>,
 }
 
 /// Supplies the requests one worker sends, in order. Study workloads (a CalDAV client
@@ -90,6 +113,16 @@ pub trait RequestSource: Send {
     /// A response to `request` finished (successfully or not; `status` is 0 when there
     /// was none). `body` is empty unless [`RequestSource::wants_body`] is true.
     fn on_response(&mut self, _request: &Request, _status: u16, _body: &[u8]) {}
+
+    /// [`LoadModel::Scheduled`] only: when the request [`RequestSource::next_request`]
+    /// returns next is due. Other models never ask.
+    fn next_instant(&mut self) -> NextInstant {
+        NextInstant::Over
+    }
+
+    /// The sample of a request of this source, as the sink gets it (a replay compares
+    /// it with the log). Called just before [`RequestSource::on_response`].
+    fn on_sample(&mut self, _request: &Request, _sample: &crate::Sample) {}
 }
 
 /// Makes one [`RequestSource`] per worker thread. `worker` is the thread's index and
@@ -146,6 +179,14 @@ pub enum HttpVersion {
         /// SETTINGS_MAX_CONCURRENT_STREAMS).
         streams: u32,
     },
+    /// HTTP/3 over QUIC (UDP, same port number): TLS 1.3 with ALPN `h3` is part of
+    /// the QUIC handshake, so a TLS target is required. Each connection carries up
+    /// to `streams` requests at once, as for HTTP/2.
+    H3 {
+        /// Concurrent request streams per connection (also capped by the server's
+        /// initial_max_streams_bidi).
+        streams: u32,
+    },
 }
 
 /// TLS for a run: the client options and the name the server is checked against.
@@ -159,7 +200,7 @@ pub struct TlsTarget {
     pub server_name: String,
 }
 
-/// The protocol stack under the requests: TLS or not, HTTP/1.1 or HTTP/2.
+/// The protocol stack under the requests: TLS or not, HTTP/1.1, HTTP/2 or HTTP/3.
 ///
 /// Kept apart from [`LoadConfig`] (how much load, when to stop) because it says how
 /// the bytes travel rather than how many requests go; the default is plain HTTP/1.1,
@@ -168,7 +209,7 @@ pub struct TlsTarget {
 pub struct Wire {
     /// `None`: plain TCP.
     pub tls: Option<TlsTarget>,
-    /// HTTP/1.1 or HTTP/2.
+    /// HTTP/1.1, HTTP/2 or HTTP/3.
     pub http: HttpVersion,
     /// Content coding and expected body every response must meet, over HTTP/1.1
     /// and HTTP/2 alike; the default checks nothing.

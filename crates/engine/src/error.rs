@@ -29,9 +29,12 @@ pub enum EngineError {
     /// unreadable CA or certificate file, a host that is no valid server name).
     #[error("TLS setup: {0}")]
     Tls(#[from] volley_tls::TlsConfigError),
-    /// HTTP/2 was asked for with zero streams per connection.
-    #[error("the number of HTTP/2 streams per connection must be at least 1")]
+    /// HTTP/2 or HTTP/3 was asked for with zero streams per connection.
+    #[error("the number of streams per connection must be at least 1")]
     ZeroStreams,
+    /// HTTP/3 was asked for without TLS: QUIC always runs TLS 1.3.
+    #[error("HTTP/3 needs an https:// target (QUIC always runs TLS 1.3)")]
+    H3NeedsTls,
     /// The OS refused a worker thread or its event queue.
     #[error("could not start worker {worker}: {source}")]
     Worker {

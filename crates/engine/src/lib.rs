@@ -14,6 +14,7 @@ pub mod http1;
 pub mod http_url;
 mod live;
 pub mod pacer;
+pub mod quic;
 mod run;
 pub mod sample;
 pub mod source;
@@ -26,7 +27,7 @@ pub use decode::{BodySpec, Coding};
 pub use error::EngineError;
 pub use http_url::{HttpUrl, ResolveError, UrlError};
 pub use live::{Live, LiveSnapshot};
-pub use run::{run, run_with, RunOutcome};
+pub use run::{run, run_with, RunOutcome, ALPN_H3};
 pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
 /// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.

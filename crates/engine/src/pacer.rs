@@ -9,7 +9,11 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::Arrival;
+use crate::{Arrival, NextInstant};
+
+/// A scheduled source whose next instant is not read yet is asked again this soon
+/// (its reader normally runs far ahead, so this is rare: a slow disk, a huge line).
+pub const PENDING_RETRY_NS: u64 = 100_000;
 
 const NS_PER_S: f64 = 1e9;
 
@@ -119,24 +123,59 @@ pub enum Pace {
     Done,
 }
 
-/// A [`Schedule`] bounded by the run's duration.
+/// A [`Schedule`] bounded by the run's duration, or (a replay) the instants the request
+/// source gives, bounded the same way.
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    schedule: Schedule,
+    /// `None`: the source's own instants ([`crate::LoadModel::Scheduled`]).
+    schedule: Option<Schedule>,
     end_ns: Option<u64>,
 }
 
 impl Pacer {
     /// Paces `schedule` until `end_ns` (exclusive); `None` means no time limit.
     pub fn new(schedule: Schedule, end_ns: Option<u64>) -> Self {
-        Pacer { schedule, end_ns }
+        Pacer {
+            schedule: Some(schedule),
+            end_ns,
+        }
+    }
+
+    /// Paces the instants a scheduled source gives, until `end_ns` (exclusive).
+    pub fn scheduled(end_ns: Option<u64>) -> Self {
+        Pacer {
+            schedule: None,
+            end_ns,
+        }
+    }
+
+    /// True when the instants come from the source ([`Pacer::pace_next`]).
+    pub fn is_scheduled(&self) -> bool {
+        self.schedule.is_none()
+    }
+
+    /// What to do about a scheduled source's next request, due at `next`: like
+    /// [`Pacer::pace`], but a schedule that is over ends the worker at once (a replay
+    /// ends with its log, not at the duration limit), and one not yet read waits
+    /// [`PENDING_RETRY_NS`]. Pure: no clock, no I/O.
+    pub fn pace_next(&self, elapsed_ns: u64, next: NextInstant) -> Pace {
+        match next {
+            NextInstant::Over => Pace::Done,
+            NextInstant::Pending => Pace::Wait(PENDING_RETRY_NS),
+            NextInstant::At(due_ns) if self.end_ns.is_some_and(|end| due_ns >= end) => Pace::Done,
+            NextInstant::At(due_ns) if due_ns <= elapsed_ns => Pace::SendNow(due_ns),
+            NextInstant::At(due_ns) => Pace::Wait(due_ns - elapsed_ns),
+        }
     }
 
     /// Given the time since the run started and how many arrivals this worker has
     /// already sent (or queued), what to do next. Depends on nothing else: no clock,
     /// no I/O.
     pub fn pace(&mut self, elapsed_ns: u64, sent: u64) -> Pace {
-        let due_ns = self.schedule.intended_ns(sent);
+        let Some(schedule) = self.schedule.as_mut() else {
+            return Pace::Done;
+        };
+        let due_ns = schedule.intended_ns(sent);
         if let Some(end) = self.end_ns.filter(|end| due_ns >= *end) {
             // No arrival is left, but the run lasts until its end: an open-loop step of
             // 1 s at 1 req/s measures one request over a second, not over the 5 ms its
@@ -178,6 +217,33 @@ mod tests {
         all.sort_unstable();
         let want: Vec<u64> = (0..40).map(|k| k * 1_000_000).collect();
         assert_eq!(all, want);
+    }
+
+    #[test]
+    fn scheduled_pace_table() {
+        // A replay whose run may last 10 ms.
+        let p = Pacer::scheduled(Some(10_000_000));
+        let cases: [(u64, NextInstant, Pace); 7] = [
+            (0, NextInstant::At(0), Pace::SendNow(0)),
+            (0, NextInstant::At(2_000), Pace::Wait(2_000)),
+            // Behind: overdue requests go at once with their logged instants.
+            (5_000, NextInstant::At(2_000), Pace::SendNow(2_000)),
+            (5_000, NextInstant::Pending, Pace::Wait(PENDING_RETRY_NS)),
+            // The log ends: the worker ends, however long the run could still last.
+            (5_000, NextInstant::Over, Pace::Done),
+            // A request past the run's end is never sent.
+            (5_000, NextInstant::At(10_000_000), Pace::Done),
+            (
+                9_999_999,
+                NextInstant::At(9_999_999),
+                Pace::SendNow(9_999_999),
+            ),
+        ];
+        for (elapsed, next, want) in cases {
+            assert_eq!(p.pace_next(elapsed, next), want, "{elapsed} {next:?}");
+        }
+        assert!(p.is_scheduled());
+        assert_eq!(Pacer::scheduled(None).clone().pace(0, 0), Pace::Done);
     }
 
     #[test]

@@ -72,12 +72,18 @@ where
     F: Fn(usize) -> S,
 {
     validate(cfg)?;
-    if wire.http == (HttpVersion::H2 { streams: 0 }) {
+    if matches!(
+        wire.http,
+        HttpVersion::H2 { streams: 0 } | HttpVersion::H3 { streams: 0 }
+    ) {
         return Err(EngineError::ZeroStreams);
+    }
+    if matches!(wire.http, HttpVersion::H3 { .. }) && wire.tls.is_none() {
+        return Err(EngineError::H3NeedsTls);
     }
     let workers = match cfg.model {
         LoadModel::Closed => cfg.threads.min(cfg.connections),
-        LoadModel::Open { .. } => cfg.threads,
+        LoadModel::Open { .. } | LoadModel::Scheduled { .. } => cfg.threads,
     };
     let end_ns = cfg.stop.duration.map(duration_ns);
     let mut shares = worker_shares(cfg, workers, end_ns);
@@ -123,6 +129,9 @@ where
     Ok(outcome)
 }
 
+/// The ALPN token of HTTP/3 (RFC 9114 §3.1).
+pub const ALPN_H3: &str = "h3";
+
 /// Each worker's share of the connections, of the cap and (open loop) of the rate,
 /// with its own pacer over its interleaved part of the one seeded schedule.
 fn worker_shares(cfg: &LoadConfig, workers: usize, end_ns: Option<u64>) -> Vec<WorkerShare> {
@@ -150,6 +159,12 @@ fn worker_shares(cfg: &LoadConfig, workers: usize, end_ns: Option<u64>) -> Vec<W
                         end_ns,
                     )),
                 },
+                LoadModel::Scheduled { .. } => WorkerShare {
+                    connections,
+                    reserved: 0,
+                    max_connections: share(cap_total, workers, i).max(1),
+                    pacer: Some(Pacer::scheduled(end_ns)),
+                },
             }
         })
         .collect()
@@ -167,18 +182,22 @@ fn tls_connectors(
         return Ok(Vec::new());
     };
     let mut client = t.client.clone();
-    let h2 = matches!(wire.http, HttpVersion::H2 { .. });
-    client.alpn = if h2 {
-        vec![volley_tls::ALPN_H2.to_string()]
-    } else {
-        vec![volley_tls::ALPN_HTTP11.to_string()]
+    let (alpn, required) = match wire.http {
+        HttpVersion::H2 { .. } => (volley_tls::ALPN_H2, true),
+        // QUIC runs TLS 1.3 only, and a server must agree to h3 (RFC 9114 §3.1).
+        HttpVersion::H3 { .. } => {
+            client.versions = volley_tls::VersionPolicy::Tls13;
+            (ALPN_H3, true)
+        }
+        HttpVersion::Http1 => (volley_tls::ALPN_HTTP11, false),
     };
+    client.alpn = vec![alpn.to_string()];
     let connectors = (0..workers)
         .map(|_| {
             TlsConnector::new(
                 &client,
                 &t.server_name,
-                h2,
+                required,
                 tls_failures.clone(),
                 full_handshakes.clone(),
             )
@@ -253,7 +272,9 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
     if cfg.threads == 0 {
         return Err(EngineError::ZeroThreads);
     }
-    if cfg.stop.requests.is_none() && cfg.stop.duration.is_none() {
+    // A scheduled source ends with its schedule; the other models need a limit.
+    let ends_itself = matches!(cfg.model, LoadModel::Scheduled { .. });
+    if cfg.stop.requests.is_none() && cfg.stop.duration.is_none() && !ends_itself {
         return Err(EngineError::NoStopCondition);
     }
     if cfg.timeout.is_zero() {
@@ -264,10 +285,14 @@ fn validate(cfg: &LoadConfig) -> Result<(), EngineError> {
     }
     match cfg.model {
         LoadModel::Closed if cfg.connections == 0 => Err(EngineError::ZeroConnections),
-        LoadModel::Open { .. } if cfg.connections.max(cfg.max_connections) == 0 => {
+        LoadModel::Open { .. } | LoadModel::Scheduled { .. }
+            if cfg.connections.max(cfg.max_connections) == 0 =>
+        {
             Err(EngineError::ZeroConnections)
         }
-        LoadModel::Open { rate, .. } if !(rate.is_finite() && rate > 0.0) => {
+        LoadModel::Open { rate, .. } | LoadModel::Scheduled { rate }
+            if !(rate.is_finite() && rate > 0.0) =>
+        {
             Err(EngineError::BadRate(rate))
         }
         _ => Ok(()),

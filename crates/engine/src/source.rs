@@ -126,6 +126,7 @@ impl RequestTemplate {
             path: self.path.clone(),
             bytes: out,
             index,
+            lane: None,
         })
     }
 }

@@ -76,6 +76,22 @@ impl TlsConnector {
         })
     }
 
+    /// The rustls config (for QUIC, which runs its own TLS over it).
+    pub(crate) fn rustls_config(&self) -> Arc<ClientConfig> {
+        self.config.clone()
+    }
+
+    /// The name the server's certificate is checked against (and SNI).
+    pub(crate) fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    /// Counts one failure of class `name` (QUIC handshakes fail inside quinn-proto,
+    /// which reports a TLS alert code rather than a rustls error).
+    pub(crate) fn count_class(&self, name: &'static str) {
+        self.failures.add(name);
+    }
+
     /// A new client session for one connection.
     pub(crate) fn session(&self) -> io::Result<TlsSession> {
         TlsSession::new(self.config.clone(), &self.server_name)

@@ -5,6 +5,8 @@ mod common;
 
 mod conn_wait;
 mod h2_compress;
+mod h3_udp;
+mod lanes;
 mod load;
 mod nginx_tls;
 mod tls_h2;

@@ -156,7 +156,7 @@ fn run_info(
         threads: workers,
         connections: m.cfg.connections,
         streams_per_connection: match m.wire.http {
-            HttpVersion::H2 { streams } => streams.max(1),
+            HttpVersion::H2 { streams } | HttpVersion::H3 { streams } => streams.max(1),
             HttpVersion::Http1 => 1,
         },
         max_connections,
@@ -195,6 +195,14 @@ pub fn model_of(cfg: &LoadConfig) -> (Model, usize) {
                     Arrival::Constant => "constant".into(),
                     Arrival::Poisson => "poisson".into(),
                 },
+            },
+            cfg.max_connections,
+        ),
+        // A replay: the log's own instants, at their mean rate.
+        LoadModel::Scheduled { rate } => (
+            Model::Open {
+                rate_per_s: rate,
+                arrival: "replay".into(),
             },
             cfg.max_connections,
         ),

@@ -1,5 +1,5 @@
 //! What a run's bytes travelled over, for the summary: protocol, TLS (versions,
-//! resumption, what the server agreed to, failures by cause), HTTP/2 events, and the
+//! resumption, what the server agreed to, failures by cause), HTTP/2 and HTTP/3 events, and the
 //! cold first request (`volley bench --first-request`).
 //!
 //! Place in the flow: the CLI fills these from the engine's `RunOutcome` and its own
@@ -17,8 +17,11 @@ pub struct WireReport {
     pub protocol: String,
     /// TLS details; `None` over plain TCP.
     pub tls: Option<TlsReport>,
-    /// HTTP/2 events; `None` over HTTP/1.1.
+    /// HTTP/2 events; `None` over HTTP/1.1 and HTTP/3.
     pub h2: Option<H2Report>,
+    /// HTTP/3 (QUIC) events; `None` otherwise (and left out of JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub h3: Option<H3Report>,
     /// The content coding asked for (`Accept-Encoding`), if any.
     pub compression: Option<String>,
 }
@@ -60,6 +63,33 @@ pub struct H2Report {
     /// Streams volley cancelled (RST_STREAM(CANCEL)) because they outlived the timeout;
     /// each is also a censored `timeout`. The connection kept serving other streams.
     pub cancelled_streams: u64,
+}
+
+/// HTTP/3 connection and stream events of a run: errors by kind, as QUIC has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct H3Report {
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Streams reset by the server (each a `reset` error).
+    pub stream_resets: u64,
+    /// Connections volley closed on a protocol error of the server's (a broken
+    /// frame, a QPACK section; each open stream a `malformed` error).
+    pub connection_errors: u64,
+    /// Streams volley cancelled because they outlived the timeout (each a `timeout`).
+    pub cancelled_streams: u64,
+    /// QUIC handshakes completed.
+    pub handshakes: u64,
+    /// QUIC handshakes that failed (TLS alert, no answer on UDP, version mismatch).
+    pub handshake_failures: u64,
+    /// Connections that hit the QUIC idle timeout.
+    pub idle_timeouts: u64,
+    /// Connections or streams lost to QPACK.
+    pub qpack_errors: u64,
+    /// Busy connections the server closed (CONNECTION_CLOSE).
+    pub peer_closes: u64,
+    /// The code of the last CONNECTION_CLOSE the server sent (QUIC transport code,
+    /// or an HTTP/3 code such as 0x100 H3_NO_ERROR).
+    pub last_close_code: Option<u64>,
 }
 
 /// The first request of the invocation, on a fresh connection, before the run:

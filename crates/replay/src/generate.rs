@@ -40,7 +40,7 @@ impl Default for SiteModel {
     }
 }
 
-const PAGES: usize = 50;
+const PAGES: usize = volley_fixtures::SITE_PAGES;
 const CROWD: u32 = 200;
 const HEAVY: [&str; 3] = ["198.51.100.7", "198.51.100.8", "203.0.113.50"];
 const BURSTS: u32 = 5;
@@ -91,11 +91,7 @@ pub fn write_site_log(m: &SiteModel, out: &mut impl Write) -> std::io::Result<u6
                 x < 0.0
             });
             let page = page.unwrap_or(PAGES - 1);
-            (
-                format!("/page/{page}.html"),
-                200,
-                1_024 + 997 * page as u64 % 40_000,
-            )
+            (format!("/page/{page}.html"), 200, page_bytes(page))
         };
         let at_us = (m.start_unix_s as f64 * 1e6 + t * 1e6) as u64;
         writeln!(
@@ -105,6 +101,21 @@ pub fn write_site_log(m: &SiteModel, out: &mut impl Write) -> std::io::Result<u6
         )?;
         lines += 1;
     }
+}
+
+/// The logged size of page `page`: the `site` fixture's (`volley_fixtures::Fixture::Site`),
+/// so a replay against that docroot gets the logged sizes.
+fn page_bytes(page: usize) -> u64 {
+    volley_fixtures::site_page_bytes(page)
+}
+
+/// Writes the pages the example log asks for under `dir`: the `site` fixture set
+/// (`page/N.html` each of its logged size, and an index), so that a server serving `dir`
+/// answers the log as logged (the `/missing/` paths stay missing). Returns the files
+/// written.
+pub fn write_site_pages(dir: &std::path::Path) -> Result<u64, volley_fixtures::FixtureError> {
+    let m = volley_fixtures::generate(&volley_fixtures::Fixture::Site, dir, 1)?;
+    Ok(m.files.len() as u64)
 }
 
 /// `01/Jan/2026:00:00:00.000000 +0000` for microseconds since the epoch.

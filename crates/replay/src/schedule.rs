@@ -108,6 +108,8 @@ pub struct Planned {
     pub logged_status: Option<u16>,
     /// The body size the log had.
     pub logged_bytes: Option<u64>,
+    /// The request time the log had, µs.
+    pub logged_request_time_us: Option<u64>,
     /// The log line.
     pub line: u64,
 }
@@ -204,6 +206,7 @@ impl Planner {
             target,
             logged_status: r.status,
             logged_bytes: r.bytes,
+            logged_request_time_us: r.request_time_us,
             line: r.line,
         })
     }

@@ -1,5 +1,6 @@
-//! Seeded short runs of the HTTP/2 fuzz targets (`fuzz/fuzz_targets/`): the same
-//! harness functions libFuzzer drives (`volley_h2::fuzzing`, `volley_server::fuzzing`),
+//! Seeded short runs of the HTTP/2 and HTTP/3 fuzz targets (`fuzz/fuzz_targets/`): the same
+//! harness functions libFuzzer drives (`volley_h2::fuzzing`, `volley_h3::fuzzing`,
+//! `volley_server::fuzzing`),
 //! fed the committed corpus, every committed regression input, and a few thousand
 //! inputs mutated from the corpus by a seeded generator. A panic in a harness (a crash,
 //! or one of its assertions) fails the test; the long runs are `cargo +nightly fuzz run`
@@ -25,5 +26,19 @@ fn h2_server_frames_short_run() {
         "h2_server_frames",
         3,
         volley_server::fuzzing::h2_server_frames,
+    );
+}
+
+#[test]
+fn qpack_h3_decoder_short_run() {
+    short_run("qpack_h3_decoder", 4, volley_h3::fuzzing::qpack_h3_decoder);
+}
+
+#[test]
+fn h3_client_streams_short_run() {
+    short_run(
+        "h3_client_streams",
+        5,
+        volley_h3::fuzzing::h3_client_streams,
     );
 }

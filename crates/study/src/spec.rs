@@ -277,6 +277,8 @@ pub enum FixtureKind {
     Uniserve,
     /// 700 B .. 145 KB files (seed 000).
     Sizes,
+    /// The example site `volley log example` logs (a replay's pages).
+    Site,
     /// iCalendar collections (seed 000).
     Groupware,
 }
@@ -287,10 +289,15 @@ pub enum FixtureKind {
 pub struct WorkloadDef {
     /// Name in results (e.g. `L1`).
     pub name: String,
-    /// `"http"` (the default: requests for `paths`) or `"caldav"`: an office of calendar
-    /// clients (volley-office) syncing against the target's DAV accounts.
+    /// `"http"` (the default: requests for `paths`), `"caldav"`: an office of calendar
+    /// clients (volley-office) syncing against the target's DAV accounts, or `"replay"`:
+    /// the access log `log` replayed, each step at speed rate / the log's mean rate.
     #[serde(default)]
     pub kind: Option<String>,
+    /// replay: the access log (plain or gzip, Combined, Common or JSON lines), from the
+    /// directory volley runs in.
+    #[serde(default)]
+    pub log: Option<String>,
     /// Request paths (`/index1.html`), sent to the target's address (http workloads).
     #[serde(default)]
     pub paths: Vec<String>,

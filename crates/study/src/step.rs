@@ -16,6 +16,9 @@ use volley_engine::{
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
 use volley_metrics::{Recorder, RunInfo, Summary};
+use volley_replay::schedule::ReplayOptions;
+use volley_replay::source::{scheduled_within, ReplayFactory, ReplaySpec, RequestShape};
+use volley_replay::ReaderOptions;
 use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
 
@@ -58,6 +61,9 @@ pub enum StepError {
     /// few DAV accounts.
     #[error("office: {0}")]
     Office(String),
+    /// A replay step cannot be run as planned.
+    #[error("replay: {0}")]
+    Replay(String),
 }
 
 /// The measured and judged step, ready for the store.
@@ -116,6 +122,9 @@ pub(crate) fn load_config(
     stop_flag: Arc<AtomicBool>,
 ) -> Result<LoadConfig, StepError> {
     let host = addr.to_string();
+    if let Some(r) = &w.replay {
+        return replay_config(w, r, cell, rate, addr, stop, stop_flag);
+    }
     let mut built: Vec<Request> = Vec::with_capacity(w.paths.len());
     for (i, p) in w.paths.iter().enumerate() {
         let mut tpl = RequestTemplate::new(&w.method, p, &host).keep_alive(cell.keepalive);
@@ -148,6 +157,63 @@ pub(crate) fn load_config(
         connect_timeout: w.load.timeout.min(Duration::from_secs(10)),
         accept_status: StatusRange::default(),
         source: Arc::new(source),
+        stop_flag,
+    })
+}
+
+/// A replay step's engine configuration: the log at speed `rate` / its mean rate, on
+/// the instants it gives (looped to fill the step), each logged client on its own
+/// connection; every status is an answer (a logged 404 is the site's).
+fn replay_config(
+    w: &Workload,
+    r: &crate::plan::ReplayLoad,
+    cell: &Cell,
+    rate: Option<f64>,
+    addr: SocketAddr,
+    stop: StopCondition,
+    stop_flag: Arc<AtomicBool>,
+) -> Result<LoadConfig, StepError> {
+    let Some(rate) = rate else {
+        return Err(StepError::Replay(format!(
+            "workload '{}' replays a log: give its steps rates (speed = rate / {:.1} req/s, the log's mean rate)",
+            w.name, r.mean_rate
+        )));
+    };
+    let spec = ReplaySpec {
+        path: r.log.clone(),
+        read: ReaderOptions::default(),
+        plan: ReplayOptions {
+            speed: rate / r.mean_rate,
+            ..ReplayOptions::default()
+        },
+        shape: RequestShape {
+            host: addr.to_string(),
+            headers: w.headers.clone(),
+            keep_alive: true,
+        },
+        repeat: true,
+    };
+    // Offered: what the schedule holds within the step, not the log's mean (a step
+    // of its quiet start offers less, one of a burst more).
+    let offered = match stop.duration {
+        Some(d) if !d.is_zero() => {
+            let n = scheduled_within(&spec, d).map_err(|e| StepError::Replay(e.to_string()))?;
+            (n as f64 / d.as_secs_f64()).max(f64::MIN_POSITIVE)
+        }
+        _ => rate,
+    };
+    Ok(LoadConfig {
+        addr,
+        threads: w.load.threads as usize,
+        connections: 0,
+        max_connections: w.load.max_connections.max(cell.concurrency) as usize,
+        keep_alive: true,
+        model: LoadModel::Scheduled { rate: offered },
+        stop,
+        timeout: w.load.timeout,
+        connect_timeout: w.load.timeout.min(Duration::from_secs(10)),
+        accept_status: StatusRange { min: 100, max: 599 },
+        source: Arc::new(ReplayFactory::new(spec)),
         stop_flag,
     })
 }
@@ -282,10 +348,15 @@ pub(crate) fn run_step(
             "{}://{}{}",
             if wire.tls.is_some() { "https" } else { "http" },
             target.addr,
-            w.paths[0]
+            w.paths.first().map_or("/", String::as_str)
         ),
         method: w.method.clone(),
         stream: None,
+    };
+    // A replay is judged against what its schedule offered within the step.
+    let rate = match (&cfg.model, rate) {
+        (LoadModel::Scheduled { rate: offered }, Some(_)) => Some(*offered),
+        _ => rate,
     };
     let watch = step_watch(target, load_stop, stop_flag);
     // The workers' in-flight integrals bracket the run (no warm-up inside it: the

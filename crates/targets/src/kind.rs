@@ -103,6 +103,13 @@ impl TargetKind {
         )
     }
 
+    /// Whether volley can configure this kind to offer HTTP/3 (QUIC on the same port
+    /// number over UDP): Caddy only, since Debian's nginx 1.22, Apache and lighttpd
+    /// have none and the built-in server's is not written yet.
+    pub fn supports_http3(self) -> bool {
+        matches!(self, TargetKind::Caddy)
+    }
+
     /// Whether volley can make this kind answer `Content-Encoding: br`. Caddy 2.6 ships
     /// gzip and zstd encoders only; nginx needs Debian's brotli modules (checked at
     /// start); the built-in server serves `.br` siblings volley writes.

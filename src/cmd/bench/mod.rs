@@ -11,6 +11,7 @@
 
 pub mod caldav;
 pub mod load;
+pub mod replay;
 pub mod save;
 pub mod target;
 pub mod wire;
@@ -47,6 +48,9 @@ pub struct Args {
     /// The CalDAV office workload (`--caldav USERS`): src/cmd/bench/caldav.rs.
     #[command(flatten)]
     pub caldav: CaldavArgs,
+    /// Replaying an access log (`--replay FILE`): src/cmd/bench/replay.rs.
+    #[command(flatten)]
+    pub replay: replay::ReplayArgs,
 }
 
 /// Where results go, and what is printed.
@@ -77,6 +81,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
         return caldav::run(args.caldav, args.load, &args.target);
     }
+    if args.replay.is_set() {
+        if args.target.is_set() || args.save.save {
+            crate::exit::usage!("--replay runs against a URL for now: drop --target and --save");
+        }
+        return replay::run(args.load, args.replay);
+    }
     if args.target.is_set() {
         return target::run(args.load, args.target, args.save);
     }
@@ -90,7 +100,9 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
     let mut spec = load::resolve(&a)?;
     let addr = spec.cfg.addr;
-    if let Some(why) = probe(addr) {
+    let h3 = matches!(spec.wire.wire.http, volley_engine::HttpVersion::H3 { .. });
+    let refused = if h3 { probe_udp(addr) } else { probe(addr) };
+    if let Some(why) = refused {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
     }
     let mut first = spec.prepare()?;
@@ -204,6 +216,32 @@ fn probe(addr: SocketAddr) -> Option<String> {
             std::io::ErrorKind::TimedOut => "connect timed out".into(),
             _ => e.to_string(),
         }),
+    }
+}
+
+/// `--h3`'s probe: one byte over UDP. A port nobody listens on answers with an ICMP
+/// port unreachable, which a connected socket reports as ECONNREFUSED on the next
+/// read; a QUIC server drops the byte silently, so silence (up to 300 ms) passes and
+/// the run's own handshakes say the rest (timeouts, TLS alerts).
+fn probe_udp(addr: SocketAddr) -> Option<String> {
+    let any: SocketAddr = if addr.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let refused = || "nothing listens on UDP there: the server offers no HTTP/3".to_string();
+    let sock = std::net::UdpSocket::bind(any).ok()?;
+    sock.connect(addr).ok()?;
+    sock.set_read_timeout(Some(Duration::from_millis(300)))
+        .ok()?;
+    match sock.send(&[0]) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Some(refused()),
+        _ => {}
+    }
+    let mut buf = [0u8; 64];
+    match sock.recv(&mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(refused()),
+        _ => None,
     }
 }
 

@@ -163,7 +163,7 @@ fn now_ms() -> i64 {
 
 fn rate(spec: &LoadSpec) -> Option<f64> {
     match spec.cfg.model {
-        LoadModel::Open { rate, .. } => Some(rate),
+        LoadModel::Open { rate, .. } | LoadModel::Scheduled { rate } => Some(rate),
         LoadModel::Closed => None,
     }
 }

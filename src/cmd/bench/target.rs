@@ -191,6 +191,8 @@ struct Setup {
     tls: bool,
     /// Offer HTTP/2 by ALPN (bench's `--h2`).
     http2: bool,
+    /// Offer HTTP/3 (`--h3`; Caddy only).
+    http3: bool,
     /// Compress responses (bench's `--compressed br|gzip`).
     compression: Option<Compression>,
     /// Server knobs and raw text (`--set`), checked against every kind.
@@ -220,6 +222,14 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
     if load.wire.h2 && !tls {
         usage!("--h2 with --target needs --tls: managed servers offer HTTP/2 by ALPN over TLS");
     }
+    if load.wire.h3 && !tls {
+        usage!("--h3 with --target needs --tls: QUIC always runs TLS 1.3");
+    }
+    if load.wire.h3 {
+        if let Some(k) = kinds.iter().find(|k| !k.supports_http3()) {
+            usage!("{k} cannot offer HTTP/3 (supported: caddy)");
+        }
+    }
     if load.wire.h2 {
         if let Some(k) = kinds.iter().find(|k| !k.supports_http2()) {
             usage!("{k} cannot offer HTTP/2 (supported: builtin, nginx, apache-event, lighttpd, caddy)");
@@ -239,6 +249,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
         load: Load::resolve(load)?,
         tls,
         http2: load.wire.h2,
+        http3: load.wire.h3,
         compression,
         tuning,
         sysctls: t.sysctl.clone(),
@@ -649,6 +660,7 @@ fn start(
     spec.probe_path = setup.path.split('?').next().unwrap_or("/").to_string();
     spec.limits = setup.limits.clone();
     spec.settings.http2 = setup.http2;
+    spec.settings.http3 = setup.http3;
     spec.settings.compression = setup.compression;
     setup.tuning.apply(kind, &mut spec.settings);
     if setup.tls {

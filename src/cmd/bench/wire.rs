@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
 use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
-use volley_metrics::{H2Report, Summary, TlsReport, WireReport};
+use volley_metrics::{H2Report, H3Report, Summary, TlsReport, WireReport};
 
 use super::load::values;
 
@@ -47,8 +47,11 @@ pub struct WireArgs {
     /// prior-knowledge h2c.
     #[arg(long)]
     pub h2: bool,
-    /// HTTP/2 streams per connection (needs --h2) [default: 1]. A closed loop keeps
-    /// connections x streams requests outstanding.
+    /// HTTP/3 over QUIC (UDP, the URL's port): https:// only; TLS 1.3 with ALPN h3.
+    #[arg(long, conflicts_with = "h2")]
+    pub h3: bool,
+    /// HTTP/2 or HTTP/3 streams per connection (needs --h2 or --h3) [default: 1]. A
+    /// closed loop keeps connections x streams requests outstanding.
     #[arg(long, value_name = "N", value_parser = count_u32, allow_hyphen_values = true)]
     pub streams: Option<u32>,
     /// Ask for a content coding (br, gzip or zstd), check every response carries it
@@ -104,6 +107,7 @@ impl ResolvedWire {
             (HttpVersion::Http1, _) => "http/1.1",
             (HttpVersion::H2 { .. }, true) => "h2",
             (HttpVersion::H2 { .. }, false) => "h2c",
+            (HttpVersion::H3 { .. }, _) => "h3",
         }
     }
 }
@@ -126,16 +130,28 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
     }
     let streams = match a.streams {
         None => 1,
-        Some(_) if !a.h2 => return Err("--streams needs --h2".into()),
+        Some(_) if !a.h2 && !a.h3 => return Err("--streams needs --h2 or --h3".into()),
         Some(n) => n,
     };
+    if a.h3 && !tls {
+        return Err("--h3 needs an https:// URL (QUIC always runs TLS 1.3)".into());
+    }
+    if a.h3 && a.tls_version == Some(VersionPolicy::Tls12) {
+        return Err("--h3 runs TLS 1.3 only: --tls-version 1.2 cannot apply".into());
+    }
     let http = if a.h2 {
         HttpVersion::H2 { streams }
+    } else if a.h3 {
+        HttpVersion::H3 { streams }
     } else {
         HttpVersion::Http1
     };
     let tls = if tls {
-        let versions = a.tls_version.unwrap_or_default();
+        let versions = if a.h3 {
+            VersionPolicy::Tls13
+        } else {
+            a.tls_version.unwrap_or_default()
+        };
         let resumption = a.tls_resume != Some(OnOff::Off);
         let client = ClientTls {
             versions,
@@ -183,6 +199,8 @@ fn negotiate(addr: SocketAddr, wire: &ResolvedWire) -> Option<Negotiated> {
     client.alpn = match wire.wire.http {
         HttpVersion::H2 { .. } => vec![volley_tls::ALPN_H2.into()],
         HttpVersion::Http1 => vec![volley_tls::ALPN_HTTP11.into()],
+        // The pre-flight is a TCP handshake; QUIC's is the run's own.
+        HttpVersion::H3 { .. } => return None,
     };
     let config = client.client_config().ok()?;
     let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
@@ -210,8 +228,13 @@ pub fn report<S>(
     outcome: &RunOutcome<S>,
     negotiated: &Option<Negotiated>,
 ) -> WireReport {
+    let h3 = matches!(wire.wire.http, HttpVersion::H3 { .. });
+    // HTTP/3 has no TCP pre-flight: what its completed QUIC handshakes agreed to is
+    // fixed (TLS 1.3, ALPN h3, both required by the handshake itself).
+    let quic = (h3 && outcome.h2.quic_handshakes > 0)
+        .then(|| (Some("TLSv1.3".to_string()), Some("h3".to_string()), None));
     let tls = wire.wire.tls.as_ref().map(|t| {
-        let (version, alpn, cipher) = negotiated.clone().unwrap_or_default();
+        let (version, alpn, cipher) = negotiated.clone().or(quic).unwrap_or_default();
         TlsReport {
             versions_offered: t.client.versions.to_string(),
             resumption: t.client.resumption,
@@ -234,10 +257,23 @@ pub fn report<S>(
         connection_errors: outcome.h2.connection_errors,
         cancelled_streams: outcome.h2.cancelled_streams,
     });
+    let h3 = h3.then_some(H3Report {
+        goaways: outcome.h2.goaways,
+        stream_resets: outcome.h2.stream_resets,
+        connection_errors: outcome.h2.connection_errors,
+        cancelled_streams: outcome.h2.cancelled_streams,
+        handshakes: outcome.h2.quic_handshakes,
+        handshake_failures: outcome.h2.handshake_failures,
+        idle_timeouts: outcome.h2.idle_timeouts,
+        qpack_errors: outcome.h2.qpack_errors,
+        peer_closes: outcome.h2.peer_closes,
+        last_close_code: outcome.h2.last_close_code,
+    });
     WireReport {
         protocol: wire.protocol().to_string(),
         tls,
         h2,
+        h3,
         compression: wire.accept_encoding().map(str::to_string),
     }
 }

@@ -40,6 +40,7 @@ use volley_h2::{
 };
 
 use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::split::split_request;
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::{ErrorKind, Request, Sample, Sink};
@@ -336,31 +337,19 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         if let Some(p) = self.prepared.get(&req.index) {
             return Some(p.clone());
         }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let body_start = match parsed.parse(&req.bytes) {
-            Ok(httparse::Status::Complete(n)) => n,
-            _ => return None,
-        };
-        let mut fields: Vec<(String, String)> = Vec::new();
-        let mut authority = String::new();
-        for h in parsed.headers.iter() {
-            let value = std::str::from_utf8(h.value).ok()?.to_string();
-            if h.name.eq_ignore_ascii_case("host") {
-                authority = value;
-            } else {
-                fields.push((h.name.to_ascii_lowercase(), value));
-            }
-        }
+        let r = split_request(&req.bytes)?;
         let head = EncodedHead::new(&RequestHead {
-            method: parsed.method?,
+            method: &r.method,
             scheme: T::SCHEME,
-            authority: &authority,
-            path: parsed.path?,
-            headers: &fields,
+            authority: &r.authority,
+            path: &r.path,
+            headers: &r.fields,
         })
         .ok()?;
-        let p = Arc::new(Prepared { head, body_start });
+        let p = Arc::new(Prepared {
+            head,
+            body_start: r.body_start,
+        });
         self.prepared.insert(req.index, p.clone());
         Some(p)
     }
@@ -600,6 +589,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             ..at.sample(self.core.open_loop, now, f.status, error)
         };
         self.core.record(&sample);
+        self.core.source.on_sample(&f.req, &sample);
         self.core.source.on_response(&f.req, f.status, &[]);
         self.core.in_flight = self.core.in_flight.saturating_sub(1);
         self.note_in_flight(now);

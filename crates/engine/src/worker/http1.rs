@@ -33,6 +33,8 @@
 //!
 //! Each worker keeps the time integral of its in-flight count ([`crate::live::InFlightIntegral`],
 //! updated at every change, published with the counters) for Little's law.
+mod lanes;
+
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
@@ -113,6 +115,8 @@ pub(crate) struct Worker<'a, S, T: Transport> {
     /// Connections still connecting that carry no request (`Conn::spare`): queued
     /// arrivals up to this many wait for them instead of opening more.
     spare_connecting: usize,
+    /// Open loop: requests with a lane (a replay) and the slots their lanes hold.
+    lanes: lanes::Lanes,
 }
 
 impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
@@ -131,6 +135,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             free: (0..slots).rev().collect(),
             queue: VecDeque::with_capacity(1024),
             spare_connecting: 0,
+            lanes: lanes::Lanes::default(),
         }
     }
 
@@ -142,6 +147,9 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
 
     /// A connection (`slot`, open and idle, or closed) can take work.
     fn next_for(&mut self, slot: usize, now: u64) {
+        if self.core.open_loop && self.lanes.wants(slot) {
+            return self.next_for_lane(slot, now);
+        }
         if self.core.open_loop {
             let Some((req, intended, dispatched)) = self.queue.pop_front() else {
                 if self.conns[slot].state == State::Idle {
@@ -349,6 +357,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
         let sample = self.sample(slot, status, error, now);
         self.core.record(&sample);
         if let Some(req) = self.conns[slot].req.take() {
+            self.core.source.on_sample(&req, &sample);
             self.core.source.on_response(&req, status, &self.body);
         }
         self.core.in_flight -= 1;
@@ -418,7 +427,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
 
     /// Open-loop arrivals waiting for a connection (the only queue in this worker).
     fn queue_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.is_empty() && self.lanes.queued() == 0
     }
 
     /// Opens the initial connections; in a closed loop each starts with a request.
@@ -443,6 +452,9 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
     /// Open loop: an arrival goes to an idle connection, a new one, or the queue.
     /// `now` is its dispatched instant, whichever way it goes.
     fn dispatch(&mut self, req: Arc<Request>, intended: u64, now: u64) {
+        if let Some(lane) = req.lane {
+            return self.dispatch_lane(req, lane, intended, now);
+        }
         while let Some(slot) = self.idle.pop() {
             self.conns[slot].in_idle_list = false;
             if self.conns[slot].state == State::Idle {
@@ -583,6 +595,8 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
             }
             self.close(slot, end);
         }
+        let lanes = self.lanes.drain();
+        self.queue.extend(lanes);
         while let Some((req, intended_ns, dispatched_ns)) = self.queue.pop_front() {
             // Never sent: `sent_ns` 0 says so (the recorder counts only requests whose
             // first byte went out as sent, and gives them no service time or send lag);
@@ -599,6 +613,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                 ..at.sample(true, end, 0, Some(ErrorKind::InFlight))
             };
             self.core.record(&sample);
+            self.core.source.on_sample(&req, &sample);
         }
     }
 }

@@ -5,21 +5,26 @@
 //! the wire and one [`crate::Sample`] per request into its own [`crate::Sink`].
 //! [`shared`] holds what both protocols do the same way (claiming requests, releasing
 //! arrivals, connection accounting, the event loop itself); [`http1`] keeps one request
-//! per connection at a time, [`h2`] many streams per connection. Both are generic over
+//! per connection at a time, [`h2`] many streams per connection, [`h3`] many streams per
+//! QUIC connection (over UDP, through quinn-proto). Both are generic over
 //! the [`crate::conn::Transport`], so plain TCP and TLS each get their own
 //! monomorphised loop.
 
 mod h2;
+mod h3;
 mod http1;
 mod shared;
+mod split;
 
 use h2::H2Worker;
+use h3::H3Worker;
 use http1::Worker;
 pub use shared::H2Stats;
 use shared::WorkerCore;
 pub(crate) use shared::{duration_ns, Shared, WorkerShare, WorkerStats};
 
 use crate::conn::Tcp;
+use crate::quic::{QuicConnector, Udp};
 use crate::tls::{TlsConnector, TlsTransport};
 use crate::{HttpVersion, RequestSource, Sink};
 
@@ -57,6 +62,16 @@ pub(crate) fn job<'a, S: Sink + 'a>(
             let core = WorkerCore::<S, TlsTransport>::new(shared, sink, source, share, c)?;
             let w = H2Worker::new(core, streams);
             Box::new(move || w.run())
+        }
+        (HttpVersion::H3 { streams }, Some(c)) => {
+            let connector = QuicConnector::new(c)?;
+            let core = WorkerCore::<S, Udp>::new(shared, sink, source, share, connector)?;
+            let w = H3Worker::new(core, streams);
+            Box::new(move || w.run())
+        }
+        // `run_with` refuses HTTP/3 without TLS before any worker is built.
+        (HttpVersion::H3 { .. }, None) => {
+            return Err(std::io::Error::other("HTTP/3 needs TLS"));
         }
     })
 }

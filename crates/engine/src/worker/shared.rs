@@ -75,7 +75,8 @@ pub(crate) struct WorkerStats {
     pub stopped_early: bool,
 }
 
-/// HTTP/2 connection and stream events of a run, summed over workers.
+/// HTTP/2 and HTTP/3 connection and stream events of a run, summed over workers
+/// (the HTTP/3 worker fills the same stream counters, plus its own below).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct H2Stats {
     /// GOAWAY frames received.
@@ -90,6 +91,22 @@ pub struct H2Stats {
     /// Streams we cancelled (RST_STREAM(CANCEL)) because they outlived the timeout,
     /// each also a `Timeout` sample.
     pub cancelled_streams: u64,
+    /// HTTP/3: QUIC handshakes completed (TLS 1.3 with ALPN `h3`: rustls refuses a
+    /// QUIC handshake without an agreed protocol).
+    pub quic_handshakes: u64,
+    /// HTTP/3: QUIC handshakes that failed (TLS alert, version negotiation, no
+    /// answer within the connect timeout); their requests are `tls` or `connect`.
+    pub handshake_failures: u64,
+    /// HTTP/3: connections that hit the QUIC idle timeout (requests `timeout`).
+    pub idle_timeouts: u64,
+    /// HTTP/3: connections or streams lost to a QPACK error (requests `malformed`).
+    pub qpack_errors: u64,
+    /// HTTP/3: connections the peer closed (CONNECTION_CLOSE) while requests were
+    /// open, and the code of the last such close.
+    pub peer_closes: u64,
+    /// The error code of the last CONNECTION_CLOSE from the peer (QUIC transport or
+    /// HTTP/3 application code).
+    pub last_close_code: Option<u64>,
 }
 
 impl H2Stats {
@@ -100,6 +117,12 @@ impl H2Stats {
         self.stream_resets += o.stream_resets;
         self.connection_errors += o.connection_errors;
         self.cancelled_streams += o.cancelled_streams;
+        self.quic_handshakes += o.quic_handshakes;
+        self.handshake_failures += o.handshake_failures;
+        self.idle_timeouts += o.idle_timeouts;
+        self.qpack_errors += o.qpack_errors;
+        self.peer_closes += o.peer_closes;
+        self.last_close_code = o.last_close_code.or(self.last_close_code);
     }
 }
 
@@ -217,6 +240,11 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         self.shared.now_ns()
     }
 
+    /// What this worker's connections share (the QUIC worker reads its configs).
+    pub fn connector(&self) -> &T::Connector {
+        &self.connector
+    }
+
     /// The connection slots this worker needs: its share of the cap (open loop) or of
     /// the connections.
     pub fn slots(&self) -> usize {
@@ -255,6 +283,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             return Arrival::Over;
         }
         let pace = match self.share.pacer.as_mut() {
+            Some(p) if p.is_scheduled() => p.pace_next(now, self.source.next_instant()),
             Some(p) => p.pace(now, self.arrivals),
             None => Pace::Done,
         };
@@ -387,6 +416,12 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
     /// Brings the in-flight integral up to `now` where the worker does not update it
     /// at every change itself.
     fn note_in_flight(&mut self, _now: u64) {}
+    /// Fires the protocol's own timers that are due at `now` (QUIC's loss recovery,
+    /// acknowledgements, idle timeout) and returns the next one's instant, so the
+    /// loop sleeps no longer; workers whose transport has no timers return `None`.
+    fn fire_timers(&mut self, _now: u64) -> Option<u64> {
+        None
+    }
     /// Requests and connects past their timeouts fail.
     fn scan_timeouts(&mut self, now: u64);
     /// End of the run: everything still on a connection becomes a censored InFlight
@@ -424,11 +459,15 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         w.note_in_flight(now);
         // Nothing left to do: no request will start, none is in flight or queued.
         let queue_empty = w.queue_empty();
+        let timer_ns = w.fire_timers(now);
         let core = w.core();
         if core.starting_done && core.in_flight == 0 && queue_empty {
             break;
         }
-        let timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
+        let mut timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
+        if let Some(t) = timer_ns {
+            timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
+        }
         if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.

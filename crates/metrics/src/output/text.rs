@@ -82,6 +82,24 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.goaways, h.refused_retries, h.stream_resets, h.connection_errors, h.cancelled_streams
         )?;
     }
+    if let Some(h) = &w.h3 {
+        let close = h
+            .last_close_code
+            .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
+        writeln!(
+            out,
+            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            h.handshakes,
+            h.handshake_failures,
+            h.goaways,
+            h.stream_resets,
+            h.connection_errors,
+            h.qpack_errors,
+            h.peer_closes,
+            h.idle_timeouts,
+            h.cancelled_streams
+        )?;
+    }
     Ok(())
 }
 
@@ -128,8 +146,11 @@ fn write_heading(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     // HTTP/2 multiplexes streams on persistent connections whatever -k says; saying
     // "new connection per request" there would describe a run that did not happen.
     let h2 = s.wire.as_ref().is_some_and(|w| w.h2.is_some());
+    let h3 = s.wire.as_ref().is_some_and(|w| w.h3.is_some());
     let ka = if h2 {
         "HTTP/2 streams on persistent connections"
+    } else if h3 {
+        "HTTP/3 streams on persistent QUIC connections"
     } else if s.keep_alive {
         "keep-alive"
     } else {
@@ -159,9 +180,14 @@ fn write_totals(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     // connections x streams outstanding, so that product is ab's figure.
     let streams = s.streams_per_connection.max(1) as usize;
     if s.model == Model::Closed && streams > 1 {
+        let proto = if s.wire.as_ref().is_some_and(|w| w.h3.is_some()) {
+            "HTTP/3"
+        } else {
+            "HTTP/2"
+        };
         writeln!(
             out,
-            "Concurrency Level:      {} ({} connection(s) x {streams} HTTP/2 streams)",
+            "Concurrency Level:      {} ({} connection(s) x {streams} {proto} streams)",
             s.connections * streams,
             s.connections
         )?;
@@ -256,6 +282,13 @@ fn write_times(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     times_row(out, "Waiting:", &ct.waiting)?;
     times_row(out, "Total:", &ct.total)?;
     writeln!(out, "  ({})", ct.definitions)?;
+    if s.wire.as_ref().is_some_and(|w| w.h3.is_some()) {
+        // No TCP under HTTP/3: the connect is the QUIC handshake (docs/methodology.md).
+        writeln!(
+            out,
+            "  (over HTTP/3, Connect is the QUIC handshake from the first UDP datagram: its TLS part is all of it)"
+        )?;
+    }
     writeln!(out)?;
     // ab's heading only over ab's figure (closed loop: Total, connect included); an
     // open loop's table is its response time, under a heading of its own.
@@ -548,6 +581,7 @@ mod tests {
                 connection_errors: 0,
                 cancelled_streams: 2,
             }),
+            h3: None,
             compression: None,
         });
         let t = text(&s);

@@ -42,6 +42,19 @@ impl Plan {
                 );
                 continue;
             }
+            if let Some(r) = &w.replay {
+                let _ = writeln!(
+                    out,
+                    "workload {}: replay of {} ({} requests, mean {:.1} req/s = speed 1: a step at R req/s plays it at R / {:.1}, looped; each client on its own connection; timeout {:?})",
+                    w.name,
+                    r.log.display(),
+                    r.requests,
+                    r.mean_rate,
+                    r.mean_rate,
+                    w.load.timeout,
+                );
+                continue;
+            }
             let wire = &w.load.wire;
             let _ = writeln!(
                 out,

@@ -19,6 +19,7 @@ mod office;
 #[cfg(test)]
 mod office_tests;
 mod placement;
+mod replay;
 mod resolve;
 mod timing;
 mod variants;

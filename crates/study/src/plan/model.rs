@@ -150,6 +150,8 @@ pub struct Workload {
     pub expected_rate: Option<f64>,
     /// A `caldav` workload: the office its steps play instead of requests for `paths`.
     pub office: Option<OfficeLoad>,
+    /// A `replay` workload: the log its steps replay (at speed rate / its mean rate).
+    pub replay: Option<ReplayLoad>,
     /// Only these targets (by index into [`Plan::targets`]) run it; `None`: every one.
     pub targets: Option<Vec<usize>>,
 }
@@ -159,6 +161,17 @@ impl Workload {
     pub fn searches_users(&self) -> bool {
         self.office.as_ref().is_some_and(|o| o.search)
     }
+}
+
+/// A `replay` workload resolved: an access log and its mean rate (speed 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayLoad {
+    /// The log (read from the directory volley runs in).
+    pub log: std::path::PathBuf,
+    /// Its requests per second at speed 1 (its gaps over the span of its instants).
+    pub mean_rate: f64,
+    /// Its requests.
+    pub requests: u64,
 }
 
 /// A `caldav` workload resolved: an office of calendar clients (volley-office), one

@@ -54,8 +54,10 @@ pub(super) fn resolve_office(
             Ok(None)
         }
         "caldav" => caldav(w, file).map(Some),
+        // Resolved by `super::replay` (its keys are checked there).
+        "replay" => Ok(None),
         other => Err(invalid(format!(
-            "workload '{}': kind must be \"http\" or \"caldav\", got \"{other}\"",
+            "workload '{}': kind must be \"http\", \"caldav\" or \"replay\", got \"{other}\"",
             w.name
         ))),
     }

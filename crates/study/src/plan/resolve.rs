@@ -356,6 +356,13 @@ fn resolve_workloads(
             let runs_on = super::office::workload_targets(w, office.as_ref(), file, targets)?;
             let mut r = match office {
                 Some(o) => office_workload(w, o, &base_load),
+                None if w.kind.as_deref() == Some("replay") => {
+                    let load = match &w.load {
+                        Some(l) => resolve_load(text, l)?,
+                        None => base_load.clone(),
+                    };
+                    super::replay::replay_workload(w, load, file.injectors.is_some())?
+                }
                 None => resolve_workload(w, text, scale, &base_load, study_rate)?,
             };
             r.targets = runs_on;
@@ -378,6 +385,7 @@ fn office_workload(w: &WorkloadDef, office: OfficeLoad, base_load: &Load) -> Wor
         requests: None,
         expected_rate: None,
         office: Some(office),
+        replay: None,
         targets: None,
     }
 }
@@ -467,6 +475,7 @@ fn resolve_workload(
             n => n.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
         },
         office: None,
+        replay: None,
         targets: None,
     })
 }
@@ -621,6 +630,7 @@ fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
                 kind: match k {
                     FixtureKind::Uniserve => volley_fixtures::Fixture::Uniserve,
                     FixtureKind::Sizes => volley_fixtures::Fixture::Sizes,
+                    FixtureKind::Site => volley_fixtures::Fixture::Site,
                     FixtureKind::Groupware => volley_fixtures::Fixture::Groupware {
                         users: f.users.unwrap_or(2),
                         items: f.items.unwrap_or(20),

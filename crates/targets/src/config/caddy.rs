@@ -15,8 +15,12 @@ pub(super) fn render(s: &ServerSettings, p: &Placement) -> String {
     } else {
         "    header Connection close\n"
     };
-    // h3 is left out: it would add a UDP listener the load never uses.
-    let protocols = if s.http2 { "h1 h2" } else { "h1" };
+    // h3 only when asked: it adds a UDP listener a TCP load never uses.
+    let protocols = match (s.http2, s.http3) {
+        (_, true) => "h1 h2 h3",
+        (true, false) => "h1 h2",
+        (false, false) => "h1",
+    };
     let (scheme, tls) = match &p.tls {
         // Our own files, no ACME: auto_https off also keeps Caddy from redirecting.
         Some(t) => ("https", format!("    tls {} {}\n", d(&t.cert), d(&t.key))),

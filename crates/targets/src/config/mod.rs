@@ -41,6 +41,9 @@ pub struct ServerSettings {
     /// prior-knowledge only and turn HTTP/1.1 clients away. See
     /// [`TargetKind::supports_http2`].
     pub http2: bool,
+    /// Offer HTTP/3 as well (QUIC over UDP on the same port number). Needs TLS. See
+    /// [`TargetKind::supports_http3`].
+    pub http3: bool,
     /// Compress responses on the fly (nginx, Apache, lighttpd, Caddy) or serve
     /// precompressed siblings (builtin). `None` serves identity bodies only.
     pub compression: Option<Compression>,
@@ -79,6 +82,7 @@ impl Default for ServerSettings {
             keep_alive: true,
             access_log: false,
             http2: false,
+            http3: false,
             compression: None,
             dav: None,
             knobs: Knobs::default(),

@@ -211,6 +211,17 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
             "HTTP/2 needs TLS: volley offers h2 by ALPN only (turn TLS on)".into(),
         ));
     }
+    if s.http3 && spec.tls.is_none() {
+        return Err(TargetError::InvalidSpec(
+            "HTTP/3 needs TLS: QUIC always runs TLS 1.3 (turn TLS on)".into(),
+        ));
+    }
+    if s.http3 && !kind.supports_http3() {
+        return Err(unsupported(
+            "offer HTTP/3",
+            "volley configures HTTP/3 for caddy only",
+        ));
+    }
     if s.http2 && !kind.supports_http2() {
         let why = match kind {
             TargetKind::ApachePrefork => {

@@ -1,0 +1,358 @@
+//! What quinn-proto reports for one connection, handled: the handshake's end, the
+//! connection's loss (classified into error kinds), the response streams' bytes and
+//! the peer's unidirectional streams, and each request's sample at its end.
+
+use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
+use volley_h3::stream::{write_control_preface, ControlEvent, LocalSettings, ResponseEvent};
+use volley_h3::{ErrorCode, H3Error};
+
+use super::super::shared::Protocol;
+use super::{write_more, Flight, H3Worker, ReadEnd, State};
+use crate::decode::{BodyDecoder, SeenCoding};
+use crate::{ErrorKind, Sample, Sink};
+
+impl<S: Sink> H3Worker<'_, S> {
+    pub(super) fn on_quic_event(&mut self, slot: usize, ev: Event) {
+        let now = self.core.now_ns();
+        match ev {
+            Event::Connected => self.connected(slot, now),
+            Event::ConnectionLost { reason } => self.lost(slot, reason, now),
+            Event::Stream(StreamEvent::Readable { id }) => {
+                if id.dir() == Dir::Bi {
+                    self.read_response(slot, id, now);
+                } else {
+                    self.read_uni(slot, id, now);
+                }
+            }
+            Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => loop {
+                let Some(q) = self.conns[slot].quic.as_mut() else {
+                    return;
+                };
+                let Some(id) = q.conn.streams().accept(Dir::Uni) else {
+                    break;
+                };
+                self.read_uni(slot, id, now);
+            },
+            Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                // A server may not open request streams (§6.1).
+                let e = H3Error::StreamCreation("server-initiated bidirectional stream");
+                self.conn_error(slot, e, now);
+            }
+            Event::Stream(StreamEvent::Writable { id }) => {
+                let c = &mut self.conns[slot];
+                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.streams.get_mut(&id)) {
+                    write_more(&mut q.conn, id, f);
+                }
+            }
+            Event::Stream(StreamEvent::Available { dir: Dir::Bi }) => self.fill(slot, now),
+            _ => {}
+        }
+    }
+
+    /// The handshake completed: open our control stream and send what waited.
+    fn connected(&mut self, slot: usize, now: u64) {
+        let c = &mut self.conns[slot];
+        let Some(q) = c.quic.as_mut() else { return };
+        c.connect_ns = now.saturating_sub(c.connect_start_ns);
+        c.last_read_ns = now;
+        c.state = State::Ready;
+        self.stats.quic_handshakes += 1;
+        if let Some(id) = q.conn.streams().open(Dir::Uni) {
+            let mut preface = Vec::new();
+            write_control_preface(&mut preface, &LocalSettings::default());
+            // A dozen bytes always fit the initial stream window.
+            let _ = q.conn.send_stream(id).write(&preface);
+        }
+        let pending = std::mem::take(&mut self.conns[slot].pending);
+        for f in pending {
+            self.submit(slot, f, now);
+        }
+        self.fill(slot, now);
+    }
+
+    /// quinn gave up on the connection: classify why and fail its requests.
+    fn lost(&mut self, slot: usize, reason: ConnectionError, now: u64) {
+        let handshaking = self.conns[slot].state == State::Handshaking;
+        let busy = !self.conns[slot].streams.is_empty() || !self.conns[slot].pending.is_empty();
+        let kind = match &reason {
+            ConnectionError::TimedOut => {
+                self.stats.idle_timeouts += 1;
+                if handshaking {
+                    self.stats.handshake_failures += 1;
+                    ErrorKind::Connect
+                } else {
+                    ErrorKind::Timeout
+                }
+            }
+            ConnectionError::TransportError(t) => {
+                let code = u64::from(t.code);
+                if handshaking {
+                    self.stats.handshake_failures += 1;
+                }
+                if (0x100..0x200).contains(&code) {
+                    // A TLS alert (RFC 9001 §4.8): certificate, ALPN, version.
+                    self.core.connector().tls.count_class(tls_class(code));
+                    ErrorKind::Tls
+                } else {
+                    self.stats.connection_errors += 1;
+                    ErrorKind::Malformed
+                }
+            }
+            ConnectionError::ConnectionClosed(close) => {
+                let code = u64::from(close.error_code);
+                self.stats.last_close_code = Some(code);
+                if handshaking {
+                    self.stats.handshake_failures += 1;
+                }
+                if (0x100..0x200).contains(&code) {
+                    self.core.connector().tls.count_class(tls_class(code));
+                    ErrorKind::Tls
+                } else {
+                    if busy {
+                        self.stats.peer_closes += 1;
+                    }
+                    ErrorKind::Closed
+                }
+            }
+            ConnectionError::ApplicationClosed(close) => {
+                let code = close.error_code.into_inner();
+                self.stats.last_close_code = Some(code);
+                if busy {
+                    self.stats.peer_closes += 1;
+                }
+                if ErrorCode::from_u64(code) == ErrorCode::QpackDecompressionFailed {
+                    self.stats.qpack_errors += 1;
+                }
+                ErrorKind::Closed
+            }
+            ConnectionError::VersionMismatch => {
+                self.stats.handshake_failures += 1;
+                ErrorKind::Connect
+            }
+            ConnectionError::Reset => ErrorKind::Reset,
+            ConnectionError::LocallyClosed | ConnectionError::CidsExhausted => ErrorKind::Closed,
+        };
+        if !busy && !handshaking {
+            // Idle connection closed (the server's idle timeout): no request lost.
+            self.close(slot, now, ErrorCode::NoError);
+            self.core.deferred.push(slot);
+            return;
+        }
+        self.fail_conn(slot, kind, now);
+    }
+
+    /// Reads what arrived on request stream `id`.
+    fn read_response(&mut self, slot: usize, id: StreamId, now: u64) {
+        let c = &mut self.conns[slot];
+        let Some(q) = c.quic.as_mut() else { return };
+        let Some(f) = c.streams.get_mut(&id) else {
+            // A stream we gave up on (timed out): drop what comes.
+            let _ = q.conn.recv_stream(id).stop(VarInt::from_u32(0x10c));
+            return;
+        };
+        let mut recv = q.conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        let body = &self.body;
+        let spares = &mut self.spare_decoders;
+        let mut end = ReadEnd::Open;
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    f.wire_bytes += chunk.bytes.len() as u64;
+                    let Flight {
+                        reader,
+                        status,
+                        at,
+                        body_bytes,
+                        decode,
+                        seen,
+                        ..
+                    } = &mut *f;
+                    let fed = reader.feed(&mut c.qpack, &chunk.bytes, |ev| match ev {
+                        ResponseEvent::Head {
+                            status: s,
+                            content_encoding,
+                        } => {
+                            *status = s;
+                            if at.first_byte_ns == 0 {
+                                at.first_byte_ns = now;
+                            }
+                            if body.is_active() {
+                                *seen = content_encoding
+                                    .map_or(SeenCoding::Identity, SeenCoding::from_header);
+                                let mut d = spares
+                                    .pop()
+                                    .unwrap_or_else(|| Box::new(BodyDecoder::new(*body)));
+                                d.start();
+                                *decode = Some(d);
+                            }
+                        }
+                        ResponseEvent::Interim { .. } => {
+                            if at.first_byte_ns == 0 {
+                                at.first_byte_ns = now;
+                            }
+                        }
+                        ResponseEvent::Data(piece) => {
+                            *body_bytes += piece.len() as u64;
+                            if let Some(d) = decode.as_deref_mut() {
+                                d.push(piece, *seen);
+                            }
+                        }
+                        ResponseEvent::Trailers => {}
+                    });
+                    if let Err(e) = fed {
+                        end = ReadEnd::Broken(e);
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    end = match f.reader.finish() {
+                        Ok(()) => ReadEnd::Fin,
+                        Err(e) => ReadEnd::Broken(e),
+                    };
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) => {
+                    end = ReadEnd::Reset;
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        c.last_read_ns = now;
+        match end {
+            ReadEnd::Open => {}
+            ReadEnd::Fin => self.complete(slot, id, now),
+            ReadEnd::Reset => {
+                if let Some(f) = self.conns[slot].streams.remove(&id) {
+                    self.stats.stream_resets += 1;
+                    self.record(f, Some(ErrorKind::Reset), now);
+                }
+                self.fill(slot, now);
+            }
+            ReadEnd::Broken(e) if e.is_stream_error() => {
+                let c = &mut self.conns[slot];
+                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.streams.remove(&id)) {
+                    let code =
+                        VarInt::from_u64(e.code().to_u64()).unwrap_or(VarInt::from_u32(0x10e));
+                    let _ = q.conn.recv_stream(id).stop(code);
+                    if e.is_qpack() {
+                        self.stats.qpack_errors += 1;
+                    }
+                    self.record(f, Some(ErrorKind::Malformed), now);
+                }
+                self.fill(slot, now);
+            }
+            ReadEnd::Broken(e) => self.conn_error(slot, e, now),
+        }
+    }
+
+    /// Reads what arrived on the peer's unidirectional stream `id`.
+    fn read_uni(&mut self, slot: usize, id: StreamId, now: u64) {
+        let c = &mut self.conns[slot];
+        let Some(q) = c.quic.as_mut() else { return };
+        let mut recv = q.conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        self.control.clear();
+        let mut result = Ok(());
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    result = c
+                        .peer
+                        .feed(id.index(), &chunk.bytes, false, &mut self.control);
+                }
+                Ok(None) => {
+                    result = c.peer.feed(id.index(), &[], true, &mut self.control);
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                // A critical stream reset: the connection cannot go on (§6.2.1).
+                Err(ReadError::Reset(_)) => {
+                    result = c.peer.feed(id.index(), &[], true, &mut self.control);
+                    break;
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        let _ = chunks.finalize();
+        for ev in std::mem::take(&mut self.control) {
+            if let ControlEvent::GoAway(_) = ev {
+                self.stats.goaways += 1;
+                self.conns[slot].going_away = true;
+            }
+        }
+        if let Err(e) = result {
+            self.conn_error(slot, e, now);
+        }
+    }
+
+    fn complete(&mut self, slot: usize, id: StreamId, now: u64) {
+        let Some(mut f) = self.conns[slot].streams.remove(&id) else {
+            return;
+        };
+        let range = self.core.shared.cfg.accept_status;
+        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
+        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
+            error = d.finish(f.seen);
+        }
+        if let Some(d) = f.decode.take() {
+            let decoded = d.decoded_bytes();
+            self.spare_decoders.push(d);
+            self.record_with(&f, error, now, decoded);
+        } else {
+            self.record_with(&f, error, now, f.body_bytes);
+        }
+        self.fill(slot, now);
+    }
+
+    pub(super) fn record(&mut self, f: Flight, error: Option<ErrorKind>, now: u64) {
+        let body = f
+            .decode
+            .as_ref()
+            .map_or(f.body_bytes, |d| d.decoded_bytes());
+        self.record_with(&f, error, now, body);
+        if let Some(d) = f.decode {
+            self.spare_decoders.push(d);
+        }
+    }
+
+    fn record_with(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64, body_bytes: u64) {
+        let never_sent = f.at.sent_ns == 0 && error == Some(ErrorKind::InFlight);
+        let mut at = f.at;
+        if at.sent_ns == 0 && !never_sent {
+            at.sent_ns = now;
+        }
+        let sample = Sample {
+            wire_bytes: f.wire_bytes,
+            body_bytes,
+            wire_body_bytes: f.body_bytes,
+            request_index: f.req.index,
+            ..at.sample(self.core.open_loop, now, f.status, error)
+        };
+        self.core.record(&sample);
+        self.core.source.on_response(&f.req, f.status, &[]);
+        self.core.in_flight = self.core.in_flight.saturating_sub(1);
+        self.note_in_flight(now);
+    }
+}
+
+/// The failure class of a QUIC CRYPTO_ERROR (0x100 + TLS alert), in the names the
+/// TLS transport uses where the alert says as much.
+fn tls_class(code: u64) -> &'static str {
+    match code - 0x100 {
+        42 | 43 | 44 | 46 | 48 => "unknown_issuer",
+        45 => "cert_expired",
+        40 => "handshake_failure",
+        70 => "protocol_version",
+        120 => "alpn_mismatch",
+        _ => "quic_crypto",
+    }
+}

@@ -1,0 +1,748 @@
+//! The HTTP/3 worker: one mio event loop per thread where each QUIC connection
+//! carries many concurrent request streams, QUIC driven through quinn-proto (sans-IO)
+//! and HTTP/3 through `volley-h3`.
+//!
+//! Place in the flow: `run -> worker (shared loop + **h3**) -> quinn-proto -> UDP`.
+//! The event loop, pacing and accounting are [`super::shared`]'s; it emits the same
+//! [`Sample`] per request to the same [`Sink`] as the HTTP/2 worker, whose shape it
+//! follows: closed loop keeps `streams` requests outstanding on every connection;
+//! open loop sends an arrival to the first connection with a free stream, else a new
+//! connection (up to the cap), else the queue (a cap hit).
+//!
+//! Each connection has its own connected UDP socket and its own quinn-proto
+//! `Endpoint` (so a socket's datagrams need no demultiplexing). After every input
+//! (datagrams read, a timer fired, a request submitted) the connection is *driven*:
+//! its events handled, its endpoint events exchanged, its datagrams sent, its next
+//! timer noted; [`Protocol::fire_timers`] wakes the loop for the earliest timer. A
+//! datagram the socket refuses (a full send buffer) is dropped: QUIC's loss recovery
+//! sends it again, as it would for a loss on the path.
+//!
+//! Instants: the connect (and its `tls_handshake_ns`, the same span: QUIC's handshake
+//! is the connect) runs from opening the socket to quinn's `Connected`; TTFB is the
+//! first response byte of a stream. Errors by kind: a handshake that fails on a TLS
+//! alert is `tls`, one that gets no answer (or an ICMP port unreachable: nothing on
+//! UDP) is `connect`; a stream the server resets is `reset`; a connection the peer
+//! closes is `closed` (its code kept in [`H2Stats::last_close_code`]); the idle
+//! timeout is `timeout`; a broken frame or QPACK section is `malformed` (QPACK ones
+//! also counted apart).
+//!
+//! This file opens, drives and closes connections and submits requests; `events`
+//! handles what quinn reports (handshake done, connection lost, stream data).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use quinn_proto::{ConnectionHandle, DatagramEvent, Dir, Endpoint, StreamId, VarInt};
+use volley_h3::stream::{write_request, ControlEvent, LocalSettings, PeerStreams, ResponseReader};
+use volley_h3::{qpack, ErrorCode, H3Error};
+
+mod events;
+
+use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::split::{connection_specific, split_request};
+use crate::conn::Transport;
+use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
+use crate::quic::Udp;
+use crate::{ErrorKind, Request, Sink};
+
+/// Largest UDP datagram read (QUIC packets stay below the path MTU, 1200-1500 bytes
+/// here; a jumbo loopback MTU never gets used since MTU discovery is off).
+const MAX_DATAGRAM_BYTES: usize = 65_535;
+
+/// One request in flight (or waiting for its connection to come up).
+struct Flight {
+    req: Arc<Request>,
+    at: Stamps,
+    status: u16,
+    wire_bytes: u64,
+    body_bytes: u64,
+    /// Its request bytes (HEADERS and DATA frames) and how much of them quinn took.
+    wire: Arc<Vec<u8>>,
+    written: usize,
+    reader: ResponseReader,
+    decode: Option<Box<BodyDecoder>>,
+    seen: SeenCoding,
+}
+
+impl Flight {
+    fn new(req: Arc<Request>, intended_ns: u64, capture: bool) -> Flight {
+        Flight {
+            req,
+            at: Stamps {
+                intended_ns,
+                dispatched_ns: intended_ns,
+                ..Stamps::default()
+            },
+            status: 0,
+            wire_bytes: 0,
+            body_bytes: 0,
+            wire: Arc::new(Vec::new()),
+            written: 0,
+            reader: ResponseReader::new(&LocalSettings::default(), capture),
+            decode: None,
+            seen: SeenCoding::Identity,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed,
+    Handshaking,
+    Ready,
+}
+
+/// quinn-proto's side of one connection.
+struct Quic {
+    endpoint: Endpoint,
+    handle: ConnectionHandle,
+    conn: quinn_proto::Connection,
+}
+
+struct Conn {
+    sock: Option<Udp>,
+    state: State,
+    quic: Option<Box<Quic>>,
+    streams: HashMap<StreamId, Flight>,
+    pending: Vec<Flight>,
+    peer: PeerStreams,
+    qpack: qpack::Decoder,
+    /// The peer sent GOAWAY: no new streams; replaced once its streams are done.
+    going_away: bool,
+    connect_start_ns: u64,
+    connect_ns: u64,
+    charged: bool,
+    last_read_ns: u64,
+    /// quinn's next timer, ns since the run's start.
+    timer_ns: Option<u64>,
+}
+
+impl Conn {
+    fn new() -> Conn {
+        Conn {
+            sock: None,
+            state: State::Closed,
+            quic: None,
+            streams: HashMap::new(),
+            pending: Vec::new(),
+            peer: PeerStreams::default(),
+            qpack: qpack::Decoder::new(LocalSettings::default().max_field_section_size),
+            going_away: false,
+            connect_start_ns: 0,
+            connect_ns: 0,
+            charged: false,
+            last_read_ns: 0,
+            timer_ns: None,
+        }
+    }
+
+    fn load(&self) -> usize {
+        self.streams.len() + self.pending.len()
+    }
+}
+
+/// How a response stream read ended.
+enum ReadEnd {
+    /// More may come.
+    Open,
+    /// FIN: complete (or broken, if the reader says so).
+    Fin,
+    /// The server reset the stream.
+    Reset,
+    /// A protocol error on this stream or the connection.
+    Broken(H3Error),
+}
+
+/// The HTTP/3 worker.
+pub(crate) struct H3Worker<'a, S> {
+    core: WorkerCore<'a, S, Udp>,
+    conns: Vec<Conn>,
+    streams_per_conn: usize,
+    prepared: HashMap<u32, Arc<Vec<u8>>>,
+    queue: VecDeque<Flight>,
+    stats: H2Stats,
+    body: BodySpec,
+    #[allow(clippy::vec_box)]
+    spare_decoders: Vec<Box<BodyDecoder>>,
+    /// One datagram being written by quinn, reused.
+    tx: Vec<u8>,
+    /// Control events of the peer's streams, reused.
+    control: Vec<ControlEvent>,
+}
+
+impl<'a, S: Sink> H3Worker<'a, S> {
+    /// The worker over `core`, with up to `streams` request streams per connection.
+    pub fn new(core: WorkerCore<'a, S, Udp>, streams: u32) -> Self {
+        let slots = core.slots();
+        let body = core.shared.body;
+        H3Worker {
+            core,
+            conns: (0..slots).map(|_| Conn::new()).collect(),
+            streams_per_conn: streams.max(1) as usize,
+            prepared: HashMap::new(),
+            queue: VecDeque::new(),
+            stats: H2Stats::default(),
+            body,
+            spare_decoders: Vec::new(),
+            tx: Vec::with_capacity(MAX_DATAGRAM_BYTES),
+            control: Vec::new(),
+        }
+    }
+
+    /// Runs to the end of the load and returns the sink and counters.
+    pub fn run(mut self) -> (S, WorkerStats, H2Stats) {
+        run_loop(&mut self);
+        (self.core.sink, self.core.stats, self.stats)
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        self.core.shared.start + Duration::from_nanos(ns)
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.core.shared.start)
+            .as_nanos() as u64
+    }
+
+    fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
+        Flight::new(req, intended_ns, self.body.is_active())
+    }
+
+    fn reopen(&mut self, slot: usize, now: u64) {
+        if self.conns[slot].state != State::Closed {
+            return;
+        }
+        if self.conns[slot].pending.is_empty() {
+            let next = if self.core.open_loop {
+                self.queue.pop_front()
+            } else {
+                self.claim(now)
+            };
+            match next {
+                Some(f) => self.conns[slot].pending.push(f),
+                None => return,
+            }
+        }
+        self.open(slot, now);
+    }
+
+    fn claim(&mut self, now: u64) -> Option<Flight> {
+        if let Some(f) = self.queue.pop_front() {
+            return Some(f);
+        }
+        if self.core.open_loop {
+            return None;
+        }
+        let req = self.core.claim()?;
+        self.core.in_flight += 1;
+        Some(self.new_flight(req, now))
+    }
+
+    fn room(&self, c: &Conn) -> bool {
+        match c.state {
+            State::Ready => c.load() < self.streams_per_conn && !c.going_away,
+            State::Handshaking => c.load() < self.streams_per_conn,
+            State::Closed => false,
+        }
+    }
+
+    /// Finds a stream for `f`: a connection with room, a new connection, or the
+    /// queue (a cap hit in the open loop).
+    fn place(&mut self, f: Flight, now: u64) {
+        if let Some(slot) = (0..self.conns.len()).find(|&s| self.room(&self.conns[s])) {
+            match self.conns[slot].state {
+                State::Ready => {
+                    self.submit(slot, f, now);
+                    self.drive(slot);
+                }
+                _ => self.conns[slot].pending.push(f),
+            }
+            return;
+        }
+        if self.core.open_here < self.core.share.max_connections {
+            if let Some(slot) = self.conns.iter().position(|c| c.state == State::Closed) {
+                self.conns[slot].pending.push(f);
+                self.open(slot, now);
+                return;
+            }
+        }
+        if self.core.open_loop {
+            self.core.cap_hit(now);
+        }
+        self.queue.push_back(f);
+    }
+
+    /// Opens a QUIC connection on `slot` (closed), keeping its pending requests.
+    fn open(&mut self, slot: usize, now: u64) {
+        let c = &mut self.conns[slot];
+        c.connect_start_ns = now;
+        c.connect_ns = 0;
+        c.charged = false;
+        c.going_away = false;
+        c.peer = PeerStreams::default();
+        c.timer_ns = None;
+        let sock = match self.core.connect(slot, now) {
+            Ok(sock) => sock,
+            Err(_) => {
+                self.conns[slot].state = State::Closed;
+                return self.fail_conn(slot, ErrorKind::Connect, now);
+            }
+        };
+        self.conns[slot].sock = Some(sock);
+        let at = self.instant(now);
+        let connector = self.core.connector();
+        let mut endpoint = Endpoint::new(connector.endpoint.clone(), None, false, None);
+        let started = endpoint.connect(
+            at,
+            connector.client.clone(),
+            self.core.shared.cfg.addr,
+            connector.tls.server_name(),
+        );
+        match started {
+            Ok((handle, conn)) => {
+                let c = &mut self.conns[slot];
+                c.quic = Some(Box::new(Quic {
+                    endpoint,
+                    handle,
+                    conn,
+                }));
+                c.state = State::Handshaking;
+                self.drive(slot);
+            }
+            // An address quinn refuses (port 0, unspecified): nothing to retry.
+            Err(_) => self.fail_conn(slot, ErrorKind::Connect, now),
+        }
+    }
+
+    /// Closes `slot`: a CONNECTION_CLOSE (H3_NO_ERROR, or `code`) is sent best
+    /// effort, so the server frees its state at once rather than at its idle timeout.
+    fn close(&mut self, slot: usize, now: u64, code: ErrorCode) {
+        let at = self.instant(now);
+        let c = &mut self.conns[slot];
+        if let (Some(q), Some(sock)) = (c.quic.as_mut(), c.sock.as_mut()) {
+            if !q.conn.is_closed() {
+                let code = VarInt::from_u64(code.to_u64()).unwrap_or(VarInt::from_u32(0x100));
+                q.conn.close(at, code, bytes::Bytes::new());
+                self.tx.clear();
+                if let Some(t) = q.conn.poll_transmit(at, 1, &mut self.tx) {
+                    let _ = sock.write(&self.tx[..t.size]);
+                }
+            }
+        }
+        c.quic = None;
+        if c.sock.take().is_some() {
+            self.core.closed(now);
+        }
+        c.state = State::Closed;
+        c.timer_ns = None;
+    }
+
+    /// The connection on `slot` is unusable: its streams and pending requests fail
+    /// with `kind`, and a replacement is opened on the next turn.
+    fn fail_conn(&mut self, slot: usize, kind: ErrorKind, now: u64) {
+        self.close(slot, now, ErrorCode::NoError);
+        let c = &mut self.conns[slot];
+        let mut failed: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
+        for mut f in c.pending.drain(..) {
+            f.at.sent_at(
+                c.connect_start_ns.max(f.at.intended_ns),
+                self.core.open_loop,
+            );
+            failed.push(f);
+        }
+        for f in failed {
+            self.record(f, Some(kind), now);
+        }
+        self.core.deferred.push(slot);
+    }
+
+    /// A protocol error of ours to report: the connection is closed with its code.
+    fn conn_error(&mut self, slot: usize, e: H3Error, now: u64) {
+        self.stats.connection_errors += 1;
+        if e.is_qpack() {
+            self.stats.qpack_errors += 1;
+        }
+        self.close(slot, now, e.code());
+        self.fail_conn(slot, ErrorKind::Malformed, now);
+    }
+
+    /// The request bytes of `req`, built once per request index: its HTTP/1.1
+    /// serialisation re-encoded as HEADERS (QPACK, static table) and DATA frames.
+    fn prepare(&mut self, req: &Request) -> Option<Arc<Vec<u8>>> {
+        if let Some(p) = self.prepared.get(&req.index) {
+            return Some(p.clone());
+        }
+        let r = split_request(&req.bytes)?;
+        let mut all: Vec<(&[u8], &[u8])> = vec![
+            (b":method", r.method.as_bytes()),
+            (b":scheme", b"https"),
+            (b":authority", r.authority.as_bytes()),
+            (b":path", r.path.as_bytes()),
+        ];
+        all.extend(
+            r.fields
+                .iter()
+                .filter(|(n, v)| !connection_specific(n, v))
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        );
+        let mut wire = Vec::new();
+        write_request(&mut wire, &all, &req.bytes[r.body_start..]);
+        let p = Arc::new(wire);
+        self.prepared.insert(req.index, p.clone());
+        Some(p)
+    }
+
+    /// Opens a request stream for `f` on the ready connection `slot` and hands quinn
+    /// its bytes; queued again when the server's stream limit is reached.
+    fn submit(&mut self, slot: usize, mut f: Flight, now: u64) {
+        let Some(wire) = self.prepare(&f.req) else {
+            f.at.sent_at(now, self.core.open_loop);
+            return self.record(f, Some(ErrorKind::Malformed), now);
+        };
+        let c = &mut self.conns[slot];
+        let Some(q) = c.quic.as_mut() else {
+            return self.queue.push_front(f);
+        };
+        let Some(id) = q.conn.streams().open(Dir::Bi) else {
+            return self.queue.push_front(f);
+        };
+        f.wire = wire;
+        f.written = 0;
+        write_more(&mut q.conn, id, &mut f);
+        f.at.sent_at(now, self.core.open_loop);
+        if !c.charged {
+            c.charged = true;
+            f.at.connect_ns = c.connect_ns;
+            f.at.tls_handshake_ns = c.connect_ns;
+        }
+        c.streams.insert(id, f);
+    }
+
+    /// Fills `slot` with requests up to its stream limit.
+    fn fill(&mut self, slot: usize, now: u64) {
+        loop {
+            let c = &self.conns[slot];
+            if c.state != State::Ready || c.load() >= self.streams_per_conn || c.going_away {
+                break;
+            }
+            let Some(f) = self.claim(now) else { break };
+            let before = self.queue.len();
+            self.submit(slot, f, now);
+            if self.queue.len() > before {
+                // The server's stream limit: wait for StreamEvent::Available.
+                break;
+            }
+        }
+    }
+
+    /// Feeds quinn every datagram the socket holds.
+    fn read(&mut self, slot: usize) {
+        let now = self.core.now_ns();
+        let at = self.instant(now);
+        loop {
+            let c = &mut self.conns[slot];
+            let (Some(sock), Some(q)) = (c.sock.as_mut(), c.quic.as_mut()) else {
+                return;
+            };
+            let n = match sock.read(&mut self.core.scratch) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
+                Err(_) => return self.socket_failed(slot),
+            };
+            c.last_read_ns = now;
+            let Ok(remote) = sock.peer() else { return };
+            let data = BytesMut::from(&self.core.scratch[..n]);
+            self.tx.clear();
+            match q
+                .endpoint
+                .handle(at, remote, None, None, data, &mut self.tx)
+            {
+                Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
+                Some(DatagramEvent::Response(t)) => {
+                    let _ = sock.write(&self.tx[..t.size]);
+                }
+                Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
+                None => {}
+            }
+        }
+        self.drive(slot);
+    }
+
+    /// The socket reported an error (an ICMP port unreachable, mostly): while
+    /// handshaking that is a failed connect, later a reset.
+    fn socket_failed(&mut self, slot: usize) {
+        let now = self.core.now_ns();
+        let kind = if self.conns[slot].state == State::Handshaking {
+            self.stats.handshake_failures += 1;
+            ErrorKind::Connect
+        } else {
+            ErrorKind::Reset
+        };
+        self.fail_conn(slot, kind, now);
+    }
+
+    /// Handles what quinn has for `slot` until it has nothing more: application
+    /// events, endpoint events, datagrams to send; then notes its next timer.
+    fn drive(&mut self, slot: usize) {
+        let mut turns = 0;
+        loop {
+            turns += 1;
+            let Some(q) = self.conns[slot].quic.as_mut() else {
+                return;
+            };
+            let mut events = Vec::new();
+            while let Some(ev) = q.conn.poll() {
+                events.push(ev);
+            }
+            while let Some(ev) = q.conn.poll_endpoint_events() {
+                if let Some(back) = q.endpoint.handle_event(q.handle, ev) {
+                    q.conn.handle_event(back);
+                }
+            }
+            let idle = events.is_empty();
+            for ev in events {
+                self.on_quic_event(slot, ev);
+                if self.conns[slot].quic.is_none() {
+                    return;
+                }
+            }
+            if self.transmit(slot) {
+                return self.socket_failed(slot);
+            }
+            if idle || turns > 64 {
+                break;
+            }
+        }
+        let next = self.conns[slot]
+            .quic
+            .as_mut()
+            .and_then(|q| q.conn.poll_timeout());
+        self.conns[slot].timer_ns = next.map(|t| self.ns(t));
+        let c = &self.conns[slot];
+        if c.going_away && c.streams.is_empty() && c.state == State::Ready {
+            // Drained after a GOAWAY: replace the connection.
+            let now = self.core.now_ns();
+            let pending = std::mem::take(&mut self.conns[slot].pending);
+            self.queue.extend(pending);
+            self.close(slot, now, ErrorCode::NoError);
+            self.core.deferred.push(slot);
+        }
+    }
+
+    /// Sends every datagram quinn has ready for `slot`; true when the socket
+    /// reported an error (the connection must be failed).
+    fn transmit(&mut self, slot: usize) -> bool {
+        let at = self.instant(self.core.now_ns());
+        let c = &mut self.conns[slot];
+        let (Some(q), Some(sock)) = (c.quic.as_mut(), c.sock.as_mut()) else {
+            return false;
+        };
+        loop {
+            self.tx.clear();
+            let Some(t) = q.conn.poll_transmit(at, 1, &mut self.tx) else {
+                break;
+            };
+            match sock.write(&self.tx[..t.size]) {
+                Ok(_) => {}
+                // A full send buffer drops the datagram, as the path would:
+                // quinn's loss recovery sends it again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error queued on the socket (port unreachable: nothing on
+                // UDP there) is reported by whichever call comes first, this send
+                // or a read: the connection is over either way.
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+}
+
+/// Hands quinn as much of `f`'s request as its flow control takes, and finishes the
+/// stream once all of it is taken.
+fn write_more(conn: &mut quinn_proto::Connection, id: StreamId, f: &mut Flight) {
+    if f.written >= f.wire.len() {
+        return;
+    }
+    let mut s = conn.send_stream(id);
+    if let Ok(n) = s.write(&f.wire[f.written..]) {
+        f.written += n;
+    }
+    if f.written >= f.wire.len() {
+        let _ = s.finish();
+    }
+}
+
+impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
+    fn core(&mut self) -> &mut WorkerCore<'a, S, Udp> {
+        &mut self.core
+    }
+
+    fn queue_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    fn start(&mut self, now: u64) {
+        for slot in 0..self.core.share.connections.min(self.conns.len()) {
+            if self.core.open_loop {
+                self.open(slot, now);
+            } else {
+                self.reopen(slot, now);
+            }
+        }
+    }
+
+    fn retry(&mut self, slot: usize, now: u64) {
+        self.reopen(slot, now);
+    }
+
+    fn dispatch(&mut self, req: Arc<Request>, intended_ns: u64, now: u64) {
+        self.core.in_flight += 1;
+        let mut f = self.new_flight(req, intended_ns);
+        f.at.dispatched_ns = now;
+        self.place(f, now);
+    }
+
+    fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
+        self.core.in_flight += 1;
+        let mut f = self.new_flight(req, intended_ns);
+        f.at.dispatched_ns = end;
+        self.queue.push_back(f);
+    }
+
+    fn on_event(&mut self, slot: usize, readable: bool, _writable: bool) {
+        if self
+            .conns
+            .get(slot)
+            .is_none_or(|c| c.state == State::Closed)
+        {
+            return;
+        }
+        if readable {
+            self.read(slot);
+        }
+        // Open loop: arrivals queued for a stream may now find one.
+        if self.core.open_loop {
+            let now = self.core.now_ns();
+            while let Some(f) = self.queue.pop_front() {
+                let before = self.queue.len();
+                self.place(f, now);
+                if self.queue.len() > before {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn after_event(&mut self) {
+        let now = self.core.now_ns();
+        self.note_in_flight(now);
+    }
+
+    fn note_in_flight(&mut self, now: u64) {
+        let on_conn = self.core.in_flight.saturating_sub(self.queue.len());
+        self.core.in_flight_clock.set(now, on_conn as u64);
+    }
+
+    fn fire_timers(&mut self, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        for slot in 0..self.conns.len() {
+            let Some(t) = self.conns[slot].timer_ns else {
+                continue;
+            };
+            if t <= now {
+                let at = self.instant(now);
+                if let Some(q) = self.conns[slot].quic.as_mut() {
+                    q.conn.handle_timeout(at);
+                }
+                self.drive(slot);
+            }
+            if let Some(t) = self.conns[slot].timer_ns {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    fn scan_timeouts(&mut self, now: u64) {
+        for slot in 0..self.conns.len() {
+            let c = &mut self.conns[slot];
+            match c.state {
+                State::Handshaking
+                    if now.saturating_sub(c.connect_start_ns) >= self.core.connect_timeout_ns =>
+                {
+                    self.stats.handshake_failures += 1;
+                    self.fail_conn(slot, ErrorKind::Connect, now);
+                }
+                State::Ready => {
+                    let timeout = self.core.timeout_ns;
+                    let late: Vec<StreamId> = c
+                        .streams
+                        .iter()
+                        .filter(|(_, f)| now.saturating_sub(f.at.sent_ns) >= timeout)
+                        .map(|(&id, _)| id)
+                        .collect();
+                    if late.is_empty() {
+                        continue;
+                    }
+                    let oldest_sent_ns = late
+                        .iter()
+                        .filter_map(|id| c.streams.get(id))
+                        .map(|f| f.at.sent_ns)
+                        .min()
+                        .unwrap_or(now);
+                    let dead = late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
+                    for id in late {
+                        let c = &mut self.conns[slot];
+                        if let Some(f) = c.streams.remove(&id) {
+                            if let (false, Some(q)) = (dead, c.quic.as_mut()) {
+                                // H3_REQUEST_CANCELLED both ways (§4.1.1).
+                                let code = VarInt::from_u32(0x10c);
+                                let _ = q.conn.send_stream(id).reset(code);
+                                let _ = q.conn.recv_stream(id).stop(code);
+                                self.stats.cancelled_streams += 1;
+                            }
+                            self.record(f, Some(ErrorKind::Timeout), now);
+                        }
+                    }
+                    if dead {
+                        self.close(slot, now, ErrorCode::NoError);
+                        self.core.deferred.push(slot);
+                    } else {
+                        self.fill(slot, now);
+                        self.drive(slot);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !self.core.open_loop {
+            for slot in 0..self.conns.len() {
+                if self.conns[slot].state == State::Ready {
+                    self.fill(slot, now);
+                    self.drive(slot);
+                }
+            }
+        }
+    }
+
+    fn censor(&mut self, end: u64) {
+        for slot in 0..self.conns.len() {
+            let c = &mut self.conns[slot];
+            let mut left: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
+            left.append(&mut c.pending);
+            for f in left {
+                self.record(f, Some(ErrorKind::InFlight), end);
+            }
+            self.close(slot, end, ErrorCode::NoError);
+        }
+        while let Some(f) = self.queue.pop_front() {
+            self.record(f, Some(ErrorKind::InFlight), end);
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Fuzz harnesses: the bodies of the `qpack_h3_decoder` and `h3_client_streams`
+//! targets in `fuzz/`, kept here so the seeded short run in `tests/fuzz_short.rs`
+//! drives exactly the code libFuzzer drives. Not part of the API (hidden from the
+//! docs).
+//!
+//! Place in the flow: none; this is the test side of the codec. Both take any byte
+//! string, must never panic, and assert what the codec promises for untrusted
+//! input: bounded buffers, typed errors, and nothing reported that was not sent.
+
+use volley_h2::hpack::FieldMode;
+
+use crate::frame::FrameDecoder;
+use crate::qpack::{self, Decoder, FIELD_OVERHEAD};
+use crate::stream::{ControlEvent, LocalSettings, PeerStreams, ResponseEvent, ResponseReader};
+use crate::QpackError;
+
+/// Fields a decoder reported, owned.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// QPACK decoding of arbitrary field sections. The first byte picks the section
+/// limit; the rest is a series of sections, each prefixed by its length (one
+/// byte). Each is decoded in [`FieldMode::All`] and [`FieldMode::PseudoOnly`]: the
+/// pseudo-only run never fails where the full one succeeded and reports exactly the
+/// pseudo-fields; what decodes in full re-encodes to the same fields; reported
+/// fields stay within the limit.
+pub fn qpack_h3_decoder(data: &[u8]) {
+    let Some((&ctl, mut rest)) = data.split_first() else {
+        return;
+    };
+    let max = [64, 1024, 16 << 10, 64 << 10][usize::from(ctl & 3)];
+    let mut all = Decoder::new(max);
+    let mut pseudo = Decoder::new(max);
+    while let Some((&len, tail)) = rest.split_first() {
+        let (section, next) = tail.split_at(usize::from(len).min(tail.len()));
+        rest = next;
+        let mut fields = Fields::new();
+        let full = all.decode(section, FieldMode::All, |n, v| {
+            fields.push((n.to_vec(), v.to_vec()))
+        });
+        let reported: usize = fields
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + FIELD_OVERHEAD)
+            .sum();
+        assert!(reported <= max, "fields reported past the limit");
+        let mut pseudo_fields = Fields::new();
+        let fast = pseudo.decode(section, FieldMode::PseudoOnly, |n, v| {
+            pseudo_fields.push((n.to_vec(), v.to_vec()))
+        });
+        if full.is_ok() {
+            assert!(
+                matches!(fast, Ok(()) | Err(QpackError::FieldSectionTooLarge(_))),
+                "PseudoOnly failed a section All accepted: {fast:?}"
+            );
+        }
+        if full.is_ok() && fast.is_ok() {
+            let wanted: Fields = fields
+                .iter()
+                .filter(|(n, _)| n.first() == Some(&b':'))
+                .cloned()
+                .collect();
+            assert_eq!(pseudo_fields, wanted, "PseudoOnly reported other fields");
+            round_trip(&fields);
+        }
+    }
+}
+
+/// Our encoding of `fields`, decoded again, gives them back.
+fn round_trip(fields: &Fields) {
+    let mut section = Vec::new();
+    qpack::encode_prefix(&mut section);
+    for (n, v) in fields {
+        qpack::encode_field(n, v, &mut section);
+    }
+    let mut again = Fields::new();
+    Decoder::new(usize::MAX)
+        .decode(&section, FieldMode::All, |n, v| {
+            again.push((n.to_vec(), v.to_vec()))
+        })
+        .expect("our own encoding decodes");
+    assert_eq!(
+        &again, fields,
+        "encode/decode round trip changed the fields"
+    );
+}
+
+/// The client's stream readers fed arbitrary server bytes. The first byte picks
+/// the read size, content capture, and whether the bytes go to a response stream
+/// or to the peer's unidirectional streams (spread over four stream ids by the
+/// second byte's bits, the last read with FIN).
+///
+/// Checked: no panic; a response reports no more body bytes than were fed and no
+/// event after an error; a frame decoder's buffer stays within its limit.
+pub fn h3_client_streams(data: &[u8]) {
+    let Some((&ctl, input)) = data.split_first() else {
+        return;
+    };
+    let read = [1, 3, 64, 1 << 20][usize::from(ctl & 3)];
+    let capture = ctl & 4 != 0;
+    if ctl & 8 == 0 {
+        let local = LocalSettings {
+            max_field_section_size: 2048,
+        };
+        let mut q = qpack::Decoder::new(local.max_field_section_size);
+        let mut r = ResponseReader::new(&local, capture);
+        let mut body = 0usize;
+        let mut fed = 0usize;
+        for chunk in input.chunks(read) {
+            fed += chunk.len();
+            let res = r.feed(&mut q, chunk, |e| {
+                if let ResponseEvent::Data(d) = e {
+                    body += d.len();
+                }
+            });
+            assert!(body <= fed, "more body than bytes fed");
+            if res.is_err() {
+                return;
+            }
+        }
+        let _ = r.finish();
+    } else {
+        let Some((&ids, input)) = input.split_first() else {
+            return;
+        };
+        let mut p = PeerStreams::default();
+        let mut events = Vec::new();
+        let chunks: Vec<&[u8]> = input.chunks(read).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let id = 3 + 4 * u64::from((ids >> (2 * (i % 4))) & 3);
+            let fin = i + 1 == chunks.len();
+            if p.feed(id, chunk, fin, &mut events).is_err() {
+                return;
+            }
+        }
+        // At most one SETTINGS, and GOAWAY ids never increase.
+        let settings = events
+            .iter()
+            .filter(|e| matches!(e, ControlEvent::Settings(_)))
+            .count();
+        assert!(settings <= 1, "SETTINGS reported twice");
+    }
+    // The frame decoder's own bound: a frame over the limit is refused at its header.
+    let mut d = FrameDecoder::new(16);
+    let _ = d.feed(input, |_| Ok(()));
+}

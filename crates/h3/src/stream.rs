@@ -1,0 +1,522 @@
+//! The client's streams: the request stream's response ([`ResponseReader`]), the
+//! peer's unidirectional streams ([`PeerStreams`]: control, QPACK, push, unknown)
+//! and our own control stream's opening bytes ([`write_control_preface`]).
+//!
+//! QUIC itself (stream ids, FIN, resets) stays with the caller: these readers are fed
+//! a stream's bytes in order and told when it ends.
+
+use volley_h2::hpack::FieldMode;
+
+use crate::error::H3Error;
+use crate::frame::{self, Frame, FrameDecoder, PeerSettings};
+use crate::qpack::{self, EncoderStreamReader};
+use crate::varint;
+
+/// Unidirectional stream types (RFC 9114 §6.2, RFC 9204 §4.2).
+pub mod uni {
+    /// The control stream.
+    pub const CONTROL: u64 = 0x00;
+    /// A push stream.
+    pub const PUSH: u64 = 0x01;
+    /// The QPACK encoder stream.
+    pub const QPACK_ENCODER: u64 = 0x02;
+    /// The QPACK decoder stream.
+    pub const QPACK_DECODER: u64 = 0x03;
+}
+
+/// What we tell the peer: our field section limit, and (implicitly, by leaving
+/// them at their default of 0) no QPACK dynamic table and no blocked streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalSettings {
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE: the largest response head we decode.
+    pub max_field_section_size: usize,
+}
+
+impl Default for LocalSettings {
+    fn default() -> Self {
+        LocalSettings {
+            max_field_section_size: 64 << 10,
+        }
+    }
+}
+
+/// Appends the opening of our control stream: its type, then SETTINGS (§6.2.1). The
+/// QPACK capacity is sent as an explicit 0, which is the default, so that a reader
+/// of a packet capture sees it.
+pub fn write_control_preface(out: &mut Vec<u8>, local: &LocalSettings) {
+    varint::encode(uni::CONTROL, out);
+    frame::write_settings(
+        out,
+        &[
+            (frame::setting::QPACK_MAX_TABLE_CAPACITY, 0),
+            (
+                frame::setting::MAX_FIELD_SECTION_SIZE,
+                local.max_field_section_size as u64,
+            ),
+        ],
+    );
+}
+
+/// Appends a request: HEADERS with `fields` (lower-case names, pseudo-fields first),
+/// then one DATA frame with `body` if it is not empty. The caller finishes the
+/// stream after writing it.
+pub fn write_request(out: &mut Vec<u8>, fields: &[(&[u8], &[u8])], body: &[u8]) {
+    let mut section = Vec::with_capacity(64);
+    qpack::encode_prefix(&mut section);
+    for (n, v) in fields {
+        qpack::encode_field(n, v, &mut section);
+    }
+    frame::write_headers(out, &section);
+    if !body.is_empty() {
+        frame::write_data(out, body);
+    }
+}
+
+/// What a response stream said, as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseEvent<'a> {
+    /// An informational (1xx) head; the final head is still to come.
+    Interim {
+        /// Its status.
+        status: u16,
+    },
+    /// The final head.
+    Head {
+        /// Its status.
+        status: u16,
+        /// Its `content-encoding`, when content capture is on.
+        content_encoding: Option<&'a [u8]>,
+    },
+    /// A piece of the body, in order.
+    Data(&'a [u8]),
+    /// A trailer section (its fields are not reported).
+    Trailers,
+}
+
+/// Where in the response a stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Head,
+    Body,
+    Done,
+}
+
+/// Reads one request stream's response (§4.1): HEADERS (after any 1xx heads), DATA,
+/// optional trailers; anything else there is an error.
+#[derive(Debug, Clone)]
+pub struct ResponseReader {
+    frames: FrameDecoder,
+    phase: Phase,
+    /// Decode `content-encoding` as well as `:status`.
+    capture_content: bool,
+    encoding: Vec<u8>,
+}
+
+impl ResponseReader {
+    /// A reader for one response; `capture_content` also reports the head's
+    /// `content-encoding` (for body decoding).
+    pub fn new(local: &LocalSettings, capture_content: bool) -> ResponseReader {
+        ResponseReader {
+            // A HEADERS payload may carry up to the section limit's worth of fields.
+            frames: FrameDecoder::new(local.max_field_section_size),
+            phase: Phase::Head,
+            capture_content,
+            encoding: Vec::new(),
+        }
+    }
+
+    /// Whether the final head has been seen.
+    pub fn has_head(&self) -> bool {
+        self.phase != Phase::Head
+    }
+
+    /// Feeds the stream's next bytes; `on_event` sees what they complete.
+    pub fn feed<F>(
+        &mut self,
+        qpack: &mut qpack::Decoder,
+        bytes: &[u8],
+        mut on_event: F,
+    ) -> Result<(), H3Error>
+    where
+        F: FnMut(ResponseEvent<'_>),
+    {
+        let phase = &mut self.phase;
+        let capture = self.capture_content;
+        let encoding = &mut self.encoding;
+        self.frames.feed(bytes, |f| match f {
+            Frame::Headers(section) => match *phase {
+                Phase::Head => {
+                    let (status, has_encoding) = decode_head(qpack, section, capture, encoding)?;
+                    if (100..200).contains(&status) {
+                        if status == 101 {
+                            return Err(H3Error::Message("101 is not allowed in HTTP/3"));
+                        }
+                        on_event(ResponseEvent::Interim { status });
+                    } else {
+                        *phase = Phase::Body;
+                        on_event(ResponseEvent::Head {
+                            status,
+                            content_encoding: has_encoding.then_some(&encoding[..]),
+                        });
+                    }
+                    Ok(())
+                }
+                Phase::Body => {
+                    // Trailers: decoded for validity, not reported.
+                    qpack.decode(section, FieldMode::PseudoOnly, |_, _| {})?;
+                    *phase = Phase::Done;
+                    on_event(ResponseEvent::Trailers);
+                    Ok(())
+                }
+                Phase::Done => Err(H3Error::FrameUnexpected("HEADERS after trailers")),
+            },
+            Frame::Data(piece) => match *phase {
+                Phase::Body => {
+                    on_event(ResponseEvent::Data(piece));
+                    Ok(())
+                }
+                Phase::Head => Err(H3Error::FrameUnexpected("DATA before HEADERS")),
+                Phase::Done => Err(H3Error::FrameUnexpected("DATA after trailers")),
+            },
+            Frame::PushPromise => Err(H3Error::Id("PUSH_PROMISE without MAX_PUSH_ID")),
+            _ => Err(H3Error::FrameUnexpected(
+                "control frame on a request stream",
+            )),
+        })
+    }
+
+    /// The stream ended (FIN): an error unless it ended after a final head and
+    /// between frames.
+    pub fn finish(&self) -> Result<(), H3Error> {
+        if !self.frames.between_frames() {
+            return Err(H3Error::Frame("stream ended inside a frame"));
+        }
+        if self.phase == Phase::Head {
+            return Err(H3Error::Message("stream ended before the response head"));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a head: its status (exactly one valid `:status`), and with `capture` its
+/// `content-encoding` into `encoding` (whether there was one).
+fn decode_head(
+    qpack: &mut qpack::Decoder,
+    section: &[u8],
+    capture: bool,
+    encoding: &mut Vec<u8>,
+) -> Result<(u16, bool), H3Error> {
+    let mut status: Option<Option<u16>> = None;
+    let mut repeated = false;
+    let mut has_encoding = false;
+    encoding.clear();
+    let mode = if capture {
+        FieldMode::All
+    } else {
+        FieldMode::PseudoOnly
+    };
+    qpack.decode(section, mode, |name, value| {
+        if name == b":status" {
+            repeated |= status.is_some();
+            status = Some(parse_status(value));
+        } else if name == b"content-encoding" {
+            if has_encoding {
+                encoding.extend_from_slice(b", ");
+            }
+            has_encoding = true;
+            encoding.extend_from_slice(value);
+        }
+    })?;
+    match status {
+        _ if repeated => Err(H3Error::Message(":status repeated")),
+        Some(Some(s)) => Ok((s, has_encoding)),
+        Some(None) => Err(H3Error::Message(":status is not three digits")),
+        None => Err(H3Error::Message("response head without :status")),
+    }
+}
+
+fn parse_status(v: &[u8]) -> Option<u16> {
+    match v {
+        [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+        }
+        _ => None,
+    }
+}
+
+/// What one of the peer's unidirectional streams turned out to be.
+#[derive(Debug, Clone)]
+enum UniState {
+    /// Its type varint is still incomplete (these bytes so far).
+    Type(Vec<u8>),
+    Control {
+        frames: FrameDecoder,
+    },
+    Encoder(EncoderStreamReader),
+    /// QPACK decoder stream or an unknown type: read and dropped (§6.2: unknown
+    /// types must be ignored; the decoder stream only acknowledges our sections,
+    /// which use no dynamic table).
+    Discard,
+}
+
+/// Something the peer's control stream said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// Its SETTINGS arrived.
+    Settings(PeerSettings),
+    /// GOAWAY: requests on stream ids at or above this one will not be processed.
+    GoAway(u64),
+}
+
+/// The peer's unidirectional streams of one connection, keyed by QUIC stream id.
+#[derive(Debug, Clone, Default)]
+pub struct PeerStreams {
+    streams: Vec<(u64, UniState)>,
+    control_seen: bool,
+    encoder_seen: bool,
+    decoder_seen: bool,
+    settings: Option<PeerSettings>,
+    goaway: Option<u64>,
+}
+
+/// Longest control frame we buffer (SETTINGS, GOAWAY: a few bytes each).
+const MAX_CONTROL_FRAME_BYTES: usize = 4096;
+
+impl PeerStreams {
+    /// The peer's settings, once its control stream delivered them.
+    pub fn settings(&self) -> Option<PeerSettings> {
+        self.settings
+    }
+
+    /// The lowest GOAWAY identifier received so far.
+    pub fn goaway(&self) -> Option<u64> {
+        self.goaway
+    }
+
+    /// Feeds bytes of the peer's unidirectional stream `id`; `fin` says the stream
+    /// ended with them. Returns what its control stream said in these bytes.
+    pub fn feed(
+        &mut self,
+        id: u64,
+        bytes: &[u8],
+        fin: bool,
+        events: &mut Vec<ControlEvent>,
+    ) -> Result<(), H3Error> {
+        let at = match self.streams.iter().position(|(s, _)| *s == id) {
+            Some(i) => i,
+            None => {
+                if self.streams.len() >= 16 {
+                    return Err(H3Error::ExcessiveLoad("too many unidirectional streams"));
+                }
+                self.streams.push((id, UniState::Type(Vec::new())));
+                self.streams.len() - 1
+            }
+        };
+        let mut input = bytes;
+        if let UniState::Type(partial) = &mut self.streams[at].1 {
+            let take = (8 - partial.len()).min(input.len());
+            partial.extend_from_slice(&input[..take]);
+            let Some((t, n)) = varint::decode(partial) else {
+                return Ok(());
+            };
+            input = &input[take - (partial.len() - n)..];
+            let state = self.open(t)?;
+            self.streams[at].1 = state;
+        }
+        let settings = &mut self.settings;
+        let goaway = &mut self.goaway;
+        match &mut self.streams[at].1 {
+            UniState::Control { frames } => {
+                frames.feed(input, |f| match (f, settings.is_some()) {
+                    (Frame::Settings(s), false) => {
+                        *settings = Some(s);
+                        events.push(ControlEvent::Settings(s));
+                        Ok(())
+                    }
+                    (_, false) => Err(H3Error::MissingSettings),
+                    (Frame::Settings(_), true) => Err(H3Error::FrameUnexpected("second SETTINGS")),
+                    (Frame::GoAway(g), true) => {
+                        if goaway.is_some_and(|old| g > old) {
+                            return Err(H3Error::Id("GOAWAY identifier increased"));
+                        }
+                        *goaway = Some(g);
+                        events.push(ControlEvent::GoAway(g));
+                        Ok(())
+                    }
+                    (Frame::CancelPush(_), true) => Ok(()),
+                    (Frame::MaxPushId(_), true) => {
+                        Err(H3Error::FrameUnexpected("MAX_PUSH_ID from a server"))
+                    }
+                    _ => Err(H3Error::FrameUnexpected(
+                        "frame not allowed on the control stream",
+                    )),
+                })?;
+                if fin {
+                    return Err(H3Error::ClosedCriticalStream);
+                }
+            }
+            UniState::Encoder(r) => {
+                r.feed(input).map_err(H3Error::EncoderStream)?;
+                if fin {
+                    return Err(H3Error::ClosedCriticalStream);
+                }
+            }
+            UniState::Discard | UniState::Type(_) => {}
+        }
+        Ok(())
+    }
+
+    /// The state of a new stream of type `t`.
+    fn open(&mut self, t: u64) -> Result<UniState, H3Error> {
+        let once = |seen: &mut bool| {
+            if std::mem::replace(seen, true) {
+                Err(H3Error::StreamCreation("a second stream of a unique type"))
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match t {
+            uni::CONTROL => {
+                once(&mut self.control_seen)?;
+                UniState::Control {
+                    frames: FrameDecoder::new(MAX_CONTROL_FRAME_BYTES),
+                }
+            }
+            uni::QPACK_ENCODER => {
+                once(&mut self.encoder_seen)?;
+                UniState::Encoder(EncoderStreamReader::default())
+            }
+            uni::QPACK_DECODER => {
+                once(&mut self.decoder_seen)?;
+                UniState::Discard
+            }
+            uni::PUSH => return Err(H3Error::Id("push stream without MAX_PUSH_ID")),
+            _ => UniState::Discard,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{setting, write_data, write_goaway, write_headers, write_settings};
+
+    fn head(fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut s = Vec::new();
+        qpack::encode_prefix(&mut s);
+        for (n, v) in fields {
+            qpack::encode_field(n.as_bytes(), v.as_bytes(), &mut s);
+        }
+        let mut out = Vec::new();
+        write_headers(&mut out, &s);
+        out
+    }
+
+    fn read(bytes: &[u8], read: usize, capture: bool) -> Result<Vec<String>, H3Error> {
+        let local = LocalSettings::default();
+        let mut q = qpack::Decoder::new(local.max_field_section_size);
+        let mut r = ResponseReader::new(&local, capture);
+        let mut seen = Vec::new();
+        for chunk in bytes.chunks(read) {
+            r.feed(&mut q, chunk, |e| {
+                seen.push(match e {
+                    ResponseEvent::Interim { status } => format!("interim {status}"),
+                    ResponseEvent::Head {
+                        status,
+                        content_encoding,
+                    } => format!(
+                        "head {status} {}",
+                        String::from_utf8_lossy(content_encoding.unwrap_or(b"-"))
+                    ),
+                    ResponseEvent::Data(d) => format!("data {}", d.len()),
+                    ResponseEvent::Trailers => "trailers".into(),
+                })
+            })?;
+        }
+        r.finish()?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn a_response_with_interim_head_body_and_trailers() {
+        let mut v = head(&[(":status", "103")]);
+        v.extend(head(&[(":status", "200"), ("content-encoding", "gzip")]));
+        write_data(&mut v, &[1; 10]);
+        v.extend(head(&[("x-checksum", "1")]));
+        let got = read(&v, 4096, true).unwrap();
+        assert_eq!(got, ["interim 103", "head 200 gzip", "data 10", "trailers"]);
+        let got = read(&v, 4096, false).unwrap();
+        assert_eq!(got[1], "head 200 -");
+    }
+
+    #[test]
+    fn broken_responses_are_typed() {
+        let mut data_first = Vec::new();
+        write_data(&mut data_first, b"x");
+        assert!(matches!(
+            read(&data_first, 64, false),
+            Err(H3Error::FrameUnexpected(_))
+        ));
+        let mut settings = head(&[(":status", "200")]);
+        write_settings(&mut settings, &[]);
+        assert!(matches!(
+            read(&settings, 64, false),
+            Err(H3Error::FrameUnexpected(_))
+        ));
+        assert!(matches!(
+            read(&head(&[("server", "x")]), 64, false),
+            Err(H3Error::Message(_))
+        ));
+        assert!(matches!(
+            read(&head(&[(":status", "2000")]), 64, false),
+            Err(H3Error::Message(_))
+        ));
+        // Ends before any head, and inside a frame.
+        assert!(matches!(read(&[], 64, false), Err(H3Error::Message(_))));
+        let mut cut = head(&[(":status", "200")]);
+        write_data(&mut cut, &[0; 10]);
+        cut.truncate(cut.len() - 1);
+        assert!(matches!(read(&cut, 64, false), Err(H3Error::Frame(_))));
+    }
+
+    #[test]
+    fn peer_streams() {
+        let mut p = PeerStreams::default();
+        let mut ev = Vec::new();
+        let mut control = vec![uni::CONTROL as u8];
+        write_settings(&mut control, &[(setting::MAX_FIELD_SECTION_SIZE, 100)]);
+        write_goaway(&mut control, 8);
+        for b in &control {
+            p.feed(3, std::slice::from_ref(b), false, &mut ev).unwrap();
+        }
+        assert_eq!(ev.len(), 2);
+        assert_eq!(p.goaway(), Some(8));
+        assert_eq!(p.settings().unwrap().max_field_section_size, Some(100));
+        // Encoder stream with capacity 0, a decoder stream, an unknown stream.
+        p.feed(7, &[0x02, 0x20], false, &mut ev).unwrap();
+        p.feed(11, &[0x03, 0x80, 0x01], false, &mut ev).unwrap();
+        p.feed(15, &[0x21, 9, 9, 9], true, &mut ev).unwrap();
+        // A second control stream; the control stream closing; a push stream.
+        assert!(matches!(
+            p.feed(19, &[0x00], false, &mut ev),
+            Err(H3Error::StreamCreation(_))
+        ));
+        assert_eq!(
+            p.feed(3, &[], true, &mut ev),
+            Err(H3Error::ClosedCriticalStream)
+        );
+        let mut q = PeerStreams::default();
+        assert!(matches!(
+            q.feed(3, &[0x01], false, &mut ev),
+            Err(H3Error::Id(_))
+        ));
+        // A control stream that does not start with SETTINGS.
+        let mut q = PeerStreams::default();
+        let mut bad = vec![0x00];
+        write_goaway(&mut bad, 0);
+        assert_eq!(
+            q.feed(3, &bad, false, &mut ev),
+            Err(H3Error::MissingSettings)
+        );
+    }
+}

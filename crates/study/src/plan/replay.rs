@@ -1,0 +1,190 @@
+//! `kind = "replay"` workloads resolved: an access log replayed at each step's rate.
+//!
+//! A replay step's offered rate R is the log at speed R / (the log's mean rate), so a
+//! sweep or a capacity search over rates is one over the speed factor (the log's mean
+//! rate is speed 1). The log is read once here, so a bad one stops the study before
+//! any target starts; each step then streams it again, looping to fill its duration.
+
+use std::path::PathBuf;
+
+use volley_replay::schedule::{Planner, ReplayOptions};
+use volley_replay::{LogReader, ReaderOptions};
+
+use super::model::{Load, ReplayLoad, Workload};
+use super::resolve::invalid;
+use crate::spec::WorkloadDef;
+use crate::StudyError;
+
+/// Keys a replay workload does not take (the log gives methods, paths and bodies).
+const NOT_FOR_REPLAY: [&str; 9] = [
+    "paths",
+    "order",
+    "weights",
+    "block",
+    "method",
+    "body",
+    "requests",
+    "cold_start",
+    "users",
+];
+
+/// A replay workload: its log read once for its mean rate, the study's load settings.
+/// `injected`: the study has `[injectors]`, whose agents send lists of paths, not a log.
+pub(super) fn replay_workload(
+    w: &WorkloadDef,
+    load: Load,
+    injected: bool,
+) -> Result<Workload, StudyError> {
+    if injected {
+        return Err(invalid(format!(
+            "workload '{}': a replay runs from this host only, not with [injectors]",
+            w.name
+        )));
+    }
+    if load.wire.h2_streams.is_some() {
+        return Err(invalid(format!(
+            "workload '{}': a replay keeps each client on its own HTTP/1.1 connection: drop h2",
+            w.name
+        )));
+    }
+    let set = [
+        !w.paths.is_empty(),
+        w.order.is_some(),
+        w.weights.is_some(),
+        w.block.is_some(),
+        w.method.is_some(),
+        w.body.is_some(),
+        w.requests.is_some(),
+        w.cold_start.is_some(),
+        w.users.is_some(),
+    ];
+    if let Some(i) = set.iter().position(|s| *s) {
+        return Err(invalid(format!(
+            "workload '{}': {} is not a replay key (the log gives the requests)",
+            w.name, NOT_FOR_REPLAY[i]
+        )));
+    }
+    let Some(log) = w.log.clone() else {
+        return Err(invalid(format!(
+            "workload '{}': a replay needs log = \"access.log\"",
+            w.name
+        )));
+    };
+    let log = PathBuf::from(log);
+    let bad = |e: String| invalid(format!("workload '{}': {}: {e}", w.name, log.display()));
+    let mut reader =
+        LogReader::open(&log, ReaderOptions::default()).map_err(|e| bad(e.to_string()))?;
+    let mut planner = Planner::new(ReplayOptions::default());
+    let mut span_us = 0;
+    for r in reader.by_ref() {
+        if let Some(p) = planner.plan(r.map_err(|e| bad(e.to_string()))?) {
+            span_us = p.intended_us;
+        }
+    }
+    let planned = planner.counts().planned;
+    if planned < 2 || span_us == 0 {
+        return Err(bad(
+            "a replay needs at least two logged requests at different instants".into(),
+        ));
+    }
+    // n requests span n - 1 gaps.
+    let mean_rate = (planned - 1) as f64 / (span_us as f64 / 1e6);
+    Ok(Workload {
+        name: w.name.clone(),
+        method: "GET".into(),
+        // No paths: the targets validate their default probe file, and the log gives
+        // every request.
+        paths: Vec::new(),
+        order: volley_engine::Order::Same,
+        headers: Vec::new(),
+        body: None,
+        load,
+        cold_start: false,
+        requests: None,
+        expected_rate: None,
+        office: None,
+        replay: Some(ReplayLoad {
+            log,
+            mean_rate,
+            requests: planned,
+        }),
+        targets: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::plan;
+
+    /// A study over a log of `n` requests 100 ms apart (10 req/s).
+    fn study(log: &std::path::Path, extra: &str) -> String {
+        format!(
+            r#"
+name = "r"
+mode = "search"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[workload]]
+name = "log"
+kind = "replay"
+log = "{}"
+{extra}
+[load]
+model = "open"
+[steps]
+duration = "10s"
+"#,
+            log.display()
+        )
+    }
+
+    fn write_log(name: &str, n: u64) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "volley-study-replay-{name}-{}.log",
+            std::process::id()
+        ));
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "10.0.0.{} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET /{i} HTTP/1.1\" 200 5 \"-\" \"t\"\n",
+                    i % 3,
+                    i / 10,
+                    (i % 10) * 100_000
+                )
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_replay_workload_reads_its_log_for_its_mean_rate() {
+        let log = write_log("ok", 51);
+        let p = plan(&study(&log, "")).unwrap();
+        let r = p.workloads[0].replay.as_ref().unwrap();
+        // 51 requests, 50 gaps over 5 s: speed 1 is 10 req/s.
+        assert_eq!(r.requests, 51);
+        assert!((r.mean_rate - 10.0).abs() < 1e-9, "{}", r.mean_rate);
+        assert!(p.workloads[0].paths.is_empty());
+        std::fs::remove_file(log).unwrap();
+    }
+
+    #[test]
+    fn a_replay_workload_refuses_request_keys_and_bad_logs() {
+        let log = write_log("keys", 5);
+        let e = plan(&study(&log, "paths = [\"/x\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paths is not a replay key"), "{e}");
+        let e = plan(&study(std::path::Path::new("/nonexistent/x.log"), ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        let e = plan(&study(&log, "").replace("log = ", "# log = "))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a replay needs log"), "{e}");
+        std::fs::remove_file(log).unwrap();
+    }
+}

@@ -1,0 +1,303 @@
+//! `volley bench --h3`, end to end: the real binary against a real Caddy (Debian's
+//! 2.6 speaks RFC 9114) started here on loopback with a certificate from volley's
+//! throw-away CA. Request counts must equal Caddy's access-log lines, closed and open
+//! loop; a target with nothing on UDP, an untrusted certificate and bad flag
+//! combinations each give one line; `--target caddy --h3` starts a managed Caddy that
+//! offers it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use volley_engine::volley_tls::certs;
+
+use crate::common::{self, Spawned};
+
+/// Bytes of the file the load fetches.
+const FILE_BYTES: usize = 1000;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+        .arg("bench")
+        .args(["--timeout", "5s"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-q", "--json"]);
+    let out = bench(&all);
+    assert!(
+        out.status.success(),
+        "volley bench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Caddy serving `site/` over h1, h2 and h3 on one free port (TCP and UDP), with an
+/// access log; `None` (test skipped, said on stderr) where Caddy is not installed.
+struct Caddy {
+    server: Spawned,
+    ca: PathBuf,
+}
+
+impl Caddy {
+    fn start(tag: &str) -> Option<Caddy> {
+        if Command::new("caddy").arg("version").output().is_err() {
+            eprintln!("skipped: caddy is not installed");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("volley-h3-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("site")).unwrap();
+        std::fs::write(dir.join("site/k1"), vec![b'k'; FILE_BYTES]).unwrap();
+        let paths = certs::write_local_set(&dir.join("certs")).unwrap();
+        let port = common::free_port();
+        let d = |p: &Path| p.display().to_string();
+        let caddyfile = format!(
+            "{{\n  admin off\n  auto_https off\n  default_sni 127.0.0.1\n  ocsp_stapling off\n  \
+             storage file_system {dir}/data\n  servers {{\n    protocols h1 h2 h3\n  }}\n}}\n\
+             https://127.0.0.1:{port} {{\n  bind 127.0.0.1\n  tls {cert} {key}\n  \
+             root * {dir}/site\n  file_server\n  log {{\n    output file {dir}/access.log\n  }}\n}}\n",
+            dir = d(&dir),
+            cert = d(&paths.cert),
+            key = d(&paths.key),
+        );
+        std::fs::write(dir.join("Caddyfile"), caddyfile).unwrap();
+        let mut cmd = Command::new("caddy");
+        cmd.args(["run", "--adapter", "caddyfile", "--config"])
+            .arg(dir.join("Caddyfile"))
+            // Keep Caddy's autosave and data out of the user's home.
+            .env("HOME", &dir)
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("XDG_DATA_HOME", dir.join("data"));
+        let server = common::spawn_listening(cmd, dir, port);
+        let caddy = Caddy {
+            server,
+            ca: paths.ca,
+        };
+        caddy.wait_for_udp();
+        Some(caddy)
+    }
+
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}/k1", self.server.port)
+    }
+
+    fn ca(&self) -> &str {
+        self.ca.to_str().unwrap()
+    }
+
+    /// Caddy opens its UDP listener beside the TCP one; a one-request run says when
+    /// it answers (bounded: 30 tries over at most 15 s).
+    fn wait_for_udp(&self) {
+        for _ in 0..30 {
+            let out = bench(&[&self.url(), "--h3", "--cacert", self.ca(), "-n", "1", "-q"]);
+            if out.status.success() {
+                self.wait_log_lines(1);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("caddy never answered over HTTP/3");
+    }
+
+    /// Access-log lines, once their count stopped changing (Caddy writes them after
+    /// each response; waits at most 5 s for `at_least`).
+    fn wait_log_lines(&self, at_least: usize) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let read = || -> Vec<serde_json::Value> {
+            std::fs::read_to_string(self.server.dir.join("access.log"))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let mut lines = read();
+        while lines.len() < at_least && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            lines = read();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        read()
+    }
+}
+
+/// Requests answered over HTTP/3 in Caddy's log since `before` lines.
+fn h3_lines(lines: &[serde_json::Value], before: usize) -> usize {
+    lines[before..]
+        .iter()
+        .filter(|l| l["request"]["proto"] == "HTTP/3.0")
+        .count()
+}
+
+#[test]
+fn caddy_over_h3_closed_and_open_loop_counts_match_its_access_log() {
+    let Some(caddy) = Caddy::start("counts") else {
+        return;
+    };
+    let url = caddy.url();
+    let size = FILE_BYTES.to_string();
+
+    // Closed loop: 3 connections x 4 streams, every body checked.
+    let before = caddy.wait_log_lines(0).len();
+    let v = json(&[
+        &url,
+        "--h3",
+        "--cacert",
+        caddy.ca(),
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "--streams",
+        "4",
+        "--expect-size",
+        &size,
+    ]);
+    let run = &v["runs"][0];
+    assert_eq!(run["requests"]["ok"], 300, "{run}");
+    assert_eq!(run["wire"]["protocol"], "h3");
+    assert_eq!(run["wire"]["h3"]["handshake_failures"], 0);
+    assert_eq!(run["wire"]["h3"]["handshakes"], 3, "one per connection");
+    assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
+    assert_eq!(
+        run["bytes"]["body_total"],
+        300 * FILE_BYTES as u64,
+        "{}",
+        run["bytes"]
+    );
+    let lines = caddy.wait_log_lines(before + 300);
+    assert_eq!(lines.len() - before, 300, "Caddy logged another count");
+    assert_eq!(h3_lines(&lines, before), 300, "not all served over HTTP/3");
+
+    // Open loop: 200 req/s for 1.5 s, each arrival one sample.
+    let before = lines.len();
+    let v = json(&[
+        &url,
+        "--h3",
+        "--cacert",
+        caddy.ca(),
+        "--rate",
+        "200",
+        "-d",
+        "1500ms",
+        "-c",
+        "2",
+        "--streams",
+        "8",
+    ]);
+    let run = &v["runs"][0];
+    let ok = run["requests"]["ok"].as_u64().unwrap();
+    let sent = run["requests"]["sent"].as_u64().unwrap();
+    assert!(ok >= 250, "{run}");
+    assert_eq!(run["requests"]["failed"], 0, "{run}");
+    // Requests still in flight when the run ended (censored) may or may not have
+    // reached Caddy's log: every answered one did, and nothing unsent did.
+    let lines = caddy.wait_log_lines(before + ok as usize);
+    let logged = (lines.len() - before) as u64;
+    assert!(
+        (ok..=sent).contains(&logged),
+        "Caddy logged {logged}, ok {ok}, sent {sent}"
+    );
+    assert_eq!(h3_lines(&lines, before) as u64, logged);
+}
+
+#[test]
+fn h3_failures_are_one_line() {
+    // Nothing on UDP at all: refused at once, not after the connect timeout.
+    let port = common::free_port().to_string();
+    let url = format!("https://127.0.0.1:{port}/");
+    let started = Instant::now();
+    let out = bench(&[&url, "--h3", "--insecure", "-n", "5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no HTTP/3"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+
+    // Usage errors: exit 2, one line.
+    for (args, says) in [
+        (vec!["http://127.0.0.1:1/", "--h3", "-n", "1"], "https://"),
+        (
+            vec!["https://127.0.0.1:1/", "--h3", "--h2", "-n", "1"],
+            "--h2",
+        ),
+        (
+            vec![
+                "https://127.0.0.1:1/",
+                "--h3",
+                "--tls-version",
+                "1.2",
+                "-n",
+                "1",
+            ],
+            "TLS 1.3",
+        ),
+    ] {
+        let out = bench(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn caddy_over_h3_with_an_untrusted_certificate_names_the_cause() {
+    let Some(caddy) = Caddy::start("trust") else {
+        return;
+    };
+    // Without --cacert the throw-away CA is unknown: a TLS failure, named.
+    let out = bench(&[&caddy.url(), "--h3", "-n", "4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("4 TLS failures"), "{err}");
+    assert!(err.contains("--cacert"), "{err}");
+}
+
+#[test]
+fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
+    if Command::new("caddy").arg("version").output().is_err() {
+        eprintln!("skipped: caddy is not installed");
+        return;
+    }
+    let (code, out, err) = common::volley(&[
+        "bench",
+        "--target",
+        "caddy",
+        "--tls",
+        "--h3",
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "--compressed",
+        "gzip",
+        "--first-request",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let run = &v["runs"][0];
+    assert_eq!(run["wire"]["protocol"], "h3");
+    assert_eq!(run["requests"]["ok"], 200, "{run}");
+    assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
+    // Every body gzip-coded as asked and decoded; the cold request went over h3 too.
+    assert_eq!(run["wire"]["compression"], "gzip");
+    assert_eq!(
+        run["first_request"]["status"], 200,
+        "{}",
+        run["first_request"]
+    );
+    // nginx 1.22 has no HTTP/3: refused before anything starts.
+    let (code, _, err) =
+        common::volley(&["bench", "--target", "nginx", "--tls", "--h3", "-n", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot offer HTTP/3"), "{err}");
+}
