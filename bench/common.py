@@ -294,15 +294,19 @@ def compare(title, tools, args, server, rounds, shuffle_seed=None, raw=None, bas
 
 
 def paired_report(a, b, ra, rb):
-    """Prints a/b per-round ratios, their median and bootstrap 95% CI, for req/s and for
-    generator CPU per request, and whether the server was saturated in those rounds."""
+    """Prints a/b per-round ratios, their median and bootstrap 95% CI, for req/s, for
+    generator CPU per request and for the server's CPU per request (what the same
+    server paid per request under each client: above 1, `a`'s load costs the server
+    more, so a saturated server serves fewer requests under it), and whether the server
+    was saturated in those rounds."""
     pairs = [(x, y) for x, y in zip(ra, rb) if x and y]
     if not pairs:
         print(f"  {a}/{b}: no round where both ran")
         return
     print(f"  {a}/{b} over {len(pairs)} paired round(s):")
-    for key, label in (("req_per_s", "req/s"), ("gen_us_per_req", "CPU us/request")):
-        ratios = [x[key] / y[key] for x, y in pairs if y[key]]
+    for key, label in (("req_per_s", "req/s"), ("gen_us_per_req", "CPU us/request"),
+                       ("server_us_per_req", "srv CPU us/req")):
+        ratios = [x[key] / y[key] for x, y in pairs if x.get(key) is not None and y.get(key)]
         if not ratios:
             continue
         lo, hi = bootstrap_median_ci(ratios)

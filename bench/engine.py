@@ -21,8 +21,12 @@ What it does (issue 2's speed bar), all on loopback:
     us/request, and says when the server was saturated (>= 95% of its core under both
     clients): then req/s compares the server's behaviour under each client, not the
     clients, and generator CPU us/request is the comparison that means something;
-  * keep-alive, 64 connections vs lighttpd: volley, wrk, h2load --h1, httperf, ab -k;
-  * a new connection per request, 16 at once vs nginx: volley, ab, wrk (Connection: close);
+  * keep-alive, 64 connections vs lighttpd: volley, wrk, h2load --h1, httperf, ab -k, and
+    oha when `cargo install oha` put it on PATH;
+  * a new connection per request, 16 at once vs nginx: volley, ab, wrk (Connection: close),
+    oha --disable-keepalive;
+  * each volley/peer pair also gets the ratio of the *server's* CPU per request with its
+    interval: above 1, the same server paid more per request under volley's load;
   * open loop at 80% of volley's keep-alive figure, after a 2 s warm-up: achieved send
     rate and send lag, scheduler lateness (generator.sched_lag_p99_ms = dispatched -
     intended) and connection wait (generator.conn_wait_p99_ms = sent - dispatched) when
@@ -37,6 +41,7 @@ What it does (issue 2's speed bar), all on loopback:
 Nothing here is a test: it prints figures for the issue notes.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -136,6 +141,19 @@ def run_ab(extra, conns):
         out, cpu, rss = timed(["ab", "-q", "-t", str(secs), "-n", "50000000", "-c", str(conns)]
                               + extra + [url], secs * 3 + 30)
         return num(r"Requests per second:\s+([\d.]+)", out), num(r"Complete requests:\s+(\d+)", out), cpu, rss
+    return f
+
+
+def run_oha(extra):
+    """oha (crates.io; `cargo install oha`), when on PATH: its JSON summary's count of
+    2xx/3xx answers, as the other peers count completed requests."""
+    def f(url, host, port, path, secs):
+        out, cpu, rss = timed(["oha", "-z", f"{secs}s", "--no-tui", "--output-format", "json"]
+                              + extra + [url], secs * 3 + 30)
+        j = json.loads(out[out.find("{"):])
+        ok = sum(n for code, n in j.get("statusCodeDistribution", {}).items()
+                 if 200 <= int(code) < 400)
+        return ok / j["summary"]["total"], ok, cpu, rss
     return f
 
 
@@ -242,6 +260,10 @@ def main():
                     time.sleep(1)
             return
         base = lambda extra: [("volley-base", run_volley(extra, a.baseline))] if a.baseline else []  # noqa: E731
+        # oha is not in Debian: a peer only where `cargo install oha` put it on PATH.
+        oha = lambda extra: [("oha", run_oha(extra))] if shutil.which("oha") else []  # noqa: E731
+        if not shutil.which("oha"):
+            print("  (oha not on PATH: `cargo install oha` to add it as a peer)")
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
             *base(["-k", "-c", "64"]),
@@ -249,12 +271,14 @@ def main():
             ("h2load", run_h2load(64)),
             ("httperf", run_httperf(64)),
             ("ab", run_ab(["-k"], 64)),
+            *oha(["-c", "64"]),
         ], largs, light, a.rounds, a.shuffle, raw)
         compare("new connection per request, 16 at once, nginx", [
             ("volley", run_volley(["-c", "16"])),
             *base(["-c", "16"]),
             ("ab", run_ab([], 16)),
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
+            *oha(["-c", "16", "--disable-keepalive"]),
         ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw)
         vol = [r["req_per_s"] for r in ka["volley"] if r]
         if vol:

@@ -668,3 +668,104 @@ fn a_global_or_refused_sysctl_is_one_line_and_nothing_starts() {
     }
     assert_eq!(before, host_sysctl("net.core.rmem_max"));
 }
+
+/// TcpExt counter `name` of network namespace `ns` (`/proc/net/netstat` read from
+/// inside it), `None` when the namespace is gone.
+fn netstat_in(ns: &str, name: &str) -> Option<u64> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut tcpext = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (tcpext.next()?, tcpext.next()?);
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// One `bench --target KIND` with `somaxconn` in the target's namespace, a slow
+/// accepter (one worker at 5% of a CPU) and 256 new connections at a time: the most
+/// ListenOverflows and ListenDrops the namespace counted, and the run's JSON.
+fn slow_accepter_run(kind: &str, somaxconn: u32) -> (u64, u64, Value) {
+    let json = temp_json(&format!("slow-{kind}-{somaxconn}"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            "--target",
+            kind,
+            "--workers",
+            "1",
+            "--cpu-quota",
+            "0.05",
+        ])
+        .args(["-c", "256", "-n", "3000", "--timeout", "10s"])
+        .args(["--sysctl", &format!("net.core.somaxconn={somaxconn}")])
+        .args(["--json", json.to_str().unwrap(), "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("vl{}-", child.id());
+    let (mut overflows, mut drops) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < until && child.try_wait().unwrap().is_none() {
+        let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let ns = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
+            .map(str::to_string);
+        if let Some(ns) = ns {
+            overflows = overflows.max(netstat_in(&ns, "ListenOverflows").unwrap_or(0));
+            drops = drops.max(netstat_in(&ns, "ListenDrops").unwrap_or(0));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{kind} somaxconn={somaxconn}: {err}");
+    let v = read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_nothing_left(&v["targets"][0]);
+    (overflows, drops, v)
+}
+
+#[test]
+fn a_small_somaxconn_overflows_a_slow_accepters_queue_and_the_default_does_not() {
+    let keys = ["net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog"];
+    let before: Vec<String> = keys.iter().map(|k| host_sysctl(k)).collect();
+    for (kind, program) in [
+        ("nginx", "nginx"),
+        ("apache-event", "apache2"),
+        ("lighttpd", "lighttpd"),
+    ] {
+        if !installed(program) {
+            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+            continue;
+        }
+        // Both in a namespace of their own, so the only difference is the queue: 16,
+        // or Linux's own default of 4096 (which every server's backlog fits under).
+        let (small_over, small_drops, small) = slow_accepter_run(kind, 16);
+        let (big_over, big_drops, big) = slow_accepter_run(kind, 4096);
+        let connect = |v: &Value| v["runs"][0]["latency"]["connect_time"]["max_ms"].clone();
+        let seen = format!(
+            "{kind}: somaxconn 16: {small_over} overflows, {small_drops} drops, connect max {} ms; \
+             4096: {big_over} overflows, {big_drops} drops, connect max {} ms",
+            connect(&small),
+            connect(&big)
+        );
+        // The kernel dropped handshakes at the full queue (a SYN, or the last ACK)...
+        assert!(small_over > 0 && small_drops > 0, "{seen}");
+        assert_eq!((big_over, big_drops), (0, 0), "{seen}");
+        // ...and a dropped SYN costs the client its retransmission timeout (1 s).
+        assert!(connect(&small).as_f64().unwrap() >= 900.0, "{seen}");
+        // The default's queue held every connection: no request failed. (With 16, some
+        // may fail outright: Apache's gave up on ~4% here.)
+        assert_eq!(big["runs"][0]["requests"]["ok"], 3000, "{seen}");
+        eprintln!("{seen}, ok {} of 3000", small["runs"][0]["requests"]["ok"]);
+    }
+    let after: Vec<String> = keys.iter().map(|k| host_sysctl(k)).collect();
+    assert_eq!(before, after, "the host's sysctls are unchanged");
+}

@@ -6,3 +6,4 @@
 
 mod study_cli;
 mod study_interrupt;
+mod study_tuning;

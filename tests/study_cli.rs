@@ -737,7 +737,16 @@ retries = 0
     let mut steps = store.steps(runs[0].id).unwrap();
     steps.sort_by_key(|s| s.parameters.extra["order"].as_u64().unwrap());
     assert_eq!(steps.len(), 2);
-    assert!(steps[0].parameters.extra.get("namespace").is_none());
+    // The default runs in a lab too, with nothing set: both sides take the same path.
+    let default_ns = &steps[0].parameters.extra["namespace"];
+    assert!(
+        default_ns["sysctls"].as_array().unwrap().is_empty(),
+        "{default_ns}"
+    );
+    assert_ne!(
+        default_ns["ns"],
+        steps[1].parameters.extra["namespace"]["ns"]
+    );
     let ns = &steps[1].parameters.extra["namespace"];
     assert_eq!(ns["sysctls"][0]["key"], "net.core.somaxconn");
     assert_eq!(ns["sysctls"][0]["value"], "16");

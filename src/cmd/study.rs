@@ -43,6 +43,10 @@ struct RunArgs {
     /// Multiply durations and request counts (0.1 for a quick look).
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     scale: String,
+    /// Sweep every point or search for each capacity, whatever the file's `mode`
+    /// says (one study file answers both: e.g. a rate sweep, then its capacities).
+    #[arg(long, value_enum, value_name = "MODE")]
+    mode: Option<ModeArg>,
     /// Re-measures of a step noise spoiled (generator-bound, machine-stalled, or run
     /// while the machine was busy), run later in the study; overrides `[steps] retries`.
     #[arg(long, value_name = "N")]
@@ -56,6 +60,15 @@ struct RunArgs {
     ssh_option: Vec<String>,
 }
 
+/// `--mode`: the study file's `mode`, chosen on the command line.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    /// Run every point of the sweep axes.
+    Sweep,
+    /// Double the rate until a step fails, then bisect.
+    Search,
+}
+
 /// Runs `volley study`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -65,7 +78,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Parses and resolves a study file; every problem is a usage error naming the file.
 pub(crate) fn load(text: &str, name: &str, scale: f64) -> anyhow::Result<volley_study::Plan> {
-    let parsed = volley_study::parse(text);
+    load_as(text, name, scale, None)
+}
+
+/// [`load`] with the file's `mode` replaced by `mode` when given.
+fn load_as(
+    text: &str,
+    name: &str,
+    scale: f64,
+    mode: Option<volley_study::spec::Mode>,
+) -> anyhow::Result<volley_study::Plan> {
+    let parsed = volley_study::parse(text).map(|mut f| {
+        if let Some(m) = mode {
+            f.mode = m;
+        }
+        f
+    });
     let plan = parsed.and_then(|f| volley_study::resolve(&f, text, scale));
     match plan {
         Ok(p) => Ok(p),
@@ -206,7 +234,11 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(e) => usage!("cannot read study file {}: {e}", a.file.display()),
     };
-    let mut plan = load(&text, &a.file.display().to_string(), scale)?;
+    let mode = a.mode.map(|m| match m {
+        ModeArg::Sweep => volley_study::spec::Mode::Sweep,
+        ModeArg::Search => volley_study::spec::Mode::Search,
+    });
+    let mut plan = load_as(&text, &a.file.display().to_string(), scale, mode)?;
     if let Some(n) = a.retries {
         plan.retries = n;
     }

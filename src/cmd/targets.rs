@@ -184,7 +184,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 Err(e) => usage!("cannot read {}: {e}", file.display()),
             };
             let parsed = volley_study::parse(&text)
-                .and_then(|f| volley_study::plan::variant_tuning(&f, name));
+                .and_then(|f| volley_study::plan::variant_tuning(&f, name, kind));
             match parsed {
                 Ok(t) => t,
                 Err(e) => usage!("{}: {e}", file.display()),

@@ -78,14 +78,16 @@ pub struct MeasuredRun {
 ///
 /// The generator's CPU time and CPU pressure are read at the warm-up boundary (or the
 /// start) and at the end, so its self-check covers the measured period only. The stall
-/// probe (`volley_monitor::stall`) runs beside the load, its seconds counted from the
-/// warm-up boundary like the recorder's, and goes into [`RunInfo::stalls`], where the
-/// label rule reads it.
+/// probe (`volley_monitor::stall`) runs beside the load (every 500 us beside an open
+/// loop, every 10 ms beside a closed one: [`stall::interval_for`]), its seconds counted
+/// from the warm-up boundary like the recorder's, and goes into [`RunInfo::stalls`],
+/// where the label rule reads it.
 pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
     let mut cpu0 = resources::process_cpu_ns();
     let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
-    let probe = StallProbe::start(start + m.warmup, stall::DEFAULT_INTERVAL);
+    let open_loop = matches!(m.cfg.model, LoadModel::Open { .. });
+    let probe = StallProbe::start(start + m.warmup, stall::interval_for(open_loop));
     let done = AtomicBool::new(false);
     let warmup = m.warmup;
     let (outcome, boundary) = std::thread::scope(|scope| {

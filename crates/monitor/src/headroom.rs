@@ -13,7 +13,9 @@
 //! [`HeadroomWatch`] thread takes a full sample before the run and at the end, and
 //! counts this process's fds once a second in between, keeping the maxima.
 //!
-//! Why the sockets are counted only before and after: reading `/proc/net/tcp` costs
+//! The sockets are counted by a filtered netlink dump ([`crate::sockdiag`]), which copies
+//! out only those towards the target; `/proc/net/tcp` is the fallback where netlink is
+//! refused. Why the sockets are counted only before and after: reading `/proc/net/tcp` costs
 //! kernel time in proportion to every socket on the machine (a few ms with tens of
 //! thousands), and it runs on the generator's core when volley is pinned to one.
 //! Sampled once a second, it made the event loop late: an open loop at 50k req/s
@@ -183,24 +185,32 @@ pub struct HeadroomSample {
     pub sockets: TargetSockets,
 }
 
-/// Reads this process's fds and limit, the port range and the sockets towards `target`.
-/// A missing `/proc/net/tcp6` (IPv6 disabled) counts as no IPv6 sockets.
+/// Reads this process's fds and limit, the port range and the sockets towards `target`:
+/// by the kernel's filtered netlink dump ([`crate::sockdiag`], cheap however many
+/// sockets the machine holds), else from `/proc/net/tcp{,6}`, where a missing
+/// `/proc/net/tcp6` (IPv6 disabled) counts as no IPv6 sockets.
 pub fn sample(target: SocketAddr) -> Result<HeadroomSample, HeadroomError> {
     let range_text = read("/proc/sys/net/ipv4/ip_local_port_range")?;
     let port_range = parse_port_range(&range_text)
         .ok_or_else(|| HeadroomError::PortRange(range_text.trim().to_owned()))?;
-    let v4 = count_target_sockets(&read("/proc/net/tcp")?, target);
-    let v6 = std::fs::read_to_string("/proc/net/tcp6")
-        .map(|t| count_target_sockets(&t, target))
-        .unwrap_or_default();
+    let sockets = match crate::sockdiag::count_target_sockets(target) {
+        Ok(s) => s,
+        Err(_) => {
+            let v4 = count_target_sockets(&read("/proc/net/tcp")?, target);
+            let v6 = std::fs::read_to_string("/proc/net/tcp6")
+                .map(|t| count_target_sockets(&t, target))
+                .unwrap_or_default();
+            TargetSockets {
+                in_use: v4.in_use + v6.in_use,
+                time_wait: v4.time_wait + v6.time_wait,
+            }
+        }
+    };
     Ok(HeadroomSample {
         fd_used: count_fds()?,
         fd_limit: fd_limit()?,
         port_range,
-        sockets: TargetSockets {
-            in_use: v4.in_use + v6.in_use,
-            time_wait: v4.time_wait + v6.time_wait,
-        },
+        sockets,
     })
 }
 

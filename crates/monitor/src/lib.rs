@@ -22,6 +22,7 @@
 pub mod headroom;
 pub mod parse;
 mod sampler;
+mod sockdiag;
 pub mod stall;
 
 pub use sampler::{Monitor, MonitorConfig, MonitorError, ProcessScope};

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod deploy;
+mod effects;
 mod error;
 mod injected;
 mod lab;

@@ -79,7 +79,7 @@ pub fn best_attempts(steps: &[StepOutcome]) -> (Vec<StepOutcome>, usize) {
 
 /// Whether a step's best attempt stands for the server: it counts for the server and
 /// is not a failure on a busy machine.
-fn judged_for_server(s: &StepOutcome) -> bool {
+pub(crate) fn judged_for_server(s: &StepOutcome) -> bool {
     s.counts_for_server() && s.evidence() != Some(Evidence::Unjudged)
 }
 
@@ -128,7 +128,8 @@ pub struct EndTable {
     pub header: [&'static str; 4],
     /// target, workload, point, result.
     pub rows: Vec<[String; 4]>,
-    /// One line per USL fit (or why there is none).
+    /// One line per USL fit (or why there is none), per office answer and per variant
+    /// against its default (`effects`).
     pub usl: Vec<String>,
 }
 
@@ -224,7 +225,10 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         .filter(|k| plan.workloads[k.1].office.is_none())
         .collect();
     usl_lines(plan, steps, &http_keys, &mut usl);
-    for line in carried_lines(plan, steps, searches) {
+    for line in carried_lines(plan, steps, searches)
+        .into_iter()
+        .chain(crate::effects::effect_lines(plan, steps, searches))
+    {
         usl.push_str(&line);
         usl.push('\n');
     }

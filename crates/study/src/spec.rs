@@ -73,6 +73,11 @@ pub struct VariantDef {
     /// Route switches in the target's namespace (`quickack = true`).
     #[serde(default)]
     pub route: std::collections::BTreeMap<String, toml::Value>,
+    /// Only these targets (by name) run this variant; two tables may share a name when
+    /// their targets differ, so "tuned" can mean each server's own tuning (the
+    /// built-in server has no sendfile or defer-accept switch to tune).
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
 }
 
 /// `[injectors]`: how many injectors load the target at once, and how they start.
@@ -467,11 +472,22 @@ pub struct SweepDef {
     /// Only these targets (by name).
     #[serde(default)]
     pub target: Option<Vec<String>>,
-    /// Tunings by `[[variant]]` name (`"default"`: volley's generated configuration);
-    /// each target is started once per variant, and the variants of one target are
-    /// interleaved at every point (A B A B), never run as one block then the other.
+    /// Tunings by `[[variant]]` name (`"default"`: volley's generated configuration),
+    /// or `"each"`: the default, each knob of every variant alone and every variant
+    /// whole. Each target is started once per variant, and the variants of one target
+    /// are interleaved at every point (A B A B), never run as one block then the other.
     #[serde(default)]
-    pub variants: Option<Vec<String>>,
+    pub variants: Option<VariantsAxis>,
+}
+
+/// `sweep.variants`: a list of names, or one word (`"each"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum VariantsAxis {
+    /// Names: `"default"`, a `[[variant]]`'s, or one knob of it (`"tuned:somaxconn"`).
+    List(Vec<String>),
+    /// `"each"` (any other word is refused when the plan is resolved).
+    Word(String),
 }
 
 /// A list of rates or an arithmetic range.

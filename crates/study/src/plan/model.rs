@@ -58,6 +58,9 @@ pub struct Variant {
     pub sysctls: Vec<volley_netlab::tune::Sysctl>,
     /// Route switches in that namespace.
     pub route: volley_netlab::tune::RouteSettings,
+    /// The targets (indices into [`Plan::targets`]) that run it; `None`: every managed
+    /// target. Two variants may share a name when their targets differ.
+    pub targets: Option<Vec<usize>>,
 }
 
 /// The load model of one workload.

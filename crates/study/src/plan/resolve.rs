@@ -321,7 +321,10 @@ fn resolve_instances(
         // Variants innermost: the cells loop over instances at every point, so the
         // variants of one target run next to each other (A B A B).
         let vs: Vec<Option<usize>> = match (variants.is_empty(), external) {
-            (false, false) => (0..variants.len()).map(Some).collect(),
+            (false, false) => (0..variants.len())
+                .filter(|&v| variants[v].targets.as_ref().is_none_or(|s| s.contains(&ti)))
+                .map(Some)
+                .collect(),
             _ => vec![None],
         };
         for &c in &cores {

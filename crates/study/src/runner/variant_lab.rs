@@ -3,6 +3,11 @@
 //! the settings written and read back in its target namespace before any target
 //! starts, and its steps run from a thread entered into the lab's load namespace, as
 //! `volley bench --target --sysctl` does (docs/methodology.md, "Server knobs").
+//!
+//! When any variant has kernel settings, every variant's instances get a lab, the
+//! default's with nothing set: a lab's veths and bridge are not the host's loopback
+//! (bench/netns.py measures the difference), and "tuned vs default" must compare the
+//! tuning, not the path.
 
 use volley_netlab::enter::Entered;
 use volley_netlab::lab::{Lab, LinkSpec};
@@ -29,22 +34,24 @@ impl VariantLabs {
     /// a refused key (global, not taken, a value the kernel refuses) or no root is
     /// [`StudyError::Refused`], before any target starts.
     pub fn open(plan: &Plan) -> Result<VariantLabs, StudyError> {
+        let kernel = |v: &crate::plan::Variant| !v.sysctls.is_empty() || v.route.quickack.is_some();
+        let Some(tuned) = plan.variants.iter().find(|v| kernel(v)) else {
+            return Ok(VariantLabs {
+                labs: plan.instances.iter().map(|_| None).collect(),
+            });
+        };
+        if !volley_targets::config::running_as_root() {
+            return Err(StudyError::Refused(format!(
+                "variant '{}' sets kernel values: that needs root (volley sets them inside a network namespace it makes)",
+                tuned.name
+            )));
+        }
         let mut labs = Vec::new();
         for inst in &plan.instances {
             let Some(v) = inst.variant.map(|v| &plan.variants[v]) else {
                 labs.push(None);
                 continue;
             };
-            if v.sysctls.is_empty() && v.route.quickack.is_none() {
-                labs.push(None);
-                continue;
-            }
-            if !volley_targets::config::running_as_root() {
-                return Err(StudyError::Refused(format!(
-                    "variant '{}' sets kernel values: that needs root (volley sets them inside a network namespace it makes)",
-                    v.name
-                )));
-            }
             let lab_err = |e: volley_netlab::NetlabError| {
                 StudyError::Invalid(format!("variant '{}': network lab: {e}", v.name))
             };

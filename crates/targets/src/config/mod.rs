@@ -203,6 +203,10 @@ pub const NGINX_BROTLI_MODULES: [&str; 2] = [
 /// lighttpd-mod-openssl.
 pub const LIGHTTPD_OPENSSL_MODULE: &str = "/usr/lib/lighttpd/mod_openssl.so";
 
+/// lighttpd's compression module (gzip and Brotli), packaged apart as
+/// lighttpd-mod-deflate.
+pub const LIGHTTPD_DEFLATE_MODULE: &str = "/usr/lib/lighttpd/mod_deflate.so";
+
 /// Where a rendered configuration points.
 #[derive(Debug, Clone)]
 pub struct Placement {

@@ -303,7 +303,13 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
                 ));
             }
         }
-        TargetKind::Lighttpd if tls || dav => {
+        TargetKind::Lighttpd if tls || dav || s.compression.is_some() => {
+            if s.compression.is_some() {
+                needed.push((
+                    config::LIGHTTPD_DEFLATE_MODULE.to_string(),
+                    "install lighttpd-mod-deflate (scripts/install-servers.sh)",
+                ));
+            }
             if tls {
                 needed.push((
                     config::LIGHTTPD_OPENSSL_MODULE.to_string(),

@@ -1,0 +1,369 @@
+//! Which knob mattered (issue 23): each variant of a target against its default at the
+//! same point, as the ratio of their figures with a bootstrap 95% interval when both
+//! sides have repeats, else one line saying one run each cannot separate them.
+//!
+//! With `sweep.variants = "each"` the variants are the default, each knob of the tuned
+//! variant alone (`tuned:somaxconn`) and the tuned variant whole, so these lines answer
+//! the question knob by knob. The figure is the one the point's own row shows: median
+//! req/s of closed-loop repeats, the capacity of a rate sweep (per repeat), or a
+//! search's capacity with its interval. Steps that could not be judged for the server
+//! never count (docs/methodology.md, "Repeats and noise").
+
+use volley_analysis::knee::{self, Capacity, Claim, Evidence};
+use volley_analysis::ratio;
+
+use crate::outcome::{judged_for_server, StepOutcome};
+use crate::plan::{Plan, DEFAULT_VARIANT};
+
+const RESAMPLES: usize = 2000;
+
+/// A point of one instance: its cells differ only by rate (a rate sweep has a cell
+/// per rate).
+type Point = (usize, usize, u32, bool, Option<u32>, Option<u32>);
+
+fn point_of(plan: &Plan, ci: usize) -> Point {
+    let c = &plan.cells[ci];
+    (
+        c.instance,
+        c.workload,
+        c.concurrency,
+        c.keepalive,
+        c.injectors,
+        c.users,
+    )
+}
+
+/// The instance of the default variant beside instance `i` (same target, cap and
+/// cores); `None` when `i` is the default's own or has no variant.
+fn default_twin(plan: &Plan, i: usize) -> Option<usize> {
+    let inst = &plan.instances[i];
+    let v = inst.variant?;
+    if plan.variants[v].name == DEFAULT_VARIANT {
+        return None;
+    }
+    plan.instances.iter().position(|o| {
+        o.variant
+            .is_some_and(|ov| plan.variants[ov].name == DEFAULT_VARIANT)
+            && (o.target, o.cpu_quota, o.cores) == (inst.target, inst.cpu_quota, inst.cores)
+    })
+}
+
+/// One figure per repeat of a cell: median req/s of a closed-loop run, or the claim of
+/// that repeat's rate steps.
+enum Figures {
+    /// Closed loop: req/s of each judged run.
+    Rps(Vec<f64>),
+    /// Rate sweep: the claim of each repeat.
+    Claims(Vec<Claim>),
+}
+
+fn figures(plan: &Plan, steps: &[StepOutcome], p: Point) -> Figures {
+    let mine: Vec<&StepOutcome> = steps
+        .iter()
+        .filter(|s| point_of(plan, s.cell) == p)
+        .collect();
+    if !mine.iter().any(|s| s.rate.is_some()) {
+        return Figures::Rps(
+            mine.iter()
+                .filter(|s| judged_for_server(s))
+                .map(|s| s.rps)
+                .collect(),
+        );
+    }
+    let mut repeats: Vec<u32> = mine.iter().map(|s| s.repeat).collect();
+    repeats.sort_unstable();
+    repeats.dedup();
+    Figures::Claims(
+        repeats
+            .into_iter()
+            .map(|r| {
+                let judged: Vec<(f64, Evidence)> = mine
+                    .iter()
+                    .filter(|s| s.repeat == r)
+                    .filter_map(|s| Some((s.rate?, s.evidence()?)))
+                    .collect();
+                knee::sweep_evidence(&judged).claim()
+            })
+            .collect(),
+    )
+}
+
+/// "1.39x [1.31, 1.46]", with "no difference beyond noise" when the interval holds 1.
+fn ratio_text(a: &[f64], b: &[f64], unit: &str) -> String {
+    match ratio::ratio_of_medians_ci(a, b, RESAMPLES, 1) {
+        Ok(e) => format!(
+            "{:.2}x [{:.2}, {:.2}] ({} vs {} runs, median {unit}){}",
+            e.median,
+            e.lo,
+            e.hi,
+            a.len(),
+            b.len(),
+            if e.lo <= 1.0 && 1.0 <= e.hi {
+                ": no difference beyond noise"
+            } else {
+                ""
+            }
+        ),
+        Err(e) => format!("no ratio ({e})"),
+    }
+}
+
+/// The comparison of two cells' figures (`a` the variant's, `b` the default's).
+fn compare(a: Figures, b: Figures) -> String {
+    const ONE_RUN: &str = "one run each cannot separate them (add [steps] repeats)";
+    match (a, b) {
+        (Figures::Rps(a), Figures::Rps(b)) if a.is_empty() || b.is_empty() => {
+            "no figure: a side has no step judged for the server".to_string()
+        }
+        (Figures::Rps(a), Figures::Rps(b)) if a.len() < 2 || b.len() < 2 => format!(
+            "{:.0} vs {:.0} req/s: {ONE_RUN}",
+            volley_analysis::bootstrap::median(&a),
+            volley_analysis::bootstrap::median(&b)
+        ),
+        (Figures::Rps(a), Figures::Rps(b)) => ratio_text(&a, &b, "req/s"),
+        (Figures::Claims(a), Figures::Claims(b)) => {
+            let bounded = |c: &[Claim]| -> Option<Vec<f64>> {
+                c.iter()
+                    .map(|c| c.bounded().then(|| c.value()).flatten())
+                    .collect()
+            };
+            match (bounded(&a), bounded(&b)) {
+                (Some(x), Some(y)) if x.len() >= 2 && y.len() >= 2 => {
+                    format!("capacity {}", ratio_text(&x, &y, "capacity"))
+                }
+                _ => {
+                    let all = |c: &[Claim]| {
+                        c.iter()
+                            .map(|c| c.text("req/s"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let why = if a.len() < 2 || b.len() < 2 {
+                        ONE_RUN
+                    } else {
+                        "a ratio needs a capacity in every run (a server failure above it), not \"at least\""
+                    };
+                    format!("capacity {} vs {}: {why}", all(&a), all(&b))
+                }
+            }
+        }
+        _ => "no figure: the two sides were measured differently".to_string(),
+    }
+}
+
+/// A search's capacity with its interval.
+fn searched(c: &Capacity) -> String {
+    format!(
+        "{} [{:.0}, {}]",
+        c.claim().text("req/s"),
+        c.ci_lo_rps,
+        c.ci_hi_rps
+            .map_or("unbounded".to_string(), |h| format!("{h:.0}"))
+    )
+}
+
+/// One line per non-default variant and point: "nginx 1.5KB c=16 ka=off:
+/// tuned:somaxconn vs default: 1.02x [0.97, 1.08] (...)". `steps` are each planned
+/// step's best attempt; `searches` the capacities searched per cell.
+pub(crate) fn effect_lines(
+    plan: &Plan,
+    steps: &[StepOutcome],
+    searches: &[(usize, Capacity)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen: Vec<Point> = Vec::new();
+    for ci in 0..plan.cells.len() {
+        let p = point_of(plan, ci);
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        let (inst, wl, conc, ka, ..) = p;
+        let Some(twin_inst) = default_twin(plan, inst) else {
+            continue;
+        };
+        if plan.workloads[wl].office.is_some() {
+            continue;
+        }
+        let twin: Point = (twin_inst, p.1, p.2, p.3, p.4, p.5);
+        let variant = &plan.variants[plan.instances[inst].variant.unwrap_or_default()].name;
+        let label = plan.instance_label(twin_inst);
+        let label = label
+            .strip_suffix(&format!(" variant={DEFAULT_VARIANT}"))
+            .unwrap_or(&label);
+        let found = |q: Point| {
+            searches
+                .iter()
+                .find(|(s, _)| point_of(plan, *s) == q)
+                .map(|(_, c)| c)
+        };
+        let answer = match (found(p), found(twin)) {
+            (Some(a), Some(b)) => match (a.claim(), b.claim()) {
+                (Claim::Capacity { value: x, .. }, Claim::Capacity { value: y, .. }) if y > 0.0 => {
+                    format!(
+                        "capacity {} vs {}: {:.2}x{}",
+                        searched(a),
+                        searched(b),
+                        x / y,
+                        if a.ci_hi_rps.is_some_and(|h| h >= b.ci_lo_rps)
+                            && b.ci_hi_rps.is_some_and(|h| h >= a.ci_lo_rps)
+                        {
+                            ", the intervals overlap: no difference beyond the search's resolution"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+                _ => format!(
+                    "capacity {} vs {}: a ratio needs a capacity on both sides",
+                    searched(a),
+                    searched(b)
+                ),
+            },
+            (None, None) if steps.iter().any(|s| point_of(plan, s.cell) == p) => {
+                compare(figures(plan, steps, p), figures(plan, steps, twin))
+            }
+            _ => continue,
+        };
+        out.push(format!(
+            "{label} {} c={conc} ka={}: {variant} vs {DEFAULT_VARIANT}: {answer}",
+            plan.workloads[wl].name,
+            if ka { "on" } else { "off" },
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            r#"
+name = "e"
+[[target]]
+name = "web"
+kind = "nginx"
+[[workload]]
+name = "w"
+paths = ["/"]
+[sweep]
+variants = "each"
+[[variant]]
+name = "tuned"
+server = {{ defer_accept = true, backlog = 1024 }}
+{extra}"#
+        );
+        crate::resolve(&crate::parse(&text).unwrap(), &text, 1.0).unwrap()
+    }
+
+    fn step(
+        plan: &Plan,
+        ci: usize,
+        repeat: u32,
+        rps: f64,
+        sustainable: Option<bool>,
+    ) -> StepOutcome {
+        StepOutcome {
+            order: ci,
+            cell: ci,
+            repeat,
+            rate: plan.cells[ci].rate,
+            rps,
+            ok_rps: rps,
+            p99_ms: 1.0,
+            errors: 0,
+            sustainable,
+            label: "server-bound",
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+            poll_p99_ms: None,
+            users: None,
+            attempt: 0,
+            machine_busy: false,
+        }
+    }
+
+    fn variant_of(plan: &Plan, ci: usize) -> &str {
+        let v = plan.instances[plan.cells[ci].instance].variant.unwrap();
+        &plan.variants[v].name
+    }
+
+    #[test]
+    fn each_knob_gets_a_ratio_with_its_interval_when_repeats_allow() {
+        let p = plan("[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 4\n");
+        // defer_accept carries 1.4x, backlog nothing, both together 1.4x.
+        let base = |ci: usize| match variant_of(&p, ci) {
+            "tuned:defer_accept" | "tuned" => 1400.0,
+            _ => 1000.0,
+        };
+        let steps: Vec<StepOutcome> = p
+            .steps
+            .iter()
+            .map(|s| {
+                let wobble = [0.0, 10.0, -10.0, 5.0][s.repeat as usize];
+                step(&p, s.cell, s.repeat, base(s.cell) + wobble, None)
+            })
+            .collect();
+        let lines = effect_lines(&p, &steps, &[]);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("web w c=1 ka=on: tuned:backlog vs default: 1.00x ["),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("(4 vs 4 runs, median req/s): no difference beyond noise"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("web w c=1 ka=on: tuned:defer_accept vs default: 1.40x ["),
+            "{}",
+            lines[1]
+        );
+        assert!(!lines[1].contains("noise"), "{}", lines[1]);
+        assert!(
+            lines[2].contains(": tuned vs default: 1.40x"),
+            "{}",
+            lines[2]
+        );
+        // The end table carries them below the rows.
+        let t = crate::outcome::table(&p, &steps, &[]);
+        assert!(t.usl.iter().any(|l| l == &lines[1]), "{t}");
+    }
+
+    #[test]
+    fn one_run_each_says_it_cannot_separate_them() {
+        let p = plan("[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\n");
+        let steps: Vec<StepOutcome> = p
+            .steps
+            .iter()
+            .map(|s| step(&p, s.cell, 0, 1000.0, None))
+            .collect();
+        let lines = effect_lines(&p, &steps, &[]);
+        assert_eq!(
+            lines[0],
+            "web w c=1 ka=on: tuned:backlog vs default: 1000 vs 1000 req/s: one run each cannot separate them (add [steps] repeats)"
+        );
+        // A rate sweep run once: the claims side by side, no ratio.
+        let p =
+            plan("[sweep.rate]\nfrom = 100\nto = 300\nstep = 100\n[steps]\nduration = \"3s\"\n");
+        let steps: Vec<StepOutcome> = p
+            .steps
+            .iter()
+            .map(|s| {
+                let r = p.cells[s.cell].rate.unwrap();
+                let tuned = variant_of(&p, s.cell) != "default";
+                step(&p, s.cell, 0, r, Some(tuned || r < 250.0))
+            })
+            .collect();
+        let lines = effect_lines(&p, &steps, &[]);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(
+            lines[2],
+            "web w c=1 ka=on: tuned vs default: capacity at least 300 req/s (the highest step tried) vs 200 req/s: one run each cannot separate them (add [steps] repeats)"
+        );
+    }
+}
