@@ -784,3 +784,86 @@ cooldown = "0s"
         "the delaying proxy outlived the study"
     );
 }
+
+/// Two servers behind the same shaped link: each step moves what the link carries, so
+/// the figures are the link's. Every step is labelled link-bound and the answer names
+/// no winner, in the end table and in the report alike.
+#[test]
+fn two_targets_behind_the_same_shaped_link_are_link_bound_with_no_winner() {
+    let dir = TempDir::new("link-bound");
+    let file = study(
+        dir.path(),
+        r#"
+name = "inj-link-bound"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[[target]]
+name = "builtin-too"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/12000b.html"]
+[load]
+model = "closed"
+concurrency = 8
+keepalive = true
+[injectors]
+count = 1
+placement = "netns"
+links = [{ injectors = 1, rate = "2mbit" }]
+[steps]
+duration = "3s"
+warmup = "1s"
+cooldown = "0s"
+repeats = 2
+retries = 0
+"#,
+    );
+    let db = dir.path().join("v.db");
+    let out = run_study(&file, &db);
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 2, "two targets, two runs");
+    for r in &runs {
+        for s in store.steps(r.id).unwrap() {
+            assert_eq!(
+                s.label.as_deref(),
+                Some("link-bound"),
+                "{} step {}: {} (link {}, seconds' bytes {:?}, wire {} in {} s)",
+                r.target,
+                s.index,
+                s.summary["notes"],
+                s.summary["links"],
+                s.summary["seconds"].as_array().map(|a| a
+                    .iter()
+                    .map(|x| x["wire_bytes"].clone())
+                    .collect::<Vec<_>>()),
+                s.summary["bytes"]["wire_total"],
+                s.summary["duration_s"],
+            );
+        }
+    }
+    let answer = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {stdout}"));
+    assert!(
+        answer.starts_with("No difference beyond noise: every step was link-bound"),
+        "{answer}"
+    );
+    let md = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "study:inj-link-bound", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains(&format!("**{answer}**")), "{md}");
+}

@@ -489,6 +489,18 @@ fn history_and_compare_on_a_small_study() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("6 steps"), "{stdout}");
+    // The end table's answer is the report's sentence, word for word.
+    let answer = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {stdout}"));
+    let md = volley()
+        .args(["report", "study:ab", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains(&format!("**{answer}**")), "{answer}\n{md}");
     let hist = volley()
         .arg("history")
         .arg("--db")
@@ -511,6 +523,8 @@ fn history_and_compare_on_a_small_study() {
         "{c}{}",
         String::from_utf8_lossy(&cmp.stderr)
     );
+    // The same answer as the report's, word for word (like with like, same rule).
+    assert!(c.contains(answer), "report: {answer}\ncompare: {c}");
     // One table row per run (its steps column: 3), then the ratio line.
     assert!(
         c.lines()
@@ -939,4 +953,73 @@ fn a_full_disk_stops_the_study_and_keeps_the_stored_steps() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_path_the_target_does_not_have_is_refused_before_the_run() {
+    let dir = temp_dir("404");
+    let f = write(
+        &dir,
+        "missing.toml",
+        "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n",
+    );
+    let db = dir.join("v.db");
+    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("/no-such-file.html") && err.contains("404"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    // No step was measured: nothing in the store reads as throughput.
+    let store = Store::open(&db).unwrap();
+    assert!(store
+        .list_runs()
+        .unwrap()
+        .iter()
+        .all(|r| store.steps(r.id).unwrap().is_empty()));
+}
+
+/// On loopback, a fast server and one that waits 20 ms per answer: one run each names
+/// no winner (no interval) and says how many repeats would; three repeats each name the
+/// faster, with the interval of the ratio.
+#[test]
+fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
+    let fast = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let slow = FaultServer::start(Behaviour::Slow {
+        delay: Duration::from_millis(20),
+    })
+    .unwrap();
+    let dir = temp_dir("answer");
+    let urls = [fast.url("/"), slow.url("/")];
+    for (repeats, want) in [(1, "t0 "), (3, "t0 served the most requests per second: ")] {
+        let f = write(
+            &dir,
+            &format!("r{repeats}.toml"),
+            &closed_study(&format!("answer{repeats}"), &urls, 1, repeats),
+        );
+        let db = dir.join(format!("r{repeats}.db"));
+        let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        let answer = out
+            .lines()
+            .find_map(|l| l.strip_prefix("answer: "))
+            .unwrap_or_else(|| panic!("no answer line: {out}"));
+        assert!(answer.starts_with(want), "{repeats} repeat(s): {answer}");
+        if repeats == 1 {
+            assert!(
+                answer.contains("from one run each") && answer.contains("repeats of each would"),
+                "{answer}"
+            );
+        } else {
+            assert!(
+                answer.contains("x [") && answer.contains("(95% interval)"),
+                "{answer}"
+            );
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! `volley compare A B`: medians of two runs' steps with bootstrap CIs, and the A/B ratio
-//! with its CI, from the results store alone.
+//! with its CI, from the results store alone: like with like (the points both runs
+//! measured), the steps the report leaves out left out, no interval from one run.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,14 +77,19 @@ fn text(c: &Comparison, width: Option<u16>) -> String {
             s.target.clone(),
             s.values.len().to_string(),
             format!("{:.d$}", s.median.median),
-            format!("{:.d$} .. {:.d$}", s.median.lo, s.median.hi),
+            if s.has_interval() {
+                format!("{:.d$} .. {:.d$}", s.median.lo, s.median.hi)
+            } else {
+                "one run: none".to_string()
+            },
         ]);
     }
     let mut out = table::render(&t);
-    out.push_str(&format!(
-        "A/B ratio of medians: {:.3} (95% CI {:.3} .. {:.3})\n",
-        c.ratio.median, c.ratio.lo, c.ratio.hi
-    ));
+    out.push_str(&format!("{}\n{}\n", c.ratio_line(), c.answer));
+    if let Some(l) = c.left_out_line() {
+        out.push_str(&l);
+        out.push('\n');
+    }
     if c.capacities.is_empty() {
         return out;
     }
@@ -144,6 +150,11 @@ mod tests {
             target: target.into(),
             values: vec![m; 3],
             median: est(m),
+            left_out: volley_report::answer::LeftOut {
+                generator: 14,
+                ..Default::default()
+            },
+            unmatched: 0,
         };
         let cap = |rps, hi| SearchedCapacity {
             rps,
@@ -160,7 +171,10 @@ mod tests {
             metric: Metric::Rps,
             a: side(1, "a-target-with-a-forty-character-name-xyz", 3000.0),
             b: side(2, "b", 1500.0),
-            ratio: est(2.0),
+            points: vec!["w, c=16".into()],
+            ratio: Some(est(2.0)),
+            single_ratio: Some(2.0),
+            answer: "a-target served the most requests per second: 3,000 req/s vs b 1,500: 2.00x [1.90, 2.10] (95% interval).".into(),
             capacities: vec![CapacityPair {
                 cell: "workload root, concurrency 16".into(),
                 a: cap(3000.0, Some(3100.0)),

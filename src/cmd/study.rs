@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use volley_store::Store;
 use volley_study::{outcome, runner::RunOptions, StudyError};
 
 use super::progress::StudyBars;
@@ -130,6 +131,7 @@ pub(crate) fn execute(
         step_line: Box::new(move |line| b3.println(&printable(line))),
     };
     let db_hint = super::hint::db_flag(&opts.db);
+    let opts_db = opts.db.clone();
     let report = volley_study::run(plan, opts);
     bars.finish();
     finished.store(true, Ordering::Relaxed);
@@ -149,6 +151,14 @@ pub(crate) fn execute(
     for line in &end.usl {
         println!("{line}");
     }
+    // The answer, in the report's own words: read back from the store as `volley
+    // report` reads it, so the terminal and the HTML say the same sentence.
+    let stored = Store::open(&opts_db)
+        .ok()
+        .and_then(|s| volley_report::load(&s, volley_report::Selector::Study(report.study)).ok());
+    if let Some(r) = &stored {
+        println!("answer: {}", volley_report::headline::answer(r));
+    }
     let runs: Vec<String> = report
         .runs
         .iter()
@@ -167,6 +177,17 @@ pub(crate) fn execute(
         runs.join(" "),
         report.study,
     );
+    // A study none of whose steps has a figure (most requests of each failed: a path
+    // the targets do not have, a target that refused every request) answered nothing.
+    let failed = stored.as_ref().is_some_and(|r| {
+        let steps: Vec<_> = r.targets.iter().flat_map(|t| &t.steps).collect();
+        !steps.is_empty() && steps.iter().all(|s| s.mostly_failed())
+    });
+    if failed && report.complete {
+        anyhow::bail!(
+            "most requests of every step failed: the study measured errors, not a server (see each step's errors above)"
+        );
+    }
     Ok(report)
 }
 

@@ -7,6 +7,7 @@
 //! - [`bootstrap`]: median and its bootstrap CI over per-run values;
 //! - [`ratio`]: bootstrap CI of an A/B ratio of medians (`volley compare`, A/A tests);
 //! - [`sustain`]: the sustainability rule for one rate step and the bound label;
+//! - [`link`]: whether a step measured the link volley shaped (the link-bound label);
 //! - [`knee`]: capacity from a sweep, and the capacity search state machine;
 //! - [`little`]: Little's law consistency check per step;
 //! - [`usl`]: Universal Scalability Law fit for concurrency sweeps;
@@ -16,6 +17,7 @@
 
 pub mod bootstrap;
 pub mod knee;
+pub mod link;
 pub mod little;
 mod nonfinite;
 pub mod phase;

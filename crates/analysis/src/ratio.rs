@@ -99,6 +99,84 @@ pub fn paired_ratio_of_medians_ci(
     Ok(percentile_interval(point, ratios))
 }
 
+/// The A/B ratio over several points at once (workloads, concurrencies, variants measured
+/// by both sides): the geometric mean over points of median(A_p) / median(B_p), with its
+/// percentile-bootstrap 95% interval. Each replicate resamples every point's runs within
+/// the point, A and B independently (runs of one point are the units of replication;
+/// points are fixed by the study, not drawn). One point reduces to
+/// [`ratio_of_medians_ci`]. Why the geometric mean: ratios multiply, so 2x at one point
+/// and 0.5x at another average to 1, not to 1.25.
+pub fn pooled_ratio_ci(
+    points: &[(Vec<f64>, Vec<f64>)],
+    resamples: usize,
+    seed: u64,
+) -> Result<Estimate, RatioError> {
+    if points.is_empty() || points.iter().any(|(a, b)| a.is_empty() || b.is_empty()) {
+        return Err(RatioError::Empty);
+    }
+    for (a, b) in points {
+        if let Some(v) = a.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(RatioError::InvalidValue(*v));
+        }
+        if let Some(v) = b.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(RatioError::InvalidValue(*v));
+        }
+    }
+    let geo = |logs: &[f64]| (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+    let logs: Vec<f64> = points
+        .iter()
+        .map(|(a, b)| (median(a) / median(b)).ln())
+        .collect();
+    let point = geo(&logs);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut draws: Vec<(Vec<f64>, Vec<f64>)> = points
+        .iter()
+        .map(|(a, b)| (vec![0.0; a.len()], vec![0.0; b.len()]))
+        .collect();
+    let mut ratios = Vec::with_capacity(resamples.max(1));
+    let mut logs = vec![0.0; points.len()];
+    for _ in 0..resamples.max(1) {
+        for (((a, b), (da, db)), l) in points.iter().zip(draws.iter_mut()).zip(logs.iter_mut()) {
+            for d in da.iter_mut() {
+                *d = a[rng.random_range(0..a.len())];
+            }
+            for d in db.iter_mut() {
+                *d = b[rng.random_range(0..b.len())];
+            }
+            *l = (median(da) / median(db)).ln();
+        }
+        ratios.push(geo(&logs));
+    }
+    Ok(percentile_interval(point, ratios))
+}
+
+/// Run-to-run coefficient of variation assumed when a study has one run per target and
+/// so no spread of its own to go by (docs/methodology.md, "Repeats and noise"): 5%, what
+/// A/A runs of the same server on a shared 2-core machine show for throughput.
+pub const ASSUMED_RUN_CV: f64 = 0.05;
+
+/// Fewest repeats worth asking for: with fewer than 5 runs a side, the percentile
+/// bootstrap of a median is little more than the range of the runs.
+pub const MIN_REPEATS: usize = 5;
+
+/// How many runs per side a ratio `ratio` (A/B of medians) needs before its 95% interval
+/// can exclude 1, when single runs vary by the coefficient of variation `cv`: the
+/// median of n runs has a standard error of about 1.25 cv / sqrt(n) (the median's
+/// efficiency against the mean, sqrt(pi/2)), the log of a ratio of two such medians
+/// sqrt(2) times that, and the interval excludes 1 when |ln ratio| exceeds 1.96 of
+/// those: n >= (1.96 x 1.25 x sqrt(2) x cv / |ln ratio|)^2. At least [`MIN_REPEATS`];
+/// `None` when the ratio is 1 (or not finite): no number of repeats separates equals.
+pub fn repeats_needed(ratio: f64, cv: f64) -> Option<usize> {
+    let effect = ratio.ln().abs();
+    if !(effect.is_finite() && effect > 1e-9 && cv.is_finite() && cv >= 0.0) {
+        return None;
+    }
+    let se_per_run = 1.96 * std::f64::consts::FRAC_PI_2.sqrt() * std::f64::consts::SQRT_2 * cv;
+    let n = (se_per_run / effect).powi(2).ceil();
+    // Beyond a million runs the answer is "never", not a number to plan by.
+    (n < 1e6).then(|| (n as usize).max(MIN_REPEATS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +244,47 @@ mod tests {
         );
         assert!(ratio_of_medians_ci(&[f64::NAN], &[1.0], 10, 1).is_err());
         assert!(ratio_of_medians_ci(&[-1.0], &[1.0], 10, 1).is_err());
+    }
+
+    #[test]
+    fn pooled_ratio_is_the_geometric_mean_of_the_points() {
+        let one =
+            pooled_ratio_ci(&[(vec![20.0, 22.0, 21.0], vec![10.0, 11.0, 10.5])], 2000, 3).unwrap();
+        assert!((one.median - 2.0).abs() < 1e-12, "{one:?}");
+        // 2x at one point, 0.5x at the other: no difference overall.
+        let two = pooled_ratio_ci(
+            &[
+                (vec![20.0, 20.5, 19.5], vec![10.0, 10.2, 9.8]),
+                (vec![10.0, 10.2, 9.8], vec![20.0, 20.5, 19.5]),
+            ],
+            2000,
+            3,
+        )
+        .unwrap();
+        assert!((two.median - 1.0).abs() < 1e-12, "{two:?}");
+        assert!(two.lo < 1.0 && 1.0 < two.hi, "{two:?}");
+        assert_eq!(pooled_ratio_ci(&[], 10, 1), Err(RatioError::Empty));
+        assert_eq!(
+            pooled_ratio_ci(&[(vec![1.0], vec![])], 10, 1),
+            Err(RatioError::Empty)
+        );
+        assert!(pooled_ratio_ci(&[(vec![0.0], vec![1.0])], 10, 1).is_err());
+    }
+
+    #[test]
+    fn repeats_needed_grows_as_the_ratio_nears_one() {
+        // (ratio, cv, runs per side)
+        let table = [
+            (1.39, 0.05, Some(MIN_REPEATS)),
+            (1.10, 0.05, Some(MIN_REPEATS)),
+            (1.02, 0.05, Some(77)),
+            (0.98, 0.05, Some(74)),
+            (1.02, 0.10, Some(308)),
+            (1.0, 0.05, None),
+            (f64::NAN, 0.05, None),
+        ];
+        for (ratio, cv, want) in table {
+            assert_eq!(repeats_needed(ratio, cv), want, "ratio {ratio} cv {cv}");
+        }
     }
 }

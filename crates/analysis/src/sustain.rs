@@ -211,12 +211,22 @@ impl Bound {
 }
 
 /// The one rule every consumer of stored steps applies (the study's end-of-run table and
-/// the reports alike): a step labelled generator-bound measured the generator, and one
-/// labelled machine-stalled measured the machine's stalls, so neither ever feeds a
-/// capacity, a median, a confidence interval or a USL fit. Steps without a label (old
-/// stores) and inconclusive steps are kept; the label says what to make of them.
+/// the reports alike): a step labelled generator-bound measured the generator, one
+/// labelled machine-stalled measured the machine's stalls, and one labelled link-bound
+/// (`crate::link`) the link volley shaped, so none ever feeds a capacity, a median, a
+/// confidence interval, a ranking or a USL fit. Steps without a label (old stores) and
+/// inconclusive steps are kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
-    label != Some(Bound::GeneratorBound.label()) && label != Some(Bound::MachineStalled.label())
+    label != Some(Bound::GeneratorBound.label())
+        && label != Some(Bound::MachineStalled.label())
+        && label != Some(crate::link::LABEL)
+}
+
+/// Whether measuring the step again could give the server's figure: generator-bound and
+/// machine-stalled steps were spoiled by noise, a link-bound one was not (the same link
+/// bounds it the next time too).
+pub fn spoiled_by_noise(label: Option<&str>) -> bool {
+    !counts_for_server(label) && label != Some(crate::link::LABEL)
 }
 
 /// The judgement of one step.
@@ -327,6 +337,47 @@ pub fn judge(stats: &StepStats, rule: &Rule) -> Verdict {
         bound,
         reasons,
         trend: fitted,
+    }
+}
+
+/// Share of the CPU the server could use above which its CPU is evidence that it bound
+/// the step (80%).
+pub const SERVER_CPU_SHARE: f64 = 0.8;
+
+/// What the server's side showed during a step, for [`server_evidence`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerSide {
+    /// The step failed on the server's own figures (replies short, errors, p99 over
+    /// the SLO, in-flight rising): its queue grew.
+    pub failed_on_server: bool,
+    /// The server's CPU over the step, percent of one CPU; `None` when not measured.
+    pub cpu_pct: Option<f64>,
+    /// The CPUs the server could use, in cores: its quota or pinned cores, else the
+    /// machine's CPUs less what the generator used beside it (at least half a core).
+    pub available_cores: f64,
+}
+
+/// Why a step the generator rule calls server-bound really is (docs/methodology.md,
+/// "The generator checks itself"): the server's side must show it, by its queue growing
+/// (the step failed on the server's own figures) or by its CPU at
+/// [`SERVER_CPU_SHARE`] of what it could use. `Err` gives why the step is inconclusive
+/// instead: the generator kept up, and nothing shows that the server was the limit
+/// (the offered rate, a round trip or a think time may have been).
+pub fn server_evidence(side: &ServerSide) -> Result<String, String> {
+    if side.failed_on_server {
+        return Ok("the step failed on the server's own figures".to_string());
+    }
+    let avail = side.available_cores.max(0.5);
+    match side.cpu_pct {
+        Some(pct) if pct / 100.0 >= SERVER_CPU_SHARE * avail => Ok(format!(
+            "the server used {pct:.0}% of a CPU, at least {:.0}% of the {avail:.1} core(s) it could use",
+            SERVER_CPU_SHARE * 100.0
+        )),
+        Some(pct) => Err(format!(
+            "inconclusive: the generator kept up, and the server used {pct:.0}% of a CPU, under {:.0}% of the {avail:.1} core(s) it could use, and its queue did not grow: nothing shows the server was the limit",
+            SERVER_CPU_SHARE * 100.0
+        )),
+        None => Err("inconclusive: the generator kept up, but the server's CPU was not measured and its queue did not grow: nothing shows the server was the limit".to_string()),
     }
 }
 

@@ -385,3 +385,25 @@ fn verdict_round_trips_through_json() {
     let (tb, tv) = (back.trend.unwrap(), v.trend.unwrap());
     assert!((tb.rise_requests - tv.rise_requests).abs() < 1e-12);
 }
+
+#[test]
+fn server_bound_needs_the_servers_evidence() {
+    let side = |failed_on_server, cpu_pct, available_cores| ServerSide {
+        failed_on_server,
+        cpu_pct,
+        available_cores,
+    };
+    // (what the server showed, server-bound)
+    let table = [
+        (side(true, Some(5.0), 2.0), true),    // its queue grew
+        (side(false, Some(170.0), 2.0), true), // 85% of two cores
+        (side(false, Some(45.0), 0.5), true),  // at its 50% cap
+        (side(false, Some(30.0), 2.0), false), // idle behind a slow link
+        (side(false, None, 2.0), false),       // not measured
+        (side(false, Some(45.0), 0.1), true),  // at least half a core counts
+    ];
+    for (i, (s, want)) in table.iter().enumerate() {
+        let got = server_evidence(s);
+        assert_eq!(got.is_ok(), *want, "row {i}: {got:?}");
+    }
+}

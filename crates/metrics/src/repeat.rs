@@ -6,8 +6,8 @@ use crate::Summary;
 use serde::Serialize;
 use volley_analysis::bootstrap;
 
-/// Bootstrap resamples; enough for stable 2.5/97.5 percentiles of a median.
-pub const RESAMPLES: usize = 10_000;
+/// Bootstrap resamples: volley-analysis's one count, shared with the reports.
+pub const RESAMPLES: usize = bootstrap::RESAMPLES;
 /// Fixed seed, so a report rebuilt from the same runs shows the same interval.
 pub const SEED: u64 = 0x566f_6c6c_6579;
 

@@ -84,10 +84,23 @@ pub struct Side {
     pub run: RunId,
     /// Its target.
     pub target: String,
-    /// One value per step.
+    /// One value per step compared: the steps at points both runs measured that stand
+    /// for the server.
     pub values: Vec<f64>,
-    /// Median and its 95% CI.
+    /// Median and its 95% CI (a point, lo = hi, from fewer than two values: then
+    /// [`Side::has_interval`] is false and no interval is shown).
     pub median: bootstrap::Estimate,
+    /// Steps left out, by why (generator-bound, machine-stalled, link-bound, failed).
+    pub left_out: crate::answer::LeftOut,
+    /// Steps at points the other run did not measure.
+    pub unmatched: usize,
+}
+
+impl Side {
+    /// Whether its median has an interval (two values or more).
+    pub fn has_interval(&self) -> bool {
+        self.values.len() >= 2
+    }
 }
 
 /// The comparison of two runs.
@@ -99,8 +112,16 @@ pub struct Comparison {
     pub a: Side,
     /// Second run.
     pub b: Side,
-    /// median(A) / median(B) with its 95% CI.
-    pub ratio: bootstrap::Estimate,
+    /// The points both measured (workload, load point, variant), like with like.
+    pub points: Vec<String>,
+    /// A/B: the pooled ratio of medians over the points with at least two runs on each
+    /// side, with its 95% interval; `None` when no point has (one run each: no
+    /// interval), see `single_ratio`.
+    pub ratio: Option<bootstrap::Estimate>,
+    /// A/B of the medians over every matched point, from one run each.
+    pub single_ratio: Option<f64>,
+    /// The answer in one sentence (the report's rule, `crate::answer`).
+    pub answer: String,
     /// Capacities found by search in both runs, matched by cell.
     pub capacities: Vec<CapacityPair>,
 }
@@ -301,67 +322,276 @@ pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair>
         .collect()
 }
 
-fn side(store: &Store, run: &RunRow, m: Metric) -> Result<Side, ReportError> {
-    let values: Vec<f64> = store
-        .steps(run.id)?
-        .iter()
-        .filter_map(|s| figure(&s.summary, m))
-        .collect();
-    if values.is_empty() {
-        return Err(ReportError::Compare(format!(
-            "run {} ({}) has no step with a {} figure",
-            run.id,
-            run.target,
-            m.label()
-        )));
+/// A run's figures per point: (point, one value per run).
+type Points = Vec<(String, Vec<f64>)>;
+
+/// A point both runs measured: (point, A's values, B's values).
+type Matched = (String, Vec<f64>, Vec<f64>);
+
+/// A run's steps as the report reads them, keyed by point: the figure of each step
+/// that stands for the server (`headline::stands`), each planned repeat once.
+fn points_of(
+    store: &Store,
+    run: &RunRow,
+    m: Metric,
+) -> Result<(Points, crate::answer::LeftOut), ReportError> {
+    let t = crate::model::load_run(store, run)?;
+    let mut left_out = crate::answer::LeftOut::default();
+    let mut points: Points = Vec::new();
+    let mut seen: Vec<(String, u32)> = Vec::new();
+    for s in &t.steps {
+        if s.link_bound() {
+            left_out.link += 1;
+            continue;
+        } else if s.generator_bound() {
+            left_out.generator += 1;
+            continue;
+        } else if s.mostly_failed() {
+            left_out.failed += 1;
+            continue;
+        }
+        let v = match m {
+            Metric::Rps => s.requests_per_s,
+            Metric::P99 => s.latency.p99_ms,
+        };
+        let key = s.point_label();
+        if !(v.is_finite() && v > 0.0) || seen.contains(&(key.clone(), s.repeat)) {
+            continue;
+        }
+        seen.push((key.clone(), s.repeat));
+        match points.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, vs)) => vs.push(v),
+            None => points.push((key, vec![v])),
+        }
     }
-    Ok(Side {
-        run: run.id,
-        target: run.target.clone(),
-        median: bootstrap::median_ci(&values, 2000, 1),
-        values,
-    })
+    Ok((points, left_out))
 }
 
-/// Compares two runs given as ids or `study:target`.
+/// Compares two runs given as ids or `study:target`: like with like (the points both
+/// measured: workload, load point, variant), leaving out what the report leaves out
+/// (generator-bound, machine-stalled, link-bound and mostly failed steps), and an
+/// interval only where repeats give one.
 pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, ReportError> {
     let ra = find_run(store, a)?;
     let rb = find_run(store, b)?;
-    let sa = side(store, &ra, m)?;
-    let sb = side(store, &rb, m)?;
-    let r = ratio::ratio_of_medians_ci(&sa.values, &sb.values, 2000, 1)
-        .map_err(|e| ReportError::Compare(format!("cannot form the ratio: {e}")))?;
+    let (pa, la) = points_of(store, &ra, m)?;
+    let (pb, lb) = points_of(store, &rb, m)?;
+    let matched: Vec<Matched> = pa
+        .iter()
+        .filter_map(|(k, va)| {
+            let (_, vb) = pb.iter().find(|(kb, _)| kb == k)?;
+            Some((k.clone(), va.clone(), vb.clone()))
+        })
+        .collect();
+    if matched.is_empty() {
+        let why = |p: &[(String, Vec<f64>)], l: &crate::answer::LeftOut, r: &RunRow| {
+            if p.is_empty() {
+                format!(
+                    "run {} ({}) has no step that stands for the server ({})",
+                    r.id,
+                    r.target,
+                    crate::answer::nothing_left(&[crate::answer::Contender {
+                        left_out: *l,
+                        ..Default::default()
+                    }])
+                )
+            } else {
+                String::new()
+            }
+        };
+        let reasons: Vec<String> = [why(&pa, &la, &ra), why(&pb, &lb, &rb)]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect();
+        return Err(ReportError::Compare(if reasons.is_empty() {
+            format!(
+                "runs {} and {} share no measured point (workload, load, variant): nothing like to compare with like",
+                ra.id, rb.id
+            )
+        } else {
+            reasons.join("; ")
+        }));
+    }
+    let unmatched = |p: &[(String, Vec<f64>)]| -> usize {
+        p.iter()
+            .filter(|(k, _)| !matched.iter().any(|(m, _, _)| m == k))
+            .map(|(_, v)| v.len())
+            .sum()
+    };
+    let side = |r: &RunRow, values: Vec<f64>, left_out, unmatched| Side {
+        run: r.id,
+        target: r.target.clone(),
+        median: bootstrap::median_ci(&values, bootstrap::RESAMPLES, 1),
+        values,
+        left_out,
+        unmatched,
+    };
+    let sa = side(
+        &ra,
+        matched.iter().flat_map(|(_, a, _)| a.clone()).collect(),
+        la,
+        unmatched(&pa),
+    );
+    let sb = side(
+        &rb,
+        matched.iter().flat_map(|(_, _, b)| b.clone()).collect(),
+        lb,
+        unmatched(&pb),
+    );
+    let repeated: Vec<(Vec<f64>, Vec<f64>)> = matched
+        .iter()
+        .filter(|(_, a, b)| a.len() >= 2 && b.len() >= 2)
+        .map(|(_, a, b)| (a.clone(), b.clone()))
+        .collect();
+    let r = if repeated.is_empty() {
+        None
+    } else {
+        Some(
+            ratio::pooled_ratio_ci(&repeated, bootstrap::RESAMPLES, 1)
+                .map_err(|e| ReportError::Compare(format!("cannot form the ratio: {e}")))?,
+        )
+    };
+    let all: Vec<(Vec<f64>, Vec<f64>)> = matched
+        .iter()
+        .map(|(_, a, b)| (a.clone(), b.clone()))
+        .collect();
+    let single_ratio = ratio::pooled_ratio_ci(&all, 1, 1).ok().map(|e| e.median);
+    // The answer by the report's rule: for p99, lower is better, so the contenders'
+    // figures are inverted before ranking (1/p99) and the sentence says ms below.
+    let contender = |side: &Side, pick: fn(&Matched) -> &Vec<f64>| crate::answer::Contender {
+        name: side.target.clone(),
+        points: matched
+            .iter()
+            .map(|p| crate::answer::Point {
+                key: p.0.clone(),
+                runs: pick(p).clone(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let answer = match m {
+        Metric::Rps => {
+            let both = [contender(&sa, |p| &p.1), contender(&sb, |p| &p.2)];
+            crate::answer::sentence(
+                &crate::answer::decide(&both),
+                &both,
+                "served the most requests per second",
+            )
+        }
+        Metric::P99 => p99_answer(&sa, &sb, r.as_ref()),
+    };
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
         metric: m,
         a: sa,
         b: sb,
+        points: matched.into_iter().map(|(k, _, _)| k).collect(),
         ratio: r,
+        single_ratio,
+        answer,
         capacities,
     })
+}
+
+/// The p99 answer: lower is better; a difference only when the ratio's interval
+/// excludes 1, none claimed from one run each.
+fn p99_answer(a: &Side, b: &Side, r: Option<&bootstrap::Estimate>) -> String {
+    match r {
+        None => format!(
+            "{} and {}: one run each has no interval; a single run cannot separate p99s (repeat the study)",
+            a.target, b.target
+        ),
+        Some(e) if e.hi < 1.0 => format!(
+            "{} has the lower p99: A/B {} (95% interval)",
+            a.target,
+            crate::answer::ratio_text(e)
+        ),
+        Some(e) if e.lo > 1.0 => format!(
+            "{} has the lower p99: A/B {} (95% interval)",
+            b.target,
+            crate::answer::ratio_text(e)
+        ),
+        Some(e) => format!(
+            "No difference beyond noise in p99: A/B {}, the interval holds 1",
+            crate::answer::ratio_text(e)
+        ),
+    }
+}
+
+impl Comparison {
+    /// The ratio line: the interval when repeats give one, else the one-run figure
+    /// with no interval.
+    pub fn ratio_line(&self) -> String {
+        let over = format!(
+            "over {} matched point{}",
+            self.points.len(),
+            if self.points.len() == 1 { "" } else { "s" }
+        );
+        match (&self.ratio, self.single_ratio) {
+            (Some(r), _) => format!(
+                "A/B ratio of medians: {:.3} (95% CI {:.3} .. {:.3}), {over}",
+                r.median, r.lo, r.hi
+            ),
+            (None, Some(x)) => {
+                format!("A/B ratio of medians: {x:.3} from one run each, no interval, {over}")
+            }
+            (None, None) => format!("A/B ratio: none, {over}"),
+        }
+    }
+
+    /// What was left out of the comparison, or `None`.
+    pub fn left_out_line(&self) -> Option<String> {
+        let part = |s: &Side| {
+            let l = &s.left_out;
+            let mut parts = Vec::new();
+            if l.generator > 0 {
+                parts.push(format!(
+                    "{} generator-bound or machine-stalled",
+                    l.generator
+                ));
+            }
+            if l.link > 0 {
+                parts.push(format!("{} link-bound", l.link));
+            }
+            if l.failed > 0 {
+                parts.push(format!("{} mostly failed", l.failed));
+            }
+            if s.unmatched > 0 {
+                parts.push(format!("{} at points the other run lacks", s.unmatched));
+            }
+            (!parts.is_empty()).then(|| format!("{}: {}", s.target, parts.join(", ")))
+        };
+        let both: Vec<String> = [part(&self.a), part(&self.b)]
+            .into_iter()
+            .flatten()
+            .collect();
+        (!both.is_empty()).then(|| format!("steps left out: {}", both.join("; ")))
+    }
 }
 
 impl std::fmt::Display for Comparison {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let d = if self.metric == Metric::Rps { 0 } else { 3 };
         for (name, s) in [("A", &self.a), ("B", &self.b)] {
+            let ci = if s.has_interval() {
+                format!(" (95% CI {:.d$} .. {:.d$})", s.median.lo, s.median.hi)
+            } else {
+                " (one run: no interval)".to_string()
+            };
             writeln!(
                 f,
-                "{name}: run {} ({}), {} steps: median {:.d$} {} (95% CI {:.d$} .. {:.d$})",
+                "{name}: run {} ({}), {} steps: median {:.d$} {}{ci}",
                 s.run,
                 s.target,
                 s.values.len(),
                 s.median.median,
                 self.metric.label(),
-                s.median.lo,
-                s.median.hi
             )?;
         }
-        write!(
-            f,
-            "A/B ratio of medians: {:.3} (95% CI {:.3} .. {:.3})",
-            self.ratio.median, self.ratio.lo, self.ratio.hi
-        )?;
+        write!(f, "{}\n{}", self.ratio_line(), self.answer)?;
+        if let Some(l) = self.left_out_line() {
+            write!(f, "\n{l}")?;
+        }
         for p in &self.capacities {
             let (lo, hi) = p.ratio_range_text();
             write!(
@@ -533,13 +763,18 @@ mod tests {
             target: target.into(),
             values: vec![10.0, 11.0],
             median: est(10.5),
+            left_out: crate::answer::LeftOut::default(),
+            unmatched: 0,
         };
         let cell = json!({"workload": "root", "concurrency": 16});
         let c = Comparison {
             metric: Metric::Rps,
             a: side(1, "nginx"),
             b: side(2, "caddy"),
-            ratio: est(1.0),
+            points: vec!["w".into()],
+            ratio: Some(est(1.0)),
+            single_ratio: Some(1.0),
+            answer: "No difference beyond noise.".into(),
             capacities: capacity_pairs(
                 &[row(
                     cell.clone(),

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use volley_analysis::words::{self, duration, number};
 
-use crate::model::{Report, TargetReport};
+use crate::answer;
+use crate::model::{Report, StepReport, TargetReport};
 use crate::table::median;
 
 /// A target's main figure, ranked by `value` across targets.
@@ -63,7 +64,7 @@ fn figure(t: &TargetReport) -> Option<Figure> {
             text: format!("capacity {} by sweep{above}", claim_text(&cap.claim, c)),
         });
     }
-    let server: Vec<_> = t.steps.iter().filter(|s| !s.generator_bound()).collect();
+    let server: Vec<_> = t.steps.iter().filter(|s| stands(s)).collect();
     let rps = median(&server.iter().map(|s| s.requests_per_s).collect::<Vec<_>>())?;
     let p99 = median(&server.iter().map(|s| s.latency.p99_ms).collect::<Vec<_>>())?;
     let what = if t.has_open_loop() {
@@ -164,12 +165,144 @@ pub fn lines(report: &Report) -> Vec<String> {
         .iter()
         .map(|t| {
             let main = figure(t).map_or_else(
-                || "no figure for the server: every step was generator-bound".to_string(),
+                || {
+                    let c = contender(t, &t.target, false, |_| true);
+                    format!(
+                        "no figure for the server: {}",
+                        answer::nothing_left(std::slice::from_ref(&c))
+                    )
+                },
                 |f| f.text,
             );
-            format!("{}: {main}; {}; {}", t.target, errors(t), bound(t))
+            let mut line = format!("{}: {main}; {}; {}", t.target, errors(t), bound(t));
+            if let Some(v) = variants_answer(t) {
+                line.push_str(&format!(". Variants: {v}"));
+            }
+            line
         })
         .collect()
+}
+
+/// Whether a step's figure may stand for its server in an answer: it counts for the
+/// server (not generator-bound, machine-stalled or link-bound) and most of its requests
+/// did not fail.
+pub fn stands(s: &StepReport) -> bool {
+    !s.generator_bound() && !s.mostly_failed()
+}
+
+/// The contender `name`: the steps of `t` that `keep` selects, as the answer rule reads
+/// them (`crate::answer`): closed-loop req/s per point (each planned repeat once), the
+/// capacity of rate steps, and what was left out and why. `across_variants`: the points
+/// of different variants meet (the variants are the contenders), else each variant is
+/// a point of its own (like with like across targets).
+fn contender(
+    t: &TargetReport,
+    name: &str,
+    across_variants: bool,
+    keep: impl Fn(&StepReport) -> bool,
+) -> answer::Contender {
+    let steps: Vec<&StepReport> = t.steps.iter().filter(|s| keep(s)).collect();
+    let mut left_out = answer::LeftOut::default();
+    for s in &steps {
+        if s.link_bound() {
+            left_out.link += 1;
+        } else if s.generator_bound() {
+            left_out.generator += 1;
+        } else if s.mostly_failed() {
+            left_out.failed += 1;
+        }
+    }
+    let counted: Vec<&&StepReport> = steps.iter().filter(|s| stands(s)).collect();
+    let mut points: Vec<answer::Point> = Vec::new();
+    let mut seen: Vec<(String, u32)> = Vec::new();
+    for s in counted.iter().filter(|s| s.rate_rps.is_none()) {
+        let key = if across_variants {
+            s.point_label_of_any_variant()
+        } else {
+            s.point_label()
+        };
+        // A planned repeat measured again counts once, by its first standing attempt.
+        if seen.contains(&(key.clone(), s.repeat)) || s.requests_per_s <= 0.0 {
+            continue;
+        }
+        seen.push((key.clone(), s.repeat));
+        match points.iter_mut().find(|p| p.key == key) {
+            Some(p) => p.runs.push(s.requests_per_s),
+            None => points.push(answer::Point {
+                key,
+                runs: vec![s.requests_per_s],
+            }),
+        }
+    }
+    answer::Contender {
+        name: name.to_string(),
+        points,
+        capacity: capacity_figure(t, &steps),
+        left_out,
+        capped: !counted.is_empty() && counted.iter().all(|s| s.throttled),
+    }
+}
+
+/// The capacity as the answer compares it: a search's with its interval, else a sweep's
+/// between its last sustained and first failed rate, with the repeats behind each rate.
+fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::CapacityFigure> {
+    let runs = steps
+        .iter()
+        .filter(|s| s.rate_rps.is_some())
+        .map(|s| s.repeat + 1)
+        .max()
+        .unwrap_or(1) as usize;
+    if let Some((c, s)) = t
+        .searches
+        .iter()
+        .filter(|s| s.finished)
+        .filter_map(|s| Some((s.capacity_rps?, s)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+    {
+        // A search repeats near its edge: its interval is over those repeats.
+        return Some(answer::CapacityFigure {
+            value: c,
+            lo: s.ci_lo_rps.unwrap_or(c),
+            hi: s.ci_hi_rps.filter(|_| s.bounded),
+            runs: runs.max(2),
+        });
+    }
+    let (c, cap) = t
+        .capacity
+        .iter()
+        .filter_map(|c| Some((c.capacity_rps?, c)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some(answer::CapacityFigure {
+        value: c,
+        lo: c,
+        hi: cap.first_unsustainable_above_rps.filter(|_| cap.bounded),
+        runs,
+    })
+}
+
+/// The variants of one target side by side ("tuned carries 1,250 req/s vs default 900:
+/// 1.39x [1.31, 1.46] (95% interval)."), when its steps ran more than one.
+pub fn variants_answer(t: &TargetReport) -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in &t.steps {
+        if let Some(v) = s.variant.as_deref() {
+            if !names.contains(&v) {
+                names.push(v);
+            }
+        }
+    }
+    if names.len() < 2 {
+        return None;
+    }
+    let all: Vec<answer::Contender> = names
+        .iter()
+        .map(|v| {
+            contender(t, v, true, |s: &StepReport| {
+                s.variant.as_deref() == Some(*v)
+            })
+        })
+        .collect();
+    Some(answer::sentence(&answer::decide(&all), &all, "carries"))
 }
 
 /// The report's answer in one sentence: the best target and its lead over the next.
@@ -180,39 +313,34 @@ pub fn answer(report: &Report) -> String {
     if office {
         return office_answer(report);
     }
-    let mut ranked: Vec<(&TargetReport, Figure)> = report
+    let all: Vec<answer::Contender> = report
         .targets
         .iter()
-        .filter_map(|t| Some((t, figure(t)?)))
+        .map(|t| contender(t, &t.target, false, |_| true))
         .collect();
-    ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
-    let verb = |t: &TargetReport| {
-        if !t.capacity.is_empty() || !t.searches.is_empty() {
-            "sustained the highest rate"
-        } else {
-            "served the most requests per second"
-        }
+    let verb = if all.iter().any(|c| c.capacity.is_some()) {
+        "sustained the highest rate"
+    } else {
+        "served the most requests per second"
     };
-    match ranked.as_slice() {
-        [] => "No target has a figure of its own: every step measured the generator, not a server."
-            .to_string(),
-        [(t, f)] => format!("{}: {}.", t.target, f.text),
-        [(best, fb), (next, fn_), ..] => {
-            let lead = if fn_.value > 0.0 {
-                format!("{:.2}x", fb.value / fn_.value)
-            } else {
-                "ahead of".to_string()
-            };
-            format!(
-                "{} {}: {} req/s, {lead} {} ({} req/s).",
-                best.target,
-                verb(best),
-                number(fb.value),
-                next.target,
-                number(fn_.value)
-            )
+    let verdict = answer::decide(&all);
+    if let answer::Verdict::Alone { only, others } = &verdict {
+        // One target alone: its own figure, in its own words.
+        let t = &report.targets[*only];
+        if let Some(f) = figure(t) {
+            return format!(
+                "{}: {}{}.",
+                t.target,
+                f.text,
+                others
+                    .as_ref()
+                    .filter(|_| report.targets.len() > 1)
+                    .map(|o| format!(" (no other target has a figure: {o})"))
+                    .unwrap_or_default()
+            );
         }
     }
+    answer::sentence(&verdict, &all, verb)
 }
 
 /// The office question's answer: which server carries the most users, by how much.

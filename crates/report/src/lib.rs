@@ -11,6 +11,7 @@
 //! (the seeds' tables) and [`json::Json`] (the model itself, versioned).
 #![deny(missing_docs)]
 
+pub mod answer;
 pub mod colors;
 pub mod compare;
 pub mod downsample;

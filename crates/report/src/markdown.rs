@@ -1,5 +1,7 @@
-//! Markdown: the seeds' tables as GitHub pipe tables, for notes and pull requests.
+//! Markdown: the answer (`headline`), then the seeds' tables as GitHub pipe tables,
+//! for notes and pull requests.
 
+use crate::headline;
 use crate::model::Report;
 use crate::sanitise::{self, MAX_CHARS};
 use crate::table::{self, RowMark, Table};
@@ -65,6 +67,13 @@ impl ReportFormat for Markdown {
 
     fn render(&self, report: &Report) -> Result<String, ReportError> {
         let mut out = format!("# volley report: {}\n\n", cell(&report.title));
+        // The answer first, the same sentence as the HTML's and the study's end table's.
+        let answer = sanitise::markdown(&headline::answer(report), MAX_NOTE_CHARS);
+        let _ = writeln!(out, "**{answer}**\n");
+        for line in headline::lines(report) {
+            let _ = writeln!(out, "- {}", sanitise::markdown(&line, MAX_NOTE_CHARS));
+        }
+        out.push('\n');
         for t in &report.targets {
             let _ = writeln!(
                 out,

@@ -579,7 +579,7 @@ pub fn repeats(report: &Report) -> Option<Table> {
     (!rows.is_empty()).then(|| Table {
         id: "repeats",
         title: "Repeats: medians with bootstrap 95% intervals".into(),
-        note: "Over the non-generator-bound repeats of each point (percentile bootstrap of the median, 2000 resamples, fixed seed so a rebuilt report shows the same interval).".into(),
+        note: format!("Over the non-generator-bound repeats of each point (percentile bootstrap of the median, {} resamples, fixed seed so a rebuilt report shows the same interval).", volley_analysis::words::number(volley_analysis::bootstrap::RESAMPLES as f64)),
         headers: ["Target", "Point", "Runs", "Req/s median [95% CI]", "p99 (ms) median [95% CI]"]
             .map(String::from)
             .to_vec(),

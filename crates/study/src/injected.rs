@@ -179,7 +179,9 @@ pub(crate) fn run_injected(
             l
         })
     });
-    judge(rate, plan, watched)
+    let mut judged = judge(rate, plan, watched)?;
+    crate::step::require_server_evidence(&mut judged, crate::step::cap_cores(plan, cell));
+    Ok(judged)
 }
 
 fn coordinate(

@@ -18,7 +18,7 @@ use crate::plan::{OfficeLoad, Plan};
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
 
-const RESAMPLES: usize = 2000;
+use volley_analysis::bootstrap::RESAMPLES;
 
 /// ", 2 unjudged steps left out" (empty when none were): steps that could not be
 /// judged for the server (generator-bound, machine-stalled, or failed while the
@@ -47,7 +47,11 @@ fn planned_key(s: &StepOutcome) -> (usize, u32, Option<u64>, Option<u32>) {
 
 /// How good an attempt's evidence is (`Evidence::attempt_rank`, 0 best).
 fn rank(s: &StepOutcome) -> u8 {
-    Evidence::attempt_rank(s.sustainable, s.counts_for_server(), s.machine_busy)
+    Evidence::attempt_rank(
+        s.sustainable,
+        !volley_analysis::sustain::spoiled_by_noise(Some(s.label)),
+        s.machine_busy,
+    )
 }
 
 /// One outcome per planned step, its best attempt (the earliest of the best [`rank`]),
@@ -399,15 +403,31 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
 /// rate steps, or the medians of its closed-loop repeats; steps that could not be
 /// judged for the server never count.
 fn measured_result(steps: &[&StepOutcome]) -> String {
+    // A closed-loop step whose requests mostly failed has no figure: errors are not
+    // throughput (a rate step's errors are its verdict, and count as the server's).
     let server: Vec<&StepOutcome> = steps
         .iter()
         .copied()
-        .filter(|s| judged_for_server(s))
+        .filter(|s| judged_for_server(s) && (s.rate.is_some() || !s.mostly_failed()))
         .collect();
     let excluded = steps.len() - server.len();
+    if !steps.is_empty()
+        && steps
+            .iter()
+            .all(|s| s.label == volley_analysis::link::LABEL)
+    {
+        // The link's figure, shown as such: what the link allowed, not the server.
+        let rps: Vec<f64> = steps.iter().map(|s| s.rps).collect();
+        let p99: Vec<f64> = steps.iter().map(|s| s.p99_ms).collect();
+        return format!(
+            "link-bound: {} req/s, p99 {} ms: the shaped link's figure, not the server's",
+            ci_text(&rps, 1),
+            ci_text(&p99, 1)
+        );
+    }
     if server.is_empty() {
         format!(
-            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, or failed on a busy machine)",
+            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
             steps.len()
         )
     } else if steps.iter().any(|s| s.rate.is_some()) {
@@ -867,6 +887,24 @@ duration = "3s"
         assert!(
             t.contains("at least 300 req/s (not bounded: 1 step above"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn link_bound_steps_show_the_links_figure_not_the_servers() {
+        let p = plan(CONC);
+        let steps: Vec<StepOutcome> = (0..6)
+            .map(|i| step(i, None, 14.0, None, "link-bound"))
+            .collect();
+        let t = table(&p, &steps, &[]).to_string();
+        assert!(
+            t.contains("link-bound: 14.0 req/s")
+                && t.contains("the shaped link's figure, not the server's"),
+            "{t}"
+        );
+        assert!(
+            !t.contains("USL builtin"),
+            "no fit from the link's figures: {t}"
         );
     }
 

@@ -224,6 +224,10 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             skipped.join("; ")
         )));
     }
+    if let Err(why) = check_paths(plan, &running, &vlabs) {
+        store.finish_study(study, Status::Incomplete)?;
+        return Err(StudyError::Refused(why));
+    }
     let (runs, run_of_target) =
         begin_runs(plan, &mut store, study, &running, docroot_path, &vlabs)?;
     let mut ctx = StudyRun {
@@ -289,6 +293,46 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         skipped,
         elapsed: started.elapsed(),
     })
+}
+
+/// Asks every started target for each path its GET workloads load, once, before any
+/// step (docs/methodology.md, "Validation before measurement"): the start-up probe checks
+/// only the fixture's first path, and without a `[fixture]` none, so a path the target
+/// does not have would otherwise be measured as fast errors. Cold-start workloads are
+/// left out (asking would warm the path they time); other methods may change state.
+fn check_paths(
+    plan: &Plan,
+    running: &[Option<RunningTarget>],
+    vlabs: &variant_lab::VariantLabs,
+) -> Result<(), String> {
+    for (i, t) in running.iter().enumerate() {
+        let Some(t) = t else { continue };
+        let ti = plan.instances[i].target;
+        let mut asked: Vec<&str> = Vec::new();
+        for w in &plan.workloads {
+            let loads_it = w.targets.as_ref().is_none_or(|ts| ts.contains(&ti));
+            if !loads_it || w.office.is_some() || w.cold_start || w.method != "GET" {
+                continue;
+            }
+            for p in &w.paths {
+                if asked.contains(&p.as_str()) {
+                    continue;
+                }
+                asked.push(p);
+                let answered = vlabs
+                    .enter(i)
+                    .map_err(|e| e.to_string())
+                    .and_then(|_inside| t.answers_path(p).map_err(|e| e.to_string()));
+                if let Err(e) = answered {
+                    return Err(format!(
+                        "workload {}: {e} (checked once before the run: fix the path, or add a [fixture] the target serves)",
+                        w.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Starts every instance; one that cannot start is skipped with a note, and a target

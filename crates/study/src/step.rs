@@ -380,7 +380,16 @@ pub(crate) fn run_step(
             }
         })
     });
-    judge(rate, plan, watched)
+    let mut judged = judge(rate, plan, watched)?;
+    require_server_evidence(&mut judged, cap_cores(plan, cell));
+    Ok(judged)
+}
+
+/// The CPUs the step's target could use by volley's limits: its quota, else its pinned
+/// cores; `None` when neither was set.
+pub(crate) fn cap_cores(plan: &Plan, cell: &Cell) -> Option<f64> {
+    let inst = &plan.instances[cell.instance];
+    inst.cpu_quota.or(inst.cores.map(f64::from))
 }
 
 /// How a step watches its target: the monitor once a second, not required (a monitor
@@ -479,6 +488,14 @@ pub(crate) fn judge(
         }
         None => (None, summary.generator.verdict.label.name()),
     };
+    // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
+    let label = match link_reason(&extra, &summary) {
+        Some(why) if !matches!(label, "generator-bound" | "machine-stalled") => {
+            summary.notes.push(why);
+            volley_analysis::link::LABEL
+        }
+        _ => label,
+    };
     let sustainable = sustain_verdict.as_ref().map(|v| v.sustainable);
     // Users see why a step with a large send lag is still the server's.
     if let Some(note) = &conn_wait {
@@ -530,6 +547,104 @@ fn judged_windows(s: &Summary) -> usize {
 /// second is still a full window, and flooring would drop it (and with it the step's
 /// judgement: three windows are the minimum).
 const WHOLE_WINDOW_SHARE: f64 = 0.95;
+
+/// A step the generator rule calls server-bound stays so only with the server's own
+/// evidence (`sustain::server_evidence`): its queue grew, or its CPU neared what it
+/// could use (`cap_cores`: its quota or pinned cores; else the machine's CPUs less the
+/// generator's). Otherwise it is inconclusive, with the reason in its notes.
+pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>) {
+    if j.label != sustain::Bound::ServerBound.label() {
+        return;
+    }
+    let failed_on_server = j.verdict.sustain.as_ref().is_some_and(|v| {
+        v.reasons.iter().any(|r| {
+            matches!(
+                r,
+                sustain::Reason::ReplyRateShort { .. }
+                    | sustain::Reason::TooManyErrors { .. }
+                    | sustain::Reason::P99OverSlo { .. }
+                    | sustain::Reason::InFlightRising(_)
+            )
+        })
+    });
+    let monitor = &j.summary_json["monitor"];
+    let cpu_pct = monitor["cpu_user_pct"]
+        .as_f64()
+        .zip(monitor["cpu_sys_pct"].as_f64())
+        .map(|(u, s)| u + s);
+    let machine = monitor["cpus"].as_f64().unwrap_or(1.0);
+    let generator = j.summary.generator.cpu_cores_used.unwrap_or(0.0);
+    let side = sustain::ServerSide {
+        failed_on_server,
+        cpu_pct,
+        available_cores: cap_cores.unwrap_or(machine - generator),
+    };
+    if let Err(why) = sustain::server_evidence(&side) {
+        j.label = sustain::Bound::Inconclusive.label();
+        if let Some(notes) = j.summary_json["notes"].as_array_mut() {
+            notes.push(Value::String(why.clone()));
+        }
+        j.summary.notes.push(why);
+    }
+}
+
+/// Why the step is link-bound, when its injectors ran behind links volley shaped (the
+/// `links` its load stored: each as set and as measured) and the figure sits at what
+/// they allow; `None` otherwise.
+fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
+    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
+    if links.is_empty() {
+        return None;
+    }
+    // What a link carries for long: its tbf rate, or less when measured so (the
+    // measurement's first second rides tbf's burst and may read above the rate).
+    let throughput = |l: &Value| {
+        let set = l["rate_bit"].as_f64()?;
+        Some(
+            l["measured"]["throughput_bit"]
+                .as_f64()
+                .map_or(set, |m| m.min(set)),
+        )
+    };
+    let shape = volley_analysis::link::Shape {
+        throughput_bit: links.iter().map(throughput).sum(),
+        delay_ms: links
+            .iter()
+            .map(|l| l["delay_ms"].as_f64())
+            .collect::<Option<Vec<f64>>>()
+            .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
+    };
+    let service = s.latency.get("service_time")?;
+    let connect_total_ms = s
+        .latency
+        .get("connect_time")
+        .map_or(0.0, |c| c.mean_ms * c.count as f64);
+    // The larger of the step's mean and its median whole second: neither overcounts
+    // what the link carried, and each undercounts a full link in its own way (the mean
+    // by the responses in flight at the end, a closed loop always has `c` of them; the
+    // seconds, when injectors key them by send time, by late completions).
+    let seconds: Vec<f64> = s
+        .seconds
+        .iter()
+        .take(judged_windows(s))
+        .map(|x| x.wire_bytes as f64 * 8.0)
+        .collect();
+    let mean = if s.duration_s > 0.0 {
+        s.bytes.wire_total as f64 * 8.0 / s.duration_s
+    } else {
+        0.0
+    };
+    let seen = volley_analysis::link::Observed {
+        wire_bit_per_s: if seconds.is_empty() {
+            mean
+        } else {
+            mean.max(volley_analysis::bootstrap::median(&seconds))
+        },
+        per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
+        unshaped_ms: None,
+    };
+    volley_analysis::link::judge(&shape, &seen)
+}
 
 /// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
 pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
@@ -723,6 +838,11 @@ impl StepOutcome {
         self
     }
 
+    /// Most of its requests failed (or none finished): no throughput or latency figure.
+    pub fn mostly_failed(&self) -> bool {
+        self.rps.is_nan() || self.rps <= 0.0 || self.ok_rps * 2.0 < self.rps
+    }
+
     /// Whether this step's figures may stand for the server (volley-analysis's rule,
     /// shared with the reports): generator-bound steps never feed a capacity, a median or
     /// a USL fit.
@@ -742,10 +862,11 @@ impl StepOutcome {
 
     /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
     /// machine was busy. Such a step is measured again later, up to the study's `retries`.
+    /// A link-bound step is not measured again: the same link would bound it again.
     pub fn needs_remeasure(&self) -> bool {
         Evidence::needs_remeasure(
             self.sustainable,
-            self.counts_for_server(),
+            !sustain::spoiled_by_noise(Some(self.label)),
             self.machine_busy,
         )
     }

@@ -63,7 +63,7 @@ pub(super) fn not_found(
     }
 }
 
-pub(super) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
+pub(crate) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, ReportError> {
     let rows = store.steps(run.id)?;
     let origin_ms = rows.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
     let mut steps = Vec::with_capacity(rows.len());

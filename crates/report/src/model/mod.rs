@@ -34,6 +34,7 @@ use derive::*;
 pub use derive::{group_name, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
 pub use load::load;
+pub(crate) use load::load_run;
 pub use office::{OfficeAnswer, OfficeStep};
 use stored::*;
 
@@ -331,8 +332,18 @@ impl TargetReport {
 }
 
 impl StepReport {
-    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka".
+    /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka",
+    /// and its variant when it has one ("..., variant tuned").
     pub fn point_label(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{}, variant {v}", self.point_label_of_any_variant()),
+            None => self.point_label_of_any_variant(),
+        }
+    }
+
+    /// [`StepReport::point_label`] without the variant: where the variants of one target
+    /// meet to be compared.
+    pub fn point_label_of_any_variant(&self) -> String {
         let mut parts = Vec::new();
         if let Some(w) = &self.workload {
             parts.push(w.clone());
@@ -362,6 +373,17 @@ impl StepReport {
         } else {
             parts.join(", ")
         }
+    }
+
+    /// Most of its requests failed (or none finished): it has no throughput or latency
+    /// figure in any answer (an error is never throughput).
+    pub fn mostly_failed(&self) -> bool {
+        self.completed == 0 || self.failed.saturating_mul(2) > self.completed
+    }
+
+    /// True when the step was labelled link-bound (`volley_analysis::link`).
+    pub fn link_bound(&self) -> bool {
+        self.label.as_deref() == Some(volley_analysis::link::LABEL)
     }
 
     /// True when the generator, not the server, limited the step.
@@ -646,7 +668,7 @@ pub struct RepeatGroup {
 
 /// Resamples for the repeat intervals, and their fixed seed (a rebuilt report must show
 /// the same interval).
-pub(crate) const BOOTSTRAP_RESAMPLES: usize = 2000;
+pub(crate) const BOOTSTRAP_RESAMPLES: usize = bootstrap::RESAMPLES;
 pub(crate) const BOOTSTRAP_SEED: u64 = 0x766f_6c6c_6579;
 
 fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {

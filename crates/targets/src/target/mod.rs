@@ -402,6 +402,36 @@ impl RunningTarget {
         })
     }
 
+    /// Checks that the target answers `path` at all (2xx or 3xx to one GET), for paths
+    /// no fixture file stands behind: a study or bench that loads a path the target
+    /// does not have measures errors, not a server, so it is refused before the run.
+    pub fn answers_path(&self, path: &str) -> Result<u16, TargetError> {
+        let url = format!("{}{}", self.url, path.trim_start_matches('/'));
+        let wrong = |reason: String| TargetError::WrongAnswer {
+            kind: self.kind,
+            url: url.clone(),
+            reason,
+        };
+        let fetched = probe::fetch(
+            self.addr,
+            self.probe_opts.tls.as_ref(),
+            path,
+            None,
+            Duration::from_secs(5),
+        )
+        .map_err(|f| match f {
+            ProbeFailure::NotReady(e) | ProbeFailure::Wrong(e) => wrong(e),
+        })?;
+        let status = probe::parse_response(&fetched.raw)
+            .map_err(|e| wrong(e.to_string()))?
+            .status;
+        if (200..400).contains(&status) {
+            Ok(status)
+        } else {
+            Err(wrong(format!("status {status} to GET {path}")))
+        }
+    }
+
     /// The cgroup directories created for this target.
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
         lock(&self.inner).cgroups.dirs()

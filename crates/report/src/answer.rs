@@ -1,0 +1,653 @@
+//! Who is faster, by how much, and whether that is beyond noise: the one rule behind
+//! every answer volley gives (the report's headline in HTML and Markdown, the study's
+//! end table, `volley compare`). Pure: contenders in, a [`Verdict`] out, no clock.
+//!
+//! A contender is a target, a variant of one (tuning) or a protocol: whatever the
+//! question sets side by side. Its evidence is, per point (workload, load point,
+//! variant), the figure of each run that counts for the server: steps that measured the
+//! generator, the machine's stalls or a shaped link, and steps whose requests mostly
+//! failed, are left out (and counted, so the answer can say why nothing is left). The
+//! rule (docs/methodology.md, "The answer"):
+//! - a winner only when the 95% interval of the ratio excludes 1: the pooled ratio of
+//!   medians over the points both measured, bootstrapped over their repeats
+//!   (`volley_analysis::ratio::pooled_ratio_ci`); for capacities, the range the two
+//!   intervals allow;
+//! - with one run per point, no interval exists: "a single run cannot separate figures
+//!   this close", with the repeats that would (`ratio::repeats_needed` at the assumed
+//!   run-to-run spread);
+//! - otherwise "no difference beyond noise", with the reason when volley knows it.
+
+use volley_analysis::bootstrap::{self, Estimate, RESAMPLES};
+use volley_analysis::ratio;
+use volley_analysis::words::number;
+
+/// Seed of the answer's bootstrap: a rebuilt report shows the same interval.
+const SEED: u64 = 0x616e_7377_6572;
+
+/// Steps a contender had that cannot stand for it, by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Generator-bound or machine-stalled: the generator's or the machine's figure.
+    pub generator: usize,
+    /// Link-bound: the figure of the link volley shaped.
+    pub link: usize,
+    /// Most of their requests failed: an error is never throughput.
+    pub failed: usize,
+}
+
+impl LeftOut {
+    fn total(&self) -> usize {
+        self.generator + self.link + self.failed
+    }
+}
+
+/// The runs of one contender at one point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// What identifies the point across contenders (workload, load, variant).
+    pub key: String,
+    /// One figure per run (repeat), each > 0.
+    pub runs: Vec<f64>,
+}
+
+/// A capacity with its interval: a search's, or a sweep's last sustained and first
+/// failed rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityFigure {
+    /// The capacity (or "at least" figure), req/s.
+    pub value: f64,
+    /// Lower end of its interval.
+    pub lo: f64,
+    /// Upper end (`None`: unbounded, the server was not seen to fail above it).
+    pub hi: Option<f64>,
+    /// Runs behind each judged rate: 1 for a sweep without repeats (one run decided it).
+    pub runs: usize,
+}
+
+/// One side of the question.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Contender {
+    /// Its name: a target, "nginx variant=tuned", "h2".
+    pub name: String,
+    /// Its runs per point (closed-loop figures: req/s).
+    pub points: Vec<Point>,
+    /// Its capacity, when the question is a rate sweep or search.
+    pub capacity: Option<CapacityFigure>,
+    /// Steps left out, by why.
+    pub left_out: LeftOut,
+    /// Every step that counts ran throttled at a CPU cap volley set.
+    pub capped: bool,
+}
+
+/// The answer between the best contender and the next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The interval of best / next excludes 1.
+    Winner {
+        /// Index of the best contender.
+        best: usize,
+        /// Index of the next.
+        next: usize,
+        /// Their figures (req/s), as compared.
+        values: (f64, f64),
+        /// best / next with its 95% interval.
+        ratio: Estimate,
+    },
+    /// One run per point: no interval.
+    SingleRun {
+        /// Index of the contender with the higher figure.
+        best: usize,
+        /// Index of the other.
+        next: usize,
+        /// Their figures.
+        values: (f64, f64),
+        /// best / next.
+        ratio: f64,
+        /// Runs per side that would separate a true ratio this large at the assumed
+        /// spread (`None`: equal figures, no number would).
+        repeats: Option<usize>,
+    },
+    /// The interval holds 1.
+    NoDifference {
+        /// Index of the contender with the higher figure.
+        best: usize,
+        /// Index of the other.
+        next: usize,
+        /// Their figures.
+        values: (f64, f64),
+        /// best / next with its 95% interval (`None` for capacities without one).
+        ratio: Option<Estimate>,
+        /// Why, when volley knows (the same CPU cap).
+        reason: Option<String>,
+    },
+    /// Only one contender has a figure: nothing to rank it against.
+    Alone {
+        /// Its index.
+        only: usize,
+        /// Why the others have none, when some were left out.
+        others: Option<String>,
+    },
+    /// No contender has a figure that stands for it.
+    NoFigure {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+/// Geometric mean of the medians of `points` (its figure for ranking).
+fn level(points: &[&Point]) -> Option<f64> {
+    let logs: Vec<f64> = points
+        .iter()
+        .map(|p| bootstrap::median(&p.runs))
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .map(f64::ln)
+        .collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// The points `a` and `b` both measured, as (a's runs, b's runs).
+fn shared(a: &Contender, b: &Contender) -> Vec<(Vec<f64>, Vec<f64>)> {
+    a.points
+        .iter()
+        .filter_map(|p| {
+            let q = b.points.iter().find(|q| q.key == p.key)?;
+            (!p.runs.is_empty() && !q.runs.is_empty()).then(|| (p.runs.clone(), q.runs.clone()))
+        })
+        .collect()
+}
+
+/// Why nothing is left to rank, from what every contender had left out.
+pub fn nothing_left(all: &[Contender]) -> String {
+    let sum = all.iter().fold(LeftOut::default(), |mut s, c| {
+        s.generator += c.left_out.generator;
+        s.link += c.left_out.link;
+        s.failed += c.left_out.failed;
+        s
+    });
+    let total = sum.total();
+    if total == 0 {
+        "no step has a figure to compare".to_string()
+    } else if sum.link == total {
+        "every step was link-bound: the same shaped link bounds every target, so the figures are the link's, not the servers'".to_string()
+    } else if sum.generator == total {
+        "every step measured the generator, not a server (generator-bound or machine-stalled)"
+            .to_string()
+    } else if sum.failed == total {
+        "most requests of every step failed: errors are not throughput".to_string()
+    } else {
+        format!(
+            "no step stands for a server ({} link-bound, {} generator-bound or machine-stalled, {} mostly failed)",
+            sum.link, sum.generator, sum.failed
+        )
+    }
+}
+
+/// Decides between the contenders (see the module docs): capacities when every
+/// contender with a figure has one, else the closed-loop figures per point.
+pub fn decide(all: &[Contender]) -> Verdict {
+    let with_capacity: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].capacity.is_some())
+        .collect();
+    if !with_capacity.is_empty() {
+        return decide_capacity(all, &with_capacity);
+    }
+    let with_points: Vec<usize> = (0..all.len())
+        .filter(|&i| !all[i].points.is_empty())
+        .collect();
+    match with_points.as_slice() {
+        [] => {
+            return Verdict::NoFigure {
+                reason: nothing_left(all),
+            }
+        }
+        [only] => {
+            let others: Vec<Contender> = (0..all.len())
+                .filter(|i| i != only)
+                .map(|i| all[i].clone())
+                .collect();
+            return Verdict::Alone {
+                only: *only,
+                others: (!others.is_empty()).then(|| nothing_left(&others)),
+            };
+        }
+        _ => {}
+    }
+    // Rank on the points every ranked contender measured (like with like), else on
+    // each one's own points.
+    fn common<'a>(c: &'a Contender, all: &[Contender], with_points: &[usize]) -> Vec<&'a Point> {
+        let every: Vec<&Point> = c
+            .points
+            .iter()
+            .filter(|p| {
+                with_points
+                    .iter()
+                    .all(|&j| all[j].points.iter().any(|q| q.key == p.key))
+            })
+            .collect();
+        if every.is_empty() {
+            c.points.iter().collect()
+        } else {
+            every
+        }
+    }
+    let mut ranked: Vec<(usize, f64)> = with_points
+        .iter()
+        .filter_map(|&i| Some((i, level(&common(&all[i], all, &with_points))?)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (best, next) = (ranked[0].0, ranked[1].0);
+    let pairs = shared(&all[best], &all[next]);
+    if pairs.is_empty() {
+        return Verdict::NoDifference {
+            best,
+            next,
+            values: (ranked[0].1, ranked[1].1),
+            ratio: None,
+            reason: Some(
+                "they share no measured point: nothing like was measured with like".into(),
+            ),
+        };
+    }
+    let values = |pairs: &[(Vec<f64>, Vec<f64>)]| {
+        let a: Vec<Point> = pairs
+            .iter()
+            .map(|(a, _)| Point {
+                key: String::new(),
+                runs: a.clone(),
+            })
+            .collect();
+        let b: Vec<Point> = pairs
+            .iter()
+            .map(|(_, b)| Point {
+                key: String::new(),
+                runs: b.clone(),
+            })
+            .collect();
+        (
+            level(&a.iter().collect::<Vec<_>>()).unwrap_or(f64::NAN),
+            level(&b.iter().collect::<Vec<_>>()).unwrap_or(f64::NAN),
+        )
+    };
+    // Only points with at least two runs a side have an interval.
+    let repeated: Vec<(Vec<f64>, Vec<f64>)> = pairs
+        .iter()
+        .filter(|(a, b)| a.len() >= 2 && b.len() >= 2)
+        .cloned()
+        .collect();
+    if repeated.is_empty() {
+        let v = values(&pairs);
+        let r = v.0 / v.1;
+        return Verdict::SingleRun {
+            best,
+            next,
+            values: v,
+            ratio: r,
+            repeats: ratio::repeats_needed(r, ratio::ASSUMED_RUN_CV),
+        };
+    }
+    let v = values(&repeated);
+    let Ok(est) = ratio::pooled_ratio_ci(&repeated, RESAMPLES, SEED) else {
+        return Verdict::NoFigure {
+            reason: "the figures cannot be divided (a zero or invalid run)".into(),
+        };
+    };
+    if est.lo > 1.0 {
+        Verdict::Winner {
+            best,
+            next,
+            values: v,
+            ratio: est,
+        }
+    } else if est.hi < 1.0 {
+        // Ranked on all common points, the repeated ones say the other way round.
+        Verdict::Winner {
+            best: next,
+            next: best,
+            values: (v.1, v.0),
+            ratio: Estimate {
+                median: 1.0 / est.median,
+                lo: 1.0 / est.hi,
+                hi: 1.0 / est.lo,
+            },
+        }
+    } else {
+        Verdict::NoDifference {
+            best,
+            next,
+            values: v,
+            ratio: Some(est),
+            reason: (all[best].capped && all[next].capped)
+                .then(|| "both ran throttled at the CPU cap volley set".to_string()),
+        }
+    }
+}
+
+/// Capacities: a winner only when the best one's interval lies above the next one's
+/// (lo_best / hi_next > 1), and never from one run per rate.
+fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
+    if let [only] = with {
+        let others: Vec<Contender> = (0..all.len())
+            .filter(|i| i != only)
+            .map(|i| all[i].clone())
+            .collect();
+        return Verdict::Alone {
+            only: *only,
+            others: (!others.is_empty()).then(|| nothing_left(&others)),
+        };
+    }
+    let mut ranked: Vec<(usize, CapacityFigure)> = with
+        .iter()
+        .filter_map(|&i| Some((i, all[i].capacity?)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
+    let ((best, b), (next, n)) = (ranked[0], ranked[1]);
+    let values = (b.value, n.value);
+    let r = if n.value > 0.0 {
+        b.value / n.value
+    } else {
+        f64::INFINITY
+    };
+    if b.runs < 2 || n.runs < 2 {
+        return Verdict::SingleRun {
+            best,
+            next,
+            values,
+            ratio: r,
+            repeats: ratio::repeats_needed(r, ratio::ASSUMED_RUN_CV),
+        };
+    }
+    let range = Estimate {
+        median: r,
+        lo: n.hi.filter(|h| *h > 0.0).map_or(0.0, |h| b.lo / h),
+        hi: if n.lo > 0.0 {
+            b.hi.map_or(f64::INFINITY, |h| h / n.lo)
+        } else {
+            f64::INFINITY
+        },
+    };
+    if range.lo > 1.0 {
+        Verdict::Winner {
+            best,
+            next,
+            values,
+            ratio: range,
+        }
+    } else {
+        Verdict::NoDifference {
+            best,
+            next,
+            values,
+            ratio: Some(range),
+            reason: (all[best].capped && all[next].capped)
+                .then(|| "both ran throttled at the CPU cap volley set".to_string()),
+        }
+    }
+}
+
+/// "1.39x [1.31, 1.46]"; an unbounded end reads "unbounded".
+pub fn ratio_text(e: &Estimate) -> String {
+    let end = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.2}")
+        } else {
+            "unbounded".to_string()
+        }
+    };
+    format!("{:.2}x [{}, {}]", e.median, end(e.lo), end(e.hi))
+}
+
+/// The verdict in one sentence. `verb` says what the best did ("served the most
+/// requests per second", "sustained the highest rate", "carries"); figures are req/s.
+pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
+    let name = |i: usize| all[i].name.as_str();
+    let rps = |x: f64| format!("{} req/s", number(x));
+    match v {
+        Verdict::Winner {
+            best,
+            next,
+            values,
+            ratio,
+        } => format!(
+            "{} {verb}: {} vs {} {}: {} (95% interval).",
+            name(*best),
+            rps(values.0),
+            name(*next),
+            number(values.1),
+            ratio_text(ratio)
+        ),
+        Verdict::SingleRun {
+            best,
+            next,
+            values,
+            ratio,
+            repeats,
+        } => {
+            let figures = format!(
+                "{} {} vs {} {} ({ratio:.2}x) from one run each",
+                name(*best),
+                rps(values.0),
+                name(*next),
+                number(values.1)
+            );
+            let spread = format!(
+                "at the {:.0}% run-to-run spread assumed without repeats",
+                ratio::ASSUMED_RUN_CV * 100.0
+            );
+            match repeats {
+                None => format!("No difference beyond noise: {figures}."),
+                Some(n) if *n > ratio::MIN_REPEATS => format!(
+                    "{figures}: a single run cannot separate figures this close; about {n} repeats of each would ({spread})."
+                ),
+                Some(n) => format!(
+                    "{figures}: one run has no interval to tell a difference from noise; {n} repeats of each would ({spread})."
+                ),
+            }
+        }
+        Verdict::NoDifference {
+            best,
+            next,
+            values,
+            ratio,
+            reason,
+        } => format!(
+            "No difference beyond noise: {} {} vs {} {}{}{}.",
+            name(*best),
+            rps(values.0),
+            name(*next),
+            number(values.1),
+            ratio
+                .as_ref()
+                .map(|r| format!(": {}, the interval holds 1", ratio_text(r)))
+                .unwrap_or_default(),
+            reason
+                .as_ref()
+                .map(|r| format!("; {r}"))
+                .unwrap_or_default()
+        ),
+        Verdict::Alone { only, others } => format!(
+            "Only {} has a figure of its own{}.",
+            name(*only),
+            others
+                .as_ref()
+                .map(|o| format!(" (the others: {o})"))
+                .unwrap_or_default()
+        ),
+        Verdict::NoFigure { reason } => format!("No difference beyond noise: {reason}."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(name: &str, points: &[(&str, &[f64])]) -> Contender {
+        Contender {
+            name: name.into(),
+            points: points
+                .iter()
+                .map(|(k, r)| Point {
+                    key: k.to_string(),
+                    runs: r.to_vec(),
+                })
+                .collect(),
+            ..Contender::default()
+        }
+    }
+
+    fn left(name: &str, left_out: LeftOut) -> Contender {
+        Contender {
+            name: name.into(),
+            left_out,
+            ..Contender::default()
+        }
+    }
+
+    /// What kind of verdict, and who leads.
+    fn kind(v: &Verdict) -> (&'static str, Option<usize>) {
+        match v {
+            Verdict::Winner { best, .. } => ("winner", Some(*best)),
+            Verdict::SingleRun { best, .. } => ("single run", Some(*best)),
+            Verdict::NoDifference { best, .. } => ("no difference", Some(*best)),
+            Verdict::Alone { only, .. } => ("alone", Some(*only)),
+            Verdict::NoFigure { .. } => ("no figure", None),
+        }
+    }
+
+    #[test]
+    fn the_answer_names_a_winner_only_beyond_noise() {
+        let noisy_a: &[f64] = &[100.0, 104.0, 97.0, 101.0, 99.0];
+        let noisy_b: &[f64] = &[102.0, 98.0, 100.0, 96.0, 103.0];
+        let faster: &[f64] = &[139.0, 141.0, 137.0, 140.0, 138.0];
+        let link = LeftOut {
+            link: 3,
+            ..LeftOut::default()
+        };
+        let generator = LeftOut {
+            generator: 2,
+            ..LeftOut::default()
+        };
+        let failed = LeftOut {
+            failed: 2,
+            ..LeftOut::default()
+        };
+        // (case, contenders, verdict kind, leader, words the sentence must hold)
+        type Row = (
+            &'static str,
+            Vec<Contender>,
+            &'static str,
+            Option<usize>,
+            &'static str,
+        );
+        let table: Vec<Row> =
+            vec![
+            (
+                "tie within noise",
+                vec![c("a", &[("L1", noisy_a)]), c("b", &[("L1", noisy_b)])],
+                "no difference",
+                Some(0),
+                "No difference beyond noise: a 100 req/s vs b 100: 1.00x [",
+            ),
+            (
+                "clear winner",
+                vec![c("default", &[("L1", noisy_a)]), c("tuned", &[("L1", faster)])],
+                "winner",
+                Some(1),
+                "tuned carries: 139 req/s vs default 100: 1.39x [",
+            ),
+            (
+                "one run per target",
+                vec![c("a", &[("L1", &[14.3])]), c("b", &[("L1", &[14.0])])],
+                "single run",
+                Some(0),
+                "a single run cannot separate figures this close; about 68 repeats of each would",
+            ),
+            (
+                "generator-bound steps are left out",
+                vec![c("a", &[("L1", noisy_a)]), left("b", generator)],
+                "alone",
+                Some(0),
+                "Only a has a figure of its own (the others: every step measured the generator",
+            ),
+            (
+                "link-bound steps: no winner",
+                vec![left("builtin", link), left("nginx", link)],
+                "no figure",
+                None,
+                "No difference beyond noise: every step was link-bound: the same shaped link",
+            ),
+            (
+                "failures are never ranked",
+                vec![left("builtin", failed), left("nginx", failed)],
+                "no figure",
+                None,
+                "most requests of every step failed",
+            ),
+            (
+                "unlike points are not compared",
+                vec![c("a", &[("L1", noisy_a)]), c("b", &[("L2", faster)])],
+                "no difference",
+                Some(1),
+                "nothing like was measured with like",
+            ),
+        ];
+        for (case, all, want, leader, words) in table {
+            let v = decide(&all);
+            assert_eq!(kind(&v), (want, leader), "{case}: {v:?}");
+            let s = sentence(&v, &all, "carries");
+            assert!(s.contains(words), "{case}: {s}");
+        }
+    }
+
+    #[test]
+    fn capacities_separate_only_when_their_intervals_do() {
+        let cap = |value: f64, lo: f64, hi: Option<f64>, runs: usize| Contender {
+            name: format!("c{value}"),
+            capacity: Some(CapacityFigure {
+                value,
+                lo,
+                hi,
+                runs,
+            }),
+            ..Contender::default()
+        };
+        let table = [
+            // Intervals apart: a winner, its ratio the range both allow.
+            (
+                vec![
+                    cap(1000.0, 950.0, Some(1050.0), 3),
+                    cap(2000.0, 1900.0, Some(2100.0), 3),
+                ],
+                "winner",
+                Some(1),
+            ),
+            // Overlapping: no difference.
+            (
+                vec![
+                    cap(1000.0, 950.0, Some(1200.0), 3),
+                    cap(1100.0, 1000.0, Some(1300.0), 3),
+                ],
+                "no difference",
+                Some(1),
+            ),
+            // Unbounded above the next one: no difference can be excluded.
+            (
+                vec![cap(1400.0, 1400.0, None, 3), cap(1300.0, 1300.0, None, 3)],
+                "no difference",
+                Some(0),
+            ),
+            // One run per rate: no interval.
+            (
+                vec![
+                    cap(1000.0, 1000.0, Some(1100.0), 1),
+                    cap(2000.0, 2000.0, Some(2100.0), 1),
+                ],
+                "single run",
+                Some(1),
+            ),
+        ];
+        for (i, (all, want, leader)) in table.iter().enumerate() {
+            let v = decide(all);
+            assert_eq!(kind(&v), (*want, *leader), "row {i}: {v:?}");
+        }
+    }
+}
