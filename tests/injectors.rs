@@ -137,7 +137,7 @@ cooldown = "0s"
     let injectors = s["injectors"].as_array().unwrap();
     assert_eq!(injectors.len(), 3);
     let sum: u64 = injectors.iter().map(|i| completed(&i["summary"])).sum();
-    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let lines = common::load_lines(&log);
     assert!(merged > 0);
     assert_eq!(merged, sum, "merged == sum of the injectors'");
     assert_eq!(merged, s["streamed_requests"].as_u64().unwrap());

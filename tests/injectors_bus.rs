@@ -452,7 +452,7 @@ fn a_study_whose_bus_restarts_mid_step_keeps_every_request_and_says_which_second
     let run = store.list_runs().unwrap()[0].id;
     let step = &store.steps(run).unwrap()[0].summary;
     let merged = step["requests"]["completed"].as_u64().unwrap();
-    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let lines = common::load_lines(&log);
     assert_eq!(merged, lines, "every request the server saw is merged");
     assert!(step["degraded_from_s"].is_u64(), "{}", step["injectors"]);
     for i in step["injectors"].as_array().unwrap() {

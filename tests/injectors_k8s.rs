@@ -271,7 +271,7 @@ fn agents_started_as_the_indexed_job_starts_them_run_the_study_step() {
         assert!((89..=91).contains(&n), "{}: {n}", i["name"]);
     }
     let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
-    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let lines = common::load_lines(&log);
     assert_eq!(completed(s), sum, "merged == sum of the agents'");
     // The server logs every request it answered; a request still in flight when its
     // agent's run ended (censored there, possible on a busy machine) may have been

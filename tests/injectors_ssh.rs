@@ -304,7 +304,7 @@ fn one_local_and_two_ssh_agents_merge_exactly_and_leave_nothing() {
         assert!((117..=121).contains(&n), "{}: {n}", i["name"]);
     }
     let sum: u64 = inj.iter().map(|i| completed(&i["summary"])).sum();
-    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let lines = common::load_lines(&log);
     assert_eq!(completed(&s), sum, "merged == sum of the injectors'");
     assert_eq!(
         completed(&s),

@@ -155,10 +155,28 @@ p99 = "1ms"
     let (c, _) = volley(&["compare", "1", "2", "--metric", "p99"], &db, None);
     let cmp = table(&c, "   ", 2);
     assert!(cmp[0].contains("median p99 ms"), "{c}");
-    aligned(&cmp, "steps", LONG, "    2");
-    aligned(&cmp, "steps", "b ", "    2");
+    // How many steps stand for the server depends on the machine (a busy one makes
+    // some generator-bound, and compare leaves those out): the count's right edge is
+    // under its title's, whatever the count.
+    let steps_end = cmp[0].find("steps").unwrap() + "steps".len();
+    for row in &cmp[2..] {
+        let digits_end = row[..steps_end].trim_end().len();
+        assert_eq!(digits_end, steps_end, "steps column: {c}");
+        assert!(
+            row[..steps_end]
+                .trim_end()
+                .ends_with(|ch: char| ch.is_ascii_digit()),
+            "{c}"
+        );
+    }
+    // An interval only from two or more runs; one run says it has none.
     let ci_col = cmp[0].find("95% CI").unwrap();
-    assert!(cmp[2..].iter().all(|l| l[ci_col..].contains(" .. ")), "{c}");
+    assert!(
+        cmp[2..]
+            .iter()
+            .all(|l| l[ci_col..].contains(" .. ") || l[ci_col..].contains("one run: none")),
+        "{c}"
+    );
 
     // With a width, no line of any table is longer; the long name stays whole.
     for args in [&["history"][..], &["compare", "1", "2"][..]] {

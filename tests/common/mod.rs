@@ -216,3 +216,14 @@ pub fn spawn_listening(mut cmd: Command, dir: PathBuf, port: u16) -> Spawned {
     }
     spawned
 }
+
+/// The load's requests in a server's access log: every line but those of volley's own
+/// checks (the target's readiness probe and a study's path check, User-Agent
+/// `volley-probe`), which reach the server before the load and are not part of it.
+pub fn load_lines(log: &std::path::Path) -> u64 {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("\"volley-probe\""))
+        .count() as u64
+}

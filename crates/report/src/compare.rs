@@ -334,6 +334,7 @@ fn points_of(
     store: &Store,
     run: &RunRow,
     m: Metric,
+    keep_generator: bool,
 ) -> Result<(Points, crate::answer::LeftOut), ReportError> {
     let t = crate::model::load_run(store, run)?;
     let mut left_out = crate::answer::LeftOut::default();
@@ -345,7 +346,9 @@ fn points_of(
             continue;
         } else if s.generator_bound() {
             left_out.generator += 1;
-            continue;
+            if !keep_generator {
+                continue;
+            }
         } else if s.mostly_failed() {
             left_out.failed += 1;
             continue;
@@ -374,15 +377,31 @@ fn points_of(
 pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, ReportError> {
     let ra = find_run(store, a)?;
     let rb = find_run(store, b)?;
-    let (pa, la) = points_of(store, &ra, m)?;
-    let (pb, lb) = points_of(store, &rb, m)?;
-    let matched: Vec<Matched> = pa
-        .iter()
-        .filter_map(|(k, va)| {
-            let (_, vb) = pb.iter().find(|(kb, _)| kb == k)?;
-            Some((k.clone(), va.clone(), vb.clone()))
-        })
-        .collect();
+    let (mut pa, mut la) = points_of(store, &ra, m, false)?;
+    let (mut pb, mut lb) = points_of(store, &rb, m, false)?;
+    let match_points = |pa: &Points, pb: &Points| -> Vec<Matched> {
+        pa.iter()
+            .filter_map(|(k, va)| {
+                let (_, vb) = pb.iter().find(|(kb, _)| kb == k)?;
+                Some((k.clone(), va.clone(), vb.clone()))
+            })
+            .collect()
+    };
+    let mut matched = match_points(&pa, &pb);
+    // Nothing left that stands for the server because the generator bound it: the
+    // figures are still shown (a user comparing two local bench runs sees them), but
+    // the answer says they are volley's limit and names no winner.
+    let mut generators_only = false;
+    if matched.is_empty() && (la.generator > 0 || lb.generator > 0) {
+        let (ga, mut gla) = points_of(store, &ra, m, true)?;
+        let (gb, mut glb) = points_of(store, &rb, m, true)?;
+        let g = match_points(&ga, &gb);
+        if !g.is_empty() {
+            // Shown, not left out: the answer says what they measured.
+            (gla.generator, glb.generator) = (0, 0);
+            (pa, pb, la, lb, matched, generators_only) = (ga, gb, gla, glb, g, true);
+        }
+    }
     if matched.is_empty() {
         let why = |p: &[(String, Vec<f64>)], l: &crate::answer::LeftOut, r: &RunRow| {
             if p.is_empty() {
@@ -479,6 +498,14 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
             )
         }
         Metric::P99 => p99_answer(&sa, &sb, r.as_ref()),
+    };
+    let answer = if generators_only {
+        format!(
+            "No answer about the servers: the only points both runs measured were bound by the generator (generator-bound or machine-stalled steps), so these figures are volley's limit, not the servers'; {}",
+            "repeat on a quieter machine or with more generator cores"
+        )
+    } else {
+        answer
     };
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
