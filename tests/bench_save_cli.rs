@@ -94,7 +94,19 @@ fn saved_bench_runs_work_with_history_compare_and_report() {
         "{h}"
     );
 
-    let (c, _) = volley(&["compare", "1", "2", "--metric", "p99"], &db);
+    // A closed loop and an open loop share no point: compare says so in one line
+    // rather than ranking unlike figures (like with like, docs/methodology.md).
+    let unlike = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["compare", "1", "2", "--metric", "p99", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&unlike.stderr);
+    assert_eq!(unlike.status.code(), Some(2), "{err}");
+    assert!(err.contains("share no measured point"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A run against itself matches every point.
+    let (c, _) = volley(&["compare", "1", "1", "--metric", "p99"], &db);
     assert!(c.contains("A/B ratio of medians"), "{c}");
     assert!(
         c.lines()
