@@ -255,14 +255,15 @@ async fn lobby(
             Some(m) = assigns.next() => {
                 match take(cfg, &hello.nonce, &m.payload) {
                     Ok(a) => {
-                        if let Some(reason) = a.load.as_ref().and_then(|l| cfg.allow.check(&l.addr).err()) {
+                        if let Some(reason) = a.load.as_ref().and_then(|l| cfg.allow.check(&l.addr).err()).map(|e| e.to_string()) {
                             refuse(cfg, bus, &m, &reason).await;
                             on_event(AgentEvent::RefusedTarget(reason.clone()));
                             return Err(AgentsError::RefusedHere { run: a.run, reason });
                         }
                         return Ok((a, m));
                     }
-                    Err(reason) => {
+                    Err(refusal) => {
+                        let reason = refusal.to_string();
                         refuse(cfg, bus, &m, &reason).await;
                         on_event(AgentEvent::Refused(reason));
                     }
@@ -276,24 +277,38 @@ async fn lobby(
     })
 }
 
+/// Why an agent refused an assignment; its wording is the refusal both sides print.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The bytes are not an assignment, or its run id cannot be a subject token.
+    #[error("{0}")]
+    Malformed(#[from] AgentsError),
+    /// Not signed with the study's key.
+    #[error("an assignment not signed with this study's key (forged?)")]
+    Unsigned,
+    /// For another agent, or carrying an earlier lobby's nonce.
+    #[error("an assignment of run {run:?} for another agent or an earlier lobby (replayed?)")]
+    NotOurs {
+        /// The run it names.
+        run: String,
+    },
+}
+
 /// The assignment in `payload` if this agent may take it: signed with the study's key
 /// (when the agent has credentials), for this agent, carrying this lobby's nonce, with a
-/// run id that can be a subject token. The error is the refusal's wording.
-pub(crate) fn take(cfg: &AgentConfig, nonce: &str, payload: &[u8]) -> Result<Assignment, String> {
-    let s: SignedAssignment = msg::decode(payload).map_err(|e| e.to_string())?;
+/// run id that can be a subject token.
+pub(crate) fn take(cfg: &AgentConfig, nonce: &str, payload: &[u8]) -> Result<Assignment, Refusal> {
+    let s: SignedAssignment = msg::decode(payload)?;
     if let Some(auth) = &cfg.auth {
         if !auth.verify(&s.body, &s.mac) {
-            return Err("an assignment not signed with this study's key (forged?)".into());
+            return Err(Refusal::Unsigned);
         }
     }
-    let a: Assignment = msg::decode(&s.body).map_err(|e| e.to_string())?;
+    let a: Assignment = msg::decode(&s.body)?;
     if a.agent != cfg.name || a.nonce != nonce {
-        return Err(format!(
-            "an assignment of run {:?} for another agent or an earlier lobby (replayed?)",
-            a.run
-        ));
+        return Err(Refusal::NotOurs { run: a.run });
     }
-    msg::check_token("run id", &a.run).map_err(|e| e.to_string())?;
+    msg::check_token("run id", &a.run)?;
     Ok(a)
 }
 

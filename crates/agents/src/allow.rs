@@ -12,6 +12,45 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use ipnet::IpNet;
 
+/// An `--allow-target` value that names no destination, or a target outside the list.
+#[derive(Debug, thiserror::Error)]
+pub enum AllowError {
+    /// `HOST:PORT` whose port is not a number.
+    #[error("'{0}': the port must be a number 0-65535")]
+    Port(String),
+    /// Neither a CIDR, an address nor a host name.
+    #[error(
+        "'{0}' is not a CIDR, an address or HOST[:PORT] (e.g. 10.0.0.0/24, 10.0.0.5:8080, web1)"
+    )]
+    NotATarget(String),
+    /// A host name that did not resolve.
+    #[error("'{value}': {host} does not resolve: {source}")]
+    Resolve {
+        /// The value as given.
+        value: String,
+        /// The host part.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// An assignment's target outside the list: the refusal's wording.
+    #[error("target {target} outside its allow-list ({allowed})")]
+    Outside {
+        /// The target as assigned.
+        target: String,
+        /// The list's entries as shown.
+        allowed: String,
+    },
+    /// A host name that resolved to nothing.
+    #[error("'{value}': {host} has no address")]
+    NoAddress {
+        /// The value as given.
+        value: String,
+        /// The host part.
+        host: String,
+    },
+}
+
 /// One allowed destination: a network, and a port when the entry named one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
@@ -72,7 +111,7 @@ impl AllowList {
 
     /// Parses the `--allow-target` values: `CIDR`, `IP`, `IP:PORT`, `[IPv6]:PORT`,
     /// `HOST` or `HOST:PORT` (resolved now).
-    pub fn parse(values: &[String]) -> Result<Self, String> {
+    pub fn parse(values: &[String]) -> Result<Self, AllowError> {
         let mut me = AllowList {
             entries: Vec::new(),
             shown: Vec::new(),
@@ -83,7 +122,7 @@ impl AllowList {
         Ok(me)
     }
 
-    fn add(&mut self, v: &str) -> Result<(), String> {
+    fn add(&mut self, v: &str) -> Result<(), AllowError> {
         let v = v.trim();
         if let Ok(net) = v.parse::<IpNet>() {
             self.push_net(net.trunc(), None);
@@ -105,22 +144,27 @@ impl AllowList {
             Some((h, p)) if !h.contains(':') => {
                 let port = p
                     .parse::<u16>()
-                    .map_err(|_| format!("'{v}': the port must be a number 0-65535"))?;
+                    .map_err(|_| AllowError::Port(v.to_string()))?;
                 (h, Some(port))
             }
             _ => (v, None),
         };
         if host.is_empty() || host.contains(['/', ' ', '[', ']']) {
-            return Err(format!(
-                "'{v}' is not a CIDR, an address or HOST[:PORT] (e.g. 10.0.0.0/24, 10.0.0.5:8080, web1)"
-            ));
+            return Err(AllowError::NotATarget(v.to_string()));
         }
         let addrs: Vec<SocketAddr> = (host, port.unwrap_or(0))
             .to_socket_addrs()
-            .map_err(|e| format!("'{v}': {host} does not resolve: {e}"))?
+            .map_err(|source| AllowError::Resolve {
+                value: v.to_string(),
+                host: host.to_string(),
+                source,
+            })?
             .collect();
         if addrs.is_empty() {
-            return Err(format!("'{v}': {host} has no address"));
+            return Err(AllowError::NoAddress {
+                value: v.to_string(),
+                host: host.to_string(),
+            });
         }
         for a in addrs {
             self.entries.push(Entry {
@@ -149,7 +193,7 @@ impl AllowList {
 
     /// Checks an assignment's target (`IP:PORT`, or `HOST:PORT` resolved now): every
     /// address it resolves to must be allowed. The error is the refusal's wording.
-    pub fn check(&self, target: &str) -> Result<(), String> {
+    pub fn check(&self, target: &str) -> Result<(), AllowError> {
         let addrs: Vec<SocketAddr> = match target.parse::<SocketAddr>() {
             Ok(a) => vec![a],
             Err(_) => target
@@ -160,10 +204,10 @@ impl AllowList {
         if !addrs.is_empty() && addrs.iter().all(|a| self.allows(*a)) {
             return Ok(());
         }
-        Err(format!(
-            "target {target} outside its allow-list ({})",
-            self.shown.join(", ")
-        ))
+        Err(AllowError::Outside {
+            target: target.to_string(),
+            allowed: self.shown.join(", "),
+        })
     }
 
     /// The entries as shown in messages.
@@ -214,7 +258,7 @@ mod tests {
         assert!(l.check("[::1]:443").is_ok());
         assert!(l.check("[::1]:80").is_err());
         assert!(l.check("198.51.100.9:1").is_ok());
-        let e = l.check("203.0.113.1:80").unwrap_err();
+        let e = l.check("203.0.113.1:80").unwrap_err().to_string();
         assert_eq!(
             e,
             "target 203.0.113.1:80 outside its allow-list (10.0.0.0/24, 192.0.2.7:8080, [::1]:443, 198.51.100.9/32)"

@@ -224,9 +224,9 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
             skipped.join("; ")
         )));
     }
-    if let Err(why) = check_paths(plan, &running, &vlabs) {
+    if let Err(e) = check_paths(plan, &running, &vlabs) {
         store.finish_study(study, Status::Incomplete)?;
-        return Err(StudyError::Refused(why));
+        return Err(e);
     }
     let (runs, run_of_target) =
         begin_runs(plan, &mut store, study, &running, docroot_path, &vlabs)?;
@@ -304,7 +304,7 @@ fn check_paths(
     plan: &Plan,
     running: &[Option<RunningTarget>],
     vlabs: &variant_lab::VariantLabs,
-) -> Result<(), String> {
+) -> Result<(), StudyError> {
     for (i, t) in running.iter().enumerate() {
         let Some(t) = t else { continue };
         let ti = plan.instances[i].target;
@@ -324,10 +324,10 @@ fn check_paths(
                     .map_err(|e| e.to_string())
                     .and_then(|_inside| t.answers_path(p).map_err(|e| e.to_string()));
                 if let Err(e) = answered {
-                    return Err(format!(
+                    return Err(StudyError::Refused(format!(
                         "workload {}: {e} (checked once before the run: fix the path, or add a [fixture] the target serves)",
                         w.name
-                    ));
+                    )));
                 }
             }
         }
