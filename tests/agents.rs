@@ -11,4 +11,5 @@ mod agents_manifest_cli;
 mod injectors;
 mod injectors_bus;
 mod injectors_k8s;
+mod injectors_netns;
 mod injectors_ssh;

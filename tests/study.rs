@@ -6,4 +6,5 @@
 
 mod study_cli;
 mod study_interrupt;
+mod study_store;
 mod study_tuning;

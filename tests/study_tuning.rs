@@ -3,20 +3,10 @@
 //! table), and the shipped tuning study planned by `--dry-run`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use volley_store::Store;
 
-fn volley() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_volley"))
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-tuning-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::study_cli::{temp_dir, volley, write};
 
 fn installed(program: &str) -> bool {
     ["/usr/sbin", "/usr/bin"]
@@ -222,4 +212,241 @@ fn the_tuned_vs_default_study_plans_each_knob_per_server_by_sweep_and_search() {
     // The header's figures are the plan's.
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).unwrap();
     assert!(text.contains("= 567 steps of ~61 s, about 9.6 hours"));
+}
+
+#[test]
+fn a_two_variant_study_interleaves_and_stores_each_variants_config() {
+    if !Path::new("/usr/sbin/nginx").exists() {
+        eprintln!("nginx not installed: run scripts/install-servers.sh");
+        return;
+    }
+    let dir = temp_dir("variants");
+    let f = write(
+        &dir,
+        "v.toml",
+        r#"
+name = "variants"
+[[target]]
+name = "web"
+kind = "nginx"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]
+[load]
+model = "closed"
+concurrency = 2
+[sweep]
+variants = ["default", "tuned"]
+[[variant]]
+name = "tuned"
+server = { sendfile = false, defer_accept = true, backlog = 1024 }
+raw.nginx = "open_file_cache max=100;"
+[steps]
+duration = "1s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+repeats = 2
+"#,
+    );
+    let db = dir.join("v.db");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1, "one target, one run");
+    let mut steps = store.steps(runs[0].id).unwrap();
+    steps.sort_by_key(|s| s.parameters.extra["order"].as_u64().unwrap());
+    let variants: Vec<&str> = steps
+        .iter()
+        .map(|s| s.parameters.extra["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants, ["default", "tuned", "default", "tuned"]);
+    let tuned = &steps[1].parameters.extra["tuning"];
+    assert_eq!(tuned["knobs"]["backlog"], 1024, "{tuned}");
+    assert!(steps.iter().all(|s| s.summary["requests"]["completed"]
+        .as_u64()
+        .is_some_and(|n| n > 0)));
+    let env = &store.run(runs[0].id).unwrap().environment;
+    let configs: Vec<(&str, &str)> = env["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["variant"].as_str().unwrap(),
+                i["config_text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(configs.len(), 2);
+    assert!(!configs[0].1.contains("deferred") && configs[0].1.contains("sendfile on;"));
+    assert!(
+        configs[1].1.contains(" deferred backlog=1024;")
+            && configs[1].1.contains("sendfile off;")
+            && configs[1].1.contains("open_file_cache max=100;"),
+        "{}",
+        configs[1].1
+    );
+    let show = volley()
+        .args([
+            "targets",
+            "--show-config",
+            "nginx",
+            "--variant",
+            "tuned",
+            "--study",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.status.success() && text.contains(" deferred backlog=1024;"),
+        "{text}"
+    );
+    let bad = volley()
+        .args([
+            "targets",
+            "--show-config",
+            "caddy",
+            "--variant",
+            "tuned",
+            "--study",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("caddy cannot express server knob sendfile")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_variants_sysctls_apply_in_its_own_namespace_and_never_on_the_host() {
+    if !Path::new("/usr/sbin/nginx").exists() {
+        eprintln!("nginx not installed: run scripts/install-servers.sh");
+        return;
+    }
+    let host =
+        |k: &str| std::fs::read_to_string(format!("/proc/sys/{}", k.replace('.', "/"))).unwrap();
+    let before = (
+        host("net.core.somaxconn"),
+        host("net.ipv4.tcp_max_syn_backlog"),
+    );
+    let dir = temp_dir("variant-sysctl");
+    let study = |extra: &str| {
+        format!(
+            r#"
+name = "variant-sysctl"
+[[target]]
+name = "web"
+kind = "nginx"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]
+[load]
+model = "closed"
+concurrency = 2
+[sweep]
+variants = ["default", "small"]
+[[variant]]
+name = "small"
+server = {{ backlog = 1024 }}
+{extra}
+[steps]
+duration = "1s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+"#
+        )
+    };
+    let f = write(
+        &dir,
+        "v.toml",
+        &study("sysctl = { \"net.core.somaxconn\" = 16, \"net.ipv4.tcp_max_syn_backlog\" = 64 }\nroute = { quickack = true }"),
+    );
+    let db = dir.join("v.db");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let mut steps = store.steps(runs[0].id).unwrap();
+    steps.sort_by_key(|s| s.parameters.extra["order"].as_u64().unwrap());
+    assert_eq!(steps.len(), 2);
+    // The default runs in a lab too, with nothing set: both sides take the same path.
+    let default_ns = &steps[0].parameters.extra["namespace"];
+    assert!(
+        default_ns["sysctls"].as_array().unwrap().is_empty(),
+        "{default_ns}"
+    );
+    assert_ne!(
+        default_ns["ns"],
+        steps[1].parameters.extra["namespace"]["ns"]
+    );
+    let ns = &steps[1].parameters.extra["namespace"];
+    assert_eq!(ns["sysctls"][0]["key"], "net.core.somaxconn");
+    assert_eq!(ns["sysctls"][0]["value"], "16");
+    assert!(
+        ns["routes"][0].as_str().unwrap().contains("quickack 1"),
+        "{ns}"
+    );
+    for s in &steps {
+        assert!(s.summary["requests"]["completed"].as_u64().unwrap() > 0);
+    }
+    let env = &store.run(runs[0].id).unwrap().environment;
+    assert!(env["instances"][1]["namespace"]["ns"].is_string());
+    assert_eq!(
+        before,
+        (
+            host("net.core.somaxconn"),
+            host("net.ipv4.tcp_max_syn_backlog")
+        ),
+        "the host's values are unchanged"
+    );
+    // A global key is refused by name, before any target starts.
+    let g = write(
+        &dir,
+        "g.toml",
+        &study("sysctl = { \"net.core.rmem_max\" = 1048576 }"),
+    );
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&g)
+        .arg("--db")
+        .arg(dir.join("g.db"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("variant 'small': sysctl net.core.rmem_max is global"),
+        "{err}"
+    );
+    assert!(!err.contains("started"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

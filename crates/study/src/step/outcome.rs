@@ -1,0 +1,243 @@
+//! A measured step reduced to what the study's end table needs, and the lines the
+//! runner prints as each step ends.
+
+use super::*;
+
+/// One measured step, reduced to what the table needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutcome {
+    /// Position in the schedule.
+    pub order: usize,
+    /// Index into the plan's cells.
+    pub cell: usize,
+    /// Repeat.
+    pub repeat: u32,
+    /// Offered rate (open loop).
+    pub rate: Option<f64>,
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Successful requests per second.
+    pub ok_rps: f64,
+    /// p99 of the headline latency, ms.
+    pub p99_ms: f64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Rate steps: the sustainability verdict.
+    pub sustainable: Option<bool>,
+    /// server-bound, generator-bound or inconclusive.
+    pub label: &'static str,
+    /// Cold-start steps: TTFB of the first request after the target started (validated
+    /// answers only).
+    pub cold_ttfb_ms: Option<f64>,
+    /// Median TTFB of the step's measured (warm) requests.
+    pub warm_ttfb_ms: Option<f64>,
+    /// Office steps: p99 of the clients' poll sessions, the figure the users SLO judges.
+    pub poll_p99_ms: Option<f64>,
+    /// Office steps: the users the day played (a users search varies it per step).
+    pub users: Option<u32>,
+    /// Which measurement of its planned step this is: 0 the first, 1.. the re-measures
+    /// of a step noise spoiled (docs/methodology.md, "The generator checks itself").
+    pub attempt: u32,
+    /// Someone else took the CPU while it ran ([`machine_busy`]).
+    pub machine_busy: bool,
+}
+
+impl StepOutcome {
+    /// The outcome of step `order` (cell `cell`, repeat `repeat`) from its summary. The
+    /// headline p99 is response time for a rate step, service time otherwise; requests
+    /// still in flight when the step ended are censored, not failures.
+    pub(crate) fn of(
+        order: usize,
+        cell: usize,
+        repeat: u32,
+        rate: Option<f64>,
+        s: &Summary,
+        sustainable: Option<bool>,
+        label: &'static str,
+    ) -> StepOutcome {
+        let headline = if rate.is_some() {
+            "response_time"
+        } else {
+            "service_time"
+        };
+        StepOutcome {
+            order,
+            cell,
+            repeat,
+            rate,
+            rps: s.throughput.requests_per_s,
+            ok_rps: s.throughput.ok_per_s,
+            p99_ms: s.latency.get(headline).map_or(0.0, |l| l.p99_ms),
+            errors: s.requests.failed.saturating_sub(s.requests.censored),
+            sustainable,
+            label,
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+            poll_p99_ms: None,
+            users: None,
+            attempt: 0,
+            machine_busy: machine_busy(s),
+        }
+    }
+
+    /// With the cold request's TTFB (validated answers only) and the warm median TTFB.
+    pub(crate) fn with_ttfb(
+        mut self,
+        cold_ttfb_ms: Option<f64>,
+        warm_ttfb_ms: Option<f64>,
+    ) -> Self {
+        self.cold_ttfb_ms = cold_ttfb_ms;
+        self.warm_ttfb_ms = warm_ttfb_ms;
+        self
+    }
+
+    /// Most of its requests failed (or none finished): no throughput or latency figure.
+    pub fn mostly_failed(&self) -> bool {
+        self.rps.is_nan() || self.rps <= 0.0 || self.ok_rps * 2.0 < self.rps
+    }
+
+    /// Whether this step's figures may stand for the server (volley-analysis's rule,
+    /// shared with the reports): generator-bound steps never feed a capacity, a median or
+    /// a USL fit.
+    pub fn counts_for_server(&self) -> bool {
+        sustain::counts_for_server(Some(self.label))
+    }
+
+    /// What the step says about the server (`None`: not a judged step).
+    pub fn evidence(&self) -> Option<Evidence> {
+        let ok = self.sustainable?;
+        Some(Evidence::of(
+            ok,
+            self.counts_for_server(),
+            self.machine_busy,
+        ))
+    }
+
+    /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
+    /// machine was busy. Such a step is measured again later, up to the study's `retries`.
+    /// A link-bound step is not measured again: the same link would bound it again.
+    pub fn needs_remeasure(&self) -> bool {
+        Evidence::needs_remeasure(
+            self.sustainable,
+            !sustain::spoiled_by_noise(Some(self.label)),
+            self.machine_busy,
+        )
+    }
+}
+
+/// Whether someone else took the CPU while a step ran (steal and other processes' CPU
+/// over the step above [`BUSY_PRESSURE_SHARE`] of the machine, the target's own quota
+/// left out; `volley_metrics::summary` `machine`). The one test the step line, the
+/// stored verdict (`machine_busy`) and the re-measuring share.
+pub fn machine_busy(s: &Summary) -> bool {
+    s.machine.is_some_and(|m| m.busy())
+}
+
+/// Share of the machine's CPUs taken by someone other than volley and its target
+/// (steal plus other processes' CPU) above which the machine, not the server, is the
+/// likely cause of a slow second: on a shared 2-core VM another process's build stalls
+/// the generator and the server alike. A target's own CPU quota, which volley set, is
+/// left out (system-wide CPU pressure counted the throttled target's waiting, and
+/// marked every capped step busy).
+pub const BUSY_PRESSURE_SHARE: f64 = volley_metrics::summary::BUSY_SHARE;
+
+/// A note for the step line when the worst one-second p99 broke the SLO: which second,
+/// and whether someone else took the machine then, so a stall caused by other processes
+/// is not read as the server's. `None` when every second met the SLO.
+pub fn slow_second_note(
+    seconds: &[volley_metrics::summary::SecondSummary],
+    slo_ms: f64,
+) -> Option<String> {
+    let (i, worst) = seconds
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.p99_ms.total_cmp(&b.1.p99_ms))?;
+    if worst.p99_ms <= slo_ms {
+        return None;
+    }
+    let why = match worst.others_busy_share {
+        Some(p) if p > BUSY_PRESSURE_SHARE => format!(
+            "others took {:.0}% of the machine then: the machine, not the server, is the likely cause",
+            p * 100.0
+        ),
+        Some(p) => format!(
+            "others took {:.0}% of the machine then: it was quiet",
+            p * 100.0
+        ),
+        None => "the machine's load unknown".to_string(),
+    };
+    Some(format!(
+        "second {} of {} had p99 {:.1} ms > SLO {:.0} ms ({why})",
+        i + 1,
+        seconds.len(),
+        worst.p99_ms,
+        slo_ms
+    ))
+}
+
+/// The step line's mark when someone else took the machine: steal and other
+/// processes' CPU over the step, as shares of the machine's CPUs.
+fn busy_mark(s: &Summary) -> String {
+    match s.machine {
+        Some(m) if m.busy() => format!(
+            " [machine busy: others took {:.0}% of {} CPU(s) (steal {:.0}%)]",
+            m.busy_share() * 100.0,
+            m.cpus,
+            m.steal_cores / f64::from(m.cpus.max(1)) * 100.0
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Why a step was not sustainable, as sentences with units, e.g. "sent 985 req/s of
+/// the 1,000 offered (99%; 99% needed)": printed with the step, so a search walking
+/// down can be read from its log. The stored verdict keeps the machine-readable fields.
+pub(crate) fn reasons_text(verdict: Option<&sustain::Verdict>) -> String {
+    match verdict {
+        Some(v) => volley_analysis::words::sentences(&v.reasons),
+        None => "no reason recorded".to_string(),
+    }
+}
+
+/// The line written when a step ends: figures, label, verdict and why not, a busy
+/// machine, the slowest second of a rate step over the SLO.
+pub(crate) fn step_line(
+    elapsed_s: u64,
+    what: &str,
+    o: &StepOutcome,
+    s: &Summary,
+    why_not: &str,
+    slo_ms: f64,
+) -> String {
+    let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
+    format!(
+        "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
+        elapsed_s,
+        o.rps,
+        o.p99_ms,
+        o.errors,
+        o.label,
+        match (o.poll_p99_ms, o.sustainable) {
+            (Some(p), Some(true)) => format!(", poll p99 {p:.0} ms, carries its users"),
+            (Some(p), _) => format!(", poll p99 {p:.0} ms, does NOT carry its users"),
+            (None, Some(true)) => ", sustainable".to_string(),
+            (None, Some(false)) => ", NOT sustainable".to_string(),
+            (None, None) => String::new(),
+        },
+        why_not,
+        busy_mark(s),
+        slow.map(|n| format!("; {n}")).unwrap_or_default()
+    )
+}
+
+/// The second line of a cold-start step: the cold request beside the warm TTFB.
+pub(crate) fn cold_line(c: &ColdFigures, warm_ttfb_ms: Option<f64>) -> String {
+    format!(
+        "        cold: first request TTFB {:.2} ms (TCP connect {:.2}, TLS handshake {:.2}), first byte {:.0} ms after spawn; warm TTFB p50 {:.2} ms",
+        c.ttfb_ms,
+        c.connect_ms,
+        c.tls_handshake_ms,
+        c.since_spawn_ms,
+        warm_ttfb_ms.unwrap_or(f64::NAN)
+    )
+}
