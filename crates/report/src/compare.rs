@@ -328,46 +328,69 @@ type Points = Vec<(String, Vec<f64>)>;
 /// A point both runs measured: (point, A's values, B's values).
 type Matched = (String, Vec<f64>, Vec<f64>);
 
-/// A run's steps as the report reads them, keyed by point: the figure of each step
-/// that stands for the server (`headline::stands`), each planned repeat once.
-fn points_of(
-    store: &Store,
-    run: &RunRow,
-    m: Metric,
-    keep_generator: bool,
-) -> Result<(Points, crate::answer::LeftOut), ReportError> {
+/// A run's points as the report reads them, from one read of the run.
+struct RunPoints {
+    /// The figure of each step that stands for the server (`headline::stands`), each
+    /// planned repeat once.
+    strict: Points,
+    /// The same with the generator-bound steps kept: what is compared when nothing
+    /// else is shared (the answer then says whose limit the figures are).
+    with_generator: Points,
+    /// What `strict` left out, by cause.
+    left_out: crate::answer::LeftOut,
+}
+
+/// Adds one step's figure to `points` under `key`, each planned repeat once.
+fn add_point(points: &mut Points, seen: &mut Vec<(String, u32)>, key: String, repeat: u32, v: f64) {
+    if seen.contains(&(key.clone(), repeat)) {
+        return;
+    }
+    seen.push((key.clone(), repeat));
+    match points.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, vs)) => vs.push(v),
+        None => points.push((key, vec![v])),
+    }
+}
+
+fn points_of(store: &Store, run: &RunRow, m: Metric) -> Result<RunPoints, ReportError> {
     let t = crate::model::load_run(store, run)?;
-    let mut left_out = crate::answer::LeftOut::default();
-    let mut points: Points = Vec::new();
-    let mut seen: Vec<(String, u32)> = Vec::new();
+    let mut r = RunPoints {
+        strict: Vec::new(),
+        with_generator: Vec::new(),
+        left_out: crate::answer::LeftOut::default(),
+    };
+    let (mut seen, mut seen_all) = (Vec::new(), Vec::new());
     for s in &t.steps {
+        let generator = s.generator_bound();
         if s.link_bound() {
-            left_out.link += 1;
+            r.left_out.link += 1;
             continue;
-        } else if s.generator_bound() {
-            left_out.generator += 1;
-            if !keep_generator {
-                continue;
-            }
+        } else if generator {
+            r.left_out.generator += 1;
         } else if s.mostly_failed() {
-            left_out.failed += 1;
+            r.left_out.failed += 1;
             continue;
         }
         let v = match m {
             Metric::Rps => s.requests_per_s,
             Metric::P99 => s.latency.p99_ms,
         };
-        let key = s.point_label();
-        if !(v.is_finite() && v > 0.0) || seen.contains(&(key.clone(), s.repeat)) {
+        if !(v.is_finite() && v > 0.0) {
             continue;
         }
-        seen.push((key.clone(), s.repeat));
-        match points.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, vs)) => vs.push(v),
-            None => points.push((key, vec![v])),
+        let key = s.point_label();
+        add_point(
+            &mut r.with_generator,
+            &mut seen_all,
+            key.clone(),
+            s.repeat,
+            v,
+        );
+        if !generator {
+            add_point(&mut r.strict, &mut seen, key, s.repeat, v);
         }
     }
-    Ok((points, left_out))
+    Ok(r)
 }
 
 /// Compares two runs given as ids or `study:target`: like with like (the points both
@@ -377,8 +400,8 @@ fn points_of(
 pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, ReportError> {
     let ra = find_run(store, a)?;
     let rb = find_run(store, b)?;
-    let (mut pa, mut la) = points_of(store, &ra, m, false)?;
-    let (mut pb, mut lb) = points_of(store, &rb, m, false)?;
+    let (ra_points, rb_points) = (points_of(store, &ra, m)?, points_of(store, &rb, m)?);
+    let (mut la, mut lb) = (ra_points.left_out, rb_points.left_out);
     let match_points = |pa: &Points, pb: &Points| -> Vec<Matched> {
         pa.iter()
             .filter_map(|(k, va)| {
@@ -387,19 +410,19 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
             })
             .collect()
     };
+    let (mut pa, mut pb) = (ra_points.strict, rb_points.strict);
     let mut matched = match_points(&pa, &pb);
     // Nothing left that stands for the server because the generator bound it: the
     // figures are still shown (a user comparing two local bench runs sees them), but
     // the answer says they are volley's limit and names no winner.
     let mut generators_only = false;
     if matched.is_empty() && (la.generator > 0 || lb.generator > 0) {
-        let (ga, mut gla) = points_of(store, &ra, m, true)?;
-        let (gb, mut glb) = points_of(store, &rb, m, true)?;
-        let g = match_points(&ga, &gb);
+        let g = match_points(&ra_points.with_generator, &rb_points.with_generator);
         if !g.is_empty() {
             // Shown, not left out: the answer says what they measured.
-            (gla.generator, glb.generator) = (0, 0);
-            (pa, pb, la, lb, matched, generators_only) = (ga, gb, gla, glb, g, true);
+            (la.generator, lb.generator) = (0, 0);
+            (pa, pb) = (ra_points.with_generator, rb_points.with_generator);
+            (matched, generators_only) = (g, true);
         }
     }
     if matched.is_empty() {
