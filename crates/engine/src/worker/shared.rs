@@ -35,14 +35,6 @@ const TICK_NS: u64 = 100_000_000;
 /// (timerfd refused, or the HTTP/2 worker, which has none), the loop sleeps in epoll
 /// only until this long before the next arrival and then polls without blocking.
 const SPIN_WINDOW_NS: u64 = 1_000_000;
-/// With requests in flight, the loop polls without blocking for up to this long
-/// before it sleeps in epoll. A reply on loopback or a LAN usually follows within
-/// tens of microseconds; a worker already asleep makes the server's send wake it
-/// (in a guest an inter-processor interrupt, paid on the server's core, then two
-/// context switches here), which httperf, polling all the time, never costs a server.
-/// Polling briefly first is what a real client can do (Linux's own busy polling,
-/// `SO_BUSY_POLL`, is the same idea for NICs); it costs at most this much CPU per sleep.
-pub(crate) const POLL_BEFORE_SLEEP_NS: u64 = 50_000;
 /// The open-loop arrival timer's token: past every connection slot.
 const TIMER_TOKEN: Token = Token(usize::MAX);
 /// Arrivals released per loop turn when behind schedule, so events are still served.
@@ -483,12 +475,7 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        let spin_ns = if core.in_flight > 0 {
-            POLL_BEFORE_SLEEP_NS
-        } else {
-            0
-        };
-        if let Err(e) = poll_then_sleep(core, &mut events, now, timeout, spin_ns) {
+        if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.
                 core.stats.stopped_early = true;
@@ -520,29 +507,6 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
     }
     let end = w.core().now_ns();
     finish(w, end);
-}
-
-/// Waits for events up to `timeout` from `now`: first polls without blocking for up
-/// to `spin_ns` (see [`POLL_BEFORE_SLEEP_NS`]), then sleeps in epoll for the rest.
-fn poll_then_sleep<S: Sink, T: Transport>(
-    core: &mut WorkerCore<'_, S, T>,
-    events: &mut Events,
-    now: u64,
-    timeout: Duration,
-    spin_ns: u64,
-) -> io::Result<()> {
-    let timeout_ns = duration_ns(timeout);
-    let spin_end = now.saturating_add(spin_ns.min(timeout_ns));
-    let mut polled_at = now;
-    while polled_at < spin_end {
-        core.poll.poll(events, Some(Duration::ZERO))?;
-        if !events.is_empty() {
-            return Ok(());
-        }
-        polled_at = core.now_ns();
-    }
-    let left = timeout_ns.saturating_sub(polled_at - now);
-    core.poll.poll(events, Some(Duration::from_nanos(left)))
 }
 
 /// Open loop: dispatches every arrival that is due; returns ns until the next one.
