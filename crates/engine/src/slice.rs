@@ -3,14 +3,16 @@
 //!
 //! The pacer sleeps until just before each arrival. When it wakes, Linux's fair
 //! scheduler (EEVDF, 6.6+) lets the task already running on that core finish its slice
-//! (0.75 ms x (1 + log2 CPUs) by default: 1.5 ms on two cores) before the waking worker
-//! runs, unless the worker asked for a shorter one: since 6.12 a task may set its own
-//! slice (`sched_setattr`, `sched_runtime` of a `SCHED_OTHER` task, 0.1 to 100 ms), and a
-//! waking task with a shorter slice than the running one preempts it. Measured on this
-//! project's 2-core guest, a 1 ms sleeper beside a busy loop on its core overslept p50
-//! 239 us / p99 7.7 ms with the default slice, p50 72 us / p99 1.2 ms (as without the busy
-//! loop) with a 100 us slice. The stall probe runs `SCHED_FIFO` and never waits that way,
-//! so without this a neighbour's slice made the worker late where the probe was not.
+//! (1.4 ms by default on this project's 2-core guest) before the waking worker runs,
+//! unless the worker asked for a shorter one: since 6.12 a task may set its own slice
+//! (`sched_setattr`, `sched_runtime` of a `SCHED_OTHER` task, 0.1 to 100 ms), and a
+//! waking task with a shorter slice than the running one preempts it. A scheduler
+//! trace of an open loop at 5000 req/s here (`perf sched timehist`) showed the worker
+//! runnable but waiting 0.3-3.9 ms while ordinary tasks (a shell, mkdir) finished their
+//! slices on its core, and the `SCHED_FIFO` stall probe beside it woke on time: lateness
+//! the probe cannot see. Whether the short slice removes it was not measurable on the
+//! busy machine it was written on (a sleeper beside a busy loop overslept p50 69-317 us
+//! with either slice); `bench/stall.py --baseline` measures it.
 //!
 //! The slice changes when the worker runs, not how much: its weight (nice value) stays,
 //! so a neighbour keeps its share of the core. Nothing is asked of the target. Only the
