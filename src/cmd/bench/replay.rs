@@ -322,6 +322,14 @@ impl Replay {
             duration: self.duration.or(log_end),
         };
         spec.method = "(as logged)".into();
+        // The log gives the paths: the run names the origin it was replayed against
+        // (not --target's probe path).
+        if let Some(end) = spec.url.find("://").and_then(|i| {
+            let rest = &spec.url[i + 3..];
+            rest.find('/').map(|j| i + 3 + j)
+        }) {
+            spec.url.truncate(end + 1);
+        }
         factory
     }
 
