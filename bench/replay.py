@@ -42,7 +42,10 @@ from common import (CLIENT_CORE, ROOT, SERVER_CORE, bootstrap_median_ci, dump_js
                     free_port, round_order, stop_all, wait_port)
 
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-PARSE_SPEED = os.path.join(TARGET, "release", "examples", "parse_speed")
+# PARSE_SPEED_BIN, like VOLLEY_BIN, points at another build (a debug one only writes logs
+# fast enough: its parse figures then mean nothing).
+PARSE_SPEED = os.environ.get("PARSE_SPEED_BIN",
+                             os.path.join(TARGET, "release", "examples", "parse_speed"))
 VOLLEY = os.environ.get("VOLLEY_BIN", os.path.join(TARGET, "release", "volley"))
 
 
@@ -182,15 +185,17 @@ def replay(a, records):
         if stalls:
             print(f"    probe max stall  {ci(stalls, unit=' ms')}, wake-ups > 1 ms late: "
                   f"{[r['over_1ms'] for r in rs]}")
-        print(f"    CPU per run      {ci([r['cpu_s'] for r in rs], unit=' s')}")
+        print(f"    CPU per run      {ci([r['cpu_s'] for r in rs], unit=' s')}, "
+              f"per request {ci([r['cpu_s'] / max(r['completed'], 1) * 1e6 for r in rs], unit=' us')}")
         print(f"    verdicts         {[r['verdict'] for r in rs]}")
     ratio = [x["sched_p99_ms"] / y["sched_p99_ms"]
              for x, y in zip(rows["replay"], rows["open loop"]) if y["sched_p99_ms"] > 0]
     if ratio:
         print(f"  sched lag p99 replay / open loop: {ci(ratio)} (per-round ratio)")
-    cpu = [x["cpu_s"] / y["cpu_s"] for x, y in zip(rows["replay"], rows["open loop"])]
-    print(f"  CPU replay / open loop: {ci(cpu)} (per-round ratio; the replay also reads "
-          f"the log twice)")
+    per = [(x["cpu_s"] / max(x["completed"], 1)) / (y["cpu_s"] / max(y["completed"], 1))
+           for x, y in zip(rows["replay"], rows["open loop"])]
+    print(f"  CPU per completed request, replay / open loop: {ci(per)} (per-round ratio; "
+          f"the replay also reads the log twice)")
     records["replay"] = rows
     os.remove(log)
 
