@@ -1,4 +1,5 @@
-//! One colour per target and per variant of a target, through the whole report: every
+//! One colour per target and per variant and protocol of a target, through the whole
+//! report: every
 //! chart (interactive or static) and the headline's swatches ask [`Colors`] by the same
 //! key, so a colour means one thing wherever a reader meets it. Groups of one target's
 //! steps (CPU caps, core sets, percentiles) are told apart by dash, never by colour.
@@ -6,17 +7,21 @@
 use crate::model::{Report, StepReport, TargetReport};
 use crate::svg::PALETTE;
 
-/// Who a line or point belongs to: `target`, or `target · variant` for a step run with
-/// a `[[variant]]` tuning.
+/// Who a line or point belongs to: `target`, then `· variant` for a step run with a
+/// `[[variant]]` tuning and `· protocol` where the run spoke more than one protocol
+/// (`StepReport::protocol`).
 pub fn key(t: &TargetReport, s: &StepReport) -> String {
-    match &s.variant {
-        Some(v) => variant_key(&t.target, v),
-        None => t.target.clone(),
-    }
+    series_key(&t.target, &s.variant, &s.protocol)
 }
 
-fn variant_key(target: &str, variant: &str) -> String {
-    format!("{target} \u{b7} {variant}")
+/// [`key`] of a figure that is not a step (a capacity of one variant and protocol).
+pub fn series_key(target: &str, variant: &Option<String>, protocol: &Option<String>) -> String {
+    let mut k = target.to_string();
+    for part in [variant, protocol].into_iter().flatten() {
+        k.push_str(" \u{b7} ");
+        k.push_str(part);
+    }
+    k
 }
 
 /// The report's colour keys, in reading order: each target, then its variants as they
@@ -94,6 +99,35 @@ mod tests {
             percentile_curves: Vec::new(),
             office: Vec::new(),
         }
+    }
+
+    #[test]
+    fn protocols_are_keys_of_their_own_beside_variants() {
+        let mut t = target("a", &[None, Some("tuned"), Some("tuned")]);
+        t.steps[0].protocol = Some("h1".into());
+        t.steps[1].protocol = Some("h1".into());
+        t.steps[2].protocol = Some("h3".into());
+        let report = Report {
+            schema_version: 1,
+            title: "t".into(),
+            study: None,
+            targets: vec![t],
+        };
+        let c = Colors::of(&report);
+        assert_eq!(
+            c.keys_of(&report.targets[0]),
+            [
+                "a \u{b7} h1",
+                "a \u{b7} tuned \u{b7} h1",
+                "a \u{b7} tuned \u{b7} h3"
+            ]
+        );
+        let colours: Vec<&str> = c
+            .keys_of(&report.targets[0])
+            .iter()
+            .map(|k| c.get(k))
+            .collect();
+        assert_eq!(colours, [PALETTE[1], PALETTE[2], PALETTE[3]]);
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub fn lines(report: &Report) -> Vec<String> {
         .map(|t| {
             let main = figure(t).map_or_else(
                 || {
-                    let c = contender(t, &t.target, false, |_| true);
+                    let c = contender(t, &t.target, Across::Targets, |_| true);
                     format!(
                         "no figure for the server: {}",
                         answer::nothing_left(std::slice::from_ref(&c))
@@ -177,6 +177,9 @@ pub fn lines(report: &Report) -> Vec<String> {
             let mut line = format!("{}: {main}; {}; {}", t.target, errors(t), bound(t));
             if let Some(v) = variants_answer(t) {
                 line.push_str(&format!(". Variants: {v}"));
+            }
+            if let Some(p) = protocols_answer(t) {
+                line.push_str(&format!(". Protocols: {p}"));
             }
             line
         })
@@ -190,15 +193,25 @@ pub fn stands(s: &StepReport) -> bool {
     !s.generator_bound() && !s.mostly_failed()
 }
 
+/// Which dimension the contenders differ in: its points meet across it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Across {
+    /// Targets: every variant and protocol is a point of its own (like with like).
+    Targets,
+    /// The variants of one target.
+    Variants,
+    /// The protocols of one target.
+    Protocols,
+}
+
 /// The contender `name`: the steps of `t` that `keep` selects, as the answer rule reads
 /// them (`crate::answer`): closed-loop req/s per point (each planned repeat once), the
-/// capacity of rate steps, and what was left out and why. `across_variants`: the points
-/// of different variants meet (the variants are the contenders), else each variant is
-/// a point of its own (like with like across targets).
+/// capacity of rate steps, and what was left out and why. `across`: the dimension the
+/// contenders differ in, whose points meet.
 fn contender(
     t: &TargetReport,
     name: &str,
-    across_variants: bool,
+    across: Across,
     keep: impl Fn(&StepReport) -> bool,
 ) -> answer::Contender {
     let steps: Vec<&StepReport> = t.steps.iter().filter(|s| keep(s)).collect();
@@ -216,10 +229,10 @@ fn contender(
     let mut points: Vec<answer::Point> = Vec::new();
     let mut seen: Vec<(String, u32)> = Vec::new();
     for s in counted.iter().filter(|s| s.rate_rps.is_none()) {
-        let key = if across_variants {
-            s.point_label_of_any_variant()
-        } else {
-            s.point_label()
+        let key = match across {
+            Across::Targets => s.point_label(),
+            Across::Variants => s.point_label_of_any_variant(),
+            Across::Protocols => s.point_label_of_any_protocol(),
         };
         // A planned repeat measured again counts once, by its first standing attempt.
         if seen.contains(&(key.clone(), s.repeat)) || s.requests_per_s <= 0.0 {
@@ -244,8 +257,14 @@ fn contender(
 }
 
 /// The capacity as the answer compares it: a search's with its interval, else a sweep's
-/// between its last sustained and first failed rate, with the repeats behind each rate.
+/// between its last sustained and first failed rate, with the repeats behind each rate;
+/// only of groups whose variant and protocol some of `steps` ran.
 fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::CapacityFigure> {
+    let ran = |variant: &Option<String>, protocol: &Option<String>| {
+        steps
+            .iter()
+            .any(|s| s.variant == *variant && s.protocol == *protocol)
+    };
     let runs = steps
         .iter()
         .filter(|s| s.rate_rps.is_some())
@@ -255,7 +274,7 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
     if let Some((c, s)) = t
         .searches
         .iter()
-        .filter(|s| s.finished)
+        .filter(|s| s.finished && ran(&s.variant, &s.protocol))
         .filter_map(|s| Some((s.capacity_rps?, s)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
     {
@@ -270,6 +289,7 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
     let (c, cap) = t
         .capacity
         .iter()
+        .filter(|c| ran(&c.variant, &c.protocol))
         .filter_map(|c| Some((c.capacity_rps?, c)))
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
     Some(answer::CapacityFigure {
@@ -283,9 +303,25 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
 /// The variants of one target side by side ("tuned carries 1,250 req/s vs default 900:
 /// 1.39x [1.31, 1.46] (95% interval)."), when its steps ran more than one.
 pub fn variants_answer(t: &TargetReport) -> Option<String> {
+    side_by_side(t, Across::Variants, |s| s.variant.as_deref())
+}
+
+/// The protocols of one target side by side ("h2 carries ... vs h1 ..."), the same rule
+/// as variants, when its steps spoke more than one.
+pub fn protocols_answer(t: &TargetReport) -> Option<String> {
+    side_by_side(t, Across::Protocols, |s| s.protocol.as_deref())
+}
+
+/// The answer between the values of one dimension (`of`) of `t`'s steps, when it has
+/// two or more.
+fn side_by_side(
+    t: &TargetReport,
+    across: Across,
+    of: impl Fn(&StepReport) -> Option<&str>,
+) -> Option<String> {
     let mut names: Vec<&str> = Vec::new();
     for s in &t.steps {
-        if let Some(v) = s.variant.as_deref() {
+        if let Some(v) = of(s) {
             if !names.contains(&v) {
                 names.push(v);
             }
@@ -296,11 +332,7 @@ pub fn variants_answer(t: &TargetReport) -> Option<String> {
     }
     let all: Vec<answer::Contender> = names
         .iter()
-        .map(|v| {
-            contender(t, v, true, |s: &StepReport| {
-                s.variant.as_deref() == Some(*v)
-            })
-        })
+        .map(|v| contender(t, v, across, |s: &StepReport| of(s) == Some(*v)))
         .collect();
     Some(answer::sentence(&answer::decide(&all), &all, "carries"))
 }
@@ -316,7 +348,7 @@ pub fn answer(report: &Report) -> String {
     let all: Vec<answer::Contender> = report
         .targets
         .iter()
-        .map(|t| contender(t, &t.target, false, |_| true))
+        .map(|t| contender(t, &t.target, Across::Targets, |_| true))
         .collect();
     let verb = if all.iter().any(|c| c.capacity.is_some()) {
         "sustained the highest rate"
