@@ -36,7 +36,12 @@ impl Colors {
     pub fn of(report: &Report) -> Colors {
         let mut keys: Vec<String> = Vec::new();
         for t in &report.targets {
-            keys.push(t.target.clone());
+            // The bare target's key only when some step ran as it (or none ran at all):
+            // a target whose steps all ran as variants or protocols spends no colour on
+            // a series no chart draws.
+            if t.steps.is_empty() || t.steps.iter().any(|s| key(t, s) == t.target) {
+                keys.push(t.target.clone());
+            }
             for s in &t.steps {
                 let k = key(t, s);
                 if !keys.contains(&k) {
@@ -57,9 +62,13 @@ impl Colors {
         PALETTE[i % PALETTE.len()]
     }
 
-    /// The colour of a target as a whole (its merged figures, its server's monitor).
+    /// The colour of a target as a whole (its merged figures, its server's monitor):
+    /// its bare key's, else its first series'.
     pub fn target(&self, t: &TargetReport) -> &'static str {
-        self.get(&t.target)
+        match self.keys_of(t).first() {
+            Some(first) if !self.keys.contains(&t.target) => self.get(first),
+            _ => self.get(&t.target),
+        }
     }
 
     /// Every key that some step of `t` ran as, in reading order.
@@ -127,7 +136,9 @@ mod tests {
             .iter()
             .map(|k| c.get(k))
             .collect();
-        assert_eq!(colours, [PALETTE[1], PALETTE[2], PALETTE[3]]);
+        // No colour spent on the bare target no step ran as.
+        assert_eq!(colours, [PALETTE[0], PALETTE[1], PALETTE[2]]);
+        assert_eq!(c.target(&report.targets[0]), PALETTE[0]);
     }
 
     #[test]
