@@ -378,7 +378,7 @@ fn points_of(store: &Store, run: &RunRow, m: Metric) -> Result<RunPoints, Report
         if !(v.is_finite() && v > 0.0) {
             continue;
         }
-        let key = s.point_label_of_any_protocol();
+        let key = s.point_label();
         add_point(
             &mut r.with_generator,
             &mut seen_all,

@@ -330,11 +330,92 @@ fn side_by_side(
     if names.len() < 2 {
         return None;
     }
-    let all: Vec<answer::Contender> = names
-        .iter()
-        .map(|v| contender(t, v, across, |s: &StepReport| of(s) == Some(*v)))
-        .collect();
+    let one = |v: &str| contender(t, v, across, |s: &StepReport| of(s) == Some(v));
+    // Which knob mattered (`variants = "each"`): with the default and two or more
+    // others, each one's effect against the default, by the same rule.
+    if across == Across::Variants && names.len() > 2 && names.contains(&DEFAULT_VARIANT) {
+        let default = one(DEFAULT_VARIANT);
+        let each: Vec<String> = names
+            .iter()
+            .filter(|v| **v != DEFAULT_VARIANT)
+            .map(|v| {
+                let pair = [one(v), default.clone()];
+                answer::sentence(&answer::decide(&pair), &pair, "carries")
+            })
+            .collect();
+        return Some(each.join(" "));
+    }
+    let all: Vec<answer::Contender> = names.iter().map(|v| one(v)).collect();
     Some(answer::sentence(&answer::decide(&all), &all, "carries"))
+}
+
+/// The variant a study's generated configuration runs as (`sweep.variants`).
+const DEFAULT_VARIANT: &str = "default";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(steps: Vec<StepReport>) -> TargetReport {
+        TargetReport {
+            run_id: 1,
+            target: "nginx".into(),
+            status: "complete".into(),
+            environment: serde_json::Value::Null,
+            latency_definitions: Vec::new(),
+            steps,
+            capacity: Vec::new(),
+            searches: Vec::new(),
+            repeats: Vec::new(),
+            usl: Vec::new(),
+            percentile_curves: Vec::new(),
+            office: Vec::new(),
+        }
+    }
+
+    fn step(variant: &str, repeat: u32, rps: f64) -> StepReport {
+        let mut s = StepReport::blank();
+        s.variant = Some(variant.into());
+        s.repeat = repeat;
+        s.concurrency = Some(8);
+        s.completed = 1000;
+        s.ok = 1000;
+        s.requests_per_s = rps;
+        s.label = Some("server-bound".into());
+        s
+    }
+
+    #[test]
+    fn each_knob_is_answered_against_the_default() {
+        let mut steps = Vec::new();
+        for r in 0..3u32 {
+            let wobble = f64::from(r) * 5.0;
+            steps.push(step("default", r, 1000.0 + wobble));
+            steps.push(step("tuned:somaxconn", r, 1002.0 - wobble));
+            steps.push(step("tuned:sendfile", r, 1400.0 + wobble));
+        }
+        let v = variants_answer(&target(steps)).unwrap();
+        assert!(
+            v.contains("No difference beyond noise: tuned:somaxconn ")
+                || v.contains("No difference beyond noise: default "),
+            "{v}"
+        );
+        assert!(
+            v.contains("tuned:sendfile carries: 1,405 req/s vs default 1,005: 1.40x ["),
+            "{v}"
+        );
+        // Two variants: the one answer between them.
+        let two: Vec<StepReport> = (0..3u32)
+            .flat_map(|r| {
+                [
+                    step("default", r, 1000.0),
+                    step("tuned", r, 1400.0 + f64::from(r)),
+                ]
+            })
+            .collect();
+        let v = variants_answer(&target(two)).unwrap();
+        assert!(v.starts_with("tuned carries: "), "{v}");
+    }
 }
 
 /// The report's answer in one sentence: the best target and its lead over the next.

@@ -265,8 +265,8 @@ fn protocol_of(param: Option<&Value>, summary: &Value) -> Option<String> {
 
 /// Protocols are a series dimension only where a run spoke more than one (a study's
 /// protocol axis): with one (or none recorded), every step's protocol is cleared so
-/// labels and colours read as before. `volley compare` sets runs of different protocols
-/// side by side by their points without it (`point_label_of_any_protocol`).
+/// labels and colours read as before (so `volley compare` of an h1 run and an h2 run
+/// meets their points; runs that spoke several meet protocol by protocol).
 pub(super) fn one_protocol_is_no_dimension(steps: &mut [StepReport]) {
     let mut seen: Vec<String> = Vec::new();
     for s in steps.iter() {
