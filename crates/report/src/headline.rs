@@ -352,6 +352,70 @@ fn side_by_side(
 /// The variant a study's generated configuration runs as (`sweep.variants`).
 const DEFAULT_VARIANT: &str = "default";
 
+/// The report's answer in one sentence: the best target and its lead over the next.
+pub fn answer(report: &Report) -> String {
+    // Users carried and requests per second do not rank together: a study with an
+    // office answers with its office targets (its question), others with req/s.
+    let office = report.targets.iter().any(|t| !t.office.is_empty());
+    if office {
+        return office_answer(report);
+    }
+    let all: Vec<answer::Contender> = report
+        .targets
+        .iter()
+        .map(|t| contender(t, &t.target, Across::Targets, |_| true))
+        .collect();
+    let verb = if all.iter().any(|c| c.capacity.is_some()) {
+        "sustained the highest rate"
+    } else {
+        "served the most requests per second"
+    };
+    let verdict = answer::decide(&all);
+    if let answer::Verdict::Alone { only, others } = &verdict {
+        // One target alone: its own figure, in its own words.
+        let t = &report.targets[*only];
+        if let Some(f) = figure(t) {
+            return format!(
+                "{}: {}{}.",
+                t.target,
+                f.text,
+                others
+                    .as_ref()
+                    .filter(|_| report.targets.len() > 1)
+                    .map(|o| format!(" (no other target has a figure: {o})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    answer::sentence(&verdict, &all, verb)
+}
+
+/// The office question's answer: which server carries the most users, by how much.
+fn office_answer(report: &Report) -> String {
+    let mut ranked: Vec<(&TargetReport, Figure)> = report
+        .targets
+        .iter()
+        .filter_map(|t| Some((t, office_figure(t)?)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
+    match ranked.as_slice() {
+        [] => "No office day has a judgement.".to_string(),
+        [(t, f)] => format!("{} {}.", t.target, f.text),
+        [(best, fb), (next, fn_), ..] if fb.value > 0.0 => {
+            // Each answer says its own day's pace: a compressed day's users are not people.
+            let compress = |t: &TargetReport| best_office(t).map_or(1.0, |a| a.compress);
+            format!(
+                "{} carries the most users: {} ({} carries {}).",
+                best.target,
+                words::users(fb.value, compress(best)),
+                next.target,
+                words::users(fn_.value, compress(next))
+            )
+        }
+        _ => "No server carried any of the user counts tried.".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,69 +479,5 @@ mod tests {
             .collect();
         let v = variants_answer(&target(two)).unwrap();
         assert!(v.starts_with("tuned carries: "), "{v}");
-    }
-}
-
-/// The report's answer in one sentence: the best target and its lead over the next.
-pub fn answer(report: &Report) -> String {
-    // Users carried and requests per second do not rank together: a study with an
-    // office answers with its office targets (its question), others with req/s.
-    let office = report.targets.iter().any(|t| !t.office.is_empty());
-    if office {
-        return office_answer(report);
-    }
-    let all: Vec<answer::Contender> = report
-        .targets
-        .iter()
-        .map(|t| contender(t, &t.target, Across::Targets, |_| true))
-        .collect();
-    let verb = if all.iter().any(|c| c.capacity.is_some()) {
-        "sustained the highest rate"
-    } else {
-        "served the most requests per second"
-    };
-    let verdict = answer::decide(&all);
-    if let answer::Verdict::Alone { only, others } = &verdict {
-        // One target alone: its own figure, in its own words.
-        let t = &report.targets[*only];
-        if let Some(f) = figure(t) {
-            return format!(
-                "{}: {}{}.",
-                t.target,
-                f.text,
-                others
-                    .as_ref()
-                    .filter(|_| report.targets.len() > 1)
-                    .map(|o| format!(" (no other target has a figure: {o})"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    answer::sentence(&verdict, &all, verb)
-}
-
-/// The office question's answer: which server carries the most users, by how much.
-fn office_answer(report: &Report) -> String {
-    let mut ranked: Vec<(&TargetReport, Figure)> = report
-        .targets
-        .iter()
-        .filter_map(|t| Some((t, office_figure(t)?)))
-        .collect();
-    ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
-    match ranked.as_slice() {
-        [] => "No office day has a judgement.".to_string(),
-        [(t, f)] => format!("{} {}.", t.target, f.text),
-        [(best, fb), (next, fn_), ..] if fb.value > 0.0 => {
-            // Each answer says its own day's pace: a compressed day's users are not people.
-            let compress = |t: &TargetReport| best_office(t).map_or(1.0, |a| a.compress);
-            format!(
-                "{} carries the most users: {} ({} carries {}).",
-                best.target,
-                words::users(fb.value, compress(best)),
-                next.target,
-                words::users(fn_.value, compress(next))
-            )
-        }
-        _ => "No server carried any of the user counts tried.".to_string(),
     }
 }
