@@ -125,8 +125,13 @@ pub(crate) fn run_injected(
     check(w, &whole, k)?;
     crate::step::warm_up(w, cell, rate, plan, target, stop_flag)?;
     // Behind links volley shaped: the server's own time per request, for the link rule.
+    let shaped = |l: &&StudyLab| {
+        l.links
+            .iter()
+            .any(|x| x["rate_bit"].is_number() || x["delay_ms"].is_number())
+    };
     let unshaped = lab
-        .filter(|l| !l.links.is_empty())
+        .filter(shaped)
         .and_then(|_| crate::step::unshaped::measure(w, cell, target, stop_flag));
     // `None` means this executable, as for the built-in target (tests pass the binary).
     let current;
