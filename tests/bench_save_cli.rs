@@ -183,54 +183,10 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The path is checked once before a bench run, as a study checks its paths: a URL
-/// the server answers 404 is one line and exit 2 with nothing measured or saved, and
-/// the check's one request is not in the run's counts.
+/// With `--target`, a path the served docroot does not have is refused before any
+/// server starts: one line, exit 2 (a study checks its paths before its first step).
 #[test]
-fn bench_checks_the_path_before_the_run_and_leaves_the_check_out_of_its_counts() {
-    let missing = FaultServer::start(Behaviour::Status(404)).unwrap();
-    let dir = std::env::temp_dir().join(format!("volley-bench-404-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("v.db");
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args([
-            "bench",
-            &missing.url("/gone.html"),
-            "-n",
-            "50",
-            "-c",
-            "1",
-            "--save",
-            "--db",
-        ])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("/gone.html") && err.contains("404"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-    assert_eq!(missing.stats().requests, 1, "only the check was sent");
-    assert!(!db.exists() || Store::open(&db).unwrap().list_runs().unwrap().is_empty());
-
-    // A path it has: the run's 50 requests are counted, the check is not.
-    let ok = FaultServer::start(Behaviour::Ok {
-        body_len: 700,
-        keep_alive: true,
-    })
-    .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["bench", &ok.url("/"), "-n", "50", "-c", "1", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let run = json.get("runs").and_then(|r| r.get(0)).unwrap_or(&json);
-    assert_eq!(run["requests"]["completed"], 50, "{run}");
-    assert_eq!(ok.stats().requests, 51, "the run's 50 and the check");
-
-    // Managed targets: a --path the docroot does not have, before anything starts.
+fn bench_target_checks_the_path_before_anything_starts() {
     let o = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args([
             "bench",
@@ -245,7 +201,9 @@ fn bench_checks_the_path_before_the_run_and_leaves_the_check_out_of_its_counts()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("/no-such.html"), "{err}");
+    assert!(
+        err.contains("/no-such.html") && err.contains("404"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

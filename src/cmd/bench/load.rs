@@ -225,36 +225,6 @@ impl LoadSpec {
         self.negotiated = wire::pre_flight(self.cfg.addr, &self.wire);
         Ok(first)
     }
-
-    /// Asks for the path once before the run, as a study does (docs/methodology.md,
-    /// "Validation before measurement"), so a path the server does not have is one line
-    /// and exit 2, never a run of fast errors read as throughput. The request is the
-    /// load's own (headers, TLS, protocol) on a fresh connection: the cold request when
-    /// `--first-request` already sent it (`first`), else one more, never counted in the
-    /// run. Only GET is asked (other methods may change state), and only a 4xx answer
-    /// refuses: it says the request is wrong; a 5xx is the server's trouble, which a run
-    /// measures and a saved run keeps, and no answer is left to the run's own errors.
-    pub fn check_path(&self, first: Option<&FirstRequest>) -> anyhow::Result<()> {
-        if self.method != "GET" {
-            return Ok(());
-        }
-        let status = match first {
-            Some(f) => f.status,
-            None => {
-                volley_harness::cold_request(&self.cfg, &self.wire.wire)
-                    .context("cannot send the path check's request")?
-                    .first_request()
-                    .status
-            }
-        };
-        if (400..500).contains(&status) {
-            crate::exit::usage!(
-                "GET {} answered {status}: the server does not serve it to this request (checked once before the run: fix the URL's path or the headers)",
-                self.url
-            );
-        }
-        Ok(())
-    }
 }
 
 /// Numbers of the flags, checked.

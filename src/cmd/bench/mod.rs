@@ -106,7 +106,6 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
     }
     let mut first = spec.prepare()?;
-    spec.check_path(first.as_ref())?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&spec.cfg.stop_flag);
