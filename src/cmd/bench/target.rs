@@ -547,6 +547,7 @@ pub fn run(
         .prepare("bench")?
         .ok_or_else(|| anyhow::anyhow!("no docroot to serve"))?;
     let docroot = served.path().to_path_buf();
+    check_path(&docroot, &setup.path)?;
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut savers = Savers::new(save, setup.kinds.len() > 1);
     let mut failure: Option<anyhow::Error> = None;
@@ -660,6 +661,23 @@ fn list(cpus: &[usize]) -> String {
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The path checked before any target starts, as a study checks its paths
+/// (docs/methodology.md, "Validation before measurement"): every managed target serves
+/// the docroot's files and answers their path with 200 (its start-up probe asks for this
+/// one), so a path with no file there is the user's mistake: one line, exit 2, not "cannot
+/// start" after a server was spawned for nothing.
+fn check_path(docroot: &Path, path: &str) -> anyhow::Result<()> {
+    let p = path.split('?').next().unwrap_or("/");
+    let file = docroot.join(p.trim_start_matches('/'));
+    if !file.is_file() {
+        usage!(
+            "GET {p}: no such file in the docroot the targets serve ({}): every target would answer 404 (checked once before the run: give a --path it has)",
+            docroot.display()
+        );
+    }
+    Ok(())
 }
 
 /// Starts one target with the setup's settings; the error names the likely cause.
