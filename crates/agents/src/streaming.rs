@@ -265,7 +265,7 @@ pub(crate) async fn stream(
             None
         },
     };
-    let delivered = finish(cfg, bus, run, &sec_subject, &outbox, &parts, &fin, &end).await;
+    let delivered = finish(cfg, bus, run, &sec_subject, &outbox, (&parts, &fin), &end).await;
     if end.bus_lost {
         return Err(AgentsError::BusLost);
     }
@@ -294,8 +294,7 @@ async fn finish(
     run: &str,
     sec_subject: &str,
     outbox: &Shared,
-    parts: &[SharePart],
-    fin: &FinalRecord,
+    (parts, fin): (&[SharePart], &FinalRecord),
     end: &Ended,
 ) -> Result<(), AgentsError> {
     let until = Instant::now() + cfg.resend_bound;
