@@ -161,7 +161,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     if args.h3 && !kind.supports_http3() {
-        usage!("{kind} cannot offer HTTP/3 (supported: caddy)");
+        usage!("{kind} cannot offer HTTP/3 (supported: caddy, builtin)");
     }
     let settings = ServerSettings {
         workers: args.workers,
