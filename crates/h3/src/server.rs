@@ -260,6 +260,52 @@ impl ClientStreams {
     }
 }
 
+/// Fuzz harness (the `h3_server_streams` target in `fuzz/`, and its seeded short run in
+/// `volley-server`'s tests): any client bytes into a request stream's reader and into
+/// the client's unidirectional streams. The first byte picks the read size, the second
+/// the field section limit; must never panic, and never report more body than was fed
+/// or a head past the limit.
+#[doc(hidden)]
+pub fn fuzz_streams(data: &[u8]) {
+    let [size, limit, rest @ ..] = data else {
+        return;
+    };
+    let step = usize::from(size % 64) + 1;
+    let max = [64, 1024, 16 << 10][usize::from(limit % 3)];
+    let mut decoder = qpack::Decoder::new(max);
+    let mut reader = RequestReader::new(max + 64);
+    let mut body = 0usize;
+    let mut ok = true;
+    for chunk in rest.chunks(step) {
+        let r = reader.feed(&mut decoder, chunk, |ev| match ev {
+            RequestEvent::Head(fields) => {
+                let n: usize = fields
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len() + qpack::FIELD_OVERHEAD)
+                    .sum();
+                assert!(n <= max, "a head past the limit");
+            }
+            RequestEvent::Data(d) => body += d.len(),
+        });
+        if r.is_err() {
+            ok = false;
+            break;
+        }
+    }
+    assert!(body <= rest.len(), "more body than was fed");
+    if ok {
+        let _ = reader.finish();
+    }
+    let mut client = ClientStreams::default();
+    for (i, chunk) in rest.chunks(step).enumerate() {
+        // Spread over a few stream ids, so unique-type and count checks are reached.
+        let id = u64::from(chunk[0] % 5) * 4 + 2;
+        if client.feed(id, chunk, i % 7 == 6).is_err() {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

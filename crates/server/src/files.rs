@@ -211,9 +211,8 @@ fn build_variant(
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
     let last_modified = crate::date::http_date(mtime_secs);
-    let meta = |codec| {
-        crate::answer::meta_block(codec, ctype, &last_modified, &etag, encoding, vary)
-    };
+    let meta =
+        |codec| crate::answer::meta_block(codec, ctype, &last_modified, &etag, encoding, vary);
     let (h2_meta, h3_meta) = (
         meta(crate::answer::Codec::Hpack),
         meta(crate::answer::Codec::Qpack),

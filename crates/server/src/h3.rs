@@ -180,7 +180,10 @@ impl QuicSide {
             };
             let data = BytesMut::from(&self.rx[..n]);
             self.tx.clear();
-            match self.endpoint.handle(now, from, None, None, data, &mut self.tx) {
+            match self
+                .endpoint
+                .handle(now, from, None, None, data, &mut self.tx)
+            {
                 Some(DatagramEvent::ConnectionEvent(h, ev)) => {
                     if let Some(c) = self.conns.get_mut(&h) {
                         c.quic.handle_event(ev);
@@ -354,7 +357,10 @@ impl QuicSide {
             Event::Stream(StreamEvent::Stopped { id, .. }) => {
                 // The client wants no more of this response (§4.1.1).
                 if c.requests.remove(&id).is_some() {
-                    let _ = c.quic.send_stream(id).reset(code(ErrorCode::RequestCancelled));
+                    let _ = c
+                        .quic
+                        .send_stream(id)
+                        .reset(code(ErrorCode::RequestCancelled));
                 }
             }
             Event::HandshakeDataReady
@@ -378,10 +384,17 @@ impl QuicSide {
             let _ = c.quic.recv_stream(id).stop(code(ErrorCode::NoError));
             return;
         };
+        let mut recv = c.quic.recv_stream(id);
         if req.answered {
+            // Answered at its head (GET, HEAD): the rest of the stream, up to its FIN,
+            // is read and dropped, so quinn can retire the stream and give the client
+            // its credit back.
+            if let Ok(mut chunks) = recv.read(true) {
+                while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+                let _ = chunks.finalize();
+            }
             return;
         }
-        let mut recv = c.quic.recv_stream(id);
         let Ok(mut chunks) = recv.read(true) else {
             return;
         };

@@ -5,8 +5,8 @@
 //! two protocols differ only in framing.
 
 use crate::answer::{
-    decide, h2_text, open_body, path_of, reason, render, status_fields, text_body, Answer,
-    Block, Body, Codec,
+    decide, h2_text, open_body, path_of, reason, render, status_fields, text_body, Answer, Block,
+    Body, Codec,
 };
 use crate::conn::Conn;
 use crate::files::Cache;

@@ -174,10 +174,13 @@ impl Worker {
         loop {
             // QUIC's timers (loss detection, acknowledgement delay, idle) wake the loop
             // when they are due; nothing else needs finer than the sweep.
-            let wait = self.quic.as_ref().and_then(|q| q.next_timer()).map_or(
-                SWEEP_EVERY,
-                |t| t.saturating_duration_since(Instant::now()).min(SWEEP_EVERY),
-            );
+            let wait = self
+                .quic
+                .as_ref()
+                .and_then(|q| q.next_timer())
+                .map_or(SWEEP_EVERY, |t| {
+                    t.saturating_duration_since(Instant::now()).min(SWEEP_EVERY)
+                });
             if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     break;
