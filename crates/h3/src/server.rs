@@ -25,11 +25,14 @@ pub fn write_response_head(out: &mut Vec<u8>, section: &[u8]) {
     frame::write_headers(out, &whole);
 }
 
+/// A decoded field section: (name, value) pairs in order.
+pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What a request stream said, as it arrives.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RequestEvent<'a> {
     /// The request head, decoded: (name, value) pairs in order, pseudo-fields first.
-    Head(Vec<(Vec<u8>, Vec<u8>)>),
+    Head(Fields),
     /// A piece of the request body.
     Data(&'a [u8]),
 }
@@ -312,7 +315,7 @@ mod tests {
     use crate::frame::{write_data, write_settings};
     use crate::stream::{write_request, LocalSettings};
 
-    fn read(bytes: &[u8], step: usize) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>), H3Error> {
+    fn read(bytes: &[u8], step: usize) -> Result<(Fields, Vec<u8>), H3Error> {
         let local = LocalSettings::default();
         let mut q = qpack::Decoder::new(local.max_field_section_size);
         let mut r = RequestReader::new(local.max_field_section_size + 64);
