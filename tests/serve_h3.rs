@@ -359,15 +359,18 @@ fn bench_target_builtin_over_h3() {
 #[test]
 fn junk_datagrams_and_a_stalled_handshake_leave_the_server_answering() {
     let tmp = TempDir::new("junk");
-    let (mut s, port, ca) = serve_h3(&tmp, &[]);
+    // Room for 4 connections, QUIC or TCP: the 6 handshakes that never finish fill it,
+    // so the loads below get in only if the idle timeout (1 s) dropped them.
+    let (mut s, port, ca) = serve_h3(&tmp, &["--max-connections", "4", "--idle-timeout", "1s"]);
     let url = format!("https://localhost:{port}/page.html");
     if have_aioquic() {
         let (ok, _, err) = h3_client(&["junk", "127.0.0.1", &port.to_string()]);
         assert!(ok, "{err}");
-        for _ in 0..5 {
+        for _ in 0..6 {
             let (ok, _, err) = h3_client(&["stall", "127.0.0.1", &port.to_string(), &ca]);
             assert!(ok, "{err}");
         }
+        std::thread::sleep(Duration::from_millis(1500));
     } else {
         eprintln!("aioquic is not installed: junk from a plain socket only");
     }
