@@ -9,8 +9,10 @@
 //! their connection or offers a new one; after every input the touched connections
 //! are *driven*: their events handled, their endpoint events exchanged, their
 //! datagrams sent, their next timer noted ([`QuicSide::next_timer`] bounds the
-//! worker's poll). A datagram the socket refuses (a full send buffer) is dropped:
-//! QUIC's loss recovery sends it again.
+//! worker's poll). Datagrams go through quinn-udp: GSO sends a burst of a connection's
+//! datagrams in one `sendmsg` and GRO reads several in one `recvmsg` where the kernel
+//! has them (one datagram per call where it has not). A datagram the socket refuses (a
+//! full send buffer) is dropped: QUIC's loss recovery sends it again.
 //!
 //! Requests: a request stream's HEADERS (QPACK, static table only: we advertise no
 //! dynamic table) are answered through [`crate::respond::answer_stream`], the same
@@ -44,8 +46,10 @@ use crate::answer::{h2_text, Block, Body, Codec};
 use crate::h2::Request;
 use crate::respond::{answer_stream, Ctx};
 
-/// Largest UDP datagram read.
+/// Largest UDP datagram read or sent.
 const MAX_DATAGRAM_BYTES: usize = 65_535;
+/// Receive buffer: room for a GRO batch (the kernel coalesces at most 64 segments).
+const RX_BYTES: usize = 64 * 1500;
 /// Response bytes framed per step (one DATA frame) before quinn takes them.
 const CHUNK_BYTES: usize = 16 << 10;
 /// Request streams a client may have open at once (as HTTP/2's cap).
@@ -112,6 +116,8 @@ struct H3Conn {
 /// A thread's HTTP/3 side: its UDP socket, endpoint and connections.
 pub(crate) struct QuicSide {
     pub(crate) sock: UdpSocket,
+    /// quinn-udp's view of the socket (its GSO and GRO support).
+    udp: quinn_udp::UdpSocketState,
     endpoint: Endpoint,
     conns: HashMap<ConnectionHandle, H3Conn>,
     rx: Vec<u8>,
@@ -133,17 +139,21 @@ impl QuicSide {
         config: &QuicConfig,
         max_body: usize,
         max_connections: usize,
-    ) -> QuicSide {
-        QuicSide {
+    ) -> io::Result<QuicSide> {
+        let udp = quinn_udp::UdpSocketState::new((&sock).into())?;
+        Ok(QuicSide {
             sock: UdpSocket::from_std(sock),
+            // Path MTU discovery only where quinn-udp could forbid fragmentation
+            // (a probe that the kernel fragments proves nothing).
             endpoint: Endpoint::new(
                 config.endpoint.clone(),
                 Some(config.server.clone()),
-                false,
+                !udp.may_fragment(),
                 None,
             ),
+            udp,
             conns: HashMap::new(),
-            rx: vec![0; MAX_DATAGRAM_BYTES],
+            rx: vec![0; RX_BYTES],
             tx: Vec::with_capacity(MAX_DATAGRAM_BYTES),
             max_body,
             max_connections,
@@ -151,7 +161,7 @@ impl QuicSide {
             touched: Vec::new(),
             answered: 0,
             more: false,
-        }
+        })
     }
 
     /// Requests answered since the last call.
@@ -169,36 +179,79 @@ impl QuicSide {
         let now = Instant::now();
         self.more = false;
         for _ in 0..READ_BATCH {
-            let (n, from) = match self.sock.recv_from(&mut self.rx) {
-                Ok(x) => x,
+            let mut meta = [quinn_udp::RecvMeta::default()];
+            let got = {
+                let mut bufs = [io::IoSliceMut::new(&mut self.rx)];
+                self.udp.recv((&self.sock).into(), &mut bufs, &mut meta)
+            };
+            match got {
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // WouldBlock, or an ICMP error queued by an earlier send: nothing more.
                 Err(_) => {
                     self.drive_touched(ctx, now);
                     return;
                 }
-            };
-            let data = BytesMut::from(&self.rx[..n]);
-            self.tx.clear();
-            match self
-                .endpoint
-                .handle(now, from, None, None, data, &mut self.tx)
-            {
-                Some(DatagramEvent::ConnectionEvent(h, ev)) => {
-                    if let Some(c) = self.conns.get_mut(&h) {
-                        c.quic.handle_event(ev);
-                        self.touch(h);
-                    }
-                }
-                Some(DatagramEvent::Response(t)) => {
-                    let _ = self.sock.send_to(&self.tx[..t.size], t.destination);
-                }
-                Some(DatagramEvent::NewConnection(incoming)) => self.accept(ctx, incoming, now),
-                None => {}
+            }
+            let m = meta[0];
+            let ecn = m
+                .ecn
+                .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+            let stride = m.stride.max(1);
+            let mut at = 0;
+            while at < m.len {
+                let end = (at + stride).min(m.len);
+                let data = BytesMut::from(&self.rx[at..end]);
+                at = end;
+                self.datagram(ctx, now, m.addr, m.dst_ip, ecn, data);
             }
         }
         self.more = true;
         self.drive_touched(ctx, now);
+    }
+
+    /// Hands one datagram to the endpoint.
+    fn datagram(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        from: SocketAddr,
+        local_ip: Option<std::net::IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        self.tx.clear();
+        match self
+            .endpoint
+            .handle(now, from, local_ip, ecn, data, &mut self.tx)
+        {
+            Some(DatagramEvent::ConnectionEvent(h, ev)) => {
+                if let Some(c) = self.conns.get_mut(&h) {
+                    c.quic.handle_event(ev);
+                    self.touch(h);
+                }
+            }
+            Some(DatagramEvent::Response(t)) => self.send(&t),
+            Some(DatagramEvent::NewConnection(incoming)) => self.accept(ctx, incoming, now),
+            None => {}
+        }
+    }
+
+    /// Sends the datagrams of `t` (in `self.tx`); a full buffer or an error drops them,
+    /// as a lossy path would.
+    fn send(&self, t: &quinn_proto::Transmit) {
+        let _ = self.udp.send(
+            (&self.sock).into(),
+            &quinn_udp::Transmit {
+                destination: t.destination,
+                ecn: t
+                    .ecn
+                    .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
+                contents: &self.tx[..t.size],
+                segment_size: t.segment_size,
+                src_ip: t.src_ip,
+            },
+        );
     }
 
     fn touch(&mut self, h: ConnectionHandle) {
@@ -213,7 +266,7 @@ impl QuicSide {
         if active >= self.max_connections {
             ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
             let t = self.endpoint.refuse(incoming, &mut self.tx);
-            let _ = self.sock.send_to(&self.tx[..t.size], t.destination);
+            self.send(&t);
             return;
         }
         let peer = incoming.remote_address();
@@ -236,7 +289,7 @@ impl QuicSide {
             Err(e) => {
                 ctx.shared.active.fetch_sub(1, Ordering::AcqRel);
                 if let Some(t) = e.response {
-                    let _ = self.sock.send_to(&self.tx[..t.size], t.destination);
+                    self.send(&t);
                 }
             }
         }
@@ -320,16 +373,18 @@ impl QuicSide {
 
     /// Sends every datagram quinn has ready for `h`.
     fn transmit(&mut self, h: ConnectionHandle, now: Instant) {
-        let Some(c) = self.conns.get_mut(&h) else {
-            return;
-        };
+        // At most 10 datagrams per GSO send, as quinn's own endpoint does: a burst
+        // stays well under the 64 KB a single send may carry.
+        let segments = self.udp.max_gso_segments().clamp(1, 10);
         loop {
+            let Some(c) = self.conns.get_mut(&h) else {
+                return;
+            };
             self.tx.clear();
-            let Some(t) = c.quic.poll_transmit(now, 1, &mut self.tx) else {
+            let Some(t) = c.quic.poll_transmit(now, segments, &mut self.tx) else {
                 break;
             };
-            // A full buffer or an error drops the datagram, as a lossy path would.
-            let _ = self.sock.send_to(&self.tx[..t.size], t.destination);
+            self.send(&t);
         }
     }
 

@@ -309,7 +309,7 @@ impl Server {
                     c,
                     usize::try_from(self.config.max_body_bytes).unwrap_or(usize::MAX),
                     self.config.max_connections,
-                )),
+                )?),
                 _ => None,
             };
             let worker = Worker::new(
