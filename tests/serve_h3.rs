@@ -404,3 +404,39 @@ fn junk_datagrams_and_a_stalled_handshake_leave_the_server_answering() {
     let status = s.stop().expect("stopped within 2 s");
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn accounts_over_h3_need_their_credentials() {
+    if !have_aioquic() {
+        eprintln!("skipped: aioquic is not installed (scripts/install-aioquic.sh)");
+        return;
+    }
+    let tmp = TempDir::new("accounts");
+    let users = crate::groupware::users_file(&tmp.0, &[("alice", "secret")]);
+    let (_s, port, ca) = serve_h3(&tmp, &["--users", users.to_str().unwrap()]);
+    let auth = ["authorization", "Basic YWxpY2U6c2VjcmV0"]; // alice:secret
+    let requests = serde_json::json!([
+        {"method": "GET", "path": "/alice/"},
+        {"method": "PUT", "path": "/alice/note.txt", "body": "mine\n", "headers": [auth]},
+        {"method": "GET", "path": "/alice/note.txt", "headers": [auth]},
+        {"method": "GET", "path": "/page.html", "headers": [auth]},
+    ]);
+    let (ok, out, err) = h3_client(&[
+        "fetch",
+        "127.0.0.1",
+        &port.to_string(),
+        &ca,
+        &requests.to_string(),
+    ]);
+    assert!(ok, "aioquic failed: {err}");
+    let answers: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(answers[0]["status"], 401, "{out}");
+    assert!(answers[0]["headers"]["www-authenticate"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("Basic")));
+    assert_eq!(answers[1]["status"], 201, "{out}");
+    assert_eq!(answers[2]["status"], 200, "{out}");
+    assert_eq!(answers[2]["len"], 5);
+    // Outside the account's home: refused as over HTTP/1.1.
+    assert_eq!(answers[3]["status"], 403, "{out}");
+}
