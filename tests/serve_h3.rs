@@ -440,3 +440,13 @@ fn accounts_over_h3_need_their_credentials() {
     // Outside the account's home: refused as over HTTP/1.1.
     assert_eq!(answers[3]["status"], 403, "{out}");
 }
+
+#[test]
+fn h3_without_tls_is_a_usage_error() {
+    let tmp = TempDir::new("usage");
+    let (code, out, err) =
+        common::volley(&["serve", "--root", tmp.site().to_str().unwrap(), "--h3"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--h3 needs TLS"), "{err}");
+}

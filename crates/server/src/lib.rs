@@ -133,6 +133,15 @@ pub enum ServerError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Binding HTTP/3's UDP socket at the TCP port number failed (another program
+    /// holds that UDP port).
+    #[error("cannot listen on {addr} over UDP for HTTP/3")]
+    BindUdp {
+        /// The address (the TCP listener's, port included).
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The access log could not be opened.
     #[error("cannot open access log {path}")]
     AccessLog {
@@ -219,7 +228,7 @@ impl Server {
                 let socks = (0..config.threads)
                     .map(|_| bind_udp(local_addr))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|source| ServerError::Bind {
+                    .map_err(|source| ServerError::BindUdp {
                         addr: local_addr,
                         source,
                     })?;
