@@ -6,6 +6,11 @@ Usage:
                        "body": "text"}, ...], sent over one connection, one after the
       other. Prints one JSON list: per request its status, its fields (lower-case
       names; repeated names joined with ", "), the body's length and SHA-256.
+  h3_client.py early HOST PORT CA REQUESTS_JSON
+      Fetches /page.html once to get a session ticket, then opens a second connection
+      with it and sends every request at once, before the handshake ends: as 0-RTT
+      data when the server accepts it. Prints {"early_data_accepted", "session_resumed",
+      "answers": [as fetch]}.
   h3_client.py junk HOST PORT
       Sends 300 datagrams of junk (random bytes, and random bytes behind a QUIC long
       header of version 1) and exits.
@@ -78,33 +83,72 @@ class Client(QuicConnectionProtocol):
         return await asyncio.wait_for(waiter, 10)
 
 
-async def fetch(host, port, ca, requests):
+def client_config(ca):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
     config.load_verify_locations(ca)
     config.server_name = "localhost"
+    return config
+
+
+def summary(a):
+    fields = {}
+    status = None
+    for n, v in a["headers"]:
+        n, v = n.decode(), v.decode()
+        if n == ":status":
+            status = int(v)
+        elif n in fields:
+            fields[n] += ", " + v
+        else:
+            fields[n] = v
+    return {
+        "status": status,
+        "headers": fields,
+        "len": len(a["body"]),
+        "sha256": hashlib.sha256(a["body"]).hexdigest(),
+    }
+
+
+async def fetch(host, port, ca, requests):
     out = []
+    config = client_config(ca)
     async with connect(host, port, configuration=config, create_protocol=Client) as c:
         for req in requests:
-            a = await c.request(f"localhost:{port}", req)
-            fields = {}
-            status = None
-            for n, v in a["headers"]:
-                n, v = n.decode(), v.decode()
-                if n == ":status":
-                    status = int(v)
-                elif n in fields:
-                    fields[n] += ", " + v
-                else:
-                    fields[n] = v
-            out.append(
-                {
-                    "status": status,
-                    "headers": fields,
-                    "len": len(a["body"]),
-                    "sha256": hashlib.sha256(a["body"]).hexdigest(),
-                }
-            )
+            out.append(summary(await c.request(f"localhost:{port}", req)))
     return out
+
+
+async def early(host, port, ca, requests):
+    tickets = []
+    config = client_config(ca)
+    async with connect(
+        host,
+        port,
+        configuration=config,
+        create_protocol=Client,
+        session_ticket_handler=tickets.append,
+    ) as c:
+        await c.request(f"localhost:{port}", {"method": "GET", "path": "/page.html"})
+        for _ in range(100):
+            if tickets:
+                break
+            await asyncio.sleep(0.02)
+    if not tickets:
+        raise RuntimeError("the server sent no session ticket")
+    config = client_config(ca)
+    config.session_ticket = tickets[-1]
+    async with connect(
+        host, port, configuration=config, create_protocol=Client, wait_connected=False
+    ) as c:
+        answers = await asyncio.gather(
+            *(c.request(f"localhost:{port}", r) for r in requests)
+        )
+        tls = c._quic.tls
+        return {
+            "early_data_accepted": tls.early_data_accepted,
+            "session_resumed": tls.session_resumed,
+            "answers": [summary(a) for a in answers],
+        }
 
 
 def junk(host, port):
@@ -137,6 +181,9 @@ def main():
     if mode == "fetch":
         requests = json.loads(sys.argv[5])
         print(json.dumps(asyncio.run(fetch(host, port, sys.argv[4], requests))))
+    elif mode == "early":
+        requests = json.loads(sys.argv[5])
+        print(json.dumps(asyncio.run(early(host, port, sys.argv[4], requests))))
     elif mode == "junk":
         junk(host, port)
     elif mode == "stall":

@@ -450,3 +450,36 @@ fn h3_without_tls_is_a_usage_error() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--h3 needs TLS"), "{err}");
 }
+
+#[test]
+fn zero_rtt_is_accepted_for_safe_methods_only() {
+    if !have_aioquic() {
+        eprintln!("skipped: aioquic is not installed (scripts/install-aioquic.sh)");
+        return;
+    }
+    let tmp = TempDir::new("early");
+    let (mut s, port, ca) = serve_h3(&tmp, &["--writable"]);
+    let requests = serde_json::json!([
+        {"method": "GET", "path": "/page.html"},
+        {"method": "PUT", "path": "/early.txt", "body": "replayable\n"},
+    ]);
+    let (ok, out, err) = h3_client(&[
+        "early",
+        "127.0.0.1",
+        &port.to_string(),
+        &ca,
+        &requests.to_string(),
+    ]);
+    assert!(ok, "aioquic failed: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["session_resumed"], true, "{out}");
+    assert_eq!(v["early_data_accepted"], true, "{out}");
+    // A GET in 0-RTT data is answered; a PUT, which a replay would repeat, gets 425
+    // Too Early (RFC 8470) and the file is not written.
+    assert_eq!(v["answers"][0]["status"], 200, "{out}");
+    assert_eq!(v["answers"][1]["status"], 425, "{out}");
+    assert!(!tmp.site().join("early.txt").exists());
+    s.stop();
+    let log = std::fs::read_to_string(tmp.0.join("access.log")).unwrap();
+    assert!(log.contains("\"PUT /early.txt HTTP/3.0\" 425 "), "{log}");
+}

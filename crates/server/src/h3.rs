@@ -44,7 +44,7 @@ use volley_h3::{qpack, ErrorCode, H3Error};
 
 use crate::answer::{h2_text, Block, Body, Codec};
 use crate::h2::Request;
-use crate::respond::{answer_stream, Ctx};
+use crate::respond::{answer_stream, log_stream, Ctx};
 
 /// Largest UDP datagram read or sent.
 const MAX_DATAGRAM_BYTES: usize = 65_535;
@@ -563,19 +563,27 @@ impl QuicSide {
                     &buf[m.clone()],
                     b"GET" | b"HEAD" | b"OPTIONS" | b"PROPFIND" | b"REPORT"
                 );
-                if req.too_large {
-                    h2_text(413, &ctx.date, None, None, false, &mut block).0
+                let r = Request {
+                    method: &buf[m],
+                    path: &buf[p],
+                    body: &req.body,
+                    buf: &buf,
+                    fields: &spans,
+                };
+                let refusal = if req.too_large {
+                    Some(413)
                 } else if early && !safe {
-                    h2_text(425, &ctx.date, None, None, false, &mut block).0
+                    Some(425)
                 } else {
-                    let r = Request {
-                        method: &buf[m],
-                        path: &buf[p],
-                        body: &req.body,
-                        buf: &buf,
-                        fields: &spans,
-                    };
-                    answer_stream(ctx, c.peer, &r, &mut block, "HTTP/3.0")
+                    None
+                };
+                match refusal {
+                    Some(status) => {
+                        let (body, n) = h2_text(status, &ctx.date, None, None, false, &mut block);
+                        log_stream(ctx, c.peer, &r, "HTTP/3.0", status, n);
+                        body
+                    }
+                    None => answer_stream(ctx, c.peer, &r, &mut block, "HTTP/3.0"),
                 }
             }
             // A request without :method or :path is malformed (§4.3.1).

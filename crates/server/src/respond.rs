@@ -458,7 +458,8 @@ pub(crate) fn answer_stream(
     body
 }
 
-fn log_stream(
+/// Logs one answer of a multiplexed protocol.
+pub(crate) fn log_stream(
     ctx: &mut Ctx,
     peer: SocketAddr,
     req: &Request<'_>,
