@@ -34,7 +34,7 @@ pub struct Args {
     /// With --tls: offer HTTP/2 by ALPN (nginx, apache-event, lighttpd, caddy).
     #[arg(long, requires = "tls")]
     h2: bool,
-    /// With --tls: offer HTTP/3 too (QUIC on the same port number; caddy only).
+    /// With --tls: offer HTTP/3 too (QUIC on the same port number; caddy, builtin).
     #[arg(long, requires = "tls")]
     h3: bool,
     /// Show the configuration with gzip (level 6) and Brotli (quality 11) on; Caddy
@@ -92,7 +92,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&found)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = super::table::new(["target", "version", "path"]);
+    // The protocols volley can make each kind offer (HTTP/2 and HTTP/3 with --tls).
+    let offers = |k: TargetKind| {
+        let mut p = vec!["h1"];
+        if k.supports_http2() {
+            p.push("h2");
+        }
+        if k.supports_http3() {
+            p.push("h3");
+        }
+        p.join(" ")
+    };
+    let mut t = super::table::new(["target", "version", "offers", "path"]);
     super::table::keep_whole(&mut t, 0);
     let mut missing = Vec::new();
     for s in &found {
@@ -102,17 +113,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 s.version
                     .clone()
                     .unwrap_or_else(|| "(version unknown)".to_string()),
+                offers(s.kind),
                 p.display().to_string(),
             ]),
             None => {
                 missing.push(s.kind);
-                t.add_row([s.kind.name(), "not installed", "-"])
+                t.add_row([
+                    s.kind.name().to_string(),
+                    "not installed".to_string(),
+                    offers(s.kind),
+                    "-".to_string(),
+                ])
             }
         };
     }
     t.add_row([
         "external",
         "-",
+        "h1 h2 h3",
         "any http:// URL on loopback (volley does not start it)",
     ]);
     print!("{}", super::table::render(&t));
@@ -161,7 +179,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     if args.h3 && !kind.supports_http3() {
-        usage!("{kind} cannot offer HTTP/3 (supported: caddy)");
+        usage!("{kind} cannot offer HTTP/3 (supported: caddy, builtin)");
     }
     let settings = ServerSettings {
         workers: args.workers,
@@ -234,6 +252,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             // As `launch_builtin` runs it: h2 only when asked for.
             let h1 = if args.h2 { "" } else { " --http1-only" };
+            let h3 = if args.h3 { " --h3" } else { "" };
             // With accounts its root is a private tree, as `launch_builtin` runs it.
             let paths = config::DavPaths::in_dir(&placement.dir);
             let (root, users) = if args.dav {
@@ -246,7 +265,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{tls}",
+                 volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{h3}{tls}",
                 root.display(),
                 super::bench::target::builtin_flags(&settings)
             );

@@ -234,7 +234,7 @@ fn resolve<'r>(
     }
     if load.wire.h3 {
         if let Some(k) = kinds.iter().find(|k| !k.supports_http3()) {
-            usage!("{k} cannot offer HTTP/3 (supported: caddy)");
+            usage!("{k} cannot offer HTTP/3 (supported: caddy, builtin)");
         }
     }
     if load.wire.h2 {

@@ -342,6 +342,10 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         cmd.arg("--http1-only");
         config_text += " --http1-only";
     }
+    if spec.settings.http3 {
+        cmd.arg("--h3");
+        config_text += " --h3";
+    }
     if let Some(t) = tls {
         cmd.arg("--tls-cert")
             .arg(&t.cert)

@@ -219,7 +219,7 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
     if s.http3 && !kind.supports_http3() {
         return Err(unsupported(
             "offer HTTP/3",
-            "volley configures HTTP/3 for caddy only",
+            "volley configures HTTP/3 for caddy and builtin only",
         ));
     }
     if s.http2 && !kind.supports_http2() {
