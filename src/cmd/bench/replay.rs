@@ -232,34 +232,7 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         },
         repeat: r.repeat_log,
     }));
-    let cfg = &mut spec.cfg;
-    // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log of
-    // 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
-    let mean_rate =
-        (plan.counts.planned.saturating_sub(1).max(1) as f64 / span_s * 100.0).round() / 100.0;
-    cfg.model = LoadModel::Scheduled {
-        rate: mean_rate.max(0.01),
-    };
-    cfg.source = factory.clone();
-    // Connections open as clients appear; a logged client keeps its connection alive.
-    cfg.connections = 0;
-    cfg.keep_alive = true;
-    cfg.max_connections = a
-        .max_connections
-        .map_or(DEFAULT_MAX_CONNECTIONS, |m| m as usize);
-    // Every status is an answer: a 404 the log had is the site's, not a failure; the
-    // fidelity report compares each status with the logged one instead.
-    cfg.accept_status = StatusRange { min: 100, max: 599 };
-    // The replay ends with its log; its request count also drives the progress bar.
-    let whole_log = (!r.repeat_log).then_some(plan.counts.planned);
-    // Without -d, the run still has an end: the log's span at its speed plus one
-    // timeout for the last answers (what is still in flight then is censored).
-    let log_end = (!r.repeat_log)
-        .then(|| Duration::from_secs_f64(span_s / speed) + a.timeout + Duration::from_secs(1));
-    cfg.stop = StopCondition {
-        requests: a.requests.or(whole_log),
-        duration: a.duration.or(log_end),
-    };
+    configure(&mut spec.cfg, &a, &r, &plan, span_s, factory.clone());
     spec.method = "(as logged)".into();
     let text_out = !a.quiet && !a.stdout_taken();
     if text_out {
@@ -268,15 +241,7 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let first = spec.prepare()?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&spec.cfg.stop_flag);
-        let flag = Arc::clone(&interrupted);
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
+    let interrupted = stop_on_interrupt(Arc::clone(&spec.cfg.stop_flag));
     let progress = crate::cmd::progress::wanted(a.quiet);
     let ran = load::run_once(&spec, &interrupted, progress, false)?;
     let mut summary = ran.summary;
@@ -303,28 +268,17 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         print!("{}", table::render(&group_table(&fidelity)));
     }
     if let Some(dest) = &a.json {
-        let mut buf = Vec::new();
-        Json.export(std::slice::from_ref(&summary), None, &mut buf)?;
-        let mut doc: serde_json::Value = serde_json::from_slice(&buf)?;
-        doc["replay"] = serde_json::json!({
-            "log": path.display().to_string(),
-            "format": plan.format,
-            "lines": plan.lines,
-            "logged_requests": plan.records,
-            "planned": plan.counts.planned,
-            "outside_window": plan.counts.outside_window,
-            "filtered": plan.counts.filtered,
-            "not_replayable": plan.counts.not_replayable,
-            "sent_without_body": plan.counts.bodiless,
-            "gaps_shortened": plan.counts.gaps_shortened,
-            "clients": plan.counts.clients,
-            "speed": speed,
-            "span_s": span_s,
-            "spread_over_seconds": plan.spread,
-            "skipped_lines": plan.skips.total(),
-            "fidelity": fidelity,
-            "unreached": unreached(&fidelity, &plan, &r, &a).map(|_| plan.counts.planned.saturating_sub(fidelity.requests)),
-        });
+        let unreached_n = unreached(&fidelity, &plan, &r, &a)
+            .map(|_| plan.counts.planned.saturating_sub(fidelity.requests));
+        let doc = replay_json(
+            &summary,
+            &path,
+            &plan,
+            speed,
+            span_s,
+            &fidelity,
+            unreached_n,
+        )?;
         let text = serde_json::to_string_pretty(&doc)? + "\n";
         if dest == "-" {
             print!("{text}");
@@ -343,6 +297,94 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The flag Ctrl-C raises; it stops the engine's load (`stop`) too.
+fn stop_on_interrupt(stop: Arc<AtomicBool>) -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let _ = ctrlc::set_handler(move || {
+        flag.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+    });
+    interrupted
+}
+
+/// The engine's load for a replay: the log's schedule at its mean rate (scaled by
+/// `--speed` in the source), connections opened as logged clients appear, every status an
+/// answer, and an end at the log's end.
+fn configure(
+    cfg: &mut volley_engine::LoadConfig,
+    a: &LoadArgs,
+    r: &ReplayArgs,
+    plan: &LogPlan,
+    span_s: f64,
+    factory: Arc<ReplayFactory>,
+) {
+    let speed = r.speed.unwrap_or(1.0);
+    // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log of
+    // 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
+    let mean_rate =
+        (plan.counts.planned.saturating_sub(1).max(1) as f64 / span_s * 100.0).round() / 100.0;
+    cfg.model = LoadModel::Scheduled {
+        rate: mean_rate.max(0.01),
+    };
+    cfg.source = factory;
+    // Connections open as clients appear; a logged client keeps its connection alive.
+    cfg.connections = 0;
+    cfg.keep_alive = true;
+    cfg.max_connections = a
+        .max_connections
+        .map_or(DEFAULT_MAX_CONNECTIONS, |m| m as usize);
+    // Every status is an answer: a 404 the log had is the site's, not a failure; the
+    // fidelity report compares each status with the logged one instead.
+    cfg.accept_status = StatusRange { min: 100, max: 599 };
+    // The replay ends with its log; its request count also drives the progress bar.
+    let whole_log = (!r.repeat_log).then_some(plan.counts.planned);
+    // Without -d, the run still has an end: the log's span at its speed plus one
+    // timeout for the last answers (what is still in flight then is censored).
+    let log_end = (!r.repeat_log)
+        .then(|| Duration::from_secs_f64(span_s / speed) + a.timeout + Duration::from_secs(1));
+    cfg.stop = StopCondition {
+        requests: a.requests.or(whole_log),
+        duration: a.duration.or(log_end),
+    };
+}
+
+/// The `--json` document: the run's summary as `bench --json` writes it, with the
+/// replay's log, counts, speed and fidelity under `replay`.
+fn replay_json(
+    summary: &volley_metrics::Summary,
+    path: &std::path::Path,
+    plan: &LogPlan,
+    speed: f64,
+    span_s: f64,
+    fidelity: &volley_replay::fidelity::FidelityReport,
+    unreached_n: Option<u64>,
+) -> anyhow::Result<serde_json::Value> {
+    let mut buf = Vec::new();
+    Json.export(std::slice::from_ref(summary), None, &mut buf)?;
+    let mut doc: serde_json::Value = serde_json::from_slice(&buf)?;
+    doc["replay"] = serde_json::json!({
+        "log": path.display().to_string(),
+        "format": plan.format,
+        "lines": plan.lines,
+        "logged_requests": plan.records,
+        "planned": plan.counts.planned,
+        "outside_window": plan.counts.outside_window,
+        "filtered": plan.counts.filtered,
+        "not_replayable": plan.counts.not_replayable,
+        "sent_without_body": plan.counts.bodiless,
+        "gaps_shortened": plan.counts.gaps_shortened,
+        "clients": plan.counts.clients,
+        "speed": speed,
+        "span_s": span_s,
+        "spread_over_seconds": plan.spread,
+        "skipped_lines": plan.skips.total(),
+        "fidelity": fidelity,
+        "unreached": unreached_n,
+    });
+    Ok(doc)
 }
 
 /// Planned requests the run never reached (it ended first: its -d or -n, or the

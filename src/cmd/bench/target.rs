@@ -476,16 +476,7 @@ struct Show {
 
 /// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
 pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
-    volley_targets::sweep_orphans()
-        .iter()
-        .for_each(|r| eprintln!("volley: {r}"));
-    // The namespaces of a killed `bench --sysctl` (they carry its pid), as a study's
-    // start removes them; without `ip` or root volley made none, so errors say nothing.
-    if let Ok(removed) = volley_netlab::lab::sweep() {
-        for ns in removed {
-            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
-        }
-    }
+    crate::cmd::sweep_leftovers();
     let setup = resolve(&load, &t)?;
     if setup.show_config {
         return show_config(&setup);
@@ -496,17 +487,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         text: !load.quiet && !load.stdout_taken(),
         progress: crate::cmd::progress::wanted(load.quiet),
     };
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        // Runs on ctrlc's own thread, where taking locks is fine: the load sees the flag
-        // within 50 ms (the harness's death watch), and the targets are stopped right
-        // here so that nothing survives even if the main thread is stuck.
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            volley_targets::stop_all();
-        });
-    }
+    let interrupted = stop_on_interrupt();
     pin(&setup, show.quiet)?;
     // `served` owns a generated fixture tree (removed on drop) for as long as the
     // targets serve it; bench always names a directory or a fixture, never the default.
@@ -516,15 +497,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         false => None,
     };
     if let (Some(l), false) = (&lab, show.quiet) {
-        for s in &l.record.sysctls {
-            eprintln!(
-                "volley: {} {} = {} (host {})",
-                l.record.ns, s.key, s.value, s.host
-            );
-        }
-        for r in &l.record.routes {
-            eprintln!("volley: {} route {r}", l.record.ns);
-        }
+        note_lab(l);
     }
     let served = setup
         .docroot
@@ -601,6 +574,32 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         .into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The flag Ctrl-C raises. The handler runs on ctrlc's own thread, where taking locks is
+/// fine: the load sees the flag within 50 ms (the harness's death watch), and the targets
+/// are stopped right there so that nothing survives even if the main thread is stuck.
+fn stop_on_interrupt() -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let _ = ctrlc::set_handler(move || {
+        flag.store(true, Ordering::Relaxed);
+        volley_targets::stop_all();
+    });
+    interrupted
+}
+
+/// The lab's kernel settings and routes, each beside the host's value, on stderr.
+fn note_lab(l: &netns::TunedLab) {
+    for s in &l.record.sysctls {
+        eprintln!(
+            "volley: {} {} = {} (host {})",
+            l.record.ns, s.key, s.value, s.host
+        );
+    }
+    for r in &l.record.routes {
+        eprintln!("volley: {} route {r}", l.record.ns);
+    }
 }
 
 /// A missing server fails before anything is created or loaded.
