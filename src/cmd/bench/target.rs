@@ -37,6 +37,7 @@ use volley_targets::{
 };
 
 use super::load::{self, Load, LoadArgs, LoadSpec, Ran};
+use super::replay::{Replay, ReplayOutcome};
 use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
@@ -170,8 +171,8 @@ impl TargetArgs {
 }
 
 /// Everything `--target` asks for, resolved: no flag strings left.
-#[derive(Debug, Clone)]
-struct Setup {
+#[derive(Clone)]
+struct Setup<'r> {
     kinds: Vec<TargetKind>,
     limits: ResourceLimits,
     workers: u32,
@@ -201,9 +202,11 @@ struct Setup {
     sysctls: Vec<Sysctl>,
     /// Route switches in the target's namespace (`--route`).
     route: RouteSettings,
+    /// `--replay`: the load aimed at each target is this log's replay.
+    replay: Option<&'r Replay>,
 }
 
-impl Setup {
+impl Setup<'_> {
     /// True when the target runs in a namespace volley makes (`--sysctl`, `--route`).
     fn in_namespace(&self) -> bool {
         !self.sysctls.is_empty() || self.route.quickack.is_some()
@@ -211,7 +214,11 @@ impl Setup {
 }
 
 /// Resolves the `--target` flags and the load's, once, before anything starts.
-fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
+fn resolve<'r>(
+    load: &LoadArgs,
+    t: &TargetArgs,
+    replay: Option<&'r Replay>,
+) -> anyhow::Result<Setup<'r>> {
     let kinds = kinds(load, t)?;
     if load.urls.is_some() {
         usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
@@ -259,6 +266,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
             .fold(RouteSettings::default(), |acc, r| RouteSettings {
                 quickack: r.quickack.or(acc.quickack),
             }),
+        replay,
     })
 }
 
@@ -402,6 +410,8 @@ struct TargetRun {
     round: usize,
     /// The target's namespace and what it held, as read back (`--sysctl`, `--route`).
     namespace: Option<netns::NsRecord>,
+    /// `--replay`: the comparison with the log.
+    replay: Option<ReplayOutcome>,
 }
 
 impl TargetRun {
@@ -474,10 +484,16 @@ struct Show {
     progress: bool,
 }
 
-/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
-pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
+/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target
+/// (as `replay`'s replay of its log, when given).
+pub fn run(
+    load: LoadArgs,
+    t: TargetArgs,
+    save: SaveArgs,
+    replay: Option<&Replay>,
+) -> anyhow::Result<ExitCode> {
     crate::cmd::sweep_leftovers();
-    let setup = resolve(&load, &t)?;
+    let setup = resolve(&load, &t, replay)?;
     if setup.show_config {
         return show_config(&setup);
     }
@@ -492,18 +508,13 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     // `served` owns a generated fixture tree (removed on drop) for as long as the
     // targets serve it; bench always names a directory or a fixture, never the default.
     // Before any target starts: a refused sysctl is a usage error and nothing runs.
-    let lab = match setup.in_namespace() && !setup.show_config {
-        true => Some(netns::build(&setup.sysctls, setup.route)?),
-        false => None,
-    };
-    if let (Some(l), false) = (&lab, show.quiet) {
-        note_lab(l);
-    }
+    let lab = build_lab(&setup, show.quiet)?;
     let served = setup
         .docroot
         .prepare("bench")?
         .ok_or_else(|| anyhow::anyhow!("no docroot to serve"))?;
     let docroot = served.path().to_path_buf();
+    check_path(&docroot, &setup.path)?;
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut savers = Savers::new(save, setup.kinds.len() > 1);
     let mut failure: Option<anyhow::Error> = None;
@@ -537,13 +548,11 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
         if show.text {
             let mut out = std::io::stdout().lock();
             if schedule.len() > 1 {
-                let of_rounds = if setup.load.repeat > 1 {
-                    format!(", round {} of {}", round + 1, setup.load.repeat)
-                } else {
-                    String::new()
-                };
-                let n = schedule.len();
-                writeln!(out, "=== run {} of {n}: {kind}{of_rounds} ===", i + 1)?;
+                writeln!(
+                    out,
+                    "{}",
+                    run_header(i, schedule.len(), kind, round, setup.load.repeat)
+                )?;
             }
             print_run(&mut out, &r)?;
         }
@@ -576,6 +585,17 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
+/// The line above run `i` of `n` when several run: its target and, with repeats, its
+/// round.
+fn run_header(i: usize, n: usize, kind: TargetKind, round: usize, repeat: usize) -> String {
+    let of_rounds = if repeat > 1 {
+        format!(", round {} of {repeat}", round + 1)
+    } else {
+        String::new()
+    };
+    format!("=== run {} of {n}: {kind}{of_rounds} ===", i + 1)
+}
+
 /// The flag Ctrl-C raises. The handler runs on ctrlc's own thread, where taking locks is
 /// fine: the load sees the flag within 50 ms (the harness's death watch), and the targets
 /// are stopped right there so that nothing survives even if the main thread is stuck.
@@ -587,6 +607,19 @@ fn stop_on_interrupt() -> Arc<AtomicBool> {
         volley_targets::stop_all();
     });
     interrupted
+}
+
+/// The run's lab when it tunes a namespace (`None` otherwise), its settings noted on
+/// stderr unless quiet.
+fn build_lab(setup: &Setup<'_>, quiet: bool) -> anyhow::Result<Option<netns::TunedLab>> {
+    if !setup.in_namespace() || setup.show_config {
+        return Ok(None);
+    }
+    let lab = netns::build(&setup.sysctls, setup.route)?;
+    if !quiet {
+        note_lab(&lab);
+    }
+    Ok(Some(lab))
 }
 
 /// The lab's kernel settings and routes, each beside the host's value, on stderr.
@@ -645,6 +678,23 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
+/// The path checked before any target starts, as a study checks its paths
+/// (docs/methodology.md, "Validation before measurement"): every managed target serves
+/// the docroot's files and answers their path with 200 (its start-up probe asks for this
+/// one), so a path with no file there is the user's mistake: one line, exit 2, not "cannot
+/// start" after a server was spawned for nothing.
+fn check_path(docroot: &Path, path: &str) -> anyhow::Result<()> {
+    let p = path.split('?').next().unwrap_or("/");
+    let file = docroot.join(p.trim_start_matches('/'));
+    if !file.is_file() {
+        usage!(
+            "GET {p}: no such file in the docroot the targets serve ({}): every target would answer 404 (checked once before the run: give a --path it has)",
+            docroot.display()
+        );
+    }
+    Ok(())
+}
+
 /// Starts one target with the setup's settings; the error names the likely cause.
 fn start(
     kind: TargetKind,
@@ -684,12 +734,20 @@ fn start(
 }
 
 /// The setup's load aimed at `target`: its address, the path, its CA (the throw-away
-/// one made for it is the only one the load trusts, unless the flags name their own).
-fn load_for(setup: &Setup, target: &RunningTarget) -> anyhow::Result<LoadSpec> {
+/// one made for it is the only one the load trusts, unless the flags name their own);
+/// with `--replay`, made the log's replay, whose source comes back beside it.
+fn load_for(
+    setup: &Setup,
+    target: &RunningTarget,
+) -> anyhow::Result<(LoadSpec, Option<Arc<volley_replay::source::ReplayFactory>>)> {
     let scheme = if setup.tls { "https" } else { "http" };
     let url = HttpUrl::parse(&format!("{scheme}://{}{}", target.addr, setup.path))
         .context("the target's URL")?;
-    setup.load.at(&[(url, None)], target.ca_file.as_deref())
+    let mut spec = setup
+        .load
+        .at(&[(url.clone(), None)], target.ca_file.as_deref())?;
+    let factory = setup.replay.map(|r| r.aim(&mut spec, url.host_header()));
+    Ok((spec, factory))
 }
 
 /// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
@@ -714,7 +772,7 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let mut spec = load_for(setup, &target)?;
+    let (mut spec, replay_source) = load_for(setup, &target)?;
     let watch = Watch {
         target: &target,
         monitor_interval: setup.monitor_interval,
@@ -742,6 +800,10 @@ fn run_target(
         histograms,
     } = outcome?;
     volley_harness::fill_machine(&mut summary, monitor.as_ref());
+    let replay = setup
+        .replay
+        .zip(replay_source.as_deref())
+        .map(|(r, source)| (r, r.outcome(source, &mut summary)));
     if let Some(d) = &died {
         summary.notes.push(format!(
             "the target {} (pid {}) died during the run: {}",
@@ -758,6 +820,9 @@ fn run_target(
     let extras = Extras {
         monitor: monitor.as_ref(),
         throttling: throttled,
+        replay: replay
+            .as_ref()
+            .map(|(r, o)| super::replay::replay_record(r, o)),
     };
     savers.step(kind, &spec, &record, &summary, histograms, extras)?;
     Ok(TargetRun {
@@ -772,6 +837,7 @@ fn run_target(
         interrupted: interrupted.load(Ordering::Relaxed),
         round: 1,
         namespace: lab.map(|l| l.record.clone()),
+        replay: replay.map(|(_, o)| o),
     })
 }
 
