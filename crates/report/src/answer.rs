@@ -120,6 +120,18 @@ pub enum Verdict {
         /// Why, when volley knows (the same CPU cap).
         reason: Option<String>,
     },
+    /// Capacities that cannot be ordered: the lower one is only a lower bound (its
+    /// server was not seen to fail), so its capacity may lie above the higher figure.
+    Unbounded {
+        /// Index of the contender with the higher figure.
+        best: usize,
+        /// Index of the unbounded lower one.
+        next: usize,
+        /// Their figures (req/s).
+        values: (f64, f64),
+        /// Whether the higher figure is a lower bound too.
+        best_unbounded: bool,
+    },
     /// Only one contender has a figure: nothing to rank it against.
     Alone {
         /// Its index.
@@ -360,6 +372,17 @@ fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
     ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
     let ((best, b), (next, n)) = (ranked[0], ranked[1]);
     let values = (b.value, n.value);
+    // "At least X" below "Y" orders nothing: the lower server was not seen to fail, so
+    // its capacity may lie anywhere above X (a busy run of seed 001 otherwise answered
+    // "apache 1,350 vs nginx 1,000 (1.35x)" from two lower bounds).
+    if n.hi.is_none() {
+        return Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: b.hi.is_none(),
+        };
+    }
     let r = if n.value > 0.0 {
         b.value / n.value
     } else {
@@ -481,6 +504,30 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
                 .map(|r| format!("; {r}"))
                 .unwrap_or_default()
         ),
+        Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: true,
+        } => format!(
+            "No order can be told: no server was seen to fail ({} at least {}, {} at least {}), so each capacity is only a lower bound.",
+            name(*best),
+            rps(values.0),
+            name(*next),
+            rps(values.1)
+        ),
+        Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: false,
+        } => format!(
+            "No order can be told: {} was not seen to fail (at least {}), so it may carry more than {}'s {}.",
+            name(*next),
+            rps(values.1),
+            name(*best),
+            rps(values.0)
+        ),
         Verdict::Alone { only, others } => format!(
             "Only {} has a figure of its own{}.",
             name(*only),
@@ -525,6 +572,7 @@ mod tests {
             Verdict::Winner { best, .. } => ("winner", Some(*best)),
             Verdict::SingleRun { best, .. } => ("single run", Some(*best)),
             Verdict::NoDifference { best, .. } => ("no difference", Some(*best)),
+            Verdict::Unbounded { best, .. } => ("unbounded", Some(*best)),
             Verdict::Alone { only, .. } => ("alone", Some(*only)),
             Verdict::NoFigure { .. } => ("no figure", None),
         }
@@ -646,11 +694,36 @@ mod tests {
                 "no difference",
                 Some(1),
             ),
-            // Unbounded above the next one: no difference can be excluded.
+            // Neither seen to fail: two lower bounds order nothing.
             (
                 vec![cap(1400.0, 1400.0, None, 3), cap(1300.0, 1300.0, None, 3)],
-                "no difference",
+                "unbounded",
                 Some(0),
+            ),
+            // The lower one not seen to fail, from one run each: still no order (the
+            // busy seed 001 run: "at least 1000" against "at least 1350").
+            (
+                vec![cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)],
+                "unbounded",
+                Some(1),
+            ),
+            // The higher one bounded, the lower not: the lower may carry more.
+            (
+                vec![
+                    cap(1000.0, 1000.0, None, 3),
+                    cap(1300.0, 1250.0, Some(1350.0), 3),
+                ],
+                "unbounded",
+                Some(1),
+            ),
+            // The lower one failed below what the higher one carried: ordered.
+            (
+                vec![
+                    cap(1000.0, 950.0, Some(1050.0), 3),
+                    cap(1400.0, 1400.0, None, 3),
+                ],
+                "winner",
+                Some(1),
             ),
             // One run per rate: no interval.
             (
@@ -666,5 +739,15 @@ mod tests {
             let v = decide(all);
             assert_eq!(kind(&v), (*want, *leader), "row {i}: {v:?}");
         }
+        let two_floors = [cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)];
+        let words = sentence(
+            &decide(&two_floors),
+            &two_floors,
+            "sustained the highest rate",
+        );
+        assert_eq!(
+            words,
+            "No order can be told: no server was seen to fail (c1350 at least 1,350 req/s, c1000 at least 1,000 req/s), so each capacity is only a lower bound."
+        );
     }
 }

@@ -89,6 +89,7 @@ pub fn all(report: &Report) -> Vec<Table> {
         resources(report),
         repeats(report),
         evidence(report),
+        notes(report),
     ]
     .into_iter()
     .flatten()
@@ -282,6 +283,34 @@ pub fn injectors(report: &Report) -> Option<Table> {
         ]
         .map(String::from)
         .to_vec(),
+        rows,
+    })
+}
+
+/// What the run noted about its steps (a bus in the clear, connections the bus refused,
+/// a target that died, an interrupted step...): stored with the step, so a report
+/// rebuilt later says what the terminal said at the time. One row per note.
+pub fn notes(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        let died = s
+            .target_died
+            .as_ref()
+            .map(|d| format!("the target died: {d}"));
+        for note in s.notes.iter().cloned().chain(died) {
+            rows.push((
+                mark(s),
+                vec![t.target.clone(), s.index.to_string(), step_label(s), note],
+            ));
+        }
+    }
+    (!rows.is_empty()).then(|| Table {
+        id: "notes",
+        title: "Notes on the steps".into(),
+        note: "What the run recorded about each step, beside its figures.".into(),
+        headers: ["Target", "Step", "Parameters", "Note"]
+            .map(String::from)
+            .to_vec(),
         rows,
     })
 }

@@ -211,6 +211,7 @@ pub(super) fn load_step(
         phases,
         injector_rows,
         office: super::office::read(row.verdict.as_ref(), &row.summary),
+        notes: s.notes.clone(),
     })
 }
 

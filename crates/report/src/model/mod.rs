@@ -321,6 +321,9 @@ pub struct StepReport {
     pub injector_rows: Vec<InjectorRow>,
     /// Office days (`caldav` workloads): the step's judgement.
     pub office: Option<OfficeStep>,
+    /// What the run noted about the step, as stored (a bus in the clear, connections
+    /// the bus refused, a shaped link's figure, an interrupted step, ...).
+    pub notes: Vec<String>,
 }
 
 impl TargetReport {
@@ -478,6 +481,7 @@ impl StepReport {
             injectors: None,
             phases: Vec::new(),
             injector_rows: Vec::new(),
+            notes: Vec::new(),
             office: None,
         }
     }
