@@ -195,6 +195,28 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
         ..ServerSettings::default()
     };
+    let tuning = shown_tuning(kind, args)?;
+    let mut settings = settings;
+    tuning.apply(kind, &mut settings);
+    if kind.is_caldav_server()
+        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
+    {
+        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
+    }
+    if args.dav
+        && !kind.supports_plain_dav()
+        && !kind.is_caldav_server()
+        && kind != TargetKind::Builtin
+    {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    }
+    print_config(kind, args, &settings, &placement)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tuning the shown configuration carries: the study file's variant (`--variant` with
+/// `--study`) with the `--set` assignments on top, kept to `kind`'s raw text and checked.
+fn shown_tuning(kind: TargetKind, args: &Args) -> anyhow::Result<Tuning> {
     let mut tuning = match (&args.variant, &args.study) {
         (Some(name), Some(file)) => {
             let text = match std::fs::read_to_string(file) {
@@ -223,20 +245,17 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = tuning.check(kind) {
         usage!("{e}");
     }
-    let mut settings = settings;
-    tuning.apply(kind, &mut settings);
-    if kind.is_caldav_server()
-        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
-    {
-        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
-    }
-    if args.dav
-        && !kind.supports_plain_dav()
-        && !kind.is_caldav_server()
-        && kind != TargetKind::Builtin
-    {
-        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
-    }
+    Ok(tuning)
+}
+
+/// Prints what volley runs for `kind`: the built-in server's and Xandikos' command lines
+/// (they take no file), or the rendered configuration file and the command that reads it.
+fn print_config(
+    kind: TargetKind,
+    args: &Args,
+    settings: &ServerSettings,
+    placement: &Placement,
+) -> anyhow::Result<()> {
     match kind {
         TargetKind::External => {
             usage!("an external target has no configuration: volley does not start it")
@@ -267,7 +286,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
                 "# the built-in server takes no configuration file; volley runs:\n\
                  volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{h3}{tls}",
                 root.display(),
-                super::bench::target::builtin_flags(&settings)
+                super::bench::target::builtin_flags(settings)
             );
             if args.compress {
                 println!(
@@ -292,7 +311,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             );
             print!(
                 "{}",
-                config::render(kind, &settings, &placement).unwrap_or_default()
+                config::render(kind, settings, placement).unwrap_or_default()
             );
             let conf = placement.dir.join(config::config_file_name(kind));
             let argv: Vec<String> = config::command_args(kind, &placement.dir, &conf)
@@ -306,5 +325,5 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -443,7 +443,7 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
         cpu_pct,
         available_cores: cap_cores.unwrap_or(machine - generator),
     };
-    if let Err(why) = sustain::server_evidence(&side) {
+    if let sustain::ServerEvidence::Inconclusive(why) = sustain::server_evidence(&side) {
         j.label = sustain::Bound::Inconclusive.label();
         if let Some(notes) = j.summary_json["notes"].as_array_mut() {
             notes.push(Value::String(why.clone()));
