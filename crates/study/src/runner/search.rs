@@ -375,16 +375,25 @@ mod tests {
                 false,
                 Observe(true),
             ),
-            // ...a failure on a busy machine is not the server's.
+            // ...and so is a pass while volley or the machine was late...
             (
                 vec![gen(true), busy(false), stalled(false)],
+                2,
+                false,
+                Observe(true),
+            ),
+            // ...but a failure on a busy machine, or while volley was late, is not the
+            // server's.
+            (
+                vec![gen(false), busy(false), stalled(false)],
                 2,
                 false,
                 Unjudged,
             ),
             (vec![gen(false)], 0, false, Unjudged),
-            // No rerun while the study is stopping.
-            (vec![gen(true)], 2, true, Unjudged),
+            // No rerun while the study is stopping: the best evidence at once.
+            (vec![gen(false)], 2, true, Unjudged),
+            (vec![gen(true)], 2, true, Observe(true)),
         ];
         for (attempts, retries, stopping, want) in table {
             assert_eq!(
