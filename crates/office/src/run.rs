@@ -15,7 +15,7 @@ use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
 use crate::progress::{Phase, Progress};
-use crate::report::{LatencyRow, OfficeReport, ProfileCount};
+use crate::report::{LatencyRow, LeadIn, OfficeReport, ProfileCount};
 use crate::state::{Device, Pending, Server, Truth, User};
 use crate::trace::Trace;
 use crate::{audit, session, setup, writes, Account, OfficeError};
@@ -39,8 +39,14 @@ pub struct OfficeConfig {
     pub decisions_per_day: u32,
     /// Office time / wall time.
     pub compress: f64,
-    /// Wall-clock length of the day.
+    /// Wall-clock length of the measured window.
     pub duration: Duration,
+    /// A cold day: every device's first sync inside the window, as on a morning when
+    /// every client starts at once. False (the default): a warm day, whose devices run
+    /// their first sync and one poll interval before the window, untimed and reported
+    /// apart, so the window is the steady state from its first second
+    /// ([`crate::day`]).
+    pub cold_start: bool,
     /// Devices per person (2: a deletion on one must be seen by the other).
     pub devices: usize,
     /// Seed of the day.
@@ -63,8 +69,8 @@ pub struct OfficeConfig {
 
 impl OfficeConfig {
     /// Defaults: 250 decisions a day at real time (compression 1: N users are N
-    /// people) for the default length of the default mix's day
-    /// ([`crate::day::default_wall_s`]: 105 minutes), two devices per person, 20 items
+    /// people), a warm day of the default length for the default mix
+    /// ([`crate::day::default_wall_s`]: 30 minutes), two devices per person, 20 items
     /// to start with; `(name, password)` accounts whose paths are discovered
     /// ([`Account::new`]).
     pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
@@ -86,7 +92,9 @@ impl OfficeConfig {
             duration: Duration::from_secs_f64(crate::day::default_wall_s(
                 Mix::default().slowest_poll_s(),
                 1.0,
+                false,
             )),
+            cold_start: false,
             devices: 2,
             seed: 1,
             initial_items: 20,
@@ -225,6 +233,13 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         wall_s: cfg.duration.as_secs_f64(),
         devices: cfg.devices,
         seed: cfg.seed,
+        cold: cfg.cold_start,
+    };
+    let (groups, lead_in) = if cfg.cold_start {
+        (groups, None)
+    } else {
+        let (g, l) = lead_in(cfg, plan, groups)?;
+        (g, Some(l))
     };
     let rec = Recorders::new();
     cfg.progress.enter(Phase::Day, 0);
@@ -258,7 +273,132 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
-    Ok(merge(cfg, &profiles, server, lacks, rec, outcomes))
+    let mut run = merge(cfg, &profiles, server, lacks, rec, outcomes);
+    run.report.lead_in = lead_in;
+    Ok(run)
+}
+
+/// A warm day's lead-in on the day's own threads' share of users: each user's
+/// [`crate::day::Schedule::lead_in`] (first syncs, then one poll interval of the day),
+/// unpaced, in schedule order across the thread's users, recorded apart from the day.
+fn lead_in(
+    cfg: &OfficeConfig,
+    plan: DayPlan,
+    groups: Groups,
+) -> Result<(Groups, LeadIn), OfficeError> {
+    cfg.progress.enter(Phase::LeadIn, 0);
+    let rec = Recorders::new();
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|mut group| {
+                let rec = &rec;
+                s.spawn(move || {
+                    let cpu0 = thread_cpu_ns();
+                    let ctx = Ctx {
+                        rec,
+                        measured: true,
+                    };
+                    let mut events: Vec<(usize, Event)> = Vec::new();
+                    for (local, (global, user)) in group.iter().enumerate() {
+                        let profile = user.devices[0].profile;
+                        let lead = plan.schedule(*global, profile).lead_in;
+                        events.extend(lead.into_iter().map(|e| (local, e)));
+                    }
+                    events.sort_by_key(|(_, e)| e.at_ns);
+                    cfg.progress.add_total(events.len() as u64);
+                    let mut ran = 0u64;
+                    for (local, e) in &events {
+                        if cfg.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let user = &mut group[*local].1;
+                        // Unpaced: a session counts from its own start.
+                        act(ctx, user, e.action, ns_since(rec.origin));
+                        close_all(user);
+                        ran += 1;
+                        cfg.progress.step();
+                    }
+                    (group, ran, thread_cpu_ns().saturating_sub(cpu0))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| OfficeError::Config("a lead-in thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let wall_s = rec.origin.elapsed().as_secs_f64();
+    let (mut groups, mut actions, mut cpu_ns) = (Vec::new(), 0, 0);
+    for (g, ran, cpu) in results {
+        groups.push(g);
+        actions += ran;
+        cpu_ns += cpu;
+    }
+    let requests = rec
+        .ops
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .completed()
+        })
+        .sum();
+    let sessions = SessionKind::ALL
+        .iter()
+        .zip(rec.sessions)
+        .map(|(k, m)| {
+            let mut r = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+            LatencyRow::of(k.name(), &mut r, Metric::Response)
+        })
+        .collect();
+    Ok((
+        groups,
+        LeadIn {
+            wall_s,
+            actions,
+            requests,
+            sessions,
+            generator_cpu_s: cpu_ns as f64 / 1e9,
+        },
+    ))
+}
+
+/// Closes `user`'s connections between the unpaced actions of set-up and lead-in: the
+/// generator then holds at most one connection per worker thread, instead of every
+/// device's idle one, which a server with a connection cap (Radicale's
+/// `max_connections`) would count against the users being set up.
+fn close_all(user: &mut User) {
+    for d in &mut user.devices {
+        d.conn.close();
+    }
+}
+
+/// Runs one scheduled action of `user` (a session scheduled at `intended_ns`).
+fn act(ctx: Ctx<'_>, user: &mut User, action: Action, intended_ns: u64) {
+    match action {
+        Action::InitialSync { device } | Action::Poll { device } => {
+            session::run(ctx, user, device, intended_ns)
+        }
+        Action::Decide {
+            device,
+            what,
+            pick,
+            stale_probe,
+        } => writes::decide(
+            ctx,
+            user,
+            device,
+            Pending {
+                what,
+                pick,
+                stale_probe,
+            },
+        ),
+    }
 }
 
 /// A user as the day starts: paths from its account (or the usual layout), no truth
@@ -307,6 +447,7 @@ fn set_up(
                     };
                     for (i, u) in group.iter_mut() {
                         setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+                        close_all(u);
                         cfg.progress.step();
                     }
                     Ok(group)
@@ -406,6 +547,8 @@ fn merge(
             .collect(),
         decisions_per_day: cfg.decisions_per_day,
         compress: cfg.compress,
+        cold_start: cfg.cold_start,
+        lead_in: None,
         duration_s: cfg.duration.as_secs_f64(),
         seed: cfg.seed,
         actions_planned: planned,
@@ -466,27 +609,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         if !sleep_until(ctx, e.at_ns, &cfg.stop) {
             break;
         }
-        let user = &mut users[*local];
-        match e.action {
-            Action::InitialSync { device } | Action::Poll { device } => {
-                session::run(ctx, user, device, e.at_ns)
-            }
-            Action::Decide {
-                device,
-                what,
-                pick,
-                stale_probe,
-            } => writes::decide(
-                ctx,
-                user,
-                device,
-                Pending {
-                    what,
-                    pick,
-                    stale_probe,
-                },
-            ),
-        }
+        act(ctx, &mut users[*local], e.action, e.at_ns);
         ran += 1;
         cfg.progress.step();
     }

@@ -28,7 +28,7 @@ impl Plan {
                 };
                 let _ = writeln!(
                     out,
-                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {} (timeout {:?})",
+                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {}, {} (timeout {:?})",
                     w.name,
                     users.join(" "),
                     if o.mix == volley_office::Mix::default() {
@@ -38,6 +38,10 @@ impl Plan {
                     },
                     o.decisions,
                     volley_analysis::words::pace(o.compress),
+                    match o.cold_start {
+                        true => "cold: every device's first sync in the window",
+                        false => "warm: first syncs and one poll interval before the window, reported apart",
+                    },
                     w.load.timeout,
                 );
                 continue;
