@@ -300,8 +300,9 @@ fn lead_in(
                         measured: true,
                     };
                     let mut events: Vec<(usize, Event)> = Vec::new();
-                    for (local, (global, user)) in group.iter().enumerate() {
+                    for (local, (global, user)) in group.iter_mut().enumerate() {
                         let profile = user.devices[0].profile;
+                        name_devices(user);
                         let lead = plan.schedule(*global, profile).lead_in;
                         events.extend(lead.into_iter().map(|e| (local, e)));
                     }
@@ -374,6 +375,15 @@ fn lead_in(
 fn close_all(user: &mut User) {
     for d in &mut user.devices {
         d.conn.close();
+    }
+}
+
+/// Each device's User-Agent from here on: its profile and number.
+fn name_devices(user: &mut User) {
+    let profile = user.devices[0].profile;
+    for (d, dev) in user.devices.iter_mut().enumerate() {
+        dev.conn
+            .set_agent(format!("volley-office/{}#{d}", profile.name()));
     }
 }
 
@@ -588,10 +598,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
     let mut users: Vec<User> = Vec::with_capacity(group.len());
     for (local, (global, mut user)) in group.into_iter().enumerate() {
         let profile: Profile = user.devices[0].profile;
-        for (d, dev) in user.devices.iter_mut().enumerate() {
-            dev.conn
-                .set_agent(format!("volley-office/{}#{d}", profile.name()));
-        }
+        name_devices(&mut user);
         events.extend(plan.events(global, profile).into_iter().map(|e| (local, e)));
         users.push(user);
     }
