@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use volley_metrics::{Metric, Recorder};
@@ -288,49 +288,35 @@ fn lead_in(
 ) -> Result<(Groups, LeadIn), OfficeError> {
     cfg.progress.enter(Phase::LeadIn, 0);
     let rec = Recorders::new();
-    let results = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|mut group| {
-                let rec = &rec;
-                s.spawn(move || {
-                    let cpu0 = thread_cpu_ns();
-                    let ctx = Ctx {
-                        rec,
-                        measured: true,
-                    };
-                    let mut events: Vec<(usize, Event)> = Vec::new();
-                    for (local, (global, user)) in group.iter_mut().enumerate() {
-                        let profile = user.devices[0].profile;
-                        name_devices(user);
-                        let lead = plan.schedule(*global, profile).lead_in;
-                        events.extend(lead.into_iter().map(|e| (local, e)));
-                    }
-                    events.sort_by_key(|(_, e)| e.at_ns);
-                    cfg.progress.add_total(events.len() as u64);
-                    let mut ran = 0u64;
-                    for (local, e) in &events {
-                        if cfg.stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let user = &mut group[*local].1;
-                        // Unpaced: a session counts from its own start.
-                        act(ctx, user, e.action, ns_since(rec.origin));
-                        close_all(user);
-                        ran += 1;
-                        cfg.progress.step();
-                    }
-                    (group, ran, thread_cpu_ns().saturating_sub(cpu0))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| OfficeError::Config("a lead-in thread panicked".into()))
-            })
-            .collect::<Result<Vec<_>, _>>()
+    let rec_ref = &rec;
+    let results = each_group(groups, |mut group| {
+        let cpu0 = thread_cpu_ns();
+        let ctx = Ctx {
+            rec: rec_ref,
+            measured: true,
+        };
+        let mut events: Vec<(usize, Event)> = Vec::new();
+        for (local, (global, user)) in group.iter_mut().enumerate() {
+            let profile = user.devices[0].profile;
+            name_devices(user);
+            let lead = plan.schedule(*global, profile).lead_in;
+            events.extend(lead.into_iter().map(|e| (local, e)));
+        }
+        events.sort_by_key(|(_, e)| e.at_ns);
+        cfg.progress.add_total(events.len() as u64);
+        let mut ran = 0u64;
+        for (local, e) in &events {
+            if cfg.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let user = &mut group[*local].1;
+            // Unpaced: a session counts from its own start.
+            act(ctx, user, e.action, ns_since(rec_ref.origin));
+            close_all(user);
+            ran += 1;
+            cfg.progress.step();
+        }
+        (group, ran, thread_cpu_ns().saturating_sub(cpu0))
     })?;
     let wall_s = rec.origin.elapsed().as_secs_f64();
     let (mut groups, mut actions, mut cpu_ns) = (Vec::new(), 0, 0);
@@ -366,6 +352,45 @@ fn lead_in(
             generator_cpu_s: cpu_ns as f64 / 1e9,
         },
     ))
+}
+
+/// Most threads the unpaced phases (set-up, lead-in) run on: they are untimed, so more
+/// would only pile requests on the server (a Python server on a busy machine then
+/// times them out) without finishing sooner.
+const UNPACED_THREADS: usize = 32;
+
+/// `f` on every group, on at most [`UNPACED_THREADS`] threads, results in group order.
+fn each_group<T: Send>(
+    groups: Groups,
+    f: impl Fn(Vec<(usize, User)>) -> T + Sync,
+) -> Result<Vec<T>, OfficeError> {
+    let threads = groups.len().min(UNPACED_THREADS);
+    let queue = Mutex::new(groups.into_iter().enumerate().collect::<Vec<_>>());
+    let done = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                        let Some((i, group)) = next else { break };
+                        done.push((i, f(group)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| OfficeError::Config("a set-up thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let mut all: Vec<(usize, T)> = done.into_iter().flatten().collect();
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, t)| t).collect())
 }
 
 /// Closes `user`'s connections between the unpaced actions of set-up and lead-in: the
@@ -445,33 +470,21 @@ fn set_up(
 ) -> Result<(Groups, Server, Vec<String>), OfficeError> {
     cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
     let untimed = Recorders::new();
-    let mut groups = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|mut group| {
-                let rec = &untimed;
-                s.spawn(move || -> Result<Vec<(usize, User)>, OfficeError> {
-                    let ctx = Ctx {
-                        rec,
-                        measured: false,
-                    };
-                    for (i, u) in group.iter_mut() {
-                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
-                        close_all(u);
-                        cfg.progress.step();
-                    }
-                    Ok(group)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(OfficeError::Config("a set-up thread panicked".into())))
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })?;
+    let untimed = &untimed;
+    let mut groups = each_group(groups, |mut group| {
+        let ctx = Ctx {
+            rec: untimed,
+            measured: false,
+        };
+        for (i, u) in group.iter_mut() {
+            setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+            close_all(u);
+            cfg.progress.step();
+        }
+        Ok::<_, OfficeError>(group)
+    })?
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
     let first = groups
         .first_mut()
         .and_then(|g| g.first_mut())
@@ -479,7 +492,7 @@ fn set_up(
         .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
     let (conditional, lacks) = setup::survey(
         Ctx {
-            rec: &untimed,
+            rec: untimed,
             measured: false,
         },
         first,
