@@ -259,6 +259,15 @@ impl<'c> State<'c> {
             let merged = p.close(&self.series, s)?;
             on_event(Event::Merged(Box::new(merged.clone())));
             self.done.insert(s, merged);
+            // The merged second holds their sum, and each record was handed out
+            // (`Event::Second`, stored by the study) when it came: nothing reads the
+            // records' own histograms again, and keeping them grew the coordinator by
+            // every agent's histograms each second of a long run.
+            for series in &mut self.series {
+                if let Some(r) = series.received.get_mut(&s) {
+                    r.record.hists.clear();
+                }
+            }
         }
         Ok(())
     }

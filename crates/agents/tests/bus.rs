@@ -98,7 +98,12 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
             .map(|x| x.record.counters.requests)
             .sum();
         assert_eq!(s.counters.requests, sum, "second {}", s.second);
-        assert_eq!(s.hists.get(RESPONSE_TIME).map_or(0, |h| h.len()), sum);
+        assert_eq!(
+            s.hists
+                .get(RESPONSE_TIME)
+                .map_or(0, |h| h.unpack().unwrap().len()),
+            sum
+        );
         assert!(
             s.slots.values().all(|&v| v == Slot::Present),
             "second {}: {:?}",
@@ -120,7 +125,7 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
     for m in &live {
         let end = &r.merged.seconds[m.second as usize];
         assert_eq!((&m.counters, &m.slots), (&end.counters, &end.slots));
-        assert_eq!(m.hists[RESPONSE_TIME].len(), end.hists[RESPONSE_TIME].len());
+        assert_eq!(m.hists[RESPONSE_TIME], end.hists[RESPONSE_TIME]);
     }
     assert_eq!(r.merged.degraded_from_s, None);
     let counts: Vec<usize> = r.phases.iter().map(|p| p.injectors.len()).collect();

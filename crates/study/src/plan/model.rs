@@ -164,6 +164,15 @@ impl Workload {
     pub fn searches_users(&self) -> bool {
         self.office.as_ref().is_some_and(|o| o.search)
     }
+
+    /// The protocol its load speaks, as steps and searches store it ("h1", "h2"): a
+    /// report sets protocols side by side as it does targets and variants.
+    pub fn protocol(&self) -> &'static str {
+        match self.load.wire.h2_streams {
+            Some(_) => "h2",
+            None => "h1",
+        }
+    }
 }
 
 /// A `replay` workload resolved: an access log and its mean rate (speed 1).

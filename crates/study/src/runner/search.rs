@@ -125,6 +125,8 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "keepalive": cell.keepalive,
         "cpu_quota_cores": inst.cpu_quota,
         "cores": inst.cores.map(cores_text),
+        "variant": inst.variant.map(|v| plan.variants[v].name.clone()),
+        "protocol": plan.workloads[cell.workload].protocol(),
         // A users search stores users where a rate search stores req/s.
         "unit": if plan.searches_users(ci) { "users" } else { "req/s" },
     })
@@ -442,7 +444,7 @@ repeats = 1
             done.cell,
             json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
                    "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
-                   "cores": "0-1", "unit": "req/s"})
+                   "cores": "0-1", "variant": null, "protocol": "h1", "unit": "req/s"})
         );
         // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
         let partial = partial.unwrap();

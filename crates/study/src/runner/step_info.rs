@@ -84,6 +84,12 @@ pub(super) fn step_parameters(
     params
         .extra
         .insert("instance".into(), json!(plan.instance_label(cell.instance)));
+    // The protocol the step spoke, so a report can set protocols side by side as it
+    // does targets and variants (docs/store-conventions.md).
+    params.extra.insert(
+        "protocol".into(),
+        json!(plan.workloads[cell.workload].protocol()),
+    );
     if let Some(v) = inst.variant {
         // The variant and every value it set; the generated config is the run's
         // (`environment.instances[].config_text`).
