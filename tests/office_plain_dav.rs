@@ -24,6 +24,8 @@ fn day(kind: TargetKind) -> (OfficeReport, serde_json::Value) {
     let mut cfg = OfficeConfig::with_accounts(&format!("http://{}/", target.addr), accounts);
     cfg.decisions_per_day = 100;
     cfg.compress = 480.0;
+    // A cold day: the first syncs' requests are counted with the rest.
+    cfg.cold_start = true;
     cfg.duration = Duration::from_secs(8);
     cfg.initial_items = 10;
     cfg.seed = 5;

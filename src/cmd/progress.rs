@@ -166,6 +166,14 @@ pub fn office_message(
                 number(s.total as f64)
             ),
         ),
+        Phase::LeadIn => (
+            s.done as f64 / s.total.max(1) as f64,
+            format!(
+                "before the day: first syncs and one poll interval, {} of {} actions",
+                number(s.done as f64),
+                number(s.total as f64)
+            ),
+        ),
         Phase::Day if elapsed_in_day < day => (
             elapsed_in_day.as_secs_f64() / day.as_secs_f64().max(1e-9),
             format!(

@@ -132,6 +132,12 @@ impl Conn {
         }
     }
 
+    /// Closes the connection (the next exchange opens a new one), as a client closes
+    /// one it will not use for a while.
+    pub fn close(&mut self) {
+        self.stream = None;
+    }
+
     /// Logs every exchange of this connection to `trace` ([`crate::trace`]).
     pub fn set_trace(&mut self, trace: Option<Trace>) {
         self.trace = trace;

@@ -10,6 +10,9 @@ pub enum Phase {
     Starting,
     /// Each user's calendar found or made, emptied and filled (untimed).
     SetUp,
+    /// A warm day's lead-in: every device's first sync and one poll interval of the
+    /// day before the window (untimed; [`crate::day::Schedule::lead_in`]).
+    LeadIn,
     /// The measured day, then each thread's audit of its users' calendars (untimed).
     Day,
     /// Done.
@@ -17,13 +20,20 @@ pub enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 4] = [Phase::Starting, Phase::SetUp, Phase::Day, Phase::Done];
+    const ALL: [Phase; 5] = [
+        Phase::Starting,
+        Phase::SetUp,
+        Phase::LeadIn,
+        Phase::Day,
+        Phase::Done,
+    ];
 
     /// A word for a progress line.
     pub fn name(self) -> &'static str {
         match self {
             Phase::Starting => "starting",
             Phase::SetUp => "set-up",
+            Phase::LeadIn => "lead-in",
             Phase::Day => "day",
             Phase::Done => "done",
         }
@@ -31,7 +41,7 @@ impl Phase {
 }
 
 /// Shared counters: the phase, and how many of its units (users in set-up and audit,
-/// actions during the day) are done of how many.
+/// actions in the lead-in and during the day) are done of how many.
 #[derive(Debug, Default)]
 pub struct Progress {
     phase: AtomicU8,
@@ -71,7 +81,8 @@ impl Progress {
 
     /// The counters now.
     pub fn snapshot(&self) -> ProgressSnapshot {
-        let phase = Phase::ALL[usize::from(self.phase.load(Ordering::Acquire)).min(3)];
+        let phase =
+            Phase::ALL[usize::from(self.phase.load(Ordering::Acquire)).min(Phase::ALL.len() - 1)];
         ProgressSnapshot {
             phase,
             done: self.done.load(Ordering::Relaxed),

@@ -44,6 +44,25 @@ impl LatencyRow {
     }
 }
 
+/// What a warm day ran before its measured window: every device's first full sync,
+/// then one poll interval of the day (its polls and the people's decisions) as fast as
+/// the server answered (docs/methodology.md, "The office"). Its cost is reported here,
+/// apart from the day's figures: a morning's first syncs are a load of their own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeadIn {
+    /// Wall-clock seconds it took.
+    pub wall_s: f64,
+    /// Actions run: first syncs, polls, decisions.
+    pub actions: u64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Sessions by kind (`sync-initial`: each device's first full sync; `sync-poll`),
+    /// service time: the lead-in is unpaced, so a session counts from its start.
+    pub sessions: Vec<LatencyRow>,
+    /// The worker threads' CPU time during it, seconds.
+    pub generator_cpu_s: f64,
+}
+
 /// A violation kind and its count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ViolationRow {
@@ -89,6 +108,11 @@ pub struct OfficeReport {
     pub decisions_per_day: u32,
     /// Office time / wall time.
     pub compress: f64,
+    /// A cold day: every device's first sync ran inside the measured window. False: a
+    /// warm day, whose first syncs ran before it ([`OfficeReport::lead_in`]).
+    pub cold_start: bool,
+    /// What a warm day ran before its window, reported apart; `None` on a cold day.
+    pub lead_in: Option<LeadIn>,
     /// Wall-clock length of the day, seconds.
     pub duration_s: f64,
     /// Seed.

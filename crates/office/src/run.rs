@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use volley_metrics::{Metric, Recorder};
@@ -15,7 +15,7 @@ use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
 use crate::progress::{Phase, Progress};
-use crate::report::{LatencyRow, OfficeReport, ProfileCount};
+use crate::report::{LatencyRow, LeadIn, OfficeReport, ProfileCount};
 use crate::state::{Device, Pending, Server, Truth, User};
 use crate::trace::Trace;
 use crate::{audit, session, setup, writes, Account, OfficeError};
@@ -39,8 +39,14 @@ pub struct OfficeConfig {
     pub decisions_per_day: u32,
     /// Office time / wall time.
     pub compress: f64,
-    /// Wall-clock length of the day.
+    /// Wall-clock length of the measured window.
     pub duration: Duration,
+    /// A cold day: every device's first sync inside the window, as on a morning when
+    /// every client starts at once. False (the default): a warm day, whose devices run
+    /// their first sync and one poll interval before the window, untimed and reported
+    /// apart, so the window is the steady state from its first second
+    /// ([`crate::day`]).
+    pub cold_start: bool,
     /// Devices per person (2: a deletion on one must be seen by the other).
     pub devices: usize,
     /// Seed of the day.
@@ -63,8 +69,8 @@ pub struct OfficeConfig {
 
 impl OfficeConfig {
     /// Defaults: 250 decisions a day at real time (compression 1: N users are N
-    /// people) for the default length of the default mix's day
-    /// ([`crate::day::default_wall_s`]: 105 minutes), two devices per person, 20 items
+    /// people), a warm day of the default length for the default mix
+    /// ([`crate::day::default_wall_s`]: 30 minutes), two devices per person, 20 items
     /// to start with; `(name, password)` accounts whose paths are discovered
     /// ([`Account::new`]).
     pub fn new(url: &str, accounts: Vec<(String, String)>) -> OfficeConfig {
@@ -86,7 +92,9 @@ impl OfficeConfig {
             duration: Duration::from_secs_f64(crate::day::default_wall_s(
                 Mix::default().slowest_poll_s(),
                 1.0,
+                false,
             )),
+            cold_start: false,
             devices: 2,
             seed: 1,
             initial_items: 20,
@@ -225,6 +233,13 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         wall_s: cfg.duration.as_secs_f64(),
         devices: cfg.devices,
         seed: cfg.seed,
+        cold: cfg.cold_start,
+    };
+    let (groups, lead_in) = if cfg.cold_start {
+        (groups, None)
+    } else {
+        let (g, l) = lead_in(cfg, plan, groups)?;
+        (g, Some(l))
     };
     let rec = Recorders::new();
     cfg.progress.enter(Phase::Day, 0);
@@ -258,7 +273,167 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
-    Ok(merge(cfg, &profiles, server, lacks, rec, outcomes))
+    let mut run = merge(cfg, &profiles, server, lacks, rec, outcomes);
+    run.report.lead_in = lead_in;
+    Ok(run)
+}
+
+/// A warm day's lead-in on the day's own threads' share of users: each user's
+/// [`crate::day::Schedule::lead_in`] (first syncs, then one poll interval of the day),
+/// unpaced, in schedule order across the thread's users, recorded apart from the day.
+fn lead_in(
+    cfg: &OfficeConfig,
+    plan: DayPlan,
+    groups: Groups,
+) -> Result<(Groups, LeadIn), OfficeError> {
+    cfg.progress.enter(Phase::LeadIn, 0);
+    let rec = Recorders::new();
+    let rec_ref = &rec;
+    let results = each_group(groups, |mut group| {
+        let cpu0 = thread_cpu_ns();
+        let ctx = Ctx {
+            rec: rec_ref,
+            measured: true,
+        };
+        let mut events: Vec<(usize, Event)> = Vec::new();
+        for (local, (global, user)) in group.iter_mut().enumerate() {
+            let profile = user.devices[0].profile;
+            name_devices(user);
+            let lead = plan.schedule(*global, profile).lead_in;
+            events.extend(lead.into_iter().map(|e| (local, e)));
+        }
+        events.sort_by_key(|(_, e)| e.at_ns);
+        cfg.progress.add_total(events.len() as u64);
+        let mut ran = 0u64;
+        for (local, e) in &events {
+            if cfg.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let user = &mut group[*local].1;
+            // Unpaced: a session counts from its own start.
+            act(ctx, user, e.action, ns_since(rec_ref.origin));
+            close_all(user);
+            ran += 1;
+            cfg.progress.step();
+        }
+        (group, ran, thread_cpu_ns().saturating_sub(cpu0))
+    })?;
+    let wall_s = rec.origin.elapsed().as_secs_f64();
+    let (mut groups, mut actions, mut cpu_ns) = (Vec::new(), 0, 0);
+    for (g, ran, cpu) in results {
+        groups.push(g);
+        actions += ran;
+        cpu_ns += cpu;
+    }
+    let requests = rec
+        .ops
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .completed()
+        })
+        .sum();
+    let sessions = SessionKind::ALL
+        .iter()
+        .zip(rec.sessions)
+        .map(|(k, m)| {
+            let mut r = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+            LatencyRow::of(k.name(), &mut r, Metric::Response)
+        })
+        .collect();
+    Ok((
+        groups,
+        LeadIn {
+            wall_s,
+            actions,
+            requests,
+            sessions,
+            generator_cpu_s: cpu_ns as f64 / 1e9,
+        },
+    ))
+}
+
+/// Most threads the unpaced phases (set-up, lead-in) run on: they are untimed, so more
+/// would only pile requests on the server (a Python server on a busy machine then
+/// times them out) without finishing sooner.
+const UNPACED_THREADS: usize = 32;
+
+/// `f` on every group, on at most [`UNPACED_THREADS`] threads, results in group order.
+fn each_group<T: Send>(
+    groups: Groups,
+    f: impl Fn(Vec<(usize, User)>) -> T + Sync,
+) -> Result<Vec<T>, OfficeError> {
+    let threads = groups.len().min(UNPACED_THREADS);
+    let queue = Mutex::new(groups.into_iter().enumerate().collect::<Vec<_>>());
+    let done = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                        let Some((i, group)) = next else { break };
+                        done.push((i, f(group)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| OfficeError::Config("a set-up thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let mut all: Vec<(usize, T)> = done.into_iter().flatten().collect();
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, t)| t).collect())
+}
+
+/// Closes `user`'s connections between the unpaced actions of set-up and lead-in: the
+/// generator then holds at most one connection per worker thread, instead of every
+/// device's idle one, which a server with a connection cap (Radicale's
+/// `max_connections`) would count against the users being set up.
+fn close_all(user: &mut User) {
+    for d in &mut user.devices {
+        d.conn.close();
+    }
+}
+
+/// Each device's User-Agent from here on: its profile and number.
+fn name_devices(user: &mut User) {
+    let profile = user.devices[0].profile;
+    for (d, dev) in user.devices.iter_mut().enumerate() {
+        dev.conn
+            .set_agent(format!("volley-office/{}#{d}", profile.name()));
+    }
+}
+
+/// Runs one scheduled action of `user` (a session scheduled at `intended_ns`).
+fn act(ctx: Ctx<'_>, user: &mut User, action: Action, intended_ns: u64) {
+    match action {
+        Action::InitialSync { device } | Action::Poll { device } => {
+            session::run(ctx, user, device, intended_ns)
+        }
+        Action::Decide {
+            device,
+            what,
+            pick,
+            stale_probe,
+        } => writes::decide(
+            ctx,
+            user,
+            device,
+            Pending {
+                what,
+                pick,
+                stale_probe,
+            },
+        ),
+    }
 }
 
 /// A user as the day starts: paths from its account (or the usual layout), no truth
@@ -295,32 +470,21 @@ fn set_up(
 ) -> Result<(Groups, Server, Vec<String>), OfficeError> {
     cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
     let untimed = Recorders::new();
-    let mut groups = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|mut group| {
-                let rec = &untimed;
-                s.spawn(move || -> Result<Vec<(usize, User)>, OfficeError> {
-                    let ctx = Ctx {
-                        rec,
-                        measured: false,
-                    };
-                    for (i, u) in group.iter_mut() {
-                        setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
-                        cfg.progress.step();
-                    }
-                    Ok(group)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(OfficeError::Config("a set-up thread panicked".into())))
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })?;
+    let untimed = &untimed;
+    let mut groups = each_group(groups, |mut group| {
+        let ctx = Ctx {
+            rec: untimed,
+            measured: false,
+        };
+        for (i, u) in group.iter_mut() {
+            setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+            close_all(u);
+            cfg.progress.step();
+        }
+        Ok::<_, OfficeError>(group)
+    })?
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
     let first = groups
         .first_mut()
         .and_then(|g| g.first_mut())
@@ -328,7 +492,7 @@ fn set_up(
         .ok_or_else(|| OfficeError::Config("the office needs at least one user".into()))?;
     let (conditional, lacks) = setup::survey(
         Ctx {
-            rec: &untimed,
+            rec: untimed,
             measured: false,
         },
         first,
@@ -406,6 +570,8 @@ fn merge(
             .collect(),
         decisions_per_day: cfg.decisions_per_day,
         compress: cfg.compress,
+        cold_start: cfg.cold_start,
+        lead_in: None,
         duration_s: cfg.duration.as_secs_f64(),
         seed: cfg.seed,
         actions_planned: planned,
@@ -445,10 +611,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
     let mut users: Vec<User> = Vec::with_capacity(group.len());
     for (local, (global, mut user)) in group.into_iter().enumerate() {
         let profile: Profile = user.devices[0].profile;
-        for (d, dev) in user.devices.iter_mut().enumerate() {
-            dev.conn
-                .set_agent(format!("volley-office/{}#{d}", profile.name()));
-        }
+        name_devices(&mut user);
         events.extend(plan.events(global, profile).into_iter().map(|e| (local, e)));
         users.push(user);
     }
@@ -466,27 +629,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         if !sleep_until(ctx, e.at_ns, &cfg.stop) {
             break;
         }
-        let user = &mut users[*local];
-        match e.action {
-            Action::InitialSync { device } | Action::Poll { device } => {
-                session::run(ctx, user, device, e.at_ns)
-            }
-            Action::Decide {
-                device,
-                what,
-                pick,
-                stale_probe,
-            } => writes::decide(
-                ctx,
-                user,
-                device,
-                Pending {
-                    what,
-                    pick,
-                    stale_probe,
-                },
-            ),
-        }
+        act(ctx, &mut users[*local], e.action, e.at_ns);
         ran += 1;
         cfg.progress.step();
     }

@@ -50,6 +50,7 @@ pub(crate) fn run_office(
     cfg.mix = office.mix.clone();
     cfg.decisions_per_day = office.decisions;
     cfg.compress = office.compress;
+    cfg.cold_start = office.cold_start;
     cfg.duration = duration;
     cfg.timeout = w.load.timeout;
     cfg.seed = w.load.seed;

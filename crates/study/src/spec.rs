@@ -335,6 +335,10 @@ pub struct WorkloadDef {
     /// caldav: how many times faster than real time the working day runs.
     #[serde(default)]
     pub compress: Option<f64>,
+    /// caldav: "warm" (the default: every device's first sync and one poll interval
+    /// run before the measured window) or "cold" (the first syncs inside it).
+    #[serde(default)]
+    pub day_start: Option<String>,
     /// Only these targets (by name) run this workload.
     #[serde(default)]
     pub targets: Option<Vec<String>>,

@@ -170,7 +170,7 @@ fn workload_line(w: &Workload) -> String {
             false => o.users.iter().map(u32::to_string).collect(),
         };
         return format!(
-            "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {} (timeout {:?})",
+            "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {}, {} (timeout {:?})",
             w.name,
             users.join(" "),
             if o.mix == volley_office::Mix::default() {
@@ -180,6 +180,10 @@ fn workload_line(w: &Workload) -> String {
             },
             o.decisions,
             volley_analysis::words::pace(o.compress),
+            match o.cold_start {
+                true => "cold: every device's first sync in the window",
+                false => "warm: first syncs and one poll interval before the window, reported apart",
+            },
             w.load.timeout,
         );
     }

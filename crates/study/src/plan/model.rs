@@ -202,6 +202,9 @@ pub struct OfficeLoad {
     /// How many times faster than real time the day runs: 1 (the default) is real
     /// time, so the users carried are people.
     pub compress: f64,
+    /// A cold day (`day_start = "cold"`): every device's first sync inside the
+    /// measured window; false: warm, the first syncs before it.
+    pub cold_start: bool,
 }
 
 /// One point: an instance, a workload and the values of the load axes.

@@ -29,6 +29,7 @@ pub(super) fn resolve_office(
                 ("profiles", w.profiles.is_some()),
                 ("decisions", w.decisions.is_some()),
                 ("compress", w.compress.is_some()),
+                ("day_start", w.day_start.is_some()),
             ]
             .into_iter()
             .find(|(_, set)| *set);
@@ -91,6 +92,16 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
             w.name
         )));
     }
+    let cold_start = match w.day_start.as_deref() {
+        None | Some("warm") => false,
+        Some("cold") => true,
+        Some(other) => {
+            return Err(invalid(format!(
+                "workload '{}': day_start must be \"warm\" or \"cold\", got \"{other}\"",
+                w.name
+            )))
+        }
+    };
     let mix = match &w.profiles {
         None => volley_office::Mix::default(),
         Some(p) => volley_office::Mix::parse(&p.join(","))
@@ -102,6 +113,7 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
         mix,
         decisions,
         compress,
+        cold_start,
     })
 }
 
