@@ -123,6 +123,7 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "workload": plan.workloads[cell.workload].name,
         "concurrency": cell.concurrency,
         "keepalive": cell.keepalive,
+        "protocol": cell.protocol.map(|p| p.name()),
         "cpu_quota_cores": inst.cpu_quota,
         "cores": inst.cores.map(cores_text),
         // A users search stores users where a rate search stores req/s.

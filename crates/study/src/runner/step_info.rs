@@ -70,6 +70,10 @@ pub(super) fn step_parameters(
         extra: serde_json::Map::new(),
     };
     params.extra.insert("axis".into(), json!(plan.axis));
+    if let Some(p) = cell.protocol {
+        // The HTTP version of a `sweep.protocol` step: one series per value.
+        params.extra.insert("protocol".into(), json!(p.name()));
+    }
     if let Some(k) = cell.injectors {
         params.extra.insert("injectors".into(), json!(k));
     }
