@@ -40,7 +40,10 @@ pub enum SearchError {
 /// Only a step whose figures are the server's, on a machine nobody else was using, can
 /// show that the server *failed*: a generator-bound or machine-stalled step measured
 /// volley or the machine, and a failure while someone else took the CPU may be theirs.
-/// A step that sustained its rate sustained it whatever else ran.
+/// A step that sustained its rate sustained it whatever else ran, and whoever was late:
+/// latency counts from the intended send time, so a late generator or a stalled machine
+/// only made the pass harder (seed 001 on a busy machine otherwise claimed "at least
+/// 500" for a server that passed every rate up to 1400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Evidence {
@@ -57,11 +60,10 @@ impl Evidence {
     /// `crate::sustain::counts_for_server` of its label, `machine_busy` whether someone
     /// else took the CPU while it ran.
     pub fn of(sustainable: bool, counts_for_server: bool, machine_busy: bool) -> Self {
-        match (counts_for_server, sustainable, machine_busy) {
-            (false, _, _) => Evidence::Unjudged,
-            (true, true, _) => Evidence::Sustained,
-            (true, false, true) => Evidence::Unjudged,
-            (true, false, false) => Evidence::ServerFailed,
+        match (sustainable, counts_for_server, machine_busy) {
+            (true, _, _) => Evidence::Sustained,
+            (false, false, _) | (false, true, true) => Evidence::Unjudged,
+            (false, true, false) => Evidence::ServerFailed,
         }
     }
 
@@ -77,9 +79,11 @@ impl Evidence {
         !counts_for_server || (machine_busy && sustainable != Some(true))
     }
 
-    /// How good one attempt at a step is, 0 best: not spoiled; a pass on a busy machine
-    /// (still the server's pass); spoiled. A step measured several times is counted
-    /// once, by the earliest of its best attempts (the end table and the reports alike).
+    /// How good one attempt at a step is, 0 best: not spoiled (a pass on a busy machine
+    /// included: still the server's pass); a pass while volley or the machine was late,
+    /// or a closed-loop figure on a busy machine; spoiled. A step measured several times
+    /// is counted once, by the earliest of its best attempts (the end table and the
+    /// reports alike).
     pub fn attempt_rank(
         sustainable: Option<bool>,
         counts_for_server: bool,
@@ -87,7 +91,9 @@ impl Evidence {
     ) -> u8 {
         if !Self::needs_remeasure(sustainable, counts_for_server, machine_busy) {
             0
-        } else if counts_for_server && (sustainable != Some(false) || !machine_busy) {
+        } else if sustainable == Some(true)
+            || (counts_for_server && (sustainable.is_none() || !machine_busy))
+        {
             1
         } else {
             2

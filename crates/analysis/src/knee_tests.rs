@@ -274,7 +274,8 @@ fn evidence_follows_the_label_and_the_machine() {
         ((false, true, false), ServerFailed, false),
         ((true, true, true), Sustained, false),
         ((false, true, true), Unjudged, true),
-        ((true, false, false), Unjudged, true),
+        ((true, false, false), Sustained, true),
+        ((true, false, true), Sustained, true),
         ((false, false, false), Unjudged, true),
         ((false, false, true), Unjudged, true),
     ];
