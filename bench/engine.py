@@ -39,6 +39,30 @@ What it does (issue 2's speed bar), all on loopback:
   * --baseline BIN: a second volley build in the same rounds ("volley-base"), so a change's
     before/after ratio is measured side by side with the peers, never from two sessions.
 Nothing here is a test: it prints figures for the issue notes.
+
+Where volley's CPU per request goes, and why there is no `--io uring` (issue 29): a
+profile of volley's worker in the keep-alive case above (`perf record -F 4000 -g`, 5 s,
+lighttpd on core 0, volley on core 1, 2026-11-27, busy machine) split by call chain:
+TCP send (tcp_sendmsg) 21.8%, TCP receive run inside volley's own send (loopback
+delivers the segment to the server's socket in the sender's softirq) 24.9%, waking the
+server from that delivery 4.1%, TCP receive (tcp_recvmsg) 8.7%: kernel TCP 59.5%;
+syscall entry and exit 10.1%, epoll_wait 8.2%, the scheduler (sleeping, switching) 7.2%,
+user space (parsing, histograms, the loop) 14.4%. io_uring (batched submission, multishot
+receive) saves at most the entries, the epoll and part of the sleeping: about 25% of the
+time, on a kernel path that still does every TCP segment, while "0.8 x the best peer's
+CPU per request" would need the peers' TCP work to be what volley avoids; volley already
+makes ~2 system calls per request against wrk's 4. Not built.
+
+Why the server pays more per request under volley than under httperf (issue 29): in the
+same keep-alive case, paired, 3 rounds (busy machine, so rates far below a quiet one's),
+volley's worker slept 0.103 / 0.119 / 0.114 times per request (voluntary context
+switches, GNU time %w), httperf's 0.000 (`--hog` never sleeps): each of volley's sleeps
+is ended by the server's reply waking it, which the server pays (try_to_wake_up and, in
+a guest, an inter-processor interrupt). The server's CPU per request was 1.06 / 1.31 /
+1.11 x httperf's in those rounds. Polling briefly before sleeping would remove most of
+those wake-ups, but its CPU counts as volley's: a closed loop against a server that
+answers every few tens of microseconds would read ~100% CPU and be labelled
+generator-bound, so it needs an adaptive window measured on a quiet machine first.
 """
 import argparse
 import json

@@ -2,22 +2,28 @@
 """Is volley's lateness the machine's? Scheduler lag against the stall probe, per second.
 
 Run: python3 bench/stall.py [--runs 10] [--duration 10] [--rates 10,100,1000,...]
-                            [--capacity N] [--json FILE]
+                            [--capacity N] [--baseline BIN] [--pin] [--json FILE]
 
 Starts the built-in server (`volley serve`, pinned to core SERVER_CORE), measures its
 capacity with a short closed loop unless --capacity is given, then runs open-loop
-`volley bench --rate R` (pinned to CLIENT_CORE) at rates from 10 req/s to 80% of that
-capacity, with keep-alive and with a new connection per request, N runs each, quiet and
-with one busy neighbour process (a bounded busy loop this script starts on the client's
-core and stops after the run). Configurations are interleaved run by run, so drift of
-the machine spreads over all of them.
+`volley bench --rate R` at rates from 10 req/s to 80% of that capacity, with keep-alive
+and with a new connection per request, N runs each, quiet and with one busy neighbour.
+volley runs as a user runs it, unpinned: the kernel places its threads (--pin pins it
+to CLIENT_CORE, as earlier versions of this script did). The neighbour is what a user's
+machine has: one busy process, unpinned, in a session of its own (so, with autogroup
+scheduling, a scheduling group of its own), bounded in time and stopped after the run.
+Configurations are interleaved run by run, so drift of the machine spreads over all of
+them; with --baseline BIN, each run of a configuration is paired with one of BIN (e.g.
+main's release build) right after it (order alternating), printed as a second line.
 
 Each run's JSON has, per second, volley's worst scheduler lag (`sched_lag_max_ms`,
 dispatched - intended) and the longest stall the probe beside the load saw in that
 second (`probe_max_stall_ms`). The goal (issue 28; docs/methodology.md, "The generator
 checks itself"): in every second, worst lag <= longest stall + 0.1 ms, i.e. whatever
-made volley late held the sleeper too. Printed per configuration: the share of seconds
-meeting it, the seconds' labels, and the median and worst excess of lag over stall.
+made volley late held the sleeper too. Printed per cell (build x neighbour x connection
+x rate): the share of seconds meeting it, whether the cell meets the goal (every
+second), the median and worst excess of lag over stall, the probe's own longest stall
+(the machine's figure beside volley's) and the seconds' labels.
 The last, partial second of a run is left out. Nothing here is a test: timing never
 decides one.
 """
@@ -44,16 +50,16 @@ def capacity(url):
 
 
 def neighbour(seconds):
-    """One busy process on the client's core, bounded in time."""
+    """One busy process, unpinned, in a session of its own, bounded in time."""
     code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
-    return subprocess.Popen(["taskset", "-c", CLIENT_CORE, sys.executable, "-c", code])
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
-def one_run(url, rate, keepalive, duration, busy):
-    cmd = ["taskset", "-c", CLIENT_CORE, VOLLEY, "bench", url, "--rate", str(rate),
-           "-d", f"{duration}s", "--json"]
-    if keepalive:
-        cmd.append("-k")
+def one_run(binary, url, rate, keepalive, duration, busy, pin):
+    cmd = ([binary, "bench", url, "--rate", str(rate), "-d", f"{duration}s", "--json"]
+           + (["-k"] if keepalive else []))
+    if pin:
+        cmd = ["taskset", "-c", CLIENT_CORE] + cmd
     hog = neighbour(duration + 3) if busy else None
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
@@ -82,6 +88,8 @@ def main():
     ap.add_argument("--rates", default=None, help="comma-separated req/s (default: 10 to 80%% of capacity)")
     ap.add_argument("--capacity", type=float, default=None, help="skip measuring it")
     ap.add_argument("--json", default=None, help="write every second's figures here")
+    ap.add_argument("--baseline", default=None, help="a second volley binary, paired run by run")
+    ap.add_argument("--pin", action="store_true", help="pin volley to CLIENT_CORE (default: unpinned)")
     a = ap.parse_args()
     if a.runs < 1 or a.duration < 2:
         print("stall.py: --runs must be >= 1 and --duration >= 2", file=sys.stderr)
@@ -105,36 +113,44 @@ def main():
         print(f"## scheduler lag vs the stall probe: built-in server capacity {cap:.0f} req/s "
               f"(closed loop, 16 kept-alive connections), rates {rates}, {a.runs} run(s) of "
               f"{a.duration} s; goal per second: worst lag <= longest stall + {SLACK_MS} ms")
+        builds = [("volley", VOLLEY)] + ([("baseline", a.baseline)] if a.baseline else [])
         configs = [(r, ka, busy) for busy in (False, True) for ka in (True, False) for r in rates]
-        got = {c: [] for c in configs}
+        got = {(b, c): [] for b, _ in builds for c in configs}
         probes = []
         for k in range(a.runs):
             order = configs if k % 2 == 0 else list(reversed(configs))
-            for c in order:
-                rows, probe = one_run(url, c[0], c[1], a.duration, c[2])
-                got[c].extend(rows)
-                probes.append(probe)
+            for i, c in enumerate(order):
+                pair = builds if (k + i) % 2 == 0 else list(reversed(builds))
+                for name, binary in pair:
+                    rows, probe = one_run(binary, url, c[0], c[1], a.duration, c[2], a.pin)
+                    got[(name, c)].extend(rows)
+                    probes.append(probe)
         fifo = sum(1 for p in probes if p.get("fifo"))
-        print(f"probe ran SCHED_FIFO in {fifo} of {len(probes)} runs")
-        print(f"{'neighbour':<9} {'conn':<10} {'rate':>7} {'seconds':>7} {'met':>6}  "
-              f"{'excess p50/max ms':>18}  labels")
+        print(f"probe ran SCHED_FIFO in {fifo} of {len(probes)} runs; volley "
+              f"{'pinned to core ' + CLIENT_CORE if a.pin else 'unpinned'}, neighbour unpinned")
+        print(f"{'build':<8} {'neighbour':<9} {'conn':<10} {'rate':>7} {'seconds':>7} {'met':>6} "
+              f"{'goal':>4}  {'excess p50/max ms':>18}  {'probe max ms':>12}  labels")
         for c in configs:
-            rows = got[c]
-            if not rows:
-                continue
-            met = sum(r["ok"] for r in rows) / len(rows)
-            excess = [r["lag_ms"] - r["stall_ms"] for r in rows]
-            labels = {}
-            for r in rows:
-                labels[r["label"]] = labels.get(r["label"], 0) + 1
-            print(f"{'busy' if c[2] else 'quiet':<9} {'keep-alive' if c[1] else 'per-req':<10} "
-                  f"{c[0]:>7.0f} {len(rows):>7} {met:>6.1%}  "
-                  f"{statistics.median(excess):>8.3f}/{max(excess):<8.3f}  "
-                  + ", ".join(f"{n} {l}" for l, n in sorted(labels.items())))
+            for name, _ in builds:
+                rows = got[(name, c)]
+                if not rows:
+                    continue
+                met = sum(r["ok"] for r in rows) / len(rows)
+                excess = [r["lag_ms"] - r["stall_ms"] for r in rows]
+                labels = {}
+                for r in rows:
+                    labels[r["label"]] = labels.get(r["label"], 0) + 1
+                print(f"{name:<8} {'busy' if c[2] else 'quiet':<9} "
+                      f"{'keep-alive' if c[1] else 'per-req':<10} "
+                      f"{c[0]:>7.0f} {len(rows):>7} {met:>6.1%} {'yes' if met == 1 else 'no':>4}  "
+                      f"{statistics.median(excess):>8.3f}/{max(excess):<8.3f}  "
+                      f"{max(r['stall_ms'] for r in rows):>12.3f}  "
+                      + ", ".join(f"{n} {l}" for l, n in sorted(labels.items())))
         dump_json(a.json, {"capacity": cap, "rates": rates, "runs": a.runs,
-                           "duration_s": a.duration},
-                  [{"rate": c[0], "keepalive": c[1], "busy": c[2], "seconds": got[c]}
-                   for c in configs])
+                           "duration_s": a.duration, "pinned": a.pin,
+                           "builds": {n: b for n, b in builds}},
+                  [{"build": n, "rate": c[0], "keepalive": c[1], "busy": c[2],
+                    "seconds": got[(n, c)]} for n, _ in builds for c in configs])
     finally:
         stop_all([srv])
 

@@ -411,6 +411,204 @@ fn the_example_log_replayed_against_its_site_answers_as_logged() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--repeat 2 --save`: two replays of the log, each compared with it in full, kept in
+/// the results store as one bench run of two steps that `volley history` lists and
+/// `volley report` reads back, each step with its fidelity.
+#[test]
+fn replay_repeats_are_saved_and_read_back_by_history_and_report() {
+    let dir = tempdir("save");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let (text, planned) = known_log();
+    let log = dir.join("known.log");
+    std::fs::write(&log, text).unwrap();
+    let db = dir.join("v.db");
+    let mut served = Served::start(&dir.join("root"), &[]);
+    let url = format!("http://{}/", served.addr);
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--speed",
+        "4",
+        "--repeat",
+        "2",
+        "--cooldown",
+        "0s",
+        "--save",
+        "--db",
+        db.to_str().unwrap(),
+        "--label",
+        "replayed-known",
+        "--json",
+        "-q",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("saved as run 1"), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let n = planned.len() as u64;
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 2, "{doc}");
+    let runs = doc["replay"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{doc}");
+    for r in runs {
+        assert_eq!(r["fidelity"]["requests"].as_u64(), Some(n), "{r}");
+        assert_eq!(
+            r["fidelity"]["same_status_percent"].as_f64(),
+            Some(100.0),
+            "{r}"
+        );
+    }
+
+    let (code, out, err) = crate::common::volley(&["history", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("replayed-known"), "{out}");
+    let report = dir.join("r.json");
+    let (code, _, err) = crate::common::volley(&[
+        "report",
+        "1",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let steps = rep["targets"][0]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{rep}");
+    let store = volley_store::Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let stored = store.steps(run).unwrap();
+    assert_eq!(stored.len(), 2);
+    for s in &stored {
+        let r = &s.summary["replay"];
+        assert_eq!(r["fidelity"]["requests"].as_u64(), Some(n), "{r}");
+        assert_eq!(r["planned"].as_u64(), Some(n), "{r}");
+        assert_eq!(s.summary["requests"]["completed"].as_u64(), Some(n));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--replay` with `--target builtin`: the managed server started on the pages the
+/// example log asks for, the log replayed against it, every answer as logged.
+#[test]
+fn replay_against_a_managed_target_answers_as_logged() {
+    let dir = tempdir("target");
+    let log = dir.join("example.log");
+    let root = dir.join("root");
+    let (code, _, err) = crate::common::volley(&[
+        "log",
+        "example",
+        log.to_str().unwrap(),
+        "--span",
+        "10s",
+        "--rate",
+        "10",
+        "--docroot",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        "--target",
+        "builtin",
+        "--docroot",
+        root.to_str().unwrap(),
+        "--speed",
+        "10",
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["replay"]["planned"].as_u64(), Some(lines), "{doc}");
+    let t = &doc["targets"][0];
+    assert_eq!(t["kind"], "builtin", "{t}");
+    let fid = &t["replay"]["fidelity"];
+    assert_eq!(fid["requests"].as_u64(), Some(lines), "{fid}");
+    assert_eq!(fid["same_status_percent"].as_f64(), Some(100.0), "{fid}");
+    assert!(t["replay"]["unreached"].is_null(), "{t}");
+    assert_eq!(
+        doc["runs"][0]["requests"]["completed"].as_u64(),
+        Some(lines)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A log of 3,000 distinct client addresses replayed with a table of 64: the planner
+/// forgets the idle-longest half whenever it is full (said before the run and counted
+/// in `--json`), every request is still sent and compared, and a client that returns
+/// after being forgotten replays as a new one.
+#[test]
+fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
+    let dir = tempdir("many");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let n = 3_000u64;
+    let mut text = String::new();
+    for i in 0..n {
+        // "10.9.9.9" comes first and last: forgotten in between.
+        let ip = match i {
+            0 => "10.9.9.9".to_string(),
+            _ if i == n - 1 => "10.9.9.9".to_string(),
+            _ => format!("10.1.{}.{}", i / 256, i % 256),
+        };
+        let at_us = i * 1_000;
+        text += &format!(
+            "{ip} - - [01/Jan/2026:00:00:{:02}.{:06} +0000] \"GET /index.html?i={i} HTTP/1.1\" 200 5 \"-\" \"test/1\"\n",
+            at_us / 1_000_000,
+            at_us % 1_000_000
+        );
+    }
+    let log = dir.join("many.log");
+    std::fs::write(&log, text).unwrap();
+    let report = dir.join("r.json");
+    let mut served = Served::start(&dir.join("root"), &[]);
+    let url = format!("http://{}/", served.addr);
+    let (code, out, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--max-clients",
+        "64",
+        "--speed",
+        "2",
+        "--json",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("client addresses forgotten"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let r = &doc["replay"];
+    assert_eq!(r["max_clients"].as_u64(), Some(64), "{r}");
+    // Each new address past the first 64 found the table full every 32nd time.
+    let dropped = r["clients_dropped"].as_u64().unwrap();
+    assert!(dropped >= n - 64 - 32, "{r}");
+    // 2,998 addresses once, 10.9.9.9 twice (forgotten in between).
+    assert_eq!(r["clients"].as_u64(), Some(n), "{r}");
+    assert_eq!(r["fidelity"]["requests"].as_u64(), Some(n), "{r}");
+    assert_eq!(
+        doc["runs"][0]["requests"]["completed"].as_u64(),
+        Some(n),
+        "{doc}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
 /// unparsable log, filters that leave nothing, --loop without an end.
 #[test]
@@ -435,6 +633,7 @@ fn replay_refuses_bad_input_with_one_line() {
             vec![&good, "--rate", "10"],
             "cannot be combined with --rate",
         ),
+        (vec![&good, "--max-clients", "1"], "--max-clients"),
     ];
     for (extra, says) in cases {
         let mut args = vec!["bench", "--replay"];

@@ -17,6 +17,7 @@ pub mod pacer;
 pub mod quic;
 mod run;
 pub mod sample;
+mod slice;
 pub mod source;
 mod timer;
 pub mod tls;

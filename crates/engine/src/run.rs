@@ -37,6 +37,10 @@ pub struct RunOutcome<S> {
     pub tls_full_handshakes: u64,
     /// HTTP/2 connection and stream events (all zero over HTTP/1.1).
     pub h2: H2Stats,
+    /// Open loop: workers the kernel gave the short scheduler slice they asked for, so
+    /// their wake-ups preempt a neighbour's slice (docs/methodology.md, "The generator
+    /// checks itself"); 0 in a closed loop or where the kernel ignores the request.
+    pub short_slice_workers: usize,
 }
 
 /// Runs one load step to completion and returns every worker's sink.
@@ -116,8 +120,10 @@ where
         tls_failures: tls_failures.snapshot(),
         tls_full_handshakes: full_handshakes.load(Ordering::Relaxed),
         h2: H2Stats::default(),
+        short_slice_workers: 0,
     };
     for (sink, stats, h2) in results {
+        outcome.short_slice_workers += usize::from(stats.short_slice);
         outcome.h2.add(&h2);
         outcome.sinks.push(sink);
         outcome.cap_hits += stats.cap_hits;

@@ -676,7 +676,7 @@ fn build(raw: Raw<'_>, line: u64) -> Result<Parsed, SkipCause> {
 
 /// An RFC 9110 token of at most 32 bytes (a TLS handshake sent to a plain port logs
 /// as binary garbage, which is not a request).
-fn valid_method(m: &str) -> bool {
+pub(crate) fn valid_method(m: &str) -> bool {
     !m.is_empty()
         && m.len() <= 32
         && m.bytes()

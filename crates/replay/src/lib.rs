@@ -24,6 +24,8 @@
 mod error;
 pub mod fidelity;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod phases;
 pub mod reader;

@@ -12,6 +12,14 @@
 //! silence), divided by `speed`. `from`/`to` select a window of the log by offset
 //! before anything else; the method, status and path filters then apply, and the
 //! gaps they leave are quiet stretches like any other.
+//!
+//! Clients: each logged client address gets a connection group (its index in order of
+//! first appearance). The table of addresses is bounded ([`ReplayOptions::max_clients`]):
+//! when a new address finds it full, the half of the table idle longest (by last logged
+//! request) is dropped, and a dropped client that comes back starts again as a new
+//! client, on a new connection, as a browser does after its keep-alive connection timed
+//! out. So a log with millions of distinct addresses plans in the memory of the table,
+//! and [`PlanCounts::clients_dropped`] says how often that happened.
 
 use crate::record::Record;
 use std::collections::HashMap;
@@ -74,7 +82,15 @@ pub struct ReplayOptions {
     pub path: Option<regex::Regex>,
     /// Fold the logged clients onto this many connection groups (none: one per client).
     pub clients: Option<usize>,
+    /// Client addresses remembered at once (at least 2): past it, those idle longest
+    /// are forgotten (see the module doc).
+    pub max_clients: usize,
 }
+
+/// The client table's default bound: ~100 bytes an address, so ~6.5 MB, and 64 times
+/// the connections a replay opens by default (a client idle past the 65,536 most
+/// recent ones has long lost its connection to the cap anyway).
+pub const MAX_CLIENTS: usize = 65_536;
 
 impl Default for ReplayOptions {
     fn default() -> ReplayOptions {
@@ -87,6 +103,7 @@ impl Default for ReplayOptions {
             statuses: Vec::new(),
             path: None,
             clients: None,
+            max_clients: MAX_CLIENTS,
         }
     }
 }
@@ -130,8 +147,19 @@ pub struct PlanCounts {
     pub bodiless: u64,
     /// Quiet stretches shortened to `max_gap`.
     pub gaps_shortened: u64,
-    /// Distinct logged clients among the planned requests.
+    /// Logged clients among the planned requests: distinct addresses, unless the
+    /// client table dropped some (then a returning address counts again).
     pub clients: u64,
+    /// Addresses dropped from the full client table (idle longest); their later
+    /// requests, if any, replayed as a new client's on a new connection.
+    pub clients_dropped: u64,
+}
+
+/// A remembered client: its connection group and its last logged instant.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    index: usize,
+    last_us: i64,
 }
 
 /// Plans records (in start order, as [`crate::LogReader`] gives them) one at a time.
@@ -142,7 +170,7 @@ pub struct Planner {
     first_kept_us: Option<i64>,
     prev_kept_us: Option<i64>,
     shrunk_us: i64,
-    clients: HashMap<String, usize>,
+    clients: HashMap<String, Seen>,
     counts: PlanCounts,
 }
 
@@ -192,9 +220,7 @@ impl Planner {
         let start = *self.first_kept_us.get_or_insert(r.at_us);
         self.prev_kept_us = Some(r.at_us);
         let logged = (r.at_us - start - self.shrunk_us).max(0) as f64;
-        let n = self.clients.len();
-        let index = *self.clients.entry(r.client).or_insert(n);
-        self.counts.clients = self.clients.len() as u64;
+        let index = self.client_index(r.client, r.at_us);
         self.counts.planned += 1;
         if matches!(r.method.as_str(), "POST" | "PUT" | "PATCH") {
             self.counts.bodiless += 1;
@@ -209,6 +235,58 @@ impl Planner {
             logged_request_time_us: r.request_time_us,
             line: r.line,
         })
+    }
+
+    /// The connection group of `client`, logged at `at_us`: its own while remembered,
+    /// else the next new one (the table made room first when full).
+    fn client_index(&mut self, client: String, at_us: i64) -> usize {
+        if let Some(seen) = self.clients.get_mut(&client) {
+            seen.last_us = seen.last_us.max(at_us);
+            return seen.index;
+        }
+        if self.clients.len() >= self.opts.max_clients.max(2) {
+            self.forget_idle_half();
+        }
+        let index = self.counts.clients as usize;
+        self.counts.clients += 1;
+        self.clients.insert(
+            client,
+            Seen {
+                index,
+                last_us: at_us,
+            },
+        );
+        index
+    }
+
+    /// Drops the half of the client table idle longest. Halving (not one at a time)
+    /// keeps the cost at O(1) per new client, amortised: one O(n) pass frees n/2 places.
+    fn forget_idle_half(&mut self) {
+        let mut last: Vec<i64> = self.clients.values().map(|s| s.last_us).collect();
+        let keep = last.len() / 2;
+        let cut_at = last.len() - keep;
+        let (_, &mut cut, _) = last.select_nth_unstable(cut_at);
+        // Strictly older than the cut go; of those at the cut, enough go to leave
+        // `keep` (ties are common with whole-second stamps).
+        let older = last.iter().filter(|&&t| t < cut).count();
+        let mut ties_to_drop = cut_at - older;
+        let before = self.clients.len();
+        self.clients.retain(|_, s| {
+            if s.last_us < cut {
+                false
+            } else if s.last_us == cut && ties_to_drop > 0 {
+                ties_to_drop -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.counts.clients_dropped += (before - self.clients.len()) as u64;
+    }
+
+    /// Addresses remembered now (at most `max_clients`).
+    pub fn clients_remembered(&self) -> usize {
+        self.clients.len()
     }
 
     /// The filters, the path one on the origin-form target.
@@ -343,5 +421,60 @@ mod tests {
         assert_eq!(counts.not_replayable, 1);
         assert!("600".parse::<StatusMatch>().is_err());
         assert!("6xx".parse::<StatusMatch>().is_err());
+    }
+
+    #[test]
+    fn a_million_clients_plan_in_a_bounded_table_and_the_idle_longest_are_forgotten() {
+        let mut p = Planner::new(ReplayOptions {
+            max_clients: 1_000,
+            ..ReplayOptions::default()
+        });
+        // "heavy" comes back every 100 requests, so it is never among the idle half;
+        // "once" comes at the start and again at the end, long forgotten by then.
+        let mut heavy = std::collections::HashSet::new();
+        let mut once = Vec::new();
+        for i in 0..1_000_000i64 {
+            let who = match i {
+                _ if i % 100 == 0 => "heavy".to_string(),
+                1 | 999_999 => "once".to_string(),
+                _ => format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255),
+            };
+            let is_once = who == "once";
+            let is_heavy = who == "heavy";
+            let planned = p.plan(rec(i as u64, &who, i, "GET", "/", 200)).unwrap();
+            assert!(p.clients_remembered() <= 1_000);
+            if is_heavy {
+                heavy.insert(planned.client);
+            }
+            if is_once {
+                once.push(planned.client);
+            }
+        }
+        let c = p.counts();
+        assert_eq!(heavy.len(), 1, "a busy client keeps its connection group");
+        assert_eq!(once.len(), 2);
+        assert_ne!(
+            once[0], once[1],
+            "a forgotten client comes back as a new one"
+        );
+        // Every new address past the first 1,000 found the table full half the time.
+        assert!(c.clients_dropped >= 1_000_000 - 10_000 - 1_000, "{c:?}");
+        // 989,998 addresses seen once, "heavy" once, "once" twice.
+        assert_eq!(c.clients, 989_998 + 1 + 2);
+    }
+
+    #[test]
+    fn forgetting_keeps_the_most_recent_half_even_when_all_instants_tie() {
+        let mut p = Planner::new(ReplayOptions {
+            max_clients: 4,
+            ..ReplayOptions::default()
+        });
+        for (i, who) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            p.plan(rec(i as u64, who, 0, "GET", "/", 200)).unwrap();
+        }
+        // The fifth found 4 remembered, all at one instant: two were dropped.
+        assert_eq!(p.clients_remembered(), 3);
+        assert_eq!(p.counts().clients_dropped, 2);
+        assert_eq!(p.counts().clients, 5);
     }
 }

@@ -82,13 +82,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return caldav::run(args.caldav, args.load, &args.target);
     }
     if args.replay.is_set() {
-        if args.target.is_set() || args.save.save {
-            crate::exit::usage!("--replay runs against a URL for now: drop --target and --save");
-        }
-        return replay::run(args.load, args.replay);
+        return replay::run(args.load, args.replay, args.target, args.save);
     }
     if args.target.is_set() {
-        return target::run(args.load, args.target, args.save);
+        return target::run(args.load, args.target, args.save, None);
     }
     run_url(args.load, args.save)
 }

@@ -6,9 +6,11 @@
 //!
 //! Pipeline: the flags ([`ReplayArgs`]) -> a first pass over the log (`plan_log`:
 //! every bad input is one line, exit 2, before any load; it also gives the schedule's
-//! span and mean rate) -> the load's flags resolved as for any URL, then made a
-//! scheduled load over `volley_replay::source::ReplayFactory` -> one measured run
-//! (`load::run_once`) -> the summary and the fidelity, as text or in `--json`.
+//! span and mean rate) -> [`Replay`] -> the load's flags resolved as for any URL (or,
+//! with `--target`, at each server `target::run` starts), then made a scheduled load
+//! over `volley_replay::source::ReplayFactory` by [`Replay::aim`] -> `--repeat`
+//! measured runs (`load::run_once`), each saved with `--save` -> the summary and the
+//! fidelity of each run, as text or in `--json`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,11 +21,15 @@ use std::time::Duration;
 use anyhow::bail;
 use volley_engine::{LoadModel, StatusRange, StopCondition};
 use volley_metrics::output::{Exporter, Json, Text};
-use volley_replay::schedule::{PlanCounts, Planner, ReplayOptions, StatusMatch};
+use volley_metrics::{repeat, Summary};
+use volley_replay::fidelity::FidelityReport;
+use volley_replay::schedule::{PlanCounts, Planner, ReplayOptions, StatusMatch, MAX_CLIENTS};
 use volley_replay::source::{ReplayFactory, ReplaySpec, RequestShape};
 use volley_replay::{LogReader, ReaderOptions, Skips};
 
-use super::load::{self, LoadArgs};
+use super::load::{self, LoadArgs, LoadSpec};
+use super::save::{Extras, SaveArgs, Saver};
+use super::target::TargetArgs;
 use crate::cmd::log::LogReadArgs;
 use crate::cmd::table;
 use crate::exit::{usage, Interrupted, UsageError};
@@ -66,6 +72,11 @@ pub struct ReplayArgs {
     /// Replay the log again and again until -d or -n ends the run.
     #[arg(long = "loop", requires = "replay")]
     pub repeat_log: bool,
+    /// Logged client addresses remembered at once: past it, those idle longest are
+    /// forgotten, and one that comes back replays as a new client on a new connection
+    /// (bounds memory on logs with millions of addresses).
+    #[arg(long = "max-clients", value_name = "N", default_value_t = MAX_CLIENTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), requires = "replay")]
+    pub max_clients: usize,
     /// Reading the log (--log-format, --reorder-window).
     #[command(flatten)]
     pub read: LogReadArgs,
@@ -94,6 +105,7 @@ impl ReplayArgs {
             statuses: self.only_status.clone(),
             path: self.only_path.clone(),
             clients: self.clients.map(|n| n as usize),
+            max_clients: self.max_clients,
         }
     }
 
@@ -116,6 +128,8 @@ struct LogPlan {
     lines: u64,
     spread: bool,
     skips: Skips,
+    /// The client table's bound the plan ran with.
+    max_clients: usize,
 }
 
 /// Reads the whole log once through the planner (bounded memory), so that every bad
@@ -127,7 +141,9 @@ fn plan_log(path: &std::path::Path, r: &ReplayArgs) -> anyhow::Result<LogPlan> {
         }
     }
     let mut reader = LogReader::open(path, r.reader()).map_err(|e| UsageError(e.to_string()))?;
-    let mut planner = Planner::new(r.options());
+    let opts = r.options();
+    let max_clients = opts.max_clients;
+    let mut planner = Planner::new(opts);
     let (mut records, mut span_us) = (0u64, 0u64);
     for rec in reader.by_ref() {
         let rec = rec.map_err(|e| UsageError(e.to_string()))?;
@@ -157,6 +173,7 @@ fn plan_log(path: &std::path::Path, r: &ReplayArgs) -> anyhow::Result<LogPlan> {
         lines: reader.lines(),
         spread: reader.spread(),
         skips: reader.skips().clone(),
+        max_clients,
     })
 }
 
@@ -177,7 +194,6 @@ fn refuse_conflicts(a: &LoadArgs, r: &ReplayArgs) -> anyhow::Result<()> {
             a.body.is_some() || a.body_file.is_some(),
             "--body (a log has no bodies)",
         ),
-        (a.repeat > 1, "--repeat"),
         (
             !a.warmup.is_zero(),
             "--warmup (every logged request is compared with the log)",
@@ -185,6 +201,10 @@ fn refuse_conflicts(a: &LoadArgs, r: &ReplayArgs) -> anyhow::Result<()> {
         (
             a.wire.h2,
             "--h2 (a replay keeps each client on its own HTTP/1.1 connection)",
+        ),
+        (
+            a.wire.h3,
+            "--h3 (a replay keeps each client on its own HTTP/1.1 connection)",
         ),
         (
             a.wire.compressed.is_some(),
@@ -204,70 +224,236 @@ fn refuse_conflicts(a: &LoadArgs, r: &ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `volley bench --replay FILE URL`.
-pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let Some(path) = r.replay.clone() else {
-        bail!("--replay needs a file");
-    };
-    refuse_conflicts(&a, &r)?;
-    let Some(url) = a.url().cloned() else {
-        usage!("--replay needs the URL of the server to replay against: volley bench --replay FILE http://host:port/");
-    };
-    let plan = plan_log(&path, &r)?;
-    let mut spec = load::resolve(&a)?;
-    let speed = r.speed.unwrap_or(1.0);
-    let span_s = (plan.span_us as f64 / 1e6).max(1e-3);
-    let factory = Arc::new(ReplayFactory::new(ReplaySpec {
-        path: path.clone(),
-        read: r.reader(),
-        plan: r.options(),
-        shape: RequestShape {
-            host: url.host_header(),
+/// A replay, resolved once before any load: the log read through (every bad input a
+/// usage error), its flags typed. [`Replay::aim`] turns any bench load (at a URL, or at
+/// each target `--target` starts) into this log's replay, so `--repeat`, `--save` and
+/// `--target` mean what they mean for any bench.
+pub struct Replay {
+    path: PathBuf,
+    args: ReplayArgs,
+    plan: LogPlan,
+    speed: f64,
+    /// The replay's span at its speed, s (at least 1 ms).
+    span_s: f64,
+    /// -n and -d as given (the replay's own ends apply without them).
+    requests: Option<u64>,
+    duration: Option<Duration>,
+    /// `-H` headers, sent as given (none is invented from the log).
+    headers: Vec<(String, String)>,
+    max_connections: usize,
+}
+
+/// What one replayed run found, beside its summary.
+pub struct ReplayOutcome {
+    fidelity: FidelityReport,
+    /// Planned requests never reached, and why (`None`: all were).
+    unreached: Option<(u64, String)>,
+}
+
+impl Replay {
+    /// Checks the flags against the load's and reads the log through once.
+    pub fn resolve(a: &LoadArgs, r: ReplayArgs) -> anyhow::Result<Replay> {
+        let Some(path) = r.replay.clone() else {
+            bail!("--replay needs a file");
+        };
+        refuse_conflicts(a, &r)?;
+        let plan = plan_log(&path, &r)?;
+        let speed = r.speed.unwrap_or(1.0);
+        Ok(Replay {
+            // The planner's instants are already scaled by the speed.
+            span_s: (plan.span_us as f64 / 1e6).max(1e-3),
+            path,
+            plan,
+            speed,
+            requests: a.requests,
+            duration: a.duration,
             headers: a
                 .headers
                 .iter()
                 .map(|h| (h.name.clone(), h.value.clone()))
                 .collect(),
-            keep_alive: true,
-        },
-        repeat: r.repeat_log,
-    }));
-    let cfg = &mut spec.cfg;
-    // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log of
-    // 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
-    let mean_rate =
-        (plan.counts.planned.saturating_sub(1).max(1) as f64 / span_s * 100.0).round() / 100.0;
-    cfg.model = LoadModel::Scheduled {
-        rate: mean_rate.max(0.01),
-    };
-    cfg.source = factory.clone();
-    // Connections open as clients appear; a logged client keeps its connection alive.
-    cfg.connections = 0;
-    cfg.keep_alive = true;
-    cfg.max_connections = a
-        .max_connections
-        .map_or(DEFAULT_MAX_CONNECTIONS, |m| m as usize);
-    // Every status is an answer: a 404 the log had is the site's, not a failure; the
-    // fidelity report compares each status with the logged one instead.
-    cfg.accept_status = StatusRange { min: 100, max: 599 };
-    // The replay ends with its log; its request count also drives the progress bar.
-    let whole_log = (!r.repeat_log).then_some(plan.counts.planned);
-    // Without -d, the run still has an end: the log's span at its speed plus one
-    // timeout for the last answers (what is still in flight then is censored).
-    let log_end = (!r.repeat_log)
-        .then(|| Duration::from_secs_f64(span_s / speed) + a.timeout + Duration::from_secs(1));
-    cfg.stop = StopCondition {
-        requests: a.requests.or(whole_log),
-        duration: a.duration.or(log_end),
-    };
-    spec.method = "(as logged)".into();
+            max_connections: a
+                .max_connections
+                .map_or(DEFAULT_MAX_CONNECTIONS, |m| m as usize),
+            args: r,
+        })
+    }
+
+    /// Makes `spec` (the load's flags resolved at a URL) this log's replay, its Host
+    /// header `host`: a scheduled open loop over a fresh [`ReplayFactory`], whose
+    /// fidelity [`Replay::outcome`] reads after the run.
+    pub fn aim(&self, spec: &mut LoadSpec, host: String) -> Arc<ReplayFactory> {
+        let factory = Arc::new(ReplayFactory::new(ReplaySpec {
+            path: self.path.clone(),
+            read: self.args.reader(),
+            plan: self.args.options(),
+            shape: RequestShape {
+                host,
+                headers: self.headers.clone(),
+                keep_alive: true,
+            },
+            repeat: self.args.repeat_log,
+        }));
+        let cfg = &mut spec.cfg;
+        // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log
+        // of 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
+        let planned = self.plan.counts.planned;
+        let mean_rate =
+            (planned.saturating_sub(1).max(1) as f64 / self.span_s * 100.0).round() / 100.0;
+        cfg.model = LoadModel::Scheduled {
+            rate: mean_rate.max(0.01),
+        };
+        cfg.source = factory.clone();
+        // Connections open as clients appear; a logged client keeps its connection alive.
+        cfg.connections = 0;
+        cfg.keep_alive = true;
+        cfg.max_connections = self.max_connections;
+        // Every status is an answer: a 404 the log had is the site's, not a failure;
+        // the fidelity report compares each status with the logged one instead.
+        cfg.accept_status = StatusRange { min: 100, max: 599 };
+        // The replay ends with its log; its request count also drives the progress bar.
+        let whole_log = (!self.args.repeat_log).then_some(planned);
+        // Without -d, the run still has an end: the log's span at its speed plus one
+        // timeout for the last answers (what is still in flight then is censored).
+        let log_end = (!self.args.repeat_log)
+            .then(|| Duration::from_secs_f64(self.span_s) + cfg.timeout + Duration::from_secs(1));
+        cfg.stop = StopCondition {
+            requests: self.requests.or(whole_log),
+            duration: self.duration.or(log_end),
+        };
+        spec.method = "(as logged)".into();
+        // The log gives the paths: the run names the origin it was replayed against
+        // (not --target's probe path).
+        if let Some(end) = spec.url.find("://").and_then(|i| {
+            let rest = &spec.url[i + 3..];
+            rest.find('/').map(|j| i + 3 + j)
+        }) {
+            spec.url.truncate(end + 1);
+        }
+        factory
+    }
+
+    /// The comparison with the log of the run `factory` fed; a reader failure during
+    /// the run becomes a note of `summary`.
+    pub fn outcome(&self, factory: &ReplayFactory, summary: &mut Summary) -> ReplayOutcome {
+        if let Some(e) = factory.take_error() {
+            summary
+                .notes
+                .push(format!("the log reader stopped during the replay: {e}"));
+        }
+        let fidelity = factory.take_fidelity().report();
+        let unreached = self.unreached(&fidelity);
+        ReplayOutcome {
+            fidelity,
+            unreached,
+        }
+    }
+
+    /// Planned requests the run never reached (it ended first: its -d or -n, or the
+    /// generator fell so far behind that the log's end came before them), said rather
+    /// than silently dropped; `None` when every planned request was compared.
+    fn unreached(&self, f: &FidelityReport) -> Option<(u64, String)> {
+        let planned = self.plan.counts.planned;
+        let left = planned.checked_sub(f.requests).filter(|n| *n > 0)?;
+        if self.args.repeat_log {
+            return None;
+        }
+        let why = match (self.duration, self.requests) {
+            (Some(d), _) => format!("-d {d:?} ended the run first"),
+            (None, Some(n)) => format!("-n {n} ended the run first"),
+            (None, None) => "the run ended (the log's span at its speed plus one timeout) before the generator reached them".to_string(),
+        };
+        Some((
+            left,
+            format!("{left} of the {planned} planned requests were never sent: {why}"),
+        ))
+    }
+
+    /// What the first pass found, as said before the replay starts.
+    pub fn plan_lines(&self) -> Vec<String> {
+        plan_lines(&self.path, &self.plan, self.speed)
+    }
+
+    /// The log and its plan, as `--json`'s `replay` object holds them.
+    pub fn json(&self) -> serde_json::Value {
+        let c = &self.plan.counts;
+        serde_json::json!({
+            "log": self.path.display().to_string(),
+            "format": self.plan.format,
+            "lines": self.plan.lines,
+            "logged_requests": self.plan.records,
+            "planned": c.planned,
+            "outside_window": c.outside_window,
+            "filtered": c.filtered,
+            "not_replayable": c.not_replayable,
+            "sent_without_body": c.bodiless,
+            "gaps_shortened": c.gaps_shortened,
+            "clients": c.clients,
+            "clients_dropped": c.clients_dropped,
+            "max_clients": self.plan.max_clients,
+            "speed": self.speed,
+            "span_s": self.span_s,
+            "spread_over_seconds": self.plan.spread,
+            "skipped_lines": self.plan.skips.total(),
+        })
+    }
+}
+
+impl ReplayOutcome {
+    /// The fidelity report as text: its lines, what was never sent, the path groups.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for line in self.fidelity.lines() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if let Some((_, line)) = &self.unreached {
+            out.push_str(&format!("  {line}\n"));
+        }
+        out.push_str(&table::render(&group_table(&self.fidelity)));
+        out
+    }
+
+    /// `{"fidelity": ..., "unreached": N or null}`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "fidelity": self.fidelity,
+            "unreached": self.unreached.as_ref().map(|u| u.0),
+        })
+    }
+}
+
+/// Runs `volley bench --replay FILE URL` (or, with `--target`, against each managed
+/// target in turn: `target::run` aims its load with [`Replay::aim`]).
+pub fn run(
+    a: LoadArgs,
+    r: ReplayArgs,
+    targets: TargetArgs,
+    save: SaveArgs,
+) -> anyhow::Result<ExitCode> {
+    let replay = Replay::resolve(&a, r)?;
     let text_out = !a.quiet && !a.stdout_taken();
+    if targets.is_set() {
+        if text_out {
+            for line in replay.plan_lines() {
+                println!("{line}");
+            }
+        }
+        return super::target::run(a, targets, save, Some(&replay));
+    }
+    let Some(url) = a.url().cloned() else {
+        usage!("--replay needs the URL of the server to replay against (volley bench --replay FILE http://host:port/), or --target KIND to start one");
+    };
+    let mut spec = load::resolve(&a)?;
+    let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
+    let host = url.host_header();
+    let factory = replay.aim(&mut spec, host);
     if text_out {
-        for line in plan_lines(&path, &plan, speed) {
+        for line in replay.plan_lines() {
             println!("{line}");
         }
     }
-    let first = spec.prepare()?;
+    let mut first = spec.prepare()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&spec.cfg.stop_flag);
@@ -277,65 +463,66 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
             stop.store(true, Ordering::Relaxed);
         });
     }
+    let environment = serde_json::to_value(volley_targets::Environment::capture())?;
+    let mut saver = Saver::begin(&save, &spec.url, &spec, environment)?;
     let progress = crate::cmd::progress::wanted(a.quiet);
-    let ran = load::run_once(&spec, &interrupted, progress, false)?;
-    let mut summary = ran.summary;
-    summary.first_request = first;
-    if let Some(e) = factory.take_error() {
-        summary
-            .notes
-            .push(format!("the log reader stopped during the replay: {e}"));
+    let mut runs: Vec<Summary> = Vec::with_capacity(repeats);
+    let mut outcomes: Vec<ReplayOutcome> = Vec::with_capacity(repeats);
+    for k in 0..repeats {
+        if k > 0 {
+            volley_harness::rest(cooldown, &interrupted);
+        }
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        let ran = load::run_once(&spec, &interrupted, progress, saver.is_some())?;
+        let mut summary = ran.summary;
+        summary.first_request = first.take();
+        let outcome = replay.outcome(&factory, &mut summary);
+        if let Some(s) = saver.as_mut() {
+            let extras = Extras {
+                replay: Some(replay_record(&replay, &outcome)),
+                ..Extras::default()
+            };
+            s.step(&spec, &summary, ran.histograms, extras)?;
+        }
+        if text_out {
+            if repeats > 1 {
+                println!("=== run {} of {} ===", k + 1, repeats);
+            }
+            Text::default().export(
+                std::slice::from_ref(&summary),
+                None,
+                &mut std::io::stdout().lock(),
+            )?;
+            println!();
+            print!("{}", outcome.text());
+        }
+        let failed = summary.requests.ok == 0;
+        runs.push(summary);
+        outcomes.push(outcome);
+        if failed {
+            break;
+        }
     }
-    let fidelity = factory.take_fidelity().report();
+    let rep = (runs.len() > 1).then(|| repeat::summarise(&runs));
     if text_out {
-        Text::default().export(
-            std::slice::from_ref(&summary),
-            None,
-            &mut std::io::stdout().lock(),
-        )?;
-        println!();
-        for line in fidelity.lines() {
-            println!("{line}");
+        if let Some(r) = &rep {
+            println!();
+            Text::default().export(&[], Some(r), &mut std::io::stdout().lock())?;
         }
-        if let Some(line) = unreached(&fidelity, &plan, &r, &a) {
-            println!("  {line}");
-        }
-        print!("{}", table::render(&group_table(&fidelity)));
     }
     if let Some(dest) = &a.json {
-        let mut buf = Vec::new();
-        Json.export(std::slice::from_ref(&summary), None, &mut buf)?;
-        let mut doc: serde_json::Value = serde_json::from_slice(&buf)?;
-        doc["replay"] = serde_json::json!({
-            "log": path.display().to_string(),
-            "format": plan.format,
-            "lines": plan.lines,
-            "logged_requests": plan.records,
-            "planned": plan.counts.planned,
-            "outside_window": plan.counts.outside_window,
-            "filtered": plan.counts.filtered,
-            "not_replayable": plan.counts.not_replayable,
-            "sent_without_body": plan.counts.bodiless,
-            "gaps_shortened": plan.counts.gaps_shortened,
-            "clients": plan.counts.clients,
-            "speed": speed,
-            "span_s": span_s,
-            "spread_over_seconds": plan.spread,
-            "skipped_lines": plan.skips.total(),
-            "fidelity": fidelity,
-            "unreached": unreached(&fidelity, &plan, &r, &a).map(|_| plan.counts.planned.saturating_sub(fidelity.requests)),
-        });
-        let text = serde_json::to_string_pretty(&doc)? + "\n";
-        if dest == "-" {
-            print!("{text}");
-        } else {
-            std::fs::write(dest, text).map_err(|e| anyhow::anyhow!("cannot write {dest}: {e}"))?;
-        }
+        write_json(dest, &replay, &runs, rep.as_ref(), &outcomes)?;
     }
-    if summary.requests.ok == 0 {
+    let complete = !interrupted.load(Ordering::Relaxed) && runs.iter().all(|s| s.requests.ok > 0);
+    if let Some(s) = saver {
+        eprintln!("volley: {}", s.finish(complete)?);
+    }
+    if let Some(last) = runs.last().filter(|s| s.requests.ok == 0) {
         bail!(
             "no request succeeded: {} to {}",
-            load::describe_errors(&summary),
+            load::describe_errors(last),
             spec.cfg.addr
         );
     }
@@ -345,32 +532,40 @@ pub fn run(a: LoadArgs, r: ReplayArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Planned requests the run never reached (it ended first: its -d or -n, or the
-/// generator fell so far behind that the log's end came before them), said rather
-/// than silently dropped; `None` when every planned request was compared.
-fn unreached(
-    f: &volley_replay::fidelity::FidelityReport,
-    plan: &LogPlan,
-    r: &ReplayArgs,
-    a: &LoadArgs,
-) -> Option<String> {
-    let left = plan
-        .counts
-        .planned
-        .checked_sub(f.requests)
-        .filter(|n| *n > 0)?;
-    if r.repeat_log {
-        return None;
+/// What a saved step keeps of the replay: the log's plan and this run's fidelity.
+pub fn replay_record(replay: &Replay, outcome: &ReplayOutcome) -> serde_json::Value {
+    let mut v = replay.json();
+    v["fidelity"] = serde_json::to_value(&outcome.fidelity).unwrap_or_default();
+    v["unreached"] = serde_json::json!(outcome.unreached.as_ref().map(|u| u.0));
+    v
+}
+
+/// Bench's JSON document with `replay` beside `runs`: the log's plan, and each run's
+/// fidelity under `replay.runs` (in run order; `replay.fidelity` is the first run's).
+fn write_json(
+    dest: &str,
+    replay: &Replay,
+    runs: &[Summary],
+    rep: Option<&repeat::RepeatSummary>,
+    outcomes: &[ReplayOutcome],
+) -> anyhow::Result<()> {
+    let mut buf = Vec::new();
+    Json.export(runs, rep, &mut buf)?;
+    let mut doc: serde_json::Value = serde_json::from_slice(&buf)?;
+    let mut r = replay.json();
+    if let Some(o) = outcomes.first() {
+        r["fidelity"] = serde_json::to_value(&o.fidelity)?;
+        r["unreached"] = serde_json::json!(o.unreached.as_ref().map(|u| u.0));
     }
-    let why = match (a.duration, a.requests) {
-        (Some(d), _) => format!("-d {d:?} ended the run first"),
-        (None, Some(n)) => format!("-n {n} ended the run first"),
-        (None, None) => "the run ended (the log's span at its speed plus one timeout) before the generator reached them".to_string(),
-    };
-    Some(format!(
-        "{left} of the {} planned requests were never sent: {why}",
-        plan.counts.planned
-    ))
+    r["runs"] = outcomes.iter().map(ReplayOutcome::json).collect();
+    doc["replay"] = r;
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    if dest == "-" {
+        print!("{text}");
+    } else {
+        std::fs::write(dest, text).map_err(|e| anyhow::anyhow!("cannot write {dest}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// What the first pass found, as said before the replay starts.
@@ -432,11 +627,17 @@ fn plan_lines(path: &std::path::Path, p: &LogPlan, speed: f64) -> Vec<String> {
             c.gaps_shortened
         ));
     }
+    if c.clients_dropped > 0 {
+        out.push(format!(
+            "  {} client addresses forgotten, idle longest, when the table of {} was full: one that came back replayed as a new client on a new connection (counted again above)",
+            c.clients_dropped, p.max_clients
+        ));
+    }
     out
 }
 
 /// Each path group's replayed latency beside the logged request time.
-fn group_table(f: &volley_replay::fidelity::FidelityReport) -> comfy_table::Table {
+fn group_table(f: &FidelityReport) -> comfy_table::Table {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     let mut t = table::new([
         "path group",

@@ -52,6 +52,8 @@ pub struct Extras<'a> {
     pub monitor: Option<&'a MonitorReport>,
     /// The cgroup's throttling counters over the run (`nr_periods`, ...), as JSON.
     pub throttling: Option<Value>,
+    /// A replay's log, plan and fidelity (`bench --replay`).
+    pub replay: Option<Value>,
 }
 
 /// A bench run being saved.
@@ -110,6 +112,9 @@ impl Saver {
         }
         if let Some(t) = extras.throttling {
             summary_json["throttling"] = t;
+        }
+        if let Some(r) = extras.replay {
+            summary_json["replay"] = r;
         }
         let now = now_ms();
         let record = StepRecord {

@@ -37,6 +37,7 @@ use volley_targets::{
 };
 
 use super::load::{self, Load, LoadArgs, LoadSpec, Ran};
+use super::replay::{Replay, ReplayOutcome};
 use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
@@ -170,8 +171,8 @@ impl TargetArgs {
 }
 
 /// Everything `--target` asks for, resolved: no flag strings left.
-#[derive(Debug, Clone)]
-struct Setup {
+#[derive(Clone)]
+struct Setup<'r> {
     kinds: Vec<TargetKind>,
     limits: ResourceLimits,
     workers: u32,
@@ -201,9 +202,11 @@ struct Setup {
     sysctls: Vec<Sysctl>,
     /// Route switches in the target's namespace (`--route`).
     route: RouteSettings,
+    /// `--replay`: the load aimed at each target is this log's replay.
+    replay: Option<&'r Replay>,
 }
 
-impl Setup {
+impl Setup<'_> {
     /// True when the target runs in a namespace volley makes (`--sysctl`, `--route`).
     fn in_namespace(&self) -> bool {
         !self.sysctls.is_empty() || self.route.quickack.is_some()
@@ -211,7 +214,11 @@ impl Setup {
 }
 
 /// Resolves the `--target` flags and the load's, once, before anything starts.
-fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
+fn resolve<'r>(
+    load: &LoadArgs,
+    t: &TargetArgs,
+    replay: Option<&'r Replay>,
+) -> anyhow::Result<Setup<'r>> {
     let kinds = kinds(load, t)?;
     if load.urls.is_some() {
         usage!("--urls cannot be combined with --target yet: load one path (--path) per run");
@@ -259,6 +266,7 @@ fn resolve(load: &LoadArgs, t: &TargetArgs) -> anyhow::Result<Setup> {
             .fold(RouteSettings::default(), |acc, r| RouteSettings {
                 quickack: r.quickack.or(acc.quickack),
             }),
+        replay,
     })
 }
 
@@ -402,6 +410,8 @@ struct TargetRun {
     round: usize,
     /// The target's namespace and what it held, as read back (`--sysctl`, `--route`).
     namespace: Option<netns::NsRecord>,
+    /// `--replay`: the comparison with the log.
+    replay: Option<ReplayOutcome>,
 }
 
 impl TargetRun {
@@ -474,8 +484,14 @@ struct Show {
     progress: bool,
 }
 
-/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target.
-pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
+/// Runs `volley bench --target ...`: `load` is the load's flags, run against each target
+/// (as `replay`'s replay of its log, when given).
+pub fn run(
+    load: LoadArgs,
+    t: TargetArgs,
+    save: SaveArgs,
+    replay: Option<&Replay>,
+) -> anyhow::Result<ExitCode> {
     volley_targets::sweep_orphans()
         .iter()
         .for_each(|r| eprintln!("volley: {r}"));
@@ -486,7 +502,7 @@ pub fn run(load: LoadArgs, t: TargetArgs, save: SaveArgs) -> anyhow::Result<Exit
             eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
         }
     }
-    let setup = resolve(&load, &t)?;
+    let setup = resolve(&load, &t, replay)?;
     if setup.show_config {
         return show_config(&setup);
     }
@@ -685,12 +701,20 @@ fn start(
 }
 
 /// The setup's load aimed at `target`: its address, the path, its CA (the throw-away
-/// one made for it is the only one the load trusts, unless the flags name their own).
-fn load_for(setup: &Setup, target: &RunningTarget) -> anyhow::Result<LoadSpec> {
+/// one made for it is the only one the load trusts, unless the flags name their own);
+/// with `--replay`, made the log's replay, whose source comes back beside it.
+fn load_for(
+    setup: &Setup,
+    target: &RunningTarget,
+) -> anyhow::Result<(LoadSpec, Option<Arc<volley_replay::source::ReplayFactory>>)> {
     let scheme = if setup.tls { "https" } else { "http" };
     let url = HttpUrl::parse(&format!("{scheme}://{}{}", target.addr, setup.path))
         .context("the target's URL")?;
-    setup.load.at(&[(url, None)], target.ca_file.as_deref())
+    let mut spec = setup
+        .load
+        .at(&[(url.clone(), None)], target.ca_file.as_deref())?;
+    let factory = setup.replay.map(|r| r.aim(&mut spec, url.host_header()));
+    Ok((spec, factory))
 }
 
 /// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
@@ -715,7 +739,7 @@ fn run_target(
         );
     }
     let record = target.record(&setup.limits);
-    let mut spec = load_for(setup, &target)?;
+    let (mut spec, replay_source) = load_for(setup, &target)?;
     let watch = Watch {
         target: &target,
         monitor_interval: setup.monitor_interval,
@@ -743,6 +767,10 @@ fn run_target(
         histograms,
     } = outcome?;
     volley_harness::fill_machine(&mut summary, monitor.as_ref());
+    let replay = setup
+        .replay
+        .zip(replay_source.as_deref())
+        .map(|(r, source)| (r, r.outcome(source, &mut summary)));
     if let Some(d) = &died {
         summary.notes.push(format!(
             "the target {} (pid {}) died during the run: {}",
@@ -759,6 +787,9 @@ fn run_target(
     let extras = Extras {
         monitor: monitor.as_ref(),
         throttling: throttled,
+        replay: replay
+            .as_ref()
+            .map(|(r, o)| super::replay::replay_record(r, o)),
     };
     savers.step(kind, &spec, &record, &summary, histograms, extras)?;
     Ok(TargetRun {
@@ -773,6 +804,7 @@ fn run_target(
         interrupted: interrupted.load(Ordering::Relaxed),
         round: 1,
         namespace: lab.map(|l| l.record.clone()),
+        replay: replay.map(|(_, o)| o),
     })
 }
 

@@ -20,6 +20,7 @@ use crate::decode::BodySpec;
 use crate::live::InFlightIntegral;
 use crate::pacer::{Pace, Pacer};
 use crate::sample::stamp_dispatched;
+use crate::slice::{request_slice, WORKER_SLICE_NS};
 use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
 use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
 
@@ -73,6 +74,9 @@ pub(crate) struct WorkerStats {
     pub connections_opened: u64,
     pub idle_close_retries: u64,
     pub stopped_early: bool,
+    /// Open loop: the kernel gave this worker the short slice it asked for
+    /// ([`crate::slice`]).
+    pub short_slice: bool,
 }
 
 /// HTTP/2 and HTTP/3 connection and stream events of a run, summed over workers
@@ -486,6 +490,9 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
 /// censor what is left.
 pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W) {
     let mut events = Events::with_capacity(1024);
+    if w.core().open_loop {
+        w.core().stats.short_slice = request_slice(WORKER_SLICE_NS);
+    }
     let now = w.core().now_ns();
     w.start(now);
     let mut next_housekeeping = now + HOUSEKEEPING_NS;

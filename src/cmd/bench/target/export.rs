@@ -41,6 +41,7 @@ fn target_json(r: &TargetRun, setup: &Setup) -> Value {
         "monitor": r.monitor,
         "leftover_cgroups": r.leftover_cgroups,
         "namespace": r.namespace,
+        "replay": r.replay.as_ref().map(|o| o.json()),
     })
 }
 
@@ -51,6 +52,10 @@ fn json_document(runs: &[TargetRun], setup: &Setup) -> anyhow::Result<Value> {
     Json.export(&summaries, None, &mut buf)?;
     let mut doc: Value = serde_json::from_slice(&buf).context("bench JSON")?;
     doc["targets"] = Value::Array(runs.iter().map(|r| target_json(r, setup)).collect());
+    if let Some(replay) = setup.replay {
+        // The log and its plan once; each run's fidelity is in its `targets` entry.
+        doc["replay"] = replay.json();
+    }
     if setup.load.repeat > 1 {
         doc["target_repeats"] = Value::Array(
             unique(&setup.kinds)

@@ -278,6 +278,10 @@ pub(super) fn print_run(out: &mut dyn Write, r: &TargetRun) -> anyhow::Result<()
             r.throttling.map_or(0, |t| t.nr_throttled)
         )?;
     }
+    if let Some(o) = &r.replay {
+        writeln!(out)?;
+        write!(out, "{}", o.text())?;
+    }
     if let Some(d) = &r.died {
         writeln!(
             out,
