@@ -35,7 +35,10 @@ pub(super) fn step_what(plan: &Plan, cell: &Cell, rate: Option<f64>, repeat: u32
         "{} {}{}{} c={} ka={}",
         plan.instance_label(cell.instance),
         plan.workloads[cell.workload].name,
-        rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
+        cell.protocol
+            .map(|p| format!(" {}", p.name()))
+            .unwrap_or_default()
+            + &rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
             + &cell
                 .injectors
                 .map(|k| format!(" injectors={k}"))
