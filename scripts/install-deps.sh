@@ -5,7 +5,8 @@
 # CalDAV checks, chromium for the HTML report check, nats-server for the injectors' bus,
 # openssh-server for the SSH-deployed agents' test hosts, h2spec (Go module) for HTTP/2
 # conformance, kubernetes-validate (PyPI, its own venv) for the agent manifests, and
-# Radicale and Xandikos (PyPI, /opt/volley-venv) for the managed CalDAV targets.
+# Radicale and Xandikos (PyPI, /opt/volley-venv) for the managed CalDAV targets, and
+# aioquic (PyPI, the same venv) as an outside HTTP/3 client of the built-in server.
 # No service is started and nothing running is stopped: volley and the tests start their
 # own copies on loopback or in network namespaces, with generated configs.
 set -euo pipefail
@@ -15,6 +16,7 @@ set -euo pipefail
 "$(dirname "$0")/install-k8s-validate.sh"
 # Radicale and Xandikos (the managed CalDAV targets), pinned, in /opt/volley-venv.
 "$(dirname "$0")/install-caldav.sh"
+"$(dirname "$0")/install-aioquic.sh"
 
 # Toxiproxy: delay and jitter for netlab links where the kernel has no netem (version the Go proxy resolves here).
 # The module's server package is cmd/server: built into a scratch GOBIN and installed

@@ -35,6 +35,7 @@ enum Command {
     /// List the web servers volley can start on this machine, with their versions.
     Targets(cmd::targets::Args),
     /// Run a study file (sweeps, repeats, capacity search) and keep every step in the store.
+    #[command(subcommand)]
     Study(cmd::study::Args),
     /// List the runs kept in the results store.
     History(cmd::history::Args),
@@ -45,8 +46,10 @@ enum Command {
     /// Be one injector of a multi-injector run: join the bus and run the share assigned.
     Agent(cmd::agent::Args),
     /// Read a server's access log back: `log phases` cuts it into phases by active client.
+    #[command(subcommand)]
     Log(cmd::log::Args),
     /// Deploy injectors on other machines: `agents manifest` writes Kubernetes manifests.
+    #[command(subcommand)]
     Agents(cmd::agents::Args),
 }
 

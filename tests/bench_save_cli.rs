@@ -182,3 +182,28 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With `--target`, a path the served docroot does not have is refused before any
+/// server starts: one line, exit 2 (a study checks its paths before its first step).
+#[test]
+fn bench_target_checks_the_path_before_anything_starts() {
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            "--target",
+            "builtin",
+            "--path",
+            "/no-such.html",
+            "-n",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/no-such.html") && err.contains("404"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}

@@ -74,6 +74,11 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
         "{stdout}"
     );
 
+    // The protocols part: its own study and report, HTTP/1.1 beside HTTP/2 over HTTPS.
+    let protocols = std::fs::read_to_string(out_dir.join("protocols.html")).unwrap();
+    assert!(protocols.contains("protocols"), "no protocols report");
+    assert!(stdout.contains("protocols:"), "{stdout}");
+
     let rebuild = printed(&stdout, "rebuild:");
     assert!(rebuild.starts_with("volley report study:"), "{rebuild}");
     std::fs::remove_file(&html).unwrap();

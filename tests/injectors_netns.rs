@@ -305,6 +305,17 @@ retries = 0
                 s.summary["bytes"]["wire_total"],
                 s.summary["duration_s"],
             );
+            // The server's own time per request, measured outside the link before the
+            // step for the link rule, is stored with it.
+            let unshaped = &s.summary["unshaped"];
+            let per = unshaped["per_request_ms"].as_f64().unwrap_or(0.0);
+            assert!(
+                per > 0.0 && per.is_finite(),
+                "{} step {}: {unshaped}",
+                r.target,
+                s.index
+            );
+            assert!(unshaped["requests"].as_u64().unwrap_or(0) > 0, "{unshaped}");
         }
     }
     let answer = stdout

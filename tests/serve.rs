@@ -12,6 +12,7 @@ mod h2spec;
 mod orphans;
 mod pocket;
 mod serve_h2;
+mod serve_h3;
 mod serve_http;
 mod serve_tls;
 mod smuggling;

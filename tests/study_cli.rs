@@ -578,6 +578,44 @@ fn a_path_the_target_does_not_have_is_refused_before_the_run() {
         .all(|r| store.steps(r.id).unwrap().is_empty()));
 }
 
+/// A study whose every step's requests failed measured errors, not a server: it exits
+/// 1 and says why, and its answer ranks nothing. DELETE of a file the built-in server
+/// does not have fails every request (4xx) without changing anything; the path check
+/// asks only GET paths (other methods may change state), so the run goes ahead.
+#[test]
+fn a_study_whose_every_step_failed_exits_1_and_says_why() {
+    let dir = temp_dir("allfailed");
+    let f = write(
+        &dir,
+        "failed.toml",
+        "name = \"all-failed\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\nmethod = \"DELETE\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n",
+    );
+    let db = dir.join("v.db");
+    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("most requests of every step failed")
+            && err.contains("measured errors, not a server"),
+        "{err}"
+    );
+    // Both steps ran and were stored, each with its failures; no answer ranks them.
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 2, "{out}");
+    for s in &steps {
+        let r = &s.summary["requests"];
+        assert_eq!(r["ok"], 0, "{r}");
+        assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
+    }
+    if let Some(answer) = out.lines().find_map(|l| l.strip_prefix("answer: ")) {
+        assert!(
+            !answer.contains("req/s vs") && !answer.contains("served the most"),
+            "{answer}"
+        );
+    }
+}
+
 /// On loopback, a fast server and one that waits 20 ms per answer: one run each names
 /// no winner (no interval) and says how many repeats would; three repeats each name the
 /// faster, with the interval of the ratio.

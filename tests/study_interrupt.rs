@@ -336,3 +336,99 @@ fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `restart = "next-step"` in a users search (the office): the built-in DAV server
+/// killed during the second day (4 users) is started again, the search hears the day
+/// it died in as a failure and goes on to bisect (3 users) on the restarted server,
+/// stores its answer, and the step that killed it is named in the store and the
+/// report: a users search can go on past one crash and still say where the server
+/// fell over.
+#[test]
+fn a_users_search_goes_on_past_a_crash_with_restart_next_step() {
+    let dir = fresh_dir("restart-search");
+    let study = dir.join("search.toml");
+    std::fs::write(
+        &study,
+        r#"name = "restart-search"
+[[target]]
+name = "b"
+kind = "builtin"
+dav = true
+restart = "next-step"
+[[workload]]
+name = "office"
+kind = "caldav"
+users = "search"
+profiles = ["thunderbird:1", "davx5:1"]
+compress = 960
+[search]
+start_users = 2
+max_users = 8
+repeats = 1
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+[slo]
+p99 = "60s"
+"#,
+    )
+    .unwrap();
+    let db = dir.join("v.db");
+    let mut child = spawn_study(&study, &db, Stdio::piped());
+    wait_for_a_stored_step(&db, &mut child);
+    // Inside the second day (its set-up or its 3 s of load): either is a death the
+    // step must carry.
+    std::thread::sleep(Duration::from_millis(1_000));
+    kill_a_built_in_server(&child);
+    let (status, err) = exit_and_stderr(&mut child, Duration::from_secs(120));
+    assert!(err.contains("restarted for the next step"), "{err}");
+    assert_eq!(status.code(), Some(0), "{err}");
+    let store = Store::open(&db).unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Complete, "{err}");
+    let steps = store.steps(run.id).unwrap();
+    let users: Vec<u64> = steps
+        .iter()
+        .map(|s| s.parameters.extra["users"].as_u64().unwrap())
+        .collect();
+    let died: Vec<usize> = steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.verdict
+                .as_ref()
+                .is_some_and(|v| v["target_died"].is_string())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(died, [1], "the second day saw the death: {users:?}\n{err}");
+    assert_eq!(users[..2], [2, 4], "{users:?}");
+    assert!(
+        users.len() > 2 && users[2] == 3,
+        "the search went on past the crash, bisecting: {users:?}\n{err}"
+    );
+    let caps = store.capacities(run.id).unwrap();
+    assert_eq!(caps.len(), 1, "{err}");
+    let c = &caps[0].record;
+    assert_ne!(c.end, volley_store::SearchEnd::Interrupted, "{c:?}");
+    assert_eq!(c.steps as usize, steps.len(), "{c:?}");
+    assert!(
+        c.capacity_rps.is_some_and(|u| u < 4.0),
+        "the answer stays below the count that killed it: {c:?}"
+    );
+    drop(store);
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["report", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| b | 1 ") && l.contains("target died")),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,6 +29,19 @@ fn lists_every_managed_kind_with_builtin_first() {
         ]
     );
     assert!(out.lines().nth(2).unwrap().contains("volley "), "{out}");
+    // Which protocols volley can make each kind offer.
+    let row = |kind: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind} row: {out}"))
+            .to_owned()
+    };
+    for kind in ["builtin", "caddy"] {
+        assert!(row(kind).contains(" h1 h2 h3 "), "{}", row(kind));
+    }
+    assert!(row("nginx").contains(" h1 h2 "), "{}", row("nginx"));
+    assert!(!row("nginx").contains("h3"), "{}", row("nginx"));
+    assert!(!row("radicale").contains("h2"), "{}", row("radicale"));
 }
 
 #[test]

@@ -10,15 +10,9 @@ use std::process::ExitCode;
 use volley_agents::auth::BusCredentials;
 use volley_agents::manifest::{self, Request, Security};
 
-/// Flags of `volley agents`.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Sub,
-}
-
+/// The subcommands of `volley agents`.
 #[derive(clap::Subcommand)]
-enum Sub {
+pub enum Args {
     /// Write Kubernetes manifests (a nats-server Deployment and Service, and an Indexed
     /// Job of N agents) for `kubectl apply -f FILE`.
     Manifest(ManifestArgs),
@@ -26,7 +20,7 @@ enum Sub {
 
 /// Flags of `volley agents manifest`.
 #[derive(clap::Args)]
-struct ManifestArgs {
+pub struct ManifestArgs {
     /// Where to write the multi-document YAML (`-` for stdout).
     file: PathBuf,
     /// How many agents: the Job's completions and parallelism (at least 1).
@@ -70,8 +64,8 @@ struct ManifestArgs {
 
 /// Runs `volley agents`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.command {
-        Sub::Manifest(a) => write_manifest(a),
+    match args {
+        Args::Manifest(a) => write_manifest(a),
     }
 }
 

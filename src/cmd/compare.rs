@@ -39,9 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let store =
-        Store::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
-    // Runs whose writer was killed (kill -9, power loss) are still 'running': mark them.
-    store.mark_incomplete_on_open()?;
+        Store::open_read(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
     match compare(&store, &args.a, &args.b, metric) {
         Ok(c) => print!("{}", text(&c, super::table::width())),
         Err(volley_report::ReportError::Compare(m)) => usage!("{m}"),

@@ -1,7 +1,12 @@
-//! `volley demo`: runs the shipped `studies/quick.toml` (embedded, so it needs no file)
-//! against the built-in server, keeps its store and a self-contained HTML report in one
-//! directory it names at the end, and prints the commands that read them again. Needs
-//! nothing installed; about 40 s here (2-core VM), under a minute even on a busy machine.
+//! `volley demo`: runs the shipped `studies/quick.toml` and then `studies/protocols.toml`
+//! (both embedded, so it needs no file) against the built-in server, keeps their store
+//! and a self-contained HTML report of each in one directory it names at the end, and
+//! prints the commands that read them again. Needs nothing installed; about 45 s here
+//! (2-core VM), about a minute on a busy machine.
+//!
+//! Two studies, not one: a study's managed targets serve either plain HTTP or HTTPS,
+//! and the quick study repeats seed 003 exactly (plain HTTP), while the protocols are
+//! compared over HTTPS (HTTP/2 by ALPN).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,6 +19,8 @@ use crate::exit::{usage, Interrupted};
 
 /// The quick study, embedded at build time.
 const QUICK: &str = include_str!("../../studies/quick.toml");
+/// The protocols study (HTTP/1.1 vs HTTP/2 over HTTPS), embedded at build time.
+const PROTOCOLS: &str = include_str!("../../studies/protocols.toml");
 
 /// Flags of `volley demo`.
 #[derive(clap::Args)]
@@ -39,11 +46,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(s) if f64::is_finite(s) && s > 0.0 => s,
         _ => usage!("--scale must be a positive number, got '{}'", args.scale),
     };
-    let plan = super::study::load(QUICK, "studies/quick.toml", scale)?;
+    let quick = super::study::load(QUICK, "studies/quick.toml", scale)?;
+    let protocols = super::study::load(PROTOCOLS, "studies/protocols.toml", scale)?;
     let out = out_dir(args.out.as_deref())?;
     // Absolute, so the printed commands work from any directory.
     let db = std::path::absolute(args.db.unwrap_or_else(|| out.join("volley.db")))?;
-    print!("{}", plan.describe());
+    print!("{}", quick.describe());
     // The generator and the server share this machine with whatever else runs on it: a
     // busy machine shows up as slow seconds and generator-bound steps, and the demo
     // says so rather than blaming the server.
@@ -55,21 +63,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     println!();
-    let report = super::study::execute(&plan, QUICK, db.clone(), args.quiet)?;
-    let html = out.join("report.html");
-    let selector = Selector::Study(report.study);
-    println!("\ndemo results in {}", quote(&out));
-    match super::report::write_html(&db, selector, &html) {
-        Ok(()) => println!("  report:  {} (open it in a browser)", quote(&html)),
-        Err(e) => println!("  report:  not written ({e:#})"),
+    let report = super::study::execute(&quick, QUICK, db.clone(), args.quiet)?;
+    let mut complete = report.complete;
+    let mut reports = vec![(report.study, out.join("report.html"))];
+    if complete {
+        println!();
+        print!("{}", protocols.describe());
+        println!();
+        let report = super::study::execute(&protocols, PROTOCOLS, db.clone(), args.quiet)?;
+        complete = report.complete;
+        reports.push((report.study, out.join("protocols.html")));
     }
-    println!(
-        "  rebuild: volley report {selector}{} --html {}",
-        db_flag(&db),
-        quote(&html)
-    );
+    println!("\ndemo results in {}", quote(&out));
+    for (study, html) in &reports {
+        let selector = Selector::Study(*study);
+        match super::report::write_html(&db, selector, html) {
+            Ok(()) => println!("  report:  {} (open it in a browser)", quote(html)),
+            Err(e) => println!("  report:  not written ({e:#})"),
+        }
+        println!(
+            "  rebuild: volley report {selector}{} --html {}",
+            db_flag(&db),
+            quote(html)
+        );
+    }
     println!("  history: volley history{}", db_flag(&db));
-    if !report.complete {
+    if !complete {
         // The runner already said what was left undone.
         return Err(Interrupted(String::new()).into());
     }

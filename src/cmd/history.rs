@@ -39,9 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let store =
-        Store::open(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
-    // Runs whose writer was killed (kill -9, power loss) are still 'running': mark them.
-    store.mark_incomplete_on_open()?;
+        Store::open_read(&args.db).with_context(|| format!("cannot open {}", args.db.display()))?;
     let studies = store.list_studies()?;
     let runs = store.list_runs()?;
     let mut t = super::table::new([

@@ -19,15 +19,9 @@ use volley_replay::generate::{write_site_log, write_site_pages, SiteModel};
 use volley_replay::phases::{self, LogPhase};
 use volley_replay::{LogError, LogFormat, LogReader, ReaderOptions, Skips};
 
-/// Flags of `volley log`.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Sub,
-}
-
+/// The subcommands of `volley log`.
 #[derive(clap::Subcommand)]
-enum Sub {
+pub enum Args {
     /// Cut an access log into phases: intervals with the same set of active client
     /// addresses, each with requests, req/s and (when logged) mean and p99 time.
     Phases(PhasesArgs),
@@ -39,7 +33,7 @@ enum Sub {
 
 /// Flags of `volley log example`.
 #[derive(clap::Args)]
-struct ExampleArgs {
+pub struct ExampleArgs {
     /// Where to write the log (`-` for stdout).
     file: PathBuf,
     /// Seed of the model: the same seed writes the same log.
@@ -92,7 +86,7 @@ impl LogReadArgs {
 
 /// Flags of `volley log phases`.
 #[derive(clap::Args)]
-struct PhasesArgs {
+pub struct PhasesArgs {
     /// The access log (plain or gzip-compressed).
     file: PathBuf,
     #[command(flatten)]
@@ -105,9 +99,9 @@ struct PhasesArgs {
 
 /// Runs `volley log`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.command {
-        Sub::Phases(a) => log_phases(a),
-        Sub::Example(a) => write_example(a),
+    match args {
+        Args::Phases(a) => log_phases(a),
+        Args::Example(a) => write_example(a),
     }
 }
 

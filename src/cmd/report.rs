@@ -86,7 +86,7 @@ pub(crate) fn open_store(db: &Path) -> anyhow::Result<Store> {
         ))
         .into());
     }
-    Store::open(db).with_context(|| format!("cannot open results store {}", db.display()))
+    Store::open_read(db).with_context(|| format!("cannot open results store {}", db.display()))
 }
 
 /// Writes the HTML report of `selector` from the store at `db` to `path` (`volley demo`).

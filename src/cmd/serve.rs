@@ -2,7 +2,8 @@
 //!
 //! Prints `listening on http://ADDR/` (or `https://` with TLS) as the first stdout line
 //! (tests and `volley demo` read the port from it when `--listen` used port 0); with
-//! `--tls-self-signed` a second line `tls ca: PATH` names the CA certificate to trust.
+//! `--tls-self-signed` a second line `tls ca: PATH` names the CA certificate to trust;
+//! with `--h3`, a line `http/3: udp ADDR` follows.
 //!
 //! What the server allows: with `--users`, each account reads and writes its own home;
 //! without, everyone may read and nobody may write unless `--writable` is given, and
@@ -70,6 +71,11 @@ pub struct Args {
     /// (by default both are answered).
     #[arg(long)]
     http1_only: bool,
+    /// Speak HTTP/3 too: QUIC on UDP at the same port number, advertised by Alt-Svc on
+    /// the HTTP/1.1 and HTTP/2 answers. Needs --tls-self-signed or --tls-cert (QUIC
+    /// always runs TLS 1.3).
+    #[arg(long)]
+    h3: bool,
     /// Multi-user mode: accounts from FILE (`name:hash` lines, argon2id or bcrypt; see
     /// `volley passwd`). Every request then needs HTTP Basic credentials; each account
     /// gets the home `/<name>/` (its principal) with a default calendar
@@ -118,6 +124,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.root.is_dir() {
         usage!("--root {} is not a directory", args.root.display());
     }
+    if args.h3 && args.tls_cert.is_none() && args.tls_self_signed.is_none() {
+        usage!("--h3 needs TLS (QUIC always runs TLS 1.3): add --tls-self-signed DIR or --tls-cert/--tls-key");
+    }
     if args.threads == 0 || args.max_connections == 0 {
         usage!("--threads and --max-connections must be at least 1");
     }
@@ -148,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.idle_timeout = idle_timeout;
     config.max_body_bytes = args.max_body;
     config.http2 = !args.http1_only;
+    config.http3 = args.h3;
     let mut ca_path = None;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(ServerTls::new(cert, key));
@@ -175,6 +185,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "listening on {scheme}://{addr}/")?;
         if let Some(ca) = &ca_path {
             writeln!(out, "tls ca: {}", ca.display())?;
+        }
+        if args.h3 {
+            writeln!(out, "http/3: udp {addr}")?;
         }
         out.flush()?;
     }

@@ -16,22 +16,16 @@ use super::progress::StudyBars;
 use crate::exit::{exit_interrupted, usage, Interrupted};
 use volley_study::StepTick;
 
-/// Flags of `volley study`.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Sub,
-}
-
+/// The subcommands of `volley study`.
 #[derive(clap::Subcommand)]
-enum Sub {
+pub enum Args {
     /// Run a study file: plan first, then every step, each kept in the store.
     Run(RunArgs),
 }
 
 /// Flags of `volley study run`.
 #[derive(clap::Args)]
-struct RunArgs {
+pub struct RunArgs {
     /// The study file (TOML; see studies/*.toml).
     file: PathBuf,
     /// Results store (SQLite).
@@ -71,8 +65,8 @@ enum ModeArg {
 
 /// Runs `volley study`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.command {
-        Sub::Run(a) => run_study(a),
+    match args {
+        Args::Run(a) => run_study(a),
     }
 }
 
@@ -216,16 +210,7 @@ fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
 }
 
 fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
-    volley_targets::sweep_orphans()
-        .iter()
-        .for_each(|r| eprintln!("volley: {r}"));
-    // A network lab a killed volley left (its namespaces carry its pid). Without `ip`
-    // or root there is nothing volley could have made, so an error here says nothing.
-    if let Ok(removed) = volley_netlab::lab::sweep() {
-        for ns in removed {
-            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
-        }
-    }
+    super::sweep_leftovers();
     let scale: f64 = match a.scale.trim().parse() {
         Ok(s) if f64::is_finite(s) && s > 0.0 => s,
         _ => usage!("--scale must be a positive number, got '{}'", a.scale),

@@ -34,7 +34,7 @@ pub struct Args {
     /// With --tls: offer HTTP/2 by ALPN (nginx, apache-event, lighttpd, caddy).
     #[arg(long, requires = "tls")]
     h2: bool,
-    /// With --tls: offer HTTP/3 too (QUIC on the same port number; caddy only).
+    /// With --tls: offer HTTP/3 too (QUIC on the same port number; caddy, builtin).
     #[arg(long, requires = "tls")]
     h3: bool,
     /// Show the configuration with gzip (level 6) and Brotli (quality 11) on; Caddy
@@ -92,7 +92,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&found)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = super::table::new(["target", "version", "path"]);
+    // The protocols volley can make each kind offer (HTTP/2 and HTTP/3 with --tls).
+    let offers = |k: TargetKind| {
+        let mut p = vec!["h1"];
+        if k.supports_http2() {
+            p.push("h2");
+        }
+        if k.supports_http3() {
+            p.push("h3");
+        }
+        p.join(" ")
+    };
+    let mut t = super::table::new(["target", "version", "offers", "path"]);
     super::table::keep_whole(&mut t, 0);
     let mut missing = Vec::new();
     for s in &found {
@@ -102,17 +113,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 s.version
                     .clone()
                     .unwrap_or_else(|| "(version unknown)".to_string()),
+                offers(s.kind),
                 p.display().to_string(),
             ]),
             None => {
                 missing.push(s.kind);
-                t.add_row([s.kind.name(), "not installed", "-"])
+                t.add_row([
+                    s.kind.name().to_string(),
+                    "not installed".to_string(),
+                    offers(s.kind),
+                    "-".to_string(),
+                ])
             }
         };
     }
     t.add_row([
         "external",
         "-",
+        "h1 h2 h3",
         "any http:// URL on loopback (volley does not start it)",
     ]);
     print!("{}", super::table::render(&t));
@@ -161,7 +179,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     if args.h3 && !kind.supports_http3() {
-        usage!("{kind} cannot offer HTTP/3 (supported: caddy)");
+        usage!("{kind} cannot offer HTTP/3 (supported: caddy, builtin)");
     }
     let settings = ServerSettings {
         workers: args.workers,
@@ -177,6 +195,28 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
         ..ServerSettings::default()
     };
+    let tuning = shown_tuning(kind, args)?;
+    let mut settings = settings;
+    tuning.apply(kind, &mut settings);
+    if kind.is_caldav_server()
+        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
+    {
+        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
+    }
+    if args.dav
+        && !kind.supports_plain_dav()
+        && !kind.is_caldav_server()
+        && kind != TargetKind::Builtin
+    {
+        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
+    }
+    print_config(kind, args, &settings, &placement)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tuning the shown configuration carries: the study file's variant (`--variant` with
+/// `--study`) with the `--set` assignments on top, kept to `kind`'s raw text and checked.
+fn shown_tuning(kind: TargetKind, args: &Args) -> anyhow::Result<Tuning> {
     let mut tuning = match (&args.variant, &args.study) {
         (Some(name), Some(file)) => {
             let text = match std::fs::read_to_string(file) {
@@ -205,20 +245,17 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = tuning.check(kind) {
         usage!("{e}");
     }
-    let mut settings = settings;
-    tuning.apply(kind, &mut settings);
-    if kind.is_caldav_server()
-        && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
-    {
-        usage!("{kind} runs as one process over plain HTTP as shipped: --workers, --no-keep-alive, --access-log, --tls and --compress do not apply");
-    }
-    if args.dav
-        && !kind.supports_plain_dav()
-        && !kind.is_caldav_server()
-        && kind != TargetKind::Builtin
-    {
-        usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
-    }
+    Ok(tuning)
+}
+
+/// Prints what volley runs for `kind`: the built-in server's and Xandikos' command lines
+/// (they take no file), or the rendered configuration file and the command that reads it.
+fn print_config(
+    kind: TargetKind,
+    args: &Args,
+    settings: &ServerSettings,
+    placement: &Placement,
+) -> anyhow::Result<()> {
     match kind {
         TargetKind::External => {
             usage!("an external target has no configuration: volley does not start it")
@@ -234,6 +271,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             // As `launch_builtin` runs it: h2 only when asked for.
             let h1 = if args.h2 { "" } else { " --http1-only" };
+            let h3 = if args.h3 { " --h3" } else { "" };
             // With accounts its root is a private tree, as `launch_builtin` runs it.
             let paths = config::DavPaths::in_dir(&placement.dir);
             let (root, users) = if args.dav {
@@ -246,9 +284,9 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             };
             println!(
                 "# the built-in server takes no configuration file; volley runs:\n\
-                 volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{tls}",
+                 volley serve --root {} --listen 127.0.0.1:0{users}{}{h1}{h3}{tls}",
                 root.display(),
-                super::bench::target::builtin_flags(&settings)
+                super::bench::target::builtin_flags(settings)
             );
             if args.compress {
                 println!(
@@ -273,7 +311,7 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             );
             print!(
                 "{}",
-                config::render(kind, &settings, &placement).unwrap_or_default()
+                config::render(kind, settings, placement).unwrap_or_default()
             );
             let conf = placement.dir.join(config::config_file_name(kind));
             let argv: Vec<String> = config::command_args(kind, &placement.dir, &conf)
@@ -287,5 +325,5 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

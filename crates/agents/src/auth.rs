@@ -75,10 +75,7 @@ impl BusCredentials {
                 origin: origin.to_string(),
                 detail: e.to_string(),
             })?;
-        c.key_bytes().map_err(|detail| AgentsError::Credentials {
-            origin: origin.to_string(),
-            detail,
-        })?;
+        c.key_bytes(origin)?;
         Ok(c)
     }
 
@@ -106,15 +103,20 @@ impl BusCredentials {
         serde_json::to_string(self).expect("credentials are plain strings")
     }
 
-    fn key_bytes(&self) -> Result<Vec<u8>, String> {
+    /// The assignment key's bytes; `origin` names where the credentials came from.
+    fn key_bytes(&self, origin: &str) -> Result<Vec<u8>, AgentsError> {
+        let bad = |detail: String| AgentsError::Credentials {
+            origin: origin.to_string(),
+            detail,
+        };
         let k = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(self.assign_key.trim())
-            .map_err(|e| format!("assign_key is not base64url: {e}"))?;
+            .map_err(|e| bad(format!("assign_key is not base64url: {e}")))?;
         if k.len() < 16 {
-            return Err(format!(
+            return Err(bad(format!(
                 "assign_key holds {} bytes, at least 16 needed",
                 k.len()
-            ));
+            )));
         }
         Ok(k)
     }
@@ -159,12 +161,7 @@ impl BusCredentials {
     }
 
     fn hmac_key(&self) -> Result<ring::hmac::Key, AgentsError> {
-        let k = self
-            .key_bytes()
-            .map_err(|detail| AgentsError::Credentials {
-                origin: self.user.clone(),
-                detail,
-            })?;
+        let k = self.key_bytes(&self.user)?;
         Ok(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &k))
     }
 }

@@ -21,7 +21,9 @@ use crate::bus::{self, Bus, Incoming};
 use crate::clock;
 use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
 use crate::merge::{AgentSeries, MergedSecond, Pending, Received};
-use crate::msg::{self, subject, Ack, Ending, FinalRecord, SecondRecord, Stale, Stop, PROTO};
+use crate::msg::{
+    self, subject, Ack, Ending, FinalRecord, SecondRecord, SharePart, Stale, Stop, PROTO,
+};
 use crate::AgentsError;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -96,6 +98,9 @@ struct State<'c> {
     /// Seconds merged live.
     done: BTreeMap<u64, MergedSecond>,
     records: u64,
+    /// Each agent's share pieces so far (a long run's share comes in several), with
+    /// the count they said they come in.
+    parts: Vec<(BTreeMap<u32, serde_bytes::ByteBuf>, u32)>,
 }
 
 impl<'c> State<'c> {
@@ -118,6 +123,7 @@ impl<'c> State<'c> {
             pending: BTreeMap::new(),
             done: BTreeMap::new(),
             records: 0,
+            parts: vec![(BTreeMap::new(), 0); agents.len()],
         }
     }
 
@@ -193,8 +199,40 @@ impl<'c> State<'c> {
                 self.records += 1;
                 Ok(Some((i, Taken::Second(second))))
             }
+            "part" => {
+                let p: SharePart = msg::decode(&m.payload)?;
+                let (held, total) = &mut self.parts[i];
+                if p.total == 0
+                    || p.total > msg::MAX_SHARE_PARTS
+                    || p.index >= p.total
+                    || (*total != 0 && *total != p.total)
+                {
+                    return Err(AgentsError::Implausible {
+                        agent: agent.to_string(),
+                        detail: format!("share piece {} of {}", p.index, p.total),
+                    });
+                }
+                *total = p.total;
+                // A piece sent again (its receipt was lost with the bus) is kept once.
+                held.entry(p.index).or_insert(p.bytes);
+                Ok(Some((i, Taken::Other)))
+            }
             "final" => {
-                let f: FinalRecord = msg::decode(&m.payload)?;
+                let mut f: FinalRecord = msg::decode(&m.payload)?;
+                if f.share_parts > 0 && f.share.is_none() {
+                    let (held, total) = &self.parts[i];
+                    if *total != f.share_parts {
+                        return Err(AgentsError::Implausible {
+                            agent: agent.to_string(),
+                            detail: format!(
+                                "its final record says {} share pieces, its pieces {total}",
+                                f.share_parts
+                            ),
+                        });
+                    }
+                    // Pieces are kept: a final record sent again is put together again.
+                    f.share = Some(Box::new(msg::share_from_parts(agent, held, *total)?));
+                }
                 if let Some(s) = f.last_second {
                     check_second(agent, s, self.cfg.run_bound)?;
                 }
@@ -259,6 +297,15 @@ impl<'c> State<'c> {
             let merged = p.close(&self.series, s)?;
             on_event(Event::Merged(Box::new(merged.clone())));
             self.done.insert(s, merged);
+            // The merged second holds their sum, and each record was handed out
+            // (`Event::Second`, stored by the study) when it came: nothing reads the
+            // records' own histograms again, and keeping them grew the coordinator by
+            // every agent's histograms each second of a long run.
+            for series in &mut self.series {
+                if let Some(r) = series.received.get_mut(&s) {
+                    r.record.hists.clear();
+                }
+            }
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! | `volley.v1.agent.<name>.stale` | coordinator | [`Stale`]: stop, you are out of the run |
 //! | `volley.v1.run.<run>.agent.<name>.sec` | agent | [`SecondRecord`] -> [`Ack`], one per second |
 //! | `volley.v1.run.<run>.agent.<name>.hb` | agent | [`Heartbeat`], each second |
+//! | `volley.v1.run.<run>.agent.<name>.part` | agent | [`SharePart`] -> [`Ack`], a large share's pieces, before its final record |
 //! | `volley.v1.run.<run>.agent.<name>.final` | agent | [`FinalRecord`] -> [`Ack`], once |
 //! | `volley.v1.run.<run>.stop` | coordinator | [`Stop`] |
 //!
@@ -368,11 +369,85 @@ pub struct FinalRecord {
     pub ending: Ending,
     /// The load function's error, when it failed.
     pub error: Option<String>,
-    /// Its whole share as bytes, when the load kept one.
+    /// Its whole share as bytes, when the load kept one and it fits one message.
     #[serde(default)]
     pub share: Option<Box<crate::load::ShareRecord>>,
+    /// How many [`SharePart`]s carried the share instead (0: none): a long run's share
+    /// outgrows the bus's largest message (NATS's default is 1 MB, about 15 minutes of
+    /// seconds), so it travels in pieces sent, each acknowledged, before this record.
+    #[serde(default)]
+    pub share_parts: u32,
 }
 message!(FinalRecord, "final record", agent);
+
+/// Bytes of an encoded share per [`SharePart`]: well under NATS's default largest
+/// message (1 MB), leaving room for the envelope.
+pub const SHARE_PART_BYTES: usize = 256 * 1024;
+
+/// Most pieces one share may come in (1 GB): more is a malformed or hostile peer.
+pub const MAX_SHARE_PARTS: u32 = 4096;
+
+/// One piece of an agent's encoded [`crate::load::ShareRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharePart {
+    /// Protocol version.
+    pub proto: u32,
+    /// Who sent it.
+    pub agent: String,
+    /// Its place, from 0.
+    pub index: u32,
+    /// How many pieces the share comes in.
+    pub total: u32,
+    /// Its bytes of the encoded share.
+    pub bytes: ByteBuf,
+}
+message!(SharePart, "share part", agent);
+
+/// The share encoded and cut into pieces of at most [`SHARE_PART_BYTES`] (none when it
+/// fits into the final record itself).
+pub fn share_parts(
+    agent: &str,
+    share: &crate::load::ShareRecord,
+) -> Result<Vec<SharePart>, AgentsError> {
+    let bytes = rmp_serde::to_vec_named(share).map_err(|source| AgentsError::Encode {
+        what: "share",
+        source,
+    })?;
+    if bytes.len() <= SHARE_PART_BYTES {
+        return Ok(Vec::new());
+    }
+    let total = bytes.len().div_ceil(SHARE_PART_BYTES) as u32;
+    Ok(bytes
+        .chunks(SHARE_PART_BYTES)
+        .enumerate()
+        .map(|(i, c)| SharePart {
+            proto: PROTO,
+            agent: agent.to_string(),
+            index: i as u32,
+            total,
+            bytes: ByteBuf::from(c.to_vec()),
+        })
+        .collect())
+}
+
+/// The share put back together from its pieces, in order.
+pub fn share_from_parts(
+    agent: &str,
+    parts: &BTreeMap<u32, ByteBuf>,
+    total: u32,
+) -> Result<crate::load::ShareRecord, AgentsError> {
+    if parts.len() as u32 != total || parts.keys().next_back() != total.checked_sub(1).as_ref() {
+        return Err(AgentsError::Implausible {
+            agent: agent.to_string(),
+            detail: format!("its share came in {} of {total} pieces", parts.len()),
+        });
+    }
+    let bytes: Vec<u8> = parts.values().flat_map(|b| b.iter().copied()).collect();
+    rmp_serde::from_slice(&bytes).map_err(|source| AgentsError::Decode {
+        what: "share",
+        source,
+    })
+}
 
 /// The coordinator's receipt for a [`SecondRecord`] or [`FinalRecord`]: the agent
 /// keeps a record in its outbox until one comes (records are requests, not plain

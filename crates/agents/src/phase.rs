@@ -8,7 +8,7 @@
 //! which some injector judged itself generator-bound is marked: its figures describe
 //! the generator, not the server.
 
-use crate::merge::{Merged, Slot};
+use crate::merge::{Merged, Packed, Slot};
 use crate::msg::RESPONSE_TIME;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -88,9 +88,9 @@ fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
         seconds += 1;
         requests += s.counters.requests;
         errors += s.counters.errors;
-        if let Some(r) = s.hists.get(RESPONSE_TIME) {
+        if let Some(Ok(r)) = s.hists.get(RESPONSE_TIME).map(Packed::unpack) {
             // Same shape and range everywhere: adding cannot fail.
-            let _ = hist::add(&mut h, r);
+            let _ = hist::add(&mut h, &r);
         }
         missing += injectors
             .iter()

@@ -18,7 +18,8 @@
 use crate::agent::{AgentConfig, AgentEvent, AgentOutcome, BusWatch, Done, LoadError, Started};
 use crate::bus::{self, Bus};
 use crate::msg::{
-    self, subject, Ack, Counters, Ending, FinalRecord, Heartbeat, SecondRecord, Stale, Stop, PROTO,
+    self, subject, Ack, Counters, Ending, FinalRecord, Heartbeat, SecondRecord, SharePart, Stale,
+    Stop, PROTO,
 };
 use crate::outbox::{self, Delivery, Outbox, Shared};
 use crate::AgentsError;
@@ -244,6 +245,11 @@ pub(crate) async fn stream(
     end.bus_was_away = checks.watch.was_away;
     end.out_of_run(run)?;
     let ending = end.ending(result.is_ok());
+    let share = started.share.lock().ok().and_then(|mut s| s.take());
+    let parts = match &share {
+        Some(sh) => msg::share_parts(&cfg.name, sh)?,
+        None => Vec::new(),
+    };
     let fin = FinalRecord {
         proto: PROTO,
         agent: cfg.name.clone(),
@@ -252,14 +258,14 @@ pub(crate) async fn stream(
         totals: sent.totals,
         ending,
         error: result.as_ref().err().map(|e| e.to_string()),
-        share: started
-            .share
-            .lock()
-            .ok()
-            .and_then(|mut s| s.take())
-            .map(Box::new),
+        share_parts: parts.len() as u32,
+        share: if parts.is_empty() {
+            share.map(Box::new)
+        } else {
+            None
+        },
     };
-    let delivered = finish(cfg, bus, run, &sec_subject, &outbox, &fin, &end).await;
+    let delivered = finish(cfg, bus, run, &sec_subject, &outbox, (&parts, &fin), &end).await;
     if end.bus_lost {
         return Err(AgentsError::BusLost);
     }
@@ -277,7 +283,8 @@ pub(crate) async fn stream(
     })
 }
 
-/// Delivers the buffered records, then the final record, while the bus is there:
+/// Delivers the buffered records, then the share's pieces (if it came in any), then the
+/// final record, while the bus is there:
 /// within `resend_bound` after a bus loss, and otherwise until the coordinator is seen
 /// to be gone (nobody listens, and the bus never went away, or came back more than
 /// [`RESUBSCRIBE_GRACE`] ago).
@@ -287,11 +294,13 @@ async fn finish(
     run: &str,
     sec_subject: &str,
     outbox: &Shared,
-    fin: &FinalRecord,
+    (parts, fin): (&[SharePart], &FinalRecord),
     end: &Ended,
 ) -> Result<(), AgentsError> {
     let until = Instant::now() + cfg.resend_bound;
     let final_subject = subject::stream(run, &cfg.name, "final");
+    let part_subject = subject::stream(run, &cfg.name, "part");
+    let mut parts_acked = 0;
     let mut up_since = bus.connected().then(Instant::now);
     while Instant::now() < until {
         if !bus.connected() {
@@ -301,6 +310,16 @@ async fn finish(
         }
         let up = *up_since.get_or_insert_with(Instant::now);
         let mut outcome = outbox::deliver(bus, sec_subject, outbox).await;
+        while outcome == Delivery::Empty && parts_acked < parts.len() {
+            match bus
+                .request::<_, Ack>(part_subject.clone(), &parts[parts_acked], outbox::ACK_BOUND)
+                .await
+            {
+                Ok(_) => parts_acked += 1,
+                Err(AgentsError::NoResponders { .. }) => outcome = Delivery::NoListener,
+                Err(_) => outcome = Delivery::Later,
+            }
+        }
         if outcome == Delivery::Empty {
             outcome = match bus
                 .request::<_, Ack>(final_subject.clone(), fin, outbox::ACK_BOUND)

@@ -15,10 +15,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{self, LoadCtx, LoadError};
 use volley_agents::coordinator::Event;
+use volley_agents::load::ShareRecord;
 use volley_agents::merge::Slot;
 use volley_agents::msg::{Ending, RESPONSE_TIME};
 use volley_agents::share::segment;
 use volley_agents::AgentsError;
+use volley_metrics::Recorder;
 
 /// When a synthetic load saw its stop flag.
 type StopSeen = Arc<Mutex<Option<Instant>>>;
@@ -98,7 +100,12 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
             .map(|x| x.record.counters.requests)
             .sum();
         assert_eq!(s.counters.requests, sum, "second {}", s.second);
-        assert_eq!(s.hists.get(RESPONSE_TIME).map_or(0, |h| h.len()), sum);
+        assert_eq!(
+            s.hists
+                .get(RESPONSE_TIME)
+                .map_or(0, |h| h.unpack().unwrap().len()),
+            sum
+        );
         assert!(
             s.slots.values().all(|&v| v == Slot::Present),
             "second {}: {:?}",
@@ -120,7 +127,7 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
     for m in &live {
         let end = &r.merged.seconds[m.second as usize];
         assert_eq!((&m.counters, &m.slots), (&end.counters, &end.slots));
-        assert_eq!(m.hists[RESPONSE_TIME].len(), end.hists[RESPONSE_TIME].len());
+        assert_eq!(m.hists[RESPONSE_TIME], end.hists[RESPONSE_TIME]);
     }
     assert_eq!(r.merged.degraded_from_s, None);
     let counts: Vec<usize> = r.phases.iter().map(|p| p.injectors.len()).collect();
@@ -303,6 +310,45 @@ fn a_failing_load_ends_with_a_final_record_that_says_why() {
     assert_eq!(fin.records_sent, 0);
     let e = join_within(h, Duration::from_secs(10)).unwrap_err();
     assert!(matches!(e, AgentsError::Load(_)), "{e}");
+}
+
+/// A long run's share outgrows the bus's largest message (NATS's default 1 MB, about
+/// 15 minutes of seconds): it travels in pieces and arrives whole. Before, an hour-long
+/// injected run ended with "no agent sent its recorder" and no step was stored.
+#[test]
+fn a_share_larger_than_a_bus_message_arrives_whole_in_pieces() {
+    let nats = common::secured_bus();
+    let cfg = agent_cfg(&Meet::of(&nats), "big");
+    // 2.5 MB of notes: ten pieces of at most 256 KB, over twice the bus's 1 MB limit.
+    let note = "n".repeat(2_500_000);
+    let sent = note.clone();
+    let h = std::thread::spawn(move || {
+        agent::run(
+            &cfg,
+            move |ctx: LoadCtx| {
+                ctx.finish_with(ShareRecord {
+                    recorder: Recorder::new().snapshot()?,
+                    info: common::run_info(vec![sent]),
+                    offset_s: 0,
+                });
+                Ok(())
+            },
+            &mut |_| {},
+        )
+    });
+    let mut ccfg = coord_cfg(&Meet::of(&nats), "big", 10, 1);
+    (ccfg.agents, ccfg.min_agents) = (1, 1);
+    let r = join_within(spawn_coordinator(ccfg), Duration::from_secs(30)).expect("run");
+    let fin = r.agents[0].final_record.as_ref().expect("final record");
+    assert_eq!(fin.share_parts, 10);
+    let share = fin.share.as_ref().expect("the share, put back together");
+    assert_eq!(share.info.notes, [note]);
+    assert_eq!(
+        join_within(h, Duration::from_secs(10))
+            .expect("agent")
+            .ending,
+        Ending::Done
+    );
 }
 
 #[test]

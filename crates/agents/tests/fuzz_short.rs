@@ -88,6 +88,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ending: Ending::Done,
         error: None,
         share: None,
+        share_parts: 0,
     };
     let e = |m: &dyn Fn() -> Vec<u8>| m();
     vec![

@@ -13,7 +13,8 @@
 //!   measured throughput when lower): the link was full;
 //! - *delay*: the link's added delay is at least [`DELAY_SHARE`] of the mean time per
 //!   request (service time plus its share of connecting), so the server's part is at
-//!   most the rest. When the same target's unshaped time per request is known, the step
+//!   most the rest. When the same target's unshaped time per request is known (the
+//!   study measures it from its host, outside the links, before each shaped step), the step
 //!   is link-bound on delay also when its time per request is within [`DELAY_SLACK`] of
 //!   delay + unshaped time and the delay is at least half of it (the server did what it
 //!   does unshaped; the link added the rest and dominated).

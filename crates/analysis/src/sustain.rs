@@ -357,27 +357,37 @@ pub struct ServerSide {
     pub available_cores: f64,
 }
 
+/// What the server's side says of a step the generator rule calls server-bound, each
+/// outcome with its reason in words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvidence {
+    /// The server bound the step: why (its queue grew, or its CPU neared what it could use).
+    Shown(String),
+    /// Nothing shows the server was the limit: why the step is inconclusive instead.
+    Inconclusive(String),
+}
+
 /// Why a step the generator rule calls server-bound really is (docs/methodology.md,
 /// "The generator checks itself"): the server's side must show it, by its queue growing
 /// (the step failed on the server's own figures) or by its CPU at
-/// [`SERVER_CPU_SHARE`] of what it could use. `Err` gives why the step is inconclusive
-/// instead: the generator kept up, and nothing shows that the server was the limit
-/// (the offered rate, a round trip or a think time may have been).
-pub fn server_evidence(side: &ServerSide) -> Result<String, String> {
+/// [`SERVER_CPU_SHARE`] of what it could use. [`ServerEvidence::Inconclusive`] gives why the
+/// step is inconclusive instead: the generator kept up, and nothing shows that the server
+/// was the limit (the offered rate, a round trip or a think time may have been).
+pub fn server_evidence(side: &ServerSide) -> ServerEvidence {
     if side.failed_on_server {
-        return Ok("the step failed on the server's own figures".to_string());
+        return ServerEvidence::Shown("the step failed on the server's own figures".to_string());
     }
     let avail = side.available_cores.max(0.5);
     match side.cpu_pct {
-        Some(pct) if pct / 100.0 >= SERVER_CPU_SHARE * avail => Ok(format!(
+        Some(pct) if pct / 100.0 >= SERVER_CPU_SHARE * avail => ServerEvidence::Shown(format!(
             "the server used {pct:.0}% of a CPU, at least {:.0}% of the {avail:.1} core(s) it could use",
             SERVER_CPU_SHARE * 100.0
         )),
-        Some(pct) => Err(format!(
+        Some(pct) => ServerEvidence::Inconclusive(format!(
             "inconclusive: the generator kept up, and the server used {pct:.0}% of a CPU, under {:.0}% of the {avail:.1} core(s) it could use, and its queue did not grow: nothing shows the server was the limit",
             SERVER_CPU_SHARE * 100.0
         )),
-        None => Err("inconclusive: the generator kept up, but the server's CPU was not measured and its queue did not grow: nothing shows the server was the limit".to_string()),
+        None => ServerEvidence::Inconclusive("inconclusive: the generator kept up, but the server's CPU was not measured and its queue did not grow: nothing shows the server was the limit".to_string()),
     }
 }
 

@@ -23,6 +23,8 @@
 //!   dynamic references with a typed error.
 //! - [`stream`]: a request stream's response reader, the peer's unidirectional
 //!   streams (control, QPACK, push, unknown), and our control stream's preface.
+//! - [`server`]: the server's side: a request stream's reader, the client's
+//!   unidirectional streams, a response head.
 //!
 //! ```
 //! use volley_h3::stream::{write_request, LocalSettings, ResponseEvent, ResponseReader};
@@ -48,6 +50,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod qpack;
+pub mod server;
 pub mod stream;
 pub mod varint;
 

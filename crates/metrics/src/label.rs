@@ -131,116 +131,124 @@ pub fn lag_threshold_us(rate_per_s: f64) -> f64 {
 
 /// Applies the rule in the module docs.
 pub fn classify(c: &Check) -> Verdict {
-    let v = |label, reason: String| Verdict { label, reason };
     match c.offered_rate_per_s {
-        Some(rate) => {
-            if c.scheduled <= 0.0 && c.dispatched <= 0.0 && c.sent <= 0.0 {
-                return v(
-                    Bound::Inconclusive,
-                    "nothing scheduled in this window".into(),
-                );
-            }
-            let limit_us = lag_threshold_us(rate);
-            let wait = conn_wait_note(c, limit_us);
-            if c.sched_lag_p99_us as f64 > limit_us {
-                if stall_explains(c.longest_stall_us, c.sched_lag_p99_us as f64) {
-                    return v(
-                        Bound::MachineStalled,
-                        format!(
-                            "scheduler-lag p99 {:.3} ms > {:.3} ms, and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
-                            c.sched_lag_p99_us as f64 / 1e3,
-                            limit_us / 1e3,
-                            c.longest_stall_us.unwrap_or(0) as f64 / 1e3
-                        ),
-                    );
-                }
-                return v(
-                    Bound::GeneratorBound,
-                    format!(
-                        "scheduler-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R){wait}",
-                        c.sched_lag_p99_us as f64 / 1e3,
-                        limit_us / 1e3
-                    ),
-                );
-            }
-            let allowed_short = 0.01 * c.scheduled + c.slack;
-            if c.dispatched + allowed_short < c.scheduled {
-                // k requests short at rate R: the pacer lost k / R seconds.
-                let late_us = (c.scheduled - c.dispatched) / rate.max(1e-9) * 1e6;
-                if stall_explains(c.longest_stall_us, late_us) {
-                    return v(
-                        Bound::MachineStalled,
-                        format!(
-                            "dispatched {:.1} vs {:.1} scheduled ({:.3} ms of arrivals), and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
-                            c.dispatched,
-                            c.scheduled,
-                            late_us / 1e3,
-                            c.longest_stall_us.unwrap_or(0) as f64 / 1e3
-                        ),
-                    );
-                }
-                return v(
-                    Bound::GeneratorBound,
-                    format!(
-                        "dispatched {:.1} vs {:.1} scheduled (more than 1% short){wait}",
-                        c.dispatched, c.scheduled
-                    ),
-                );
-            }
-            v(
-                Bound::ServerBound,
+        Some(rate) => classify_open(c, rate),
+        None => classify_closed(c),
+    }
+}
+
+/// An open loop at `rate` req/s: did the generator keep its schedule (scheduler lag and
+/// dispatched against scheduled), and if not, did the stall probe see the machine stall?
+fn classify_open(c: &Check, rate: f64) -> Verdict {
+    let v = |label, reason: String| Verdict { label, reason };
+    if c.scheduled <= 0.0 && c.dispatched <= 0.0 && c.sent <= 0.0 {
+        return v(
+            Bound::Inconclusive,
+            "nothing scheduled in this window".into(),
+        );
+    }
+    let limit_us = lag_threshold_us(rate);
+    let wait = conn_wait_note(c, limit_us);
+    if c.sched_lag_p99_us as f64 > limit_us {
+        if stall_explains(c.longest_stall_us, c.sched_lag_p99_us as f64) {
+            return v(
+                Bound::MachineStalled,
                 format!(
-                    "kept the schedule: dispatched {:.1} vs {:.1} scheduled ({:.1} sent), scheduler-lag p99 {:.3} ms <= {:.3} ms{wait}",
+                    "scheduler-lag p99 {:.3} ms > {:.3} ms, and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
+                    c.sched_lag_p99_us as f64 / 1e3,
+                    limit_us / 1e3,
+                    c.longest_stall_us.unwrap_or(0) as f64 / 1e3
+                ),
+            );
+        }
+        return v(
+            Bound::GeneratorBound,
+            format!(
+                "scheduler-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R){wait}",
+                c.sched_lag_p99_us as f64 / 1e3,
+                limit_us / 1e3
+            ),
+        );
+    }
+    let allowed_short = 0.01 * c.scheduled + c.slack;
+    if c.dispatched + allowed_short < c.scheduled {
+        // k requests short at rate R: the pacer lost k / R seconds.
+        let late_us = (c.scheduled - c.dispatched) / rate.max(1e-9) * 1e6;
+        if stall_explains(c.longest_stall_us, late_us) {
+            return v(
+                Bound::MachineStalled,
+                format!(
+                    "dispatched {:.1} vs {:.1} scheduled ({:.3} ms of arrivals), and the stall probe beside the load was held {:.3} ms: the machine stalled, not the generator{wait}",
                     c.dispatched,
                     c.scheduled,
-                    c.sent,
-                    c.sched_lag_p99_us as f64 / 1e3,
-                    limit_us / 1e3
+                    late_us / 1e3,
+                    c.longest_stall_us.unwrap_or(0) as f64 / 1e3
                 ),
-            )
+            );
         }
-        None => {
-            let Some(used) = c.cpu_cores_used else {
-                return v(
-                    Bound::Inconclusive,
-                    "closed loop and generator CPU not measured".into(),
-                );
-            };
-            let cores = c.cores.max(1e-9);
-            let share = used / cores;
-            if share >= 0.9 {
-                return v(
-                    Bound::GeneratorBound,
-                    format!(
-                        "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% >= 90%)",
-                        c.cores,
-                        share * 100.0
-                    ),
-                );
-            }
-            let pressure = c.cpu_pressure.unwrap_or(0.0);
-            if share <= 0.7 && pressure < 0.5 {
-                return v(
-                    Bound::ServerBound,
-                    format!(
-                        "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% <= 70%), CPU pressure {:.0}%",
-                        c.cores,
-                        share * 100.0,
-                        pressure * 100.0
-                    ),
-                );
-            }
-            v(
-                Bound::Inconclusive,
-                format!(
-                    "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}%), CPU pressure {:.0}%",
-                    c.cores,
-                    share * 100.0,
-                    pressure * 100.0
-                ),
-            )
-        }
+        return v(
+            Bound::GeneratorBound,
+            format!(
+                "dispatched {:.1} vs {:.1} scheduled (more than 1% short){wait}",
+                c.dispatched, c.scheduled
+            ),
+        );
     }
+    v(
+        Bound::ServerBound,
+        format!(
+            "kept the schedule: dispatched {:.1} vs {:.1} scheduled ({:.1} sent), scheduler-lag p99 {:.3} ms <= {:.3} ms{wait}",
+            c.dispatched,
+            c.scheduled,
+            c.sent,
+            c.sched_lag_p99_us as f64 / 1e3,
+            limit_us / 1e3
+        ),
+    )
+}
+
+/// A closed loop: the generator's CPU share of its cores, and the CPU pressure.
+fn classify_closed(c: &Check) -> Verdict {
+    let v = |label, reason: String| Verdict { label, reason };
+    let Some(used) = c.cpu_cores_used else {
+        return v(
+            Bound::Inconclusive,
+            "closed loop and generator CPU not measured".into(),
+        );
+    };
+    let cores = c.cores.max(1e-9);
+    let share = used / cores;
+    if share >= 0.9 {
+        return v(
+            Bound::GeneratorBound,
+            format!(
+                "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% >= 90%)",
+                c.cores,
+                share * 100.0
+            ),
+        );
+    }
+    let pressure = c.cpu_pressure.unwrap_or(0.0);
+    if share <= 0.7 && pressure < 0.5 {
+        return v(
+            Bound::ServerBound,
+            format!(
+                "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% <= 70%), CPU pressure {:.0}%",
+                c.cores,
+                share * 100.0,
+                pressure * 100.0
+            ),
+        );
+    }
+    v(
+        Bound::Inconclusive,
+        format!(
+            "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}%), CPU pressure {:.0}%",
+            c.cores,
+            share * 100.0,
+            pressure * 100.0
+        ),
+    )
 }
 
 /// The whole run's label from its own check and its seconds' labels: a run the whole-run

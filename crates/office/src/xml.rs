@@ -73,10 +73,14 @@ pub struct Entry {
     pub ctag: Option<String>,
     /// `DAV:sync-token` as a property.
     pub sync_token: Option<String>,
+    /// `DAV:resourcetype` holds `DAV:collection`.
+    pub collection: bool,
     /// `DAV:resourcetype` holds `C:calendar`.
     pub calendar: bool,
     /// `DAV:supported-report-set` names sync-collection.
     pub sync_report: bool,
+    /// The local names of the reports `DAV:supported-report-set` lists, in order.
+    pub reports: Vec<String>,
     /// The first `DAV:href` under `current-user-principal` or `calendar-home-set`.
     pub principal: Option<String>,
     /// The first `DAV:href` under `C:calendar-home-set`.
@@ -116,7 +120,8 @@ pub enum MultistatusError {
     NoHref,
 }
 
-/// Parses a 207 body; `Err` names what is wrong.
+/// Parses a 207 body; `Err` names what is wrong. The one reader of multistatus answers
+/// on the client side: the office's clients and the targets' DAV probe read through it.
 pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, MultistatusError> {
     let text = std::str::from_utf8(body).map_err(|_| MultistatusError::NotUtf8)?;
     let doc = roxmltree::Document::parse(text).map_err(MultistatusError::BadXml)?;
@@ -201,9 +206,18 @@ fn entry(node: roxmltree::Node<'_, '_>) -> Result<Entry, MultistatusError> {
                 (CALDAV, "calendar-data") => e.data = Some(text(p)),
                 (CS, "getctag") => e.ctag = Some(text(p).trim().to_owned()),
                 (DAV, "sync-token") => e.sync_token = Some(text(p).trim().to_owned()),
-                (DAV, "resourcetype") => e.calendar = child(p, CALDAV, "calendar").is_some(),
+                (DAV, "resourcetype") => {
+                    e.collection = child(p, DAV, "collection").is_some();
+                    e.calendar = child(p, CALDAV, "calendar").is_some();
+                }
                 (DAV, "supported-report-set") => {
-                    e.sync_report = p.descendants().any(|d| is(d, DAV, "sync-collection"))
+                    e.sync_report = p.descendants().any(|d| is(d, DAV, "sync-collection"));
+                    e.reports = p
+                        .descendants()
+                        .filter(|d| is(*d, DAV, "report"))
+                        .filter_map(|r| r.children().find(|c| c.is_element()))
+                        .map(|r| r.tag_name().name().to_owned())
+                        .collect();
                 }
                 (DAV, "current-user-principal") => {
                     e.principal = child(p, DAV, "href").map(|h| href_path(&text(h)))

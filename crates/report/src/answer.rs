@@ -120,6 +120,18 @@ pub enum Verdict {
         /// Why, when volley knows (the same CPU cap).
         reason: Option<String>,
     },
+    /// Capacities that cannot be ordered: the lower one is only a lower bound (its
+    /// server was not seen to fail), so its capacity may lie above the higher figure.
+    Unbounded {
+        /// Index of the contender with the higher figure.
+        best: usize,
+        /// Index of the unbounded lower one.
+        next: usize,
+        /// Their figures (req/s).
+        values: (f64, f64),
+        /// Whether the higher figure is a lower bound too.
+        best_unbounded: bool,
+    },
     /// Only one contender has a figure: nothing to rank it against.
     Alone {
         /// Its index.
@@ -200,20 +212,49 @@ pub fn decide(all: &[Contender]) -> Verdict {
                 reason: nothing_left(all),
             }
         }
-        [only] => {
-            let others: Vec<Contender> = (0..all.len())
-                .filter(|i| i != only)
-                .map(|i| all[i].clone())
-                .collect();
-            return Verdict::Alone {
-                only: *only,
-                others: (!others.is_empty()).then(|| nothing_left(&others)),
-            };
-        }
+        [only] => return alone(all, *only),
         _ => {}
     }
-    // Rank on the points every ranked contender measured (like with like), else on
-    // each one's own points.
+    let ranked = rank(all, &with_points);
+    let [(best, best_level), (next, next_level), ..] = ranked[..] else {
+        // A contender whose every figure is unusable has no level: nothing to rank.
+        return match ranked.first() {
+            Some(&(only, _)) => alone(all, only),
+            None => Verdict::NoFigure {
+                reason: nothing_left(all),
+            },
+        };
+    };
+    let pairs = shared(&all[best], &all[next]);
+    if pairs.is_empty() {
+        return Verdict::NoDifference {
+            best,
+            next,
+            values: (best_level, next_level),
+            ratio: None,
+            reason: Some(
+                "they share no measured point: nothing like was measured with like".into(),
+            ),
+        };
+    }
+    between(all, best, next, &pairs)
+}
+
+/// `only` has a figure; the others (when any) say why they have none.
+fn alone(all: &[Contender], only: usize) -> Verdict {
+    let others: Vec<Contender> = (0..all.len())
+        .filter(|&i| i != only)
+        .map(|i| all[i].clone())
+        .collect();
+    Verdict::Alone {
+        only,
+        others: (!others.is_empty()).then(|| nothing_left(&others)),
+    }
+}
+
+/// The contenders with points, best first, by their level on the points every one of
+/// them measured (like with like), else on each one's own points.
+fn rank(all: &[Contender], with_points: &[usize]) -> Vec<(usize, f64)> {
     fn common<'a>(c: &'a Contender, all: &[Contender], with_points: &[usize]) -> Vec<&'a Point> {
         let every: Vec<&Point> = c
             .points
@@ -232,50 +273,41 @@ pub fn decide(all: &[Contender]) -> Verdict {
     }
     let mut ranked: Vec<(usize, f64)> = with_points
         .iter()
-        .filter_map(|&i| Some((i, level(&common(&all[i], all, &with_points))?)))
+        .filter_map(|&i| Some((i, level(&common(&all[i], all, with_points))?)))
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let (best, next) = (ranked[0].0, ranked[1].0);
-    let pairs = shared(&all[best], &all[next]);
-    if pairs.is_empty() {
-        return Verdict::NoDifference {
-            best,
-            next,
-            values: (ranked[0].1, ranked[1].1),
-            ratio: None,
-            reason: Some(
-                "they share no measured point: nothing like was measured with like".into(),
-            ),
-        };
-    }
-    let values = |pairs: &[(Vec<f64>, Vec<f64>)]| {
-        let a: Vec<Point> = pairs
+    ranked
+}
+
+/// One point both sides measured: (the first's runs, the second's).
+type Pair = (Vec<f64>, Vec<f64>);
+
+/// The two sides' levels over `pairs` (as compared).
+fn levels(pairs: &[Pair]) -> (f64, f64) {
+    let side = |pick: fn(&Pair) -> &Vec<f64>| {
+        let points: Vec<Point> = pairs
             .iter()
-            .map(|(a, _)| Point {
+            .map(|p| Point {
                 key: String::new(),
-                runs: a.clone(),
+                runs: pick(p).clone(),
             })
             .collect();
-        let b: Vec<Point> = pairs
-            .iter()
-            .map(|(_, b)| Point {
-                key: String::new(),
-                runs: b.clone(),
-            })
-            .collect();
-        (
-            level(&a.iter().collect::<Vec<_>>()).unwrap_or(f64::NAN),
-            level(&b.iter().collect::<Vec<_>>()).unwrap_or(f64::NAN),
-        )
+        level(&points.iter().collect::<Vec<_>>()).unwrap_or(f64::NAN)
     };
-    // Only points with at least two runs a side have an interval.
+    (side(|p| &p.0), side(|p| &p.1))
+}
+
+/// The verdict between `best` and `next` on the points both measured (`pairs`): no
+/// interval from one run per point; else the interval of the pooled ratio over the
+/// points with at least two runs a side decides.
+fn between(all: &[Contender], best: usize, next: usize, pairs: &[(Vec<f64>, Vec<f64>)]) -> Verdict {
     let repeated: Vec<(Vec<f64>, Vec<f64>)> = pairs
         .iter()
         .filter(|(a, b)| a.len() >= 2 && b.len() >= 2)
         .cloned()
         .collect();
     if repeated.is_empty() {
-        let v = values(&pairs);
+        let v = levels(pairs);
         let r = v.0 / v.1;
         return Verdict::SingleRun {
             best,
@@ -285,7 +317,7 @@ pub fn decide(all: &[Contender]) -> Verdict {
             repeats: ratio::repeats_needed(r, ratio::ASSUMED_RUN_CV),
         };
     }
-    let v = values(&repeated);
+    let v = levels(&repeated);
     let Ok(est) = ratio::pooled_ratio_ci(&repeated, RESAMPLES, SEED) else {
         return Verdict::NoFigure {
             reason: "the figures cannot be divided (a zero or invalid run)".into(),
@@ -316,24 +348,22 @@ pub fn decide(all: &[Contender]) -> Verdict {
             next,
             values: v,
             ratio: Some(est),
-            reason: (all[best].capped && all[next].capped)
-                .then(|| "both ran throttled at the CPU cap volley set".to_string()),
+            reason: both_capped(all, best, next),
         }
     }
+}
+
+/// The reason two figures within noise may be alike: both ran at volley's CPU cap.
+fn both_capped(all: &[Contender], best: usize, next: usize) -> Option<String> {
+    (all[best].capped && all[next].capped)
+        .then(|| "both ran throttled at the CPU cap volley set".to_string())
 }
 
 /// Capacities: a winner only when the best one's interval lies above the next one's
 /// (lo_best / hi_next > 1), and never from one run per rate.
 fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
     if let [only] = with {
-        let others: Vec<Contender> = (0..all.len())
-            .filter(|i| i != only)
-            .map(|i| all[i].clone())
-            .collect();
-        return Verdict::Alone {
-            only: *only,
-            others: (!others.is_empty()).then(|| nothing_left(&others)),
-        };
+        return alone(all, *only);
     }
     let mut ranked: Vec<(usize, CapacityFigure)> = with
         .iter()
@@ -342,6 +372,17 @@ fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
     ranked.sort_by(|a, b| b.1.value.total_cmp(&a.1.value));
     let ((best, b), (next, n)) = (ranked[0], ranked[1]);
     let values = (b.value, n.value);
+    // "At least X" below "Y" orders nothing: the lower server was not seen to fail, so
+    // its capacity may lie anywhere above X (a busy run of seed 001 otherwise answered
+    // "apache 1,350 vs nginx 1,000 (1.35x)" from two lower bounds).
+    if n.hi.is_none() {
+        return Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: b.hi.is_none(),
+        };
+    }
     let r = if n.value > 0.0 {
         b.value / n.value
     } else {
@@ -378,8 +419,7 @@ fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
             next,
             values,
             ratio: Some(range),
-            reason: (all[best].capped && all[next].capped)
-                .then(|| "both ran throttled at the CPU cap volley set".to_string()),
+            reason: both_capped(all, best, next),
         }
     }
 }
@@ -464,6 +504,30 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
                 .map(|r| format!("; {r}"))
                 .unwrap_or_default()
         ),
+        Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: true,
+        } => format!(
+            "No order can be told: no server was seen to fail ({} at least {}, {} at least {}), so each capacity is only a lower bound.",
+            name(*best),
+            rps(values.0),
+            name(*next),
+            rps(values.1)
+        ),
+        Verdict::Unbounded {
+            best,
+            next,
+            values,
+            best_unbounded: false,
+        } => format!(
+            "No order can be told: {} was not seen to fail (at least {}), so it may carry more than {}'s {}.",
+            name(*next),
+            rps(values.1),
+            name(*best),
+            rps(values.0)
+        ),
         Verdict::Alone { only, others } => format!(
             "Only {} has a figure of its own{}.",
             name(*only),
@@ -508,6 +572,7 @@ mod tests {
             Verdict::Winner { best, .. } => ("winner", Some(*best)),
             Verdict::SingleRun { best, .. } => ("single run", Some(*best)),
             Verdict::NoDifference { best, .. } => ("no difference", Some(*best)),
+            Verdict::Unbounded { best, .. } => ("unbounded", Some(*best)),
             Verdict::Alone { only, .. } => ("alone", Some(*only)),
             Verdict::NoFigure { .. } => ("no figure", None),
         }
@@ -629,11 +694,36 @@ mod tests {
                 "no difference",
                 Some(1),
             ),
-            // Unbounded above the next one: no difference can be excluded.
+            // Neither seen to fail: two lower bounds order nothing.
             (
                 vec![cap(1400.0, 1400.0, None, 3), cap(1300.0, 1300.0, None, 3)],
-                "no difference",
+                "unbounded",
                 Some(0),
+            ),
+            // The lower one not seen to fail, from one run each: still no order (the
+            // busy seed 001 run: "at least 1000" against "at least 1350").
+            (
+                vec![cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)],
+                "unbounded",
+                Some(1),
+            ),
+            // The higher one bounded, the lower not: the lower may carry more.
+            (
+                vec![
+                    cap(1000.0, 1000.0, None, 3),
+                    cap(1300.0, 1250.0, Some(1350.0), 3),
+                ],
+                "unbounded",
+                Some(1),
+            ),
+            // The lower one failed below what the higher one carried: ordered.
+            (
+                vec![
+                    cap(1000.0, 950.0, Some(1050.0), 3),
+                    cap(1400.0, 1400.0, None, 3),
+                ],
+                "winner",
+                Some(1),
             ),
             // One run per rate: no interval.
             (
@@ -649,5 +739,15 @@ mod tests {
             let v = decide(all);
             assert_eq!(kind(&v), (*want, *leader), "row {i}: {v:?}");
         }
+        let two_floors = [cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)];
+        let words = sentence(
+            &decide(&two_floors),
+            &two_floors,
+            "sustained the highest rate",
+        );
+        assert_eq!(
+            words,
+            "No order can be told: no server was seen to fail (c1350 at least 1,350 req/s, c1000 at least 1,000 req/s), so each capacity is only a lower bound."
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! One colour per target and per variant of a target, through the whole report: every
+//! One colour per target and per variant and protocol of a target, through the whole
+//! report: every
 //! chart (interactive or static) and the headline's swatches ask [`Colors`] by the same
 //! key, so a colour means one thing wherever a reader meets it. Groups of one target's
 //! steps (CPU caps, core sets, percentiles) are told apart by dash, never by colour.
@@ -6,17 +7,21 @@
 use crate::model::{Report, StepReport, TargetReport};
 use crate::svg::PALETTE;
 
-/// Who a line or point belongs to: `target`, or `target · variant` for a step run with
-/// a `[[variant]]` tuning.
+/// Who a line or point belongs to: `target`, then `· variant` for a step run with a
+/// `[[variant]]` tuning and `· protocol` where the run spoke more than one protocol
+/// (`StepReport::protocol`).
 pub fn key(t: &TargetReport, s: &StepReport) -> String {
-    match &s.variant {
-        Some(v) => variant_key(&t.target, v),
-        None => t.target.clone(),
-    }
+    series_key(&t.target, &s.variant, &s.protocol)
 }
 
-fn variant_key(target: &str, variant: &str) -> String {
-    format!("{target} \u{b7} {variant}")
+/// [`key`] of a figure that is not a step (a capacity of one variant and protocol).
+pub fn series_key(target: &str, variant: &Option<String>, protocol: &Option<String>) -> String {
+    let mut k = target.to_string();
+    for part in [variant, protocol].into_iter().flatten() {
+        k.push_str(" \u{b7} ");
+        k.push_str(part);
+    }
+    k
 }
 
 /// The report's colour keys, in reading order: each target, then its variants as they
@@ -31,7 +36,12 @@ impl Colors {
     pub fn of(report: &Report) -> Colors {
         let mut keys: Vec<String> = Vec::new();
         for t in &report.targets {
-            keys.push(t.target.clone());
+            // The bare target's key only when some step ran as it (or none ran at all):
+            // a target whose steps all ran as variants or protocols spends no colour on
+            // a series no chart draws.
+            if t.steps.is_empty() || t.steps.iter().any(|s| key(t, s) == t.target) {
+                keys.push(t.target.clone());
+            }
             for s in &t.steps {
                 let k = key(t, s);
                 if !keys.contains(&k) {
@@ -52,9 +62,13 @@ impl Colors {
         PALETTE[i % PALETTE.len()]
     }
 
-    /// The colour of a target as a whole (its merged figures, its server's monitor).
+    /// The colour of a target as a whole (its merged figures, its server's monitor):
+    /// its bare key's, else its first series'.
     pub fn target(&self, t: &TargetReport) -> &'static str {
-        self.get(&t.target)
+        match self.keys_of(t).first() {
+            Some(first) if !self.keys.contains(&t.target) => self.get(first),
+            _ => self.get(&t.target),
+        }
     }
 
     /// Every key that some step of `t` ran as, in reading order.
@@ -94,6 +108,37 @@ mod tests {
             percentile_curves: Vec::new(),
             office: Vec::new(),
         }
+    }
+
+    #[test]
+    fn protocols_are_keys_of_their_own_beside_variants() {
+        let mut t = target("a", &[None, Some("tuned"), Some("tuned")]);
+        t.steps[0].protocol = Some("h1".into());
+        t.steps[1].protocol = Some("h1".into());
+        t.steps[2].protocol = Some("h3".into());
+        let report = Report {
+            schema_version: 1,
+            title: "t".into(),
+            study: None,
+            targets: vec![t],
+        };
+        let c = Colors::of(&report);
+        assert_eq!(
+            c.keys_of(&report.targets[0]),
+            [
+                "a \u{b7} h1",
+                "a \u{b7} tuned \u{b7} h1",
+                "a \u{b7} tuned \u{b7} h3"
+            ]
+        );
+        let colours: Vec<&str> = c
+            .keys_of(&report.targets[0])
+            .iter()
+            .map(|k| c.get(k))
+            .collect();
+        // No colour spent on the bare target no step ran as.
+        assert_eq!(colours, [PALETTE[0], PALETTE[1], PALETTE[2]]);
+        assert_eq!(c.target(&report.targets[0]), PALETTE[0]);
     }
 
     #[test]

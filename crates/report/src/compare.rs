@@ -426,33 +426,7 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         }
     }
     if matched.is_empty() {
-        let why = |p: &[(String, Vec<f64>)], l: &crate::answer::LeftOut, r: &RunRow| {
-            if p.is_empty() {
-                format!(
-                    "run {} ({}) has no step that stands for the server ({})",
-                    r.id,
-                    r.target,
-                    crate::answer::nothing_left(&[crate::answer::Contender {
-                        left_out: *l,
-                        ..Default::default()
-                    }])
-                )
-            } else {
-                String::new()
-            }
-        };
-        let reasons: Vec<String> = [why(&pa, &la, &ra), why(&pb, &lb, &rb)]
-            .into_iter()
-            .filter(|w| !w.is_empty())
-            .collect();
-        return Err(ReportError::Compare(if reasons.is_empty() {
-            format!(
-                "runs {} and {} share no measured point (workload, load, variant): nothing like to compare with like",
-                ra.id, rb.id
-            )
-        } else {
-            reasons.join("; ")
-        }));
+        return Err(nothing_shared((&ra, &pa, &la), (&rb, &pb, &lb)));
     }
     let unmatched = |p: &[(String, Vec<f64>)]| -> usize {
         p.iter()
@@ -480,6 +454,54 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         lb,
         unmatched(&pb),
     );
+    let (r, single_ratio) = ratios(&matched)?;
+    let answer = answer_of(m, &matched, (&sa, &sb), r.as_ref(), generators_only);
+    let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
+    Ok(Comparison {
+        metric: m,
+        a: sa,
+        b: sb,
+        points: matched.into_iter().map(|(k, _, _)| k).collect(),
+        ratio: r,
+        single_ratio,
+        answer,
+        capacities,
+    })
+}
+
+/// Why two runs share no point to compare: the side (run, its points, what it left
+/// out) that has none standing for its server, else that they measured unlike points.
+fn nothing_shared(
+    a: (&RunRow, &Points, &crate::answer::LeftOut),
+    b: (&RunRow, &Points, &crate::answer::LeftOut),
+) -> ReportError {
+    let why = |(r, p, l): (&RunRow, &Points, &crate::answer::LeftOut)| {
+        p.is_empty().then(|| {
+            format!(
+                "run {} ({}) has no step that stands for the server ({})",
+                r.id,
+                r.target,
+                crate::answer::nothing_left(&[crate::answer::Contender {
+                    left_out: *l,
+                    ..Default::default()
+                }])
+            )
+        })
+    };
+    let reasons: Vec<String> = [why(a), why(b)].into_iter().flatten().collect();
+    ReportError::Compare(if reasons.is_empty() {
+        format!(
+            "runs {} and {} share no measured point (workload, load, variant): nothing like to compare with like",
+            a.0.id, b.0.id
+        )
+    } else {
+        reasons.join("; ")
+    })
+}
+
+/// The pooled ratio a / b with its interval over the points with two runs a side or
+/// more (`None` without any), and its point estimate over every matched point.
+fn ratios(matched: &[Matched]) -> Result<(Option<bootstrap::Estimate>, Option<f64>), ReportError> {
     let repeated: Vec<(Vec<f64>, Vec<f64>)> = matched
         .iter()
         .filter(|(_, a, b)| a.len() >= 2 && b.len() >= 2)
@@ -498,8 +520,24 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         .map(|(_, a, b)| (a.clone(), b.clone()))
         .collect();
     let single_ratio = ratio::pooled_ratio_ci(&all, 1, 1).ok().map(|e| e.median);
-    // The answer by the report's rule: for p99, lower is better, so the contenders'
-    // figures are inverted before ranking (1/p99) and the sentence says ms below.
+    Ok((r, single_ratio))
+}
+
+/// The answer by the report's rule (`crate::answer`): for p99, lower is better, and
+/// the sentence says ms; a comparison of generator-bound points only names no winner.
+fn answer_of(
+    m: Metric,
+    matched: &[Matched],
+    (sa, sb): (&Side, &Side),
+    r: Option<&bootstrap::Estimate>,
+    generators_only: bool,
+) -> String {
+    if generators_only {
+        return format!(
+            "No answer about the servers: the only points both runs measured were bound by the generator (generator-bound or machine-stalled steps), so these figures are volley's limit, not the servers'; {}",
+            "repeat on a quieter machine or with more generator cores"
+        );
+    }
     let contender = |side: &Side, pick: fn(&Matched) -> &Vec<f64>| crate::answer::Contender {
         name: side.target.clone(),
         points: matched
@@ -511,36 +549,17 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
             .collect(),
         ..Default::default()
     };
-    let answer = match m {
+    match m {
         Metric::Rps => {
-            let both = [contender(&sa, |p| &p.1), contender(&sb, |p| &p.2)];
+            let both = [contender(sa, |p| &p.1), contender(sb, |p| &p.2)];
             crate::answer::sentence(
                 &crate::answer::decide(&both),
                 &both,
                 "served the most requests per second",
             )
         }
-        Metric::P99 => p99_answer(&sa, &sb, r.as_ref()),
-    };
-    let answer = if generators_only {
-        format!(
-            "No answer about the servers: the only points both runs measured were bound by the generator (generator-bound or machine-stalled steps), so these figures are volley's limit, not the servers'; {}",
-            "repeat on a quieter machine or with more generator cores"
-        )
-    } else {
-        answer
-    };
-    let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
-    Ok(Comparison {
-        metric: m,
-        a: sa,
-        b: sb,
-        points: matched.into_iter().map(|(k, _, _)| k).collect(),
-        ratio: r,
-        single_ratio,
-        answer,
-        capacities,
-    })
+        Metric::P99 => p99_answer(sa, sb, r),
+    }
 }
 
 /// The p99 answer: lower is better; a difference only when the ratio's interval

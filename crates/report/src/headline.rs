@@ -166,7 +166,7 @@ pub fn lines(report: &Report) -> Vec<String> {
         .map(|t| {
             let main = figure(t).map_or_else(
                 || {
-                    let c = contender(t, &t.target, false, |_| true);
+                    let c = contender(t, &t.target, Across::Targets, |_| true);
                     format!(
                         "no figure for the server: {}",
                         answer::nothing_left(std::slice::from_ref(&c))
@@ -177,6 +177,9 @@ pub fn lines(report: &Report) -> Vec<String> {
             let mut line = format!("{}: {main}; {}; {}", t.target, errors(t), bound(t));
             if let Some(v) = variants_answer(t) {
                 line.push_str(&format!(". Variants: {v}"));
+            }
+            if let Some(p) = protocols_answer(t) {
+                line.push_str(&format!(". Protocols: {p}"));
             }
             line
         })
@@ -190,15 +193,25 @@ pub fn stands(s: &StepReport) -> bool {
     !s.generator_bound() && !s.mostly_failed()
 }
 
+/// Which dimension the contenders differ in: its points meet across it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Across {
+    /// Targets: every variant and protocol is a point of its own (like with like).
+    Targets,
+    /// The variants of one target.
+    Variants,
+    /// The protocols of one target.
+    Protocols,
+}
+
 /// The contender `name`: the steps of `t` that `keep` selects, as the answer rule reads
 /// them (`crate::answer`): closed-loop req/s per point (each planned repeat once), the
-/// capacity of rate steps, and what was left out and why. `across_variants`: the points
-/// of different variants meet (the variants are the contenders), else each variant is
-/// a point of its own (like with like across targets).
+/// capacity of rate steps, and what was left out and why. `across`: the dimension the
+/// contenders differ in, whose points meet.
 fn contender(
     t: &TargetReport,
     name: &str,
-    across_variants: bool,
+    across: Across,
     keep: impl Fn(&StepReport) -> bool,
 ) -> answer::Contender {
     let steps: Vec<&StepReport> = t.steps.iter().filter(|s| keep(s)).collect();
@@ -216,10 +229,10 @@ fn contender(
     let mut points: Vec<answer::Point> = Vec::new();
     let mut seen: Vec<(String, u32)> = Vec::new();
     for s in counted.iter().filter(|s| s.rate_rps.is_none()) {
-        let key = if across_variants {
-            s.point_label_of_any_variant()
-        } else {
-            s.point_label()
+        let key = match across {
+            Across::Targets => s.point_label(),
+            Across::Variants => s.point_label_of_any_variant(),
+            Across::Protocols => s.point_label_of_any_protocol(),
         };
         // A planned repeat measured again counts once, by its first standing attempt.
         if seen.contains(&(key.clone(), s.repeat)) || s.requests_per_s <= 0.0 {
@@ -244,8 +257,14 @@ fn contender(
 }
 
 /// The capacity as the answer compares it: a search's with its interval, else a sweep's
-/// between its last sustained and first failed rate, with the repeats behind each rate.
+/// between its last sustained and first failed rate, with the repeats behind each rate;
+/// only of groups whose variant and protocol some of `steps` ran.
 fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::CapacityFigure> {
+    let ran = |variant: &Option<String>, protocol: &Option<String>| {
+        steps
+            .iter()
+            .any(|s| s.variant == *variant && s.protocol == *protocol)
+    };
     let runs = steps
         .iter()
         .filter(|s| s.rate_rps.is_some())
@@ -255,7 +274,7 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
     if let Some((c, s)) = t
         .searches
         .iter()
-        .filter(|s| s.finished)
+        .filter(|s| s.finished && ran(&s.variant, &s.protocol))
         .filter_map(|s| Some((s.capacity_rps?, s)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
     {
@@ -270,6 +289,7 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
     let (c, cap) = t
         .capacity
         .iter()
+        .filter(|c| ran(&c.variant, &c.protocol))
         .filter_map(|c| Some((c.capacity_rps?, c)))
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
     Some(answer::CapacityFigure {
@@ -283,9 +303,25 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
 /// The variants of one target side by side ("tuned carries 1,250 req/s vs default 900:
 /// 1.39x [1.31, 1.46] (95% interval)."), when its steps ran more than one.
 pub fn variants_answer(t: &TargetReport) -> Option<String> {
+    side_by_side(t, Across::Variants, |s| s.variant.as_deref())
+}
+
+/// The protocols of one target side by side ("h2 carries ... vs h1 ..."), the same rule
+/// as variants, when its steps spoke more than one.
+pub fn protocols_answer(t: &TargetReport) -> Option<String> {
+    side_by_side(t, Across::Protocols, |s| s.protocol.as_deref())
+}
+
+/// The answer between the values of one dimension (`of`) of `t`'s steps, when it has
+/// two or more.
+fn side_by_side(
+    t: &TargetReport,
+    across: Across,
+    of: impl Fn(&StepReport) -> Option<&str>,
+) -> Option<String> {
     let mut names: Vec<&str> = Vec::new();
     for s in &t.steps {
-        if let Some(v) = s.variant.as_deref() {
+        if let Some(v) = of(s) {
             if !names.contains(&v) {
                 names.push(v);
             }
@@ -294,16 +330,27 @@ pub fn variants_answer(t: &TargetReport) -> Option<String> {
     if names.len() < 2 {
         return None;
     }
-    let all: Vec<answer::Contender> = names
-        .iter()
-        .map(|v| {
-            contender(t, v, true, |s: &StepReport| {
-                s.variant.as_deref() == Some(*v)
+    let one = |v: &str| contender(t, v, across, |s: &StepReport| of(s) == Some(v));
+    // Which knob mattered (`variants = "each"`): with the default and two or more
+    // others, each one's effect against the default, by the same rule.
+    if across == Across::Variants && names.len() > 2 && names.contains(&DEFAULT_VARIANT) {
+        let default = one(DEFAULT_VARIANT);
+        let each: Vec<String> = names
+            .iter()
+            .filter(|v| **v != DEFAULT_VARIANT)
+            .map(|v| {
+                let pair = [one(v), default.clone()];
+                answer::sentence(&answer::decide(&pair), &pair, "carries")
             })
-        })
-        .collect();
+            .collect();
+        return Some(each.join(" "));
+    }
+    let all: Vec<answer::Contender> = names.iter().map(|v| one(v)).collect();
     Some(answer::sentence(&answer::decide(&all), &all, "carries"))
 }
+
+/// The variant a study's generated configuration runs as (`sweep.variants`).
+const DEFAULT_VARIANT: &str = "default";
 
 /// The report's answer in one sentence: the best target and its lead over the next.
 pub fn answer(report: &Report) -> String {
@@ -316,7 +363,7 @@ pub fn answer(report: &Report) -> String {
     let all: Vec<answer::Contender> = report
         .targets
         .iter()
-        .map(|t| contender(t, &t.target, false, |_| true))
+        .map(|t| contender(t, &t.target, Across::Targets, |_| true))
         .collect();
     let verb = if all.iter().any(|c| c.capacity.is_some()) {
         "sustained the highest rate"
@@ -366,5 +413,71 @@ fn office_answer(report: &Report) -> String {
             )
         }
         _ => "No server carried any of the user counts tried.".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(steps: Vec<StepReport>) -> TargetReport {
+        TargetReport {
+            run_id: 1,
+            target: "nginx".into(),
+            status: "complete".into(),
+            environment: serde_json::Value::Null,
+            latency_definitions: Vec::new(),
+            steps,
+            capacity: Vec::new(),
+            searches: Vec::new(),
+            repeats: Vec::new(),
+            usl: Vec::new(),
+            percentile_curves: Vec::new(),
+            office: Vec::new(),
+        }
+    }
+
+    fn step(variant: &str, repeat: u32, rps: f64) -> StepReport {
+        let mut s = StepReport::blank();
+        s.variant = Some(variant.into());
+        s.repeat = repeat;
+        s.concurrency = Some(8);
+        s.completed = 1000;
+        s.ok = 1000;
+        s.requests_per_s = rps;
+        s.label = Some("server-bound".into());
+        s
+    }
+
+    #[test]
+    fn each_knob_is_answered_against_the_default() {
+        let mut steps = Vec::new();
+        for r in 0..3u32 {
+            let wobble = f64::from(r) * 5.0;
+            steps.push(step("default", r, 1000.0 + wobble));
+            steps.push(step("tuned:somaxconn", r, 1002.0 - wobble));
+            steps.push(step("tuned:sendfile", r, 1400.0 + wobble));
+        }
+        let v = variants_answer(&target(steps)).unwrap();
+        assert!(
+            v.contains("No difference beyond noise: tuned:somaxconn ")
+                || v.contains("No difference beyond noise: default "),
+            "{v}"
+        );
+        assert!(
+            v.contains("tuned:sendfile carries: 1,405 req/s vs default 1,005: 1.40x ["),
+            "{v}"
+        );
+        // Two variants: the one answer between them.
+        let two: Vec<StepReport> = (0..3u32)
+            .flat_map(|r| {
+                [
+                    step("default", r, 1000.0),
+                    step("tuned", r, 1400.0 + f64::from(r)),
+                ]
+            })
+            .collect();
+        let v = variants_answer(&target(two)).unwrap();
+        assert!(v.starts_with("tuned carries: "), "{v}");
     }
 }

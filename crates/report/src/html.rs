@@ -7,7 +7,7 @@
 //! fit, and so on.
 
 use crate::colors::{self, Colors};
-use crate::model::{group_name, Report, StepReport, TargetReport};
+use crate::model::{group_name, group_of_any_series, Report, StepReport, TargetReport};
 use crate::svg::{escape, Chart, Series, Style, XScale};
 use crate::table::{self, median, RowMark, Table};
 use crate::timeline::{self, TimePoint};
@@ -163,7 +163,10 @@ fn concurrency_groups<'a>(t: &'a TargetReport, key: &str) -> BTreeMap<String, Ve
         .iter()
         .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some() && colors::key(t, s) == key)
     {
-        groups.entry(group_name(s)).or_default().push(s);
+        // The key already names the variant and protocol.
+        let group =
+            group_of_any_series(&group_name(s), s.variant.as_deref(), s.protocol.as_deref());
+        groups.entry(group).or_default().push(s);
     }
     groups
 }
@@ -203,62 +206,33 @@ fn concurrency_chart(
 }
 
 /// Seed 002: best throughput (over concurrency) against the CPU quota, one line per
-/// core set.
+/// series and core set (`table::cpu_share_lines`, which its table prints too).
 fn cpu_share_chart(report: &Report) -> Option<Chart> {
     let mut c = Chart::new(
         "Throughput vs CPU share",
         "CPU quota (cores)",
         "requests/s (best over concurrency)",
     );
-    let mut caps = Vec::new();
     let colors = Colors::of(report);
-    for t in &report.targets {
-        for key in colors.keys_of(t) {
-            let mut by_cores: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
-            for s in t
-                .steps
-                .iter()
-                .filter(|s| s.cpu_quota_cores.is_some() && colors::key(t, s) == key)
-            {
-                caps.push(s.cpu_quota_cores.unwrap_or(0.0).to_bits());
-                by_cores
-                    .entry(s.cores.clone().unwrap_or_else(|| "any".into()))
-                    .or_default()
-                    .push(s);
-            }
-            for (g, (cores, steps)) in by_cores.into_iter().enumerate() {
-                // Median over repeats per (quota, concurrency), then the best concurrency.
-                let mut best: BTreeMap<u64, f64> = BTreeMap::new();
-                let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
-                for s in steps.iter().filter(|s| !s.generator_bound()) {
-                    per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
-                        .or_default()
-                        .push(s.requests_per_s);
-                }
-                for ((q, _), v) in per {
-                    let m = median(&v).unwrap_or(0.0);
-                    let e = best.entry(q).or_insert(m);
-                    *e = e.max(m);
-                }
-                let mut line: Vec<(f64, f64)> = best
-                    .into_iter()
-                    .map(|(q, v)| (f64::from_bits(q), v))
-                    .collect();
-                line.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let mut s = Series::new(
-                    format!("{key}, cpus {cores}"),
-                    colors.get(key),
-                    line,
-                    Style::LinePoints,
-                );
-                s.dash = DASHES[g % DASHES.len()];
-                c.series.push(s);
-            }
+    let mut group = 0;
+    let mut last_key = String::new();
+    for l in crate::table::cpu_share_lines(report) {
+        // Core sets of one series differ by dash, never by colour.
+        if l.key != last_key {
+            group = 0;
+            last_key.clone_from(&l.key);
         }
+        let mut s = Series::new(
+            format!("{}, cpus {}", l.key, l.cores),
+            colors.get(&l.key),
+            l.points,
+            Style::LinePoints,
+        );
+        s.dash = DASHES[group % DASHES.len()];
+        group += 1;
+        c.series.push(s);
     }
-    caps.sort_unstable();
-    caps.dedup();
-    (caps.len() >= 2 && !c.is_empty()).then_some(c)
+    (!c.is_empty()).then_some(c)
 }
 
 fn usl_chart(colors: &Colors, t: &TargetReport) -> Option<Chart> {

@@ -19,7 +19,9 @@ use serde::Serialize;
 use volley_analysis::bootstrap;
 
 use crate::colors::{self, Colors};
-use crate::model::{best_attempts, Report, StepReport, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+use crate::model::{
+    best_attempts, group_of_any_series, Report, StepReport, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
+};
 use crate::svg::{escape, Chart, Style, XScale};
 use crate::timeline::{self, PointKind};
 
@@ -251,7 +253,8 @@ fn per_point_chart(
     let mut keys: Vec<String> = Vec::new();
     for t in &report.targets {
         for s in t.steps.iter().filter(|s| steps(s)) {
-            let point = s.point_label();
+            // The key tells the series (target, variant, protocol) apart.
+            let point = s.point_label_of_any_series();
             if !categories.contains(&point) {
                 categories.push(point.clone());
             }
@@ -296,10 +299,14 @@ fn per_point_chart(
     Some(d)
 }
 
-/// One target's capacity of one group.
+/// One series' capacity of one group.
 struct CapacityPoint<'a> {
-    target: &'a str,
-    group: &'a str,
+    /// The colour key (`crate::colors::key`): target, variant, protocol.
+    key: String,
+    /// The group without its variant and protocol: the chart's category.
+    group: String,
+    /// The group as stored, variant and protocol included.
+    full_group: &'a str,
     rps: f64,
     /// The search's interval, when it has one.
     interval: Option<(f64, f64)>,
@@ -307,16 +314,21 @@ struct CapacityPoint<'a> {
     bounded: bool,
 }
 
-/// Capacity per group, every target side by side, with the search's interval.
-fn capacity_chart(report: &Report, colors: &Colors) -> Option<ChartData> {
-    let mut categories: Vec<String> = Vec::new();
+/// Every capacity of the report: a searched group's search figure, else its sweep's.
+fn capacity_points(report: &Report) -> Vec<CapacityPoint<'_>> {
     let mut rows: Vec<CapacityPoint> = Vec::new();
     for t in &report.targets {
+        let first = rows.len();
         for s in t.searches.iter().filter(|s| s.finished) {
             if let Some(rps) = s.capacity_rps {
                 rows.push(CapacityPoint {
-                    target: &t.target,
-                    group: &s.group,
+                    key: colors::series_key(&t.target, &s.variant, &s.protocol),
+                    group: group_of_any_series(
+                        &s.group,
+                        s.variant.as_deref(),
+                        s.protocol.as_deref(),
+                    ),
+                    full_group: &s.group,
                     rps,
                     interval: s.ci_lo_rps.zip(s.ci_hi_rps),
                     bounded: s.bounded,
@@ -325,13 +337,16 @@ fn capacity_chart(report: &Report, colors: &Colors) -> Option<ChartData> {
         }
         // A group searched shows its search's figure; the sweep's is in the table.
         for cap in &t.capacity {
-            let searched = rows
-                .iter()
-                .any(|r| r.target == t.target && r.group == cap.group);
+            let searched = rows[first..].iter().any(|r| r.full_group == cap.group);
             if let (Some(rps), false) = (cap.capacity_rps, searched) {
                 rows.push(CapacityPoint {
-                    target: &t.target,
-                    group: &cap.group,
+                    key: colors::series_key(&t.target, &cap.variant, &cap.protocol),
+                    group: group_of_any_series(
+                        &cap.group,
+                        cap.variant.as_deref(),
+                        cap.protocol.as_deref(),
+                    ),
+                    full_group: &cap.group,
                     rps,
                     interval: None,
                     bounded: cap.bounded,
@@ -339,13 +354,25 @@ fn capacity_chart(report: &Report, colors: &Colors) -> Option<ChartData> {
             }
         }
     }
-    for r in &rows {
-        if !categories.iter().any(|c| c == r.group) {
-            categories.push(r.group.to_string());
-        }
-    }
+    rows
+}
+
+/// Capacity per group, every target (variant, protocol) side by side, with the search's
+/// interval.
+fn capacity_chart(report: &Report, colors: &Colors) -> Option<ChartData> {
+    let rows = capacity_points(report);
     if rows.is_empty() {
         return None;
+    }
+    let mut categories: Vec<String> = Vec::new();
+    let mut keys: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !categories.contains(&r.group) {
+            categories.push(r.group.clone());
+        }
+        if !keys.contains(&r.key.as_str()) {
+            keys.push(&r.key);
+        }
     }
     let mut d = ChartData::new(
         "cat",
@@ -353,17 +380,17 @@ fn capacity_chart(report: &Report, colors: &Colors) -> Option<ChartData> {
         "group of rate steps",
         "capacity (requests/s)",
     );
-    let n = report.targets.len();
-    for (k, t) in report.targets.iter().enumerate() {
-        let mut bounded = Line::new(t.target.clone(), colors.target(t), "points");
+    let n = keys.len();
+    for (k, key) in keys.iter().enumerate() {
+        let mut bounded = Line::new(key.to_string(), colors.get(key), "points");
         let mut at_least = Line::new(
-            format!("{} at least (never seen to fail above)", t.target),
-            colors.target(t),
+            format!("{key} at least (never seen to fail above)"),
+            colors.get(key),
             "points",
         );
         at_least.hollow = true;
-        for r in rows.iter().filter(|r| r.target == t.target) {
-            let c = categories.iter().position(|g| g == r.group).unwrap_or(0);
+        for r in rows.iter().filter(|r| r.key == *key) {
+            let c = categories.iter().position(|g| *g == r.group).unwrap_or(0);
             let x = side_by_side(c, k, n);
             let l = if r.bounded {
                 &mut bounded

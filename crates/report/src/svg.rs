@@ -395,47 +395,14 @@ impl Chart {
         items
     }
 
-    /// The SVG document; `id` makes its clip path's id unique within an HTML page.
-    pub fn render(&self, id: usize) -> String {
-        let notes: Vec<String> = self
-            .notes
-            .iter()
-            .flat_map(|n| wrap(n, NOTE_CHARS))
-            .collect();
-        let ax = self.axes();
+    /// The grid with its tick labels, the plot's frame and the axis labels.
+    fn draw_frame(&self, s: &mut String, ax: &Axes) {
         let (x_ticks, y_ticks) = (&ax.x_ticks, &ax.y_ticks);
         let y_step = y_ticks.get(1).map_or(1.0, |b| b - y_ticks[0]);
-
         let plot_w = WIDTH - LEFT - RIGHT;
-        let legend_items = self.series.len()
-            + usize::from(!self.flagged.is_empty())
-            + usize::from(self.ideal_line);
-        let legend_rows = legend_items.div_ceil(LEGEND_COLUMNS);
-        let legend_top = TOP + PLOT_HEIGHT + 52.0;
-        let notes_top = legend_top + legend_rows as f64 * 18.0 + 8.0;
-        let height = notes_top + notes.len() as f64 * 16.0 + 8.0;
-        let px = |x: f64| ax.px(x);
-        let py = |y: f64| ax.py(y);
-
-        let mut s = String::new();
-        let _ = write!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{}" font-family="sans-serif" font-size="12">"#,
-            escape(&self.title)
-        );
-        let _ = write!(
-            s,
-            r##"<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>"##
-        );
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="22" font-size="15" font-weight="bold" text-anchor="middle">{}</text>"#,
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
         // Grid and ticks.
         for &v in y_ticks {
-            let y = py(v);
+            let y = ax.py(v);
             let _ = write!(
                 s,
                 r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -446,7 +413,7 @@ impl Chart {
             );
         }
         for (v, label) in x_ticks {
-            let x = px(*v);
+            let x = ax.px(*v);
             let _ = write!(
                 s,
                 r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e0e0e0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
@@ -472,6 +439,42 @@ impl Chart {
             TOP + PLOT_HEIGHT / 2.0,
             escape(&self.y_label)
         );
+    }
+
+    /// The SVG document; `id` makes its clip path's id unique within an HTML page.
+    pub fn render(&self, id: usize) -> String {
+        let notes: Vec<String> = self
+            .notes
+            .iter()
+            .flat_map(|n| wrap(n, NOTE_CHARS))
+            .collect();
+        let ax = self.axes();
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let legend_items = self.series.len()
+            + usize::from(!self.flagged.is_empty())
+            + usize::from(self.ideal_line);
+        let legend_rows = legend_items.div_ceil(LEGEND_COLUMNS);
+        let legend_top = TOP + PLOT_HEIGHT + 52.0;
+        let notes_top = legend_top + legend_rows as f64 * 18.0 + 8.0;
+        let height = notes_top + notes.len() as f64 * 16.0 + 8.0;
+
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{}" font-family="sans-serif" font-size="12">"#,
+            escape(&self.title)
+        );
+        let _ = write!(
+            s,
+            r##"<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="22" font-size="15" font-weight="bold" text-anchor="middle">{}</text>"#,
+            WIDTH / 2.0,
+            escape(&self.title)
+        );
+        self.draw_frame(&mut s, &ax);
         // Clip data to the plot area (an ideal line or a fitted curve may leave it).
         let _ = write!(
             s,

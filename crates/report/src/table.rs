@@ -83,11 +83,13 @@ pub fn all(report: &Report) -> Vec<Table> {
         injectors(report),
         replies(report),
         open_connections(report),
+        cpu_share(report),
         concurrency(report),
         usl(report),
         resources(report),
         repeats(report),
         evidence(report),
+        notes(report),
     ]
     .into_iter()
     .flatten()
@@ -285,6 +287,34 @@ pub fn injectors(report: &Report) -> Option<Table> {
     })
 }
 
+/// What the run noted about its steps (a bus in the clear, connections the bus refused,
+/// a target that died, an interrupted step...): stored with the step, so a report
+/// rebuilt later says what the terminal said at the time. One row per note.
+pub fn notes(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        let died = s
+            .target_died
+            .as_ref()
+            .map(|d| format!("the target died: {d}"));
+        for note in s.notes.iter().cloned().chain(died) {
+            rows.push((
+                mark(s),
+                vec![t.target.clone(), s.index.to_string(), step_label(s), note],
+            ));
+        }
+    }
+    (!rows.is_empty()).then(|| Table {
+        id: "notes",
+        title: "Notes on the steps".into(),
+        note: "What the run recorded about each step, beside its figures.".into(),
+        headers: ["Target", "Step", "Parameters", "Note"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    })
+}
+
 /// Seed 003: per step, total time, time per request and requests/s.
 pub fn runs(report: &Report) -> Option<Table> {
     let rows: Vec<_> = steps(report)
@@ -330,36 +360,55 @@ pub fn runs(report: &Report) -> Option<Table> {
     })
 }
 
-/// A rates x targets table of the median of `value` over non-generator-bound repeats.
+/// The series (`crate::colors::key`: target, variant, protocol) of the report's rate
+/// steps, in reading order: the columns of seed 001's tables.
+fn rate_series(report: &Report) -> Vec<String> {
+    let colors = crate::colors::Colors::of(report);
+    report
+        .targets
+        .iter()
+        .flat_map(|t| colors.keys_of(t))
+        .filter(|k| {
+            steps(report).any(|(t, s)| s.rate_rps.is_some() && crate::colors::key(t, s) == *k)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// A rates x series table of the median of `value` over non-generator-bound repeats,
+/// one column per [`rate_series`] key.
 fn per_rate(
     report: &Report,
     decimals: usize,
     value: impl Fn(&StepReport) -> Option<f64>,
 ) -> Vec<Vec<String>> {
-    // rate (as bits, so it sorts and keys exactly) -> target index -> (values, gen-bound count)
+    let series = rate_series(report);
+    // rate (as bits, so it sorts and keys exactly) -> series index -> (values, gen-bound count)
     let mut cells: BTreeMap<u64, BTreeMap<usize, (Vec<f64>, usize)>> = BTreeMap::new();
-    for (i, t) in report.targets.iter().enumerate() {
-        for s in &t.steps {
-            let Some(rate) = s.rate_rps else { continue };
-            let cell = cells
-                .entry(rate.to_bits())
-                .or_default()
-                .entry(i)
-                .or_default();
-            if s.generator_bound() {
-                cell.1 += 1;
-            } else if let Some(v) = value(s) {
-                cell.0.push(v);
-            }
+    for (t, s) in steps(report) {
+        let Some(rate) = s.rate_rps else { continue };
+        let key = crate::colors::key(t, s);
+        let Some(i) = series.iter().position(|k| *k == key) else {
+            continue;
+        };
+        let cell = cells
+            .entry(rate.to_bits())
+            .or_default()
+            .entry(i)
+            .or_default();
+        if s.generator_bound() {
+            cell.1 += 1;
+        } else if let Some(v) = value(s) {
+            cell.0.push(v);
         }
     }
     let mut rows: Vec<(f64, Vec<String>)> = cells
         .into_iter()
-        .map(|(bits, by_target)| {
+        .map(|(bits, by_series)| {
             let rate = f64::from_bits(bits);
             let mut row = vec![trim_num(rate)];
-            for i in 0..report.targets.len() {
-                row.push(match by_target.get(&i) {
+            for i in 0..series.len() {
+                row.push(match by_series.get(&i) {
                     None => "-".into(),
                     Some((v, gen)) if v.is_empty() && *gen > 0 => "n/a (generator-bound)".into(),
                     Some((v, _)) => num(median(v), decimals),
@@ -372,38 +421,135 @@ fn per_rate(
     rows.into_iter().map(|(_, r)| r).collect()
 }
 
-fn target_headers(report: &Report, first: &str, unit: &str) -> Vec<String> {
+/// The first header, then one per rate series: "nginx · tuned replies/s".
+fn series_headers(report: &Report, first: &str, unit: &str) -> Vec<String> {
     std::iter::once(first.to_string())
-        .chain(
-            report
-                .targets
-                .iter()
-                .map(|t| format!("{} {unit}", t.target)),
-        )
+        .chain(rate_series(report).iter().map(|k| format!("{k} {unit}")))
         .collect()
 }
 
-/// Seed 001's table "547": replies/s per offered rate, one column per target.
+/// Seed 001's table "547": replies/s per offered rate, one column per target (and per
+/// variant and protocol: "default vs tuned" is seed 001's question).
 pub fn replies(report: &Report) -> Option<Table> {
     let rows = per_rate(report, 1, |s| Some(s.reply_rate_rps));
     (!rows.is_empty()).then(|| Table {
         id: "replies",
         title: "Replies per second by request rate".into(),
         note: "Median over repeats of server-bound or inconclusive steps; generator-bound steps are left out (they measure the generator).".into(),
-        headers: target_headers(report, "Rate (req/s)", "replies/s"),
+        headers: series_headers(report, "Rate (req/s)", "replies/s"),
         rows: rows.into_iter().map(|r| (RowMark::Plain, r)).collect(),
     })
 }
 
-/// Seed 001's "548": most connections open at once per offered rate.
+/// Seed 001's "548": most connections open at once per offered rate, one column per
+/// target, variant and protocol.
 pub fn open_connections(report: &Report) -> Option<Table> {
     let rows = per_rate(report, 0, |s| s.max_open_connections.map(f64::from));
     (!rows.is_empty()).then(|| Table {
         id: "connections",
         title: "Max open connections by request rate".into(),
         note: "Median over repeats; generator-bound steps left out.".into(),
-        headers: target_headers(report, "Rate (req/s)", "max open"),
+        headers: series_headers(report, "Rate (req/s)", "max open"),
         rows: rows.into_iter().map(|r| (RowMark::Plain, r)).collect(),
+    })
+}
+
+/// One line of seed 002's figure: a series (target, variant, protocol) on one core
+/// set, its best throughput over concurrency per CPU quota.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuShareLine {
+    /// The series' colour key (`crate::colors::key`).
+    pub key: String,
+    /// The cpuset ("0", "0-1", or "any" unpinned).
+    pub cores: String,
+    /// (CPU quota in cores, req/s): the median over repeats per (quota, concurrency),
+    /// then the best concurrency; generator-bound steps left out. Sorted by quota.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Seed 002's figure as data, shared by its chart and its table: one line per series
+/// and core set over the steps run at a CPU quota; empty unless two quotas or more.
+pub fn cpu_share_lines(report: &Report) -> Vec<CpuShareLine> {
+    let colors = crate::colors::Colors::of(report);
+    let mut out = Vec::new();
+    let mut caps = Vec::new();
+    for t in &report.targets {
+        for key in colors.keys_of(t) {
+            let mut by_cores: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+            for s in t
+                .steps
+                .iter()
+                .filter(|s| s.cpu_quota_cores.is_some() && crate::colors::key(t, s) == key)
+            {
+                caps.push(s.cpu_quota_cores.unwrap_or(0.0).to_bits());
+                by_cores
+                    .entry(s.cores.clone().unwrap_or_else(|| "any".into()))
+                    .or_default()
+                    .push(s);
+            }
+            for (cores, steps) in by_cores {
+                let mut best: BTreeMap<u64, f64> = BTreeMap::new();
+                let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
+                for s in steps.iter().filter(|s| !s.generator_bound()) {
+                    per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
+                        .or_default()
+                        .push(s.requests_per_s);
+                }
+                for ((q, _), v) in per {
+                    let m = median(&v).unwrap_or(0.0);
+                    let e = best.entry(q).or_insert(m);
+                    *e = e.max(m);
+                }
+                let mut points: Vec<(f64, f64)> = best
+                    .into_iter()
+                    .map(|(q, v)| (f64::from_bits(q), v))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                out.push(CpuShareLine {
+                    key: key.to_string(),
+                    cores,
+                    points,
+                });
+            }
+        }
+    }
+    caps.sort_unstable();
+    caps.dedup();
+    if caps.len() < 2 {
+        out.clear();
+    }
+    out
+}
+
+/// Seed 002's figure as a table: req/s (best over concurrency) per CPU quota, one
+/// column per series and core count.
+pub fn cpu_share(report: &Report) -> Option<Table> {
+    let lines = cpu_share_lines(report);
+    let mut quotas: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .collect();
+    quotas.sort_by(f64::total_cmp);
+    quotas.dedup();
+    let rows: Vec<(RowMark, Vec<String>)> = quotas
+        .iter()
+        .map(|q| {
+            let mut row = vec![trim_num(*q)];
+            for l in &lines {
+                let v = l.points.iter().find(|p| p.0 == *q).map(|p| p.1);
+                row.push(v.map_or_else(|| "-".to_string(), |v| num(Some(v), 1)));
+            }
+            (RowMark::Plain, row)
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "cpu-share",
+        title: "Requests per second by CPU share".into(),
+        note: "Seed 002's figure: per CPU quota, the median over repeats at each concurrency, then the best concurrency; generator-bound steps left out. One column per target (variant, protocol) and core set.".into(),
+        headers: std::iter::once("CPU quota (cores)".to_string())
+            .chain(lines.iter().map(|l| format!("{}, cpus {} req/s", l.key, l.cores)))
+            .collect(),
+        rows,
     })
 }
 

@@ -481,6 +481,24 @@ fn every_target_and_variant_keeps_its_colour_and_short_steps_keep_their_figures(
     let keys = ["builtin", "nginx", "nginx \u{b7} tuned"];
     one_colour_per_key(&dom(&html, "interleaved-variants"), &keys, "interleaved");
 
+    // Variants on a rate sweep and CPU caps, protocols side by side: each its own key
+    // through the capacity, replies, CPU-share and per-point charts.
+    let tuned = common::tuned_variants(&mut store);
+    let tuned_html = Html
+        .render(&load(&store, Selector::Study(tuned)).unwrap())
+        .unwrap();
+    check_page(&tuned_html, "tuned-variants", 3);
+    one_colour_per_key(
+        &dom(&tuned_html, "tuned-variants"),
+        &[
+            "nginx \u{b7} default",
+            "nginx \u{b7} tuned",
+            "builtin \u{b7} h1",
+            "builtin \u{b7} h2",
+        ],
+        "tuned-variants",
+    );
+
     let rates = common::rate_sweep(&mut store);
     let rate_html = Html
         .render(&load(&store, Selector::Study(rates)).unwrap())

@@ -433,3 +433,84 @@ fn a_search_that_found_no_sustainable_rate_claims_no_interval() {
         "{md}"
     );
 }
+
+/// Issue 23's report side: variants and protocols are series of their own, in the
+/// capacity groups, seed 001's and 002's tables and the answers.
+#[test]
+fn variants_and_protocols_get_their_own_groups_columns_and_answers() {
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::tuned_variants(&mut store);
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let md = markdown(&store, Selector::Study(study));
+
+    // Capacity per variant, never the two sweeps mixed: default fails at 300, tuned at
+    // 400.
+    let nginx = &report.targets[0];
+    let caps: Vec<(Option<&str>, Option<f64>)> = nginx
+        .capacity
+        .iter()
+        .map(|c| (c.variant.as_deref(), c.capacity_rps))
+        .collect();
+    assert_eq!(
+        caps,
+        [(Some("default"), Some(200.0)), (Some("tuned"), Some(300.0))],
+        "{:?}",
+        nginx.capacity
+    );
+    assert!(
+        nginx.capacity[1].group.ends_with(", variant tuned"),
+        "{}",
+        nginx.capacity[1].group
+    );
+
+    // Seed 001's tables: one column per variant.
+    let replies = table(&md, "Replies per second by request rate");
+    assert!(
+        replies[0].contains("nginx \u{b7} default replies/s")
+            && replies[0].contains("nginx \u{b7} tuned replies/s"),
+        "{replies:?}"
+    );
+    let at_300 = replies.iter().find(|l| l.starts_with("| 300 |")).unwrap();
+    assert!(
+        at_300.contains("| 240.0 |") && at_300.contains("| 300.0 |"),
+        "{at_300}"
+    );
+    let open = table(&md, "Max open connections by request rate");
+    assert!(open[0].contains("nginx \u{b7} tuned max open"), "{open:?}");
+
+    // Seed 002's figure as a table: req/s per CPU share, one column per variant and
+    // core set.
+    let share = table(&md, "Requests per second by CPU share");
+    assert!(
+        share[0].contains("nginx \u{b7} default, cpus 0 req/s")
+            && share[0].contains("nginx \u{b7} tuned, cpus 0 req/s"),
+        "{share:?}"
+    );
+    let half = share.iter().find(|l| l.starts_with("| 0.5 |")).unwrap();
+    let want = |rps: f64| format!("| {rps:.1} |");
+    assert!(
+        half.contains(&want(common::usl_rps(4.0, 0.5)))
+            && half.contains(&want(common::usl_rps(4.0, 0.5) * 1.2)),
+        "{half}"
+    );
+
+    // The answers: per variant and per protocol, each with its own rule.
+    let lines = volley_report::headline::lines(&report);
+    let nginx_line = lines.iter().find(|l| l.starts_with("nginx: ")).unwrap();
+    assert!(nginx_line.contains("Variants: tuned "), "{nginx_line}");
+    let builtin_line = lines.iter().find(|l| l.starts_with("builtin: ")).unwrap();
+    assert!(
+        builtin_line.contains("Protocols: h2 carries: 1,310 req/s vs h1 1,010: 1.30x ["),
+        "{builtin_line}"
+    );
+    // Protocols are series: their own colour keys and labels.
+    let builtin = &report.targets[1];
+    assert!(builtin.steps.iter().all(|s| s.protocol.is_some()));
+    assert!(
+        builtin.steps[1].point_label().ends_with(", h2"),
+        "{}",
+        builtin.steps[1].point_label()
+    );
+    // One protocol in a run is no dimension: nginx's steps carry none.
+    assert!(nginx.steps.iter().all(|s| s.protocol.is_none()));
+}

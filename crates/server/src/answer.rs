@@ -3,14 +3,52 @@
 //! Place in the flow: between the request (parsed HTTP/1.1 head or decoded HTTP/2
 //! header block) and the framing. [`decide`] picks the status, the representation
 //! (identity or a precompressed sibling) and the byte range; the HTTP/1.1 writer in
-//! `worker` and [`render_h2`] only differ in how they put that decision on the wire,
-//! so both protocols answer with the same statuses, types, validators and lengths.
+//! `respond` and [`render`] (HTTP/2 and HTTP/3, through a [`Block`]) only differ in
+//! how they put that decision on the wire, so every protocol answers with the same
+//! statuses, types, validators and lengths.
 
 use crate::files::{accepts_encoding, none_match, parse_range, Cache, Kind, RangeReq, Variant};
 use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
-use volley_h2::hpack::encode_field;
+
+/// How a response head's fields are encoded: HTTP/2's HPACK or HTTP/3's QPACK. Both
+/// encoders here are stateless (no dynamic table), so a head is only bytes appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Codec {
+    /// HTTP/2 (RFC 7541).
+    Hpack,
+    /// HTTP/3 (RFC 9204), field lines only: the section prefix is the framing's.
+    Qpack,
+}
+
+/// A response head being encoded for HTTP/2 or HTTP/3.
+pub(crate) struct Block<'a> {
+    /// The encoding.
+    pub codec: Codec,
+    /// Where the encoded fields go.
+    pub out: &'a mut Vec<u8>,
+    /// The Alt-Svc value every answer carries (HTTP/3 offered beside HTTP/2), if any.
+    pub alt_svc: Option<&'a [u8]>,
+}
+
+impl Block<'_> {
+    /// Appends one field (`name` lower-case).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        match self.codec {
+            Codec::Hpack => volley_h2::hpack::encode_field(name, value, self.out),
+            Codec::Qpack => volley_h3::qpack::encode_field(name, value, self.out),
+        }
+    }
+
+    /// Appends a variant's representation fields, encoded once by the cache.
+    fn meta(&mut self, v: &Variant) {
+        self.out.extend_from_slice(match self.codec {
+            Codec::Hpack => &v.h2_meta,
+            Codec::Qpack => &v.h3_meta,
+        });
+    }
+}
 
 /// A response body still to send.
 pub(crate) enum Body {
@@ -178,14 +216,15 @@ pub(crate) fn open_body(v: &Variant, start: u64, end: u64) -> Option<Body> {
     }
 }
 
-/// Appends the HPACK block of an HTTP/2 response head for `answer` to `block` and returns
-/// (status, body, body bytes). The fields are those of the HTTP/1.1 answer minus the
-/// connection-specific ones (RFC 9113 §8.2.2), with the same Content-Length.
-pub(crate) fn render_h2(
+/// Appends the fields of an HTTP/2 or HTTP/3 response head for `answer` to `block` and
+/// returns (status, body, body bytes). The fields are those of the HTTP/1.1 answer
+/// minus the connection-specific ones (RFC 9113 §8.2.2, RFC 9114 §4.2), with the same
+/// Content-Length.
+pub(crate) fn render(
     answer: Answer<'_>,
     date: &[u8],
     head_only: bool,
-    block: &mut Vec<u8>,
+    block: &mut Block<'_>,
 ) -> (u16, Body, u64) {
     let (status, v, start, end) = match answer {
         Answer::Text { status, location } => {
@@ -194,17 +233,13 @@ pub(crate) fn render_h2(
         }
         Answer::NotModified(v) => {
             status_fields(304, date, block);
-            block.extend_from_slice(&v.h2_meta);
+            block.meta(v);
             return (304, Body::None, 0);
         }
         Answer::Unsatisfiable(v) => {
             status_fields(416, date, block);
-            encode_field(b"content-length", b"0", block);
-            encode_field(
-                b"content-range",
-                format!("bytes */{}", v.len).as_bytes(),
-                block,
-            );
+            block.field(b"content-length", b"0");
+            block.field(b"content-range", format!("bytes */{}", v.len).as_bytes());
             return (416, Body::None, 0);
         }
         Answer::Full(v) => (200, v, 0, v.len),
@@ -220,21 +255,17 @@ pub(crate) fn render_h2(
         return (500, body, len);
     };
     status_fields(status, date, block);
-    encode_field(
-        b"content-length",
-        (end - start).to_string().as_bytes(),
-        block,
-    );
+    block.field(b"content-length", (end - start).to_string().as_bytes());
     if status == 206 {
         let range = format!("bytes {}-{}/{}", start, end.saturating_sub(1), v.len);
-        encode_field(b"content-range", range.as_bytes(), block);
+        block.field(b"content-range", range.as_bytes());
     }
-    block.extend_from_slice(&v.h2_meta);
+    block.meta(v);
     let sent = if head_only { 0 } else { end - start };
     (status, body, sent)
 }
 
-/// A short text answer over HTTP/2 (errors, redirects, 405 with `allow`). Returns the
+/// A short text answer over HTTP/2 or HTTP/3 (errors, redirects, 405 with `allow`). Returns the
 /// body and its length (0 for HEAD, which still gets the Content-Length).
 pub(crate) fn h2_text(
     status: u16,
@@ -242,17 +273,17 @@ pub(crate) fn h2_text(
     location: Option<&[u8]>,
     allow: Option<&[u8]>,
     head_only: bool,
-    block: &mut Vec<u8>,
+    block: &mut Block<'_>,
 ) -> (Body, u64) {
     let text = text_body(status);
     status_fields(status, date, block);
-    encode_field(b"content-type", b"text/plain; charset=utf-8", block);
-    encode_field(b"content-length", text.len().to_string().as_bytes(), block);
+    block.field(b"content-type", b"text/plain; charset=utf-8");
+    block.field(b"content-length", text.len().to_string().as_bytes());
     if let Some(loc) = location {
-        encode_field(b"location", loc, block);
+        block.field(b"location", loc);
     }
     if let Some(allow) = allow {
-        encode_field(b"allow", allow, block);
+        block.field(b"allow", allow);
     }
     if head_only || text.is_empty() {
         return (Body::None, 0);
@@ -261,42 +292,52 @@ pub(crate) fn h2_text(
     (Body::Mem(Arc::from(text.into_bytes()), 0, len), len as u64)
 }
 
-/// `:status`, `server` and `date`, the fields every HTTP/2 answer starts with.
-fn status_fields(status: u16, date: &[u8], block: &mut Vec<u8>) {
+/// `:status`, `server`, `date` (and `alt-svc` when HTTP/3 is offered), the fields every
+/// HTTP/2 and HTTP/3 answer starts with.
+pub(crate) fn status_fields(status: u16, date: &[u8], block: &mut Block<'_>) {
     let mut digits = [0u8; 3];
     let s = status.min(999);
     digits[0] = b'0' + (s / 100) as u8;
     digits[1] = b'0' + (s / 10 % 10) as u8;
     digits[2] = b'0' + (s % 10) as u8;
-    encode_field(b":status", &digits, block);
-    encode_field(b"server", b"volley", block);
-    encode_field(b"date", date, block);
+    block.field(b":status", &digits);
+    block.field(b"server", b"volley");
+    block.field(b"date", date);
+    if let Some(alt) = block.alt_svc {
+        block.field(b"alt-svc", alt);
+    }
 }
 
-/// HPACK-encodes the representation fields of a variant (type, validators, encoding,
-/// Vary, Accept-Ranges) once, when the cache builds it: no Content-Length, which
-/// depends on the range.
-pub(crate) fn h2_meta_block(
+/// Encodes the representation fields of a variant (type, validators, encoding, Vary,
+/// Accept-Ranges) once, when the cache builds it: no Content-Length, which depends on
+/// the range.
+pub(crate) fn meta_block(
+    codec: Codec,
     ctype: &str,
     last_modified: &[u8],
     etag: &str,
     encoding: Option<&str>,
     vary: bool,
 ) -> Box<[u8]> {
-    let mut b = Vec::with_capacity(128);
-    encode_field(b"content-type", ctype.as_bytes(), &mut b);
-    encode_field(b"last-modified", last_modified, &mut b);
+    let mut out = Vec::with_capacity(128);
+    let mut b = Block {
+        codec,
+        out: &mut out,
+        alt_svc: None,
+    };
+    b.field(b"content-type", ctype.as_bytes());
+    b.field(b"last-modified", last_modified);
     if !etag.is_empty() {
-        encode_field(b"etag", etag.as_bytes(), &mut b);
+        b.field(b"etag", etag.as_bytes());
     }
     if let Some(enc) = encoding {
-        encode_field(b"content-encoding", enc.as_bytes(), &mut b);
+        b.field(b"content-encoding", enc.as_bytes());
     }
     if vary {
-        encode_field(b"vary", b"accept-encoding", &mut b);
+        b.field(b"vary", b"accept-encoding");
     }
-    encode_field(b"accept-ranges", b"bytes", &mut b);
-    b.into_boxed_slice()
+    b.field(b"accept-ranges", b"bytes");
+    out.into_boxed_slice()
 }
 
 #[cfg(test)]

@@ -57,6 +57,8 @@ pub struct Variant {
     /// The same fields as `meta`, HPACK-encoded for HTTP/2 answers (built once here so
     /// an HTTP/2 hit encodes only status, date and length).
     pub h2_meta: Box<[u8]>,
+    /// The same, QPACK-encoded for HTTP/3 answers.
+    pub h3_meta: Box<[u8]>,
     /// Quoted strong ETag (empty if the file was too large to hash).
     pub etag: Box<[u8]>,
     /// Last-Modified, seconds since the epoch.
@@ -209,7 +211,12 @@ fn build_variant(
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
     let last_modified = crate::date::http_date(mtime_secs);
-    let h2_meta = crate::answer::h2_meta_block(ctype, &last_modified, &etag, encoding, vary);
+    let meta =
+        |codec| crate::answer::meta_block(codec, ctype, &last_modified, &etag, encoding, vary);
+    let (h2_meta, h3_meta) = (
+        meta(crate::answer::Codec::Hpack),
+        meta(crate::answer::Codec::Qpack),
+    );
     let mut m = Vec::with_capacity(256);
     m.extend_from_slice(b"Content-Type: ");
     m.extend_from_slice(ctype.as_bytes());
@@ -242,6 +249,7 @@ fn build_variant(
         head200: h.into_boxed_slice(),
         meta: m.into_boxed_slice(),
         h2_meta,
+        h3_meta,
         etag: etag.into_bytes().into_boxed_slice(),
         mtime_secs,
     })

@@ -58,8 +58,10 @@ pub(crate) struct Request<'a> {
     pub path: &'a [u8],
     /// The request body (empty unless the responder asked for it with `wants_body`).
     pub body: &'a [u8],
-    buf: &'a [u8],
-    fields: &'a [(Range<usize>, Range<usize>)],
+    /// The decoded field bytes the spans point into.
+    pub buf: &'a [u8],
+    /// (name, value) spans into `buf`, in order.
+    pub fields: &'a [(Range<usize>, Range<usize>)],
 }
 
 impl<'a> Request<'a> {

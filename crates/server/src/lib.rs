@@ -12,7 +12,10 @@
 //! ([`log`]). With [`ServerConfig::tls`] every connection is HTTPS (a rustls session
 //! driven by the same loop, `tls`). HTTP/2 (`h2`) is spoken when TLS ALPN selects it or
 //! a plain connection opens with the h2c preface; what to answer is decided once for
-//! both protocols (`answer`), so they differ only in framing. Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
+//! every protocol (`answer`), so they differ only in framing. With
+//! [`ServerConfig::http3`] each thread also answers HTTP/3 on a UDP socket of the same
+//! port number (`h3`: QUIC through quinn-proto, driven by the same loop), and the
+//! HTTP/1.1 and HTTP/2 answers advertise it with `Alt-Svc`. Methods `volley_dav::Dav::handles` claims are handed to the DAV handler;
 //! every file lookup goes through `volley_docroot::path::resolve`.
 #![deny(missing_docs)]
 
@@ -24,6 +27,7 @@ pub mod files;
 pub mod fuzzing;
 mod gate;
 mod h2;
+mod h3;
 pub mod log;
 pub mod parse;
 mod respond;
@@ -74,6 +78,10 @@ pub struct ServerConfig {
     /// and reaches only `/` and that account's home (`volley_dav::auth`). None: the
     /// anonymous single-user server.
     pub auth: Option<Arc<volley_dav::auth::Auth>>,
+    /// Speak HTTP/3 too: QUIC on UDP at the same port number (needs
+    /// [`ServerConfig::tls`]: QUIC always runs TLS 1.3), advertised by `Alt-Svc` on the
+    /// HTTP/1.1 and HTTP/2 answers.
+    pub http3: bool,
     /// Without accounts, take writes (PUT, DELETE, MKCOL, MOVE, ...) from anyone. Off
     /// (the default): an anonymous server is read-only and answers them 405 with the
     /// methods it allows ([`volley_dav::Dav::read_only`]), so serving a directory never
@@ -97,6 +105,7 @@ impl ServerConfig {
             max_cached_file_bytes: 256 << 10,
             tls: None,
             http2: true,
+            http3: false,
             auth: None,
             writable: false,
         }
@@ -120,6 +129,15 @@ pub enum ServerError {
     #[error("cannot listen on {addr}")]
     Bind {
         /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Binding HTTP/3's UDP socket at the TCP port number failed (another program
+    /// holds that UDP port).
+    #[error("cannot listen on {addr} over UDP for HTTP/3")]
+    BindUdp {
+        /// The address (the TCP listener's, port included).
         addr: SocketAddr,
         /// The OS error.
         source: std::io::Error,
@@ -151,6 +169,8 @@ pub struct Server {
     local_addr: SocketAddr,
     log_file: Option<Arc<Mutex<File>>>,
     tls: Option<Arc<volley_tls::rustls::ServerConfig>>,
+    /// HTTP/3: the QUIC configuration and one UDP socket per thread.
+    quic: Option<(h3::QuicConfig, Vec<std::net::UdpSocket>)>,
 }
 
 /// Writes a throw-away CA and a server certificate for localhost / 127.0.0.1 / ::1
@@ -191,6 +211,11 @@ impl Server {
             }
             None => None,
         };
+        let quic_config = match (&config.tls, config.http3) {
+            (Some(tls), true) => Some(h3::quic_config(tls, config.idle_timeout)?),
+            (None, true) => return Err(ServerError::Config("HTTP/3 needs TLS")),
+            (_, false) => None,
+        };
         let listener =
             std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
                 addr: config.listen,
@@ -198,6 +223,19 @@ impl Server {
             })?;
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
+        let quic = match quic_config {
+            Some(q) => {
+                let socks = (0..config.threads)
+                    .map(|_| bind_udp(local_addr))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|source| ServerError::BindUdp {
+                        addr: local_addr,
+                        source,
+                    })?;
+                Some((q, socks))
+            }
+            None => None,
+        };
         let log_file = match &config.access_log {
             Some(path) => {
                 let f = OpenOptions::new()
@@ -218,6 +256,7 @@ impl Server {
             local_addr,
             log_file,
             tls,
+            quic,
         })
     }
 
@@ -248,6 +287,15 @@ impl Server {
             idle_timeout: self.config.idle_timeout,
             max_body_bytes: self.config.max_body_bytes,
             http2: self.config.http2,
+            alt_svc: self.quic.as_ref().map(|_| {
+                format!("h3=\":{}\"; ma=86400", self.local_addr.port())
+                    .into_bytes()
+                    .into_boxed_slice()
+            }),
+        };
+        let (quic_config, mut udp) = match self.quic {
+            Some((c, socks)) => (Some(c), socks),
+            None => (None, Vec::new()),
         };
         let mut handle = ServerHandle {
             shared: shared.clone(),
@@ -264,6 +312,15 @@ impl Server {
                 dav = dav.read_only();
             }
             let log = self.log_file.clone().map(log::AccessLog::new);
+            let quic = match (&quic_config, udp.pop()) {
+                (Some(c), Some(sock)) => Some(h3::QuicSide::new(
+                    sock,
+                    c,
+                    usize::try_from(self.config.max_body_bytes).unwrap_or(usize::MAX),
+                    self.config.max_connections,
+                )?),
+                _ => None,
+            };
             let worker = Worker::new(
                 mio::Poll::new()?,
                 listener,
@@ -274,6 +331,7 @@ impl Server {
                 log,
                 limits.clone(),
                 self.tls.clone(),
+                quic,
             )?;
             handle.wakers.push(worker.waker()?);
             handle.answered.push(worker.answered());
@@ -284,6 +342,21 @@ impl Server {
         }
         Ok(handle)
     }
+}
+
+/// A UDP socket on `addr`'s port number for one thread's QUIC endpoint. SO_REUSEPORT
+/// lets every thread bind it; the kernel then sends each client (address and port) to
+/// one socket, so a connection's datagrams stay with the thread that holds it. A
+/// receive buffer of a few MB rides out bursts (the kernel caps it at rmem_max).
+fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_port(true)?;
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    let _ = sock.set_send_buffer_size(4 << 20);
+    sock.bind(&addr.into())?;
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
 }
 
 /// A running server; [`ServerHandle::shutdown`] (or drop) stops and joins it.

@@ -5,7 +5,8 @@
 //! two protocols differ only in framing.
 
 use crate::answer::{
-    decide, h2_text, open_body, path_of, reason, render_h2, text_body, Answer, Body,
+    decide, h2_text, open_body, path_of, reason, render, status_fields, text_body, Answer, Block,
+    Body, Codec,
 };
 use crate::conn::Conn;
 use crate::files::Cache;
@@ -43,6 +44,9 @@ pub(crate) struct Ctx {
     pub(crate) date_secs: u64,
     pub(crate) now: Instant,
     pub(crate) micros: u32,
+    /// `h3=":PORT"; ma=...` when this server speaks HTTP/3: carried by every HTTP/1.1
+    /// and HTTP/2 answer so that clients learn of it (RFC 7838).
+    pub(crate) alt_svc: Option<Box<[u8]>>,
 }
 
 pub(crate) fn header<'a>(buf: &'a [u8], hdrs: &[HeaderSpan], name: &str) -> Option<&'a [u8]> {
@@ -207,6 +211,7 @@ impl Ctx {
                 let _ = write!(out, "{n}: {v}\r\n");
             }
         }
+        alt_line(self.alt_svc.as_deref(), out);
         finish_head(&self.date, out, head.minor, keep_alive);
         out.extend_from_slice(&resp.body);
         (resp.status, resp.body.len() as u64)
@@ -248,6 +253,7 @@ impl Ctx {
             Answer::NotModified(v) => {
                 out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\nServer: volley\r\n");
                 out.extend_from_slice(&v.meta);
+                alt_line(self.alt_svc.as_deref(), out);
                 finish_head(date, out, minor, keep_alive);
                 return (304, 0);
             }
@@ -257,6 +263,7 @@ impl Ctx {
                     "HTTP/1.1 416 Range Not Satisfiable\r\nServer: volley\r\nContent-Length: 0\r\nContent-Range: bytes */{}\r\n",
                     v.len
                 );
+                alt_line(self.alt_svc.as_deref(), out);
                 finish_head(date, out, minor, keep_alive);
                 return (416, 0);
             }
@@ -277,6 +284,7 @@ impl Ctx {
                 (206, v, a, b)
             }
         };
+        alt_line(self.alt_svc.as_deref(), out);
         finish_head(date, out, minor, keep_alive);
         if head_only {
             return (status, 0);
@@ -322,6 +330,16 @@ pub(crate) fn simple(
     }
 }
 
+/// The Alt-Svc line of an HTTP/1.1 answer when HTTP/3 is offered (static files and
+/// DAV answers carry it; short error answers do not need to).
+fn alt_line(alt: Option<&[u8]>, out: &mut Vec<u8>) {
+    if let Some(alt) = alt {
+        out.extend_from_slice(b"Alt-Svc: ");
+        out.extend_from_slice(alt);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 fn finish_head(date: &[u8; 29], out: &mut Vec<u8>, minor: u8, keep_alive: bool) {
     out.extend_from_slice(b"Date: ");
     out.extend_from_slice(date);
@@ -334,7 +352,7 @@ fn finish_head(date: &[u8; 29], out: &mut Vec<u8>, minor: u8, keep_alive: bool) 
     out.extend_from_slice(b"\r\n");
 }
 
-/// The static-file answers behind an HTTP/2 connection: the same [`decide`] as
+/// The static-file and DAV answers behind an HTTP/2 connection: the same [`decide`] as
 /// HTTP/1.1, rendered as HPACK fields.
 pub(crate) struct H2Respond<'a> {
     pub(crate) ctx: &'a mut Ctx,
@@ -343,78 +361,22 @@ pub(crate) struct H2Respond<'a> {
 
 impl Responder for H2Respond<'_> {
     fn respond(&mut self, req: &Request<'_>, block: &mut Vec<u8>) -> Body {
-        let ctx = &mut *self.ctx;
-        // No parking on HTTP/2 (a stream must be answered now): uncached credentials
-        // are verified on this thread, bounded by the verifier's per-account lockout.
-        let user = match gate(
-            ctx.auth.as_deref(),
-            None,
-            req.method,
-            req.path,
-            req.field("authorization"),
-        ) {
-            Gate::Pass(user) => user,
-            Gate::Park => None,
-            Gate::Reply { status, fields } => {
-                let head_only = req.method == b"HEAD";
-                let loc = fields
-                    .iter()
-                    .find(|(n, _)| *n == "Location")
-                    .map(|(_, v)| v.clone());
-                let (body, n) = h2_text(
-                    status,
-                    &ctx.date,
-                    loc.as_deref().map(str::as_bytes),
-                    None,
-                    head_only,
-                    block,
-                );
-                for (name, v) in &fields {
-                    if *name != "Location" {
-                        volley_h2::hpack::encode_field(
-                            name.to_ascii_lowercase().as_bytes(),
-                            v.as_bytes(),
-                            block,
-                        );
-                    }
-                }
-                self.log(req, status, n);
-                return body;
-            }
+        let alt_svc = self.ctx.alt_svc.clone();
+        let mut block = Block {
+            codec: Codec::Hpack,
+            out: block,
+            alt_svc: alt_svc.as_deref(),
         };
-        let ctx = &mut *self.ctx;
-        let (status, body, bytes) = match req.method {
-            b"GET" | b"HEAD" => {
-                let head_only = req.method == b"HEAD";
-                let answer = decide(
-                    &mut ctx.cache,
-                    ctx.shared.generation.load(Ordering::Relaxed),
-                    ctx.now,
-                    path_of(req.path),
-                    head_only,
-                    |name| req.field(name),
-                );
-                render_h2(answer, &ctx.date, head_only, block)
-            }
-            m => match std::str::from_utf8(m) {
-                Ok(m) if Dav::handles(m) => dav_h2(ctx, m, user, req, block),
-                _ => {
-                    let allow = if ctx.dav.is_read_only() {
-                        ALLOW_H2_READ_ONLY
-                    } else {
-                        ALLOW_H2
-                    };
-                    let (body, n) = h2_text(405, &ctx.date, None, Some(allow), false, block);
-                    (405, body, n)
-                }
-            },
-        };
-        self.log(req, status, bytes);
-        body
+        answer_stream(self.ctx, self.peer, req, &mut block, "HTTP/2.0")
     }
 
     fn refuse(&mut self, status: u16, block: &mut Vec<u8>) -> Body {
-        h2_text(status, &self.ctx.date, None, None, false, block).0
+        let mut block = Block {
+            codec: Codec::Hpack,
+            out: block,
+            alt_svc: None,
+        };
+        h2_text(status, &self.ctx.date, None, None, false, &mut block).0
     }
 
     fn wants_body(&self, method: &[u8]) -> bool {
@@ -422,38 +384,118 @@ impl Responder for H2Respond<'_> {
     }
 }
 
-impl H2Respond<'_> {
-    fn log(&mut self, req: &Request<'_>, status: u16, bytes: u64) {
-        let ctx = &mut *self.ctx;
-        if let Some(log) = ctx.log.as_mut() {
-            log.record(&Entry {
-                peer: self.peer,
-                secs: ctx.date_secs,
-                micros: ctx.micros,
-                method: req.method,
-                target: req.path,
-                protocol: "HTTP/2.0",
+/// Answers one request of a multiplexed protocol (HTTP/2 or HTTP/3, `protocol` as the
+/// access log names it): fields into `block`, the body returned; logged once.
+pub(crate) fn answer_stream(
+    ctx: &mut Ctx,
+    peer: SocketAddr,
+    req: &Request<'_>,
+    block: &mut Block<'_>,
+    protocol: &'static str,
+) -> Body {
+    // No parking on HTTP/2 or HTTP/3 (a stream must be answered now): uncached
+    // credentials are verified on this thread, bounded by the verifier's per-account
+    // lockout.
+    let user = match gate(
+        ctx.auth.as_deref(),
+        None,
+        req.method,
+        req.path,
+        req.field("authorization"),
+    ) {
+        Gate::Pass(user) => user,
+        Gate::Park => None,
+        Gate::Reply { status, fields } => {
+            let head_only = req.method == b"HEAD";
+            let loc = fields
+                .iter()
+                .find(|(n, _)| *n == "Location")
+                .map(|(_, v)| v.clone());
+            let (body, n) = h2_text(
                 status,
-                bytes,
-                referer: req.field("referer"),
-                user_agent: req.field("user-agent"),
-            });
+                &ctx.date,
+                loc.as_deref().map(str::as_bytes),
+                None,
+                head_only,
+                block,
+            );
+            for (name, v) in &fields {
+                if *name != "Location" {
+                    block.field(name.to_ascii_lowercase().as_bytes(), v.as_bytes());
+                }
+            }
+            log_stream(ctx, peer, req, protocol, status, n);
+            return body;
         }
+    };
+    let (status, body, bytes) = match req.method {
+        b"GET" | b"HEAD" => {
+            let head_only = req.method == b"HEAD";
+            let answer = decide(
+                &mut ctx.cache,
+                ctx.shared.generation.load(Ordering::Relaxed),
+                ctx.now,
+                path_of(req.path),
+                head_only,
+                |name| req.field(name),
+            );
+            render(answer, &ctx.date, head_only, block)
+        }
+        m => match std::str::from_utf8(m) {
+            Ok(m) if Dav::handles(m) => dav_stream(ctx, m, user, req, block),
+            _ => {
+                let allow = if ctx.dav.is_read_only() {
+                    ALLOW_H2_READ_ONLY
+                } else {
+                    ALLOW_H2
+                };
+                let (body, n) = h2_text(405, &ctx.date, None, Some(allow), false, block);
+                (405, body, n)
+            }
+        },
+    };
+    log_stream(ctx, peer, req, protocol, status, bytes);
+    body
+}
+
+/// Logs one answer of a multiplexed protocol.
+pub(crate) fn log_stream(
+    ctx: &mut Ctx,
+    peer: SocketAddr,
+    req: &Request<'_>,
+    protocol: &'static str,
+    status: u16,
+    bytes: u64,
+) {
+    if let Some(log) = ctx.log.as_mut() {
+        log.record(&Entry {
+            peer,
+            secs: ctx.date_secs,
+            micros: ctx.micros,
+            method: req.method,
+            target: req.path,
+            protocol,
+            status,
+            bytes,
+            referer: req.field("referer"),
+            user_agent: req.field("user-agent"),
+        });
     }
 }
 
-/// The Allow value of an HTTP/2 405 (the HTTP/1.1 `ALLOW` line without name and CRLF).
+/// The Allow value of an HTTP/2 or HTTP/3 405 (the HTTP/1.1 `ALLOW` line without name
+/// and CRLF).
 const ALLOW_H2_READ_ONLY: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, REPORT";
 const ALLOW_H2: &[u8] = b"GET, HEAD, OPTIONS, PROPFIND, PROPPATCH, REPORT, PUT, DELETE, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK";
 
-/// A DAV request over HTTP/2: the same handler as HTTP/1.1 (`:authority` passed as
-/// Host), its fields lower-cased into HPACK. Returns (status, body, body bytes).
-fn dav_h2(
+/// A DAV request over HTTP/2 or HTTP/3: the same handler as HTTP/1.1 (`:authority`
+/// passed as Host), its fields lower-cased. Returns (status, body, body bytes).
+fn dav_stream(
     ctx: &mut Ctx,
     method: &str,
     user: Option<Arc<str>>,
     req: &Request<'_>,
-    block: &mut Vec<u8>,
+    block: &mut Block<'_>,
 ) -> (u16, Body, u64) {
     let mut fields = Vec::new();
     for (n, v) in req.fields() {
@@ -468,18 +510,12 @@ fn dav_h2(
     }
     let target = std::str::from_utf8(req.path).unwrap_or("/");
     let resp = ctx.dav_handle(method, user, target, &fields, req.body);
-    let status = resp.status.to_string();
-    volley_h2::hpack::encode_field(b":status", status.as_bytes(), block);
-    volley_h2::hpack::encode_field(b"server", b"volley", block);
-    volley_h2::hpack::encode_field(b"date", &ctx.date, block);
-    volley_h2::hpack::encode_field(
-        b"content-length",
-        resp.body.len().to_string().as_bytes(),
-        block,
-    );
+    status_fields(resp.status, &ctx.date, block);
+    block.field(b"content-length", resp.body.len().to_string().as_bytes());
     for (n, v) in &resp.headers {
         let name = n.to_ascii_lowercase();
-        // Connection-specific fields are not allowed in HTTP/2 (RFC 9113 §8.2.2).
+        // Connection-specific fields are not allowed in HTTP/2 or HTTP/3 (RFC 9113
+        // §8.2.2, RFC 9114 §4.2).
         if matches!(
             name.as_str(),
             "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "content-length"
@@ -487,7 +523,7 @@ fn dav_h2(
         {
             continue;
         }
-        volley_h2::hpack::encode_field(name.as_bytes(), v.as_bytes(), block);
+        block.field(name.as_bytes(), v.as_bytes());
     }
     let len = resp.body.len();
     let body = if len == 0 || method == "HEAD" {

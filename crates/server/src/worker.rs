@@ -33,6 +33,8 @@ use volley_dav::Dav;
 pub const LISTENER: Token = Token(usize::MAX - 1);
 /// Token of the shutdown waker.
 pub const WAKER: Token = Token(usize::MAX - 2);
+/// Token of the HTTP/3 UDP socket.
+pub const QUIC: Token = Token(usize::MAX - 3);
 
 /// A read buffer larger than this is dropped back to `INITIAL_BUF` once drained.
 const MAX_IDLE_BUF: usize = 64 << 10;
@@ -65,6 +67,8 @@ pub struct Limits {
     /// Answer HTTP/2: h2c with prior knowledge on plain connections (TLS offers `h2`
     /// through ALPN, set up in `Server::bind`).
     pub http2: bool,
+    /// The Alt-Svc value HTTP/1.1 and HTTP/2 answers carry when HTTP/3 is offered.
+    pub alt_svc: Option<Box<[u8]>>,
 }
 
 /// One thread's event loop.
@@ -85,6 +89,8 @@ pub struct Worker {
     waker: Arc<Waker>,
     /// Connections whose request waits for its credentials to be verified.
     parked: Vec<usize>,
+    /// HTTP/3: this thread's UDP socket, QUIC endpoint and connections.
+    quic: Option<crate::h3::QuicSide>,
 }
 
 impl Worker {
@@ -100,9 +106,14 @@ impl Worker {
         log: Option<AccessLog>,
         limits: Limits,
         tls: Option<Arc<volley_tls::rustls::ServerConfig>>,
+        mut quic: Option<crate::h3::QuicSide>,
     ) -> io::Result<Worker> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        if let Some(q) = quic.as_mut() {
+            poll.registry()
+                .register(&mut q.sock, QUIC, Interest::READABLE)?;
+        }
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let wake: Option<volley_dav::auth::Waker> = auth.as_ref().map(|_| {
             let w = waker.clone();
@@ -110,6 +121,7 @@ impl Worker {
                 let _ = w.wake();
             }) as volley_dav::auth::Waker
         });
+        let limits_alt = limits.alt_svc.clone();
         let mut ctx = Ctx {
             cache,
             dav,
@@ -122,6 +134,7 @@ impl Worker {
             date_secs: 0,
             now: Instant::now(),
             micros: 0,
+            alt_svc: limits_alt,
         };
         ctx.tick();
         Ok(Worker {
@@ -140,6 +153,7 @@ impl Worker {
             answered: Arc::new(AtomicU64::new(0)),
             waker,
             parked: Vec::new(),
+            quic,
         })
     }
 
@@ -158,7 +172,16 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut last_sweep = Instant::now();
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(SWEEP_EVERY)) {
+            // QUIC's timers (loss detection, acknowledgement delay, idle) wake the loop
+            // when they are due; nothing else needs finer than the sweep.
+            let wait = self
+                .quic
+                .as_ref()
+                .and_then(|q| q.next_timer())
+                .map_or(SWEEP_EVERY, |t| {
+                    t.saturating_duration_since(Instant::now()).min(SWEEP_EVERY)
+                });
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     break;
                 }
@@ -171,10 +194,16 @@ impl Worker {
                 match ev.token() {
                     LISTENER => self.accept(),
                     WAKER => self.unpark(),
+                    QUIC => self.quic_readable(),
                     Token(i) => {
                         self.on_event(i, ev.is_readable() || ev.is_read_closed() || ev.is_error())
                     }
                 }
+            }
+            if let Some(q) = self.quic.as_mut() {
+                q.fire_timers(&mut self.ctx, Instant::now());
+                self.answered
+                    .fetch_add(q.take_answered(), Ordering::Relaxed);
             }
             if self.ctx.now.duration_since(last_sweep) >= SWEEP_EVERY {
                 last_sweep = self.ctx.now;
@@ -184,8 +213,26 @@ impl Worker {
         for i in 0..self.conns.len() {
             self.close(i);
         }
+        if let Some(q) = self.quic.as_mut() {
+            q.close_all(&mut self.ctx);
+        }
         if let Some(log) = self.ctx.log.as_mut() {
             log.flush();
+        }
+    }
+
+    /// Reads the UDP socket until it would block (in batches, so a flood of datagrams
+    /// cannot starve the timers of the connections already read).
+    fn quic_readable(&mut self) {
+        let Some(q) = self.quic.as_mut() else {
+            return;
+        };
+        loop {
+            q.on_readable(&mut self.ctx);
+            if !q.more {
+                break;
+            }
+            q.fire_timers(&mut self.ctx, Instant::now());
         }
     }
 

@@ -42,3 +42,8 @@ fn h3_client_streams_short_run() {
         volley_h3::fuzzing::h3_client_streams,
     );
 }
+
+#[test]
+fn h3_server_streams_short_run() {
+    short_run("h3_server_streams", 6, volley_h3::server::fuzz_streams);
+}

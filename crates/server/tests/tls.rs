@@ -222,3 +222,36 @@ fn plain_http_and_garbage_on_the_tls_port_are_closed_cleanly() {
         .unwrap();
     assert_eq!(read_resp(&mut ok).0, 200);
 }
+
+#[test]
+fn http3_needs_tls_and_its_udp_port() {
+    let root = std::env::temp_dir().join(format!("volley-server-h3-bind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("site")).unwrap();
+    let certs = volley_server::self_signed_set(&root.join("certs")).unwrap();
+    // Without TLS: refused before anything is bound (QUIC always runs TLS 1.3).
+    let mut config = ServerConfig::new(root.join("site"));
+    config.http3 = true;
+    assert!(matches!(
+        Server::bind(config.clone()),
+        Err(volley_server::ServerError::Config(_))
+    ));
+    // Another program holds the UDP port: said as such, not as a TCP failure.
+    let holder = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    config.listen = holder.local_addr().unwrap();
+    config.tls = Some(ServerTls::new(&certs.cert, &certs.key));
+    match Server::bind(config.clone()) {
+        Err(e @ volley_server::ServerError::BindUdp { .. }) => {
+            assert!(e.to_string().contains("UDP"), "{e}")
+        }
+        other => panic!("expected BindUdp, got {other:?}"),
+    }
+    // On a free port both sockets bind, and the threads start and stop.
+    drop(holder);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.threads = 2;
+    let server = Server::bind(config).unwrap();
+    assert_eq!(server.scheme(), "https");
+    server.spawn().unwrap().shutdown();
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -126,6 +126,12 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Brings the file up to [`SCHEMA_VERSION`]; refuses a file from a newer build.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    // A current file needs no write transaction: readers and a second writer then
+    // never queue behind another process's write lock just to learn that.
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Read inside the write transaction so two processes opening a fresh file at
@@ -179,6 +185,14 @@ mod tests {
             )
             .unwrap();
         }
+        // A reader migrates an old file too (the one case it writes), and never
+        // creates a missing one.
+        let missing = dir.join("none.sqlite");
+        assert!(Store::open_read(&missing).is_err());
+        assert!(!missing.exists());
+        let store = Store::open_read(&db).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        drop(store);
         let store = Store::open(&db).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
         let run = store.run(crate::RunId(7)).unwrap();

@@ -49,6 +49,90 @@ impl Store {
         Store::setup(Connection::open(path)?)
     }
 
+    /// Opens an existing store for the read commands (`history`, `report`, `compare`)
+    /// without needing free space: a full disk must not hide what is stored.
+    ///
+    /// [`Store::open`] writes on every open (a write transaction for the migration
+    /// check, the sweep of abandoned runs), and SQLite itself must create the 32 KB
+    /// `-shm` wal-index when the last writer closed cleanly. Here: no migration unless
+    /// the file is older than this build (then this is [`Store::open`]), the sweep is
+    /// best effort (kept, so a killed writer's runs read as incomplete when there is
+    /// room), and when the `-shm` file cannot be made, the file is opened again in
+    /// exclusive locking mode, where SQLite keeps the wal-index in the heap
+    /// (<https://sqlite.org/wal.html>, "Use of WAL Without Shared-Memory"); a full
+    /// disk has no writer to share the file with. A missing file is an error, never
+    /// created.
+    pub fn open_read(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        let version = match Store::read_connection(path, false) {
+            Ok((conn, version)) => Some((conn, version)),
+            Err(e) if Store::no_room_for_shm(&e) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let (conn, version) = match version {
+            Some(v) => v,
+            None => Store::read_connection(path, true)?,
+        };
+        if version < schema::SCHEMA_VERSION {
+            drop(conn);
+            return Store::open(path);
+        }
+        if version > schema::SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: version,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        let store = Store {
+            conn,
+            owner: Owner::current(),
+        };
+        match store.mark_incomplete_on_open() {
+            Err(e) if e.is_full() => {}
+            Err(StoreError::Sqlite(e)) if Store::no_room_for_shm(&e) => {}
+            r => {
+                r?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// A connection to an existing file and its schema version (the first read, which
+    /// is where SQLite opens the WAL and maps the `-shm` file).
+    fn read_connection(
+        path: &Path,
+        exclusive: bool,
+    ) -> std::result::Result<(Connection, i64), rusqlite::Error> {
+        use rusqlite::OpenFlags;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+        if exclusive {
+            // Must come before the first access to take effect for the wal-index.
+            let _mode: String =
+                conn.query_row("PRAGMA locking_mode = EXCLUSIVE", [], |r| r.get(0))?;
+        }
+        conn.pragma_update(None, "foreign_keys", true)?;
+        let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        Ok((conn, version))
+    }
+
+    /// Whether `e` is SQLite failing for want of space for the `-shm` file (a full
+    /// disk, or the I/O error SQLite reports when growing the file fails).
+    fn no_room_for_shm(e: &rusqlite::Error) -> bool {
+        match e {
+            rusqlite::Error::SqliteFailure(f, _) => {
+                f.code == rusqlite::ErrorCode::DiskFull
+                    || f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMSIZE
+                    || f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMMAP
+                    || f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMOPEN
+            }
+            _ => false,
+        }
+    }
+
     /// A private in-memory store (for tests of the stages that write to it).
     pub fn open_in_memory() -> Result<Store> {
         Store::setup(Connection::open_in_memory()?)

@@ -26,7 +26,7 @@ use volley_agents::ssh::{self, Deployment, Host, RemoteProcess, SshConfig};
 use volley_targets::RunningTarget;
 
 use crate::lab::StudyLab;
-use crate::plan::{BusPlan, InjectorsPlan, Plan};
+use crate::plan::{BusPlan, InjectorsPlan, Plan, Seat};
 use crate::step::StepError;
 use crate::StudyError;
 
@@ -100,6 +100,34 @@ impl StudyHosts {
     }
 }
 
+/// Each agent's credentials as JSON (`None`: the bus's security is off): from the
+/// private bus's fresh keys, or from `agent_credentials` (`{name}` standing for each
+/// agent's name) on an existing bus.
+fn agent_secrets(
+    inj: &InjectorsPlan,
+    nats: Option<&PrivateNats>,
+    names: &[String],
+) -> Result<Vec<Option<String>>, StepError> {
+    let mut secrets: Vec<Option<String>> = names
+        .iter()
+        .map(|n| {
+            let keys = nats?.keys()?;
+            keys.agent(n).map(BusCredentials::to_json)
+        })
+        .collect();
+    if let Some(t) = &inj.agent_credentials {
+        for (n, s) in names.iter().zip(secrets.iter_mut()) {
+            let path = std::path::PathBuf::from(t.replace("{name}", n));
+            *s = Some(
+                BusCredentials::load(&path)
+                    .map_err(StepError::Agents)?
+                    .to_json(),
+            );
+        }
+    }
+    Ok(secrets)
+}
+
 /// A step's bus and agents; stopped on [`StepAgents::stop`] or on drop.
 pub(crate) struct StepAgents {
     /// Kept for its life: dropping it stops the server.
@@ -123,9 +151,7 @@ impl StepAgents {
         target: &RunningTarget,
     ) -> Result<StepAgents, StepError> {
         let k = k as usize;
-        let on_host = |i: usize| inj.ssh.as_ref().and_then(|s| s.host_of(i));
-        let remote_agents = inj.kubernetes || (0..k).any(|i| on_host(i).is_some());
-        if remote_agents && target.addr.ip().is_loopback() {
+        if inj.any_away(k) && target.addr.ip().is_loopback() {
             return Err(StepError::Injectors(format!(
                 "the target listens on {}, loopback, which agents on other hosts cannot reach",
                 target.addr
@@ -133,15 +159,7 @@ impl StepAgents {
         }
         let name = |i: usize| format!("inj{}", i + 1);
         let names: Vec<String> = (0..k).map(name).collect();
-        // In a lab the bus listens on volley's lab address; with `bus_url` where it
-        // says (or it is somebody else's); otherwise on loopback.
-        let at = match (&inj.bus, lab) {
-            (Some(BusPlan::Existing(_)), _) => None,
-            (Some(BusPlan::Private(addr)), _) => Some(*addr),
-            (None, Some(l)) => Some(std::net::SocketAddr::new(l.bus_ip(), 0)),
-            (None, None) => Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-        };
-        let nats = match at {
+        let nats = match inj.bus_listen(lab.map(StudyLab::bus_ip)) {
             Some(a) if inj.secure_bus => {
                 Some(PrivateNats::start_secured(a, &names).map_err(StepError::Agents)?)
             }
@@ -159,22 +177,7 @@ impl StepAgents {
             }
             (None, _) => unreachable!("a bus without a server is an existing one"),
         };
-        let mut secrets: Vec<Option<String>> = (0..k)
-            .map(|i| {
-                let keys = nats.as_ref()?.keys()?;
-                keys.agent(&name(i)).map(BusCredentials::to_json)
-            })
-            .collect();
-        if let Some(t) = &inj.agent_credentials {
-            for (i, s) in secrets.iter_mut().enumerate() {
-                let path = std::path::PathBuf::from(t.replace("{name}", &name(i)));
-                *s = Some(
-                    BusCredentials::load(&path)
-                        .map_err(StepError::Agents)?
-                        .to_json(),
-                );
-            }
-        }
+        let secrets = agent_secrets(inj, nats.as_ref(), &names)?;
         let creds = |i: usize| secrets[i].clone();
         // The agents volley starts may load the step's target (and, in a lab, its
         // delaying proxies, on the target's address at ports of their own) and nothing
@@ -198,7 +201,7 @@ impl StepAgents {
         // the agents, then gives up by itself.
         let wait_s = inj.ready_timeout.as_secs().max(1) * 2;
         let wait = format!("{wait_s}s");
-        let local: Vec<usize> = (0..k).filter(|&i| on_host(i).is_none()).collect();
+        let local: Vec<usize> = (0..k).filter(|&i| inj.seat(i) == Seat::Here).collect();
         let names: Vec<String> = local.iter().map(|&i| name(i)).collect();
         let namespaces: Option<Vec<String>> =
             lab.map(|l| local.iter().map(|&i| l.injector_ns(i)).collect());
@@ -211,7 +214,9 @@ impl StepAgents {
                 .map_err(StepError::Agents)?,
         );
         for i in 0..k {
-            let Some(host) = on_host(i) else { continue };
+            let Seat::Host(host) = inj.seat(i) else {
+                continue;
+            };
             let hosts = hosts
                 .ok_or_else(|| StepError::Injectors("the ssh hosts were not prepared".into()))?;
             let n = name(i);

@@ -124,6 +124,15 @@ pub(crate) fn run_injected(
     let whole = whole_of(w, cell, k, rate, plan, inj.each);
     check(w, &whole, k)?;
     crate::step::warm_up(w, cell, rate, plan, target, stop_flag)?;
+    // Behind links volley shaped: the server's own time per request, for the link rule.
+    let shaped = |l: &&StudyLab| {
+        l.links
+            .iter()
+            .any(|x| x["rate_bit"].is_number() || x["delay_ms"].is_number())
+    };
+    let unshaped = lab
+        .filter(shaped)
+        .and_then(|_| crate::step::unshaped::measure(w, cell, target, stop_flag));
     // `None` means this executable, as for the built-in target (tests pass the binary).
     let current;
     let exe = match exe {
@@ -175,6 +184,9 @@ pub(crate) fn run_injected(
             if let Some(lab) = lab {
                 let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
                 l.extra.push(("links", Value::Array(links)));
+            }
+            if let Some(u) = unshaped {
+                l.extra.push(("unshaped", u));
             }
             l
         })

@@ -58,6 +58,7 @@ pub(crate) fn run_office(
     let load_stop = Arc::new(AtomicBool::new(false));
     cfg.stop = Arc::clone(&load_stop);
     let watch = step_watch(target, load_stop, stop_flag);
+    let step_started = std::time::Instant::now();
     let watched = volley_harness::watch(&watch, || {
         let started = std::time::Instant::now();
         let run = volley_office::run(&cfg);
@@ -68,7 +69,8 @@ pub(crate) fn run_office(
         let run = run.map_err(|e| StepError::Office(e.to_string()))?;
         let report = run.report;
         let recorder = Recorder::merge_all(run.ops.into_iter().map(|(_, r)| r).collect())?;
-        let info = run_info(&url, users * cfg.devices, elapsed, stopped, &report);
+        let cpu_s = report.generator_cpu_s;
+        let info = run_info(&url, users * cfg.devices, elapsed, stopped, cpu_s);
         Ok::<_, StepError>((
             Loaded {
                 recorder,
@@ -85,6 +87,24 @@ pub(crate) fn run_office(
     });
     let (loaded, report) = match watched.load {
         Ok((l, r)) => (Ok(l), Some(r)),
+        // The target died before its day could run (the set-up found no server): the
+        // death is the step's finding, stored with it as a death mid-day is, not an
+        // error that ends the study; a users search goes on past it with
+        // `restart = "next-step"`. The step has no requests and no office report.
+        Err(e) if watched.died.is_some() => {
+            let elapsed = step_started.elapsed();
+            let mut info = run_info(&url, users * cfg.devices, elapsed, true, 0.0);
+            info.notes.push(format!("the office day never ran: {e}"));
+            let loaded = Loaded {
+                recorder: Recorder::new(),
+                info,
+                stopped_early: true,
+                open_in_flight: None,
+                closed_in_flight: 0.0,
+                extra: Vec::new(),
+            };
+            (Ok(loaded), None)
+        }
         Err(e) => (Err(e), None),
     };
     let watched = volley_harness::Watched {
@@ -94,8 +114,27 @@ pub(crate) fn run_office(
         died: watched.died,
     };
     let mut judged = judge(None, plan, watched)?;
-    let report =
-        report.ok_or_else(|| StepError::Office("the day ended without its report".into()))?;
+    let Some(report) = report else {
+        if judged.verdict.target_died.is_some() {
+            // Judged as an office day that carried nothing, so the step reads (and a
+            // search hears it) like a day the server died in.
+            judged.sustainable = Some(false);
+            judged.verdict.little = None;
+            judged.verdict.office = Some(OfficeVerdict {
+                carries: false,
+                users,
+                compress: office.compress,
+                decisions_per_day: office.decisions,
+                poll_p99_ms: None,
+                slo_ms: plan.rule.p99_slo.as_secs_f64() * 1e3,
+                error_share: 1.0,
+                violations: 0,
+                reasons: vec!["the target died before the day could run".into()],
+            });
+            return Ok(judged);
+        }
+        return Err(StepError::Office("the day ended without its report".into()));
+    };
     let v = verdict(&report, plan);
     // A day during which the server died did not carry its users.
     judged.sustainable = Some(v.carries && judged.verdict.target_died.is_none());
@@ -111,7 +150,7 @@ fn run_info(
     connections: usize,
     elapsed: std::time::Duration,
     stopped: bool,
-    report: &OfficeReport,
+    cpu_s: f64,
 ) -> RunInfo {
     RunInfo {
         url: url.to_string(),
@@ -127,7 +166,7 @@ fn run_info(
         max_open_connections: u32::try_from(connections).unwrap_or(u32::MAX),
         cap_hits: 0,
         stopped_early: stopped,
-        cpu_ns: Some((report.generator_cpu_s * 1e9) as u64),
+        cpu_ns: Some((cpu_s * 1e9) as u64),
         cpu_pressure: None,
         cores: 1.0,
         notes: Vec::new(),

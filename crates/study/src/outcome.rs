@@ -407,10 +407,15 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
 fn measured_result(steps: &[&StepOutcome]) -> String {
     // A closed-loop step whose requests mostly failed has no figure: errors are not
     // throughput (a rate step's errors are its verdict, and count as the server's).
+    // A rate step counts by its evidence (a pass is a pass whoever was late); a
+    // closed-loop figure only when it stands for the server.
     let server: Vec<&StepOutcome> = steps
         .iter()
         .copied()
-        .filter(|s| judged_for_server(s) && (s.rate.is_some() || !s.mostly_failed()))
+        .filter(|s| match s.rate {
+            Some(_) => matches!(s.evidence(), Some(e) if e != Evidence::Unjudged),
+            None => judged_for_server(s) && !s.mostly_failed(),
+        })
         .collect();
     let excluded = steps.len() - server.len();
     if !steps.is_empty()
@@ -782,20 +787,32 @@ duration = "3s"
     }
 
     #[test]
-    fn generator_bound_rate_steps_never_make_a_capacity() {
+    fn generator_bound_rate_steps_never_bound_a_capacity() {
         let p = plan(RAMP);
-        // The generator lagged at every rate: steps "sustainable" by the figures, but the
-        // figures are the generator's. The old table claimed 400 req/s here.
-        let all_gen = ramp(4, "generator-bound");
+        // The generator lagged at every rate and every step failed: the failures are
+        // the generator's, so nothing is claimed.
+        let all_gen: Vec<StepOutcome> = (0..4)
+            .map(|i| {
+                let r = 100.0 * (i + 1) as f64;
+                step(i, Some(r), 0.8 * r, Some(false), "generator-bound")
+            })
+            .collect();
         let t = table(&p, &all_gen, &[]).to_string();
         assert!(!t.contains("capacity 400"), "{t}");
         assert!(
             t.contains("no server figure: none of the 4 step(s) could be judged"),
             "{t}"
         );
+        // Passes while the generator lagged are still passes (latency counts from the
+        // intended send time): at least the top, never a bounded capacity.
+        let t = table(&p, &ramp(4, "generator-bound"), &[]).to_string();
+        assert!(
+            t.contains("capacity at least 400 req/s (the highest step tried)"),
+            "{t}"
+        );
 
         let mut mixed = ramp(3, "server-bound");
-        mixed.push(step(3, Some(400.0), 400.0, Some(true), "generator-bound"));
+        mixed.push(step(3, Some(400.0), 320.0, Some(false), "generator-bound"));
         let t = table(&p, &mixed, &[]).to_string();
         assert!(
             t.contains(
@@ -877,7 +894,7 @@ duration = "3s"
         for attempt in 0..3 {
             spoiled.push(StepOutcome {
                 attempt,
-                ..step(3, Some(400.0), 400.0, Some(true), "machine-stalled")
+                ..step(3, Some(400.0), 320.0, Some(false), "machine-stalled")
             });
         }
         let t = table(&p, &spoiled, &[]).to_string();

@@ -161,55 +161,25 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         name: plan.name.clone(),
         file_text,
     })?;
-    let docroot = match plan.docroot.prepare("study") {
-        Ok(d) => d,
-        Err(e) => {
-            let e = StudyError::Fixture(e.to_string());
-            store.finish_study(study, Status::Incomplete)?;
-            return Err(e);
-        }
-    };
+    let docroot = plan
+        .docroot
+        .prepare("study")
+        .map_err(|e| StudyError::Fixture(e.to_string()));
+    let docroot = or_incomplete(&store, study, docroot)?;
     let docroot_path = docroot.as_ref().map(ServedDocroot::path);
     // Built before the targets, which start inside it; removed when this returns.
-    let lab = match StudyLab::open(plan, &mut *note) {
-        Ok(l) => l,
-        Err(e) => {
-            store.finish_study(study, Status::Incomplete)?;
-            return Err(e);
-        }
-    };
+    let lab = or_incomplete(&store, study, StudyLab::open(plan, &mut *note))?;
     // volley copied to the ssh hosts before any target starts: a host that cannot take
     // it ends the study here, with nothing left on the others.
-    let hosts = match StudyHosts::open(plan, volley_exe.as_deref(), &mut *note) {
-        Ok(h) => h,
-        Err(e) => {
-            store.finish_study(study, Status::Incomplete)?;
-            return Err(e);
-        }
-    };
+    let hosts = or_incomplete(
+        &store,
+        study,
+        StudyHosts::open(plan, volley_exe.as_deref(), &mut *note),
+    )?;
     // Variants' kernel settings, each in a lab of its own, checked before any target
     // starts: a refused key ends the study here.
-    let vlabs = match variant_lab::VariantLabs::open(plan) {
-        Ok(v) => v,
-        Err(e) => {
-            store.finish_study(study, Status::Incomplete)?;
-            return Err(e);
-        }
-    };
-    for i in 0..plan.instances.len() {
-        if let Some(r) = vlabs.record(i) {
-            for s in &r.sysctls {
-                note(&format!(
-                    "{}: {} = {} in {} (host {})",
-                    plan.instance_label(i),
-                    s.key,
-                    s.value,
-                    r.ns,
-                    s.host
-                ));
-            }
-        }
-    }
+    let vlabs = or_incomplete(&store, study, variant_lab::VariantLabs::open(plan))?;
+    note_variant_sysctls(plan, &vlabs, &mut *note);
     let netns = lab.as_ref().map(|l| &l.place);
     let (running, skipped) = start_targets(
         plan,
@@ -219,17 +189,8 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         &vlabs,
         &mut note,
     );
-    if running.iter().all(Option::is_none) {
-        store.finish_study(study, Status::Incomplete)?;
-        return Err(StudyError::Invalid(format!(
-            "no target could be started: {}",
-            skipped.join("; ")
-        )));
-    }
-    if let Err(e) = check_paths(plan, &running, &vlabs) {
-        store.finish_study(study, Status::Incomplete)?;
-        return Err(e);
-    }
+    or_incomplete(&store, study, any_started(&running, &skipped))?;
+    or_incomplete(&store, study, check_paths(plan, &running, &vlabs))?;
     let (runs, run_of_target) =
         begin_runs(plan, &mut store, study, &running, docroot_path, &vlabs)?;
     let mut ctx = StudyRun {
@@ -255,16 +216,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         started,
         baseline_tw: time_wait_now(),
     };
-    let result = match plan.mode {
-        // Users searches of a sweep run after its steps.
-        Mode::Sweep => ctx.sweep().and_then(|swept| {
-            if stop_flag.load(Ordering::Relaxed) {
-                return Ok(false);
-            }
-            ctx.search().map(|searched| swept && searched)
-        }),
-        Mode::Search => ctx.search(),
-    };
+    let result = ctx.run_steps();
     ctx.store_unfinished_searches();
     let (steps, searches, mut note) = (ctx.steps, ctx.searches, ctx.note);
     let complete = matches!(result, Ok(true)) && !stop_flag.load(Ordering::Relaxed);
@@ -273,16 +225,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
     } else {
         Status::Incomplete
     };
-    for (_, id) in &runs {
-        store.finish_run(*id, status)?;
-    }
-    store.finish_study(study, status)?;
-    for t in running.into_iter().flatten() {
-        t.stop();
-    }
-    if let Some(h) = hosts {
-        h.close(&mut *note);
-    }
+    close_study(&store, study, &runs, status, running, hosts, &mut *note)?;
     drop(docroot);
     result?;
     Ok(StudyReport {
@@ -295,6 +238,72 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         skipped,
         elapsed: started.elapsed(),
     })
+}
+
+/// `r`, after marking `study` incomplete in the store when it failed: a study that could
+/// not get to its steps is never left "running".
+fn or_incomplete<T>(
+    store: &Store,
+    study: StudyId,
+    r: Result<T, StudyError>,
+) -> Result<T, StudyError> {
+    if r.is_err() {
+        store.finish_study(study, Status::Incomplete)?;
+    }
+    r
+}
+
+/// Refuses a study none of whose targets started, with why each was skipped.
+fn any_started(running: &[Option<RunningTarget>], skipped: &[String]) -> Result<(), StudyError> {
+    if running.iter().all(Option::is_none) {
+        return Err(StudyError::Invalid(format!(
+            "no target could be started: {}",
+            skipped.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Notes each variant's kernel settings as set in its own lab, beside the host's value.
+fn note_variant_sysctls(plan: &Plan, vlabs: &variant_lab::VariantLabs, note: &mut dyn FnMut(&str)) {
+    for i in 0..plan.instances.len() {
+        if let Some(r) = vlabs.record(i) {
+            for s in &r.sysctls {
+                note(&format!(
+                    "{}: {} = {} in {} (host {})",
+                    plan.instance_label(i),
+                    s.key,
+                    s.value,
+                    r.ns,
+                    s.host
+                ));
+            }
+        }
+    }
+}
+
+/// Closes what the study opened, in order: its runs and itself marked `status` in the
+/// store, the targets stopped, the ssh hosts cleaned.
+fn close_study(
+    store: &Store,
+    study: StudyId,
+    runs: &[(String, RunId)],
+    status: Status,
+    running: Vec<Option<RunningTarget>>,
+    hosts: Option<StudyHosts>,
+    note: &mut dyn FnMut(&str),
+) -> Result<(), StudyError> {
+    for (_, id) in runs {
+        store.finish_run(*id, status)?;
+    }
+    store.finish_study(study, status)?;
+    for t in running.into_iter().flatten() {
+        t.stop();
+    }
+    if let Some(h) = hosts {
+        h.close(note);
+    }
+    Ok(())
 }
 
 /// The study while it runs: what the steps need, and what they produced so far.
@@ -330,6 +339,21 @@ struct StudyRun<'a> {
 }
 
 impl StudyRun<'_> {
+    /// The plan's steps by its mode: the sweep's steps, then its users searches; or the
+    /// searches alone. `Ok(true)` when every step ran.
+    fn run_steps(&mut self) -> Result<bool, StudyError> {
+        match self.plan.mode {
+            // Users searches of a sweep run after its steps.
+            Mode::Sweep => self.sweep().and_then(|swept| {
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+                self.search().map(|searched| swept && searched)
+            }),
+            Mode::Search => self.search(),
+        }
+    }
+
     /// Sweep mode: every planned step in order, and each step noise spoiled measured
     /// again later, interleaved with the rest ([`Remeasures`]). `Ok(false)`: stopped, or
     /// a step's target was dead (the study ends incomplete).

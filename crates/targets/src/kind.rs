@@ -104,10 +104,10 @@ impl TargetKind {
     }
 
     /// Whether volley can configure this kind to offer HTTP/3 (QUIC on the same port
-    /// number over UDP): Caddy only, since Debian's nginx 1.22, Apache and lighttpd
-    /// have none and the built-in server's is not written yet.
+    /// number over UDP): Caddy and the built-in server (`volley serve --h3`); Debian's
+    /// nginx 1.22, Apache and lighttpd have none.
     pub fn supports_http3(self) -> bool {
-        matches!(self, TargetKind::Caddy)
+        matches!(self, TargetKind::Caddy | TargetKind::Builtin)
     }
 
     /// Whether volley can make this kind answer `Content-Encoding: br`. Caddy 2.6 ships

@@ -454,15 +454,7 @@ pub fn run(
         }
     }
     let mut first = spec.prepare()?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&spec.cfg.stop_flag);
-        let flag = Arc::clone(&interrupted);
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
+    let interrupted = stop_on_interrupt(Arc::clone(&spec.cfg.stop_flag));
     let environment = serde_json::to_value(volley_targets::Environment::capture())?;
     let mut saver = Saver::begin(&save, &spec.url, &spec, environment)?;
     let progress = crate::cmd::progress::wanted(a.quiet);
@@ -530,6 +522,17 @@ pub fn run(
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The flag Ctrl-C raises; it stops the engine's load (`stop`) too.
+fn stop_on_interrupt(stop: Arc<AtomicBool>) -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let _ = ctrlc::set_handler(move || {
+        flag.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+    });
+    interrupted
 }
 
 /// What a saved step keeps of the replay: the log's plan and this run's fidelity.

@@ -234,7 +234,7 @@ fn resolve<'r>(
     }
     if load.wire.h3 {
         if let Some(k) = kinds.iter().find(|k| !k.supports_http3()) {
-            usage!("{k} cannot offer HTTP/3 (supported: caddy)");
+            usage!("{k} cannot offer HTTP/3 (supported: caddy, builtin)");
         }
     }
     if load.wire.h2 {
@@ -492,16 +492,7 @@ pub fn run(
     save: SaveArgs,
     replay: Option<&Replay>,
 ) -> anyhow::Result<ExitCode> {
-    volley_targets::sweep_orphans()
-        .iter()
-        .for_each(|r| eprintln!("volley: {r}"));
-    // The namespaces of a killed `bench --sysctl` (they carry its pid), as a study's
-    // start removes them; without `ip` or root volley made none, so errors say nothing.
-    if let Ok(removed) = volley_netlab::lab::sweep() {
-        for ns in removed {
-            eprintln!("volley: removed network namespace {ns} left by a volley that was killed");
-        }
-    }
+    crate::cmd::sweep_leftovers();
     let setup = resolve(&load, &t, replay)?;
     if setup.show_config {
         return show_config(&setup);
@@ -512,41 +503,18 @@ pub fn run(
         text: !load.quiet && !load.stdout_taken(),
         progress: crate::cmd::progress::wanted(load.quiet),
     };
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        // Runs on ctrlc's own thread, where taking locks is fine: the load sees the flag
-        // within 50 ms (the harness's death watch), and the targets are stopped right
-        // here so that nothing survives even if the main thread is stuck.
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            volley_targets::stop_all();
-        });
-    }
+    let interrupted = stop_on_interrupt();
     pin(&setup, show.quiet)?;
     // `served` owns a generated fixture tree (removed on drop) for as long as the
     // targets serve it; bench always names a directory or a fixture, never the default.
     // Before any target starts: a refused sysctl is a usage error and nothing runs.
-    let lab = match setup.in_namespace() && !setup.show_config {
-        true => Some(netns::build(&setup.sysctls, setup.route)?),
-        false => None,
-    };
-    if let (Some(l), false) = (&lab, show.quiet) {
-        for s in &l.record.sysctls {
-            eprintln!(
-                "volley: {} {} = {} (host {})",
-                l.record.ns, s.key, s.value, s.host
-            );
-        }
-        for r in &l.record.routes {
-            eprintln!("volley: {} route {r}", l.record.ns);
-        }
-    }
+    let lab = build_lab(&setup, show.quiet)?;
     let served = setup
         .docroot
         .prepare("bench")?
         .ok_or_else(|| anyhow::anyhow!("no docroot to serve"))?;
     let docroot = served.path().to_path_buf();
+    check_path(&docroot, &setup.path)?;
     let mut runs: Vec<TargetRun> = Vec::new();
     let mut savers = Savers::new(save, setup.kinds.len() > 1);
     let mut failure: Option<anyhow::Error> = None;
@@ -580,13 +548,11 @@ pub fn run(
         if show.text {
             let mut out = std::io::stdout().lock();
             if schedule.len() > 1 {
-                let of_rounds = if setup.load.repeat > 1 {
-                    format!(", round {} of {}", round + 1, setup.load.repeat)
-                } else {
-                    String::new()
-                };
-                let n = schedule.len();
-                writeln!(out, "=== run {} of {n}: {kind}{of_rounds} ===", i + 1)?;
+                writeln!(
+                    out,
+                    "{}",
+                    run_header(i, schedule.len(), kind, round, setup.load.repeat)
+                )?;
             }
             print_run(&mut out, &r)?;
         }
@@ -617,6 +583,56 @@ pub fn run(
         .into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line above run `i` of `n` when several run: its target and, with repeats, its
+/// round.
+fn run_header(i: usize, n: usize, kind: TargetKind, round: usize, repeat: usize) -> String {
+    let of_rounds = if repeat > 1 {
+        format!(", round {} of {repeat}", round + 1)
+    } else {
+        String::new()
+    };
+    format!("=== run {} of {n}: {kind}{of_rounds} ===", i + 1)
+}
+
+/// The flag Ctrl-C raises. The handler runs on ctrlc's own thread, where taking locks is
+/// fine: the load sees the flag within 50 ms (the harness's death watch), and the targets
+/// are stopped right there so that nothing survives even if the main thread is stuck.
+fn stop_on_interrupt() -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let _ = ctrlc::set_handler(move || {
+        flag.store(true, Ordering::Relaxed);
+        volley_targets::stop_all();
+    });
+    interrupted
+}
+
+/// The run's lab when it tunes a namespace (`None` otherwise), its settings noted on
+/// stderr unless quiet.
+fn build_lab(setup: &Setup<'_>, quiet: bool) -> anyhow::Result<Option<netns::TunedLab>> {
+    if !setup.in_namespace() || setup.show_config {
+        return Ok(None);
+    }
+    let lab = netns::build(&setup.sysctls, setup.route)?;
+    if !quiet {
+        note_lab(&lab);
+    }
+    Ok(Some(lab))
+}
+
+/// The lab's kernel settings and routes, each beside the host's value, on stderr.
+fn note_lab(l: &netns::TunedLab) {
+    for s in &l.record.sysctls {
+        eprintln!(
+            "volley: {} {} = {} (host {})",
+            l.record.ns, s.key, s.value, s.host
+        );
+    }
+    for r in &l.record.routes {
+        eprintln!("volley: {} route {r}", l.record.ns);
+    }
 }
 
 /// A missing server fails before anything is created or loaded.
@@ -660,6 +676,23 @@ fn list(cpus: &[usize]) -> String {
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The path checked before any target starts, as a study checks its paths
+/// (docs/methodology.md, "Validation before measurement"): every managed target serves
+/// the docroot's files and answers their path with 200 (its start-up probe asks for this
+/// one), so a path with no file there is the user's mistake: one line, exit 2, not "cannot
+/// start" after a server was spawned for nothing.
+fn check_path(docroot: &Path, path: &str) -> anyhow::Result<()> {
+    let p = path.split('?').next().unwrap_or("/");
+    let file = docroot.join(p.trim_start_matches('/'));
+    if !file.is_file() {
+        usage!(
+            "GET {p}: no such file in the docroot the targets serve ({}): every target would answer 404 (checked once before the run: give a --path it has)",
+            docroot.display()
+        );
+    }
+    Ok(())
 }
 
 /// Starts one target with the setup's settings; the error names the likely cause.

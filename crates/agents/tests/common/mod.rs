@@ -19,8 +19,8 @@ use volley_agents::AgentsError;
 use volley_metrics::hist;
 
 /// The agent names the tests' secured buses have users for.
-pub const NAMES: [&str; 9] = [
-    "a", "b", "c", "victim", "lonely", "bad", "deaf", "agent-0", "agent-1",
+pub const NAMES: [&str; 10] = [
+    "a", "b", "c", "victim", "lonely", "bad", "deaf", "agent-0", "agent-1", "big",
 ];
 
 /// A secured private bus on loopback (TLS, a user per party, permissions), as studies
@@ -159,4 +159,28 @@ pub fn join_within<T>(h: JoinHandle<T>, bound: Duration) -> T {
         std::thread::sleep(Duration::from_millis(20));
     }
     h.join().expect("thread panicked")
+}
+
+/// The run facts of a synthetic share, with `notes`.
+pub fn run_info(notes: Vec<String>) -> volley_metrics::RunInfo {
+    volley_metrics::RunInfo {
+        url: "synthetic".into(),
+        method: "GET".into(),
+        model: volley_metrics::Model::Closed,
+        threads: 1,
+        connections: 1,
+        streams_per_connection: 1,
+        max_connections: 1,
+        keep_alive: true,
+        elapsed_ns: 1_000_000_000,
+        connections_opened: 1,
+        max_open_connections: 1,
+        cap_hits: 0,
+        stopped_early: false,
+        cpu_ns: None,
+        cpu_pressure: None,
+        cores: 1.0,
+        notes,
+        stalls: None,
+    }
 }

@@ -31,26 +31,13 @@ impl Recorder {
         let c = &t.counts;
         let measured_ns = run.elapsed_ns.saturating_sub(self.warmup_ns);
         let duration_s = measured_ns as f64 / 1e9;
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                n as f64 / duration_s
-            } else {
-                0.0
-            }
-        };
         let open_rate = match &run.model {
             Model::Open { rate_per_s, .. } => Some(*rate_per_s),
             Model::Closed => None,
         };
-        let headline = if open_rate.is_some() {
-            Metric::Response
-        } else {
-            Metric::Service
-        };
-        let headline_def = if open_rate.is_some() {
-            RESPONSE_DEF
-        } else {
-            CLOSED_DEF
+        let (headline, headline_def) = match open_rate {
+            Some(_) => (Metric::Response, RESPONSE_DEF),
+            None => (Metric::Service, CLOSED_DEF),
         };
         let headline_hist = &self.run[headline as usize];
 
@@ -75,15 +62,7 @@ impl Recorder {
         let generator_bound_seconds = count(Bound::GeneratorBound);
         let machine_stalled_seconds = count(Bound::MachineStalled);
 
-        let warmed = self.warmup_ns > 0;
-        let warmup = warmed.then(|| WarmupStats {
-            duration_s: self.warmup_ns as f64 / 1e9,
-            requests: self.warm.samples,
-            connections_opened: run.connections_opened.saturating_sub(t.opened),
-            open_at_boundary: self.warm.open_at_boundary,
-            max_open: self.warm.max_open,
-            cap_hits: self.warm.cap_hits,
-        });
+        let warmup = self.warmup_stats(run);
         let notes = self.notes(run, warmup.as_ref(), duration_s, cap_hits, &run_verdict);
 
         let latency = self.latency_map(open_rate.is_some());
@@ -99,34 +78,13 @@ impl Recorder {
             latency_definition: headline_def.to_string(),
             duration_s,
             warmup,
-            requests: Requests {
-                sent: t.sent,
-                completed: finished,
-                ok: c.ok,
-                failed: c.failed() - in_flight,
-                in_flight,
-                censored: c.censored(),
-                non_2xx,
-            },
+            requests: self.requests(non_2xx),
             errors,
             status_codes,
-            bytes: Bytes {
-                wire_total: c.wire_bytes,
-                body_total: c.body_bytes,
-                transfer_kib_per_s: per_s(c.wire_bytes) / 1024.0,
-                wire_body_total: t.wire_body_bytes,
-                compression_ratio: (t.wire_body_bytes != c.body_bytes && t.wire_body_bytes > 0)
-                    .then(|| c.body_bytes as f64 / t.wire_body_bytes as f64),
-            },
+            bytes: self.bytes(duration_s),
             throughput,
             rates,
-            connection_times: ConnectionTimes {
-                definitions: "Connect = TCP connect, plus the TLS handshake over TLS (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
-                connect: row(&self.run[Metric::Connect as usize]),
-                processing: row(&self.run[Metric::Service as usize]),
-                waiting: row(&self.run[Metric::Ttfb as usize]),
-                total: row(&self.run_total),
-            },
+            connection_times: self.connection_times(),
             // ab's table is total time, connect included; an open loop (ab has none)
             // shows its headline response time, which already counts any connect.
             served_within: served_within(if open_rate.is_some() {
@@ -163,6 +121,66 @@ impl Recorder {
             headroom: None,
             machine: None,
         })
+    }
+
+    /// The measured part's request counts; requests still in flight at the end are
+    /// neither completed nor failed.
+    fn requests(&self, non_2xx: u64) -> Requests {
+        let t = &self.totals;
+        let c = &t.counts;
+        let in_flight = c.errors[ErrorKind::InFlight.index()];
+        Requests {
+            sent: t.sent,
+            completed: c.completed - in_flight,
+            ok: c.ok,
+            failed: c.failed() - in_flight,
+            in_flight,
+            censored: c.censored(),
+            non_2xx,
+        }
+    }
+
+    /// The warm-up's own figures, `None` when the run had no warm-up.
+    fn warmup_stats(&self, run: &RunInfo) -> Option<WarmupStats> {
+        (self.warmup_ns > 0).then(|| WarmupStats {
+            duration_s: self.warmup_ns as f64 / 1e9,
+            requests: self.warm.samples,
+            connections_opened: run.connections_opened.saturating_sub(self.totals.opened),
+            open_at_boundary: self.warm.open_at_boundary,
+            max_open: self.warm.max_open,
+            cap_hits: self.warm.cap_hits,
+        })
+    }
+
+    /// Bytes moved in the measured `duration_s`, and the compression ratio when bodies
+    /// came encoded.
+    fn bytes(&self, duration_s: f64) -> Bytes {
+        let t = &self.totals;
+        let c = &t.counts;
+        let kib_per_s = if duration_s > 0.0 {
+            c.wire_bytes as f64 / duration_s / 1024.0
+        } else {
+            0.0
+        };
+        Bytes {
+            wire_total: c.wire_bytes,
+            body_total: c.body_bytes,
+            transfer_kib_per_s: kib_per_s,
+            wire_body_total: t.wire_body_bytes,
+            compression_ratio: (t.wire_body_bytes != c.body_bytes && t.wire_body_bytes > 0)
+                .then(|| c.body_bytes as f64 / t.wire_body_bytes as f64),
+        }
+    }
+
+    /// ab's connection-times table (connect, processing, waiting, total).
+    fn connection_times(&self) -> ConnectionTimes {
+        ConnectionTimes {
+            definitions: "Connect = TCP connect, plus the TLS handshake over TLS (0 on a reused connection); Processing = done - sent; Waiting = first byte - sent; Total = Connect + Processing".into(),
+            connect: row(&self.run[Metric::Connect as usize]),
+            processing: row(&self.run[Metric::Service as usize]),
+            waiting: row(&self.run[Metric::Ttfb as usize]),
+            total: row(&self.run_total),
+        }
     }
 
     /// The whole run's self-check: the bound verdict, the connection-cap hits of the

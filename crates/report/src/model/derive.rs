@@ -107,6 +107,8 @@ pub(super) fn capacities(steps: &[StepReport]) -> Vec<Capacity> {
             let phase_times = phase_times(&attempts);
             Capacity {
                 group,
+                variant: attempts[0].variant.clone(),
+                protocol: attempts[0].protocol.clone(),
                 capacity_rps: c.capacity_rps,
                 first_unsustainable_above_rps: c.first_unsustainable_above_rps,
                 non_monotone: c.non_monotone,
@@ -169,11 +171,14 @@ pub(super) fn searches(
         .map(|row| {
             let r = &row.record;
             let c = &r.cell;
+            let (variant, protocol) = cell_series(c, steps);
             let group = group_label(
                 c.get("workload").and_then(Value::as_str),
                 c.get("cpu_quota_cores").and_then(Value::as_f64),
                 c.get("cores").and_then(Value::as_str),
                 c.get("keepalive").and_then(Value::as_bool),
+                variant.as_deref(),
+                protocol.as_deref(),
             );
             let (sweep_capacity_rps, sweep) = sweep_of(&group);
             let end = r.end.as_str().to_string();
@@ -192,6 +197,8 @@ pub(super) fn searches(
                 sweep_capacity_rps,
                 sweep,
                 group,
+                variant,
+                protocol,
             }
         })
         .collect();
@@ -211,6 +218,8 @@ pub(super) fn searches(
         let c = knee::sweep_evidence(&evidence_of(&best));
         let (sweep_capacity_rps, sweep) = sweep_of(&group);
         out.push(SearchCapacity {
+            variant: in_group[0].variant.clone(),
+            protocol: in_group[0].protocol.clone(),
             capacity_rps: c.capacity_rps,
             claim: c.claim(),
             bounded: c.claim().bounded(),
@@ -229,19 +238,81 @@ pub(super) fn searches(
     out
 }
 
-/// Describes the (cap, cores, keep-alive) group of a step, the lines of seed 002's plots.
+/// The variant and protocol of a stored search's cell. Older rows name the variant only
+/// in the instance's label; the protocol counts only where the run's steps have it as a
+/// dimension, and a row without one takes its steps' when they all spoke one.
+fn cell_series(c: &Value, steps: &[StepReport]) -> (Option<String>, Option<String>) {
+    let variant = c
+        .get("variant")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            let instance = c.get("instance").and_then(Value::as_str)?;
+            Some(instance.rsplit_once(" variant=")?.1)
+        })
+        .map(str::to_string);
+    let protocol = steps
+        .iter()
+        .any(|s| s.protocol.is_some())
+        .then(|| c.get("protocol").and_then(Value::as_str))
+        .flatten()
+        .or_else(|| {
+            let mut ps = steps.iter().filter_map(|s| s.protocol.as_deref());
+            let first = ps.next()?;
+            ps.all(|p| p == first).then_some(first)
+        })
+        .map(str::to_string);
+    (variant, protocol)
+}
+
+/// Describes the (workload, cap, cores, keep-alive, variant, protocol) group of a step:
+/// each is its own sweep (a tuned server's capacity is never mixed with its default's).
 pub fn group_name(s: &StepReport) -> String {
     group_label(
         s.workload.as_deref(),
         s.cpu_quota_cores,
         s.cores.as_deref(),
         s.keepalive,
+        s.variant.as_deref(),
+        s.protocol.as_deref(),
     )
 }
 
-/// The group of a workload, cap, cpuset and keep-alive; shared by steps and stored
-/// search results so the two meet.
+/// [`group_name`] without the variant and protocol: where the series of one group stand
+/// side by side (a chart's category; `crate::colors::key` tells the series apart).
+pub fn group_of_any_series(group: &str, variant: Option<&str>, protocol: Option<&str>) -> String {
+    let suffix = series_suffix(variant, protocol);
+    group
+        .strip_suffix(suffix.as_str())
+        .unwrap_or(group)
+        .to_string()
+}
+
+/// ", variant tuned, h2": what a group's label adds for its variant and protocol.
+fn series_suffix(variant: Option<&str>, protocol: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(v) = variant {
+        out.push_str(&format!(", variant {v}"));
+    }
+    if let Some(p) = protocol {
+        out.push_str(&format!(", {p}"));
+    }
+    out
+}
+
+/// The group of a workload, cap, cpuset, keep-alive, variant and protocol; shared by
+/// steps and stored search results so the two meet.
 pub(super) fn group_label(
+    workload: Option<&str>,
+    quota: Option<f64>,
+    cores: Option<&str>,
+    keepalive: Option<bool>,
+    variant: Option<&str>,
+    protocol: Option<&str>,
+) -> String {
+    base_group_label(workload, quota, cores, keepalive) + &series_suffix(variant, protocol)
+}
+
+fn base_group_label(
     workload: Option<&str>,
     quota: Option<f64>,
     cores: Option<&str>,

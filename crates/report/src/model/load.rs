@@ -116,6 +116,7 @@ pub(crate) fn load_run(store: &Store, run: &RunRow) -> Result<TargetReport, Repo
             points: percentile_points(h),
         })
         .collect();
+    one_protocol_is_no_dimension(&mut steps);
     // A users search's row answers its office; the others are rate searches.
     let (users_rows, rate_rows): (Vec<_>, Vec<_>) = store
         .capacities(run.id)?
@@ -152,33 +153,10 @@ pub(super) fn load_step(
     } else {
         "response_time"
     };
-    let label = row
-        .label
-        .clone()
-        .or_else(|| {
-            s.generator
-                .as_ref()?
-                .verdict
-                .as_ref()
-                .map(|v| v.label.clone())
-        })
-        .filter(|l| !l.is_empty())
-        .map(|l| l.replace('_', "-"));
     let start_offset_s = (row.started_unix_ms - origin_ms) as f64 / 1e3;
     let (phases, injector_rows) = super::injected::read(&row.summary, headline);
     let (seconds, monitor) = series_of(store, row, start_offset_s)?;
-    let resources = s.monitor.as_ref().map(|m| Resources {
-        cpu_user_pct: m.cpu_user_pct,
-        cpu_sys_pct: m.cpu_sys_pct,
-        max_rss_bytes: m.max_rss_bytes,
-        mem_pct: m.mem_pct,
-        tx_packets_per_s: m.tx_packets_per_s,
-        tx_bytes_per_s: m.tx_bytes_per_s,
-        // Same formula as volley_monitor::MonitorSummary::cpu_ms_per_1000_requests.
-        cpu_ms_per_1000_requests: m.server_cpu_seconds.and_then(|cpu_s| {
-            (s.requests.completed > 0).then(|| cpu_s / s.requests.completed as f64 * 1_000_000.0)
-        }),
-    });
+    let text = |key: &str| p.extra.get(key).and_then(Value::as_str).map(str::to_string);
     Ok(StepReport {
         index: row.index,
         rate_rps: p.rate_rps,
@@ -187,22 +165,11 @@ pub(super) fn load_step(
         cores: p.cores.clone(),
         keepalive: p.keepalive,
         repeat: p.repeat,
-        workload: p
-            .extra
-            .get("workload")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        variant: p
-            .extra
-            .get("variant")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        workload: text("workload"),
+        variant: text("variant"),
+        protocol: protocol_of(p.extra.get("protocol"), &row.summary),
         closed_loop,
-        phase: p
-            .extra
-            .get("phase")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        phase: text("phase"),
         start_offset_s,
         wall_s: (row.finished_unix_ms - row.started_unix_ms).max(0) as f64 / 1e3,
         duration_s: s.duration_s,
@@ -216,7 +183,7 @@ pub(super) fn load_step(
         latency: s.latency.get(headline).copied().unwrap_or_default(),
         max_open_connections: s.connections_stats.as_ref().map(|c| c.max_open),
         cap_hits: s.connections_stats.as_ref().map_or(0, |c| c.cap_hits),
-        label,
+        label: label_of(row, s),
         sustainable: verdict.sustain.as_ref().map(|v| v.sustainable),
         reasons: verdict
             .sustain
@@ -233,7 +200,7 @@ pub(super) fn load_step(
             .get("attempt")
             .and_then(Value::as_u64)
             .map_or(0, |a| a as u32),
-        resources,
+        resources: resources_of(s),
         seconds,
         monitor,
         injectors: p
@@ -244,7 +211,81 @@ pub(super) fn load_step(
         phases,
         injector_rows,
         office: super::office::read(row.verdict.as_ref(), &row.summary),
+        notes: s.notes.clone(),
     })
+}
+
+/// The step's stored label ("server-bound", ...), else its generator verdict's (bench
+/// runs stored before steps had labels).
+fn label_of(row: &StepRow, s: &StoredSummary) -> Option<String> {
+    row.label
+        .clone()
+        .or_else(|| {
+            s.generator
+                .as_ref()?
+                .verdict
+                .as_ref()
+                .map(|v| v.label.clone())
+        })
+        .filter(|l| !l.is_empty())
+        .map(|l| l.replace('_', "-"))
+}
+
+/// The server's resources over the step, when a monitor ran.
+fn resources_of(s: &StoredSummary) -> Option<Resources> {
+    s.monitor.as_ref().map(|m| Resources {
+        cpu_user_pct: m.cpu_user_pct,
+        cpu_sys_pct: m.cpu_sys_pct,
+        max_rss_bytes: m.max_rss_bytes,
+        mem_pct: m.mem_pct,
+        tx_packets_per_s: m.tx_packets_per_s,
+        tx_bytes_per_s: m.tx_bytes_per_s,
+        // Same formula as volley_monitor::MonitorSummary::cpu_ms_per_1000_requests.
+        cpu_ms_per_1000_requests: m.server_cpu_seconds.and_then(|cpu_s| {
+            (s.requests.completed > 0).then(|| cpu_s / s.requests.completed as f64 * 1_000_000.0)
+        }),
+    })
+}
+
+/// The protocol a step spoke, as "h1", "h2" or "h3": the study's step parameter, else
+/// a bench run's `summary.wire.protocol` ("http/1.1", "h2", "h2c", "h3").
+fn protocol_of(param: Option<&Value>, summary: &Value) -> Option<String> {
+    let raw = param
+        .and_then(Value::as_str)
+        .or_else(|| summary["wire"]["protocol"].as_str())?;
+    Some(
+        match raw.to_ascii_lowercase().as_str() {
+            "h1" | "http/1.1" | "http/1.0" | "http1" => "h1",
+            "h2" | "h2c" => "h2",
+            "h3" => "h3",
+            other => return Some(other.to_string()),
+        }
+        .to_string(),
+    )
+}
+
+/// Protocols are a series dimension only where a run spoke more than one (a study's
+/// protocol axis): with one (or none recorded), every step's protocol is cleared so
+/// labels and colours read as before (so `volley compare` of an h1 run and an h2 run
+/// meets their points; runs that spoke several meet protocol by protocol).
+pub(super) fn one_protocol_is_no_dimension(steps: &mut [StepReport]) {
+    let mut seen: Vec<String> = Vec::new();
+    for s in steps.iter() {
+        let p = s.protocol.clone().unwrap_or_else(|| "h1".to_string());
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    if seen.len() <= 1 {
+        for s in steps.iter_mut() {
+            s.protocol = None;
+        }
+    } else {
+        // Unrecorded beside recorded: HTTP/1.1, volley's default.
+        for s in steps.iter_mut() {
+            s.protocol.get_or_insert_with(|| "h1".to_string());
+        }
+    }
 }
 
 /// A step's stored per-second load and monitor series, on the run's time axis.

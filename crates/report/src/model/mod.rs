@@ -31,7 +31,7 @@ mod tests;
 
 pub(crate) use derive::best_attempts;
 use derive::*;
-pub use derive::{group_name, reason_text, trim_num};
+pub use derive::{group_name, group_of_any_series, reason_text, trim_num};
 pub use injected::{InjectorRow, PhaseRow};
 pub use load::load;
 pub(crate) use load::load_run;
@@ -254,6 +254,10 @@ pub struct StepReport {
     pub workload: Option<String>,
     /// The `[[variant]]` (tuning) the target ran this step with, when it had one.
     pub variant: Option<String>,
+    /// The protocol the step spoke ("h1", "h2", "h3"), when the report holds more than
+    /// one: a series dimension like the variant. `None` when every step spoke the same
+    /// (it would only lengthen every label) or nothing says.
+    pub protocol: Option<String>,
     /// Closed loop: the latency figures are service times; otherwise response times.
     pub closed_loop: bool,
     /// "sweep" or "search", when the runner said.
@@ -317,6 +321,9 @@ pub struct StepReport {
     pub injector_rows: Vec<InjectorRow>,
     /// Office days (`caldav` workloads): the step's judgement.
     pub office: Option<OfficeStep>,
+    /// What the run noted about the step, as stored (a bus in the clear, connections
+    /// the bus refused, a shaped link's figure, an interrupted step, ...).
+    pub notes: Vec<String>,
 }
 
 impl TargetReport {
@@ -333,17 +340,43 @@ impl TargetReport {
 
 impl StepReport {
     /// The point this step measures, without its repeat: "8.6KB, rate 100/s, no-ka",
-    /// and its variant when it has one ("..., variant tuned").
+    /// and its variant and protocol when it has them ("..., variant tuned, h2").
     pub fn point_label(&self) -> String {
-        match &self.variant {
-            Some(v) => format!("{}, variant {v}", self.point_label_of_any_variant()),
-            None => self.point_label_of_any_variant(),
-        }
+        self.label_with(true, true)
     }
 
     /// [`StepReport::point_label`] without the variant: where the variants of one target
     /// meet to be compared.
     pub fn point_label_of_any_variant(&self) -> String {
+        self.label_with(false, true)
+    }
+
+    /// [`StepReport::point_label`] without the protocol: where the protocols of one
+    /// target meet to be compared.
+    pub fn point_label_of_any_protocol(&self) -> String {
+        self.label_with(true, false)
+    }
+
+    /// The point without variant or protocol: a chart's category, where every series
+    /// (target, variant, protocol: `crate::colors::key`) stands side by side.
+    pub fn point_label_of_any_series(&self) -> String {
+        self.label_with(false, false)
+    }
+
+    fn label_with(&self, variant: bool, protocol: bool) -> String {
+        let mut label = self.bare_point_label();
+        if let Some(v) = self.variant.as_ref().filter(|_| variant) {
+            label.push_str(&format!(", variant {v}"));
+        }
+        if let Some(p) = self.protocol.as_ref().filter(|_| protocol) {
+            label.push_str(&format!(", {p}"));
+        }
+        label
+    }
+
+    /// The load point alone: workload, rate or concurrency, injectors, cap, cores,
+    /// keep-alive.
+    fn bare_point_label(&self) -> String {
         let mut parts = Vec::new();
         if let Some(w) = &self.workload {
             parts.push(w.clone());
@@ -417,6 +450,7 @@ impl StepReport {
             repeat: 0,
             workload: None,
             variant: None,
+            protocol: None,
             closed_loop: true,
             phase: None,
             start_offset_s: 0.0,
@@ -447,6 +481,7 @@ impl StepReport {
             injectors: None,
             phases: Vec::new(),
             injector_rows: Vec::new(),
+            notes: Vec::new(),
             office: None,
         }
     }
@@ -520,8 +555,13 @@ pub struct MonitorPoint {
 /// Capacity of the rate steps and what it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Capacity {
-    /// The group of rate steps (workload, cap, cores, keep-alive) this capacity is for.
+    /// The group of rate steps (workload, cap, cores, keep-alive, and the variant and
+    /// protocol when the steps had them) this capacity is for.
     pub group: String,
+    /// The group's variant, when its steps ran one.
+    pub variant: Option<String>,
+    /// The group's protocol, when protocols are a dimension of the run.
+    pub protocol: Option<String>,
     /// Largest sustainable rate (majority of repeats), requests/s.
     pub capacity_rps: Option<f64>,
     /// Smallest unsustainable rate above it.
@@ -565,8 +605,13 @@ pub struct PhaseTime {
 /// study was killed before the search ended, from its steps alone).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchCapacity {
-    /// The group of rate steps (workload, cap, cores, keep-alive), as [`Capacity::group`].
+    /// The group of rate steps (workload, cap, cores, keep-alive, variant, protocol), as
+    /// [`Capacity::group`].
     pub group: String,
+    /// The searched cell's variant, when it ran one.
+    pub variant: Option<String>,
+    /// Its protocol, when protocols are a dimension of the run.
+    pub protocol: Option<String>,
     /// The search's point estimate (largest rate decided sustainable), requests/s; for
     /// an unfinished search, the largest sustainable rate so far.
     pub capacity_rps: Option<f64>,

@@ -19,6 +19,7 @@ pub(super) struct StoredSummary {
     pub(super) generator: Option<StoredGenerator>,
     pub(super) monitor: Option<StoredMonitor>,
     pub(super) throttling: Option<StoredThrottling>,
+    pub(super) notes: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -132,6 +132,21 @@ pub fn record_run_with(
     searches: &[CapacityRecord],
     status: Status,
 ) -> RunId {
+    record_run_tagged(store, study, target, steps, &[], searches, status)
+}
+
+/// [`record_run_with`] whose steps carry more stored parameters: `tags[i]` (a JSON
+/// object; missing: none) is merged into step i's `extra` keys (`variant`, `protocol`),
+/// except `repeat`, which sets its repeat index.
+pub fn record_run_tagged(
+    store: &mut Store,
+    study: Option<StudyId>,
+    target: &str,
+    steps: &[Step],
+    tags: &[Value],
+    searches: &[CapacityRecord],
+    status: Status,
+) -> RunId {
     let run = store
         .begin_run(&NewRun {
             study,
@@ -195,6 +210,16 @@ pub fn record_run_with(
         ];
         let mut extra = serde_json::Map::new();
         extra.insert("phase".into(), json!(s.phase));
+        let mut repeat = 0;
+        if let Some(Value::Object(tags)) = tags.get(i) {
+            for (k, v) in tags {
+                if k == "repeat" {
+                    repeat = v.as_u64().unwrap_or(0) as u32;
+                } else {
+                    extra.insert(k.clone(), v.clone());
+                }
+            }
+        }
         store
             .record_step(
                 run,
@@ -206,7 +231,7 @@ pub fn record_run_with(
                         cpu_quota_cores: s.cpu_quota_cores,
                         cores: s.cores.clone(),
                         keepalive: Some(true),
-                        repeat: 0,
+                        repeat,
                         extra,
                     },
                     summary: summary(s, duration_s),
@@ -515,6 +540,97 @@ pub fn interleaved_variants(store: &mut Store) -> StudyId {
         }
         store.finish_run(run, Status::Complete).unwrap();
     }
+    store.finish_study(study, Status::Complete).unwrap();
+    study
+}
+
+/// Study 5, seed 001 and 002 as tuning studies: `nginx` run as variants `default` and
+/// `tuned`, each swept 100..400 req/s (default fails at 300, tuned at 400) and at CPU
+/// quotas 0.5 and 1 on cores "0" (concurrency 4, tuned 20% faster); `builtin` speaks h1
+/// and h2 (three closed-loop repeats each, h2 30% faster).
+pub fn tuned_variants(store: &mut Store) -> StudyId {
+    let study = store
+        .begin_study(&NewStudy {
+            name: "tuned-variants".into(),
+            file_text: "# synthetic".into(),
+        })
+        .unwrap();
+    let mut steps = Vec::new();
+    let mut tags = Vec::new();
+    for rate in [100.0, 200.0, 300.0, 400.0] {
+        for (variant, fails_at) in [("default", 300.0), ("tuned", 400.0)] {
+            let ok = rate < fails_at;
+            let reply = if ok { rate } else { 0.8 * rate };
+            steps.push(rate_step(
+                rate,
+                reply,
+                if ok { 2.0 } else { 300.0 },
+                "server-bound",
+                ok,
+            ));
+            tags.push(json!({"variant": variant}));
+        }
+    }
+    for quota in [0.5, 1.0] {
+        for (variant, gain) in [("default", 1.0), ("tuned", 1.2)] {
+            let rps = usl_rps(4.0, quota) * gain;
+            steps.push(Step {
+                rate_rps: None,
+                concurrency: Some(4),
+                cpu_quota_cores: Some(quota),
+                cores: Some("0".into()),
+                reply_rps: rps,
+                send_rps: rps,
+                p99_ms: 4.0 / quota,
+                max_open: 4,
+                label: "server-bound",
+                sustainable: None,
+                closed: true,
+                phase: "sweep",
+            });
+            tags.push(json!({"variant": variant}));
+        }
+    }
+    record_run_tagged(
+        store,
+        Some(study),
+        "nginx",
+        &steps,
+        &tags,
+        &[],
+        Status::Complete,
+    );
+    let mut steps = Vec::new();
+    let mut tags = Vec::new();
+    for repeat in 0..3u32 {
+        for (protocol, rps) in [("h1", 1000.0), ("h2", 1300.0)] {
+            let rps = rps + 10.0 * repeat as f64;
+            steps.push(Step {
+                rate_rps: None,
+                concurrency: Some(8),
+                cpu_quota_cores: None,
+                cores: None,
+                reply_rps: rps,
+                send_rps: rps,
+                p99_ms: 2.0,
+                max_open: 8,
+                label: "server-bound",
+                sustainable: None,
+                closed: true,
+                phase: "sweep",
+            });
+            tags.push(json!({"protocol": protocol, "repeat": repeat}));
+        }
+    }
+    record_run_tagged(
+        store,
+        Some(study),
+        "builtin",
+        &steps,
+        &tags,
+        &[],
+        Status::Complete,
+    );
     store.finish_study(study, Status::Complete).unwrap();
     study
 }

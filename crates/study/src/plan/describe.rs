@@ -1,5 +1,6 @@
 //! The plan as printed before a run (`volley study run --dry-run` and the run's header).
 
+use std::fmt::Write;
 use std::time::Duration;
 
 use super::{Cell, Plan, Workload, GUESS_RPS_PER_CONNECTION, MIN_RATE_STEP};
@@ -9,7 +10,6 @@ impl Plan {
     /// The plan as printed before a run: targets, workloads, the steps in order (the
     /// first 30) and the estimated total time.
     pub fn describe(&self) -> String {
-        use std::fmt::Write;
         let mut out = String::new();
         let mode = match self.mode {
             Mode::Sweep => "sweep",
@@ -21,68 +21,33 @@ impl Plan {
             .collect();
         let _ = writeln!(out, "targets: {}", names.join(", "));
         for w in &self.workloads {
-            if let Some(o) = &w.office {
-                let users: Vec<String> = match o.search {
-                    true => vec!["searched".to_string()],
-                    false => o.users.iter().map(u32::to_string).collect(),
-                };
-                let _ = writeln!(
-                    out,
-                    "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {} (timeout {:?})",
-                    w.name,
-                    users.join(" "),
-                    if o.mix == volley_office::Mix::default() {
-                        "all alike".to_string()
-                    } else {
-                        o.mix.to_string()
-                    },
-                    o.decisions,
-                    volley_analysis::words::pace(o.compress),
-                    w.load.timeout,
-                );
-                continue;
-            }
-            if let Some(r) = &w.replay {
-                let _ = writeln!(
-                    out,
-                    "workload {}: replay of {} ({} requests, mean {:.1} req/s = speed 1: a step at R req/s plays it at R / {:.1}, looped; each client on its own connection; timeout {:?})",
-                    w.name,
-                    r.log.display(),
-                    r.requests,
-                    r.mean_rate,
-                    r.mean_rate,
-                    w.load.timeout,
-                );
-                continue;
-            }
-            let wire = &w.load.wire;
-            let _ = writeln!(
-                out,
-                "workload {}: {} {} ({} loop, {} thread(s), timeout {:?}, {}{}{}{})",
-                w.name,
-                w.method,
-                w.paths.join(" "),
-                if w.load.open { "open" } else { "closed" },
-                w.load.threads,
-                w.load.timeout,
-                if wire.tls { "HTTPS " } else { "" },
-                match wire.h2_streams {
-                    Some(n) => format!("HTTP/2 x{n} streams"),
-                    None => "HTTP/1.1".to_string(),
-                },
-                wire.compressed
-                    .map(|e| format!(
-                        ", Accept-Encoding {} (bodies decoded and checked)",
-                        e.token()
-                    ))
-                    .unwrap_or_default(),
-                if w.cold_start {
-                    ", cold start: target restarted per step, first request timed alone"
-                } else {
-                    ""
-                }
-            );
+            let _ = writeln!(out, "{}", workload_line(w));
         }
+        self.describe_timing(&mut out);
+        let searched = self.searched_cells();
+        self.describe_searches(&mut out, &searched);
+        if self.mode == Mode::Sweep && (searched.is_empty() || !self.steps.is_empty()) {
+            self.describe_steps(&mut out);
+        }
+        let est = self.estimate().as_secs();
+        let how = match self.search_steps_range() {
+            Some((lo, hi)) => format!(
+                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start, resolution, repeats, maximum and step budget)",
+                self.search_steps_estimate()
+            ),
+            None => self.rate_note(),
+        };
+        let _ = writeln!(
+            out,
+            "estimated total: {}{how}",
+            fmt_duration(Duration::from_secs(est))
+        );
+        out
+    }
+
+    /// The step length, warm-up, cool-down, repeats and rule every step shares, and where
+    /// the injectors run.
+    fn describe_timing(&self, out: &mut String) {
         let t = &self.timing;
         if t.rate_duration != t.duration {
             if let Some(d) = t.rate_duration {
@@ -107,30 +72,36 @@ impl Plan {
         if let Some(l) = self.injectors.as_ref().and_then(|i| i.placement_line()) {
             let _ = writeln!(out, "{l}");
         }
-        let line = |c: &Cell| {
-            if let Some(u) = c.users {
-                return format!(
-                    "{} {} users={u}",
-                    self.instance_label(c.instance),
-                    self.workloads[c.workload].name
-                );
-            }
-            format!(
-                "{} {}{}{} c={} ka={}{}",
+    }
+
+    /// One cell as a step line: target, workload and its load point.
+    fn cell_line(&self, c: &Cell) -> String {
+        if let Some(u) = c.users {
+            return format!(
+                "{} {} users={u}",
                 self.instance_label(c.instance),
-                self.workloads[c.workload].name,
-                c.protocol
-                    .map(|p| format!(" {}", p.name()))
-                    .unwrap_or_default(),
-                c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
-                c.concurrency,
-                if c.keepalive { "on" } else { "off" },
-                c.injectors
-                    .map(|k| format!(" injectors={k}"))
-                    .unwrap_or_default()
-            )
-        };
-        let searched = self.searched_cells();
+                self.workloads[c.workload].name
+            );
+        }
+        format!(
+            "{} {}{}{} c={} ka={}{}",
+            self.instance_label(c.instance),
+            self.workloads[c.workload].name,
+            c.protocol
+                .map(|p| format!(" {}", p.name()))
+                .unwrap_or_default(),
+            c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+            c.concurrency,
+            if c.keepalive { "on" } else { "off" },
+            c.injectors
+                .map(|k| format!(" injectors={k}"))
+                .unwrap_or_default()
+        )
+    }
+
+    /// The capacity searches (req/s) and the users searches (office days), each with the
+    /// cells it searches.
+    fn describe_searches(&self, out: &mut String, searched: &[usize]) {
         let (users, rates): (Vec<usize>, Vec<usize>) =
             searched.iter().partition(|&&ci| self.searches_users(ci));
         if let (Some(s), false) = (&self.search, rates.is_empty()) {
@@ -144,7 +115,7 @@ impl Plan {
                 s.opts.max_steps
             );
             for &ci in &rates {
-                let _ = writeln!(out, "  {}", line(&self.cells[ci]));
+                let _ = writeln!(out, "  {}", self.cell_line(&self.cells[ci]));
             }
         }
         if let (Some(s), false) = (&self.users_search, users.is_empty()) {
@@ -169,40 +140,89 @@ impl Plan {
                 );
             }
         }
-        if self.mode == Mode::Sweep && (searched.is_empty() || !self.steps.is_empty()) {
-            let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
-            for s in self.steps.iter().take(30) {
-                let _ = writeln!(
-                    out,
-                    "  {:>4}. {}{}",
-                    s.order + 1,
-                    line(&self.cells[s.cell]),
-                    if self.repeats > 1 {
-                        format!(" (repeat {})", s.repeat + 1)
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            if self.steps.len() > 30 {
-                let _ = writeln!(out, "  ... {} more", self.steps.len() - 30);
-            }
-        }
-        let est = self.estimate().as_secs();
-        let how = match self.search_steps_range() {
-            Some((lo, hi)) => format!(
-                " (search: {} steps per search assumed, {lo}-{hi} by its settings: start, resolution, repeats, maximum and step budget)",
-                self.search_steps_estimate()
-            ),
-            None => self.rate_note(),
-        };
-        let _ = writeln!(
-            out,
-            "estimated total: {}{how}",
-            fmt_duration(Duration::from_secs(est))
-        );
-        out
     }
+
+    /// The sweep's steps in order, the first 30.
+    fn describe_steps(&self, out: &mut String) {
+        let _ = writeln!(out, "{} steps, in this order:", self.steps.len());
+        for s in self.steps.iter().take(30) {
+            let _ = writeln!(
+                out,
+                "  {:>4}. {}{}",
+                s.order + 1,
+                self.cell_line(&self.cells[s.cell]),
+                if self.repeats > 1 {
+                    format!(" (repeat {})", s.repeat + 1)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if self.steps.len() > 30 {
+            let _ = writeln!(out, "  ... {} more", self.steps.len() - 30);
+        }
+    }
+}
+
+/// One workload as the plan prints it: an office day, a log replay, or requests with
+/// their wire (loop, threads, TLS, HTTP version, compression, cold start).
+fn workload_line(w: &Workload) -> String {
+    if let Some(o) = &w.office {
+        let users: Vec<String> = match o.search {
+            true => vec!["searched".to_string()],
+            false => o.users.iter().map(u32::to_string).collect(),
+        };
+        return format!(
+            "workload {}: caldav office, users {}, profiles {}, {} decisions/person/day, day {} (timeout {:?})",
+            w.name,
+            users.join(" "),
+            if o.mix == volley_office::Mix::default() {
+                "all alike".to_string()
+            } else {
+                o.mix.to_string()
+            },
+            o.decisions,
+            volley_analysis::words::pace(o.compress),
+            w.load.timeout,
+        );
+    }
+    if let Some(r) = &w.replay {
+        return format!(
+            "workload {}: replay of {} ({} requests, mean {:.1} req/s = speed 1: a step at R req/s plays it at R / {:.1}, looped; each client on its own connection; timeout {:?})",
+            w.name,
+            r.log.display(),
+            r.requests,
+            r.mean_rate,
+            r.mean_rate,
+            w.load.timeout,
+        );
+    }
+    let wire = &w.load.wire;
+    format!(
+        "workload {}: {} {} ({} loop, {} thread(s), timeout {:?}, {}{}{}{})",
+        w.name,
+        w.method,
+        w.paths.join(" "),
+        if w.load.open { "open" } else { "closed" },
+        w.load.threads,
+        w.load.timeout,
+        if wire.tls { "HTTPS " } else { "" },
+        match wire.h2_streams {
+            Some(n) => format!("HTTP/2 x{n} streams"),
+            None => "HTTP/1.1".to_string(),
+        },
+        wire.compressed
+            .map(|e| format!(
+                ", Accept-Encoding {} (bodies decoded and checked)",
+                e.token()
+            ))
+            .unwrap_or_default(),
+        if w.cold_start {
+            ", cold start: target restarted per step, first request timed alone"
+        } else {
+            ""
+        }
+    )
 }
 
 impl Plan {

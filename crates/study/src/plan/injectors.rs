@@ -100,13 +100,7 @@ pub(super) fn resolve_injectors(
         each,
         min_agents: d.min_agents,
         netns_links,
-        ssh: remote.ssh,
-        kubernetes: remote.kubernetes,
-        bus: remote.bus,
-        ready_timeout: remote.ready_timeout,
-        secure_bus: remote.secure_bus,
-        bus_credentials: remote.bus_credentials,
-        agent_credentials: remote.agent_credentials,
+        ..remote
     }))
 }
 

@@ -198,6 +198,15 @@ impl Workload {
     pub fn searches_users(&self) -> bool {
         self.office.as_ref().is_some_and(|o| o.search)
     }
+
+    /// The protocol its load speaks, as steps and searches store it ("h1", "h2"): a
+    /// report sets protocols side by side as it does targets and variants.
+    pub fn protocol(&self) -> &'static str {
+        match self.load.wire.h2_streams {
+            Some(_) => "h2",
+            None => "h1",
+        }
+    }
 }
 
 /// A `replay` workload resolved: an access log and its mean rate (speed 1).
@@ -487,6 +496,13 @@ impl Plan {
         (0..self.cells.len())
             .filter(|&ci| self.search_of(ci).is_some())
             .collect()
+    }
+
+    /// The protocol a cell's steps speak, as steps and searches store it: the swept
+    /// one (`sweep.protocol`), else its workload's.
+    pub fn protocol_of(&self, cell: &Cell) -> &'static str {
+        cell.protocol
+            .map_or_else(|| self.workloads[cell.workload].protocol(), Protocol::name)
     }
 
     /// Display name of an instance: the target name, plus its cap when the study varies it.

@@ -4,7 +4,7 @@
 
 use volley_targets::TargetKind;
 
-use super::resolve::invalid;
+use super::resolve::{http_request_key, invalid};
 use super::{OfficeLoad, SearchPlan, Target, Workload};
 use crate::spec::{Mode, StudyFile, UsersAxis, WorkloadDef};
 use crate::StudyError;
@@ -16,19 +16,6 @@ pub const DEFAULT_DECISIONS: u32 = 250;
 /// Real time: the users a day carries are people at their pace. A larger factor is a
 /// stress test (docs/methodology.md, "The office").
 pub const DEFAULT_COMPRESS: f64 = 1.0;
-
-/// Keys of an http workload a caldav workload cannot have (its requests are the
-/// clients'), and the reverse.
-const HTTP_ONLY: [&str; 8] = [
-    "paths",
-    "order",
-    "weights",
-    "block",
-    "method",
-    "body",
-    "requests",
-    "cold_start",
-];
 
 /// The office of workload `w`, or `None` for an http workload.
 pub(super) fn resolve_office(
@@ -64,20 +51,11 @@ pub(super) fn resolve_office(
 }
 
 fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
-    let set = [
-        !w.paths.is_empty(),
-        w.order.is_some(),
-        w.weights.is_some(),
-        w.block.is_some(),
-        w.method.is_some(),
-        w.body.is_some(),
-        w.requests.is_some(),
-        w.cold_start.is_some(),
-    ];
-    if let Some(i) = set.iter().position(|s| *s) {
+    // The clients choose their requests.
+    if let Some(key) = http_request_key(w) {
         return Err(invalid(format!(
-            "workload '{}': {} has no meaning for kind = \"caldav\" (the clients choose their requests)",
-            w.name, HTTP_ONLY[i]
+            "workload '{}': {key} has no meaning for kind = \"caldav\" (the clients choose their requests)",
+            w.name
         )));
     }
     if w.sweep.is_some() || w.load.is_some() {

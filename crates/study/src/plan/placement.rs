@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::resolve::invalid;
-use super::{BusPlan, SshPlacement};
+use super::{BusPlan, InjectorsPlan, SshPlacement};
 use crate::spec::{self, InjectorsDef, StudyFile};
 use crate::StudyError;
 
@@ -23,26 +23,17 @@ use crate::StudyError;
 const READY_DEFAULT: Duration = Duration::from_secs(30);
 const READY_DEFAULT_KUBERNETES: Duration = Duration::from_secs(300);
 
-/// The placement keys of `[injectors]`, resolved.
-pub(super) struct Remote {
-    pub ssh: Option<SshPlacement>,
-    pub kubernetes: bool,
-    pub bus: Option<BusPlan>,
-    pub ready_timeout: Duration,
-    pub secure_bus: bool,
-    pub bus_credentials: Option<std::path::PathBuf>,
-    pub agent_credentials: Option<String>,
-}
-
-/// Resolves the keys above for `placement` (already checked to be a known one);
-/// `counts` are the injector counts, `steps` the study's step count.
+/// Resolves the placement keys of `[injectors]` for `placement` (already checked to be a
+/// known one) into the plan's placement fields; the caller fills the rest (`stagger`,
+/// `each`, `min_agents`, `netns_links`). `counts` are the injector counts, `steps` the
+/// study's step count.
 pub(super) fn resolve_remote(
     d: &InjectorsDef,
     file: &StudyFile,
     placement: &str,
     counts: &[u32],
     steps: usize,
-) -> Result<Remote, StudyError> {
+) -> Result<InjectorsPlan, StudyError> {
     let ssh_keys = [
         ("hosts", d.hosts.is_some()),
         ("ssh_options", d.ssh_options.is_some()),
@@ -117,7 +108,11 @@ pub(super) fn resolve_remote(
         None if kubernetes => READY_DEFAULT_KUBERNETES,
         None => READY_DEFAULT,
     };
-    Ok(Remote {
+    Ok(InjectorsPlan {
+        stagger: Duration::ZERO,
+        each: false,
+        min_agents: None,
+        netns_links: None,
         ssh,
         kubernetes,
         bus,
@@ -185,7 +180,50 @@ fn resolve_security(
     }
 }
 
+/// Where one injector runs: the placement decision, made here only; `deploy` carries it
+/// out and the printed plan states it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Seat<'a> {
+    /// A `volley agent` process on this host (in its namespace of the lab with
+    /// `placement = "netns"`).
+    Here,
+    /// A `volley agent` on this host of `placement = "ssh"`, started over SSH.
+    Host(&'a volley_agents::ssh::Host),
+    /// A pod of the Kubernetes Job: volley starts nothing and waits for it on the bus.
+    Pod,
+}
+
 impl super::InjectorsPlan {
+    /// Where injector `i` (from 0) runs: with `placement = "ssh"` on `hosts[i % len]`
+    /// (`"local"`: here), with `"kubernetes"` in a pod of the Job, otherwise here.
+    pub fn seat(&self, i: usize) -> Seat<'_> {
+        if self.kubernetes {
+            return Seat::Pod;
+        }
+        match self.ssh.as_ref().and_then(|s| s.host_of(i)) {
+            Some(h) => Seat::Host(h),
+            None => Seat::Here,
+        }
+    }
+
+    /// Whether any of `k` injectors runs on another machine (which cannot reach a target
+    /// on this host's loopback).
+    pub fn any_away(&self, k: usize) -> bool {
+        (0..k).any(|i| self.seat(i) != Seat::Here)
+    }
+
+    /// Where volley's own bus listens: the `bus_url` of a private bus, volley's address
+    /// in the lab (`lab_bus_ip`, a free port), else loopback; `None` for an existing bus
+    /// (somebody else's).
+    pub fn bus_listen(&self, lab_bus_ip: Option<IpAddr>) -> Option<SocketAddr> {
+        match (&self.bus, lab_bus_ip) {
+            (Some(BusPlan::Existing(_)), _) => None,
+            (Some(BusPlan::Private(addr)), _) => Some(*addr),
+            (None, Some(ip)) => Some(SocketAddr::new(ip, 0)),
+            (None, None) => Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        }
+    }
+
     /// Where the injectors run and which bus they dial, for the printed plan; `None`
     /// for injectors on this host's loopback or in the lab.
     pub fn placement_line(&self) -> Option<String> {
@@ -454,6 +492,35 @@ mod tests {
         let private = format!("{k}bus = \"private\"\n").replace("127.0.0.1", "10.0.0.1");
         let e = injectors(&private, 1).unwrap_err().to_string();
         assert!(e.contains("bus = \"existing\" with bus_credentials"), "{e}");
+    }
+
+    #[test]
+    fn the_seat_of_each_injector_and_where_the_bus_listens_are_decided_here() {
+        let t = "count = [2, 3]\nplacement = \"ssh\"\nhosts = [\"local\", \"root@10.0.0.2:2222\"]\nbus_url = \"nats://10.0.0.1\"\n";
+        let p = injectors(t, 1).unwrap();
+        let seats: Vec<String> = (0..3)
+            .map(|i| match p.seat(i) {
+                Seat::Here => "here".to_string(),
+                Seat::Host(h) => h.to_string(),
+                Seat::Pod => "pod".to_string(),
+            })
+            .collect();
+        assert_eq!(seats, ["here", "root@10.0.0.2:2222", "here"]);
+        assert!(!p.any_away(1) && p.any_away(2));
+        // A private bus listens where bus_url says, lab or not.
+        let lab: Option<IpAddr> = Some("10.213.0.1".parse().unwrap());
+        assert_eq!(p.bus_listen(lab), Some("10.0.0.1:0".parse().unwrap()));
+        let local = injectors("count = 2\n", 1).unwrap();
+        assert_eq!(local.seat(1), Seat::Here);
+        assert!(!local.any_away(2));
+        assert_eq!(local.bus_listen(lab), Some("10.213.0.1:0".parse().unwrap()));
+        assert_eq!(local.bus_listen(None), Some("127.0.0.1:0".parse().unwrap()));
+        let k = "count = 3\nplacement = \"kubernetes\"\nbus_url = \"nats://127.0.0.1:4222\"\nbus_security = \"off\"\n";
+        let pods = injectors(k, 1).unwrap();
+        assert_eq!(pods.seat(0), Seat::Pod);
+        assert!(pods.any_away(1));
+        // The pods dial an existing bus: volley starts none.
+        assert_eq!(pods.bus_listen(None), None);
     }
 
     #[test]

@@ -11,22 +11,9 @@ use volley_replay::schedule::{Planner, ReplayOptions};
 use volley_replay::{LogReader, ReaderOptions};
 
 use super::model::{Load, ReplayLoad, Workload};
-use super::resolve::invalid;
+use super::resolve::{http_request_key, invalid};
 use crate::spec::WorkloadDef;
 use crate::StudyError;
-
-/// Keys a replay workload does not take (the log gives methods, paths and bodies).
-const NOT_FOR_REPLAY: [&str; 9] = [
-    "paths",
-    "order",
-    "weights",
-    "block",
-    "method",
-    "body",
-    "requests",
-    "cold_start",
-    "users",
-];
 
 /// A replay workload: its log read once for its mean rate, the study's load settings.
 /// `injected`: the study has `[injectors]`, whose agents send lists of paths, not a log.
@@ -47,21 +34,12 @@ pub(super) fn replay_workload(
             w.name
         )));
     }
-    let set = [
-        !w.paths.is_empty(),
-        w.order.is_some(),
-        w.weights.is_some(),
-        w.block.is_some(),
-        w.method.is_some(),
-        w.body.is_some(),
-        w.requests.is_some(),
-        w.cold_start.is_some(),
-        w.users.is_some(),
-    ];
-    if let Some(i) = set.iter().position(|s| *s) {
+    // The log gives methods, paths and bodies; an office's users are no replay's.
+    let not_replay = http_request_key(w).or(w.users.is_some().then_some("users"));
+    if let Some(key) = not_replay {
         return Err(invalid(format!(
-            "workload '{}': {} is not a replay key (the log gives the requests)",
-            w.name, NOT_FOR_REPLAY[i]
+            "workload '{}': {key} is not a replay key (the log gives the requests)",
+            w.name
         )));
     }
     let Some(log) = w.log.clone() else {

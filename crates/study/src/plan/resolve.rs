@@ -40,6 +40,25 @@ pub(super) fn invalid(msg: impl Into<String>) -> StudyError {
     StudyError::Invalid(msg.into())
 }
 
+/// The first request key of an http workload (`paths`, `order`, `weights`, `block`,
+/// `method`, `body`, `requests`, `cold_start`) that `w` sets: the one resolver of the keys
+/// that mean nothing to a workload whose requests come from elsewhere (a caldav office's
+/// clients, a replayed log).
+pub(super) fn http_request_key(w: &WorkloadDef) -> Option<&'static str> {
+    [
+        ("paths", !w.paths.is_empty()),
+        ("order", w.order.is_some()),
+        ("weights", w.weights.is_some()),
+        ("block", w.block.is_some()),
+        ("method", w.method.is_some()),
+        ("body", w.body.is_some()),
+        ("requests", w.requests.is_some()),
+        ("cold_start", w.cold_start.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, set)| set.then_some(key))
+}
+
 pub(super) fn duration_of(
     text: &str,
     v: &Option<toml::Spanned<String>>,
@@ -676,7 +695,7 @@ fn check_h3_targets(
         let t = &targets[instances[c.instance].target];
         if t.url.is_none() && !t.kind.supports_http3() {
             return Err(invalid(format!(
-                "target '{}': sweep.protocol \"h3\" needs a kind that offers HTTP/3 (caddy); {} does not (limit the workload's targets)",
+                "target '{}': sweep.protocol \"h3\" needs a kind that offers HTTP/3 (caddy, builtin); {} does not (limit the workload's targets)",
                 t.name,
                 t.kind.name()
             )));

@@ -123,9 +123,10 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "workload": plan.workloads[cell.workload].name,
         "concurrency": cell.concurrency,
         "keepalive": cell.keepalive,
-        "protocol": cell.protocol.map(|p| p.name()),
         "cpu_quota_cores": inst.cpu_quota,
         "cores": inst.cores.map(cores_text),
+        "variant": inst.variant.map(|v| plan.variants[v].name.clone()),
+        "protocol": plan.protocol_of(cell),
         // A users search stores users where a rate search stores req/s.
         "unit": if plan.searches_users(ci) { "users" } else { "req/s" },
     })
@@ -374,16 +375,25 @@ mod tests {
                 false,
                 Observe(true),
             ),
-            // ...a failure on a busy machine is not the server's.
+            // ...and so is a pass while volley or the machine was late...
             (
                 vec![gen(true), busy(false), stalled(false)],
+                2,
+                false,
+                Observe(true),
+            ),
+            // ...but a failure on a busy machine, or while volley was late, is not the
+            // server's.
+            (
+                vec![gen(false), busy(false), stalled(false)],
                 2,
                 false,
                 Unjudged,
             ),
             (vec![gen(false)], 0, false, Unjudged),
-            // No rerun while the study is stopping.
-            (vec![gen(true)], 2, true, Unjudged),
+            // No rerun while the study is stopping: the best evidence at once.
+            (vec![gen(false)], 2, true, Unjudged),
+            (vec![gen(true)], 2, true, Observe(true)),
         ];
         for (attempts, retries, stopping, want) in table {
             assert_eq!(
@@ -443,7 +453,7 @@ repeats = 1
             done.cell,
             json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
                    "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
-                   "cores": "0-1", "unit": "req/s"})
+                   "cores": "0-1", "variant": null, "protocol": "h1", "unit": "req/s"})
         );
         // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
         let partial = partial.unwrap();

@@ -73,10 +73,6 @@ pub(super) fn step_parameters(
         extra: serde_json::Map::new(),
     };
     params.extra.insert("axis".into(), json!(plan.axis));
-    if let Some(p) = cell.protocol {
-        // The HTTP version of a `sweep.protocol` step: one series per value.
-        params.extra.insert("protocol".into(), json!(p.name()));
-    }
     if let Some(k) = cell.injectors {
         params.extra.insert("injectors".into(), json!(k));
     }
@@ -91,6 +87,11 @@ pub(super) fn step_parameters(
     params
         .extra
         .insert("instance".into(), json!(plan.instance_label(cell.instance)));
+    // The protocol the step spoke, so a report can set protocols side by side as it
+    // does targets and variants (docs/store-conventions.md).
+    params
+        .extra
+        .insert("protocol".into(), json!(plan.protocol_of(cell)));
     if let Some(v) = inst.variant {
         // The variant and every value it set; the generated config is the run's
         // (`environment.instances[].config_text`).

@@ -26,6 +26,7 @@ use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
 mod load;
 mod outcome;
+pub(crate) mod unshaped;
 pub(crate) use load::*;
 pub use outcome::*;
 
@@ -442,7 +443,7 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
         cpu_pct,
         available_cores: cap_cores.unwrap_or(machine - generator),
     };
-    if let Err(why) = sustain::server_evidence(&side) {
+    if let sustain::ServerEvidence::Inconclusive(why) = sustain::server_evidence(&side) {
         j.label = sustain::Bound::Inconclusive.label();
         if let Some(notes) = j.summary_json["notes"].as_array_mut() {
             notes.push(Value::String(why.clone()));
@@ -497,6 +498,12 @@ fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
     } else {
         0.0
     };
+    // The server's own time per request, measured outside the links before the step
+    // (`unshaped::measure`).
+    let unshaped_ms = extra
+        .iter()
+        .find(|(k, _)| *k == "unshaped")
+        .and_then(|(_, u)| u["per_request_ms"].as_f64());
     let seen = volley_analysis::link::Observed {
         wire_bit_per_s: if seconds.is_empty() {
             mean
@@ -504,7 +511,7 @@ fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
             mean.max(volley_analysis::bootstrap::median(&seconds))
         },
         per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
-        unshaped_ms: None,
+        unshaped_ms,
     };
     volley_analysis::link::judge(&shape, &seen)
 }

@@ -1,12 +1,9 @@
-//! Reading the DAV probe's multistatus answers (RFC 4918 section 13): which properties
-//! came back with 200, the resource type, the reports a collection lists, a sync-token.
-//! Namespaced XML is parsed with roxmltree (as volley-dav does), never by string search.
+//! What the DAV probe reads of multistatus answers (RFC 4918 section 13): which
+//! properties came back with 200, the resource type, the reports a collection lists, a
+//! sync-token. The XML is read by the one client-side reader, `volley_office::xml`
+//! (namespaced, with roxmltree); this module keeps the probe's questions and its words.
 
-use roxmltree::{Document, Node};
-
-const DAV: &str = "DAV:";
-const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
-const CALSERVER: &str = "http://calendarserver.org/ns/";
+use volley_office::xml::{self as office_xml, Multistatus};
 
 /// What a PROPFIND Depth 0 said about one collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,10 +18,6 @@ pub(crate) struct PropfindSummary {
     pub sync_token: bool,
     /// Local names of the reports in `supported-report-set`.
     pub reports: Vec<String>,
-}
-
-fn is(n: &Node, ns: &str, name: &str) -> bool {
-    n.is_element() && n.tag_name().namespace() == Some(ns) && n.tag_name().name() == name
 }
 
 /// Why an answer is not a multistatus this probe can read.
@@ -42,106 +35,55 @@ pub(crate) enum MultistatusError {
     /// A multistatus with no `response` element.
     #[error("multistatus without a response")]
     NoResponse,
+    /// A `response` without its `href`.
+    #[error("multistatus with a response without href")]
+    NoHref,
 }
 
-fn parse(body: &[u8]) -> Result<Document<'_>, MultistatusError> {
-    let text = std::str::from_utf8(body).map_err(|_| MultistatusError::NotUtf8)?;
-    let doc = Document::parse(text).map_err(MultistatusError::NotXml)?;
-    if !is(&doc.root_element(), DAV, "multistatus") {
-        let root = doc.root_element().tag_name().name().to_string();
-        return Err(MultistatusError::Root(root));
-    }
-    Ok(doc)
+fn parse(body: &[u8]) -> Result<Multistatus, MultistatusError> {
+    office_xml::parse_multistatus(body).map_err(|e| match e {
+        office_xml::MultistatusError::NotUtf8 => MultistatusError::NotUtf8,
+        office_xml::MultistatusError::BadXml(x) => MultistatusError::NotXml(x),
+        office_xml::MultistatusError::Root(r) => MultistatusError::Root(r),
+        office_xml::MultistatusError::NoHref => MultistatusError::NoHref,
+    })
+}
+
+/// A property that came back with a value (not empty).
+fn has_value(v: &Option<String>) -> bool {
+    v.as_deref().is_some_and(|t| !t.trim().is_empty())
 }
 
 /// The properties of the first `response` that came back in a 200 propstat.
 pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, MultistatusError> {
-    let doc = parse(body)?;
-    let mut out = PropfindSummary::default();
-    let Some(response) = doc
-        .root_element()
-        .children()
-        .find(|n| is(n, DAV, "response"))
-    else {
-        return Err(MultistatusError::NoResponse);
-    };
-    for propstat in response.children().filter(|n| is(n, DAV, "propstat")) {
-        let ok = propstat
-            .children()
-            .find(|n| is(n, DAV, "status"))
-            .and_then(|s| s.text())
-            .is_some_and(|t| t.contains(" 200"));
-        if !ok {
-            continue;
-        }
-        for prop in propstat.children().filter(|n| is(n, DAV, "prop")) {
-            for p in prop.children().filter(Node::is_element) {
-                let has_text = p.text().is_some_and(|t| !t.trim().is_empty());
-                if is(&p, DAV, "resourcetype") {
-                    out.collection = p.children().any(|c| is(&c, DAV, "collection"));
-                    out.calendar = p.children().any(|c| is(&c, CALDAV, "calendar"));
-                } else if is(&p, CALSERVER, "getctag") {
-                    out.ctag = has_text;
-                } else if is(&p, DAV, "sync-token") {
-                    out.sync_token = has_text;
-                } else if is(&p, DAV, "supported-report-set") {
-                    out.reports = p
-                        .descendants()
-                        .filter(|n| is(n, DAV, "report"))
-                        .filter_map(|r| r.children().find(Node::is_element))
-                        .map(|r| r.tag_name().name().to_string())
-                        .collect();
-                }
-            }
-        }
-    }
-    Ok(out)
+    let ms = parse(body)?;
+    let e = ms.entries.first().ok_or(MultistatusError::NoResponse)?;
+    Ok(PropfindSummary {
+        collection: e.collection,
+        calendar: e.calendar,
+        ctag: has_value(&e.ctag),
+        sync_token: has_value(&e.sync_token),
+        reports: e.reports.clone(),
+    })
 }
 
 /// Whether a sync-collection answer carries its new `DAV:sync-token` (RFC 6578 3.2).
 pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, MultistatusError> {
-    let doc = parse(body)?;
-    Ok(doc
-        .root_element()
-        .children()
-        .any(|n| is(&n, DAV, "sync-token") && n.text().is_some_and(|t| !t.trim().is_empty())))
+    Ok(has_value(&parse(body)?.sync_token))
 }
 
 /// Whether the response whose href ends with `name` carries a `DAV:getetag` in a 200
 /// propstat (what an ETag-driven client reads from a Depth 1 listing).
 pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, MultistatusError> {
-    let doc = parse(body)?;
-    Ok(doc
-        .root_element()
-        .children()
-        .filter(|n| is(n, DAV, "response"))
-        .filter(|r| {
-            r.children()
-                .find(|n| is(n, DAV, "href"))
-                .and_then(|h| h.text())
-                .is_some_and(|t| t.trim().ends_with(name))
-        })
-        .flat_map(|r| r.children().filter(|n| is(n, DAV, "propstat")))
-        .filter(|ps| {
-            ps.children()
-                .find(|n| is(n, DAV, "status"))
-                .and_then(|s| s.text())
-                .is_some_and(|t| t.contains(" 200"))
-        })
-        .flat_map(|ps| ps.descendants().filter(|n| is(n, DAV, "getetag")))
-        .any(|e| e.text().is_some_and(|t| !t.trim().is_empty())))
+    Ok(parse(body)?
+        .entries
+        .iter()
+        .any(|e| e.href.ends_with(name) && has_value(&e.etag)))
 }
 
-/// The hrefs of a multistatus's responses.
+/// The hrefs of a multistatus's responses, as paths.
 pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, MultistatusError> {
-    let doc = parse(body)?;
-    Ok(doc
-        .root_element()
-        .children()
-        .filter(|n| is(n, DAV, "response"))
-        .filter_map(|r| r.children().find(|n| is(n, DAV, "href")))
-        .filter_map(|h| h.text().map(|t| t.trim().to_string()))
-        .collect())
+    Ok(parse(body)?.entries.into_iter().map(|e| e.href).collect())
 }
 
 #[cfg(test)]

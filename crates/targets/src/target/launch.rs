@@ -5,7 +5,7 @@
 use super::process::Inner;
 use super::{NetnsPlace, TargetSpec};
 use crate::cgroup::ResourceLimits;
-use crate::config::{self, Placement, TlsFiles};
+use crate::config::{self, Compression, Placement, TlsFiles};
 use crate::kind::TargetKind;
 use crate::probe::{self, Expected, ProbeFailure, ProbeOptions, Validated};
 use crate::TargetError;
@@ -342,6 +342,10 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         cmd.arg("--http1-only");
         config_text += " --http1-only";
     }
+    if spec.settings.http3 {
+        cmd.arg("--h3");
+        config_text += " --h3";
+    }
     if let Some(t) = tls {
         cmd.arg("--tls-cert")
             .arg(&t.cert)
@@ -354,19 +358,7 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         );
     }
     if let Some(c) = spec.settings.compression {
-        // The built-in server does not compress on the fly: it serves the `.gz` / `.br`
-        // siblings `precompress` wrote before the start.
-        config_text += &format!(
-            "\n# compression: precompressed siblings written by volley ({})",
-            c.encodings()
-                .iter()
-                .map(|e| match *e {
-                    "br" => format!(".br at quality {}", c.brotli_level),
-                    _ => format!(".gz at level {}", c.gzip_level),
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        config_text += &precompressed_note(c);
     }
     let mut child = cmd
         .spawn()
@@ -374,6 +366,19 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let stdout = child.stdout.take();
     inner.note(|e| e.spawned(child.id()));
     inner.child = Some(child);
+    let addr = read_banner(stdout, dir, spec.start_timeout, inner)?;
+    Ok((addr, config_text))
+}
+
+/// The built-in server's banner line read from its stdout (then stdout drained into
+/// `stdout.log`), as the address it listens on; a server that exits or stays silent past
+/// `timeout` is refused with its first error line.
+fn read_banner(
+    stdout: Option<std::process::ChildStdout>,
+    dir: &Path,
+    timeout: Duration,
+    inner: &mut Inner,
+) -> Result<SocketAddr, Launch> {
     let Some(stdout) = stdout else {
         return Err(Launch::Failed(TargetError::BadBanner {
             line: String::new(),
@@ -390,7 +395,7 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
         let _ = std::io::copy(&mut r, &mut rest);
         let _ = rest.flush();
     });
-    let line = match rx.recv_timeout(spec.start_timeout) {
+    let line = match rx.recv_timeout(timeout) {
         Ok(Ok(line)) => line,
         _ => {
             return Err(Launch::Failed(match inner.exit_status() {
@@ -402,7 +407,7 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
                 None => TargetError::StartTimeout {
                     kind: TargetKind::Builtin,
                     url: "(no banner yet)".into(),
-                    timeout: spec.start_timeout,
+                    timeout,
                     last: "no 'listening on' line on stdout".into(),
                     dir: dir.to_path_buf(),
                 },
@@ -412,7 +417,23 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let addr = parse_banner(&line).ok_or_else(|| TargetError::BadBanner {
         line: line.trim_end().to_string(),
     })?;
-    Ok((addr, config_text))
+    Ok(addr)
+}
+
+/// The configuration text's note on compression: the built-in server does not compress on
+/// the fly, it serves the `.gz` / `.br` siblings `precompress` wrote before the start.
+fn precompressed_note(c: Compression) -> String {
+    format!(
+        "\n# compression: precompressed siblings written by volley ({})",
+        c.encodings()
+            .iter()
+            .map(|e| match *e {
+                "br" => format!(".br at quality {}", c.brotli_level),
+                _ => format!(".gz at level {}", c.gzip_level),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// `listening on http://127.0.0.1:PORT/` (or `https://`) -> the address.

@@ -219,7 +219,7 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
     if s.http3 && !kind.supports_http3() {
         return Err(unsupported(
             "offer HTTP/3",
-            "volley configures HTTP/3 for caddy only",
+            "volley configures HTTP/3 for caddy and builtin only",
         ));
     }
     if s.http2 && !kind.supports_http2() {
@@ -254,38 +254,63 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
         )));
     }
     if kind.is_caldav_server() {
-        if spec.tls.is_some() || s.compression.is_some() {
-            return Err(unsupported(
-                "serve HTTPS or compress",
-                "volley runs the CalDAV servers over plain HTTP without compression; drop tls and compression for it",
-            ));
-        }
-        if spec.netns.is_some() {
-            return Err(unsupported(
-                "run in a lab namespace",
-                "its accounts are trusted from the loopback address only; run it on loopback",
-            ));
-        }
-        // Settings volley cannot pass on are refused, never silently dropped: a run
-        // must measure the configuration it names.
-        if s.workers > 1 {
-            return Err(unsupported(
-                "run more than one worker",
-                "volley starts it as one process (Radicale: a thread per connection; Xandikos: one asyncio loop); set workers = 1",
-            ));
-        }
-        if !s.keep_alive || s.access_log {
-            return Err(unsupported(
-                "switch keep-alive off or write an access log",
-                "volley leaves both as the server ships them (Radicale answers HTTP/1.0 and closes; Xandikos keeps connections); drop those settings for it",
-            ));
+        check_caldav_server(spec, kind)?;
+    }
+    for (path, fix) in needed_modules(spec, kind) {
+        // A program given explicitly (tests, odd layouts) is trusted to bring its own.
+        if spec.program.is_none() && !Path::new(&path).exists() {
+            return Err(unsupported(&format!("load {path} (not found)"), fix));
         }
     }
-    // Modules packaged apart from the server.
+    Ok(())
+}
+
+/// What the CalDAV servers (Radicale, Xandikos) cannot be asked: volley starts them as
+/// they ship, over plain HTTP on loopback.
+fn check_caldav_server(spec: &TargetSpec, kind: TargetKind) -> Result<(), TargetError> {
+    let s = &spec.settings;
+    let unsupported = |what: &str, fix: &str| TargetError::Unsupported {
+        kind,
+        what: what.to_string(),
+        fix: fix.to_string(),
+    };
+    if spec.tls.is_some() || s.compression.is_some() {
+        return Err(unsupported(
+            "serve HTTPS or compress",
+            "volley runs the CalDAV servers over plain HTTP without compression; drop tls and compression for it",
+        ));
+    }
+    if spec.netns.is_some() {
+        return Err(unsupported(
+            "run in a lab namespace",
+            "its accounts are trusted from the loopback address only; run it on loopback",
+        ));
+    }
+    // Settings volley cannot pass on are refused, never silently dropped: a run
+    // must measure the configuration it names.
+    if s.workers > 1 {
+        return Err(unsupported(
+            "run more than one worker",
+            "volley starts it as one process (Radicale: a thread per connection; Xandikos: one asyncio loop); set workers = 1",
+        ));
+    }
+    if !s.keep_alive || s.access_log {
+        return Err(unsupported(
+            "switch keep-alive off or write an access log",
+            "volley leaves both as the server ships them (Radicale answers HTTP/1.0 and closes; Xandikos keeps connections); drop those settings for it",
+        ));
+    }
+    Ok(())
+}
+
+/// The module files `kind` needs for these settings that are packaged apart from the
+/// server, each with how to install it.
+fn needed_modules(spec: &TargetSpec, kind: TargetKind) -> Vec<(String, &'static str)> {
+    let s = &spec.settings;
     let tls = spec.tls.is_some();
     let dav = s.dav.is_some();
     let brotli = s.compression.is_some_and(|c| c.brotli);
-    let mut needed: Vec<(String, &str)> = Vec::new();
+    let mut needed: Vec<(String, &'static str)> = Vec::new();
     match kind {
         TargetKind::Nginx if brotli || dav => {
             if brotli {
@@ -360,13 +385,7 @@ pub(super) fn check_features(spec: &TargetSpec, kind: TargetKind) -> Result<(), 
         }
         _ => {}
     }
-    for (path, fix) in needed {
-        // A program given explicitly (tests, odd layouts) is trusted to bring its own.
-        if spec.program.is_none() && !Path::new(&path).exists() {
-            return Err(unsupported(&format!("load {path} (not found)"), fix));
-        }
-    }
-    Ok(())
+    needed
 }
 
 /// The default probe page: more than `MIN_COMPRESS_BYTES` of text so that, with

@@ -81,11 +81,16 @@ type Rows = Vec<(String, String)>;
 
 /// The load's key figures (left) and the server's resources (right), as rows.
 fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
+    (load_rows(r), server_rows(r))
+}
+
+/// The load's key figures: rate, counts, latency by the model's definition, generator.
+fn load_rows(r: &TargetRun) -> Rows {
     let s = &r.summary;
     let h = headline(s);
     let flag = if r.throttled() { "  (throttled!)" } else { "" };
     let lat = |v: Option<f64>| opt(v, |x| format!("{x:.3} ms"));
-    let left = vec![
+    vec![
         (
             "requests/s".into(),
             format!("{:.1}", s.throughput.requests_per_s),
@@ -114,7 +119,12 @@ fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
             "generator".into(),
             s.generator.verdict.label.name().to_string(),
         ),
-    ];
+    ]
+}
+
+/// The server's resources: CPU, memory, processes, context switches, packets, and the
+/// cgroup's throttling.
+fn server_rows(r: &TargetRun) -> Rows {
     let m = r.monitor.as_ref().map(|m| &m.summary);
     let ts = r.monitor.as_ref().and_then(tree_stats);
     let mut right: Rows = vec![
@@ -184,7 +194,7 @@ fn side_by_side(r: &TargetRun) -> (Rows, Rows) {
         }
         None => right.push(("throttled".into(), "- (no CPU quota)".into())),
     }
-    (left, right)
+    right
 }
 
 /// Two label/value columns next to each other, split by a bar.
