@@ -16,6 +16,11 @@ use crate::common::{self, Spawned};
 /// Bytes of the file the load fetches.
 const FILE_BYTES: usize = 1000;
 
+/// Bytes of the file that keeps a connection's streams busy (about a second for four
+/// at once in a debug build, several times a handshake) so that an open loop opens
+/// more connections, after the first one's session ticket came.
+const BIG_BYTES: usize = 2_000_000;
+
 fn bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_volley"))
         .arg("bench")
@@ -54,6 +59,7 @@ impl Caddy {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("site")).unwrap();
         std::fs::write(dir.join("site/k1"), vec![b'k'; FILE_BYTES]).unwrap();
+        std::fs::write(dir.join("site/big"), vec![b'b'; BIG_BYTES]).unwrap();
         let paths = certs::write_local_set(&dir.join("certs")).unwrap();
         let port = common::free_port();
         let d = |p: &Path| p.display().to_string();
@@ -206,6 +212,120 @@ fn caddy_over_h3_closed_and_open_loop_counts_match_its_access_log() {
     assert_eq!(h3_lines(&lines, before) as u64, logged);
 }
 
+/// An open loop of 24 arrivals (each then waited for, up to the 5 s timeout) on the
+/// big file with one initial connection of 4 streams: the
+/// arrivals of the first 200 ms wait on it (so a handshake may take that long), and
+/// once its 4 streams are busy each arrival opens another connection (up to 4),
+/// after the first one's handshake and so with its session ticket in the cache.
+/// Both spans grow alike on a busy machine (handshake and transfer are both CPU).
+/// Returns the run and Caddy's log length before it.
+fn churn(caddy: &Caddy, extra: &[&str]) -> (serde_json::Value, usize) {
+    let url = caddy.url().replace("/k1", "/big");
+    // On an idle machine the file goes fast enough that 20/s never fills the first
+    // connection: the next rates shorten the window (4 streams / rate) until the load
+    // opens more connections (at most three runs).
+    let mut last = (serde_json::Value::Null, 0);
+    for rate in ["20", "100", "400"] {
+        let mut args = vec![
+            url.as_str(),
+            "--h3",
+            "--cacert",
+            caddy.ca(),
+            "--rate",
+            rate,
+            "-n",
+            "24",
+            "-c",
+            "1",
+            "--streams",
+            "4",
+            "--max-connections",
+            "4",
+        ];
+        args.extend(extra);
+        let before = caddy.wait_log_lines(0).len();
+        last = (json(&args)["runs"][0].clone(), before);
+        if last.0["wire"]["h3"]["handshakes"].as_u64() >= Some(2) {
+            break;
+        }
+    }
+    last
+}
+
+/// (handshakes, full, resumed, 0-RTT) of a run, checked to add up.
+fn kinds(run: &serde_json::Value) -> (u64, u64, u64, u64) {
+    let h3 = &run["wire"]["h3"];
+    let n = |k: &str| h3[k]["count"].as_u64().unwrap();
+    let all = h3["handshakes"].as_u64().unwrap();
+    let (full, resumed, zero) = (
+        n("handshakes_full"),
+        n("handshakes_resumed"),
+        n("handshakes_0rtt"),
+    );
+    assert_eq!(
+        full + resumed + zero,
+        all,
+        "every handshake has a kind: {h3}"
+    );
+    assert!(
+        all >= 2,
+        "the load opened too few connections to tell: {run}"
+    );
+    assert_eq!(h3["handshake_failures"], 0, "{h3}");
+    for k in ["handshakes_full", "handshakes_resumed", "handshakes_0rtt"] {
+        let mean = h3[k]["mean_ms"].as_f64().unwrap();
+        assert_eq!(mean > 0.0, n(k) > 0, "{k} timed: {h3}");
+    }
+    (all, full, resumed, zero)
+}
+
+#[test]
+fn caddy_over_h3_resumes_and_takes_0rtt_when_offered() {
+    let Some(caddy) = Caddy::start("resume") else {
+        return;
+    };
+    // Resumption on, early data off (the default): the first connection pays a full
+    // handshake, later ones resume; nothing is sent early.
+    let (run, _) = churn(&caddy, &[]);
+    let (all, full, resumed, zero) = kinds(&run);
+    assert!(
+        full >= 1 && resumed >= 1,
+        "{all} = {full} + {resumed} + {zero}"
+    );
+    assert_eq!(zero, 0);
+    assert_eq!(run["wire"]["h3"]["early_data"], false);
+    assert_eq!(run["wire"]["tls"]["full_handshakes"], full);
+
+    // Early data on: Caddy (quic-go) accepts 0-RTT, so later connections send their
+    // GET in the first flight.
+    let (run, before) = churn(&caddy, &["--early-data", "on"]);
+    let (all, full, resumed, zero) = kinds(&run);
+    let h3 = &run["wire"]["h3"];
+    assert!(
+        full >= 1 && zero >= 1,
+        "{all} = {full} + {resumed} + {zero}: {h3}"
+    );
+    assert_eq!(h3["zero_rtt_rejected"], 0, "{h3}");
+    assert!(h3["early_requests"].as_u64().unwrap() >= zero, "{h3}");
+    // Early requests are requests like any: answered once each, logged once each.
+    let ok = run["requests"]["ok"].as_u64().unwrap();
+    let sent = run["requests"]["sent"].as_u64().unwrap();
+    let lines = caddy.wait_log_lines(before + ok as usize);
+    let logged = (lines.len() - before) as u64;
+    assert!(
+        (ok..=sent).contains(&logged),
+        "logged {logged}, ok {ok}, sent {sent}"
+    );
+    // Every answered request got the whole file (bodies cut off at the end add more).
+    let bodies = run["bytes"]["body_total"].as_u64().unwrap();
+    assert!(bodies >= ok * BIG_BYTES as u64, "{bodies} bytes for {ok}");
+
+    // Resumption off: every connection pays a full handshake.
+    let (run, _) = churn(&caddy, &["--tls-resume", "off"]);
+    let (all, full, _, _) = kinds(&run);
+    assert_eq!(full, all);
+}
+
 #[test]
 fn h3_failures_are_one_line() {
     // Nothing on UDP at all: refused at once, not after the connect timeout.
@@ -236,6 +356,23 @@ fn h3_failures_are_one_line() {
                 "1",
             ],
             "TLS 1.3",
+        ),
+        (
+            vec!["https://127.0.0.1:1/", "--early-data", "on", "-n", "1"],
+            "needs --h3",
+        ),
+        (
+            vec![
+                "https://127.0.0.1:1/",
+                "--h3",
+                "--early-data",
+                "on",
+                "--tls-resume",
+                "off",
+                "-n",
+                "1",
+            ],
+            "--tls-resume on",
         ),
     ] {
         let out = bench(&args);

@@ -25,4 +25,4 @@ pub use recorder::{
     StreamedSecond, Warmup, WindowKey,
 };
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
-pub use wire::{FirstRequest, H2Report, H3Report, TlsReport, WireReport};
+pub use wire::{FirstRequest, H2Report, H3Report, HandshakeReport, TlsReport, WireReport};

@@ -65,8 +65,9 @@ pub struct H2Report {
     pub cancelled_streams: u64,
 }
 
-/// HTTP/3 connection and stream events of a run: errors by kind, as QUIC has them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// HTTP/3 connection and stream events of a run: errors by kind, as QUIC has them,
+/// and the handshakes by kind, timed apart.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct H3Report {
     /// GOAWAY frames received.
     pub goaways: u64,
@@ -90,6 +91,32 @@ pub struct H3Report {
     /// The code of the last CONNECTION_CLOSE the server sent (QUIC transport code,
     /// or an HTTP/3 code such as 0x100 H3_NO_ERROR).
     pub last_close_code: Option<u64>,
+    /// 0-RTT offered (`--early-data on`).
+    pub early_data: bool,
+    /// Full handshakes (1-RTT, the server's certificate checked), timed from the
+    /// socket's opening to the handshake's end.
+    pub handshakes_full: HandshakeReport,
+    /// Resumed handshakes (1-RTT on a session ticket, no certificate).
+    pub handshakes_resumed: HandshakeReport,
+    /// 0-RTT handshakes: resumed, with requests in the first flight the server
+    /// accepted (their TTFB no longer waits for the handshake).
+    pub handshakes_0rtt: HandshakeReport,
+    /// Handshakes whose early data the server refused (the requests went again
+    /// after the handshake; counted under full or resumed).
+    pub zero_rtt_rejected: u64,
+    /// Requests sent as early data and accepted.
+    pub early_requests: u64,
+}
+
+/// Handshakes of one kind and how long they took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HandshakeReport {
+    /// How many completed.
+    pub count: u64,
+    /// Their mean duration, ms (0 with none).
+    pub mean_ms: f64,
+    /// The longest, ms.
+    pub max_ms: f64,
 }
 
 /// The first request of the invocation, on a fresh connection, before the run:

@@ -13,13 +13,21 @@ use volley_analysis::knee::{self, Capacity, Claim, Evidence};
 use volley_analysis::ratio;
 
 use crate::outcome::{judged_for_server, StepOutcome};
-use crate::plan::{Plan, DEFAULT_VARIANT};
+use crate::plan::{Plan, Protocol, DEFAULT_VARIANT};
 
 const RESAMPLES: usize = 2000;
 
 /// A point of one instance: its cells differ only by rate (a rate sweep has a cell
 /// per rate).
-type Point = (usize, usize, u32, bool, Option<u32>, Option<u32>);
+type Point = (
+    usize,
+    usize,
+    u32,
+    bool,
+    Option<u32>,
+    Option<u32>,
+    Option<Protocol>,
+);
 
 fn point_of(plan: &Plan, ci: usize) -> Point {
     let c = &plan.cells[ci];
@@ -30,6 +38,7 @@ fn point_of(plan: &Plan, ci: usize) -> Point {
         c.keepalive,
         c.injectors,
         c.users,
+        c.protocol,
     )
 }
 
@@ -185,7 +194,7 @@ pub(crate) fn effect_lines(
         if plan.workloads[wl].office.is_some() {
             continue;
         }
-        let twin: Point = (twin_inst, p.1, p.2, p.3, p.4, p.5);
+        let twin: Point = (twin_inst, p.1, p.2, p.3, p.4, p.5, p.6);
         let variant = &plan.variants[plan.instances[inst].variant.unwrap_or_default()].name;
         let label = plan.instance_label(twin_inst);
         let label = label

@@ -13,7 +13,7 @@ use volley_analysis::{bootstrap, knee, usl, words};
 
 use volley_analysis::knee::{Capacity, Claim, Evidence};
 
-use crate::plan::{OfficeLoad, Plan};
+use crate::plan::{OfficeLoad, Plan, Protocol};
 
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
@@ -96,7 +96,7 @@ fn ci_text(values: &[f64], digits: usize) -> String {
 
 /// One line of the table: the steps of one target instance, workload, concurrency and
 /// keep-alive (the rate varies inside a group).
-type GroupKey = (usize, usize, u32, bool, Option<u32>);
+type GroupKey = (usize, usize, u32, bool, Option<u32>, Option<Protocol>);
 
 /// The group of a step: its cell's, with the users it played (a users search varies
 /// them within one cell).
@@ -116,6 +116,7 @@ fn key_of(plan: &Plan, cell: usize) -> GroupKey {
         c.concurrency,
         c.keepalive,
         c.injectors,
+        c.protocol,
     )
 }
 
@@ -180,7 +181,7 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
     }
     let mut rows = Vec::new();
     for &key in &keys {
-        let (inst, wl, conc, ka, inj) = key;
+        let (inst, wl, conc, ka, inj, proto) = key;
         let group: Vec<&StepOutcome> = steps.iter().filter(|s| step_key(plan, s) == key).collect();
         let attempts: Vec<StepOutcome> = all
             .iter()
@@ -210,7 +211,8 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
                 }
             } else {
                 format!(
-                    "c={conc} ka={}{}",
+                    "{}c={conc} ka={}{}",
+                    proto.map(|p| format!("{} ", p.name())).unwrap_or_default(),
                     if ka { "on" } else { "off" },
                     inj.map(|k| format!(" inj={k}")).unwrap_or_default()
                 )
@@ -502,16 +504,16 @@ fn closed_result(server: &[&StepOutcome], excluded: usize) -> String {
     )
 }
 
-/// USL per (instance, workload, keepalive) over concurrency.
+/// USL per (instance, workload, keepalive, protocol) over concurrency.
 fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut String) {
-    let mut usl_keys: Vec<(usize, usize, bool)> = Vec::new();
-    for &(i, w, _, k, _) in keys {
-        if !usl_keys.contains(&(i, w, k)) {
-            usl_keys.push((i, w, k));
+    let mut usl_keys: Vec<(usize, usize, bool, Option<Protocol>)> = Vec::new();
+    for &(i, w, _, k, _, p) in keys {
+        if !usl_keys.contains(&(i, w, k, p)) {
+            usl_keys.push((i, w, k, p));
         }
     }
-    for (inst, wl, ka) in usl_keys {
-        let points = usl_points(plan, steps, inst, wl, ka);
+    for (inst, wl, ka, proto) in usl_keys {
+        let points = usl_points(plan, steps, (inst, wl, ka, proto));
         if points.len() < usl::MIN_POINTS || !points.iter().any(|p| p.n == 1.0) {
             continue;
         }
@@ -520,8 +522,9 @@ fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut St
             Ok(f) => {
                 let _ = writeln!(
                     out,
-                    "USL {label} {} ka={}: sigma {:.4}, kappa {:.6}, N* {}, peak {:.0} req/s, R^2 {:.3}",
+                    "USL {label} {}{} ka={}: sigma {:.4}, kappa {:.6}, N* {}, peak {:.0} req/s, R^2 {:.3}",
                     plan.workloads[wl].name,
+                    proto.map(|p| format!(" {}", p.name())).unwrap_or_default(),
                     if ka { "on" } else { "off" },
                     f.sigma,
                     f.kappa,
@@ -542,14 +545,12 @@ fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut St
 fn usl_points(
     plan: &Plan,
     steps: &[StepOutcome],
-    inst: usize,
-    wl: usize,
-    ka: bool,
+    series: (usize, usize, bool, Option<Protocol>),
 ) -> Vec<usl::UslPoint> {
     let mut by_n: Vec<(u32, Vec<f64>)> = Vec::new();
     for s in steps {
         let c = &plan.cells[s.cell];
-        if (c.instance, c.workload, c.keepalive) != (inst, wl, ka)
+        if (c.instance, c.workload, c.keepalive, c.protocol) != series
             || s.rate.is_some()
             || !s.counts_for_server()
         {

@@ -488,6 +488,10 @@ pub struct SweepDef {
     /// Client keep-alive on and/or off.
     #[serde(default)]
     pub keepalive: Option<Vec<bool>>,
+    /// HTTP versions, each a series of its own on the same targets: `"h1"`, `"h2"`,
+    /// `"h3"` (h2 and h3 over TLS, with `load.streams` streams per connection).
+    #[serde(default)]
+    pub protocol: Option<Vec<String>>,
     /// Only these targets (by name).
     #[serde(default)]
     pub target: Option<Vec<String>>,

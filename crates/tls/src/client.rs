@@ -100,6 +100,10 @@ pub struct ClientTls {
     /// ALPN protocols in preference order, e.g. `["h2", "http/1.1"]`; empty sends no
     /// ALPN extension.
     pub alpn: Vec<String>,
+    /// Offer TLS 1.3 early data (0-RTT) when a resumed session allows it. Only QUIC
+    /// sends any (its requests ride the first flight); over TCP nothing writes early
+    /// data, so the offer changes nothing there.
+    pub early_data: bool,
 }
 
 impl Default for ClientTls {
@@ -111,6 +115,7 @@ impl Default for ClientTls {
             client_cert: None,
             resumption: true,
             alpn: vec![ALPN_HTTP11.to_string()],
+            early_data: false,
         }
     }
 }
@@ -154,6 +159,7 @@ impl ClientTls {
         // SNI is sent for DNS names only; rustls leaves it out for IP addresses, as
         // RFC 6066 requires.
         config.enable_sni = true;
+        config.enable_early_data = self.early_data;
         Ok(Arc::new(config))
     }
 }
@@ -167,6 +173,21 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsConfigError> {
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
     ServerName::try_from(bare.to_string()).map_err(|_| TlsConfigError::ServerName(host.into()))
+}
+
+thread_local! {
+    /// Server certificates this thread's verifiers were asked to check.
+    static VERIFIED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many server certificates were checked on this thread so far. A resumed TLS 1.3
+/// handshake checks none (the server sends no certificate), a full one checks one, so
+/// a caller that drives one handshake at a time on a thread (the HTTP/3 worker, whose
+/// QUIC library keeps the rustls session out of reach) tells the two apart by this
+/// count before and after feeding it. A thread-local count needs no plumbing through
+/// rustls and no lock.
+pub fn certificates_checked_on_this_thread() -> u64 {
+    VERIFIED.with(std::cell::Cell::get)
 }
 
 /// The one server-certificate verifier. With webpki, an untrusted self-signed leaf is
@@ -191,6 +212,7 @@ impl ServerCertVerifier for Verifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        VERIFIED.with(|n| n.set(n.get() + 1));
         let Some(webpki) = &self.webpki else {
             return Ok(ServerCertVerified::assertion());
         };

@@ -28,7 +28,10 @@ pub mod server;
 pub mod session;
 pub mod stream;
 
-pub use client::{server_name, ClientTls, VersionPolicy, ALPN_H2, ALPN_HTTP11};
+pub use client::{
+    certificates_checked_on_this_thread, server_name, ClientTls, VersionPolicy, ALPN_H2,
+    ALPN_HTTP11,
+};
 pub use error::{TlsConfigError, TlsFailure};
 pub use server::ServerTls;
 pub use session::{Progress, TlsSession, TlsVersion};

@@ -15,8 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
-use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, RunOutcome, TlsTarget, Wire};
-use volley_metrics::{H2Report, H3Report, Summary, TlsReport, WireReport};
+use volley_engine::{
+    BodySpec, Coding, ErrorKind, HandshakeTimes, HttpVersion, RunOutcome, TlsTarget, Wire,
+};
+use volley_metrics::{H2Report, H3Report, HandshakeReport, Summary, TlsReport, WireReport};
 
 use super::load::values;
 
@@ -43,6 +45,12 @@ pub struct WireArgs {
     /// [default: on].
     #[arg(long = "tls-resume", value_enum)]
     pub tls_resume: Option<OnOff>,
+    /// HTTP/3 only: 0-RTT. With on, a connection that resumes a session whose ticket
+    /// allows early data sends its safe requests (GET, HEAD, OPTIONS) in the first
+    /// flight, before the handshake completes; the server may refuse them (they are
+    /// then sent again, counted). Needs --tls-resume on [default: off].
+    #[arg(long = "early-data", value_enum)]
+    pub early_data: Option<OnOff>,
     /// HTTP/2: over https:// the server must agree to h2 by ALPN; over http:// it is
     /// prior-knowledge h2c.
     #[arg(long)]
@@ -136,6 +144,13 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
     if a.h3 && !tls {
         return Err("--h3 needs an https:// URL (QUIC always runs TLS 1.3)".into());
     }
+    let early_data = a.early_data == Some(OnOff::On);
+    if a.early_data.is_some() && !a.h3 {
+        return Err("--early-data needs --h3 (over TCP volley sends no early data)".into());
+    }
+    if early_data && a.tls_resume == Some(OnOff::Off) {
+        return Err("--early-data on needs --tls-resume on (0-RTT rides a resumed session)".into());
+    }
     if a.h3 && a.tls_version == Some(VersionPolicy::Tls12) {
         return Err("--h3 runs TLS 1.3 only: --tls-version 1.2 cannot apply".into());
     }
@@ -159,6 +174,7 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
             ca_file: a.cacert.clone(),
             client_cert: a.cert.clone().zip(a.key.clone()),
             resumption,
+            early_data,
             ..ClientTls::default()
         };
         // Built once here so an unreadable CA, a bad key or a bad host name is the
@@ -268,6 +284,12 @@ pub fn report<S>(
         qpack_errors: outcome.h2.qpack_errors,
         peer_closes: outcome.h2.peer_closes,
         last_close_code: outcome.h2.last_close_code,
+        early_data: wire.wire.tls.as_ref().is_some_and(|t| t.client.early_data),
+        handshakes_full: kind(&outcome.h2.handshake_full),
+        handshakes_resumed: kind(&outcome.h2.handshake_resumed),
+        handshakes_0rtt: kind(&outcome.h2.handshake_0rtt),
+        zero_rtt_rejected: outcome.h2.zero_rtt_rejected,
+        early_requests: outcome.h2.early_requests,
     });
     WireReport {
         protocol: wire.protocol().to_string(),
@@ -275,6 +297,16 @@ pub fn report<S>(
         h2,
         h3,
         compression: wire.accept_encoding().map(str::to_string),
+    }
+}
+
+/// One kind of QUIC handshake for the report, in ms.
+fn kind(t: &HandshakeTimes) -> HandshakeReport {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    HandshakeReport {
+        count: t.count,
+        mean_ms: ms(t.mean_ns()),
+        max_ms: ms(t.max_ns),
     }
 }
 
@@ -408,6 +440,31 @@ mod tests {
         let w = resolve(&a, false, "127.0.0.1").unwrap();
         assert_eq!(w.wire.http, HttpVersion::H2 { streams: 8 });
         assert_eq!(w.protocol(), "h2c");
+    }
+
+    #[test]
+    fn early_data_is_for_h3_with_resumption() {
+        let h3 = |early: Option<OnOff>, resume: Option<OnOff>| WireArgs {
+            h3: true,
+            early_data: early,
+            tls_resume: resume,
+            ..args()
+        };
+        let w = resolve(&h3(Some(OnOff::On), None), true, "localhost").unwrap();
+        assert!(w.wire.tls.as_ref().unwrap().client.early_data);
+        let w = resolve(&h3(None, None), true, "localhost").unwrap();
+        assert!(
+            !w.wire.tls.as_ref().unwrap().client.early_data,
+            "off unless asked"
+        );
+        let e = resolve(&h3(Some(OnOff::On), Some(OnOff::Off)), true, "h").unwrap_err();
+        assert!(e.contains("--tls-resume on"), "{e}");
+        let h1 = WireArgs {
+            early_data: Some(OnOff::On),
+            ..args()
+        };
+        let e = resolve(&h1, true, "h").unwrap_err();
+        assert!(e.contains("needs --h3"), "{e}");
     }
 
     #[test]

@@ -19,9 +19,9 @@ mod split;
 use h2::H2Worker;
 use h3::H3Worker;
 use http1::Worker;
-pub use shared::H2Stats;
 use shared::WorkerCore;
 pub(crate) use shared::{duration_ns, Shared, WorkerShare, WorkerStats};
+pub use shared::{H2Stats, HandshakeTimes};
 
 use crate::conn::Tcp;
 use crate::quic::{QuicConnector, Udp};

@@ -111,6 +111,53 @@ pub struct H2Stats {
     /// The error code of the last CONNECTION_CLOSE from the peer (QUIC transport or
     /// HTTP/3 application code).
     pub last_close_code: Option<u64>,
+    /// HTTP/3: completed handshakes by kind, each timed from opening the socket to
+    /// the handshake's end: full (1-RTT, the certificate checked), resumed (1-RTT on
+    /// a session ticket, no certificate) and 0-RTT (resumed, with requests sent in the
+    /// first flight and accepted by the server).
+    pub handshake_full: HandshakeTimes,
+    /// See [`H2Stats::handshake_full`].
+    pub handshake_resumed: HandshakeTimes,
+    /// See [`H2Stats::handshake_full`].
+    pub handshake_0rtt: HandshakeTimes,
+    /// HTTP/3: handshakes that offered early data the server refused; their early
+    /// requests were sent again once the handshake was done (their service time
+    /// includes the refusal).
+    pub zero_rtt_rejected: u64,
+    /// HTTP/3: requests sent as early data (0-RTT) that the server accepted.
+    pub early_requests: u64,
+}
+
+/// Handshakes of one kind: how many and how long they took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandshakeTimes {
+    /// Handshakes completed.
+    pub count: u64,
+    /// Their durations summed, ns (the mean is `total_ns / count`).
+    pub total_ns: u64,
+    /// The longest, ns.
+    pub max_ns: u64,
+}
+
+impl HandshakeTimes {
+    /// Counts one handshake of `ns`.
+    pub fn add_ns(&mut self, ns: u64) {
+        self.count += 1;
+        self.total_ns += ns;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Adds another worker's.
+    pub fn add(&mut self, o: &HandshakeTimes) {
+        self.count += o.count;
+        self.total_ns += o.total_ns;
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+
+    /// The mean duration, ns (0 with none).
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
 }
 
 impl H2Stats {
@@ -127,6 +174,11 @@ impl H2Stats {
         self.qpack_errors += o.qpack_errors;
         self.peer_closes += o.peer_closes;
         self.last_close_code = o.last_close_code.or(self.last_close_code);
+        self.handshake_full.add(&o.handshake_full);
+        self.handshake_resumed.add(&o.handshake_resumed);
+        self.handshake_0rtt.add(&o.handshake_0rtt);
+        self.zero_rtt_rejected += o.zero_rtt_rejected;
+        self.early_requests += o.early_requests;
     }
 }
 

@@ -99,6 +99,28 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.idle_timeouts,
             h.cancelled_streams
         )?;
+        let kind = |name: &str, k: &crate::HandshakeReport| {
+            format!(
+                "{} {name} (mean {:.3} ms, max {:.3} ms)",
+                k.count, k.mean_ms, k.max_ms
+            )
+        };
+        writeln!(
+            out,
+            "QUIC handshakes:        {}, {}, {}; early data {}{}",
+            kind("full", &h.handshakes_full),
+            kind("resumed", &h.handshakes_resumed),
+            kind("0-RTT", &h.handshakes_0rtt),
+            if h.early_data { "on" } else { "off" },
+            if h.early_data {
+                format!(
+                    ": {} request(s) sent early, {} refusal(s)",
+                    h.early_requests, h.zero_rtt_rejected
+                )
+            } else {
+                String::new()
+            }
+        )?;
     }
     Ok(())
 }

@@ -84,9 +84,12 @@ impl Plan {
             );
         }
         format!(
-            "{} {}{} c={} ka={}{}",
+            "{} {}{}{} c={} ka={}{}",
             self.instance_label(c.instance),
             self.workloads[c.workload].name,
+            c.protocol
+                .map(|p| format!(" {}", p.name()))
+                .unwrap_or_default(),
             c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
             c.concurrency,
             if c.keepalive { "on" } else { "off" },

@@ -116,12 +116,46 @@ pub struct WireDef {
     pub tls: bool,
     /// HTTP/2 with this many streams per connection; `None`: HTTP/1.1.
     pub h2_streams: Option<u32>,
+    /// Streams per connection of a swept h2 or h3 (`load.streams`, default 1).
+    pub streams: u32,
     /// Accept-Encoding sent; the engine then decodes every HTTP/1.1 response with it
     /// (an answer in another coding is an `encoding` error) and counts wire beside
     /// decoded bytes. The targets' start-up probe also checks the encoding is applied.
     pub compressed: Option<Encoding>,
     /// Accept any certificate.
     pub insecure: bool,
+}
+
+/// An HTTP version of the `protocol` axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// HTTP/1.1.
+    H1,
+    /// HTTP/2 (over TLS by ALPN, or h2c without).
+    H2,
+    /// HTTP/3 over QUIC (TLS only).
+    H3,
+}
+
+impl Protocol {
+    /// Its name in study files, plans, tables and the store (`h1`, `h2`, `h3`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::H1 => "h1",
+            Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
+        }
+    }
+
+    /// From its name in a study file.
+    pub fn parse(s: &str) -> Option<Protocol> {
+        match s {
+            "h1" => Some(Protocol::H1),
+            "h2" => Some(Protocol::H2),
+            "h3" => Some(Protocol::H3),
+            _ => None,
+        }
+    }
 }
 
 /// A request mix, resolved.
@@ -220,6 +254,8 @@ pub struct Cell {
     pub concurrency: u32,
     /// Client keep-alive.
     pub keepalive: bool,
+    /// The HTTP version swept (`sweep.protocol`); `None`: the workload's own.
+    pub protocol: Option<Protocol>,
     /// Injectors (agents) that share the step's load; `None`: volley loads in-process.
     pub injectors: Option<u32>,
     /// Virtual users of a `caldav` workload's office; `None` for http workloads.
@@ -349,6 +385,8 @@ pub struct Serve {
     pub tls: bool,
     /// Offer HTTP/2 by ALPN (only over TLS: h2c is for external targets).
     pub http2: bool,
+    /// Offer HTTP/3 (QUIC on the same port number, UDP) where the kind has it.
+    pub http3: bool,
     /// Compress with Brotli (quality 11, as seed 002).
     pub brotli: bool,
     /// Compress with gzip (level 6).
@@ -461,6 +499,13 @@ impl Plan {
         (0..self.cells.len())
             .filter(|&ci| self.search_of(ci).is_some())
             .collect()
+    }
+
+    /// The protocol a cell's steps speak, as steps and searches store it: the swept
+    /// one (`sweep.protocol`), else its workload's.
+    pub fn protocol_of(&self, cell: &Cell) -> &'static str {
+        cell.protocol
+            .map_or_else(|| self.workloads[cell.workload].protocol(), Protocol::name)
     }
 
     /// Display name of an instance: the target name, plus its cap when the study varies it.

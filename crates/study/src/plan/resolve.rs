@@ -131,12 +131,10 @@ fn resolve_load(text: &str, d: &LoadDef) -> Result<Load, StudyError> {
     if streams == 0 {
         return Err(invalid("load.streams must be at least 1"));
     }
-    if d.streams.is_some() && d.http2 != Some(true) {
-        return Err(invalid("load.streams needs http2 = true"));
-    }
     let wire = WireDef {
         tls: d.tls.unwrap_or(false),
         h2_streams: (d.http2 == Some(true)).then_some(streams),
+        streams,
         compressed,
         insecure: d.insecure.unwrap_or(false),
     };
@@ -183,9 +181,10 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let variants = super::variants::resolve_variants(file, &targets)?;
     let instances = resolve_instances(file, &targets, &variants)?;
     let mut workloads = resolve_workloads(file, text, scale, &targets)?;
-    let serve = serve_of(&workloads)?;
     check_cold_start(file, &workloads, &targets)?;
     let cells = resolve_cells(file, &mut workloads, &instances)?;
+    check_h3_targets(&cells, &instances, &targets)?;
+    let serve = serve_of(&workloads, &cells)?;
     let timing = resolve_timing(file, text, scale, &workloads)?;
     let st = &file.steps;
     let repeats = st.repeats.unwrap_or(1);
@@ -553,6 +552,7 @@ fn resolve_cells(
                         rate: None,
                         concurrency: u,
                         keepalive: true,
+                        protocol: None,
                         injectors: None,
                         users: Some(u),
                     });
@@ -572,6 +572,13 @@ fn resolve_cells(
             )));
         }
         let keepalives = sw.keepalive.clone().unwrap_or(vec![w.load.keepalive]);
+        let protocols = protocols_of(sw, w)?;
+        if protocols == [None] && w.load.wire.h2_streams.is_none() && w.load.wire.streams != 1 {
+            return Err(invalid(format!(
+                "workload '{}': load.streams needs http2 = true (or a sweep.protocol)",
+                w.name
+            )));
+        }
         let concs = sw.concurrency.clone().unwrap_or(vec![w.load.concurrency]);
         if concs.is_empty() || concs.contains(&0) {
             return Err(invalid("sweep.concurrency values must be at least 1"));
@@ -598,20 +605,23 @@ fn resolve_cells(
             Some(d) => d.count.values().into_iter().map(Some).collect(),
             None => vec![None],
         };
-        for &ka in &keepalives {
-            for &c in &concs {
-                for &r in &rates {
-                    for &k in &injector_counts {
-                        for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
-                            cells.push(Cell {
-                                instance: ii,
-                                workload: wi,
-                                rate: r,
-                                concurrency: c,
-                                keepalive: ka,
-                                injectors: k,
-                                users: None,
-                            });
+        for &proto in &protocols {
+            for &ka in &keepalives {
+                for &c in &concs {
+                    for &r in &rates {
+                        for &k in &injector_counts {
+                            for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
+                                cells.push(Cell {
+                                    instance: ii,
+                                    workload: wi,
+                                    rate: r,
+                                    concurrency: c,
+                                    keepalive: ka,
+                                    protocol: proto,
+                                    injectors: k,
+                                    users: None,
+                                });
+                            }
                         }
                     }
                 }
@@ -642,6 +652,58 @@ fn resolve_cells(
     Ok(swept)
 }
 
+/// The `protocol` axis of a workload: each name checked (h3 needs TLS; injectors
+/// speak HTTP/1.1 and HTTP/2 only); `[None]` when it is not swept.
+fn protocols_of(sw: &SweepDef, w: &Workload) -> Result<Vec<Option<Protocol>>, StudyError> {
+    let Some(names) = &sw.protocol else {
+        return Ok(vec![None]);
+    };
+    if names.is_empty() {
+        return Err(invalid(
+            "sweep.protocol needs at least one of \"h1\", \"h2\", \"h3\"",
+        ));
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let p = Protocol::parse(n).ok_or_else(|| {
+            invalid(format!(
+                "sweep.protocol: \"{n}\" is not one of \"h1\", \"h2\", \"h3\""
+            ))
+        })?;
+        if p == Protocol::H3 && !w.load.wire.tls {
+            return Err(invalid(format!(
+                "workload '{}': sweep.protocol \"h3\" needs load.tls = true (QUIC always runs TLS 1.3)",
+                w.name
+            )));
+        }
+        if out.contains(&Some(p)) {
+            return Err(invalid(format!("sweep.protocol names \"{n}\" twice")));
+        }
+        out.push(Some(p));
+    }
+    Ok(out)
+}
+
+/// A managed target whose kind has no HTTP/3 cannot run an h3 step: refused before
+/// anything starts (an external one, `url = ...`, is taken at its word).
+fn check_h3_targets(
+    cells: &[Cell],
+    instances: &[Instance],
+    targets: &[Target],
+) -> Result<(), StudyError> {
+    for c in cells.iter().filter(|c| c.protocol == Some(Protocol::H3)) {
+        let t = &targets[instances[c.instance].target];
+        if t.url.is_none() && !t.kind.supports_http3() {
+            return Err(invalid(format!(
+                "target '{}': sweep.protocol \"h3\" needs a kind that offers HTTP/3 (caddy, builtin); {} does not (limit the workload's targets)",
+                t.name,
+                t.kind.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What the managed targets serve: `[fixture]`'s kind or directory, else their default.
 fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
     let docroot = match &file.fixture {
@@ -668,7 +730,7 @@ fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
 
 /// What the managed targets must serve for these workloads: one scheme for all (a
 /// target listens either HTTPS or plain), HTTP/2 and compression when any workload asks.
-fn serve_of(workloads: &[Workload]) -> Result<Serve, StudyError> {
+fn serve_of(workloads: &[Workload], cells: &[Cell]) -> Result<Serve, StudyError> {
     let tls = workloads.first().is_some_and(|w| w.load.wire.tls);
     if let Some(w) = workloads.iter().find(|w| w.load.wire.tls != tls) {
         return Err(invalid(format!(
@@ -676,7 +738,9 @@ fn serve_of(workloads: &[Workload]) -> Result<Serve, StudyError> {
             w.name
         )));
     }
-    let h2 = workloads.iter().any(|w| w.load.wire.h2_streams.is_some());
+    let h2 = workloads.iter().any(|w| w.load.wire.h2_streams.is_some())
+        || cells.iter().any(|c| c.protocol == Some(Protocol::H2));
+    let h3 = cells.iter().any(|c| c.protocol == Some(Protocol::H3));
     let asked: Vec<Encoding> = workloads
         .iter()
         .filter_map(|w| w.load.wire.compressed)
@@ -684,6 +748,7 @@ fn serve_of(workloads: &[Workload]) -> Result<Serve, StudyError> {
     Ok(Serve {
         tls,
         http2: h2 && tls,
+        http3: h3 && tls,
         brotli: asked.contains(&Encoding::Br),
         gzip: asked.contains(&Encoding::Gzip),
     })
@@ -718,6 +783,8 @@ fn primary_axis(cells: &[Cell], instances: &[Instance], targets: &[Target]) -> &
         "cores"
     } else if varies(instances.iter().map(|i| i.variant)) {
         "variant"
+    } else if varies(cells.iter().map(|c| c.protocol)) {
+        "protocol"
     } else if varies(cells.iter().map(|c| c.keepalive)) {
         "keepalive"
     } else if varies(cells.iter().map(|c| c.workload)) {

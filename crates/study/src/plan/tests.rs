@@ -240,6 +240,7 @@ fn wire_keys_resolve_and_disagreeing_tls_is_refused() {
         WireDef {
             tls: true,
             h2_streams: Some(4),
+            streams: 4,
             compressed: Some(Encoding::Br),
             insecure: false
         }
@@ -251,6 +252,7 @@ fn wire_keys_resolve_and_disagreeing_tls_is_refused() {
         Serve {
             tls: true,
             http2: true,
+            http3: false,
             brotli: true,
             gzip: false
         }
@@ -567,4 +569,58 @@ fn the_groupware_office_study_runs_the_seeds_points_on_the_right_servers() {
     );
     let quick = resolve(&f, text, 0.25).unwrap().estimate();
     assert!(quick <= Duration::from_secs(28 * 60), "{quick:?}");
+}
+
+#[test]
+fn protocol_axis_makes_one_series_per_http_version() {
+    let text = r#"
+name = "h123"
+[[target]]
+name = "c"
+kind = "caddy"
+[[workload]]
+name = "w"
+paths = ["/x"]
+[load]
+tls = true
+streams = 8
+concurrency = 2
+[sweep]
+protocol = ["h1", "h2", "h3"]
+[steps]
+duration = "5s"
+repeats = 2
+"#;
+    let p = plan(text).unwrap();
+    let protocols: Vec<_> = p.cells.iter().map(|c| c.protocol).collect();
+    assert_eq!(
+        protocols,
+        [Some(Protocol::H1), Some(Protocol::H2), Some(Protocol::H3)]
+    );
+    assert_eq!(p.axis, "protocol");
+    // Repeats interleave the protocols (A B C A B C), as any axis.
+    assert_eq!(p.steps.len(), 6);
+    // The managed target offers all three; streams apply to h2 and h3.
+    assert!(p.serve.http2 && p.serve.http3, "{:?}", p.serve);
+    assert_eq!(p.workloads[0].load.wire.streams, 8);
+    assert!(p.describe().contains("w h3 c=2"), "{}", p.describe());
+    // h3 needs TLS; names are checked.
+    let e = plan(&text.replace("tls = true\n", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"h3\" needs load.tls = true"), "{e}");
+    let e = plan(&text.replace("\"h3\"]", "\"quic\"]"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"quic\" is not one of"), "{e}");
+    // Only a kind with HTTP/3 can run h3 steps.
+    let e = plan(&text.replace("kind = \"caddy\"", "kind = \"nginx\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs a kind that offers HTTP/3"), "{e}");
+    // Without the axis, streams still need http2.
+    let e = plan(&text.replace("protocol = [\"h1\", \"h2\", \"h3\"]", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("streams needs http2"), "{e}");
 }

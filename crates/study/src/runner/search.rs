@@ -126,7 +126,7 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "cpu_quota_cores": inst.cpu_quota,
         "cores": inst.cores.map(cores_text),
         "variant": inst.variant.map(|v| plan.variants[v].name.clone()),
-        "protocol": plan.workloads[cell.workload].protocol(),
+        "protocol": plan.protocol_of(cell),
         // A users search stores users where a rate search stores req/s.
         "unit": if plan.searches_users(ci) { "users" } else { "req/s" },
     })

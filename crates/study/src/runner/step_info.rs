@@ -35,7 +35,10 @@ pub(super) fn step_what(plan: &Plan, cell: &Cell, rate: Option<f64>, repeat: u32
         "{} {}{}{} c={} ka={}",
         plan.instance_label(cell.instance),
         plan.workloads[cell.workload].name,
-        rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
+        cell.protocol
+            .map(|p| format!(" {}", p.name()))
+            .unwrap_or_default()
+            + &rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
             + &cell
                 .injectors
                 .map(|k| format!(" injectors={k}"))
@@ -86,10 +89,9 @@ pub(super) fn step_parameters(
         .insert("instance".into(), json!(plan.instance_label(cell.instance)));
     // The protocol the step spoke, so a report can set protocols side by side as it
     // does targets and variants (docs/store-conventions.md).
-    params.extra.insert(
-        "protocol".into(),
-        json!(plan.workloads[cell.workload].protocol()),
-    );
+    params
+        .extra
+        .insert("protocol".into(), json!(plan.protocol_of(cell)));
     if let Some(v) = inst.variant {
         // The variant and every value it set; the generated config is the run's
         // (`environment.instances[].config_text`).

@@ -52,6 +52,7 @@ pub(super) fn spec_for(
     if serve.tls {
         spec.tls = Some(TlsSource::Generate);
         spec.settings.http2 = serve.http2 && t.kind.supports_http2();
+        spec.settings.http3 = serve.http3 && t.kind.supports_http3();
     }
     if serve.brotli || serve.gzip {
         // Brotli only where the server has it (seed 002: "where the target supports it");

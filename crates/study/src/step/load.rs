@@ -119,7 +119,12 @@ fn replay_config(
 /// (docs/methodology.md: a fast wrong answer is an error), and the summary shows wire beside
 /// decoded body bytes. The HTTP/2 worker does not see DATA payloads, so there the
 /// targets' start-up probe remains the check that the encoding is applied.
-pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::path::Path>) -> Wire {
+pub(crate) fn wire_for(
+    w: &Workload,
+    cell: &Cell,
+    addr: SocketAddr,
+    ca_file: Option<&std::path::Path>,
+) -> Wire {
     let def = &w.load.wire;
     let tls = def.tls.then(|| TlsTarget {
         client: volley_engine::volley_tls::ClientTls {
@@ -131,9 +136,17 @@ pub(crate) fn wire_for(w: &Workload, addr: SocketAddr, ca_file: Option<&std::pat
     });
     Wire {
         tls,
-        http: match def.h2_streams {
-            Some(streams) => HttpVersion::H2 { streams },
-            None => HttpVersion::Http1,
+        // A swept protocol (`sweep.protocol`) overrides the workload's own.
+        http: match (cell.protocol, def.h2_streams) {
+            (Some(Protocol::H1), _) => HttpVersion::Http1,
+            (Some(Protocol::H2), _) => HttpVersion::H2 {
+                streams: def.streams,
+            },
+            (Some(Protocol::H3), _) => HttpVersion::H3 {
+                streams: def.streams,
+            },
+            (None, Some(streams)) => HttpVersion::H2 { streams },
+            (None, None) => HttpVersion::Http1,
         },
         body: BodySpec {
             coding: def.compressed.map(|e| match e {

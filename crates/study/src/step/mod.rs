@@ -22,7 +22,7 @@ use volley_replay::ReaderOptions;
 use volley_store::{HistogramBlob, SeriesPoint};
 use volley_targets::RunningTarget;
 
-use crate::plan::{Cell, Encoding, Plan, Workload};
+use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
 mod load;
 mod outcome;
@@ -146,7 +146,7 @@ pub(crate) fn cold_request(
         stop,
         Arc::clone(stop_flag),
     )?;
-    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let wire = wire_for(w, &single, target.addr, target.ca_file.as_deref());
     volley_harness::cold_request(&cfg, &wire)
         .map_err(StepError::Cold)?
         .figures(target.started_at)
@@ -166,7 +166,7 @@ pub(crate) fn warm_up(
     if timing.warmup.is_zero() {
         return Ok(());
     }
-    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     let warm = StopCondition {
         requests: None,
         duration: Some(timing.warmup),
@@ -189,7 +189,7 @@ pub(crate) fn run_step(
     live: &Live,
 ) -> Result<JudgedStep, StepError> {
     let timing = &plan.timing;
-    let wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     warm_up(w, cell, rate, plan, target, stop_flag)?;
     let stop = StopCondition {
         requests: w.requests.or(timing.requests),

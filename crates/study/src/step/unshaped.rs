@@ -52,7 +52,7 @@ pub(crate) fn measure(
     target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
 ) -> Option<Value> {
-    let wire: Wire = wire_for(w, target.addr, target.ca_file.as_deref());
+    let wire: Wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     let stop = StopCondition {
         requests: Some(REQUESTS),
         duration: Some(LIMIT),

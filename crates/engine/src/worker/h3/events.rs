@@ -49,7 +49,8 @@ impl<S: Sink> H3Worker<'_, S> {
         }
     }
 
-    /// The handshake completed: open our control stream and send what waited.
+    /// The handshake completed: note its kind and time, send again what the server
+    /// refused as early data, open our control stream and send what waited.
     fn connected(&mut self, slot: usize, now: u64) {
         let c = &mut self.conns[slot];
         let Some(q) = c.quic.as_mut() else { return };
@@ -57,6 +58,29 @@ impl<S: Sink> H3Worker<'_, S> {
         c.last_read_ns = now;
         c.state = State::Ready;
         self.stats.quic_handshakes += 1;
+        let accepted = c.early && q.conn.accepted_0rtt();
+        if c.early && !accepted {
+            // quinn dropped every stream opened in 0-RTT (ids start again at 0):
+            // their requests go again, first, keeping their instants.
+            self.stats.zero_rtt_rejected += 1;
+            let mut again: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
+            again.sort_by_key(|f| f.at.sent_ns);
+            again.append(&mut c.pending);
+            c.pending = again;
+        } else if accepted {
+            self.stats.early_requests += c.streams.len() as u64;
+        }
+        let kind = if accepted {
+            &mut self.stats.handshake_0rtt
+        } else if c.verified {
+            &mut self.stats.handshake_full
+        } else {
+            &mut self.stats.handshake_resumed
+        };
+        kind.add_ns(c.connect_ns);
+        self.core.connector().tls.handshake_done(!c.verified);
+        let c = &mut self.conns[slot];
+        let Some(q) = c.quic.as_mut() else { return };
         if let Some(id) = q.conn.streams().open(Dir::Uni) {
             let mut preface = Vec::new();
             write_control_preface(&mut preface, &LocalSettings::default());

@@ -62,6 +62,9 @@ struct Flight {
     /// Its request bytes (HEADERS and DATA frames) and how much of them quinn took.
     wire: Arc<Vec<u8>>,
     written: usize,
+    /// Its method is safe to send as early data (0-RTT can be replayed, RFC 8470):
+    /// GET, HEAD or OPTIONS.
+    early_ok: bool,
     reader: ResponseReader,
     decode: Option<Box<BodyDecoder>>,
     seen: SeenCoding,
@@ -81,6 +84,7 @@ impl Flight {
             body_bytes: 0,
             wire: Arc::new(Vec::new()),
             written: 0,
+            early_ok: false,
             reader: ResponseReader::new(&LocalSettings::default(), capture),
             decode: None,
             seen: SeenCoding::Identity,
@@ -112,6 +116,12 @@ struct Conn {
     qpack: qpack::Decoder,
     /// The peer sent GOAWAY: no new streams; replaced once its streams are done.
     going_away: bool,
+    /// The handshake offers early data (a resumed session that allows it, and
+    /// `--early-data on`): safe requests are sent before it completes.
+    early: bool,
+    /// A server certificate was checked during this handshake: a full one, not
+    /// resumed.
+    verified: bool,
     connect_start_ns: u64,
     connect_ns: u64,
     charged: bool,
@@ -131,6 +141,8 @@ impl Conn {
             peer: PeerStreams::default(),
             qpack: qpack::Decoder::new(LocalSettings::default().max_field_section_size),
             going_away: false,
+            early: false,
+            verified: false,
             connect_start_ns: 0,
             connect_ns: 0,
             charged: false,
@@ -161,7 +173,8 @@ pub(crate) struct H3Worker<'a, S> {
     core: WorkerCore<'a, S, Udp>,
     conns: Vec<Conn>,
     streams_per_conn: usize,
-    prepared: HashMap<u32, Arc<Vec<u8>>>,
+    /// Each request's bytes, and whether it may go as early data.
+    prepared: HashMap<u32, (Arc<Vec<u8>>, bool)>,
     queue: VecDeque<Flight>,
     stats: H2Stats,
     body: BodySpec,
@@ -249,16 +262,21 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         }
     }
 
+    /// Whether `slot` takes requests now: ready, or handshaking with early data.
+    fn sends(&self, slot: usize) -> bool {
+        let c = &self.conns[slot];
+        c.state == State::Ready || (c.state == State::Handshaking && c.early)
+    }
+
     /// Finds a stream for `f`: a connection with room, a new connection, or the
     /// queue (a cap hit in the open loop).
     fn place(&mut self, f: Flight, now: u64) {
         if let Some(slot) = (0..self.conns.len()).find(|&s| self.room(&self.conns[s])) {
-            match self.conns[slot].state {
-                State::Ready => {
-                    self.submit(slot, f, now);
-                    self.drive(slot);
-                }
-                _ => self.conns[slot].pending.push(f),
+            if self.sends(slot) {
+                self.submit(slot, f, now);
+                self.drive(slot);
+            } else {
+                self.conns[slot].pending.push(f);
             }
             return;
         }
@@ -282,6 +300,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         c.connect_ns = 0;
         c.charged = false;
         c.going_away = false;
+        c.early = false;
+        c.verified = false;
         c.peer = PeerStreams::default();
         c.timer_ns = None;
         let sock = match self.core.connect(slot, now) {
@@ -304,12 +324,22 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         match started {
             Ok((handle, conn)) => {
                 let c = &mut self.conns[slot];
+                // 0-RTT keys exist from the start when the session cache held a
+                // ticket that allows early data (and early data is offered).
+                c.early = conn.has_0rtt();
                 c.quic = Some(Box::new(Quic {
                     endpoint,
                     handle,
                     conn,
                 }));
                 c.state = State::Handshaking;
+                if c.early {
+                    let pending = std::mem::take(&mut c.pending);
+                    for f in pending {
+                        self.submit(slot, f, now);
+                    }
+                    self.fill(slot, now);
+                }
                 self.drive(slot);
             }
             // An address quinn refuses (port 0, unspecified): nothing to retry.
@@ -370,8 +400,9 @@ impl<'a, S: Sink> H3Worker<'a, S> {
     }
 
     /// The request bytes of `req`, built once per request index: its HTTP/1.1
-    /// serialisation re-encoded as HEADERS (QPACK, static table) and DATA frames.
-    fn prepare(&mut self, req: &Request) -> Option<Arc<Vec<u8>>> {
+    /// serialisation re-encoded as HEADERS (QPACK, static table) and DATA frames;
+    /// and whether its method is safe for early data.
+    fn prepare(&mut self, req: &Request) -> Option<(Arc<Vec<u8>>, bool)> {
         if let Some(p) = self.prepared.get(&req.index) {
             return Some(p.clone());
         }
@@ -390,30 +421,48 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         );
         let mut wire = Vec::new();
         write_request(&mut wire, &all, &req.bytes[r.body_start..]);
-        let p = Arc::new(wire);
+        let early_ok = matches!(r.method.as_str(), "GET" | "HEAD" | "OPTIONS");
+        let p = (Arc::new(wire), early_ok);
         self.prepared.insert(req.index, p.clone());
         Some(p)
     }
 
-    /// Opens a request stream for `f` on the ready connection `slot` and hands quinn
-    /// its bytes; queued again when the server's stream limit is reached.
+    /// Opens a request stream for `f` on `slot` (ready, or handshaking with early
+    /// data) and hands quinn its bytes; queued again when the server's stream limit
+    /// is reached. During a 0-RTT handshake a request unsafe for early data waits
+    /// for the handshake's end, as do all when the remembered limit is reached.
     fn submit(&mut self, slot: usize, mut f: Flight, now: u64) {
-        let Some(wire) = self.prepare(&f.req) else {
+        let Some((wire, early_ok)) = self.prepare(&f.req) else {
             f.at.sent_at(now, self.core.open_loop);
             return self.record(f, Some(ErrorKind::Malformed), now);
         };
         let c = &mut self.conns[slot];
+        let early = c.state == State::Handshaking;
+        if early && !(c.early && early_ok) {
+            return c.pending.push(f);
+        }
         let Some(q) = c.quic.as_mut() else {
             return self.queue.push_front(f);
         };
         let Some(id) = q.conn.streams().open(Dir::Bi) else {
+            if early {
+                return c.pending.push(f);
+            }
             return self.queue.push_front(f);
         };
         f.wire = wire;
         f.written = 0;
+        f.early_ok = early_ok;
         write_more(&mut q.conn, id, &mut f);
-        f.at.sent_at(now, self.core.open_loop);
-        if !c.charged {
+        // A request sent again after the server refused early data keeps the
+        // instant it first went out: the refusal is part of what it waited.
+        if f.at.sent_ns == 0 {
+            f.at.sent_at(now, self.core.open_loop);
+        }
+        if early {
+            // Sent in the first flight: it waited for no handshake.
+            c.charged = true;
+        } else if !c.charged {
             c.charged = true;
             f.at.connect_ns = c.connect_ns;
             f.at.tls_handshake_ns = c.connect_ns;
@@ -425,7 +474,7 @@ impl<'a, S: Sink> H3Worker<'a, S> {
     fn fill(&mut self, slot: usize, now: u64) {
         loop {
             let c = &self.conns[slot];
-            if c.state != State::Ready || c.load() >= self.streams_per_conn || c.going_away {
+            if !self.sends(slot) || c.load() >= self.streams_per_conn || c.going_away {
                 break;
             }
             let Some(f) = self.claim(now) else { break };
@@ -442,6 +491,17 @@ impl<'a, S: Sink> H3Worker<'a, S> {
     fn read(&mut self, slot: usize) {
         let now = self.core.now_ns();
         let at = self.instant(now);
+        // quinn keeps the rustls session out of reach, so whether this handshake
+        // resumed is read from the certificate checks it caused on this thread.
+        let checked = volley_tls::certificates_checked_on_this_thread();
+        self.read_datagrams(slot, now, at);
+        if volley_tls::certificates_checked_on_this_thread() != checked {
+            self.conns[slot].verified = true;
+        }
+        self.drive(slot);
+    }
+
+    fn read_datagrams(&mut self, slot: usize, now: u64, at: Instant) {
         loop {
             let c = &mut self.conns[slot];
             let (Some(sock), Some(q)) = (c.sock.as_mut(), c.quic.as_mut()) else {
@@ -470,7 +530,6 @@ impl<'a, S: Sink> H3Worker<'a, S> {
                 None => {}
             }
         }
-        self.drive(slot);
     }
 
     /// The socket reported an error (an ICMP port unreachable, mostly): while
