@@ -416,6 +416,10 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
     // figures are still shown (a user comparing two local bench runs sees them), but
     // the answer says they are volley's limit and names no winner.
     let mut generators_only = false;
+    // Both measured something, and nothing alike even with the generator's points.
+    let unlike = !ra_points.with_generator.is_empty()
+        && !rb_points.with_generator.is_empty()
+        && match_points(&ra_points.with_generator, &rb_points.with_generator).is_empty();
     if matched.is_empty() && (la.generator > 0 || lb.generator > 0) {
         let g = match_points(&ra_points.with_generator, &rb_points.with_generator);
         if !g.is_empty() {
@@ -426,6 +430,11 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         }
     }
     if matched.is_empty() {
+        // Unlike points are the first reason, whoever bound the figures: a closed loop
+        // and an open loop never compare, however the generator fared.
+        if unlike {
+            return Err(unlike_points(&ra, &rb));
+        }
         return Err(nothing_shared((&ra, &pa, &la), (&rb, &pb, &lb)));
     }
     let unmatched = |p: &[(String, Vec<f64>)]| -> usize {
@@ -489,14 +498,19 @@ fn nothing_shared(
         })
     };
     let reasons: Vec<String> = [why(a), why(b)].into_iter().flatten().collect();
-    ReportError::Compare(if reasons.is_empty() {
-        format!(
-            "runs {} and {} share no measured point (workload, load, variant): nothing like to compare with like",
-            a.0.id, b.0.id
-        )
+    if reasons.is_empty() {
+        unlike_points(a.0, b.0)
     } else {
-        reasons.join("; ")
-    })
+        ReportError::Compare(reasons.join("; "))
+    }
+}
+
+/// Two runs that measured no point alike.
+fn unlike_points(a: &RunRow, b: &RunRow) -> ReportError {
+    ReportError::Compare(format!(
+        "runs {} and {} share no measured point (workload, load, variant): nothing like to compare with like",
+        a.id, b.id
+    ))
 }
 
 /// The pooled ratio a / b with its interval over the points with two runs a side or

@@ -514,3 +514,26 @@ fn variants_and_protocols_get_their_own_groups_columns_and_answers() {
     // One protocol in a run is no dimension: nginx's steps carry none.
     assert!(nginx.steps.iter().all(|s| s.protocol.is_none()));
 }
+
+#[test]
+fn unlike_runs_are_said_unlike_before_whoever_bound_them() {
+    // A closed loop and an open loop the generator bound: the first reason is that
+    // they measured nothing alike (the open run's label changes nothing about that).
+    let mut store = Store::open_in_memory().unwrap();
+    let mut closed = common::rate_step(0.0, 900.0, 3.0, "server-bound", true);
+    closed.rate_rps = None;
+    closed.concurrency = Some(8);
+    closed.sustainable = None;
+    closed.closed = true;
+    let a = common::record_run(&mut store, None, "before", &[closed]);
+    let open = common::rate_step(200.0, 200.0, 1.0, "generator-bound", true);
+    let b = common::record_run(&mut store, None, "rate", &[open]);
+    let e = volley_report::compare::compare(
+        &store,
+        &a.0.to_string(),
+        &b.0.to_string(),
+        volley_report::compare::Metric::P99,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("share no measured point"), "{e}");
+}
