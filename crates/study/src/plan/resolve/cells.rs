@@ -1,0 +1,209 @@
+//! The study's cells: every point of the sweep axes for each instance and workload
+//! (rates or concurrencies, caps, cores, keep-alive, protocols, variants), with the
+//! checks that need them (cold-start workloads, HTTP/3 targets). Moved out of
+//! `resolve.rs`, unchanged.
+
+use super::*;
+
+/// Cold-start workloads restart their target per step: not searchable, not external.
+pub(super) fn check_cold_start(
+    file: &StudyFile,
+    workloads: &[Workload],
+    targets: &[Target],
+) -> Result<(), StudyError> {
+    if workloads.iter().any(|w| w.cold_start) {
+        if file.mode == Mode::Search {
+            return Err(invalid(
+                "cold_start workloads cannot be searched (each step restarts its target)",
+            ));
+        }
+        if let Some(t) = targets.iter().find(|t| t.kind == TargetKind::External) {
+            return Err(invalid(format!(
+                "cold_start needs managed targets: '{}' is external and cannot be restarted",
+                t.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Cells: workload, keepalive, concurrency, rate outer; instance innermost (A B A B). A
+/// rate axis (or search mode) makes its workload open-loop.
+pub(super) fn resolve_cells(
+    file: &StudyFile,
+    workloads: &mut [Workload],
+    instances: &[Instance],
+) -> Result<Vec<Cell>, StudyError> {
+    let sweep = &file.sweep;
+    let mut cells = Vec::new();
+    let mut made_open = Vec::new();
+    for (wi, (w, wd)) in workloads.iter().zip(&file.workloads).enumerate() {
+        let runs_on = |ii: usize| {
+            w.targets
+                .as_ref()
+                .is_none_or(|t| t.contains(&instances[ii].target))
+        };
+        if let Some(office) = &w.office {
+            // An office sweeps its users (or searches them: one cell per instance, its
+            // users decided per step); the connection axes are the clients' own.
+            let start = [super::office::start_users(file)];
+            let users: &[u32] = if office.search { &start } else { &office.users };
+            for &u in users {
+                for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
+                    cells.push(Cell {
+                        instance: ii,
+                        workload: wi,
+                        rate: None,
+                        concurrency: u,
+                        keepalive: true,
+                        protocol: None,
+                        injectors: None,
+                        users: Some(u),
+                    });
+                }
+            }
+            continue;
+        }
+        let sw: &SweepDef = wd.sweep.as_ref().unwrap_or(sweep);
+        if wd
+            .sweep
+            .as_ref()
+            .is_some_and(|s| s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some())
+        {
+            return Err(invalid(format!(
+                "workload '{}': a workload's sweep may only set rate, concurrency and keepalive",
+                w.name
+            )));
+        }
+        let keepalives = sw.keepalive.clone().unwrap_or(vec![w.load.keepalive]);
+        let protocols = protocols_of(sw, w)?;
+        if protocols == [None] && w.load.wire.h2_streams.is_none() && w.load.wire.streams != 1 {
+            return Err(invalid(format!(
+                "workload '{}': load.streams needs http2 = true (or a sweep.protocol)",
+                w.name
+            )));
+        }
+        let concs = sw.concurrency.clone().unwrap_or(vec![w.load.concurrency]);
+        if concs.is_empty() || concs.contains(&0) {
+            return Err(invalid("sweep.concurrency values must be at least 1"));
+        }
+        let open = w.load.open || sw.rate.is_some();
+        let rates: Vec<Option<f64>> = if file.mode == Mode::Search {
+            vec![None]
+        } else if let Some(axis) = &sw.rate {
+            expand_rates(axis)?.into_iter().map(Some).collect()
+        } else if open {
+            match w.load.rate {
+                Some(r) => vec![Some(r)],
+                None => {
+                    return Err(invalid(format!(
+                        "workload '{}' is open-loop but has no rate (set load.rate or sweep.rate)",
+                        w.name
+                    )))
+                }
+            }
+        } else {
+            vec![None]
+        };
+        let injector_counts: Vec<Option<u32>> = match &file.injectors {
+            Some(d) => d.count.values().into_iter().map(Some).collect(),
+            None => vec![None],
+        };
+        for &proto in &protocols {
+            for &ka in &keepalives {
+                for &c in &concs {
+                    for &r in &rates {
+                        for &k in &injector_counts {
+                            for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
+                                cells.push(Cell {
+                                    instance: ii,
+                                    workload: wi,
+                                    rate: r,
+                                    concurrency: c,
+                                    keepalive: ka,
+                                    protocol: proto,
+                                    injectors: k,
+                                    users: None,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if open && !w.load.open {
+            made_open.push(wi);
+        }
+    }
+    // A rate axis makes the workload open-loop.
+    for wi in made_open {
+        workloads[wi].load.open = true;
+    }
+    if file.mode == Mode::Search {
+        for w in workloads.iter_mut() {
+            w.load.open = true;
+        }
+    }
+    if cells.is_empty() {
+        return Err(invalid("the study has no step to run (no target left?)"));
+    }
+    // Searched offices last, in their order: a sweep's schedule covers the cells before
+    // them, and the searches run after it.
+    let (mut swept, searched): (Vec<Cell>, Vec<Cell>) = cells
+        .into_iter()
+        .partition(|c| !workloads[c.workload].searches_users());
+    swept.extend(searched);
+    Ok(swept)
+}
+
+/// The `protocol` axis of a workload: each name checked (h3 needs TLS; injectors
+/// speak HTTP/1.1 and HTTP/2 only); `[None]` when it is not swept.
+fn protocols_of(sw: &SweepDef, w: &Workload) -> Result<Vec<Option<Protocol>>, StudyError> {
+    let Some(names) = &sw.protocol else {
+        return Ok(vec![None]);
+    };
+    if names.is_empty() {
+        return Err(invalid(
+            "sweep.protocol needs at least one of \"h1\", \"h2\", \"h3\"",
+        ));
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let p = Protocol::parse(n).ok_or_else(|| {
+            invalid(format!(
+                "sweep.protocol: \"{n}\" is not one of \"h1\", \"h2\", \"h3\""
+            ))
+        })?;
+        if p == Protocol::H3 && !w.load.wire.tls {
+            return Err(invalid(format!(
+                "workload '{}': sweep.protocol \"h3\" needs load.tls = true (QUIC always runs TLS 1.3)",
+                w.name
+            )));
+        }
+        if out.contains(&Some(p)) {
+            return Err(invalid(format!("sweep.protocol names \"{n}\" twice")));
+        }
+        out.push(Some(p));
+    }
+    Ok(out)
+}
+
+/// A managed target whose kind has no HTTP/3 cannot run an h3 step: refused before
+/// anything starts (an external one, `url = ...`, is taken at its word).
+pub(super) fn check_h3_targets(
+    cells: &[Cell],
+    instances: &[Instance],
+    targets: &[Target],
+) -> Result<(), StudyError> {
+    for c in cells.iter().filter(|c| c.protocol == Some(Protocol::H3)) {
+        let t = &targets[instances[c.instance].target];
+        if t.url.is_none() && !t.kind.supports_http3() {
+            return Err(invalid(format!(
+                "target '{}': sweep.protocol \"h3\" needs a kind that offers HTTP/3 (caddy, builtin); {} does not (limit the workload's targets)",
+                t.name,
+                t.kind.name()
+            )));
+        }
+    }
+    Ok(())
+}
