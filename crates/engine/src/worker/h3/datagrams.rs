@@ -1,0 +1,141 @@
+//! The connection's datagrams: read from its UDP socket into quinn, quinn driven
+//! (timers, events, new streams filled), and quinn's datagrams sent; a socket that
+//! fails fails its connection. Moved out of `mod.rs`, unchanged.
+
+use super::*;
+
+impl<S: Sink> H3Worker<'_, S> {
+    /// Feeds quinn every datagram the socket holds.
+    pub(super) fn read(&mut self, slot: usize) {
+        let now = self.core.now_ns();
+        let at = self.instant(now);
+        // quinn keeps the rustls session out of reach, so whether this handshake
+        // resumed is read from the certificate checks it caused on this thread.
+        let checked = volley_tls::certificates_checked_on_this_thread();
+        self.read_datagrams(slot, now, at);
+        if volley_tls::certificates_checked_on_this_thread() != checked {
+            self.conns[slot].verified = true;
+        }
+        self.drive(slot);
+    }
+
+    pub(super) fn read_datagrams(&mut self, slot: usize, now: u64, at: Instant) {
+        loop {
+            let c = &mut self.conns[slot];
+            let (Some(sock), Some(q)) = (c.sock.as_mut(), c.quic.as_mut()) else {
+                return;
+            };
+            let n = match sock.read(&mut self.core.scratch) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
+                Err(_) => return self.socket_failed(slot),
+            };
+            c.last_read_ns = now;
+            let Ok(remote) = sock.peer() else { return };
+            let data = BytesMut::from(&self.core.scratch[..n]);
+            self.tx.clear();
+            match q
+                .endpoint
+                .handle(at, remote, None, None, data, &mut self.tx)
+            {
+                Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
+                Some(DatagramEvent::Response(t)) => {
+                    let _ = sock.write(&self.tx[..t.size]);
+                }
+                Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
+                None => {}
+            }
+        }
+    }
+
+    /// The socket reported an error (an ICMP port unreachable, mostly): while
+    /// handshaking that is a failed connect, later a reset.
+    pub(super) fn socket_failed(&mut self, slot: usize) {
+        let now = self.core.now_ns();
+        let kind = if self.conns[slot].state == State::Handshaking {
+            self.stats.handshake_failures += 1;
+            ErrorKind::Connect
+        } else {
+            ErrorKind::Reset
+        };
+        self.fail_conn(slot, kind, now);
+    }
+
+    /// Handles what quinn has for `slot` until it has nothing more: application
+    /// events, endpoint events, datagrams to send; then notes its next timer.
+    pub(super) fn drive(&mut self, slot: usize) {
+        let mut turns = 0;
+        loop {
+            turns += 1;
+            let Some(q) = self.conns[slot].quic.as_mut() else {
+                return;
+            };
+            let mut events = Vec::new();
+            while let Some(ev) = q.conn.poll() {
+                events.push(ev);
+            }
+            while let Some(ev) = q.conn.poll_endpoint_events() {
+                if let Some(back) = q.endpoint.handle_event(q.handle, ev) {
+                    q.conn.handle_event(back);
+                }
+            }
+            let idle = events.is_empty();
+            for ev in events {
+                self.on_quic_event(slot, ev);
+                if self.conns[slot].quic.is_none() {
+                    return;
+                }
+            }
+            if self.transmit(slot) {
+                return self.socket_failed(slot);
+            }
+            if idle || turns > 64 {
+                break;
+            }
+        }
+        let next = self.conns[slot]
+            .quic
+            .as_mut()
+            .and_then(|q| q.conn.poll_timeout());
+        self.conns[slot].timer_ns = next.map(|t| self.ns(t));
+        let c = &self.conns[slot];
+        if c.going_away && c.streams.is_empty() && c.state == State::Ready {
+            // Drained after a GOAWAY: replace the connection.
+            let now = self.core.now_ns();
+            let pending = std::mem::take(&mut self.conns[slot].pending);
+            self.queue.extend(pending);
+            self.close(slot, now, ErrorCode::NoError);
+            self.core.deferred.push(slot);
+        }
+    }
+
+    /// Sends every datagram quinn has ready for `slot`; true when the socket
+    /// reported an error (the connection must be failed).
+    pub(super) fn transmit(&mut self, slot: usize) -> bool {
+        let at = self.instant(self.core.now_ns());
+        let c = &mut self.conns[slot];
+        let (Some(q), Some(sock)) = (c.quic.as_mut(), c.sock.as_mut()) else {
+            return false;
+        };
+        loop {
+            self.tx.clear();
+            let Some(t) = q.conn.poll_transmit(at, 1, &mut self.tx) else {
+                break;
+            };
+            match sock.write(&self.tx[..t.size]) {
+                Ok(_) => {}
+                // A full send buffer drops the datagram, as the path would:
+                // quinn's loss recovery sends it again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error queued on the socket (port unreachable: nothing on
+                // UDP there) is reported by whichever call comes first, this send
+                // or a read: the connection is over either way.
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+}
