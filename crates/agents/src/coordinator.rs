@@ -198,7 +198,7 @@ pub fn coordinate(
     rt.block_on(async {
         let bus = Bus::connect(&cfg.bus_url, Duration::from_secs(5), cfg.auth.as_ref()).await?;
         let streams = bus.subscribe(subject::all_streams(&cfg.run)).await?;
-        let (names, nonces) = gather(cfg, &bus, on_event).await?;
+        let Lobby { names, nonces } = gather(cfg, &bus, on_event).await?;
         let clocks = probe_all(cfg, &bus, names, on_event).await?;
         let (t0_ns, mut agents) = assign(cfg, &bus, clocks, &nonces, on_event).await?;
         let c = collect::collect(cfg, &bus, streams, t0_ns, &mut agents, on_event).await?;
@@ -244,13 +244,20 @@ fn count_late(agents: &mut [AgentReport], merged: &Merged) {
     }
 }
 
-/// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound;
-/// with each name, the nonce of its latest hello (echoed in its assignment).
+/// The agents gathered in the lobby.
+struct Lobby {
+    /// Their names, in name order (`inj2` before `inj10`).
+    names: Vec<String>,
+    /// Each name's nonce of its latest hello, echoed in its assignment.
+    nonces: HashMap<String, String>,
+}
+
+/// Waits for `cfg.agents` distinct names in the lobby, or `min_agents` at the bound.
 async fn gather(
     cfg: &CoordinatorConfig,
     bus: &Bus,
     on_event: &mut dyn FnMut(Event),
-) -> Result<(Vec<String>, HashMap<String, String>), AgentsError> {
+) -> Result<Lobby, AgentsError> {
     let mut lobby = bus.subscribe(subject::lobby()).await?;
     let mut nonces = HashMap::new();
     let until = Instant::now() + cfg.ready_bound;
@@ -279,7 +286,10 @@ async fn gather(
             names.push(h.name);
         }
     }
-    Ok((enough(cfg, names)?, nonces))
+    Ok(Lobby {
+        names: enough(cfg, names)?,
+        nonces,
+    })
 }
 
 fn enough(cfg: &CoordinatorConfig, mut names: Vec<String>) -> Result<Vec<String>, AgentsError> {
