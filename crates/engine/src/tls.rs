@@ -180,7 +180,8 @@ impl Transport for TlsTransport {
             self.tcp_up = true;
             self.handshake_start = Some(Instant::now());
         }
-        let r = self.stream.handshake();
+        // The Finished waits for the first request (the worker writes or flushes next).
+        let r = self.stream.handshake_holding_finished();
         match self.check(r)? {
             false => Ok(false),
             true => {

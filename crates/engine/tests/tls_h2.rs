@@ -222,6 +222,74 @@ fn tls12_connection_per_request_resumes_only_when_asked() {
     }
 }
 
+/// TCP segments with data `sock` has received (`tcpi_data_segs_in`, Linux 4.6).
+fn data_segments_in(sock: &TcpStream) -> u32 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `info` is a plain C struct the kernel fills up to `len` bytes.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
+    info.tcpi_data_segs_in
+}
+
+/// The client's Finished leaves with the first request, in one segment: a TLS 1.3
+/// connection reaches the server as two (ClientHello; Finished and request), full or
+/// resumed. The Finished alone cost the server a wake-up per connection.
+#[test]
+fn tls13_finished_rides_with_the_first_request() {
+    let certs = Certs::valid("finished");
+    let config = certs.server(VersionPolicy::Tls13, &[]);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server = {
+        let seen = seen.clone();
+        Server::start_with(move |s: TcpStream| {
+            let Ok(conn) = ServerConnection::new(config.clone()) else {
+                return;
+            };
+            let mut tls = StreamOwned::new(conn, s);
+            let mut head = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&chunk[..n]),
+                }
+            }
+            seen.lock().unwrap().push(data_segments_in(&tls.sock));
+            let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let _ = tls.flush();
+        })
+    };
+    let client = ClientTls {
+        versions: VersionPolicy::Tls13,
+        ..certs.client()
+    };
+    let out = go(
+        server.addr,
+        1,
+        4,
+        false,
+        &tls_wire(client, HttpVersion::Http1),
+    );
+    let samples = all_samples(&out.sinks);
+    assert_eq!(count(&samples, None), 4, "{:?}", out.tls_failures);
+    assert_eq!(out.tls_full_handshakes, 1, "the others resumed");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [2, 2, 2, 2],
+        "segments per connection"
+    );
+}
+
 /// Runs 3 requests, one connection each, and returns the failure classes counted.
 fn failing_run(server: &Server, client: ClientTls, http: HttpVersion) -> RunOutcome<Collect> {
     let out = go(server.addr, 1, 3, false, &tls_wire(client, http));

@@ -167,26 +167,30 @@ pub(crate) fn write_out(c: &mut Conn, scratch: &mut [u8]) -> io::Result<bool> {
     }
 }
 
-/// [`write_out`] through TLS: plaintext (head, then the body from memory or read from
-/// the file) goes into the session as fast as it takes it, records go to the socket.
+/// [`write_out`] through TLS. The session is handed as much of the answer as it takes
+/// (head and body in one vectored write, which rustls seals as one record) before any
+/// record goes to the socket, and then everything queued leaves in one `writev`: a
+/// session ticket, the answer and, on a last answer, close_notify. Flushing between the
+/// pieces sent a small answer as three or four segments, each a wake-up for the client
+/// (measured: keep-alive TTFB p90 7x plain HTTP's, new connections 10x slower).
 fn write_out_tls(c: &mut Conn, scratch: &mut [u8]) -> io::Result<bool> {
     let Some(tls) = c.tls.as_deref_mut() else {
         return Err(io::ErrorKind::NotConnected.into());
     };
     loop {
-        if !tls.flush(&c.sock)? {
-            return Ok(false);
-        }
-        let head_left = &c.out[c.out_pos.min(c.out.len())..];
-        let taken = if !head_left.is_empty() {
-            let n = tls.write_plain(head_left)?;
-            c.out_pos += n;
-            n
-        } else {
-            match &mut c.body {
+        let mut taken = 0;
+        loop {
+            let head_left = &c.out[c.out_pos.min(c.out.len())..];
+            let mut offered = head_left.len();
+            let n = match &mut c.body {
+                Body::None if head_left.is_empty() => break,
+                Body::None => tls.write_plain(head_left, &[])?,
                 Body::Mem(data, pos, end) => {
-                    let n = tls.write_plain(data.get(*pos..*end).unwrap_or(&[]))?;
-                    *pos += n;
+                    let body = data.get(*pos..*end).unwrap_or(&[]);
+                    offered += body.len();
+                    let n = tls.write_plain(head_left, body)?;
+                    let from_head = n.min(head_left.len());
+                    *pos += n - from_head;
                     if *pos >= *end {
                         c.body = Body::None;
                     }
@@ -202,17 +206,35 @@ fn write_out_tls(c: &mut Conn, scratch: &mut [u8]) -> io::Result<bool> {
                     };
                     // The session may take less than was read; the rest is read again
                     // next time (rare: it only happens with a full record buffer).
-                    let n = tls.write_plain(&scratch[..got])?;
-                    *pos += n as u64;
+                    offered += got;
+                    let n = tls.write_plain(head_left, &scratch[..got])?;
+                    let from_head = n.min(head_left.len());
+                    *pos += (n - from_head) as u64;
                     if *pos >= *end {
                         c.body = Body::None;
                     }
                     n
                 }
-                Body::None => return Ok(c.reset_out()),
+            };
+            c.out_pos += n.min(head_left.len());
+            taken += n;
+            if n < offered {
+                break; // the session's buffer is full
             }
-        };
-        if taken == 0 && !tls.wants_write() {
+        }
+        let answered = matches!(c.body, Body::None) && c.out_pos >= c.out.len();
+        if answered && c.close_after_write {
+            tls.queue_close();
+        }
+        let queued = tls.wants_write();
+        if !tls.flush(&c.sock)? {
+            return Ok(false);
+        }
+        if answered {
+            return Ok(c.reset_out());
+        }
+        if taken == 0 && !queued {
+            // Room for records, yet the session took nothing: it never will.
             return Err(io::ErrorKind::WriteZero.into());
         }
     }

@@ -89,10 +89,13 @@ impl TlsConn {
         }
     }
 
-    /// Hands plaintext to the session; returns how much it took (0: its buffer of
-    /// records is full, flush first).
-    pub(crate) fn write_plain(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.conn.writer().write(data)
+    /// Hands plaintext to the session, `head` then `body` sealed together (one record
+    /// up to 16 KiB); returns how much it took (0: its buffer of records is full, flush
+    /// first).
+    pub(crate) fn write_plain(&mut self, head: &[u8], body: &[u8]) -> io::Result<usize> {
+        self.conn
+            .writer()
+            .write_vectored(&[io::IoSlice::new(head), io::IoSlice::new(body)])
     }
 
     /// Writes queued records until none are left (`Ok(true)`) or the socket is full
@@ -111,9 +114,14 @@ impl TlsConn {
         Ok(true)
     }
 
-    /// Queues close_notify and sends it best-effort (the connection closes next).
-    pub(crate) fn close(&mut self, sock: &TcpStream) {
+    /// Queues close_notify behind the records already queued, to leave with them.
+    pub(crate) fn queue_close(&mut self) {
         self.conn.send_close_notify();
+    }
+
+    /// Queues close_notify (once) and sends it best-effort (the connection closes next).
+    pub(crate) fn close(&mut self, sock: &TcpStream) {
+        self.queue_close();
         let _ = self.flush(sock);
     }
 }

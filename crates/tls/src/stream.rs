@@ -78,6 +78,26 @@ impl<S: Read + Write> TlsStream<S> {
         }
     }
 
+    /// [`handshake`](Self::handshake), except that the client's last flight (its
+    /// Finished) is not written when it completes the handshake: it stays queued for the
+    /// caller's next `write` or `flush`, so it leaves in one segment with the first
+    /// request (TLS 1.3 lets application data follow the Finished at once). Sent alone
+    /// it cost the server a wake-up per connection. The caller must write or flush next.
+    pub fn handshake_holding_finished(&mut self) -> io::Result<bool> {
+        loop {
+            self.flush_tls()?;
+            if !self.session.is_handshaking() {
+                return Ok(true);
+            }
+            match self.fill() {
+                Ok(_) if !self.session.is_handshaking() => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// One socket read fed to the session.
     fn fill(&mut self) -> io::Result<Progress> {
         let mut buf = [0u8; READ_CHUNK_BYTES];

@@ -508,6 +508,9 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                         if c.req.is_some() {
                             self.send(slot, now);
                         } else {
+                            // TLS holds its Finished for a request; none came, so send it
+                            // now (a failure shows on the next read).
+                            let _ = sock.flush();
                             self.next_for(slot, now);
                         }
                     }
