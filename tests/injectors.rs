@@ -411,6 +411,54 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
 }
 
 /// The pids of `parent`'s children whose command line contains `needle`.
+/// Injectors send plain HTTP/1.1: a swept h2 or h3 (or TLS, HTTP/2, compression) is
+/// refused with the plan, in one line, before anything runs, not measured as HTTP/1.1.
+#[test]
+fn a_protocol_injectors_cannot_speak_is_refused_with_the_plan() {
+    let dir = TempDir::new("proto");
+    let base = "name = \"p\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\n[injectors]\ncount = 2\n";
+    let cases = [
+        (
+            "[sweep]\nprotocol = [\"h1\", \"h2\"]\n",
+            "sweep.protocol \"h2\"",
+        ),
+        (
+            "[load]\ntls = true\n[sweep]\nprotocol = [\"h3\"]\n",
+            "sweep.protocol \"h3\"",
+        ),
+        ("[load]\ntls = true\n", "load.tls"),
+        ("[load]\nhttp2 = true\n", "load.http2"),
+        ("[load]\ncompressed = \"gzip\"\n", "load.compressed"),
+    ];
+    let db = dir.path().join("v.db");
+    for (extra, key) in cases {
+        let file = study(dir.path(), &format!("{base}{extra}"));
+        for dry in [true, false] {
+            let mut cmd = study_command(&file, &db);
+            if dry {
+                cmd.arg("--dry-run");
+            }
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{extra}: {err}");
+            assert!(
+                err.contains(key) && err.contains("cannot run with [injectors]"),
+                "{extra}: {err}"
+            );
+            assert_eq!(err.trim().lines().count(), 1, "{extra}: one line: {err}");
+        }
+    }
+    assert!(!db.exists(), "nothing ran, nothing stored");
+    // HTTP/1.1 named on the axis is what they speak.
+    let file = study(dir.path(), &format!("{base}[sweep]\nprotocol = [\"h1\"]\n"));
+    let out = study_command(&file, &db).arg("--dry-run").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {

@@ -83,15 +83,9 @@ fn whole_of(
     }
 }
 
-/// Checks what the bus cannot: a wire the agents do not speak, too few connections.
-fn check(w: &Workload, whole: &Whole, k: u32) -> Result<(), StepError> {
-    let def = &w.load.wire;
-    if def.tls || def.h2_streams.is_some() || def.compressed.is_some() || w.body.is_some() {
-        return Err(StepError::Injectors(
-            "injectors send plain HTTP/1.1 requests without a body for now (no tls, http2, compression or body)"
-                .into(),
-        ));
-    }
+/// Checks what the bus cannot: too few connections. (A wire the agents do not speak
+/// was refused with the plan: `plan::resolve::cells::check_injectable`.)
+fn check(whole: &Whole, k: u32) -> Result<(), StepError> {
     if whole.connections < u64::from(k) {
         return Err(StepError::Injectors(format!(
             "{k} injectors need at least {k} connections, the step has {} (raise concurrency or use share = \"each\")",
@@ -122,7 +116,7 @@ pub(crate) fn run_injected(
         .as_ref()
         .ok_or_else(|| StepError::Injectors("the plan has no [injectors]".into()))?;
     let whole = whole_of(w, cell, k, rate, plan, inj.each);
-    check(w, &whole, k)?;
+    check(&whole, k)?;
     crate::step::warm_up(w, cell, rate, plan, target, stop_flag)?;
     // Behind links volley shaped: the server's own time per request, for the link rule.
     let shaped = |l: &&StudyLab| {

@@ -1,7 +1,7 @@
 //! The study's cells: every point of the sweep axes for each instance and workload
 //! (rates or concurrencies, caps, cores, keep-alive, protocols, variants), with the
-//! checks that need them (cold-start workloads, HTTP/3 targets). Moved out of
-//! `resolve.rs`, unchanged.
+//! checks that need them (cold-start workloads, HTTP/3 targets, what injectors can
+//! send).
 
 use super::*;
 
@@ -77,6 +77,9 @@ pub(super) fn resolve_cells(
         }
         let keepalives = sw.keepalive.clone().unwrap_or(vec![w.load.keepalive]);
         let protocols = protocols_of(sw, w)?;
+        if file.injectors.is_some() {
+            check_injectable(w, &protocols)?;
+        }
         if protocols == [None] && w.load.wire.h2_streams.is_none() && w.load.wire.streams != 1 {
             return Err(invalid(format!(
                 "workload '{}': load.streams needs http2 = true (or a sweep.protocol)",
@@ -156,8 +159,28 @@ pub(super) fn resolve_cells(
     Ok(swept)
 }
 
-/// The `protocol` axis of a workload: each name checked (h3 needs TLS; injectors
-/// speak HTTP/1.1 and HTTP/2 only); `[None]` when it is not swept.
+/// What `[injectors]` cannot send, refused before anything starts: an agent's load is
+/// plain HTTP/1.1 without a body (`volley-agents` builds no TLS, HTTP/2 or HTTP/3
+/// connection, and giving it them means trust material on every agent's host), so a
+/// swept h2 or h3 step would have measured HTTP/1.1 under another name.
+fn check_injectable(w: &Workload, protocols: &[Option<Protocol>]) -> Result<(), StudyError> {
+    let def = &w.load.wire;
+    let what = match protocols.iter().flatten().find(|&&p| p != Protocol::H1) {
+        Some(p) => format!("sweep.protocol \"{}\"", p.name()),
+        None if def.tls => "load.tls".into(),
+        None if def.h2_streams.is_some() => "load.http2".into(),
+        None if def.compressed.is_some() => "load.compressed".into(),
+        None if w.body.is_some() => "a request body".into(),
+        None => return Ok(()),
+    };
+    Err(invalid(format!(
+        "workload '{}': {what} cannot run with [injectors] (injectors send plain HTTP/1.1 requests without a body)",
+        w.name
+    )))
+}
+
+/// The `protocol` axis of a workload: each name checked (h3 needs TLS); `[None]` when
+/// it is not swept.
 fn protocols_of(sw: &SweepDef, w: &Workload) -> Result<Vec<Option<Protocol>>, StudyError> {
     let Some(names) = &sw.protocol else {
         return Ok(vec![None]);
