@@ -74,10 +74,12 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
         "{stdout}"
     );
 
-    // The protocols part: its own study and report, HTTP/1.1 beside HTTP/2 over HTTPS.
+    // The protocols part: its own study and report, HTTP/1.1, HTTP/2 and HTTP/3 over
+    // HTTPS, each step's wire stored with it and shown by `volley report`.
     let protocols = std::fs::read_to_string(out_dir.join("protocols.html")).unwrap();
     assert!(protocols.contains("protocols"), "no protocols report");
     assert!(stdout.contains("protocols:"), "{stdout}");
+    protocols_steps_keep_their_wire(&out_dir.join("volley.db"));
 
     let rebuild = printed(&stdout, "rebuild:");
     assert!(rebuild.starts_with("volley report study:"), "{rebuild}");
@@ -92,6 +94,79 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
     assert!(h.status.success(), "{history}: {herr}");
     assert!(hout.contains("quick"), "{hout}");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The protocols study's steps, read back from the store: one per protocol, each with
+/// its wire report (the h3 step's QUIC handshakes by kind add up to all of them), and
+/// the Markdown report shows the h3 handshakes.
+fn protocols_steps_keep_their_wire(db: &Path) {
+    let store = volley_store::Store::open_read(db).unwrap();
+    let study = store
+        .list_studies()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "protocols")
+        .expect("the protocols study is stored");
+    let runs = store.runs_of_study(study.id).unwrap();
+    let steps: Vec<_> = runs
+        .iter()
+        .flat_map(|r| store.steps(r.id).unwrap())
+        .collect();
+    let mut protocols: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            s.summary["wire"]["protocol"]
+                .as_str()
+                .unwrap_or("none")
+                .to_string()
+        })
+        .collect();
+    protocols.sort();
+    protocols.dedup();
+    assert_eq!(protocols, ["h2", "h3", "http/1.1"], "stored wires");
+    for s in &steps {
+        let wire = &s.summary["wire"];
+        assert_eq!(wire["tls"]["resumption"], true, "{wire}");
+        match wire["protocol"].as_str() {
+            Some("h3") => {
+                let h3 = &wire["h3"];
+                let all = h3["handshakes"].as_u64().unwrap();
+                let by_kind: u64 = ["handshakes_full", "handshakes_resumed", "handshakes_0rtt"]
+                    .iter()
+                    .map(|k| h3[k]["count"].as_u64().unwrap())
+                    .sum();
+                assert!(all >= 1 && by_kind == all, "{h3}");
+                assert!(
+                    h3["handshakes_full"]["mean_ms"].as_f64().unwrap() > 0.0,
+                    "{h3}"
+                );
+            }
+            Some("h2") => assert!(wire["h2"].is_object(), "{wire}"),
+            _ => assert!(wire["h2"].is_null() && wire.get("h3").is_none(), "{wire}"),
+        }
+    }
+    let md = db.with_file_name("protocols.md");
+    let o = volley()
+        .args(["report", "study:protocols", "--db"])
+        .arg(db)
+        .arg("--md")
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let md = std::fs::read_to_string(&md).unwrap();
+    let wire = md
+        .split("Wire: handshakes and protocol events")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no wire table in:\n{md}"));
+    let h3_row = wire
+        .lines()
+        .find(|l| l.contains("| h3 |"))
+        .unwrap_or_else(|| panic!("no h3 row in:\n{wire}"));
+    assert!(
+        h3_row.contains(" full") && h3_row.contains("resumed"),
+        "{h3_row}"
+    );
 }
 
 /// Every `word_with_underscore=` in `text`, space-separated (empty when none).

@@ -6,7 +6,7 @@
 //!
 //! Two studies, not one: a study's managed targets serve either plain HTTP or HTTPS,
 //! and the quick study repeats seed 003 exactly (plain HTTP), while the protocols are
-//! compared over HTTPS (HTTP/2 by ALPN).
+//! compared over HTTPS (HTTP/2 by ALPN, HTTP/3 over QUIC on the same port number).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,7 +19,7 @@ use crate::exit::{usage, Interrupted};
 
 /// The quick study, embedded at build time.
 const QUICK: &str = include_str!("../../studies/quick.toml");
-/// The protocols study (HTTP/1.1 vs HTTP/2 over HTTPS), embedded at build time.
+/// The protocols study (HTTP/1.1, HTTP/2 and HTTP/3 over HTTPS), embedded at build time.
 const PROTOCOLS: &str = include_str!("../../studies/protocols.toml");
 
 /// Flags of `volley demo`.

@@ -14,7 +14,8 @@
 //! [`PreparedDocroot`] (a generated fixture tree, removed on drop), [`cold_request`]
 //! (one request on a fresh connection), [`watch`] (the server's side of a run),
 //! [`measure`] (one measured run), [`progress::tick`] (live counters for a progress
-//! line) and [`rest`] (the pause between runs). Nothing here prints: errors
+//! line), [`rest`] (the pause between runs) and [`wire::report`] (what the run's bytes
+//! travelled over). Nothing here prints: errors
 //! are [`HarnessError`], progress goes through callbacks.
 #![deny(missing_docs)]
 
@@ -25,6 +26,7 @@ pub mod progress;
 pub mod rest;
 pub mod stored;
 pub mod watch;
+pub mod wire;
 
 use std::path::PathBuf;
 

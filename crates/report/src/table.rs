@@ -89,6 +89,7 @@ pub fn all(report: &Report) -> Vec<Table> {
         resources(report),
         repeats(report),
         evidence(report),
+        wire(report),
         notes(report),
     ]
     .into_iter()
@@ -283,6 +284,40 @@ pub fn injectors(report: &Report) -> Option<Table> {
         ]
         .map(String::from)
         .to_vec(),
+        rows,
+    })
+}
+
+/// What each step's bytes travelled over, where there is something to say (TLS, h2,
+/// h3): the handshakes by kind (full, resumed, 0-RTT over h3, each with its mean time)
+/// and the protocol's events by kind, as `volley bench` prints them for one run.
+pub fn wire(report: &Report) -> Option<Table> {
+    let mut rows = Vec::new();
+    for (t, s) in steps(report) {
+        let Some(w) = &s.wire else { continue };
+        let handshakes = w.handshakes();
+        if handshakes.is_none() && w.events.is_empty() && w.protocol == "http/1.1" {
+            continue;
+        }
+        rows.push((
+            mark(s),
+            vec![
+                t.target.clone(),
+                s.index.to_string(),
+                step_label(s),
+                w.protocol.clone(),
+                handshakes.unwrap_or_else(|| "-".into()),
+                w.events_text(),
+            ],
+        ));
+    }
+    (!rows.is_empty()).then(|| Table {
+        id: "wire",
+        title: "Wire: handshakes and protocol events".into(),
+        note: "HTTP/3 handshakes by kind with their mean time (full: the certificate checked; resumed: on a session ticket; 0-RTT: resumed with requests in the first flight, which the server accepted); over TCP, the full TLS handshakes (the rest resumed). Events are the protocol's own (GOAWAY, stream resets, connection errors, idle timeouts, QPACK errors), each failed request also counted by its error kind.".into(),
+        headers: ["Target", "Step", "Parameters", "Protocol", "Handshakes", "Events"]
+            .map(String::from)
+            .to_vec(),
         rows,
     })
 }

@@ -286,6 +286,7 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
         open_in_flight: None,
         closed_in_flight: f64::from(cell.concurrency)
             * w.load.wire.h2_streams.unwrap_or(1) as f64,
+        wire: None,
         extra: vec![
             ("injectors", Value::Array(injectors)),
             ("phases", serde_json::to_value(&phases).unwrap_or(Value::Null)),

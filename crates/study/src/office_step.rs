@@ -81,6 +81,7 @@ pub(crate) fn run_office(
                 // Each device waits for its answer, then thinks: a device is not always
                 // outstanding, so Little's check has no closed-loop figure to compare.
                 closed_in_flight: 0.0,
+                wire: None,
                 extra: vec![("office", serde_json::to_value(&report)?)],
             },
             report,
@@ -102,6 +103,7 @@ pub(crate) fn run_office(
                 stopped_early: true,
                 open_in_flight: None,
                 closed_in_flight: 0.0,
+                wire: None,
                 extra: Vec::new(),
             };
             (Ok(loaded), None)

@@ -714,7 +714,8 @@ pub fn run_once(
             outcome.idle_close_retries
         ));
     }
-    let wire_report = wire::report(&spec.wire, &outcome, &spec.negotiated);
+    let wire_report =
+        volley_harness::wire::report(&spec.wire.wire, &outcome, spec.negotiated.clone());
     let mut recorder = recorder;
     recorder.finish();
     let histograms = match keep_histograms {

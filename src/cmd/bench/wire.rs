@@ -4,9 +4,10 @@
 //! Pipeline: raw flags ([`WireArgs`], flattened into `load::LoadArgs`) -> [`resolve`]
 //! (files checked, a TLS client config built once so a bad CA or key is a usage
 //! error, exit 2) -> [`ResolvedWire`] holding the engine's `Wire` -> after the run,
-//! [`report`] turns the engine's TLS/HTTP/2 counters and a pre-flight handshake into
-//! the summary's `WireReport`, and [`describe_tls_failures`] names the causes in the
-//! one-line error when nothing succeeded.
+//! `volley_harness::wire::report` turns the engine's TLS/HTTP/2/HTTP/3 counters and
+//! the [`pre_flight`] handshake into the summary's `WireReport` (as a study step does),
+//! and [`describe_tls_failures`] names the causes in the one-line error when nothing
+//! succeeded.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -15,10 +16,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
-use volley_engine::{
-    BodySpec, Coding, ErrorKind, HandshakeTimes, HttpVersion, RunOutcome, TlsTarget, Wire,
-};
-use volley_metrics::{H2Report, H3Report, HandshakeReport, Summary, TlsReport, WireReport};
+use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, TlsTarget, Wire};
+use volley_metrics::Summary;
 
 use super::load::values;
 
@@ -108,16 +107,6 @@ impl ResolvedWire {
     pub fn accept_encoding(&self) -> Option<&'static str> {
         self.wire.body.coding.map(Coding::token)
     }
-
-    /// `http/1.1`, `h2` or `h2c`.
-    fn protocol(&self) -> &'static str {
-        match (self.wire.http, self.wire.tls.is_some()) {
-            (HttpVersion::Http1, _) => "http/1.1",
-            (HttpVersion::H2 { .. }, true) => "h2",
-            (HttpVersion::H2 { .. }, false) => "h2c",
-            (HttpVersion::H3 { .. }, _) => "h3",
-        }
-    }
 }
 
 /// Checks the flags against the URL's scheme and builds the engine's [`Wire`].
@@ -203,7 +192,7 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
 }
 
 /// What one pre-flight handshake negotiated: (version, ALPN, cipher suite).
-pub type Negotiated = (Option<String>, Option<String>, Option<String>);
+pub use volley_harness::wire::Negotiated;
 
 /// One blocking TLS handshake on its own connection, for the run info: the engine
 /// counts failures but does not report what a successful session agreed to. Its own
@@ -235,79 +224,6 @@ fn negotiate(addr: SocketAddr, wire: &ResolvedWire) -> Option<Negotiated> {
     );
     let _ = stream.flush();
     Some(out)
-}
-
-/// The summary's protocol section from the run's outcome; `negotiated` from
-/// [`pre_flight`].
-pub fn report<S>(
-    wire: &ResolvedWire,
-    outcome: &RunOutcome<S>,
-    negotiated: &Option<Negotiated>,
-) -> WireReport {
-    let h3 = matches!(wire.wire.http, HttpVersion::H3 { .. });
-    // HTTP/3 has no TCP pre-flight: what its completed QUIC handshakes agreed to is
-    // fixed (TLS 1.3, ALPN h3, both required by the handshake itself).
-    let quic = (h3 && outcome.h2.quic_handshakes > 0)
-        .then(|| (Some("TLSv1.3".to_string()), Some("h3".to_string()), None));
-    let tls = wire.wire.tls.as_ref().map(|t| {
-        let (version, alpn, cipher) = negotiated.clone().or(quic).unwrap_or_default();
-        TlsReport {
-            versions_offered: t.client.versions.to_string(),
-            resumption: t.client.resumption,
-            insecure: t.client.insecure,
-            negotiated_version: version,
-            negotiated_alpn: alpn,
-            cipher_suite: cipher,
-            full_handshakes: outcome.tls_full_handshakes,
-            failures: outcome
-                .tls_failures
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect(),
-        }
-    });
-    let h2 = matches!(wire.wire.http, HttpVersion::H2 { .. }).then_some(H2Report {
-        goaways: outcome.h2.goaways,
-        refused_retries: outcome.h2.refused_retries,
-        stream_resets: outcome.h2.stream_resets,
-        connection_errors: outcome.h2.connection_errors,
-        cancelled_streams: outcome.h2.cancelled_streams,
-    });
-    let h3 = h3.then_some(H3Report {
-        goaways: outcome.h2.goaways,
-        stream_resets: outcome.h2.stream_resets,
-        connection_errors: outcome.h2.connection_errors,
-        cancelled_streams: outcome.h2.cancelled_streams,
-        handshakes: outcome.h2.quic_handshakes,
-        handshake_failures: outcome.h2.handshake_failures,
-        idle_timeouts: outcome.h2.idle_timeouts,
-        qpack_errors: outcome.h2.qpack_errors,
-        peer_closes: outcome.h2.peer_closes,
-        last_close_code: outcome.h2.last_close_code,
-        early_data: wire.wire.tls.as_ref().is_some_and(|t| t.client.early_data),
-        handshakes_full: kind(&outcome.h2.handshake_full),
-        handshakes_resumed: kind(&outcome.h2.handshake_resumed),
-        handshakes_0rtt: kind(&outcome.h2.handshake_0rtt),
-        zero_rtt_rejected: outcome.h2.zero_rtt_rejected,
-        early_requests: outcome.h2.early_requests,
-    });
-    WireReport {
-        protocol: wire.protocol().to_string(),
-        tls,
-        h2,
-        h3,
-        compression: wire.accept_encoding().map(str::to_string),
-    }
-}
-
-/// One kind of QUIC handshake for the report, in ms.
-fn kind(t: &HandshakeTimes) -> HandshakeReport {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    HandshakeReport {
-        count: t.count,
-        mean_ms: ms(t.mean_ns()),
-        max_ms: ms(t.max_ns),
-    }
 }
 
 /// The handshake the run info reports, done before the run (after the cold first
@@ -439,7 +355,7 @@ mod tests {
         };
         let w = resolve(&a, false, "127.0.0.1").unwrap();
         assert_eq!(w.wire.http, HttpVersion::H2 { streams: 8 });
-        assert_eq!(w.protocol(), "h2c");
+        assert_eq!(volley_harness::wire::protocol(&w.wire), "h2c");
     }
 
     #[test]
@@ -479,7 +395,7 @@ mod tests {
         let t = w.wire.tls.as_ref().unwrap();
         assert_eq!(t.client.versions, VersionPolicy::Tls13);
         assert!(!t.client.resumption && t.client.insecure);
-        assert_eq!(w.protocol(), "http/1.1");
+        assert_eq!(volley_harness::wire::protocol(&w.wire), "http/1.1");
         let a = WireArgs {
             cacert: Some("/nonexistent/ca.pem".into()),
             ..args()

@@ -212,6 +212,7 @@ pub(super) fn load_step(
         injector_rows,
         office: super::office::read(row.verdict.as_ref(), &row.summary),
         notes: s.notes.clone(),
+        wire: super::wire::read(&row.summary),
     })
 }
 

@@ -28,6 +28,7 @@ mod office;
 mod stored;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 pub(crate) use derive::best_attempts;
 use derive::*;
@@ -37,6 +38,7 @@ pub use load::load;
 pub(crate) use load::load_run;
 pub use office::{OfficeAnswer, OfficeStep};
 use stored::*;
+pub use wire::{H3Handshakes, HandshakeKind, WireFacts};
 
 /// Version of the JSON report model; bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -324,6 +326,10 @@ pub struct StepReport {
     /// What the run noted about the step, as stored (a bus in the clear, connections
     /// the bus refused, a shaped link's figure, an interrupted step, ...).
     pub notes: Vec<String>,
+    /// What its bytes travelled over (TLS and h3 handshakes by kind, h2/h3 events),
+    /// when stored (left out of JSON when not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireFacts>,
 }
 
 impl TargetReport {
@@ -483,6 +489,7 @@ impl StepReport {
             injector_rows: Vec::new(),
             notes: Vec::new(),
             office: None,
+            wire: None,
         }
     }
 }

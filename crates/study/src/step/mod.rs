@@ -15,7 +15,7 @@ use volley_engine::{
     RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
-use volley_metrics::{Recorder, RunInfo, Summary};
+use volley_metrics::{Recorder, RunInfo, Summary, WireReport};
 use volley_replay::schedule::ReplayOptions;
 use volley_replay::source::{scheduled_within, ReplayFactory, ReplaySpec, RequestShape};
 use volley_replay::ReaderOptions;
@@ -234,12 +234,18 @@ pub(crate) fn run_step(
     let watched = watched.map(|(measured, live_start, live_end)| {
         measured.map_err(StepError::from).map(|m| {
             let open_in_flight = mean_in_flight(&live_start, &live_end, m.info.elapsed_ns);
+            // What bench prints of the wire (h3 handshakes by kind, h2/h3 events by
+            // kind) is stored with the step, so a report can show it.
+            let wire = volley_harness::wire::report(&wire, &m.outcome, None);
+            // Connections x streams of the protocol spoken (a swept h2 or h3 included).
+            let streams = m.info.streams_per_connection as f64;
             Loaded {
                 recorder: m.recorder,
                 info: m.info,
                 stopped_early: m.outcome.stopped_early,
                 open_in_flight,
-                closed_in_flight: connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
+                closed_in_flight: connections as f64 * streams,
+                wire: Some(wire),
                 extra: Vec::new(),
             }
         })
@@ -286,6 +292,9 @@ pub(crate) struct Loaded {
     pub open_in_flight: Option<f64>,
     /// Closed loop: requests always outstanding (connections x streams).
     pub closed_in_flight: f64,
+    /// What the bytes travelled over (protocol, TLS, h2/h3 events and handshakes);
+    /// `None` where no one engine run carried the load (injectors, office days).
+    pub wire: Option<WireReport>,
     /// More keys for the stored summary (injectors, phases).
     pub extra: Vec<(&'static str, Value)>,
 }
@@ -308,6 +317,7 @@ pub(crate) fn judge(
         stopped_early,
         open_in_flight,
         closed_in_flight,
+        wire,
         extra,
     } = loaded?;
     let target_died = died.as_ref().map(|d| {
@@ -324,6 +334,7 @@ pub(crate) fn judge(
     merged.finish();
     let histograms = volley_harness::stored::histograms(&merged)?;
     let mut summary = merged.close(&info)?;
+    summary.wire = wire;
     volley_harness::fill_machine(&mut summary, report.as_ref());
 
     // Judgement.
