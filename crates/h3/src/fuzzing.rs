@@ -11,7 +11,9 @@ use volley_h2::hpack::FieldMode;
 
 use crate::frame::FrameDecoder;
 use crate::qpack::{self, Decoder, FIELD_OVERHEAD};
-use crate::stream::{ControlEvent, LocalSettings, PeerStreams, ResponseEvent, ResponseReader};
+use crate::stream::{
+    ControlEvent, LocalSettings, PeerStreams, ResponseEvent, ResponseReader, Role,
+};
 use crate::QpackError;
 
 /// Fields a decoder reported, owned.
@@ -121,7 +123,7 @@ pub fn h3_client_streams(data: &[u8]) {
         let Some((&ids, input)) = input.split_first() else {
             return;
         };
-        let mut p = PeerStreams::default();
+        let mut p = PeerStreams::new(Role::Server);
         let mut events = Vec::new();
         let chunks: Vec<&[u8]> = input.chunks(read).collect();
         for (i, chunk) in chunks.iter().enumerate() {

@@ -22,9 +22,9 @@
 //! - [`qpack`]: the static table, a stateless encoder and a decoder that refuses
 //!   dynamic references with a typed error.
 //! - [`stream`]: a request stream's response reader, the peer's unidirectional
-//!   streams (control, QPACK, push, unknown), and our control stream's preface.
-//! - [`server`]: the server's side: a request stream's reader, the client's
-//!   unidirectional streams, a response head.
+//!   streams (control, QPACK, push, unknown; either side's, by [`stream::Role`]), and
+//!   our control stream's preface.
+//! - [`server`]: the server's side: a request stream's reader, a response head.
 //!
 //! ```
 //! use volley_h3::stream::{write_request, LocalSettings, ResponseEvent, ResponseReader};

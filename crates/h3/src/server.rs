@@ -1,20 +1,19 @@
 //! The server's streams: a request stream read into its head and body
-//! ([`RequestReader`]), the client's unidirectional streams ([`ClientStreams`]) and a
-//! response head written ([`write_response_head`]).
+//! ([`RequestReader`]) and a response head written ([`write_response_head`]). The
+//! client's unidirectional streams are read by the one dispatcher of both sides,
+//! [`crate::stream::PeerStreams`] with [`crate::stream::Role::Client`].
 //!
 //! Place in the flow: `volley-server`'s QUIC loop feeds these readers the bytes
 //! quinn-proto hands it, in stream order, and tells them when a stream ends; the
-//! answer itself is the server's. The client side's readers (`stream`) differ in what
-//! a peer may send: a client may send MAX_PUSH_ID and may not open push streams, and
-//! a request stream carries HEADERS, DATA and trailers rather than a response.
+//! answer itself is the server's. A request stream carries HEADERS, DATA and trailers
+//! rather than a response, hence a reader of its own.
 
 use volley_h2::hpack::FieldMode;
 
 use crate::error::H3Error;
 use crate::frame::{self, Frame, FrameDecoder};
-use crate::qpack::{self, EncoderStreamReader};
-use crate::stream::uni;
-use crate::varint;
+use crate::qpack;
+use crate::stream::{PeerStreams, Role};
 
 /// Appends a response's HEADERS frame: `section` is a QPACK field section without
 /// its prefix (fields appended with [`qpack::encode_field`]), which this adds.
@@ -123,146 +122,6 @@ impl RequestReader {
     }
 }
 
-/// What one of the client's unidirectional streams turned out to be.
-#[derive(Debug, Clone)]
-enum UniState {
-    /// Its type varint is still incomplete (these bytes so far).
-    Type(Vec<u8>),
-    Control {
-        frames: FrameDecoder,
-        settings: bool,
-    },
-    Encoder(EncoderStreamReader),
-    /// The QPACK decoder stream: it acknowledges sections of ours, which use no
-    /// dynamic table, so its bytes are dropped; its end is still an error.
-    Decoder,
-    /// An unknown type (§6.2: ignored).
-    Discard,
-}
-
-/// The client's unidirectional streams of one connection, keyed by QUIC stream id.
-#[derive(Debug, Clone, Default)]
-pub struct ClientStreams {
-    streams: Vec<(u64, UniState)>,
-    control_seen: bool,
-    encoder_seen: bool,
-    decoder_seen: bool,
-    /// The client's GOAWAY (a push id; we never push, so it only says "closing").
-    goaway: bool,
-}
-
-/// Longest control frame buffered (SETTINGS, GOAWAY, MAX_PUSH_ID: a few bytes each).
-const MAX_CONTROL_FRAME_BYTES: usize = 4096;
-/// Unidirectional streams a client may have open at once (control, two QPACK, and
-/// a few unknown or grease ones); quinn's stream limit is set to the same.
-pub const MAX_CLIENT_UNI_STREAMS: usize = 16;
-
-impl ClientStreams {
-    /// Whether the client's control stream said GOAWAY.
-    pub fn goaway(&self) -> bool {
-        self.goaway
-    }
-
-    /// Feeds bytes of the client's unidirectional stream `id`; `fin` says the stream
-    /// ended with them. A stream that ends is forgotten unless it was critical (the
-    /// control or a QPACK stream), whose end is H3_CLOSED_CRITICAL_STREAM.
-    pub fn feed(&mut self, id: u64, bytes: &[u8], fin: bool) -> Result<(), H3Error> {
-        let at = match self.streams.iter().position(|(s, _)| *s == id) {
-            Some(i) => i,
-            None => {
-                if self.streams.len() >= MAX_CLIENT_UNI_STREAMS {
-                    return Err(H3Error::ExcessiveLoad("too many unidirectional streams"));
-                }
-                self.streams.push((id, UniState::Type(Vec::new())));
-                self.streams.len() - 1
-            }
-        };
-        let mut input = bytes;
-        if let UniState::Type(partial) = &mut self.streams[at].1 {
-            let take = (8 - partial.len()).min(input.len());
-            partial.extend_from_slice(&input[..take]);
-            match varint::decode(partial) {
-                Some((t, n)) => {
-                    input = &input[take - (partial.len() - n)..];
-                    let state = self.open(t)?;
-                    self.streams[at].1 = state;
-                }
-                None if fin => {
-                    self.streams.remove(at);
-                    return Ok(());
-                }
-                None => return Ok(()),
-            }
-        }
-        let goaway = &mut self.goaway;
-        let critical = match &mut self.streams[at].1 {
-            UniState::Control { frames, settings } => {
-                frames.feed(input, |f| match (f, *settings) {
-                    (Frame::Settings(_), false) => {
-                        *settings = true;
-                        Ok(())
-                    }
-                    (_, false) => Err(H3Error::MissingSettings),
-                    (Frame::Settings(_), true) => Err(H3Error::FrameUnexpected("second SETTINGS")),
-                    (Frame::GoAway(_), true) => {
-                        *goaway = true;
-                        Ok(())
-                    }
-                    (Frame::MaxPushId(_) | Frame::CancelPush(_), true) => Ok(()),
-                    _ => Err(H3Error::FrameUnexpected(
-                        "frame not allowed on the control stream",
-                    )),
-                })?;
-                true
-            }
-            UniState::Encoder(r) => {
-                r.feed(input).map_err(H3Error::EncoderStream)?;
-                true
-            }
-            UniState::Decoder => true,
-            UniState::Discard | UniState::Type(_) => false,
-        };
-        if fin {
-            if critical {
-                return Err(H3Error::ClosedCriticalStream);
-            }
-            self.streams.remove(at);
-        }
-        Ok(())
-    }
-
-    /// The state of a new stream of type `t`.
-    fn open(&mut self, t: u64) -> Result<UniState, H3Error> {
-        let once = |seen: &mut bool| {
-            if std::mem::replace(seen, true) {
-                Err(H3Error::StreamCreation("a second stream of a unique type"))
-            } else {
-                Ok(())
-            }
-        };
-        Ok(match t {
-            uni::CONTROL => {
-                once(&mut self.control_seen)?;
-                UniState::Control {
-                    frames: FrameDecoder::new(MAX_CONTROL_FRAME_BYTES),
-                    settings: false,
-                }
-            }
-            uni::QPACK_ENCODER => {
-                once(&mut self.encoder_seen)?;
-                UniState::Encoder(EncoderStreamReader::default())
-            }
-            uni::QPACK_DECODER => {
-                once(&mut self.decoder_seen)?;
-                UniState::Decoder
-            }
-            // Only servers push (§6.2.2).
-            uni::PUSH => return Err(H3Error::StreamCreation("push stream from a client")),
-            _ => UniState::Discard,
-        })
-    }
-}
-
 /// Fuzz harness (the `h3_server_streams` target in `fuzz/`, and its seeded short run in
 /// `volley-server`'s tests): any client bytes into a request stream's reader and into
 /// the client's unidirectional streams. The first byte picks the read size, the second
@@ -299,11 +158,12 @@ pub fn fuzz_streams(data: &[u8]) {
     if ok {
         let _ = reader.finish();
     }
-    let mut client = ClientStreams::default();
+    let mut client = PeerStreams::new(Role::Client);
+    let mut events = Vec::new();
     for (i, chunk) in rest.chunks(step).enumerate() {
         // Spread over a few stream ids, so unique-type and count checks are reached.
         let id = u64::from(chunk[0] % 5) * 4 + 2;
-        if client.feed(id, chunk, i % 7 == 6).is_err() {
+        if client.feed(id, chunk, i % 7 == 6, &mut events).is_err() {
             break;
         }
     }
@@ -312,7 +172,7 @@ pub fn fuzz_streams(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{write_data, write_settings};
+    use crate::frame::write_data;
     use crate::stream::{write_request, LocalSettings};
 
     fn read(bytes: &[u8], step: usize) -> Result<(Fields, Vec<u8>), H3Error> {
@@ -356,28 +216,5 @@ mod tests {
         let mut wire = Vec::new();
         write_request(&mut wire, &[(b":method", b"GET")], b"abc");
         assert!(read(&wire[..wire.len() - 1], 1).is_err(), "FIN inside DATA");
-    }
-
-    #[test]
-    fn client_control_stream_may_send_max_push_id_but_not_push() {
-        let mut s = ClientStreams::default();
-        let mut wire = vec![uni::CONTROL as u8];
-        write_settings(&mut wire, &[]);
-        crate::frame::write_header(&mut wire, crate::frame::kind::MAX_PUSH_ID, 1);
-        wire.push(8);
-        s.feed(2, &wire, false).unwrap();
-        assert!(matches!(
-            s.feed(2, &[], true),
-            Err(H3Error::ClosedCriticalStream)
-        ));
-        let mut s = ClientStreams::default();
-        assert!(s.feed(6, &[uni::PUSH as u8], false).is_err());
-        let mut s = ClientStreams::default();
-        assert!(matches!(
-            s.feed(2, &[uni::CONTROL as u8, 0x00, 0x00], false),
-            Err(H3Error::MissingSettings)
-        ));
-        // Unknown types are read and dropped; their end is no error.
-        s.feed(10, &[0x21, 1, 2, 3], true).unwrap();
     }
 }

@@ -1,6 +1,7 @@
-//! The client's streams: the request stream's response ([`ResponseReader`]), the
-//! peer's unidirectional streams ([`PeerStreams`]: control, QPACK, push, unknown)
-//! and our own control stream's opening bytes ([`write_control_preface`]).
+//! The client's streams: the request stream's response ([`ResponseReader`]), our own
+//! control stream's opening bytes ([`write_control_preface`]), and the peer's
+//! unidirectional streams ([`PeerStreams`]: control, QPACK, push, unknown), read the
+//! same way on both sides: the server reads a client's with [`Role::Client`].
 //!
 //! QUIC itself (stream ids, FIN, resets) stays with the caller: these readers are fed
 //! a stream's bytes in order and told when it ends.
@@ -253,10 +254,21 @@ enum UniState {
         frames: FrameDecoder,
     },
     Encoder(EncoderStreamReader),
-    /// QPACK decoder stream or an unknown type: read and dropped (§6.2: unknown
-    /// types must be ignored; the decoder stream only acknowledges our sections,
-    /// which use no dynamic table).
+    /// The QPACK decoder stream: it acknowledges sections of ours, which use no
+    /// dynamic table, so its bytes are dropped; its end is still an error.
+    Decoder,
+    /// An unknown type (§6.2: ignored).
     Discard,
+}
+
+impl UniState {
+    /// Its end is H3_CLOSED_CRITICAL_STREAM (RFC 9114 §6.2.1, RFC 9204 §4.2).
+    fn critical(&self) -> bool {
+        matches!(
+            self,
+            UniState::Control { .. } | UniState::Encoder(_) | UniState::Decoder
+        )
+    }
 }
 
 /// Something the peer's control stream said.
@@ -264,13 +276,32 @@ enum UniState {
 pub enum ControlEvent {
     /// Its SETTINGS arrived.
     Settings(PeerSettings),
-    /// GOAWAY: requests on stream ids at or above this one will not be processed.
+    /// GOAWAY: requests on stream ids at or above this one will not be processed (a
+    /// server's); pushes at or above this id are not wanted (a client's).
     GoAway(u64),
 }
 
-/// The peer's unidirectional streams of one connection, keyed by QUIC stream id.
-#[derive(Debug, Clone, Default)]
+/// Which side of the connection the peer is: the few rules of its unidirectional
+/// streams that differ by side (§6.2.2, §7.2.7) follow from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The peer is a client (we serve): it may send MAX_PUSH_ID, never a push stream.
+    Client,
+    /// The peer is a server (we are the client): it may push only after a MAX_PUSH_ID,
+    /// which we never send, and may not send MAX_PUSH_ID itself.
+    Server,
+}
+
+/// Unidirectional streams a peer may have open at once (control, two QPACK, and a
+/// few unknown or grease ones); the server sets quinn's stream limit to the same.
+pub const MAX_PEER_UNI_STREAMS: usize = 16;
+
+/// The peer's unidirectional streams of one connection, keyed by QUIC stream id: the
+/// one dispatcher of both sides (the engine reads a server's, `volley-server` a
+/// client's), the peer's [`Role`] deciding what differs.
+#[derive(Debug, Clone)]
 pub struct PeerStreams {
+    role: Role,
     streams: Vec<(u64, UniState)>,
     control_seen: bool,
     encoder_seen: bool,
@@ -279,10 +310,23 @@ pub struct PeerStreams {
     goaway: Option<u64>,
 }
 
-/// Longest control frame we buffer (SETTINGS, GOAWAY: a few bytes each).
+/// Longest control frame we buffer (SETTINGS, GOAWAY, MAX_PUSH_ID: a few bytes each).
 const MAX_CONTROL_FRAME_BYTES: usize = 4096;
 
 impl PeerStreams {
+    /// The streams of a peer in `role`, none seen yet.
+    pub fn new(role: Role) -> PeerStreams {
+        PeerStreams {
+            role,
+            streams: Vec::new(),
+            control_seen: false,
+            encoder_seen: false,
+            decoder_seen: false,
+            settings: None,
+            goaway: None,
+        }
+    }
+
     /// The peer's settings, once its control stream delivered them.
     pub fn settings(&self) -> Option<PeerSettings> {
         self.settings
@@ -294,7 +338,9 @@ impl PeerStreams {
     }
 
     /// Feeds bytes of the peer's unidirectional stream `id`; `fin` says the stream
-    /// ended with them. Returns what its control stream said in these bytes.
+    /// ended with them. Returns what its control stream said in these bytes. A stream
+    /// that ends is forgotten unless it was critical (the control or a QPACK stream),
+    /// whose end is H3_CLOSED_CRITICAL_STREAM.
     pub fn feed(
         &mut self,
         id: u64,
@@ -305,7 +351,7 @@ impl PeerStreams {
         let at = match self.streams.iter().position(|(s, _)| *s == id) {
             Some(i) => i,
             None => {
-                if self.streams.len() >= 16 {
+                if self.streams.len() >= MAX_PEER_UNI_STREAMS {
                     return Err(H3Error::ExcessiveLoad("too many unidirectional streams"));
                 }
                 self.streams.push((id, UniState::Type(Vec::new())));
@@ -316,52 +362,32 @@ impl PeerStreams {
         if let UniState::Type(partial) = &mut self.streams[at].1 {
             let take = (8 - partial.len()).min(input.len());
             partial.extend_from_slice(&input[..take]);
-            let Some((t, n)) = varint::decode(partial) else {
-                return Ok(());
-            };
-            input = &input[take - (partial.len() - n)..];
-            let state = self.open(t)?;
-            self.streams[at].1 = state;
+            match varint::decode(partial) {
+                Some((t, n)) => {
+                    input = &input[take - (partial.len() - n)..];
+                    let state = self.open(t)?;
+                    self.streams[at].1 = state;
+                }
+                None if fin => {
+                    self.streams.remove(at);
+                    return Ok(());
+                }
+                None => return Ok(()),
+            }
         }
-        let settings = &mut self.settings;
-        let goaway = &mut self.goaway;
+        let (role, settings, goaway) = (self.role, &mut self.settings, &mut self.goaway);
         match &mut self.streams[at].1 {
             UniState::Control { frames } => {
-                frames.feed(input, |f| match (f, settings.is_some()) {
-                    (Frame::Settings(s), false) => {
-                        *settings = Some(s);
-                        events.push(ControlEvent::Settings(s));
-                        Ok(())
-                    }
-                    (_, false) => Err(H3Error::MissingSettings),
-                    (Frame::Settings(_), true) => Err(H3Error::FrameUnexpected("second SETTINGS")),
-                    (Frame::GoAway(g), true) => {
-                        if goaway.is_some_and(|old| g > old) {
-                            return Err(H3Error::Id("GOAWAY identifier increased"));
-                        }
-                        *goaway = Some(g);
-                        events.push(ControlEvent::GoAway(g));
-                        Ok(())
-                    }
-                    (Frame::CancelPush(_), true) => Ok(()),
-                    (Frame::MaxPushId(_), true) => {
-                        Err(H3Error::FrameUnexpected("MAX_PUSH_ID from a server"))
-                    }
-                    _ => Err(H3Error::FrameUnexpected(
-                        "frame not allowed on the control stream",
-                    )),
-                })?;
-                if fin {
-                    return Err(H3Error::ClosedCriticalStream);
-                }
+                frames.feed(input, |f| control_frame(role, f, settings, goaway, events))?
             }
-            UniState::Encoder(r) => {
-                r.feed(input).map_err(H3Error::EncoderStream)?;
-                if fin {
-                    return Err(H3Error::ClosedCriticalStream);
-                }
+            UniState::Encoder(r) => r.feed(input).map_err(H3Error::EncoderStream)?,
+            UniState::Decoder | UniState::Discard | UniState::Type(_) => {}
+        }
+        if fin {
+            if self.streams[at].1.critical() {
+                return Err(H3Error::ClosedCriticalStream);
             }
-            UniState::Discard | UniState::Type(_) => {}
+            self.streams.remove(at);
         }
         Ok(())
     }
@@ -375,24 +401,64 @@ impl PeerStreams {
                 Ok(())
             }
         };
-        Ok(match t {
-            uni::CONTROL => {
+        Ok(match (t, self.role) {
+            (uni::CONTROL, _) => {
                 once(&mut self.control_seen)?;
                 UniState::Control {
                     frames: FrameDecoder::new(MAX_CONTROL_FRAME_BYTES),
                 }
             }
-            uni::QPACK_ENCODER => {
+            (uni::QPACK_ENCODER, _) => {
                 once(&mut self.encoder_seen)?;
                 UniState::Encoder(EncoderStreamReader::default())
             }
-            uni::QPACK_DECODER => {
+            (uni::QPACK_DECODER, _) => {
                 once(&mut self.decoder_seen)?;
-                UniState::Discard
+                UniState::Decoder
             }
-            uni::PUSH => return Err(H3Error::Id("push stream without MAX_PUSH_ID")),
+            // Only servers push (§6.2.2), and only up to a MAX_PUSH_ID (never sent).
+            (uni::PUSH, Role::Client) => {
+                return Err(H3Error::StreamCreation("push stream from a client"))
+            }
+            (uni::PUSH, Role::Server) => {
+                return Err(H3Error::Id("push stream without MAX_PUSH_ID"))
+            }
             _ => UniState::Discard,
         })
+    }
+}
+
+/// One frame of the control stream: SETTINGS first and once, GOAWAY identifiers never
+/// increasing (§5.2), MAX_PUSH_ID from a client only (§7.2.7).
+fn control_frame(
+    role: Role,
+    f: Frame<'_>,
+    settings: &mut Option<PeerSettings>,
+    goaway: &mut Option<u64>,
+    events: &mut Vec<ControlEvent>,
+) -> Result<(), H3Error> {
+    match (f, settings.is_some()) {
+        (Frame::Settings(s), false) => {
+            *settings = Some(s);
+            events.push(ControlEvent::Settings(s));
+            Ok(())
+        }
+        (_, false) => Err(H3Error::MissingSettings),
+        (Frame::Settings(_), true) => Err(H3Error::FrameUnexpected("second SETTINGS")),
+        (Frame::GoAway(g), true) => {
+            if goaway.is_some_and(|old| g > old) {
+                return Err(H3Error::Id("GOAWAY identifier increased"));
+            }
+            *goaway = Some(g);
+            events.push(ControlEvent::GoAway(g));
+            Ok(())
+        }
+        (Frame::CancelPush(_), true) => Ok(()),
+        (Frame::MaxPushId(_), true) if role == Role::Client => Ok(()),
+        (Frame::MaxPushId(_), true) => Err(H3Error::FrameUnexpected("MAX_PUSH_ID from a server")),
+        _ => Err(H3Error::FrameUnexpected(
+            "frame not allowed on the control stream",
+        )),
     }
 }
 
@@ -481,7 +547,7 @@ mod tests {
 
     #[test]
     fn peer_streams() {
-        let mut p = PeerStreams::default();
+        let mut p = PeerStreams::new(Role::Server);
         let mut ev = Vec::new();
         let mut control = vec![uni::CONTROL as u8];
         write_settings(&mut control, &[(setting::MAX_FIELD_SECTION_SIZE, 100)]);
@@ -505,18 +571,60 @@ mod tests {
             p.feed(3, &[], true, &mut ev),
             Err(H3Error::ClosedCriticalStream)
         );
-        let mut q = PeerStreams::default();
+        let mut q = PeerStreams::new(Role::Server);
         assert!(matches!(
             q.feed(3, &[0x01], false, &mut ev),
             Err(H3Error::Id(_))
         ));
         // A control stream that does not start with SETTINGS.
-        let mut q = PeerStreams::default();
+        let mut q = PeerStreams::new(Role::Server);
         let mut bad = vec![0x00];
         write_goaway(&mut bad, 0);
         assert_eq!(
             q.feed(3, &bad, false, &mut ev),
             Err(H3Error::MissingSettings)
         );
+    }
+    #[test]
+    fn a_client_may_send_max_push_id_but_not_push() {
+        let mut ev = Vec::new();
+        let mut s = PeerStreams::new(Role::Client);
+        let mut wire = vec![uni::CONTROL as u8];
+        write_settings(&mut wire, &[]);
+        crate::frame::write_header(&mut wire, crate::frame::kind::MAX_PUSH_ID, 1);
+        wire.push(8);
+        s.feed(2, &wire, false, &mut ev).unwrap();
+        assert!(matches!(
+            s.feed(2, &[], true, &mut ev),
+            Err(H3Error::ClosedCriticalStream)
+        ));
+        let mut s = PeerStreams::new(Role::Client);
+        assert!(matches!(
+            s.feed(6, &[uni::PUSH as u8], false, &mut ev),
+            Err(H3Error::StreamCreation(_))
+        ));
+        let mut s = PeerStreams::new(Role::Client);
+        assert!(matches!(
+            s.feed(2, &[uni::CONTROL as u8, 0x00, 0x00], false, &mut ev),
+            Err(H3Error::MissingSettings)
+        ));
+        // Unknown types are read and dropped; their end is no error, and frees a slot.
+        s.feed(10, &[0x21, 1, 2, 3], true, &mut ev).unwrap();
+        // A server may not send MAX_PUSH_ID; either side's decoder stream is critical.
+        let mut s = PeerStreams::new(Role::Server);
+        assert!(matches!(
+            s.feed(3, &wire, false, &mut ev),
+            Err(H3Error::FrameUnexpected(_))
+        ));
+        for role in [Role::Client, Role::Server] {
+            let mut s = PeerStreams::new(role);
+            s.feed(7, &[uni::QPACK_DECODER as u8], false, &mut ev)
+                .unwrap();
+            assert_eq!(
+                s.feed(7, &[], true, &mut ev),
+                Err(H3Error::ClosedCriticalStream),
+                "{role:?}"
+            );
+        }
     }
 }

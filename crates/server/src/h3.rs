@@ -38,8 +38,8 @@ use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, StreamEvent, StreamId,
     VarInt,
 };
-use volley_h3::server::{ClientStreams, RequestEvent, RequestReader};
-use volley_h3::stream::{write_control_preface, LocalSettings};
+use volley_h3::server::{RequestEvent, RequestReader};
+use volley_h3::stream::{write_control_preface, LocalSettings, PeerStreams, Role};
 use volley_h3::{qpack, ErrorCode, H3Error};
 
 use crate::answer::{h2_text, Block, Body, Codec};
@@ -106,7 +106,7 @@ impl Req {
 struct H3Conn {
     quic: quinn_proto::Connection,
     peer: SocketAddr,
-    client: ClientStreams,
+    client: PeerStreams,
     qpack: qpack::Decoder,
     requests: HashMap<StreamId, Req>,
     control: bool,
@@ -277,7 +277,7 @@ impl QuicSide {
                     H3Conn {
                         quic,
                         peer,
-                        client: ClientStreams::default(),
+                        client: PeerStreams::new(Role::Client),
                         qpack: qpack::Decoder::new(self.local.max_field_section_size),
                         requests: HashMap::new(),
                         control: false,
@@ -625,18 +625,21 @@ fn read_uni(c: &mut H3Conn, id: StreamId, now: Instant) {
         return;
     };
     let mut result = Ok(());
+    // What the client's control stream says (SETTINGS, GOAWAY) changes nothing here:
+    // the server answers every request it reads until the client closes.
+    let mut said = Vec::new();
     loop {
         match chunks.next(usize::MAX) {
             Ok(Some(chunk)) => {
-                result = c.client.feed(id.index(), &chunk.bytes, false);
+                result = c.client.feed(id.index(), &chunk.bytes, false, &mut said);
             }
             Ok(None) => {
-                result = c.client.feed(id.index(), &[], true);
+                result = c.client.feed(id.index(), &[], true, &mut said);
                 break;
             }
             Err(quinn_proto::ReadError::Blocked) => break,
             Err(quinn_proto::ReadError::Reset(_)) => {
-                result = c.client.feed(id.index(), &[], true);
+                result = c.client.feed(id.index(), &[], true, &mut said);
                 break;
             }
         }
@@ -754,7 +757,7 @@ pub(crate) fn quic_config(
     transport
         .max_concurrent_bidi_streams(VarInt::from_u32(MAX_CONCURRENT_STREAMS))
         .max_concurrent_uni_streams(VarInt::from_u32(
-            volley_h3::server::MAX_CLIENT_UNI_STREAMS as u32,
+            volley_h3::stream::MAX_PEER_UNI_STREAMS as u32,
         ))
         .max_idle_timeout(quinn_proto::IdleTimeout::try_from(idle).ok());
     server.transport_config(Arc::new(transport));

@@ -4,7 +4,7 @@
 //! Place in the flow: `run -> worker (shared loop + **h2**) -> transport` (TCP for
 //! h2c, TLS for h2 by ALPN; generic over [`Transport`] like the HTTP/1.1
 //! [`super::http1`]); the event loop, pacing and accounting are [`super::shared`]'s,
-//! and it emits the same [`Sample`] per request to the same [`Sink`].
+//! and it emits the same [`crate::Sample`] per request to the same [`Sink`].
 //!
 //! The unit of concurrency is the stream. Closed loop: every connection keeps
 //! `streams` requests outstanding (h2load's `-c x -m`). Open loop: an arrival goes to
@@ -41,9 +41,10 @@ use volley_h2::{
 
 use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
 use super::split::split_request;
+use super::streams::{self, take_all, take_late, Ended, OnStream};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
-use crate::{ErrorKind, Request, Sample, Sink};
+use crate::{ErrorKind, Request, Sink};
 
 /// Bytes of an HTTP/2 frame header, charged to a stream per DATA frame.
 const FRAME_HEADER_BYTES: u64 = 9;
@@ -80,6 +81,27 @@ impl Flight {
             decode: None,
             seen: SeenCoding::Identity,
         }
+    }
+}
+
+impl Flight {
+    /// What it counted, for its sample (decoded body bytes beside the coded ones).
+    fn ended(&self) -> Ended {
+        Ended {
+            status: self.status,
+            wire_bytes: self.wire_bytes,
+            body_bytes: self.body_bytes,
+            decoded_bytes: self
+                .decode
+                .as_ref()
+                .map_or(self.body_bytes, |d| d.decoded_bytes()),
+        }
+    }
+}
+
+impl OnStream for Flight {
+    fn stamps(&self) -> &Stamps {
+        &self.at
     }
 }
 
@@ -569,29 +591,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
     }
 
     fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
-        // A request still waiting for a stream when the run ends was never sent: 0 says
-        // so (not counted as sent, no send lag or service time; see the HTTP/1.1
-        // worker's `censor`). Other failures before the first byte are stamped `now`.
-        let never_sent = f.at.sent_ns == 0 && error == Some(ErrorKind::InFlight);
-        let mut at = f.at;
-        if at.sent_ns == 0 && !never_sent {
-            at.sent_ns = now;
-        }
-        let sample = Sample {
-            wire_bytes: f.wire_bytes,
-            // With a decoder: decoded bytes beside the coded ones on the wire.
-            body_bytes: f
-                .decode
-                .as_ref()
-                .map_or(f.body_bytes, |d| d.decoded_bytes()),
-            wire_body_bytes: f.body_bytes,
-            request_index: f.req.index,
-            ..at.sample(self.core.open_loop, now, f.status, error)
-        };
-        self.core.record(&sample);
-        self.core.source.on_sample(&f.req, &sample);
-        self.core.source.on_response(&f.req, f.status, &[]);
-        self.core.in_flight = self.core.in_flight.saturating_sub(1);
+        streams::record(&mut self.core, &f.req, f.at, f.ended(), error, now);
         self.note_in_flight(now);
     }
 }
@@ -699,36 +699,18 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
                     self.fail_conn(slot, ErrorKind::Connect, now);
                 }
                 State::Ready => {
-                    let timeout = self.core.timeout_ns;
-                    let late: Vec<StreamId> = c
-                        .streams
-                        .iter()
-                        .filter(|(_, f)| now.saturating_sub(f.at.sent_ns) >= timeout)
-                        .map(|(&id, _)| id)
-                        .collect();
+                    let (late, dead) =
+                        take_late(&mut c.streams, now, self.core.timeout_ns, c.last_read_ns);
                     if late.is_empty() {
                         continue;
                     }
-                    // Every stream late and not one byte since the oldest of them
-                    // went out: the connection (or the server) is dead, so it is
-                    // replaced. Otherwise the server is alive and only slow on these
-                    // streams: cancelling them frees their slots here and their work
-                    // on the server.
-                    let oldest_sent_ns = late
-                        .iter()
-                        .filter_map(|id| c.streams.get(id))
-                        .map(|f| f.at.sent_ns)
-                        .min()
-                        .unwrap_or(now);
-                    let dead = late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
-                    for id in late {
-                        let c = &mut self.conns[slot];
-                        if let Some(f) = c.streams.remove(&id) {
-                            if !dead && c.h2.cancel(id) {
-                                self.h2stats.cancelled_streams += 1;
-                            }
-                            self.record(&f, Some(ErrorKind::Timeout), now);
+                    // Cancelling a slow server's late streams frees their slots here
+                    // and their work on the server.
+                    for (id, f) in late {
+                        if !dead && self.conns[slot].h2.cancel(id) {
+                            self.h2stats.cancelled_streams += 1;
                         }
+                        self.record(&f, Some(ErrorKind::Timeout), now);
                     }
                     if dead {
                         self.close(slot, now);
@@ -753,9 +735,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
     fn censor(&mut self, end: u64) {
         for slot in 0..self.conns.len() {
             let c = &mut self.conns[slot];
-            let mut left: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
-            left.append(&mut c.pending);
-            for f in left {
+            for f in take_all(&mut c.streams, &mut c.pending) {
                 self.record(&f, Some(ErrorKind::InFlight), end);
             }
             self.close(slot, end);

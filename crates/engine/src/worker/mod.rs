@@ -4,7 +4,8 @@
 //! splits the load into [`WorkerShare`]s; each worker turns its share into requests on
 //! the wire and one [`crate::Sample`] per request into its own [`crate::Sink`].
 //! [`shared`] holds what both protocols do the same way (claiming requests, releasing
-//! arrivals, connection accounting, the event loop itself); [`http1`] keeps one request
+//! arrivals, connection accounting, the event loop itself), [`streams`] what the two
+//! stream workers do alike (late streams, a stream's sample); [`http1`] keeps one request
 //! per connection at a time, [`h2`] many streams per connection, [`h3`] many streams per
 //! QUIC connection (over UDP, through quinn-proto). Both are generic over
 //! the [`crate::conn::Transport`], so plain TCP and TLS each get their own
@@ -15,6 +16,7 @@ mod h3;
 mod http1;
 mod shared;
 mod split;
+mod streams;
 
 use h2::H2Worker;
 use h3::H3Worker;

@@ -7,9 +7,10 @@ use volley_h3::stream::{write_control_preface, ControlEvent, LocalSettings, Resp
 use volley_h3::{ErrorCode, H3Error};
 
 use super::super::shared::Protocol;
+use super::super::streams::{self, Ended};
 use super::{write_more, Flight, H3Worker, ReadEnd, State};
 use crate::decode::{BodyDecoder, SeenCoding};
-use crate::{ErrorKind, Sample, Sink};
+use crate::{ErrorKind, Sink};
 
 impl<S: Sink> H3Worker<'_, S> {
     pub(super) fn on_quic_event(&mut self, slot: usize, ev: Event) {
@@ -327,44 +328,27 @@ impl<S: Sink> H3Worker<'_, S> {
         if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
             error = d.finish(f.seen);
         }
-        if let Some(d) = f.decode.take() {
-            let decoded = d.decoded_bytes();
-            self.spare_decoders.push(d);
-            self.record_with(&f, error, now, decoded);
-        } else {
-            self.record_with(&f, error, now, f.body_bytes);
-        }
+        self.record(f, error, now);
         self.fill(slot, now);
     }
 
+    /// The request's sample (`streams::record`, as the HTTP/2 worker's), its decoder
+    /// kept for the next stream.
     pub(super) fn record(&mut self, f: Flight, error: Option<ErrorKind>, now: u64) {
-        let body = f
-            .decode
-            .as_ref()
-            .map_or(f.body_bytes, |d| d.decoded_bytes());
-        self.record_with(&f, error, now, body);
+        let ended = Ended {
+            status: f.status,
+            wire_bytes: f.wire_bytes,
+            body_bytes: f.body_bytes,
+            decoded_bytes: f
+                .decode
+                .as_ref()
+                .map_or(f.body_bytes, |d| d.decoded_bytes()),
+        };
+        streams::record(&mut self.core, &f.req, f.at, ended, error, now);
+        self.note_in_flight(now);
         if let Some(d) = f.decode {
             self.spare_decoders.push(d);
         }
-    }
-
-    fn record_with(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64, body_bytes: u64) {
-        let never_sent = f.at.sent_ns == 0 && error == Some(ErrorKind::InFlight);
-        let mut at = f.at;
-        if at.sent_ns == 0 && !never_sent {
-            at.sent_ns = now;
-        }
-        let sample = Sample {
-            wire_bytes: f.wire_bytes,
-            body_bytes,
-            wire_body_bytes: f.body_bytes,
-            request_index: f.req.index,
-            ..at.sample(self.core.open_loop, now, f.status, error)
-        };
-        self.core.record(&sample);
-        self.core.source.on_response(&f.req, f.status, &[]);
-        self.core.in_flight = self.core.in_flight.saturating_sub(1);
-        self.note_in_flight(now);
     }
 }
 

@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use quinn_proto::{ConnectionHandle, DatagramEvent, Dir, Endpoint, StreamId, VarInt};
-use volley_h3::stream::{write_request, ControlEvent, LocalSettings, PeerStreams, ResponseReader};
+use volley_h3::stream::{
+    write_request, ControlEvent, LocalSettings, PeerStreams, ResponseReader, Role,
+};
 use volley_h3::{qpack, ErrorCode, H3Error};
 
 mod datagrams;
@@ -44,6 +46,7 @@ mod events;
 
 use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
+use super::streams::{take_all, take_late, OnStream};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::quic::Udp;
@@ -93,6 +96,12 @@ impl Flight {
     }
 }
 
+impl OnStream for Flight {
+    fn stamps(&self) -> &Stamps {
+        &self.at
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Closed,
@@ -139,7 +148,7 @@ impl Conn {
             quic: None,
             streams: HashMap::new(),
             pending: Vec::new(),
-            peer: PeerStreams::default(),
+            peer: PeerStreams::new(Role::Server),
             qpack: qpack::Decoder::new(LocalSettings::default().max_field_section_size),
             going_away: false,
             early: false,
@@ -303,7 +312,7 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         c.going_away = false;
         c.early = false;
         c.verified = false;
-        c.peer = PeerStreams::default();
+        c.peer = PeerStreams::new(Role::Server);
         c.timer_ns = None;
         let sock = match self.core.connect(slot, now) {
             Ok(sock) => sock,
@@ -606,35 +615,20 @@ impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
                     self.fail_conn(slot, ErrorKind::Connect, now);
                 }
                 State::Ready => {
-                    let timeout = self.core.timeout_ns;
-                    let late: Vec<StreamId> = c
-                        .streams
-                        .iter()
-                        .filter(|(_, f)| now.saturating_sub(f.at.sent_ns) >= timeout)
-                        .map(|(&id, _)| id)
-                        .collect();
+                    let (late, dead) =
+                        take_late(&mut c.streams, now, self.core.timeout_ns, c.last_read_ns);
                     if late.is_empty() {
                         continue;
                     }
-                    let oldest_sent_ns = late
-                        .iter()
-                        .filter_map(|id| c.streams.get(id))
-                        .map(|f| f.at.sent_ns)
-                        .min()
-                        .unwrap_or(now);
-                    let dead = late.len() == c.streams.len() && c.last_read_ns <= oldest_sent_ns;
-                    for id in late {
-                        let c = &mut self.conns[slot];
-                        if let Some(f) = c.streams.remove(&id) {
-                            if let (false, Some(q)) = (dead, c.quic.as_mut()) {
-                                // H3_REQUEST_CANCELLED both ways (§4.1.1).
-                                let code = VarInt::from_u32(0x10c);
-                                let _ = q.conn.send_stream(id).reset(code);
-                                let _ = q.conn.recv_stream(id).stop(code);
-                                self.stats.cancelled_streams += 1;
-                            }
-                            self.record(f, Some(ErrorKind::Timeout), now);
+                    for (id, f) in late {
+                        if let (false, Some(q)) = (dead, self.conns[slot].quic.as_mut()) {
+                            // H3_REQUEST_CANCELLED both ways (§4.1.1).
+                            let code = VarInt::from_u32(0x10c);
+                            let _ = q.conn.send_stream(id).reset(code);
+                            let _ = q.conn.recv_stream(id).stop(code);
+                            self.stats.cancelled_streams += 1;
                         }
+                        self.record(f, Some(ErrorKind::Timeout), now);
                     }
                     if dead {
                         self.close(slot, now, ErrorCode::NoError);
@@ -660,9 +654,7 @@ impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
     fn censor(&mut self, end: u64) {
         for slot in 0..self.conns.len() {
             let c = &mut self.conns[slot];
-            let mut left: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
-            left.append(&mut c.pending);
-            for f in left {
+            for f in take_all(&mut c.streams, &mut c.pending) {
                 self.record(f, Some(ErrorKind::InFlight), end);
             }
             self.close(slot, end, ErrorCode::NoError);
