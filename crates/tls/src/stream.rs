@@ -65,17 +65,7 @@ impl<S: Read + Write> TlsStream<S> {
     /// Advances the handshake as far as the stream allows: `Ok(true)` once it is
     /// complete, `Ok(false)` when the stream would block first.
     pub fn handshake(&mut self) -> io::Result<bool> {
-        loop {
-            self.flush_tls()?;
-            if !self.session.is_handshaking() {
-                return Ok(true);
-            }
-            match self.fill() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
+        self.drive_handshake(false)
     }
 
     /// [`handshake`](Self::handshake), except that the client's last flight (its
@@ -84,13 +74,17 @@ impl<S: Read + Write> TlsStream<S> {
     /// request (TLS 1.3 lets application data follow the Finished at once). Sent alone
     /// it cost the server a wake-up per connection. The caller must write or flush next.
     pub fn handshake_holding_finished(&mut self) -> io::Result<bool> {
+        self.drive_handshake(true)
+    }
+
+    fn drive_handshake(&mut self, hold_finished: bool) -> io::Result<bool> {
         loop {
             self.flush_tls()?;
             if !self.session.is_handshaking() {
                 return Ok(true);
             }
             match self.fill() {
-                Ok(_) if !self.session.is_handshaking() => return Ok(true),
+                Ok(_) if hold_finished && !self.session.is_handshaking() => return Ok(true),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
