@@ -356,6 +356,40 @@ fn bench_target_builtin_over_h3() {
     assert_eq!(run["requests"]["ok"], 200, "{run}");
 }
 
+/// HTTP/3 into a network namespace volley makes (`--sysctl` puts the target in one and
+/// the load in another, over veths and a bridge): UDP crosses the lab, and the
+/// throw-away certificate names the lab address the client checks (it named loopback
+/// only, so every TLS check of a lab's target failed).
+#[test]
+fn h3_into_a_lab_namespace() {
+    let (code, out, err) = common::volley(&[
+        "bench",
+        "--target",
+        "builtin",
+        "--tls",
+        "--h3",
+        "--sysctl",
+        "net.core.somaxconn=1024",
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let run = &v["runs"][0];
+    assert!(
+        run["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://10.213.")),
+        "{run}"
+    );
+    assert_eq!(run["wire"]["protocol"], "h3", "{run}");
+    assert_eq!(run["wire"]["h3"]["handshakes"], 2, "{run}");
+    assert_eq!(run["requests"]["ok"], 200, "{run}");
+}
+
 #[test]
 fn junk_datagrams_and_a_stalled_handshake_leave_the_server_answering() {
     let tmp = TempDir::new("junk");

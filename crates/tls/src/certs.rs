@@ -241,12 +241,25 @@ pub struct CertPaths {
 /// Makes a fresh CA and a server certificate for [`LOCAL_NAMES`] and writes
 /// `ca.pem`, `server.pem` and `server.key` into `dir` (created if missing).
 pub fn write_local_set(dir: &Path) -> Result<CertPaths, TlsConfigError> {
+    write_local_set_also(dir, None)
+}
+
+/// [`write_local_set`], the certificate also naming `also`: the address of a server in
+/// a network namespace volley made, which a client there reaches it by (the loopback
+/// names alone made every TLS check of a lab's target fail).
+pub fn write_local_set_also(
+    dir: &Path,
+    also: Option<std::net::IpAddr>,
+) -> Result<CertPaths, TlsConfigError> {
     std::fs::create_dir_all(dir).map_err(|source| TlsConfigError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
     let ca = Authority::new()?;
-    let server = ca.server(&LOCAL_NAMES)?;
+    let extra = also.map(|ip| ip.to_string());
+    let mut names: Vec<&str> = LOCAL_NAMES.to_vec();
+    names.extend(extra.as_deref());
+    let server = ca.server(&names)?;
     let ca_path = dir.join(CA_FILE);
     write_file(&ca_path, ca.cert_pem().as_bytes(), false)?;
     let cert = dir.join(SERVER_CERT_FILE);

@@ -281,7 +281,8 @@ fn tls_files(spec: &TargetSpec, dir: &Path) -> Result<(Option<TlsFiles>, bool), 
     match &spec.tls {
         None => Ok((None, false)),
         Some(TlsSource::Generate) => {
-            let paths = volley_tls::certs::write_local_set(&dir.join("tls"))?;
+            let lab_ip = spec.netns.as_ref().map(|n| n.ip);
+            let paths = volley_tls::certs::write_local_set_also(&dir.join("tls"), lab_ip)?;
             let files = TlsFiles {
                 cert: paths.cert,
                 key: paths.key,
