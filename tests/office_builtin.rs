@@ -387,7 +387,15 @@ fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
     let db = dir.join("db.sqlite");
     let db_arg = db.to_str().unwrap();
     let out = volley()
-        .args(["bench", "--caldav", "3", "--compress", "480", "--duration", "4s"])
+        .args([
+            "bench",
+            "--caldav",
+            "3",
+            "--compress",
+            "480",
+            "--duration",
+            "4s",
+        ])
         .args(["--save", "--db", db_arg, "--label", "office-day", "--quiet"])
         .output()
         .unwrap();

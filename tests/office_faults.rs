@@ -95,7 +95,7 @@ fn server_errors_are_caught() {
     assert!(errors > 0 && errors <= count(&j, "server-error"), "{j}");
 }
 
-/// A bad morning: the first 30 requests of the warm day's lead-in are applied, then
+/// A bad morning: the first 12 requests of the warm day's lead-in are applied, then
 /// answered 500 (writes the server kept while the clients heard a failure). They are
 /// the lead-in's failures: counted apart by kind, the users they hit read back from the
 /// server before the window, and the day, whose server answers everything, carries no
@@ -104,20 +104,20 @@ fn server_errors_are_caught() {
 #[test]
 fn lead_in_failures_are_set_apart_and_do_not_fail_the_day() {
     let (code, j) = day_against(
-        DavFault::BusyMorning { count: 30 },
+        DavFault::BusyMorning { count: 12 },
         "4",
         "thunderbird,davx5,evolution,apple",
     );
     assert_eq!(code, 0, "{j}");
     assert_eq!(j["violations_total"], 0, "{j}");
     let lead = &j["lead_in"];
-    assert_eq!(lead["failed_requests"], 30, "{lead}");
-    assert!(lead["failures"]["total"].as_u64().unwrap() >= 30, "{lead}");
+    assert!(lead["failed_requests"].as_u64().unwrap() >= 12, "{lead}");
+    assert!(lead["failures"]["total"].as_u64().unwrap() >= 12, "{lead}");
     let kinds = lead["failures"]["kinds"].as_array().unwrap();
     assert!(
         kinds
             .iter()
-            .any(|k| k["kind"] == "server-error" && k["count"] == 30),
+            .any(|k| k["kind"] == "server-error" && k["count"] == 12),
         "{lead}"
     );
     assert!(lead["reconciled_users"].as_u64().unwrap() >= 1, "{lead}");
@@ -133,7 +133,15 @@ fn a_lead_in_that_cannot_finish_says_the_day_could_not_be_set_up() {
     let server = DavServer::start(DavFault::BusyMorning { count: 1_000_000 }, None)
         .expect("start the DAV fault server");
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["bench", "--caldav", "2", "--compress", "480", "--duration", "4s"])
+        .args([
+            "bench",
+            "--caldav",
+            "2",
+            "--compress",
+            "480",
+            "--duration",
+            "4s",
+        ])
         .arg(server.url())
         .output()
         .unwrap();

@@ -136,11 +136,17 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
             );
             let window_s = office["wall_s"].as_f64().unwrap();
             let stored_s = step.summary["duration_s"].as_f64().unwrap();
-            assert!((stored_s - window_s).abs() < 1e-3, "{stored_s} vs {window_s}");
+            assert!(
+                (stored_s - window_s).abs() < 1e-3,
+                "{stored_s} vs {window_s}"
+            );
             // A warm day: its lead-in's cost beside the verdict, failures set apart.
             let lead = &verdict["office"]["lead_in"];
             assert!(lead["requests"].as_u64().unwrap() > 0, "{verdict}");
-            assert_eq!(lead["failed_requests"], office["lead_in"]["failed_requests"]);
+            assert_eq!(
+                lead["failed_requests"],
+                office["lead_in"]["failed_requests"]
+            );
         }
     }
     users_seen.sort_unstable();

@@ -11,7 +11,7 @@ use crate::http::Request;
 use crate::item;
 use crate::listing::{self, parse};
 use crate::ops::Op;
-use crate::state::{Truth, TruthItem, User};
+use crate::state::{MirrorItem, Truth, TruthItem, User};
 use crate::xml;
 
 /// Audits `user` through device 0's connection (not timed); returns the item count.
@@ -76,11 +76,7 @@ pub fn audit(ctx: Ctx<'_>, user: &mut User) -> usize {
 
 /// The text of each of `names` in `user`'s calendar, by calendar-multiget 100 at a time,
 /// or GET on plain WebDAV (device 0's connection); `None` when a request failed.
-fn read_items(
-    ctx: Ctx<'_>,
-    user: &mut User,
-    names: &[String],
-) -> Option<BTreeMap<String, String>> {
+fn read_items(ctx: Ctx<'_>, user: &mut User, names: &[String]) -> Option<BTreeMap<String, String>> {
     if !user.server.caldav {
         return crate::plain::read_all(ctx, user, names);
     }
@@ -104,8 +100,8 @@ fn read_items(
 /// one of its requests failed: a write that timed out or was reset may or may not have
 /// been applied, and every later check of the day would count that doubt against the
 /// server (docs/methodology.md, "The office": the lead-in's failures). Every listed
-/// item is read back and becomes the truth, with the ETag listed; an item the truth
-/// held that is gone counts as deleted. False when the calendar cannot be read back
+/// item is read back and becomes the truth, and every device's copy, with the ETag
+/// listed; an item the truth held that is gone counts as deleted. False when the calendar cannot be read back
 /// (a request failed, or an item is listed that none of the user's devices could have
 /// written): the lead-in could not finish.
 pub fn reconcile(ctx: Ctx<'_>, user: &mut User) -> bool {
@@ -151,6 +147,24 @@ pub fn reconcile(ctx: Ctx<'_>, user: &mut User) -> bool {
         if !truth.items.contains_key(&name) {
             truth.deleted.insert(name);
         }
+    }
+    // Every device's copy becomes what the server holds too: a device that saw an
+    // item the truth did not yet hold may have dropped it, and its next delta (from a
+    // later token) would never bring it back. Their tokens stay: a delta from an older
+    // token only repeats what the copy already has.
+    for dev in &mut user.devices {
+        dev.mirror = truth
+            .items
+            .iter()
+            .map(|(name, t)| {
+                let copy = MirrorItem {
+                    etag: t.etag.clone(),
+                    data: t.data.clone(),
+                };
+                (name.clone(), copy)
+            })
+            .collect();
+        dev.written.clear();
     }
     user.truth = truth;
     true

@@ -401,8 +401,14 @@ struct Settled {
     unsettled: Vec<String>,
 }
 
-/// Tries of a first sync in the lead-in before the day is given up as not set up.
+/// Tries of a first sync in the lead-in, and of reading a calendar back after it,
+/// before the day is given up as not set up.
 const FIRST_SYNC_TRIES: usize = 3;
+
+/// The pause before the first retry of a failed first sync or reading back, doubled
+/// at the next: a server that failed a burst of requests gets a moment, as a client
+/// retrying later gives it.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Request failures: what a loaded server's failed answer is, as opposed to a check of
 /// what it answered.
@@ -419,10 +425,12 @@ impl Settled {
     /// the user's violations again.
     fn settle(&mut self, ctx: Ctx<'_>, user: &mut User, kept: Violations, stop: &AtomicBool) {
         for d in 0..user.devices.len() {
-            for _ in 1..FIRST_SYNC_TRIES {
+            for again in 1..FIRST_SYNC_TRIES {
                 if user.devices[d].ready || stop.load(Ordering::Relaxed) {
                     break;
                 }
+                // As a client does after a failed sync: later, not at once.
+                std::thread::sleep(RETRY_PAUSE * again as u32);
                 session::run(ctx, user, d, ns_since(ctx.rec.origin));
                 close_all(user);
             }
@@ -441,7 +449,11 @@ impl Settled {
                 measured: false,
                 ..ctx
             };
-            if !audit::reconcile(untimed, user) {
+            let read_back = (0..FIRST_SYNC_TRIES).any(|again| {
+                std::thread::sleep(RETRY_PAUSE * again as u32);
+                audit::reconcile(untimed, user)
+            });
+            if !read_back {
                 self.unsettled.push(user.name.clone());
             }
             close_all(user);

@@ -12,9 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use volley_analysis::words;
 use volley_metrics::Recorder;
-use volley_office::{
-    Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport, OfficeRun,
-};
+use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport, OfficeRun};
 use volley_store::StepParameters;
 
 use super::load::values::Where;
@@ -397,7 +395,12 @@ pub fn run(
     };
     drop(served);
     let OfficeRun { report, ops, .. } = run;
-    let saved = save_day(save, &cfg, &report, ops.into_iter().map(|(_, r)| r).collect())?;
+    let saved = save_day(
+        save,
+        &cfg,
+        &report,
+        ops.into_iter().map(|(_, r)| r).collect(),
+    )?;
     match load.json.as_deref() {
         Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
         Some(path) => {

@@ -49,15 +49,7 @@ impl Plan {
     /// How much of the estimate is office days' set-up and lead-in, and on what guess;
     /// empty without office days.
     fn untimed_note(&self) -> String {
-        let swept = self
-            .steps
-            .iter()
-            .map(|s| self.office_untimed(&self.cells[s.cell]));
-        let searched = self
-            .searched_cells()
-            .into_iter()
-            .map(|ci| self.office_untimed(&self.cells[ci]) * self.cell_search_steps(ci));
-        let untimed: Duration = swept.chain(searched).sum();
+        let untimed = self.office_untimed_total();
         if untimed.is_zero() {
             return String::new();
         }

@@ -73,14 +73,27 @@ impl Plan {
         let Some(office) = &self.workloads[cell.workload].office else {
             return Duration::ZERO;
         };
-        let users = match (cell.users, self.search_of_cell(cell)) {
-            (Some(u), _) => f64::from(u),
-            (None, Some(s)) => (s.start_rate + (2.0 * s.start_rate).min(s.opts.max_rate_rps)) / 2.0,
+        let users = match (self.search_of_cell(cell), cell.users) {
+            (Some(s), _) => (s.start_rate + (2.0 * s.start_rate).min(s.opts.max_rate_rps)) / 2.0,
+            (None, Some(u)) => f64::from(u),
             (None, None) => 1.0,
         };
         let kind = self.targets[self.instances[cell.instance].target].kind;
         Duration::try_from_secs_f64(untimed_requests(office, users) / untimed_rps(kind))
             .unwrap_or(Duration::MAX)
+    }
+
+    /// The part of [`Plan::estimate`] that is office days' set-up and lead-in.
+    pub fn office_untimed_total(&self) -> Duration {
+        let swept = self
+            .steps
+            .iter()
+            .map(|s| self.office_untimed(&self.cells[s.cell]));
+        let searched = self
+            .searched_cells()
+            .into_iter()
+            .map(|ci| self.office_untimed(&self.cells[ci]) * self.cell_search_steps(ci));
+        swept.chain(searched).sum()
     }
 
     /// The users search that plays `cell`'s workload, if it is searched.
