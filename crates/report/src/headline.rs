@@ -303,13 +303,37 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
 /// The variants of one target side by side ("tuned carries 1,250 req/s vs default 900:
 /// 1.39x [1.31, 1.46] (95% interval)."), when its steps ran more than one.
 pub fn variants_answer(t: &TargetReport) -> Option<String> {
-    side_by_side(t, Across::Variants, |s| s.variant.as_deref())
+    side_by_side(t, Across::Variants, variant_of)
 }
 
 /// The protocols of one target side by side ("h2 carries ... vs h1 ..."), the same rule
 /// as variants, when its steps spoke more than one.
 pub fn protocols_answer(t: &TargetReport) -> Option<String> {
-    side_by_side(t, Across::Protocols, |s| s.protocol.as_deref())
+    side_by_side(t, Across::Protocols, protocol_of)
+}
+
+fn variant_of(s: &StepReport) -> Option<&str> {
+    s.variant.as_deref()
+}
+
+fn protocol_of(s: &StepReport) -> Option<&str> {
+    s.protocol.as_deref()
+}
+
+/// The distinct values of one dimension (`of`) in `t`'s steps, in the order first run.
+fn values_of<'a>(
+    t: &'a TargetReport,
+    of: impl Fn(&'a StepReport) -> Option<&'a str>,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in &t.steps {
+        if let Some(v) = of(s) {
+            if !names.contains(&v) {
+                names.push(v);
+            }
+        }
+    }
+    names
 }
 
 /// The answer between the values of one dimension (`of`) of `t`'s steps, when it has
@@ -319,14 +343,7 @@ fn side_by_side(
     across: Across,
     of: impl Fn(&StepReport) -> Option<&str>,
 ) -> Option<String> {
-    let mut names: Vec<&str> = Vec::new();
-    for s in &t.steps {
-        if let Some(v) = of(s) {
-            if !names.contains(&v) {
-                names.push(v);
-            }
-        }
-    }
+    let names = values_of(t, &of);
     if names.len() < 2 {
         return None;
     }
@@ -352,14 +369,148 @@ fn side_by_side(
 /// The variant a study's generated configuration runs as (`sweep.variants`).
 const DEFAULT_VARIANT: &str = "default";
 
-/// The report's answer in one sentence: the best target and its lead over the next.
+/// Each target's own series side by side, for the targets that ran more than one:
+/// "nginx's variants: tuned carries ...", "builtin's protocols: h2 carries ..." (the
+/// same answers as the report's per-target lines, [`lines`]).
+pub fn series_answers(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &report.targets {
+        if let Some(v) = variants_answer(t) {
+            out.push(format!("{}'s variants: {v}", t.target));
+        }
+        if let Some(p) = protocols_answer(t) {
+            out.push(format!("{}'s protocols: {p}", t.target));
+        }
+    }
+    out
+}
+
+/// One series of a study: the variant and protocol its steps ran, each `None` where
+/// that dimension is not swept.
+#[derive(Debug, Clone, PartialEq)]
+struct Series {
+    /// A step without a variant ran the generated configuration: the default.
+    variant: Option<String>,
+    /// `Some(None)`: the steps of runs that spoke one protocol (the model clears it,
+    /// `one_protocol_is_no_dimension`), which meet no other run's protocol.
+    protocol: Option<Option<String>>,
+}
+
+impl Series {
+    /// Whether step `s` belongs to the series.
+    fn holds(&self, s: &StepReport) -> bool {
+        self.holds_pair(s.variant.as_deref(), s.protocol.as_deref())
+    }
+
+    /// Whether a step, capacity or search of this variant and protocol belongs to it.
+    fn holds_pair(&self, variant: Option<&str>, protocol: Option<&str>) -> bool {
+        self.variant
+            .as_deref()
+            .is_none_or(|v| variant.unwrap_or(DEFAULT_VARIANT) == v)
+            && self
+                .protocol
+                .as_ref()
+                .is_none_or(|p| p.as_deref() == protocol)
+    }
+
+    /// "variant default, h2".
+    fn label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = &self.variant {
+            parts.push(format!("variant {v}"));
+        }
+        if let Some(p) = &self.protocol {
+            parts.push(p.clone().unwrap_or_else(|| "one protocol".to_string()));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The series targets meet in, when some target sweeps variants or protocols: each
+/// protocol on its own, and of the variants only the default when there is one (a
+/// tuning is a target's own question, answered by [`series_answers`]), else each
+/// variant. Empty when nothing is swept.
+fn meeting_series(report: &Report) -> Vec<Series> {
+    let swept = |of: fn(&StepReport) -> Option<&str>| {
+        report.targets.iter().any(|t| values_of(t, of).len() >= 2)
+    };
+    let (variants, protocols) = (swept(variant_of), swept(protocol_of));
+    if !variants && !protocols {
+        return Vec::new();
+    }
+    let has_default = report
+        .targets
+        .iter()
+        .any(|t| values_of(t, variant_of).contains(&DEFAULT_VARIANT));
+    let mut out: Vec<Series> = Vec::new();
+    for s in report.targets.iter().flat_map(|t| &t.steps) {
+        let variant = variants.then(|| s.variant.as_deref().unwrap_or(DEFAULT_VARIANT));
+        if has_default && variant.is_some_and(|v| v != DEFAULT_VARIANT) {
+            continue;
+        }
+        let series = Series {
+            variant: variant.map(str::to_string),
+            protocol: protocols.then(|| s.protocol.clone()),
+        };
+        if !out.contains(&series) {
+            out.push(series);
+        }
+    }
+    out
+}
+
+/// The report cut down to one series: each target's steps, capacities and searches of
+/// that variant and protocol.
+fn only(report: &Report, series: &Series) -> Report {
+    let mut r = report.clone();
+    for t in &mut r.targets {
+        t.steps.retain(|s| series.holds(s));
+        t.capacity
+            .retain(|c| series.holds_pair(c.variant.as_deref(), c.protocol.as_deref()));
+        t.searches
+            .retain(|c| series.holds_pair(c.variant.as_deref(), c.protocol.as_deref()));
+    }
+    r.targets.retain(|t| !t.steps.is_empty());
+    r
+}
+
+/// The report's answer: which target did best and by how much. When targets sweep
+/// variants or protocols, they are answered per series (like with like: "h2: nginx
+/// ..."; a target's best protocol is never set against another's worst), in the series
+/// two or more targets ran; a single target's answer is its own series side by side
+/// ([`series_answers`]).
 pub fn answer(report: &Report) -> String {
     // Users carried and requests per second do not rank together: a study with an
     // office answers with its office targets (its question), others with req/s.
-    let office = report.targets.iter().any(|t| !t.office.is_empty());
-    if office {
+    if report.targets.iter().any(|t| !t.office.is_empty()) {
         return office_answer(report);
     }
+    let series = meeting_series(report);
+    if series.is_empty() {
+        return targets_answer(report);
+    }
+    if report.targets.len() == 1 {
+        return series_answers(report).join(" ");
+    }
+    let shared: Vec<(String, Report)> = series
+        .iter()
+        .map(|s| (s.label(), only(report, s)))
+        .filter(|(_, r)| r.targets.len() >= 2)
+        .collect();
+    if shared.is_empty() {
+        // No series that two targets ran: each target's points still meet only their
+        // like (the points carry their variant and protocol).
+        return targets_answer(report);
+    }
+    shared
+        .iter()
+        .map(|(label, r)| format!("{label}: {}", targets_answer(r)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The best target and its lead over the next, in one sentence.
+fn targets_answer(report: &Report) -> String {
     let all: Vec<answer::Contender> = report
         .targets
         .iter()
@@ -421,9 +572,13 @@ mod tests {
     use super::*;
 
     fn target(steps: Vec<StepReport>) -> TargetReport {
+        named("nginx", steps)
+    }
+
+    fn named(name: &str, steps: Vec<StepReport>) -> TargetReport {
         TargetReport {
             run_id: 1,
-            target: "nginx".into(),
+            target: name.into(),
             status: "complete".into(),
             environment: serde_json::Value::Null,
             latency_definitions: Vec::new(),
@@ -479,5 +634,122 @@ mod tests {
             .collect();
         let v = variants_answer(&target(two)).unwrap();
         assert!(v.starts_with("tuned carries: "), "{v}");
+    }
+
+    fn spoke(protocol: &str, repeat: u32, rps: f64) -> StepReport {
+        let mut s = step("default", repeat, rps);
+        s.variant = None;
+        s.protocol = Some(protocol.into());
+        s
+    }
+
+    fn report(targets: Vec<TargetReport>) -> Report {
+        Report {
+            schema_version: crate::SCHEMA_VERSION,
+            title: "t".into(),
+            study: None,
+            targets,
+        }
+    }
+
+    /// Three repeats at each protocol (or variant) of `figures`, with a little wobble.
+    fn runs(figures: &[(&str, f64)], make: fn(&str, u32, f64) -> StepReport) -> Vec<StepReport> {
+        (0..3u32)
+            .flat_map(|r| {
+                figures
+                    .iter()
+                    .map(move |(k, v)| make(k, r, v + 3.0 * f64::from(r)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_answer_gives_each_protocol_and_variant_its_own_answer() {
+        // (case, targets, words the answer must hold, words it must not)
+        type Row = (
+            &'static str,
+            Vec<TargetReport>,
+            Vec<&'static str>,
+            Vec<&'static str>,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "one target, three protocols: its protocols side by side, never one median",
+                vec![named(
+                    "builtin",
+                    runs(&[("h1", 1000.0), ("h2", 1300.0), ("h3", 700.0)], spoke),
+                )],
+                vec!["builtin's protocols: h2 carries: 1,303 req/s vs h1 1,003: 1.30x ["],
+                vec!["median of", "builtin: "],
+            ),
+            (
+                "two targets, each faster in one protocol: one answer per protocol",
+                vec![
+                    named("nginx", runs(&[("h1", 2000.0), ("h2", 1000.0)], spoke)),
+                    named("caddy", runs(&[("h1", 1000.0), ("h2", 2000.0)], spoke)),
+                ],
+                vec![
+                    "h1: nginx served the most requests per second: 2,003 req/s vs caddy 1,003: 2.00x [",
+                    "h2: caddy served the most requests per second: 2,003 req/s vs nginx 1,003: 2.00x [",
+                ],
+                vec!["No difference"],
+            ),
+            (
+                "two targets tuned: they meet in their default; each tuning is its own",
+                vec![
+                    named("nginx", runs(&[("default", 1000.0), ("tuned", 3000.0)], step)),
+                    named("apache", runs(&[("default", 2000.0), ("tuned", 2100.0)], step)),
+                ],
+                vec!["variant default: apache served the most requests per second: 2,003 req/s vs nginx 1,003: 2.00x ["],
+                vec!["3,003", "variant tuned"],
+            ),
+            (
+                "nothing swept: the targets' answer as ever",
+                vec![
+                    named("nginx", runs(&[("default", 2000.0)], step)),
+                    named("apache", runs(&[("default", 1000.0)], step)),
+                ],
+                vec!["nginx served the most requests per second: 2,003 req/s vs apache 1,003: 2.00x ["],
+                vec!["variant", "'s "],
+            ),
+        ];
+        for (case, targets, want, unwanted) in table {
+            let r = report(targets);
+            let a = answer(&r);
+            for w in want {
+                assert!(a.contains(w), "{case}: {a}\nwants: {w}");
+            }
+            for u in unwanted {
+                assert!(!a.contains(u), "{case}: {a}\nholds: {u}");
+            }
+        }
+        // The targets' own series, as the report's lines give them.
+        let r = report(vec![
+            named(
+                "nginx",
+                runs(&[("default", 1000.0), ("tuned", 3000.0)], step),
+            ),
+            named(
+                "apache",
+                runs(&[("default", 2000.0), ("tuned", 2100.0)], step),
+            ),
+        ]);
+        let series = series_answers(&r);
+        assert_eq!(series.len(), 2, "{series:?}");
+        assert!(
+            series[0].starts_with(
+                "nginx's variants: tuned carries: 3,003 req/s vs default 1,003: 2.99x ["
+            ),
+            "{series:?}"
+        );
+        assert!(
+            series[1].starts_with("apache's variants: tuned carries: "),
+            "{series:?}"
+        );
+        let line = lines(&r).remove(0);
+        assert!(
+            line.contains(&series[0]["nginx's variants: ".len()..]),
+            "{line}"
+        );
     }
 }
