@@ -375,12 +375,29 @@ fn side_by_side(
     // others, each one's effect against the default, by the same rule.
     if across == Across::Variants && names.len() > 2 && names.contains(&DEFAULT_VARIANT) {
         let default = one(DEFAULT_VARIANT);
-        let each: Vec<String> = names
-            .iter()
-            .filter(|v| **v != DEFAULT_VARIANT)
-            .map(|v| {
-                let pair = [one(v), default.clone()];
-                answer::sentence(&answer::decide(&pair), &pair, "carries")
+        // A sentence that does not name its variant (nothing to compare: "every step
+        // measured the generator") is said once for all the variants it holds for,
+        // named.
+        let mut each: Vec<(Vec<&str>, String)> = Vec::new();
+        for v in names.iter().filter(|v| **v != DEFAULT_VARIANT) {
+            let pair = [one(v), default.clone()];
+            let said = answer::sentence(&answer::decide(&pair), &pair, "carries");
+            if said.contains(v) {
+                each.push((Vec::new(), said));
+            } else if let Some((named, _)) = each
+                .iter_mut()
+                .find(|(named, s)| !named.is_empty() && *s == said)
+            {
+                named.push(v);
+            } else {
+                each.push((vec![v], said));
+            }
+        }
+        let each: Vec<String> = each
+            .into_iter()
+            .map(|(named, said)| match named.is_empty() {
+                true => said,
+                false => format!("{} against the default: {said}", named.join(", ")),
             })
             .collect();
         return Some(each.join(" "));
@@ -789,5 +806,20 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("1 error (under 0.1% of requests)"), "{line}");
+    }
+
+    #[test]
+    fn knobs_with_nothing_to_compare_are_named_once_together() {
+        let mut steps = Vec::new();
+        for v in ["default", "tuned:somaxconn", "tuned:backlog", "tuned"] {
+            let mut s = step(v, 0, 1000.0);
+            s.label = Some("generator-bound".into());
+            steps.push(s);
+        }
+        let v = variants_answer(&target(steps)).unwrap();
+        assert_eq!(
+            v,
+            "tuned:somaxconn, tuned:backlog, tuned against the default: No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
+        );
     }
 }
