@@ -45,7 +45,11 @@ fn figure(t: &TargetReport) -> Option<Figure> {
         });
         return Some(Figure {
             value: c,
-            text: format!("capacity {}{ci}, by search", claim_text(&s.claim, c)),
+            text: format!(
+                "capacity {}{ci}, by search{}",
+                claim_text(&s.claim, c),
+                series_named(t, s.variant.as_deref(), s.protocol.as_deref())
+            ),
         });
     }
     let swept = t
@@ -61,7 +65,11 @@ fn figure(t: &TargetReport) -> Option<Figure> {
             });
         return Some(Figure {
             value: c,
-            text: format!("capacity {} by sweep{above}", claim_text(&cap.claim, c)),
+            text: format!(
+                "capacity {} by sweep{above}{}",
+                claim_text(&cap.claim, c),
+                series_named(t, cap.variant.as_deref(), cap.protocol.as_deref())
+            ),
         });
     }
     let server = once_each(t.steps.iter().filter(|s| stands(s)));
@@ -75,13 +83,49 @@ fn figure(t: &TargetReport) -> Option<Figure> {
     Some(Figure {
         value: rps,
         text: format!(
-            "{} req/s, p99 {} ({what}; median of {} step{})",
+            "{} req/s, p99 {} ({what}; median of {} step{}{})",
             number(rps),
             ms(p99),
             server.len(),
-            if server.len() == 1 { "" } else { "s" }
+            if server.len() == 1 { "" } else { "s" },
+            series_pooled(t)
         ),
     })
+}
+
+/// ", of variant tuned, h2": which series a target's best capacity came from, when the
+/// target ran more than one (its other series are answered beside it).
+fn series_named(t: &TargetReport, variant: Option<&str>, protocol: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = variant.filter(|_| values_of(t, variant_of).len() > 1) {
+        parts.push(format!("variant {v}"));
+    }
+    if let Some(p) = protocol.filter(|_| values_of(t, protocol_of).len() > 1) {
+        parts.push(p.to_string());
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(", of {}", parts.join(", ")),
+    }
+}
+
+/// " over variants default, tuned": the series a target's median pools, when it ran
+/// more than one (each is answered on its own beside it).
+fn series_pooled(t: &TargetReport) -> String {
+    let mut parts = Vec::new();
+    for (what, of) in [
+        ("variants", variant_of as fn(&StepReport) -> Option<&str>),
+        ("protocols", protocol_of),
+    ] {
+        let names = values_of(t, of);
+        if names.len() > 1 {
+            parts.push(format!("{what} {}", names.join(", ")));
+        }
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" over {}", parts.join(" and ")),
+    }
 }
 
 /// Each planned step once (its point and repeat), by its first attempt in `steps`: a
@@ -672,8 +716,14 @@ mod tests {
                 ]
             })
             .collect();
-        let v = variants_answer(&target(two)).unwrap();
+        let v = variants_answer(&target(two.clone())).unwrap();
         assert!(v.starts_with("tuned carries: "), "{v}");
+        // Its own figure says what it pools.
+        let line = lines(&report(vec![target(two)])).remove(0);
+        assert!(
+            line.contains("median of 6 steps over variants default, tuned)"),
+            "{line}"
+        );
     }
 
     fn spoke(protocol: &str, repeat: u32, rps: f64) -> StepReport {
