@@ -660,20 +660,7 @@ mod tests {
     }
 
     fn named(name: &str, steps: Vec<StepReport>) -> TargetReport {
-        TargetReport {
-            run_id: 1,
-            target: name.into(),
-            status: "complete".into(),
-            environment: serde_json::Value::Null,
-            latency_definitions: Vec::new(),
-            steps,
-            capacity: Vec::new(),
-            searches: Vec::new(),
-            repeats: Vec::new(),
-            usl: Vec::new(),
-            percentile_curves: Vec::new(),
-            office: Vec::new(),
-        }
+        TargetReport::blank(name, steps)
     }
 
     fn step(variant: &str, repeat: u32, rps: f64) -> StepReport {

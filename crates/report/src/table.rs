@@ -773,20 +773,7 @@ mod tests {
             schema_version: crate::SCHEMA_VERSION,
             title: "t".into(),
             study: None,
-            targets: vec![TargetReport {
-                run_id: 1,
-                target: "builtin".into(),
-                status: "complete".into(),
-                environment: serde_json::Value::Null,
-                latency_definitions: Vec::new(),
-                steps: vec![step],
-                capacity: Vec::new(),
-                searches: Vec::new(),
-                repeats: Vec::new(),
-                usl: Vec::new(),
-                percentile_curves: Vec::new(),
-                office: Vec::new(),
-            }],
+            targets: vec![TargetReport::blank("builtin", vec![step])],
         };
         let t = phases(&report).unwrap();
         let (mark, row) = &t.rows[0];
