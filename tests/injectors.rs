@@ -226,6 +226,112 @@ cooldown = "0s"
     assert!(html.contains("Phases: intervals with the same active injectors"));
 }
 
+/// The active clients of each phase `volley log phases --json` printed.
+fn phase_clients(read: &Value) -> Vec<Vec<String>> {
+    read["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let c = p["clients"].as_array().unwrap();
+            c.iter().map(|c| c.as_str().unwrap().to_string()).collect()
+        })
+        .collect()
+}
+
+/// Seed 003's check from the server's side: three local injectors staggered by three
+/// seconds (so that every phase keeps a whole second on either clock once its edges
+/// are left out), each connecting from its own loopback address (127.0.0.2, .3, .4), so that
+/// `volley log phases` on the built-in server's own access log finds the phases 1, 2,
+/// 3, 2, 1 the study found, each phase's requests within 10% of the study's merged
+/// req/s over its seconds, plus the requests lateness can carry across its edges (the
+/// log stamps a request when the server saw it, volley by its intended second).
+#[test]
+fn staggered_injectors_are_told_apart_in_the_servers_log_and_its_phases_match() {
+    let dir = TempDir::new("logphases");
+    let log = dir.path().join("access.log");
+    let root = docroot(dir.path());
+    let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
+    let file = study(
+        dir.path(),
+        &served_study(
+            "inj",
+            &server.base,
+            r#"
+[load]
+model = "open"
+rate = 40
+concurrency = 2
+[injectors]
+count = 3
+stagger = "3s"
+share = "each"
+[steps]
+duration = "9s"
+warmup = "0s"
+cooldown = "0s"
+"#,
+        ),
+    );
+    let db = dir.path().join("v.db");
+    let out = run_study(&file, &db);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let steps = step_summaries(&db);
+    let s = &steps[0];
+    let study_rps: Vec<f64> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rps"].as_f64().unwrap())
+        .collect();
+    assert_eq!(study_rps.len(), 5, "{}", s["phases"]);
+    // The load's lines only: volley's readiness probe and path check come from
+    // 127.0.0.1 before the load (User-Agent volley-probe), as in the count above.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let load: String = text
+        .lines()
+        .filter(|l| !l.contains("\"volley-probe\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let load_log = dir.path().join("load.log");
+    std::fs::write(&load_log, &load).unwrap();
+    let (code, json, err) =
+        common::volley(&["log", "phases", "--json", load_log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let read: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(completed(s)), "{read}");
+    let (a, b, c) = ("127.0.0.2", "127.0.0.3", "127.0.0.4");
+    let want: Vec<Vec<&str>> = vec![vec![a], vec![a, b], vec![a, b, c], vec![b, c], vec![c]];
+    assert_eq!(phase_clients(&read), want, "{read}");
+    // A request the log stamps in another second than its intended one moved across
+    // an edge by its lateness: at most (run's rate x the step's longest response
+    // time) of them cross each of a phase's two edges. Beyond that, 10%.
+    let late_s = s["latency"]["response_time"]["max_ms"].as_f64().unwrap() / 1e3;
+    for (i, (p, want)) in read["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&study_rps)
+        .enumerate()
+    {
+        let seconds = p["seconds"].as_u64().unwrap() as f64;
+        assert!(seconds >= 1.0, "phase {}: {p}", i + 1);
+        let got = p["requests"].as_u64().unwrap() as f64;
+        let crossed = 2.0 * (120.0 * late_s + 1.0);
+        assert!(
+            (got - want * seconds).abs() <= 0.1 * want * seconds + crossed,
+            "phase {}: the server's log has {got} requests in {seconds} s, the study {want} \
+             req/s (up to {crossed:.0} crossed an edge, the longest response took {late_s} s): {read}",
+            i + 1
+        );
+    }
+}
+
 #[test]
 fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
     let dir = TempDir::new("clear");

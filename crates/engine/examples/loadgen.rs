@@ -73,6 +73,7 @@ fn main() {
     };
     let cfg = LoadConfig {
         addr,
+        source_ip: None,
         threads: 1,
         connections: conns,
         max_connections: conns * 4,

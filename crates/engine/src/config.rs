@@ -4,7 +4,7 @@
 //! them (URL parsed, host resolved, body files read) into these values; the engine never
 //! sees a flag or a path.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +137,10 @@ pub trait SourceFactory: Send + Sync {
 pub struct LoadConfig {
     /// Where to connect (one host:port per run).
     pub addr: SocketAddr,
+    /// Where to connect from: a source address of this host (`None`: the kernel's
+    /// choice). Injectors on one host each take their own, so that a server's log
+    /// tells them apart (docs/methodology.md, "Several injectors").
+    pub source_ip: Option<IpAddr>,
     /// Worker threads; connections and open-loop rate are split evenly across them.
     pub threads: usize,
     /// Closed loop: the number of connections (ab's `-c`). Open loop: connections opened

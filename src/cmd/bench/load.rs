@@ -351,6 +351,7 @@ impl Load {
         Ok(LoadSpec {
             cfg: LoadConfig {
                 addr,
+                source_ip: None,
                 threads: n.threads,
                 connections: n.connections,
                 max_connections: n.max_connections,

@@ -363,7 +363,8 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     /// (edge-triggered, once for the connection's life); counts it open on success.
     pub fn connect(&mut self, slot: usize, now: u64) -> io::Result<T> {
         self.stats.connections_opened += 1;
-        let mut sock = T::connect(&self.connector, self.shared.cfg.addr)?;
+        let cfg = &self.shared.cfg;
+        let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip)?;
         self.poll.registry().register(
             sock.source(),
             Token(slot),
