@@ -142,6 +142,8 @@ cooldown = "0s"
     assert_eq!(merged, sum, "merged == sum of the injectors'");
     assert_eq!(merged, s["streamed_requests"].as_u64().unwrap());
     assert_eq!(merged, lines, "merged == the server's access log lines");
+    // The server's own log, cut by client address, gives the same phases.
+    server_log_phases(dir.path(), &log, merged);
     // Each injector's own seconds were stored as they arrived, beside the merged step.
     let store = Store::open(&db).unwrap();
     let run = store.list_runs().unwrap()[0].id;
@@ -226,17 +228,38 @@ cooldown = "0s"
     assert!(html.contains("Phases: intervals with the same active injectors"));
 }
 
-/// The active clients of each phase `volley log phases --json` printed.
-fn phase_clients(read: &Value) -> Vec<Vec<String>> {
-    read["phases"]
+/// `volley log phases --json` of the load's lines of the server's log `log` (volley's
+/// readiness probe and path check come from 127.0.0.1 before the load, User-Agent
+/// volley-probe, and are left out as `load_lines` does), checked to hold `requests`
+/// requests and three staggered local agents' phases: 1, 2, 3, 2, 1 from their own
+/// addresses.
+fn server_log_phases(dir: &Path, log: &Path, requests: u64) -> Value {
+    let load: String = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("\"volley-probe\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let load_log = dir.join("load.log");
+    std::fs::write(&load_log, &load).unwrap();
+    let (code, json, err) =
+        common::volley(&["log", "phases", "--json", load_log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let read: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(requests), "{read}");
+    let clients: Vec<Vec<&str>> = read["phases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| {
             let c = p["clients"].as_array().unwrap();
-            c.iter().map(|c| c.as_str().unwrap().to_string()).collect()
+            c.iter().map(|c| c.as_str().unwrap()).collect()
         })
-        .collect()
+        .collect();
+    let (a, b, c) = ("127.0.0.2", "127.0.0.3", "127.0.0.4");
+    let want: Vec<Vec<&str>> = vec![vec![a], vec![a, b], vec![a, b, c], vec![b, c], vec![c]];
+    assert_eq!(clients, want, "{read}");
+    read
 }
 
 /// Seed 003's check from the server's side: three local injectors staggered by three
@@ -290,24 +313,7 @@ cooldown = "0s"
         .map(|p| p["rps"].as_f64().unwrap())
         .collect();
     assert_eq!(study_rps.len(), 5, "{}", s["phases"]);
-    // The load's lines only: volley's readiness probe and path check come from
-    // 127.0.0.1 before the load (User-Agent volley-probe), as in the count above.
-    let text = std::fs::read_to_string(&log).unwrap();
-    let load: String = text
-        .lines()
-        .filter(|l| !l.contains("\"volley-probe\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let load_log = dir.path().join("load.log");
-    std::fs::write(&load_log, &load).unwrap();
-    let (code, json, err) =
-        common::volley(&["log", "phases", "--json", load_log.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    let read: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(read["requests"].as_u64(), Some(completed(s)), "{read}");
-    let (a, b, c) = ("127.0.0.2", "127.0.0.3", "127.0.0.4");
-    let want: Vec<Vec<&str>> = vec![vec![a], vec![a, b], vec![a, b, c], vec![b, c], vec![c]];
-    assert_eq!(phase_clients(&read), want, "{read}");
+    let read = server_log_phases(dir.path(), &log, completed(s));
     // A request the log stamps in another second than its intended one moved across
     // an edge by its lateness: at most (run's rate x the step's longest response
     // time) of them cross each of a phase's two edges. Beyond that, 10%.
