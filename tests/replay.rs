@@ -255,7 +255,8 @@ fn served_line(line: &str) -> (u64, String) {
 /// A generated log with known instants replayed at 2x against the built-in server with
 /// its access log on: every logged request arrives once, each client's in its logged
 /// order, each within a bounded lag of its scaled instant; statuses agree with the log;
-/// the server's log read back by `volley log phases` counts the replay's requests.
+/// each client from its own loopback address (`--client-addresses`), so the server's
+/// log read back by `volley log phases` has the replayed log's phases.
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
     let dir = tempdir("bench");
@@ -279,6 +280,7 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         "2",
         "-t",
         "2",
+        "--client-addresses",
         "--json",
         "-q",
     ]);
@@ -348,11 +350,38 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         "requests strayed {spread_ms} ms from their scaled instants"
     );
 
-    let (code, json, err) =
-        crate::common::volley(&["log", "phases", "--json", served_log.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(read["requests"].as_u64(), Some(n), "{json}");
+    // --client-addresses: logged client k came from 127.0.0.(2 + k), all its requests.
+    for line in std::fs::read_to_string(&served_log).unwrap().lines() {
+        let (_, target) = served_line(line);
+        let from = line.split(' ').next().unwrap();
+        let k: u8 = from.strip_prefix("127.0.0.").unwrap().parse().unwrap();
+        assert!(target.contains(&format!("c={}&", k - 2)), "{line}");
+    }
+
+    // The server's log read back has the replayed log's phases, client for client.
+    let phases = |file: &std::path::Path| -> Vec<(usize, u64)> {
+        let (code, json, err) =
+            crate::common::volley(&["log", "phases", "--json", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(read["requests"].as_u64(), Some(n), "{json}");
+        read["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let clients = p["clients"].as_array().unwrap().len();
+                (clients, p["requests"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let (logged, served_phases) = (phases(&log), phases(&served_log));
+    let shape = |p: &[(usize, u64)]| p.iter().map(|(c, _)| *c).collect::<Vec<_>>();
+    assert_eq!(
+        shape(&served_phases),
+        shape(&logged),
+        "{served_phases:?} vs {logged:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -700,6 +729,17 @@ fn replay_refuses_bad_input_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Loopback client addresses reach only a loopback target: refused before any load.
+    let args = [
+        "bench",
+        "--replay",
+        &good,
+        "--client-addresses",
+        "http://[::1]:9/",
+    ];
+    let (code, _, err) = crate::common::volley(&args);
+    assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+    assert!(err.contains("not on IPv4 loopback"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
