@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::Served;
@@ -95,33 +95,20 @@ pub(crate) fn completed(summary: &Value) -> u64 {
     summary["requests"]["completed"].as_u64().unwrap()
 }
 
-#[test]
-fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
-    let dir = TempDir::new("phases");
+/// Three local injectors at 40 req/s each, staggered by `stagger` and active for
+/// `duration`, against a `volley serve` with its access log on: the study's directory,
+/// the server's log and the store, once the study ran and the server stopped.
+fn staggered_study(tag: &str, stagger: &str, duration: &str) -> (TempDir, PathBuf, PathBuf) {
+    let dir = TempDir::new(tag);
     let log = dir.path().join("access.log");
     let root = docroot(dir.path());
     let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj",
-            &server.base,
-            r#"
-[load]
-model = "open"
-rate = 40
-concurrency = 2
-[injectors]
-count = 3
-stagger = "1s"
-share = "each"
-[steps]
-duration = "4s"
-warmup = "0s"
-cooldown = "0s"
-"#,
-        ),
+    let rest = format!(
+        "[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\n[injectors]\ncount = 3\n\
+         stagger = \"{stagger}\"\nshare = \"each\"\n[steps]\nduration = \"{duration}\"\n\
+         warmup = \"0s\"\ncooldown = \"0s\"\n"
     );
+    let file = study(dir.path(), &served_study("inj", &server.base, &rest));
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
     assert!(
@@ -130,6 +117,12 @@ cooldown = "0s"
         String::from_utf8_lossy(&out.stderr)
     );
     server.stop();
+    (dir, log, db)
+}
+
+#[test]
+fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
+    let (dir, log, db) = staggered_study("phases", "1s", "4s");
     let steps = step_summaries(&db);
     assert_eq!(steps.len(), 1);
     let s = &steps[0];
@@ -271,39 +264,7 @@ fn server_log_phases(dir: &Path, log: &Path, requests: u64) -> Value {
 /// log stamps a request when the server saw it, volley by its intended second).
 #[test]
 fn staggered_injectors_are_told_apart_in_the_servers_log_and_its_phases_match() {
-    let dir = TempDir::new("logphases");
-    let log = dir.path().join("access.log");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj",
-            &server.base,
-            r#"
-[load]
-model = "open"
-rate = 40
-concurrency = 2
-[injectors]
-count = 3
-stagger = "3s"
-share = "each"
-[steps]
-duration = "9s"
-warmup = "0s"
-cooldown = "0s"
-"#,
-        ),
-    );
-    let db = dir.path().join("v.db");
-    let out = run_study(&file, &db);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    server.stop();
+    let (dir, log, db) = staggered_study("logphases", "3s", "9s");
     let steps = step_summaries(&db);
     let s = &steps[0];
     let study_rps: Vec<f64> = s["phases"]
