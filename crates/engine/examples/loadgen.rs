@@ -73,6 +73,7 @@ fn main() {
     };
     let cfg = LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: 1,
         connections: conns,
         max_connections: conns * 4,

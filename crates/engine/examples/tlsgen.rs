@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let req = RequestTemplate::new("GET", &a[1], "localhost").build(0)?;
     let cfg = LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: 1,
         connections: c,
         max_connections: c,

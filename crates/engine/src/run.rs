@@ -318,6 +318,7 @@ mod tests {
             .expect("request");
         LoadConfig {
             addr: "127.0.0.1:9".parse().expect("addr"),
+            source_ip: crate::SourceIp::Kernel,
             threads: 2,
             connections: 4,
             max_connections: 4,

@@ -269,6 +269,7 @@ mod tests {
             .unwrap();
         LoadConfig {
             addr,
+            source_ip: volley_engine::SourceIp::Kernel,
             threads: conns,
             connections: conns,
             max_connections: conns,
@@ -346,6 +347,7 @@ mod tests {
         let (addr, _) = (std::net::SocketAddr::from(([127, 0, 0, 1], 9)), ());
         let cfg = LoadConfig {
             addr,
+            source_ip: volley_engine::SourceIp::Kernel,
             threads: 1,
             connections: 2,
             max_connections: 64,

@@ -351,6 +351,7 @@ impl Load {
         Ok(LoadSpec {
             cfg: LoadConfig {
                 addr,
+                source_ip: volley_engine::SourceIp::Kernel,
                 threads: n.threads,
                 connections: n.connections,
                 max_connections: n.max_connections,

@@ -527,7 +527,10 @@ fn load_for(
     let mut spec = setup
         .load
         .at(&[(url.clone(), None)], target.ca_file.as_deref())?;
-    let factory = setup.replay.map(|r| r.aim(&mut spec, url.host_header()));
+    let factory = setup
+        .replay
+        .map(|r| r.aim(&mut spec, url.host_header()))
+        .transpose()?;
     Ok((spec, factory))
 }
 

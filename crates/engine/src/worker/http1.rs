@@ -203,7 +203,8 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
 
     /// Starts a connect on `slot` (which may carry a request).
     fn open(&mut self, slot: usize, now: u64) {
-        let registered = self.core.connect(slot, now);
+        let lane = self.conns[slot].req.as_ref().and_then(|r| r.lane);
+        let registered = self.core.connect(slot, now, lane);
         let c = &mut self.conns[slot];
         c.connect_start_ns = now;
         c.served = 0;

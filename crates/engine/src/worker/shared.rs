@@ -359,11 +359,12 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         }
     }
 
-    /// Starts a connect for `slot` and registers it for read and write readiness
+    /// Starts a connect for `slot` (of `lane`, whose source address it may take) and registers it for read and write readiness
     /// (edge-triggered, once for the connection's life); counts it open on success.
-    pub fn connect(&mut self, slot: usize, now: u64) -> io::Result<T> {
+    pub fn connect(&mut self, slot: usize, now: u64, lane: Option<u32>) -> io::Result<T> {
         self.stats.connections_opened += 1;
-        let mut sock = T::connect(&self.connector, self.shared.cfg.addr)?;
+        let cfg = &self.shared.cfg;
+        let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip.for_lane(lane))?;
         self.poll.registry().register(
             sock.source(),
             Token(slot),

@@ -142,6 +142,7 @@ pub fn config(addr: SocketAddr, threads: usize, c: usize, n: u64) -> LoadConfig 
         .expect("request");
     LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads,
         connections: c,
         max_connections: c,
