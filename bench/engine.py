@@ -36,6 +36,11 @@ What it does (issue 2's speed bar), all on loopback:
     step, with and without the warm-up (alternating over --rounds);
   * memory: volley's max RSS after 50k and after 5M keep-alive requests;
   * --json FILE: every raw per-round record (and the open-loop runs) for later analysis.
+  * --counts: only the counts per request that say why a server pays more under one
+    client (bench/counts.py, run in a network namespace of its own by `unshare -n` so
+    nstat's TCP counters are the load's alone): the server's context switches, wake-ups
+    it issued, system calls and CPU, TCP segments and ACKs, the client's own counts;
+    volley, httperf and wrk in paired rounds (needs perf and root).
   * --baseline BIN: a second volley build in the same rounds ("volley-base"), so a change's
     before/after ratio is measured side by side with the peers, never from two sessions.
 Nothing here is a test: it prints figures for the issue notes.
@@ -233,6 +238,9 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.8,
                     help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
     ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
+    ap.add_argument("--counts", action="store_true",
+                    help="only the server's and the wire's counts per request under volley, "
+                         "httperf and wrk (bench/counts.py, in a network namespace of its own)")
     ap.add_argument("--baseline", metavar="BIN",
                     help="another volley binary (e.g. a build of the previous commit) run as "
                          "'volley-base' in the same paired rounds: before/after ratios of a change")
@@ -243,6 +251,10 @@ def main():
         subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh")], check=True)
     if not a.skip_build:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if a.counts:
+        counts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "counts.py")
+        return subprocess.run(["unshare", "-n", sys.executable, counts, "--rounds", str(a.rounds),
+                               "--seconds", str(a.seconds)]).returncode
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
     # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
     # into a 403 page, which the peers would happily count as completed requests.
