@@ -68,6 +68,33 @@ a guest, an inter-processor interrupt). The server's CPU per request was 1.06 / 
 those wake-ups, but its CPU counts as volley's: a closed loop against a server that
 answers every few tens of microseconds would read ~100% CPU and be labelled
 generator-bound, so it needs an adaptive window measured on a quiet machine first.
+
+Counting instead of timing (`--counts`, 2026-11-28, main's release build, three runs of
+1, 2 and 4 paired rounds; the machine was so loaded that lighttpd served 60-7,800 req/s
+instead of ~100,000: starved by the machine, not saturated by the client, so these are
+the method's first figures, not a verdict): per request the server made the same
+system calls under every client (4.06-4.43 under volley, 4.08-4.18 under httperf,
+4.17-4.20 under wrk), and volley sent each request with one sendto, as the peers send
+theirs with one write. TCP segments per request: volley 2.06 / 3.15 / 3.04, httperf
+2.06 / 2.72 / 2.76, wrk 2.73 / 2.59 (pure ACKs volley 0.02-0.16, httperf 0.01-0.08):
+equal in the least starved run, 0.3-0.4 more under volley in the two starved ones, not
+explained yet. Wake-ups the server issued per request did not hold still: 0.13 / 0.07 /
+0.11 under volley, 0.03 / 0.41 / 0.15 under httperf, following the machine's load more
+than the client. httperf's price for never sleeping shows in its own system calls,
+7.0-31.8 per request (`--hog` polls), against volley's 2.3-3.5. Both questions need
+`--counts` again on a quiet machine.
+
+Memory (max RSS, 64 connections, `volley bench URL -t 1 -k -c 64 -n 50000 --json -
+--quiet` under GNU time against the lighttpd above): 12.8-13.0 MB at main's 526ade3,
+of which ~6 MB is there before the first request (`volley --version`: 6.7 MB). Where
+it went (smaps, page-fault samples): 4.7 MB of the executable's code resident, 1.6 MB
+of `.data.rel.ro` the loader wrote to relocate it (every page, read or not), ~1.5-2 MB
+of histograms (hdrhistogram writes all ~23,500 counts of a one-hour histogram, 94 KB,
+when it creates or resets one; a run holds a few dozen), libc 1.4 MB. Fixed: a
+fixed-address executable (build.rs, `-no-pie`: nothing to relocate, only pages read
+are resident) and histograms that start at 0-2 ms (8 KB) and grow (crates/metrics
+hist.rs). Debug builds, same command: 22.9-23.4 -> 20.9-21.3 MB (`volley --version`
+10.6 -> 8.0 MB; anonymous memory during the run 6.8 -> 2.6 MB).
 """
 import argparse
 import json
