@@ -8,21 +8,17 @@
 //! binary linked with it names the glibc feature it needs, so an older glibc refuses it
 //! at start with a clear message rather than misbehaving.
 //!
-//! The records were only half of it: the loader still writes every pointer they name,
-//! so the whole of `.data.rel.ro` (1.7 MB here, vtables and tables of `&str`) became
-//! private dirty memory in every run, read or not. Linked as a fixed-address executable
-//! (`-no-pie`), those pointers are final in the file: no relocation at start, and only
-//! the pages a run reads are resident, shared with every other volley process. The
-//! cost is that the executable's own code and data are not placed at a random address
-//! (ASLR still places the libraries, heap and stacks); volley is a lab tool whose own
-//! memory at 64 connections is a measured goal (`bench/engine.py`, the memory case).
+//! The records are only half of it: the loader still writes every pointer they name, so
+//! the whole of `.data.rel.ro` (1.7 MB here) becomes private memory in every run. Linking
+//! a fixed-address executable (`-no-pie`) would avoid that (about 1.5 MB of the
+//! 64-connection memory goal), but the executable's own code would then always sit at
+//! the same address, and `volley serve` and `volley agent` listen on networks a user
+//! shares: address randomisation stays.
 fn main() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     if os == "linux" && env == "gnu" {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-        // After rustc's own `-pie`: the later of the two wins.
-        println!("cargo:rustc-link-arg-bins=-no-pie");
     }
     println!("cargo:rerun-if-changed=build.rs");
 }

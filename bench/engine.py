@@ -90,12 +90,13 @@ of which ~6 MB is there before the first request (`volley --version`: 6.7 MB). W
 it went (smaps, page-fault samples): 4.7 MB of the executable's code resident, 1.6 MB
 of `.data.rel.ro` the loader wrote to relocate it (every page, read or not), ~1.5-2 MB
 of histograms (hdrhistogram writes all ~23,500 counts of a one-hour histogram, 94 KB,
-when it creates or resets one; a run holds a few dozen), libc 1.4 MB. Fixed: a
-fixed-address executable (build.rs, `-no-pie`: nothing to relocate, only pages read
-are resident) and histograms that start at 0-2 ms (8 KB) and grow (crates/metrics
-hist.rs). Release builds, same command, alternating, three each (busy machine; memory
-does not depend on it): 12,808 / 13,300 / 13,168 KB at 526ade3 -> 10,056 / 10,064 /
-10,080 KB with both fixes (9.8 MiB; `volley --version` 6,800 -> 5,268 KB; during the
+when it creates or resets one; a run holds a few dozen), libc 1.4 MB. Fixed:
+histograms that start at 0-2 ms (8 KB) and grow (crates/metrics hist.rs). A
+fixed-address executable (`-no-pie`: nothing to relocate, only pages read resident)
+was measured with it and then left out: `serve` and `agent` listen on shared networks
+and keep address randomisation (build.rs). Release builds, same command, alternating,
+three each (busy machine; memory does not depend on it): 12,808 / 13,300 / 13,168 KB
+at 526ade3 -> 10,056 / 10,064 / 10,080 KB with both (9.8 MiB; `volley --version` 6,800 -> 5,268 KB; during the
 run 9.6 MB, anonymous memory 4.9 -> 1.6 MB; the last ~0.45 MB comes at the end, with
 the summary and the JSON). What is left is mostly code: 4.5 MB of the executable's
 text resident (the kernel maps 64 KB around each page a run touches), libc 1.4 MB.
