@@ -128,7 +128,7 @@ impl Saver {
             },
             summary: summary_json,
             verdict: None,
-            label: Some(summary.generator.verdict.label.name().to_string()),
+            label: Some(summary.generator.verdict.label.label().to_string()),
             started_unix_ms: now - (summary.duration_s * 1e3) as i64,
             finished_unix_ms: now,
             series: volley_harness::stored::series(summary, extras.monitor),

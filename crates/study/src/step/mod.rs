@@ -350,7 +350,7 @@ pub(crate) fn judge(
             conn_wait = sustain::conn_wait_note(&stats);
             (Some(v.clone()), v.bound.label())
         }
-        None => (None, summary.generator.verdict.label.name()),
+        None => (None, summary.generator.verdict.label.label()),
     };
     // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
     let label = match link_reason(&extra, &summary) {
