@@ -187,7 +187,7 @@ fn parameters(spec: &LoadSpec) -> Value {
         "keepalive": c.keep_alive,
         "requests": c.stop.requests,
         "duration_s": c.stop.duration.map(|d| d.as_secs_f64()),
-        "warmup_s": spec.warmup.as_secs_f64(),
+        "warmup_s": spec.cfg.stop.warmup.as_secs_f64(),
         "timeout_s": c.timeout.as_secs_f64(),
     })
 }
