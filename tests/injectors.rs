@@ -17,10 +17,7 @@ pub(crate) struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("volley-inj-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+        TempDir(crate::common::fresh_dir(&format!("volley-inj-{tag}")))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -54,6 +51,20 @@ pub(crate) fn served_study(name: &str, base: &str, rest: &str) -> String {
     format!(
         "name = \"{name}\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n{rest}"
     )
+}
+
+/// A fresh directory `tag`, a `volley serve` of [`docroot`] in it, and the study
+/// `name` of that server ([`served_study`] with `rest`) written there.
+pub(crate) fn served_study_in(
+    tag: &str,
+    name: &str,
+    rest: &str,
+) -> (TempDir, Served, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
+    let root = docroot(dir.path());
+    let server = Served::start(&root, &[]);
+    let file = study(dir.path(), &served_study(name, &server.base, rest));
+    (dir, server, file)
 }
 
 /// `volley study run FILE --db DB`, for the caller to run or spawn.
@@ -228,15 +239,10 @@ cooldown = "0s"
 
 #[test]
 fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
-    let dir = TempDir::new("clear");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "clear",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "clear",
+        "clear",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -249,7 +255,6 @@ duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
@@ -436,15 +441,10 @@ pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
-    let dir = TempDir::new("kill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-kill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "kill",
+        "inj-kill",
+        r#"
 [load]
 model = "open"
 rate = 50
@@ -457,7 +457,6 @@ duration = "8s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let study = study_command(&file, &db)
@@ -523,15 +522,10 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_sigkilled_study_leaves_no_agent_and_no_bus_behind() {
-    let dir = TempDir::new("sigkill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-sigkill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "sigkill",
+        "inj-sigkill",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -542,7 +536,6 @@ count = 2
 duration = "30s"
 warmup = "0s"
 "#,
-        ),
     );
     let mut study = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())

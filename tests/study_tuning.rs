@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use volley_store::Store;
 
+use crate::common::output_of;
 use crate::study_cli::{temp_dir, volley, write};
 
 fn installed(program: &str) -> bool {
@@ -135,18 +136,13 @@ repeats = 2
 /// `volley study run FILE --dry-run ARGS..` from the repository root: (code, stdout,
 /// stderr).
 fn dry_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = volley()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["study", "run"])
-        .arg(file)
-        .arg("--dry-run")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    output_of(
+        volley()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["study", "run"])
+            .arg(file)
+            .arg("--dry-run")
+            .args(args),
     )
 }
 
