@@ -275,19 +275,7 @@ cooldown = "0s"
     assert!(notes.contains("the bus ran in the clear"), "{notes}");
     // `volley report` prints the stored note beside the step, in every format.
     let md = dir.path().join("r.md");
-    let rep = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[], &db, &md);
     let section = md.split("## Notes on the steps").nth(1).unwrap_or_default();
     assert!(section.contains("the bus ran in the clear"), "{md}");
 }

@@ -47,6 +47,19 @@ fn quiet_study_in(tag: &str, text: &str) -> (PathBuf, Option<i32>, String, Strin
     (db, code, out, err)
 }
 
+/// `volley study run FILE --db DB`, which must succeed: its stdout.
+pub(crate) fn study_ok(file: &Path, db: &Path) -> String {
+    let (code, out, err) = output_of(
+        volley()
+            .args(["study", "run"])
+            .arg(file)
+            .arg("--db")
+            .arg(db),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    out
+}
+
 /// Runs `volley study run FILE ARGS..`: (exit code, stdout, stderr).
 pub(crate) fn study_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     output_of(volley().args(["study", "run"]).arg(file).args(args))
@@ -320,19 +333,7 @@ max_steps = 12
     );
     // ...and in the Markdown report, read from the store alone.
     let md = dir.join("report.md");
-    let out = volley()
-        .args(["report", &runs[0].id.to_string(), "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[&runs[0].id.to_string()], &db, &md);
     let hi_text = hi.map_or("unbounded".to_string(), |h| format!("{h:.0}"));
     let want = format!(
         "capacity by search: {stored:.0} req/s, 95% CI [{lo:.0}, {hi_text}], {} steps, ",
@@ -466,19 +467,7 @@ fn history_and_compare_on_a_small_study() {
         &closed_study("ab", &[a.url("/"), b.url("/")], 1, 3),
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = study_ok(&f, &db);
     assert!(stdout.contains("6 steps"), "{stdout}");
     // The end table's answer is the report's sentence, word for word.
     let answer = stdout

@@ -155,19 +155,7 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
     assert_eq!((c.ci_lo_rps, c.ci_hi_rps), (None, None));
     assert_eq!(c.steps as usize, steps.len());
     let md = dir.join("r.md");
-    let out = volley()
-        .args(["report", &run.id.to_string(), "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[&run.id.to_string()], &db, &md);
     assert!(
         md.contains("capacity search did not finish (interrupted, partial result stored)"),
         "{md}"

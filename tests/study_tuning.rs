@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use volley_store::Store;
 
 use crate::common::output_of;
-use crate::study_cli::{temp_dir, volley, write};
+use crate::study_cli::{study_ok, temp_dir, volley, write};
 
 fn installed(program: &str) -> bool {
     ["/usr/sbin", "/usr/bin"]
@@ -248,18 +248,7 @@ repeats = 2
 "#,
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    study_ok(&f, &db);
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 1, "one target, one run");

@@ -181,6 +181,21 @@ pub fn output_of(cmd: &mut Command) -> (Option<i32>, String, String) {
     )
 }
 
+/// `volley report ARGS --db DB --md MD`, which must succeed: the Markdown it wrote.
+pub fn markdown_report(args: &[&str], db: &Path, md: &Path) -> String {
+    let (code, _, err) = output_of(
+        volley_cmd()
+            .arg("report")
+            .args(args)
+            .arg("--db")
+            .arg(db)
+            .arg("--md")
+            .arg(md),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::read_to_string(md).expect("the Markdown report")
+}
+
 /// A fresh, empty directory `NAME-PID` in the temporary directory (what an earlier run
 /// of the same test left there is removed first).
 pub fn fresh_dir(name: &str) -> PathBuf {
