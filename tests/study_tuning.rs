@@ -89,6 +89,17 @@ repeats = 2
             "{line}"
         );
     }
+    // One target: its answer is its variants side by side, each against the default,
+    // never one figure pooled over them.
+    let answer = text
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {text}"));
+    assert!(answer.starts_with("web's variants: "), "{answer}");
+    for v in ["tuned:backlog", "tuned:sendfile", "tuned "] {
+        assert!(answer.contains(v), "{v}: {answer}");
+    }
+    assert!(!answer.contains("median of"), "{answer}");
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     let mut steps = store.steps(runs[0].id).unwrap();
@@ -110,6 +121,13 @@ repeats = 2
         (1024.into(), false.into())
     );
     let env = &store.run(runs[0].id).unwrap().environment;
+    // The host's settings that shape the figures are recorded with the run.
+    let somaxconn = std::fs::read_to_string("/proc/sys/net/core/somaxconn").unwrap();
+    assert_eq!(
+        env["environment"]["sysctls"]["net.core.somaxconn"],
+        somaxconn.trim(),
+        "{env}"
+    );
     let configs: Vec<(&str, &str)> = env["instances"]
         .as_array()
         .unwrap()

@@ -532,3 +532,31 @@ fn unlike_runs_are_said_unlike_before_whoever_bound_them() {
     .unwrap_err();
     assert!(e.to_string().contains("share no measured point"), "{e}");
 }
+
+#[test]
+fn compare_of_two_rate_sweeps_answers_as_the_report_does() {
+    // Per-rate req/s of two sweeps are the offered rates, alike wherever both carried
+    // them; the question is their capacities, and compare asks it as the report does.
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::rate_sweep(&mut store);
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let said = volley_report::headline::answer(&report);
+    assert!(said.starts_with("No order can be told: nginx"), "{said}");
+    let c = volley_report::compare::compare(
+        &store,
+        "rate-sweep:builtin",
+        "rate-sweep:nginx",
+        volley_report::compare::Metric::Rps,
+    )
+    .unwrap();
+    assert_eq!(c.answer, said, "{c}");
+    // Two runs of one target are told apart by their run ids.
+    let c = volley_report::compare::compare(
+        &store,
+        "rate-sweep:builtin",
+        "rate-sweep:builtin",
+        volley_report::compare::Metric::Rps,
+    )
+    .unwrap();
+    assert!(c.answer.contains("builtin (run 1)"), "{}", c.answer);
+}

@@ -33,6 +33,13 @@ pub struct PhaseRow {
     /// At or after the second the run became degraded.
     #[serde(default)]
     pub degraded: bool,
+    /// Its figure sits at what the shaped links of its active injectors allow: the
+    /// link's figure, not the server's (judged per phase as per step).
+    #[serde(default)]
+    pub link_bound: bool,
+    /// Why, in words.
+    #[serde(default)]
+    pub link_reason: Option<String>,
 }
 
 /// One injector's own figures in a step.

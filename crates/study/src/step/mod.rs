@@ -24,6 +24,7 @@ use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
+mod link;
 mod load;
 mod outcome;
 pub(crate) mod unshaped;
@@ -316,7 +317,7 @@ pub(crate) fn judge(
         stopped_early,
         open_in_flight,
         closed_in_flight,
-        extra,
+        mut extra,
     } = loaded?;
     let target_died = died.as_ref().map(|d| {
         format!(
@@ -361,7 +362,8 @@ pub(crate) fn judge(
         None => (None, summary.generator.verdict.label.label()),
     };
     // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
-    let label = match link_reason(&extra, &summary) {
+    link::judge_phases(&mut extra, &summary);
+    let label = match link::step_reason(&extra, &summary) {
         Some(why) if !matches!(label, "generator-bound" | "machine-stalled") => {
             summary.notes.push(why);
             volley_analysis::link::LABEL
@@ -458,70 +460,6 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
         }
         j.summary.notes.push(why);
     }
-}
-
-/// Why the step is link-bound, when its injectors ran behind links volley shaped (the
-/// `links` its load stored: each as set and as measured) and the figure sits at what
-/// they allow; `None` otherwise.
-fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
-    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
-    if links.is_empty() {
-        return None;
-    }
-    // What a link carries for long: its tbf rate, or less when measured so (the
-    // measurement's first second rides tbf's burst and may read above the rate).
-    let throughput = |l: &Value| {
-        let set = l["rate_bit"].as_f64()?;
-        Some(
-            l["measured"]["throughput_bit"]
-                .as_f64()
-                .map_or(set, |m| m.min(set)),
-        )
-    };
-    let shape = volley_analysis::link::Shape {
-        throughput_bit: links.iter().map(throughput).sum(),
-        delay_ms: links
-            .iter()
-            .map(|l| l["delay_ms"].as_f64())
-            .collect::<Option<Vec<f64>>>()
-            .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
-    };
-    let service = s.latency.get("service_time")?;
-    let connect_total_ms = s
-        .latency
-        .get("connect_time")
-        .map_or(0.0, |c| c.mean_ms * c.count as f64);
-    // The larger of the step's mean and its median whole second: neither overcounts
-    // what the link carried, and each undercounts a full link in its own way (the mean
-    // by the responses in flight at the end, a closed loop always has `c` of them; the
-    // seconds, when injectors key them by send time, by late completions).
-    let seconds: Vec<f64> = s
-        .seconds
-        .iter()
-        .take(judged_windows(s))
-        .map(|x| x.wire_bytes as f64 * 8.0)
-        .collect();
-    let mean = if s.duration_s > 0.0 {
-        s.bytes.wire_total as f64 * 8.0 / s.duration_s
-    } else {
-        0.0
-    };
-    // The server's own time per request, measured outside the links before the step
-    // (`unshaped::measure`).
-    let unshaped_ms = extra
-        .iter()
-        .find(|(k, _)| *k == "unshaped")
-        .and_then(|(_, u)| u["per_request_ms"].as_f64());
-    let seen = volley_analysis::link::Observed {
-        wire_bit_per_s: if seconds.is_empty() {
-            mean
-        } else {
-            mean.max(volley_analysis::bootstrap::median(&seconds))
-        },
-        per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
-        unshaped_ms,
-    };
-    volley_analysis::link::judge(&shape, &seen)
 }
 
 /// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
