@@ -17,10 +17,7 @@ pub(crate) struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("volley-inj-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+        TempDir(crate::common::fresh_dir(&format!("volley-inj-{tag}")))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -54,6 +51,20 @@ pub(crate) fn served_study(name: &str, base: &str, rest: &str) -> String {
     format!(
         "name = \"{name}\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n{rest}"
     )
+}
+
+/// A fresh directory `tag`, a `volley serve` of [`docroot`] in it, and the study
+/// `name` of that server ([`served_study`] with `rest`) written there.
+pub(crate) fn served_study_in(
+    tag: &str,
+    name: &str,
+    rest: &str,
+) -> (TempDir, Served, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
+    let root = docroot(dir.path());
+    let server = Served::start(&root, &[]);
+    let file = study(dir.path(), &served_study(name, &server.base, rest));
+    (dir, server, file)
 }
 
 /// `volley study run FILE --db DB`, for the caller to run or spawn.
@@ -301,15 +312,10 @@ fn staggered_injectors_are_told_apart_in_the_servers_log_and_its_phases_match() 
 
 #[test]
 fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
-    let dir = TempDir::new("clear");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "clear",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "clear",
+        "clear",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -322,7 +328,6 @@ duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
@@ -343,19 +348,7 @@ cooldown = "0s"
     assert!(notes.contains("the bus ran in the clear"), "{notes}");
     // `volley report` prints the stored note beside the step, in every format.
     let md = dir.path().join("r.md");
-    let rep = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[], &db, &md);
     let section = md.split("## Notes on the steps").nth(1).unwrap_or_default();
     assert!(section.contains("the bus ran in the clear"), "{md}");
 }
@@ -509,15 +502,10 @@ pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
-    let dir = TempDir::new("kill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-kill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "kill",
+        "inj-kill",
+        r#"
 [load]
 model = "open"
 rate = 50
@@ -530,7 +518,6 @@ duration = "8s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let study = study_command(&file, &db)
@@ -596,15 +583,10 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_sigkilled_study_leaves_no_agent_and_no_bus_behind() {
-    let dir = TempDir::new("sigkill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-sigkill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "sigkill",
+        "inj-sigkill",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -615,7 +597,6 @@ count = 2
 duration = "30s"
 warmup = "0s"
 "#,
-        ),
     );
     let mut study = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())

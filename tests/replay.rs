@@ -390,20 +390,7 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
 #[test]
 fn the_example_log_replayed_against_its_site_answers_as_logged() {
     let dir = tempdir("site");
-    let log = dir.join("example.log");
-    let root = dir.join("root");
-    let (code, _, err) = crate::common::volley(&[
-        "log",
-        "example",
-        log.to_str().unwrap(),
-        "--span",
-        "20s",
-        "--rate",
-        "10",
-        "--docroot",
-        root.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (log, root) = example_site(&dir, "20s");
     let text = std::fs::read_to_string(&log).unwrap();
     let (lines, pages) = (
         text.lines().count() as f64,
@@ -528,20 +515,7 @@ fn replay_repeats_are_saved_and_read_back_by_history_and_report() {
 #[test]
 fn replay_against_a_managed_target_answers_as_logged() {
     let dir = tempdir("target");
-    let log = dir.join("example.log");
-    let root = dir.join("root");
-    let (code, _, err) = crate::common::volley(&[
-        "log",
-        "example",
-        log.to_str().unwrap(),
-        "--span",
-        "10s",
-        "--rate",
-        "10",
-        "--docroot",
-        root.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (log, root) = example_site(&dir, "10s");
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
     let (code, json, err) = crate::common::volley(&[
         "bench",
@@ -821,8 +795,24 @@ p99 = "2s"
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-replay-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::fresh_dir(&format!("volley-replay-{name}"))
+}
+
+/// `volley log example` in `dir`: a log of `span` at 10 requests a second and the pages
+/// it asks for; returns the log's and the docroot's paths.
+fn example_site(dir: &std::path::Path, span: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (log, root) = (dir.join("example.log"), dir.join("root"));
+    let (code, _, err) = crate::common::volley(&[
+        "log",
+        "example",
+        log.to_str().unwrap(),
+        "--span",
+        span,
+        "--rate",
+        "10",
+        "--docroot",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    (log, root)
 }

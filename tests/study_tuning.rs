@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use volley_store::Store;
 
-use crate::study_cli::{temp_dir, volley, write};
+use crate::common::output_of;
+use crate::study_cli::{study_ok, temp_dir, volley, write};
 
 fn installed(program: &str) -> bool {
     ["/usr/sbin", "/usr/bin"]
@@ -153,18 +154,13 @@ repeats = 2
 /// `volley study run FILE --dry-run ARGS..` from the repository root: (code, stdout,
 /// stderr).
 fn dry_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = volley()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["study", "run"])
-        .arg(file)
-        .arg("--dry-run")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    output_of(
+        volley()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["study", "run"])
+            .arg(file)
+            .arg("--dry-run")
+            .args(args),
     )
 }
 
@@ -270,18 +266,7 @@ repeats = 2
 "#,
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    study_ok(&f, &db);
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 1, "one target, one run");

@@ -229,14 +229,14 @@ fn phase_table(ps: &[LogPhase]) -> comfy_table::Table {
         t.add_row(vec![
             (i + 1).to_string(),
             clients(&p.clients),
-            p.start_s.to_string(),
-            p.end_s.to_string(),
-            p.left_out_s.len().to_string(),
-            p.seconds.to_string(),
-            p.requests.to_string(),
-            opt(p.rps, 1),
-            opt(p.mean_ms, 2),
-            opt(p.p99_ms, 2),
+            p.figures.start_s.to_string(),
+            p.figures.end_s.to_string(),
+            p.figures.left_out_s.len().to_string(),
+            p.figures.seconds.to_string(),
+            p.figures.requests.to_string(),
+            opt(p.figures.rps, 1),
+            opt(p.figures.mean_ms, 2),
+            opt(p.figures.p99_ms, 2),
         ]);
     }
     table::align_right(&mut t, &[0, 2, 3, 4, 5, 6, 7, 8, 9]);

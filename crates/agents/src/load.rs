@@ -142,6 +142,7 @@ pub fn config(
         keep_alive: spec.keep_alive,
         model,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: share.requests,
             duration: share.duration_ms.map(Duration::from_millis),
         },
@@ -217,7 +218,6 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
             cfg: &cfg,
             wire: &Wire::default(),
             live: &live,
-            warmup: Duration::ZERO,
             url,
             method: spec.method.clone(),
             stream: Some(volley_harness::measure::LiveWindows {

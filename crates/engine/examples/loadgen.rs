@@ -80,6 +80,7 @@ fn main() {
         keep_alive,
         model,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: None,
             duration: Some(Duration::from_secs_f64(secs)),
         },

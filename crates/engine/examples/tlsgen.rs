@@ -72,6 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         keep_alive: true,
         model: LoadModel::Closed,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: None,
             duration: Some(Duration::from_secs(secs)),
         },

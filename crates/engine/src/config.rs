@@ -58,10 +58,15 @@ pub enum NextInstant {
 /// When the run ends: whichever limit comes first. At least one must be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StopCondition {
-    /// Total requests to start (ab's `-n`).
+    /// Measured requests to start (ab's `-n`): those intended at or after `warmup`.
     pub requests: Option<u64>,
-    /// Wall-clock length of the run (wrk's `-d`).
+    /// Wall-clock length of the run (wrk's `-d`), the warm-up included.
     pub duration: Option<Duration>,
+    /// The start of the run that is load but not measurement (docs/methodology.md,
+    /// "Warm-up"): requests intended before it take no place of `requests`, so `-n N`
+    /// with a warm-up measures N requests, as an ab or hey user expects, and the
+    /// recorder leaves them out of every figure by the same intended instant.
+    pub warmup: Duration,
 }
 
 /// Which statuses count as success; anything else is [`crate::ErrorKind::Status`].

@@ -17,7 +17,7 @@ use crate::error::LogError;
 use crate::record::Record;
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
-use volley_analysis::phase::cut;
+use volley_analysis::phase::{cut, Figures};
 
 const US_PER_S: i64 = 1_000_000;
 
@@ -39,22 +39,10 @@ fn new_hist() -> Histogram<u32> {
 pub struct LogPhase {
     /// The active client addresses, in the order they first appear.
     pub clients: Vec<String>,
-    /// First second since the log's first (inclusive).
-    pub start_s: u64,
-    /// Last second (inclusive).
-    pub end_s: u64,
-    /// Seconds left out because a client started or stopped in them.
-    pub left_out_s: Vec<u64>,
-    /// Seconds the figures cover.
-    pub seconds: u64,
-    /// Requests in the covered seconds.
-    pub requests: u64,
-    /// Requests per second over the covered seconds (`None`: none covered).
-    pub rps: Option<f64>,
-    /// Mean request time, ms (`None`: not logged, or no request covered).
-    pub mean_ms: Option<f64>,
-    /// 99th percentile request time, ms.
-    pub p99_ms: Option<f64>,
+    /// Its seconds since the log's first, and the figures of the covered ones (mean and
+    /// p99 are `None` when the log has no request times).
+    #[serde(flatten)]
+    pub figures: Figures,
 }
 
 /// Each client's active span, from the first pass.
@@ -145,20 +133,14 @@ pub fn phases(
         .map(|(c, (requests, h))| {
             let seconds = (c.end_s - c.start_s + 1) - c.left_out_s.len() as u64;
             let ms = |us: f64| (!h.is_empty()).then_some(us / 1_000.0);
+            let (mean_ms, p99_ms) = (ms(h.mean()), ms(h.value_at_quantile(0.99) as f64));
             LogPhase {
                 clients: c
                     .members
                     .iter()
                     .map(|&i| spans.clients[i].0.clone())
                     .collect(),
-                start_s: c.start_s,
-                end_s: c.end_s,
-                seconds,
-                requests,
-                rps: (seconds > 0).then(|| requests as f64 / seconds as f64),
-                mean_ms: ms(h.mean()),
-                p99_ms: ms(h.value_at_quantile(0.99) as f64),
-                left_out_s: c.left_out_s,
+                figures: Figures::new(c, seconds, requests, mean_ms, p99_ms),
             }
         })
         .collect())
@@ -207,19 +189,19 @@ mod tests {
         let ps = phases(&sp, reader()).unwrap();
         let shape: Vec<(usize, u64, u64)> = ps
             .iter()
-            .map(|p| (p.clients.len(), p.start_s, p.end_s))
+            .map(|p| (p.clients.len(), p.figures.start_s, p.figures.end_s))
             .collect();
         assert_eq!(
             shape,
             [(1, 0, 1), (2, 2, 3), (3, 4, 5), (2, 6, 7), (1, 8, 9)]
         );
         // Each phase leaves out the second where a client started or stopped.
-        let p = &ps[2];
+        let p = &ps[2].figures;
         assert_eq!(
             (p.left_out_s.clone(), p.seconds, p.requests),
             (vec![4, 5], 0, 0)
         );
-        let p = &ps[1];
+        let p = &ps[1].figures;
         assert_eq!(
             (p.left_out_s.clone(), p.seconds, p.requests),
             (vec![2], 1, 20)

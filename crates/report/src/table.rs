@@ -174,8 +174,8 @@ pub fn phases(report: &Report) -> Option<Table> {
     for (t, s) in steps(report) {
         for p in &s.phases {
             let mut note = Vec::new();
-            if !p.left_out_s.is_empty() {
-                let secs: Vec<String> = p.left_out_s.iter().map(u64::to_string).collect();
+            if !p.figures.left_out_s.is_empty() {
+                let secs: Vec<String> = p.figures.left_out_s.iter().map(u64::to_string).collect();
                 note.push(format!("left out s {}", secs.join(",")));
             }
             if p.generator_bound {
@@ -201,11 +201,11 @@ pub fn phases(report: &Report) -> Option<Table> {
                     t.target.clone(),
                     step_label(s),
                     format!("{} ({})", p.injectors.len(), p.injectors.join(" ")),
-                    format!("{}-{}", p.start_s, p.end_s),
-                    num(p.rps, 1),
-                    num(p.mean_ms, 3),
+                    format!("{}-{}", p.figures.start_s, p.figures.end_s),
+                    num(p.figures.rps, 1),
+                    num(p.figures.mean_ms, 3),
                     num(p.p50_ms, 3),
-                    num(p.p99_ms, 3),
+                    num(p.figures.p99_ms, 3),
                     p.errors.to_string(),
                     if note.is_empty() {
                         "-".into()

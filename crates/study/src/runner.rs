@@ -574,18 +574,8 @@ impl StudyRun<'_> {
         let measured = std::thread::scope(|scope| {
             if let Some(draw) = self.progress {
                 let (live, done) = (&live, &done);
-                // As `run_step` ends the measured load; the tick's clock also runs
-                // through the warm-up before it.
-                let stop = volley_engine::StopCondition {
-                    requests: plan.workloads[cell.workload]
-                        .requests
-                        .or(plan.timing.requests),
-                    duration: match rate {
-                        Some(_) => plan.timing.rate_duration,
-                        None => plan.timing.duration,
-                    }
-                    .map(|d| d + plan.timing.warmup),
-                };
+                // As `run_step` ends the load: its warm-up, then the measured part.
+                let stop = crate::step::measured_stop(&plan.workloads[cell.workload], rate, plan);
                 scope.spawn(move || {
                     volley_harness::progress::tick(live, done, |snap, elapsed| {
                         draw(snap.map(|live| StepTick {

@@ -337,6 +337,7 @@ impl Replay {
         let log_end = (!self.args.repeat_log)
             .then(|| Duration::from_secs_f64(self.span_s) + cfg.timeout + Duration::from_secs(1));
         cfg.stop = StopCondition {
+            warmup: Duration::ZERO,
             requests: self.requests.or(whole_log),
             duration: self.duration.or(log_end),
         };

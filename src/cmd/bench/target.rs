@@ -563,6 +563,7 @@ fn run_target(
         monitor_required: true,
         load_stop: Arc::clone(&spec.cfg.stop_flag),
         outside_stop: Arc::clone(interrupted),
+        warmup: spec.cfg.stop.warmup,
     };
     let keep = savers.wanted();
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {

@@ -164,7 +164,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             };
             self.assign(slot, req, intended, dispatched, now);
         } else {
-            match self.core.claim() {
+            match self.core.claim_at(now) {
                 Some(req) => self.assign(slot, req, now, now, now),
                 None => {
                     if self.conns[slot].state != State::Closed {
@@ -438,7 +438,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                 if let Some(slot) = self.free.pop() {
                     self.open(slot, now);
                 }
-            } else if let Some(req) = self.core.claim() {
+            } else if let Some(req) = self.core.claim_at(now) {
                 if let Some(slot) = self.free.pop() {
                     self.assign(slot, req, now, now, now);
                 }

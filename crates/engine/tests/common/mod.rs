@@ -149,6 +149,7 @@ pub fn config(addr: SocketAddr, threads: usize, c: usize, n: u64) -> LoadConfig 
         keep_alive: true,
         model: LoadModel::Closed,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: Some(n),
             duration: Some(Duration::from_secs(15)),
         },
@@ -168,6 +169,7 @@ pub fn open(cfg: &mut LoadConfig, rate: f64, duration: Duration) {
         seed: 1,
     };
     cfg.stop = StopCondition {
+        warmup: Duration::ZERO,
         requests: None,
         duration: Some(duration),
     };
