@@ -304,6 +304,7 @@ impl<'c> State<'c> {
             for series in &mut self.series {
                 if let Some(r) = series.received.get_mut(&s) {
                     r.record.hists.clear();
+                    r.record.counts = None;
                 }
             }
         }
