@@ -69,7 +69,7 @@ pub(crate) fn run_office(
     let watched = watched.map(|(run, elapsed)| {
         let run = run.map_err(|e| StepError::Office(e.to_string()))?;
         let report = run.report;
-        let recorder = Recorder::merge_all(run.ops.into_iter().map(|(_, r)| r).collect())?;
+        let recorder = Recorder::merge_all(vec![run.all])?;
         let cpu_s = report.generator_cpu_s;
         let info = run_info(&url, users * cfg.devices, elapsed, stopped, cpu_s);
         Ok::<_, StepError>((

@@ -467,6 +467,11 @@ impl Recorder {
     pub fn completed(&self) -> u64 {
         self.totals.counts.completed
     }
+
+    /// Of those, accepted responses.
+    pub fn ok(&self) -> u64 {
+        self.totals.counts.ok
+    }
 }
 
 #[cfg(test)]
