@@ -95,14 +95,15 @@ pub struct Check {
     pub cores: f64,
     /// Share of wall time some task waited for a CPU (0..1), if PSI is available.
     pub cpu_pressure: Option<f64>,
-    /// The stall probe's longest oversleep near the window, microseconds (see
-    /// `StallReport::longest_near`); `None` when no probe ran.
+    /// The upper bound of the stall probe's longest stall near the window,
+    /// microseconds (see `StallReport::bound_near`); `None` when no probe ran.
     pub longest_stall_us: Option<u64>,
 }
 
-/// Slack between the probe's longest stall and the lateness it must explain: the
-/// sleeper wakes on a 500 us grid and its wake-up costs tens of microseconds, so a
-/// stall that held the pacer D + 100 us may read as D.
+/// Slack between the probe's longest stall and the lateness it must explain: after a
+/// stall the pacer still has to send what fell due during it, and its wake-up costs
+/// tens of microseconds. The stall itself is taken at its upper bound (from when the
+/// held sleeper last ran), so the 500 us grid of the sleeper needs no slack of its own.
 pub const STALL_SLACK_US: u64 = 100;
 
 /// Whether the probe's `longest_stall_us` explains a lateness of `late_us`.

@@ -27,6 +27,28 @@ pub fn cpu_pressure_some_us() -> Option<u64> {
     parse_psi_some_total(&buf[..n])
 }
 
+/// Cumulative nanoseconds the calling thread spent runnable but waiting for a CPU
+/// (`/proc/thread-self/schedstat`, second field: the scheduler's run delay). Read on
+/// worker 0's thread, it is the pacer's own wait behind other tasks: what a stall
+/// probe running `SCHED_FIFO` never sees. `None` where schedstats are absent.
+pub fn thread_run_delay_ns() -> Option<u64> {
+    use std::io::Read;
+    let mut buf = [0u8; 96];
+    let mut f = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
+    let n = f.read(&mut buf).ok()?;
+    parse_run_delay(&buf[..n])
+}
+
+/// The second field of a `schedstat` line (`run_ns wait_ns slices`).
+pub fn parse_run_delay(text: &[u8]) -> Option<u64> {
+    std::str::from_utf8(text)
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Extracts `total=` from the `some` line of a PSI file.
 pub fn parse_psi_some_total(text: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(text).ok()?;
@@ -47,6 +69,13 @@ mod tests {
         assert_eq!(parse_psi_some_total(text), Some(123456));
         assert_eq!(parse_psi_some_total(b"full avg10=0 total=3\n"), None);
         assert_eq!(parse_psi_some_total(b"some avg10=x total=abc\n"), None);
+    }
+
+    #[test]
+    fn run_delay_is_the_second_schedstat_field() {
+        assert_eq!(parse_run_delay(b"1234 5678 9\n"), Some(5678));
+        assert_eq!(parse_run_delay(b"1234\n"), None);
+        assert_eq!(parse_run_delay(b"a b c\n"), None);
     }
 
     #[test]

@@ -8,6 +8,15 @@
 //! its p99, and how many wake-ups were over 1 ms late; beside it, the guest's steal
 //! time from `/proc/stat` per second.
 //!
+//! One sleeper per CPU the process may run on, each pinned to its CPU, as cyclictest
+//! runs one thread per CPU (`-a -t`): a virtual machine's stalls are mostly per virtual
+//! CPU (the host deschedules one vCPU thread at a time). Measured here with two pinned
+//! `SCHED_FIFO` sleepers for 20 s: of the stalls over 1 ms on one CPU, 64-72% had no
+//! stall over 0.3 ms on the other at the same time. One unpinned sleeper therefore
+//! missed most stalls of the CPU the generator's worker was on, and called the
+//! worker's lateness its own. A second's figures are the worst over the CPUs (which CPU
+//! a late worker was on is not recorded; any CPU's stall is the machine's).
+//!
 //! Why it lives in volley-monitor: it is a sampler on the load's clock in its own
 //! thread, like [`crate::Monitor`], reading `/proc` like the rest of this crate; the
 //! harness starts it beside every load (`volley_harness::measure`), so `volley bench`,
@@ -35,6 +44,10 @@ use serde::{Deserialize, Serialize};
 /// enough to catch a 1 ms stall, long enough to cost nothing measurable).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(500);
 
+/// An oversleep at least this long means the sleeper was held (a stall), not woken
+/// with the ordinary latency of a timer wake-up (tens of microseconds here).
+pub const STALLED_US: u64 = 100;
+
 /// The sleeper's period beside a closed-loop load: 10 ms. There the probe decides no
 /// label (a closed loop has no schedule to be late for; its verdict is the generator's
 /// CPU), it only reports the machine's stalls and steal, and every wake-up of a
@@ -61,11 +74,21 @@ pub struct StallSecond {
     pub second: u64,
     /// Wake-ups in this second.
     pub wakeups: u32,
-    /// Longest stall that overlapped this second, microseconds: an oversleep (woke -
-    /// deadline) counts in every second its interval [deadline, woke] touches, so a
-    /// stall across a second's boundary is seen by both. The other figures count each
-    /// wake-up once, in the second it woke in.
+    /// Longest stall that overlapped this second, microseconds (see [`held`]: an
+    /// oversleep, or a hold while running): a stall counts in every second its interval
+    /// touches, so a stall across a second's boundary is seen by both. The other figures count each
+    /// wake-up once, in the second it woke in. A lower bound of the stall: the sleeper
+    /// was due at its deadline, but the stall may have begun earlier.
     pub max_us: u64,
+    /// Longest stall that overlapped this second, upper bound, microseconds: for a
+    /// wake-up at least [`STALLED_US`] late, the time from when the sleeper went to
+    /// sleep (its last instant known running) to when it woke; for any other, its
+    /// oversleep. The stall began after the sleeper last ran, so this bounds it from
+    /// above, as `max_us` bounds it from below (the two differ by at most one period).
+    /// A load's request due during a stall of D is late by up to D, which only this
+    /// bound is sure to cover. 0 in reports stored before it existed.
+    #[serde(default)]
+    pub bound_us: u64,
     /// 99th percentile of the oversleeps, microseconds.
     pub p99_us: u64,
     /// Wake-ups more than 1 ms late.
@@ -92,6 +115,10 @@ pub struct ProbePriority {
 pub struct StallReport {
     /// The sleeper's period, microseconds.
     pub interval_us: u64,
+    /// Sleepers that ran, one per CPU the process could run on (0 in reports stored
+    /// before there was one per CPU: then a single unpinned sleeper).
+    #[serde(default)]
+    pub cpus: u32,
     /// How the thread was kept out of the generator's shortage.
     pub priority: ProbePriority,
     /// Every second from 0 to the last one it woke in.
@@ -109,40 +136,132 @@ impl StallReport {
             .filter(|x| x.second == second && (x.wakeups > 0 || x.max_us > 0))
             .map(|x| x.max_us)
     }
+
+    /// The upper bound of the longest stall that overlapped `second` (see
+    /// [`StallSecond::bound_us`]), microseconds; the lower bound where a stored report
+    /// has none; `None` when the probe did not run then. This is what may excuse a
+    /// load's lateness: a stall can have held it this long.
+    pub fn bound_near(&self, second: u64) -> Option<u64> {
+        self.seconds
+            .get(usize::try_from(second).ok()?)
+            .filter(|x| x.second == second && (x.wakeups > 0 || x.max_us > 0))
+            .map(|x| x.bound_us.max(x.max_us))
+    }
 }
 
 /// A running probe; [`StallProbe::finish`] stops it and returns its report.
 pub struct StallProbe {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<StallReport>>,
+    threads: Vec<JoinHandle<StallReport>>,
 }
 
 impl StallProbe {
-    /// Starts the sleeper with seconds counted from `origin` (wake-ups before it are
-    /// not recorded). Never fails the load: a probe that cannot start a thread returns
-    /// an empty report at the end.
+    /// Starts one sleeper per CPU the process may run on (see the module docs), with
+    /// seconds counted from `origin` (wake-ups before it are not recorded). Never fails
+    /// the load: a probe that cannot start a thread returns an empty report at the end.
     pub fn start(origin: Instant, interval: Duration) -> StallProbe {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("volley-stall-probe".into())
-            .spawn(move || run(origin, interval, &flag))
-            .ok();
-        StallProbe { stop, thread }
+        let cpus = allowed_cpus();
+        let pins: Vec<Option<usize>> = if cpus.is_empty() {
+            vec![None]
+        } else {
+            cpus.into_iter().map(Some).collect()
+        };
+        let threads = pins
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, cpu)| {
+                let flag = Arc::clone(&stop);
+                let name = match cpu {
+                    Some(c) => format!("volley-stall-{c}"),
+                    None => "volley-stall-probe".into(),
+                };
+                // One sleeper reads the machine-wide steal; the others leave it None.
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || run(origin, interval, &flag, cpu, i == 0))
+                    .ok()
+            })
+            .collect();
+        StallProbe { stop, threads }
     }
 
-    /// Stops the sleeper (within one interval) and returns what it saw.
+    /// Stops the sleepers (within one interval) and returns what they saw, merged.
     pub fn finish(mut self) -> StallReport {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        let reports: Vec<StallReport> = self
+            .threads
+            .drain(..)
+            .filter_map(|t| t.join().ok())
+            .collect();
+        merge(reports)
+    }
+}
+
+/// The sleepers' reports as one: per second, the longest stall and the p99 are the
+/// worst over the CPUs (a CPU's p99 is not pooled with another's: the worst CPU's
+/// stands), wake-ups and wake-ups over 1 ms are summed, steal is the one sleeper's that
+/// read it (machine-wide already).
+fn merge(reports: Vec<StallReport>) -> StallReport {
+    let mut it = reports.into_iter();
+    let Some(mut out) = it.next() else {
+        return StallReport::default();
+    };
+    out.cpus = 1;
+    for r in it {
+        out.cpus += 1;
+        for s in r.seconds {
+            let i = s.second as usize;
+            if out.seconds.len() <= i {
+                push_second(
+                    &mut out.seconds,
+                    StallSecond {
+                        second: s.second,
+                        ..Default::default()
+                    },
+                );
+            }
+            let o = &mut out.seconds[i];
+            o.wakeups += s.wakeups;
+            o.max_us = o.max_us.max(s.max_us);
+            o.bound_us = o.bound_us.max(s.bound_us);
+            o.p99_us = o.p99_us.max(s.p99_us);
+            o.over_1ms += s.over_1ms;
+            o.steal_us = o.steal_us.or(s.steal_us);
+        }
+    }
+    out
+}
+
+/// The CPUs this process may run on (its affinity mask); empty when it cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills the set
+    // we own for this thread (pid 0), which a new thread inherits.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads the set we own, for an index below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Pins the calling thread to `cpu`; best effort (a probe that cannot pin still sleeps).
+fn pin_to(cpu: usize) {
+    // SAFETY: as in `allowed_cpus`; sched_setaffinity reads the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
 
 impl Drop for StallProbe {
     fn drop(&mut self) {
+        // Threads still held are detached; each stops within one interval.
         self.stop.store(true, Ordering::Relaxed);
     }
 }
@@ -152,13 +271,17 @@ impl Drop for StallProbe {
 struct SecondAcc {
     late_us: Vec<u64>,
     max_us: u64,
+    bound_us: u64,
     over_1ms: u32,
 }
 
 impl SecondAcc {
-    fn add(&mut self, late_us: u64) {
+    /// One wake-up `late_us` after its deadline, held at most `bound_us` (see
+    /// [`StallSecond::bound_us`]).
+    fn add(&mut self, late_us: u64, bound_us: u64) {
         self.late_us.push(late_us);
         self.max_us = self.max_us.max(late_us);
+        self.bound_us = self.bound_us.max(bound_us);
         if late_us > 1_000 {
             self.over_1ms += 1;
         }
@@ -170,12 +293,14 @@ impl SecondAcc {
             second,
             wakeups: self.late_us.len() as u32,
             max_us: self.max_us,
+            bound_us: self.bound_us,
             p99_us: p99(&mut self.late_us),
             over_1ms: self.over_1ms,
             steal_us,
         };
         self.late_us.clear();
         self.max_us = 0;
+        self.bound_us = 0;
         self.over_1ms = 0;
         out
     }
@@ -217,9 +342,20 @@ fn sleep_until_ns(deadline_ns: u64) {
     };
 }
 
-/// The probe thread: priority first, then the sleep loop until `stop`.
-fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
+/// One sleeper: pinned to `cpu` when given, priority next, then the sleep loop until
+/// `stop`; it reads the steal time only when `read_steal`.
+fn run(
+    origin: Instant,
+    interval: Duration,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+    read_steal: bool,
+) -> StallReport {
+    if let Some(c) = cpu {
+        pin_to(c);
+    }
     let priority = keep_clear();
+    let read_steal_us = || if read_steal { read_steal_us() } else { None };
     // `Instant` is CLOCK_MONOTONIC on Linux: map the origin onto the raw clock once.
     let (now_i, now_ns) = (Instant::now(), mono_ns());
     let origin_ns = if origin >= now_i {
@@ -236,19 +372,22 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
     let mut current: Option<u64> = None;
     let mut steal_mark = read_steal_us();
     let mut deadline = mono_ns() + step_ns;
+    let mut last_woke: Option<u64> = None;
     while !stop.load(Ordering::Relaxed) {
+        let slept_at = mono_ns();
         sleep_until_ns(deadline);
         let woke = mono_ns();
         if woke < deadline {
             continue; // interrupted early: sleep again to the same deadline
         }
-        let late_us = (woke - deadline) / 1_000;
+        let (late_us, bound_us) = held(last_woke, slept_at, deadline, woke);
+        last_woke = Some(woke);
         if woke >= origin_ns {
             let second = (woke - origin_ns) / 1_000_000_000;
             // A stall that began in earlier seconds is theirs too.
-            let began_ns = woke.saturating_sub(late_us * 1_000).max(origin_ns);
+            let began_ns = woke.saturating_sub(bound_us * 1_000).max(origin_ns);
             let first = (began_ns - origin_ns) / 1_000_000_000;
-            mark_stall(&mut seconds, first, late_us);
+            mark_stall(&mut seconds, first, late_us, bound_us);
             if current != Some(second) {
                 if let Some(done) = current {
                     let steal = read_steal_us();
@@ -258,13 +397,13 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
                     };
                     steal_mark = steal;
                     push_second(&mut seconds, acc.close(done, delta));
-                    mark_stall(&mut seconds, first, late_us);
+                    mark_stall(&mut seconds, first, late_us, bound_us);
                 } else {
                     steal_mark = read_steal_us();
                 }
                 current = Some(second);
             }
-            acc.add(late_us);
+            acc.add(late_us, bound_us);
         }
         // The next deadline on the grid; after a stall longer than a period, the next
         // one after waking (cyclictest counts a stall once, not once per missed tick).
@@ -282,16 +421,40 @@ fn run(origin: Instant, interval: Duration, stop: &AtomicBool) -> StallReport {
     }
     StallReport {
         interval_us: step_ns / 1_000,
+        cpus: 1,
         priority,
         seconds,
     }
 }
 
-/// Marks a stall of `late_us` that began in second `first` in every closed second from
-/// there on (the second it ended in counts it when it closes).
-fn mark_stall(seconds: &mut [StallSecond], first: u64, late_us: u64) {
+/// How long one wake-up says the sleeper was held: `(lower, upper)` bounds in
+/// microseconds, from the last wake-up (`last_woke`, `None` on the first), the instant
+/// it went to sleep, its deadline and when it woke (nanoseconds, one clock).
+///
+/// Two ways to be held. While sleeping: the oversleep (woke - deadline) is the lower
+/// bound, and when it is at least [`STALLED_US`], the stall may have begun as soon as
+/// the sleeper went to sleep, so woke - slept_at is the upper bound. While running:
+/// from a wake-up to the next sleep is a few microseconds of the sleeper's own work, so
+/// a longer gap is a stall measured exactly (the vCPU taken while the sleeper was on
+/// it); without this, such a stall read as its length minus one period, because the
+/// next deadline passed during it and the sleep returned at once.
+fn held(last_woke: Option<u64>, slept_at: u64, deadline: u64, woke: u64) -> (u64, u64) {
+    let running_us = last_woke.map_or(0, |w| slept_at.saturating_sub(w) / 1_000);
+    let oversleep_us = woke.saturating_sub(deadline) / 1_000;
+    let sleeping_hi_us = if oversleep_us >= STALLED_US {
+        woke.saturating_sub(slept_at.min(deadline)) / 1_000
+    } else {
+        oversleep_us
+    };
+    (oversleep_us.max(running_us), sleeping_hi_us.max(running_us))
+}
+
+/// Marks a stall of `late_us` (at most `bound_us`) that began in second `first` in
+/// every closed second from there on (the second it ended in counts it when it closes).
+fn mark_stall(seconds: &mut [StallSecond], first: u64, late_us: u64, bound_us: u64) {
     for s in seconds.iter_mut().skip(first as usize) {
         s.max_us = s.max_us.max(late_us);
+        s.bound_us = s.bound_us.max(bound_us);
     }
 }
 
@@ -436,10 +599,10 @@ mod tests {
     fn a_second_closes_into_max_p99_and_count_over_1ms() {
         let mut acc = SecondAcc::default();
         for _ in 0..98 {
-            acc.add(50);
+            acc.add(50, 50);
         }
-        acc.add(1_500);
-        acc.add(20_000);
+        acc.add(1_500, 1_950);
+        acc.add(20_000, 20_480);
         let s = acc.close(3, Some(120));
         assert_eq!(
             s,
@@ -447,13 +610,17 @@ mod tests {
                 second: 3,
                 wakeups: 100,
                 max_us: 20_000,
+                bound_us: 20_480,
                 p99_us: 1_500,
                 over_1ms: 2,
                 steal_us: Some(120),
             }
         );
         let empty = acc.close(4, None);
-        assert_eq!((empty.wakeups, empty.max_us, empty.p99_us), (0, 0, 0));
+        assert_eq!(
+            (empty.wakeups, empty.max_us, empty.bound_us, empty.p99_us),
+            (0, 0, 0, 0)
+        );
     }
 
     #[test]
@@ -474,11 +641,94 @@ mod tests {
         assert_eq!(r.longest_near(3), None);
         // A 30 ms stall from second 1 into second 2 is second 1's longest too.
         let mut closed = vec![sec(0, 100), sec(1, 200)];
-        mark_stall(&mut closed, 1, 30_000);
+        mark_stall(&mut closed, 1, 30_000, 30_400);
         assert_eq!((closed[0].max_us, closed[1].max_us), (100, 30_000));
+        assert_eq!((closed[0].bound_us, closed[1].bound_us), (0, 30_400));
+        // The bound is what may excuse lateness; a stored report without it gives
+        // the lower bound.
+        let r = StallReport {
+            seconds: closed,
+            ..Default::default()
+        };
+        assert_eq!(r.bound_near(1), Some(30_400));
+        assert_eq!(r.bound_near(0), Some(100));
+        assert_eq!(r.bound_near(5), None);
         let mut gap = Vec::new();
         push_second(&mut gap, sec(2, 5));
         assert_eq!(gap.iter().map(|s| s.second).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_hold_is_bounded_from_below_and_above() {
+        const MS: u64 = 1_000_000;
+        let us = |x: u64| x * 1_000;
+        // (last woke, slept at, deadline, woke) -> (lower, upper), microseconds.
+        let rows = [
+            // On time: 30 us of wake-up latency, no stall.
+            (Some(0), us(5), us(500), us(530), (30, 30)),
+            // Held 3 ms while sleeping: at least the oversleep, at most since it slept.
+            (Some(0), us(5), us(500), us(3_500), (3_000, 3_495)),
+            // Held 2 ms while running: the deadline passed during it, the sleep
+            // returned at once; the hold is exact, not 2 ms minus a period.
+            (Some(0), 2 * MS, us(500), 2 * MS + us(3), (2_000, 2_000)),
+            // Just under the threshold: an oversleep, not a stall; the upper bound
+            // stays the oversleep.
+            (Some(0), us(5), us(500), us(599), (99, 99)),
+            // The first wake-up has no earlier one to measure a running hold from.
+            (None, us(5), us(500), us(530), (30, 30)),
+        ];
+        for (last, slept, deadline, woke, want) in rows {
+            assert_eq!(
+                held(last, slept, deadline, woke),
+                want,
+                "{last:?} {slept} {deadline} {woke}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_cpu_reports_merge_into_the_worst_cpu_per_second() {
+        let sec = |second, wakeups, max_us, p99_us, over_1ms, steal_us| StallSecond {
+            second,
+            wakeups,
+            max_us,
+            bound_us: max_us + 500,
+            p99_us,
+            over_1ms,
+            steal_us,
+        };
+        // CPU 0 stalled 9 ms in second 1; CPU 1 stalled 4 ms in second 0 and ran a
+        // second longer; only CPU 0's sleeper read the steal.
+        let cpu0 = StallReport {
+            interval_us: 500,
+            cpus: 1,
+            seconds: vec![
+                sec(0, 2000, 80, 60, 0, Some(0)),
+                sec(1, 1990, 9_000, 70, 1, Some(9_000)),
+            ],
+            ..Default::default()
+        };
+        let cpu1 = StallReport {
+            interval_us: 500,
+            cpus: 1,
+            seconds: vec![
+                sec(0, 1995, 4_000, 90, 1, None),
+                sec(1, 2000, 50, 40, 0, None),
+                sec(2, 100, 30, 30, 0, None),
+            ],
+            ..Default::default()
+        };
+        let m = merge(vec![cpu0, cpu1]);
+        assert_eq!(m.cpus, 2);
+        assert_eq!(
+            m.seconds,
+            vec![
+                sec(0, 3995, 4_000, 90, 1, Some(0)),
+                sec(1, 3990, 9_000, 70, 1, Some(9_000)),
+                sec(2, 100, 30, 30, 0, None),
+            ]
+        );
+        assert_eq!(merge(Vec::new()), StallReport::default());
     }
 
     #[test]
@@ -488,6 +738,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         let r = p.finish();
         assert_eq!(r.interval_us, 500);
+        assert_eq!(
+            r.cpus as usize,
+            allowed_cpus().len().max(1),
+            "one sleeper per CPU"
+        );
         assert!(!r.seconds.is_empty());
         assert!(r.seconds[0].wakeups > 0);
         assert!(r

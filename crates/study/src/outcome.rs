@@ -977,6 +977,8 @@ duration = "3s"
             cpu_cores_used: None,
             cpu_pressure: None,
             probe_max_stall_ms: None,
+            probe_stall_bound_ms: None,
+            pacer_wait_ms: None,
             probe_p99_ms: None,
             probe_over_1ms: None,
             steal_ms: None,

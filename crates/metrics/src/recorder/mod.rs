@@ -166,6 +166,11 @@ pub struct SecondResources {
     pub cpu_cores_used: f64,
     /// Share of wall time some task waited for a CPU (PSI), when available.
     pub cpu_pressure: Option<f64>,
+    /// Milliseconds worker 0 (the pacer, in an open loop with one worker) was runnable
+    /// but waited for a CPU in this second: other tasks held its core. Summed over the
+    /// second, so it bounds any one wait from above. `None` without schedstats.
+    #[serde(default)]
+    pub pacer_wait_ms: Option<f64>,
 }
 
 /// One closed second, kept compactly.

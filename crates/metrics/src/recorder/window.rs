@@ -104,6 +104,7 @@ pub(crate) struct ResourceMark {
     at_ns: u64,
     cpu_ns: u64,
     psi_us: Option<u64>,
+    run_delay_ns: Option<u64>,
 }
 
 fn read_mark(now_ns: u64) -> Option<ResourceMark> {
@@ -111,6 +112,7 @@ fn read_mark(now_ns: u64) -> Option<ResourceMark> {
         at_ns: now_ns,
         cpu_ns: resources::process_cpu_ns()?,
         psi_us: resources::cpu_pressure_some_us(),
+        run_delay_ns: resources::thread_run_delay_ns(),
     })
 }
 
@@ -229,10 +231,15 @@ impl Recorder {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / dt_ns as f64),
             _ => None,
         };
+        let waited = match (prev.run_delay_ns, next.run_delay_ns) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e6),
+            _ => None,
+        };
         self.mark = Some(next);
         Some(SecondResources {
             cpu_cores_used: next.cpu_ns.saturating_sub(prev.cpu_ns) as f64 / dt_ns as f64,
             cpu_pressure: pressure,
+            pacer_wait_ms: waited,
         })
     }
 

@@ -485,7 +485,7 @@ impl Recorder {
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
-                longest_stall_us: stalls.and_then(|r| r.longest_near(s as u64)),
+                longest_stall_us: stalls.and_then(|r| r.bound_near(s as u64)),
             });
             let probe = stalls.and_then(|r| r.seconds.get(s));
             out.push(SecondSummary {
@@ -513,6 +513,8 @@ impl Recorder {
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 probe_max_stall_ms: probe.map(|p| ms(p.max_us)),
+                probe_stall_bound_ms: probe.map(|p| ms(p.bound_us.max(p.max_us))),
+                pacer_wait_ms: res.and_then(|r| r.pacer_wait_ms),
                 probe_p99_ms: probe.map(|p| ms(p.p99_us)),
                 probe_over_1ms: probe.map(|p| p.over_1ms),
                 steal_ms: probe.and_then(|p| p.steal_us).map(ms),

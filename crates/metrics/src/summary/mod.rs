@@ -375,8 +375,18 @@ pub struct SecondSummary {
     pub cpu_cores_used: Option<f64>,
     /// CPU pressure in this second.
     pub cpu_pressure: Option<f64>,
-    /// The stall probe's longest oversleep in this second, ms (`None`: no probe).
+    /// The stall probe's longest oversleep in this second, ms (`None`: no probe): the
+    /// longest stall's lower bound.
     pub probe_max_stall_ms: Option<f64>,
+    /// The longest stall's upper bound in this second, ms: from when the held sleeper
+    /// last ran to when it woke. This is what the label compares lateness with.
+    #[serde(default)]
+    pub probe_stall_bound_ms: Option<f64>,
+    /// How long the pacer (worker 0) was runnable but waited for a CPU in this second,
+    /// ms, summed: other tasks held its core. The stall probe (`SCHED_FIFO`) never
+    /// waits so; this shows how much of a late second's lateness that wait explains.
+    #[serde(default)]
+    pub pacer_wait_ms: Option<f64>,
     /// The probe's oversleep p99 in this second, ms.
     pub probe_p99_ms: Option<f64>,
     /// The probe's wake-ups more than 1 ms late in this second.
