@@ -152,7 +152,7 @@ impl<'c> State<'c> {
             }
             Taken::Second(s) => {
                 if let Some(r) = self.series[i].received.get(&s) {
-                    on_event(Event::Second(r.clone()));
+                    on_event(Event::Second(Box::new(r.clone())));
                 }
                 self.add_live(i, s)?;
                 self.merge_ready(Some(s), on_event)?;

@@ -322,7 +322,7 @@ mod tests {
     }
 
     #[test]
-    fn live_windows_carry_their_key_to_every_worker() {
+    fn live_windows_carry_their_key_to_every_worker_and_only_the_stream_has_them() {
         let (addr, server) = tiny_server(6);
         let cfg = closed(addr, 6, 2);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -334,10 +334,18 @@ mod tests {
             warmup: Duration::ZERO,
             url: format!("http://{addr}/"),
             method: "GET".into(),
-            stream: Some(LiveWindows { tx, key }),
+            stream: Some(LiveWindows {
+                tx,
+                key,
+                stream_only: true,
+            }),
         })
         .unwrap();
         server.join().unwrap();
+        assert!(
+            m.recorder.closed_seconds().is_empty(),
+            "stream-only workers keep no second"
+        );
         assert_eq!(
             m.recorder.window_key(),
             key,

@@ -30,6 +30,16 @@ pub struct LiveSecond {
 }
 
 impl Store {
+    /// Caps this connection's page cache at `kib` KiB. For a connection that only
+    /// appends seconds during a long run: SQLite's default cache (2 MB) fills with pages
+    /// it never reads again and shows as the run's memory growing for its first half
+    /// hour.
+    pub fn cap_cache(&self, kib: u32) -> Result<()> {
+        self.conn
+            .pragma_update(None, "cache_size", -i64::from(kib.max(1)))?;
+        Ok(())
+    }
+
     /// Writes one closed second of a running run's step, durable on return, in one
     /// transaction. A second written twice keeps its last copy.
     pub fn record_live_second(&mut self, run: RunId, s: &LiveSecond) -> Result<()> {

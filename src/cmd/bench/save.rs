@@ -266,6 +266,10 @@ impl Savers {
     }
 }
 
+/// The live writer's page cache: it appends a second's rows at a time and reads none
+/// back, so a few pages suffice (see `Store::cap_cache`).
+const LIVE_CACHE_KIB: u32 = 256;
+
 /// Where a saved run's seconds go as they close: the store, the run, the step's index.
 #[derive(Debug, Clone)]
 pub struct LiveTarget {
@@ -285,6 +289,7 @@ pub fn write_live(
 ) -> (Vec<volley_metrics::SecondDigest>, Option<anyhow::Error>) {
     let mut joiner = volley_metrics::SecondJoiner::new(workers).keeping_digests();
     let mut store = Store::open(&to.db)
+        .and_then(|s| s.cap_cache(LIVE_CACHE_KIB).map(|()| s))
         .with_context(|| format!("cannot open results store {}", to.db.display()));
     let mut failed: Option<anyhow::Error> = None;
     let mut keep = |closed: Vec<volley_metrics::ClosedSecond>,
