@@ -375,3 +375,51 @@ fn a_server_without_accounts_is_refused_before_anything_is_written() {
     assert!(err.contains("checks no accounts"), "{err}");
     assert_eq!(left, ["index.html"], "nothing written");
 }
+
+/// `--caldav N --save`: the day is kept as a bench run of one step (its requests over
+/// the window, the office report beside them), which `volley history` lists and
+/// `volley report` reads; it used to be dropped without a word.
+#[test]
+fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
+    let dir = std::env::temp_dir().join(format!("volley-office-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("db.sqlite");
+    let db_arg = db.to_str().unwrap();
+    let out = volley()
+        .args([
+            "bench",
+            "--caldav",
+            "3",
+            "--compress",
+            "480",
+            "--duration",
+            "4s",
+        ])
+        .args(["--save", "--db", db_arg, "--label", "office-day", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("saved as run 1"), "{err}");
+    let store = volley_store::Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].parameters["users"], 3, "{:?}", runs[0].parameters);
+    assert_eq!(runs[0].parameters["compress"], 480.0);
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1);
+    let s = &steps[0].summary;
+    assert_eq!(s["requests"]["completed"], s["office"]["requests"], "{s}");
+    assert_eq!(s["office"]["users"], 3);
+    assert!(!store.histograms(steps[0].id).unwrap().is_empty());
+    drop(store);
+    let read = |args: &[&str]| {
+        let o = volley().args(args).args(["--db", db_arg]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(read(&["history"]).contains("office-day"));
+    assert!(read(&["report", "1"]).starts_with("# volley report: run 1: "));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -94,3 +94,64 @@ fn server_errors_are_caught() {
     // Set-up and audit requests are not timed, so the timed errors are a share of them.
     assert!(errors > 0 && errors <= count(&j, "server-error"), "{j}");
 }
+
+/// A bad morning: the first 12 requests of the warm day's lead-in are applied, then
+/// answered 500 (writes the server kept while the clients heard a failure). They are
+/// the lead-in's failures: counted apart by kind, the users they hit read back from the
+/// server before the window, and the day, whose server answers everything, carries no
+/// violation. Without the reading back the day's audit finds the kept writes it was
+/// never told of.
+#[test]
+fn lead_in_failures_are_set_apart_and_do_not_fail_the_day() {
+    let (code, j) = day_against(
+        DavFault::BusyMorning { count: 12 },
+        "4",
+        "thunderbird,davx5,evolution,apple",
+    );
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    let lead = &j["lead_in"];
+    assert!(lead["failed_requests"].as_u64().unwrap() >= 12, "{lead}");
+    assert!(lead["failures"]["total"].as_u64().unwrap() >= 12, "{lead}");
+    let kinds = lead["failures"]["kinds"].as_array().unwrap();
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k["kind"] == "server-error" && k["count"] == 12),
+        "{lead}"
+    );
+    assert!(lead["reconciled_users"].as_u64().unwrap() >= 1, "{lead}");
+    assert!(lead["in_flight"].as_u64().unwrap() <= 8, "{lead}");
+    // Every device still made its first sync before the window.
+    assert_eq!(lead["sessions"][0]["name"], "sync-initial", "{lead}");
+}
+
+/// A lead-in whose requests all fail cannot finish: the day was never set up, which
+/// is said in one line (exit 1), not counted as the server's violations.
+#[test]
+fn a_lead_in_that_cannot_finish_says_the_day_could_not_be_set_up() {
+    let server = DavServer::start(DavFault::BusyMorning { count: 1_000_000 }, None)
+        .expect("start the DAV fault server");
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            "--caldav",
+            "2",
+            "--compress",
+            "480",
+            "--duration",
+            "4s",
+        ])
+        .arg(server.url())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the day could not be set up: the lead-in could not finish")
+            && err.contains("4 of 4 devices never completed their first sync")
+            && err.contains("server-error"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -126,12 +126,26 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
                 verdict["office"]["poll_p99_ms"].as_f64().is_some(),
                 "{verdict}"
             );
-            // The step's request figures are the office's own requests.
+            // The step's request figures are the office's own requests, over the
+            // window's own time (set-up, lead-in and audit sent none of them).
             assert_eq!(
                 step.summary["requests"]["completed"].as_u64(),
                 office["requests"].as_u64(),
                 "{}",
                 step.summary
+            );
+            let window_s = office["wall_s"].as_f64().unwrap();
+            let stored_s = step.summary["duration_s"].as_f64().unwrap();
+            assert!(
+                (stored_s - window_s).abs() < 1e-3,
+                "{stored_s} vs {window_s}"
+            );
+            // A warm day: its lead-in's cost beside the verdict, failures set apart.
+            let lead = &verdict["office"]["lead_in"];
+            assert!(lead["requests"].as_u64().unwrap() > 0, "{verdict}");
+            assert_eq!(
+                lead["failed_requests"],
+                office["lead_in"]["failed_requests"]
             );
         }
     }
@@ -146,9 +160,19 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         "builtin should carry 3 users under a 60 s SLO: {text}"
     );
     assert!(text.contains("users=3 x960"), "{text}");
+    // The end table gives each point's lead-in (before the window) with its failures.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("builtin") && l.contains("users=3 x960"))
+        .unwrap_or_else(|| panic!("no builtin row for 3 users: {text}"));
+    assert!(
+        row.contains("; lead-in ") && row.contains(" failed (set apart)"),
+        "{row}"
+    );
     // The report says the same, in its office table and its JSON.
     let (md, builtin) = report_of(&dir, &db, "builtin");
     assert!(md.contains("## Office days"), "{md}");
+    assert!(md.contains("Lead-in (before the window)"), "{md}");
     assert!(md.contains(CARRIES), "{md}");
     assert_eq!(
         builtin["office"][0]["users_carried"], 3,

@@ -52,6 +52,14 @@ pub enum DavFault {
         /// Period.
         every: u64,
     },
+    /// A bad morning: the first `count` requests of the office's devices (a
+    /// User-Agent naming a profile and device, `volley-office/davx5#1`: after set-up,
+    /// a warm day's lead-in) are handled, then answered 500, as a server that timed
+    /// out after committing does.
+    BusyMorning {
+        /// Requests so answered.
+        count: u64,
+    },
 }
 
 /// Why a DAV fault's text form did not parse.
@@ -62,7 +70,7 @@ pub enum DavFaultError {
     Period(String),
     /// No such fault, or a period on one that takes none.
     #[error(
-        "unknown DAV fault `{0}` (none, stale-etag, lost-put[:N], wrong-sync[:N], error-5xx[:N])"
+        "unknown DAV fault `{0}` (none, stale-etag, lost-put[:N], wrong-sync[:N], error-5xx[:N], busy-morning[:N])"
     )]
     Unknown(String),
 }
@@ -71,7 +79,7 @@ impl std::str::FromStr for DavFault {
     type Err = DavFaultError;
 
     /// `none`, `stale-etag`, `lost-put[:N]` (default 4), `wrong-sync[:N]` (default 3),
-    /// `error-5xx[:N]` (default 20).
+    /// `error-5xx[:N]` (default 20), `busy-morning[:N]` (default 30).
     fn from_str(s: &str) -> Result<DavFault, DavFaultError> {
         let (name, n) = match s.split_once(':') {
             Some((a, b)) => {
@@ -96,6 +104,9 @@ impl std::str::FromStr for DavFault {
             "error-5xx" => Ok(DavFault::Error5xx {
                 every: n.unwrap_or(20),
             }),
+            "busy-morning" => Ok(DavFault::BusyMorning {
+                count: n.unwrap_or(30),
+            }),
             _ => Err(DavFaultError::Unknown(s.to_string())),
         }
     }
@@ -113,6 +124,8 @@ pub(crate) struct FaultState {
     pub(crate) requests: u64,
     pub(crate) creates: u64,
     pub(crate) syncs: u64,
+    /// Requests after set-up so far (`BusyMorning`).
+    pub(crate) morning: u64,
     pub(crate) pins: HashMap<String, Pin>,
 }
 
@@ -381,6 +394,10 @@ mod tests {
         assert_eq!("lost-put".parse(), Ok(DavFault::LostPut { every: 4 }));
         assert_eq!("wrong-sync:7".parse(), Ok(DavFault::WrongSync { every: 7 }));
         assert_eq!("error-5xx".parse(), Ok(DavFault::Error5xx { every: 20 }));
+        assert_eq!(
+            "busy-morning:5".parse(),
+            Ok(DavFault::BusyMorning { count: 5 })
+        );
         assert!("error-5xx:0".parse::<DavFault>().is_err());
         assert!("stale-etag:2".parse::<DavFault>().is_err());
         assert!("teapot".parse::<DavFault>().is_err());

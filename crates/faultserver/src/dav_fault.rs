@@ -66,6 +66,19 @@ pub(crate) fn handle(
         _ => dav.handle(&dreq),
     };
     match fault {
+        DavFault::BusyMorning { count } => {
+            // A device's requests say its profile and number (`volley-office/davx5#1`);
+            // the probe's, set-up's and the audit's do not.
+            let device = req.header("User-Agent").is_some_and(|a| a.contains('#'));
+            let morning = device && {
+                let mut s = lock(state);
+                s.morning += 1;
+                s.morning <= count
+            };
+            if morning {
+                return plain(500);
+            }
+        }
         DavFault::StaleEtag => pin_etags(&mut lock(state), &req.method, &path, &mut resp),
         DavFault::WrongSync { every } => {
             let body = String::from_utf8_lossy(&req.body);

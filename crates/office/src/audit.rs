@@ -11,7 +11,7 @@ use crate::http::Request;
 use crate::item;
 use crate::listing::{self, parse};
 use crate::ops::Op;
-use crate::state::User;
+use crate::state::{MirrorItem, Truth, TruthItem, User};
 use crate::xml;
 
 /// Audits `user` through device 0's connection (not timed); returns the item count.
@@ -19,32 +19,10 @@ pub fn audit(ctx: Ctx<'_>, user: &mut User) -> usize {
     let Some(server) = listing::server_etags(ctx, user, 0) else {
         return 0;
     };
-    let mut read: BTreeMap<String, String> = BTreeMap::new();
     let names: Vec<String> = server.keys().cloned().collect();
-    let multiget = user.server.caldav;
-    if !multiget {
-        match crate::plain::read_all(ctx, user, &names) {
-            Some(r) => read = r,
-            None => return server.len(),
-        }
-    }
-    for chunk in names.chunks(100).filter(|_| multiget) {
-        let paths: Vec<String> = chunk.iter().map(|n| user.item_path(n)).collect();
-        let req = Request::new(Op::ReportMultiget, "REPORT", user.cal.clone())
-            .depth("1")
-            .xml(xml::multiget(paths.iter().map(String::as_str)));
-        let Some(reply) = ctx.call(&mut user.devices[0], &mut user.violations, req, MULTI) else {
-            return server.len();
-        };
-        let Some(ms) = parse(user, &reply.body, "audit multiget") else {
-            return server.len();
-        };
-        for e in ms.entries {
-            if let (Some(name), Some(data)) = (user.item_name(&e.href), e.data) {
-                read.insert(name, data);
-            }
-        }
-    }
+    let Some(read) = read_items(ctx, user, &names) else {
+        return server.len();
+    };
     let mut uids: BTreeMap<String, String> = BTreeMap::new();
     for (name, data) in &read {
         let uid = item::fingerprint(data)
@@ -94,4 +72,108 @@ pub fn audit(ctx: Ctx<'_>, user: &mut User) -> usize {
     let count = server.len();
     user.truth = truth;
     count
+}
+
+/// The text of each of `names` in `user`'s calendar, by calendar-multiget 100 at a time,
+/// or GET on plain WebDAV (device 0's connection); `None` when a request failed.
+fn read_items(ctx: Ctx<'_>, user: &mut User, names: &[String]) -> Option<BTreeMap<String, String>> {
+    if !user.server.caldav {
+        return crate::plain::read_all(ctx, user, names);
+    }
+    let mut read = BTreeMap::new();
+    for chunk in names.chunks(100) {
+        let paths: Vec<String> = chunk.iter().map(|n| user.item_path(n)).collect();
+        let req = Request::new(Op::ReportMultiget, "REPORT", user.cal.clone())
+            .depth("1")
+            .xml(xml::multiget(paths.iter().map(String::as_str)));
+        let reply = ctx.call(&mut user.devices[0], &mut user.violations, req, MULTI)?;
+        for e in parse(user, &reply.body, "audit multiget")?.entries {
+            if let (Some(name), Some(data)) = (user.item_name(&e.href), e.data) {
+                read.insert(name, data);
+            }
+        }
+    }
+    Some(read)
+}
+
+/// Takes what the server holds as `user`'s truth (untimed), after a lead-in in which
+/// one of its requests failed: a write that timed out or was reset may or may not have
+/// been applied, and every later check of the day would count that doubt against the
+/// server (docs/methodology.md, "The office": the lead-in's failures). Every listed
+/// item is read back and becomes the truth, and every device's copy, with the ETag
+/// listed; an item the truth held that is gone counts as deleted. False when the calendar cannot be read back
+/// (a request failed, or an item is listed that none of the user's devices could have
+/// written): the lead-in could not finish.
+pub fn reconcile(ctx: Ctx<'_>, user: &mut User) -> bool {
+    let Some(server) = listing::server_etags(ctx, user, 0) else {
+        return false;
+    };
+    let names: Vec<String> = server.keys().cloned().collect();
+    let Some(mut read) = read_items(ctx, user, &names) else {
+        return false;
+    };
+    let old = std::mem::take(&mut user.truth);
+    let mut truth = Truth {
+        items: BTreeMap::new(),
+        deleted: old.deleted,
+    };
+    for (name, etag) in server {
+        let (Some(n), Some(data)) = (user.item_number(&name), read.remove(&name)) else {
+            user.truth = Truth {
+                items: old.items,
+                deleted: truth.deleted,
+            };
+            return false;
+        };
+        let seq = sequence_of(&data);
+        let mut old_etags = Vec::new();
+        if let Some(before) = old.items.get(&name) {
+            old_etags.clone_from(&before.old_etags);
+            old_etags.extend(before.etag.clone().filter(|e| Some(e) != etag.as_ref()));
+        }
+        truth.deleted.remove(&name);
+        truth.items.insert(
+            name,
+            TruthItem {
+                n,
+                seq,
+                data,
+                etag,
+                old_etags,
+            },
+        );
+    }
+    for name in old.items.into_keys() {
+        if !truth.items.contains_key(&name) {
+            truth.deleted.insert(name);
+        }
+    }
+    // Every device's copy becomes what the server holds too: a device that saw an
+    // item the truth did not yet hold may have dropped it, and its next delta (from a
+    // later token) would never bring it back. Their tokens stay: a delta from an older
+    // token only repeats what the copy already has.
+    for dev in &mut user.devices {
+        dev.mirror = truth
+            .items
+            .iter()
+            .map(|(name, t)| {
+                let copy = MirrorItem {
+                    etag: t.etag.clone(),
+                    data: t.data.clone(),
+                };
+                (name.clone(), copy)
+            })
+            .collect();
+        dev.written.clear();
+    }
+    user.truth = truth;
+    true
+}
+
+/// An item's SEQUENCE (its revision), 0 when it has none.
+fn sequence_of(data: &str) -> u32 {
+    item::fingerprint(data)
+        .and_then(|f| f.into_iter().find(|(k, _)| k == "SEQUENCE"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -53,6 +53,16 @@ pub enum OfficeError {
         #[source]
         cause: crate::driver::Failure,
     },
+    /// A warm day's lead-in could not finish: a device never completed its first sync
+    /// (tried three times), or a user's calendar could not be read back after a failed
+    /// request. The day was not set up, so nothing of it is the server's verdict.
+    #[error("the day could not be set up: the lead-in could not finish ({why}; its failures: {failures})")]
+    LeadIn {
+        /// What did not finish, in words.
+        why: String,
+        /// The lead-in's failures by kind, in words.
+        failures: String,
+    },
     /// The trace file cannot be created.
     #[error("cannot create the trace file {}", path.display())]
     Trace {

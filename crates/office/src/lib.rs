@@ -53,6 +53,6 @@ pub use error::OfficeError;
 pub use ops::{Op, SessionKind};
 pub use profile::{Mix, Profile};
 pub use progress::{Phase, Progress, ProgressSnapshot};
-pub use report::{LatencyRow, LeadIn, OfficeReport};
+pub use report::{LatencyRow, LeadIn, OfficeReport, SetApart};
 pub use run::{run, OfficeConfig, OfficeRun};
 pub use state::Server;

@@ -45,13 +45,17 @@ impl LatencyRow {
 }
 
 /// What a warm day ran before its measured window: every device's first full sync,
-/// then one poll interval of the day (its polls and the people's decisions) as fast as
-/// the server answered (docs/methodology.md, "The office"). Its cost is reported here,
+/// then one poll interval of the day (its polls and the people's decisions), in
+/// schedule order with at most [`LeadIn::in_flight`] actions at a time, as fast as the
+/// server answered them (docs/methodology.md, "The office"). Its cost is reported here,
 /// apart from the day's figures: a morning's first syncs are a load of their own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeadIn {
     /// Wall-clock seconds it took.
     pub wall_s: f64,
+    /// Most actions it had in flight (each waits for its answers): the bound that keeps
+    /// an untimed phase from piling requests on the server.
+    pub in_flight: usize,
     /// Actions run: first syncs, polls, decisions.
     pub actions: u64,
     /// Requests sent.
@@ -61,6 +65,52 @@ pub struct LeadIn {
     pub sessions: Vec<LatencyRow>,
     /// The worker threads' CPU time during it, seconds.
     pub generator_cpu_s: f64,
+    /// Requests that failed in it (transport, 5xx, another status than due).
+    pub failed_requests: u64,
+    /// Its users whose state was read back from the server after a failed request
+    /// (a write that failed may have been applied): the day starts from what the
+    /// server holds.
+    pub reconciled_users: u64,
+    /// The violations of the users with a failed request, set apart from the day's:
+    /// the failures and what followed from them before the window.
+    pub failures: SetApart,
+}
+
+/// Violations found before the measured window, where a request failed (set-up's
+/// retried requests, a lead-in's failures and their consequences): reported by kind,
+/// never counted in the day's verdict (docs/methodology.md, "The office").
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SetApart {
+    /// How many.
+    pub total: u64,
+    /// By kind, only the kinds seen.
+    pub kinds: Vec<ViolationRow>,
+    /// A few examples per kind.
+    pub examples: Vec<String>,
+}
+
+impl SetApart {
+    /// The rows of `v`, zeros left out.
+    pub fn of(v: &Violations) -> SetApart {
+        let (rows, total, examples) = OfficeReport::violation_rows(v);
+        SetApart {
+            total,
+            kinds: rows.into_iter().filter(|r| r.count > 0).collect(),
+            examples,
+        }
+    }
+
+    /// `kind: count` pairs, e.g. "transport 3, server-error 1" ("none" when empty).
+    pub fn words(&self) -> String {
+        if self.kinds.is_empty() {
+            return "none".into();
+        }
+        self.kinds
+            .iter()
+            .map(|r| format!("{} {}", r.kind, r.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// A violation kind and its count.
@@ -113,8 +163,16 @@ pub struct OfficeReport {
     pub cold_start: bool,
     /// What a warm day ran before its window, reported apart; `None` on a cold day.
     pub lead_in: Option<LeadIn>,
+    /// Wall-clock seconds of the set-up (every calendar found, emptied and filled).
+    pub set_up_s: f64,
+    /// Set-up requests that failed and were tried again, set apart from the day.
+    pub set_up_failures: SetApart,
     /// Wall-clock length of the day, seconds.
     pub duration_s: f64,
+    /// Wall-clock seconds from the window's start to the end of its last action
+    /// (longer than `duration_s` when actions ran late): the time its requests were
+    /// sent in, so their rate is `requests / wall_s`.
+    pub wall_s: f64,
     /// Seed.
     pub seed: u64,
     /// Scheduled actions (syncs and decisions).

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use volley_metrics::{Metric, Recorder};
 
-use crate::check::Violations;
+use crate::check::{Violation, Violations};
 use crate::day::{Action, DayPlan, Event};
 use crate::driver::{Ctx, Recorders};
 use crate::http::{ns_since, Conn};
@@ -228,7 +228,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
             .collect();
         groups[i % threads].push((i, new_user(&cfg.accounts[i], devices, &today, server)));
     }
-    let (groups, server, lacks) = set_up(cfg, groups, server)?;
+    let (groups, set_up) = set_up(cfg, groups, server)?;
     let plan = DayPlan {
         decisions_per_day: cfg.decisions_per_day,
         compress: cfg.compress,
@@ -275,14 +275,22 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
-    let mut run = merge(cfg, &profiles, server, lacks, rec, outcomes);
+    let mut run = merge(cfg, &profiles, set_up.server, set_up.lacks, rec, outcomes);
     run.report.lead_in = lead_in;
+    run.report.set_up_s = set_up.wall_s;
+    run.report.set_up_failures = set_up.failures;
     Ok(run)
 }
 
 /// A warm day's lead-in on the day's own threads' share of users: each user's
 /// [`crate::day::Schedule::lead_in`] (first syncs, then one poll interval of the day),
-/// unpaced, in schedule order across the thread's users, recorded apart from the day.
+/// in schedule order across the thread's users, at most [`UNTIMED_IN_FLIGHT`] actions
+/// at a time, recorded apart from the day. A device whose first sync failed is tried
+/// twice more. A user with a failed request has its violations set apart
+/// ([`LeadIn::failures`]) and its truth read back from the server
+/// ([`audit::reconcile`]); a user without keeps its lead-in checks, which are the
+/// server's answers. Errs when the lead-in could not finish (a device never synced, a
+/// calendar could not be read back).
 fn lead_in(
     cfg: &OfficeConfig,
     plan: DayPlan,
@@ -291,12 +299,17 @@ fn lead_in(
     cfg.progress.enter(Phase::LeadIn, 0);
     let rec = Recorders::new();
     let rec_ref = &rec;
-    let results = each_group(groups, |mut group| {
+    let results = each_group(groups, UNTIMED_IN_FLIGHT, |mut group| {
         let cpu0 = thread_cpu_ns();
         let ctx = Ctx {
             rec: rec_ref,
             measured: true,
         };
+        // Set-up's checks stay the user's; the lead-in's start empty.
+        let kept: Vec<Violations> = group
+            .iter_mut()
+            .map(|(_, u)| std::mem::take(&mut u.violations))
+            .collect();
         let mut events: Vec<(usize, Event)> = Vec::new();
         for (local, (global, user)) in group.iter_mut().enumerate() {
             let profile = user.devices[0].profile;
@@ -318,14 +331,29 @@ fn lead_in(
             ran += 1;
             cfg.progress.step();
         }
-        (group, ran, thread_cpu_ns().saturating_sub(cpu0))
+        let mut settled = Settled {
+            ran,
+            ..Settled::default()
+        };
+        for ((_, user), kept) in group.iter_mut().zip(kept) {
+            settled.settle(ctx, user, kept, &cfg.stop);
+        }
+        settled.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+        (group, settled)
     })?;
     let wall_s = rec.origin.elapsed().as_secs_f64();
-    let (mut groups, mut actions, mut cpu_ns) = (Vec::new(), 0, 0);
-    for (g, ran, cpu) in results {
+    let mut groups = Vec::new();
+    let mut all = Settled::default();
+    for (g, s) in results {
         groups.push(g);
-        actions += ran;
-        cpu_ns += cpu;
+        all.add(s);
+    }
+    let failures = crate::report::SetApart::of(&all.apart);
+    if !all.unready.is_empty() || !all.unsettled.is_empty() {
+        return Err(OfficeError::LeadIn {
+            why: all.why_unfinished(cfg.devices * cfg.accounts.len()),
+            failures: failures.words(),
+        });
     }
     let requests = rec
         .ops
@@ -348,25 +376,144 @@ fn lead_in(
         groups,
         LeadIn {
             wall_s,
-            actions,
+            in_flight: UNTIMED_IN_FLIGHT,
+            actions: all.ran,
             requests,
             sessions,
-            generator_cpu_s: cpu_ns as f64 / 1e9,
+            generator_cpu_s: all.cpu_ns as f64 / 1e9,
+            failed_requests: all.failed_requests,
+            reconciled_users: all.reconciled,
+            failures,
         },
     ))
 }
 
-/// Most threads the unpaced phases (set-up, lead-in) run on: they are untimed, so more
-/// would only pile requests on the server (a Python server on a busy machine then
-/// times them out) without finishing sooner.
-const UNPACED_THREADS: usize = 32;
+/// What one lead-in thread left: actions run, its CPU time, the violations it set
+/// apart and the users it could not bring to the window.
+#[derive(Default)]
+struct Settled {
+    ran: u64,
+    cpu_ns: u64,
+    failed_requests: u64,
+    reconciled: u64,
+    apart: Violations,
+    /// Devices (`user#device`) whose first sync never succeeded.
+    unready: Vec<String>,
+    /// Users whose calendar could not be read back.
+    unsettled: Vec<String>,
+}
 
-/// `f` on every group, on at most [`UNPACED_THREADS`] threads, results in group order.
+/// Tries of a first sync in the lead-in, and of reading a calendar back after it,
+/// before the day is given up as not set up.
+const FIRST_SYNC_TRIES: usize = 3;
+
+/// The pause before the first retry of a failed first sync or reading back, doubled
+/// at the next: a server that failed a burst of requests gets a moment, as a client
+/// retrying later gives it.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Request failures: what a loaded server's failed answer is, as opposed to a check of
+/// what it answered.
+const REQUEST_FAILURES: [Violation; 3] = [
+    Violation::Transport,
+    Violation::ServerError,
+    Violation::UnexpectedStatus,
+];
+
+impl Settled {
+    /// Brings `user` to the window after its lead-in: a first sync that failed tried
+    /// again; after a failed request its lead-in violations set apart and its truth
+    /// read back from the server, else they join `kept` (set-up's); `kept` becomes
+    /// the user's violations again.
+    fn settle(&mut self, ctx: Ctx<'_>, user: &mut User, kept: Violations, stop: &AtomicBool) {
+        for d in 0..user.devices.len() {
+            for again in 1..FIRST_SYNC_TRIES {
+                if user.devices[d].ready || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                // As a client does after a failed sync: later, not at once.
+                std::thread::sleep(RETRY_PAUSE * again as u32);
+                session::run(ctx, user, d, ns_since(ctx.rec.origin));
+                close_all(user);
+            }
+            if !user.devices[d].ready && !stop.load(Ordering::Relaxed) {
+                self.unready.push(format!("{}#{d}", user.name));
+            }
+        }
+        let failed: u64 = REQUEST_FAILURES
+            .iter()
+            .map(|k| user.violations.count(*k))
+            .sum();
+        if failed > 0 {
+            self.failed_requests += failed;
+            self.reconciled += 1;
+            let untimed = Ctx {
+                measured: false,
+                ..ctx
+            };
+            let read_back = (0..FIRST_SYNC_TRIES).any(|again| {
+                std::thread::sleep(RETRY_PAUSE * again as u32);
+                audit::reconcile(untimed, user)
+            });
+            if !read_back {
+                self.unsettled.push(user.name.clone());
+            }
+            close_all(user);
+        }
+        let lead = std::mem::replace(&mut user.violations, kept);
+        if failed > 0 {
+            self.apart.merge(lead);
+        } else {
+            user.violations.merge(lead);
+        }
+    }
+
+    fn add(&mut self, o: Settled) {
+        self.ran += o.ran;
+        self.cpu_ns += o.cpu_ns;
+        self.failed_requests += o.failed_requests;
+        self.reconciled += o.reconciled;
+        self.apart.merge(o.apart);
+        self.unready.extend(o.unready);
+        self.unsettled.extend(o.unsettled);
+    }
+
+    /// Why the lead-in could not finish, in words.
+    fn why_unfinished(&self, devices: usize) -> String {
+        let mut why = Vec::new();
+        if !self.unready.is_empty() {
+            why.push(format!(
+                "{} of {devices} devices never completed their first sync in {FIRST_SYNC_TRIES} tries (e.g. {})",
+                self.unready.len(),
+                self.unready[0]
+            ));
+        }
+        if !self.unsettled.is_empty() {
+            why.push(format!(
+                "{} users' calendars could not be read back after a failed request (e.g. {})",
+                self.unsettled.len(),
+                self.unsettled[0]
+            ));
+        }
+        why.join("; ")
+    }
+}
+
+/// Most actions the untimed phases (set-up, lead-in) keep in flight, one per thread,
+/// each waiting for its answers: they are set-up, not load. More would only pile
+/// requests on the server without finishing sooner (a server that answers one request
+/// at a time, Radicale's storage, then times them out: at 32 in flight Radicale timed
+/// out lead-in requests of 250 people on a busy machine, and those failures were
+/// counted against the day). Eight keeps two cores busy on the built-in server.
+const UNTIMED_IN_FLIGHT: usize = 8;
+
+/// `f` on every group, on at most `threads` threads, results in group order.
 fn each_group<T: Send>(
     groups: Groups,
+    threads: usize,
     f: impl Fn(Vec<(usize, User)>) -> T + Sync,
 ) -> Result<Vec<T>, OfficeError> {
-    let threads = groups.len().min(UNPACED_THREADS);
+    let threads = groups.len().min(threads).max(1);
     let queue = Mutex::new(groups.into_iter().enumerate().collect::<Vec<_>>());
     let done = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -462,18 +609,28 @@ fn new_user(a: &Account, devices: Vec<Device>, today: &str, server: Server) -> U
     }
 }
 
+/// What set-up left besides the users: the server's survey, its wall time and the
+/// failed (and retried) requests set apart from the day.
+struct SetUp {
+    server: Server,
+    lacks: Vec<String>,
+    wall_s: f64,
+    failures: crate::report::SetApart,
+}
+
 /// The untimed set-up on the day's own threads' share of users, then the survey of
 /// what the server offers (conditional writes, what a CalDAV client would lack), told
-/// to every user.
+/// to every user. A request that failed and was tried again is set-up's, not the
+/// day's: each user's violations start the lead-in (or the window) empty.
 fn set_up(
     cfg: &OfficeConfig,
     groups: Groups,
     mut server: Server,
-) -> Result<(Groups, Server, Vec<String>), OfficeError> {
+) -> Result<(Groups, SetUp), OfficeError> {
     cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
     let untimed = Recorders::new();
     let untimed = &untimed;
-    let mut groups = each_group(groups, |mut group| {
+    let mut groups = each_group(groups, UNTIMED_IN_FLIGHT, |mut group| {
         let ctx = Ctx {
             rec: untimed,
             measured: false,
@@ -500,10 +657,18 @@ fn set_up(
         first,
     )?;
     server.conditional = conditional;
+    let mut failed = Violations::default();
     for (_, u) in groups.iter_mut().flatten() {
         u.server = server;
+        failed.merge(std::mem::take(&mut u.violations));
     }
-    Ok((groups, server, lacks))
+    let set_up = SetUp {
+        server,
+        lacks,
+        wall_s: untimed.origin.elapsed().as_secs_f64(),
+        failures: crate::report::SetApart::of(&failed),
+    };
+    Ok((groups, set_up))
 }
 
 /// The threads' outcomes and recorders merged into the day's report.
@@ -517,6 +682,7 @@ fn merge(
 ) -> OfficeRun {
     let mut violations = Violations::default();
     let (mut planned, mut ran, mut skipped, mut items, mut cpu_ns) = (0, 0, 0, 0, 0);
+    let mut end_ns = 0;
     let mut unguarded = 0;
     for o in outcomes {
         planned += o.planned;
@@ -524,6 +690,7 @@ fn merge(
         skipped += o.skipped;
         items += o.items;
         cpu_ns += o.cpu_ns;
+        end_ns = end_ns.max(o.end_ns);
         for u in o.users {
             unguarded += u.unguarded;
             violations.merge(u.violations);
@@ -574,7 +741,10 @@ fn merge(
         compress: cfg.compress,
         cold_start: cfg.cold_start,
         lead_in: None,
+        set_up_s: 0.0,
+        set_up_failures: crate::report::SetApart::default(),
         duration_s: cfg.duration.as_secs_f64(),
+        wall_s: end_ns as f64 / 1e9,
         seed: cfg.seed,
         actions_planned: planned,
         actions_run: ran,
@@ -605,6 +775,8 @@ struct Outcome {
     items: u64,
     /// CPU time of this thread during the day (audit excluded), nanoseconds.
     cpu_ns: u64,
+    /// When its last action ended, nanoseconds after the window began.
+    end_ns: u64,
 }
 
 /// One thread's share of the day: its users' events in time order, then their audit.
@@ -637,6 +809,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         cfg.progress.step();
     }
     let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+    let end_ns = ns_since(ctx.rec.origin);
     let audit_ctx = Ctx {
         measured: false,
         ..ctx
@@ -655,6 +828,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         skipped: planned - ran,
         items,
         cpu_ns,
+        end_ns,
     }
 }
 

@@ -178,15 +178,32 @@ pub fn prepare(
             body: data.clone().into_bytes(),
             ..req
         };
-        let reply =
-            retry(ctx, user, req, WRITE_OK).map_err(fail(user, "writing the first items"))?;
+        // 412 to `If-None-Match: *`: a try that failed (a timeout) was applied after
+        // all, so the item is there; it is read back to be sure it is ours.
+        let reply = retry(ctx, user, req, &[200, 201, 204, 412])
+            .map_err(fail(user, "writing the first items"))?;
+        let etag = match reply.status {
+            412 => {
+                let get = Request::new(Op::Get, "GET", user.item_path(&name));
+                let there = retry(ctx, user, get, &[200])
+                    .map_err(fail(user, "reading back a first item"))?;
+                if !crate::item::same(&data, &String::from_utf8_lossy(&there.body)) {
+                    return Err(fail(user, "writing the first items")(Failure::Status {
+                        status: 412,
+                        expected: WRITE_OK.to_vec(),
+                    }));
+                }
+                strong_etag(&there)
+            }
+            _ => strong_etag(&reply),
+        };
         user.truth.items.insert(
             name,
             TruthItem {
                 n,
                 seq: 0,
                 data,
-                etag: strong_etag(&reply),
+                etag,
                 old_etags: Vec::new(),
             },
         );

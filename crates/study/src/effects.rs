@@ -289,6 +289,7 @@ server = {{ defer_accept = true, backlog = 1024 }}
             warm_ttfb_ms: None,
             poll_p99_ms: None,
             users: None,
+            lead_in: None,
             attempt: 0,
             machine_busy: false,
         }

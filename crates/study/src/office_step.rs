@@ -60,17 +60,23 @@ pub(crate) fn run_office(
     cfg.stop = Arc::clone(&load_stop);
     let watch = step_watch(target, load_stop, stop_flag);
     let step_started = std::time::Instant::now();
-    let watched = volley_harness::watch(&watch, || {
-        let started = std::time::Instant::now();
-        let run = volley_office::run(&cfg);
-        (run, started.elapsed())
-    })?;
+    let watched = volley_harness::watch(&watch, || volley_office::run(&cfg))?;
     let stopped = cfg.stop.load(std::sync::atomic::Ordering::Relaxed);
-    let watched = watched.map(|(run, elapsed)| {
-        let run = run.map_err(|e| StepError::Office(e.to_string()))?;
+    // A lead-in that could not finish: the day was never set up, which is this step's
+    // finding (not carried, said so), not an error that ends the study.
+    let mut not_set_up: Option<String> = None;
+    let watched = watched.map(|run| {
+        let run = run.map_err(|e| {
+            if matches!(e, volley_office::OfficeError::LeadIn { .. }) {
+                not_set_up = Some(e.to_string());
+            }
+            StepError::Office(e.to_string())
+        })?;
         let report = run.report;
         let recorder = Recorder::merge_all(vec![run.all])?;
         let cpu_s = report.generator_cpu_s;
+        // The window's own time: set-up, lead-in and audit sent none of these requests.
+        let elapsed = std::time::Duration::from_secs_f64(report.wall_s);
         let info = run_info(&url, users * cfg.devices, elapsed, stopped, cpu_s);
         Ok::<_, StepError>((
             Loaded {
@@ -92,7 +98,7 @@ pub(crate) fn run_office(
         // death is the step's finding, stored with it as a death mid-day is, not an
         // error that ends the study; a users search goes on past it with
         // `restart = "next-step"`. The step has no requests and no office report.
-        Err(e) if watched.died.is_some() => {
+        Err(e) if watched.died.is_some() || not_set_up.is_some() => {
             let elapsed = step_started.elapsed();
             let mut info = run_info(&url, users * cfg.devices, elapsed, true, 0.0);
             info.notes.push(format!("the office day never ran: {e}"));
@@ -116,9 +122,15 @@ pub(crate) fn run_office(
     };
     let mut judged = judge(None, plan, watched)?;
     let Some(report) = report else {
-        if judged.verdict.target_died.is_some() {
+        let why = match (&judged.verdict.target_died, not_set_up) {
+            (Some(_), _) => Some("the target died before the day could run".to_string()),
+            (None, Some(e)) => Some(e),
+            (None, None) => None,
+        };
+        if let Some(why) = why {
             // Judged as an office day that carried nothing, so the step reads (and a
-            // search hears it) like a day the server died in.
+            // search hears it) like a day the server died in: a server that cannot
+            // serve N people's first syncs, a few at a time, does not carry them.
             judged.sustainable = Some(false);
             judged.verdict.little = None;
             judged.verdict.office = Some(OfficeVerdict {
@@ -130,7 +142,8 @@ pub(crate) fn run_office(
                 slo_ms: plan.rule.p99_slo.as_secs_f64() * 1e3,
                 error_share: 1.0,
                 violations: 0,
-                reasons: vec!["the target died before the day could run".into()],
+                reasons: vec![why],
+                lead_in: None,
             });
             return Ok(judged);
         }
@@ -145,8 +158,9 @@ pub(crate) fn run_office(
 }
 
 /// The day's load facts as any step's: a closed loop of `connections` kept-alive
-/// devices, the office's own CPU time; no stall probe runs beside an office day.
-fn run_info(
+/// devices over the window's `elapsed` time, the office's own CPU time; no stall probe
+/// runs beside an office day. `volley bench --caldav --save` stores its day with them.
+pub fn run_info(
     url: &str,
     connections: usize,
     elapsed: std::time::Duration,
@@ -213,6 +227,33 @@ pub struct OfficeVerdict {
     pub violations: u64,
     /// Why not, one sentence each.
     pub reasons: Vec<String>,
+    /// What a warm day ran before its window (none on a cold day or a day never
+    /// run): its cost, and the failures set apart from this verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lead_in: Option<LeadInCost>,
+}
+
+/// The cost of a warm day's lead-in, beside its verdict (docs/methodology.md, "The
+/// office in a study"): the study's end table and the report show it per day.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LeadInCost {
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed, set apart from the day's verdict.
+    pub failed_requests: u64,
+}
+
+impl LeadInCost {
+    /// The cost of `l`.
+    pub fn of(l: &volley_office::LeadIn) -> LeadInCost {
+        LeadInCost {
+            wall_s: l.wall_s,
+            requests: l.requests,
+            failed_requests: l.failed_requests,
+        }
+    }
 }
 
 /// Whether the step carried its users, and why not: the poll p99 against the SLO, the
@@ -259,6 +300,7 @@ fn verdict(report: &OfficeReport, plan: &Plan) -> OfficeVerdict {
         error_share,
         violations: report.violations_total,
         reasons,
+        lead_in: report.lead_in.as_ref().map(LeadInCost::of),
     }
 }
 
@@ -278,6 +320,7 @@ mod tests {
             error_share: 0.0,
             violations: 0,
             reasons: vec!["poll p99 1200.5 ms is over the 1000 ms SLO".into()],
+            lead_in: None,
         };
         let step = crate::step::Verdict {
             little: None,

@@ -249,7 +249,7 @@ fn office_result(steps: &[&StepOutcome]) -> String {
     let rps: Vec<f64> = steps.iter().map(|s| s.rps).collect();
     let errors: u64 = steps.iter().map(|s| s.errors).sum();
     format!(
-        "{} ({carried} of {} run{}), poll p99 {} ms, {} req/s{}",
+        "{} ({carried} of {} run{}), poll p99 {} ms, {} req/s{}{}",
         if carried * 2 > steps.len() {
             "carried"
         } else {
@@ -267,7 +267,26 @@ fn office_result(steps: &[&StepOutcome]) -> String {
             format!(", {errors} errors")
         } else {
             String::new()
-        }
+        },
+        lead_in_text(steps)
+    )
+}
+
+/// The lead-in of an office point's warm days, before their windows: the median wall
+/// time and requests, and every failed request (set apart from the verdicts); empty
+/// for cold days.
+fn lead_in_text(steps: &[&StepOutcome]) -> String {
+    let costs: Vec<crate::LeadInCost> = steps.iter().filter_map(|s| s.lead_in).collect();
+    if costs.is_empty() {
+        return String::new();
+    }
+    let wall: Vec<f64> = costs.iter().map(|c| c.wall_s).collect();
+    let requests: Vec<f64> = costs.iter().map(|c| c.requests as f64).collect();
+    let failed: u64 = costs.iter().map(|c| c.failed_requests).sum();
+    format!(
+        "; lead-in {} s, {} requests, {failed} failed (set apart)",
+        ci_text(&wall, 0),
+        ci_text(&requests, 0)
     )
 }
 
@@ -629,6 +648,7 @@ duration = "3s"
             warm_ttfb_ms: None,
             poll_p99_ms: None,
             users: None,
+            lead_in: None,
             attempt: 0,
             machine_busy: false,
         }

@@ -695,6 +695,7 @@ impl StudyRun<'_> {
             _ => String::new(),
         };
         let poll_p99_ms = office.and_then(|o| o.poll_p99_ms);
+        let lead_in = office.and_then(|o| o.lead_in);
         let is_office = office.is_some();
         let index = self.next_index.entry(run).or_insert(0);
         let record = StepRecord {
@@ -733,6 +734,7 @@ impl StudyRun<'_> {
         );
         let mut outcome = outcome;
         outcome.poll_p99_ms = poll_p99_ms;
+        outcome.lead_in = lead_in;
         outcome.users = cell.users.filter(|_| is_office);
         outcome.attempt = attempt;
         // An office day is judged by its own rule (poll p99, violations), not re-measured

@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use volley_analysis::words;
-use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport};
+use volley_metrics::Recorder;
+use volley_office::{Account, LatencyRow, Mix, OfficeConfig, OfficeError, OfficeReport, OfficeRun};
+use volley_store::StepParameters;
 
 use super::load::values::Where;
 use super::load::LoadArgs;
+use super::save::{SaveArgs, Saver};
 use super::target::TargetArgs;
 use crate::cmd::table;
 use crate::exit::usage;
@@ -323,7 +326,12 @@ fn managed(
 }
 
 /// Runs `volley bench --caldav`.
-pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result<ExitCode> {
+pub fn run(
+    c: CaldavArgs,
+    load: LoadArgs,
+    target: &TargetArgs,
+    save: &SaveArgs,
+) -> anyhow::Result<ExitCode> {
     let users = c.caldav.unwrap_or(1) as usize;
     let mix = c.profile.clone();
     let (url, accounts, served) = match target.targets.as_slice() {
@@ -339,6 +347,7 @@ pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result
     cfg.initial_items = c.caldav_items;
     cfg.compress = c.compress;
     cfg.cold_start = c.caldav_cold_start;
+    cfg.timeout = load.timeout;
     cfg.duration = match load.duration {
         Some(d) => d,
         // Every device polls K times in the window.
@@ -385,7 +394,13 @@ pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result
         Err(e) => return Err(e.into()),
     };
     drop(served);
-    let report = run.report;
+    let OfficeRun { report, ops, .. } = run;
+    let saved = save_day(
+        save,
+        &cfg,
+        &report,
+        ops.into_iter().map(|(_, r)| r).collect(),
+    )?;
     match load.json.as_deref() {
         Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
         Some(path) => {
@@ -396,6 +411,9 @@ pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result
     }
     if !load.quiet && load.json.as_deref() != Some("-") {
         print!("{}", text(&report));
+    }
+    if let Some(line) = saved {
+        eprintln!("volley: {line}");
     }
     if cfg.stop.load(Ordering::Relaxed) {
         return Err(
@@ -409,6 +427,60 @@ pub fn run(c: CaldavArgs, load: LoadArgs, target: &TargetArgs) -> anyhow::Result
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--save`: the day as a bench run of one step, as a study stores an office day: its
+/// requests (every operation's recorder merged) over the window's own time, the office
+/// report under the summary's `office` key, the day's settings as the run's parameters.
+/// So `volley history`, `compare` and `report` read it. The line saying where it is.
+fn save_day(
+    save: &SaveArgs,
+    cfg: &OfficeConfig,
+    r: &OfficeReport,
+    ops: Vec<Recorder>,
+) -> anyhow::Result<Option<String>> {
+    let parameters = serde_json::json!({
+        "url": cfg.url,
+        "method": "CALDAV",
+        "model": "closed",
+        "users": r.users,
+        "devices_per_user": r.devices_per_user,
+        "compress": r.compress,
+        "decisions_per_day": r.decisions_per_day,
+        "cold_start": r.cold_start,
+        "duration_s": r.duration_s,
+        "seed": r.seed,
+        "timeout_s": cfg.timeout.as_secs_f64(),
+    });
+    let environment = serde_json::to_value(volley_targets::Environment::capture())?;
+    let Some(mut saver) = Saver::begin_with(save, &cfg.url, parameters, environment)? else {
+        return Ok(None);
+    };
+    let merged = Recorder::merge_all(ops)?;
+    let histograms = volley_harness::stored::histograms(&merged)?;
+    let stopped = cfg.stop.load(Ordering::Relaxed);
+    let info = volley_study::office_run_info(
+        &cfg.url,
+        r.users * r.devices_per_user,
+        Duration::from_secs_f64(r.wall_s),
+        stopped,
+        r.generator_cpu_s,
+    );
+    let summary = merged.close(&info)?;
+    let mut summary_json = serde_json::to_value(&summary)?;
+    summary_json["office"] = serde_json::to_value(r)?;
+    let mut extra = serde_json::Map::new();
+    extra.insert("users".into(), r.users.into());
+    extra.insert("compress".into(), r.compress.into());
+    let parameters = StepParameters {
+        concurrency: u32::try_from(r.users).ok(),
+        keepalive: Some(true),
+        extra,
+        ..StepParameters::default()
+    };
+    let series = volley_harness::stored::series(&summary, None);
+    saver.step_with(parameters, &summary, summary_json, series, histograms)?;
+    Ok(Some(saver.finish(!stopped)?))
 }
 
 fn latency_table(title: &str, rows: &[LatencyRow]) -> String {
@@ -470,13 +542,36 @@ fn text(r: &OfficeReport) -> String {
             r.checks_not_applicable.join(", ")
         ));
     }
+    s.push_str(&format!("set-up: {:.1} s", r.set_up_s));
+    if r.set_up_failures.total > 0 {
+        s.push_str(&format!(
+            "; {} failed requests tried again, set apart from the day ({})",
+            r.set_up_failures.total,
+            r.set_up_failures.words()
+        ));
+    }
+    s.push('\n');
     match &r.lead_in {
         Some(l) => {
             s.push_str(&format!(
                 "warm day: before the window, untimed by it: every device's first sync and \
-                 one poll interval, {} actions, {} requests in {:.1} s, generator CPU {:.2} s\n",
-                l.actions, l.requests, l.wall_s, l.generator_cpu_s
+                 one poll interval, {} actions, {} requests in {:.1} s (at most {} at a time), \
+                 generator CPU {:.2} s\n",
+                l.actions, l.requests, l.wall_s, l.in_flight, l.generator_cpu_s
             ));
+            if l.failures.total > 0 {
+                s.push_str(&format!(
+                    "  lead-in failures, set apart from the day: {} failed requests, {} \
+                     violations ({}); {} users read back from the server before the window\n",
+                    l.failed_requests,
+                    l.failures.total,
+                    l.failures.words(),
+                    l.reconciled_users
+                ));
+                for e in &l.failures.examples {
+                    s.push_str(&format!("  e.g. {e}\n"));
+                }
+            }
         }
         None => s.push_str("cold day: every device's first sync inside the window\n"),
     }

@@ -79,7 +79,7 @@ impl Outputs {
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.caldav.is_set() {
-        return caldav::run(args.caldav, args.load, &args.target);
+        return caldav::run(args.caldav, args.load, &args.target, &args.save);
     }
     if args.replay.is_set() {
         return replay::run(args.load, args.replay, args.target, args.save);

@@ -76,6 +76,17 @@ impl Saver {
         spec: &LoadSpec,
         environment: Value,
     ) -> anyhow::Result<Option<Saver>> {
+        Saver::begin_with(args, default_name, parameters(spec), environment)
+    }
+
+    /// [`Saver::begin`] for a load that is not a [`LoadSpec`] (an office day): its
+    /// settings as the run stores them.
+    pub fn begin_with(
+        args: &SaveArgs,
+        default_name: &str,
+        parameters: Value,
+        environment: Value,
+    ) -> anyhow::Result<Option<Saver>> {
         if !args.save {
             return Ok(None);
         }
@@ -89,7 +100,7 @@ impl Saver {
                 .label
                 .clone()
                 .unwrap_or_else(|| default_name.to_string()),
-            parameters: parameters(spec),
+            parameters,
             environment,
         })?;
         Ok(Some(Saver {
@@ -118,22 +129,38 @@ impl Saver {
         if let Some(r) = extras.replay {
             summary_json["replay"] = r;
         }
+        let parameters = StepParameters {
+            rate_rps: rate(spec),
+            concurrency: Some(spec.cfg.connections as u32),
+            keepalive: Some(spec.cfg.keep_alive),
+            repeat: self.next,
+            ..StepParameters::default()
+        };
+        let series = volley_harness::stored::series(summary, extras.monitor);
+        self.step_with(parameters, summary, summary_json, series, histograms)
+    }
+
+    /// Writes one measured run as the next step: its parameters, its summary as
+    /// stored (`summary_json`: the summary with any keys of its own, e.g. an office
+    /// day's report) and series.
+    pub fn step_with(
+        &mut self,
+        parameters: StepParameters,
+        summary: &Summary,
+        summary_json: Value,
+        series: Vec<volley_store::SeriesPoint>,
+        histograms: Vec<HistogramBlob>,
+    ) -> anyhow::Result<()> {
         let now = now_ms();
         let record = StepRecord {
             index: self.next,
-            parameters: StepParameters {
-                rate_rps: rate(spec),
-                concurrency: Some(spec.cfg.connections as u32),
-                keepalive: Some(spec.cfg.keep_alive),
-                repeat: self.next,
-                ..StepParameters::default()
-            },
+            parameters,
             summary: summary_json,
             verdict: None,
             label: Some(summary.generator.verdict.label.name().to_string()),
             started_unix_ms: now - (summary.duration_s * 1e3) as i64,
             finished_unix_ms: now,
-            series: volley_harness::stored::series(summary, extras.monitor),
+            series,
             histograms,
         };
         self.store

@@ -31,6 +31,43 @@ pub struct OfficeStep {
     pub reasons: Vec<String>,
     /// What the server lacks for a full CalDAV client (plain WebDAV), when reported.
     pub lacks: Vec<String>,
+    /// What a warm day ran before its window; `None` on a cold day.
+    pub lead_in: Option<LeadInCost>,
+}
+
+/// The cost of a warm day's lead-in (its first syncs and one poll interval before the
+/// window, untimed by it), read from the day's stored office report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LeadInCost {
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed, set apart from the day's verdict.
+    pub failed_requests: u64,
+    /// Violations set apart with them (the failures and what followed from them).
+    pub set_apart: u64,
+}
+
+impl LeadInCost {
+    /// The stored report's `lead_in` (`null` on a cold day). Days stored before
+    /// failures were set apart have none.
+    fn read(l: &Value) -> Option<LeadInCost> {
+        Some(LeadInCost {
+            wall_s: l["wall_s"].as_f64()?,
+            requests: l["requests"].as_u64().unwrap_or(0),
+            failed_requests: l["failed_requests"].as_u64().unwrap_or(0),
+            set_apart: l["failures"]["total"].as_u64().unwrap_or(0),
+        })
+    }
+
+    /// For a table cell: "42 s, 3120 requests, 0 failed".
+    pub fn words(&self) -> String {
+        format!(
+            "{:.0} s, {} requests, {} failed",
+            self.wall_s, self.requests, self.failed_requests
+        )
+    }
 }
 
 /// The answer for one office workload on one run.
@@ -98,6 +135,7 @@ pub(super) fn read(verdict: Option<&Value>, summary: &Value) -> Option<OfficeSte
         decisions_per_day: v["decisions_per_day"].as_u64().unwrap_or(0),
         reasons: strings(&v["reasons"]),
         lacks: strings(&summary["office"]["lacks"]),
+        lead_in: LeadInCost::read(&summary["office"]["lead_in"]),
     })
 }
 
@@ -319,5 +357,23 @@ mod tests {
         let summary = json!({"office": {"compress": 960.0}});
         assert_eq!(read(Some(&old), &summary).unwrap().compress, 960.0);
         assert_eq!(read(Some(&old), &json!({})).unwrap().compress, 1.0);
+    }
+
+    #[test]
+    fn a_warm_days_lead_in_is_read_with_its_failures_and_a_cold_day_has_none() {
+        let verdict = json!({"office": {"users": 5, "carries": true}});
+        let warm = json!({"office": {"lead_in": {
+            "wall_s": 41.6, "requests": 3120, "failed_requests": 4,
+            "failures": {"total": 6, "kinds": [], "examples": []}
+        }}});
+        let l = read(Some(&verdict), &warm).unwrap().lead_in.unwrap();
+        assert_eq!((l.requests, l.failed_requests, l.set_apart), (3120, 4, 6));
+        assert_eq!(l.words(), "42 s, 3120 requests, 4 failed");
+        let cold = json!({"office": {"lead_in": null}});
+        assert_eq!(read(Some(&verdict), &cold).unwrap().lead_in, None);
+        // Stored before failures were set apart: no failures, still the cost.
+        let older = json!({"office": {"lead_in": {"wall_s": 3.0, "requests": 10}}});
+        let l = read(Some(&verdict), &older).unwrap().lead_in.unwrap();
+        assert_eq!((l.requests, l.failed_requests), (10, 0));
     }
 }

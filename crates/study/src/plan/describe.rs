@@ -39,10 +39,31 @@ impl Plan {
         };
         let _ = writeln!(
             out,
-            "estimated total: {}{how}",
-            fmt_duration(Duration::from_secs(est))
+            "estimated total: {}{how}{}",
+            fmt_duration(Duration::from_secs(est)),
+            self.untimed_note()
         );
         out
+    }
+
+    /// How much of the estimate is office days' set-up and lead-in, and on what guess;
+    /// empty without office days.
+    fn untimed_note(&self) -> String {
+        let untimed = self.office_untimed_total();
+        if untimed.is_zero() {
+            return String::new();
+        }
+        format!(
+            "; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others)",
+            fmt_duration(untimed),
+            self.workloads
+                .iter()
+                .filter_map(|w| w.office.as_ref())
+                .map(|o| super::estimate::untimed_requests(o, 1.0).round())
+                .fold(0.0, f64::max),
+            super::estimate::untimed_rps(volley_targets::TargetKind::Radicale),
+            super::estimate::untimed_rps(volley_targets::TargetKind::Builtin),
+        )
     }
 
     /// The step length, warm-up, cool-down, repeats and rule every step shares, and where

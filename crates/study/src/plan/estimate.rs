@@ -59,7 +59,47 @@ impl Plan {
             (None, Some(c)) => c,
             (None, None) => Duration::ZERO,
         };
-        t.warmup.saturating_add(measured).saturating_add(t.cooldown)
+        t.warmup
+            .saturating_add(measured)
+            .saturating_add(t.cooldown)
+            .saturating_add(self.office_untimed(cell))
+    }
+
+    /// What an office day of `cell` spends outside its window, for the estimate: its
+    /// set-up and a warm day's lead-in, [`untimed_requests`] at [`untimed_rps`] of its
+    /// server (zero for http cells). A searched cell's days are taken at the mean of
+    /// the search's first two counts (its start and the double, capped at its most).
+    pub fn office_untimed(&self, cell: &Cell) -> Duration {
+        let Some(office) = &self.workloads[cell.workload].office else {
+            return Duration::ZERO;
+        };
+        let users = match (self.search_of_cell(cell), cell.users) {
+            (Some(s), _) => (s.start_rate + (2.0 * s.start_rate).min(s.opts.max_rate_rps)) / 2.0,
+            (None, Some(u)) => f64::from(u),
+            (None, None) => 1.0,
+        };
+        let kind = self.targets[self.instances[cell.instance].target].kind;
+        Duration::try_from_secs_f64(untimed_requests(office, users) / untimed_rps(kind))
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// The part of [`Plan::estimate`] that is office days' set-up and lead-in.
+    pub fn office_untimed_total(&self) -> Duration {
+        let swept = self
+            .steps
+            .iter()
+            .map(|s| self.office_untimed(&self.cells[s.cell]));
+        let searched = self
+            .searched_cells()
+            .into_iter()
+            .map(|ci| self.office_untimed(&self.cells[ci]) * self.cell_search_steps(ci));
+        swept.chain(searched).sum()
+    }
+
+    /// The users search that plays `cell`'s workload, if it is searched.
+    fn search_of_cell(&self, cell: &Cell) -> Option<&super::SearchPlan> {
+        let w = &self.workloads[cell.workload];
+        w.searches_users().then_some(self.users_search.as_ref())?
     }
 
     /// Time left for `steps` (the rest of a sweep), each estimated with the rates
@@ -130,6 +170,38 @@ fn steps_range(s: &super::SearchPlan) -> (u32, u32) {
     let fewest = 1 + need * (1 + bisections);
     let most = doublings + 1 + o.repeats * (1 + bisections);
     (fewest.min(o.max_steps), most.min(o.max_steps))
+}
+
+/// Items each calendar holds when an office day starts (`volley_office::OfficeConfig`'s
+/// default, which a study's office step keeps).
+const OFFICE_ITEMS: f64 = 20.0;
+
+/// Requests one person's untimed parts of an office day send, roughly: set-up finds
+/// (or makes) the calendar, lists and empties it and writes its items one PUT each
+/// (about 4 + items); a warm day's lead-in runs two first syncs (about 6 requests
+/// each), a poll of each device (about 3) and one interval's decisions (about 1.5
+/// requests each). A cold day has no lead-in.
+pub fn untimed_requests(office: &super::OfficeLoad, users: f64) -> f64 {
+    let set_up = 4.0 + OFFICE_ITEMS;
+    let decisions = f64::from(office.decisions) * office.mix.slowest_poll_s()
+        / volley_office::day::OFFICE_DAY_S;
+    let lead_in = match office.cold_start {
+        true => 0.0,
+        false => 2.0 * (6.0 + 3.0) + 1.5 * decisions,
+    };
+    users * (set_up + lead_in)
+}
+
+/// Requests per second an office day's untimed parts are assumed to get from a server
+/// of `kind` (a guess, said in the plan; at most 8 in flight, each waiting for its
+/// answer): the Python CalDAV servers (Radicale, Xandikos) about 100, which writes each
+/// item with its own file and lock; the others about 500.
+pub fn untimed_rps(kind: volley_targets::TargetKind) -> f64 {
+    if kind.is_caldav_server() {
+        100.0
+    } else {
+        500.0
+    }
 }
 
 /// Requests per second per connection assumed for a request-count step when the study

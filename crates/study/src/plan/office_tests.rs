@@ -63,15 +63,30 @@ fn a_users_search_is_one_cell_per_target_after_the_swept_cells() {
     let sweep_only = p.remaining_estimate(&p.steps, &RateBook::default());
     let per_search = p.cell_search_steps(searched[0]);
     assert!(per_search >= 3, "{per_search}");
-    assert_eq!(
-        p.estimate(),
-        sweep_only + p.step_estimate(&p.cells[searched[0]]) * per_search * 2
-    );
-    // An office day lasts its duration even in a search.
+    let searches: Duration = searched
+        .iter()
+        .map(|ci| p.step_estimate(&p.cells[*ci]) * per_search)
+        .sum();
+    assert_eq!(p.estimate(), sweep_only + searches);
+    // An office day lasts its duration even in a search, plus its set-up and lead-in
+    // (at the mean of the search's first two counts, 4 and 8 users).
+    let untimed = p.office_untimed(&p.cells[searched[0]]);
+    assert!(untimed > Duration::ZERO);
     assert_eq!(
         p.step_estimate(&p.cells[searched[0]]),
-        Duration::from_secs(10) + p.timing.warmup + p.timing.cooldown
+        Duration::from_secs(10) + p.timing.warmup + p.timing.cooldown + untimed
     );
+    // Twice the people, twice the untimed time.
+    let (at300, _) = p.cell_at(swept, None);
+    let (at150, _) = (
+        Cell {
+            users: Some(150),
+            ..at300.clone()
+        },
+        (),
+    );
+    let ratio = p.office_untimed(&at300).as_secs_f64() / p.office_untimed(&at150).as_secs_f64();
+    assert!((ratio - 2.0).abs() < 1e-6, "{ratio}");
 }
 
 #[test]

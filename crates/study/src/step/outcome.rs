@@ -35,6 +35,8 @@ pub struct StepOutcome {
     pub poll_p99_ms: Option<f64>,
     /// Office steps: the users the day played (a users search varies it per step).
     pub users: Option<u32>,
+    /// Office steps of a warm day: what its lead-in cost before the window.
+    pub lead_in: Option<crate::office_step::LeadInCost>,
     /// Which measurement of its planned step this is: 0 the first, 1.. the re-measures
     /// of a step noise spoiled (docs/methodology.md, "The generator checks itself").
     pub attempt: u32,
@@ -75,6 +77,7 @@ impl StepOutcome {
             warm_ttfb_ms: None,
             poll_p99_ms: None,
             users: None,
+            lead_in: None,
             attempt: 0,
             machine_busy: machine_busy(s),
         }
@@ -218,8 +221,14 @@ pub(crate) fn step_line(
         o.errors,
         o.label,
         match (o.poll_p99_ms, o.sustainable) {
-            (Some(p), Some(true)) => format!(", poll p99 {p:.0} ms, carries its users"),
-            (Some(p), _) => format!(", poll p99 {p:.0} ms, does NOT carry its users"),
+            (Some(p), Some(true)) => format!(
+                ", poll p99 {p:.0} ms, carries its users{}",
+                lead_in_words(o.lead_in)
+            ),
+            (Some(p), _) => format!(
+                ", poll p99 {p:.0} ms, does NOT carry its users{}",
+                lead_in_words(o.lead_in)
+            ),
             (None, Some(true)) => ", sustainable".to_string(),
             (None, Some(false)) => ", NOT sustainable".to_string(),
             (None, None) => String::new(),
@@ -228,6 +237,18 @@ pub(crate) fn step_line(
         busy_mark(s),
         slow.map(|n| format!("; {n}")).unwrap_or_default()
     )
+}
+
+/// A warm office day's lead-in for its step line: " (lead-in 42 s, 3120 requests, 0
+/// failed)"; empty on a cold day.
+fn lead_in_words(l: Option<crate::office_step::LeadInCost>) -> String {
+    l.map(|l| {
+        format!(
+            " (lead-in {:.0} s, {} requests, {} failed)",
+            l.wall_s, l.requests, l.failed_requests
+        )
+    })
+    .unwrap_or_default()
 }
 
 /// The second line of a cold-start step: the cold request beside the warm TTFB.
