@@ -35,6 +35,9 @@ CLIENT_CORE = "1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # At or above this share of its core, the server is taken as the bottleneck.
 SATURATED_SHARE = 0.95
+# Put before every client command `timed` runs (bench/counts.py: `perf stat` counting the
+# client's own context switches, wake-ups and system calls); empty by default.
+CLIENT_WRAP = []
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240601
 
@@ -70,7 +73,7 @@ def timed(cmd, timeout):
     """Runs cmd pinned to the client core under GNU time; returns (output, cpu_s, maxrss_kb)."""
     tf = tempfile.NamedTemporaryFile(delete=False)
     tf.close()
-    full = ["/usr/bin/time", "-o", tf.name, "-f", "%U %S %M", "taskset", "-c", CLIENT_CORE] + cmd
+    full = ["/usr/bin/time", "-o", tf.name, "-f", "%U %S %M"] + CLIENT_WRAP + ["taskset", "-c", CLIENT_CORE] + cmd
     try:
         r = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
         with open(tf.name) as f:

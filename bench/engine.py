@@ -36,6 +36,11 @@ What it does (issue 2's speed bar), all on loopback:
     step, with and without the warm-up (alternating over --rounds);
   * memory: volley's max RSS after 50k and after 5M keep-alive requests;
   * --json FILE: every raw per-round record (and the open-loop runs) for later analysis.
+  * --counts: only the counts per request that say why a server pays more under one
+    client (bench/counts.py, run in a network namespace of its own by `unshare -n` so
+    nstat's TCP counters are the load's alone): the server's context switches, wake-ups
+    it issued, system calls and CPU, TCP segments and ACKs, the client's own counts;
+    volley, httperf and wrk in paired rounds (needs perf and root).
   * --baseline BIN: a second volley build in the same rounds ("volley-base"), so a change's
     before/after ratio is measured side by side with the peers, never from two sessions.
 Nothing here is a test: it prints figures for the issue notes.
@@ -63,6 +68,38 @@ a guest, an inter-processor interrupt). The server's CPU per request was 1.06 / 
 those wake-ups, but its CPU counts as volley's: a closed loop against a server that
 answers every few tens of microseconds would read ~100% CPU and be labelled
 generator-bound, so it needs an adaptive window measured on a quiet machine first.
+
+Counting instead of timing (`--counts`, 2026-11-28, main's release build, three runs of
+1, 2 and 4 paired rounds; the machine was so loaded that lighttpd served 60-7,800 req/s
+instead of ~100,000: starved by the machine, not saturated by the client, so these are
+the method's first figures, not a verdict): per request the server made the same
+system calls under every client (4.06-4.43 under volley, 4.08-4.18 under httperf,
+4.17-4.20 under wrk), and volley sent each request with one sendto, as the peers send
+theirs with one write. TCP segments per request: volley 2.06 / 3.15 / 3.04, httperf
+2.06 / 2.72 / 2.76, wrk 2.73 / 2.59 (pure ACKs volley 0.02-0.16, httperf 0.01-0.08):
+equal in the least starved run, 0.3-0.4 more under volley in the two starved ones, not
+explained yet. Wake-ups the server issued per request did not hold still: 0.13 / 0.07 /
+0.11 under volley, 0.03 / 0.41 / 0.15 under httperf, following the machine's load more
+than the client. httperf's price for never sleeping shows in its own system calls,
+7.0-31.8 per request (`--hog` polls), against volley's 2.3-3.5. Both questions need
+`--counts` again on a quiet machine.
+
+Memory (max RSS, 64 connections, `volley bench URL -t 1 -k -c 64 -n 50000 --json -
+--quiet` under GNU time against the lighttpd above): 12.8-13.0 MB at main's 526ade3,
+of which ~6 MB is there before the first request (`volley --version`: 6.7 MB). Where
+it went (smaps, page-fault samples): 4.7 MB of the executable's code resident, 1.6 MB
+of `.data.rel.ro` the loader wrote to relocate it (every page, read or not), ~1.5-2 MB
+of histograms (hdrhistogram writes all ~23,500 counts of a one-hour histogram, 94 KB,
+when it creates or resets one; a run holds a few dozen), libc 1.4 MB. Fixed:
+histograms that start at 0-2 ms (8 KB) and grow (crates/metrics hist.rs). A
+fixed-address executable (`-no-pie`: nothing to relocate, only pages read resident)
+was measured with it and then left out: `serve` and `agent` listen on shared networks
+and keep address randomisation (build.rs). Release builds, same command, alternating,
+three each (busy machine; memory does not depend on it): 12,808 / 13,300 / 13,168 KB
+at 526ade3 -> 10,056 / 10,064 / 10,080 KB with both (9.8 MiB; `volley --version` 6,800 -> 5,268 KB; during the
+run 9.6 MB, anonymous memory 4.9 -> 1.6 MB; the last ~0.45 MB comes at the end, with
+the summary and the JSON). What is left is mostly code: 4.5 MB of the executable's
+text resident (the kernel maps 64 KB around each page a run touches), libc 1.4 MB.
 """
 import argparse
 import json
@@ -233,6 +270,9 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.8,
                     help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
     ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
+    ap.add_argument("--counts", action="store_true",
+                    help="only the server's and the wire's counts per request under volley, "
+                         "httperf and wrk (bench/counts.py, in a network namespace of its own)")
     ap.add_argument("--baseline", metavar="BIN",
                     help="another volley binary (e.g. a build of the previous commit) run as "
                          "'volley-base' in the same paired rounds: before/after ratios of a change")
@@ -243,6 +283,10 @@ def main():
         subprocess.run([os.path.join(ROOT, "scripts", "install-deps.sh")], check=True)
     if not a.skip_build:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if a.counts:
+        counts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "counts.py")
+        return subprocess.run(["unshare", "-n", sys.executable, counts, "--rounds", str(a.rounds),
+                               "--seconds", str(a.seconds)]).returncode
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
     # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
     # into a 403 page, which the peers would happily count as completed requests.

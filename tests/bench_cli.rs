@@ -729,14 +729,48 @@ fn warmup_requests_are_excluded_from_the_measured_figures() {
         .iter()
         .any(|n| n.as_str().unwrap().starts_with("warm-up 0.5s excluded")));
 
-    // Without --warmup the field is null; with -n it is refused (the request limit
-    // would count warm-up requests).
+    // Without --warmup the field is null; with nothing to measure after it, or a bad
+    // duration, it is refused.
     let out = volley()
         .args(["bench", &srv.url("/"), "-n", "10", "--json"])
         .output()
         .unwrap();
     assert!(json_of(&out.stdout)["runs"][0]["warmup"].is_null());
-    one_line_usage_error(&[&srv.url("/"), "--warmup", "1s", "-n", "10"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "1s"]);
     one_line_usage_error(&[&srv.url("/"), "--warmup", "soon", "-d", "1s"]);
+}
+
+#[test]
+fn with_a_warmup_n_counts_the_measured_requests() {
+    // As ab and hey users expect, -n is what is measured; the warm-up's requests come
+    // on top (at least the first request of each of the 2 connections, sent at once).
+    let srv = TestServer::start(Mode::Ok);
+    let out = volley()
+        .args([
+            "bench",
+            &srv.url("/"),
+            "-n",
+            "40",
+            "--warmup",
+            "300ms",
+            "-c",
+            "2",
+            "-k",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json_of(&out.stdout)["runs"][0];
+    let req = &r["requests"];
+    assert_eq!(req["sent"], 40, "{req}");
+    assert_eq!(req["completed"], 40, "{req}");
+    assert_eq!(r["latency"]["response_time"]["count"], 40);
+    let w = &r["warmup"];
+    assert_eq!(w["duration_s"], 0.3);
+    assert!(w["requests"].as_u64().unwrap() >= 2, "{w}");
 }

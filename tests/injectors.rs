@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::Served;
@@ -17,10 +17,7 @@ pub(crate) struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("volley-inj-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+        TempDir(crate::common::fresh_dir(&format!("volley-inj-{tag}")))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -54,6 +51,20 @@ pub(crate) fn served_study(name: &str, base: &str, rest: &str) -> String {
     format!(
         "name = \"{name}\"\n[[target]]\nname = \"served\"\nkind = \"external\"\nurl = \"{base}/a.html\"\n[[workload]]\nname = \"w\"\npaths = [\"/a.html\"]\n{rest}"
     )
+}
+
+/// A fresh directory `tag`, a `volley serve` of [`docroot`] in it, and the study
+/// `name` of that server ([`served_study`] with `rest`) written there.
+pub(crate) fn served_study_in(
+    tag: &str,
+    name: &str,
+    rest: &str,
+) -> (TempDir, Served, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
+    let root = docroot(dir.path());
+    let server = Served::start(&root, &[]);
+    let file = study(dir.path(), &served_study(name, &server.base, rest));
+    (dir, server, file)
 }
 
 /// `volley study run FILE --db DB`, for the caller to run or spawn.
@@ -95,33 +106,20 @@ pub(crate) fn completed(summary: &Value) -> u64 {
     summary["requests"]["completed"].as_u64().unwrap()
 }
 
-#[test]
-fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
-    let dir = TempDir::new("phases");
+/// Three local injectors at 40 req/s each, staggered by `stagger` and active for
+/// `duration`, against a `volley serve` with its access log on: the study's directory,
+/// the server's log and the store, once the study ran and the server stopped.
+fn staggered_study(tag: &str, stagger: &str, duration: &str) -> (TempDir, PathBuf, PathBuf) {
+    let dir = TempDir::new(tag);
     let log = dir.path().join("access.log");
     let root = docroot(dir.path());
     let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj",
-            &server.base,
-            r#"
-[load]
-model = "open"
-rate = 40
-concurrency = 2
-[injectors]
-count = 3
-stagger = "1s"
-share = "each"
-[steps]
-duration = "4s"
-warmup = "0s"
-cooldown = "0s"
-"#,
-        ),
+    let rest = format!(
+        "[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\n[injectors]\ncount = 3\n\
+         stagger = \"{stagger}\"\nshare = \"each\"\n[steps]\nduration = \"{duration}\"\n\
+         warmup = \"0s\"\ncooldown = \"0s\"\n"
     );
+    let file = study(dir.path(), &served_study("inj", &server.base, &rest));
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
     assert!(
@@ -130,6 +128,12 @@ cooldown = "0s"
         String::from_utf8_lossy(&out.stderr)
     );
     server.stop();
+    (dir, log, db)
+}
+
+#[test]
+fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
+    let (dir, log, db) = staggered_study("phases", "1s", "4s");
     let steps = step_summaries(&db);
     assert_eq!(steps.len(), 1);
     let s = &steps[0];
@@ -142,6 +146,8 @@ cooldown = "0s"
     assert_eq!(merged, sum, "merged == sum of the injectors'");
     assert_eq!(merged, s["streamed_requests"].as_u64().unwrap());
     assert_eq!(merged, lines, "merged == the server's access log lines");
+    // The server's own log, cut by client address, gives the same phases.
+    server_log_phases(dir.path(), &log, merged);
     // Each injector's own seconds were stored as they arrived, beside the merged step.
     let store = Store::open(&db).unwrap();
     let run = store.list_runs().unwrap()[0].id;
@@ -250,17 +256,90 @@ cooldown = "0s"
     assert!(html.contains("Phases: intervals with the same active injectors"));
 }
 
+/// `volley log phases --json` of the load's lines of the server's log `log` (volley's
+/// readiness probe and path check come from 127.0.0.1 before the load, User-Agent
+/// volley-probe, and are left out as `load_lines` does), checked to hold `requests`
+/// requests and three staggered local agents' phases: 1, 2, 3, 2, 1 from their own
+/// addresses.
+fn server_log_phases(dir: &Path, log: &Path, requests: u64) -> Value {
+    let load: String = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("\"volley-probe\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let load_log = dir.join("load.log");
+    std::fs::write(&load_log, &load).unwrap();
+    let (code, json, err) =
+        common::volley(&["log", "phases", "--json", load_log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let read: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(requests), "{read}");
+    let clients: Vec<Vec<&str>> = read["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let c = p["clients"].as_array().unwrap();
+            c.iter().map(|c| c.as_str().unwrap()).collect()
+        })
+        .collect();
+    let (a, b, c) = ("127.0.0.2", "127.0.0.3", "127.0.0.4");
+    let want: Vec<Vec<&str>> = vec![vec![a], vec![a, b], vec![a, b, c], vec![b, c], vec![c]];
+    assert_eq!(clients, want, "{read}");
+    read
+}
+
+/// Seed 003's check from the server's side: three local injectors staggered by three
+/// seconds (so that every phase keeps a whole second on either clock once its edges
+/// are left out), each connecting from its own loopback address (127.0.0.2, .3, .4), so that
+/// `volley log phases` on the built-in server's own access log finds the phases 1, 2,
+/// 3, 2, 1 the study found, each phase's requests within 10% of the study's merged
+/// req/s over its seconds, plus the requests lateness can carry across its edges (the
+/// log stamps a request when the server saw it, volley by its intended second).
+#[test]
+fn staggered_injectors_are_told_apart_in_the_servers_log_and_its_phases_match() {
+    let (dir, log, db) = staggered_study("logphases", "3s", "9s");
+    let steps = step_summaries(&db);
+    let s = &steps[0];
+    let study_rps: Vec<f64> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rps"].as_f64().unwrap())
+        .collect();
+    assert_eq!(study_rps.len(), 5, "{}", s["phases"]);
+    let read = server_log_phases(dir.path(), &log, completed(s));
+    // A request the log stamps in another second than its intended one moved across
+    // an edge by its lateness: at most (run's rate x the step's longest response
+    // time) of them cross each of a phase's two edges. Beyond that, 10%.
+    let late_s = s["latency"]["response_time"]["max_ms"].as_f64().unwrap() / 1e3;
+    for (i, (p, want)) in read["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&study_rps)
+        .enumerate()
+    {
+        let seconds = p["seconds"].as_u64().unwrap() as f64;
+        assert!(seconds >= 1.0, "phase {}: {p}", i + 1);
+        let got = p["requests"].as_u64().unwrap() as f64;
+        let crossed = 2.0 * (120.0 * late_s + 1.0);
+        assert!(
+            (got - want * seconds).abs() <= 0.1 * want * seconds + crossed,
+            "phase {}: the server's log has {got} requests in {seconds} s, the study {want} \
+             req/s (up to {crossed:.0} crossed an edge, the longest response took {late_s} s): {read}",
+            i + 1
+        );
+    }
+}
+
 #[test]
 fn a_bus_in_the_clear_is_asked_for_and_the_plan_and_the_step_say_so() {
-    let dir = TempDir::new("clear");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "clear",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "clear",
+        "clear",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -273,7 +352,6 @@ duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
@@ -294,19 +372,7 @@ cooldown = "0s"
     assert!(notes.contains("the bus ran in the clear"), "{notes}");
     // `volley report` prints the stored note beside the step, in every format.
     let md = dir.path().join("r.md");
-    let rep = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[], &db, &md);
     let section = md.split("## Notes on the steps").nth(1).unwrap_or_default();
     assert!(section.contains("the bus ran in the clear"), "{md}");
 }
@@ -460,15 +526,10 @@ pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
-    let dir = TempDir::new("kill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-kill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "kill",
+        "inj-kill",
+        r#"
 [load]
 model = "open"
 rate = 50
@@ -481,7 +542,6 @@ duration = "8s"
 warmup = "0s"
 cooldown = "0s"
 "#,
-        ),
     );
     let db = dir.path().join("v.db");
     let study = study_command(&file, &db)
@@ -547,15 +607,10 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_sigkilled_study_leaves_no_agent_and_no_bus_behind() {
-    let dir = TempDir::new("sigkill");
-    let root = docroot(dir.path());
-    let mut server = Served::start(&root, &[]);
-    let file = study(
-        dir.path(),
-        &served_study(
-            "inj-sigkill",
-            &server.base,
-            r#"
+    let (dir, mut server, file) = served_study_in(
+        "sigkill",
+        "inj-sigkill",
+        r#"
 [load]
 model = "open"
 rate = 20
@@ -566,7 +621,6 @@ count = 2
 duration = "30s"
 warmup = "0s"
 "#,
-        ),
     );
     let mut study = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())

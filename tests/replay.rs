@@ -255,7 +255,8 @@ fn served_line(line: &str) -> (u64, String) {
 /// A generated log with known instants replayed at 2x against the built-in server with
 /// its access log on: every logged request arrives once, each client's in its logged
 /// order, each within a bounded lag of its scaled instant; statuses agree with the log;
-/// the server's log read back by `volley log phases` counts the replay's requests.
+/// each client from its own loopback address (`--client-addresses`), so the server's
+/// log read back by `volley log phases` has the replayed log's phases.
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
     let dir = tempdir("bench");
@@ -279,6 +280,7 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         "2",
         "-t",
         "2",
+        "--client-addresses",
         "--json",
         "-q",
     ]);
@@ -348,11 +350,38 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         "requests strayed {spread_ms} ms from their scaled instants"
     );
 
-    let (code, json, err) =
-        crate::common::volley(&["log", "phases", "--json", served_log.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(read["requests"].as_u64(), Some(n), "{json}");
+    // --client-addresses: logged client k came from 127.0.0.(2 + k), all its requests.
+    for line in std::fs::read_to_string(&served_log).unwrap().lines() {
+        let (_, target) = served_line(line);
+        let from = line.split(' ').next().unwrap();
+        let k: u8 = from.strip_prefix("127.0.0.").unwrap().parse().unwrap();
+        assert!(target.contains(&format!("c={}&", k - 2)), "{line}");
+    }
+
+    // The server's log read back has the replayed log's phases, client for client.
+    let phases = |file: &std::path::Path| -> Vec<(usize, u64)> {
+        let (code, json, err) =
+            crate::common::volley(&["log", "phases", "--json", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(read["requests"].as_u64(), Some(n), "{json}");
+        read["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let clients = p["clients"].as_array().unwrap().len();
+                (clients, p["requests"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let (logged, served_phases) = (phases(&log), phases(&served_log));
+    let shape = |p: &[(usize, u64)]| p.iter().map(|(c, _)| *c).collect::<Vec<_>>();
+    assert_eq!(
+        shape(&served_phases),
+        shape(&logged),
+        "{served_phases:?} vs {logged:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -361,20 +390,7 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
 #[test]
 fn the_example_log_replayed_against_its_site_answers_as_logged() {
     let dir = tempdir("site");
-    let log = dir.join("example.log");
-    let root = dir.join("root");
-    let (code, _, err) = crate::common::volley(&[
-        "log",
-        "example",
-        log.to_str().unwrap(),
-        "--span",
-        "20s",
-        "--rate",
-        "10",
-        "--docroot",
-        root.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (log, root) = example_site(&dir, "20s");
     let text = std::fs::read_to_string(&log).unwrap();
     let (lines, pages) = (
         text.lines().count() as f64,
@@ -499,20 +515,7 @@ fn replay_repeats_are_saved_and_read_back_by_history_and_report() {
 #[test]
 fn replay_against_a_managed_target_answers_as_logged() {
     let dir = tempdir("target");
-    let log = dir.join("example.log");
-    let root = dir.join("root");
-    let (code, _, err) = crate::common::volley(&[
-        "log",
-        "example",
-        log.to_str().unwrap(),
-        "--span",
-        "10s",
-        "--rate",
-        "10",
-        "--docroot",
-        root.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (log, root) = example_site(&dir, "10s");
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
     let (code, json, err) = crate::common::volley(&[
         "bench",
@@ -543,19 +546,11 @@ fn replay_against_a_managed_target_answers_as_logged() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A log of 3,000 distinct client addresses replayed with a table of 64: the planner
-/// forgets the idle-longest half whenever it is full (said before the run and counted
-/// in `--json`), every request is still sent and compared, and a client that returns
-/// after being forgotten replays as a new one.
-#[test]
-fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
-    let dir = tempdir("many");
-    std::fs::create_dir_all(dir.join("root")).unwrap();
-    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
-    let n = 3_000u64;
+/// `n` requests 1 ms apart, each from its own address but "10.9.9.9", which comes
+/// first and last.
+fn many_clients_log(n: u64) -> String {
     let mut text = String::new();
     for i in 0..n {
-        // "10.9.9.9" comes first and last: forgotten in between.
         let ip = match i {
             0 => "10.9.9.9".to_string(),
             _ if i == n - 1 => "10.9.9.9".to_string(),
@@ -568,8 +563,72 @@ fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
             at_us % 1_000_000
         );
     }
+    text
+}
+
+/// `volley log phases` on a log of 3,000 addresses keeps the first N apart and counts
+/// the requests of the later ones together as one client, `others`, saying how many:
+/// every request is still in its second, and the table has at most N + 1 clients.
+#[test]
+fn log_phases_of_many_addresses_keeps_a_bounded_table_and_says_what_it_folded() {
+    let dir = tempdir("phases-many");
+    let n = 3_000u64;
     let log = dir.join("many.log");
-    std::fs::write(&log, text).unwrap();
+    std::fs::write(&log, many_clients_log(n)).unwrap();
+    let file = log.to_str().unwrap();
+    let (code, out, err) = crate::common::volley(&["log", "phases", "--max-clients", "64", file]);
+    assert_eq!(code, 0, "{err}");
+    // 10.9.9.9 and the next 63 addresses are kept; 10.9.9.9's last request is its own.
+    let folded = n - 64 - 1;
+    assert!(
+        out.contains(&format!(
+            "{folded} requests came from addresses first seen after the first 64 (--max-clients): counted together as one client, 'others'"
+        )),
+        "{out}"
+    );
+    let (code, json, err) =
+        crate::common::volley(&["log", "phases", "--json", "--max-clients", "64", file]);
+    assert_eq!(code, 0, "{err}");
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["requests"].as_u64(), Some(n), "{read}");
+    assert_eq!(read["folded_requests"].as_u64(), Some(folded));
+    assert_eq!(read["max_clients"].as_u64(), Some(64));
+    let phases = read["phases"].as_array().unwrap();
+    let most = phases
+        .iter()
+        .map(|p| p["clients"].as_array().unwrap().len())
+        .max()
+        .unwrap();
+    assert!(
+        most <= 65,
+        "at most 64 addresses and 'others' in a phase: {most}"
+    );
+    // The log spans seconds 0..=2: 'others' is active from 0.064 s to 2.998 s and
+    // 10.9.9.9 from 0 to 2.999, so second 1 is the one covered second, with its 1,000.
+    let covered: u64 = phases.iter().map(|p| p["requests"].as_u64().unwrap()).sum();
+    assert_eq!(covered, 1_000, "{read}");
+    // The default table (1,024) folds fewer, and a table of 0 is a usage error.
+    let (_, json, _) = crate::common::volley(&["log", "phases", "--json", file]);
+    let read: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(read["folded_requests"].as_u64(), Some(n - 1_024 - 1));
+    let (code, _, err) = crate::common::volley(&["log", "phases", "--max-clients", "0", file]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-clients"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A log of 3,000 distinct client addresses replayed with a table of 64: the planner
+/// forgets the idle-longest half whenever it is full (said before the run and counted
+/// in `--json`), every request is still sent and compared, and a client that returns
+/// after being forgotten replays as a new one.
+#[test]
+fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
+    let dir = tempdir("many");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let n = 3_000u64;
+    let log = dir.join("many.log");
+    std::fs::write(&log, many_clients_log(n)).unwrap();
     let report = dir.join("r.json");
     let mut served = Served::start(&dir.join("root"), &[]);
     let url = format!("http://{}/", served.addr);
@@ -644,6 +703,17 @@ fn replay_refuses_bad_input_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Loopback client addresses reach only a loopback target: refused before any load.
+    let args = [
+        "bench",
+        "--replay",
+        &good,
+        "--client-addresses",
+        "http://[::1]:9/",
+    ];
+    let (code, _, err) = crate::common::volley(&args);
+    assert_eq!((code, err.lines().count()), (2, 1), "{err}");
+    assert!(err.contains("not on IPv4 loopback"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -725,8 +795,24 @@ p99 = "2s"
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-replay-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::fresh_dir(&format!("volley-replay-{name}"))
+}
+
+/// `volley log example` in `dir`: a log of `span` at 10 requests a second and the pages
+/// it asks for; returns the log's and the docroot's paths.
+fn example_site(dir: &std::path::Path, span: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (log, root) = (dir.join("example.log"), dir.join("root"));
+    let (code, _, err) = crate::common::volley(&[
+        "log",
+        "example",
+        log.to_str().unwrap(),
+        "--span",
+        span,
+        "--rate",
+        "10",
+        "--docroot",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    (log, root)
 }

@@ -299,25 +299,23 @@ fn bench_h3_against_serve_counts_match_the_access_log() {
     let tmp = TempDir::new("bench");
     let (mut s, port, ca) = serve_h3(&tmp, &["--threads", "2"]);
     let url = format!("https://localhost:{port}/page.html");
-    let (code, out, err) = common::volley(&[
-        "bench",
-        &url,
-        "--h3",
-        "--cacert",
-        &ca,
-        "-n",
-        "400",
-        "-c",
-        "3",
-        "--streams",
-        "4",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
-    let run = &v["runs"][0];
-    assert_eq!(run["wire"]["protocol"], "h3", "{run}");
-    assert_eq!(run["requests"]["ok"], 400, "{run}");
+    let run = bench_h3(
+        &[
+            "bench",
+            &url,
+            "--h3",
+            "--cacert",
+            &ca,
+            "-n",
+            "400",
+            "-c",
+            "3",
+            "--streams",
+            "4",
+            "--json",
+        ],
+        400,
+    );
     assert_eq!(run["wire"]["tls"]["negotiated_alpn"], "h3");
     s.stop();
     let log = std::fs::read_to_string(tmp.0.join("access.log")).unwrap();
@@ -335,25 +333,23 @@ fn bench_h3_against_serve_counts_match_the_access_log() {
 
 #[test]
 fn bench_target_builtin_over_h3() {
-    let (code, out, err) = common::volley(&[
-        "bench",
-        "--target",
-        "builtin",
-        "--tls",
-        "--h3",
-        "-n",
-        "200",
-        "-c",
-        "2",
-        "--streams",
-        "4",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
-    let run = &v["runs"][0];
-    assert_eq!(run["wire"]["protocol"], "h3", "{run}");
-    assert_eq!(run["requests"]["ok"], 200, "{run}");
+    bench_h3(
+        &[
+            "bench",
+            "--target",
+            "builtin",
+            "--tls",
+            "--h3",
+            "-n",
+            "200",
+            "-c",
+            "2",
+            "--streams",
+            "4",
+            "--json",
+        ],
+        200,
+    );
 }
 
 #[test]
@@ -482,4 +478,16 @@ fn zero_rtt_is_accepted_for_safe_methods_only() {
     s.stop();
     let log = std::fs::read_to_string(tmp.0.join("access.log")).unwrap();
     assert!(log.contains("\"PUT /early.txt HTTP/3.0\" 425 "), "{log}");
+}
+
+/// `volley bench ARGS` (ending with `--json`) must succeed over HTTP/3 with `ok`
+/// requests answered; returns its run's JSON.
+fn bench_h3(args: &[&str], ok: u64) -> serde_json::Value {
+    let (code, out, err) = common::volley(args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let run = v["runs"][0].clone();
+    assert_eq!(run["wire"]["protocol"], "h3", "{run}");
+    assert_eq!(run["requests"]["ok"], ok, "{run}");
+    run
 }

@@ -4,6 +4,8 @@
 //! One binary for the area (Cargo.toml `autotests = false`); each module is one file of
 //! `tests/`, and the helpers they share are declared here once.
 
+mod common;
+
 mod study_cli;
 mod study_interrupt;
 mod study_store;

@@ -3,27 +3,18 @@
 //! search, a study killed with SIGKILL, and an A/B comparison.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use volley_faultserver::{Behaviour, FaultServer};
 use volley_store::{Status, Store};
 
-pub(crate) fn volley() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_volley"))
-}
+use crate::common::{fresh_dir, output_of};
+pub(crate) use crate::common::{volley_cmd as volley, write_file as write};
 
+/// A fresh directory for the study test `tag`.
 pub(crate) fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-study-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+    fresh_dir(&format!("volley-study-test-{tag}"))
 }
 
 #[test]
@@ -46,19 +37,32 @@ fn bad_study_file_names_line_and_key() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }
 
+/// The study `text` written to a fresh directory `tag` and run quietly with a store of
+/// its own: (the store's path, exit code, stdout, stderr).
+fn quiet_study_in(tag: &str, text: &str) -> (PathBuf, Option<i32>, String, String) {
+    let dir = temp_dir(tag);
+    let f = write(&dir, "study.toml", text);
+    let db = dir.join("v.db");
+    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    (db, code, out, err)
+}
+
+/// `volley study run FILE --db DB`, which must succeed: its stdout.
+pub(crate) fn study_ok(file: &Path, db: &Path) -> String {
+    let (code, out, err) = output_of(
+        volley()
+            .args(["study", "run"])
+            .arg(file)
+            .arg("--db")
+            .arg(db),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    out
+}
+
 /// Runs `volley study run FILE ARGS..`: (exit code, stdout, stderr).
 pub(crate) fn study_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = volley()
-        .args(["study", "run"])
-        .arg(file)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    output_of(volley().args(["study", "run"]).arg(file).args(args))
 }
 
 #[test]
@@ -329,19 +333,7 @@ max_steps = 12
     );
     // ...and in the Markdown report, read from the store alone.
     let md = dir.join("report.md");
-    let out = volley()
-        .args(["report", &runs[0].id.to_string(), "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[&runs[0].id.to_string()], &db, &md);
     let hi_text = hi.map_or("unbounded".to_string(), |h| format!("{h:.0}"));
     let want = format!(
         "capacity by search: {stored:.0} req/s, 95% CI [{lo:.0}, {hi_text}], {} steps, ",
@@ -475,19 +467,7 @@ fn history_and_compare_on_a_small_study() {
         &closed_study("ab", &[a.url("/"), b.url("/")], 1, 3),
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = study_ok(&f, &db);
     assert!(stdout.contains("6 steps"), "{stdout}");
     // The end table's answer is the report's sentence, word for word.
     let answer = stdout
@@ -555,14 +535,7 @@ fn history_and_compare_on_a_small_study() {
 
 #[test]
 fn a_path_the_target_does_not_have_is_refused_before_the_run() {
-    let dir = temp_dir("404");
-    let f = write(
-        &dir,
-        "missing.toml",
-        "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n",
-    );
-    let db = dir.join("v.db");
-    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    let (db, code, out, err) = quiet_study_in("404", "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n");
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(
         err.contains("/no-such-file.html") && err.contains("404"),
@@ -584,14 +557,7 @@ fn a_path_the_target_does_not_have_is_refused_before_the_run() {
 /// asks only GET paths (other methods may change state), so the run goes ahead.
 #[test]
 fn a_study_whose_every_step_failed_exits_1_and_says_why() {
-    let dir = temp_dir("allfailed");
-    let f = write(
-        &dir,
-        "failed.toml",
-        "name = \"all-failed\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\nmethod = \"DELETE\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n",
-    );
-    let db = dir.join("v.db");
-    let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
+    let (db, code, out, err) = quiet_study_in("allfailed", "name = \"all-failed\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\nmethod = \"DELETE\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         err.contains("most requests of every step failed")
@@ -658,4 +624,25 @@ fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
             );
         }
     }
+}
+
+/// A step warms up as `volley bench --warmup` does: the first part of its one run, on
+/// the same connections, cut by intended instant; `requests = N` counts the measured
+/// requests only, and the stored summary says what the warm-up held.
+#[test]
+fn a_step_warms_up_inside_its_run_and_measures_exactly_its_requests() {
+    let (db, _, out, err) = quiet_study_in("warmup", "name = \"warm\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [2]\n[steps]\nrequests = 40\nwarmup = \"300ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1, "{out}{err}");
+    let s = &steps[0].summary;
+    assert_eq!(s["requests"]["sent"], 40, "{}", s["requests"]);
+    assert_eq!(s["requests"]["ok"], 40, "{}", s["requests"]);
+    let w = &s["warmup"];
+    assert_eq!(w["duration_s"], 0.3, "{w}");
+    // The first request of each connection is sent at the run's start, in the warm-up.
+    assert!(w["requests"].as_u64().unwrap() >= 2, "{w}");
+    assert!(w["open_at_boundary"].as_u64().unwrap() >= 1, "{w}");
+    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }

@@ -3,27 +3,22 @@
 //! target that dies mid-study also leaves it incomplete, but exits 1.
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use volley_store::{Status, Store};
 
+use crate::common::output_of;
+use crate::study_cli::{temp_dir, volley};
+
 /// A study of one managed built-in target and eight 1 s closed-loop steps: long enough
 /// to be stopped, or to lose its target, after the first.
 const EIGHT_STEPS: &str = "name = \"int\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2, 3, 4, 5, 6, 7, 8]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\n";
 
-/// A fresh directory for test `tag`.
-fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-study-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// `volley study run STUDY --db DB`, stdout dropped, stderr as given.
 fn spawn_study(study: &Path, db: &Path, stderr: Stdio) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_volley"))
+    volley()
         .args(["study", "run"])
         .arg(study)
         .arg("--db")
@@ -80,7 +75,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
 
 #[test]
 fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
-    let dir = fresh_dir("int");
+    let dir = temp_dir("int");
     let study = dir.join("int.toml");
     std::fs::write(&study, EIGHT_STEPS).unwrap();
     let db = dir.join("v.db");
@@ -131,7 +126,7 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
         burst: 10,
     })
     .unwrap();
-    let dir = fresh_dir("int-search");
+    let dir = temp_dir("int-search");
     let study = dir.join("search.toml");
     // Many steps to go (3 runs per decision, 40 steps): interrupted after the first.
     // 3 s steps: the shortest rate step the rule can judge (shorter is refused).
@@ -160,24 +155,31 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
     assert_eq!((c.ci_lo_rps, c.ci_hi_rps), (None, None));
     assert_eq!(c.steps as usize, steps.len());
     let md = dir.join("r.md");
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", &run.id.to_string(), "--db"])
-        .arg(&db)
-        .arg("--md")
-        .arg(&md)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let md = std::fs::read_to_string(&md).unwrap();
+    let md = crate::common::markdown_report(&[&run.id.to_string()], &db, &md);
     assert!(
         md.contains("capacity search did not finish (interrupted, partial result stored)"),
         "{md}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where in `steps` (stored in index order) the target died, by the stored verdict.
+fn died_in(steps: &[volley_store::StepRow]) -> Vec<usize> {
+    let died = |s: &&volley_store::StepRow| {
+        s.verdict
+            .as_ref()
+            .is_some_and(|v| v["target_died"].is_string())
+    };
+    steps
+        .iter()
+        .filter(died)
+        .map(|s| s.index as usize)
+        .collect()
+}
+
+/// `volley report --db DB`: the Markdown report of the store's last run.
+fn report_md(db: &Path) -> String {
+    output_of(volley().args(["report", "--db"]).arg(db)).1
 }
 
 /// The processes descending from `root` (its children, theirs, ...), read from /proc.
@@ -232,7 +234,7 @@ fn exit_and_stderr(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
 
 #[test]
 fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
-    let dir = fresh_dir("dead");
+    let dir = temp_dir("dead");
     let study = dir.join("dead.toml");
     std::fs::write(&study, EIGHT_STEPS).unwrap();
     let db = dir.join("v.db");
@@ -250,7 +252,7 @@ fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
 
 #[test]
 fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
-    let dir = fresh_dir("dead-search");
+    let dir = temp_dir("dead-search");
     let study = dir.join("search.toml");
     // Two built-in targets, a rate search each: 100, 200, 400 req/s (the maximum), one
     // 3 s step per rate (three whole seconds to judge), round-robin.
@@ -291,7 +293,7 @@ fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
 /// verdict.)
 #[test]
 fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
-    let dir = fresh_dir("restart");
+    let dir = temp_dir("restart");
     let study = dir.join("restart.toml");
     std::fs::write(
         &study,
@@ -312,23 +314,10 @@ fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
     assert_eq!(run.status, Status::Complete, "{err}");
     let steps = store.steps(run.id).unwrap();
     assert_eq!(steps.len(), 4, "every planned step ran: {err}");
-    let died: Vec<u32> = steps
-        .iter()
-        .filter(|s| {
-            s.verdict
-                .as_ref()
-                .is_some_and(|v| v["target_died"].is_string())
-        })
-        .map(|s| s.index)
-        .collect();
+    let died = died_in(&steps);
     assert_eq!(died, [1], "the second step saw the death\n{err}");
     drop(store);
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let md = String::from_utf8_lossy(&out.stdout);
+    let md = report_md(&db);
     assert!(
         md.lines()
             .any(|l| l.starts_with("| a | 1 ") && l.contains("target died")),
@@ -345,7 +334,7 @@ fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
 /// fell over.
 #[test]
 fn a_users_search_goes_on_past_a_crash_with_restart_next_step() {
-    let dir = fresh_dir("restart-search");
+    let dir = temp_dir("restart-search");
     let study = dir.join("search.toml");
     std::fs::write(
         &study,
@@ -393,16 +382,7 @@ p99 = "60s"
         .iter()
         .map(|s| s.parameters.extra["users"].as_u64().unwrap())
         .collect();
-    let died: Vec<usize> = steps
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| {
-            s.verdict
-                .as_ref()
-                .is_some_and(|v| v["target_died"].is_string())
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let died = died_in(&steps);
     assert_eq!(died, [1], "the second day saw the death: {users:?}\n{err}");
     assert_eq!(users[..2], [2, 4], "{users:?}");
     assert!(
@@ -419,12 +399,7 @@ p99 = "60s"
         "the answer stays below the count that killed it: {c:?}"
     );
     drop(store);
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let md = String::from_utf8_lossy(&out.stdout);
+    let md = report_md(&db);
     assert!(
         md.lines()
             .any(|l| l.starts_with("| b | 1 ") && l.contains("target died")),

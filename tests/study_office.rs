@@ -5,25 +5,13 @@
 //! keys are one-line usage errors naming the key.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use volley_store::Store;
 
-fn volley() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_volley"))
-}
+use crate::common::{volley_cmd as volley, write_file as write};
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-office-study-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+    crate::common::fresh_dir(&format!("volley-office-study-{tag}"))
 }
 
 const OFFICE: &str = r#"name = "office"

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use volley_store::Store;
 
-use crate::study_cli::{temp_dir, volley, write};
+use crate::common::output_of;
+use crate::study_cli::{study_ok, temp_dir, volley, write};
 
 fn installed(program: &str) -> bool {
     ["/usr/sbin", "/usr/bin"]
@@ -88,6 +89,17 @@ repeats = 2
             "{line}"
         );
     }
+    // One target: its answer is its variants side by side, each against the default,
+    // never one figure pooled over them.
+    let answer = text
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {text}"));
+    assert!(answer.starts_with("web's variants: "), "{answer}");
+    for v in ["tuned:backlog", "tuned:sendfile", "tuned "] {
+        assert!(answer.contains(v), "{v}: {answer}");
+    }
+    assert!(!answer.contains("median of"), "{answer}");
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     let mut steps = store.steps(runs[0].id).unwrap();
@@ -109,6 +121,13 @@ repeats = 2
         (1024.into(), false.into())
     );
     let env = &store.run(runs[0].id).unwrap().environment;
+    // The host's settings that shape the figures are recorded with the run.
+    let somaxconn = std::fs::read_to_string("/proc/sys/net/core/somaxconn").unwrap();
+    assert_eq!(
+        env["environment"]["sysctls"]["net.core.somaxconn"],
+        somaxconn.trim(),
+        "{env}"
+    );
     let configs: Vec<(&str, &str)> = env["instances"]
         .as_array()
         .unwrap()
@@ -135,18 +154,13 @@ repeats = 2
 /// `volley study run FILE --dry-run ARGS..` from the repository root: (code, stdout,
 /// stderr).
 fn dry_run(file: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = volley()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["study", "run"])
-        .arg(file)
-        .arg("--dry-run")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    output_of(
+        volley()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["study", "run"])
+            .arg(file)
+            .arg("--dry-run")
+            .args(args),
     )
 }
 
@@ -252,18 +266,7 @@ repeats = 2
 "#,
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    study_ok(&f, &db);
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 1, "one target, one run");

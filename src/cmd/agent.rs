@@ -51,6 +51,11 @@ pub struct Args {
     /// outside is refused and nothing is loaded.
     #[arg(long, value_name = "CIDR|HOST[:PORT]")]
     allow_target: Vec<String>,
+    /// Connect to the target from this address of this host (default: the kernel's
+    /// choice). Agents on one host each given their own (127.0.0.2, 127.0.0.3, ... for a
+    /// loopback target) are told apart in the server's log, as `volley log phases` needs.
+    #[arg(long, value_name = "IP")]
+    source_ip: Option<std::net::IpAddr>,
 }
 
 fn default_name() -> String {
@@ -90,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => usage!("--allow-target {e}"),
         };
     }
+    cfg.source_ip = args.source_ip;
     let quiet = args.quiet;
     let mut say = |e: AgentEvent| {
         if quiet {

@@ -91,6 +91,13 @@ pub struct PhasesArgs {
     file: PathBuf,
     #[command(flatten)]
     read: LogReadArgs,
+    /// Client addresses kept apart, in order of first appearance; addresses first seen
+    /// past this many are counted together as one client, `others` (said, with their
+    /// request count): memory and the cut stay bounded on a log of any number of
+    /// addresses.
+    #[arg(long, value_name = "N", default_value_t = phases::MAX_CLIENTS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_clients: usize,
     /// Print the phases as JSON instead of a table (with the format, line and request
     /// counts, and the skipped lines by cause).
     #[arg(long)]
@@ -112,7 +119,7 @@ fn usage(e: LogError) -> anyhow::Error {
 
 fn log_phases(a: PhasesArgs) -> anyhow::Result<ExitCode> {
     let mut first = a.read.open(&a.file)?;
-    let spans = phases::spans(first.by_ref()).map_err(usage)?;
+    let spans = phases::spans(first.by_ref(), a.max_clients).map_err(usage)?;
     if spans.requests == 0 {
         return Err(UsageError(format!("{}: no requests in the log", a.file.display())).into());
     }
@@ -132,6 +139,8 @@ fn log_phases(a: PhasesArgs) -> anyhow::Result<ExitCode> {
             "requests": spans.requests,
             "spread_over_seconds": first.spread(),
             "first_unix_s": spans.first_s,
+            "max_clients": spans.max_clients,
+            "folded_requests": spans.folded_requests,
             "skipped": skipped,
             "phases": ps,
         });
@@ -151,6 +160,15 @@ fn log_phases(a: PhasesArgs) -> anyhow::Result<ExitCode> {
         }
     );
     print_skips(first.skips());
+    if spans.folded_requests > 0 {
+        println!(
+            "{} requests came from addresses first seen after the first {} (--max-clients): \
+             counted together as one client, '{}'",
+            spans.folded_requests,
+            spans.max_clients,
+            phases::OTHERS
+        );
+    }
     println!(
         "seconds count from the log's first, {} (Unix time); seconds in which a client \
          started or stopped are left out of the figures",
@@ -211,14 +229,14 @@ fn phase_table(ps: &[LogPhase]) -> comfy_table::Table {
         t.add_row(vec![
             (i + 1).to_string(),
             clients(&p.clients),
-            p.start_s.to_string(),
-            p.end_s.to_string(),
-            p.left_out_s.len().to_string(),
-            p.seconds.to_string(),
-            p.requests.to_string(),
-            opt(p.rps, 1),
-            opt(p.mean_ms, 2),
-            opt(p.p99_ms, 2),
+            p.figures.start_s.to_string(),
+            p.figures.end_s.to_string(),
+            p.figures.left_out_s.len().to_string(),
+            p.figures.seconds.to_string(),
+            p.figures.requests.to_string(),
+            opt(p.figures.rps, 1),
+            opt(p.figures.mean_ms, 2),
+            opt(p.figures.p99_ms, 2),
         ]);
     }
     table::align_right(&mut t, &[0, 2, 3, 4, 5, 6, 7, 8, 9]);

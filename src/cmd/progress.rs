@@ -156,43 +156,25 @@ pub fn office_message(
     elapsed_in_day: Duration,
 ) -> (f64, String) {
     use volley_office::Phase;
+    let share = s.done as f64 / s.total.max(1) as f64;
+    let count = format!("{} of {}", number(s.done as f64), number(s.total as f64));
     match s.phase {
         Phase::Starting => (0.0, "probing the server".to_string()),
-        Phase::SetUp => (
-            s.done as f64 / s.total.max(1) as f64,
-            format!(
-                "set-up: {} of {} users' calendars",
-                number(s.done as f64),
-                number(s.total as f64)
-            ),
-        ),
+        Phase::SetUp => (share, format!("set-up: {count} users' calendars")),
         Phase::LeadIn => (
-            s.done as f64 / s.total.max(1) as f64,
-            format!(
-                "before the day: first syncs and one poll interval, {} of {} actions",
-                number(s.done as f64),
-                number(s.total as f64)
-            ),
+            share,
+            format!("before the day: first syncs and one poll interval, {count} actions"),
         ),
         Phase::Day if elapsed_in_day < day => (
             elapsed_in_day.as_secs_f64() / day.as_secs_f64().max(1e-9),
             format!(
-                "day: {} of {}  ETA {}  {} of {} actions",
+                "day: {} of {}  ETA {}  {count} actions",
                 short(elapsed_in_day),
                 short(day),
                 short(day.saturating_sub(elapsed_in_day)),
-                number(s.done as f64),
-                number(s.total as f64)
             ),
         ),
-        Phase::Day => (
-            1.0,
-            format!(
-                "day over: audit, {} of {} actions",
-                number(s.done as f64),
-                number(s.total as f64)
-            ),
-        ),
+        Phase::Day => (1.0, format!("day over: audit, {count} actions")),
         Phase::Done => (1.0, "done".to_string()),
     }
 }
@@ -328,6 +310,7 @@ mod tests {
 
     fn stop(requests: Option<u64>, secs: Option<u64>) -> StopCondition {
         StopCondition {
+            warmup: Duration::ZERO,
             requests,
             duration: secs.map(Duration::from_secs),
         }

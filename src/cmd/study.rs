@@ -152,6 +152,13 @@ pub(crate) fn execute(
         .and_then(|s| volley_report::load(&s, volley_report::Selector::Study(report.study)).ok());
     if let Some(r) = &stored {
         println!("answer: {}", volley_report::headline::answer(r));
+        // Each target's variants and protocols side by side, as the report's lines give
+        // them (a single target's answer is already these).
+        if r.targets.len() > 1 {
+            for line in volley_report::headline::series_answers(r) {
+                println!("answer, {line}");
+            }
+        }
     }
     let runs: Vec<String> = report
         .runs

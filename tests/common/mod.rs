@@ -161,15 +161,55 @@ pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_target
 
 /// Runs `volley ARGS...` to the end: exit code (-1 when killed), stdout, stderr.
 pub fn volley(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(args)
-        .output()
-        .expect("run volley");
+    let (code, out, err) = output_of(volley_cmd().args(args));
+    (code.unwrap_or(-1), out, err)
+}
+
+/// The `volley` binary under test, to add arguments to.
+pub fn volley_cmd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+}
+
+/// Runs `cmd` to the end: its exit code (`None` when a signal ended it), stdout and
+/// stderr as text.
+pub fn output_of(cmd: &mut Command) -> (Option<i32>, String, String) {
+    let out = cmd.output().expect("run the command");
     (
-        out.status.code().unwrap_or(-1),
+        out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `volley report ARGS --db DB --md MD`, which must succeed: the Markdown it wrote.
+pub fn markdown_report(args: &[&str], db: &Path, md: &Path) -> String {
+    let (code, _, err) = output_of(
+        volley_cmd()
+            .arg("report")
+            .args(args)
+            .arg("--db")
+            .arg(db)
+            .arg("--md")
+            .arg(md),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::read_to_string(md).expect("the Markdown report")
+}
+
+/// A fresh, empty directory `NAME-PID` in the temporary directory (what an earlier run
+/// of the same test left there is removed first).
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create the test directory");
+    d
+}
+
+/// Writes `text` to `dir/name`; returns the file's path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write the test file");
+    p
 }
 
 /// A free loopback port: bound with port 0 and released, for servers that bind by

@@ -20,6 +20,7 @@ use crate::msg::{
 };
 use crate::AgentsError;
 use futures::StreamExt;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,6 +53,10 @@ pub struct AgentConfig {
     pub auth: Option<BusCredentials>,
     /// What it may load; an assignment outside is refused.
     pub allow: AllowList,
+    /// The source address its connections come from (`None`: the kernel's choice).
+    /// Agents on one host each take their own so that the server's log tells them
+    /// apart.
+    pub source_ip: Option<IpAddr>,
 }
 
 impl AgentConfig {
@@ -70,6 +75,7 @@ impl AgentConfig {
             resend_bound: Duration::from_secs(10),
             auth: None,
             allow: AllowList::default_for(bus_url),
+            source_ip: None,
         }
     }
 }
@@ -113,6 +119,8 @@ pub struct LoadCtx {
     pub t0: Instant,
     /// When the load was started (T0 + its delay, or later if the assignment was late).
     pub started: Instant,
+    /// The source address to connect from ([`AgentConfig::source_ip`]).
+    pub source_ip: Option<IpAddr>,
     stop: Arc<AtomicBool>,
     records: mpsc::UnboundedSender<SecondRecord>,
     name: String,
@@ -379,6 +387,7 @@ where
     let delay = Duration::from_millis(assignment.delay_ms);
     let t0 = deadline.at.checked_sub(delay).unwrap_or(deadline.at);
     let name = cfg.name.clone();
+    let source_ip = cfg.source_ip;
     let flag = stop.clone();
     let share = Arc::new(Mutex::new(None));
     let kept = share.clone();
@@ -396,6 +405,7 @@ where
                     assignment,
                     t0,
                     started: Instant::now(),
+                    source_ip,
                     stop: flag,
                     records: tx,
                     name,

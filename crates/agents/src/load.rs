@@ -137,12 +137,14 @@ pub fn config(
     let timeout = Duration::from_millis(spec.timeout_ms.max(1));
     Ok(LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: (spec.threads.max(1) as usize).min(connections),
         connections,
         max_connections: connections,
         keep_alive: spec.keep_alive,
         model,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: share.requests,
             duration: share.duration_ms.map(Duration::from_millis),
         },
@@ -198,7 +200,10 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
         .clone()
         .ok_or("the assignment names no load")?;
     let share = ctx.assignment.share;
-    let cfg = config(&spec, &share, ctx.stop_flag())?;
+    let mut cfg = config(&spec, &share, ctx.stop_flag())?;
+    if let Some(ip) = ctx.source_ip {
+        cfg.source_ip = volley_engine::SourceIp::Fixed(ip);
+    }
     let offset_s = ctx
         .started
         .saturating_duration_since(ctx.t0)
@@ -217,7 +222,6 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
             cfg: &cfg,
             wire: &Wire::default(),
             live: &live,
-            warmup: Duration::ZERO,
             url,
             method: spec.method.clone(),
             stream: Some(volley_harness::measure::LiveWindows {

@@ -6,6 +6,7 @@
 //! its parent ends, even by SIGKILL), so no injector outlives its study and goes on
 //! sending load nobody records; [`LocalAgents`] kills and reaps them on drop.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -26,6 +27,21 @@ pub struct LocalTrust {
     pub allow: Vec<String>,
 }
 
+/// The source addresses of `count` agents on this host loading a target at `target`:
+/// one loopback address each from 127.0.0.2 up when the target is on IPv4 loopback
+/// (every 127/8 address reaches it, and the server's log then tells the agents apart,
+/// as seed 003 cut its log by which injectors were active), else none (the kernel
+/// picks, as an address that is not this host's could not be bound).
+pub fn loopback_sources(target: IpAddr, count: usize) -> Vec<IpAddr> {
+    if !matches!(target, IpAddr::V4(v4) if v4.is_loopback()) {
+        return Vec::new();
+    }
+    let first = u32::from(Ipv4Addr::new(127, 0, 0, 2));
+    (0..count as u32)
+        .map(|i| IpAddr::V4(Ipv4Addr::from(first + i)))
+        .collect()
+}
+
 /// Agent processes this volley started (killed and reaped on drop).
 #[derive(Debug)]
 pub struct LocalAgents {
@@ -37,13 +53,16 @@ impl LocalAgents {
     /// volley executable `exe`, waiting at most `wait` for an assignment; agent `i` in
     /// network namespace `namespaces[i]` when given (through `ip netns exec`, which
     /// execs the agent in its own place: pid and death signal carry over), with the
-    /// credentials and allow-list of `trust`.
+    /// credentials and allow-list of `trust`; agent `i` connecting from
+    /// `source_ips[i]` when given (`--source-ip`: agents on one host told apart in the
+    /// server's log).
     pub fn spawn(
         exe: &Path,
         bus_url: &str,
         names: &[String],
         wait_s: u64,
         namespaces: Option<&[String]>,
+        source_ips: &[IpAddr],
         trust: &LocalTrust,
     ) -> Result<Self, AgentsError> {
         let mut me = LocalAgents {
@@ -70,6 +89,9 @@ impl LocalAgents {
             for a in &trust.allow {
                 cmd.args(["--allow-target", a]);
             }
+            if let Some(ip) = source_ips.get(i) {
+                cmd.args(["--source-ip", &ip.to_string()]);
+            }
             die_with_parent(&mut cmd);
             let child = cmd.spawn().map_err(|source| AgentsError::Io {
                 action: "starting a local agent",
@@ -95,5 +117,25 @@ impl LocalAgents {
 impl Drop for LocalAgents {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_target_gives_each_agent_its_own_address_and_others_none() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let got: Vec<String> = loopback_sources(lo, 3)
+            .iter()
+            .map(IpAddr::to_string)
+            .collect();
+        assert_eq!(got, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+        // Past .255 the next octet carries: still 127/8, still loopback.
+        let many = loopback_sources(lo, 300);
+        assert_eq!(many[299].to_string(), "127.0.1.45");
+        assert!(loopback_sources("10.0.0.1".parse().unwrap(), 3).is_empty());
+        assert!(loopback_sources("::1".parse().unwrap(), 3).is_empty());
     }
 }

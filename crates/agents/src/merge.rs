@@ -131,8 +131,8 @@ impl MergedSecond {
 /// A merged histogram in its compact byte form ([`hist::encode`], compressed V2).
 ///
 /// Why packed: the coordinator keeps every merged second until the run ends, and one
-/// decoded histogram of the standard shape holds ~23,500 `u32` counts (94 KB) however
-/// few requests it counted. Seven metrics a second made a 60-minute injected run's
+/// decoded histogram holds 2,048 to ~23,500 `u32` counts (8 to 94 KB, by the longest
+/// latency it holds) however few requests it counted. Seven metrics a second made a 60-minute injected run's
 /// coordinator grow by ~650 KB a second, 2.3 GB an hour; packed, a second of a few
 /// hundred requests is a few hundred bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -12,7 +12,7 @@ use crate::merge::{Merged, Packed, Slot};
 use crate::msg::RESPONSE_TIME;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use volley_analysis::phase::{cut, Cut};
+use volley_analysis::phase::{cut, Cut, Figures};
 use volley_metrics::hist;
 
 /// One phase, in the JSON names of `phases[]`.
@@ -20,25 +20,12 @@ use volley_metrics::hist;
 pub struct Phase {
     /// The active injectors, by name.
     pub injectors: Vec<String>,
-    /// First second since T0 (inclusive).
-    pub start_s: u64,
-    /// Last second since T0 (inclusive).
-    pub end_s: u64,
-    /// Seconds of `start_s..=end_s` left out because an injector started or stopped in
-    /// them.
-    pub left_out_s: Vec<u64>,
-    /// Seconds the figures cover.
-    pub seconds: u64,
-    /// Requests in the covered seconds.
-    pub requests: u64,
-    /// Requests per second over the covered seconds (`None`: none covered).
-    pub rps: Option<f64>,
-    /// Mean response time, ms.
-    pub mean_ms: Option<f64>,
+    /// Its seconds since T0 (the boundary seconds left out) and the response-time
+    /// figures of the covered ones.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Median response time, ms.
     pub p50_ms: Option<f64>,
-    /// 99th percentile response time, ms.
-    pub p99_ms: Option<f64>,
     /// Failed requests in the covered seconds.
     pub errors: u64,
     /// Some injector was generator-bound in a covered second.
@@ -71,19 +58,14 @@ pub fn phases(m: &Merged) -> Vec<Phase> {
 }
 
 fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
-    let Cut {
-        start_s,
-        end_s,
-        left_out_s,
-        ..
-    } = c;
+    let (start_s, end_s) = (c.start_s, c.end_s);
     let mut h = hist::new_hist();
     let (mut requests, mut errors, mut seconds, mut missing) = (0, 0, 0, 0);
     let mut bound: BTreeSet<String> = BTreeSet::new();
     let kept = m
         .seconds
         .iter()
-        .filter(|s| (start_s..=end_s).contains(&s.second) && !left_out_s.contains(&s.second));
+        .filter(|s| (start_s..=end_s).contains(&s.second) && !c.left_out_s.contains(&s.second));
     for s in kept {
         seconds += 1;
         requests += s.counters.requests;
@@ -99,20 +81,14 @@ fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
         bound.extend(s.generator_bound.iter().cloned());
     }
     let ms = |us: f64| (!h.is_empty()).then(|| hist::us_to_ms(us));
+    let (mean_ms, p99_ms) = (ms(h.mean()), ms(h.value_at_quantile(0.99) as f64));
     Phase {
         degraded: m.degraded_from_s.is_some_and(|d| start_s >= d),
         generator_bound: !bound.is_empty(),
         bound_injectors: bound.into_iter().collect(),
         injectors,
-        start_s,
-        end_s,
-        left_out_s,
-        seconds,
-        requests,
-        rps: (seconds > 0).then(|| requests as f64 / seconds as f64),
-        mean_ms: ms(h.mean()),
+        figures: Figures::new(c, seconds, requests, mean_ms, p99_ms),
         p50_ms: ms(h.value_at_quantile(0.5) as f64),
-        p99_ms: ms(h.value_at_quantile(0.99) as f64),
         errors,
         missing,
     }
@@ -134,7 +110,7 @@ mod tests {
         let ps = phases(&merge(agents, 1_000).unwrap());
         let shape: Vec<(usize, u64, u64)> = ps
             .iter()
-            .map(|p| (p.injectors.len(), p.start_s, p.end_s))
+            .map(|p| (p.injectors.len(), p.figures.start_s, p.figures.end_s))
             .collect();
         assert_eq!(
             shape,
@@ -143,17 +119,20 @@ mod tests {
         assert_eq!(ps[2].injectors, ["a", "b", "c"]);
         assert_eq!(ps[3].injectors, ["b", "c"]);
         // Starts and ends are partial seconds and are left out, and said.
-        assert_eq!(ps[0].left_out_s, [0]);
-        assert_eq!(ps[2].left_out_s, [4, 9]);
-        assert_eq!(ps[4].left_out_s, [13]);
-        assert_eq!((ps[2].seconds, ps[2].requests), (4, 1_200));
-        assert_eq!(ps[2].rps, Some(300.0));
-        assert_eq!(ps[1].rps, Some(200.0));
+        assert_eq!(ps[0].figures.left_out_s, [0]);
+        assert_eq!(ps[2].figures.left_out_s, [4, 9]);
+        assert_eq!(ps[4].figures.left_out_s, [13]);
+        assert_eq!((ps[2].figures.seconds, ps[2].figures.requests), (4, 1_200));
+        assert_eq!(ps[2].figures.rps, Some(300.0));
+        assert_eq!(ps[1].figures.rps, Some(200.0));
         assert_eq!(ps[2].p50_ms, Some(1.0));
-        assert_eq!((ps[4].seconds, ps[4].rps), (1, Some(100.0)));
+        assert_eq!((ps[4].figures.seconds, ps[4].figures.rps), (1, Some(100.0)));
         let only_partial = phases(&merge(vec![series("a", 0..=1, 5, 1_000)], 0).unwrap());
-        assert_eq!(only_partial[0].left_out_s, [0, 1]);
-        assert_eq!((only_partial[0].rps, only_partial[0].p99_ms), (None, None));
+        assert_eq!(only_partial[0].figures.left_out_s, [0, 1]);
+        assert_eq!(
+            (only_partial[0].figures.rps, only_partial[0].figures.p99_ms),
+            (None, None)
+        );
         assert!(ps
             .iter()
             .all(|p| !p.generator_bound && p.missing == 0 && !p.degraded));
@@ -174,8 +153,16 @@ mod tests {
         assert_eq!(ps.len(), 1);
         let p = &ps[0];
         assert_eq!(p.p50_ms, Some(1.0));
-        assert!((p.p99_ms.unwrap() - 50.0).abs() < 0.1, "{:?}", p.p99_ms);
-        assert!((p.mean_ms.unwrap() - 5.9).abs() < 0.05, "{:?}", p.mean_ms);
+        assert!(
+            (p.figures.p99_ms.unwrap() - 50.0).abs() < 0.1,
+            "{:?}",
+            p.figures.p99_ms
+        );
+        assert!(
+            (p.figures.mean_ms.unwrap() - 5.9).abs() < 0.05,
+            "{:?}",
+            p.figures.mean_ms
+        );
     }
 
     #[test]

@@ -132,7 +132,10 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
     assert_eq!(r.merged.degraded_from_s, None);
     let counts: Vec<usize> = r.phases.iter().map(|p| p.injectors.len()).collect();
     assert_eq!(counts, [1, 2, 3, 2, 1], "{:#?}", r.phases);
-    assert_eq!((r.phases[0].start_s, r.phases[4].end_s), (0, 8));
+    assert_eq!(
+        (r.phases[0].figures.start_s, r.phases[4].figures.end_s),
+        (0, 8)
+    );
     assert!(r
         .agents
         .iter()

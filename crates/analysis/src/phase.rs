@@ -6,6 +6,7 @@
 //! seconds are partial (it started or stopped inside them), so every such second is
 //! left out of the figures of the phase it falls in, and each phase lists them.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// One interval with the same set of active members.
@@ -19,6 +20,55 @@ pub struct Cut {
     pub end_s: u64,
     /// Seconds of `start_s..=end_s` in which some member started or stopped.
     pub left_out_s: Vec<u64>,
+}
+
+/// A phase's span and the figures of its covered seconds: the part every kind of phase
+/// has (the injectors' `volley_agents::phase::Phase`, a log's
+/// `volley_replay::phases::LogPhase`, the report's reading of the stored ones). Each
+/// flattens it into its own serialised form, so the keys stand where they always did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// First second (inclusive).
+    pub start_s: u64,
+    /// Last second (inclusive).
+    pub end_s: u64,
+    /// Seconds of `start_s..=end_s` left out because a member started or stopped in them.
+    #[serde(default)]
+    pub left_out_s: Vec<u64>,
+    /// Seconds the figures cover.
+    #[serde(default)]
+    pub seconds: u64,
+    /// Requests in the covered seconds.
+    pub requests: u64,
+    /// Requests per second over the covered seconds (`None`: none covered).
+    pub rps: Option<f64>,
+    /// Mean response (or logged request) time, ms (`None`: no time recorded).
+    pub mean_ms: Option<f64>,
+    /// 99th percentile of the same time, ms.
+    pub p99_ms: Option<f64>,
+}
+
+impl Figures {
+    /// The figures of cut `c`: `seconds` covered holding `requests`, and the latency
+    /// figures (ms) of those requests; the rate is derived here, once.
+    pub fn new(
+        c: Cut,
+        seconds: u64,
+        requests: u64,
+        mean_ms: Option<f64>,
+        p99_ms: Option<f64>,
+    ) -> Figures {
+        Figures {
+            start_s: c.start_s,
+            end_s: c.end_s,
+            left_out_s: c.left_out_s,
+            seconds,
+            requests,
+            rps: (seconds > 0).then(|| requests as f64 / seconds as f64),
+            mean_ms,
+            p99_ms,
+        }
+    }
 }
 
 /// Cuts the members' active spans `(first second, last second)` into phases; seconds

@@ -180,20 +180,29 @@ pub enum Reason {
     InFlightRising(Trend),
 }
 
-/// Which side limited the step: the figures are the server's only when `ServerBound`.
+/// Which side limited the step (or a second of it, `volley_metrics::label`): the figures
+/// are the server's only when `ServerBound`.
+///
+/// Serialised as its label (`server-bound`, ...), the form the stored summaries and the
+/// text reports use. Stores written before the step verdict and the per-second labels
+/// shared this type hold the step verdict's `bound` in snake case (`server_bound`): the
+/// aliases keep reading them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Bound {
     /// The generator delivered the offered load on time: the figures describe the server.
+    #[serde(alias = "server_bound")]
     ServerBound,
     /// The generator fell behind its own schedule: the figures describe the generator and
     /// must never be presented as the server's.
+    #[serde(alias = "generator_bound")]
     GeneratorBound,
     /// The figures do not allow a decision (see [`bound_label`]).
     Inconclusive,
     /// The generator fell behind, but only in seconds where the stall probe beside it
     /// was held up as long: the machine stalled (neither the generator nor the server).
     /// Like generator-bound, the figures are not the server's.
+    #[serde(alias = "machine_stalled")]
     MachineStalled,
 }
 

@@ -411,3 +411,29 @@ fn server_bound_needs_the_servers_evidence() {
         );
     }
 }
+
+#[test]
+fn a_bound_is_written_as_its_label_and_old_snake_case_stores_still_read() {
+    use Bound::*;
+    for b in [ServerBound, GeneratorBound, Inconclusive, MachineStalled] {
+        let written = serde_json::to_value(b).unwrap();
+        assert_eq!(written, serde_json::json!(b.label()));
+        assert_eq!(serde_json::from_value::<Bound>(written).unwrap(), b);
+    }
+    // A step verdict as stores before the shared type held it.
+    let old: Verdict = serde_json::from_value(serde_json::json!({
+        "sustainable": false, "bound": "generator_bound", "trend": null, "reasons": []
+    }))
+    .unwrap();
+    assert_eq!(old.bound, GeneratorBound);
+    for (old, b) in [
+        ("server_bound", ServerBound),
+        ("machine_stalled", MachineStalled),
+        ("inconclusive", Inconclusive),
+    ] {
+        assert_eq!(
+            serde_json::from_value::<Bound>(serde_json::json!(old)).unwrap(),
+            b
+        );
+    }
+}

@@ -73,12 +73,14 @@ fn main() {
     };
     let cfg = LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: 1,
         connections: conns,
         max_connections: conns * 4,
         keep_alive,
         model,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: None,
             duration: Some(Duration::from_secs_f64(secs)),
         },

@@ -65,12 +65,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let req = RequestTemplate::new("GET", &a[1], "localhost").build(0)?;
     let cfg = LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: 1,
         connections: c,
         max_connections: c,
         keep_alive: true,
         model: LoadModel::Closed,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: None,
             duration: Some(Duration::from_secs(secs)),
         },

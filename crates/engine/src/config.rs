@@ -4,7 +4,7 @@
 //! them (URL parsed, host resolved, body files read) into these values; the engine never
 //! sees a flag or a path.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,10 +58,15 @@ pub enum NextInstant {
 /// When the run ends: whichever limit comes first. At least one must be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StopCondition {
-    /// Total requests to start (ab's `-n`).
+    /// Measured requests to start (ab's `-n`): those intended at or after `warmup`.
     pub requests: Option<u64>,
-    /// Wall-clock length of the run (wrk's `-d`).
+    /// Wall-clock length of the run (wrk's `-d`), the warm-up included.
     pub duration: Option<Duration>,
+    /// The start of the run that is load but not measurement (docs/methodology.md,
+    /// "Warm-up"): requests intended before it take no place of `requests`, so `-n N`
+    /// with a warm-up measures N requests, as an ab or hey user expects, and the
+    /// recorder leaves them out of every figure by the same intended instant.
+    pub warmup: Duration,
 }
 
 /// Which statuses count as success; anything else is [`crate::ErrorKind::Status`].
@@ -132,11 +137,46 @@ pub trait SourceFactory: Send + Sync {
     fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource>;
 }
 
+/// The source address of a run's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceIp {
+    /// The kernel's choice.
+    #[default]
+    Kernel,
+    /// This address of this host, for every connection.
+    Fixed(IpAddr),
+    /// Each lane (a replayed client) from its own loopback address, lane `L` from
+    /// 127.0.0.2 + `L` (wrapping within 127/8), so that a loopback server's log tells
+    /// the replayed clients apart as the replayed log did; a connection of no lane
+    /// gets the kernel's choice. Only for a target on IPv4 loopback.
+    LoopbackPerLane,
+}
+
+impl SourceIp {
+    /// The address a connection of `lane` binds to (`None`: the kernel's choice).
+    pub fn for_lane(self, lane: Option<u32>) -> Option<IpAddr> {
+        match (self, lane) {
+            (SourceIp::Kernel, _) | (SourceIp::LoopbackPerLane, None) => None,
+            (SourceIp::Fixed(ip), _) => Some(ip),
+            (SourceIp::LoopbackPerLane, Some(l)) => {
+                // 127.0.0.2 ..= 127.255.255.254: 2^24 - 3 addresses.
+                const FIRST: u32 = 0x7f00_0002;
+                const COUNT: u32 = (1 << 24) - 3;
+                Some(IpAddr::V4(std::net::Ipv4Addr::from(FIRST + l % COUNT)))
+            }
+        }
+    }
+}
+
 /// Everything one load run needs, resolved.
 #[derive(Clone)]
 pub struct LoadConfig {
     /// Where to connect (one host:port per run).
     pub addr: SocketAddr,
+    /// Where to connect from. Injectors on one host each take their own address, and
+    /// a replay may give each logged client its own, so that a server's log tells
+    /// them apart (docs/methodology.md, "Several injectors").
+    pub source_ip: SourceIp,
     /// Worker threads; connections and open-loop rate are split evenly across them.
     pub threads: usize,
     /// Closed loop: the number of connections (ab's `-c`). Open loop: connections opened
@@ -214,4 +254,24 @@ pub struct Wire {
     /// Content coding and expected body every response must meet, over HTTP/1.1
     /// and HTTP/2 alike; the default checks nothing.
     pub body: crate::BodySpec,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_lane_has_its_own_loopback_address_within_127_8() {
+        let ip = |s: SourceIp, l| s.for_lane(l).map(|a: IpAddr| a.to_string());
+        let per = SourceIp::LoopbackPerLane;
+        assert_eq!(ip(per, Some(0)).as_deref(), Some("127.0.0.2"));
+        assert_eq!(ip(per, Some(254)).as_deref(), Some("127.0.1.0"));
+        let last = (1 << 24) - 4;
+        assert_eq!(ip(per, Some(last)).as_deref(), Some("127.255.255.254"));
+        assert_eq!(ip(per, Some(last + 1)).as_deref(), Some("127.0.0.2"));
+        assert_eq!(ip(per, None), None);
+        let one = SourceIp::Fixed("127.0.0.9".parse().unwrap());
+        assert_eq!(ip(one, Some(3)).as_deref(), Some("127.0.0.9"));
+        assert_eq!(ip(SourceIp::Kernel, Some(3)), None);
+    }
 }

@@ -7,7 +7,7 @@
 //! [`crate::tls::TlsTransport`].
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use mio::net::TcpStream;
 
@@ -24,8 +24,13 @@ pub trait Transport: Sized {
     /// The URL scheme of HTTP over this transport (HTTP/2's `:scheme`).
     const SCHEME: &'static str = "http";
 
-    /// Starts connecting to `addr`; completion is signalled by writability.
-    fn connect(connector: &Self::Connector, addr: SocketAddr) -> io::Result<Self>;
+    /// Starts connecting to `addr`, from source address `from` when given (else the
+    /// kernel's choice); completion is signalled by writability.
+    fn connect(
+        connector: &Self::Connector,
+        addr: SocketAddr,
+        from: Option<IpAddr>,
+    ) -> io::Result<Self>;
 
     /// The registration handle for the event loop.
     fn source(&mut self) -> &mut dyn mio::event::Source;
@@ -75,8 +80,8 @@ pub struct Tcp {
 impl Transport for Tcp {
     type Connector = ();
 
-    fn connect(_: &(), addr: SocketAddr) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr)?;
+    fn connect(_: &(), addr: SocketAddr, from: Option<IpAddr>) -> io::Result<Self> {
+        let stream = tcp_connect(addr, from)?;
         stream.set_nodelay(true)?;
         Ok(Tcp { stream })
     }
@@ -105,6 +110,44 @@ impl Transport for Tcp {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.stream.write(buf)
     }
+}
+
+/// Starts a non-blocking TCP connect to `addr`, from source address `from` when given:
+/// a client may pick its address, as injectors on one host do so that the server's log
+/// tells them apart (127.0.0.2, 127.0.0.3, ... all reach a loopback target).
+///
+/// The bound socket asks for `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2+): the local port is
+/// then chosen at connect time by the whole 4-tuple, not reserved at bind, so a source
+/// address offers as many connections as the kernel's own choice would.
+pub(crate) fn tcp_connect(addr: SocketAddr, from: Option<IpAddr>) -> io::Result<TcpStream> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    use std::os::fd::AsRawFd;
+    let Some(ip) = from else {
+        return TcpStream::connect(addr);
+    };
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_nonblocking(true)?;
+    if ip.is_ipv4() {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket fd and a c_int option of its stated size. Best effort:
+        // an older kernel reserves the port at bind instead, which still works.
+        let _ = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+    sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    match sock.connect(&SockAddr::from(addr)) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(sock.into()))
 }
 
 /// Whether a non-blocking connect finished: `Ok(true)` connected, `Ok(false)` still in

@@ -9,7 +9,7 @@
 //! without HTTP/3 fails the connect at once instead of after the connect timeout.
 
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use mio::net::UdpSocket;
@@ -68,12 +68,12 @@ impl Transport for Udp {
 
     const SCHEME: &'static str = "https";
 
-    fn connect(_: &QuicConnector, addr: SocketAddr) -> io::Result<Self> {
-        let any: SocketAddr = match addr {
-            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let sock = UdpSocket::bind(any)?;
+    fn connect(_: &QuicConnector, addr: SocketAddr, from: Option<IpAddr>) -> io::Result<Self> {
+        let ip = from.unwrap_or(match addr {
+            SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+        });
+        let sock = UdpSocket::bind(SocketAddr::new(ip, 0))?;
         sock.connect(addr)?;
         Ok(Udp { sock })
     }

@@ -267,6 +267,10 @@ fn reserve_initial_tickets(cfg: &LoadConfig, shares: &mut [WorkerShare]) -> u64 
     let (LoadModel::Closed, Some(limit)) = (cfg.model, cfg.stop.requests) else {
         return 0;
     };
+    if !cfg.stop.warmup.is_zero() {
+        // The initial requests are the warm-up's: they need no ticket.
+        return 0;
+    }
     let mut left = limit;
     for share in shares.iter_mut() {
         share.reserved = (share.connections as u64).min(left);
@@ -324,12 +328,14 @@ mod tests {
             .expect("request");
         LoadConfig {
             addr: "127.0.0.1:9".parse().expect("addr"),
+            source_ip: crate::SourceIp::Kernel,
             threads: 2,
             connections: 4,
             max_connections: 4,
             keep_alive: true,
             model: LoadModel::Closed,
             stop: StopCondition {
+                warmup: Duration::ZERO,
                 requests,
                 duration: Some(Duration::from_secs(1)),
             },

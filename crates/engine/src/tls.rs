@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -155,8 +155,12 @@ impl Transport for TlsTransport {
 
     const SCHEME: &'static str = "https";
 
-    fn connect(connector: &TlsConnector, addr: SocketAddr) -> io::Result<Self> {
-        let tcp = TcpStream::connect(addr)?;
+    fn connect(
+        connector: &TlsConnector,
+        addr: SocketAddr,
+        from: Option<IpAddr>,
+    ) -> io::Result<Self> {
+        let tcp = crate::conn::tcp_connect(addr, from)?;
         tcp.set_nodelay(true)?;
         Ok(TlsTransport {
             stream: TlsStream::new(connector.session()?, tcp),

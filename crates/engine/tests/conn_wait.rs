@@ -40,13 +40,13 @@ fn a_server_holding_every_connection_is_connection_wait_not_a_late_generator() {
     // starts, is late by the worker's own start-up.
     let warmup = Duration::from_millis(500);
     open(&mut cfg, rate, warmup + Duration::from_secs(4));
+    cfg.stop.warmup = warmup;
     cfg.max_connections = 1;
     let live = Live::new();
     let m = Measure {
         cfg: &cfg,
         wire: &Default::default(),
         live: &live,
-        warmup,
         url: server.url("/"),
         method: "GET".into(),
         stream: None,

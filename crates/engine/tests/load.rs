@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use volley_engine::{run, EngineError, ErrorKind, Live, LoadModel, StopCondition};
+use volley_engine::{run, EngineError, ErrorKind, Live, LoadModel, Sample, StopCondition};
 
 #[test]
 fn closed_keep_alive_sends_exactly_n() {
@@ -43,6 +43,40 @@ fn closed_keep_alive_sends_exactly_n() {
         (500, 500, 0, 0)
     );
     assert!(out.sinks.iter().all(|s| s.ticks >= 1));
+}
+
+#[test]
+fn with_a_warmup_the_request_limit_counts_measured_requests_only() {
+    // Closed loop: requests intended before the boundary take no ticket, so exactly
+    // `requests` are intended at or after it, however many the warm-up sent.
+    let server = Server::start(ok_handler);
+    let mut cfg = config(server.addr, 2, 4, 300);
+    cfg.stop.warmup = Duration::from_millis(200);
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    let boundary = cfg.stop.warmup.as_nanos() as u64;
+    let measured = samples.iter().filter(|s| s.intended_ns >= boundary).count();
+    assert_eq!(measured, 300);
+    assert_eq!(count(&samples, None), samples.len(), "all answered");
+    assert!(
+        samples.len() >= 304,
+        "the warm-up sent {}",
+        samples.len() - 300
+    );
+
+    // Open loop at 2000/s (an arrival every 500 us): the 100 ms warm-up holds arrivals
+    // 0..200 of the schedule, and the limit then admits 200 more.
+    let mut cfg = config(server.addr, 2, 4, 0);
+    cfg.max_connections = 64;
+    open(&mut cfg, 2000.0, Duration::from_secs(15));
+    cfg.stop.requests = Some(200);
+    cfg.stop.warmup = Duration::from_millis(100);
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    let samples = all_samples(&out.sinks);
+    let (warm, measured): (Vec<Sample>, Vec<Sample>) =
+        samples.iter().partition(|s| s.intended_ns < 100_000_000);
+    assert_eq!((warm.len(), measured.len()), (200, 200));
+    assert!(!out.stopped_early);
 }
 
 #[test]
@@ -272,6 +306,7 @@ fn stop_flag_ends_early_with_in_flight_samples() {
     let server = Server::start(silent_handler);
     let mut cfg = config(server.addr, 1, 3, 1_000);
     cfg.stop = StopCondition {
+        warmup: Duration::ZERO,
         requests: None,
         duration: Some(Duration::from_secs(15)),
     };

@@ -46,6 +46,7 @@ pub fn cold_request(cfg: &LoadConfig, wire: &Wire) -> Result<ColdRequest, Engine
         keep_alive: false,
         model: LoadModel::Closed,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: Some(1),
             duration: Some(cfg.timeout + cfg.connect_timeout),
         },

@@ -6,9 +6,21 @@ use std::time::{Duration, Instant};
 
 /// Waits `d`, waking every 20 ms to end early when `stop` is set.
 pub fn rest(d: Duration, stop: &AtomicBool) {
-    let until = Instant::now() + d;
-    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+    wait_until(Instant::now() + d, stop);
+}
+
+/// Waits until `at`, waking every 20 ms to end early when `stop` is set: true when `at`
+/// was reached (a warm-up boundary the run lived to see), false when stopped first.
+pub fn wait_until(at: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(20)));
     }
 }
 

@@ -36,6 +36,11 @@ pub struct Watch<'a> {
     pub load_stop: Arc<AtomicBool>,
     /// A stop asked from outside (Ctrl-C); a target stopped by it did not die.
     pub outside_stop: Arc<AtomicBool>,
+    /// The load's warm-up ([`volley_engine::StopCondition::warmup`]): the monitor and the
+    /// throttling counters start this long after the load closure does, at the boundary
+    /// the load's figures start from, so the server's figures cover the same seconds
+    /// and a monitor sample's `t_ms` counts from the load's first measured second.
+    pub warmup: Duration,
 }
 
 /// The load's result with the server's side of it.
@@ -78,22 +83,35 @@ pub fn scope_of(target: &RunningTarget) -> ProcessScope {
 /// Runs `load` with the monitor, the throttling counters and the death watch around it.
 pub fn watch<T>(w: &Watch<'_>, load: impl FnOnce() -> T) -> Result<Watched<T>, HarnessError> {
     let target = w.target;
-    let throttle0 = target.throttle_stats();
-    let mut mcfg = MonitorConfig::new(scope_of(target), Instant::now());
-    mcfg.interval = w.monitor_interval;
-    let monitor = match Monitor::start(mcfg) {
-        Ok(m) => Some(m),
-        Err(e) if w.monitor_required => return Err(HarnessError::Monitor(e)),
-        Err(_) => None,
+    let start_monitor = || {
+        let throttle0 = target.throttle_stats();
+        let mut mcfg = MonitorConfig::new(scope_of(target), Instant::now());
+        mcfg.interval = w.monitor_interval;
+        (Monitor::start(mcfg), throttle0)
+    };
+    // Without a warm-up the monitor starts before the load, so a required one that
+    // cannot start fails the run before any request is sent.
+    let early = match w.warmup.is_zero().then(start_monitor) {
+        Some((Err(e), _)) if w.monitor_required => return Err(HarnessError::Monitor(e)),
+        early => early,
     };
     let done = AtomicBool::new(false);
-    let (load, died) = std::thread::scope(|s| {
+    let (load, died, late) = std::thread::scope(|s| {
         let watcher = s.spawn(|| death_watch(w, &done));
+        let (boundary, done) = (Instant::now() + w.warmup, &done);
+        let late = (!w.warmup.is_zero())
+            .then(|| s.spawn(move || crate::rest::wait_until(boundary, done).then(start_monitor)));
         let out = load();
         done.store(true, Ordering::Relaxed);
-        (out, watcher.join().unwrap_or(None))
+        let late = late.and_then(|h| h.join().ok().flatten());
+        (out, watcher.join().unwrap_or(None), late)
     });
-    let monitor = monitor.map(Monitor::finish);
+    let (monitor, throttle0) = match early.or(late) {
+        Some((Ok(m), t)) => (Some(m.finish()), t),
+        Some((Err(e), _)) if w.monitor_required => return Err(HarnessError::Monitor(e)),
+        Some((Err(_), t)) => (None, t),
+        None => (None, None),
+    };
     let throttling = match (throttle0, target.throttle_stats()) {
         (Some(a), Some(b)) => Some(b.since(&a)),
         _ => None,

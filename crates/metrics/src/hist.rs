@@ -1,11 +1,21 @@
 //! The one histogram shape used everywhere, and its compact byte form.
 //!
 //! Every latency is recorded in microseconds from 1 us to one hour with 3 significant
-//! figures (0.1% relative error), in `u32` counts: a fixed range means recording never
-//! resizes (no allocation on the hot path), and one shape for every worker and every
-//! second means any two histograms can be added. Values above the range are clamped to
-//! the top (a request longer than an hour is reported as "one hour"), never dropped.
-
+//! figures (0.1% relative error), in `u32` counts. Values above the hour are clamped to
+//! it (a request longer than an hour is reported as "one hour"), never dropped.
+//!
+//! Why the counts start small and grow: the full hour's range is ~23,500 counts (94 KB),
+//! and hdrhistogram writes every one of them when it creates or resets a histogram, so
+//! each live histogram was 94 KB resident however few buckets its latencies touched. A
+//! run holds a few dozen (whole-run sets, the open second's set, the sets in the
+//! encoder's hands), which made most of a 64-connection load's heap. A histogram now
+//! starts covering 0..2047 us (2,048 counts, 8 KB: a loopback or LAN latency) and grows
+//! by whole buckets (doubling the range) the first time a value lands above it, up to
+//! the hour. Growing allocates, so the hot path can allocate, but only the first time a
+//! histogram sees a longer latency: at most 21 times in its life, and sets are reused,
+//! so a steady run stops growing within its first seconds. Every histogram has the same
+//! lowest value and precision, so any two can still be added (the sum grows to the
+//! larger range) and encoded bytes decode into the same shape.
 use crate::MetricsError;
 use hdrhistogram::serialization::{Deserializer, Serializer};
 #[cfg(test)]
@@ -21,17 +31,23 @@ pub type Hist = Histogram<u32>;
 
 /// Lowest discernible value, microseconds.
 pub const LOW_US: u64 = 1;
-/// Highest trackable value, microseconds (one hour).
+/// Highest trackable value, microseconds (one hour): larger values are clamped to it.
 pub const HIGH_US: u64 = 3_600_000_000;
+/// The range a new histogram covers before it first grows, microseconds: the least
+/// hdrhistogram allows at 3 significant figures (one bucket of 2,048 counts, 0..2047).
+const START_HIGH_US: u64 = 2;
 /// Significant figures kept.
 pub const SIGFIG: u8 = 3;
 
-/// A fresh, empty histogram of the standard shape.
+/// A fresh, empty histogram of the standard shape, covering 0..2047 us until a larger
+/// value makes it grow (see the module doc).
 pub fn new_hist() -> Hist {
     // The bounds are constants that hdrhistogram accepts (low >= 1, high >= 2*low,
     // sigfig <= 5); creation can only fail on invalid bounds.
-    Histogram::new_with_bounds(LOW_US, HIGH_US, SIGFIG)
-        .expect("constant histogram bounds are valid")
+    let mut h = Histogram::new_with_bounds(LOW_US, START_HIGH_US, SIGFIG)
+        .expect("constant histogram bounds are valid");
+    h.auto(true);
+    h
 }
 
 /// Nanoseconds to the microseconds histograms hold, rounded to nearest.
@@ -39,10 +55,17 @@ pub fn ns_to_us(ns: u64) -> u64 {
     ns.saturating_add(500) / 1_000
 }
 
-/// Records one value given in nanoseconds, clamping to the histogram's range.
+/// Records one value given in nanoseconds, clamped to one hour; the histogram grows
+/// to hold it if it is the longest yet.
 #[inline]
 pub fn record_ns(h: &mut Hist, ns: u64) {
-    h.saturating_record(ns_to_us(ns));
+    let us = ns_to_us(ns).min(HIGH_US);
+    // `record` can fail only if growing to the hour overflowed `usize` (never on a
+    // 64-bit target); then clamp to what the histogram covers rather than drop it.
+    // (`saturating_record` itself clamps to the current range instead of growing.)
+    if h.record(us).is_err() {
+        h.saturating_record(us);
+    }
 }
 
 /// `into += from`, as a typed error.
@@ -82,8 +105,16 @@ pub fn decode(bytes: &[u8]) -> Result<Hist, MetricsError> {
             action: "decode",
             detail: format!("{e:?}"),
         })?;
-    // Re-home into the standard shape so later additions never resize.
+    // Re-home into the standard shape (a decoded histogram does not grow by itself).
+    // Bytes from elsewhere (an agent, another implementation) may hold what volley
+    // never records: past the hour, refused as a fixed-range histogram refused it.
     let mut out = new_hist();
+    if h.max() > out.highest_equivalent(HIGH_US) {
+        return Err(MetricsError::Merge(format!(
+            "a value of {} us is beyond the one-hour range",
+            h.max()
+        )));
+    }
     add(&mut out, &h)?;
     Ok(out)
 }
@@ -145,6 +176,45 @@ mod tests {
         record_ns(&mut h, u64::MAX);
         assert_eq!(h.len(), 1);
         assert!(h.max() >= HIGH_US - HIGH_US / 1000);
+    }
+
+    #[test]
+    fn starts_small_and_grows_to_hold_what_it_records() {
+        let mut h = new_hist();
+        let small = h.distinct_values();
+        assert!(small <= 2_048, "a new histogram holds {small} counts");
+        record_ns(&mut h, 900_000); // 900 us: fits
+        assert_eq!(h.distinct_values(), small);
+        record_ns(&mut h, 75_000_000_000); // 75 s: grows
+        assert!(h.distinct_values() > small);
+        assert_eq!(h.len(), 2);
+        assert!(h.equivalent(h.max(), 75_000_000));
+        assert!(h.equivalent(h.value_at_quantile(0.5), 900));
+    }
+
+    #[test]
+    fn histograms_of_different_ranges_add_and_round_trip() {
+        let (mut short, mut long) = (new_hist(), new_hist());
+        record_ns(&mut short, 300_000);
+        record_ns(&mut long, 3_000_000_000);
+        add(&mut short, &long).unwrap();
+        assert_eq!(short.len(), 2);
+        assert!(short.equivalent(short.max(), 3_000_000));
+        let back = decode(&encode(&mut V2DeflateSerializer::new(), &short).unwrap()).unwrap();
+        assert_eq!(back, short);
+        // A grown histogram reset for reuse keeps its range and counts nothing.
+        let grown = short.distinct_values();
+        short.reset();
+        assert!(short.is_empty());
+        assert_eq!(short.distinct_values(), grown);
+    }
+
+    #[test]
+    fn decoded_values_past_the_hour_are_refused() {
+        let mut far = Histogram::<u32>::new_with_bounds(1, 100 * HIGH_US, SIGFIG).unwrap();
+        far.record(10 * HIGH_US).unwrap();
+        let bytes = encode(&mut V2Serializer::new(), &far).unwrap();
+        assert!(matches!(decode(&bytes), Err(MetricsError::Merge(_))));
     }
 
     #[test]

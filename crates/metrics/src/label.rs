@@ -36,34 +36,9 @@
 //!   is cleanly "the" bottleneck.
 
 use serde::Serialize;
-
-/// The verdict for one window (a second or the whole run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bound {
-    /// The generator kept up: figures describe the server.
-    ServerBound,
-    /// The generator was the limit: figures must not be presented as the server's.
-    GeneratorBound,
-    /// Not enough evidence either way.
-    Inconclusive,
-    /// The generator was late, and the stall probe beside it was held up as long: the
-    /// machine stalled, neither the generator nor the server.
-    MachineStalled,
-}
-
-impl Bound {
-    /// The label as printed: `server-bound`, `generator-bound`, `inconclusive`,
-    /// `machine-stalled`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Bound::ServerBound => "server-bound",
-            Bound::GeneratorBound => "generator-bound",
-            Bound::Inconclusive => "inconclusive",
-            Bound::MachineStalled => "machine-stalled",
-        }
-    }
-}
+/// The verdict for one window (a second or the whole run): the step verdict's type, so a
+/// second and a step are labelled in the same words.
+pub use volley_analysis::sustain::Bound;
 
 /// What the rule looks at, for one window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -518,14 +493,14 @@ mod tests {
 
     #[test]
     fn labels_print_as_documented() {
-        assert_eq!(Bound::MachineStalled.name(), "machine-stalled");
+        assert_eq!(Bound::MachineStalled.label(), "machine-stalled");
         assert_eq!(
             serde_json::to_string(&Bound::MachineStalled).unwrap(),
             "\"machine-stalled\""
         );
-        assert_eq!(Bound::ServerBound.name(), "server-bound");
-        assert_eq!(Bound::GeneratorBound.name(), "generator-bound");
-        assert_eq!(Bound::Inconclusive.name(), "inconclusive");
+        assert_eq!(Bound::ServerBound.label(), "server-bound");
+        assert_eq!(Bound::GeneratorBound.label(), "generator-bound");
+        assert_eq!(Bound::Inconclusive.label(), "inconclusive");
         assert_eq!(
             serde_json::to_string(&Bound::GeneratorBound).unwrap(),
             "\"generator-bound\""

@@ -93,7 +93,7 @@ pub fn summarise(runs: &[Summary]) -> RepeatSummary {
                 max_ms: l.max_ms,
                 p99_ms: l.p99_ms,
                 requests_per_s: s.throughput.requests_per_s,
-                label: s.generator.verdict.label.name(),
+                label: s.generator.verdict.label.label(),
             }
         })
         .collect();

@@ -87,27 +87,15 @@ mod tests {
     use crate::model::TargetReport;
 
     fn target(name: &str, variants: &[Option<&str>]) -> TargetReport {
-        TargetReport {
-            run_id: 1,
-            target: name.into(),
-            status: "complete".into(),
-            environment: serde_json::Value::Null,
-            latency_definitions: Vec::new(),
-            steps: variants
-                .iter()
-                .map(|v| {
-                    let mut s = StepReport::blank();
-                    s.variant = v.map(str::to_string);
-                    s
-                })
-                .collect(),
-            capacity: Vec::new(),
-            searches: Vec::new(),
-            repeats: Vec::new(),
-            usl: Vec::new(),
-            percentile_curves: Vec::new(),
-            office: Vec::new(),
-        }
+        let steps = variants
+            .iter()
+            .map(|v| {
+                let mut s = StepReport::blank();
+                s.variant = v.map(str::to_string);
+                s
+            })
+            .collect();
+        TargetReport::blank(name, steps)
     }
 
     #[test]

@@ -7,6 +7,7 @@ use volley_analysis::knee::{self, Claim};
 use volley_analysis::{bootstrap, ratio};
 use volley_store::{CapacityRow, RunId, RunRow, SearchEnd, Store};
 
+use crate::model::{Report, TargetReport};
 use crate::ReportError;
 
 /// Which figure to compare.
@@ -352,8 +353,7 @@ fn add_point(points: &mut Points, seen: &mut Vec<(String, u32)>, key: String, re
     }
 }
 
-fn points_of(store: &Store, run: &RunRow, m: Metric) -> Result<RunPoints, ReportError> {
-    let t = crate::model::load_run(store, run)?;
+fn points_of(t: &TargetReport, m: Metric) -> RunPoints {
     let mut r = RunPoints {
         strict: Vec::new(),
         with_generator: Vec::new(),
@@ -390,7 +390,7 @@ fn points_of(store: &Store, run: &RunRow, m: Metric) -> Result<RunPoints, Report
             add_point(&mut r.strict, &mut seen, key, s.repeat, v);
         }
     }
-    Ok(r)
+    r
 }
 
 /// Compares two runs given as ids or `study:target`: like with like (the points both
@@ -400,7 +400,9 @@ fn points_of(store: &Store, run: &RunRow, m: Metric) -> Result<RunPoints, Report
 pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison, ReportError> {
     let ra = find_run(store, a)?;
     let rb = find_run(store, b)?;
-    let (ra_points, rb_points) = (points_of(store, &ra, m)?, points_of(store, &rb, m)?);
+    let ta = crate::model::load_run(store, &ra)?;
+    let tb = crate::model::load_run(store, &rb)?;
+    let (ra_points, rb_points) = (points_of(&ta, m), points_of(&tb, m));
     let (mut la, mut lb) = (ra_points.left_out, rb_points.left_out);
     let match_points = |pa: &Points, pb: &Points| -> Vec<Matched> {
         pa.iter()
@@ -464,7 +466,7 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         unmatched(&pb),
     );
     let (r, single_ratio) = ratios(&matched)?;
-    let answer = answer_of(m, &matched, (&sa, &sb), r.as_ref(), generators_only);
+    let answer = answer_of(m, [ta, tb], (&sa, &sb), r.as_ref(), generators_only);
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
         metric: m,
@@ -537,11 +539,13 @@ fn ratios(matched: &[Matched]) -> Result<(Option<bootstrap::Estimate>, Option<f6
     Ok((r, single_ratio))
 }
 
-/// The answer by the report's rule (`crate::answer`): for p99, lower is better, and
-/// the sentence says ms; a comparison of generator-bound points only names no winner.
+/// The answer: for req/s, the report's headline of a study of these two runs
+/// (`headline::answer`: the same contenders, capacities where they swept rates, series
+/// met series by series), so compare and the report never disagree; for p99, lower is
+/// better; a comparison of generator-bound points only names no winner.
 fn answer_of(
     m: Metric,
-    matched: &[Matched],
+    mut runs: [TargetReport; 2],
     (sa, sb): (&Side, &Side),
     r: Option<&bootstrap::Estimate>,
     generators_only: bool,
@@ -552,25 +556,20 @@ fn answer_of(
             "repeat on a quieter machine or with more generator cores"
         );
     }
-    let contender = |side: &Side, pick: fn(&Matched) -> &Vec<f64>| crate::answer::Contender {
-        name: side.target.clone(),
-        points: matched
-            .iter()
-            .map(|p| crate::answer::Point {
-                key: p.0.clone(),
-                runs: pick(p).clone(),
-            })
-            .collect(),
-        ..Default::default()
-    };
     match m {
         Metric::Rps => {
-            let both = [contender(sa, |p| &p.1), contender(sb, |p| &p.2)];
-            crate::answer::sentence(
-                &crate::answer::decide(&both),
-                &both,
-                "served the most requests per second",
-            )
+            // Two runs of one target are told apart by their ids.
+            if runs[0].target == runs[1].target {
+                for t in &mut runs {
+                    t.target = format!("{} (run {})", t.target, t.run_id);
+                }
+            }
+            crate::headline::answer(&Report {
+                schema_version: crate::SCHEMA_VERSION,
+                title: String::new(),
+                study: None,
+                targets: runs.into(),
+            })
         }
         Metric::P99 => p99_answer(sa, sb, r),
     }

@@ -45,7 +45,11 @@ fn figure(t: &TargetReport) -> Option<Figure> {
         });
         return Some(Figure {
             value: c,
-            text: format!("capacity {}{ci}, by search", claim_text(&s.claim, c)),
+            text: format!(
+                "capacity {}{ci}, by search{}",
+                claim_text(&s.claim, c),
+                series_named(t, s.variant.as_deref(), s.protocol.as_deref())
+            ),
         });
     }
     let swept = t
@@ -61,10 +65,14 @@ fn figure(t: &TargetReport) -> Option<Figure> {
             });
         return Some(Figure {
             value: c,
-            text: format!("capacity {} by sweep{above}", claim_text(&cap.claim, c)),
+            text: format!(
+                "capacity {} by sweep{above}{}",
+                claim_text(&cap.claim, c),
+                series_named(t, cap.variant.as_deref(), cap.protocol.as_deref())
+            ),
         });
     }
-    let server: Vec<_> = t.steps.iter().filter(|s| stands(s)).collect();
+    let server = once_each(t.steps.iter().filter(|s| stands(s)));
     let rps = median(&server.iter().map(|s| s.requests_per_s).collect::<Vec<_>>())?;
     let p99 = median(&server.iter().map(|s| s.latency.p99_ms).collect::<Vec<_>>())?;
     let what = if t.has_open_loop() {
@@ -75,13 +83,64 @@ fn figure(t: &TargetReport) -> Option<Figure> {
     Some(Figure {
         value: rps,
         text: format!(
-            "{} req/s, p99 {} ({what}; median of {} step{})",
+            "{} req/s, p99 {} ({what}; median of {} step{}{})",
             number(rps),
             ms(p99),
             server.len(),
-            if server.len() == 1 { "" } else { "s" }
+            if server.len() == 1 { "" } else { "s" },
+            series_pooled(t)
         ),
     })
+}
+
+/// ", of variant tuned, h2": which series a target's best capacity came from, when the
+/// target ran more than one (its other series are answered beside it).
+fn series_named(t: &TargetReport, variant: Option<&str>, protocol: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = variant.filter(|_| values_of(t, variant_of).len() > 1) {
+        parts.push(format!("variant {v}"));
+    }
+    if let Some(p) = protocol.filter(|_| values_of(t, protocol_of).len() > 1) {
+        parts.push(p.to_string());
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(", of {}", parts.join(", ")),
+    }
+}
+
+/// " over variants default, tuned": the series a target's median pools, when it ran
+/// more than one (each is answered on its own beside it).
+fn series_pooled(t: &TargetReport) -> String {
+    let mut parts = Vec::new();
+    for (what, of) in [
+        ("variants", variant_of as fn(&StepReport) -> Option<&str>),
+        ("protocols", protocol_of),
+    ] {
+        let names = values_of(t, of);
+        if names.len() > 1 {
+            parts.push(format!("{what} {}", names.join(", ")));
+        }
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" over {}", parts.join(" and ")),
+    }
+}
+
+/// Each planned step once (its point and repeat), by its first attempt in `steps`: a
+/// step measured again (noise spoiled it) is one step of the figure, not three.
+fn once_each<'a>(steps: impl Iterator<Item = &'a StepReport>) -> Vec<&'a StepReport> {
+    let mut seen: Vec<(String, u32)> = Vec::new();
+    let mut out = Vec::new();
+    for s in steps {
+        let key = (s.point_label(), s.repeat);
+        if !seen.contains(&key) {
+            seen.push(key);
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// A capacity in words (`knee::Claim::text`, with the report's number format): "1,300
@@ -128,12 +187,20 @@ fn errors(t: &TargetReport) -> String {
     let completed: u64 = t.steps.iter().map(|s| s.completed).sum();
     match failed {
         0 => "no errors".to_string(),
-        n => format!(
-            "{} error{} ({}% of requests)",
-            number(n as f64),
-            if n == 1 { "" } else { "s" },
-            number(100.0 * n as f64 / completed.max(1) as f64)
-        ),
+        n => {
+            let pct = 100.0 * n as f64 / completed.max(1) as f64;
+            format!(
+                "{} error{} ({} of requests)",
+                number(n as f64),
+                if n == 1 { "" } else { "s" },
+                // A few errors in many requests are not "0%".
+                if pct < 0.1 {
+                    "under 0.1%".to_string()
+                } else {
+                    format!("{}%", number(pct))
+                }
+            )
+        }
     }
 }
 
@@ -303,13 +370,37 @@ fn capacity_figure(t: &TargetReport, steps: &[&StepReport]) -> Option<answer::Ca
 /// The variants of one target side by side ("tuned carries 1,250 req/s vs default 900:
 /// 1.39x [1.31, 1.46] (95% interval)."), when its steps ran more than one.
 pub fn variants_answer(t: &TargetReport) -> Option<String> {
-    side_by_side(t, Across::Variants, |s| s.variant.as_deref())
+    side_by_side(t, Across::Variants, variant_of)
 }
 
 /// The protocols of one target side by side ("h2 carries ... vs h1 ..."), the same rule
 /// as variants, when its steps spoke more than one.
 pub fn protocols_answer(t: &TargetReport) -> Option<String> {
-    side_by_side(t, Across::Protocols, |s| s.protocol.as_deref())
+    side_by_side(t, Across::Protocols, protocol_of)
+}
+
+fn variant_of(s: &StepReport) -> Option<&str> {
+    s.variant.as_deref()
+}
+
+fn protocol_of(s: &StepReport) -> Option<&str> {
+    s.protocol.as_deref()
+}
+
+/// The distinct values of one dimension (`of`) in `t`'s steps, in the order first run.
+fn values_of<'a>(
+    t: &'a TargetReport,
+    of: impl Fn(&'a StepReport) -> Option<&'a str>,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in &t.steps {
+        if let Some(v) = of(s) {
+            if !names.contains(&v) {
+                names.push(v);
+            }
+        }
+    }
+    names
 }
 
 /// The answer between the values of one dimension (`of`) of `t`'s steps, when it has
@@ -319,14 +410,7 @@ fn side_by_side(
     across: Across,
     of: impl Fn(&StepReport) -> Option<&str>,
 ) -> Option<String> {
-    let mut names: Vec<&str> = Vec::new();
-    for s in &t.steps {
-        if let Some(v) = of(s) {
-            if !names.contains(&v) {
-                names.push(v);
-            }
-        }
-    }
+    let names = values_of(t, &of);
     if names.len() < 2 {
         return None;
     }
@@ -335,12 +419,29 @@ fn side_by_side(
     // others, each one's effect against the default, by the same rule.
     if across == Across::Variants && names.len() > 2 && names.contains(&DEFAULT_VARIANT) {
         let default = one(DEFAULT_VARIANT);
-        let each: Vec<String> = names
-            .iter()
-            .filter(|v| **v != DEFAULT_VARIANT)
-            .map(|v| {
-                let pair = [one(v), default.clone()];
-                answer::sentence(&answer::decide(&pair), &pair, "carries")
+        // A sentence that does not name its variant (nothing to compare: "every step
+        // measured the generator") is said once for all the variants it holds for,
+        // named.
+        let mut each: Vec<(Vec<&str>, String)> = Vec::new();
+        for v in names.iter().filter(|v| **v != DEFAULT_VARIANT) {
+            let pair = [one(v), default.clone()];
+            let said = answer::sentence(&answer::decide(&pair), &pair, "carries");
+            if said.contains(v) {
+                each.push((Vec::new(), said));
+            } else if let Some((named, _)) = each
+                .iter_mut()
+                .find(|(named, s)| !named.is_empty() && *s == said)
+            {
+                named.push(v);
+            } else {
+                each.push((vec![v], said));
+            }
+        }
+        let each: Vec<String> = each
+            .into_iter()
+            .map(|(named, said)| match named.is_empty() {
+                true => said,
+                false => format!("{} against the default: {said}", named.join(", ")),
             })
             .collect();
         return Some(each.join(" "));
@@ -352,14 +453,148 @@ fn side_by_side(
 /// The variant a study's generated configuration runs as (`sweep.variants`).
 const DEFAULT_VARIANT: &str = "default";
 
-/// The report's answer in one sentence: the best target and its lead over the next.
+/// Each target's own series side by side, for the targets that ran more than one:
+/// "nginx's variants: tuned carries ...", "builtin's protocols: h2 carries ..." (the
+/// same answers as the report's per-target lines, [`lines`]).
+pub fn series_answers(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &report.targets {
+        if let Some(v) = variants_answer(t) {
+            out.push(format!("{}'s variants: {v}", t.target));
+        }
+        if let Some(p) = protocols_answer(t) {
+            out.push(format!("{}'s protocols: {p}", t.target));
+        }
+    }
+    out
+}
+
+/// One series of a study: the variant and protocol its steps ran, each `None` where
+/// that dimension is not swept.
+#[derive(Debug, Clone, PartialEq)]
+struct Series {
+    /// A step without a variant ran the generated configuration: the default.
+    variant: Option<String>,
+    /// `Some(None)`: the steps of runs that spoke one protocol (the model clears it,
+    /// `one_protocol_is_no_dimension`), which meet no other run's protocol.
+    protocol: Option<Option<String>>,
+}
+
+impl Series {
+    /// Whether step `s` belongs to the series.
+    fn holds(&self, s: &StepReport) -> bool {
+        self.holds_pair(s.variant.as_deref(), s.protocol.as_deref())
+    }
+
+    /// Whether a step, capacity or search of this variant and protocol belongs to it.
+    fn holds_pair(&self, variant: Option<&str>, protocol: Option<&str>) -> bool {
+        self.variant
+            .as_deref()
+            .is_none_or(|v| variant.unwrap_or(DEFAULT_VARIANT) == v)
+            && self
+                .protocol
+                .as_ref()
+                .is_none_or(|p| p.as_deref() == protocol)
+    }
+
+    /// "variant default, h2".
+    fn label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = &self.variant {
+            parts.push(format!("variant {v}"));
+        }
+        if let Some(p) = &self.protocol {
+            parts.push(p.clone().unwrap_or_else(|| "one protocol".to_string()));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The series targets meet in, when some target sweeps variants or protocols: each
+/// protocol on its own, and of the variants only the default when there is one (a
+/// tuning is a target's own question, answered by [`series_answers`]), else each
+/// variant. Empty when nothing is swept.
+fn meeting_series(report: &Report) -> Vec<Series> {
+    let swept = |of: fn(&StepReport) -> Option<&str>| {
+        report.targets.iter().any(|t| values_of(t, of).len() >= 2)
+    };
+    let (variants, protocols) = (swept(variant_of), swept(protocol_of));
+    if !variants && !protocols {
+        return Vec::new();
+    }
+    let has_default = report
+        .targets
+        .iter()
+        .any(|t| values_of(t, variant_of).contains(&DEFAULT_VARIANT));
+    let mut out: Vec<Series> = Vec::new();
+    for s in report.targets.iter().flat_map(|t| &t.steps) {
+        let variant = variants.then(|| s.variant.as_deref().unwrap_or(DEFAULT_VARIANT));
+        if has_default && variant.is_some_and(|v| v != DEFAULT_VARIANT) {
+            continue;
+        }
+        let series = Series {
+            variant: variant.map(str::to_string),
+            protocol: protocols.then(|| s.protocol.clone()),
+        };
+        if !out.contains(&series) {
+            out.push(series);
+        }
+    }
+    out
+}
+
+/// The report cut down to one series: each target's steps, capacities and searches of
+/// that variant and protocol.
+fn only(report: &Report, series: &Series) -> Report {
+    let mut r = report.clone();
+    for t in &mut r.targets {
+        t.steps.retain(|s| series.holds(s));
+        t.capacity
+            .retain(|c| series.holds_pair(c.variant.as_deref(), c.protocol.as_deref()));
+        t.searches
+            .retain(|c| series.holds_pair(c.variant.as_deref(), c.protocol.as_deref()));
+    }
+    r.targets.retain(|t| !t.steps.is_empty());
+    r
+}
+
+/// The report's answer: which target did best and by how much. When targets sweep
+/// variants or protocols, they are answered per series (like with like: "h2: nginx
+/// ..."; a target's best protocol is never set against another's worst), in the series
+/// two or more targets ran; a single target's answer is its own series side by side
+/// ([`series_answers`]).
 pub fn answer(report: &Report) -> String {
     // Users carried and requests per second do not rank together: a study with an
     // office answers with its office targets (its question), others with req/s.
-    let office = report.targets.iter().any(|t| !t.office.is_empty());
-    if office {
+    if report.targets.iter().any(|t| !t.office.is_empty()) {
         return office_answer(report);
     }
+    let series = meeting_series(report);
+    if series.is_empty() {
+        return targets_answer(report);
+    }
+    if report.targets.len() == 1 {
+        return series_answers(report).join(" ");
+    }
+    let shared: Vec<(String, Report)> = series
+        .iter()
+        .map(|s| (s.label(), only(report, s)))
+        .filter(|(_, r)| r.targets.len() >= 2)
+        .collect();
+    if shared.is_empty() {
+        // No series that two targets ran: each target's points still meet only their
+        // like (the points carry their variant and protocol).
+        return targets_answer(report);
+    }
+    shared
+        .iter()
+        .map(|(label, r)| format!("{label}: {}", targets_answer(r)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The best target and its lead over the next, in one sentence.
+fn targets_answer(report: &Report) -> String {
     let all: Vec<answer::Contender> = report
         .targets
         .iter()
@@ -421,20 +656,11 @@ mod tests {
     use super::*;
 
     fn target(steps: Vec<StepReport>) -> TargetReport {
-        TargetReport {
-            run_id: 1,
-            target: "nginx".into(),
-            status: "complete".into(),
-            environment: serde_json::Value::Null,
-            latency_definitions: Vec::new(),
-            steps,
-            capacity: Vec::new(),
-            searches: Vec::new(),
-            repeats: Vec::new(),
-            usl: Vec::new(),
-            percentile_curves: Vec::new(),
-            office: Vec::new(),
-        }
+        named("nginx", steps)
+    }
+
+    fn named(name: &str, steps: Vec<StepReport>) -> TargetReport {
+        TargetReport::blank(name, steps)
     }
 
     fn step(variant: &str, repeat: u32, rps: f64) -> StepReport {
@@ -477,7 +703,160 @@ mod tests {
                 ]
             })
             .collect();
-        let v = variants_answer(&target(two)).unwrap();
+        let v = variants_answer(&target(two.clone())).unwrap();
         assert!(v.starts_with("tuned carries: "), "{v}");
+        // Its own figure says what it pools.
+        let line = lines(&report(vec![target(two)])).remove(0);
+        assert!(
+            line.contains("median of 6 steps over variants default, tuned)"),
+            "{line}"
+        );
+    }
+
+    fn spoke(protocol: &str, repeat: u32, rps: f64) -> StepReport {
+        let mut s = step("default", repeat, rps);
+        s.variant = None;
+        s.protocol = Some(protocol.into());
+        s
+    }
+
+    fn report(targets: Vec<TargetReport>) -> Report {
+        Report {
+            schema_version: crate::SCHEMA_VERSION,
+            title: "t".into(),
+            study: None,
+            targets,
+        }
+    }
+
+    /// Three repeats at each protocol (or variant) of `figures`, with a little wobble.
+    fn runs(figures: &[(&str, f64)], make: fn(&str, u32, f64) -> StepReport) -> Vec<StepReport> {
+        (0..3u32)
+            .flat_map(|r| {
+                figures
+                    .iter()
+                    .map(move |(k, v)| make(k, r, v + 3.0 * f64::from(r)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_answer_gives_each_protocol_and_variant_its_own_answer() {
+        // (case, targets, words the answer must hold, words it must not)
+        type Row = (
+            &'static str,
+            Vec<TargetReport>,
+            Vec<&'static str>,
+            Vec<&'static str>,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "one target, three protocols: its protocols side by side, never one median",
+                vec![named(
+                    "builtin",
+                    runs(&[("h1", 1000.0), ("h2", 1300.0), ("h3", 700.0)], spoke),
+                )],
+                vec!["builtin's protocols: h2 carries: 1,303 req/s vs h1 1,003: 1.30x ["],
+                vec!["median of", "builtin: "],
+            ),
+            (
+                "two targets, each faster in one protocol: one answer per protocol",
+                vec![
+                    named("nginx", runs(&[("h1", 2000.0), ("h2", 1000.0)], spoke)),
+                    named("caddy", runs(&[("h1", 1000.0), ("h2", 2000.0)], spoke)),
+                ],
+                vec![
+                    "h1: nginx served the most requests per second: 2,003 req/s vs caddy 1,003: 2.00x [",
+                    "h2: caddy served the most requests per second: 2,003 req/s vs nginx 1,003: 2.00x [",
+                ],
+                vec!["No difference"],
+            ),
+            (
+                "two targets tuned: they meet in their default; each tuning is its own",
+                vec![
+                    named("nginx", runs(&[("default", 1000.0), ("tuned", 3000.0)], step)),
+                    named("apache", runs(&[("default", 2000.0), ("tuned", 2100.0)], step)),
+                ],
+                vec!["variant default: apache served the most requests per second: 2,003 req/s vs nginx 1,003: 2.00x ["],
+                vec!["3,003", "variant tuned"],
+            ),
+            (
+                "nothing swept: the targets' answer as ever",
+                vec![
+                    named("nginx", runs(&[("default", 2000.0)], step)),
+                    named("apache", runs(&[("default", 1000.0)], step)),
+                ],
+                vec!["nginx served the most requests per second: 2,003 req/s vs apache 1,003: 2.00x ["],
+                vec!["variant", "'s "],
+            ),
+        ];
+        for (case, targets, want, unwanted) in table {
+            let r = report(targets);
+            let a = answer(&r);
+            for w in want {
+                assert!(a.contains(w), "{case}: {a}\nwants: {w}");
+            }
+            for u in unwanted {
+                assert!(!a.contains(u), "{case}: {a}\nholds: {u}");
+            }
+        }
+        // The targets' own series, as the report's lines give them.
+        let r = report(vec![
+            named(
+                "nginx",
+                runs(&[("default", 1000.0), ("tuned", 3000.0)], step),
+            ),
+            named(
+                "apache",
+                runs(&[("default", 2000.0), ("tuned", 2100.0)], step),
+            ),
+        ]);
+        let series = series_answers(&r);
+        assert_eq!(series.len(), 2, "{series:?}");
+        assert!(
+            series[0].starts_with(
+                "nginx's variants: tuned carries: 3,003 req/s vs default 1,003: 2.99x ["
+            ),
+            "{series:?}"
+        );
+        assert!(
+            series[1].starts_with("apache's variants: tuned carries: "),
+            "{series:?}"
+        );
+        let line = lines(&r).remove(0);
+        assert!(
+            line.contains(&series[0]["nginx's variants: ".len()..]),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_re_measured_step_is_one_step_of_the_figure_and_few_errors_are_not_zero() {
+        let mut again = step("default", 0, 1100.0);
+        again.attempt = 1;
+        let mut t = target(vec![step("default", 0, 1000.0), again]);
+        t.steps[0].failed = 1;
+        t.steps[0].completed = 100_000;
+        let line = lines(&report(vec![t])).remove(0);
+        assert!(
+            line.contains("1,000 req/s") && line.contains("median of 1 step)"),
+            "{line}"
+        );
+        assert!(line.contains("1 error (under 0.1% of requests)"), "{line}");
+    }
+
+    #[test]
+    fn knobs_with_nothing_to_compare_are_named_once_together() {
+        let mut steps = Vec::new();
+        for v in ["default", "tuned:somaxconn", "tuned:backlog", "tuned"] {
+            let mut s = step(v, 0, 1000.0);
+            s.label = Some("generator-bound".into());
+            steps.push(s);
+        }
+        let v = variants_answer(&target(steps)).unwrap();
+        assert_eq!(
+            v,
+            "tuned:somaxconn, tuned:backlog, tuned against the default: No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
+        );
     }
 }

@@ -314,6 +314,27 @@ struct CapacityPoint<'a> {
     bounded: bool,
 }
 
+impl<'a> CapacityPoint<'a> {
+    /// The point of `target`'s group `full_group` (of `variant` and `protocol`).
+    fn new(
+        target: &str,
+        full_group: &'a str,
+        (variant, protocol): (&Option<String>, &Option<String>),
+        rps: f64,
+        interval: Option<(f64, f64)>,
+        bounded: bool,
+    ) -> CapacityPoint<'a> {
+        CapacityPoint {
+            key: colors::series_key(target, variant, protocol),
+            group: group_of_any_series(full_group, variant.as_deref(), protocol.as_deref()),
+            full_group,
+            rps,
+            interval,
+            bounded,
+        }
+    }
+}
+
 /// Every capacity of the report: a searched group's search figure, else its sweep's.
 fn capacity_points(report: &Report) -> Vec<CapacityPoint<'_>> {
     let mut rows: Vec<CapacityPoint> = Vec::new();
@@ -321,36 +342,19 @@ fn capacity_points(report: &Report) -> Vec<CapacityPoint<'_>> {
         let first = rows.len();
         for s in t.searches.iter().filter(|s| s.finished) {
             if let Some(rps) = s.capacity_rps {
-                rows.push(CapacityPoint {
-                    key: colors::series_key(&t.target, &s.variant, &s.protocol),
-                    group: group_of_any_series(
-                        &s.group,
-                        s.variant.as_deref(),
-                        s.protocol.as_deref(),
-                    ),
-                    full_group: &s.group,
-                    rps,
-                    interval: s.ci_lo_rps.zip(s.ci_hi_rps),
-                    bounded: s.bounded,
-                });
+                let interval = s.ci_lo_rps.zip(s.ci_hi_rps);
+                let series = (&s.variant, &s.protocol);
+                let p = CapacityPoint::new(&t.target, &s.group, series, rps, interval, s.bounded);
+                rows.push(p);
             }
         }
         // A group searched shows its search's figure; the sweep's is in the table.
         for cap in &t.capacity {
             let searched = rows[first..].iter().any(|r| r.full_group == cap.group);
             if let (Some(rps), false) = (cap.capacity_rps, searched) {
-                rows.push(CapacityPoint {
-                    key: colors::series_key(&t.target, &cap.variant, &cap.protocol),
-                    group: group_of_any_series(
-                        &cap.group,
-                        cap.variant.as_deref(),
-                        cap.protocol.as_deref(),
-                    ),
-                    full_group: &cap.group,
-                    rps,
-                    interval: None,
-                    bounded: cap.bounded,
-                });
+                let series = (&cap.variant, &cap.protocol);
+                let p = CapacityPoint::new(&t.target, &cap.group, series, rps, None, cap.bounded);
+                rows.push(p);
             }
         }
     }

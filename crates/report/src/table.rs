@@ -174,8 +174,8 @@ pub fn phases(report: &Report) -> Option<Table> {
     for (t, s) in steps(report) {
         for p in &s.phases {
             let mut note = Vec::new();
-            if !p.left_out_s.is_empty() {
-                let secs: Vec<String> = p.left_out_s.iter().map(u64::to_string).collect();
+            if !p.figures.left_out_s.is_empty() {
+                let secs: Vec<String> = p.figures.left_out_s.iter().map(u64::to_string).collect();
                 note.push(format!("left out s {}", secs.join(",")));
             }
             if p.generator_bound {
@@ -187,7 +187,10 @@ pub fn phases(report: &Report) -> Option<Table> {
             if p.degraded {
                 note.push("degraded".into());
             }
-            let mark = if p.generator_bound {
+            if let Some(why) = p.link_reason.as_ref().filter(|_| p.link_bound) {
+                note.push(why.clone());
+            }
+            let mark = if p.generator_bound || p.link_bound {
                 RowMark::GeneratorBound
             } else {
                 RowMark::Plain
@@ -198,11 +201,11 @@ pub fn phases(report: &Report) -> Option<Table> {
                     t.target.clone(),
                     step_label(s),
                     format!("{} ({})", p.injectors.len(), p.injectors.join(" ")),
-                    format!("{}-{}", p.start_s, p.end_s),
-                    num(p.rps, 1),
-                    num(p.mean_ms, 3),
+                    format!("{}-{}", p.figures.start_s, p.figures.end_s),
+                    num(p.figures.rps, 1),
+                    num(p.figures.mean_ms, 3),
                     num(p.p50_ms, 3),
-                    num(p.p99_ms, 3),
+                    num(p.figures.p99_ms, 3),
                     p.errors.to_string(),
                     if note.is_empty() {
                         "-".into()
@@ -751,5 +754,39 @@ mod tests {
         assert_eq!(num(None, 1), "-");
         assert_eq!(num(Some(f64::NAN), 1), "-");
         assert_eq!(num(Some(1.26), 1), "1.3");
+    }
+
+    /// A phase the links bound reads so, greyed as a generator-bound one is: its figure
+    /// is not the server's. The phase comes as the study stores it (`phases[]`).
+    #[test]
+    fn a_link_bound_phase_says_so_and_is_not_the_servers() {
+        let stored = |link: bool| {
+            let mut p = serde_json::json!({"injectors": ["inj1"], "start_s": 0, "end_s": 4,
+                "requests": 500, "rps": 120.0, "mean_ms": 2.0, "errors": 0});
+            if link {
+                p["link_bound"] = true.into();
+                p["link_reason"] = "link-bound: it moved 9.83 Mbit/s".into();
+            }
+            serde_json::from_value::<crate::model::PhaseRow>(p).unwrap()
+        };
+        let mut step = StepReport::blank();
+        step.phases = vec![stored(true), stored(false)];
+        let report = Report {
+            schema_version: crate::SCHEMA_VERSION,
+            title: "t".into(),
+            study: None,
+            targets: vec![TargetReport::blank("builtin", vec![step])],
+        };
+        let t = phases(&report).unwrap();
+        let (mark, row) = &t.rows[0];
+        assert_eq!(*mark, RowMark::GeneratorBound);
+        assert!(
+            row.last()
+                .unwrap()
+                .contains("link-bound: it moved 9.83 Mbit/s"),
+            "{row:?}"
+        );
+        let (mark, row) = &t.rows[1];
+        assert_eq!((*mark, row.last().unwrap().as_str()), (RowMark::Plain, "-"));
     }
 }

@@ -116,7 +116,7 @@ fn a_recorder_summary_reads_back_with_the_same_figures() {
     // No stored label: the summary's own generator verdict is used.
     assert_eq!(
         s.label.as_deref(),
-        Some(summary.generator.verdict.label.name())
+        Some(summary.generator.verdict.label.label())
     );
     assert_eq!(s.seconds.len(), summary.seconds.len());
     for (a, b) in s.seconds.iter().zip(&summary.seconds) {

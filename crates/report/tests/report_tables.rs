@@ -9,6 +9,13 @@ fn markdown(store: &Store, selector: Selector) -> String {
     Markdown.render(&load(store, selector).unwrap()).unwrap()
 }
 
+/// The Markdown report of one run of `target` with `steps`, in a store of its own.
+fn markdown_of_one_run(target: &str, steps: &[common::Step]) -> String {
+    let mut store = Store::open_in_memory().unwrap();
+    let run = common::record_run(&mut store, None, target, steps);
+    markdown(&store, Selector::Run(run))
+}
+
 /// The rows of the Markdown table under `## {title}` (header and separator included).
 fn table<'a>(md: &'a str, title: &str) -> Vec<&'a str> {
     let start = md
@@ -235,17 +242,13 @@ fn a_run_mixing_closed_and_open_steps_keeps_the_definitions_apart() {
 #[test]
 fn all_generator_bound_sweep_claims_no_capacity() {
     // Failures while volley was late are nobody's evidence.
-    let mut store = Store::open_in_memory().unwrap();
-    let run = common::record_run(
-        &mut store,
-        None,
+    let md = markdown_of_one_run(
         "nginx",
         &[
             common::rate_step(100.0, 90.0, 1.0, "generator-bound", false),
             common::rate_step(200.0, 150.0, 1.0, "generator-bound", false),
         ],
     );
-    let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Capacity")[2],
         "| nginx | keep-alive | - | - | 0 | 2 | 0 | no rate step could be judged for the server: no capacity can be claimed |"
@@ -256,10 +259,7 @@ fn all_generator_bound_sweep_claims_no_capacity() {
 fn passes_while_the_generator_was_late_are_still_passes() {
     // Latency counts from the intended send time, so a late generator only made the
     // pass harder: the server carried the rate (docs/methodology.md, "Saturation").
-    let mut store = Store::open_in_memory().unwrap();
-    let run = common::record_run(
-        &mut store,
-        None,
+    let md = markdown_of_one_run(
         "nginx",
         &[
             common::rate_step(100.0, 100.0, 1.0, "server-bound", true),
@@ -267,7 +267,6 @@ fn passes_while_the_generator_was_late_are_still_passes() {
             common::rate_step(300.0, 250.0, 1.0, "generator-bound", false),
         ],
     );
-    let md = markdown(&store, Selector::Run(run));
     let row = &table(&md, "Capacity")[2];
     assert!(
         row.starts_with("| nginx | keep-alive | at least 200.0 | - |"),
@@ -314,10 +313,7 @@ fn capacity_by_sweep_and_by_search_are_both_shown() {
 
 #[test]
 fn repeated_points_get_medians_with_bootstrap_intervals() {
-    let mut store = Store::open_in_memory().unwrap();
-    let run = common::record_run(
-        &mut store,
-        None,
+    let md = markdown_of_one_run(
         "builtin",
         &[
             common::rate_step(100.0, 98.0, 1.0, "server-bound", true),
@@ -329,7 +325,6 @@ fn repeated_points_get_medians_with_bootstrap_intervals() {
             common::rate_step(200.0, 200.0, 1.0, "server-bound", true),
         ],
     );
-    let md = markdown(&store, Selector::Run(run));
     assert_eq!(
         table(&md, "Repeats: medians with bootstrap 95% intervals"),
         [
@@ -536,4 +531,32 @@ fn unlike_runs_are_said_unlike_before_whoever_bound_them() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("share no measured point"), "{e}");
+}
+
+#[test]
+fn compare_of_two_rate_sweeps_answers_as_the_report_does() {
+    // Per-rate req/s of two sweeps are the offered rates, alike wherever both carried
+    // them; the question is their capacities, and compare asks it as the report does.
+    let mut store = Store::open_in_memory().unwrap();
+    let study = common::rate_sweep(&mut store);
+    let report = load(&store, Selector::Study(study)).unwrap();
+    let said = volley_report::headline::answer(&report);
+    assert!(said.starts_with("No order can be told: nginx"), "{said}");
+    let c = volley_report::compare::compare(
+        &store,
+        "rate-sweep:builtin",
+        "rate-sweep:nginx",
+        volley_report::compare::Metric::Rps,
+    )
+    .unwrap();
+    assert_eq!(c.answer, said, "{c}");
+    // Two runs of one target are told apart by their run ids.
+    let c = volley_report::compare::compare(
+        &store,
+        "rate-sweep:builtin",
+        "rate-sweep:builtin",
+        volley_report::compare::Metric::Rps,
+    )
+    .unwrap();
+    assert!(c.answer.contains("builtin (run 1)"), "{}", c.answer);
 }

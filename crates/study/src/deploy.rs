@@ -20,7 +20,7 @@
 use std::path::Path;
 
 use volley_agents::auth::BusCredentials;
-use volley_agents::local::{LocalAgents, LocalTrust};
+use volley_agents::local::{loopback_sources, LocalAgents, LocalTrust};
 use volley_agents::server::PrivateNats;
 use volley_agents::ssh::{self, Deployment, Host, RemoteProcess, SshConfig};
 use volley_targets::RunningTarget;
@@ -209,9 +209,24 @@ impl StepAgents {
             credentials: local.iter().map(|&i| creds(i)).collect(),
             allow: allow.clone(),
         };
+        // Outside a lab every local agent shares this host's addresses: on a loopback
+        // target each connects from its own (127.0.0.2, ...), so the server's log tells
+        // them apart.
+        let sources = match lab {
+            Some(_) => Vec::new(),
+            None => loopback_sources(target.addr.ip(), local.len()),
+        };
         me.local = Some(
-            LocalAgents::spawn(exe, &me.url, &names, wait_s, namespaces.as_deref(), &trust)
-                .map_err(StepError::Agents)?,
+            LocalAgents::spawn(
+                exe,
+                &me.url,
+                &names,
+                wait_s,
+                namespaces.as_deref(),
+                &sources,
+                &trust,
+            )
+            .map_err(StepError::Agents)?,
         );
         for i in 0..k {
             let Seat::Host(host) = inj.seat(i) else {

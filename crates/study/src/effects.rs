@@ -13,33 +13,14 @@ use volley_analysis::knee::{self, Capacity, Claim, Evidence};
 use volley_analysis::ratio;
 
 use crate::outcome::{judged_for_server, StepOutcome};
-use crate::plan::{Plan, Protocol, DEFAULT_VARIANT};
+use crate::plan::{Plan, Point, DEFAULT_VARIANT};
 
 const RESAMPLES: usize = 2000;
 
 /// A point of one instance: its cells differ only by rate (a rate sweep has a cell
 /// per rate).
-type Point = (
-    usize,
-    usize,
-    u32,
-    bool,
-    Option<u32>,
-    Option<u32>,
-    Option<Protocol>,
-);
-
 fn point_of(plan: &Plan, ci: usize) -> Point {
-    let c = &plan.cells[ci];
-    (
-        c.instance,
-        c.workload,
-        c.concurrency,
-        c.keepalive,
-        c.injectors,
-        c.users,
-        c.protocol,
-    )
+    plan.cells[ci].point()
 }
 
 /// The instance of the default variant beside instance `i` (same target, cap and
@@ -187,14 +168,23 @@ pub(crate) fn effect_lines(
             continue;
         }
         seen.push(p);
-        let (inst, wl, conc, ka, ..) = p;
+        let Point {
+            instance: inst,
+            workload: wl,
+            concurrency: conc,
+            keepalive: ka,
+            ..
+        } = p;
         let Some(twin_inst) = default_twin(plan, inst) else {
             continue;
         };
         if plan.workloads[wl].office.is_some() {
             continue;
         }
-        let twin: Point = (twin_inst, p.1, p.2, p.3, p.4, p.5, p.6);
+        let twin = Point {
+            instance: twin_inst,
+            ..p
+        };
         let variant = &plan.variants[plan.instances[inst].variant.unwrap_or_default()].name;
         let label = plan.instance_label(twin_inst);
         let label = label

@@ -164,7 +164,7 @@ pub(crate) fn run_injected(
     }
     cfg.stop = Some(Arc::clone(&load_stop));
     cfg.auth = agents.coordinator_auth();
-    let watch = step_watch(target, load_stop, stop_flag);
+    let watch = step_watch(target, load_stop, stop_flag, std::time::Duration::ZERO);
     let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
     agents.stop();
     let refused = agents.refused();

@@ -58,7 +58,7 @@ pub(crate) fn run_office(
     // study is stopped.
     let load_stop = Arc::new(AtomicBool::new(false));
     cfg.stop = Arc::clone(&load_stop);
-    let watch = step_watch(target, load_stop, stop_flag);
+    let watch = step_watch(target, load_stop, stop_flag, std::time::Duration::ZERO);
     let step_started = std::time::Instant::now();
     let watched = volley_harness::watch(&watch, || volley_office::run(&cfg))?;
     let stopped = cfg.stop.load(std::sync::atomic::Ordering::Relaxed);

@@ -13,7 +13,7 @@ use volley_analysis::{bootstrap, knee, usl, words};
 
 use volley_analysis::knee::{Capacity, Claim, Evidence};
 
-use crate::plan::{OfficeLoad, Plan, Protocol};
+use crate::plan::{OfficeLoad, Plan, Point, Protocol};
 
 // Defined beside the step that produces them (the runner must not import this table).
 pub use crate::step::{slow_second_note, StepOutcome, BUSY_PRESSURE_SHARE};
@@ -95,29 +95,25 @@ fn ci_text(values: &[f64], digits: usize) -> String {
 }
 
 /// One line of the table: the steps of one target instance, workload, concurrency and
-/// keep-alive (the rate varies inside a group).
-type GroupKey = (usize, usize, u32, bool, Option<u32>, Option<Protocol>);
+/// keep-alive (the rate varies inside a group): a [`Point`] without its users, which
+/// take the place of the concurrency in an office's group.
+type GroupKey = Point;
 
 /// The group of a step: its cell's, with the users it played (a users search varies
 /// them within one cell).
 fn step_key(plan: &Plan, s: &StepOutcome) -> GroupKey {
     let mut k = key_of(plan, s.cell);
     if let Some(u) = s.users {
-        k.2 = u;
+        k.concurrency = u;
     }
     k
 }
 
 fn key_of(plan: &Plan, cell: usize) -> GroupKey {
-    let c = &plan.cells[cell];
-    (
-        c.instance,
-        c.workload,
-        c.concurrency,
-        c.keepalive,
-        c.injectors,
-        c.protocol,
-    )
+    Point {
+        users: None,
+        ..plan.cells[cell].point()
+    }
 }
 
 /// The end-of-study table: one row per result (target, workload, point, result) and
@@ -169,7 +165,7 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
             .filter(|s| s.cell == ci && plan.searches_users(ci))
             .map(|s| step_key(plan, s))
             .collect();
-        tried.sort_by_key(|k| k.2);
+        tried.sort_by_key(|k| k.concurrency);
         if tried.is_empty() {
             tried.push(key_of(plan, ci));
         }
@@ -181,7 +177,15 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
     }
     let mut rows = Vec::new();
     for &key in &keys {
-        let (inst, wl, conc, ka, inj, proto) = key;
+        let Point {
+            instance: inst,
+            workload: wl,
+            concurrency: conc,
+            keepalive: ka,
+            injectors: inj,
+            protocol: proto,
+            ..
+        } = key;
         let group: Vec<&StepOutcome> = steps.iter().filter(|s| step_key(plan, s) == key).collect();
         let attempts: Vec<StepOutcome> = all
             .iter()
@@ -224,7 +228,7 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
     let http_keys: Vec<GroupKey> = keys
         .iter()
         .copied()
-        .filter(|k| plan.workloads[k.1].office.is_none())
+        .filter(|k| plan.workloads[k.workload].office.is_none())
         .collect();
     usl_lines(plan, steps, &http_keys, &mut usl);
     for line in carried_lines(plan, steps, searches)
@@ -526,9 +530,10 @@ fn closed_result(server: &[&StepOutcome], excluded: usize) -> String {
 /// USL per (instance, workload, keepalive, protocol) over concurrency.
 fn usl_lines(plan: &Plan, steps: &[StepOutcome], keys: &[GroupKey], out: &mut String) {
     let mut usl_keys: Vec<(usize, usize, bool, Option<Protocol>)> = Vec::new();
-    for &(i, w, _, k, _, p) in keys {
-        if !usl_keys.contains(&(i, w, k, p)) {
-            usl_keys.push((i, w, k, p));
+    for k in keys {
+        let usl_key = (k.instance, k.workload, k.keepalive, k.protocol);
+        if !usl_keys.contains(&usl_key) {
+            usl_keys.push(usl_key);
         }
     }
     for (inst, wl, ka, proto) in usl_keys {

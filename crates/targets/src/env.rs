@@ -1,7 +1,37 @@
 //! The environment recorded with every run (docs/methodology.md: kernel, CPU model, governor,
-//! cgroup settings, server versions and configs), so a result can be judged later.
+//! cgroup settings, server versions and configs, the host's network settings), so a
+//! result can be judged later.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+/// The host's kernel settings that shape a web server's figures, recorded with every run
+/// (issue 23). The global ones cannot be tuned per namespace (a variant asking for one is
+/// refused, `volley_netlab::tune`), so the host's value is what every run, in a lab or
+/// not, ran with: socket buffer caps and defaults, the input queue every packet (veth
+/// ones too) waits in, TCP's memory pressure thresholds, the file limits. The
+/// per-namespace ones are the host's own values, which a target on the host runs with
+/// (a variant's lab records its own as read back): the accept and SYN queues' caps, the
+/// client's port range and how soon its closed connections free their ports.
+pub const HOST_SYSCTLS: &[&str] = &[
+    // Global: one value for the machine.
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.core.rmem_default",
+    "net.core.wmem_default",
+    "net.core.netdev_max_backlog",
+    "net.ipv4.tcp_mem",
+    "fs.file-max",
+    "fs.nr_open",
+    // Per namespace: the host's.
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_syncookies",
+];
 
 /// The machine a run happened on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -14,6 +44,9 @@ pub struct Environment {
     pub cores: usize,
     /// cpufreq governor of cpu0; `None` where cpufreq is not exposed (most VMs).
     pub governor: Option<String>,
+    /// [`HOST_SYSCTLS`] as this process reads them (a key the kernel lacks is left out);
+    /// a vector's numbers separated by single spaces.
+    pub sysctls: BTreeMap<String, String>,
 }
 
 impl Environment {
@@ -32,8 +65,19 @@ impl Environment {
             )
             .ok()
             .map(|s| s.trim().to_string()),
+            sysctls: HOST_SYSCTLS
+                .iter()
+                .filter_map(|k| Some((k.to_string(), sysctl(k)?)))
+                .collect(),
         }
     }
+}
+
+/// A sysctl as this process's namespaces show it, whitespace collapsed
+/// (`net.ipv4.tcp_mem` reads "185337\t247117\t370674"); `None` when the kernel lacks it.
+fn sysctl(key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).ok()?;
+    Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// The `model name` from /proc/cpuinfo text (pure, tested).
@@ -82,5 +126,11 @@ mod tests {
         let e = Environment::capture();
         assert!(e.kernel.starts_with("Linux "));
         assert!(e.cores >= 1);
+        // The host's network settings, as /proc/sys holds them.
+        let max = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap();
+        assert_eq!(e.sysctls["net.core.rmem_max"], max.trim());
+        let mem = &e.sysctls["net.ipv4.tcp_mem"];
+        assert_eq!(mem.split(' ').count(), 3, "{mem}");
+        assert!(e.sysctls.keys().all(|k| HOST_SYSCTLS.contains(&k.as_str())));
     }
 }

@@ -57,7 +57,7 @@ mod target;
 pub use cgroup::{CgroupSettings, CpuQuota, ResourceLimits, ThrottleStats};
 pub use config::{Compression, DavSettings, Placement, ServerSettings, TlsFiles};
 pub use dav::{DavAccount, DavService};
-pub use env::{cpu_model, Environment};
+pub use env::{cpu_model, Environment, HOST_SYSCTLS};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use orphans::{state_dir, sweep_orphans, LabSlot, Leftover, Removed};

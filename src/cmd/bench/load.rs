@@ -148,7 +148,8 @@ pub struct LoadArgs {
     pub cooldown: Duration,
     /// Run this long on the same connections before measuring, e.g. 2s (like ab and
     /// wrk, none by default; studies warm up by default). Requests intended before it
-    /// are excluded from every figure; -d is the measured period after it. Not with -n.
+    /// are excluded from every figure; -d is the measured period after it, and -n
+    /// counts measured requests only (the warm-up's come on top).
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = values::duration, allow_hyphen_values = true)]
     pub warmup: Duration,
     /// Print no text report (files given with --json/--csv are still written).
@@ -202,8 +203,6 @@ pub struct LoadSpec {
     pub url: String,
     /// The method the summary names.
     pub method: String,
-    /// Run before measuring, on the same connections (the engine runs warm-up + -d).
-    pub warmup: Duration,
     /// TLS, HTTP version, body checks, first request.
     pub wire: ResolvedWire,
     /// The URL's host, for TLS failure messages.
@@ -239,7 +238,6 @@ struct Numbers {
     seed: u64,
     timeout: Duration,
     model: LoadModel,
-    warmup: Duration,
 }
 
 /// Lines of a `--urls` file: `URL-or-path [weight]`; blank lines and `#` comments skipped.
@@ -353,6 +351,7 @@ impl Load {
         Ok(LoadSpec {
             cfg: LoadConfig {
                 addr,
+                source_ip: volley_engine::SourceIp::Kernel,
                 threads: n.threads,
                 connections: n.connections,
                 max_connections: n.max_connections,
@@ -367,7 +366,6 @@ impl Load {
             },
             url,
             method: self.method.clone(),
-            warmup: n.warmup,
             wire,
             host,
             negotiated: None,
@@ -558,17 +556,13 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
         None => connections,
     };
     let warmup = a.warmup;
-    if !warmup.is_zero() {
-        // The engine's request limit counts every request it starts, warm-up ones too,
-        // so "-n N measured requests" cannot be promised: a warm-up is a time.
-        if requests.is_some() {
-            usage!("--warmup cannot be combined with -n (the request limit would count warm-up requests): measure a duration with -d");
-        }
-        if duration.is_none() && rate.is_none() {
-            usage!("--warmup needs a measured duration: add -d (e.g. -d 10s)");
-        }
+    if !warmup.is_zero() && duration.is_none() && rate.is_none() && requests.is_none() {
+        usage!("--warmup needs something to measure after it: add -d (e.g. -d 10s) or -n");
     }
     let mut stop = StopCondition {
+        // -n counts the measured requests: the engine gives no ticket to one intended
+        // before the warm-up boundary.
+        warmup,
         requests: requests.or(match (duration, rate) {
             (None, None) => Some(1),
             _ => None,
@@ -599,7 +593,6 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
         seed,
         timeout: a.timeout,
         model,
-        warmup,
     })
 }
 
@@ -685,7 +678,6 @@ pub fn run_once(
         cfg: &spec.cfg,
         wire: &spec.wire.wire,
         live: &live,
-        warmup: spec.warmup,
         url: spec.url.clone(),
         method: spec.method.clone(),
         stream: to_store.map(|_| LiveWindows {
@@ -713,6 +705,7 @@ pub fn run_once(
         recorder,
         mut info,
         outcome,
+        ..
     } = measured.map_err(|e| match e {
         MeasureError::Engine(e) => anyhow::Error::new(e).context("cannot run the load"),
         MeasureError::Merge(e) => {

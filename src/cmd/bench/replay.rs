@@ -77,6 +77,12 @@ pub struct ReplayArgs {
     /// (bounds memory on logs with millions of addresses).
     #[arg(long = "max-clients", value_name = "N", default_value_t = MAX_CLIENTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), requires = "replay")]
     pub max_clients: usize,
+    /// Each replayed client connects from its own loopback address (127.0.0.2, .3, ...
+    /// in order of appearance), so a loopback server's log tells them apart as the
+    /// replayed log did (`volley log phases` of it then finds the log's phases). Needs
+    /// a target on IPv4 loopback.
+    #[arg(long = "client-addresses", requires = "replay")]
+    pub client_addresses: bool,
     /// Reading the log (--log-format, --reorder-window).
     #[command(flatten)]
     pub read: LogReadArgs,
@@ -282,7 +288,10 @@ impl Replay {
     /// Makes `spec` (the load's flags resolved at a URL) this log's replay, its Host
     /// header `host`: a scheduled open loop over a fresh [`ReplayFactory`], whose
     /// fidelity [`Replay::outcome`] reads after the run.
-    pub fn aim(&self, spec: &mut LoadSpec, host: String) -> Arc<ReplayFactory> {
+    ///
+    /// Fails (usage) when `--client-addresses` asks for loopback sources and the target
+    /// is not on IPv4 loopback.
+    pub fn aim(&self, spec: &mut LoadSpec, host: String) -> anyhow::Result<Arc<ReplayFactory>> {
         let factory = Arc::new(ReplayFactory::new(ReplaySpec {
             path: self.path.clone(),
             read: self.args.reader(),
@@ -295,6 +304,16 @@ impl Replay {
             repeat: self.args.repeat_log,
         }));
         let cfg = &mut spec.cfg;
+        if self.args.client_addresses {
+            let ip = cfg.addr.ip();
+            if !matches!(ip, std::net::IpAddr::V4(v4) if v4.is_loopback()) {
+                usage!(
+                    "--client-addresses gives each replayed client a loopback address; \
+                     the target is at {ip}, not on IPv4 loopback"
+                );
+            }
+            cfg.source_ip = volley_engine::SourceIp::LoopbackPerLane;
+        }
         // n requests span n - 1 gaps: the schedule's mean rate is (n - 1) / span (a log
         // of 3 requests over 1 s offers 2 req/s, not 3), rounded for the report.
         let planned = self.plan.counts.planned;
@@ -318,6 +337,7 @@ impl Replay {
         let log_end = (!self.args.repeat_log)
             .then(|| Duration::from_secs_f64(self.span_s) + cfg.timeout + Duration::from_secs(1));
         cfg.stop = StopCondition {
+            warmup: Duration::ZERO,
             requests: self.requests.or(whole_log),
             duration: self.duration.or(log_end),
         };
@@ -330,7 +350,7 @@ impl Replay {
         }) {
             spec.url.truncate(end + 1);
         }
-        factory
+        Ok(factory)
     }
 
     /// The comparison with the log of the run `factory` fed; a reader failure during
@@ -371,7 +391,15 @@ impl Replay {
 
     /// What the first pass found, as said before the replay starts.
     pub fn plan_lines(&self) -> Vec<String> {
-        plan_lines(&self.path, &self.plan, self.speed)
+        let mut lines = plan_lines(&self.path, &self.plan, self.speed);
+        if self.args.client_addresses {
+            lines.push(
+                "each client connects from its own loopback address, 127.0.0.2 on, in order \
+                 of appearance"
+                    .into(),
+            );
+        }
+        lines
     }
 
     /// The log and its plan, as `--json`'s `replay` object holds them.
@@ -391,6 +419,7 @@ impl Replay {
             "clients": c.clients,
             "clients_dropped": c.clients_dropped,
             "max_clients": self.plan.max_clients,
+            "client_addresses": self.args.client_addresses,
             "speed": self.speed,
             "span_s": self.span_s,
             "spread_over_seconds": self.plan.spread,
@@ -447,7 +476,7 @@ pub fn run(
     let mut spec = load::resolve(&a)?;
     let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
     let host = url.host_header();
-    let factory = replay.aim(&mut spec, host);
+    let factory = replay.aim(&mut spec, host)?;
     if text_out {
         for line in replay.plan_lines() {
             println!("{line}");

@@ -157,7 +157,7 @@ impl Saver {
             parameters,
             summary: summary_json,
             verdict: None,
-            label: Some(summary.generator.verdict.label.name().to_string()),
+            label: Some(summary.generator.verdict.label.label().to_string()),
             started_unix_ms: now - (summary.duration_s * 1e3) as i64,
             finished_unix_ms: now,
             series,
@@ -225,7 +225,7 @@ fn parameters(spec: &LoadSpec) -> Value {
         "keepalive": c.keep_alive,
         "requests": c.stop.requests,
         "duration_s": c.stop.duration.map(|d| d.as_secs_f64()),
-        "warmup_s": spec.warmup.as_secs_f64(),
+        "warmup_s": spec.cfg.stop.warmup.as_secs_f64(),
         "timeout_s": c.timeout.as_secs_f64(),
     })
 }

@@ -527,7 +527,10 @@ fn load_for(
     let mut spec = setup
         .load
         .at(&[(url.clone(), None)], target.ca_file.as_deref())?;
-    let factory = setup.replay.map(|r| r.aim(&mut spec, url.host_header()));
+    let factory = setup
+        .replay
+        .map(|r| r.aim(&mut spec, url.host_header()))
+        .transpose()?;
     Ok((spec, factory))
 }
 
@@ -560,6 +563,7 @@ fn run_target(
         monitor_required: true,
         load_stop: Arc::clone(&spec.cfg.stop_flag),
         outside_stop: Arc::clone(interrupted),
+        warmup: spec.cfg.stop.warmup,
     };
     let keep = savers.wanted();
     let keep = if keep {

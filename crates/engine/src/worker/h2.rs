@@ -254,7 +254,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
 
     /// Opens a connection on `slot` (closed), keeping any pending requests.
     fn open(&mut self, slot: usize, now: u64) {
-        let registered = self.core.connect(slot, now);
+        let registered = self.core.connect(slot, now, None);
         let c = &mut self.conns[slot];
         c.connect_start_ns = now;
         c.connect_ns = 0;

@@ -164,7 +164,7 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             };
             self.assign(slot, req, intended, dispatched, now);
         } else {
-            match self.core.claim() {
+            match self.core.claim_at(now) {
                 Some(req) => self.assign(slot, req, now, now, now),
                 None => {
                     if self.conns[slot].state != State::Closed {
@@ -203,7 +203,8 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
 
     /// Starts a connect on `slot` (which may carry a request).
     fn open(&mut self, slot: usize, now: u64) {
-        let registered = self.core.connect(slot, now);
+        let lane = self.conns[slot].req.as_ref().and_then(|r| r.lane);
+        let registered = self.core.connect(slot, now, lane);
         let c = &mut self.conns[slot];
         c.connect_start_ns = now;
         c.served = 0;
@@ -437,7 +438,7 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
                 if let Some(slot) = self.free.pop() {
                     self.open(slot, now);
                 }
-            } else if let Some(req) = self.core.claim() {
+            } else if let Some(req) = self.core.claim_at(now) {
                 if let Some(slot) = self.free.pop() {
                     self.assign(slot, req, now, now, now);
                 }

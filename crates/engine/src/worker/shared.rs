@@ -311,15 +311,27 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     /// own reserved tickets first (see [`WorkerShare::reserved`]), then, in a run
     /// limited to `-n` requests, a ticket from the shared counter, each paired with
     /// its source's next request. Both workers start exactly `n` requests this way.
+    ///
+    /// A request intended before the warm-up boundary takes no ticket (it is not
+    /// measured): [`claim_at`](Self::claim_at) with the instant the request is stamped
+    /// with keeps the count exact; this reads the clock instead.
     pub fn claim(&mut self) -> Option<Arc<Request>> {
+        let now = self.now_ns();
+        self.claim_at(now)
+    }
+
+    /// [`claim`](Self::claim) of a request whose intended instant is `intended_ns`.
+    pub fn claim_at(&mut self, intended_ns: u64) -> Option<Arc<Request>> {
         if self.starting_done {
             return None;
         }
+        let stop = &self.shared.cfg.stop;
         let mut ticket = true;
         if self.share.reserved > 0 {
             self.share.reserved -= 1;
-        } else if let Some(limit) = self.shared.cfg.stop.requests {
-            ticket = self.shared.tickets.fetch_add(1, Ordering::Relaxed) < limit;
+        } else if let Some(limit) = stop.requests {
+            let warming = (intended_ns as u128) < stop.warmup.as_nanos();
+            ticket = warming || self.shared.tickets.fetch_add(1, Ordering::Relaxed) < limit;
         }
         let r = if ticket {
             self.source.next_request()
@@ -344,7 +356,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             None => Pace::Done,
         };
         match pace {
-            Pace::SendNow(intended) => match self.claim() {
+            Pace::SendNow(intended) => match self.claim_at(intended) {
                 Some(req) => {
                     self.arrivals += 1;
                     Arrival::Due(req, intended)
@@ -359,11 +371,12 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         }
     }
 
-    /// Starts a connect for `slot` and registers it for read and write readiness
+    /// Starts a connect for `slot` (of `lane`, whose source address it may take) and registers it for read and write readiness
     /// (edge-triggered, once for the connection's life); counts it open on success.
-    pub fn connect(&mut self, slot: usize, now: u64) -> io::Result<T> {
+    pub fn connect(&mut self, slot: usize, now: u64, lane: Option<u32>) -> io::Result<T> {
         self.stats.connections_opened += 1;
-        let mut sock = T::connect(&self.connector, self.shared.cfg.addr)?;
+        let cfg = &self.shared.cfg;
+        let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip.for_lane(lane))?;
         self.poll.registry().register(
             sock.source(),
             Token(slot),

@@ -142,12 +142,14 @@ pub fn config(addr: SocketAddr, threads: usize, c: usize, n: u64) -> LoadConfig 
         .expect("request");
     LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads,
         connections: c,
         max_connections: c,
         keep_alive: true,
         model: LoadModel::Closed,
         stop: StopCondition {
+            warmup: Duration::ZERO,
             requests: Some(n),
             duration: Some(Duration::from_secs(15)),
         },
@@ -167,6 +169,7 @@ pub fn open(cfg: &mut LoadConfig, rate: f64, duration: Duration) {
         seed: 1,
     };
     cfg.stop = StopCondition {
+        warmup: Duration::ZERO,
         requests: None,
         duration: Some(duration),
     };

@@ -12,6 +12,13 @@
 //! with no flush, then a finish), so stored seconds, snapshots and merges do not change;
 //! a test compares the two byte for byte. The deflate state is made on first use, so a
 //! recorder that never closes a window never pays for it.
+//!
+//! One field differs on purpose: the header's highest trackable value is always the
+//! hour ([`HIGH_US`](crate::hist::HIGH_US)), the range every volley histogram stands for,
+//! not the range a growing histogram happens to cover (see `hist.rs`). So equal counts
+//! give equal bytes whether a histogram was fresh or reused, and the bytes are those
+//! `V2DeflateSerializer` writes for the same counts in a full-range histogram: what
+//! volley stored before histograms grew.
 
 use std::io::{self, Write};
 
@@ -19,9 +26,14 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::{Counter, Histogram};
 
+use crate::hist::HIGH_US;
+
 /// HdrHistogram's cookie of a compressed V2 histogram (`V2_COMPRESSED_COOKIE_BASE |
 /// 0x10`; private in the crate, hence repeated here and checked by the byte-for-byte test).
 const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+
+/// Where a plain V2 header holds the highest trackable value (big-endian `u64`).
+const HIGHEST_TRACKABLE: std::ops::Range<usize> = 24..32;
 
 /// Output room given to the compressor per call.
 const GROW: usize = 4096;
@@ -98,6 +110,11 @@ impl Serializer for Encoder {
         self.v2
             .serialize(h, &mut self.plain)
             .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        // The V2 header: cookie, payload length, normalizing offset, significant digits
+        // (4 bytes each), lowest discernible value, then the highest trackable (8 each).
+        if let Some(high) = self.plain.get_mut(HIGHEST_TRACKABLE) {
+            high.copy_from_slice(&HIGH_US.to_be_bytes());
+        }
         self.deflate()?;
         let len = u32::try_from(self.packed.len())
             .map_err(|_| io::Error::other("compressed histogram over 4 GB"))?;
@@ -148,13 +165,15 @@ mod tests {
     }
 
     #[test]
-    fn bytes_equal_hdrhistograms_deflate_serializer() {
+    fn bytes_equal_hdrhistograms_deflate_serializer_at_the_full_range() {
         let (mut mine, mut theirs) = (Encoder::new(), V2DeflateSerializer::new());
         // Twice over, so the reused state is checked against a fresh one too.
         for h in shapes().iter().chain(shapes().iter().rev()) {
+            let mut full = Hist::new_with_bounds(hist::LOW_US, HIGH_US, hist::SIGFIG).unwrap();
+            full.add(h).unwrap();
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let n = mine.serialize(h, &mut a).unwrap();
-            theirs.serialize(h, &mut b).unwrap();
+            theirs.serialize(&full, &mut b).unwrap();
             assert_eq!(n, a.len());
             assert_eq!(a, b, "{} samples up to {}", h.len(), h.max());
             assert_eq!(hist::decode(&a).unwrap(), *h);

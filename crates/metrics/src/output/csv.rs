@@ -189,7 +189,7 @@ fn run_row(i: usize, s: &Summary) -> String {
         s.connections_stats.cap_hits.to_string(),
         opt(s.generator.cpu_cores_used),
         opt(s.generator.cpu_pressure),
-        s.generator.verdict.label.name().into(),
+        s.generator.verdict.label.label().into(),
         s.stopped_early.to_string(),
     ]);
     // Warm-up and wire columns: empty when there was no warm-up, no TLS, or no sample
@@ -288,7 +288,7 @@ impl Exporter for CsvSeconds {
                     x.conn_wait_p99_ms,
                     opt(x.cpu_cores_used),
                     opt(x.cpu_pressure),
-                    x.label.name()
+                    x.label.label()
                 )
             })
         });

@@ -470,7 +470,7 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     writeln!(
         out,
         "Verdict:                {} ({})",
-        g.verdict.label.name(),
+        g.verdict.label.label(),
         g.verdict.reason
     )?;
     writeln!(

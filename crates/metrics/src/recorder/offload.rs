@@ -1,7 +1,8 @@
 //! Closing a window off the pacing thread.
 //!
-//! Closing a second encodes seven full-range histograms with DEFLATE, compares two of
-//! them and zeroes the ones used (about 94 KB each): a few hundred microseconds that,
+//! Closing a second encodes seven histograms with DEFLATE, compares two of them and
+//! zeroes the ones used (8 KB each, up to 94 KB for one that grew to the hour's range):
+//! up to a few hundred microseconds that,
 //! done on a worker's own thread, make every request due at that instant late by as
 //! much, once a second (docs/methodology.md, "The generator checks itself": volley's
 //! lateness must be the machine's, not its own bookkeeping's). With

@@ -87,7 +87,7 @@ impl Window {
     }
 
     /// Empties the window for its next second. Resetting a histogram zeroes its whole
-    /// count array (about 94 KB); one that holds nothing is all zeros already (every
+    /// count array (8 KB, up to 94 KB once grown to the hour); one that holds nothing is all zeros already (every
     /// record adds to its total), so only the histograms this second used are reset.
     fn reset(&mut self) {
         self.counts = Counts::default();

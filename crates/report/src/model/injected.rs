@@ -6,29 +6,19 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use volley_analysis::phase::Figures;
 
 /// One interval with the same set of active injectors (the stored `phases[]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRow {
     /// The active injectors.
     pub injectors: Vec<String>,
-    /// First second since T0.
-    pub start_s: u64,
-    /// Last second since T0.
-    pub end_s: u64,
-    /// Boundary seconds left out of the figures.
-    #[serde(default)]
-    pub left_out_s: Vec<u64>,
-    /// Requests in the covered seconds.
-    pub requests: u64,
-    /// Requests per second over the covered seconds.
-    pub rps: Option<f64>,
-    /// Mean response time, ms.
-    pub mean_ms: Option<f64>,
+    /// Its seconds since T0 (the boundary seconds left out) and the figures of the
+    /// covered ones.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Median, ms.
     pub p50_ms: Option<f64>,
-    /// 99th percentile, ms.
-    pub p99_ms: Option<f64>,
     /// Failed requests.
     pub errors: u64,
     /// An injector was generator-bound in a covered second.
@@ -43,6 +33,13 @@ pub struct PhaseRow {
     /// At or after the second the run became degraded.
     #[serde(default)]
     pub degraded: bool,
+    /// Its figure sits at what the shaped links of its active injectors allow: the
+    /// link's figure, not the server's (judged per phase as per step).
+    #[serde(default)]
+    pub link_bound: bool,
+    /// Why, in words.
+    #[serde(default)]
+    pub link_reason: Option<String>,
 }
 
 /// One injector's own figures in a step.

@@ -437,6 +437,27 @@ impl StepReport {
 }
 
 #[cfg(test)]
+impl TargetReport {
+    /// A complete run of `target` with these steps and nothing derived, for unit tests.
+    pub(crate) fn blank(target: &str, steps: Vec<StepReport>) -> TargetReport {
+        TargetReport {
+            run_id: 1,
+            target: target.into(),
+            status: "complete".into(),
+            environment: Value::Null,
+            latency_definitions: Vec::new(),
+            steps,
+            capacity: Vec::new(),
+            searches: Vec::new(),
+            repeats: Vec::new(),
+            usl: Vec::new(),
+            percentile_curves: Vec::new(),
+            office: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 impl StepReport {
     /// A step with every figure zero or absent, for unit tests to fill in.
     pub(crate) fn blank() -> StepReport {

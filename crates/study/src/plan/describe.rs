@@ -95,23 +95,33 @@ impl Plan {
         }
     }
 
+    /// How every line names a cell: its instance and workload, then (`rate`: the step's
+    /// offered rate) its protocol and rate when set; not the users of an office cell.
+    pub(crate) fn cell_name(&self, c: &Cell, rate: Option<f64>) -> String {
+        let mut name = format!(
+            "{} {}",
+            self.instance_label(c.instance),
+            self.workloads[c.workload].name
+        );
+        if c.users.is_none() {
+            if let Some(p) = c.protocol {
+                name += &format!(" {}", p.name());
+            }
+            if let Some(r) = rate {
+                name += &format!(" rate={r:.0}");
+            }
+        }
+        name
+    }
+
     /// One cell as a step line: target, workload and its load point.
     fn cell_line(&self, c: &Cell) -> String {
         if let Some(u) = c.users {
-            return format!(
-                "{} {} users={u}",
-                self.instance_label(c.instance),
-                self.workloads[c.workload].name
-            );
+            return format!("{} users={u}", self.cell_name(c, None));
         }
         format!(
-            "{} {}{}{} c={} ka={}{}",
-            self.instance_label(c.instance),
-            self.workloads[c.workload].name,
-            c.protocol
-                .map(|p| format!(" {}", p.name()))
-                .unwrap_or_default(),
-            c.rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default(),
+            "{} c={} ka={}{}",
+            self.cell_name(c, c.rate),
             c.concurrency,
             if c.keepalive { "on" } else { "off" },
             c.injectors

@@ -262,6 +262,41 @@ pub struct Cell {
     pub users: Option<u32>,
 }
 
+/// A cell apart from its rate: what a rate sweep repeats at each rate, compared and
+/// grouped by the end table and the effects of variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Point {
+    /// Index into [`Plan::instances`].
+    pub instance: usize,
+    /// Index into [`Plan::workloads`].
+    pub workload: usize,
+    /// Connections.
+    pub concurrency: u32,
+    /// Client keep-alive.
+    pub keepalive: bool,
+    /// Injectors that share the step's load.
+    pub injectors: Option<u32>,
+    /// Virtual users of an office.
+    pub users: Option<u32>,
+    /// The HTTP version swept.
+    pub protocol: Option<Protocol>,
+}
+
+impl Cell {
+    /// The cell's [`Point`].
+    pub fn point(&self) -> Point {
+        Point {
+            instance: self.instance,
+            workload: self.workload,
+            concurrency: self.concurrency,
+            keepalive: self.keepalive,
+            injectors: self.injectors,
+            users: self.users,
+            protocol: self.protocol,
+        }
+    }
+}
+
 /// How a study's injectors run (`[injectors]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InjectorsPlan {

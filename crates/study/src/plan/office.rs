@@ -4,7 +4,7 @@
 
 use volley_targets::TargetKind;
 
-use super::resolve::{http_request_key, invalid};
+use super::resolve::{http_request_key, invalid, refuse};
 use super::{OfficeLoad, SearchPlan, Target, Workload};
 use crate::spec::{Mode, StudyFile, UsersAxis, WorkloadDef};
 use crate::StudyError;
@@ -34,78 +34,77 @@ pub(super) fn resolve_office(
             .into_iter()
             .find(|(_, set)| *set);
             if let Some((key, _)) = office_key {
-                return Err(invalid(format!(
-                    "workload '{}': {key} is a caldav key; set kind = \"caldav\"",
-                    w.name
-                )));
+                return Err(refuse(
+                    &w.name,
+                    format!("{key} is a caldav key; set kind = \"caldav\""),
+                ));
             }
             Ok(None)
         }
         "caldav" => caldav(w, file).map(Some),
         // Resolved by `super::replay` (its keys are checked there).
         "replay" => Ok(None),
-        other => Err(invalid(format!(
-            "workload '{}': kind must be \"http\", \"caldav\" or \"replay\", got \"{other}\"",
-            w.name
-        ))),
+        other => Err(refuse(
+            &w.name,
+            format!("kind must be \"http\", \"caldav\" or \"replay\", got \"{other}\""),
+        )),
     }
 }
 
 fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
     // The clients choose their requests.
     if let Some(key) = http_request_key(w) {
-        return Err(invalid(format!(
-            "workload '{}': {key} has no meaning for kind = \"caldav\" (the clients choose their requests)",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            format!(
+                "{key} has no meaning for kind = \"caldav\" (the clients choose their requests)"
+            ),
+        ));
     }
     if w.sweep.is_some() || w.load.is_some() {
-        return Err(invalid(format!(
-            "workload '{}': a caldav workload sweeps users, not [workload.sweep] or [workload.load]",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            "a caldav workload sweeps users, not [workload.sweep] or [workload.load]",
+        ));
     }
     if file.injectors.is_some() {
-        return Err(invalid(format!(
-            "workload '{}': a caldav office runs in volley's process; [injectors] is for http workloads",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            "a caldav office runs in volley's process; [injectors] is for http workloads",
+        ));
     }
     if file.steps.duration.is_none() {
-        return Err(invalid(format!(
-            "workload '{}': a caldav office day needs steps.duration (how long the day runs)",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            "a caldav office day needs steps.duration (how long the day runs)",
+        ));
     }
     let (users, search) = users_of(w, file)?;
     let decisions = w.decisions.unwrap_or(DEFAULT_DECISIONS);
     if decisions == 0 {
-        return Err(invalid(format!(
-            "workload '{}': decisions must be at least 1",
-            w.name
-        )));
+        return Err(refuse(&w.name, "decisions must be at least 1"));
     }
     let compress = w.compress.unwrap_or(DEFAULT_COMPRESS);
     if !(compress.is_finite() && compress > 0.0) {
-        return Err(invalid(format!(
-            "workload '{}': compress must be a positive number, got {compress}",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            format!("compress must be a positive number, got {compress}"),
+        ));
     }
     let cold_start = match w.day_start.as_deref() {
         None | Some("warm") => false,
         Some("cold") => true,
         Some(other) => {
-            return Err(invalid(format!(
-                "workload '{}': day_start must be \"warm\" or \"cold\", got \"{other}\"",
-                w.name
-            )))
+            return Err(refuse(
+                &w.name,
+                format!("day_start must be \"warm\" or \"cold\", got \"{other}\""),
+            ))
         }
     };
     let mix = match &w.profiles {
         None => volley_office::Mix::default(),
         Some(p) => volley_office::Mix::parse(&p.join(","))
-            .map_err(|e| invalid(format!("workload '{}': profiles: {e}", w.name)))?,
+            .map_err(|e| refuse(&w.name, format!("profiles: {e}")))?,
     };
     Ok(OfficeLoad {
         users,
@@ -124,30 +123,18 @@ fn users_of(w: &WorkloadDef, file: &StudyFile) -> Result<(Vec<u32>, bool), Study
         (Some(UsersAxis::Word(word)), _) if word == "search" => return Ok((Vec::new(), true)),
         (None, Mode::Search) => return Ok((Vec::new(), true)),
         (Some(UsersAxis::Word(word)), _) => {
-            return Err(invalid(format!(
-                "workload '{}': users must be a count, a list of counts or \"search\", got \"{word}\"",
-                w.name
-            )))
+            return Err(refuse(&w.name, format!("users must be a count, a list of counts or \"search\", got \"{word}\"")))
         }
         (Some(UsersAxis::Counts(_)), Mode::Search) => {
-            return Err(invalid(format!(
-                "workload '{}': in search mode a caldav workload searches its users; drop users or set users = \"search\"",
-                w.name
-            )))
+            return Err(refuse(&w.name, "in search mode a caldav workload searches its users; drop users or set users = \"search\""))
         }
         (None, Mode::Sweep) => {
-            return Err(invalid(format!(
-                "workload '{}': kind = \"caldav\" needs users (a count, a list, or \"search\")",
-                w.name
-            )))
+            return Err(refuse(&w.name, "kind = \"caldav\" needs users (a count, a list, or \"search\")"))
         }
         (Some(UsersAxis::Counts(c)), Mode::Sweep) => c.values(),
     };
     if users.is_empty() || users.contains(&0) {
-        return Err(invalid(format!(
-            "workload '{}': users values must be at least 1",
-            w.name
-        )));
+        return Err(refuse(&w.name, "users values must be at least 1"));
     }
     Ok((users, false))
 }
@@ -224,10 +211,10 @@ pub(super) fn workload_targets(
                 .iter()
                 .find(|n| !file.targets.iter().any(|t| &t.name == *n))
             {
-                return Err(invalid(format!(
-                    "workload '{}': targets names '{n}', which is no [[target]]",
-                    w.name
-                )));
+                return Err(refuse(
+                    &w.name,
+                    format!("targets names '{n}', which is no [[target]]"),
+                ));
             }
             // A name the `target` axis filtered out is simply not run.
             Some(

@@ -11,7 +11,7 @@ use volley_replay::schedule::{Planner, ReplayOptions};
 use volley_replay::{LogReader, ReaderOptions};
 
 use super::model::{Load, ReplayLoad, Workload};
-use super::resolve::{http_request_key, invalid};
+use super::resolve::{http_request_key, invalid, refuse};
 use crate::spec::WorkloadDef;
 use crate::StudyError;
 
@@ -23,30 +23,27 @@ pub(super) fn replay_workload(
     injected: bool,
 ) -> Result<Workload, StudyError> {
     if injected {
-        return Err(invalid(format!(
-            "workload '{}': a replay runs from this host only, not with [injectors]",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            "a replay runs from this host only, not with [injectors]",
+        ));
     }
     if load.wire.h2_streams.is_some() {
-        return Err(invalid(format!(
-            "workload '{}': a replay keeps each client on its own HTTP/1.1 connection: drop h2",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            "a replay keeps each client on its own HTTP/1.1 connection: drop h2",
+        ));
     }
     // The log gives methods, paths and bodies; an office's users are no replay's.
     let not_replay = http_request_key(w).or(w.users.is_some().then_some("users"));
     if let Some(key) = not_replay {
-        return Err(invalid(format!(
-            "workload '{}': {key} is not a replay key (the log gives the requests)",
-            w.name
-        )));
+        return Err(refuse(
+            &w.name,
+            format!("{key} is not a replay key (the log gives the requests)"),
+        ));
     }
     let Some(log) = w.log.clone() else {
-        return Err(invalid(format!(
-            "workload '{}': a replay needs log = \"access.log\"",
-            w.name
-        )));
+        return Err(refuse(&w.name, "a replay needs log = \"access.log\""));
     };
     let log = PathBuf::from(log);
     let bad = |e: String| invalid(format!("workload '{}': {}: {e}", w.name, log.display()));

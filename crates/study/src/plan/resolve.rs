@@ -43,6 +43,11 @@ pub(super) fn invalid(msg: impl Into<String>) -> StudyError {
     StudyError::Invalid(msg.into())
 }
 
+/// Workload `name` refused, `why` in words: "workload 'NAME': WHY".
+pub(super) fn refuse(name: &str, why: impl std::fmt::Display) -> StudyError {
+    invalid(format!("workload '{name}': {why}"))
+}
+
 /// The first request key of an http workload (`paths`, `order`, `weights`, `block`,
 /// `method`, `body`, `requests`, `cold_start`) that `w` sets: the one resolver of the keys
 /// that mean nothing to a workload whose requests come from elsewhere (a caldav office's
@@ -427,10 +432,7 @@ fn resolve_workload(
         return Err(invalid(format!("workload '{}' has no paths", w.name)));
     }
     if let Some(p) = w.paths.iter().find(|p| !p.starts_with('/')) {
-        return Err(invalid(format!(
-            "workload '{}': path '{p}' must start with '/'",
-            w.name
-        )));
+        return Err(refuse(&w.name, format!("path '{p}' must start with '/'")));
     }
     let seed = w.seed.unwrap_or(1);
     let order = match w.order.unwrap_or(if w.paths.len() > 1 {
@@ -448,10 +450,7 @@ fn resolve_workload(
         OrderKind::Weighted => {
             let weights = w.weights.clone().unwrap_or_default();
             if weights.len() != w.paths.len() {
-                return Err(invalid(format!(
-                    "workload '{}': weighted order needs one weight per path",
-                    w.name
-                )));
+                return Err(refuse(&w.name, "weighted order needs one weight per path"));
             }
             Order::Weighted { weights, seed }
         }
@@ -490,12 +489,7 @@ fn resolve_workload(
         cold_start: w.cold_start.unwrap_or(false),
         expected_rate: expected_rate_of(text, &w.expected_rate)?.or(study_rate),
         requests: match w.requests {
-            Some(0) => {
-                return Err(invalid(format!(
-                    "workload '{}': requests must be > 0",
-                    w.name
-                )))
-            }
+            Some(0) => return Err(refuse(&w.name, "requests must be > 0")),
             n => n.map(|n| ((n as f64 * scale).ceil() as u64).max(1)),
         },
         office: None,
@@ -533,10 +527,7 @@ fn resolve_docroot(file: &StudyFile) -> Result<DocrootSource, StudyError> {
 fn serve_of(workloads: &[Workload], cells: &[Cell]) -> Result<Serve, StudyError> {
     let tls = workloads.first().is_some_and(|w| w.load.wire.tls);
     if let Some(w) = workloads.iter().find(|w| w.load.wire.tls != tls) {
-        return Err(invalid(format!(
-            "workload '{}': every workload of a study must agree on tls (a managed target serves HTTPS or plain HTTP, not both)",
-            w.name
-        )));
+        return Err(refuse(&w.name, "every workload of a study must agree on tls (a managed target serves HTTPS or plain HTTP, not both)"));
     }
     let h2 = workloads.iter().any(|w| w.load.wire.h2_streams.is_some())
         || cells.iter().any(|c| c.protocol == Some(Protocol::H2));

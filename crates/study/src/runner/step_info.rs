@@ -19,35 +19,20 @@ pub(super) fn cores_text(n: u32) -> String {
 /// How a step's line and progress line name it: instance, workload, rate, repeat,
 /// concurrency, keep-alive.
 pub(super) fn step_what(plan: &Plan, cell: &Cell, rate: Option<f64>, repeat: u32) -> String {
+    let nth = if repeat > 0 {
+        format!(" #{}", repeat + 1)
+    } else {
+        String::new()
+    };
     if let Some(u) = cell.users {
-        return format!(
-            "{} {} users={u}{}",
-            plan.instance_label(cell.instance),
-            plan.workloads[cell.workload].name,
-            if repeat > 0 {
-                format!(" #{}", repeat + 1)
-            } else {
-                String::new()
-            },
-        );
+        return format!("{} users={u}{nth}", plan.cell_name(cell, None));
     }
     format!(
-        "{} {}{}{} c={} ka={}",
-        plan.instance_label(cell.instance),
-        plan.workloads[cell.workload].name,
-        cell.protocol
-            .map(|p| format!(" {}", p.name()))
-            .unwrap_or_default()
-            + &rate.map(|r| format!(" rate={r:.0}")).unwrap_or_default()
-            + &cell
-                .injectors
-                .map(|k| format!(" injectors={k}"))
-                .unwrap_or_default(),
-        if repeat > 0 {
-            format!(" #{}", repeat + 1)
-        } else {
-            String::new()
-        },
+        "{}{}{nth} c={} ka={}",
+        plan.cell_name(cell, rate),
+        cell.injectors
+            .map(|k| format!(" injectors={k}"))
+            .unwrap_or_default(),
         cell.concurrency,
         if cell.keepalive { "on" } else { "off" },
     )

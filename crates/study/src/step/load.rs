@@ -38,6 +38,7 @@ pub(crate) fn load_config(
     };
     Ok(LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: w.load.threads as usize,
         connections: cell.concurrency as usize,
         max_connections: w.load.max_connections.max(cell.concurrency) as usize,
@@ -95,6 +96,7 @@ fn replay_config(
     };
     Ok(LoadConfig {
         addr,
+        source_ip: volley_engine::SourceIp::Kernel,
         threads: w.load.threads as usize,
         connections: 0,
         max_connections: w.load.max_connections.max(cell.concurrency) as usize,

@@ -24,6 +24,7 @@ use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
+mod link;
 mod load;
 mod outcome;
 pub(crate) mod unshaped;
@@ -135,6 +136,7 @@ pub(crate) fn cold_request(
         ..cell.clone()
     };
     let stop = StopCondition {
+        warmup: Duration::ZERO,
         requests: Some(1),
         duration: None,
     };
@@ -153,7 +155,10 @@ pub(crate) fn cold_request(
         .ok_or(StepError::NoColdSample)
 }
 
-/// The plan's warm-up: load, not measurement (nothing recorded).
+/// The plan's warm-up as a run of its own: load, not measurement (nothing recorded).
+/// Only an injected step uses it (its agents' runs start at T0 and have no warm-up of
+/// their own); a step of this process warms up inside its measured run
+/// ([`measured_stop`]).
 pub(crate) fn warm_up(
     w: &Workload,
     cell: &Cell,
@@ -168,12 +173,32 @@ pub(crate) fn warm_up(
     }
     let wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     let warm = StopCondition {
+        warmup: Duration::ZERO,
         requests: None,
         duration: Some(timing.warmup),
     };
     let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
     volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new()).map_err(StepError::WarmUp)?;
     Ok(())
+}
+
+/// When a step of this process ends: the plan's warm-up, then its measured requests or
+/// duration, in one engine run on the same connections (as `volley bench --warmup`):
+/// the schedule goes on across the boundary, so the first measured second meets the
+/// server and the connections as they are under the load, and every figure leaves
+/// out what was intended before it (docs/methodology.md, "Warm-up").
+pub(crate) fn measured_stop(w: &Workload, rate: Option<f64>, plan: &Plan) -> StopCondition {
+    let timing = &plan.timing;
+    let measured = if rate.is_some() {
+        timing.rate_duration
+    } else {
+        timing.duration
+    };
+    StopCondition {
+        warmup: timing.warmup,
+        requests: w.requests.or(timing.requests),
+        duration: measured.map(|d| d + timing.warmup),
+    }
 }
 
 /// Runs one step against `target`: the warm-up, then the measured load watched by the
@@ -188,17 +213,8 @@ pub(crate) fn run_step(
     stop_flag: &Arc<AtomicBool>,
     live: &Live,
 ) -> Result<JudgedStep, StepError> {
-    let timing = &plan.timing;
     let wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
-    warm_up(w, cell, rate, plan, target, stop_flag)?;
-    let stop = StopCondition {
-        requests: w.requests.or(timing.requests),
-        duration: if rate.is_some() {
-            timing.rate_duration
-        } else {
-            timing.duration
-        },
-    };
+    let stop = measured_stop(w, rate, plan);
     // The load's own flag: the death watch sets it when the target dies or the study
     // is stopped, without stopping the study for a death.
     let load_stop = Arc::new(AtomicBool::new(false));
@@ -207,7 +223,6 @@ pub(crate) fn run_step(
         cfg: &cfg,
         wire: &wire,
         live,
-        warmup: Duration::ZERO,
         url: format!(
             "{}://{}{}",
             if wire.tls.is_some() { "https" } else { "http" },
@@ -222,26 +237,17 @@ pub(crate) fn run_step(
         (LoadModel::Scheduled { rate: offered }, Some(_)) => Some(*offered),
         _ => rate,
     };
-    let watch = step_watch(target, load_stop, stop_flag);
-    // The workers' in-flight integrals bracket the run (no warm-up inside it: the
-    // warm-up above is a run of its own, on other counters).
-    let watched = volley_harness::watch(&watch, || {
-        let live_start = live.snapshot();
-        let measured = volley_harness::measure(&run);
-        (measured, live_start, live.snapshot())
-    })?;
+    let watch = step_watch(target, load_stop, stop_flag, stop.warmup);
+    let watched = volley_harness::watch(&watch, || volley_harness::measure(&run))?;
     let connections = cfg.connections;
-    let watched = watched.map(|(measured, live_start, live_end)| {
-        measured.map_err(StepError::from).map(|m| {
-            let open_in_flight = mean_in_flight(&live_start, &live_end, m.info.elapsed_ns);
-            Loaded {
-                recorder: m.recorder,
-                info: m.info,
-                stopped_early: m.outcome.stopped_early,
-                open_in_flight,
-                closed_in_flight: connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
-                extra: Vec::new(),
-            }
+    let watched = watched.map(|measured| {
+        measured.map_err(StepError::from).map(|m| Loaded {
+            recorder: m.recorder,
+            info: m.info,
+            stopped_early: m.outcome.stopped_early,
+            open_in_flight: m.mean_in_flight,
+            closed_in_flight: connections as f64 * w.load.wire.h2_streams.unwrap_or(1) as f64,
+            extra: Vec::new(),
         })
     });
     let mut judged = judge(rate, plan, watched)?;
@@ -260,10 +266,12 @@ pub(crate) fn cap_cores(plan: &Plan, cell: &Cell) -> Option<f64> {
 /// that cannot start, no /proc, leaves the step without server figures, recorded by the
 /// absence of the "monitor" key, not an error), the load's own stop flag for the death
 /// watch, and the study's stop.
+/// The monitor starts at the load's warm-up boundary (`warmup` after the load starts).
 pub(crate) fn step_watch<'a>(
     target: &'a RunningTarget,
     load_stop: Arc<AtomicBool>,
     stop_flag: &Arc<AtomicBool>,
+    warmup: Duration,
 ) -> Watch<'a> {
     Watch {
         target,
@@ -271,6 +279,7 @@ pub(crate) fn step_watch<'a>(
         monitor_required: false,
         load_stop,
         outside_stop: Arc::clone(stop_flag),
+        warmup,
     }
 }
 
@@ -308,7 +317,7 @@ pub(crate) fn judge(
         stopped_early,
         open_in_flight,
         closed_in_flight,
-        extra,
+        mut extra,
     } = loaded?;
     let target_died = died.as_ref().map(|d| {
         format!(
@@ -350,10 +359,11 @@ pub(crate) fn judge(
             conn_wait = sustain::conn_wait_note(&stats);
             (Some(v.clone()), v.bound.label())
         }
-        None => (None, summary.generator.verdict.label.name()),
+        None => (None, summary.generator.verdict.label.label()),
     };
     // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
-    let label = match link_reason(&extra, &summary) {
+    link::judge_phases(&mut extra, &summary);
+    let label = match link::step_reason(&extra, &summary) {
         Some(why) if !matches!(label, "generator-bound" | "machine-stalled") => {
             summary.notes.push(why);
             volley_analysis::link::LABEL
@@ -452,70 +462,6 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
     }
 }
 
-/// Why the step is link-bound, when its injectors ran behind links volley shaped (the
-/// `links` its load stored: each as set and as measured) and the figure sits at what
-/// they allow; `None` otherwise.
-fn link_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
-    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
-    if links.is_empty() {
-        return None;
-    }
-    // What a link carries for long: its tbf rate, or less when measured so (the
-    // measurement's first second rides tbf's burst and may read above the rate).
-    let throughput = |l: &Value| {
-        let set = l["rate_bit"].as_f64()?;
-        Some(
-            l["measured"]["throughput_bit"]
-                .as_f64()
-                .map_or(set, |m| m.min(set)),
-        )
-    };
-    let shape = volley_analysis::link::Shape {
-        throughput_bit: links.iter().map(throughput).sum(),
-        delay_ms: links
-            .iter()
-            .map(|l| l["delay_ms"].as_f64())
-            .collect::<Option<Vec<f64>>>()
-            .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
-    };
-    let service = s.latency.get("service_time")?;
-    let connect_total_ms = s
-        .latency
-        .get("connect_time")
-        .map_or(0.0, |c| c.mean_ms * c.count as f64);
-    // The larger of the step's mean and its median whole second: neither overcounts
-    // what the link carried, and each undercounts a full link in its own way (the mean
-    // by the responses in flight at the end, a closed loop always has `c` of them; the
-    // seconds, when injectors key them by send time, by late completions).
-    let seconds: Vec<f64> = s
-        .seconds
-        .iter()
-        .take(judged_windows(s))
-        .map(|x| x.wire_bytes as f64 * 8.0)
-        .collect();
-    let mean = if s.duration_s > 0.0 {
-        s.bytes.wire_total as f64 * 8.0 / s.duration_s
-    } else {
-        0.0
-    };
-    // The server's own time per request, measured outside the links before the step
-    // (`unshaped::measure`).
-    let unshaped_ms = extra
-        .iter()
-        .find(|(k, _)| *k == "unshaped")
-        .and_then(|(_, u)| u["per_request_ms"].as_f64());
-    let seen = volley_analysis::link::Observed {
-        wire_bit_per_s: if seconds.is_empty() {
-            mean
-        } else {
-            mean.max(volley_analysis::bootstrap::median(&seconds))
-        },
-        per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
-        unshaped_ms,
-    };
-    volley_analysis::link::judge(&shape, &seen)
-}
-
 /// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
 pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
     if !(duration_s.is_finite() && duration_s > 0.0) {
@@ -525,26 +471,7 @@ pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {
     whole.clamp(1, seconds.max(1)).min(seconds)
 }
 
-/// Mean requests in flight over an open-loop step of `elapsed_ns`: the workers' time
-/// integrals of their in-flight counts at its end minus at its start, over its length.
-///
-/// Why an integral: each worker adds in_flight x (now - last change) at every change of
-/// its count, so the mean is exact whatever the rate. Snapshots of the live counters
-/// (the previous gauge) were taken right after workers published, which is right after
-/// they handled completions, so at low rates they were biased toward "nothing
-/// outstanding" (a 94.5% gap at 250 req/s). Why not sum(response times) / duration:
-/// that *is* lambda x W computed from the same samples, and the check would pass
-/// whatever was lost; the integral is kept apart from the latency histograms, like the
-/// number of busy servers an operator would count.
-fn mean_in_flight(
-    start: &volley_engine::LiveSnapshot,
-    end: &volley_engine::LiveSnapshot,
-    elapsed_ns: u64,
-) -> Option<f64> {
-    end.mean_in_flight_since(start, elapsed_ns)
-}
-
-/// Little's law on a step: `observed_in_flight` (see [`mean_in_flight`], or the
+/// Little's law on a step: `observed_in_flight` (`volley_harness::MeasuredRun::mean_in_flight`, or the
 /// configured concurrency of a closed loop) against throughput x W, where W is the mean
 /// time a request holds its place: service time (sent to done) plus the connect time
 /// spent for it (connects are timed apart from service time, and without keep-alive
@@ -701,9 +628,9 @@ mod tests {
         // counters may well show none outstanding.
         let start = integral(5_000_000_000); // what an earlier step left on the counters
         let end = integral(5_000_000_000 + 3000 * 2_000_000);
-        let mean = mean_in_flight(&start, &end, 3_000_000_000).unwrap();
+        let mean = end.mean_in_flight_since(&start, 3_000_000_000).unwrap();
         assert!((mean - 2.0).abs() < 1e-9, "{mean}");
-        assert_eq!(mean_in_flight(&start, &end, 0), None);
+        assert_eq!(end.mean_in_flight_since(&start, 0), None);
         let w = Duration::from_secs_f64(little_w_ms(2.0, 0.0, 3000) / 1e3);
         let ok = little::check(mean, 1000.0, w).unwrap();
         assert!(!ok.flagged, "{ok:?}");

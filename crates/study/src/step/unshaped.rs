@@ -54,6 +54,7 @@ pub(crate) fn measure(
 ) -> Option<Value> {
     let wire: Wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     let stop = StopCondition {
+        warmup: Duration::ZERO,
         requests: Some(REQUESTS),
         duration: Some(LIMIT),
     };

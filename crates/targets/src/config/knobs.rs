@@ -529,4 +529,53 @@ mod tests {
             assert_eq!(check(k, &Knobs::default(), None), Ok(()), "{k}");
         }
     }
+
+    /// docs/methodology.md's knob table ("Server knobs") says, per knob and kind, what
+    /// the kind writes, "refused", or "`true` only": each cell agrees with [`cannot`].
+    #[test]
+    fn the_methodology_table_says_what_each_kind_refuses() {
+        let doc = include_str!("../../../../docs/methodology.md");
+        let columns: [&[TargetKind]; 5] = [
+            &[TargetKind::Nginx],
+            &[TargetKind::ApacheEvent, TargetKind::ApachePrefork],
+            &[TargetKind::Lighttpd],
+            &[TargetKind::Caddy],
+            &[TargetKind::Builtin],
+        ];
+        let mut rows = 0;
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            let Ok(knob) = cells[0].trim_matches('`').parse::<Knob>() else {
+                continue;
+            };
+            rows += 1;
+            assert_eq!(cells.len(), 6, "{line}");
+            let values = match knob {
+                Knob::Sendfile | Knob::DeferAccept | Knob::TcpNodelay | Knob::AccessLog => {
+                    [KnobValue::Switch(true), KnobValue::Switch(false)]
+                }
+                _ => [KnobValue::Count(4), KnobValue::Count(1024)],
+            };
+            for (cell, kinds) in cells[1..].iter().zip(columns) {
+                for &kind in kinds {
+                    let refused: Vec<bool> =
+                        values.map(|v| cannot(kind, knob, v).is_some()).to_vec();
+                    let want = if *cell == "refused" {
+                        vec![true, true]
+                    } else if cell.starts_with("`true` only") {
+                        vec![false, true]
+                    } else {
+                        vec![false, false]
+                    };
+                    assert_eq!(
+                        refused,
+                        want,
+                        "{kind} {}: the table says {cell}",
+                        knob.name()
+                    );
+                }
+            }
+        }
+        assert_eq!(rows, Knob::ALL.len(), "one row per knob");
+    }
 }

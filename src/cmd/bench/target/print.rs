@@ -117,7 +117,7 @@ fn load_rows(r: &TargetRun) -> Rows {
         ("  max".into(), lat(h.map(|l| l.max_ms))),
         (
             "generator".into(),
-            s.generator.verdict.label.name().to_string(),
+            s.generator.verdict.label.label().to_string(),
         ),
     ]
 }

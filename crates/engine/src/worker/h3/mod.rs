@@ -305,7 +305,7 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         c.verified = false;
         c.peer = PeerStreams::default();
         c.timer_ns = None;
-        let sock = match self.core.connect(slot, now) {
+        let sock = match self.core.connect(slot, now, None) {
             Ok(sock) => sock,
             Err(_) => {
                 self.conns[slot].state = State::Closed;

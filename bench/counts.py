@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Why a server pays more per request under one client than another: counts, not times.
+
+Run: python3 bench/engine.py --counts [--rounds 4] [--seconds 4]
+(engine.py starts this file inside a network namespace of its own, `unshare -n`).
+
+Timing figures on a shared machine drift by 10-20%; counts of events per request do not
+drift with the machine's load nearly as much, so this case counts, per completed request,
+paired with the peers in the same rounds (bench/common.py's alternating order):
+  * on the server's side (lighttpd on core 0, `perf stat -p`): CPU (task-clock us), context
+    switches, wake-ups it issued (`sched:sched_wakeup` in its context: on loopback the
+    reply is delivered in the sender's context, so these are mostly the server waking a
+    client that slept waiting for it), system calls and `epoll_wait` calls;
+  * on the wire: TCP segments (loopback counts each once out and once in, so
+    `TcpOutSegs` per request is both directions), pure ACKs and delayed ACKs, from nstat;
+    the load runs in its own network namespace, so those counters are this load's alone
+    (the host's are everyone's: other tests' loopback traffic made them meaningless);
+  * on the client's side (`perf stat` around the client): context switches, wake-ups it
+    issued and system calls.
+Then volley/peer per-round ratios with bootstrap 95% CIs for the server's figures.
+Nothing here is a test.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+from common import bootstrap_median_ci, round_order  # noqa: E402
+from engine import run_httperf, run_volley, run_wrk, start_lighttpd  # noqa: E402
+
+EVENTS = ["task-clock", "context-switches", "sched:sched_wakeup", "raw_syscalls:sys_enter",
+          "syscalls:sys_enter_epoll_wait"]
+NSTAT = ["TcpOutSegs", "TcpExtTCPPureAcks", "TcpExtDelayedACKs"]
+# (record key, label, scale): per-request figures printed, in this order.
+FIGURES = [
+    ("srv task-clock", "server CPU us/req", 1e3),
+    ("srv context-switches", "server context switches/req", 1),
+    ("srv sched:sched_wakeup", "server wake-ups issued/req", 1),
+    ("srv raw_syscalls:sys_enter", "server syscalls/req", 1),
+    ("srv syscalls:sys_enter_epoll_wait", "server epoll_wait/req", 1),
+    ("net TcpOutSegs", "TCP segments/req", 1),
+    ("net TcpExtTCPPureAcks", "pure ACKs/req", 1),
+    ("net TcpExtDelayedACKs", "delayed ACKs/req", 1),
+    ("cli context-switches", "client context switches/req", 1),
+    ("cli sched:sched_wakeup", "client wake-ups issued/req", 1),
+    ("cli raw_syscalls:sys_enter", "client syscalls/req", 1),
+]
+RATIOS = ["srv task-clock", "srv context-switches", "srv sched:sched_wakeup"]
+
+
+def nstat():
+    out = subprocess.run(["nstat", "-az"], capture_output=True, text=True, check=True).stdout
+    d = {}
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) >= 2 and p[0] in NSTAT:
+            d[p[0]] = int(p[1])
+    return d
+
+
+def perf_counts(path):
+    """`perf stat -x,` output: {event: count}."""
+    d = {}
+    with open(path) as f:
+        for line in f:
+            p = line.strip().split(",")
+            if len(p) > 3 and p[0][:1].isdigit():
+                d[p[2]] = float(p[0])
+    return d
+
+
+def counted(fn, server_pid, args, tmp):
+    """One client run fn(*args) with the server's, the wire's and the client's counts."""
+    srv, cli = os.path.join(tmp, "server.stat"), os.path.join(tmp, "client.stat")
+    common.CLIENT_WRAP[:] = ["perf", "stat", "-x,", "-o", cli, "-e", ",".join(EVENTS), "--"]
+    watch = subprocess.Popen(["perf", "stat", "-x,", "-o", srv, "-e", ",".join(EVENTS),
+                              "-p", str(server_pid)])
+    time.sleep(0.3)  # perf attached before the load starts
+    before = nstat()
+    try:
+        rps, n, cpu, _ = fn(*args)
+    finally:
+        after = nstat()
+        watch.send_signal(2)
+        watch.wait()
+        common.CLIENT_WRAP[:] = []
+    n = max(n, 1)
+    rec = {"req_per_s": rps, "requests": n, "gen_us_per_req": cpu * 1e6 / n}
+    rec.update({f"srv {k}": v / n for k, v in perf_counts(srv).items()})
+    rec.update({f"cli {k}": v / n for k, v in perf_counts(cli).items()})
+    rec.update({f"net {k}": (after.get(k, 0) - before.get(k, 0)) / n for k in NSTAT})
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=4)
+    a = ap.parse_args()
+    for tool in ("perf", "nstat", "httperf", "wrk", "lighttpd"):
+        if not shutil.which(tool):
+            raise SystemExit(f"counts: {tool} is not on PATH")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    tmp = tempfile.mkdtemp(prefix="volley-counts-")
+    docroot = os.path.join(tmp, "www")
+    os.makedirs(docroot)
+    with open(os.path.join(docroot, "a.html"), "wb") as f:
+        f.write(b"<html><body>" + b"x" * 674 + b"</body></html>")  # 700 bytes, as engine.py
+    light = start_lighttpd(tmp, docroot)
+    try:
+        url = f"http://127.0.0.1:{light.port}/a.html"
+        args = (url, "127.0.0.1", light.port, "/a.html", a.seconds)
+        tools = [("volley", run_volley(["-k", "-c", "64"])), ("httperf", run_httperf(64)),
+                 ("wrk", run_wrk(["-c64"]))]
+        names = [n for n, _ in tools]
+        res = {n: [None] * a.rounds for n in names}
+        print(f"\n## counts per request, keep-alive, 64 connections, lighttpd (own network "
+              f"namespace), {a.rounds} paired rounds of {a.seconds}s")
+        for k in range(a.rounds):
+            for name in round_order(names, k):
+                try:
+                    res[name][k] = counted(dict(tools)[name], light.popen.pid, args, tmp)
+                except Exception as e:  # a peer failing is reported, not fatal
+                    print(f"  round {k}: {name}: failed: {str(e).strip().splitlines()[0]}")
+                time.sleep(0.5)
+            print(f"  round {k}: " + ", ".join(
+                f"{n} {res[n][k]['req_per_s']:.0f} req/s" for n in names if res[n][k]))
+        print(f"{'(medians over rounds)':<30}" + "".join(f"{n:>10}" for n in names))
+        for key, label, scale in FIGURES:
+            cells = []
+            for n in names:
+                xs = [r[key] for r in res[n] if r and key in r]
+                cells.append(f"{statistics.median(xs) * scale:>10.3f}" if xs else f"{'-':>10}")
+            print(f"{label:<30}" + "".join(cells))
+        for peer in names[1:]:
+            pairs = [(x, y) for x, y in zip(res["volley"], res[peer]) if x and y]
+            for key in RATIOS:
+                ratios = [x[key] / y[key] for x, y in pairs if y.get(key)]
+                if ratios:
+                    lo, hi = bootstrap_median_ci(ratios)
+                    label = next(lb for k, lb, _ in FIGURES if k == key)
+                    print(f"  volley/{peer} {label}: ratio median {statistics.median(ratios):.2f}"
+                          f", 95% CI [{lo:.2f}, {hi:.2f}], {len(ratios)} rounds")
+    finally:
+        common.stop_all([light.popen])
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+//! Whether a step behind links volley shaped measured the link rather than the server
+//! (`volley_analysis::link`, docs/methodology.md "Which side bound a step"), as a whole
+//! and phase by phase: injectors that join one by one fill a shaped link in some phases
+//! and not in others, so each phase is judged against the links of the injectors active
+//! in it.
+
+use serde_json::Value;
+use volley_analysis::link::{self, Observed, Shape};
+use volley_metrics::Summary;
+
+use super::{judged_windows, little_w_ms};
+
+/// The `links` the load stored (each as set and as measured), when it ran behind any.
+fn links<'a>(extra: &'a [(&'static str, Value)]) -> Option<&'a Vec<Value>> {
+    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
+    (!links.is_empty()).then_some(links)
+}
+
+/// What `links` allow together: the sum of their throughputs (each its tbf rate, or
+/// less when measured so: the measurement's first second rides tbf's burst and may read
+/// above the rate), and the smallest delay added on any.
+fn shape(links: &[&Value]) -> Shape {
+    let throughput = |l: &&Value| {
+        let set = l["rate_bit"].as_f64()?;
+        Some(
+            l["measured"]["throughput_bit"]
+                .as_f64()
+                .map_or(set, |m| m.min(set)),
+        )
+    };
+    Shape {
+        throughput_bit: links.iter().map(throughput).sum(),
+        delay_ms: links
+            .iter()
+            .map(|l| l["delay_ms"].as_f64())
+            .collect::<Option<Vec<f64>>>()
+            .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
+    }
+}
+
+/// The server's own time per request, measured outside the links before the step
+/// (`unshaped::measure`).
+fn unshaped_ms(extra: &[(&'static str, Value)]) -> Option<f64> {
+    extra
+        .iter()
+        .find(|(k, _)| *k == "unshaped")
+        .and_then(|(_, u)| u["per_request_ms"].as_f64())
+}
+
+/// Why the step is link-bound, when its injectors ran behind links volley shaped and
+/// the figure sits at what they allow; `None` otherwise.
+pub(super) fn step_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
+    let links: Vec<&Value> = links(extra)?.iter().collect();
+    let service = s.latency.get("service_time")?;
+    let connect_total_ms = s
+        .latency
+        .get("connect_time")
+        .map_or(0.0, |c| c.mean_ms * c.count as f64);
+    // The larger of the step's mean and its median whole second: neither overcounts
+    // what the link carried, and each undercounts a full link in its own way (the mean
+    // by the responses in flight at the end, a closed loop always has `c` of them; the
+    // seconds, when injectors key them by send time, by late completions).
+    let seconds: Vec<f64> = s
+        .seconds
+        .iter()
+        .take(judged_windows(s))
+        .map(|x| x.wire_bytes as f64 * 8.0)
+        .collect();
+    let mean = if s.duration_s > 0.0 {
+        s.bytes.wire_total as f64 * 8.0 / s.duration_s
+    } else {
+        0.0
+    };
+    let seen = Observed {
+        wire_bit_per_s: if seconds.is_empty() {
+            mean
+        } else {
+            mean.max(volley_analysis::bootstrap::median(&seconds))
+        },
+        per_request_ms: little_w_ms(service.mean_ms, connect_total_ms, s.requests.completed),
+        unshaped_ms: unshaped_ms(extra),
+    };
+    link::judge(&shape(&links), &seen)
+}
+
+/// Marks each stored phase (`phases[]`) whose figure sits at what the links of its
+/// active injectors allow: `link_bound = true` and `link_reason`. A phase's bytes per
+/// second are its requests per second times the step's wire bytes per response; its
+/// time per request is its mean response time (from the intended send, so a queue
+/// before the link counts against the link only when the link explains it).
+pub(super) fn judge_phases(extra: &mut [(&'static str, Value)], s: &Summary) {
+    let Some(links) = links(extra).cloned() else {
+        return;
+    };
+    let unshaped_ms = unshaped_ms(extra);
+    let bytes_per_response = s.bytes.wire_total as f64 / s.requests.completed.max(1) as f64;
+    let Some(phases) = extra
+        .iter_mut()
+        .find(|(k, _)| *k == "phases")
+        .and_then(|(_, v)| v.as_array_mut())
+    else {
+        return;
+    };
+    for p in phases {
+        if let Some(why) = phase_reason(p, &links, bytes_per_response, unshaped_ms) {
+            p["link_bound"] = Value::Bool(true);
+            p["link_reason"] = Value::String(why);
+        }
+    }
+}
+
+/// Why one phase is link-bound (see [`judge_phases`]).
+fn phase_reason(
+    phase: &Value,
+    links: &[Value],
+    bytes_per_response: f64,
+    unshaped_ms: Option<f64>,
+) -> Option<String> {
+    let active: Vec<&str> = phase["injectors"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let own: Vec<&Value> = links
+        .iter()
+        .filter(|l| l["injector"].as_str().is_some_and(|n| active.contains(&n)))
+        .collect();
+    if own.is_empty() {
+        return None;
+    }
+    let seen = Observed {
+        wire_bit_per_s: phase["rps"].as_f64()? * bytes_per_response * 8.0,
+        per_request_ms: phase["mean_ms"].as_f64()?,
+        unshaped_ms,
+    };
+    link::judge(&shape(&own), &seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Two injectors behind 10 Mbit/s links each: in the phase where only inj1 runs, its
+    /// link is full; with both, the 20 Mbit/s they carry together has room.
+    #[test]
+    fn each_phase_is_judged_against_the_links_of_its_active_injectors() {
+        let link = |name: &str| {
+            json!({"injector": name, "rate_bit": 10e6, "delay_ms": null,
+                   "measured": {"throughput_bit": 9.8e6}})
+        };
+        let phase = |injectors: &[&str], rps: f64| json!({"injectors": injectors, "rps": rps, "mean_ms": 2.0});
+        let links = vec![link("inj1"), link("inj2")];
+        // 10 KB responses: 120 of them a second are 9.8 Mbit/s.
+        let bytes = 10_240.0;
+        let alone = phase(&["inj1"], 120.0);
+        let why = phase_reason(&alone, &links, bytes, None).unwrap();
+        assert!(why.starts_with("link-bound: it moved 9.83 Mbit/s"), "{why}");
+        // Both links carry 19.6 Mbit/s: 130 responses a second leave room.
+        assert_eq!(
+            phase_reason(&phase(&["inj1", "inj2"], 130.0), &links, bytes, None),
+            None
+        );
+        // A phase of an injector without a shaped link is nobody's link's.
+        assert_eq!(
+            phase_reason(&phase(&["inj3"], 120.0), &links, bytes, None),
+            None
+        );
+        // A delayed link: 68 ms added of a 70 ms request.
+        let slow = vec![json!({"injector": "inj1", "rate_bit": null, "delay_ms": 68.0})];
+        let mut p = phase(&["inj1"], 14.0);
+        p["mean_ms"] = json!(70.0);
+        let why = phase_reason(&p, &slow, bytes, None).unwrap();
+        assert!(why.contains("added 68.0 ms"), "{why}");
+    }
+}
