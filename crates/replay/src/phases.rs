@@ -269,11 +269,12 @@ mod tests {
         for sp in [sp, unbounded] {
             let ps = phases(&sp, read()).unwrap();
             for p in &ps {
-                let want: u64 = (p.start_s..=p.end_s)
-                    .filter(|s| !p.left_out_s.contains(s))
+                let f = &p.figures;
+                let want: u64 = (f.start_s..=f.end_s)
+                    .filter(|s| !f.left_out_s.contains(s))
                     .map(|s| per_second[s as usize])
                     .sum();
-                assert_eq!(p.requests, want, "{p:?}");
+                assert_eq!(f.requests, want, "{p:?}");
             }
         }
     }
