@@ -38,6 +38,15 @@ from minute 5 to the end:
 - `--minutes 40 --loads injected`, debug build with merged seconds packed (before the
   agents' record histograms were dropped too): coordinator 36.9 -> 54.9 MB (8.5 KB/s,
   75x less); agents 1.1 KB/s; the same final-record failure at the end.
+- `--minutes 60`, debug build of c0885eb (bench --save storing each second as it closes,
+  agents keeping none): `volley bench --save` 30.4 MB at 5 min, 30.4..32.9 after (+8.5%,
+  most of it SQLite's 2 MB page cache, since capped for the live writer: a 25-minute
+  `--loads bench` run of c9b6bc1 read 29.6..30.0 MB, +1.3%); agents 39.5 MB, +2.0% at
+  most (0.4 KB/s, was 1.2); the injected run now stores its step (3600 seconds, all
+  three loads every second); the coordinator still grows, 36.7 -> 52.9 MB over the run
+  (5.9 KB/s) and 118 MB while closing. Office study (old per-operation recorders)
+  74.0 -> 80.4 MB (+8.6%); `--minutes 30 --loads office` of 28ac82b: 75.8, after it
+  71.8..78.0 MB (+2.8%). No fd or thread growth.
 """
 import argparse
 import json

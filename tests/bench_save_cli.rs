@@ -207,3 +207,78 @@ fn bench_target_checks_the_path_before_anything_starts() {
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
 }
+
+/// Each second is stored as it closes: a `bench --save` killed mid-run (SIGKILL, no
+/// chance to write anything at the end) leaves every second it had closed in the store,
+/// with its histograms, and the next open marks the run incomplete (issue 26).
+#[test]
+fn a_bench_save_killed_mid_run_keeps_its_seconds_and_is_marked_cut_short() {
+    let server = FaultServer::start(Behaviour::Ok {
+        body_len: 100,
+        keep_alive: true,
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("volley-bench-save-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("v.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            &server.url("/"),
+            "-k",
+            "--rate",
+            "40",
+            "-d",
+            "120s",
+            "-q",
+            "--save",
+            "--db",
+        ])
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until at least 3 seconds are stored, read from another connection
+    // while the run goes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut stored = 0;
+    while stored < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if let Ok(store) = Store::open_read(&db) {
+            if let Some(run) = store.list_runs().ok().and_then(|r| r.first().cloned()) {
+                stored = store.live_seconds(run.id, 0).map_or(0, |s| s.len());
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(stored >= 3, "only {stored} seconds stored within 60 s");
+
+    let store = Store::open(&db).unwrap();
+    store.mark_incomplete_on_open().unwrap();
+    let run = &store.list_runs().unwrap()[0];
+    assert_eq!(run.status, Status::Incomplete);
+    assert!(store.steps(run.id).unwrap().is_empty());
+    let seconds = store.live_seconds(run.id, 0).unwrap();
+    assert!(seconds.len() >= stored, "{} < {stored}", seconds.len());
+    let requests: u64 = seconds
+        .iter()
+        .map(|s| s.values["counts"]["completed"].as_u64().unwrap())
+        .sum();
+    assert!(
+        requests >= 40,
+        "{requests} requests in {} seconds",
+        seconds.len()
+    );
+    for (i, s) in seconds.iter().enumerate() {
+        assert_eq!(s.second as usize, i, "every second in order, none skipped");
+        assert_eq!(s.histograms.len(), 7, "second {i}: one histogram per kind");
+    }
+    drop(store);
+    // The history lists it as cut short.
+    let (out, _) = volley(&["history"], &db);
+    assert!(out.contains("incomplete"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -160,7 +160,31 @@ fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
             .map(|s| s.values["requests"].as_u64().unwrap())
             .sum();
         assert_eq!(stored, completed(&i["summary"]), "{name}'s stored seconds");
+        // Its own per-second series comes from the digests its final record carried
+        // (the agents keep no closed second): every second it loaded has its latency.
+        let own = i["summary"]["seconds"].as_array().unwrap();
+        assert!(
+            own.iter()
+                .filter(|x| x["completed"].as_u64().unwrap() > 0)
+                .all(|x| x["p99_ms"].as_f64().unwrap() > 0.0),
+            "{name}: {own:?}"
+        );
     }
+    // The merged step's seconds were rebuilt from the coordinator's merged seconds:
+    // they add up to the merged count, and their histograms are stored.
+    let per_second: u64 = s["seconds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_second, s["streamed_requests"].as_u64().unwrap());
+    let step = store.steps(run).unwrap()[0].id;
+    let hists = store.histograms(step).unwrap();
+    assert!(
+        hists.iter().filter(|h| h.second.is_some()).count() >= 7 * 5,
+        "per-second histograms of the merged step"
+    );
     // The bus was secured (the default): no note says otherwise.
     assert!(
         !s["notes"].to_string().contains("in the clear"),

@@ -74,6 +74,8 @@ fn synthetic_record(ctx: &LoadCtx, k: u64) -> Result<SecondRecord, LoadError> {
             ..Counters::default()
         },
         generator_bound: false,
+        counts: None,
+        resources: None,
     })
 }
 

@@ -152,7 +152,7 @@ impl<'c> State<'c> {
             }
             Taken::Second(s) => {
                 if let Some(r) = self.series[i].received.get(&s) {
-                    on_event(Event::Second(r.clone()));
+                    on_event(Event::Second(Box::new(r.clone())));
                 }
                 self.add_live(i, s)?;
                 self.merge_ready(Some(s), on_event)?;
@@ -304,6 +304,7 @@ impl<'c> State<'c> {
             for series in &mut self.series {
                 if let Some(r) = series.received.get_mut(&s) {
                     r.record.hists.clear();
+                    r.record.counts = None;
                 }
             }
         }

@@ -138,7 +138,7 @@ pub enum Event {
     /// Its final record came.
     Finished(String),
     /// One of its per-second records arrived (to be stored at once, beside the merge).
-    Second(Received),
+    Second(Box<Received>),
     /// Every due agent has sent this second: it is merged, ahead of the run's end.
     Merged(Box<MergedSecond>),
     /// The coordinator's bus came back after being away (heartbeat clocks restart).

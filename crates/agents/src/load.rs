@@ -26,7 +26,9 @@ use volley_engine::{
     Arrival, ListSourceFactory, Live, LoadConfig, LoadModel, Order, RequestTemplate, StatusRange,
     StopCondition, Wire,
 };
-use volley_metrics::{ClosedSecond, Metric, RecorderSnapshot, RunInfo, SecondJoiner, WindowKey};
+use volley_metrics::{
+    ClosedSecond, Metric, RecorderSnapshot, RunInfo, SecondDigest, SecondJoiner, WindowKey,
+};
 
 use crate::agent::{LoadCtx, LoadError};
 use crate::msg::{Counters, SecondRecord, PROTO};
@@ -185,6 +187,8 @@ pub fn second_record(c: &ClosedSecond, offset_s: u64, generator_bound: bool) -> 
             wire_bytes: c.counts.wire_bytes,
         },
         generator_bound,
+        counts: Some(c.counts),
+        resources: c.resources,
     }
 }
 
@@ -223,6 +227,9 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
             stream: Some(volley_harness::measure::LiveWindows {
                 tx,
                 key: WindowKey::Intended { hold: cfg.timeout },
+                // The coordinator has every second as it closes: the share's final
+                // record carries only their digests (issue 26: long runs stay flat).
+                stream_only: true,
             }),
         };
         let r = volley_harness::measure::measure(&m);
@@ -231,7 +238,8 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
         (r, published)
     });
     let mut run = measured.0?;
-    measured.1.map_err(|_| "the publisher thread panicked")??;
+    let digests = measured.1.map_err(|_| "the publisher thread panicked")??;
+    run.recorder.set_digests(digests);
     let late = run.recorder.late_samples();
     if late > 0 {
         run.info.notes.push(format!(
@@ -248,23 +256,24 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Joins the workers' windows and emits each whole second until every sender is gone.
+/// Joins the workers' windows and emits each whole second until every sender is gone;
+/// returns the seconds' digests (the share's own per-second series).
 fn publish(
     rx: mpsc::Receiver<volley_metrics::StreamedSecond>,
     workers: usize,
     offset_s: u64,
     ctx: &LoadCtx,
-) -> Result<(), LoadError> {
-    let mut joiner = SecondJoiner::new(workers);
+) -> Result<Vec<SecondDigest>, LoadError> {
+    let mut joiner = SecondJoiner::new(workers).keeping_digests();
     for s in rx {
         for c in joiner.push(s)? {
             ctx.emit(second_record(&c, offset_s, false));
         }
     }
-    for c in joiner.finish() {
+    for c in joiner.finish()? {
         ctx.emit(second_record(&c, offset_s, false));
     }
-    Ok(())
+    Ok(joiner.take_digests())
 }
 
 #[cfg(test)]

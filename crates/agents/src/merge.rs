@@ -99,6 +99,33 @@ pub struct MergedSecond {
     pub late: Vec<Late>,
     /// Present agents whose generator bounded this second.
     pub generator_bound: Vec<String>,
+    /// The sum of the present agents' full counters; `None` when one of them sent
+    /// none (then the merged recorder cannot be rebuilt from the merged seconds).
+    pub counts: Option<volley_metrics::Counts>,
+    /// The first present agent's generator resources, as the recorders' merge keeps.
+    pub resources: Option<volley_metrics::SecondResources>,
+}
+
+impl MergedSecond {
+    /// This second as a recorder's closed window (its histograms' bytes as they are),
+    /// when every present agent sent its full counters.
+    pub fn closed(&self) -> Option<volley_metrics::ClosedSecond> {
+        use volley_metrics::Metric;
+        let counts = self.counts?;
+        let hists = Metric::ALL.map(|m| {
+            self.hists
+                .get(m.name())
+                .map(|p| p.0.clone())
+                .unwrap_or_default()
+        });
+        Some(volley_metrics::ClosedSecond {
+            second: self.second,
+            counts,
+            hists,
+            service_is_response: false,
+            resources: self.resources,
+        })
+    }
 }
 
 /// A merged histogram in its compact byte form ([`hist::encode`], compressed V2).
@@ -242,6 +269,8 @@ impl Pending {
                 slots: BTreeMap::new(),
                 late: Vec::new(),
                 generator_bound: Vec::new(),
+                counts: Some(volley_metrics::Counts::default()),
+                resources: None,
             },
             hists: BTreeMap::new(),
             sums: BTreeMap::new(),
@@ -260,6 +289,14 @@ impl Pending {
         let out = &mut self.out;
         out.slots.insert(agent.to_string(), Slot::Present);
         out.counters.add(&r.record.counters);
+        out.counts = match (out.counts.as_mut(), &r.record.counts) {
+            (Some(sum), Some(c)) => {
+                sum.add(c);
+                out.counts
+            }
+            _ => None,
+        };
+        out.resources = out.resources.or(r.record.resources);
         for (name, bytes) in &r.record.hists {
             let h = decode_hist(agent, second, bytes)?;
             *self.sums.entry(name.clone()).or_default() += h.len();
@@ -373,6 +410,8 @@ pub(crate) mod tests {
                 ..Counters::default()
             },
             generator_bound: false,
+            counts: None,
+            resources: None,
         }
     }
 

@@ -320,6 +320,15 @@ pub struct SecondRecord {
     pub counters: Counters,
     /// The agent's self-check: its generator, not the server, bounded this second.
     pub generator_bound: bool,
+    /// The second's full counters (status classes, body bytes, connections, cap hits):
+    /// with `resources`, what the coordinator needs to rebuild the merged recorder's
+    /// seconds, which the agent does not send again in its final record. `None` from
+    /// an agent that sends its seconds in the final record.
+    #[serde(default)]
+    pub counts: Option<volley_metrics::Counts>,
+    /// The agent's generator CPU and CPU pressure in this second, when read.
+    #[serde(default)]
+    pub resources: Option<volley_metrics::SecondResources>,
 }
 message!(SecondRecord, "second record", agent);
 
@@ -538,6 +547,8 @@ mod tests {
                 ..Counters::default()
             },
             generator_bound: true,
+            counts: None,
+            resources: None,
         };
         let bytes = encode(&rec).unwrap();
         // MessagePack `bin`: the histogram bytes appear as they are, not as numbers.

@@ -171,6 +171,8 @@ mod tests {
             hists: Default::default(),
             counters: Counters::default(),
             generator_bound: false,
+            counts: None,
+            resources: None,
         }
     }
 

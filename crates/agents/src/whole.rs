@@ -99,7 +99,11 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
     let info = merged_info(&infos).ok_or(AgentsError::Summary(
         "no agent sent its recorder: nothing to merge".into(),
     ))?;
-    let merged = Recorder::merge_all(shifted).map_err(metrics)?;
+    let mut merged = Recorder::merge_all(shifted).map_err(metrics)?;
+    let mut info = info;
+    if merged.closed_seconds().is_empty() {
+        rebuild_seconds(&mut merged, r, &without_record, &mut info);
+    }
     let streamed: u64 = r
         .merged
         .agents
@@ -108,7 +112,6 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
         .flat_map(|s| s.received.values())
         .map(|x| x.record.counters.requests)
         .sum();
-    let mut info = info;
     let late = merged.late_samples();
     if late > 0 {
         // Each agent's summary says it too; the merged run must not hide it.
@@ -135,4 +138,39 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
         injectors,
         without_record,
     })
+}
+
+/// Puts the coordinator's merged seconds into the merged recorder of agents that kept
+/// none (they sent each second as it closed, and only its digest in the final record):
+/// the seconds are the same sums the recorders' merge would have made. An agent that
+/// sent no final record is in those seconds but not in the run's totals: said in a note.
+fn rebuild_seconds(
+    merged: &mut Recorder,
+    r: &RunResult,
+    without_record: &[String],
+    info: &mut RunInfo,
+) {
+    // A second no agent was present in (missing, lost) is no window of the recorder.
+    let closed: Option<Vec<_>> = r
+        .merged
+        .seconds
+        .iter()
+        .filter(|s| s.slots.values().any(|x| *x == crate::merge::Slot::Present))
+        .map(|s| s.closed())
+        .collect();
+    match closed {
+        Some(c) => merged.set_closed_seconds(c),
+        None => info.notes.push(
+            "an injector sent its seconds without their full counters: the merged run's \
+             per-second series is left empty (its totals stand)"
+                .into(),
+        ),
+    }
+    if !without_record.is_empty() {
+        info.notes.push(format!(
+            "the per-second series includes the seconds streamed by {} (no final record), \
+             which the run's totals do not count",
+            without_record.join(", ")
+        ));
+    }
 }

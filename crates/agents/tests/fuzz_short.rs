@@ -78,6 +78,8 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         hists: [(RESPONSE_TIME.to_string(), ByteBuf::from(bytes))].into(),
         counters: counters.clone(),
         generator_bound: false,
+        counts: None,
+        resources: None,
     };
     let fin = FinalRecord {
         proto: PROTO,
@@ -238,6 +240,8 @@ fn a_record_from_far_past_the_run_is_refused_not_merged() {
         hists: Default::default(),
         counters: Counters::default(),
         generator_bound: false,
+        counts: None,
+        resources: None,
     };
     bus_messages(&msg::encode(&rec).unwrap());
 }

@@ -28,7 +28,7 @@ pub use decode::{BodySpec, Coding};
 pub use error::EngineError;
 pub use http_url::{HttpUrl, ResolveError, UrlError};
 pub use live::{Live, LiveSnapshot};
-pub use run::{run, run_with, RunOutcome, ALPN_H3};
+pub use run::{run, run_with, workers, RunOutcome, ALPN_H3};
 pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
 /// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.

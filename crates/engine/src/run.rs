@@ -62,6 +62,15 @@ where
     run_with(cfg, &Wire::default(), make_sink, live)
 }
 
+/// How many workers (and sinks) a run of `cfg` has (see [`run`]): what a receiver of
+/// their streamed windows waits for.
+pub fn workers(cfg: &LoadConfig) -> usize {
+    match cfg.model {
+        LoadModel::Closed => cfg.threads.min(cfg.connections),
+        LoadModel::Open { .. } | LoadModel::Scheduled { .. } => cfg.threads,
+    }
+}
+
 /// [`run`] over a chosen protocol stack: TLS HTTP/1.1 goes to the HTTP/1.1 worker with
 /// the TLS transport, HTTP/2 (h2 over TLS, or h2c) to the HTTP/2 worker, where each
 /// connection carries many streams.
@@ -85,10 +94,7 @@ where
     if matches!(wire.http, HttpVersion::H3 { .. }) && wire.tls.is_none() {
         return Err(EngineError::H3NeedsTls);
     }
-    let workers = match cfg.model {
-        LoadModel::Closed => cfg.threads.min(cfg.connections),
-        LoadModel::Open { .. } | LoadModel::Scheduled { .. } => cfg.threads,
-    };
+    let workers = workers(cfg);
     let end_ns = cfg.stop.duration.map(duration_ns);
     let mut shares = worker_shares(cfg, workers, end_ns);
     let tls_failures = TlsFailureCounts::default();

@@ -45,8 +45,8 @@ pub struct Measure<'a> {
     /// The method the summary names.
     pub method: String,
     /// Where each worker's closed windows are also sent while the run goes, and what
-    /// they are keyed by (the injector agent publishes them); `None` for bench and
-    /// study steps, whose windows are keyed by completion.
+    /// they are keyed by (the injector agent publishes them, `volley bench --save`
+    /// stores them); `None` for study steps.
     pub stream: Option<LiveWindows>,
 }
 
@@ -57,6 +57,10 @@ pub struct LiveWindows {
     pub tx: std::sync::mpsc::Sender<StreamedSecond>,
     /// Every worker's window key.
     pub key: WindowKey,
+    /// The workers keep no closed second ([`Recorder::stream_only`]): the receiver
+    /// writes each one out as it closes and gives the merged recorder their digests
+    /// ([`Recorder::set_digests`]), so a long run's memory stays flat.
+    pub stream_only: bool,
 }
 
 /// A finished run, not yet closed: callers add notes to `info`, read histograms from
@@ -113,9 +117,16 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
                 let r = Recorder::for_worker(w).with_warmup(warmup);
                 // Windows close on an encoder thread, off the pacing path (issue 28).
                 match &m.stream {
-                    Some(l) => r
-                        .with_window_key(l.key)
-                        .with_stream(SecondStream::new(w, l.tx.clone())),
+                    Some(l) => {
+                        let r = r
+                            .with_window_key(l.key)
+                            .with_stream(SecondStream::new(w, l.tx.clone()));
+                        if l.stream_only {
+                            r.stream_only()
+                        } else {
+                            r
+                        }
+                    }
                     None => r,
                 }
                 .with_offload()
@@ -337,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn live_windows_carry_their_key_to_every_worker() {
+    fn live_windows_carry_their_key_to_every_worker_and_only_the_stream_has_them() {
         let (addr, server) = tiny_server(6);
         let cfg = closed(addr, 6, 2);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -348,10 +359,18 @@ mod tests {
             live: &Live::new(),
             url: format!("http://{addr}/"),
             method: "GET".into(),
-            stream: Some(LiveWindows { tx, key }),
+            stream: Some(LiveWindows {
+                tx,
+                key,
+                stream_only: true,
+            }),
         })
         .unwrap();
         server.join().unwrap();
+        assert!(
+            m.recorder.closed_seconds().is_empty(),
+            "stream-only workers keep no second"
+        );
         assert_eq!(
             m.recorder.window_key(),
             key,

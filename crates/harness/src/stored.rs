@@ -4,25 +4,29 @@
 //! reports read both alike (docs/store-conventions.md).
 
 use hdrhistogram::serialization::V2DeflateSerializer;
-use volley_metrics::{hist, Metric, MetricsError, Recorder, Summary};
+use volley_metrics::{hist, ClosedSecond, Metric, MetricsError, Recorder, Summary};
 use volley_monitor::MonitorReport;
-use volley_store::{HistogramBlob, HistogramKind, SeriesPoint, SeriesSource};
+use volley_store::{HistogramBlob, HistogramKind, LiveSecond, SeriesPoint, SeriesSource};
+
+/// Each recorder metric and the store's name for its histograms.
+const KINDS: [(Metric, HistogramKind); 7] = [
+    (Metric::Response, HistogramKind::Response),
+    (Metric::Service, HistogramKind::Service),
+    (Metric::Ttfb, HistogramKind::Ttfb),
+    (Metric::Connect, HistogramKind::Connect),
+    (Metric::SendLag, HistogramKind::SendLag),
+    (Metric::SchedLag, HistogramKind::SchedLag),
+    (Metric::ConnWait, HistogramKind::ConnWait),
+];
 
 /// Whole-run and per-second histograms of every kind, V2-serialised. Call on a merged,
-/// finished recorder, before it is closed into its summary.
+/// finished recorder, before it is closed into its summary. A recorder that kept no
+/// second ([`Recorder::stream_only`]: its seconds went to the store as they closed,
+/// [`second`]) gives its whole-run histograms only.
 pub fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, MetricsError> {
     let mut ser = V2DeflateSerializer::new();
     let mut out = Vec::new();
-    let kinds = [
-        (Metric::Response, HistogramKind::Response),
-        (Metric::Service, HistogramKind::Service),
-        (Metric::Ttfb, HistogramKind::Ttfb),
-        (Metric::Connect, HistogramKind::Connect),
-        (Metric::SendLag, HistogramKind::SendLag),
-        (Metric::SchedLag, HistogramKind::SchedLag),
-        (Metric::ConnWait, HistogramKind::ConnWait),
-    ];
-    for (metric, kind) in kinds {
+    for (metric, kind) in KINDS {
         let mut whole = hist::new_hist();
         for s in r.closed_seconds() {
             let h = s.hist(metric)?;
@@ -37,13 +41,48 @@ pub fn histograms(r: &Recorder) -> Result<Vec<HistogramBlob>, MetricsError> {
                 bytes: s.hists[stored as usize].clone(),
             });
         }
+        let whole = if r.closed_seconds().is_empty() {
+            r.whole_run(metric)
+        } else {
+            &whole
+        };
         out.push(HistogramBlob {
             second: None,
             kind,
-            bytes: hist::encode(&mut ser, &whole)?,
+            bytes: hist::encode(&mut ser, whole)?,
         });
     }
     Ok(out)
+}
+
+/// One closed (joined) second as the store keeps it while its step runs: its counters
+/// and its histograms of every kind ([`volley_store::Store::record_live_second`]).
+pub fn second(step_index: u32, c: &ClosedSecond) -> LiveSecond {
+    let histograms = KINDS
+        .iter()
+        .map(|&(metric, kind)| {
+            // As in `histograms`: a shared service-time second reads the response bytes.
+            let stored = if metric == Metric::Service && c.service_is_response {
+                Metric::Response
+            } else {
+                metric
+            };
+            HistogramBlob {
+                second: Some(c.second as u32),
+                kind,
+                bytes: c.hists[stored as usize].clone(),
+            }
+        })
+        .collect();
+    LiveSecond {
+        step_index,
+        second: c.second as u32,
+        values: serde_json::json!({
+            "counts": c.counts,
+            "resources": c.resources,
+        }),
+        histograms,
+    }
 }
 
 /// The load's seconds (`SecondSummary` rows) and the monitor's samples, when it ran.

@@ -21,8 +21,8 @@ pub mod wire;
 pub use error::MetricsError;
 pub use label::{Bound, Verdict};
 pub use recorder::{
-    ClosedSecond, Counts, Metric, Recorder, RecorderSnapshot, SecondJoiner, SecondStream,
-    StreamedSecond, Warmup, WindowKey,
+    ClosedSecond, Counts, Metric, Recorder, RecorderSnapshot, SecondDigest, SecondJoiner,
+    SecondResources, SecondStream, StreamedSecond, Warmup, WindowKey,
 };
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
 pub use wire::{FirstRequest, H2Report, H3Report, HandshakeReport, TlsReport, WireReport};

@@ -29,7 +29,7 @@ impl LatencyRow {
     /// for sessions (a late session counts its lateness).
     pub fn of(name: &str, rec: &mut Recorder, metric: Metric) -> LatencyRow {
         rec.finish();
-        let ok: u64 = rec.closed_seconds().iter().map(|s| s.counts.ok).sum();
+        let ok = rec.ok();
         let count = rec.completed();
         let h = rec.whole_run(metric);
         let ms = |us: u64| us as f64 / 1000.0;

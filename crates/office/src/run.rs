@@ -179,7 +179,9 @@ impl OfficeConfig {
 pub struct OfficeRun {
     /// Figures and violations.
     pub report: OfficeReport,
-    /// One recorder per operation type.
+    /// Every request, with its per-second windows: the day's series.
+    pub all: Recorder,
+    /// One recorder per operation type (whole-run figures, no second kept).
     pub ops: Vec<(Op, Recorder)>,
     /// One recorder per session kind.
     pub sessions: Vec<(SessionKind, Recorder)>,
@@ -758,6 +760,7 @@ fn merge(
     };
     OfficeRun {
         report,
+        all: rec.all.into_inner().unwrap_or_else(PoisonError::into_inner),
         ops,
         sessions,
     }

@@ -25,9 +25,15 @@ pub struct TruthItem {
     pub data: String,
     /// The ETag the server gave for it, if it gave one.
     pub etag: Option<String>,
-    /// ETags it had before (the stale ones a stale write uses).
+    /// ETags it had before (the stale ones a stale write uses), the latest
+    /// [`OLD_ETAGS`].
     pub old_etags: Vec<String>,
 }
+
+/// How many of an item's former ETags are kept (for stale writes and the check that a
+/// server never hands an old one back). Bounded: an item edited all day would otherwise
+/// keep every ETag it ever had, and a long day's client grow with its edits (issue 26).
+pub const OLD_ETAGS: usize = 16;
 
 /// Every item the server acknowledged, by name (`<uid>.ics`).
 #[derive(Debug, Clone, Default)]

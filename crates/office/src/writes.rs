@@ -172,6 +172,9 @@ fn accepted(
             old_etags: Vec::new(),
         });
     if let Some(old) = old {
+        if t.old_etags.len() >= crate::state::OLD_ETAGS {
+            t.old_etags.remove(0);
+        }
         t.old_etags.push(old.to_owned());
     }
     t.seq = seq;

@@ -9,7 +9,9 @@
 //! Layout: `studies` 1-n `runs` 1-n `steps` 1-n (`series`, `histograms`), and
 //! `runs` 1-n `capacities` (one row per capacity search, [`Store::record_capacity`]), and
 //! `runs` 1-n `injector_seconds` (each injector's own seconds of a step with several
-//! injectors, written as they arrive: [`Store::record_injector_second`]). A step and its
+//! injectors, written as they arrive: [`Store::record_injector_second`]), and `live_seconds`
+//! (a running step's seconds as they close, [`Store::record_live_second`], moved into the
+//! step when it is recorded). A step and its
 //! series and histograms are written in one transaction ([`Store::record_step`]), so a
 //! killed process leaves whole steps or none, and every step written is durable when the
 //! call returns. Runs a killed writer left 'running' are marked incomplete on the next
@@ -18,6 +20,7 @@
 
 mod error;
 mod injectors;
+mod live;
 mod owner;
 mod schema;
 mod store;
@@ -25,6 +28,7 @@ mod types;
 
 pub use error::{Result, StoreError};
 pub use injectors::InjectorSecond;
+pub use live::LiveSecond;
 pub use schema::SCHEMA_VERSION;
 pub use store::{Abandoned, Store};
 pub use types::{

@@ -119,6 +119,28 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, step_index, injector, second)
     ) WITHOUT ROWID;
     ",
+    // A running step's seconds, written as each closes (`volley bench --save`), before
+    // the step row exists: keyed by run and step index. The step's record moves their
+    // histograms into `histograms` and drops them; a killed run keeps them.
+    "
+    CREATE TABLE live_seconds (
+        run_id       INTEGER NOT NULL REFERENCES runs(id),
+        step_index   INTEGER NOT NULL,
+        second       INTEGER NOT NULL,
+        values_json  TEXT NOT NULL,
+        PRIMARY KEY (run_id, step_index, second)
+    ) WITHOUT ROWID;
+    CREATE TABLE live_histograms (
+        run_id       INTEGER NOT NULL REFERENCES runs(id),
+        step_index   INTEGER NOT NULL,
+        second       INTEGER NOT NULL,
+        kind         TEXT NOT NULL
+                     CHECK (kind IN ('response', 'service', 'ttfb', 'connect', 'send_lag',
+                                     'sched_lag', 'conn_wait')),
+        bytes        BLOB NOT NULL,
+        PRIMARY KEY (run_id, step_index, second, kind)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this build writes.

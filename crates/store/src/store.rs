@@ -316,7 +316,9 @@ impl Store {
 
     /// Writes a finished step with its series and histograms in ONE transaction, and
     /// returns once it is durable (see [`Store`] on `synchronous = FULL`). Either all of
-    /// it is stored or none; the run must still be running.
+    /// it is stored or none; the run must still be running. The step's seconds stored
+    /// as they closed ([`Store::record_live_second`]) become its histograms in the same
+    /// transaction.
     pub fn record_step(&mut self, run: RunId, step: &StepRecord) -> Result<StepId> {
         let parameters = to_json("steps.parameters", &step.parameters)?;
         let summary = to_json("steps.summary", &step.summary)?;
@@ -386,6 +388,7 @@ impl Store {
                 insert.execute(params![step_id, h.kind.as_str(), h.second, h.bytes])?;
             }
         }
+        crate::live::adopt(&tx, run, step.index, step_id)?;
         tx.commit()?;
         Ok(StepId(step_id))
     }

@@ -73,7 +73,7 @@ pub(crate) fn run_office(
             StepError::Office(e.to_string())
         })?;
         let report = run.report;
-        let recorder = Recorder::merge_all(run.ops.into_iter().map(|(_, r)| r).collect())?;
+        let recorder = Recorder::merge_all(vec![run.all])?;
         let cpu_s = report.generator_cpu_s;
         // The window's own time: set-up, lead-in and audit sent none of these requests.
         let elapsed = std::time::Duration::from_secs_f64(report.wall_s);

@@ -394,13 +394,8 @@ pub fn run(
         Err(e) => return Err(e.into()),
     };
     drop(served);
-    let OfficeRun { report, ops, .. } = run;
-    let saved = save_day(
-        save,
-        &cfg,
-        &report,
-        ops.into_iter().map(|(_, r)| r).collect(),
-    )?;
+    let OfficeRun { report, all, .. } = run;
+    let saved = save_day(save, &cfg, &report, all)?;
     match load.json.as_deref() {
         Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
         Some(path) => {
@@ -430,14 +425,14 @@ pub fn run(
 }
 
 /// `--save`: the day as a bench run of one step, as a study stores an office day: its
-/// requests (every operation's recorder merged) over the window's own time, the office
+/// requests (the recorder of every request) over the window's own time, the office
 /// report under the summary's `office` key, the day's settings as the run's parameters.
 /// So `volley history`, `compare` and `report` read it. The line saying where it is.
 fn save_day(
     save: &SaveArgs,
     cfg: &OfficeConfig,
     r: &OfficeReport,
-    ops: Vec<Recorder>,
+    all: Recorder,
 ) -> anyhow::Result<Option<String>> {
     let parameters = serde_json::json!({
         "url": cfg.url,
@@ -456,7 +451,7 @@ fn save_day(
     let Some(mut saver) = Saver::begin_with(save, &cfg.url, parameters, environment)? else {
         return Ok(None);
     };
-    let merged = Recorder::merge_all(ops)?;
+    let merged = Recorder::merge_all(vec![all])?;
     let histograms = volley_harness::stored::histograms(&merged)?;
     let stopped = cfg.stop.load(Ordering::Relaxed);
     let info = volley_study::office_run_info(

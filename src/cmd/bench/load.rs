@@ -20,10 +20,12 @@ use volley_engine::{
     Arrival, ErrorKind, HttpUrl, ListSourceFactory, Live, LoadConfig, LoadModel, Order, Request,
     RequestTemplate, StatusRange, StopCondition,
 };
+use volley_harness::measure::LiveWindows;
 use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
-use volley_metrics::{FirstRequest, Summary};
+use volley_metrics::{FirstRequest, Summary, WindowKey};
 use volley_monitor::headroom::HeadroomWatch;
 
+use super::save::{write_live, LiveTarget};
 use super::wire::{self, ResolvedWire, WireArgs};
 use crate::cmd::progress;
 use crate::exit::usage;
@@ -663,28 +665,40 @@ pub fn run_once(
     spec: &LoadSpec,
     interrupted: &AtomicBool,
     show_progress: bool,
-    keep_histograms: bool,
+    keep: Keep,
 ) -> anyhow::Result<Ran> {
     let live = Live::new();
     let done = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let to_store = match &keep {
+        Keep::Live(to) => Some(to),
+        Keep::Nothing | Keep::Histograms => None,
+    };
     let run = Measure {
         cfg: &spec.cfg,
         wire: &spec.wire.wire,
         live: &live,
         url: spec.url.clone(),
         method: spec.method.clone(),
-        stream: None,
+        stream: to_store.map(|_| LiveWindows {
+            tx,
+            key: WindowKey::Completion,
+            stream_only: true,
+        }),
     };
     // Generator headroom: sampled before the run, once a second on its own thread, and
     // at the end. Unreadable /proc (not Linux) leaves `headroom` null, never fails a run.
     let headroom = HeadroomWatch::start(spec.cfg.addr, Duration::from_secs(1)).ok();
-    let measured = std::thread::scope(|scope| {
+    let (measured, written) = std::thread::scope(|scope| {
         if show_progress {
             scope.spawn(|| progress::bench(&live, &done, spec.cfg.stop));
         }
+        let writer = to_store
+            .map(|to| scope.spawn(move || write_live(rx, volley_engine::workers(&spec.cfg), to)));
         let r = measure(&run);
+        drop(run);
         done.store(true, Ordering::Relaxed);
-        r
+        (r, writer.map(|w| w.join()))
     });
     let headroom = headroom.map(HeadroomWatch::finish);
     let MeasuredRun {
@@ -711,10 +725,17 @@ pub fn run_once(
         volley_harness::wire::report(&spec.wire.wire, &outcome, spec.negotiated.clone());
     let mut recorder = recorder;
     recorder.finish();
-    let histograms = match keep_histograms {
-        true => volley_harness::stored::histograms(&recorder)
+    if let Some(w) = written {
+        let (digests, failed) = w.map_err(|_| anyhow::anyhow!("the seconds' writer panicked"))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        recorder.set_digests(digests);
+    }
+    let histograms = match keep {
+        Keep::Nothing => Vec::new(),
+        Keep::Histograms | Keep::Live(_) => volley_harness::stored::histograms(&recorder)
             .context("cannot serialise the run's histograms")?,
-        false => Vec::new(),
     };
     let mut summary = recorder.close(&info).context("cannot summarise the run")?;
     summary.wire = Some(wire_report);
@@ -729,6 +750,24 @@ pub fn run_once(
         summary,
         histograms,
     })
+}
+
+/// What a measured run keeps for the store.
+pub enum Keep {
+    /// Nothing: the run is not saved.
+    Nothing,
+    /// Its histograms, every second's and the whole run's, for the caller to store.
+    Histograms,
+    /// Each second stored the moment it closes (`--save`: nothing held until the end,
+    /// nothing lost if the process dies), the whole run's histograms for the caller.
+    Live(LiveTarget),
+}
+
+impl Keep {
+    /// [`Keep::Live`] into `saver`'s next step, or nothing without one.
+    pub fn live(saver: Option<&super::save::Saver>) -> Keep {
+        saver.map_or(Keep::Nothing, |s| Keep::Live(s.live()))
+    }
 }
 
 /// One measured run: its summary, and its histograms as the store keeps them (empty

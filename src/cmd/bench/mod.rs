@@ -125,7 +125,12 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ran = load::run_once(&spec, &interrupted, out.progress, saver.is_some())?;
+        let ran = load::run_once(
+            &spec,
+            &interrupted,
+            out.progress,
+            load::Keep::live(saver.as_ref()),
+        )?;
         let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {

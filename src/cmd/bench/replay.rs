@@ -496,7 +496,12 @@ pub fn run(
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        let ran = load::run_once(&spec, &interrupted, progress, saver.is_some())?;
+        let ran = load::run_once(
+            &spec,
+            &interrupted,
+            progress,
+            load::Keep::live(saver.as_ref()),
+        )?;
         let mut summary = ran.summary;
         summary.first_request = first.take();
         let outcome = replay.outcome(&factory, &mut summary);

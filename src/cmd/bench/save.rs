@@ -4,7 +4,9 @@
 //! histograms (`volley_harness::stored`, the shape study steps have), the load's
 //! settings, and with `--target` the server's resources, record and throttling. So
 //! `volley history`, `volley compare A B` and `volley report ID` read it as they read a
-//! study's runs.
+//! study's runs. Each second is stored the moment it closes ([`write_live`]): a long
+//! run holds none of them (its memory stays flat), and a run killed mid-step keeps
+//! every second it had closed, in a run marked incomplete on the store's next open.
 
 use std::path::PathBuf;
 
@@ -168,6 +170,15 @@ impl Saver {
         Ok(())
     }
 
+    /// Where the next step's seconds go as they close (see [`write_live`]).
+    pub fn live(&self) -> LiveTarget {
+        LiveTarget {
+            db: self.db.clone(),
+            run: self.run,
+            step_index: self.next,
+        }
+    }
+
     /// Marks the run complete (or incomplete when interrupted or failed) and returns
     /// the line that says where it is.
     pub fn finish(self, complete: bool) -> anyhow::Result<String> {
@@ -280,4 +291,66 @@ impl Savers {
             .map(|(kind, s)| Ok(format!("{kind}: {}", s.finish(complete)?)))
             .collect()
     }
+}
+
+/// The live writer's page cache: it appends a second's rows at a time and reads none
+/// back, so a few pages suffice (see `Store::cap_cache`).
+const LIVE_CACHE_KIB: u32 = 256;
+
+/// Where a saved run's seconds go as they close: the store, the run, the step's index.
+#[derive(Debug, Clone)]
+pub struct LiveTarget {
+    db: PathBuf,
+    run: RunId,
+    step_index: u32,
+}
+
+/// Joins the workers' streamed seconds and stores each whole second at once, on a
+/// connection of its own (the store takes several writers); returns every second's
+/// digest for the summary, and the first store error, if any (the seconds after it are
+/// still digested, so the run is summarised whatever happened to the file).
+pub fn write_live(
+    rx: std::sync::mpsc::Receiver<volley_metrics::StreamedSecond>,
+    workers: usize,
+    to: &LiveTarget,
+) -> (Vec<volley_metrics::SecondDigest>, Option<anyhow::Error>) {
+    let mut joiner = volley_metrics::SecondJoiner::new(workers).keeping_digests();
+    let mut store = Store::open(&to.db)
+        .and_then(|s| s.cap_cache(LIVE_CACHE_KIB).map(|()| s))
+        .with_context(|| format!("cannot open results store {}", to.db.display()));
+    let mut failed: Option<anyhow::Error> = None;
+    let mut keep = |closed: Vec<volley_metrics::ClosedSecond>,
+                    failed: &mut Option<anyhow::Error>| {
+        let Ok(store) = store.as_mut() else {
+            return;
+        };
+        if failed.is_some() {
+            return;
+        }
+        for c in &closed {
+            let second = volley_harness::stored::second(to.step_index, c);
+            if let Err(e) = store.record_live_second(to.run, &second) {
+                *failed = Some(anyhow::Error::new(e).context("cannot save the run's seconds"));
+                return;
+            }
+        }
+    };
+    for s in rx {
+        match joiner.push(s) {
+            Ok(done) => keep(done, &mut failed),
+            Err(e) => {
+                failed.get_or_insert(anyhow::Error::new(e).context("cannot join the seconds"));
+            }
+        }
+    }
+    match joiner.finish() {
+        Ok(done) => keep(done, &mut failed),
+        Err(e) => {
+            failed.get_or_insert(anyhow::Error::new(e).context("cannot join the seconds"));
+        }
+    }
+    if let Err(e) = store {
+        failed.get_or_insert(e);
+    }
+    (joiner.take_digests(), failed)
 }

@@ -566,6 +566,11 @@ fn run_target(
         warmup: spec.cfg.stop.warmup,
     };
     let keep = savers.wanted();
+    let keep = if keep {
+        load::Keep::Histograms
+    } else {
+        load::Keep::Nothing
+    };
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
         let mut ran = load::run_once(&spec, interrupted, show.progress, keep)?;

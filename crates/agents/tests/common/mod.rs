@@ -140,6 +140,8 @@ pub fn second_record(
             ..Counters::default()
         },
         generator_bound: false,
+        counts: None,
+        resources: None,
     })
 }
 

@@ -56,6 +56,14 @@ impl Recorder {
             other.closed,
             &mut self.serializer,
         )?;
+        // Digests are quantiles, which cannot be added: one side's digests stand only
+        // when the other has none; two sides' are dropped, and the caller puts back
+        // the joined seconds (the coordinator's, `set_closed_seconds`).
+        self.digests = match (self.digests.is_empty(), other.digests.is_empty()) {
+            (_, true) => std::mem::take(&mut self.digests),
+            (true, false) => other.digests,
+            (false, false) => Vec::new(),
+        };
         self.started |= other.started;
         self.base = self.base.max(other.base);
         self.wall_s = self.wall_s.max(other.wall_s);

@@ -42,6 +42,7 @@ use crate::MetricsError;
 use std::time::Duration;
 use volley_engine::ErrorKind;
 
+mod digest;
 mod merge;
 mod offload;
 mod sink;
@@ -49,6 +50,7 @@ mod snapshot;
 mod stream;
 mod window;
 
+pub use digest::SecondDigest;
 pub use snapshot::RecorderSnapshot;
 pub use stream::{SecondJoiner, SecondStream, StreamedSecond};
 pub use window::{WindowKey, MAX_HOLD};
@@ -129,7 +131,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, o: &Counts) {
+    /// Adds another worker's or agent's counters of the same window.
+    pub fn add(&mut self, o: &Counts) {
         self.completed += o.completed;
         self.ok += o.ok;
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
@@ -316,6 +319,11 @@ pub struct Recorder {
     /// Samples put in a later window than their own (see [`Recorder::late_samples`]).
     late: u64,
     closed: Vec<ClosedSecond>,
+    /// False after [`Recorder::stream_only`]: closed seconds go only to the stream.
+    keep_closed: bool,
+    /// The joined seconds' digests, when they were written out as they closed
+    /// ([`Recorder::set_digests`]); empty otherwise.
+    digests: Vec<SecondDigest>,
     /// Whole-run histograms by [`Metric`] index, then ab's total (connect + service).
     pub(crate) run: [Hist; METRICS],
     pub(crate) run_total: Hist,
@@ -380,6 +388,8 @@ impl Recorder {
             edge_ns: 0,
             late: 0,
             closed: Vec::new(),
+            keep_closed: true,
+            digests: Vec::new(),
             run: std::array::from_fn(|_| hist::new_hist()),
             run_total: hist::new_hist(),
             run_tls: hist::new_hist(),
@@ -461,6 +471,11 @@ impl Recorder {
     /// Requests recorded so far.
     pub fn completed(&self) -> u64 {
         self.totals.counts.completed
+    }
+
+    /// Of those, accepted responses.
+    pub fn ok(&self) -> u64 {
+        self.totals.counts.ok
     }
 }
 

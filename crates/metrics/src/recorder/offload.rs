@@ -68,15 +68,16 @@ pub(super) struct Offload {
 }
 
 impl Offload {
-    /// Starts the encoder, which takes over `stream`.
-    fn start(stream: Option<SecondStream>) -> std::io::Result<Offload> {
+    /// Starts the encoder, which takes over `stream`; `keep`: it also keeps every
+    /// window it encodes, for the worker to take at the end.
+    fn start(stream: Option<SecondStream>, keep: bool) -> std::io::Result<Offload> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (back, spares) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("volley-encode".into())
             .spawn(move || {
                 lowest_priority();
-                encode_loop(rx, back, stream)
+                encode_loop(rx, back, stream, keep)
             })?;
         Ok(Offload {
             jobs,
@@ -128,6 +129,7 @@ fn encode_loop(
     rx: Receiver<Job>,
     back: Sender<[Hist; METRICS]>,
     mut stream: Option<SecondStream>,
+    keep: bool,
 ) -> Encoded {
     let mut ser = hist::Encoder::new();
     let mut out = Encoded {
@@ -148,10 +150,14 @@ fn encode_loop(
                 }
                 // The worker may have finished and stopped taking spares: fine.
                 let _ = back.send(*hists);
-                if let Some(s) = &stream {
-                    s.send(second, Some(closed.clone()));
+                if keep {
+                    if let Some(s) = &stream {
+                        s.send(second, Some(closed.clone()));
+                    }
+                    out.closed.push(closed);
+                } else if let Some(s) = &stream {
+                    s.send(second, Some(closed));
                 }
-                out.closed.push(closed);
             }
             Job::Mark(second) => {
                 if let Some(s) = &stream {
@@ -205,7 +211,7 @@ impl Recorder {
     /// thread cannot be started, windows are closed inline as before.
     pub fn with_offload(mut self) -> Recorder {
         if self.offload.is_none() {
-            if let Ok(o) = Offload::start(self.stream.take()) {
+            if let Ok(o) = Offload::start(self.stream.take(), self.keep_closed) {
                 self.offload = Some(o);
             }
         }

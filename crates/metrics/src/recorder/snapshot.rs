@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
 use super::{
-    ClosedSecond, Counts, Recorder, RunTotals, SecondResources, Warmup, WindowKey, METRICS,
-    NS_PER_S,
+    ClosedSecond, Counts, Recorder, RunTotals, SecondDigest, SecondResources, Warmup, WindowKey,
+    METRICS, NS_PER_S,
 };
 use crate::hist;
 use crate::MetricsError;
@@ -62,6 +62,10 @@ pub struct RecorderSnapshot {
     window_key: WindowKey,
     #[serde(default)]
     late_samples: u64,
+    /// The seconds' digests when the seconds themselves were sent as they closed and
+    /// not kept (an agent's share: the coordinator has them), else empty.
+    #[serde(default)]
+    digests: Vec<SecondDigest>,
 }
 
 impl From<ClosedSecond> for SecondSnapshot {
@@ -158,6 +162,7 @@ impl Recorder {
             warm: self.warm,
             window_key: self.key,
             late_samples: self.late,
+            digests: self.digests,
         })
     }
 
@@ -188,10 +193,23 @@ impl Recorder {
                 ClosedSecond::try_from(w)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let digests = s
+            .digests
+            .into_iter()
+            .map(|mut d| {
+                d.second += shift_s;
+                d
+            })
+            .collect::<Vec<_>>();
+        let last = closed
+            .last()
+            .map(|c| c.second)
+            .max(digests.last().map(|d| d.second));
         let mut r = Recorder::new();
+        r.digests = digests;
         r.key = s.window_key;
         r.late = s.late_samples;
-        r.base = closed.last().map_or(shift_s, |c| c.second);
+        r.base = last.unwrap_or(shift_s);
         r.wall_s = r.base;
         r.set_edge();
         r.started = true;

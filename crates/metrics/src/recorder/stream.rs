@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;
 
 use super::merge::join_second;
-use super::{ClosedSecond, Recorder};
+use super::{ClosedSecond, Recorder, SecondDigest};
 use crate::hist;
 use crate::MetricsError;
 
@@ -74,6 +74,8 @@ pub struct SecondJoiner {
     passed: Vec<Option<u64>>,
     pending: BTreeMap<u64, ClosedSecond>,
     serializer: hist::Encoder,
+    /// The digest of every second released, when asked ([`SecondJoiner::keeping_digests`]).
+    digests: Option<Vec<SecondDigest>>,
 }
 
 impl SecondJoiner {
@@ -84,7 +86,32 @@ impl SecondJoiner {
             passed: vec![None; workers.max(1)],
             pending: BTreeMap::new(),
             serializer: hist::Encoder::new(),
+            digests: None,
         }
+    }
+
+    /// Also keeps the digest of every second it releases, for the merged recorder of
+    /// workers that kept none ([`Recorder::stream_only`], [`Recorder::set_digests`]).
+    pub fn keeping_digests(mut self) -> Self {
+        self.digests = Some(Vec::new());
+        self
+    }
+
+    /// The digests of the seconds released so far (empty unless kept).
+    pub fn take_digests(&mut self) -> Vec<SecondDigest> {
+        self.digests
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn note(&mut self, released: &[ClosedSecond]) -> Result<(), MetricsError> {
+        if let Some(d) = &mut self.digests {
+            for c in released {
+                d.push(SecondDigest::of(c)?);
+            }
+        }
+        Ok(())
     }
 
     /// Takes one streamed window; returns the seconds now complete, in order.
@@ -110,12 +137,17 @@ impl SecondJoiner {
             return Ok(Vec::new());
         };
         let rest = self.pending.split_off(&(all_passed + 1));
-        let done = std::mem::replace(&mut self.pending, rest);
-        Ok(done.into_values().collect())
+        let done: Vec<ClosedSecond> = std::mem::replace(&mut self.pending, rest)
+            .into_values()
+            .collect();
+        self.note(&done)?;
+        Ok(done)
     }
 
     /// Every second still held, in order (after the run).
-    pub fn finish(&mut self) -> Vec<ClosedSecond> {
-        std::mem::take(&mut self.pending).into_values().collect()
+    pub fn finish(&mut self) -> Result<Vec<ClosedSecond>, MetricsError> {
+        let done: Vec<ClosedSecond> = std::mem::take(&mut self.pending).into_values().collect();
+        self.note(&done)?;
+        Ok(done)
     }
 }

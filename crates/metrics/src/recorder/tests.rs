@@ -299,7 +299,7 @@ fn streamed_windows_are_joined_once_each_and_add_up_to_the_merge() {
     a.finish();
     b.finish();
     drain(&mut joiner, &mut released);
-    released.extend(joiner.finish());
+    released.extend(joiner.finish().unwrap());
     let seconds: Vec<u64> = released.iter().map(|c| c.second).collect();
     assert_eq!(seconds, vec![0, 1, 2], "each second once, in order");
     let streamed: u64 = released.iter().map(|c| c.counts.completed).sum();
@@ -308,4 +308,75 @@ fn streamed_windows_are_joined_once_each_and_add_up_to_the_merge() {
     let merged = Recorder::merge_all(vec![a, b]).unwrap();
     assert_eq!(streamed, merged.completed());
     assert_eq!(streamed, 42);
+}
+
+/// Two workers' samples, varied in latency and outcome, over 4 seconds.
+fn feed(a: &mut Recorder, b: &mut Recorder) {
+    for i in 0..40u64 {
+        a.record(&ok(50 + i * 100, 1 + i % 7));
+        let mut s = ok(70 + i * 95, 3 + i % 11);
+        if i % 9 == 0 {
+            s.error = Some(ErrorKind::Status);
+            s.status = 503;
+        }
+        b.record(&s);
+    }
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn stream_only_recorders_keep_no_second_and_their_digests_give_the_same_summary() {
+    use crate::summary::tests::info;
+    use crate::Model;
+    let (mut a, mut b) = (Recorder::new(), Recorder::new());
+    feed(&mut a, &mut b);
+    let full = Recorder::merge_all(vec![a, b]).unwrap();
+    let model = Model::Open {
+        rate_per_s: 20.0,
+        arrival: "constant".into(),
+    };
+    let expected = full.close(&info(model.clone(), 4_000)).unwrap();
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut a = Recorder::new()
+        .with_stream(SecondStream::new(0, tx.clone()))
+        .stream_only();
+    let mut b = Recorder::new()
+        .with_stream(SecondStream::new(1, tx))
+        .stream_only();
+    feed(&mut a, &mut b);
+    assert!(a.closed_seconds().is_empty() && b.closed_seconds().is_empty());
+    a.drop_stream();
+    b.drop_stream();
+    let mut merged = Recorder::merge_all(vec![a, b]).unwrap();
+    let mut joiner = SecondJoiner::new(2).keeping_digests();
+    let mut released = 0;
+    for s in rx {
+        released += joiner.push(s).unwrap().len();
+    }
+    released += joiner.finish().unwrap().len();
+    assert_eq!(released, 4);
+    merged.set_digests(joiner.take_digests());
+    let got = merged.close(&info(model, 4_000)).unwrap();
+    assert_eq!(got.seconds, expected.seconds);
+    assert_eq!(got.requests, expected.requests);
+    assert_eq!(got.latency, expected.latency);
+}
+
+#[test]
+fn a_snapshot_carries_digests_moved_with_its_shift() {
+    let mut r = busy(0);
+    r.finish();
+    let d: Vec<SecondDigest> = r
+        .closed_seconds()
+        .iter()
+        .map(|c| SecondDigest::of(c).unwrap())
+        .collect();
+    r.closed.clear();
+    r.set_digests(d.clone());
+    let moved = Recorder::from_snapshot(r.snapshot().unwrap(), 3).unwrap();
+    let seconds: Vec<u64> = moved.kept_digests().iter().map(|x| x.second).collect();
+    assert_eq!(seconds, vec![3, 4, 5]);
+    assert_eq!(moved.kept_digests()[1].response_us, d[1].response_us);
 }

@@ -275,8 +275,12 @@ impl Recorder {
 
     /// Adds a closed window to the list, which stays sorted with one entry per second:
     /// a second closes twice only if samples arrive after [`Recorder::finish`], and
-    /// then the two are joined.
+    /// then the two are joined. A [`Recorder::stream_only`] recorder keeps none.
     pub(super) fn keep(&mut self, closed: ClosedSecond) {
+        if !self.keep_closed {
+            // Written out by the stream's receiver, which keeps its digest.
+            return;
+        }
         let at = match self.closed.last() {
             None => Err(0),
             Some(last) if last.second < closed.second => Err(self.closed.len()),

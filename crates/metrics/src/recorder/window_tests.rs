@@ -250,6 +250,7 @@ fn streamed_intended_windows_come_out_in_order_after_their_hold() {
     released.extend(
         joiner
             .finish()
+            .unwrap()
             .into_iter()
             .map(|c| (c.second, c.counts.completed)),
     );

@@ -444,8 +444,9 @@ impl Recorder {
         }
     }
 
-    /// Per-second series from the closed windows and the send/schedule counts, every
-    /// second from 0 to the last one that saw anything.
+    /// Per-second series from the closed windows (or their digests, when they were
+    /// written out as they closed) and the send/schedule counts, every second from 0
+    /// to the last one that saw anything.
     pub(super) fn seconds(
         &self,
         open_rate: Option<f64>,
@@ -453,52 +454,33 @@ impl Recorder {
         cores: f64,
         stalls: Option<&StallReport>,
     ) -> Result<Vec<SecondSummary>, MetricsError> {
-        let last = self
-            .closed_seconds()
+        let digests = self.digests()?;
+        let last = digests
             .last()
             .map(|c| c.second as usize + 1)
             .unwrap_or(0)
             .max(self.sent_by_second.len())
             .max(self.dispatched_by_second.len())
             .max(self.scheduled_by_second.len());
-        let mut closed = self.closed_seconds().iter().peekable();
+        let mut closed = digests.iter().peekable();
         let mut out = Vec::with_capacity(last);
         for s in 0..last {
             let sec = closed.next_if(|c| c.second as usize == s);
             let sent = self.sent_by_second.get(s).copied().unwrap_or(0);
             let scheduled = self.scheduled_by_second.get(s).copied().unwrap_or(0);
             let dispatched = self.dispatched_by_second.get(s).copied().unwrap_or(0);
-            let (head, lag, sched, wait) = match sec {
-                Some(c) => (
-                    c.hist(headline)?,
-                    c.hist(Metric::SendLag)?,
-                    c.hist(Metric::SchedLag)?,
-                    c.hist(Metric::ConnWait)?,
-                ),
-                None => (
-                    hist::new_hist(),
-                    hist::new_hist(),
-                    hist::new_hist(),
-                    hist::new_hist(),
-                ),
-            };
-            let q = |h: &Hist, p: f64| {
-                if h.is_empty() {
-                    0
-                } else {
-                    h.value_at_quantile(p)
-                }
-            };
-            let counts = sec.map(|c| c.counts).unwrap_or_default();
-            let res = sec.and_then(|c| c.resources);
+            let d = sec.copied().unwrap_or_default();
+            let head = d.headline_us(headline);
+            let counts = d.counts;
+            let res = d.resources;
             let verdict = label::classify(&Check {
                 offered_rate_per_s: open_rate,
                 scheduled: scheduled as f64,
                 dispatched: dispatched as f64,
                 sent: sent as f64,
                 slack: 1.0,
-                sched_lag_p99_us: q(&sched, 0.99),
-                conn_wait_p99_us: q(&wait, 0.99),
+                sched_lag_p99_us: d.sched_lag_us[0],
+                conn_wait_p99_us: d.conn_wait_p99_us,
                 cap_hits: counts.cap_hits,
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cores,
@@ -521,13 +503,13 @@ impl Recorder {
                 wire_bytes: counts.wire_bytes,
                 max_open: counts.max_open,
                 cap_hits: counts.cap_hits,
-                p50_ms: ms(q(&head, 0.5)),
-                p99_ms: ms(q(&head, 0.99)),
-                max_ms: ms(if head.is_empty() { 0 } else { head.max() }),
-                send_lag_p99_ms: ms(q(&lag, 0.99)),
-                sched_lag_p99_ms: ms(q(&sched, 0.99)),
-                sched_lag_max_ms: ms(if sched.is_empty() { 0 } else { sched.max() }),
-                conn_wait_p99_ms: ms(q(&wait, 0.99)),
+                p50_ms: ms(head[0]),
+                p99_ms: ms(head[1]),
+                max_ms: ms(head[2]),
+                send_lag_p99_ms: ms(d.send_lag_p99_us),
+                sched_lag_p99_ms: ms(d.sched_lag_us[0]),
+                sched_lag_max_ms: ms(d.sched_lag_us[1]),
+                conn_wait_p99_ms: ms(d.conn_wait_p99_us),
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 probe_max_stall_ms: probe.map(|p| ms(p.max_us)),
