@@ -227,12 +227,14 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         if self.core.open_loop {
             return None;
         }
-        self.claim_new().map(|req| Flight::new(req, now, false))
+        self.claim_new(now).map(|req| Flight::new(req, now, false))
     }
 
-    /// A new request, counted in flight from its claim.
-    fn claim_new(&mut self) -> Option<Arc<Request>> {
-        let r = self.core.claim();
+    /// A new request stamped `now`, counted in flight from its claim. Its ticket is
+    /// decided at that same instant, so a request stamped before the warm-up boundary
+    /// never takes one of `-n`'s measured tickets.
+    fn claim_new(&mut self, now: u64) -> Option<Arc<Request>> {
+        let r = self.core.claim_at(now);
         if r.is_some() {
             self.core.in_flight += 1;
         }

@@ -307,20 +307,13 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         self.share.max_connections.max(self.share.connections)
     }
 
-    /// The next request to start, or `None` when the worker must start no more: its
-    /// own reserved tickets first (see [`WorkerShare::reserved`]), then, in a run
-    /// limited to `-n` requests, a ticket from the shared counter, each paired with
-    /// its source's next request. Both workers start exactly `n` requests this way.
-    ///
-    /// A request intended before the warm-up boundary takes no ticket (it is not
-    /// measured): [`claim_at`](Self::claim_at) with the instant the request is stamped
-    /// with keeps the count exact; this reads the clock instead.
-    pub fn claim(&mut self) -> Option<Arc<Request>> {
-        let now = self.now_ns();
-        self.claim_at(now)
-    }
-
-    /// [`claim`](Self::claim) of a request whose intended instant is `intended_ns`.
+    /// The next request to start, intended at `intended_ns`, or `None` when the worker
+    /// must start no more: its own reserved tickets first (see
+    /// [`WorkerShare::reserved`]), then, in a run limited to `-n` requests, a ticket
+    /// from the shared counter, each paired with its source's next request. Both workers
+    /// start exactly `n` requests this way. A request intended before the warm-up
+    /// boundary takes no ticket (it is not measured); the caller passes the instant it
+    /// stamps the request with, so the count stays exact at the boundary.
     pub fn claim_at(&mut self, intended_ns: u64) -> Option<Arc<Request>> {
         if self.starting_done {
             return None;

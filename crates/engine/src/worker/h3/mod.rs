@@ -259,7 +259,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         if self.core.open_loop {
             return None;
         }
-        let req = self.core.claim()?;
+        // Decided at the instant the flight is stamped with (see h2's `claim_new`).
+        let req = self.core.claim_at(now)?;
         self.core.in_flight += 1;
         Some(self.new_flight(req, now))
     }
