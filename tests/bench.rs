@@ -22,6 +22,7 @@ mod bench_tls;
 mod client_profiles;
 mod demo_cli;
 mod fixtures_sets;
+mod log_phases;
 mod progress_cli;
 mod replay;
 mod report_cli;
