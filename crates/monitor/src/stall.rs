@@ -98,6 +98,14 @@ pub struct StallSecond {
     pub steal_us: Option<u64>,
 }
 
+impl StallSecond {
+    /// The longest stall's upper bound, microseconds: [`StallSecond::bound_us`], or
+    /// the lower bound in a report stored before there was an upper one.
+    pub fn upper_us(&self) -> u64 {
+        self.bound_us.max(self.max_us)
+    }
+}
+
 /// What the probe's thread obtained to stay clear of the generator's shortage.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ProbePriority {
@@ -145,7 +153,7 @@ impl StallReport {
         self.seconds
             .get(usize::try_from(second).ok()?)
             .filter(|x| x.second == second && (x.wakeups > 0 || x.max_us > 0))
-            .map(|x| x.bound_us.max(x.max_us))
+            .map(StallSecond::upper_us)
     }
 }
 

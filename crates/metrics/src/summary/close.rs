@@ -513,7 +513,7 @@ impl Recorder {
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 probe_max_stall_ms: probe.map(|p| ms(p.max_us)),
-                probe_stall_bound_ms: probe.map(|p| ms(p.bound_us.max(p.max_us))),
+                probe_stall_bound_ms: probe.map(|p| ms(p.upper_us())),
                 pacer_wait_ms: res.and_then(|r| r.pacer_wait_ms),
                 probe_p99_ms: probe.map(|p| ms(p.p99_us)),
                 probe_over_1ms: probe.map(|p| p.over_1ms),
