@@ -14,7 +14,7 @@ use crate::exit::usage;
 use anyhow::Context;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -97,6 +97,46 @@ fn positive_duration(s: &str) -> Option<Duration> {
 
 /// Runs `volley serve`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut config = checked_config(&args)?;
+    if let Some(file) = &args.users {
+        config.auth = Some(accounts(file, &args.root)?);
+    }
+    let ca_path = tls(&args, &mut config)?;
+    // SIGINT/SIGTERM/SIGHUP set a flag this thread polls, so the workers stop cleanly
+    // (access log flushed, threads joined). `ctrlc`, the crate every other command
+    // already uses, rather than a second hand-written sigaction in the server library.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .context("installing signal handlers")?;
+    }
+    let server = Server::bind(config)?;
+    let addr = server.local_addr();
+    let scheme = server.scheme();
+    let handle = server.spawn()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {scheme}://{addr}/")?;
+        if let Some(ca) = &ca_path {
+            writeln!(out, "tls ca: {}", ca.display())?;
+        }
+        if args.h3 {
+            writeln!(out, "http/3: udp {addr}")?;
+        }
+        out.flush()?;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    handle.shutdown();
+    eprintln!("volley: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's configuration from the flags, each checked first (a bad one is a
+/// usage error, before anything is written), without accounts or TLS.
+fn checked_config(args: &Args) -> anyhow::Result<ServerConfig> {
     let Ok(listen) = args.listen.parse::<SocketAddr>() else {
         usage!(
             "--listen {:?} is not an address like 127.0.0.1:8080",
@@ -131,72 +171,50 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         usage!("--threads and --max-connections must be at least 1");
     }
     let mut config = ServerConfig::new(&args.root);
-    if let Some(file) = &args.users {
-        let users = match volley_dav::auth::Users::read(file) {
-            Ok(u) => u,
-            Err(e @ volley_dav::auth::UsersError::Read { .. }) => {
-                let cause = std::error::Error::source(&e).map(ToString::to_string);
-                usage!("{e}: {}", cause.unwrap_or_default())
-            }
-            Err(e) => usage!("{e}"),
-        };
-        for name in users.names() {
-            volley_dav::provision(&args.root, name).with_context(|| {
-                format!("creating the home of {name} under {}", args.root.display())
-            })?;
-        }
-        config.auth =
-            Some(volley_dav::auth::Auth::start(&users).context("starting the password verifier")?);
-    }
     config.writable = args.writable;
     config.listen = listen;
     config.threads = args.threads;
-    config.access_log = args.access_log;
+    config.access_log = args.access_log.clone();
     config.max_connections = args.max_connections;
     config.header_timeout = header_timeout;
     config.idle_timeout = idle_timeout;
     config.max_body_bytes = args.max_body;
     config.http2 = !args.http1_only;
     config.http3 = args.h3;
-    let mut ca_path = None;
+    Ok(config)
+}
+
+/// The accounts of `--users FILE`, each with its home provisioned under `root`, behind
+/// the password verifier's thread. A file that cannot be read or parsed is a usage
+/// error naming it.
+fn accounts(file: &Path, root: &Path) -> anyhow::Result<Arc<volley_dav::auth::Auth>> {
+    let users = match volley_dav::auth::Users::read(file) {
+        Ok(u) => u,
+        Err(e @ volley_dav::auth::UsersError::Read { .. }) => {
+            let cause = std::error::Error::source(&e).map(ToString::to_string);
+            usage!("{e}: {}", cause.unwrap_or_default())
+        }
+        Err(e) => usage!("{e}"),
+    };
+    for name in users.names() {
+        volley_dav::provision(root, name)
+            .with_context(|| format!("creating the home of {name} under {}", root.display()))?;
+    }
+    volley_dav::auth::Auth::start(&users).context("starting the password verifier")
+}
+
+/// TLS from `--tls-cert`/`--tls-key`, or a throw-away set written by
+/// `--tls-self-signed` (whose CA path is returned, for the banner).
+fn tls(args: &Args, config: &mut ServerConfig) -> anyhow::Result<Option<PathBuf>> {
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(ServerTls::new(cert, key));
     } else if let Some(dir) = &args.tls_self_signed {
         let paths = volley_server::self_signed_set(dir)
             .with_context(|| format!("writing certificates into {}", dir.display()))?;
         config.tls = Some(ServerTls::new(&paths.cert, &paths.key));
-        ca_path = Some(paths.ca);
+        return Ok(Some(paths.ca));
     }
-    // SIGINT/SIGTERM/SIGHUP set a flag this thread polls, so the workers stop cleanly
-    // (access log flushed, threads joined). `ctrlc`, the crate every other command
-    // already uses, rather than a second hand-written sigaction in the server library.
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .context("installing signal handlers")?;
-    }
-    let server = Server::bind(config)?;
-    let addr = server.local_addr();
-    let scheme = server.scheme();
-    let handle = server.spawn()?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {scheme}://{addr}/")?;
-        if let Some(ca) = &ca_path {
-            writeln!(out, "tls ca: {}", ca.display())?;
-        }
-        if args.h3 {
-            writeln!(out, "http/3: udp {addr}")?;
-        }
-        out.flush()?;
-    }
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    handle.shutdown();
-    eprintln!("volley: stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok(None)
 }
 
 #[cfg(test)]

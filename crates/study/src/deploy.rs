@@ -128,6 +128,61 @@ fn agent_secrets(
     Ok(secrets)
 }
 
+/// The step's bus: a private nats-server where the plan listens (secured: one key per
+/// agent in `names`), or the existing one it names with the coordinator's credentials.
+/// Returns the server to keep alive, the URL to dial and the coordinator's credentials.
+fn start_bus(
+    inj: &InjectorsPlan,
+    lab: Option<&StudyLab>,
+    names: &[String],
+) -> Result<(Option<PrivateNats>, String, Option<BusCredentials>), StepError> {
+    let nats = match inj.bus_listen(lab.map(StudyLab::bus_ip)) {
+        Some(a) if inj.secure_bus => {
+            Some(PrivateNats::start_secured(a, names).map_err(StepError::Agents)?)
+        }
+        Some(a) => Some(PrivateNats::start_at(a).map_err(StepError::Agents)?),
+        None => None,
+    };
+    let (url, auth) = match (&nats, &inj.bus) {
+        (Some(n), _) => (n.url(), n.keys().map(|k| k.coordinator.clone())),
+        (None, Some(BusPlan::Existing(url))) => {
+            let auth = match &inj.bus_credentials {
+                Some(f) => Some(BusCredentials::load(f).map_err(StepError::Agents)?),
+                None => None,
+            };
+            (url.clone(), auth)
+        }
+        (None, _) => unreachable!("a bus without a server is an existing one"),
+    };
+    Ok((nats, url, auth))
+}
+
+/// Starts agent `name` on an ssh `host`: it dials `bus`, waits `wait` for its
+/// assignment, may load only the `allow`ed targets, and signs in with `secret` (none:
+/// the bus's security is off).
+fn start_remote(
+    hosts: &StudyHosts,
+    host: &volley_agents::ssh::Host,
+    bus: &str,
+    name: &str,
+    wait: &str,
+    allow: &[String],
+    secret: Option<String>,
+) -> Result<RemoteProcess, StepError> {
+    let mut args = vec![
+        "agent", "--bus", bus, "--name", name, "--quiet", "--wait", wait,
+    ];
+    for a in allow {
+        args.extend(["--allow-target", a]);
+    }
+    if secret.is_none() {
+        args.push("--insecure-bus");
+    }
+    hosts
+        .start(host, &args, secret.as_deref())
+        .map_err(|e| StepError::Injectors(format!("{name}: {e}")))
+}
+
 /// A step's bus and agents; stopped on [`StepAgents::stop`] or on drop.
 pub(crate) struct StepAgents {
     /// Kept for its life: dropping it stops the server.
@@ -159,24 +214,7 @@ impl StepAgents {
         }
         let name = |i: usize| format!("inj{}", i + 1);
         let names: Vec<String> = (0..k).map(name).collect();
-        let nats = match inj.bus_listen(lab.map(StudyLab::bus_ip)) {
-            Some(a) if inj.secure_bus => {
-                Some(PrivateNats::start_secured(a, &names).map_err(StepError::Agents)?)
-            }
-            Some(a) => Some(PrivateNats::start_at(a).map_err(StepError::Agents)?),
-            None => None,
-        };
-        let (url, auth) = match (&nats, &inj.bus) {
-            (Some(n), _) => (n.url(), n.keys().map(|k| k.coordinator.clone())),
-            (None, Some(BusPlan::Existing(url))) => {
-                let auth = match &inj.bus_credentials {
-                    Some(f) => Some(BusCredentials::load(f).map_err(StepError::Agents)?),
-                    None => None,
-                };
-                (url.clone(), auth)
-            }
-            (None, _) => unreachable!("a bus without a server is an existing one"),
-        };
+        let (nats, url, auth) = start_bus(inj, lab, &names)?;
         let secrets = agent_secrets(inj, nats.as_ref(), &names)?;
         let creds = |i: usize| secrets[i].clone();
         // The agents volley starts may load the step's target (and, in a lab, its
@@ -234,21 +272,8 @@ impl StepAgents {
             };
             let hosts = hosts
                 .ok_or_else(|| StepError::Injectors("the ssh hosts were not prepared".into()))?;
-            let n = name(i);
-            let mut args = vec![
-                "agent", "--bus", &me.url, "--name", &n, "--quiet", "--wait", &wait,
-            ];
-            for a in &allow {
-                args.extend(["--allow-target", a]);
-            }
-            let secret = creds(i);
-            if secret.is_none() {
-                args.push("--insecure-bus");
-            }
             // On error `me` drops here and stops what was started.
-            let p = hosts
-                .start(host, &args, secret.as_deref())
-                .map_err(|e| StepError::Injectors(format!("{n}: {e}")))?;
+            let p = start_remote(hosts, host, &me.url, &name(i), &wait, &allow, creds(i))?;
             me.remote.push(p);
         }
         Ok(me)

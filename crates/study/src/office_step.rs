@@ -29,31 +29,8 @@ pub(crate) fn run_office(
     stop_flag: &Arc<AtomicBool>,
 ) -> Result<JudgedStep, StepError> {
     let users = cell.users.unwrap_or(1) as usize;
-    let accounts = target
-        .dav
-        .as_ref()
-        .map(|d| d.accounts.as_slice())
-        .unwrap_or_default();
-    if accounts.len() < users {
-        return Err(StepError::Office(format!(
-            "the target has {} DAV accounts, the step needs {users}",
-            accounts.len()
-        )));
-    }
-    let duration = plan
-        .timing
-        .duration
-        .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
     let url = format!("http://{}", target.addr);
-    let mut cfg =
-        OfficeConfig::with_accounts(&url, accounts[..users].iter().map(office_account).collect());
-    cfg.mix = office.mix.clone();
-    cfg.decisions_per_day = office.decisions;
-    cfg.compress = office.compress;
-    cfg.cold_start = office.cold_start;
-    cfg.duration = duration;
-    cfg.timeout = w.load.timeout;
-    cfg.seed = w.load.seed;
+    let mut cfg = office_config(w, office, plan, target, &url, users)?;
     // The office's own flag: the death watch sets it when the target dies or the
     // study is stopped.
     let load_stop = Arc::new(AtomicBool::new(false));
@@ -100,19 +77,9 @@ pub(crate) fn run_office(
         // error that ends the study; a users search goes on past it with
         // `restart = "next-step"`. The step has no requests and no office report.
         Err(e) if watched.died.is_some() || not_set_up.is_some() => {
-            let elapsed = step_started.elapsed();
-            let mut info = run_info(&url, users * cfg.devices, elapsed, true, 0.0);
+            let mut info = run_info(&url, users * cfg.devices, step_started.elapsed(), true, 0.0);
             info.notes.push(format!("the office day never ran: {e}"));
-            let loaded = Loaded {
-                recorder: Recorder::new(),
-                info,
-                stopped_early: true,
-                open_in_flight: None,
-                closed_in_flight: 0.0,
-                wire: None,
-                extra: Vec::new(),
-            };
-            (Ok(loaded), None)
+            (Ok(never_ran(info)), None)
         }
         Err(e) => (Err(e), None),
     };
@@ -130,23 +97,7 @@ pub(crate) fn run_office(
             (None, None) => None,
         };
         if let Some(why) = why {
-            // Judged as an office day that carried nothing, so the step reads (and a
-            // search hears it) like a day the server died in: a server that cannot
-            // serve N people's first syncs, a few at a time, does not carry them.
-            judged.sustainable = Some(false);
-            judged.verdict.little = None;
-            judged.verdict.office = Some(OfficeVerdict {
-                carries: false,
-                users,
-                compress: office.compress,
-                decisions_per_day: office.decisions,
-                poll_p99_ms: None,
-                slo_ms: plan.rule.p99_slo.as_secs_f64() * 1e3,
-                error_share: 1.0,
-                violations: 0,
-                reasons: vec![why],
-                lead_in: None,
-            });
+            carried_nothing(&mut judged, why, users, office, plan);
             return Ok(judged);
         }
         return Err(StepError::Office("the day ended without its report".into()));
@@ -157,6 +108,83 @@ pub(crate) fn run_office(
     judged.verdict.office = Some(v);
     judged.verdict.little = None;
     Ok(judged)
+}
+
+/// The office's configuration for `users` of the target's DAV accounts at `url`: the
+/// workload's day, the plan's window, the load's timeout and seed.
+fn office_config(
+    w: &Workload,
+    office: &OfficeLoad,
+    plan: &Plan,
+    target: &RunningTarget,
+    url: &str,
+    users: usize,
+) -> Result<OfficeConfig, StepError> {
+    let accounts = target
+        .dav
+        .as_ref()
+        .map(|d| d.accounts.as_slice())
+        .unwrap_or_default();
+    if accounts.len() < users {
+        return Err(StepError::Office(format!(
+            "the target has {} DAV accounts, the step needs {users}",
+            accounts.len()
+        )));
+    }
+    let duration = plan
+        .timing
+        .duration
+        .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
+    let mut cfg =
+        OfficeConfig::with_accounts(url, accounts[..users].iter().map(office_account).collect());
+    cfg.mix = office.mix.clone();
+    cfg.decisions_per_day = office.decisions;
+    cfg.compress = office.compress;
+    cfg.cold_start = office.cold_start;
+    cfg.duration = duration;
+    cfg.timeout = w.load.timeout;
+    cfg.seed = w.load.seed;
+    Ok(cfg)
+}
+
+/// A day that never ran as a step's load: no requests, no office report, stopped early
+/// (`info` says why).
+fn never_ran(info: RunInfo) -> Loaded {
+    Loaded {
+        recorder: Recorder::new(),
+        info,
+        stopped_early: true,
+        open_in_flight: None,
+        closed_in_flight: 0.0,
+        wire: None,
+        extra: Vec::new(),
+    }
+}
+
+/// Judged as an office day that carried nothing, so the step reads (and a search hears
+/// it) like a day the server died in: a server that cannot serve N people's first
+/// syncs, a few at a time, does not carry them.
+fn carried_nothing(
+    judged: &mut JudgedStep,
+    why: String,
+    users: usize,
+    office: &OfficeLoad,
+    plan: &Plan,
+) {
+    judged.sustainable = Some(false);
+    judged.verdict.little = None;
+    judged.verdict.office = Some(OfficeVerdict {
+        carries: false,
+        users,
+        compress: office.compress,
+        decisions_per_day: office.decisions,
+        poll_p99_ms: None,
+        slo_ms: plan.rule.p99_slo.as_secs_f64() * 1e3,
+        error_share: 1.0,
+        violations: 0,
+        reasons: vec![why],
+        lead_in: None,
+    });
 }
 
 /// The day's load facts as any step's: a closed loop of `connections` kept-alive

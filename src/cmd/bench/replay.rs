@@ -402,6 +402,13 @@ impl Replay {
         lines
     }
 
+    /// Prints [`Replay::plan_lines`] on stdout, before the first run.
+    fn print_plan(&self) {
+        for line in self.plan_lines() {
+            println!("{line}");
+        }
+    }
+
     /// The log and its plan, as `--json`'s `replay` object holds them.
     pub fn json(&self) -> serde_json::Value {
         let c = &self.plan.counts;
@@ -464,9 +471,7 @@ pub fn run(
     let text_out = !a.quiet && !a.stdout_taken();
     if targets.is_set() {
         if text_out {
-            for line in replay.plan_lines() {
-                println!("{line}");
-            }
+            replay.print_plan();
         }
         return super::target::run(a, targets, save, Some(&replay));
     }
@@ -478,9 +483,7 @@ pub fn run(
     let host = url.host_header();
     let factory = replay.aim(&mut spec, host)?;
     if text_out {
-        for line in replay.plan_lines() {
-            println!("{line}");
-        }
+        replay.print_plan();
     }
     let mut first = spec.prepare()?;
     let interrupted = stop_on_interrupt(Arc::clone(&spec.cfg.stop_flag));
@@ -513,16 +516,7 @@ pub fn run(
             s.step(&spec, &summary, ran.histograms, extras)?;
         }
         if text_out {
-            if repeats > 1 {
-                println!("=== run {} of {} ===", k + 1, repeats);
-            }
-            Text::default().export(
-                std::slice::from_ref(&summary),
-                None,
-                &mut std::io::stdout().lock(),
-            )?;
-            println!();
-            print!("{}", outcome.text());
+            print_run(k, repeats, &summary, &outcome)?;
         }
         let failed = summary.requests.ok == 0;
         runs.push(summary);
@@ -556,6 +550,26 @@ pub fn run(
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One run's text report and its fidelity, headed `=== run K of N ===` among repeats.
+fn print_run(
+    k: usize,
+    repeats: usize,
+    summary: &Summary,
+    outcome: &ReplayOutcome,
+) -> anyhow::Result<()> {
+    if repeats > 1 {
+        println!("=== run {} of {} ===", k + 1, repeats);
+    }
+    Text::default().export(
+        std::slice::from_ref(summary),
+        None,
+        &mut std::io::stdout().lock(),
+    )?;
+    println!();
+    print!("{}", outcome.text());
+    Ok(())
 }
 
 /// The flag Ctrl-C raises; it stops the engine's load (`stop`) too.

@@ -337,11 +337,7 @@ pub(crate) fn judge(
             d.kind, d.pid, d.exit_status
         )
     });
-    if let Some(d) = &target_died {
-        info.notes.push(d.clone());
-    } else if stopped_early {
-        info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
-    }
+    note_ending(&mut info, target_died.as_deref(), stopped_early);
     merged.finish();
     let histograms = volley_harness::stored::histograms(&merged)?;
     let mut summary = merged.close(&info)?;
@@ -361,18 +357,17 @@ pub(crate) fn judge(
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
-    let mut conn_wait = None;
-    let (sustain_verdict, label) = match rate {
+    let (sustain_verdict, label, conn_wait) = match rate {
         Some(rate) => {
             let stats = step_stats(&summary, rate, windows, in_flight_w);
             let mut v = sustain::judge(&stats, &plan.rule);
             // A step during which the server died cannot have carried its load, whatever
             // its windows say (the death may fall after the last judged second).
             v.sustainable &= target_died.is_none();
-            conn_wait = sustain::conn_wait_note(&stats);
-            (Some(v.clone()), v.bound.label())
+            let label = v.bound.label();
+            (Some(v), label, sustain::conn_wait_note(&stats))
         }
-        None => (None, summary.generator.verdict.label.label()),
+        None => (None, summary.generator.verdict.label.label(), None),
     };
     // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
     link::judge_phases(&mut extra, &summary);
@@ -397,20 +392,7 @@ pub(crate) fn judge(
         office: None,
         target_died,
     };
-    let mut summary_json = serde_json::to_value(&summary)?;
-    for (k, v) in extra {
-        summary_json[k] = v;
-    }
-    if let Some(r) = &report {
-        summary_json["monitor"] = serde_json::to_value(&r.summary).unwrap_or(Value::Null);
-    }
-    if let Some(t) = throttling {
-        summary_json["throttling"] = json!({
-            "nr_periods": t.nr_periods,
-            "nr_throttled": t.nr_throttled,
-            "throttled_usec": t.throttled_us,
-        });
-    }
+    let summary_json = stored_summary(&summary, extra, report.as_ref(), throttling)?;
     let series = volley_harness::stored::series(&summary, report.as_ref());
     Ok(JudgedStep {
         summary,
@@ -421,6 +403,41 @@ pub(crate) fn judge(
         series,
         histograms,
     })
+}
+
+/// Why a step's figures end where they do, in its notes: the target's death, else an
+/// interrupt (what was in flight then is censored, not dropped).
+fn note_ending(info: &mut RunInfo, target_died: Option<&str>, stopped_early: bool) {
+    if let Some(d) = target_died {
+        info.notes.push(d.to_string());
+    } else if stopped_early {
+        info.notes.push("interrupted: the step covers what was measured until then; requests in flight were recorded as censored".to_string());
+    }
+}
+
+/// The summary as the store keeps it: the engine's summary with the step's `extra` keys
+/// (injectors, phases, office), the monitor's summary and the cgroup's throttling.
+fn stored_summary(
+    summary: &Summary,
+    extra: Vec<(&'static str, Value)>,
+    monitor: Option<&volley_monitor::MonitorReport>,
+    throttling: Option<volley_targets::ThrottleStats>,
+) -> Result<Value, StepError> {
+    let mut summary_json = serde_json::to_value(summary)?;
+    for (k, v) in extra {
+        summary_json[k] = v;
+    }
+    if let Some(r) = monitor {
+        summary_json["monitor"] = serde_json::to_value(&r.summary).unwrap_or(Value::Null);
+    }
+    if let Some(t) = throttling {
+        summary_json["throttling"] = json!({
+            "nr_periods": t.nr_periods,
+            "nr_throttled": t.nr_throttled,
+            "throttled_usec": t.throttled_us,
+        });
+    }
+    Ok(summary_json)
 }
 
 /// Windows to judge: the whole seconds of the step (a last partial second holds the

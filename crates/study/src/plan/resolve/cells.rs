@@ -44,70 +44,23 @@ pub(super) fn resolve_cells(
                 .is_none_or(|t| t.contains(&instances[ii].target))
         };
         if let Some(office) = &w.office {
-            // An office sweeps its users (or searches them: one cell per instance, its
-            // users decided per step); the connection axes are the clients' own.
-            let start = [super::office::start_users(file)];
-            let users: &[u32] = if office.search { &start } else { &office.users };
-            for &u in users {
-                for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
-                    cells.push(Cell {
-                        instance: ii,
-                        workload: wi,
-                        rate: None,
-                        concurrency: u,
-                        keepalive: true,
-                        protocol: None,
-                        injectors: None,
-                        users: Some(u),
-                    });
-                }
-            }
+            office_cells(file, office, wi, instances, &runs_on, &mut cells);
             continue;
         }
         let sw: &SweepDef = wd.sweep.as_ref().unwrap_or(sweep);
-        if wd
-            .sweep
-            .as_ref()
-            .is_some_and(|s| s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some())
-        {
-            return Err(invalid(format!(
-                "workload '{}': a workload's sweep may only set rate, concurrency and keepalive",
-                w.name
-            )));
-        }
+        check_sweep(w, wd)?;
         let keepalives = sw.keepalive.clone().unwrap_or(vec![w.load.keepalive]);
         let protocols = protocols_of(sw, w)?;
         if file.injectors.is_some() {
             check_injectable(w, &protocols)?;
         }
-        if protocols == [None] && w.load.wire.h2_streams.is_none() && w.load.wire.streams != 1 {
-            return Err(invalid(format!(
-                "workload '{}': load.streams needs http2 = true (or a sweep.protocol)",
-                w.name
-            )));
-        }
+        check_streams(w, &protocols)?;
         let concs = sw.concurrency.clone().unwrap_or(vec![w.load.concurrency]);
         if concs.is_empty() || concs.contains(&0) {
             return Err(invalid("sweep.concurrency values must be at least 1"));
         }
         let open = w.load.open || sw.rate.is_some();
-        let rates: Vec<Option<f64>> = if file.mode == Mode::Search {
-            vec![None]
-        } else if let Some(axis) = &sw.rate {
-            expand_rates(axis)?.into_iter().map(Some).collect()
-        } else if open {
-            match w.load.rate {
-                Some(r) => vec![Some(r)],
-                None => {
-                    return Err(invalid(format!(
-                        "workload '{}' is open-loop but has no rate (set load.rate or sweep.rate)",
-                        w.name
-                    )))
-                }
-            }
-        } else {
-            vec![None]
-        };
+        let rates = rates_of(file, w, sw, open)?;
         let injector_counts: Vec<Option<u32>> = match &file.injectors {
             Some(d) => d.count.values().into_iter().map(Some).collect(),
             None => vec![None],
@@ -157,6 +110,88 @@ pub(super) fn resolve_cells(
         .partition(|c| !workloads[c.workload].searches_users());
     swept.extend(searched);
     Ok(swept)
+}
+
+/// An office's cells: it sweeps its users (or searches them: one cell per instance, its
+/// users decided per step); the connection axes are the clients' own.
+fn office_cells(
+    file: &StudyFile,
+    office: &OfficeLoad,
+    wi: usize,
+    instances: &[Instance],
+    runs_on: &dyn Fn(usize) -> bool,
+    cells: &mut Vec<Cell>,
+) {
+    let start = [super::office::start_users(file)];
+    let users: &[u32] = if office.search { &start } else { &office.users };
+    for &u in users {
+        for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
+            cells.push(Cell {
+                instance: ii,
+                workload: wi,
+                rate: None,
+                concurrency: u,
+                keepalive: true,
+                protocol: None,
+                injectors: None,
+                users: Some(u),
+            });
+        }
+    }
+}
+
+/// A workload's own sweep may only set its load axes: the target's axes (CPU quota,
+/// cores, target) are the study's.
+fn check_sweep(w: &Workload, wd: &WorkloadDef) -> Result<(), StudyError> {
+    if wd
+        .sweep
+        .as_ref()
+        .is_some_and(|s| s.cpu_quota.is_some() || s.cores.is_some() || s.target.is_some())
+    {
+        return Err(invalid(format!(
+            "workload '{}': a workload's sweep may only set rate, concurrency and keepalive",
+            w.name
+        )));
+    }
+    Ok(())
+}
+
+/// Streams per connection only mean something on a multiplexed protocol.
+fn check_streams(w: &Workload, protocols: &[Option<Protocol>]) -> Result<(), StudyError> {
+    if protocols == [None] && w.load.wire.h2_streams.is_none() && w.load.wire.streams != 1 {
+        return Err(invalid(format!(
+            "workload '{}': load.streams needs http2 = true (or a sweep.protocol)",
+            w.name
+        )));
+    }
+    Ok(())
+}
+
+/// The rate axis of a workload: one open cell per rate of `sweep.rate`, its own
+/// `load.rate` when open without an axis, none when closed or searched (a search
+/// decides its rates per step).
+fn rates_of(
+    file: &StudyFile,
+    w: &Workload,
+    sw: &SweepDef,
+    open: bool,
+) -> Result<Vec<Option<f64>>, StudyError> {
+    if file.mode == Mode::Search {
+        return Ok(vec![None]);
+    }
+    if let Some(axis) = &sw.rate {
+        return Ok(expand_rates(axis)?.into_iter().map(Some).collect());
+    }
+    if !open {
+        return Ok(vec![None]);
+    }
+    match w.load.rate {
+        Some(r) => Ok(vec![Some(r)]),
+        None => Err(invalid(format!(
+            "workload '{}' is open-loop but has no rate (set load.rate or sweep.rate)",
+            w.name
+        ))),
+    }
 }
 
 /// What `[injectors]` cannot send, refused before anything starts: an agent's load is
