@@ -107,9 +107,14 @@ pub(crate) fn completed(summary: &Value) -> u64 {
 }
 
 /// Three local injectors at 40 req/s each, staggered by `stagger` and active for
-/// `duration`, against a `volley serve` with its access log on: the study's directory,
+/// `duration` after a `warmup`, against a `volley serve` with its access log on: the study's directory,
 /// the server's log and the store, once the study ran and the server stopped.
-fn staggered_study(tag: &str, stagger: &str, duration: &str) -> (TempDir, PathBuf, PathBuf) {
+fn staggered_study(
+    tag: &str,
+    stagger: &str,
+    duration: &str,
+    warmup: &str,
+) -> (TempDir, PathBuf, PathBuf) {
     let dir = TempDir::new(tag);
     let log = dir.path().join("access.log");
     let root = docroot(dir.path());
@@ -117,7 +122,7 @@ fn staggered_study(tag: &str, stagger: &str, duration: &str) -> (TempDir, PathBu
     let rest = format!(
         "[load]\nmodel = \"open\"\nrate = 40\nconcurrency = 2\n[injectors]\ncount = 3\n\
          stagger = \"{stagger}\"\nshare = \"each\"\n[steps]\nduration = \"{duration}\"\n\
-         warmup = \"0s\"\ncooldown = \"0s\"\n"
+         warmup = \"{warmup}\"\ncooldown = \"0s\"\n"
     );
     let file = study(dir.path(), &served_study("inj", &server.base, &rest));
     let db = dir.path().join("v.db");
@@ -133,7 +138,7 @@ fn staggered_study(tag: &str, stagger: &str, duration: &str) -> (TempDir, PathBu
 
 #[test]
 fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
-    let (dir, log, db) = staggered_study("phases", "1s", "4s");
+    let (dir, log, db) = staggered_study("phases", "1s", "4s", "0s");
     let steps = step_summaries(&db);
     assert_eq!(steps.len(), 1);
     let s = &steps[0];
@@ -256,6 +261,57 @@ fn staggered_injectors_merge_exactly_and_phase_one_two_three_two_one() {
     assert!(html.contains("Phases: intervals with the same active injectors"));
 }
 
+/// An injected step warms up as any step does, inside each agent's own run
+/// (docs/methodology.md, "Several injectors"): the server's log holds the measured
+/// requests and the agents' warm-ups and nothing else (no warm-up run from this host),
+/// the merged step's warm-up is the sum of the agents', and the second before a later
+/// agent's first (its warm-up's load, uncounted) is left out of the phase it falls in.
+#[test]
+fn an_injected_step_warms_up_inside_each_agents_run() {
+    let (_dir, log, db) = staggered_study("warm", "2s", "3s", "1s");
+    let steps = step_summaries(&db);
+    let s = &steps[0];
+    let injectors = s["injectors"].as_array().unwrap();
+    let warm: Vec<u64> = injectors
+        .iter()
+        .map(|i| i["summary"]["warmup"]["requests"].as_u64().unwrap())
+        .collect();
+    assert!(
+        warm.iter().all(|&w| w > 0),
+        "each agent warmed up: {warm:?}"
+    );
+    let warm: u64 = warm.iter().sum();
+    assert_eq!(
+        s["warmup"]["requests"].as_u64(),
+        Some(warm),
+        "{}",
+        s["warmup"]
+    );
+    assert_eq!(
+        common::load_lines(&log),
+        completed(s) + warm,
+        "the server saw the measured requests and the warm-ups"
+    );
+    let left_out: Vec<u64> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["left_out_s"].as_array().unwrap().clone())
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    for i in injectors {
+        let first = i["offset_s"].as_u64().unwrap();
+        if first > 0 {
+            assert!(
+                left_out.contains(&(first - 1)),
+                "{}'s warm-up second: {}",
+                i["name"],
+                s["phases"]
+            );
+        }
+    }
+}
+
 /// `volley log phases --json` of the load's lines of the server's log `log` (volley's
 /// readiness probe and path check come from 127.0.0.1 before the load, User-Agent
 /// volley-probe, and are left out as `load_lines` does), checked to hold `requests`
@@ -299,7 +355,7 @@ fn server_log_phases(dir: &Path, log: &Path, requests: u64) -> Value {
 /// log stamps a request when the server saw it, volley by its intended second).
 #[test]
 fn staggered_injectors_are_told_apart_in_the_servers_log_and_its_phases_match() {
-    let (dir, log, db) = staggered_study("logphases", "3s", "9s");
+    let (dir, log, db) = staggered_study("logphases", "3s", "9s", "0s");
     let steps = step_summaries(&db);
     let s = &steps[0];
     let study_rps: Vec<f64> = s["phases"]

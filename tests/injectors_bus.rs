@@ -178,6 +178,7 @@ fn run_cfg(nats: &PrivateNats, run: &str, addr: &str, secs: u64) -> CoordinatorC
         threads: 1,
         arrival: "constant".into(),
         timeout_ms: 2_000,
+        warmup_ms: 0,
     });
     cfg
 }

@@ -194,7 +194,9 @@ where
         let (assignment, request) = lobby(cfg, &bus, on_event).await?;
         let stop_sub = bus.subscribe(subject::stop(&assignment.run)).await?;
         let deadline = clock::local_deadline(
-            assignment.t0_ns,
+            assignment
+                .t0_ns
+                .saturating_sub(assignment.warmup().as_nanos() as i64),
             assignment.offset_ns,
             Duration::from_millis(assignment.delay_ms),
             clock::wall_ns(),
@@ -385,7 +387,8 @@ where
     let (tx, records) = mpsc::unbounded_channel();
     let (done_tx, done) = oneshot::channel();
     let delay = Duration::from_millis(assignment.delay_ms);
-    let t0 = deadline.at.checked_sub(delay).unwrap_or(deadline.at);
+    // The deadline is T0 + delay less the warm-up.
+    let t0 = deadline.at.checked_sub(delay).unwrap_or(deadline.at) + assignment.warmup();
     let name = cfg.name.clone();
     let source_ip = cfg.source_ip;
     let flag = stop.clone();

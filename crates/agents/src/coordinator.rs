@@ -72,6 +72,11 @@ pub struct CoordinatorConfig {
 }
 
 impl CoordinatorConfig {
+    /// The agents' warm-up ([`LoadSpec::warmup_ms`]): it runs before T0.
+    pub(crate) fn warmup(&self) -> Duration {
+        Duration::from_millis(self.load.as_ref().map_or(0, |l| l.warmup_ms))
+    }
+
     /// The late grace in ms, as the merge takes it.
     pub(crate) fn late_grace_ms(&self) -> u64 {
         self.late_grace.as_millis() as u64
@@ -210,7 +215,7 @@ pub fn coordinate(
         } = c;
         let merged = merge::merge_reusing(series, cfg.late_grace_ms(), live)?;
         count_late(&mut agents, &merged);
-        let phases = phase::phases(&merged);
+        let phases = phase::phases(&merged, cfg.warmup());
         let result = RunResult {
             run: cfg.run.clone(),
             t0_ns,
@@ -366,7 +371,7 @@ async fn assign(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(i64, Vec<AgentReport>), AgentsError> {
     let shares = share::split(&cfg.whole, clocks.len() as u32)?;
-    let t0_ns = clock::wall_ns() + cfg.start_lead.as_nanos() as i64;
+    let t0_ns = clock::wall_ns() + (cfg.start_lead + cfg.warmup()).as_nanos() as i64;
     let mut agents = Vec::new();
     for (i, ((name, offset), share)) in clocks.into_iter().zip(shares).enumerate() {
         let delay_ms = (cfg.stagger * i as u32).as_millis() as u64;

@@ -64,6 +64,12 @@ pub struct LoadSpec {
     pub arrival: String,
     /// Per-request timeout, ms.
     pub timeout_ms: u64,
+    /// Warm-up before the measured share, ms: the first part of the same engine run on
+    /// the same connections, left out of every figure by intended instant, as any
+    /// step's (docs/methodology.md, "Several injectors"). The agent starts that long
+    /// before its place after T0, so its measured seconds begin there.
+    #[serde(default)]
+    pub warmup_ms: u64,
 }
 
 /// An agent's whole share as bytes, sent once with its final record.
@@ -135,6 +141,7 @@ pub fn config(
     };
     let connections = share.connections.max(1) as usize;
     let timeout = Duration::from_millis(spec.timeout_ms.max(1));
+    let warmup = Duration::from_millis(spec.warmup_ms);
     Ok(LoadConfig {
         addr,
         source_ip: volley_engine::SourceIp::Kernel,
@@ -144,9 +151,9 @@ pub fn config(
         keep_alive: spec.keep_alive,
         model,
         stop: StopCondition {
-            warmup: Duration::ZERO,
+            warmup,
             requests: share.requests,
-            duration: share.duration_ms.map(Duration::from_millis),
+            duration: share.duration_ms.map(|d| Duration::from_millis(d) + warmup),
         },
         timeout,
         connect_timeout: timeout.min(Duration::from_secs(10)),
@@ -204,8 +211,8 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
     if let Some(ip) = ctx.source_ip {
         cfg.source_ip = volley_engine::SourceIp::Fixed(ip);
     }
-    let offset_s = ctx
-        .started
+    // The run started its warm-up before its place: its measured seconds begin there.
+    let offset_s = (ctx.started + Duration::from_millis(spec.warmup_ms))
         .saturating_duration_since(ctx.t0)
         .as_secs_f64()
         .round() as u64;
@@ -294,7 +301,33 @@ mod tests {
             threads: 1,
             arrival: "constant".into(),
             timeout_ms: 1000,
+            warmup_ms: 0,
         }
+    }
+
+    #[test]
+    fn the_warm_up_is_the_first_part_of_the_same_run_and_the_share_follows_it() {
+        let share = Share {
+            index: 0,
+            of: 1,
+            requests: None,
+            rate_milli_rps: Some(10_000),
+            connections: 2,
+            duration_ms: Some(5_000),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut s = spec("same");
+        let cold = config(&s, &share, stop.clone()).unwrap().stop;
+        assert_eq!(cold.warmup, Duration::ZERO);
+        assert_eq!(cold.duration, Some(Duration::from_secs(5)));
+        s.warmup_ms = 2_000;
+        let warm = config(&s, &share, stop).unwrap().stop;
+        assert_eq!(warm.warmup, Duration::from_secs(2));
+        assert_eq!(
+            warm.duration,
+            Some(Duration::from_secs(7)),
+            "5 s measured after it"
+        );
     }
 
     #[test]

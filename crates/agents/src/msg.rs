@@ -241,6 +241,14 @@ pub struct Assignment {
 }
 message!(Assignment, "assignment");
 
+impl Assignment {
+    /// The warm-up its load begins with (zero without a load): the agent starts that
+    /// long before T0 plus its delay, so that its measured seconds begin there.
+    pub fn warmup(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.load.as_ref().map_or(0, |l| l.warmup_ms))
+    }
+}
+
 /// An [`Assignment`] as it travels: its MessagePack bytes and their HMAC-SHA256 under
 /// the study's assignment key (empty on a bus whose security is off). The agent checks
 /// the MAC over the very bytes it received, so no re-encoding can disagree.

@@ -4,7 +4,9 @@
 //! Each agent is active from the first to the last second in which it sent load; the
 //! run is cut wherever that set changes. An injector's first and last active seconds
 //! are partial (it started or stopped inside them), so every such second is left out
-//! of the phase it falls in, and each phase lists the seconds it left out. A phase in
+//! of the phase it falls in, and each phase lists the seconds it left out; so are the
+//! seconds in which a later injector warmed up (its load reached the server, not the
+//! figures). A phase in
 //! which some injector judged itself generator-bound is marked: its figures describe
 //! the generator, not the server.
 
@@ -12,6 +14,7 @@ use crate::merge::{Merged, Packed, Slot};
 use crate::msg::RESPONSE_TIME;
 use serde::Serialize;
 use std::collections::BTreeSet;
+use std::time::Duration;
 use volley_analysis::phase::{cut, Cut, Figures};
 use volley_metrics::hist;
 
@@ -41,16 +44,25 @@ pub struct Phase {
 
 /// Cuts a merged run into phases (the cut itself is `volley_analysis::phase`, shared
 /// with `volley log phases`).
-pub fn phases(m: &Merged) -> Vec<Phase> {
+pub fn phases(m: &Merged, warmup: Duration) -> Vec<Phase> {
     let active: Vec<(&str, (u64, u64))> = m
         .agents
         .iter()
         .filter_map(|a| a.active().map(|span| (a.agent.as_str(), span)))
         .collect();
     let spans: Vec<(u64, u64)> = active.iter().map(|&(_, span)| span).collect();
+    // Each injector warmed up in the whole seconds before its first active one.
+    let warm_s = warmup.as_secs() + u64::from(warmup.subsec_nanos() > 0);
+    let warming: BTreeSet<u64> = spans
+        .iter()
+        .flat_map(|&(first, _)| first.saturating_sub(warm_s)..first)
+        .collect();
     cut(&spans)
         .into_iter()
-        .map(|c| {
+        .map(|mut c| {
+            c.left_out_s.extend(warming.range(c.start_s..=c.end_s));
+            c.left_out_s.sort_unstable();
+            c.left_out_s.dedup();
             let injectors = c.members.iter().map(|&i| active[i].0.to_string()).collect();
             phase(m, injectors, c)
         })
@@ -98,7 +110,31 @@ fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
 mod tests {
     use super::*;
     use crate::merge::tests::{record, series};
-    use crate::merge::{merge, Received};
+    use crate::merge::{merge, Merged, Received};
+
+    fn phases_of(m: &Merged) -> Vec<Phase> {
+        phases(m, Duration::ZERO)
+    }
+
+    #[test]
+    fn a_later_injectors_warm_up_seconds_are_left_out_of_the_phase_they_fall_in() {
+        let m = merge(
+            vec![
+                series("a", 0..=9, 100, 1_000),
+                series("b", 4..=13, 100, 1_000),
+            ],
+            1_000,
+        )
+        .unwrap();
+        // b warmed up for 1.5 s before its second 4: seconds 2 and 3 held its load.
+        let ps = phases(&m, Duration::from_millis(1_500));
+        assert_eq!(ps[0].injectors, ["a"]);
+        assert_eq!(ps[0].figures.left_out_s, [0, 2, 3]);
+        assert_eq!((ps[0].figures.seconds, ps[0].figures.requests), (1, 100));
+        assert_eq!(ps[1].figures.left_out_s, [4, 9]);
+        // Without a warm-up only the boundary seconds are.
+        assert_eq!(phases_of(&m)[0].figures.left_out_s, [0]);
+    }
 
     #[test]
     fn a_staggered_start_of_three_gives_1_2_3_2_1() {
@@ -107,7 +143,7 @@ mod tests {
             series("b", 2..=11, 100, 1_000),
             series("c", 4..=13, 100, 1_000),
         ];
-        let ps = phases(&merge(agents, 1_000).unwrap());
+        let ps = phases_of(&merge(agents, 1_000).unwrap());
         let shape: Vec<(usize, u64, u64)> = ps
             .iter()
             .map(|p| (p.injectors.len(), p.figures.start_s, p.figures.end_s))
@@ -127,7 +163,7 @@ mod tests {
         assert_eq!(ps[1].figures.rps, Some(200.0));
         assert_eq!(ps[2].p50_ms, Some(1.0));
         assert_eq!((ps[4].figures.seconds, ps[4].figures.rps), (1, Some(100.0)));
-        let only_partial = phases(&merge(vec![series("a", 0..=1, 5, 1_000)], 0).unwrap());
+        let only_partial = phases_of(&merge(vec![series("a", 0..=1, 5, 1_000)], 0).unwrap());
         assert_eq!(only_partial[0].figures.left_out_s, [0, 1]);
         assert_eq!(
             (only_partial[0].figures.rps, only_partial[0].figures.p99_ms),
@@ -140,7 +176,7 @@ mod tests {
 
     #[test]
     fn latencies_of_a_phase_come_from_added_histograms() {
-        let ps = phases(
+        let ps = phases_of(
             &merge(
                 vec![
                     series("a", 0..=5, 90, 1_000),
@@ -169,7 +205,7 @@ mod tests {
     fn generator_bound_injectors_mark_their_phase() {
         let mut b = series("b", 2..=7, 10, 1_000);
         b.received.get_mut(&4).unwrap().record.generator_bound = true;
-        let ps = phases(&merge(vec![series("a", 0..=9, 10, 1_000), b], 0).unwrap());
+        let ps = phases_of(&merge(vec![series("a", 0..=9, 10, 1_000), b], 0).unwrap());
         let marked: Vec<bool> = ps.iter().map(|p| p.generator_bound).collect();
         assert_eq!(marked, [false, true, false]);
         assert_eq!(ps[1].bound_injectors, ["b"]);
@@ -189,7 +225,7 @@ mod tests {
                 arrived_ms: 3_000,
             },
         );
-        let ps = phases(&merge(vec![a, b], 0).unwrap());
+        let ps = phases_of(&merge(vec![a, b], 0).unwrap());
         assert_eq!(ps.len(), 2);
         assert_eq!(ps[0].injectors, ["a", "b"]);
         assert_eq!((ps[0].missing, ps[0].errors), (1, 3));

@@ -42,6 +42,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         threads: 1,
         arrival: "poisson".into(),
         timeout_ms: 1_000,
+        warmup_ms: 0,
     };
     let a = Assignment {
         proto: PROTO,

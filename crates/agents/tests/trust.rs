@@ -222,6 +222,7 @@ fn a_target_outside_the_allow_list_is_refused_on_both_sides_and_nothing_loads() 
         threads: 1,
         arrival: "constant".into(),
         timeout_ms: 1_000,
+        warmup_ms: 0,
     });
     let e = join_within(
         std::thread::spawn(move || coordinator::coordinate(&c, &mut |_| {})),

@@ -25,6 +25,13 @@ pub const LABEL: &str = "link-bound";
 /// Share of the link's throughput above which the link was full.
 pub const RATE_SHARE: f64 = 0.9;
 
+/// Share of a shaped link's rate that TCP payload can fill: tbf counts every byte of each
+/// Ethernet frame, and a full 1500-byte frame carries 1448 bytes of payload (MSS with
+/// TCP timestamps) under 66 of headers (Ethernet 14, IP 20, TCP 20 + 12 of options).
+/// The step's bytes are response bytes, so the rate they can reach is the tbf rate x
+/// 1448 / 1514 (95.6%).
+pub const PAYLOAD_SHARE: f64 = 1448.0 / 1514.0;
+
 /// Share of the time per request the added delay must reach on its own.
 pub const DELAY_SHARE: f64 = 0.8;
 
@@ -34,8 +41,9 @@ pub const DELAY_SLACK: f64 = 0.1;
 /// What volley set on the step's links and measured of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Shape {
-    /// Sum of the links' throughput, bits/s: the tbf rate, or the throughput measured
-    /// before the run when lower; `None` when some link had no rate set.
+    /// Sum of the links' throughput for response bytes, bits/s: the tbf rate x
+    /// [`PAYLOAD_SHARE`], or the throughput measured before the run (payload too) when
+    /// lower; `None` when some link had no rate set.
     pub throughput_bit: Option<f64>,
     /// The smallest delay added on any of the step's links, ms; `None` without one.
     pub delay_ms: Option<f64>,

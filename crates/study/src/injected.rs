@@ -33,7 +33,12 @@ use crate::plan::{Cell, Plan, Workload};
 use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
 
 /// The spec every agent of the step loads.
-fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
+fn load_spec(
+    w: &Workload,
+    cell: &Cell,
+    target: &RunningTarget,
+    warmup: std::time::Duration,
+) -> LoadSpec {
     let (order, seed, block, weights) = match &w.order {
         Order::Same => ("same", w.load.seed, 1, Vec::new()),
         Order::Sequential { block } => ("sequential", w.load.seed, *block, Vec::new()),
@@ -56,6 +61,8 @@ fn load_spec(w: &Workload, cell: &Cell, target: &RunningTarget) -> LoadSpec {
             Arrival::Poisson => "poisson".into(),
         },
         timeout_ms: w.load.timeout.as_millis() as u64,
+        // Each agent warms up inside its own run, as a step of this process does.
+        warmup_ms: warmup.as_millis() as u64,
     }
 }
 
@@ -117,7 +124,6 @@ pub(crate) fn run_injected(
         .ok_or_else(|| StepError::Injectors("the plan has no [injectors]".into()))?;
     let whole = whole_of(w, cell, k, rate, plan, inj.each);
     check(&whole, k)?;
-    crate::step::warm_up(w, cell, rate, plan, target, stop_flag)?;
     // Behind links volley shaped: the server's own time per request, for the link rule.
     let shaped = |l: &&StudyLab| {
         l.links
@@ -149,7 +155,7 @@ pub(crate) fn run_injected(
     // the request timeout has passed after it (docs/methodology.md, "Per-second
     // windows"): a record is late only past that hold plus the usual grace.
     cfg.late_grace += w.load.timeout;
-    cfg.load = Some(load_spec(w, cell, target));
+    cfg.load = Some(load_spec(w, cell, target, plan.timing.warmup));
     if let Some(l) = lab {
         cfg.addrs = (0..k as usize)
             .map(|i| l.addr_for(i, target.addr).map(|a| a.map(|a| a.to_string())))

@@ -16,12 +16,13 @@ fn links<'a>(extra: &'a [(&'static str, Value)]) -> Option<&'a Vec<Value>> {
     (!links.is_empty()).then_some(links)
 }
 
-/// What `links` allow together: the sum of their throughputs (each its tbf rate, or
-/// less when measured so: the measurement's first second rides tbf's burst and may read
-/// above the rate), and the smallest delay added on any.
+/// What `links` allow together: the sum of their throughputs for response bytes (each
+/// its tbf rate less the frames' headers, `link::PAYLOAD_SHARE`, or less when measured
+/// so: the measurement's first second rides tbf's burst and may read above the rate),
+/// and the smallest delay added on any.
 fn shape(links: &[&Value]) -> Shape {
     let throughput = |l: &&Value| {
-        let set = l["rate_bit"].as_f64()?;
+        let set = l["rate_bit"].as_f64()? * link::PAYLOAD_SHARE;
         Some(
             l["measured"]["throughput_bit"]
                 .as_f64()
@@ -140,6 +141,25 @@ fn phase_reason(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// tbf counts whole frames, a step its response bytes: a full 2 Mbit/s link carries
+    /// about 1.91 Mbit/s of them, so 18 responses of 12,234 bytes a second (1.76 Mbit/s,
+    /// 88% of the rate, 92% of what it carries of them) fill it; 1.5 Mbit/s does not.
+    #[test]
+    fn a_full_link_is_judged_by_what_it_carries_of_the_responses() {
+        let l = json!({"injector": "inj1", "rate_bit": 2e6, "delay_ms": null,
+                       "measured": {"throughput_bit": 2.25e6}});
+        let s = shape(&[&l]);
+        let cap = s.throughput_bit.unwrap();
+        assert!((cap - 2e6 * 1448.0 / 1514.0).abs() < 1.0, "{cap}");
+        let seen = |bit: f64| Observed {
+            wire_bit_per_s: bit,
+            per_request_ms: 40.0,
+            unshaped_ms: None,
+        };
+        assert!(link::judge(&s, &seen(18.0 * 12_234.0 * 8.0)).is_some());
+        assert!(link::judge(&s, &seen(1.5e6)).is_none());
+    }
 
     /// Two injectors behind 10 Mbit/s links each: in the phase where only inj1 runs, its
     /// link is full; with both, the 20 Mbit/s they carry together has room.

@@ -12,7 +12,7 @@ use volley_analysis::knee::Evidence;
 use volley_analysis::{little, sustain};
 use volley_engine::{
     BodySpec, Coding, HttpVersion, ListSourceFactory, Live, LoadConfig, LoadModel, Request,
-    RequestTemplate, Sample, Sink, StatusRange, StopCondition, TlsTarget, Wire,
+    RequestTemplate, StatusRange, StopCondition, TlsTarget, Wire,
 };
 use volley_harness::{ColdFigures, Measure, Watch, Watched};
 use volley_metrics::{Recorder, RunInfo, Summary, WireReport};
@@ -43,9 +43,6 @@ pub enum StepError {
     /// The cold request ran but the engine recorded no sample of it.
     #[error("cold request: the engine recorded no sample")]
     NoColdSample,
-    /// The warm-up load could not be run.
-    #[error("warm-up: {0}")]
-    WarmUp(#[source] volley_engine::EngineError),
     /// The harness could not watch the target (monitor, death watch).
     #[error(transparent)]
     Harness(#[from] volley_harness::HarnessError),
@@ -112,13 +109,6 @@ pub(crate) struct Verdict {
     pub target_died: Option<String>,
 }
 
-/// Discards samples: the warm-up is load, not measurement.
-struct Discard;
-
-impl Sink for Discard {
-    fn record(&mut self, _sample: &Sample) {}
-}
-
 /// Sends exactly one request for the workload's first path on one fresh connection
 /// (the harness's cold request) and returns its figures against the target's spawn.
 pub(crate) fn cold_request(
@@ -155,34 +145,7 @@ pub(crate) fn cold_request(
         .ok_or(StepError::NoColdSample)
 }
 
-/// The plan's warm-up as a run of its own: load, not measurement (nothing recorded).
-/// Only an injected step uses it (its agents' runs start at T0 and have no warm-up of
-/// their own); a step of this process warms up inside its measured run
-/// ([`measured_stop`]).
-pub(crate) fn warm_up(
-    w: &Workload,
-    cell: &Cell,
-    rate: Option<f64>,
-    plan: &Plan,
-    target: &RunningTarget,
-    stop_flag: &Arc<AtomicBool>,
-) -> Result<(), StepError> {
-    let timing = &plan.timing;
-    if timing.warmup.is_zero() {
-        return Ok(());
-    }
-    let wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
-    let warm = StopCondition {
-        warmup: Duration::ZERO,
-        requests: None,
-        duration: Some(timing.warmup),
-    };
-    let cfg = load_config(w, cell, rate, target.addr, warm, Arc::clone(stop_flag))?;
-    volley_engine::run_with(&cfg, &wire, |_| Discard, &Live::new()).map_err(StepError::WarmUp)?;
-    Ok(())
-}
-
-/// When a step of this process ends: the plan's warm-up, then its measured requests or
+/// When a step ends: the plan's warm-up, then its measured requests or
 /// duration, in one engine run on the same connections (as `volley bench --warmup`):
 /// the schedule goes on across the boundary, so the first measured second meets the
 /// server and the connections as they are under the load, and every figure leaves
