@@ -129,6 +129,17 @@ pub(crate) fn volley() -> Command {
     c
 }
 
+/// Runs `volley ARGS...`, which must succeed (its stderr shown if not): its output.
+pub(crate) fn succeeded(args: &[&str]) -> std::process::Output {
+    let out = volley().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub(crate) fn json_of(out: &[u8]) -> serde_json::Value {
     serde_json::from_slice(out)
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(out)))
@@ -137,24 +148,16 @@ pub(crate) fn json_of(out: &[u8]) -> serde_json::Value {
 #[test]
 fn n_requests_exact_counts_in_json_with_keepalive() {
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/x"),
-            "-n",
-            "300",
-            "-c",
-            "4",
-            "-k",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/x"),
+        "-n",
+        "300",
+        "-c",
+        "4",
+        "-k",
+        "--json",
+    ]);
     let j = json_of(&out.stdout);
     assert_eq!(j["schema_version"], 1);
     let r = &j["runs"][0];
@@ -179,15 +182,7 @@ fn n_requests_exact_counts_in_json_with_keepalive() {
 #[test]
 fn without_keepalive_each_request_opens_a_connection() {
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args(["bench", &srv.url("/"), "-n", "60", "-c", "2", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&["bench", &srv.url("/"), "-n", "60", "-c", "2", "--json", "-"]);
     let r = &json_of(&out.stdout)["runs"][0];
     assert_eq!(r["requests"]["ok"], 60);
     assert_eq!(r["connections_stats"]["opened"], 60);
@@ -257,26 +252,18 @@ fn json_schema_fields_are_present() {
 #[test]
 fn open_loop_sends_on_schedule() {
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "--rate",
-            "200",
-            "-n",
-            "200",
-            "-c",
-            "4",
-            "-k",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "--rate",
+        "200",
+        "-n",
+        "200",
+        "-c",
+        "4",
+        "-k",
+        "--json",
+    ]);
     let r = &json_of(&out.stdout)["runs"][0];
     assert_eq!(r["requests"]["completed"], 200);
     assert_eq!(r["model"]["kind"], "open");
@@ -295,26 +282,18 @@ fn an_open_loop_run_lasts_its_duration_when_its_arrivals_end_early() {
     // 2 req/s for 2 s: arrivals at 0, 0.5, 1 and 1.5 s. The run measures 2 s, so it
     // says 2 req/s; ending at the last answer (about 1.5 s) said 2.7.
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "--rate",
-            "2",
-            "-d",
-            "2s",
-            "-c",
-            "2",
-            "-k",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "--rate",
+        "2",
+        "-d",
+        "2s",
+        "-c",
+        "2",
+        "-k",
+        "--json",
+    ]);
     let r = &json_of(&out.stdout)["runs"][0];
     assert_eq!(r["requests"]["completed"], 4, "{r}");
     let d = r["duration_s"].as_f64().unwrap();
@@ -417,25 +396,17 @@ fn all_rejected_exits_1_with_status_errors_counted() {
 #[test]
 fn server_dying_mid_run_is_reported_not_fatal() {
     let srv = TestServer::start(Mode::DieAfter(50));
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "-n",
-            "400",
-            "-c",
-            "2",
-            "--timeout",
-            "2s",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "-n",
+        "400",
+        "-c",
+        "2",
+        "--timeout",
+        "2s",
+        "--json",
+    ]);
     let r = &json_of(&out.stdout)["runs"][0];
     assert_eq!(r["requests"]["completed"], 400);
     assert_eq!(r["requests"]["ok"], 50);
@@ -452,25 +423,17 @@ fn server_dying_mid_run_is_reported_not_fatal() {
 #[test]
 fn repeat_prints_table_and_ci() {
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "-n",
-            "50",
-            "-k",
-            "--repeat",
-            "3",
-            "--cooldown",
-            "0s",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "-n",
+        "50",
+        "-k",
+        "--repeat",
+        "3",
+        "--cooldown",
+        "0s",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("=== run 3 of 3 ==="), "{text}");
     assert!(text.contains("Runs (3;"), "{text}");
@@ -685,28 +648,20 @@ fn warmup_requests_are_excluded_from_the_measured_figures() {
     let srv = TestServer::start(Mode::Ok);
     // 200/s on a fixed schedule: the warm-up's 500 ms hold 100 scheduled arrivals
     // whatever the machine's speed; -d is the measured period after it.
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "--rate",
-            "200",
-            "--warmup",
-            "500ms",
-            "-d",
-            "500ms",
-            "-c",
-            "2",
-            "-k",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "--rate",
+        "200",
+        "--warmup",
+        "500ms",
+        "-d",
+        "500ms",
+        "-c",
+        "2",
+        "-k",
+        "--json",
+    ]);
     let r = &json_of(&out.stdout)["runs"][0];
     let w = &r["warmup"];
     assert_eq!(w["duration_s"], 0.5);
@@ -745,26 +700,18 @@ fn with_a_warmup_n_counts_the_measured_requests() {
     // As ab and hey users expect, -n is what is measured; the warm-up's requests come
     // on top (at least the first request of each of the 2 connections, sent at once).
     let srv = TestServer::start(Mode::Ok);
-    let out = volley()
-        .args([
-            "bench",
-            &srv.url("/"),
-            "-n",
-            "40",
-            "--warmup",
-            "300ms",
-            "-c",
-            "2",
-            "-k",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(&[
+        "bench",
+        &srv.url("/"),
+        "-n",
+        "40",
+        "--warmup",
+        "300ms",
+        "-c",
+        "2",
+        "-k",
+        "--json",
+    ]);
     let r = &json_of(&out.stdout)["runs"][0];
     let req = &r["requests"];
     assert_eq!(req["sent"], 40, "{req}");

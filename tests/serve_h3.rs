@@ -79,6 +79,20 @@ fn h3_client(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The aioquic client's answers to `requests` (a JSON array of `{method, path,
+/// headers, body}`) over HTTP/3 to the server on `port`, and its raw output.
+fn fetch_h3(port: u16, ca: &str, requests: &serde_json::Value) -> (Vec<serde_json::Value>, String) {
+    let (ok, out, err) = h3_client(&[
+        "fetch",
+        "127.0.0.1",
+        &port.to_string(),
+        ca,
+        &requests.to_string(),
+    ]);
+    assert!(ok, "aioquic failed: {err}");
+    (serde_json::from_str(&out).unwrap(), out)
+}
+
 /// Starts `volley serve --h3` with a throw-away CA and an access log; returns the
 /// server, its port and the CA path.
 fn serve_h3(tmp: &TempDir, extra: &[&str]) -> (Served, u16, String) {
@@ -214,15 +228,7 @@ fn aioquic_gets_the_same_bytes_over_h3_as_curl_over_h1_and_h2() {
             })
         })
         .collect();
-    let (ok, out, err) = h3_client(&[
-        "fetch",
-        "127.0.0.1",
-        &port.to_string(),
-        &ca,
-        &serde_json::Value::Array(requests).to_string(),
-    ]);
-    assert!(ok, "aioquic failed: {err}");
-    let answers: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let (answers, _) = fetch_h3(port, &ca, &serde_json::Value::Array(requests));
     assert_eq!(answers.len(), cases.len());
     for ((path, headers), h3) in cases.iter().zip(&answers) {
         let url = format!("https://localhost:{port}{path}");
@@ -277,15 +283,7 @@ fn dav_over_h3_writes_and_reads_back_like_h1() {
         {"method": "DELETE", "path": "/up.txt"},
         {"method": "GET", "path": "/up.txt"},
     ]);
-    let (ok, out, err) = h3_client(&[
-        "fetch",
-        "127.0.0.1",
-        &port.to_string(),
-        &ca,
-        &requests.to_string(),
-    ]);
-    assert!(ok, "aioquic failed: {err}");
-    let answers: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let (answers, out) = fetch_h3(port, &ca, &requests);
     let statuses: Vec<u64> = answers
         .iter()
         .map(|a| a["status"].as_u64().unwrap())
@@ -451,15 +449,7 @@ fn accounts_over_h3_need_their_credentials() {
         {"method": "GET", "path": "/alice/note.txt", "headers": [auth]},
         {"method": "GET", "path": "/page.html", "headers": [auth]},
     ]);
-    let (ok, out, err) = h3_client(&[
-        "fetch",
-        "127.0.0.1",
-        &port.to_string(),
-        &ca,
-        &requests.to_string(),
-    ]);
-    assert!(ok, "aioquic failed: {err}");
-    let answers: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let (answers, out) = fetch_h3(port, &ca, &requests);
     assert_eq!(answers[0]["status"], 401, "{out}");
     assert!(answers[0]["headers"]["www-authenticate"]
         .as_str()
