@@ -35,6 +35,24 @@ fn shifted(s: &Sample, w: u64) -> Sample {
     }
 }
 
+/// One sample in a window's or the run's counters: its outcome, status class and bytes.
+#[inline]
+fn count(c: &mut Counts, s: &Sample) {
+    c.completed += 1;
+    match s.error {
+        None => c.ok += 1,
+        Some(k) => c.errors[k.index()] += 1,
+    }
+    let class = if s.status == 0 {
+        0
+    } else {
+        (s.status as usize / 100).clamp(1, 5)
+    };
+    c.status_class[class] += 1;
+    c.wire_bytes += s.wire_bytes;
+    c.body_bytes += s.body_bytes;
+}
+
 impl Sink for Recorder {
     #[inline]
     fn record(&mut self, s: &Sample) {
@@ -53,30 +71,9 @@ impl Sink for Recorder {
         let responded = matches!(kind, None | Some(ErrorKind::Status));
         let censored = matches!(kind, Some(ErrorKind::Timeout | ErrorKind::InFlight));
 
-        let c = &mut live.counts;
-        c.completed += 1;
-        match kind {
-            None => c.ok += 1,
-            Some(k) => c.errors[k.index()] += 1,
-        }
-        let class = if s.status == 0 {
-            0
-        } else {
-            (s.status as usize / 100).clamp(1, 5)
-        };
-        c.status_class[class] += 1;
-        c.wire_bytes += s.wire_bytes;
-        c.body_bytes += s.body_bytes;
-
+        count(&mut live.counts, s);
         let t = &mut self.totals;
-        t.counts.completed += 1;
-        match kind {
-            None => t.counts.ok += 1,
-            Some(k) => t.counts.errors[k.index()] += 1,
-        }
-        t.counts.status_class[class] += 1;
-        t.counts.wire_bytes += s.wire_bytes;
-        t.counts.body_bytes += s.body_bytes;
+        count(&mut t.counts, s);
         t.wire_body_bytes += s.wire_body_bytes;
         t.status_codes[(s.status as usize).min(599)] += 1;
         t.first_intended_ns = t.first_intended_ns.min(s.intended_ns);

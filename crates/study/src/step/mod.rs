@@ -74,6 +74,9 @@ pub enum StepError {
 pub(crate) struct JudgedStep {
     pub summary: Summary,
     pub summary_json: Value,
+    /// The target's resources over the step, typed (the store gets them in
+    /// `summary_json["monitor"]`); `None` when the monitor could not run.
+    pub monitor: Option<volley_monitor::MonitorSummary>,
     pub verdict: Verdict,
     pub label: &'static str,
     /// Rate steps: whether the step was sustainable.
@@ -358,6 +361,7 @@ pub(crate) fn judge(
     let summary_json = stored_summary(&summary, extra, report.as_ref(), throttling)?;
     let series = volley_harness::stored::series(&summary, report.as_ref());
     Ok(JudgedStep {
+        monitor: report.as_ref().map(|r| r.summary.clone()),
         summary,
         summary_json,
         verdict,
@@ -434,12 +438,11 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
             )
         })
     });
-    let monitor = &j.summary_json["monitor"];
-    let cpu_pct = monitor["cpu_user_pct"]
-        .as_f64()
-        .zip(monitor["cpu_sys_pct"].as_f64())
+    let monitor = j.monitor.as_ref();
+    let cpu_pct = monitor
+        .and_then(|m| m.cpu_user_pct.zip(m.cpu_sys_pct))
         .map(|(u, s)| u + s);
-    let machine = monitor["cpus"].as_f64().unwrap_or(1.0);
+    let machine = monitor.map_or(1.0, |m| f64::from(m.cpus));
     let generator = j.summary.generator.cpu_cores_used.unwrap_or(0.0);
     let side = sustain::ServerSide {
         failed_on_server,
