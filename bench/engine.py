@@ -285,8 +285,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     if a.counts:
         counts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "counts.py")
+        base = ["--baseline", a.baseline] if a.baseline else []
         return subprocess.run(["unshare", "-n", sys.executable, counts, "--rounds", str(a.rounds),
-                               "--seconds", str(a.seconds)]).returncode
+                               "--seconds", str(a.seconds)] + base).returncode
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
     # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
     # into a 403 page, which the peers would happily count as completed requests.
