@@ -15,6 +15,10 @@ paired with the peers in the same rounds (bench/common.py's alternating order):
     `TcpOutSegs` per request is both directions), pure ACKs and delayed ACKs, from nstat;
     the load runs in its own network namespace, so those counters are this load's alone
     (the host's are everyone's: other tests' loopback traffic made them meaningless);
+  * the wake-ups of the client itself the server issued (`sched:sched_wakeup` filtered by
+    the client's thread name): a client asleep in epoll when the reply lands costs the
+    server one; the unfiltered count above also holds interrupts that happened to land
+    while the server ran (other processes' timers on a shared machine);
   * on the server's core as a whole (`perf stat -a -C 0`): what `-p` misses because it
     is charged to no task or to another one: softirqs, reschedule and function-call IPIs
     (a client on core 1 waking the server sends one), context switches and wake-ups
@@ -54,6 +58,7 @@ FIGURES = [
     ("srv sched:sched_wakeup", "server wake-ups issued/req", 1),
     ("srv raw_syscalls:sys_enter", "server syscalls/req", 1),
     ("srv syscalls:sys_enter_epoll_wait", "server epoll_wait/req", 1),
+    ("woke sched:sched_wakeup", "server woke the client/req", 1),
     ("core context-switches", "core 0 ctx switches/req", 1),
     ("core sched:sched_wakeup", "core 0 wake-ups/req", 1),
     ("core irq:softirq_entry", "core 0 softirqs/req", 1),
@@ -67,6 +72,7 @@ FIGURES = [
     ("cli raw_syscalls:sys_enter", "client syscalls/req", 1),
 ]
 RATIOS = ["srv task-clock", "srv context-switches", "srv sched:sched_wakeup",
+          "woke sched:sched_wakeup",
           "core irq_vectors:reschedule_entry"]
 
 
@@ -100,9 +106,17 @@ def perf_counts(path):
     return d
 
 
-def counted(fn, server_pid, args, tmp):
+# The thread that waits for replies, by tool (a `perf --filter` glob on the woken comm).
+CLIENT_COMM = {"volley": "volley-worker*", "volley-base": "volley-worker*",
+               "httperf": "httperf", "wrk": "wrk"}
+
+
+def counted(fn, server_pid, args, tmp, client_comm):
     """One client run fn(*args) with the server's, the wire's and the client's counts."""
     srv, cli = os.path.join(tmp, "server.stat"), os.path.join(tmp, "client.stat")
+    woke = os.path.join(tmp, "woke.stat")
+    watch_woke = subprocess.Popen(["perf", "stat", "-x,", "-o", woke, "-e", "sched:sched_wakeup",
+                                   "--filter", f'comm ~ "{client_comm}"', "-p", str(server_pid)])
     common.CLIENT_WRAP[:] = ["perf", "stat", "-x,", "-o", cli, "-e", ",".join(EVENTS), "--"]
     core = os.path.join(tmp, "core.stat")
     watch = subprocess.Popen(["perf", "stat", "-x,", "-o", srv, "-e", ",".join(EVENTS),
@@ -117,7 +131,7 @@ def counted(fn, server_pid, args, tmp):
         rps, n, cpu, _ = fn(*args)
     finally:
         after = nstat()
-        for w in (watch, watch_core):
+        for w in (watch, watch_core, watch_woke):
             w.send_signal(2)
             w.wait()
         common.CLIENT_WRAP[:] = []
@@ -126,6 +140,7 @@ def counted(fn, server_pid, args, tmp):
     rec.update({f"srv {k}": v / n for k, v in perf_counts(srv).items()})
     rec.update({f"cli {k}": v / n for k, v in perf_counts(cli).items()})
     rec.update({f"core {k}": v / n for k, v in perf_counts(core).items()})
+    rec.update({f"woke {k}": v / n for k, v in perf_counts(woke).items()})
     rec.update({f"net {k}": (after.get(k, 0) - before.get(k, 0)) / n for k in NSTAT})
     return rec
 
@@ -161,7 +176,8 @@ def main():
         for k in range(a.rounds):
             for name in round_order(names, k):
                 try:
-                    res[name][k] = counted(dict(tools)[name], light.popen.pid, args, tmp)
+                    res[name][k] = counted(dict(tools)[name], light.popen.pid, args, tmp,
+                                           CLIENT_COMM[name])
                 except Exception as e:  # a peer failing is reported, not fatal
                     print(f"  round {k}: {name}: failed: {str(e).strip().splitlines()[0]}")
                 time.sleep(0.5)

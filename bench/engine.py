@@ -95,7 +95,18 @@ other was never measured).
 In the same rounds volley/httperf server CPU per request was 1.07 [0.95, 1.16] and the
 server issued 1.34 [1.06, 1.63] times httperf's wake-ups per request (0.126 vs 0.080);
 TCP segments per request 2.02 under both, pure ACKs 0.005 vs 0.007: the segments do not
-differ, and what is left to explain is the wake-ups, on a quiet machine.
+differ. The unfiltered wake-up count also holds other processes' timer interrupts that
+land while lighttpd runs (this machine's other volley runs' stall probes, seen by
+`perf record -e sched:sched_wakeup -p` on lighttpd), so `--counts` now also counts the
+wake-ups of the client's own thread ("server woke the client"). A third run (load 5-6,
+lighttpd at 16-45k req/s) with it: the server woke volley's worker 0.028 times per
+request (0.032 without the poll: ratio 0.88 [0.69, 1.20]), wrk 0.016, httperf never;
+that is the whole of volley's excess wake-ups over httperf's (0.104 vs 0.082). Server
+CPU per request volley/httperf 0.99 [0.89, 1.12], volley/wrk 0.94 [0.85, 1.04], poll vs
+no poll 0.99 [0.92, 1.09]. So on this starved machine the server pays no measurable
+extra under volley, its one extra event is ~0.03 wake-ups of the client per request,
+and polling 50 us before sleeping removes only a part of those; the 1.20x of the quiet
+run needs the same `--counts` on a quiet machine to say what it was.
 
 Memory (max RSS, 64 connections, `volley bench URL -t 1 -k -c 64 -n 50000 --json -
 --quiet` under GNU time against the lighttpd above): 12.8-13.0 MB at main's 526ade3,
