@@ -42,7 +42,14 @@ epoll, 17% volley's own code: the fidelity lookup `ReplaySource::on_sample` 3.3%
 lane queues `Lanes::pop` 1.9%), the log reader thread 6.6%; 350 connections (one per
 logged client), server processing mean 29 ms. So on this machine the replay's send path
 waited for a starved server and a shared core, not for its reader; the goal needs this
-run on a quiet machine.
+run on a quiet machine. Again at load 5-6 (same command): replay 19,503 req/s sent, open
+loop 23,578; scheduler lag p99 536 ms vs 54 ms (per-round ratio 10.2, CI 6.2-59), the
+probe's longest stalls only 1.6-4 ms, CPU per request ~20 us under both (one shared
+core: the worker is CPU-bound well below 50k req/s). With the worker CPU-bound the
+reader thread gets only the fair scheduler's share of the same core, and an arrival whose
+request the reader has not handed over yet is released late (`NextInstant::Pending`):
+the replay's extra lag over a plain open loop is where to look next (the reader's share,
+`ReplaySource::on_sample`'s hash map and the lane queues on the worker's path).
 
 Nothing here is a test: timing never decides one.
 """
