@@ -546,6 +546,96 @@ p99 = "2s"
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A study's replay with `client_addresses = true` against the built-in server on
+/// loopback (an external target, its access log on): the plan says so, and every
+/// replayed request of logged client k reached the server from 127.0.0.(2 + k), as
+/// `bench --replay --client-addresses` sends them. The step is shorter than the log at
+/// its speed, so no client comes back in a second pass.
+#[test]
+fn a_replay_study_gives_each_client_its_own_loopback_address() {
+    let dir = tempdir("study-addrs");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let (text, _) = known_log();
+    let log = dir.join("known.log");
+    std::fs::write(&log, text).unwrap();
+    let served_log = dir.join("served.log");
+    let mut served = Served::start(
+        &dir.join("root"),
+        &["--access-log", served_log.to_str().unwrap()],
+    );
+    // 60 requests over 3.814 s: speed 1 is 15.5 req/s; 15 req/s plays it in ~3.9 s,
+    // longer than the 3 s step (the shortest a rate step may be).
+    let study = format!(
+        r#"
+name = "replay-addrs"
+[[target]]
+name = "served"
+kind = "external"
+url = "http://{}/index.html"
+[[workload]]
+name = "known"
+kind = "replay"
+log = "{}"
+client_addresses = true
+[load]
+model = "open"
+[sweep]
+rate = [15]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+[slo]
+p99 = "2s"
+"#,
+        served.addr,
+        log.display()
+    );
+    let file = dir.join("addrs.toml");
+    std::fs::write(&file, study).unwrap();
+    let db = dir.join("a.db");
+    let (code, out, err) = crate::common::volley(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("from its own loopback address (127.0.0.2 on"),
+        "{out}"
+    );
+    let mut clients = std::collections::BTreeSet::new();
+    for line in std::fs::read_to_string(&served_log).unwrap().lines() {
+        let (_, target) = served_line(line);
+        // The path check before the run comes from the kernel's address.
+        let Some(k) = target.split("c=").nth(1).and_then(|c| c.split('&').next()) else {
+            continue;
+        };
+        let from = line.split(' ').next().unwrap();
+        assert_eq!(
+            from,
+            format!("127.0.0.{}", 2 + k.parse::<u8>().unwrap()),
+            "{line}"
+        );
+        clients.insert(k.to_string());
+    }
+    assert_eq!(
+        clients.len(),
+        CLIENTS.len(),
+        "every client replayed: {clients:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
     crate::common::fresh_dir(&format!("volley-replay-{name}"))
 }
