@@ -576,6 +576,8 @@ pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
         },
     };
     let figures = |(k, d): (f64, f64)| format!("{} vs {} req/s", number(k), number(d));
+    // "1.40x the default [1.31, 1.46]"
+    let times = |e: Estimate| ratio_text(&e).replacen("x [", "x the default [", 1);
     match v {
         Verdict::Winner {
             best,
@@ -583,8 +585,8 @@ pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
             ratio,
             ..
         } => format!(
-            "{} the default (95% interval), {}",
-            ratio_text(&turn(*best, ratio)),
+            "{} (95% interval), {}",
+            times(turn(*best, ratio)),
             figures(oriented(*best, *values))
         ),
         Verdict::SingleRun {
@@ -614,7 +616,7 @@ pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
             "no difference beyond noise{}, {}{}",
             ratio
                 .as_ref()
-                .map(|r| format!(": {} the default", ratio_text(&turn(*best, r))))
+                .map(|r| format!(": {}", times(turn(*best, r))))
                 .unwrap_or_default(),
             figures(oriented(*best, *values)),
             reason
