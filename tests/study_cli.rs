@@ -596,15 +596,22 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
         "{both}"
     );
     // The report's tables show the failures, never their rate or latency.
-    let md = db.with_extension("md");
+    let (md, html) = (db.with_extension("md"), db.with_extension("html"));
     let (code, _, err) = crate::common::volley(&[
         "report",
         "--db",
         db.to_str().unwrap(),
         "--md",
         md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
+    // Nor do its charts: the failures are no point of req/s or latency.
+    let html = std::fs::read_to_string(html).unwrap();
+    for chart in ["Requests/s per workload and point", "Throughput vs concurrency"] {
+        assert!(!html.contains(chart), "{chart} drawn from failures");
+    }
     let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains("**No answer: most requests"), "{md}");
     // Each step's row in the three tables with its label (runs, throughput and p99,

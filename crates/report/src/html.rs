@@ -162,6 +162,8 @@ fn concurrency_groups<'a>(t: &'a TargetReport, key: &str) -> BTreeMap<String, Ve
         .steps
         .iter()
         .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some() && colors::key(t, s) == key)
+        // An error is never throughput: a step whose requests mostly failed is no point.
+        .filter(|s| !s.mostly_failed())
     {
         // The key already names the variant and protocol.
         let group =

@@ -545,7 +545,10 @@ pub fn cpu_share_lines(report: &Report) -> Vec<CpuShareLine> {
             for (cores, steps) in by_cores {
                 let mut best: BTreeMap<u64, f64> = BTreeMap::new();
                 let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
-                for s in steps.iter().filter(|s| !s.generator_bound()) {
+                for s in steps
+                    .iter()
+                    .filter(|s| !s.generator_bound() && !s.mostly_failed())
+                {
                     per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
                         .or_default()
                         .push(s.requests_per_s);
