@@ -558,7 +558,7 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
 
 /// The verdict between one knob alone (`pair[0]`) and the default (`pair[1]`), as the
 /// rest of one short line after the knob's name: its ratio to the default with the
-/// interval, or why there is none ("cannot separate: about 12 repeats of each would").
+/// interval, or why there is none ("cannot separate (12 repeats of each would)").
 /// The ratio is always knob / default, whichever is higher, so a column of knob lines
 /// reads as one scale.
 pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
