@@ -609,7 +609,10 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
     assert_eq!(code, 0, "{err}");
     // Nor do its charts: the failures are no point of req/s or latency.
     let html = std::fs::read_to_string(html).unwrap();
-    for chart in ["Requests/s per workload and point", "Throughput vs concurrency"] {
+    for chart in [
+        "Requests/s per workload and point",
+        "Throughput vs concurrency",
+    ] {
         assert!(!html.contains(chart), "{chart} drawn from failures");
     }
     let md = std::fs::read_to_string(md).unwrap();
