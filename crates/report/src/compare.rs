@@ -259,7 +259,7 @@ pub fn unit_of(row: &CapacityRow) -> &'static str {
 /// What a search searched, as two runs' searches are met by: like with like, the same
 /// workload, load point, variant and protocol (a run's tuned search never meets the
 /// other's default one).
-fn cell_key(row: &CapacityRow) -> String {
+pub fn cell_key(row: &CapacityRow) -> String {
     let c = &row.record.cell;
     let f = |k: &str| match c.get(k) {
         None | Some(Value::Null) => None,
