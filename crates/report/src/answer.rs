@@ -480,19 +480,7 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
                 name(*next),
                 number(values.1)
             );
-            let spread = format!(
-                "at the {:.0}% run-to-run spread assumed without repeats",
-                ratio::ASSUMED_RUN_CV * 100.0
-            );
-            match repeats {
-                None => format!("No difference beyond noise: {figures}."),
-                Some(n) if *n > ratio::MIN_REPEATS => format!(
-                    "{figures}: a single run cannot separate figures this close; about {n} repeats of each would ({spread})."
-                ),
-                Some(n) => format!(
-                    "{figures}: one run has no interval to tell a difference from noise; {n} repeats of each would ({spread})."
-                ),
-            }
+            single_run(&figures, *repeats)
         }
         Verdict::NoDifference {
             best,
@@ -553,6 +541,24 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
             failed: true,
         } => format!("No answer: {reason}."),
         Verdict::NoFigure { reason, .. } => format!("No difference beyond noise: {reason}."),
+    }
+}
+
+/// A comparison of one run each, its `figures` given: no difference (equal figures), or
+/// how many `repeats` of each would tell it from noise at the assumed run-to-run spread.
+fn single_run(figures: &str, repeats: Option<usize>) -> String {
+    let spread = format!(
+        "at the {:.0}% run-to-run spread assumed without repeats",
+        ratio::ASSUMED_RUN_CV * 100.0
+    );
+    match repeats {
+        None => format!("No difference beyond noise: {figures}."),
+        Some(n) if n > ratio::MIN_REPEATS => format!(
+            "{figures}: a single run cannot separate figures this close; about {n} repeats of each would ({spread})."
+        ),
+        Some(n) => format!(
+            "{figures}: one run has no interval to tell a difference from noise; {n} repeats of each would ({spread})."
+        ),
     }
 }
 
