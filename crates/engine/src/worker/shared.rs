@@ -4,8 +4,8 @@
 //! hands every worker the same [`Shared`] state and its own [`WorkerShare`]; each worker
 //! keeps a [`WorkerCore`] (clock, sink, request source, event queue, pacing, counters,
 //! connection accounting) and implements [`Protocol`], the few steps where HTTP/1.1
-//! (one request per connection at a time) and HTTP/2 (many streams per connection)
-//! differ. [`run_loop`] drives either through the same event loop; it is generic, so
+//! (one request per connection at a time) and HTTP/2 and HTTP/3 (many streams per
+//! connection, one shape: `super::streams::Multiplexed`) differ. [`run_loop`] drives either through the same event loop; it is generic, so
 //! each worker's loop is monomorphised and the per-request path has no dynamic call.
 
 use std::io;

@@ -32,7 +32,7 @@ impl<S: Sink> H3Worker<'_, S> {
                 // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
                 Err(_) => return self.socket_failed(slot),
             };
-            c.last_read_ns = now;
+            c.lane.last_read_ns = now;
             let Ok(remote) = sock.peer() else { return };
             let data = BytesMut::from(&self.core.scratch[..n]);
             self.tx.clear();
@@ -54,7 +54,7 @@ impl<S: Sink> H3Worker<'_, S> {
     /// handshaking that is a failed connect, later a reset.
     pub(super) fn socket_failed(&mut self, slot: usize) {
         let now = self.core.now_ns();
-        let kind = if self.conns[slot].state == State::Handshaking {
+        let kind = if self.conns[slot].lane.state == State::Connecting {
             self.stats.handshake_failures += 1;
             ErrorKind::Connect
         } else {
@@ -101,12 +101,12 @@ impl<S: Sink> H3Worker<'_, S> {
             .and_then(|q| q.conn.poll_timeout());
         self.conns[slot].timer_ns = next.map(|t| self.ns(t));
         let c = &self.conns[slot];
-        if c.going_away && c.streams.is_empty() && c.state == State::Ready {
+        if c.going_away && c.lane.streams.is_empty() && c.lane.state == State::Ready {
             // Drained after a GOAWAY: replace the connection.
             let now = self.core.now_ns();
-            let pending = std::mem::take(&mut self.conns[slot].pending);
+            let pending = std::mem::take(&mut self.conns[slot].lane.pending);
             self.queue.extend(pending);
-            self.close(slot, now, ErrorCode::NoError);
+            self.close_with(slot, now, ErrorCode::NoError);
             self.core.deferred.push(slot);
         }
     }
