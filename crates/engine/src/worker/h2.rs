@@ -41,7 +41,7 @@ use volley_h2::{
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::split_request;
-use super::streams::{self, Driven, Ended, Lane, Multiplexed, OnStream, State};
+use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::{ErrorKind, Request, Sink};
@@ -54,15 +54,9 @@ pub(super) struct Flight {
     req: Arc<Request>,
     /// Its instants; `dispatched_ns` is the claim instant in a closed loop.
     at: Stamps,
-    status: u16,
-    wire_bytes: u64,
-    body_bytes: u64,
+    reply: Reply,
     /// Already re-sent once after a refusal.
     retried: bool,
-    /// With body checks on: this stream's decoder, from its final head on.
-    decode: Option<Box<BodyDecoder>>,
-    /// The final head's `Content-Encoding`.
-    seen: SeenCoding,
 }
 
 impl Flight {
@@ -74,27 +68,8 @@ impl Flight {
                 dispatched_ns: intended_ns,
                 ..Stamps::default()
             },
-            status: 0,
-            wire_bytes: 0,
-            body_bytes: 0,
+            reply: Reply::new(),
             retried,
-            decode: None,
-            seen: SeenCoding::Identity,
-        }
-    }
-}
-
-impl Flight {
-    /// What it counted, for its sample (decoded body bytes beside the coded ones).
-    fn ended(&self) -> Ended {
-        Ended {
-            status: self.status,
-            wire_bytes: self.wire_bytes,
-            body_bytes: self.body_bytes,
-            decoded_bytes: self
-                .decode
-                .as_ref()
-                .map_or(self.body_bytes, |d| d.decoded_bytes()),
         }
     }
 }
@@ -106,6 +81,14 @@ impl OnStream for Flight {
 
     fn stamps_mut(&mut self) -> &mut Stamps {
         &mut self.at
+    }
+
+    fn reply_mut(&mut self) -> &mut Reply {
+        &mut self.reply
+    }
+
+    fn request(&self) -> &Request {
+        &self.req
     }
 }
 
@@ -350,13 +333,13 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                 } => {
                     let c = &mut self.conns[slot];
                     if let Some(f) = c.lane.streams.get_mut(&stream) {
-                        f.status = status;
+                        f.reply.status = status;
                         if f.at.first_byte_ns == 0 {
                             f.at.first_byte_ns = now;
                         }
                         if self.body.is_active() {
                             let head = c.h2.polled_head();
-                            f.seen = head
+                            f.reply.seen = head
                                 .content_encoding
                                 .map_or(SeenCoding::Identity, SeenCoding::from_header);
                             let spec = self.body;
@@ -365,7 +348,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                                 .pop()
                                 .unwrap_or_else(|| Box::new(BodyDecoder::new(spec)));
                             d.start();
-                            f.decode = Some(d);
+                            f.reply.decode = Some(d);
                         }
                         if end_stream {
                             self.complete(slot, stream, now);
@@ -379,10 +362,10 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                 } => {
                     let c = &mut self.conns[slot];
                     if let Some(f) = c.lane.streams.get_mut(&stream) {
-                        f.body_bytes += len as u64;
-                        f.wire_bytes += len as u64 + FRAME_HEADER_BYTES;
-                        if let Some(d) = f.decode.as_deref_mut() {
-                            d.push(c.h2.polled_data(), f.seen);
+                        f.reply.body_bytes += len as u64;
+                        f.reply.wire_bytes += len as u64 + FRAME_HEADER_BYTES;
+                        if let Some(d) = f.reply.decode.as_deref_mut() {
+                            d.push(c.h2.polled_data(), f.reply.seen);
                         }
                         if end_stream {
                             self.complete(slot, stream, now);
@@ -418,18 +401,6 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         // Refused streams go to another connection with room, or a new one.
         self.place_queued(now);
-    }
-
-    fn complete(&mut self, slot: usize, stream: StreamId, now: u64) {
-        let Some(mut f) = self.conns[slot].lane.streams.remove(&stream) else {
-            return;
-        };
-        let range = self.core.shared.cfg.accept_status;
-        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
-        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
-            error = d.finish(f.seen);
-        }
-        self.record(f, error, now);
     }
 }
 
@@ -514,13 +485,8 @@ impl<'a, S: Sink, T: Transport> Multiplexed<'a, S, T> for H2Worker<'a, S, T> {
         c.lane.state = State::Closed;
     }
 
-    /// The request's sample, its decoder kept for the next stream.
-    fn record(&mut self, f: Flight, error: Option<ErrorKind>, now: u64) {
-        streams::record(&mut self.core, &f.req, f.at, f.ended(), error, now);
-        self.note_in_flight(now);
-        if let Some(d) = f.decode {
-            self.spare_decoders.push(d);
-        }
+    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
+        &mut self.spare_decoders
     }
 
     /// RST_STREAM(CANCEL): the server stops its work on the stream.

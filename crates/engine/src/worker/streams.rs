@@ -18,7 +18,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::shared::{Protocol, Stamps, WorkerCore};
+use crate::config::StatusRange;
 use crate::conn::Transport;
+use crate::decode::{BodyDecoder, SeenCoding};
 use crate::{ErrorKind, Request, Sample, Sink};
 
 /// A request on a stream, as this module needs to see it.
@@ -27,6 +29,59 @@ pub(super) trait OnStream {
     fn stamps(&self) -> &Stamps;
     /// Its instants, to stamp.
     fn stamps_mut(&mut self) -> &mut Stamps;
+    /// What its response counted.
+    fn reply_mut(&mut self) -> &mut Reply;
+    /// The request.
+    fn request(&self) -> &Request;
+}
+
+/// What a stream's response counted so far, alike in both protocols.
+pub(super) struct Reply {
+    /// Its final status (0 until one came).
+    pub status: u16,
+    /// Bytes of its response on the wire (frames included).
+    pub wire_bytes: u64,
+    /// Body bytes as received.
+    pub body_bytes: u64,
+    /// With body checks on: this stream's decoder, from its final head on.
+    pub decode: Option<Box<BodyDecoder>>,
+    /// The final head's `Content-Encoding`.
+    pub seen: SeenCoding,
+}
+
+impl Reply {
+    /// Nothing received yet.
+    pub fn new() -> Reply {
+        Reply {
+            status: 0,
+            wire_bytes: 0,
+            body_bytes: 0,
+            decode: None,
+            seen: SeenCoding::Identity,
+        }
+    }
+
+    /// What it counted, for its sample (decoded body bytes beside the coded ones).
+    fn ended(&self) -> Ended {
+        Ended {
+            status: self.status,
+            wire_bytes: self.wire_bytes,
+            body_bytes: self.body_bytes,
+            decoded_bytes: self
+                .decode
+                .as_ref()
+                .map_or(self.body_bytes, |d| d.decoded_bytes()),
+        }
+    }
+
+    /// The error a complete response is, if any: a status outside `accept`, else what
+    /// the body checks found.
+    fn verdict(&mut self, accept: StatusRange) -> Option<ErrorKind> {
+        if !(accept.min..=accept.max).contains(&self.status) {
+            return Some(ErrorKind::Status);
+        }
+        self.decode.as_deref_mut().and_then(|d| d.finish(self.seen))
+    }
 }
 
 /// Where a connection is. For HTTP/3 `Connecting` is the QUIC handshake.
@@ -118,8 +173,9 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
     fn open(&mut self, slot: usize, now: u64);
     /// Closes `slot` (what its protocol says on leaving, best effort).
     fn close_conn(&mut self, slot: usize, now: u64);
-    /// Records `f`'s sample, ended at `now` with `error` (see [`record`]).
-    fn record(&mut self, f: Self::Flight, error: Option<ErrorKind>, now: u64);
+    /// Decoders of finished streams, reused so a stream costs no allocation.
+    #[allow(clippy::vec_box)]
+    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>>;
     /// Tells the server that stream `id` of `slot` is given up (it timed out).
     fn cancel(&mut self, slot: usize, id: Self::Key);
     /// Fills `slot` up to its stream limit and sends what can go.
@@ -132,6 +188,29 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
     }
     /// A connect outlived the connect timeout (counted where the protocol counts).
     fn connect_timed_out(&mut self) {}
+
+    /// Records `f`'s sample, ended at `now` with `error` (see [`record`]); its decoder
+    /// is kept for the next stream.
+    fn record(&mut self, mut f: Self::Flight, error: Option<ErrorKind>, now: u64) {
+        let (at, ended) = (*f.stamps(), f.reply_mut().ended());
+        record(self.core_mut(), f.request(), at, ended, error, now);
+        self.note_in_flight(now);
+        if let Some(d) = f.reply_mut().decode.take() {
+            self.spare_decoders().push(d);
+        }
+    }
+
+    /// Stream `id` of `slot` ended (its FIN, or trailers): its sample, with the error
+    /// its status or body checks make it.
+    fn complete(&mut self, slot: usize, id: Self::Key, now: u64) {
+        let Some(mut f) = self.lane(slot).streams.remove(&id) else {
+            return;
+        };
+        let error = f
+            .reply_mut()
+            .verdict(self.core_mut().shared.cfg.accept_status);
+        self.record(f, error, now);
+    }
 
     /// Opens `slot` again when there is work for it: what waits for it, else the
     /// queue's first (open loop) or a new request (closed loop).
@@ -434,7 +513,7 @@ pub(super) fn take_all<K, F>(streams: &mut HashMap<K, F>, pending: &mut Vec<F>) 
 }
 
 /// What a request that ended on a stream counted.
-pub(super) struct Ended {
+struct Ended {
     /// Its final status (0 when none came).
     pub status: u16,
     /// Bytes of its response on the wire (frames included).
@@ -451,7 +530,7 @@ pub(super) struct Ended {
 /// sent: `sent_ns` 0 says so (not counted as sent, no send lag or service time; see
 /// the HTTP/1.1 worker's `censor`); other failures before the first byte are stamped
 /// `now`.
-pub(super) fn record<S: Sink, T: Transport>(
+fn record<S: Sink, T: Transport>(
     core: &mut WorkerCore<'_, S, T>,
     req: &Request,
     mut at: Stamps,

@@ -6,7 +6,7 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 use volley_h3::stream::{write_control_preface, ControlEvent, LocalSettings, ResponseEvent};
 use volley_h3::{ErrorCode, H3Error};
 
-use super::super::streams::{Multiplexed, State};
+use super::super::streams::{Multiplexed, Reply, State};
 use super::{write_more, Flight, H3Worker, ReadEnd};
 use crate::decode::{BodyDecoder, SeenCoding};
 use crate::{ErrorKind, Sink};
@@ -185,14 +185,18 @@ impl<S: Sink> H3Worker<'_, S> {
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    f.wire_bytes += chunk.bytes.len() as u64;
+                    f.reply.wire_bytes += chunk.bytes.len() as u64;
                     let Flight {
                         reader,
-                        status,
                         at,
-                        body_bytes,
-                        decode,
-                        seen,
+                        reply:
+                            Reply {
+                                status,
+                                body_bytes,
+                                decode,
+                                seen,
+                                ..
+                            },
                         ..
                     } = &mut *f;
                     let fed = reader.feed(&mut c.qpack, &chunk.bytes, |ev| match ev {
@@ -250,7 +254,7 @@ impl<S: Sink> H3Worker<'_, S> {
         c.lane.last_read_ns = now;
         match end {
             ReadEnd::Open => {}
-            ReadEnd::Fin => self.complete(slot, id, now),
+            ReadEnd::Fin => self.finish_stream(slot, id, now),
             ReadEnd::Reset => {
                 if let Some(f) = self.conns[slot].lane.streams.remove(&id) {
                     self.stats.stream_resets += 1;
@@ -319,16 +323,9 @@ impl<S: Sink> H3Worker<'_, S> {
         }
     }
 
-    fn complete(&mut self, slot: usize, id: StreamId, now: u64) {
-        let Some(mut f) = self.conns[slot].lane.streams.remove(&id) else {
-            return;
-        };
-        let range = self.core.shared.cfg.accept_status;
-        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
-        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
-            error = d.finish(f.seen);
-        }
-        self.record(f, error, now);
+    /// Stream `id` ended: its sample, and its slot serves the next request.
+    fn finish_stream(&mut self, slot: usize, id: StreamId, now: u64) {
+        self.complete(slot, id, now);
         self.fill(slot, now);
     }
 }

@@ -46,9 +46,9 @@ mod events;
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
-use super::streams::{self, Driven, Ended, Lane, Multiplexed, OnStream, State};
+use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
 use crate::conn::Transport;
-use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
+use crate::decode::{BodyDecoder, BodySpec};
 use crate::quic::Udp;
 use crate::{ErrorKind, Request, Sink};
 
@@ -60,9 +60,7 @@ const MAX_DATAGRAM_BYTES: usize = 65_535;
 pub(super) struct Flight {
     req: Arc<Request>,
     at: Stamps,
-    status: u16,
-    wire_bytes: u64,
-    body_bytes: u64,
+    reply: Reply,
     /// Its request bytes (HEADERS and DATA frames) and how much of them quinn took.
     wire: Arc<Vec<u8>>,
     written: usize,
@@ -70,8 +68,6 @@ pub(super) struct Flight {
     /// GET, HEAD or OPTIONS.
     early_ok: bool,
     reader: ResponseReader,
-    decode: Option<Box<BodyDecoder>>,
-    seen: SeenCoding,
 }
 
 impl Flight {
@@ -83,15 +79,11 @@ impl Flight {
                 dispatched_ns: intended_ns,
                 ..Stamps::default()
             },
-            status: 0,
-            wire_bytes: 0,
-            body_bytes: 0,
+            reply: Reply::new(),
             wire: Arc::new(Vec::new()),
             written: 0,
             early_ok: false,
             reader: ResponseReader::new(&LocalSettings::default(), capture),
-            decode: None,
-            seen: SeenCoding::Identity,
         }
     }
 }
@@ -103,6 +95,14 @@ impl OnStream for Flight {
 
     fn stamps_mut(&mut self) -> &mut Stamps {
         &mut self.at
+    }
+
+    fn reply_mut(&mut self) -> &mut Reply {
+        &mut self.reply
+    }
+
+    fn request(&self) -> &Request {
+        &self.req
     }
 }
 
@@ -465,23 +465,8 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
         self.close_with(slot, now, ErrorCode::NoError);
     }
 
-    /// The request's sample (`streams::record`, as the HTTP/2 worker's), its decoder
-    /// kept for the next stream.
-    fn record(&mut self, f: Flight, error: Option<ErrorKind>, now: u64) {
-        let ended = Ended {
-            status: f.status,
-            wire_bytes: f.wire_bytes,
-            body_bytes: f.body_bytes,
-            decoded_bytes: f
-                .decode
-                .as_ref()
-                .map_or(f.body_bytes, |d| d.decoded_bytes()),
-        };
-        streams::record(&mut self.core, &f.req, f.at, ended, error, now);
-        self.note_in_flight(now);
-        if let Some(d) = f.decode {
-            self.spare_decoders.push(d);
-        }
+    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
+        &mut self.spare_decoders
     }
 
     /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1).
