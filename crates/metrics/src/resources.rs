@@ -16,6 +16,13 @@ pub fn process_cpu_ns() -> Option<u64> {
     Some(tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime))
 }
 
+/// The CPU the calling thread is running on; `None` when the kernel does not say.
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).ok()
+}
+
 /// Cumulative microseconds during which at least one task waited for a CPU
 /// (`some total=` in `/proc/pressure/cpu`, Linux PSI). `None` where PSI is absent.
 pub fn cpu_pressure_some_us() -> Option<u64> {

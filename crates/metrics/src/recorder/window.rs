@@ -105,6 +105,9 @@ pub(crate) struct ResourceMark {
     cpu_ns: u64,
     psi_us: Option<u64>,
     run_delay_ns: Option<u64>,
+    /// The CPU worker 0 was on (`sched_getcpu`, a vDSO call): which CPU's neighbours
+    /// it may have waited behind.
+    on_cpu: Option<u32>,
 }
 
 fn read_mark(now_ns: u64) -> Option<ResourceMark> {
@@ -113,6 +116,7 @@ fn read_mark(now_ns: u64) -> Option<ResourceMark> {
         cpu_ns: resources::process_cpu_ns()?,
         psi_us: resources::cpu_pressure_some_us(),
         run_delay_ns: resources::thread_run_delay_ns(),
+        on_cpu: resources::current_cpu(),
     })
 }
 
@@ -240,6 +244,11 @@ impl Recorder {
             cpu_cores_used: next.cpu_ns.saturating_sub(prev.cpu_ns) as f64 / dt_ns as f64,
             cpu_pressure: pressure,
             pacer_wait_ms: waited,
+            pacer_cpus: [prev.on_cpu, next.on_cpu]
+                .into_iter()
+                .flatten()
+                .filter(|&c| c < 64)
+                .fold(0, |m, c| m | 1 << c),
         })
     }
 

@@ -2,6 +2,7 @@
 //! the notes, and the per-second series.
 
 use super::*;
+use crate::SecondResources;
 use volley_monitor::stall::StallReport;
 
 /// The run's probe figures from its report.
@@ -229,6 +230,8 @@ impl Recorder {
             cpu_pressure: run.cpu_pressure,
             // The whole run is judged from its seconds' labels (label::run_label).
             longest_stall_us: None,
+            pacer_wait_us: None,
+            others_on_pacer_us: None,
         });
         (
             verdict,
@@ -473,6 +476,8 @@ impl Recorder {
             let head = d.headline_us(headline);
             let counts = d.counts;
             let res = d.resources;
+            let probe = stalls.and_then(|r| r.seconds.get(s));
+            let (pacer_wait_us, others_on_pacer_us) = pacer_cpu_figures(res, probe);
             let verdict = label::classify(&Check {
                 offered_rate_per_s: open_rate,
                 scheduled: scheduled as f64,
@@ -486,8 +491,9 @@ impl Recorder {
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 longest_stall_us: stalls.and_then(|r| r.bound_near(s as u64)),
+                pacer_wait_us,
+                others_on_pacer_us,
             });
-            let probe = stalls.and_then(|r| r.seconds.get(s));
             out.push(SecondSummary {
                 second: s as u64,
                 scheduled,
@@ -519,9 +525,37 @@ impl Recorder {
                 probe_over_1ms: probe.map(|p| p.over_1ms),
                 steal_ms: probe.and_then(|p| p.steal_us).map(ms),
                 others_busy_share: None,
+                others_on_pacer_ms: others_on_pacer_us.map(ms),
                 label: verdict.label,
             });
         }
         Ok(out)
     }
+}
+
+/// A second's pacer wait (less any throttling of volley's own cgroup) and the least
+/// CPU time others surely took of a CPU the pacer was seen on, microseconds (see
+/// `label::neighbour_explains`); `None` where either side was not measured.
+fn pacer_cpu_figures(
+    res: Option<SecondResources>,
+    probe: Option<&volley_monitor::stall::StallSecond>,
+) -> (Option<u64>, Option<u64>) {
+    let Some(res) = res else {
+        return (None, None);
+    };
+    let throttled = probe.and_then(|p| p.own_throttled_us).unwrap_or(0);
+    let wait = res
+        .pacer_wait_ms
+        .map(|w| ((w * 1e3) as u64).saturating_sub(throttled));
+    let others = probe.and_then(|p| {
+        let seen: Vec<usize> = res.pacer_cpu_list().collect();
+        if seen.is_empty() {
+            return None;
+        }
+        seen.iter()
+            .map(|&c| p.others_us.get(c).copied())
+            .min()
+            .flatten()
+    });
+    (wait, others)
 }
