@@ -18,11 +18,12 @@
 //!   with the probe's longest stall, not its p99. Neither the generator nor the server
 //!   caused such a window: the machine did (a host taking the CPU, a stopped process);
 //!   and also when the pacer's own wait for a CPU (its run delay) covers that lateness
-//!   while others surely took at least as much of the CPU it was on (its busy time less
-//!   all of volley's CPU and that of the targets volley started: `volley_monitor::
-//!   cpu_share`): a neighbour held the pacer's CPU. volley short of CPU itself (its
-//!   own work, a target it started on the same core, a quota on volley) leaves others
-//!   no share and stays generator-bound;
+//!   while others surely took at least that long of the CPU it was on, and more of it
+//!   than volley's other threads and the targets it started can have (its busy time
+//!   less volley's and the targets' CPU: `volley_monitor::cpu_share`): a neighbour
+//!   held the pacer's CPU. volley short of CPU itself (its own work, a target it
+//!   started on the same core, a quota on volley) leaves others no such share and
+//!   stays generator-bound;
 //! - *inconclusive* when nothing was scheduled in the window;
 //! - otherwise *server-bound*: the generator kept its schedule, so latency and
 //!   throughput are the server's. Connection wait never makes a window generator-bound
@@ -87,6 +88,10 @@ pub struct Check {
     /// microseconds: its busy time less all of volley's CPU and the CPU of the targets
     /// volley started (`volley_monitor::cpu_share`); `None` when not known.
     pub others_on_pacer_us: Option<u64>,
+    /// The most of the pacer's CPU(s) volley's other threads and the targets it started
+    /// can have used in the window, microseconds (the pacer's own run left out: it never
+    /// waits behind itself); `None` when not known.
+    pub ours_on_pacer_us: Option<u64>,
 }
 
 /// Slack between the probe's longest stall and the lateness it must explain: after a
@@ -100,15 +105,19 @@ pub fn stall_explains(longest_stall_us: Option<u64>, late_us: f64) -> bool {
     longest_stall_us.is_some_and(|d| (d + STALL_SLACK_US) as f64 >= late_us)
 }
 
-/// Whether others on the pacer's CPU explain a lateness of `late_us`: the pacer waited
-/// for its CPU at least that long (its run delay, plus [`STALL_SLACK_US`]), and others
-/// surely took at least as much of that CPU as it waited (docs/methodology.md, "A
-/// neighbour on the pacer's CPU"). When volley itself, or a target it started, filled
-/// the CPU, others' share is near 0 and the lateness stays the generator's.
+/// Whether others on the pacer's CPU explain a lateness of `late_us` (docs/methodology.md,
+/// "A neighbour on the pacer's CPU"): the pacer waited for its CPU at least that long
+/// (its run delay, plus [`STALL_SLACK_US`]); others surely took at least that long of
+/// the CPU it was on; and more of it than volley's other threads and its targets can
+/// have. When volley itself, or a target it started, filled the CPU, others' sure share
+/// is near 0 or below ours, and the lateness stays the generator's.
 pub fn neighbour_explains(c: &Check, late_us: f64) -> bool {
-    match (c.pacer_wait_us, c.others_on_pacer_us) {
-        (Some(wait), Some(others)) => {
-            wait > 0 && (wait + STALL_SLACK_US) as f64 >= late_us && others >= wait
+    match (c.pacer_wait_us, c.others_on_pacer_us, c.ours_on_pacer_us) {
+        (Some(wait), Some(others), Some(ours)) => {
+            wait > 0
+                && (wait + STALL_SLACK_US) as f64 >= late_us
+                && others as f64 >= late_us
+                && others > ours
         }
         _ => false,
     }
@@ -117,9 +126,10 @@ pub fn neighbour_explains(c: &Check, late_us: f64) -> bool {
 /// The reason's words for a lateness others on the pacer's CPU explain.
 fn neighbour_reason(c: &Check) -> String {
     format!(
-        "the pacer waited {:.3} ms for its CPU while others (processes outside volley and the targets it started; a server volley did not start counts here) took at least {:.3} ms of it: the machine was busy, not the generator",
+        "the pacer waited {:.3} ms for its CPU while others (processes outside volley and the targets it started; a server volley did not start counts here) took at least {:.3} ms of it, volley's other threads and its targets at most {:.3} ms: the machine was busy, not the generator",
         c.pacer_wait_us.unwrap_or(0) as f64 / 1e3,
-        c.others_on_pacer_us.unwrap_or(0) as f64 / 1e3
+        c.others_on_pacer_us.unwrap_or(0) as f64 / 1e3,
+        c.ours_on_pacer_us.unwrap_or(0) as f64 / 1e3
     )
 }
 
@@ -349,6 +359,7 @@ mod tests {
             longest_stall_us: None,
             pacer_wait_us: None,
             others_on_pacer_us: None,
+            ours_on_pacer_us: None,
         }
     }
 
@@ -368,6 +379,7 @@ mod tests {
             longest_stall_us: None,
             pacer_wait_us: None,
             others_on_pacer_us: None,
+            ours_on_pacer_us: None,
         }
     }
 
@@ -532,7 +544,7 @@ mod tests {
         // The probe saw nothing (600 us); who held the pacer's CPU decides.
         let table = [
             // (rate, scheduled, dispatched, sched-lag p99 us, pacer's wait us,
-            //  others' sure share of its CPU us, expected)
+            //  others' sure share of its CPU us, ours at most us, expected)
             // A neighbour took 400 ms of the pacer's CPU; the pacer waited 6 ms.
             (
                 1000.0,
@@ -541,6 +553,7 @@ mod tests {
                 5_000,
                 Some(6_000),
                 Some(400_000),
+                Some(50_000),
                 MachineStalled,
             ),
             // The wait plus 100 us just covers the lateness; 1 us less does not.
@@ -551,6 +564,7 @@ mod tests {
                 5_000,
                 Some(4_900),
                 Some(400_000),
+                Some(50_000),
                 MachineStalled,
             ),
             (
@@ -560,10 +574,11 @@ mod tests {
                 5_000,
                 Some(4_899),
                 Some(400_000),
+                Some(50_000),
                 GeneratorBound,
             ),
-            // volley's own work filled the CPU (more than its core gives, or its own
-            // target there): others' sure share is 0, the wait is the generator's.
+            // volley's own work filled the CPU (more than its core gives, or a target
+            // it started there): others' sure share is 0, the wait is the generator's.
             (
                 1000.0,
                 1000,
@@ -571,16 +586,30 @@ mod tests {
                 5_000,
                 Some(30_000),
                 Some(0),
+                Some(900_000),
                 GeneratorBound,
             ),
-            // Others took less than the pacer waited: not enough to have held it.
+            // Others took some, but less than volley's other threads and targets can
+            // have: the wait may be volley's own.
             (
                 1000.0,
                 1000,
                 1000,
                 5_000,
                 Some(30_000),
-                Some(20_000),
+                Some(200_000),
+                Some(700_000),
+                GeneratorBound,
+            ),
+            // Others took less than the lateness: they cannot have made it.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(30_000),
+                Some(4_000),
+                Some(1_000),
                 GeneratorBound,
             ),
             // Unknown (a cgroup volley made gave no CPU figure, old stores): as before.
@@ -591,6 +620,7 @@ mod tests {
                 5_000,
                 Some(30_000),
                 None,
+                None,
                 GeneratorBound,
             ),
             (
@@ -600,6 +630,7 @@ mod tests {
                 5_000,
                 None,
                 Some(400_000),
+                Some(0),
                 GeneratorBound,
             ),
             // A dispatch shortfall of 20 at 1000/s is 20 ms of arrivals.
@@ -610,6 +641,7 @@ mod tests {
                 300,
                 Some(25_000),
                 Some(500_000),
+                Some(0),
                 MachineStalled,
             ),
             (
@@ -619,6 +651,7 @@ mod tests {
                 300,
                 Some(10_000),
                 Some(500_000),
+                Some(0),
                 GeneratorBound,
             ),
             // On time: no label to excuse.
@@ -629,16 +662,18 @@ mod tests {
                 300,
                 Some(25_000),
                 Some(500_000),
+                Some(0),
                 ServerBound,
             ),
         ];
-        for (rate, scheduled, dispatched, lag, wait, others, want) in table {
+        for (rate, scheduled, dispatched, lag, wait, others, ours, want) in table {
             let mut c = open(rate, scheduled, dispatched, lag, true);
-            (c.longest_stall_us, c.pacer_wait_us, c.others_on_pacer_us) = (Some(600), wait, others);
+            c.longest_stall_us = Some(600);
+            (c.pacer_wait_us, c.others_on_pacer_us, c.ours_on_pacer_us) = (wait, others, ours);
             let got = classify(&c);
             assert_eq!(
                 got.label, want,
-                "{lag} us late, waited {wait:?}, others {others:?}: {}",
+                "{lag} us late, waited {wait:?}, others {others:?}, ours {ours:?}: {}",
                 got.reason
             );
             if want == MachineStalled {

@@ -11,7 +11,10 @@
 //!   figure to keep it a lower bound);
 //! - volley's own CPU, all threads (`CLOCK_PROCESS_CPUTIME_ID`): the built-in server,
 //!   the probe and every worker included. Which CPU each thread used is not known, so
-//!   all of it is taken off every CPU: what remains is others' for sure;
+//!   all of it is taken off every CPU: what remains is others' for sure. Only the
+//!   probe's own sleepers, each pinned to its CPU, say where they ran (each publishes
+//!   its thread's CPU time, [`SleeperClocks`]): each is taken off its own CPU only (at
+//!   500 us, one costs 3-4% of its CPU in this guest, as much as a light neighbour);
 //! - the targets volley started in cgroups it made (`volley-<pid>-<n>`, beside this
 //!   process's own cgroup): per CPU from a v1 `cpuacct` one, as a total from a cgroup2
 //!   one's `cpu.stat` (taken off every CPU). A cgroup volley made that gives neither (a
@@ -23,10 +26,14 @@
 //! A target volley did not start (a URL) is not known: its CPU counts as others'.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Cumulative readings at one instant, nanoseconds.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CpuMark {
+    /// The probe's sleepers' own CPU per CPU they are pinned to (index = CPU number).
+    pub sleepers_ns: Vec<u64>,
     /// Busy time per CPU (index = CPU number).
     pub busy_ns: Vec<u64>,
     /// How much each CPU's busy time may overstate it (one clock tick from
@@ -56,35 +63,86 @@ pub struct CpuSecond {
     /// Per CPU, microseconds of its busy time that neither volley nor its targets
     /// could have used (a lower bound of others' use); empty when unknown.
     pub others_us: Vec<u64>,
+    /// Per CPU, the most volley and its targets can have used of it, microseconds
+    /// (everything of theirs that may have run there); empty when unknown.
+    pub ours_us: Vec<u64>,
     /// How long volley's own cpu cgroup was throttled, microseconds.
     pub own_throttled_us: Option<u64>,
 }
 
-/// Others' CPU per CPU between two marks: busy - slack - volley's whole CPU - the
-/// targets' CPU on that CPU (and their CPU-only total), each at least 0.
+/// Others' CPU per CPU between two marks: busy - slack - volley's CPU that may have
+/// run there (all of it but the sleepers pinned elsewhere) - the targets' CPU on that
+/// CPU (and their CPU-only total), each at least 0; and the most of it volley and its
+/// targets can have used.
 pub fn others_between(a: &CpuMark, b: &CpuMark) -> CpuSecond {
     let own_throttled_us = match (a.own_throttled_ns, b.own_throttled_ns) {
         (Some(x), Some(y)) => Some(y.saturating_sub(x) / 1_000),
         _ => None,
     };
-    let others_us = match (&a.targets, &b.targets) {
-        (Some(ta), Some(tb)) if a.busy_ns.len() == b.busy_ns.len() => {
-            let own = b.own_ns.saturating_sub(a.own_ns);
+    let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+    let (mut others_us, mut ours_us) = (Vec::new(), Vec::new());
+    if let (Some(ta), Some(tb)) = (&a.targets, &b.targets) {
+        if a.busy_ns.len() == b.busy_ns.len() {
+            let sleepers: Vec<u64> = (0..b.sleepers_ns.len())
+                .map(|i| at(&b.sleepers_ns, i).saturating_sub(at(&a.sleepers_ns, i)))
+                .collect();
+            // volley's CPU outside its pinned sleepers: it may have run anywhere.
+            let loose = b
+                .own_ns
+                .saturating_sub(a.own_ns)
+                .saturating_sub(sleepers.iter().sum());
             let total = tb.total.saturating_sub(ta.total);
-            let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
-            (0..b.busy_ns.len())
-                .map(|i| {
-                    let busy = b.busy_ns[i].saturating_sub(a.busy_ns[i]);
-                    let target = at(&tb.per_cpu, i).saturating_sub(at(&ta.per_cpu, i));
-                    busy.saturating_sub(b.busy_slack_ns + own + target + total) / 1_000
-                })
-                .collect()
+            for i in 0..b.busy_ns.len() {
+                let busy = b.busy_ns[i].saturating_sub(a.busy_ns[i]);
+                let target = at(&tb.per_cpu, i).saturating_sub(at(&ta.per_cpu, i));
+                let ours = loose + at(&sleepers, i) + target + total;
+                others_us.push(busy.saturating_sub(b.busy_slack_ns + ours) / 1_000);
+                ours_us.push(ours / 1_000);
+            }
         }
-        _ => Vec::new(),
-    };
+    }
     CpuSecond {
         others_us,
+        ours_us,
         own_throttled_us,
+    }
+}
+
+/// Each probe sleeper's own CPU time (`CLOCK_THREAD_CPUTIME_ID`), published by the
+/// sleeper now and then for the one that reads the machine's figures, with the CPU it
+/// is pinned to.
+#[derive(Debug, Default)]
+pub struct SleeperClocks {
+    slots: Vec<(Option<usize>, AtomicU64)>,
+}
+
+impl SleeperClocks {
+    /// One slot per sleeper, with the CPU it is pinned to (`None`: unpinned).
+    pub fn new(pins: &[Option<usize>]) -> SleeperClocks {
+        SleeperClocks {
+            slots: pins.iter().map(|&p| (p, AtomicU64::new(0))).collect(),
+        }
+    }
+
+    /// Sleeper `i` publishes its own CPU time so far (called on its own thread).
+    pub fn publish(&self, i: usize) {
+        if let (Some((_, slot)), Some(ns)) = (self.slots.get(i), cpu_clock_ns(CLOCK_THREAD)) {
+            slot.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The pinned sleepers' CPU per CPU (index = CPU number).
+    fn per_cpu(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (cpu, ns) in &self.slots {
+            if let Some(c) = *cpu {
+                if out.len() <= c {
+                    out.resize(c + 1, 0);
+                }
+                out[c] += ns.load(Ordering::Relaxed);
+            }
+        }
+        out
     }
 }
 
@@ -100,15 +158,21 @@ pub struct CpuSources {
     own_cpu_cgroup: Option<PathBuf>,
     /// Prefix of the cgroups this process makes: `volley-<pid>-`.
     prefix: String,
+    /// The probe's sleepers' own CPU.
+    clocks: Option<Arc<SleeperClocks>>,
 }
 
 impl CpuSources {
     /// Reads `/proc/self/mounts` and `/proc/self/cgroup` (of the process, not of the
-    /// probe's thread, which may have left its cgroup).
-    pub fn detect() -> CpuSources {
+    /// probe's thread, which may have left its cgroup); the sleepers publish their CPU
+    /// in `clocks`.
+    pub fn detect(clocks: Arc<SleeperClocks>) -> CpuSources {
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        CpuSources::from_text(&mounts, &own, std::process::id())
+        CpuSources {
+            clocks: Some(clocks),
+            ..CpuSources::from_text(&mounts, &own, std::process::id())
+        }
     }
 
     /// [`CpuSources::detect`] from the two files' text and this process's id.
@@ -154,9 +218,14 @@ impl CpuSources {
             }
         };
         Some(CpuMark {
+            sleepers_ns: self
+                .clocks
+                .as_ref()
+                .map(|c| c.per_cpu())
+                .unwrap_or_default(),
             busy_ns,
             busy_slack_ns,
-            own_ns: process_cpu_ns()?,
+            own_ns: cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)?,
             targets: self.targets(),
             own_throttled_ns: self
                 .own_cpu_cgroup
@@ -231,14 +300,16 @@ fn read(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok()
 }
 
-/// volley's CPU, every thread, nanoseconds.
-fn process_cpu_ns() -> Option<u64> {
+const CLOCK_THREAD: libc::clockid_t = libc::CLOCK_THREAD_CPUTIME_ID;
+
+/// A CPU-time clock (the process's, every thread, or the calling thread's), ns.
+fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
@@ -297,6 +368,7 @@ mod tests {
 
     fn mark(busy: &[u64], own: u64, per_cpu: &[u64], total: u64) -> CpuMark {
         CpuMark {
+            sleepers_ns: Vec::new(),
             busy_ns: busy.to_vec(),
             busy_slack_ns: 0,
             own_ns: own,
@@ -352,7 +424,20 @@ mod tests {
         let mut b = mark(&[30 * MS, 0], 0, &[0, 0], 0);
         b.busy_slack_ns = 10 * MS;
         assert_eq!(others_between(&a, &b).others_us, [20_000, 0]);
+        // What volley and its targets can have used of each CPU.
+        let b = mark(&[1_000 * MS, 0], 300 * MS, &[600 * MS, 0], 0);
+        assert_eq!(others_between(&a, &b).ours_us, [900_000, 300_000]);
+        // The probe's sleepers, pinned, count on their own CPU only: 40 ms on CPU 0
+        // and 40 ms on CPU 1 of volley's 100 ms; a neighbour took 90 ms of CPU 1.
+        let mut b = mark(&[60 * MS, 150 * MS], 100 * MS, &[0, 0], 0);
+        b.sleepers_ns = vec![40 * MS, 40 * MS];
+        let c = others_between(&a, &b);
+        assert_eq!(
+            (c.others_us, c.ours_us),
+            (vec![0, 90_000], vec![60_000, 60_000])
+        );
         // A cgroup volley made that says nothing: unknown, never guessed.
+        let mut b = mark(&[30 * MS, 0], 0, &[0, 0], 0);
         b.targets = None;
         assert!(others_between(&a, &b).others_us.is_empty());
     }

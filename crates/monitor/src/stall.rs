@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu_share::{others_between, CpuMark, CpuSources};
+use crate::cpu_share::{others_between, CpuMark, CpuSources, SleeperClocks};
 
 /// The sleeper's period: 500 us, cyclictest's common choice for a busy machine (short
 /// enough to catch a 1 ms stall, long enough to cost nothing measurable).
@@ -104,6 +104,10 @@ pub struct StallSecond {
     /// cgroup volley made that gives no CPU figure, reports stored before it existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others_us: Vec<u64>,
+    /// Per CPU, the most of its time in this second volley and the targets it started
+    /// can have used, microseconds (the pacer's own run included); empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ours_us: Vec<u64>,
     /// How long volley's own cpu cgroup was throttled in this second (a quota on
     /// volley), microseconds; `None` when volley is in no such cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,10 +191,12 @@ impl StallProbe {
         } else {
             cpus.into_iter().map(Some).collect()
         };
+        let clocks = Arc::new(SleeperClocks::new(&pins));
         let threads = pins
             .into_iter()
             .enumerate()
             .filter_map(|(i, cpu)| {
+                let clocks = Arc::clone(&clocks);
                 let flag = Arc::clone(&stop);
                 let name = match cpu {
                     Some(c) => format!("volley-stall-{c}"),
@@ -198,10 +204,11 @@ impl StallProbe {
                 };
                 // One sleeper reads the machine-wide steal and CPU use; the others
                 // leave them empty.
-                let machine = (i == 0).then(CpuSources::detect);
+                let machine = (i == 0).then(|| CpuSources::detect(Arc::clone(&clocks)));
+                let me = Sleeper { i, clocks };
                 std::thread::Builder::new()
                     .name(name)
-                    .spawn(move || run(origin, interval, &flag, cpu, machine))
+                    .spawn(move || run(origin, interval, &flag, cpu, &me, machine))
                     .ok()
             })
             .collect();
@@ -251,7 +258,7 @@ fn merge(reports: Vec<StallReport>) -> StallReport {
             o.over_1ms += s.over_1ms;
             o.steal_us = o.steal_us.or(s.steal_us);
             if o.others_us.is_empty() {
-                o.others_us = s.others_us;
+                (o.others_us, o.ours_us) = (s.others_us, s.ours_us);
             }
             o.own_throttled_us = o.own_throttled_us.or(s.own_throttled_us);
         }
@@ -376,12 +383,15 @@ fn run(
     interval: Duration,
     stop: &AtomicBool,
     cpu: Option<usize>,
+    me: &Sleeper,
     machine: Option<CpuSources>,
 ) -> StallReport {
     if let Some(c) = cpu {
         pin_to(c);
     }
     let priority = keep_clear();
+    me.clocks.publish(me.i);
+    let mut wakeups: u32 = 0;
     // `Instant` is CLOCK_MONOTONIC on Linux: map the origin onto the raw clock once.
     let (now_i, now_ns) = (Instant::now(), mono_ns());
     let origin_ns = if origin >= now_i {
@@ -408,8 +418,14 @@ fn run(
         }
         let (late_us, bound_us) = held(last_woke, slept_at, deadline, woke);
         last_woke = Some(woke);
+        wakeups = wakeups.wrapping_add(1);
         if woke >= origin_ns {
             let second = (woke - origin_ns) / 1_000_000_000;
+            // Its own CPU for the machine's figures: at each second's edge (before
+            // the reading sleeper reads them) and every 64 wake-ups in between.
+            if current != Some(second) || wakeups % 64 == 0 {
+                me.clocks.publish(me.i);
+            }
             // A stall that began in earlier seconds is theirs too.
             let began_ns = woke.saturating_sub(bound_us * 1_000).max(origin_ns);
             let first = (began_ns - origin_ns) / 1_000_000_000;
@@ -441,6 +457,12 @@ fn run(
         priority,
         seconds,
     }
+}
+
+/// Which sleeper this is, and where it publishes its own CPU time.
+struct Sleeper {
+    i: usize,
+    clocks: Arc<SleeperClocks>,
 }
 
 /// The machine-wide readings one sleeper takes at each second's edge: steal time and
@@ -479,7 +501,8 @@ impl Marks {
         }
         if let (Some(a), Some(b)) = (&self.cpu, &cpu) {
             let c = others_between(a, b);
-            (s.others_us, s.own_throttled_us) = (c.others_us, c.own_throttled_us);
+            (s.others_us, s.ours_us, s.own_throttled_us) =
+                (c.others_us, c.ours_us, c.own_throttled_us);
         }
         (self.steal_us, self.cpu) = (steal, cpu);
         s
