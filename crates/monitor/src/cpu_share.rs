@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::stall::StallSecond;
+
 /// Cumulative readings at one instant, nanoseconds.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CpuMark {
@@ -143,6 +145,50 @@ impl SleeperClocks {
             }
         }
         out
+    }
+}
+
+/// The machine-wide readings one sleeper takes at each second's edge: steal time and
+/// who used each CPU (this module); nothing for a sleeper without sources.
+pub(crate) struct Marks {
+    sources: Option<CpuSources>,
+    steal_us: Option<u64>,
+    cpu: Option<CpuMark>,
+}
+
+impl Marks {
+    pub(crate) fn new(sources: Option<CpuSources>) -> Marks {
+        let mut m = Marks {
+            sources,
+            steal_us: None,
+            cpu: None,
+        };
+        m.restart();
+        m
+    }
+
+    /// Takes fresh marks: a second starts here.
+    pub(crate) fn restart(&mut self) {
+        if let Some(src) = &self.sources {
+            self.steal_us = crate::stall::read_steal_us();
+            self.cpu = src.mark();
+        }
+    }
+
+    /// Fills `s` with what changed since the last marks, and takes new ones.
+    pub(crate) fn close(&mut self, mut s: StallSecond) -> StallSecond {
+        let Some(src) = &self.sources else { return s };
+        let (steal, cpu) = (crate::stall::read_steal_us(), src.mark());
+        if let (Some(a), Some(b)) = (self.steal_us, steal) {
+            s.steal_us = Some(b.saturating_sub(a));
+        }
+        if let (Some(a), Some(b)) = (&self.cpu, &cpu) {
+            let c = others_between(a, b);
+            (s.others_us, s.ours_us, s.own_throttled_us) =
+                (c.others_us, c.ours_us, c.own_throttled_us);
+        }
+        (self.steal_us, self.cpu) = (steal, cpu);
+        s
     }
 }
 

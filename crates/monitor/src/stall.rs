@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu_share::{others_between, CpuMark, CpuSources, SleeperClocks};
+use crate::cpu_share::{CpuSources, Marks, SleeperClocks};
 
 /// The sleeper's period: 500 us, cyclictest's common choice for a busy machine (short
 /// enough to catch a 1 ms stall, long enough to cost nothing measurable).
@@ -465,50 +465,6 @@ struct Sleeper {
     clocks: Arc<SleeperClocks>,
 }
 
-/// The machine-wide readings one sleeper takes at each second's edge: steal time and
-/// who used each CPU ([`crate::cpu_share`]); nothing for a sleeper without sources.
-struct Marks {
-    sources: Option<CpuSources>,
-    steal_us: Option<u64>,
-    cpu: Option<CpuMark>,
-}
-
-impl Marks {
-    fn new(sources: Option<CpuSources>) -> Marks {
-        let mut m = Marks {
-            sources,
-            steal_us: None,
-            cpu: None,
-        };
-        m.restart();
-        m
-    }
-
-    /// Takes fresh marks: a second starts here.
-    fn restart(&mut self) {
-        if let Some(src) = &self.sources {
-            self.steal_us = read_steal_us();
-            self.cpu = src.mark();
-        }
-    }
-
-    /// Fills `s` with what changed since the last marks, and takes new ones.
-    fn close(&mut self, mut s: StallSecond) -> StallSecond {
-        let Some(src) = &self.sources else { return s };
-        let (steal, cpu) = (read_steal_us(), src.mark());
-        if let (Some(a), Some(b)) = (self.steal_us, steal) {
-            s.steal_us = Some(b.saturating_sub(a));
-        }
-        if let (Some(a), Some(b)) = (&self.cpu, &cpu) {
-            let c = others_between(a, b);
-            (s.others_us, s.ours_us, s.own_throttled_us) =
-                (c.others_us, c.ours_us, c.own_throttled_us);
-        }
-        (self.steal_us, self.cpu) = (steal, cpu);
-        s
-    }
-}
-
 /// How long one wake-up says the sleeper was held: `(lower, upper)` bounds in
 /// microseconds, from the last wake-up (`last_woke`, `None` on the first), the instant
 /// it went to sleep, its deadline and when it woke (nanoseconds, one clock).
@@ -620,7 +576,7 @@ fn v1_cpu_mount(text: &str) -> Option<String> {
 }
 
 /// The guest's steal time so far, summed over CPUs, microseconds (`/proc/stat`).
-fn read_steal_us() -> Option<u64> {
+pub(crate) fn read_steal_us() -> Option<u64> {
     let mut buf = [0u8; 512];
     let mut f = std::fs::File::open("/proc/stat").ok()?;
     let n = f.read(&mut buf).ok()?;
