@@ -7,9 +7,11 @@
 //! - every record and final record is acknowledged ([`Ack`]): agents keep a record
 //!   until then, so one sent while the bus was briefly away comes again, late, and fills
 //!   its second; a second already held is not filed twice;
-//! - an agent silent for `lost_after` is lost: the run is degraded from the second after
-//!   its last record. Silence while the coordinator's *own* bus is down is nobody's
-//!   fault: those clocks restart when the bus is back;
+//! - an agent silent for `lost_after` (anything on its stream counts: a heartbeat, a
+//!   record, a share piece) is lost: the run is degraded from the second after its last
+//!   record. Silence while the coordinator's *own* bus is down, or while the coordinator
+//!   itself was not run (a loaded machine), is nobody's fault: those clocks restart when
+//!   the bus is back, and move on by the length of the coordinator's own stall;
 //! - a lost agent is never taken back: what it sends later is refused (acknowledged as
 //!   not kept, counted) and it is sent a [`Stale`] on its own subject, which stops it;
 //! - the coordinator's bus down for `bus_gone_after` ends the collection: the caller
@@ -39,6 +41,10 @@ pub(crate) struct Collected {
     /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
     pub(crate) live: BTreeMap<u64, MergedSecond>,
 }
+
+/// A gap between two turns of the collection loop this long is the coordinator's own
+/// stall, not the agents' silence (see [`collect`]).
+const OWN_STALL: Duration = Duration::from_secs(1);
 
 /// Milliseconds since T0 on this clock.
 fn since_t0_ms(t0_ns: i64) -> i64 {
@@ -294,8 +300,12 @@ impl<'c> State<'c> {
             let Some(p) = self.pending.remove(&s) else {
                 continue;
             };
-            let merged = p.close(&self.series, s)?;
+            let mut merged = p.close(&self.series, s)?;
             on_event(Event::Merged(Box::new(merged.clone())));
+            if self.cfg.stored_live {
+                // The caller has stored it: keep what the run's end reads.
+                merged.slim()?;
+            }
             self.done.insert(s, merged);
             // The merged second holds their sum, and each record was handed out
             // (`Event::Second`, stored by the study) when it came: nothing reads the
@@ -305,6 +315,11 @@ impl<'c> State<'c> {
                 if let Some(r) = series.received.get_mut(&s) {
                     r.record.hists.clear();
                     r.record.counts = None;
+                    // Nor its name (the series is), error kinds or resources (in the
+                    // merged second and the stored record).
+                    r.record.agent = String::new();
+                    r.record.counters.errors_by_kind.clear();
+                    r.record.resources = None;
                 }
             }
         }
@@ -360,7 +375,16 @@ pub(crate) async fn collect(
     let mut told_to_stop = false;
     let mut down_since: Option<Instant> = None;
     let mut last_check = Instant::now();
+    let mut last_turn = Instant::now();
     while open(agents) && Instant::now() < until {
+        // A turn of this loop waits at most 200 ms for a message; a much longer gap is
+        // the coordinator's own stall (a loaded machine did not run it): the agents'
+        // silence during it is not theirs, so their clocks move on by the gap.
+        let gap = last_turn.elapsed();
+        last_turn = Instant::now();
+        if gap >= OWN_STALL {
+            st.last_heard.iter_mut().for_each(|t| *t += gap);
+        }
         let stop_now = cfg
             .stop
             .as_ref()

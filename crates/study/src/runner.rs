@@ -591,6 +591,7 @@ impl StudyRun<'_> {
             let w = &plan.workloads[cell.workload];
             let r = match cell.injectors {
                 Some(k) => {
+                    self.forget_unadopted_seconds(ci, &unstored);
                     let run_id = format!("p{}s{}", std::process::id(), self.order);
                     crate::injected::run_injected(
                         w,
@@ -604,6 +605,7 @@ impl StudyRun<'_> {
                         &run_id,
                         self.lab,
                         &|r| self.keep_injector_second(ci, r, &unstored),
+                        &|m| self.keep_merged_second(ci, m, &unstored),
                         self.hosts,
                     )
                 }
@@ -643,6 +645,45 @@ impl StudyRun<'_> {
         let index = self.next_index.get(&run).copied().unwrap_or(0);
         let second = crate::injected::injector_second(index, r);
         if let Err(e) = self.store.record_injector_second(run, &second) {
+            *unstored.borrow_mut() = Some(e);
+        }
+    }
+
+    /// Drops merged seconds an earlier attempt at this step index stored and no step
+    /// took (it failed and the study went on), so this step adopts only its own.
+    fn forget_unadopted_seconds(
+        &self,
+        ci: usize,
+        unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
+    ) {
+        let plan = self.plan;
+        let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
+        let index = self.next_index.get(&run).copied().unwrap_or(0);
+        if let Err(e) = self.store.forget_live_seconds(run, index) {
+            *unstored.borrow_mut() = Some(e);
+        }
+    }
+
+    /// Stores one merged second of an injected step the moment the coordinator closes
+    /// it, as `volley bench --save` stores its seconds: the coordinator keeps none of
+    /// their histograms to the step's end, and a study killed mid-step keeps them. The
+    /// first failure is kept in `unstored`, as for the injectors' own seconds.
+    fn keep_merged_second(
+        &self,
+        ci: usize,
+        m: &volley_agents::merge::MergedSecond,
+        unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
+    ) {
+        if unstored.borrow().is_some() {
+            return;
+        }
+        let plan = self.plan;
+        let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
+        let index = self.next_index.get(&run).copied().unwrap_or(0);
+        let Some(second) = crate::injected::merged_second(index, m) else {
+            return;
+        };
+        if let Err(e) = self.store.record_live_second(run, &second) {
             *unstored.borrow_mut() = Some(e);
         }
     }
