@@ -39,7 +39,7 @@ pub(crate) struct Collected {
     /// Per-second records filed.
     pub(crate) records: u64,
     /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
-    pub(crate) live: BTreeMap<u64, MergedSecond>,
+    pub(crate) live: BTreeMap<u64, Box<MergedSecond>>,
 }
 
 /// A gap between two turns of the collection loop this long is the coordinator's own
@@ -75,7 +75,7 @@ pub(crate) fn check_second(
 
 /// A lost agent's data ends with its last record: degraded from the second after.
 pub(crate) fn lost_from(s: &AgentSeries) -> u64 {
-    s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
+    s.last_second().map_or(s.first_s, |l| l + 1)
 }
 
 /// What [`State::take`] found on an agent's stream.
@@ -102,7 +102,9 @@ struct State<'c> {
     /// Seconds with some record, being merged as their records arrive.
     pending: BTreeMap<u64, Pending>,
     /// Seconds merged live.
-    done: BTreeMap<u64, MergedSecond>,
+    /// Seconds merged live (boxed: a map's nodes are half empty when filled in order,
+    /// and a second is ~700 bytes).
+    done: BTreeMap<u64, Box<MergedSecond>>,
     records: u64,
     /// Each agent's share pieces so far (a long run's share comes in several), with
     /// the count they said they come in.
@@ -194,7 +196,7 @@ impl<'c> State<'c> {
                 let second = record.second;
                 check_second(agent, second, self.cfg.run_bound)?;
                 // A record sent again (its receipt was lost with the bus) is kept once.
-                if self.series[i].received.contains_key(&second) {
+                if self.series[i].holds(second) {
                     return Ok(Some((i, Taken::Other)));
                 }
                 let r = Received {
@@ -262,10 +264,10 @@ impl<'c> State<'c> {
         let Some(r) = a.received.get(&s) else {
             return Ok(());
         };
-        if self.done.remove(&s).is_some() {
-            // Not expected (a closed second had every due agent's record): the run's
-            // end merges this second again from the records.
-            self.pending.remove(&s);
+        if self.done.contains_key(&s) {
+            // Not expected (a closed second had every due agent's record, and they
+            // are let go): the record stays out of the merged second, and the run's
+            // streamed count against the merged one says so (`WholeMismatch`).
             return Ok(());
         }
         let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
@@ -291,10 +293,7 @@ impl<'c> State<'c> {
             .keys()
             .copied()
             .filter(|s| only.is_none_or(|o| o == *s))
-            .filter(|&s| {
-                (0..self.series.len())
-                    .all(|i| !self.due(i, s) || self.series[i].received.contains_key(&s))
-            })
+            .filter(|&s| (0..self.series.len()).all(|i| !self.due(i, s) || self.series[i].holds(s)))
             .collect();
         for s in ready {
             let Some(p) = self.pending.remove(&s) else {
@@ -306,21 +305,13 @@ impl<'c> State<'c> {
                 // The caller has stored it: keep what the run's end reads.
                 merged.slim()?;
             }
-            self.done.insert(s, merged);
+            self.done.insert(s, Box::new(merged));
             // The merged second holds their sum, and each record was handed out
             // (`Event::Second`, stored by the study) when it came: nothing reads the
-            // records' own histograms again, and keeping them grew the coordinator by
-            // every agent's histograms each second of a long run.
+            // records again but for their request count, and keeping them grew the
+            // coordinator by every agent's record each second of a long run.
             for series in &mut self.series {
-                if let Some(r) = series.received.get_mut(&s) {
-                    r.record.hists.clear();
-                    r.record.counts = None;
-                    // Nor its name (the series is), error kinds or resources (in the
-                    // merged second and the stored record).
-                    r.record.agent = String::new();
-                    r.record.counters.errors_by_kind.clear();
-                    r.record.resources = None;
-                }
+                series.retire(s);
             }
         }
         Ok(())

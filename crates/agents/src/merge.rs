@@ -34,9 +34,14 @@ pub struct AgentSeries {
     pub last_s: Option<u64>,
     /// From which second on it was lost (no heartbeat for the bound); `None` if never.
     pub lost_from_s: Option<u64>,
-    /// Its records by second (the coordinator's live merge empties a record's
-    /// histograms once its second is merged: the merged second holds the sum).
+    /// Its records by second, until the coordinator's live merge has merged their
+    /// second (then they move to `merged`).
     pub received: BTreeMap<u64, Received>,
+    /// The seconds whose records the live merge has merged and let go, each with its
+    /// request count: the merged second holds the sums, the store the record (handed
+    /// out as it came). A record is ~350 bytes, kept for each agent each second; this
+    /// is what the run's end still reads of it (which seconds came, with how much load).
+    pub merged: BTreeMap<u64, u64>,
 }
 
 impl AgentSeries {
@@ -48,18 +53,55 @@ impl AgentSeries {
             last_s: None,
             lost_from_s: None,
             received: BTreeMap::new(),
+            merged: BTreeMap::new(),
         }
     }
 
     /// First and last second in which it sent load (`requests > 0`).
     pub fn active(&self) -> Option<(u64, u64)> {
-        let mut loaded = self
-            .received
-            .iter()
-            .filter(|(_, r)| r.record.counters.requests > 0)
-            .map(|(s, _)| *s);
+        let seconds = self.seconds();
+        let mut loaded = seconds.iter().filter(|(_, n)| *n > 0).map(|(s, _)| *s);
         let first = loaded.next()?;
         Some((first, loaded.next_back().unwrap_or(first)))
+    }
+
+    /// Whether its record of second `s` came (held or merged).
+    pub fn holds(&self, s: u64) -> bool {
+        self.received.contains_key(&s) || self.merged.contains_key(&s)
+    }
+
+    /// The requests of its record of second `s`, if it came.
+    pub fn requests_in(&self, s: u64) -> Option<u64> {
+        self.received
+            .get(&s)
+            .map(|r| r.record.counters.requests)
+            .or_else(|| self.merged.get(&s).copied())
+    }
+
+    /// Every second whose record came, in order, with its requests.
+    pub fn seconds(&self) -> Vec<(u64, u64)> {
+        let held = self
+            .received
+            .iter()
+            .map(|(s, r)| (*s, r.record.counters.requests));
+        let mut all: Vec<(u64, u64)> = held
+            .chain(self.merged.iter().map(|(s, n)| (*s, *n)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The latest second whose record came.
+    pub fn last_second(&self) -> Option<u64> {
+        let held = self.received.keys().next_back().copied();
+        held.max(self.merged.keys().next_back().copied())
+    }
+
+    /// Lets go of the record of second `s`, once merged, keeping its request count.
+    pub(crate) fn retire(&mut self, s: u64) {
+        if let Some(r) = self.received.remove(&s) {
+            self.merged.insert(s, r.record.counters.requests);
+        }
     }
 }
 
@@ -208,7 +250,7 @@ fn add_hist(agent: &str, second: u64, into: &mut Hist, from: &Hist) -> Result<()
 
 /// Which part `a` plays in `second` of a run whose last second is `run_last`.
 fn slot(a: &AgentSeries, second: u64, run_last: u64) -> Option<Slot> {
-    if a.received.contains_key(&second) {
+    if a.holds(second) {
         return Some(Slot::Present);
     }
     let due_until = a.last_s.unwrap_or(run_last);
@@ -231,9 +273,9 @@ pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsEr
 pub(crate) fn merge_reusing(
     agents: Vec<AgentSeries>,
     grace_ms: u64,
-    mut done: BTreeMap<u64, MergedSecond>,
+    mut done: BTreeMap<u64, Box<MergedSecond>>,
 ) -> Result<Merged, AgentsError> {
-    let received = agents.iter().flat_map(|a| a.received.keys().copied());
+    let received = agents.iter().filter_map(AgentSeries::last_second);
     let run_last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
     let run_first = agents.iter().map(|a| a.first_s).min();
     let degraded_from_s = agents.iter().filter_map(|a| a.lost_from_s).min();
@@ -247,7 +289,7 @@ pub(crate) fn merge_reusing(
     let mut seconds = Vec::with_capacity((last.saturating_sub(first) + 1) as usize);
     for second in first..=last {
         seconds.push(match done.remove(&second) {
-            Some(m) => m,
+            Some(m) => *m,
             None => merge_second(&agents, second, last, grace_ms)?,
         });
     }
@@ -544,7 +586,7 @@ pub(crate) mod tests {
         assert_eq!(live.late.len(), 1);
         let whole = merge(agents.clone(), 1_000).unwrap();
         assert_eq!(live, whole.seconds[1]);
-        let reused = merge_reusing(agents, 1_000, [(1, live)].into()).unwrap();
+        let reused = merge_reusing(agents, 1_000, [(1, Box::new(live))].into()).unwrap();
         assert_eq!(reused.seconds, whole.seconds);
     }
 

@@ -218,8 +218,8 @@ fn streamed_requests(r: &RunResult, without_record: &[String]) -> u64 {
         .agents
         .iter()
         .filter(|s| !without_record.contains(&s.agent))
-        .flat_map(|s| s.received.values())
-        .map(|x| x.record.counters.requests)
+        .flat_map(|s| s.seconds())
+        .map(|(_, n)| n)
         .sum()
 }
 
