@@ -572,6 +572,29 @@ pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
     out
 }
 
+/// `volley study run` of `file` started (stderr piped), and the `n` agents among its
+/// children whose command line holds `needle` (bounded: they appear within 20 s or
+/// the test fails).
+fn study_with_agents(
+    file: &Path,
+    db: &Path,
+    needle: &str,
+    n: usize,
+) -> (std::process::Child, Vec<u32>) {
+    let study = study_command(file, db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut agents = Vec::new();
+    wait_until(200, || {
+        agents = children_with(study.id(), needle);
+        agents.len() == n
+    });
+    assert_eq!(agents.len(), n, "{n} agent(s) {needle:?}: {agents:?}");
+    (study, agents)
+}
+
 #[test]
 fn a_killed_injector_degrades_the_run_and_leaves_the_others_intact() {
     let (dir, mut server, file) = served_study_in(
@@ -592,18 +615,7 @@ cooldown = "0s"
 "#,
     );
     let db = dir.path().join("v.db");
-    let study = study_command(&file, &db)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bounded: the victim appears within 20 s or the test fails.
-    let mut victim = Vec::new();
-    wait_until(200, || {
-        victim = children_with(study.id(), "--name inj2");
-        !victim.is_empty()
-    });
-    assert_eq!(victim.len(), 1, "agent inj2 not found");
+    let (study, victim) = study_with_agents(&file, &db, "--name inj2", 1);
     // Mid-run: the agents start about 2 s after they join (the start lead), and run 8 s.
     std::thread::sleep(std::time::Duration::from_secs(6));
     Command::new("kill")
@@ -664,17 +676,7 @@ retries = 0
 "#,
     );
     let db = dir.path().join("v.db");
-    let study = study_command(&file, &db)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut agents = Vec::new();
-    wait_until(200, || {
-        agents = children_with(study.id(), " agent ");
-        agents.len() == 2
-    });
-    assert_eq!(agents.len(), 2, "two agents: {agents:?}");
+    let (study, agents) = study_with_agents(&file, &db, " agent ", 2);
     // Mid-run: the agents start about 2 s after they join, send each second once its
     // 1 s timeout has passed, and would run 20 s.
     std::thread::sleep(std::time::Duration::from_secs(8));

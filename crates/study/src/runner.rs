@@ -21,6 +21,7 @@ use volley_store::{NewRun, NewStudy, RunId, RunKind, Status, StepRecord, Store, 
 use volley_targets::{NetnsPlace, RunningTarget, TargetError};
 
 use crate::deploy::StudyHosts;
+use crate::injected;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
 use crate::spec::{Mode, Restart};
@@ -598,9 +599,11 @@ impl StudyRun<'_> {
             let w = &plan.workloads[cell.workload];
             let r = match cell.injectors {
                 Some(k) => {
-                    self.forget_unadopted_seconds(ci, &unstored);
+                    // Merged seconds an earlier attempt at this index stored and no
+                    // step took (it failed, the study went on) are not this step's.
+                    self.keep_live(ci, &unstored, |s, run, i| s.forget_live_seconds(run, i));
                     let run_id = format!("p{}s{}", std::process::id(), self.order);
-                    crate::injected::run_injected(
+                    injected::run_injected(
                         w,
                         cell,
                         k,
@@ -611,8 +614,17 @@ impl StudyRun<'_> {
                         self.exe,
                         &run_id,
                         self.lab,
-                        &|r| self.keep_injector_second(ci, r, &unstored),
-                        &|m| self.keep_merged_second(ci, m, &unstored),
+                        &|r| {
+                            self.keep_live(ci, &unstored, |s, run, i| {
+                                s.record_injector_second(run, &injected::injector_second(i, r))
+                            })
+                        },
+                        &|m| {
+                            self.keep_live(ci, &unstored, |s, run, i| {
+                                injected::merged_second(i, m)
+                                    .map_or(Ok(()), |x| s.record_live_second(run, &x))
+                            })
+                        },
                         self.hosts,
                     )
                 }
@@ -635,14 +647,17 @@ impl StudyRun<'_> {
         })
     }
 
-    /// Stores one injector's second the moment it arrives, under the index the step
-    /// will get, so a study killed mid-step keeps it. The first write that fails is kept
-    /// in `unstored` (the step then fails with it) and later ones are not tried.
-    fn keep_injector_second(
+    /// Writes to the store under the run and step index the step of cell `ci` will get,
+    /// while that step runs: each injector's second as it arrives and each merged
+    /// second as the coordinator closes it (as `volley bench --save` stores its own),
+    /// so a study killed mid-step keeps them and the coordinator holds none of their
+    /// histograms to the step's end. The first write that fails is kept in `unstored`
+    /// (the step then fails with it) and later ones are not tried.
+    fn keep_live(
         &self,
         ci: usize,
-        r: &volley_agents::merge::Received,
         unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
+        write: impl FnOnce(&Store, RunId, u32) -> Result<(), volley_store::StoreError>,
     ) {
         if unstored.borrow().is_some() {
             return;
@@ -650,47 +665,7 @@ impl StudyRun<'_> {
         let plan = self.plan;
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
         let index = self.next_index.get(&run).copied().unwrap_or(0);
-        let second = crate::injected::injector_second(index, r);
-        if let Err(e) = self.store.record_injector_second(run, &second) {
-            *unstored.borrow_mut() = Some(e);
-        }
-    }
-
-    /// Drops merged seconds an earlier attempt at this step index stored and no step
-    /// took (it failed and the study went on), so this step adopts only its own.
-    fn forget_unadopted_seconds(
-        &self,
-        ci: usize,
-        unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
-    ) {
-        let plan = self.plan;
-        let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
-        let index = self.next_index.get(&run).copied().unwrap_or(0);
-        if let Err(e) = self.store.forget_live_seconds(run, index) {
-            *unstored.borrow_mut() = Some(e);
-        }
-    }
-
-    /// Stores one merged second of an injected step the moment the coordinator closes
-    /// it, as `volley bench --save` stores its seconds: the coordinator keeps none of
-    /// their histograms to the step's end, and a study killed mid-step keeps them. The
-    /// first failure is kept in `unstored`, as for the injectors' own seconds.
-    fn keep_merged_second(
-        &self,
-        ci: usize,
-        m: &volley_agents::merge::MergedSecond,
-        unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
-    ) {
-        if unstored.borrow().is_some() {
-            return;
-        }
-        let plan = self.plan;
-        let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
-        let index = self.next_index.get(&run).copied().unwrap_or(0);
-        let Some(second) = crate::injected::merged_second(index, m) else {
-            return;
-        };
-        if let Err(e) = self.store.record_live_second(run, &second) {
+        if let Err(e) = write(self.store, run, index) {
             *unstored.borrow_mut() = Some(e);
         }
     }
