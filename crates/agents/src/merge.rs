@@ -149,6 +149,10 @@ pub struct MergedSecond {
     /// Set once the second was stored where it was handed out ([`MergedSecond::slim`]):
     /// its summary row, kept instead of its histograms.
     pub digest: Option<volley_metrics::SecondDigest>,
+    /// A slimmed second's response-time histogram, out of `hists` (a map of one entry
+    /// still allocates a whole node, ~0.5 KB a second); read it with
+    /// [`MergedSecond::hist`].
+    pub slim_response: Option<Packed>,
 }
 
 impl MergedSecond {
@@ -173,9 +177,17 @@ impl MergedSecond {
                 source,
             })?;
         self.digest = Some(digest);
-        self.hists
-            .retain(|name, _| name == crate::msg::RESPONSE_TIME);
+        self.slim_response = std::mem::take(&mut self.hists).remove(crate::msg::RESPONSE_TIME);
         Ok(())
+    }
+
+    /// Its merged histogram of metric `name`, if it has one (a slimmed second keeps its
+    /// response time only).
+    pub fn hist(&self, name: &str) -> Option<&Packed> {
+        self.hists.get(name).or(match name {
+            crate::msg::RESPONSE_TIME => self.slim_response.as_ref(),
+            _ => None,
+        })
     }
 
     /// This second as a recorder's closed window (its histograms' bytes as they are),
@@ -183,12 +195,8 @@ impl MergedSecond {
     pub fn closed(&self) -> Option<volley_metrics::ClosedSecond> {
         use volley_metrics::Metric;
         let counts = self.counts?;
-        let hists = Metric::ALL.map(|m| {
-            self.hists
-                .get(m.name())
-                .map(|p| p.0.clone())
-                .unwrap_or_default()
-        });
+        let hists =
+            Metric::ALL.map(|m| self.hist(m.name()).map(|p| p.0.clone()).unwrap_or_default());
         Some(volley_metrics::ClosedSecond {
             second: self.second,
             counts,
@@ -343,6 +351,7 @@ impl Pending {
                 counts: Some(volley_metrics::Counts::default()),
                 resources: None,
                 digest: None,
+                slim_response: None,
             },
             hists: BTreeMap::new(),
             sums: BTreeMap::new(),
