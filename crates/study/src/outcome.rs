@@ -455,7 +455,15 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
             ci_text(&p99, 1)
         );
     }
-    if server.is_empty() {
+    if server.is_empty() && steps.iter().all(|s| s.rate.is_none() && s.mostly_failed()) {
+        format!(
+            "no server figure: most requests of {} failed (errors are not throughput)",
+            match steps.len() {
+                1 => "its one step".to_string(),
+                n => format!("each of its {n} steps"),
+            }
+        )
+    } else if server.is_empty() {
         format!(
             "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
             steps.len()

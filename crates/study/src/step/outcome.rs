@@ -213,11 +213,14 @@ pub(crate) fn step_line(
     slo_ms: f64,
 ) -> String {
     let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
+    // An error is never throughput: a mostly failed step shows its errors only.
+    let figures = match o.mostly_failed() {
+        true => "mostly failed (no req/s or latency figure)".to_string(),
+        false => format!("{:.0} req/s, p99 {:.2} ms", o.rps, o.p99_ms),
+    };
     format!(
-        "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
+        "[{:>4}s] {what}: {figures}, {} errors, {}{}{}{}{}",
         elapsed_s,
-        o.rps,
-        o.p99_ms,
         o.errors,
         o.label,
         match (o.poll_p99_ms, o.sustainable) {
