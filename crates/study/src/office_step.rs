@@ -54,6 +54,9 @@ pub(crate) fn run_office(
     cfg.duration = duration;
     cfg.timeout = w.load.timeout;
     cfg.seed = w.load.seed;
+    // A users search's days run on one target: a larger day takes the calendars the
+    // smaller one left (read back) and sets up only the users it adds.
+    cfg.keep_calendars = true;
     // The office's own flag: the death watch sets it when the target dies or the
     // study is stopped.
     let load_stop = Arc::new(AtomicBool::new(false));

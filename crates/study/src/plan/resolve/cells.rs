@@ -46,7 +46,10 @@ pub(super) fn resolve_cells(
         if let Some(office) = &w.office {
             // An office sweeps its users (or searches them: one cell per instance, its
             // users decided per step); the connection axes are the clients' own.
-            let start = [super::office::start_users(file)];
+            let start = [office
+                .own_search
+                .as_ref()
+                .map_or(super::office::start_users(file), |s| s.start_rate as u32)];
             let users: &[u32] = if office.search { &start } else { &office.users };
             for &u in users {
                 for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
