@@ -235,7 +235,13 @@ fn adopt(ctx: Ctx<'_>, user: &mut User, left: &BTreeMap<String, Option<String>>)
         return false;
     }
     user.truth.deleted.clear();
-    user.next_item = user.truth.items.values().map(|t| t.n + 1).max().unwrap_or(0);
+    user.next_item = user
+        .truth
+        .items
+        .values()
+        .map(|t| t.n + 1)
+        .max()
+        .unwrap_or(0);
     for dev in &mut user.devices {
         dev.mirror.clear();
         dev.written.clear();

@@ -155,7 +155,9 @@ impl Plan {
         // One heading per distinct search range (a workload may have its own).
         let mut ranges: Vec<(&super::SearchPlan, Vec<usize>)> = Vec::new();
         for &ci in &users {
-            let Some(s) = self.search_of(ci) else { continue };
+            let Some(s) = self.search_of(ci) else {
+                continue;
+            };
             match ranges.iter_mut().find(|(r, _)| *r == s) {
                 Some((_, cis)) => cis.push(ci),
                 None => ranges.push((s, vec![ci])),

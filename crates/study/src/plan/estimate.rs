@@ -78,7 +78,9 @@ impl Plan {
         let (set_up, lead_in) = untimed_requests(office);
         let requests = match (self.search_of_cell(cell), cell.users) {
             (Some(s), _) => {
-                let hi = (2.0 * s.start_rate).min(s.opts.max_rate_rps).max(s.start_rate);
+                let hi = (2.0 * s.start_rate)
+                    .min(s.opts.max_rate_rps)
+                    .max(s.start_rate);
                 let days = f64::from(self.search_steps_for(s));
                 lead_in * (s.start_rate + hi) / 2.0 + set_up * hi / days
             }

@@ -487,9 +487,7 @@ impl Plan {
             .filter(|w| w.targets.as_ref().is_none_or(|ts| ts.contains(&t)))
             .filter_map(|w| w.office.as_ref())
             .flat_map(|o| {
-                let searched = self
-                    .users_search_of(o)
-                    .map(|s| s.opts.max_rate_rps as u32);
+                let searched = self.users_search_of(o).map(|s| s.opts.max_rate_rps as u32);
                 o.users.iter().copied().chain(searched)
             })
             .max();

@@ -166,8 +166,14 @@ fn a_workload_may_search_its_own_range_of_users() {
     assert_eq!(p.dav_users(t("builtin")), Some(64));
     assert_eq!(p.dav_users(t("radicale")), Some(300));
     let d = p.describe();
-    assert!(d.contains("from 2 users") && d.contains("at most 16 users"), "{d}");
-    assert!(d.contains("from 4 users") && d.contains("at most 64 users"), "{d}");
+    assert!(
+        d.contains("from 2 users") && d.contains("at most 16 users"),
+        "{d}"
+    );
+    assert!(
+        d.contains("from 4 users") && d.contains("at most 64 users"),
+        "{d}"
+    );
     // The keys mean nothing on swept users or an http workload.
     for (text, want) in [
         (
