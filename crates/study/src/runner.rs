@@ -727,11 +727,11 @@ impl StudyRun<'_> {
         outcome.lead_in = lead_in;
         outcome.users = cell.users.filter(|_| is_office);
         outcome.attempt = attempt;
-        // A day carried while others took the CPU is carried (a pass is a pass, and a
-        // day is long to run again). One that failed then is not the server's failure:
-        // it stays machine-busy, unjudged and measured again, as every step is
-        // (docs/methodology.md, "Re-measuring what noise spoiled").
-        outcome.machine_busy &= !(is_office && m.sustainable == Some(true));
+        outcome.machine_busy = remeasure::busy_spoils(
+            outcome.machine_busy,
+            is_office && m.sustainable == Some(true),
+            m.verdict.target_died.is_some(),
+        );
         let slo_ms = plan.rule.p99_slo.as_secs_f64() * 1e3;
         let elapsed_s = self.started.elapsed().as_secs();
         (self.step_line)(&crate::step::step_line(

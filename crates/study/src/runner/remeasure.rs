@@ -72,6 +72,16 @@ impl Remeasures {
     }
 }
 
+/// Whether a step run while others took the CPU stays spoiled by that (unjudged, and
+/// measured again) once its result is known. A carried office day is carried (a pass is
+/// a pass, and a day is long to run again); a step whose target died is the server's
+/// failure whatever else ran (a busy machine slows a server, it does not kill it, and
+/// `restart = "next-step"` searches must hear the death). Only a failure with neither
+/// stays the machine's (docs/methodology.md, "Re-measuring what noise spoiled").
+pub(super) fn busy_spoils(machine_busy: bool, office_carried: bool, target_died: bool) -> bool {
+    machine_busy && !office_carried && !target_died
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +119,25 @@ mod tests {
             assert!(run < 1000, "the queue must end");
         }
         out
+    }
+
+    #[test]
+    fn a_busy_machine_spoils_only_failures_the_server_cannot_be_blamed_for() {
+        // (machine busy, office day carried, target died) -> still spoiled
+        let table = [
+            ((false, false, false), false),
+            ((true, false, false), true),
+            ((true, true, false), false),
+            ((true, false, true), false),
+            ((false, false, true), false),
+        ];
+        for ((busy, carried, died), spoiled) in table {
+            assert_eq!(
+                busy_spoils(busy, carried, died),
+                spoiled,
+                "{busy} {carried} {died}"
+            );
+        }
     }
 
     #[test]
