@@ -84,6 +84,30 @@ than the client. httperf's price for never sleeping shows in its own system call
 7.0-31.8 per request (`--hog` polls), against volley's 2.3-3.5. Both questions need
 `--counts` again on a quiet machine.
 
+Polling before sleeping, measured by counts (`--counts --baseline`, 2026-11-28, 6 paired
+rounds of 4 s, load average 14-22: lighttpd served 8-17k req/s, starved, not saturated):
+volley with a 50 us poll before each sleep (yielding the core between polls, the poll
+time counted apart for the generator-bound rule) against the same build without it. The
+server's CPU per request: ratio 1.01 [0.98, 1.02]; wake-ups the server issued per
+request 1.00 [0.82, 1.09]; volley's own syscalls per request 2.63 vs 2.25. No effect
+beyond noise, so it was not kept (of the two earlier tries one showed no gain in req/s, the
+other was never measured).
+In the same rounds volley/httperf server CPU per request was 1.07 [0.95, 1.16] and the
+server issued 1.34 [1.06, 1.63] times httperf's wake-ups per request (0.126 vs 0.080);
+TCP segments per request 2.02 under both, pure ACKs 0.005 vs 0.007: the segments do not
+differ. The unfiltered wake-up count also holds other processes' timer interrupts that
+land while lighttpd runs (this machine's other volley runs' stall probes, seen by
+`perf record -e sched:sched_wakeup -p` on lighttpd), so `--counts` now also counts the
+wake-ups of the client's own thread ("server woke the client"). A third run (load 5-6,
+lighttpd at 16-45k req/s) with it: the server woke volley's worker 0.028 times per
+request (0.032 without the poll: ratio 0.88 [0.69, 1.20]), wrk 0.016, httperf never;
+that is the whole of volley's excess wake-ups over httperf's (0.104 vs 0.082). Server
+CPU per request volley/httperf 0.99 [0.89, 1.12], volley/wrk 0.94 [0.85, 1.04], poll vs
+no poll 0.99 [0.92, 1.09]. So on this starved machine the server pays no measurable
+extra under volley, its one extra event is ~0.03 wake-ups of the client per request,
+and polling 50 us before sleeping removes only a part of those; the 1.20x of the quiet
+run needs the same `--counts` on a quiet machine to say what it was.
+
 Memory (max RSS, 64 connections, `volley bench URL -t 1 -k -c 64 -n 50000 --json -
 --quiet` under GNU time against the lighttpd above): 12.8-13.0 MB at main's 526ade3,
 of which ~6 MB is there before the first request (`volley --version`: 6.7 MB). Where
@@ -100,6 +124,16 @@ at 526ade3 -> 10,056 / 10,064 / 10,080 KB with both (9.8 MiB; `volley --version`
 run 9.6 MB, anonymous memory 4.9 -> 1.6 MB; the last ~0.45 MB comes at the end, with
 the summary and the JSON). What is left is mostly code: 4.5 MB of the executable's
 text resident (the kernel maps 64 KB around each page a run touches), libc 1.4 MB.
+Without `-no-pie` (2026-11-28, main's release build, smaps of `volley bench URL -t 1 -k
+-c 64 -d 3s` read at 2 s): 11.3 MB, of which the executable's text 5.0 MB, its read-only
+part 2.55 MB (1.65 MB of it private: all of `.data.rel.ro`, written by the loader's
+68,000 relative relocations, 412 of its 415 pages), libc 1.45 MB, libm 0.56 MB, heap
+and thread arenas 1.3 MB (`MALLOC_ARENA_MAX=1` changed nothing: 11.3-11.4 vs
+11.2-11.7 MB). Of the relocated pointers 29,600 are chrono-tz's time-zone tables (each
+transition names its abbreviation, a `&'static str`): 243 pages hold nothing else, so
+about 1.0 MB of every volley process is the CalDAV server's time-zone database. A
+time-zone source that keeps its data as bytes (no pointers to relocate) would bring the
+64-connection figure to about 10.3 MB; the rest is code and libc.
 """
 import argparse
 import json
@@ -285,8 +319,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     if a.counts:
         counts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "counts.py")
+        base = ["--baseline", a.baseline] if a.baseline else []
         return subprocess.run(["unshare", "-n", sys.executable, counts, "--rounds", str(a.rounds),
-                               "--seconds", str(a.seconds)]).returncode
+                               "--seconds", str(a.seconds)] + base).returncode
     tmp = tempfile.mkdtemp(prefix="volley-bench-")
     # nginx's worker runs as an unprivileged user: mkdtemp's 0700 would turn every answer
     # into a 403 page, which the peers would happily count as completed requests.

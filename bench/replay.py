@@ -31,6 +31,26 @@ layout (microsecond stamps, 1% of lines 2 ms out of order) and reads them back.
   machine stalls any sleeper; the probe says how much of the lag was the machine's).
   The issue's bar: scheduler lag p99 <= 100 us at 50k req/s.
 
+Measured 2026-11-28 (`PARSE_SPEED_BIN=<debug parse_speed> python3 bench/replay.py replay
+--skip-build --rounds 4 --seconds 5`, release build, load average 11-15: both cores
+shared with other sessions' builds, so no verdict on the goal): replay sent 7,370 req/s
+(CI 1,083-13,395) and the plain open loop 6,557 of the 50,000 offered, every run
+generator-bound, the probe's longest stalls 3-85 ms; scheduler lag p99 1.12 s vs 71 ms.
+What the replay's worker did (`perf record -g`, one 150,000-line replay, server on core
+0, volley on core 1): 87% of the process's samples in the worker (61% kernel TCP and
+epoll, 17% volley's own code: the fidelity lookup `ReplaySource::on_sample` 3.3%, the
+lane queues `Lanes::pop` 1.9%), the log reader thread 6.6%; 350 connections (one per
+logged client), server processing mean 29 ms. So on this machine the replay's send path
+waited for a starved server and a shared core, not for its reader; the goal needs this
+run on a quiet machine. Again at load 5-6 (same command): replay 19,503 req/s sent, open
+loop 23,578; scheduler lag p99 536 ms vs 54 ms (per-round ratio 10.2, CI 6.2-59), the
+probe's longest stalls only 1.6-4 ms, CPU per request ~20 us under both (one shared
+core: the worker is CPU-bound well below 50k req/s). With the worker CPU-bound the
+reader thread gets only the fair scheduler's share of the same core, and an arrival whose
+request the reader has not handed over yet is released late (`NextInstant::Pending`):
+the replay's extra lag over a plain open loop is where to look next (the reader's share,
+`ReplaySource::on_sample`'s hash map and the lane queues on the worker's path).
+
 Nothing here is a test: timing never decides one.
 """
 import argparse

@@ -2,7 +2,8 @@
 """Is volley's lateness the machine's? Scheduler lag against the stall probe, per second.
 
 Run: python3 bench/stall.py [--runs 10] [--duration 10] [--rates 10,100,1000,...]
-                            [--capacity N] [--baseline BIN] [--pin] [--json FILE]
+                            [--capacity N] [--baseline BIN] [--pin] [--managed]
+                            [--json FILE]
 
 Starts the built-in server (`volley serve`, pinned to core SERVER_CORE), measures its
 capacity with a short closed loop unless --capacity is given, then runs open-loop
@@ -25,6 +26,13 @@ made volley late held the sleeper too. Printed per cell (build x neighbour x con
 x rate): the share of seconds meeting it, whether the cell meets the goal (every
 second), the median and worst excess of lag over stall, the probe's own longest stall
 (the machine's figure beside volley's) and the seconds' labels.
+Beside them, whose each late second is by its label: `mach` seconds labelled
+machine-stalled (the probe saw the stall, or a neighbour held the pacer's CPU: `nbr` of
+them by the neighbour rule alone, docs/methodology.md "A neighbour on the pacer's CPU")
+and `gen` seconds labelled generator-bound. The server started here is one volley did
+not start, so its CPU counts as others' (a wait behind it reads as a neighbour's); with
+--managed, volley starts the built-in server itself (`bench --target builtin`, its
+threads volley's own), so a wait behind it stays the generator's.
 The last, partial second of a run is left out. Nothing here is a test: timing never
 decides one.
 """
@@ -56,8 +64,9 @@ def neighbour(seconds):
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
-def one_run(binary, url, rate, keepalive, duration, busy, pin):
-    cmd = ([binary, "bench", url, "--rate", str(rate), "-d", f"{duration}s", "--json"]
+def one_run(binary, url, rate, keepalive, duration, busy, pin, managed=None):
+    where = ["--target", "builtin", "--docroot", managed] if managed else [url]
+    cmd = ([binary, "bench"] + where + ["--rate", str(rate), "-d", f"{duration}s", "--json"]
            + (["-k"] if keepalive else []))
     if pin:
         cmd = ["taskset", "-c", CLIENT_CORE] + cmd
@@ -80,8 +89,17 @@ def one_run(binary, url, rate, keepalive, duration, busy, pin):
         # The stall's upper bound (builds before it existed give only the lower one).
         stall = s.get("probe_stall_bound_ms") or low
         wait = s.get("pacer_wait_ms")
+        # Machine-stalled by the neighbour rule alone: the probe's stall does not
+        # cover the lateness the label judged (the scheduler-lag p99 when over the
+        # limit, else the dispatch shortfall's k / R).
+        if s["sched_lag_p99_ms"] > max(1.0, 10.0 / rate):
+            late = s["sched_lag_p99_ms"]
+        else:
+            late = max(0, s["scheduled"] - s["dispatched"]) / rate * 1e3
+        by_probe = late <= stall + SLACK_MS
         rows.append({"lag_ms": lag, "stall_ms": stall, "stall_low_ms": low,
-                     "pacer_wait_ms": wait,
+                     "pacer_wait_ms": wait, "others_on_pacer_ms": s.get("others_on_pacer_ms"),
+                     "neighbour": s["label"] == "machine-stalled" and not by_probe,
                      "label": s["label"], "ok": lag <= stall + SLACK_MS,
                      "ok_low": lag <= low + SLACK_MS,
                      # A miss the pacer's own wait for a CPU (other tasks on its core,
@@ -99,6 +117,8 @@ def main():
     ap.add_argument("--json", default=None, help="write every second's figures here")
     ap.add_argument("--baseline", default=None, help="a second volley binary, paired run by run")
     ap.add_argument("--pin", action="store_true", help="pin volley to CLIENT_CORE (default: unpinned)")
+    ap.add_argument("--managed", action="store_true",
+                    help="volley starts the built-in server itself (bench --target builtin)")
     a = ap.parse_args()
     if a.runs < 1 or a.duration < 2:
         print("stall.py: --runs must be >= 1 and --duration >= 2", file=sys.stderr)
@@ -131,7 +151,8 @@ def main():
             for i, c in enumerate(order):
                 pair = builds if (k + i) % 2 == 0 else list(reversed(builds))
                 for name, binary in pair:
-                    rows, probe = one_run(binary, url, c[0], c[1], a.duration, c[2], a.pin)
+                    rows, probe = one_run(binary, url, c[0], c[1], a.duration, c[2], a.pin,
+                                          root if a.managed else None)
                     got[(name, c)].extend(rows)
                     probes.append(probe)
         fifo = sum(1 for p in probes if p.get("fifo"))
@@ -157,14 +178,18 @@ def main():
                 labels = {}
                 for r in rows:
                     labels[r["label"]] = labels.get(r["label"], 0) + 1
+                whose = (f"{labels.get('machine-stalled', 0)}"
+                         f"({sum(r.get('neighbour', False) for r in rows)})"
+                         f"/{labels.get('generator-bound', 0)}")
                 print(f"{name:<8} {'busy' if c[2] else 'quiet':<9} "
                       f"{'keep-alive' if c[1] else 'per-req':<10} "
                       f"{c[0]:>7.0f} {len(rows):>7} {met:>6.1%} {low:>6.1%} {waited} {'yes' if met == 1 else 'no':>4}  "
+                      f"{whose:>13}  "
                       f"{statistics.median(excess):>8.3f}/{max(excess):<8.3f}  "
                       f"{max(r['stall_ms'] for r in rows):>12.3f}  "
                       + ", ".join(f"{n} {l}" for l, n in sorted(labels.items())))
         dump_json(a.json, {"capacity": cap, "rates": rates, "runs": a.runs,
-                           "duration_s": a.duration, "pinned": a.pin,
+                           "duration_s": a.duration, "pinned": a.pin, "managed": a.managed,
                            "builds": {n: b for n, b in builds}},
                   [{"build": n, "rate": c[0], "keepalive": c[1], "busy": c[2],
                     "seconds": got[(n, c)]} for n, _ in builds for c in configs])

@@ -91,3 +91,24 @@ pub fn short_run(target: &str, seed: u64, harness: fn(&[u8])) {
         harness(&mutate(&mut rng, base, other));
     }
 }
+
+/// `VOLLEY_FUZZ_RUNS=N`: N seeded mutations of `target`'s corpus through `harness`, a
+/// longer run where libFuzzer is not at hand (not coverage-guided, so it finds less
+/// a run than libFuzzer would); nothing without it. Returns the runs made.
+#[allow(dead_code)] // Not every crate that includes this file has a long run.
+pub fn long_run(target: &str, seed: u64, harness: fn(&[u8])) -> usize {
+    let Some(runs) = std::env::var("VOLLEY_FUZZ_RUNS")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+    else {
+        return 0;
+    };
+    let corpus = inputs(target);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..runs {
+        let base = &corpus[rng.random_range(0..corpus.len())];
+        let other = &corpus[rng.random_range(0..corpus.len())];
+        harness(&mutate(&mut rng, base, other));
+    }
+    runs
+}

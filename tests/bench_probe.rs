@@ -138,3 +138,101 @@ fn a_generator_under_a_tight_cpu_cap_still_reads_generator_bound() {
     assert_eq!(p["left_cgroup"], true, "{p}");
     drop(cg);
 }
+
+/// A busy loop on `cpu` at `SCHED_FIFO` priority 1 (above every ordinary task, below
+/// the stall probe's sleepers at 50), `bursts` times for `busy`, `every` apart,
+/// starting after `after`; `None` when real-time priority is refused.
+fn fifo_hog(
+    cpu: usize,
+    after: Duration,
+    busy: Duration,
+    every: Duration,
+    bursts: u32,
+) -> Option<std::thread::JoinHandle<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        // SAFETY: affinity and policy of this thread only (tid 0), from values we own.
+        let ok = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            let param = libc::sched_param { sched_priority: 1 };
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+                && libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+        };
+        let _ = tx.send(ok);
+        if !ok {
+            return;
+        }
+        std::thread::sleep(after);
+        for _ in 0..bursts {
+            let end = Instant::now() + busy;
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(every - busy);
+        }
+    });
+    if rx.recv().unwrap_or(false) {
+        Some(h)
+    } else {
+        let _ = h.join();
+        None
+    }
+}
+
+#[test]
+fn a_neighbour_holding_the_pacers_cpu_makes_its_late_seconds_the_machines() {
+    // volley pinned to one CPU, and a neighbour (a real-time busy loop of this test)
+    // taking that CPU for 150 ms bursts: the pacer waits behind it, the probe's sleeper
+    // (higher priority) does not, so the probe sees no stall. The late seconds are the
+    // machine's all the same: the pacer's wait covers their lateness and others, not
+    // volley, took its CPU (docs/methodology.md, "A neighbour on the pacer's CPU").
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = cpus - 1;
+    if cpus < 2 {
+        eprintln!("skipped: one CPU");
+        return;
+    }
+    let srv = TestServer::start(Mode::Ok);
+    let url = srv.url("/");
+    let Some(hog) = fifo_hog(
+        cpu,
+        Duration::from_millis(1_800),
+        Duration::from_millis(150),
+        Duration::from_millis(1_000),
+        3,
+    ) else {
+        eprintln!("skipped: SCHED_FIFO refused");
+        return;
+    };
+    let pin = format!("taskset -pc {cpu} $$ >/dev/null");
+    let child = spawn_bench(
+        Some(&pin),
+        &[&url, "--rate", "200", "-d", "6s", "-k", "--json"],
+    );
+    let j = json_within(child, Duration::from_secs(90));
+    hog.join().unwrap();
+    let seconds = j["runs"][0]["seconds"].as_array().unwrap().clone();
+    let f = |s: &serde_json::Value, k: &str| s[k].as_f64().unwrap_or(0.0);
+    // The bursts' seconds: late by more than the 1 ms limit, while others took at
+    // least 100 ms of the pacer's CPU and the probe was held far less than the lag.
+    let held: Vec<_> = seconds
+        .iter()
+        .filter(|s| {
+            f(s, "sched_lag_p99_ms") > 1.0
+                && f(s, "others_on_pacer_ms") >= 100.0
+                && f(s, "probe_stall_bound_ms") + 0.1 < f(s, "sched_lag_p99_ms")
+        })
+        .collect();
+    assert!(
+        !held.is_empty(),
+        "no second was held by the neighbour: {seconds:?}"
+    );
+    for s in held {
+        assert_eq!(s["label"], "machine-stalled", "{s}");
+        assert!(
+            f(s, "pacer_wait_ms") + 0.1 >= f(s, "sched_lag_p99_ms"),
+            "{s}"
+        );
+    }
+}

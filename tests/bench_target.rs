@@ -173,6 +173,30 @@ fn nginx_target_text_shows_load_and_server_side_by_side() {
     assert_nothing_left(t);
 }
 
+/// The second-by-second table marks a second the run covered only in part: a `-d 2500ms`
+/// run's third second holds half a second's requests, which is no rate.
+#[test]
+fn a_partial_last_second_is_marked_in_the_per_second_table() {
+    let (code, out, err) = volley(&["bench", "--target", "builtin", "-c", "2", "-d", "2500ms"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("second      req/s"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(rows.len() >= 3, "no per-second table: {out}");
+    for (i, row) in rows.iter().enumerate() {
+        let second: usize = row.split_whitespace().next().unwrap().parse().unwrap();
+        assert_eq!(second, i + 1, "{row}");
+        match second {
+            1 | 2 => assert!(!row.contains("partial"), "{row}"),
+            3 => assert!(row.contains("(partial: 0.50 s of the run"), "{row}"),
+            _ => assert!(row.contains("(partial: 0.00 s of the run"), "{row}"),
+        }
+    }
+}
+
 #[test]
 fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
     if !installed("nginx") {

@@ -40,6 +40,56 @@ fn known_log() -> (String, Vec<(u64, String)>) {
     (text, planned)
 }
 
+/// A directory with the known log and a docroot, and the built-in server on it with its
+/// access log on.
+struct KnownSite {
+    dir: std::path::PathBuf,
+    log: std::path::PathBuf,
+    /// The log's requests: (instant µs, target).
+    planned: Vec<(u64, String)>,
+    served_log: std::path::PathBuf,
+    served: Served,
+}
+
+fn known_site(name: &str) -> KnownSite {
+    let dir = tempdir(name);
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
+    let (text, planned) = known_log();
+    let log = dir.join("known.log");
+    std::fs::write(&log, text).unwrap();
+    let served_log = dir.join("served.log");
+    let served = Served::start(
+        &dir.join("root"),
+        &["--access-log", served_log.to_str().unwrap()],
+    );
+    KnownSite {
+        dir,
+        log,
+        planned,
+        served_log,
+        served,
+    }
+}
+
+/// Asserts that every replayed request in the server's log from logged client k came
+/// from 127.0.0.(2 + k) (`--client-addresses`); returns how many clients it saw. Lines
+/// of no logged client (a path check before the run) are passed over.
+fn clients_by_address(served_log: &std::path::Path) -> usize {
+    let mut clients = std::collections::BTreeSet::new();
+    for line in std::fs::read_to_string(served_log).unwrap().lines() {
+        let (_, target) = served_line(line);
+        let Some(k) = target.split("c=").nth(1).and_then(|c| c.split('&').next()) else {
+            continue;
+        };
+        let from = line.split(' ').next().unwrap();
+        let want = format!("127.0.0.{}", 2 + k.parse::<u8>().unwrap());
+        assert_eq!(from, want, "{line}");
+        clients.insert(k.to_string());
+    }
+    clients.len()
+}
+
 /// A line of the built-in server's log: its instant (µs into the minute) and target.
 fn served_line(line: &str) -> (u64, String) {
     let stamp = line
@@ -62,17 +112,13 @@ fn served_line(line: &str) -> (u64, String) {
 /// log read back by `volley log phases` has the replayed log's phases.
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
-    let dir = tempdir("bench");
-    std::fs::create_dir_all(dir.join("root")).unwrap();
-    std::fs::write(dir.join("root/index.html"), "hello").unwrap();
-    let (text, planned) = known_log();
-    let log = dir.join("known.log");
-    std::fs::write(&log, text).unwrap();
-    let served_log = dir.join("served.log");
-    let mut served = Served::start(
-        &dir.join("root"),
-        &["--access-log", served_log.to_str().unwrap()],
-    );
+    let KnownSite {
+        dir,
+        log,
+        planned,
+        served_log,
+        mut served,
+    } = known_site("bench");
     let url = format!("http://{}/", served.addr);
     let (code, json, err) = crate::common::volley(&[
         "bench",
@@ -153,13 +199,11 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         "requests strayed {spread_ms} ms from their scaled instants"
     );
 
-    // --client-addresses: logged client k came from 127.0.0.(2 + k), all its requests.
-    for line in std::fs::read_to_string(&served_log).unwrap().lines() {
-        let (_, target) = served_line(line);
-        let from = line.split(' ').next().unwrap();
-        let k: u8 = from.strip_prefix("127.0.0.").unwrap().parse().unwrap();
-        assert!(target.contains(&format!("c={}&", k - 2)), "{line}");
-    }
+    assert_eq!(
+        clients_by_address(&served_log),
+        CLIENTS.len(),
+        "every client replayed"
+    );
 
     // The server's log read back has the replayed log's phases, client for client.
     let phases = |file: &std::path::Path| -> Vec<(usize, u64)> {
@@ -543,6 +587,77 @@ p99 = "2s"
         crate::common::volley(&["study", "run", file.to_str().unwrap(), "--dry-run"]);
     assert_eq!((code, err.trim().lines().count()), (2, 1), "{err}");
     assert!(err.contains("paths is not a replay key"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A study's replay with `client_addresses = true` against the built-in server on
+/// loopback (an external target, its access log on): the plan says so, and every
+/// replayed request of logged client k reached the server from 127.0.0.(2 + k), as
+/// `bench --replay --client-addresses` sends them. The step is shorter than the log at
+/// its speed, so no client comes back in a second pass.
+#[test]
+fn a_replay_study_gives_each_client_its_own_loopback_address() {
+    let KnownSite {
+        dir,
+        log,
+        served_log,
+        mut served,
+        ..
+    } = known_site("study-addrs");
+    // 60 requests over 3.814 s: speed 1 is 15.5 req/s; 15 req/s plays it in ~3.9 s,
+    // longer than the 3 s step (the shortest a rate step may be).
+    let study = format!(
+        r#"
+name = "replay-addrs"
+[[target]]
+name = "served"
+kind = "external"
+url = "http://{}/index.html"
+[[workload]]
+name = "known"
+kind = "replay"
+log = "{}"
+client_addresses = true
+[load]
+model = "open"
+[sweep]
+rate = [15]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+[slo]
+p99 = "2s"
+"#,
+        served.addr,
+        log.display()
+    );
+    let file = dir.join("addrs.toml");
+    std::fs::write(&file, study).unwrap();
+    let db = dir.join("a.db");
+    let (code, out, err) = crate::common::volley(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("from its own loopback address (127.0.0.2 on"),
+        "{out}"
+    );
+    assert_eq!(
+        clients_by_address(&served_log),
+        CLIENTS.len(),
+        "every client replayed"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -262,3 +262,68 @@ fn report_and_compare_read_one_selector_grammar() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("study:1:"), "{}", stderr(&o));
 }
+
+/// `volley history` of a run with several searches (here two variants) says what each
+/// searched, as `volley compare` meets them; a run with one search shows it alone.
+#[test]
+fn history_names_each_search_of_a_run_with_several() {
+    let db = scratch("searches.db");
+    let _ = std::fs::remove_file(&db);
+    let store = Store::open(&db).unwrap();
+    for (target, variants) in [
+        ("tuned-web", &["default", "tuned"][..]),
+        ("single", &["default"][..]),
+    ] {
+        let run = store
+            .begin_run(&NewRun {
+                study: None,
+                kind: RunKind::StudyStep,
+                target: target.into(),
+                parameters: json!({}),
+                environment: json!({}),
+            })
+            .unwrap();
+        for (i, v) in variants.iter().enumerate() {
+            let rps = 1000.0 + 500.0 * i as f64;
+            store
+                .record_capacity(
+                    run,
+                    &volley_store::CapacityRecord {
+                        cell: json!({"workload": "w", "concurrency": 16, "variant": v}),
+                        capacity_rps: Some(rps),
+                        ci_lo_rps: Some(rps - 50.0),
+                        ci_hi_rps: Some(rps + 50.0),
+                        confidence: 0.95,
+                        end: volley_store::SearchEnd::Converged,
+                        steps: 7,
+                        started_unix_ms: 0,
+                        finished_unix_ms: 1,
+                        detail: json!({}),
+                    },
+                )
+                .unwrap();
+        }
+        store.finish_run(run, Status::Complete).unwrap();
+    }
+    drop(store);
+    let o = volley(&["history", "--db", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = |target: &str| {
+        out.lines()
+            .find(|l| l.contains(target))
+            .unwrap_or_else(|| panic!("no row for {target}: {out}"))
+            .to_string()
+    };
+    let tuned = row("tuned-web");
+    assert!(
+        tuned.contains("workload w, concurrency 16, variant default: 1000 req/s")
+            && tuned.contains("workload w, concurrency 16, variant tuned: 1500 req/s"),
+        "{tuned}"
+    );
+    let one = row("single");
+    assert!(
+        !one.contains("workload w") && one.contains("1000 req/s"),
+        "{one}"
+    );
+}

@@ -331,6 +331,32 @@ fn bench_h3_against_serve_counts_match_the_access_log() {
     assert_eq!(h3, 400, "the server's count");
 }
 
+/// Datagrams and the calls that carried them, counted by the client: the built-in
+/// server sends a large answer in GSO bursts, and on loopback the kernel hands such a
+/// burst whole to a socket with UDP GRO on, so the client reads several datagrams a
+/// call (Linux has had UDP_SEGMENT since 4.18 and UDP_GRO since 5.0).
+#[test]
+fn bench_h3_reads_coalesced_datagrams_and_counts_its_calls() {
+    let tmp = TempDir::new("gro");
+    let (_s, port, ca) = serve_h3(&tmp, &[]);
+    let url = format!("https://localhost:{port}/big.bin");
+    let run = bench_h3(
+        &[
+            "bench", &url, "--h3", "--cacert", &ca, "-n", "6", "-c", "1", "--json",
+        ],
+        6,
+    );
+    let udp = &run["wire"]["h3"]["udp"];
+    let n = |k: &str| udp[k].as_u64().unwrap_or_else(|| panic!("{k}: {udp}"));
+    // 6 answers of 600 KB are more than 2,400 datagrams of at most 1,500 bytes.
+    assert!(n("datagrams_read") > 2_400, "{udp}");
+    assert!(n("datagrams_sent") >= n("sends") && n("sends") > 0, "{udp}");
+    assert!(
+        n("datagrams_read") > n("reads") * 2,
+        "no coalesced reads (UDP GRO): {udp}"
+    );
+}
+
 #[test]
 fn bench_target_builtin_over_h3() {
     bench_h3(

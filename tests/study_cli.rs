@@ -574,12 +574,56 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
         assert_eq!(r["ok"], 0, "{r}");
         assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
     }
-    if let Some(answer) = out.lines().find_map(|l| l.strip_prefix("answer: ")) {
+    let answer = out
+        .lines()
+        .find_map(|l| l.strip_prefix("answer: "))
+        .unwrap_or_else(|| panic!("no answer line: {out}"));
+    assert!(
+        answer.starts_with("No answer: most requests of every step failed"),
+        "{answer}"
+    );
+    // No step line nor end-table row gives a figure for failures.
+    let both = format!("{out}{err}");
+    for l in both.lines().filter(|l| l.contains(" w c=")) {
         assert!(
-            !answer.contains("req/s vs") && !answer.contains("served the most"),
-            "{answer}"
+            !l.contains("req/s, p99"),
+            "a failed step with a figure: {l}"
         );
     }
+    assert!(
+        both.contains("mostly failed (no req/s or latency figure)")
+            && both.contains("no server figure: most requests of its one step failed"),
+        "{both}"
+    );
+    // The report's tables show the failures, never their rate or latency.
+    let (md, html) = (db.with_extension("md"), db.with_extension("html"));
+    let (code, _, err) = crate::common::volley(&[
+        "report",
+        "--db",
+        db.to_str().unwrap(),
+        "--md",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Nor do its charts: the failures are no point of req/s or latency.
+    let html = std::fs::read_to_string(html).unwrap();
+    for chart in [
+        "Requests/s per workload and point",
+        "Throughput vs concurrency",
+    ] {
+        assert!(!html.contains(chart), "{chart} drawn from failures");
+    }
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("**No answer: most requests"), "{md}");
+    // Each step's row in the three tables with its label (runs, throughput and p99,
+    // evidence) says so, whatever the label.
+    let said = md
+        .lines()
+        .filter(|l| l.starts_with("| builtin |") && l.contains("mostly failed: no figure"))
+        .count();
+    assert_eq!(said, 6, "{md}");
 }
 
 /// On loopback, a fast server and one that waits 20 ms per answer: one run each names

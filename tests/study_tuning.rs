@@ -89,17 +89,34 @@ repeats = 2
             "{line}"
         );
     }
-    // One target: its answer is its variants side by side, each against the default,
-    // never one figure pooled over them.
+    // One target: its answer is its variants side by side, every knob together against
+    // the default, never one figure pooled over them; then one line per knob alone
+    // (knobs with the same words, such as no figure on a busy machine, share one).
     let answer = text
         .lines()
         .find_map(|l| l.strip_prefix("answer: "))
         .unwrap_or_else(|| panic!("no answer line: {text}"));
     assert!(answer.starts_with("web's variants: "), "{answer}");
-    for v in ["tuned:backlog", "tuned:sendfile", "tuned "] {
-        assert!(answer.contains(v), "{v}: {answer}");
+    assert!(
+        answer.contains("tuned ") && answer.contains("default"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("tuned:") && !answer.contains("median of"),
+        "{answer}"
+    );
+    let knobs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("knob, web, "))
+        .collect();
+    assert!((1..=2).contains(&knobs.len()), "{text}");
+    for v in ["tuned:backlog", "tuned:sendfile"] {
+        assert_eq!(
+            knobs.iter().filter(|k| k.contains(v)).count(),
+            1,
+            "{v}: {knobs:?}"
+        );
     }
-    assert!(!answer.contains("median of"), "{answer}");
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     let mut steps = store.steps(runs[0].id).unwrap();

@@ -61,8 +61,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 |s| format!("{} (#{})", s.name, s.id),
             );
         let steps = store.steps(r.id)?.len();
-        let capacities: Vec<String> = store
-            .capacities(r.id)?
+        let rows = store.capacities(r.id)?;
+        let capacities: Vec<String> = rows
             .iter()
             .map(|c| match SearchedCapacity::of(c) {
                 Some(s) => s.text(),
@@ -80,6 +80,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         end.as_str().replace('_', " ")
                     ),
                 },
+            })
+            // Several searches in one run (workloads, variants, protocols): each says
+            // what it searched, as `volley compare` meets them.
+            .zip(&rows)
+            .map(|(text, c)| match rows.len() {
+                1 => text,
+                _ => format!("{}: {text}", volley_report::compare::cell_key(c)),
             })
             .collect();
         t.add_row([

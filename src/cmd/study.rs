@@ -159,6 +159,10 @@ pub(crate) fn execute(
                 println!("answer, {line}");
             }
         }
+        // Which knob mattered: one line per knob, as the report nests them.
+        for line in volley_report::headline::knob_answers(r) {
+            println!("knob, {line}");
+        }
     }
     let runs: Vec<String> = report
         .runs

@@ -7,6 +7,14 @@
 //! socket is connected, so the kernel filters other senders and reports an ICMP port
 //! unreachable (no one listening on UDP) as `ECONNREFUSED` on the next read: a target
 //! without HTTP/3 fails the connect at once instead of after the connect timeout.
+//!
+//! Datagrams go through quinn-udp (quinn's own datagram layer, no runtime), as the
+//! built-in server's do: where the kernel has UDP GSO (`UDP_SEGMENT`) a burst of a
+//! connection's datagrams leaves in one `sendmsg`, and where it has GRO (`UDP_GRO`)
+//! one `recvmsg` takes several coalesced datagrams of one size (split again by their
+//! stride). Without them it is one datagram per call; a GSO send the kernel or the
+//! device refuses (EIO, EINVAL) turns GSO off for the socket and the burst counts as
+//! lost (QUIC's loss recovery sends it again).
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,6 +23,7 @@ use std::sync::Arc;
 use mio::net::UdpSocket;
 use quinn_proto::crypto::rustls::QuicClientConfig;
 use quinn_proto::{ClientConfig, EndpointConfig};
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use crate::conn::Transport;
 use crate::tls::TlsConnector;
@@ -50,16 +59,58 @@ impl QuicConnector {
     }
 }
 
+/// Most datagrams in one GSO send, as quinn's own endpoint and the built-in server
+/// do: a burst stays well under the 64 KB one send may carry.
+const MAX_GSO_SEGMENTS: usize = 10;
+
 /// A UDP socket connected to the target.
 #[derive(Debug)]
 pub struct Udp {
     sock: UdpSocket,
+    /// quinn-udp's view of the socket: its GSO and GRO support.
+    state: UdpSocketState,
+    /// The target's address (asked once, not per datagram).
+    peer: SocketAddr,
 }
 
 impl Udp {
     /// The target's address.
-    pub fn peer(&self) -> io::Result<SocketAddr> {
-        self.sock.peer_addr()
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// How many datagrams one [`Udp::send_segments`] may carry (1 without GSO).
+    pub fn max_segments(&self) -> usize {
+        self.state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS)
+    }
+
+    /// Whether the kernel coalesces received datagrams for this socket (GRO).
+    pub fn coalesces(&self) -> bool {
+        self.state.gro_segments() > 1
+    }
+
+    /// Sends `contents`, datagrams of `segment_size` bytes each (the last may be
+    /// shorter) in one call where GSO is on, or one datagram when `segment_size` is
+    /// `None`. Errors are the socket's own (WouldBlock, ECONNREFUSED...), not
+    /// swallowed, so a target with nothing on UDP fails the connection.
+    pub fn send_segments(&self, contents: &[u8], segment_size: Option<usize>) -> io::Result<()> {
+        let t = Transmit {
+            destination: self.peer,
+            ecn: None,
+            contents,
+            segment_size,
+            src_ip: None,
+        };
+        self.state.try_send((&self.sock).into(), &t)
+    }
+
+    /// Reads what the socket holds into `buf`: `(len, stride)`, the datagrams being
+    /// `stride` bytes apart (one datagram when `len <= stride`).
+    pub fn recv_coalesced(&self, buf: &mut [u8]) -> io::Result<(usize, usize)> {
+        let mut meta = [RecvMeta::default()];
+        let mut bufs = [io::IoSliceMut::new(buf)];
+        self.state.recv((&self.sock).into(), &mut bufs, &mut meta)?;
+        Ok((meta[0].len, meta[0].stride.max(1)))
     }
 }
 
@@ -75,7 +126,13 @@ impl Transport for Udp {
         });
         let sock = UdpSocket::bind(SocketAddr::new(ip, 0))?;
         sock.connect(addr)?;
-        Ok(Udp { sock })
+        // Turns GRO on where the kernel has it and probes GSO.
+        let state = UdpSocketState::new((&sock).into())?;
+        Ok(Udp {
+            sock,
+            state,
+            peer: addr,
+        })
     }
 
     fn source(&mut self) -> &mut dyn mio::event::Source {

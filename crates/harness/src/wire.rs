@@ -7,7 +7,7 @@
 //! long each kind took, and the h2/h3 errors by kind.
 
 use volley_engine::{HandshakeTimes, HttpVersion, RunOutcome, Wire};
-use volley_metrics::{H2Report, H3Report, HandshakeReport, TlsReport, WireReport};
+use volley_metrics::{H2Report, H3Report, HandshakeReport, TlsReport, UdpReport, WireReport};
 
 /// What one TLS handshake agreed to: version, ALPN and cipher suite, each if known.
 pub type Negotiated = (Option<String>, Option<String>, Option<String>);
@@ -76,6 +76,12 @@ pub fn report<S>(
         handshakes_0rtt: kind(&e.handshake_0rtt),
         zero_rtt_rejected: e.zero_rtt_rejected,
         early_requests: e.early_requests,
+        udp: UdpReport {
+            sends: e.udp_sends,
+            datagrams_sent: e.udp_datagrams_sent,
+            reads: e.udp_reads,
+            datagrams_read: e.udp_datagrams_read,
+        },
     });
     WireReport {
         protocol: protocol(wire).to_string(),

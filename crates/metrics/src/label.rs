@@ -17,6 +17,13 @@
 //!   request due during it late while the sleeper counts it once, so the comparison is
 //!   with the probe's longest stall, not its p99. Neither the generator nor the server
 //!   caused such a window: the machine did (a host taking the CPU, a stopped process);
+//!   and also when the pacer's own wait for a CPU (its run delay) covers that lateness
+//!   while others surely took at least that long of the CPU it was on, and more of it
+//!   than volley's other threads and the targets it started can have (its busy time
+//!   less volley's and the targets' CPU: `volley_monitor::cpu_share`): a neighbour
+//!   held the pacer's CPU. volley short of CPU itself (its own work, a target it
+//!   started on the same core, a quota on volley) leaves others no such share and
+//!   stays generator-bound;
 //! - *inconclusive* when nothing was scheduled in the window;
 //! - otherwise *server-bound*: the generator kept its schedule, so latency and
 //!   throughput are the server's. Connection wait never makes a window generator-bound
@@ -73,6 +80,18 @@ pub struct Check {
     /// The upper bound of the stall probe's longest stall near the window,
     /// microseconds (see `StallReport::bound_near`); `None` when no probe ran.
     pub longest_stall_us: Option<u64>,
+    /// How long the pacer (worker 0) was runnable but waited for a CPU in the window,
+    /// microseconds, less any throttling of volley's own cgroup (a quota on volley is
+    /// its own shortage); `None` when not measured.
+    pub pacer_wait_us: Option<u64>,
+    /// CPU time others surely took of the CPU(s) the pacer was on in the window,
+    /// microseconds: its busy time less all of volley's CPU and the CPU of the targets
+    /// volley started (`volley_monitor::cpu_share`); `None` when not known.
+    pub others_on_pacer_us: Option<u64>,
+    /// The most of the pacer's CPU(s) volley's other threads and the targets it started
+    /// can have used in the window, microseconds (the pacer's own run left out: it never
+    /// waits behind itself); `None` when not known.
+    pub ours_on_pacer_us: Option<u64>,
 }
 
 /// Slack between the probe's longest stall and the lateness it must explain: after a
@@ -84,6 +103,34 @@ pub const STALL_SLACK_US: u64 = 100;
 /// Whether the probe's `longest_stall_us` explains a lateness of `late_us`.
 pub fn stall_explains(longest_stall_us: Option<u64>, late_us: f64) -> bool {
     longest_stall_us.is_some_and(|d| (d + STALL_SLACK_US) as f64 >= late_us)
+}
+
+/// Whether others on the pacer's CPU explain a lateness of `late_us` (docs/methodology.md,
+/// "A neighbour on the pacer's CPU"): the pacer waited for its CPU at least that long
+/// (its run delay, plus [`STALL_SLACK_US`]); others surely took at least that long of
+/// the CPU it was on; and more of it than volley's other threads and its targets can
+/// have. When volley itself, or a target it started, filled the CPU, others' sure share
+/// is near 0 or below ours, and the lateness stays the generator's.
+pub fn neighbour_explains(c: &Check, late_us: f64) -> bool {
+    match (c.pacer_wait_us, c.others_on_pacer_us, c.ours_on_pacer_us) {
+        (Some(wait), Some(others), Some(ours)) => {
+            wait > 0
+                && (wait + STALL_SLACK_US) as f64 >= late_us
+                && others as f64 >= late_us
+                && others > ours
+        }
+        _ => false,
+    }
+}
+
+/// The reason's words for a lateness others on the pacer's CPU explain.
+fn neighbour_reason(c: &Check) -> String {
+    format!(
+        "the pacer waited {:.3} ms for its CPU while others (processes outside volley and the targets it started; a server volley did not start counts here) took at least {:.3} ms of it, volley's other threads and its targets at most {:.3} ms: the machine was busy, not the generator",
+        c.pacer_wait_us.unwrap_or(0) as f64 / 1e3,
+        c.others_on_pacer_us.unwrap_or(0) as f64 / 1e3,
+        c.ours_on_pacer_us.unwrap_or(0) as f64 / 1e3
+    )
 }
 
 /// A verdict and the reason for it, in words a user can check.
@@ -137,6 +184,17 @@ fn classify_open(c: &Check, rate: f64) -> Verdict {
                 ),
             );
         }
+        if neighbour_explains(c, c.sched_lag_p99_us as f64) {
+            return v(
+                Bound::MachineStalled,
+                format!(
+                    "scheduler-lag p99 {:.3} ms > {:.3} ms, and {}{wait}",
+                    c.sched_lag_p99_us as f64 / 1e3,
+                    limit_us / 1e3,
+                    neighbour_reason(c)
+                ),
+            );
+        }
         return v(
             Bound::GeneratorBound,
             format!(
@@ -159,6 +217,18 @@ fn classify_open(c: &Check, rate: f64) -> Verdict {
                     c.scheduled,
                     late_us / 1e3,
                     c.longest_stall_us.unwrap_or(0) as f64 / 1e3
+                ),
+            );
+        }
+        if neighbour_explains(c, late_us) {
+            return v(
+                Bound::MachineStalled,
+                format!(
+                    "dispatched {:.1} vs {:.1} scheduled ({:.3} ms of arrivals), and {}{wait}",
+                    c.dispatched,
+                    c.scheduled,
+                    late_us / 1e3,
+                    neighbour_reason(c)
                 ),
             );
         }
@@ -245,7 +315,7 @@ pub fn run_label(whole: Verdict, seconds: &[Bound]) -> Verdict {
     Verdict {
         label: Bound::MachineStalled,
         reason: format!(
-            "{}; every late second ({stalled}) was one the stall probe saw the machine stall too, none was the generator's own",
+            "{}; every late second ({stalled}) was the machine's (the stall probe saw it stall too, or others held the pacer's CPU), none was the generator's own",
             whole.reason
         ),
     }
@@ -287,6 +357,9 @@ mod tests {
             cores: 2.0,
             cpu_pressure: None,
             longest_stall_us: None,
+            pacer_wait_us: None,
+            others_on_pacer_us: None,
+            ours_on_pacer_us: None,
         }
     }
 
@@ -304,6 +377,9 @@ mod tests {
             cores,
             cpu_pressure: pressure,
             longest_stall_us: None,
+            pacer_wait_us: None,
+            others_on_pacer_us: None,
+            ours_on_pacer_us: None,
         }
     }
 
@@ -460,6 +536,151 @@ mod tests {
         let mut c = closed(Some(1.9), 2.0, None);
         c.longest_stall_us = Some(50_000);
         assert_eq!(classify(&c).label, GeneratorBound);
+    }
+
+    #[test]
+    fn lateness_a_neighbour_on_the_pacers_cpu_explains_is_the_machines() {
+        use Bound::*;
+        // The probe saw nothing (600 us); who held the pacer's CPU decides.
+        let table = [
+            // (rate, scheduled, dispatched, sched-lag p99 us, pacer's wait us,
+            //  others' sure share of its CPU us, ours at most us, expected)
+            // A neighbour took 400 ms of the pacer's CPU; the pacer waited 6 ms.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(6_000),
+                Some(400_000),
+                Some(50_000),
+                MachineStalled,
+            ),
+            // The wait plus 100 us just covers the lateness; 1 us less does not.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(4_900),
+                Some(400_000),
+                Some(50_000),
+                MachineStalled,
+            ),
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(4_899),
+                Some(400_000),
+                Some(50_000),
+                GeneratorBound,
+            ),
+            // volley's own work filled the CPU (more than its core gives, or a target
+            // it started there): others' sure share is 0, the wait is the generator's.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(30_000),
+                Some(0),
+                Some(900_000),
+                GeneratorBound,
+            ),
+            // Others took some, but less than volley's other threads and targets can
+            // have: the wait may be volley's own.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(30_000),
+                Some(200_000),
+                Some(700_000),
+                GeneratorBound,
+            ),
+            // Others took less than the lateness: they cannot have made it.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(30_000),
+                Some(4_000),
+                Some(1_000),
+                GeneratorBound,
+            ),
+            // Unknown (a cgroup volley made gave no CPU figure, old stores): as before.
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                Some(30_000),
+                None,
+                None,
+                GeneratorBound,
+            ),
+            (
+                1000.0,
+                1000,
+                1000,
+                5_000,
+                None,
+                Some(400_000),
+                Some(0),
+                GeneratorBound,
+            ),
+            // A dispatch shortfall of 20 at 1000/s is 20 ms of arrivals.
+            (
+                1000.0,
+                1000,
+                980,
+                300,
+                Some(25_000),
+                Some(500_000),
+                Some(0),
+                MachineStalled,
+            ),
+            (
+                1000.0,
+                1000,
+                980,
+                300,
+                Some(10_000),
+                Some(500_000),
+                Some(0),
+                GeneratorBound,
+            ),
+            // On time: no label to excuse.
+            (
+                1000.0,
+                1000,
+                1000,
+                300,
+                Some(25_000),
+                Some(500_000),
+                Some(0),
+                ServerBound,
+            ),
+        ];
+        for (rate, scheduled, dispatched, lag, wait, others, ours, want) in table {
+            let mut c = open(rate, scheduled, dispatched, lag, true);
+            c.longest_stall_us = Some(600);
+            (c.pacer_wait_us, c.others_on_pacer_us, c.ours_on_pacer_us) = (wait, others, ours);
+            let got = classify(&c);
+            assert_eq!(
+                got.label, want,
+                "{lag} us late, waited {wait:?}, others {others:?}, ours {ours:?}: {}",
+                got.reason
+            );
+            if want == MachineStalled {
+                assert!(got.reason.contains("waited"), "{}", got.reason);
+                assert!(got.reason.contains("did not start"), "{}", got.reason);
+            }
+        }
     }
 
     #[test]

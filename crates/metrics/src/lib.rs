@@ -25,4 +25,6 @@ pub use recorder::{
     SecondResources, SecondStream, StreamedSecond, Warmup, WindowKey,
 };
 pub use summary::{Model, RunInfo, Summary, SCHEMA_VERSION};
-pub use wire::{FirstRequest, H2Report, H3Report, HandshakeReport, TlsReport, WireReport};
+pub use wire::{
+    FirstRequest, H2Report, H3Report, HandshakeReport, TlsReport, UdpReport, WireReport,
+};

@@ -16,6 +16,13 @@ pub fn process_cpu_ns() -> Option<u64> {
     Some(tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime))
 }
 
+/// The CPU the calling thread is running on; `None` when the kernel does not say.
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).ok()
+}
+
 /// Cumulative microseconds during which at least one task waited for a CPU
 /// (`some total=` in `/proc/pressure/cpu`, Linux PSI). `None` where PSI is absent.
 pub fn cpu_pressure_some_us() -> Option<u64> {
@@ -27,26 +34,24 @@ pub fn cpu_pressure_some_us() -> Option<u64> {
     parse_psi_some_total(&buf[..n])
 }
 
-/// Cumulative nanoseconds the calling thread spent runnable but waiting for a CPU
-/// (`/proc/thread-self/schedstat`, second field: the scheduler's run delay). Read on
-/// worker 0's thread, it is the pacer's own wait behind other tasks: what a stall
-/// probe running `SCHED_FIFO` never sees. `None` where schedstats are absent.
-pub fn thread_run_delay_ns() -> Option<u64> {
+/// The calling thread's cumulative run time and run delay, nanoseconds
+/// (`/proc/thread-self/schedstat`: time on a CPU, then time runnable but waiting for
+/// one). Read on worker 0's thread, the delay is the pacer's own wait behind other
+/// tasks: what a stall probe running `SCHED_FIFO` never sees; the run time is its own
+/// use of the CPU, which it cannot have waited behind. `None` where schedstats are
+/// absent.
+pub fn thread_schedstat_ns() -> Option<(u64, u64)> {
     use std::io::Read;
     let mut buf = [0u8; 96];
     let mut f = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
     let n = f.read(&mut buf).ok()?;
-    parse_run_delay(&buf[..n])
+    parse_schedstat(&buf[..n])
 }
 
-/// The second field of a `schedstat` line (`run_ns wait_ns slices`).
-pub fn parse_run_delay(text: &[u8]) -> Option<u64> {
-    std::str::from_utf8(text)
-        .ok()?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+/// The first two fields of a `schedstat` line (`run_ns wait_ns slices`).
+pub fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
+    let mut f = std::str::from_utf8(text).ok()?.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
 /// Extracts `total=` from the `some` line of a PSI file.
@@ -72,10 +77,10 @@ mod tests {
     }
 
     #[test]
-    fn run_delay_is_the_second_schedstat_field() {
-        assert_eq!(parse_run_delay(b"1234 5678 9\n"), Some(5678));
-        assert_eq!(parse_run_delay(b"1234\n"), None);
-        assert_eq!(parse_run_delay(b"a b c\n"), None);
+    fn run_time_and_delay_are_the_first_two_schedstat_fields() {
+        assert_eq!(parse_schedstat(b"1234 5678 9\n"), Some((1234, 5678)));
+        assert_eq!(parse_schedstat(b"1234\n"), None);
+        assert_eq!(parse_schedstat(b"a b c\n"), None);
     }
 
     #[test]

@@ -106,6 +106,22 @@ pub struct H3Report {
     pub zero_rtt_rejected: u64,
     /// Requests sent as early data and accepted.
     pub early_requests: u64,
+    /// The UDP calls that carried the datagrams (an object, not an event count).
+    pub udp: UdpReport,
+}
+
+/// A run's UDP datagrams and the system calls that carried them: more than one
+/// datagram a call is UDP GSO (sending) or GRO (receiving) at work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct UdpReport {
+    /// Send calls.
+    pub sends: u64,
+    /// Datagrams those calls carried.
+    pub datagrams_sent: u64,
+    /// Receive calls that returned data.
+    pub reads: u64,
+    /// Datagrams those calls carried.
+    pub datagrams_read: u64,
 }
 
 /// Handshakes of one kind and how long they took.

@@ -16,9 +16,10 @@
 //! ephemeral ports towards the target, so a run can say when it was close to failing
 //! for reasons of its own. [`stall`] is the stall probe beside every load: a sleeper
 //! timing its own oversleep and the guest's steal time, so the machine's stalls are
-//! told from the generator's.
+//! told from the generator's, and [`cpu_share`] what others took of each CPU beside it.
 #![deny(missing_docs)]
 
+pub mod cpu_share;
 pub mod headroom;
 pub mod parse;
 mod sampler;

@@ -40,6 +40,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cpu_share::{CpuSources, Marks, SleeperClocks};
+
 /// The sleeper's period: 500 us, cyclictest's common choice for a busy machine (short
 /// enough to catch a 1 ms stall, long enough to cost nothing measurable).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(500);
@@ -68,7 +70,7 @@ pub fn interval_for(open_loop: bool) -> Duration {
 }
 
 /// One second of the probe, on the load's clock (second 0 starts at the origin).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct StallSecond {
     /// Second since the origin.
     pub second: u64,
@@ -96,6 +98,20 @@ pub struct StallSecond {
     /// Steal time of the guest in this second, summed over CPUs, microseconds (`None`
     /// where `/proc/stat` has no steal column).
     pub steal_us: Option<u64>,
+    /// Per CPU (index = CPU number), microseconds of its busy time in this second that
+    /// neither volley's threads nor a target in a cgroup volley made could have used: a
+    /// lower bound of others' use of it ([`crate::cpu_share`]). Empty when unknown (a
+    /// cgroup volley made that gives no CPU figure, reports stored before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others_us: Vec<u64>,
+    /// Per CPU, the most of its time in this second volley and the targets it started
+    /// can have used, microseconds (the pacer's own run included); empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ours_us: Vec<u64>,
+    /// How long volley's own cpu cgroup was throttled in this second (a quota on
+    /// volley), microseconds; `None` when volley is in no such cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_throttled_us: Option<u64>,
 }
 
 impl StallSecond {
@@ -175,19 +191,24 @@ impl StallProbe {
         } else {
             cpus.into_iter().map(Some).collect()
         };
+        let clocks = Arc::new(SleeperClocks::new(&pins));
         let threads = pins
             .into_iter()
             .enumerate()
             .filter_map(|(i, cpu)| {
+                let clocks = Arc::clone(&clocks);
                 let flag = Arc::clone(&stop);
                 let name = match cpu {
                     Some(c) => format!("volley-stall-{c}"),
                     None => "volley-stall-probe".into(),
                 };
-                // One sleeper reads the machine-wide steal; the others leave it None.
+                // One sleeper reads the machine-wide steal and CPU use; the others
+                // leave them empty.
+                let machine = (i == 0).then(|| CpuSources::detect(Arc::clone(&clocks)));
+                let me = Sleeper { i, clocks };
                 std::thread::Builder::new()
                     .name(name)
-                    .spawn(move || run(origin, interval, &flag, cpu, i == 0))
+                    .spawn(move || run(origin, interval, &flag, cpu, &me, machine))
                     .ok()
             })
             .collect();
@@ -208,8 +229,8 @@ impl StallProbe {
 
 /// The sleepers' reports as one: per second, the longest stall and the p99 are the
 /// worst over the CPUs (a CPU's p99 is not pooled with another's: the worst CPU's
-/// stands), wake-ups and wake-ups over 1 ms are summed, steal is the one sleeper's that
-/// read it (machine-wide already).
+/// stands), wake-ups and wake-ups over 1 ms are summed, steal and the CPUs' use are the one
+/// sleeper's that read them (machine-wide already).
 fn merge(reports: Vec<StallReport>) -> StallReport {
     let mut it = reports.into_iter();
     let Some(mut out) = it.next() else {
@@ -236,6 +257,10 @@ fn merge(reports: Vec<StallReport>) -> StallReport {
             o.p99_us = o.p99_us.max(s.p99_us);
             o.over_1ms += s.over_1ms;
             o.steal_us = o.steal_us.or(s.steal_us);
+            if o.others_us.is_empty() {
+                (o.others_us, o.ours_us) = (s.others_us, s.ours_us);
+            }
+            o.own_throttled_us = o.own_throttled_us.or(s.own_throttled_us);
         }
     }
     out
@@ -305,6 +330,7 @@ impl SecondAcc {
             p99_us: p99(&mut self.late_us),
             over_1ms: self.over_1ms,
             steal_us,
+            ..Default::default()
         };
         self.late_us.clear();
         self.max_us = 0;
@@ -351,19 +377,21 @@ fn sleep_until_ns(deadline_ns: u64) {
 }
 
 /// One sleeper: pinned to `cpu` when given, priority next, then the sleep loop until
-/// `stop`; it reads the steal time only when `read_steal`.
+/// `stop`; it reads the steal time and the CPUs' use only when given `machine`.
 fn run(
     origin: Instant,
     interval: Duration,
     stop: &AtomicBool,
     cpu: Option<usize>,
-    read_steal: bool,
+    me: &Sleeper,
+    machine: Option<CpuSources>,
 ) -> StallReport {
     if let Some(c) = cpu {
         pin_to(c);
     }
     let priority = keep_clear();
-    let read_steal_us = || if read_steal { read_steal_us() } else { None };
+    me.clocks.publish(me.i);
+    let mut wakeups: u32 = 0;
     // `Instant` is CLOCK_MONOTONIC on Linux: map the origin onto the raw clock once.
     let (now_i, now_ns) = (Instant::now(), mono_ns());
     let origin_ns = if origin >= now_i {
@@ -378,7 +406,7 @@ fn run(
         ..Default::default()
     };
     let mut current: Option<u64> = None;
-    let mut steal_mark = read_steal_us();
+    let mut marks = Marks::new(machine);
     let mut deadline = mono_ns() + step_ns;
     let mut last_woke: Option<u64> = None;
     while !stop.load(Ordering::Relaxed) {
@@ -390,24 +418,24 @@ fn run(
         }
         let (late_us, bound_us) = held(last_woke, slept_at, deadline, woke);
         last_woke = Some(woke);
+        wakeups = wakeups.wrapping_add(1);
         if woke >= origin_ns {
             let second = (woke - origin_ns) / 1_000_000_000;
+            // Its own CPU for the machine's figures: at each second's edge (before
+            // the reading sleeper reads them) and every 64 wake-ups in between.
+            if current != Some(second) || wakeups % 64 == 0 {
+                me.clocks.publish(me.i);
+            }
             // A stall that began in earlier seconds is theirs too.
             let began_ns = woke.saturating_sub(bound_us * 1_000).max(origin_ns);
             let first = (began_ns - origin_ns) / 1_000_000_000;
             mark_stall(&mut seconds, first, late_us, bound_us);
             if current != Some(second) {
                 if let Some(done) = current {
-                    let steal = read_steal_us();
-                    let delta = match (steal_mark, steal) {
-                        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-                        _ => None,
-                    };
-                    steal_mark = steal;
-                    push_second(&mut seconds, acc.close(done, delta));
+                    push_second(&mut seconds, marks.close(acc.close(done, None)));
                     mark_stall(&mut seconds, first, late_us, bound_us);
                 } else {
-                    steal_mark = read_steal_us();
+                    marks.restart();
                 }
                 current = Some(second);
             }
@@ -421,11 +449,7 @@ fn run(
         }
     }
     if let Some(done) = current {
-        let delta = match (steal_mark, read_steal_us()) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-            _ => None,
-        };
-        push_second(&mut seconds, acc.close(done, delta));
+        push_second(&mut seconds, marks.close(acc.close(done, None)));
     }
     StallReport {
         interval_us: step_ns / 1_000,
@@ -433,6 +457,12 @@ fn run(
         priority,
         seconds,
     }
+}
+
+/// Which sleeper this is, and where it publishes its own CPU time.
+struct Sleeper {
+    i: usize,
+    clocks: Arc<SleeperClocks>,
 }
 
 /// How long one wake-up says the sleeper was held: `(lower, upper)` bounds in
@@ -546,11 +576,16 @@ fn v1_cpu_mount(text: &str) -> Option<String> {
 }
 
 /// The guest's steal time so far, summed over CPUs, microseconds (`/proc/stat`).
-fn read_steal_us() -> Option<u64> {
+pub(crate) fn read_steal_us() -> Option<u64> {
     let mut buf = [0u8; 512];
     let mut f = std::fs::File::open("/proc/stat").ok()?;
     let n = f.read(&mut buf).ok()?;
     parse_steal_ticks(std::str::from_utf8(&buf[..n]).ok()?).map(|t| t * ticks_us())
+}
+
+/// Nanoseconds per clock tick (USER_HZ).
+pub(crate) fn tick_ns() -> u64 {
+    ticks_us() * 1_000
 }
 
 /// Microseconds per clock tick (USER_HZ).
@@ -622,6 +657,7 @@ mod tests {
                 p99_us: 1_500,
                 over_1ms: 2,
                 steal_us: Some(120),
+                ..Default::default()
             }
         );
         let empty = acc.close(4, None);
@@ -704,6 +740,7 @@ mod tests {
             p99_us,
             over_1ms,
             steal_us,
+            ..Default::default()
         };
         // CPU 0 stalled 9 ms in second 1; CPU 1 stalled 4 ms in second 0 and ran a
         // second longer; only CPU 0's sleeper read the steal.

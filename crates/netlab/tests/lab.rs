@@ -59,6 +59,19 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
             free.throughput_bit > 5.0 * shaped.throughput_bit,
             "unshaped {free:?} vs shaped {shaped:?}"
         );
+        // UDP (HTTP/3's datagrams) is shaped by the same tbf: what gets through is
+        // the link's rate, and the excess is dropped, not pushed back on the sender.
+        let (sent, got, rate_bit) = udp_through(&lab, 0);
+        eprintln!("10 Mbit link, UDP: sent {sent} B, got {got} B, {rate_bit:.0} bit/s");
+        let ratio = rate_bit / 10e6;
+        assert!(
+            (0.8..=1.1).contains(&ratio),
+            "UDP through 10 Mbit: {ratio:.2}"
+        );
+        assert!(
+            sent > 2 * got,
+            "tbf dropped the excess: sent {sent}, got {got}"
+        );
     }
     assert!(
         mine().is_empty(),
@@ -173,4 +186,74 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
         "a failed build leaves nothing: {:?}",
         mine()
     );
+}
+
+/// Runs `f` on a new thread inside network namespace `ns`.
+fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let ns = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on a valid namespace fd; it changes this thread only.
+        assert_eq!(
+            unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        f()
+    })
+}
+
+/// Sends UDP datagrams as fast as the target's namespace can for 2 s (bounded in
+/// count too) to injector group `i`, which counts what arrives: (bytes sent, bytes
+/// received, received rate in bit/s after the first 256 KiB, which may ride tbf's
+/// burst).
+fn udp_through(lab: &Lab, i: usize) -> (u64, u64, f64) {
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+    const DATAGRAM: usize = 1200;
+    const SKIP: u64 = 256 * 1024;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let at = lab.names().injector_addr(i);
+    let receiver = in_ns(&lab.injector_ns(i), move || {
+        let sock = UdpSocket::bind((at, 0)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        tx.send(sock.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 2048];
+        let (mut got, mut from, mut last) = (0u64, None, Instant::now());
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let Ok(n) = sock.recv(&mut buf) else { break };
+            got += n as u64;
+            last = Instant::now();
+            if from.is_none() && got >= SKIP {
+                from = Some((last, got));
+            }
+        }
+        let (t, at_bytes) = from.expect("too few datagrams arrived to measure a rate");
+        let secs = last.duration_since(t).as_secs_f64().max(1e-9);
+        (got, (got - at_bytes) as f64 * 8.0 / secs)
+    });
+    let to = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let from = lab.target_addr();
+    let sender = in_ns(&lab.target_ns(), move || {
+        let sock = UdpSocket::bind((from, 0)).unwrap();
+        let payload = [7u8; DATAGRAM];
+        let (mut sent, start) = (0u64, Instant::now());
+        for _ in 0..2_000_000 {
+            if start.elapsed() >= Duration::from_secs(2) {
+                break;
+            }
+            // A full socket buffer (ENOBUFS) is a drop here, as on any path.
+            if sock.send_to(&payload, to).is_ok() {
+                sent += DATAGRAM as u64;
+            }
+        }
+        sent
+    });
+    let sent = sender.join().unwrap();
+    let (got, rate) = receiver.join().unwrap();
+    (sent, got, rate)
 }

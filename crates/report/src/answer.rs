@@ -143,6 +143,8 @@ pub enum Verdict {
     NoFigure {
         /// Why, in words.
         reason: String,
+        /// Every step left out failed: there was nothing to tell apart, not noise.
+        failed: bool,
     },
 }
 
@@ -194,6 +196,12 @@ pub fn nothing_left(all: &[Contender]) -> String {
     }
 }
 
+/// Whether every step the contenders left out mostly failed (and some were).
+fn all_failed(all: &[Contender]) -> bool {
+    let failed: usize = all.iter().map(|c| c.left_out.failed).sum();
+    failed > 0 && all.iter().map(|c| c.left_out.total()).sum::<usize>() == failed
+}
+
 /// Decides between the contenders (see the module docs): capacities when every
 /// contender with a figure has one, else the closed-loop figures per point.
 pub fn decide(all: &[Contender]) -> Verdict {
@@ -210,6 +218,7 @@ pub fn decide(all: &[Contender]) -> Verdict {
         [] => {
             return Verdict::NoFigure {
                 reason: nothing_left(all),
+                failed: all_failed(all),
             }
         }
         [only] => return alone(all, *only),
@@ -222,6 +231,7 @@ pub fn decide(all: &[Contender]) -> Verdict {
             Some(&(only, _)) => alone(all, only),
             None => Verdict::NoFigure {
                 reason: nothing_left(all),
+                failed: all_failed(all),
             },
         };
     };
@@ -321,6 +331,7 @@ fn between(all: &[Contender], best: usize, next: usize, pairs: &[(Vec<f64>, Vec<
     let Ok(est) = ratio::pooled_ratio_ci(&repeated, RESAMPLES, SEED) else {
         return Verdict::NoFigure {
             reason: "the figures cannot be divided (a zero or invalid run)".into(),
+            failed: false,
         };
     };
     if est.lo > 1.0 {
@@ -536,7 +547,100 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
                 .map(|o| format!(" (the others: {o})"))
                 .unwrap_or_default()
         ),
-        Verdict::NoFigure { reason } => format!("No difference beyond noise: {reason}."),
+        // Failures are no figure at all, not figures within noise of each other.
+        Verdict::NoFigure {
+            reason,
+            failed: true,
+        } => format!("No answer: {reason}."),
+        Verdict::NoFigure { reason, .. } => format!("No difference beyond noise: {reason}."),
+    }
+}
+
+/// The verdict between one knob alone (`pair[0]`) and the default (`pair[1]`), as the
+/// rest of one short line after the knob's name: its ratio to the default with the
+/// interval, or why there is none ("cannot separate (12 repeats of each would)").
+/// The ratio is always knob / default, whichever is higher, so a column of knob lines
+/// reads as one scale.
+pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
+    // (knob, default) from (best, next) figures; a ratio turned to knob / default.
+    let oriented = |best: usize, values: (f64, f64)| match best {
+        0 => values,
+        _ => (values.1, values.0),
+    };
+    let turn = |best: usize, e: &Estimate| match best {
+        0 => *e,
+        _ => Estimate {
+            median: 1.0 / e.median,
+            lo: 1.0 / e.hi,
+            hi: 1.0 / e.lo,
+        },
+    };
+    let figures = |(k, d): (f64, f64)| format!("{} vs {} req/s", number(k), number(d));
+    // "1.40x the default [1.31, 1.46]"
+    let times = |e: Estimate| ratio_text(&e).replacen("x [", "x the default [", 1);
+    match v {
+        Verdict::Winner {
+            best,
+            values,
+            ratio,
+            ..
+        } => format!(
+            "{} (95% interval), {}",
+            times(turn(*best, ratio)),
+            figures(oriented(*best, *values))
+        ),
+        Verdict::SingleRun {
+            best,
+            values,
+            repeats,
+            ..
+        } => {
+            let (k, d) = oriented(*best, *values);
+            let r = if d > 0.0 { k / d } else { f64::INFINITY };
+            let why = match repeats {
+                None => "the same figure".to_string(),
+                Some(n) => format!("cannot separate ({n} repeats of each would)"),
+            };
+            format!(
+                "{r:.2}x the default from one run each: {why}, {}",
+                figures((k, d))
+            )
+        }
+        Verdict::NoDifference {
+            best,
+            values,
+            ratio,
+            reason,
+            ..
+        } => format!(
+            "no difference beyond noise{}, {}{}",
+            ratio
+                .as_ref()
+                .map(|r| format!(": {}", times(turn(*best, r))))
+                .unwrap_or_default(),
+            figures(oriented(*best, *values)),
+            reason
+                .as_ref()
+                .map(|r| format!("; {r}"))
+                .unwrap_or_default()
+        ),
+        Verdict::Unbounded { best, values, .. } => {
+            let (k, d) = oriented(*best, *values);
+            format!(
+                "no order can be told: at least {} vs the default's {} req/s (a capacity not seen to fail is a lower bound)",
+                number(k),
+                number(d)
+            )
+        }
+        Verdict::Alone { only: 0, .. } => format!(
+            "nothing to compare: the default has no figure ({})",
+            nothing_left(std::slice::from_ref(&pair[1]))
+        ),
+        Verdict::Alone { .. } => format!(
+            "no figure ({})",
+            nothing_left(std::slice::from_ref(&pair[0]))
+        ),
+        Verdict::NoFigure { reason, .. } => format!("no figure ({reason})"),
     }
 }
 
@@ -645,7 +749,7 @@ mod tests {
                 vec![left("builtin", failed), left("nginx", failed)],
                 "no figure",
                 None,
-                "most requests of every step failed",
+                "No answer: most requests of every step failed",
             ),
             (
                 "unlike points are not compared",

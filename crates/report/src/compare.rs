@@ -272,25 +272,29 @@ pub fn compress_of(row: &CapacityRow) -> Option<f64> {
         .flatten()
 }
 
-fn cell_key(row: &CapacityRow) -> String {
+/// What a search searched, as two runs' searches are met by: like with like, the same
+/// workload, load point, variant and protocol (a run's tuned search never meets the
+/// other's default one); users at another pace are another unit, never met.
+pub fn cell_key(row: &CapacityRow) -> String {
     let c = &row.record.cell;
-    if unit_of(row) == "users" {
-        // A users search's connections are its clients': its workload names it. Users
-        // at another pace are another unit: never paired.
-        let pace = match compress_of(row) {
-            Some(f) if f != 1.0 => format!(", {}", volley_analysis::words::pace(f)),
-            _ => String::new(),
-        };
-        return format!(
-            "workload {}, users{pace}",
-            c.get("workload").and_then(Value::as_str).unwrap_or("-")
-        );
-    }
     let f = |k: &str| match c.get(k) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(format!("{k} {s}")),
         Some(v) => Some(format!("{k} {v}")),
     };
+    let series = ["variant", "protocol"].iter().filter_map(|k| f(k));
+    if unit_of(row) == "users" {
+        // A users search's connections are its clients': its workload names it.
+        let workload = c.get("workload").and_then(Value::as_str).unwrap_or("-");
+        let pace = match compress_of(row) {
+            Some(f) if f != 1.0 => format!(", {}", volley_analysis::words::pace(f)),
+            _ => String::new(),
+        };
+        return std::iter::once(format!("workload {workload}, users{pace}"))
+            .chain(series)
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
     [
         "workload",
         "concurrency",
@@ -300,6 +304,7 @@ fn cell_key(row: &CapacityRow) -> String {
     ]
     .iter()
     .filter_map(|k| f(k))
+    .chain(series)
     .collect::<Vec<_>>()
     .join(", ")
 }
@@ -816,6 +821,42 @@ mod tests {
             capacity_pairs(&real, &a).len(),
             1,
             "real time is the old rows' pace"
+        );
+    }
+
+    #[test]
+    fn capacities_pair_by_variant_and_protocol_too() {
+        let v = |variant: &str, protocol: &str| json!({"workload": "w", "concurrency": 16, "variant": variant, "protocol": protocol});
+        let s = |cell: Value, rps: f64| {
+            row(
+                cell,
+                rps,
+                rps - 50.0,
+                Some(rps + 50.0),
+                SearchEnd::Converged,
+            )
+        };
+        let a = [s(v("default", "h1"), 1000.0), s(v("tuned", "h1"), 1500.0)];
+        // B stored its searches in the other order, and one for h2.
+        let b = [
+            s(v("tuned", "h2"), 9000.0),
+            s(v("tuned", "h1"), 1200.0),
+            s(v("default", "h1"), 500.0),
+        ];
+        let pairs = capacity_pairs(&a, &b);
+        let got: Vec<(&str, f64)> = pairs.iter().map(|p| (p.cell.as_str(), p.ratio)).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "workload w, concurrency 16, variant default, protocol h1",
+                    2.0
+                ),
+                (
+                    "workload w, concurrency 16, variant tuned, protocol h1",
+                    1.25
+                ),
+            ]
         );
     }
 

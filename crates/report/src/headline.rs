@@ -415,36 +415,17 @@ fn side_by_side(
         return None;
     }
     let one = |v: &str| contender(t, v, across, |s: &StepReport| of(s) == Some(v));
-    // Which knob mattered (`variants = "each"`): with the default and two or more
-    // others, each one's effect against the default, by the same rule.
-    if across == Across::Variants && names.len() > 2 && names.contains(&DEFAULT_VARIANT) {
-        let default = one(DEFAULT_VARIANT);
-        // A sentence that does not name its variant (nothing to compare: "every step
-        // measured the generator") is said once for all the variants it holds for,
-        // named.
-        let mut each: Vec<(Vec<&str>, String)> = Vec::new();
-        for v in names.iter().filter(|v| **v != DEFAULT_VARIANT) {
-            let pair = [one(v), default.clone()];
-            let said = answer::sentence(&answer::decide(&pair), &pair, "carries");
-            if said.contains(v) {
-                each.push((Vec::new(), said));
-            } else if let Some((named, _)) = each
-                .iter_mut()
-                .find(|(named, s)| !named.is_empty() && *s == said)
-            {
-                named.push(v);
-            } else {
-                each.push((vec![v], said));
-            }
-        }
-        let each: Vec<String> = each
-            .into_iter()
-            .map(|(named, said)| match named.is_empty() {
-                true => said,
-                false => format!("{} against the default: {said}", named.join(", ")),
-            })
-            .collect();
-        return Some(each.join(" "));
+    // Which knob mattered (`variants = "each"`): the headline is the knobs all together
+    // against the default; each knob alone gets its own line ([`knob_lines`]).
+    if across == Across::Variants && each_knob(&names) {
+        let whole = names
+            .iter()
+            .find(|v| **v != DEFAULT_VARIANT && !v.contains(':'));
+        let Some(whole) = whole else {
+            return Some("knob by knob against the default, one line each".into());
+        };
+        let pair = [one(whole), one(DEFAULT_VARIANT)];
+        return Some(answer::sentence(&answer::decide(&pair), &pair, "carries"));
     }
     let all: Vec<answer::Contender> = names.iter().map(|v| one(v)).collect();
     Some(answer::sentence(&answer::decide(&all), &all, "carries"))
@@ -452,6 +433,55 @@ fn side_by_side(
 
 /// The variant a study's generated configuration runs as (`sweep.variants`).
 const DEFAULT_VARIANT: &str = "default";
+
+/// Whether `names` (a target's variants) ran knob by knob (`variants = "each"` or a
+/// named list): the default and two or more knobs alone (`tuned:knob`).
+fn each_knob(names: &[&str]) -> bool {
+    names.contains(&DEFAULT_VARIANT) && names.iter().filter(|v| v.contains(':')).count() >= 2
+}
+
+/// Each knob alone against the default, one line per knob ("tuned:sendfile: 1.40x the
+/// default [1.31, 1.46] (95% interval), 1,405 vs 1,005 req/s"), when `t` ran its
+/// variants knob by knob; knobs with the same words (nothing to compare, say) share one
+/// line that names them all. Empty otherwise.
+pub fn knob_lines(t: &TargetReport) -> Vec<String> {
+    let names = values_of(t, variant_of);
+    if !each_knob(&names) {
+        return Vec::new();
+    }
+    let one = |v: &str| {
+        contender(t, v, Across::Variants, |s: &StepReport| {
+            variant_of(s) == Some(v)
+        })
+    };
+    let default = one(DEFAULT_VARIANT);
+    let mut each: Vec<(Vec<&str>, String)> = Vec::new();
+    for v in names.iter().filter(|v| v.contains(':')) {
+        let pair = [one(v), default.clone()];
+        let said = answer::knob_words(&answer::decide(&pair), &pair);
+        match each.iter_mut().find(|(_, s)| *s == said) {
+            Some((named, _)) => named.push(v),
+            None => each.push((vec![v], said)),
+        }
+    }
+    each.into_iter()
+        .map(|(named, said)| format!("{}: {said}", named.join(", ")))
+        .collect()
+}
+
+/// Every target's knob lines ([`knob_lines`]), each led by its target's name, for the
+/// study's end (the report nests them under the target's line).
+pub fn knob_answers(report: &Report) -> Vec<String> {
+    report
+        .targets
+        .iter()
+        .flat_map(|t| {
+            knob_lines(t)
+                .into_iter()
+                .map(move |l| format!("{}, {l}", t.target))
+        })
+        .collect()
+}
 
 /// Each target's own series side by side, for the targets that ran more than one:
 /// "nginx's variants: tuned carries ...", "builtin's protocols: h2 carries ..." (the
@@ -676,25 +706,60 @@ mod tests {
     }
 
     #[test]
-    fn each_knob_is_answered_against_the_default() {
+    fn each_knob_is_answered_against_the_default_one_line_each() {
         let mut steps = Vec::new();
         for r in 0..3u32 {
             let wobble = f64::from(r) * 5.0;
             steps.push(step("default", r, 1000.0 + wobble));
             steps.push(step("tuned:somaxconn", r, 1002.0 - wobble));
             steps.push(step("tuned:sendfile", r, 1400.0 + wobble));
+            steps.push(step("tuned", r, 1410.0 + wobble));
         }
-        let v = variants_answer(&target(steps)).unwrap();
+        // One knob ran once only: no interval, and how many repeats would give one.
+        steps.push(step("tuned:backlog", 0, 1100.0));
+        let t = target(steps);
+        // The headline: every knob together against the default.
+        let v = variants_answer(&t).unwrap();
         assert!(
-            v.contains("No difference beyond noise: tuned:somaxconn ")
-                || v.contains("No difference beyond noise: default "),
+            v.starts_with("tuned carries: 1,415 req/s vs default 1,005: 1.41x ["),
             "{v}"
         );
+        let knobs = knob_lines(&t);
+        assert_eq!(knobs.len(), 3, "{knobs:?}");
         assert!(
-            v.contains("tuned:sendfile carries: 1,405 req/s vs default 1,005: 1.40x ["),
-            "{v}"
+            knobs[0]
+                .starts_with("tuned:somaxconn: no difference beyond noise: 0.99x the default [")
+                && knobs[0].ends_with("], 997 vs 1,005 req/s"),
+            "{knobs:?}"
         );
-        // Two variants: the one answer between them.
+        assert!(
+            knobs[1].starts_with("tuned:sendfile: 1.40x the default [")
+                && knobs[1].ends_with("] (95% interval), 1,405 vs 1,005 req/s"),
+            "{knobs:?}"
+        );
+        assert!(
+            knobs[2].starts_with(
+                "tuned:backlog: 1.09x the default from one run each: cannot separate ("
+            ) && knobs[2].contains(" repeats of each would)"),
+            "{knobs:?}"
+        );
+        // A knob the default beats reads below 1 (knob / default, one scale).
+        let slower: Vec<StepReport> = (0..3u32)
+            .flat_map(|r| {
+                let w = f64::from(r);
+                [
+                    step("default", r, 1000.0 + w),
+                    step("tuned:a", r, 500.0 + w),
+                    step("tuned:b", r, 1000.0 - w),
+                ]
+            })
+            .collect();
+        let knobs = knob_lines(&target(slower));
+        assert!(
+            knobs[0].starts_with("tuned:a: 0.50x the default ["),
+            "{knobs:?}"
+        );
+        // Two variants: the one answer between them, no knob lines.
         let two: Vec<StepReport> = (0..3u32)
             .flat_map(|r| {
                 [
@@ -705,6 +770,7 @@ mod tests {
             .collect();
         let v = variants_answer(&target(two.clone())).unwrap();
         assert!(v.starts_with("tuned carries: "), "{v}");
+        assert!(knob_lines(&target(two.clone())).is_empty());
         // Its own figure says what it pools.
         let line = lines(&report(vec![target(two)])).remove(0);
         assert!(
@@ -853,10 +919,14 @@ mod tests {
             s.label = Some("generator-bound".into());
             steps.push(s);
         }
-        let v = variants_answer(&target(steps)).unwrap();
+        let t = target(steps);
         assert_eq!(
-            v,
-            "tuned:somaxconn, tuned:backlog, tuned against the default: No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
+            knob_lines(&t),
+            ["tuned:somaxconn, tuned:backlog: no figure (every step measured the generator, not a server (generator-bound or machine-stalled))"],
+        );
+        assert_eq!(
+            variants_answer(&t).unwrap(),
+            "No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
         );
     }
 }

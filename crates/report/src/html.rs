@@ -162,6 +162,8 @@ fn concurrency_groups<'a>(t: &'a TargetReport, key: &str) -> BTreeMap<String, Ve
         .steps
         .iter()
         .filter(|s| s.rate_rps.is_none() && s.concurrency.is_some() && colors::key(t, s) == key)
+        // An error is never throughput: a step whose requests mostly failed is no point.
+        .filter(|s| !s.mostly_failed())
     {
         // The key already names the variant and protocol.
         let group =
@@ -499,10 +501,19 @@ impl ReportFormat for Html {
         for (i, line) in headline::lines(report).iter().enumerate() {
             let _ = write!(
                 out,
-                "<li><span class=\"swatch\" style=\"background:{}\"></span>{}</li>",
+                "<li><span class=\"swatch\" style=\"background:{}\"></span>{}",
                 report.targets.get(i).map_or("#888", |t| colors.target(t)),
                 escape(line)
             );
+            let knobs = report.targets.get(i).map(headline::knob_lines);
+            if let Some(knobs) = knobs.filter(|k| !k.is_empty()) {
+                out.push_str("<ul class=\"knobs\">");
+                for k in knobs {
+                    let _ = write!(out, "<li>{}</li>", escape(&k));
+                }
+                out.push_str("</ul>");
+            }
+            out.push_str("</li>");
         }
         out.push_str("</ul></section>\n");
         if let Some(s) = &report.study {

@@ -252,7 +252,8 @@ fn per_point_chart(
     let mut by: BTreeMap<(String, String), Vec<&StepReport>> = BTreeMap::new();
     let mut keys: Vec<String> = Vec::new();
     for t in &report.targets {
-        for s in t.steps.iter().filter(|s| steps(s)) {
+        // An error is never throughput: a step whose requests mostly failed is no point.
+        for s in t.steps.iter().filter(|s| steps(s) && !s.mostly_failed()) {
             // The key tells the series (target, variant, protocol) apart.
             let point = s.point_label_of_any_series();
             if !categories.contains(&point) {
@@ -540,7 +541,7 @@ fn time_series(report: &Report, colors: &Colors) -> Vec<ChartData> {
             continue;
         }
         d.notes.push(format!(
-            "Lines break between steps. A step shorter than a second is one marked point (its table figures); a step's last partial second is scaled to the part it covers and ringed (under {} s: not drawn).",
+            "Lines break between steps. A step shorter than a second is one marked point (its table figures); a step's last partial second is scaled to the part it covers and ringed (under {} s: not drawn); a step whose requests mostly failed is not drawn (errors are not throughput).",
             timeline::MIN_PARTIAL_S
         ));
         out.push(d);

@@ -70,8 +70,11 @@ impl ReportFormat for Markdown {
         // The answer first, the same sentence as the HTML's and the study's end table's.
         let answer = sanitise::markdown(&headline::answer(report), MAX_NOTE_CHARS);
         let _ = writeln!(out, "**{answer}**\n");
-        for line in headline::lines(report) {
-            let _ = writeln!(out, "- {}", sanitise::markdown(&line, MAX_NOTE_CHARS));
+        for (line, t) in headline::lines(report).iter().zip(&report.targets) {
+            let _ = writeln!(out, "- {}", sanitise::markdown(line, MAX_NOTE_CHARS));
+            for k in headline::knob_lines(t) {
+                let _ = writeln!(out, "  - {}", sanitise::markdown(&k, MAX_NOTE_CHARS));
+            }
         }
         out.push('\n');
         for t in &report.targets {

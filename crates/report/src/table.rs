@@ -62,6 +62,21 @@ fn mark(s: &StepReport) -> RowMark {
     }
 }
 
+/// A step's figure, or none when most of its requests failed: an error is never
+/// throughput, and the latency of refusals is not the server's service.
+fn counted(s: &StepReport, v: f64) -> Option<f64> {
+    (!s.mostly_failed()).then_some(v)
+}
+
+/// The step's label, saying why a mostly failed step shows no figure.
+fn label_of(s: &StepReport) -> String {
+    let label = s.label.clone().unwrap_or_else(|| "-".into());
+    match s.mostly_failed() {
+        true => format!("{label}; mostly failed: no figure"),
+        false => label,
+    }
+}
+
 fn definition_note(report: &Report) -> String {
     let open = report.targets.iter().any(|t| t.has_open_loop());
     let closed = report.targets.iter().any(|t| t.has_closed_loop());
@@ -368,11 +383,11 @@ pub fn runs(report: &Report) -> Option<Table> {
                     num(Some(s.duration_s), 2),
                     s.completed.to_string(),
                     s.failed.to_string(),
-                    num(Some(s.latency.mean_ms), 3),
-                    num(Some(s.latency.min_ms), 3),
-                    num(Some(s.latency.max_ms), 3),
-                    num(Some(s.requests_per_s), 1),
-                    s.label.clone().unwrap_or_else(|| "-".into()),
+                    num(counted(s, s.latency.mean_ms), 3),
+                    num(counted(s, s.latency.min_ms), 3),
+                    num(counted(s, s.latency.max_ms), 3),
+                    num(counted(s, s.requests_per_s), 1),
+                    label_of(s),
                 ],
             )
         })
@@ -530,7 +545,10 @@ pub fn cpu_share_lines(report: &Report) -> Vec<CpuShareLine> {
             for (cores, steps) in by_cores {
                 let mut best: BTreeMap<u64, f64> = BTreeMap::new();
                 let mut per: BTreeMap<(u64, Option<u32>), Vec<f64>> = BTreeMap::new();
-                for s in steps.iter().filter(|s| !s.generator_bound()) {
+                for s in steps
+                    .iter()
+                    .filter(|s| !s.generator_bound() && !s.mostly_failed())
+                {
                     per.entry((s.cpu_quota_cores.unwrap_or(0.0).to_bits(), s.concurrency))
                         .or_default()
                         .push(s.requests_per_s);
@@ -614,15 +632,15 @@ pub fn concurrency(report: &Report) -> Option<Table> {
                     s.cores.clone().unwrap_or_else(|| "-".into()),
                     s.concurrency.map(|c| c.to_string()).unwrap_or_default(),
                     (s.repeat + 1).to_string(),
-                    num(Some(s.requests_per_s), 1),
+                    num(counted(s, s.requests_per_s), 1),
                     // A CPU quota can stall a whole period: p99 under throttling is the
                     // cap's artefact as much as the server's (docs/methodology.md).
                     if s.throttled {
-                        format!("{} (throttled)", num(Some(s.latency.p99_ms), 3))
+                        format!("{} (throttled)", num(counted(s, s.latency.p99_ms), 3))
                     } else {
-                        num(Some(s.latency.p99_ms), 3)
+                        num(counted(s, s.latency.p99_ms), 3)
                     },
-                    s.label.clone().unwrap_or_else(|| "-".into()),
+                    label_of(s),
                 ],
             )
         })

@@ -39,8 +39,12 @@ pub struct TimePoint {
     pub kind: PointKind,
 }
 
-/// The points of one step, in time order.
+/// The points of one step, in time order; none for a step whose requests mostly failed
+/// (an error is never throughput: its gap breaks the line, its table row says why).
 pub fn points(s: &StepReport) -> Vec<TimePoint> {
+    if s.mostly_failed() {
+        return Vec::new();
+    }
     let step_point = || TimePoint {
         t_s: s.start_offset_s + s.duration_s / 2.0,
         rps: s.requests_per_s,
@@ -106,6 +110,8 @@ mod tests {
         s.start_offset_s = start;
         s.duration_s = duration_s;
         s.requests_per_s = rps;
+        s.completed = seconds.iter().sum::<u64>().max(1);
+        s.ok = s.completed;
         s.latency = LatencyFigures {
             p99_ms: 2.0,
             ..LatencyFigures::default()
@@ -122,6 +128,16 @@ mod tests {
             })
             .collect();
         s
+    }
+
+    #[test]
+    fn a_step_whose_requests_mostly_failed_has_no_point() {
+        let mut s = step(0.0, 2.0, &[900, 900], 900.0);
+        assert_eq!(points(&s).len(), 2);
+        s.ok = 100;
+        s.failed = 1700;
+        assert!(points(&s).is_empty());
+        assert!(segments([&s]).is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 #[path = "../../../fuzz/short_run.rs"]
 mod short_run;
-use short_run::short_run;
+use short_run::{long_run, short_run};
 
 #[test]
 fn hpack_decoder_short_run() {
@@ -46,4 +46,31 @@ fn h3_client_streams_short_run() {
 #[test]
 fn h3_server_streams_short_run() {
     short_run("h3_server_streams", 6, volley_h3::server::fuzz_streams);
+}
+
+/// `VOLLEY_FUZZ_RUNS=N`: N more seeded mutations for each HTTP/3 target (QPACK, the
+/// client's and the server's stream framing), where libFuzzer is not at hand; nothing
+/// without it. A panic fails the test like a crash.
+#[test]
+fn h3_long_runs_when_asked() {
+    type Harness = fn(&[u8]);
+    let targets: [(&str, u64, Harness); 3] = [
+        ("qpack_h3_decoder", 40, volley_h3::fuzzing::qpack_h3_decoder),
+        (
+            "h3_client_streams",
+            50,
+            volley_h3::fuzzing::h3_client_streams,
+        ),
+        ("h3_server_streams", 60, volley_h3::server::fuzz_streams),
+    ];
+    for (target, seed, harness) in targets {
+        let started = std::time::Instant::now();
+        let runs = long_run(target, seed, harness);
+        if runs > 0 {
+            eprintln!(
+                "{target}: {runs} runs, no crash, {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
 }

@@ -455,7 +455,15 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
             ci_text(&p99, 1)
         );
     }
-    if server.is_empty() {
+    if server.is_empty() && steps.iter().all(|s| s.rate.is_none() && s.mostly_failed()) {
+        format!(
+            "no server figure: most requests of {} failed (errors are not throughput)",
+            match steps.len() {
+                1 => "its one step".to_string(),
+                n => format!("each of its {n} steps"),
+            }
+        )
+    } else if server.is_empty() {
         format!(
             "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
             steps.len()
@@ -1008,7 +1016,77 @@ duration = "3s"
             probe_over_1ms: None,
             steal_ms: None,
             others_busy_share: pressure,
+            others_on_pacer_ms: None,
             label: volley_metrics::Bound::ServerBound,
+        }
+    }
+
+    #[test]
+    fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
+        use crate::step::{machine_busy, volley_waited};
+        use volley_metrics::summary::MachineLoad;
+        // A second: (others' share of the machine, the pacer's wait ms).
+        type Sec = (Option<f64>, Option<f64>);
+        let with = |others_cores: f64, seconds: &[Sec]| {
+            let mut s = volley_metrics::Recorder::new()
+                .close(&crate::office_step::run_info(
+                    "http://127.0.0.1:1/",
+                    1,
+                    std::time::Duration::from_secs(2),
+                    false,
+                    0.1,
+                ))
+                .unwrap();
+            s.machine = Some(MachineLoad {
+                cpus: 2,
+                others_cores,
+                steal_cores: 0.0,
+            });
+            s.seconds = seconds
+                .iter()
+                .map(|&(share, wait)| {
+                    let mut x = second(0.2, share);
+                    x.pacer_wait_ms = wait;
+                    x
+                })
+                .collect();
+            s
+        };
+        // (others' cores over the step, per second (others' share, pacer's wait ms))
+        // -> busy?
+        let rows: [(f64, &[Sec], bool); 7] = [
+            // A nice-19 build on the idle core: others took 45%, volley never waited.
+            (
+                0.9,
+                &[(Some(0.45), Some(0.0)), (Some(0.45), Some(0.2))],
+                false,
+            ),
+            // The same build took the pacer's CPU: it waited 4 ms in a busy second.
+            (
+                0.9,
+                &[(Some(0.45), Some(0.0)), (Some(0.45), Some(4.0))],
+                true,
+            ),
+            // volley waited, but only in a second when others were quiet.
+            (
+                0.9,
+                &[(Some(0.02), Some(4.0)), (Some(0.8), Some(0.1))],
+                false,
+            ),
+            // A second whose share is unknown counts as possibly busy.
+            (0.9, &[(None, Some(2.0))], true),
+            // Waits never measured (stored before, no schedstats): share alone.
+            (0.9, &[(Some(0.45), None)], true),
+            // Quiet: never busy, whatever volley waited for (its own threads).
+            (0.1, &[(Some(0.05), Some(30.0))], false),
+            (0.1, &[(Some(0.05), None)], false),
+        ];
+        for (cores, seconds, want) in rows {
+            let s = with(cores, seconds);
+            assert_eq!(machine_busy(&s), want, "{cores} {seconds:?}");
+            if cores > 0.5 {
+                assert_eq!(volley_waited(&s), want, "{seconds:?}");
+            }
         }
     }
 

@@ -318,6 +318,12 @@ pub struct WorkloadDef {
     /// directory volley runs in.
     #[serde(default)]
     pub log: Option<String>,
+    /// replay: each replayed client connects from its own loopback address (127.0.0.2,
+    /// .3, ... in order of appearance), so the server's own log tells the log's clients
+    /// apart (`volley bench --replay --client-addresses`). Needs targets on this host's
+    /// IPv4 loopback.
+    #[serde(default)]
+    pub client_addresses: Option<bool>,
     /// Request paths (`/index1.html`), sent to the target's address (http workloads).
     #[serde(default)]
     pub paths: Vec<String>,

@@ -39,9 +39,9 @@ use volley_h2::{
     ConnError, EncodedHead, ErrorCode, Event, H2Conn, RequestHead, Settings, StreamId,
 };
 
-use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::split_request;
-use super::streams::{self, take_all, take_late, Ended, OnStream};
+use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::{ErrorKind, Request, Sink};
@@ -50,19 +50,13 @@ use crate::{ErrorKind, Request, Sink};
 const FRAME_HEADER_BYTES: u64 = 9;
 
 /// One request in flight (or waiting for its connection to come up).
-struct Flight {
+pub(super) struct Flight {
     req: Arc<Request>,
     /// Its instants; `dispatched_ns` is the claim instant in a closed loop.
     at: Stamps,
-    status: u16,
-    wire_bytes: u64,
-    body_bytes: u64,
+    reply: Reply,
     /// Already re-sent once after a refusal.
     retried: bool,
-    /// With body checks on: this stream's decoder, from its final head on.
-    decode: Option<Box<BodyDecoder>>,
-    /// The final head's `Content-Encoding`.
-    seen: SeenCoding,
 }
 
 impl Flight {
@@ -74,27 +68,8 @@ impl Flight {
                 dispatched_ns: intended_ns,
                 ..Stamps::default()
             },
-            status: 0,
-            wire_bytes: 0,
-            body_bytes: 0,
+            reply: Reply::new(),
             retried,
-            decode: None,
-            seen: SeenCoding::Identity,
-        }
-    }
-}
-
-impl Flight {
-    /// What it counted, for its sample (decoded body bytes beside the coded ones).
-    fn ended(&self) -> Ended {
-        Ended {
-            status: self.status,
-            wire_bytes: self.wire_bytes,
-            body_bytes: self.body_bytes,
-            decoded_bytes: self
-                .decode
-                .as_ref()
-                .map_or(self.body_bytes, |d| d.decoded_bytes()),
         }
     }
 }
@@ -103,51 +78,35 @@ impl OnStream for Flight {
     fn stamps(&self) -> &Stamps {
         &self.at
     }
-}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Closed,
-    Connecting,
-    Ready,
+    fn stamps_mut(&mut self) -> &mut Stamps {
+        &mut self.at
+    }
+
+    fn reply_mut(&mut self) -> &mut Reply {
+        &mut self.reply
+    }
+
+    fn request(&self) -> &Request {
+        &self.req
+    }
 }
 
 struct Conn<T> {
     sock: Option<T>,
-    state: State,
+    lane: Lane<StreamId, Flight>,
     h2: H2Conn,
-    /// Streams in flight on this connection.
-    streams: HashMap<StreamId, Flight>,
-    /// Requests assigned while the connection comes up (submitted once it is ready).
-    pending: Vec<Flight>,
-    connect_start_ns: u64,
-    connect_ns: u64,
     tls_handshake_ns: u64,
-    /// The connect time was charged to a request already.
-    charged: bool,
-    /// When bytes last arrived (or the connection came up): a connection where
-    /// nothing arrived since its late streams went out is dead, not merely slow.
-    last_read_ns: u64,
 }
 
 impl<T> Conn<T> {
     fn new() -> Self {
         Conn {
             sock: None,
-            state: State::Closed,
+            lane: Lane::new(),
             h2: H2Conn::new(Settings::default()),
-            streams: HashMap::new(),
-            pending: Vec::new(),
-            connect_start_ns: 0,
-            connect_ns: 0,
             tls_handshake_ns: 0,
-            charged: false,
-            last_read_ns: 0,
         }
-    }
-
-    fn load(&self) -> usize {
-        self.streams.len() + self.pending.len()
     }
 }
 
@@ -195,138 +154,11 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
     }
 
     /// Runs to the end of the load and returns the sink and counters.
-    pub fn run(mut self) -> (S, WorkerStats, H2Stats) {
-        run_loop(&mut self);
-        (self.core.sink, self.core.stats, self.h2stats)
-    }
-
-    fn reopen(&mut self, slot: usize, now: u64) {
-        if self.conns[slot].state != State::Closed {
-            return;
-        }
-        if self.conns[slot].pending.is_empty() {
-            let next = if self.core.open_loop {
-                self.queue.pop_front()
-            } else {
-                self.claim(now)
-            };
-            match next {
-                Some(f) => self.conns[slot].pending.push(f),
-                None => return,
-            }
-        }
-        self.open(slot, now);
-    }
-
-    /// The next request to start: a refused one first, else a new one if the run
-    /// still starts requests.
-    fn claim(&mut self, now: u64) -> Option<Flight> {
-        if let Some(f) = self.queue.pop_front() {
-            return Some(f);
-        }
-        if self.core.open_loop {
-            return None;
-        }
-        self.claim_new(now).map(|req| Flight::new(req, now, false))
-    }
-
-    /// A new request stamped `now`, counted in flight from its claim. Its ticket is
-    /// decided at that same instant, so a request stamped before the warm-up boundary
-    /// never takes one of `-n`'s measured tickets.
-    fn claim_new(&mut self, now: u64) -> Option<Arc<Request>> {
-        let r = self.core.claim_at(now);
-        if r.is_some() {
-            self.core.in_flight += 1;
-        }
-        r
-    }
-
-    /// Finds a stream for `f`: an open connection with room, one coming up with room,
-    /// a new connection, or the queue (a cap hit in the open loop).
-    fn place(&mut self, f: Flight, now: u64) {
-        let room = |c: &Conn<T>, cap: usize| match c.state {
-            State::Ready => c.load() < cap && c.h2.can_submit(),
-            State::Connecting => c.load() < cap,
-            State::Closed => false,
-        };
-        let cap = self.streams_per_conn;
-        if let Some(slot) = self.conns.iter().position(|c| room(c, cap)) {
-            return self.assign(slot, f, now);
-        }
-        if self.core.open_here < self.core.share.max_connections {
-            if let Some(slot) = self.conns.iter().position(|c| c.state == State::Closed) {
-                self.conns[slot].pending.push(f);
-                self.open(slot, now);
-                return;
-            }
-        }
-        if self.core.open_loop {
-            self.core.cap_hit(now);
-        }
-        self.queue.push_back(f);
-    }
-
-    fn assign(&mut self, slot: usize, f: Flight, now: u64) {
-        match self.conns[slot].state {
-            State::Ready => {
-                self.submit(slot, f, now);
-                self.flush_out(slot);
-            }
-            _ => self.conns[slot].pending.push(f),
-        }
-    }
-
-    /// Opens a connection on `slot` (closed), keeping any pending requests.
-    fn open(&mut self, slot: usize, now: u64) {
-        let registered = self.core.connect(slot, now, None);
-        let c = &mut self.conns[slot];
-        c.connect_start_ns = now;
-        c.connect_ns = 0;
-        c.tls_handshake_ns = 0;
-        c.charged = false;
-        c.h2 = H2Conn::new(Settings {
-            // Payloads and content fields only when bodies are checked.
-            capture_content: self.body.is_active(),
-            ..Settings::default()
-        });
-        match registered {
-            Ok(sock) => {
-                c.sock = Some(sock);
-                c.state = State::Connecting;
-            }
-            Err(_) => {
-                c.state = State::Closed;
-                self.fail_conn(slot, ErrorKind::Connect, now);
-            }
-        }
-    }
-
-    fn close(&mut self, slot: usize, now: u64) {
-        let c = &mut self.conns[slot];
-        if c.sock.take().is_some() {
-            self.core.closed(now);
-        }
-        c.state = State::Closed;
-    }
-
-    /// The connection on `slot` is unusable: its streams and pending requests fail
-    /// with `kind`, and (closed loop) a replacement is opened on the next turn.
-    fn fail_conn(&mut self, slot: usize, kind: ErrorKind, now: u64) {
-        self.close(slot, now);
-        let c = &mut self.conns[slot];
-        let mut failed: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
-        for mut f in c.pending.drain(..) {
-            // Never sent: it failed while its connection was coming up.
-            f.at.sent_at(
-                c.connect_start_ns.max(f.at.intended_ns),
-                self.core.open_loop,
-            );
-            failed.push(f);
-        }
-        for f in failed {
-            self.record(&f, Some(kind), now);
-        }
-        self.core.deferred.push(slot);
+    pub fn run(self) -> (S, WorkerStats, H2Stats) {
+        let mut driven = Driven(self);
+        run_loop(&mut driven);
+        let w = driven.0;
+        (w.core.sink, w.core.stats, w.h2stats)
     }
 
     /// Queues `f` as a new stream on the ready connection `slot`.
@@ -336,7 +168,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             None => {
                 // A request HTTP/2 cannot carry (bad header for h2): counted, not sent.
                 f.at.sent_at(now, self.core.open_loop);
-                return self.record(&f, Some(ErrorKind::Malformed), now);
+                return self.record(f, Some(ErrorKind::Malformed), now);
             }
         };
         let c = &mut self.conns[slot];
@@ -344,12 +176,12 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         match c.h2.submit_encoded(&prepared.head, body) {
             Ok(id) => {
                 f.at.sent_at(now, self.core.open_loop);
-                if !c.charged {
-                    c.charged = true;
-                    f.at.connect_ns = c.connect_ns;
+                if !c.lane.charged {
+                    c.lane.charged = true;
+                    f.at.connect_ns = c.lane.connect_ns;
                     f.at.tls_handshake_ns = c.tls_handshake_ns;
                 }
-                c.streams.insert(id, f);
+                c.lane.streams.insert(id, f);
             }
             // Closing or out of stream ids or over the limit: another connection.
             Err(_) => self.queue.push_front(f),
@@ -382,7 +214,10 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
     fn fill(&mut self, slot: usize, now: u64) {
         loop {
             let c = &self.conns[slot];
-            if c.state != State::Ready || c.load() >= self.streams_per_conn || !c.h2.can_submit() {
+            if c.lane.state != State::Ready
+                || c.lane.load() >= self.streams_per_conn
+                || !c.h2.can_submit()
+            {
                 break;
             }
             let Some(f) = self.claim(now) else { break };
@@ -429,7 +264,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             match sock.read(&mut self.core.scratch) {
                 Ok(0) => {
                     let now = self.core.now_ns();
-                    let kind = if c.streams.is_empty() && c.pending.is_empty() {
+                    let kind = if c.lane.streams.is_empty() && c.lane.pending.is_empty() {
                         None
                     } else {
                         Some(ErrorKind::Closed)
@@ -438,7 +273,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                 }
                 Ok(n) => {
                     let now = self.core.now_ns();
-                    c.last_read_ns = now;
+                    c.lane.last_read_ns = now;
                     let fed = c.h2.feed(&self.core.scratch[..n]);
                     self.drain_events(slot, now);
                     if let Err(e) = fed {
@@ -467,7 +302,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         }
         let now = self.core.now_ns();
         let c = &self.conns[slot];
-        if c.h2.is_going_away() && c.streams.is_empty() {
+        if c.h2.is_going_away() && c.lane.streams.is_empty() {
             // Drained after a GOAWAY: replace the connection.
             return self.conn_done(slot, None, now);
         }
@@ -480,8 +315,8 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
         match kind {
             Some(k) => self.fail_conn(slot, k, now),
             None => {
-                self.close(slot, now);
-                let pending = std::mem::take(&mut self.conns[slot].pending);
+                self.close_conn(slot, now);
+                let pending = std::mem::take(&mut self.conns[slot].lane.pending);
                 self.queue.extend(pending);
                 self.core.deferred.push(slot);
             }
@@ -497,14 +332,14 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                     end_stream,
                 } => {
                     let c = &mut self.conns[slot];
-                    if let Some(f) = c.streams.get_mut(&stream) {
-                        f.status = status;
+                    if let Some(f) = c.lane.streams.get_mut(&stream) {
+                        f.reply.status = status;
                         if f.at.first_byte_ns == 0 {
                             f.at.first_byte_ns = now;
                         }
                         if self.body.is_active() {
                             let head = c.h2.polled_head();
-                            f.seen = head
+                            f.reply.seen = head
                                 .content_encoding
                                 .map_or(SeenCoding::Identity, SeenCoding::from_header);
                             let spec = self.body;
@@ -513,7 +348,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                                 .pop()
                                 .unwrap_or_else(|| Box::new(BodyDecoder::new(spec)));
                             d.start();
-                            f.decode = Some(d);
+                            f.reply.decode = Some(d);
                         }
                         if end_stream {
                             self.complete(slot, stream, now);
@@ -526,11 +361,11 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                     end_stream,
                 } => {
                     let c = &mut self.conns[slot];
-                    if let Some(f) = c.streams.get_mut(&stream) {
-                        f.body_bytes += len as u64;
-                        f.wire_bytes += len as u64 + FRAME_HEADER_BYTES;
-                        if let Some(d) = f.decode.as_deref_mut() {
-                            d.push(c.h2.polled_data(), f.seen);
+                    if let Some(f) = c.lane.streams.get_mut(&stream) {
+                        f.reply.body_bytes += len as u64;
+                        f.reply.wire_bytes += len as u64 + FRAME_HEADER_BYTES;
+                        if let Some(d) = f.reply.decode.as_deref_mut() {
+                            d.push(c.h2.polled_data(), f.reply.seen);
                         }
                         if end_stream {
                             self.complete(slot, stream, now);
@@ -539,7 +374,7 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                 }
                 Event::Trailers { stream } => self.complete(slot, stream, now),
                 Event::StreamReset { stream, code } => {
-                    let Some(f) = self.conns[slot].streams.remove(&stream) else {
+                    let Some(f) = self.conns[slot].lane.streams.remove(&stream) else {
                         continue;
                     };
                     if code == ErrorCode::RefusedStream && !f.retried {
@@ -552,12 +387,12 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
                         self.queue.push_front(again);
                     } else {
                         self.h2stats.stream_resets += 1;
-                        self.record(&f, Some(ErrorKind::Reset), now);
+                        self.record(f, Some(ErrorKind::Reset), now);
                     }
                 }
                 Event::StreamError { stream, .. } => {
-                    if let Some(f) = self.conns[slot].streams.remove(&stream) {
-                        self.record(&f, Some(ErrorKind::Malformed), now);
+                    if let Some(f) = self.conns[slot].lane.streams.remove(&stream) {
+                        self.record(f, Some(ErrorKind::Malformed), now);
                     }
                 }
                 Event::GoAway { .. } => self.h2stats.goaways += 1,
@@ -565,79 +400,108 @@ impl<'a, S: Sink, T: Transport> H2Worker<'a, S, T> {
             }
         }
         // Refused streams go to another connection with room, or a new one.
-        while !self.queue.is_empty() && self.core.open_loop {
-            let Some(f) = self.queue.pop_front() else {
-                break;
-            };
-            let before = self.queue.len();
-            self.place(f, now);
-            if self.queue.len() > before {
-                break;
-            }
-        }
-    }
-
-    fn complete(&mut self, slot: usize, stream: StreamId, now: u64) {
-        let Some(mut f) = self.conns[slot].streams.remove(&stream) else {
-            return;
-        };
-        let range = self.core.shared.cfg.accept_status;
-        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
-        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
-            error = d.finish(f.seen);
-        }
-        self.record(&f, error, now);
-        if let Some(d) = f.decode.take() {
-            self.spare_decoders.push(d);
-        }
-    }
-
-    fn record(&mut self, f: &Flight, error: Option<ErrorKind>, now: u64) {
-        streams::record(&mut self.core, &f.req, f.at, f.ended(), error, now);
-        self.note_in_flight(now);
+        self.place_queued(now);
     }
 }
 
-impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
-    fn core(&mut self) -> &mut WorkerCore<'a, S, T> {
+impl<'a, S: Sink, T: Transport> Multiplexed<'a, S, T> for H2Worker<'a, S, T> {
+    type Key = StreamId;
+    type Flight = Flight;
+
+    fn core_mut(&mut self) -> &mut WorkerCore<'a, S, T> {
         &mut self.core
     }
 
-    /// Arrivals and refused requests waiting for a stream.
-    fn queue_empty(&self) -> bool {
-        self.queue.is_empty()
+    fn queue(&mut self) -> &mut VecDeque<Flight> {
+        &mut self.queue
     }
 
-    fn start(&mut self, now: u64) {
-        for slot in 0..self.core.share.connections.min(self.conns.len()) {
-            if self.core.open_loop {
-                self.open(slot, now);
-            } else {
-                self.reopen(slot, now);
+    fn queue_ref(&self) -> &VecDeque<Flight> {
+        &self.queue
+    }
+
+    fn slots(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn lane(&mut self, slot: usize) -> &mut Lane<StreamId, Flight> {
+        &mut self.conns[slot].lane
+    }
+
+    fn lane_ref(&self, slot: usize) -> &Lane<StreamId, Flight> {
+        &self.conns[slot].lane
+    }
+
+    fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
+        Flight::new(req, intended_ns, false)
+    }
+
+    /// A ready connection the codec lets open one more stream, or one coming up.
+    fn room(&self, slot: usize) -> bool {
+        let c = &self.conns[slot];
+        match c.lane.state {
+            State::Ready => c.lane.load() < self.streams_per_conn && c.h2.can_submit(),
+            State::Connecting => c.lane.load() < self.streams_per_conn,
+            State::Closed => false,
+        }
+    }
+
+    fn takes_now(&self, slot: usize) -> bool {
+        self.conns[slot].lane.state == State::Ready
+    }
+
+    fn send(&mut self, slot: usize, f: Flight, now: u64) {
+        self.submit(slot, f, now);
+        self.flush_out(slot);
+    }
+
+    fn open(&mut self, slot: usize, now: u64) {
+        let registered = self.core.connect(slot, now, None);
+        let c = &mut self.conns[slot];
+        c.lane.connecting_from(now);
+        c.tls_handshake_ns = 0;
+        c.h2 = H2Conn::new(Settings {
+            // Payloads and content fields only when bodies are checked.
+            capture_content: self.body.is_active(),
+            ..Settings::default()
+        });
+        match registered {
+            Ok(sock) => {
+                c.sock = Some(sock);
+                c.lane.state = State::Connecting;
+            }
+            Err(_) => {
+                c.lane.state = State::Closed;
+                self.fail_conn(slot, ErrorKind::Connect, now);
             }
         }
     }
 
-    fn retry(&mut self, slot: usize, now: u64) {
-        self.reopen(slot, now);
+    fn close_conn(&mut self, slot: usize, now: u64) {
+        let c = &mut self.conns[slot];
+        if c.sock.take().is_some() {
+            self.core.closed(now);
+        }
+        c.lane.state = State::Closed;
     }
 
-    fn dispatch(&mut self, req: Arc<Request>, intended_ns: u64, now: u64) {
-        self.core.in_flight += 1;
-        let mut f = Flight::new(req, intended_ns, false);
-        f.at.dispatched_ns = now;
-        self.place(f, now);
+    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
+        &mut self.spare_decoders
     }
 
-    fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
-        self.core.in_flight += 1;
-        let mut f = Flight::new(req, intended_ns, false);
-        f.at.dispatched_ns = end;
-        self.queue.push_back(f);
+    /// RST_STREAM(CANCEL): the server stops its work on the stream.
+    fn cancel(&mut self, slot: usize, id: StreamId) {
+        if self.conns[slot].h2.cancel(id) {
+            self.h2stats.cancelled_streams += 1;
+        }
     }
 
-    fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {
-        let Some(state) = self.conns.get(slot).map(|c| c.state) else {
+    fn top_up(&mut self, slot: usize, now: u64) {
+        self.fill(slot, now);
+    }
+
+    fn on_ready(&mut self, slot: usize, readable: bool, writable: bool) {
+        let Some(state) = self.conns.get(slot).map(|c| c.lane.state) else {
             return;
         };
         match state {
@@ -649,11 +513,11 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
                 match sock.finish_connect() {
                     Ok(false) => {}
                     Ok(true) => {
-                        c.connect_ns = now.saturating_sub(c.connect_start_ns);
-                        c.last_read_ns = now;
-                        c.tls_handshake_ns = sock.handshake_ns().min(c.connect_ns);
-                        c.state = State::Ready;
-                        let pending = std::mem::take(&mut c.pending);
+                        c.lane.connect_ns = now.saturating_sub(c.lane.connect_start_ns);
+                        c.lane.last_read_ns = now;
+                        c.tls_handshake_ns = sock.handshake_ns().min(c.lane.connect_ns);
+                        c.lane.state = State::Ready;
+                        let pending = std::mem::take(&mut c.lane.pending);
                         for f in pending {
                             self.submit(slot, f, now);
                         }
@@ -672,78 +536,10 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for H2Worker<'a, S, T> {
                 if writable {
                     self.flush_out(slot);
                 }
-                if readable && self.conns[slot].state == State::Ready {
+                if readable && self.conns[slot].lane.state == State::Ready {
                     self.read(slot);
                 }
             }
-        }
-    }
-
-    /// Streams taken from the queue while handling an event start counting here.
-    fn after_event(&mut self) {
-        let now = self.core.now_ns();
-        self.note_in_flight(now);
-    }
-
-    /// The in-flight count changed (or may have): account the old one up to `now`.
-    fn note_in_flight(&mut self, now: u64) {
-        let on_conn = self.core.in_flight.saturating_sub(self.queue.len());
-        self.core.in_flight_clock.set(now, on_conn as u64);
-    }
-
-    fn scan_timeouts(&mut self, now: u64) {
-        for slot in 0..self.conns.len() {
-            let c = &mut self.conns[slot];
-            match c.state {
-                State::Connecting
-                    if now.saturating_sub(c.connect_start_ns) >= self.core.connect_timeout_ns =>
-                {
-                    self.fail_conn(slot, ErrorKind::Connect, now);
-                }
-                State::Ready => {
-                    let (late, dead) =
-                        take_late(&mut c.streams, now, self.core.timeout_ns, c.last_read_ns);
-                    if late.is_empty() {
-                        continue;
-                    }
-                    // Cancelling a slow server's late streams frees their slots here
-                    // and their work on the server.
-                    for (id, f) in late {
-                        if !dead && self.conns[slot].h2.cancel(id) {
-                            self.h2stats.cancelled_streams += 1;
-                        }
-                        self.record(&f, Some(ErrorKind::Timeout), now);
-                    }
-                    if dead {
-                        self.close(slot, now);
-                        self.core.deferred.push(slot);
-                    } else {
-                        self.flush_out(slot);
-                    }
-                }
-                _ => {}
-            }
-        }
-        // Closed loop: a slot closed for lack of work may be needed again.
-        if !self.core.open_loop {
-            for slot in 0..self.conns.len() {
-                if self.conns[slot].state == State::Ready {
-                    self.fill(slot, now);
-                }
-            }
-        }
-    }
-
-    fn censor(&mut self, end: u64) {
-        for slot in 0..self.conns.len() {
-            let c = &mut self.conns[slot];
-            for f in take_all(&mut c.streams, &mut c.pending) {
-                self.record(&f, Some(ErrorKind::InFlight), end);
-            }
-            self.close(slot, end);
-        }
-        while let Some(f) = self.queue.pop_front() {
-            self.record(&f, Some(ErrorKind::InFlight), end);
         }
     }
 }

@@ -4,8 +4,8 @@
 //! hands every worker the same [`Shared`] state and its own [`WorkerShare`]; each worker
 //! keeps a [`WorkerCore`] (clock, sink, request source, event queue, pacing, counters,
 //! connection accounting) and implements [`Protocol`], the few steps where HTTP/1.1
-//! (one request per connection at a time) and HTTP/2 (many streams per connection)
-//! differ. [`run_loop`] drives either through the same event loop; it is generic, so
+//! (one request per connection at a time) and HTTP/2 and HTTP/3 (many streams per
+//! connection, one shape: `super::streams::Multiplexed`) differ. [`run_loop`] drives either through the same event loop; it is generic, so
 //! each worker's loop is monomorphised and the per-request path has no dynamic call.
 
 use std::io;
@@ -126,6 +126,16 @@ pub struct H2Stats {
     pub zero_rtt_rejected: u64,
     /// HTTP/3: requests sent as early data (0-RTT) that the server accepted.
     pub early_requests: u64,
+    /// HTTP/3: UDP send calls, and the datagrams they carried (more than one a call
+    /// where GSO is on).
+    pub udp_sends: u64,
+    /// See [`H2Stats::udp_sends`].
+    pub udp_datagrams_sent: u64,
+    /// HTTP/3: UDP receive calls that returned data, and the datagrams they carried
+    /// (more than one a call where GRO coalesced them).
+    pub udp_reads: u64,
+    /// See [`H2Stats::udp_reads`].
+    pub udp_datagrams_read: u64,
 }
 
 /// Handshakes of one kind: how many and how long they took.
@@ -179,6 +189,10 @@ impl H2Stats {
         self.handshake_0rtt.add(&o.handshake_0rtt);
         self.zero_rtt_rejected += o.zero_rtt_rejected;
         self.early_requests += o.early_requests;
+        self.udp_sends += o.udp_sends;
+        self.udp_datagrams_sent += o.udp_datagrams_sent;
+        self.udp_reads += o.udp_reads;
+        self.udp_datagrams_read += o.udp_datagrams_read;
     }
 }
 

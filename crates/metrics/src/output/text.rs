@@ -121,6 +121,17 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
                 String::new()
             }
         )?;
+        let per = |d: u64, calls: u64| d as f64 / calls.max(1) as f64;
+        writeln!(
+            out,
+            "UDP:                    {} datagram(s) in {} send(s) ({:.2} a call), {} in {} read(s) ({:.2} a call)",
+            h.udp.datagrams_sent,
+            h.udp.sends,
+            per(h.udp.datagrams_sent, h.udp.sends),
+            h.udp.datagrams_read,
+            h.udp.reads,
+            per(h.udp.datagrams_read, h.udp.reads),
+        )?;
     }
     Ok(())
 }

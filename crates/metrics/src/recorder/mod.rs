@@ -171,6 +171,22 @@ pub struct SecondResources {
     /// second, so it bounds any one wait from above. `None` without schedstats.
     #[serde(default)]
     pub pacer_wait_ms: Option<f64>,
+    /// Milliseconds worker 0 ran in this second (schedstat): its own use of the CPU,
+    /// which it never waited behind. `None` without schedstats.
+    #[serde(default)]
+    pub pacer_run_ms: Option<f64>,
+    /// The CPUs worker 0 was seen on at this second's two edges, as a bit mask (bit n =
+    /// CPU n; 0 = not known, or a CPU past 63): whose others' use the label holds its
+    /// wait against (docs/methodology.md, "A neighbour on the pacer's CPU").
+    #[serde(default)]
+    pub pacer_cpus: u64,
+}
+
+impl SecondResources {
+    /// The CPUs in [`SecondResources::pacer_cpus`].
+    pub fn pacer_cpu_list(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..64).filter(|c| self.pacer_cpus & (1 << c) != 0)
+    }
 }
 
 /// One closed second, kept compactly.

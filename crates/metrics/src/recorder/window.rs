@@ -104,7 +104,11 @@ pub(crate) struct ResourceMark {
     at_ns: u64,
     cpu_ns: u64,
     psi_us: Option<u64>,
-    run_delay_ns: Option<u64>,
+    /// Worker 0's own run time and run delay (schedstat).
+    sched_ns: Option<(u64, u64)>,
+    /// The CPU worker 0 was on (`sched_getcpu`, a vDSO call): which CPU's neighbours
+    /// it may have waited behind.
+    on_cpu: Option<u32>,
 }
 
 fn read_mark(now_ns: u64) -> Option<ResourceMark> {
@@ -112,7 +116,8 @@ fn read_mark(now_ns: u64) -> Option<ResourceMark> {
         at_ns: now_ns,
         cpu_ns: resources::process_cpu_ns()?,
         psi_us: resources::cpu_pressure_some_us(),
-        run_delay_ns: resources::thread_run_delay_ns(),
+        sched_ns: resources::thread_schedstat_ns(),
+        on_cpu: resources::current_cpu(),
     })
 }
 
@@ -231,15 +236,24 @@ impl Recorder {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * 1e3 / dt_ns as f64),
             _ => None,
         };
-        let waited = match (prev.run_delay_ns, next.run_delay_ns) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e6),
-            _ => None,
+        let (ran, waited) = match (prev.sched_ns, next.sched_ns) {
+            (Some(a), Some(b)) => (
+                Some(b.0.saturating_sub(a.0) as f64 / 1e6),
+                Some(b.1.saturating_sub(a.1) as f64 / 1e6),
+            ),
+            _ => (None, None),
         };
         self.mark = Some(next);
         Some(SecondResources {
             cpu_cores_used: next.cpu_ns.saturating_sub(prev.cpu_ns) as f64 / dt_ns as f64,
             cpu_pressure: pressure,
             pacer_wait_ms: waited,
+            pacer_run_ms: ran,
+            pacer_cpus: [prev.on_cpu, next.on_cpu]
+                .into_iter()
+                .flatten()
+                .filter(|&c| c < 64)
+                .fold(0, |m, c| m | 1 << c),
         })
     }
 

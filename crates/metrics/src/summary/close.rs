@@ -2,6 +2,7 @@
 //! the notes, and the per-second series.
 
 use super::*;
+use crate::SecondResources;
 use volley_monitor::stall::StallReport;
 
 /// The run's probe figures from its report.
@@ -229,6 +230,9 @@ impl Recorder {
             cpu_pressure: run.cpu_pressure,
             // The whole run is judged from its seconds' labels (label::run_label).
             longest_stall_us: None,
+            pacer_wait_us: None,
+            others_on_pacer_us: None,
+            ours_on_pacer_us: None,
         });
         (
             verdict,
@@ -473,6 +477,8 @@ impl Recorder {
             let head = d.headline_us(headline);
             let counts = d.counts;
             let res = d.resources;
+            let probe = stalls.and_then(|r| r.seconds.get(s));
+            let pacer = pacer_cpu_figures(res, probe);
             let verdict = label::classify(&Check {
                 offered_rate_per_s: open_rate,
                 scheduled: scheduled as f64,
@@ -486,8 +492,10 @@ impl Recorder {
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
                 longest_stall_us: stalls.and_then(|r| r.bound_near(s as u64)),
+                pacer_wait_us: pacer.wait_us,
+                others_on_pacer_us: pacer.others_us,
+                ours_on_pacer_us: pacer.ours_us,
             });
-            let probe = stalls.and_then(|r| r.seconds.get(s));
             out.push(SecondSummary {
                 second: s as u64,
                 scheduled,
@@ -519,9 +527,54 @@ impl Recorder {
                 probe_over_1ms: probe.map(|p| p.over_1ms),
                 steal_ms: probe.and_then(|p| p.steal_us).map(ms),
                 others_busy_share: None,
+                others_on_pacer_ms: pacer.others_us.map(ms),
                 label: verdict.label,
             });
         }
         Ok(out)
+    }
+}
+
+/// Who used the pacer's CPU in one second (see `label::neighbour_explains`),
+/// microseconds; `None` where a side was not measured.
+struct PacerCpu {
+    /// The pacer's wait for a CPU, less any throttling of volley's own cgroup.
+    wait_us: Option<u64>,
+    /// The least others surely took of a CPU the pacer was seen on.
+    others_us: Option<u64>,
+    /// The most volley's other threads and its targets can have used of one, the
+    /// pacer's own run left out.
+    ours_us: Option<u64>,
+}
+
+/// [`PacerCpu`] from worker 0's readings and the probe's second.
+fn pacer_cpu_figures(
+    res: Option<SecondResources>,
+    probe: Option<&volley_monitor::stall::StallSecond>,
+) -> PacerCpu {
+    let us = |ms: f64| (ms * 1e3) as u64;
+    let Some(res) = res else {
+        return PacerCpu {
+            wait_us: None,
+            others_us: None,
+            ours_us: None,
+        };
+    };
+    let throttled = probe.and_then(|p| p.own_throttled_us).unwrap_or(0);
+    let seen: Vec<usize> = res.pacer_cpu_list().collect();
+    let on = |v: &[u64], pick: fn(u64, u64) -> u64| {
+        seen.iter()
+            .map(|&c| v.get(c).copied())
+            .reduce(|a, b| Some(pick(a?, b?)))
+            .flatten()
+    };
+    let ran = res.pacer_run_ms.map(us);
+    PacerCpu {
+        wait_us: res.pacer_wait_ms.map(|w| us(w).saturating_sub(throttled)),
+        others_us: probe.and_then(|p| on(&p.others_us, u64::min)),
+        ours_us: probe
+            .and_then(|p| on(&p.ours_us, u64::max))
+            .zip(ran)
+            .map(|(o, r)| o.saturating_sub(r)),
     }
 }

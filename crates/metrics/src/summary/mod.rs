@@ -398,6 +398,12 @@ pub struct SecondSummary {
     /// a caller that watched a target, `None` otherwise.
     #[serde(default)]
     pub others_busy_share: Option<f64>,
+    /// CPU time others surely took in this second of the CPU(s) the pacer was on, ms:
+    /// its busy time less all of volley's CPU and that of the targets volley started
+    /// (`volley_monitor::cpu_share`). A late second the pacer's wait explains while
+    /// others took at least that wait is the machine's (`label::neighbour_explains`).
+    #[serde(default)]
+    pub others_on_pacer_ms: Option<f64>,
     /// Who was the bottleneck in this second.
     pub label: Bound,
 }

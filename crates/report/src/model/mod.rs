@@ -748,7 +748,10 @@ fn repeat_groups(steps: &[StepReport]) -> Vec<RepeatGroup> {
     // Keep first-seen order so the table follows the run.
     let mut order: Vec<String> = Vec::new();
     let mut by_point: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
-    for s in steps.iter().filter(|s| !s.generator_bound()) {
+    for s in steps
+        .iter()
+        .filter(|s| !s.generator_bound() && !s.mostly_failed())
+    {
         let key = s.point_label();
         if !by_point.contains_key(&key) {
             order.push(key.clone());

@@ -12,6 +12,15 @@ fn at_least(bounded: bool, v: Option<f64>) -> String {
     }
 }
 
+/// A figure of the evidence table: a rate step's always, a closed-loop step's only when
+/// most of its requests did not fail.
+fn closed_counted(s: &StepReport, v: f64) -> Option<f64> {
+    match s.rate_rps {
+        Some(_) => Some(v),
+        None => counted(s, v),
+    }
+}
+
 /// Capacity per target.
 pub fn capacity(report: &Report) -> Option<Table> {
     let rows: Vec<_> = report
@@ -181,10 +190,15 @@ pub fn evidence(report: &Report) -> Option<Table> {
                     step_label(s),
                     s.phase.clone().unwrap_or_else(|| "-".into()),
                     num(s.send_rate_rps, 1),
-                    num(Some(s.reply_rate_rps), 1),
-                    num(Some(s.latency.p99_ms), 3),
+                    // A rate step's failures are its verdict's evidence, shown; a
+                    // closed loop's are no figure (`counted`).
+                    num(closed_counted(s, s.reply_rate_rps), 1),
+                    num(closed_counted(s, s.latency.p99_ms), 3),
                     s.failed.to_string(),
-                    s.label.clone().unwrap_or_else(|| "-".into()),
+                    match s.rate_rps {
+                        Some(_) => s.label.clone().unwrap_or_else(|| "-".into()),
+                        None => label_of(s),
+                    },
                     verdict.to_string(),
                     if s.reasons.is_empty() {
                         "-".into()

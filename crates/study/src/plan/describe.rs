@@ -237,12 +237,16 @@ fn workload_line(w: &Workload) -> String {
     }
     if let Some(r) = &w.replay {
         return format!(
-            "workload {}: replay of {} ({} requests, mean {:.1} req/s = speed 1: a step at R req/s plays it at R / {:.1}, looped; each client on its own connection; timeout {:?})",
+            "workload {}: replay of {} ({} requests, mean {:.1} req/s = speed 1: a step at R req/s plays it at R / {:.1}, looped; each client on its own connection{}; timeout {:?})",
             w.name,
             r.log.display(),
             r.requests,
             r.mean_rate,
             r.mean_rate,
+            match r.client_addresses {
+                true => ", from its own loopback address (127.0.0.2 on, in order of appearance)",
+                false => "",
+            },
             w.load.timeout,
         );
     }

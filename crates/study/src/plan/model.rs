@@ -218,6 +218,9 @@ pub struct ReplayLoad {
     pub mean_rate: f64,
     /// Its requests.
     pub requests: u64,
+    /// Each replayed client from its own loopback address (127.0.0.2 on), as
+    /// `volley bench --replay --client-addresses`.
+    pub client_addresses: bool,
 }
 
 /// A `caldav` workload resolved: an office of calendar clients (volley-office), one

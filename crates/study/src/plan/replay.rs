@@ -15,6 +15,72 @@ use super::resolve::{http_request_key, invalid, refuse};
 use crate::spec::WorkloadDef;
 use crate::StudyError;
 
+/// Refuses `client_addresses` where a replayed client cannot have a loopback address
+/// of its own: a target not on this host's IPv4 loopback (an external URL elsewhere,
+/// or every target in a network namespace because a variant sets kernel values), or a
+/// key set on a workload that replays nothing. The step checks the address it loads
+/// again (`step::load`), for a name that resolves elsewhere.
+pub(super) fn check_client_addresses(
+    file: &crate::spec::StudyFile,
+    workloads: &[Workload],
+    targets: &[super::model::Target],
+    variants: &[super::model::Variant],
+) -> Result<(), StudyError> {
+    for (def, w) in file.workloads.iter().zip(workloads) {
+        if def.client_addresses.is_none() {
+            continue;
+        }
+        let Some(r) = &w.replay else {
+            return Err(refuse(
+                &w.name,
+                "client_addresses is a replay key (each replayed client from its own loopback address)",
+            ));
+        };
+        if !r.client_addresses {
+            continue;
+        }
+        let why = "client_addresses gives each replayed client a loopback address";
+        if let Some(v) = variants
+            .iter()
+            .find(|v| !v.sysctls.is_empty() || v.route.quickack.is_some())
+        {
+            return Err(refuse(
+                &w.name,
+                format!(
+                    "{why}; variant '{}' sets kernel values, so the targets run in a network namespace, not on loopback",
+                    v.name
+                ),
+            ));
+        }
+        let runs_on = |i: usize| w.targets.as_ref().is_none_or(|t| t.contains(&i));
+        for (_, t) in targets.iter().enumerate().filter(|(i, _)| runs_on(*i)) {
+            if let Some(url) = t.url.as_deref().filter(|u| !on_ipv4_loopback(u)) {
+                return Err(refuse(
+                    &w.name,
+                    format!(
+                        "{why}; target '{}' is at {url}, not on IPv4 loopback",
+                        t.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a URL's host is IPv4 loopback (a literal 127.x.y.z, or `localhost`, which
+/// the step checks again once resolved).
+fn on_ipv4_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host.split(':').next().unwrap_or("");
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A replay workload: its log read once for its mean rate, the study's load settings.
 /// `injected`: the study has `[injectors]`, whose agents send lists of paths, not a log.
 pub(super) fn replay_workload(
@@ -82,6 +148,7 @@ pub(super) fn replay_workload(
             log,
             mean_rate,
             requests: planned,
+            client_addresses: w.client_addresses.unwrap_or(false),
         }),
         targets: None,
     })
@@ -160,6 +227,59 @@ duration = "10s"
             .unwrap_err()
             .to_string();
         assert!(e.contains("a replay needs log"), "{e}");
+        std::fs::remove_file(log).unwrap();
+    }
+    #[test]
+    fn client_addresses_are_a_replay_key_for_targets_on_loopback() {
+        let log = write_log("addrs", 5);
+        let p = plan(&study(&log, "client_addresses = true")).unwrap();
+        assert!(p.workloads[0].replay.as_ref().unwrap().client_addresses);
+        assert!(
+            p.describe()
+                .contains("from its own loopback address (127.0.0.2 on"),
+            "{}",
+            p.describe()
+        );
+        let p = plan(&study(&log, "")).unwrap();
+        assert!(!p.workloads[0].replay.as_ref().unwrap().client_addresses);
+        assert!(!p.describe().contains("own loopback address"));
+        // An external target on loopback is fine; one elsewhere is refused, naming it.
+        let external = |url: &str| {
+            study(&log, "client_addresses = true").replace(
+                "kind = \"builtin\"\n",
+                &format!("kind = \"builtin\"\n[[target]]\nname = \"far\"\nkind = \"external\"\nurl = \"{url}\"\n"),
+            )
+        };
+        plan(&external("http://127.0.0.1:8080/")).unwrap();
+        let e = plan(&external("http://10.1.2.3:8080/"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("workload 'log': client_addresses")
+                && e.contains("target 'far' is at http://10.1.2.3:8080/, not on IPv4 loopback"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        // Kernel settings put every target in a network namespace.
+        let tuned = format!(
+            "{}[[variant]]\nname = \"t\"\nsysctl = {{ \"net.core.somaxconn\" = 1024 }}\n",
+            study(&log, "client_addresses = true").replace(
+                "[steps]",
+                "[sweep]\nvariants = [\"default\", \"t\"]\n[steps]"
+            )
+        );
+        let e = plan(&tuned).unwrap_err().to_string();
+        assert!(
+            e.contains("variant 't' sets kernel values") && e.contains("not on loopback"),
+            "{e}"
+        );
+        // On a workload that replays nothing, it is refused.
+        let http = "name = \"h\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\nclient_addresses = true\n";
+        let e = plan(http).unwrap_err().to_string();
+        assert!(
+            e.contains("workload 'w': client_addresses is a replay key"),
+            "{e}"
+        );
         std::fs::remove_file(log).unwrap();
     }
 }

@@ -189,6 +189,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let variants = super::variants::resolve_variants(file, &targets)?;
     let instances = resolve_instances(file, &targets, &variants)?;
     let mut workloads = resolve_workloads(file, text, scale, &targets)?;
+    super::replay::check_client_addresses(file, &workloads, &targets, &variants)?;
     check_cold_start(file, &workloads, &targets)?;
     let cells = resolve_cells(file, &mut workloads, &instances)?;
     check_h3_targets(&cells, &instances, &targets)?;

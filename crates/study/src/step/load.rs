@@ -94,9 +94,23 @@ fn replay_config(
         }
         _ => rate,
     };
+    // The plan refused targets known to be elsewhere; this is the address as resolved.
+    let source_ip = match r.client_addresses {
+        true if matches!(addr.ip(), std::net::IpAddr::V4(v4) if v4.is_loopback()) => {
+            volley_engine::SourceIp::LoopbackPerLane
+        }
+        true => {
+            return Err(StepError::Replay(format!(
+                "workload '{}': client_addresses gives each replayed client a loopback address; the target is at {}, not on IPv4 loopback",
+                w.name,
+                addr.ip()
+            )))
+        }
+        false => volley_engine::SourceIp::Kernel,
+    };
     Ok(LoadConfig {
         addr,
-        source_ip: volley_engine::SourceIp::Kernel,
+        source_ip,
         threads: w.load.threads as usize,
         connections: 0,
         max_connections: w.load.max_connections.max(cell.concurrency) as usize,

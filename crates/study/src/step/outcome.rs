@@ -128,12 +128,35 @@ impl StepOutcome {
     }
 }
 
-/// Whether someone else took the CPU while a step ran (steal and other processes' CPU
-/// over the step above [`BUSY_PRESSURE_SHARE`] of the machine, the target's own quota
-/// left out; `volley_metrics::summary` `machine`). The one test the step line, the
-/// stored verdict (`machine_busy`) and the re-measuring share.
+/// Whether someone else took the CPU from volley while a step ran: others (steal and
+/// other processes' CPU, the target's own quota left out; `volley_metrics::summary`
+/// `machine`) took more than [`BUSY_PRESSURE_SHARE`] of the machine over the step, AND
+/// volley's pacer waited for a CPU ([`volley_waited`]) in a second when others were
+/// busy. A build at nice 19 on otherwise idle CPUs takes a share without taking
+/// anything from volley: no re-measure for it. The one test the step line, the stored
+/// verdict (`machine_busy`) and the re-measuring share.
 pub fn machine_busy(s: &Summary) -> bool {
-    s.machine.is_some_and(|m| m.busy())
+    s.machine.is_some_and(|m| m.busy()) && volley_waited(s)
+}
+
+/// A second's summed pacer wait for a CPU at least this long is a wait that counts
+/// (`SecondSummary::pacer_wait_ms`): below the label's 1 ms lateness floor, no request
+/// of that second can have been made late enough by it to change a label.
+pub const MEANINGFUL_WAIT_MS: f64 = 1.0;
+
+/// Whether volley's pacer (worker 0) waited at least [`MEANINGFUL_WAIT_MS`] for a CPU
+/// in a second when others took more than [`BUSY_PRESSURE_SHARE`] of the machine (or
+/// when that second's share is unknown). A run whose waits were never measured (stored
+/// before they were, a kernel without schedstats) counts as having waited: others'
+/// share alone decides, as it did before.
+pub fn volley_waited(s: &Summary) -> bool {
+    if s.seconds.iter().all(|x| x.pacer_wait_ms.is_none()) {
+        return true;
+    }
+    s.seconds.iter().any(|x| {
+        x.others_busy_share.is_none_or(|p| p > BUSY_PRESSURE_SHARE)
+            && x.pacer_wait_ms.is_some_and(|w| w >= MEANINGFUL_WAIT_MS)
+    })
 }
 
 /// Share of the machine's CPUs taken by someone other than volley and its target
@@ -179,16 +202,24 @@ pub fn slow_second_note(
 }
 
 /// The step line's mark when someone else took the machine: steal and other
-/// processes' CPU over the step, as shares of the machine's CPUs.
+/// processes' CPU over the step, as shares of the machine's CPUs, and whether volley
+/// waited for a CPU then (a share taken without volley waiting is shown, not counted).
 fn busy_mark(s: &Summary) -> String {
-    match s.machine {
-        Some(m) if m.busy() => format!(
-            " [machine busy: others took {:.0}% of {} CPU(s) (steal {:.0}%)]",
-            m.busy_share() * 100.0,
-            m.cpus,
-            m.steal_cores / f64::from(m.cpus.max(1)) * 100.0
-        ),
-        _ => String::new(),
+    let Some(m) = s.machine.filter(|m| m.busy()) else {
+        return String::new();
+    };
+    let took = format!(
+        "others took {:.0}% of {} CPU(s) (steal {:.0}%)",
+        m.busy_share() * 100.0,
+        m.cpus,
+        m.steal_cores / f64::from(m.cpus.max(1)) * 100.0
+    );
+    if volley_waited(s) {
+        format!(" [machine busy: {took}]")
+    } else {
+        format!(
+            " [{took}, but volley's pacer never waited {MEANINGFUL_WAIT_MS:.0} ms for a CPU in a second: not busy for this step]"
+        )
     }
 }
 
@@ -213,11 +244,14 @@ pub(crate) fn step_line(
     slo_ms: f64,
 ) -> String {
     let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
+    // An error is never throughput: a mostly failed step shows its errors only.
+    let figures = match o.mostly_failed() {
+        true => "mostly failed (no req/s or latency figure)".to_string(),
+        false => format!("{:.0} req/s, p99 {:.2} ms", o.rps, o.p99_ms),
+    };
     format!(
-        "[{:>4}s] {what}: {:.0} req/s, p99 {:.2} ms, {} errors, {}{}{}{}{}",
+        "[{:>4}s] {what}: {figures}, {} errors, {}{}{}{}{}",
         elapsed_s,
-        o.rps,
-        o.p99_ms,
         o.errors,
         o.label,
         match (o.poll_p99_ms, o.sustainable) {

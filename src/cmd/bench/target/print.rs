@@ -225,7 +225,8 @@ fn two_columns(
 }
 
 /// Load and server second by second, when the monitor sampled every second (its samples
-/// are taken on the load's clock, so sample `i` covers the load's second `i`).
+/// are taken on the load's clock, so sample `i` covers the load's second `i`); a second
+/// the run covered only in part is marked.
 fn per_second(r: &TargetRun) -> Option<String> {
     let m = r.monitor.as_ref()?;
     let full = |ms: u64| (950..=1050).contains(&ms);
@@ -259,7 +260,17 @@ fn per_second(r: &TargetRun) -> Option<String> {
                     )
                 },
             );
-        let _ = writeln!(out, "{:>6} {load} | {srv}", i + 1);
+        // Second i covers [i, i + 1) of the measured run: the last of a run that ended
+        // mid-second holds a fraction of a second's requests, which is no rate.
+        let covered = (r.summary.duration_s - i as f64).min(1.0);
+        let partial = match covered < 1.0 - 1e-6 {
+            true => format!(
+                "  (partial: {:.2} s of the run; its count is no rate)",
+                covered.max(0.0)
+            ),
+            false => String::new(),
+        };
+        let _ = writeln!(out, "{:>6} {load} | {srv}{partial}", i + 1);
     }
     Some(out)
 }

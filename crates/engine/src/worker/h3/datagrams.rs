@@ -1,6 +1,7 @@
-//! The connection's datagrams: read from its UDP socket into quinn, quinn driven
-//! (timers, events, new streams filled), and quinn's datagrams sent; a socket that
-//! fails fails its connection. Moved out of `mod.rs`, unchanged.
+//! The connection's datagrams: read from its UDP socket into quinn (several a call
+//! where GRO coalesced them), quinn driven (timers, events, new streams filled), and
+//! quinn's datagrams sent (a burst a call where GSO is on); a socket that fails fails
+//! its connection.
 
 use super::*;
 
@@ -25,27 +26,31 @@ impl<S: Sink> H3Worker<'_, S> {
             let (Some(sock), Some(q)) = (c.sock.as_mut(), c.quic.as_mut()) else {
                 return;
             };
-            let n = match sock.read(&mut self.core.scratch) {
-                Ok(n) => n,
+            let (len, stride) = match sock.recv_coalesced(&mut self.core.scratch) {
+                Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // ECONNREFUSED: an ICMP port unreachable, nobody on UDP there.
                 Err(_) => return self.socket_failed(slot),
             };
-            c.last_read_ns = now;
-            let Ok(remote) = sock.peer() else { return };
-            let data = BytesMut::from(&self.core.scratch[..n]);
-            self.tx.clear();
-            match q
-                .endpoint
-                .handle(at, remote, None, None, data, &mut self.tx)
-            {
-                Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
-                Some(DatagramEvent::Response(t)) => {
-                    let _ = sock.write(&self.tx[..t.size]);
+            c.lane.last_read_ns = now;
+            self.stats.udp_reads += 1;
+            let remote = sock.peer();
+            for datagram in self.core.scratch[..len].chunks(stride) {
+                self.stats.udp_datagrams_read += 1;
+                let data = BytesMut::from(datagram);
+                self.tx.clear();
+                match q
+                    .endpoint
+                    .handle(at, remote, None, None, data, &mut self.tx)
+                {
+                    Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
+                    Some(DatagramEvent::Response(t)) => {
+                        let _ = sock.write(&self.tx[..t.size]);
+                    }
+                    Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
+                    None => {}
                 }
-                Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
-                None => {}
             }
         }
     }
@@ -54,7 +59,7 @@ impl<S: Sink> H3Worker<'_, S> {
     /// handshaking that is a failed connect, later a reset.
     pub(super) fn socket_failed(&mut self, slot: usize) {
         let now = self.core.now_ns();
-        let kind = if self.conns[slot].state == State::Handshaking {
+        let kind = if self.conns[slot].lane.state == State::Connecting {
             self.stats.handshake_failures += 1;
             ErrorKind::Connect
         } else {
@@ -101,18 +106,19 @@ impl<S: Sink> H3Worker<'_, S> {
             .and_then(|q| q.conn.poll_timeout());
         self.conns[slot].timer_ns = next.map(|t| self.ns(t));
         let c = &self.conns[slot];
-        if c.going_away && c.streams.is_empty() && c.state == State::Ready {
+        if c.going_away && c.lane.streams.is_empty() && c.lane.state == State::Ready {
             // Drained after a GOAWAY: replace the connection.
             let now = self.core.now_ns();
-            let pending = std::mem::take(&mut self.conns[slot].pending);
+            let pending = std::mem::take(&mut self.conns[slot].lane.pending);
             self.queue.extend(pending);
-            self.close(slot, now, ErrorCode::NoError);
+            self.close_with(slot, now, ErrorCode::NoError);
             self.core.deferred.push(slot);
         }
     }
 
-    /// Sends every datagram quinn has ready for `slot`; true when the socket
-    /// reported an error (the connection must be failed).
+    /// Sends every datagram quinn has ready for `slot`, a burst of up to the socket's
+    /// GSO segments a call; true when the socket reported an error (the connection
+    /// must be failed).
     pub(super) fn transmit(&mut self, slot: usize) -> bool {
         let at = self.instant(self.core.now_ns());
         let c = &mut self.conns[slot];
@@ -121,15 +127,23 @@ impl<S: Sink> H3Worker<'_, S> {
         };
         loop {
             self.tx.clear();
-            let Some(t) = q.conn.poll_transmit(at, 1, &mut self.tx) else {
+            let Some(t) = q.conn.poll_transmit(at, sock.max_segments(), &mut self.tx) else {
                 break;
             };
-            match sock.write(&self.tx[..t.size]) {
-                Ok(_) => {}
-                // A full send buffer drops the datagram, as the path would:
-                // quinn's loss recovery sends it again.
+            let segment = t.segment_size.unwrap_or(t.size).max(1);
+            self.stats.udp_sends += 1;
+            self.stats.udp_datagrams_sent += t.size.div_ceil(segment) as u64;
+            match sock.send_segments(&self.tx[..t.size], t.segment_size) {
+                Ok(()) => {}
+                // A full send buffer drops the datagrams, as the path would:
+                // quinn's loss recovery sends them again.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // GSO refused by the kernel or the device: quinn-udp has turned it
+                // off for this socket; the burst is lost, as on the path.
+                Err(e)
+                    if t.segment_size.is_some()
+                        && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) => {}
                 // An ICMP error queued on the socket (port unreachable: nothing on
                 // UDP there) is reported by whichever call comes first, this send
                 // or a read: the connection is over either way.

@@ -6,9 +6,8 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 use volley_h3::stream::{write_control_preface, ControlEvent, LocalSettings, ResponseEvent};
 use volley_h3::{ErrorCode, H3Error};
 
-use super::super::shared::Protocol;
-use super::super::streams::{self, Ended};
-use super::{write_more, Flight, H3Worker, ReadEnd, State};
+use super::super::streams::{Multiplexed, Reply, State};
+use super::{write_more, Flight, H3Worker, ReadEnd};
 use crate::decode::{BodyDecoder, SeenCoding};
 use crate::{ErrorKind, Sink};
 
@@ -41,7 +40,7 @@ impl<S: Sink> H3Worker<'_, S> {
             }
             Event::Stream(StreamEvent::Writable { id }) => {
                 let c = &mut self.conns[slot];
-                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.streams.get_mut(&id)) {
+                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.lane.streams.get_mut(&id)) {
                     write_more(&mut q.conn, id, f);
                 }
             }
@@ -55,21 +54,21 @@ impl<S: Sink> H3Worker<'_, S> {
     fn connected(&mut self, slot: usize, now: u64) {
         let c = &mut self.conns[slot];
         let Some(q) = c.quic.as_mut() else { return };
-        c.connect_ns = now.saturating_sub(c.connect_start_ns);
-        c.last_read_ns = now;
-        c.state = State::Ready;
+        c.lane.connect_ns = now.saturating_sub(c.lane.connect_start_ns);
+        c.lane.last_read_ns = now;
+        c.lane.state = State::Ready;
         self.stats.quic_handshakes += 1;
         let accepted = c.early && q.conn.accepted_0rtt();
         if c.early && !accepted {
             // quinn dropped every stream opened in 0-RTT (ids start again at 0):
             // their requests go again, first, keeping their instants.
             self.stats.zero_rtt_rejected += 1;
-            let mut again: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
+            let mut again: Vec<Flight> = c.lane.streams.drain().map(|(_, f)| f).collect();
             again.sort_by_key(|f| f.at.sent_ns);
-            again.append(&mut c.pending);
-            c.pending = again;
+            again.append(&mut c.lane.pending);
+            c.lane.pending = again;
         } else if accepted {
-            self.stats.early_requests += c.streams.len() as u64;
+            self.stats.early_requests += c.lane.streams.len() as u64;
         }
         let kind = if accepted {
             &mut self.stats.handshake_0rtt
@@ -78,7 +77,7 @@ impl<S: Sink> H3Worker<'_, S> {
         } else {
             &mut self.stats.handshake_resumed
         };
-        kind.add_ns(c.connect_ns);
+        kind.add_ns(c.lane.connect_ns);
         self.core.connector().tls.handshake_done(!c.verified);
         let c = &mut self.conns[slot];
         let Some(q) = c.quic.as_mut() else { return };
@@ -88,7 +87,7 @@ impl<S: Sink> H3Worker<'_, S> {
             // A dozen bytes always fit the initial stream window.
             let _ = q.conn.send_stream(id).write(&preface);
         }
-        let pending = std::mem::take(&mut self.conns[slot].pending);
+        let pending = std::mem::take(&mut self.conns[slot].lane.pending);
         for f in pending {
             self.submit(slot, f, now);
         }
@@ -97,8 +96,9 @@ impl<S: Sink> H3Worker<'_, S> {
 
     /// quinn gave up on the connection: classify why and fail its requests.
     fn lost(&mut self, slot: usize, reason: ConnectionError, now: u64) {
-        let handshaking = self.conns[slot].state == State::Handshaking;
-        let busy = !self.conns[slot].streams.is_empty() || !self.conns[slot].pending.is_empty();
+        let handshaking = self.conns[slot].lane.state == State::Connecting;
+        let busy =
+            !self.conns[slot].lane.streams.is_empty() || !self.conns[slot].lane.pending.is_empty();
         let kind = match &reason {
             ConnectionError::TimedOut => {
                 self.stats.idle_timeouts += 1;
@@ -159,7 +159,7 @@ impl<S: Sink> H3Worker<'_, S> {
         };
         if !busy && !handshaking {
             // Idle connection closed (the server's idle timeout): no request lost.
-            self.close(slot, now, ErrorCode::NoError);
+            self.close_with(slot, now, ErrorCode::NoError);
             self.core.deferred.push(slot);
             return;
         }
@@ -170,7 +170,7 @@ impl<S: Sink> H3Worker<'_, S> {
     fn read_response(&mut self, slot: usize, id: StreamId, now: u64) {
         let c = &mut self.conns[slot];
         let Some(q) = c.quic.as_mut() else { return };
-        let Some(f) = c.streams.get_mut(&id) else {
+        let Some(f) = c.lane.streams.get_mut(&id) else {
             // A stream we gave up on (timed out): drop what comes.
             let _ = q.conn.recv_stream(id).stop(VarInt::from_u32(0x10c));
             return;
@@ -185,14 +185,18 @@ impl<S: Sink> H3Worker<'_, S> {
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    f.wire_bytes += chunk.bytes.len() as u64;
+                    f.reply.wire_bytes += chunk.bytes.len() as u64;
                     let Flight {
                         reader,
-                        status,
                         at,
-                        body_bytes,
-                        decode,
-                        seen,
+                        reply:
+                            Reply {
+                                status,
+                                body_bytes,
+                                decode,
+                                seen,
+                                ..
+                            },
                         ..
                     } = &mut *f;
                     let fed = reader.feed(&mut c.qpack, &chunk.bytes, |ev| match ev {
@@ -247,12 +251,12 @@ impl<S: Sink> H3Worker<'_, S> {
             }
         }
         let _ = chunks.finalize();
-        c.last_read_ns = now;
+        c.lane.last_read_ns = now;
         match end {
             ReadEnd::Open => {}
-            ReadEnd::Fin => self.complete(slot, id, now),
+            ReadEnd::Fin => self.finish_stream(slot, id, now),
             ReadEnd::Reset => {
-                if let Some(f) = self.conns[slot].streams.remove(&id) {
+                if let Some(f) = self.conns[slot].lane.streams.remove(&id) {
                     self.stats.stream_resets += 1;
                     self.record(f, Some(ErrorKind::Reset), now);
                 }
@@ -260,7 +264,7 @@ impl<S: Sink> H3Worker<'_, S> {
             }
             ReadEnd::Broken(e) if e.is_stream_error() => {
                 let c = &mut self.conns[slot];
-                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.streams.remove(&id)) {
+                if let (Some(q), Some(f)) = (c.quic.as_mut(), c.lane.streams.remove(&id)) {
                     let code =
                         VarInt::from_u64(e.code().to_u64()).unwrap_or(VarInt::from_u32(0x10e));
                     let _ = q.conn.recv_stream(id).stop(code);
@@ -319,36 +323,10 @@ impl<S: Sink> H3Worker<'_, S> {
         }
     }
 
-    fn complete(&mut self, slot: usize, id: StreamId, now: u64) {
-        let Some(mut f) = self.conns[slot].streams.remove(&id) else {
-            return;
-        };
-        let range = self.core.shared.cfg.accept_status;
-        let mut error = (!(range.min..=range.max).contains(&f.status)).then_some(ErrorKind::Status);
-        if let (None, Some(d)) = (error, f.decode.as_deref_mut()) {
-            error = d.finish(f.seen);
-        }
-        self.record(f, error, now);
+    /// Stream `id` ended: its sample, and its slot serves the next request.
+    fn finish_stream(&mut self, slot: usize, id: StreamId, now: u64) {
+        self.complete(slot, id, now);
         self.fill(slot, now);
-    }
-
-    /// The request's sample (`streams::record`, as the HTTP/2 worker's), its decoder
-    /// kept for the next stream.
-    pub(super) fn record(&mut self, f: Flight, error: Option<ErrorKind>, now: u64) {
-        let ended = Ended {
-            status: f.status,
-            wire_bytes: f.wire_bytes,
-            body_bytes: f.body_bytes,
-            decoded_bytes: f
-                .decode
-                .as_ref()
-                .map_or(f.body_bytes, |d| d.decoded_bytes()),
-        };
-        streams::record(&mut self.core, &f.req, f.at, ended, error, now);
-        self.note_in_flight(now);
-        if let Some(d) = f.decode {
-            self.spare_decoders.push(d);
-        }
     }
 }
 

@@ -44,11 +44,11 @@ use volley_h3::{qpack, ErrorCode, H3Error};
 mod datagrams;
 mod events;
 
-use super::shared::{run_loop, H2Stats, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
-use super::streams::{take_all, take_late, OnStream};
+use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
 use crate::conn::Transport;
-use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
+use crate::decode::{BodyDecoder, BodySpec};
 use crate::quic::Udp;
 use crate::{ErrorKind, Request, Sink};
 
@@ -57,12 +57,10 @@ use crate::{ErrorKind, Request, Sink};
 const MAX_DATAGRAM_BYTES: usize = 65_535;
 
 /// One request in flight (or waiting for its connection to come up).
-struct Flight {
+pub(super) struct Flight {
     req: Arc<Request>,
     at: Stamps,
-    status: u16,
-    wire_bytes: u64,
-    body_bytes: u64,
+    reply: Reply,
     /// Its request bytes (HEADERS and DATA frames) and how much of them quinn took.
     wire: Arc<Vec<u8>>,
     written: usize,
@@ -70,8 +68,6 @@ struct Flight {
     /// GET, HEAD or OPTIONS.
     early_ok: bool,
     reader: ResponseReader,
-    decode: Option<Box<BodyDecoder>>,
-    seen: SeenCoding,
 }
 
 impl Flight {
@@ -83,15 +79,11 @@ impl Flight {
                 dispatched_ns: intended_ns,
                 ..Stamps::default()
             },
-            status: 0,
-            wire_bytes: 0,
-            body_bytes: 0,
+            reply: Reply::new(),
             wire: Arc::new(Vec::new()),
             written: 0,
             early_ok: false,
             reader: ResponseReader::new(&LocalSettings::default(), capture),
-            decode: None,
-            seen: SeenCoding::Identity,
         }
     }
 }
@@ -100,13 +92,18 @@ impl OnStream for Flight {
     fn stamps(&self) -> &Stamps {
         &self.at
     }
-}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Closed,
-    Handshaking,
-    Ready,
+    fn stamps_mut(&mut self) -> &mut Stamps {
+        &mut self.at
+    }
+
+    fn reply_mut(&mut self) -> &mut Reply {
+        &mut self.reply
+    }
+
+    fn request(&self) -> &Request {
+        &self.req
+    }
 }
 
 /// quinn-proto's side of one connection.
@@ -116,12 +113,11 @@ struct Quic {
     conn: quinn_proto::Connection,
 }
 
+/// One QUIC connection; `lane.state` is `Connecting` during its handshake.
 struct Conn {
     sock: Option<Udp>,
-    state: State,
+    lane: Lane<StreamId, Flight>,
     quic: Option<Box<Quic>>,
-    streams: HashMap<StreamId, Flight>,
-    pending: Vec<Flight>,
     peer: PeerStreams,
     qpack: qpack::Decoder,
     /// The peer sent GOAWAY: no new streams; replaced once its streams are done.
@@ -132,10 +128,6 @@ struct Conn {
     /// A server certificate was checked during this handshake: a full one, not
     /// resumed.
     verified: bool,
-    connect_start_ns: u64,
-    connect_ns: u64,
-    charged: bool,
-    last_read_ns: u64,
     /// quinn's next timer, ns since the run's start.
     timer_ns: Option<u64>,
 }
@@ -144,25 +136,15 @@ impl Conn {
     fn new() -> Conn {
         Conn {
             sock: None,
-            state: State::Closed,
+            lane: Lane::new(),
             quic: None,
-            streams: HashMap::new(),
-            pending: Vec::new(),
             peer: PeerStreams::new(Role::Server),
             qpack: qpack::Decoder::new(LocalSettings::default().max_field_section_size),
             going_away: false,
             early: false,
             verified: false,
-            connect_start_ns: 0,
-            connect_ns: 0,
-            charged: false,
-            last_read_ns: 0,
             timer_ns: None,
         }
-    }
-
-    fn load(&self) -> usize {
-        self.streams.len() + self.pending.len()
     }
 }
 
@@ -216,9 +198,11 @@ impl<'a, S: Sink> H3Worker<'a, S> {
     }
 
     /// Runs to the end of the load and returns the sink and counters.
-    pub fn run(mut self) -> (S, WorkerStats, H2Stats) {
-        run_loop(&mut self);
-        (self.core.sink, self.core.stats, self.stats)
+    pub fn run(self) -> (S, WorkerStats, H2Stats) {
+        let mut driven = Driven(self);
+        run_loop(&mut driven);
+        let w = driven.0;
+        (w.core.sink, w.core.stats, w.stats)
     }
 
     fn instant(&self, ns: u64) -> Instant {
@@ -230,137 +214,15 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             .as_nanos() as u64
     }
 
-    fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
-        Flight::new(req, intended_ns, self.body.is_active())
-    }
-
-    fn reopen(&mut self, slot: usize, now: u64) {
-        if self.conns[slot].state != State::Closed {
-            return;
-        }
-        if self.conns[slot].pending.is_empty() {
-            let next = if self.core.open_loop {
-                self.queue.pop_front()
-            } else {
-                self.claim(now)
-            };
-            match next {
-                Some(f) => self.conns[slot].pending.push(f),
-                None => return,
-            }
-        }
-        self.open(slot, now);
-    }
-
-    fn claim(&mut self, now: u64) -> Option<Flight> {
-        if let Some(f) = self.queue.pop_front() {
-            return Some(f);
-        }
-        if self.core.open_loop {
-            return None;
-        }
-        // Decided at the instant the flight is stamped with (see h2's `claim_new`).
-        let req = self.core.claim_at(now)?;
-        self.core.in_flight += 1;
-        Some(self.new_flight(req, now))
-    }
-
-    fn room(&self, c: &Conn) -> bool {
-        match c.state {
-            State::Ready => c.load() < self.streams_per_conn && !c.going_away,
-            State::Handshaking => c.load() < self.streams_per_conn,
-            State::Closed => false,
-        }
-    }
-
     /// Whether `slot` takes requests now: ready, or handshaking with early data.
     fn sends(&self, slot: usize) -> bool {
         let c = &self.conns[slot];
-        c.state == State::Ready || (c.state == State::Handshaking && c.early)
-    }
-
-    /// Finds a stream for `f`: a connection with room, a new connection, or the
-    /// queue (a cap hit in the open loop).
-    fn place(&mut self, f: Flight, now: u64) {
-        if let Some(slot) = (0..self.conns.len()).find(|&s| self.room(&self.conns[s])) {
-            if self.sends(slot) {
-                self.submit(slot, f, now);
-                self.drive(slot);
-            } else {
-                self.conns[slot].pending.push(f);
-            }
-            return;
-        }
-        if self.core.open_here < self.core.share.max_connections {
-            if let Some(slot) = self.conns.iter().position(|c| c.state == State::Closed) {
-                self.conns[slot].pending.push(f);
-                self.open(slot, now);
-                return;
-            }
-        }
-        if self.core.open_loop {
-            self.core.cap_hit(now);
-        }
-        self.queue.push_back(f);
-    }
-
-    /// Opens a QUIC connection on `slot` (closed), keeping its pending requests.
-    fn open(&mut self, slot: usize, now: u64) {
-        let c = &mut self.conns[slot];
-        c.connect_start_ns = now;
-        c.connect_ns = 0;
-        c.charged = false;
-        c.going_away = false;
-        c.early = false;
-        c.verified = false;
-        c.peer = PeerStreams::new(Role::Server);
-        c.timer_ns = None;
-        let sock = match self.core.connect(slot, now, None) {
-            Ok(sock) => sock,
-            Err(_) => {
-                self.conns[slot].state = State::Closed;
-                return self.fail_conn(slot, ErrorKind::Connect, now);
-            }
-        };
-        self.conns[slot].sock = Some(sock);
-        let at = self.instant(now);
-        let connector = self.core.connector();
-        let mut endpoint = Endpoint::new(connector.endpoint.clone(), None, false, None);
-        let started = endpoint.connect(
-            at,
-            connector.client.clone(),
-            self.core.shared.cfg.addr,
-            connector.tls.server_name(),
-        );
-        match started {
-            Ok((handle, conn)) => {
-                let c = &mut self.conns[slot];
-                // 0-RTT keys exist from the start when the session cache held a
-                // ticket that allows early data (and early data is offered).
-                c.early = conn.has_0rtt();
-                c.quic = Some(Box::new(Quic {
-                    endpoint,
-                    handle,
-                    conn,
-                }));
-                c.state = State::Handshaking;
-                if c.early {
-                    let pending = std::mem::take(&mut c.pending);
-                    for f in pending {
-                        self.submit(slot, f, now);
-                    }
-                    self.fill(slot, now);
-                }
-                self.drive(slot);
-            }
-            // An address quinn refuses (port 0, unspecified): nothing to retry.
-            Err(_) => self.fail_conn(slot, ErrorKind::Connect, now),
-        }
+        c.lane.state == State::Ready || (c.lane.state == State::Connecting && c.early)
     }
 
     /// Closes `slot`: a CONNECTION_CLOSE (H3_NO_ERROR, or `code`) is sent best
     /// effort, so the server frees its state at once rather than at its idle timeout.
-    fn close(&mut self, slot: usize, now: u64, code: ErrorCode) {
+    fn close_with(&mut self, slot: usize, now: u64, code: ErrorCode) {
         let at = self.instant(now);
         let c = &mut self.conns[slot];
         if let (Some(q), Some(sock)) = (c.quic.as_mut(), c.sock.as_mut()) {
@@ -377,27 +239,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         if c.sock.take().is_some() {
             self.core.closed(now);
         }
-        c.state = State::Closed;
+        c.lane.state = State::Closed;
         c.timer_ns = None;
-    }
-
-    /// The connection on `slot` is unusable: its streams and pending requests fail
-    /// with `kind`, and a replacement is opened on the next turn.
-    fn fail_conn(&mut self, slot: usize, kind: ErrorKind, now: u64) {
-        self.close(slot, now, ErrorCode::NoError);
-        let c = &mut self.conns[slot];
-        let mut failed: Vec<Flight> = c.streams.drain().map(|(_, f)| f).collect();
-        for mut f in c.pending.drain(..) {
-            f.at.sent_at(
-                c.connect_start_ns.max(f.at.intended_ns),
-                self.core.open_loop,
-            );
-            failed.push(f);
-        }
-        for f in failed {
-            self.record(f, Some(kind), now);
-        }
-        self.core.deferred.push(slot);
     }
 
     /// A protocol error of ours to report: the connection is closed with its code.
@@ -406,7 +249,7 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         if e.is_qpack() {
             self.stats.qpack_errors += 1;
         }
-        self.close(slot, now, e.code());
+        self.close_with(slot, now, e.code());
         self.fail_conn(slot, ErrorKind::Malformed, now);
     }
 
@@ -448,16 +291,16 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             return self.record(f, Some(ErrorKind::Malformed), now);
         };
         let c = &mut self.conns[slot];
-        let early = c.state == State::Handshaking;
+        let early = c.lane.state == State::Connecting;
         if early && !(c.early && early_ok) {
-            return c.pending.push(f);
+            return c.lane.pending.push(f);
         }
         let Some(q) = c.quic.as_mut() else {
             return self.queue.push_front(f);
         };
         let Some(id) = q.conn.streams().open(Dir::Bi) else {
             if early {
-                return c.pending.push(f);
+                return c.lane.pending.push(f);
             }
             return self.queue.push_front(f);
         };
@@ -472,20 +315,20 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         }
         if early {
             // Sent in the first flight: it waited for no handshake.
-            c.charged = true;
-        } else if !c.charged {
-            c.charged = true;
-            f.at.connect_ns = c.connect_ns;
-            f.at.tls_handshake_ns = c.connect_ns;
+            c.lane.charged = true;
+        } else if !c.lane.charged {
+            c.lane.charged = true;
+            f.at.connect_ns = c.lane.connect_ns;
+            f.at.tls_handshake_ns = c.lane.connect_ns;
         }
-        c.streams.insert(id, f);
+        c.lane.streams.insert(id, f);
     }
 
     /// Fills `slot` with requests up to its stream limit.
     fn fill(&mut self, slot: usize, now: u64) {
         loop {
             let c = &self.conns[slot];
-            if !self.sends(slot) || c.load() >= self.streams_per_conn || c.going_away {
+            if !self.sends(slot) || c.lane.load() >= self.streams_per_conn || c.going_away {
                 break;
             }
             let Some(f) = self.claim(now) else { break };
@@ -514,48 +357,138 @@ fn write_more(conn: &mut quinn_proto::Connection, id: StreamId, f: &mut Flight) 
     }
 }
 
-impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
-    fn core(&mut self) -> &mut WorkerCore<'a, S, Udp> {
+impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
+    type Key = StreamId;
+    type Flight = Flight;
+
+    fn core_mut(&mut self) -> &mut WorkerCore<'a, S, Udp> {
         &mut self.core
     }
 
-    fn queue_empty(&self) -> bool {
-        self.queue.is_empty()
+    fn queue(&mut self) -> &mut VecDeque<Flight> {
+        &mut self.queue
     }
 
-    fn start(&mut self, now: u64) {
-        for slot in 0..self.core.share.connections.min(self.conns.len()) {
-            if self.core.open_loop {
-                self.open(slot, now);
-            } else {
-                self.reopen(slot, now);
-            }
+    fn queue_ref(&self) -> &VecDeque<Flight> {
+        &self.queue
+    }
+
+    fn slots(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn lane(&mut self, slot: usize) -> &mut Lane<StreamId, Flight> {
+        &mut self.conns[slot].lane
+    }
+
+    fn lane_ref(&self, slot: usize) -> &Lane<StreamId, Flight> {
+        &self.conns[slot].lane
+    }
+
+    fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
+        Flight::new(req, intended_ns, self.body.is_active())
+    }
+
+    /// A connection with a free stream that has not been told to go away, or one
+    /// whose handshake is under way.
+    fn room(&self, slot: usize) -> bool {
+        let c = &self.conns[slot];
+        match c.lane.state {
+            State::Ready => c.lane.load() < self.streams_per_conn && !c.going_away,
+            State::Connecting => c.lane.load() < self.streams_per_conn,
+            State::Closed => false,
         }
     }
 
-    fn retry(&mut self, slot: usize, now: u64) {
-        self.reopen(slot, now);
+    /// Ready, or handshaking with early data.
+    fn takes_now(&self, slot: usize) -> bool {
+        self.sends(slot)
     }
 
-    fn dispatch(&mut self, req: Arc<Request>, intended_ns: u64, now: u64) {
-        self.core.in_flight += 1;
-        let mut f = self.new_flight(req, intended_ns);
-        f.at.dispatched_ns = now;
-        self.place(f, now);
+    fn send(&mut self, slot: usize, f: Flight, now: u64) {
+        self.submit(slot, f, now);
+        self.drive(slot);
     }
 
-    fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
-        self.core.in_flight += 1;
-        let mut f = self.new_flight(req, intended_ns);
-        f.at.dispatched_ns = end;
-        self.queue.push_back(f);
+    fn open(&mut self, slot: usize, now: u64) {
+        let c = &mut self.conns[slot];
+        c.lane.connecting_from(now);
+        c.going_away = false;
+        c.early = false;
+        c.verified = false;
+        c.peer = PeerStreams::new(Role::Server);
+        c.timer_ns = None;
+        let sock = match self.core.connect(slot, now, None) {
+            Ok(sock) => sock,
+            Err(_) => {
+                self.conns[slot].lane.state = State::Closed;
+                return self.fail_conn(slot, ErrorKind::Connect, now);
+            }
+        };
+        self.conns[slot].sock = Some(sock);
+        let at = self.instant(now);
+        let connector = self.core.connector();
+        let mut endpoint = Endpoint::new(connector.endpoint.clone(), None, false, None);
+        let started = endpoint.connect(
+            at,
+            connector.client.clone(),
+            self.core.shared.cfg.addr,
+            connector.tls.server_name(),
+        );
+        match started {
+            Ok((handle, conn)) => {
+                let c = &mut self.conns[slot];
+                // 0-RTT keys exist from the start when the session cache held a
+                // ticket that allows early data (and early data is offered).
+                c.early = conn.has_0rtt();
+                c.quic = Some(Box::new(Quic {
+                    endpoint,
+                    handle,
+                    conn,
+                }));
+                c.lane.state = State::Connecting;
+                if c.early {
+                    let pending = std::mem::take(&mut c.lane.pending);
+                    for f in pending {
+                        self.submit(slot, f, now);
+                    }
+                    self.fill(slot, now);
+                }
+                self.drive(slot);
+            }
+            // An address quinn refuses (port 0, unspecified): nothing to retry.
+            Err(_) => self.fail_conn(slot, ErrorKind::Connect, now),
+        }
     }
 
-    fn on_event(&mut self, slot: usize, readable: bool, _writable: bool) {
+    fn close_conn(&mut self, slot: usize, now: u64) {
+        self.close_with(slot, now, ErrorCode::NoError);
+    }
+
+    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
+        &mut self.spare_decoders
+    }
+
+    /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1).
+    fn cancel(&mut self, slot: usize, id: StreamId) {
+        if let Some(q) = self.conns[slot].quic.as_mut() {
+            let code = VarInt::from_u32(0x10c);
+            let _ = q.conn.send_stream(id).reset(code);
+            let _ = q.conn.recv_stream(id).stop(code);
+            self.stats.cancelled_streams += 1;
+        }
+    }
+
+    fn top_up(&mut self, slot: usize, now: u64) {
+        self.fill(slot, now);
+        self.drive(slot);
+    }
+
+    fn on_ready(&mut self, slot: usize, readable: bool, _writable: bool) {
         if self
             .conns
             .get(slot)
-            .is_none_or(|c| c.state == State::Closed)
+            .is_none_or(|c| c.lane.state == State::Closed)
         {
             return;
         }
@@ -563,29 +496,11 @@ impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
             self.read(slot);
         }
         // Open loop: arrivals queued for a stream may now find one.
-        if self.core.open_loop {
-            let now = self.core.now_ns();
-            while let Some(f) = self.queue.pop_front() {
-                let before = self.queue.len();
-                self.place(f, now);
-                if self.queue.len() > before {
-                    break;
-                }
-            }
-        }
-    }
-
-    fn after_event(&mut self) {
         let now = self.core.now_ns();
-        self.note_in_flight(now);
+        self.place_queued(now);
     }
 
-    fn note_in_flight(&mut self, now: u64) {
-        let on_conn = self.core.in_flight.saturating_sub(self.queue.len());
-        self.core.in_flight_clock.set(now, on_conn as u64);
-    }
-
-    fn fire_timers(&mut self, now: u64) -> Option<u64> {
+    fn due_timers(&mut self, now: u64) -> Option<u64> {
         let mut next: Option<u64> = None;
         for slot in 0..self.conns.len() {
             let Some(t) = self.conns[slot].timer_ns else {
@@ -605,63 +520,8 @@ impl<'a, S: Sink> Protocol<'a, S, Udp> for H3Worker<'a, S> {
         next
     }
 
-    fn scan_timeouts(&mut self, now: u64) {
-        for slot in 0..self.conns.len() {
-            let c = &mut self.conns[slot];
-            match c.state {
-                State::Handshaking
-                    if now.saturating_sub(c.connect_start_ns) >= self.core.connect_timeout_ns =>
-                {
-                    self.stats.handshake_failures += 1;
-                    self.fail_conn(slot, ErrorKind::Connect, now);
-                }
-                State::Ready => {
-                    let (late, dead) =
-                        take_late(&mut c.streams, now, self.core.timeout_ns, c.last_read_ns);
-                    if late.is_empty() {
-                        continue;
-                    }
-                    for (id, f) in late {
-                        if let (false, Some(q)) = (dead, self.conns[slot].quic.as_mut()) {
-                            // H3_REQUEST_CANCELLED both ways (§4.1.1).
-                            let code = VarInt::from_u32(0x10c);
-                            let _ = q.conn.send_stream(id).reset(code);
-                            let _ = q.conn.recv_stream(id).stop(code);
-                            self.stats.cancelled_streams += 1;
-                        }
-                        self.record(f, Some(ErrorKind::Timeout), now);
-                    }
-                    if dead {
-                        self.close(slot, now, ErrorCode::NoError);
-                        self.core.deferred.push(slot);
-                    } else {
-                        self.fill(slot, now);
-                        self.drive(slot);
-                    }
-                }
-                _ => {}
-            }
-        }
-        if !self.core.open_loop {
-            for slot in 0..self.conns.len() {
-                if self.conns[slot].state == State::Ready {
-                    self.fill(slot, now);
-                    self.drive(slot);
-                }
-            }
-        }
-    }
-
-    fn censor(&mut self, end: u64) {
-        for slot in 0..self.conns.len() {
-            let c = &mut self.conns[slot];
-            for f in take_all(&mut c.streams, &mut c.pending) {
-                self.record(f, Some(ErrorKind::InFlight), end);
-            }
-            self.close(slot, end, ErrorCode::NoError);
-        }
-        while let Some(f) = self.queue.pop_front() {
-            self.record(f, Some(ErrorKind::InFlight), end);
-        }
+    /// A handshake that never finished.
+    fn connect_timed_out(&mut self) {
+        self.stats.handshake_failures += 1;
     }
 }

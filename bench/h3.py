@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Side-by-side speed benchmark of volley over HTTP/3 against oha and against itself.
+
+Run: python3 bench/h3.py [--seconds 5] [--rounds 6] [--json raw.json]
+     [--volley-bin PATH] [--oha-bin PATH]
+
+Issue 24's speed section, on loopback, with bench/common.py's method (the server on core
+0, every client on core 1; paired rounds in alternating order, A B C C B A ...; per round
+req/s, generator CPU us/request, the server's CPU share and CPU us/request; per-round
+ratios with a bootstrap 95% CI; a saturation verdict):
+  * Caddy (one core: GOMAXPROCS=1, pinned), HTTP/3, 16 connections x 10 streams:
+    volley --h3 vs oha --http-version 3 (oha built with its `http3` feature) vs volley
+    --h2 on the same Caddy (the goals: volley's h3 CPU per request at most half of
+    oha's, its req/s at least oha's, within 2x of its own h2);
+  * the built-in server (`volley serve --h3 --threads 1`, pinned) vs Caddy, both loaded
+    by volley --h3: the server's req/s and CPU per request (goal: the built-in server's
+    h3 req/s at least Caddy's on one core).
+A 700-byte file; TLS 1.3 with a throw-away certificate (the clients skip verification:
+volley --insecure, oha --insecure). The generator's CPU is what GNU time says for the
+whole client process. Nothing here is a test: it prints figures for the issue notes,
+and on a machine shared with other work they say so only through their spread.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import json
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402  (bench/common.py: pinning, /proc, pairing, bootstrap)
+import engine as E  # noqa: E402  (bench/engine.py: the peers' command lines)
+
+OHA = "/opt/oha/bin/oha"
+
+
+def make_cert(d):
+    key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return key, cert
+
+
+def start_caddy(tmp, docroot):
+    """Caddy on one core over h1, h2 and h3 (TCP and UDP on one port number)."""
+    port = C.free_port()
+    d = os.path.join(tmp, "caddy")
+    os.makedirs(d)
+    key, cert = make_cert(d)
+    conf = os.path.join(d, "Caddyfile")
+    with open(conf, "w") as f:
+        f.write(f"""{{
+  admin off
+  auto_https off
+  default_sni 127.0.0.1
+  ocsp_stapling off
+  storage file_system {d}/data
+  servers {{
+    protocols h1 h2 h3
+  }}
+}}
+https://127.0.0.1:{port} {{
+  bind 127.0.0.1
+  tls {cert} {key}
+  root * {docroot}
+  file_server
+}}
+""")
+    env = dict(os.environ, GOMAXPROCS="1", HOME=d, XDG_CONFIG_HOME=f"{d}/config",
+               XDG_DATA_HOME=f"{d}/data")
+    p = subprocess.Popen(["taskset", "-c", C.SERVER_CORE, "caddy", "run", "--adapter",
+                          "caddyfile", "--config", conf], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    C.wait_port(port)
+    return C.Server(p, port)
+
+
+def start_builtin(volley, tmp, docroot):
+    """`volley serve --h3` on one core, one event-loop thread."""
+    port = C.free_port()
+    certs = os.path.join(tmp, "builtin-certs")
+    p = subprocess.Popen(["taskset", "-c", C.SERVER_CORE, volley, "serve", "--root", docroot,
+                          "--listen", f"127.0.0.1:{port}", "--threads", "1",
+                          "--tls-self-signed", certs, "--h3"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    C.wait_port(port)
+    return C.Server(p, port)
+
+
+def wait_h3(volley, url, tries=50):
+    """The UDP listener opens beside the TCP one: wait until one h3 request answers."""
+    for _ in range(tries):
+        r = subprocess.run([volley, "bench", url, "--h3", "--insecure", "-n", "1", "-q"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"no HTTP/3 answer from {url}")
+
+
+def run_oha_h3(conns, streams):
+    """oha over HTTP/3 (`-p` is its streams per connection); its 2xx/3xx answers."""
+    def f(url, host, port, path, secs):
+        out, cpu, rss = C.timed([OHA, "-z", f"{secs}s", "--no-tui", "--output-format", "json",
+                                 "--insecure", "--http-version", "3", "-c", str(conns),
+                                 "-p", str(streams), url], secs * 3 + 30)
+        j = json.loads(out[out.find("{"):])
+        ok = sum(n for code, n in j.get("statusCodeDistribution", {}).items()
+                 if 200 <= int(code) < 400)
+        return ok / j["summary"]["total"], ok, cpu, rss
+    return f
+
+
+def main():
+    global OHA
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=5, help="length of each run (default 5)")
+    ap.add_argument("--rounds", type=int, default=6, help="paired rounds (default 6)")
+    ap.add_argument("--json", metavar="FILE", help="write every raw per-round figure to FILE")
+    ap.add_argument("--volley-bin", default=C.VOLLEY, help="the volley binary (a release build)")
+    ap.add_argument("--oha-bin", default=OHA, help="oha built with its http3 feature")
+    a = ap.parse_args()
+    if a.seconds < 1 or a.rounds < 1:
+        raise SystemExit("--seconds and --rounds must be at least 1")
+    OHA = a.oha_bin
+    volley = a.volley_bin
+    tmp = tempfile.mkdtemp(prefix="volley-bench-h3-")
+    os.chmod(tmp, 0o755)
+    docroot = os.path.join(tmp, "www")
+    os.makedirs(docroot)
+    with open(os.path.join(docroot, "a.html"), "wb") as f:
+        f.write(b"x" * 700)
+    procs, raw = [], []
+    meta = {"seconds": a.seconds, "rounds": a.rounds, "volley": volley, "oha": OHA,
+            "server_core": C.SERVER_CORE, "client_core": C.CLIENT_CORE,
+            "load_average": os.getloadavg()}
+    try:
+        caddy = start_caddy(tmp, docroot)
+        procs.append(caddy.popen)
+        url = f"https://127.0.0.1:{caddy.port}/a.html"
+        wait_h3(volley, url)
+        print(f"# volley HTTP/3 benchmark, {a.rounds} paired rounds of {a.seconds}s, server "
+              f"on core {C.SERVER_CORE}, clients on core {C.CLIENT_CORE}; load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
+        args = (url, "127.0.0.1", caddy.port, "/a.html", a.seconds)
+        h3 = ["--insecure", "--h3", "-c", "16", "--streams", "10"]
+        C.compare("HTTP/3 vs HTTP/3 vs HTTP/2, 16 connections x 10 streams, Caddy on one core", [
+            ("volley", E.run_volley(h3, volley)),
+            ("oha-h3", run_oha_h3(16, 10)),
+            ("volley-h2", E.run_volley(["--insecure", "--h2", "-c", "16", "--streams", "10"],
+                                       volley)),
+        ], args, caddy, a.rounds, None, raw)
+        builtin = start_builtin(volley, tmp, docroot)
+        procs.append(builtin.popen)
+        burl = f"https://127.0.0.1:{builtin.port}/a.html"
+        wait_h3(volley, burl)
+        # Two servers, one client: alternate the servers round by round.
+        res = {"builtin": [], "caddy": []}
+        print("\n## the built-in server vs Caddy over HTTP/3, both on one core, volley --h3")
+        for k in range(a.rounds):
+            order = ["builtin", "caddy"] if k % 2 == 0 else ["caddy", "builtin"]
+            for name in order:
+                srv, u = (builtin, burl) if name == "builtin" else (caddy, url)
+                rec = C.measure(E.run_volley(h3, volley), srv,
+                                (u, "127.0.0.1", srv.port, "/a.html", a.seconds))
+                res[name].append(rec)
+                raw.append(dict(rec, section="builtin-vs-caddy", round=k, tool=name))
+                time.sleep(1)
+            print(f"  round {k}: builtin {res['builtin'][-1]['req_per_s']:.0f} req/s, "
+                  f"caddy {res['caddy'][-1]['req_per_s']:.0f} req/s")
+        C.paired_report("builtin", "caddy", res["builtin"], res["caddy"])
+    finally:
+        C.stop_all(procs)
+        shutil.rmtree(tmp, ignore_errors=True)
+        C.dump_json(a.json, meta, raw)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
