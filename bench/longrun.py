@@ -47,6 +47,17 @@ from minute 5 to the end:
   (5.9 KB/s) and 118 MB while closing. Office study (old per-operation recorders)
   74.0 -> 80.4 MB (+8.6%); `--minutes 30 --loads office` of 28ac82b: 75.8, after it
   71.8..78.0 MB (+2.8%). No fd or thread growth.
+- `--minutes 12 --loads injected`, debug builds, RSS from minute 3 to the last sample
+  before closing (28 Nov 2026): main at 23f9aca, coordinator 36.0 -> 39.1 MB (5.8 KB/s,
+  54.4 MB while closing); with merged seconds stored as they close, agents' records let
+  go once merged and seconds kept slim (e2b47bc), 36.6 -> 37.6 MB (2.1 KB/s; 1.9 in a
+  second run), 37.7 MB while closing; the same 721 seconds x 7 histogram kinds stored.
+  Agents 0.3-0.7 KB/s. nats-server 16.4 -> 17.6 MB in both (2.3 KB/s): the same with
+  volley's change, so not the coordinator's holding; volley's subscriptions are a fixed
+  handful per party (no subject per second or per request: replies share one inbox
+  wildcard each) and JetStream is off (no `jetstream` block, no `-js`), so the growth
+  is the server's own (its Go heap; its subject-match cache is bounded), not measured
+  from inside the server (the private bus runs without a monitoring port).
 """
 import argparse
 import json

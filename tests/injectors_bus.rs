@@ -309,10 +309,12 @@ fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes(
     let nats = secured_bus();
     let a = Agent::spawn(&nats, "a");
     let victim = Agent::spawn(&nats, "victim");
-    let (coord, events) = spawn_coordinator(run_cfg(&nats, "stale", &server.addr, 12));
+    let mut cfg = run_cfg(&nats, "stale", &server.addr, 12);
+    cfg.lost_after = Duration::from_secs(3);
+    let (coord, events) = spawn_coordinator(cfg);
     wait_merged(&events, 2);
     signal("-STOP", &victim.pid());
-    // Lost after 3 s without a heartbeat (the default bound).
+    // Lost after 3 s of silence (this run's bound).
     std::thread::sleep(Duration::from_millis(4_500));
     signal("-CONT", &victim.pid());
     let out = victim.finish(Duration::from_secs(15));
@@ -335,9 +337,15 @@ fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes(
         .find(|s| s.agent == "victim")
         .unwrap();
     assert!(
-        vs.received.keys().all(|&s| s < from),
+        vs.seconds().iter().all(|&(s, _)| s < from),
         "nothing from after it was lost is merged"
     );
+    assert_eq!(
+        vs.seconds().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        (0..from).collect::<Vec<_>>(),
+        "its seconds up to then are kept"
+    );
+    assert!(from >= 2, "two seconds merged before the freeze: {from}");
     for s in &r.merged.seconds {
         assert_eq!(s.slots["a"], Slot::Present, "second {}", s.second);
         if s.second >= from {
@@ -346,6 +354,38 @@ fn an_agent_frozen_past_three_heartbeats_is_lost_and_told_to_stop_when_it_wakes(
     }
     let fin = r.agents.iter().find(|x| x.name == "a").unwrap();
     assert_eq!(fin.final_record.as_ref().unwrap().ending, Ending::Done);
+}
+
+#[test]
+fn an_agent_frozen_for_less_than_the_grace_is_kept_and_its_seconds_fill_in() {
+    let site = Site::new("frozen");
+    let server = Served::start(&site.root(), &[]);
+    let nats = secured_bus();
+    let a = Agent::spawn(&nats, "a");
+    let slow = Agent::spawn(&nats, "b");
+    let mut cfg = run_cfg(&nats, "frozen", &server.addr, 10);
+    // A stall of 2 s (a loaded machine not running the agent) against a grace of 8 s.
+    cfg.lost_after = Duration::from_secs(8);
+    let (coord, events) = spawn_coordinator(cfg);
+    wait_merged(&events, 2);
+    signal("-STOP", &slow.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    signal("-CONT", &slow.pid());
+    let r = join(coord, Duration::from_secs(40)).expect("run");
+    for agent in [a, slow] {
+        assert_eq!(agent.finish(Duration::from_secs(10)).status.code(), Some(0));
+    }
+    assert_eq!(r.merged.degraded_from_s, None, "nobody lost");
+    for x in &r.agents {
+        assert_eq!(x.lost_from_s, None, "{} kept", x.name);
+        assert_eq!(x.final_record.as_ref().unwrap().ending, Ending::Done);
+    }
+    // Every second of both is in the merge: the stalled one's came late, and filled in.
+    for s in &r.merged.seconds {
+        assert_eq!(s.slots["a"], Slot::Present, "second {}", s.second);
+        assert_eq!(s.slots["b"], Slot::Present, "second {}", s.second);
+    }
+    assert!(r.merged.seconds.len() >= 10, "{}", r.merged.seconds.len());
 }
 
 /// Injector seconds the study's store holds so far (0 before its run exists).

@@ -7,9 +7,11 @@
 //! - every record and final record is acknowledged ([`Ack`]): agents keep a record
 //!   until then, so one sent while the bus was briefly away comes again, late, and fills
 //!   its second; a second already held is not filed twice;
-//! - an agent silent for `lost_after` is lost: the run is degraded from the second after
-//!   its last record. Silence while the coordinator's *own* bus is down is nobody's
-//!   fault: those clocks restart when the bus is back;
+//! - an agent silent for `lost_after` (anything on its stream counts: a heartbeat, a
+//!   record, a share piece) is lost: the run is degraded from the second after its last
+//!   record. Silence while the coordinator's *own* bus is down, or while the coordinator
+//!   itself was not run (a loaded machine), is nobody's fault: those clocks restart when
+//!   the bus is back, and move on by the length of the coordinator's own stall;
 //! - a lost agent is never taken back: what it sends later is refused (acknowledged as
 //!   not kept, counted) and it is sent a [`Stale`] on its own subject, which stops it;
 //! - the coordinator's bus down for `bus_gone_after` ends the collection: the caller
@@ -37,8 +39,12 @@ pub(crate) struct Collected {
     /// Per-second records filed.
     pub(crate) records: u64,
     /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
-    pub(crate) live: BTreeMap<u64, MergedSecond>,
+    pub(crate) live: BTreeMap<u64, Box<MergedSecond>>,
 }
+
+/// A gap between two turns of the collection loop this long is the coordinator's own
+/// stall, not the agents' silence (see [`collect`]).
+const OWN_STALL: Duration = Duration::from_secs(1);
 
 /// Milliseconds since T0 on this clock.
 fn since_t0_ms(t0_ns: i64) -> i64 {
@@ -69,7 +75,7 @@ pub(crate) fn check_second(
 
 /// A lost agent's data ends with its last record: degraded from the second after.
 pub(crate) fn lost_from(s: &AgentSeries) -> u64 {
-    s.received.keys().next_back().map_or(s.first_s, |l| l + 1)
+    s.last_second().map_or(s.first_s, |l| l + 1)
 }
 
 /// What [`State::take`] found on an agent's stream.
@@ -96,7 +102,9 @@ struct State<'c> {
     /// Seconds with some record, being merged as their records arrive.
     pending: BTreeMap<u64, Pending>,
     /// Seconds merged live.
-    done: BTreeMap<u64, MergedSecond>,
+    /// Seconds merged live (boxed: a map's nodes are half empty when filled in order,
+    /// and a second is ~700 bytes).
+    done: BTreeMap<u64, Box<MergedSecond>>,
     records: u64,
     /// Each agent's share pieces so far (a long run's share comes in several), with
     /// the count they said they come in.
@@ -188,7 +196,7 @@ impl<'c> State<'c> {
                 let second = record.second;
                 check_second(agent, second, self.cfg.run_bound)?;
                 // A record sent again (its receipt was lost with the bus) is kept once.
-                if self.series[i].received.contains_key(&second) {
+                if self.series[i].holds(second) {
                     return Ok(Some((i, Taken::Other)));
                 }
                 let r = Received {
@@ -256,10 +264,10 @@ impl<'c> State<'c> {
         let Some(r) = a.received.get(&s) else {
             return Ok(());
         };
-        if self.done.remove(&s).is_some() {
-            // Not expected (a closed second had every due agent's record): the run's
-            // end merges this second again from the records.
-            self.pending.remove(&s);
+        if self.done.contains_key(&s) {
+            // Not expected (a closed second had every due agent's record, and they
+            // are let go): the record stays out of the merged second, and the run's
+            // streamed count against the merged one says so (`WholeMismatch`).
             return Ok(());
         }
         let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
@@ -285,27 +293,25 @@ impl<'c> State<'c> {
             .keys()
             .copied()
             .filter(|s| only.is_none_or(|o| o == *s))
-            .filter(|&s| {
-                (0..self.series.len())
-                    .all(|i| !self.due(i, s) || self.series[i].received.contains_key(&s))
-            })
+            .filter(|&s| (0..self.series.len()).all(|i| !self.due(i, s) || self.series[i].holds(s)))
             .collect();
         for s in ready {
             let Some(p) = self.pending.remove(&s) else {
                 continue;
             };
-            let merged = p.close(&self.series, s)?;
+            let mut merged = p.close(&self.series, s)?;
             on_event(Event::Merged(Box::new(merged.clone())));
-            self.done.insert(s, merged);
+            if self.cfg.stored_live {
+                // The caller has stored it: keep what the run's end reads.
+                merged.slim()?;
+            }
+            self.done.insert(s, Box::new(merged));
             // The merged second holds their sum, and each record was handed out
             // (`Event::Second`, stored by the study) when it came: nothing reads the
-            // records' own histograms again, and keeping them grew the coordinator by
-            // every agent's histograms each second of a long run.
+            // records again but for their request count, and keeping them grew the
+            // coordinator by every agent's record each second of a long run.
             for series in &mut self.series {
-                if let Some(r) = series.received.get_mut(&s) {
-                    r.record.hists.clear();
-                    r.record.counts = None;
-                }
+                series.retire(s);
             }
         }
         Ok(())
@@ -360,7 +366,16 @@ pub(crate) async fn collect(
     let mut told_to_stop = false;
     let mut down_since: Option<Instant> = None;
     let mut last_check = Instant::now();
+    let mut last_turn = Instant::now();
     while open(agents) && Instant::now() < until {
+        // A turn of this loop waits at most 200 ms for a message; a much longer gap is
+        // the coordinator's own stall (a loaded machine did not run it): the agents'
+        // silence during it is not theirs, so their clocks move on by the gap.
+        let gap = last_turn.elapsed();
+        last_turn = Instant::now();
+        if gap >= OWN_STALL {
+            st.last_heard.iter_mut().for_each(|t| *t += gap);
+        }
         let stop_now = cfg
             .stop
             .as_ref()

@@ -34,9 +34,14 @@ pub struct AgentSeries {
     pub last_s: Option<u64>,
     /// From which second on it was lost (no heartbeat for the bound); `None` if never.
     pub lost_from_s: Option<u64>,
-    /// Its records by second (the coordinator's live merge empties a record's
-    /// histograms once its second is merged: the merged second holds the sum).
+    /// Its records by second, until the coordinator's live merge has merged their
+    /// second (then they move to `merged`).
     pub received: BTreeMap<u64, Received>,
+    /// The seconds whose records the live merge has merged and let go, each with its
+    /// request count: the merged second holds the sums, the store the record (handed
+    /// out as it came). A record is ~350 bytes, kept for each agent each second; this
+    /// is what the run's end still reads of it (which seconds came, with how much load).
+    pub merged: BTreeMap<u64, u64>,
 }
 
 impl AgentSeries {
@@ -48,18 +53,55 @@ impl AgentSeries {
             last_s: None,
             lost_from_s: None,
             received: BTreeMap::new(),
+            merged: BTreeMap::new(),
         }
     }
 
     /// First and last second in which it sent load (`requests > 0`).
     pub fn active(&self) -> Option<(u64, u64)> {
-        let mut loaded = self
-            .received
-            .iter()
-            .filter(|(_, r)| r.record.counters.requests > 0)
-            .map(|(s, _)| *s);
+        let seconds = self.seconds();
+        let mut loaded = seconds.iter().filter(|(_, n)| *n > 0).map(|(s, _)| *s);
         let first = loaded.next()?;
         Some((first, loaded.next_back().unwrap_or(first)))
+    }
+
+    /// Whether its record of second `s` came (held or merged).
+    pub fn holds(&self, s: u64) -> bool {
+        self.received.contains_key(&s) || self.merged.contains_key(&s)
+    }
+
+    /// The requests of its record of second `s`, if it came.
+    pub fn requests_in(&self, s: u64) -> Option<u64> {
+        self.received
+            .get(&s)
+            .map(|r| r.record.counters.requests)
+            .or_else(|| self.merged.get(&s).copied())
+    }
+
+    /// Every second whose record came, in order, with its requests.
+    pub fn seconds(&self) -> Vec<(u64, u64)> {
+        let held = self
+            .received
+            .iter()
+            .map(|(s, r)| (*s, r.record.counters.requests));
+        let mut all: Vec<(u64, u64)> = held
+            .chain(self.merged.iter().map(|(s, n)| (*s, *n)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The latest second whose record came.
+    pub fn last_second(&self) -> Option<u64> {
+        let held = self.received.keys().next_back().copied();
+        held.max(self.merged.keys().next_back().copied())
+    }
+
+    /// Lets go of the record of second `s`, once merged, keeping its request count.
+    pub(crate) fn retire(&mut self, s: u64) {
+        if let Some(r) = self.received.remove(&s) {
+            self.merged.insert(s, r.record.counters.requests);
+        }
     }
 }
 
@@ -104,20 +146,57 @@ pub struct MergedSecond {
     pub counts: Option<volley_metrics::Counts>,
     /// The first present agent's generator resources, as the recorders' merge keeps.
     pub resources: Option<volley_metrics::SecondResources>,
+    /// Set once the second was stored where it was handed out ([`MergedSecond::slim`]):
+    /// its summary row, kept instead of its histograms.
+    pub digest: Option<volley_metrics::SecondDigest>,
+    /// A slimmed second's response-time histogram, out of `hists` (a map of one entry
+    /// still allocates a whole node, ~0.5 KB a second); read it with
+    /// [`MergedSecond::hist`].
+    pub slim_response: Option<Packed>,
 }
 
 impl MergedSecond {
+    /// Keeps only what the run's end reads of a second the caller has stored already
+    /// (`CoordinatorConfig::stored_live`): its counters, slots and flags, its summary
+    /// row ([`volley_metrics::SecondDigest`]) and its response-time histogram (the
+    /// phases are cut from it at the end); its other six histograms go. A long run's
+    /// coordinator otherwise held every second's seven histograms to the end (issue 26:
+    /// 36.7 -> 52.9 MB over an hour). A second without full counters keeps everything
+    /// (no digest can be made of it).
+    pub fn slim(&mut self) -> Result<(), AgentsError> {
+        if self.digest.is_some() {
+            return Ok(());
+        }
+        let Some(closed) = self.closed() else {
+            return Ok(());
+        };
+        let digest =
+            volley_metrics::SecondDigest::of(&closed).map_err(|source| AgentsError::Histogram {
+                agent: "(merged)".to_string(),
+                second: self.second,
+                source,
+            })?;
+        self.digest = Some(digest);
+        self.slim_response = std::mem::take(&mut self.hists).remove(crate::msg::RESPONSE_TIME);
+        Ok(())
+    }
+
+    /// Its merged histogram of metric `name`, if it has one (a slimmed second keeps its
+    /// response time only).
+    pub fn hist(&self, name: &str) -> Option<&Packed> {
+        self.hists.get(name).or(match name {
+            crate::msg::RESPONSE_TIME => self.slim_response.as_ref(),
+            _ => None,
+        })
+    }
+
     /// This second as a recorder's closed window (its histograms' bytes as they are),
     /// when every present agent sent its full counters.
     pub fn closed(&self) -> Option<volley_metrics::ClosedSecond> {
         use volley_metrics::Metric;
         let counts = self.counts?;
-        let hists = Metric::ALL.map(|m| {
-            self.hists
-                .get(m.name())
-                .map(|p| p.0.clone())
-                .unwrap_or_default()
-        });
+        let hists =
+            Metric::ALL.map(|m| self.hist(m.name()).map(|p| p.0.clone()).unwrap_or_default());
         Some(volley_metrics::ClosedSecond {
             second: self.second,
             counts,
@@ -179,7 +258,7 @@ fn add_hist(agent: &str, second: u64, into: &mut Hist, from: &Hist) -> Result<()
 
 /// Which part `a` plays in `second` of a run whose last second is `run_last`.
 fn slot(a: &AgentSeries, second: u64, run_last: u64) -> Option<Slot> {
-    if a.received.contains_key(&second) {
+    if a.holds(second) {
         return Some(Slot::Present);
     }
     let due_until = a.last_s.unwrap_or(run_last);
@@ -202,9 +281,9 @@ pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsEr
 pub(crate) fn merge_reusing(
     agents: Vec<AgentSeries>,
     grace_ms: u64,
-    mut done: BTreeMap<u64, MergedSecond>,
+    mut done: BTreeMap<u64, Box<MergedSecond>>,
 ) -> Result<Merged, AgentsError> {
-    let received = agents.iter().flat_map(|a| a.received.keys().copied());
+    let received = agents.iter().filter_map(AgentSeries::last_second);
     let run_last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
     let run_first = agents.iter().map(|a| a.first_s).min();
     let degraded_from_s = agents.iter().filter_map(|a| a.lost_from_s).min();
@@ -218,7 +297,7 @@ pub(crate) fn merge_reusing(
     let mut seconds = Vec::with_capacity((last.saturating_sub(first) + 1) as usize);
     for second in first..=last {
         seconds.push(match done.remove(&second) {
-            Some(m) => m,
+            Some(m) => *m,
             None => merge_second(&agents, second, last, grace_ms)?,
         });
     }
@@ -271,6 +350,8 @@ impl Pending {
                 generator_bound: Vec::new(),
                 counts: Some(volley_metrics::Counts::default()),
                 resources: None,
+                digest: None,
+                slim_response: None,
             },
             hists: BTreeMap::new(),
             sums: BTreeMap::new(),
@@ -514,7 +595,7 @@ pub(crate) mod tests {
         assert_eq!(live.late.len(), 1);
         let whole = merge(agents.clone(), 1_000).unwrap();
         assert_eq!(live, whole.seconds[1]);
-        let reused = merge_reusing(agents, 1_000, [(1, live)].into()).unwrap();
+        let reused = merge_reusing(agents, 1_000, [(1, Box::new(live))].into()).unwrap();
         assert_eq!(reused.seconds, whole.seconds);
     }
 

@@ -70,7 +70,7 @@ fn phase(m: &Merged, injectors: Vec<String>, c: Cut) -> Phase {
         seconds += 1;
         requests += s.counters.requests;
         errors += s.counters.errors;
-        if let Some(Ok(r)) = s.hists.get(RESPONSE_TIME).map(Packed::unpack) {
+        if let Some(Ok(r)) = s.hist(RESPONSE_TIME).map(Packed::unpack) {
             // Same shape and range everywhere: adding cannot fail.
             let _ = hist::add(&mut h, &r);
         }

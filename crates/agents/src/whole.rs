@@ -8,7 +8,7 @@
 //! then closed once. The merged request count is checked against the sum of the
 //! per-second records the agents streamed.
 
-use volley_metrics::{Recorder, RunInfo, Summary};
+use volley_metrics::{Model, Recorder, RunInfo, Summary};
 
 use crate::coordinator::RunResult;
 use crate::AgentsError;
@@ -40,6 +40,9 @@ pub struct WholeRun {
     /// Agents that finished without a recorder (lost, failed): their streamed seconds
     /// are in the phases, not in `merged`.
     pub without_record: Vec<String>,
+    /// No agent sent its recorder: `merged` is the merged seconds that reached the
+    /// coordinator and nothing more, a step to keep but never to judge as a pass.
+    pub incomplete: bool,
 }
 
 fn metrics(e: volley_metrics::MetricsError) -> AgentsError {
@@ -96,22 +99,14 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
         shifted.push(Recorder::from_snapshot(rec.recorder.clone(), rec.offset_s).map_err(metrics)?);
         infos.push((rec.offset_s, &rec.info));
     }
-    let info = merged_info(&infos).ok_or(AgentsError::Summary(
-        "no agent sent its recorder: nothing to merge".into(),
-    ))?;
+    let Some(mut info) = merged_info(&infos) else {
+        return without_any_record(r, without_record);
+    };
     let mut merged = Recorder::merge_all(shifted).map_err(metrics)?;
-    let mut info = info;
     if merged.closed_seconds().is_empty() {
         rebuild_seconds(&mut merged, r, &without_record, &mut info);
     }
-    let streamed: u64 = r
-        .merged
-        .agents
-        .iter()
-        .filter(|s| !without_record.contains(&s.agent))
-        .flat_map(|s| s.received.values())
-        .map(|x| x.record.counters.requests)
-        .sum();
+    let streamed = streamed_requests(r, &without_record);
     let late = merged.late_samples();
     if late > 0 {
         // Each agent's summary says it too; the merged run must not hide it.
@@ -137,7 +132,95 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
         info,
         injectors,
         without_record,
+        incomplete: false,
     })
+}
+
+/// The run when no agent sent its recorder (every one lost before its final record):
+/// the merged seconds that reached the coordinator are the run, kept and marked
+/// incomplete ([`WholeRun::incomplete`]) rather than thrown away with the step.
+fn without_any_record(r: &RunResult, without_record: Vec<String>) -> Result<WholeRun, AgentsError> {
+    let closed: Option<Vec<_>> = present_seconds(r).map(|s| s.closed()).collect();
+    let closed = closed.ok_or(AgentsError::Summary(
+        "no agent sent its recorder, and their seconds came without full counters: nothing to merge".into(),
+    ))?;
+    if closed.is_empty() {
+        return Err(AgentsError::Summary(
+            "no agent sent its recorder or any second: nothing to merge".into(),
+        ));
+    }
+    let streamed = streamed_requests(r, &without_record);
+    let digests = stored_digests(r).unwrap_or_default();
+    let merged = Recorder::from_seconds(closed, digests).map_err(metrics)?;
+    let rate: Option<f64> = r.agents.iter().map(|a| a.share.rate_rps()).sum();
+    let last = r.merged.seconds.last().map_or(0, |s| s.second + 1);
+    let info = RunInfo {
+        url: String::new(),
+        method: String::new(),
+        model: match rate {
+            Some(rate_per_s) => Model::Open {
+                rate_per_s,
+                arrival: String::new(),
+            },
+            None => Model::Closed,
+        },
+        threads: 0,
+        connections: r.agents.iter().map(|a| a.share.connections as usize).sum(),
+        streams_per_connection: 1,
+        max_connections: 0,
+        keep_alive: true,
+        elapsed_ns: last * 1_000_000_000,
+        connections_opened: 0,
+        max_open_connections: 0,
+        cap_hits: 0,
+        stopped_early: true,
+        cpu_ns: None,
+        cpu_pressure: None,
+        cores: 0.0,
+        notes: vec![format!(
+            "incomplete: every injector ({}) was lost before it sent its run's record; the {} merged seconds that reached the coordinator are kept, and the run's totals are their sums",
+            without_record.join(", "),
+            present_seconds(r).count()
+        )],
+        stalls: None,
+    };
+    Ok(WholeRun {
+        merged,
+        info,
+        injectors: Vec::new(),
+        streamed_requests: streamed,
+        without_record,
+        incomplete: true,
+    })
+}
+
+/// The merged seconds some agent was present in (a second every agent missed or had
+/// been lost by is no window of a recorder).
+fn present_seconds(r: &RunResult) -> impl Iterator<Item = &crate::merge::MergedSecond> {
+    r.merged
+        .seconds
+        .iter()
+        .filter(|s| s.slots.values().any(|x| *x == crate::merge::Slot::Present))
+}
+
+/// The present seconds' digests when they were stored as they were merged
+/// ([`crate::coordinator::CoordinatorConfig::stored_live`]: slimmed, each with its
+/// digest); `None` when the coordinator kept their histograms.
+fn stored_digests(r: &RunResult) -> Option<Vec<volley_metrics::SecondDigest>> {
+    let mut seconds = present_seconds(r).peekable();
+    seconds.peek()?.digest?;
+    seconds.map(|s| s.digest).collect()
+}
+
+/// Requests in the seconds streamed by the agents not in `without_record`.
+fn streamed_requests(r: &RunResult, without_record: &[String]) -> u64 {
+    r.merged
+        .agents
+        .iter()
+        .filter(|s| !without_record.contains(&s.agent))
+        .flat_map(|s| s.seconds())
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// Puts the coordinator's merged seconds into the merged recorder of agents that kept
@@ -151,16 +234,13 @@ fn rebuild_seconds(
     info: &mut RunInfo,
 ) {
     // A second no agent was present in (missing, lost) is no window of the recorder.
-    let closed: Option<Vec<_>> = r
-        .merged
-        .seconds
-        .iter()
-        .filter(|s| s.slots.values().any(|x| *x == crate::merge::Slot::Present))
-        .map(|s| s.closed())
-        .collect();
-    match closed {
-        Some(c) => merged.set_closed_seconds(c),
-        None => info.notes.push(
+    let closed: Option<Vec<_>> = present_seconds(r).map(|s| s.closed()).collect();
+    match (stored_digests(r), closed) {
+        // The caller stored every second as it was merged: the summary's rows come
+        // from their digests, the per-second histograms from the store.
+        (Some(d), _) => merged.set_digests(d),
+        (None, Some(c)) => merged.set_closed_seconds(c),
+        (None, None) => info.notes.push(
             "an injector sent its seconds without their full counters: the merged run's \
              per-second series is left empty (its totals stand)"
                 .into(),

@@ -96,8 +96,7 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
             .merged
             .agents
             .iter()
-            .filter_map(|a| a.received.get(&s.second))
-            .map(|x| x.record.counters.requests)
+            .filter_map(|a| a.requests_in(s.second))
             .sum();
         assert_eq!(s.counters.requests, sum, "second {}", s.second);
         assert_eq!(
@@ -240,7 +239,7 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
         .find(|a| a.agent == "victim")
         .unwrap();
     assert_eq!(
-        vs.received.keys().copied().collect::<Vec<_>>(),
+        vs.seconds().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         (0..from).collect::<Vec<_>>(),
         "its data up to then kept"
     );

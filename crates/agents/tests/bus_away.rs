@@ -127,7 +127,7 @@ fn the_bus_gone_stops_every_load_within_2_s_and_the_coordinator_returns_what_it_
             .merged
             .agents
             .iter()
-            .map(|a| a.received.len() as u64)
+            .map(|a| a.seconds().len() as u64)
             .sum::<u64>(),
         *records
     );

@@ -219,16 +219,23 @@ impl Bound {
     }
 }
 
+/// The label stored with a step whose load was cut short by its injectors, not by the
+/// server: every injector was lost before it sent its run's record, so the step holds
+/// only the seconds that reached the coordinator. Kept, never judged.
+pub const INCOMPLETE: &str = "incomplete";
+
 /// The one rule every consumer of stored steps applies (the study's end-of-run table and
 /// the reports alike): a step labelled generator-bound measured the generator, one
-/// labelled machine-stalled measured the machine's stalls, and one labelled link-bound
-/// (`crate::link`) the link volley shaped, so none ever feeds a capacity, a median, a
-/// confidence interval, a ranking or a USL fit. Steps without a label (old stores) and
-/// inconclusive steps are kept; the label says what to make of them.
+/// labelled machine-stalled measured the machine's stalls, one labelled link-bound
+/// (`crate::link`) the link volley shaped, and one labelled incomplete ([`INCOMPLETE`])
+/// lost its injectors, so none ever feeds a capacity, a median, a confidence interval, a
+/// ranking or a USL fit. Steps without a label (old stores) and inconclusive steps are
+/// kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
     label != Some(Bound::GeneratorBound.label())
         && label != Some(Bound::MachineStalled.label())
         && label != Some(crate::link::LABEL)
+        && label != Some(INCOMPLETE)
 }
 
 /// Whether measuring the step again could give the server's figure: generator-bound and

@@ -41,10 +41,13 @@ impl Store {
     }
 
     /// Writes one closed second of a running run's step, durable on return, in one
-    /// transaction. A second written twice keeps its last copy.
-    pub fn record_live_second(&mut self, run: RunId, s: &LiveSecond) -> Result<()> {
+    /// transaction. A second written twice keeps its last copy. Takes `&self`, as
+    /// [`Store::record_injector_second`] does: a study writes its injectors' merged
+    /// seconds from the coordinator's callback while it holds the store shared (the
+    /// transaction is this call's alone: nothing else runs on the connection meanwhile).
+    pub fn record_live_second(&self, run: RunId, s: &LiveSecond) -> Result<()> {
         self.require_running("runs", "run", run.0)?;
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.unchecked_transaction()?;
         tx.execute(
             "INSERT OR REPLACE INTO live_seconds (run_id, step_index, second, values_json)
              VALUES (?1, ?2, ?3, ?4)",
@@ -71,6 +74,21 @@ impl Store {
             }
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Drops the seconds stored for one step index that no step took (an attempt that
+    /// failed before its step was recorded, the study going on): the next step of that
+    /// index must not adopt them.
+    pub fn forget_live_seconds(&self, run: RunId, step_index: u32) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM live_histograms WHERE run_id = ?1 AND step_index = ?2",
+            params![run.0, step_index],
+        )?;
+        self.conn.execute(
+            "DELETE FROM live_seconds WHERE run_id = ?1 AND step_index = ?2",
+            params![run.0, step_index],
+        )?;
         Ok(())
     }
 

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
-use volley_agents::merge::Received;
+use volley_agents::merge::{MergedSecond, Received};
 use volley_agents::msg::RESPONSE_TIME;
 use volley_agents::share::Whole;
 use volley_agents::whole::{self, WholeRun};
 use volley_engine::{Arrival, Order};
-use volley_store::InjectorSecond;
+use volley_store::{InjectorSecond, LiveSecond};
 use volley_targets::RunningTarget;
 
 use crate::deploy::{StepAgents, StudyHosts};
@@ -109,6 +109,7 @@ pub(crate) fn run_injected(
     run_id: &str,
     lab: Option<&StudyLab>,
     on_second: &dyn Fn(&Received),
+    on_merged: &dyn Fn(&MergedSecond),
     hosts: Option<&StudyHosts>,
 ) -> Result<JudgedStep, StepError> {
     let inj = plan
@@ -145,6 +146,11 @@ pub(crate) fn run_injected(
     cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
     cfg.ready_bound = inj.ready_timeout;
     cfg.stagger = inj.stagger;
+    // A silent agent is waited out for a sixtieth of the step (10 to 60 s): on a
+    // loaded machine a few seconds' silence is a stall, not a death
+    // (docs/methodology.md, "When the bus is away").
+    cfg.lost_after =
+        coordinator::lost_grace(cfg.whole.duration_ms.map(std::time::Duration::from_millis));
     // Agents key their seconds by intended send time and publish second s only once
     // the request timeout has passed after it (docs/methodology.md, "Per-second
     // windows"): a record is late only past that hold plus the usual grace.
@@ -158,12 +164,17 @@ pub(crate) fn run_injected(
     }
     cfg.stop = Some(Arc::clone(&load_stop));
     cfg.auth = agents.coordinator_auth();
+    // Every merged second goes to the store as it closes (`on_merged`): the
+    // coordinator keeps no second's histograms to the step's end.
+    cfg.stored_live = true;
     let watch = step_watch(target, load_stop, stop_flag, std::time::Duration::ZERO);
-    let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second))?;
+    let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second, on_merged))?;
     agents.stop();
     let refused = agents.refused();
+    let mut incomplete = false;
     let watched = watched.map(|load| {
         load.map(|(result, whole)| {
+            incomplete = whole.incomplete;
             let mut l = loaded(&result, whole, cell, w);
             if !inj.secure_bus {
                 l.info.notes.push(
@@ -187,17 +198,33 @@ pub(crate) fn run_injected(
     });
     let mut judged = judge(rate, plan, watched)?;
     crate::step::require_server_evidence(&mut judged, crate::step::cap_cores(plan, cell));
+    if incomplete {
+        mark_incomplete(&mut judged);
+    }
     Ok(judged)
+}
+
+/// Every injector was lost before its final record: the step keeps the seconds that
+/// reached the coordinator, labelled incomplete and never a pass (its load was cut by
+/// the injectors, whatever its windows say; docs/methodology.md, "When the bus is away").
+fn mark_incomplete(j: &mut JudgedStep) {
+    j.label = volley_analysis::sustain::INCOMPLETE;
+    j.sustainable = j.sustainable.map(|_| false);
+    if let Some(v) = j.verdict.sustain.as_mut() {
+        v.sustainable = false;
+    }
+    j.summary_json["incomplete"] = json!(true);
 }
 
 fn coordinate(
     cfg: &CoordinatorConfig,
     on_second: &dyn Fn(&Received),
+    on_merged: &dyn Fn(&MergedSecond),
 ) -> Result<(RunResult, WholeRun), StepError> {
-    let mut on_event = |e: Event| {
-        if let Event::Second(r) = e {
-            on_second(&r);
-        }
+    let mut on_event = |e: Event| match e {
+        Event::Second(r) => on_second(&r),
+        Event::Merged(m) => on_merged(&m),
+        _ => {}
     };
     let result = coordinator::coordinate(cfg, &mut on_event).map_err(StepError::Agents)?;
     let whole = whole::summarise(&result).map_err(StepError::Agents)?;
@@ -299,6 +326,15 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ("generator_bound_phase", json!(bound)),
         ],
     }
+}
+
+/// One merged second as the store keeps a running step's seconds
+/// (`volley_store::Store::record_live_second`, moved into the step when it is
+/// recorded), as `volley bench --save` keeps its own; `None` for a second whose
+/// injectors sent no full counters (the step then keeps no per-second histograms).
+pub(crate) fn merged_second(step_index: u32, m: &MergedSecond) -> Option<LiveSecond> {
+    m.closed()
+        .map(|c| volley_harness::stored::second(step_index, &c))
 }
 
 /// One injector's second as the store keeps it (see `volley_store::InjectorSecond`):

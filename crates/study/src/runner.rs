@@ -21,6 +21,7 @@ use volley_store::{NewRun, NewStudy, RunId, RunKind, Status, StepRecord, Store, 
 use volley_targets::{NetnsPlace, RunningTarget, TargetError};
 
 use crate::deploy::StudyHosts;
+use crate::injected;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
 use crate::spec::{Mode, Restart};
@@ -156,6 +157,10 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
     } = opts;
     let started = Instant::now();
     let mut store = Store::open(&db)?;
+    // A study appends (its steps, and a long step's seconds as they close) and reads
+    // little back: SQLite's default 2 MB page cache only fills with pages it never
+    // reads again, and showed as an hour-long step's memory growing.
+    store.cap_cache(STORE_CACHE_KIB)?;
     store.mark_incomplete_on_open()?;
     let study = store.begin_study(&NewStudy {
         name: plan.name.clone(),
@@ -239,6 +244,9 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         elapsed: started.elapsed(),
     })
 }
+
+/// The study's store connection's page cache (see `Store::cap_cache`).
+const STORE_CACHE_KIB: u32 = 512;
 
 /// `r`, after marking `study` incomplete in the store when it failed: a study that could
 /// not get to its steps is never left "running".
@@ -591,8 +599,11 @@ impl StudyRun<'_> {
             let w = &plan.workloads[cell.workload];
             let r = match cell.injectors {
                 Some(k) => {
+                    // Merged seconds an earlier attempt at this index stored and no
+                    // step took (it failed, the study went on) are not this step's.
+                    self.keep_live(ci, &unstored, |s, run, i| s.forget_live_seconds(run, i));
                     let run_id = format!("p{}s{}", std::process::id(), self.order);
-                    crate::injected::run_injected(
+                    injected::run_injected(
                         w,
                         cell,
                         k,
@@ -603,7 +614,17 @@ impl StudyRun<'_> {
                         self.exe,
                         &run_id,
                         self.lab,
-                        &|r| self.keep_injector_second(ci, r, &unstored),
+                        &|r| {
+                            self.keep_live(ci, &unstored, |s, run, i| {
+                                s.record_injector_second(run, &injected::injector_second(i, r))
+                            })
+                        },
+                        &|m| {
+                            self.keep_live(ci, &unstored, |s, run, i| {
+                                injected::merged_second(i, m)
+                                    .map_or(Ok(()), |x| s.record_live_second(run, &x))
+                            })
+                        },
                         self.hosts,
                     )
                 }
@@ -626,14 +647,17 @@ impl StudyRun<'_> {
         })
     }
 
-    /// Stores one injector's second the moment it arrives, under the index the step
-    /// will get, so a study killed mid-step keeps it. The first write that fails is kept
-    /// in `unstored` (the step then fails with it) and later ones are not tried.
-    fn keep_injector_second(
+    /// Writes to the store under the run and step index the step of cell `ci` will get,
+    /// while that step runs: each injector's second as it arrives and each merged
+    /// second as the coordinator closes it (as `volley bench --save` stores its own),
+    /// so a study killed mid-step keeps them and the coordinator holds none of their
+    /// histograms to the step's end. The first write that fails is kept in `unstored`
+    /// (the step then fails with it) and later ones are not tried.
+    fn keep_live(
         &self,
         ci: usize,
-        r: &volley_agents::merge::Received,
         unstored: &std::cell::RefCell<Option<volley_store::StoreError>>,
+        write: impl FnOnce(&Store, RunId, u32) -> Result<(), volley_store::StoreError>,
     ) {
         if unstored.borrow().is_some() {
             return;
@@ -641,8 +665,7 @@ impl StudyRun<'_> {
         let plan = self.plan;
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
         let index = self.next_index.get(&run).copied().unwrap_or(0);
-        let second = crate::injected::injector_second(index, r);
-        if let Err(e) = self.store.record_injector_second(run, &second) {
+        if let Err(e) = write(self.store, run, index) {
             *unstored.borrow_mut() = Some(e);
         }
     }

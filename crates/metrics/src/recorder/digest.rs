@@ -130,4 +130,30 @@ impl Recorder {
     pub fn kept_digests(&self) -> &[SecondDigest] {
         &self.digests
     }
+
+    /// A recorder made of closed seconds alone: its counters and whole-run histograms
+    /// are the seconds' sums. For a run whose recorders never came (every injector lost
+    /// before its final record): the seconds that reached the coordinator are all that
+    /// is known of it, so figures the seconds do not carry (sends, status codes, the
+    /// TLS and body histograms) stay empty rather than guessed. With `digests` (the
+    /// seconds were stored as they closed, and some of their histograms dropped since)
+    /// the per-second series is the digests' and no closed second is kept.
+    pub fn from_seconds(
+        closed: Vec<ClosedSecond>,
+        digests: Vec<SecondDigest>,
+    ) -> Result<Recorder, MetricsError> {
+        let mut r = Recorder::new();
+        for c in &closed {
+            r.totals.counts.add(&c.counts);
+            for m in Metric::ALL {
+                crate::hist::add(&mut r.run[m as usize], &c.hist(m)?)?;
+            }
+        }
+        if digests.is_empty() {
+            r.set_closed_seconds(closed);
+        } else {
+            r.set_digests(digests);
+        }
+        Ok(r)
+    }
 }
