@@ -259,8 +259,15 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
         ab[0].started_unix_ms <= steps[0].started_unix_ms,
         "the sweep runs before the search"
     );
+    // Each larger day keeps the calendars the smaller one left and sets up the rest.
+    let kept: Vec<u64> = steps
+        .iter()
+        .map(|s| s.summary["office"]["set_up_kept"].as_u64().unwrap())
+        .collect();
+    assert_eq!(kept, [0, 1, 2], "calendars kept from the day before");
     for s in &steps {
         assert_eq!(s.parameters.rate_rps, None, "a users step offers no rate");
+        assert_eq!(s.summary["office"]["violations_total"], 0, "{}", s.summary);
         assert_eq!(
             s.summary["office"]["users"], s.parameters.extra["users"],
             "the day played the users the search asked for"

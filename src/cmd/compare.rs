@@ -164,6 +164,7 @@ mod tests {
                 value: rps,
                 failed_at: rps * 1.05,
             },
+            compress: None,
         };
         let c = Comparison {
             metric: Metric::Rps,

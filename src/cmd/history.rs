@@ -68,8 +68,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(s) => s.text(),
                 None => match (c.record.end, c.record.capacity_rps) {
                     (SearchEnd::Interrupted, Some(r)) => format!(
-                        "{r:.0} {} so far (interrupted, no interval)",
-                        volley_report::compare::unit_of(c)
+                        "{r:.0} {}{} so far (interrupted, no interval)",
+                        volley_report::compare::unit_of(c),
+                        volley_report::compare::compress_of(c).map_or(String::new(), |f| {
+                            format!(", {}", volley_analysis::words::pace(f))
+                        })
                     ),
                     (SearchEnd::Interrupted, None) => "interrupted".to_string(),
                     (end, _) => format!(

@@ -167,6 +167,9 @@ pub struct OfficeReport {
     pub set_up_s: f64,
     /// Set-up requests that failed and were tried again, set apart from the day.
     pub set_up_failures: SetApart,
+    /// Users whose calendar a previous day left was kept and read back, not emptied
+    /// and refilled ([`crate::OfficeConfig::keep_calendars`]).
+    pub set_up_kept: usize,
     /// Wall-clock length of the day, seconds.
     pub duration_s: f64,
     /// Wall-clock seconds from the window's start to the end of its last action

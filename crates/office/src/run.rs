@@ -56,6 +56,11 @@ pub struct OfficeConfig {
     pub seed: u64,
     /// Items each calendar holds when the day starts.
     pub initial_items: u64,
+    /// Take a calendar a previous day left (only the user's own items) as it stands,
+    /// topped up to `initial_items`, instead of emptying and refilling it: a study's
+    /// users search sets up only the users its smaller days did not have
+    /// ([`crate::setup::prepare`]). False: every calendar starts from the same items.
+    pub keep_calendars: bool,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Set to end the day early (Ctrl-C).
@@ -101,6 +106,7 @@ impl OfficeConfig {
             devices: 2,
             seed: 1,
             initial_items: 20,
+            keep_calendars: false,
             timeout: Duration::from_secs(30),
             stop: Arc::new(AtomicBool::new(false)),
             remote_user_header: false,
@@ -282,6 +288,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
     run.report.lead_in = lead_in;
     run.report.set_up_s = set_up.wall_s;
     run.report.set_up_failures = set_up.failures;
+    run.report.set_up_kept = set_up.kept;
     Ok(run)
 }
 
@@ -402,6 +409,7 @@ struct SetUp {
     lacks: Vec<String>,
     wall_s: f64,
     failures: crate::report::SetApart,
+    kept: usize,
 }
 
 /// The untimed set-up on the day's own threads' share of users, then the survey of
@@ -416,20 +424,30 @@ fn set_up(
     cfg.progress.enter(Phase::SetUp, cfg.accounts.len() as u64);
     let untimed = Recorders::new();
     let untimed = &untimed;
-    let mut groups = each_group(groups, UNTIMED_IN_FLIGHT, |mut group| {
+    let groups = each_group(groups, UNTIMED_IN_FLIGHT, |mut group| {
         let ctx = Ctx {
             rec: untimed,
             measured: false,
         };
+        let mut kept = 0;
         for (i, u) in group.iter_mut() {
-            setup::prepare(ctx, u, &cfg.accounts[*i], cfg.initial_items)?;
+            let account = &cfg.accounts[*i];
+            kept += usize::from(setup::prepare(
+                ctx,
+                u,
+                account,
+                cfg.initial_items,
+                cfg.keep_calendars,
+            )?);
             close_all(u);
             cfg.progress.step();
         }
-        Ok::<_, OfficeError>(group)
+        Ok::<_, OfficeError>((group, kept))
     })?
     .into_iter()
     .collect::<Result<Vec<_>, _>>()?;
+    let kept = groups.iter().map(|(_, k)| k).sum();
+    let mut groups: Groups = groups.into_iter().map(|(g, _)| g).collect();
     let first = groups
         .first_mut()
         .and_then(|g| g.first_mut())
@@ -453,6 +471,7 @@ fn set_up(
         lacks,
         wall_s: untimed.origin.elapsed().as_secs_f64(),
         failures: crate::report::SetApart::of(&failed),
+        kept,
     };
     Ok((groups, set_up))
 }
@@ -529,6 +548,7 @@ fn merge(
         lead_in: None,
         set_up_s: 0.0,
         set_up_failures: crate::report::SetApart::default(),
+        set_up_kept: 0,
         duration_s: cfg.duration.as_secs_f64(),
         wall_s: end_ns as f64 / 1e9,
         seed: cfg.seed,

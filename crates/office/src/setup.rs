@@ -115,13 +115,16 @@ fn checks_accounts(url: &str, addr: SocketAddr, host: &str, path: &str) -> Resul
 /// Finds `user`'s principal and home where `account` does not give them (CalDAV
 /// discovery; plain WebDAV has no principals), makes the calendar if missing
 /// (MKCALENDAR, or MKCOL on plain WebDAV), deletes what a previous run left there, and
-/// writes `initial_items` items.
+/// writes `initial_items` items. With `keep`, a calendar a previous day of the office
+/// left (only this user's items) is taken as it stands instead, read back as the
+/// truth ([`adopt`]), and topped up to `initial_items` items; returns whether it was.
 pub fn prepare(
     ctx: Ctx<'_>,
     user: &mut User,
     account: &Account,
     initial_items: u64,
-) -> Result<(), OfficeError> {
+    keep: bool,
+) -> Result<bool, OfficeError> {
     let caldav = user.server.caldav;
     if caldav && account.principal.is_none() {
         let props = "<D:current-user-principal/>";
@@ -159,12 +162,16 @@ pub fn prepare(
         make_calendar(ctx, user).map_err(fail(user, "making the calendar"))?;
     }
     let left = etags(ctx, user).map_err(fail(user, "listing the calendar"))?;
-    for name in left.keys() {
-        let req = Request::new(Op::Delete, "DELETE", user.item_path(name));
-        retry(ctx, user, req, &[200, 204, 404])
-            .map_err(fail(user, "deleting a previous run's item"))?;
+    let kept = keep && !left.is_empty() && adopt(ctx, user, &left);
+    if !kept {
+        for name in left.keys() {
+            let req = Request::new(Op::Delete, "DELETE", user.item_path(name));
+            retry(ctx, user, req, &[200, 204, 404])
+                .map_err(fail(user, "deleting a previous run's item"))?;
+        }
     }
-    for _ in 0..initial_items {
+    let held = user.truth.items.len() as u64;
+    for _ in held..initial_items {
         let n = user.next_item;
         user.next_item += 1;
         let name = format!("{}-{n}.ics", user.name);
@@ -208,7 +215,38 @@ pub fn prepare(
             },
         );
     }
-    Ok(())
+    Ok(kept)
+}
+
+/// Takes the calendar a previous office day left for `user` (its listing `left`) as
+/// the day's first items: every item read back and made the truth
+/// ([`audit::reconcile`]), numbering going on after the highest, the devices' copies
+/// left empty for their first sync. Two requests instead of a delete and a write per
+/// item: a users search's larger day reuses the smaller day's calendars
+/// (docs/methodology.md, "The office in a study"). False, with nothing taken, when an
+/// item is not one this user's devices could have written (`<user>-<n>.ics`) or the
+/// calendar cannot be read back: set-up then empties and refills it.
+fn adopt(ctx: Ctx<'_>, user: &mut User, left: &BTreeMap<String, Option<String>>) -> bool {
+    if left.keys().any(|name| user.item_number(name).is_none()) {
+        return false;
+    }
+    if !crate::audit::reconcile(ctx, user) {
+        user.truth = Default::default();
+        return false;
+    }
+    user.truth.deleted.clear();
+    user.next_item = user
+        .truth
+        .items
+        .values()
+        .map(|t| t.n + 1)
+        .max()
+        .unwrap_or(0);
+    for dev in &mut user.devices {
+        dev.mirror.clear();
+        dev.written.clear();
+    }
+    true
 }
 
 /// MKCALENDAR the calendar on a CalDAV server; on plain WebDAV MKCOL it, and its home

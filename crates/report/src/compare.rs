@@ -144,6 +144,9 @@ pub struct SearchedCapacity {
     /// What may be claimed ([`stored_claim`]): a capacity only when the server was seen
     /// to fail above it, else "at least".
     pub claim: Claim,
+    /// A users search's office time over wall time ([`compress_of`]), said beside its
+    /// count; `None` for rates (and users searches stored before it was kept).
+    pub compress: Option<f64>,
 }
 
 /// What a stored search result may claim (docs/methodology.md, "Saturation"): from its
@@ -187,6 +190,7 @@ impl SearchedCapacity {
             confidence: r.confidence,
             unit: unit_of(row),
             claim: stored_claim(r),
+            compress: compress_of(row),
         })
     }
 
@@ -200,6 +204,10 @@ impl SearchedCapacity {
             }
             .text(self.unit),
             _ => format!("{:.0} {}", self.rps, self.unit),
+        };
+        let head = match self.compress {
+            Some(f) => format!("{head}, {}", volley_analysis::words::pace(f)),
+            None => head,
         };
         format!(
             "{head} ({:.0}% CI {:.0} .. {})",
@@ -256,9 +264,17 @@ pub fn unit_of(row: &CapacityRow) -> &'static str {
     }
 }
 
+/// A users search's compression factor as stored with its cell (`compress`): 1 is
+/// people at their real pace; `None` for rate searches and rows stored before it was.
+pub fn compress_of(row: &CapacityRow) -> Option<f64> {
+    (unit_of(row) == "users")
+        .then(|| row.record.cell.get("compress").and_then(Value::as_f64))
+        .flatten()
+}
+
 /// What a search searched, as two runs' searches are met by: like with like, the same
 /// workload, load point, variant and protocol (a run's tuned search never meets the
-/// other's default one).
+/// other's default one); users at another pace are another unit, never met.
 pub fn cell_key(row: &CapacityRow) -> String {
     let c = &row.record.cell;
     let f = |k: &str| match c.get(k) {
@@ -270,7 +286,11 @@ pub fn cell_key(row: &CapacityRow) -> String {
     if unit_of(row) == "users" {
         // A users search's connections are its clients': its workload names it.
         let workload = c.get("workload").and_then(Value::as_str).unwrap_or("-");
-        return std::iter::once(format!("workload {workload}, users"))
+        let pace = match compress_of(row) {
+            Some(f) if f != 1.0 => format!(", {}", volley_analysis::words::pace(f)),
+            _ => String::new(),
+        };
+        return std::iter::once(format!("workload {workload}, users{pace}"))
             .chain(series)
             .collect::<Vec<_>>()
             .join(", ");
@@ -312,7 +332,11 @@ pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair>
             b: y,
         }
     };
-    if a.len() == 1 && b.len() == 1 && a[0].1.unit == b[0].1.unit {
+    // One each of the same unit pair whatever their cells (users at one pace only:
+    // a compressed day's users are not people).
+    let pace = |c: &SearchedCapacity| c.compress.unwrap_or(1.0);
+    if a.len() == 1 && b.len() == 1 && a[0].1.unit == b[0].1.unit && pace(&a[0].1) == pace(&b[0].1)
+    {
         let ((ka, x), (kb, y)) = (a[0].clone(), b[0].clone());
         let cell = if ka == kb {
             ka
@@ -765,6 +789,39 @@ mod tests {
         // A users search is never divided by a rate search, even one each.
         let r = [row(rate, 14.0, 12.0, Some(16.0), SearchEnd::Converged)];
         assert!(capacity_pairs(&a, &r).is_empty());
+        // Its pace is said with its count, and users at another pace never pair.
+        let paced = |target: &str, f: f64| {
+            let mut c = users(target);
+            c["compress"] = json!(f);
+            c
+        };
+        let real = [row(
+            paced("builtin", 1.0),
+            140.0,
+            130.0,
+            Some(160.0),
+            SearchEnd::Converged,
+        )];
+        let fast = [row(
+            paced("radicale", 480.0),
+            4.0,
+            4.0,
+            None,
+            SearchEnd::ReachedMaxRate,
+        )];
+        let real_text = SearchedCapacity::of(&real[0]).unwrap().text();
+        assert_eq!(real_text, "140 users, at real time (95% CI 130 .. 160)");
+        let fast_text = SearchedCapacity::of(&fast[0]).unwrap().text();
+        assert!(
+            fast_text.contains("4 users") && fast_text.contains(", office time compressed 480x ("),
+            "{fast_text}"
+        );
+        assert!(capacity_pairs(&real, &fast).is_empty());
+        assert_eq!(
+            capacity_pairs(&real, &a).len(),
+            1,
+            "real time is the old rows' pace"
+        );
     }
 
     #[test]

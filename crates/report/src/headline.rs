@@ -667,14 +667,21 @@ fn office_answer(report: &Report) -> String {
         [] => "No office day has a judgement.".to_string(),
         [(t, f)] => format!("{} {}.", t.target, f.text),
         [(best, fb), (next, fn_), ..] if fb.value > 0.0 => {
-            // Each answer says its own day's pace: a compressed day's users are not people.
-            let compress = |t: &TargetReport| best_office(t).map_or(1.0, |a| a.compress);
+            // Each answer says its own day's pace (a compressed day's users are not
+            // people) and what may be claimed of it: "at least" unless a larger count
+            // failed because of the server (docs/methodology.md, "Saturation").
+            let claimed = |t: &TargetReport, n: f64| {
+                best_office(t).map_or_else(
+                    || words::users(n, 1.0),
+                    |a| words::users_claimed(n, a.bounded, a.compress),
+                )
+            };
             format!(
                 "{} carries the most users: {} ({} carries {}).",
                 best.target,
-                words::users(fb.value, compress(best)),
+                claimed(best, fb.value),
                 next.target,
-                words::users(fn_.value, compress(next))
+                claimed(next, fn_.value)
             )
         }
         _ => "No server carried any of the user counts tried.".to_string(),
@@ -703,6 +710,45 @@ mod tests {
         s.requests_per_s = rps;
         s.label = Some("server-bound".into());
         s
+    }
+
+    #[test]
+    fn the_office_answer_says_at_least_when_no_larger_day_failed() {
+        let office = |carried: u32, bounded: bool| crate::model::OfficeAnswer {
+            workload: "office".into(),
+            users_carried: Some(carried),
+            first_not_carried: bounded.then_some(carried * 2),
+            bounded,
+            unjudged_above: 0,
+            non_monotone: false,
+            compress: 1.0,
+            decisions_per_day: 250,
+            slo_ms: 1000.0,
+            search: None,
+        };
+        let with = |name: &str, a| {
+            let mut t = named(name, Vec::new());
+            t.office = vec![a];
+            t
+        };
+        let report = |a, b| Report {
+            schema_version: crate::model::SCHEMA_VERSION,
+            title: "office".into(),
+            study: None,
+            targets: vec![with("builtin", a), with("radicale", b)],
+        };
+        // Neither bounded: both are lower bounds and say so.
+        assert_eq!(
+            answer(&report(office(2000, false), office(250, false))),
+            "builtin carries the most users: at least 2,000 users at their real pace \
+             (radicale carries at least 250 users at their real pace)."
+        );
+        // A larger day failed because of the server: the figure is the server's limit.
+        assert_eq!(
+            answer(&report(office(2000, false), office(250, true))),
+            "builtin carries the most users: at least 2,000 users at their real pace \
+             (radicale carries 250 users at their real pace)."
+        );
     }
 
     #[test]

@@ -144,6 +144,9 @@ fn office_config(
     cfg.duration = duration;
     cfg.timeout = w.load.timeout;
     cfg.seed = w.load.seed;
+    // A users search's days run on one target: a larger day takes the calendars the
+    // smaller one left (read back) and sets up only the users it adds.
+    cfg.keep_calendars = true;
     Ok(cfg)
 }
 

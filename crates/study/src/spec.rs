@@ -345,6 +345,14 @@ pub struct WorkloadDef {
     /// run before the measured window) or "cold" (the first syncs inside it).
     #[serde(default)]
     pub day_start: Option<String>,
+    /// caldav, users searched: this workload's first count, instead of `[search]
+    /// start_users` (a server set up at a few people a second searches from fewer).
+    #[serde(default)]
+    pub start_users: Option<u32>,
+    /// caldav, users searched: this workload's most users, instead of `[search]
+    /// max_users`.
+    #[serde(default)]
+    pub max_users: Option<u32>,
     /// Only these targets (by name) run this workload.
     #[serde(default)]
     pub targets: Option<Vec<String>>,

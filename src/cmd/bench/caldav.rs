@@ -538,6 +538,12 @@ fn text(r: &OfficeReport) -> String {
         ));
     }
     s.push_str(&format!("set-up: {:.1} s", r.set_up_s));
+    if r.set_up_kept > 0 {
+        s.push_str(&format!(
+            " ({} calendars a previous day left kept as they stood)",
+            r.set_up_kept
+        ));
+    }
     if r.set_up_failures.total > 0 {
         s.push_str(&format!(
             "; {} failed requests tried again, set apart from the day ({})",

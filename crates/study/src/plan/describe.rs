@@ -54,12 +54,15 @@ impl Plan {
             return String::new();
         }
         format!(
-            "; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others)",
+            "; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
             fmt_duration(untimed),
             self.workloads
                 .iter()
                 .filter_map(|w| w.office.as_ref())
-                .map(|o| super::estimate::untimed_requests(o, 1.0).round())
+                .map(|o| {
+                    let (set_up, lead_in) = super::estimate::untimed_requests(o);
+                    (set_up + lead_in).round()
+                })
                 .fold(0.0, f64::max),
             super::estimate::untimed_rps(volley_targets::TargetKind::Radicale),
             super::estimate::untimed_rps(volley_targets::TargetKind::Builtin),
@@ -149,11 +152,22 @@ impl Plan {
                 let _ = writeln!(out, "  {}", self.cell_line(&self.cells[ci]));
             }
         }
-        if let (Some(s), false) = (&self.users_search, users.is_empty()) {
+        // One heading per distinct search range (a workload may have its own).
+        let mut ranges: Vec<(&super::SearchPlan, Vec<usize>)> = Vec::new();
+        for &ci in &users {
+            let Some(s) = self.search_of(ci) else {
+                continue;
+            };
+            match ranges.iter_mut().find(|(r, _)| *r == s) {
+                Some((_, cis)) => cis.push(ci),
+                None => ranges.push((s, vec![ci])),
+            }
+        }
+        for (s, cis) in ranges {
             let _ = writeln!(
                 out,
                 "{} users search(es){} from {:.0} users (x2 until a day is not carried, then bisect to {:.0}%, {} day(s) per decision near the edge, at most {:.0} users and {} days each):",
-                users.len(),
+                cis.len(),
                 if self.steps.is_empty() { "" } else { " after the sweep" },
                 s.start_rate,
                 s.opts.resolution_share * 100.0,
@@ -161,7 +175,7 @@ impl Plan {
                 s.opts.max_rate_rps,
                 s.opts.max_steps
             );
-            for &ci in &users {
+            for ci in cis {
                 let c = &self.cells[ci];
                 let _ = writeln!(
                     out,

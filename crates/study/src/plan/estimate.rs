@@ -68,19 +68,34 @@ impl Plan {
     /// What an office day of `cell` spends outside its window, for the estimate: its
     /// set-up and a warm day's lead-in, [`untimed_requests`] at [`untimed_rps`] of its
     /// server (zero for http cells). A searched cell's days are taken at the mean of
-    /// the search's first two counts (its start and the double, capped at its most).
+    /// the search's first two counts (its start and the double, capped at its most);
+    /// their calendars are set up once, at the larger count (a larger day keeps the
+    /// calendars a smaller one left), that set-up shared among the search's days.
     pub fn office_untimed(&self, cell: &Cell) -> Duration {
         let Some(office) = &self.workloads[cell.workload].office else {
             return Duration::ZERO;
         };
-        let users = match (self.search_of_cell(cell), cell.users) {
-            (Some(s), _) => (s.start_rate + (2.0 * s.start_rate).min(s.opts.max_rate_rps)) / 2.0,
-            (None, Some(u)) => f64::from(u),
-            (None, None) => 1.0,
+        let (set_up, lead_in) = untimed_requests(office);
+        let requests = match (self.search_of_cell(cell), cell.users) {
+            (Some(s), _) => {
+                let hi = (2.0 * s.start_rate)
+                    .min(s.opts.max_rate_rps)
+                    .max(s.start_rate);
+                let days = f64::from(self.search_steps_for(s));
+                lead_in * (s.start_rate + hi) / 2.0 + set_up * hi / days
+            }
+            (None, Some(u)) => (set_up + lead_in) * f64::from(u),
+            (None, None) => set_up + lead_in,
         };
         let kind = self.targets[self.instances[cell.instance].target].kind;
-        Duration::try_from_secs_f64(untimed_requests(office, users) / untimed_rps(kind))
-            .unwrap_or(Duration::MAX)
+        Duration::try_from_secs_f64(requests / untimed_rps(kind)).unwrap_or(Duration::MAX)
+    }
+
+    /// Days a users search with settings `s` is assumed to take (the middle of its
+    /// range, as [`Plan::cell_search_steps`]).
+    fn search_steps_for(&self, s: &super::SearchPlan) -> u32 {
+        let (lo, hi) = steps_range(s);
+        (lo + hi).div_ceil(2).max(1)
     }
 
     /// The part of [`Plan::estimate`] that is office days' set-up and lead-in.
@@ -98,8 +113,7 @@ impl Plan {
 
     /// The users search that plays `cell`'s workload, if it is searched.
     fn search_of_cell(&self, cell: &Cell) -> Option<&super::SearchPlan> {
-        let w = &self.workloads[cell.workload];
-        w.searches_users().then_some(self.users_search.as_ref())?
+        self.users_search_of(self.workloads[cell.workload].office.as_ref()?)
     }
 
     /// Time left for `steps` (the rest of a sweep), each estimated with the rates
@@ -176,12 +190,12 @@ fn steps_range(s: &super::SearchPlan) -> (u32, u32) {
 /// default, which a study's office step keeps).
 const OFFICE_ITEMS: f64 = 20.0;
 
-/// Requests one person's untimed parts of an office day send, roughly: set-up finds
-/// (or makes) the calendar, lists and empties it and writes its items one PUT each
-/// (about 4 + items); a warm day's lead-in runs two first syncs (about 6 requests
-/// each), a poll of each device (about 3) and one interval's decisions (about 1.5
-/// requests each). A cold day has no lead-in.
-pub fn untimed_requests(office: &super::OfficeLoad, users: f64) -> f64 {
+/// Requests one person's untimed parts of an office day send, roughly, as (set-up,
+/// lead-in): set-up finds (or makes) the calendar, lists and empties it and writes its
+/// items one PUT each (about 4 + items); a warm day's lead-in runs two first syncs
+/// (about 6 requests each), a poll of each device (about 3) and one interval's
+/// decisions (about 1.5 requests each). A cold day has no lead-in.
+pub fn untimed_requests(office: &super::OfficeLoad) -> (f64, f64) {
     let set_up = 4.0 + OFFICE_ITEMS;
     let decisions = f64::from(office.decisions) * office.mix.slowest_poll_s()
         / volley_office::day::OFFICE_DAY_S;
@@ -189,16 +203,18 @@ pub fn untimed_requests(office: &super::OfficeLoad, users: f64) -> f64 {
         true => 0.0,
         false => 2.0 * (6.0 + 3.0) + 1.5 * decisions,
     };
-    users * (set_up + lead_in)
+    (set_up, lead_in)
 }
 
 /// Requests per second an office day's untimed parts are assumed to get from a server
 /// of `kind` (a guess, said in the plan; at most 8 in flight, each waiting for its
-/// answer): the Python CalDAV servers (Radicale, Xandikos) about 100, which writes each
-/// item with its own file and lock; the others about 500.
+/// answer): the Python CalDAV servers (Radicale, Xandikos) about 50, which write each
+/// item with its own file and lock (Radicale here, beside other loads: 27 req/s in
+/// set-up, 55 in the lead-in); the others about 500 (the built-in server: 410 and
+/// 985).
 pub fn untimed_rps(kind: volley_targets::TargetKind) -> f64 {
     if kind.is_caldav_server() {
-        100.0
+        50.0
     } else {
         500.0
     }

@@ -242,6 +242,9 @@ pub struct OfficeLoad {
     /// A cold day (`day_start = "cold"`): every device's first sync inside the
     /// measured window; false: warm, the first syncs before it.
     pub cold_start: bool,
+    /// This workload's own users search (its `start_users`/`max_users` over
+    /// `[search]`); `None`: [`Plan::users_search`].
+    pub own_search: Option<SearchPlan>,
 }
 
 /// One point: an instance, a workload and the values of the load axes.
@@ -487,11 +490,7 @@ impl Plan {
             .filter(|w| w.targets.as_ref().is_none_or(|ts| ts.contains(&t)))
             .filter_map(|w| w.office.as_ref())
             .flat_map(|o| {
-                let searched = o
-                    .search
-                    .then_some(self.users_search.as_ref())
-                    .flatten()
-                    .map(|s| s.opts.max_rate_rps as u32);
+                let searched = self.users_search_of(o).map(|s| s.opts.max_rate_rps as u32);
                 o.users.iter().copied().chain(searched)
             })
             .max();
@@ -504,10 +503,18 @@ impl Plan {
     pub fn search_of(&self, ci: usize) -> Option<&SearchPlan> {
         let w = &self.workloads[self.cells[ci].workload];
         match &w.office {
-            Some(o) if o.search => self.users_search.as_ref(),
-            Some(_) => None,
+            Some(o) => self.users_search_of(o),
             None => self.search.as_ref(),
         }
+    }
+
+    /// How `office`'s users are searched: its own settings, else the study's; `None`
+    /// when they are swept.
+    pub fn users_search_of<'a>(&'a self, office: &'a OfficeLoad) -> Option<&'a SearchPlan> {
+        if !office.search {
+            return None;
+        }
+        office.own_search.as_ref().or(self.users_search.as_ref())
     }
 
     /// Cell `ci` as a step at `rate` plays it, and the rate the step offers: a users

@@ -30,6 +30,8 @@ pub(super) fn resolve_office(
                 ("decisions", w.decisions.is_some()),
                 ("compress", w.compress.is_some()),
                 ("day_start", w.day_start.is_some()),
+                ("start_users", w.start_users.is_some()),
+                ("max_users", w.max_users.is_some()),
             ]
             .into_iter()
             .find(|(_, set)| *set);
@@ -106,6 +108,23 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
         Some(p) => volley_office::Mix::parse(&p.join(","))
             .map_err(|e| refuse(&w.name, format!("profiles: {e}")))?,
     };
+    let own_search = match (w.start_users.is_some() || w.max_users.is_some(), search) {
+        (false, _) => None,
+        (true, false) => {
+            return Err(refuse(
+                &w.name,
+                "start_users/max_users are for users = \"search\"",
+            ))
+        }
+        (true, true) => Some(
+            users_search_plan(
+                file,
+                w.start_users.unwrap_or(start_users(file)),
+                w.max_users.or(file.search.max_users),
+            )
+            .map_err(|e| refuse(&w.name, e))?,
+        ),
+    };
     Ok(OfficeLoad {
         users,
         search,
@@ -113,6 +132,7 @@ fn caldav(w: &WorkloadDef, file: &StudyFile) -> Result<OfficeLoad, StudyError> {
         decisions,
         compress,
         cold_start,
+        own_search,
     })
 }
 
@@ -158,12 +178,20 @@ pub(super) fn resolve_users_search(
         }
         return Ok(None);
     }
-    let start = start_users(file);
-    let max = s.max_users.unwrap_or(DEFAULT_MAX_USERS.max(start));
+    users_search_plan(file, start_users(file), s.max_users)
+        .map(Some)
+        .map_err(|e| invalid(format!("[search] {e}")))
+}
+
+/// A users search from `start` to `max` (default [`DEFAULT_MAX_USERS`], at least
+/// `start`) with `[search]`'s other settings, or why not in words.
+fn users_search_plan(file: &StudyFile, start: u32, max: Option<u32>) -> Result<SearchPlan, String> {
+    let s = &file.search;
+    let max = max.unwrap_or(DEFAULT_MAX_USERS.max(start));
     if start == 0 || max < start {
-        return Err(invalid(format!(
-            "[search] needs 1 <= start_users <= max_users, got {start} and {max}"
-        )));
+        return Err(format!(
+            "needs 1 <= start_users <= max_users, got {start} and {max}"
+        ));
     }
     let opts = volley_analysis::knee::SearchOpts {
         resolution_share: s.resolution.unwrap_or(0.1),
@@ -176,11 +204,11 @@ pub(super) fn resolve_users_search(
         ..Default::default()
     };
     volley_analysis::knee::Search::new(f64::from(start), opts.clone())
-        .map_err(|e| invalid(format!("[search]: {e}")))?;
-    Ok(Some(SearchPlan {
+        .map_err(|e| format!("settings: {e}"))?;
+    Ok(SearchPlan {
         start_rate: f64::from(start),
         opts,
-    }))
+    })
 }
 
 /// The first users count of a users search: `[search] start_users`, else

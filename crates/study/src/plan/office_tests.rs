@@ -138,3 +138,54 @@ fn users_search_keys_are_checked_and_name_what_is_wrong() {
         assert!(!e.contains('\n'), "one line: {e}");
     }
 }
+
+#[test]
+fn a_workload_may_search_its_own_range_of_users() {
+    let text = OFFICE.replace(
+        "users = \"search\"\n",
+        "users = \"search\"\nstart_users = 2\nmax_users = 16\ntargets = [\"radicale\"]\n",
+    );
+    let text = text.replace(
+        "[search]",
+        "[[workload]]\nname = \"wide\"\nkind = \"caldav\"\nusers = \"search\"\ntargets = [\"builtin\"]\n[search]",
+    );
+    let p = plan(&text).unwrap();
+    let searched = p.searched_cells();
+    let of = |name: &str| {
+        let ci = *searched
+            .iter()
+            .find(|&&ci| p.workloads[p.cells[ci].workload].name == name)
+            .unwrap();
+        let s = p.search_of(ci).unwrap();
+        (p.cells[ci].users, s.start_rate, s.opts.max_rate_rps)
+    };
+    assert_eq!(of("search"), (Some(2), 2.0, 16.0), "its own range");
+    assert_eq!(of("wide"), (Some(4), 4.0, 64.0), "the study's [search]");
+    // Accounts: the most each target's search tries (Radicale's sweep asks 300).
+    let t = |n: &str| p.targets.iter().position(|t| t.name == n).unwrap();
+    assert_eq!(p.dav_users(t("builtin")), Some(64));
+    assert_eq!(p.dav_users(t("radicale")), Some(300));
+    let d = p.describe();
+    assert!(
+        d.contains("from 2 users") && d.contains("at most 16 users"),
+        "{d}"
+    );
+    assert!(
+        d.contains("from 4 users") && d.contains("at most 64 users"),
+        "{d}"
+    );
+    // The keys mean nothing on swept users or an http workload.
+    for (text, want) in [
+        (
+            OFFICE.replace("users = [5, 300]\n", "users = [5, 300]\nmax_users = 9\n"),
+            "start_users/max_users are for users = \"search\"",
+        ),
+        (
+            OFFICE.replace("paths = [\"/x\"]\n", "paths = [\"/x\"]\nstart_users = 3\n"),
+            "start_users is a caldav key",
+        ),
+    ] {
+        let e = plan(&text).unwrap_err().to_string();
+        assert!(e.contains(want), "want {want:?}, got {e:?}");
+    }
+}

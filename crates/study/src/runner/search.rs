@@ -127,8 +127,15 @@ pub(crate) fn cell_identity(plan: &Plan, ci: usize) -> Value {
         "cores": inst.cores.map(cores_text),
         "variant": inst.variant.map(|v| plan.variants[v].name.clone()),
         "protocol": plan.protocol_of(cell),
-        // A users search stores users where a rate search stores req/s.
+        // A users search stores users where a rate search stores req/s, and how fast
+        // its office time ran (1: people at their pace; F: each user sends F people's
+        // requests), which history and compare say beside the count.
         "unit": if plan.searches_users(ci) { "users" } else { "req/s" },
+        "compress": plan.workloads[cell.workload]
+            .office
+            .as_ref()
+            .filter(|o| o.search)
+            .map(|o| o.compress),
     })
 }
 

@@ -205,7 +205,7 @@ pub(super) fn until_ready(
             }
             Err(Launch::Failed(e)) => return Err(e),
         };
-        let timeout = ctx.spec.start_timeout;
+        let timeout = ctx.spec.start_wait();
         let dav_ready = crate::dav::accounts_only(ctx.kind, ctx.spec.settings.dav);
         match wait_ready(
             inner, ctx.dir, addr, scheme, expected, probe_opts, timeout, dav_ready,
@@ -366,7 +366,7 @@ fn launch_builtin(ctx: &LaunchCtx, inner: &mut Inner) -> Result<(SocketAddr, Str
     let stdout = child.stdout.take();
     inner.note(|e| e.spawned(child.id()));
     inner.child = Some(child);
-    let addr = read_banner(stdout, dir, spec.start_timeout, inner)?;
+    let addr = read_banner(stdout, dir, spec.start_wait(), inner)?;
     Ok((addr, config_text))
 }
 

@@ -122,7 +122,21 @@ pub struct NetnsPlace {
     pub ip: std::net::IpAddr,
 }
 
+/// Start time allowed per DAV account beyond [`TargetSpec::start_timeout`]: about 4
+/// fsyncs of ~4 ms each (the built-in server's provisioning of a home and calendar on
+/// this machine's disk), doubled for a busy machine.
+pub const START_PER_DAV_ACCOUNT: Duration = Duration::from_millis(40);
+
 impl TargetSpec {
+    /// How long the start may take: [`TargetSpec::start_timeout`], plus
+    /// [`START_PER_DAV_ACCOUNT`] for each DAV account the server makes before it answers
+    /// (the built-in server provisions every home and calendar, with their fsyncs,
+    /// before its banner; 4000 accounts took longer than the 10 s default here).
+    pub fn start_wait(&self) -> Duration {
+        let accounts = self.settings.dav.map_or(0, |d| d.users);
+        self.start_timeout + START_PER_DAV_ACCOUNT * accounts
+    }
+
     /// Defaults: one worker, keep-alive on, no access log, no limits, 10 s to start,
     /// 3 s grace to stop, probe `/index.html`.
     pub fn new(kind: TargetKind) -> TargetSpec {
@@ -398,3 +412,19 @@ so that a fast wrong answer is never measured as a result.</p>\n\
 <p>With compression on, the same page is asked for with Accept-Encoding br and gzip, \
 and each answer must carry that Content-Encoding and decode to these bytes.</p>\n\
 </body></html>\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_waits_longer_for_each_dav_account_it_makes() {
+        let mut spec = TargetSpec::new(TargetKind::Builtin);
+        assert_eq!(spec.start_wait(), spec.start_timeout);
+        spec.settings.dav = Some(crate::DavSettings { users: 4000 });
+        assert_eq!(
+            spec.start_wait(),
+            spec.start_timeout + START_PER_DAV_ACCOUNT * 4000
+        );
+    }
+}

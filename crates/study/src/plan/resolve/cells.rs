@@ -122,7 +122,10 @@ fn office_cells(
     runs_on: &dyn Fn(usize) -> bool,
     cells: &mut Vec<Cell>,
 ) {
-    let start = [super::office::start_users(file)];
+    let start = [office
+        .own_search
+        .as_ref()
+        .map_or(super::office::start_users(file), |s| s.start_rate as u32)];
     let users: &[u32] = if office.search { &start } else { &office.users };
     for &u in users {
         for ii in (0..instances.len()).filter(|&ii| runs_on(ii)) {
