@@ -531,7 +531,9 @@ fn the_groupware_office_study_runs_the_seeds_points_on_the_right_servers() {
     }
     for (t, accounts) in [
         ("builtin-office", 4000),
-        ("radicale", 4000),
+        // Radicale is searched from 125 to at most 500 (its set-up speed: 2000 people
+        // would take 44 minutes before their window; the study file says why).
+        ("radicale", 500),
         ("builtin-pocket", 100),
         ("xandikos", 100),
         ("nginx-dav", 100),
@@ -562,8 +564,8 @@ fn the_groupware_office_study_runs_the_seeds_points_on_the_right_servers() {
     assert_eq!(pocket.memory_max, Some(8 << 20));
     // The header's figures: about 1 h 45 min of days, and under half an hour of days
     // at a quarter; the days' set-up and lead-in come on top, the same at every scale
-    // (about 54 requests per person at the guessed server rates: most of it the users
-    // search on Radicale).
+    // (about 12 min at the guessed server rates: each searched calendar is set up
+    // once, and Radicale is searched in the hundreds).
     let untimed = p.office_untimed_total();
     let days = p.estimate() - untimed;
     assert!(
@@ -578,7 +580,7 @@ fn the_groupware_office_study_runs_the_seeds_points_on_the_right_servers() {
     );
     assert_eq!(q.office_untimed_total(), untimed);
     assert!(
-        untimed >= Duration::from_secs(60 * 60) && untimed <= Duration::from_secs(70 * 60),
+        untimed >= Duration::from_secs(10 * 60) && untimed <= Duration::from_secs(14 * 60),
         "{untimed:?}"
     );
 }

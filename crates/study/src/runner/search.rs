@@ -460,7 +460,8 @@ repeats = 1
             done.cell,
             json!({"target": "n", "instance": "n cpu=50% cores=2", "workload": "w",
                    "concurrency": 1, "keepalive": true, "cpu_quota_cores": 0.5,
-                   "cores": "0-1", "variant": null, "protocol": "h1", "unit": "req/s"})
+                   "cores": "0-1", "variant": null, "protocol": "h1", "unit": "req/s",
+                   "compress": null})
         );
         // Cut short after 100, 200, 400, 800 passed and 1600 failed: 800 so far, no CI.
         let partial = partial.unwrap();
