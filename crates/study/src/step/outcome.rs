@@ -233,6 +233,20 @@ pub(crate) fn reasons_text(verdict: Option<&sustain::Verdict>) -> String {
     }
 }
 
+/// A step's figures in its line. An error is never throughput: a mostly failed step
+/// shows its errors only; a step where nothing completed at all (every connection
+/// still connecting or waiting when it ended: no error, no reply) says so, not
+/// "failed" beside "0 errors".
+fn figures_words(o: &StepOutcome) -> String {
+    if o.rps.is_nan() || o.rps <= 0.0 {
+        "no request completed (no req/s or latency figure)".to_string()
+    } else if o.mostly_failed() {
+        "mostly failed (no req/s or latency figure)".to_string()
+    } else {
+        format!("{:.0} req/s, p99 {:.2} ms", o.rps, o.p99_ms)
+    }
+}
+
 /// The line written when a step ends: figures, label, verdict and why not, a busy
 /// machine, the slowest second of a rate step over the SLO.
 pub(crate) fn step_line(
@@ -244,11 +258,7 @@ pub(crate) fn step_line(
     slo_ms: f64,
 ) -> String {
     let slow = o.rate.and_then(|_| slow_second_note(&s.seconds, slo_ms));
-    // An error is never throughput: a mostly failed step shows its errors only.
-    let figures = match o.mostly_failed() {
-        true => "mostly failed (no req/s or latency figure)".to_string(),
-        false => format!("{:.0} req/s, p99 {:.2} ms", o.rps, o.p99_ms),
-    };
+    let figures = figures_words(o);
     format!(
         "[{:>4}s] {what}: {figures}, {} errors, {}{}{}{}{}",
         elapsed_s,
@@ -295,4 +305,50 @@ pub(crate) fn cold_line(c: &ColdFigures, warm_ttfb_ms: Option<f64>) -> String {
         c.since_spawn_ms,
         warm_ttfb_ms.unwrap_or(f64::NAN)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_line_never_calls_an_empty_step_failed_nor_gives_failures_a_rate() {
+        let with = |rps: f64, ok_rps: f64| StepOutcome {
+            order: 0,
+            cell: 0,
+            repeat: 0,
+            rate: Some(100.0),
+            rps,
+            ok_rps,
+            p99_ms: 2.5,
+            errors: 0,
+            sustainable: Some(false),
+            label: "generator-bound",
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+            poll_p99_ms: None,
+            users: None,
+            lead_in: None,
+            attempt: 0,
+            machine_busy: false,
+        };
+        let table = [
+            (
+                with(0.0, 0.0),
+                "no request completed (no req/s or latency figure)",
+            ),
+            (
+                with(f64::NAN, 0.0),
+                "no request completed (no req/s or latency figure)",
+            ),
+            (
+                with(90.0, 10.0),
+                "mostly failed (no req/s or latency figure)",
+            ),
+            (with(90.0, 90.0), "90 req/s, p99 2.50 ms"),
+        ];
+        for (o, want) in table {
+            assert_eq!(figures_words(&o), want, "{o:?}");
+        }
+    }
 }
