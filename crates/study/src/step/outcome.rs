@@ -238,7 +238,7 @@ pub(crate) fn reasons_text(verdict: Option<&sustain::Verdict>) -> String {
 /// still connecting or waiting when it ended: no error, no reply) says so, not
 /// "failed" beside "0 errors".
 fn figures_words(o: &StepOutcome) -> String {
-    if o.rps.is_nan() || o.rps <= 0.0 {
+    if (o.rps.is_nan() || o.rps <= 0.0) && o.errors == 0 {
         "no request completed (no req/s or latency figure)".to_string()
     } else if o.mostly_failed() {
         "mostly failed (no req/s or latency figure)".to_string()
@@ -346,6 +346,14 @@ mod tests {
                 "mostly failed (no req/s or latency figure)",
             ),
             (with(90.0, 90.0), "90 req/s, p99 2.50 ms"),
+            // Nothing completed but errors were counted: those are failures.
+            (
+                StepOutcome {
+                    errors: 5,
+                    ..with(0.0, 0.0)
+                },
+                "mostly failed (no req/s or latency figure)",
+            ),
         ];
         for (o, want) in table {
             assert_eq!(figures_words(&o), want, "{o:?}");
