@@ -183,15 +183,27 @@ pub(super) fn resolve_users_search(
         .map_err(|e| invalid(format!("[search] {e}")))
 }
 
+/// Why a users search's settings cannot make a search; the caller says where
+/// (`[search]` or the workload).
+#[derive(Debug, thiserror::Error)]
+enum UsersSearchError {
+    #[error("needs 1 <= start_users <= max_users, got {start} and {max}")]
+    Range { start: u32, max: u32 },
+    #[error("settings: {0}")]
+    Settings(#[from] volley_analysis::knee::SearchError),
+}
+
 /// A users search from `start` to `max` (default [`DEFAULT_MAX_USERS`], at least
-/// `start`) with `[search]`'s other settings, or why not in words.
-fn users_search_plan(file: &StudyFile, start: u32, max: Option<u32>) -> Result<SearchPlan, String> {
+/// `start`) with `[search]`'s other settings, or why not.
+fn users_search_plan(
+    file: &StudyFile,
+    start: u32,
+    max: Option<u32>,
+) -> Result<SearchPlan, UsersSearchError> {
     let s = &file.search;
     let max = max.unwrap_or(DEFAULT_MAX_USERS.max(start));
     if start == 0 || max < start {
-        return Err(format!(
-            "needs 1 <= start_users <= max_users, got {start} and {max}"
-        ));
+        return Err(UsersSearchError::Range { start, max });
     }
     let opts = volley_analysis::knee::SearchOpts {
         resolution_share: s.resolution.unwrap_or(0.1),
@@ -203,8 +215,7 @@ fn users_search_plan(file: &StudyFile, start: u32, max: Option<u32>) -> Result<S
         whole: true,
         ..Default::default()
     };
-    volley_analysis::knee::Search::new(f64::from(start), opts.clone())
-        .map_err(|e| format!("settings: {e}"))?;
+    volley_analysis::knee::Search::new(f64::from(start), opts.clone())?;
     Ok(SearchPlan {
         start_rate: f64::from(start),
         opts,
