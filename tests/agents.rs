@@ -10,6 +10,7 @@ mod sshd;
 mod agents_manifest_cli;
 mod injectors;
 mod injectors_bus;
+mod injectors_faults;
 mod injectors_k8s;
 mod injectors_netns;
 mod injectors_ssh;
