@@ -301,7 +301,7 @@ impl CpuSources {
                     out.per_cpu.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 } else if *v2 {
                     let stat = read(&dir.join("cpu.stat"))?;
-                    out.total += parse_usage_usec(&stat)? * 1_000;
+                    out.total += crate::parse::parse_cgroup_cpu_ns(&stat)?;
                 } else if self
                     .cpuacct_root
                     .as_ref()
@@ -400,12 +400,6 @@ pub fn parse_throttled_ns(text: &str) -> Option<u64> {
             _ => None,
         }
     })
-}
-
-/// `usage_usec` of a cgroup2 `cpu.stat`.
-fn parse_usage_usec(text: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok())
 }
 
 #[cfg(test)]
@@ -518,7 +512,10 @@ mod tests {
             parse_throttled_ns("usage_usec 1\nthrottled_usec 3\n"),
             Some(3_000)
         );
-        assert_eq!(parse_usage_usec("usage_usec 17\nuser_usec 9\n"), Some(17));
+        assert_eq!(
+            crate::parse::parse_cgroup_cpu_ns("usage_usec 17\nuser_usec 9\n"),
+            Some(17_000)
+        );
     }
 
     #[test]
