@@ -486,8 +486,8 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "Per second:             {} second(s), {} generator-bound, {} machine-stalled",
-        s.seconds.len(),
+        "Per second:             {}, {} generator-bound, {} machine-stalled",
+        seconds_counted(s.seconds.len(), s.duration_s),
         g.generator_bound_seconds,
         g.machine_stalled_seconds
     )?;
@@ -495,6 +495,21 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
         writeln!(out, "Note: {n}")?;
     }
     Ok(())
+}
+
+/// How many seconds the per-second table holds, a last second the run covered only in
+/// part said apart: a `-d 2500ms` run holds 2 whole seconds and half of a third, whose
+/// count is no rate.
+fn seconds_counted(rows: usize, duration_s: f64) -> String {
+    let whole = ((duration_s + 1e-6).floor().max(0.0) as usize).min(rows);
+    match rows - whole {
+        0 => format!("{whole} whole second(s)"),
+        1 => format!(
+            "{whole} whole second(s) and a partial last one ({:.2} s)",
+            (duration_s - whole as f64).clamp(0.0, 1.0)
+        ),
+        n => format!("{whole} whole second(s) and {n} partial ones"),
+    }
 }
 
 fn write_repeat(out: &mut dyn Write, r: &RepeatSummary) -> std::io::Result<()> {
@@ -560,6 +575,24 @@ mod tests {
     use crate::summary::tests::info;
     use crate::Recorder;
     use volley_engine::Sink;
+
+    #[test]
+    fn the_per_second_count_says_a_partial_last_second_apart() {
+        for (rows, duration, want) in [
+            (3, 3.0, "3 whole second(s)"),
+            (3, 2.5, "2 whole second(s) and a partial last one (0.50 s)"),
+            (3, 2.9999999, "3 whole second(s)"),
+            (1, 0.25, "0 whole second(s) and a partial last one (0.25 s)"),
+            (4, 2.5, "2 whole second(s) and 2 partial ones"),
+            (0, 0.0, "0 whole second(s)"),
+        ] {
+            assert_eq!(
+                seconds_counted(rows, duration),
+                want,
+                "{rows} rows, {duration} s"
+            );
+        }
+    }
 
     #[test]
     fn text_has_ab_sections_and_definitions() {
