@@ -492,6 +492,11 @@ fn history_and_compare_on_a_small_study() {
         h.contains("ab (#1)/t0") && h.contains("ab (#1)/t1") && h.contains("complete"),
         "{h}"
     );
+    // History gives the study's answer too, the report's sentence word for word.
+    assert!(
+        h.contains(&format!("study ab (#1): {answer}")),
+        "{answer}\n{h}"
+    );
     let cmp = volley()
         .args(["compare", "ab:t0", "ab:t1", "--db"])
         .arg(&db)

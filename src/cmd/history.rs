@@ -108,6 +108,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if runs.is_empty() {
         println!("(no runs yet)");
     }
+    // Each study's answer, the sentence its end table, its report and `volley compare`
+    // give, read back from the store as `volley report` reads it.
+    for s in &studies {
+        let Ok(r) = volley_report::load(&store, volley_report::Selector::Study(s.id)) else {
+            continue;
+        };
+        if r.targets.is_empty() {
+            continue;
+        }
+        let name = volley_report::sanitise::terminal(&s.name, 120);
+        println!(
+            "study {name} (#{}): {}",
+            s.id,
+            volley_report::sanitise::terminal(&volley_report::headline::answer(&r), 2000)
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
