@@ -46,15 +46,27 @@ impl Plan {
         out
     }
 
-    /// How much of the estimate is office days' set-up and lead-in, and on what guess;
-    /// empty without office days.
+    /// How much of the estimate is the targets' DAV accounts and office days' set-up and
+    /// lead-in, and on what guess; empty without either.
     fn untimed_note(&self) -> String {
+        let start = self.target_start_total();
+        let start_note = match start.is_zero() {
+            true => String::new(),
+            false => format!(
+                "; of it, starting the targets' DAV accounts {} (guessed: {:.1} s per account on Radicale and Xandikos, {:.2} s on the others)",
+                fmt_duration(start),
+                super::estimate::start_per_account(volley_targets::TargetKind::Radicale)
+                    .as_secs_f64(),
+                super::estimate::start_per_account(volley_targets::TargetKind::Builtin)
+                    .as_secs_f64(),
+            ),
+        };
         let untimed = self.office_untimed_total();
         if untimed.is_zero() {
-            return String::new();
+            return start_note;
         }
         format!(
-            "; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
+            "{start_note}; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
             fmt_duration(untimed),
             self.workloads
                 .iter()

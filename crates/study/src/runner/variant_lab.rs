@@ -43,10 +43,10 @@ impl VariantLabs {
         if !volley_targets::config::running_as_root() {
             // Name the key, as every other refusal of a kernel value does: the reader
             // looks for it in the study file.
-            let key = tuned
-                .sysctls
-                .first()
-                .map_or_else(|| "route quickack".to_string(), |s| format!("sysctl {}", s.key));
+            let key = tuned.sysctls.first().map_or_else(
+                || "route quickack".to_string(),
+                |s| format!("sysctl {}", s.key),
+            );
             return Err(StudyError::Refused(format!(
                 "variant '{}' sets {key}: that needs root (volley sets it inside a network namespace it makes)",
                 tuned.name
