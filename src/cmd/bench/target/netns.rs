@@ -59,9 +59,10 @@ impl TunedLab {
 /// Builds the lab and applies the settings, or says (exit 2) which key was refused.
 pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<TunedLab> {
     if !volley_targets::config::running_as_root() {
-        let key = sysctls
-            .first()
-            .map_or_else(|| "--route quickack".to_string(), |s| format!("--sysctl {}", s.key));
+        let key = sysctls.first().map_or_else(
+            || "--route quickack".to_string(),
+            |s| format!("--sysctl {}", s.key),
+        );
         usage!("{key} needs root: volley sets it inside a network namespace it makes");
     }
     let slot = LabSlot::take()?;
