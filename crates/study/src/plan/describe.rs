@@ -55,15 +55,15 @@ impl Plan {
     /// lead-in, and on what guess; empty without either.
     fn untimed_note(&self) -> String {
         let start = self.target_start_total();
+        let ms = |k| super::estimate::start_per_account(k).as_millis();
         let start_note = match start.is_zero() {
             true => String::new(),
             false => format!(
-                "; of it, starting the targets' DAV accounts {} (guessed: {:.1} s per account on Radicale and Xandikos, {:.2} s on the others)",
+                "; of it, starting the targets' DAV accounts {} (guessed per account: {} ms on the built-in server, {} on Radicale and Xandikos, {} on the plain WebDAV servers)",
                 fmt_duration(start),
-                super::estimate::start_per_account(volley_targets::TargetKind::Radicale)
-                    .as_secs_f64(),
-                super::estimate::start_per_account(volley_targets::TargetKind::Builtin)
-                    .as_secs_f64(),
+                ms(volley_targets::TargetKind::Builtin),
+                ms(volley_targets::TargetKind::Radicale),
+                ms(volley_targets::TargetKind::Nginx),
             ),
         };
         let untimed = self.office_untimed_total();

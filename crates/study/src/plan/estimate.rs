@@ -184,17 +184,19 @@ impl Plan {
 
 /// Time a DAV target's start spends per account before it can serve (the target's
 /// `dav::set_up`, one request at a time; a stated constant per kind, not measured by the
-/// plan): Radicale makes each calendar (MKCALENDAR, its storage lock and fsyncs) then
-/// reads it back, about 0.4 s; Xandikos makes a git repository per calendar on its first
-/// request, taken alike; the built-in server provisions a home and a calendar (about 4
-/// fsyncs) before its banner and answers the read-back, about 20 ms, as the plain WebDAV
-/// servers answer theirs. Together they give seed 000's measured 4.6 min (4000 built-in
-/// accounts, 500 Radicale calendars: 80 s + 200 s).
+/// plan). Radicale makes each calendar (MKCALENDAR) and reads it back: 35-43 ms per
+/// account measured here at load 7, for 200 and 1000 accounts (4 or 16 at a time were
+/// no faster: its storage lock takes them in turn); Xandikos, which makes a git
+/// repository per calendar on its first request, is taken alike. The built-in server
+/// provisions a home and a calendar (about 4 fsyncs) before its banner, then answers
+/// the read-back: about 60 ms, what is left of seed 000's measured 4.6 min (4000
+/// built-in accounts, 500 Radicale calendars) once Radicale's 20 s are taken off. The
+/// plain WebDAV servers only answer the read-back.
 pub fn start_per_account(kind: volley_targets::TargetKind) -> Duration {
-    if kind.is_caldav_server() {
-        Duration::from_millis(400)
-    } else {
-        Duration::from_millis(20)
+    match kind {
+        volley_targets::TargetKind::Builtin => Duration::from_millis(60),
+        k if k.is_caldav_server() => Duration::from_millis(40),
+        _ => Duration::from_millis(5),
     }
 }
 

@@ -67,9 +67,9 @@ fn a_users_search_is_one_cell_per_target_after_the_swept_cells() {
         .iter()
         .map(|ci| p.step_estimate(&p.cells[*ci]) * per_search)
         .sum();
-    // ... and the targets' starts: 64 accounts on the built-in server at 20 ms each,
-    // 300 Radicale calendars at 0.4 s each (the accounts above, nothing else).
-    let start = Duration::from_millis(64 * 20 + 300 * 400);
+    // ... and the targets' starts: 64 accounts on the built-in server at 60 ms each,
+    // 300 Radicale calendars at 40 ms each (the accounts above, nothing else).
+    let start = Duration::from_millis(64 * 60 + 300 * 40);
     assert_eq!(p.target_start_total(), start);
     assert_eq!(p.estimate(), sweep_only + searches + start);
     // An office day lasts its duration even in a search, plus its set-up and lead-in
