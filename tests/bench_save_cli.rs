@@ -183,6 +183,78 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The path is checked by the run's own first answer, with no request of its own: a
+/// URL the server answers 404 ends the run at that answer (one line, exit 2, far fewer
+/// requests than asked, the saved run marked stopped with no step), and a path it has
+/// sends exactly the run's requests, so the server's count equals volley's.
+#[test]
+fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
+    let missing = FaultServer::start(Behaviour::Status(404)).unwrap();
+    let dir = std::env::temp_dir().join(format!("volley-bench-404-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("v.db");
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            &missing.url("/gone.html"),
+            "-n",
+            "5000",
+            "-c",
+            "1",
+            "--save",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GET /gone.html answered 404") && err.contains("measured nothing"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let sent = missing.stats().requests;
+    assert!(
+        (1..100).contains(&sent),
+        "the run stopped at its first answers, not after 5000: {sent}"
+    );
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, Status::Incomplete);
+    assert!(store.steps(runs[0].id).unwrap().is_empty());
+    drop(store);
+
+    // A path it has: the server sees the run's 50 requests and no other.
+    let ok = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", &ok.url("/"), "-n", "50", "-c", "2", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let run = json.get("runs").and_then(|r| r.get(0)).unwrap_or(&json);
+    assert_eq!(run["requests"]["completed"], 50, "{run}");
+    assert_eq!(ok.stats().requests, 50, "no request beside the run's");
+
+    // A 503 first is the server's trouble, not the path: the run goes on and is
+    // measured (every request of it), exit 1 since none succeeded.
+    let busy = FaultServer::start(Behaviour::Status(503)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", &busy.url("/"), "-n", "40", "-c", "1", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(busy.stats().requests, 40);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// With `--target`, a path the served docroot does not have is refused before any
 /// server starts: one line, exit 2 (a study checks its paths before its first step).
 #[test]
