@@ -492,6 +492,12 @@ fn history_and_compare_on_a_small_study() {
         h.contains("ab (#1)/t0") && h.contains("ab (#1)/t1") && h.contains("complete"),
         "{h}"
     );
+    // History gives the study's answer in the same sentence.
+    assert!(
+        h.lines()
+            .any(|l| l == format!("answer of ab (#1): {answer}")),
+        "{answer}\n{h}"
+    );
     let cmp = volley()
         .args(["compare", "ab:t0", "ab:t1", "--db"])
         .arg(&db)
@@ -617,6 +623,14 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
     }
     let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains("**No answer: most requests"), "{md}");
+    // History says the same: no answer, never a figure of failures.
+    let (code, h, _) = crate::common::volley(&["history", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        h.lines()
+            .any(|l| l.starts_with(&format!("answer of all-failed (#1): {answer}"))),
+        "{answer}\n{h}"
+    );
     // Each step's row in the three tables with its label (runs, throughput and p99,
     // evidence) says so, whatever the label.
     let said = md
