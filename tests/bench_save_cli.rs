@@ -93,6 +93,16 @@ fn saved_bench_runs_work_with_history_compare_and_report() {
         h.contains("bench/before") && h.contains(&format!("bench/{url}")),
         "{h}"
     );
+    // Each saved run's answer, the sentence its report gives.
+    let (md, _) = volley(&["report", "1"], &db);
+    let answer = h
+        .lines()
+        .find_map(|l| l.strip_prefix("run 1 (before): "))
+        .unwrap_or_else(|| panic!("no answer of run 1: {h}"));
+    assert!(
+        answer.starts_with("before: ") && md.contains(&format!("**{answer}**")),
+        "{answer}\n{md}"
+    );
 
     // A closed loop and an open loop share no point: compare says so in one line
     // rather than ranking unlike figures (like with like, docs/methodology.md).

@@ -108,47 +108,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if runs.is_empty() {
         println!("(no runs yet)");
     }
-    for line in answers(&store, &studies, &runs) {
-        println!("{line}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Each study's answer, and each stand-alone run's (a saved bench), in the report's own
-/// sentence (`headline::answer`, read from the store as `volley report` reads it), so
-/// history, the study's end, the report and compare say the same thing. A study or run
-/// with nothing to report (no step stored) has no line.
-fn answers(
-    store: &Store,
-    studies: &[volley_store::StudyRow],
-    runs: &[volley_store::RunRow],
-) -> Vec<String> {
+    // Each study's answer, the sentence its end table, its report and `volley compare`
+    // give, read back from the store as `volley report` reads it; then each saved
+    // bench run's (no study), as `volley report ID` gives it.
     use volley_report::Selector;
-    let of_studies = studies
-        .iter()
-        .map(|s| (format!("{} (#{})", s.name, s.id), Selector::Study(s.id)));
+    let of_studies = studies.iter().map(|s| {
+        (
+            format!("study {} (#{})", s.name, s.id),
+            Selector::Study(s.id),
+        )
+    });
     let of_runs = runs
         .iter()
         .filter(|r| r.study.is_none())
         .map(|r| (format!("run {} ({})", r.id, r.target), Selector::Run(r.id)));
-    of_studies
-        .chain(of_runs)
-        .filter_map(|(name, selector)| {
-            let report = volley_report::load(store, selector).ok()?;
-            report.targets.iter().any(|t| !t.steps.is_empty()).then(|| {
-                // Names and sentences carry users' text: nothing reaches the terminal
-                // raw, and no line runs on without end.
-                volley_report::sanitise::terminal(
-                    &format!(
-                        "answer of {name}: {}",
-                        volley_report::headline::answer(&report)
-                    ),
-                    4_000,
-                )
-                .into_owned()
-            })
-        })
-        .collect()
+    for (name, selector) in of_studies.chain(of_runs) {
+        let Ok(r) = volley_report::load(&store, selector) else {
+            continue;
+        };
+        if r.targets.iter().all(|t| t.steps.is_empty()) {
+            continue;
+        }
+        println!(
+            "{}: {}",
+            volley_report::sanitise::terminal(&name, 120),
+            volley_report::sanitise::terminal(&volley_report::headline::answer(&r), 2000)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

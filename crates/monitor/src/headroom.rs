@@ -185,26 +185,31 @@ pub struct HeadroomSample {
     pub sockets: TargetSockets,
 }
 
-/// Reads this process's fds and limit, the port range and the sockets towards `target`:
-/// by the kernel's filtered netlink dump ([`crate::sockdiag`], cheap however many
-/// sockets the machine holds), else from `/proc/net/tcp{,6}`, where a missing
-/// `/proc/net/tcp6` (IPv6 disabled) counts as no IPv6 sockets.
-pub fn sample(target: SocketAddr) -> Result<HeadroomSample, HeadroomError> {
+/// Reads this process's fds and limit, the port range and the TCP sockets towards
+/// `target`: by the kernel's filtered netlink dump ([`crate::sockdiag`], cheap however
+/// many sockets the machine holds), else from `/proc/net/tcp{,6}`, where a missing
+/// `/proc/net/tcp6` (IPv6 disabled) counts as no IPv6 sockets. With `target` `None`
+/// (a load over QUIC: one UDP socket per connection, no TCP socket and no TIME_WAIT)
+/// the TCP table is not walked at all and the socket counts are zero.
+pub fn sample(target: Option<SocketAddr>) -> Result<HeadroomSample, HeadroomError> {
     let range_text = read("/proc/sys/net/ipv4/ip_local_port_range")?;
     let port_range = parse_port_range(&range_text)
         .ok_or_else(|| HeadroomError::PortRange(range_text.trim().to_owned()))?;
-    let sockets = match crate::sockdiag::count_target_sockets(target) {
-        Ok(s) => s,
-        Err(_) => {
-            let v4 = count_target_sockets(&read("/proc/net/tcp")?, target);
-            let v6 = std::fs::read_to_string("/proc/net/tcp6")
-                .map(|t| count_target_sockets(&t, target))
-                .unwrap_or_default();
-            TargetSockets {
-                in_use: v4.in_use + v6.in_use,
-                time_wait: v4.time_wait + v6.time_wait,
+    let sockets = match target {
+        None => TargetSockets::default(),
+        Some(target) => match crate::sockdiag::count_target_sockets(target) {
+            Ok(s) => s,
+            Err(_) => {
+                let v4 = count_target_sockets(&read("/proc/net/tcp")?, target);
+                let v6 = std::fs::read_to_string("/proc/net/tcp6")
+                    .map(|t| count_target_sockets(&t, target))
+                    .unwrap_or_default();
+                TargetSockets {
+                    in_use: v4.in_use + v6.in_use,
+                    time_wait: v4.time_wait + v6.time_wait,
+                }
             }
-        }
+        },
     };
     Ok(HeadroomSample {
         fd_used: count_fds()?,
@@ -280,13 +285,18 @@ impl HeadroomReport {
 pub struct HeadroomWatch {
     stop: Arc<(Mutex<bool>, Condvar)>,
     handle: Option<JoinHandle<HeadroomReport>>,
-    target: SocketAddr,
+    target: Option<SocketAddr>,
 }
 
 impl HeadroomWatch {
     /// Takes the first sample now (before the run), so an unreadable `/proc` is an error
-    /// here rather than a silent empty report, then samples every `interval`.
-    pub fn start(target: SocketAddr, interval: Duration) -> Result<HeadroomWatch, HeadroomError> {
+    /// here rather than a silent empty report, then samples every `interval`. `target`
+    /// is where the load's TCP connections go, `None` for a load with none (HTTP/3):
+    /// see [`sample`].
+    pub fn start(
+        target: Option<SocketAddr>,
+        interval: Duration,
+    ) -> Result<HeadroomWatch, HeadroomError> {
         let mut report = HeadroomReport::default();
         report.add(&sample(target)?);
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -510,11 +520,16 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let target = l.local_addr().unwrap();
         let _c = std::net::TcpStream::connect(target).unwrap();
-        let w = HeadroomWatch::start(target, Duration::from_secs(3600)).unwrap();
+        let w = HeadroomWatch::start(Some(target), Duration::from_secs(3600)).unwrap();
         let r = w.finish();
         assert!(r.fd_limit > 0 && r.fd_used_max >= 3, "{r:?}");
         assert!(r.port_range > 0, "{r:?}");
         assert!(r.ports_in_use_max >= 1, "{r:?}");
         assert_eq!(r.samples, 2, "{r:?}");
+        // A load without TCP (HTTP/3) counts fds and the port range, no TCP socket.
+        let w = HeadroomWatch::start(None, Duration::from_secs(3600)).unwrap();
+        let r = w.finish();
+        assert!(r.fd_limit > 0 && r.fd_used_max >= 3, "{r:?}");
+        assert_eq!((r.ports_in_use_max, r.time_wait_max), (0, 0), "{r:?}");
     }
 }

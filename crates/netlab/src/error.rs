@@ -29,6 +29,9 @@ pub enum NetlabError {
         #[source]
         source: std::io::Error,
     },
+    /// A kernel setting of an injector namespace was refused or did not take.
+    #[error("injector namespace: {0}")]
+    Tune(#[from] crate::tune::TuneError),
     /// A bounded wait ran out.
     #[error("link measurement: {0}")]
     Timeout(&'static str),

@@ -25,6 +25,22 @@ pub struct LinkSpec {
     pub delay_ms: Option<u64>,
 }
 
+/// What every injector namespace is given, written and read back there (never on the
+/// host): `net.ipv4.tcp_tw_reuse = 1`. volley closes a connection-per-request
+/// connection itself as soon as the response is complete, so the TIME_WAIT sockets sit
+/// on the generator's ports; the host reuses them for new connects only on loopback
+/// (its default, 2, means "loopback only"), and a lab's injector reaches its target
+/// over a veth, so at ~10,000 new connections a second the injector ran out of ports
+/// within a few steps and its connects (and its send rate) collapsed: the generator's
+/// own limit, read as generator-bound, hiding the server's. With reuse on, the
+/// injector's ports behave as the host's do on loopback (docs/methodology.md,
+/// "Server knobs").
+pub fn injector_sysctls() -> Vec<crate::tune::Sysctl> {
+    crate::tune::Sysctl::new("net.ipv4.tcp_tw_reuse", "1")
+        .into_iter()
+        .collect()
+}
+
 /// A lab that exists: removed on drop.
 #[derive(Debug)]
 pub struct Lab {
@@ -99,6 +115,7 @@ impl Lab {
             let port = format!("p{i}");
             let addr = self.names.injector_addr(i);
             self.join(&ns, &port, &format!("{addr}/{len}"))?;
+            crate::tune::apply_sysctls(&ns, &injector_sysctls())?;
             if let Some(rate) = self.links[i].rate_bit {
                 let q = tbf(rate, self.links[i].rtt_ms);
                 // Download (bridge -> injector) and upload (injector -> bridge).

@@ -105,6 +105,7 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
             "net.core.rmem_max",
             "net.core.netdev_max_backlog",
             "vm.swappiness",
+            "net.ipv4.tcp_tw_reuse",
         ];
         let host = |k: &str| {
             std::fs::read_to_string(format!("/proc/sys/{}", k.replace('.', "/"))).unwrap()
@@ -125,6 +126,28 @@ fn a_shaped_link_measures_its_rate_and_the_lab_leaves_nothing_behind() {
         assert_eq!(applied[0].value, "16");
         assert_eq!(applied[0].host, before[0].trim());
         assert_eq!(applied[1].value, "64");
+        // The injector's namespace reuses its TIME_WAIT ports (the generator's side);
+        // the target's keeps the kernel's default, and the host its own value.
+        let reuse_in = |ns: &str| {
+            let out = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "cat",
+                    "/proc/sys/net/ipv4/tcp_tw_reuse",
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        assert_eq!(reuse_in(&lab.injector_ns(0)), "1");
+        assert_eq!(
+            reuse_in(&ns),
+            "2",
+            "the target's namespace keeps the default"
+        );
+        assert_eq!(host("net.ipv4.tcp_tw_reuse"), before[5]);
         for (s, want) in [
             (
                 "net.core.rmem_max=1048576",

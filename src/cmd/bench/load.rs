@@ -697,7 +697,10 @@ pub fn run_once(
     };
     // Generator headroom: sampled before the run, once a second on its own thread, and
     // at the end. Unreadable /proc (not Linux) leaves `headroom` null, never fails a run.
-    let headroom = HeadroomWatch::start(spec.cfg.addr, Duration::from_secs(1)).ok();
+    // Over HTTP/3 there is no TCP socket to count: the socket table is not walked.
+    let tcp_target = (!matches!(spec.wire.wire.http, volley_engine::HttpVersion::H3 { .. }))
+        .then_some(spec.cfg.addr);
+    let headroom = HeadroomWatch::start(tcp_target, Duration::from_secs(1)).ok();
     let (measured, written) = std::thread::scope(|scope| {
         if show_progress {
             scope.spawn(|| progress::bench(&live, &done, spec.cfg.stop));

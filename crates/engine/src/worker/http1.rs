@@ -386,7 +386,8 @@ impl<'a, S: Sink, T: Transport> Worker<'a, S, T> {
             // timeout, and waiting costs an extra wake-up and read per request. The
             // TIME_WAIT state then sits on the client's port; Linux reuses such ports
             // for new outgoing connects (net.ipv4.tcp_tw_reuse, on for loopback by
-            // default), so a long non-keep-alive run does not run out of ports there.
+            // default, and set in the load namespaces of volley's labs), so a long
+            // non-keep-alive run does not run out of ports there.
             self.close(slot, now);
         }
         self.next_for(slot, now);

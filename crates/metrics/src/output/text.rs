@@ -484,22 +484,10 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
         g.verdict.label.label(),
         g.verdict.reason
     )?;
-    let (whole, partial) = whole_seconds(s);
-    let partial = match partial.as_slice() {
-        [] => String::new(),
-        covered => format!(
-            " and {} partial ({} s: not a second's count)",
-            covered.len(),
-            covered
-                .iter()
-                .map(|c| format!("{c:.2}"))
-                .collect::<Vec<_>>()
-                .join(" and ")
-        ),
-    };
     writeln!(
         out,
-        "Per second:             {whole} whole second(s){partial}, {} generator-bound, {} machine-stalled",
+        "Per second:             {}, {} generator-bound, {} machine-stalled",
+        seconds_counted(s.seconds.len(), s.duration_s),
         g.generator_bound_seconds,
         g.machine_stalled_seconds
     )?;
@@ -509,26 +497,19 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The measured period's whole seconds, and how much of each partial one it covers
-/// (seconds): a stored second counts the requests that finished in it, a rate only when
-/// the run covered all of it (a `-d 3s` run that ends a few milliseconds after its
-/// third second has three, not four). Seconds count from the warm-up boundary (the
-/// recorder shifts measured instants to it), so the measured period is [0, duration).
-fn whole_seconds(s: &Summary) -> (usize, Vec<f64>) {
-    // A nanosecond clock's rounding, not a part of a second.
-    const EPS_S: f64 = 1e-6;
-    let mut whole = 0;
-    let mut partial = Vec::new();
-    for sec in &s.seconds {
-        let lo = sec.second as f64;
-        let covered = (lo + 1.0).min(s.duration_s) - lo;
-        if covered >= 1.0 - EPS_S {
-            whole += 1;
-        } else if covered > EPS_S {
-            partial.push(covered);
-        }
+/// How many seconds the per-second table holds, a last second the run covered only in
+/// part said apart: a `-d 2500ms` run holds 2 whole seconds and half of a third, whose
+/// count is no rate.
+fn seconds_counted(rows: usize, duration_s: f64) -> String {
+    let whole = ((duration_s + 1e-6).floor().max(0.0) as usize).min(rows);
+    match rows - whole {
+        0 => format!("{whole} whole second(s)"),
+        1 => format!(
+            "{whole} whole second(s) and a partial last one ({:.2} s)",
+            (duration_s - whole as f64).clamp(0.0, 1.0)
+        ),
+        n => format!("{whole} whole second(s) and {n} partial ones"),
     }
-    (whole, partial)
 }
 
 fn write_repeat(out: &mut dyn Write, r: &RepeatSummary) -> std::io::Result<()> {
@@ -596,6 +577,24 @@ mod tests {
     use volley_engine::Sink;
 
     #[test]
+    fn the_per_second_count_says_a_partial_last_second_apart() {
+        for (rows, duration, want) in [
+            (3, 3.0, "3 whole second(s)"),
+            (3, 2.5, "2 whole second(s) and a partial last one (0.50 s)"),
+            (3, 2.9999999, "3 whole second(s)"),
+            (1, 0.25, "0 whole second(s) and a partial last one (0.25 s)"),
+            (4, 2.5, "2 whole second(s) and 2 partial ones"),
+            (0, 0.0, "0 whole second(s)"),
+        ] {
+            assert_eq!(
+                seconds_counted(rows, duration),
+                want,
+                "{rows} rows, {duration} s"
+            );
+        }
+    }
+
+    #[test]
     fn text_has_ab_sections_and_definitions() {
         let mut r = Recorder::new();
         for i in 0..100 {
@@ -622,63 +621,6 @@ mod tests {
         ] {
             assert!(t.contains(needle), "missing {needle:?} in\n{t}");
         }
-    }
-
-    #[test]
-    fn per_second_counts_whole_seconds_and_names_a_partial_one_apart() {
-        let text = |elapsed_ms: u64| {
-            let mut r = Recorder::new();
-            // One request finishing in each of the first three seconds, and one in the
-            // fourth when the run lasts into it.
-            for done_ms in [500, 1_500, 2_500, 3_010] {
-                if done_ms <= elapsed_ms {
-                    r.record(&ok(done_ms, 3));
-                }
-            }
-            let s = r.close(&info(Model::Closed, elapsed_ms)).unwrap();
-            let mut buf = Vec::new();
-            Text::default()
-                .export(std::slice::from_ref(&s), None, &mut buf)
-                .unwrap();
-            let t = String::from_utf8(buf).unwrap();
-            t.lines()
-                .find(|l| l.starts_with("Per second:"))
-                .unwrap_or_else(|| panic!("no per-second line in\n{t}"))
-                .to_string()
-        };
-        // A `-d 3s` run that ended 20 ms into its fourth second: three whole seconds.
-        let ran = text(3_020);
-        assert!(
-            ran.contains(" 3 whole second(s) and 1 partial (0.02 s: not a second's count)"),
-            "{ran}"
-        );
-        // Exactly three seconds: no partial one named.
-        let exact = text(3_000);
-        assert!(exact.contains(" 3 whole second(s),"), "{exact}");
-        assert!(!exact.contains("partial"), "{exact}");
-        // Shorter than a second: no whole second at all.
-        let short = text(600);
-        assert!(
-            short.contains(" 0 whole second(s) and 1 partial (0.60 s"),
-            "{short}"
-        );
-
-        // After a 1 s warm-up, seconds count from its end: a run of 4.02 s measured
-        // 3.02 s, three whole seconds and a partial one.
-        let mut r = Recorder::new().with_warmup(std::time::Duration::from_secs(1));
-        for done_ms in [500, 1_500, 2_500, 3_500, 4_010] {
-            r.record(&ok(done_ms, 3));
-        }
-        let s = r.close(&info(Model::Closed, 4_020)).unwrap();
-        let mut buf = Vec::new();
-        Text::default()
-            .export(std::slice::from_ref(&s), None, &mut buf)
-            .unwrap();
-        let t = String::from_utf8(buf).unwrap();
-        assert!(
-            t.contains(" 3 whole second(s) and 1 partial (0.02 s: not a second's count)"),
-            "{t}"
-        );
     }
 
     #[test]
