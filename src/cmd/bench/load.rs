@@ -755,9 +755,11 @@ pub fn run_once(
     if let Some(low) = headroom.and_then(|h| h.warning()) {
         summary.notes.push(low);
     }
-    if let Some(line) = server_trouble(&summary) {
-        summary.notes.push(line);
-    }
+    summary.notes.extend(
+        server_trouble(&summary)
+            .into_iter()
+            .chain(summary.mostly_failed()),
+    );
     Ok(Ran {
         summary,
         histograms,

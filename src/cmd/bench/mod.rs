@@ -186,8 +186,13 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout().lock(),
             )?;
             println!();
-        } else if let Some(line) = server_trouble(&summary) {
-            eprintln!("volley: {line}");
+        } else {
+            for line in server_trouble(&summary)
+                .into_iter()
+                .chain(summary.mostly_failed())
+            {
+                eprintln!("volley: {line}");
+            }
         }
         runs.push(summary);
         write_files(&out, &runs, None, false)?;
