@@ -236,6 +236,23 @@ fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
     assert_eq!(runs[0].status, Status::Incomplete);
     assert!(store.steps(runs[0].id).unwrap().is_empty());
     drop(store);
+    // With --first-request, its cold request is the check: refused before the run,
+    // with that one request and no other.
+    let before = missing.stats().requests;
+    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "bench",
+            &missing.url("/gone.html"),
+            "-n",
+            "50",
+            "--first-request",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("answered 404 (the cold request"), "{err}");
+    assert_eq!(missing.stats().requests - before, 1);
 
     // A path it has: the server sees the run's 50 requests and no other.
     let ok = FaultServer::start(Behaviour::Ok {

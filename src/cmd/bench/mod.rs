@@ -111,7 +111,12 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .filter(|f| volley_engine::first::refuses(f.status))
     {
-        return Err(path_refused(&spec, 0, f.status, "the first request"));
+        return Err(path_refused(
+            &spec,
+            0,
+            f.status,
+            "the cold request of --first-request",
+        ));
     }
     spec.first_answers = Some(Arc::new(volley_engine::FirstAnswers::new(
         spec.paths.len(),
@@ -247,7 +252,7 @@ fn nothing_succeeded(spec: &LoadSpec, s: &Summary, out: &Outputs, text: &Text) -
 fn path_refused(spec: &LoadSpec, index: u32, status: u16, what: &str) -> anyhow::Error {
     let path = spec.paths.get(index as usize).map_or("/", String::as_str);
     anyhow::Error::new(crate::exit::UsageError(format!(
-        "{} {path} answered {status} to {what}: the server does not serve it to this request; the run stopped there and measured nothing (fix the URL's path or the headers)",
+        "{} {path} answered {status} ({what}): the server does not serve it to this request; the run stopped there and measured nothing (fix the URL's path or the headers)",
         spec.method
     )))
 }
