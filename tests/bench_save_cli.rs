@@ -199,29 +199,26 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
 /// sends exactly the run's requests, so the server's count equals volley's.
 #[test]
 fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
+    use crate::common::volley as run;
     let missing = FaultServer::start(Behaviour::Status(404)).unwrap();
-    let dir = std::env::temp_dir().join(format!("volley-bench-404-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("bench-404");
     let db = dir.join("v.db");
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args([
-            "bench",
-            &missing.url("/gone.html"),
-            "-n",
-            "5000",
-            "-c",
-            "1",
-            "--save",
-            "--db",
-        ])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let gone = missing.url("/gone.html");
+    let (code, _, err) = run(&[
+        "bench",
+        &gone,
+        "-n",
+        "5000",
+        "-c",
+        "1",
+        "--save",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("GET /gone.html answered 404") && err.contains("measured nothing"),
+        err.contains("GET /gone.html answered 404 (its first answer in the run)")
+            && err.contains("measured nothing"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -238,21 +235,10 @@ fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
     drop(store);
     // With --first-request, its cold request is the check: refused before the run,
     // with that one request and no other.
-    let before = missing.stats().requests;
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args([
-            "bench",
-            &missing.url("/gone.html"),
-            "-n",
-            "50",
-            "--first-request",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let (code, _, err) = run(&["bench", &gone, "-n", "50", "--first-request"]);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("answered 404 (the cold request"), "{err}");
-    assert_eq!(missing.stats().requests - before, 1);
+    assert_eq!(missing.stats().requests - sent, 1);
 
     // A path it has: the server sees the run's 50 requests and no other.
     let ok = FaultServer::start(Behaviour::Ok {
@@ -260,24 +246,18 @@ fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
         keep_alive: true,
     })
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["bench", &ok.url("/"), "-n", "50", "-c", "2", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let run = json.get("runs").and_then(|r| r.get(0)).unwrap_or(&json);
-    assert_eq!(run["requests"]["completed"], 50, "{run}");
+    let (code, out, err) = run(&["bench", &ok.url("/"), "-n", "50", "-c", "2", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = json.get("runs").and_then(|r| r.get(0)).unwrap_or(&json);
+    assert_eq!(r["requests"]["completed"], 50, "{r}");
     assert_eq!(ok.stats().requests, 50, "no request beside the run's");
 
     // A 503 first is the server's trouble, not the path: the run goes on and is
     // measured (every request of it), exit 1 since none succeeded.
     let busy = FaultServer::start(Behaviour::Status(503)).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["bench", &busy.url("/"), "-n", "40", "-c", "1", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    let (code, _, _) = run(&["bench", &busy.url("/"), "-n", "40", "-c", "1", "-q"]);
+    assert_eq!(code, 1);
     assert_eq!(busy.stats().requests, 40);
     let _ = std::fs::remove_dir_all(&dir);
 }

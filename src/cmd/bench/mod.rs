@@ -160,7 +160,7 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
                 &spec,
                 r.request_index,
                 r.status,
-                "the run's first answer",
+                "its first answer in the run",
             ));
         }
         let mut summary = ran.summary;
