@@ -89,6 +89,12 @@ cooldown = "0s"
     assert_eq!(completed(s), sum);
     let notes = s["notes"].to_string();
     assert!(notes.contains("inj2 was lost"), "{notes}");
+    // volley started it and saw its process exit: lost for that, not after the
+    // silence bound (10 s here, longer than the 4 s of the step left).
+    assert!(
+        notes.contains("(its process exited)") && inj.iter().any(|i| i["process_exited"] == true),
+        "{notes}"
+    );
     let phases = s["phases"].as_array().unwrap();
     assert!(phases.iter().any(|p| p["degraded"] == true), "{phases:?}");
 }

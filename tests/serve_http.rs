@@ -587,3 +587,39 @@ fn anonymous_writes_beyond_loopback_are_refused() {
         "{help}"
     );
 }
+
+/// The server's flags are typed and parsed once: a zero or malformed timeout and an
+/// address that is none are one line naming the flag, exit 2, before anything starts;
+/// `--help` shows the defaults.
+#[test]
+fn bad_serve_flags_are_one_line_and_exit_2() {
+    let root = std::env::temp_dir().join(format!("volley-serve-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    for (flag, value) in [
+        ("--header-timeout", "0s"),
+        ("--header-timeout", "soon"),
+        ("--idle-timeout", "-1s"),
+        ("--listen", "localhost"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["serve", "--root"])
+            .arg(&root)
+            .arg(format!("{flag}={value}"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("[default: 10s]") && help.contains("[default: 60s]"),
+        "{help}"
+    );
+}

@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use volley_server::{Server, ServerConfig, ServerTls};
-use volley_units::parse_duration;
 
 /// Flags of `volley serve`.
 #[derive(clap::Args)]
@@ -37,7 +36,7 @@ pub struct Args {
     root: PathBuf,
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
-    listen: String,
+    listen: SocketAddr,
     /// Event-loop threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -48,11 +47,11 @@ pub struct Args {
     #[arg(long, default_value_t = 10_000)]
     max_connections: usize,
     /// Close a client that has not sent a full header block within this (e.g. 10s, 500ms).
-    #[arg(long, default_value = "10s")]
-    header_timeout: String,
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    header_timeout: Duration,
     /// Close an idle keep-alive connection after this.
-    #[arg(long, default_value = "60s")]
-    idle_timeout: String,
+    #[arg(long, default_value = "60s", value_parser = positive_duration)]
+    idle_timeout: Duration,
     /// Largest request body in bytes (larger gets 413).
     #[arg(long, default_value_t = 16 << 20)]
     max_body: u64,
@@ -89,10 +88,11 @@ pub struct Args {
     writable: bool,
 }
 
-/// A positive duration for a serve flag (the one syntax of `volley_harness`: `10s`,
-/// `500ms`, `2m`, `1h`, bare seconds); zero is refused, a server cannot time out at 0.
-fn positive_duration(s: &str) -> Option<Duration> {
-    parse_duration(s).ok().filter(|d| !d.is_zero())
+/// A positive duration for a serve flag (volley's one duration syntax, as bench's
+/// flags take it: `10s`, `500ms`, `2m`, `1h`, bare seconds); zero is refused, a server
+/// cannot time out at 0. Parsed by clap once: a bad value is one line and exit 2.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    crate::cmd::bench::load::values::positive_duration(s)
 }
 
 /// Runs `volley serve`.
@@ -137,24 +137,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The server's configuration from the flags, each checked first (a bad one is a
 /// usage error, before anything is written), without accounts or TLS.
 fn checked_config(args: &Args) -> anyhow::Result<ServerConfig> {
-    let Ok(listen) = args.listen.parse::<SocketAddr>() else {
-        usage!(
-            "--listen {:?} is not an address like 127.0.0.1:8080",
-            args.listen
-        );
-    };
-    let Some(header_timeout) = positive_duration(&args.header_timeout) else {
-        usage!(
-            "--header-timeout {:?} is not a duration like 10s or 500ms",
-            args.header_timeout
-        );
-    };
-    let Some(idle_timeout) = positive_duration(&args.idle_timeout) else {
-        usage!(
-            "--idle-timeout {:?} is not a duration like 60s",
-            args.idle_timeout
-        );
-    };
+    let (listen, header_timeout, idle_timeout) =
+        (args.listen, args.header_timeout, args.idle_timeout);
     if args.writable && !listen.ip().is_loopback() {
         usage!(
             "--writable on {listen} would let anyone on the network change {}: listen on loopback, or give accounts with --users",
@@ -224,17 +208,18 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(positive_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(positive_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(positive_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(positive_duration("1m"), Some(Duration::from_secs(60)));
+        let ok = |s: &str| positive_duration(s).ok();
+        assert_eq!(ok("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(ok("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(ok("2"), Some(Duration::from_secs(2)));
+        assert_eq!(ok("1m"), Some(Duration::from_secs(60)));
         assert_eq!(
-            positive_duration("1h"),
+            ok("1h"),
             Some(Duration::from_secs(3600)),
             "the one syntax: hours work here as in bench and study"
         );
-        assert_eq!(positive_duration("0s"), None);
-        assert_eq!(positive_duration("abc"), None);
-        assert_eq!(positive_duration("5d"), None);
+        assert_eq!(ok("0s"), None);
+        assert_eq!(ok("abc"), None);
+        assert_eq!(ok("5d"), None);
     }
 }

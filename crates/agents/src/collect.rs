@@ -410,11 +410,18 @@ pub(crate) async fn collect(
             continue;
         }
         last_check = Instant::now();
+        let exited = cfg.exited.as_ref().map(|w| w.exited()).unwrap_or_default();
         for (i, a) in agents.iter_mut().enumerate() {
+            let silent = st.last_heard[i].elapsed();
+            // An agent volley started whose process exited sends nothing more: lost as
+            // soon as its last words (a final record) have had time to arrive.
+            let gone =
+                silent >= crate::coordinator::EXITED_GRACE && exited.contains(&a.name.as_str());
             if a.final_record.is_none()
                 && a.lost_from_s.is_none()
-                && st.last_heard[i].elapsed() >= cfg.lost_after
+                && (silent >= cfg.lost_after || gone)
             {
+                a.process_exited = gone;
                 st.lose(i, a, on_event);
                 st.merge_ready(None, on_event)?;
             }

@@ -76,7 +76,15 @@ pub struct CoordinatorConfig {
     /// ([`MergedSecond::slim`]), so its memory does not grow by every second's seven
     /// histograms over a long run. Off: [`RunResult::merged`] holds them all.
     pub stored_live: bool,
+    /// The agents whose processes this volley started (`None`: none, or all remote):
+    /// one whose process exited and that has been silent for [`EXITED_GRACE`] is lost
+    /// then, not after `lost_after` (docs/methodology.md, "When the bus is away").
+    pub exited: Option<crate::local::ExitWatch>,
 }
+
+/// How long an agent whose process exited may stay silent before it is lost: its final
+/// record, sent just before it exits, arrives well within it.
+pub const EXITED_GRACE: Duration = Duration::from_secs(2);
 
 impl CoordinatorConfig {
     /// The agents' warm-up ([`LoadSpec::warmup_ms`]): it runs before T0.
@@ -115,6 +123,7 @@ impl CoordinatorConfig {
             stop: None,
             auth: None,
             stored_live: false,
+            exited: None,
         }
     }
 }
@@ -202,6 +211,9 @@ pub struct AgentReport {
     pub final_record: Option<FinalRecord>,
     /// From which second it was lost.
     pub lost_from_s: Option<u64>,
+    /// It was lost because its process, one this volley started, exited
+    /// ([`CoordinatorConfig::exited`]), not after a silence.
+    pub process_exited: bool,
     /// Its seconds that arrived past the grace (sent again after the bus was away, or
     /// slow): filled in all the same.
     pub late_seconds: u64,
@@ -485,6 +497,7 @@ async fn assign(
             late_ms: ready.late_ms,
             final_record: None,
             lost_from_s: None,
+            process_exited: false,
             late_seconds: 0,
             max_late_ms: 0,
             refused: 0,

@@ -102,6 +102,18 @@ impl LocalAgents {
         Ok(me)
     }
 
+    /// Which of these agents' processes have exited, for the coordinator
+    /// ([`crate::coordinator::CoordinatorConfig::exited`]).
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch {
+            pids: self
+                .children
+                .iter()
+                .map(|(name, c)| (name.clone(), c.id()))
+                .collect(),
+        }
+    }
+
     /// Kills and reaps every agent still running (idempotent).
     pub fn stop(&mut self) {
         for (_, c) in &mut self.children {
@@ -111,6 +123,39 @@ impl LocalAgents {
             let _ = c.wait();
         }
         self.children.clear();
+    }
+}
+
+/// The agent processes this volley started, by name and pid: an agent whose process
+/// has exited sends nothing more, so the coordinator need not wait out the silence
+/// bound to call it lost. The processes are reaped only by [`LocalAgents::stop`], so
+/// until then an exited agent stays a zombie under its own pid (never another
+/// process's): its state is read from `/proc/PID/stat`, no signal is sent.
+#[derive(Debug, Clone, Default)]
+pub struct ExitWatch {
+    pids: Vec<(String, u32)>,
+}
+
+impl ExitWatch {
+    /// The names of the agents whose process has exited (a zombie, or gone).
+    pub fn exited(&self) -> Vec<&str> {
+        self.pids
+            .iter()
+            .filter(|(_, pid)| exited(*pid))
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
+/// Whether process `pid` has exited: its `/proc` entry is gone or its state is `Z`.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which may hold spaces and parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|state| state == "Z" || state == "X"),
+        Err(_) => true,
     }
 }
 

@@ -478,6 +478,64 @@ pub fn render_table(t: &Table) -> String {
     out
 }
 
+/// The answer first: one sentence, then a headline per target (with its knob lines).
+fn headline_section(out: &mut String, report: &Report, colors: &Colors) {
+    let _ = write!(
+        out,
+        "<section id=\"headline\"><p class=\"answer\"><b>{}</b></p><ul>",
+        escape(&headline::answer(report))
+    );
+    for (i, line) in headline::lines(report).iter().enumerate() {
+        let _ = write!(
+            out,
+            "<li><span class=\"swatch\" style=\"background:{}\"></span>{}",
+            report.targets.get(i).map_or("#888", |t| colors.target(t)),
+            escape(line)
+        );
+        let knobs = report.targets.get(i).map(headline::knob_lines);
+        if let Some(knobs) = knobs.filter(|k| !k.is_empty()) {
+            out.push_str("<ul class=\"knobs\">");
+            for k in knobs {
+                let _ = write!(out, "<li>{}</li>", escape(&k));
+            }
+            out.push_str("</ul>");
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul></section>\n");
+}
+
+/// One line per stored run (its target, status, steps and load), with its searches.
+fn runs_list(out: &mut String, report: &Report, colors: &Colors) {
+    out.push_str("<ul>");
+    for t in &report.targets {
+        let _ = write!(
+            out,
+            "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}",
+            colors.target(t),
+            t.run_id,
+            escape(&t.target),
+            escape(&t.status),
+            t.steps.len(),
+            escape(&definition(t))
+        );
+        if !t.searches.is_empty() {
+            out.push_str("<ul>");
+            for s in &t.searches {
+                let _ = write!(
+                    out,
+                    "<li>{}: {}</li>",
+                    escape(&s.group),
+                    escape(&s.summary_line())
+                );
+            }
+            out.push_str("</ul>");
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul>\n");
+}
+
 impl ReportFormat for Html {
     fn name(&self) -> &'static str {
         "html"
@@ -492,30 +550,7 @@ impl ReportFormat for Html {
             interactive::css()
         );
         let colors = Colors::of(report);
-        // The answer first: one sentence, then a headline per target.
-        let _ = write!(
-            out,
-            "<section id=\"headline\"><p class=\"answer\"><b>{}</b></p><ul>",
-            escape(&headline::answer(report))
-        );
-        for (i, line) in headline::lines(report).iter().enumerate() {
-            let _ = write!(
-                out,
-                "<li><span class=\"swatch\" style=\"background:{}\"></span>{}",
-                report.targets.get(i).map_or("#888", |t| colors.target(t)),
-                escape(line)
-            );
-            let knobs = report.targets.get(i).map(headline::knob_lines);
-            if let Some(knobs) = knobs.filter(|k| !k.is_empty()) {
-                out.push_str("<ul class=\"knobs\">");
-                for k in knobs {
-                    let _ = write!(out, "<li>{}</li>", escape(&k));
-                }
-                out.push_str("</ul>");
-            }
-            out.push_str("</li>");
-        }
-        out.push_str("</ul></section>\n");
+        headline_section(&mut out, report, &colors);
         if let Some(s) = &report.study {
             let _ = write!(
                 out,
@@ -525,33 +560,7 @@ impl ReportFormat for Html {
                 escape(&s.status)
             );
         }
-        out.push_str("<ul>");
-        for t in &report.targets {
-            let _ = write!(
-                out,
-                "<li><span class=\"swatch\" style=\"background:{}\"></span>run {} <b>{}</b> ({}, {} steps): {}",
-                colors.target(t),
-                t.run_id,
-                escape(&t.target),
-                escape(&t.status),
-                t.steps.len(),
-                escape(&definition(t))
-            );
-            if !t.searches.is_empty() {
-                out.push_str("<ul>");
-                for s in &t.searches {
-                    let _ = write!(
-                        out,
-                        "<li>{}: {}</li>",
-                        escape(&s.group),
-                        escape(&s.summary_line())
-                    );
-                }
-                out.push_str("</ul>");
-            }
-            out.push_str("</li>");
-        }
-        out.push_str("</ul>\n");
+        runs_list(&mut out, report, &colors);
         for table in [table::capacity(report), table::searches(report)]
             .into_iter()
             .flatten()

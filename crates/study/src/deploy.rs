@@ -289,6 +289,11 @@ impl StepAgents {
         self.auth.clone()
     }
 
+    /// Which local agents' processes have exited (`None`: no local agent).
+    pub fn exit_watch(&self) -> Option<volley_agents::local::ExitWatch> {
+        self.local.as_ref().map(LocalAgents::exit_watch)
+    }
+
     /// Connections the private bus refused so far (0 for an existing bus).
     pub fn refused(&self) -> u64 {
         self.nats.as_ref().map_or(0, PrivateNats::refused)

@@ -135,44 +135,17 @@ pub(crate) fn run_injected(
         .filter(shaped)
         .and_then(|_| crate::step::unshaped::measure(w, cell, target, stop_flag));
     // `None` means this executable, as for the built-in target (tests pass the binary).
-    let current;
     let exe = match exe {
-        Some(e) => e,
-        None => {
-            current = std::env::current_exe().map_err(|e| {
-                StepError::Injectors(format!("cannot find the volley executable: {e}"))
-            })?;
-            current.as_path()
-        }
+        Some(e) => e.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| StepError::Injectors(format!("cannot find the volley executable: {e}")))?,
     };
     // Where the bus and the agents run: crate::deploy.
-    let mut agents = StepAgents::start(inj, k, exe, lab, hosts, target)?;
+    let mut agents = StepAgents::start(inj, k, &exe, lab, hosts, target)?;
     let load_stop = Arc::new(AtomicBool::new(false));
-    let mut cfg = CoordinatorConfig::new(agents.bus_url(), run_id, whole, k as usize);
-    cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
-    cfg.ready_bound = inj.ready_timeout;
-    cfg.stagger = inj.stagger;
-    // A silent agent is waited out for a sixtieth of the step (10 to 60 s): on a
-    // loaded machine a few seconds' silence is a stall, not a death
-    // (docs/methodology.md, "When the bus is away").
-    cfg.lost_after =
-        coordinator::lost_grace(cfg.whole.duration_ms.map(std::time::Duration::from_millis));
-    // Agents key their seconds by intended send time and publish second s only once
-    // the request timeout has passed after it (docs/methodology.md, "Per-second
-    // windows"): a record is late only past that hold plus the usual grace.
-    cfg.late_grace += w.load.timeout;
-    cfg.load = Some(load_spec(w, cell, target, plan.timing.warmup));
-    if let Some(l) = lab {
-        cfg.addrs = (0..k as usize)
-            .map(|i| l.addr_for(i, target.addr).map(|a| a.map(|a| a.to_string())))
-            .collect::<Result<_, _>>()
-            .map_err(|e| StepError::Injectors(e.to_string()))?;
-    }
-    cfg.stop = Some(Arc::clone(&load_stop));
-    cfg.auth = agents.coordinator_auth();
-    // Every merged second goes to the store as it closes (`on_merged`): the
-    // coordinator keeps no second's histograms to the step's end.
-    cfg.stored_live = true;
+    let cfg = coordinator_config(
+        &agents, run_id, whole, k, w, cell, plan, target, lab, &load_stop,
+    )?;
     let watch = step_watch(target, load_stop, stop_flag, std::time::Duration::ZERO);
     let watched = volley_harness::watch(&watch, || coordinate(&cfg, on_second, on_merged))?;
     agents.stop();
@@ -208,6 +181,55 @@ pub(crate) fn run_injected(
         mark_incomplete(&mut judged);
     }
     Ok(judged)
+}
+
+/// The coordinator's settings for one injected step: its agents and bus, the whole
+/// load and each agent's address, and the waits that tell a silent agent from a lost
+/// one.
+#[allow(clippy::too_many_arguments)]
+fn coordinator_config(
+    agents: &StepAgents,
+    run_id: &str,
+    whole: Whole,
+    k: u32,
+    w: &Workload,
+    cell: &Cell,
+    plan: &Plan,
+    target: &RunningTarget,
+    lab: Option<&StudyLab>,
+    load_stop: &Arc<AtomicBool>,
+) -> Result<CoordinatorConfig, StepError> {
+    let inj = plan
+        .injectors
+        .as_ref()
+        .ok_or_else(|| StepError::Injectors("the plan has no [injectors]".into()))?;
+    let mut cfg = CoordinatorConfig::new(agents.bus_url(), run_id, whole, k as usize);
+    cfg.min_agents = inj.min_agents.map_or(k as usize, |m| m as usize);
+    cfg.ready_bound = inj.ready_timeout;
+    cfg.stagger = inj.stagger;
+    // A silent agent is waited out for a sixtieth of the step (10 to 60 s): on a
+    // loaded machine a few seconds' silence is a stall, not a death
+    // (docs/methodology.md, "When the bus is away").
+    cfg.lost_after =
+        coordinator::lost_grace(cfg.whole.duration_ms.map(std::time::Duration::from_millis));
+    // Agents key their seconds by intended send time and publish second s only once
+    // the request timeout has passed after it (docs/methodology.md, "Per-second
+    // windows"): a record is late only past that hold plus the usual grace.
+    cfg.late_grace += w.load.timeout;
+    cfg.load = Some(load_spec(w, cell, target, plan.timing.warmup));
+    if let Some(l) = lab {
+        cfg.addrs = (0..k as usize)
+            .map(|i| l.addr_for(i, target.addr).map(|a| a.map(|a| a.to_string())))
+            .collect::<Result<_, _>>()
+            .map_err(|e| StepError::Injectors(e.to_string()))?;
+    }
+    cfg.stop = Some(Arc::clone(load_stop));
+    cfg.auth = agents.coordinator_auth();
+    // Every merged second goes to the store as it closes (`on_merged`): the
+    // coordinator keeps no second's histograms to the step's end.
+    cfg.stored_live = true;
+    cfg.exited = agents.exit_watch();
+    Ok(cfg)
 }
 
 /// Every injector was lost before its final record: the step keeps the seconds that
@@ -250,8 +272,13 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
     }
     for a in &r.agents {
         if let Some(from) = a.lost_from_s {
+            let why = if a.process_exited {
+                " (its process exited)"
+            } else {
+                ""
+            };
             info.notes.push(format!(
-                "injector {} was lost from second {from}: the run is degraded from there; its data up to then is kept",
+                "injector {} was lost from second {from}{why}: the run is degraded from there; its data up to then is kept",
                 a.name
             ));
         }
@@ -283,6 +310,7 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
                 "clock": a.clock,
                 "clock_warning": a.clock_warning,
                 "lost_from_s": a.lost_from_s,
+                "process_exited": a.process_exited,
                 "late_seconds": a.late_seconds,
                 "max_late_ms": a.max_late_ms,
                 "refused_after_lost": a.refused,

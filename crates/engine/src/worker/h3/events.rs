@@ -252,6 +252,13 @@ impl<S: Sink> H3Worker<'_, S> {
         }
         let _ = chunks.finalize();
         c.lane.last_read_ns = now;
+        self.end_read(slot, id, end, now);
+    }
+
+    /// What a read of request stream `id` ended with: the response complete, the stream
+    /// reset, or broken (a stream error fails the request, a connection error the
+    /// connection); nothing while the stream stays open.
+    fn end_read(&mut self, slot: usize, id: StreamId, end: ReadEnd, now: u64) {
         match end {
             ReadEnd::Open => {}
             ReadEnd::Fin => self.finish_stream(slot, id, now),
