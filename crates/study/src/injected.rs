@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use volley_agents::coordinator::{self, CoordinatorConfig, Event, RunResult};
 use volley_agents::load::LoadSpec;
 use volley_agents::merge::{MergedSecond, Received};
@@ -30,6 +30,7 @@ use volley_targets::RunningTarget;
 use crate::deploy::{StepAgents, StudyHosts};
 use crate::lab::StudyLab;
 use crate::plan::{Cell, Plan, Workload};
+use crate::step::extra::{Extra, Injected, InjectorRecord, StoredPhase};
 use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
 
 /// The spec every agent of the step loads.
@@ -129,7 +130,7 @@ pub(crate) fn run_injected(
     let shaped = |l: &&StudyLab| {
         l.links
             .iter()
-            .any(|x| x["rate_bit"].is_number() || x["delay_ms"].is_number())
+            .any(|x| x.rate_bit.is_some() || x.delay_ms.is_some())
     };
     let unshaped = lab
         .filter(shaped)
@@ -166,12 +167,9 @@ pub(crate) fn run_injected(
                 ));
             }
             if let Some(lab) = lab {
-                let links: Vec<Value> = lab.links.iter().take(k as usize).cloned().collect();
-                l.extra.push(("links", Value::Array(links)));
+                l.extra.links = lab.links.iter().take(k as usize).cloned().collect();
             }
-            if let Some(u) = unshaped {
-                l.extra.push(("unshaped", u));
-            }
+            l.extra.unshaped = unshaped;
             l
         })
     });
@@ -297,27 +295,27 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ));
         }
     }
-    let injectors: Vec<Value> = r
+    let injectors: Vec<InjectorRecord> = r
         .agents
         .iter()
         .map(|a| {
             let own = whole.injectors.iter().find(|i| i.name == a.name);
-            json!({
-                "name": a.name,
-                "share": a.share,
-                "delay_ms": a.delay_ms,
-                "late_ms": a.late_ms,
-                "clock": a.clock,
-                "clock_warning": a.clock_warning,
-                "lost_from_s": a.lost_from_s,
-                "process_exited": a.process_exited,
-                "late_seconds": a.late_seconds,
-                "max_late_ms": a.max_late_ms,
-                "refused_after_lost": a.refused,
-                "ending": a.final_record.as_ref().map(|f| f.ending),
-                "offset_s": own.map(|i| i.offset_s),
-                "summary": own.map(|i| serde_json::to_value(&i.summary).unwrap_or(Value::Null)),
-            })
+            InjectorRecord {
+                name: a.name.clone(),
+                share: a.share,
+                delay_ms: a.delay_ms,
+                late_ms: a.late_ms,
+                clock: a.clock,
+                clock_warning: a.clock_warning,
+                lost_from_s: a.lost_from_s,
+                process_exited: a.process_exited,
+                late_seconds: a.late_seconds,
+                max_late_ms: a.max_late_ms,
+                refused_after_lost: a.refused,
+                ending: a.final_record.as_ref().map(|f| f.ending),
+                offset_s: own.map(|i| i.offset_s),
+                summary: own.map(|i| i.summary.clone()),
+            }
         })
         .collect();
     // The self-check per injector (docs/methodology.md, "The generator checks itself"):
@@ -348,17 +346,17 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
         closed_in_flight: f64::from(cell.concurrency)
             * w.load.wire.h2_streams.unwrap_or(1) as f64,
         wire: None,
-        extra: vec![
-            ("injectors", Value::Array(injectors)),
-            ("phases", serde_json::to_value(&phases).unwrap_or(Value::Null)),
-            (
-                "phases_note",
-                json!("each injector's first and last active seconds are left out of the phase they fall in (it started or stopped inside them)"),
-            ),
-            ("degraded_from_s", json!(r.merged.degraded_from_s)),
-            ("streamed_requests", json!(whole.streamed_requests)),
-            ("generator_bound_phase", json!(bound)),
-        ],
+        extra: Extra {
+            injected: Some(Injected {
+                injectors,
+                phases: phases.into_iter().map(StoredPhase::from).collect(),
+                phases_note: "each injector's first and last active seconds are left out of the phase they fall in (it started or stopped inside them)",
+                degraded_from_s: r.merged.degraded_from_s,
+                streamed_requests: whole.streamed_requests,
+                generator_bound_phase: bound,
+            }),
+            ..Extra::default()
+        },
     }
 }
 

@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use serde_json::{json, Value};
 use volley_netlab::lab::{Lab, LinkSpec};
 use volley_netlab::proxy::DelayProxies;
 use volley_targets::{LabSlot, NetnsPlace};
@@ -43,7 +42,7 @@ pub(crate) struct StudyLab {
     /// Where the targets run.
     pub place: NetnsPlace,
     /// Per injector: its link as set and as measured.
-    pub links: Vec<Value>,
+    pub links: Vec<crate::step::extra::LinkRecord>,
 }
 
 /// Bytes to move when measuring a link: two seconds at its rate (at least 1 MB), or
@@ -81,13 +80,13 @@ impl StudyLab {
                 m.throughput_bit / 1e6,
                 m.rtt_ms
             ));
-            measured.push(json!({
-                "injector": format!("inj{}", i + 1),
-                "namespace": lab.injector_ns(i),
-                "rate_bit": l.rate_bit,
-                "delay_ms": l.delay_ms,
-                "measured": m,
-            }));
+            measured.push(crate::step::extra::LinkRecord {
+                injector: format!("inj{}", i + 1),
+                namespace: lab.injector_ns(i),
+                rate_bit: l.rate_bit,
+                delay_ms: l.delay_ms,
+                measured: m,
+            });
         }
         // The bridge's round trip is measured above; a delay is added on top of it by a
         // proxy per (target, delay), made when a step first needs it.

@@ -65,7 +65,10 @@ pub(crate) fn run_office(
                 // outstanding, so Little's check has no closed-loop figure to compare.
                 closed_in_flight: 0.0,
                 wire: None,
-                extra: vec![("office", serde_json::to_value(&report)?)],
+                extra: crate::step::extra::Extra {
+                    office: Some(report.clone()),
+                    ..Default::default()
+                },
             },
             report,
         ))
@@ -160,7 +163,7 @@ fn never_ran(info: RunInfo) -> Loaded {
         open_in_flight: None,
         closed_in_flight: 0.0,
         wire: None,
-        extra: Vec::new(),
+        extra: crate::step::extra::Extra::default(),
     }
 }
 

@@ -4,36 +4,26 @@
 //! and not in others, so each phase is judged against the links of the injectors active
 //! in it.
 
-use serde_json::Value;
 use volley_analysis::link::{self, Observed, Shape};
 use volley_metrics::Summary;
 
+use super::extra::{Extra, LinkRecord};
 use super::{judged_windows, little_w_ms};
-
-/// The `links` the load stored (each as set and as measured), when it ran behind any.
-fn links<'a>(extra: &'a [(&'static str, Value)]) -> Option<&'a Vec<Value>> {
-    let links = extra.iter().find(|(k, _)| *k == "links")?.1.as_array()?;
-    (!links.is_empty()).then_some(links)
-}
 
 /// What `links` allow together: the sum of their throughputs for response bytes (each
 /// its tbf rate less the frames' headers, `link::PAYLOAD_SHARE`, or less when measured
 /// so: the measurement's first second rides tbf's burst and may read above the rate),
 /// and the smallest delay added on any.
-fn shape(links: &[&Value]) -> Shape {
-    let throughput = |l: &&Value| {
-        let set = l["rate_bit"].as_f64()? * link::PAYLOAD_SHARE;
-        Some(
-            l["measured"]["throughput_bit"]
-                .as_f64()
-                .map_or(set, |m| m.min(set)),
-        )
+fn shape(links: &[&LinkRecord]) -> Shape {
+    let throughput = |l: &&LinkRecord| {
+        let set = l.rate_bit? as f64 * link::PAYLOAD_SHARE;
+        Some(l.measured.throughput_bit.min(set))
     };
     Shape {
         throughput_bit: links.iter().map(throughput).sum(),
         delay_ms: links
             .iter()
-            .map(|l| l["delay_ms"].as_f64())
+            .map(|l| l.delay_ms.map(|d| d as f64))
             .collect::<Option<Vec<f64>>>()
             .and_then(|d| d.into_iter().min_by(f64::total_cmp)),
     }
@@ -41,17 +31,17 @@ fn shape(links: &[&Value]) -> Shape {
 
 /// The server's own time per request, measured outside the links before the step
 /// (`unshaped::measure`).
-fn unshaped_ms(extra: &[(&'static str, Value)]) -> Option<f64> {
-    extra
-        .iter()
-        .find(|(k, _)| *k == "unshaped")
-        .and_then(|(_, u)| u["per_request_ms"].as_f64())
+fn unshaped_ms(extra: &Extra) -> Option<f64> {
+    extra.unshaped.as_ref().map(|u| u.per_request_ms)
 }
 
 /// Why the step is link-bound, when its injectors ran behind links volley shaped and
 /// the figure sits at what they allow; `None` otherwise.
-pub(super) fn step_reason(extra: &[(&'static str, Value)], s: &Summary) -> Option<String> {
-    let links: Vec<&Value> = links(extra)?.iter().collect();
+pub(super) fn step_reason(extra: &Extra, s: &Summary) -> Option<String> {
+    if extra.links.is_empty() {
+        return None;
+    }
+    let links: Vec<&LinkRecord> = extra.links.iter().collect();
     let service = s.latency.get("service_time")?;
     let connect_total_ms = s
         .latency
@@ -89,49 +79,40 @@ pub(super) fn step_reason(extra: &[(&'static str, Value)], s: &Summary) -> Optio
 /// second are its requests per second times the step's wire bytes per response; its
 /// time per request is its mean response time (from the intended send, so a queue
 /// before the link counts against the link only when the link explains it).
-pub(super) fn judge_phases(extra: &mut [(&'static str, Value)], s: &Summary) {
-    let Some(links) = links(extra).cloned() else {
+pub(super) fn judge_phases(extra: &mut Extra, s: &Summary) {
+    if extra.links.is_empty() {
         return;
-    };
+    }
     let unshaped_ms = unshaped_ms(extra);
     let bytes_per_response = s.bytes.wire_total as f64 / s.requests.completed.max(1) as f64;
-    let Some(phases) = extra
-        .iter_mut()
-        .find(|(k, _)| *k == "phases")
-        .and_then(|(_, v)| v.as_array_mut())
-    else {
+    let Some(injected) = extra.injected.as_mut() else {
         return;
     };
-    for p in phases {
-        if let Some(why) = phase_reason(p, &links, bytes_per_response, unshaped_ms) {
-            p["link_bound"] = Value::Bool(true);
-            p["link_reason"] = Value::String(why);
+    for p in &mut injected.phases {
+        if let Some(why) = phase_reason(&p.phase, &extra.links, bytes_per_response, unshaped_ms) {
+            p.link_bound = true;
+            p.link_reason = Some(why);
         }
     }
 }
 
 /// Why one phase is link-bound (see [`judge_phases`]).
 fn phase_reason(
-    phase: &Value,
-    links: &[Value],
+    phase: &volley_agents::phase::Phase,
+    links: &[LinkRecord],
     bytes_per_response: f64,
     unshaped_ms: Option<f64>,
 ) -> Option<String> {
-    let active: Vec<&str> = phase["injectors"]
-        .as_array()?
+    let own: Vec<&LinkRecord> = links
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let own: Vec<&Value> = links
-        .iter()
-        .filter(|l| l["injector"].as_str().is_some_and(|n| active.contains(&n)))
+        .filter(|l| phase.injectors.contains(&l.injector))
         .collect();
     if own.is_empty() {
         return None;
     }
     let seen = Observed {
-        wire_bit_per_s: phase["rps"].as_f64()? * bytes_per_response * 8.0,
-        per_request_ms: phase["mean_ms"].as_f64()?,
+        wire_bit_per_s: phase.figures.rps? * bytes_per_response * 8.0,
+        per_request_ms: phase.figures.mean_ms?,
         unshaped_ms,
     };
     link::judge(&shape(&own), &seen)
@@ -140,15 +121,51 @@ fn phase_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use volley_agents::phase::Phase;
+    use volley_analysis::phase::Figures;
+    use volley_netlab::measure::LinkMeasure;
+
+    fn link(name: &str, rate_bit: Option<u64>, delay_ms: Option<u64>, measured: f64) -> LinkRecord {
+        LinkRecord {
+            injector: name.to_string(),
+            namespace: String::new(),
+            rate_bit,
+            delay_ms,
+            measured: LinkMeasure {
+                rtt_ms: 0.1,
+                throughput_bit: measured,
+            },
+        }
+    }
+
+    fn phase(injectors: &[&str], rps: f64, mean_ms: f64) -> Phase {
+        Phase {
+            injectors: injectors.iter().map(|s| s.to_string()).collect(),
+            figures: Figures {
+                start_s: 0,
+                end_s: 9,
+                left_out_s: Vec::new(),
+                seconds: 10,
+                requests: (rps * 10.0) as u64,
+                rps: Some(rps),
+                mean_ms: Some(mean_ms),
+                p99_ms: None,
+            },
+            p50_ms: None,
+            errors: 0,
+            generator_bound: false,
+            bound_injectors: Vec::new(),
+            missing: 0,
+            degraded: false,
+        }
+    }
 
     /// tbf counts whole frames, a step its response bytes: a full 2 Mbit/s link carries
     /// about 1.91 Mbit/s of them, so 18 responses of 12,234 bytes a second (1.76 Mbit/s,
     /// 88% of the rate, 92% of what it carries of them) fill it; 1.5 Mbit/s does not.
     #[test]
     fn a_full_link_is_judged_by_what_it_carries_of_the_responses() {
-        let l = json!({"injector": "inj1", "rate_bit": 2e6, "delay_ms": null,
-                       "measured": {"throughput_bit": 2.25e6}});
+        let l = link("inj1", Some(2_000_000), None, 2.25e6);
         let s = shape(&[&l]);
         let cap = s.throughput_bit.unwrap();
         assert!((cap - 2e6 * 1448.0 / 1514.0).abs() < 1.0, "{cap}");
@@ -165,32 +182,55 @@ mod tests {
     /// link is full; with both, the 20 Mbit/s they carry together has room.
     #[test]
     fn each_phase_is_judged_against_the_links_of_its_active_injectors() {
-        let link = |name: &str| {
-            json!({"injector": name, "rate_bit": 10e6, "delay_ms": null,
-                   "measured": {"throughput_bit": 9.8e6}})
-        };
-        let phase = |injectors: &[&str], rps: f64| json!({"injectors": injectors, "rps": rps, "mean_ms": 2.0});
-        let links = vec![link("inj1"), link("inj2")];
+        let links = vec![
+            link("inj1", Some(10_000_000), None, 9.8e6),
+            link("inj2", Some(10_000_000), None, 9.8e6),
+        ];
         // 10 KB responses: 120 of them a second are 9.8 Mbit/s.
         let bytes = 10_240.0;
-        let alone = phase(&["inj1"], 120.0);
-        let why = phase_reason(&alone, &links, bytes, None).unwrap();
+        let why = phase_reason(&phase(&["inj1"], 120.0, 2.0), &links, bytes, None).unwrap();
         assert!(why.starts_with("link-bound: it moved 9.83 Mbit/s"), "{why}");
         // Both links carry 19.6 Mbit/s: 130 responses a second leave room.
         assert_eq!(
-            phase_reason(&phase(&["inj1", "inj2"], 130.0), &links, bytes, None),
+            phase_reason(&phase(&["inj1", "inj2"], 130.0, 2.0), &links, bytes, None),
             None
         );
         // A phase of an injector without a shaped link is nobody's link's.
         assert_eq!(
-            phase_reason(&phase(&["inj3"], 120.0), &links, bytes, None),
+            phase_reason(&phase(&["inj3"], 120.0, 2.0), &links, bytes, None),
             None
         );
         // A delayed link: 68 ms added of a 70 ms request.
-        let slow = vec![json!({"injector": "inj1", "rate_bit": null, "delay_ms": 68.0})];
-        let mut p = phase(&["inj1"], 14.0);
-        p["mean_ms"] = json!(70.0);
-        let why = phase_reason(&p, &slow, bytes, None).unwrap();
+        let slow = vec![link("inj1", None, Some(68), 900e6)];
+        let why = phase_reason(&phase(&["inj1"], 14.0, 70.0), &slow, bytes, None).unwrap();
         assert!(why.contains("added 68.0 ms"), "{why}");
+    }
+
+    /// The stored phases keep the agents' keys where they were, and a link-bound one
+    /// gains `link_bound` and `link_reason`; the extra keys sit at the summary's top.
+    #[test]
+    fn the_extra_keys_serialise_where_the_store_kept_them() {
+        let mut stored: super::super::extra::StoredPhase = phase(&["inj1"], 120.0, 2.0).into();
+        let plain = serde_json::to_value(&stored).unwrap();
+        assert_eq!(plain["rps"], 120.0);
+        assert_eq!(plain["injectors"][0], "inj1");
+        assert!(plain.get("link_bound").is_none(), "{plain}");
+        stored.link_bound = true;
+        stored.link_reason = Some("why".into());
+        let marked = serde_json::to_value(&stored).unwrap();
+        assert_eq!(
+            (marked["link_bound"].clone(), marked["link_reason"].clone()),
+            (true.into(), "why".into())
+        );
+        let extra = Extra {
+            links: vec![link("inj1", Some(1_000_000), None, 1e6)],
+            ..Extra::default()
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        assert_eq!(v["links"][0]["rate_bit"], 1_000_000);
+        assert!(
+            v.get("office").is_none() && v.get("injectors").is_none(),
+            "{v}"
+        );
     }
 }

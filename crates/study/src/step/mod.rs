@@ -24,6 +24,7 @@ use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
+pub(crate) mod extra;
 mod link;
 mod load;
 mod outcome;
@@ -221,7 +222,7 @@ pub(crate) fn run_step(
                 open_in_flight: m.mean_in_flight,
                 closed_in_flight: connections as f64 * streams,
                 wire: Some(wire),
-                extra: Vec::new(),
+                extra: extra::Extra::default(),
             }
         })
     });
@@ -273,8 +274,8 @@ pub(crate) struct Loaded {
     /// What the bytes travelled over (protocol, TLS, h2/h3 events and handshakes);
     /// `None` where no one engine run carried the load (injectors, office days).
     pub wire: Option<WireReport>,
-    /// More keys for the stored summary (injectors, phases).
-    pub extra: Vec<(&'static str, Value)>,
+    /// More keys for the stored summary (office, injectors, phases, links).
+    pub extra: extra::Extra,
 }
 
 /// The step's summary, verdict, series and histograms from its watched run.
@@ -387,13 +388,15 @@ fn note_ending(info: &mut RunInfo, target_died: Option<&str>, stopped_early: boo
 /// (injectors, phases, office), the monitor's summary and the cgroup's throttling.
 fn stored_summary(
     summary: &Summary,
-    extra: Vec<(&'static str, Value)>,
+    extra: extra::Extra,
     monitor: Option<&volley_monitor::MonitorReport>,
     throttling: Option<volley_targets::ThrottleStats>,
 ) -> Result<Value, StepError> {
     let mut summary_json = serde_json::to_value(summary)?;
-    for (k, v) in extra {
-        summary_json[k] = v;
+    if let Value::Object(keys) = serde_json::to_value(&extra)? {
+        for (k, v) in keys {
+            summary_json[k] = v;
+        }
     }
     if let Some(r) = monitor {
         summary_json["monitor"] = serde_json::to_value(&r.summary).unwrap_or(Value::Null);

@@ -13,7 +13,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use volley_engine::{Live, Sample, Sink, StopCondition, Wire};
 use volley_targets::RunningTarget;
 
@@ -51,7 +50,7 @@ pub(crate) fn measure(
     cell: &Cell,
     target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
-) -> Option<Value> {
+) -> Option<super::extra::Unshaped> {
     let wire: Wire = wire_for(w, cell, target.addr, target.ca_file.as_deref());
     let stop = StopCondition {
         warmup: Duration::ZERO,
@@ -62,11 +61,9 @@ pub(crate) fn measure(
     let sums = Arc::new(Mutex::new((0u128, 0u64)));
     volley_engine::run_with(&cfg, &wire, |_| Sums(Arc::clone(&sums)), &Live::new()).ok()?;
     let (total_ns, n) = *sums.lock().unwrap_or_else(|e| e.into_inner());
-    (n > 0).then(|| {
-        json!({
-            "per_request_ms": total_ns as f64 / n as f64 / 1e6,
-            "requests": n,
-            "from": "this host, outside the shaped links, just before the step",
-        })
+    (n > 0).then(|| super::extra::Unshaped {
+        per_request_ms: total_ns as f64 / n as f64 / 1e6,
+        requests: n,
+        from: "this host, outside the shaped links, just before the step",
     })
 }

@@ -1,0 +1,210 @@
+use super::*;
+
+fn c(name: &str, points: &[(&str, &[f64])]) -> Contender {
+    Contender {
+        name: name.into(),
+        points: points
+            .iter()
+            .map(|(k, r)| Point {
+                key: k.to_string(),
+                runs: r.to_vec(),
+            })
+            .collect(),
+        ..Contender::default()
+    }
+}
+
+fn left(name: &str, left_out: LeftOut) -> Contender {
+    Contender {
+        name: name.into(),
+        left_out,
+        ..Contender::default()
+    }
+}
+
+/// What kind of verdict, and who leads.
+fn kind(v: &Verdict) -> (&'static str, Option<usize>) {
+    match v {
+        Verdict::Winner { best, .. } => ("winner", Some(*best)),
+        Verdict::SingleRun { best, .. } => ("single run", Some(*best)),
+        Verdict::NoDifference { best, .. } => ("no difference", Some(*best)),
+        Verdict::Unbounded { best, .. } => ("unbounded", Some(*best)),
+        Verdict::Alone { only, .. } => ("alone", Some(*only)),
+        Verdict::NoFigure { .. } => ("no figure", None),
+    }
+}
+
+#[test]
+fn the_answer_names_a_winner_only_beyond_noise() {
+    let noisy_a: &[f64] = &[100.0, 104.0, 97.0, 101.0, 99.0];
+    let noisy_b: &[f64] = &[102.0, 98.0, 100.0, 96.0, 103.0];
+    let faster: &[f64] = &[139.0, 141.0, 137.0, 140.0, 138.0];
+    let link = LeftOut {
+        link: 3,
+        ..LeftOut::default()
+    };
+    let generator = LeftOut {
+        generator: 2,
+        ..LeftOut::default()
+    };
+    let failed = LeftOut {
+        failed: 2,
+        ..LeftOut::default()
+    };
+    // (case, contenders, verdict kind, leader, words the sentence must hold)
+    type Row = (
+        &'static str,
+        Vec<Contender>,
+        &'static str,
+        Option<usize>,
+        &'static str,
+    );
+    let table: Vec<Row> = vec![
+        (
+            "tie within noise",
+            vec![c("a", &[("L1", noisy_a)]), c("b", &[("L1", noisy_b)])],
+            "no difference",
+            Some(0),
+            "No difference beyond noise: a 100 req/s vs b 100: 1.00x [",
+        ),
+        (
+            "clear winner",
+            vec![
+                c("default", &[("L1", noisy_a)]),
+                c("tuned", &[("L1", faster)]),
+            ],
+            "winner",
+            Some(1),
+            "tuned carries: 139 req/s vs default 100: 1.39x [",
+        ),
+        (
+            "one run per target",
+            vec![c("a", &[("L1", &[14.3])]), c("b", &[("L1", &[14.0])])],
+            "single run",
+            Some(0),
+            "a single run cannot separate figures this close; about 68 repeats of each would",
+        ),
+        (
+            "generator-bound steps are left out",
+            vec![c("a", &[("L1", noisy_a)]), left("b", generator)],
+            "alone",
+            Some(0),
+            "Only a has a figure of its own (the others: every step measured the generator",
+        ),
+        (
+            "link-bound steps: no winner",
+            vec![left("builtin", link), left("nginx", link)],
+            "no figure",
+            None,
+            "No difference beyond noise: every step was link-bound: the same shaped link",
+        ),
+        (
+            "failures are never ranked",
+            vec![left("builtin", failed), left("nginx", failed)],
+            "no figure",
+            None,
+            "No answer: most requests of every step failed",
+        ),
+        (
+            "unlike points are not compared",
+            vec![c("a", &[("L1", noisy_a)]), c("b", &[("L2", faster)])],
+            "no difference",
+            Some(1),
+            "nothing like was measured with like",
+        ),
+    ];
+    for (case, all, want, leader, words) in table {
+        let v = decide(&all);
+        assert_eq!(kind(&v), (want, leader), "{case}: {v:?}");
+        let s = sentence(&v, &all, "carries");
+        assert!(s.contains(words), "{case}: {s}");
+    }
+}
+
+#[test]
+fn capacities_separate_only_when_their_intervals_do() {
+    let cap = |value: f64, lo: f64, hi: Option<f64>, runs: usize| Contender {
+        name: format!("c{value}"),
+        capacity: Some(CapacityFigure {
+            value,
+            lo,
+            hi,
+            runs,
+        }),
+        ..Contender::default()
+    };
+    let table = [
+        // Intervals apart: a winner, its ratio the range both allow.
+        (
+            vec![
+                cap(1000.0, 950.0, Some(1050.0), 3),
+                cap(2000.0, 1900.0, Some(2100.0), 3),
+            ],
+            "winner",
+            Some(1),
+        ),
+        // Overlapping: no difference.
+        (
+            vec![
+                cap(1000.0, 950.0, Some(1200.0), 3),
+                cap(1100.0, 1000.0, Some(1300.0), 3),
+            ],
+            "no difference",
+            Some(1),
+        ),
+        // Neither seen to fail: two lower bounds order nothing.
+        (
+            vec![cap(1400.0, 1400.0, None, 3), cap(1300.0, 1300.0, None, 3)],
+            "unbounded",
+            Some(0),
+        ),
+        // The lower one not seen to fail, from one run each: still no order (the
+        // busy seed 001 run: "at least 1000" against "at least 1350").
+        (
+            vec![cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)],
+            "unbounded",
+            Some(1),
+        ),
+        // The higher one bounded, the lower not: the lower may carry more.
+        (
+            vec![
+                cap(1000.0, 1000.0, None, 3),
+                cap(1300.0, 1250.0, Some(1350.0), 3),
+            ],
+            "unbounded",
+            Some(1),
+        ),
+        // The lower one failed below what the higher one carried: ordered.
+        (
+            vec![
+                cap(1000.0, 950.0, Some(1050.0), 3),
+                cap(1400.0, 1400.0, None, 3),
+            ],
+            "winner",
+            Some(1),
+        ),
+        // One run per rate: no interval.
+        (
+            vec![
+                cap(1000.0, 1000.0, Some(1100.0), 1),
+                cap(2000.0, 2000.0, Some(2100.0), 1),
+            ],
+            "single run",
+            Some(1),
+        ),
+    ];
+    for (i, (all, want, leader)) in table.iter().enumerate() {
+        let v = decide(all);
+        assert_eq!(kind(&v), (*want, *leader), "row {i}: {v:?}");
+    }
+    let two_floors = [cap(1000.0, 1000.0, None, 1), cap(1350.0, 1350.0, None, 1)];
+    let words = sentence(
+        &decide(&two_floors),
+        &two_floors,
+        "sustained the highest rate",
+    );
+    assert_eq!(
+        words,
+        "No order can be told: no server was seen to fail (c1350 at least 1,350 req/s, c1000 at least 1,000 req/s), so each capacity is only a lower bound."
+    );
+}
