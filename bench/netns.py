@@ -24,6 +24,10 @@ builds kept it busy (load 10-16): lab / loopback req/s, builtin keep-alive 0.92 
 connections 0.71 [0.63, 1.15]. Every interval holds 1, but the medians lean below it
 and the intervals are wide: on such a machine the lab's cost cannot be ruled out, which
 is why a study puts the default in a lab too whenever a variant needs one.
+28 Nov 2026, debug build, 4 rounds of 3 s, load 4.2-6.1 (each line now prints the load
+before and after it): builtin keep-alive 1.12 [0.69, 1.65], new connections 0.74 [0.34,
+2.08]; nginx keep-alive 5.45 [0.18, 65.4], new connections 3.21 [0.07, 9.92] (single
+rounds from 0.07 to 65: runs stalled by other work). Noise, not a figure of the lab.
 """
 import argparse
 import json
@@ -73,12 +77,14 @@ def main():
         for keepalive in (True, False):
             name = f"{kind} {'keep-alive' if keepalive else 'new connection per request'}"
             rows = []
+            load_before = os.getloadavg()[0]
             for k in range(a.rounds):
                 got = {}
                 for place in round_order(PLACES, k):
                     got[place] = run(kind, place, keepalive, a.duration)
                     raw.append({"kind": kind, "keepalive": keepalive, "round": k,
-                                "place": place, **got[place]})
+                                "place": place, "load_average": os.getloadavg()[0],
+                                **got[place]})
                 rows.append(got)
             ratios = [r["netns"]["req_per_s"] / r["host"]["req_per_s"] for r in rows
                       if r["host"]["req_per_s"]]
@@ -88,10 +94,13 @@ def main():
             errors = sum(r[p]["errors"] for r in rows for p in PLACES)
             verdict = ("no difference beyond noise" if lo <= 1.0 <= hi
                        else "the namespace changes throughput")
+            # The machine's load beside the figure: a wide interval on a busy machine
+            # says "noise", not "no cost", and the reader needs the load to tell which.
+            load = f"load {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
             print(f"{name}: netns/host req/s {statistics.median(ratios):.3f} "
                   f"[{lo:.3f}, {hi:.3f}] ({verdict}); medians host {med['host']:.0f}, "
                   f"netns {med['netns']:.0f} req/s; p99 host {p99['host']:.2f}, "
-                  f"netns {p99['netns']:.2f} ms; {errors} errors; per round "
+                  f"netns {p99['netns']:.2f} ms; {errors} errors; {load}; per round "
                   + " ".join(f"{x:.2f}" for x in ratios))
     if a.json:
         dump_json(a.json, {"rounds": a.rounds, "duration_s": a.duration}, raw)

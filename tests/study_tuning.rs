@@ -470,3 +470,66 @@ retries = 0
     assert!(!err.contains("started"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 23: variants without root are refused by key, exit 2, before any target starts.
+/// The binary really runs as an unprivileged user (`setpriv` to nobody), so the check
+/// under test is the kernel's answer about who we are, not a flag.
+#[test]
+fn a_sysctl_variant_run_without_root_names_the_key_and_exits_2() {
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() || !volley_targets::config::running_as_root() {
+        eprintln!("needs root and setpriv to drop to an unprivileged user");
+        return;
+    }
+    let dir = temp_dir("variant-no-root");
+    let study = r#"
+name = "variant-no-root"
+[[target]]
+name = "web"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]
+[load]
+model = "closed"
+concurrency = 2
+[sweep]
+variants = ["default", "tuned"]
+[[variant]]
+name = "tuned"
+sysctl = { "net.core.somaxconn" = 1024 }
+[steps]
+duration = "1s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+"#;
+    let f = write(&dir, "v.toml", study);
+    // nobody may read the study and write its store beside it; the binary under
+    // target/ is world-executable.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = dir.join("v.db");
+    let (code, _, err) = output_of(
+        std::process::Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_volley"))
+            .args(["study", "run"])
+            .arg(&f)
+            .arg("--db")
+            .arg(&db)
+            .env("HOME", &dir)
+            .current_dir(&dir),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(
+        lines[0].contains("variant 'tuned' sets sysctl net.core.somaxconn: that needs root"),
+        "{err}"
+    );
+    assert!(!err.contains("started"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

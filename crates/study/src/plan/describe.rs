@@ -22,6 +22,11 @@ impl Plan {
         let _ = writeln!(out, "targets: {}", names.join(", "));
         for w in &self.workloads {
             let _ = writeln!(out, "{}", workload_line(w));
+            if let (Some(o), Some(window)) = (&w.office, self.timing.duration) {
+                if let Some(note) = poll_note(o, window) {
+                    let _ = writeln!(out, "  {note}");
+                }
+            }
         }
         self.describe_timing(&mut out);
         let searched = self.searched_cells();
@@ -46,15 +51,27 @@ impl Plan {
         out
     }
 
-    /// How much of the estimate is office days' set-up and lead-in, and on what guess;
-    /// empty without office days.
+    /// How much of the estimate is the targets' DAV accounts and office days' set-up and
+    /// lead-in, and on what guess; empty without either.
     fn untimed_note(&self) -> String {
+        let start = self.target_start_total();
+        let ms = |k| super::estimate::start_per_account(k).as_millis();
+        let start_note = match start.is_zero() {
+            true => String::new(),
+            false => format!(
+                "; of it, starting the targets' DAV accounts {} (guessed per account: {} ms on the built-in server, {} on Radicale and Xandikos, {} on the plain WebDAV servers)",
+                fmt_duration(start),
+                ms(volley_targets::TargetKind::Builtin),
+                ms(volley_targets::TargetKind::Radicale),
+                ms(volley_targets::TargetKind::Nginx),
+            ),
+        };
         let untimed = self.office_untimed_total();
         if untimed.is_zero() {
-            return String::new();
+            return start_note;
         }
         format!(
-            "; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
+            "{start_note}; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
             fmt_duration(untimed),
             self.workloads
                 .iter()
@@ -305,6 +322,41 @@ impl Plan {
             )
         }
     }
+}
+
+/// Polls below which a day's answer is said to rest on few of them: a device polling
+/// fewer than 3 times in the window adds at most one or two samples to the poll p99.
+pub const FEW_POLLS: f64 = 3.0;
+
+/// Polls each device makes in an office day's measured `window`, by the mix's slowest
+/// profile at the day's pace: below 1 it is also the share of devices that poll at all.
+pub fn polls_per_device(o: &super::OfficeLoad, window: Duration) -> f64 {
+    window.as_secs_f64() * o.compress / o.mix.slowest_poll_s()
+}
+
+/// What a window too short for [`FEW_POLLS`] per device means, said in the plan: a
+/// scaled window (`--scale 0.1`: 90 s of a 15 min poll interval) lets only a share of
+/// the devices poll, so "carries N users" rests on that share's polls, not on N people
+/// each polling; the note names the share and the window that gives every device
+/// [`FEW_POLLS`] polls. `None` when the window already does.
+pub fn poll_note(o: &super::OfficeLoad, window: Duration) -> Option<String> {
+    let polls = polls_per_device(o, window);
+    if polls >= FEW_POLLS {
+        return None;
+    }
+    let enough = Duration::from_secs_f64((FEW_POLLS * o.mix.slowest_poll_s() / o.compress).ceil());
+    let who = match polls < 1.0 {
+        true => format!(
+            "only about {:.0}% of the slowest-polling devices poll in it",
+            polls * 100.0
+        ),
+        false => format!("the slowest-polling devices poll about {polls:.1} times in it"),
+    };
+    Some(format!(
+        "a {} window at this pace: {who}, so the day's answer rests on those polls; {} gives every device {FEW_POLLS:.0}",
+        fmt_duration(window),
+        fmt_duration(enough),
+    ))
 }
 
 /// `1h32m`, `4m05s`: the plan's and the ETA's format.

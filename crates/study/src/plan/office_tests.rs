@@ -67,7 +67,11 @@ fn a_users_search_is_one_cell_per_target_after_the_swept_cells() {
         .iter()
         .map(|ci| p.step_estimate(&p.cells[*ci]) * per_search)
         .sum();
-    assert_eq!(p.estimate(), sweep_only + searches);
+    // ... and the targets' starts: 64 accounts on the built-in server at 60 ms each,
+    // 300 Radicale calendars at 40 ms each (the accounts above, nothing else).
+    let start = Duration::from_millis(64 * 60 + 300 * 40);
+    assert_eq!(p.target_start_total(), start);
+    assert_eq!(p.estimate(), sweep_only + searches + start);
     // An office day lasts its duration even in a search, plus its set-up and lead-in
     // (at the mean of the search's first two counts, 4 and 8 users).
     let untimed = p.office_untimed(&p.cells[searched[0]]);
@@ -187,5 +191,54 @@ fn a_workload_may_search_its_own_range_of_users() {
     ] {
         let e = plan(&text).unwrap_err().to_string();
         assert!(e.contains(want), "want {want:?}, got {e:?}");
+    }
+}
+
+/// Issue 28: a scaled window lets only a share of the devices poll; the plan says which
+/// share and the window that gives every device a few polls. No clock: the plan's
+/// arithmetic on the window, the pace and the mix's slowest poll interval (Thunderbird's
+/// 30 min in the default mix).
+#[test]
+fn the_plan_says_what_share_of_devices_polls_in_a_short_window() {
+    use super::describe::{poll_note, polls_per_device};
+    let p = plan(OFFICE).unwrap();
+    let base = p.workloads.iter().find_map(|w| w.office.clone()).unwrap();
+    assert_eq!(base.mix.slowest_poll_s(), 1800.0);
+    let share = |pc: &'static str| -> Option<String> {
+        Some(format!(
+            "only about {pc}% of the slowest-polling devices poll in it"
+        ))
+    };
+    // (window s, compress, polls per device, the note's words; None: no note)
+    let rows: [(u64, f64, f64, Option<String>); 6] = [
+        (90, 1.0, 0.05, share("5")),
+        (900, 1.0, 0.5, share("50")),
+        (
+            1800,
+            1.0,
+            1.0,
+            Some("the slowest-polling devices poll about 1.0 times in it".into()),
+        ),
+        (5400, 1.0, 3.0, None),
+        (7200, 1.0, 4.0, None),
+        // A compressed day polls F times as often: 90 s at 60x is 3 polls.
+        (90, 60.0, 3.0, None),
+    ];
+    for (window, compress, polls, words) in rows {
+        let o = super::OfficeLoad {
+            compress,
+            ..base.clone()
+        };
+        let w = Duration::from_secs(window);
+        assert!((polls_per_device(&o, w) - polls).abs() < 1e-9, "{window} s");
+        let note = poll_note(&o, w);
+        match words {
+            None => assert_eq!(note, None, "{window} s at {compress}x"),
+            Some(words) => {
+                let note = note.unwrap();
+                assert!(note.contains(&words), "{note}");
+                assert!(note.contains("1h30m gives every device 3"), "{note}");
+            }
+        }
     }
 }

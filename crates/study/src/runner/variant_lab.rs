@@ -41,8 +41,14 @@ impl VariantLabs {
             });
         };
         if !volley_targets::config::running_as_root() {
+            // Name the key, as every other refusal of a kernel value does: the reader
+            // looks for it in the study file.
+            let key = tuned.sysctls.first().map_or_else(
+                || "route quickack".to_string(),
+                |s| format!("sysctl {}", s.key),
+            );
             return Err(StudyError::Refused(format!(
-                "variant '{}' sets kernel values: that needs root (volley sets them inside a network namespace it makes)",
+                "variant '{}' sets {key}: that needs root (volley sets it inside a network namespace it makes)",
                 tuned.name
             )));
         }

@@ -59,9 +59,11 @@ impl TunedLab {
 /// Builds the lab and applies the settings, or says (exit 2) which key was refused.
 pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<TunedLab> {
     if !volley_targets::config::running_as_root() {
-        usage!(
-            "--sysctl and --route need root: volley sets them inside a network namespace it makes"
+        let key = sysctls.first().map_or_else(
+            || "--route quickack".to_string(),
+            |s| format!("--sysctl {}", s.key),
         );
+        usage!("{key} needs root: volley sets it inside a network namespace it makes");
     }
     let slot = LabSlot::take()?;
     let lab = Lab::create(slot.slot(), &[LinkSpec::default()])
