@@ -423,3 +423,39 @@ fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
     assert!(read(&["report", "1"]).starts_with("# volley report: run 1: "));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run_streaming` (what a study's office step uses, issue 26): each second of the day
+/// goes to the stream as it closes and the returned recorder keeps none, so a long
+/// day's memory does not grow by a second's histograms every second; the streamed
+/// seconds, joined, hold every request of the day, each second once.
+#[test]
+fn a_streamed_office_day_sends_every_second_and_keeps_none() {
+    let target = common::dav_target(volley_targets::TargetKind::Builtin, 3);
+    let accounts = common::office_accounts(&target, 3);
+    let mut cfg =
+        volley_office::OfficeConfig::with_accounts(&format!("http://{}/", target.addr), accounts);
+    cfg.compress = 960.0;
+    cfg.cold_start = true;
+    cfg.duration = std::time::Duration::from_secs(4);
+    cfg.seed = 3;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let run = volley_office::run_streaming(&cfg, Some(volley_metrics::SecondStream::new(0, tx)))
+        .expect("the day runs");
+    // The day let its stream go: this loop ends.
+    let mut joiner = volley_metrics::SecondJoiner::new(1);
+    let mut seconds = Vec::new();
+    for s in rx {
+        seconds.extend(joiner.push(s).unwrap());
+    }
+    seconds.extend(joiner.finish().unwrap());
+    assert!(run.all.closed_seconds().is_empty(), "the day kept seconds");
+    let streamed: u64 = seconds.iter().map(|c| c.counts.completed).sum();
+    assert!(streamed > 0, "nothing streamed");
+    assert_eq!(streamed, run.all.completed(), "every request, once");
+    assert_eq!(streamed, run.report.requests, "the report's requests");
+    let at: Vec<u64> = seconds.iter().map(|c| c.second).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "each second once: {at:?}"
+    );
+}

@@ -128,6 +128,26 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
                 (stored_s - window_s).abs() < 1e-3,
                 "{stored_s} vs {window_s}"
             );
+            // Its seconds were stored as they closed and taken into the step (issue
+            // 26): each second of its load series has a histogram of every kind the
+            // whole day has, and none is left behind as a live row.
+            let hists = store.histograms(step.id).unwrap();
+            let kinds = hists.iter().filter(|h| h.second.is_none()).count();
+            let mut per_second = std::collections::BTreeMap::<u32, usize>::new();
+            for h in hists.iter().filter_map(|h| h.second) {
+                *per_second.entry(h).or_default() += 1;
+            }
+            let load: Vec<u32> = store
+                .series(step.id)
+                .unwrap()
+                .iter()
+                .filter(|p| p.source == volley_store::SeriesSource::Load)
+                .map(|p| p.second)
+                .collect();
+            assert!(kinds > 0 && !load.is_empty(), "{}", step.summary);
+            assert_eq!(per_second.keys().copied().collect::<Vec<_>>(), load);
+            assert!(per_second.values().all(|&n| n == kinds), "{per_second:?}");
+            assert!(store.live_seconds(run.id, step.index).unwrap().is_empty());
             // A warm day: its lead-in's cost beside the verdict, failures set apart.
             let lead = &verdict["office"]["lead_in"];
             assert!(lead["requests"].as_u64().unwrap() > 0, "{verdict}");

@@ -5,7 +5,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use volley_engine::{ErrorKind, Sample, Sink};
-use volley_metrics::Recorder;
+use volley_metrics::{Recorder, SecondStream};
 
 use crate::check::{Violation, Violations};
 use crate::http::{ns_since, Reply, Request};
@@ -38,9 +38,20 @@ pub struct Recorders {
 impl Recorders {
     /// Empty recorders with instant 0 now.
     pub fn new() -> Recorders {
+        Recorders::streaming(None)
+    }
+
+    /// [`Recorders::new`] whose every-request recorder, given a `stream`, keeps no
+    /// closed second but sends each as it closes (a study stores them live, so a long
+    /// day's memory does not grow by a second's histograms every second; issue 26).
+    pub fn streaming(stream: Option<SecondStream>) -> Recorders {
+        let all = match stream {
+            Some(s) => Recorder::new().stream_only().with_stream(s),
+            None => Recorder::new(),
+        };
         // `stream_only` without a stream: whole-run figures, no second kept.
         Recorders {
-            all: Mutex::new(Recorder::new()),
+            all: Mutex::new(all),
             ops: Op::ALL
                 .iter()
                 .map(|_| Mutex::new(Recorder::new().stream_only()))

@@ -200,6 +200,17 @@ pub struct OfficeRun {
 /// that is not CalDAV, a calendar that cannot be set up); problems during the day are
 /// violations in the report.
 pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
+    run_streaming(cfg, None)
+}
+
+/// [`run`] that, given a `stream`, sends each closed second of every request to it as
+/// the day goes and keeps none ([`Recorders::streaming`]): the returned
+/// [`OfficeRun::all`] then has no closed second and has dropped the stream, so the
+/// receiver's loop ends with the day.
+pub fn run_streaming(
+    cfg: &OfficeConfig,
+    stream: Option<volley_metrics::SecondStream>,
+) -> Result<OfficeRun, OfficeError> {
     cfg.check()?;
     let (host, addr) = setup::parse_url(&cfg.url)?;
     let account0 = Account {
@@ -252,7 +263,7 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         let (g, l) = lead_in(cfg, plan, groups)?;
         (g, Some(l))
     };
-    let rec = Recorders::new();
+    let rec = Recorders::streaming(stream);
     cfg.progress.enter(Phase::Day, 0);
     let outcomes = std::thread::scope(|s| {
         let handles: Vec<_> = groups
@@ -285,6 +296,9 @@ pub fn run(cfg: &OfficeConfig) -> Result<OfficeRun, OfficeError> {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
     let mut run = merge(cfg, &profiles, set_up.server, set_up.lacks, rec, outcomes);
+    // The last windows go to the stream, if any, and the stream is let go.
+    run.all.finish();
+    run.all.drop_stream();
     run.report.lead_in = lead_in;
     run.report.set_up_s = set_up.wall_s;
     run.report.set_up_failures = set_up.failures;

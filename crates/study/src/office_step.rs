@@ -7,7 +7,9 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use volley_metrics::{Model, Recorder, RunInfo};
+use volley_metrics::{
+    ClosedSecond, Model, Recorder, RunInfo, SecondDigest, SecondJoiner, SecondStream,
+};
 use volley_office::{Account, OfficeConfig, OfficeReport};
 use volley_targets::dav::DavAccount;
 use volley_targets::RunningTarget;
@@ -19,7 +21,9 @@ use crate::step::{judge, step_watch, JudgedStep, Loaded, StepError};
 /// the first sync of a new device is reported beside it, not judged.
 pub const JUDGED_SESSION: &str = "sync-poll";
 
-/// Runs one office step of `cell` on `target` and judges it.
+/// Runs one office step of `cell` on `target` and judges it. Each second of the day
+/// goes to `on_second` as it closes (the study stores it live, as `volley bench --save`
+/// does) and the day keeps none: its memory stays flat however long it is (issue 26).
 pub(crate) fn run_office(
     w: &Workload,
     office: &OfficeLoad,
@@ -27,6 +31,7 @@ pub(crate) fn run_office(
     plan: &Plan,
     target: &RunningTarget,
     stop_flag: &Arc<AtomicBool>,
+    on_second: &dyn Fn(&ClosedSecond),
 ) -> Result<JudgedStep, StepError> {
     let users = cell.users.unwrap_or(1) as usize;
     let url = format!("http://{}", target.addr);
@@ -37,12 +42,12 @@ pub(crate) fn run_office(
     cfg.stop = Arc::clone(&load_stop);
     let watch = step_watch(target, load_stop, stop_flag, std::time::Duration::ZERO);
     let step_started = std::time::Instant::now();
-    let watched = volley_harness::watch(&watch, || volley_office::run(&cfg))?;
+    let watched = volley_harness::watch(&watch, || day_streamed(&cfg, on_second))?;
     let stopped = cfg.stop.load(std::sync::atomic::Ordering::Relaxed);
     // A lead-in that could not finish: the day was never set up, which is this step's
     // finding (not carried, said so), not an error that ends the study.
     let mut not_set_up: Option<String> = None;
-    let watched = watched.map(|run| {
+    let watched = watched.map(|(run, digests)| {
         let run = run.map_err(|e| {
             if matches!(e, volley_office::OfficeError::LeadIn { .. }) {
                 not_set_up = Some(e.to_string());
@@ -50,7 +55,8 @@ pub(crate) fn run_office(
             StepError::Office(e.to_string())
         })?;
         let report = run.report;
-        let recorder = Recorder::merge_all(vec![run.all])?;
+        let mut recorder = Recorder::merge_all(vec![run.all])?;
+        recorder.set_digests(digests?);
         let cpu_s = report.generator_cpu_s;
         // The window's own time: set-up, lead-in and audit sent none of these requests.
         let elapsed = std::time::Duration::from_secs_f64(report.wall_s);
@@ -111,6 +117,43 @@ pub(crate) fn run_office(
     judged.verdict.office = Some(v);
     judged.verdict.little = None;
     Ok(judged)
+}
+
+/// Runs the day on a thread of its own while this one joins its streamed seconds and
+/// hands each to `on_second` (on this thread: the study's store is not shared across
+/// threads); returns the day and the digests of its seconds, for the step's series.
+fn day_streamed(
+    cfg: &OfficeConfig,
+    on_second: &dyn Fn(&ClosedSecond),
+) -> (
+    Result<volley_office::OfficeRun, volley_office::OfficeError>,
+    Result<Vec<SecondDigest>, volley_metrics::MetricsError>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // One stream: the day's every-request recorder is one, shared by its threads.
+    let mut joiner = SecondJoiner::new(1).keeping_digests();
+    let mut joined = Ok(());
+    let mut take = |closed: Result<Vec<ClosedSecond>, volley_metrics::MetricsError>| match closed {
+        Ok(done) => done.iter().for_each(on_second),
+        Err(e) if joined.is_ok() => joined = Err(e),
+        Err(_) => {}
+    };
+    let day = std::thread::scope(|s| {
+        let stream = SecondStream::new(0, tx);
+        let day = s.spawn(move || volley_office::run_streaming(cfg, Some(stream)));
+        // Ends when the day has let its stream go (or failed, dropping it).
+        for streamed in rx {
+            take(joiner.push(streamed));
+        }
+        day.join()
+    });
+    take(joiner.finish());
+    let day = day.unwrap_or_else(|_| {
+        Err(volley_office::OfficeError::Config(
+            "the office day's thread panicked".into(),
+        ))
+    });
+    (day, joined.map(|()| joiner.take_digests()))
 }
 
 /// The office's configuration for `users` of the target's DAV accounts at `url`: the

@@ -630,7 +630,22 @@ impl StudyRun<'_> {
                 }
                 None => match &w.office {
                     Some(office) => {
-                        crate::office_step::run_office(w, office, cell, plan, target, self.stop)
+                        // As for injected steps: seconds an earlier attempt at this
+                        // index stored and no step took are not this step's.
+                        self.keep_live(ci, &unstored, |s, run, i| s.forget_live_seconds(run, i));
+                        crate::office_step::run_office(
+                            w,
+                            office,
+                            cell,
+                            plan,
+                            target,
+                            self.stop,
+                            &|c| {
+                                self.keep_live(ci, &unstored, |s, run, i| {
+                                    s.record_live_second(run, &volley_harness::stored::second(i, c))
+                                })
+                            },
+                        )
                     }
                     None => run_step(w, cell, rate, plan, target, self.stop, &live),
                 },
@@ -649,7 +664,8 @@ impl StudyRun<'_> {
 
     /// Writes to the store under the run and step index the step of cell `ci` will get,
     /// while that step runs: each injector's second as it arrives and each merged
-    /// second as the coordinator closes it (as `volley bench --save` stores its own),
+    /// second as the coordinator closes it, or an office day's second as it closes (as
+    /// `volley bench --save` stores its own),
     /// so a study killed mid-step keeps them and the coordinator holds none of their
     /// histograms to the step's end. The first write that fails is kept in `unstored`
     /// (the step then fails with it) and later ones are not tried.
