@@ -93,6 +93,16 @@ fn saved_bench_runs_work_with_history_compare_and_report() {
         h.contains("bench/before") && h.contains(&format!("bench/{url}")),
         "{h}"
     );
+    // Each saved run's answer, the sentence its report gives.
+    let (md, _) = volley(&["report", "1"], &db);
+    let answer = h
+        .lines()
+        .find_map(|l| l.strip_prefix("run 1 (before): "))
+        .unwrap_or_else(|| panic!("no answer of run 1: {h}"));
+    assert!(
+        answer.starts_with("before: ") && md.contains(&format!("**{answer}**")),
+        "{answer}\n{md}"
+    );
 
     // A closed loop and an open loop share no point: compare says so in one line
     // rather than ranking unlike figures (like with like, docs/methodology.md).
@@ -180,6 +190,75 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
         !md.contains("nothing to report") && md.contains("| Failed |"),
         "{md}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The path is checked by the run's own first answer, with no request of its own: a
+/// URL the server answers 404 ends the run at that answer (one line, exit 2, far fewer
+/// requests than asked, the saved run marked stopped with no step), and a path it has
+/// sends exactly the run's requests, so the server's count equals volley's.
+#[test]
+fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
+    use crate::common::volley as run;
+    let missing = FaultServer::start(Behaviour::Status(404)).unwrap();
+    let dir = crate::common::fresh_dir("bench-404");
+    let db = dir.join("v.db");
+    let gone = missing.url("/gone.html");
+    let (code, _, err) = run(&[
+        "bench",
+        &gone,
+        "-n",
+        "5000",
+        "-c",
+        "1",
+        "--save",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("GET /gone.html answered 404 (its first answer in the run)")
+            && err.contains("measured nothing"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let sent = missing.stats().requests;
+    assert!(
+        (1..100).contains(&sent),
+        "the run stopped at its first answers, not after 5000: {sent}"
+    );
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, Status::Incomplete);
+    assert!(store.steps(runs[0].id).unwrap().is_empty());
+    drop(store);
+    // With --first-request, its cold request is the check: refused before the run,
+    // with that one request and no other.
+    let (code, _, err) = run(&["bench", &gone, "-n", "50", "--first-request"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("answered 404 (the cold request"), "{err}");
+    assert_eq!(missing.stats().requests - sent, 1);
+
+    // A path it has: the server sees the run's 50 requests and no other.
+    let ok = FaultServer::start(Behaviour::Ok {
+        body_len: 700,
+        keep_alive: true,
+    })
+    .unwrap();
+    let (code, out, err) = run(&["bench", &ok.url("/"), "-n", "50", "-c", "2", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = json.get("runs").and_then(|r| r.get(0)).unwrap_or(&json);
+    assert_eq!(r["requests"]["completed"], 50, "{r}");
+    assert_eq!(ok.stats().requests, 50, "no request beside the run's");
+
+    // A 503 first is the server's trouble, not the path: the run goes on and is
+    // measured (every request of it), exit 1 since none succeeded.
+    let busy = FaultServer::start(Behaviour::Status(503)).unwrap();
+    let (code, _, _) = run(&["bench", &busy.url("/"), "-n", "40", "-c", "1", "-q"]);
+    assert_eq!(code, 1);
+    assert_eq!(busy.stats().requests, 40);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

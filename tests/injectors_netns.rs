@@ -246,11 +246,27 @@ cooldown = "0s"
 /// no winner, in the end table and in the report alike.
 #[test]
 fn two_targets_behind_the_same_shaped_link_are_link_bound_with_no_winner() {
-    let dir = TempDir::new("link-bound");
+    link_bound_with_no_winner("inj-link-bound", r#"rate = "2mbit""#);
+}
+
+/// Two servers behind the same delayed link (no rate set): each request waits out the
+/// link's 40 ms, which dwarfs what either server takes, so the per-request rule labels
+/// every step link-bound (delay plus the server's unshaped time) and nothing is ranked.
+#[test]
+fn two_targets_behind_the_same_delayed_link_are_link_bound_with_no_winner() {
+    link_bound_with_no_winner("inj-link-delayed", r#"delay = "40ms""#);
+}
+
+/// Runs study `name`: two built-in targets, one netns injector on a link shaped by
+/// `link` (its settings, e.g. `rate = "2mbit"`), two repeats; asserts every step is
+/// link-bound with the target's unshaped time stored, and that the end's answer and the
+/// report's headline name no winner.
+fn link_bound_with_no_winner(name: &str, link: &str) {
+    let dir = TempDir::new(name);
     let file = study(
         dir.path(),
-        r#"
-name = "inj-link-bound"
+        &r#"
+name = "NAME"
 [[target]]
 name = "builtin"
 kind = "builtin"
@@ -269,14 +285,16 @@ keepalive = true
 [injectors]
 count = 1
 placement = "netns"
-links = [{ injectors = 1, rate = "2mbit" }]
+links = [{ injectors = 1, LINK }]
 [steps]
 duration = "3s"
 warmup = "1s"
 cooldown = "0s"
 repeats = 2
 retries = 0
-"#,
+"#
+        .replace("NAME", name)
+        .replace("LINK", link),
     );
     let db = dir.path().join("v.db");
     let out = run_study(&file, &db);
@@ -327,7 +345,7 @@ retries = 0
         "{answer}"
     );
     let md = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["report", "study:inj-link-bound", "--db"])
+        .args(["report", &format!("study:{name}"), "--db"])
         .arg(&db)
         .output()
         .unwrap();

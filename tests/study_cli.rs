@@ -622,6 +622,14 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
     }
     let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains("**No answer: most requests"), "{md}");
+    // History says the same: no answer, never a figure of failures.
+    let (code, h, _) = crate::common::volley(&["history", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        h.lines()
+            .any(|l| l.starts_with(&format!("study all-failed (#1): {answer}"))),
+        "{answer}\n{h}"
+    );
     // Each step's row in the three tables with its label (runs, throughput and p99,
     // evidence) says so, whatever the label.
     let said = md

@@ -109,18 +109,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("(no runs yet)");
     }
     // Each study's answer, the sentence its end table, its report and `volley compare`
-    // give, read back from the store as `volley report` reads it.
-    for s in &studies {
-        let Ok(r) = volley_report::load(&store, volley_report::Selector::Study(s.id)) else {
+    // give, read back from the store as `volley report` reads it; then each saved
+    // bench run's (no study), as `volley report ID` gives it.
+    use volley_report::Selector;
+    let of_studies = studies.iter().map(|s| {
+        (
+            format!("study {} (#{})", s.name, s.id),
+            Selector::Study(s.id),
+        )
+    });
+    let of_runs = runs
+        .iter()
+        .filter(|r| r.study.is_none())
+        .map(|r| (format!("run {} ({})", r.id, r.target), Selector::Run(r.id)));
+    for (name, selector) in of_studies.chain(of_runs) {
+        let Ok(r) = volley_report::load(&store, selector) else {
             continue;
         };
-        if r.targets.is_empty() {
+        if r.targets.iter().all(|t| t.steps.is_empty()) {
             continue;
         }
-        let name = volley_report::sanitise::terminal(&s.name, 120);
         println!(
-            "study {name} (#{}): {}",
-            s.id,
+            "{}: {}",
+            volley_report::sanitise::terminal(&name, 120),
             volley_report::sanitise::terminal(&volley_report::headline::answer(&r), 2000)
         );
     }

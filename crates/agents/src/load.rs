@@ -238,6 +238,7 @@ pub fn run_share(ctx: LoadCtx) -> Result<(), LoadError> {
                 // record carries only their digests (issue 26: long runs stay flat).
                 stream_only: true,
             }),
+            first_answers: None,
         };
         let r = volley_harness::measure::measure(&m);
         drop(m);

@@ -303,7 +303,8 @@ pub struct SearchOpts {
     pub min_rate_rps: f64,
     /// Hard cap on the number of steps run, so a search always ends.
     pub max_steps: u32,
-    /// Bootstrap resamples for the capacity interval (default 2000).
+    /// Bootstrap resamples for the capacity interval (default: the one count every
+    /// interval uses, [`crate::bootstrap::RESAMPLES`]).
     pub resamples: u32,
     /// Seed of the bootstrap, so a rebuilt report shows the same interval.
     pub seed: u64,
@@ -323,7 +324,7 @@ impl Default for SearchOpts {
             max_rate_rps: 1.0e7,
             min_rate_rps: 1.0,
             max_steps: 200,
-            resamples: 2000,
+            resamples: crate::bootstrap::RESAMPLES as u32,
             seed: 0x5eed,
             whole: false,
         }

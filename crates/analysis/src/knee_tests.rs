@@ -502,3 +502,13 @@ fn a_search_over_whole_numbers_tries_only_whole_numbers_and_ends_one_apart() {
     // A fractional start is refused.
     assert!(Search::new(2.5, opts).is_err());
 }
+
+#[test]
+fn a_capacity_interval_takes_the_one_resample_count_every_interval_takes() {
+    // bench's repeats, the report's medians and ratios, compare and the searches'
+    // capacities all say "10,000 resamples": one count (issue 27 found 10,000 and 2,000).
+    assert_eq!(
+        SearchOpts::default().resamples as usize,
+        crate::bootstrap::RESAMPLES
+    );
+}

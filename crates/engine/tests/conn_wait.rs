@@ -50,6 +50,7 @@ fn a_server_holding_every_connection_is_connection_wait_not_a_late_generator() {
         url: server.url("/"),
         method: "GET".into(),
         stream: None,
+        first_answers: None,
     };
     let measured = measure(&m).expect("run");
     assert!(

@@ -48,6 +48,9 @@ pub struct Measure<'a> {
     /// they are keyed by (the injector agent publishes them, `volley bench --save`
     /// stores them); `None` for study steps.
     pub stream: Option<LiveWindows>,
+    /// The run's first answers checked as they come (`volley_engine::first`: `bench
+    /// URL`'s path check, which sends no request of its own); `None` elsewhere.
+    pub first_answers: Option<std::sync::Arc<volley_engine::FirstAnswers>>,
 }
 
 /// The injector agent's live windows: where each worker sends them as they close, and
@@ -115,6 +118,10 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
             m.wire,
             |w| {
                 let r = Recorder::for_worker(w).with_warmup(warmup);
+                let r = match &m.first_answers {
+                    Some(f) => r.with_first_answers(std::sync::Arc::clone(f)),
+                    None => r,
+                };
                 // Windows close on an encoder thread, off the pacing path (issue 28).
                 match &m.stream {
                     Some(l) => {
@@ -335,6 +342,7 @@ mod tests {
             url: format!("http://{addr}/"),
             method: "GET".into(),
             stream: None,
+            first_answers: None,
         })
         .unwrap();
         server.join().unwrap();
@@ -364,6 +372,7 @@ mod tests {
                 key,
                 stream_only: true,
             }),
+            first_answers: None,
         })
         .unwrap();
         server.join().unwrap();

@@ -9,13 +9,12 @@
 //! search's capacity with its interval. Steps that could not be judged for the server
 //! never count (docs/methodology.md, "Repeats and noise").
 
+use volley_analysis::bootstrap::RESAMPLES;
 use volley_analysis::knee::{self, Capacity, Claim, Evidence};
 use volley_analysis::ratio;
 
 use crate::outcome::{judged_for_server, StepOutcome};
 use crate::plan::{Plan, Point, DEFAULT_VARIANT};
-
-const RESAMPLES: usize = 2000;
 
 /// A point of one instance: its cells differ only by rate (a rate sweep has a cell
 /// per rate).

@@ -209,6 +209,12 @@ pub struct LoadSpec {
     pub host: String,
     /// What a pre-flight TLS handshake agreed to (set by [`LoadSpec::prepare`]).
     negotiated: Option<wire::Negotiated>,
+    /// Each request's path and query, by its index in the source (what a refusal
+    /// names).
+    pub paths: Vec<String>,
+    /// The path check on the run's own first answers (`volley_engine::first`), for
+    /// the runs that set it: `bench URL`'s first.
+    pub first_answers: Option<Arc<volley_engine::FirstAnswers>>,
 }
 
 impl LoadSpec {
@@ -369,6 +375,8 @@ impl Load {
             wire,
             host,
             negotiated: None,
+            paths: entries.iter().map(|(u, _)| u.path_and_query()).collect(),
+            first_answers: None,
         })
     }
 
@@ -685,6 +693,7 @@ pub fn run_once(
             key: WindowKey::Completion,
             stream_only: true,
         }),
+        first_answers: spec.first_answers.clone(),
     };
     // Generator headroom: sampled before the run, once a second on its own thread, and
     // at the end. Unreadable /proc (not Linux) leaves `headroom` null, never fails a run.
@@ -746,9 +755,11 @@ pub fn run_once(
     if let Some(low) = headroom.and_then(|h| h.warning()) {
         summary.notes.push(low);
     }
-    if let Some(line) = server_trouble(&summary) {
-        summary.notes.push(line);
-    }
+    summary.notes.extend(
+        server_trouble(&summary)
+            .into_iter()
+            .chain(summary.mostly_failed()),
+    );
     Ok(Ran {
         summary,
         histograms,

@@ -103,6 +103,25 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
     }
     let mut first = spec.prepare()?;
+    // The path check (docs/methodology.md, "Validation before measurement") sends no
+    // request of its own, so the server's log counts exactly the run's requests: the
+    // cold request's answer when `--first-request` sent one, else the first run's own
+    // first answer to each request, which ends that run at once when it refuses it.
+    if let Some(f) = first
+        .as_ref()
+        .filter(|f| volley_engine::first::refuses(f.status))
+    {
+        return Err(path_refused(
+            &spec,
+            0,
+            f.status,
+            "the cold request of --first-request",
+        ));
+    }
+    spec.first_answers = Some(Arc::new(volley_engine::FirstAnswers::new(
+        spec.paths.len(),
+        Arc::clone(&spec.cfg.stop_flag),
+    )));
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&spec.cfg.stop_flag);
@@ -131,6 +150,19 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
             out.progress,
             load::Keep::live(saver.as_ref()),
         )?;
+        if let Some(r) = spec.first_answers.take().and_then(|f| f.refused()) {
+            // Stopped at its first answers: nothing was measured, so nothing is kept
+            // but the saved run's record, which says it stopped.
+            if let Some(s) = saver.take() {
+                s.finish(false)?;
+            }
+            return Err(path_refused(
+                &spec,
+                r.request_index,
+                r.status,
+                "its first answer in the run",
+            ));
+        }
         let mut summary = ran.summary;
         summary.first_request = first.take();
         if summary.requests.ok == 0 {
@@ -159,8 +191,13 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout().lock(),
             )?;
             println!();
-        } else if let Some(line) = server_trouble(&summary) {
-            eprintln!("volley: {line}");
+        } else {
+            for line in server_trouble(&summary)
+                .into_iter()
+                .chain(summary.mostly_failed())
+            {
+                eprintln!("volley: {line}");
+            }
         }
         runs.push(summary);
         write_files(&out, &runs, None, false)?;
@@ -207,6 +244,17 @@ fn nothing_succeeded(spec: &LoadSpec, s: &Summary, out: &Outputs, text: &Text) -
         }
     }
     anyhow::anyhow!("{line} to {addr}")
+}
+
+/// The usage error of a request the server refused as its first answer (`what`: which
+/// request said it): the path (or the headers) is wrong, and the run would only measure
+/// how fast the server says so.
+fn path_refused(spec: &LoadSpec, index: u32, status: u16, what: &str) -> anyhow::Error {
+    let path = spec.paths.get(index as usize).map_or("/", String::as_str);
+    anyhow::Error::new(crate::exit::UsageError(format!(
+        "{} {path} answered {status} ({what}): the server does not serve it to this request; the run stopped there and measured nothing (fix the URL's path or the headers)",
+        spec.method
+    )))
 }
 
 /// Why a TCP connect to `addr` fails right now, in a few words; `None` if it succeeds.

@@ -246,12 +246,7 @@ fn write_totals(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     }
     writeln!(out, "Complete requests:      {}", s.requests.completed)?;
     writeln!(out, "Failed requests:        {}", s.requests.failed)?;
-    let failed: Vec<String> = s
-        .errors
-        .iter()
-        .filter(|(k, &n)| n > 0 && **k != "in_flight")
-        .map(|(k, n)| format!("{k}: {n}"))
-        .collect();
+    let failed = s.failures();
     if !failed.is_empty() {
         writeln!(out, "   ({})", failed.join(", "))?;
     }

@@ -39,6 +39,7 @@
 
 use crate::hist::{self, Hist};
 use crate::MetricsError;
+use std::sync::Arc;
 use std::time::Duration;
 use volley_engine::ErrorKind;
 
@@ -371,6 +372,9 @@ pub struct Recorder {
     /// The encoder thread that closes windows off the worker's thread
     /// ([`Recorder::with_offload`]); `None`: closed inline.
     offload: Option<offload::Offload>,
+    /// The run's path check, shown every sample before the warm-up cut
+    /// ([`Recorder::with_first_answers`]); `None` for every caller but `bench URL`.
+    first: Option<Arc<volley_engine::FirstAnswers>>,
 }
 
 impl Default for Recorder {
@@ -423,6 +427,7 @@ impl Recorder {
             warm: Warmup::default(),
             stream: None,
             offload: None,
+            first: None,
         }
     }
 
@@ -433,6 +438,14 @@ impl Recorder {
     /// different boundaries is refused). `Duration::ZERO` (the default) measures all.
     pub fn with_warmup(mut self, warmup: Duration) -> Recorder {
         self.warmup_ns = u64::try_from(warmup.as_nanos()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Shows `first` every sample (warm-up included: the check is of the run's first
+    /// answers), so an answer that refuses its request ends the run
+    /// (`volley_engine::first`). Give every worker the same one.
+    pub fn with_first_answers(mut self, first: Arc<volley_engine::FirstAnswers>) -> Recorder {
+        self.first = Some(first);
         self
     }
 

@@ -56,6 +56,9 @@ fn count(c: &mut Counts, s: &Sample) {
 impl Sink for Recorder {
     #[inline]
     fn record(&mut self, s: &Sample) {
+        if let Some(f) = &self.first {
+            f.see(s);
+        }
         if s.intended_ns < self.warmup_ns {
             self.warm.samples += 1;
             return;

@@ -498,6 +498,34 @@ pub struct MachineLoad {
     pub steal_cores: f64,
 }
 
+impl Summary {
+    /// The failures by kind, "status: 70", in the order reports list them; requests
+    /// still in flight at the end are censored, not failed, and not among them.
+    pub fn failures(&self) -> Vec<String> {
+        self.errors
+            .iter()
+            .filter(|(k, &n)| n > 0 && **k != "in_flight")
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect()
+    }
+
+    /// What a run most of whose requests failed (but not all: such a run is no run of
+    /// the server at all, which its caller says) is not: its "Requests per second"
+    /// counts every completed request as ab's does, failures included, and its
+    /// latencies are mostly failures' (docs/methodology.md, "Errors are never
+    /// throughput"). The note says so and gives the successes' rate beside it.
+    pub fn mostly_failed(&self) -> Option<String> {
+        let (completed, failed) = (self.requests.completed, self.requests.failed);
+        (self.requests.ok > 0 && failed.saturating_mul(2) > completed).then(|| {
+            format!(
+                "most requests failed ({failed} of {completed}; {}): 'Requests per second' counts them as ab does and the latencies are mostly theirs, so neither is the server's figure; {:.2} request(s) per second succeeded",
+                self.failures().join(", "),
+                self.throughput.ok_per_s
+            )
+        })
+    }
+}
+
 impl MachineLoad {
     /// (others + steal) / CPUs: the share of the machine someone else took.
     pub fn busy_share(&self) -> f64 {

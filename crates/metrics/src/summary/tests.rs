@@ -272,3 +272,30 @@ fn empty_run_summarises_without_panicking() {
     assert_eq!(s.throughput.requests_per_s, 0.0);
     assert!(s.spectrum.is_empty());
 }
+
+#[test]
+fn a_run_mostly_of_failures_says_its_rate_is_not_the_servers() {
+    let run = |failures: u64| {
+        let mut r = Recorder::new();
+        for i in 0..100u64 {
+            let mut s = ok(10 + i * 10, 2);
+            if i < failures {
+                s.status = 503;
+                s.error = Some(ErrorKind::Status);
+            }
+            r.record(&s);
+        }
+        r.close(&info(Model::Closed, 1_000)).unwrap()
+    };
+    let s = run(70);
+    let note = s.mostly_failed().expect("70 of 100 failed");
+    assert!(
+        note.starts_with("most requests failed (70 of 100; status: 70)")
+            && note.ends_with("30.00 request(s) per second succeeded"),
+        "{note}"
+    );
+    // Half is not most; none succeeded is the caller's "no request succeeded".
+    assert_eq!(run(50).mostly_failed(), None);
+    assert_eq!(run(100).mostly_failed(), None);
+    assert_eq!(run(0).mostly_failed(), None);
+}

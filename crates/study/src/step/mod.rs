@@ -198,6 +198,7 @@ pub(crate) fn run_step(
         ),
         method: w.method.clone(),
         stream: None,
+        first_answers: None,
     };
     // A replay is judged against what its schedule offered within the step.
     let rate = match (&cfg.model, rate) {
