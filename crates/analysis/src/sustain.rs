@@ -84,6 +84,16 @@ pub struct StepStats {
     /// held as long (volley-metrics' label). See [`bound_label`] for what it changes.
     #[serde(default)]
     pub machine_stalled_seconds: Option<u64>,
+    /// SYNs the listener dropped over the step because its accept queue was full
+    /// (`TcpExt` `ListenOverflows` of the namespace the target listens in); `None` when
+    /// not read (a target outside volley's namespaces, records made before).
+    #[serde(default)]
+    pub listen_overflows: Option<u64>,
+    /// Most sockets towards the target at once (any state, TIME_WAIT included) and the
+    /// ports in `ip_local_port_range`: every port taken means connects found none free
+    /// (EADDRNOTAVAIL). `None` when not counted.
+    #[serde(default)]
+    pub ports_used_of_range: Option<(u64, u64)>,
 }
 
 /// The thresholds a step is judged against.
@@ -438,6 +448,9 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
 /// judged on send lag and send rate, as they were then.
 pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
     match own_bound(stats, sustainable) {
+        Bound::GeneratorBound if connect_cause(stats) == Some(ConnectCause::AcceptQueueFull) => {
+            Bound::ServerBound
+        }
         Bound::GeneratorBound
             if stats.generator_bound_seconds == Some(0)
                 && stats.machine_stalled_seconds.is_some_and(|n| n > 0) =>
@@ -446,6 +459,50 @@ pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
         }
         b => b,
     }
+}
+
+/// Why connections waited in connect, by the kernel's counters (docs/methodology.md,
+/// "Connects that wait: whose failure").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectCause {
+    /// The listener's accept queue overflowed and no connect lacked a port: SYNs were
+    /// dropped and retransmitted (1 s, 3 s, ...), so connects, and the generator's
+    /// workers in them, waited on the server. The server's failure.
+    AcceptQueueFull,
+    /// Every local port towards the target was taken (TIME_WAIT holds them), so connects
+    /// found none free: the generator's, or the machine's, shortage, whatever the
+    /// listener did.
+    NoFreePort,
+}
+
+/// The cause the kernel's counters name for connect waits in a step, if any: no free
+/// port first (then the generator could not have offered the load whatever the server
+/// did), else an overflowing accept queue. `None` when neither was counted.
+pub fn connect_cause(stats: &StepStats) -> Option<ConnectCause> {
+    let (used, range) = stats.ports_used_of_range?;
+    if used >= range {
+        Some(ConnectCause::NoFreePort)
+    } else if stats.listen_overflows.is_some_and(|n| n > 0) {
+        Some(ConnectCause::AcceptQueueFull)
+    } else {
+        None
+    }
+}
+
+/// A sentence for the step's notes naming [`connect_cause`] with its count.
+pub fn connect_cause_note(stats: &StepStats) -> Option<String> {
+    Some(match connect_cause(stats)? {
+        ConnectCause::AcceptQueueFull => format!(
+            "the server's accept queue overflowed ({} SYN(s) dropped, TcpExt ListenOverflows): connects waited in SYN retransmits, so the generator's lateness was the server's doing",
+            stats.listen_overflows.unwrap_or(0)
+        ),
+        ConnectCause::NoFreePort => {
+            let (used, range) = stats.ports_used_of_range.unwrap_or_default();
+            format!(
+                "{used} sockets towards the target held all {range} local ports (TIME_WAIT included): connects found no free port, the generator's machine's shortage, not the server's"
+            )
+        }
+    })
 }
 
 /// [`bound_label`] from the step's own figures, before its seconds are consulted.

@@ -75,7 +75,88 @@ fn healthy() -> StepStats {
         pool_saturated: false,
         generator_bound_seconds: None,
         machine_stalled_seconds: None,
+        listen_overflows: None,
+        ports_used_of_range: None,
     }
+}
+
+/// Connects that waited: an overflowing accept queue is the server's failure, a missing
+/// port the generator's, and without the kernel's counters the rule stands as it was.
+#[test]
+fn connect_waits_are_labelled_by_the_kernels_counters() {
+    use Bound::*;
+    // 12,800 req/s offered, 4.7% dispatched: workers stuck in connect.
+    let stuck = StepStats {
+        offered_rate_rps: 12_800.0,
+        dispatch_rate_rps: Some(600.0),
+        sched_lag_p99: Some(ms(1_500)),
+        ..healthy()
+    };
+    let free = Some((3_000, 28_232));
+    let all_taken = Some((28_232, 28_232));
+    // (listen overflows, ports used of range, stalled seconds, cause, label)
+    let table = [
+        (
+            Some(9_000),
+            free,
+            None,
+            Some(ConnectCause::AcceptQueueFull),
+            ServerBound,
+        ),
+        (
+            Some(9_000),
+            free,
+            Some(3),
+            Some(ConnectCause::AcceptQueueFull),
+            ServerBound,
+        ),
+        (
+            Some(9_000),
+            all_taken,
+            None,
+            Some(ConnectCause::NoFreePort),
+            GeneratorBound,
+        ),
+        (
+            Some(0),
+            all_taken,
+            None,
+            Some(ConnectCause::NoFreePort),
+            GeneratorBound,
+        ),
+        // Ports not counted: the overflow alone cannot clear the generator.
+        (Some(9_000), None, None, None, GeneratorBound),
+        (Some(0), free, None, None, GeneratorBound),
+        (None, free, None, None, GeneratorBound),
+        (None, None, None, None, GeneratorBound),
+    ];
+    for (overflows, no_port, stalled, cause, want) in table {
+        let s = StepStats {
+            listen_overflows: overflows,
+            ports_used_of_range: no_port,
+            generator_bound_seconds: stalled.map(|_| 0),
+            machine_stalled_seconds: stalled,
+            ..stuck.clone()
+        };
+        assert_eq!(connect_cause(&s), cause, "{overflows:?} {no_port:?}");
+        assert_eq!(bound_label(&s, false), want, "{overflows:?} {no_port:?}");
+        assert_eq!(connect_cause_note(&s).is_some(), cause.is_some());
+    }
+    let full = StepStats {
+        listen_overflows: Some(9_000),
+        ports_used_of_range: free,
+        ..stuck.clone()
+    };
+    assert!(connect_cause_note(&full)
+        .unwrap()
+        .contains("9000 SYN(s) dropped"));
+    // A step that kept its schedule is untouched by the counters.
+    let kept = StepStats {
+        listen_overflows: Some(5),
+        ports_used_of_range: free,
+        ..healthy()
+    };
+    assert_eq!(bound_label(&kept, true), ServerBound);
 }
 
 /// The same step as a record made before send lag was split.

@@ -317,8 +317,34 @@ pub fn parse_pid_list(text: &str) -> Vec<u32> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
+/// A `TcpExt` counter of `/proc/net/netstat` (a header line of names, then a line of
+/// values), e.g. `ListenOverflows`: SYNs a listener dropped because its accept queue
+/// was full. The counter is the network namespace's, all listeners in it summed.
+pub fn tcp_ext_counter(netstat: &str, name: &str) -> Option<u64> {
+    let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tcp_ext_counters_by_name() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
+                    TcpExt: 0 17 19\n\
+                    IpExt: InNoRoutes\n\
+                    IpExt: 4\n";
+        assert_eq!(super::tcp_ext_counter(text, "ListenOverflows"), Some(17));
+        assert_eq!(super::tcp_ext_counter(text, "ListenDrops"), Some(19));
+        assert_eq!(super::tcp_ext_counter(text, "InNoRoutes"), None);
+        assert_eq!(
+            super::tcp_ext_counter("TcpExt: ListenOverflows\n", "ListenOverflows"),
+            None
+        );
+        assert_eq!(super::tcp_ext_counter("", "ListenOverflows"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -352,6 +352,18 @@ impl PrivateCgroups {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         // One directory per distinct hierarchy (v2 puts all controllers in one).
         let mut wanted: Vec<&'static str> = Vec::new();
+        // On v1 the `cpu` controller counts no CPU time (its `cpu.stat` holds throttling
+        // only): a `cpuacct` cgroup beside the limits gives the target's exact CPU, per
+        // CPU, so the monitor and the neighbour rule count it as the target's and not as
+        // a neighbour's. First, so `procs_file` (the monitor's scope) is the one that
+        // counts. Co-mounted `cpu,cpuacct` is one directory, made once.
+        let v1_cpuacct = layout
+            .cpuacct
+            .as_ref()
+            .is_some_and(|h| h.version == CgroupVersion::V1);
+        if v1_cpuacct {
+            wanted.push("cpuacct");
+        }
         if limits.cpu_quota.is_some() {
             wanted.push("cpu");
         }
@@ -635,6 +647,44 @@ mod tests {
             period: Duration::from_micros(10),
         };
         assert!(short.to_us().is_err());
+    }
+
+    /// A quota on v1 comes with a cpuacct cgroup, listed first (the monitor's scope), whose
+    /// per-CPU counter reads, so the target's CPU is counted as the target's.
+    #[test]
+    fn v1_quota_gets_a_cpuacct_cgroup_beside_it() {
+        let layout = CgroupLayout::detect();
+        let Some(acct) = layout
+            .cpuacct
+            .clone()
+            .filter(|h| h.version == CgroupVersion::V1)
+        else {
+            eprintln!("skipping: no v1 cpuacct here");
+            return;
+        };
+        let limits = ResourceLimits {
+            cpu_quota: Some(CpuQuota::of_one_cpu(0.5)),
+            ..Default::default()
+        };
+        let mut cg = match PrivateCgroups::create(&limits) {
+            Ok(cg) => cg,
+            Err(e @ TargetError::CgroupPermission { .. }) => {
+                eprintln!("skipping: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let dirs = cg.dirs();
+        assert!(dirs[0].starts_with(&acct.mount), "{dirs:?}");
+        assert!(std::fs::read_to_string(dirs[0].join("cpuacct.usage_percpu")).is_ok());
+        assert!(
+            cg.throttle_stats().is_some(),
+            "the cpu cgroup is still found"
+        );
+        let co_mounted = layout.cpu.as_ref().map(|h| &h.mount) == Some(&acct.mount);
+        assert_eq!(dirs.len(), if co_mounted { 1 } else { 2 }, "{dirs:?}");
+        assert!(cg.remove().is_empty());
+        assert!(dirs.iter().all(|d| !d.exists()));
     }
 
     #[test]

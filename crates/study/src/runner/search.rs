@@ -35,14 +35,6 @@ impl StepSignal {
     fn counts(&self) -> bool {
         sustain::counts_for_server(Some(self.label))
     }
-
-    fn evidence(&self) -> Evidence {
-        Evidence::of(
-            self.sustainable == Some(true),
-            self.counts(),
-            self.machine_busy,
-        )
-    }
 }
 
 /// What the search loop does with a finished step.
@@ -57,24 +49,26 @@ pub(crate) enum SearchInput {
 }
 
 /// The search's use of the attempts at one rate so far (`attempts`, oldest first), by
-/// the rule the reports apply (`volley_analysis::knee::Evidence`): an attempt noise did
-/// not spoil is observed as its verdict says (inconclusive ones included, as the
-/// reports keep them); a spoiled one (generator-bound, machine-stalled, or failed while
-/// the machine was busy) is rerun until `retries` reruns were made (none when the study is
-/// stopping). Then the best evidence is heard: a pass on a busy machine is still a
-/// pass; otherwise the rate could not be judged.
+/// the rule the reports apply (`volley_analysis::knee::Evidence`): a pass is heard at
+/// once whatever its label (latency counts from the intended send time and a pass sent
+/// at least 99% of the rate, so a late generator, a stalled or busy machine only made it
+/// harder: a rerun costs a step and cannot make it more of a pass; a sweep still
+/// re-measures a late pass, for figures that describe the server alone); an attempt
+/// noise did not spoil is observed as its verdict says (inconclusive ones included, as
+/// the reports keep them); a spoiled failure (generator-bound, machine-stalled, or
+/// failed while the machine was busy) is rerun until `retries` reruns were made (none
+/// when the study is stopping), then the rate could not be judged.
 pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool) -> SearchInput {
     let Some(last) = attempts.last() else {
         return SearchInput::Unjudged;
     };
-    if !Evidence::needs_remeasure(last.sustainable, last.counts(), last.machine_busy) {
+    if last.sustainable == Some(true)
+        || !Evidence::needs_remeasure(last.sustainable, last.counts(), last.machine_busy)
+    {
         return SearchInput::Observe(last.sustainable == Some(true));
     }
     if (attempts.len() as u32) <= retries && !stopping {
-        return SearchInput::Rerun;
-    }
-    if attempts.iter().any(|a| a.evidence() == Evidence::Sustained) {
-        SearchInput::Observe(true)
+        SearchInput::Rerun
     } else {
         SearchInput::Unjudged
     }
@@ -243,7 +237,7 @@ impl StudyRun<'_> {
         Ok(!self.active.iter().any(|a| a.dead))
     }
 
-    /// One rate of search `k`: its step (rerun while generator-bound), what the search
+    /// One rate of search `k`: its step (rerun while a spoiled failure), what the search
     /// hears of it, and the search's answer stored the moment it ends. `Ok(false)`: the
     /// study stops (Ctrl-C, a dead target).
     fn search_rate(
@@ -261,7 +255,7 @@ impl StudyRun<'_> {
             .iter()
             .filter(|(r, _)| *r == rate)
             .count() as u32;
-        // A spoiled step measured the generator or the machine, not the server
+        // A spoiled failure measured the generator or the machine, not the server
         // (`knee::Evidence`): rerun it, up to the study's `retries` times after a rest,
         // and if no attempt can be judged it is neither a pass nor a fail.
         let mut attempts: Vec<StepSignal> = Vec::new();
@@ -361,36 +355,31 @@ mod tests {
             (vec![quiet(true, "server-bound")], 2, false, Observe(true)),
             (vec![quiet(false, "server-bound")], 2, false, Observe(false)),
             (vec![quiet(false, "inconclusive")], 2, false, Observe(false)),
-            // Spoiled, pass or fail: rerun while reruns are left.
-            (vec![gen(true)], 2, false, Rerun),
+            // A pass is heard at once, whoever was late or busy: no rerun.
+            (vec![gen(true)], 2, false, Observe(true)),
+            (vec![stalled(true)], 2, false, Observe(true)),
+            (vec![busy(true)], 2, false, Observe(true)),
+            // A spoiled failure: rerun while reruns are left.
+            (vec![gen(false)], 2, false, Rerun),
             (vec![stalled(false)], 2, false, Rerun),
             (vec![busy(false)], 2, false, Rerun),
-            // A pass on a busy machine is the server's pass: heard at once.
-            (vec![busy(true)], 2, false, Observe(true)),
-            (vec![gen(true), gen(false)], 2, false, Rerun),
-            // A later quiet attempt decides.
+            (vec![gen(false), stalled(false)], 2, false, Rerun),
+            // A later attempt decides: a quiet one as its verdict says, a pass as a pass.
             (
-                vec![gen(true), quiet(false, "server-bound")],
+                vec![gen(false), quiet(false, "server-bound")],
                 2,
                 false,
                 Observe(false),
             ),
-            // Out of reruns: the best evidence. A pass on a busy machine is a pass...
+            (vec![busy(false), gen(true)], 2, false, Observe(true)),
             (
-                vec![busy(true), gen(true), busy(false)],
+                vec![gen(false), busy(false), stalled(true)],
                 2,
                 false,
                 Observe(true),
             ),
-            // ...and so is a pass while volley or the machine was late...
-            (
-                vec![gen(true), busy(false), stalled(false)],
-                2,
-                false,
-                Observe(true),
-            ),
-            // ...but a failure on a busy machine, or while volley was late, is not the
-            // server's.
+            // Out of reruns with no pass: a failure on a busy machine, or while volley
+            // was late, is not the server's.
             (
                 vec![gen(false), busy(false), stalled(false)],
                 2,
@@ -398,7 +387,7 @@ mod tests {
                 Unjudged,
             ),
             (vec![gen(false)], 0, false, Unjudged),
-            // No rerun while the study is stopping: the best evidence at once.
+            // No rerun while the study is stopping.
             (vec![gen(false)], 2, true, Unjudged),
             (vec![gen(true)], 2, true, Observe(true)),
         ];

@@ -206,7 +206,9 @@ pub(crate) fn run_step(
         _ => rate,
     };
     let watch = step_watch(target, load_stop, stop_flag, stop.warmup);
+    let overflows_before = listen_overflows(target.addr);
     let watched = volley_harness::watch(&watch, || volley_harness::measure(&run))?;
+    let connect_counters = ConnectCounters::since(overflows_before, target.addr);
     let connections = cfg.connections;
     let watched = watched.map(|measured| {
         measured.map_err(StepError::from).map(|m| {
@@ -227,8 +229,80 @@ pub(crate) fn run_step(
         })
     });
     let mut judged = judge(rate, plan, watched)?;
+    if let Some(rate) = rate {
+        relabel_connect_waits(&mut judged, rate, plan, connect_counters);
+    }
     require_server_evidence(&mut judged, cap_cores(plan, cell));
     Ok(judged)
+}
+
+/// `TcpExt` `ListenOverflows` of volley's network namespace, read only when the target
+/// listens on loopback (its listener is then in this namespace; a remote target's are
+/// not counted here).
+fn listen_overflows(target: SocketAddr) -> Option<u64> {
+    if !target.ip().is_loopback() {
+        return None;
+    }
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    volley_monitor::parse::tcp_ext_counter(&text, "ListenOverflows")
+}
+
+/// What the kernel says of a step's connects (docs/methodology.md, "Connects that wait:
+/// whose failure"): SYNs the listener dropped over the step, and the sockets towards
+/// the target at its end against the local port range.
+#[derive(Debug, Clone, Copy, Default)]
+struct ConnectCounters {
+    listen_overflows: Option<u64>,
+    ports_used_of_range: Option<(u64, u64)>,
+}
+
+impl ConnectCounters {
+    /// The overflows since `before` and the ports in use now. Ports and TIME_WAIT only
+    /// grow during a step shorter than TIME_WAIT's 60 s, so the end is their most.
+    fn since(before: Option<u64>, target: SocketAddr) -> ConnectCounters {
+        let listen_overflows = before
+            .zip(listen_overflows(target))
+            .map(|(b, a)| a.saturating_sub(b));
+        let ports_used_of_range = listen_overflows.and_then(|_| {
+            let s = volley_monitor::headroom::sample(Some(target)).ok()?;
+            Some((s.sockets.in_use, s.port_range))
+        });
+        ConnectCounters {
+            listen_overflows,
+            ports_used_of_range,
+        }
+    }
+}
+
+/// A generator-bound rate step whose connects waited behind the server's full accept
+/// queue is the server's (`sustain::connect_cause`): its label and verdict say so, and a
+/// note names the cause with its count either way (a full queue, or no free port).
+fn relabel_connect_waits(j: &mut JudgedStep, rate: f64, plan: &Plan, k: ConnectCounters) {
+    if k.listen_overflows.is_none() || j.label != sustain::Bound::GeneratorBound.label() {
+        return;
+    }
+    let windows = judged_windows(&j.summary);
+    let in_flight: Vec<f64> = in_flight_per_second(&j.summary)
+        .into_iter()
+        .take(windows)
+        .collect();
+    let stats = sustain::StepStats {
+        listen_overflows: k.listen_overflows,
+        ports_used_of_range: k.ports_used_of_range,
+        ..step_stats(&j.summary, rate, windows, in_flight)
+    };
+    let Some(note) = sustain::connect_cause_note(&stats) else {
+        return;
+    };
+    let v = sustain::judge(&stats, &plan.rule);
+    j.label = v.bound.label();
+    if let Some(old) = j.verdict.sustain.as_mut() {
+        old.bound = v.bound;
+    }
+    if let Some(notes) = j.summary_json["notes"].as_array_mut() {
+        notes.push(Value::String(note.clone()));
+    }
+    j.summary.notes.push(note);
 }
 
 /// The CPUs the step's target could use by volley's limits: its quota, else its pinned
@@ -544,6 +618,9 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
         pool_saturated: s.connections_stats.cap_hits > 0,
         generator_bound_seconds: Some(s.generator.generator_bound_seconds),
         machine_stalled_seconds: Some(s.generator.machine_stalled_seconds),
+        // The kernel's connect counters are not in the summary: `relabel_connect_waits`.
+        listen_overflows: None,
+        ports_used_of_range: None,
     }
 }
 
