@@ -281,6 +281,15 @@ fn relabel_connect_waits(j: &mut JudgedStep, rate: f64, plan: &Plan, k: ConnectC
     if k.listen_overflows.is_none() || j.label != sustain::Bound::GeneratorBound.label() {
         return;
     }
+    // A few SYNs dropped beside a generator short of CPU do not make its lateness the
+    // server's: the queue must have refused at least 1% of the step's connections.
+    let opened = j.summary.connections_stats.opened;
+    let k = ConnectCounters {
+        listen_overflows: k
+            .listen_overflows
+            .filter(|&n| n.saturating_mul(100) >= opened.max(1)),
+        ..k
+    };
     let windows = judged_windows(&j.summary);
     let in_flight: Vec<f64> = in_flight_per_second(&j.summary)
         .into_iter()
