@@ -35,6 +35,8 @@
 
 mod conn;
 #[cfg(test)]
+mod conn_flow_tests;
+#[cfg(test)]
 mod conn_tests;
 mod error;
 pub mod frame;
