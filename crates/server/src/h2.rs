@@ -501,3 +501,7 @@ fn content_length(buf: &[u8], fields: &[(Range<usize>, Range<usize>)]) -> Option
 #[cfg(test)]
 #[path = "h2_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "h2_errors_tests.rs"]
+mod errors_tests;
