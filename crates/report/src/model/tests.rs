@@ -1,4 +1,5 @@
 use super::*;
+use volley_store::StudyId;
 
 #[test]
 fn selector_parses_runs_and_studies() {
