@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use volley_report::compare::SearchedCapacity;
-use volley_store::{SearchEnd, Store};
+use volley_store::{RunRow, SearchEnd, Store, StudyRow};
 
 /// Flags of `volley history`.
 #[derive(clap::Args)]
@@ -108,9 +108,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if runs.is_empty() {
         println!("(no runs yet)");
     }
-    // Each study's answer, the sentence its end table, its report and `volley compare`
-    // give, read back from the store as `volley report` reads it; then each saved
-    // bench run's (no study), as `volley report ID` gives it.
+    print_answers(&store, &studies, &runs);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each study's answer, the sentence its end table, its report and `volley compare`
+/// give, read back from the store as `volley report` reads it; then each saved bench
+/// run's (no study), as `volley report ID` gives it.
+fn print_answers(store: &Store, studies: &[StudyRow], runs: &[RunRow]) {
     use volley_report::Selector;
     let of_studies = studies.iter().map(|s| {
         (
@@ -123,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|r| r.study.is_none())
         .map(|r| (format!("run {} ({})", r.id, r.target), Selector::Run(r.id)));
     for (name, selector) in of_studies.chain(of_runs) {
-        let Ok(r) = volley_report::load(&store, selector) else {
+        let Ok(r) = volley_report::load(store, selector) else {
             continue;
         };
         if r.targets.iter().all(|t| t.steps.is_empty()) {
@@ -135,7 +140,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             volley_report::sanitise::terminal(&volley_report::headline::answer(&r), 2000)
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -257,13 +257,12 @@ fn coordinate(
     Ok((result, whole))
 }
 
-/// The merged run as a step's load, with the injectors' own figures and the phases.
-fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
-    let mut info = whole.info;
-    let wanted = cell.injectors.unwrap_or(1) as usize;
+/// The notes a shared run's injectors leave on its step: fewer started than `wanted`,
+/// one lost (and why), seconds that came late, a clock past its bound.
+fn injector_notes(notes: &mut Vec<String>, r: &RunResult, wanted: usize) {
     if r.agents.len() < wanted {
         // `min_agents` let the run start without the ones that were not ready in time.
-        info.notes.push(format!(
+        notes.push(format!(
             "started with {} of {wanted} injectors: the others were not ready in time (min_agents)",
             r.agents.len()
         ));
@@ -275,19 +274,19 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             } else {
                 ""
             };
-            info.notes.push(format!(
+            notes.push(format!(
                 "injector {} was lost from second {from}{why}: the run is degraded from there; its data up to then is kept",
                 a.name
             ));
         }
         if a.late_seconds > 0 {
-            info.notes.push(format!(
+            notes.push(format!(
                 "injector {}: {} seconds arrived late (at most {} ms past the grace; the bus was away or slow) and are filled in",
                 a.name, a.late_seconds, a.max_late_ms
             ));
         }
         if a.clock_warning {
-            info.notes.push(format!(
+            notes.push(format!(
                 "injector {}'s clock is {:.1} ms off (round trip {:.1} ms)",
                 a.name,
                 a.clock.offset_ns as f64 / 1e6,
@@ -295,6 +294,12 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             ));
         }
     }
+}
+
+/// The merged run as a step's load, with the injectors' own figures and the phases.
+fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
+    let mut info = whole.info;
+    injector_notes(&mut info.notes, r, cell.injectors.unwrap_or(1) as usize);
     let injectors: Vec<InjectorRecord> = r
         .agents
         .iter()

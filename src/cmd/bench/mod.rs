@@ -96,42 +96,8 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let out = Outputs::of(&a);
     let (repeats, cooldown) = (a.repeat as usize, a.cooldown);
     let mut spec = load::resolve(&a)?;
-    let addr = spec.cfg.addr;
-    let h3 = matches!(spec.wire.wire.http, volley_engine::HttpVersion::H3 { .. });
-    let refused = if h3 { probe_udp(addr) } else { probe(addr) };
-    if let Some(why) = refused {
-        bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
-    }
-    let mut first = spec.prepare()?;
-    // The path check (docs/methodology.md, "Validation before measurement") sends no
-    // request of its own, so the server's log counts exactly the run's requests: the
-    // cold request's answer when `--first-request` sent one, else the first run's own
-    // first answer to each request, which ends that run at once when it refuses it.
-    if let Some(f) = first
-        .as_ref()
-        .filter(|f| volley_engine::first::refuses(f.status))
-    {
-        return Err(path_refused(
-            &spec,
-            0,
-            f.status,
-            "the cold request of --first-request",
-        ));
-    }
-    spec.first_answers = Some(Arc::new(volley_engine::FirstAnswers::new(
-        spec.paths.len(),
-        Arc::clone(&spec.cfg.stop_flag),
-    )));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&spec.cfg.stop_flag);
-        let flag = Arc::clone(&interrupted);
-        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
-        let _ = ctrlc::set_handler(move || {
-            flag.store(true, Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
-        });
-    }
+    let mut first = preflight(&mut spec)?;
+    let interrupted = on_ctrl_c(&spec.cfg.stop_flag);
     let environment = serde_json::to_value(volley_targets::Environment::capture())?;
     let url = spec.url.clone();
     let mut saver = Saver::begin(&save, &url, &spec, environment)?;
@@ -181,24 +147,7 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         if let Some(s) = saver.as_mut() {
             s.step(&spec, &summary, ran.histograms, Extras::default())?;
         }
-        if out.text {
-            if repeats > 1 {
-                println!("=== run {} of {} ===", k + 1, repeats);
-            }
-            text.export(
-                std::slice::from_ref(&summary),
-                None,
-                &mut std::io::stdout().lock(),
-            )?;
-            println!();
-        } else {
-            for line in server_trouble(&summary)
-                .into_iter()
-                .chain(summary.mostly_failed())
-            {
-                eprintln!("volley: {line}");
-            }
-        }
+        show_run(&out, &text, repeats, k, &summary)?;
         runs.push(summary);
         write_files(&out, &runs, None, false)?;
     }
@@ -219,6 +168,81 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
         return Err(Interrupted("interrupted; printed what was measured".into()).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Before the first run: the target answers a connect, the load is prepared (with its
+/// cold request, when asked), and the path check is armed. The path check
+/// (docs/methodology.md, "Validation before measurement") sends no request of its own,
+/// so the server's log counts exactly the run's requests: the cold request's answer
+/// when `--first-request` sent one, else the first run's own first answer to each
+/// request, which ends that run at once when it refuses it.
+fn preflight(spec: &mut LoadSpec) -> anyhow::Result<Option<volley_metrics::FirstRequest>> {
+    let addr = spec.cfg.addr;
+    let h3 = matches!(spec.wire.wire.http, volley_engine::HttpVersion::H3 { .. });
+    let refused = if h3 { probe_udp(addr) } else { probe(addr) };
+    if let Some(why) = refused {
+        bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
+    }
+    let first = spec.prepare()?;
+    if let Some(f) = first
+        .as_ref()
+        .filter(|f| volley_engine::first::refuses(f.status))
+    {
+        return Err(path_refused(
+            spec,
+            0,
+            f.status,
+            "the cold request of --first-request",
+        ));
+    }
+    spec.first_answers = Some(Arc::new(volley_engine::FirstAnswers::new(
+        spec.paths.len(),
+        Arc::clone(&spec.cfg.stop_flag),
+    )));
+    Ok(first)
+}
+
+/// Ctrl-C stops the load (what was measured is still printed) instead of killing the
+/// process; if a handler cannot be installed, Ctrl-C simply kills it as usual.
+fn on_ctrl_c(stop: &Arc<AtomicBool>) -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let stop = Arc::clone(stop);
+    let flag = Arc::clone(&interrupted);
+    let _ = ctrlc::set_handler(move || {
+        flag.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+    });
+    interrupted
+}
+
+/// One run's report: ab's text (with its number among repeats), or with the text off
+/// only the lines that say the server was in trouble or the run mostly failed.
+fn show_run(
+    out: &Outputs,
+    text: &Text,
+    repeats: usize,
+    k: usize,
+    summary: &Summary,
+) -> anyhow::Result<()> {
+    if out.text {
+        if repeats > 1 {
+            println!("=== run {} of {} ===", k + 1, repeats);
+        }
+        text.export(
+            std::slice::from_ref(summary),
+            None,
+            &mut std::io::stdout().lock(),
+        )?;
+        println!();
+    } else {
+        for line in server_trouble(summary)
+            .into_iter()
+            .chain(summary.mostly_failed())
+        {
+            eprintln!("volley: {line}");
+        }
+    }
+    Ok(())
 }
 
 /// The error of a run in which no request succeeded, naming why; the responses that
