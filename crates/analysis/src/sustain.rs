@@ -94,6 +94,10 @@ pub struct StepStats {
     /// (EADDRNOTAVAIL). `None` when not counted.
     #[serde(default)]
     pub ports_used_of_range: Option<(u64, u64)>,
+    /// Connections the generator opened over the step, the measure of how much the
+    /// listener's overflows refused ([`connect_cause`]); `None` when not counted.
+    #[serde(default)]
+    pub connections_opened: Option<u64>,
 }
 
 /// The thresholds a step is judged against.
@@ -475,14 +479,21 @@ pub enum ConnectCause {
     NoFreePort,
 }
 
+/// Share of the step's connections the listener must have refused (SYNs dropped) for its
+/// full accept queue to be the cause: a few dropped SYNs beside a generator short of
+/// CPU do not make the generator's lateness the server's (1%).
+pub const OVERFLOW_SHARE: f64 = 0.01;
+
 /// The cause the kernel's counters name for connect waits in a step, if any: no free
 /// port first (then the generator could not have offered the load whatever the server
-/// did), else an overflowing accept queue. `None` when neither was counted.
+/// did), else an accept queue that refused at least [`OVERFLOW_SHARE`] of the step's
+/// connections (at least one). `None` when neither was counted.
 pub fn connect_cause(stats: &StepStats) -> Option<ConnectCause> {
     let (used, range) = stats.ports_used_of_range?;
+    let floor = (stats.connections_opened.unwrap_or(0) as f64 * OVERFLOW_SHARE).max(1.0);
     if used >= range {
         Some(ConnectCause::NoFreePort)
-    } else if stats.listen_overflows.is_some_and(|n| n > 0) {
+    } else if stats.listen_overflows.is_some_and(|n| n as f64 >= floor) {
         Some(ConnectCause::AcceptQueueFull)
     } else {
         None

@@ -77,6 +77,7 @@ fn healthy() -> StepStats {
         machine_stalled_seconds: None,
         listen_overflows: None,
         ports_used_of_range: None,
+        connections_opened: None,
     }
 }
 
@@ -150,6 +151,21 @@ fn connect_waits_are_labelled_by_the_kernels_counters() {
     assert!(connect_cause_note(&full)
         .unwrap()
         .contains("9000 SYN(s) dropped"));
+    // Under 1% of the step's connections refused: the generator's lateness stays its
+    // own; at 1% the queue is the cause.
+    let few = |overflows: u64| StepStats {
+        listen_overflows: Some(overflows),
+        ports_used_of_range: free,
+        connections_opened: Some(20_000),
+        ..stuck.clone()
+    };
+    assert_eq!(connect_cause(&few(199)), None);
+    assert_eq!(bound_label(&few(199), false), GeneratorBound);
+    assert_eq!(
+        connect_cause(&few(200)),
+        Some(ConnectCause::AcceptQueueFull)
+    );
+    assert_eq!(bound_label(&few(200), false), ServerBound);
     // A step that kept its schedule is untouched by the counters.
     let kept = StepStats {
         listen_overflows: Some(5),

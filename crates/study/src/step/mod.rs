@@ -281,15 +281,6 @@ fn relabel_connect_waits(j: &mut JudgedStep, rate: f64, plan: &Plan, k: ConnectC
     if k.listen_overflows.is_none() || j.label != sustain::Bound::GeneratorBound.label() {
         return;
     }
-    // A few SYNs dropped beside a generator short of CPU do not make its lateness the
-    // server's: the queue must have refused at least 1% of the step's connections.
-    let opened = j.summary.connections_stats.opened;
-    let k = ConnectCounters {
-        listen_overflows: k
-            .listen_overflows
-            .filter(|&n| n.saturating_mul(100) >= opened.max(1)),
-        ..k
-    };
     let windows = judged_windows(&j.summary);
     let in_flight: Vec<f64> = in_flight_per_second(&j.summary)
         .into_iter()
@@ -298,6 +289,7 @@ fn relabel_connect_waits(j: &mut JudgedStep, rate: f64, plan: &Plan, k: ConnectC
     let stats = sustain::StepStats {
         listen_overflows: k.listen_overflows,
         ports_used_of_range: k.ports_used_of_range,
+        connections_opened: Some(j.summary.connections_stats.opened),
         ..step_stats(&j.summary, rate, windows, in_flight)
     };
     let Some(note) = sustain::connect_cause_note(&stats) else {
@@ -630,6 +622,7 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
         // The kernel's connect counters are not in the summary: `relabel_connect_waits`.
         listen_overflows: None,
         ports_used_of_range: None,
+        connections_opened: None,
     }
 }
 
