@@ -189,10 +189,19 @@ fn a_partial_last_second_is_marked_in_the_per_second_table() {
     for (i, row) in rows.iter().enumerate() {
         let second: usize = row.split_whitespace().next().unwrap().parse().unwrap();
         assert_eq!(second, i + 1, "{row}");
+        // The share is measured, so it is read as a number: the run's end is a timer's
+        // wake-up, a few milliseconds late on a busy machine (0.51 s was seen in CI).
+        let share = row.split_once("(partial: ").map(|(_, rest)| {
+            rest.split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        });
         match second {
-            1 | 2 => assert!(!row.contains("partial"), "{row}"),
-            3 => assert!(row.contains("(partial: 0.50 s of the run"), "{row}"),
-            _ => assert!(row.contains("(partial: 0.00 s of the run"), "{row}"),
+            1 | 2 => assert_eq!(share, None, "{row}"),
+            3 => assert!(share.is_some_and(|s| (0.45..0.75).contains(&s)), "{row}"),
+            _ => assert!(share.is_some_and(|s| s < 0.1), "{row}"),
         }
     }
 }
