@@ -802,3 +802,81 @@ fn a_small_somaxconn_overflows_a_slow_accepters_queue_and_the_default_does_not()
     let after: Vec<String> = keys.iter().map(|k| host_sysctl(k)).collect();
     assert_eq!(before, after, "the host's sysctls are unchanged");
 }
+
+/// CPU of a managed target's own cgroup so far (v1 `cpuacct.usage` or cgroup2
+/// `cpu.stat`), ns; `None` without one.
+fn target_cgroup_cpu_ns(t: &volley_targets::RunningTarget) -> Option<u64> {
+    let dir = t.procs_file()?.parent()?.to_path_buf();
+    ["cpuacct.usage", "cpu.stat"].iter().find_map(|f| {
+        let text = std::fs::read_to_string(dir.join(f)).ok()?;
+        volley_monitor::parse::parse_cgroup_cpu_ns(&text)
+    })
+}
+
+/// GETs `/` with a connection each, up to `max` requests or `within`, whichever first.
+fn get_repeatedly(addr: std::net::SocketAddr, max: u32, within: Duration) -> u32 {
+    use std::io::{Read, Write};
+    let until = Instant::now() + within;
+    let mut done = 0;
+    while done < max && Instant::now() < until {
+        let Ok(mut c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+            continue;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(1)));
+        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let mut body = Vec::new();
+        if c.read_to_end(&mut body).is_ok() && body.starts_with(b"HTTP/1.1 200") {
+            done += 1;
+        }
+    }
+    done
+}
+
+/// A study's other instances are its own, not someone else's load: with two managed
+/// built-in servers, the monitor watching one counts the other's CPU apart
+/// (`study_targets_cpu_pct`, left out of `others_cpu_pct`). Here the other one is the
+/// one loaded, so its CPU is large enough to see, and the watched one sits idle.
+#[test]
+fn the_other_managed_target_is_counted_apart_from_others() {
+    use volley_monitor::{Monitor, MonitorConfig};
+    use volley_targets::{start, TargetKind, TargetSpec};
+    let spec = || {
+        let mut s = TargetSpec::new(TargetKind::Builtin);
+        s.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
+        s
+    };
+    let watched = start(&spec()).expect("the watched built-in server starts");
+    let other = start(&spec()).expect("the other built-in server starts");
+    let Some(before) = target_cgroup_cpu_ns(&other) else {
+        eprintln!("skipped: volley could not make cgroups here (not root?)");
+        return;
+    };
+    let mut cfg = MonitorConfig::new(volley_harness::scope_of(&watched), Instant::now());
+    cfg.interval = Duration::from_millis(250);
+    let monitor = Monitor::start(cfg).expect("monitor starts");
+    let sent = get_repeatedly(other.addr, 3000, Duration::from_secs(2));
+    let report = monitor.finish();
+    let other_ns = target_cgroup_cpu_ns(&other).unwrap() - before;
+    assert!(sent > 50, "the other server answered only {sent} requests");
+    let s = &report.summary;
+    let study_s = s.study_targets_cpu_pct.expect("read") / 100.0 * s.duration_s;
+    let other_s = other_ns as f64 / 1e9;
+    assert!(other_s > 0.01, "the loaded server used {other_s} s of CPU");
+    // Other tests of this binary may start targets of their own meanwhile (the same
+    // process): they can only add to the figure.
+    assert!(
+        study_s >= 0.7 * other_s,
+        "the other target used {other_s:.3} s of CPU, the monitor counted {study_s:.3} s apart"
+    );
+    let watched_s = s.server_cpu_seconds.expect("the watched target's CPU");
+    assert!(
+        watched_s < 0.5 * other_s,
+        "the idle watched target used {watched_s:.3} s, the loaded other {other_s:.3} s"
+    );
+    assert!(report
+        .samples
+        .iter()
+        .all(|x| x.system.study_targets_cpu_pct.is_some()));
+    watched.stop();
+    other.stop();
+}

@@ -153,7 +153,9 @@ fn death_watch(w: &Watch<'_>, done: &AtomicBool) -> Option<TargetDied> {
 /// that watched it: the whole run's [`Summary::machine`] and each second's
 /// `others_busy_share` (the monitor's samples whose middle falls in that second,
 /// weighted by their length). Steal plus the CPU of processes outside volley and its
-/// target: the target's own CPU quota, which volley set, never makes the machine busy.
+/// target: the target's own CPU quota, which volley set, never makes the machine busy,
+/// nor do the other targets volley started (a study's idle instances, kept apart in
+/// `MachineLoad::study_cores`).
 pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
     let Some(r) = monitor else { return };
     let cpus = r.summary.cpus;
@@ -162,6 +164,7 @@ pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
             cpus,
             others_cores: others / 100.0,
             steal_cores: r.summary.steal_pct.unwrap_or(0.0) / 100.0,
+            study_cores: r.summary.study_targets_cpu_pct.unwrap_or(0.0) / 100.0,
         });
     }
     for sec in &mut summary.seconds {
@@ -177,6 +180,7 @@ pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
                     cpus: m.system.cpus,
                     others_cores: others / 100.0,
                     steal_cores: m.system.cpu_st_pct * f64::from(m.system.cpus) / 100.0,
+                    study_cores: m.system.study_targets_cpu_pct.unwrap_or(0.0) / 100.0,
                 };
                 weight += m.interval_ms as f64;
                 sum += load.busy_share() * m.interval_ms as f64;

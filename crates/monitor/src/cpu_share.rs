@@ -213,11 +213,9 @@ impl CpuSources {
     /// probe's thread, which may have left its cgroup); the sleepers publish their CPU
     /// in `clocks`.
     pub fn detect(clocks: Arc<SleeperClocks>) -> CpuSources {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         CpuSources {
             clocks: Some(clocks),
-            ..CpuSources::from_text(&mounts, &own, std::process::id())
+            ..CpuSources::of_this_process()
         }
     }
 
@@ -325,6 +323,54 @@ impl CpuSources {
             }
         }
         Some(out)
+    }
+}
+
+impl CpuSources {
+    /// The CPU of the targets this process started in cgroups of its own
+    /// (`volley-<pid>-<n>`), all but the one named `except` (the step's own target),
+    /// nanoseconds, cumulative: each cgroup counted once by name (a target's cgroups
+    /// in several hierarchies share it), from the first of its directories with a CPU
+    /// counter (v1 `cpuacct.usage`, cgroup2 `cpu.stat`'s `usage_usec`). A study's other
+    /// instances are its own doing, not someone else's load (docs/methodology.md, "A
+    /// busy machine"): the monitor counts them apart. `None` without any cgroup
+    /// hierarchy to look in.
+    pub fn study_targets_ns(&self, except: Option<&str>) -> Option<u64> {
+        if self.parents.is_empty() {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0u64;
+        for (parent, _) in &self.parents {
+            let Ok(entries) = std::fs::read_dir(parent) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.starts_with(&self.prefix) || Some(name.as_str()) == except {
+                    continue;
+                }
+                if seen.contains(&name) {
+                    continue;
+                }
+                let ns = ["cpuacct.usage", "cpu.stat"].iter().find_map(|f| {
+                    read(&e.path().join(f)).and_then(|t| crate::parse::parse_cgroup_cpu_ns(&t))
+                });
+                if let Some(ns) = ns {
+                    total += ns;
+                    seen.insert(name);
+                }
+            }
+        }
+        Some(total)
+    }
+
+    /// [`CpuSources::from_text`] from this process's `/proc/self/mounts` and
+    /// `/proc/self/cgroup`, without the probe's sleepers (the monitor's view).
+    pub fn of_this_process() -> CpuSources {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        CpuSources::from_text(&mounts, &own, std::process::id())
     }
 }
 

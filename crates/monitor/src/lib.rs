@@ -100,6 +100,11 @@ pub struct SystemSample {
     /// quota never adds to (throttled time is not busy time). `None` when volley's own
     /// time could not be read.
     pub others_cpu_pct: Option<f64>,
+    /// CPU time used by the other targets this volley process started (a study's idle
+    /// instances: `volley-<pid>-<n>` cgroups other than the target's), in percent of one
+    /// CPU: the study's own doing, counted apart from `others_cpu_pct`. `None` when no
+    /// cgroup hierarchy could be read.
+    pub study_targets_cpu_pct: Option<f64>,
 }
 
 /// Traffic on one interface during the interval.
@@ -147,6 +152,10 @@ pub struct MonitorSummary {
     /// one CPU (see [`SystemSample::others_cpu_pct`]).
     #[serde(default)]
     pub others_cpu_pct: Option<f64>,
+    /// CPU used by the other targets volley started over the run, percent of one CPU
+    /// (see [`SystemSample::study_targets_cpu_pct`]).
+    #[serde(default)]
+    pub study_targets_cpu_pct: Option<f64>,
     /// Steal over the run, percent of one CPU.
     #[serde(default)]
     pub steal_pct: Option<f64>,
@@ -191,6 +200,7 @@ mod tests {
             tx_bytes_per_s: None,
             max_time_wait: 0,
             others_cpu_pct: None,
+            study_targets_cpu_pct: None,
             steal_pct: None,
             cpus: 2,
         };

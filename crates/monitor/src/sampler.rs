@@ -1,6 +1,7 @@
 //! The sampling thread: reads `/proc` into cumulative snapshots and turns each pair of
 //! consecutive snapshots into a [`MonitorSample`] (a pure step, tested without `/proc`).
 
+use crate::cpu_share::CpuSources;
 use crate::parse::{self, NetDev, SysStat, TcpStates};
 use crate::{MonitorReport, MonitorSample, MonitorSummary, NetSample, SystemSample, TargetSample};
 use std::collections::{HashMap, HashSet};
@@ -221,6 +222,9 @@ pub(crate) struct Snapshot {
     pub tcp: TcpStates,
     /// This volley process's CPU time (every thread), ns.
     pub own_cpu_ns: Option<u64>,
+    /// The CPU of the other targets this process started (a study's other instances,
+    /// [`crate::cpu_share::CpuSources::study_targets_ns`]), ns.
+    pub study_ns: Option<u64>,
 }
 
 impl Snapshot {
@@ -233,6 +237,7 @@ impl Snapshot {
             net: None,
             tcp: TcpStates::default(),
             own_cpu_ns: None,
+            study_ns: None,
         }
     }
 }
@@ -244,6 +249,8 @@ struct Reader {
     page_bytes: u64,
     /// The cgroup's CPU counter, chosen once so every snapshot reads the same source.
     cgroup_cpu_file: Option<PathBuf>,
+    /// Where the other targets' cgroups are, and the name of the target's own (left out).
+    study: (CpuSources, Option<String>),
 }
 
 impl Reader {
@@ -260,6 +267,7 @@ impl Reader {
             ticks_per_s: if tck > 0 { tck as f64 } else { 100.0 },
             page_bytes: if page > 0 { page as u64 } else { 4096 },
             cgroup_cpu_file: cgroup_cpu_file(&scope),
+            study: (CpuSources::of_this_process(), own_cgroup_name(&scope)),
             scope,
         }
     }
@@ -308,6 +316,7 @@ impl Reader {
             net,
             tcp,
             own_cpu_ns: own_cpu_ns(),
+            study_ns: self.study.0.study_targets_ns(self.study.1.as_deref()),
         })
     }
 
@@ -362,6 +371,21 @@ fn cgroup_cpu_file(scope: &ProcessScope) -> Option<PathBuf> {
                 .and_then(|t| parse::parse_cgroup_cpu_ns(&t))
                 .is_some()
         })
+}
+
+/// The name of the cgroup volley made for the target (`volley-<pid>-<n>`, the directory
+/// of its `cgroup.procs`), the same in every hierarchy it has one in.
+fn own_cgroup_name(scope: &ProcessScope) -> Option<String> {
+    let ProcessScope::Cgroup { procs_file, .. } = scope else {
+        return None;
+    };
+    Some(
+        procs_file
+            .parent()?
+            .file_name()?
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// Exact on-CPU nanoseconds of a process's live threads (0 if it has exited).
@@ -427,9 +451,16 @@ fn own_cpu_ns() -> Option<u64> {
     Some(ns(ru.ru_utime) + ns(ru.ru_stime))
 }
 
-/// Percent of one CPU used by everything but this process and its target between two
-/// snapshots: the machine's busy ticks (user + system, steal and idle excluded) minus
-/// volley's own CPU minus the target's, never below zero.
+/// Percent of one CPU used by the other targets volley started between two snapshots
+/// (`None` when not read).
+fn study_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
+    let ns = b.study_ns?.checked_sub(a.study_ns?)?;
+    (secs > 0.0).then(|| ns as f64 / 1e9 / secs * 100.0)
+}
+
+/// Percent of one CPU used by everything but this process, its target and the other
+/// targets it started between two snapshots: the machine's busy ticks (user + system,
+/// steal and idle excluded) minus volley's own CPU minus the targets', never below zero.
 fn others_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
     let (own_a, own_b) = (a.own_cpu_ns?, b.own_cpu_ns?);
     if secs <= 0.0 {
@@ -442,7 +473,8 @@ fn others_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
         _ => 0.0,
     };
     let own_ns = own_b.saturating_sub(own_a) as f64;
-    let others_ns = (busy(&b.sys) - busy(&a.sys)).max(0.0) - own_ns - target_ns;
+    let study_ns = study_pct(a, b, secs).unwrap_or(0.0) / 100.0 * secs * 1e9;
+    let others_ns = (busy(&b.sys) - busy(&a.sys)).max(0.0) - own_ns - target_ns - study_ns;
     Some(others_ns.max(0.0) / 1e9 / secs * 100.0)
 }
 
@@ -500,6 +532,7 @@ pub(crate) fn diff(a: &Snapshot, b: &Snapshot, origin: Instant, iface: &str) -> 
         cpu_st_pct: pct(b.sys.steal_ticks.saturating_sub(a.sys.steal_ticks), total),
         cpus: b.sys.cpus,
         others_cpu_pct: others_pct(a, b, secs),
+        study_targets_cpu_pct: study_pct(a, b, secs),
     };
     let net = match (a.net, b.net) {
         (Some(x), Some(y)) => Some(NetSample {
@@ -556,6 +589,7 @@ pub(crate) fn summarize(
         tx_bytes_per_s: whole.net.as_ref().map(|n| n.tx_bytes_per_s),
         max_time_wait: samples.iter().map(|s| s.tcp.time_wait).max().unwrap_or(0),
         others_cpu_pct: whole.system.others_cpu_pct,
+        study_targets_cpu_pct: whole.system.study_targets_cpu_pct,
         steal_pct: (secs > 0.0).then(|| {
             last.sys.steal_ticks.saturating_sub(first.sys.steal_ticks) as f64
                 / last.ticks_per_s
@@ -598,6 +632,7 @@ mod tests {
             }),
             tcp: TcpStates::default(),
             own_cpu_ns: Some(user * 1_000_000),
+            study_ns: Some(0),
         }
     }
 
@@ -632,6 +667,49 @@ mod tests {
         assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, Some(0.0));
         b.own_cpu_ns = None;
         assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, None);
+    }
+
+    #[test]
+    fn the_studys_other_targets_are_counted_apart_from_others() {
+        let t0 = Instant::now();
+        // One second, 100 ticks/s: the machine busy 150 ticks (1.5 CPUs), the target
+        // 50 ticks (0.5 CPU), volley 0.25 s. (the other targets' CPU in ms) ->
+        // (others, the other targets), percent of one CPU.
+        type Row = (Option<u64>, Option<f64>, Option<f64>);
+        let rows: [Row; 4] = [
+            (Some(0), Some(75.0), Some(0.0)),
+            // Idle instances of a study that took 0.3 CPU: theirs, not someone else's.
+            (Some(300), Some(45.0), Some(30.0)),
+            // Not read (no cgroup hierarchy): others as before.
+            (None, Some(75.0), None),
+            // More than the rest left: others never below zero.
+            (Some(900), Some(0.0), Some(90.0)),
+        ];
+        for (study_ms, others, study) in rows {
+            let mut a = snap(t0, 0, 0, 0, 0);
+            let mut b = snap(t0 + Duration::from_secs(1), 30, 20, 0, 200);
+            a.sys = SysStat::default();
+            b.sys = SysStat {
+                user_ticks: 100,
+                system_ticks: 50,
+                total_ticks: 200,
+                cpus: 2,
+                ..SysStat::default()
+            };
+            (a.own_cpu_ns, b.own_cpu_ns) = (Some(0), Some(250_000_000));
+            a.study_ns = study_ms.map(|_| 5_000_000_000);
+            b.study_ns = study_ms.map(|ms| 5_000_000_000 + ms * 1_000_000);
+            let sys = diff(&a, &b, t0, "").system;
+            let near = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => (x - y).abs() < 1e-6,
+                (x, y) => x == y,
+            };
+            assert!(near(sys.others_cpu_pct, others), "{study_ms:?}: {sys:?}");
+            assert!(
+                near(sys.study_targets_cpu_pct, study),
+                "{study_ms:?}: {sys:?}"
+            );
+        }
     }
 
     #[test]

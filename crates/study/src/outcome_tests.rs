@@ -430,6 +430,7 @@ fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
             cpus: 2,
             others_cores,
             steal_cores: 0.0,
+            study_cores: 0.0,
         });
         s.seconds = seconds
             .iter()
@@ -476,6 +477,62 @@ fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
         if cores > 0.5 {
             assert_eq!(volley_waited(&s), want, "{seconds:?}");
         }
+    }
+}
+
+#[test]
+fn the_studys_idle_targets_are_shown_apart_and_never_make_the_machine_busy() {
+    use crate::step::{busy_mark, machine_busy};
+    use volley_metrics::summary::MachineLoad;
+    let with = |others_cores: f64, study_cores: f64| {
+        let mut s = volley_metrics::Recorder::new()
+            .close(&crate::office_step::run_info(
+                "http://127.0.0.1:1/",
+                1,
+                std::time::Duration::from_secs(2),
+                false,
+                0.1,
+            ))
+            .unwrap();
+        s.machine = Some(MachineLoad {
+            cpus: 2,
+            others_cores,
+            steal_cores: 0.0,
+            study_cores,
+        });
+        // The pacer waited in a second when others took 45%: busy if others were.
+        s.seconds = vec![second(0.2, Some(others_cores / 2.0))];
+        s.seconds[0].pacer_wait_ms = Some(4.0);
+        s
+    };
+    // (others' cores, the study's other targets' cores) -> (busy, words in the mark).
+    let rows: [(f64, f64, bool, &[&str]); 4] = [
+        // Seed 001 whole: 21 instances, the others idle; what they took is theirs.
+        (
+            0.1,
+            0.5,
+            false,
+            &["the study's idle targets took 25% of 2 CPU(s)"],
+        ),
+        // Someone else too: busy, and both said.
+        (
+            0.9,
+            0.5,
+            true,
+            &["machine busy: others took 45%", "idle targets took 25%"],
+        ),
+        // Idle instances' housekeeping (under 1%): not shown.
+        (0.1, 0.01, false, &[]),
+        (0.9, 0.0, true, &["machine busy: others took 45%"]),
+    ];
+    for (others, study, busy, words) in rows {
+        let s = with(others, study);
+        assert_eq!(machine_busy(&s), busy, "{others} {study}");
+        let mark = busy_mark(&s);
+        for w in words {
+            assert!(mark.contains(w), "{others} {study}: {mark}");
+        }
+        assert_eq!(mark.is_empty(), words.is_empty(), "{mark}");
     }
 }
 

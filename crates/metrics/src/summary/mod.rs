@@ -496,6 +496,9 @@ pub struct MachineLoad {
     pub others_cores: f64,
     /// Steal, in CPUs.
     pub steal_cores: f64,
+    /// CPU used by the other targets volley started (a study's idle instances), in
+    /// CPUs: the study's own doing, so never part of [`MachineLoad::busy_share`].
+    pub study_cores: f64,
 }
 
 impl Summary {
