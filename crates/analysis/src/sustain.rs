@@ -98,6 +98,14 @@ pub struct StepStats {
     /// listener's overflows refused ([`connect_cause`]); `None` when not counted.
     #[serde(default)]
     pub connections_opened: Option<u64>,
+    /// Connects that failed at once because no local port was free (EADDRNOTAVAIL),
+    /// counted by the generator; `None` when not counted (records made before).
+    #[serde(default)]
+    pub connects_without_port: Option<u64>,
+    /// Sockets towards the target in TIME_WAIT at the step's end (each holds a port);
+    /// `None` when not counted.
+    #[serde(default)]
+    pub time_wait: Option<u64>,
 }
 
 /// The thresholds a step is judged against.
@@ -451,6 +459,11 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
 /// Records made before the split (no `sched_lag_p99`, no `dispatch_rate_rps`) are
 /// judged on send lag and send rate, as they were then.
 pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
+    // Connects that found no free port never reached the server: whatever else the
+    // step shows, its failures include the generator's machine's.
+    if stats.connects_without_port.is_some_and(|n| n > 0) {
+        return Bound::GeneratorBound;
+    }
     match own_bound(stats, sustainable) {
         Bound::GeneratorBound if connect_cause(stats) == Some(ConnectCause::AcceptQueueFull) => {
             Bound::ServerBound
@@ -485,10 +498,14 @@ pub enum ConnectCause {
 pub const OVERFLOW_SHARE: f64 = 0.01;
 
 /// The cause the kernel's counters name for connect waits in a step, if any: no free
-/// port first (then the generator could not have offered the load whatever the server
-/// did), else an accept queue that refused at least [`OVERFLOW_SHARE`] of the step's
-/// connections (at least one). `None` when neither was counted.
+/// port first (a connect that failed with EADDRNOTAVAIL, or every port of the range
+/// taken at the end: then the generator could not have offered the load whatever the
+/// server did), else an accept queue that refused at least [`OVERFLOW_SHARE`] of the
+/// step's connections (at least one). `None` when neither was counted.
 pub fn connect_cause(stats: &StepStats) -> Option<ConnectCause> {
+    if stats.connects_without_port.is_some_and(|n| n > 0) {
+        return Some(ConnectCause::NoFreePort);
+    }
     let (used, range) = stats.ports_used_of_range?;
     let floor = (stats.connections_opened.unwrap_or(0) as f64 * OVERFLOW_SHARE).max(1.0);
     if used >= range {
@@ -508,12 +525,37 @@ pub fn connect_cause_note(stats: &StepStats) -> Option<String> {
             stats.listen_overflows.unwrap_or(0)
         ),
         ConnectCause::NoFreePort => {
-            let (used, range) = stats.ports_used_of_range.unwrap_or_default();
+            let failed = match stats.connects_without_port {
+                Some(n) if n > 0 => format!("{n} connect(s) failed for want of a free local port (EADDRNOTAVAIL); "),
+                _ => String::new(),
+            };
+            let held = match (stats.ports_used_of_range, stats.time_wait) {
+                (Some((used, range)), Some(tw)) => format!(
+                    "{used} sockets towards the target held ports of the {range} in the local range, {tw} of them in TIME_WAIT"
+                ),
+                (Some((used, range)), None) => format!(
+                    "{used} sockets towards the target held ports of the {range} in the local range (TIME_WAIT included)"
+                ),
+                _ => "the sockets towards the target were not counted".to_string(),
+            };
             format!(
-                "{used} sockets towards the target held all {range} local ports (TIME_WAIT included): connects found no free port, the generator's machine's shortage, not the server's"
+                "{failed}{held}: the generator's machine ran out of ports, not the server"
             )
         }
     })
+}
+
+/// The step's note for [`connect_cause`] when the cause decided its label: a connect
+/// that found no free port, or a step late by its own figures (dispatch short or
+/// scheduler lag over the limit) whose connects waited behind the accept queue or found
+/// the ports taken. A step that kept its schedule needs no such note.
+pub fn connect_note(stats: &StepStats) -> Option<String> {
+    let no_port = stats.connects_without_port.is_some_and(|n| n > 0);
+    if no_port || own_bound(stats, true) == Bound::GeneratorBound {
+        connect_cause_note(stats)
+    } else {
+        None
+    }
 }
 
 /// [`bound_label`] from the step's own figures, before its seconds are consulted.

@@ -78,6 +78,8 @@ fn healthy() -> StepStats {
         listen_overflows: None,
         ports_used_of_range: None,
         connections_opened: None,
+        connects_without_port: None,
+        time_wait: None,
     }
 }
 
@@ -173,6 +175,91 @@ fn connect_waits_are_labelled_by_the_kernels_counters() {
         ..healthy()
     };
     assert_eq!(bound_label(&kept, true), ServerBound);
+}
+
+/// Connects that failed for want of a free local port (EADDRNOTAVAIL) are the
+/// generator's machine's shortage: counted, named with the ports and TIME_WAIT, and
+/// never the server's failure, whatever else the step shows.
+#[test]
+fn connects_without_a_free_port_are_the_generators_machines() {
+    use Bound::*;
+    // The schedule kept, but 2% of requests failed in connect: by errors alone, a
+    // server failure.
+    let failing = StepStats {
+        error_share: 0.02,
+        ..healthy()
+    };
+    // (connects without a port, ports used of range, TIME_WAIT) -> (cause, label,
+    // words in the note)
+    type Row<'a> = (
+        Option<u64>,
+        Option<(u64, u64)>,
+        Option<u64>,
+        Option<ConnectCause>,
+        Bound,
+        &'a [&'a str],
+    );
+    let rows: [Row; 5] = [
+        (
+            Some(412),
+            Some((28_232, 28_232)),
+            Some(27_990),
+            Some(ConnectCause::NoFreePort),
+            GeneratorBound,
+            &[
+                "412 connect(s) failed for want of a free local port",
+                "28232 sockets",
+                "27990 of them in TIME_WAIT",
+                "ran out of ports, not the server",
+            ],
+        ),
+        // Counted, the sockets not: still the generator's, and said so.
+        (
+            Some(3),
+            None,
+            None,
+            Some(ConnectCause::NoFreePort),
+            GeneratorBound,
+            &["3 connect(s) failed", "not counted"],
+        ),
+        // None failed so: the server's failure, as before.
+        (
+            Some(0),
+            Some((3_000, 28_232)),
+            Some(2_900),
+            None,
+            ServerBound,
+            &[],
+        ),
+        // Not counted (a record made before): as before.
+        (None, None, None, None, ServerBound, &[]),
+        // Every port held at the end but no connect failed: a step that kept its
+        // schedule keeps its label.
+        (
+            Some(0),
+            Some((28_232, 28_232)),
+            Some(28_000),
+            Some(ConnectCause::NoFreePort),
+            ServerBound,
+            &["28232 sockets", "28000 of them in TIME_WAIT"],
+        ),
+    ];
+    for (n, ports, tw, cause, label, words) in rows {
+        let s = StepStats {
+            connects_without_port: n,
+            ports_used_of_range: ports,
+            time_wait: tw,
+            ..failing.clone()
+        };
+        assert_eq!(connect_cause(&s), cause, "{n:?} {ports:?}");
+        let v = judge(&s, &rule());
+        assert!(!v.sustainable, "2% errors never pass");
+        assert_eq!(v.bound, label, "{n:?} {ports:?}");
+        let note = connect_cause_note(&s).unwrap_or_default();
+        for w in words {
+            assert!(note.contains(w), "{note}");
+        }
+    }
 }
 
 /// The same step as a record made before send lag was split.

@@ -26,6 +26,10 @@ pub struct RunOutcome<S> {
     pub stopped_early: bool,
     /// TCP connections opened (including failed attempts).
     pub connections_opened: u64,
+    /// Of those, connects that failed because no local port was free (EADDRNOTAVAIL:
+    /// TIME_WAIT or other sockets held the whole `ip_local_port_range`): the generator's
+    /// machine ran short, not the server (each is also a `Connect` sample).
+    pub connects_without_port: u64,
     /// Requests re-sent once on a fresh connection because a kept-alive connection had
     /// been closed by the server while idle (EOF or reset before any response byte).
     pub idle_close_retries: u64,
@@ -122,6 +126,7 @@ where
         cap_hits: 0,
         stopped_early: false,
         connections_opened: 0,
+        connects_without_port: 0,
         idle_close_retries: 0,
         tls_failures: tls_failures.snapshot(),
         tls_full_handshakes: full_handshakes.load(Ordering::Relaxed),
@@ -134,6 +139,7 @@ where
         outcome.sinks.push(sink);
         outcome.cap_hits += stats.cap_hits;
         outcome.connections_opened += stats.connections_opened;
+        outcome.connects_without_port += stats.connects_without_port;
         outcome.idle_close_retries += stats.idle_close_retries;
         outcome.stopped_early |= stats.stopped_early;
     }

@@ -362,6 +362,8 @@ fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
             }),
             ..Extra::default()
         },
+        // Each agent's namespace and ports are its own: not counted here.
+        connects: Default::default(),
     }
 }
 

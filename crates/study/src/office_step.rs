@@ -75,6 +75,7 @@ pub(crate) fn run_office(
                     office: Some(report.clone()),
                     ..Default::default()
                 },
+                connects: Default::default(),
             },
             report,
         ))
@@ -207,6 +208,7 @@ fn never_ran(info: RunInfo) -> Loaded {
         closed_in_flight: 0.0,
         wire: None,
         extra: crate::step::extra::Extra::default(),
+        connects: Default::default(),
     }
 }
 

@@ -72,6 +72,8 @@ impl Shared<'_> {
 pub(crate) struct WorkerStats {
     pub cap_hits: u64,
     pub connections_opened: u64,
+    /// Connects that failed at once for want of a free local port (EADDRNOTAVAIL).
+    pub connects_without_port: u64,
     pub idle_close_retries: u64,
     pub stopped_early: bool,
     /// Open loop: the kernel gave this worker the short slice it asked for
@@ -383,7 +385,12 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     pub fn connect(&mut self, slot: usize, now: u64, lane: Option<u32>) -> io::Result<T> {
         self.stats.connections_opened += 1;
         let cfg = &self.shared.cfg;
-        let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip.for_lane(lane))?;
+        let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip.for_lane(lane))
+            .inspect_err(|e| {
+                if e.kind() == io::ErrorKind::AddrNotAvailable {
+                    self.stats.connects_without_port += 1;
+                }
+            })?;
         self.poll.registry().register(
             sock.source(),
             Token(slot),

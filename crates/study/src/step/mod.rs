@@ -206,9 +206,8 @@ pub(crate) fn run_step(
         _ => rate,
     };
     let watch = step_watch(target, load_stop, stop_flag, stop.warmup);
-    let overflows_before = listen_overflows(target.addr);
+    let overflows_before = listen_overflows(target);
     let watched = volley_harness::watch(&watch, || volley_harness::measure(&run))?;
-    let connect_counters = ConnectCounters::since(overflows_before, target.addr);
     let connections = cfg.connections;
     let watched = watched.map(|measured| {
         measured.map_err(StepError::from).map(|m| {
@@ -225,85 +224,73 @@ pub(crate) fn run_step(
                 closed_in_flight: connections as f64 * streams,
                 wire: Some(wire),
                 extra: extra::Extra::default(),
+                connects: ConnectCounters::since(
+                    overflows_before,
+                    target,
+                    m.outcome.connects_without_port,
+                ),
             }
         })
     });
     let mut judged = judge(rate, plan, watched)?;
-    if let Some(rate) = rate {
-        relabel_connect_waits(&mut judged, rate, plan, connect_counters);
-    }
     require_server_evidence(&mut judged, cap_cores(plan, cell));
     Ok(judged)
 }
 
-/// `TcpExt` `ListenOverflows` of volley's network namespace, read only when the target
-/// listens on loopback (its listener is then in this namespace; a remote target's are
-/// not counted here).
-fn listen_overflows(target: SocketAddr) -> Option<u64> {
-    if !target.ip().is_loopback() {
-        return None;
-    }
-    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+/// `TcpExt` `ListenOverflows` of the network namespace the target listens in: its
+/// process's (`/proc/<pid>/net/netstat`, a lab's namespace as well as volley's own),
+/// else volley's when it listens on loopback; a target elsewhere is not counted.
+fn listen_overflows(target: &RunningTarget) -> Option<u64> {
+    let path = match target.pid {
+        Some(pid) => format!("/proc/{pid}/net/netstat"),
+        None if target.addr.ip().is_loopback() => "/proc/self/net/netstat".to_string(),
+        None => return None,
+    };
+    let text = std::fs::read_to_string(path).ok()?;
     volley_monitor::parse::tcp_ext_counter(&text, "ListenOverflows")
 }
 
-/// What the kernel says of a step's connects (docs/methodology.md, "Connects that wait:
-/// whose failure"): SYNs the listener dropped over the step, and the sockets towards
-/// the target at its end against the local port range.
+/// What the kernel and the generator say of a step's connects (docs/methodology.md,
+/// "Connects that wait: whose failure"): SYNs the listener dropped over the step, the
+/// sockets towards the target at its end against the local port range, and connects
+/// that found no free port. Judged with the step's other figures (`judge`), once.
 #[derive(Debug, Clone, Copy, Default)]
-struct ConnectCounters {
+pub(crate) struct ConnectCounters {
     listen_overflows: Option<u64>,
     ports_used_of_range: Option<(u64, u64)>,
+    time_wait: Option<u64>,
+    without_port: Option<u64>,
 }
 
 impl ConnectCounters {
-    /// The overflows since `before` and the ports in use now. Ports and TIME_WAIT only
-    /// grow during a step shorter than TIME_WAIT's 60 s, so the end is their most.
-    fn since(before: Option<u64>, target: SocketAddr) -> ConnectCounters {
+    /// The overflows since `before`, the ports in use now (counted in the calling
+    /// thread's network namespace, where the load ran) and the connects that failed
+    /// for want of a port. Ports and TIME_WAIT only grow during a step shorter than
+    /// TIME_WAIT's 60 s, so the end is their most.
+    fn since(before: Option<u64>, target: &RunningTarget, without_port: u64) -> ConnectCounters {
         let listen_overflows = before
             .zip(listen_overflows(target))
             .map(|(b, a)| a.saturating_sub(b));
-        let ports_used_of_range = listen_overflows.and_then(|_| {
-            let s = volley_monitor::headroom::sample(Some(target)).ok()?;
-            Some((s.sockets.in_use, s.port_range))
-        });
+        let sockets = volley_monitor::headroom::sample(Some(target.addr)).ok();
         ConnectCounters {
             listen_overflows,
-            ports_used_of_range,
+            ports_used_of_range: sockets.as_ref().map(|s| (s.sockets.in_use, s.port_range)),
+            time_wait: sockets.as_ref().map(|s| s.sockets.time_wait),
+            without_port: Some(without_port),
         }
     }
-}
 
-/// A generator-bound rate step whose connects waited behind the server's full accept
-/// queue is the server's (`sustain::connect_cause`): its label and verdict say so, and a
-/// note names the cause with its count either way (a full queue, or no free port).
-fn relabel_connect_waits(j: &mut JudgedStep, rate: f64, plan: &Plan, k: ConnectCounters) {
-    if k.listen_overflows.is_none() || j.label != sustain::Bound::GeneratorBound.label() {
-        return;
+    /// `stats` with these counters and the step's connections.
+    fn into_stats(self, stats: sustain::StepStats, opened: u64) -> sustain::StepStats {
+        sustain::StepStats {
+            listen_overflows: self.listen_overflows,
+            ports_used_of_range: self.ports_used_of_range,
+            connections_opened: Some(opened),
+            connects_without_port: self.without_port,
+            time_wait: self.time_wait,
+            ..stats
+        }
     }
-    let windows = judged_windows(&j.summary);
-    let in_flight: Vec<f64> = in_flight_per_second(&j.summary)
-        .into_iter()
-        .take(windows)
-        .collect();
-    let stats = sustain::StepStats {
-        listen_overflows: k.listen_overflows,
-        ports_used_of_range: k.ports_used_of_range,
-        connections_opened: Some(j.summary.connections_stats.opened),
-        ..step_stats(&j.summary, rate, windows, in_flight)
-    };
-    let Some(note) = sustain::connect_cause_note(&stats) else {
-        return;
-    };
-    let v = sustain::judge(&stats, &plan.rule);
-    j.label = v.bound.label();
-    if let Some(old) = j.verdict.sustain.as_mut() {
-        old.bound = v.bound;
-    }
-    if let Some(notes) = j.summary_json["notes"].as_array_mut() {
-        notes.push(Value::String(note.clone()));
-    }
-    j.summary.notes.push(note);
 }
 
 /// The CPUs the step's target could use by volley's limits: its quota, else its pinned
@@ -351,6 +338,8 @@ pub(crate) struct Loaded {
     pub wire: Option<WireReport>,
     /// More keys for the stored summary (office, injectors, phases, links).
     pub extra: extra::Extra,
+    /// The step's connects as the kernel counted them (default: not counted).
+    pub connects: ConnectCounters,
 }
 
 /// The step's summary, verdict, series and histograms from its watched run.
@@ -373,6 +362,7 @@ pub(crate) fn judge(
         closed_in_flight,
         wire,
         mut extra,
+        connects,
     } = loaded?;
     let target_died = died.as_ref().map(|d| {
         format!(
@@ -402,7 +392,15 @@ pub(crate) fn judge(
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
     let (sustain_verdict, label, conn_wait) = match rate {
         Some(rate) => {
-            let stats = step_stats(&summary, rate, windows, in_flight_w);
+            let stats = connects.into_stats(
+                step_stats(&summary, rate, windows, in_flight_w),
+                summary.connections_stats.opened,
+            );
+            // A connect that waited behind a full accept queue, or found no port,
+            // names its cause with its count (`sustain::connect_cause`).
+            if let Some(note) = sustain::connect_note(&stats) {
+                summary.notes.push(note);
+            }
             let mut v = sustain::judge(&stats, &plan.rule);
             // A step during which the server died cannot have carried its load, whatever
             // its windows say (the death may fall after the last judged second).
@@ -619,10 +617,12 @@ fn step_stats(s: &Summary, rate: f64, windows: usize, in_flight: Vec<f64>) -> su
         pool_saturated: s.connections_stats.cap_hits > 0,
         generator_bound_seconds: Some(s.generator.generator_bound_seconds),
         machine_stalled_seconds: Some(s.generator.machine_stalled_seconds),
-        // The kernel's connect counters are not in the summary: `relabel_connect_waits`.
+        // The kernel's connect counters are not in the summary: `ConnectCounters`.
         listen_overflows: None,
         ports_used_of_range: None,
         connections_opened: None,
+        connects_without_port: None,
+        time_wait: None,
     }
 }
 
