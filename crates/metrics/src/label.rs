@@ -92,6 +92,10 @@ pub struct Check {
     /// can have used in the window, microseconds (the pacer's own run left out: it never
     /// waits behind itself); `None` when not known.
     pub ours_on_pacer_us: Option<u64>,
+    /// What the targets volley started surely used of the pacer's CPU(s) in the
+    /// window, microseconds (`volley_monitor::cpu_share`'s per-CPU figures); `None`
+    /// when not known.
+    pub target_on_pacer_us: Option<u64>,
 }
 
 /// Slack between the probe's longest stall and the lateness it must explain: after a
@@ -131,6 +135,40 @@ fn neighbour_reason(c: &Check) -> String {
         c.others_on_pacer_us.unwrap_or(0) as f64 / 1e3,
         c.ours_on_pacer_us.unwrap_or(0) as f64 / 1e3
     )
+}
+
+/// Share of the pacer's core a target volley started must have taken in a window for
+/// a generator-bound reason to name it (5%): below that its part of the wait is small.
+pub const TARGET_BESIDE_SHARE: f64 = 0.05;
+
+/// The words for a generator short of CPU beside its own target (docs/methodology.md,
+/// "A neighbour on the pacer's CPU"): the pacer waited for its CPU (at least
+/// [`STALL_SLACK_US`]) and a target volley started took at least
+/// [`TARGET_BESIDE_SHARE`] of that CPU in the window of `window_us`. That lateness is
+/// the generator's (the target is the study's own), but the reader should see who took
+/// the core: the cure is another core for the target (`--target-cpus`), not a faster
+/// generator. `None` otherwise.
+pub fn target_beside(
+    pacer_wait_us: Option<u64>,
+    target_on_pacer_us: Option<u64>,
+    window_us: u64,
+) -> Option<String> {
+    let (wait, target) = (pacer_wait_us?, target_on_pacer_us?);
+    let share = target as f64 / window_us.max(1) as f64;
+    (wait >= STALL_SLACK_US && share >= TARGET_BESIDE_SHARE).then(|| {
+        format!(
+            "the target ran beside the generator and took {:.0}% of its core (the pacer waited {:.3} ms for it)",
+            share.min(1.0) * 100.0,
+            wait as f64 / 1e3
+        )
+    })
+}
+
+/// `; ` and [`target_beside`]'s words for a one-second window, or nothing.
+fn target_note(c: &Check) -> String {
+    target_beside(c.pacer_wait_us, c.target_on_pacer_us, 1_000_000)
+        .map(|t| format!("; {t}"))
+        .unwrap_or_default()
 }
 
 /// A verdict and the reason for it, in words a user can check.
@@ -198,9 +236,10 @@ fn classify_open(c: &Check, rate: f64) -> Verdict {
         return v(
             Bound::GeneratorBound,
             format!(
-                "scheduler-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R){wait}",
+                "scheduler-lag p99 {:.3} ms > {:.3} ms (max of 1 ms and 1% of 1/R){}{wait}",
                 c.sched_lag_p99_us as f64 / 1e3,
-                limit_us / 1e3
+                limit_us / 1e3,
+                target_note(c)
             ),
         );
     }
@@ -235,8 +274,10 @@ fn classify_open(c: &Check, rate: f64) -> Verdict {
         return v(
             Bound::GeneratorBound,
             format!(
-                "dispatched {:.1} vs {:.1} scheduled (more than 1% short){wait}",
-                c.dispatched, c.scheduled
+                "dispatched {:.1} vs {:.1} scheduled (more than 1% short){}{wait}",
+                c.dispatched,
+                c.scheduled,
+                target_note(c)
             ),
         );
     }
@@ -360,6 +401,7 @@ mod tests {
             pacer_wait_us: None,
             others_on_pacer_us: None,
             ours_on_pacer_us: None,
+            target_on_pacer_us: None,
         }
     }
 
@@ -380,6 +422,7 @@ mod tests {
             pacer_wait_us: None,
             others_on_pacer_us: None,
             ours_on_pacer_us: None,
+            target_on_pacer_us: None,
         }
     }
 
@@ -681,6 +724,92 @@ mod tests {
                 assert!(got.reason.contains("did not start"), "{}", got.reason);
             }
         }
+    }
+
+    #[test]
+    fn a_target_beside_the_generator_on_its_core_is_named_in_the_reason() {
+        // 1,000 req/s, 3 ms late: generator-bound by the rule. (pacer's wait us,
+        // others' sure share us, ours at most us, the target's on the pacer's CPU us)
+        // -> (label, words in the reason or none)
+        type Row = (
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Bound,
+            Option<&'static str>,
+        );
+        let table: [Row; 6] = [
+            // The managed target filled 35% of the pacer's core while it waited: the
+            // generator's (the study's own target), and said who took the core.
+            (
+                Some(3_000),
+                Some(0),
+                Some(400_000),
+                Some(350_000),
+                Bound::GeneratorBound,
+                Some("the target ran beside the generator and took 35% of its core (the pacer waited 3.000 ms"),
+            ),
+            // The pacer never waited: its lateness was its own work, not the target's.
+            (
+                Some(0),
+                Some(0),
+                Some(400_000),
+                Some(350_000),
+                Bound::GeneratorBound,
+                None,
+            ),
+            // The target barely ran there (2%): not named.
+            (
+                Some(3_000),
+                Some(0),
+                Some(30_000),
+                Some(20_000),
+                Bound::GeneratorBound,
+                None,
+            ),
+            // Not known (a cgroup2 target gives no per-CPU figure): not named.
+            (Some(3_000), Some(0), Some(400_000), None, Bound::GeneratorBound, None),
+            // Others took more than volley and its targets could: the machine's.
+            (
+                Some(3_000),
+                Some(500_000),
+                Some(200_000),
+                Some(150_000),
+                Bound::MachineStalled,
+                None,
+            ),
+            // More than the whole core over a window (rounding): at most 100%.
+            (
+                Some(3_000),
+                Some(0),
+                Some(1_200_000),
+                Some(1_100_000),
+                Bound::GeneratorBound,
+                Some("took 100% of its core"),
+            ),
+        ];
+        for (wait, others, ours, target, want, words) in table {
+            let mut c = open(1_000.0, 1_000, 1_000, 3_000, true);
+            (c.pacer_wait_us, c.others_on_pacer_us, c.ours_on_pacer_us) = (wait, others, ours);
+            c.target_on_pacer_us = target;
+            let got = classify(&c);
+            assert_eq!(got.label, want, "{target:?}: {}", got.reason);
+            match words {
+                Some(w) => assert!(got.reason.contains(w), "{}", got.reason),
+                None => assert!(!got.reason.contains("beside"), "{}", got.reason),
+            }
+        }
+        // A shortfall is named the same way.
+        let mut c = open(1_000.0, 1_000, 900, 100, true);
+        (c.pacer_wait_us, c.target_on_pacer_us) = (Some(5_000), Some(600_000));
+        let got = classify(&c);
+        assert_eq!(got.label, Bound::GeneratorBound);
+        assert!(
+            got.reason.contains("took 60% of its core"),
+            "{}",
+            got.reason
+        );
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub struct CpuSecond {
     /// Per CPU, the most volley and its targets can have used of it, microseconds
     /// (everything of theirs that may have run there); empty when unknown.
     pub ours_us: Vec<u64>,
+    /// Per CPU, what the targets volley started surely used of it, microseconds (their
+    /// per-CPU figures; a cgroup2 target's total says no CPU and is left out); empty
+    /// when unknown.
+    pub targets_us: Vec<u64>,
     /// How long volley's own cpu cgroup was throttled, microseconds.
     pub own_throttled_us: Option<u64>,
 }
@@ -82,7 +86,7 @@ pub fn others_between(a: &CpuMark, b: &CpuMark) -> CpuSecond {
         _ => None,
     };
     let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
-    let (mut others_us, mut ours_us) = (Vec::new(), Vec::new());
+    let (mut others_us, mut ours_us, mut targets_us) = (Vec::new(), Vec::new(), Vec::new());
     if let (Some(ta), Some(tb)) = (&a.targets, &b.targets) {
         if a.busy_ns.len() == b.busy_ns.len() {
             let sleepers: Vec<u64> = (0..b.sleepers_ns.len())
@@ -100,12 +104,14 @@ pub fn others_between(a: &CpuMark, b: &CpuMark) -> CpuSecond {
                 let ours = loose + at(&sleepers, i) + target + total;
                 others_us.push(busy.saturating_sub(b.busy_slack_ns + ours) / 1_000);
                 ours_us.push(ours / 1_000);
+                targets_us.push(target / 1_000);
             }
         }
     }
     CpuSecond {
         others_us,
         ours_us,
+        targets_us,
         own_throttled_us,
     }
 }
@@ -184,8 +190,8 @@ impl Marks {
         }
         if let (Some(a), Some(b)) = (&self.cpu, &cpu) {
             let c = others_between(a, b);
-            (s.others_us, s.ours_us, s.own_throttled_us) =
-                (c.others_us, c.ours_us, c.own_throttled_us);
+            (s.others_us, s.ours_us, s.targets_us, s.own_throttled_us) =
+                (c.others_us, c.ours_us, c.targets_us, c.own_throttled_us);
         }
         (self.steal_us, self.cpu) = (steal, cpu);
         s
@@ -513,6 +519,8 @@ mod tests {
         // What volley and its targets can have used of each CPU.
         let b = mark(&[1_000 * MS, 0], 300 * MS, &[600 * MS, 0], 0);
         assert_eq!(others_between(&a, &b).ours_us, [900_000, 300_000]);
+        // What the targets surely used of each CPU: their per-CPU figures alone.
+        assert_eq!(others_between(&a, &b).targets_us, [600_000, 0]);
         // The probe's sleepers, pinned, count on their own CPU only: 40 ms on CPU 0
         // and 40 ms on CPU 1 of volley's 100 ms; a neighbour took 90 ms of CPU 1.
         let mut b = mark(&[60 * MS, 150 * MS], 100 * MS, &[0, 0], 0);

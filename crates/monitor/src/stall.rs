@@ -108,6 +108,10 @@ pub struct StallSecond {
     /// can have used, microseconds (the pacer's own run included); empty when unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ours_us: Vec<u64>,
+    /// Per CPU, what the targets volley started surely used of it in this second,
+    /// microseconds ([`crate::cpu_share::CpuSecond::targets_us`]); empty when unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets_us: Vec<u64>,
     /// How long volley's own cpu cgroup was throttled in this second (a quota on
     /// volley), microseconds; `None` when volley is in no such cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,7 +262,7 @@ fn merge(reports: Vec<StallReport>) -> StallReport {
             o.over_1ms += s.over_1ms;
             o.steal_us = o.steal_us.or(s.steal_us);
             if o.others_us.is_empty() {
-                (o.others_us, o.ours_us) = (s.others_us, s.ours_us);
+                (o.others_us, o.ours_us, o.targets_us) = (s.others_us, s.ours_us, s.targets_us);
             }
             o.own_throttled_us = o.own_throttled_us.or(s.own_throttled_us);
         }

@@ -406,6 +406,7 @@ fn second(p99_ms: f64, pressure: Option<f64>) -> volley_metrics::summary::Second
         steal_ms: None,
         others_busy_share: pressure,
         others_on_pacer_ms: None,
+        target_on_pacer_ms: None,
         label: volley_metrics::Bound::ServerBound,
     }
 }

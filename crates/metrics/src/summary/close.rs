@@ -58,7 +58,23 @@ impl Recorder {
 
         let seconds = self.seconds(open_rate, headline, run.cores, run.stalls.as_ref())?;
         let labels: Vec<Bound> = seconds.iter().map(|s| s.label).collect();
-        let run_verdict = label::run_label(whole_verdict, &labels);
+        let mut run_verdict = label::run_label(whole_verdict, &labels);
+        if run_verdict.label == Bound::GeneratorBound {
+            // The generator-bound second where a target volley started took the
+            // largest share of the pacer's core while the pacer waited, named.
+            let beside = seconds
+                .iter()
+                .filter(|s| s.label == Bound::GeneratorBound)
+                .filter_map(|s| {
+                    let us = |ms: Option<f64>| ms.map(|m| (m * 1e3) as u64);
+                    let t = us(s.target_on_pacer_ms)?;
+                    label::target_beside(us(s.pacer_wait_ms), Some(t), 1_000_000).map(|w| (t, w))
+                })
+                .max_by_key(|(t, _)| *t);
+            if let Some((_, words)) = beside {
+                run_verdict.reason = format!("{}; in its worst second {words}", run_verdict.reason);
+            }
+        }
         let count = |b: Bound| labels.iter().filter(|l| **l == b).count() as u64;
         let generator_bound_seconds = count(Bound::GeneratorBound);
         let machine_stalled_seconds = count(Bound::MachineStalled);
@@ -233,6 +249,7 @@ impl Recorder {
             pacer_wait_us: None,
             others_on_pacer_us: None,
             ours_on_pacer_us: None,
+            target_on_pacer_us: None,
         });
         (
             verdict,
@@ -495,6 +512,7 @@ impl Recorder {
                 pacer_wait_us: pacer.wait_us,
                 others_on_pacer_us: pacer.others_us,
                 ours_on_pacer_us: pacer.ours_us,
+                target_on_pacer_us: pacer.target_us,
             });
             out.push(SecondSummary {
                 second: s as u64,
@@ -528,6 +546,7 @@ impl Recorder {
                 steal_ms: probe.and_then(|p| p.steal_us).map(ms),
                 others_busy_share: None,
                 others_on_pacer_ms: pacer.others_us.map(ms),
+                target_on_pacer_ms: pacer.target_us.map(ms),
                 label: verdict.label,
             });
         }
@@ -545,6 +564,8 @@ struct PacerCpu {
     /// The most volley's other threads and its targets can have used of one, the
     /// pacer's own run left out.
     ours_us: Option<u64>,
+    /// The most the targets volley started surely used of a CPU the pacer was on.
+    target_us: Option<u64>,
 }
 
 /// [`PacerCpu`] from worker 0's readings and the probe's second.
@@ -558,6 +579,7 @@ fn pacer_cpu_figures(
             wait_us: None,
             others_us: None,
             ours_us: None,
+            target_us: None,
         };
     };
     let throttled = probe.and_then(|p| p.own_throttled_us).unwrap_or(0);
@@ -576,5 +598,6 @@ fn pacer_cpu_figures(
             .and_then(|p| on(&p.ours_us, u64::max))
             .zip(ran)
             .map(|(o, r)| o.saturating_sub(r)),
+        target_us: probe.and_then(|p| on(&p.targets_us, u64::max)),
     }
 }

@@ -404,6 +404,11 @@ pub struct SecondSummary {
     /// others took at least that wait is the machine's (`label::neighbour_explains`).
     #[serde(default)]
     pub others_on_pacer_ms: Option<f64>,
+    /// CPU time the targets volley started surely took in this second of the CPU(s)
+    /// the pacer was on, ms (`volley_monitor::cpu_share`'s per-CPU figures): a target
+    /// beside the generator on its core (`label::target_beside`).
+    #[serde(default)]
+    pub target_on_pacer_ms: Option<f64>,
     /// Who was the bottleneck in this second.
     pub label: Bound,
 }
