@@ -883,3 +883,63 @@ fn the_other_managed_target_is_counted_apart_from_others() {
     watched.stop();
     other.stop();
 }
+
+/// A listener's dropped SYNs are counted in its own network namespace, and volley reads
+/// them there through the listener's pid (`/proc/<pid>/net/netstat`), as a study step
+/// reads a lab target's: a namespace this test makes, a listener with a backlog of 1
+/// that never accepts, and 20 connects to it from inside (closed before the counters
+/// are read, so no retransmitted SYN moves them between the two reads).
+#[test]
+fn listen_overflows_are_read_in_the_listeners_own_namespace() {
+    let ns = format!("vt{}-ovf", std::process::id());
+    let made = Command::new("ip")
+        .args(["netns", "add", &ns])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipped: cannot make a network namespace here (not root?)");
+        return;
+    }
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    let up = Command::new("ip")
+        .args(["netns", "exec", &ns, "ip", "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    assert!(up.success());
+    let script = "import os, socket, sys, time\n\
+l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n\
+cs = []\n\
+for _ in range(20):\n    c = socket.socket(); c.setblocking(False); c.connect_ex(l.getsockname()); cs.append(c)\n\
+time.sleep(0.5)\n\
+for c in cs: c.close()\n\
+time.sleep(0.2)\n\
+print(os.getpid(), flush=True)\n\
+sys.stdin.read()\n";
+    let mut child = Command::new("timeout")
+        .args(["60", "ip", "netns", "exec", &ns, "python3", "-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: u32 = line.trim().parse().expect("the listener's pid");
+    let read = volley_monitor::headroom::listen_overflows(Some(pid));
+    let theirs = netstat_in(&ns, "ListenOverflows");
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert!(
+        read.is_some_and(|n| n > 0),
+        "a full accept queue dropped SYNs in the namespace: {read:?} (ip netns exec: {theirs:?})"
+    );
+    assert_eq!(read, theirs, "the namespace's own counter, not the host's");
+}

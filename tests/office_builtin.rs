@@ -93,6 +93,8 @@ fn twenty_users_pass_every_check_against_the_builtin_server() {
     assert_eq!(sessions[1]["errors"], 0, "{j}");
     assert_eq!(j["actions_skipped"], 0);
     assert!(j["items_at_end"].as_u64().unwrap() > 20 * 20);
+    // Every device polled several times in the window: the stored answer says so.
+    assert_eq!(j["devices_polled_twice_share"], 1.0, "{j}");
 }
 
 /// A cold day (a morning when every client starts at once) keeps every device's first

@@ -185,6 +185,19 @@ pub struct HeadroomSample {
     pub sockets: TargetSockets,
 }
 
+/// `TcpExt` `ListenOverflows` (SYNs dropped at a full accept queue, all listeners
+/// summed) of the network namespace of process `pid` (`/proc/<pid>/net/netstat`: a
+/// target in a lab's namespace is read there), or of this thread's with `None`.
+/// `None` when the file cannot be read (the process is gone).
+pub fn listen_overflows(pid: Option<u32>) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/net/netstat"),
+        None => "/proc/thread-self/net/netstat".to_string(),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    crate::parse::tcp_ext_counter(&text, "ListenOverflows")
+}
+
 /// Reads this process's fds and limit, the port range and the TCP sockets towards
 /// `target`: by the kernel's filtered netlink dump ([`crate::sockdiag`], cheap however
 /// many sockets the machine holds), else from `/proc/net/tcp{,6}`, where a missing

@@ -186,6 +186,10 @@ pub struct OfficeReport {
     pub actions_skipped: u64,
     /// Items on the server at the end (audited).
     pub items_at_end: u64,
+    /// Share of the devices that polled at least twice in the measured window (the
+    /// plan's note says what share a short window lets poll): "carries N users" rests
+    /// on these devices' polls. 0 with no device.
+    pub devices_polled_twice_share: f64,
     /// Requests sent during the day (set-up and audit excluded).
     pub requests: u64,
     /// The generator's CPU time during the day, seconds: the worker threads' user +

@@ -501,6 +501,7 @@ fn merge(
 ) -> OfficeRun {
     let mut violations = Violations::default();
     let (mut planned, mut ran, mut skipped, mut items, mut cpu_ns) = (0, 0, 0, 0, 0);
+    let (mut devices, mut polled_twice) = (0, 0);
     let mut end_ns = 0;
     let mut unguarded = 0;
     for o in outcomes {
@@ -509,6 +510,8 @@ fn merge(
         skipped += o.skipped;
         items += o.items;
         cpu_ns += o.cpu_ns;
+        devices += o.polls.iter().map(Vec::len).sum::<usize>();
+        polled_twice += o.polls.iter().flatten().filter(|&&n| n >= 2).count();
         end_ns = end_ns.max(o.end_ns);
         for u in o.users {
             unguarded += u.unguarded;
@@ -570,6 +573,7 @@ fn merge(
         actions_run: ran,
         actions_skipped: skipped,
         items_at_end: items,
+        devices_polled_twice_share: polled_twice as f64 / devices.max(1) as f64,
         requests: op_rows.iter().map(|r| r.count).sum(),
         generator_cpu_s: cpu_ns as f64 / 1e9,
         ops: op_rows,
@@ -597,6 +601,8 @@ struct Outcome {
     cpu_ns: u64,
     /// When its last action ended, nanoseconds after the window began.
     end_ns: u64,
+    /// Polls each device ran in the window, per user (in `users`' order).
+    polls: Vec<Vec<u32>>,
 }
 
 /// One thread's share of the day: its users' events in time order, then their audit.
@@ -617,6 +623,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
     let planned = events.len() as u64;
     cfg.progress.add_total(planned);
     let mut ran = 0;
+    let mut polls: Vec<Vec<u32>> = users.iter().map(|u| vec![0; u.devices.len()]).collect();
     for (local, e) in &events {
         if cfg.stop.load(Ordering::Relaxed) || ns_since(ctx.rec.origin) > hard_stop_ns {
             break;
@@ -625,6 +632,9 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
             break;
         }
         act(ctx, &mut users[*local], e.action, e.at_ns);
+        if let Action::Poll { device } = e.action {
+            polls[*local][device] += 1;
+        }
         ran += 1;
         cfg.progress.step();
     }
@@ -649,6 +659,7 @@ fn day(ctx: Ctx<'_>, plan: DayPlan, cfg: &OfficeConfig, group: Vec<(usize, User)
         items,
         cpu_ns,
         end_ns,
+        polls,
     }
 }
 

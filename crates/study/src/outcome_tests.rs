@@ -411,28 +411,34 @@ fn second(p99_ms: f64, pressure: Option<f64>) -> volley_metrics::summary::Second
     }
 }
 
+/// An empty two-second run on a 2-CPU machine where others took `others_cores` and
+/// the study's other targets `study_cores`.
+fn on_machine(others_cores: f64, study_cores: f64) -> volley_metrics::Summary {
+    let mut s = volley_metrics::Recorder::new()
+        .close(&crate::office_step::run_info(
+            "http://127.0.0.1:1/",
+            1,
+            std::time::Duration::from_secs(2),
+            false,
+            0.1,
+        ))
+        .unwrap();
+    s.machine = Some(volley_metrics::summary::MachineLoad {
+        cpus: 2,
+        others_cores,
+        steal_cores: 0.0,
+        study_cores,
+    });
+    s
+}
+
 #[test]
 fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
     use crate::step::{machine_busy, volley_waited};
-    use volley_metrics::summary::MachineLoad;
     // A second: (others' share of the machine, the pacer's wait ms).
     type Sec = (Option<f64>, Option<f64>);
     let with = |others_cores: f64, seconds: &[Sec]| {
-        let mut s = volley_metrics::Recorder::new()
-            .close(&crate::office_step::run_info(
-                "http://127.0.0.1:1/",
-                1,
-                std::time::Duration::from_secs(2),
-                false,
-                0.1,
-            ))
-            .unwrap();
-        s.machine = Some(MachineLoad {
-            cpus: 2,
-            others_cores,
-            steal_cores: 0.0,
-            study_cores: 0.0,
-        });
+        let mut s = on_machine(others_cores, 0.0);
         s.seconds = seconds
             .iter()
             .map(|&(share, wait)| {
@@ -484,23 +490,8 @@ fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
 #[test]
 fn the_studys_idle_targets_are_shown_apart_and_never_make_the_machine_busy() {
     use crate::step::{busy_mark, machine_busy};
-    use volley_metrics::summary::MachineLoad;
     let with = |others_cores: f64, study_cores: f64| {
-        let mut s = volley_metrics::Recorder::new()
-            .close(&crate::office_step::run_info(
-                "http://127.0.0.1:1/",
-                1,
-                std::time::Duration::from_secs(2),
-                false,
-                0.1,
-            ))
-            .unwrap();
-        s.machine = Some(MachineLoad {
-            cpus: 2,
-            others_cores,
-            steal_cores: 0.0,
-            study_cores,
-        });
+        let mut s = on_machine(others_cores, study_cores);
         // The pacer waited in a second when others took 45%: busy if others were.
         s.seconds = vec![second(0.2, Some(others_cores / 2.0))];
         s.seconds[0].pacer_wait_ms = Some(4.0);

@@ -241,13 +241,11 @@ pub(crate) fn run_step(
 /// process's (`/proc/<pid>/net/netstat`, a lab's namespace as well as volley's own),
 /// else volley's when it listens on loopback; a target elsewhere is not counted.
 fn listen_overflows(target: &RunningTarget) -> Option<u64> {
-    let path = match target.pid {
-        Some(pid) => format!("/proc/{pid}/net/netstat"),
-        None if target.addr.ip().is_loopback() => "/proc/self/net/netstat".to_string(),
-        None => return None,
-    };
-    let text = std::fs::read_to_string(path).ok()?;
-    volley_monitor::parse::tcp_ext_counter(&text, "ListenOverflows")
+    match target.pid {
+        Some(pid) => volley_monitor::headroom::listen_overflows(Some(pid)),
+        None if target.addr.ip().is_loopback() => volley_monitor::headroom::listen_overflows(None),
+        None => None,
+    }
 }
 
 /// What the kernel and the generator say of a step's connects (docs/methodology.md,
