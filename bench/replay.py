@@ -3,6 +3,7 @@
 replay at 50k req/s against the built-in server beside a plain open loop at that rate.
 
 Run: python3 bench/replay.py [parse] [memory] [replay] [--rounds 6] [--lines 2000000]
+                             [--layouts combined,common,json,volley,combined+gz]
                              [--rate 50000] [--seconds 10] [--skip-build] [--json FILE]
 
 The 50k req/s lag goal in one command, release build included (on a quiet machine):
@@ -15,8 +16,10 @@ and crates/replay/examples/parse_speed.rs, which writes Combined logs in volley'
 layout (microsecond stamps, 1% of lines 2 ms out of order) and reads them back.
 
 - parse: the reader to the end (every line parsed, put in order, handed on as a record)
-  against `wc -l` (the floor: reading the bytes and counting newlines), in paired rounds
-  of alternating order, pinned to one core. Lines per second of CPU time (user + system:
+  against `wc -l` (the floor: reading the bytes and counting newlines; for a gzip log
+  `gzip -dc | wc -l`), in paired rounds of alternating order, pinned to one core, for
+  each layout: nginx's default Combined and Common (whole seconds), JSON lines
+  (`$msec`), volley's own Combined (microseconds) and Combined gzip-compressed. Lines per second of CPU time (user + system:
   what other processes on a shared core do not inflate) and of wall time, medians with
   bootstrap 95% CIs, and the per-round ratio volley / wc. The issue's bar: 1 M Combined
   lines per second on one core.
@@ -125,29 +128,43 @@ def ci(values, scale=1.0, unit=""):
             f"(95% CI {lo / scale:.3f}..{hi / scale:.3f})")
 
 
+# The layouts `parse` measures (parse_speed --layout, "+gz": written gzip-compressed).
+LAYOUTS = ("combined", "common", "json", "volley", "combined+gz")
+
+
 def parse(a, records):
-    path = os.path.join(a.dir, "parse.log")
-    subprocess.run([PARSE_SPEED, "--write", str(a.lines), path], check=True,
-                   stdout=subprocess.DEVNULL)
-    tools = {"volley": [PARSE_SPEED, path], "wc -l": ["wc", "-l", path]}
-    rows = {name: [] for name in tools}
+    records["parse"] = {}
+    for layout in a.layouts:
+        parse_layout(a, layout, records)
+
+
+def parse_layout(a, layout, records):
+    name, gz = layout.removesuffix("+gz"), layout.endswith("+gz")
+    path = os.path.join(a.dir, f"parse-{name}.log" + (".gz" if gz else ""))
+    subprocess.run([PARSE_SPEED, "--write", str(a.lines), "--layout", name]
+                   + (["--gzip"] if gz else []) + [path], check=True, stdout=subprocess.DEVNULL)
+    # The floor: reading the bytes and counting newlines (for gzip, inflating them too).
+    floor = (["sh", "-c", 'gzip -dc "$1" | wc -l', "sh", path] if gz else ["wc", "-l", path])
+    tools = {"volley": [PARSE_SPEED, path], "wc -l": floor}
+    rows = {n: [] for n in tools}
     for k in range(a.rounds):
-        for name in round_order(list(tools), k):
-            rows[name].append(run_child(tools[name]))
-    print(f"## parse: {a.lines:,} Combined lines, {os.path.getsize(path) / 1e6:.0f} MB, "
-          f"{a.rounds} paired rounds, core {CLIENT_CORE}")
-    for name, rs in rows.items():
+        for n in round_order(list(tools), k):
+            rows[n].append(run_child(tools[n]))
+    print(f"## parse {layout}: {a.lines:,} lines, {os.path.getsize(path) / 1e6:.0f} MB, "
+          f"{a.rounds} paired rounds, core {CLIENT_CORE}"
+          + (" (floor: gzip -dc | wc -l, both on that core)" if gz else ""))
+    for n, rs in rows.items():
         for label, i in (("cpu", 1), ("wall", 0)):
             rates = [a.lines / r[i] for r in rs if r[i] > 0]
-            print(f"  {name:7} {label:4} {ci(rates, 1e6)} M lines/s")
-            if name == "volley" and label == "cpu" and rates:
+            print(f"  {n:7} {label:4} {ci(rates, 1e6)} M lines/s")
+            if n == "volley" and label == "cpu" and rates and layout == "combined":
                 goal("Combined lines per second of CPU on one core", rates,
                      lambda v: v >= PARSE_GOAL_LINES_PER_S, f">= {PARSE_GOAL_LINES_PER_S:,}")
     for label, i in (("cpu", 1), ("wall", 0)):
         ratio = [w[i] / v[i] for v, w in zip(rows["volley"], rows["wc -l"]) if v[i] > 0]
-        print(f"  volley / wc -l speed, {label}: {ci(ratio)} (per-round ratio)")
+        print(f"  volley / floor speed, {label}: {ci(ratio)} (per-round ratio)")
     print(f"  peak RSS of the reader: {max(r[2] for r in rows['volley']) / 1024:.0f} MB")
-    records["parse"] = {n: [r[:3] for r in rs] for n, rs in rows.items()}
+    records["parse"][layout] = {n: [r[:3] for r in rs] for n, rs in rows.items()}
     os.remove(path)
 
 
@@ -206,6 +223,7 @@ def replay(a, records):
         wait_port(port)
         for k in range(a.rounds):
             for name in round_order(list(tools), k):
+                load = os.getloadavg()[0]
                 wall, cpu, rss, out = run_child(tools[name], timeout=a.seconds * 10 + 120)
                 doc = json.loads(out)
                 r, g = doc["runs"][0], doc["runs"][0]["generator"]
@@ -222,6 +240,8 @@ def replay(a, records):
                     "completed": r["requests"]["completed"],
                     "cpu_s": cpu,
                     "rss_kb": rss,
+                    "reader_behind": fid.get("reader_behind"),
+                    "load": (load, os.getloadavg()[0]),
                 })
     finally:
         stop_all([srv])
@@ -240,6 +260,10 @@ def replay(a, records):
         print(f"    CPU per run      {ci([r['cpu_s'] for r in rs], unit=' s')}, "
               f"per request {ci([r['cpu_s'] / max(r['completed'], 1) * 1e6 for r in rs], unit=' us')}")
         print(f"    verdicts         {[r['verdict'] for r in rs]}")
+        print(f"    load average     {', '.join(f'{x:.1f}->{y:.1f}' for x, y in (r['load'] for r in rs))}")
+        if name == "replay":
+            print(f"    reader behind    {[r['reader_behind'] for r in rs]} (times a worker "
+                  f"ran through all the log reader had read)")
         if a.rate >= RATE_GOAL:
             goal(f"scheduler lag p99 at {a.rate:,.0f} req/s, us",
                  [r["sched_p99_ms"] * 1e3 for r in rs], lambda v: v <= SCHED_GOAL_US,
@@ -266,12 +290,18 @@ def main():
     ap.add_argument("parts", nargs="*", help="parse, memory, replay (default: all)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS),
+                    help=f"parse: which of {', '.join(LAYOUTS)} (comma-separated)")
     ap.add_argument("--rate", type=float, default=50_000)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--json", default=None, help="write every run's figures here")
     a = ap.parse_args()
     a.parts = a.parts or ["parse", "memory", "replay"]
+    a.layouts = [x for x in a.layouts.split(",") if x]
+    if any(x not in LAYOUTS for x in a.layouts):
+        print(f"replay.py: --layouts takes {', '.join(LAYOUTS)}", file=sys.stderr)
+        sys.exit(2)
     if any(p not in ("parse", "memory", "replay") for p in a.parts):
         print("replay.py: parts are parse, memory and replay", file=sys.stderr)
         sys.exit(2)
