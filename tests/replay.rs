@@ -464,6 +464,80 @@ fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The shaping flags reach the run: `--from` cuts the log's first second, `--only-status
+/// 200` its 404s, `--max-gap` shortens its 186 ms gaps, `--clients 1` folds the three
+/// clients onto one connection (so the server sees the kept requests in the log's
+/// order), and a logged POST goes without a body and is counted as such.
+#[test]
+fn replay_windows_filters_shortens_and_folds_as_asked() {
+    let KnownSite {
+        dir,
+        log,
+        planned,
+        served_log,
+        mut served,
+    } = known_site("shaped");
+    // A POST of client 0 at 3.9 s, after every GET (lines stay in start order).
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text += "10.0.0.1 - - [01/Jan/2026:00:00:03.900000 +0000] \"POST /index.html?c=0&i=99 HTTP/1.1\" 200 5 \"-\" \"test/1\"\n";
+    std::fs::write(&log, text).unwrap();
+    let url = format!("http://{}/", served.addr);
+    let (code, json, err) = crate::common::volley(&[
+        "bench",
+        "--replay",
+        log.to_str().unwrap(),
+        &url,
+        "--from",
+        "1s",
+        "--only-status",
+        "200",
+        "--max-gap",
+        "50ms",
+        "--clients",
+        "1",
+        "--json",
+        "-q",
+    ]);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let r = &doc["replay"];
+    // Kept: offsets from 1 s on, logged 200 (every fifth request was a 404), and the POST.
+    let mut kept: Vec<(u64, String)> = planned
+        .into_iter()
+        .filter(|(at, t)| *at >= 1_000_000 && !t.starts_with("/missing"))
+        .collect();
+    kept.push((3_900_000, "/index.html?c=0&i=99".into()));
+    let n = kept.len() as u64;
+    assert_eq!(n, 3 * 12 + 1);
+    assert_eq!(r["planned"].as_u64(), Some(n), "{r}");
+    assert_eq!(r["outside_window"].as_u64(), Some(3 * 5), "{r}");
+    assert_eq!(r["sent_without_body"].as_u64(), Some(1), "{r}");
+    assert!(r["gaps_shortened"].as_u64().unwrap() > 0, "{r}");
+    // Unshortened the window spans 2.9 s; each gap of 86 ms or more becomes 50 ms.
+    let span = r["span_s"].as_f64().unwrap();
+    assert!(span < 2.0, "{r}");
+    assert_eq!(r["fidelity"]["requests"].as_u64(), Some(n), "{r}");
+    assert_eq!(
+        doc["runs"][0]["connections_stats"]["opened"].as_u64(),
+        Some(1),
+        "{doc}"
+    );
+    // One connection, one request at a time: the server saw them in the log's order.
+    let served_targets: Vec<String> = std::fs::read_to_string(&served_log)
+        .unwrap()
+        .lines()
+        .map(|l| served_line(l).1)
+        .filter(|t| t.contains("c="))
+        .collect();
+    let want: Vec<String> = kept.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(served_targets, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
 /// unparsable log, filters that leave nothing, --loop without an end.
 #[test]
