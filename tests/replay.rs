@@ -72,6 +72,47 @@ fn known_site(name: &str) -> KnownSite {
     }
 }
 
+/// A run of `bench --replay` over the known log (with `more` lines appended) against
+/// the built-in server, `args` after the URL, and the server stopped.
+struct Replayed {
+    dir: std::path::PathBuf,
+    log: std::path::PathBuf,
+    planned: Vec<(u64, String)>,
+    served_log: std::path::PathBuf,
+    /// The run's `--json` document.
+    doc: serde_json::Value,
+}
+
+fn replay_known(name: &str, more: &str, args: &[&str]) -> Replayed {
+    let KnownSite {
+        dir,
+        log,
+        planned,
+        served_log,
+        mut served,
+    } = known_site(name);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text += more;
+    std::fs::write(&log, text).unwrap();
+    let url = format!("http://{}/", served.addr);
+    let mut all = vec!["bench", "--replay", log.to_str().unwrap(), &url];
+    all.extend_from_slice(args);
+    all.extend(["--json", "-q"]);
+    let (code, json, err) = crate::common::volley(&all);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    Replayed {
+        dir,
+        log,
+        planned,
+        served_log,
+        doc: serde_json::from_str(&json).unwrap(),
+    }
+}
+
 /// Asserts that every replayed request in the server's log from logged client k came
 /// from 127.0.0.(2 + k) (`--client-addresses`); returns how many clients it saw. Lines
 /// of no logged client (a path check before the run) are passed over.
@@ -112,33 +153,17 @@ fn served_line(line: &str) -> (u64, String) {
 /// log read back by `volley log phases` has the replayed log's phases.
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
-    let KnownSite {
+    let Replayed {
         dir,
         log,
         planned,
         served_log,
-        mut served,
-    } = known_site("bench");
-    let url = format!("http://{}/", served.addr);
-    let (code, json, err) = crate::common::volley(&[
+        doc,
+    } = replay_known(
         "bench",
-        "--replay",
-        log.to_str().unwrap(),
-        &url,
-        "--speed",
-        "2",
-        "-t",
-        "2",
-        "--client-addresses",
-        "--json",
-        "-q",
-    ]);
-    assert!(
-        served.stop().is_some_and(|s| s.success()),
-        "serve did not stop cleanly"
+        "",
+        &["--speed", "2", "-t", "2", "--client-addresses"],
     );
-    assert_eq!(code, 0, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let replay = &doc["replay"];
     let n = planned.len() as u64;
     assert_eq!(replay["planned"].as_u64(), Some(n), "{replay}");
@@ -470,40 +495,28 @@ fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
 /// order), and a logged POST goes without a body and is counted as such.
 #[test]
 fn replay_windows_filters_shortens_and_folds_as_asked() {
-    let KnownSite {
+    // A POST of client 0 at 3.9 s, after every GET (lines stay in start order).
+    let post = "10.0.0.1 - - [01/Jan/2026:00:00:03.900000 +0000] \"POST /index.html?c=0&i=99 HTTP/1.1\" 200 5 \"-\" \"test/1\"\n";
+    let Replayed {
         dir,
-        log,
         planned,
         served_log,
-        mut served,
-    } = known_site("shaped");
-    // A POST of client 0 at 3.9 s, after every GET (lines stay in start order).
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    text += "10.0.0.1 - - [01/Jan/2026:00:00:03.900000 +0000] \"POST /index.html?c=0&i=99 HTTP/1.1\" 200 5 \"-\" \"test/1\"\n";
-    std::fs::write(&log, text).unwrap();
-    let url = format!("http://{}/", served.addr);
-    let (code, json, err) = crate::common::volley(&[
-        "bench",
-        "--replay",
-        log.to_str().unwrap(),
-        &url,
-        "--from",
-        "1s",
-        "--only-status",
-        "200",
-        "--max-gap",
-        "50ms",
-        "--clients",
-        "1",
-        "--json",
-        "-q",
-    ]);
-    assert!(
-        served.stop().is_some_and(|s| s.success()),
-        "serve did not stop cleanly"
+        doc,
+        ..
+    } = replay_known(
+        "shaped",
+        post,
+        &[
+            "--from",
+            "1s",
+            "--only-status",
+            "200",
+            "--max-gap",
+            "50ms",
+            "--clients",
+            "1",
+        ],
     );
-    assert_eq!(code, 0, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let r = &doc["replay"];
     // Kept: offsets from 1 s on, logged 200 (every fifth request was a 404), and the POST.
     let mut kept: Vec<(u64, String)> = planned

@@ -465,18 +465,11 @@ impl SourceFactory for ReplayFactory {
         if worker == 0 || current.as_ref().is_none_or(|h| h.workers() != workers) {
             *current = Some(self.start(workers));
         }
-        Box::new(ReplaySource {
-            handover: current.clone().filter(|_| worker < workers),
+        Box::new(ReplaySource::new(
+            current.clone().filter(|_| worker < workers),
             worker,
-            batch: Vec::new().into_iter(),
-            next: None,
-            started: false,
-            waiting: false,
-            logged: HashMap::new(),
-            seq: 0,
-            fidelity: Fidelity::default(),
-            outcome: Arc::clone(&self.outcome),
-        })
+            Arc::clone(&self.outcome),
+        ))
     }
 }
 
@@ -498,6 +491,27 @@ struct ReplaySource {
     seq: u32,
     fidelity: Fidelity,
     outcome: Arc<Mutex<Outcome>>,
+}
+
+impl ReplaySource {
+    fn new(
+        handover: Option<Arc<Handover>>,
+        worker: usize,
+        outcome: Arc<Mutex<Outcome>>,
+    ) -> ReplaySource {
+        ReplaySource {
+            handover,
+            worker,
+            batch: Vec::new().into_iter(),
+            next: None,
+            started: false,
+            waiting: false,
+            logged: HashMap::new(),
+            seq: 0,
+            fidelity: Fidelity::default(),
+            outcome,
+        }
+    }
 }
 
 impl RequestSource for ReplaySource {

@@ -141,18 +141,7 @@ fn a_partial_batch_is_handed_over_before_the_reader_sleeps() {
 #[test]
 fn the_source_counts_a_wait_for_the_reader_once_and_not_at_the_start() {
     let h = Arc::new(Handover::new(1));
-    let mut s = ReplaySource {
-        handover: Some(Arc::clone(&h)),
-        worker: 0,
-        batch: Vec::new().into_iter(),
-        next: None,
-        started: false,
-        waiting: false,
-        logged: HashMap::new(),
-        seq: 0,
-        fidelity: Fidelity::default(),
-        outcome: Arc::new(Mutex::new(Outcome::default())),
-    };
+    let mut s = ReplaySource::new(Some(Arc::clone(&h)), 0, Arc::default());
     // The run's start: nothing read yet, not counted.
     assert_eq!(s.next_instant(), NextInstant::Pending);
     let _ = h.put(0, vec![item(3)]);
