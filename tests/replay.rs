@@ -552,7 +552,8 @@ fn replay_windows_filters_shortens_and_folds_as_asked() {
 }
 
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
-/// unparsable log, filters that leave nothing, --loop without an end.
+/// unparsable log, one that runs backwards past the reorder window, filters that leave
+/// nothing, --loop without an end.
 #[test]
 fn replay_refuses_bad_input_with_one_line() {
     let dir = tempdir("bench-bad");
@@ -562,12 +563,25 @@ fn replay_refuses_bad_input_with_one_line() {
     std::fs::write(&junk, "this is not\nan access log\n").unwrap();
     let good = dir.join("good.log");
     std::fs::write(&good, known_log().0).unwrap();
+    // Most lines earlier than a second already handed on (60 s, released when 200 s
+    // was read): past the 10 s reorder window.
+    let backwards = dir.join("backwards.log");
+    let line = |s: u32| {
+        format!(
+            "10.0.0.1 - - [01/Jan/2026:00:{:02}:{:02} +0000] \"GET / HTTP/1.1\" 200 5\n",
+            s / 60,
+            s % 60
+        )
+    };
+    let text: String = [60, 200, 10, 11, 12].into_iter().map(line).collect();
+    std::fs::write(&backwards, text).unwrap();
     let (missing, good) = (dir.join("missing.log"), good.to_str().unwrap().to_string());
     let url = "http://127.0.0.1:9/";
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![missing.to_str().unwrap()], "cannot read"),
         (vec![empty.to_str().unwrap()], "no requests in the log"),
         (vec![junk.to_str().unwrap()], "--log-format"),
+        (vec![backwards.to_str().unwrap()], "reorder window"),
         (vec![&good, "--only-method", "PUT"], "nothing to replay"),
         (vec![&good, "--only-path", "^/nowhere"], "nothing to replay"),
         (vec![&good, "--loop"], "give -d or -n"),
