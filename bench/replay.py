@@ -54,6 +54,28 @@ request the reader has not handed over yet is released late (`NextInstant::Pendi
 the replay's extra lag over a plain open loop is where to look next (the reader's share,
 `ReplaySource::on_sample`'s hash map and the lane queues on the worker's path).
 
+Measured 2026-11-28, after the reader's read-ahead of 32,768 requests over all workers,
+its SCHED_BATCH class and refill at half (release build, load average 13-35: other
+sessions' builds on both cores; parse rates are per second of CPU, which a shared core
+does not inflate, so they stand; wall rates do not).
+`python3 bench/replay.py parse --skip-build --rounds 3 --lines 2000000`, M lines per
+second of CPU, median (95% CI), and the per-round ratio to the floor:
+  nginx Combined (whole seconds)  1.28 (1.25-1.35)  goal >= 1 M: met; / wc -l 0.052
+  Common                          1.46 (1.34-1.47)  / wc -l 0.042
+  JSON lines ($msec)              0.54 (0.53-0.56)  / wc -l 0.032 (serde_json's map of
+                                                    owned keys per line: the slow one)
+  volley's Combined (us stamps)   1.37 (1.33-1.44)  / wc -l 0.060
+  Combined, gzip                  1.16 (1.15-1.24)  / gzip -dc | wc -l 0.53
+The reader's peak RSS was 91-105 MB for every layout: the 10 s reorder window holds
+every line of its last 10 s (200,000 lines at this log's 20k lines/s), not the file.
+`python3 bench/replay.py memory --skip-build --rounds 2` (reader + planner, 5 M
+distinct client addresses, so the 65,536-client table forgets half whenever full):
+peak RSS 111.6 MB at 1 M lines, 130.9 MB (126.9-134.9) at 10 M: ratio 1.17
+(1.14-1.21), goal <= 1.1 NOT met; planner with that churn 0.40 vs 0.20 M lines/s of
+CPU. Bounded or slowly growing is not told apart by two points: a 30 M line run is
+the next measurement (the client table's churn of 10 M address strings through the
+allocator is the first suspect).
+
 Nothing here is a test: timing never decides one.
 """
 import argparse
