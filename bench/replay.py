@@ -76,6 +76,19 @@ CPU. Bounded or slowly growing is not told apart by two points: a 30 M line run 
 the next measurement (the client table's churn of 10 M address strings through the
 allocator is the first suspect).
 
+`python3 bench/replay.py replay --skip-build --rounds 3 --seconds 5 --rate 10000`
+(load 5.3-6.2; a rate the plain open loop holds here): open loop 10,002 req/s sent,
+scheduler lag p99 1.5 ms (0.8-4.4); replay 10,241 req/s, p99 75.5 ms (59-110), ratio
+73 (17-76); CPU per request equal (replay / open loop 1.01, 0.79-1.09); reader behind
+0 times in every round. So the reader never ran dry during the run and costs no CPU
+that shows: the replay's lag is its start. The reader holds every line until it has
+read a whole reorder window (10 s of log) past it, and it starts with the run's clock
+(the engine makes each worker's source after fixing the start instant), so the first
+arrivals wait while it reads 10 s of log: 100k lines at 10k req/s, ~75 ms here; 500k
+at 50k req/s, ~0.5 s, the 536 ms measured before. Not yet fixed: the sources must be
+made, and the reader's first batch waited for, before the engine's clock starts (an
+engine change in run.rs). Goal (50k req/s, p99 <= 100 us) not shown.
+
 Nothing here is a test: timing never decides one.
 """
 import argparse
