@@ -106,6 +106,10 @@ where
     let full_handshakes = Arc::new(AtomicU64::new(0));
     let connectors = tls_connectors(wire, workers, &tls_failures, &full_handshakes)?;
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
+    // Made before the clock starts: a source may read ahead before it can give its
+    // first request (a replay's log reader reads a whole reorder window first), and
+    // that must not make the schedule's first arrivals late.
+    let sources: Vec<_> = (0..workers).map(|i| cfg.source.make(i, workers)).collect();
     let shared = Shared {
         cfg,
         live,
@@ -117,7 +121,7 @@ where
         abort: AtomicBool::new(false),
         body: wire.body,
     };
-    let results = run_workers(&shared, wire.http, sinks, shares, connectors);
+    let results = run_workers(&shared, wire.http, sinks, sources, shares, connectors);
     let elapsed_ns = shared.start.elapsed().as_nanos() as u64;
     let results = results?;
     let mut outcome = RunOutcome {
@@ -233,6 +237,7 @@ fn run_workers<S: Sink + 'static>(
     shared: &Shared<'_>,
     http: HttpVersion,
     sinks: Vec<S>,
+    sources: Vec<Box<dyn crate::RequestSource>>,
     shares: Vec<WorkerShare>,
     connectors: Vec<TlsConnector>,
 ) -> Result<Vec<(S, WorkerStats, H2Stats)>, EngineError> {
@@ -240,8 +245,8 @@ fn run_workers<S: Sink + 'static>(
     let mut connectors = connectors.into_iter();
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(workers);
-        for (i, (sink, share)) in sinks.into_iter().zip(shares).enumerate() {
-            let source = shared.cfg.source.make(i, workers);
+        let jobs = sinks.into_iter().zip(sources).zip(shares).enumerate();
+        for (i, ((sink, source), share)) in jobs {
             let job = worker::job(shared, sink, source, share, http, connectors.next())
                 .map_err(|source| EngineError::Worker { worker: i, source })?;
             let spawned = std::thread::Builder::new()

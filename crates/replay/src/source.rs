@@ -61,6 +61,8 @@ struct Handover {
     state: Mutex<Queues>,
     /// The reader waits here for room.
     room: Condvar,
+    /// The run's start waits here for the reader's first requests.
+    ready: Condvar,
 }
 
 struct Queues {
@@ -109,6 +111,7 @@ impl Handover {
                 gone: vec![false; workers],
             }),
             room: Condvar::new(),
+            ready: Condvar::new(),
         }
     }
 
@@ -125,6 +128,9 @@ impl Handover {
         let mut q = self.lock();
         if q.gone[w] {
             return Put::Gone;
+        }
+        if q.queued == 0 {
+            self.ready.notify_all();
         }
         q.queued += batch.len();
         q.batches[w].push_back(batch);
@@ -149,6 +155,15 @@ impl Handover {
     /// The reader has ended.
     fn finish(&self) {
         self.lock().done = true;
+        self.ready.notify_all();
+    }
+
+    /// Sleeps until the reader has handed over its first requests, or ended.
+    fn wait_ready(&self) {
+        let mut q = self.lock();
+        while q.queued == 0 && !q.done {
+            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Worker `w`'s next batch.
@@ -264,9 +279,17 @@ impl ReplayFactory {
         std::thread::Builder::new()
             .name("volley-replay-reader".into())
             .spawn(move || {
+                // Whatever happens to the reader (a panic too), the workers see its end.
+                struct Finish(Arc<Handover>);
+                impl Drop for Finish {
+                    fn drop(&mut self) {
+                        self.0.finish();
+                    }
+                }
+                let finish = Finish(theirs);
+                let theirs = &finish.0;
                 keep_off_the_workers(workers);
-                let result = produce(&spec, &theirs, &outcome);
-                theirs.finish();
+                let result = produce(&spec, theirs, &outcome);
                 if let Err(e) = result {
                     let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
                     o.error = Some(e.to_string());
@@ -463,7 +486,12 @@ impl SourceFactory for ReplayFactory {
     fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource> {
         let mut current = self.handover.lock().unwrap_or_else(|e| e.into_inner());
         if worker == 0 || current.as_ref().is_none_or(|h| h.workers() != workers) {
-            *current = Some(self.start(workers));
+            let handover = self.start(workers);
+            // The engine makes its sources before its clock starts: wait here for the
+            // reader's first requests (it reads a whole reorder window first), so the
+            // schedule's first arrivals are not late by that read.
+            handover.wait_ready();
+            *current = Some(handover);
         }
         Box::new(ReplaySource::new(
             current.clone().filter(|_| worker < workers),
