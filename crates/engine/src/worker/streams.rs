@@ -136,6 +136,45 @@ impl<K, F> Lane<K, F> {
     }
 }
 
+/// The [`Multiplexed`] accessors that only reach a worker's own fields, alike in every
+/// worker that keeps `core`, `queue`, `spare_decoders` and a `lane` in each of its
+/// `conns` (h2, h3). A trait cannot see fields, and one struct of them would put every
+/// field access of both workers behind it, so the seven one-liners are written once
+/// here and expanded in each `impl Multiplexed`; `$core` is the worker's
+/// `WorkerCore<..>` type.
+macro_rules! field_accessors {
+    ($core:ty) => {
+        fn core_mut(&mut self) -> &mut $core {
+            &mut self.core
+        }
+
+        fn queue(&mut self) -> &mut std::collections::VecDeque<Self::Flight> {
+            &mut self.queue
+        }
+
+        fn queue_ref(&self) -> &std::collections::VecDeque<Self::Flight> {
+            &self.queue
+        }
+
+        fn slots(&self) -> usize {
+            self.conns.len()
+        }
+
+        fn lane(&mut self, slot: usize) -> &mut Lane<Self::Key, Self::Flight> {
+            &mut self.conns[slot].lane
+        }
+
+        fn lane_ref(&self, slot: usize) -> &Lane<Self::Key, Self::Flight> {
+            &self.conns[slot].lane
+        }
+
+        fn spare_decoders(&mut self) -> &mut Vec<Box<crate::decode::BodyDecoder>> {
+            &mut self.spare_decoders
+        }
+    };
+}
+pub(super) use field_accessors;
+
 /// A worker whose connections each carry many concurrent streams (HTTP/2, HTTP/3).
 /// The required methods are what its protocol does its own way; the provided ones,
 /// and the [`Protocol`] every such worker gets from them, are the shape all share:
