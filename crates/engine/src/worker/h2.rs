@@ -41,7 +41,9 @@ use volley_h2::{
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::split_request;
-use super::streams::{field_accessors, Driven, Lane, Multiplexed, OnStream, Reply, State};
+use super::streams::{
+    field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
+};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::{ErrorKind, Request, Sink};
@@ -74,23 +76,7 @@ impl Flight {
     }
 }
 
-impl OnStream for Flight {
-    fn stamps(&self) -> &Stamps {
-        &self.at
-    }
-
-    fn stamps_mut(&mut self) -> &mut Stamps {
-        &mut self.at
-    }
-
-    fn reply_mut(&mut self) -> &mut Reply {
-        &mut self.reply
-    }
-
-    fn request(&self) -> &Request {
-        &self.req
-    }
-}
+on_stream!(Flight);
 
 struct Conn<T> {
     sock: Option<T>,

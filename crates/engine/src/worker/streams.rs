@@ -35,6 +35,31 @@ pub(super) trait OnStream {
     fn request(&self) -> &Request;
 }
 
+/// [`OnStream`] for a protocol's `Flight` that keeps its instants in `at`, its reply in
+/// `reply` and its request in `req` (h2's and h3's do): the four accessors written once.
+macro_rules! on_stream {
+    ($flight:ty) => {
+        impl OnStream for $flight {
+            fn stamps(&self) -> &Stamps {
+                &self.at
+            }
+
+            fn stamps_mut(&mut self) -> &mut Stamps {
+                &mut self.at
+            }
+
+            fn reply_mut(&mut self) -> &mut Reply {
+                &mut self.reply
+            }
+
+            fn request(&self) -> &Request {
+                &self.req
+            }
+        }
+    };
+}
+pub(super) use on_stream;
+
 /// What a stream's response counted so far, alike in both protocols.
 pub(super) struct Reply {
     /// Its final status (0 until one came).
