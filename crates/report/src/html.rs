@@ -28,8 +28,12 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc
 table{border-collapse:collapse;font-size:13px;margin:8px 0}\
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}\
-tr.generator-bound td{background:#fff1e6;color:#8a4b00}\
+tr.generator-bound td,tr.machine-stalled td,tr.link-bound td,tr.incomplete td,tr.not-the-servers td{background:#fff1e6;color:#8a4b00}\
 tr.generator-bound td:first-child::after{content:' \\2715 generator-bound'}\
+tr.machine-stalled td:first-child::after{content:' \\2715 machine-stalled'}\
+tr.link-bound td:first-child::after{content:' \\2715 link-bound'}\
+tr.incomplete td:first-child::after{content:' \\2715 incomplete'}\
+tr.not-the-servers td:first-child::after{content:' \\2715 not the server\\2019s'}\
 .note{color:#555;font-size:13px}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px}\
 figure{margin:16px 0}figcaption{font-size:13px;color:#555}pre{background:#f7f7f7;padding:8px;overflow:auto}";
 
@@ -117,7 +121,7 @@ fn rate_chart(
         }
     }
     c.notes.push(
-        "Median over repeats; crosses are generator-bound steps, excluded from the line.".into(),
+        "Median over repeats; crosses are steps whose figure is not the server's (generator-bound, machine-stalled or link-bound), excluded from the line.".into(),
     );
     (!c.is_empty()).then_some(c)
 }
@@ -452,7 +456,8 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     out
 }
 
-/// One table as HTML; generator-bound rows carry a class (styled and labelled by CSS).
+/// One table as HTML; a row whose figures are not the server's carries its label as a
+/// class (styled and labelled by CSS).
 pub fn render_table(t: &Table) -> String {
     let mut out = String::new();
     let _ = write!(out, "<h2 id=\"{}\">{}</h2>", t.id, escape(&t.title));
@@ -465,10 +470,13 @@ pub fn render_table(t: &Table) -> String {
     }
     out.push_str("</tr></thead><tbody>");
     for (mark, row) in &t.rows {
-        out.push_str(match mark {
-            RowMark::GeneratorBound => "<tr class=\"generator-bound\">",
-            RowMark::Plain => "<tr>",
-        });
+        match mark {
+            // The word is one of a fixed set of labels (`RowMark`), safe as a class.
+            RowMark::NotTheServers(word) => {
+                let _ = write!(out, "<tr class=\"{word}\">");
+            }
+            RowMark::Plain => out.push_str("<tr>"),
+        }
         for c in row {
             let _ = write!(out, "<td>{}</td>", escape(c));
         }

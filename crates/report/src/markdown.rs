@@ -21,8 +21,8 @@ fn cell(s: &str) -> String {
 /// Longest note or line of prose before it is cut (notes are ours, but hold names).
 const MAX_NOTE_CHARS: usize = 8 * MAX_CHARS;
 
-/// One table as Markdown: heading, note, pipe table. Generator-bound rows get a trailing
-/// marker in the first cell, since Markdown has no row styling.
+/// One table as Markdown: heading, note, pipe table. A row whose figures are not the
+/// server's gets its label after the first cell, since Markdown has no row styling.
 pub fn render_table(t: &Table) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## {}\n", cell(&t.title));
@@ -49,10 +49,8 @@ pub fn render_table(t: &Table) -> String {
     );
     for (mark, row) in &t.rows {
         let mut cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
-        if *mark == RowMark::GeneratorBound {
-            if let Some(first) = cells.first_mut() {
-                first.push_str(" (generator-bound)");
-            }
+        if let (RowMark::NotTheServers(word), Some(first)) = (mark, cells.first_mut()) {
+            first.push_str(&format!(" ({word})"));
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }

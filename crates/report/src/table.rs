@@ -16,8 +16,42 @@ pub use capacity::{capacity, evidence, searches};
 pub enum RowMark {
     /// Nothing special.
     Plain,
-    /// A generator-bound step: its figures are the generator's, not the server's.
-    GeneratorBound,
+    /// A step whose figures are not the server's, with the label that says whose:
+    /// `generator-bound`, `machine-stalled`, `link-bound` or `incomplete` (a word from
+    /// this fixed set, so HTML may use it as a class). A link-bound row once read
+    /// "(generator-bound)": every row of seed 003 run 68 ms away said so.
+    NotTheServers(&'static str),
+}
+
+impl RowMark {
+    /// The mark of a step labelled `label`: the label's own word when it does not count
+    /// for the server (`volley_analysis::sustain::counts_for_server`), else plain.
+    pub fn of_label(label: Option<&str>) -> RowMark {
+        match label.and_then(not_the_servers) {
+            Some(word) => RowMark::NotTheServers(word),
+            None => RowMark::Plain,
+        }
+    }
+}
+
+/// The labels whose figures are not the server's, as static words.
+fn not_the_servers(label: &str) -> Option<&'static str> {
+    use volley_analysis::sustain::{counts_for_server, Bound, INCOMPLETE};
+    if counts_for_server(Some(label)) {
+        return None;
+    }
+    let words = [
+        Bound::GeneratorBound.label(),
+        Bound::MachineStalled.label(),
+        volley_analysis::link::LABEL,
+        INCOMPLETE,
+    ];
+    Some(
+        words
+            .into_iter()
+            .find(|w| *w == label)
+            .unwrap_or("not-the-servers"),
+    )
 }
 
 /// One table.
@@ -55,11 +89,7 @@ pub fn step_label(s: &StepReport) -> String {
 }
 
 fn mark(s: &StepReport) -> RowMark {
-    if s.generator_bound() {
-        RowMark::GeneratorBound
-    } else {
-        RowMark::Plain
-    }
+    RowMark::of_label(s.label.as_deref())
 }
 
 /// A step's figure, or none when most of its requests failed: an error is never
@@ -206,8 +236,10 @@ pub fn phases(report: &Report) -> Option<Table> {
             if let Some(why) = p.link_reason.as_ref().filter(|_| p.link_bound) {
                 note.push(why.clone());
             }
-            let mark = if p.generator_bound || p.link_bound {
-                RowMark::GeneratorBound
+            let mark = if p.link_bound {
+                RowMark::NotTheServers(volley_analysis::link::LABEL)
+            } else if p.generator_bound {
+                RowMark::NotTheServers("generator-bound")
             } else {
                 RowMark::Plain
             };
@@ -259,13 +291,8 @@ pub fn injectors(report: &Report) -> Option<Table> {
     let mut rows = Vec::new();
     for (t, s) in steps(report) {
         for i in &s.injector_rows {
-            let bound = i.label.as_deref() == Some("generator-bound");
             rows.push((
-                if bound {
-                    RowMark::GeneratorBound
-                } else {
-                    RowMark::Plain
-                },
+                RowMark::of_label(i.label.as_deref()),
                 vec![
                     t.target.clone(),
                     step_label(s),
@@ -430,6 +457,10 @@ fn rate_series(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// One cell of [`per_rate`]: the values of the steps that count for the server, and
+/// the label of a step left out (not the server's figure), for "n/a (link-bound)".
+type RateCell = (Vec<f64>, Option<&'static str>);
+
 /// A rates x series table of the median of `value` over non-generator-bound repeats,
 /// one column per [`rate_series`] key.
 fn per_rate(
@@ -438,8 +469,8 @@ fn per_rate(
     value: impl Fn(&StepReport) -> Option<f64>,
 ) -> Vec<Vec<String>> {
     let series = rate_series(report);
-    // rate (as bits, so it sorts and keys exactly) -> series index -> (values, gen-bound count)
-    let mut cells: BTreeMap<u64, BTreeMap<usize, (Vec<f64>, usize)>> = BTreeMap::new();
+    // rate (as bits, so it sorts and keys exactly) -> series index -> its cell
+    let mut cells: BTreeMap<u64, BTreeMap<usize, RateCell>> = BTreeMap::new();
     for (t, s) in steps(report) {
         let Some(rate) = s.rate_rps else { continue };
         let key = crate::colors::key(t, s);
@@ -451,8 +482,11 @@ fn per_rate(
             .or_default()
             .entry(i)
             .or_default();
-        if s.generator_bound() {
-            cell.1 += 1;
+        if let Some(word) = s.label.as_deref().and_then(not_the_servers) {
+            cell.1 = match cell.1 {
+                Some(w) if w != word => Some("not the server's"),
+                _ => Some(word),
+            };
         } else if let Some(v) = value(s) {
             cell.0.push(v);
         }
@@ -465,7 +499,7 @@ fn per_rate(
             for i in 0..series.len() {
                 row.push(match by_series.get(&i) {
                     None => "-".into(),
-                    Some((v, gen)) if v.is_empty() && *gen > 0 => "n/a (generator-bound)".into(),
+                    Some((v, Some(word))) if v.is_empty() => format!("n/a ({word})"),
                     Some((v, _)) => num(median(v), decimals),
                 });
             }
