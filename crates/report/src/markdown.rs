@@ -49,8 +49,10 @@ pub fn render_table(t: &Table) -> String {
     );
     for (mark, row) in &t.rows {
         let mut cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
-        if let (RowMark::NotTheServers(word), Some(first)) = (mark, cells.first_mut()) {
-            first.push_str(&format!(" ({word})"));
+        if let RowMark::NotServer(why) = mark {
+            if let Some(first) = cells.first_mut() {
+                first.push_str(&format!(" ({why})"));
+            }
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }

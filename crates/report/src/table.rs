@@ -16,42 +16,32 @@ pub use capacity::{capacity, evidence, searches};
 pub enum RowMark {
     /// Nothing special.
     Plain,
-    /// A step whose figures are not the server's, with the label that says whose:
-    /// `generator-bound`, `machine-stalled`, `link-bound` or `incomplete` (a word from
-    /// this fixed set, so HTML may use it as a class). A link-bound row once read
-    /// "(generator-bound)": every row of seed 003 run 68 ms away said so.
-    NotTheServers(&'static str),
+    /// A step or phase whose figures are not the server's, with the label that says
+    /// whose they are (`generator-bound`, `machine-stalled`, `link-bound`,
+    /// `incomplete`): the row names it, never a blanket "generator-bound".
+    NotServer(&'static str),
 }
 
 impl RowMark {
-    /// The mark of a step labelled `label`: the label's own word when it does not count
-    /// for the server (`volley_analysis::sustain::counts_for_server`), else plain.
+    /// The mark of a step labelled `label`.
     pub fn of_label(label: Option<&str>) -> RowMark {
-        match label.and_then(not_the_servers) {
-            Some(word) => RowMark::NotTheServers(word),
-            None => RowMark::Plain,
+        use volley_analysis::sustain::{counts_for_server, Bound, INCOMPLETE};
+        if counts_for_server(label) {
+            return RowMark::Plain;
         }
+        let known = [
+            Bound::GeneratorBound.label(),
+            Bound::MachineStalled.label(),
+            volley_analysis::link::LABEL,
+            INCOMPLETE,
+        ];
+        RowMark::NotServer(
+            known
+                .into_iter()
+                .find(|k| label == Some(*k))
+                .unwrap_or(Bound::GeneratorBound.label()),
+        )
     }
-}
-
-/// The labels whose figures are not the server's, as static words.
-fn not_the_servers(label: &str) -> Option<&'static str> {
-    use volley_analysis::sustain::{counts_for_server, Bound, INCOMPLETE};
-    if counts_for_server(Some(label)) {
-        return None;
-    }
-    let words = [
-        Bound::GeneratorBound.label(),
-        Bound::MachineStalled.label(),
-        volley_analysis::link::LABEL,
-        INCOMPLETE,
-    ];
-    Some(
-        words
-            .into_iter()
-            .find(|w| *w == label)
-            .unwrap_or("not-the-servers"),
-    )
 }
 
 /// One table.
@@ -237,9 +227,11 @@ pub fn phases(report: &Report) -> Option<Table> {
                 note.push(why.clone());
             }
             let mark = if p.link_bound {
-                RowMark::NotTheServers(volley_analysis::link::LABEL)
+                RowMark::NotServer(volley_analysis::link::LABEL)
             } else if p.generator_bound {
-                RowMark::NotTheServers("generator-bound")
+                RowMark::of_label(Some(
+                    volley_analysis::sustain::Bound::GeneratorBound.label(),
+                ))
             } else {
                 RowMark::Plain
             };
@@ -482,7 +474,7 @@ fn per_rate(
             .or_default()
             .entry(i)
             .or_default();
-        if let Some(word) = s.label.as_deref().and_then(not_the_servers) {
+        if let RowMark::NotServer(word) = RowMark::of_label(s.label.as_deref()) {
             cell.1 = match cell.1 {
                 Some(w) if w != word => Some("not the server's"),
                 _ => Some(word),
