@@ -136,11 +136,14 @@ pub struct H2Stats {
     pub udp_sends: u64,
     /// See [`H2Stats::udp_sends`].
     pub udp_datagrams_sent: u64,
-    /// HTTP/3: UDP receive calls that returned data, and the datagrams they carried
-    /// (more than one a call where GRO coalesced them).
+    /// HTTP/3: UDP messages read, and the datagrams they carried (more than one a
+    /// message where GRO coalesced them; one `recvmmsg` takes several messages).
     pub udp_reads: u64,
     /// See [`H2Stats::udp_reads`].
     pub udp_datagrams_read: u64,
+    /// HTTP/3: requests that found the server's stream limit reached and waited
+    /// for it to rise (MAX_STREAMS), each counted once.
+    pub stream_limit_waits: u64,
 }
 
 /// Handshakes of one kind: how many and how long they took.
@@ -198,6 +201,7 @@ impl H2Stats {
         self.udp_datagrams_sent += o.udp_datagrams_sent;
         self.udp_reads += o.udp_reads;
         self.udp_datagrams_read += o.udp_datagrams_read;
+        self.stream_limit_waits += o.stream_limit_waits;
     }
 }
 
