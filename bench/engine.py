@@ -139,6 +139,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,8 +147,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402  (bench/common.py: pinning, /proc, pairing, bootstrap)
-    CLIENT_CORE, ROOT, SERVER_CORE, VOLLEY, Server, compare, dump_json, free_port, num,
-    stop_all, timed, volley_json, wait_port)
+    CLIENT_CORE, ROOT, SERVER_CORE, VOLLEY, Server, bootstrap_median_ci, compare, dump_json,
+    free_port, num, stop_all, timed, volley_json, wait_port)
 
 
 def start_lighttpd(tmp, docroot):
@@ -250,6 +251,33 @@ def run_oha(extra):
                  if 200 <= int(code) < 400)
         return ok / j["summary"]["total"], ok, cpu, rss
     return f
+
+
+def load_average():
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def cpu_goal(res, lines=("volley", "volley-uring"), peers=("wrk", "h2load", "httperf", "ab", "oha")):
+    """Issue 29's goal: client CPU per request at most 0.8 of the best peer's in the same
+    run. The best peer is the one with the lowest median; each volley line's per-round
+    ratio to it, median and bootstrap 95% CI; "shown" only when the whole interval is at
+    or below 0.8."""
+    med = lambda rows: statistics.median(r["gen_us_per_req"] for r in rows)  # noqa: E731
+    best = [(med([r for r in res[p] if r]), p) for p in peers if p in res and any(res[p])]
+    if not best:
+        return
+    best_us, best_name = min(best)
+    print(f"  goal: client CPU/request <= 0.8 x the best peer's ({best_name}, median {best_us:.2f} us)")
+    for line in lines:
+        if line not in res:
+            continue
+        ratios = [x["gen_us_per_req"] / y["gen_us_per_req"]
+                  for x, y in zip(res[line], res[best_name]) if x and y]
+        if not ratios:
+            continue
+        lo, hi = bootstrap_median_ci(ratios)
+        verdict = "SHOWN" if hi <= 0.8 else ("not shown" if lo <= 0.8 else "NOT MET")
+        print(f"    {line:<13} ratio median {statistics.median(ratios):.3f}, 95% CI [{lo:.3f}, {hi:.3f}]: {verdict}")
 
 
 def open_loop(lurl, rate, secs, warmup, raw):
@@ -367,22 +395,29 @@ def main():
         oha = lambda extra: [("oha", run_oha(extra))] if shutil.which("oha") else []  # noqa: E731
         if not shutil.which("oha"):
             print("  (oha not on PATH: `cargo install oha` to add it as a peer)")
+        print(f"  {load_average()} before the keep-alive rounds")
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
+            ("volley-uring", run_volley(["-k", "-c", "64", "--io", "uring"])),
             *base(["-k", "-c", "64"]),
             ("wrk", run_wrk(["-c64"])),
             ("h2load", run_h2load(64)),
             ("httperf", run_httperf(64)),
             ("ab", run_ab(["-k"], 64)),
             *oha(["-c", "64"]),
-        ], largs, light, a.rounds, a.shuffle, raw)
+        ], largs, light, a.rounds, a.shuffle, raw, also=("volley-uring",))
+        cpu_goal(ka)
+        print(f"  {load_average()} after the keep-alive rounds")
         compare("new connection per request, 16 at once, nginx", [
             ("volley", run_volley(["-c", "16"])),
+            ("volley-uring", run_volley(["-c", "16", "--io", "uring"])),
             *base(["-c", "16"]),
             ("ab", run_ab([], 16)),
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
             *oha(["-c", "16", "--disable-keepalive"]),
-        ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw)
+        ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw,
+            also=("volley-uring",))
+        print(f"  {load_average()} after the new-connection rounds")
         vol = [r["req_per_s"] for r in ka["volley"] if r]
         if vol:
             rate = int(sorted(vol)[len(vol) // 2] * a.fraction)
