@@ -280,13 +280,13 @@ def cpu_goal(res, lines=("volley", "volley-uring"), peers=("wrk", "h2load", "htt
         print(f"    {line:<13} ratio median {statistics.median(ratios):.3f}, 95% CI [{lo:.3f}, {hi:.3f}]: {verdict}")
 
 
-def open_loop(lurl, rate, secs, warmup, raw):
-    """volley's open-loop step against lighttpd at `rate`; prints the figures and the two
-    checks (send rate within 0.5%, scheduler lateness p99 <= 100 us) and returns whether
-    both passed."""
+def open_loop(lurl, rate, secs, warmup, raw, io="epoll"):
+    """volley's open-loop step against lighttpd at `rate` on I/O path `io`; prints the
+    figures and the two checks (send rate within 0.5%, scheduler lateness p99 <= 100 us)
+    and returns whether both passed."""
     out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "--max-connections", "512",
                            "--rate", str(rate), "--warmup", warmup, "-d", f"{secs}s", "--json", "-",
-                           "--quiet"], secs * 3 + 30)
+                           "--quiet", "--io", io], secs * 3 + 30)
     run = volley_json(out)["runs"][0]
     gen = run["generator"]
     send = run["rates"]["achieved_send_per_s"]
@@ -298,7 +298,7 @@ def open_loop(lurl, rate, secs, warmup, raw):
     wait = gen.get("conn_wait_p99_ms")
     w = run.get("warmup") or {}
     us = lambda ms: "n/a" if ms is None else f"{ms * 1e3:.1f} us"  # noqa: E731
-    print(f"  warm-up {warmup:>4}: target {rate} req/s: achieved send {send:.0f} req/s "
+    print(f"  {io:<5} warm-up {warmup:>4}: target {rate} req/s: achieved send {send:.0f} req/s "
           f"({err:+.2f}%), send lag p50 {us(lag['p50_ms'])} p99 {us(lag['p99_ms'])} "
           f"max {us(lag['max_ms'])}, sched-lag p99 {us(sched)}, conn-wait p99 {us(wait)}, "
           f"cap hits {run['connections_stats']['cap_hits']}, max open {run['connections_stats']['max_open']}, "
@@ -310,7 +310,7 @@ def open_loop(lurl, rate, secs, warmup, raw):
     lag_ok = lag_ms <= 0.1
     print(f"    check: achieved send rate within 0.5%: {'PASS' if rate_ok else 'FAIL'} ({err:+.2f}%)")
     print(f"    check: {lag_name} p99 <= 100 us: {'PASS' if lag_ok else 'FAIL'} ({us(lag_ms)})")
-    raw.append({"section": "open loop", "warmup": warmup, "target_per_s": rate,
+    raw.append({"section": "open loop", "io": io, "warmup": warmup, "target_per_s": rate,
                 "achieved_send_per_s": send, "send_lag_p99_ms": lag["p99_ms"],
                 "sched_lag_p99_ms": sched, "conn_wait_p99_ms": wait, "verdict": verdict,
                 "gen_cpu_s": cpu, "rss_kb": rss})
@@ -425,13 +425,15 @@ def main():
             # open a connection: a different, far slower workload).
             print(f"\n## open loop (keep-alive) at {a.fraction:.0%} of volley's keep-alive figure: "
                   f"{rate} req/s, lighttpd")
-            open_loop(lurl, rate, a.seconds, "2s", raw)
+            for io in ("epoll", "uring"):
+                open_loop(lurl, rate, a.seconds, "2s", raw, io)
         print("\n## memory: volley max RSS, keep-alive 64 connections, lighttpd")
-        for n in () if a.skip_memory else (50_000, 5_000_000):
+        runs = [] if a.skip_memory else [(50_000, "epoll"), (50_000, "uring"), (5_000_000, "epoll")]
+        for n, io in runs:
             out, cpu, rss = timed([VOLLEY, "bench", lurl, "-t", "1", "-k", "-c", "64", "-n", str(n),
-                                   "--json", "-", "--quiet"], 600)
-            print(f"  {n:>9} requests: max RSS {rss} KB")
-            raw.append({"section": "memory", "requests": n, "rss_kb": rss, "gen_cpu_s": cpu})
+                                   "--io", io, "--json", "-", "--quiet"], 600)
+            print(f"  {n:>9} requests, {io:<5}: max RSS {rss} KB")
+            raw.append({"section": "memory", "io": io, "requests": n, "rss_kb": rss, "gen_cpu_s": cpu})
     finally:
         stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)
