@@ -48,6 +48,11 @@ pub struct RunOutcome<S> {
     /// io_uring was asked for and the kernel refused it (`kernel.io_uring_disabled`, a
     /// seccomp filter, an old kernel): what it said. The run then ran on epoll.
     pub io_refused: Option<std::io::Error>,
+    /// Nanoseconds the workers spent polling for a reply before sleeping: waiting with
+    /// the CPU busy (see [`crate::busy_wait_ns`], the process-wide count).
+    pub busy_wait_ns: u64,
+    /// How many such polls there were (each at most the window long).
+    pub busy_waits: u64,
 }
 
 /// Runs one load step to completion and returns every worker's sink.
@@ -142,6 +147,8 @@ where
         short_slice_workers: 0,
         io,
         io_refused,
+        busy_wait_ns: 0,
+        busy_waits: 0,
     };
     for (sink, stats, h2) in results {
         outcome.short_slice_workers += usize::from(stats.short_slice);
@@ -150,6 +157,8 @@ where
         outcome.cap_hits += stats.cap_hits;
         outcome.connections_opened += stats.connections_opened;
         outcome.idle_close_retries += stats.idle_close_retries;
+        outcome.busy_wait_ns += stats.busy_wait_ns;
+        outcome.busy_waits += stats.busy_waits;
         outcome.stopped_early |= stats.stopped_early;
     }
     live.set_open(0);
