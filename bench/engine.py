@@ -58,6 +58,40 @@ time, on a kernel path that still does every TCP segment, while "0.8 x the best 
 CPU per request" would need the peers' TCP work to be what volley avoids; volley already
 makes ~2 system calls per request against wrk's 4. Not built.
 
+--io uring, measured (2026-11-28, this branch's release build, busy machine):
+`python3 bench/profile.py --seconds 4` (load average 9.2 -> 8.7; lighttpd core 0, volley
+core 1, keep-alive, 64 connections; CPU/request from a run without perf, shares from
+`perf record -F 4000 -g`, cpu-clock):
+  bucket                     epoll 8.80 us/req    uring 8.19 us/req
+  user space                 10.4%  0.91          10.5%  0.86
+  loopback delivery in send  33.0%  2.90          33.0%  2.71
+  TCP send                   28.7%  2.53          27.4%  2.24
+  TCP receive                12.6%  1.11          11.7%  0.96
+  scheduler                   3.8%  0.34           3.7%  0.30
+  epoll                       4.3%  0.38           0.0%  0.00
+  io_uring (its own work)     0.0%  0.00          11.3%  0.92
+  syscall entry/exit          6.6%  0.58           1.8%  0.15
+Kernel TCP is 74% (6.5 us) on epoll and 72% (5.9 us) on io_uring: the floor. io_uring
+removes epoll and most entries/exits (0.96 -> 0.15 us) but its own submission,
+completion and task work costs 0.92 us, so the saving is small. System calls per
+request (`perf stat -e raw_syscalls:sys_enter`, 100,000 requests, debug build): 2.35
+epoll, 0.39 uring.
+`python3 bench/engine.py --rounds 3 --seconds 3 --skip-memory --skip-install
+--skip-build` (load average 8.2 before, 5.5 after the keep-alive rounds; lighttpd served
+only 24-46% of its core: starved by the machine, not saturated, so every client slept
+often and these are not quiet-machine figures): keep-alive client CPU us/request medians
+volley 7.05, volley-uring 5.78, wrk 8.67, h2load 11.07, httperf 25.67, ab 9.51;
+volley/volley-uring 1.219 [1.104, 1.229]; against the best peer (wrk) volley 0.818
+[0.813, 0.827], volley-uring 0.673 [0.667, 0.741]: the <= 0.8 goal shown for
+volley-uring in this run only, on 3 rounds, on a busy machine; server CPU per request
+volley-uring/wrk 0.999 [0.966, 1.039]. New connection per request (nginx): volley/
+volley-uring CPU per request 0.999 [0.988, 1.035] (connects and closes dominate).
+Open loop at 80% (31,008 req/s): epoll send rate -0.00%, sched-lag p99 302 us (FAIL);
+uring -0.86% (FAIL), sched-lag p99 4.6 ms, 10,326 cap hits, labelled machine-stalled:
+the io_uring open loop is not shown to hold the bar (it has no poll before sleep and
+waits on the ring's timeout); it needs a quiet-machine run before anyone relies on it.
+Max RSS (keep-alive, 3 s): volley 12.1 MB, volley-uring 12.3 MB.
+
 Why the server pays more per request under volley than under httperf (issue 29): in the
 same keep-alive case, paired, 3 rounds (busy machine, so rates far below a quiet one's),
 volley's worker slept 0.103 / 0.119 / 0.114 times per request (voluntary context
