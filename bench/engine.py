@@ -45,7 +45,8 @@ What it does (issue 2's speed bar), all on loopback:
     before/after ratio is measured side by side with the peers, never from two sessions.
 Nothing here is a test: it prints figures for the issue notes.
 
-Where volley's CPU per request goes, and why there is no `--io uring` (issue 29): a
+Where volley's CPU per request goes (issue 29; written before `--io uring` was built, see
+its own figures above): a
 profile of volley's worker in the keep-alive case above (`perf record -F 4000 -g`, 5 s,
 lighttpd on core 0, volley on core 1, 2026-11-27, busy machine) split by call chain:
 TCP send (tcp_sendmsg) 21.8%, TCP receive run inside volley's own send (loopback
@@ -56,7 +57,7 @@ user space (parsing, histograms, the loop) 14.4%. io_uring (batched submission, 
 receive) saves at most the entries, the epoll and part of the sleeping: about 25% of the
 time, on a kernel path that still does every TCP segment, while "0.8 x the best peer's
 CPU per request" would need the peers' TCP work to be what volley avoids; volley already
-makes ~2 system calls per request against wrk's 4. Not built.
+makes ~2 system calls per request against wrk's 4. (Built since: the figures above.)
 
 --io uring, measured (2026-11-28, this branch's release build, busy machine):
 `python3 bench/profile.py --seconds 4` (load average 9.2 -> 8.7; lighttpd core 0, volley
@@ -88,8 +89,10 @@ volley-uring/wrk 0.999 [0.966, 1.039]. New connection per request (nginx): volle
 volley-uring CPU per request 0.999 [0.988, 1.035] (connects and closes dominate).
 Open loop at 80% (31,008 req/s): epoll send rate -0.00%, sched-lag p99 302 us (FAIL);
 uring -0.86% (FAIL), sched-lag p99 4.6 ms, 10,326 cap hits, labelled machine-stalled:
-the io_uring open loop is not shown to hold the bar (it has no poll before sleep and
-waits on the ring's timeout); it needs a quiet-machine run before anyone relies on it.
+the io_uring open loop is not shown to hold the bar. Tried again at once (`volley bench
+URL -t 1 -k -c 64 --max-connections 512 --rate 25000 --warmup 1s -d 3s --io IO`, uring,
+epoll, uring; load 2.9-6.3): sched-lag p99 3.5 / 9.1 / 1.6 ms, both paths failing it on
+this machine, so no verdict either way; it needs a quiet-machine run.
 Max RSS (keep-alive, 3 s): volley 12.1 MB, volley-uring 12.3 MB.
 
 Why the server pays more per request under volley than under httperf (issue 29): in the
