@@ -172,8 +172,19 @@ def stored_seconds(db):
         con.close()
 
 
-def verdict(rows, settle_s):
-    """Per (load, role, pid): the reference at settle_s and the extremes after it."""
+def slope(rows):
+    """Least-squares RSS growth in KB/s over the samples: one number that a single
+    allocator step (RSS rises in arena-sized jumps) sways less than first-to-last."""
+    n = len(rows)
+    mt = sum(r["t"] for r in rows) / n
+    mr = sum(r["rss_kb"] for r in rows) / n
+    den = sum((r["t"] - mt) ** 2 for r in rows)
+    return sum((r["t"] - mt) * (r["rss_kb"] - mr) for r in rows) / den if den else 0.0
+
+
+def verdict(rows, settle_s, secs):
+    """Per (load, role, pid): the reference at settle_s and the extremes after it, and
+    the slope from settle_s to the end of the load (the closing's peak left out)."""
     by = {}
     for r in rows:
         by.setdefault((r["load"], r["role"], r["pid"]), []).append(r)
@@ -187,7 +198,8 @@ def verdict(rows, settle_s):
         hi = max(r["rss_kb"] for r in late)
         flat = hi <= ref["rss_kb"] * 1.10 and lo >= ref["rss_kb"] * 0.90
         out.append(f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
-                   f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%); "
+                   f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
+                   f"slope {slope([r for r in late if r['t'] <= secs]):.2f} KB/s); "
                    f"fds {ref['fds']} -> max {max(r['fds'] for r in late)}; threads "
                    f"{ref['threads']} -> max {max(r['threads'] for r in late)}; "
                    f"{late[-1]['t']:.0f} s sampled")
@@ -253,7 +265,7 @@ def main():
                     time.sleep(a.every)
             for k, p in zip(wanted, loads):
                 print(f"{k}: exit {p.poll()}")
-            for line in verdict(rows, settle):
+            for line in verdict(rows, settle, secs):
                 print(line)
             for k, db in dbs.items():
                 try:
