@@ -28,6 +28,15 @@ is why a study puts the default in a lab too whenever a variant needs one.
 before and after it): builtin keep-alive 1.12 [0.69, 1.65], new connections 0.74 [0.34,
 2.08]; nginx keep-alive 5.45 [0.18, 65.4], new connections 3.21 [0.07, 9.92] (single
 rounds from 0.07 to 65: runs stalled by other work). Noise, not a figure of the lab.
+28 Nov 2026, release build, 8 rounds of 5 s, seven builds at the lowest CPU share
+beside it (load 6-24), the same command and the same minutes: with the load in a
+namespace of its own behind veths and a bridge (ad437fc) the lab cost a fifth of the
+throughput, every interval below 1: builtin keep-alive 0.80 [0.78, 0.81], new
+connections 0.74 [0.72, 0.82]; nginx keep-alive 0.90 [0.89, 0.93], new connections
+0.73 [0.71, 0.73]. With the load inside the target's namespace over its lo (ff8cea5,
+Lab::create_tuning): builtin keep-alive 0.99 [0.83, 1.02], new connections 1.00 [0.98,
+1.03]; nginx keep-alive 0.99 [0.94, 1.01], new connections 0.99 [0.97, 1.08]: no
+difference beyond noise.
 """
 import argparse
 import json

@@ -646,6 +646,9 @@ fn sysctls_apply_in_the_targets_namespace_only() {
         assert_eq!(n["sysctls"][0]["key"], "net.core.somaxconn");
         assert_eq!(n["sysctls"][0]["value"], "16");
         assert_eq!(n["sysctls"][1]["value"], "64");
+        // The generator's own setting there is stored apart from the variant's.
+        assert_eq!(n["generator_sysctls"][0]["key"], "net.ipv4.tcp_tw_reuse");
+        assert_eq!(n["generator_sysctls"][0]["value"], "1");
         assert!(
             n["routes"][0].as_str().unwrap().contains("quickack 1"),
             "{n}"
@@ -656,7 +659,7 @@ fn sysctls_apply_in_the_targets_namespace_only() {
                 .as_str()
                 .unwrap()
                 .starts_with("http://10."),
-            "the load reached the target through the lab"
+            "the load reached the target at its lab address"
         );
         assert_nothing_left(t);
         let left = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -403,6 +403,28 @@ retries = 0
         "v.toml",
         &study("sysctl = { \"net.core.somaxconn\" = 16, \"net.ipv4.tcp_max_syn_backlog\" = 64 }\nroute = { quickack = true }"),
     );
+    // What the variant runs with includes its kernel settings.
+    let show = volley()
+        .args([
+            "targets",
+            "--show-config",
+            "nginx",
+            "--variant",
+            "small",
+            "--study",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success(), "{text}");
+    for line in [
+        "#   sysctl net.core.somaxconn = 16",
+        "#   sysctl net.ipv4.tcp_max_syn_backlog = 64",
+        "#   route quickack 1",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
     let db = dir.join("v.db");
     let out = volley()
         .args(["study", "run"])

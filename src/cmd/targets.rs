@@ -7,8 +7,9 @@ mod dav_probe;
 use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use volley_study::plan::VariantSettings;
 use volley_targets::config::{
-    self, Assignment, Compression, DavSettings, Placement, ServerSettings, TlsFiles, Tuning,
+    self, Assignment, Compression, DavSettings, Placement, ServerSettings, TlsFiles,
 };
 use volley_targets::TargetKind;
 
@@ -195,9 +196,9 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         dav: (args.dav || kind.is_caldav_server()).then(DavSettings::default),
         ..ServerSettings::default()
     };
-    let tuning = shown_tuning(kind, args)?;
+    let shown = shown_variant(kind, args)?;
     let mut settings = settings;
-    tuning.apply(kind, &mut settings);
+    shown.tuning.apply(kind, &mut settings);
     if kind.is_caldav_server()
         && (args.workers > 1 || args.no_keep_alive || args.access_log || args.tls || args.compress)
     {
@@ -211,27 +212,47 @@ fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
         usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
     }
     print_config(kind, args, &settings, &placement)?;
+    print_kernel(&shown);
     Ok(ExitCode::SUCCESS)
 }
 
-/// The tuning the shown configuration carries: the study file's variant (`--variant` with
+/// The variant's kernel settings, as comment lines after the configuration: they are
+/// part of what the target runs with, written in its namespace, not in its files.
+fn print_kernel(shown: &VariantSettings) {
+    if shown.sysctls.is_empty() && shown.route.quickack.is_none() {
+        return;
+    }
+    println!("# kernel settings, written and read back inside the network namespace volley makes for this variant (never on the host):");
+    for s in &shown.sysctls {
+        println!("#   sysctl {} = {}", s.key, s.value);
+    }
+    if let Some(on) = shown.route.quickack {
+        println!(
+            "#   route quickack {} (the namespace's loopback routes)",
+            u8::from(on)
+        );
+    }
+}
+
+/// What the shown configuration carries: the study file's variant (`--variant` with
 /// `--study`) with the `--set` assignments on top, kept to `kind`'s raw text and checked.
-fn shown_tuning(kind: TargetKind, args: &Args) -> anyhow::Result<Tuning> {
-    let mut tuning = match (&args.variant, &args.study) {
+fn shown_variant(kind: TargetKind, args: &Args) -> anyhow::Result<VariantSettings> {
+    let mut shown = match (&args.variant, &args.study) {
         (Some(name), Some(file)) => {
             let text = match std::fs::read_to_string(file) {
                 Ok(t) => t,
                 Err(e) => usage!("cannot read {}: {e}", file.display()),
             };
             let parsed = volley_study::parse(&text)
-                .and_then(|f| volley_study::plan::variant_tuning(&f, name, kind));
+                .and_then(|f| volley_study::plan::variant_settings(&f, name, kind));
             match parsed {
                 Ok(t) => t,
                 Err(e) => usage!("{}: {e}", file.display()),
             }
         }
-        _ => Tuning::default(),
+        _ => VariantSettings::default(),
     };
+    let tuning = &mut shown.tuning;
     for a in &args.set {
         if let Assignment::Raw(other, _) = a {
             if *other != kind {
@@ -245,7 +266,7 @@ fn shown_tuning(kind: TargetKind, args: &Args) -> anyhow::Result<Tuning> {
     if let Err(e) = tuning.check(kind) {
         usage!("{e}");
     }
-    Ok(tuning)
+    Ok(shown)
 }
 
 /// Prints what volley runs for `kind`: the built-in server's and Xandikos' command lines

@@ -48,6 +48,8 @@ pub struct Lab {
     links: Vec<LinkSpec>,
     namespaces: Vec<String>,
     root_linked: bool,
+    /// The generator's settings in a tuning lab, as read back ([`Lab::create_tuning`]).
+    generator: Vec<crate::tune::AppliedSysctl>,
 }
 
 /// Runs `ip`/`tc` with `args`; a failure names the command and what it said.
@@ -85,10 +87,58 @@ impl Lab {
             links: links.to_vec(),
             namespaces: Vec::new(),
             root_linked: false,
+            generator: Vec::new(),
         };
         // On error, `lab` drops here and removes what was made so far.
         lab.build()?;
         Ok(lab)
+    }
+
+    /// Builds a tuning lab for slot `slot`: the target's namespace alone, its address
+    /// ([`Names::target_addr`]) on the namespace's own `lo`, and the generator's setting
+    /// ([`injector_sysctls`]) written there. The load enters this same namespace
+    /// ([`Lab::target_ns`]), so its traffic is loopback traffic, as on the host: a veth
+    /// and a bridge between load and target cost a fifth of the built-in server's
+    /// throughput at saturation (bench/netns.py), and "tuned vs default" must measure
+    /// the tuning, not the path. The kernel settings of a variant then hold for both
+    /// ends, as they would on one tuned host; the server-side ones (`somaxconn`, the SYN
+    /// backlog) act on the listener only. tcp_tw_reuse is set because the loopback
+    /// exemption of its default (2) goes by 127.0.0.0/8 addresses, not by the device.
+    pub fn create_tuning(slot: u8) -> Result<Lab, NetlabError> {
+        let mut lab = Lab {
+            names: Names::new(std::process::id(), slot),
+            links: Vec::new(),
+            namespaces: Vec::new(),
+            root_linked: false,
+            generator: Vec::new(),
+        };
+        let t = lab.names.target_ns();
+        lab.add_ns(t.clone())?;
+        let addr = format!("{}/32", lab.names.target_addr());
+        run("ip", &["-n", &t, "addr", "add", &addr, "dev", "lo"])?;
+        lab.generator = crate::tune::apply_sysctls(&t, &injector_sysctls())?;
+        Ok(lab)
+    }
+
+    /// What the target's namespace holds, for the store: the variant's `sysctls` and
+    /// `routes` as applied, and the generator's settings unless a variant set the key.
+    pub fn record(
+        &self,
+        sysctls: Vec<crate::tune::AppliedSysctl>,
+        routes: Vec<String>,
+    ) -> crate::tune::NsRecord {
+        let generator_sysctls = self
+            .generator
+            .iter()
+            .filter(|g| sysctls.iter().all(|s| s.key != g.key))
+            .cloned()
+            .collect();
+        crate::tune::NsRecord {
+            ns: self.target_ns(),
+            sysctls,
+            routes,
+            generator_sysctls,
+        }
     }
 
     fn add_ns(&mut self, name: String) -> Result<(), NetlabError> {

@@ -49,6 +49,9 @@ pub struct NsRecord {
     pub sysctls: Vec<AppliedSysctl>,
     /// The routes through its link, as read back.
     pub routes: Vec<String>,
+    /// The generator's own settings there (`tcp_tw_reuse`, see
+    /// [`crate::lab::injector_sysctls`]), as read back, unless a variant set the key.
+    pub generator_sysctls: Vec<AppliedSysctl>,
 }
 
 /// Why a namespace setting was refused; each message is one line naming the key.
@@ -295,6 +298,10 @@ pub struct RouteSettings {
 
 /// Sets `route`'s switches on every route through `dev` inside `ns` and returns those
 /// routes as read back (`ip route show dev DEV`), each checked to carry the switch.
+/// For `lo` these are the `local` routes of the local table (127.0.0.0/8 and any
+/// address a tuning lab put on `lo`): traffic between two addresses of one namespace
+/// takes those, and a route's `quickack` holds for the sockets routed by it, both ends
+/// of a loopback connection.
 pub fn apply_routes(ns: &str, dev: &str, route: RouteSettings) -> Result<Vec<String>, TuneError> {
     let Some(on) = route.quickack else {
         return Ok(Vec::new());
@@ -319,11 +326,22 @@ pub fn apply_routes(ns: &str, dev: &str, route: RouteSettings) -> Result<Vec<Str
             ))
         }
     };
-    let routes: Vec<String> = ip(&["route", "show", "dev", dev])?
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect();
+    let table: &[&str] = if dev == "lo" {
+        &["table", "local"]
+    } else {
+        &[]
+    };
+    let show = || -> Result<Vec<String>, TuneError> {
+        let mut args = vec!["route", "show"];
+        args.extend(table);
+        args.extend(["dev", dev]);
+        Ok(ip(&args)?
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && (table.is_empty() || l.starts_with("local ")))
+            .collect())
+    };
+    let routes = show()?;
     if routes.is_empty() {
         return Err(fail(format!("no route through {dev}")));
     }
@@ -332,14 +350,11 @@ pub fn apply_routes(ns: &str, dev: &str, route: RouteSettings) -> Result<Vec<Str
         let mut args = vec!["route", "change"];
         let without: Vec<&str> = strip_quickack(r);
         args.extend(without.iter().copied());
+        args.extend(table);
         args.extend(["dev", dev, "quickack", &flag]);
         ip(&args)?;
     }
-    let after: Vec<String> = ip(&["route", "show", "dev", dev])?
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect();
+    let after = show()?;
     let want = format!("quickack {flag}");
     if on && !after.iter().all(|r| r.contains(&want)) {
         return Err(fail(format!("read back without it: {}", after.join("; "))));

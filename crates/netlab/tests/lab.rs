@@ -280,3 +280,91 @@ fn udp_through(lab: &Lab, i: usize) -> (u64, u64, f64) {
     let (got, rate) = receiver.join().unwrap();
     (sent, got, rate)
 }
+
+/// A tuning lab is one namespace: the target's address sits on its own `lo`, so a load
+/// entered into it reaches the target over loopback (no veth, no bridge), `quickack`
+/// goes on the loopback routes both ends use, the generator's `tcp_tw_reuse` is set
+/// there, and dropping the lab removes it.
+#[test]
+fn a_tuning_lab_is_one_namespace_whose_loopback_carries_the_load() {
+    let lab = Lab::create_tuning(201).unwrap();
+    let ns = lab.target_ns();
+    // The other test builds its labs (other slots) at the same time.
+    let this_lab = format!("vl{}-201", std::process::id());
+    let made: Vec<String> = mine()
+        .into_iter()
+        .filter(|n| n.starts_with(&this_lab))
+        .collect();
+    assert_eq!(made, vec![ns.clone()], "one namespace only");
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip")
+            .arg("-n")
+            .arg(&ns)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip {args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let links = ip(&["-o", "link", "show"]);
+    assert_eq!(links.lines().count(), 1, "only lo: {links}");
+    let addr = lab.target_addr();
+    assert!(ip(&["-o", "addr", "show", "dev", "lo"]).contains(&format!("{addr}/32")));
+    let reuse = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-n",
+            "net.ipv4.tcp_tw_reuse",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&reuse.stdout).trim(), "1");
+
+    let routes = tune::apply_routes(
+        &ns,
+        "lo",
+        tune::RouteSettings {
+            quickack: Some(true),
+        },
+    )
+    .unwrap();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r.starts_with(&format!("local {addr} "))),
+        "{routes:?}"
+    );
+    assert!(
+        routes.iter().all(|r| r.contains("quickack 1")),
+        "{routes:?}"
+    );
+
+    // A request and its answer inside the namespace travel over its lo.
+    let lo_packets = |ip: &dyn Fn(&[&str]) -> String| -> u64 {
+        let s = ip(&["-s", "-o", "link", "show", "lo"]);
+        let rx = s.split("RX:").nth(1).unwrap();
+        // "bytes packets errors dropped missed mcast \ BYTES PACKETS ...".
+        rx.split_whitespace().nth(8).unwrap().parse().unwrap()
+    };
+    let before = lo_packets(&ip);
+    let echoed = in_ns(&ns, move || {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind((addr, 0)).unwrap();
+        let to = l.local_addr().unwrap();
+        let mut c = std::net::TcpStream::connect(to).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(b"ping").unwrap();
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).unwrap();
+        buf
+    })
+    .join()
+    .unwrap();
+    assert_eq!(&echoed, b"ping");
+    assert!(lo_packets(&ip) >= before + 4, "the exchange crossed lo");
+    drop(lab);
+    assert!(!namespaces().contains(&ns), "the lab is removed");
+}

@@ -28,8 +28,7 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc
 table{border-collapse:collapse;font-size:13px;margin:8px 0}\
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}\
-tr.generator-bound td{background:#fff1e6;color:#8a4b00}\
-tr.generator-bound td:first-child::after{content:' \\2715 generator-bound'}\
+tr.not-server td{background:#fff1e6;color:#8a4b00}\
 .note{color:#555;font-size:13px}.swatch{display:inline-block;width:12px;height:12px;margin-right:6px}\
 figure{margin:16px 0}figcaption{font-size:13px;color:#555}pre{background:#f7f7f7;padding:8px;overflow:auto}";
 
@@ -117,7 +116,7 @@ fn rate_chart(
         }
     }
     c.notes.push(
-        "Median over repeats; crosses are generator-bound steps, excluded from the line.".into(),
+        "Median over repeats; crosses are steps whose figures are not the server's (generator-bound, machine-stalled), excluded from the line.".into(),
     );
     (!c.is_empty()).then_some(c)
 }
@@ -149,7 +148,7 @@ fn percentile_chart(report: &Report) -> Option<Chart> {
     }
     c.notes = definitions(report);
     c.notes.push(
-        "Merged whole-step histograms of the non-generator-bound steps of each target.".into(),
+        "Merged whole-step histograms of each target's steps judged for the server (generator-bound and machine-stalled ones left out).".into(),
     );
     (!c.is_empty()).then_some(c)
 }
@@ -452,7 +451,8 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     out
 }
 
-/// One table as HTML; generator-bound rows carry a class (styled and labelled by CSS).
+/// One table as HTML; a row whose figures are not the server's carries a class (styled
+/// by CSS) and its first cell names whose they are.
 pub fn render_table(t: &Table) -> String {
     let mut out = String::new();
     let _ = write!(out, "<h2 id=\"{}\">{}</h2>", t.id, escape(&t.title));
@@ -465,12 +465,20 @@ pub fn render_table(t: &Table) -> String {
     }
     out.push_str("</tr></thead><tbody>");
     for (mark, row) in &t.rows {
-        out.push_str(match mark {
-            RowMark::GeneratorBound => "<tr class=\"generator-bound\">",
-            RowMark::Plain => "<tr>",
-        });
-        for c in row {
-            let _ = write!(out, "<td>{}</td>", escape(c));
+        match mark {
+            RowMark::NotServer(why) => {
+                let _ = write!(out, "<tr class=\"not-server {why}\">");
+            }
+            RowMark::Plain => out.push_str("<tr>"),
+        }
+        for (i, c) in row.iter().enumerate() {
+            let why = match mark {
+                RowMark::NotServer(why) if i == 0 => {
+                    format!(" <span class=\"why\">\u{2715} {why}</span>")
+                }
+                _ => String::new(),
+            };
+            let _ = write!(out, "<td>{}{why}</td>", escape(c));
         }
         out.push_str("</tr>");
     }

@@ -49,9 +49,9 @@ pub fn render_table(t: &Table) -> String {
     );
     for (mark, row) in &t.rows {
         let mut cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
-        if *mark == RowMark::GeneratorBound {
+        if let RowMark::NotServer(why) = mark {
             if let Some(first) = cells.first_mut() {
-                first.push_str(" (generator-bound)");
+                first.push_str(&format!(" ({why})"));
             }
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));

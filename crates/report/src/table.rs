@@ -16,8 +16,32 @@ pub use capacity::{capacity, evidence, searches};
 pub enum RowMark {
     /// Nothing special.
     Plain,
-    /// A generator-bound step: its figures are the generator's, not the server's.
-    GeneratorBound,
+    /// A step or phase whose figures are not the server's, with the label that says
+    /// whose they are (`generator-bound`, `machine-stalled`, `link-bound`,
+    /// `incomplete`): the row names it, never a blanket "generator-bound".
+    NotServer(&'static str),
+}
+
+impl RowMark {
+    /// The mark of a step labelled `label`.
+    pub fn of_label(label: Option<&str>) -> RowMark {
+        use volley_analysis::sustain::{counts_for_server, Bound, INCOMPLETE};
+        if counts_for_server(label) {
+            return RowMark::Plain;
+        }
+        let known = [
+            Bound::GeneratorBound.label(),
+            Bound::MachineStalled.label(),
+            volley_analysis::link::LABEL,
+            INCOMPLETE,
+        ];
+        RowMark::NotServer(
+            known
+                .into_iter()
+                .find(|k| label == Some(*k))
+                .unwrap_or(Bound::GeneratorBound.label()),
+        )
+    }
 }
 
 /// One table.
@@ -55,11 +79,7 @@ pub fn step_label(s: &StepReport) -> String {
 }
 
 fn mark(s: &StepReport) -> RowMark {
-    if s.generator_bound() {
-        RowMark::GeneratorBound
-    } else {
-        RowMark::Plain
-    }
+    RowMark::of_label(s.label.as_deref())
 }
 
 /// A step's figure, or none when most of its requests failed: an error is never
@@ -206,8 +226,12 @@ pub fn phases(report: &Report) -> Option<Table> {
             if let Some(why) = p.link_reason.as_ref().filter(|_| p.link_bound) {
                 note.push(why.clone());
             }
-            let mark = if p.generator_bound || p.link_bound {
-                RowMark::GeneratorBound
+            let mark = if p.link_bound {
+                RowMark::NotServer(volley_analysis::link::LABEL)
+            } else if p.generator_bound {
+                RowMark::of_label(Some(
+                    volley_analysis::sustain::Bound::GeneratorBound.label(),
+                ))
             } else {
                 RowMark::Plain
             };
@@ -259,13 +283,8 @@ pub fn injectors(report: &Report) -> Option<Table> {
     let mut rows = Vec::new();
     for (t, s) in steps(report) {
         for i in &s.injector_rows {
-            let bound = i.label.as_deref() == Some("generator-bound");
             rows.push((
-                if bound {
-                    RowMark::GeneratorBound
-                } else {
-                    RowMark::Plain
-                },
+                RowMark::of_label(i.label.as_deref()),
                 vec![
                     t.target.clone(),
                     step_label(s),

@@ -37,7 +37,7 @@ fn a_link_bound_phase_says_so_and_is_not_the_servers() {
     };
     let t = phases(&report).unwrap();
     let (mark, row) = &t.rows[0];
-    assert_eq!(*mark, RowMark::GeneratorBound);
+    assert_eq!(*mark, RowMark::NotServer("link-bound"));
     assert!(
         row.last()
             .unwrap()
@@ -46,4 +46,43 @@ fn a_link_bound_phase_says_so_and_is_not_the_servers() {
     );
     let (mark, row) = &t.rows[1];
     assert_eq!((*mark, row.last().unwrap().as_str()), (RowMark::Plain, "-"));
+}
+
+/// A row whose figures are not the server's names whose they are: a machine-stalled or
+/// link-bound step is never marked generator-bound.
+#[test]
+fn rows_are_marked_by_their_own_label() {
+    for (label, want) in [
+        (None, RowMark::Plain),
+        (Some("server-bound"), RowMark::Plain),
+        (Some("inconclusive"), RowMark::Plain),
+        (
+            Some("generator-bound"),
+            RowMark::NotServer("generator-bound"),
+        ),
+        (
+            Some("machine-stalled"),
+            RowMark::NotServer("machine-stalled"),
+        ),
+        (Some("link-bound"), RowMark::NotServer("link-bound")),
+        (Some("incomplete"), RowMark::NotServer("incomplete")),
+    ] {
+        assert_eq!(RowMark::of_label(label), want, "{label:?}");
+    }
+    let t = Table {
+        id: "t",
+        title: "t".into(),
+        note: String::new(),
+        headers: vec!["Target".into(), "Label".into()],
+        rows: vec![(
+            RowMark::NotServer("machine-stalled"),
+            vec!["builtin".into(), "machine-stalled".into()],
+        )],
+    };
+    let md = crate::markdown::render_table(&t);
+    assert!(
+        md.contains("| builtin (machine-stalled) | machine-stalled |"),
+        "{md}"
+    );
+    assert!(!md.contains("generator-bound"), "{md}");
 }

@@ -317,7 +317,8 @@ fn html_reports_render_in_chromium_without_console_errors() {
     check_page(&rate_html, "rate-sweep", 8);
     assert!(rate_html.contains("ideal (replies = requests)"));
     assert!(
-        rate_html.contains("class=\"generator-bound\""),
+        rate_html.contains("class=\"not-server generator-bound\"")
+            && rate_html.contains("\u{2715} generator-bound</span>"),
         "gen-bound marked"
     );
     assert!(rate_html.contains("coordinated-omission corrected"));

@@ -30,7 +30,7 @@ pub use model::*;
 pub use placement::{check_ssh_option, Seat, SshOptionError};
 pub use resolve::{resolve, schedule};
 pub use timing::rate_step_length;
-pub use variants::{variant_tuning, DEFAULT as DEFAULT_VARIANT};
+pub use variants::{variant_settings, VariantSettings, DEFAULT as DEFAULT_VARIANT};
 
 #[cfg(test)]
 mod tests;

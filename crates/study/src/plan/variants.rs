@@ -230,17 +230,29 @@ fn each_names(file: &StudyFile) -> Vec<String> {
     names
 }
 
-/// The variant `name` of `file` as a tuning of `kind` (`default` without a table:
-/// none; `NAME:KNOB`: that knob alone), for `volley targets --show-config KIND
+/// What a variant runs a target with: its server knobs, and the kernel settings written
+/// inside the namespace volley makes for it.
+#[derive(Debug, Default)]
+pub struct VariantSettings {
+    /// Server knobs and raw text.
+    pub tuning: Tuning,
+    /// Sysctls, in the file's order.
+    pub sysctls: Vec<Sysctl>,
+    /// Route switches.
+    pub route: RouteSettings,
+}
+
+/// The variant `name` of `file` as run by a target of `kind` (`default` without a
+/// table: nothing; `NAME:KNOB`: that knob alone), for `volley targets --show-config KIND
 /// --variant NAME --study FILE`. Of tables sharing a name, the one whose targets
 /// include one of this kind (or that names no targets).
-pub fn variant_tuning(
+pub fn variant_settings(
     file: &StudyFile,
     name: &str,
     kind: TargetKind,
-) -> Result<Tuning, StudyError> {
+) -> Result<VariantSettings, StudyError> {
     let Some(defs) = tables_named(file, name)? else {
-        return Ok(Tuning::default());
+        return Ok(VariantSettings::default());
     };
     let fits = |d: &VariantDef| match &d.targets {
         None => true,
@@ -249,7 +261,12 @@ pub fn variant_tuning(
         }),
     };
     let def = defs.iter().find(|d| fits(d)).unwrap_or(&defs[0]);
-    tuning_of(def)
+    let (sysctls, route) = kernel_of(def)?;
+    Ok(VariantSettings {
+        tuning: tuning_of(def)?,
+        sysctls,
+        route,
+    })
 }
 
 fn declared(file: &StudyFile) -> String {

@@ -1,16 +1,16 @@
 //! Kernel settings of study variants (`[[variant]] sysctl = {...}`, `route = {...}`):
 //! each instance whose variant has them gets a lab of its own (its slot's addresses),
 //! the settings written and read back in its target namespace before any target
-//! starts, and its steps run from a thread entered into the lab's load namespace, as
-//! `volley bench --target --sysctl` does (docs/methodology.md, "Server knobs").
+//! starts, and its steps run from a thread entered into that same namespace (the load
+//! and the target meet on its loopback), as `volley bench --target --sysctl` does
+//! (docs/methodology.md, "Server knobs").
 //!
 //! When any variant has kernel settings, every variant's instances get a lab, the
-//! default's with nothing set: a lab's veths and bridge are not the host's loopback
-//! (bench/netns.py measures the difference), and "tuned vs default" must compare the
-//! tuning, not the path.
+//! default's with nothing set, so "tuned vs default" compares the tuning, not the place
+//! (bench/netns.py measures a lab against the host's loopback).
 
 use volley_netlab::enter::Entered;
-use volley_netlab::lab::{Lab, LinkSpec};
+use volley_netlab::lab::Lab;
 use volley_netlab::tune::{self, NsRecord};
 use volley_targets::{LabSlot, NetnsPlace};
 
@@ -63,20 +63,16 @@ impl VariantLabs {
             };
             let slot = LabSlot::take()
                 .map_err(|e| StudyError::Invalid(format!("variant '{}': {e}", v.name)))?;
-            let lab = Lab::create(slot.slot(), &[LinkSpec::default()]).map_err(lab_err)?;
+            let lab = Lab::create_tuning(slot.slot()).map_err(lab_err)?;
             let ns = lab.target_ns();
             let refused =
                 |e: tune::TuneError| StudyError::Refused(format!("variant '{}': {e}", v.name));
             let sysctls = tune::apply_sysctls(&ns, &v.sysctls).map_err(refused)?;
-            let routes = tune::apply_routes(&ns, "eth0", v.route).map_err(refused)?;
+            let routes = tune::apply_routes(&ns, "lo", v.route).map_err(refused)?;
             labs.push(Some(InstanceLab {
+                record: lab.record(sysctls, routes),
                 lab,
                 _slot: slot,
-                record: NsRecord {
-                    ns,
-                    sysctls,
-                    routes,
-                },
             }));
         }
         Ok(VariantLabs { labs })
@@ -95,13 +91,13 @@ impl VariantLabs {
         self.labs.get(i)?.as_ref().map(|l| &l.record)
     }
 
-    /// Moves the calling thread into instance `i`'s load namespace until the guard
+    /// Moves the calling thread into instance `i`'s namespace until the guard
     /// drops (`None` when the instance has no lab).
     pub fn enter(&self, i: usize) -> Result<Option<Entered>, StudyError> {
         let Some(l) = self.labs.get(i).and_then(Option::as_ref) else {
             return Ok(None);
         };
-        Entered::enter(&l.lab.injector_ns(0))
+        Entered::enter(&l.lab.target_ns())
             .map(Some)
             .map_err(|e| StudyError::Invalid(format!("entering the load namespace: {e}")))
     }

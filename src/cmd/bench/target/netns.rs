@@ -2,15 +2,16 @@
 //! settings written there and read back, and the load in a namespace of its own, so no
 //! setting touches the host and the traffic never crosses the host's loopback.
 //!
-//! Design: a lab of `volley_netlab` with one unshaped link: the target's namespace (its
-//! own `lo`, `eth0` on the lab bridge, the settings), and the load's namespace, entered
-//! by volley's main thread before any target starts (`volley_netlab::enter`), so the
-//! probe, the cold request and every engine worker it starts connect from inside the
-//! lab, through a veth, to the target's lab address. Everything is checked before any
-//! target starts; a refused key is a usage error (exit 2) naming it.
+//! Design: a tuning lab of `volley_netlab` (`Lab::create_tuning`): one namespace with the
+//! target's lab address on its own `lo` and the settings, entered by volley's main
+//! thread before any target starts (`volley_netlab::enter`), so the probe, the cold
+//! request and every engine worker it starts connect from inside it over its loopback,
+//! as they would on the host's (a veth and bridge between load and target cost a fifth
+//! of the throughput: bench/netns.py). Everything is checked before any target starts; a
+//! refused key is a usage error (exit 2) naming it.
 
 use volley_netlab::enter::Entered;
-use volley_netlab::lab::{Lab, LinkSpec};
+use volley_netlab::lab::Lab;
 pub(super) use volley_netlab::tune::NsRecord;
 use volley_netlab::tune::{self, RouteSettings, Sysctl};
 use volley_targets::{LabSlot, NetnsPlace};
@@ -66,27 +67,23 @@ pub(super) fn build(sysctls: &[Sysctl], route: RouteSettings) -> anyhow::Result<
         usage!("{key} needs root: volley sets it inside a network namespace it makes");
     }
     let slot = LabSlot::take()?;
-    let lab = Lab::create(slot.slot(), &[LinkSpec::default()])
+    let lab = Lab::create_tuning(slot.slot())
         .map_err(|e| anyhow::anyhow!("cannot build the target's namespace: {e}"))?;
     let ns = lab.target_ns();
     let applied = match tune::apply_sysctls(&ns, sysctls) {
         Ok(a) => a,
         Err(e) => usage!("{e}"),
     };
-    let routes = match tune::apply_routes(&ns, "eth0", route) {
+    let routes = match tune::apply_routes(&ns, "lo", route) {
         Ok(r) => r,
         Err(e) => usage!("{e}"),
     };
-    let entered = Entered::enter(&lab.injector_ns(0))
+    let entered = Entered::enter(&ns)
         .map_err(|e| anyhow::anyhow!("cannot enter the load's namespace: {e}"))?;
     Ok(TunedLab {
         _entered: entered,
+        record: lab.record(applied, routes),
         lab,
         _slot: slot,
-        record: NsRecord {
-            ns,
-            sysctls: applied,
-            routes,
-        },
     })
 }
