@@ -379,6 +379,18 @@ mod tests {
         a
     }
 
+    /// Agents a, b and c, each from 2 s after the one before to `last` seconds later,
+    /// `n` requests a second at their own latency.
+    fn staggered(last: u64, n: u64, latency_us: [u64; 3]) -> Vec<AgentSeries> {
+        let names = ["a", "b", "c"].into_iter().zip(latency_us).enumerate();
+        names
+            .map(|(i, (name, us))| {
+                let first = 2 * i as u64;
+                series(name, first..=first + last, n, us)
+            })
+            .collect()
+    }
+
     /// The order the merged seconds close in.
     #[derive(Debug, Clone, Copy)]
     enum Close {
@@ -427,13 +439,7 @@ mod tests {
 
     #[test]
     fn phases_cut_as_the_seconds_close_are_the_phases_cut_at_the_end() {
-        let staggered = || {
-            vec![
-                series("a", 0..=9, 100, 1_000),
-                series("b", 2..=11, 100, 2_000),
-                series("c", 4..=13, 100, 3_000),
-            ]
-        };
+        let staggered = || staggered(9, 100, [1_000, 2_000, 3_000]);
         let bound = || {
             let mut b = series("b", 2..=7, 10, 1_000);
             b.received.get_mut(&4).unwrap().record.generator_bound = true;
@@ -501,12 +507,7 @@ mod tests {
     #[test]
     fn a_steady_run_is_cut_holding_a_second_or_two_whatever_its_length() {
         // Three agents staggered by 2 s over ten minutes, with a 2 s warm-up.
-        let agents = vec![
-            series("a", 0..=600, 30, 1_000),
-            series("b", 2..=602, 30, 1_000),
-            series("c", 4..=604, 30, 1_000),
-        ];
-        let m = merge(agents, 1_000).unwrap();
+        let m = merge(staggered(600, 30, [1_000; 3]), 1_000).unwrap();
         let warmup = Duration::from_secs(2);
         let (live, most) = cut_live(&m, warmup, Close::Swapped, true);
         assert_eq!(live, phases(&m, warmup));
@@ -540,12 +541,7 @@ mod tests {
 
     #[test]
     fn a_staggered_start_of_three_gives_1_2_3_2_1() {
-        let agents = vec![
-            series("a", 0..=9, 100, 1_000),
-            series("b", 2..=11, 100, 1_000),
-            series("c", 4..=13, 100, 1_000),
-        ];
-        let ps = phases_of(&merge(agents, 1_000).unwrap());
+        let ps = phases_of(&merge(staggered(9, 100, [1_000; 3]), 1_000).unwrap());
         let shape: Vec<(usize, u64, u64)> = ps
             .iter()
             .map(|p| (p.injectors.len(), p.figures.start_s, p.figures.end_s))

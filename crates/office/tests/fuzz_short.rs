@@ -14,5 +14,9 @@ fn office_multistatus_short_run() {
 /// `VOLLEY_FUZZ_RUNS=N`: N more seeded mutations (a longer run without libFuzzer).
 #[test]
 fn office_multistatus_long_run_when_asked() {
-    short_run::long_run("office_multistatus", 44, volley_office::fuzzing::multistatus);
+    short_run::long_run(
+        "office_multistatus",
+        44,
+        volley_office::fuzzing::multistatus,
+    );
 }
