@@ -108,6 +108,25 @@ extra under volley, its one extra event is ~0.03 wake-ups of the client per requ
 and polling 50 us before sleeping removes only a part of those; the 1.20x of the quiet
 run needs the same `--counts` on a quiet machine to say what it was.
 
+Polling before sleeping, again (2026-11-28, session 7, release builds of main with and
+without it, load 12-20 from seven builds at the lowest CPU share: lighttpd served
+62-90k req/s, near its saturation). The counts said what the wake-ups were: in `--counts
+--rounds 4 --seconds 4` without the poll the server woke volley's worker 0.076 times per
+request, wrk 0.003, httperf never, and the server's CPU per request was 1.11 [1.05, 1.12]
+x httperf's. With the poll (`--counts --baseline` the build without it, 6 rounds of 4 s):
+the server woke the client 0.08 [0.06, 0.15] x as often, the server's CPU per request
+0.91 [0.88, 0.97] of the baseline's, volley/httperf 1.03 [1.00, 1.14]; volley's own
+system calls per request 4.7 against 2.5 (an empty epoll_wait and a sched_yield per
+poll). Timed (`--baseline`, 8 rounds of 5 s, keep-alive 64 connections): server CPU per
+request 0.971 [0.956, 0.987] of the baseline's, req/s 1.035 [1.010, 1.049], volley's CPU
+per request 1.039 [1.010, 1.062]; against httperf in the same rounds server CPU per request
+1.041 [0.998, 1.067] (1.121 [1.110, 1.167] without the poll in the run before) and req/s
+1.013 [0.965, 1.033]; against wrk 0.986 [0.974, 1.012]. New connection per request
+(nginx): no change (16,524 vs 16,659 req/s, 51.7 vs 51.3 us/req). Open loop at 20,000
+req/s against the built-in server, 4 alternating runs each: scheduler-lag p99 0.51-1.20
+ms with the poll, 0.45-0.67 ms without (the machine's own stalls dominate both). So the
+poll is kept: the excess a server paid under volley was the wake-ups of its idle worker.
+
 Memory (max RSS, 64 connections, `volley bench URL -t 1 -k -c 64 -n 50000 --json -
 --quiet` under GNU time against the lighttpd above): 12.8-13.0 MB at main's 526ade3,
 of which ~6 MB is there before the first request (`volley --version`: 6.7 MB). Where

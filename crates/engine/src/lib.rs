@@ -6,6 +6,7 @@
 //! recorder that implements [`Sink`] lives downstream.
 #![deny(missing_docs)]
 
+mod busy_wait;
 pub mod config;
 pub mod conn;
 pub mod decode;
@@ -24,6 +25,7 @@ mod timer;
 pub mod tls;
 mod worker;
 
+pub use busy_wait::busy_wait_ns;
 pub use config::*;
 pub use decode::{BodySpec, Coding};
 pub use error::EngineError;

@@ -41,6 +41,11 @@ pub struct RunOutcome<S> {
     /// their wake-ups preempt a neighbour's slice (docs/methodology.md, "The generator
     /// checks itself"); 0 in a closed loop or where the kernel ignores the request.
     pub short_slice_workers: usize,
+    /// Nanoseconds the workers spent polling for a reply before sleeping: waiting with
+    /// the CPU busy (see [`crate::busy_wait_ns`], the process-wide count).
+    pub busy_wait_ns: u64,
+    /// How many such polls there were (each at most the window long).
+    pub busy_waits: u64,
 }
 
 /// Runs one load step to completion and returns every worker's sink.
@@ -127,6 +132,8 @@ where
         tls_full_handshakes: full_handshakes.load(Ordering::Relaxed),
         h2: H2Stats::default(),
         short_slice_workers: 0,
+        busy_wait_ns: 0,
+        busy_waits: 0,
     };
     for (sink, stats, h2) in results {
         outcome.short_slice_workers += usize::from(stats.short_slice);
@@ -135,6 +142,8 @@ where
         outcome.cap_hits += stats.cap_hits;
         outcome.connections_opened += stats.connections_opened;
         outcome.idle_close_retries += stats.idle_close_retries;
+        outcome.busy_wait_ns += stats.busy_wait_ns;
+        outcome.busy_waits += stats.busy_waits;
         outcome.stopped_early |= stats.stopped_early;
     }
     live.set_open(0);

@@ -415,3 +415,28 @@ fn invalid_configs_are_refused() {
         Err(EngineError::BadRate(_))
     ));
 }
+
+#[test]
+fn waiting_for_a_slow_server_polls_a_little_counts_it_and_backs_off() {
+    let server = Server::start(slow_handler);
+    let cfg = config(server.addr, 1, 1, 20);
+    let before = volley_engine::busy_wait_ns();
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    assert_eq!(count(&all_samples(&out.sinks), None), 20);
+    // Every reply took 50 ms, so a poll of the 50 us window almost never finds one: four
+    // polls, then one in 64 sleeps (the loop also wakes every 5 ms for housekeeping; a
+    // reply that happens to land in a retry's window starts four more). Polling at
+    // every sleep would be at least one per request.
+    assert!(
+        out.busy_waits > 0,
+        "a request in flight polls before it sleeps"
+    );
+    assert!(
+        out.busy_waits <= 16,
+        "{} polls for 20 requests: the back-off did not hold",
+        out.busy_waits
+    );
+    assert!(out.busy_wait_ns > 0);
+    // The process-wide count the generator's CPU figures subtract has it too.
+    assert!(volley_engine::busy_wait_ns() - before >= out.busy_wait_ns);
+}

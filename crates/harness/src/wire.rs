@@ -76,6 +76,7 @@ pub fn report<S>(
         handshakes_0rtt: kind(&e.handshake_0rtt),
         zero_rtt_rejected: e.zero_rtt_rejected,
         early_requests: e.early_requests,
+        stream_limit_waits: e.stream_limit_waits,
         udp: UdpReport {
             sends: e.udp_sends,
             datagrams_sent: e.udp_datagrams_sent,

@@ -281,3 +281,28 @@ fn knobs_with_nothing_to_compare_are_named_once_together() {
         "No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
     );
 }
+
+/// A machine-stalled count in a target's line carries the figure it rests on: the
+/// longest stall the probe beside the load measured in those steps.
+#[test]
+fn machine_stalled_steps_name_the_probes_longest_stall() {
+    let labelled = |label: &str, stall: Option<f64>| {
+        let mut s = step("default", 0, 100.0);
+        s.label = Some(label.into());
+        s.probe_max_stall_ms = stall;
+        s
+    };
+    let t = target(vec![
+        labelled("inconclusive", Some(0.4)),
+        labelled("machine-stalled", Some(3.39)),
+        labelled("machine-stalled", Some(13.47)),
+    ]);
+    assert_eq!(
+        bound(&t),
+        "inconclusive in 1 of 3 steps, machine-stalled (the stall probe beside the load \
+         overslept up to 13.5 ms) in 2 of 3 steps"
+    );
+    // Stores from before the probe: the count alone.
+    let old = target(vec![labelled("machine-stalled", None)]);
+    assert_eq!(bound(&old), "machine-stalled");
+}

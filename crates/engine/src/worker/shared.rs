@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 
+use crate::busy_wait::{add_busy_wait, PollPolicy};
 use crate::conn::Transport;
 use crate::decode::BodySpec;
 use crate::live::InFlightIntegral;
@@ -77,6 +78,10 @@ pub(crate) struct WorkerStats {
     /// Open loop: the kernel gave this worker the short slice it asked for
     /// ([`crate::slice`]).
     pub short_slice: bool,
+    /// Time spent polling for a reply before sleeping ([`crate::busy_wait`]).
+    pub busy_wait_ns: u64,
+    /// How many such polls there were.
+    pub busy_waits: u64,
 }
 
 /// HTTP/2 and HTTP/3 connection and stream events of a run, summed over workers
@@ -131,11 +136,14 @@ pub struct H2Stats {
     pub udp_sends: u64,
     /// See [`H2Stats::udp_sends`].
     pub udp_datagrams_sent: u64,
-    /// HTTP/3: UDP receive calls that returned data, and the datagrams they carried
-    /// (more than one a call where GRO coalesced them).
+    /// HTTP/3: UDP messages read, and the datagrams they carried (more than one a
+    /// message where GRO coalesced them; one `recvmmsg` takes several messages).
     pub udp_reads: u64,
     /// See [`H2Stats::udp_reads`].
     pub udp_datagrams_read: u64,
+    /// HTTP/3: requests that found the server's stream limit reached and waited
+    /// for it to rise (MAX_STREAMS), each counted once.
+    pub stream_limit_waits: u64,
 }
 
 /// Handshakes of one kind: how many and how long they took.
@@ -193,6 +201,7 @@ impl H2Stats {
         self.udp_datagrams_sent += o.udp_datagrams_sent;
         self.udp_reads += o.udp_reads;
         self.udp_datagrams_read += o.udp_datagrams_read;
+        self.stream_limit_waits += o.stream_limit_waits;
     }
 }
 
@@ -250,6 +259,8 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     /// Connections this worker has open.
     pub open_here: usize,
     pub stats: WorkerStats,
+    /// How long to poll for a reply before sleeping ([`crate::busy_wait`]).
+    poll_policy: PollPolicy,
     unpublished: Unpublished,
     pub timeout_ns: u64,
     pub connect_timeout_ns: u64,
@@ -288,6 +299,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             deferred: Vec::new(),
             open_here: 0,
             stats: WorkerStats::default(),
+            poll_policy: PollPolicy::default(),
             unpublished: Unpublished::default(),
             timeout_ns: duration_ns(shared.cfg.timeout),
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
@@ -547,7 +559,7 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
+        if let Err(e) = poll_then_sleep(core, &mut events, now, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.
                 core.stats.stopped_early = true;
@@ -579,6 +591,56 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
     }
     let end = w.core().now_ns();
     finish(w, end);
+}
+
+/// Waits for events up to `timeout` from `now`: with requests in flight, first polls
+/// without blocking for up to the [`PollPolicy`]'s window (so a reply that lands within
+/// it costs the server no wake-up: see [`crate::busy_wait`]), counting that time as
+/// waiting, then sleeps in epoll for the rest.
+fn poll_then_sleep<S: Sink, T: Transport>(
+    core: &mut WorkerCore<'_, S, T>,
+    events: &mut Events,
+    now: u64,
+    timeout: Duration,
+) -> io::Result<()> {
+    let timeout_ns = duration_ns(timeout);
+    let window_ns = match timeout_ns {
+        0 => 0,
+        _ => core.poll_policy.window_ns(core.in_flight),
+    };
+    if window_ns == 0 {
+        return core.poll.poll(events, Some(timeout));
+    }
+    // The first poll is the one the loop always makes; only what follows it is waiting.
+    core.poll.poll(events, Some(Duration::ZERO))?;
+    if !events.is_empty() {
+        return Ok(());
+    }
+    let spin_end = now.saturating_add(window_ns.min(timeout_ns));
+    let mut polled_at = core.now_ns();
+    let waited_from = polled_at;
+    let found = loop {
+        if polled_at >= spin_end {
+            break false;
+        }
+        // Whoever else is ready on this core runs first (a server sharing it, above
+        // all): the poll only takes time nobody else wants.
+        std::thread::yield_now();
+        core.poll.poll(events, Some(Duration::ZERO))?;
+        polled_at = core.now_ns();
+        if !events.is_empty() {
+            break true;
+        }
+    };
+    add_busy_wait(polled_at - waited_from);
+    core.stats.busy_wait_ns += polled_at - waited_from;
+    core.stats.busy_waits += 1;
+    core.poll_policy.outcome(found);
+    if found {
+        return Ok(());
+    }
+    let left = timeout_ns.saturating_sub(polled_at.saturating_sub(now));
+    core.poll.poll(events, Some(Duration::from_nanos(left)))
 }
 
 /// Open loop: dispatches every arrival that is due; returns ns until the next one.

@@ -88,7 +88,7 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
         writeln!(
             out,
-            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled, {} wait(s) for the stream limit",
             h.handshakes,
             h.handshake_failures,
             h.goaways,
@@ -97,7 +97,8 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.qpack_errors,
             h.peer_closes,
             h.idle_timeouts,
-            h.cancelled_streams
+            h.cancelled_streams,
+            h.stream_limit_waits
         )?;
         let kind = |name: &str, k: &crate::HandshakeReport| {
             format!(
@@ -124,7 +125,7 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
         let per = |d: u64, calls: u64| d as f64 / calls.max(1) as f64;
         writeln!(
             out,
-            "UDP:                    {} datagram(s) in {} send(s) ({:.2} a call), {} in {} read(s) ({:.2} a call)",
+            "UDP:                    {} datagram(s) in {} send(s) ({:.2} a call), {} in {} message(s) read ({:.2} a message)",
             h.udp.datagrams_sent,
             h.udp.sends,
             per(h.udp.datagrams_sent, h.udp.sends),

@@ -49,7 +49,7 @@ use super::split::{connection_specific, split_request};
 use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec};
-use crate::quic::Udp;
+use crate::quic::{RecvBatch, Udp, RECV_BATCH};
 use crate::{ErrorKind, Request, Sink};
 
 /// Largest UDP datagram read (QUIC packets stay below the path MTU, 1200-1500 bytes
@@ -67,6 +67,8 @@ pub(super) struct Flight {
     /// Its method is safe to send as early data (0-RTT can be replayed, RFC 8470):
     /// GET, HEAD or OPTIONS.
     early_ok: bool,
+    /// It found the server's stream limit reached once (counted once).
+    limit_waited: bool,
     reader: ResponseReader,
 }
 
@@ -83,6 +85,7 @@ impl Flight {
             wire: Arc::new(Vec::new()),
             written: 0,
             early_ok: false,
+            limit_waited: false,
             reader: ResponseReader::new(&LocalSettings::default(), capture),
         }
     }
@@ -176,6 +179,10 @@ pub(crate) struct H3Worker<'a, S> {
     tx: Vec<u8>,
     /// Control events of the peer's streams, reused.
     control: Vec<ControlEvent>,
+    /// What quinn reported for the connection being driven, reused.
+    events: Vec<quinn_proto::Event>,
+    /// The buffers every connection's datagrams are read into.
+    rx: RecvBatch,
 }
 
 impl<'a, S: Sink> H3Worker<'a, S> {
@@ -194,6 +201,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             spare_decoders: Vec::new(),
             tx: Vec::with_capacity(MAX_DATAGRAM_BYTES),
             control: Vec::new(),
+            events: Vec::new(),
+            rx: RecvBatch::new(),
         }
     }
 
@@ -301,6 +310,12 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         let Some(id) = q.conn.streams().open(Dir::Bi) else {
             if early {
                 return c.lane.pending.push(f);
+            }
+            // The server's stream limit: wait for its MAX_STREAMS (quinn reports it
+            // as StreamEvent::Available, which fills the connection again).
+            if !f.limit_waited {
+                f.limit_waited = true;
+                self.stats.stream_limit_waits += 1;
             }
             return self.queue.push_front(f);
         };
