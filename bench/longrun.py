@@ -58,6 +58,20 @@ from minute 5 to the end:
   wildcard each) and JetStream is off (no `jetstream` block, no `-js`), so the growth
   is the server's own (its Go heap; its subject-match cache is bounded), not measured
   from inside the server (the private bus runs without a monitoring port).
+- `--minutes 10 --every 20 --loads injected`, debug builds, slope = least squares from
+  the settle point (2.5 min) to the load's end (28 Nov 2026): before (ad437fc) the
+  coordinator (`volley study`) 42.8 -> 46.3 MB, 3.7 KB/s; with phases cut as the
+  seconds close and no merged second kept (`fold::Tally`: a summary row a second,
+  ~0.35 KB) 35.7 -> 36.2 MB, 1.0 KB/s. Agents 2.9-3.4 and 1.8 KB/s, nats-server 1.2 and
+  3.0 KB/s in the same two runs: the machine's noise at this length.
+- `--minutes 45 --every 30 --loads injected`, the two builds side by side at once on a
+  machine at load 14-24 (others' builds and tests): both coordinators rose from ~34 to
+  113 MB between minutes 4 and 18, while the load was heaviest, and stayed there to
+  the end (113.1 -> 113.9 and 112.0 -> 112.4 MB over the last 27 minutes), so the
+  slopes (28.8 and 25.5 KB/s) are that rise, not a per-second holding. The same rise
+  in both suggests the live merge's pending seconds (each holds seven decoded
+  histograms, up to ~650 KB, while an agent's record of it is late) piling up behind
+  starved agents; not measured from inside.
 """
 import argparse
 import json
