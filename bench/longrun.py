@@ -62,8 +62,11 @@ from minute 5 to the end:
   the settle point (2.5 min) to the load's end (28 Nov 2026): before (ad437fc) the
   coordinator (`volley study`) 42.8 -> 46.3 MB, 3.7 KB/s; with phases cut as the
   seconds close and no merged second kept (`fold::Tally`: a summary row a second,
-  ~0.35 KB) 35.7 -> 36.2 MB, 1.0 KB/s. Agents 2.9-3.4 and 1.8 KB/s, nats-server 1.2 and
-  3.0 KB/s in the same two runs: the machine's noise at this length.
+  ~0.35 KB) 35.7 -> 36.2 MB, 1.0 KB/s, and in a second run 35.1 -> 35.6 MB, 2.9 KB/s
+  (34.3 MB at the settle point, then allocator steps of ~0.5 MB). Agents 2.9-3.4, 1.8
+  and 1.8-2.4 KB/s, nats-server 1.2, 3.0 and 2.9 KB/s in the same runs: ten minutes do
+  not tell 1 KB/s from the allocator's steps; a 60-minute run on a quiet machine is
+  still owed.
 - `--minutes 45 --every 30 --loads injected`, the two builds side by side at once on a
   machine at load 14-24 (others' builds and tests): both coordinators rose from ~34 to
   113 MB between minutes 4 and 18, while the load was heaviest, and stayed there to
