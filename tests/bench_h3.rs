@@ -538,5 +538,27 @@ fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
         r["wire"]["h3"]["stream_limit_waits"].as_u64() > Some(0),
         "{r}"
     );
+    // A server that never grants a request stream: each request times out from its
+    // intended instant, and a `-n` run ends instead of waiting for ever.
+    let port = common::free_port();
+    let _server = misbehaving_server("frozen", port, &paths, &dir);
+    let url = format!("https://127.0.0.1:{port}/x");
+    let out = bench(&[
+        url.as_str(),
+        "--h3",
+        "--cacert",
+        ca,
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no request succeeded: 2 timeout errors"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

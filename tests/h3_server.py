@@ -13,6 +13,8 @@ Usage: h3_server.py PORT CERT KEY MODE
     limit      none; instead each connection starts with room for 2 request streams
                (aioquic raises the limit as they are used), so a client asking for
                more waits for MAX_STREAMS
+    frozen     none; room for no request stream at all, never raised: a client must
+               give up on its requests by its timeout, not wait for ever
   Prints "ready" once listening; exits after 60 s.
 """
 
@@ -45,12 +47,12 @@ class Server(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self.h3 = H3Connection(self._quic)
         self.requests = 0
-        if MODE == "limit":
+        if MODE in ("limit", "frozen"):
             # aioquic has no setting for it: its connection's own limit, read when the
             # handshake writes the transport parameters (after this constructor);
             # `sent` is what it last announced, from which it decides to raise it.
             limit = self._quic._local_max_streams_bidi
-            limit.value = limit.sent = 2
+            limit.value = limit.sent = 2 if MODE == "limit" else 0
 
     def quic_event_received(self, event):
         for ev in self.h3.handle_event(event):
@@ -89,7 +91,7 @@ async def main(port, cert, key):
 
 if __name__ == "__main__":
     if len(sys.argv) != 5 or sys.argv[4] not in ("reset", "frame", "oversized", "qpack",
-                                                  "close", "limit"):
-        sys.exit("usage: h3_server.py PORT CERT KEY reset|frame|oversized|qpack|close|limit")
+                                                  "close", "limit", "frozen"):
+        sys.exit("usage: h3_server.py PORT CERT KEY reset|frame|oversized|qpack|close|limit|frozen")
     MODE = sys.argv[4]
     asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3]))

@@ -256,10 +256,7 @@ pub fn lines(report: &Report) -> Vec<String> {
             let main = figure(t).map_or_else(
                 || {
                     let c = contender(t, &t.target, Across::Targets, |_| true);
-                    format!(
-                        "no figure for the server: {}",
-                        answer::nothing_left(std::slice::from_ref(&c))
-                    )
+                    format!("no figure for the server: {}", answer::nothing_left_of(&c))
                 },
                 |f| f.text,
             );

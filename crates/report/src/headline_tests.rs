@@ -282,6 +282,36 @@ fn knobs_with_nothing_to_compare_are_named_once_together() {
     );
 }
 
+/// Each target's own line says why it has no figure in its own terms (its steps, the
+/// link's figure), not the study-wide sentence about "every target".
+#[test]
+fn a_target_with_no_figure_says_why_in_its_own_terms() {
+    let linked = |n: usize| {
+        (0..n)
+            .map(|i| {
+                let mut s = step("default", i as u32, 14.3);
+                s.variant = None;
+                s.label = Some("link-bound".into());
+                s
+            })
+            .collect::<Vec<_>>()
+    };
+    let r = report(vec![named("builtin", linked(3)), named("nginx", linked(1))]);
+    let l = lines(&r);
+    assert!(
+        l[0].starts_with("builtin: no figure for the server: all 3 of its steps were link-bound: the shaped link's figure, not the server's"),
+        "{}",
+        l[0]
+    );
+    assert!(l[1].contains("its one step was link-bound"), "{}", l[1]);
+    assert!(!l[0].contains("every target"), "{}", l[0]);
+    assert!(
+        answer(&r).contains("every step was link-bound"),
+        "{}",
+        answer(&r)
+    );
+}
+
 /// A machine-stalled count in a target's line carries the figure it rests on: the
 /// longest stall the probe beside the load measured in those steps.
 #[test]

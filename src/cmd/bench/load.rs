@@ -30,6 +30,7 @@ use super::wire::{self, ResolvedWire, WireArgs};
 use crate::cmd::progress;
 use crate::exit::usage;
 
+mod check;
 pub mod values;
 
 use values::{Header, Where};
@@ -213,7 +214,8 @@ pub struct LoadSpec {
     /// names).
     pub paths: Vec<String>,
     /// The path check on the run's own first answers (`volley_engine::first`), for
-    /// the runs that set it: `bench URL`'s first.
+    /// the runs that arm it (`load/check.rs`: `bench URL`'s first run, each
+    /// `--target` run).
     pub first_answers: Option<Arc<volley_engine::FirstAnswers>>,
 }
 

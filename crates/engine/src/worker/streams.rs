@@ -362,6 +362,7 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
     fn scan_timeouts(&mut self, now: u64) {
         let core = self.core_mut();
         let (connect_timeout_ns, timeout_ns) = (core.connect_timeout_ns, core.timeout_ns);
+        let core_open_loop = core.open_loop;
         for slot in 0..self.slots() {
             let lane = self.lane(slot);
             match lane.state {
@@ -372,6 +373,21 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
                     self.fail_conn(slot, ErrorKind::Connect, now);
                 }
                 State::Ready => {
+                    // Requests waiting for a stream the server does not grant (its
+                    // stream limit reached, never raised) time out like sent ones, from
+                    // their intended instant: without this a `-n` run against such a
+                    // server would wait for ever.
+                    let open_loop = core_open_loop;
+                    let (waited, left): (Vec<_>, Vec<_>) = std::mem::take(&mut lane.pending)
+                        .into_iter()
+                        .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
+                    lane.pending = left;
+                    for mut f in waited {
+                        let at = f.stamps_mut();
+                        at.sent_at(at.intended_ns, open_loop);
+                        self.record(f, Some(ErrorKind::Timeout), now);
+                    }
+                    let lane = self.lane(slot);
                     let last_read_ns = lane.last_read_ns;
                     let (late, dead) = take_late(&mut lane.streams, now, timeout_ns, last_read_ns);
                     if late.is_empty() {
@@ -391,6 +407,21 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
                     }
                 }
                 _ => {}
+            }
+        }
+        // Closed loop: a request waiting in the queue for a stream the server never
+        // grants (HTTP/3 sends it back there at its stream limit) times out the same
+        // way. (Open loop: the queue is arrivals waiting for a connection, the
+        // connection wait the run reports, not a timeout.)
+        if !core_open_loop {
+            let (waited, left): (VecDeque<_>, VecDeque<_>) = std::mem::take(self.queue())
+                .into_iter()
+                .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
+            *self.queue() = left;
+            for mut f in waited {
+                let at = f.stamps_mut();
+                at.sent_at(at.intended_ns, false);
+                self.record(f, Some(ErrorKind::Timeout), now);
             }
         }
         // Closed loop: a slot closed for lack of work may be needed again.
