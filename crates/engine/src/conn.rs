@@ -35,6 +35,17 @@ pub trait Transport: Sized {
     /// The registration handle for the event loop.
     fn source(&mut self) -> &mut dyn mio::event::Source;
 
+    /// Registers the new connection as `token` for read and write readiness
+    /// (edge-triggered, once for its life); a transport that is not driven by epoll
+    /// (io_uring) arms its own watch instead.
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        registry.register(
+            self.source(),
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )
+    }
+
     /// After a writable event on a connecting transport: `Ok(true)` once connected,
     /// `Ok(false)` while still in progress, `Err` when the connect failed.
     fn finish_connect(&mut self) -> io::Result<bool>;

@@ -37,4 +37,4 @@ pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
 /// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.
 pub use volley_tls;
-pub use worker::{H2Stats, HandshakeTimes};
+pub use worker::{H2Stats, HandshakeTimes, REFUSE_IO_URING_ENV};

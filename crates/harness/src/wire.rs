@@ -90,6 +90,8 @@ pub fn report<S>(
         h2,
         h3,
         compression: wire.body.coding.map(|c| c.token().to_string()),
+        io: outcome.io.name().to_string(),
+        io_refused: outcome.io_refused.as_ref().map(ToString::to_string),
     }
 }
 

@@ -24,6 +24,12 @@ pub struct WireReport {
     pub h3: Option<H3Report>,
     /// The content coding asked for (`Accept-Encoding`), if any.
     pub compression: Option<String>,
+    /// The I/O path the workers ran: `epoll` or `uring` (`--io uring`).
+    pub io: String,
+    /// `--io uring` asked for and refused by the kernel: what it said (the run used
+    /// epoll); left out of JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_refused: Option<String>,
 }
 
 /// TLS as configured and as negotiated.

@@ -729,6 +729,14 @@ pub fn run_once(
     if interrupted.load(Ordering::Relaxed) {
         info.notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
     }
+    if let Some(e) = &outcome.io_refused {
+        // Once per process, however many runs (targets, repeats) meet the same kernel.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("volley: io_uring refused by the kernel ({e}); using epoll"));
+        info.notes.push(format!(
+            "--io uring was refused by the kernel ({e}): this run used epoll"
+        ));
+    }
     if outcome.idle_close_retries > 0 {
         info.notes.push(format!(
             "{} request(s) were re-sent once because the server had closed an idle kept-alive connection",

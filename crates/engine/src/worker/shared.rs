@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Token};
+
+use super::uring::Ring;
 
 use crate::busy_wait::{add_busy_wait, PollPolicy};
 use crate::conn::Transport;
@@ -270,6 +272,8 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     timer: Option<ArrivalTimer>,
     /// Shared by this worker's connections (e.g. the TLS config and session cache).
     connector: T::Connector,
+    /// `--io uring`: the loop waits on this ring instead of epoll.
+    ring: Option<Arc<Ring>>,
 }
 
 impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
@@ -305,13 +309,22 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
             timer: None,
             connector,
+            ring: None,
         })
+    }
+
+    /// `--io uring`: the loop waits on `ring` (which its transports also use) instead
+    /// of epoll. Before [`Self::with_arrival_timer`]: a ring needs no timerfd, since
+    /// its wait takes a timeout in ns.
+    pub fn with_ring(mut self, ring: Arc<Ring>) -> Self {
+        self.ring = Some(ring);
+        self
     }
 
     /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
     /// the last ms (without a timerfd from the OS, the loop still busy-polls).
     pub fn with_arrival_timer(mut self) -> Self {
-        if self.open_loop {
+        if self.open_loop && self.ring.is_none() {
             self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
         }
         self
@@ -396,11 +409,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         self.stats.connections_opened += 1;
         let cfg = &self.shared.cfg;
         let mut sock = T::connect(&self.connector, cfg.addr, cfg.source_ip.for_lane(lane))?;
-        self.poll.registry().register(
-            sock.source(),
-            Token(slot),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        sock.register(self.poll.registry(), Token(slot))?;
         self.open_here += 1;
         let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         self.shared.max_open.fetch_max(open, Ordering::Relaxed);
@@ -463,6 +472,12 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             }
             return Duration::from_nanos(sleep_ns);
         }
+        if self.ring.is_some() {
+            // The ring's wait takes ns: sleep until just before the next arrival (then
+            // poll the last EARLY_WAKE_NS, as after the arrival timer's wake-up).
+            let wait = wait_ns.map(|w| w.saturating_sub(EARLY_WAKE_NS));
+            return poll_timeout(now, next_housekeeping, wait, self.shared.end_ns, false, 0);
+        }
         poll_timeout(
             now,
             next_housekeeping,
@@ -471,6 +486,36 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             false,
             SPIN_WINDOW_NS,
         )
+    }
+
+    /// Waits up to `timeout` from `now` in epoll ([`poll_then_sleep`]), or on the ring
+    /// under `--io uring`, and lists the connections that have something as (slot,
+    /// readable, writable).
+    fn wait(
+        &mut self,
+        events: &mut Events,
+        ready: &mut Vec<(usize, bool, bool)>,
+        now: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        ready.clear();
+        if let Some(ring) = &self.ring {
+            return ring.wait(timeout, ready);
+        }
+        poll_then_sleep(self, events, now, timeout)?;
+        ready.extend(
+            events
+                .iter()
+                .filter(|ev| ev.token() != TIMER_TOKEN)
+                .map(|ev| {
+                    (
+                        ev.token().0,
+                        ev.is_readable() || ev.is_read_closed(),
+                        ev.is_writable() || ev.is_error(),
+                    )
+                }),
+        );
+        Ok(())
     }
 
     /// The run was stopped from outside or by a failed worker start.
@@ -522,6 +567,7 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
 /// censor what is left.
 pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W) {
     let mut events = Events::with_capacity(1024);
+    let mut ready: Vec<(usize, bool, bool)> = Vec::with_capacity(1024);
     if w.core().open_loop {
         w.core().stats.short_slice = request_slice(WORKER_SLICE_NS);
     }
@@ -559,22 +605,15 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        if let Err(e) = poll_then_sleep(core, &mut events, now, timeout) {
+        if let Err(e) = core.wait(&mut events, &mut ready, now, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.
                 core.stats.stopped_early = true;
                 break;
             }
         }
-        for ev in events.iter() {
-            if ev.token() == TIMER_TOKEN {
-                continue;
-            }
-            w.on_event(
-                ev.token().0,
-                ev.is_readable() || ev.is_read_closed(),
-                ev.is_writable() || ev.is_error(),
-            );
+        for &(slot, readable, writable) in &ready {
+            w.on_event(slot, readable, writable);
             w.after_event();
         }
         let now = w.core().now_ns();

@@ -50,6 +50,12 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
     if let Some(c) = &w.compression {
         line.push_str(&format!(", Accept-Encoding: {c}"));
     }
+    if w.io != "epoll" {
+        line.push_str(&format!(", I/O {}", w.io));
+    }
+    if let Some(why) = &w.io_refused {
+        line.push_str(&format!(", I/O epoll (io_uring refused: {why})"));
+    }
     writeln!(out, "{line}")?;
     if let Some(t) = &w.tls {
         let negotiated = match (&t.negotiated_version, &t.cipher_suite) {
@@ -645,6 +651,8 @@ mod tests {
             }),
             h3: None,
             compression: None,
+            io: "epoll".into(),
+            io_refused: None,
         });
         let t = text(&s);
         assert!(!t.contains("new connection per request"), "{t}");
