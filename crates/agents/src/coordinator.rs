@@ -194,22 +194,24 @@ pub enum Event {
     BusBack,
 }
 
-/// One agent as the run saw it.
+/// One agent as the run saw it. Serialised as a study stores each injector of a step
+/// (its `injectors[]`, in this order; the final record is the study's to summarise).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentReport {
     /// Its name.
     pub name: String,
     /// Its share.
     pub share: Share,
-    /// Its clock offset.
-    pub clock: ClockOffset,
-    /// The offset was past `max_offset`.
-    pub clock_warning: bool,
     /// Its start after T0, ms.
     pub delay_ms: u64,
     /// How late its assignment arrived, ms.
     pub late_ms: u64,
+    /// Its clock offset.
+    pub clock: ClockOffset,
+    /// The offset was past `max_offset`.
+    pub clock_warning: bool,
     /// Its final record, if it sent one.
+    #[serde(skip)]
     pub final_record: Option<FinalRecord>,
     /// From which second it was lost.
     pub lost_from_s: Option<u64>,
@@ -222,6 +224,7 @@ pub struct AgentReport {
     /// The latest of them, ms past its second's end plus the grace (0: none late).
     pub max_late_ms: u64,
     /// Records it sent after it had been declared lost, refused (never merged).
+    #[serde(rename = "refused_after_lost")]
     pub refused: u64,
 }
 

@@ -35,6 +35,31 @@ pub(super) trait OnStream {
     fn request(&self) -> &Request;
 }
 
+/// [`OnStream`] for a protocol's `Flight` that keeps its instants in `at`, its reply in
+/// `reply` and its request in `req` (h2's and h3's do): the four accessors written once.
+macro_rules! on_stream {
+    ($flight:ty) => {
+        impl OnStream for $flight {
+            fn stamps(&self) -> &Stamps {
+                &self.at
+            }
+
+            fn stamps_mut(&mut self) -> &mut Stamps {
+                &mut self.at
+            }
+
+            fn reply_mut(&mut self) -> &mut Reply {
+                &mut self.reply
+            }
+
+            fn request(&self) -> &Request {
+                &self.req
+            }
+        }
+    };
+}
+pub(super) use on_stream;
+
 /// What a stream's response counted so far, alike in both protocols.
 pub(super) struct Reply {
     /// Its final status (0 until one came).
@@ -135,6 +160,45 @@ impl<K, F> Lane<K, F> {
         self.charged = false;
     }
 }
+
+/// The [`Multiplexed`] accessors that only reach a worker's own fields, alike in every
+/// worker that keeps `core`, `queue`, `spare_decoders` and a `lane` in each of its
+/// `conns` (h2, h3). A trait cannot see fields, and one struct of them would put every
+/// field access of both workers behind it, so the seven one-liners are written once
+/// here and expanded in each `impl Multiplexed`; `$core` is the worker's
+/// `WorkerCore<..>` type.
+macro_rules! field_accessors {
+    ($core:ty) => {
+        fn core_mut(&mut self) -> &mut $core {
+            &mut self.core
+        }
+
+        fn queue(&mut self) -> &mut std::collections::VecDeque<Self::Flight> {
+            &mut self.queue
+        }
+
+        fn queue_ref(&self) -> &std::collections::VecDeque<Self::Flight> {
+            &self.queue
+        }
+
+        fn slots(&self) -> usize {
+            self.conns.len()
+        }
+
+        fn lane(&mut self, slot: usize) -> &mut Lane<Self::Key, Self::Flight> {
+            &mut self.conns[slot].lane
+        }
+
+        fn lane_ref(&self, slot: usize) -> &Lane<Self::Key, Self::Flight> {
+            &self.conns[slot].lane
+        }
+
+        fn spare_decoders(&mut self) -> &mut Vec<Box<crate::decode::BodyDecoder>> {
+            &mut self.spare_decoders
+        }
+    };
+}
+pub(super) use field_accessors;
 
 /// A worker whose connections each carry many concurrent streams (HTTP/2, HTTP/3).
 /// The required methods are what its protocol does its own way; the provided ones,

@@ -46,7 +46,9 @@ mod events;
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
-use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
+use super::streams::{
+    field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
+};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec};
 use crate::quic::{RecvBatch, Udp, RECV_BATCH};
@@ -91,23 +93,7 @@ impl Flight {
     }
 }
 
-impl OnStream for Flight {
-    fn stamps(&self) -> &Stamps {
-        &self.at
-    }
-
-    fn stamps_mut(&mut self) -> &mut Stamps {
-        &mut self.at
-    }
-
-    fn reply_mut(&mut self) -> &mut Reply {
-        &mut self.reply
-    }
-
-    fn request(&self) -> &Request {
-        &self.req
-    }
-}
+on_stream!(Flight);
 
 /// quinn-proto's side of one connection.
 struct Quic {
@@ -376,29 +362,7 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
     type Key = StreamId;
     type Flight = Flight;
 
-    fn core_mut(&mut self) -> &mut WorkerCore<'a, S, Udp> {
-        &mut self.core
-    }
-
-    fn queue(&mut self) -> &mut VecDeque<Flight> {
-        &mut self.queue
-    }
-
-    fn queue_ref(&self) -> &VecDeque<Flight> {
-        &self.queue
-    }
-
-    fn slots(&self) -> usize {
-        self.conns.len()
-    }
-
-    fn lane(&mut self, slot: usize) -> &mut Lane<StreamId, Flight> {
-        &mut self.conns[slot].lane
-    }
-
-    fn lane_ref(&self, slot: usize) -> &Lane<StreamId, Flight> {
-        &self.conns[slot].lane
-    }
+    field_accessors!(WorkerCore<'a, S, Udp>);
 
     fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
         Flight::new(req, intended_ns, self.body.is_active())
@@ -478,10 +442,6 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
 
     fn close_conn(&mut self, slot: usize, now: u64) {
         self.close_with(slot, now, ErrorCode::NoError);
-    }
-
-    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
-        &mut self.spare_decoders
     }
 
     /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1).
