@@ -254,10 +254,12 @@ def med(rows, key):
     return statistics.median(xs) if xs else None
 
 
-def compare(title, tools, args, server, rounds, shuffle_seed=None, raw=None, base="volley"):
+def compare(title, tools, args, server, rounds, shuffle_seed=None, raw=None, base="volley",
+            also=()):
     """Runs `tools` [(name, fn)] for `rounds` paired rounds against `server`; prints
     per-tool medians and, for `base` vs each peer, the per-round ratios with their median
-    and bootstrap CI. Appends every record to `raw` (for --json). Returns
+    and bootstrap CI; each name in `also` (another volley line) is compared with every
+    tool but `base` the same way. Appends every record to `raw` (for --json). Returns
     {name: [record or None per round]}."""
     print(f"\n## {title}")
     names = [n for n, _ in tools]
@@ -293,6 +295,11 @@ def compare(title, tools, args, server, rounds, shuffle_seed=None, raw=None, bas
         for name in names:
             if name != base:
                 paired_report(base, name, res[base], res[name])
+    for extra in also:
+        if extra in res:
+            for name in names:
+                if name not in (base, extra):
+                    paired_report(extra, name, res[extra], res[name])
     return res
 
 

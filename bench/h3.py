@@ -11,7 +11,8 @@ ratios with a bootstrap 95% CI; a saturation verdict):
   * Caddy (one core: GOMAXPROCS=1, pinned), HTTP/3, 16 connections x 10 streams:
     volley --h3 vs oha --http-version 3 (oha built with its `http3` feature) vs volley
     --h2 on the same Caddy (the goals: volley's h3 CPU per request at most half of
-    oha's, its req/s at least oha's, within 2x of its own h2);
+    oha's, its req/s at least oha's, within 2x of its own h2), and volley --h3 with
+    VOLLEY_UDP_OFFLOAD=off (no GSO, no GRO: what they save the generator);
   * the built-in server (`volley serve --h3 --threads 1`, pinned) vs Caddy, both loaded
     by volley --h3: the server's req/s and CPU per request (goal: the built-in server's
     h3 req/s at least Caddy's on one core).
@@ -116,6 +117,19 @@ def run_oha_h3(conns, streams):
     return f
 
 
+def run_volley_no_offload(extra, volley):
+    """volley with UDP GSO and GRO off (`VOLLEY_UDP_OFFLOAD=off`, read by the engine)."""
+    inner = E.run_volley(extra, volley)
+
+    def f(*args):
+        os.environ["VOLLEY_UDP_OFFLOAD"] = "off"
+        try:
+            return inner(*args)
+        finally:
+            del os.environ["VOLLEY_UDP_OFFLOAD"]
+    return f
+
+
 def main():
     global OHA
     ap = argparse.ArgumentParser()
@@ -154,6 +168,7 @@ def main():
             ("oha-h3", run_oha_h3(16, 10)),
             ("volley-h2", E.run_volley(["--insecure", "--h2", "-c", "16", "--streams", "10"],
                                        volley)),
+            ("volley-no-gso", run_volley_no_offload(h3, volley)),
         ], args, caddy, a.rounds, None, raw)
         builtin = start_builtin(volley, tmp, docroot)
         procs.append(builtin.popen)
@@ -174,6 +189,7 @@ def main():
             print(f"  round {k}: builtin {res['builtin'][-1]['req_per_s']:.0f} req/s, "
                   f"caddy {res['caddy'][-1]['req_per_s']:.0f} req/s")
         C.paired_report("builtin", "caddy", res["builtin"], res["caddy"])
+        print(f"\n# load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         C.stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -58,6 +58,23 @@ from minute 5 to the end:
   wildcard each) and JetStream is off (no `jetstream` block, no `-js`), so the growth
   is the server's own (its Go heap; its subject-match cache is bounded), not measured
   from inside the server (the private bus runs without a monitoring port).
+- `--minutes 10 --every 20 --loads injected`, debug builds, slope = least squares from
+  the settle point (2.5 min) to the load's end (28 Nov 2026): before (ad437fc) the
+  coordinator (`volley study`) 42.8 -> 46.3 MB, 3.7 KB/s; with phases cut as the
+  seconds close and no merged second kept (`fold::Tally`: a summary row a second,
+  ~0.35 KB) 35.7 -> 36.2 MB, 1.0 KB/s, and in a second run 35.1 -> 35.6 MB, 2.9 KB/s
+  (34.3 MB at the settle point, then allocator steps of ~0.5 MB). Agents 2.9-3.4, 1.8
+  and 1.8-2.4 KB/s, nats-server 1.2, 3.0 and 2.9 KB/s in the same runs: ten minutes do
+  not tell 1 KB/s from the allocator's steps; a 60-minute run on a quiet machine is
+  still owed.
+- `--minutes 45 --every 30 --loads injected`, the two builds side by side at once on a
+  machine at load 14-24 (others' builds and tests): both coordinators rose from ~34 to
+  113 MB between minutes 4 and 18, while the load was heaviest, and stayed there to
+  the end (113.1 -> 113.9 and 112.0 -> 112.4 MB over the last 27 minutes), so the
+  slopes (28.8 and 25.5 KB/s) are that rise, not a per-second holding. The same rise
+  in both suggests the live merge's pending seconds (each holds seven decoded
+  histograms, up to ~650 KB, while an agent's record of it is late) piling up behind
+  starved agents; not measured from inside.
 """
 import argparse
 import json
@@ -172,8 +189,19 @@ def stored_seconds(db):
         con.close()
 
 
-def verdict(rows, settle_s):
-    """Per (load, role, pid): the reference at settle_s and the extremes after it."""
+def slope(rows):
+    """Least-squares RSS growth in KB/s over the samples: one number that a single
+    allocator step (RSS rises in arena-sized jumps) sways less than first-to-last."""
+    n = len(rows)
+    mt = sum(r["t"] for r in rows) / n
+    mr = sum(r["rss_kb"] for r in rows) / n
+    den = sum((r["t"] - mt) ** 2 for r in rows)
+    return sum((r["t"] - mt) * (r["rss_kb"] - mr) for r in rows) / den if den else 0.0
+
+
+def verdict(rows, settle_s, secs):
+    """Per (load, role, pid): the reference at settle_s and the extremes after it, and
+    the slope from settle_s to the end of the load (the closing's peak left out)."""
     by = {}
     for r in rows:
         by.setdefault((r["load"], r["role"], r["pid"]), []).append(r)
@@ -187,7 +215,8 @@ def verdict(rows, settle_s):
         hi = max(r["rss_kb"] for r in late)
         flat = hi <= ref["rss_kb"] * 1.10 and lo >= ref["rss_kb"] * 0.90
         out.append(f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
-                   f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%); "
+                   f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
+                   f"slope {slope([r for r in late if r['t'] <= secs]):.2f} KB/s); "
                    f"fds {ref['fds']} -> max {max(r['fds'] for r in late)}; threads "
                    f"{ref['threads']} -> max {max(r['threads'] for r in late)}; "
                    f"{late[-1]['t']:.0f} s sampled")
@@ -253,7 +282,7 @@ def main():
                     time.sleep(a.every)
             for k, p in zip(wanted, loads):
                 print(f"{k}: exit {p.poll()}")
-            for line in verdict(rows, settle):
+            for line in verdict(rows, settle, secs):
                 print(line)
             for k, db in dbs.items():
                 try:

@@ -3,7 +3,8 @@
 //! throw-away CA. Request counts must equal Caddy's access-log lines, closed and open
 //! loop; a target with nothing on UDP, an untrusted certificate and bad flag
 //! combinations each give one line; `--target caddy --h3` starts a managed Caddy that
-//! offers it.
+//! offers it. A server that misbehaves on purpose (tests/h3_server.py, over aioquic)
+//! has its faults counted by kind while the run goes on.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -437,4 +438,127 @@ fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
         common::volley(&["bench", "--target", "nginx", "--tls", "--h3", "-n", "1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot offer HTTP/3"), "{err}");
+}
+
+/// The Python with aioquic (scripts/install-aioquic.sh).
+const VENV_PYTHON: &str = "/opt/volley-venv/bin/python";
+
+/// tests/h3_server.py in `mode` on `port` with the certificate in `paths`, once it
+/// says it listens (it exits by itself after 60 s; killed on drop before that).
+fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Path) -> Spawned {
+    use std::io::BufRead;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_server.py");
+    let mut child = Command::new("timeout")
+        .arg("90")
+        .arg(VENV_PYTHON)
+        .arg(script)
+        .arg(port.to_string())
+        .args([&paths.cert, &paths.key])
+        .arg(mode)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tests/h3_server.py");
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    let server = Spawned {
+        child,
+        dir: dir.join(mode),
+        port,
+    };
+    assert_eq!(
+        line.trim(),
+        "ready",
+        "tests/h3_server.py {mode} did not start"
+    );
+    server
+}
+
+/// Every third request stream of a connection misbehaves: reset, a frame type
+/// reserved for HTTP/2, a HEADERS frame declaring 1 MB, a QPACK section that needs a
+/// dynamic table, a CONNECTION_CLOSE halfway through a body. Each is counted by its
+/// kind, every request is accounted for, and the run goes on to its end (new
+/// connections after a fatal error). A server that starts with room for 2 request
+/// streams (and raises it only as they are used) against `--streams 4`: every
+/// request answered, the waits counted.
+#[test]
+fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
+    let have = Command::new(VENV_PYTHON)
+        .args(["-c", "import aioquic"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: aioquic is not installed (scripts/install-aioquic.sh)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("volley-h3-faults-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths = certs::write_local_set(&dir.join("certs")).unwrap();
+    let ca = paths.ca.to_str().unwrap();
+    let run = |mode: &str, streams: &str| -> serde_json::Value {
+        let port = common::free_port();
+        let _server = misbehaving_server(mode, port, &paths, &dir);
+        let url = format!("https://127.0.0.1:{port}/x");
+        let args = [
+            url.as_str(),
+            "--h3",
+            "--cacert",
+            ca,
+            "-n",
+            "30",
+            "-c",
+            "1",
+            "--streams",
+            streams,
+        ];
+        json(&args)["runs"][0].clone()
+    };
+    for (mode, kind, counter) in [
+        ("reset", "reset", "stream_resets"),
+        ("frame", "malformed", "connection_errors"),
+        ("oversized", "malformed", "connection_errors"),
+        ("qpack", "malformed", "qpack_errors"),
+        ("close", "closed", "peer_closes"),
+    ] {
+        let r = run(mode, "2");
+        let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{mode}: {r}"));
+        let (ok, failed) = (n(&r["requests"]["ok"]), n(&r["errors"][kind]));
+        assert_eq!(n(&r["requests"]["completed"]), 30, "{mode}: {r}");
+        assert!(ok >= 10 && failed >= 5, "{mode}: {r}");
+        assert_eq!(ok + failed, 30, "{mode}: another kind of error: {r}");
+        assert!(n(&r["wire"]["h3"][counter]) > 0, "{mode}: {r}");
+        if mode == "close" {
+            assert_eq!(r["wire"]["h3"]["last_close_code"], 0x102, "{r}");
+        }
+    }
+    let r = run("limit", "4");
+    assert_eq!(r["requests"]["ok"], 30, "{r}");
+    assert!(
+        r["wire"]["h3"]["stream_limit_waits"].as_u64() > Some(0),
+        "{r}"
+    );
+    // A server that never grants a request stream: each request times out from its
+    // intended instant, and a `-n` run ends instead of waiting for ever.
+    let port = common::free_port();
+    let _server = misbehaving_server("frozen", port, &paths, &dir);
+    let url = format!("https://127.0.0.1:{port}/x");
+    let out = bench(&[
+        url.as_str(),
+        "--h3",
+        "--cacert",
+        ca,
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no request succeeded: 2 timeout errors"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -195,7 +195,7 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
 
 /// The path is checked by the run's own first answer, with no request of its own: a
 /// URL the server answers 404 ends the run at that answer (one line, exit 2, far fewer
-/// requests than asked, the saved run marked stopped with no step), and a path it has
+/// requests than asked, the saved run removed: history lists none), and a path it has
 /// sends exactly the run's requests, so the server's count equals volley's.
 #[test]
 fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
@@ -227,12 +227,13 @@ fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
         (1..100).contains(&sent),
         "the run stopped at its first answers, not after 5000: {sent}"
     );
+    // It measured nothing: the saved run is removed, and history lists none.
     let store = Store::open(&db).unwrap();
-    let runs = store.list_runs().unwrap();
-    assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].status, Status::Incomplete);
-    assert!(store.steps(runs[0].id).unwrap().is_empty());
+    assert!(store.list_runs().unwrap().is_empty());
     drop(store);
+    let (code, out, err) = run(&["history", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(no runs yet)"), "{out}");
     // With --first-request, its cold request is the check: refused before the run,
     // with that one request and no other.
     let (code, _, err) = run(&["bench", &gone, "-n", "50", "--first-request"]);

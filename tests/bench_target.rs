@@ -381,6 +381,63 @@ fn bad_input_is_one_line_and_leaves_nothing() {
     assert!(out.contains("worker_processes 3;"), "{out}");
 }
 
+/// A request a started target refuses (a 4xx first answer the start-up probe's plain
+/// GET could not see: here the method, or a Range past the file's end) ends the run at
+/// its first answer, as `bench URL`'s path check does: one line naming the target and
+/// the status, exit 2, no report of errors, no later target started, nothing saved
+/// (`volley history` lists no run). A full run would last 20 s; the refused one ends
+/// in the time the servers take to start.
+#[test]
+fn a_request_a_started_target_refuses_stops_its_run_at_its_first_answer() {
+    let dir = crate::common::fresh_dir("bt-refused");
+    let db = dir.join("v.db");
+    let db = db.to_str().unwrap();
+    let mut cases: Vec<(&[&str], &str, &str)> = vec![(
+        &["--target", "builtin", "--target", "nginx", "-m", "DELETE"],
+        "builtin: DELETE /700b.html answered 405",
+        "started nginx",
+    )];
+    if installed("nginx") {
+        cases.push((
+            &["--target", "nginx", "-H", "Range: bytes=5000-6000"],
+            "nginx: GET /700b.html answered 416",
+            "",
+        ));
+    } else {
+        eprintln!("nginx not installed: its case skipped (scripts/install-servers.sh)");
+    }
+    for (args, want, never) in cases {
+        let mut all = vec!["bench", "-d", "20s", "-c", "2", "--save", "--db", db];
+        all.extend_from_slice(args);
+        let started = Instant::now();
+        let (code, out, err) = volley(&all);
+        assert_eq!(code, 2, "{all:?}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the run went on after its first answer: {:?}",
+            started.elapsed()
+        );
+        assert!(out.is_empty(), "no report of errors: {out}");
+        let refusals: Vec<&str> = err.lines().filter(|l| l.contains("answered")).collect();
+        assert_eq!(refusals.len(), 1, "{err}");
+        assert!(
+            refusals[0].contains(want) && refusals[0].contains("measured nothing"),
+            "{err}"
+        );
+        assert!(never.is_empty() || !err.contains(never), "{err}");
+        // No store was made, or history lists no run in it.
+        if Path::new(db).exists() {
+            let (code, out, err) = volley(&["history", "--db", db]);
+            assert_eq!(code, 0, "{err}");
+            assert!(
+                out.contains("(no runs yet)"),
+                "a run that measured nothing: {out}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn tls_and_h2_targets_use_a_throw_away_ca_and_alpn() {
     if !installed("nginx") {

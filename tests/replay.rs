@@ -72,6 +72,47 @@ fn known_site(name: &str) -> KnownSite {
     }
 }
 
+/// A run of `bench --replay` over the known log (with `more` lines appended) against
+/// the built-in server, `args` after the URL, and the server stopped.
+struct Replayed {
+    dir: std::path::PathBuf,
+    log: std::path::PathBuf,
+    planned: Vec<(u64, String)>,
+    served_log: std::path::PathBuf,
+    /// The run's `--json` document.
+    doc: serde_json::Value,
+}
+
+fn replay_known(name: &str, more: &str, args: &[&str]) -> Replayed {
+    let KnownSite {
+        dir,
+        log,
+        planned,
+        served_log,
+        mut served,
+    } = known_site(name);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text += more;
+    std::fs::write(&log, text).unwrap();
+    let url = format!("http://{}/", served.addr);
+    let mut all = vec!["bench", "--replay", log.to_str().unwrap(), &url];
+    all.extend_from_slice(args);
+    all.extend(["--json", "-q"]);
+    let (code, json, err) = crate::common::volley(&all);
+    assert!(
+        served.stop().is_some_and(|s| s.success()),
+        "serve did not stop cleanly"
+    );
+    assert_eq!(code, 0, "{err}");
+    Replayed {
+        dir,
+        log,
+        planned,
+        served_log,
+        doc: serde_json::from_str(&json).unwrap(),
+    }
+}
+
 /// Asserts that every replayed request in the server's log from logged client k came
 /// from 127.0.0.(2 + k) (`--client-addresses`); returns how many clients it saw. Lines
 /// of no logged client (a path check before the run) are passed over.
@@ -112,33 +153,17 @@ fn served_line(line: &str) -> (u64, String) {
 /// log read back by `volley log phases` has the replayed log's phases.
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
-    let KnownSite {
+    let Replayed {
         dir,
         log,
         planned,
         served_log,
-        mut served,
-    } = known_site("bench");
-    let url = format!("http://{}/", served.addr);
-    let (code, json, err) = crate::common::volley(&[
+        doc,
+    } = replay_known(
         "bench",
-        "--replay",
-        log.to_str().unwrap(),
-        &url,
-        "--speed",
-        "2",
-        "-t",
-        "2",
-        "--client-addresses",
-        "--json",
-        "-q",
-    ]);
-    assert!(
-        served.stop().is_some_and(|s| s.success()),
-        "serve did not stop cleanly"
+        "",
+        &["--speed", "2", "-t", "2", "--client-addresses"],
     );
-    assert_eq!(code, 0, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     let replay = &doc["replay"];
     let n = planned.len() as u64;
     assert_eq!(replay["planned"].as_u64(), Some(n), "{replay}");
@@ -464,8 +489,71 @@ fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The shaping flags reach the run: `--from` cuts the log's first second, `--only-status
+/// 200` its 404s, `--max-gap` shortens its 186 ms gaps, `--clients 1` folds the three
+/// clients onto one connection (so the server sees the kept requests in the log's
+/// order), and a logged POST goes without a body and is counted as such.
+#[test]
+fn replay_windows_filters_shortens_and_folds_as_asked() {
+    // A POST of client 0 at 3.9 s, after every GET (lines stay in start order).
+    let post = "10.0.0.1 - - [01/Jan/2026:00:00:03.900000 +0000] \"POST /index.html?c=0&i=99 HTTP/1.1\" 200 5 \"-\" \"test/1\"\n";
+    let Replayed {
+        dir,
+        planned,
+        served_log,
+        doc,
+        ..
+    } = replay_known(
+        "shaped",
+        post,
+        &[
+            "--from",
+            "1s",
+            "--only-status",
+            "200",
+            "--max-gap",
+            "50ms",
+            "--clients",
+            "1",
+        ],
+    );
+    let r = &doc["replay"];
+    // Kept: offsets from 1 s on, logged 200 (every fifth request was a 404), and the POST.
+    let mut kept: Vec<(u64, String)> = planned
+        .into_iter()
+        .filter(|(at, t)| *at >= 1_000_000 && !t.starts_with("/missing"))
+        .collect();
+    kept.push((3_900_000, "/index.html?c=0&i=99".into()));
+    let n = kept.len() as u64;
+    assert_eq!(n, 3 * 12 + 1);
+    assert_eq!(r["planned"].as_u64(), Some(n), "{r}");
+    assert_eq!(r["outside_window"].as_u64(), Some(3 * 5), "{r}");
+    assert_eq!(r["sent_without_body"].as_u64(), Some(1), "{r}");
+    assert!(r["gaps_shortened"].as_u64().unwrap() > 0, "{r}");
+    // Unshortened the window spans 2.9 s; each gap of 86 ms or more becomes 50 ms.
+    let span = r["span_s"].as_f64().unwrap();
+    assert!(span < 2.0, "{r}");
+    assert_eq!(r["fidelity"]["requests"].as_u64(), Some(n), "{r}");
+    assert_eq!(
+        doc["runs"][0]["connections_stats"]["opened"].as_u64(),
+        Some(1),
+        "{doc}"
+    );
+    // One connection, one request at a time: the server saw them in the log's order.
+    let served_targets: Vec<String> = std::fs::read_to_string(&served_log)
+        .unwrap()
+        .lines()
+        .map(|l| served_line(l).1)
+        .filter(|t| t.contains("c="))
+        .collect();
+    let want: Vec<String> = kept.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(served_targets, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
-/// unparsable log, filters that leave nothing, --loop without an end.
+/// unparsable log, one that runs backwards past the reorder window, filters that leave
+/// nothing, --loop without an end.
 #[test]
 fn replay_refuses_bad_input_with_one_line() {
     let dir = tempdir("bench-bad");
@@ -475,12 +563,25 @@ fn replay_refuses_bad_input_with_one_line() {
     std::fs::write(&junk, "this is not\nan access log\n").unwrap();
     let good = dir.join("good.log");
     std::fs::write(&good, known_log().0).unwrap();
+    // Most lines earlier than a second already handed on (60 s, released when 200 s
+    // was read): past the 10 s reorder window.
+    let backwards = dir.join("backwards.log");
+    let line = |s: u32| {
+        format!(
+            "10.0.0.1 - - [01/Jan/2026:00:{:02}:{:02} +0000] \"GET / HTTP/1.1\" 200 5\n",
+            s / 60,
+            s % 60
+        )
+    };
+    let text: String = [60, 200, 10, 11, 12].into_iter().map(line).collect();
+    std::fs::write(&backwards, text).unwrap();
     let (missing, good) = (dir.join("missing.log"), good.to_str().unwrap().to_string());
     let url = "http://127.0.0.1:9/";
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![missing.to_str().unwrap()], "cannot read"),
         (vec![empty.to_str().unwrap()], "no requests in the log"),
         (vec![junk.to_str().unwrap()], "--log-format"),
+        (vec![backwards.to_str().unwrap()], "reorder window"),
         (vec![&good, "--only-method", "PUT"], "nothing to replay"),
         (vec![&good, "--only-path", "^/nowhere"], "nothing to replay"),
         (vec![&good, "--loop"], "give -d or -n"),

@@ -332,18 +332,18 @@ fn bench_h3_against_serve_counts_match_the_access_log() {
 /// Datagrams and the calls that carried them, counted by the client: the built-in
 /// server sends a large answer in GSO bursts, and on loopback the kernel hands such a
 /// burst whole to a socket with UDP GRO on, so the client reads several datagrams a
-/// call (Linux has had UDP_SEGMENT since 4.18 and UDP_GRO since 5.0).
+/// call (Linux has had UDP_SEGMENT since 4.18 and UDP_GRO since 5.0). With
+/// `VOLLEY_UDP_OFFLOAD=off` (what bench/h3.py compares) the same answers come one
+/// datagram a read, and every send carries one datagram.
 #[test]
 fn bench_h3_reads_coalesced_datagrams_and_counts_its_calls() {
     let tmp = TempDir::new("gro");
     let (_s, port, ca) = serve_h3(&tmp, &[]);
     let url = format!("https://localhost:{port}/big.bin");
-    let run = bench_h3(
-        &[
-            "bench", &url, "--h3", "--cacert", &ca, "-n", "6", "-c", "1", "--json",
-        ],
-        6,
-    );
+    let args = [
+        "bench", &url, "--h3", "--cacert", &ca, "-n", "6", "-c", "1", "--json",
+    ];
+    let run = bench_h3(&args, 6);
     let udp = &run["wire"]["h3"]["udp"];
     let n = |k: &str| udp[k].as_u64().unwrap_or_else(|| panic!("{k}: {udp}"));
     // 6 answers of 600 KB are more than 2,400 datagrams of at most 1,500 bytes.
@@ -352,6 +352,28 @@ fn bench_h3_reads_coalesced_datagrams_and_counts_its_calls() {
     assert!(
         n("datagrams_read") > n("reads") * 2,
         "no coalesced reads (UDP GRO): {udp}"
+    );
+
+    let (code, out, err) = common::output_of(
+        common::volley_cmd()
+            .args(args)
+            .env("VOLLEY_UDP_OFFLOAD", "off"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let udp = &v["runs"][0]["wire"]["h3"]["udp"];
+    assert_eq!(v["runs"][0]["requests"]["ok"], 6, "{v}");
+    let n = |k: &str| udp[k].as_u64().unwrap_or_else(|| panic!("{k}: {udp}"));
+    assert!(n("datagrams_read") > 2_400, "{udp}");
+    assert_eq!(
+        n("datagrams_read"),
+        n("reads"),
+        "a coalesced read with GRO off: {udp}"
+    );
+    assert_eq!(
+        n("datagrams_sent"),
+        n("sends"),
+        "a GSO send with GSO off: {udp}"
     );
 }
 

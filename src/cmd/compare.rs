@@ -153,6 +153,7 @@ mod tests {
                 ..Default::default()
             },
             unmatched: 0,
+            repeated: true,
         };
         let cap = |rps, hi| SearchedCapacity {
             rps,

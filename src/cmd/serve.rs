@@ -10,6 +10,9 @@
 //! anonymous writes are refused outright on an address beyond loopback (anyone on the
 //! network could then delete the tree).
 
+// The timeouts take volley's one duration syntax, as bench's flags do (`10s`, `500ms`,
+// `2m`, bare seconds), parsed once by clap; zero is refused: a server cannot time out at 0.
+use crate::cmd::bench::load::values::positive_duration;
 use crate::exit::usage;
 use anyhow::Context;
 use std::io::Write;
@@ -86,13 +89,6 @@ pub struct Args {
     /// beyond it, use --users.
     #[arg(long, conflicts_with = "users")]
     writable: bool,
-}
-
-/// A positive duration for a serve flag (volley's one duration syntax, as bench's
-/// flags take it: `10s`, `500ms`, `2m`, `1h`, bare seconds); zero is refused, a server
-/// cannot time out at 0. Parsed by clap once: a bad value is one line and exit 2.
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    crate::cmd::bench::load::values::positive_duration(s)
 }
 
 /// Runs `volley serve`.

@@ -17,16 +17,22 @@
 //! - the coordinator's bus down for `bus_gone_after` ends the collection: the caller
 //!   gets what it has and a typed error;
 //! - a second every due agent has sent is merged at once and handed out
-//!   ([`Event::Merged`]), so a live view need not wait for the run's end.
+//!   ([`Event::Merged`]), so a live view need not wait for the run's end, and folded
+//!   into what the run's end reads of it ([`Tally`]: phases, summary rows, sums); the
+//!   second and its records are then let go, unless the caller keeps every second
+//!   (`CoordinatorConfig::stored_live` off). A record of a second already merged, or
+//!   sent after its agent's final record, is not filed again.
 
 use crate::bus::{self, Bus, Incoming};
 use crate::clock;
 use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
+use crate::fold::Tally;
 use crate::merge::{AgentSeries, MergedSecond, Pending, Received};
 use crate::msg::{
     self, subject, Ack, Ending, FinalRecord, SecondRecord, SharePart, Stale, Stop, PROTO,
 };
 use crate::AgentsError;
+use rangemap::RangeInclusiveSet;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -38,8 +44,12 @@ pub(crate) struct Collected {
     pub(crate) bus_gone: Option<Duration>,
     /// Per-second records filed.
     pub(crate) records: u64,
-    /// The seconds merged live, final (see [`crate::merge::merge_reusing`]).
-    pub(crate) live: BTreeMap<u64, Box<MergedSecond>>,
+    /// The seconds merged live.
+    pub(crate) closed: RangeInclusiveSet<u64>,
+    /// Those seconds themselves, when the caller keeps every second.
+    pub(crate) kept: BTreeMap<u64, Box<MergedSecond>>,
+    /// What the run's end reads of the seconds merged live.
+    pub(crate) tally: Tally,
 }
 
 /// A gap between two turns of the collection loop this long is the coordinator's own
@@ -102,9 +112,11 @@ struct State<'c> {
     /// Seconds with some record, being merged as their records arrive.
     pending: BTreeMap<u64, Pending>,
     /// Seconds merged live.
-    /// Seconds merged live (boxed: a map's nodes are half empty when filled in order,
-    /// and a second is ~700 bytes).
-    done: BTreeMap<u64, Box<MergedSecond>>,
+    closed: RangeInclusiveSet<u64>,
+    /// Those seconds, when the caller keeps every second (boxed: a map's nodes are half
+    /// empty when filled in order, and a second is ~700 bytes).
+    kept: BTreeMap<u64, Box<MergedSecond>>,
+    tally: Tally,
     records: u64,
     /// Each agent's share pieces so far (a long run's share comes in several), with
     /// the count they said they come in.
@@ -129,7 +141,13 @@ impl<'c> State<'c> {
             last_heard: vec![Instant::now(); agents.len()],
             stale_sent: vec![None; agents.len()],
             pending: BTreeMap::new(),
-            done: BTreeMap::new(),
+            closed: RangeInclusiveSet::new(),
+            kept: BTreeMap::new(),
+            tally: Tally::new(
+                agents.iter().map(|a| a.name.clone()).collect(),
+                agents.iter().map(|a| a.delay_ms / 1_000).min().unwrap_or(0),
+                cfg.warmup(),
+            ),
             records: 0,
             parts: vec![(BTreeMap::new(), 0); agents.len()],
         }
@@ -156,6 +174,7 @@ impl<'c> State<'c> {
         match taken {
             Taken::Final => {
                 on_event(Event::Finished(agents[i].name.clone()));
+                self.tally.end(i, self.series[i].last_second());
                 self.merge_ready(None, on_event)?;
             }
             Taken::Second(s) => {
@@ -195,8 +214,11 @@ impl<'c> State<'c> {
                 let record: SecondRecord = msg::decode(&m.payload)?;
                 let second = record.second;
                 check_second(agent, second, self.cfg.run_bound)?;
-                // A record sent again (its receipt was lost with the bus) is kept once.
-                if self.series[i].holds(second) {
+                // A record sent again (its receipt was lost with the bus) is kept once;
+                // one of a second merged already, or sent after the agent's final
+                // record, is not expected and changes nothing merged.
+                let merged = self.closed.contains(&second) || agents[i].final_record.is_some();
+                if merged || self.series[i].holds(second) {
                     return Ok(Some((i, Taken::Other)));
                 }
                 let r = Received {
@@ -264,12 +286,6 @@ impl<'c> State<'c> {
         let Some(r) = a.received.get(&s) else {
             return Ok(());
         };
-        if self.done.contains_key(&s) {
-            // Not expected (a closed second had every due agent's record, and they
-            // are let go): the record stays out of the merged second, and the run's
-            // streamed count against the merged one says so (`WholeMismatch`).
-            return Ok(());
-        }
         let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
         p.add(&a.agent, r, self.cfg.late_grace_ms())
     }
@@ -299,17 +315,21 @@ impl<'c> State<'c> {
             let Some(p) = self.pending.remove(&s) else {
                 continue;
             };
-            let mut merged = p.close(&self.series, s)?;
-            on_event(Event::Merged(Box::new(merged.clone())));
+            let merged = Box::new(p.close(&self.series, s)?);
+            self.tally.fold(&merged, &self.series)?;
+            self.closed.insert(s..=s);
             if self.cfg.stored_live {
-                // The caller has stored it: keep what the run's end reads.
-                merged.slim()?;
+                // The caller stores it: what the run's end reads of it is folded.
+                on_event(Event::Merged(merged));
+            } else {
+                on_event(Event::Merged(merged.clone()));
+                self.kept.insert(s, merged);
             }
-            self.done.insert(s, Box::new(merged));
             // The merged second holds their sum, and each record was handed out
             // (`Event::Second`, stored by the study) when it came: nothing reads the
-            // records again but for their request count, and keeping them grew the
-            // coordinator by every agent's record each second of a long run.
+            // records again but for which seconds came with how much load, and
+            // keeping them grew the coordinator by every agent's record each second
+            // of a long run.
             for series in &mut self.series {
                 series.retire(s);
             }
@@ -322,10 +342,23 @@ impl<'c> State<'c> {
         let from_s = lost_from(&self.series[i]);
         a.lost_from_s = Some(from_s);
         self.series[i].lost_from_s = Some(from_s);
+        self.tally.end(i, self.series[i].last_second());
         on_event(Event::Lost {
             agent: a.name.clone(),
             from_s,
         });
+    }
+
+    /// What was collected; `bus_gone`: it ended because the bus was gone this long.
+    fn collected(self, bus_gone: Option<Duration>) -> Collected {
+        Collected {
+            series: self.series,
+            bus_gone,
+            records: self.records,
+            closed: self.closed,
+            kept: self.kept,
+            tally: self.tally,
+        }
     }
 
     /// Tells a lost agent it is out of the run (at most once a second).
@@ -438,12 +471,7 @@ pub(crate) async fn collect(
     // Published messages (the last receipts, a stop) are buffered: flush before the
     // runtime goes.
     let _ = bus.flush(bus::SEND_BOUND).await;
-    Ok(Collected {
-        series: st.series,
-        bus_gone: None,
-        records: st.records,
-        live: st.done,
-    })
+    Ok(st.collected(None))
 }
 
 /// Every agent still open is lost from the second after its last record.
@@ -462,10 +490,5 @@ fn mark_open_lost(series: &mut [AgentSeries], agents: &mut [AgentReport]) {
 /// The bus is gone: what was collected, every open agent lost.
 fn gone(mut st: State<'_>, agents: &mut [AgentReport], after: Duration) -> Collected {
     mark_open_lost(&mut st.series, agents);
-    Collected {
-        series: st.series,
-        bus_gone: Some(after),
-        records: st.records,
-        live: st.done,
-    }
+    st.collected(Some(after))
 }

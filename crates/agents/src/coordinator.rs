@@ -6,22 +6,24 @@
 //! load ([`share::split`]); sends each its share, one start instant T0 and its own
 //! delay; then collects records, heartbeats and final records until every agent has
 //! finished or been declared lost (silent for `lost_after`). The result is the
-//! exact [`merge`] and its [`phase`]s.
+//! exact [`merge`] and its [`phase`]s, folded as the seconds close ([`crate::fold`]).
 
 use crate::auth::BusCredentials;
 use crate::bus::{self, Bus};
 use crate::clock::{self, ClockOffset, Probe};
 use crate::collect::{self, Collected};
+use crate::fold::{Folded, Tally};
 use crate::load::LoadSpec;
-use crate::merge::{self, Merged, MergedSecond, Received};
+use crate::merge::{self, AgentSeries, Merged, MergedSecond, Received, Slot};
 use crate::msg::{
     self, subject, Assignment, FinalRecord, Hello, ProbeReply, ProbeRequest, Ready,
     SignedAssignment, Stop, PROTO,
 };
-use crate::phase::{self, Phase};
+use crate::phase::Phase;
 use crate::share::{self, Share, Whole};
 use crate::AgentsError;
-use std::collections::HashMap;
+use rangemap::RangeInclusiveSet;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// How a run is coordinated.
@@ -72,9 +74,9 @@ pub struct CoordinatorConfig {
     pub auth: Option<BusCredentials>,
     /// The caller stores every merged second the moment it is handed out
     /// ([`Event::Merged`]; with this set, the seconds merged at the run's end are handed
-    /// out too): the coordinator then keeps of each only what the run's end reads
-    /// ([`MergedSecond::slim`]), so its memory does not grow by every second's seven
-    /// histograms over a long run. Off: [`RunResult::merged`] holds them all.
+    /// out too): the coordinator then keeps none of them, only what the run's end reads
+    /// ([`crate::fold`]: a summary row a second, the phases cut as they go), so its
+    /// memory stays flat over a long run. Off: [`RunResult::merged`] holds them all.
     pub stored_live: bool,
     /// The agents whose processes this volley started (`None`: none, or all remote):
     /// one whose process exited and that has been silent for [`EXITED_GRACE`] is lost
@@ -192,22 +194,24 @@ pub enum Event {
     BusBack,
 }
 
-/// One agent as the run saw it.
+/// One agent as the run saw it. Serialised as a study stores each injector of a step
+/// (its `injectors[]`, in this order; the final record is the study's to summarise).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentReport {
     /// Its name.
     pub name: String,
     /// Its share.
     pub share: Share,
-    /// Its clock offset.
-    pub clock: ClockOffset,
-    /// The offset was past `max_offset`.
-    pub clock_warning: bool,
     /// Its start after T0, ms.
     pub delay_ms: u64,
     /// How late its assignment arrived, ms.
     pub late_ms: u64,
+    /// Its clock offset.
+    pub clock: ClockOffset,
+    /// The offset was past `max_offset`.
+    pub clock_warning: bool,
     /// Its final record, if it sent one.
+    #[serde(skip)]
     pub final_record: Option<FinalRecord>,
     /// From which second it was lost.
     pub lost_from_s: Option<u64>,
@@ -220,6 +224,7 @@ pub struct AgentReport {
     /// The latest of them, ms past its second's end plus the grace (0: none late).
     pub max_late_ms: u64,
     /// Records it sent after it had been declared lost, refused (never merged).
+    #[serde(rename = "refused_after_lost")]
     pub refused: u64,
 }
 
@@ -232,8 +237,11 @@ pub struct RunResult {
     pub t0_ns: i64,
     /// Each agent, in share order.
     pub agents: Vec<AgentReport>,
-    /// The exact merge (each agent's series kept inside).
+    /// The exact merge (each agent's series kept inside; its seconds only when the
+    /// caller did not store them as they closed, [`CoordinatorConfig::stored_live`]).
     pub merged: Merged,
+    /// What the run's end reads of every merged second, folded as they closed.
+    pub folded: Folded,
     /// Phases by active injector set.
     pub phases: Vec<Phase>,
 }
@@ -256,19 +264,19 @@ pub fn coordinate(
             series,
             bus_gone,
             records,
-            live,
+            closed,
+            kept,
+            mut tally,
         } = c;
-        let mut merged = merge::merge_reusing(series, cfg.late_grace_ms(), live)?;
-        if cfg.stored_live {
-            hand_out_the_rest(&mut merged, on_event)?;
-        }
-        count_late(&mut agents, &merged);
-        let phases = phase::phases(&merged, cfg.warmup());
+        let merged = merge_rest(cfg, series, (&closed, kept), &mut tally, on_event)?;
+        count_late(&mut agents, &tally);
+        let (folded, phases) = tally.finish(merged.degraded_from_s)?;
         let result = RunResult {
             run: cfg.run.clone(),
             t0_ns,
             agents,
             merged,
+            folded,
             phases,
         };
         match bus_gone {
@@ -282,35 +290,46 @@ pub fn coordinate(
     })
 }
 
-/// Hands out the seconds merged only at the run's end (some due agent's record never
-/// came), present in some agent, so the caller stores them as it stored the live ones;
-/// then slims them alike.
-fn hand_out_the_rest(
-    merged: &mut Merged,
+/// The run's end: merges the seconds the live merge never closed (some due agent's
+/// record never came) and folds them into `tally`, in order; with
+/// [`CoordinatorConfig::stored_live`] hands out those some agent was present in (the
+/// caller stores them as it stored the live ones), and otherwise keeps every second,
+/// the ones `closed` live (`kept`) among them.
+fn merge_rest(
+    cfg: &CoordinatorConfig,
+    series: Vec<AgentSeries>,
+    (closed, mut kept): (&RangeInclusiveSet<u64>, BTreeMap<u64, Box<MergedSecond>>),
+    tally: &mut Tally,
     on_event: &mut dyn FnMut(Event),
-) -> Result<(), AgentsError> {
-    let present = |s: &MergedSecond| s.slots.values().any(|x| *x == merge::Slot::Present);
-    for s in merged.seconds.iter_mut().filter(|s| s.digest.is_none()) {
-        if present(s) {
-            on_event(Event::Merged(Box::new(s.clone())));
+) -> Result<Merged, AgentsError> {
+    let mut seconds = Vec::new();
+    if let Some((first, last)) = merge::span(&series) {
+        for s in first..=last {
+            if closed.contains(&s) {
+                seconds.extend(kept.remove(&s).map(|m| *m));
+                continue;
+            }
+            let m = merge::merge_second(&series, s, last, cfg.late_grace_ms())?;
+            tally.fold(&m, &series)?;
+            if !cfg.stored_live {
+                seconds.push(m);
+            } else if m.slots.values().any(|x| *x == Slot::Present) {
+                on_event(Event::Merged(Box::new(m)));
+            }
         }
-        s.slim()?;
     }
-    Ok(())
+    Ok(Merged {
+        seconds,
+        degraded_from_s: merge::degraded_from(&series),
+        agents: series,
+    })
 }
 
-/// Each agent's late seconds, from the merge's per-second flags.
-fn count_late(agents: &mut [AgentReport], merged: &Merged) {
-    for a in agents.iter_mut() {
-        let late = merged
-            .seconds
-            .iter()
-            .flat_map(|s| &s.late)
-            .filter(|l| l.agent == a.name);
-        for l in late {
-            a.late_seconds += 1;
-            a.max_late_ms = a.max_late_ms.max(l.late_ms);
-        }
+/// Each agent's late seconds, as the merged seconds flagged them.
+fn count_late(agents: &mut [AgentReport], tally: &Tally) {
+    for (a, &(n, most)) in agents.iter_mut().zip(tally.late()) {
+        a.late_seconds += n;
+        a.max_late_ms = a.max_late_ms.max(most);
     }
 }
 

@@ -23,6 +23,7 @@ pub mod clock;
 mod collect;
 pub mod coordinator;
 mod error;
+pub mod fold;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod load;

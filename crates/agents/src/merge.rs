@@ -10,6 +10,7 @@
 
 use crate::msg::{Counters, SecondRecord};
 use crate::AgentsError;
+use rangemap::RangeInclusiveSet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use volley_metrics::hist::{self, Hist};
@@ -35,13 +36,31 @@ pub struct AgentSeries {
     /// From which second on it was lost (no heartbeat for the bound); `None` if never.
     pub lost_from_s: Option<u64>,
     /// Its records by second, until the coordinator's live merge has merged their
-    /// second (then they move to `merged`).
+    /// second (then they are folded into `merged`).
     pub received: BTreeMap<u64, Received>,
-    /// The seconds whose records the live merge has merged and let go, each with its
-    /// request count: the merged second holds the sums, the store the record (handed
-    /// out as it came). A record is ~350 bytes, kept for each agent each second; this
-    /// is what the run's end still reads of it (which seconds came, with how much load).
-    pub merged: BTreeMap<u64, u64>,
+    /// What the run's end still reads of the records the live merge has merged and
+    /// let go: the merged second holds their sums, the store the records (handed out
+    /// as they came).
+    pub merged: Retired,
+}
+
+/// The records of one agent that were merged and let go, reduced to what the run's end
+/// reads of them: which seconds came (as ranges: a long run's agent holds one or a
+/// few, not a node per second), how many requests they held, and the first and last
+/// second that held load (the agent's active span, for the phases).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Retired {
+    /// The seconds whose records came.
+    pub seconds: RangeInclusiveSet<u64>,
+    /// The requests of those records.
+    pub requests: u64,
+    /// The first and last of those seconds with `requests > 0`.
+    pub loaded: Option<(u64, u64)>,
+}
+
+/// `span` widened by `s`.
+pub(crate) fn widen(span: Option<(u64, u64)>, s: u64) -> Option<(u64, u64)> {
+    Some(span.map_or((s, s), |(f, l)| (f.min(s), l.max(s))))
 }
 
 impl AgentSeries {
@@ -53,54 +72,58 @@ impl AgentSeries {
             last_s: None,
             lost_from_s: None,
             received: BTreeMap::new(),
-            merged: BTreeMap::new(),
+            merged: Retired::default(),
         }
     }
 
     /// First and last second in which it sent load (`requests > 0`).
     pub fn active(&self) -> Option<(u64, u64)> {
-        let seconds = self.seconds();
-        let mut loaded = seconds.iter().filter(|(_, n)| *n > 0).map(|(s, _)| *s);
-        let first = loaded.next()?;
-        Some((first, loaded.next_back().unwrap_or(first)))
+        let loaded = self
+            .received
+            .iter()
+            .filter(|(_, r)| r.record.counters.requests > 0);
+        loaded.fold(self.merged.loaded, |span, (s, _)| widen(span, *s))
     }
 
     /// Whether its record of second `s` came (held or merged).
     pub fn holds(&self, s: u64) -> bool {
-        self.received.contains_key(&s) || self.merged.contains_key(&s)
+        self.received.contains_key(&s) || self.merged.seconds.contains(&s)
     }
 
-    /// The requests of its record of second `s`, if it came.
-    pub fn requests_in(&self, s: u64) -> Option<u64> {
-        self.received
-            .get(&s)
-            .map(|r| r.record.counters.requests)
-            .or_else(|| self.merged.get(&s).copied())
-    }
-
-    /// Every second whose record came, in order, with its requests.
-    pub fn seconds(&self) -> Vec<(u64, u64)> {
-        let held = self
-            .received
-            .iter()
-            .map(|(s, r)| (*s, r.record.counters.requests));
-        let mut all: Vec<(u64, u64)> = held
-            .chain(self.merged.iter().map(|(s, n)| (*s, *n)))
-            .collect();
+    /// Every second whose record came, in order.
+    pub fn seconds(&self) -> Vec<u64> {
+        let merged = self.merged.seconds.iter().flat_map(|r| r.clone());
+        let mut all: Vec<u64> = merged.chain(self.received.keys().copied()).collect();
         all.sort_unstable();
         all
+    }
+
+    /// The requests of every record that came.
+    pub fn requests(&self) -> u64 {
+        let held: u64 = self
+            .received
+            .values()
+            .map(|r| r.record.counters.requests)
+            .sum();
+        held + self.merged.requests
     }
 
     /// The latest second whose record came.
     pub fn last_second(&self) -> Option<u64> {
         let held = self.received.keys().next_back().copied();
-        held.max(self.merged.keys().next_back().copied())
+        held.max(self.merged.seconds.last().map(|r| *r.end()))
     }
 
-    /// Lets go of the record of second `s`, once merged, keeping its request count.
+    /// Lets go of the record of second `s`, once merged, keeping what the run's end
+    /// reads of it ([`Retired`]).
     pub(crate) fn retire(&mut self, s: u64) {
         if let Some(r) = self.received.remove(&s) {
-            self.merged.insert(s, r.record.counters.requests);
+            let m = &mut self.merged;
+            m.seconds.insert(s..=s);
+            m.requests += r.record.counters.requests;
+            if r.record.counters.requests > 0 {
+                m.loaded = widen(m.loaded, s);
+            }
         }
     }
 }
@@ -146,48 +169,12 @@ pub struct MergedSecond {
     pub counts: Option<volley_metrics::Counts>,
     /// The first present agent's generator resources, as the recorders' merge keeps.
     pub resources: Option<volley_metrics::SecondResources>,
-    /// Set once the second was stored where it was handed out ([`MergedSecond::slim`]):
-    /// its summary row, kept instead of its histograms.
-    pub digest: Option<volley_metrics::SecondDigest>,
-    /// A slimmed second's response-time histogram, out of `hists` (a map of one entry
-    /// still allocates a whole node, ~0.5 KB a second); read it with
-    /// [`MergedSecond::hist`].
-    pub slim_response: Option<Packed>,
 }
 
 impl MergedSecond {
-    /// Keeps only what the run's end reads of a second the caller has stored already
-    /// (`CoordinatorConfig::stored_live`): its counters, slots and flags, its summary
-    /// row ([`volley_metrics::SecondDigest`]) and its response-time histogram (the
-    /// phases are cut from it at the end); its other six histograms go. A long run's
-    /// coordinator otherwise held every second's seven histograms to the end (issue 26:
-    /// 36.7 -> 52.9 MB over an hour). A second without full counters keeps everything
-    /// (no digest can be made of it).
-    pub fn slim(&mut self) -> Result<(), AgentsError> {
-        if self.digest.is_some() {
-            return Ok(());
-        }
-        let Some(closed) = self.closed() else {
-            return Ok(());
-        };
-        let digest =
-            volley_metrics::SecondDigest::of(&closed).map_err(|source| AgentsError::Histogram {
-                agent: "(merged)".to_string(),
-                second: self.second,
-                source,
-            })?;
-        self.digest = Some(digest);
-        self.slim_response = std::mem::take(&mut self.hists).remove(crate::msg::RESPONSE_TIME);
-        Ok(())
-    }
-
-    /// Its merged histogram of metric `name`, if it has one (a slimmed second keeps its
-    /// response time only).
+    /// Its merged histogram of metric `name`, if it has one.
     pub fn hist(&self, name: &str) -> Option<&Packed> {
-        self.hists.get(name).or(match name {
-            crate::msg::RESPONSE_TIME => self.slim_response.as_ref(),
-            _ => None,
-        })
+        self.hists.get(name)
     }
 
     /// This second as a recorder's closed window (its histograms' bytes as they are),
@@ -209,11 +196,12 @@ impl MergedSecond {
 
 /// A merged histogram in its compact byte form ([`hist::encode`], compressed V2).
 ///
-/// Why packed: the coordinator keeps every merged second until the run ends, and one
-/// decoded histogram holds 2,048 to ~23,500 `u32` counts (8 to 94 KB, by the longest
-/// latency it holds) however few requests it counted. Seven metrics a second made a 60-minute injected run's
-/// coordinator grow by ~650 KB a second, 2.3 GB an hour; packed, a second of a few
-/// hundred requests is a few hundred bytes.
+/// Why packed: a merged second may be held a while (to the run's end when the caller
+/// does not store it as it closes, or behind an earlier second the phases wait for),
+/// and one decoded histogram holds 2,048 to ~23,500 `u32` counts (8 to 94 KB, by the
+/// longest latency it holds) however few requests it counted. Seven metrics a second
+/// made a 60-minute injected run's coordinator grow by ~650 KB a second, 2.3 GB an
+/// hour; packed, a second of a few hundred requests is a few hundred bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Packed(Vec<u8>);
 
@@ -272,34 +260,12 @@ fn slot(a: &AgentSeries, second: u64, run_last: u64) -> Option<Slot> {
 /// Merges the agents' series; records later than `grace_ms` after the end of their
 /// second are flagged with how late they were.
 pub fn merge(agents: Vec<AgentSeries>, grace_ms: u64) -> Result<Merged, AgentsError> {
-    merge_reusing(agents, grace_ms, BTreeMap::new())
-}
-
-/// [`merge`], taking the seconds in `done` as they are: seconds the live merge closed
-/// once every due agent had sent them, which nothing after can change (a lost agent's
-/// later records are refused, an agent not yet due sends none).
-pub(crate) fn merge_reusing(
-    agents: Vec<AgentSeries>,
-    grace_ms: u64,
-    mut done: BTreeMap<u64, Box<MergedSecond>>,
-) -> Result<Merged, AgentsError> {
-    let received = agents.iter().filter_map(AgentSeries::last_second);
-    let run_last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
-    let run_first = agents.iter().map(|a| a.first_s).min();
-    let degraded_from_s = agents.iter().filter_map(|a| a.lost_from_s).min();
-    let (Some(first), Some(last)) = (run_first, run_last) else {
-        return Ok(Merged {
-            seconds: Vec::new(),
-            agents,
-            degraded_from_s,
-        });
-    };
-    let mut seconds = Vec::with_capacity((last.saturating_sub(first) + 1) as usize);
-    for second in first..=last {
-        seconds.push(match done.remove(&second) {
-            Some(m) => *m,
-            None => merge_second(&agents, second, last, grace_ms)?,
-        });
+    let degraded_from_s = degraded_from(&agents);
+    let mut seconds = Vec::new();
+    if let Some((first, last)) = span(&agents) {
+        for second in first..=last {
+            seconds.push(merge_second(&agents, second, last, grace_ms)?);
+        }
     }
     Ok(Merged {
         seconds,
@@ -308,9 +274,22 @@ pub(crate) fn merge_reusing(
     })
 }
 
+/// The run's first second (the earliest any agent was due) and its last (the latest
+/// any agent sent or said it sent); `None` before both are known.
+pub(crate) fn span(agents: &[AgentSeries]) -> Option<(u64, u64)> {
+    let received = agents.iter().filter_map(AgentSeries::last_second);
+    let last = received.chain(agents.iter().filter_map(|a| a.last_s)).max();
+    Some((agents.iter().map(|a| a.first_s).min()?, last?))
+}
+
+/// The first second some agent was lost from.
+pub(crate) fn degraded_from(agents: &[AgentSeries]) -> Option<u64> {
+    agents.iter().filter_map(|a| a.lost_from_s).min()
+}
+
 /// Merges one second of the agents' series (`run_last`: the last second of the run
 /// so far, for agents without a final record).
-fn merge_second(
+pub(crate) fn merge_second(
     agents: &[AgentSeries],
     second: u64,
     run_last: u64,
@@ -327,7 +306,7 @@ fn merge_second(
 
 /// One second being merged record by record, as the records arrive: the coordinator's
 /// live merge pays each record's decoding when it comes, so a second is ready the moment
-/// its last record is added, and the run's end reuses it ([`merge_reusing`]).
+/// its last record is added (and the run's end merges only the seconds it never closed).
 #[derive(Debug)]
 pub(crate) struct Pending {
     out: MergedSecond,
@@ -350,8 +329,6 @@ impl Pending {
                 generator_bound: Vec::new(),
                 counts: Some(volley_metrics::Counts::default()),
                 resources: None,
-                digest: None,
-                slim_response: None,
             },
             hists: BTreeMap::new(),
             sums: BTreeMap::new(),
@@ -593,10 +570,8 @@ pub(crate) mod tests {
         }
         let live = p.close(&agents, 1).unwrap();
         assert_eq!(live.late.len(), 1);
-        let whole = merge(agents.clone(), 1_000).unwrap();
+        let whole = merge(agents, 1_000).unwrap();
         assert_eq!(live, whole.seconds[1]);
-        let reused = merge_reusing(agents, 1_000, [(1, Box::new(live))].into()).unwrap();
-        assert_eq!(reused.seconds, whole.seconds);
     }
 
     #[test]

@@ -140,20 +140,23 @@ pub fn summarise(r: &RunResult) -> Result<WholeRun, AgentsError> {
 /// the merged seconds that reached the coordinator are the run, kept and marked
 /// incomplete ([`WholeRun::incomplete`]) rather than thrown away with the step.
 fn without_any_record(r: &RunResult, without_record: Vec<String>) -> Result<WholeRun, AgentsError> {
-    let closed: Option<Vec<_>> = present_seconds(r).map(|s| s.closed()).collect();
-    let closed = closed.ok_or(AgentsError::Summary(
-        "no agent sent its recorder, and their seconds came without full counters: nothing to merge".into(),
-    ))?;
-    if closed.is_empty() {
+    let f = &r.folded;
+    if f.uncounted > 0 {
+        return Err(AgentsError::Summary(
+            "no agent sent its recorder, and their seconds came without full counters: nothing to merge".into(),
+        ));
+    }
+    let Some(totals) = f.totals.clone() else {
         return Err(AgentsError::Summary(
             "no agent sent its recorder or any second: nothing to merge".into(),
         ));
-    }
+    };
     let streamed = streamed_requests(r, &without_record);
-    let digests = stored_digests(r).unwrap_or_default();
-    let merged = Recorder::from_seconds(closed, digests).map_err(metrics)?;
+    // The seconds' sums as one, and their summary rows: what the seconds, each stored as
+    // it closed, leave of the run.
+    let merged = Recorder::from_seconds(vec![totals], f.digests.clone()).map_err(metrics)?;
     let rate: Option<f64> = r.agents.iter().map(|a| a.share.rate_rps()).sum();
-    let last = r.merged.seconds.last().map_or(0, |s| s.second + 1);
+    let last = f.last_s.map_or(0, |s| s + 1);
     let info = RunInfo {
         url: String::new(),
         method: String::new(),
@@ -180,7 +183,7 @@ fn without_any_record(r: &RunResult, without_record: Vec<String>) -> Result<Whol
         notes: vec![format!(
             "incomplete: every injector ({}) was lost before it sent its run's record; the {} merged seconds that reached the coordinator are kept, and the run's totals are their sums",
             without_record.join(", "),
-            present_seconds(r).count()
+            f.present
         )],
         stalls: None,
     };
@@ -194,32 +197,13 @@ fn without_any_record(r: &RunResult, without_record: Vec<String>) -> Result<Whol
     })
 }
 
-/// The merged seconds some agent was present in (a second every agent missed or had
-/// been lost by is no window of a recorder).
-fn present_seconds(r: &RunResult) -> impl Iterator<Item = &crate::merge::MergedSecond> {
-    r.merged
-        .seconds
-        .iter()
-        .filter(|s| s.slots.values().any(|x| *x == crate::merge::Slot::Present))
-}
-
-/// The present seconds' digests when they were stored as they were merged
-/// ([`crate::coordinator::CoordinatorConfig::stored_live`]: slimmed, each with its
-/// digest); `None` when the coordinator kept their histograms.
-fn stored_digests(r: &RunResult) -> Option<Vec<volley_metrics::SecondDigest>> {
-    let mut seconds = present_seconds(r).peekable();
-    seconds.peek()?.digest?;
-    seconds.map(|s| s.digest).collect()
-}
-
 /// Requests in the seconds streamed by the agents not in `without_record`.
 fn streamed_requests(r: &RunResult, without_record: &[String]) -> u64 {
     r.merged
         .agents
         .iter()
         .filter(|s| !without_record.contains(&s.agent))
-        .flat_map(|s| s.seconds())
-        .map(|(_, n)| n)
+        .map(|s| s.requests())
         .sum()
 }
 
@@ -234,17 +218,16 @@ fn rebuild_seconds(
     info: &mut RunInfo,
 ) {
     // A second no agent was present in (missing, lost) is no window of the recorder.
-    let closed: Option<Vec<_>> = present_seconds(r).map(|s| s.closed()).collect();
-    match (stored_digests(r), closed) {
-        // The caller stored every second as it was merged: the summary's rows come
-        // from their digests, the per-second histograms from the store.
-        (Some(d), _) => merged.set_digests(d),
-        (None, Some(c)) => merged.set_closed_seconds(c),
-        (None, None) => info.notes.push(
+    // The summary's rows come from the present seconds' digests, the per-second
+    // histograms from the store (each second was stored as it was merged).
+    if r.folded.uncounted == 0 {
+        merged.set_digests(r.folded.digests.clone());
+    } else {
+        info.notes.push(
             "an injector sent its seconds without their full counters: the merged run's \
              per-second series is left empty (its totals stand)"
                 .into(),
-        ),
+        );
     }
     if !without_record.is_empty() {
         info.notes.push(format!(

@@ -14,10 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use volley_agents::agent::{self, LoadCtx, LoadError};
-use volley_agents::coordinator::Event;
+use volley_agents::coordinator::{Event, RunResult};
 use volley_agents::load::ShareRecord;
-use volley_agents::merge::Slot;
+use volley_agents::merge::{Merged, MergedSecond, Slot};
 use volley_agents::msg::{Ending, RESPONSE_TIME};
+use volley_agents::phase;
 use volley_agents::share::segment;
 use volley_agents::AgentsError;
 use volley_metrics::Recorder;
@@ -67,8 +68,10 @@ fn spawn_agent(m: &Meet, name: &str) -> (AgentThread, StopSeen) {
     )
 }
 
-#[test]
-fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
+/// Three agents staggered by 2 s, 3,000 requests over 5 s each; the coordinator keeps
+/// every merged second, or (`stored_live`) hands each out and keeps none. The run and
+/// every event.
+fn staggered_run(stored_live: bool) -> (RunResult, Vec<Event>) {
     let nats = common::secured_bus();
     let agents: Vec<_> = ["a", "b", "c"]
         .iter()
@@ -76,12 +79,32 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
         .collect();
     let mut cfg = coord_cfg(&Meet::of(&nats), "stagger", 3_000, 5);
     cfg.stagger = Duration::from_secs(2);
+    cfg.stored_live = stored_live;
     let (coord, events) = spawn_coordinator_events(cfg);
     let r = join_within(coord, Duration::from_secs(40)).expect("run");
     for (h, _) in agents {
         let out = join_within(h, Duration::from_secs(10)).expect("agent");
         assert_eq!((out.records_sent, out.ending), (5, Ending::Done));
     }
+    (r, events.try_iter().collect())
+}
+
+/// The merged seconds handed out, in order.
+fn handed_out(events: &[Event]) -> Vec<MergedSecond> {
+    let mut live: Vec<MergedSecond> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Merged(m) => Some((**m).clone()),
+            _ => None,
+        })
+        .collect();
+    live.sort_by_key(|m| m.second);
+    live
+}
+
+#[test]
+fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
+    let (r, events) = staggered_run(false);
     // Shares add up to the whole, and so does the merge, second by second.
     assert_eq!(
         r.agents
@@ -92,11 +115,13 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
     );
     assert_eq!(merged_requests(&r), 3_000);
     for s in &r.merged.seconds {
-        let sum: u64 = r
-            .merged
-            .agents
+        // The agents' records of this second, as they were handed out when they came.
+        let sum: u64 = events
             .iter()
-            .filter_map(|a| a.requests_in(s.second))
+            .filter_map(|e| match e {
+                Event::Second(x) if x.record.second == s.second => Some(x.record.counters.requests),
+                _ => None,
+            })
             .sum();
         assert_eq!(s.counters.requests, sum, "second {}", s.second);
         assert_eq!(
@@ -115,13 +140,7 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
     assert_eq!(r.merged.seconds.len(), 9);
     // Each second was merged live, as soon as every due agent had sent it, and the live
     // merge is the final one.
-    let live: Vec<_> = events
-        .try_iter()
-        .filter_map(|e| match e {
-            Event::Merged(m) => Some(*m),
-            _ => None,
-        })
-        .collect();
+    let live = handed_out(&events);
     assert_eq!(live.len(), 9);
     for m in &live {
         let end = &r.merged.seconds[m.second as usize];
@@ -135,10 +154,50 @@ fn three_staggered_agents_merge_exactly_into_phases_1_2_3_2_1() {
         (r.phases[0].figures.start_s, r.phases[4].figures.end_s),
         (0, 8)
     );
+    // Cut as the seconds closed, the phases are those cut from the whole merge.
+    assert_eq!(r.phases, phase::phases(&r.merged, Duration::ZERO));
     assert!(r
         .agents
         .iter()
         .all(|a| a.final_record.is_some() && a.lost_from_s.is_none() && !a.clock_warning));
+}
+
+#[test]
+fn a_coordinator_whose_seconds_are_stored_as_they_close_keeps_none_and_cuts_the_same_phases() {
+    let (r, events) = staggered_run(true);
+    assert!(
+        r.merged.seconds.is_empty(),
+        "{} seconds kept",
+        r.merged.seconds.len()
+    );
+    let live = handed_out(&events);
+    assert_eq!(live.len(), 9);
+    assert_eq!(live.iter().map(|m| m.counters.requests).sum::<u64>(), 3_000);
+    // Each agent's records are let go once merged: which seconds came, as ranges.
+    for a in &r.merged.agents {
+        assert!(
+            a.received.is_empty(),
+            "{}: {:?}",
+            a.agent,
+            a.received.keys()
+        );
+        assert_eq!(a.merged.seconds.iter().count(), 1, "{}", a.agent);
+        assert_eq!(a.seconds().len(), 5);
+        assert_eq!(a.requests(), 1_000);
+    }
+    // The phases, cut as the seconds closed, are those cut at the end from the seconds
+    // handed out.
+    let whole = Merged {
+        seconds: live,
+        agents: r.merged.agents.clone(),
+        degraded_from_s: None,
+    };
+    assert_eq!(r.phases, phase::phases(&whole, Duration::ZERO));
+    assert_eq!(r.phases.len(), 5);
+    // The synthetic load sends no full counters: no summary row can be made of them.
+    assert_eq!((r.folded.present, r.folded.uncounted), (9, 9));
+    assert!(r.folded.digests.is_empty());
+    assert_eq!(r.folded.last_s, Some(8));
 }
 
 /// In the kill test's child process (this test binary re-run with the env set): runs
@@ -239,7 +298,7 @@ fn an_agent_killed_mid_run_degrades_the_run_from_that_second() {
         .find(|a| a.agent == "victim")
         .unwrap();
     assert_eq!(
-        vs.seconds().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vs.seconds(),
         (0..from).collect::<Vec<_>>(),
         "its data up to then kept"
     );

@@ -9,8 +9,6 @@
 #[path = "../../../fuzz/short_run.rs"]
 mod short_run;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde_bytes::ByteBuf;
 use volley_agents::fuzzing::{bus_messages, fuzz_credentials, NONCE};
 use volley_agents::load::LoadSpec;
@@ -215,19 +213,7 @@ fn bus_messages_short_run() {
 /// `VOLLEY_FUZZ_RUNS=N`: N more mutations (a longer run without libFuzzer).
 #[test]
 fn bus_messages_long_run_when_asked() {
-    let Some(runs) = std::env::var("VOLLEY_FUZZ_RUNS")
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok())
-    else {
-        return;
-    };
-    let corpus = short_run::inputs(TARGET);
-    let mut rng = ChaCha8Rng::seed_from_u64(2626);
-    for _ in 0..runs {
-        let base = &corpus[rng.random_range(0..corpus.len())];
-        let other = &corpus[rng.random_range(0..corpus.len())];
-        bus_messages(&short_run::mutate(&mut rng, base, other));
-    }
+    short_run::long_run(TARGET, 2626, bus_messages);
 }
 
 #[test]

@@ -254,6 +254,33 @@ pub struct Wire {
     /// Content coding and expected body every response must meet, over HTTP/1.1
     /// and HTTP/2 alike; the default checks nothing.
     pub body: crate::BodySpec,
+    /// How the workers move bytes: epoll (the default) or io_uring (plain-TCP
+    /// HTTP/1.1 only; see [`IoPath::Uring`]).
+    pub io: IoPath,
+}
+
+/// How a worker waits for its sockets and moves their bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoPath {
+    /// epoll (through mio) and a `read` and a `write` per request: the default, and
+    /// what a refused io_uring falls back to.
+    #[default]
+    Epoll,
+    /// io_uring: one `io_uring_enter` per loop turn submits the turn's sends and takes
+    /// its completions, receives are multishot into a ring of provided buffers. Plain
+    /// TCP HTTP/1.1 only: TLS, HTTP/2 and HTTP/3 refuse it
+    /// ([`crate::EngineError::UringNeedsPlainHttp1`]).
+    Uring,
+}
+
+impl IoPath {
+    /// The name in flags and JSON: `epoll` or `uring`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoPath::Epoll => "epoll",
+            IoPath::Uring => "uring",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,17 @@ pub trait Transport: Sized {
     /// The registration handle for the event loop.
     fn source(&mut self) -> &mut dyn mio::event::Source;
 
+    /// Registers the new connection as `token` for read and write readiness
+    /// (edge-triggered, once for its life); a transport that is not driven by epoll
+    /// (io_uring) arms its own watch instead.
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        registry.register(
+            self.source(),
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )
+    }
+
     /// After a writable event on a connecting transport: `Ok(true)` once connected,
     /// `Ok(false)` while still in progress, `Err` when the connect failed.
     fn finish_connect(&mut self) -> io::Result<bool>;
@@ -112,6 +123,31 @@ impl Transport for Tcp {
     }
 }
 
+/// Sets the `int` socket option `level`/`name` of `fd` to `value` (options socket2
+/// has no call for).
+pub(crate) fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the caller's descriptor and a c_int option of its stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Starts a non-blocking TCP connect to `addr`, from source address `from` when given:
 /// a client may pick its address, as injectors on one host do so that the server's log
 /// tells them apart (127.0.0.2, 127.0.0.3, ... all reach a loopback target).
@@ -128,18 +164,14 @@ pub(crate) fn tcp_connect(addr: SocketAddr, from: Option<IpAddr>) -> io::Result<
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     sock.set_nonblocking(true)?;
     if ip.is_ipv4() {
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket fd and a c_int option of its stated size. Best effort:
-        // an older kernel reserves the port at bind instead, which still works.
-        let _ = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_BIND_ADDRESS_NO_PORT,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        // Best effort: an older kernel reserves the port at bind instead, which still
+        // works.
+        let _ = set_int_option(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            1,
+        );
     }
     sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     match sock.connect(&SockAddr::from(addr)) {

@@ -1,7 +1,7 @@
 //! The run's own first answers as the path check (docs/methodology.md, "Validation
-//! before measurement"): `volley bench URL` sends no request of its own before the
-//! run (an extra request would change the counts a server's log is compared with);
-//! instead the first answer to each request of the run's source is looked at as it
+//! before measurement"): `volley bench` (a URL or each managed target) sends no request
+//! of its own before the run (an extra request would change the counts a server's log
+//! is compared with); instead the first answer to each request of the run's source is looked at as it
 //! comes back, and an answer saying the request is wrong ends the run at once, so a
 //! path the server does not have is one line, never a run of fast errors.
 

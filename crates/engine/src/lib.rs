@@ -6,6 +6,7 @@
 //! recorder that implements [`Sink`] lives downstream.
 #![deny(missing_docs)]
 
+mod busy_wait;
 pub mod config;
 pub mod conn;
 pub mod decode;
@@ -24,6 +25,7 @@ mod timer;
 pub mod tls;
 mod worker;
 
+pub use busy_wait::busy_wait_ns;
 pub use config::*;
 pub use decode::{BodySpec, Coding};
 pub use error::EngineError;
@@ -35,4 +37,4 @@ pub use sample::*;
 pub use source::{ListSourceFactory, Order, RequestTemplate, SourceError};
 /// volley-tls, re-exported so callers build [`TlsTarget`]s with the same version's types.
 pub use volley_tls;
-pub use worker::{H2Stats, HandshakeTimes};
+pub use worker::{H2Stats, HandshakeTimes, REFUSE_IO_URING_ENV};

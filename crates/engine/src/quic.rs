@@ -15,6 +15,10 @@
 //! stride). Without them it is one datagram per call; a GSO send the kernel or the
 //! device refuses (EIO, EINVAL) turns GSO off for the socket and the burst counts as
 //! lost (QUIC's loss recovery sends it again).
+//!
+//! `VOLLEY_UDP_OFFLOAD=off` in the environment turns both off for every connection
+//! (one datagram per call, the kernel asked not to coalesce): a switch for measuring
+//! what they save (`bench/h3.py`), not a load setting, so it is no flag.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -36,6 +40,8 @@ pub struct QuicConnector {
     pub(crate) client: ClientConfig,
     pub(crate) endpoint: Arc<EndpointConfig>,
     pub(crate) tls: TlsConnector,
+    /// GSO and GRO where the kernel has them (false with `VOLLEY_UDP_OFFLOAD=off`).
+    offload: bool,
 }
 
 impl std::fmt::Debug for QuicConnector {
@@ -55,8 +61,17 @@ impl QuicConnector {
             client: ClientConfig::new(Arc::new(crypto)),
             endpoint: Arc::new(EndpointConfig::default()),
             tls,
+            offload: offload_wanted(std::env::var_os(OFFLOAD_ENV).as_deref()),
         })
     }
+}
+
+/// The environment variable that turns GSO and GRO off (`off`).
+pub const OFFLOAD_ENV: &str = "VOLLEY_UDP_OFFLOAD";
+
+/// Whether `VOLLEY_UDP_OFFLOAD`'s value leaves GSO and GRO on: anything but `off`.
+fn offload_wanted(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_none_or(|v| !v.eq_ignore_ascii_case("off"))
 }
 
 /// Most datagrams in one GSO send, as quinn's own endpoint and the built-in server
@@ -71,6 +86,11 @@ pub struct Udp {
     state: UdpSocketState,
     /// The target's address (asked once, not per datagram).
     peer: SocketAddr,
+    /// Most datagrams one send carries: quinn-udp's GSO limit, capped; 1 with
+    /// offload off.
+    max_segments: usize,
+    /// The kernel coalesces what this socket receives (GRO).
+    coalesces: bool,
 }
 
 impl Udp {
@@ -81,12 +101,12 @@ impl Udp {
 
     /// How many datagrams one [`Udp::send_segments`] may carry (1 without GSO).
     pub fn max_segments(&self) -> usize {
-        self.state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS)
+        self.max_segments
     }
 
     /// Whether the kernel coalesces received datagrams for this socket (GRO).
     pub fn coalesces(&self) -> bool {
-        self.state.gro_segments() > 1
+        self.coalesces
     }
 
     /// Sends `contents`, datagrams of `segment_size` bytes each (the last may be
@@ -104,14 +124,78 @@ impl Udp {
         self.state.try_send((&self.sock).into(), &t)
     }
 
-    /// Reads what the socket holds into `buf`: `(len, stride)`, the datagrams being
-    /// `stride` bytes apart (one datagram when `len <= stride`).
-    pub fn recv_coalesced(&self, buf: &mut [u8]) -> io::Result<(usize, usize)> {
-        let mut meta = [RecvMeta::default()];
-        let mut bufs = [io::IoSliceMut::new(buf)];
-        self.state.recv((&self.sock).into(), &mut bufs, &mut meta)?;
-        Ok((meta[0].len, meta[0].stride.max(1)))
+    /// Reads up to [`RECV_BATCH`] messages the socket holds into `rx` with one
+    /// `recvmmsg` (each message one datagram, or several GRO coalesced); how many.
+    /// Fewer than [`RECV_BATCH`] means the socket was empty: no further read is
+    /// needed before the next readiness event (a datagram that arrives later raises
+    /// one), which saves the call that would only fail with WouldBlock.
+    pub fn recv_batch(&self, rx: &mut RecvBatch) -> io::Result<usize> {
+        let mut bufs: [io::IoSliceMut; RECV_BATCH] = {
+            let mut parts = rx.buf.chunks_exact_mut(RECV_MESSAGE_BYTES);
+            std::array::from_fn(|_| io::IoSliceMut::new(parts.next().unwrap_or_default()))
+        };
+        rx.got = 0;
+        rx.got = self
+            .state
+            .recv((&self.sock).into(), &mut bufs, &mut rx.meta)?;
+        Ok(rx.got)
     }
+}
+
+/// Messages one [`Udp::recv_batch`] takes at most. A readiness event on a busy
+/// connection brings a few datagrams (about 5 in bench/h3.py's 16 x 10 load on
+/// Caddy): one call takes them where one `recvmsg` each took them before.
+pub const RECV_BATCH: usize = 8;
+
+/// Room for one message: a datagram, or a GRO bunch (the kernel coalesces up to
+/// 64 KB; a smaller buffer would truncate one).
+const RECV_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// A worker's buffers for [`Udp::recv_batch`], reused for every read.
+pub struct RecvBatch {
+    buf: Vec<u8>,
+    meta: [RecvMeta; RECV_BATCH],
+    got: usize,
+}
+
+impl RecvBatch {
+    /// Buffers for [`RECV_BATCH`] messages (512 KB, once per worker).
+    pub fn new() -> RecvBatch {
+        RecvBatch {
+            buf: vec![0; RECV_BATCH * RECV_MESSAGE_BYTES],
+            meta: [RecvMeta::default(); RECV_BATCH],
+            got: 0,
+        }
+    }
+
+    /// The messages of the last read, each as (its bytes, the stride its datagrams
+    /// are apart: one datagram when the bytes are no longer than it).
+    pub fn messages(&self) -> impl Iterator<Item = (&[u8], usize)> {
+        self.buf
+            .chunks_exact(RECV_MESSAGE_BYTES)
+            .zip(&self.meta)
+            .take(self.got)
+            .map(|(b, m)| (&b[..m.len.min(b.len())], m.stride.max(1)))
+    }
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        RecvBatch::new()
+    }
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch").field("got", &self.got).finish()
+    }
+}
+
+/// Asks the kernel not to coalesce `sock`'s datagrams (quinn-udp turned `UDP_GRO` on
+/// and has no call to turn it off).
+fn gro_off(sock: &UdpSocket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    crate::conn::set_int_option(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 0)
 }
 
 impl Transport for Udp {
@@ -119,7 +203,7 @@ impl Transport for Udp {
 
     const SCHEME: &'static str = "https";
 
-    fn connect(_: &QuicConnector, addr: SocketAddr, from: Option<IpAddr>) -> io::Result<Self> {
+    fn connect(c: &QuicConnector, addr: SocketAddr, from: Option<IpAddr>) -> io::Result<Self> {
         let ip = from.unwrap_or(match addr {
             SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
             SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
@@ -128,10 +212,22 @@ impl Transport for Udp {
         sock.connect(addr)?;
         // Turns GRO on where the kernel has it and probes GSO.
         let state = UdpSocketState::new((&sock).into())?;
+        let mut coalesces = state.gro_segments() > 1;
+        if coalesces && !c.offload {
+            gro_off(&sock)?;
+            coalesces = false;
+        }
+        let max_segments = if c.offload {
+            state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS)
+        } else {
+            1
+        };
         Ok(Udp {
             sock,
             state,
             peer: addr,
+            max_segments,
+            coalesces,
         })
     }
 
@@ -150,5 +246,20 @@ impl Transport for Udp {
 
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.sock.send(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_off_turns_offload_off() {
+        use std::ffi::OsStr;
+        assert!(offload_wanted(None));
+        assert!(offload_wanted(Some(OsStr::new("on"))));
+        assert!(offload_wanted(Some(OsStr::new(""))));
+        assert!(!offload_wanted(Some(OsStr::new("off"))));
+        assert!(!offload_wanted(Some(OsStr::new("OFF"))));
     }
 }

@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use crate::pacer::{Pacer, Schedule};
 use crate::tls::{TlsConnector, TlsFailureCounts};
+use crate::worker::Ring;
 use crate::worker::{self, duration_ns, H2Stats, Shared, WorkerShare, WorkerStats};
-use crate::{EngineError, HttpVersion, Live, LoadConfig, LoadModel, Sink, Wire};
+use crate::{EngineError, HttpVersion, IoPath, Live, LoadConfig, LoadModel, Sink, Wire};
 
 /// What a run hands back: each worker's sink (in worker order, for merging) and the
 /// run-wide figures no single sink can know.
@@ -45,6 +46,17 @@ pub struct RunOutcome<S> {
     /// their wake-ups preempt a neighbour's slice (docs/methodology.md, "The generator
     /// checks itself"); 0 in a closed loop or where the kernel ignores the request.
     pub short_slice_workers: usize,
+    /// The I/O path the workers ran: [`IoPath::Uring`] only when asked for and the
+    /// kernel allowed it.
+    pub io: IoPath,
+    /// io_uring was asked for and the kernel refused it (`kernel.io_uring_disabled`, a
+    /// seccomp filter, an old kernel): what it said. The run then ran on epoll.
+    pub io_refused: Option<std::io::Error>,
+    /// Nanoseconds the workers spent polling for a reply before sleeping: waiting with
+    /// the CPU busy (see [`crate::busy_wait_ns`], the process-wide count).
+    pub busy_wait_ns: u64,
+    /// How many such polls there were (each at most the window long).
+    pub busy_waits: u64,
 }
 
 /// Runs one load step to completion and returns every worker's sink.
@@ -104,7 +116,12 @@ where
     let tls_failures = TlsFailureCounts::default();
     let full_handshakes = Arc::new(AtomicU64::new(0));
     let connectors = tls_connectors(wire, workers, &tls_failures, &full_handshakes)?;
+    let (rings, io_refused) = rings(wire, &shares)?;
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
+    // Made before the clock starts: a source may read ahead before it can give its
+    // first request (a replay's log reader reads a whole reorder window first), and
+    // that must not make the schedule's first arrivals late.
+    let sources: Vec<_> = (0..workers).map(|i| cfg.source.make(i, workers)).collect();
     let shared = Shared {
         cfg,
         live,
@@ -116,7 +133,14 @@ where
         abort: AtomicBool::new(false),
         body: wire.body,
     };
-    let results = run_workers(&shared, wire.http, sinks, shares, connectors);
+    let io = if rings.is_empty() {
+        IoPath::Epoll
+    } else {
+        IoPath::Uring
+    };
+    let results = run_workers(
+        &shared, wire.http, sinks, sources, shares, connectors, rings,
+    );
     let elapsed_ns = shared.start.elapsed().as_nanos() as u64;
     let results = results?;
     let mut outcome = RunOutcome {
@@ -132,6 +156,10 @@ where
         tls_full_handshakes: full_handshakes.load(Ordering::Relaxed),
         h2: H2Stats::default(),
         short_slice_workers: 0,
+        io,
+        io_refused,
+        busy_wait_ns: 0,
+        busy_waits: 0,
     };
     for (sink, stats, h2) in results {
         outcome.short_slice_workers += usize::from(stats.short_slice);
@@ -141,6 +169,8 @@ where
         outcome.connections_opened += stats.connections_opened;
         outcome.connects_without_port += stats.connects_without_port;
         outcome.idle_close_retries += stats.idle_close_retries;
+        outcome.busy_wait_ns += stats.busy_wait_ns;
+        outcome.busy_waits += stats.busy_waits;
         outcome.stopped_early |= stats.stopped_early;
     }
     live.set_open(0);
@@ -224,22 +254,53 @@ fn tls_connectors(
     Ok(connectors)
 }
 
+/// `--io uring`: one ring per worker, made before any thread starts so that a refusal
+/// is known before the run, which then runs on epoll throughout (with what the kernel
+/// said); no rings with epoll.
+fn rings(
+    wire: &Wire,
+    shares: &[WorkerShare],
+) -> Result<(Vec<Ring>, Option<std::io::Error>), EngineError> {
+    if wire.io == IoPath::Epoll {
+        return Ok((Vec::new(), None));
+    }
+    if wire.tls.is_some() || wire.http != HttpVersion::Http1 {
+        return Err(EngineError::UringNeedsPlainHttp1);
+    }
+    let made = shares
+        .iter()
+        .map(|s| Ring::new(s.max_connections.max(s.connections)))
+        .collect::<Result<Vec<_>, _>>();
+    Ok(match made {
+        Ok(rings) => (rings, None),
+        Err(e) => (Vec::new(), Some(e)),
+    })
+}
+
 /// Starts one thread per worker and waits for all; when a worker cannot start, the
 /// ones already running are told to stop (`abort`).
 fn run_workers<S: Sink + 'static>(
     shared: &Shared<'_>,
     http: HttpVersion,
     sinks: Vec<S>,
+    sources: Vec<Box<dyn crate::RequestSource>>,
     shares: Vec<WorkerShare>,
     connectors: Vec<TlsConnector>,
+    rings: Vec<Ring>,
 ) -> Result<Vec<(S, WorkerStats, H2Stats)>, EngineError> {
     let workers = sinks.len();
     let mut connectors = connectors.into_iter();
+    let mut rings = rings.into_iter();
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(workers);
-        for (i, (sink, share)) in sinks.into_iter().zip(shares).enumerate() {
-            let source = shared.cfg.source.make(i, workers);
-            let job = worker::job(shared, sink, source, share, http, connectors.next())
+        let jobs = sinks.into_iter().zip(sources).zip(shares).enumerate();
+        for (i, ((sink, source), share)) in jobs {
+            let link = match (connectors.next(), rings.next()) {
+                (Some(tls), _) => worker::Link::Tls(tls),
+                (None, Some(ring)) => worker::Link::Uring(Arc::new(ring)),
+                (None, None) => worker::Link::Tcp,
+            };
+            let job = worker::job(shared, sink, source, share, http, link)
                 .map_err(|source| EngineError::Worker { worker: i, source })?;
             let spawned = std::thread::Builder::new()
                 .name(format!("volley-worker-{i}"))

@@ -189,6 +189,7 @@ fn h2c(body: BodySpec) -> Wire {
         tls: None,
         http: HttpVersion::H2 { streams: 4 },
         body,
+        ..Wire::default()
     }
 }
 
@@ -415,6 +416,7 @@ fn nginx_over_tls_h2_and_h2c_compresses_and_volley_decodes() {
         }),
         http: HttpVersion::H2 { streams: 8 },
         body: spec(coding),
+        ..Wire::default()
     };
     let tls_addr: SocketAddr = format!("127.0.0.1:{}", nginx.tls_port).parse().unwrap();
     let h2c_addr: SocketAddr = format!("127.0.0.1:{}", nginx.h2c_port).parse().unwrap();

@@ -1,5 +1,6 @@
 //! The HTTP/3 worker against UDP peers that do not speak QUIC: nothing listening, a
-//! peer that answers every datagram with junk, and one that never answers. Every
+//! peer that answers every datagram with junk, one that never answers, and one that
+//! offers only QUIC versions volley does not speak (version negotiation). Every
 //! request is accounted for as a `connect` failure and the failed handshakes are
 //! counted; nothing hangs. All traffic stays on loopback; each peer thread is bounded
 //! in time and datagrams.
@@ -23,8 +24,15 @@ struct Peer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// What a peer answers to one datagram, if anything.
+type Answer = Box<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send>;
+
 impl Peer {
     fn start(reply: Option<Vec<u8>>) -> Peer {
+        Peer::answering(Box::new(move |_| reply.clone()))
+    }
+
+    fn answering(answer: Answer) -> Peer {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
@@ -36,12 +44,12 @@ impl Peer {
             let mut buf = [0u8; 2048];
             let mut seen = 0;
             while !flag.load(Ordering::Relaxed) && Instant::now() < deadline && seen < 10_000 {
-                let Ok((_, from)) = sock.recv_from(&mut buf) else {
+                let Ok((got, from)) = sock.recv_from(&mut buf) else {
                     continue;
                 };
                 seen += 1;
-                if let Some(r) = &reply {
-                    let _ = sock.send_to(r, from);
+                if let Some(r) = answer(&buf[..got]) {
+                    let _ = sock.send_to(&r, from);
                 }
             }
         });
@@ -122,4 +130,36 @@ fn junk_answers_and_silence_end_at_the_connect_timeout() {
         all_connect_failures(&out, 3);
         assert!(took < Duration::from_secs(8), "{reply:?} took {took:?}");
     }
+}
+
+/// A Version Negotiation packet (RFC 9000 section 17.2.1) answering a long-header
+/// `datagram`: the client's connection ids swapped, and only versions volley does
+/// not speak (two reserved "greasing" ones); `None` for anything else.
+fn version_negotiation(datagram: &[u8]) -> Option<Vec<u8>> {
+    let (&first, rest) = datagram.split_first()?;
+    if first & 0x80 == 0 || rest.len() < 5 {
+        return None;
+    }
+    let dcid_len = usize::from(rest[4]);
+    let dcid = rest.get(5..5 + dcid_len)?;
+    let scid_len = usize::from(*rest.get(5 + dcid_len)?);
+    let scid = rest.get(6 + dcid_len..6 + dcid_len + scid_len)?;
+    let mut v = vec![0x80 | 0x2a, 0, 0, 0, 0];
+    v.push(scid_len as u8);
+    v.extend_from_slice(scid);
+    v.push(dcid_len as u8);
+    v.extend_from_slice(dcid);
+    v.extend_from_slice(&[0x1a, 0x2a, 0x3a, 0x4a, 0x5a, 0x6a, 0x7a, 0x8a]);
+    Some(v)
+}
+
+#[test]
+fn a_peer_without_our_quic_version_fails_the_connect_at_once() {
+    let peer = Peer::answering(Box::new(version_negotiation));
+    let (out, took) = go(peer.addr, 2, Duration::from_secs(20));
+    all_connect_failures(&out, 2);
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}: waited for the connect timeout"
+    );
 }

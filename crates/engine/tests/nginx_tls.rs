@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use volley_engine::{run_with, ErrorKind, HttpVersion, Live, RunOutcome, TlsTarget, Wire};
+use volley_engine::{run_with, ErrorKind, HttpVersion, IoPath, Live, RunOutcome, TlsTarget, Wire};
 use volley_tls::{certs, ClientTls};
 
 const BODY_BYTES: usize = 700;
@@ -143,4 +143,75 @@ fn h2_open_loop_against_nginx_follows_the_schedule() {
     let mut intended: Vec<u64> = samples.iter().map(|s| s.intended_ns).collect();
     intended.sort_unstable();
     assert_eq!(intended[1] - intended[0], 5_000_000);
+}
+
+/// Plain HTTP/1.1 against nginx on both I/O paths (`--io uring` must pass what epoll
+/// passes): closed keep-alive (every request answered, the connections reused), a new
+/// connection per request, and an open loop on its schedule.
+#[test]
+fn plain_http1_against_nginx_on_epoll_and_io_uring() {
+    if !Path::new(NGINX).exists() {
+        eprintln!("skipping: {NGINX} not installed");
+        return;
+    }
+    let dir = nginx_dir("volley-engine-nginx-plain");
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    let body: Vec<u8> = (0..BODY_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(dir.join("www/index.html"), body).unwrap();
+    let port = free_port();
+    let d = dir.display();
+    let conf = format!(
+        "master_process off;\ndaemon off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log warn;\nevents {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n keepalive_requests 100000;\n\
+         client_body_temp_path {d}/tmp/body;\n proxy_temp_path {d}/tmp/proxy;\n\
+         fastcgi_temp_path {d}/tmp/fastcgi;\n uwsgi_temp_path {d}/tmp/uwsgi;\n\
+         scgi_temp_path {d}/tmp/scgi;\n\
+         server {{\n  listen 127.0.0.1:{port};\n  root {d}/www;\n }}\n}}\n"
+    );
+    let nginx = spawn_nginx(dir, &conf, port, port);
+    let addr: SocketAddr = format!("127.0.0.1:{}", nginx.tls_port).parse().unwrap();
+    for io in [IoPath::Epoll, IoPath::Uring] {
+        let wire = Wire {
+            io,
+            ..Wire::default()
+        };
+        let ran = |out: &RunOutcome<Collect>| match &out.io_refused {
+            Some(e) => eprintln!("io_uring refused here ({e}): ran on epoll"),
+            None => assert_eq!(out.io, io),
+        };
+        let out = run_n(addr, 4, 2000, &wire);
+        ran(&out);
+        assert_all_ok(&out, 2000, &format!("{io:?} keep-alive"));
+        assert_eq!(out.connections_opened, 4, "{io:?}: connections reused");
+
+        let mut cfg = config(addr, 1, 2, 100);
+        cfg.keep_alive = false;
+        let out = run_with(&cfg, &wire, |_| Collect::default(), &Live::new()).unwrap();
+        ran(&out);
+        assert_eq!(count(&all_samples(&out.sinks), None), 100, "{io:?}");
+        assert_eq!(
+            out.connections_opened, 100,
+            "{io:?}: one connection a request"
+        );
+
+        let mut cfg = config(addr, 1, 2, 0);
+        cfg.max_connections = 16;
+        open(&mut cfg, 1000.0, Duration::from_millis(500));
+        let out = run_with(&cfg, &wire, |_| Collect::default(), &Live::new()).unwrap();
+        ran(&out);
+        let samples = all_samples(&out.sinks);
+        assert_eq!(samples.len(), 500, "{io:?}: one sample per arrival");
+        let ok = count(&samples, None);
+        assert_eq!(
+            ok + count(&samples, Some(ErrorKind::InFlight)),
+            500,
+            "{io:?}"
+        );
+        assert!(ok >= 490, "{io:?}: only {ok} completed");
+        let mut intended: Vec<u64> = samples.iter().map(|s| s.intended_ns).collect();
+        intended.sort_unstable();
+        assert_eq!(intended[1] - intended[0], 1_000_000, "{io:?}");
+    }
 }

@@ -102,7 +102,7 @@ pub struct MeasuredRun {
 /// from the warm-up boundary like the recorder's, and goes into [`RunInfo::stalls`],
 /// where the label rule reads it.
 pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
-    let mut cpu0 = resources::process_cpu_ns();
+    let mut cpu0 = resources::generator_cpu_ns();
     let mut psi0 = resources::cpu_pressure_some_us();
     let start = Instant::now();
     let open_loop = matches!(m.cfg.model, LoadModel::Open { .. });
@@ -155,7 +155,7 @@ pub fn measure(m: &Measure<'_>) -> Result<MeasuredRun, MeasureError> {
         .saturating_sub((measured_from - start).as_nanos() as u64);
     let mean_in_flight = live1.mean_in_flight_since(&live_from, measured_ns);
     let wall_ns = measured_from.elapsed().as_nanos().max(1) as f64;
-    let cpu_ns = match (cpu0, resources::process_cpu_ns()) {
+    let cpu_ns = match (cpu0, resources::generator_cpu_ns()) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
@@ -256,7 +256,7 @@ fn boundary_marks(at: Instant, live: &Live, done: &AtomicBool) -> Option<Boundar
     }
     Some(Boundary {
         at: Instant::now(),
-        cpu_ns: resources::process_cpu_ns(),
+        cpu_ns: resources::generator_cpu_ns(),
         psi_us: resources::cpu_pressure_some_us(),
         live: live.snapshot(),
     })

@@ -76,6 +76,7 @@ pub fn report<S>(
         handshakes_0rtt: kind(&e.handshake_0rtt),
         zero_rtt_rejected: e.zero_rtt_rejected,
         early_requests: e.early_requests,
+        stream_limit_waits: e.stream_limit_waits,
         udp: UdpReport {
             sends: e.udp_sends,
             datagrams_sent: e.udp_datagrams_sent,
@@ -89,6 +90,8 @@ pub fn report<S>(
         h2,
         h3,
         compression: wire.body.coding.map(|c| c.token().to_string()),
+        io: outcome.io.name().to_string(),
+        io_refused: outcome.io_refused.as_ref().map(ToString::to_string),
     }
 }
 

@@ -23,6 +23,15 @@ pub fn current_cpu() -> Option<u32> {
     u32::try_from(c).ok()
 }
 
+/// The CPU time the generator needed so far, in nanoseconds: [`process_cpu_ns`] less
+/// the time its workers spent polling for a reply before sleeping
+/// ([`volley_engine::busy_wait_ns`]: waiting for the server with the CPU busy, which
+/// would otherwise make a closed loop against a fast server look generator-bound).
+pub fn generator_cpu_ns() -> Option<u64> {
+    let waited = volley_engine::busy_wait_ns();
+    Some(process_cpu_ns()?.saturating_sub(waited))
+}
+
 /// Cumulative microseconds during which at least one task waited for a CPU
 /// (`some total=` in `/proc/pressure/cpu`, Linux PSI). `None` where PSI is absent.
 pub fn cpu_pressure_some_us() -> Option<u64> {

@@ -24,6 +24,12 @@ pub struct WireReport {
     pub h3: Option<H3Report>,
     /// The content coding asked for (`Accept-Encoding`), if any.
     pub compression: Option<String>,
+    /// The I/O path the workers ran: `epoll` or `uring` (`--io uring`).
+    pub io: String,
+    /// `--io uring` asked for and refused by the kernel: what it said (the run used
+    /// epoll); left out of JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_refused: Option<String>,
 }
 
 /// TLS as configured and as negotiated.
@@ -106,6 +112,9 @@ pub struct H3Report {
     pub zero_rtt_rejected: u64,
     /// Requests sent as early data and accepted.
     pub early_requests: u64,
+    /// Requests that found the server's stream limit reached and waited for it to
+    /// rise (not errors: a server that never raises it leaves them to the timeout).
+    pub stream_limit_waits: u64,
     /// The UDP calls that carried the datagrams (an object, not an event count).
     pub udp: UdpReport,
 }
@@ -118,9 +127,10 @@ pub struct UdpReport {
     pub sends: u64,
     /// Datagrams those calls carried.
     pub datagrams_sent: u64,
-    /// Receive calls that returned data.
+    /// Messages read (one `recvmmsg` takes up to 8): one datagram each, or several
+    /// where GRO coalesced them.
     pub reads: u64,
-    /// Datagrams those calls carried.
+    /// Datagrams those messages carried.
     pub datagrams_read: u64,
 }
 

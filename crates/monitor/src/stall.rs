@@ -271,7 +271,8 @@ fn merge(reports: Vec<StallReport>) -> StallReport {
 }
 
 /// The CPUs this process may run on (its affinity mask); empty when it cannot be read.
-fn allowed_cpus() -> Vec<usize> {
+/// Public for the replay's log reader, which keeps off the workers' CPUs the same way.
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills the set
     // we own for this thread (pid 0), which a new thread inherits.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -287,7 +288,7 @@ fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Pins the calling thread to `cpu`; best effort (a probe that cannot pin still sleeps).
-fn pin_to(cpu: usize) {
+pub fn pin_to(cpu: usize) {
     // SAFETY: as in `allowed_cpus`; sched_setaffinity reads the set we own.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

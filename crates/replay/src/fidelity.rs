@@ -9,6 +9,7 @@
 
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Path groups kept apart; requests of later groups are pooled under [`OTHER_GROUP`].
 pub const MAX_GROUPS: usize = 32;
@@ -35,8 +36,9 @@ pub struct Logged {
     pub bytes: Option<u64>,
     /// The logged request time, µs.
     pub request_time_us: Option<u64>,
-    /// The path group ([`path_group`]).
-    pub group: String,
+    /// The path group ([`path_group`]), shared: the reader interns each group's name
+    /// once, so a request carries no allocation of its own for it.
+    pub group: Arc<str>,
 }
 
 /// What the replay got for it.
@@ -92,6 +94,8 @@ pub struct Fidelity {
     bytes_same: u64,
     bytes_within_10pct: u64,
     groups: BTreeMap<String, Group>,
+    /// Times a worker had none of its requests read ahead ([`Fidelity::reader_behind`]).
+    reader_behind: u64,
 }
 
 impl Default for Fidelity {
@@ -104,6 +108,7 @@ impl Default for Fidelity {
             bytes_same: 0,
             bytes_within_10pct: 0,
             groups: BTreeMap::new(),
+            reader_behind: 0,
         }
     }
 }
@@ -130,15 +135,7 @@ impl Fidelity {
         if got.status == 0 {
             return;
         }
-        let key = if self.groups.contains_key(&logged.group) || self.groups.len() < MAX_GROUPS {
-            logged.group.as_str()
-        } else {
-            OTHER_GROUP
-        };
-        let g = self
-            .groups
-            .entry(key.to_string())
-            .or_insert_with(Group::new);
+        let g = self.group(&logged.group);
         g.requests += 1;
         put(&mut g.replayed_us, got.response_us);
         if let Some(t) = logged.request_time_us {
@@ -146,8 +143,17 @@ impl Fidelity {
         }
     }
 
+    /// A worker found none of its requests read ahead while the log reader was still
+    /// reading, after its first: it waited for the reader, so an arrival due meanwhile
+    /// went late because of the reader, not the worker or the server (said in the
+    /// report, so a replay's lag is never blamed on the wrong part).
+    pub fn reader_behind(&mut self) {
+        self.reader_behind += 1;
+    }
+
     /// Adds another worker's comparison.
     pub fn merge(&mut self, o: &Fidelity) {
+        self.reader_behind += o.reader_behind;
         let _ = self.send_lag_us.add(&o.send_lag_us);
         self.unsent += o.unsent;
         for (k, n) in &o.statuses {
@@ -157,19 +163,26 @@ impl Fidelity {
         self.bytes_same += o.bytes_same;
         self.bytes_within_10pct += o.bytes_within_10pct;
         for (name, g) in &o.groups {
-            let key = if self.groups.contains_key(name) || self.groups.len() < MAX_GROUPS {
-                name.as_str()
-            } else {
-                OTHER_GROUP
-            };
-            let mine = self
-                .groups
-                .entry(key.to_string())
-                .or_insert_with(Group::new);
+            let mine = self.group(name);
             mine.requests += g.requests;
             let _ = mine.replayed_us.add(&g.replayed_us);
             let _ = mine.logged_us.add(&g.logged_us);
         }
+    }
+
+    /// The group `name`'s figures, or [`OTHER_GROUP`]'s once [`MAX_GROUPS`] are kept.
+    /// Called for every answer on the worker's path: a known group is found without
+    /// allocating; only a new group's name is copied.
+    fn group(&mut self, name: &str) -> &mut Group {
+        let key = if self.groups.contains_key(name) || self.groups.len() < MAX_GROUPS {
+            name
+        } else {
+            OTHER_GROUP
+        };
+        if !self.groups.contains_key(key) {
+            self.groups.insert(key.to_string(), Group::new());
+        }
+        self.groups.get_mut(key).expect("inserted above")
     }
 
     /// Requests compared.
@@ -239,6 +252,7 @@ impl Fidelity {
             same_bytes_percent: pct(self.bytes_same),
             bytes_within_10_percent: pct(self.bytes_within_10pct),
             groups,
+            reader_behind: self.reader_behind,
         }
     }
 }
@@ -307,6 +321,8 @@ pub struct FidelityReport {
     pub bytes_within_10_percent: Option<f64>,
     /// Path groups, most requests first.
     pub groups: Vec<GroupReport>,
+    /// Times a worker waited for the log reader ([`Fidelity::reader_behind`]).
+    pub reader_behind: u64,
 }
 
 impl FidelityReport {
@@ -326,6 +342,12 @@ impl FidelityReport {
             out.push(format!(
                 "  send lag vs the log's schedule: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
                 l.p50, l.p90, l.p99, l.max
+            ));
+        }
+        if self.reader_behind > 0 {
+            out.push(format!(
+                "  the log reader fell behind {} time(s): a worker had no request read ahead and waited for it",
+                self.reader_behind
             ));
         }
         let mut status = format!("  status: {:.1}% same status", self.same_status_percent);
@@ -363,7 +385,7 @@ mod tests {
             status: Some(status),
             bytes: Some(bytes),
             request_time_us: rt_ms.map(|m| m * 1000),
-            group: path_group(target),
+            group: path_group(target).into(),
         }
     }
 

@@ -4,31 +4,43 @@
 //! Place in the flow: `log -> reader -> planner -> **source** -> engine`. One reader
 //! thread (the producer) streams the file through the [`Planner`], builds each
 //! request's bytes once, and hands it to the worker that owns its client (client
-//! index modulo workers, so a client's requests stay in one worker and in order) over
-//! a bounded channel, in batches: memory is the channels' depth, whatever the log's
-//! size. Each
-//! worker's [`RequestSource`] peeks its next request's instant for the engine's
-//! scheduled pacer ([`volley_engine::LoadModel::Scheduled`]) and compares each answer
-//! with the logged one ([`Fidelity`]), merged once when the worker ends.
+//! index modulo workers, so a client's requests stay in one worker and in order), in
+//! batches, through one bounded [`Handover`]: memory is its depth, whatever the log's
+//! size. Each worker's [`RequestSource`] peeks its next request's instant for the
+//! engine's scheduled pacer ([`volley_engine::LoadModel::Scheduled`]) and compares each
+//! answer with the logged one ([`Fidelity`]), merged once when the worker ends.
+//!
+//! The reader must never be what a worker waits for, nor take the worker's core when
+//! an arrival is due (docs/methodology.md, "Replaying a log"): it reads far ahead
+//! ([`READ_AHEAD`]), sleeps until the workers have taken half of that ([`REFILL_AT`],
+//! so it wakes a few times a second at 50k req/s, not per batch), runs as a batch
+//! thread (`SCHED_BATCH`: its wake-up never preempts a pacing worker) and, when the
+//! process may run on more CPUs than it has workers, on the last of them.
 
 use crate::fidelity::{path_group, Answer, Fidelity, Logged};
 use crate::schedule::{Planner, ReplayOptions};
 use crate::{LogError, LogReader, ReaderOptions};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use volley_engine::{NextInstant, Request, RequestSource, RequestTemplate, Sample, SourceFactory};
 
-/// Requests read ahead per worker: enough that the reader is never what a worker
-/// waits for, few enough that memory stays small (a request is ~200 bytes).
-const DEPTH: usize = 4096;
+/// Requests read ahead, all workers together: at ~400 bytes each (the request's bytes,
+/// method and target, the logged answer) about 13 MB at most, whatever the log's size;
+/// at 50k req/s, 0.65 s of schedule, so a reader held off its core for that long
+/// still hands each request over before it is due. 4,096 per worker before: 82 ms
+/// at 50k req/s, and a wake-up of the reader per batch.
+pub const READ_AHEAD: usize = 32_768;
 
-/// Requests handed over at once. One channel message per request cost a wake-up (a
-/// context switch on a shared core) per request between the reader and a worker:
-/// at 20k req/s on one core that, not the parsing, was most of the reader's time.
-/// The reader never waits for the log, only for a full queue, and it hands every
-/// partial batch over before it waits, so a batch holds no request back.
+/// The reader, once the read-ahead is full, sleeps until the workers hold no more than
+/// this: it then reads [`READ_AHEAD`] / 2 requests in one go (a few wake-ups a second
+/// at 50k req/s) rather than one batch each time a worker takes one.
+pub const REFILL_AT: usize = READ_AHEAD / 2;
+
+/// Requests handed over at once: one lock, no wake-up, per batch. One channel message
+/// per request once cost a context switch per request between the reader and a worker
+/// on a shared core, more than the parsing. Before the reader sleeps it hands every
+/// partial batch over, so a batch holds no request back.
 const BATCH: usize = 256;
 
 /// One planned request on its way to a worker.
@@ -36,6 +48,156 @@ struct Item {
     req: Arc<Request>,
     at_ns: u64,
     logged: Logged,
+}
+
+/// The reader's queues to the workers, one lock for all: the bound is on the total,
+/// so a worker whose clients are quiet for a while never holds the reader back from
+/// another whose clients are busy (a bound per worker did).
+///
+/// Written here rather than taken from a channel crate: what it needs beyond a bounded
+/// channel is the hysteresis (wake the reader at [`REFILL_AT`], not at each free slot)
+/// and the total over several queues, a few lines over a `Mutex` and a `Condvar`.
+struct Handover {
+    state: Mutex<Queues>,
+    /// The reader waits here for room.
+    room: Condvar,
+    /// The run's start waits here for the reader's first requests.
+    ready: Condvar,
+}
+
+struct Queues {
+    batches: Vec<VecDeque<Vec<Item>>>,
+    /// Requests in all queues.
+    queued: usize,
+    reader_waiting: bool,
+    /// The reader has handed over all it will.
+    done: bool,
+    /// Workers that have ended; a request for one ends the reader (the run has ended).
+    gone: Vec<bool>,
+}
+
+/// What became of a batch the reader handed over.
+enum Put {
+    /// Queued, and there is room for more.
+    Room,
+    /// Queued, and the read-ahead is full: the reader hands its partial batches over
+    /// and [`Handover::wait_for_room`].
+    Full,
+    /// Its worker has ended, so has the run.
+    Gone,
+}
+
+/// What a worker finds in its queue.
+enum Take {
+    Batch(Vec<Item>),
+    /// Nothing yet; `behind`: the workers had taken everything the reader had
+    /// handed over (it is behind them, not merely ahead of this worker's next
+    /// client's request).
+    Empty {
+        behind: bool,
+    },
+    /// Nothing more: the reader has ended.
+    Over,
+}
+
+impl Handover {
+    fn new(workers: usize) -> Handover {
+        Handover {
+            state: Mutex::new(Queues {
+                batches: (0..workers).map(|_| VecDeque::new()).collect(),
+                queued: 0,
+                reader_waiting: false,
+                done: false,
+                gone: vec![false; workers],
+            }),
+            room: Condvar::new(),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn workers(&self) -> usize {
+        self.lock().gone.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `batch` for worker `w` (the reader).
+    fn put(&self, w: usize, batch: Vec<Item>) -> Put {
+        let mut q = self.lock();
+        if q.gone[w] {
+            return Put::Gone;
+        }
+        if q.queued == 0 {
+            self.ready.notify_all();
+        }
+        q.queued += batch.len();
+        q.batches[w].push_back(batch);
+        if q.queued >= READ_AHEAD {
+            Put::Full
+        } else {
+            Put::Room
+        }
+    }
+
+    /// Sleeps until the workers hold [`REFILL_AT`] requests or fewer, or every worker
+    /// has gone (then `false`).
+    fn wait_for_room(&self) -> bool {
+        let mut q = self.lock();
+        while q.queued > REFILL_AT && !q.gone.iter().all(|g| *g) {
+            q.reader_waiting = true;
+            q = self.room.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+        !q.gone.iter().all(|g| *g)
+    }
+
+    /// The reader has ended.
+    fn finish(&self) {
+        self.lock().done = true;
+        self.ready.notify_all();
+    }
+
+    /// Sleeps until the reader has handed over its first requests, or ended.
+    fn wait_ready(&self) {
+        let mut q = self.lock();
+        while q.queued == 0 && !q.done {
+            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Worker `w`'s next batch.
+    fn take(&self, w: usize) -> Take {
+        let mut q = self.lock();
+        match q.batches[w].pop_front() {
+            Some(batch) => {
+                q.queued -= batch.len();
+                self.wake_reader(&mut q);
+                Take::Batch(batch)
+            }
+            None if q.done => Take::Over,
+            None => Take::Empty {
+                behind: q.queued == 0,
+            },
+        }
+    }
+
+    /// Worker `w` has ended: its queue is dropped, and a reader waiting for room it
+    /// held is woken.
+    fn leave(&self, w: usize) {
+        let mut q = self.lock();
+        q.gone[w] = true;
+        let left: usize = q.batches[w].drain(..).map(|b| b.len()).sum();
+        q.queued -= left;
+        self.room.notify_one();
+    }
+
+    fn wake_reader(&self, q: &mut Queues) {
+        if q.reader_waiting && (q.queued <= REFILL_AT || q.gone.iter().all(|g| *g)) {
+            q.reader_waiting = false;
+            self.room.notify_one();
+        }
+    }
 }
 
 /// What every request carries besides its method and target.
@@ -79,8 +241,8 @@ struct Outcome {
 /// The engine's [`SourceFactory`] for a replay.
 pub struct ReplayFactory {
     spec: ReplaySpec,
-    /// The receivers of the current run, taken by `make`.
-    receivers: Mutex<Vec<Option<Receiver<Vec<Item>>>>>,
+    /// The current run's hand-over, made by `make` for worker 0.
+    handover: Mutex<Option<Arc<Handover>>>,
     outcome: Arc<Mutex<Outcome>>,
 }
 
@@ -90,7 +252,7 @@ impl ReplayFactory {
     pub fn new(spec: ReplaySpec) -> ReplayFactory {
         ReplayFactory {
             spec,
-            receivers: Mutex::new(Vec::new()),
+            handover: Mutex::new(None),
             outcome: Arc::new(Mutex::new(Outcome::default())),
         }
     }
@@ -109,25 +271,58 @@ impl ReplayFactory {
     }
 
     /// Starts the reader thread for a run with `workers` workers.
-    fn start(&self, workers: usize) -> Vec<Option<Receiver<Vec<Item>>>> {
-        let (txs, rxs): (Vec<_>, Vec<_>) =
-            (0..workers).map(|_| sync_channel(DEPTH / BATCH)).unzip();
+    fn start(&self, workers: usize) -> Arc<Handover> {
+        let handover = Arc::new(Handover::new(workers));
         let spec = self.spec.clone();
         let outcome = Arc::clone(&self.outcome);
+        let theirs = Arc::clone(&handover);
         std::thread::Builder::new()
             .name("volley-replay-reader".into())
             .spawn(move || {
-                if let Err(e) = produce(&spec, &txs, &outcome) {
+                // Whatever happens to the reader (a panic too), the workers see its end.
+                struct Finish(Arc<Handover>);
+                impl Drop for Finish {
+                    fn drop(&mut self) {
+                        self.0.finish();
+                    }
+                }
+                let finish = Finish(theirs);
+                let theirs = &finish.0;
+                keep_off_the_workers(workers);
+                let result = produce(&spec, theirs, &outcome);
+                if let Err(e) = result {
                     let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
                     o.error = Some(e.to_string());
                 }
             })
             .map(|_| ())
             .unwrap_or_else(|e| {
+                handover.finish();
                 let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
                 o.error = Some(format!("cannot start the log reader: {e}"));
             });
-        rxs.into_iter().map(Some).collect()
+        handover
+    }
+}
+
+/// The reader's place beside the workers (the module doc): a batch thread, so its
+/// wake-ups never preempt a worker about to send; on the last CPU the process may use
+/// when there are more of them than workers, so it runs beside the workers rather than
+/// between their arrivals. Best effort: a kernel that refuses leaves it as it was.
+fn keep_off_the_workers(workers: usize) {
+    // SAFETY: sched_getscheduler and sched_setscheduler on the calling thread (pid 0),
+    // with a sched_param we own; SCHED_BATCH takes priority 0.
+    unsafe {
+        if libc::sched_getscheduler(0) == libc::SCHED_OTHER {
+            let param = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+        }
+    }
+    let cpus = volley_monitor::stall::allowed_cpus();
+    if cpus.len() > workers {
+        if let Some(&last) = cpus.last() {
+            volley_monitor::stall::pin_to(last);
+        }
     }
 }
 
@@ -156,48 +351,61 @@ pub fn scheduled_within(spec: &ReplaySpec, window: std::time::Duration) -> Resul
     }
 }
 
-/// Each worker's batch being filled, and its queue.
+/// Each worker's batch being filled, on the reader's side of the [`Handover`].
 struct Batches<'a> {
-    txs: &'a [SyncSender<Vec<Item>>],
+    handover: &'a Handover,
     bufs: Vec<Vec<Item>>,
 }
 
 impl Batches<'_> {
-    /// Queues `item` for worker `w`; `false` once that worker has gone (the run's
-    /// limit came, so the run has ended).
+    /// Queues `item` for worker `w`, sleeping while the read-ahead is full; `false`
+    /// once that worker (or every worker) has gone: the run's limit came.
     fn push(&mut self, w: usize, item: Item) -> bool {
         self.bufs[w].push(item);
         if self.bufs[w].len() < BATCH {
             return true;
         }
         let batch = std::mem::replace(&mut self.bufs[w], Vec::with_capacity(BATCH));
-        match self.txs[w].try_send(batch) {
-            Ok(()) => true,
-            Err(TrySendError::Disconnected(_)) => false,
-            Err(TrySendError::Full(batch)) => {
-                // About to wait: hand every other worker its partial batch first, so
-                // none runs dry while this one's queue is full.
-                for (o, tx) in self.txs.iter().enumerate() {
-                    if o != w && !self.bufs[o].is_empty() {
-                        let part = std::mem::take(&mut self.bufs[o]);
-                        if let Err(TrySendError::Full(part)) = tx.try_send(part) {
-                            self.bufs[o] = part;
-                        }
-                    }
-                }
-                self.txs[w].send(batch).is_ok()
+        match self.handover.put(w, batch) {
+            Put::Room => true,
+            Put::Gone => false,
+            Put::Full => {
+                // About to sleep: no request waits in a partial batch meanwhile.
+                self.flush();
+                self.handover.wait_for_room()
             }
         }
     }
 
-    /// Hands over every partial batch (the log's end): waits for room as needed.
+    /// Hands over every partial batch (before a sleep, and at the log's end).
     fn flush(&mut self) {
-        for (w, tx) in self.txs.iter().enumerate() {
-            let part = std::mem::take(&mut self.bufs[w]);
-            if !part.is_empty() {
-                let _ = tx.send(part);
+        for (w, buf) in self.bufs.iter_mut().enumerate() {
+            if !buf.is_empty() {
+                let _ = self.handover.put(w, std::mem::take(buf));
             }
         }
+    }
+}
+
+/// Path groups interned by the reader, so each request's [`Logged`] shares its
+/// group's name rather than carrying a copy; bounded (a log of many first segments
+/// gets a fresh name per request past the bound, as before).
+#[derive(Default)]
+struct Groups(HashMap<String, Arc<str>>);
+
+impl Groups {
+    const MAX: usize = 4 * crate::fidelity::MAX_GROUPS;
+
+    fn of(&mut self, target: &str) -> Arc<str> {
+        let name = path_group(target);
+        if let Some(g) = self.0.get(&name) {
+            return Arc::clone(g);
+        }
+        let g: Arc<str> = name.as_str().into();
+        if self.0.len() < Self::MAX {
+            self.0.insert(name, Arc::clone(&g));
+        }
+        g
     }
 }
 
@@ -205,14 +413,25 @@ impl Batches<'_> {
 /// worker, in batches; ends when the log ends or every worker has gone.
 fn produce(
     spec: &ReplaySpec,
-    txs: &[SyncSender<Vec<Item>>],
+    handover: &Handover,
     outcome: &Mutex<Outcome>,
 ) -> Result<(), LogError> {
-    let workers = txs.len().max(1);
+    let workers = handover.workers();
     let mut batches = Batches {
-        txs,
-        bufs: (0..txs.len()).map(|_| Vec::with_capacity(BATCH)).collect(),
+        handover,
+        bufs: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
     };
+    // One template for the run: host and headers are the target's, the same for
+    // every request, so only the method and target change per request.
+    let mut template = RequestTemplate {
+        method: String::new(),
+        path: String::new(),
+        host: spec.shape.host.clone(),
+        headers: spec.shape.headers.clone(),
+        body: None,
+        keep_alive: spec.shape.keep_alive,
+    };
+    let mut groups = Groups::default();
     let mut offset_ns = 0u64;
     let mut unbuildable = 0;
     let result = (|| {
@@ -224,15 +443,9 @@ fn produce(
                 let Some(p) = planner.plan(r?) else { continue };
                 let at_ns = offset_ns + p.intended_us * 1_000;
                 last_ns = at_ns;
-                let t = RequestTemplate {
-                    method: p.method,
-                    path: p.target,
-                    host: spec.shape.host.clone(),
-                    headers: spec.shape.headers.clone(),
-                    body: None,
-                    keep_alive: spec.shape.keep_alive,
-                };
-                let Ok(mut req) = t.build(0) else {
+                template.method = p.method;
+                template.path = p.target;
+                let Ok(mut req) = template.build(0) else {
                     unbuildable += 1;
                     continue;
                 };
@@ -241,7 +454,7 @@ fn produce(
                     status: p.logged_status,
                     bytes: p.logged_bytes,
                     request_time_us: p.logged_request_time_us,
-                    group: path_group(&req.path),
+                    group: groups.of(&req.path),
                 };
                 let item = Item {
                     req: Arc::new(req),
@@ -271,34 +484,62 @@ fn produce(
 
 impl SourceFactory for ReplayFactory {
     fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource> {
-        let mut rxs = self.receivers.lock().unwrap_or_else(|e| e.into_inner());
-        if worker == 0 || rxs.len() != workers {
-            *rxs = self.start(workers);
+        let mut current = self.handover.lock().unwrap_or_else(|e| e.into_inner());
+        if worker == 0 || current.as_ref().is_none_or(|h| h.workers() != workers) {
+            let handover = self.start(workers);
+            // The engine makes its sources before its clock starts: wait here for the
+            // reader's first requests (it reads a whole reorder window first), so the
+            // schedule's first arrivals are not late by that read.
+            handover.wait_ready();
+            *current = Some(handover);
         }
-        let rx = rxs.get_mut(worker).and_then(Option::take);
-        Box::new(ReplaySource {
-            rx,
-            batch: Vec::new().into_iter(),
-            next: None,
-            logged: HashMap::new(),
-            seq: 0,
-            fidelity: Fidelity::default(),
-            outcome: Arc::clone(&self.outcome),
-        })
+        Box::new(ReplaySource::new(
+            current.clone().filter(|_| worker < workers),
+            worker,
+            Arc::clone(&self.outcome),
+        ))
     }
 }
 
 /// One worker's share of the replay.
 struct ReplaySource {
-    rx: Option<Receiver<Vec<Item>>>,
+    /// `None`: nothing to take (a worker index past the run's count).
+    handover: Option<Arc<Handover>>,
+    worker: usize,
     /// The batch being taken from, in order.
     batch: std::vec::IntoIter<Item>,
     next: Option<Item>,
+    /// A first request came (an empty queue before it is the run's start, not the
+    /// reader falling behind).
+    started: bool,
+    /// Waiting for the reader (counted once per wait).
+    waiting: bool,
     /// The log's word on each request in flight, by request index.
     logged: HashMap<u32, Logged>,
     seq: u32,
     fidelity: Fidelity,
     outcome: Arc<Mutex<Outcome>>,
+}
+
+impl ReplaySource {
+    fn new(
+        handover: Option<Arc<Handover>>,
+        worker: usize,
+        outcome: Arc<Mutex<Outcome>>,
+    ) -> ReplaySource {
+        ReplaySource {
+            handover,
+            worker,
+            batch: Vec::new().into_iter(),
+            next: None,
+            started: false,
+            waiting: false,
+            logged: HashMap::new(),
+            seq: 0,
+            fidelity: Fidelity::default(),
+            outcome,
+        }
+    }
 }
 
 impl RequestSource for ReplaySource {
@@ -307,18 +548,26 @@ impl RequestSource for ReplaySource {
             self.next = self.batch.next();
         }
         if self.next.is_none() {
-            let Some(rx) = &self.rx else {
+            let Some(handover) = &self.handover else {
                 return NextInstant::Over;
             };
-            match rx.try_recv() {
-                Ok(batch) => {
+            match handover.take(self.worker) {
+                Take::Batch(batch) => {
                     self.batch = batch.into_iter();
                     self.next = self.batch.next();
+                    self.waiting = false;
                 }
-                Err(TryRecvError::Empty) => return NextInstant::Pending,
-                Err(TryRecvError::Disconnected) => return NextInstant::Over,
+                Take::Empty { behind } => {
+                    if behind && self.started && !self.waiting {
+                        self.waiting = true;
+                        self.fidelity.reader_behind();
+                    }
+                    return NextInstant::Pending;
+                }
+                Take::Over => return NextInstant::Over,
             }
         }
+        self.started = true;
         self.next
             .as_ref()
             .map_or(NextInstant::Over, |i| NextInstant::At(i.at_ns))
@@ -358,7 +607,14 @@ impl RequestSource for ReplaySource {
 
 impl Drop for ReplaySource {
     fn drop(&mut self) {
+        if let Some(h) = &self.handover {
+            h.leave(self.worker);
+        }
         let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
         o.fidelity.merge(&self.fidelity);
     }
 }
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;

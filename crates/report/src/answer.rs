@@ -196,6 +196,34 @@ pub fn nothing_left(all: &[Contender]) -> String {
     }
 }
 
+/// Why one contender has no figure of its own, in its own terms (its line under the
+/// answer): "all 3 of its steps were link-bound: the shaped link's figure, not the
+/// server's". [`nothing_left`] speaks of every contender at once ("bounds every
+/// target"), which read oddly on each target's line.
+pub fn nothing_left_of(c: &Contender) -> String {
+    let l = &c.left_out;
+    let n = l.total();
+    let (steps, were) = match n {
+        1 => ("its one step".to_string(), "was"),
+        2 => ("both of its steps".to_string(), "were"),
+        n => (format!("all {n} of its steps"), "were"),
+    };
+    if n == 0 {
+        "no step has a figure to compare".to_string()
+    } else if l.link == n {
+        format!("{steps} {were} link-bound: the shaped link's figure, not the server's")
+    } else if l.generator == n {
+        format!("{steps} measured the generator or a stalled machine, not the server")
+    } else if l.failed == n {
+        format!("most requests of {steps} failed: errors are not throughput")
+    } else {
+        format!(
+            "no step stands for the server ({} link-bound, {} generator-bound or machine-stalled, {} mostly failed)",
+            l.link, l.generator, l.failed
+        )
+    }
+}
+
 /// Whether every step the contenders left out mostly failed (and some were).
 fn all_failed(all: &[Contender]) -> bool {
     let failed: usize = all.iter().map(|c| c.left_out.failed).sum();

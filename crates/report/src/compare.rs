@@ -95,12 +95,16 @@ pub struct Side {
     pub left_out: crate::answer::LeftOut,
     /// Steps at points the other run did not measure.
     pub unmatched: usize,
+    /// Some point compared has two runs or more on this side. Without, the values are
+    /// one run of each of several points, and a bootstrap over them is no interval of
+    /// anything ("95% CI 61821 .. 61821" from one run).
+    pub repeated: bool,
 }
 
 impl Side {
-    /// Whether its median has an interval (two values or more).
+    /// Whether its median has an interval: two values or more, some of them repeats.
     pub fn has_interval(&self) -> bool {
-        self.values.len() >= 2
+        self.repeated && self.values.len() >= 2
     }
 }
 
@@ -367,8 +371,20 @@ struct RunPoints {
     /// The same with the generator-bound steps kept: what is compared when nothing
     /// else is shared (the answer then says whose limit the figures are).
     with_generator: Points,
+    /// The link-bound steps' figures: what is compared when both runs have nothing
+    /// else (the answer then is the report's: the link's figures, no winner).
+    shaped: Points,
     /// What `strict` left out, by cause.
     left_out: crate::answer::LeftOut,
+}
+
+/// Whose figures a comparison shows, when it shows some: the servers', or, when the
+/// runs share nothing else, the generator's or the shaped link's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Servers,
+    Generators,
+    Links,
 }
 
 /// Adds one step's figure to `points` under `key`, each planned repeat once.
@@ -383,17 +399,30 @@ fn add_point(points: &mut Points, seen: &mut Vec<(String, u32)>, key: String, re
     }
 }
 
+/// A step's figure of metric `m`.
+fn figure_of(s: &crate::model::StepReport, m: Metric) -> f64 {
+    match m {
+        Metric::Rps => s.requests_per_s,
+        Metric::P99 => s.latency.p99_ms,
+    }
+}
+
 fn points_of(t: &TargetReport, m: Metric) -> RunPoints {
     let mut r = RunPoints {
         strict: Vec::new(),
         with_generator: Vec::new(),
+        shaped: Vec::new(),
         left_out: crate::answer::LeftOut::default(),
     };
-    let (mut seen, mut seen_all) = (Vec::new(), Vec::new());
+    let (mut seen, mut seen_all, mut seen_link) = (Vec::new(), Vec::new(), Vec::new());
     for s in &t.steps {
         let generator = s.generator_bound();
         if s.link_bound() {
             r.left_out.link += 1;
+            let v = figure_of(s, m);
+            if v.is_finite() && v > 0.0 && !s.mostly_failed() {
+                add_point(&mut r.shaped, &mut seen_link, s.point_label(), s.repeat, v);
+            }
             continue;
         } else if generator {
             r.left_out.generator += 1;
@@ -401,10 +430,7 @@ fn points_of(t: &TargetReport, m: Metric) -> RunPoints {
             r.left_out.failed += 1;
             continue;
         }
-        let v = match m {
-            Metric::Rps => s.requests_per_s,
-            Metric::P99 => s.latency.p99_ms,
-        };
+        let v = figure_of(s, m);
         if !(v.is_finite() && v > 0.0) {
             continue;
         }
@@ -447,7 +473,7 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
     // Nothing left that stands for the server because the generator bound it: the
     // figures are still shown (a user comparing two local bench runs sees them), but
     // the answer says they are volley's limit and names no winner.
-    let mut generators_only = false;
+    let mut shown = Shown::Servers;
     // Both measured something, and nothing alike even with the generator's points.
     let unlike = !ra_points.with_generator.is_empty()
         && !rb_points.with_generator.is_empty()
@@ -458,7 +484,16 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
             // Shown, not left out: the answer says what they measured.
             (la.generator, lb.generator) = (0, 0);
             (pa, pb) = (ra_points.with_generator, rb_points.with_generator);
-            (matched, generators_only) = (g, true);
+            (matched, shown) = (g, Shown::Generators);
+        }
+    }
+    // Both runs link-bound at the points they share: their figures are the link's,
+    // and the answer is the report's (no winner), not "nothing to compare".
+    if matched.is_empty() && pa.is_empty() && pb.is_empty() && la.link > 0 && lb.link > 0 {
+        let g = match_points(&ra_points.shaped, &rb_points.shaped);
+        if !g.is_empty() {
+            (pa, pb) = (ra_points.shaped, rb_points.shaped);
+            (matched, shown) = (g, Shown::Links);
         }
     }
     if matched.is_empty() {
@@ -475,28 +510,32 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
             .map(|(_, v)| v.len())
             .sum()
     };
-    let side = |r: &RunRow, values: Vec<f64>, left_out, unmatched| Side {
-        run: r.id,
-        target: r.target.clone(),
-        median: bootstrap::median_ci(&values, bootstrap::RESAMPLES, 1),
-        values,
-        left_out,
-        unmatched,
+    let side = |r: &RunRow, runs: Vec<&Vec<f64>>, left_out, unmatched| {
+        let values: Vec<f64> = runs.iter().flat_map(|v| v.iter().copied()).collect();
+        Side {
+            run: r.id,
+            target: r.target.clone(),
+            median: bootstrap::median_ci(&values, bootstrap::RESAMPLES, 1),
+            values,
+            left_out,
+            unmatched,
+            repeated: runs.iter().any(|v| v.len() >= 2),
+        }
     };
     let sa = side(
         &ra,
-        matched.iter().flat_map(|(_, a, _)| a.clone()).collect(),
+        matched.iter().map(|(_, a, _)| a).collect(),
         la,
         unmatched(&pa),
     );
     let sb = side(
         &rb,
-        matched.iter().flat_map(|(_, _, b)| b.clone()).collect(),
+        matched.iter().map(|(_, _, b)| b).collect(),
         lb,
         unmatched(&pb),
     );
     let (r, single_ratio) = ratios(&matched)?;
-    let answer = answer_of(m, [ta, tb], (&sa, &sb), r.as_ref(), generators_only);
+    let answer = answer_of(m, [ta, tb], (&sa, &sb), r.as_ref(), shown);
     let capacities = capacity_pairs(&store.capacities(ra.id)?, &store.capacities(rb.id)?);
     Ok(Comparison {
         metric: m,
@@ -522,10 +561,10 @@ fn nothing_shared(
                 "run {} ({}) has no step that stands for the server ({})",
                 r.id,
                 r.target,
-                crate::answer::nothing_left(&[crate::answer::Contender {
+                crate::answer::nothing_left_of(&crate::answer::Contender {
                     left_out: *l,
                     ..Default::default()
-                }])
+                })
             )
         })
     };
@@ -578,31 +617,31 @@ fn answer_of(
     mut runs: [TargetReport; 2],
     (sa, sb): (&Side, &Side),
     r: Option<&bootstrap::Estimate>,
-    generators_only: bool,
+    shown: Shown,
 ) -> String {
-    if generators_only {
+    if shown == Shown::Generators {
         return format!(
             "No answer about the servers: the only points both runs measured were bound by the generator (generator-bound or machine-stalled steps), so these figures are volley's limit, not the servers'; {}",
             "repeat on a quieter machine or with more generator cores"
         );
     }
-    match m {
-        Metric::Rps => {
-            // Two runs of one target are told apart by their ids.
-            if runs[0].target == runs[1].target {
-                for t in &mut runs {
-                    t.target = format!("{} (run {})", t.target, t.run_id);
-                }
-            }
-            crate::headline::answer(&Report {
-                schema_version: crate::SCHEMA_VERSION,
-                title: String::new(),
-                study: None,
-                targets: runs.into(),
-            })
-        }
-        Metric::P99 => p99_answer(sa, sb, r),
+    // req/s, and link-bound figures of either metric: the report's answer (for the
+    // link's figures: no winner).
+    if m == Metric::P99 && shown != Shown::Links {
+        return p99_answer(sa, sb, r);
     }
+    // Two runs of one target are told apart by their ids.
+    if runs[0].target == runs[1].target {
+        for t in &mut runs {
+            t.target = format!("{} (run {})", t.target, t.run_id);
+        }
+    }
+    crate::headline::answer(&Report {
+        schema_version: crate::SCHEMA_VERSION,
+        title: String::new(),
+        study: None,
+        targets: runs.into(),
+    })
 }
 
 /// The p99 answer: lower is better; a difference only when the ratio's interval

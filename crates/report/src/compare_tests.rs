@@ -221,6 +221,7 @@ fn the_comparison_prints_capacities_with_their_intervals() {
         median: est(10.5),
         left_out: crate::answer::LeftOut::default(),
         unmatched: 0,
+        repeated: true,
     };
     let cell = json!({"workload": "root", "concurrency": 16});
     let c = Comparison {

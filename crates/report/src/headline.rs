@@ -214,14 +214,36 @@ fn bound(t: &TargetReport) -> String {
             None => counts.push((l, 1)),
         }
     }
+    let said = |l: &str| match stall_evidence(t, l) {
+        Some(e) => format!("{l} {e}"),
+        None => l.to_string(),
+    };
     match counts.as_slice() {
-        [(only, _)] => only.clone(),
+        [(only, _)] => said(only),
         _ => counts
             .iter()
-            .map(|(l, n)| format!("{l} in {n} of {} steps", t.steps.len()))
+            .map(|(l, n)| format!("{} in {n} of {} steps", said(l), t.steps.len()))
             .collect::<Vec<_>>()
             .join(", "),
     }
+}
+
+/// For the machine-stalled label, the figure it rests on: "(the stall probe beside the
+/// load overslept up to 13.5 ms)", the longest of those steps' probes.
+fn stall_evidence(t: &TargetReport, label: &str) -> Option<String> {
+    if label != volley_analysis::sustain::Bound::MachineStalled.label() {
+        return None;
+    }
+    let longest = t
+        .steps
+        .iter()
+        .filter(|s| s.label.as_deref() == Some(label))
+        .filter_map(|s| s.probe_max_stall_ms)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+    Some(format!(
+        "(the stall probe beside the load overslept up to {} ms)",
+        number(longest)
+    ))
 }
 
 /// One line per target: "nginx: capacity 2,990 req/s (95% CI 2,850 to 3,100), by
@@ -234,10 +256,7 @@ pub fn lines(report: &Report) -> Vec<String> {
             let main = figure(t).map_or_else(
                 || {
                     let c = contender(t, &t.target, Across::Targets, |_| true);
-                    format!(
-                        "no figure for the server: {}",
-                        answer::nothing_left(std::slice::from_ref(&c))
-                    )
+                    format!("no figure for the server: {}", answer::nothing_left_of(&c))
                 },
                 |f| f.text,
             );

@@ -281,3 +281,58 @@ fn knobs_with_nothing_to_compare_are_named_once_together() {
         "No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
     );
 }
+
+/// Each target's own line says why it has no figure in its own terms (its steps, the
+/// link's figure), not the study-wide sentence about "every target".
+#[test]
+fn a_target_with_no_figure_says_why_in_its_own_terms() {
+    let linked = |n: usize| {
+        (0..n)
+            .map(|i| {
+                let mut s = step("default", i as u32, 14.3);
+                s.variant = None;
+                s.label = Some("link-bound".into());
+                s
+            })
+            .collect::<Vec<_>>()
+    };
+    let r = report(vec![named("builtin", linked(3)), named("nginx", linked(1))]);
+    let l = lines(&r);
+    assert!(
+        l[0].starts_with("builtin: no figure for the server: all 3 of its steps were link-bound: the shaped link's figure, not the server's"),
+        "{}",
+        l[0]
+    );
+    assert!(l[1].contains("its one step was link-bound"), "{}", l[1]);
+    assert!(!l[0].contains("every target"), "{}", l[0]);
+    assert!(
+        answer(&r).contains("every step was link-bound"),
+        "{}",
+        answer(&r)
+    );
+}
+
+/// A machine-stalled count in a target's line carries the figure it rests on: the
+/// longest stall the probe beside the load measured in those steps.
+#[test]
+fn machine_stalled_steps_name_the_probes_longest_stall() {
+    let labelled = |label: &str, stall: Option<f64>| {
+        let mut s = step("default", 0, 100.0);
+        s.label = Some(label.into());
+        s.probe_max_stall_ms = stall;
+        s
+    };
+    let t = target(vec![
+        labelled("inconclusive", Some(0.4)),
+        labelled("machine-stalled", Some(3.39)),
+        labelled("machine-stalled", Some(13.47)),
+    ]);
+    assert_eq!(
+        bound(&t),
+        "inconclusive in 1 of 3 steps, machine-stalled (the stall probe beside the load \
+         overslept up to 13.5 ms) in 2 of 3 steps"
+    );
+    // Stores from before the probe: the count alone.
+    let old = target(vec![labelled("machine-stalled", None)]);
+    assert_eq!(bound(&old), "machine-stalled");
+}

@@ -116,7 +116,7 @@ fn rate_chart(
         }
     }
     c.notes.push(
-        "Median over repeats; crosses are steps whose figures are not the server's (generator-bound, machine-stalled), excluded from the line.".into(),
+        "Median over repeats; crosses are steps whose figures are not the server's (generator-bound, machine-stalled or link-bound), excluded from the line.".into(),
     );
     (!c.is_empty()).then_some(c)
 }

@@ -145,7 +145,7 @@ fn dash_of(d: Option<&str>) -> Vec<f64> {
 }
 
 /// A static chart redrawn interactively: same series, colours, dashes and notes;
-/// generator-bound crosses become a points series of their own.
+/// crosses (steps whose figure is not the server's) become a points series of their own.
 fn from_static(c: &Chart) -> ChartData {
     let pct = c.x_scale == XScale::Percentile;
     let tx = |x: f64| if pct { pct_x(x) } else { x };
@@ -186,7 +186,9 @@ fn from_static(c: &Chart) -> ChartData {
             .map_or("", |s| s.name.as_str());
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut l = Line::new(
-            format!("{owner} generator-bound (not the server's figure)"),
+            format!(
+                "{owner} not the server's figure (generator-bound, machine-stalled or link-bound)"
+            ),
             &color,
             "points",
         );
@@ -239,7 +241,8 @@ fn side_by_side(cat: usize, k: usize, n: usize) -> f64 {
 
 /// One categorical chart: per point (category) and key, `value` over the key's steps
 /// of that point that count for the server, each planned step once by its best attempt
-/// (as the tables count them).
+/// (as the tables count them); where none counts, over the steps left out, as a hollow
+/// point named by their label.
 fn per_point_chart(
     report: &Report,
     colors: &Colors,
@@ -270,31 +273,63 @@ fn per_point_chart(
         return None;
     }
     let mut d = ChartData::new("cat", title, "workload and point", y_label);
+    let mut hollow_words: Vec<&str> = Vec::new();
     for (k, key) in keys.iter().enumerate() {
         let mut l = Line::new(key.clone(), colors.get(key), "points");
+        // A point with no step for the server still shows, hollow, with the label that
+        // says whose figure it is: a study whose every step was link-bound answers with
+        // the link's figure beside each target, not with no chart at all.
+        let mut other = Line::new(String::new(), colors.get(key), "points");
+        other.hollow = true;
+        let mut other_words: Vec<&str> = Vec::new();
         for (c, point) in categories.iter().enumerate() {
             let Some(attempts) = by.get(&(key.clone(), point.clone())) else {
                 continue;
             };
             let (best, _) = best_attempts(attempts);
-            let counted: Vec<&StepReport> =
-                best.into_iter().filter(|s| !s.generator_bound()).collect();
-            if counted.is_empty() {
-                continue;
-            }
-            let Some(f) = value(&counted) else { continue };
+            let (counted, left): (Vec<&StepReport>, Vec<&StepReport>) =
+                best.into_iter().partition(|s| !s.generator_bound());
+            let (line, drawn) = if counted.is_empty() {
+                for s in &left {
+                    let word = s.label.as_deref().unwrap_or("unlabelled");
+                    if !other_words.contains(&word) {
+                        other_words.push(word);
+                    }
+                }
+                (&mut other, left)
+            } else {
+                (&mut l, counted)
+            };
+            let Some(f) = value(&drawn) else { continue };
             let x = side_by_side(c, k, keys.len());
-            l.points.push((x, Some(f.median)));
+            line.points.push((x, Some(f.median)));
             if let Some((lo, hi)) = f.interval {
-                l.whiskers.push((x, lo, hi));
+                line.whiskers.push((x, lo, hi));
             }
         }
-        if !l.points.is_empty() {
-            d.lines.push(l);
+        other.label = format!(
+            "{key} {}: not the server's figure",
+            other_words.join(" or ")
+        );
+        for w in other_words {
+            if !hollow_words.contains(&w) {
+                hollow_words.push(w);
+            }
+        }
+        for line in [l, other] {
+            if !line.points.is_empty() {
+                d.lines.push(line);
+            }
         }
     }
     if d.lines.is_empty() {
         return None;
+    }
+    if !hollow_words.is_empty() {
+        d.notes.push(format!(
+            "Hollow points: steps labelled {}, whose figure is not the server's (the link's, the generator's or the machine's); no answer ranks them.",
+            hollow_words.join(" or ")
+        ));
     }
     d.categories = categories;
     Some(d)
@@ -683,6 +718,50 @@ mod tests {
                 (9.0, Some(3.0))
             ]
         );
+    }
+
+    /// Seed 003 run 68 ms away: every step link-bound. The comparison charts still
+    /// show each target's figure, hollow, named as the link's (they once vanished,
+    /// leaving the report with time series only); a step that counts is a plain point.
+    #[test]
+    fn link_bound_points_show_hollow_and_named_not_dropped() {
+        let step = |label: &str, rps: f64| {
+            let mut s = StepReport::blank();
+            s.workload = Some("L1".into());
+            s.concurrency = Some(1);
+            s.completed = 100;
+            s.ok = 100;
+            s.requests_per_s = rps;
+            s.label = Some(label.into());
+            s
+        };
+        let report = Report {
+            schema_version: crate::SCHEMA_VERSION,
+            title: "t".into(),
+            study: None,
+            targets: vec![
+                crate::model::TargetReport::blank("builtin", vec![step("link-bound", 14.1)]),
+                crate::model::TargetReport::blank("nginx", vec![step("link-bound", 14.3)]),
+                crate::model::TargetReport::blank("lighttpd", vec![step("server-bound", 90.0)]),
+            ],
+        };
+        let colors = Colors::of(&report);
+        let c = comparisons(&report, &colors);
+        let rps = c
+            .iter()
+            .find(|c| c.title.starts_with("Requests/s per workload"))
+            .expect("a req/s comparison");
+        let line = |label: &str| rps.lines.iter().find(|l| l.label == label);
+        let b = line("builtin link-bound: not the server's figure").expect("builtin's");
+        assert!(b.hollow && b.points[0].1 == Some(14.1), "{:?}", b.points);
+        assert_eq!(b.color, colors.get("builtin"));
+        assert!(line("nginx link-bound: not the server's figure").is_some_and(|l| l.hollow));
+        let l = line("lighttpd").expect("the counted point");
+        assert!(!l.hollow && l.points[0].1 == Some(90.0));
+        assert!(rps
+            .notes
+            .iter()
+            .any(|n| n.contains("Hollow points: steps labelled link-bound")));
     }
 
     #[test]

@@ -21,8 +21,8 @@ fn cell(s: &str) -> String {
 /// Longest note or line of prose before it is cut (notes are ours, but hold names).
 const MAX_NOTE_CHARS: usize = 8 * MAX_CHARS;
 
-/// One table as Markdown: heading, note, pipe table. Generator-bound rows get a trailing
-/// marker in the first cell, since Markdown has no row styling.
+/// One table as Markdown: heading, note, pipe table. A row whose figures are not the
+/// server's gets its label after the first cell, since Markdown has no row styling.
 pub fn render_table(t: &Table) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## {}\n", cell(&t.title));

@@ -390,7 +390,7 @@ impl Chart {
             items.push(r##"<line x1="0" y1="-4" x2="22" y2="-4" stroke="#888" stroke-dasharray="4 4"/><text x="28" y="0">ideal (replies = requests)</text>"##.to_string());
         }
         if !self.flagged.is_empty() {
-            items.push(r##"<path d="M6 -9L16 1M6 1L16 -9" stroke="#333" stroke-width="2.5"/><text x="28" y="0">generator-bound step (not the server's figure)</text>"##.to_string());
+            items.push(r##"<path d="M6 -9L16 1M6 1L16 -9" stroke="#333" stroke-width="2.5"/><text x="28" y="0">step not the server&apos;s figure (see its label)</text>"##.to_string());
         }
         items
     }
@@ -666,7 +666,7 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert!(svg.contains("t &lt;1&gt;") && svg.contains("a&amp;b"));
         assert!(svg.contains("<polyline") && svg.contains("<circle"));
-        assert!(svg.contains("generator-bound step"));
+        assert!(svg.contains("step not the server&apos;s figure"));
         assert!(svg.contains("ideal (replies = requests)"));
     }
 }

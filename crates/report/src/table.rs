@@ -449,6 +449,10 @@ fn rate_series(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// One cell of [`per_rate`]: the values of the steps that count for the server, and
+/// the label of a step left out (not the server's figure), for "n/a (link-bound)".
+type RateCell = (Vec<f64>, Option<&'static str>);
+
 /// A rates x series table of the median of `value` over non-generator-bound repeats,
 /// one column per [`rate_series`] key.
 fn per_rate(
@@ -457,8 +461,8 @@ fn per_rate(
     value: impl Fn(&StepReport) -> Option<f64>,
 ) -> Vec<Vec<String>> {
     let series = rate_series(report);
-    // rate (as bits, so it sorts and keys exactly) -> series index -> (values, gen-bound count)
-    let mut cells: BTreeMap<u64, BTreeMap<usize, (Vec<f64>, usize)>> = BTreeMap::new();
+    // rate (as bits, so it sorts and keys exactly) -> series index -> its cell
+    let mut cells: BTreeMap<u64, BTreeMap<usize, RateCell>> = BTreeMap::new();
     for (t, s) in steps(report) {
         let Some(rate) = s.rate_rps else { continue };
         let key = crate::colors::key(t, s);
@@ -470,8 +474,11 @@ fn per_rate(
             .or_default()
             .entry(i)
             .or_default();
-        if s.generator_bound() {
-            cell.1 += 1;
+        if let RowMark::NotServer(word) = RowMark::of_label(s.label.as_deref()) {
+            cell.1 = match cell.1 {
+                Some(w) if w != word => Some("not the server's"),
+                _ => Some(word),
+            };
         } else if let Some(v) = value(s) {
             cell.0.push(v);
         }
@@ -484,7 +491,7 @@ fn per_rate(
             for i in 0..series.len() {
                 row.push(match by_series.get(&i) {
                     None => "-".into(),
-                    Some((v, gen)) if v.is_empty() && *gen > 0 => "n/a (generator-bound)".into(),
+                    Some((v, Some(word))) if v.is_empty() => format!("n/a ({word})"),
                     Some((v, _)) => num(median(v), decimals),
                 });
             }

@@ -533,6 +533,39 @@ fn unlike_runs_are_said_unlike_before_whoever_bound_them() {
     assert!(e.to_string().contains("share no measured point"), "{e}");
 }
 
+/// Two runs behind the same shaped link (seed 003 run 68 ms away): compare gives the
+/// report's answer (the link's figures, no winner) for req/s and p99 alike, never a
+/// usage error saying there is nothing to compare.
+#[test]
+fn compare_of_two_link_bound_runs_answers_as_the_report_does() {
+    let mut store = Store::open_in_memory().unwrap();
+    let closed = |rps: f64| {
+        let mut s = common::rate_step(0.0, rps, 70.0, "link-bound", true);
+        s.rate_rps = None;
+        s.concurrency = Some(1);
+        s.sustainable = None;
+        s.closed = true;
+        s
+    };
+    let a = common::record_run(&mut store, None, "builtin", &[closed(14.1)]);
+    let b = common::record_run(&mut store, None, "nginx", &[closed(14.3)]);
+    for m in [
+        volley_report::compare::Metric::Rps,
+        volley_report::compare::Metric::P99,
+    ] {
+        let c =
+            volley_report::compare::compare(&store, &a.0.to_string(), &b.0.to_string(), m).unwrap();
+        assert!(
+            c.answer
+                .starts_with("No difference beyond noise: every step was link-bound"),
+            "{}",
+            c.answer
+        );
+        // One run of a point: no interval, on either side.
+        assert!(!c.a.has_interval() && !c.b.has_interval(), "{c}");
+    }
+}
+
 #[test]
 fn compare_of_two_rate_sweeps_answers_as_the_report_does() {
     // Per-rate req/s of two sweeps are the offered rates, alike wherever both carried

@@ -295,23 +295,36 @@ impl Store {
         what: &'static str,
         id: i64,
     ) -> Result<()> {
-        let status: Option<String> = self
+        require_running(&self.conn, table, what, id)
+    }
+
+    /// Removes a running run that recorded no step and no capacity, with the seconds
+    /// it stored as they closed, in one transaction: a run stopped before it measured
+    /// anything (`bench --save` whose first answers refused the path) is no result, and
+    /// `volley history` must not list it as an empty incomplete run. A run with a step
+    /// or a capacity is a result and is refused ([`StoreError::Invalid`]).
+    pub fn discard_run(&mut self, id: RunId) -> Result<()> {
+        let tx = self
             .conn
-            .query_row(
-                &format!("SELECT status FROM {table} WHERE id = ?1"),
-                [id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        match status.as_deref() {
-            None => Err(StoreError::NotFound { what, id }),
-            Some("running") => Ok(()),
-            Some(other) => Err(StoreError::NotRunning {
-                what,
-                id,
-                status: other.to_owned(),
-            }),
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        require_running(&tx, "runs", "run", id.0)?;
+        let kept: i64 = tx.query_row(
+            "SELECT (SELECT COUNT(*) FROM steps WHERE run_id = ?1)
+                  + (SELECT COUNT(*) FROM capacities WHERE run_id = ?1)",
+            [id.0],
+            |r| r.get(0),
+        )?;
+        if kept > 0 {
+            return Err(StoreError::Invalid(
+                "a run that recorded a step or a capacity is kept, not discarded",
+            ));
         }
+        for table in ["live_histograms", "live_seconds", "injector_seconds"] {
+            tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id.0])?;
+        }
+        tx.execute("DELETE FROM runs WHERE id = ?1", [id.0])?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Writes a finished step with its series and histograms in ONE transaction, and
@@ -332,27 +345,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let status: Option<String> = tx
-            .query_row("SELECT status FROM runs WHERE id = ?1", [run.0], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        match status.as_deref() {
-            None => {
-                return Err(StoreError::NotFound {
-                    what: "run",
-                    id: run.0,
-                })
-            }
-            Some("running") => {}
-            Some(other) => {
-                return Err(StoreError::NotRunning {
-                    what: "run",
-                    id: run.0,
-                    status: other.to_owned(),
-                })
-            }
-        }
+        require_running(&tx, "runs", "run", run.0)?;
         tx.execute(
             "INSERT INTO steps (run_id, step_index, parameters, summary, verdict, label,
                                 started_unix_ms, finished_unix_ms)
@@ -610,6 +603,32 @@ pub(crate) fn from_json<T: DeserializeOwned>(column: &'static str, text: &str) -
 }
 
 /// Wall-clock now in milliseconds since the Unix epoch (0 if the clock is before 1970).
+/// `Ok` when row `id` of `table` (studies or runs) is running; else which it is not.
+/// Takes a connection so a transaction (which derefs to one) checks inside itself.
+fn require_running(
+    conn: &Connection,
+    table: &'static str,
+    what: &'static str,
+    id: i64,
+) -> Result<()> {
+    let status: Option<String> = conn
+        .query_row(
+            &format!("SELECT status FROM {table} WHERE id = ?1"),
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match status.as_deref() {
+        None => Err(StoreError::NotFound { what, id }),
+        Some("running") => Ok(()),
+        Some(other) => Err(StoreError::NotRunning {
+            what,
+            id,
+            status: other.to_owned(),
+        }),
+    }
+}
+
 fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -177,6 +177,41 @@ fn finished_runs_reject_steps_and_second_finish() {
     ));
 }
 
+/// A run stopped before it measured anything is removed whole, the seconds it stored
+/// as they closed with it; a run with a step, or one already finished, is refused.
+#[test]
+fn a_run_with_no_step_is_discarded_whole_and_one_with_a_step_is_kept() {
+    let mut store = Store::open_in_memory().unwrap();
+    let kept = store.begin_run(&new_run(None)).unwrap();
+    let empty = store.begin_run(&new_run(None)).unwrap();
+    let second = volley_store::LiveSecond {
+        step_index: 0,
+        second: 0,
+        values: json!({"requests": 3}),
+        histograms: vec![],
+    };
+    store.record_live_second(empty, &second).unwrap();
+    store.discard_run(empty).unwrap();
+    assert!(matches!(
+        store.run(empty),
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
+    assert!(store.live_seconds(empty, 0).unwrap().is_empty());
+    assert_eq!(store.list_runs().unwrap().len(), 1);
+
+    store.record_step(kept, &step(0)).unwrap();
+    assert!(matches!(
+        store.discard_run(kept),
+        Err(StoreError::Invalid(_))
+    ));
+    store.finish_run(kept, Status::Complete).unwrap();
+    assert!(matches!(
+        store.discard_run(kept),
+        Err(StoreError::NotRunning { .. })
+    ));
+    assert_eq!(store.steps(kept).unwrap().len(), 1);
+}
+
 #[test]
 fn a_failed_step_write_leaves_nothing_behind() {
     let mut store = Store::open_in_memory().unwrap();

@@ -155,7 +155,7 @@ pub(crate) fn run_injected(
     let watched = watched.map(|load| {
         load.map(|(result, whole)| {
             incomplete = whole.incomplete;
-            let mut l = loaded(&result, whole, cell, w);
+            let mut l = loaded(result, whole, cell, w);
             if !inj.secure_bus {
                 l.info.notes.push(
                     "the bus ran in the clear: no TLS, no credentials, unsigned assignments (injectors.bus_security = \"off\")".into(),
@@ -297,29 +297,21 @@ fn injector_notes(notes: &mut Vec<String>, r: &RunResult, wanted: usize) {
 }
 
 /// The merged run as a step's load, with the injectors' own figures and the phases.
-fn loaded(r: &RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
+fn loaded(r: RunResult, whole: WholeRun, cell: &Cell, w: &Workload) -> Loaded {
     let mut info = whole.info;
-    injector_notes(&mut info.notes, r, cell.injectors.unwrap_or(1) as usize);
+    injector_notes(&mut info.notes, &r, cell.injectors.unwrap_or(1) as usize);
     let injectors: Vec<InjectorRecord> = r
         .agents
-        .iter()
-        .map(|a| {
-            let own = whole.injectors.iter().find(|i| i.name == a.name);
+        .into_iter()
+        .map(|mut agent| {
+            let own = whole.injectors.iter().find(|i| i.name == agent.name);
             InjectorRecord {
-                name: a.name.clone(),
-                share: a.share,
-                delay_ms: a.delay_ms,
-                late_ms: a.late_ms,
-                clock: a.clock,
-                clock_warning: a.clock_warning,
-                lost_from_s: a.lost_from_s,
-                process_exited: a.process_exited,
-                late_seconds: a.late_seconds,
-                max_late_ms: a.max_late_ms,
-                refused_after_lost: a.refused,
-                ending: a.final_record.as_ref().map(|f| f.ending),
+                // Of its final record the store keeps only why its load ended; its
+                // share, merged already, is dropped here rather than kept to the end.
+                ending: agent.final_record.take().map(|f| f.ending),
                 offset_s: own.map(|i| i.offset_s),
                 summary: own.map(|i| i.summary.clone()),
+                agent,
             }
         })
         .collect();

@@ -30,6 +30,7 @@ use super::wire::{self, ResolvedWire, WireArgs};
 use crate::cmd::progress;
 use crate::exit::usage;
 
+mod check;
 pub mod values;
 
 use values::{Header, Where};
@@ -213,7 +214,8 @@ pub struct LoadSpec {
     /// names).
     pub paths: Vec<String>,
     /// The path check on the run's own first answers (`volley_engine::first`), for
-    /// the runs that set it: `bench URL`'s first.
+    /// the runs that arm it (`load/check.rs`: `bench URL`'s first run, each
+    /// `--target` run).
     pub first_answers: Option<Arc<volley_engine::FirstAnswers>>,
 }
 
@@ -726,6 +728,14 @@ pub fn run_once(
     })?;
     if interrupted.load(Ordering::Relaxed) {
         info.notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
+    }
+    if let Some(e) = &outcome.io_refused {
+        // Once per process, however many runs (targets, repeats) meet the same kernel.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("volley: io_uring refused by the kernel ({e}); using epoll"));
+        info.notes.push(format!(
+            "--io uring was refused by the kernel ({e}): this run used epoll"
+        ));
     }
     if outcome.idle_close_retries > 0 {
         info.notes.push(format!(

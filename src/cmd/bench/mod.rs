@@ -116,18 +116,13 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
             out.progress,
             load::Keep::live(saver.as_ref()),
         )?;
-        if let Some(r) = spec.first_answers.take().and_then(|f| f.refused()) {
-            // Stopped at its first answers: nothing was measured, so nothing is kept
-            // but the saved run's record, which says it stopped.
+        if let Some(refused) = spec.take_refusal() {
+            // Stopped at its first answers: nothing was measured, so the saved run
+            // (and the seconds it stored) goes too; history never lists it.
             if let Some(s) = saver.take() {
-                s.finish(false)?;
+                s.discard()?;
             }
-            return Err(path_refused(
-                &spec,
-                r.request_index,
-                r.status,
-                "its first answer in the run",
-            ));
+            return Err(refused);
         }
         let mut summary = ran.summary;
         summary.first_request = first.take();
@@ -184,21 +179,8 @@ fn preflight(spec: &mut LoadSpec) -> anyhow::Result<Option<volley_metrics::First
         bail!("no request succeeded: cannot connect to {addr} ({why}); nothing was measured");
     }
     let first = spec.prepare()?;
-    if let Some(f) = first
-        .as_ref()
-        .filter(|f| volley_engine::first::refuses(f.status))
-    {
-        return Err(path_refused(
-            spec,
-            0,
-            f.status,
-            "the cold request of --first-request",
-        ));
-    }
-    spec.first_answers = Some(Arc::new(volley_engine::FirstAnswers::new(
-        spec.paths.len(),
-        Arc::clone(&spec.cfg.stop_flag),
-    )));
+    spec.check_cold(first.as_ref())?;
+    spec.check_first_answers();
     Ok(first)
 }
 
@@ -268,17 +250,6 @@ fn nothing_succeeded(spec: &LoadSpec, s: &Summary, out: &Outputs, text: &Text) -
         }
     }
     anyhow::anyhow!("{line} to {addr}")
-}
-
-/// The usage error of a request the server refused as its first answer (`what`: which
-/// request said it): the path (or the headers) is wrong, and the run would only measure
-/// how fast the server says so.
-fn path_refused(spec: &LoadSpec, index: u32, status: u16, what: &str) -> anyhow::Error {
-    let path = spec.paths.get(index as usize).map_or("/", String::as_str);
-    anyhow::Error::new(crate::exit::UsageError(format!(
-        "{} {path} answered {status} ({what}): the server does not serve it to this request; the run stopped there and measured nothing (fix the URL's path or the headers)",
-        spec.method
-    )))
 }
 
 /// Why a TCP connect to `addr` fails right now, in a few words; `None` if it succeeds.

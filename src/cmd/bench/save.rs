@@ -179,6 +179,14 @@ impl Saver {
         }
     }
 
+    /// Removes the run, which measured nothing (its first answers refused the path):
+    /// no step, no seconds, nothing for `volley history` to list.
+    pub fn discard(mut self) -> anyhow::Result<()> {
+        self.store
+            .discard_run(self.run)
+            .context("cannot remove the run that measured nothing")
+    }
+
     /// Marks the run complete (or incomplete when interrupted or failed) and returns
     /// the line that says where it is.
     pub fn finish(self, complete: bool) -> anyhow::Result<String> {

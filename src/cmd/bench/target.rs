@@ -14,8 +14,12 @@
 //! Raw flags ([`TargetArgs`]) are resolved into a [`Setup`] before anything starts: a
 //! mistake there is a usage error (exit 2) and nothing is created. A server that is
 //! missing, a cap the kernel refuses or a target that dies mid-run is a failed run
-//! (exit 1), reported after what was measured. Ctrl-C stops the load, stops every
-//! target (`volley_targets::stop_all` from the handler thread) and exits 130.
+//! (exit 1), reported after what was measured. A path the docroot lacks is refused
+//! before any server starts; one a started server refuses (a 4xx first answer to the
+//! load's own request: its method, headers or permissions, which the start-up probe's
+//! plain GET does not try) ends that run at once, exit 2, as `bench URL`'s path check
+//! does (`load/check.rs`). Ctrl-C stops the load, stops every target
+//! (`volley_targets::stop_all` from the handler thread) and exits 130.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -557,6 +561,9 @@ fn run_target(
     }
     let record = target.record(&setup.limits);
     let (mut spec, replay_source) = load_for(setup, &target)?;
+    if replay_source.is_none() {
+        spec.check_first_answers();
+    }
     let watch = Watch {
         target: &target,
         monitor_interval: setup.monitor_interval,
@@ -573,6 +580,8 @@ fn run_target(
     };
     let watched = volley_harness::watch(&watch, || -> anyhow::Result<Ran> {
         let first = spec.prepare()?;
+        spec.check_cold(first.as_ref())
+            .map_err(|e| e.context(kind.to_string()))?;
         let mut ran = load::run_once(&spec, interrupted, show.progress, keep)?;
         ran.summary.first_request = first;
         Ok(ran)
@@ -589,6 +598,9 @@ fn run_target(
         mut summary,
         histograms,
     } = outcome?;
+    if let Some(refused) = spec.take_refusal() {
+        return Err(refused.context(kind.to_string()));
+    }
     volley_harness::fill_machine(&mut summary, monitor.as_ref());
     let replay = setup
         .replay

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use volley_engine::volley_tls::{self, ClientTls, TlsSession, TlsStream, VersionPolicy};
-use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, TlsTarget, Wire};
+use volley_engine::{BodySpec, Coding, ErrorKind, HttpVersion, IoPath, TlsTarget, Wire};
 use volley_metrics::Summary;
 
 use super::load::values;
@@ -76,6 +76,20 @@ pub struct WireArgs {
     /// (connect, TLS, TTFB, total): the cold first request of this invocation.
     #[arg(long = "first-request")]
     pub first_request: bool,
+    /// How the workers move bytes: epoll, or uring (io_uring: one system call per
+    /// loop turn for all sends and receives; plain http:// HTTP/1.1 only). Where the
+    /// kernel refuses io_uring the run says so once and uses epoll [default: epoll].
+    #[arg(long, value_enum, value_name = "PATH")]
+    pub io: Option<Io>,
+}
+
+/// `--io`: the engine's I/O path.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// epoll and a read and a write per request.
+    Epoll,
+    /// io_uring, batched submission and multishot receive.
+    Uring,
 }
 
 /// `on` or `off`.
@@ -140,6 +154,18 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
     if early_data && a.tls_resume == Some(OnOff::Off) {
         return Err("--early-data on needs --tls-resume on (0-RTT rides a resumed session)".into());
     }
+    let io = match a.io {
+        Some(Io::Uring) if tls || a.h2 || a.h3 => {
+            // Refused rather than run on epoll: the result would name a path that did
+            // not run, and TLS/h2/h3 through the ring is not built.
+            return Err(
+                "--io uring drives plain http:// HTTP/1.1 only (TLS, --h2 and --h3 use epoll)"
+                    .into(),
+            );
+        }
+        Some(Io::Uring) => IoPath::Uring,
+        Some(Io::Epoll) | None => IoPath::Epoll,
+    };
     if a.h3 && a.tls_version == Some(VersionPolicy::Tls12) {
         return Err("--h3 runs TLS 1.3 only: --tls-version 1.2 cannot apply".into());
     }
@@ -186,6 +212,7 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
                 expect_size: a.expect_size,
                 expect_sha256: a.expect_sha256,
             },
+            io,
         },
         first_request: a.first_request,
     })

@@ -41,7 +41,9 @@ use volley_h2::{
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::split_request;
-use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
+use super::streams::{
+    field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
+};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec, SeenCoding};
 use crate::{ErrorKind, Request, Sink};
@@ -74,23 +76,7 @@ impl Flight {
     }
 }
 
-impl OnStream for Flight {
-    fn stamps(&self) -> &Stamps {
-        &self.at
-    }
-
-    fn stamps_mut(&mut self) -> &mut Stamps {
-        &mut self.at
-    }
-
-    fn reply_mut(&mut self) -> &mut Reply {
-        &mut self.reply
-    }
-
-    fn request(&self) -> &Request {
-        &self.req
-    }
-}
+on_stream!(Flight);
 
 struct Conn<T> {
     sock: Option<T>,
@@ -408,29 +394,7 @@ impl<'a, S: Sink, T: Transport> Multiplexed<'a, S, T> for H2Worker<'a, S, T> {
     type Key = StreamId;
     type Flight = Flight;
 
-    fn core_mut(&mut self) -> &mut WorkerCore<'a, S, T> {
-        &mut self.core
-    }
-
-    fn queue(&mut self) -> &mut VecDeque<Flight> {
-        &mut self.queue
-    }
-
-    fn queue_ref(&self) -> &VecDeque<Flight> {
-        &self.queue
-    }
-
-    fn slots(&self) -> usize {
-        self.conns.len()
-    }
-
-    fn lane(&mut self, slot: usize) -> &mut Lane<StreamId, Flight> {
-        &mut self.conns[slot].lane
-    }
-
-    fn lane_ref(&self, slot: usize) -> &Lane<StreamId, Flight> {
-        &self.conns[slot].lane
-    }
+    field_accessors!(WorkerCore<'a, S, T>);
 
     fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
         Flight::new(req, intended_ns, false)
@@ -483,10 +447,6 @@ impl<'a, S: Sink, T: Transport> Multiplexed<'a, S, T> for H2Worker<'a, S, T> {
             self.core.closed(now);
         }
         c.lane.state = State::Closed;
-    }
-
-    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
-        &mut self.spare_decoders
     }
 
     /// RST_STREAM(CANCEL): the server stops its work on the stream.

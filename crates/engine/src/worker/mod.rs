@@ -17,6 +17,7 @@ mod http1;
 mod shared;
 mod split;
 mod streams;
+mod uring;
 
 use h2::H2Worker;
 use h3::H3Worker;
@@ -24,11 +25,22 @@ use http1::Worker;
 use shared::WorkerCore;
 pub(crate) use shared::{duration_ns, Shared, WorkerShare, WorkerStats};
 pub use shared::{H2Stats, HandshakeTimes};
+pub(crate) use uring::Ring;
+pub use uring::REFUSE_ENV as REFUSE_IO_URING_ENV;
 
 use crate::conn::Tcp;
 use crate::quic::{QuicConnector, Udp};
 use crate::tls::{TlsConnector, TlsTransport};
 use crate::{HttpVersion, RequestSource, Sink};
+use uring::UringTcp;
+
+/// What a worker's connections run over: plain TCP on epoll, plain TCP through an
+/// io_uring ([`crate::IoPath::Uring`]), or TLS.
+pub(crate) enum Link {
+    Tcp,
+    Uring(std::sync::Arc<Ring>),
+    Tls(TlsConnector),
+}
 
 /// One worker's whole run, whichever worker it is: its sink and counters.
 pub(crate) type Job<'a, S> = Box<dyn FnOnce() -> (S, WorkerStats, H2Stats) + Send + 'a>;
@@ -42,8 +54,18 @@ pub(crate) fn job<'a, S: Sink + 'a>(
     source: Box<dyn RequestSource>,
     share: WorkerShare,
     http: HttpVersion,
-    tls: Option<TlsConnector>,
+    link: Link,
 ) -> std::io::Result<Job<'a, S>> {
+    let tls = match link {
+        Link::Tls(c) => Some(c),
+        Link::Tcp => None,
+        Link::Uring(ring) => {
+            // `run` makes rings for plain-TCP HTTP/1.1 only.
+            let core = WorkerCore::<S, UringTcp>::new(shared, sink, source, share, ring.clone())?;
+            let w = Worker::new(core.with_ring(ring));
+            return Ok(Box::new(move || with_h2(w.run())));
+        }
+    };
     Ok(match (http, tls) {
         (HttpVersion::Http1, None) => {
             let w = Worker::new(WorkerCore::<S, Tcp>::new(shared, sink, source, share, ())?);

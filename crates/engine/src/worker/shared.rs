@@ -13,8 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Token};
 
+use super::uring::Ring;
+
+use crate::busy_wait::{add_busy_wait, PollPolicy};
 use crate::conn::Transport;
 use crate::decode::BodySpec;
 use crate::live::InFlightIntegral;
@@ -79,6 +82,10 @@ pub(crate) struct WorkerStats {
     /// Open loop: the kernel gave this worker the short slice it asked for
     /// ([`crate::slice`]).
     pub short_slice: bool,
+    /// Time spent polling for a reply before sleeping ([`crate::busy_wait`]).
+    pub busy_wait_ns: u64,
+    /// How many such polls there were.
+    pub busy_waits: u64,
 }
 
 /// HTTP/2 and HTTP/3 connection and stream events of a run, summed over workers
@@ -133,11 +140,14 @@ pub struct H2Stats {
     pub udp_sends: u64,
     /// See [`H2Stats::udp_sends`].
     pub udp_datagrams_sent: u64,
-    /// HTTP/3: UDP receive calls that returned data, and the datagrams they carried
-    /// (more than one a call where GRO coalesced them).
+    /// HTTP/3: UDP messages read, and the datagrams they carried (more than one a
+    /// message where GRO coalesced them; one `recvmmsg` takes several messages).
     pub udp_reads: u64,
     /// See [`H2Stats::udp_reads`].
     pub udp_datagrams_read: u64,
+    /// HTTP/3: requests that found the server's stream limit reached and waited
+    /// for it to rise (MAX_STREAMS), each counted once.
+    pub stream_limit_waits: u64,
 }
 
 /// Handshakes of one kind: how many and how long they took.
@@ -195,6 +205,7 @@ impl H2Stats {
         self.udp_datagrams_sent += o.udp_datagrams_sent;
         self.udp_reads += o.udp_reads;
         self.udp_datagrams_read += o.udp_datagrams_read;
+        self.stream_limit_waits += o.stream_limit_waits;
     }
 }
 
@@ -252,6 +263,8 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     /// Connections this worker has open.
     pub open_here: usize,
     pub stats: WorkerStats,
+    /// How long to poll for a reply before sleeping ([`crate::busy_wait`]).
+    poll_policy: PollPolicy,
     unpublished: Unpublished,
     pub timeout_ns: u64,
     pub connect_timeout_ns: u64,
@@ -261,6 +274,8 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     timer: Option<ArrivalTimer>,
     /// Shared by this worker's connections (e.g. the TLS config and session cache).
     connector: T::Connector,
+    /// `--io uring`: the loop waits on this ring instead of epoll.
+    ring: Option<Arc<Ring>>,
 }
 
 impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
@@ -290,18 +305,28 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             deferred: Vec::new(),
             open_here: 0,
             stats: WorkerStats::default(),
+            poll_policy: PollPolicy::default(),
             unpublished: Unpublished::default(),
             timeout_ns: duration_ns(shared.cfg.timeout),
             connect_timeout_ns: duration_ns(shared.cfg.connect_timeout),
             timer: None,
             connector,
+            ring: None,
         })
+    }
+
+    /// `--io uring`: the loop waits on `ring` (which its transports also use) instead
+    /// of epoll. Before [`Self::with_arrival_timer`]: a ring needs no timerfd, since
+    /// its wait takes a timeout in ns.
+    pub fn with_ring(mut self, ring: Arc<Ring>) -> Self {
+        self.ring = Some(ring);
+        self
     }
 
     /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
     /// the last ms (without a timerfd from the OS, the loop still busy-polls).
     pub fn with_arrival_timer(mut self) -> Self {
-        if self.open_loop {
+        if self.open_loop && self.ring.is_none() {
             self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
         }
         self
@@ -391,11 +416,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
                     self.stats.connects_without_port += 1;
                 }
             })?;
-        self.poll.registry().register(
-            sock.source(),
-            Token(slot),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        sock.register(self.poll.registry(), Token(slot))?;
         self.open_here += 1;
         let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         self.shared.max_open.fetch_max(open, Ordering::Relaxed);
@@ -458,6 +479,12 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             }
             return Duration::from_nanos(sleep_ns);
         }
+        if self.ring.is_some() {
+            // The ring's wait takes ns: sleep until just before the next arrival (then
+            // poll the last EARLY_WAKE_NS, as after the arrival timer's wake-up).
+            let wait = wait_ns.map(|w| w.saturating_sub(EARLY_WAKE_NS));
+            return poll_timeout(now, next_housekeeping, wait, self.shared.end_ns, false, 0);
+        }
         poll_timeout(
             now,
             next_housekeeping,
@@ -466,6 +493,36 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             false,
             SPIN_WINDOW_NS,
         )
+    }
+
+    /// Waits up to `timeout` from `now` in epoll ([`poll_then_sleep`]), or on the ring
+    /// under `--io uring`, and lists the connections that have something as (slot,
+    /// readable, writable).
+    fn wait(
+        &mut self,
+        events: &mut Events,
+        ready: &mut Vec<(usize, bool, bool)>,
+        now: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        ready.clear();
+        if let Some(ring) = &self.ring {
+            return ring.wait(timeout, ready);
+        }
+        poll_then_sleep(self, events, now, timeout)?;
+        ready.extend(
+            events
+                .iter()
+                .filter(|ev| ev.token() != TIMER_TOKEN)
+                .map(|ev| {
+                    (
+                        ev.token().0,
+                        ev.is_readable() || ev.is_read_closed(),
+                        ev.is_writable() || ev.is_error(),
+                    )
+                }),
+        );
+        Ok(())
     }
 
     /// The run was stopped from outside or by a failed worker start.
@@ -517,6 +574,7 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
 /// censor what is left.
 pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W) {
     let mut events = Events::with_capacity(1024);
+    let mut ready: Vec<(usize, bool, bool)> = Vec::with_capacity(1024);
     if w.core().open_loop {
         w.core().stats.short_slice = request_slice(WORKER_SLICE_NS);
     }
@@ -554,22 +612,15 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        if let Err(e) = core.poll.poll(&mut events, Some(timeout)) {
+        if let Err(e) = core.wait(&mut events, &mut ready, now, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.
                 core.stats.stopped_early = true;
                 break;
             }
         }
-        for ev in events.iter() {
-            if ev.token() == TIMER_TOKEN {
-                continue;
-            }
-            w.on_event(
-                ev.token().0,
-                ev.is_readable() || ev.is_read_closed(),
-                ev.is_writable() || ev.is_error(),
-            );
+        for &(slot, readable, writable) in &ready {
+            w.on_event(slot, readable, writable);
             w.after_event();
         }
         let now = w.core().now_ns();
@@ -586,6 +637,56 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
     }
     let end = w.core().now_ns();
     finish(w, end);
+}
+
+/// Waits for events up to `timeout` from `now`: with requests in flight, first polls
+/// without blocking for up to the [`PollPolicy`]'s window (so a reply that lands within
+/// it costs the server no wake-up: see [`crate::busy_wait`]), counting that time as
+/// waiting, then sleeps in epoll for the rest.
+fn poll_then_sleep<S: Sink, T: Transport>(
+    core: &mut WorkerCore<'_, S, T>,
+    events: &mut Events,
+    now: u64,
+    timeout: Duration,
+) -> io::Result<()> {
+    let timeout_ns = duration_ns(timeout);
+    let window_ns = match timeout_ns {
+        0 => 0,
+        _ => core.poll_policy.window_ns(core.in_flight),
+    };
+    if window_ns == 0 {
+        return core.poll.poll(events, Some(timeout));
+    }
+    // The first poll is the one the loop always makes; only what follows it is waiting.
+    core.poll.poll(events, Some(Duration::ZERO))?;
+    if !events.is_empty() {
+        return Ok(());
+    }
+    let spin_end = now.saturating_add(window_ns.min(timeout_ns));
+    let mut polled_at = core.now_ns();
+    let waited_from = polled_at;
+    let found = loop {
+        if polled_at >= spin_end {
+            break false;
+        }
+        // Whoever else is ready on this core runs first (a server sharing it, above
+        // all): the poll only takes time nobody else wants.
+        std::thread::yield_now();
+        core.poll.poll(events, Some(Duration::ZERO))?;
+        polled_at = core.now_ns();
+        if !events.is_empty() {
+            break true;
+        }
+    };
+    add_busy_wait(polled_at - waited_from);
+    core.stats.busy_wait_ns += polled_at - waited_from;
+    core.stats.busy_waits += 1;
+    core.poll_policy.outcome(found);
+    if found {
+        return Ok(());
+    }
+    let left = timeout_ns.saturating_sub(polled_at.saturating_sub(now));
+    core.poll.poll(events, Some(Duration::from_nanos(left)))
 }
 
 /// Open loop: dispatches every arrival that is due; returns ns until the next one.

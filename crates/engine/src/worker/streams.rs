@@ -35,6 +35,31 @@ pub(super) trait OnStream {
     fn request(&self) -> &Request;
 }
 
+/// [`OnStream`] for a protocol's `Flight` that keeps its instants in `at`, its reply in
+/// `reply` and its request in `req` (h2's and h3's do): the four accessors written once.
+macro_rules! on_stream {
+    ($flight:ty) => {
+        impl OnStream for $flight {
+            fn stamps(&self) -> &Stamps {
+                &self.at
+            }
+
+            fn stamps_mut(&mut self) -> &mut Stamps {
+                &mut self.at
+            }
+
+            fn reply_mut(&mut self) -> &mut Reply {
+                &mut self.reply
+            }
+
+            fn request(&self) -> &Request {
+                &self.req
+            }
+        }
+    };
+}
+pub(super) use on_stream;
+
 /// What a stream's response counted so far, alike in both protocols.
 pub(super) struct Reply {
     /// Its final status (0 until one came).
@@ -135,6 +160,45 @@ impl<K, F> Lane<K, F> {
         self.charged = false;
     }
 }
+
+/// The [`Multiplexed`] accessors that only reach a worker's own fields, alike in every
+/// worker that keeps `core`, `queue`, `spare_decoders` and a `lane` in each of its
+/// `conns` (h2, h3). A trait cannot see fields, and one struct of them would put every
+/// field access of both workers behind it, so the seven one-liners are written once
+/// here and expanded in each `impl Multiplexed`; `$core` is the worker's
+/// `WorkerCore<..>` type.
+macro_rules! field_accessors {
+    ($core:ty) => {
+        fn core_mut(&mut self) -> &mut $core {
+            &mut self.core
+        }
+
+        fn queue(&mut self) -> &mut std::collections::VecDeque<Self::Flight> {
+            &mut self.queue
+        }
+
+        fn queue_ref(&self) -> &std::collections::VecDeque<Self::Flight> {
+            &self.queue
+        }
+
+        fn slots(&self) -> usize {
+            self.conns.len()
+        }
+
+        fn lane(&mut self, slot: usize) -> &mut Lane<Self::Key, Self::Flight> {
+            &mut self.conns[slot].lane
+        }
+
+        fn lane_ref(&self, slot: usize) -> &Lane<Self::Key, Self::Flight> {
+            &self.conns[slot].lane
+        }
+
+        fn spare_decoders(&mut self) -> &mut Vec<Box<crate::decode::BodyDecoder>> {
+            &mut self.spare_decoders
+        }
+    };
+}
+pub(super) use field_accessors;
 
 /// A worker whose connections each carry many concurrent streams (HTTP/2, HTTP/3).
 /// The required methods are what its protocol does its own way; the provided ones,
@@ -362,6 +426,7 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
     fn scan_timeouts(&mut self, now: u64) {
         let core = self.core_mut();
         let (connect_timeout_ns, timeout_ns) = (core.connect_timeout_ns, core.timeout_ns);
+        let core_open_loop = core.open_loop;
         for slot in 0..self.slots() {
             let lane = self.lane(slot);
             match lane.state {
@@ -372,6 +437,21 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
                     self.fail_conn(slot, ErrorKind::Connect, now);
                 }
                 State::Ready => {
+                    // Requests waiting for a stream the server does not grant (its
+                    // stream limit reached, never raised) time out like sent ones, from
+                    // their intended instant: without this a `-n` run against such a
+                    // server would wait for ever.
+                    let open_loop = core_open_loop;
+                    let (waited, left): (Vec<_>, Vec<_>) = std::mem::take(&mut lane.pending)
+                        .into_iter()
+                        .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
+                    lane.pending = left;
+                    for mut f in waited {
+                        let at = f.stamps_mut();
+                        at.sent_at(at.intended_ns, open_loop);
+                        self.record(f, Some(ErrorKind::Timeout), now);
+                    }
+                    let lane = self.lane(slot);
                     let last_read_ns = lane.last_read_ns;
                     let (late, dead) = take_late(&mut lane.streams, now, timeout_ns, last_read_ns);
                     if late.is_empty() {
@@ -391,6 +471,21 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
                     }
                 }
                 _ => {}
+            }
+        }
+        // Closed loop: a request waiting in the queue for a stream the server never
+        // grants (HTTP/3 sends it back there at its stream limit) times out the same
+        // way. (Open loop: the queue is arrivals waiting for a connection, the
+        // connection wait the run reports, not a timeout.)
+        if !core_open_loop {
+            let (waited, left): (VecDeque<_>, VecDeque<_>) = std::mem::take(self.queue())
+                .into_iter()
+                .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
+            *self.queue() = left;
+            for mut f in waited {
+                let at = f.stamps_mut();
+                at.sent_at(at.intended_ns, false);
+                self.record(f, Some(ErrorKind::Timeout), now);
             }
         }
         // Closed loop: a slot closed for lack of work may be needed again.

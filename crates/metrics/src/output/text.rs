@@ -50,6 +50,12 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
     if let Some(c) = &w.compression {
         line.push_str(&format!(", Accept-Encoding: {c}"));
     }
+    if w.io != "epoll" {
+        line.push_str(&format!(", I/O {}", w.io));
+    }
+    if let Some(why) = &w.io_refused {
+        line.push_str(&format!(", I/O epoll (io_uring refused: {why})"));
+    }
     writeln!(out, "{line}")?;
     if let Some(t) = &w.tls {
         let negotiated = match (&t.negotiated_version, &t.cipher_suite) {
@@ -88,7 +94,7 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
         writeln!(
             out,
-            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled",
+            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled, {} wait(s) for the stream limit",
             h.handshakes,
             h.handshake_failures,
             h.goaways,
@@ -97,7 +103,8 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.qpack_errors,
             h.peer_closes,
             h.idle_timeouts,
-            h.cancelled_streams
+            h.cancelled_streams,
+            h.stream_limit_waits
         )?;
         let kind = |name: &str, k: &crate::HandshakeReport| {
             format!(
@@ -124,7 +131,7 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
         let per = |d: u64, calls: u64| d as f64 / calls.max(1) as f64;
         writeln!(
             out,
-            "UDP:                    {} datagram(s) in {} send(s) ({:.2} a call), {} in {} read(s) ({:.2} a call)",
+            "UDP:                    {} datagram(s) in {} send(s) ({:.2} a call), {} in {} message(s) read ({:.2} a message)",
             h.udp.datagrams_sent,
             h.udp.sends,
             per(h.udp.datagrams_sent, h.udp.sends),
@@ -644,6 +651,8 @@ mod tests {
             }),
             h3: None,
             compression: None,
+            io: "epoll".into(),
+            io_refused: None,
         });
         let t = text(&s);
         assert!(!t.contains("new connection per request"), "{t}");

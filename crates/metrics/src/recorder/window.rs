@@ -114,7 +114,7 @@ pub(crate) struct ResourceMark {
 fn read_mark(now_ns: u64) -> Option<ResourceMark> {
     Some(ResourceMark {
         at_ns: now_ns,
-        cpu_ns: resources::process_cpu_ns()?,
+        cpu_ns: resources::generator_cpu_ns()?,
         psi_us: resources::cpu_pressure_some_us(),
         sched_ns: resources::thread_schedstat_ns(),
         on_cpu: resources::current_cpu(),

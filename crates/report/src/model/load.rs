@@ -194,6 +194,11 @@ pub(super) fn load_step(
         little_flagged: verdict.little.is_some_and(|l| l.flagged),
         throttled: verdict.throttled || s.throttling.as_ref().is_some_and(|t| t.nr_throttled > 0),
         machine_busy: verdict.machine_busy,
+        probe_max_stall_ms: s
+            .generator
+            .as_ref()
+            .and_then(|g| g.probe.as_ref())
+            .map(|p| p.max_stall_ms),
         target_died: verdict.target_died.clone(),
         attempt: p
             .extra

@@ -172,6 +172,9 @@ pub struct StepReport {
     pub throttled: bool,
     /// Someone else took the CPU while it ran (the study re-measures such steps).
     pub machine_busy: bool,
+    /// The longest oversleep the stall probe beside the load measured, ms: the
+    /// machine's own stall, the evidence a machine-stalled label rests on.
+    pub probe_max_stall_ms: Option<f64>,
     /// The target died during this step: what the death watch saw.
     pub target_died: Option<String>,
     /// Which measurement of its planned step this is: 0 the first, 1.. re-measures of
@@ -368,6 +371,7 @@ impl StepReport {
             little_flagged: false,
             throttled: false,
             machine_busy: false,
+            probe_max_stall_ms: None,
             target_died: None,
             attempt: 0,
             resources: None,

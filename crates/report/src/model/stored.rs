@@ -61,6 +61,14 @@ pub(super) struct StoredConnections {
 #[serde(default)]
 pub(super) struct StoredGenerator {
     pub(super) verdict: Option<StoredBound>,
+    /// The stall probe's figures for the whole step (absent before the probe).
+    pub(super) probe: Option<StoredProbe>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct StoredProbe {
+    pub(super) max_stall_ms: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -69,16 +69,12 @@ pub(super) fn check_client_addresses(
 }
 
 /// Whether a URL's host is IPv4 loopback (a literal 127.x.y.z, or `localhost`, which
-/// the step checks again once resolved).
+/// the step checks again once resolved), read through the one URL type, `HttpUrl`.
 fn on_ipv4_loopback(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = host.split(':').next().unwrap_or("");
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    volley_engine::HttpUrl::parse(url).is_ok_and(|u| match u.ip() {
+        Some(ip) => ip.is_ipv4() && ip.is_loopback(),
+        None => u.host() == "localhost",
+    })
 }
 
 /// A replay workload: its log read once for its mean rate, the study's load settings.
@@ -281,5 +277,24 @@ duration = "10s"
             "{e}"
         );
         std::fs::remove_file(log).unwrap();
+    }
+
+    #[test]
+    fn a_target_url_is_on_ipv4_loopback_by_its_parsed_host() {
+        for url in [
+            "http://127.0.0.1:8080/",
+            "http://127.9.9.9/x",
+            "http://LOCALHOST:81/",
+        ] {
+            assert!(super::on_ipv4_loopback(url), "{url}");
+        }
+        for url in [
+            "http://[::1]:8080/",
+            "http://10.0.0.1/",
+            "http://example.com/",
+            "nonsense",
+        ] {
+            assert!(!super::on_ipv4_loopback(url), "{url}");
+        }
     }
 }

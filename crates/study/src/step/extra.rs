@@ -5,10 +5,9 @@
 //! phases' marks) read fields, never JSON by key.
 
 use serde::Serialize;
-use volley_agents::clock::ClockOffset;
+use volley_agents::coordinator::AgentReport;
 use volley_agents::msg::Ending;
 use volley_agents::phase::Phase;
-use volley_agents::share::Share;
 use volley_metrics::Summary;
 use volley_netlab::measure::LinkMeasure;
 use volley_office::OfficeReport;
@@ -48,31 +47,14 @@ pub struct Injected {
     pub generator_bound_phase: bool,
 }
 
-/// One injector of a shared run.
+/// One injector of a shared run: the coordinator's own [`AgentReport`] (its name,
+/// share, start, clock, losses and late seconds, under the names the store has always
+/// kept: `refused_after_lost`), then what its final record and its own run add.
 #[derive(Debug, Serialize)]
 pub struct InjectorRecord {
-    /// Its name.
-    pub name: String,
-    /// Its share of the whole load.
-    pub share: Share,
-    /// Its start after T0, ms.
-    pub delay_ms: u64,
-    /// How late its assignment arrived, ms.
-    pub late_ms: u64,
-    /// Its clock's offset from the coordinator's.
-    pub clock: ClockOffset,
-    /// The offset was past the bound.
-    pub clock_warning: bool,
-    /// From which second it was lost.
-    pub lost_from_s: Option<u64>,
-    /// It was lost because its process exited.
-    pub process_exited: bool,
-    /// Its seconds that arrived past the grace.
-    pub late_seconds: u64,
-    /// The latest of them, ms past the grace.
-    pub max_late_ms: u64,
-    /// Records it sent after it had been declared lost.
-    pub refused_after_lost: u64,
+    /// As the coordinator saw it (its final record left out: see `ending`).
+    #[serde(flatten)]
+    pub agent: AgentReport,
     /// Why its load ended, when its final record came.
     pub ending: Option<Ending>,
     /// Its start offset after T0 in whole seconds, when its record came.
@@ -131,4 +113,62 @@ pub struct Unshaped {
     pub requests: u64,
     /// Where it was measured.
     pub from: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InjectorRecord;
+    use volley_agents::clock::ClockOffset;
+    use volley_agents::coordinator::AgentReport;
+    use volley_agents::msg::Ending;
+    use volley_agents::share::Share;
+
+    /// An injector is stored under the keys, and in the order, the study has always
+    /// written them (readers, and the tests reading steps back, go by these names).
+    #[test]
+    fn an_injector_is_stored_as_it_always_was() {
+        let share = Share {
+            index: 1,
+            of: 2,
+            requests: None,
+            rate_milli_rps: Some(500_000),
+            connections: 8,
+            duration_ms: Some(3_000),
+        };
+        let clock = ClockOffset {
+            offset_ns: -1_500,
+            rtt_ns: 90_000,
+            probes: 5,
+        };
+        let record = InjectorRecord {
+            agent: AgentReport {
+                name: "inj2".into(),
+                share,
+                clock,
+                clock_warning: false,
+                delay_ms: 12,
+                late_ms: 3,
+                final_record: None,
+                lost_from_s: Some(4),
+                process_exited: true,
+                late_seconds: 1,
+                max_late_ms: 250,
+                refused: 7,
+            },
+            ending: Some(Ending::Stopped),
+            offset_s: Some(0),
+            summary: None,
+        };
+        let want = format!(
+            concat!(
+                r#"{{"name":"inj2","share":{},"delay_ms":12,"late_ms":3,"clock":{},"#,
+                r#""clock_warning":false,"lost_from_s":4,"process_exited":true,"#,
+                r#""late_seconds":1,"max_late_ms":250,"refused_after_lost":7,"#,
+                r#""ending":"Stopped","offset_s":0,"summary":null}}"#
+            ),
+            serde_json::to_string(&share).unwrap(),
+            serde_json::to_string(&clock).unwrap(),
+        );
+        assert_eq!(serde_json::to_string(&record).unwrap(), want);
+    }
 }

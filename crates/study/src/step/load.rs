@@ -171,5 +171,6 @@ pub(crate) fn wire_for(
             }),
             ..Default::default()
         },
+        ..Wire::default()
     }
 }

@@ -115,27 +115,17 @@ fn attach_external(spec: &TargetSpec) -> Result<RunningTarget, TargetError> {
 }
 
 /// `http(s)://HOST:PORT/...` -> the socket address (IP literals and `localhost` only;
-/// volley sends traffic to loopback).
+/// volley sends traffic to loopback), read through the one URL type, `HttpUrl`.
 fn addr_of_url(url: &str) -> Result<SocketAddr, TargetError> {
-    let (rest, default_port) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
-        (Some(r), _) => (r, 80),
-        (_, Some(r)) => (r, 443),
-        _ => {
-            return Err(TargetError::InvalidSpec(format!(
-                "{url:?} is not an http:// or https:// URL"
-            )))
-        }
-    };
-    let host_port = rest.split('/').next().unwrap_or("");
-    let host_port = host_port.replace("localhost", "127.0.0.1");
-    let with_port = if host_port.contains("]:") || host_port.matches(':').count() == 1 {
-        host_port
-    } else {
-        format!("{host_port}:{default_port}")
-    };
-    with_port.parse().map_err(|_| {
-        TargetError::InvalidSpec(format!("{url:?}: host must be an IP address or localhost"))
-    })
+    let parsed = volley_engine::HttpUrl::parse(url)
+        .map_err(|e| TargetError::InvalidSpec(format!("{url:?}: {}", e.why)))?;
+    match (parsed.ip(), parsed.host().as_str()) {
+        (Some(ip), _) => Ok(SocketAddr::new(ip, parsed.port())),
+        (None, "localhost") => Ok(SocketAddr::from(([127, 0, 0, 1], parsed.port()))),
+        (None, _) => Err(TargetError::InvalidSpec(format!(
+            "{url:?}: host must be an IP address or localhost"
+        ))),
+    }
 }
 
 fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, TargetError> {
@@ -505,6 +495,17 @@ mod tests {
         );
         assert!(addr_of_url("https://x/").is_err());
         assert!(addr_of_url("http://example.com/").is_err());
+        // The one URL type's reading: IPv6 without a port, case, and what it refuses.
+        assert_eq!(
+            addr_of_url("http://[::1]/").unwrap(),
+            "[::1]:80".parse().unwrap()
+        );
+        assert_eq!(
+            addr_of_url("HTTP://LOCALHOST:81/").unwrap(),
+            "127.0.0.1:81".parse().unwrap()
+        );
+        assert!(addr_of_url("ftp://127.0.0.1/").is_err());
+        assert!(addr_of_url("http://u:p@127.0.0.1/").is_err());
     }
 
     #[test]

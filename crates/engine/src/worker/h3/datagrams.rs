@@ -1,5 +1,6 @@
-//! The connection's datagrams: read from its UDP socket into quinn (several a call
-//! where GRO coalesced them), quinn driven (timers, events, new streams filled), and
+//! The connection's datagrams: read from its UDP socket into quinn (up to
+//! [`RECV_BATCH`] messages a call, each several datagrams where GRO coalesced them),
+//! quinn driven (timers, events, new streams filled), and
 //! quinn's datagrams sent (a burst a call where GSO is on); a socket that fails fails
 //! its connection.
 
@@ -26,7 +27,7 @@ impl<S: Sink> H3Worker<'_, S> {
             let (Some(sock), Some(q)) = (c.sock.as_mut(), c.quic.as_mut()) else {
                 return;
             };
-            let (len, stride) = match sock.recv_coalesced(&mut self.core.scratch) {
+            let got = match sock.recv_batch(&mut self.rx) {
                 Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -34,23 +35,29 @@ impl<S: Sink> H3Worker<'_, S> {
                 Err(_) => return self.socket_failed(slot),
             };
             c.lane.last_read_ns = now;
-            self.stats.udp_reads += 1;
+            self.stats.udp_reads += got as u64;
             let remote = sock.peer();
-            for datagram in self.core.scratch[..len].chunks(stride) {
-                self.stats.udp_datagrams_read += 1;
-                let data = BytesMut::from(datagram);
-                self.tx.clear();
-                match q
-                    .endpoint
-                    .handle(at, remote, None, None, data, &mut self.tx)
-                {
-                    Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
-                    Some(DatagramEvent::Response(t)) => {
-                        let _ = sock.write(&self.tx[..t.size]);
+            for (message, stride) in self.rx.messages() {
+                for datagram in message.chunks(stride) {
+                    self.stats.udp_datagrams_read += 1;
+                    let data = BytesMut::from(datagram);
+                    self.tx.clear();
+                    match q
+                        .endpoint
+                        .handle(at, remote, None, None, data, &mut self.tx)
+                    {
+                        Some(DatagramEvent::ConnectionEvent(_, ev)) => q.conn.handle_event(ev),
+                        Some(DatagramEvent::Response(t)) => {
+                            let _ = sock.write(&self.tx[..t.size]);
+                        }
+                        Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
+                        None => {}
                     }
-                    Some(DatagramEvent::NewConnection(incoming)) => q.endpoint.ignore(incoming),
-                    None => {}
                 }
+            }
+            if got < RECV_BATCH {
+                // The socket is empty: a later datagram raises a new event.
+                break;
             }
         }
     }
@@ -77,7 +84,8 @@ impl<S: Sink> H3Worker<'_, S> {
             let Some(q) = self.conns[slot].quic.as_mut() else {
                 return;
             };
-            let mut events = Vec::new();
+            // The worker's event buffer, taken while its events are handled.
+            let mut events = std::mem::take(&mut self.events);
             while let Some(ev) = q.conn.poll() {
                 events.push(ev);
             }
@@ -87,11 +95,18 @@ impl<S: Sink> H3Worker<'_, S> {
                 }
             }
             let idle = events.is_empty();
-            for ev in events {
+            let mut gone = false;
+            for ev in events.drain(..) {
                 self.on_quic_event(slot, ev);
                 if self.conns[slot].quic.is_none() {
-                    return;
+                    gone = true;
+                    break;
                 }
+            }
+            // (dropping the drain emptied it, handled or not)
+            self.events = events;
+            if gone {
+                return;
             }
             if self.transmit(slot) {
                 return self.socket_failed(slot);

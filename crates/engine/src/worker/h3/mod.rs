@@ -46,10 +46,12 @@ mod events;
 
 use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
-use super::streams::{Driven, Lane, Multiplexed, OnStream, Reply, State};
+use super::streams::{
+    field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
+};
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, BodySpec};
-use crate::quic::Udp;
+use crate::quic::{RecvBatch, Udp, RECV_BATCH};
 use crate::{ErrorKind, Request, Sink};
 
 /// Largest UDP datagram read (QUIC packets stay below the path MTU, 1200-1500 bytes
@@ -67,6 +69,8 @@ pub(super) struct Flight {
     /// Its method is safe to send as early data (0-RTT can be replayed, RFC 8470):
     /// GET, HEAD or OPTIONS.
     early_ok: bool,
+    /// It found the server's stream limit reached once (counted once).
+    limit_waited: bool,
     reader: ResponseReader,
 }
 
@@ -83,28 +87,13 @@ impl Flight {
             wire: Arc::new(Vec::new()),
             written: 0,
             early_ok: false,
+            limit_waited: false,
             reader: ResponseReader::new(&LocalSettings::default(), capture),
         }
     }
 }
 
-impl OnStream for Flight {
-    fn stamps(&self) -> &Stamps {
-        &self.at
-    }
-
-    fn stamps_mut(&mut self) -> &mut Stamps {
-        &mut self.at
-    }
-
-    fn reply_mut(&mut self) -> &mut Reply {
-        &mut self.reply
-    }
-
-    fn request(&self) -> &Request {
-        &self.req
-    }
-}
+on_stream!(Flight);
 
 /// quinn-proto's side of one connection.
 struct Quic {
@@ -176,6 +165,10 @@ pub(crate) struct H3Worker<'a, S> {
     tx: Vec<u8>,
     /// Control events of the peer's streams, reused.
     control: Vec<ControlEvent>,
+    /// What quinn reported for the connection being driven, reused.
+    events: Vec<quinn_proto::Event>,
+    /// The buffers every connection's datagrams are read into.
+    rx: RecvBatch,
 }
 
 impl<'a, S: Sink> H3Worker<'a, S> {
@@ -194,6 +187,8 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             spare_decoders: Vec::new(),
             tx: Vec::with_capacity(MAX_DATAGRAM_BYTES),
             control: Vec::new(),
+            events: Vec::new(),
+            rx: RecvBatch::new(),
         }
     }
 
@@ -302,6 +297,12 @@ impl<'a, S: Sink> H3Worker<'a, S> {
             if early {
                 return c.lane.pending.push(f);
             }
+            // The server's stream limit: wait for its MAX_STREAMS (quinn reports it
+            // as StreamEvent::Available, which fills the connection again).
+            if !f.limit_waited {
+                f.limit_waited = true;
+                self.stats.stream_limit_waits += 1;
+            }
             return self.queue.push_front(f);
         };
         f.wire = wire;
@@ -361,29 +362,7 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
     type Key = StreamId;
     type Flight = Flight;
 
-    fn core_mut(&mut self) -> &mut WorkerCore<'a, S, Udp> {
-        &mut self.core
-    }
-
-    fn queue(&mut self) -> &mut VecDeque<Flight> {
-        &mut self.queue
-    }
-
-    fn queue_ref(&self) -> &VecDeque<Flight> {
-        &self.queue
-    }
-
-    fn slots(&self) -> usize {
-        self.conns.len()
-    }
-
-    fn lane(&mut self, slot: usize) -> &mut Lane<StreamId, Flight> {
-        &mut self.conns[slot].lane
-    }
-
-    fn lane_ref(&self, slot: usize) -> &Lane<StreamId, Flight> {
-        &self.conns[slot].lane
-    }
+    field_accessors!(WorkerCore<'a, S, Udp>);
 
     fn new_flight(&self, req: Arc<Request>, intended_ns: u64) -> Flight {
         Flight::new(req, intended_ns, self.body.is_active())
@@ -463,10 +442,6 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
 
     fn close_conn(&mut self, slot: usize, now: u64) {
         self.close_with(slot, now, ErrorCode::NoError);
-    }
-
-    fn spare_decoders(&mut self) -> &mut Vec<Box<BodyDecoder>> {
-        &mut self.spare_decoders
     }
 
     /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1).

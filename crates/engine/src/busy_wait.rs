@@ -1,0 +1,136 @@
+//! Polling for a reply briefly before sleeping, and the CPU that costs, kept apart.
+//!
+//! Why: a worker asleep in `epoll_wait` is woken by the server's reply, and the server
+//! pays for that wake-up: on loopback or in a guest the reply's send runs
+//! `try_to_wake_up` and sends an inter-processor interrupt to the client's core, CPU
+//! charged to the server per request. At saturation volley's worker slept about once
+//! per ten requests, httperf (`--hog`, polling all the time) never, and the same
+//! lighttpd paid ~1.1-1.2x the CPU per request under volley (issue 29). A worker that
+//! polls without blocking for a few tens of microseconds before it sleeps, while
+//! requests are in flight, is usually still polling when the reply lands: no wake-up.
+//! Linux's own busy polling (`SO_BUSY_POLL`, epoll's `busy_poll_usecs`) is the same
+//! idea for NIC queues; it does nothing for loopback, which has no NAPI queue, so the
+//! engine does it itself. A real client can do this: it needs nothing from the server.
+//!
+//! The poll yields the core between its checks (`sched_yield`), so a server or any
+//! other task ready on the same core runs first: it takes only time nobody else wants.
+//! The price is CPU that is waiting, not working. It is counted ([`busy_wait_ns`]) so
+//! that the generator's own-CPU figures used to judge it (`generator-bound` when a
+//! closed loop used >= 90% of its cores) leave it out: a closed loop polling through
+//! the gaps between a fast server's replies is not busy. The poll is also given up
+//! where it does not pay: after [`MISSES_TO_BACK_OFF`] polls in a row that found
+//! nothing (a slow server), the worker sleeps at once, and tries polling again only
+//! every [`RETRY_EVERY`] sleeps, so a server answering every few milliseconds costs a
+//! few polls a second, not one per request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The longest a worker polls before it sleeps. Replies on loopback or a LAN usually
+/// follow within tens of microseconds; a poll beyond that mostly waits for a server
+/// that is slower than the window anyway.
+pub(crate) const WINDOW_NS: u64 = 50_000;
+/// Polls in a row that ended in sleep after which polling stops paying.
+pub(crate) const MISSES_TO_BACK_OFF: u32 = 4;
+/// While backed off, one sleep in this many polls first, to notice a faster server.
+pub(crate) const RETRY_EVERY: u32 = 64;
+
+/// Nanoseconds all workers of this process spent polling before sleeping (whether the
+/// poll found an event or not): waiting for the server, with the CPU busy.
+static BUSY_WAIT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CPU time this process's workers spent polling for replies instead of sleeping,
+/// since it started, in ns. Subtract it from the process CPU time to get the CPU the
+/// generator needed (what `generator-bound` judges); a counter, read twice for a span.
+pub fn busy_wait_ns() -> u64 {
+    BUSY_WAIT_NS.load(Ordering::Relaxed)
+}
+
+/// Adds `ns` of polling to the process's count.
+pub(crate) fn add_busy_wait(ns: u64) {
+    if ns > 0 {
+        BUSY_WAIT_NS.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// One worker's choice of how long to poll before each sleep.
+#[derive(Debug, Default)]
+pub(crate) struct PollPolicy {
+    /// Polls in a row that found nothing within the window.
+    misses: u32,
+    /// Sleeps without polling since the policy backed off.
+    skipped: u32,
+}
+
+impl PollPolicy {
+    /// How long to poll before sleeping with `in_flight` requests on the wire: nothing
+    /// is coming when none is; else the window, unless polling has stopped paying.
+    pub(crate) fn window_ns(&mut self, in_flight: usize) -> u64 {
+        if in_flight == 0 {
+            return 0;
+        }
+        if self.misses < MISSES_TO_BACK_OFF {
+            return WINDOW_NS;
+        }
+        self.skipped += 1;
+        if self.skipped >= RETRY_EVERY {
+            self.skipped = 0;
+            return WINDOW_NS;
+        }
+        0
+    }
+
+    /// A poll of the window ended: `found` an event, or found none and slept.
+    pub(crate) fn outcome(&mut self, found: bool) {
+        if found {
+            self.misses = 0;
+            self.skipped = 0;
+        } else {
+            self.misses = self.misses.saturating_add(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_in_flight_means_no_poll() {
+        let mut p = PollPolicy::default();
+        assert_eq!(p.window_ns(0), 0);
+        assert_eq!(p.window_ns(1), WINDOW_NS);
+    }
+
+    #[test]
+    fn polls_that_keep_missing_stop_and_are_retried_now_and_then() {
+        let mut p = PollPolicy::default();
+        for _ in 0..MISSES_TO_BACK_OFF {
+            assert_eq!(p.window_ns(64), WINDOW_NS);
+            p.outcome(false);
+        }
+        // Backed off: the next RETRY_EVERY - 1 sleeps come without a poll, then one poll.
+        let windows: Vec<u64> = (0..RETRY_EVERY).map(|_| p.window_ns(64)).collect();
+        assert!(windows[..RETRY_EVERY as usize - 1].iter().all(|&w| w == 0));
+        assert_eq!(windows[RETRY_EVERY as usize - 1], WINDOW_NS);
+        // That poll finds a reply: polling pays again, at once.
+        p.outcome(true);
+        assert_eq!(p.window_ns(64), WINDOW_NS);
+    }
+
+    #[test]
+    fn one_miss_among_hits_does_not_back_off() {
+        let mut p = PollPolicy::default();
+        for i in 0..100 {
+            assert_eq!(p.window_ns(8), WINDOW_NS, "poll {i}");
+            p.outcome(i % 3 != 0);
+        }
+    }
+
+    #[test]
+    fn the_busy_wait_count_only_grows() {
+        let before = busy_wait_ns();
+        add_busy_wait(0);
+        add_busy_wait(1_500);
+        assert!(busy_wait_ns() >= before + 1_500);
+    }
+}

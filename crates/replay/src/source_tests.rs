@@ -1,0 +1,160 @@
+//! The hand-over between the log reader and the workers, without a clock: what each
+//! side finds, when the reader may sleep and what wakes it.
+
+use super::*;
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn item(at_ns: u64) -> Item {
+    let req = RequestTemplate::new("GET", "/a", "h")
+        .build(0)
+        .expect("valid");
+    Item {
+        req: Arc::new(req),
+        at_ns,
+        logged: Logged {
+            status: Some(200),
+            bytes: None,
+            request_time_us: None,
+            group: "/a".into(),
+        },
+    }
+}
+
+fn batch(n: usize) -> Vec<Item> {
+    (0..n as u64).map(item).collect()
+}
+
+/// A reader's sleep ends within this (it only bounds a failure: a broken wake-up
+/// fails the test rather than hanging it; no figure here is a time).
+const HANG: Duration = Duration::from_secs(30);
+
+/// Runs `wait_for_room` on a thread; its answer comes on the receiver.
+fn sleeping_reader(h: &Arc<Handover>) -> mpsc::Receiver<bool> {
+    let (tx, rx) = mpsc::channel();
+    let h = Arc::clone(h);
+    std::thread::spawn(move || {
+        let _ = tx.send(h.wait_for_room());
+    });
+    rx
+}
+
+#[test]
+fn a_worker_finds_its_batches_in_order_then_the_end() {
+    let h = Handover::new(2);
+    assert!(matches!(h.put(1, vec![item(5)]), Put::Room));
+    assert!(matches!(h.put(1, vec![item(7)]), Put::Room));
+    // Worker 0 has nothing yet, while worker 1 holds requests: not "behind".
+    assert!(matches!(h.take(0), Take::Empty { behind: false }));
+    let Take::Batch(b) = h.take(1) else {
+        panic!("worker 1's first batch")
+    };
+    assert_eq!(b[0].at_ns, 5);
+    let Take::Batch(b) = h.take(1) else {
+        panic!("worker 1's second batch")
+    };
+    assert_eq!(b[0].at_ns, 7);
+    // Everything handed over is taken and the reader still reads: it is behind.
+    assert!(matches!(h.take(0), Take::Empty { behind: true }));
+    h.finish();
+    assert!(matches!(h.take(0), Take::Over));
+    assert!(matches!(h.take(1), Take::Over));
+}
+
+#[test]
+fn the_read_ahead_is_bounded_over_all_workers_and_refilled_at_half() {
+    let h = Arc::new(Handover::new(2));
+    let mut full_at = None;
+    for k in 0..READ_AHEAD / BATCH {
+        if let Put::Full = h.put(k % 2, batch(BATCH)) {
+            full_at = Some(k);
+            break;
+        }
+    }
+    // Full after READ_AHEAD requests in all, whichever workers they went to.
+    assert_eq!(full_at, Some(READ_AHEAD / BATCH - 1));
+    let reader = sleeping_reader(&h);
+    // Taking batches down to just above REFILL_AT does not wake the reader...
+    let mut left = READ_AHEAD;
+    let mut w = 0;
+    while left - BATCH > REFILL_AT {
+        assert!(matches!(h.take(w), Take::Batch(_)));
+        left -= BATCH;
+        w = 1 - w;
+        assert!(reader.try_recv().is_err(), "woken with {left} queued");
+    }
+    // ...the batch that brings it to REFILL_AT does.
+    assert!(matches!(h.take(w), Take::Batch(_)));
+    assert_eq!(reader.recv_timeout(HANG), Ok(true));
+}
+
+#[test]
+fn a_reader_sleeping_for_room_ends_when_every_worker_has_gone() {
+    let h = Arc::new(Handover::new(2));
+    while let Put::Room = h.put(0, batch(BATCH)) {}
+    let reader = sleeping_reader(&h);
+    // One worker gone is not the run's end: worker 0's queue is still full, so the
+    // reader sleeps on; the last one gone ends it, and every batch is refused.
+    h.leave(1);
+    assert!(reader.try_recv().is_err());
+    h.leave(0);
+    assert_eq!(reader.recv_timeout(HANG), Ok(false));
+    assert!(matches!(h.put(0, batch(1)), Put::Gone));
+    assert!(matches!(h.put(1, batch(1)), Put::Gone));
+}
+
+#[test]
+fn a_partial_batch_is_handed_over_before_the_reader_sleeps() {
+    let h = Arc::new(Handover::new(2));
+    let theirs = Arc::clone(&h);
+    let (tx, pushed) = mpsc::channel();
+    // One request for worker 1, then worker 0's batches until the read-ahead is
+    // full: worker 1's lone request must not wait in the reader while it sleeps.
+    std::thread::spawn(move || {
+        let mut b = Batches {
+            handover: &theirs,
+            bufs: vec![Vec::new(), Vec::new()],
+        };
+        let mut ok = b.push(1, item(1));
+        for k in 0..READ_AHEAD {
+            ok &= b.push(0, item(k as u64));
+        }
+        let _ = tx.send(ok);
+    });
+    let asleep = std::time::Instant::now();
+    while !h.lock().reader_waiting {
+        assert!(
+            asleep.elapsed() < HANG,
+            "the reader never filled the read-ahead"
+        );
+        std::thread::yield_now();
+    }
+    let Take::Batch(got) = h.take(1) else {
+        panic!("worker 1's request was held back")
+    };
+    assert_eq!(got.len(), 1);
+    // Worker 0 takes what it was given; the reader wakes and hands the rest over.
+    while let Take::Batch(_) = h.take(0) {}
+    assert_eq!(pushed.recv_timeout(HANG), Ok(true));
+}
+
+#[test]
+fn the_source_counts_a_wait_for_the_reader_once_and_not_at_the_start() {
+    let h = Arc::new(Handover::new(1));
+    let mut s = ReplaySource::new(Some(Arc::clone(&h)), 0, Arc::default());
+    // The run's start: nothing read yet, not counted.
+    assert_eq!(s.next_instant(), NextInstant::Pending);
+    let _ = h.put(0, vec![item(3)]);
+    assert_eq!(s.next_instant(), NextInstant::At(3));
+    assert!(s.next_request().is_some());
+    // Behind: counted once however often the worker asks.
+    for _ in 0..3 {
+        assert_eq!(s.next_instant(), NextInstant::Pending);
+    }
+    assert_eq!(s.fidelity.report().reader_behind, 1);
+    let _ = h.put(0, vec![item(9)]);
+    assert_eq!(s.next_instant(), NextInstant::At(9));
+    h.finish();
+    assert!(s.next_request().is_some());
+    assert_eq!(s.next_instant(), NextInstant::Over);
+}
