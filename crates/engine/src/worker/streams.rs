@@ -420,6 +420,16 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
         core.in_flight_clock.set(now, on_conn as u64);
     }
 
+    /// Requests that never got a stream and waited past the timeout: each fails as a
+    /// timeout, sent (never) at its intended instant.
+    fn time_out_unsent(&mut self, waited: Vec<Self::Flight>, open_loop: bool, now: u64) {
+        for mut f in waited {
+            let at = f.stamps_mut();
+            at.sent_at(at.intended_ns, open_loop);
+            self.record(f, Some(ErrorKind::Timeout), now);
+        }
+    }
+
     /// A connect past the connect timeout fails. Late streams are cancelled (their
     /// slots serve the next requests, their work on the server stops); a connection
     /// whose streams are all late with nothing received since is replaced.
@@ -441,16 +451,8 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
                     // stream limit reached, never raised) time out like sent ones, from
                     // their intended instant: without this a `-n` run against such a
                     // server would wait for ever.
-                    let open_loop = core_open_loop;
-                    let (waited, left): (Vec<_>, Vec<_>) = std::mem::take(&mut lane.pending)
-                        .into_iter()
-                        .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
-                    lane.pending = left;
-                    for mut f in waited {
-                        let at = f.stamps_mut();
-                        at.sent_at(at.intended_ns, open_loop);
-                        self.record(f, Some(ErrorKind::Timeout), now);
-                    }
+                    let waited = take_waited(&mut lane.pending, now, timeout_ns);
+                    self.time_out_unsent(waited, core_open_loop, now);
                     let lane = self.lane(slot);
                     let last_read_ns = lane.last_read_ns;
                     let (late, dead) = take_late(&mut lane.streams, now, timeout_ns, last_read_ns);
@@ -478,15 +480,8 @@ pub(super) trait Multiplexed<'a, S: Sink, T: Transport> {
         // way. (Open loop: the queue is arrivals waiting for a connection, the
         // connection wait the run reports, not a timeout.)
         if !core_open_loop {
-            let (waited, left): (VecDeque<_>, VecDeque<_>) = std::mem::take(self.queue())
-                .into_iter()
-                .partition(|f| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns);
-            *self.queue() = left;
-            for mut f in waited {
-                let at = f.stamps_mut();
-                at.sent_at(at.intended_ns, false);
-                self.record(f, Some(ErrorKind::Timeout), now);
-            }
+            let waited = take_waited(self.queue(), now, timeout_ns);
+            self.time_out_unsent(waited, false, now);
         }
         // Closed loop: a slot closed for lack of work may be needed again.
         if !self.core_mut().open_loop {
@@ -565,6 +560,24 @@ impl<'a, S: Sink, T: Transport, W: Multiplexed<'a, S, T>> Protocol<'a, S, T> for
     fn censor(&mut self, end: u64) {
         self.0.censor(end);
     }
+}
+
+/// The requests in `waiting` (a lane's pending list, a worker's queue) intended at least
+/// `timeout_ns` before `now`, taken out, the rest left in order. The scan runs on every
+/// housekeeping turn, so nothing is moved or allocated when none waited that long.
+pub(super) fn take_waited<F, C>(waiting: &mut C, now: u64, timeout_ns: u64) -> Vec<F>
+where
+    F: OnStream,
+    C: Default + IntoIterator<Item = F> + FromIterator<F>,
+    for<'a> &'a C: IntoIterator<Item = &'a F>,
+{
+    let late = |f: &F| now.saturating_sub(f.stamps().intended_ns) >= timeout_ns;
+    if !(&*waiting).into_iter().any(late) {
+        return Vec::new();
+    }
+    let (waited, left): (Vec<F>, Vec<F>) = std::mem::take(waiting).into_iter().partition(late);
+    *waiting = left.into_iter().collect();
+    waited
 }
 
 /// The streams of one connection sent at least `timeout_ns` before `now`, taken out of
