@@ -254,10 +254,21 @@ pub const INCOMPLETE: &str = "incomplete";
 /// ranking or a USL fit. Steps without a label (old stores) and inconclusive steps are
 /// kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
-    label != Some(Bound::GeneratorBound.label())
-        && label != Some(Bound::MachineStalled.label())
-        && label != Some(crate::link::LABEL)
-        && label != Some(INCOMPLETE)
+    not_the_servers(label).is_none()
+}
+
+/// The label of a step whose figures are not the server's (generator-bound,
+/// machine-stalled, link-bound, incomplete), as the one static string a report marks
+/// its row with; `None` for a step that counts for the server.
+pub fn not_the_servers(label: Option<&str>) -> Option<&'static str> {
+    [
+        Bound::GeneratorBound.label(),
+        Bound::MachineStalled.label(),
+        crate::link::LABEL,
+        INCOMPLETE,
+    ]
+    .into_iter()
+    .find(|k| label == Some(*k))
 }
 
 /// Whether measuring the step again could give the server's figure: generator-bound and

@@ -27,22 +27,7 @@ pub enum RowMark {
 impl RowMark {
     /// The mark of a step labelled `label`.
     pub fn of_label(label: Option<&str>) -> RowMark {
-        use volley_analysis::sustain::{counts_for_server, Bound, INCOMPLETE};
-        if counts_for_server(label) {
-            return RowMark::Plain;
-        }
-        let known = [
-            Bound::GeneratorBound.label(),
-            Bound::MachineStalled.label(),
-            volley_analysis::link::LABEL,
-            INCOMPLETE,
-        ];
-        RowMark::NotServer(
-            known
-                .into_iter()
-                .find(|k| label == Some(*k))
-                .unwrap_or(Bound::GeneratorBound.label()),
-        )
+        volley_analysis::sustain::not_the_servers(label).map_or(RowMark::Plain, RowMark::NotServer)
     }
 }
 
