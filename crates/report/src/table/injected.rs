@@ -93,9 +93,7 @@ pub fn phases(report: &Report) -> Option<Table> {
             let mark = if p.link_bound {
                 RowMark::NotServer(volley_analysis::link::LABEL)
             } else if p.generator_bound {
-                RowMark::of_label(Some(
-                    volley_analysis::sustain::Bound::GeneratorBound.label(),
-                ))
+                RowMark::NotServer(volley_analysis::sustain::Bound::GeneratorBound.label())
             } else {
                 RowMark::Plain
             };
