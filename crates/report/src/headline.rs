@@ -239,7 +239,7 @@ fn stall_evidence(t: &TargetReport, label: &str) -> Option<String> {
         .iter()
         .filter(|s| s.label.as_deref() == Some(label))
         .filter_map(|s| s.probe_max_stall_ms)
-        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+        .max_by(f64::total_cmp)?;
     Some(format!(
         "(the stall probe beside the load overslept up to {} ms)",
         number(longest)
