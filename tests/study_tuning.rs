@@ -78,16 +78,18 @@ repeats = 2
         String::from_utf8_lossy(&out.stderr)
     );
     // One line per derived and whole variant, each a ratio with its interval (two
-    // repeats a side) or "no difference beyond noise".
+    // repeats a side) or "no difference beyond noise". On a busy machine a repeat may
+    // be left out (spoiled by a stall, or generator-bound); the line then says how many
+    // runs counted, and the end table says a step was left out.
+    let left_out = text.contains("unjudged step");
     for v in ["tuned:backlog", "tuned:sendfile", "tuned"] {
         let line = text
             .lines()
             .find(|l| l.starts_with(&format!("web w c=2 ka=on: {v} vs default: ")))
             .unwrap_or_else(|| panic!("no line for {v}: {text}"));
-        assert!(
-            line.contains("x [") && line.contains("(2 vs 2 runs"),
-            "{line}"
-        );
+        let ratio = line.contains("x [") && line.contains("(2 vs 2 runs");
+        let too_few = line.contains("cannot separate them") || line.contains("no figure");
+        assert!(ratio || (too_few && left_out), "{line}\n{text}");
     }
     // One target: its answer is its variants side by side, every knob together against
     // the default, never one figure pooled over them; then one line per knob alone

@@ -97,17 +97,27 @@ fn ratio_text(a: &[f64], b: &[f64], unit: &str) -> String {
     }
 }
 
+/// Why no ratio when a side has fewer than two figures. The counts are the runs that
+/// count, not the repeats planned: a run the machine spoiled or the generator bounded
+/// is left out, so two planned repeats may leave one.
+fn too_few(a: usize, b: usize) -> String {
+    if a == 1 && b == 1 {
+        return "one run each cannot separate them (add [steps] repeats)".to_string();
+    }
+    format!("{a} vs {b} runs judged for the server cannot separate them (add [steps] repeats)")
+}
+
 /// The comparison of two cells' figures (`a` the variant's, `b` the default's).
 fn compare(a: Figures, b: Figures) -> String {
-    const ONE_RUN: &str = "one run each cannot separate them (add [steps] repeats)";
     match (a, b) {
         (Figures::Rps(a), Figures::Rps(b)) if a.is_empty() || b.is_empty() => {
             "no figure: a side has no step judged for the server".to_string()
         }
         (Figures::Rps(a), Figures::Rps(b)) if a.len() < 2 || b.len() < 2 => format!(
-            "{:.0} vs {:.0} req/s: {ONE_RUN}",
+            "{:.0} vs {:.0} req/s: {}",
             volley_analysis::bootstrap::median(&a),
-            volley_analysis::bootstrap::median(&b)
+            volley_analysis::bootstrap::median(&b),
+            too_few(a.len(), b.len())
         ),
         (Figures::Rps(a), Figures::Rps(b)) => ratio_text(&a, &b, "req/s"),
         (Figures::Claims(a), Figures::Claims(b)) => {
@@ -128,9 +138,9 @@ fn compare(a: Figures, b: Figures) -> String {
                             .join(", ")
                     };
                     let why = if a.len() < 2 || b.len() < 2 {
-                        ONE_RUN
+                        too_few(a.len(), b.len())
                     } else {
-                        "a ratio needs a capacity in every run (a server failure above it), not \"at least\""
+                        "a ratio needs a capacity in every run (a server failure above it), not \"at least\"".to_string()
                     };
                     format!("capacity {} vs {}: {why}", all(&a), all(&b))
                 }
@@ -363,6 +373,27 @@ server = {{ defer_accept = true, backlog = 1024 }}
         assert_eq!(
             lines[2],
             "web w c=1 ka=on: tuned vs default: capacity at least 300 req/s (the highest step tried) vs 200 req/s: one run each cannot separate them (add [steps] repeats)"
+        );
+    }
+    #[test]
+    fn a_repeat_left_out_is_counted_in_the_line_not_called_one_run_each() {
+        let p = plan("[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 2\n");
+        let steps: Vec<StepOutcome> = p
+            .steps
+            .iter()
+            .map(|s| {
+                let mut o = step(&p, s.cell, s.repeat, 1000.0, None);
+                // The machine spoiled the default's second repeat.
+                if variant_of(&p, s.cell) == "default" && s.repeat == 1 {
+                    o.label = "machine-stalled";
+                }
+                o
+            })
+            .collect();
+        let lines = effect_lines(&p, &steps, &[]);
+        assert_eq!(
+            lines[0],
+            "web w c=1 ka=on: tuned:backlog vs default: 1000 vs 1000 req/s: 2 vs 1 runs judged for the server cannot separate them (add [steps] repeats)"
         );
     }
 }
