@@ -27,6 +27,7 @@ pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+mod lines;
 pub mod phases;
 pub mod reader;
 mod record;

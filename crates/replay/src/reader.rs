@@ -15,7 +15,8 @@
 //! earlier than its line's place) and otherwise in line order.
 
 use crate::error::{LogError, SkipCause};
-use crate::format::{LineParser, LogFormat, Parsed};
+use crate::format::{LineParser, LogFormat};
+use crate::lines::{Line, Lines};
 use crate::record::Record;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
@@ -86,13 +87,9 @@ impl Skips {
     }
 }
 
-/// A parsed line waiting for its second to be handed on.
-#[derive(Debug)]
-struct Pending {
-    /// The log gave a whole second only (`rec.at_us` is that second).
-    whole_second: bool,
-    rec: Record,
-}
+/// Seconds' lines kept for reuse at most (more only after a quiet stretch of the
+/// log: a window's worth of seconds emptied at once).
+const SPARE_SECONDS: usize = 4;
 
 /// Reads a log as an iterator of records in start order.
 pub struct LogReader {
@@ -104,10 +101,17 @@ pub struct LogReader {
     buf: Vec<u8>,
     line_no: u64,
     lines: u64,
-    /// Held lines by start second: appended as read, sorted once when handed on
-    /// (cheaper than a heap of records, which moves each one log2(window) times).
-    held: BTreeMap<i64, Vec<Pending>>,
-    ready: VecDeque<Record>,
+    /// Held lines by start second, compactly ([`crate::lines`]): appended as read,
+    /// sorted once when handed on (cheaper than a heap of records, which moves each
+    /// one log2(window) times).
+    held: BTreeMap<i64, Lines>,
+    /// The line being parsed, before its second is known.
+    parsing: Lines,
+    /// The second being handed on, in start order, and how far.
+    ready: Lines,
+    ready_at: usize,
+    /// Seconds handed on, kept for later ones: holding a line then allocates nothing.
+    spare: Vec<Lines>,
     newest_us: i64,
     handed_upto_us: i64,
     eof: bool,
@@ -160,7 +164,10 @@ impl LogReader {
             line_no: 0,
             lines: 0,
             held: BTreeMap::new(),
-            ready: VecDeque::new(),
+            parsing: Lines::default(),
+            ready: Lines::default(),
+            ready_at: 0,
+            spare: Vec::new(),
             newest_us: i64::MIN,
             handed_upto_us: i64::MIN,
             eof: false,
@@ -262,35 +269,42 @@ impl LogReader {
             return;
         }
         self.lines += 1;
-        match self.parser.parse(&self.buf, self.line_no) {
+        self.parsing.clear();
+        match self
+            .parser
+            .parse_into(&self.buf, self.line_no, &mut self.parsing)
+        {
             Err(cause) => self.skips.add(cause, self.line_no),
-            Ok(p) => self.hold(p),
+            Ok(()) => self.hold(),
         }
     }
 
-    fn hold(&mut self, p: Parsed) {
-        let Parsed {
-            mut rec,
-            whole_second,
-        } = p;
-        let key_us = if whole_second {
-            rec.at_us.div_euclid(US_PER_S) * US_PER_S
+    /// Holds the line just parsed under its start second.
+    fn hold(&mut self) {
+        let l = &mut self.parsing.lines[0];
+        let key_us = if l.whole_second {
+            l.at_us.div_euclid(US_PER_S) * US_PER_S
         } else if self.parser.format.stamp_is_end() {
-            rec.at_us - rec.request_time_us.map_or(0, |t| t as i64)
+            l.at_us - l.request_time_us.map_or(0, |t| t as i64)
         } else {
-            rec.at_us
+            l.at_us
         };
         if key_us < self.handed_upto_us {
-            self.skips.add(SkipCause::Window, rec.line);
+            self.skips.add(SkipCause::Window, l.line);
             return;
         }
-        rec.at_us = key_us;
+        l.at_us = key_us;
         self.newest_us = self.newest_us.max(key_us);
         let second = key_us.div_euclid(US_PER_S);
-        self.held
+        let spare = &mut self.spare;
+        let held = self
+            .held
             .entry(second)
-            .or_default()
-            .push(Pending { whole_second, rec });
+            .or_insert_with(|| spare.pop().unwrap_or_default());
+        if held.push_from(&self.parsing, 0).is_err() {
+            // Past 4 GiB of text in one second (no real log): not held.
+            self.skips.add(SkipCause::Layout, self.line_no);
+        }
     }
 
     /// Fails the read when most lines so far did not parse, or ran backwards past the
@@ -326,19 +340,24 @@ impl LogReader {
         Ok(())
     }
 
-    /// Hands on every held record of the second `s`, in start order.
+    /// Hands on every held record of the second `s`, in start order (the previous
+    /// second's, all handed on, is kept for reuse).
     fn release(&mut self, s: i64) {
         let mut held = self.held.remove(&s).unwrap_or_default();
-        if held.iter().any(|p| p.whole_second) {
+        let lines = &mut held.lines;
+        if lines.iter().any(|l| l.whole_second) {
             self.spread = true;
-            let (mut whole, exact): (Vec<Pending>, Vec<Pending>) =
-                held.into_iter().partition(|p| p.whole_second);
-            spread_over_second(&mut whole, s * US_PER_S);
-            held = exact;
-            held.append(&mut whole);
+            lines.sort_unstable_by_key(|l| (!l.whole_second, l.line));
+            let whole = lines.iter().take_while(|l| l.whole_second).count();
+            spread_over_second(&mut lines[..whole], s * US_PER_S);
         }
-        held.sort_unstable_by_key(|p| (p.rec.at_us, p.rec.line));
-        self.ready.extend(held.into_iter().map(|p| p.rec));
+        lines.sort_unstable_by_key(|l| (l.at_us, l.line));
+        let mut done = std::mem::replace(&mut self.ready, held);
+        self.ready_at = 0;
+        if self.spare.len() < SPARE_SECONDS {
+            done.clear();
+            self.spare.push(done);
+        }
         self.handed_upto_us = (s + 1) * US_PER_S;
     }
 }
@@ -347,28 +366,23 @@ impl LogReader {
 /// order they ended in, so each one's estimated start is its place in that order less
 /// its logged request time; they are sorted by that and given instants `i/n` of a
 /// second apart.
-fn spread_over_second(held: &mut [Pending], start_us: i64) {
-    held.sort_by_key(|p| p.rec.line);
-    let recs: Vec<&mut Record> = held.iter_mut().map(|p| &mut p.rec).collect();
-    let n = recs.len() as i64;
-    let mut order: Vec<(i64, u64, usize)> = recs
+fn spread_over_second(held: &mut [Line], start_us: i64) {
+    held.sort_by_key(|l| l.line);
+    let n = held.len() as i64;
+    let mut order: Vec<(i64, u64, usize)> = held
         .iter()
         .enumerate()
-        .map(|(i, r)| {
+        .map(|(i, l)| {
             let ended = i as i64 * US_PER_S / n;
-            let rt = r
+            let rt = l
                 .request_time_us
                 .map_or(0, |t| t.min(i64::MAX as u64 / 2) as i64);
-            (ended - rt, r.line, i)
+            (ended - rt, l.line, i)
         })
         .collect();
     order.sort();
-    let mut at = vec![0i64; recs.len()];
     for (j, &(_, _, i)) in order.iter().enumerate() {
-        at[i] = start_us + j as i64 * US_PER_S / n;
-    }
-    for (r, at) in recs.into_iter().zip(at) {
-        r.at_us = at;
+        held[i].at_us = start_us + j as i64 * US_PER_S / n;
     }
 }
 
@@ -377,8 +391,9 @@ impl Iterator for LogReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(r) = self.ready.pop_front() {
-                return Some(Ok(r));
+            if self.ready_at < self.ready.lines.len() {
+                self.ready_at += 1;
+                return Some(Ok(self.ready.record(self.ready_at - 1)));
             }
             if self.failed {
                 return None;
