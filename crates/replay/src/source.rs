@@ -12,10 +12,11 @@
 //!
 //! The reader must never be what a worker waits for, nor take the worker's core when
 //! an arrival is due (docs/methodology.md, "Replaying a log"): it reads far ahead
-//! ([`READ_AHEAD`]), sleeps until the workers have taken half of that ([`REFILL_AT`],
-//! so it wakes a few times a second at 50k req/s, not per batch), runs as a batch
-//! thread (`SCHED_BATCH`: its wake-up never preempts a pacing worker) and, when the
-//! process may run on more CPUs than it has workers, on the last of them.
+//! ([`READ_AHEAD`], all of it before the run's clock starts), sleeps until the workers
+//! have taken half of that ([`REFILL_AT`], so it wakes a few times a second at 50k
+//! req/s, not per batch), and runs on a CPU of its own when the process may use more
+//! CPUs than it has workers, else as an idle-class thread that any worker preempts
+//! (`keep_off_the_workers`).
 
 use crate::fidelity::{path_group, Answer, Fidelity, Logged};
 use crate::schedule::{Planner, ReplayOptions};
@@ -61,7 +62,7 @@ struct Handover {
     state: Mutex<Queues>,
     /// The reader waits here for room.
     room: Condvar,
-    /// The run's start waits here for the reader's first requests.
+    /// The run's start waits here for the reader's read-ahead.
     ready: Condvar,
 }
 
@@ -74,6 +75,13 @@ struct Queues {
     done: bool,
     /// Workers that have ended; a request for one ends the reader (the run has ended).
     gone: Vec<bool>,
+}
+
+impl Queues {
+    /// The reader has read all it reads ahead: it sleeps for room, or has ended.
+    fn read_ahead(&self) -> bool {
+        self.reader_waiting || self.done
+    }
 }
 
 /// What became of a batch the reader handed over.
@@ -129,9 +137,6 @@ impl Handover {
         if q.gone[w] {
             return Put::Gone;
         }
-        if q.queued == 0 {
-            self.ready.notify_all();
-        }
         q.queued += batch.len();
         q.batches[w].push_back(batch);
         if q.queued >= READ_AHEAD {
@@ -147,6 +152,8 @@ impl Handover {
         let mut q = self.lock();
         while q.queued > REFILL_AT && !q.gone.iter().all(|g| *g) {
             q.reader_waiting = true;
+            // The read-ahead is full: the run may start (`wait_ready`).
+            self.ready.notify_all();
             q = self.room.wait(q).unwrap_or_else(|e| e.into_inner());
         }
         !q.gone.iter().all(|g| *g)
@@ -158,10 +165,11 @@ impl Handover {
         self.ready.notify_all();
     }
 
-    /// Sleeps until the reader has handed over its first requests, or ended.
+    /// Sleeps until the reader has filled its read-ahead (it then sleeps for room), or
+    /// ended: all it reads before the run is read on no worker's time.
     fn wait_ready(&self) {
         let mut q = self.lock();
-        while q.queued == 0 && !q.done {
+        while !q.read_ahead() {
             q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -305,21 +313,33 @@ impl ReplayFactory {
     }
 }
 
-/// The reader's place beside the workers (the module doc): a batch thread, so its
-/// wake-ups never preempt a worker about to send; on the last CPU the process may use
-/// when there are more of them than workers, so it runs beside the workers rather than
-/// between their arrivals. Best effort: a kernel that refuses leaves it as it was.
+/// The reader's place beside the workers (the module doc). When the process may run on
+/// more CPUs than it has workers, the reader runs on the last of them, beside the
+/// workers rather than between their arrivals, as a batch thread (`SCHED_BATCH`: its
+/// wake-ups never preempt anyone). Otherwise it shares a worker's CPU and runs as an
+/// idle-class thread (`SCHED_IDLE`): on the time that worker leaves (it sleeps between
+/// arrivals, and the read-ahead covers the rest), preempted the moment the worker
+/// wakes. A batch thread there kept the CPU until the next scheduler tick once it had
+/// it (after the worker's poll yielded, or at a tick): its runs ended at 4.0 ms, the
+/// tick of a 250 Hz kernel, and a pacing worker waited that long. Best effort: a
+/// kernel that refuses leaves the reader as it was.
 fn keep_off_the_workers(workers: usize) {
+    let cpus = volley_monitor::stall::allowed_cpus();
+    let beside = cpus.len() > workers;
+    let policy = if beside {
+        libc::SCHED_BATCH
+    } else {
+        libc::SCHED_IDLE
+    };
     // SAFETY: sched_getscheduler and sched_setscheduler on the calling thread (pid 0),
-    // with a sched_param we own; SCHED_BATCH takes priority 0.
+    // with a sched_param we own; SCHED_BATCH and SCHED_IDLE take priority 0.
     unsafe {
         if libc::sched_getscheduler(0) == libc::SCHED_OTHER {
             let param = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+            libc::sched_setscheduler(0, policy, &param);
         }
     }
-    let cpus = volley_monitor::stall::allowed_cpus();
-    if cpus.len() > workers {
+    if beside {
         if let Some(&last) = cpus.last() {
             volley_monitor::stall::pin_to(last);
         }
@@ -488,8 +508,9 @@ impl SourceFactory for ReplayFactory {
         if worker == 0 || current.as_ref().is_none_or(|h| h.workers() != workers) {
             let handover = self.start(workers);
             // The engine makes its sources before its clock starts: wait here for the
-            // reader's first requests (it reads a whole reorder window first), so the
-            // schedule's first arrivals are not late by that read.
+            // reader's whole read-ahead (a reorder window read, then READ_AHEAD
+            // requests built), so neither the schedule's first arrivals wait for that
+            // read nor does the reader take the workers' CPU for it as the run starts.
             handover.wait_ready();
             *current = Some(handover);
         }

@@ -89,6 +89,34 @@ fn the_read_ahead_is_bounded_over_all_workers_and_refilled_at_half() {
 }
 
 #[test]
+fn the_run_starts_once_the_read_ahead_is_full_or_the_log_has_ended() {
+    let h = Arc::new(Handover::new(2));
+    assert!(!h.lock().read_ahead());
+    // A first batch is not the read-ahead: the reader would build the rest on the
+    // workers' time, as the run starts.
+    assert!(matches!(h.put(1, batch(BATCH)), Put::Room));
+    assert!(!h.lock().read_ahead());
+    while let Put::Room = h.put(0, batch(BATCH)) {}
+    let reader = sleeping_reader(&h);
+    let asleep = std::time::Instant::now();
+    while !h.lock().reader_waiting {
+        assert!(asleep.elapsed() < HANG, "the reader never slept for room");
+        std::thread::yield_now();
+    }
+    assert!(h.lock().read_ahead());
+    h.wait_ready();
+    // Workers take; the reader, woken at REFILL_AT, reads again: the run is on.
+    while let Take::Batch(_) = h.take(0) {}
+    assert_eq!(reader.recv_timeout(HANG), Ok(true));
+    // A log shorter than the read-ahead: its end starts the run.
+    let short = Handover::new(1);
+    let _ = short.put(0, batch(3));
+    short.finish();
+    assert!(short.lock().read_ahead());
+    short.wait_ready();
+}
+
+#[test]
 fn a_reader_sleeping_for_room_ends_when_every_worker_has_gone() {
     let h = Arc::new(Handover::new(2));
     while let Put::Room = h.put(0, batch(BATCH)) {}
