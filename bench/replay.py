@@ -281,6 +281,10 @@ def replay(a, records):
                     "rss_kb": rss,
                     "reader_behind": fid.get("reader_behind"),
                     "load": (load, os.getloadavg()[0]),
+                    # Each second's scheduler lag p99 and max (ms): where in the run
+                    # the lateness is (the start, a periodic spike, all along).
+                    "per_second": [(x["second"], x["sched_lag_p99_ms"], x["sched_lag_max_ms"])
+                                   for x in r.get("seconds", [])],
                 })
     finally:
         stop_all([srv])
@@ -300,6 +304,9 @@ def replay(a, records):
               f"per request {ci([r['cpu_s'] / max(r['completed'], 1) * 1e6 for r in rs], unit=' us')}")
         print(f"    verdicts         {[r['verdict'] for r in rs]}")
         print(f"    load average     {', '.join(f'{x:.1f}->{y:.1f}' for x, y in (r['load'] for r in rs))}")
+        for k, r in enumerate(rs):
+            print(f"    round {k + 1} sched lag p99/max per second, ms: "
+                  + " ".join(f"{p:.2f}/{m:.1f}" for _, p, m in r["per_second"]))
         if name == "replay":
             print(f"    reader behind    {[r['reader_behind'] for r in rs]} (times a worker "
                   f"ran through all the log reader had read)")
