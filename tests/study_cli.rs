@@ -715,6 +715,21 @@ fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
         let one_run = c.contains("from one run each, no interval");
         assert_eq!(one_run, repeats == 1, "{c}");
         assert_eq!(c.contains("(95% CI "), repeats > 1, "{c}");
+        if repeats > 1 {
+            // The ratio line's interval is the answer's, not another bootstrap's.
+            let nums = |s: &str| -> Vec<f64> {
+                s.split(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+                    .filter_map(|w| w.parse().ok())
+                    .collect()
+            };
+            let line = c.lines().find(|l| l.contains("(95% CI ")).unwrap();
+            let shown = nums(&line[line.find("(95% CI ").unwrap() + 8..]);
+            let said = nums(&answer[answer.find("x [").unwrap()..answer.find(']').unwrap()]);
+            assert!(
+                (shown[0] - said[0]).abs() <= 0.0051 && (shown[1] - said[1]).abs() <= 0.0051,
+                "{line}\n{answer}"
+            );
+        }
     }
 }
 

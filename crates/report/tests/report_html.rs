@@ -598,13 +598,13 @@ var q=[[l,a],[r,a],[r,b],[l,b]].map(function(p){return [T.a*p[0]+T.c*p[1]+T.e,T.
 if(!kept.has(this.canvas))kept.set(this.canvas,[]);kept.get(this.canvas).push({text:s,quad:q});}
 return fill.apply(this,arguments);};})();</script>"#;
 
-/// Run a second after the page loaded: every pair of texts on one chart canvas (tick
+/// Run a second (of the page's virtual time) after the charts' script: every pair of texts on one chart canvas (tick
 /// labels of every axis and the axis titles) must be apart (separating-axis test of
 /// the two boxes, 0.5 px of slack for anti-aliasing) and inside the canvas; every tick
 /// label of a static SVG chart (class `tick`, shown for the check as in print) must be
 /// apart from every other text of its chart and inside it. Writes the counts and the
 /// faults as JSON into `<pre id="volley-overlaps">`.
-const OVERLAP_CHECK: &str = r#"<script>window.addEventListener('load',function(){setTimeout(function(){
+const OVERLAP_CHECK: &str = r#"<script>setTimeout(function(){
 function apart(a,b,m){var qs=[a,b];for(var k=0;k<2;k++){var P=qs[k];for(var i=0;i<P.length;i++){var p=P[i],r=P[(i+1)%P.length],nx=r[1]-p[1],ny=p[0]-r[0],len=Math.hypot(nx,ny);if(!len)continue;
 var pa=a.map(function(v){return (v[0]*nx+v[1]*ny)/len;}),pb=b.map(function(v){return (v[0]*nx+v[1]*ny)/len;});
 if(Math.min.apply(null,pa)>Math.max.apply(null,pb)-m||Math.min.apply(null,pb)>Math.max.apply(null,pa)-m)return true;}}return false;}
@@ -619,7 +619,11 @@ if(a.left<box.left-1||a.right>box.right+1)out.faults.push(name+' (SVG): "'+t.tex
 texts.forEach(function(o,j){if(o===t||(j<i&&o.classList.contains('tick')))return;var b=o.getBoundingClientRect();
 if(a.left<b.right-0.5&&b.left<a.right-0.5&&a.top<b.bottom-0.5&&b.top<a.bottom-0.5)out.faults.push(name+' (SVG): "'+t.textContent+'" overlaps "'+o.textContent+'"');});});});
 var pre=document.createElement('pre');pre.id='volley-overlaps';pre.textContent=JSON.stringify(out);document.body.appendChild(pre);
-},1000);});</script>"#;
+},1000);</script>"#;
+
+fn overlap_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("volley-report-overlaps-{}", std::process::id()))
+}
 
 /// What [`OVERLAP_CHECK`] found.
 #[derive(serde::Deserialize, Debug)]
@@ -644,7 +648,10 @@ fn overlaps(html: &str, name: &str, width: u32) -> Overlaps {
         &html[head..end],
         &html[end..]
     );
-    let page = scratch(&format!("{name}-{width}.overlaps.html"));
+    // A folder of its own: the first test removes the shared one when it ends.
+    let dir = overlap_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join(format!("{name}-{width}.html"));
     std::fs::write(&page, page_html).unwrap();
     let (dom, log) = chromium_with(
         &page,
@@ -654,10 +661,11 @@ fn overlaps(html: &str, name: &str, width: u32) -> Overlaps {
         ],
         Stdio::piped(),
     );
+    const PRE: &str = "<pre id=\"volley-overlaps\">";
     let start = dom
-        .find("<pre id=\"volley-overlaps\">")
+        .find(PRE)
         .unwrap_or_else(|| panic!("{name}: the check did not run; log:\n{log}"))
-        + "<pre id=\"volley-overlaps\">".len();
+        + PRE.len();
     let json = &dom[start..start + dom[start..].find("</pre>").unwrap()];
     let json = json
         .replace("&lt;", "<")
@@ -777,5 +785,8 @@ axes:[{{splits:function(u,ai,min,max){{var o=[];for(var k=Math.ceil(min);k<=Math
                 found.faults
             );
         }
+    }
+    if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
+        let _ = std::fs::remove_dir_all(overlap_dir());
     }
 }
