@@ -245,6 +245,14 @@ fn check_page(html: &str, name: &str, min_charts: usize) {
     );
 }
 
+/// Where a report page inlines uPlot: its whole `<script>` element.
+fn uplot_script(page: &str) -> std::ops::Range<usize> {
+    let start = page
+        .find("<script>/*! https://github.com/leeoniya/uPlot")
+        .expect("the inlined uPlot script");
+    start..start + page[start..].find("</script>").unwrap() + "</script>".len()
+}
+
 #[test]
 fn html_reports_render_in_chromium_without_console_errors() {
     // The control first: a page with a JS error must be caught by the same check.
@@ -288,11 +296,8 @@ fn html_reports_render_in_chromium_without_console_errors() {
     let page = Html
         .render(&load(&store, Selector::Study(rates)).unwrap())
         .unwrap();
-    let lib_start = page
-        .find("<script>/*! https://github.com/leeoniya/uPlot")
-        .expect("the inlined uPlot script");
-    let lib_end = lib_start + page[lib_start..].find("</script>").unwrap() + "</script>".len();
-    let crippled = format!("{}{}", &page[..lib_start], &page[lib_end..]);
+    let lib = uplot_script(&page);
+    let crippled = format!("{}{}", &page[..lib.start], &page[lib.end..]);
     let control = scratch("no-uplot.html");
     std::fs::write(&control, &crippled).unwrap();
     let (dom, log) = chromium_with(
@@ -719,10 +724,6 @@ fn no_two_axis_labels_overlap_on_any_chart() {
     // The control: the percentile axis as it was drawn before (a tick and a label at
     // every nine, 0% .. 99.99999%) on the narrowest chart, beside two SVG tick labels
     // 10 px apart. The check must see both.
-    let lib_start = rate_html
-        .find("<script>/*! https://github.com/leeoniya/uPlot")
-        .expect("the inlined uPlot script");
-    let lib_end = lib_start + rate_html[lib_start..].find("</script>").unwrap() + "</script>".len();
     let crowded = format!(
         r#"<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><div id="c"></div>{}<script>
 function pct(k){{return (100-100*Math.pow(10,-k)).toFixed(Math.max(0,k-2))+'%';}}
@@ -730,7 +731,7 @@ new uPlot({{width:320,height:200,scales:{{x:{{time:false}}}},series:[{{}},{{stro
 axes:[{{splits:function(u,ai,min,max){{var o=[];for(var k=Math.ceil(min);k<=Math.floor(max);k++)o.push(k);return o;}},values:function(u,vs){{return vs.map(pct);}}}},{{}}]}},
 [[0,7],[1,2]],document.getElementById('c'));</script>
 <svg class="chart" aria-label="crowded" width="300" height="100"><text class="tick" x="100" y="50" text-anchor="middle">99.9999%</text><text class="tick" x="110" y="50" text-anchor="middle">99.99999%</text></svg></body></html>"#,
-        &rate_html[lib_start..lib_end]
+        &rate_html[uplot_script(&rate_html)]
     );
     let control = overlaps(&crowded, "crowded", 1200);
     assert!(
