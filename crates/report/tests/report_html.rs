@@ -20,8 +20,15 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// busy one (seen in a suite run beside seven builds).
 const CHROMIUM_LIMIT: Duration = Duration::from_secs(90);
 
+/// A file in the calling test's own scratch folder: the test harness names each test's
+/// thread after it, so tests running at once never share (or remove) each other's files.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-report-html-{}", std::process::id()));
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", "-");
+    let dir =
+        std::env::temp_dir().join(format!("volley-report-html-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
