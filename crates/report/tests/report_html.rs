@@ -595,6 +595,9 @@ fn every_target_and_variant_keeps_its_colour_and_short_steps_keep_their_figures(
         "nginx \u{b7} tuned",
     );
     assert_eq!(cmp.len(), 2, "two workloads: {cmp:?}");
+    if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
+        let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
+    }
 }
 
 /// Installed first in a page under test: every text drawn on a canvas is kept with its
