@@ -194,6 +194,31 @@ transition names its abbreviation, a `&'static str`): 243 pages hold nothing els
 about 1.0 MB of every volley process is the CalDAV server's time-zone database. A
 time-zone source that keeps its data as bytes (no pointers to relocate) would bring the
 64-connection figure to about 10.3 MB; the rest is code and libc.
+
+Memory again (2026-11-28, session 8, main's release build df06e77; smaps at 2 s of `volley
+bench URL -t 1 -k -c 64 -d 3s`, heaptrack over the same run): RSS 11,296 KB (max RSS
+11,716 KB; 12.1 MB with -n 50000): the executable's text 5,008 KB, its read-only part
+2,620 KB (1.65 MB of it the relocated `.data.rel.ro`), libc 1,400, libm 488, ld.so 152,
+heap and thread arenas 1,370 (6 threads: main, ctrl-c, headroom, stall probe, encoder,
+worker; their stacks 8-92 KB each). The heap's peak (heaptrack) is 1.38 MB: histograms
+0.74 MB (growing 496 KB, the V2 serializer's buffer 146 KB, creation 96 KB), the encoder's
+deflate state 316 KB (miniz_oxide's compressor, whatever the level), the worker's read
+buffer 64 KB and connection slots 36 KB, the fd and socket counts' buffers. Nothing a
+plain run never needs is started (no tokio runtime, TLS roots, h3 or store). The text
+cannot shrink from user space: the kernel maps 64 KB around each code page touched
+(fault-around), and `madvise(MADV_RANDOM)` does not stop it (a test touching one page in
+64 of the executable grew RSS by 64 KB per touch with and without it). So 10 MB needs one
+of two larger changes, neither made here: the CalDAV time zones (chrono-tz, which the
+`rrule` crate also takes, ~1.0 MB of relocated pointers) replaced by a source that keeps
+its data as bytes, or glibc linked statically (`crt-static`, a static PIE keeps address
+randomisation): libc, libm and ld.so hold 2.0 MB resident, of which a static link would
+keep only the functions volley calls (estimated ~1.5 MB less; not built: every crate
+rebuilds under the new target feature).
+Many connections (`python3 bench/engine.py --skip-install --skip-build --many-only
+--seconds 5`, main's release build, load average ~7): -c 10000 keep-alive on one core
+against nginx: epoll max RSS 13,576 KB (1.36 KB a connection), io_uring 34,524 KB (its
+4,096 receive buffers of 4 KB and one inbox a connection): both within 100 MB. Before
+nginx listened with backlog 4096 its default 511 dropped SYNs: connects took up to 4.8 s.
 """
 import argparse
 import json
