@@ -214,6 +214,18 @@ its data as bytes, or glibc linked statically (`crt-static`, a static PIE keeps 
 randomisation): libc, libm and ld.so hold 2.0 MB resident, of which a static link would
 keep only the functions volley calls (estimated ~1.5 MB less; not built: every crate
 rebuilds under the new target feature).
+Polling before sleeping on io_uring (2026-11-28, session 8; the same policy as epoll, the
+ring peeked through its TASKRUN flag): `python3 bench/engine.py --skip-install --skip-build
+--counts --io uring --baseline MAIN_BIN --rounds 6 --seconds 4` (this branch's release
+build against main's df06e77, both `--io uring`; load average 12-15, lighttpd served 9-17k
+req/s: starved, not saturated, so no verdict): the server woke volley's worker 0.037 vs
+0.044 times per request, ratio 0.81 [0.53, 1.52]; the server's CPU per request 1.02 [0.93,
+1.11]; volley's own CPU per request 1.09 [0.96, 1.15], its system calls per request 0.91
+vs 0.29 (a `sched_yield` per look, and an enter when the flag says completions wait). In
+the same rounds volley/httperf server CPU per request 1.04 [0.87, 1.14], volley/wrk 0.99
+[0.79, 1.11]; client CPU per request volley/wrk 0.77 [0.71, 0.84]. It needs the quiet run.
+Max RSS (-c 64 -n 50000, one run each): epoll 11,792 KB, io_uring 12,080 KB (main 11,964
+and 12,072).
 Many connections (`python3 bench/engine.py --skip-install --skip-build --many-only
 --seconds 5`, main's release build, load average ~7): -c 10000 keep-alive on one core
 against nginx: epoll max RSS 13,576 KB (1.36 KB a connection), io_uring 34,524 KB (its
