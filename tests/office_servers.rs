@@ -191,11 +191,11 @@ fn bench(args: &[&str]) -> std::process::Output {
 /// A short office day of 3 users (`bench --caldav 3 --target KIND`) on a server volley
 /// starts with accounts of its own: exit 0, what it said on stderr, and the JSON report.
 fn office_day_on_target(kind: &str) -> (String, serde_json::Value) {
-    office_day(kind, "3", &[])
+    office_day_of(kind, "3", &[])
 }
 
 /// [`office_day_on_target`] with `users` and `more` flags.
-fn office_day(kind: &str, users: &str, more: &[&str]) -> (String, serde_json::Value) {
+fn office_day_of(kind: &str, users: &str, more: &[&str]) -> (String, serde_json::Value) {
     // No URL, no password, no paths: the target makes the accounts and says where.
     let mut args = vec!["--caldav", users, "--target", kind];
     args.extend_from_slice(more);
@@ -246,7 +246,7 @@ fn bench_caldav_seeds_radicales_storage_and_the_office_takes_it() {
     if !installed(RADICALE) {
         return;
     }
-    let (err, j) = office_day("radicale", "150", &["--caldav-items", "5"]);
+    let (err, j) = office_day_of("radicale", "150", &["--caldav-items", "5"]);
     assert_eq!(j["users"], 150, "{j}");
     assert_eq!(j["set_up_kept"], 150, "every seeded calendar taken: {err}");
     assert_eq!(j["violations_total"], 0, "{j}");

@@ -152,11 +152,19 @@ fn death_watch(w: &Watch<'_>, done: &AtomicBool) -> Option<TargetDied> {
 /// Fills in what someone else took of the machine during the run, from the monitor
 /// that watched it: the whole run's [`Summary::machine`] and each second's
 /// `others_busy_share` and the target's `target_wait_ms` (the monitor's samples whose
-/// middle falls in that second, weighted by their length). Steal plus the CPU of processes outside volley and its
+/// middle falls in that second, weighted by their length). A target its cgroup
+/// `throttling` shows was throttled gets no `target_wait_ms`: the kernel keeps a
+/// throttled task queued, so its run delay holds the quota volley set, not a
+/// neighbour's doing (a wait of 569 ms in a second was read from nginx at a 5% quota). Steal plus the CPU of processes outside volley and its
 /// target: the target's own CPU quota, which volley set, never makes the machine busy,
 /// nor do the other targets volley started (a study's idle instances, kept apart in
 /// `MachineLoad::study_cores`).
-pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
+pub fn fill_machine(
+    summary: &mut Summary,
+    monitor: Option<&MonitorReport>,
+    throttling: Option<&ThrottleStats>,
+) {
+    let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
     let Some(r) = monitor else { return };
     let cpus = r.summary.cpus;
     if let Some(others) = r.summary.others_cpu_pct {
@@ -186,7 +194,8 @@ pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
         // The target's wait for a CPU, per second of its samples: the second's own.
         sec.target_wait_ms = weighted(r.samples.iter().filter(in_second), |m| {
             m.target.as_ref().map(|t| t.run_wait_ms_per_s)
-        });
+        })
+        .filter(|_| !throttled);
     }
 }
 

@@ -378,7 +378,7 @@ pub(crate) fn judge(
     let histograms = volley_harness::stored::histograms(&merged)?;
     let mut summary = merged.close(&info)?;
     summary.wire = wire;
-    volley_harness::fill_machine(&mut summary, report.as_ref());
+    volley_harness::fill_machine(&mut summary, report.as_ref(), throttling.as_ref());
 
     // Judgement.
     let windows = judged_windows(&summary);
