@@ -257,11 +257,14 @@ fn a_global_or_refused_sysctl_is_one_line_and_nothing_starts() {
 }
 
 /// `net.ipv4.ip_local_port_range` is per network namespace: in the lab volley makes for
-/// `--sysctl` (the load runs in it too) 20 ports, TIME_WAIT holding each for its 60 s
-/// (`tcp_tw_reuse` off), and a new connection per request at 200/s: once the ports are
-/// taken every connect fails with EADDRNOTAVAIL. The run says those failures are the
-/// generator's machine's, with the counts, and is never labelled server-bound; the
-/// value is read back in the namespace and the host's range is untouched.
+/// `--sysctl` (the load runs in it too) 20 ports, and an open loop that opens a pool
+/// of 40 kept-alive connections up front: the 20 live ones hold every port, so the
+/// others' connects fail with EADDRNOTAVAIL. (A new connection per request does not
+/// exhaust them reliably: when the server closes first, TIME_WAIT sits on its side and
+/// the client's port is free again, so some runs failed no connect at all.) The run
+/// says those failures are the generator's machine's, with the counts, and is never
+/// labelled server-bound; the value is read back in the namespace and the host's range
+/// is untouched.
 #[test]
 fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
     if !volley_targets::config::running_as_root() {
@@ -280,12 +283,15 @@ fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
         "200",
         "-d",
         "3s",
+        "-c",
+        "40",
+        "-k",
+        "--max-connections",
+        "40",
         "--timeout",
         "2s",
         "--sysctl",
         &range,
-        "--sysctl",
-        "net.ipv4.tcp_tw_reuse=0",
         "--json",
         json.to_str().unwrap(),
         "-q",
@@ -306,12 +312,9 @@ fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
         h["port_range"], 20,
         "the range was read inside the namespace: {h}"
     );
+    // At least the pool's 20 connects beyond the 20 ports (the probe's own took some).
     let no_port = h["connects_without_port"].as_u64().unwrap();
-    let connect = run["errors"]["connect"].as_u64().unwrap();
-    assert!(
-        no_port > 0 && no_port <= connect,
-        "{no_port} of {connect}: {seen}"
-    );
+    assert!(no_port >= 20, "{no_port}: {seen}");
     assert!(run["requests"]["ok"].as_u64().unwrap() > 0, "{seen}");
     let verdict = &run["generator"]["verdict"];
     assert_eq!(verdict["label"], "generator-bound", "{verdict}");
@@ -325,7 +328,10 @@ fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
     ] {
         assert!(reason.contains(&words), "{words}: {reason}");
     }
-    assert!(tw > 0, "TIME_WAIT held the ports: {h}");
+    assert!(
+        held >= 15,
+        "the live connections held the ports: {h} ({tw} in TIME_WAIT)"
+    );
     let notes: Vec<&str> = run["notes"]
         .as_array()
         .unwrap()
