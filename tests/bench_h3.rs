@@ -23,18 +23,28 @@ const FILE_BYTES: usize = 1000;
 const BIG_BYTES: usize = 2_000_000;
 
 fn bench(args: &[&str]) -> Output {
+    bench_with(args, &[])
+}
+
+/// `volley bench` with `env` set (switches such as `VOLLEY_QPACK_TABLE`).
+fn bench_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_volley"))
         .arg("bench")
         .args(["--timeout", "5s"])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
+    json_with(args, &[])
+}
+
+fn json_with(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let mut all = args.to_vec();
     all.extend(["-q", "--json"]);
-    let out = bench(&all);
+    let out = bench_with(&all, env);
     assert!(
         out.status.success(),
         "volley bench {args:?} failed: {}",
@@ -475,21 +485,76 @@ fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Pat
     server
 }
 
-/// Every third request stream of a connection misbehaves: reset, a frame type
-/// reserved for HTTP/2, a HEADERS frame declaring 1 MB, a QPACK section that needs a
-/// dynamic table, a CONNECTION_CLOSE halfway through a body. Each is counted by its
-/// kind, every request is accounted for, and the run goes on to its end (new
-/// connections after a fatal error). A server that starts with room for 2 request
-/// streams (and raises it only as they are used) against `--streams 4`: every
-/// request answered, the waits counted.
-#[test]
-fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
+/// Whether tests/h3_server.py can run (said on stderr when not).
+fn have_aioquic() -> bool {
     let have = Command::new(VENV_PYTHON)
         .args(["-c", "import aioquic"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
         eprintln!("skipped: aioquic is not installed (scripts/install-aioquic.sh)");
+    }
+    have
+}
+
+/// aioquic's QPACK encoder (pylsqpack, over ls-qpack) uses the dynamic table as far
+/// as the client allows: with volley's 4 KiB table and no blocked streams it inserts
+/// a response's repeated fields and refers to them once volley's decoder stream
+/// acknowledged them. Every response decodes, through the table (references and
+/// inserts counted, no QPACK error); with `VOLLEY_QPACK_TABLE=off` the same run
+/// uses no table at all.
+#[test]
+fn responses_are_decoded_through_the_servers_qpack_dynamic_table() {
+    if !have_aioquic() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("volley-h3-qpack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths = certs::write_local_set(&dir.join("certs")).unwrap();
+    let ca = paths.ca.to_str().unwrap();
+    let run = |env: &[(&str, &str)]| -> serde_json::Value {
+        let port = common::free_port();
+        let _server = misbehaving_server("dynamic", port, &paths, &dir);
+        let url = format!("https://127.0.0.1:{port}/x");
+        let args = [
+            url.as_str(),
+            "--h3",
+            "--cacert",
+            ca,
+            "-n",
+            "60",
+            "-c",
+            "2",
+            "--streams",
+            "4",
+        ];
+        json_with(&args, env)["runs"][0].clone()
+    };
+    let h3 = |r: &serde_json::Value, key: &str| r["wire"]["h3"][key].as_u64().unwrap();
+    let r = run(&[]);
+    assert_eq!(r["requests"]["ok"], 60, "{r}");
+    assert_eq!(h3(&r, "qpack_errors"), 0, "{r}");
+    assert!(h3(&r, "qpack_inserts") > 0, "no insert: {r}");
+    // The first responses of a connection come before the server learnt of its
+    // inserts; the later ones (about 25 a connection) refer to them.
+    assert!(h3(&r, "qpack_dynamic_refs") >= 10, "{r}");
+    let r = run(&[("VOLLEY_QPACK_TABLE", "off")]);
+    assert_eq!(r["requests"]["ok"], 60, "{r}");
+    assert_eq!(h3(&r, "qpack_inserts"), 0, "{r}");
+    assert_eq!(h3(&r, "qpack_dynamic_refs"), 0, "{r}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every third request stream of a connection misbehaves: reset, a frame type
+/// reserved for HTTP/2, a HEADERS frame declaring 1 MB, a QPACK section that refers to
+/// a dynamic entry never inserted, a CONNECTION_CLOSE halfway through a body. Each is counted by its
+/// kind, every request is accounted for, and the run goes on to its end (new
+/// connections after a fatal error). A server that starts with room for 2 request
+/// streams (and raises it only as they are used) against `--streams 4`: every
+/// request answered, the waits counted.
+#[test]
+fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
+    if !have_aioquic() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("volley-h3-faults-{}", std::process::id()));
