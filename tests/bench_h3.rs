@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use volley_engine::volley_tls::certs;
 
 use crate::common::{self, Spawned};
@@ -23,18 +24,28 @@ const FILE_BYTES: usize = 1000;
 const BIG_BYTES: usize = 2_000_000;
 
 fn bench(args: &[&str]) -> Output {
+    bench_with(args, &[])
+}
+
+/// `volley bench` with `env` set (switches such as `VOLLEY_QPACK_TABLE`).
+fn bench_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_volley"))
         .arg("bench")
         .args(["--timeout", "5s"])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
+    json_with(args, &[])
+}
+
+fn json_with(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let mut all = args.to_vec();
     all.extend(["-q", "--json"]);
-    let out = bench(&all);
+    let out = bench_with(&all, env);
     assert!(
         out.status.success(),
         "volley bench {args:?} failed: {}",
@@ -475,44 +486,106 @@ fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Pat
     server
 }
 
-/// Every third request stream of a connection misbehaves: reset, a frame type
-/// reserved for HTTP/2, a HEADERS frame declaring 1 MB, a QPACK section that needs a
-/// dynamic table, a CONNECTION_CLOSE halfway through a body. Each is counted by its
-/// kind, every request is accounted for, and the run goes on to its end (new
-/// connections after a fatal error). A server that starts with room for 2 request
-/// streams (and raises it only as they are used) against `--streams 4`: every
-/// request answered, the waits counted.
-#[test]
-fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
+/// Whether tests/h3_server.py can run (said on stderr when not).
+fn have_aioquic() -> bool {
     let have = Command::new(VENV_PYTHON)
         .args(["-c", "import aioquic"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
         eprintln!("skipped: aioquic is not installed (scripts/install-aioquic.sh)");
-        return;
     }
-    let dir = std::env::temp_dir().join(format!("volley-h3-faults-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let paths = certs::write_local_set(&dir.join("certs")).unwrap();
-    let ca = paths.ca.to_str().unwrap();
-    let run = |mode: &str, streams: &str| -> serde_json::Value {
+    have
+}
+
+/// tests/h3_server.py's certificates, in a scratch directory removed on drop.
+struct Scripted {
+    dir: PathBuf,
+    paths: certs::CertPaths,
+}
+
+impl Scripted {
+    /// `None` (said on stderr) where aioquic is not installed.
+    fn new(tag: &str) -> Option<Scripted> {
+        if !have_aioquic() {
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("volley-h3-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = certs::write_local_set(&dir.join("certs")).unwrap();
+        Some(Scripted { dir, paths })
+    }
+
+    /// tests/h3_server.py in `mode` on a free port, and its URL.
+    fn start(&self, mode: &str) -> (Spawned, String) {
         let port = common::free_port();
-        let _server = misbehaving_server(mode, port, &paths, &dir);
-        let url = format!("https://127.0.0.1:{port}/x");
+        let server = misbehaving_server(mode, port, &self.paths, &self.dir);
+        (server, format!("https://127.0.0.1:{port}/x"))
+    }
+
+    /// `volley bench --h3 -n N -c C --streams S` (with `env`) against the script in
+    /// `mode`: its run's JSON.
+    fn run(&self, mode: &str, n: &str, c: &str, streams: &str, env: &[(&str, &str)]) -> Value {
+        let (_server, url) = self.start(mode);
+        let ca = self.paths.ca.to_str().unwrap();
         let args = [
             url.as_str(),
             "--h3",
             "--cacert",
             ca,
             "-n",
-            "30",
+            n,
             "-c",
-            "1",
+            c,
             "--streams",
             streams,
         ];
-        json(&args)["runs"][0].clone()
+        json_with(&args, env)["runs"][0].clone()
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// aioquic's QPACK encoder (pylsqpack, over ls-qpack) uses the dynamic table as far
+/// as the client allows: with volley's 4 KiB table and no blocked streams it inserts
+/// a response's repeated fields and refers to them once volley's decoder stream
+/// acknowledged them. Every response decodes, through the table (references and
+/// inserts counted, no QPACK error); with `VOLLEY_QPACK_TABLE=off` the same run
+/// uses no table at all.
+#[test]
+fn responses_are_decoded_through_the_servers_qpack_dynamic_table() {
+    let Some(script) = Scripted::new("qpack") else {
+        return;
+    };
+    let h3 = |r: &Value, key: &str| r["wire"]["h3"][key].as_u64().unwrap();
+    let r = script.run("dynamic", "60", "2", "4", &[]);
+    assert_eq!(r["requests"]["ok"], 60, "{r}");
+    assert_eq!(h3(&r, "qpack_errors"), 0, "{r}");
+    assert!(h3(&r, "qpack_inserts") > 0, "no insert: {r}");
+    // The first responses of a connection come before the server learnt of its
+    // inserts; the later ones (about 25 a connection) refer to them.
+    assert!(h3(&r, "qpack_dynamic_refs") >= 10, "{r}");
+    let r = script.run("dynamic", "60", "2", "4", &[("VOLLEY_QPACK_TABLE", "off")]);
+    assert_eq!(r["requests"]["ok"], 60, "{r}");
+    assert_eq!(h3(&r, "qpack_inserts"), 0, "{r}");
+    assert_eq!(h3(&r, "qpack_dynamic_refs"), 0, "{r}");
+}
+
+/// Every third request stream of a connection misbehaves: reset, a frame type
+/// reserved for HTTP/2, a HEADERS frame declaring 1 MB, a QPACK section that refers to
+/// a dynamic entry never inserted, a CONNECTION_CLOSE halfway through a body. Each is
+/// counted by its kind, every request is accounted for, and the run goes on to its
+/// end (new connections after a fatal error). A server that starts with room for 2
+/// request streams (and raises it only as they are used) against `--streams 4`:
+/// every request answered, the waits counted.
+#[test]
+fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
+    let Some(script) = Scripted::new("faults") else {
+        return;
     };
     for (mode, kind, counter) in [
         ("reset", "reset", "stream_resets"),
@@ -521,8 +594,8 @@ fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
         ("qpack", "malformed", "qpack_errors"),
         ("close", "closed", "peer_closes"),
     ] {
-        let r = run(mode, "2");
-        let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{mode}: {r}"));
+        let r = script.run(mode, "30", "1", "2", &[]);
+        let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{mode}: {r}"));
         let (ok, failed) = (n(&r["requests"]["ok"]), n(&r["errors"][kind]));
         assert_eq!(n(&r["requests"]["completed"]), 30, "{mode}: {r}");
         assert!(ok >= 10 && failed >= 5, "{mode}: {r}");
@@ -532,7 +605,7 @@ fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
             assert_eq!(r["wire"]["h3"]["last_close_code"], 0x102, "{r}");
         }
     }
-    let r = run("limit", "4");
+    let r = script.run("limit", "30", "1", "4", &[]);
     assert_eq!(r["requests"]["ok"], 30, "{r}");
     assert!(
         r["wire"]["h3"]["stream_limit_waits"].as_u64() > Some(0),
@@ -540,9 +613,8 @@ fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
     );
     // A server that never grants a request stream: each request times out from its
     // intended instant, and a `-n` run ends instead of waiting for ever.
-    let port = common::free_port();
-    let _server = misbehaving_server("frozen", port, &paths, &dir);
-    let url = format!("https://127.0.0.1:{port}/x");
+    let (_server, url) = script.start("frozen");
+    let ca = script.paths.ca.to_str().unwrap();
     let out = bench(&[
         url.as_str(),
         "--h3",
@@ -560,5 +632,4 @@ fn a_misbehaving_h3_server_is_counted_by_kind_and_the_run_goes_on() {
         err.contains("no request succeeded: 2 timeout errors"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

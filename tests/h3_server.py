@@ -7,14 +7,17 @@ Usage: h3_server.py PORT CERT KEY MODE
     reset      HEADERS, then the stream reset (H3_INTERNAL_ERROR): a stream error
     frame      a frame of a type reserved for HTTP/2 (0x02): a connection error
     oversized  a HEADERS frame that declares 1 MB: a connection error (excessive load)
-    qpack      a field section that refers to QPACK's dynamic table, which the client
-               said it does not have: a connection error (QPACK)
+    qpack      a field section that refers to a QPACK dynamic table entry before the
+               first one (Required Insert Count 0): a reference beyond what was
+               inserted, whatever the client's table holds: a connection error (QPACK)
     close      HEADERS and half the body, then CONNECTION_CLOSE (H3_INTERNAL_ERROR)
     limit      none; instead each connection starts with room for 2 request streams
                (aioquic raises the limit as they are used), so a client asking for
                more waits for MAX_STREAMS
     frozen     none; room for no request stream at all, never raised: a client must
                give up on its requests by its timeout, not wait for ever
+    dynamic    none; every answer carries the same extra fields, which aioquic's
+               QPACK encoder puts in its dynamic table as far as the client allows
   Prints "ready" once listening; exits after 60 s.
 """
 
@@ -30,15 +33,22 @@ from aioquic.quic.configuration import QuicConfiguration
 H3_INTERNAL_ERROR = 0x102
 BODY = b"v" * 100
 HEAD = [(b":status", b"200"), (b"content-length", b"100")]
+# Fields no static table entry holds, the same on every answer (mode "dynamic").
+REPEATED = [
+    (b"server", b"h3_server.py over aioquic"),
+    (b"cache-control", b"public, max-age=60, must-revalidate"),
+    (b"x-volley-test", b"the same value on every response"),
+]
 # Raw request-stream bytes of the broken answers (type, length, payload).
 RAW = {
     # Type 0x02 (HTTP/2's PRIORITY) is reserved in HTTP/3 (RFC 9114 section 7.2.8).
     "frame": b"\x02\x01\x00",
     # HEADERS whose length says 0x100000 bytes (a four-byte varint), and a few.
     "oversized": b"\x01\x80\x10\x00\x00" + b"\x00" * 16,
-    # HEADERS: Required Insert Count 1 (a dynamic table entry), then an indexed field
-    # line referring to that table (RFC 9204 sections 4.5.1 and 4.5.2).
-    "qpack": b"\x01\x03\x01\x00\x80",
+    # HEADERS: Required Insert Count 0 and Base 0, then an indexed field line that
+    # refers to the dynamic entry just before Base: absolute index -1, never inserted
+    # (RFC 9204 sections 4.5.1 and 4.5.2).
+    "qpack": b"\x01\x03\x00\x00\x80",
 }
 
 
@@ -62,9 +72,9 @@ class Server(QuicConnectionProtocol):
 
     def answer(self, sid):
         self.requests += 1
-        bad = MODE != "limit" and self.requests % 3 == 0
+        bad = MODE not in ("limit", "dynamic") and self.requests % 3 == 0
         if not bad:
-            self.h3.send_headers(sid, HEAD)
+            self.h3.send_headers(sid, HEAD + REPEATED if MODE == "dynamic" else HEAD)
             self.h3.send_data(sid, BODY, end_stream=True)
         elif MODE == "reset":
             self.h3.send_headers(sid, HEAD)
@@ -91,7 +101,8 @@ async def main(port, cert, key):
 
 if __name__ == "__main__":
     if len(sys.argv) != 5 or sys.argv[4] not in ("reset", "frame", "oversized", "qpack",
-                                                  "close", "limit", "frozen"):
-        sys.exit("usage: h3_server.py PORT CERT KEY reset|frame|oversized|qpack|close|limit|frozen")
+                                                  "close", "limit", "frozen", "dynamic"):
+        sys.exit("usage: h3_server.py PORT CERT KEY "
+                 "reset|frame|oversized|qpack|close|limit|frozen|dynamic")
     MODE = sys.argv[4]
     asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3]))

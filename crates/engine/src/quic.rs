@@ -19,6 +19,9 @@
 //! `VOLLEY_UDP_OFFLOAD=off` in the environment turns both off for every connection
 //! (one datagram per call, the kernel asked not to coalesce): a switch for measuring
 //! what they save (`bench/h3.py`), not a load setting, so it is no flag.
+//! `VOLLEY_QPACK_TABLE=off` is the same kind of switch for QPACK: volley then
+//! advertises no dynamic table (capacity 0, as before it had one), so a server's
+//! responses come static-table only, for comparing what the table saves.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -28,6 +31,8 @@ use mio::net::UdpSocket;
 use quinn_proto::crypto::rustls::QuicClientConfig;
 use quinn_proto::{ClientConfig, EndpointConfig};
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
+
+use volley_h3::stream::LocalSettings;
 
 use crate::conn::Transport;
 use crate::tls::TlsConnector;
@@ -42,6 +47,9 @@ pub struct QuicConnector {
     pub(crate) tls: TlsConnector,
     /// GSO and GRO where the kernel has them (false with `VOLLEY_UDP_OFFLOAD=off`).
     offload: bool,
+    /// What our HTTP/3 SETTINGS say: the QPACK table capacity is
+    /// [`QPACK_TABLE_BYTES`], or 0 with `VOLLEY_QPACK_TABLE=off`.
+    pub(crate) local: LocalSettings,
 }
 
 impl std::fmt::Debug for QuicConnector {
@@ -61,7 +69,17 @@ impl QuicConnector {
             client: ClientConfig::new(Arc::new(crypto)),
             endpoint: Arc::new(EndpointConfig::default()),
             tls,
-            offload: offload_wanted(std::env::var_os(OFFLOAD_ENV).as_deref()),
+            offload: switched_on(std::env::var_os(OFFLOAD_ENV).as_deref()),
+            local: LocalSettings {
+                qpack_max_table_capacity: if switched_on(
+                    std::env::var_os(QPACK_TABLE_ENV).as_deref(),
+                ) {
+                    QPACK_TABLE_BYTES
+                } else {
+                    0
+                },
+                ..LocalSettings::default()
+            },
         })
     }
 }
@@ -69,8 +87,17 @@ impl QuicConnector {
 /// The environment variable that turns GSO and GRO off (`off`).
 pub const OFFLOAD_ENV: &str = "VOLLEY_UDP_OFFLOAD";
 
-/// Whether `VOLLEY_UDP_OFFLOAD`'s value leaves GSO and GRO on: anything but `off`.
-fn offload_wanted(value: Option<&std::ffi::OsStr>) -> bool {
+/// The environment variable that turns the QPACK dynamic table off (`off`).
+pub const QPACK_TABLE_ENV: &str = "VOLLEY_QPACK_TABLE";
+
+/// The QPACK dynamic table we offer a server: 4 KiB, the size HTTP/2's HPACK table
+/// starts at (RFC 9113 §6.5.2), which holds a response head's repeated fields
+/// (server, content-type, cache headers, cookies) many times over.
+pub const QPACK_TABLE_BYTES: usize = 4096;
+
+/// Whether an on/off switch's value (`VOLLEY_UDP_OFFLOAD`, `VOLLEY_QPACK_TABLE`)
+/// leaves its feature on: anything but `off`.
+fn switched_on(value: Option<&std::ffi::OsStr>) -> bool {
     value.is_none_or(|v| !v.eq_ignore_ascii_case("off"))
 }
 
@@ -256,10 +283,10 @@ mod tests {
     #[test]
     fn only_off_turns_offload_off() {
         use std::ffi::OsStr;
-        assert!(offload_wanted(None));
-        assert!(offload_wanted(Some(OsStr::new("on"))));
-        assert!(offload_wanted(Some(OsStr::new(""))));
-        assert!(!offload_wanted(Some(OsStr::new("off"))));
-        assert!(!offload_wanted(Some(OsStr::new("OFF"))));
+        assert!(switched_on(None));
+        assert!(switched_on(Some(OsStr::new("on"))));
+        assert!(switched_on(Some(OsStr::new(""))));
+        assert!(!switched_on(Some(OsStr::new("off"))));
+        assert!(!switched_on(Some(OsStr::new("OFF"))));
     }
 }

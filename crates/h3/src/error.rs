@@ -113,10 +113,27 @@ pub enum QpackError {
     /// The section ends in the middle of a representation.
     #[error("QPACK field section truncated")]
     Truncated,
-    /// A reference to the dynamic table (or an insert on the encoder stream): we
-    /// advertise a table capacity of 0, so the peer may not use one.
-    #[error("QPACK dynamic table reference, but our table capacity is 0")]
+    /// A reference to a dynamic table entry that is not there: at or past the
+    /// section's Required Insert Count, never inserted, already evicted, or any
+    /// reference at all when we advertise a capacity of 0.
+    #[error("QPACK reference to a dynamic table entry that is not there")]
     DynamicReference,
+    /// A Required Insert Count whose encoding cannot be decoded (§4.5.1.1).
+    #[error("QPACK Required Insert Count invalid")]
+    RequiredInsertCount,
+    /// A section that needs entries that have not arrived: it would block its
+    /// stream, and we advertise SETTINGS_QPACK_BLOCKED_STREAMS = 0 (§2.1.2).
+    #[error("QPACK section needs {required} inserts, {inserted} arrived, and we allow no blocked streams")]
+    Blocked {
+        /// The section's Required Insert Count.
+        required: u64,
+        /// Inserts received so far.
+        inserted: u64,
+    },
+    /// On the encoder stream: a capacity above the one we advertise, an entry
+    /// larger than the table, or an instruction longer than any that could fit.
+    #[error("QPACK table capacity exceeded")]
+    TableCapacity,
     /// A static index past the 99 entries of the static table.
     #[error("QPACK static index {0} out of range")]
     StaticIndexOutOfRange(u64),

@@ -1,12 +1,23 @@
-//! QPACK (RFC 9204) with the static table only.
+//! QPACK (RFC 9204): the static table, our encoder, and the decoder with its
+//! dynamic table ([`Decoder`], in `decoder.rs`).
 //!
-//! We advertise SETTINGS_QPACK_MAX_TABLE_CAPACITY = 0, so a peer may not insert into
-//! our decoder's dynamic table and every field section it sends must have a Required
-//! Insert Count of 0 and no dynamic or post-base reference; anything else is refused
-//! as [`QpackError::DynamicReference`]. Our encoder never uses the peer's table, so it
-//! keeps no state, needs no encoder or decoder stream (§4.2 lets both be left out),
-//! and a request's field section depends only on the request. The Huffman code and
-//! the prefixed integers are HPACK's (RFC 9204 §4.1), taken from `volley-h2`.
+//! Our encoder never uses the peer's dynamic table, so it keeps no state, needs no
+//! encoder stream (§4.2 lets it be left out), and a request's field section depends
+//! only on the request; the built-in server's encoder is the same static-only one.
+//! The decoder takes a dynamic table as large as we advertise (the engine: 4096
+//! bytes; the built-in server: 0, refusing any reference to one as
+//! [`QpackError::DynamicReference`]). The Huffman code and the prefixed integers
+//! are HPACK's (RFC 9204 §4.1), taken from `volley-h2`.
+//!
+//! Why written here: the sans-IO QPACK crates (read 2026-11) either wrap the C
+//! ls-qpack (`ls-qpack`: an FFI build, and each decoded header an owned allocation),
+//! are bound to an async runtime (`quiver-qpack`: tokio), or are weeks-old single
+//! releases (`simoom-qpack` 0.1.0) carrying a second copy of the Huffman code; the
+//! engine's hot path wants borrowed names and values and `volley-h2`'s Huffman.
+
+mod decoder;
+
+pub use decoder::{Decoder, DecoderCounts};
 
 use volley_h2::hpack::{encode_integer, huffman, FieldMode};
 
@@ -176,10 +187,12 @@ fn encode_string(s: &[u8], prefix_bits: u8, flags: u8, out: &mut Vec<u8>) {
     }
 }
 
-/// A cursor over a field section.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
+/// A cursor over a field section or QPACK stream instructions.
+pub(crate) struct Cursor<'a> {
+    /// The bytes.
+    pub(crate) buf: &'a [u8],
+    /// Where the next read starts.
+    pub(crate) pos: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -189,7 +202,7 @@ impl<'a> Cursor<'a> {
 
     /// A prefixed integer (RFC 7541 §5.1) whose prefix is the low `n` bits of the
     /// current byte; values past 2^62 are refused.
-    fn integer(&mut self, n: u8) -> Result<u64, QpackError> {
+    pub(crate) fn integer(&mut self, n: u8) -> Result<u64, QpackError> {
         let mask = ((1u16 << n) - 1) as u8;
         let mut v = u64::from(self.byte()? & mask);
         self.pos += 1;
@@ -257,92 +270,6 @@ fn materialise<'s>(
     Ok(dst)
 }
 
-/// The QPACK decoder of one connection: no table, only reusable buffers, so decoding
-/// allocates nothing once the buffers have grown.
-#[derive(Debug, Clone, Default)]
-pub struct Decoder {
-    /// SETTINGS_MAX_FIELD_SECTION_SIZE we advertised.
-    max_section_size: usize,
-    name: Vec<u8>,
-    value: Vec<u8>,
-}
-
-impl Decoder {
-    /// A decoder enforcing the field section limit we advertise.
-    pub fn new(max_section_size: usize) -> Decoder {
-        Decoder {
-            max_section_size,
-            name: Vec::new(),
-            value: Vec::new(),
-        }
-    }
-
-    /// Decodes one field section, calling `on_field(name, value)` for each field
-    /// `mode` asks for, in order. In [`FieldMode::PseudoOnly`], literal values of
-    /// regular fields are skipped undecoded (they count at their encoded length).
-    /// The size limit is checked as fields come, so an oversized section stops at
-    /// the field that crosses it.
-    pub fn decode<F: FnMut(&[u8], &[u8])>(
-        &mut self,
-        section: &[u8],
-        mode: FieldMode,
-        mut on_field: F,
-    ) -> Result<(), QpackError> {
-        let mut c = Cursor {
-            buf: section,
-            pos: 0,
-        };
-        // Required Insert Count (8+): anything but 0 needs a dynamic table.
-        if c.integer(8)? != 0 {
-            return Err(QpackError::DynamicReference);
-        }
-        // Sign and Delta Base (7+): meaningless without a dynamic table.
-        c.integer(7)?;
-        let mut size = 0usize;
-        while c.pos < section.len() {
-            let b = c.byte()?;
-            let (name, value): (&[u8], &[u8]) = if b & 0x80 != 0 {
-                // Indexed field line: 1 T index(6+).
-                if b & 0x40 == 0 {
-                    return Err(QpackError::DynamicReference);
-                }
-                entry(c.integer(6)?)?
-            } else if b & 0x40 != 0 {
-                // Literal with name reference: 0 1 N T index(4+), value (7+).
-                if b & 0x10 == 0 {
-                    return Err(QpackError::DynamicReference);
-                }
-                let (name, _) = entry(c.integer(4)?)?;
-                let (h, raw) = c.string(7)?;
-                if !wanted(mode, name) {
-                    size = add_size(size, name.len() + raw.len(), self.max_section_size)?;
-                    continue;
-                }
-                (name, materialise(h, raw, &mut self.value)?)
-            } else if b & 0x20 != 0 {
-                // Literal with literal name: 0 0 1 N H length(3+), name, value (7+).
-                let (hn, raw_name) = c.string(3)?;
-                let name = materialise(hn, raw_name, &mut self.name)?;
-                let (hv, raw) = c.string(7)?;
-                if !wanted(mode, name) {
-                    size = add_size(size, name.len() + raw.len(), self.max_section_size)?;
-                    continue;
-                }
-                (name, materialise(hv, raw, &mut self.value)?)
-            } else {
-                // Indexed post-base (0001) or literal with post-base name (0000):
-                // both refer to the dynamic table.
-                return Err(QpackError::DynamicReference);
-            };
-            size = add_size(size, name.len() + value.len(), self.max_section_size)?;
-            if wanted(mode, name) {
-                on_field(name, value);
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The section size with one more field of `bytes` (name and value), or the limit
 /// error.
 fn add_size(size: usize, bytes: usize, max: usize) -> Result<usize, QpackError> {
@@ -360,60 +287,9 @@ fn wanted(mode: FieldMode, name: &[u8]) -> bool {
     }
 }
 
-/// Reads the peer's QPACK encoder stream. With our capacity at 0 the only legal
-/// instruction is Set Dynamic Table Capacity to 0 (§4.3.1); an insert or duplicate is
-/// [`QpackError::DynamicReference`]. Instructions may be split across reads.
-#[derive(Debug, Clone, Default)]
-pub struct EncoderStreamReader {
-    /// Bytes of an instruction split across reads (a capacity integer: at most 10).
-    partial: Vec<u8>,
-}
-
-impl EncoderStreamReader {
-    /// Feeds the next bytes of the peer's encoder stream.
-    pub fn feed(&mut self, mut input: &[u8]) -> Result<(), QpackError> {
-        while !input.is_empty() {
-            let take = (16 - self.partial.len()).min(input.len());
-            self.partial.extend_from_slice(&input[..take]);
-            input = &input[take..];
-            while let Some(&b) = self.partial.first() {
-                if b & 0xe0 != 0x20 {
-                    // 1xxxxxxx, 01xxxxxx: inserts; 000xxxxx: duplicate.
-                    return Err(QpackError::DynamicReference);
-                }
-                let mut c = Cursor {
-                    buf: &self.partial,
-                    pos: 0,
-                };
-                match c.integer(5) {
-                    Ok(0) => {
-                        let used = c.pos;
-                        self.partial.drain(..used);
-                    }
-                    Ok(_) => return Err(QpackError::DynamicReference),
-                    Err(QpackError::Truncated) if self.partial.len() < 16 => break,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn decode_all(d: &mut Decoder, section: &[u8]) -> Result<Vec<(String, String)>, QpackError> {
-        let mut v = Vec::new();
-        d.decode(section, FieldMode::All, |n, val| {
-            v.push((
-                String::from_utf8_lossy(n).into_owned(),
-                String::from_utf8_lossy(val).into_owned(),
-            ))
-        })?;
-        Ok(v)
-    }
 
     #[test]
     fn static_table_shape() {
@@ -421,20 +297,6 @@ mod tests {
         assert_eq!(STATIC[17], (":method", "GET"));
         assert_eq!(STATIC[25], (":status", "200"));
         assert_eq!(STATIC[98], ("x-frame-options", "sameorigin"));
-    }
-
-    #[test]
-    fn rfc9204_appendix_b1_literal_with_name_reference() {
-        // B.1: ":path: /index.html" as a literal with a static name reference.
-        let section = [
-            0x00, 0x00, 0x51, 0x0b, 0x2f, 0x69, 0x6e, 0x64, 0x65, 0x78, 0x2e, 0x68, 0x74, 0x6d,
-            0x6c,
-        ];
-        let mut d = Decoder::new(4096);
-        assert_eq!(
-            decode_all(&mut d, &section).unwrap(),
-            [(":path".to_string(), "/index.html".to_string())]
-        );
     }
 
     #[test]
@@ -455,77 +317,22 @@ mod tests {
         // :method GET and :scheme https are one byte each.
         assert_eq!(&out[..4], [0, 0, 0xc0 | 17, 0xc0 | 23]);
         let mut d = Decoder::new(4096);
-        let got = decode_all(&mut d, &out).unwrap();
-        let want: Vec<(String, String)> = fields
+        let mut got = Vec::new();
+        d.decode(0, &out, FieldMode::All, |n, v| {
+            got.push((n.to_vec(), v.to_vec()))
+        })
+        .unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = fields
             .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
             .collect();
         assert_eq!(got, want);
         // Pseudo-only sees the pseudo-fields alone.
         let mut names = Vec::new();
-        d.decode(&out, FieldMode::PseudoOnly, |n, _| names.push(n.to_vec()))
-            .unwrap();
+        d.decode(0, &out, FieldMode::PseudoOnly, |n, _| {
+            names.push(n.to_vec())
+        })
+        .unwrap();
         assert_eq!(names.len(), 4);
-    }
-
-    #[test]
-    fn dynamic_references_are_refused() {
-        let mut d = Decoder::new(4096);
-        // Required Insert Count 1.
-        assert_eq!(
-            d.decode(&[0x02, 0x00], FieldMode::All, |_, _| {}),
-            Err(QpackError::DynamicReference)
-        );
-        // Indexed dynamic (T=0), literal with dynamic name (T=0), post-base forms.
-        for line in [0x80, 0x40, 0x10, 0x00] {
-            assert_eq!(
-                d.decode(&[0x00, 0x00, line, 0x00], FieldMode::All, |_, _| {}),
-                Err(QpackError::DynamicReference),
-                "{line:#x}"
-            );
-        }
-        // Static index 99 is past the table.
-        assert_eq!(
-            d.decode(&[0x00, 0x00, 0xff, 0x24], FieldMode::All, |_, _| {}),
-            Err(QpackError::StaticIndexOutOfRange(99))
-        );
-    }
-
-    #[test]
-    fn truncated_overflowing_and_oversized() {
-        let mut d = Decoder::new(40);
-        assert_eq!(
-            d.decode(&[], FieldMode::All, |_, _| {}),
-            Err(QpackError::Truncated)
-        );
-        assert_eq!(
-            d.decode(&[0x00, 0x00, 0x51, 0x05, b'a'], FieldMode::All, |_, _| {}),
-            Err(QpackError::Truncated)
-        );
-        let mut long = vec![0x00, 0x00, 0xff];
-        long.extend_from_slice(&[0xff; 12]);
-        assert_eq!(
-            d.decode(&long, FieldMode::All, |_, _| {}),
-            Err(QpackError::IntegerOverflow)
-        );
-        // ":status: 200" costs 7 + 3 + 32 = 42 bytes, over a limit of 40.
-        assert_eq!(
-            d.decode(&[0x00, 0x00, 0xc0 | 25], FieldMode::All, |_, _| {}),
-            Err(QpackError::FieldSectionTooLarge(40))
-        );
-    }
-
-    #[test]
-    fn encoder_stream_allows_only_capacity_zero() {
-        let mut r = EncoderStreamReader::default();
-        r.feed(&[0x20, 0x20]).unwrap();
-        assert_eq!(r.feed(&[0x21]), Err(QpackError::DynamicReference));
-        let mut r = EncoderStreamReader::default();
-        // Capacity 0 written long-form (0x3f then 0x00 would be 31): split reads.
-        r.feed(&[0x20]).unwrap();
-        assert_eq!(r.feed(&[0xc0]), Err(QpackError::DynamicReference));
-        let mut r = EncoderStreamReader::default();
-        r.feed(&[0x3f]).unwrap();
-        assert_eq!(r.feed(&[0x00]), Err(QpackError::DynamicReference));
     }
 }

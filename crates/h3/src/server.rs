@@ -68,10 +68,12 @@ impl RequestReader {
         self.phase != Phase::Head
     }
 
-    /// Feeds the next bytes of the stream, reporting the head and body pieces.
+    /// Feeds the next bytes of request stream `stream_id` (the QUIC id), reporting
+    /// the head and body pieces.
     pub fn feed<F>(
         &mut self,
         decoder: &mut qpack::Decoder,
+        stream_id: u64,
         input: &[u8],
         mut on_event: F,
     ) -> Result<(), H3Error>
@@ -83,7 +85,7 @@ impl RequestReader {
             (Frame::Headers(section), Phase::Head) => {
                 let mut fields = Vec::new();
                 let mut upper = false;
-                decoder.decode(section, FieldMode::All, |n, v| {
+                decoder.decode(stream_id, section, FieldMode::All, |n, v| {
                     upper |= n.iter().any(u8::is_ascii_uppercase);
                     fields.push((n.to_vec(), v.to_vec()));
                 })?;
@@ -139,7 +141,7 @@ pub fn fuzz_streams(data: &[u8]) {
     let mut body = 0usize;
     let mut ok = true;
     for chunk in rest.chunks(step) {
-        let r = reader.feed(&mut decoder, chunk, |ev| match ev {
+        let r = reader.feed(&mut decoder, 0, chunk, |ev| match ev {
             RequestEvent::Head(fields) => {
                 let n: usize = fields
                     .iter()
@@ -163,7 +165,10 @@ pub fn fuzz_streams(data: &[u8]) {
     for (i, chunk) in rest.chunks(step).enumerate() {
         // Spread over a few stream ids, so unique-type and count checks are reached.
         let id = u64::from(chunk[0] % 5) * 4 + 2;
-        if client.feed(id, chunk, i % 7 == 6, &mut events).is_err() {
+        if client
+            .feed(id, chunk, i % 7 == 6, &mut decoder, &mut events)
+            .is_err()
+        {
             break;
         }
     }
@@ -182,7 +187,7 @@ mod tests {
         let mut head = Vec::new();
         let mut body = Vec::new();
         for chunk in bytes.chunks(step) {
-            r.feed(&mut q, chunk, |ev| match ev {
+            r.feed(&mut q, 0, chunk, |ev| match ev {
                 RequestEvent::Head(f) => head = f,
                 RequestEvent::Data(d) => body.extend_from_slice(d),
             })?;

@@ -10,7 +10,7 @@ use volley_h2::hpack::FieldMode;
 
 use crate::error::H3Error;
 use crate::frame::{self, Frame, FrameDecoder, PeerSettings};
-use crate::qpack::{self, EncoderStreamReader};
+use crate::qpack;
 use crate::varint;
 
 /// Unidirectional stream types (RFC 9114 §6.2, RFC 9204 §4.2).
@@ -25,31 +25,46 @@ pub mod uni {
     pub const QPACK_DECODER: u64 = 0x03;
 }
 
-/// What we tell the peer: our field section limit, and (implicitly, by leaving
-/// them at their default of 0) no QPACK dynamic table and no blocked streams.
+/// What we tell the peer: our field section limit and our QPACK decoder's table
+/// capacity; never any blocked streams (see [`qpack::Decoder`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalSettings {
     /// SETTINGS_MAX_FIELD_SECTION_SIZE: the largest response head we decode.
     pub max_field_section_size: usize,
+    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY: 0 (the default, no dynamic table) unless
+    /// the side runs a decoder stream, as the engine does.
+    pub qpack_max_table_capacity: usize,
 }
 
 impl Default for LocalSettings {
     fn default() -> Self {
         LocalSettings {
             max_field_section_size: 64 << 10,
+            qpack_max_table_capacity: 0,
         }
     }
 }
 
+impl LocalSettings {
+    /// The QPACK decoder these settings promise.
+    pub fn qpack_decoder(&self) -> qpack::Decoder {
+        qpack::Decoder::with_table(self.max_field_section_size, self.qpack_max_table_capacity)
+    }
+}
+
 /// Appends the opening of our control stream: its type, then SETTINGS (§6.2.1). The
-/// QPACK capacity is sent as an explicit 0, which is the default, so that a reader
-/// of a packet capture sees it.
+/// QPACK settings are sent even at their default of 0, so that a reader of a packet
+/// capture sees them.
 pub fn write_control_preface(out: &mut Vec<u8>, local: &LocalSettings) {
     varint::encode(uni::CONTROL, out);
     frame::write_settings(
         out,
         &[
-            (frame::setting::QPACK_MAX_TABLE_CAPACITY, 0),
+            (
+                frame::setting::QPACK_MAX_TABLE_CAPACITY,
+                local.qpack_max_table_capacity as u64,
+            ),
+            (frame::setting::QPACK_BLOCKED_STREAMS, 0),
             (
                 frame::setting::MAX_FIELD_SECTION_SIZE,
                 local.max_field_section_size as u64,
@@ -131,10 +146,12 @@ impl ResponseReader {
         self.phase != Phase::Head
     }
 
-    /// Feeds the stream's next bytes; `on_event` sees what they complete.
+    /// Feeds the next bytes of request stream `stream_id` (the QUIC id, which QPACK's
+    /// acknowledgments name); `on_event` sees what they complete.
     pub fn feed<F>(
         &mut self,
         qpack: &mut qpack::Decoder,
+        stream_id: u64,
         bytes: &[u8],
         mut on_event: F,
     ) -> Result<(), H3Error>
@@ -147,7 +164,8 @@ impl ResponseReader {
         self.frames.feed(bytes, |f| match f {
             Frame::Headers(section) => match *phase {
                 Phase::Head => {
-                    let (status, has_encoding) = decode_head(qpack, section, capture, encoding)?;
+                    let (status, has_encoding) =
+                        decode_head(qpack, stream_id, section, capture, encoding)?;
                     if (100..200).contains(&status) {
                         if status == 101 {
                             return Err(H3Error::Message("101 is not allowed in HTTP/3"));
@@ -164,7 +182,7 @@ impl ResponseReader {
                 }
                 Phase::Body => {
                     // Trailers: decoded for validity, not reported.
-                    qpack.decode(section, FieldMode::PseudoOnly, |_, _| {})?;
+                    qpack.decode(stream_id, section, FieldMode::PseudoOnly, |_, _| {})?;
                     *phase = Phase::Done;
                     on_event(ResponseEvent::Trailers);
                     Ok(())
@@ -203,6 +221,7 @@ impl ResponseReader {
 /// `content-encoding` into `encoding` (whether there was one).
 fn decode_head(
     qpack: &mut qpack::Decoder,
+    stream_id: u64,
     section: &[u8],
     capture: bool,
     encoding: &mut Vec<u8>,
@@ -216,7 +235,7 @@ fn decode_head(
     } else {
         FieldMode::PseudoOnly
     };
-    qpack.decode(section, mode, |name, value| {
+    qpack.decode(stream_id, section, mode, |name, value| {
         if name == b":status" {
             repeated |= status.is_some();
             status = Some(parse_status(value));
@@ -253,7 +272,8 @@ enum UniState {
     Control {
         frames: FrameDecoder,
     },
-    Encoder(EncoderStreamReader),
+    /// The QPACK encoder stream: its bytes go to our [`qpack::Decoder`].
+    Encoder,
     /// The QPACK decoder stream: it acknowledges sections of ours, which use no
     /// dynamic table, so its bytes are dropped; its end is still an error.
     Decoder,
@@ -266,7 +286,7 @@ impl UniState {
     fn critical(&self) -> bool {
         matches!(
             self,
-            UniState::Control { .. } | UniState::Encoder(_) | UniState::Decoder
+            UniState::Control { .. } | UniState::Encoder | UniState::Decoder
         )
     }
 }
@@ -338,14 +358,16 @@ impl PeerStreams {
     }
 
     /// Feeds bytes of the peer's unidirectional stream `id`; `fin` says the stream
-    /// ended with them. Returns what its control stream said in these bytes. A stream
-    /// that ends is forgotten unless it was critical (the control or a QPACK stream),
-    /// whose end is H3_CLOSED_CRITICAL_STREAM.
+    /// ended with them. Returns what its control stream said in these bytes; its
+    /// encoder stream's go to `qpack`. A stream that ends is forgotten unless it was
+    /// critical (the control or a QPACK stream), whose end is
+    /// H3_CLOSED_CRITICAL_STREAM.
     pub fn feed(
         &mut self,
         id: u64,
         bytes: &[u8],
         fin: bool,
+        qpack: &mut qpack::Decoder,
         events: &mut Vec<ControlEvent>,
     ) -> Result<(), H3Error> {
         let at = match self.streams.iter().position(|(s, _)| *s == id) {
@@ -380,7 +402,7 @@ impl PeerStreams {
             UniState::Control { frames } => {
                 frames.feed(input, |f| control_frame(role, f, settings, goaway, events))?
             }
-            UniState::Encoder(r) => r.feed(input).map_err(H3Error::EncoderStream)?,
+            UniState::Encoder => qpack.feed_encoder(input).map_err(H3Error::EncoderStream)?,
             UniState::Decoder | UniState::Discard | UniState::Type(_) => {}
         }
         if fin {
@@ -410,7 +432,7 @@ impl PeerStreams {
             }
             (uni::QPACK_ENCODER, _) => {
                 once(&mut self.encoder_seen)?;
-                UniState::Encoder(EncoderStreamReader::default())
+                UniState::Encoder
             }
             (uni::QPACK_DECODER, _) => {
                 once(&mut self.decoder_seen)?;
@@ -467,6 +489,11 @@ mod tests {
     use super::*;
     use crate::frame::{setting, write_data, write_goaway, write_headers, write_settings};
 
+    /// A decoder without a table, for streams whose encoder stream says nothing.
+    fn nq() -> qpack::Decoder {
+        qpack::Decoder::new(1 << 10)
+    }
+
     fn head(fields: &[(&str, &str)]) -> Vec<u8> {
         let mut s = Vec::new();
         qpack::encode_prefix(&mut s);
@@ -484,7 +511,7 @@ mod tests {
         let mut r = ResponseReader::new(&local, capture);
         let mut seen = Vec::new();
         for chunk in bytes.chunks(read) {
-            r.feed(&mut q, chunk, |e| {
+            r.feed(&mut q, 0, chunk, |e| {
                 seen.push(match e {
                     ResponseEvent::Interim { status } => format!("interim {status}"),
                     ResponseEvent::Head {
@@ -553,27 +580,30 @@ mod tests {
         write_settings(&mut control, &[(setting::MAX_FIELD_SECTION_SIZE, 100)]);
         write_goaway(&mut control, 8);
         for b in &control {
-            p.feed(3, std::slice::from_ref(b), false, &mut ev).unwrap();
+            p.feed(3, std::slice::from_ref(b), false, &mut nq(), &mut ev)
+                .unwrap();
         }
         assert_eq!(ev.len(), 2);
         assert_eq!(p.goaway(), Some(8));
         assert_eq!(p.settings().unwrap().max_field_section_size, Some(100));
         // Encoder stream with capacity 0, a decoder stream, an unknown stream.
-        p.feed(7, &[0x02, 0x20], false, &mut ev).unwrap();
-        p.feed(11, &[0x03, 0x80, 0x01], false, &mut ev).unwrap();
-        p.feed(15, &[0x21, 9, 9, 9], true, &mut ev).unwrap();
+        p.feed(7, &[0x02, 0x20], false, &mut nq(), &mut ev).unwrap();
+        p.feed(11, &[0x03, 0x80, 0x01], false, &mut nq(), &mut ev)
+            .unwrap();
+        p.feed(15, &[0x21, 9, 9, 9], true, &mut nq(), &mut ev)
+            .unwrap();
         // A second control stream; the control stream closing; a push stream.
         assert!(matches!(
-            p.feed(19, &[0x00], false, &mut ev),
+            p.feed(19, &[0x00], false, &mut nq(), &mut ev),
             Err(H3Error::StreamCreation(_))
         ));
         assert_eq!(
-            p.feed(3, &[], true, &mut ev),
+            p.feed(3, &[], true, &mut nq(), &mut ev),
             Err(H3Error::ClosedCriticalStream)
         );
         let mut q = PeerStreams::new(Role::Server);
         assert!(matches!(
-            q.feed(3, &[0x01], false, &mut ev),
+            q.feed(3, &[0x01], false, &mut nq(), &mut ev),
             Err(H3Error::Id(_))
         ));
         // A control stream that does not start with SETTINGS.
@@ -581,7 +611,7 @@ mod tests {
         let mut bad = vec![0x00];
         write_goaway(&mut bad, 0);
         assert_eq!(
-            q.feed(3, &bad, false, &mut ev),
+            q.feed(3, &bad, false, &mut nq(), &mut ev),
             Err(H3Error::MissingSettings)
         );
     }
@@ -593,35 +623,42 @@ mod tests {
         write_settings(&mut wire, &[]);
         crate::frame::write_header(&mut wire, crate::frame::kind::MAX_PUSH_ID, 1);
         wire.push(8);
-        s.feed(2, &wire, false, &mut ev).unwrap();
+        s.feed(2, &wire, false, &mut nq(), &mut ev).unwrap();
         assert!(matches!(
-            s.feed(2, &[], true, &mut ev),
+            s.feed(2, &[], true, &mut nq(), &mut ev),
             Err(H3Error::ClosedCriticalStream)
         ));
         let mut s = PeerStreams::new(Role::Client);
         assert!(matches!(
-            s.feed(6, &[uni::PUSH as u8], false, &mut ev),
+            s.feed(6, &[uni::PUSH as u8], false, &mut nq(), &mut ev),
             Err(H3Error::StreamCreation(_))
         ));
         let mut s = PeerStreams::new(Role::Client);
         assert!(matches!(
-            s.feed(2, &[uni::CONTROL as u8, 0x00, 0x00], false, &mut ev),
+            s.feed(
+                2,
+                &[uni::CONTROL as u8, 0x00, 0x00],
+                false,
+                &mut nq(),
+                &mut ev
+            ),
             Err(H3Error::MissingSettings)
         ));
         // Unknown types are read and dropped; their end is no error, and frees a slot.
-        s.feed(10, &[0x21, 1, 2, 3], true, &mut ev).unwrap();
+        s.feed(10, &[0x21, 1, 2, 3], true, &mut nq(), &mut ev)
+            .unwrap();
         // A server may not send MAX_PUSH_ID; either side's decoder stream is critical.
         let mut s = PeerStreams::new(Role::Server);
         assert!(matches!(
-            s.feed(3, &wire, false, &mut ev),
+            s.feed(3, &wire, false, &mut nq(), &mut ev),
             Err(H3Error::FrameUnexpected(_))
         ));
         for role in [Role::Client, Role::Server] {
             let mut s = PeerStreams::new(role);
-            s.feed(7, &[uni::QPACK_DECODER as u8], false, &mut ev)
+            s.feed(7, &[uni::QPACK_DECODER as u8], false, &mut nq(), &mut ev)
                 .unwrap();
             assert_eq!(
-                s.feed(7, &[], true, &mut ev),
+                s.feed(7, &[], true, &mut nq(), &mut ev),
                 Err(H3Error::ClosedCriticalStream),
                 "{role:?}"
             );

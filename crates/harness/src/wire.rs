@@ -77,6 +77,8 @@ pub fn report<S>(
         zero_rtt_rejected: e.zero_rtt_rejected,
         early_requests: e.early_requests,
         stream_limit_waits: e.stream_limit_waits,
+        qpack_dynamic_refs: e.qpack_dynamic_refs,
+        qpack_inserts: e.qpack_inserts,
         udp: UdpReport {
             sends: e.udp_sends,
             datagrams_sent: e.udp_datagrams_sent,

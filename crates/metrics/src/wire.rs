@@ -115,6 +115,11 @@ pub struct H3Report {
     /// Requests that found the server's stream limit reached and waited for it to
     /// rise (not errors: a server that never raises it leaves them to the timeout).
     pub stream_limit_waits: u64,
+    /// Response field lines QPACK resolved through the server's dynamic table
+    /// (0 when the server uses none, or with `VOLLEY_QPACK_TABLE=off`).
+    pub qpack_dynamic_refs: u64,
+    /// Entries the server inserted into that table.
+    pub qpack_inserts: u64,
     /// The UDP calls that carried the datagrams (an object, not an event count).
     pub udp: UdpReport,
 }

@@ -278,7 +278,7 @@ impl QuicSide {
                         quic,
                         peer,
                         client: PeerStreams::new(Role::Client),
-                        qpack: qpack::Decoder::new(self.local.max_field_section_size),
+                        qpack: self.local.qpack_decoder(),
                         requests: HashMap::new(),
                         control: false,
                         timer: None,
@@ -467,16 +467,17 @@ impl QuicSide {
                         too_large,
                         ..
                     } = &mut *req;
-                    result = reader.feed(&mut c.qpack, &chunk.bytes, |ev| match ev {
-                        RequestEvent::Head(fields) => *head = Some(fields),
-                        RequestEvent::Data(piece) => {
-                            if body.len() + piece.len() > max_body {
-                                *too_large = true;
-                            } else if !*too_large {
-                                body.extend_from_slice(piece);
+                    result =
+                        reader.feed(&mut c.qpack, u64::from(id), &chunk.bytes, |ev| match ev {
+                            RequestEvent::Head(fields) => *head = Some(fields),
+                            RequestEvent::Data(piece) => {
+                                if body.len() + piece.len() > max_body {
+                                    *too_large = true;
+                                } else if !*too_large {
+                                    body.extend_from_slice(piece);
+                                }
                             }
-                        }
-                    });
+                        });
                     if result.is_err() {
                         break;
                     }
@@ -631,15 +632,21 @@ fn read_uni(c: &mut H3Conn, id: StreamId, now: Instant) {
     loop {
         match chunks.next(usize::MAX) {
             Ok(Some(chunk)) => {
-                result = c.client.feed(id.index(), &chunk.bytes, false, &mut said);
+                result = c
+                    .client
+                    .feed(id.index(), &chunk.bytes, false, &mut c.qpack, &mut said);
             }
             Ok(None) => {
-                result = c.client.feed(id.index(), &[], true, &mut said);
+                result = c
+                    .client
+                    .feed(id.index(), &[], true, &mut c.qpack, &mut said);
                 break;
             }
             Err(quinn_proto::ReadError::Blocked) => break,
             Err(quinn_proto::ReadError::Reset(_)) => {
-                result = c.client.feed(id.index(), &[], true, &mut said);
+                result = c
+                    .client
+                    .feed(id.index(), &[], true, &mut c.qpack, &mut said);
                 break;
             }
         }

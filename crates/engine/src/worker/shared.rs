@@ -148,6 +148,11 @@ pub struct H2Stats {
     /// HTTP/3: requests that found the server's stream limit reached and waited
     /// for it to rise (MAX_STREAMS), each counted once.
     pub stream_limit_waits: u64,
+    /// HTTP/3: response field lines the QPACK decoder resolved through the server's
+    /// dynamic table, and the entries the server inserted into it.
+    pub qpack_dynamic_refs: u64,
+    /// See [`H2Stats::qpack_dynamic_refs`].
+    pub qpack_inserts: u64,
 }
 
 /// Handshakes of one kind: how many and how long they took.
@@ -194,6 +199,8 @@ impl H2Stats {
         self.handshake_failures += o.handshake_failures;
         self.idle_timeouts += o.idle_timeouts;
         self.qpack_errors += o.qpack_errors;
+        self.qpack_dynamic_refs += o.qpack_dynamic_refs;
+        self.qpack_inserts += o.qpack_inserts;
         self.peer_closes += o.peer_closes;
         self.last_close_code = o.last_close_code.or(self.last_close_code);
         self.handshake_full.add(&o.handshake_full);

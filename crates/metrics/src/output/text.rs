@@ -98,7 +98,7 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             .map_or_else(String::new, |c| format!(" (last code 0x{c:x})"));
         writeln!(
             out,
-            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled, {} wait(s) for the stream limit",
+            "HTTP/3:                 {} handshake(s), {} failed, {} GOAWAY, {} stream reset(s), {} connection error(s) ({} QPACK), {} peer close(s){close}, {} idle timeout(s), {} late stream(s) cancelled, {} wait(s) for the stream limit, {} QPACK dynamic reference(s) over {} insert(s)",
             h.handshakes,
             h.handshake_failures,
             h.goaways,
@@ -108,7 +108,9 @@ fn write_wire(out: &mut dyn Write, w: &WireReport) -> std::io::Result<()> {
             h.peer_closes,
             h.idle_timeouts,
             h.cancelled_streams,
-            h.stream_limit_waits
+            h.stream_limit_waits,
+            h.qpack_dynamic_refs,
+            h.qpack_inserts
         )?;
         let kind = |name: &str, k: &crate::HandshakeReport| {
             format!(

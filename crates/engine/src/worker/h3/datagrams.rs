@@ -108,6 +108,7 @@ impl<S: Sink> H3Worker<'_, S> {
             if gone {
                 return;
             }
+            self.settle_qpack(slot);
             if self.transmit(slot) {
                 return self.socket_failed(slot);
             }

@@ -3,7 +3,7 @@
 //! the peer's unidirectional streams, and each request's sample at its end.
 
 use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
-use volley_h3::stream::{write_control_preface, ControlEvent, LocalSettings, ResponseEvent};
+use volley_h3::stream::{uni, write_control_preface, ControlEvent, ResponseEvent};
 use volley_h3::{ErrorCode, H3Error};
 
 use super::super::streams::{Multiplexed, Reply, State};
@@ -79,13 +79,22 @@ impl<S: Sink> H3Worker<'_, S> {
         };
         kind.add_ns(c.lane.connect_ns);
         self.core.connector().tls.handshake_done(!c.verified);
+        let local = self.core.connector().local;
         let c = &mut self.conns[slot];
         let Some(q) = c.quic.as_mut() else { return };
         if let Some(id) = q.conn.streams().open(Dir::Uni) {
             let mut preface = Vec::new();
-            write_control_preface(&mut preface, &LocalSettings::default());
+            write_control_preface(&mut preface, &local);
             // A dozen bytes always fit the initial stream window.
             let _ = q.conn.send_stream(id).write(&preface);
+        }
+        if local.qpack_max_table_capacity > 0 {
+            // Our decoder stream: the server's encoder learns from it which of its
+            // inserts arrived, and may only use those (we allow no blocked streams).
+            if let Some(id) = q.conn.streams().open(Dir::Uni) {
+                let _ = q.conn.send_stream(id).write(&[uni::QPACK_DECODER as u8]);
+                c.decoder_stream = Some(id);
+            }
         }
         let pending = std::mem::take(&mut self.conns[slot].lane.pending);
         for f in pending {
@@ -199,38 +208,39 @@ impl<S: Sink> H3Worker<'_, S> {
                             },
                         ..
                     } = &mut *f;
-                    let fed = reader.feed(&mut c.qpack, &chunk.bytes, |ev| match ev {
-                        ResponseEvent::Head {
-                            status: s,
-                            content_encoding,
-                        } => {
-                            *status = s;
-                            if at.first_byte_ns == 0 {
-                                at.first_byte_ns = now;
+                    let fed =
+                        reader.feed(&mut c.qpack, u64::from(id), &chunk.bytes, |ev| match ev {
+                            ResponseEvent::Head {
+                                status: s,
+                                content_encoding,
+                            } => {
+                                *status = s;
+                                if at.first_byte_ns == 0 {
+                                    at.first_byte_ns = now;
+                                }
+                                if body.is_active() {
+                                    *seen = content_encoding
+                                        .map_or(SeenCoding::Identity, SeenCoding::from_header);
+                                    let mut d = spares
+                                        .pop()
+                                        .unwrap_or_else(|| Box::new(BodyDecoder::new(*body)));
+                                    d.start();
+                                    *decode = Some(d);
+                                }
                             }
-                            if body.is_active() {
-                                *seen = content_encoding
-                                    .map_or(SeenCoding::Identity, SeenCoding::from_header);
-                                let mut d = spares
-                                    .pop()
-                                    .unwrap_or_else(|| Box::new(BodyDecoder::new(*body)));
-                                d.start();
-                                *decode = Some(d);
+                            ResponseEvent::Interim { .. } => {
+                                if at.first_byte_ns == 0 {
+                                    at.first_byte_ns = now;
+                                }
                             }
-                        }
-                        ResponseEvent::Interim { .. } => {
-                            if at.first_byte_ns == 0 {
-                                at.first_byte_ns = now;
+                            ResponseEvent::Data(piece) => {
+                                *body_bytes += piece.len() as u64;
+                                if let Some(d) = decode.as_deref_mut() {
+                                    d.push(piece, *seen);
+                                }
                             }
-                        }
-                        ResponseEvent::Data(piece) => {
-                            *body_bytes += piece.len() as u64;
-                            if let Some(d) = decode.as_deref_mut() {
-                                d.push(piece, *seen);
-                            }
-                        }
-                        ResponseEvent::Trailers => {}
-                    });
+                            ResponseEvent::Trailers => {}
+                        });
                     if let Err(e) = fed {
                         end = ReadEnd::Broken(e);
                         break;
@@ -263,7 +273,9 @@ impl<S: Sink> H3Worker<'_, S> {
             ReadEnd::Open => {}
             ReadEnd::Fin => self.finish_stream(slot, id, now),
             ReadEnd::Reset => {
-                if let Some(f) = self.conns[slot].lane.streams.remove(&id) {
+                let c = &mut self.conns[slot];
+                if let Some(f) = c.lane.streams.remove(&id) {
+                    c.qpack.cancel_stream(u64::from(id));
                     self.stats.stream_resets += 1;
                     self.record(f, Some(ErrorKind::Reset), now);
                 }
@@ -275,6 +287,7 @@ impl<S: Sink> H3Worker<'_, S> {
                     let code =
                         VarInt::from_u64(e.code().to_u64()).unwrap_or(VarInt::from_u32(0x10e));
                     let _ = q.conn.recv_stream(id).stop(code);
+                    c.qpack.cancel_stream(u64::from(id));
                     if e.is_qpack() {
                         self.stats.qpack_errors += 1;
                     }
@@ -299,18 +312,26 @@ impl<S: Sink> H3Worker<'_, S> {
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    result = c
-                        .peer
-                        .feed(id.index(), &chunk.bytes, false, &mut self.control);
+                    result = c.peer.feed(
+                        id.index(),
+                        &chunk.bytes,
+                        false,
+                        &mut c.qpack,
+                        &mut self.control,
+                    );
                 }
                 Ok(None) => {
-                    result = c.peer.feed(id.index(), &[], true, &mut self.control);
+                    result = c
+                        .peer
+                        .feed(id.index(), &[], true, &mut c.qpack, &mut self.control);
                     break;
                 }
                 Err(ReadError::Blocked) => break,
                 // A critical stream reset: the connection cannot go on (§6.2.1).
                 Err(ReadError::Reset(_)) => {
-                    result = c.peer.feed(id.index(), &[], true, &mut self.control);
+                    result = c
+                        .peer
+                        .feed(id.index(), &[], true, &mut c.qpack, &mut self.control);
                     break;
                 }
             }

@@ -88,6 +88,7 @@ impl Flight {
             written: 0,
             early_ok: false,
             limit_waited: false,
+            // Only the field section limit matters to a response reader.
             reader: ResponseReader::new(&LocalSettings::default(), capture),
         }
     }
@@ -108,7 +109,10 @@ struct Conn {
     lane: Lane<StreamId, Flight>,
     quic: Option<Box<Quic>>,
     peer: PeerStreams,
+    /// The QPACK decoder (its dynamic table is the server's to fill), and our
+    /// decoder stream once the handshake is done.
     qpack: qpack::Decoder,
+    decoder_stream: Option<StreamId>,
     /// The peer sent GOAWAY: no new streams; replaced once its streams are done.
     going_away: bool,
     /// The handshake offers early data (a resumed session that allows it, and
@@ -128,7 +132,8 @@ impl Conn {
             lane: Lane::new(),
             quic: None,
             peer: PeerStreams::new(Role::Server),
-            qpack: qpack::Decoder::new(LocalSettings::default().max_field_section_size),
+            qpack: qpack::Decoder::default(),
+            decoder_stream: None,
             going_away: false,
             early: false,
             verified: false,
@@ -325,6 +330,25 @@ impl<'a, S: Sink> H3Worker<'a, S> {
         c.lane.streams.insert(id, f);
     }
 
+    /// Hands our decoder stream the QPACK instructions waiting (acknowledgments,
+    /// insert count increments, cancellations), as much as its flow control takes,
+    /// and counts what the decoder saw.
+    fn settle_qpack(&mut self, slot: usize) {
+        let c = &mut self.conns[slot];
+        let counts = c.qpack.take_counts();
+        self.stats.qpack_dynamic_refs += counts.dynamic_refs;
+        self.stats.qpack_inserts += counts.inserts;
+        let (Some(q), Some(id)) = (c.quic.as_mut(), c.decoder_stream) else {
+            return;
+        };
+        let pending = c.qpack.instructions();
+        if !pending.is_empty() {
+            if let Ok(n) = q.conn.send_stream(id).write(pending) {
+                c.qpack.sent(n);
+            }
+        }
+    }
+
     /// Fills `slot` with requests up to its stream limit.
     fn fill(&mut self, slot: usize, now: u64) {
         loop {
@@ -396,6 +420,8 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
         c.early = false;
         c.verified = false;
         c.peer = PeerStreams::new(Role::Server);
+        c.qpack = self.core.connector().local.qpack_decoder();
+        c.decoder_stream = None;
         c.timer_ns = None;
         let sock = match self.core.connect(slot, now, None) {
             Ok(sock) => sock,
@@ -444,12 +470,15 @@ impl<'a, S: Sink> Multiplexed<'a, S, Udp> for H3Worker<'a, S> {
         self.close_with(slot, now, ErrorCode::NoError);
     }
 
-    /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1).
+    /// H3_REQUEST_CANCELLED both ways (RFC 9114 §4.1.1), and QPACK's Stream
+    /// Cancellation.
     fn cancel(&mut self, slot: usize, id: StreamId) {
-        if let Some(q) = self.conns[slot].quic.as_mut() {
+        let c = &mut self.conns[slot];
+        if let Some(q) = c.quic.as_mut() {
             let code = VarInt::from_u32(0x10c);
             let _ = q.conn.send_stream(id).reset(code);
             let _ = q.conn.recv_stream(id).stop(code);
+            c.qpack.cancel_stream(u64::from(id));
             self.stats.cancelled_streams += 1;
         }
     }
