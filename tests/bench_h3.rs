@@ -211,7 +211,11 @@ fn caddy_over_h3_closed_and_open_loop_counts_match_its_access_log() {
     let run = &v["runs"][0];
     let ok = run["requests"]["ok"].as_u64().unwrap();
     let sent = run["requests"]["sent"].as_u64().unwrap();
-    assert!(ok >= 250, "{run}");
+    // How many of the ~300 arrivals were answered within the 1.5 s depends on how
+    // busy the machine is (timing never decides this test); what must hold is that
+    // each request sent was answered or still in flight at the end, none failed.
+    let censored = run["requests"]["censored"].as_u64().unwrap();
+    assert!(ok > 0 && ok + censored == sent, "{run}");
     assert_eq!(run["requests"]["failed"], 0, "{run}");
     // Requests still in flight when the run ended (censored) may or may not have
     // reached Caddy's log: every answered one did, and nothing unsent did.
