@@ -26,7 +26,8 @@ paired with the peers in the same rounds (bench/common.py's alternating order):
   * on the client's side (`perf stat` around the client): context switches, wake-ups it
     issued and system calls.
 `--baseline BIN` adds a second volley build as "volley-base" in the same rounds, so a
-change to the send path or the event loop is judged by its before/after ratio.
+change to the send path or the event loop is judged by its before/after ratio; `--io
+uring` runs both volley lines through io_uring.
 Then volley/peer per-round ratios with bootstrap 95% CIs for the server's figures.
 Nothing here is a test.
 """
@@ -70,9 +71,10 @@ FIGURES = [
     ("cli context-switches", "client context switches/req", 1),
     ("cli sched:sched_wakeup", "client wake-ups issued/req", 1),
     ("cli raw_syscalls:sys_enter", "client syscalls/req", 1),
+    ("gen_us_per_req", "client CPU us/req", 1),
 ]
 RATIOS = ["srv task-clock", "srv context-switches", "srv sched:sched_wakeup",
-          "woke sched:sched_wakeup",
+          "woke sched:sched_wakeup", "gen_us_per_req",
           "core irq_vectors:reschedule_entry"]
 
 
@@ -150,6 +152,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--baseline", metavar="BIN", help="another volley build, as 'volley-base'")
+    ap.add_argument("--io", choices=("epoll", "uring"), default="epoll",
+                    help="the I/O path of the volley lines (default epoll)")
     a = ap.parse_args()
     for tool in ("perf", "nstat", "httperf", "wrk", "lighttpd"):
         if not shutil.which(tool):
@@ -165,14 +169,15 @@ def main():
     try:
         url = f"http://127.0.0.1:{light.port}/a.html"
         args = (url, "127.0.0.1", light.port, "/a.html", a.seconds)
-        tools = [("volley", run_volley(["-k", "-c", "64"])), ("httperf", run_httperf(64)),
+        vargs = ["-k", "-c", "64", "--io", a.io]
+        tools = [("volley", run_volley(vargs)), ("httperf", run_httperf(64)),
                  ("wrk", run_wrk(["-c64"]))]
         if a.baseline:
-            tools.insert(1, ("volley-base", run_volley(["-k", "-c", "64"], a.baseline)))
+            tools.insert(1, ("volley-base", run_volley(vargs, a.baseline)))
         names = [n for n, _ in tools]
         res = {n: [None] * a.rounds for n in names}
         print(f"\n## counts per request, keep-alive, 64 connections, lighttpd (own network "
-              f"namespace), {a.rounds} paired rounds of {a.seconds}s")
+              f"namespace), volley on {a.io}, {a.rounds} paired rounds of {a.seconds}s")
         for k in range(a.rounds):
             for name in round_order(names, k):
                 try:

@@ -75,6 +75,16 @@ from minute 5 to the end:
   in both suggests the live merge's pending seconds (each holds seven decoded
   histograms, up to ~650 KB, while an agent's record of it is late) piling up behind
   starved agents; not measured from inside.
+- `--minutes 60 --every 30`, debug build of c0b7b2f (a second closes once every agent
+  is past it, waiting seconds hold records' bytes only: a unit test's 120 s lag holds
+  341 KB, 48 MB before), all three loads at the lowest CPU share beside six builders
+  (load 11-13), 28 Nov 2026: coordinator (`volley study`) 36.9 MB at 5 min,
+  36.9..40.3 after (+9.2%, flat within 10%; 1.07 KB/s), 40.3 MB while closing (no
+  peak); it never held 10 seconds waiting (no backlog note), no record late. Agents
+  33.5-34.0 -> 36.9-37.2 MB (+10.1%, two just past 10%; 0.9 KB/s); nats-server 16.7
+  -> 17.8 MB; bench --save 28.2 -> 30.9 MB (flat); serve flat. Office study 58.5 ->
+  68.6 MB (+17%, NOT flat; 2.4 KB/s, as before). No fd or thread growth (bench's fds
+  follow its pool). Every second stored: bench 3601, office 3600, injected 3600.
 """
 import argparse
 import json

@@ -256,6 +256,96 @@ fn a_global_or_refused_sysctl_is_one_line_and_nothing_starts() {
     assert_eq!(before, host_sysctl("net.core.rmem_max"));
 }
 
+/// `net.ipv4.ip_local_port_range` is per network namespace: in the lab volley makes for
+/// `--sysctl` (the load runs in it too) 20 ports, and an open loop that opens a pool
+/// of 40 kept-alive connections up front: the 20 live ones hold every port, so the
+/// others' connects fail with EADDRNOTAVAIL. (A new connection per request does not
+/// exhaust them reliably: when the server closes first, TIME_WAIT sits on its side and
+/// the client's port is free again, so some runs failed no connect at all.) The run
+/// says those failures are the generator's machine's, with the counts, and is never
+/// labelled server-bound; the value is read back in the namespace and the host's range
+/// is untouched.
+#[test]
+fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
+    if !volley_targets::config::running_as_root() {
+        eprintln!("skipped: the port range is set in a namespace volley makes, which needs root");
+        return;
+    }
+    let key = "net.ipv4.ip_local_port_range";
+    let before = host_sysctl(key);
+    let json = temp_json("no-free-port");
+    let range = format!("{key}=40000 40019");
+    let (code, out, err) = volley(&[
+        "bench",
+        "--target",
+        "builtin",
+        "--rate",
+        "200",
+        "-d",
+        "3s",
+        "-c",
+        "40",
+        "-k",
+        "--max-connections",
+        "40",
+        "--timeout",
+        "2s",
+        "--sysctl",
+        &range,
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(host_sysctl(key), before, "the host's range is unchanged");
+    let v = read_json(&json);
+    let seen = format!("exit {code}: {out}{err}");
+    let t = &v["targets"][0];
+    let set = t["namespace"]["sysctls"].as_array().unwrap();
+    let read_back = set
+        .iter()
+        .find(|s| s["key"] == key)
+        .expect("the range is recorded");
+    assert_eq!(read_back["value"], "40000 40019", "{seen}");
+    let run = &v["runs"][0];
+    let h = &run["headroom"];
+    assert_eq!(
+        h["port_range"], 20,
+        "the range was read inside the namespace: {h}"
+    );
+    // At least the pool's 20 connects beyond the 20 ports (the probe's own took some).
+    let no_port = h["connects_without_port"].as_u64().unwrap();
+    assert!(no_port >= 20, "{no_port}: {seen}");
+    assert!(run["requests"]["ok"].as_u64().unwrap() > 0, "{seen}");
+    let verdict = &run["generator"]["verdict"];
+    assert_eq!(verdict["label"], "generator-bound", "{verdict}");
+    let reason = verdict["reason"].as_str().unwrap();
+    let held = h["ports_in_use_max"].as_u64().unwrap();
+    let tw = h["time_wait_max"].as_u64().unwrap();
+    for words in [
+        format!("{no_port} connect(s) failed for want of a free local port (EADDRNOTAVAIL)"),
+        format!("{held} sockets towards the target held ports of the 20 in the local range, {tw} of them in TIME_WAIT"),
+        "the generator's machine ran out of ports, not the server".to_string(),
+    ] {
+        assert!(reason.contains(&words), "{words}: {reason}");
+    }
+    assert!(
+        held >= 15,
+        "the live connections held the ports: {h} ({tw} in TIME_WAIT)"
+    );
+    let notes: Vec<&str> = run["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(notes.contains(&reason), "{notes:?}");
+    assert!(
+        !notes.iter().any(|n| n.contains("the server refused")),
+        "no refusal is blamed on the server: {notes:?}"
+    );
+    assert_nothing_left(t);
+}
+
 /// TcpExt counter `name` of network namespace `ns` (`/proc/net/netstat` read from
 /// inside it), `None` when the namespace is gone.
 fn netstat_in(ns: &str, name: &str) -> Option<u64> {

@@ -21,7 +21,10 @@ const PROPFIND: &str = "<?xml version=\"1.0\"?><D:propfind xmlns:D=\"DAV:\">\
 fn the_builtin_server_with_dav_accounts_serves_each_user_a_calendar() {
     let mut spec = TargetSpec::new(TargetKind::Builtin);
     spec.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
-    spec.settings.dav = Some(DavSettings { users: 3 });
+    spec.settings.dav = Some(DavSettings {
+        users: 3,
+        seed_items: 0,
+    });
     spec.start_timeout = Duration::from_secs(30);
     let t = start(&spec).unwrap_or_else(|e| panic!("builtin did not start: {e}"));
     let dav = t.dav.clone().expect("a DAV target reports its accounts");

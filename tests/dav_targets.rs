@@ -22,7 +22,10 @@ const T: Duration = Duration::from_secs(10);
 
 fn spec(kind: TargetKind, users: u32) -> TargetSpec {
     let mut s = TargetSpec::new(kind);
-    s.settings.dav = Some(DavSettings { users });
+    s.settings.dav = Some(DavSettings {
+        users,
+        seed_items: 0,
+    });
     s.start_timeout = Duration::from_secs(30);
     s
 }

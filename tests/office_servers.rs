@@ -191,23 +191,32 @@ fn bench(args: &[&str]) -> std::process::Output {
 /// A short office day of 3 users (`bench --caldav 3 --target KIND`) on a server volley
 /// starts with accounts of its own: exit 0, what it said on stderr, and the JSON report.
 fn office_day_on_target(kind: &str) -> (String, serde_json::Value) {
+    office_day_of(kind, "3", &[])
+}
+
+/// [`office_day_on_target`] with `users` and `more` flags.
+fn office_day_of(kind: &str, users: &str, more: &[&str]) -> (String, serde_json::Value) {
     // No URL, no password, no paths: the target makes the accounts and says where.
-    let out = bench(&[
-        "--caldav",
-        "3",
-        "--target",
-        kind,
-        "--decisions",
-        "40",
-        "--compress",
-        "480",
-        "-d",
-        "4s",
-        "--seed",
-        "5",
-        "--json",
-        "-",
-    ]);
+    let mut args = vec!["--caldav", users, "--target", kind];
+    args.extend_from_slice(more);
+    let out = bench(
+        &[
+            &args[..],
+            &[
+                "--decisions",
+                "40",
+                "--compress",
+                "480",
+                "-d",
+                "4s",
+                "--seed",
+                "5",
+                "--json",
+                "-",
+            ],
+        ]
+        .concat(),
+    );
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{kind}: {err}");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -225,6 +234,24 @@ fn bench_caldav_starts_radicale_with_its_own_accounts() {
     assert_eq!(j["protocol"], "caldav", "{j}");
     assert_eq!(j["violations_total"], 0, "{j}");
     assert!(j["requests"].as_u64().unwrap() > 0, "{j}");
+}
+
+/// Radicale for many people: `bench --caldav N --target radicale` writes each
+/// account's calendar and its first items into Radicale's storage before the start
+/// (a PUT each took half an hour for 2,000 people), and the office takes every seeded
+/// calendar as its own (read back, not emptied and refilled); its checks then pass
+/// over the day and the end-of-day audit as after its own PUTs.
+#[test]
+fn bench_caldav_seeds_radicales_storage_and_the_office_takes_it() {
+    if !installed(RADICALE) {
+        return;
+    }
+    let (err, j) = office_day_of("radicale", "150", &["--caldav-items", "5"]);
+    assert_eq!(j["users"], 150, "{j}");
+    assert_eq!(j["set_up_kept"], 150, "every seeded calendar taken: {err}");
+    assert_eq!(j["violations_total"], 0, "{j}");
+    assert!(j["requests"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["items_at_end"].as_u64().unwrap() > 0, "{j}");
 }
 
 /// Issue 22 item 9 beyond Radicale: every DAV-able kind runs an office day from

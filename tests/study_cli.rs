@@ -639,9 +639,12 @@ fn a_study_whose_every_step_failed_exits_1_and_says_why() {
     assert_eq!(said, 6, "{md}");
 }
 
-/// On loopback, a fast server and one that waits 20 ms per answer: one run each names
-/// no winner (no interval) and says how many repeats would; three repeats each name the
-/// faster, with the interval of the ratio.
+/// On loopback, a fast server and one that waits 20 ms per answer, at two load points:
+/// one run each names no winner (no interval) and says how many repeats would; three
+/// repeats each name the faster, with the interval of the ratio. `volley compare` of the
+/// two runs gives the same sentence (issue 27: it once named the opposite winner from a
+/// median of unlike steps), over the two points both measured, and shows no interval
+/// from one run ("95% CI 61821 .. 61821").
 #[test]
 fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
     let fast = FaultServer::start(Behaviour::Ok {
@@ -659,7 +662,7 @@ fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
         let f = write(
             &dir,
             &format!("r{repeats}.toml"),
-            &closed_study(&format!("answer{repeats}"), &urls, 1, repeats),
+            &closed_study(&format!("answer{repeats}"), &urls, 2, repeats),
         );
         let db = dir.join(format!("r{repeats}.db"));
         let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
@@ -678,6 +681,53 @@ fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
             assert!(
                 answer.contains("x [") && answer.contains("(95% interval)"),
                 "{answer}"
+            );
+        }
+        let study = format!("answer{repeats}");
+        let (code, c, err) = crate::common::volley(&[
+            "compare",
+            &format!("{study}:t0"),
+            &format!("{study}:t1"),
+            "--db",
+            db.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{c}{err}");
+        assert!(c.contains(answer), "report: {answer}\ncompare: {c}");
+        // Like with like: each side's steps at the two points both measured (fewer only
+        // when compare says which it left out, as the report does: a busy machine may
+        // spoil a step).
+        let left_out = c.contains("steps left out: ");
+        for (side, target) in [("A", "t0"), ("B", "t1")] {
+            let row = c
+                .lines()
+                .find(|l| l.starts_with(&format!("{side} ")))
+                .unwrap_or_else(|| panic!("no row {side}: {c}"));
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            let steps: u32 = cells[3].parse().unwrap_or_else(|_| panic!("{row}"));
+            assert!(
+                cells[2] == target && (steps == 2 * repeats || (left_out && steps < 2 * repeats)),
+                "{row}\n{c}"
+            );
+            // An interval only from repeats.
+            assert_eq!(row.contains("one run: none"), repeats == 1, "{row}");
+        }
+        assert!(c.contains("over 2 matched points"), "{c}");
+        let one_run = c.contains("from one run each, no interval");
+        assert_eq!(one_run, repeats == 1, "{c}");
+        assert_eq!(c.contains("(95% CI "), repeats > 1, "{c}");
+        if repeats > 1 {
+            // The ratio line's interval is the answer's, not another bootstrap's.
+            let nums = |s: &str| -> Vec<f64> {
+                s.split(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+                    .filter_map(|w| w.parse().ok())
+                    .collect()
+            };
+            let line = c.lines().find(|l| l.contains("(95% CI ")).unwrap();
+            let shown = nums(&line[line.find("(95% CI ").unwrap() + 8..]);
+            let said = nums(&answer[answer.find("x [").unwrap()..answer.find(']').unwrap()]);
+            assert!(
+                (shown[0] - said[0]).abs() <= 0.0051 && (shown[1] - said[1]).abs() <= 0.0051,
+                "{line}\n{answer}"
             );
         }
     }

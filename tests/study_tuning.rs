@@ -557,3 +557,104 @@ retries = 0
     assert!(!err.contains("started"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server whose accept queue overflows is named server-bound with the kernel's count,
+/// in a study run in a lab: a variant sets `net.core.somaxconn = 4` in its own namespace,
+/// nginx gets one worker at 5% of a CPU (a slow accepter), and an open loop offers it
+/// 1,000 new connections a second. The listener drops SYNs (`ListenOverflows` read in
+/// the target's namespace), the step fails, and its stored label, verdict, notes and
+/// line say the server's accept queue overflowed, with the SYNs dropped.
+#[test]
+fn a_lab_step_whose_accept_queue_overflows_is_server_bound_with_the_count() {
+    if !installed("nginx") {
+        eprintln!("nginx not installed: run scripts/install-servers.sh");
+        return;
+    }
+    if !volley_targets::config::running_as_root() {
+        eprintln!("skipped: a variant's sysctl needs root (volley makes a namespace)");
+        return;
+    }
+    let dir = temp_dir("accept-queue");
+    let f = write(
+        &dir,
+        "q.toml",
+        r#"
+name = "accept-queue"
+[[target]]
+name = "slow"
+kind = "nginx"
+workers = 1
+cpu_quota = 0.05
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]
+[load]
+model = "open"
+keepalive = false
+timeout = "5s"
+[sweep]
+rate = [1000]
+variants = ["small"]
+[[variant]]
+name = "small"
+sysctl = { "net.core.somaxconn" = 4 }
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+"#,
+    );
+    let db = dir.join("q.db");
+    let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
+    assert_eq!(code, Some(0), "{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1);
+    let s = &steps[0];
+    let ns = &s.parameters.extra["namespace"];
+    assert_eq!(ns["sysctls"][0]["value"], "4", "{ns}");
+    let connects = s.verdict.as_ref().unwrap()["connects"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no connects sentence: {:?}\n{out}{err}", s.verdict))
+        .to_string();
+    assert!(
+        connects.starts_with("the server's accept queue overflowed ("),
+        "{connects}"
+    );
+    let dropped: u64 = connects
+        .trim_start_matches("the server's accept queue overflowed (")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let opened = s.summary["connections_stats"]["opened"].as_u64().unwrap();
+    assert!(
+        dropped * 100 >= opened && dropped > 0,
+        "{dropped} SYNs of {opened} connections"
+    );
+    assert_eq!(
+        s.label.as_deref(),
+        Some("server-bound"),
+        "{connects}\n{out}{err}"
+    );
+    assert_eq!(
+        s.verdict.as_ref().unwrap()["sustain"]["sustainable"],
+        false,
+        "{out}{err}"
+    );
+    let notes = s.summary["notes"].to_string();
+    assert!(notes.contains(&connects), "{notes}");
+    // The step's line (printed as the step ends) carries it beside the label.
+    let line = format!("{out}{err}");
+    assert!(
+        line.lines()
+            .any(|l| l.contains("server-bound") && l.contains("accept queue overflowed")),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -154,7 +154,10 @@ pub fn office_accounts(
 pub fn dav_target(kind: volley_targets::TargetKind, users: u32) -> volley_targets::RunningTarget {
     let mut spec = volley_targets::TargetSpec::new(kind);
     spec.volley_exe = Some(PathBuf::from(env!("CARGO_BIN_EXE_volley")));
-    spec.settings.dav = Some(volley_targets::DavSettings { users });
+    spec.settings.dav = Some(volley_targets::DavSettings {
+        users,
+        seed_items: 0,
+    });
     spec.start_timeout = Duration::from_secs(30);
     volley_targets::start(&spec).unwrap_or_else(|e| panic!("{kind} did not start: {e}"))
 }

@@ -16,24 +16,31 @@
 //!   not kept, counted) and it is sent a [`Stale`] on its own subject, which stops it;
 //! - the coordinator's bus down for `bus_gone_after` ends the collection: the caller
 //!   gets what it has and a typed error;
-//! - a second every due agent has sent is merged at once and handed out
+//! - a second every due agent is past (its record came, or a later one: agents send
+//!   in order, [`AgentSeries::passed`]) is merged at once and handed out
 //!   ([`Event::Merged`]), so a live view need not wait for the run's end, and folded
 //!   into what the run's end reads of it ([`Tally`]: phases, summary rows, sums); the
 //!   second and its records are then let go, unless the caller keeps every second
-//!   (`CoordinatorConfig::stored_live` off). A record of a second already merged, or
-//!   sent after its agent's final record, is not filed again.
+//!   (`CoordinatorConfig::stored_live` off). An agent's quiet second (no record) thus
+//!   closes with its next record instead of waiting for the run's end. A record of a
+//!   second already merged without it is counted ([`AgentReport::after_merge`]), one
+//!   sent after its agent's final record ignored; neither is filed;
+//! - a second waiting for a late agent holds only the records that came, as bytes
+//!   ([`Backlog`] measures them): it is merged from them when it closes, so a starved
+//!   agent's lag costs a few KB a second, not the ~650 KB of decoded histograms a
+//!   second merged as its records arrived held (issue 26).
 
 use crate::bus::{self, Bus, Incoming};
 use crate::clock;
 use crate::coordinator::{AgentReport, CoordinatorConfig, Event};
 use crate::fold::Tally;
-use crate::merge::{AgentSeries, MergedSecond, Pending, Received};
+use crate::merge::{self, AgentSeries, MergedSecond, Received};
 use crate::msg::{
     self, subject, Ack, Ending, FinalRecord, SecondRecord, SharePart, Stale, Stop, PROTO,
 };
 use crate::AgentsError;
 use rangemap::RangeInclusiveSet;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// What the collection ended with.
@@ -50,6 +57,32 @@ pub(crate) struct Collected {
     pub(crate) kept: BTreeMap<u64, Box<MergedSecond>>,
     /// What the run's end reads of the seconds merged live.
     pub(crate) tally: Tally,
+    /// The most the live merge held waiting for records.
+    pub(crate) backlog: Backlog,
+}
+
+/// The most the live merge held at once while seconds waited for a late agent's
+/// records (a starved or slow agent; docs/methodology.md, "Several injectors").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Seconds with some record, not yet merged.
+    pub seconds: usize,
+    /// The records held for them (and for seconds not yet due), bytes.
+    pub bytes: usize,
+}
+
+impl Backlog {
+    /// Raises each figure to `now`'s where it is higher.
+    fn most(&mut self, now: Backlog) {
+        self.seconds = self.seconds.max(now.seconds);
+        self.bytes = self.bytes.max(now.bytes);
+    }
+}
+
+/// What a held record costs: its histograms' bytes and the record itself.
+fn record_bytes(r: &Received) -> usize {
+    let hists: usize = r.record.hists.iter().map(|(k, v)| k.len() + v.len()).sum();
+    std::mem::size_of::<Received>() + hists
 }
 
 /// A gap between two turns of the collection loop this long is the coordinator's own
@@ -109,8 +142,12 @@ struct State<'c> {
     last_heard: Vec<Instant>,
     /// When each lost agent was last sent a [`Stale`] (at most one a second).
     stale_sent: Vec<Option<Instant>>,
-    /// Seconds with some record, being merged as their records arrive.
-    pending: BTreeMap<u64, Pending>,
+    /// Seconds with some record, not yet merged (their records are in `series`).
+    pending: BTreeSet<u64>,
+    /// The bytes of the records `series` holds (see [`record_bytes`]).
+    held_bytes: usize,
+    /// The most held at once.
+    backlog: Backlog,
     /// Seconds merged live.
     closed: RangeInclusiveSet<u64>,
     /// Those seconds, when the caller keeps every second (boxed: a map's nodes are half
@@ -140,7 +177,9 @@ impl<'c> State<'c> {
                 .collect(),
             last_heard: vec![Instant::now(); agents.len()],
             stale_sent: vec![None; agents.len()],
-            pending: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            held_bytes: 0,
+            backlog: Backlog::default(),
             closed: RangeInclusiveSet::new(),
             kept: BTreeMap::new(),
             tally: Tally::new(
@@ -163,7 +202,7 @@ impl<'c> State<'c> {
         agents: &mut [AgentReport],
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(), AgentsError> {
-        let Some((i, taken)) = self.take(m, agents)? else {
+        let Some((i, taken)) = self.take(m.subject.as_str(), &m.payload, agents)? else {
             return Ok(());
         };
         self.last_heard[i] = Instant::now();
@@ -171,6 +210,21 @@ impl<'c> State<'c> {
         if m.reply.is_some() {
             let _ = bus.reply(m, &Ack { proto: PROTO, kept }).await;
         }
+        if let Taken::FromLost = taken {
+            self.tell_stale(bus, i, &agents[i]).await;
+        }
+        self.file(i, taken, agents, on_event)
+    }
+
+    /// What a message taken from agent `i` completes: a final record or a second may
+    /// let seconds be merged.
+    fn file(
+        &mut self,
+        i: usize,
+        taken: Taken,
+        agents: &[AgentReport],
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), AgentsError> {
         match taken {
             Taken::Final => {
                 on_event(Event::Finished(agents[i].name.clone()));
@@ -181,12 +235,17 @@ impl<'c> State<'c> {
                 if let Some(r) = self.series[i].received.get(&s) {
                     on_event(Event::Second(Box::new(r.clone())));
                 }
-                self.add_live(i, s)?;
+                self.pending.insert(s);
                 self.merge_ready(Some(s), on_event)?;
+                let now = Backlog {
+                    seconds: self.pending.len(),
+                    bytes: self.held_bytes,
+                };
+                self.backlog.most(now);
             }
-            Taken::FromLost => self.tell_stale(bus, i, &agents[i]).await,
-            // Heartbeats: the bulk of the messages, and they complete nothing.
-            Taken::Other => {}
+            // Heartbeats (the bulk of the messages) complete nothing; a lost agent was
+            // told it is stale.
+            Taken::Other | Taken::FromLost => {}
         }
         Ok(())
     }
@@ -194,10 +253,11 @@ impl<'c> State<'c> {
     /// Files one message under its agent; `None` when it was not one of ours.
     fn take(
         &mut self,
-        m: &Incoming,
+        subject: &str,
+        payload: &[u8],
         agents: &mut [AgentReport],
     ) -> Result<Option<(usize, Taken)>, AgentsError> {
-        let Some((agent, kind)) = subject::parse_stream(&self.cfg.run, m.subject.as_str()) else {
+        let Some((agent, kind)) = subject::parse_stream(&self.cfg.run, subject) else {
             return Ok(None);
         };
         let Some(&i) = self.index.get(agent) else {
@@ -211,26 +271,32 @@ impl<'c> State<'c> {
         }
         match kind {
             "sec" => {
-                let record: SecondRecord = msg::decode(&m.payload)?;
+                let record: SecondRecord = msg::decode(payload)?;
                 let second = record.second;
                 check_second(agent, second, self.cfg.run_bound)?;
                 // A record sent again (its receipt was lost with the bus) is kept once;
                 // one of a second merged already, or sent after the agent's final
                 // record, is not expected and changes nothing merged.
-                let merged = self.closed.contains(&second) || agents[i].final_record.is_some();
-                if merged || self.series[i].holds(second) {
+                if self.series[i].holds(second) || agents[i].final_record.is_some() {
+                    return Ok(Some((i, Taken::Other)));
+                }
+                if self.closed.contains(&second) {
+                    // Its second was merged without it (it came after a later one):
+                    // counted, never held for a second that will not be merged again.
+                    agents[i].after_merge += 1;
                     return Ok(Some((i, Taken::Other)));
                 }
                 let r = Received {
                     arrived_ms: since_t0_ms(self.t0_ns),
                     record,
                 };
+                self.held_bytes += record_bytes(&r);
                 self.series[i].received.insert(second, r);
                 self.records += 1;
                 Ok(Some((i, Taken::Second(second))))
             }
             "part" => {
-                let p: SharePart = msg::decode(&m.payload)?;
+                let p: SharePart = msg::decode(payload)?;
                 let (held, total) = &mut self.parts[i];
                 if p.total == 0
                     || p.total > msg::MAX_SHARE_PARTS
@@ -248,7 +314,7 @@ impl<'c> State<'c> {
                 Ok(Some((i, Taken::Other)))
             }
             "final" => {
-                let mut f: FinalRecord = msg::decode(&m.payload)?;
+                let mut f: FinalRecord = msg::decode(payload)?;
                 if f.share_parts > 0 && f.share.is_none() {
                     let (held, total) = &self.parts[i];
                     if *total != f.share_parts {
@@ -280,42 +346,34 @@ impl<'c> State<'c> {
         }
     }
 
-    /// Adds agent `i`'s record of second `s` to the live merge.
-    fn add_live(&mut self, i: usize, s: u64) -> Result<(), AgentsError> {
-        let a = &self.series[i];
-        let Some(r) = a.received.get(&s) else {
-            return Ok(());
-        };
-        let p = self.pending.entry(s).or_insert_with(|| Pending::new(s));
-        p.add(&a.agent, r, self.cfg.late_grace_ms())
-    }
-
     /// Is agent `i` due to send second `s` (started, not lost, not finished before)?
     fn due(&self, i: usize, s: u64) -> bool {
         let a = &self.series[i];
         s >= a.first_s && a.lost_from_s.is_none_or(|l| s < l) && a.last_s.is_none_or(|l| s <= l)
     }
 
-    /// Merges and hands out every pending second that each due agent has sent.
-    /// `only`: the one second a record just came for (no other can have completed);
-    /// `None` after a final record or a loss, which may complete any of them.
+    /// Merges and hands out every pending second that each due agent is past.
+    /// `upto`: a record just came for this second (it can complete it and, for an
+    /// agent quiet before it, earlier ones, no later one); `None` after a final record
+    /// or a loss, which may complete any of them.
     fn merge_ready(
         &mut self,
-        only: Option<u64>,
+        upto: Option<u64>,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(), AgentsError> {
+        let upto = upto.unwrap_or(u64::MAX);
         let ready: Vec<u64> = self
             .pending
-            .keys()
+            .range(..=upto)
             .copied()
-            .filter(|s| only.is_none_or(|o| o == *s))
-            .filter(|&s| (0..self.series.len()).all(|i| !self.due(i, s) || self.series[i].holds(s)))
+            .filter(|&s| {
+                (0..self.series.len()).all(|i| !self.due(i, s) || self.series[i].passed(s))
+            })
             .collect();
         for s in ready {
-            let Some(p) = self.pending.remove(&s) else {
-                continue;
-            };
-            let merged = Box::new(p.close(&self.series, s)?);
+            self.pending.remove(&s);
+            let grace = self.cfg.late_grace_ms();
+            let merged = Box::new(merge::merge_second(&self.series, s, s, grace)?);
             self.tally.fold(&merged, &self.series)?;
             self.closed.insert(s..=s);
             if self.cfg.stored_live {
@@ -331,6 +389,9 @@ impl<'c> State<'c> {
             // keeping them grew the coordinator by every agent's record each second
             // of a long run.
             for series in &mut self.series {
+                if let Some(r) = series.received.get(&s) {
+                    self.held_bytes -= record_bytes(r);
+                }
                 series.retire(s);
             }
         }
@@ -358,6 +419,7 @@ impl<'c> State<'c> {
             closed: self.closed,
             kept: self.kept,
             tally: self.tally,
+            backlog: self.backlog,
         }
     }
 
@@ -491,4 +553,238 @@ fn mark_open_lost(series: &mut [AgentSeries], agents: &mut [AgentReport]) {
 fn gone(mut st: State<'_>, agents: &mut [AgentReport], after: Duration) -> Collected {
     mark_open_lost(&mut st.series, agents);
     st.collected(Some(after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ClockOffset;
+    use crate::merge::{merge, Pending};
+    use crate::msg::Counters;
+    use crate::phase::phases;
+    use crate::share::{Share, Whole};
+    use hdrhistogram::serialization::V2Serializer;
+    use volley_metrics::hist;
+    use volley_metrics::Metric;
+
+    const RUN: &str = "r1";
+
+    fn cfg() -> CoordinatorConfig {
+        let whole = Whole {
+            requests: None,
+            rate_rps: Some(99.0),
+            connections: 3,
+            duration_ms: Some(300_000),
+        };
+        CoordinatorConfig::new("nats://127.0.0.1:1", RUN, whole, 3)
+    }
+
+    fn report(i: u32, name: &str) -> AgentReport {
+        AgentReport {
+            name: name.into(),
+            share: Share {
+                index: i,
+                of: 3,
+                requests: None,
+                rate_milli_rps: Some(33_000),
+                connections: 1,
+                duration_ms: Some(300_000),
+            },
+            delay_ms: 0,
+            late_ms: 0,
+            clock: ClockOffset {
+                offset_ns: 0,
+                rtt_ns: 0,
+                probes: 1,
+            },
+            clock_warning: false,
+            final_record: None,
+            lost_from_s: None,
+            process_exited: false,
+            late_seconds: 0,
+            max_late_ms: 0,
+            refused: 0,
+            after_merge: 0,
+        }
+    }
+
+    /// A second of 33 requests as a starved machine answers them (200 us to 8 s), in
+    /// all seven histograms, as an agent sends it.
+    fn starved_record(agent: &str, second: u64) -> SecondRecord {
+        let mut h = hist::new_hist();
+        for k in 0..33u64 {
+            h.record(200 + k * k * 7_300).unwrap();
+        }
+        let bytes = hist::encode(&mut V2Serializer::new(), &h).unwrap();
+        let hists = Metric::ALL
+            .iter()
+            .map(|m| {
+                (
+                    m.name().to_string(),
+                    serde_bytes::ByteBuf::from(bytes.clone()),
+                )
+            })
+            .collect();
+        SecondRecord {
+            proto: PROTO,
+            agent: agent.into(),
+            second,
+            hists,
+            counters: Counters {
+                requests: 33,
+                ok: 33,
+                ..Counters::default()
+            },
+            generator_bound: false,
+            counts: None,
+            resources: None,
+        }
+    }
+
+    fn send(st: &mut State<'_>, agents: &mut [AgentReport], kind: &str, name: &str, m: &[u8]) {
+        let subject = subject::stream(RUN, name, kind);
+        let (i, taken) = st.take(&subject, m, agents).unwrap().unwrap();
+        st.file(i, taken, agents, &mut |_| {}).unwrap();
+    }
+
+    fn final_record(name: &str, last_second: u64, records_sent: u64) -> Vec<u8> {
+        msg::encode(&FinalRecord {
+            proto: PROTO,
+            agent: name.into(),
+            records_sent,
+            last_second: Some(last_second),
+            totals: Counters::default(),
+            ending: Ending::Done,
+            error: None,
+            share: None,
+            share_parts: 0,
+        })
+        .unwrap()
+    }
+
+    /// Issue 26: a coordinator rose to 113 MB while its agents were starved. Three
+    /// agents over 300 s: b has quiet seconds (no record: nothing was intended in them),
+    /// c is starved and its records come `LAG` seconds behind the others'. A quiet
+    /// second closes as soon as every due agent is past it, the seconds behind c hold
+    /// only records' bytes, and what is merged live is the merge of the whole run.
+    #[test]
+    fn a_quiet_second_closes_with_the_next_record_and_a_starved_agents_lag_holds_only_bytes() {
+        const LAG: u64 = 120;
+        const LAST: u64 = 299;
+        let quiet = [100, 200];
+        let cfg = cfg();
+        let names = ["a", "b", "c"];
+        let mut agents: Vec<AgentReport> = (0..3).map(|i| report(i, names[i as usize])).collect();
+        let mut st = State::new(&cfg, clock::wall_ns(), &agents);
+        let mut full: Vec<AgentSeries> = names.iter().map(|n| AgentSeries::new(n, 0)).collect();
+        let mut sent = [0u64; 3];
+        let mut feed = |st: &mut State<'_>, agents: &mut [AgentReport], i: usize, s: u64| {
+            let r = starved_record(names[i], s);
+            send(st, agents, "sec", names[i], &msg::encode(&r).unwrap());
+            let received = Received {
+                record: r,
+                arrived_ms: 0,
+            };
+            full[i].received.insert(s, received);
+            sent[i] += 1;
+        };
+        let mut old_most = 0;
+        for t in 0..=LAST {
+            feed(&mut st, &mut agents, 0, t);
+            if !quiet.contains(&t) {
+                feed(&mut st, &mut agents, 1, t);
+            }
+            if let Some(c) = t.checked_sub(LAG) {
+                feed(&mut st, &mut agents, 2, c);
+                if c > 0 && quiet.contains(&(c - 1)) {
+                    assert!(
+                        st.closed.contains(&(c - 1)),
+                        "quiet second {} closed",
+                        c - 1
+                    );
+                }
+            }
+            if t == LAST {
+                // What the same seconds held while each was merged as its records came.
+                let held = st.pending.iter().map(|&s| {
+                    let mut p = Pending::new(s);
+                    for a in &st.series {
+                        if let Some(r) = a.received.get(&s) {
+                            p.add(&a.agent, r, 0).unwrap();
+                        }
+                    }
+                    p.decoded_bytes()
+                });
+                old_most = held.sum();
+            }
+        }
+        for c in LAST + 1 - LAG..=LAST {
+            feed(&mut st, &mut agents, 2, c);
+        }
+        assert!(
+            st.pending.is_empty(),
+            "every second closed before any final record: {:?}",
+            st.pending
+        );
+        for (i, name) in names.iter().enumerate() {
+            send(
+                &mut st,
+                &mut agents,
+                "final",
+                name,
+                &final_record(name, LAST, sent[i]),
+            );
+            full[i].last_s = Some(LAST);
+        }
+        let most = st.backlog;
+        eprintln!(
+            "{} seconds waited for the starved agent at most: {} KB of records held, {} KB \
+             when each waiting second was merged as its records came",
+            most.seconds,
+            most.bytes / 1_000,
+            old_most / 1_000
+        );
+        assert!(most.seconds <= LAG as usize + 1, "{most:?}");
+        assert!(
+            most.bytes <= most.seconds * 3 * 4_000,
+            "a few KB a second waiting: {most:?}"
+        );
+        let whole = merge(full, cfg.late_grace_ms()).unwrap();
+        let live: Vec<MergedSecond> = st.kept.values().map(|m| (**m).clone()).collect();
+        assert_eq!(live, whole.seconds);
+        assert!(agents.iter().all(|a| a.after_merge == 0));
+        let (_, cut_live) = st.tally.finish(None).unwrap();
+        assert_eq!(cut_live, phases(&whole, cfg.warmup()));
+    }
+
+    /// A record of a second merged without it (it came after a later one of its
+    /// agent's) is counted and not held.
+    #[test]
+    fn a_record_after_its_second_was_merged_is_counted_not_held() {
+        let cfg = cfg();
+        let mut agents: Vec<AgentReport> = ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| report(i as u32, n))
+            .collect();
+        let mut st = State::new(&cfg, clock::wall_ns(), &agents);
+        let rec = |n: &str, s| msg::encode(&starved_record(n, s)).unwrap();
+        for n in ["a", "b", "c"] {
+            send(&mut st, &mut agents, "sec", n, &rec(n, 0));
+        }
+        for n in ["a", "c"] {
+            send(&mut st, &mut agents, "sec", n, &rec(n, 1));
+        }
+        send(&mut st, &mut agents, "sec", "b", &rec("b", 2));
+        assert!(st.closed.contains(&1), "b is past 1: closed without it");
+        send(&mut st, &mut agents, "sec", "b", &rec("b", 1));
+        assert_eq!(agents[1].after_merge, 1);
+        assert!(!st.series[1].received.contains_key(&1));
+        send(&mut st, &mut agents, "sec", "b", &rec("b", 0));
+        assert_eq!(
+            agents[1].after_merge, 1,
+            "a record sent again is no new one"
+        );
+        assert_eq!(st.kept[&1].slots["b"], crate::merge::Slot::Missing);
+    }
 }

@@ -11,6 +11,7 @@
 use crate::auth::BusCredentials;
 use crate::bus::{self, Bus};
 use crate::clock::{self, ClockOffset, Probe};
+pub use crate::collect::Backlog;
 use crate::collect::{self, Collected};
 use crate::fold::{Folded, Tally};
 use crate::load::LoadSpec;
@@ -226,6 +227,15 @@ pub struct AgentReport {
     /// Records it sent after it had been declared lost, refused (never merged).
     #[serde(rename = "refused_after_lost")]
     pub refused: u64,
+    /// Its records of a second already merged without them (they came after a later
+    /// record of its own, which agents never send): counted, never merged. Stored only
+    /// when some came.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub after_merge: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The whole run.
@@ -244,6 +254,8 @@ pub struct RunResult {
     pub folded: Folded,
     /// Phases by active injector set.
     pub phases: Vec<Phase>,
+    /// The most the live merge held at once waiting for late records.
+    pub backlog: Backlog,
 }
 
 /// Runs one coordinated run; blocks until it is over.
@@ -267,6 +279,7 @@ pub fn coordinate(
             closed,
             kept,
             mut tally,
+            backlog,
         } = c;
         let merged = merge_rest(cfg, series, (&closed, kept), &mut tally, on_event)?;
         count_late(&mut agents, &tally);
@@ -278,6 +291,7 @@ pub fn coordinate(
             merged,
             folded,
             phases,
+            backlog,
         };
         match bus_gone {
             Some(after) => Err(AgentsError::BusGone {
@@ -520,6 +534,7 @@ async fn assign(
             late_seconds: 0,
             max_late_ms: 0,
             refused: 0,
+            after_merge: 0,
         });
     }
     Ok((t0_ns, agents))

@@ -90,6 +90,15 @@ impl AgentSeries {
         self.received.contains_key(&s) || self.merged.seconds.contains(&s)
     }
 
+    /// Whether it is past second `s`: its record of `s` came, or one of a later second.
+    /// An agent sends its records in second order, each only once the one before was
+    /// received ([`crate::outbox`]), so a later record means no record of `s` is coming:
+    /// it had nothing in `s` (no request intended in it) or dropped it from a full
+    /// outbox. Either way `s` is missing for it, and waiting longer holds `s` for nothing.
+    pub fn passed(&self, s: u64) -> bool {
+        self.holds(s) || self.last_second().is_some_and(|l| l > s)
+    }
+
     /// Every second whose record came, in order.
     pub fn seconds(&self) -> Vec<u64> {
         let merged = self.merged.seconds.iter().flat_map(|r| r.clone());
@@ -304,9 +313,10 @@ pub(crate) fn merge_second(
     p.close(agents, run_last)
 }
 
-/// One second being merged record by record, as the records arrive: the coordinator's
-/// live merge pays each record's decoding when it comes, so a second is ready the moment
-/// its last record is added (and the run's end merges only the seconds it never closed).
+/// One second being merged record by record. Only for as long as one merge lasts: a
+/// second waiting for a late record keeps that record's bytes, never a `Pending`, whose
+/// decoded histograms (seven, 8 to 94 KB each) made every second held behind a starved
+/// agent cost up to ~650 KB (issue 26: a coordinator at 113 MB).
 #[derive(Debug)]
 pub(crate) struct Pending {
     out: MergedSecond,
@@ -375,6 +385,13 @@ impl Pending {
             out.generator_bound.push(agent.to_string());
         }
         Ok(())
+    }
+
+    /// The bytes its decoded histograms hold (what a second waiting in this form costs).
+    #[cfg(test)]
+    pub(crate) fn decoded_bytes(&self) -> usize {
+        let counts: usize = self.hists.values().map(Hist::distinct_values).sum();
+        counts * std::mem::size_of::<u32>()
     }
 
     /// The merged second: every other agent's part named (missing, lost, or not due),

@@ -452,8 +452,25 @@ mod tests {
             b.lost_from_s = Some(4);
             vec![series("a", 0..=9, 10, 1_000), b]
         };
+        // b had nothing in seconds 4 and 8 (no record, not lost); c was starved: its
+        // records came two minutes late.
+        let quiet_and_starved = || {
+            let mut b = series("b", 0..=11, 10, 1_000);
+            b.received.remove(&4);
+            b.received.remove(&8);
+            let mut c = series("c", 1..=11, 10, 2_000);
+            c.received
+                .values_mut()
+                .for_each(|r| r.arrived_ms += 120_000);
+            vec![series("a", 0..=11, 10, 1_000), b, c]
+        };
         let ms = Duration::from_millis;
         let cases: Vec<(&str, Vec<AgentSeries>, Duration)> = vec![
+            (
+                "a quiet second and a starved agent",
+                quiet_and_starved(),
+                ms(1_000),
+            ),
             ("staggered 1 2 3 2 1", staggered(), Duration::ZERO),
             ("staggered, 1.5 s warm-up", staggered(), ms(1_500)),
             ("a 3 s warm-up spans a whole phase", staggered(), ms(3_000)),

@@ -467,6 +467,10 @@ pub fn send_lag_limit(offered_rate_rps: f64) -> Duration {
 /// was machine-stalled (the same rule as a run's label in volley-metrics). One
 /// generator-bound second keeps the step generator-bound.
 ///
+/// The kernel's counters come first ([`connect_cause`]): a connect that found no free
+/// port makes the step `GeneratorBound`; an accept queue that overflowed makes a late
+/// step, or a failed one with its lag in the grey zone, `ServerBound`.
+///
 /// Records made before the split (no `sched_lag_p99`, no `dispatch_rate_rps`) are
 /// judged on send lag and send rate, as they were then.
 pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
@@ -475,8 +479,14 @@ pub fn bound_label(stats: &StepStats, sustainable: bool) -> Bound {
     if stats.connects_without_port.is_some_and(|n| n > 0) {
         return Bound::GeneratorBound;
     }
+    let queue_full = connect_cause(stats) == Some(ConnectCause::AcceptQueueFull);
     match own_bound(stats, sustainable) {
-        Bound::GeneratorBound if connect_cause(stats) == Some(ConnectCause::AcceptQueueFull) => {
+        Bound::GeneratorBound if queue_full => Bound::ServerBound,
+        // A failed step whose lag sat in the grey zone (a punctual pacer by the rule
+        // otherwise): the kernel saw the listener drop SYNs, which answers the doubt.
+        Bound::Inconclusive
+            if queue_full && !sustainable && own_bound(stats, true) == Bound::ServerBound =>
+        {
             Bound::ServerBound
         }
         Bound::GeneratorBound
@@ -531,38 +541,63 @@ pub fn connect_cause(stats: &StepStats) -> Option<ConnectCause> {
 /// A sentence for the step's notes naming [`connect_cause`] with its count.
 pub fn connect_cause_note(stats: &StepStats) -> Option<String> {
     Some(match connect_cause(stats)? {
-        ConnectCause::AcceptQueueFull => format!(
-            "the server's accept queue overflowed ({} SYN(s) dropped, TcpExt ListenOverflows): connects waited in SYN retransmits, so the generator's lateness was the server's doing",
-            stats.listen_overflows.unwrap_or(0)
-        ),
-        ConnectCause::NoFreePort => {
-            let failed = match stats.connects_without_port {
-                Some(n) if n > 0 => format!("{n} connect(s) failed for want of a free local port (EADDRNOTAVAIL); "),
-                _ => String::new(),
-            };
-            let held = match (stats.ports_used_of_range, stats.time_wait) {
-                (Some((used, range)), Some(tw)) => format!(
-                    "{used} sockets towards the target held ports of the {range} in the local range, {tw} of them in TIME_WAIT"
-                ),
-                (Some((used, range)), None) => format!(
-                    "{used} sockets towards the target held ports of the {range} in the local range (TIME_WAIT included)"
-                ),
-                _ => "the sockets towards the target were not counted".to_string(),
+        ConnectCause::AcceptQueueFull => {
+            let late = if own_bound(stats, true) == Bound::GeneratorBound {
+                ", so the generator's lateness was the server's doing"
+            } else {
+                ""
             };
             format!(
-                "{failed}{held}: the generator's machine ran out of ports, not the server"
+                "the server's accept queue overflowed ({} SYN(s) dropped, TcpExt ListenOverflows): connects waited in SYN retransmits{late}",
+                stats.listen_overflows.unwrap_or(0)
             )
         }
+        ConnectCause::NoFreePort => no_free_port_note(
+            stats.connects_without_port,
+            stats.ports_used_of_range,
+            stats.time_wait,
+        ),
     })
 }
 
-/// The step's note for [`connect_cause`] when the cause decided its label: a connect
-/// that found no free port, or a step late by its own figures (dispatch short or
-/// scheduler lag over the limit) whose connects waited behind the accept queue or found
-/// the ports taken. A step that kept its schedule needs no such note.
-pub fn connect_note(stats: &StepStats) -> Option<String> {
+/// The words for connects that found no free local port: `failed` connects that failed
+/// with EADDRNOTAVAIL, and the sockets towards the target that held the range
+/// (`(used, range)`, `time_wait` of them in TIME_WAIT). One wording for a study step and
+/// a `volley bench` run alike.
+pub fn no_free_port_note(
+    failed: Option<u64>,
+    ports_used_of_range: Option<(u64, u64)>,
+    time_wait: Option<u64>,
+) -> String {
+    let failed = match failed {
+        Some(n) if n > 0 => {
+            format!("{n} connect(s) failed for want of a free local port (EADDRNOTAVAIL); ")
+        }
+        _ => String::new(),
+    };
+    let held = match (ports_used_of_range, time_wait) {
+        (Some((used, range)), Some(tw)) => format!(
+            "{used} sockets towards the target held ports of the {range} in the local range, {tw} of them in TIME_WAIT"
+        ),
+        (Some((used, range)), None) => format!(
+            "{used} sockets towards the target held ports of the {range} in the local range (TIME_WAIT included)"
+        ),
+        _ => "the sockets towards the target were not counted".to_string(),
+    };
+    format!("{failed}{held}: the generator's machine ran out of ports, not the server")
+}
+
+/// The step's note for [`connect_cause`] when the cause decided its label or explains
+/// its failure: a connect that found no free port; a step late by its own figures
+/// (dispatch short or scheduler lag over the limit) whose connects waited behind the
+/// accept queue or found the ports taken; or a step that was not `sustainable` while
+/// the accept queue overflowed, whatever the pacer did (a server-bound step that failed
+/// because the listener dropped SYNs says so, with the count). A step that kept its
+/// schedule and its rate needs no such note.
+pub fn connect_note(stats: &StepStats, sustainable: bool) -> Option<String> {
     let no_port = stats.connects_without_port.is_some_and(|n| n > 0);
-    if no_port || own_bound(stats, true) == Bound::GeneratorBound {
+    let queue = !sustainable && connect_cause(stats) == Some(ConnectCause::AcceptQueueFull);
+    if no_port || queue || own_bound(stats, true) == Bound::GeneratorBound {
         connect_cause_note(stats)
     } else {
         None

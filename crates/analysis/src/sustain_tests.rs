@@ -175,6 +175,42 @@ fn connect_waits_are_labelled_by_the_kernels_counters() {
         ..healthy()
     };
     assert_eq!(bound_label(&kept, true), ServerBound);
+    assert_eq!(
+        connect_note(&kept, true),
+        None,
+        "a step that carried its rate"
+    );
+    // A punctual pacer whose step failed because the listener dropped SYNs: the label
+    // is the server's anyway, and the note says why, without blaming a late generator.
+    let dropped = StepStats {
+        listen_overflows: Some(900),
+        ports_used_of_range: free,
+        connections_opened: Some(3_000),
+        reply_rate_rps: 400.0,
+        ..healthy()
+    };
+    let v = judge(&dropped, &rule());
+    assert!(!v.sustainable);
+    assert_eq!(v.bound, ServerBound);
+    let note = connect_note(&dropped, false).expect("the queue's overflow is named");
+    assert!(note.contains("900 SYN(s) dropped"), "{note}");
+    assert!(!note.contains("lateness"), "{note}");
+    // Failed with the lag in the grey zone (0.6 ms of a 1 ms limit): inconclusive by
+    // the lag alone, the server's once the listener is seen dropping SYNs.
+    let grey = StepStats {
+        sched_lag_p99: Some(Duration::from_micros(600)),
+        ..dropped.clone()
+    };
+    assert_eq!(bound_label(&grey, false), ServerBound);
+    let unseen = StepStats {
+        listen_overflows: Some(0),
+        ..grey.clone()
+    };
+    assert_eq!(bound_label(&unseen, false), Inconclusive);
+    // The late step's note keeps its clause.
+    assert!(connect_note(&full, false)
+        .unwrap()
+        .contains("lateness was the server's doing"));
 }
 
 /// Connects that failed for want of a free local port (EADDRNOTAVAIL) are the

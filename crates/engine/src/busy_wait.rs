@@ -22,8 +22,15 @@
 //! nothing (a slow server), the worker sleeps at once, and tries polling again only
 //! every [`RETRY_EVERY`] sleeps, so a server answering every few milliseconds costs a
 //! few polls a second, not one per request.
+//!
+//! The policy lives here once ([`poll_then_sleep`]); each I/O path only says how to
+//! look without sleeping and how to sleep: epoll with a zero or a real timeout, io_uring
+//! by peeking at its completions (no system call while nothing arrived) or waiting in
+//! its ring.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The longest a worker polls before it sleeps. Replies on loopback or a LAN usually
 /// follow within tens of microseconds; a poll beyond that mostly waits for a server
@@ -90,9 +97,132 @@ impl PollPolicy {
     }
 }
 
+/// Waits up to `timeout` (from `now`, on `clock`) through `wait`, which looks without
+/// sleeping when given `Duration::ZERO` and else sleeps up to the duration it is given,
+/// and says whether it found anything. With `in_flight` requests on the wire the first
+/// look is followed by looks (the core yielded between them) for up to the policy's
+/// window, and only then by the sleep for the rest of `timeout`: a reply that lands
+/// within the window costs the server no wake-up of this thread.
+///
+/// Returns the ns spent looking after the first look (counted process-wide as well,
+/// [`busy_wait_ns`]) when a window was polled, `None` when the wait went straight to
+/// sleep or found something at once.
+pub(crate) fn poll_then_sleep(
+    policy: &mut PollPolicy,
+    in_flight: usize,
+    now: u64,
+    timeout: Duration,
+    clock: impl Fn() -> u64,
+    mut wait: impl FnMut(Duration) -> io::Result<bool>,
+) -> io::Result<Option<u64>> {
+    let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+    let window_ns = match timeout_ns {
+        0 => 0,
+        _ => policy.window_ns(in_flight),
+    };
+    if window_ns == 0 {
+        wait(timeout)?;
+        return Ok(None);
+    }
+    // The first look is the one the loop always makes; only what follows it is waiting.
+    if wait(Duration::ZERO)? {
+        return Ok(None);
+    }
+    let spin_end = now.saturating_add(window_ns.min(timeout_ns));
+    let mut polled_at = clock();
+    let waited_from = polled_at;
+    let found = loop {
+        if polled_at >= spin_end {
+            break false;
+        }
+        // Whoever else is ready on this core runs first (a server sharing it, above
+        // all): the poll only takes time nobody else wants.
+        std::thread::yield_now();
+        let found = wait(Duration::ZERO)?;
+        polled_at = clock();
+        if found {
+            break true;
+        }
+    };
+    let busy_ns = polled_at - waited_from;
+    add_busy_wait(busy_ns);
+    policy.outcome(found);
+    if !found {
+        let left = timeout_ns.saturating_sub(polled_at.saturating_sub(now));
+        wait(Duration::from_nanos(left))?;
+    }
+    Ok(Some(busy_ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::{Cell, RefCell};
+
+    /// One wait of 5 ms with 4 requests in flight, on a clock that each look moves on
+    /// by 10 us, where look number `hit` (1-based; 0: none) finds a reply. Returns the
+    /// timeouts the looks were given and the busy time reported.
+    fn scripted(hit: usize) -> (Vec<Duration>, Option<u64>) {
+        let (clock, given) = (Cell::new(0u64), RefCell::new(Vec::new()));
+        let mut p = PollPolicy::default();
+        let busy = poll_then_sleep(
+            &mut p,
+            4,
+            0,
+            Duration::from_millis(5),
+            || clock.get(),
+            |t| {
+                given.borrow_mut().push(t);
+                clock.set(clock.get() + 10_000);
+                Ok(given.borrow().len() == hit)
+            },
+        )
+        .expect("wait");
+        (given.into_inner(), busy)
+    }
+
+    #[test]
+    fn a_reply_within_the_window_ends_the_poll_without_sleeping() {
+        // The first look, then looks until the third found the reply: no sleep.
+        assert_eq!(scripted(3), (vec![Duration::ZERO; 3], Some(20_000)));
+    }
+
+    #[test]
+    fn a_window_that_finds_nothing_sleeps_for_the_rest_of_the_timeout() {
+        let (given, busy) = scripted(0);
+        let (sleep, looks) = given.split_last().expect("looks");
+        assert!(looks.iter().all(|t| t.is_zero()));
+        // A look every 10 us until the 50 us window from `now` was over (the first
+        // look's 10 us is not waiting), then the sleep for the rest of the 5 ms.
+        assert_eq!(looks.len(), 5);
+        assert_eq!(*sleep, Duration::from_nanos(5_000_000 - 50_000));
+        assert_eq!(busy, Some(40_000));
+    }
+
+    #[test]
+    fn nothing_in_flight_or_no_time_to_wait_goes_straight_to_the_wait() {
+        for (in_flight, timeout) in [(0, Duration::from_millis(5)), (4, Duration::ZERO)] {
+            let mut given = Vec::new();
+            let mut p = PollPolicy::default();
+            let busy = poll_then_sleep(
+                &mut p,
+                in_flight,
+                0,
+                timeout,
+                || 0,
+                |t| {
+                    given.push(t);
+                    Ok(false)
+                },
+            )
+            .expect("wait");
+            assert_eq!(
+                (given, busy),
+                (vec![timeout], None),
+                "{in_flight} in flight"
+            );
+        }
+    }
 
     #[test]
     fn nothing_in_flight_means_no_poll() {

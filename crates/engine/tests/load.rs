@@ -73,6 +73,7 @@ mod uring {
         connection_cap_is_reported,
         idle_closed_keep_alive_connection_is_retried_not_an_error,
         invalid_configs_are_refused,
+        waiting_for_a_slow_server_polls_a_little_counts_it_and_backs_off,
     );
 }
 

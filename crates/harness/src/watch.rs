@@ -151,12 +151,20 @@ fn death_watch(w: &Watch<'_>, done: &AtomicBool) -> Option<TargetDied> {
 
 /// Fills in what someone else took of the machine during the run, from the monitor
 /// that watched it: the whole run's [`Summary::machine`] and each second's
-/// `others_busy_share` (the monitor's samples whose middle falls in that second,
-/// weighted by their length). Steal plus the CPU of processes outside volley and its
+/// `others_busy_share` and the target's `target_wait_ms` (the monitor's samples whose
+/// middle falls in that second, weighted by their length). A target its cgroup
+/// `throttling` shows was throttled gets no `target_wait_ms`: the kernel keeps a
+/// throttled task queued, so its run delay holds the quota volley set, not a
+/// neighbour's doing (a wait of 569 ms in a second was read from nginx at a 5% quota). Steal plus the CPU of processes outside volley and its
 /// target: the target's own CPU quota, which volley set, never makes the machine busy,
 /// nor do the other targets volley started (a study's idle instances, kept apart in
 /// `MachineLoad::study_cores`).
-pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
+pub fn fill_machine(
+    summary: &mut Summary,
+    monitor: Option<&MonitorReport>,
+    throttling: Option<&ThrottleStats>,
+) {
+    let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
     let Some(r) = monitor else { return };
     let cpus = r.summary.cpus;
     if let Some(others) = r.summary.others_cpu_pct {
@@ -169,23 +177,36 @@ pub fn fill_machine(summary: &mut Summary, monitor: Option<&MonitorReport>) {
     }
     for sec in &mut summary.seconds {
         let (lo, hi) = (sec.second * 1000, (sec.second + 1) * 1000);
-        let (mut weight, mut sum) = (0.0, 0.0);
-        for m in &r.samples {
+        let in_second = |m: &&volley_monitor::MonitorSample| {
             let mid = m.t_ms.saturating_sub(m.interval_ms / 2);
-            let Some(others) = m.system.others_cpu_pct else {
-                continue;
+            (lo..hi).contains(&mid) && m.interval_ms > 0
+        };
+        sec.others_busy_share = weighted(r.samples.iter().filter(in_second), |m| {
+            let others = m.system.others_cpu_pct?;
+            let load = MachineLoad {
+                cpus: m.system.cpus,
+                others_cores: others / 100.0,
+                steal_cores: m.system.cpu_st_pct * f64::from(m.system.cpus) / 100.0,
+                study_cores: m.system.study_targets_cpu_pct.unwrap_or(0.0) / 100.0,
             };
-            if (lo..hi).contains(&mid) && m.interval_ms > 0 {
-                let load = MachineLoad {
-                    cpus: m.system.cpus,
-                    others_cores: others / 100.0,
-                    steal_cores: m.system.cpu_st_pct * f64::from(m.system.cpus) / 100.0,
-                    study_cores: m.system.study_targets_cpu_pct.unwrap_or(0.0) / 100.0,
-                };
-                weight += m.interval_ms as f64;
-                sum += load.busy_share() * m.interval_ms as f64;
-            }
-        }
-        sec.others_busy_share = (weight > 0.0).then(|| sum / weight);
+            Some(load.busy_share())
+        });
+        // The target's wait for a CPU, per second of its samples: the second's own.
+        sec.target_wait_ms = weighted(r.samples.iter().filter(in_second), |m| {
+            m.target.as_ref().map(|t| t.run_wait_ms_per_s)
+        })
+        .filter(|_| !throttled);
     }
+}
+
+/// The mean of `value` over `samples` that have one, weighted by their length.
+fn weighted<'a>(
+    samples: impl Iterator<Item = &'a volley_monitor::MonitorSample>,
+    value: impl Fn(&volley_monitor::MonitorSample) -> Option<f64>,
+) -> Option<f64> {
+    let (weight, sum) = samples.fold((0.0, 0.0), |(w, s), m| match value(m) {
+        Some(v) => (w + m.interval_ms as f64, s + v * m.interval_ms as f64),
+        None => (w, s),
+    });
+    (weight > 0.0).then(|| sum / weight)
 }

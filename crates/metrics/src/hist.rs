@@ -94,11 +94,81 @@ pub fn encode<S: Serializer>(ser: &mut S, h: &Hist) -> Result<Vec<u8>, MetricsEr
     Ok(out)
 }
 
-/// Decodes what [`encode`] wrote (no bytes means an empty histogram).
+/// HdrHistogram's V2 cookies (its serialization format: the word size, 8, in bits 4-7
+/// of the base cookie), plain and inside DEFLATE.
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// The highest `highest trackable value` a histogram volley wrote can declare: it grows
+/// by doubling from 2,047 us until it holds the hour (2^32 us), so twice that is
+/// generous.
+const MAX_DECLARED_HIGH_US: u64 = 1 << 33;
+/// The longest counts payload such a histogram can have: ~25,000 counts of at most 9
+/// bytes each, about 225 KB; 1 MiB leaves room and refuses absurd lengths.
+const MAX_PAYLOAD_BYTES: u32 = 1 << 20;
+
+/// Refuses a histogram header volley never writes before anything is decoded. Why:
+/// hdrhistogram's deserializer allocates the counts for the declared range and a
+/// buffer for the declared payload length before it reads a count, so eight bytes from
+/// any peer on the bus (`highest` near 2^63) made it allocate gigabytes. Reads the
+/// plain V2 header, or the first 40 bytes of the compressed form's inner V2 stream.
+fn check_header(bytes: &[u8]) -> Result<(), MetricsError> {
+    use std::io::Read;
+    let refuse = |detail: String| MetricsError::Codec {
+        action: "decode",
+        detail,
+    };
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let be64 = |b: &[u8]| u64::from_be_bytes(b[..8].try_into().unwrap_or([0; 8]));
+    if bytes.len() < 8 {
+        return Err(refuse(format!("{} bytes are no histogram", bytes.len())));
+    }
+    let mut header = [0u8; 40];
+    let got = match be32(bytes) {
+        V2_COOKIE => {
+            let n = bytes.len().min(40);
+            header[..n].copy_from_slice(&bytes[..n]);
+            n
+        }
+        V2_COMPRESSED_COOKIE => {
+            let mut inner = flate2::read::ZlibDecoder::new(&bytes[8..]).take(40);
+            let mut n = 0;
+            while n < 40 {
+                match inner.read(&mut header[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) => return Err(refuse(format!("inflating its header: {e}"))),
+                }
+            }
+            if be32(&header) != V2_COOKIE {
+                return Err(refuse("the compressed histogram holds no V2 header".into()));
+            }
+            n
+        }
+        c => return Err(refuse(format!("cookie {c:#x} is not a V2 histogram's"))),
+    };
+    if got < 40 {
+        return Err(refuse(format!("a header of {got} of its 40 bytes")));
+    }
+    let (payload, digits) = (be32(&header[4..]), be32(&header[12..]));
+    let (low, high) = (be64(&header[16..]), be64(&header[24..]));
+    if payload > MAX_PAYLOAD_BYTES {
+        return Err(refuse(format!("a counts payload of {payload} bytes")));
+    }
+    if low != LOW_US || digits != u32::from(SIGFIG) || high > MAX_DECLARED_HIGH_US {
+        return Err(refuse(format!(
+            "a histogram of {low}..{high} us at {digits} significant figures, not one volley writes"
+        )));
+    }
+    Ok(())
+}
+
+/// Decodes what [`encode`] wrote (no bytes means an empty histogram). Bytes that come
+/// from elsewhere (an agent over the bus) are checked first: see [`check_header`].
 pub fn decode(bytes: &[u8]) -> Result<Hist, MetricsError> {
     if bytes.is_empty() {
         return Ok(new_hist());
     }
+    check_header(bytes)?;
     let h: Hist = Deserializer::new()
         .deserialize(&mut &bytes[..])
         .map_err(|e| MetricsError::Codec {
@@ -211,10 +281,16 @@ mod tests {
 
     #[test]
     fn decoded_values_past_the_hour_are_refused() {
-        let mut far = Histogram::<u32>::new_with_bounds(1, 100 * HIGH_US, SIGFIG).unwrap();
-        far.record(10 * HIGH_US).unwrap();
+        // A range volley could declare, holding a value past the hour: refused by value.
+        let mut far = Histogram::<u32>::new_with_bounds(1, MAX_DECLARED_HIGH_US, SIGFIG).unwrap();
+        far.record(2 * HIGH_US).unwrap();
         let bytes = encode(&mut V2Serializer::new(), &far).unwrap();
         assert!(matches!(decode(&bytes), Err(MetricsError::Merge(_))));
+        // A range volley never declares: refused by its header, before decoding.
+        let mut farther = Histogram::<u32>::new_with_bounds(1, 100 * HIGH_US, SIGFIG).unwrap();
+        farther.record(10 * HIGH_US).unwrap();
+        let bytes = encode(&mut V2Serializer::new(), &farther).unwrap();
+        assert!(matches!(decode(&bytes), Err(MetricsError::Codec { .. })));
     }
 
     #[test]
@@ -222,5 +298,59 @@ mod tests {
         assert_eq!(ns_to_us(1_499), 1);
         assert_eq!(ns_to_us(1_500), 2);
         assert_eq!(ns_to_us(0), 0);
+    }
+    /// A plain V2 header declaring `low..high` at `digits` with a `payload` length.
+    fn v2_header(payload: u32, digits: u32, low: u64, high: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(V2_COOKIE.to_be_bytes());
+        b.extend(payload.to_be_bytes());
+        b.extend(0u32.to_be_bytes());
+        b.extend(digits.to_be_bytes());
+        b.extend(low.to_be_bytes());
+        b.extend(high.to_be_bytes());
+        b.extend(1.0f64.to_be_bytes());
+        b
+    }
+
+    /// What a fuzzed bus record held: a range near 2^63 (the deserializer would
+    /// allocate its counts, gigabytes), or a payload length of 4 GB, plain or inside
+    /// DEFLATE, is refused from the header; what volley writes still decodes.
+    #[test]
+    fn headers_volley_never_writes_are_refused_before_decoding() {
+        use std::io::Write;
+        let deflated = |plain: &[u8]| {
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(plain).unwrap();
+            let z = z.finish().unwrap();
+            let mut b = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+            b.extend((z.len() as u32).to_be_bytes());
+            b.extend(z);
+            b
+        };
+        for (plain, says) in [
+            (
+                v2_header(10, 3, 1, 8_000_000_000_000_000_000),
+                "not one volley writes",
+            ),
+            (v2_header(u32::MAX, 3, 1, 4096), "a counts payload of"),
+            (v2_header(10, 5, 1, 4096), "not one volley writes"),
+        ] {
+            for bytes in [plain.clone(), deflated(&plain)] {
+                let e = decode(&bytes).unwrap_err().to_string();
+                assert!(e.contains(says), "{e}");
+            }
+        }
+        assert!(decode(&[0x1c, 0x84, 0x93, 0x13]).is_err());
+        assert!(decode(&[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]).is_err());
+        // Both forms volley writes, at the hour's full range, still decode.
+        let mut h = new_hist();
+        h.record(HIGH_US).unwrap();
+        h.record(7).unwrap();
+        for bytes in [
+            encode(&mut V2Serializer::new(), &h).unwrap(),
+            encode(&mut V2DeflateSerializer::new(), &h).unwrap(),
+        ] {
+            assert_eq!(decode(&bytes).unwrap().len(), 2);
+        }
     }
 }

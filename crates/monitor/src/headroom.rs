@@ -250,6 +250,10 @@ pub struct HeadroomReport {
     /// Full samples taken (before the run and at its end; the per-second fd counts
     /// are not included).
     pub samples: u32,
+    /// Connects that failed at once because no local port was free (EADDRNOTAVAIL),
+    /// as the engine counted them (the caller fills this in): the generator's machine's
+    /// shortage, never the server's failure.
+    pub connects_without_port: u64,
 }
 
 impl HeadroomReport {
@@ -496,7 +500,8 @@ mod tests {
                 ports_in_use_max: 64,
                 port_range: 1000,
                 time_wait_max: 9,
-                samples: 3
+                samples: 3,
+                connects_without_port: 0,
             }
         );
         assert_eq!(r.warning(), None);

@@ -69,6 +69,12 @@ pub struct TargetSample {
     pub ctx_involuntary_per_s: f64,
     /// Open file descriptors across the processes (sockets included).
     pub open_fds: u64,
+    /// How long the target's threads were runnable but waited for a CPU, ms per second
+    /// of the interval, summed over threads (their `schedstat` run delay; two threads
+    /// each waiting the whole second give 2000): CPUs held by others, volley or one
+    /// another. Beside others' CPU it tells a target the machine starved from one
+    /// its load kept busy (docs/methodology.md, "The target's wait for a CPU").
+    pub run_wait_ms_per_s: f64,
 }
 
 /// System-wide figures, as vmstat prints them.
@@ -156,6 +162,10 @@ pub struct MonitorSummary {
     /// (see [`SystemSample::study_targets_cpu_pct`]).
     #[serde(default)]
     pub study_targets_cpu_pct: Option<f64>,
+    /// The target's threads' wait for a CPU over the run, ms per second (see
+    /// [`TargetSample::run_wait_ms_per_s`]); `None` without a process to read.
+    #[serde(default)]
+    pub target_run_wait_ms_per_s: Option<f64>,
     /// Steal over the run, percent of one CPU.
     #[serde(default)]
     pub steal_pct: Option<f64>,
@@ -201,6 +211,7 @@ mod tests {
             max_time_wait: 0,
             others_cpu_pct: None,
             study_targets_cpu_pct: None,
+            target_run_wait_ms_per_s: None,
             steal_pct: None,
             cpus: 2,
         };

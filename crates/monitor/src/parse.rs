@@ -300,6 +300,12 @@ pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// Time runnable but waiting for a CPU, in nanoseconds, from a `schedstat` line (its
+/// second field, the run delay): other tasks held the CPUs the thread could use.
+pub fn parse_schedstat_wait_ns(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Cumulative CPU time of a cgroup in nanoseconds: `usage_usec` from a v2 `cpu.stat`,
 /// or the single number of a v1 `cpuacct.usage` (already in nanoseconds).
 pub fn parse_cgroup_cpu_ns(text: &str) -> Option<u64> {
@@ -354,6 +360,11 @@ mod tests {
             Some(217314063)
         );
         assert_eq!(parse_schedstat_ns(""), None);
+        assert_eq!(
+            parse_schedstat_wait_ns("217314063 193904884 301\n"),
+            Some(193_904_884)
+        );
+        assert_eq!(parse_schedstat_wait_ns("217314063\n"), None);
         let v2 = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
         assert_eq!(parse_cgroup_cpu_ns(v2), Some(1_500_000));
         assert_eq!(parse_cgroup_cpu_ns("1205468691640\n"), Some(1205468691640));

@@ -209,6 +209,10 @@ pub(crate) struct TreeReading {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub open_fds: u64,
+    /// Time the live threads were runnable but waited for a CPU (their `schedstat` run
+    /// delay, summed), ns. Threads that exited take theirs with them, so an interval in
+    /// which the sum fell counts as no wait.
+    pub run_delay_ns: u64,
 }
 
 /// Every cumulative counter the monitor reads, at one instant.
@@ -340,7 +344,9 @@ impl Reader {
             // exact per-thread figure wins; ticks still cover threads that have exited.
             let own_ticks_ns = ((st.utime_ticks + st.stime_ticks) as f64 * ns_per_tick) as u64;
             let children_ns = ((st.cutime_ticks + st.cstime_ticks) as f64 * ns_per_tick) as u64;
-            r.cpu_ns += threads_cpu_ns(pid).max(own_ticks_ns) + children_ns;
+            let (threads_ns, wait_ns) = threads_schedstat_ns(pid);
+            r.cpu_ns += threads_ns.max(own_ticks_ns) + children_ns;
+            r.run_delay_ns += wait_ns;
             r.threads += st.threads;
             r.rss_bytes += st.rss_pages * self.page_bytes;
             if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
@@ -388,15 +394,20 @@ fn own_cgroup_name(scope: &ProcessScope) -> Option<String> {
     )
 }
 
-/// Exact on-CPU nanoseconds of a process's live threads (0 if it has exited).
-fn threads_cpu_ns(pid: u32) -> u64 {
+/// Exact on-CPU nanoseconds of a process's live threads, and their time runnable but
+/// waiting for a CPU, ns (both 0 if it has exited).
+fn threads_schedstat_ns(pid: u32) -> (u64, u64) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return (0, 0);
     };
     dir.flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|t| parse::parse_schedstat_ns(&t))
-        .sum()
+        .fold((0, 0), |(cpu, wait), t| {
+            (
+                cpu + parse::parse_schedstat_ns(&t).unwrap_or(0),
+                wait + parse::parse_schedstat_wait_ns(&t).unwrap_or(0),
+            )
+        })
 }
 
 /// `root` and every process whose parent chain leads to it.
@@ -511,6 +522,7 @@ pub(crate) fn diff(a: &Snapshot, b: &Snapshot, origin: Instant, iface: &str) -> 
             ctx_voluntary_per_s: per_s(y.ctx_voluntary.saturating_sub(x.ctx_voluntary), secs),
             ctx_involuntary_per_s: per_s(y.ctx_involuntary.saturating_sub(x.ctx_involuntary), secs),
             open_fds: y.open_fds,
+            run_wait_ms_per_s: per_s(y.run_delay_ns.saturating_sub(x.run_delay_ns), secs) / 1e6,
         }),
         _ => None,
     };
@@ -590,6 +602,11 @@ pub(crate) fn summarize(
         max_time_wait: samples.iter().map(|s| s.tcp.time_wait).max().unwrap_or(0),
         others_cpu_pct: whole.system.others_cpu_pct,
         study_targets_cpu_pct: whole.system.study_targets_cpu_pct,
+        target_run_wait_ms_per_s: whole
+            .target
+            .as_ref()
+            .filter(|_| has_target)
+            .map(|t| t.run_wait_ms_per_s),
         steal_pct: (secs > 0.0).then(|| {
             last.sys.steal_ticks.saturating_sub(first.sys.steal_ticks) as f64
                 / last.ticks_per_s
@@ -618,6 +635,7 @@ mod tests {
                 ctx_voluntary: 10,
                 ctx_involuntary: 1,
                 open_fds: 9,
+                run_delay_ns: user * 2_000_000,
             }),
             sys: SysStat {
                 user_ticks: sys_total / 2,
@@ -722,6 +740,8 @@ mod tests {
         // 50 ticks over 2 s at 100 Hz = 0.25 CPU.
         assert!((t.cpu_user_pct - 25.0).abs() < 1e-9);
         assert!((t.cpu_sys_pct - 5.0).abs() < 1e-9);
+        // 50 ticks' worth more of run delay (2 ms each) over 2 s: 50 ms per second.
+        assert!((t.run_wait_ms_per_s - 50.0).abs() < 1e-9);
         assert_eq!(s.t_ms, 2000);
         assert!((s.net.unwrap().tx_packets_per_s - 1000.0).abs() < 1e-9);
         assert!((s.system.cpu_us_pct - 50.0).abs() < 1e-9);
@@ -733,7 +753,8 @@ mod tests {
         let a = snap(t0, 100, 50, 1000, 1000);
         let b = snap(t0 + Duration::from_secs(1), 90, 40, 900, 900);
         let s = diff(&a, &b, t0, "lo");
-        assert_eq!(s.target.unwrap().cpu_user_pct, 0.0);
+        let t = s.target.unwrap();
+        assert_eq!((t.cpu_user_pct, t.run_wait_ms_per_s), (0.0, 0.0));
         assert_eq!(s.system.cpu_us_pct, 0.0);
     }
 
@@ -748,8 +769,10 @@ mod tests {
         assert_eq!(sum.max_rss_bytes, Some(1 << 20));
         assert!((sum.mem_pct.unwrap() - 25.0).abs() < 1e-9);
         assert!((sum.tx_packets_per_s.unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(sum.target_run_wait_ms_per_s, Some(100.0));
         let none = summarize(&[], &a, &b, None, false);
         assert_eq!(none.server_cpu_seconds, None);
+        assert_eq!(none.target_run_wait_ms_per_s, None);
         assert_eq!(none.max_rss_bytes, None);
     }
 
@@ -796,5 +819,56 @@ mod tests {
         assert!(t.processes >= 1 && t.threads >= 1 && t.open_fds >= 1);
         assert!(r.summary.server_cpu_seconds.unwrap() > 0.0);
         assert!(r.summary.max_rss_bytes.unwrap() > 0);
+    }
+
+    /// A real target starved of its CPU by a neighbour: a spinning shell pinned to CPU
+    /// 0 beside a second spinner on the same CPU waits for it about half of every
+    /// second, while a sleeping target never does. Both are this test's own children,
+    /// killed by handle at the end.
+    #[test]
+    fn a_target_that_shares_its_cpu_with_a_neighbour_waits_for_it() {
+        use std::process::{Child, Command, Stdio};
+        struct Killed(Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let spawn = |script: &str| {
+            Command::new("taskset")
+                .args(["-c", "0", "sh", "-c", script])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()
+                .map(Killed)
+        };
+        let (Some(target), Some(_neighbour), Some(sleeper)) = (
+            spawn("while :; do :; done"),
+            spawn("while :; do :; done"),
+            spawn("sleep 5"),
+        ) else {
+            eprintln!("skipped: taskset could not start the processes");
+            return;
+        };
+        let watch = |pid: u32| {
+            let mut c = MonitorConfig::new(ProcessScope::Tree { root_pid: pid }, Instant::now());
+            c.interval = Duration::from_millis(500);
+            Monitor::start(c).unwrap()
+        };
+        let (starved, idle) = (watch(target.0.id()), watch(sleeper.0.id()));
+        std::thread::sleep(Duration::from_millis(1500));
+        let (starved, idle) = (starved.finish(), idle.finish());
+        let waited = starved.summary.target_run_wait_ms_per_s.unwrap();
+        // Two spinners on one CPU each run about half the time: ~500 ms/s of waiting.
+        assert!(waited > 200.0, "the starved target waited {waited:.0} ms/s");
+        // Every whole interval, not only the run: the wait is per second.
+        for s in starved.samples.iter().filter(|s| s.interval_ms >= 400) {
+            let w = s.target.as_ref().unwrap().run_wait_ms_per_s;
+            assert!(w > 100.0, "{w:.0} ms/s at {} ms", s.t_ms);
+        }
+        let slept = idle.summary.target_run_wait_ms_per_s.unwrap();
+        assert!(slept < 20.0, "the sleeping target waited {slept:.1} ms/s");
     }
 }

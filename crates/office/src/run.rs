@@ -75,6 +75,9 @@ pub struct OfficeConfig {
     pub progress: Arc<Progress>,
 }
 
+/// Items each calendar holds when the day starts, by default.
+pub const INITIAL_ITEMS: u64 = 20;
+
 impl OfficeConfig {
     /// Defaults: 250 decisions a day at real time (compression 1: N users are N
     /// people), a warm day of the default length for the default mix
@@ -105,7 +108,7 @@ impl OfficeConfig {
             cold_start: false,
             devices: 2,
             seed: 1,
-            initial_items: 20,
+            initial_items: INITIAL_ITEMS,
             keep_calendars: false,
             timeout: Duration::from_secs(30),
             stop: Arc::new(AtomicBool::new(false)),

@@ -174,7 +174,7 @@ pub fn prepare(
     for _ in held..initial_items {
         let n = user.next_item;
         user.next_item += 1;
-        let name = format!("{}-{n}.ics", user.name);
+        let name = crate::state::item_name(&user.name, n);
         let data = user.item_text(n, 0);
         let mut req = Request::new(Op::PutCreate, "PUT", user.item_path(&name))
             .header("Content-Type", "text/calendar; charset=utf-8");

@@ -167,14 +167,20 @@ impl User {
 
     /// The text of item `n` at revision `seq`, dated within four weeks of today.
     pub fn item_text(&self, n: u64, seq: u32) -> String {
-        let offset = (n.wrapping_mul(7) % 57) as i64 - 28;
-        let hour = 8 + (n % 9) as u32;
-        crate::item::event(
-            &format!("{}-{n}", self.name),
-            seq,
-            &self.today,
-            offset,
-            hour,
-        )
+        item_text(&self.name, &self.today, n, seq)
     }
+}
+
+/// The name of `user`'s item `n`, `<user>-<n>.ics` ([`User::item_number`] reads it back).
+pub fn item_name(user: &str, n: u64) -> String {
+    format!("{user}-{n}.ics")
+}
+
+/// The text of `user`'s item `n` at revision `seq`, dated within four weeks of `today`
+/// (`YYYYMMDD`): what the office writes, and what a server's storage seeded before its
+/// start holds (`volley_targets`' Radicale fixture), so set-up can take it as its own.
+pub fn item_text(user: &str, today: &str, n: u64, seq: u32) -> String {
+    let offset = (n.wrapping_mul(7) % 57) as i64 - 28;
+    let hour = 8 + (n % 9) as u32;
+    crate::item::event(&format!("{user}-{n}"), seq, today, offset, hour)
 }

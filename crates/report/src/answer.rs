@@ -21,8 +21,9 @@ use volley_analysis::bootstrap::{self, Estimate, RESAMPLES};
 use volley_analysis::ratio;
 use volley_analysis::words::number;
 
-/// Seed of the answer's bootstrap: a rebuilt report shows the same interval.
-const SEED: u64 = 0x616e_7377_6572;
+/// Seed of the answer's bootstrap: a rebuilt report shows the same interval, and
+/// `volley compare`'s ratio line the answer's interval.
+pub(crate) const SEED: u64 = 0x616e_7377_6572;
 
 /// Steps a contender had that cannot stand for it, by why.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

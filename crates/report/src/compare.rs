@@ -515,7 +515,12 @@ pub fn compare(store: &Store, a: &str, b: &str, m: Metric) -> Result<Comparison,
         Side {
             run: r.id,
             target: r.target.clone(),
-            median: bootstrap::median_ci(&values, bootstrap::RESAMPLES, 1),
+            // The seed of the report's repeat intervals: the same runs, the same interval.
+            median: bootstrap::median_ci(
+                &values,
+                bootstrap::RESAMPLES,
+                crate::model::BOOTSTRAP_SEED,
+            ),
             values,
             left_out,
             unmatched,
@@ -596,7 +601,8 @@ fn ratios(matched: &[Matched]) -> Result<(Option<bootstrap::Estimate>, Option<f6
         None
     } else {
         Some(
-            ratio::pooled_ratio_ci(&repeated, bootstrap::RESAMPLES, 1)
+            // The answer's seed: the ratio line shows the answer's interval.
+            ratio::pooled_ratio_ci(&repeated, bootstrap::RESAMPLES, crate::answer::SEED)
                 .map_err(|e| ReportError::Compare(format!("cannot form the ratio: {e}")))?,
         )
     };

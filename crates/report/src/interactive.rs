@@ -612,6 +612,13 @@ fn charts(report: &Report) -> Vec<ChartData> {
 /// Draws every chart into its div; runs once the page is parsed.
 const DRAW: &str = r#"(function(){
 var D=JSON.parse(document.getElementById('volley-charts').textContent);
+// Tick labels never overlap: uPlot puts ticks at least an axis's `space` apart, so each
+// axis's space is its widest label (measured in the axis's font: labels grow with the
+// nines and the figures) plus a gap, and a y axis is as wide as its widest label.
+var FONT='12px sans-serif',LINE=14,GAP=16,M=document.createElement('canvas').getContext('2d');M.font=FONT;
+function textW(s){return M.measureText(String(s)).width;}
+function ySize(u,vals,ai,cycle){var a=u.axes[ai];if(cycle>1)return a._size;var w=0;(vals||[]).forEach(function(v){if(v)w=Math.max(w,textW(v));});
+return Math.max(50,Math.ceil(w+((a.ticks&&a.ticks.size)||10)+a.gap+4));}
 function pct(x){var k=Math.round(x);if(Math.abs(x-k)<1e-9&&k>=0)return (100-100*Math.pow(10,-k)).toFixed(Math.max(0,k-2))+'%';
 var p=100*(1-Math.pow(10,-x));return (p>=99?p.toPrecision(Math.max(2,Math.ceil(x)+1)):p.toFixed(0))+'%';}
 function num(v){return v==null?'-':(Math.abs(v)>=100?v.toFixed(0):v.toPrecision(3));}
@@ -640,19 +647,29 @@ s.points={size:l.style==='line'?8:7,width:2,stroke:l.color,fill:l.hollow?'#fffff
 if(l.style==='line'){s.points.show=false;s.points.filter=function(u,si){var ys=u.data[si],o=[];for(var i=0;i<ys.length;i++){if(ys[i]!=null&&marked.has(xs[i]))o.push(i);}return o.length?o:null;};}
 else{s.points.show=true;}
 series.push(s);});
-var axes=[{label:c.x_label}];
-if(c.kind==='pct'){axes[0].splits=function(u,ai,min,max){var o=[];for(var k=Math.ceil(min);k<=Math.floor(max);k++)o.push(k);if(o.length<2){o=[];for(var j=0;j<=4;j++)o.push(min+(max-min)*j/4);}return o;};
+var axes=[{label:c.x_label,font:FONT,space:function(u,ai,min,max){return Math.max(50,Math.max(textW(uPlot.fmtNum(min)),textW(uPlot.fmtNum(max)))+GAP);}}];
+if(c.kind==='pct'){axes[0].incrs=function(u,ai,min,max){return max-min>=2?[1,2,3,4,5,10,20]:[0.05,0.1,0.2,0.25,0.5,1,2];};
+axes[0].space=function(u,ai,min,max){return Math.max(textW(pct(min)),textW(pct(max)))+GAP;};
+axes[0].splits=function(u,ai,min,max,incr){var o=[];for(var v=Math.ceil(min/incr-1e-9)*incr;v<=max+1e-9;v+=incr)o.push(+v.toFixed(6));return o;};
 axes[0].values=function(u,vs){return vs.map(pct);};}
-else if(c.kind==='cat'){var n=c.categories.length,every=Math.max(1,Math.ceil(n/10));
-axes[0].splits=function(){var o=[];for(var i=0;i<n;i++)o.push(i);return o;};
-axes[0].values=function(u,vs){return vs.map(function(v,i){var t=c.categories[v]||'';if(i%every)return '';return t.length>28?t.slice(0,27)+'\u2026':t;});};
+else if(c.kind==='cat'){var n=c.categories.length;
+axes[0].incrs=[1,2,3,4,5,10,20,50,100,1000];
+// Labels turned 20 degrees are parallel strips a tick spacing x sin 20 apart: more than a
+// line's height keeps them apart however long they are.
+axes[0].space=Math.ceil((LINE+2)/Math.sin(Math.PI/9));
+axes[0].splits=function(u,ai,min,max,incr){var o=[];for(var i=0;i<n;i+=incr)o.push(i);return o;};
+// A turned label runs right and down from its tick: it is cut to the room left of
+// the chart's right edge (at most 28 characters).
+axes[0].values=function(u,vs){return vs.map(function(v){var t=c.categories[v]||'';if(t.length>28)t=t.slice(0,27)+'\u2026';
+var room=(u.width-u.bbox.left/devicePixelRatio-u.valToPos(v,'x')-4)/Math.cos(Math.PI/9);
+while(t.length>1&&textW(t)>room)t=t.slice(0,t.length-(t.slice(-1)==='\u2026'?2:1))+'\u2026';return t;});};
 axes[0].rotate=-20;axes[0].size=90;}
 var scales={x:{time:false}};
 if(c.kind==='cat'){scales.x.range=function(){return [-0.5,c.categories.length-0.5];};
 var top=0;c.lines.forEach(function(l){l.points.forEach(function(p){if(p[1]!=null)top=Math.max(top,p[1]);});l.whiskers.forEach(function(wk){top=Math.max(top,wk[2]);});});
 scales.y={range:function(){return [0,top>0?top*1.08:1];}};}
-if(c.kind==='time'&&c.y2_label){axes.push({scale:'rps',label:c.y_label});axes.push({scale:'ms',label:c.y2_label,side:1,grid:{show:false}});}
-else{axes.push({scale:'y',label:c.y_label});}
+if(c.kind==='time'&&c.y2_label){axes.push({scale:'rps',label:c.y_label,font:FONT,size:ySize});axes.push({scale:'ms',label:c.y2_label,side:1,grid:{show:false},font:FONT,size:ySize});}
+else{axes.push({scale:'y',label:c.y_label,font:FONT,size:ySize});}
 var hooks={draw:[function(u){var ctx=u.ctx;ctx.save();
 c.lines.forEach(function(l,li){if(!l.whiskers.length||!u.series[li+1].show)return;
 ctx.strokeStyle=l.color;ctx.lineWidth=2;ctx.beginPath();

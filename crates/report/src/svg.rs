@@ -102,7 +102,8 @@ pub struct Chart {
 const WIDTH: f64 = 900.0;
 const PLOT_HEIGHT: f64 = 300.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 24.0;
+/// Room right of the plot for half the last x label ("99.9999999%" is ~70 px).
+const RIGHT: f64 = 44.0;
 const TOP: f64 = 40.0;
 const LEGEND_COLUMNS: usize = 2;
 
@@ -395,7 +396,8 @@ impl Chart {
         items
     }
 
-    /// The grid with its tick labels, the plot's frame and the axis labels.
+    /// The grid with its tick labels (class `tick`, which the rendered-page test reads to
+    /// check that no two overlap), the plot's frame and the axis labels.
     fn draw_frame(&self, s: &mut String, ax: &Axes) {
         let (x_ticks, y_ticks) = (&ax.x_ticks, &ax.y_ticks);
         let y_step = y_ticks.get(1).map_or(1.0, |b| b - y_ticks[0]);
@@ -405,7 +407,7 @@ impl Chart {
             let y = ax.py(v);
             let _ = write!(
                 s,
-                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
                 LEFT + plot_w,
                 LEFT - 6.0,
                 y + 4.0,
@@ -416,9 +418,10 @@ impl Chart {
             let x = ax.px(*v);
             let _ = write!(
                 s,
-                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e0e0e0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e0e0e0"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
                 TOP + PLOT_HEIGHT,
-                TOP + PLOT_HEIGHT + 16.0,
+                // Low enough that the first label clears the y axis's "0" at the corner.
+                TOP + PLOT_HEIGHT + 20.0,
                 escape(label)
             );
         }
@@ -430,7 +433,7 @@ impl Chart {
             s,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             LEFT + plot_w / 2.0,
-            TOP + PLOT_HEIGHT + 36.0,
+            TOP + PLOT_HEIGHT + 39.0,
             escape(&self.x_label)
         );
         let _ = write!(

@@ -257,6 +257,11 @@ fn coordinate(
     Ok((result, whole))
 }
 
+/// A live merge waiting for this many seconds at once is noted: records leave an agent
+/// a request timeout after their second and reach the coordinator within a second or two,
+/// so a healthy run holds one or two.
+const BACKLOG_NOTED_S: usize = 10;
+
 /// The notes a shared run's injectors leave on its step: fewer started than `wanted`,
 /// one lost (and why), seconds that came late, a clock past its bound.
 fn injector_notes(notes: &mut Vec<String>, r: &RunResult, wanted: usize) {
@@ -265,6 +270,13 @@ fn injector_notes(notes: &mut Vec<String>, r: &RunResult, wanted: usize) {
         notes.push(format!(
             "started with {} of {wanted} injectors: the others were not ready in time (min_agents)",
             r.agents.len()
+        ));
+    }
+    if r.backlog.seconds >= BACKLOG_NOTED_S {
+        notes.push(format!(
+            "the coordinator held up to {} seconds ({} KB of records) waiting for an injector's late records (a starved or slow injector)",
+            r.backlog.seconds,
+            r.backlog.bytes / 1_000
         ));
     }
     for a in &r.agents {
@@ -283,6 +295,12 @@ fn injector_notes(notes: &mut Vec<String>, r: &RunResult, wanted: usize) {
             notes.push(format!(
                 "injector {}: {} seconds arrived late (at most {} ms past the grace; the bus was away or slow) and are filled in",
                 a.name, a.late_seconds, a.max_late_ms
+            ));
+        }
+        if a.after_merge > 0 {
+            notes.push(format!(
+                "injector {}: {} records came after their second had been merged without them (after a later record of its own) and are not in the merge",
+                a.name, a.after_merge
             ));
         }
         if a.clock_warning {

@@ -393,6 +393,7 @@ mod tests {
             machine_busy: false,
             sustain: None,
             conn_wait: None,
+            connects: None,
             office: Some(v),
             target_died: None,
         };

@@ -405,6 +405,7 @@ fn second(p99_ms: f64, pressure: Option<f64>) -> volley_metrics::summary::Second
         probe_over_1ms: None,
         steal_ms: None,
         others_busy_share: pressure,
+        target_wait_ms: None,
         others_on_pacer_ms: None,
         target_on_pacer_ms: None,
         label: volley_metrics::Bound::ServerBound,
@@ -432,22 +433,31 @@ fn on_machine(others_cores: f64, study_cores: f64) -> volley_metrics::Summary {
     s
 }
 
+/// [`on_machine`] with one second per `(others' share, wait ms)`, the wait set by `set`.
+fn with_seconds(
+    others_cores: f64,
+    seconds: &[(Option<f64>, Option<f64>)],
+    set: impl Fn(&mut volley_metrics::summary::SecondSummary, Option<f64>),
+) -> volley_metrics::Summary {
+    let mut s = on_machine(others_cores, 0.0);
+    s.seconds = seconds
+        .iter()
+        .map(|&(share, wait)| {
+            let mut x = second(0.2, share);
+            set(&mut x, wait);
+            x
+        })
+        .collect();
+    s
+}
+
 #[test]
 fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
     use crate::step::{machine_busy, volley_waited};
     // A second: (others' share of the machine, the pacer's wait ms).
     type Sec = (Option<f64>, Option<f64>);
     let with = |others_cores: f64, seconds: &[Sec]| {
-        let mut s = on_machine(others_cores, 0.0);
-        s.seconds = seconds
-            .iter()
-            .map(|&(share, wait)| {
-                let mut x = second(0.2, share);
-                x.pacer_wait_ms = wait;
-                x
-            })
-            .collect();
-        s
+        with_seconds(others_cores, seconds, |x, wait| x.pacer_wait_ms = wait)
     };
     // (others' cores over the step, per second (others' share, pacer's wait ms))
     // -> busy?
@@ -484,6 +494,54 @@ fn the_machine_is_busy_only_when_others_took_the_cpu_from_volley() {
         if cores > 0.5 {
             assert_eq!(volley_waited(&s), want, "{seconds:?}");
         }
+    }
+}
+
+#[test]
+fn a_target_starved_by_the_machine_makes_it_busy_and_one_kept_busy_by_its_load_does_not() {
+    use crate::step::{busy_mark, machine_busy, target_waited};
+    // A second: (others' share of the machine, the target's wait ms); the pacer never
+    // waited (0.2 ms), so only the target's wait can make the step busy.
+    type Sec = (Option<f64>, Option<f64>);
+    let with = |others_cores: f64, seconds: &[Sec]| {
+        with_seconds(others_cores, seconds, |x, wait| {
+            x.pacer_wait_ms = Some(0.2);
+            x.target_wait_ms = wait;
+        })
+    };
+    // (others' cores, seconds) -> (busy, words in the mark)
+    let rows: [(f64, &[Sec], bool, &str); 6] = [
+        // Others took 45% and the target waited 120 ms for a CPU in that second.
+        (
+            0.9,
+            &[(Some(0.45), Some(3.0)), (Some(0.45), Some(120.0))],
+            true,
+            "machine busy: others took 45% of 2 CPU(s) (steal 0%); the target waited up to 120 ms in a second for a CPU",
+        ),
+        // Just at the floor: counts; just under: does not.
+        (0.9, &[(Some(0.45), Some(10.0))], true, "waited up to 10 ms"),
+        (0.9, &[(Some(0.45), Some(9.9))], false, "neither volley's pacer"),
+        // The target waited, but when others were quiet: its load (volley, its own
+        // threads) kept it waiting, not the machine.
+        (
+            0.9,
+            &[(Some(0.02), Some(300.0)), (Some(0.45), Some(1.0))],
+            false,
+            "nor the target 10 ms",
+        ),
+        // A second whose share is unknown does not count for the target.
+        (0.9, &[(None, Some(300.0))], false, ""),
+        // Quiet over the step: never busy.
+        (0.1, &[(Some(0.05), Some(300.0))], false, ""),
+    ];
+    for (cores, seconds, want, words) in rows {
+        let s = with(cores, seconds);
+        assert_eq!(machine_busy(&s), want, "{cores} {seconds:?}");
+        if cores > 0.5 {
+            assert_eq!(target_waited(&s), want, "{seconds:?}");
+        }
+        let mark = busy_mark(&s);
+        assert!(mark.contains(words), "{seconds:?}: {mark}");
     }
 }
 

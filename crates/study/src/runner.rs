@@ -723,6 +723,12 @@ impl StudyRun<'_> {
             ),
             _ => String::new(),
         };
+        // The kernel's word on the connects (a full accept queue, no free port) goes
+        // in the line too: it says whose the failure or the lateness was.
+        let why_not = match &m.verdict.connects {
+            Some(c) => format!("{why_not}; {c}"),
+            None => why_not,
+        };
         let poll_p99_ms = office.and_then(|o| o.poll_p99_ms);
         let lead_in = office.and_then(|o| o.lead_in);
         let is_office = office.is_some();

@@ -206,6 +206,15 @@ enum Served {
     Target(Box<RunningTarget>),
 }
 
+impl Served {
+    /// Whether the target's calendars were written into its storage, items included,
+    /// before it started (`CalendarSetup::Seeded`): set-up then reads them back as its
+    /// own instead of emptying and refilling them.
+    fn seeded(&self) -> bool {
+        matches!(self, Served::Target(t) if t.dav.as_ref().is_some_and(|d| matches!(d.calendars, volley_targets::dav::CalendarSetup::Seeded { .. })))
+    }
+}
+
 /// The URL and accounts of a URL's server (`office1..officeN`, `--caldav-password`),
 /// or of the built-in server started with those accounts when no URL is given.
 fn destination(
@@ -291,7 +300,18 @@ fn managed(
         }
     }
     let mut spec = TargetSpec::new(kind);
-    spec.settings.dav = Some(DavSettings { users: dav_users });
+    // Radicale's calendars and first items are written into its storage before it
+    // starts (a PUT each took half an hour for 2,000 people); set-up then takes them
+    // as a previous day's (`keep_calendars`, below).
+    let seed_items = if kind == TargetKind::Radicale {
+        c.caldav_items
+    } else {
+        0
+    };
+    spec.settings.dav = Some(DavSettings {
+        users: dav_users,
+        seed_items,
+    });
     spec.settings.workers = t.workers;
     // The caps a GET load's target takes (volley itself is not pinned here).
     spec.limits = ResourceLimits {
@@ -344,6 +364,7 @@ pub fn run(
     cfg.trace = c.caldav_trace.clone();
     cfg.decisions_per_day = c.decisions;
     cfg.initial_items = c.caldav_items;
+    cfg.keep_calendars = served.seeded();
     cfg.compress = c.compress;
     cfg.cold_start = c.caldav_cold_start;
     cfg.timeout = load.timeout;

@@ -705,6 +705,7 @@ pub fn run_once(
     if let Some(low) = headroom.and_then(|h| h.warning()) {
         summary.notes.push(low);
     }
+    errors::no_free_port(&mut summary, outcome.connects_without_port);
     summary.notes.extend(
         server_trouble(&summary)
             .into_iter()

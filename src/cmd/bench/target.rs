@@ -601,7 +601,7 @@ fn run_target(
     if let Some(refused) = spec.take_refusal() {
         return Err(refused.context(kind.to_string()));
     }
-    volley_harness::fill_machine(&mut summary, monitor.as_ref());
+    volley_harness::fill_machine(&mut summary, monitor.as_ref(), throttling.as_ref());
     let replay = setup
         .replay
         .zip(replay_source.as_deref())

@@ -45,7 +45,10 @@ pub(super) fn run(what: &str, user: Option<&str>, json: bool) -> anyhow::Result<
         usage!("{kind} cannot serve WebDAV (supported: builtin, nginx, apache-event, apache-prefork, lighttpd, radicale, xandikos)");
     }
     let mut spec = TargetSpec::new(kind);
-    spec.settings.dav = Some(DavSettings { users: 1 });
+    spec.settings.dav = Some(DavSettings {
+        users: 1,
+        seed_items: 0,
+    });
     let target = volley_targets::start(&spec)?;
     let account = target
         .dav

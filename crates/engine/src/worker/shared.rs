@@ -17,7 +17,7 @@ use mio::{Events, Poll, Token};
 
 use super::uring::Ring;
 
-use crate::busy_wait::{add_busy_wait, PollPolicy};
+use crate::busy_wait::{poll_then_sleep, PollPolicy};
 use crate::conn::Transport;
 use crate::decode::BodySpec;
 use crate::live::InFlightIntegral;
@@ -495,9 +495,9 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         )
     }
 
-    /// Waits up to `timeout` from `now` in epoll ([`poll_then_sleep`]), or on the ring
-    /// under `--io uring`, and lists the connections that have something as (slot,
-    /// readable, writable).
+    /// Waits up to `timeout` from `now` in epoll, or on the ring under `--io uring`,
+    /// first polling for a reply as [`crate::busy_wait`] decides, and lists the
+    /// connections that have something as (slot, readable, writable).
     fn wait(
         &mut self,
         events: &mut Events,
@@ -506,10 +506,28 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         timeout: Duration,
     ) -> io::Result<()> {
         ready.clear();
-        if let Some(ring) = &self.ring {
-            return ring.wait(timeout, ready);
+        let shared = self.shared;
+        let clock = || shared.now_ns();
+        let policy = &mut self.poll_policy;
+        let busy = if let Some(ring) = &self.ring {
+            poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| {
+                ring.wait(t, ready)?;
+                Ok(!ready.is_empty())
+            })?
+        } else {
+            let poll = &mut self.poll;
+            poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| {
+                poll.poll(events, Some(t))?;
+                Ok(!events.is_empty())
+            })?
+        };
+        if let Some(ns) = busy {
+            self.stats.busy_wait_ns += ns;
+            self.stats.busy_waits += 1;
         }
-        poll_then_sleep(self, events, now, timeout)?;
+        if self.ring.is_some() {
+            return Ok(());
+        }
         ready.extend(
             events
                 .iter()
@@ -637,56 +655,6 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
     }
     let end = w.core().now_ns();
     finish(w, end);
-}
-
-/// Waits for events up to `timeout` from `now`: with requests in flight, first polls
-/// without blocking for up to the [`PollPolicy`]'s window (so a reply that lands within
-/// it costs the server no wake-up: see [`crate::busy_wait`]), counting that time as
-/// waiting, then sleeps in epoll for the rest.
-fn poll_then_sleep<S: Sink, T: Transport>(
-    core: &mut WorkerCore<'_, S, T>,
-    events: &mut Events,
-    now: u64,
-    timeout: Duration,
-) -> io::Result<()> {
-    let timeout_ns = duration_ns(timeout);
-    let window_ns = match timeout_ns {
-        0 => 0,
-        _ => core.poll_policy.window_ns(core.in_flight),
-    };
-    if window_ns == 0 {
-        return core.poll.poll(events, Some(timeout));
-    }
-    // The first poll is the one the loop always makes; only what follows it is waiting.
-    core.poll.poll(events, Some(Duration::ZERO))?;
-    if !events.is_empty() {
-        return Ok(());
-    }
-    let spin_end = now.saturating_add(window_ns.min(timeout_ns));
-    let mut polled_at = core.now_ns();
-    let waited_from = polled_at;
-    let found = loop {
-        if polled_at >= spin_end {
-            break false;
-        }
-        // Whoever else is ready on this core runs first (a server sharing it, above
-        // all): the poll only takes time nobody else wants.
-        std::thread::yield_now();
-        core.poll.poll(events, Some(Duration::ZERO))?;
-        polled_at = core.now_ns();
-        if !events.is_empty() {
-            break true;
-        }
-    };
-    add_busy_wait(polled_at - waited_from);
-    core.stats.busy_wait_ns += polled_at - waited_from;
-    core.stats.busy_waits += 1;
-    core.poll_policy.outcome(found);
-    if found {
-        return Ok(());
-    }
-    let left = timeout_ns.saturating_sub(polled_at.saturating_sub(now));
-    core.poll.poll(events, Some(Duration::from_nanos(left)))
 }
 
 /// Open loop: dispatches every arrival that is due; returns ns until the next one.

@@ -22,7 +22,9 @@
 //!   receive holds the socket open even after its fd is closed).
 //!
 //! Setup flags: `SINGLE_ISSUER | DEFER_TASKRUN` (6.1+): completions are processed only
-//! when the worker enters, in its own context, never by interrupting it. The ring is
+//! when the worker enters, in its own context, never by interrupting it; `TASKRUN_FLAG`
+//! marks in the shared ring when there are some, so the loop's poll before sleeping
+//! (the policy of [`crate::busy_wait`], as on epoll) peeks without a system call. The ring is
 //! made before the worker's thread starts (so a refusal is known before the run and the
 //! whole run falls back to epoll), disabled, and enabled by the worker on its first wait
 //! so the worker's thread is its one submitter.
@@ -202,6 +204,7 @@ impl Ring {
         let uring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
+            .setup_taskrun_flag()
             .setup_r_disabled()
             .setup_cqsize(sq * 4)
             .build(sq)?;
@@ -236,17 +239,37 @@ impl Ring {
 
     /// Submits what was queued and waits up to `timeout` for completions; appends each
     /// slot that has something to `ready` as (slot, readable, writable).
+    ///
+    /// A zero `timeout` peeks: the kernel enters only when something is queued to
+    /// submit or the ring's `TASKRUN` flag says completions wait for this thread to run
+    /// them, so polling for a reply ([`crate::busy_wait`]) costs no system call while
+    /// nothing has arrived, and a reply that arrives meanwhile wakes nobody (with
+    /// `DEFER_TASKRUN` the kernel wakes the thread only when it sleeps in the ring).
     pub fn wait(&self, timeout: Duration, ready: &mut Vec<(usize, bool, bool)>) -> io::Result<()> {
         let mut g = self.lock();
         let inner = &mut *g;
         inner.enable()?;
-        let ts = Timespec::from(timeout);
-        match inner
-            .uring
-            .submitter()
-            .submit_with_args(1, &SubmitArgs::new().timespec(&ts))
-        {
-            Ok(_) => {}
+        let entered = if timeout.is_zero() {
+            let sq = inner.uring.submission();
+            let enter = !sq.is_empty() || sq.taskrun() || sq.cq_overflow();
+            drop(sq);
+            // With the flag set, `submit` enters with GETEVENTS and no wait: the
+            // deferred completions are run and posted.
+            if enter {
+                inner.uring.submit().map(drop)
+            } else {
+                Ok(())
+            }
+        } else {
+            let ts = Timespec::from(timeout);
+            inner
+                .uring
+                .submitter()
+                .submit_with_args(1, &SubmitArgs::new().timespec(&ts))
+                .map(drop)
+        };
+        match entered {
+            Ok(()) => {}
             Err(e)
                 if matches!(
                     e.raw_os_error(),

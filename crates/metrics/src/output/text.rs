@@ -38,9 +38,13 @@ fn write_headroom(out: &mut dyn Write, h: &HeadroomReport) -> std::io::Result<()
     } else {
         h.fd_limit.to_string()
     };
+    let no_port = match h.connects_without_port {
+        0 => String::new(),
+        n => format!("; {n} connect(s) found no free port"),
+    };
     writeln!(
         out,
-        "Generator headroom:     {} of {fd_limit} fds, {} of {} ephemeral ports to the target ({} in TIME_WAIT), most at once",
+        "Generator headroom:     {} of {fd_limit} fds, {} of {} ephemeral ports to the target ({} in TIME_WAIT), most at once{no_port}",
         h.fd_used_max, h.ports_in_use_max, h.port_range, h.time_wait_max
     )
 }

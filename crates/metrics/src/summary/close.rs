@@ -550,6 +550,7 @@ impl Recorder {
                 probe_over_1ms: probe.map(|p| p.over_1ms),
                 steal_ms: probe.and_then(|p| p.steal_us).map(ms),
                 others_busy_share: None,
+                target_wait_ms: None,
                 others_on_pacer_ms: pacer.others_us.map(ms),
                 target_on_pacer_ms: pacer.target_us.map(ms),
                 label: verdict.label,

@@ -398,6 +398,12 @@ pub struct SecondSummary {
     /// a caller that watched a target, `None` otherwise.
     #[serde(default)]
     pub others_busy_share: Option<f64>,
+    /// How long the target's threads waited for a CPU in this second, ms summed over
+    /// its threads (the monitor's `run_wait_ms_per_s` for a target volley started);
+    /// `None` when no monitor watched a process. Beside `others_busy_share` it tells a
+    /// target the machine starved from one its load kept busy.
+    #[serde(default)]
+    pub target_wait_ms: Option<f64>,
     /// CPU time others surely took in this second of the CPU(s) the pacer was on, ms:
     /// its busy time less all of volley's CPU and that of the targets volley started
     /// (`volley_monitor::cpu_share`). A late second the pacer's wait explains while

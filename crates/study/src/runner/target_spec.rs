@@ -46,7 +46,15 @@ pub(super) fn spec_for(
     spec.volley_exe = exe.map(Path::to_path_buf);
     spec.netns = netns.cloned();
     if let Some(users) = plan.dav_users(i.target) {
-        spec.settings.dav = Some(volley_targets::DavSettings { users });
+        // Radicale's calendars and the office's first items are written into its
+        // storage before the start; the office steps' set-up (`keep_calendars`) takes
+        // them as a previous day's, so thousands of users are ready in seconds.
+        let seed_items = if t.kind == TargetKind::Radicale {
+            volley_office::INITIAL_ITEMS
+        } else {
+            0
+        };
+        spec.settings.dav = Some(volley_targets::DavSettings { users, seed_items });
     }
     let serve = plan.serve;
     if serve.tls {

@@ -154,6 +154,7 @@ mod tests {
                 late_seconds: 1,
                 max_late_ms: 250,
                 refused: 7,
+                after_merge: 0,
             },
             ending: Some(Ending::Stopped),
             offset_s: Some(0),

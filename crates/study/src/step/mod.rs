@@ -104,6 +104,11 @@ pub(crate) struct Verdict {
     /// Why a step with a large send lag is still the server's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conn_wait: Option<String>,
+    /// What the kernel's counters say of the step's connects when they decided its
+    /// label or explain its failure (`sustain::connect_note`): an accept queue that
+    /// overflowed, or connects that found no free port, with the counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connects: Option<String>,
     /// Office steps: whether the day carried its users.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub office: Option<crate::office_step::OfficeVerdict>,
@@ -373,7 +378,7 @@ pub(crate) fn judge(
     let histograms = volley_harness::stored::histograms(&merged)?;
     let mut summary = merged.close(&info)?;
     summary.wire = wire;
-    volley_harness::fill_machine(&mut summary, report.as_ref());
+    volley_harness::fill_machine(&mut summary, report.as_ref(), throttling.as_ref());
 
     // Judgement.
     let windows = judged_windows(&summary);
@@ -388,25 +393,26 @@ pub(crate) fn judge(
     };
     let little = observed_in_flight.and_then(|l| little_check(l, &summary));
     let throttled = throttling.is_some_and(|t| t.nr_throttled > 0);
-    let (sustain_verdict, label, conn_wait) = match rate {
+    let (sustain_verdict, label, conn_wait, connect_note) = match rate {
         Some(rate) => {
             let stats = connects.into_stats(
                 step_stats(&summary, rate, windows, in_flight_w),
                 summary.connections_stats.opened,
             );
-            // A connect that waited behind a full accept queue, or found no port,
-            // names its cause with its count (`sustain::connect_cause`).
-            if let Some(note) = sustain::connect_note(&stats) {
-                summary.notes.push(note);
-            }
             let mut v = sustain::judge(&stats, &plan.rule);
             // A step during which the server died cannot have carried its load, whatever
             // its windows say (the death may fall after the last judged second).
             v.sustainable &= target_died.is_none();
+            // A connect that waited behind a full accept queue, or found no port,
+            // names its cause with its count (`sustain::connect_cause`).
+            let note = sustain::connect_note(&stats, v.sustainable);
+            if let Some(note) = &note {
+                summary.notes.push(note.clone());
+            }
             let label = v.bound.label();
-            (Some(v), label, sustain::conn_wait_note(&stats))
+            (Some(v), label, sustain::conn_wait_note(&stats), note)
         }
-        None => (None, summary.generator.verdict.label.label(), None),
+        None => (None, summary.generator.verdict.label.label(), None, None),
     };
     // Behind a link volley shaped, the figure may be the link's (volley_analysis::link).
     link::judge_phases(&mut extra, &summary);
@@ -428,6 +434,7 @@ pub(crate) fn judge(
         machine_busy: machine_busy(&summary),
         sustain: sustain_verdict,
         conn_wait,
+        connects: connect_note,
         office: None,
         target_died,
     };
@@ -665,6 +672,7 @@ mod tests {
             machine_busy: false,
             sustain: Some(sustain.clone()),
             conn_wait: Some("waited for connections".into()),
+            connects: None,
             office: None,
             target_died: None,
         };

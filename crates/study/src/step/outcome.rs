@@ -131,12 +131,44 @@ impl StepOutcome {
 /// Whether someone else took the CPU from volley while a step ran: others (steal and
 /// other processes' CPU, the target's own quota left out; `volley_metrics::summary`
 /// `machine`) took more than [`BUSY_PRESSURE_SHARE`] of the machine over the step, AND
-/// volley's pacer waited for a CPU ([`volley_waited`]) in a second when others were
-/// busy. A build at nice 19 on otherwise idle CPUs takes a share without taking
-/// anything from volley: no re-measure for it. The one test the step line, the stored
-/// verdict (`machine_busy`) and the re-measuring share.
+/// volley's pacer ([`volley_waited`]) or the target volley started ([`target_waited`])
+/// waited for a CPU in a second when others were busy. A build at nice 19 on otherwise
+/// idle CPUs takes a share without taking anything from volley or its target: no
+/// re-measure for it. The one test the step line, the stored verdict (`machine_busy`)
+/// and the re-measuring share.
 pub fn machine_busy(s: &Summary) -> bool {
-    s.machine.is_some_and(|m| m.busy()) && volley_waited(s)
+    s.machine.is_some_and(|m| m.busy()) && (volley_waited(s) || target_waited(s))
+}
+
+/// A second's wait of the target's threads for a CPU at least this long counts
+/// (`SecondSummary::target_wait_ms`, summed over its threads): 1% of the second. A
+/// server answers within milliseconds, so a wait of that size in one second moves its
+/// p99; a few milliseconds spread over a second of a busy server's threads is the
+/// scheduler's ordinary hand-over.
+pub const TARGET_MEANINGFUL_WAIT_MS: f64 = 10.0;
+
+/// Whether the target volley started waited at least [`TARGET_MEANINGFUL_WAIT_MS`] for
+/// a CPU in a second when others took more than [`BUSY_PRESSURE_SHARE`] of the machine:
+/// starved by the machine, not by its load (docs/methodology.md, "The target's wait
+/// for a CPU"). A second whose share is unknown does not count (unlike the pacer's:
+/// a target without that figure was not watched). `false` when the wait was not read.
+pub fn target_waited(s: &Summary) -> bool {
+    s.seconds.iter().any(|x| {
+        x.others_busy_share.is_some_and(|p| p > BUSY_PRESSURE_SHARE)
+            && x.target_wait_ms
+                .is_some_and(|w| w >= TARGET_MEANINGFUL_WAIT_MS)
+    })
+}
+
+/// The target's longest wait for a CPU in a second others were busy, ms, when it
+/// counts ([`target_waited`]).
+fn target_wait_in_busy_second(s: &Summary) -> Option<f64> {
+    s.seconds
+        .iter()
+        .filter(|x| x.others_busy_share.is_some_and(|p| p > BUSY_PRESSURE_SHARE))
+        .filter_map(|x| x.target_wait_ms)
+        .filter(|w| *w >= TARGET_MEANINGFUL_WAIT_MS)
+        .max_by(f64::total_cmp)
 }
 
 /// A second's summed pacer wait for a CPU at least this long is a wait that counts
@@ -228,11 +260,14 @@ pub(crate) fn busy_mark(s: &Summary) -> String {
         m.cpus,
         m.steal_cores / f64::from(m.cpus.max(1)) * 100.0
     );
-    if volley_waited(s) {
-        format!(" [machine busy: {took}]{study}")
+    let target = target_wait_in_busy_second(s)
+        .map(|w| format!("; the target waited up to {w:.0} ms in a second for a CPU"))
+        .unwrap_or_default();
+    if volley_waited(s) || !target.is_empty() {
+        format!(" [machine busy: {took}{target}]{study}")
     } else {
         format!(
-            " [{took}, but volley's pacer never waited {MEANINGFUL_WAIT_MS:.0} ms for a CPU in a second: not busy for this step]{study}"
+            " [{took}, but neither volley's pacer waited {MEANINGFUL_WAIT_MS:.0} ms nor the target {TARGET_MEANINGFUL_WAIT_MS:.0} ms for a CPU in a second: not busy for this step]{study}"
         )
     }
 }

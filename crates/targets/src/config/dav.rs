@@ -14,11 +14,20 @@ pub struct DavSettings {
     /// Accounts created at start (`user1` .. `userN`, known passwords; see
     /// `crate::dav::accounts`), like the built-in server's `--users` file.
     pub users: u32,
+    /// Radicale only: items of the office's first day (`volley_office::state::item_text`)
+    /// written into each account's calendar in its storage before the start, with the
+    /// calendar itself, so thousands of people are ready in seconds instead of a PUT
+    /// each at set-up (`crate::dav::seed_radicale`). 0: none, the calendar is made by
+    /// MKCALENDAR at start.
+    pub seed_items: u64,
 }
 
 impl Default for DavSettings {
     fn default() -> Self {
-        DavSettings { users: 1 }
+        DavSettings {
+            users: 1,
+            seed_items: 0,
+        }
     }
 }
 
@@ -203,7 +212,10 @@ mod tests {
     #[test]
     fn dav_on_adds_a_tree_outside_the_docroot_and_off_adds_nothing() {
         let on = ServerSettings {
-            dav: Some(DavSettings { users: 2 }),
+            dav: Some(DavSettings {
+                users: 2,
+                seed_items: 0,
+            }),
             ..ServerSettings::default()
         };
         let off = ServerSettings::default();

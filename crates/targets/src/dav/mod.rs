@@ -9,7 +9,8 @@
 //! Per kind:
 //! - Radicale: htpasswd file (plain), rights `owner_only`; the principal `/<name>/` is
 //!   made by Radicale at the user's first request, the calendar `/<name>/calendar/` by
-//!   a MKCALENDAR volley sends at start.
+//!   a MKCALENDAR volley sends at start; or, with `seed_items`, both written into its
+//!   storage before the start with the office's first items ([`seed_radicale`]).
 //! - Xandikos: no password check over plain HTTP (see `config::xandikos_args`); each
 //!   account sends `X-Remote-User`, and Xandikos makes the principal `/<name>/` with
 //!   its default calendar `/<name>/calendars/calendar/` at the first request, which
@@ -74,6 +75,12 @@ impl From<&DavAccount> for Account {
 pub enum CalendarSetup {
     /// volley sends MKCALENDAR for each account (Radicale).
     Mkcalendar,
+    /// volley wrote each account's calendar, with items in it, into the server's
+    /// storage before the start (Radicale with `seed_items`, [`seed_radicale`]).
+    Seeded {
+        /// Items written per calendar (the office's `<user>-<n>.ics`, n from 0).
+        items: u64,
+    },
     /// The server makes a default calendar at the account's first request, which volley
     /// sends (Xandikos `--defaults`).
     FirstRequest,
@@ -173,6 +180,13 @@ pub(crate) fn settings_for(
             fix: "dav is offered by builtin, radicale, xandikos, nginx, apache-event, apache-prefork and lighttpd".into(),
         });
     }
+    if d.seed_items > 0 && kind != TargetKind::Radicale {
+        return Err(TargetError::Unsupported {
+            kind,
+            what: "take seeded calendars".into(),
+            fix: "seed_items is written into Radicale's storage only".into(),
+        });
+    }
     if d.users == 0 || d.users > MAX_DAV_USERS {
         return Err(TargetError::InvalidSpec(format!(
             "dav users = {} is outside 1..={MAX_DAV_USERS}",
@@ -182,12 +196,14 @@ pub(crate) fn settings_for(
     Ok(Some(d))
 }
 
-/// What is made before the server starts: Radicale's password file, Xandikos's state
-/// directory, the plain tree with one calendar directory per account.
+/// What is made before the server starts: Radicale's password file (and with
+/// `seed_items` its storage, [`seed_radicale`]), Xandikos's state directory, the plain
+/// tree with one calendar directory per account.
 pub(crate) fn prepare(
     kind: TargetKind,
     dir: &Path,
     accounts: &[DavAccount],
+    seed_items: u64,
 ) -> Result<(), TargetError> {
     let paths = DavPaths::in_dir(dir);
     let mkdir = |p: &Path| {
@@ -209,6 +225,14 @@ pub(crate) fn prepare(
                 .collect();
             std::fs::write(&paths.users_file, text)
                 .map_err(TargetError::io("writing Radicale's users file"))?;
+            if seed_items > 0 {
+                seed_radicale(
+                    &paths.tree,
+                    accounts,
+                    seed_items,
+                    &volley_office::item::today(),
+                )?;
+            }
         }
         TargetKind::Xandikos => {
             mkdir(&paths.tree)?;
@@ -253,6 +277,44 @@ pub(crate) fn prepare(
     Ok(())
 }
 
+/// Radicale's `multifilesystem` storage under `tree` (its `filesystem_folder`) as it
+/// stands after MKCALENDAR and `items` PUTs per account, written directly: Radicale
+/// took 27 PUTs a second at set-up, half an hour for 2,000 people. The layout is
+/// Radicale's documented one (its storage may be written by hand): every collection is
+/// a folder under `collection-root/`, the principal `/<name>/` a plain folder (what
+/// Radicale makes at a user's first request), the calendar a folder whose
+/// `.Radicale.props` holds its properties as JSON with `"tag": "VCALENDAR"`, and each
+/// item one file named by its href. Radicale builds its `.Radicale.cache` from the
+/// files on first read. The items are the office's own (`<user>-<n>.ics`, dated around
+/// `today`), so set-up takes each calendar as a previous day's (`keep_calendars`).
+pub fn seed_radicale(
+    tree: &Path,
+    accounts: &[DavAccount],
+    items: u64,
+    today: &str,
+) -> Result<(), TargetError> {
+    let root = tree.join("collection-root");
+    // Sorted keys, as Radicale writes them.
+    let props = "{\"D:displayname\": \"calendar\", \"tag\": \"VCALENDAR\"}";
+    for a in accounts {
+        let cal = root.join(a.calendar.trim_matches('/'));
+        std::fs::create_dir_all(&cal)
+            .map_err(TargetError::io(format!("creating {}", cal.display())))?;
+        let write = |name: &str, text: &str| {
+            std::fs::write(cal.join(name), text)
+                .map_err(TargetError::io(format!("seeding {}{name}", a.calendar)))
+        };
+        write(".Radicale.props", props)?;
+        for n in 0..items {
+            write(
+                &volley_office::state::item_name(&a.name, n),
+                &volley_office::state::item_text(&a.name, today, n, 0),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// `name:SECRET` lines, SECRET as `secret` makes it from each account.
 fn users_file(
     accounts: &[DavAccount],
@@ -276,17 +338,18 @@ fn bcrypt(a: &DavAccount, tag: &str) -> Result<String, TargetError> {
 }
 
 /// After the server answers: makes each account's calendar where the server makes it
-/// over HTTP (Radicale: MKCALENDAR), then checks every calendar answers PROPFIND
-/// Depth 0 with 207. The requests are the DAV client's
-/// ([`volley_office::provision::calendars`]).
+/// over HTTP (Radicale: MKCALENDAR, not when it was `seeded` into the storage), then
+/// checks every calendar answers PROPFIND Depth 0 with 207. The requests are the DAV
+/// client's ([`volley_office::provision::calendars`]).
 pub(crate) fn set_up(
     kind: TargetKind,
     addr: SocketAddr,
     accounts: &[DavAccount],
+    seeded: bool,
     timeout: Duration,
 ) -> Result<(), TargetError> {
     let clients: Vec<Account> = accounts.iter().map(Account::from).collect();
-    let make = kind == TargetKind::Radicale;
+    let make = kind == TargetKind::Radicale && !seeded;
     calendars(addr, &clients, make, timeout).map_err(|e| TargetError::WrongAnswer {
         kind,
         url: format!("http://{addr}{}", e.path),
@@ -300,7 +363,10 @@ mod tests {
 
     #[test]
     fn each_kind_lays_accounts_out_its_own_way() {
-        let two = DavSettings { users: 2 };
+        let two = DavSettings {
+            users: 2,
+            seed_items: 0,
+        };
         let r = accounts(TargetKind::Radicale, &two);
         assert_eq!(r.len(), 2);
         assert_eq!(r[1].name, "user2");
@@ -326,15 +392,73 @@ mod tests {
     }
 
     #[test]
+    fn radicales_storage_is_seeded_in_its_own_layout() {
+        let tree = std::env::temp_dir().join(format!("volley-seed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tree);
+        let two = DavSettings {
+            users: 2,
+            seed_items: 3,
+        };
+        seed_radicale(&tree, &accounts(TargetKind::Radicale, &two), 3, "20261128").unwrap();
+        let cal = tree.join("collection-root/user2/calendar");
+        let props: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(cal.join(".Radicale.props")).unwrap())
+                .unwrap();
+        assert_eq!(props["tag"], "VCALENDAR");
+        let mut names: Vec<String> = std::fs::read_dir(&cal)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                ".Radicale.props",
+                "user2-0.ics",
+                "user2-1.ics",
+                "user2-2.ics"
+            ]
+        );
+        let item = std::fs::read_to_string(cal.join("user2-1.ics")).unwrap();
+        assert_eq!(
+            item,
+            volley_office::state::item_text("user2", "20261128", 1, 0)
+        );
+        assert!(item.contains("UID:user2-1\r\n"), "{item}");
+        assert!(tree.join("collection-root/user1/calendar").is_dir());
+        let _ = std::fs::remove_dir_all(&tree);
+        // Only Radicale takes a seed.
+        let e = settings_for(TargetKind::Xandikos, Some(two)).unwrap_err();
+        assert!(e.to_string().contains("Radicale's storage only"), "{e}");
+    }
+
+    #[test]
     fn settings_are_checked_per_kind() {
         assert_eq!(
             settings_for(TargetKind::Radicale, None).unwrap(),
-            Some(DavSettings { users: 1 })
+            Some(DavSettings {
+                users: 1,
+                seed_items: 0
+            })
         );
         assert_eq!(settings_for(TargetKind::Nginx, None).unwrap(), None);
-        let e = settings_for(TargetKind::Caddy, Some(DavSettings { users: 1 })).unwrap_err();
+        let e = settings_for(
+            TargetKind::Caddy,
+            Some(DavSettings {
+                users: 1,
+                seed_items: 0,
+            }),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("cannot serve WebDAV"), "{e}");
-        let e = settings_for(TargetKind::Xandikos, Some(DavSettings { users: 0 })).unwrap_err();
+        let e = settings_for(
+            TargetKind::Xandikos,
+            Some(DavSettings {
+                users: 0,
+                seed_items: 0,
+            }),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("outside 1..="), "{e}");
     }
 }

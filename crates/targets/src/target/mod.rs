@@ -156,8 +156,9 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     let accounts = dav_settings
         .map(|d| crate::dav::accounts(kind, &d))
         .unwrap_or_default();
+    let seed_items = dav_settings.map_or(0, |d| d.seed_items);
     if dav_settings.is_some() {
-        crate::dav::prepare(kind, &dir, &accounts)?;
+        crate::dav::prepare(kind, &dir, &accounts, seed_items)?;
     }
     check_probe_shows_compression(spec, &expected)?;
     let (tls, tls_generated) = tls_files(spec, &dir)?;
@@ -187,13 +188,22 @@ fn start_managed(spec: &TargetSpec, kind: TargetKind) -> Result<RunningTarget, T
     let ready = launch::until_ready(&ctx, &mut inner, &expected, &probe_opts)?;
     let dav = match dav_settings {
         Some(_) => {
-            crate::dav::set_up(kind, ready.addr, &accounts, spec.start_timeout)?;
+            crate::dav::set_up(
+                kind,
+                ready.addr,
+                &accounts,
+                seed_items > 0,
+                spec.start_timeout,
+            )?;
             Some(crate::dav::DavService {
                 // Xandikos over plain HTTP trusts X-Remote-User; every other DAV
                 // target checks Basic credentials.
                 checks_passwords: kind != TargetKind::Xandikos,
                 calendars: match kind {
                     TargetKind::Builtin => crate::dav::CalendarSetup::UsersFile,
+                    TargetKind::Radicale if seed_items > 0 => {
+                        crate::dav::CalendarSetup::Seeded { items: seed_items }
+                    }
                     TargetKind::Radicale => crate::dav::CalendarSetup::Mkcalendar,
                     TargetKind::Xandikos => crate::dav::CalendarSetup::FirstRequest,
                     _ => crate::dav::CalendarSetup::Directories,

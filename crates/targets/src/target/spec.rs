@@ -421,7 +421,10 @@ mod tests {
     fn a_start_waits_longer_for_each_dav_account_it_makes() {
         let mut spec = TargetSpec::new(TargetKind::Builtin);
         assert_eq!(spec.start_wait(), spec.start_timeout);
-        spec.settings.dav = Some(crate::DavSettings { users: 4000 });
+        spec.settings.dav = Some(crate::DavSettings {
+            users: 4000,
+            seed_items: 0,
+        });
         assert_eq!(
             spec.start_wait(),
             spec.start_timeout + START_PER_DAV_ACCOUNT * 4000

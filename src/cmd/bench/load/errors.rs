@@ -43,7 +43,12 @@ pub fn server_trouble(s: &Summary) -> Option<String> {
             .map(|k| errors.get(k.name()).copied().unwrap_or(0))
             .sum::<u64>()
     };
-    let total = transport(&s.errors);
+    // Connects that found no free local port never reached the server: they are the
+    // generator's machine's (`no_free_port`), not refusals. Seconds do not count them
+    // apart, so they are taken off the seconds after the last success too: the server
+    // is said to have gone away only if more failed there than ports could explain.
+    let no_port = s.headroom.map_or(0, |h| h.connects_without_port);
+    let total = transport(&s.errors).saturating_sub(no_port);
     if total == 0 || s.requests.ok == 0 {
         return None;
     }
@@ -51,7 +56,8 @@ pub fn server_trouble(s: &Summary) -> Option<String> {
     let after: u64 = s.seconds[last_ok + 1..]
         .iter()
         .map(|x| transport(&x.errors))
-        .sum();
+        .sum::<u64>()
+        .saturating_sub(no_port);
     Some(if after > 0 {
         format!(
             "the server stopped answering during second {}: no request succeeded after it ({})",
@@ -64,4 +70,28 @@ pub fn server_trouble(s: &Summary) -> Option<String> {
             describe_errors(s)
         )
     })
+}
+
+/// A run whose connects found no free local port (EADDRNOTAVAIL, counted by the engine):
+/// the generator's machine ran out of ports (TIME_WAIT holds them), so whatever else the
+/// run shows, its failures include the generator's, and it is labelled generator-bound,
+/// never server-bound, with the count, the sockets held and the TIME_WAIT ones in the
+/// reason and the notes (the study step's rule: `sustain::bound_label`).
+pub fn no_free_port(s: &mut Summary, failed: u64) {
+    if failed == 0 {
+        return;
+    }
+    let h = s.headroom.get_or_insert_with(Default::default);
+    h.connects_without_port = failed;
+    let counted = h.samples > 0;
+    let note = volley_analysis::sustain::no_free_port_note(
+        Some(failed),
+        counted.then_some((h.ports_in_use_max, h.port_range)),
+        counted.then_some(h.time_wait_max),
+    );
+    s.generator.verdict = volley_metrics::label::Verdict {
+        label: volley_metrics::label::Bound::GeneratorBound,
+        reason: note.clone(),
+    };
+    s.notes.push(note);
 }
