@@ -6,8 +6,10 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use volley_office::capabilities::capabilities;
+use volley_office::http::request;
+use volley_office::Account;
 use volley_targets::dav::CalendarSetup;
-use volley_targets::probe::dav::{capabilities, request};
 use volley_targets::{start, DavSettings, TargetKind, TargetSpec};
 
 const T: Duration = Duration::from_secs(10);
@@ -38,7 +40,7 @@ fn the_builtin_server_with_dav_accounts_serves_each_user_a_calendar() {
     for a in &dav.accounts {
         let r = request(
             t.addr,
-            Some(a),
+            Some(&Account::from(a)),
             "PROPFIND",
             &a.calendar,
             &[("Depth", "0")],
@@ -50,7 +52,7 @@ fn the_builtin_server_with_dav_accounts_serves_each_user_a_calendar() {
     }
     let foreign = request(
         t.addr,
-        Some(u2),
+        Some(&Account::from(u2)),
         "PROPFIND",
         &u1.calendar,
         &[("Depth", "0")],
@@ -78,7 +80,7 @@ fn the_builtin_server_with_dav_accounts_serves_each_user_a_calendar() {
     wrong.password = "not-the-password".into();
     let r = request(
         t.addr,
-        Some(&wrong),
+        Some(&Account::from(&wrong)),
         "PROPFIND",
         &u1.calendar,
         &[("Depth", "0")],
@@ -87,7 +89,8 @@ fn the_builtin_server_with_dav_accounts_serves_each_user_a_calendar() {
     )
     .unwrap();
     assert_eq!(r.status, 401, "a wrong password is refused");
-    let caps = capabilities(t.addr, u1, T).unwrap_or_else(|e| panic!("builtin: {e}"));
+    let caps =
+        capabilities(t.addr, &Account::from(u1), T).unwrap_or_else(|e| panic!("builtin: {e}"));
     assert!(caps.lacks().is_empty(), "builtin lacks {:?}", caps.lacks());
     let (pid, dir) = (t.pid.expect("a managed target has a pid"), t.dir.clone());
     t.stop();

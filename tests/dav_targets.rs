@@ -12,9 +12,10 @@ use std::net::SocketAddr;
 
 use common::volley;
 use std::time::Duration;
+use volley_office::capabilities::capabilities;
+use volley_office::http::{request, Reply};
+use volley_office::Account;
 use volley_targets::dav::DavAccount;
-use volley_targets::probe::dav::{capabilities, request};
-use volley_targets::probe::Response;
 use volley_targets::{start, DavSettings, RunningTarget, TargetKind, TargetSpec};
 
 const T: Duration = Duration::from_secs(10);
@@ -44,16 +45,24 @@ fn item(uid: &str) -> String {
 fn call(
     addr: SocketAddr,
     a: &DavAccount,
-    method: &str,
+    method: &'static str,
     path: &str,
-    extra: &[(&str, &str)],
+    extra: &[(&'static str, &str)],
     body: &str,
-) -> Response {
-    request(addr, Some(a), method, path, extra, body.as_bytes(), T)
-        .unwrap_or_else(|e| panic!("{method} {path} as {}: {e}", a.name))
+) -> Reply {
+    request(
+        addr,
+        Some(&Account::from(a)),
+        method,
+        path,
+        extra,
+        body.as_bytes(),
+        T,
+    )
+    .unwrap_or_else(|e| panic!("{method} {path} as {}: {e}", a.name))
 }
 
-fn text(r: &Response) -> String {
+fn text(r: &Reply) -> String {
     String::from_utf8_lossy(&r.body).into_owned()
 }
 
@@ -216,7 +225,8 @@ fn radicale_and_xandikos_serve_each_user_a_calendar_and_offer_caldav() {
                 r.status
             );
         }
-        let caps = capabilities(t.addr, u1, T).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let caps =
+            capabilities(t.addr, &Account::from(u1), T).unwrap_or_else(|e| panic!("{kind}: {e}"));
         assert!(caps.calendar_access && caps.is_calendar, "{kind}: {caps:?}");
         assert!(
             caps.sync_collection && caps.calendar_query,
@@ -293,8 +303,8 @@ fn plain_webdav_servers_round_trip_and_report_what_they_lack() {
             anonymous.status, 401,
             "{kind} let an anonymous GET into /dav/"
         );
-        let caps =
-            capabilities(t.addr, &dav.accounts[0], T).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let caps = capabilities(t.addr, &Account::from(&dav.accounts[0]), T)
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
         let lacks = caps.lacks();
         eprintln!("{kind}: lacks {lacks:?}");
         assert_eq!(caps.dav_classes, want.dav_classes, "{kind}");

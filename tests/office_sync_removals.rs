@@ -13,9 +13,10 @@ use crate::common;
 
 use std::time::Duration;
 
+use volley_office::http::request;
 use volley_office::xml::{self, Multistatus};
+use volley_office::Account;
 use volley_targets::dav::DavAccount;
-use volley_targets::probe::dav::request;
 use volley_targets::{RunningTarget, TargetKind};
 
 const T: Duration = Duration::from_secs(20);
@@ -25,7 +26,7 @@ fn sync(t: &RunningTarget, a: &DavAccount, token: &str) -> Multistatus {
     let body = xml::sync_collection(token, "<D:getetag/>");
     let r = request(
         t.addr,
-        Some(a),
+        Some(&Account::from(a)),
         "REPORT",
         &a.calendar,
         &[("Depth", "1")],
@@ -49,7 +50,7 @@ fn added_and_removed_since_the_token(kind: TargetKind) -> Option<u16> {
     let item = volley_office::item::event("removal-probe", 0, "20261126", 0, 9);
     let put = request(
         t.addr,
-        Some(&a),
+        Some(&Account::from(&a)),
         "PUT",
         &path,
         &[
@@ -61,7 +62,16 @@ fn added_and_removed_since_the_token(kind: TargetKind) -> Option<u16> {
     )
     .unwrap();
     assert!(matches!(put.status, 201 | 204), "PUT: {}", put.status);
-    let del = request(t.addr, Some(&a), "DELETE", &path, &[], b"", T).unwrap();
+    let del = request(
+        t.addr,
+        Some(&Account::from(&a)),
+        "DELETE",
+        &path,
+        &[],
+        b"",
+        T,
+    )
+    .unwrap();
     assert!(matches!(del.status, 200 | 204), "DELETE: {}", del.status);
     let delta = sync(&t, &a, &token);
     delta

@@ -129,7 +129,7 @@ impl Drop for Served {
 }
 
 /// The office accounts of a started DAV target's first `users` accounts, each with its
-/// own paths and headers (as the study's office step maps them).
+/// own paths and headers (as the target lays them out: `From<&DavAccount>`).
 pub fn office_accounts(
     target: &volley_targets::RunningTarget,
     users: usize,
@@ -145,7 +145,7 @@ pub fn office_accounts(
     );
     dav.accounts[..users]
         .iter()
-        .map(volley_study::office_account)
+        .map(volley_office::Account::from)
         .collect()
 }
 

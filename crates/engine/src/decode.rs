@@ -25,6 +25,9 @@ use sha2::{Digest, Sha256};
 
 use crate::ErrorKind;
 
+#[path = "decode_zstd.rs"]
+mod zstd;
+
 /// A content coding volley can ask for and decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Coding {
@@ -32,7 +35,7 @@ pub enum Coding {
     Gzip,
     /// `br` (Brotli, RFC 7932), decoded with brotli-decompressor.
     Br,
-    /// `zstd` (RFC 8878), decoded with libzstd.
+    /// `zstd` (RFC 8878), decoded with ruzstd (`decode_zstd.rs`).
     Zstd,
 }
 
@@ -148,22 +151,13 @@ impl Write for Counter {
     }
 }
 
-/// Output buffer of one zstd decoding step.
-const ZSTD_OUT_BYTES: usize = 16 * 1024;
-
 /// One response's decoder state.
 enum Inner {
     /// No coding asked for: bytes pass straight to the counter.
     Plain(Counter),
     Gzip(Box<flate2::write::GzDecoder<Counter>>),
     Br(Box<brotli_decompressor::DecompressorWriter<Counter>>),
-    Zstd {
-        decoder: Box<zstd::stream::raw::Decoder<'static>>,
-        out: Box<[u8]>,
-        counter: Counter,
-        /// The last step ended a frame with all its output flushed.
-        frame_done: bool,
-    },
+    Zstd(Box<zstd::ZstdStream<Counter>>),
 }
 
 impl Inner {
@@ -172,54 +166,16 @@ impl Inner {
             Inner::Plain(c) => c,
             Inner::Gzip(d) => d.get_ref(),
             Inner::Br(d) => d.get_ref(),
-            Inner::Zstd { counter, .. } => counter,
+            Inner::Zstd(d) => d.sink(),
         }
     }
 
-    fn write(&mut self, mut data: &[u8]) -> io::Result<()> {
+    fn write(&mut self, data: &[u8]) -> io::Result<()> {
         match self {
             Inner::Plain(c) => c.write_all(data),
             Inner::Gzip(d) => d.write_all(data),
             Inner::Br(d) => d.write_all(data),
-            Inner::Zstd {
-                decoder,
-                out,
-                counter,
-                frame_done,
-            } => {
-                use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
-                while !data.is_empty() {
-                    let mut input = InBuffer::around(data);
-                    let mut output = OutBuffer::around(&mut out[..]);
-                    let hint = decoder.run(&mut input, &mut output)?;
-                    let (used, written) = (input.pos(), output.pos());
-                    counter.write_all(&out[..written])?;
-                    *frame_done = hint == 0;
-                    data = &data[used..];
-                    if used == 0 && written == 0 {
-                        // No progress on non-empty input: a trailing second frame
-                        // or garbage the decoder will not take.
-                        return Err(io::Error::other("zstd decoder made no progress"));
-                    }
-                }
-                // Output may still be buffered inside the decoder.
-                loop {
-                    let mut input = InBuffer::around(&[]);
-                    let mut output = OutBuffer::around(&mut out[..]);
-                    let hint = decoder.run(&mut input, &mut output)?;
-                    let written = output.pos();
-                    counter.write_all(&out[..written])?;
-                    // Without input, a decoder between frames asks for the next
-                    // frame's header (hint > 0): only a step that produced output
-                    // says anything about the frame.
-                    if written > 0 {
-                        *frame_done = hint == 0;
-                    }
-                    if written < out.len() {
-                        return Ok(());
-                    }
-                }
-            }
+            Inner::Zstd(d) => d.write(data),
         }
     }
 
@@ -229,13 +185,7 @@ impl Inner {
             Inner::Plain(_) => Ok(()),
             Inner::Gzip(d) => d.try_finish(),
             Inner::Br(d) => d.close(),
-            Inner::Zstd { frame_done, .. } => {
-                if *frame_done {
-                    Ok(())
-                } else {
-                    Err(io::Error::other("zstd frame truncated"))
-                }
-            }
+            Inner::Zstd(d) => d.finish(),
         }
     }
 }
@@ -337,14 +287,7 @@ impl BodyDecoder {
                 Coding::Br => Inner::Br(Box::new(brotli_decompressor::DecompressorWriter::new(
                     counter, 4096,
                 ))),
-                Coding::Zstd => Inner::Zstd {
-                    decoder: Box::new(
-                        zstd::stream::raw::Decoder::new().map_err(|_| ErrorKind::Encoding)?,
-                    ),
-                    out: vec![0; ZSTD_OUT_BYTES].into_boxed_slice(),
-                    counter,
-                    frame_done: false,
-                },
+                Coding::Zstd => Inner::Zstd(Box::new(zstd::ZstdStream::new(counter))),
             }),
             _ => Err(ErrorKind::Encoding),
         }
@@ -387,7 +330,7 @@ impl BodyDecoder {
             Some(Inner::Br(d)) => match d.into_inner() {
                 Ok(c) | Err(c) => c,
             },
-            Some(Inner::Zstd { counter, .. }) => counter,
+            Some(Inner::Zstd(d)) => d.into_sink(),
             None => Counter::default(),
         };
         let verdict = self.validate(&counter);
@@ -435,7 +378,7 @@ mod tests {
     }
 
     fn zstd_of(data: &[u8]) -> Vec<u8> {
-        zstd::stream::encode_all(data, 3).unwrap()
+        ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
     }
 
     /// Hand-made Brotli streams (no encoder is a dependency of the engine): an empty
@@ -535,6 +478,27 @@ mod tests {
             4,
         );
         assert_eq!(v, Some(ErrorKind::Encoding), "br truncated");
+    }
+
+    #[test]
+    fn a_zstd_stream_of_frames_and_a_skippable_one_decodes_whole() {
+        let (first, second) = (text(), b"the second frame".to_vec());
+        let mut coded = zstd_of(&first);
+        // A skippable frame (RFC 8878 3.1.2): magic, 4-byte length, payload.
+        coded.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        coded.extend_from_slice(&5u32.to_le_bytes());
+        coded.extend_from_slice(b"skip!");
+        coded.extend_from_slice(&zstd_of(&second));
+        let whole = (first.len() + second.len()) as u64;
+        let zstd = SeenCoding::Known(Coding::Zstd);
+        for step in [1, 7, 4096, coded.len()] {
+            let (v, decoded, _) = run(spec(Coding::Zstd), zstd, &coded, step);
+            assert_eq!((v, decoded), (None, whole), "step {step}");
+        }
+        // A frame cut inside the skippable one's payload is not a whole stream.
+        let cut = zstd_of(&first).len() + 10;
+        let (v, _, _) = run(spec(Coding::Zstd), zstd, &coded[..cut], 64);
+        assert_eq!(v, Some(ErrorKind::Encoding));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use volley_engine::{ErrorKind, Sample};
 
 use crate::ops::Op;
 use crate::trace::Trace;
+use crate::Account;
 
 /// A request as a client sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +323,61 @@ impl Conn {
             body,
         })
     }
+}
+
+/// A one-off request that got no answer: what was sent, and the transport failure's
+/// kind ([`ErrorKind::Malformed`]: an answer that is not HTTP/1.1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{method} {path}: {}", kind.name())]
+pub struct RequestError {
+    /// The method sent.
+    pub method: &'static str,
+    /// The path asked.
+    pub path: String,
+    /// Why no answer came.
+    pub kind: ErrorKind,
+}
+
+/// One request outside an office day, on its own connection (`Connection: close`), as
+/// `account` when given (Basic credentials and its headers), each connect, write and
+/// read bounded by `timeout`. A body is sent as XML unless `extra` sets a
+/// `Content-Type`. For what is asked once and untimed: a target's readiness and its
+/// calendars' set-up, the capability probe ([`crate::capabilities`]), tests.
+pub fn request(
+    addr: SocketAddr,
+    account: Option<&Account>,
+    method: &'static str,
+    path: &str,
+    extra: &[(&'static str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Reply, RequestError> {
+    let host = addr.to_string();
+    let mut conn = match account {
+        Some(a) => Conn::new(addr, &host, &a.name, &a.password, timeout).with_headers(&a.headers),
+        None => Conn::new(addr, &host, "", "", timeout).without_credentials(),
+    };
+    conn.set_agent("volley-probe".into());
+    conn.add_header("Connection", "close");
+    // The op only names the sample, which nobody records here.
+    let mut req = Request::new(Op::Options, method, path);
+    for (n, v) in extra {
+        req = req.header(n, *v);
+    }
+    if !body.is_empty()
+        && !extra
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+    {
+        req = req.header("Content-Type", "application/xml; charset=utf-8");
+    }
+    req.body = body.to_vec();
+    let (result, _) = conn.exchange(&req, Instant::now());
+    result.map_err(|kind| RequestError {
+        method,
+        path: path.to_owned(),
+        kind,
+    })
 }
 
 fn io_kind(e: std::io::Error) -> ErrorKind {

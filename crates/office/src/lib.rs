@@ -17,6 +17,12 @@
 //! WebDAV: the clients sync by PROPFIND and GET (`plain`), use preconditions only
 //! where the server honours them, and the report lists what the server lacks.
 //!
+//! The crate is volley's one DAV client: besides the day, a target's calendars are
+//! made and checked at start by [`provision`], its readiness asked through
+//! [`capabilities::responds`], and
+//! [`capabilities::capabilities`] asks what a server offers (`volley targets
+//! --dav-probe`); answers are read by [`xml::parse_multistatus`].
+//!
 //! I/O: each device holds one blocking kept-alive HTTP/1.1 connection ([`http`]); a
 //! worker thread serves a few users one action at a time. The schedule ([`day`]), the
 //! XML ([`xml`]), item comparison ([`item`]) and violation counting are pure.
@@ -24,6 +30,7 @@
 
 mod account;
 mod audit;
+pub mod capabilities;
 pub mod check;
 pub mod day;
 mod driver;
@@ -37,6 +44,7 @@ pub mod ops;
 mod plain;
 pub mod profile;
 pub mod progress;
+pub mod provision;
 pub mod report;
 mod run;
 mod session;
@@ -47,6 +55,7 @@ mod writes;
 pub mod xml;
 
 pub use account::Account;
+pub use capabilities::{DavCapabilities, DavProbeError};
 pub use check::{Violation, Violations};
 pub use driver::Failure;
 pub use error::OfficeError;

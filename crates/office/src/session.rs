@@ -193,7 +193,7 @@ fn evolution_query(ctx: Ctx<'_>, user: &mut User, d: usize) -> Outcome {
     let (start, end) = window(&user.today);
     let req = Request::new(Op::ReportQuery, "REPORT", user.cal.clone())
         .depth("1")
-        .xml(xml::calendar_query(&start, &end));
+        .xml(xml::calendar_query(Some((&start, &end))));
     let reply = ctx.call(&mut user.devices[d], &mut user.violations, req, MULTI)?;
     let ms = parse(user, &reply.body, "calendar-query")?;
     let mut seen = BTreeSet::new();

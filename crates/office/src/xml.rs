@@ -35,11 +35,15 @@ pub fn multiget<'a>(hrefs: impl Iterator<Item = &'a str>) -> String {
     s
 }
 
-/// A calendar-query for the ETags of VEVENTs overlapping [start, end) (UTC
-/// `YYYYMMDDTHHMMSSZ`), as Evolution sends it.
-pub fn calendar_query(start: &str, end: &str) -> String {
+/// A calendar-query for the ETags of VEVENTs, those overlapping [start, end) (UTC
+/// `YYYYMMDDTHHMMSSZ`) when `range` is given, as Evolution sends it; every VEVENT
+/// without (the capability probe's question).
+pub fn calendar_query(range: Option<(&str, &str)>) -> String {
+    let within = range.map_or_else(String::new, |(start, end)| {
+        format!(r#"<C:time-range start="{start}" end="{end}"/>"#)
+    });
     format!(
-        r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-query {NS}><D:prop><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="{start}" end="{end}"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#
+        r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-query {NS}><D:prop><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT">{within}</C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#
     )
 }
 
@@ -113,7 +117,7 @@ pub enum MultistatusError {
     #[error("bad XML: {0}")]
     BadXml(roxmltree::Error),
     /// The root element is another one (its local name).
-    #[error("root element is {0}, not multistatus")]
+    #[error("the answer's root is <{0}>, not DAV:multistatus")]
     Root(String),
     /// A `response` without an `href`.
     #[error("a response without href")]

@@ -23,7 +23,7 @@ pub mod spec;
 mod step;
 
 pub use error::StudyError;
-pub use office_step::{office_account, run_info as office_run_info, LeadInCost};
+pub use office_step::{run_info as office_run_info, LeadInCost};
 pub use plan::{resolve, Plan};
 pub use runner::{run, Progress, RunOptions, StepTick, StudyReport};
 pub use spec::parse;

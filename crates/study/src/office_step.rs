@@ -11,7 +11,6 @@ use volley_metrics::{
     ClosedSecond, Model, Recorder, RunInfo, SecondDigest, SecondJoiner, SecondStream,
 };
 use volley_office::{Account, OfficeConfig, OfficeReport};
-use volley_targets::dav::DavAccount;
 use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, OfficeLoad, Plan, Workload};
@@ -183,7 +182,7 @@ fn office_config(
         .duration
         .ok_or_else(|| StepError::Office("an office step needs steps.duration".into()))?;
     let mut cfg =
-        OfficeConfig::with_accounts(url, accounts[..users].iter().map(office_account).collect());
+        OfficeConfig::with_accounts(url, accounts[..users].iter().map(Account::from).collect());
     cfg.mix = office.mix.clone();
     cfg.decisions_per_day = office.decisions;
     cfg.compress = office.compress;
@@ -267,21 +266,6 @@ pub fn run_info(
         cores: 1.0,
         notes: Vec::new(),
         stalls: None,
-    }
-}
-
-/// A target's DAV account as the office's: its paths as the target lays them out
-/// (Xandikos `/<name>/calendars/calendar/`, a plain WebDAV tree's
-/// `/dav/<name>/calendar/` without principal) and its headers (Xandikos's
-/// `X-Remote-User`) on every request.
-pub fn office_account(a: &DavAccount) -> Account {
-    Account {
-        name: a.name.clone(),
-        password: a.password.clone(),
-        principal: a.principal.clone(),
-        home: Some(a.home.clone()),
-        calendar: Some(a.calendar.clone()),
-        headers: a.headers.clone(),
     }
 }
 

@@ -32,7 +32,9 @@
 //! WebDAV and CalDAV: `radicale` and `xandikos` always speak CalDAV; nginx, Apache and
 //! lighttpd serve a plain WebDAV tree when `spec.settings.dav` is set. Either way the
 //! target is started with `users` accounts whose calendars exist when `start` returns
-//! ([`RunningTarget::dav`]), and [`probe::dav::capabilities`] says what each offers.
+//! ([`RunningTarget::dav`]). Only what a server reads is made here (its password file,
+//! configuration, storage); every DAV request (the calendars' set-up, readiness, the
+//! capability probe) is the DAV client's, `volley_office`.
 //!
 //! Cleanup is unconditional: `stop`, `Drop` (also while a panic unwinds) and [`stop_all`]
 //! (for the CLI's Ctrl-C handler) all stop the process group, remove the private cgroups
@@ -61,7 +63,6 @@ pub use env::{cpu_model, Environment, HOST_SYSCTLS};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
 pub use orphans::{state_dir, sweep_orphans, LabSlot, Leftover, Removed};
-pub use probe::dav::{DavCapabilities, DavProbeError};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, NetnsPlace, RunningTarget,
     TargetRecord, TargetSpec, TlsRecord, TlsSource,

@@ -21,7 +21,6 @@ use super::save::{SaveArgs, Saver};
 use super::target::TargetArgs;
 use crate::cmd::table;
 use crate::exit::usage;
-use volley_study::office_account;
 use volley_targets::config::MAX_DAV_USERS;
 use volley_targets::{
     CpuQuota, DavSettings, ResourceLimits, RunningTarget, TargetKind, TargetSpec,
@@ -333,7 +332,7 @@ fn managed(
     let accounts: Vec<Account> = target
         .dav
         .as_ref()
-        .map(|d| d.accounts.iter().take(users).map(office_account).collect())
+        .map(|d| d.accounts.iter().take(users).map(Account::from).collect())
         .unwrap_or_default();
     if accounts.len() < users {
         anyhow::bail!(

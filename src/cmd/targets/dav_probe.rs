@@ -1,5 +1,5 @@
 //! `volley targets --dav-probe URL|KIND`: what a WebDAV / CalDAV server offers, asked
-//! as a client would (`volley_targets::probe::dav::capabilities`). A URL names a
+//! as a client would (`volley_office::capabilities::capabilities`). A URL names a
 //! calendar (or any collection) on loopback; a managed kind is started with one
 //! account, probed and stopped. A server that does not speak DAV is one line, exit 2.
 
@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use volley_engine::HttpUrl;
-use volley_targets::dav::DavAccount;
-use volley_targets::probe::dav::capabilities;
-use volley_targets::{DavCapabilities, DavProbeError, DavSettings, TargetKind, TargetSpec};
+use volley_office::capabilities::capabilities;
+use volley_office::{Account, DavCapabilities, DavProbeError};
+use volley_targets::{DavSettings, TargetKind, TargetSpec};
 
 /// Each request of the probe is bounded by this.
 const REQUEST_LIMIT: Duration = Duration::from_secs(10);
@@ -27,13 +27,10 @@ pub(super) fn run(what: &str, user: Option<&str>, json: bool) -> anyhow::Result<
             Some(Some((n, p))) => (n.to_string(), p.to_string()),
             Some(None) => usage!("--user must be NAME:PASSWORD"),
         };
-        let account = DavAccount {
-            name,
-            password,
-            principal: None,
-            home: path.clone(),
-            calendar: path,
-            headers: Vec::new(),
+        let account = Account {
+            home: Some(path.clone()),
+            calendar: Some(path),
+            ..Account::new(name, password)
         };
         return report(what, capabilities(addr, &account, REQUEST_LIMIT), json);
     }
@@ -56,10 +53,10 @@ pub(super) fn run(what: &str, user: Option<&str>, json: bool) -> anyhow::Result<
     let account = target
         .dav
         .as_ref()
-        .and_then(|d| d.accounts.first().cloned())
+        .and_then(|d| d.accounts.first())
         .ok_or_else(|| anyhow::anyhow!("{kind} started without its DAV account"))?;
     let url = format!("{}{}", target.url.trim_end_matches('/'), account.calendar);
-    let result = capabilities(target.addr, &account, REQUEST_LIMIT);
+    let result = capabilities(target.addr, &Account::from(account), REQUEST_LIMIT);
     let version = target.version.clone().unwrap_or_else(|| kind.name().into());
     target.stop();
     report(&format!("{version} at {url}"), result, json)

@@ -19,6 +19,26 @@ fn probe_figures(r: &StallReport) -> ProbeFigures {
     }
 }
 
+/// A generator-bound run's reason names the generator-bound second where a target
+/// volley started took the largest share of the pacer's core while the pacer waited.
+fn name_target_beside(verdict: &mut Verdict, seconds: &[SecondSummary]) {
+    if verdict.label != Bound::GeneratorBound {
+        return;
+    }
+    let beside = seconds
+        .iter()
+        .filter(|s| s.label == Bound::GeneratorBound)
+        .filter_map(|s| {
+            let us = |ms: Option<f64>| ms.map(|m| (m * 1e3) as u64);
+            let t = us(s.target_on_pacer_ms)?;
+            label::target_beside(us(s.pacer_wait_ms), Some(t), 1_000_000).map(|w| (t, w))
+        })
+        .max_by_key(|(t, _)| *t);
+    if let Some((_, words)) = beside {
+        verdict.reason = format!("{}; in its worst second {words}", verdict.reason);
+    }
+}
+
 impl Recorder {
     /// Derives the summary. Merge every worker's recorder into this one first.
     pub fn close(mut self, run: &RunInfo) -> Result<Summary, MetricsError> {
@@ -59,22 +79,7 @@ impl Recorder {
         let seconds = self.seconds(open_rate, headline, run.cores, run.stalls.as_ref())?;
         let labels: Vec<Bound> = seconds.iter().map(|s| s.label).collect();
         let mut run_verdict = label::run_label(whole_verdict, &labels);
-        if run_verdict.label == Bound::GeneratorBound {
-            // The generator-bound second where a target volley started took the
-            // largest share of the pacer's core while the pacer waited, named.
-            let beside = seconds
-                .iter()
-                .filter(|s| s.label == Bound::GeneratorBound)
-                .filter_map(|s| {
-                    let us = |ms: Option<f64>| ms.map(|m| (m * 1e3) as u64);
-                    let t = us(s.target_on_pacer_ms)?;
-                    label::target_beside(us(s.pacer_wait_ms), Some(t), 1_000_000).map(|w| (t, w))
-                })
-                .max_by_key(|(t, _)| *t);
-            if let Some((_, words)) = beside {
-                run_verdict.reason = format!("{}; in its worst second {words}", run_verdict.reason);
-            }
-        }
+        name_target_beside(&mut run_verdict, &seconds);
         let count = |b: Bound| labels.iter().filter(|l| **l == b).count() as u64;
         let generator_bound_seconds = count(Bound::GeneratorBound);
         let machine_stalled_seconds = count(Bound::MachineStalled);

@@ -22,16 +22,17 @@
 //!   are directories volley makes before the start.
 //!
 //! Every start then checks each calendar with a PROPFIND Depth 0 (207 or the start
-//! fails).
+//! fails). This module writes only what a server reads; the requests at start (the
+//! MKCALENDAR, the PROPFIND) are the DAV client's, `volley_office::provision`.
 
 use crate::config::{DavPaths, DavSettings, MAX_DAV_USERS, PLAIN_DAV_PREFIX};
 use crate::kind::TargetKind;
-use crate::probe::dav::request;
-use crate::probe::{ProbeFailure, Response};
 use crate::TargetError;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
+use volley_office::provision::calendars;
+use volley_office::Account;
 
 /// One user of a DAV target, with everything a client needs to reach its calendar.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -51,22 +52,20 @@ pub struct DavAccount {
     pub headers: Vec<(String, String)>,
 }
 
-impl DavAccount {
-    /// The `Authorization` header value: HTTP Basic of name and password.
-    pub fn authorization(&self) -> String {
-        use base64::Engine;
-        let raw = format!("{}:{}", self.name, self.password);
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(raw)
-        )
-    }
-
-    /// Every header this account sends: `Authorization`, then [`DavAccount::headers`].
-    pub fn request_headers(&self) -> Vec<(String, String)> {
-        let mut h = vec![("Authorization".to_string(), self.authorization())];
-        h.extend(self.headers.iter().cloned());
-        h
+/// The account as the DAV client takes it: its paths as this target lays them out
+/// (Xandikos `/<name>/calendars/calendar/`, a plain WebDAV tree's
+/// `/dav/<name>/calendar/` without principal) and its headers (Xandikos's
+/// `X-Remote-User`) on every request.
+impl From<&DavAccount> for Account {
+    fn from(a: &DavAccount) -> Account {
+        Account {
+            name: a.name.clone(),
+            password: a.password.clone(),
+            principal: a.principal.clone(),
+            home: Some(a.home.clone()),
+            calendar: Some(a.calendar.clone()),
+            headers: a.headers.clone(),
+        }
     }
 }
 
@@ -339,8 +338,9 @@ fn bcrypt(a: &DavAccount, tag: &str) -> Result<String, TargetError> {
 }
 
 /// After the server answers: makes each account's calendar where the server makes it
-/// over HTTP (not when it was `seeded` into the storage), then checks every calendar
-/// answers PROPFIND Depth 0 with 207.
+/// over HTTP (Radicale: MKCALENDAR, not when it was `seeded` into the storage), then
+/// checks every calendar answers PROPFIND Depth 0 with 207. The requests are the DAV
+/// client's ([`volley_office::provision::calendars`]).
 pub(crate) fn set_up(
     kind: TargetKind,
     addr: SocketAddr,
@@ -348,94 +348,14 @@ pub(crate) fn set_up(
     seeded: bool,
     timeout: Duration,
 ) -> Result<(), TargetError> {
-    let wrong = |url: &str, reason: String| TargetError::WrongAnswer {
+    let clients: Vec<Account> = accounts.iter().map(Account::from).collect();
+    let make = kind == TargetKind::Radicale && !seeded;
+    calendars(addr, &clients, make, timeout).map_err(|e| TargetError::WrongAnswer {
         kind,
-        url: format!("http://{addr}{url}"),
-        reason,
-    };
-    for a in accounts {
-        if kind == TargetKind::Radicale && !seeded {
-            let r = call(
-                addr,
-                a,
-                "MKCALENDAR",
-                &a.calendar,
-                &[],
-                MKCALENDAR_BODY,
-                timeout,
-            )
-            .map_err(|e| wrong(&a.calendar, e.to_string()))?;
-            if r.status != 201 {
-                return Err(wrong(
-                    &a.calendar,
-                    format!("MKCALENDAR as {} answered {}", a.name, r.status),
-                ));
-            }
-        }
-        let r = call(
-            addr,
-            a,
-            "PROPFIND",
-            &a.calendar,
-            &[("Depth", "0")],
-            PROPFIND_RESOURCETYPE,
-            timeout,
-        )
-        .map_err(|e| wrong(&a.calendar, e.to_string()))?;
-        if r.status != 207 {
-            return Err(wrong(
-                &a.calendar,
-                format!(
-                    "PROPFIND Depth 0 as {} answered {}, expected 207",
-                    a.name, r.status
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A set-up request that got no answer: which method, as whom, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("{method} as {user}: {failure}")]
-struct CallError {
-    method: String,
-    user: String,
-    failure: ProbeFailure,
-}
-
-/// One request as `account`.
-fn call(
-    addr: SocketAddr,
-    account: &DavAccount,
-    method: &str,
-    path: &str,
-    extra: &[(&str, &str)],
-    body: &str,
-    timeout: Duration,
-) -> Result<Response, CallError> {
-    request(
-        addr,
-        Some(account),
-        method,
-        path,
-        extra,
-        body.as_bytes(),
-        timeout,
-    )
-    .map_err(|failure| CallError {
-        method: method.to_string(),
-        user: account.name.clone(),
-        failure,
+        url: format!("http://{addr}{}", e.path),
+        reason: e.reason,
     })
 }
-
-const MKCALENDAR_BODY: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<C:mkcalendar xmlns:D=\"DAV:\" xmlns:C=\"urn:ietf:params:xml:ns:caldav\"><D:set><D:prop>\
-<D:displayname>calendar</D:displayname></D:prop></D:set></C:mkcalendar>\n";
-
-const PROPFIND_RESOURCETYPE: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/></D:prop></D:propfind>\n";
 
 #[cfg(test)]
 mod tests {
@@ -463,12 +383,12 @@ mod tests {
         let n = accounts(TargetKind::Nginx, &two);
         assert_eq!(n[0].calendar, "/dav/user1/calendar/");
         assert_eq!(n[0].principal, None);
-        // RFC 7617's example: Aladdin / open sesame.
-        let mut a = n[0].clone();
-        a.name = "Aladdin".into();
-        a.password = "open sesame".into();
-        assert_eq!(a.authorization(), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
-        assert_eq!(a.request_headers().len(), 1);
+        let client = Account::from(&x[0]);
+        assert_eq!(
+            client.calendar.as_deref(),
+            Some("/user1/calendars/calendar/")
+        );
+        assert_eq!(client.headers, x[0].headers);
     }
 
     #[test]

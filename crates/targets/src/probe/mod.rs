@@ -23,8 +23,6 @@ use volley_tls::rustls::ClientConfig;
 use volley_tls::{TlsFailure, TlsSession, TlsStream};
 
 mod answer;
-pub mod dav;
-mod dav_xml;
 
 use answer::{is_complete, MAX_BODY_BYTES};
 

@@ -485,7 +485,12 @@ fn wait_ready(
         }
         let each = left.min(Duration::from_secs(2));
         let answer = if dav_ready {
-            probe::dav::answers(addr, each).map(|_| Validated::default())
+            volley_office::capabilities::responds(addr, each)
+                .map(|_| Validated::default())
+                .map_err(|e| match e.kind {
+                    volley_engine::ErrorKind::Malformed => ProbeFailure::Wrong(e.to_string()),
+                    _ => ProbeFailure::NotReady(e.to_string()),
+                })
         } else {
             probe::probe(addr, expected, opts, each)
         };

@@ -1,9 +1,9 @@
 //! What the DAV probe reads of multistatus answers (RFC 4918 section 13): which
 //! properties came back with 200, the resource type, the reports a collection lists, a
-//! sync-token. The XML is read by the one client-side reader, `volley_office::xml`
-//! (namespaced, with roxmltree); this module keeps the probe's questions and its words.
+//! sync-token. The XML is read by the one client-side reader, [`crate::xml`] (namespaced,
+//! with roxmltree); this module keeps the probe's questions.
 
-use volley_office::xml::{self as office_xml, Multistatus};
+use crate::xml::{parse_multistatus, MultistatusError};
 
 /// What a PROPFIND Depth 0 said about one collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,33 +20,16 @@ pub(crate) struct PropfindSummary {
     pub reports: Vec<String>,
 }
 
-/// Why an answer is not a multistatus this probe can read.
+/// Why an answer says nothing to the probe: not a multistatus, or one without a
+/// response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum MultistatusError {
-    /// The body is not UTF-8.
-    #[error("multistatus is not UTF-8")]
-    NotUtf8,
-    /// The body is not well-formed XML.
-    #[error("multistatus is not XML: {0}")]
-    NotXml(roxmltree::Error),
-    /// The root element is another one (its local name).
-    #[error("the answer's root is <{0}>, not DAV:multistatus")]
-    Root(String),
+pub(crate) enum AnswerError {
+    /// Not a multistatus.
+    #[error(transparent)]
+    Multistatus(#[from] MultistatusError),
     /// A multistatus with no `response` element.
     #[error("multistatus without a response")]
     NoResponse,
-    /// A `response` without its `href`.
-    #[error("multistatus with a response without href")]
-    NoHref,
-}
-
-fn parse(body: &[u8]) -> Result<Multistatus, MultistatusError> {
-    office_xml::parse_multistatus(body).map_err(|e| match e {
-        office_xml::MultistatusError::NotUtf8 => MultistatusError::NotUtf8,
-        office_xml::MultistatusError::BadXml(x) => MultistatusError::NotXml(x),
-        office_xml::MultistatusError::Root(r) => MultistatusError::Root(r),
-        office_xml::MultistatusError::NoHref => MultistatusError::NoHref,
-    })
 }
 
 /// A property that came back with a value (not empty).
@@ -55,9 +38,9 @@ fn has_value(v: &Option<String>) -> bool {
 }
 
 /// The properties of the first `response` that came back in a 200 propstat.
-pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, MultistatusError> {
-    let ms = parse(body)?;
-    let e = ms.entries.first().ok_or(MultistatusError::NoResponse)?;
+pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, AnswerError> {
+    let ms = parse_multistatus(body)?;
+    let e = ms.entries.first().ok_or(AnswerError::NoResponse)?;
     Ok(PropfindSummary {
         collection: e.collection,
         calendar: e.calendar,
@@ -69,13 +52,13 @@ pub(crate) fn propfind_summary(body: &[u8]) -> Result<PropfindSummary, Multistat
 
 /// Whether a sync-collection answer carries its new `DAV:sync-token` (RFC 6578 3.2).
 pub(crate) fn has_sync_token(body: &[u8]) -> Result<bool, MultistatusError> {
-    Ok(has_value(&parse(body)?.sync_token))
+    Ok(has_value(&parse_multistatus(body)?.sync_token))
 }
 
 /// Whether the response whose href ends with `name` carries a `DAV:getetag` in a 200
 /// propstat (what an ETag-driven client reads from a Depth 1 listing).
 pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, MultistatusError> {
-    Ok(parse(body)?
+    Ok(parse_multistatus(body)?
         .entries
         .iter()
         .any(|e| e.href.ends_with(name) && has_value(&e.etag)))
@@ -83,7 +66,11 @@ pub(crate) fn lists_etag(body: &[u8], name: &str) -> Result<bool, MultistatusErr
 
 /// The hrefs of a multistatus's responses, as paths.
 pub(crate) fn hrefs(body: &[u8]) -> Result<Vec<String>, MultistatusError> {
-    Ok(parse(body)?.entries.into_iter().map(|e| e.href).collect())
+    Ok(parse_multistatus(body)?
+        .entries
+        .into_iter()
+        .map(|e| e.href)
+        .collect())
 }
 
 #[cfg(test)]

@@ -10,51 +10,18 @@
 //! OPTIONS with a `DAV` header nor PROPFIND with 207 does not speak DAV:
 //! [`DavProbeError::NotDav`].
 
-use super::dav_xml;
-use super::{exchange, parse_response, ProbeFailure, Response};
-use crate::dav::DavAccount;
+use crate::http::{request, Reply, RequestError};
+use crate::xml;
+use crate::Account;
 use std::net::SocketAddr;
 use std::time::Duration;
+use volley_engine::ErrorKind;
 
-/// One request with `Connection: close`, as `account` when given (Basic credentials
-/// and its extra headers), bounded by `timeout`. A body is sent as XML unless an
-/// extra header sets `Content-Type`.
-pub fn request(
-    addr: SocketAddr,
-    account: Option<&DavAccount>,
-    method: &str,
-    path: &str,
-    extra: &[(&str, &str)],
-    body: &[u8],
-    timeout: Duration,
-) -> Result<Response, ProbeFailure> {
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: volley-probe\r\n"
-    );
-    if let Some(a) = account {
-        for (n, v) in a.request_headers() {
-            head += &format!("{n}: {v}\r\n");
-        }
-    }
-    for (n, v) in extra {
-        head += &format!("{n}: {v}\r\n");
-    }
-    let typed = extra
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
-    if !body.is_empty() && !typed {
-        head += "Content-Type: application/xml; charset=utf-8\r\n";
-    }
-    head += &format!("Content-Length: {}\r\n\r\n", body.len());
-    let mut raw = head.into_bytes();
-    raw.extend_from_slice(body);
-    let got = exchange(addr, None, &raw, timeout)?;
-    parse_response(&got.raw).map_err(|e| ProbeFailure::Wrong(e.to_string()))
-}
+mod answers;
 
 /// Whether a DAV server is up: OPTIONS `/` got any HTTP answer (readiness of the
 /// CalDAV servers, which serve no file to compare; their set-up checks the rest).
-pub fn answers(addr: SocketAddr, timeout: Duration) -> Result<u16, ProbeFailure> {
+pub fn responds(addr: SocketAddr, timeout: Duration) -> Result<u16, RequestError> {
     request(addr, None, "OPTIONS", "/", &[], b"", timeout).map(|r| r.status)
 }
 
@@ -161,14 +128,15 @@ pub enum DavProbeError {
     },
 }
 
-/// Probes `account.calendar` on `addr` (see the module doc). Every request is bounded
-/// by `timeout`; the probe item is deleted at the end.
+/// Probes `account`'s calendar (else its home, else `/`: [`Account::probe_path`]) on
+/// `addr` (see the module doc). Every request is bounded by `timeout`; the probe item
+/// is deleted at the end.
 pub fn capabilities(
     addr: SocketAddr,
-    account: &DavAccount,
+    account: &Account,
     timeout: Duration,
 ) -> Result<DavCapabilities, DavProbeError> {
-    let coll = account.calendar.clone();
+    let coll = account.probe_path().to_owned();
     let p = Prober {
         addr,
         account,
@@ -205,13 +173,17 @@ pub fn capabilities(
     checks.map(|()| caps)
 }
 
+/// What PROPFIND Depth 0 asks of the collection.
+const PROPS_CAPS: &str =
+    "<D:resourcetype/><D:getetag/><CS:getctag/><D:sync-token/><D:supported-report-set/>";
+
 /// The probe item's Content-Type.
 const ICAL: (&str, &str) = ("Content-Type", "text/calendar; charset=utf-8");
 
 /// One probe's requests: where, as whom, bounded by what.
 struct Prober<'a> {
     addr: SocketAddr,
-    account: &'a DavAccount,
+    account: &'a Account,
     timeout: Duration,
     /// The collection's URL, for the errors.
     url: String,
@@ -221,21 +193,18 @@ impl Prober<'_> {
     /// One request as the account; a failure names the collection's URL.
     fn send(
         &self,
-        method: &str,
+        method: &'static str,
         path: &str,
-        extra: &[(&str, &str)],
+        extra: &[(&'static str, &str)],
         body: &[u8],
-    ) -> Result<Response, DavProbeError> {
+    ) -> Result<Reply, DavProbeError> {
         let (addr, account) = (self.addr, Some(self.account));
-        request(addr, account, method, path, extra, body, self.timeout).map_err(|e| match e {
-            ProbeFailure::NotReady(reason) => DavProbeError::Unreachable {
-                url: self.url.clone(),
-                reason,
-            },
-            ProbeFailure::Wrong(reason) => DavProbeError::Wrong {
-                url: self.url.clone(),
-                reason,
-            },
+        request(addr, account, method, path, extra, body, self.timeout).map_err(|e| {
+            let (url, reason) = (self.url.clone(), e.to_string());
+            match e.kind {
+                ErrorKind::Malformed => DavProbeError::Wrong { url, reason },
+                _ => DavProbeError::Unreachable { url, reason },
+            }
         })
     }
 
@@ -258,7 +227,7 @@ impl Prober<'_> {
             "PROPFIND",
             coll,
             &[("Depth", "0")],
-            PROPFIND_CAPS.as_bytes(),
+            xml::propfind(PROPS_CAPS).as_bytes(),
         )?;
         if pf.status == 401 {
             return Err(DavProbeError::Unauthorized {
@@ -277,7 +246,7 @@ impl Prober<'_> {
             });
         }
         let summary =
-            dav_xml::propfind_summary(&pf.body).map_err(|reason| DavProbeError::Wrong {
+            answers::propfind_summary(&pf.body).map_err(|reason| DavProbeError::Wrong {
                 url: self.url.clone(),
                 reason: format!("PROPFIND: {reason}"),
             })?;
@@ -311,11 +280,11 @@ impl Prober<'_> {
             "PROPFIND",
             &caps.collection,
             &[("Depth", "1")],
-            PROPFIND_ETAG.as_bytes(),
+            xml::propfind("<D:getetag/>").as_bytes(),
         )?;
         let name = item.rsplit('/').next().unwrap_or("");
         caps.listing_etags =
-            listing.status == 207 && dav_xml::lists_etag(&listing.body, name).unwrap_or(false);
+            listing.status == 207 && answers::lists_etag(&listing.body, name).unwrap_or(false);
         Ok(())
     }
 
@@ -326,20 +295,20 @@ impl Prober<'_> {
             "REPORT",
             &caps.collection,
             &[("Depth", "0")],
-            SYNC_COLLECTION.as_bytes(),
+            xml::sync_collection("", "<D:getetag/>").as_bytes(),
         )?;
         caps.sync_collection_status = sync.status;
         caps.sync_collection =
-            sync.status == 207 && dav_xml::has_sync_token(&sync.body).unwrap_or(false);
+            sync.status == 207 && answers::has_sync_token(&sync.body).unwrap_or(false);
         let query = self.send(
             "REPORT",
             &caps.collection,
             &[("Depth", "1")],
-            CALENDAR_QUERY.as_bytes(),
+            xml::calendar_query(None).as_bytes(),
         )?;
         caps.calendar_query_status = query.status;
         caps.calendar_query = query.status == 207
-            && dav_xml::hrefs(&query.body)
+            && answers::hrefs(&query.body)
                 .unwrap_or_default()
                 .iter()
                 .any(|h| h.ends_with(item.rsplit('/').next().unwrap_or("")));
@@ -386,23 +355,6 @@ fn same_item(got: &[u8], put: &[u8]) -> bool {
     let (g, p) = (lines(got), lines(put));
     p.iter().all(|l| g.contains(l))
 }
-
-const PROPFIND_CAPS: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<D:propfind xmlns:D=\"DAV:\" xmlns:CS=\"http://calendarserver.org/ns/\"><D:prop>\
-<D:resourcetype/><D:getetag/><CS:getctag/><D:sync-token/><D:supported-report-set/>\
-</D:prop></D:propfind>\n";
-
-const PROPFIND_ETAG: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<D:propfind xmlns:D=\"DAV:\"><D:prop><D:getetag/></D:prop></D:propfind>\n";
-
-const SYNC_COLLECTION: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<D:sync-collection xmlns:D=\"DAV:\"><D:sync-token/><D:sync-level>1</D:sync-level>\
-<D:prop><D:getetag/></D:prop></D:sync-collection>\n";
-
-const CALENDAR_QUERY: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-<C:calendar-query xmlns:D=\"DAV:\" xmlns:C=\"urn:ietf:params:xml:ns:caldav\">\
-<D:prop><D:getetag/></D:prop><C:filter><C:comp-filter name=\"VCALENDAR\">\
-<C:comp-filter name=\"VEVENT\"/></C:comp-filter></C:filter></C:calendar-query>\n";
 
 #[cfg(test)]
 mod tests {
