@@ -94,10 +94,10 @@ pub fn encode<S: Serializer>(ser: &mut S, h: &Hist) -> Result<Vec<u8>, MetricsEr
     Ok(out)
 }
 
-/// HdrHistogram's V2 cookies (its serialization format: the word size, 8, in bits 4-7
-/// of the base cookie), plain and inside DEFLATE.
+/// HdrHistogram's cookie of a plain V2 histogram (its serialization format: the word
+/// size, 8, in bits 4-7 of the base cookie); the compressed one is the encoder's.
 const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
-const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+use encoder::V2_COMPRESSED_COOKIE;
 /// The highest `highest trackable value` a histogram volley wrote can declare: it grows
 /// by doubling from 2,047 us until it holds the hour (2^32 us), so twice that is
 /// generous.
@@ -122,32 +122,26 @@ fn check_header(bytes: &[u8]) -> Result<(), MetricsError> {
     if bytes.len() < 8 {
         return Err(refuse(format!("{} bytes are no histogram", bytes.len())));
     }
-    let mut header = [0u8; 40];
-    let got = match be32(bytes) {
-        V2_COOKIE => {
-            let n = bytes.len().min(40);
-            header[..n].copy_from_slice(&bytes[..n]);
-            n
-        }
+    let header: Vec<u8> = match be32(bytes) {
+        V2_COOKIE => bytes[..bytes.len().min(40)].to_vec(),
         V2_COMPRESSED_COOKIE => {
-            let mut inner = flate2::read::ZlibDecoder::new(&bytes[8..]).take(40);
-            let mut n = 0;
-            while n < 40 {
-                match inner.read(&mut header[n..]) {
-                    Ok(0) => break,
-                    Ok(k) => n += k,
-                    Err(e) => return Err(refuse(format!("inflating its header: {e}"))),
-                }
-            }
-            if be32(&header) != V2_COOKIE {
+            let mut inner = Vec::with_capacity(40);
+            flate2::read::ZlibDecoder::new(&bytes[8..])
+                .take(40)
+                .read_to_end(&mut inner)
+                .map_err(|e| refuse(format!("inflating its header: {e}")))?;
+            if inner.len() >= 4 && be32(&inner) != V2_COOKIE {
                 return Err(refuse("the compressed histogram holds no V2 header".into()));
             }
-            n
+            inner
         }
         c => return Err(refuse(format!("cookie {c:#x} is not a V2 histogram's"))),
     };
-    if got < 40 {
-        return Err(refuse(format!("a header of {got} of its 40 bytes")));
+    if header.len() < 40 {
+        return Err(refuse(format!(
+            "a header of {} of its 40 bytes",
+            header.len()
+        )));
     }
     let (payload, digits) = (be32(&header[4..]), be32(&header[12..]));
     let (low, high) = (be64(&header[16..]), be64(&header[24..]));

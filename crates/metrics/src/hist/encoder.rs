@@ -30,7 +30,7 @@ use crate::hist::HIGH_US;
 
 /// HdrHistogram's cookie of a compressed V2 histogram (`V2_COMPRESSED_COOKIE_BASE |
 /// 0x10`; private in the crate, hence repeated here and checked by the byte-for-byte test).
-const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+pub(super) const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 
 /// Where a plain V2 header holds the highest trackable value (big-endian `u64`).
 const HIGHEST_TRACKABLE: std::ops::Range<usize> = 24..32;
