@@ -580,32 +580,20 @@ mod tests {
     }
 
     fn report(i: u32, name: &str) -> AgentReport {
-        AgentReport {
-            name: name.into(),
-            share: Share {
-                index: i,
-                of: 3,
-                requests: None,
-                rate_milli_rps: Some(33_000),
-                connections: 1,
-                duration_ms: Some(300_000),
-            },
-            delay_ms: 0,
-            late_ms: 0,
-            clock: ClockOffset {
-                offset_ns: 0,
-                rtt_ns: 0,
-                probes: 1,
-            },
-            clock_warning: false,
-            final_record: None,
-            lost_from_s: None,
-            process_exited: false,
-            late_seconds: 0,
-            max_late_ms: 0,
-            refused: 0,
-            after_merge: 0,
-        }
+        let share = Share {
+            index: i,
+            of: 3,
+            requests: None,
+            rate_milli_rps: Some(33_000),
+            connections: 1,
+            duration_ms: Some(300_000),
+        };
+        let clock = ClockOffset {
+            offset_ns: 0,
+            rtt_ns: 0,
+            probes: 1,
+        };
+        AgentReport::new(name.into(), share, clock)
     }
 
     /// A second of 33 requests as a starved machine answers them (200 us to 8 s), in

@@ -234,6 +234,28 @@ pub struct AgentReport {
     pub after_merge: u64,
 }
 
+impl AgentReport {
+    /// An agent just assigned: its share and clock, nothing late, lost or refused yet
+    /// (the run fills those in as it goes).
+    pub fn new(name: String, share: Share, clock: ClockOffset) -> AgentReport {
+        AgentReport {
+            name,
+            share,
+            delay_ms: 0,
+            late_ms: 0,
+            clock,
+            clock_warning: false,
+            final_record: None,
+            lost_from_s: None,
+            process_exited: false,
+            late_seconds: 0,
+            max_late_ms: 0,
+            refused: 0,
+            after_merge: 0,
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -523,18 +545,9 @@ async fn assign(
         });
         agents.push(AgentReport {
             clock_warning: offset.offset_ns.unsigned_abs() > cfg.max_offset.as_nanos() as u64,
-            name,
-            share,
-            clock: offset,
             delay_ms,
             late_ms: ready.late_ms,
-            final_record: None,
-            lost_from_s: None,
-            process_exited: false,
-            late_seconds: 0,
-            max_late_ms: 0,
-            refused: 0,
-            after_merge: 0,
+            ..AgentReport::new(name, share, offset)
         });
     }
     Ok((t0_ns, agents))

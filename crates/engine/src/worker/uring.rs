@@ -48,11 +48,24 @@ const BGID: u16 = 0;
 /// Size of one receive buffer: a typical small response in one completion; larger ones
 /// take several, as they took several reads.
 const RECV_BUF_BYTES: usize = 4096;
-/// Operations, in the top byte of a completion's `user_data`.
-const OP_CONNECT: u64 = 1;
-const OP_RECV: u64 = 2;
-const OP_SEND: u64 = 3;
-const OP_CANCEL: u64 = 4;
+/// An operation, in the top byte of a completion's `user_data`; a completion tells
+/// which one it answers only by that tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Connect = 1,
+    Recv = 2,
+    Send = 3,
+    Cancel = 4,
+}
+
+impl Op {
+    /// The operation a tag's top byte names (`None`: not a tag of ours).
+    fn from_tag(byte: u64) -> Option<Op> {
+        [Op::Connect, Op::Recv, Op::Send, Op::Cancel]
+            .into_iter()
+            .find(|op| *op as u64 == byte)
+    }
+}
 /// Test seam: when this variable is set (to anything), [`Ring::new`] fails with
 /// `EPERM`, as `io_uring_setup` does where `kernel.io_uring_disabled` is 2 or a
 /// container's seccomp profile refuses it, so the fallback to epoll can be tested on a
@@ -61,13 +74,13 @@ pub const REFUSE_ENV: &str = "VOLLEY_TEST_REFUSE_IO_URING";
 
 /// `user_data` of one operation: op (8 bits), send-buffer index (16), generation (16),
 /// slot (24).
-fn tag(op: u64, buf: u16, generation: u16, slot: usize) -> u64 {
-    (op << 56) | (u64::from(buf) << 40) | (u64::from(generation) << 24) | (slot as u64 & 0xff_ffff)
+fn tag(op: Op, buf: u16, generation: u16, slot: usize) -> u64 {
+    ((op as u64) << 56) | (u64::from(buf) << 40) | (u64::from(generation) << 24) | (slot as u64 & 0xff_ffff)
 }
 
-fn untag(t: u64) -> (u64, u16, u16, usize) {
+fn untag(t: u64) -> (Option<Op>, u16, u16, usize) {
     (
-        t >> 56,
+        Op::from_tag(t >> 56),
         (t >> 40) as u16,
         (t >> 24) as u16,
         (t & 0xff_ffff) as usize,
@@ -298,7 +311,7 @@ impl Ring {
         };
         let poll = opcode::PollAdd::new(Fd(fd), libc::POLLOUT as u32)
             .build()
-            .user_data(tag(OP_CONNECT, 0, generation, slot));
+            .user_data(tag(Op::Connect, 0, generation, slot));
         g.push(&poll)?;
         Ok(generation)
     }
@@ -339,7 +352,7 @@ impl Ring {
         let send = opcode::Send::new(Fd(fd), buf.as_ptr(), len)
             .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
             .build()
-            .user_data(tag(OP_SEND, i, generation, slot));
+            .user_data(tag(Op::Send, i, generation, slot));
         g.push(&send)?;
         Ok(bytes.len())
     }
@@ -389,7 +402,7 @@ impl Ring {
         s.generation = generation.wrapping_add(1).max(1);
         let cancel = opcode::AsyncCancel2::new(CancelBuilder::fd(Fd(fd)).all())
             .build()
-            .user_data(tag(OP_CANCEL, 0, 0, 0));
+            .user_data(tag(Op::Cancel, 0, 0, 0));
         // A full queue even after submitting leaves the operations to the ring's end.
         let _ = g.push(&cancel);
     }
@@ -440,7 +453,7 @@ impl Inner {
         };
         let recv = opcode::RecvMulti::new(Fd(s.fd), BGID)
             .build()
-            .user_data(tag(OP_RECV, 0, generation, slot));
+            .user_data(tag(Op::Recv, 0, generation, slot));
         self.push(&recv)
     }
 
@@ -455,7 +468,7 @@ impl Inner {
             let res = cqe.result();
             let flags = cqe.flags();
             match op {
-                OP_SEND => {
+                Some(Op::Send) => {
                     self.free_sends.push(buf);
                     if let Some(s) = self.live(slot, generation) {
                         if res < 0 && s.error.is_none() {
@@ -464,14 +477,15 @@ impl Inner {
                         }
                     }
                 }
-                OP_CONNECT => {
+                Some(Op::Connect) => {
                     if let Some(s) = self.live(slot, generation) {
                         s.connected = Some(res);
                         ready.push((slot, false, true));
                     }
                 }
-                OP_RECV => self.received(slot, generation, res, flags, ready),
-                _ => {}
+                Some(Op::Recv) => self.received(slot, generation, res, flags, ready),
+                // A cancel's own completion carries nothing the worker waits for.
+                Some(Op::Cancel) | None => {}
             }
         }
         if std::mem::take(&mut self.returned) {
@@ -608,11 +622,14 @@ impl Drop for UringTcp {
 
 #[cfg(test)]
 mod tests {
-    use super::{tag, untag, OP_RECV};
+    use super::{tag, untag, Op};
 
     #[test]
     fn a_tag_gives_back_what_it_holds() {
-        let t = tag(OP_RECV, 513, 65535, 0xab_cdef);
-        assert_eq!(untag(t), (OP_RECV, 513, 65535, 0xab_cdef));
+        for op in [Op::Connect, Op::Recv, Op::Send, Op::Cancel] {
+            let t = tag(op, 513, 65535, 0xab_cdef);
+            assert_eq!(untag(t), (Some(op), 513, 65535, 0xab_cdef));
+        }
+        assert_eq!(untag(0).0, None, "not a tag of ours");
     }
 }
