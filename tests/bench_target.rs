@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::common::server_installed;
+
 pub(crate) fn volley(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(args)
@@ -22,12 +24,6 @@ pub(crate) fn volley(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-pub(crate) fn installed(program: &str) -> bool {
-    ["/usr/sbin", "/usr/bin", "/sbin", "/usr/local/sbin"]
-        .iter()
-        .any(|d| Path::new(d).join(program).exists())
 }
 
 pub(crate) fn temp_json(name: &str) -> PathBuf {
@@ -130,8 +126,7 @@ fn builtin_target_is_loaded_monitored_and_removed() {
 
 #[test]
 fn nginx_target_text_shows_load_and_server_side_by_side() {
-    if !installed("nginx") {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let json = temp_json("nginx");
@@ -208,8 +203,7 @@ fn a_partial_last_second_is_marked_in_the_per_second_table() {
 
 #[test]
 fn two_targets_under_a_quota_give_a_comparison_and_record_throttling() {
-    if !installed("nginx") {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let json = temp_json("two");
@@ -397,14 +391,12 @@ fn a_request_a_started_target_refuses_stops_its_run_at_its_first_answer() {
         "builtin: DELETE /700b.html answered 405",
         "started nginx",
     )];
-    if installed("nginx") {
+    if server_installed("nginx's case", "nginx") {
         cases.push((
             &["--target", "nginx", "-H", "Range: bytes=5000-6000"],
             "nginx: GET /700b.html answered 416",
             "",
         ));
-    } else {
-        eprintln!("nginx not installed: its case skipped (scripts/install-servers.sh)");
     }
     for (args, want, never) in cases {
         let mut all = vec!["bench", "-d", "20s", "-c", "2", "--save", "--db", db];
@@ -440,8 +432,7 @@ fn a_request_a_started_target_refuses_stops_its_run_at_its_first_answer() {
 
 #[test]
 fn tls_and_h2_targets_use_a_throw_away_ca_and_alpn() {
-    if !installed("nginx") {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let (code, out, err) = volley(&[

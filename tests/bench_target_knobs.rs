@@ -6,12 +6,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::bench_target::{assert_nothing_left, installed, read_json, temp_json, volley};
+use super::bench_target::{assert_nothing_left, read_json, temp_json, volley};
+use crate::common::{root_for, server_installed};
 
 /// Send-Q of the listening TCP sockets (`ss -ltnH`): for a listener it is the accept
 /// queue's limit, the backlog the server asked for (capped by somaxconn).
@@ -23,6 +24,49 @@ fn listen_backlogs() -> Vec<u32> {
         .lines()
         .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
         .collect()
+}
+
+/// `volley bench --target KIND -c 2 -d 3s -k ARGS`, watched while it runs: `look(pid)`
+/// every 100 ms (for at most 30 s) until it says it saw what it looks for. Whether it
+/// did, and the run's JSON once the run ended well.
+fn watched_bench(kind: &str, args: &[&str], mut look: impl FnMut(u32) -> bool) -> (bool, Value) {
+    let json = temp_json(&format!("watched-{kind}"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["bench", "--target", kind, "-c", "2", "-d", "3s", "-k"])
+        .args(args)
+        .args(["--json", json.to_str().unwrap(), "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut seen = false;
+    while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
+        seen = look(child.id());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ended_well(child, kind);
+    (seen, read_json(&json))
+}
+
+/// Waits for `child` (a volley with its stderr piped) and checks it succeeded, showing
+/// its stderr when not.
+fn ended_well(mut child: Child, what: &str) {
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{what}: {err}");
+}
+
+/// The network namespace volley run `pid` made for its target (`vlPID-...t`), once made.
+fn target_ns_of(pid: u32) -> Option<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let prefix = format!("vl{pid}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
+        .map(str::to_string)
 }
 
 #[test]
@@ -52,34 +96,21 @@ fn server_knobs_reach_the_generated_config_and_the_listen_queue() {
         ),
     ];
     for (kind, program, backlog, line_a, line_b) in cases {
-        if !installed(program) {
-            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+        if !server_installed(kind, program) {
             continue;
         }
-        let json = temp_json(&format!("knobs-{kind}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["bench", "--target", kind, "-c", "2", "-d", "3s", "-k"])
-            .args(["--set", &format!("backlog={backlog}")])
-            .args(["--set", "defer_accept=true", "--set", "sendfile=false"])
-            .args(["--json", json.to_str().unwrap(), "-q"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
         let want: u32 = backlog.parse().unwrap();
-        let until = Instant::now() + Duration::from_secs(30);
-        let mut seen = false;
-        while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
-            seen = listen_backlogs().contains(&want);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-        assert!(status.success(), "{kind}: {err}");
+        let set_backlog = format!("backlog={backlog}");
+        let knobs = [
+            "--set",
+            &set_backlog,
+            "--set",
+            "defer_accept=true",
+            "--set",
+            "sendfile=false",
+        ];
+        let (seen, v) = watched_bench(kind, &knobs, |_| listen_backlogs().contains(&want));
         assert!(seen, "{kind}: no listener with backlog {want} in ss -ltn");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
         let t = &v["targets"][0];
         let cfg = t["record"]["config_text"].as_str().unwrap();
         assert!(
@@ -149,48 +180,28 @@ fn sysctls_apply_in_the_targets_namespace_only() {
     let host_routes = || Command::new("ip").args(["route"]).output().unwrap().stdout;
     let routes_before = host_routes();
     for (kind, program) in [("nginx", "nginx"), ("apache-event", "apache2")] {
-        if !installed(program) {
-            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+        if !server_installed(kind, program) {
             continue;
         }
-        let json = temp_json(&format!("sysctl-{kind}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["bench", "--target", kind, "-c", "2", "-d", "3s", "-k"])
-            .args(["--sysctl", "net.core.somaxconn=16"])
-            .args(["--sysctl", "net.ipv4.tcp_max_syn_backlog=64"])
-            .args(["--route", "quickack=true", "--set", "backlog=1024"])
-            .args(["--json", json.to_str().unwrap(), "-q"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let prefix = format!("vl{}-", child.id());
-        let target_ns = || {
-            let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
-                .map(str::to_string)
-        };
-        let until = Instant::now() + Duration::from_secs(30);
-        let mut seen = false;
+        let args = [
+            "--sysctl",
+            "net.core.somaxconn=16",
+            "--sysctl",
+            "net.ipv4.tcp_max_syn_backlog=64",
+            "--route",
+            "quickack=true",
+            "--set",
+            "backlog=1024",
+        ];
         let mut ns = String::new();
-        while !seen && Instant::now() < until && child.try_wait().unwrap().is_none() {
-            if let Some(n) = target_ns() {
+        let (seen, v) = watched_bench(kind, &args, |pid| {
+            if let Some(n) = target_ns_of(pid) {
                 ns = n;
             }
             // somaxconn = 16 in the namespace caps the server's backlog of 1024.
-            seen = listen_backlogs_in(&ns).contains(&16);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-        assert!(status.success(), "{kind}: {err}");
+            listen_backlogs_in(&ns).contains(&16)
+        });
         assert!(seen, "{kind}: no listener with backlog 16 inside {ns}");
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
         let t = &v["targets"][0];
         let n = &t["namespace"];
         assert_eq!(n["ns"], ns.as_str());
@@ -267,8 +278,7 @@ fn a_global_or_refused_sysctl_is_one_line_and_nothing_starts() {
 /// is untouched.
 #[test]
 fn a_tiny_port_range_is_the_generators_machine_never_the_servers() {
-    if !volley_targets::config::running_as_root() {
-        eprintln!("skipped: the port range is set in a namespace volley makes, which needs root");
+    if !root_for("the port range, set in a namespace volley makes,") {
         return;
     }
     let key = "net.ipv4.ip_local_port_range";
@@ -382,29 +392,18 @@ fn slow_accepter_run(kind: &str, somaxconn: u32) -> (u64, u64, Value) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = format!("vl{}-", child.id());
     let (mut overflows, mut drops) = (0, 0);
     let until = Instant::now() + Duration::from_secs(120);
     while Instant::now() < until && child.try_wait().unwrap().is_none() {
-        let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let ns = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .find(|n| n.starts_with(&prefix) && n.ends_with('t'))
-            .map(str::to_string);
-        if let Some(ns) = ns {
+        if let Some(ns) = target_ns_of(child.id()) {
             overflows = overflows.max(netstat_in(&ns, "ListenOverflows").unwrap_or(0));
             drops = drops.max(netstat_in(&ns, "ListenDrops").unwrap_or(0));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     let _ = child.kill();
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{kind} somaxconn={somaxconn}: {err}");
+    ended_well(child, &format!("{kind} somaxconn={somaxconn}"));
     let v = read_json(&json);
-    let _ = std::fs::remove_file(&json);
     assert_nothing_left(&v["targets"][0]);
     (overflows, drops, v)
 }
@@ -418,8 +417,7 @@ fn a_small_somaxconn_overflows_a_slow_accepters_queue_and_the_default_does_not()
         ("apache-event", "apache2"),
         ("lighttpd", "lighttpd"),
     ] {
-        if !installed(program) {
-            eprintln!("{kind} not installed: run scripts/install-servers.sh");
+        if !server_installed(kind, program) {
             continue;
         }
         // Both in a namespace of their own, so the only difference is the queue: 16,

@@ -6,52 +6,25 @@ use std::path::{Path, PathBuf};
 
 use volley_store::Store;
 
-use crate::common::output_of;
+use crate::common::{output_of, root_for, server_installed, variant_study};
 use crate::study_cli::{study_ok, temp_dir, volley, write};
-
-fn installed(program: &str) -> bool {
-    ["/usr/sbin", "/usr/bin"]
-        .iter()
-        .any(|d| Path::new(d).join(program).exists())
-}
 
 #[test]
 fn each_knob_runs_alone_and_together_and_the_end_table_gives_its_effect() {
-    if !installed("nginx") {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let dir = temp_dir("each");
-    let f = dir.join("each.toml");
-    std::fs::write(
-        &f,
-        r#"
-name = "each"
-[[target]]
-name = "web"
-kind = "nginx"
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
-[load]
-model = "closed"
-concurrency = 2
-[sweep]
+    let sweep = r#"[sweep]
 variants = "each"
 [[variant]]
 name = "tuned"
-server = { sendfile = false, backlog = 1024 }
-[steps]
-duration = "1s"
-warmup = "0s"
-cooldown = "0s"
-retries = 0
-repeats = 2
-"#,
-    )
-    .unwrap();
+server = { sendfile = false, backlog = 1024 }"#;
+    let f = write(
+        &dir,
+        "each.toml",
+        &variant_study("each", "nginx", sweep, "repeats = 2"),
+    );
     let db = dir.join("each.db");
     let dry = volley()
         .args(["study", "run"])
@@ -249,40 +222,20 @@ fn the_tuned_vs_default_study_plans_each_knob_per_server_by_sweep_and_search() {
 
 #[test]
 fn a_two_variant_study_interleaves_and_stores_each_variants_config() {
-    if !Path::new("/usr/sbin/nginx").exists() {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let dir = temp_dir("variants");
-    let f = write(
-        &dir,
-        "v.toml",
-        r#"
-name = "variants"
-[[target]]
-name = "web"
-kind = "nginx"
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
-[load]
-model = "closed"
-concurrency = 2
-[sweep]
+    let sweep = r#"[sweep]
 variants = ["default", "tuned"]
 [[variant]]
 name = "tuned"
 server = { sendfile = false, defer_accept = true, backlog = 1024 }
-raw.nginx = "open_file_cache max=100;"
-[steps]
-duration = "1s"
-warmup = "0s"
-cooldown = "0s"
-retries = 0
-repeats = 2
-"#,
+raw.nginx = "open_file_cache max=100;""#;
+    let f = write(
+        &dir,
+        "v.toml",
+        &variant_study("variants", "nginx", sweep, "repeats = 2"),
     );
     let db = dir.join("v.db");
     study_ok(&f, &db);
@@ -360,8 +313,7 @@ repeats = 2
 
 #[test]
 fn a_variants_sysctls_apply_in_its_own_namespace_and_never_on_the_host() {
-    if !Path::new("/usr/sbin/nginx").exists() {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
+    if !server_installed("nginx", "nginx") {
         return;
     }
     let host =
@@ -372,33 +324,15 @@ fn a_variants_sysctls_apply_in_its_own_namespace_and_never_on_the_host() {
     );
     let dir = temp_dir("variant-sysctl");
     let study = |extra: &str| {
-        format!(
-            r#"
-name = "variant-sysctl"
-[[target]]
-name = "web"
-kind = "nginx"
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
-[load]
-model = "closed"
-concurrency = 2
-[sweep]
+        let sweep = format!(
+            r#"[sweep]
 variants = ["default", "small"]
 [[variant]]
 name = "small"
 server = {{ backlog = 1024 }}
-{extra}
-[steps]
-duration = "1s"
-warmup = "0s"
-cooldown = "0s"
-retries = 0
-"#
-        )
+{extra}"#
+        );
+        variant_study("variant-sysctl", "nginx", &sweep, "")
     };
     let f = write(
         &dir,
@@ -506,31 +440,13 @@ fn a_sysctl_variant_run_without_root_names_the_key_and_exits_2() {
         return;
     }
     let dir = temp_dir("variant-no-root");
-    let study = r#"
-name = "variant-no-root"
-[[target]]
-name = "web"
-kind = "builtin"
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
-[load]
-model = "closed"
-concurrency = 2
-[sweep]
+    let sweep = r#"[sweep]
 variants = ["default", "tuned"]
 [[variant]]
 name = "tuned"
-sysctl = { "net.core.somaxconn" = 1024 }
-[steps]
-duration = "1s"
-warmup = "0s"
-cooldown = "0s"
-retries = 0
-"#;
-    let f = write(&dir, "v.toml", study);
+sysctl = { "net.core.somaxconn" = 1024 }"#;
+    let study = variant_study("variant-no-root", "builtin", sweep, "");
+    let f = write(&dir, "v.toml", &study);
     // nobody may read the study and write its store beside it; the binary under
     // target/ is world-executable.
     use std::os::unix::fs::PermissionsExt;
@@ -566,12 +482,7 @@ retries = 0
 /// line say the server's accept queue overflowed, with the SYNs dropped.
 #[test]
 fn a_lab_step_whose_accept_queue_overflows_is_server_bound_with_the_count() {
-    if !installed("nginx") {
-        eprintln!("nginx not installed: run scripts/install-servers.sh");
-        return;
-    }
-    if !volley_targets::config::running_as_root() {
-        eprintln!("skipped: a variant's sysctl needs root (volley makes a namespace)");
+    if !server_installed("nginx", "nginx") || !root_for("a variant's sysctl") {
         return;
     }
     let dir = temp_dir("accept-queue");

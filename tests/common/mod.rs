@@ -270,3 +270,54 @@ pub fn load_lines(log: &std::path::Path) -> u64 {
         .filter(|l| !l.contains("\"volley-probe\""))
         .count() as u64
 }
+
+/// Whether `program` (a server's binary) is where volley itself would find it; when
+/// not, says that `what` is skipped and how to install it. The one preamble of the
+/// tests of managed servers.
+pub fn server_installed(what: &str, program: &str) -> bool {
+    let there = volley_targets::kind::find_program(program).is_some();
+    if !there {
+        eprintln!("{what} not installed: run scripts/install-servers.sh");
+    }
+    there
+}
+
+/// Whether this test runs as root; when not, says it is skipped because `what` needs
+/// root (a namespace or a sysctl volley sets inside one).
+pub fn root_for(what: &str) -> bool {
+    let root = volley_targets::config::running_as_root();
+    if !root {
+        eprintln!("skipped: {what} needs root");
+    }
+    root
+}
+
+/// A study of one target `web` of `kind`: the `sizes` fixture, one workload `w` of
+/// `/700b.html`, a closed loop of 2 connections, then `sweep` (its `[sweep]` table and
+/// `[[variant]]`s, as TOML), and steps of 1 s with no warm-up, cool-down or retry, with
+/// `steps` (more `[steps]` keys, e.g. `repeats = 2`) added.
+pub fn variant_study(name: &str, kind: &str, sweep: &str, steps: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+[[target]]
+name = "web"
+kind = "{kind}"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]
+[load]
+model = "closed"
+concurrency = 2
+{sweep}
+[steps]
+duration = "1s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+{steps}
+"#
+    )
+}

@@ -75,7 +75,10 @@ pub const REFUSE_ENV: &str = "VOLLEY_TEST_REFUSE_IO_URING";
 /// `user_data` of one operation: op (8 bits), send-buffer index (16), generation (16),
 /// slot (24).
 fn tag(op: Op, buf: u16, generation: u16, slot: usize) -> u64 {
-    ((op as u64) << 56) | (u64::from(buf) << 40) | (u64::from(generation) << 24) | (slot as u64 & 0xff_ffff)
+    ((op as u64) << 56)
+        | (u64::from(buf) << 40)
+        | (u64::from(generation) << 24)
+        | (slot as u64 & 0xff_ffff)
 }
 
 fn untag(t: u64) -> (Option<Op>, u16, u16, usize) {
