@@ -1,6 +1,6 @@
 //! What a newcomer to `volley bench` tripped on, each pinned: CSV on stdout written once,
 //! `-c` beyond `-n` refused as ab does, the User-Agent and a body's Content-Type sent,
-//! IPv6 literal URLs loaded.
+//! IPv6 literal URLs loaded; and the other commands' flags refused by clap in one line.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -160,4 +160,37 @@ fn ipv6_literal_urls_are_loaded() {
     );
     let head = server.join().unwrap();
     assert!(head.contains(&format!("Host: [::1]:{port}\r\n")), "{head}");
+}
+
+/// The flags of the other commands are typed too (issue 22 item 2): a bad value is
+/// clap's refusal, one line naming the flag, exit 2, before anything runs; `--help`
+/// lists the metrics `compare` takes.
+#[test]
+fn other_commands_refuse_a_bad_flag_value_in_one_line() {
+    for (args, want) in [
+        (
+            &["compare", "1", "2", "--metric", "p50"][..],
+            "volley: --metric must be rps or p99, got 'p50'",
+        ),
+        (
+            &["study", "run", "no-such.toml", "--scale", "0"][..],
+            "volley: --scale must be a positive number, got '0'",
+        ),
+        (
+            &["demo", "--scale", "-1"][..],
+            "volley: --scale must be a positive number, got '-1'",
+        ),
+        (
+            &["agent", "--bus", "nats://127.0.0.1:1", "--wait", "0s"][..],
+            "volley: --wait must be longer than zero, got 0s",
+        ),
+    ] {
+        let out = volley().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end(), want, "{args:?}");
+    }
+    let help = volley().args(["compare", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[possible values: rps, p99]"), "{help}");
 }

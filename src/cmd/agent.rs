@@ -13,12 +13,14 @@
 //! starts, from `VOLLEY_BUS_CREDENTIALS`; never from argv, which `ps` shows anyone.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use volley_agents::agent::{self, AgentConfig, AgentEvent};
 use volley_agents::allow::AllowList;
 use volley_agents::auth::{BusCredentials, CREDENTIALS_ENV};
 use volley_agents::AgentsError;
-use volley_units::parse_duration;
+
+use crate::cmd::bench::load::values::positive_duration;
 
 use crate::exit::{usage, Failed};
 
@@ -32,8 +34,8 @@ pub struct Args {
     #[arg(long)]
     name: Option<String>,
     /// How long to wait for an assignment.
-    #[arg(long, default_value = "1h")]
-    wait: String,
+    #[arg(long, default_value = "1h", value_parser = positive_duration)]
+    wait: Duration,
     /// Print nothing but errors.
     #[arg(long, short)]
     quiet: bool,
@@ -75,19 +77,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.bus.starts_with("nats://") {
         usage!("--bus must be a nats://HOST:PORT URL, got '{}'", args.bus);
     }
-    let wait = match parse_duration(&args.wait) {
-        Ok(d) if !d.is_zero() => d,
-        _ => usage!(
-            "--wait must be a duration such as 30s or 1h, got '{}'",
-            args.wait
-        ),
-    };
     let name = args.name.clone().unwrap_or_else(default_name);
     if let Err(e) = volley_agents::msg::check_token("agent name", &name) {
         usage!("--name: {e}");
     }
     let mut cfg = AgentConfig::new(&args.bus, &name);
-    cfg.assign_bound = wait;
+    cfg.assign_bound = args.wait;
     cfg.auth = credentials(&args)?;
     if !args.allow_target.is_empty() {
         cfg.allow = match AllowList::parse(&args.allow_target) {

@@ -22,16 +22,22 @@ pub struct Args {
     /// Results store (SQLite).
     #[arg(long, default_value = "volley.db")]
     db: PathBuf,
-    /// rps or p99.
-    #[arg(long, default_value = "rps")]
-    metric: String,
+    /// The figure compared: requests per second, or the p99 of the headline latency.
+    #[arg(long, default_value = "rps", value_parser = metric())]
+    metric: Metric,
+}
+
+/// `--metric`: the names [`Metric::parse`] takes, listed in `--help`, a bad one refused
+/// by clap in one line.
+fn metric() -> impl clap::builder::TypedValueParser<Value = Metric> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["rps", "p99"])
+        .map(|s| Metric::parse(&s).expect("a listed metric"))
 }
 
 /// Runs `volley compare`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(metric) = Metric::parse(&args.metric) else {
-        usage!("--metric must be rps or p99, got '{}'", args.metric);
-    };
+    let metric = args.metric;
     if !args.db.exists() {
         usage!(
             "no results store at {} (run a study or pass --db)",

@@ -36,16 +36,14 @@ pub struct Args {
     #[arg(short = 'q', long)]
     quiet: bool,
     /// Multiply durations and request counts (the CLI tests run the demo at 0.1).
-    #[arg(long, default_value = "1", hide = true, allow_hyphen_values = true)]
-    scale: String,
+    #[arg(long, default_value = "1", hide = true, allow_hyphen_values = true,
+          value_parser = super::study::scale)]
+    scale: f64,
 }
 
 /// Runs `volley demo`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let scale: f64 = match args.scale.trim().parse() {
-        Ok(s) if f64::is_finite(s) && s > 0.0 => s,
-        _ => usage!("--scale must be a positive number, got '{}'", args.scale),
-    };
+    let scale = args.scale;
     let quick = super::study::load(QUICK, "studies/quick.toml", scale)?;
     let protocols = super::study::load(PROTOCOLS, "studies/protocols.toml", scale)?;
     let out = out_dir(args.out.as_deref())?;

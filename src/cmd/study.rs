@@ -35,8 +35,8 @@ pub struct RunArgs {
     #[arg(long)]
     dry_run: bool,
     /// Multiply durations and request counts (0.1 for a quick look).
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    scale: String,
+    #[arg(long, default_value = "1", allow_hyphen_values = true, value_parser = scale)]
+    scale: f64,
     /// Sweep every point or search for each capacity, whatever the file's `mode`
     /// says (one study file answers both: e.g. a rate sweep, then its capacities).
     #[arg(long, value_enum, value_name = "MODE")]
@@ -220,12 +220,16 @@ fn on_interrupt(stop: &AtomicBool, finished: &AtomicBool) {
     volley_targets::stop_all();
 }
 
+/// `--scale` of `study run` and `demo`: a positive, finite factor.
+pub(crate) fn scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("must be a positive number, got '{s}'")),
+    }
+}
+
 fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
     super::sweep_leftovers();
-    let scale: f64 = match a.scale.trim().parse() {
-        Ok(s) if f64::is_finite(s) && s > 0.0 => s,
-        _ => usage!("--scale must be a positive number, got '{}'", a.scale),
-    };
     let text = match std::fs::read_to_string(&a.file) {
         Ok(t) => t,
         Err(e) => usage!("cannot read study file {}: {e}", a.file.display()),
@@ -234,7 +238,7 @@ fn run_study(a: RunArgs) -> anyhow::Result<ExitCode> {
         ModeArg::Sweep => volley_study::spec::Mode::Sweep,
         ModeArg::Search => volley_study::spec::Mode::Search,
     });
-    let mut plan = load_as(&text, &a.file.display().to_string(), scale, mode)?;
+    let mut plan = load_as(&text, &a.file.display().to_string(), a.scale, mode)?;
     if let Some(n) = a.retries {
         plan.retries = n;
     }
