@@ -608,6 +608,23 @@ fn numbers(a: &LoadArgs) -> anyhow::Result<Numbers> {
     })
 }
 
+/// The runs `0..n` of a repeated load (`--repeat`, or every target's rounds): a
+/// cool-down rest before each but the first, and no further run once `interrupted`
+/// (the interrupted run keeps its figures). The one loop of `bench`, `bench --replay`
+/// and `bench --target`.
+pub fn repeats(
+    n: usize,
+    cooldown: Duration,
+    interrupted: &AtomicBool,
+) -> impl Iterator<Item = usize> + '_ {
+    (0..n).take_while(move |&k| {
+        if k > 0 {
+            volley_harness::rest(cooldown, interrupted);
+        }
+        !interrupted.load(Ordering::Relaxed)
+    })
+}
+
 /// One measured run of `spec`: the harness's `measure` with the generator's headroom
 /// watched beside it, closed into a `Summary` with the wire report and bench's notes.
 /// `interrupted` (Ctrl-C) only adds a note; the load stops by `spec.cfg.stop_flag`.

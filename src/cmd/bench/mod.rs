@@ -103,13 +103,7 @@ fn run_url(a: LoadArgs, save: SaveArgs) -> anyhow::Result<ExitCode> {
     let mut saver = Saver::begin(&save, &url, &spec, environment)?;
     let text = Text::default();
     let mut runs: Vec<Summary> = Vec::with_capacity(repeats);
-    for k in 0..repeats {
-        if k > 0 {
-            volley_harness::rest(cooldown, &interrupted);
-        }
-        if interrupted.load(Ordering::Relaxed) {
-            break;
-        }
+    for k in load::repeats(repeats, cooldown, &interrupted) {
         let ran = load::run_once(
             &spec,
             &interrupted,

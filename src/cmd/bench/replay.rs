@@ -492,13 +492,7 @@ pub fn run(
     let progress = crate::cmd::progress::wanted(a.quiet);
     let mut runs: Vec<Summary> = Vec::with_capacity(repeats);
     let mut outcomes: Vec<ReplayOutcome> = Vec::with_capacity(repeats);
-    for k in 0..repeats {
-        if k > 0 {
-            volley_harness::rest(cooldown, &interrupted);
-        }
-        if interrupted.load(Ordering::Relaxed) {
-            break;
-        }
+    for k in load::repeats(repeats, cooldown, &interrupted) {
         let ran = load::run_once(
             &spec,
             &interrupted,

@@ -306,13 +306,8 @@ pub fn run(
     let schedule: Vec<(usize, TargetKind)> = (0..setup.load.repeat)
         .flat_map(|round| setup.kinds.iter().map(move |&k| (round, k)))
         .collect();
-    for (i, &(round, kind)) in schedule.iter().enumerate() {
-        if i > 0 {
-            volley_harness::rest(setup.load.cooldown, &interrupted);
-        }
-        if interrupted.load(Ordering::Relaxed) {
-            break;
-        }
+    for i in super::load::repeats(schedule.len(), setup.load.cooldown, &interrupted) {
+        let (round, kind) = schedule[i];
         let ran = run_target(
             kind,
             &setup,
