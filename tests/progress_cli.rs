@@ -52,3 +52,17 @@ fn a_terminal_gets_a_bar_with_total_rate_errors_and_eta_unless_quiet() {
     let quiet = on_a_terminal(&format!("bench {} -k -c 2 -d 1s -q", s.url("/")));
     assert!(!quiet.contains("load ["), "{quiet:?}");
 }
+
+/// `bench --caldav` shows its day as it goes (issue 22 item 10: it ran silent for a
+/// minute): the phase, then the day's elapsed and remaining time and its actions.
+#[test]
+fn a_caldav_day_on_a_terminal_gets_its_bar_unless_quiet() {
+    let day = "bench --caldav 2 --compress 480 --duration 2s";
+    let tty = on_a_terminal(day);
+    assert!(tty.contains("office ["), "{tty:?}");
+    for part in ["day: ", " s of 2 s", "ETA ", " actions"] {
+        assert!(tty.contains(part), "{part}: {tty:?}");
+    }
+    let quiet = on_a_terminal(&format!("{day} -q"));
+    assert!(!quiet.contains("office ["), "{quiet:?}");
+}
