@@ -322,12 +322,8 @@ fn managed(
     let target =
         volley_targets::start(&spec).map_err(|e| anyhow::anyhow!("cannot start {kind}: {e}"))?;
     if !load.quiet {
-        eprintln!(
-            "volley: started {kind} (pid {}) on {} with {users} DAV account(s), {}",
-            target.pid.map_or("-".into(), |p| p.to_string()),
-            target.url,
-            target.version.as_deref().unwrap_or("version unknown")
-        );
+        let with = format!(" with {users} DAV account(s)");
+        eprintln!("{}", super::target::started_line(&target, &with));
     }
     let accounts: Vec<Account> = target
         .dav

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use volley_engine::{
     Arrival, HttpUrl, ListSourceFactory, Live, LoadConfig, LoadModel, Order, Request,
-    RequestTemplate, StatusRange, StopCondition,
+    RequestTemplate, RunOutcome, StatusRange, StopCondition,
 };
 use volley_harness::measure::LiveWindows;
 use volley_harness::{measure, Measure, MeasureError, MeasuredRun};
@@ -683,23 +683,11 @@ pub fn run_once(
             anyhow::Error::new(e).context("cannot merge the workers' results")
         }
     })?;
-    if interrupted.load(Ordering::Relaxed) {
-        info.notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
-    }
-    if let Some(e) = &outcome.io_refused {
-        // Once per process, however many runs (targets, repeats) meet the same kernel.
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| eprintln!("volley: io_uring refused by the kernel ({e}); using epoll"));
-        info.notes.push(format!(
-            "--io uring was refused by the kernel ({e}): this run used epoll"
-        ));
-    }
-    if outcome.idle_close_retries > 0 {
-        info.notes.push(format!(
-            "{} request(s) were re-sent once because the server had closed an idle kept-alive connection",
-            outcome.idle_close_retries
-        ));
-    }
+    run_notes(
+        &mut info.notes,
+        &outcome,
+        interrupted.load(Ordering::Relaxed),
+    );
     let wire_report =
         volley_harness::wire::report(&spec.wire.wire, &outcome, spec.negotiated.clone());
     let mut recorder = recorder;
@@ -732,6 +720,28 @@ pub fn run_once(
         summary,
         histograms,
     })
+}
+
+/// The notes a run's own events add to its summary: an interrupt, an io_uring the
+/// kernel refused, requests re-sent after the server closed an idle connection.
+fn run_notes<S>(notes: &mut Vec<String>, outcome: &RunOutcome<S>, interrupted: bool) {
+    if interrupted {
+        notes.push("interrupted (Ctrl-C): the summary covers what was measured until then; requests in flight were recorded as censored".into());
+    }
+    if let Some(e) = &outcome.io_refused {
+        // Once per process, however many runs (targets, repeats) meet the same kernel.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("volley: io_uring refused by the kernel ({e}); using epoll"));
+        notes.push(format!(
+            "--io uring was refused by the kernel ({e}): this run used epoll"
+        ));
+    }
+    if outcome.idle_close_retries > 0 {
+        notes.push(format!(
+            "{} request(s) were re-sent once because the server had closed an idle kept-alive connection",
+            outcome.idle_close_retries
+        ));
+    }
 }
 
 /// What a measured run keeps for the store.

@@ -547,12 +547,7 @@ fn run_target(
 ) -> anyhow::Result<TargetRun> {
     let target = start(kind, setup, lab, docroot)?;
     if !show.quiet {
-        eprintln!(
-            "volley: started {kind} (pid {}) on {}, {}",
-            target.pid.map_or("-".into(), |p| p.to_string()),
-            target.url,
-            target.version.as_deref().unwrap_or("version unknown")
-        );
+        eprintln!("{}", started_line(&target, ""));
     }
     let record = target.record(&setup.limits);
     let (mut spec, replay_source) = load_for(setup, &target)?;
@@ -567,8 +562,7 @@ fn run_target(
         outside_stop: Arc::clone(interrupted),
         warmup: spec.cfg.stop.warmup,
     };
-    let keep = savers.wanted();
-    let keep = if keep {
+    let keep = if savers.wanted() {
         load::Keep::Histograms
     } else {
         load::Keep::Nothing
@@ -636,6 +630,18 @@ fn run_target(
         namespace: lab.map(|l| l.record.clone()),
         replay: replay.map(|(_, o)| o),
     })
+}
+
+/// The line a started target gets: `volley: started nginx (pid 12) on URL, VERSION`,
+/// with `with` (e.g. ` with 3 DAV account(s)`) after its address.
+pub(crate) fn started_line(target: &RunningTarget, with: &str) -> String {
+    format!(
+        "volley: started {} (pid {}) on {}{with}, {}",
+        target.kind,
+        target.pid.map_or("-".into(), |p| p.to_string()),
+        target.url,
+        target.version.as_deref().unwrap_or("version unknown")
+    )
 }
 
 /// Stops the target; says which cgroups could not be removed.
