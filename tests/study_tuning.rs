@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use volley_store::Store;
 
-use crate::common::{output_of, root_for, server_installed, variant_study};
+use crate::common::{output_of, root_for, server_installed, variant_study, ONE_PAGE};
 use crate::study_cli::{study_ok, temp_dir, volley, write};
 
 #[test]
@@ -489,18 +489,15 @@ fn a_lab_step_whose_accept_queue_overflows_is_server_bound_with_the_count() {
     let f = write(
         &dir,
         "q.toml",
-        r#"
+        &format!(
+            r#"
 name = "accept-queue"
 [[target]]
 name = "slow"
 kind = "nginx"
 workers = 1
 cpu_quota = 0.05
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
+{ONE_PAGE}
 [load]
 model = "open"
 keepalive = false
@@ -510,13 +507,14 @@ rate = [1000]
 variants = ["small"]
 [[variant]]
 name = "small"
-sysctl = { "net.core.somaxconn" = 4 }
+sysctl = {{ "net.core.somaxconn" = 4 }}
 [steps]
 duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 retries = 0
-"#,
+"#
+        ),
     );
     let db = dir.join("q.db");
     let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));

@@ -292,8 +292,15 @@ pub fn root_for(what: &str) -> bool {
     root
 }
 
-/// A study of one target `web` of `kind`: the `sizes` fixture, one workload `w` of
-/// `/700b.html`, a closed loop of 2 connections, then `sweep` (its `[sweep]` table and
+/// The `sizes` fixture and one workload `w` of `/700b.html`, as study TOML: what the
+/// study tests load when the page does not matter.
+pub const ONE_PAGE: &str = r#"[fixture]
+kind = "sizes"
+[[workload]]
+name = "w"
+paths = ["/700b.html"]"#;
+
+/// A study of one target `web` of `kind`: [`ONE_PAGE`], a closed loop of 2 connections, then `sweep` (its `[sweep]` table and
 /// `[[variant]]`s, as TOML), and steps of 1 s with no warm-up, cool-down or retry, with
 /// `steps` (more `[steps]` keys, e.g. `repeats = 2`) added.
 pub fn variant_study(name: &str, kind: &str, sweep: &str, steps: &str) -> String {
@@ -303,11 +310,7 @@ name = "{name}"
 [[target]]
 name = "web"
 kind = "{kind}"
-[fixture]
-kind = "sizes"
-[[workload]]
-name = "w"
-paths = ["/700b.html"]
+{ONE_PAGE}
 [load]
 model = "closed"
 concurrency = 2
