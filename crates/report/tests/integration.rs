@@ -4,6 +4,7 @@
 mod common;
 
 mod report_html;
+mod report_overlap;
 mod report_real_summary;
 mod report_snapshots;
 mod report_tables;
