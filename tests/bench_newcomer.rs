@@ -184,6 +184,10 @@ fn other_commands_refuse_a_bad_flag_value_in_one_line() {
             &["agent", "--bus", "nats://127.0.0.1:1", "--wait", "0s"][..],
             "volley: --wait must be longer than zero, got 0s",
         ),
+        (
+            &["targets", "--show-config", "nginx", "--workers", "0"][..],
+            "volley: --workers must be at least 1, got 0",
+        ),
     ] {
         let out = volley().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -4,6 +4,7 @@
 
 mod dav_probe;
 
+use crate::cmd::bench::target::flags;
 use crate::exit::usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,10 +19,10 @@ use volley_targets::TargetKind;
 pub struct Args {
     /// Print the configuration volley would generate for KIND (nginx, apache-event,
     /// apache-prefork, lighttpd, caddy, builtin) instead of the list.
-    #[arg(long, value_name = "KIND")]
-    show_config: Option<String>,
+    #[arg(long, value_name = "KIND", value_parser = flags::kind)]
+    show_config: Option<TargetKind>,
     /// Worker processes (threads for Caddy) in the shown configuration.
-    #[arg(long, default_value_t = 1, requires = "show_config")]
+    #[arg(long, default_value = "1", requires = "show_config", value_parser = flags::workers)]
     workers: u32,
     /// Show the configuration with keep-alive off.
     #[arg(long, requires = "show_config")]
@@ -82,8 +83,8 @@ pub struct Args {
 
 /// Runs `volley targets`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(name) = &args.show_config {
-        return show_config(name, &args);
+    if let Some(kind) = args.show_config {
+        return show_config(kind, &args);
     }
     if let Some(what) = &args.dav_probe {
         return dav_probe::run(what, args.user.as_deref(), args.json);
@@ -154,14 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show_config(name: &str, args: &Args) -> anyhow::Result<ExitCode> {
-    let kind: TargetKind = match name.parse() {
-        Ok(k) => k,
-        Err(e) => usage!("{e}"),
-    };
-    if args.workers == 0 {
-        usage!("--workers must be at least 1");
-    }
+fn show_config(kind: TargetKind, args: &Args) -> anyhow::Result<ExitCode> {
     let dir = PathBuf::from("DIR");
     let placement = Placement {
         docroot: args.docroot.clone().unwrap_or_else(|| dir.join("www")),

@@ -46,7 +46,7 @@ use super::save::{Extras, SaveArgs, Savers};
 use crate::exit::{usage, Interrupted};
 
 mod export;
-mod flags;
+pub(crate) mod flags;
 mod netns;
 mod print;
 mod setup;

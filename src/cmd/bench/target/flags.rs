@@ -10,13 +10,13 @@ use super::list;
 use crate::cmd::bench::load::values;
 
 /// `--target KIND`.
-pub(super) fn kind(s: &str) -> Result<TargetKind, String> {
+pub(crate) fn kind(s: &str) -> Result<TargetKind, String> {
     s.parse()
         .map_err(|e: volley_targets::UnknownKind| e.to_string())
 }
 
 /// `--workers`: at least 1.
-pub(super) fn workers(s: &str) -> Result<u32, String> {
+pub(crate) fn workers(s: &str) -> Result<u32, String> {
     let n = values::count(s)?;
     u32::try_from(n).map_err(|_| format!("must be at most {}, got {s}", u32::MAX))
 }
