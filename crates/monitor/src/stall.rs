@@ -453,10 +453,13 @@ fn run(
             acc.add(late_us, bound_us);
         }
         // The next deadline on the grid; after a stall longer than a period, the next
-        // one after waking (cyclictest counts a stall once, not once per missed tick).
+        // one after waking (cyclictest counts a stall once, not once per missed tick),
+        // or after the read of the machine's figures (its wait at an ordinary priority
+        // is no oversleep).
+        let resumed = last_woke.unwrap_or(woke);
         deadline += step_ns;
-        if deadline <= woke {
-            deadline = woke + step_ns;
+        if deadline <= resumed {
+            deadline = resumed + step_ns;
         }
     }
     if let Some(done) = current {
