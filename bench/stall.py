@@ -97,8 +97,12 @@ def one_run(binary, url, rate, keepalive, duration, busy, pin, managed=None):
         else:
             late = max(0, s["scheduled"] - s["dispatched"]) / rate * 1e3
         by_probe = late <= stall + SLACK_MS
-        rows.append({"lag_ms": lag, "stall_ms": stall, "stall_low_ms": low,
+        rows.append({"lag_ms": lag, "stall_ms": stall, "stall_low_ms": low, "late_ms": late,
                      "pacer_wait_ms": wait, "others_on_pacer_ms": s.get("others_on_pacer_ms"),
+                     # volley's own CPU in the second (all threads): what the neighbour
+                     # rule must find others' share on the pacer's CPU above.
+                     "volley_cpu_ms": (s.get("cpu_cores_used") or 0) * 1e3,
+                     "target_on_pacer_ms": s.get("target_on_pacer_ms"),
                      "neighbour": s["label"] == "machine-stalled" and not by_probe,
                      "label": s["label"], "ok": lag <= stall + SLACK_MS,
                      "ok_low": lag <= low + SLACK_MS,

@@ -604,29 +604,7 @@ fn a_protocol_injectors_cannot_speak_is_refused_with_the_plan() {
     );
 }
 
-/// The pids of `parent`'s children whose command line contains `needle`.
-pub(crate) fn children_with(parent: u32, needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Field 4, after the parenthesised command name (which may hold spaces).
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if ppid == Some(parent) && cmdline.contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
-}
+pub(crate) use crate::common::children_with;
 
 /// True while `pid` exists and is not a zombie.
 pub(crate) fn alive(pid: u32) -> bool {

@@ -8,5 +8,6 @@ mod common;
 
 mod study_cli;
 mod study_interrupt;
+mod study_starved;
 mod study_store;
 mod study_tuning;

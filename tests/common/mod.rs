@@ -184,6 +184,30 @@ pub fn output_of(cmd: &mut Command) -> (Option<i32>, String, String) {
     )
 }
 
+/// The pids of `parent`'s children whose command line contains `needle`.
+pub fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Field 4, after the parenthesised command name (which may hold spaces).
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if ppid == Some(parent) && cmdline.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// `volley report ARGS --db DB --md MD`, which must succeed: the Markdown it wrote.
 pub fn markdown_report(args: &[&str], db: &Path, md: &Path) -> String {
     let (code, _, err) = output_of(

@@ -436,21 +436,30 @@ fn run(
             let first = (began_ns - origin_ns) / 1_000_000_000;
             mark_stall(&mut seconds, first, late_us, bound_us);
             if current != Some(second) {
+                // The machine's figures (a few hundred microseconds of file reads) at
+                // an ordinary priority, so a pacer woken on this CPU meanwhile runs
+                // first; the read's own run time is not a stall (the held time counts
+                // from its end).
                 if let Some(done) = current {
-                    push_second(&mut seconds, marks.close(acc.close(done, None)));
+                    let closed = as_ordinary(&priority, || marks.close(acc.close(done, None)));
+                    push_second(&mut seconds, closed);
                     mark_stall(&mut seconds, first, late_us, bound_us);
                 } else {
-                    marks.restart();
+                    as_ordinary(&priority, || marks.restart());
                 }
+                last_woke = Some(mono_ns());
                 current = Some(second);
             }
             acc.add(late_us, bound_us);
         }
         // The next deadline on the grid; after a stall longer than a period, the next
-        // one after waking (cyclictest counts a stall once, not once per missed tick).
+        // one after waking (cyclictest counts a stall once, not once per missed tick),
+        // or after the read of the machine's figures (its wait at an ordinary priority
+        // is no oversleep).
+        let resumed = last_woke.unwrap_or(woke);
         deadline += step_ns;
-        if deadline <= woke {
-            deadline = woke + step_ns;
+        if deadline <= resumed {
+            deadline = resumed + step_ns;
         }
     }
     if let Some(done) = current {
@@ -519,7 +528,9 @@ fn push_second(seconds: &mut Vec<StallSecond>, s: StallSecond) {
 /// sleeper, and the report says so.
 fn keep_clear() -> ProbePriority {
     let left_cgroup = leave_cpu_cgroup();
-    let param = libc::sched_param { sched_priority: 50 };
+    let param = libc::sched_param {
+        sched_priority: FIFO_PRIORITY,
+    };
     // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
     let nice = if fifo {
@@ -536,6 +547,33 @@ fn keep_clear() -> ProbePriority {
         left_cgroup,
     }
 }
+
+/// Runs `f` on this thread at an ordinary priority (`SCHED_OTHER`, the nice value the
+/// process has, as its pacer has), then puts `SCHED_FIFO` back: the reading sleeper's
+/// once-a-second read of the machine's figures took 150-300 us at `SCHED_FIFO`, on the
+/// CPU where the pacer often runs, and held a woken pacer that long (a scheduler trace
+/// here, five seconds of six); at an ordinary priority the pacer's short slice preempts
+/// it (docs/methodology.md, "The machine's stalls"). A sleeper that got no `SCHED_FIFO`
+/// reads as it is. Best effort, as [`keep_clear`].
+fn as_ordinary<T>(priority: &ProbePriority, f: impl FnOnce() -> T) -> T {
+    if !priority.fifo {
+        return f();
+    }
+    let ordinary = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) };
+    let out = f();
+    let fifo = libc::sched_param {
+        sched_priority: FIFO_PRIORITY,
+    };
+    // SAFETY: as above.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) };
+    out
+}
+
+/// The sleepers' real-time priority: above every ordinary task (and a test's
+/// priority-1 hog), below the kernel's own real-time threads at 99.
+const FIFO_PRIORITY: libc::c_int = 50;
 
 /// cgroup v1: moves this thread to the root of the cpu hierarchy when it is in another
 /// cpu cgroup (which may carry a quota). True when it moved.

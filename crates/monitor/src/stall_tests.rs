@@ -189,3 +189,25 @@ fn a_short_run_reports_every_second_from_zero() {
         .enumerate()
         .all(|(i, s)| s.second == i as u64));
 }
+
+#[test]
+fn the_machines_figures_are_read_at_an_ordinary_priority_and_fifo_comes_back() {
+    // The reading sleeper's once-a-second read must not hold a pacer on its CPU: it
+    // runs SCHED_OTHER, then the sleeper is SCHED_FIFO again (where it may be).
+    std::thread::spawn(|| {
+        let priority = keep_clear();
+        // SAFETY: reads this thread's policy.
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let inside = as_ordinary(&priority, policy);
+        assert_eq!(inside, libc::SCHED_OTHER);
+        assert_eq!(policy(), before);
+        if priority.fifo {
+            assert_eq!(before, libc::SCHED_FIFO);
+        } else {
+            eprintln!("SCHED_FIFO refused: only the ordinary read is checked");
+        }
+    })
+    .join()
+    .unwrap();
+}

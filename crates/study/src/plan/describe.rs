@@ -70,17 +70,28 @@ impl Plan {
         if untimed.is_zero() {
             return start_note;
         }
-        format!(
-            "{start_note}; of it, office days' set-up and lead-in {} (guessed: about {} requests per person at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
-            fmt_duration(untimed),
+        // Requests per person for a server of `kind`, the most over the office workloads.
+        let per_person = |kind| {
             self.workloads
                 .iter()
                 .filter_map(|w| w.office.as_ref())
                 .map(|o| {
-                    let (set_up, lead_in) = super::estimate::untimed_requests(o);
+                    let (set_up, lead_in) = super::estimate::untimed_requests(o, kind);
                     (set_up + lead_in).round()
                 })
-                .fold(0.0, f64::max),
+                .fold(0.0, f64::max)
+        };
+        let seeded = match self.targets.iter().any(|t| super::seeded_items(t.kind) > 0) {
+            true => format!(
+                " ({} on Radicale, whose calendars volley seeds: set-up reads each back)",
+                per_person(volley_targets::TargetKind::Radicale)
+            ),
+            false => String::new(),
+        };
+        format!(
+            "{start_note}; of it, office days' set-up and lead-in {} (guessed: about {} requests per person{seeded} at {:.0} req/s on Radicale and Xandikos, {:.0} on the others; a users search sets each calendar up once)",
+            fmt_duration(untimed),
+            per_person(volley_targets::TargetKind::Builtin),
             super::estimate::untimed_rps(volley_targets::TargetKind::Radicale),
             super::estimate::untimed_rps(volley_targets::TargetKind::Builtin),
         )

@@ -75,7 +75,8 @@ impl Plan {
         let Some(office) = &self.workloads[cell.workload].office else {
             return Duration::ZERO;
         };
-        let (set_up, lead_in) = untimed_requests(office);
+        let kind = self.targets[self.instances[cell.instance].target].kind;
+        let (set_up, lead_in) = untimed_requests(office, kind);
         let requests = match (self.search_of_cell(cell), cell.users) {
             (Some(s), _) => {
                 let hi = (2.0 * s.start_rate)
@@ -87,7 +88,6 @@ impl Plan {
             (None, Some(u)) => (set_up + lead_in) * f64::from(u),
             (None, None) => set_up + lead_in,
         };
-        let kind = self.targets[self.instances[cell.instance].target].kind;
         Duration::try_from_secs_f64(requests / untimed_rps(kind)).unwrap_or(Duration::MAX)
     }
 
@@ -184,9 +184,10 @@ impl Plan {
 
 /// Time a DAV target's start spends per account before it can serve (the target's
 /// `dav::set_up`, one request at a time; a stated constant per kind, not measured by the
-/// plan). Radicale makes each calendar (MKCALENDAR) and reads it back: 35-43 ms per
-/// account measured here at load 7, for 200 and 1000 accounts (4 or 16 at a time were
-/// no faster: its storage lock takes them in turn); Xandikos, which makes a git
+/// plan). Radicale's calendars are written into its storage before it starts, so it
+/// only reads each back: 31 ms per account for 1,000 measured here (35-43 ms at load 7
+/// when it made each with MKCALENDAR; 4 or 16 at a time were no faster: its storage
+/// lock takes them in turn); Xandikos, which makes a git
 /// repository per calendar on its first request, is taken alike. The built-in server
 /// provisions a home and a calendar (about 4 fsyncs) before its banner, then answers
 /// the read-back: about 60 ms, what is left of seed 000's measured 4.6 min (4000
@@ -222,15 +223,30 @@ fn steps_range(s: &super::SearchPlan) -> (u32, u32) {
 
 /// Items each calendar holds when an office day starts (`volley_office::OfficeConfig`'s
 /// default, which a study's office step keeps).
-const OFFICE_ITEMS: f64 = 20.0;
+const OFFICE_ITEMS: f64 = volley_office::INITIAL_ITEMS as f64;
 
-/// Requests one person's untimed parts of an office day send, roughly, as (set-up,
-/// lead-in): set-up finds (or makes) the calendar, lists and empties it and writes its
-/// items one PUT each (about 4 + items); a warm day's lead-in runs two first syncs
-/// (about 6 requests each), a poll of each device (about 3) and one interval's
-/// decisions (about 1.5 requests each). A cold day has no lead-in.
-pub fn untimed_requests(office: &super::OfficeLoad) -> (f64, f64) {
-    let set_up = 4.0 + OFFICE_ITEMS;
+/// Set-up requests per person on seeded storage: the calendar's PROPFIND, its listing,
+/// and the read-back that takes it as a previous day's (a listing and a multiget;
+/// `volley_office` set-up's `adopt`), the principal found once more where the account
+/// does not give it.
+pub const SEEDED_SET_UP: f64 = 4.0;
+
+/// Requests one person's untimed parts of an office day send to a server of `kind`,
+/// roughly, as (set-up, lead-in): set-up finds (or makes) the calendar, lists and
+/// empties it and writes its items one PUT each (about 4 + items); on a server whose
+/// storage volley seeds with those items ([`super::seeded_items`]: Radicale) it finds
+/// the calendar, lists it and reads it back (about [`SEEDED_SET_UP`]); a warm day's
+/// lead-in runs two first syncs (about 6 requests each), a poll of each device (about
+/// 3) and one interval's decisions (about 1.5 requests each). A cold day has no lead-in.
+pub fn untimed_requests(
+    office: &super::OfficeLoad,
+    kind: volley_targets::TargetKind,
+) -> (f64, f64) {
+    let set_up = if super::seeded_items(kind) > 0 {
+        SEEDED_SET_UP
+    } else {
+        4.0 + OFFICE_ITEMS
+    };
     let decisions = f64::from(office.decisions) * office.mix.slowest_poll_s()
         / volley_office::day::OFFICE_DAY_S;
     let lead_in = match office.cold_start {

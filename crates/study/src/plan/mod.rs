@@ -27,6 +27,7 @@ mod variants;
 pub use describe::fmt_duration;
 pub use estimate::{RateBook, RateSource, GUESS_RPS_PER_CONNECTION};
 pub use model::*;
+pub use office::seeded_items;
 pub use placement::{check_ssh_option, Seat, SshOptionError};
 pub use resolve::{resolve, schedule};
 pub use timing::rate_step_length;

@@ -17,6 +17,19 @@ pub const DEFAULT_DECISIONS: u32 = 250;
 /// stress test (docs/methodology.md, "The office").
 pub const DEFAULT_COMPRESS: f64 = 1.0;
 
+/// The office's first items volley writes into a target's storage before starting it,
+/// per calendar: Radicale's (`volley_targets::dav::seed_radicale`; its PUTs each take
+/// its storage lock and 9 fsyncs), none elsewhere (set-up PUTs them). The one rule the
+/// target's spec and the plan's set-up estimate share (docs/methodology.md, "Radicale's
+/// storage seeded").
+pub fn seeded_items(kind: TargetKind) -> u64 {
+    if kind == TargetKind::Radicale {
+        volley_office::INITIAL_ITEMS
+    } else {
+        0
+    }
+}
+
 /// The office of workload `w`, or `None` for an http workload.
 pub(super) fn resolve_office(
     w: &WorkloadDef,

@@ -242,3 +242,50 @@ fn the_plan_says_what_share_of_devices_polls_in_a_short_window() {
         }
     }
 }
+
+#[test]
+fn radicales_seeded_set_up_is_counted_as_a_read_back_not_as_puts() {
+    // Radicale's calendars and first items are written into its storage before it
+    // starts, so its set-up only reads each calendar back (about 4 requests a person);
+    // elsewhere set-up writes the 20 items one PUT each. The lead-in is the same.
+    let text = OFFICE.replace(
+        "targets = [\"radicale\"]",
+        "targets = [\"builtin\", \"radicale\"]",
+    );
+    let p = plan(&text).unwrap();
+    let office = p.workloads.iter().find_map(|w| w.office.as_ref()).unwrap();
+    let (radicale, r_lead) =
+        estimate::untimed_requests(office, volley_targets::TargetKind::Radicale);
+    let (builtin, b_lead) = estimate::untimed_requests(office, volley_targets::TargetKind::Builtin);
+    assert_eq!(radicale, estimate::SEEDED_SET_UP);
+    assert_eq!(builtin, 4.0 + volley_office::INITIAL_ITEMS as f64);
+    assert_eq!(r_lead, b_lead);
+    // A day of 300 people: each cell's untimed time is its requests at its server's rate.
+    let day = |target: &str| {
+        let ci = p
+            .cells
+            .iter()
+            .position(|c| {
+                c.users == Some(300) && p.targets[p.instances[c.instance].target].name == target
+            })
+            .unwrap();
+        p.office_untimed(&p.cells[ci]).as_secs_f64()
+    };
+    let want = |set_up: f64, kind| 300.0 * (set_up + r_lead) / estimate::untimed_rps(kind);
+    let r = day("radicale");
+    assert!(
+        (r - want(radicale, volley_targets::TargetKind::Radicale)).abs() < 1e-6,
+        "{r}"
+    );
+    let b = day("builtin");
+    assert!(
+        (b - want(builtin, volley_targets::TargetKind::Builtin)).abs() < 1e-6,
+        "{b}"
+    );
+    // The plan's header says both figures.
+    let header = p.describe();
+    assert!(
+        header.contains(&format!("{} on Radicale", (radicale + r_lead).round())),
+        "{header}"
+    );
+}

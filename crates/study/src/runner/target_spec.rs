@@ -49,12 +49,10 @@ pub(super) fn spec_for(
         // Radicale's calendars and the office's first items are written into its
         // storage before the start; the office steps' set-up (`keep_calendars`) takes
         // them as a previous day's, so thousands of users are ready in seconds.
-        let seed_items = if t.kind == TargetKind::Radicale {
-            volley_office::INITIAL_ITEMS
-        } else {
-            0
-        };
-        spec.settings.dav = Some(volley_targets::DavSettings { users, seed_items });
+        spec.settings.dav = Some(volley_targets::DavSettings {
+            users,
+            seed_items: crate::plan::seeded_items(t.kind),
+        });
     }
     let serve = plan.serve;
     if serve.tls {

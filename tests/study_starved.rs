@@ -1,0 +1,181 @@
+//! A study whose managed target is starved by the machine: the built-in server, pinned
+//! by the study to CPU 0, shares that CPU with a busy neighbour this test starts once
+//! the target is up. The step is the machine's, not the server's failure: stored
+//! machine busy, its line names the target's wait, and the study measures it again
+//! (docs/methodology.md, "The target's wait for a CPU" and "Re-measuring what noise
+//! spoiled"). The SLO (50 us, which no loopback reply of a debug build meets) makes
+//! every step fail, so what is asserted is whose failure it is, never a figure.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use volley_store::Store;
+
+use crate::common::children_with;
+use crate::study_cli::{temp_dir, volley, write};
+
+/// One rate step at 200 req/s on the built-in server pinned to one core (CPU 0), with
+/// one re-measure allowed; warm-up long enough for the neighbour to start before the
+/// measured part.
+const STUDY: &str = r#"name = "starved"
+[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "sizes"
+[[workload]]
+name = "page"
+paths = ["/1500b.html"]
+[load]
+model = "open"
+concurrency = 4
+timeout = "5s"
+keepalive = true
+[sweep]
+rate = [200]
+cores = [1]
+[steps]
+duration = "4s"
+warmup = "2s"
+cooldown = "1s"
+retries = 1
+[slo]
+p99 = "50us"
+error_share = 0.01
+"#;
+
+/// A busy loop pinned to `cpu`, bounded to 120 s by itself (bash's `SECONDS`, no
+/// process started per turn) and killed by the test when dropped.
+struct Spinner(Child);
+
+impl Spinner {
+    fn on(cpu: usize) -> Spinner {
+        let child = Command::new("taskset")
+            .args(["-c", &cpu.to_string(), "bash", "-c"])
+            .arg("while [ $SECONDS -lt 120 ]; do :; done")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the spinner (taskset, bash)");
+        Spinner(child)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        // Ours: started by this test, reaped here.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether process `pid` may run on CPU `cpu` only (its `Cpus_allowed_list`).
+fn pinned_to(pid: u32, cpu: usize) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .is_some_and(|v| v.trim() == cpu.to_string())
+    })
+}
+
+/// Waits (at most 60 s) until `study` has started its target pinned to `cpu`.
+fn target_up(study: &mut Child, cpu: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !children_with(study.id(), "serve")
+        .into_iter()
+        .any(|p| pinned_to(p, cpu))
+    {
+        assert!(
+            study.try_wait().unwrap().is_none(),
+            "the study ended before its target was seen"
+        );
+        assert!(Instant::now() < deadline, "no pinned target within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Why the kernel cannot show a target's wait for a CPU here, if it cannot: run delays
+/// need schedstats (`/proc/PID/schedstat`), and a neighbour on the target's CPU needs a
+/// second CPU for volley.
+fn cannot_show_the_wait() -> Option<&'static str> {
+    if !Path::new("/proc/self/schedstat").exists() {
+        return Some("no /proc/PID/schedstat (kernel without schedstats)");
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return Some("one CPU: no core left for volley beside the starved target");
+    }
+    None
+}
+
+#[test]
+fn a_target_starved_by_a_neighbour_on_its_cpu_is_the_machines_and_measured_again() {
+    if let Some(why) = cannot_show_the_wait() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = temp_dir("starved");
+    let f = write(&dir, "study.toml", STUDY);
+    let db = dir.join("v.db");
+    let mut study = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    target_up(&mut study, 0);
+    let spinner = Spinner::on(0);
+    let out = study.wait_with_output().unwrap();
+    drop(spinner);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    let store = Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let steps = store.steps(run).unwrap();
+    let first = steps
+        .iter()
+        .find(|s| s.parameters.extra["attempt"] == 0)
+        .unwrap_or_else(|| panic!("no first attempt: {steps:?}"));
+    let seconds = first.summary["seconds"].as_array().unwrap();
+    if seconds.iter().all(|x| x["target_wait_ms"].is_null()) {
+        eprintln!("skipped: the kernel gave no run delay of the target's threads");
+        return;
+    }
+    if seconds.iter().all(|x| x["others_busy_share"].is_null()) {
+        eprintln!("skipped: the machine's per-CPU busy time was not read (no cgroup figures)");
+        return;
+    }
+    let verdict = first.verdict.as_ref().unwrap();
+    // The machine's: failed while the machine was busy, so not the server's failure.
+    assert_eq!(verdict["machine_busy"], true, "{verdict}\n{stderr}");
+    assert_eq!(verdict["sustain"]["sustainable"], false, "{verdict}");
+    assert_ne!(first.label.as_deref(), Some("generator-bound"), "{stderr}");
+    // Its line names the target's wait.
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("rate=200") && !l.contains("re-measure"))
+        .unwrap_or_else(|| panic!("no step line: {stderr}"));
+    assert!(line.contains("machine busy"), "{line}");
+    assert!(
+        line.contains("the target waited up to") && line.contains("for a CPU"),
+        "{line}"
+    );
+    // Measured again, and stored with its number.
+    assert!(
+        steps.iter().any(|s| s.parameters.extra["attempt"] == 1),
+        "not re-measured: {stderr}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("builtin"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("1 step re-measured"), "{row}");
+    // Never read as the server's failure.
+    assert!(!row.contains("first unsustainable"), "{row}\n{stderr}");
+}
