@@ -352,6 +352,20 @@ pub enum SearchEnd {
     GeneratorBound,
 }
 
+impl SearchEnd {
+    /// How the search ended, in words for the end table and the report (never the
+    /// enum's Rust name).
+    pub fn words(self) -> &'static str {
+        match self {
+            SearchEnd::Converged => "converged",
+            SearchEnd::ReachedMaxRate => "reached its maximum rate",
+            SearchEnd::BelowMinRate => "failed at its lowest rate",
+            SearchEnd::StepBudgetExhausted => "ran out of steps",
+            SearchEnd::GeneratorBound => "stopped at a rate it could not judge",
+        }
+    }
+}
+
 /// The answer of a search.
 ///
 /// The point estimate is the last sustainable rate (capacity is the largest sustainable

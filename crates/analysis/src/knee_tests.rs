@@ -512,3 +512,21 @@ fn a_capacity_interval_takes_the_one_resample_count_every_interval_takes() {
         crate::bootstrap::RESAMPLES
     );
 }
+
+#[test]
+fn a_search_end_reads_as_words_not_as_its_rust_name() {
+    for end in [
+        SearchEnd::Converged,
+        SearchEnd::ReachedMaxRate,
+        SearchEnd::BelowMinRate,
+        SearchEnd::StepBudgetExhausted,
+        SearchEnd::GeneratorBound,
+    ] {
+        let words = end.words();
+        assert_ne!(words, format!("{end:?}"));
+        assert!(
+            words.chars().all(|c| c.is_ascii_lowercase() || c == ' '),
+            "{words}"
+        );
+    }
+}

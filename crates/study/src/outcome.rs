@@ -371,13 +371,7 @@ fn searched_line(plan: &Plan, ci: usize, c: &Capacity, office: &OfficeLoad, slo_
     let end = match c.end {
         knee::SearchEnd::Converged => String::new(),
         knee::SearchEnd::ReachedMaxRate => ", not bounded: the most the search tries".into(),
-        other => format!(
-            ", search ended: {}",
-            serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.as_str().map(|e| e.replace('_', " ")))
-                .unwrap_or_default()
-        ),
+        other => format!(", search ended: {}", other.words()),
     };
     match c.capacity_rps {
         Some(n) => format!(
@@ -403,7 +397,7 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
     let (_, remeasured) = best_attempts(attempts);
     let claim = cap.claim();
     format!(
-        "{}, 95% CI [{:.0}, {hi}] ({} steps, {:?}{}{})",
+        "{}, 95% CI [{:.0}, {hi}] ({} steps, search {}{}{})",
         match claim {
             Claim::None => "capacity none (no rate shown sustainable)".to_string(),
             c => format!("capacity {}", c.text("req/s")),
@@ -413,7 +407,7 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
         // observations the search decided on, which is 0 for a search that stopped at
         // its first, unjudged rate.
         attempts.len(),
-        cap.end,
+        cap.end.words(),
         match cap.generator_bound_at_rps {
             Some(r) => format!(
                 "; {r:.0} req/s could not be judged for the server (generator-bound, machine-stalled or on a busy machine): the edge above was not looked for"
