@@ -85,6 +85,17 @@ from minute 5 to the end:
   -> 17.8 MB; bench --save 28.2 -> 30.9 MB (flat); serve flat. Office study 58.5 ->
   68.6 MB (+17%, NOT flat; 2.4 KB/s, as before). No fd or thread growth (bench's fds
   follow its pool). Every second stored: bench 3601, office 3600, injected 3600.
+- Office alone under heaptrack (debug build of 66cdc34, `users = [50]`, 300 s window,
+  load 9-24, 28 Nov 2026; not a fix, where the growth goes): the heap rose from
+  11.5 MB at 80 s to 17.0 MB at 320 s. The day sent 1,198 requests (4 a second), so
+  the growth is not a per-request holding. Its calendars went from 1,000 items to 1,131
+  (134 creates): each item is kept three times (the truth and each device's mirror, as
+  a real client keeps its copy), ~1.1 KB of text each, so ~1.5 KB/s of the growth is
+  the calendars' items, data the office must keep, proportional to the items created
+  (the day's decisions), not to time. The rest is per-second state every study step
+  keeps to store at its end (monitor samples, stall seconds, the seconds' digests),
+  the same floor as the injected coordinator's ~1 KB/s. Not yet shown side by side:
+  a run with the item texts shared between the truth and the mirrors (one copy).
 """
 import argparse
 import json

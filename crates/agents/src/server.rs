@@ -4,25 +4,29 @@
 //! `nats-server` is started with `-a 127.0.0.1 -p -1` (the server picks a free port, so
 //! there is no race between choosing a port and binding it; [`PrivateNats::restart`]
 //! binds the same port again) and no config file; the
-//! port is read from its "Listening for client connections on" log line, then a TCP
-//! connect proves it accepts. It is stopped, by its own pid, on [`PrivateNats::stop`]
-//! or on drop.
+//! port is read from its "Listening for client connections on" log line, and its
+//! "Server is ready" line says it accepts. No connection of volley's own proves it: on
+//! a secured server a bare TCP connect that closes is a failed TLS handshake in the
+//! server's log, which would count as a refusal in every step (issue 26). It is
+//! stopped, by its own pid, on [`PrivateNats::stop`] or on drop.
 //!
 //! A secured one ([`PrivateNats::start_secured`], what studies start) also gets a
 //! config file: TLS with a certificate from a throw-away CA for its address, and one
 //! user per party with only its own subjects ([`crate::auth::StudyKeys`]); the files
 //! live in a directory only this user can read, removed on drop. Connections the server
-//! refused (bad credentials, failed TLS handshakes) are counted from its log.
+//! refused (bad credentials, failed TLS handshakes) are counted from its log; after
+//! [`PrivateNats::stop`] the count is final (the log has been read to its end).
 
 use crate::auth::StudyKeys;
 use crate::AgentsError;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// How long a server may take to say where it listens.
 const START_BOUND: Duration = Duration::from_secs(10);
@@ -39,6 +43,8 @@ pub struct PrivateNats {
     conf: Option<PathBuf>,
     /// Connections it refused so far (its log's authorization and TLS errors).
     refused: Arc<AtomicU64>,
+    /// The thread reading its log, joined on stop so the count is final.
+    log: Option<JoinHandle<()>>,
 }
 
 /// A secured server's keys and files (the directory goes with the last handle).
@@ -127,7 +133,10 @@ impl PrivateNats {
     }
 
     /// Connections the server refused so far: wrong or missing credentials, failed TLS
-    /// handshakes (a client without TLS, or one that does not trust the CA).
+    /// handshakes (a client without TLS, or one that does not trust the CA). Only
+    /// others' connections: volley makes none of its own to see the server up. Final
+    /// once [`PrivateNats::stop`] returned; before, a refusal of the last moments may
+    /// not have been read from the log yet.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
@@ -226,13 +235,16 @@ impl PrivateNats {
         let refused = Arc::new(AtomicU64::new(0));
         let count = refused.clone();
         // Reads the log to its end so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
+        let log = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(port) = listening_port(&line) {
-                    let _ = tx.send(port);
-                }
-                if is_refusal(&line) {
-                    count.fetch_add(1, Ordering::Relaxed);
+                match startup_line(&line) {
+                    Some(s) => {
+                        let _ = tx.send(s);
+                    }
+                    None if is_refusal(&line) => {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {}
                 }
             }
         });
@@ -243,20 +255,10 @@ impl PrivateNats {
             secured,
             conf: None,
             refused,
+            log: Some(log),
         };
-        me.port = rx.recv_timeout(START_BOUND).map_err(|_| {
-            AgentsError::Server(format!(
-                "did not report a client port within {START_BOUND:?}"
-            ))
-        })?;
-        let addr = SocketAddr::new(ip, me.port);
-        let deadline = Instant::now() + START_BOUND;
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if Instant::now() > deadline {
-                return Err(AgentsError::Server(format!("does not accept on {addr}")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // On error `me` drops here: the server is killed and its log joined.
+        me.port = wait_ready(&rx)?;
         Ok(me)
     }
 
@@ -270,11 +272,19 @@ impl PrivateNats {
         format!("nats://{}", SocketAddr::new(self.ip, self.port))
     }
 
-    /// Kills and reaps it (idempotent).
+    /// Kills and reaps it, then reads its log to the end (idempotent): [`refused`]
+    /// is final after it.
+    ///
+    /// [`refused`]: PrivateNats::refused
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // The pipe's writer is gone with the server, so the reader ends. A server that
+        // forked a child holding its stderr would keep it open: nats-server does not.
+        if let Some(log) = self.log.take() {
+            let _ = log.join();
         }
     }
 }
@@ -293,6 +303,51 @@ fn is_refusal(line: &str) -> bool {
         && (l.contains("authentication error")
             || l.contains("authorization violation")
             || l.contains("tls handshake error"))
+}
+
+/// What the server's start says in its log, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Startup {
+    /// "Listening for client connections on HOST:PORT".
+    Listening(u16),
+    /// "Server is ready": every listener is open.
+    Ready,
+}
+
+/// The start-up line `line` is, if any.
+fn startup_line(line: &str) -> Option<Startup> {
+    if line.contains("[INF] Server is ready") {
+        return Some(Startup::Ready);
+    }
+    listening_port(line).map(Startup::Listening)
+}
+
+/// Waits (at most [`START_BOUND`]) for the server's port, then for it to be ready.
+fn wait_ready(rx: &mpsc::Receiver<Startup>) -> Result<u16, AgentsError> {
+    let deadline = std::time::Instant::now() + START_BOUND;
+    let mut port = None;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match (rx.recv_timeout(left), port) {
+            (Ok(Startup::Listening(p)), _) => port = Some(p),
+            (Ok(Startup::Ready), Some(p)) => return Ok(p),
+            (Ok(Startup::Ready), None) => {
+                return Err(AgentsError::Server(
+                    "said it was ready without a client port".into(),
+                ))
+            }
+            (Err(_), None) => {
+                return Err(AgentsError::Server(format!(
+                    "did not report a client port within {START_BOUND:?}"
+                )))
+            }
+            (Err(_), Some(p)) => {
+                return Err(AgentsError::Server(format!(
+                    "listened on port {p} but did not say it was ready within {START_BOUND:?}"
+                )))
+            }
+        }
+    }
 }
 
 /// The port of a "Listening for client connections on HOST:PORT" log line.
@@ -314,6 +369,26 @@ mod tests {
             listening_port("Listening for client connections on [::1]:x"),
             None
         );
+    }
+
+    #[test]
+    fn start_up_lines_in_order_and_a_server_that_never_says_ready() {
+        let ready = "[10174] 2026/11/25 06:49:49.356012 [INF] Server is ready";
+        assert_eq!(startup_line(ready), Some(Startup::Ready));
+        assert_eq!(startup_line("[ERR] cid:4 - TLS handshake error: EOF"), None);
+        let (tx, rx) = mpsc::channel();
+        tx.send(Startup::Listening(4222)).unwrap();
+        tx.send(Startup::Ready).unwrap();
+        assert_eq!(wait_ready(&rx).unwrap(), 4222);
+        // Ready before any port, or the log ending before ready: typed errors.
+        let (tx, rx) = mpsc::channel();
+        tx.send(Startup::Ready).unwrap();
+        assert!(matches!(wait_ready(&rx), Err(AgentsError::Server(_))));
+        let (tx, rx) = mpsc::channel();
+        tx.send(Startup::Listening(4222)).unwrap();
+        drop(tx);
+        let e = wait_ready(&rx).unwrap_err().to_string();
+        assert!(e.contains("4222") && e.contains("ready"), "{e}");
     }
 
     #[test]

@@ -294,12 +294,14 @@ impl StepAgents {
         self.local.as_ref().map(LocalAgents::exit_watch)
     }
 
-    /// Connections the private bus refused so far (0 for an existing bus).
+    /// Connections the private bus refused (0 for an existing bus): all of the step's
+    /// after [`StepAgents::stop`], which reads the bus's log to its end.
     pub fn refused(&self) -> u64 {
         self.nats.as_ref().map_or(0, PrivateNats::refused)
     }
 
-    /// Stops every agent still running, here and on the hosts (idempotent).
+    /// Stops every agent still running, here and on the hosts, then the private bus
+    /// (idempotent).
     pub fn stop(&mut self) {
         if let Some(mut l) = self.local.take() {
             l.stop();
@@ -307,6 +309,9 @@ impl StepAgents {
         for p in self.remote.drain(..) {
             // A host that is gone has already killed its agent itself.
             let _ = p.stop();
+        }
+        if let Some(n) = &mut self.nats {
+            n.stop();
         }
     }
 }
