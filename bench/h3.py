@@ -2,7 +2,7 @@
 """Side-by-side speed benchmark of volley over HTTP/3 against oha and against itself.
 
 Run: python3 bench/h3.py [--seconds 5] [--rounds 6] [--json raw.json]
-     [--volley-bin PATH] [--oha-bin PATH]
+     [--volley-bin PATH] [--oha-bin PATH] [--baseline-bin PATH]
 
 Issue 24's speed section, on loopback, with bench/common.py's method (the server on core
 0, every client on core 1; paired rounds in alternating order, A B C C B A ...; per round
@@ -18,7 +18,22 @@ ratios with a bootstrap 95% CI; a saturation verdict):
     h3 req/s at least Caddy's on one core).
 A 700-byte file; TLS 1.3 with a throw-away certificate (the clients skip verification:
 volley --insecure, oha --insecure). The generator's CPU is what GNU time says for the
-whole client process. Nothing here is a test: it prints figures for the issue notes,
+whole client process.
+
+Where volley's h3 CPU goes (perf record -g of the client on core 1, main's release build
+e361ecc, 16 x 10, 4-5 s, 2026-11-28, load average 10-14 from other builds): against
+`volley serve --h3` (~48,000 req/s) 4 us of CPU a request, quinn-proto's packet and
+stream work and volley's h3 worker the largest parts, AES-GCM ~5%, QPACK ~3%, malloc/free
+~6%, the kernel 23%; 0.25 system calls a request (the server's replies arrive GSO-batched:
+one recvmmsg, one sendmsg per ~10 requests). Against Caddy (~5,200 req/s on its share of
+the loaded core) 10-13 us a request and the kernel 46%: every reply is its own datagram
+on its own connection's socket, so each costs a recvmmsg of one datagram (GRO has nothing
+to coalesce across sockets), and the poll before sleeping (`busy_wait`: epoll_wait with a
+zero timeout and sched_yield) fills the gaps between Caddy's replies (epoll_wait 16%,
+sched_yield 8%, recvmmsg 10%, sendmsg 7%, context switches 18%). The cut this points to:
+one UDP socket per worker, demultiplexed by connection ID (one quinn Endpoint), so one
+readiness event and one recvmmsg take the replies of every connection that has one.
+Nothing here is a test: it prints figures for the issue notes,
 and on a machine shared with other work they say so only through their spread.
 """
 import argparse
@@ -138,6 +153,7 @@ def main():
     ap.add_argument("--json", metavar="FILE", help="write every raw per-round figure to FILE")
     ap.add_argument("--volley-bin", default=C.VOLLEY, help="the volley binary (a release build)")
     ap.add_argument("--oha-bin", default=OHA, help="oha built with its http3 feature")
+    ap.add_argument("--baseline-bin", help="an earlier volley build to compare --h3 against")
     a = ap.parse_args()
     if a.seconds < 1 or a.rounds < 1:
         raise SystemExit("--seconds and --rounds must be at least 1")
@@ -151,6 +167,7 @@ def main():
         f.write(b"x" * 700)
     procs, raw = [], []
     meta = {"seconds": a.seconds, "rounds": a.rounds, "volley": volley, "oha": OHA,
+            "baseline": a.baseline_bin,
             "server_core": C.SERVER_CORE, "client_core": C.CLIENT_CORE,
             "load_average": os.getloadavg()}
     try:
@@ -169,7 +186,8 @@ def main():
             ("volley-h2", E.run_volley(["--insecure", "--h2", "-c", "16", "--streams", "10"],
                                        volley)),
             ("volley-no-gso", run_volley_no_offload(h3, volley)),
-        ], args, caddy, a.rounds, None, raw)
+        ] + ([("volley-base", E.run_volley(h3, a.baseline_bin))] if a.baseline_bin else []),
+            args, caddy, a.rounds, None, raw)
         builtin = start_builtin(volley, tmp, docroot)
         procs.append(builtin.popen)
         burl = f"https://127.0.0.1:{builtin.port}/a.html"

@@ -44,6 +44,9 @@
 //! response.finish().unwrap(); // at FIN
 //! ```
 #![deny(missing_docs)]
+// No unsafe code: what the fuzz targets look for is panics, overflows and unbounded
+// growth, so they run without AddressSanitizer (fuzz/README.md).
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod frame;
