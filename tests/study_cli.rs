@@ -237,6 +237,8 @@ max_steps = 12
     // That is a fact about the machine, so the measurement (never the bound) is tried
     // again, at most three times in all.
     const ATTEMPTS: usize = 3;
+    // The end table's words for a search that stopped at a rate it could not judge.
+    let stopped_unjudged = volley_analysis::knee::SearchEnd::GeneratorBound.words();
     let mut attempt = 0;
     let (db, line, stderr) = loop {
         attempt += 1;
@@ -256,7 +258,7 @@ max_steps = 12
             .find(|l| l.contains("capacity") && l.contains("95% CI"))
             .expect(&stdout)
             .to_string();
-        if line.contains("GeneratorBound") && attempt < ATTEMPTS {
+        if line.contains(stopped_unjudged) && attempt < ATTEMPTS {
             std::thread::sleep(std::time::Duration::from_secs(2));
             continue;
         }
@@ -269,7 +271,7 @@ max_steps = 12
         .and_then(|s| s.split_whitespace().next())
         .unwrap_or_else(|| panic!("{line}\n{stderr}"));
     // The step lines (stderr) carry each failing step's reasons and label.
-    let generator_bound = line.contains("GeneratorBound");
+    let generator_bound = line.contains(stopped_unjudged);
     if generator_bound {
         // Three times too busy to offer the rates: the search must then say so and
         // claim no more than the bucket gives (or nothing), rather than blame the
