@@ -353,15 +353,16 @@ pub enum SearchEnd {
 }
 
 impl SearchEnd {
-    /// How the search ended, in words for the end table and the report (never the
-    /// enum's Rust name).
+    /// How the search ended, in words for the end table, never the enum's Rust name:
+    /// the words the report gives a stored end (`volley_report::model::end_text`, its
+    /// stored name with spaces), so the study's end line and the report say it alike.
     pub fn words(self) -> &'static str {
         match self {
             SearchEnd::Converged => "converged",
-            SearchEnd::ReachedMaxRate => "reached its maximum rate",
-            SearchEnd::BelowMinRate => "failed at its lowest rate",
-            SearchEnd::StepBudgetExhausted => "ran out of steps",
-            SearchEnd::GeneratorBound => "stopped at a rate it could not judge",
+            SearchEnd::ReachedMaxRate => "reached max rate",
+            SearchEnd::BelowMinRate => "below min rate",
+            SearchEnd::StepBudgetExhausted => "step budget exhausted",
+            SearchEnd::GeneratorBound => "generator bound",
         }
     }
 }

@@ -524,6 +524,9 @@ fn a_search_end_reads_as_words_not_as_its_rust_name() {
     ] {
         let words = end.words();
         assert_ne!(words, format!("{end:?}"));
+        // The report's words for the stored end: its stored name with spaces.
+        let stored = serde_json::to_value(end).unwrap();
+        assert_eq!(words, stored.as_str().unwrap().replace('_', " "));
         assert!(
             words.chars().all(|c| c.is_ascii_lowercase() || c == ' '),
             "{words}"

@@ -397,7 +397,7 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
     let (_, remeasured) = best_attempts(attempts);
     let claim = cap.claim();
     format!(
-        "{}, 95% CI [{:.0}, {hi}] ({} steps, search {}{}{})",
+        "{}, 95% CI [{:.0}, {hi}] ({} steps, ended: {}{}{})",
         match claim {
             Claim::None => "capacity none (no rate shown sustainable)".to_string(),
             c => format!("capacity {}", c.text("req/s")),

@@ -113,7 +113,7 @@ pub fn searches(report: &Report) -> Option<Table> {
                 _ => "-".to_string(),
             };
             let ended = if s.finished {
-                s.end.replace('_', " ")
+                crate::model::end_text(&s.end)
             } else {
                 format!("did not finish ({})", crate::model::end_text(&s.end))
             };
