@@ -236,13 +236,23 @@ def bootstrap_median_ci(values, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SE
 
 
 def round_order(names, k, shuffle_seed=None):
-    """Tool order of round k: forwards on even rounds, backwards on odd ones, or a
-    seeded shuffle per round when shuffle_seed is given."""
+    """Tool order of round k: the list rotated by one place every second round, forwards
+    on even rounds and backwards on odd ones (so each tool takes every position and
+    follows each neighbour from both sides), or a seeded shuffle per round when
+    shuffle_seed is given.
+
+    Plain forwards/backwards alternation kept the middle tool in the middle every
+    round: in engine.py's new-connection case (five tools) the baseline build always
+    ran third and main's always first or last, and main/baseline read 1.14 [1.11,
+    1.19] in CPU per request where the same two builds, run alone in alternation, were
+    level (2026-11-28): a position effect read as the build's."""
     if shuffle_seed is not None:
         order = list(names)
         random.Random(shuffle_seed * 1000 + k).shuffle(order)
         return order
-    return list(names) if k % 2 == 0 else list(reversed(names))
+    shift = (k // 2) % len(names) if names else 0
+    order = list(names[shift:]) + list(names[:shift])
+    return order if k % 2 == 0 else list(reversed(order))
 
 
 def fmt(x, spec):

@@ -4,7 +4,7 @@
 //! assertions are on counts, sets and orders; the one timing bound (each request
 //! within a generous lag of its scaled instant) is far above any honest lateness.
 
-use crate::common::Served;
+use crate::common::{Served, BUILTIN_SIZES};
 
 /// Clients of the generated log, their requests, and the gap between two of one client.
 const CLIENTS: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
@@ -638,11 +638,7 @@ fn a_replay_study_step_plays_its_log_at_the_steps_speed() {
         format!(
             r#"
 name = "replay-test"
-[[target]]
-name = "builtin"
-kind = "builtin"
-[fixture]
-kind = "sizes"
+{BUILTIN_SIZES}
 [[workload]]
 name = "site"
 kind = "replay"

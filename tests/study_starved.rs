@@ -12,18 +12,16 @@ use std::time::{Duration, Instant};
 
 use volley_store::Store;
 
-use crate::common::children_with;
+use crate::common::{children_with, BUILTIN_SIZES};
 use crate::study_cli::{temp_dir, volley, write};
 
 /// One rate step at 200 req/s on the built-in server pinned to one core (CPU 0), with
 /// one re-measure allowed; warm-up long enough for the neighbour to start before the
 /// measured part.
-const STUDY: &str = r#"name = "starved"
-[[target]]
-name = "builtin"
-kind = "builtin"
-[fixture]
-kind = "sizes"
+fn study() -> String {
+    format!(
+        r#"name = "starved"
+{BUILTIN_SIZES}
 [[workload]]
 name = "page"
 paths = ["/1500b.html"]
@@ -43,7 +41,9 @@ retries = 1
 [slo]
 p99 = "50us"
 error_share = 0.01
-"#;
+"#
+    )
+}
 
 /// A busy loop pinned to `cpu`, bounded to 120 s by itself (bash's `SECONDS`, no
 /// process started per turn) and killed by the test when dropped.
@@ -114,7 +114,7 @@ fn a_target_starved_by_a_neighbour_on_its_cpu_is_the_machines_and_measured_again
         return;
     }
     let dir = temp_dir("starved");
-    let f = write(&dir, "study.toml", STUDY);
+    let f = write(&dir, "study.toml", &study());
     let db = dir.join("v.db");
     let mut study = volley()
         .args(["study", "run"])

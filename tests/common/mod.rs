@@ -316,6 +316,14 @@ pub fn root_for(what: &str) -> bool {
     root
 }
 
+/// The built-in server as target `builtin` serving the `sizes` fixture, as study TOML:
+/// the start of the study tests that load volley's own server.
+pub const BUILTIN_SIZES: &str = r#"[[target]]
+name = "builtin"
+kind = "builtin"
+[fixture]
+kind = "sizes""#;
+
 /// The `sizes` fixture and one workload `w` of `/700b.html`, as study TOML: what the
 /// study tests load when the page does not matter.
 pub const ONE_PAGE: &str = r#"[fixture]

@@ -4,7 +4,7 @@
 use crate::cpu_share::CpuSources;
 use crate::parse::{self, NetDev, SysStat, TcpStates};
 use crate::{MonitorReport, MonitorSample, MonitorSummary, NetSample, SystemSample, TargetSample};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -209,10 +209,25 @@ pub(crate) struct TreeReading {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub open_fds: u64,
-    /// Time the live threads were runnable but waited for a CPU (their `schedstat` run
-    /// delay, summed), ns. Threads that exited take theirs with them, so an interval in
-    /// which the sum fell counts as no wait.
-    pub run_delay_ns: u64,
+    /// Each live thread's time runnable but waiting for a CPU (its `schedstat` run
+    /// delay, cumulative since it started), ns, by thread id. Kept per thread, not
+    /// summed: a wait is the growth of one thread's counter between two readings
+    /// ([`run_wait_ns`]). A sum would count a thread's whole past the first time it is
+    /// seen: Apache prefork's 512 processes, forked at once beside seven other
+    /// instances, came into the tree with seconds of start-up wait each, and a study
+    /// read "the target waited up to 742203 ms in a second for a CPU".
+    pub run_delay_ns: BTreeMap<u32, u64>,
+}
+
+/// The time the threads of `y` waited for a CPU since reading `x`, ns: each thread's
+/// growth of its counter, for threads in both readings. A thread born since `x` counts
+/// from the next interval on (its wait before that is start-up, not the target's under
+/// load); one that exited takes its last interval with it.
+pub(crate) fn run_wait_ns(x: &TreeReading, y: &TreeReading) -> u64 {
+    y.run_delay_ns
+        .iter()
+        .filter_map(|(tid, now)| Some(now.saturating_sub(*x.run_delay_ns.get(tid)?)))
+        .sum()
 }
 
 /// Every cumulative counter the monitor reads, at one instant.
@@ -344,9 +359,8 @@ impl Reader {
             // exact per-thread figure wins; ticks still cover threads that have exited.
             let own_ticks_ns = ((st.utime_ticks + st.stime_ticks) as f64 * ns_per_tick) as u64;
             let children_ns = ((st.cutime_ticks + st.cstime_ticks) as f64 * ns_per_tick) as u64;
-            let (threads_ns, wait_ns) = threads_schedstat_ns(pid);
+            let threads_ns = threads_schedstat_ns(pid, &mut r.run_delay_ns);
             r.cpu_ns += threads_ns.max(own_ticks_ns) + children_ns;
-            r.run_delay_ns += wait_ns;
             r.threads += st.threads;
             r.rss_bytes += st.rss_pages * self.page_bytes;
             if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
@@ -394,20 +408,24 @@ fn own_cgroup_name(scope: &ProcessScope) -> Option<String> {
     )
 }
 
-/// Exact on-CPU nanoseconds of a process's live threads, and their time runnable but
-/// waiting for a CPU, ns (both 0 if it has exited).
-fn threads_schedstat_ns(pid: u32) -> (u64, u64) {
+/// Exact on-CPU nanoseconds of a process's live threads (0 if it has exited); each
+/// thread's time runnable but waiting for a CPU goes into `waits` by thread id.
+fn threads_schedstat_ns(pid: u32, waits: &mut BTreeMap<u32, u64>) -> u64 {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return (0, 0);
+        return 0;
     };
-    dir.flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .fold((0, 0), |(cpu, wait), t| {
-            (
-                cpu + parse::parse_schedstat_ns(&t).unwrap_or(0),
-                wait + parse::parse_schedstat_wait_ns(&t).unwrap_or(0),
-            )
-        })
+    let mut cpu = 0;
+    for t in dir.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
+            continue; // exited since it was listed
+        };
+        cpu += parse::parse_schedstat_ns(&text).unwrap_or(0);
+        let tid = t.file_name().to_str().and_then(|n| n.parse().ok());
+        if let (Some(tid), Some(wait)) = (tid, parse::parse_schedstat_wait_ns(&text)) {
+            waits.insert(tid, wait);
+        }
+    }
+    cpu
 }
 
 /// `root` and every process whose parent chain leads to it.
@@ -522,7 +540,7 @@ pub(crate) fn diff(a: &Snapshot, b: &Snapshot, origin: Instant, iface: &str) -> 
             ctx_voluntary_per_s: per_s(y.ctx_voluntary.saturating_sub(x.ctx_voluntary), secs),
             ctx_involuntary_per_s: per_s(y.ctx_involuntary.saturating_sub(x.ctx_involuntary), secs),
             open_fds: y.open_fds,
-            run_wait_ms_per_s: per_s(y.run_delay_ns.saturating_sub(x.run_delay_ns), secs) / 1e6,
+            run_wait_ms_per_s: per_s(run_wait_ns(x, y), secs) / 1e6,
         }),
         _ => None,
     };

@@ -17,7 +17,7 @@ fn snap(at: Instant, user: u64, sys: u64, tx: u64, sys_total: u64) -> Snapshot {
             ctx_voluntary: 10,
             ctx_involuntary: 1,
             open_fds: 9,
-            run_delay_ns: user * 2_000_000,
+            run_delay_ns: BTreeMap::from([(7, user * 2_000_000)]),
         }),
         sys: SysStat {
             user_ticks: sys_total / 2,
@@ -132,6 +132,23 @@ fn counters_that_go_backwards_count_as_zero() {
     let t = s.target.unwrap();
     assert_eq!((t.cpu_user_pct, t.run_wait_ms_per_s), (0.0, 0.0));
     assert_eq!(s.system.cpu_us_pct, 0.0);
+}
+
+#[test]
+fn a_thread_new_to_the_tree_brings_no_past_wait_into_the_interval() {
+    // Thread 7 waited 10 ms more; thread 8 appeared with 5 s of start-up wait (a
+    // prefork child forked in a storm); thread 9 exited. Only thread 7's growth counts.
+    let t0 = Instant::now();
+    let mut a = snap(t0, 0, 0, 0, 0);
+    let mut b = snap(t0 + Duration::from_secs(1), 0, 0, 0, 0);
+    a.tree.as_mut().unwrap().run_delay_ns = BTreeMap::from([(7, 40_000_000), (9, 1_000_000)]);
+    b.tree.as_mut().unwrap().run_delay_ns = BTreeMap::from([(7, 50_000_000), (8, 5_000_000_000)]);
+    let t = diff(&a, &b, t0, "lo").target.unwrap();
+    assert!(
+        (t.run_wait_ms_per_s - 10.0).abs() < 1e-9,
+        "{}",
+        t.run_wait_ms_per_s
+    );
 }
 
 #[test]

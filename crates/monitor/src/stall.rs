@@ -528,11 +528,7 @@ fn push_second(seconds: &mut Vec<StallSecond>, s: StallSecond) {
 /// sleeper, and the report says so.
 fn keep_clear() -> ProbePriority {
     let left_cgroup = leave_cpu_cgroup();
-    let param = libc::sched_param {
-        sched_priority: FIFO_PRIORITY,
-    };
-    // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
-    let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+    let fifo = set_policy(libc::SCHED_FIFO, FIFO_PRIORITY);
     let nice = if fifo {
         None
     } else {
@@ -559,16 +555,20 @@ fn as_ordinary<T>(priority: &ProbePriority, f: impl FnOnce() -> T) -> T {
     if !priority.fifo {
         return f();
     }
-    let ordinary = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) };
+    set_policy(libc::SCHED_OTHER, 0);
     let out = f();
-    let fifo = libc::sched_param {
-        sched_priority: FIFO_PRIORITY,
-    };
-    // SAFETY: as above.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) };
+    set_policy(libc::SCHED_FIFO, FIFO_PRIORITY);
     out
+}
+
+/// Sets the calling thread's scheduling `policy` at `priority` (0 for `SCHED_OTHER`);
+/// true when the kernel took it. The one place the probe changes its policy.
+fn set_policy(policy: libc::c_int, priority: libc::c_int) -> bool {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: sets this thread's (tid 0 = caller) policy from a param we own.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 /// The sleepers' real-time priority: above every ordinary task (and a test's
