@@ -203,9 +203,9 @@ impl Udp {
         // lengths, no address, no control data).
         let mut iov: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
         let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
-        for k in 0..n {
+        for (k, v) in iov.iter_mut().take(n).enumerate() {
             let (datagram, _) = batch.message(first + k);
-            iov[k] = libc::iovec {
+            *v = libc::iovec {
                 iov_base: datagram.as_ptr().cast_mut().cast(),
                 iov_len: datagram.len(),
             };
@@ -411,6 +411,23 @@ impl Transport for Udp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_batch_keeps_each_message_and_says_which_are_bursts() {
+        let mut b = SendBatch::default();
+        b.push(b"one", None);
+        b.push(&[7; 250], Some(100));
+        // A "burst" no longer than its segment is one datagram.
+        b.push(b"three", Some(1200));
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.message(0), (&b"one"[..], None));
+        assert_eq!(b.message(1), (&[7u8; 250][..], Some(100)));
+        assert_eq!(b.message(2), (&b"three"[..], None));
+        b.clear();
+        assert!(b.is_empty());
+        b.push(b"again", None);
+        assert_eq!(b.message(0), (&b"again"[..], None));
+    }
 
     #[test]
     fn only_off_turns_offload_off() {
