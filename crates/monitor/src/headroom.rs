@@ -202,7 +202,7 @@ pub fn listen_overflows(pid: Option<u32>) -> Option<u64> {
 /// `target`: by the kernel's filtered netlink dump ([`crate::sockdiag`], cheap however
 /// many sockets the machine holds), else from `/proc/net/tcp{,6}`, where a missing
 /// `/proc/net/tcp6` (IPv6 disabled) counts as no IPv6 sockets. With `target` `None`
-/// (a load over QUIC: one UDP socket per connection, no TCP socket and no TIME_WAIT)
+/// (a load over QUIC: one UDP socket per worker, no TCP socket and no TIME_WAIT)
 /// the TCP table is not walked at all and the socket counts are zero.
 pub fn sample(target: Option<SocketAddr>) -> Result<HeadroomSample, HeadroomError> {
     let range_text = read("/proc/sys/net/ipv4/ip_local_port_range")?;

@@ -142,8 +142,8 @@ pub struct H2Stats {
     pub zero_rtt_rejected: u64,
     /// HTTP/3: requests sent as early data (0-RTT) that the server accepted.
     pub early_requests: u64,
-    /// HTTP/3: UDP send calls, and the datagrams they carried (more than one a call
-    /// where GSO is on).
+    /// HTTP/3: UDP messages sent (one `sendmmsg` carries several), and the
+    /// datagrams they carried (more than one a message where GSO is on).
     pub udp_sends: u64,
     /// See [`H2Stats::udp_sends`].
     pub udp_datagrams_sent: u64,
@@ -431,16 +431,23 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
                 }
             })?;
         sock.register(self.poll.registry(), Token(slot))?;
+        self.opened(now);
+        Ok(sock)
+    }
+
+    /// A connection is open: counted here and in the run's live and sink counts.
+    /// [`Self::connect`] calls it; a connection without a socket of its own (HTTP/3's
+    /// share the worker's) calls it itself, and [`Self::closed`] when it closes.
+    pub fn opened(&mut self, now: u64) {
         self.open_here += 1;
         let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         self.shared.max_open.fetch_max(open, Ordering::Relaxed);
         self.shared.live.set_open(open);
         self.sink.connections(now, open);
-        Ok(sock)
     }
 
-    /// A socket `connect` returned was dropped (closing its fd also removes it from
-    /// epoll).
+    /// A connection [`Self::opened`] counted closed (a socket `connect` returned was
+    /// dropped: closing its fd also removes it from epoll).
     pub fn closed(&mut self, now: u64) {
         self.open_here -= 1;
         let open = self
