@@ -459,13 +459,13 @@ fn managed_caddy_target_over_h3_and_kinds_without_it_refused() {
 const VENV_PYTHON: &str = "/opt/volley-venv/bin/python";
 
 /// tests/h3_server.py in `mode` on `port` with the certificate in `paths`, once it
-/// says it listens (it exits by itself after 60 s; killed on drop before that).
+/// says it listens (it exits by itself after 60 s; killed on drop before that). Started
+/// directly, not under `timeout`: a killed `timeout` leaves its child running, and each
+/// test left its servers behind for their 60 s.
 fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Path) -> Spawned {
     use std::io::BufRead;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_server.py");
-    let mut child = Command::new("timeout")
-        .arg("90")
-        .arg(VENV_PYTHON)
+    let mut child = Command::new(VENV_PYTHON)
         .arg(script)
         .arg(port.to_string())
         .args([&paths.cert, &paths.key])
