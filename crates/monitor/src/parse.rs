@@ -75,6 +75,10 @@ pub struct SysStat {
     pub user_ticks: u64,
     /// system + irq + softirq ticks.
     pub system_ticks: u64,
+    /// irq + softirq ticks (inside `system_ticks`): interrupt work charged to no task,
+    /// on a load machine mostly the load's own packets (loopback runs the receive path
+    /// in softirq).
+    pub irq_ticks: u64,
     /// idle ticks.
     pub idle_ticks: u64,
     /// iowait ticks.
@@ -111,6 +115,7 @@ pub fn parse_sys_stat(text: &str) -> Option<SysStat> {
                 // guest time is already inside user, so it is left out of the total.
                 out.user_ticks = at(0) + at(1);
                 out.system_ticks = at(2) + at(5) + at(6);
+                out.irq_ticks = at(5) + at(6);
                 out.idle_ticks = at(3);
                 out.iowait_ticks = at(4);
                 out.steal_ticks = at(7);
@@ -411,6 +416,7 @@ mod tests {
         let s = parse_sys_stat(t).unwrap();
         assert_eq!(s.user_ticks, 6900);
         assert_eq!(s.system_ticks, 3064 + 1 + 59);
+        assert_eq!(s.irq_ticks, 1 + 59);
         assert_eq!(s.idle_ticks, 56132);
         assert_eq!(s.iowait_ticks, 526);
         assert_eq!(s.total_ticks, 6895 + 5 + 3064 + 56132 + 526 + 1 + 59 + 12);

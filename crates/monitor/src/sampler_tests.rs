@@ -75,6 +75,20 @@ fn others_are_the_machines_busy_time_minus_volley_and_its_target() {
 }
 
 #[test]
+fn interrupt_work_is_not_counted_as_others() {
+    // The busy second again, with 40 of its 50 system ticks in softirq (the load's own
+    // packets): others are 0.75 CPU less those 0.4.
+    let t0 = Instant::now();
+    let (a, mut b) = busy_second(t0);
+    b.sys.irq_ticks = 40;
+    let s = diff(&a, &b, t0, "");
+    assert!(
+        (s.system.others_cpu_pct.unwrap() - 35.0).abs() < 1e-6,
+        "{s:?}"
+    );
+}
+
+#[test]
 fn the_studys_other_targets_are_counted_apart_from_others() {
     let t0 = Instant::now();
     // In a busy second (the other targets' CPU in ms) -> (others, the other targets),
