@@ -11,7 +11,7 @@ use crate::http::Request;
 use crate::item;
 use crate::listing::{self, parse};
 use crate::ops::Op;
-use crate::state::{MirrorItem, Truth, TruthItem, User};
+use crate::state::{MirrorItem, Text, Truth, TruthItem, User};
 use crate::xml;
 
 /// Audits `user` through device 0's connection (not timed); returns the item count.
@@ -137,7 +137,7 @@ pub fn reconcile(ctx: Ctx<'_>, user: &mut User) -> bool {
             TruthItem {
                 n,
                 seq,
-                data,
+                data: data.into(),
                 etag,
                 old_etags,
             },
@@ -159,7 +159,7 @@ pub fn reconcile(ctx: Ctx<'_>, user: &mut User) -> bool {
             .map(|(name, t)| {
                 let copy = MirrorItem {
                     etag: t.etag.clone(),
-                    data: t.data.clone(),
+                    data: Text::clone(&t.data),
                 };
                 (name.clone(), copy)
             })

@@ -5,7 +5,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use volley_engine::{ErrorKind, Sample, Sink};
-use volley_metrics::{Recorder, SecondStream};
+use volley_metrics::hist::{self, Hist};
+use volley_metrics::{Metric, Recorder, SecondStream};
 
 use crate::check::{Violation, Violations};
 use crate::http::{ns_since, Reply, Request};
@@ -19,18 +20,18 @@ pub const MULTI: &[u16] = &[207];
 
 /// The run's recorders, shared by every worker thread: one of every request, whose
 /// per-second windows are the day's series (`volley_metrics::Recorder`: lossless
-/// per-second HDR histograms), and one per operation type and per sync-session kind,
-/// whole-run figures only. Why only one keeps seconds: a recorder keeps every closed
-/// second (about 1 KB each), and a dozen of them grew a 60-minute office day by
-/// 2.4 KB/s although only their merge was ever stored (issue 26). One lock per
-/// recorder, held for a few histogram increments.
+/// per-second HDR histograms), and a [`Tally`] per operation type and per
+/// sync-session kind, whole-run figures only. Why only one keeps seconds: a recorder
+/// keeps every closed second (about 1 KB each), and a dozen of them grew a 60-minute
+/// office day by 2.4 KB/s although only their merge was ever stored (issue 26). One
+/// lock per recorder, held for a few histogram increments.
 pub struct Recorders {
     /// Every measured request, per second.
     pub all: Mutex<Recorder>,
-    /// By [`Op::index`].
-    pub ops: Vec<Mutex<Recorder>>,
-    /// By [`SessionKind`] order.
-    pub sessions: Vec<Mutex<Recorder>>,
+    /// By [`Op::index`]: service time.
+    pub ops: Vec<Mutex<Tally>>,
+    /// By [`SessionKind`] order: response time from the scheduled instant.
+    pub sessions: Vec<Mutex<Tally>>,
     /// Instant 0 of every sample.
     pub origin: Instant,
 }
@@ -49,16 +50,15 @@ impl Recorders {
             Some(s) => Recorder::new().stream_only().with_stream(s),
             None => Recorder::new(),
         };
-        // `stream_only` without a stream: whole-run figures, no second kept.
         Recorders {
             all: Mutex::new(all),
             ops: Op::ALL
                 .iter()
-                .map(|_| Mutex::new(Recorder::new().stream_only()))
+                .map(|_| Mutex::new(Tally::new(Metric::Service)))
                 .collect(),
             sessions: SessionKind::ALL
                 .iter()
-                .map(|_| Mutex::new(Recorder::new().stream_only()))
+                .map(|_| Mutex::new(Tally::new(Metric::Response)))
                 .collect(),
             origin: Instant::now(),
         }
@@ -107,6 +107,55 @@ impl Recorders {
 impl Default for Recorders {
     fn default() -> Self {
         Recorders::new()
+    }
+}
+
+/// Whole-run figures of one operation type or session kind, all its report row shows
+/// ([`crate::LatencyRow`]): how many, how many accepted, one latency histogram.
+/// Nothing per second: a `Recorder` in its place counted sends, dispatches and
+/// arrivals a second and kept a deflate state to encode seconds no one stored; 13 of
+/// them held ~3.5 MB and grew a long day by ~0.4 KB/s (issue 26).
+#[derive(Debug, Clone)]
+pub struct Tally {
+    metric: Metric,
+    /// Samples recorded, whatever their outcome.
+    pub completed: u64,
+    /// Of those, accepted answers.
+    pub ok: u64,
+    /// [`Tally::metric`] of the samples that have one, microseconds.
+    pub latency: Hist,
+}
+
+impl Tally {
+    /// Empty, timing by `metric`: [`Metric::Service`] (done - sent) or else
+    /// [`Metric::Response`] (done - intended).
+    pub fn new(metric: Metric) -> Tally {
+        Tally {
+            metric,
+            completed: 0,
+            ok: 0,
+            latency: hist::new_hist(),
+        }
+    }
+
+    /// Counts `s`, and times it as a `Recorder`'s whole-run histogram does: an answer
+    /// (an unexpected status too) or a request cut off by its timeout has a latency;
+    /// a request that failed before an answer (connect, reset) has none, and one never
+    /// sent no service time.
+    pub fn record(&mut self, s: &Sample) {
+        self.completed += 1;
+        self.ok += u64::from(s.error.is_none());
+        let timed = matches!(
+            s.error,
+            None | Some(ErrorKind::Status | ErrorKind::Timeout | ErrorKind::InFlight)
+        );
+        let ns = match self.metric {
+            Metric::Service => (s.sent_ns >= s.intended_ns).then(|| s.service_ns()),
+            _ => Some(s.response_ns()),
+        };
+        if let Some(ns) = ns.filter(|_| timed) {
+            hist::record_ns(&mut self.latency, ns);
+        }
     }
 }
 
@@ -237,4 +286,69 @@ pub fn strong_etag(r: &Reply) -> Option<String> {
     r.header("ETag")
         .filter(|e| e.starts_with('"'))
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use volley_engine::{ErrorKind, Sample, Sink};
+    use volley_metrics::{Metric, Recorder};
+
+    use super::Tally;
+
+    /// A request intended at `at_ms`, sent `lag_ms` later, done `took_ms` after that.
+    fn sample(at_ms: u64, lag_ms: u64, took_ms: u64, error: Option<ErrorKind>) -> Sample {
+        let ms = 1_000_000;
+        Sample {
+            intended_ns: at_ms * ms,
+            dispatched_ns: (at_ms + lag_ms) * ms,
+            sent_ns: (at_ms + lag_ms) * ms,
+            first_byte_ns: 0,
+            done_ns: (at_ms + lag_ms + took_ms) * ms,
+            connect_ns: 0,
+            tls_handshake_ns: 0,
+            status: if error.is_none() { 200 } else { 0 },
+            wire_bytes: 0,
+            body_bytes: 0,
+            wire_body_bytes: 0,
+            error,
+            request_index: 0,
+        }
+    }
+
+    /// A tally's row figures are a recorder's whole-run figures of the same samples
+    /// (answers, an unexpected status, a timeout, a connect failure, one never sent),
+    /// over several seconds, for both metrics: it replaced one per operation type.
+    #[test]
+    fn a_tally_counts_and_times_as_a_recorders_whole_run_figures() {
+        let mut never_sent = sample(2_500, 0, 0, Some(ErrorKind::Timeout));
+        never_sent.sent_ns = 0;
+        let samples = [
+            sample(0, 0, 12, None),
+            sample(400, 30, 250, None),
+            sample(1_200, 5, 40, Some(ErrorKind::Status)),
+            sample(1_900, 0, 10_000, Some(ErrorKind::Timeout)),
+            sample(2_000, 0, 3, Some(ErrorKind::Connect)),
+            never_sent,
+            sample(3_100, 900, 7, None),
+        ];
+        for metric in [Metric::Service, Metric::Response] {
+            let mut r = Recorder::new().stream_only();
+            let mut t = Tally::new(metric);
+            for s in &samples {
+                r.record(s);
+                t.record(s);
+            }
+            r.finish();
+            assert_eq!((t.completed, t.ok), (r.completed(), r.ok()), "{metric:?}");
+            let h = r.whole_run(metric);
+            assert_eq!(t.latency.len(), h.len(), "{metric:?}");
+            for q in [0.5, 0.99, 1.0] {
+                assert_eq!(
+                    t.latency.value_at_quantile(q),
+                    h.value_at_quantile(q),
+                    "{metric:?} {q}"
+                );
+            }
+        }
+    }
 }

@@ -4,9 +4,10 @@
 //! users ([`state`]), each with a profile ([`profile`]: Thunderbird, DAVx5, Evolution,
 //! Apple Calendar) and two devices, live a seeded, compressed office day ([`day`]):
 //! decisions become writes ([`writes`]), polls become sync sessions ([`session`],
-//! [`listing`]). Every request is timed into the recorder of its operation type, every
-//! session into the recorder of its kind (`volley_metrics::Recorder`, the same lossless
-//! per-second histograms `volley bench` keeps), and checked: what is read back must be
+//! [`listing`]). Every request is timed into the day's recorder
+//! (`volley_metrics::Recorder`, the same lossless per-second histograms `volley bench`
+//! keeps) and the [`Tally`] of its operation type, every session into the tally of its
+//! kind, and checked: what is read back must be
 //! what was written, ETags must change exactly when content does, stale writes must get
 //! 412, a deletion must reach the other device's next sync, and at the end an audit
 //! ([`audit`]) finds every acknowledged item once. Violations are counted by kind
@@ -57,7 +58,7 @@ pub mod xml;
 pub use account::Account;
 pub use capabilities::{DavCapabilities, DavProbeError};
 pub use check::{Violation, Violations};
-pub use driver::Failure;
+pub use driver::{Failure, Tally};
 pub use error::OfficeError;
 pub use ops::{Op, SessionKind};
 pub use profile::{Mix, Profile};

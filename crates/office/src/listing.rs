@@ -131,11 +131,12 @@ pub fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String], batch: u
                             format!("{name}: calendar-data does not parse")
                         });
                     }
+                    let data = user.truth.share(&name, data);
                     user.devices[d].mirror.insert(
                         name,
                         MirrorItem {
                             etag: e.etag.clone(),
-                            data: data.clone(),
+                            data,
                         },
                     );
                 }
@@ -385,45 +386,16 @@ pub fn etags_of(user: &mut User, body: &[u8]) -> Option<BTreeMap<String, Option<
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
-    use std::time::Duration;
 
     use super::{apply, attribute, gaps, own_missing};
     use crate::check::Violation;
-    use crate::http::Conn;
-    use crate::profile::Profile;
-    use crate::state::{Device, MirrorItem, Server, Truth, TruthItem, User};
+    use crate::state::{MirrorItem, TruthItem, User};
     use crate::xml::{Entry, Multistatus};
 
     const CAL: &str = "/office2/calendars/calendar/";
 
     fn user() -> User {
-        let device = || {
-            // Never connected: the test sends nothing.
-            let conn = Conn::new(
-                "127.0.0.1:9".parse().unwrap(),
-                "localhost",
-                "office2",
-                "x",
-                Duration::from_secs(1),
-            );
-            Device::new(Profile::Thunderbird, conn)
-        };
-        User {
-            name: "office2".into(),
-            principal: "/office2/".into(),
-            home: "/office2/calendars/".into(),
-            cal: CAL.into(),
-            truth: Truth::default(),
-            devices: vec![device(), device()],
-            next_item: 0,
-            violations: Default::default(),
-            today: "20261126".into(),
-            server: Server {
-                caldav: true,
-                conditional: true,
-            },
-            unguarded: 0,
-        }
+        crate::state::offline_user("office2", CAL)
     }
 
     /// An acknowledged PUT of item `n` by device `d` (truth, mirror, `written`).

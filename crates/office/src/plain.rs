@@ -69,7 +69,9 @@ pub fn fetch(ctx: Ctx<'_>, user: &mut User, d: usize, names: &[String]) -> bool 
             user.devices[d].mirror.remove(name);
             continue;
         }
-        let data = String::from_utf8_lossy(&reply.body).into_owned();
+        let data = user
+            .truth
+            .share(name, &String::from_utf8_lossy(&reply.body));
         let etag = reply.header("ETag").map(str::to_owned);
         check_read(user, d, name, etag.as_deref(), &data);
         user.devices[d]

@@ -1,10 +1,10 @@
 //! The figures of an office day: latency per operation type and per sync session
-//! (from the recorders' whole-run histograms), violations by kind, and what ran.
+//! (from their tallies' whole-run histograms), violations by kind, and what ran.
 
 use serde::Serialize;
-use volley_metrics::{Metric, Recorder};
 
 use crate::check::Violations;
+use crate::driver::Tally;
 
 /// One row of a latency table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -24,19 +24,16 @@ pub struct LatencyRow {
 }
 
 impl LatencyRow {
-    /// The row of `rec`, from its `metric` histogram: service time for requests (each
+    /// The row of `t`, from its latency histogram: service time for requests (each
     /// is sent when the one before it ends), response time from the scheduled instant
     /// for sessions (a late session counts its lateness).
-    pub fn of(name: &str, rec: &mut Recorder, metric: Metric) -> LatencyRow {
-        rec.finish();
-        let ok = rec.ok();
-        let count = rec.completed();
-        let h = rec.whole_run(metric);
+    pub fn of(name: &str, t: &Tally) -> LatencyRow {
+        let h = &t.latency;
         let ms = |us: u64| us as f64 / 1000.0;
         LatencyRow {
             name: name.to_owned(),
-            count,
-            errors: count.saturating_sub(ok),
+            count: t.completed,
+            errors: t.completed.saturating_sub(t.ok),
             p50_ms: ms(h.value_at_quantile(0.5)),
             p99_ms: ms(h.value_at_quantile(0.99)),
             max_ms: ms(h.max()),

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use volley_metrics::{Metric, Recorder};
+use volley_metrics::Recorder;
 
 use crate::check::{Violation, Violations};
 use crate::day::{Action, DayPlan, Event};
-use crate::driver::{Ctx, Recorders};
+use crate::driver::{Ctx, Recorders, Tally};
 use crate::http::{ns_since, Conn};
 use crate::ops::{Op, SessionKind};
 use crate::profile::{Mix, Profile};
@@ -193,10 +193,10 @@ pub struct OfficeRun {
     pub report: OfficeReport,
     /// Every request, with its per-second windows: the day's series.
     pub all: Recorder,
-    /// One recorder per operation type (whole-run figures, no second kept).
-    pub ops: Vec<(Op, Recorder)>,
-    /// One recorder per session kind.
-    pub sessions: Vec<(SessionKind, Recorder)>,
+    /// Whole-run figures per operation type (service time).
+    pub ops: Vec<(Op, Tally)>,
+    /// Whole-run figures per session kind (response time).
+    pub sessions: Vec<(SessionKind, Tally)>,
 }
 
 /// Runs the day. Errors only when the day cannot start (bad configuration, a server
@@ -521,24 +521,24 @@ fn merge(
             violations.merge(u.violations);
         }
     }
-    let mut ops: Vec<(Op, Recorder)> = Op::ALL
+    let ops: Vec<(Op, Tally)> = Op::ALL
         .iter()
         .zip(rec.ops)
         .map(|(op, m)| (*op, m.into_inner().unwrap_or_else(PoisonError::into_inner)))
         .collect();
-    let mut sessions: Vec<(SessionKind, Recorder)> = SessionKind::ALL
+    let sessions: Vec<(SessionKind, Tally)> = SessionKind::ALL
         .iter()
         .zip(rec.sessions)
         .map(|(k, m)| (*k, m.into_inner().unwrap_or_else(PoisonError::into_inner)))
         .collect();
     let op_rows: Vec<LatencyRow> = ops
-        .iter_mut()
-        .filter(|(op, r)| *op != Op::Mkcalendar || r.completed() > 0)
-        .map(|(op, r)| LatencyRow::of(op.name(), r, Metric::Service))
+        .iter()
+        .filter(|(op, t)| *op != Op::Mkcalendar || t.completed > 0)
+        .map(|(op, t)| LatencyRow::of(op.name(), t))
         .collect();
     let session_rows = sessions
-        .iter_mut()
-        .map(|(k, r)| LatencyRow::of(k.name(), r, Metric::Response))
+        .iter()
+        .map(|(k, t)| LatencyRow::of(k.name(), t))
         .collect();
     let (vrows, vtotal, examples) = OfficeReport::violation_rows(&violations);
     let report = OfficeReport {

@@ -182,7 +182,7 @@ pub fn prepare(
             req = req.header("If-None-Match", "*");
         }
         let req = Request {
-            body: data.clone().into_bytes(),
+            body: data.as_bytes().to_vec(),
             ..req
         };
         // 412 to `If-None-Match: *`: a try that failed (a timeout) was applied after
@@ -370,7 +370,7 @@ pub fn survey(ctx: Ctx<'_>, user: &mut User) -> Result<(bool, Vec<String>), Offi
         let path = user.item_path(&format!("{}-probe.ics", user.name));
         let put = |extra: (&'static str, &str)| {
             Request {
-                body: user.item_text(u64::MAX, 0).into_bytes(),
+                body: user.item_text(u64::MAX, 0).as_bytes().to_vec(),
                 ..Request::new(Op::PutCreate, "PUT", path.clone())
                     .header("Content-Type", "text/calendar; charset=utf-8")
             }

@@ -11,7 +11,7 @@ use crate::driver::{strong_etag, Ctx, WRITE_OK};
 use crate::http::Request;
 use crate::item;
 use crate::ops::Op;
-use crate::state::{MirrorItem, Pending, TruthItem, User};
+use crate::state::{MirrorItem, Pending, Text, TruthItem, User};
 
 const CALENDAR: &str = "text/calendar; charset=utf-8";
 
@@ -67,19 +67,32 @@ fn create(ctx: Ctx<'_>, user: &mut User, d: usize) -> bool {
         user.unguarded += 1;
     }
     let req = Request {
-        body: data.clone().into_bytes(),
+        body: data.as_bytes().to_vec(),
         ..req
     };
     let Some(reply) = ctx.call(&mut user.devices[d], &mut user.violations, req, WRITE_OK) else {
         return false;
     };
-    let etag = strong_etag(&reply);
+    created(user, d, name, n, data, strong_etag(&reply));
+    true
+}
+
+/// Records device `d`'s acknowledged creation of item `n` as `name`: the truth and the
+/// device's mirror hold the one `data`.
+pub(crate) fn created(
+    user: &mut User,
+    d: usize,
+    name: String,
+    n: u64,
+    data: Text,
+    etag: Option<String>,
+) {
     user.truth.items.insert(
         name.clone(),
         TruthItem {
             n,
             seq: 0,
-            data: data.clone(),
+            data: Text::clone(&data),
             etag: etag.clone(),
             old_etags: Vec::new(),
         },
@@ -87,7 +100,6 @@ fn create(ctx: Ctx<'_>, user: &mut User, d: usize) -> bool {
     let dev = &mut user.devices[d];
     dev.mirror.insert(name.clone(), MirrorItem { etag, data });
     dev.written.insert(name);
-    true
 }
 
 /// Reads item `name` into device `d`'s mirror (after a 412, or to learn its ETag).
@@ -104,7 +116,9 @@ fn refresh(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> Option<bool> 
         user.devices[d].mirror.remove(name);
         return Some(false);
     }
-    let data = String::from_utf8_lossy(&reply.body).into_owned();
+    let data = user
+        .truth
+        .share(name, &String::from_utf8_lossy(&reply.body));
     if let Some(t) = user.truth.items.get(name) {
         if !item::same(&t.data, &data) {
             user.violations.add(Violation::ReadMismatch, name, || {
@@ -143,14 +157,15 @@ fn put_over(
     Some((reply.status, strong_etag(&reply)))
 }
 
-/// Records an accepted edit of `name` to revision `seq` in the truth and the mirror,
+/// Records an accepted edit of `name` to revision `seq` in the truth and the mirror
+/// (one `data` for both; the other devices keep what they hold until they sync),
 /// checking that the ETag changed with the content (`old`: the If-Match sent, if any).
-fn accepted(
+pub(crate) fn accepted(
     user: &mut User,
     d: usize,
     name: &str,
     seq: u32,
-    data: String,
+    data: Text,
     old: Option<&str>,
     new: Option<String>,
 ) {
@@ -167,7 +182,7 @@ fn accepted(
         .or_insert(TruthItem {
             n,
             seq,
-            data: String::new(),
+            data: Text::from(""),
             etag: None,
             old_etags: Vec::new(),
         });
@@ -178,7 +193,7 @@ fn accepted(
         t.old_etags.push(old.to_owned());
     }
     t.seq = seq;
-    t.data = data.clone();
+    t.data = Text::clone(&data);
     t.etag = new.clone();
     user.truth.deleted.remove(name);
     let dev = &mut user.devices[d];
@@ -214,7 +229,7 @@ fn edit_unguarded(ctx: Ctx<'_>, user: &mut User, d: usize, name: &str) -> bool {
                     TruthItem {
                         n,
                         seq: 0,
-                        data: String::new(),
+                        data: Text::from(""),
                         etag: None,
                         old_etags: Vec::new(),
                     },

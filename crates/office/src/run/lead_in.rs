@@ -84,15 +84,15 @@ pub(super) fn lead_in(
         .map(|m| {
             m.into_inner()
                 .unwrap_or_else(PoisonError::into_inner)
-                .completed()
+                .completed
         })
         .sum();
     let sessions = SessionKind::ALL
         .iter()
         .zip(rec.sessions)
         .map(|(k, m)| {
-            let mut r = m.into_inner().unwrap_or_else(PoisonError::into_inner);
-            LatencyRow::of(k.name(), &mut r, Metric::Response)
+            let t = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+            LatencyRow::of(k.name(), &t)
         })
         .collect();
     Ok((
