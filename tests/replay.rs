@@ -162,6 +162,8 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
     } = replay_known(
         "bench",
         "",
+        // Two workers: on a machine of two CPUs (this one, CI's) no CPU is left for a
+        // reader thread, so the workers read the log in their idle slices.
         &["--speed", "2", "-t", "2", "--client-addresses"],
     );
     let replay = &doc["replay"];

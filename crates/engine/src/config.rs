@@ -128,6 +128,17 @@ pub trait RequestSource: Send {
     /// The sample of a request of this source, as the sink gets it (a replay compares
     /// it with the log). Called just before [`RequestSource::on_response`].
     fn on_sample(&mut self, _request: &Request, _sample: &crate::Sample) {}
+
+    /// [`LoadModel::Scheduled`] only: the worker has nothing due before `until_ns` (on
+    /// `clock`, ns since the run's start) and would otherwise wait. A source with work
+    /// of its own (a replay reading its log when no CPU is left for a thread of its
+    /// own) does a slice of it here, on the worker's time between arrivals rather than
+    /// as a thread that takes the worker's core when an arrival is due, and stops by
+    /// `until_ns`. True when it did any work: the worker then looks at its sockets
+    /// without sleeping and comes back.
+    fn idle(&mut self, _until_ns: u64, _clock: &dyn Fn() -> u64) -> bool {
+        false
+    }
 }
 
 /// Makes one [`RequestSource`] per worker thread. `worker` is the thread's index and

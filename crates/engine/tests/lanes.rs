@@ -148,3 +148,105 @@ fn under_the_cap_a_lane_takes_a_parked_slot_on_a_new_connection() {
     assert!(out.connections_opened >= 3, "{}", out.connections_opened);
     assert_lanes_kept(&seen);
 }
+
+/// A source that has read nothing at first: each idle slice the worker offers it
+/// "reads" one more request (a replay reading its log without a thread of its own),
+/// and it notes each slice's end against the arrival due next.
+struct ReadingSource {
+    unread: std::collections::VecDeque<(u64, Arc<Request>)>,
+    read: std::collections::VecDeque<(u64, Arc<Request>)>,
+    slices: Slices,
+}
+
+/// Each idle slice offered: the clock then, the slice's end, the arrival due next.
+type Slices = Arc<Mutex<Vec<(u64, u64, Option<u64>)>>>;
+
+struct Reading {
+    inner: Lanes,
+    slices: Slices,
+}
+
+impl SourceFactory for Reading {
+    fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource> {
+        let mut lanes = self.inner.make(worker, workers);
+        let mut unread = std::collections::VecDeque::new();
+        while let NextInstant::At(at) = lanes.next_instant() {
+            unread.push_back((at, lanes.next_request().expect("request")));
+        }
+        Box::new(ReadingSource {
+            unread,
+            read: Default::default(),
+            slices: Arc::clone(&self.slices),
+        })
+    }
+}
+
+impl RequestSource for ReadingSource {
+    fn next_request(&mut self) -> Option<Arc<Request>> {
+        self.read.pop_front().map(|(_, r)| r)
+    }
+
+    fn next_instant(&mut self) -> NextInstant {
+        match (self.read.front(), self.unread.is_empty()) {
+            (Some((at, _)), _) => NextInstant::At(*at),
+            (None, true) => NextInstant::Over,
+            (None, false) => NextInstant::Pending,
+        }
+    }
+
+    fn idle(&mut self, until_ns: u64, clock: &dyn Fn() -> u64) -> bool {
+        let due = self.read.front().map(|(at, _)| *at);
+        self.slices.lock().unwrap().push((clock(), until_ns, due));
+        match self.unread.pop_front() {
+            Some(item) => {
+                self.read.push_back(item);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[test]
+fn a_source_that_reads_in_the_workers_idle_slices_sends_everything_at_its_instant() {
+    let (server, seen) = recording_server();
+    let mut cfg = config(server.addr, 1, 0, 0);
+    cfg.model = LoadModel::Scheduled { rate: 1000.0 };
+    cfg.connections = 0;
+    cfg.max_connections = 64;
+    // Bounded: a worker that never offered a slice would wait for ever.
+    cfg.stop = StopCondition {
+        duration: Some(Duration::from_secs(20)),
+        ..StopCondition::default()
+    };
+    let slices: Slices = Arc::default();
+    cfg.source = Arc::new(Reading {
+        inner: Lanes {
+            lanes: 3,
+            per_lane: 10,
+            host: server.addr.to_string(),
+        },
+        slices: Arc::clone(&slices),
+    });
+    let out = run(&cfg, |_| Collect::default(), &Live::new()).expect("run");
+    drop(server);
+    let samples = all_samples(&out.sinks);
+    // Nothing was readable but through the idle slices, and everything was sent.
+    assert_eq!(count(&samples, None), 30);
+    assert_lanes_kept(&seen.lock().unwrap());
+    let mut intended: Vec<u64> = samples.iter().map(|s| s.intended_ns).collect();
+    intended.sort_unstable();
+    assert_eq!(intended, (0..30).map(|k| k * 1_000_000).collect::<Vec<_>>());
+    // No slice was to end past the arrival due next (when it was offered is the
+    // machine's business: a stall between the loop's clock read and the offer).
+    let slices = slices.lock().unwrap();
+    assert!(slices.len() >= 30, "{}", slices.len());
+    for &(_, until, due) in slices.iter() {
+        if let Some(due) = due {
+            assert!(
+                until <= due,
+                "a slice past the next arrival: {until} > {due}"
+            );
+        }
+    }
+}

@@ -15,8 +15,10 @@
 //! ([`READ_AHEAD`], all of it before the run's clock starts), sleeps until the workers
 //! have taken half of that ([`REFILL_AT`], so it wakes a few times a second at 50k
 //! req/s, not per batch), and runs on a CPU of its own when the process may use more
-//! CPUs than it has workers, else as an idle-class thread that any worker preempts
-//! (`keep_off_the_workers`).
+//! CPUs than it has workers (`keep_off_the_workers`). When it may not, there is no
+//! reader thread: the workers read the log themselves, in slices of the gaps between
+//! their arrivals that the engine offers ([`RequestSource::idle`],
+//! [`Handover::read_some`]), whichever worker is idle first.
 
 use crate::fidelity::{path_group, Answer, Fidelity, Logged};
 use crate::schedule::{Planner, ReplayOptions};
@@ -64,6 +66,15 @@ struct Handover {
     room: Condvar,
     /// The run's start waits here for the reader's read-ahead.
     ready: Condvar,
+    /// No reader thread: the workers read the log in their idle slices
+    /// ([`Handover::read_some`]), whichever gets the lock.
+    inline: Option<Mutex<Inline>>,
+}
+
+/// The reading the workers share when there is no reader thread.
+struct Inline {
+    producer: Producer,
+    batches: Batches,
 }
 
 struct Queues {
@@ -120,7 +131,67 @@ impl Handover {
             }),
             room: Condvar::new(),
             ready: Condvar::new(),
+            inline: None,
         }
+    }
+
+    /// A hand-over whose workers read the log themselves, through `producer`.
+    fn inline(workers: usize, producer: Producer) -> Handover {
+        let mut h = Handover::new(workers);
+        h.inline = Some(Mutex::new(Inline {
+            producer,
+            batches: Batches::new(workers),
+        }));
+        h
+    }
+
+    /// A worker's slice of the reading, without a reader thread: reads until `until_ns`
+    /// on `clock` or the read-ahead is full, and hands what it read over (partial
+    /// batches too, so nothing read waits for a later slice). False when it read
+    /// nothing: another worker holds the reading, the read-ahead is full, the log has
+    /// ended, or there is no inline reading.
+    fn read_some(&self, until_ns: u64, clock: &dyn Fn() -> u64) -> bool {
+        let Some(inline) = &self.inline else {
+            return false;
+        };
+        let Ok(mut guard) = inline.try_lock() else {
+            return false;
+        };
+        let Inline { producer, batches } = &mut *guard;
+        if producer.ended || self.lock().queued >= READ_AHEAD {
+            return false;
+        }
+        let workers = batches.bufs.len();
+        let mut read = false;
+        loop {
+            match producer.next() {
+                Ok(Some((client, item))) => {
+                    read = true;
+                    match batches.push(self, client % workers, item) {
+                        Put::Room => {}
+                        Put::Full => break,
+                        Put::Gone => {
+                            producer.stop();
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let mut o = producer.outcome.lock().unwrap_or_else(|e| e.into_inner());
+                    o.error = Some(e.to_string());
+                    break;
+                }
+            }
+            if clock() >= until_ns {
+                break;
+            }
+        }
+        batches.flush(self);
+        if producer.ended {
+            self.finish();
+        }
+        read
     }
 
     fn workers(&self) -> usize {
@@ -278,13 +349,23 @@ impl ReplayFactory {
         o.error.take()
     }
 
-    /// Starts the reader thread for a run with `workers` workers.
+    /// Starts the reading for a run with `workers` workers: a reader thread on a CPU of
+    /// its own when the process may use more CPUs than it has workers, else the
+    /// workers' own idle slices (the module doc).
     fn start(&self, workers: usize) -> Arc<Handover> {
+        let producer = Producer::new(self.spec.clone(), Arc::clone(&self.outcome));
+        let cpus = volley_monitor::stall::allowed_cpus();
+        let Some(&spare) = cpus.last().filter(|_| cpus.len() > workers) else {
+            let handover = Arc::new(Handover::inline(workers, producer));
+            // The read-ahead is read before the run's clock starts, on no worker's
+            // time between arrivals.
+            while handover.read_some(u64::MAX, &|| 0) {}
+            return handover;
+        };
         let handover = Arc::new(Handover::new(workers));
-        let spec = self.spec.clone();
-        let outcome = Arc::clone(&self.outcome);
         let theirs = Arc::clone(&handover);
-        std::thread::Builder::new()
+        let outcome = Arc::clone(&self.outcome);
+        let spawned = std::thread::Builder::new()
             .name("volley-replay-reader".into())
             .spawn(move || {
                 // Whatever happens to the reader (a panic too), the workers see its end.
@@ -296,54 +377,50 @@ impl ReplayFactory {
                 }
                 let finish = Finish(theirs);
                 let theirs = &finish.0;
-                keep_off_the_workers(workers);
-                let result = produce(&spec, theirs, &outcome);
-                if let Err(e) = result {
+                keep_off_the_workers(spare);
+                let mut producer = producer;
+                if let Err(e) = produce(&mut producer, theirs) {
                     let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
                     o.error = Some(e.to_string());
                 }
-            })
-            .map(|_| ())
-            .unwrap_or_else(|e| {
-                handover.finish();
-                let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
-                o.error = Some(format!("cannot start the log reader: {e}"));
             });
+        if let Err(e) = spawned {
+            handover.finish();
+            let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+            o.error = Some(format!("cannot start the log reader: {e}"));
+        } else {
+            // The engine makes its sources before its clock starts: wait here for the
+            // reader's whole read-ahead (a reorder window read, then READ_AHEAD
+            // requests built), so neither the schedule's first arrivals wait for that
+            // read nor does the reader take the workers' CPU for it as the run starts.
+            handover.wait_ready();
+        }
         handover
     }
 }
 
-/// The reader's place beside the workers (the module doc). When the process may run on
-/// more CPUs than it has workers, the reader runs on the last of them, beside the
-/// workers rather than between their arrivals, as a batch thread (`SCHED_BATCH`: its
-/// wake-ups never preempt anyone). Otherwise it shares a worker's CPU and runs as an
-/// idle-class thread (`SCHED_IDLE`): on the time that worker leaves (it sleeps between
-/// arrivals, and the read-ahead covers the rest), preempted the moment the worker
-/// wakes. A batch thread there kept the CPU until the next scheduler tick once it had
-/// it (after the worker's poll yielded, or at a tick): its runs ended at 4.0 ms, the
-/// tick of a 250 Hz kernel, and a pacing worker waited that long. Best effort: a
-/// kernel that refuses leaves the reader as it was.
-fn keep_off_the_workers(workers: usize) {
-    let cpus = volley_monitor::stall::allowed_cpus();
-    let beside = cpus.len() > workers;
-    let policy = if beside {
-        libc::SCHED_BATCH
-    } else {
-        libc::SCHED_IDLE
-    };
+/// The reader thread's place beside the workers (the module doc): on `cpu`, the last
+/// the process may use, which no worker needs, as a batch thread (`SCHED_BATCH`: its
+/// wake-ups never preempt anyone). Best effort: a kernel that refuses leaves the
+/// reader as it was.
+///
+/// Without a spare CPU the reader once shared a worker's as an idle-class thread
+/// (`SCHED_IDLE`), meant to run on the time the worker left; but a pacing worker at a
+/// high rate never leaves its CPU (it polls through the gaps between arrivals), and
+/// the reader got 1% of it: at 50k req/s on one CPU the worker ran out of requests
+/// every second and sent 5.6k req/s, its lag growing a second per second. A batch
+/// thread there held the CPU to the next tick (4 ms) once it had it. Hence the
+/// workers' own idle slices then ([`Handover::read_some`]).
+fn keep_off_the_workers(cpu: usize) {
     // SAFETY: sched_getscheduler and sched_setscheduler on the calling thread (pid 0),
-    // with a sched_param we own; SCHED_BATCH and SCHED_IDLE take priority 0.
+    // with a sched_param we own; SCHED_BATCH takes priority 0.
     unsafe {
         if libc::sched_getscheduler(0) == libc::SCHED_OTHER {
             let param = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, policy, &param);
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
         }
     }
-    if beside {
-        if let Some(&last) = cpus.last() {
-            volley_monitor::stall::pin_to(last);
-        }
-    }
+    volley_monitor::stall::pin_to(cpu);
 }
 
 /// Requests the replay of `spec` schedules before `window` (passes of a looped log
@@ -372,36 +449,49 @@ pub fn scheduled_within(spec: &ReplaySpec, window: std::time::Duration) -> Resul
 }
 
 /// Each worker's batch being filled, on the reader's side of the [`Handover`].
-struct Batches<'a> {
-    handover: &'a Handover,
+struct Batches {
     bufs: Vec<Vec<Item>>,
 }
 
-impl Batches<'_> {
-    /// Queues `item` for worker `w`, sleeping while the read-ahead is full; `false`
-    /// once that worker (or every worker) has gone: the run's limit came.
-    fn push(&mut self, w: usize, item: Item) -> bool {
+impl Batches {
+    fn new(workers: usize) -> Batches {
+        Batches {
+            bufs: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
+        }
+    }
+
+    /// Adds `item` to worker `w`'s batch, and hands the batch over once it is full:
+    /// what became of it (`Room` while it is still filling).
+    fn push(&mut self, handover: &Handover, w: usize, item: Item) -> Put {
         self.bufs[w].push(item);
         if self.bufs[w].len() < BATCH {
-            return true;
+            return Put::Room;
         }
         let batch = std::mem::replace(&mut self.bufs[w], Vec::with_capacity(BATCH));
-        match self.handover.put(w, batch) {
+        handover.put(w, batch)
+    }
+
+    /// The reader thread's [`Batches::push`]: sleeps while the read-ahead is full,
+    /// after handing its partial batches over; false once that worker (or every
+    /// worker) has gone: the run's limit came.
+    fn push_or_wait(&mut self, handover: &Handover, w: usize, item: Item) -> bool {
+        match self.push(handover, w, item) {
             Put::Room => true,
             Put::Gone => false,
             Put::Full => {
                 // About to sleep: no request waits in a partial batch meanwhile.
-                self.flush();
-                self.handover.wait_for_room()
+                self.flush(handover);
+                handover.wait_for_room()
             }
         }
     }
 
-    /// Hands over every partial batch (before a sleep, and at the log's end).
-    fn flush(&mut self) {
+    /// Hands over every partial batch (before the reader sleeps, at the end of a
+    /// worker's slice of reading, and at the log's end).
+    fn flush(&mut self, handover: &Handover) {
         for (w, buf) in self.bufs.iter_mut().enumerate() {
             if !buf.is_empty() {
-                let _ = self.handover.put(w, std::mem::take(buf));
+                let _ = handover.put(w, std::mem::take(buf));
             }
         }
     }
@@ -429,90 +519,161 @@ impl Groups {
     }
 }
 
-/// Reads the log (again and again with `repeat`) and sends each planned request to its
-/// worker, in batches; ends when the log ends or every worker has gone.
-fn produce(
-    spec: &ReplaySpec,
-    handover: &Handover,
-    outcome: &Mutex<Outcome>,
-) -> Result<(), LogError> {
-    let workers = handover.workers();
-    let mut batches = Batches {
-        handover,
-        bufs: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
-    };
-    // One template for the run: host and headers are the target's, the same for
-    // every request, so only the method and target change per request.
-    let mut template = RequestTemplate {
-        method: String::new(),
-        path: String::new(),
-        host: spec.shape.host.clone(),
-        headers: spec.shape.headers.clone(),
-        body: None,
-        keep_alive: spec.shape.keep_alive,
-    };
-    let mut groups = Groups::default();
-    let mut offset_ns = 0u64;
-    let mut unbuildable = 0;
-    let result = (|| {
-        loop {
-            let reader = LogReader::open(&spec.path, spec.read.clone())?;
-            let mut planner = Planner::new(spec.plan.clone());
-            let mut last_ns = 0u64;
-            for r in reader {
-                let Some(p) = planner.plan(r?) else { continue };
-                let at_ns = offset_ns + p.intended_us * 1_000;
-                last_ns = at_ns;
-                template.method = p.method;
-                template.path = p.target;
-                let Ok(mut req) = template.build(0) else {
-                    unbuildable += 1;
-                    continue;
-                };
-                req.lane = Some(p.client as u32);
-                let logged = Logged {
-                    status: p.logged_status,
-                    bytes: p.logged_bytes,
-                    request_time_us: p.logged_request_time_us,
-                    group: groups.of(&req.path),
-                };
-                let item = Item {
-                    req: Arc::new(req),
-                    at_ns,
-                    logged,
-                };
-                if !batches.push(p.client % workers, item) {
-                    // That worker has ended (the run's limit came): so has the run.
-                    return Ok(());
-                }
-            }
-            let planned = planner.counts().planned;
-            if !spec.repeat || planned == 0 {
-                batches.flush();
-                return Ok(());
-            }
-            // The next pass starts one mean gap after this one's last request.
-            offset_ns = last_ns + (last_ns - offset_ns) / planned.max(1);
+/// One pass over the log.
+struct Pass {
+    reader: LogReader,
+    planner: Planner,
+    /// The instant of the pass's last planned request so far.
+    last_ns: u64,
+}
+
+/// The log (again and again with `repeat`) read into planned requests, one at a time:
+/// the loop of the reader thread, or of a worker's idle slices ([`Handover::read_some`]).
+struct Producer {
+    spec: ReplaySpec,
+    /// One template for the run: host and headers are the target's, the same for
+    /// every request, so only the method and target change per request.
+    template: RequestTemplate,
+    groups: Groups,
+    /// Where the current pass starts on the run's clock.
+    offset_ns: u64,
+    pass: Option<Pass>,
+    ended: bool,
+    /// Requests built that the engine refused, not yet added to the outcome.
+    unbuildable: u64,
+    outcome: Arc<Mutex<Outcome>>,
+}
+
+impl Producer {
+    fn new(spec: ReplaySpec, outcome: Arc<Mutex<Outcome>>) -> Producer {
+        let template = RequestTemplate {
+            method: String::new(),
+            path: String::new(),
+            host: spec.shape.host.clone(),
+            headers: spec.shape.headers.clone(),
+            body: None,
+            keep_alive: spec.shape.keep_alive,
+        };
+        Producer {
+            spec,
+            template,
+            groups: Groups::default(),
+            offset_ns: 0,
+            pass: None,
+            ended: false,
+            unbuildable: 0,
+            outcome,
         }
-    })();
-    outcome
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .unbuildable += unbuildable;
-    result
+    }
+
+    /// The next planned request and the index of its client; `None` once the log (the
+    /// last pass of it) has ended. After an error, `None` too.
+    fn next(&mut self) -> Result<Option<(usize, Item)>, LogError> {
+        let result = self.advance();
+        if !matches!(result, Ok(Some(_))) {
+            self.ended = true;
+            self.pass = None;
+            self.settle();
+        }
+        result
+    }
+
+    fn advance(&mut self) -> Result<Option<(usize, Item)>, LogError> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            if self.pass.is_none() {
+                self.pass = Some(Pass {
+                    reader: LogReader::open(&self.spec.path, self.spec.read.clone())?,
+                    planner: Planner::new(self.spec.plan.clone()),
+                    last_ns: self.offset_ns,
+                });
+            }
+            let Some(pass) = self.pass.as_mut() else {
+                return Ok(None);
+            };
+            let Some(r) = pass.reader.next() else {
+                let planned = pass.planner.counts().planned;
+                let last_ns = pass.last_ns;
+                self.pass = None;
+                if !self.spec.repeat || planned == 0 {
+                    return Ok(None);
+                }
+                // The next pass starts one mean gap after this one's last request.
+                let span = last_ns.saturating_sub(self.offset_ns);
+                self.offset_ns = last_ns + span / planned.max(1);
+                continue;
+            };
+            let Some(p) = pass.planner.plan(r?) else {
+                continue;
+            };
+            let at_ns = self.offset_ns + p.intended_us * 1_000;
+            pass.last_ns = at_ns;
+            self.template.method = p.method;
+            self.template.path = p.target;
+            let Ok(mut req) = self.template.build(0) else {
+                self.unbuildable += 1;
+                continue;
+            };
+            req.lane = Some(p.client as u32);
+            let logged = Logged {
+                status: p.logged_status,
+                bytes: p.logged_bytes,
+                request_time_us: p.logged_request_time_us,
+                group: self.groups.of(&req.path),
+            };
+            let item = Item {
+                req: Arc::new(req),
+                at_ns,
+                logged,
+            };
+            return Ok(Some((p.client, item)));
+        }
+    }
+
+    /// Adds what this producer counted to the run's outcome.
+    fn settle(&mut self) {
+        let n = std::mem::take(&mut self.unbuildable);
+        if n > 0 {
+            self.outcome
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .unbuildable += n;
+        }
+    }
+
+    /// Ends the reading early (the run has ended before the log).
+    fn stop(&mut self) {
+        self.ended = true;
+        self.pass = None;
+        self.settle();
+    }
+}
+
+/// The reader thread: reads the log and sends each planned request to its worker, in
+/// batches, sleeping while the read-ahead is full; ends when the log ends or every
+/// worker has gone.
+fn produce(producer: &mut Producer, handover: &Handover) -> Result<(), LogError> {
+    let workers = handover.workers();
+    let mut batches = Batches::new(workers);
+    while let Some((client, item)) = producer.next()? {
+        if !batches.push_or_wait(handover, client % workers, item) {
+            producer.stop();
+            return Ok(());
+        }
+    }
+    batches.flush(handover);
+    Ok(())
 }
 
 impl SourceFactory for ReplayFactory {
     fn make(&self, worker: usize, workers: usize) -> Box<dyn RequestSource> {
         let mut current = self.handover.lock().unwrap_or_else(|e| e.into_inner());
         if worker == 0 || current.as_ref().is_none_or(|h| h.workers() != workers) {
-            let handover = self.start(workers);
-            // The engine makes its sources before its clock starts: wait here for the
-            // reader's whole read-ahead (a reorder window read, then READ_AHEAD
-            // requests built), so neither the schedule's first arrivals wait for that
-            // read nor does the reader take the workers' CPU for it as the run starts.
-            handover.wait_ready();
-            *current = Some(handover);
+            // The engine makes its sources before its clock starts: `start` returns
+            // once the read-ahead is read.
+            *current = Some(self.start(workers));
         }
         Box::new(ReplaySource::new(
             current.clone().filter(|_| worker < workers),
@@ -607,6 +768,12 @@ impl RequestSource for ReplaySource {
         Arc::make_mut(&mut req).index = index;
         self.logged.insert(index, item.logged);
         Some(req)
+    }
+
+    fn idle(&mut self, until_ns: u64, clock: &dyn Fn() -> u64) -> bool {
+        self.handover
+            .as_ref()
+            .is_some_and(|h| h.read_some(until_ns, clock))
     }
 
     fn on_sample(&mut self, request: &Request, s: &Sample) {

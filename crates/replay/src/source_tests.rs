@@ -139,13 +139,10 @@ fn a_partial_batch_is_handed_over_before_the_reader_sleeps() {
     // One request for worker 1, then worker 0's batches until the read-ahead is
     // full: worker 1's lone request must not wait in the reader while it sleeps.
     std::thread::spawn(move || {
-        let mut b = Batches {
-            handover: &theirs,
-            bufs: vec![Vec::new(), Vec::new()],
-        };
-        let mut ok = b.push(1, item(1));
+        let mut b = Batches::new(2);
+        let mut ok = b.push_or_wait(&theirs, 1, item(1));
         for k in 0..READ_AHEAD {
-            ok &= b.push(0, item(k as u64));
+            ok &= b.push_or_wait(&theirs, 0, item(k as u64));
         }
         let _ = tx.send(ok);
     });
@@ -185,4 +182,128 @@ fn the_source_counts_a_wait_for_the_reader_once_and_not_at_the_start() {
     h.finish();
     assert!(s.next_request().is_some());
     assert_eq!(s.next_instant(), NextInstant::Over);
+}
+
+/// A Combined log of `n` requests from `clients` addresses, one every 20 us, in
+/// volley's own layout (microsecond stamps), in a fresh file.
+fn log_file(name: &str, n: u64, clients: u64) -> PathBuf {
+    use std::fmt::Write as _;
+    let dir = std::env::temp_dir().join(format!("volley-source-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut text = String::new();
+    for i in 0..n {
+        let us = 20 * i;
+        let _ = writeln!(
+            text,
+            "10.0.0.{} - - [14/Nov/2023:22:13:{:02}.{:06} +0000] \"GET /p/{i} HTTP/1.1\" 200 10 \"-\" \"t\"",
+            i % clients,
+            us / 1_000_000,
+            us % 1_000_000
+        );
+    }
+    let path = dir.join("access.log");
+    std::fs::write(&path, text).expect("write log");
+    path
+}
+
+fn spec(path: PathBuf) -> ReplaySpec {
+    ReplaySpec {
+        path,
+        read: ReaderOptions::default(),
+        plan: ReplayOptions::default(),
+        shape: RequestShape {
+            host: "h".into(),
+            headers: Vec::new(),
+            keep_alive: true,
+        },
+        repeat: false,
+    }
+}
+
+/// Everything worker `w` finds until the end or an empty queue.
+fn drain(h: &Handover, w: usize) -> (Vec<Item>, bool) {
+    let mut got = Vec::new();
+    loop {
+        match h.take(w) {
+            Take::Batch(b) => got.extend(b),
+            Take::Empty { .. } => return (got, false),
+            Take::Over => return (got, true),
+        }
+    }
+}
+
+#[test]
+fn inline_reading_stops_at_its_slice_end_and_hands_each_client_to_its_worker_in_order() {
+    let n = 1_000;
+    let path = log_file("slices", n, 4);
+    let outcome = Arc::new(Mutex::new(Outcome::default()));
+    let h = Handover::inline(2, Producer::new(spec(path), Arc::clone(&outcome)));
+    // A clock that advances one tick per look: a slice ending at tick 10 reads ten
+    // requests, all handed over though no batch is full.
+    let ticks = std::cell::Cell::new(0u64);
+    let clock = || {
+        ticks.set(ticks.get() + 1);
+        ticks.get()
+    };
+    assert!(h.read_some(10, &clock));
+    assert_eq!(h.lock().queued, 10);
+    let mut slices = 1;
+    loop {
+        let until = ticks.get() + 10;
+        if !h.read_some(until, &clock) {
+            break;
+        }
+        slices += 1;
+    }
+    assert_eq!(slices, n.div_ceil(10), "each slice read ten requests");
+    let mut all = 0;
+    for w in 0..2 {
+        let (items, over) = drain(&h, w);
+        assert!(over, "worker {w} sees the end once the log is read");
+        assert!(items.windows(2).all(|p| p[0].at_ns <= p[1].at_ns));
+        // Clients 10.0.0.{0,2} are the first and third seen: clients 0 and 2.
+        assert!(items
+            .iter()
+            .all(|i| i.req.lane.is_some_and(|l| l as usize % 2 == w)));
+        all += items.len();
+    }
+    assert_eq!(all as u64, n);
+    assert!(outcome.lock().expect("outcome").error.is_none());
+}
+
+#[test]
+fn inline_reading_stops_at_the_read_ahead_and_resumes_once_a_worker_takes() {
+    let path = log_file("ahead", READ_AHEAD as u64 + 2_000, 3);
+    let h = Handover::inline(1, Producer::new(spec(path), Arc::default()));
+    while h.read_some(u64::MAX, &|| 0) {}
+    let queued = h.lock().queued;
+    assert!(
+        (READ_AHEAD..READ_AHEAD + BATCH).contains(&queued),
+        "{queued}"
+    );
+    assert!(
+        !h.read_some(u64::MAX, &|| 0),
+        "a full read-ahead reads nothing"
+    );
+    let Take::Batch(first) = h.take(0) else {
+        panic!("nothing to take")
+    };
+    assert!(h.read_some(u64::MAX, &|| 0));
+    assert!(
+        h.lock().queued >= READ_AHEAD,
+        "it read up to the bound again"
+    );
+    let mut all = first.len();
+    loop {
+        let (got, over) = drain(&h, 0);
+        all += got.len();
+        if over {
+            break;
+        }
+        assert!(
+            h.read_some(u64::MAX, &|| 0),
+            "an emptied queue is read into"
+        );
+    }
+    assert_eq!(all, READ_AHEAD + 2_000);
 }

@@ -49,6 +49,13 @@ const MAX_ARRIVALS_PER_TURN: usize = 256;
 /// scheduler-lag p99 of 1-17 ms where 64 connections read 0.6-1.9 ms (2026-11-28, a
 /// loaded machine). Eight replies are tens of microseconds; the look is one clock read.
 const EVENTS_BETWEEN_RELEASES: usize = 8;
+/// A scheduled source's own work ([`crate::RequestSource::idle`]) is offered gaps of at least
+/// this long before the next arrival: shorter ones are the loop's own turn.
+const IDLE_MIN_NS: u64 = 5_000;
+/// ... and at most this much of each: a reply landing meanwhile waits for the slice's
+/// end before it is read (its time stamped that much late), so the slice is a few
+/// requests' worth of the source's work, then the loop looks at its sockets again.
+const IDLE_SLICE_NS: u64 = 15_000;
 /// At the end of a run, at most this many arrivals due but not released are censored.
 const MAX_UNRELEASED_AT_END: usize = MAX_ARRIVALS_PER_TURN * 16;
 
@@ -393,6 +400,11 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         r
     }
 
+    /// The source gives the instants ([`crate::LoadModel::Scheduled`]).
+    pub fn scheduled(&self) -> bool {
+        self.share.pacer.as_ref().is_some_and(|p| p.is_scheduled())
+    }
+
     /// Open loop: the arrival due at `now`, if any, with its request claimed.
     pub fn next_arrival(&mut self, now: u64) -> Arrival {
         if self.starting_done {
@@ -648,6 +660,13 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
             break;
         }
         let mut timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
+        if core.scheduled() && wait_ns.is_some_and(|ns| ns >= IDLE_MIN_NS) {
+            let until = now + wait_ns.unwrap_or(0).min(IDLE_SLICE_NS);
+            let shared = core.shared;
+            if core.source.idle(until, &|| shared.now_ns()) {
+                timeout = Duration::ZERO;
+            }
+        }
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
