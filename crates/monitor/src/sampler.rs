@@ -244,6 +244,9 @@ pub(crate) struct Snapshot {
     /// The CPU of the other targets this process started (a study's other instances,
     /// [`crate::cpu_share::CpuSources::study_targets_ns`]), ns.
     pub study_ns: Option<u64>,
+    /// How long the CPU counters (the machine's, volley's own, the targets') took to
+    /// read: time in which the machine's counter ran on and the others' did not.
+    pub spread: Duration,
 }
 
 impl Snapshot {
@@ -257,6 +260,7 @@ impl Snapshot {
             tcp: TcpStates::default(),
             own_cpu_ns: None,
             study_ns: None,
+            spread: Duration::ZERO,
         }
     }
 }
@@ -300,10 +304,16 @@ impl Reader {
                 "no cpu line",
             ))
         })?;
-        let net = std::fs::read_to_string("/proc/net/dev")
-            .ok()
-            .and_then(|t| parse::parse_net_dev(&t, &self.interface));
-        let tcp = TcpStates::sample(|f| std::fs::read_to_string(f).ok());
+        // Every CPU counter is read here, together, right after /proc/stat: the machine's
+        // busy time less volley's own and the targets' is "others", so a counter read
+        // later than the machine's leaves the time between in "others". The socket
+        // states come last: /proc/net/tcp walks every socket on the machine, and with
+        // thousands in TIME_WAIT (a connection-per-request step) the first reading of a
+        // step took ~0.6 s; read before the tree and volley's own CPU, it had that step's
+        // first sample read "others took 181% of 2 CPU(s)" beside an idle target (seed
+        // 001's nginx at 6,400 req/s, 2026-11-29), and the step was marked machine-busy.
+        let own_cpu_ns = own_cpu_ns();
+        let study_ns = self.study.0.study_targets_ns(self.study.1.as_deref());
         let tree = match &self.scope {
             ProcessScope::None => None,
             ProcessScope::Tree { root_pid } => Some(self.read_tree(&descendants(*root_pid))),
@@ -327,6 +337,11 @@ impl Reader {
                 Some(r)
             }
         };
+        let spread = at.elapsed();
+        let net = std::fs::read_to_string("/proc/net/dev")
+            .ok()
+            .and_then(|t| parse::parse_net_dev(&t, &self.interface));
+        let tcp = TcpStates::sample(|f| std::fs::read_to_string(f).ok());
         Ok(Snapshot {
             at,
             ticks_per_s: self.ticks_per_s,
@@ -334,8 +349,9 @@ impl Reader {
             sys,
             net,
             tcp,
-            own_cpu_ns: own_cpu_ns(),
-            study_ns: self.study.0.study_targets_ns(self.study.1.as_deref()),
+            own_cpu_ns,
+            study_ns,
+            spread,
         })
     }
 
@@ -487,6 +503,11 @@ fn study_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
     (secs > 0.0).then(|| ns as f64 / 1e9 / secs * 100.0)
 }
 
+/// The longest a snapshot's CPU counters may take to read, as a share of the interval,
+/// for [`others_pct`] to give a figure: 2% of a second at most misplaces 20 ms a CPU,
+/// a fifth of the 10% share that marks a machine busy.
+const MAX_SPREAD_SHARE: f64 = 0.02;
+
 /// Percent of one CPU used by everything but this process, its target and the other
 /// targets it started between two snapshots: the machine's busy ticks (user + system,
 /// steal, idle and interrupt work excluded) minus volley's own CPU minus the targets',
@@ -499,9 +520,13 @@ fn study_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
 /// with nothing else running, and a capacity search could never judge the step where
 /// the server failed (2026-11-28). A neighbour's own packets are left out with it: a
 /// neighbour busy only in interrupts is not seen.
+///
+/// No figure when either snapshot's CPU counters took over [`MAX_SPREAD_SHARE`] of the
+/// interval to read: the machine's busy time read first ran on while volley's and the
+/// targets' were still to be read, and the difference would be counted as others'.
 fn others_pct(a: &Snapshot, b: &Snapshot, secs: f64) -> Option<f64> {
     let (own_a, own_b) = (a.own_cpu_ns?, b.own_cpu_ns?);
-    if secs <= 0.0 {
+    if secs <= 0.0 || a.spread.max(b.spread).as_secs_f64() > MAX_SPREAD_SHARE * secs {
         return None;
     }
     let ns_per_tick = 1e9 / b.ticks_per_s;

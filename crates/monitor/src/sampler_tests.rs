@@ -33,6 +33,7 @@ fn snap(at: Instant, user: u64, sys: u64, tx: u64, sys_total: u64) -> Snapshot {
         tcp: TcpStates::default(),
         own_cpu_ns: Some(user * 1_000_000),
         study_ns: Some(0),
+        spread: Duration::ZERO,
     }
 }
 
@@ -71,6 +72,22 @@ fn others_are_the_machines_busy_time_minus_volley_and_its_target() {
     b.own_cpu_ns = Some(2_000_000_000);
     assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, Some(0.0));
     b.own_cpu_ns = None;
+    assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, None);
+}
+
+#[test]
+fn a_snapshot_whose_cpu_counters_were_read_far_apart_gives_no_others() {
+    // The busy second, its first reading's counters spread over 0.6 s (the machine's
+    // read first): the time between would be counted as others', so none is given.
+    let t0 = Instant::now();
+    let (mut a, mut b) = busy_second(t0);
+    a.spread = Duration::from_millis(600);
+    assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, None);
+    // Within 2% of the interval (20 ms of the second) the figure stands; past it, on
+    // either side, it does not.
+    a.spread = Duration::from_millis(20);
+    assert!(diff(&a, &b, t0, "").system.others_cpu_pct.is_some());
+    b.spread = Duration::from_millis(21);
     assert_eq!(diff(&a, &b, t0, "").system.others_cpu_pct, None);
 }
 
