@@ -306,12 +306,14 @@ impl Reader {
         })?;
         // Every CPU counter is read here, together, right after /proc/stat: the machine's
         // busy time less volley's own and the targets' is "others", so a counter read
-        // later than the machine's leaves the time between in "others". The socket
-        // states come last: /proc/net/tcp walks every socket on the machine, and with
-        // thousands in TIME_WAIT (a connection-per-request step) the first reading of a
-        // step took ~0.6 s; read before the tree and volley's own CPU, it had that step's
-        // first sample read "others took 181% of 2 CPU(s)" beside an idle target (seed
-        // 001's nginx at 6,400 req/s, 2026-11-29), and the step was marked machine-busy.
+        // later than the machine's leaves the time between in "others". In seed 001's
+        // knob search (2026-11-29, 13 instances in namespaces, a connection per request)
+        // a step's first reading took 1.6-3 s, its tree and volley's own CPU read at its
+        // end: the first sample read "others took 129-181% of 2 CPU(s)" beside a target
+        // read as idle, and the step was marked machine-busy. Which read was slow was not
+        // measured; the socket states are the likely one (/proc/net/tcp walks every
+        // socket on the machine, every namespace's TIME_WAIT included), so they come
+        // last, and a reading whose counters spread anyway gives no "others".
         let own_cpu_ns = own_cpu_ns();
         let study_ns = self.study.0.study_targets_ns(self.study.1.as_deref());
         let tree = match &self.scope {
