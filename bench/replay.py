@@ -127,7 +127,12 @@ count are kept: no record takes over ~0.15 ms. Then (same command, --rounds 6):
 (75.5-167.0), per-round ratio 0.82 (0.44-1.80)**; CPU per request 1.09x the open
 loop's (1.08-1.11); every run server-bound. Goal (p99 <= 100 us): median under it,
 "not shown" (the interval straddles it); the open loop, the same engine without a log,
-reads the same.
+reads the same. Again with 10 rounds (01:15-01:17, load 0.1-1.1, same build): **replay
+sched-lag p99 84.5 us (62.5-108.0)**, open loop 73.0 (66.5-458.0), ratio 0.75
+(0.25-1.58); per round 64, 92, 108, 1388, 90, 79, 68, 41, 46, 115 us. Every round whose
+stall probe saw no stall over 1 ms met the bar (41-92 us, 5 of 5); the three over it had
+machine stalls of 1.3, 5.1 and 1.4 ms beside them (the 1388 us round labelled
+machine-stalled), as did the open loop's four over it (3.3-6.4 ms).
 
 Memory on 30 M / 10 M lines (2026-11-29, release build of 95e9822, `python3
 bench/replay.py memory --skip-build --rounds 4`: 2 paired rounds, reader + planner, 5 M
