@@ -29,6 +29,7 @@ pub mod fuzzing;
 pub mod generate;
 mod lines;
 pub mod phases;
+mod producer;
 pub mod reader;
 mod record;
 pub mod schedule;

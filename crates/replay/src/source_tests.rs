@@ -4,6 +4,7 @@
 use super::*;
 use std::sync::mpsc;
 use std::time::Duration;
+use volley_engine::RequestTemplate;
 
 fn item(at_ns: u64) -> Item {
     let req = RequestTemplate::new("GET", "/a", "h")
