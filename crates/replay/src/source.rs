@@ -18,7 +18,7 @@
 //! CPUs than it has workers (`keep_off_the_workers`). When it may not, there is no
 //! reader thread: the workers read the log themselves, in slices of the gaps between
 //! their arrivals that the engine offers ([`RequestSource::idle`],
-//! [`Handover::read_some`]), whichever worker is idle first.
+//! `Handover::read_some`), whichever worker is idle first.
 
 use crate::fidelity::{Answer, Fidelity, Logged};
 use crate::producer::Producer;
