@@ -35,8 +35,8 @@ const HOUSEKEEPING_NS: u64 = 5_000_000;
 /// How often `Sink::tick` is called (the contract asks for at least once a second).
 const TICK_NS: u64 = 100_000_000;
 /// epoll timeouts are whole milliseconds (mio rounds up). Without an [`ArrivalTimer`]
-/// (timerfd refused, or the HTTP/2 worker, which has none), the loop sleeps in epoll
-/// only until this long before the next arrival and then polls without blocking.
+/// (timerfd refused), the loop sleeps in epoll only until this long before the next
+/// arrival and then polls without blocking.
 const SPIN_WINDOW_NS: u64 = 1_000_000;
 /// The open-loop arrival timer's token: past every connection slot.
 const TIMER_TOKEN: Token = Token(usize::MAX);
