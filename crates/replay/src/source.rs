@@ -264,12 +264,27 @@ impl Handover {
 
     /// Worker `w` has ended: its queue is dropped, and a reader waiting for room it
     /// held is woken.
+    ///
+    /// Once every worker has gone, the inline reading ends too: its reader and the
+    /// reorder window it holds (up to the window's seconds of log) go now, not when
+    /// the factory makes the next run's. The queues' lock is let go first: a worker's
+    /// slice takes the reading's lock, then the queues'.
     fn leave(&self, w: usize) {
-        let mut q = self.lock();
-        q.gone[w] = true;
-        let left: usize = q.batches[w].drain(..).map(|b| b.len()).sum();
-        q.queued -= left;
-        self.room.notify_one();
+        let all_gone = {
+            let mut q = self.lock();
+            q.gone[w] = true;
+            let left: usize = q.batches[w].drain(..).map(|b| b.len()).sum();
+            q.queued -= left;
+            self.room.notify_one();
+            q.gone.iter().all(|g| *g)
+        };
+        if let Some(inline) = self.inline.as_ref().filter(|_| all_gone) {
+            inline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .producer
+                .stop();
+        }
     }
 
     fn wake_reader(&self, q: &mut Queues) {

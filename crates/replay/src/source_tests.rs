@@ -308,3 +308,20 @@ fn inline_reading_stops_at_the_read_ahead_and_resumes_once_a_worker_takes() {
     }
     assert_eq!(all, READ_AHEAD + 2_000);
 }
+
+#[test]
+fn inline_reading_ends_once_every_worker_has_gone() {
+    let path = log_file("gone", 2_000, 2);
+    let h = Handover::inline(2, Producer::new(spec(path), Arc::default()));
+    let ticks = std::cell::Cell::new(0u64);
+    let clock = || {
+        ticks.set(ticks.get() + 1);
+        ticks.get()
+    };
+    assert!(h.read_some(10, &clock), "one slice of ten requests read");
+    h.leave(0);
+    assert!(!h.inline.as_ref().unwrap().lock().unwrap().producer.ended);
+    h.leave(1);
+    assert!(h.inline.as_ref().unwrap().lock().unwrap().producer.ended);
+    assert!(!h.read_some(u64::MAX, &|| 0), "nothing more is read");
+}
