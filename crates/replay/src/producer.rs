@@ -54,7 +54,7 @@ pub(crate) struct Producer {
     pub(crate) ended: bool,
     /// Requests built that the engine refused, not yet added to the outcome.
     unbuildable: u64,
-    pub(crate) outcome: Arc<Mutex<Outcome>>,
+    outcome: Arc<Mutex<Outcome>>,
 }
 
 impl Producer {
@@ -84,9 +84,7 @@ impl Producer {
     pub(crate) fn next(&mut self) -> Result<Option<(usize, Item)>, LogError> {
         let result = self.advance();
         if !matches!(result, Ok(Some(_))) {
-            self.ended = true;
-            self.pass = None;
-            self.settle();
+            self.stop();
         }
         result
     }
@@ -156,7 +154,16 @@ impl Producer {
         }
     }
 
-    /// Ends the reading early (the run has ended before the log).
+    /// Records a failure of the reading in the run's outcome (the thread's and the
+    /// workers' slices alike).
+    pub(crate) fn fail(&self, e: &LogError) {
+        self.outcome
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .error = Some(e.to_string());
+    }
+
+    /// Ends the reading: the log's end, a failure, or the run ended before the log.
     pub(crate) fn stop(&mut self) {
         self.ended = true;
         self.pass = None;

@@ -179,8 +179,7 @@ impl Handover {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    let mut o = producer.outcome.lock().unwrap_or_else(|e| e.into_inner());
-                    o.error = Some(e.to_string());
+                    producer.fail(&e);
                     break;
                 }
             }
@@ -380,7 +379,6 @@ impl ReplayFactory {
         };
         let handover = Arc::new(Handover::new(workers));
         let theirs = Arc::clone(&handover);
-        let outcome = Arc::clone(&self.outcome);
         let spawned = std::thread::Builder::new()
             .name("volley-replay-reader".into())
             .spawn(move || {
@@ -396,8 +394,7 @@ impl ReplayFactory {
                 keep_off_the_workers(spare);
                 let mut producer = producer;
                 if let Err(e) = produce(&mut producer, theirs) {
-                    let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
-                    o.error = Some(e.to_string());
+                    producer.fail(&e);
                 }
             });
         if let Err(e) = spawned {

@@ -660,8 +660,8 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
             break;
         }
         let mut timeout = core.poll_timeout(now, next_housekeeping, wait_ns);
-        if core.scheduled() && wait_ns.is_some_and(|ns| ns >= IDLE_MIN_NS) {
-            let until = now + wait_ns.unwrap_or(0).min(IDLE_SLICE_NS);
+        if let Some(ns) = wait_ns.filter(|ns| *ns >= IDLE_MIN_NS && core.scheduled()) {
+            let until = now + ns.min(IDLE_SLICE_NS);
             let shared = core.shared;
             if core.source.idle(until, &|| shared.now_ns()) {
                 timeout = Duration::ZERO;
