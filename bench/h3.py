@@ -146,12 +146,15 @@ def wait_h3(volley, url, tries=50):
     raise SystemExit(f"no HTTP/3 answer from {url}")
 
 
-def run_oha_h3(conns, streams):
-    """oha over HTTP/3 (`-p` is its streams per connection); its 2xx/3xx answers."""
+def run_oha_h3(conns, streams, qps=None):
+    """oha over HTTP/3 (`-p` is its streams per connection); its 2xx/3xx answers. With
+    `qps`, oha paces its requests at that rate (`-q`, with its coordinated-omission
+    correction), the same work as volley's open loop at that rate."""
     def f(url, host, port, path, secs):
+        paced = ["-q", f"{qps:g}", "--latency-correction"] if qps else []
         out, cpu, rss = C.timed([OHA, "-z", f"{secs}s", "--no-tui", "--output-format", "json",
                                  "--insecure", "--http-version", "3", "-c", str(conns),
-                                 "-p", str(streams), url], secs * 3 + 30)
+                                 "-p", str(streams)] + paced + [url], secs * 3 + 30)
         j = json.loads(out[out.find("{"):])
         ok = sum(n for code, n in j.get("statusCodeDistribution", {}).items()
                  if 200 <= int(code) < 400)
@@ -188,8 +191,9 @@ def main():
     ap.add_argument("--oha-bin", default=OHA, help="oha built with its http3 feature")
     ap.add_argument("--baseline-bin", help="an earlier volley build to compare --h3 against")
     ap.add_argument("--paced", type=float, metavar="RATE",
-                    help="also volley --h3 as an open loop at RATE req/s (oha's rate: the "
-                         "same work, where a closed loop saturating Caddy polls its gaps)")
+                    help="also volley --h3 and oha paced at RATE req/s (oha's closed-loop "
+                         "rate: the same work, where a closed loop saturating Caddy polls "
+                         "its gaps)")
     ap.add_argument("--no-builtin", action="store_true",
                     help="skip the built-in server vs Caddy section")
     a = ap.parse_args()
@@ -227,10 +231,16 @@ def main():
             ("volley-h2", E.run_volley(["--insecure", "--h2", "-c", "16", "--streams", "10"],
                                        volley)),
             ("volley-no-gso", run_volley_with_env(h3, volley, {"VOLLEY_UDP_OFFLOAD": "off"})),
-        ] + ([("volley-base", E.run_volley(h3, a.baseline_bin))] if a.baseline_bin else [])
-          + ([("volley-paced", E.run_volley(h3 + ["--rate", f"{a.paced:g}"], volley))]
-             if a.paced else []),
+        ] + ([("volley-base", E.run_volley(h3, a.baseline_bin))] if a.baseline_bin else []),
             args, caddy, a.rounds, None, raw)
+        if a.paced:
+            # The like-for-like client cost: both tools paced at one rate (a closed loop
+            # saturating Caddy polls through its gaps; oha's closed loop does not reach
+            # that rate), so each request is the same work for both.
+            C.compare(f"open loops at {a.paced:g} req/s, 16 connections x 10 streams", [
+                ("volley-paced", E.run_volley(h3 + ["--rate", f"{a.paced:g}"], volley)),
+            ] + ([("oha-paced", run_oha_h3(16, 10, qps=a.paced))] if oha else []),
+                args, caddy, a.rounds, None, raw, base="volley-paced")
         if a.no_builtin:
             return
         builtin = start_builtin(volley, tmp, docroot)

@@ -192,6 +192,114 @@ retries = 1
 }
 
 #[test]
+fn passes_search_a_cell_whole_more_than_once_and_store_each() {
+    // `[search] passes = 2`: two whole searches of the one cell, interleaved, each
+    // stored with its pass and said in its step lines; the end table gives both. Coarse
+    // on purpose (resolution 50%, one run per decision): what is checked is the shape,
+    // not the capacity, so a busy machine changes nothing here.
+    let server = FaultServer::start(Behaviour::TokenBucket {
+        rate_per_s: 400.0,
+        burst: 20,
+    })
+    .unwrap();
+    let dir = temp_dir("passes");
+    let study = format!(
+        r#"name = "passes"
+mode = "search"
+[[target]]
+name = "bucket"
+kind = "external"
+url = "{}"
+[[workload]]
+name = "root"
+paths = ["/"]
+[load]
+model = "open"
+concurrency = 8
+max_connections = 256
+timeout = "2s"
+[steps]
+duration = "3s"
+warmup = "200ms"
+cooldown = "500ms"
+retries = 0
+[slo]
+p99 = "100ms"
+[search]
+start_rate = 200
+resolution = 0.5
+repeats = 1
+max_steps = 4
+passes = 2
+"#,
+        server.url("/")
+    );
+    let f = write(&dir, "passes.toml", &study);
+    let plan = volley()
+        .args(["study", "run", "--dry-run"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let planned = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert!(
+        planned.contains("2 whole searches of each, interleaved"),
+        "{planned}"
+    );
+    let db = dir.join("v.db");
+    let out = volley()
+        .args(["study", "run"])
+        .arg(&f)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(" pass 1:") && stderr.contains(" pass 2:"),
+        "{stderr}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("bucket"))
+        .expect(&stdout);
+    assert!(row.contains("2 searches: capacity "), "{row}");
+    let store = Store::open(&db).unwrap();
+    let run = store.list_runs().unwrap()[0].id;
+    let caps = store.capacities(run).unwrap();
+    let mut passes: Vec<u64> = caps
+        .iter()
+        .map(|c| c.record.cell["pass"].as_u64().expect("pass stored"))
+        .collect();
+    passes.sort_unstable();
+    assert_eq!(passes, vec![0, 1], "{caps:?}");
+    assert!(
+        caps.iter().all(|c| c.record.cell["passes"] == 2),
+        "{caps:?}"
+    );
+    // Every step says which search it belonged to.
+    let steps = store.steps(run).unwrap();
+    assert!(steps.len() >= 4, "{} steps", steps.len());
+    for p in [0, 1] {
+        assert!(
+            steps.iter().any(|s| s.parameters.extra["pass"] == p),
+            "no step of pass {p}"
+        );
+    }
+    // Passes must be a count a study can run.
+    let bad = write(&dir, "bad.toml", &study.replace("passes = 2", "passes = 0"));
+    let out = volley()
+        .args(["study", "run", "--dry-run"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("search.passes must be 1 to 20"), "{err}");
+}
+
+#[test]
 fn search_finds_a_token_bucket_capacity() {
     // 800 req/s, not more: a generator that shares the machine with other work must
     // still offer the rates near the edge on schedule. The 1.5 s cool-down lets the

@@ -61,8 +61,11 @@ pub struct CapacityFigure {
     pub lo: f64,
     /// Upper end (`None`: unbounded, the server was not seen to fail above it).
     pub hi: Option<f64>,
-    /// Runs behind each judged rate: 1 for a sweep without repeats (one run decided it).
+    /// Runs behind each judged rate: 1 for a sweep without repeats (one run decided it);
+    /// for searches, how many whole searches.
     pub runs: usize,
+    /// Whole capacity searches behind the figure (0: a sweep's).
+    pub searches: usize,
 }
 
 /// One side of the question.
@@ -107,6 +110,10 @@ pub enum Verdict {
         /// Runs per side that would separate a true ratio this large at the assumed
         /// spread (`None`: equal figures, no number would).
         repeats: Option<usize>,
+        /// How many of the two figures are capacity searches (0, 1 or 2): a search's
+        /// own interval is not an interval over searches, and more passes, not
+        /// repeats, would give one.
+        searched: u8,
     },
     /// The interval holds 1.
     NoDifference {
@@ -354,6 +361,7 @@ fn between(all: &[Contender], best: usize, next: usize, pairs: &[(Vec<f64>, Vec<
             values: v,
             ratio: r,
             repeats: ratio::repeats_needed(r, ratio::ASSUMED_RUN_CV),
+            searched: 0,
         };
     }
     let v = levels(&repeated);
@@ -435,6 +443,7 @@ fn decide_capacity(all: &[Contender], with: &[usize]) -> Verdict {
             values,
             ratio: r,
             repeats: ratio::repeats_needed(r, ratio::ASSUMED_RUN_CV),
+            searched: u8::from(b.searches > 0) + u8::from(n.searches > 0),
         };
     }
     let range = Estimate {
@@ -501,15 +510,20 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
             values,
             ratio,
             repeats,
+            searched,
         } => {
             let figures = format!(
-                "{} {} vs {} {} ({ratio:.2}x) from one run each",
+                "{} {} vs {} {} ({ratio:.2}x) from {}",
                 name(*best),
                 rps(values.0),
                 name(*next),
-                number(values.1)
+                number(values.1),
+                one_each(*searched)
             );
-            single_run(&figures, *repeats)
+            match searched {
+                0 => single_run(&figures, *repeats),
+                _ => format!("{figures}: {ONE_SEARCH}."),
+            }
         }
         Verdict::NoDifference {
             best,
@@ -573,6 +587,19 @@ pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
     }
 }
 
+/// Why one capacity search orders nothing, and what would.
+const ONE_SEARCH: &str = "a search's interval holds only its own runs near its edge, not the spread from one search to the next, so one search cannot separate them; [search] passes = 2 or more (and [steps] repeats for a sweep) would";
+
+/// "one run each", "one search each", or "one search and one run" for `searched` of
+/// the two figures being capacity searches.
+fn one_each(searched: u8) -> &'static str {
+    match searched {
+        0 => "one run each",
+        1 => "one search and one run",
+        _ => "one search each",
+    }
+}
+
 /// A comparison of one run each, its `figures` given: no difference (equal figures), or
 /// how many `repeats` of each would tell it from noise at the assumed run-to-run spread.
 fn single_run(figures: &str, repeats: Option<usize>) -> String {
@@ -628,16 +655,19 @@ pub fn knob_words(v: &Verdict, pair: &[Contender; 2]) -> String {
             best,
             values,
             repeats,
+            searched,
             ..
         } => {
             let (k, d) = oriented(*best, *values);
             let r = if d > 0.0 { k / d } else { f64::INFINITY };
-            let why = match repeats {
-                None => "the same figure".to_string(),
-                Some(n) => format!("cannot separate ({n} repeats of each would)"),
+            let why = match (searched, repeats) {
+                (1.., _) => "cannot separate ([search] passes = 2 or more would)".to_string(),
+                (0, None) => "the same figure".to_string(),
+                (0, Some(n)) => format!("cannot separate ({n} repeats of each would)"),
             };
             format!(
-                "{r:.2}x the default from one run each: {why}, {}",
+                "{r:.2}x the default from {}: {why}, {}",
+                one_each(*searched),
                 figures((k, d))
             )
         }

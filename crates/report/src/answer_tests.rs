@@ -130,6 +130,7 @@ fn capacities_separate_only_when_their_intervals_do() {
             lo,
             hi,
             runs,
+            searches: 0,
         }),
         ..Contender::default()
     };
@@ -207,4 +208,46 @@ fn capacities_separate_only_when_their_intervals_do() {
         words,
         "No order can be told: no server was seen to fail (c1350 at least 1,350 req/s, c1000 at least 1,000 req/s), so each capacity is only a lower bound."
     );
+}
+
+#[test]
+fn one_search_each_orders_nothing_whatever_its_interval_and_passes_do() {
+    // Seed 001's Apache knob search on this machine, one search each: the default 8,400
+    // [8,000, 8,800] and defer_accept 7,000 [7,000, 7,200] req/s, intervals apart; an
+    // earlier search had read the same default at 6,200 [6,200, 6,400].
+    let searched = |name: &str, value: f64, lo: f64, hi: f64, n: usize| Contender {
+        name: name.to_string(),
+        capacity: Some(CapacityFigure {
+            value,
+            lo,
+            hi: Some(hi),
+            runs: n,
+            searches: n,
+        }),
+        ..Contender::default()
+    };
+    let one = [
+        searched("default", 8400.0, 8000.0, 8800.0, 1),
+        searched("defer_accept", 7000.0, 7000.0, 7200.0, 1),
+    ];
+    let v = decide(&one);
+    assert_eq!(kind(&v), ("single run", Some(0)), "{v:?}");
+    let s = sentence(&v, &one, "carries");
+    assert!(s.contains("from one search each"), "{s}");
+    assert!(s.contains("[search] passes = 2 or more"), "{s}");
+    assert!(!s.contains("95% interval"), "{s}");
+    let k = knob_words(&v, &[one[1].clone(), one[0].clone()]);
+    assert!(k.contains("from one search each: cannot separate"), "{k}");
+    // Two passes each whose envelopes are apart: an order, with its interval.
+    let two = [
+        searched("default", 8200.0, 8000.0, 8800.0, 2),
+        searched("defer_accept", 6000.0, 5800.0, 6400.0, 2),
+    ];
+    assert_eq!(kind(&decide(&two)), ("winner", Some(0)));
+    // Two passes each whose envelopes overlap: no difference beyond noise.
+    let overlap = [
+        searched("default", 7300.0, 6200.0, 8800.0, 2),
+        searched("sendfile", 7400.0, 7200.0, 8000.0, 2),
+    ];
+    assert_eq!(kind(&decide(&overlap)).0, "no difference");
 }

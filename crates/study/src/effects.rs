@@ -161,6 +161,78 @@ fn searched(c: &Capacity) -> String {
     )
 }
 
+/// Searches of one side together: the lower median capacity (a figure one search saw,
+/// as the report claims it) and the envelope of their intervals (lowest lower end,
+/// highest upper end; `None` above when any is unbounded), or `None` when any search
+/// ended without a capacity (a lower bound).
+fn envelope(side: &[&Capacity]) -> Option<(f64, f64, Option<f64>)> {
+    let mut values: Vec<f64> = side
+        .iter()
+        .map(|c| match c.claim() {
+            Claim::Capacity { value, .. } => Some(value),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let lo = side
+        .iter()
+        .map(|c| c.ci_lo_rps)
+        .fold(f64::INFINITY, f64::min);
+    let hi = side
+        .iter()
+        .map(|c| c.ci_hi_rps)
+        .try_fold(0.0f64, |m, h| h.map(|h| m.max(h)));
+    values.sort_by(f64::total_cmp);
+    let value = *values.get((values.len().max(1) - 1) / 2)?;
+    Some((value, lo.min(value), hi.map(|h| h.max(value))))
+}
+
+/// A side's searches as the line shows them: one search with its interval, or the
+/// median of several with the envelope of their intervals and each pass's figure.
+fn searched_side(side: &[&Capacity]) -> String {
+    match (side, envelope(side)) {
+        ([one], _) => searched(one),
+        (_, Some((m, lo, hi))) => format!(
+            "{m:.0} req/s (lower median of {} searches) [{lo:.0}, {}] ({})",
+            side.len(),
+            hi.map_or("unbounded".to_string(), |h| format!("{h:.0}")),
+            side.iter()
+                .map(|c| c
+                    .capacity_rps
+                    .map_or("-".to_string(), |v| format!("{v:.0}")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (_, None) => side
+            .iter()
+            .map(|c| searched(c))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The comparison of a variant's searches (`a`) with the default's (`b`). One search's
+/// interval covers only its own runs near the edge, not the spread from one search to
+/// the next (docs/methodology.md, "Capacity search"), so one search each never orders
+/// two capacities; with passes, the envelopes of their intervals must lie apart.
+fn searched_pair(a: &[&Capacity], b: &[&Capacity]) -> String {
+    let (sa, sb) = (searched_side(a), searched_side(b));
+    let (Some((x, alo, ahi)), Some((y, blo, bhi))) = (envelope(a), envelope(b)) else {
+        return format!("capacity {sa} vs {sb}: a ratio needs a capacity on both sides");
+    };
+    if y <= 0.0 {
+        return format!("capacity {sa} vs {sb}: a ratio needs a capacity on both sides");
+    }
+    let overlap = ahi.is_none_or(|h| h >= blo) && bhi.is_none_or(|h| h >= alo);
+    let tail = if a.len() < 2 || b.len() < 2 {
+        ", from one search each: no interval over searches, so no difference can be claimed ([search] passes = 2 or more would tell)"
+    } else if overlap {
+        ", the searches' intervals overlap: no difference beyond their spread"
+    } else {
+        ""
+    };
+    format!("capacity {sa} vs {sb}: {:.2}x{tail}", x / y)
+}
+
 /// One line per non-default variant and point: "nginx 1.5KB c=16 ka=off:
 /// tuned:somaxconn vs default: 1.02x [0.97, 1.08] (...)". `steps` are each planned
 /// step's best attempt; `searches` the capacities searched per cell.
@@ -199,36 +271,18 @@ pub(crate) fn effect_lines(
         let label = label
             .strip_suffix(&format!(" variant={DEFAULT_VARIANT}"))
             .unwrap_or(&label);
-        let found = |q: Point| {
+        // Every pass of each side's search (`[search] passes`).
+        let found = |q: Point| -> Vec<&Capacity> {
             searches
                 .iter()
-                .find(|(s, _)| point_of(plan, *s) == q)
+                .filter(|(s, _)| point_of(plan, *s) == q)
                 .map(|(_, c)| c)
+                .collect()
         };
-        let answer = match (found(p), found(twin)) {
-            (Some(a), Some(b)) => match (a.claim(), b.claim()) {
-                (Claim::Capacity { value: x, .. }, Claim::Capacity { value: y, .. }) if y > 0.0 => {
-                    format!(
-                        "capacity {} vs {}: {:.2}x{}",
-                        searched(a),
-                        searched(b),
-                        x / y,
-                        if a.ci_hi_rps.is_some_and(|h| h >= b.ci_lo_rps)
-                            && b.ci_hi_rps.is_some_and(|h| h >= a.ci_lo_rps)
-                        {
-                            ", the intervals overlap: no difference beyond the search's resolution"
-                        } else {
-                            ""
-                        }
-                    )
-                }
-                _ => format!(
-                    "capacity {} vs {}: a ratio needs a capacity on both sides",
-                    searched(a),
-                    searched(b)
-                ),
-            },
-            (None, None) if steps.iter().any(|s| point_of(plan, s.cell) == p) => {
+        let (a, b) = (found(p), found(twin));
+        let answer = match (a.is_empty(), b.is_empty()) {
+            (false, false) => searched_pair(&a, &b),
+            (true, true) if steps.iter().any(|s| point_of(plan, s.cell) == p) => {
                 compare(figures(plan, steps, p), figures(plan, steps, twin))
             }
             _ => continue,
@@ -394,6 +448,57 @@ server = {{ defer_accept = true, backlog = 1024 }}
         assert_eq!(
             lines[0],
             "web w c=1 ka=on: tuned:backlog vs default: 1000 vs 1000 req/s: 2 vs 1 runs judged for the server cannot separate them (add [steps] repeats)"
+        );
+    }
+
+    /// A finished search's answer: capacity `c` (a failure seen at `c * 1.1`), its
+    /// interval [`lo`, `hi`].
+    fn cap(c: f64, lo: f64, hi: f64) -> Capacity {
+        Capacity {
+            capacity_rps: Some(c),
+            last_sustainable_rps: Some(c),
+            first_unsustainable_rps: Some(c * 1.1),
+            ci_lo_rps: lo,
+            ci_hi_rps: Some(hi),
+            probes: Vec::new(),
+            steps: 10,
+            end: knee::SearchEnd::Converged,
+            generator_bound_at_rps: None,
+            unjudged_steps: 0,
+        }
+    }
+
+    #[test]
+    fn one_search_each_claims_no_difference_and_passes_need_their_envelopes_apart() {
+        // Seed 001's Apache search on this machine: defer_accept 7,000 [7,000, 7,200]
+        // against the default's 8,400 [8,000, 8,800], intervals apart, in one search
+        // each; an earlier search read that default at 6,200.
+        let (knob, default) = (cap(7000.0, 7000.0, 7200.0), cap(8400.0, 8000.0, 8800.0));
+        let line = searched_pair(&[&knob], &[&default]);
+        assert!(line.contains("0.83x"), "{line}");
+        assert!(line.contains("from one search each"), "{line}");
+        assert!(line.contains("no difference can be claimed"), "{line}");
+        // Two passes each, envelopes apart: the ratio of the medians, unqualified.
+        let (k2, d2) = (cap(6800.0, 6600.0, 7200.0), cap(8200.0, 7900.0, 8600.0));
+        let line = searched_pair(&[&knob, &k2], &[&default, &d2]);
+        let want = "6800 req/s (lower median of 2 searches) [6600, 7200] (7000, 6800)";
+        assert!(line.contains(want), "{line}");
+        assert!(
+            line.contains("8200 req/s (lower median of 2 searches) [7900, 8800]"),
+            "{line}"
+        );
+        assert!(line.ends_with(": 0.83x"), "{line}");
+        // Two passes whose envelopes overlap (the default read 6,200 once): no claim.
+        let low = cap(6200.0, 6200.0, 6400.0);
+        let line = searched_pair(&[&knob, &k2], &[&default, &low]);
+        assert!(line.contains("the searches' intervals overlap"), "{line}");
+        // A search that never saw a failure gives no ratio.
+        let mut open = cap(9000.0, 9000.0, 9000.0);
+        open.first_unsustainable_rps = None;
+        let line = searched_pair(&[&open, &k2], &[&default, &d2]);
+        assert!(
+            line.contains("a ratio needs a capacity on both sides"),
+            "{line}"
         );
     }
 }

@@ -199,7 +199,15 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
         } else if office {
             office_result(&group)
         } else if let Some((_, cap)) = searches.iter().find(|(ci, _)| key_of(plan, *ci) == key) {
-            search_result(cap, &attempts)
+            let passes: Vec<&Capacity> = searches
+                .iter()
+                .filter(|(ci, _)| key_of(plan, *ci) == key)
+                .map(|(_, c)| c)
+                .collect();
+            match passes.len() {
+                1 => search_result(cap, &attempts),
+                _ => passes_result(&passes, &attempts),
+            }
         } else {
             let (_, remeasured) = best_attempts(&attempts);
             measured_result(&group) + &remeasured_text(remeasured)
@@ -414,6 +422,30 @@ fn search_result(cap: &Capacity, attempts: &[StepOutcome]) -> String {
             ),
             None => String::new(),
         },
+        remeasured_text(remeasured),
+    )
+}
+
+/// A cell searched more than once (`[search] passes`): each search's claim and interval,
+/// in the order they ended, and the steps of all of them.
+fn passes_result(passes: &[&Capacity], attempts: &[StepOutcome]) -> String {
+    let (_, remeasured) = best_attempts(attempts);
+    let each: Vec<String> = passes
+        .iter()
+        .map(|c| {
+            let hi = c
+                .ci_hi_rps
+                .map_or("unbounded".to_string(), |h| format!("{h:.0}"));
+            format!("{} [{:.0}, {hi}]", c.claim().text("req/s"), c.ci_lo_rps)
+        })
+        .collect();
+    let ends: Vec<&str> = passes.iter().map(|c| c.end.words()).collect();
+    format!(
+        "{} searches: capacity {} ({} steps in all, ended: {}{})",
+        passes.len(),
+        each.join("; "),
+        attempts.len(),
+        ends.join(", "),
         remeasured_text(remeasured),
     )
 }

@@ -213,6 +213,7 @@ pub fn run(plan: &Plan, opts: RunOptions) -> Result<StudyReport, StudyError> {
         steps: Vec::new(),
         active: Vec::new(),
         searches: Vec::new(),
+        pass: None,
         stop: &stop_flag,
         progress: progress.as_deref(),
         note,
@@ -335,8 +336,11 @@ struct StudyRun<'a> {
     steps: Vec<StepOutcome>,
     /// Search mode: each cell's search.
     active: Vec<ActiveSearch>,
-    /// Search mode: the capacities found, as each search ended.
+    /// Search mode: the capacities found, as each search ended (one per pass).
     searches: Vec<(usize, Capacity)>,
+    /// The pass of the search whose step runs, when its cell is searched more than
+    /// once (`[search] passes`): said in the step's line and stored with it.
+    pass: Option<u32>,
     stop: &'a Arc<AtomicBool>,
     progress: Option<&'a ProgressSink>,
     note: Box<dyn FnMut(&str)>,
@@ -464,6 +468,9 @@ impl StudyRun<'_> {
             return Ok(None);
         }
         let mut what = step_what(plan, cell, rate, repeat);
+        if let Some(p) = self.pass {
+            what.push_str(&format!(" pass {}", p + 1));
+        }
         if attempt > 0 {
             what.push_str(&format!(" (re-measure {attempt})"));
         }
@@ -705,6 +712,9 @@ impl StudyRun<'_> {
         let run = self.run_of_target[&plan.instances[plan.cells[ci].instance].target];
         let mut params = step_parameters(plan, cell, repeat, rate, phase, self.order);
         params.extra.insert("attempt".into(), json!(attempt));
+        if let Some(p) = self.pass {
+            params.extra.insert("pass".into(), json!(p));
+        }
         if let Some(r) = self.vlabs.record(cell.instance) {
             params.extra.insert("namespace".into(), json!(r));
         }

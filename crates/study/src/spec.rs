@@ -625,6 +625,12 @@ pub struct SearchDef {
     /// At most this many steps per search (default 40).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// Whole searches per cell, run interleaved (default 1). One search's interval
+    /// covers its own runs near the edge, not the spread from one search to the next,
+    /// so comparing capacities takes two or more (docs/methodology.md, "Capacity
+    /// search").
+    #[serde(default)]
+    pub passes: Option<u32>,
     /// Users search: the first count tried (default 10).
     #[serde(default)]
     pub start_users: Option<u32>,

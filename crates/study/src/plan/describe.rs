@@ -169,12 +169,13 @@ impl Plan {
         if let (Some(s), false) = (&self.search, rates.is_empty()) {
             let _ = writeln!(
                 out,
-                "{} capacity search(es) from {:.0} req/s (x2 until a step fails, then bisect to {:.0}%, {} run(s) per decision near the edge, at most {} steps each):",
+                "{} capacity search(es) from {:.0} req/s (x2 until a step fails, then bisect to {:.0}%, {} run(s) per decision near the edge, at most {} steps each{}):",
                 rates.len(),
                 s.start_rate,
                 s.opts.resolution_share * 100.0,
                 s.opts.repeats,
-                s.opts.max_steps
+                s.opts.max_steps,
+                passes_text(s)
             );
             for &ci in &rates {
                 let _ = writeln!(out, "  {}", self.cell_line(&self.cells[ci]));
@@ -194,14 +195,15 @@ impl Plan {
         for (s, cis) in ranges {
             let _ = writeln!(
                 out,
-                "{} users search(es){} from {:.0} users (x2 until a day is not carried, then bisect to {:.0}%, {} day(s) per decision near the edge, at most {:.0} users and {} days each):",
+                "{} users search(es){} from {:.0} users (x2 until a day is not carried, then bisect to {:.0}%, {} day(s) per decision near the edge, at most {:.0} users and {} days each{}):",
                 cis.len(),
                 if self.steps.is_empty() { "" } else { " after the sweep" },
                 s.start_rate,
                 s.opts.resolution_share * 100.0,
                 s.opts.repeats,
                 s.opts.max_rate_rps,
-                s.opts.max_steps
+                s.opts.max_steps,
+                passes_text(s)
             );
             for ci in cis {
                 let c = &self.cells[ci];
@@ -377,5 +379,14 @@ pub fn fmt_duration(d: Duration) -> String {
         format!("{}h{:02}m", s / 3600, s % 3600 / 60)
     } else {
         format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// ", 3 whole searches of each, interleaved" when a search runs more than once.
+fn passes_text(s: &super::SearchPlan) -> String {
+    if s.passes > 1 {
+        format!(", {} whole searches of each, interleaved", s.passes)
+    } else {
+        String::new()
     }
 }

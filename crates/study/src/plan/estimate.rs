@@ -104,10 +104,9 @@ impl Plan {
             .steps
             .iter()
             .map(|s| self.office_untimed(&self.cells[s.cell]));
-        let searched = self
-            .searched_cells()
-            .into_iter()
-            .map(|ci| self.office_untimed(&self.cells[ci]) * self.cell_search_steps(ci));
+        let searched = self.searched_cells().into_iter().map(|ci| {
+            self.office_untimed(&self.cells[ci]) * self.cell_search_steps(ci) * self.cell_passes(ci)
+        });
         swept.chain(searched).sum()
     }
 
@@ -153,13 +152,22 @@ impl Plan {
             .map_or(SEARCH_STEPS_FALLBACK, |(lo, hi)| (lo + hi).div_ceil(2))
     }
 
+    /// Whole searches of cell `ci` (`[search] passes`; 1 for a cell not searched).
+    pub fn cell_passes(&self, ci: usize) -> u32 {
+        self.search_of(ci).map_or(1, |s| s.passes)
+    }
+
     /// Rough length of the whole study: the targets' starts ([`Plan::target_start_total`]),
     /// the sweep's steps, then [`Plan::cell_search_steps`] steps per searched cell.
     pub fn estimate(&self) -> Duration {
         let searched: Duration = self
             .searched_cells()
             .into_iter()
-            .map(|ci| self.step_estimate(&self.cells[ci]) * self.cell_search_steps(ci))
+            .map(|ci| {
+                self.step_estimate(&self.cells[ci])
+                    * self.cell_search_steps(ci)
+                    * self.cell_passes(ci)
+            })
             .sum();
         self.remaining_estimate(&self.steps, &RateBook::default())
             .saturating_add(searched)

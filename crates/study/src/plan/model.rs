@@ -417,7 +417,12 @@ pub struct SearchPlan {
     pub start_rate: f64,
     /// Options of the state machine.
     pub opts: volley_analysis::knee::SearchOpts,
+    /// Whole searches per cell, interleaved ([`MAX_PASSES`] at most).
+    pub passes: u32,
 }
+
+/// The most whole searches per cell a study may ask for: each is a full search.
+pub const MAX_PASSES: u32 = 20;
 
 /// What managed targets are started to serve (from the workloads' wire keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -232,6 +232,7 @@ fn users_search_plan(
     Ok(SearchPlan {
         start_rate: f64::from(start),
         opts,
+        passes: s.passes.unwrap_or(1),
     })
 }
 

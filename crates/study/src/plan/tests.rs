@@ -463,6 +463,28 @@ fn search_steps_come_from_the_search_settings() {
 }
 
 #[test]
+fn passes_multiply_the_searches_and_must_be_a_count_a_study_can_run() {
+    let base = AB.replace("name = \"ab\"", "name = \"s\"\nmode = \"search\"");
+    let one = plan(&format!("{base}[search]\nmax_steps = 5\n")).unwrap();
+    let three = plan(&format!("{base}[search]\nmax_steps = 5\npasses = 3\n")).unwrap();
+    assert_eq!(one.search.as_ref().unwrap().passes, 1);
+    assert_eq!(three.search.as_ref().unwrap().passes, 3);
+    assert_eq!(three.cell_passes(0), 3);
+    assert_eq!(three.estimate(), one.estimate() * 3);
+    assert!(three
+        .describe()
+        .contains("3 whole searches of each, interleaved"));
+    assert!(!one.describe().contains("whole searches"));
+    for bad in ["0", "21"] {
+        let e = plan(&format!("{base}[search]\npasses = {bad}\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("search.passes must be 1 to 20"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn bad_expected_rates_name_line_and_key() {
     let cases = [
         (

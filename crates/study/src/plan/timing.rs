@@ -98,8 +98,10 @@ pub(super) fn resolve_search(
         SearchPlan {
             start_rate: s.start_rate.unwrap_or(100.0),
             opts,
+            passes: s.passes.unwrap_or(1),
         }
     });
+    check_passes(file)?;
     if let Some(s) = &search {
         volley_analysis::knee::Search::new(s.start_rate, s.opts.clone())
             .map_err(|e| invalid(format!("[search]: {e}")))?;
@@ -110,6 +112,18 @@ pub(super) fn resolve_search(
         }
     }
     Ok(search)
+}
+
+/// Refuses `[search] passes` outside 1..=[`super::MAX_PASSES`] (a rate or users
+/// search alike).
+pub(super) fn check_passes(file: &StudyFile) -> Result<(), StudyError> {
+    match file.search.passes {
+        Some(n) if n == 0 || n > super::MAX_PASSES => Err(invalid(format!(
+            "search.passes must be 1 to {} (whole searches per cell), not {n}",
+            super::MAX_PASSES
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The measured length of a rate step: the scaled length, raised to [`MIN_RATE_STEP`]

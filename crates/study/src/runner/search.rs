@@ -74,9 +74,13 @@ pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool
     }
 }
 
-/// One cell's capacity search while the study runs.
+/// One cell's capacity search (one pass of it) while the study runs.
 pub(super) struct ActiveSearch {
     cell: usize,
+    /// Which of the cell's whole searches this is (0-based; `[search] passes`).
+    pass: u32,
+    /// The cell's searches in all (the pass is said and stored only beside others).
+    passes: u32,
     search: Search,
     /// Wall clock when its first step started.
     started_ms: Option<i64>,
@@ -89,9 +93,11 @@ pub(super) struct ActiveSearch {
 }
 
 impl ActiveSearch {
-    fn new(cell: usize, search: Search) -> Self {
+    fn new(cell: usize, pass: u32, passes: u32, search: Search) -> Self {
         ActiveSearch {
             cell,
+            pass,
+            passes,
             search,
             started_ms: None,
             steps_run: 0,
@@ -141,7 +147,13 @@ fn capacity_record(
     cap: Option<&Capacity>,
     finished_ms: i64,
 ) -> CapacityRecord {
-    let cell = cell_identity(plan, a.cell);
+    let mut cell = cell_identity(plan, a.cell);
+    if a.passes > 1 {
+        // Stored beside the cell (docs/store-conventions.md, "capacities"): a report
+        // reads a cell's passes together.
+        cell["pass"] = json!(a.pass);
+        cell["passes"] = json!(a.passes);
+    }
     let started_unix_ms = a.started_ms.unwrap_or(finished_ms);
     match cap {
         Some(c) => CapacityRecord {
@@ -181,18 +193,24 @@ fn capacity_record(
 }
 
 impl StudyRun<'_> {
-    /// Search mode: one capacity search per cell with a running target, round-robin
-    /// (one rate each per round) so they interleave. `Ok(false)`: stopped early.
+    /// Search mode: one capacity search per cell with a running target and pass
+    /// (`[search] passes`), round-robin (one rate each per round) so they interleave:
+    /// every cell's first pass, then every cell's second, in each round (A B A B), so
+    /// the passes of two variants see the same minutes. `Ok(false)`: stopped early.
     pub(super) fn search(&mut self) -> Result<bool, StudyError> {
         let plan = self.plan;
-        for ci in plan.searched_cells() {
-            let Some(sp) = plan.search_of(ci) else {
-                continue;
-            };
-            if self.running[plan.cells[ci].instance].is_some() {
+        let cells: Vec<(usize, &crate::plan::SearchPlan)> = plan
+            .searched_cells()
+            .into_iter()
+            .filter(|&ci| self.running[plan.cells[ci].instance].is_some())
+            .filter_map(|ci| Some((ci, plan.search_of(ci)?)))
+            .collect();
+        let most = cells.iter().map(|(_, sp)| sp.passes).max().unwrap_or(1);
+        for pass in 0..most {
+            for &(ci, sp) in cells.iter().filter(|(_, sp)| pass < sp.passes) {
                 let s = Search::new(sp.start_rate, sp.opts.clone())
                     .map_err(|e| StudyError::Invalid(e.to_string()))?;
-                self.active.push(ActiveSearch::new(ci, s));
+                self.active.push(ActiveSearch::new(ci, pass, sp.passes, s));
             }
         }
         // After a sweep's steps (a sweep with users searches), the count goes on.
@@ -249,6 +267,7 @@ impl StudyRun<'_> {
     ) -> Result<bool, StudyError> {
         let plan = self.plan;
         let ci = self.active[k].cell;
+        self.pass = (self.active[k].passes > 1).then_some(self.active[k].pass);
         let repeat = self.active[k]
             .search
             .history()
@@ -276,6 +295,7 @@ impl StudyRun<'_> {
                 other => break Some(other),
             }
         };
+        self.pass = None;
         let retries = attempts.len().saturating_sub(1);
         let a = &mut self.active[k];
         let observed = match heard {
@@ -421,7 +441,7 @@ repeats = 1
 "#;
         let plan = crate::resolve(&crate::parse(text).unwrap(), text, 1.0).unwrap();
         let sp = plan.search.clone().unwrap();
-        let mut a = ActiveSearch::new(0, Search::new(sp.start_rate, sp.opts).unwrap());
+        let mut a = ActiveSearch::new(0, 0, 1, Search::new(sp.start_rate, sp.opts).unwrap());
         a.started_ms = Some(1_000);
         // Capacity 1000 req/s: 100..800 pass, 1600 fails, then bisection.
         let mut partial = None;
