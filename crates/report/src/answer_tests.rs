@@ -250,4 +250,16 @@ fn one_search_each_orders_nothing_whatever_its_interval_and_passes_do() {
         searched("sendfile", 7400.0, 7200.0, 8000.0, 2),
     ];
     assert_eq!(kind(&decide(&overlap)).0, "no difference");
+    // A default whose searches each failed above their figure, one of them with an
+    // interval open above (the second pass of this session's Apache search: 6,200
+    // [6,200, unbounded]): its claim is bounded, so the verdict is "no difference",
+    // never "no server was seen to fail".
+    let open_above = [
+        searched("tcp_max_syn_backlog", 7600.0, 7600.0, 9600.0, 2),
+        searched("default", 5400.0, 5400.0, f64::INFINITY, 2),
+    ];
+    let v = decide(&open_above);
+    assert_eq!(kind(&v).0, "no difference", "{v:?}");
+    let s = sentence(&v, &open_above, "carries");
+    assert!(!s.contains("seen to fail"), "{s}");
 }

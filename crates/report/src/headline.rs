@@ -33,7 +33,9 @@ fn figure(t: &TargetReport) -> Option<Figure> {
         .max_by(|a, b| a.value.total_cmp(&b.value));
     if let Some(g) = searched {
         let s = g.rep;
-        let hi = g.hi.map_or("unbounded".to_string(), number);
+        let hi =
+            g.hi.filter(|h| h.is_finite())
+                .map_or("unbounded".to_string(), number);
         let ci = match g.n {
             1 => s.ci_lo_rps.map_or(String::new(), |lo| {
                 format!(
@@ -397,7 +399,8 @@ struct SearchedGroup<'a> {
     value: f64,
     /// The lowest lower end of the searches' intervals.
     lo: f64,
-    /// The highest upper end (`None` when any search was not seen to fail).
+    /// The highest upper end (`None` when any search was not seen to fail; infinite
+    /// when every one was, but some interval's upper end is unbounded).
     hi: Option<f64>,
     /// Searches in the group.
     n: usize,
@@ -433,9 +436,11 @@ fn searched_groups(
                 .iter()
                 .map(|(c, s)| s.ci_lo_rps.unwrap_or(*c))
                 .fold(value, f64::min);
+            // A search seen to fail whose interval is open above still bounds its
+            // claim: its upper end is infinite, not "never failed".
             let hi = v
                 .iter()
-                .map(|(_, s)| s.ci_hi_rps.filter(|_| s.bounded))
+                .map(|(_, s)| s.bounded.then(|| s.ci_hi_rps.unwrap_or(f64::INFINITY)))
                 .try_fold(value, |m, h| h.map(|h| m.max(h)));
             SearchedGroup {
                 rep,
