@@ -24,12 +24,13 @@ use crate::deploy::StudyHosts;
 use crate::injected;
 use crate::lab::StudyLab;
 use crate::plan::{Plan, RateBook, Workload};
-use crate::spec::{Mode, Restart};
+use crate::spec::Mode;
 use crate::step::{cold_request, run_step, JudgedStep, StepOutcome};
 use crate::StudyError;
 use start::{begin_runs, check_paths, start_targets};
 
 mod remeasure;
+mod restart;
 mod search;
 mod start;
 mod step_info;
@@ -39,7 +40,7 @@ mod variant_lab;
 use remeasure::Remeasures;
 use search::{ActiveSearch, StepSignal};
 use step_info::{cold_json, cores_text, step_parameters, step_what};
-use target_spec::{cold_spec, spec_for};
+use target_spec::spec_for;
 
 /// Hears each tick of the running step (`Some`), and its end (`None`): the binary
 /// draws its progress bars from these numbers.
@@ -485,68 +486,6 @@ impl StudyRun<'_> {
         self.restarted[cell.instance] = restarted;
         cool_down(plan.timing.cooldown, self.baseline_tw, self.stop);
         Ok(Some(signal))
-    }
-
-    /// Whether instance `inst`'s target can take the next step: it is alive, or it died
-    /// (noted) and its `restart = "next-step"` started it again (noted). The death
-    /// itself is stored with the step during which the death watch saw it.
-    fn alive(&mut self, inst: usize) -> bool {
-        let plan = self.plan;
-        let current = self.restarted[inst]
-            .as_ref()
-            .or(self.running[inst].as_ref());
-        let Some(target) = current else {
-            return false;
-        };
-        let Err(died) = target.check() else {
-            return true;
-        };
-        let label = plan.instance_label(inst);
-        (self.note)(&format!("{label}: {died}"));
-        if plan.targets[plan.instances[inst].target].restart != Restart::NextStep {
-            return false;
-        }
-        // The dead one's cgroup and files go first; then it starts as at the study's
-        // start (from the variant's namespace, which `step` has entered).
-        self.restarted[inst] = None;
-        let own = self.vlabs.place(inst);
-        let netns = own.as_ref().or(self.lab.map(|l| &l.place));
-        let spec = spec_for(plan, inst, self.docroot, self.exe, netns);
-        match volley_targets::start(&spec) {
-            Ok(t) => {
-                (self.note)(&format!(
-                    "{label}: restarted for the next step (restart = \"next-step\")"
-                ));
-                self.restarted[inst] = Some(t);
-                true
-            }
-            Err(e) => {
-                (self.note)(&format!("{label}: cannot restart: {e}"));
-                false
-            }
-        }
-    }
-
-    /// Cold start: a target of its own, started now, so the step's first request is the
-    /// first after start (the up-front instance keeps serving other workloads). `Err`:
-    /// it could not start (noted).
-    fn fresh_target(&mut self, inst: usize, w: &Workload) -> Result<Option<RunningTarget>, ()> {
-        if !w.cold_start {
-            return Ok(None);
-        }
-        let own = self.vlabs.place(inst);
-        let netns = own.as_ref().or(self.lab.map(|l| &l.place));
-        let spec = cold_spec(self.plan, inst, w, self.docroot, self.exe, netns);
-        match volley_targets::start(&spec) {
-            Ok(t) => Ok(Some(t)),
-            Err(e) => {
-                (self.note)(&format!(
-                    "{}: cannot start a fresh target for the cold request: {e}",
-                    self.plan.instance_label(inst)
-                ));
-                Err(())
-            }
-        }
     }
 
     /// The cold request of a cold-start step, and whether its answer was right.
