@@ -60,6 +60,13 @@ arrival. With the timerfd HTTP/1.1 already had (4 rounds, release build of the f
 What is left at that rate is the poll before sleeping (replies in flight all the time)
 and the 100 us busy wait before each arrival. Caddy pays 311 us a request for the paced
 arrivals against 72-99 for the closed loops' bursts (one request's packets at a time).
+Both paced (`--paced 1800` now paces oha as well, `-q 1800 --latency-correction`, in a
+section of its own; 2026-11-29, release build of 9b52165, 4 rounds, load 0.2): volley
+--h3 156.1 us of client CPU a request, oha 157.3: **1.02x [0.93, 1.04]**, both sending
+1,799 req/s; Caddy paid 1.15x [1.06, 1.35] per request under volley's pacing. About 100
+us of volley's 156 is the busy wait before each arrival: a timerfd wake-up on this VM
+is late by p50 44-56 us, p99 155-500 us (a C timerfd+epoll loop, with or without
+`PR_SET_TIMERSLACK`), so the wait is what keeps the pacer on time here.
 Nothing here is a test: it prints figures for the issue notes,
 and on a machine shared with other work they say so only through their spread.
 """

@@ -235,27 +235,15 @@ passes = 2
         server.url("/")
     );
     let f = write(&dir, "passes.toml", &study);
-    let plan = volley()
-        .args(["study", "run", "--dry-run"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let planned = String::from_utf8_lossy(&plan.stdout).into_owned();
+    let (_, planned, _) = output_of(volley().args(["study", "run", "--dry-run"]).arg(&f));
     assert!(
         planned.contains("2 whole searches of each, interleaved"),
         "{planned}"
     );
     let db = dir.join("v.db");
-    let out = volley()
-        .args(["study", "run"])
-        .arg(&f)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) =
+        output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(
         stderr.contains(" pass 1:") && stderr.contains(" pass 2:"),
         "{stderr}"
@@ -289,13 +277,8 @@ passes = 2
     }
     // Passes must be a count a study can run.
     let bad = write(&dir, "bad.toml", &study.replace("passes = 2", "passes = 0"));
-    let out = volley()
-        .args(["study", "run", "--dry-run"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _, err) = output_of(volley().args(["study", "run", "--dry-run"]).arg(&bad));
+    assert_eq!(code, Some(2));
     assert!(err.contains("search.passes must be 1 to 20"), "{err}");
 }
 
