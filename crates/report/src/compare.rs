@@ -753,7 +753,10 @@ impl std::fmt::Display for Comparison {
             let (lo, hi) = p.ratio_range_text();
             write!(
                 f,
-                "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {})",
+                // Each interval is one search's own (its runs near its edge), not one
+                // over searches (docs/methodology.md, "Capacity"): said, so the range is
+                // not read as the answer's.
+                "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {}; one search each: neither interval covers the spread from one search to the next)",
                 if p.cell.is_empty() { "default" } else { &p.cell },
                 p.a.text(),
                 p.b.text(),
