@@ -8,6 +8,7 @@ mod common;
 
 mod study_cli;
 mod study_interrupt;
+mod study_search;
 mod study_starved;
 mod study_store;
 mod study_tuning;
