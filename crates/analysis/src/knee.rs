@@ -728,6 +728,38 @@ fn bootstrap_bracket(probes: &[Probe], resamples: u32, seed: u64) -> (f64, Optio
     (lo, hi)
 }
 
+/// One cell's whole searches (`[search] passes`) taken together: what the report and the
+/// study's end table both claim of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pooled {
+    /// The lower median search's capacity: a figure one search saw, never an average.
+    pub value: f64,
+    /// Index of that search in the input.
+    pub rep: usize,
+    /// The lowest lower end of the searches' intervals (never above `value`).
+    pub lo: f64,
+    /// The highest upper end (never below `value`); infinite when some interval is
+    /// open above.
+    pub hi: f64,
+}
+
+/// Pools `searches`, each `(capacity, interval's lower end, upper end or None when open
+/// above)`; `None` when there are none. Why the envelope of the intervals and not one
+/// search's: a search's interval holds only its own runs near its edge, not the spread
+/// from one search to the next (docs/methodology.md, "Capacity").
+pub fn pool(searches: &[(f64, f64, Option<f64>)]) -> Option<Pooled> {
+    let mut order: Vec<usize> = (0..searches.len()).collect();
+    order.sort_by(|&a, &b| searches[a].0.total_cmp(&searches[b].0));
+    let rep = *order.get(order.len().checked_sub(1)? / 2)?;
+    let value = searches[rep].0;
+    let lo = searches.iter().map(|s| s.1).fold(value, f64::min);
+    let hi = searches
+        .iter()
+        .map(|s| s.2.unwrap_or(f64::INFINITY))
+        .fold(value, f64::max);
+    Some(Pooled { value, rep, lo, hi })
+}
+
 #[cfg(test)]
 #[path = "knee_tests.rs"]
 mod tests;

@@ -533,3 +533,29 @@ fn a_search_end_reads_as_words_not_as_its_rust_name() {
         );
     }
 }
+
+#[test]
+fn pooled_searches_are_the_lower_median_inside_their_intervals_envelope() {
+    assert_eq!(pool(&[]), None);
+    // One search: itself.
+    let one = pool(&[(8400.0, 8000.0, Some(8800.0))]).unwrap();
+    assert_eq!(
+        (one.value, one.rep, one.lo, one.hi),
+        (8400.0, 0, 8000.0, 8800.0)
+    );
+    // Two (this session's Apache default): the lower one, the envelope open above.
+    let two = pool(&[(6200.0, 6200.0, None), (5400.0, 5400.0, Some(6400.0))]).unwrap();
+    assert_eq!((two.value, two.rep, two.lo), (5400.0, 1, 5400.0));
+    assert!(two.hi.is_infinite());
+    // Three: the middle one; the envelope never excludes the figure.
+    let three = pool(&[
+        (7.0, 7.5, Some(8.0)),
+        (5.0, 4.0, Some(6.0)),
+        (9.0, 9.0, Some(9.5)),
+    ])
+    .unwrap();
+    assert_eq!(
+        (three.value, three.rep, three.lo, three.hi),
+        (7.0, 0, 4.0, 9.5)
+    );
+}

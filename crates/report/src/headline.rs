@@ -429,26 +429,22 @@ fn searched_groups(
     }
     groups
         .into_iter()
-        .map(|(_, mut v)| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (value, rep) = v[(v.len() - 1) / 2];
-            let lo = v
+        .filter_map(|(_, v)| {
+            let figures: Vec<(f64, f64, Option<f64>)> = v
                 .iter()
-                .map(|(c, s)| s.ci_lo_rps.unwrap_or(*c))
-                .fold(value, f64::min);
+                .map(|(c, s)| (*c, s.ci_lo_rps.unwrap_or(*c), s.ci_hi_rps))
+                .collect();
+            let p = volley_analysis::knee::pool(&figures)?;
             // A search seen to fail whose interval is open above still bounds its
-            // claim: its upper end is infinite, not "never failed".
-            let hi = v
-                .iter()
-                .map(|(_, s)| s.bounded.then(|| s.ci_hi_rps.unwrap_or(f64::INFINITY)))
-                .try_fold(value, |m, h| h.map(|h| m.max(h)));
-            SearchedGroup {
-                rep,
-                value,
-                lo,
-                hi,
+            // claim (its upper end is infinite); one never seen to fail does not.
+            let bounded = v.iter().all(|(_, s)| s.bounded);
+            Some(SearchedGroup {
+                rep: v[p.rep].1,
+                value: p.value,
+                lo: p.lo,
+                hi: bounded.then_some(p.hi),
                 n: v.len(),
-            }
+            })
         })
         .collect()
 }

@@ -161,29 +161,18 @@ fn searched(c: &Capacity) -> String {
     )
 }
 
-/// Searches of one side together: the lower median capacity (a figure one search saw,
-/// as the report claims it) and the envelope of their intervals (lowest lower end,
-/// highest upper end; `None` above when any is unbounded), or `None` when any search
-/// ended without a capacity (a lower bound).
-fn envelope(side: &[&Capacity]) -> Option<(f64, f64, Option<f64>)> {
-    let mut values: Vec<f64> = side
+/// Searches of one side together, as the report pools them (`knee::pool`: the lower
+/// median search inside the envelope of their intervals, infinite above when one is
+/// open), or `None` when any search ended without a capacity (a lower bound).
+fn envelope(side: &[&Capacity]) -> Option<knee::Pooled> {
+    let figures: Vec<(f64, f64, Option<f64>)> = side
         .iter()
         .map(|c| match c.claim() {
-            Claim::Capacity { value, .. } => Some(value),
+            Claim::Capacity { value, .. } => Some((value, c.ci_lo_rps, c.ci_hi_rps)),
             _ => None,
         })
         .collect::<Option<_>>()?;
-    let lo = side
-        .iter()
-        .map(|c| c.ci_lo_rps)
-        .fold(f64::INFINITY, f64::min);
-    let hi = side
-        .iter()
-        .map(|c| c.ci_hi_rps)
-        .try_fold(0.0f64, |m, h| h.map(|h| m.max(h)));
-    values.sort_by(f64::total_cmp);
-    let value = *values.get((values.len().max(1) - 1) / 2)?;
-    Some((value, lo.min(value), hi.map(|h| h.max(value))))
+    knee::pool(&figures)
 }
 
 /// A side's searches as the line shows them: one search with its interval, or the
@@ -191,10 +180,15 @@ fn envelope(side: &[&Capacity]) -> Option<(f64, f64, Option<f64>)> {
 fn searched_side(side: &[&Capacity]) -> String {
     match (side, envelope(side)) {
         ([one], _) => searched(one),
-        (_, Some((m, lo, hi))) => format!(
-            "{m:.0} req/s (lower median of {} searches) [{lo:.0}, {}] ({})",
+        (_, Some(p)) => format!(
+            "{:.0} req/s (lower median of {} searches) [{:.0}, {}] ({})",
+            p.value,
             side.len(),
-            hi.map_or("unbounded".to_string(), |h| format!("{h:.0}")),
+            p.lo,
+            match p.hi.is_finite() {
+                true => format!("{:.0}", p.hi),
+                false => "unbounded".to_string(),
+            },
             side.iter()
                 .map(|c| c
                     .capacity_rps
@@ -216,13 +210,13 @@ fn searched_side(side: &[&Capacity]) -> String {
 /// two capacities; with passes, the envelopes of their intervals must lie apart.
 fn searched_pair(a: &[&Capacity], b: &[&Capacity]) -> String {
     let (sa, sb) = (searched_side(a), searched_side(b));
-    let (Some((x, alo, ahi)), Some((y, blo, bhi))) = (envelope(a), envelope(b)) else {
+    let (Some(x), Some(y)) = (envelope(a), envelope(b)) else {
         return format!("capacity {sa} vs {sb}: a ratio needs a capacity on both sides");
     };
-    if y <= 0.0 {
+    if y.value <= 0.0 {
         return format!("capacity {sa} vs {sb}: a ratio needs a capacity on both sides");
     }
-    let overlap = ahi.is_none_or(|h| h >= blo) && bhi.is_none_or(|h| h >= alo);
+    let overlap = x.hi >= y.lo && y.hi >= x.lo;
     let tail = if a.len() < 2 || b.len() < 2 {
         ", from one search each: no interval over searches, so no difference can be claimed ([search] passes = 2 or more would tell)"
     } else if overlap {
@@ -230,7 +224,7 @@ fn searched_pair(a: &[&Capacity], b: &[&Capacity]) -> String {
     } else {
         ""
     };
-    format!("capacity {sa} vs {sb}: {:.2}x{tail}", x / y)
+    format!("capacity {sa} vs {sb}: {:.2}x{tail}", x.value / y.value)
 }
 
 /// One line per non-default variant and point: "nginx 1.5KB c=16 ka=off:

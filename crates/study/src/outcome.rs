@@ -194,20 +194,20 @@ pub fn table(plan: &Plan, steps: &[StepOutcome], searches: &[(usize, Capacity)])
             .collect();
         let compress = plan.workloads[wl].office.as_ref().map(|o| o.compress);
         let office = compress.is_some();
+        // The cell's searches, one per pass (`[search] passes`).
+        let passes: Vec<&Capacity> = searches
+            .iter()
+            .filter(|(ci, _)| key_of(plan, *ci) == key)
+            .map(|(_, c)| c)
+            .collect();
         let result = if group.is_empty() {
             "(not run)".to_string()
         } else if office {
             office_result(&group)
-        } else if let Some((_, cap)) = searches.iter().find(|(ci, _)| key_of(plan, *ci) == key) {
-            let passes: Vec<&Capacity> = searches
-                .iter()
-                .filter(|(ci, _)| key_of(plan, *ci) == key)
-                .map(|(_, c)| c)
-                .collect();
-            match passes.len() {
-                1 => search_result(cap, &attempts),
-                _ => passes_result(&passes, &attempts),
-            }
+        } else if let [one] = passes[..] {
+            search_result(one, &attempts)
+        } else if !passes.is_empty() {
+            passes_result(&passes, &attempts)
         } else {
             let (_, remeasured) = best_attempts(&attempts);
             measured_result(&group) + &remeasured_text(remeasured)
