@@ -94,12 +94,14 @@ fn kill_volley_mid_run(kind: &str) {
         kind,
         &["bench", "--target", kind, "-c", "1", "-d", "30s", "-k"],
         &["bench", "--target", kind, "--show-config"],
+        true,
     );
 }
 
 /// Runs `volley ARGS` until its target answers, SIGKILLs it, and checks what is left
-/// within 2 s and after the next start (`volley NEXT`, which starts nothing).
-fn kill_mid_run(kind: &str, args: &[&str], next: &[&str]) {
+/// within 2 s and after the next start (`volley NEXT`, which starts nothing). With
+/// `docroot`, the run generates its fixture tree, which must be swept too.
+fn kill_mid_run(kind: &str, args: &[&str], next: &[&str], docroot: bool) {
     let state = std::env::temp_dir().join(format!("volley-orphans-{kind}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     let mut child = volley(&state)
@@ -145,7 +147,15 @@ fn kill_mid_run(kind: &str, args: &[&str], next: &[&str]) {
     let dirs = paths(&ledger, "dir");
     let cgroups = paths(&ledger, "cgroups");
     assert!(!procs.is_empty(), "{kind}: no process recorded: {ledger}");
-    assert_eq!(dirs.len(), 1, "{kind}: {ledger}");
+    // The target's private directory, and the generated docroot where there is one.
+    let docroots = ledger["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "docroot")
+        .count();
+    assert_eq!(docroots, usize::from(docroot), "{kind}: {ledger}");
+    assert_eq!(dirs.len(), 1 + docroots, "{kind}: {ledger}");
 
     child.kill().unwrap(); // SIGKILL, to the volley this test spawned
 
@@ -243,6 +253,7 @@ fn killed_study_leaves_no_target_behind() {
             &format!("study-{kind}"),
             &["study", "run", f, "--db", d],
             &["study", "run", f, "--dry-run", "--db", d],
+            true,
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -70,6 +70,9 @@ pub struct PreparedDocroot {
     dir: PathBuf,
     /// The served tree inside it.
     www: PathBuf,
+    /// The directory's line in this process's ledger, so a volley killed before the
+    /// drop leaves it to the next one's orphan sweep (dropped after the removal).
+    _noted: volley_targets::NotedDir,
 }
 
 impl PreparedDocroot {
@@ -81,11 +84,13 @@ impl PreparedDocroot {
         for _ in 0..100 {
             let n = N.fetch_add(1, Ordering::Relaxed);
             let dir = base.join(format!("volley-{who}-{}-{n}", std::process::id()));
+            let noted = volley_targets::NotedDir::note("docroot", &dir);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {
                     let prepared = PreparedDocroot {
                         www: dir.join("www"),
                         dir,
+                        _noted: noted,
                     };
                     volley_fixtures::generate(fixture, &prepared.www, seed)?;
                     return Ok(prepared);

@@ -62,7 +62,7 @@ pub use dav::{DavAccount, DavService};
 pub use env::{cpu_model, Environment, HOST_SYSCTLS};
 pub use error::{TargetDied, TargetError};
 pub use kind::{discover, Installed, TargetKind, UnknownKind};
-pub use orphans::{state_dir, sweep_orphans, LabSlot, Leftover, Removed};
+pub use orphans::{state_dir, sweep_orphans, LabSlot, Leftover, NotedDir, Removed};
 pub use target::{
     parse_banner, pick_error_line, start, stop_all, ExternalTarget, NetnsPlace, RunningTarget,
     TargetRecord, TargetSpec, TlsRecord, TlsSource,

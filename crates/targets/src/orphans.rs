@@ -202,6 +202,24 @@ impl Drop for Entry {
     }
 }
 
+/// A directory volley makes for a run outside any target (a generated docroot), noted
+/// in this process's ledger before it is made and forgotten on drop, so that a volley
+/// killed mid-run (a test's or a user's SIGKILL) leaves nothing that the next volley's
+/// [`sweep_orphans`] does not remove. Only a `volley-*` directory is ever removed.
+#[derive(Debug)]
+pub struct NotedDir {
+    _entry: Entry,
+}
+
+impl NotedDir {
+    /// Notes `dir`, made for `what` (shown by the sweep: "removed docroot directory ...").
+    pub fn note(what: &str, dir: &Path) -> NotedDir {
+        let entry = Entry::open(what);
+        entry.dir(dir);
+        NotedDir { _entry: entry }
+    }
+}
+
 /// A network lab slot this process holds: its addresses (`volley_netlab::plan::Names`)
 /// are no other live volley's. Recorded in this process's ledger while held, freed on
 /// drop; a dead volley's slots are free again at once (its ledger no longer counts) and
