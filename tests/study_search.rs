@@ -97,6 +97,14 @@ fn passes_search_a_cell_whole_more_than_once_and_store_each() {
             "no step of pass {p}"
         );
     }
+    // The report's list of searches names each one's pass.
+    let md = crate::common::markdown_report(&[&run.to_string()], &db, &dir.join("r.md"));
+    for n in [1, 2] {
+        assert!(
+            md.contains(&format!("search {n} of 2: capacity")),
+            "pass {n} not named: {md}"
+        );
+    }
     // Passes must be a count a study can run.
     let bad = write(&dir, "bad.toml", &study.replace("passes = 2", "passes = 0"));
     let (code, _, err) = output_of(volley().args(["study", "run", "--dry-run"]).arg(&bad));

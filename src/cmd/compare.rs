@@ -172,6 +172,7 @@ mod tests {
                 failed_at: rps * 1.05,
             },
             compress: None,
+            searches: 1,
         };
         let c = Comparison {
             metric: Metric::Rps,

@@ -151,6 +151,9 @@ pub struct SearchedCapacity {
     /// A users search's office time over wall time ([`compress_of`]), said beside its
     /// count; `None` for rates (and users searches stored before it was kept).
     pub compress: Option<f64>,
+    /// Whole searches behind the figure: 1, or a cell's passes taken together
+    /// (`knee::pool`: the lower median search inside the envelope of their intervals).
+    pub searches: usize,
 }
 
 /// What a stored search result may claim (docs/methodology.md, "Saturation"): from its
@@ -195,6 +198,23 @@ impl SearchedCapacity {
             unit: unit_of(row),
             claim: stored_claim(r),
             compress: compress_of(row),
+            searches: 1,
+        })
+    }
+
+    /// One cell's searches taken together, as the report takes them (`knee::pool`):
+    /// the lower median search's figure and claim, the envelope of their intervals.
+    /// `None` for none.
+    pub fn pooled(all: &[SearchedCapacity]) -> Option<SearchedCapacity> {
+        let spans: Vec<(f64, f64, Option<f64>)> =
+            all.iter().map(|c| (c.rps, c.lo_rps, c.hi_rps)).collect();
+        let p = knee::pool(&spans)?;
+        Some(SearchedCapacity {
+            rps: p.value,
+            lo_rps: p.lo,
+            hi_rps: p.hi.is_finite().then_some(p.hi),
+            searches: all.len(),
+            ..all[p.rep]
         })
     }
 
@@ -208,6 +228,11 @@ impl SearchedCapacity {
             }
             .text(self.unit),
             _ => format!("{:.0} {}", self.rps, self.unit),
+        };
+        let head = if self.searches > 1 {
+            format!("{head}, the lower median of {} searches", self.searches)
+        } else {
+            head
         };
         let head = match self.compress {
             Some(f) => format!("{head}, {}", volley_analysis::words::pace(f)),
@@ -243,6 +268,17 @@ pub struct CapacityPair {
 }
 
 impl CapacityPair {
+    /// What the two intervals do and do not cover. One search's interval is its own
+    /// (its runs near its edge), not one over searches (docs/methodology.md,
+    /// "Capacity"): said, so the range is not read as the answer's.
+    pub fn spread_text(&self) -> &'static str {
+        match (self.a.searches, self.b.searches) {
+            (1, 1) => "one search each: neither interval covers the spread from one search to the next",
+            (1, _) | (_, 1) => "one side is a single search, whose interval does not cover the spread from one search to the next",
+            _ => "each side the envelope of its searches' intervals",
+        }
+    }
+
     /// `ratio_range` as printed: no upper end of B's interval means A/B may be as small
     /// as 0; a zero lower end of B's, that A/B may be as large as any number.
     pub fn ratio_range_text(&self) -> (String, String) {
@@ -313,13 +349,26 @@ pub fn cell_key(row: &CapacityRow) -> String {
     .join(", ")
 }
 
-/// Pairs the finished searches of two runs by cell; when each run has exactly one, they
-/// are paired whatever their cells (comparing two targets' single searches is the
-/// common case).
+/// Pairs the finished searches of two runs by cell, each cell's several searches
+/// (`[search] passes`) taken together first ([`SearchedCapacity::pooled`]), never one
+/// pass against another; when each run has exactly one searched cell, they are paired
+/// whatever their cells (comparing two targets' searches is the common case).
 pub fn capacity_pairs(a: &[CapacityRow], b: &[CapacityRow]) -> Vec<CapacityPair> {
     let usable = |rows: &[CapacityRow]| -> Vec<(String, SearchedCapacity)> {
-        rows.iter()
-            .filter_map(|r| Some((cell_key(r), SearchedCapacity::of(r)?)))
+        let mut cells: Vec<(String, Vec<SearchedCapacity>)> = Vec::new();
+        for r in rows {
+            let Some(c) = SearchedCapacity::of(r) else {
+                continue;
+            };
+            let key = cell_key(r);
+            match cells.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, all)) => all.push(c),
+                None => cells.push((key, vec![c])),
+            }
+        }
+        cells
+            .into_iter()
+            .filter_map(|(k, all)| Some((k, SearchedCapacity::pooled(&all)?)))
             .collect()
     };
     let (a, b) = (usable(a), usable(b));
@@ -753,16 +802,14 @@ impl std::fmt::Display for Comparison {
             let (lo, hi) = p.ratio_range_text();
             write!(
                 f,
-                // Each interval is one search's own (its runs near its edge), not one
-                // over searches (docs/methodology.md, "Capacity"): said, so the range is
-                // not read as the answer's.
-                "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {}; one search each: neither interval covers the spread from one search to the next)",
+                "\ncapacity by search ({}): A {}, B {}; A/B {:.3} (the two intervals allow {} .. {}; {})",
                 if p.cell.is_empty() { "default" } else { &p.cell },
                 p.a.text(),
                 p.b.text(),
                 p.ratio,
                 lo,
-                hi
+                hi,
+                p.spread_text()
             )?;
         }
         Ok(())

@@ -263,3 +263,48 @@ fn figures_pick_the_headline_latency() {
     assert_eq!(Metric::parse("p99"), Some(Metric::P99));
     assert_eq!(Metric::parse("p50"), None);
 }
+
+/// A cell searched three times in each run (`[search] passes = 3`) is one pair, its
+/// searches taken together on each side: the lower median search inside the envelope of
+/// their intervals, never pass 1 of A against pass 1 of B.
+#[test]
+fn a_cells_passes_are_pooled_before_pairing() {
+    let cell = |target: &str, pass: u32| json!({"workload": "root", "target": target, "concurrency": 16, "pass": pass, "passes": 3});
+    let conv = SearchEnd::Converged;
+    let a = [
+        row(cell("apache", 0), 6200.0, 6000.0, Some(6400.0), conv),
+        row(cell("apache", 1), 5400.0, 5300.0, Some(5600.0), conv),
+        row(cell("apache", 2), 8400.0, 8200.0, None, conv),
+    ];
+    let b = [
+        row(cell("nginx", 0), 3000.0, 2900.0, Some(3100.0), conv),
+        row(cell("nginx", 1), 2800.0, 2600.0, Some(3000.0), conv),
+        row(cell("nginx", 2), 3200.0, 3100.0, Some(3300.0), conv),
+    ];
+    let pairs = capacity_pairs(&a, &b);
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    let p = &pairs[0];
+    assert_eq!(p.cell, "workload root, concurrency 16");
+    // Lower medians: 6200 of {5400, 6200, 8400}, 3000 of {2800, 3000, 3200}.
+    assert_eq!((p.a.rps, p.b.rps), (6200.0, 3000.0));
+    assert_eq!((p.a.searches, p.b.searches), (3, 3));
+    // The envelopes: A [5300, open above], B [2600, 3300].
+    assert_eq!((p.a.lo_rps, p.a.hi_rps), (5300.0, None));
+    assert_eq!((p.b.lo_rps, p.b.hi_rps), (2600.0, Some(3300.0)));
+    assert_eq!(p.ratio_range, (Some(5300.0 / 3300.0), None));
+    assert!(
+        p.a.text().contains("the lower median of 3 searches"),
+        "{}",
+        p.a.text()
+    );
+    assert_eq!(
+        p.spread_text(),
+        "each side the envelope of its searches' intervals"
+    );
+    // One side searched once: said.
+    let single = capacity_pairs(&a[..1], &b);
+    assert_eq!(single.len(), 1);
+    assert!(single[0]
+        .spread_text()
+        .starts_with("one side is a single search"));
+}

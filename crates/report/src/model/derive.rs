@@ -145,6 +145,18 @@ pub(super) fn phase_times(steps: &[&StepReport]) -> Vec<PhaseTime> {
         .collect()
 }
 
+/// Which of its cell's searches a stored search was, 1-based, and of how many: the
+/// `pass` (0-based) and `passes` stored beside the cell when there were several
+/// (docs/store-conventions.md, "capacities").
+fn pass_of(cell: &Value) -> Option<(u32, u32)> {
+    let n = cell.get("pass")?.as_u64()?;
+    let of = cell.get("passes")?.as_u64()?;
+    Some((
+        u32::try_from(n).ok()?.saturating_add(1),
+        u32::try_from(of).ok()?,
+    ))
+}
+
 /// The stored search results of a run, matched to their groups of steps, plus a
 /// "not finished" entry for every group with search steps but no stored result.
 pub(super) fn searches(
@@ -199,6 +211,7 @@ pub(super) fn searches(
                 group,
                 variant,
                 protocol,
+                pass: pass_of(c),
             }
         })
         .collect();
@@ -220,6 +233,7 @@ pub(super) fn searches(
         out.push(SearchCapacity {
             variant: in_group[0].variant.clone(),
             protocol: in_group[0].protocol.clone(),
+            pass: None,
             capacity_rps: c.capacity_rps,
             claim: c.claim(),
             bounded: c.claim().bounded(),

@@ -512,6 +512,9 @@ pub struct SearchCapacity {
     pub variant: Option<String>,
     /// Its protocol, when protocols are a dimension of the run.
     pub protocol: Option<String>,
+    /// Which of the cell's whole searches this is and how many there were (1-based,
+    /// `[search] passes`), when there were several: the list names each.
+    pub pass: Option<(u32, u32)>,
     /// The search's point estimate (largest rate decided sustainable), requests/s; for
     /// an unfinished search, the largest sustainable rate so far.
     pub capacity_rps: Option<f64>,
@@ -579,6 +582,10 @@ impl SearchCapacity {
                 end_text(&self.end),
                 rate(self.capacity_rps)
             )
+        };
+        let line = match self.pass {
+            Some((n, of)) => format!("search {n} of {of}: {line}"),
+            None => line,
         };
         match self.end.as_str() {
             "converged" | "interrupted" | "not_finished" => line,
