@@ -24,16 +24,17 @@ pub mod headroom;
 pub mod parse;
 mod sampler;
 mod sockdiag;
+mod spill;
 pub mod stall;
 
 pub use sampler::{Monitor, MonitorConfig, MonitorError, ProcessScope};
 
 use parse::TcpStates;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One interval of measurements. Rates and percentages are over the interval that ends at
 /// `t_ms`; gauges (RSS, processes, fds, sockets) are read at `t_ms`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MonitorSample {
     /// End of the interval, milliseconds after the monitor's origin (the run start).
     pub t_ms: u64,
@@ -50,7 +51,7 @@ pub struct MonitorSample {
 }
 
 /// Resource use of the target's processes during one interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetSample {
     /// User CPU in percent of one CPU (may exceed 100 on several cores).
     pub cpu_user_pct: f64,
@@ -78,7 +79,7 @@ pub struct TargetSample {
 }
 
 /// System-wide figures, as vmstat prints them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SystemSample {
     /// Runnable tasks (`r`).
     pub run_queue: u64,
@@ -114,7 +115,7 @@ pub struct SystemSample {
 }
 
 /// Traffic on one interface during the interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NetSample {
     /// Interface name.
     pub interface: String,

@@ -5,7 +5,7 @@
 //! `None` (or skips the bad line), never a panic: a process can exit between `open` and
 //! `read`, leaving an empty file.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The fields of `/proc/PID/stat` the monitor uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,7 +171,7 @@ pub fn parse_net_dev(text: &str, iface: &str) -> Option<NetDev> {
 /// TCP sockets by state, counted from `/proc/net/tcp` and `/proc/net/tcp6`, or, when
 /// there are too many sockets for that to be cheap, only TIME_WAIT and the rest from
 /// `/proc/net/sockstat` (`per_state` false; see [`PER_STATE_LIMIT`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TcpStates {
     /// The per-state fields were counted. False when the machine held more than
     /// [`PER_STATE_LIMIT`] TCP sockets: then only `time_wait` and `in_use` are filled.

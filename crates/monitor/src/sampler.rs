@@ -153,7 +153,7 @@ fn run(
     first: Snapshot,
     stop: &(Mutex<bool>, Condvar),
 ) -> (Vec<MonitorSample>, Snapshot, Snapshot) {
-    let mut samples = Vec::new();
+    let mut samples = crate::spill::Spill::new();
     let mut prev = first.clone();
     // Next tick on the load's clock strictly after the first reading.
     let elapsed = first.at.saturating_duration_since(config.origin);
@@ -183,7 +183,7 @@ fn run(
             }
         }
         if stopping {
-            return (samples, first, prev);
+            return (samples.finish(), first, prev);
         }
         // Skip ticks missed while the machine was overloaded rather than bunching them.
         let now_k = (Instant::now()
