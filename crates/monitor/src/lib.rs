@@ -24,7 +24,7 @@ pub mod headroom;
 pub mod parse;
 mod sampler;
 mod sockdiag;
-mod spill;
+pub mod spill;
 pub mod stall;
 
 pub use sampler::{Monitor, MonitorConfig, MonitorError, ProcessScope};

@@ -153,7 +153,7 @@ fn run(
     first: Snapshot,
     stop: &(Mutex<bool>, Condvar),
 ) -> (Vec<MonitorSample>, Snapshot, Snapshot) {
-    let mut samples = crate::spill::Spill::new();
+    let mut samples = crate::spill::Spill::<MonitorSample>::new();
     let mut prev = first.clone();
     // Next tick on the load's clock strictly after the first reading.
     let elapsed = first.at.saturating_duration_since(config.origin);

@@ -1,43 +1,50 @@
-//! The samples of a running monitor, kept on disk rather than in memory until it
-//! finishes.
+//! A run's per-second records kept on disk rather than in memory until the run ends.
 //!
-//! Why: a monitor takes one sample a second (~350 bytes with its interface's name), and
-//! a long step kept every one in memory until its end: a 60-minute office day grew by
-//! about 1.2 MB for them alone (issue 26: a long run's memory stays flat). Each sample
-//! is appended to an unnamed temporary file as it is taken (MessagePack, which carries
-//! every `f64` bit for bit) and read back once, when the monitor finishes and its
-//! caller stores them. Nothing is lost to the disk: when the file cannot be made or a
-//! write fails, the samples from then on stay in memory, and those written before are
-//! still read back.
+//! Why: the monitor takes one sample a second (~350 bytes with its interface's name),
+//! a streamed run keeps one digest of each second for its summary (~120 bytes), and a
+//! long step kept every one in memory until its end: a 60-minute office day grew by
+//! about 1.6 MB for them (issue 26: a long run's memory stays flat). Each record is
+//! appended to an unnamed temporary file as it is made (MessagePack, which carries
+//! every `f64` bit for bit) and read back once, when the run ends and its caller
+//! stores or summarises them. Nothing is lost to the disk: when the file cannot be made
+//! or a write fails, the records from then on stay in memory, and those written before
+//! are still read back.
 
 use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom, Write};
 
-use crate::MonitorSample;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-/// Where a monitor's samples wait for [`Spill::finish`].
-pub(crate) struct Spill {
+/// Where a run's records wait for [`Spill::finish`].
+pub struct Spill<T> {
     /// The temporary file while it takes writes; `None` once it could not.
     file: Option<File>,
-    /// Whole samples in the file, in order, before every one in `kept`.
+    /// Whole records in the file, in order, before every one in `kept`.
     spilled: usize,
-    /// Samples the file did not take.
-    kept: Vec<MonitorSample>,
+    /// Records the file did not take.
+    kept: Vec<T>,
     /// One sample's bytes, reused.
     buf: Vec<u8>,
     /// The file after a failed write, to read back the samples written before it.
     broken: Option<File>,
 }
 
-impl Spill {
-    /// Samples to a fresh unnamed file in the temporary directory (memory if none can
+impl<T: Serialize + DeserializeOwned> Default for Spill<T> {
+    fn default() -> Self {
+        Spill::new()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Spill<T> {
+    /// Records to a fresh unnamed file in the temporary directory (memory if none can
     /// be made).
-    pub(crate) fn new() -> Spill {
+    pub fn new() -> Spill<T> {
         Spill::to(tempfile::tempfile().ok())
     }
 
-    /// Samples to `file` (a fresh, empty one), or to memory with `None`.
-    fn to(file: Option<File>) -> Spill {
+    /// Records to `file` (a fresh, empty one), or to memory with `None`.
+    fn to(file: Option<File>) -> Spill<T> {
         Spill {
             file,
             spilled: 0,
@@ -47,11 +54,11 @@ impl Spill {
         }
     }
 
-    /// Adds the next sample.
-    pub(crate) fn push(&mut self, s: MonitorSample) {
+    /// Adds the next record.
+    pub fn push(&mut self, s: T) {
         if let Some(f) = &mut self.file {
             self.buf.clear();
-            // One write per sample, so a failure leaves at most that one sample partly
+            // One write per record, so a failure leaves at most that one partly
             // written, after the `spilled` whole ones, which are read back.
             if rmp_serde::encode::write(&mut self.buf, &s).is_ok() && f.write_all(&self.buf).is_ok()
             {
@@ -63,14 +70,24 @@ impl Spill {
         self.kept.push(s);
     }
 
-    /// Every sample pushed, in order.
-    pub(crate) fn finish(mut self) -> Vec<MonitorSample> {
+    /// Records pushed so far, on disk and in memory.
+    pub fn len(&self) -> usize {
+        self.spilled + self.kept.len()
+    }
+
+    /// No record pushed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every record pushed, in order.
+    pub fn finish(mut self) -> Vec<T> {
         let mut out = Vec::with_capacity(self.spilled + self.kept.len());
         if let Some(mut f) = self.file.take().or(self.broken.take()) {
             if f.seek(SeekFrom::Start(0)).is_ok() {
                 let mut r = BufReader::new(f);
                 for _ in 0..self.spilled {
-                    match rmp_serde::decode::from_read::<_, MonitorSample>(&mut r) {
+                    match rmp_serde::decode::from_read::<_, T>(&mut r) {
                         Ok(s) => out.push(s),
                         // Only a failing disk gets here: what it still gave is kept.
                         Err(_) => break,
@@ -82,7 +99,7 @@ impl Spill {
         out
     }
 
-    /// Samples held in memory now (the file's are not).
+    /// Records held in memory now (the file's are not).
     #[cfg(test)]
     fn in_memory(&self) -> usize {
         self.kept.len()
@@ -93,7 +110,7 @@ impl Spill {
 mod tests {
     use super::*;
     use crate::parse::TcpStates;
-    use crate::{NetSample, SystemSample, TargetSample};
+    use crate::{MonitorSample, NetSample, SystemSample, TargetSample};
 
     fn sample(k: u64) -> MonitorSample {
         MonitorSample {
@@ -150,6 +167,7 @@ mod tests {
             s.push(x.clone());
         }
         assert_eq!(s.in_memory(), 0, "the samples went to the file");
+        assert_eq!(s.len(), 500);
         let got = s.finish();
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
@@ -179,6 +197,7 @@ mod tests {
         assert_eq!(got, (0..10).map(sample).collect::<Vec<_>>());
         // And with no file at all.
         let mut s = Spill::to(None);
+        assert!(s.is_empty());
         s.push(sample(1));
         assert_eq!(s.finish(), vec![sample(1)]);
     }

@@ -18,6 +18,7 @@ use super::merge::join_second;
 use super::{ClosedSecond, Recorder, SecondDigest};
 use crate::hist;
 use crate::MetricsError;
+use volley_monitor::spill::Spill;
 
 /// One worker's closed window, as sent while the run goes.
 #[derive(Debug, Clone)]
@@ -74,8 +75,9 @@ pub struct SecondJoiner {
     passed: Vec<Option<u64>>,
     pending: BTreeMap<u64, ClosedSecond>,
     serializer: hist::Encoder,
-    /// The digest of every second released, when asked ([`SecondJoiner::keeping_digests`]).
-    digests: Option<Vec<SecondDigest>>,
+    /// The digest of every second released, when asked ([`SecondJoiner::keeping_digests`]),
+    /// waiting on disk, not in memory, until taken (a long run stays flat; issue 26).
+    digests: Option<Spill<SecondDigest>>,
 }
 
 impl SecondJoiner {
@@ -93,7 +95,7 @@ impl SecondJoiner {
     /// Also keeps the digest of every second it releases, for the merged recorder of
     /// workers that kept none ([`Recorder::stream_only`], [`Recorder::set_digests`]).
     pub fn keeping_digests(mut self) -> Self {
-        self.digests = Some(Vec::new());
+        self.digests = Some(Spill::new());
         self
     }
 
@@ -101,7 +103,7 @@ impl SecondJoiner {
     pub fn take_digests(&mut self) -> Vec<SecondDigest> {
         self.digests
             .as_mut()
-            .map(std::mem::take)
+            .map(|d| std::mem::take(d).finish())
             .unwrap_or_default()
     }
 
