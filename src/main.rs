@@ -74,8 +74,9 @@ fn main() -> ExitCode {
 /// each keeping its own freed memory: a 12-minute office study grew 4.3-5.0 KB/s with
 /// the default and 1.6-2.8 KB/s with two arenas, and sat ~1 MB lower (issue 26,
 /// the long run that stays flat). The threads that allocate at a high rate are the load
-/// engine's workers and the server's, one per CPU, and they allocate from their own
-/// thread caches first, so one arena per CPU costs them no contention worth measuring.
+/// engine's workers and the server's, one per CPU, and they take small blocks from
+/// their own thread caches before any arena; `bench/engine.py --baseline` compares a
+/// build without the cap side by side.
 fn bound_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
