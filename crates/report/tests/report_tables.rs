@@ -352,6 +352,64 @@ fn repeated_points_get_medians_with_bootstrap_intervals() {
     );
 }
 
+/// A cell searched twice (`[search] passes = 2`) whose second search was killed: the
+/// list names each search's pass, and the killed one is listed beside the first's
+/// stored result, not hidden by it.
+#[test]
+fn each_pass_of_a_search_is_listed_and_a_killed_one_is_not_hidden() {
+    let mut store = Store::open_in_memory().unwrap();
+    let search = |rate: f64, ok: bool| {
+        let mut s = common::rate_step(
+            rate,
+            if ok { rate } else { 0.8 * rate },
+            1.0,
+            "server-bound",
+            ok,
+        );
+        s.phase = "search";
+        s
+    };
+    let pass = |p: u32| serde_json::json!({ "pass": p });
+    let run = common::record_run_tagged(
+        &mut store,
+        None,
+        "builtin",
+        &[
+            search(100.0, true),
+            search(200.0, true),
+            search(400.0, false),
+            search(300.0, true),
+            search(100.0, true),
+            search(200.0, true),
+        ],
+        &[pass(0), pass(0), pass(0), pass(0), pass(1), pass(1)],
+        &[volley_store::CapacityRecord {
+            cell: serde_json::json!({"target": "builtin", "instance": "builtin",
+                "workload": null, "concurrency": 16, "keepalive": true,
+                "cpu_quota_cores": null, "cores": null, "pass": 0, "passes": 2}),
+            capacity_rps: Some(300.0),
+            ci_lo_rps: Some(250.0),
+            ci_hi_rps: Some(350.0),
+            confidence: 0.95,
+            end: volley_store::SearchEnd::Converged,
+            steps: 4,
+            started_unix_ms: 1_700_000_000_000,
+            finished_unix_ms: 1_700_000_070_000,
+            detail: serde_json::json!({}),
+        }],
+        volley_store::Status::Incomplete,
+    );
+    let md = markdown(&store, Selector::Run(run));
+    assert!(
+        md.contains("  - keep-alive: search 1 of 2: capacity by search: 300 req/s, 95% CI [250, 350], 4 steps, 70 s\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("  - keep-alive: search 2 of 2: capacity search did not finish (killed mid-search, no result stored): 200 req/s sustainable so far, no interval, 2 steps, "),
+        "{md}"
+    );
+}
+
 #[test]
 fn stored_search_results_are_shown_beside_the_sweep() {
     let mut store = Store::open_in_memory().unwrap();

@@ -215,25 +215,45 @@ pub(super) fn searches(
             }
         })
         .collect();
-    // Killed mid-search: the steps are stored, the result never was.
-    let mut orphans: BTreeMap<String, Vec<&StepReport>> = BTreeMap::new();
+    // Killed mid-search: the steps are stored, the result never was. A cell searched
+    // several times is one search per pass: a killed second pass is listed beside the
+    // first's stored result, not hidden by it.
+    let mut orphans: BTreeMap<(String, Option<u32>), Vec<&StepReport>> = BTreeMap::new();
     for s in steps
         .iter()
         .filter(|s| s.phase.as_deref() == Some("search") && s.rate_rps.is_some())
     {
-        orphans.entry(group_name(s)).or_default().push(s);
+        orphans.entry((group_name(s), s.pass)).or_default().push(s);
     }
-    for (group, in_group) in orphans {
-        if out.iter().any(|x| x.group == group) {
+    for ((group, pass), in_group) in orphans {
+        let stored_pass = |x: &SearchCapacity| x.pass.map(|(n, _)| n - 1);
+        if out
+            .iter()
+            .any(|x| x.group == group && stored_pass(x) == pass)
+        {
             continue;
         }
+        // Of how many: as the group's stored searches say, else as many as its steps
+        // show begun.
+        let of = out
+            .iter()
+            .filter(|x| x.group == group)
+            .find_map(|x| x.pass.map(|(_, of)| of))
+            .or_else(|| {
+                steps
+                    .iter()
+                    .filter(|s| group_name(s) == group)
+                    .filter_map(|s| s.pass)
+                    .max()
+                    .map(|m| m + 1)
+            });
         let (best, _) = best_attempts(&in_group);
         let c = knee::sweep_evidence(&evidence_of(&best));
         let (sweep_capacity_rps, sweep) = sweep_of(&group);
         out.push(SearchCapacity {
             variant: in_group[0].variant.clone(),
             protocol: in_group[0].protocol.clone(),
-            pass: None,
+            pass: pass.zip(of).map(|(n, of)| (n + 1, of)),
             capacity_rps: c.capacity_rps,
             claim: c.claim(),
             bounded: c.claim().bounded(),

@@ -170,6 +170,11 @@ pub(super) fn load_step(
         protocol: protocol_of(p.extra.get("protocol"), &row.summary),
         closed_loop,
         phase: text("phase"),
+        pass: p
+            .extra
+            .get("pass")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
         start_offset_s,
         wall_s: (row.finished_unix_ms - row.started_unix_ms).max(0) as f64 / 1e3,
         duration_s: s.duration_s,

@@ -132,6 +132,9 @@ pub struct StepReport {
     pub closed_loop: bool,
     /// "sweep" or "search", when the runner said.
     pub phase: Option<String>,
+    /// Which of its cell's whole searches the step belonged to (0-based, as stored),
+    /// when the cell was searched more than once (`[search] passes`).
+    pub pass: Option<u32>,
     /// Seconds from the run's first step start to this step's start (wall clock).
     pub start_offset_s: f64,
     /// Wall time of the step, start to end (warm-up and load; cool-down excluded), s.
@@ -351,6 +354,7 @@ impl StepReport {
             protocol: None,
             closed_loop: true,
             phase: None,
+            pass: None,
             start_offset_s: 0.0,
             wall_s: 0.0,
             duration_s: 0.0,
