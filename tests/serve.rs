@@ -8,6 +8,7 @@
 mod common;
 mod groupware;
 
+mod arenas;
 mod h2spec;
 mod orphans;
 mod pocket;
