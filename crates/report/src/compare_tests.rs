@@ -1,5 +1,7 @@
 use super::*;
 use serde_json::json;
+use volley_analysis::knee;
+use volley_store::{CapacityRow, SearchEnd};
 
 /// A stored search: converged ones failed at `hi` (a bounded capacity), the others
 /// found no failure above `rps`.

@@ -163,21 +163,6 @@ pub(super) fn searches(
     rows: &[volley_store::CapacityRow],
     steps: &[StepReport],
 ) -> Vec<SearchCapacity> {
-    let sweep_of = |group: &str| {
-        let in_group: Vec<&StepReport> = steps
-            .iter()
-            .filter(|s| s.phase.as_deref() == Some("sweep") && s.rate_rps.is_some())
-            .filter(|s| group_name(s) == group)
-            .collect();
-        if in_group.is_empty() {
-            return (None, None);
-        }
-        let (best, _) = best_attempts(&in_group);
-        (
-            knee::sweep_evidence(&evidence_of(&best)).capacity_rps,
-            phase_times(&in_group).pop(),
-        )
-    };
     let mut out: Vec<SearchCapacity> = rows
         .iter()
         .map(|row| {
@@ -192,7 +177,7 @@ pub(super) fn searches(
                 variant.as_deref(),
                 protocol.as_deref(),
             );
-            let (sweep_capacity_rps, sweep) = sweep_of(&group);
+            let (sweep_capacity_rps, sweep) = sweep_of(steps, &group);
             let end = r.end.as_str().to_string();
             let claim = crate::compare::stored_claim(r);
             SearchCapacity {
@@ -215,9 +200,35 @@ pub(super) fn searches(
             }
         })
         .collect();
-    // Killed mid-search: the steps are stored, the result never was. A cell searched
-    // several times is one search per pass: a killed second pass is listed beside the
-    // first's stored result, not hidden by it.
+    let killed = killed_searches(steps, &out);
+    out.extend(killed);
+    out
+}
+
+/// The capacity by sweep of `group`'s sweep-phase steps and their wall time, when it has
+/// any.
+fn sweep_of(steps: &[StepReport], group: &str) -> (Option<f64>, Option<PhaseTime>) {
+    let in_group: Vec<&StepReport> = steps
+        .iter()
+        .filter(|s| s.phase.as_deref() == Some("sweep") && s.rate_rps.is_some())
+        .filter(|s| group_name(s) == group)
+        .collect();
+    if in_group.is_empty() {
+        return (None, None);
+    }
+    let (best, _) = best_attempts(&in_group);
+    (
+        knee::sweep_evidence(&evidence_of(&best)).capacity_rps,
+        phase_times(&in_group).pop(),
+    )
+}
+
+/// The searches killed mid-way, whose steps are stored and whose result never was: one
+/// "not finished" entry per group and pass with search steps but no result in `out`.
+/// A cell searched several times is one search per pass: a killed second pass is
+/// listed beside the first's stored result, not hidden by it.
+fn killed_searches(steps: &[StepReport], out: &[SearchCapacity]) -> Vec<SearchCapacity> {
+    let mut killed = Vec::new();
     let mut orphans: BTreeMap<(String, Option<u32>), Vec<&StepReport>> = BTreeMap::new();
     for s in steps
         .iter()
@@ -249,8 +260,8 @@ pub(super) fn searches(
             });
         let (best, _) = best_attempts(&in_group);
         let c = knee::sweep_evidence(&evidence_of(&best));
-        let (sweep_capacity_rps, sweep) = sweep_of(&group);
-        out.push(SearchCapacity {
+        let (sweep_capacity_rps, sweep) = sweep_of(steps, &group);
+        killed.push(SearchCapacity {
             variant: in_group[0].variant.clone(),
             protocol: in_group[0].protocol.clone(),
             pass: pass.zip(of).map(|(n, of)| (n + 1, of)),
@@ -269,7 +280,7 @@ pub(super) fn searches(
             group,
         });
     }
-    out
+    killed
 }
 
 /// The variant and protocol of a stored search's cell. Older rows name the variant only
