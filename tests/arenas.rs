@@ -5,23 +5,15 @@
 //! `volley serve` with more event-loop threads than the cap allows holds at most
 //! cap - 1 such heaps, and as many as its threads when the user asks for more.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use crate::common::Served;
 
 /// glibc's heap alignment for non-main arenas on 64-bit targets.
 const HEAP_ALIGN: u64 = 64 << 20;
-
-/// A `volley serve` child, killed and reaped on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts `volley serve` with `threads` event loops and `arena_max` (None: the
 /// variable unset), has every thread's connection answered once, and counts the
@@ -34,29 +26,12 @@ fn heaps_after_load(threads: usize, arena_max: Option<usize>) -> usize {
     cmd.args(["serve", "--threads", &threads.to_string(), "--root"])
         .arg(&root)
         .env_remove("MALLOC_ARENA_MAX")
-        .env_remove("GLIBC_TUNABLES")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .env_remove("GLIBC_TUNABLES");
     if let Some(n) = arena_max {
         cmd.env("MALLOC_ARENA_MAX", n.to_string());
     }
-    let mut server = Server(cmd.spawn().expect("spawn volley serve"));
-    let stdout = server.0.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("volley serve printed no line within 20 s");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .and_then(|s| s.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let server = Served::start_cmd(cmd);
+    let addr = server.addr.clone();
     // Several connections at once, each answered, so every event loop serves some.
     let mut conns: Vec<TcpStream> = (0..threads * 4)
         .map(|_| {
@@ -74,7 +49,7 @@ fn heaps_after_load(threads: usize, arena_max: Option<usize>) -> usize {
         let _ = c.read_to_end(&mut answer);
         assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
     }
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.0.id())).unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.pid())).unwrap();
     drop(server);
     let _ = std::fs::remove_dir_all(&root);
     maps.lines()

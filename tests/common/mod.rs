@@ -34,10 +34,15 @@ impl Served {
     /// Starts `volley serve --root ROOT EXTRA...` and waits for its first line,
     /// `listening on SCHEME://ADDR/`.
     pub fn start(root: &Path, extra: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-            .args(["serve", "--root"])
-            .arg(root)
-            .args(extra)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volley"));
+        cmd.args(["serve", "--root"]).arg(root).args(extra);
+        Served::start_cmd(cmd)
+    }
+
+    /// [`Served::start`] of a `volley serve` command the caller built (its own
+    /// environment, say).
+    pub fn start_cmd(mut cmd: Command) -> Served {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -85,6 +90,11 @@ impl Served {
             Ok((Err(e), _)) => panic!("reading volley serve's stdout: {e}"),
             Err(_) => panic!("volley serve printed no line within {LINE_LIMIT:?}"),
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Reads the `tls ca: PATH` line `--tls-self-signed` prints after the address.

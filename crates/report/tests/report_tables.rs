@@ -281,17 +281,7 @@ fn passes_while_the_generator_was_late_are_still_passes() {
 #[test]
 fn capacity_by_sweep_and_by_search_are_both_shown() {
     let mut store = Store::open_in_memory().unwrap();
-    let search = |rate: f64, ok: bool| {
-        let mut s = common::rate_step(
-            rate,
-            if ok { rate } else { 0.8 * rate },
-            1.0,
-            "server-bound",
-            ok,
-        );
-        s.phase = "search";
-        s
-    };
+    let search = common::search_step;
     let run = common::record_run(
         &mut store,
         None,
@@ -358,17 +348,7 @@ fn repeated_points_get_medians_with_bootstrap_intervals() {
 #[test]
 fn each_pass_of_a_search_is_listed_and_a_killed_one_is_not_hidden() {
     let mut store = Store::open_in_memory().unwrap();
-    let search = |rate: f64, ok: bool| {
-        let mut s = common::rate_step(
-            rate,
-            if ok { rate } else { 0.8 * rate },
-            1.0,
-            "server-bound",
-            ok,
-        );
-        s.phase = "search";
-        s
-    };
+    let search = common::search_step;
     let pass = |p: u32| serde_json::json!({ "pass": p });
     let run = common::record_run_tagged(
         &mut store,
@@ -383,20 +363,12 @@ fn each_pass_of_a_search_is_listed_and_a_killed_one_is_not_hidden() {
             search(200.0, true),
         ],
         &[pass(0), pass(0), pass(0), pass(0), pass(1), pass(1)],
-        &[volley_store::CapacityRecord {
-            cell: serde_json::json!({"target": "builtin", "instance": "builtin",
+        &[common::converged_search(
+            serde_json::json!({"target": "builtin", "instance": "builtin",
                 "workload": null, "concurrency": 16, "keepalive": true,
                 "cpu_quota_cores": null, "cores": null, "pass": 0, "passes": 2}),
-            capacity_rps: Some(300.0),
-            ci_lo_rps: Some(250.0),
-            ci_hi_rps: Some(350.0),
-            confidence: 0.95,
-            end: volley_store::SearchEnd::Converged,
-            steps: 4,
-            started_unix_ms: 1_700_000_000_000,
-            finished_unix_ms: 1_700_000_070_000,
-            detail: serde_json::json!({}),
-        }],
+            1_700_000_000_000,
+        )],
         volley_store::Status::Incomplete,
     );
     let md = markdown(&store, Selector::Run(run));

@@ -274,6 +274,37 @@ pub fn rate_step(rate: f64, reply: f64, p99_ms: f64, label: &'static str, ok: bo
     }
 }
 
+/// A capacity search's step at `rate`: sustained (every request answered), or not
+/// (four in five answered).
+pub fn search_step(rate: f64, ok: bool) -> Step {
+    let mut s = rate_step(
+        rate,
+        if ok { rate } else { 0.8 * rate },
+        1.0,
+        "server-bound",
+        ok,
+    );
+    s.phase = "search";
+    s
+}
+
+/// A stored search of `cell` that converged on 300 req/s [250, 350] in 4 steps over the
+/// 70 s from `started_unix_ms`.
+pub fn converged_search(cell: Value, started_unix_ms: i64) -> CapacityRecord {
+    CapacityRecord {
+        cell,
+        capacity_rps: Some(300.0),
+        ci_lo_rps: Some(250.0),
+        ci_hi_rps: Some(350.0),
+        confidence: 0.95,
+        end: volley_store::SearchEnd::Converged,
+        steps: 4,
+        started_unix_ms,
+        finished_unix_ms: started_unix_ms + 70_000,
+        detail: json!({}),
+    }
+}
+
 /// Study 1: a rate sweep 100..400 for `builtin` (saturates at 400) and `nginx` (its 400
 /// step is generator-bound). Returns the study id.
 pub fn rate_sweep(store: &mut Store) -> StudyId {
@@ -358,17 +389,7 @@ pub fn search_study(store: &mut Store) -> StudyId {
             file_text: "# synthetic".into(),
         })
         .unwrap();
-    let search = |rate: f64, ok: bool| {
-        let mut s = rate_step(
-            rate,
-            if ok { rate } else { 0.8 * rate },
-            1.0,
-            "server-bound",
-            ok,
-        );
-        s.phase = "search";
-        s
-    };
+    let search = search_step;
     // Steps start 20 s apart: the 4 sweep steps span 0..70 s, the 4 search steps 80..150 s.
     record_run_with(
         store,
@@ -384,20 +405,12 @@ pub fn search_study(store: &mut Store) -> StudyId {
             search(400.0, false),
             search(300.0, true),
         ],
-        &[CapacityRecord {
-            cell: json!({"target": "builtin", "instance": "builtin", "workload": null,
-                         "concurrency": 16, "keepalive": true, "cpu_quota_cores": null,
-                         "cores": null}),
-            capacity_rps: Some(300.0),
-            ci_lo_rps: Some(250.0),
-            ci_hi_rps: Some(350.0),
-            confidence: 0.95,
-            end: volley_store::SearchEnd::Converged,
-            steps: 4,
-            started_unix_ms: 1_700_000_080_000,
-            finished_unix_ms: 1_700_000_150_000,
-            detail: json!({}),
-        }],
+        &[converged_search(
+            json!({"target": "builtin", "instance": "builtin", "workload": null,
+                   "concurrency": 16, "keepalive": true, "cpu_quota_cores": null,
+                   "cores": null}),
+            1_700_000_080_000,
+        )],
         Status::Complete,
     );
     record_run_with(
