@@ -183,7 +183,10 @@ duration = "30s"
 warmup = "0s"
 "#,
     );
+    // A state directory of its own, so the sweep below reads this study's ledger only.
+    let state = dir.path().join("state");
     let mut study = study_command(&file, &dir.path().join("v.db"))
+        .env("VOLLEY_STATE_DIR", &state)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -206,4 +209,25 @@ warmup = "0s"
     });
     server.stop();
     assert!(left.is_empty(), "still running: {left:?}");
+    // The private bus's directory (its key among its files) outlives a SIGKILL; the
+    // next volley's sweep removes it and says so.
+    let ledger = std::fs::read_to_string(state.join(format!("{}.json", study.id()))).unwrap();
+    let ledger: serde_json::Value = serde_json::from_str(&ledger).unwrap();
+    let bus: Vec<std::path::PathBuf> = ledger["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "bus")
+        .map(|t| t["dir"].as_str().unwrap().into())
+        .collect();
+    assert_eq!(bus.len(), 1, "{ledger}");
+    assert!(bus[0].join("server.key").exists(), "{}", bus[0].display());
+    let swept = study_command(&file, &dir.path().join("v.db"))
+        .arg("--dry-run")
+        .env("VOLLEY_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&swept.stderr);
+    assert!(!bus[0].exists(), "{} left: {said}", bus[0].display());
+    assert!(said.contains(&bus[0].display().to_string()), "{said}");
 }

@@ -52,6 +52,10 @@ pub struct PrivateNats {
 struct Secured {
     keys: StudyKeys,
     dir: PathBuf,
+    /// The directory's line in this process's ledger: it holds the bus's private key,
+    /// and a volley killed before the drop leaves it to the next one's orphan sweep
+    /// (dropped after the removal).
+    _noted: volley_targets::NotedDir,
 }
 
 impl Drop for Secured {
@@ -79,11 +83,16 @@ impl Secured {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
+        let noted = volley_targets::NotedDir::note("bus", &dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
             .map_err(io)?;
-        let me = Secured { keys, dir };
+        let me = Secured {
+            keys,
+            dir,
+            _noted: noted,
+        };
         let put = |name: &str, text: &str| -> Result<(), AgentsError> {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
