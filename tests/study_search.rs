@@ -142,16 +142,9 @@ fn search_finds_a_token_bucket_capacity() {
     let (db, line, stderr) = loop {
         attempt += 1;
         let db = dir.join(format!("v{attempt}.db"));
-        let out = volley()
-            .args(["study", "run"])
-            .arg(&f)
-            .arg("--db")
-            .arg(&db)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let (code, stdout, stderr) =
+            output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
         let line = stdout
             .lines()
             .find(|l| l.contains("capacity") && l.contains("95% CI"))

@@ -185,9 +185,10 @@ fn searched_side(side: &[&Capacity]) -> String {
             p.value,
             side.len(),
             p.lo,
-            match p.hi.is_finite() {
-                true => format!("{:.0}", p.hi),
-                false => "unbounded".to_string(),
+            if p.hi.is_finite() {
+                format!("{:.0}", p.hi)
+            } else {
+                "unbounded".to_string()
             },
             side.iter()
                 .map(|c| c
