@@ -49,6 +49,7 @@ decides one.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -209,6 +210,7 @@ def main():
                     "seconds": got[(n, c)]} for n, _ in builds for c in configs])
     finally:
         stop_all([srv])
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
