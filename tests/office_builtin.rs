@@ -461,3 +461,31 @@ fn a_streamed_office_day_sends_every_second_and_keeps_none() {
         "each second once: {at:?}"
     );
 }
+
+/// A group of users' day is run in spans, each on a fresh thread (glibc's per-thread
+/// cache of freed blocks goes back to the heap when a thread ends): a day handed from
+/// thread to thread every 300 ms runs every action it planned, in order, with nothing
+/// lost or doubled at the hand-overs and no check failing.
+#[test]
+fn a_day_handed_from_thread_to_thread_runs_every_action_once() {
+    let target = common::dav_target(volley_targets::TargetKind::Builtin, 3);
+    let accounts = common::office_accounts(&target, 3);
+    let mut cfg =
+        volley_office::OfficeConfig::with_accounts(&format!("http://{}/", target.addr), accounts);
+    cfg.compress = 960.0;
+    cfg.cold_start = true;
+    cfg.duration = std::time::Duration::from_secs(4);
+    cfg.seed = 5;
+    cfg.thread_span = std::time::Duration::from_millis(300);
+    let run = volley_office::run(&cfg).expect("the day runs");
+    let r = &run.report;
+    assert!(
+        r.actions_planned > 10,
+        "{} actions planned",
+        r.actions_planned
+    );
+    assert_eq!(r.actions_run, r.actions_planned, "every action ran");
+    assert_eq!(r.actions_skipped, 0);
+    assert_eq!(r.violations_total, 0, "{:?}", r.violations);
+    assert!(r.requests > 0);
+}

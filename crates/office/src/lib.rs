@@ -64,5 +64,5 @@ pub use ops::{Op, SessionKind};
 pub use profile::{Mix, Profile};
 pub use progress::{Phase, Progress, ProgressSnapshot};
 pub use report::{LatencyRow, LeadIn, OfficeReport, SetApart};
-pub use run::{run, run_streaming, OfficeConfig, OfficeRun, INITIAL_ITEMS};
+pub use run::{run, run_streaming, OfficeConfig, OfficeRun, INITIAL_ITEMS, THREAD_SPAN};
 pub use state::Server;
