@@ -461,14 +461,9 @@ fn repeat_prints_table_and_ci() {
     assert!(j["repeat"]["requests_per_s"]["lo"].is_number());
 }
 
-pub(crate) fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let d = std::env::temp_dir().join(format!("volley-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for the bench test `tag`, removed when the test ends.
+pub(crate) fn temp_dir(tag: &str) -> crate::common::TestDir {
+    crate::common::fresh_dir(&format!("volley-{tag}"))
 }
 
 #[test]
@@ -505,7 +500,6 @@ fn csv_files_and_url_lists() {
     let secs = std::fs::read_to_string(&secs).unwrap();
     assert!(secs.starts_with("run,second,"));
     assert!(secs.lines().count() >= 2);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -607,7 +601,6 @@ fn against_real_nginx_when_installed() {
             .unwrap()
     });
     drop(nginx);
-    let _ = std::fs::remove_dir_all(&dir);
     let out = result.expect("nginx did not start listening");
     assert!(
         out.status.success(),

@@ -67,8 +67,7 @@ impl Caddy {
             eprintln!("skipped: caddy is not installed");
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("volley-h3-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = common::fresh_dir(&format!("volley-h3-{tag}"));
         std::fs::create_dir_all(dir.join("site")).unwrap();
         std::fs::write(dir.join("site/k1"), vec![b'k'; FILE_BYTES]).unwrap();
         std::fs::write(dir.join("site/big"), vec![b'b'; BIG_BYTES]).unwrap();
@@ -128,7 +127,8 @@ impl Caddy {
     fn wait_log_lines(&self, at_least: usize) -> Vec<serde_json::Value> {
         let deadline = Instant::now() + Duration::from_secs(5);
         let read = || -> Vec<serde_json::Value> {
-            std::fs::read_to_string(self.server.dir.join("access.log"))
+            let dir = self.server.dir.as_ref().expect("caddy's directory");
+            std::fs::read_to_string(dir.join("access.log"))
                 .unwrap_or_default()
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap())
@@ -462,7 +462,7 @@ const VENV_PYTHON: &str = "/opt/volley-venv/bin/python";
 /// says it listens (it exits by itself after 60 s; killed on drop before that). Started
 /// directly, not under `timeout`: a killed `timeout` leaves its child running, and each
 /// test left its servers behind for their 60 s.
-fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Path) -> Spawned {
+fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths) -> Spawned {
     use std::io::BufRead;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_server.py");
     let mut child = Command::new(VENV_PYTHON)
@@ -477,9 +477,10 @@ fn misbehaving_server(mode: &str, port: u16, paths: &certs::CertPaths, dir: &Pat
     let mut line = String::new();
     let stdout = child.stdout.take().unwrap();
     let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    // The script keeps nothing on disk: no directory of its own.
     let server = Spawned {
         child,
-        dir: dir.join(mode),
+        dir: None,
         port,
     };
     assert_eq!(
@@ -504,7 +505,8 @@ fn have_aioquic() -> bool {
 
 /// tests/h3_server.py's certificates, in a scratch directory removed on drop.
 struct Scripted {
-    dir: PathBuf,
+    /// Held for its drop, which removes the certificates.
+    _dir: common::TestDir,
     paths: certs::CertPaths,
 }
 
@@ -514,16 +516,15 @@ impl Scripted {
         if !have_aioquic() {
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("volley-h3-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = common::fresh_dir(&format!("volley-h3-{tag}"));
         let paths = certs::write_local_set(&dir.join("certs")).unwrap();
-        Some(Scripted { dir, paths })
+        Some(Scripted { _dir: dir, paths })
     }
 
     /// tests/h3_server.py in `mode` on a free port, and its URL.
     fn start(&self, mode: &str) -> (Spawned, String) {
         let port = common::free_port();
-        let server = misbehaving_server(mode, port, &self.paths, &self.dir);
+        let server = misbehaving_server(mode, port, &self.paths);
         (server, format!("https://127.0.0.1:{port}/x"))
     }
 
@@ -545,12 +546,6 @@ impl Scripted {
             streams,
         ];
         json_with(&args, env)["runs"][0].clone()
-    }
-}
-
-impl Drop for Scripted {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -37,9 +37,6 @@ fn io_uring_runs_against_the_built_in_server_and_says_so() {
     // Plain epoll is the default and says so too.
     let out = succeeded(&["bench", &url, "-n", "10", "-k", "--json", "-"]);
     assert_eq!(json_of(&out.stdout)["runs"][0]["wire"]["io"], "epoll");
-    // The served tree goes with the test (one was left in the temp directory per run).
-    drop(served);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Where the kernel refuses io_uring (`kernel.io_uring_disabled` = 2, a seccomp

@@ -31,9 +31,7 @@ fn saved_bench_runs_work_with_history_compare_and_report() {
         keep_alive: true,
     })
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("volley-bench-save-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-bench-save");
     let db = dir.join("v.db");
     let url = server.url("/");
     let (_, err) = volley(
@@ -132,7 +130,6 @@ fn saved_bench_runs_work_with_history_compare_and_report() {
     // No run named: the newest, the rate run.
     let (md, _) = volley(&["report"], &db);
     assert!(md.starts_with("# volley report: run 2: "), "{md}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -150,9 +147,7 @@ fn save_flags_need_save() {
 #[test]
 fn a_run_whose_every_answer_failed_is_stored_and_reported() {
     let server = FaultServer::start(Behaviour::Status(503)).unwrap();
-    let dir = std::env::temp_dir().join(format!("volley-bench-save-503-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-bench-save-503");
     let db = dir.join("v.db");
     let o = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args([
@@ -190,7 +185,6 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
         !md.contains("nothing to report") && md.contains("| Failed |"),
         "{md}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The path is checked by the run's own first answer, with no request of its own: a
@@ -201,7 +195,7 @@ fn a_run_whose_every_answer_failed_is_stored_and_reported() {
 fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
     use crate::common::volley as run;
     let missing = FaultServer::start(Behaviour::Status(404)).unwrap();
-    let dir = crate::common::fresh_dir("bench-404");
+    let dir = crate::common::fresh_dir("volley-bench-404");
     let db = dir.join("v.db");
     let gone = missing.url("/gone.html");
     let (code, _, err) = run(&[
@@ -260,7 +254,6 @@ fn bench_checks_the_path_by_its_first_answer_and_sends_nothing_extra() {
     let (code, _, _) = run(&["bench", &busy.url("/"), "-n", "40", "-c", "1", "-q"]);
     assert_eq!(code, 1);
     assert_eq!(busy.stats().requests, 40);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With `--target`, a path the served docroot does not have is refused before any
@@ -298,9 +291,7 @@ fn a_bench_save_killed_mid_run_keeps_its_seconds_and_is_marked_cut_short() {
         keep_alive: true,
     })
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("volley-bench-save-kill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-bench-save-kill");
     let db = dir.join("v.db");
     let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args([
@@ -360,5 +351,4 @@ fn a_bench_save_killed_mid_run_keeps_its_seconds_and_is_marked_cut_short() {
     // The history lists it as cut short.
     let (out, _) = volley(&["history"], &db);
     assert!(out.contains("incomplete"), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

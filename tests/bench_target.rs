@@ -26,8 +26,26 @@ pub(crate) fn volley(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-pub(crate) fn temp_json(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("volley-bt-{name}-{}.json", std::process::id()))
+/// Where a run writes its JSON: a path not yet made, in a directory of its own that goes
+/// when the value drops (also when the test panics before reading the file back).
+pub(crate) struct TempJson {
+    path: PathBuf,
+    _dir: crate::common::TestDir,
+}
+
+impl std::ops::Deref for TempJson {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+pub(crate) fn temp_json(name: &str) -> TempJson {
+    let dir = crate::common::fresh_dir(&format!("volley-bt-{name}"));
+    TempJson {
+        path: dir.join("run.json"),
+        _dir: dir,
+    }
 }
 
 /// Pids of live processes whose command line contains `needle`.
@@ -79,7 +97,6 @@ pub(crate) fn assert_nothing_left(target: &Value) {
 
 pub(crate) fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).expect("JSON written");
-    let _ = std::fs::remove_file(path);
     serde_json::from_str(&text).expect("valid JSON")
 }
 
@@ -383,7 +400,7 @@ fn bad_input_is_one_line_and_leaves_nothing() {
 /// in the time the servers take to start.
 #[test]
 fn a_request_a_started_target_refuses_stops_its_run_at_its_first_answer() {
-    let dir = crate::common::fresh_dir("bt-refused");
+    let dir = crate::common::fresh_dir("volley-bt-refused");
     let db = dir.join("v.db");
     let db = db.to_str().unwrap();
     let mut cases: Vec<(&[&str], &str, &str)> = vec![(
@@ -427,7 +444,6 @@ fn a_request_a_started_target_refuses_stops_its_run_at_its_first_answer() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use serde_json::Value;
 use volley_store::Store;
 
 /// A private directory for one test, removed on drop.
-pub(crate) struct TempDir(std::path::PathBuf);
+pub(crate) struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
@@ -21,13 +21,7 @@ impl TempDir {
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

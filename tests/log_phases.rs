@@ -114,7 +114,6 @@ fn log_phases_of_three_staggered_clients_are_1_2_3_2_1() {
         assert_eq!(secs > 0, reqs > 0, "{p}");
         assert!(!p["left_out_s"].as_array().unwrap().is_empty(), "{p}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Bad logs: unreadable, empty, in no known format: one line each, exit 2.
@@ -137,7 +136,6 @@ fn log_phases_refuses_bad_logs_with_one_line() {
     }
     let (code, _, err) = crate::common::volley(&["log", "phases", "--log-format", "$nothing", "x"]);
     assert_eq!(code, 2, "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The seeded example log reads back whole; a custom nginx `log_format` given with
@@ -200,7 +198,6 @@ fn log_phases_reads_the_example_log_and_a_named_nginx_format() {
     // Read as Combined (the default guess), the same file is refused in one line.
     let (code, _, err) = crate::common::volley(&["log", "phases", nginx.to_str().unwrap()]);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `volley log phases` on a log of 3,000 addresses keeps the first N apart and counts
@@ -251,5 +248,4 @@ fn log_phases_of_many_addresses_keeps_a_bounded_table_and_says_what_it_folded() 
     let (code, _, err) = crate::common::volley(&["log", "phases", "--max-clients", "0", file]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--max-clients"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,11 +26,10 @@ fn installed(bin: &str) -> bool {
     there
 }
 
-fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-office-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// The server's own directory, removed when its [`Spawned`] drops (or at once, should
+/// the test panic before the server starts).
+fn fresh_dir(tag: &str) -> common::TestDir {
+    common::fresh_dir(&format!("volley-office-{tag}"))
 }
 
 /// A started server and its URL.
@@ -39,7 +38,7 @@ struct Managed {
     url: String,
 }
 
-fn spawn(cmd: Command, dir: PathBuf, port: u16) -> Managed {
+fn spawn(cmd: Command, dir: common::TestDir, port: u16) -> Managed {
     Managed {
         _process: spawn_listening(cmd, dir, port),
         url: format!("http://127.0.0.1:{port}/"),

@@ -43,12 +43,14 @@ fn known_log() -> (String, Vec<(u64, String)>) {
 /// A directory with the known log and a docroot, and the built-in server on it with its
 /// access log on.
 struct KnownSite {
-    dir: std::path::PathBuf,
     log: std::path::PathBuf,
     /// The log's requests: (instant µs, target).
     planned: Vec<(u64, String)>,
     served_log: std::path::PathBuf,
     served: Served,
+    /// Last, so it is removed after the server serving from it has stopped (fields drop
+    /// in order).
+    dir: crate::common::TestDir,
 }
 
 fn known_site(name: &str) -> KnownSite {
@@ -64,18 +66,20 @@ fn known_site(name: &str) -> KnownSite {
         &["--access-log", served_log.to_str().unwrap()],
     );
     KnownSite {
-        dir,
         log,
         planned,
         served_log,
         served,
+        dir,
     }
 }
 
 /// A run of `bench --replay` over the known log (with `more` lines appended) against
 /// the built-in server, `args` after the URL, and the server stopped.
 struct Replayed {
-    dir: std::path::PathBuf,
+    /// The test's directory (log, docroot, server log), removed when dropped: the caller
+    /// binds it to a name (`dir: _dir`), so it lasts to the test's end.
+    dir: crate::common::TestDir,
     log: std::path::PathBuf,
     planned: Vec<(u64, String)>,
     served_log: std::path::PathBuf,
@@ -154,7 +158,7 @@ fn served_line(line: &str) -> (u64, String) {
 #[test]
 fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
     let Replayed {
-        dir,
+        dir: _dir,
         log,
         planned,
         served_log,
@@ -256,7 +260,6 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
         shape(&logged),
         "{served_phases:?} vs {logged:?}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The example log replayed against the pages `volley log example --docroot` writes:
@@ -298,7 +301,6 @@ fn the_example_log_replayed_against_its_site_answers_as_logged() {
         "{same} vs {pages} of {lines}: {fid}"
     );
     assert!(doc["replay"]["unreached"].is_null(), "{doc}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--repeat 2 --save`: two replays of the log, each compared with it in full, kept in
@@ -381,7 +383,6 @@ fn replay_repeats_are_saved_and_read_back_by_history_and_report() {
         assert_eq!(r["planned"].as_u64(), Some(n), "{r}");
         assert_eq!(s.summary["requests"]["completed"].as_u64(), Some(n));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--replay` with `--target builtin`: the managed server started on the pages the
@@ -417,7 +418,6 @@ fn replay_against_a_managed_target_answers_as_logged() {
         doc["runs"][0]["requests"]["completed"].as_u64(),
         Some(lines)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `n` requests 1 ms apart, each from its own address but "10.9.9.9", which comes
@@ -488,7 +488,6 @@ fn a_log_of_many_clients_replays_in_a_bounded_client_table() {
         Some(n),
         "{doc}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The shaping flags reach the run: `--from` cuts the log's first second, `--only-status
@@ -500,7 +499,7 @@ fn replay_windows_filters_shortens_and_folds_as_asked() {
     // A POST of client 0 at 3.9 s, after every GET (lines stay in start order).
     let post = "10.0.0.1 - - [01/Jan/2026:00:00:03.900000 +0000] \"POST /index.html?c=0&i=99 HTTP/1.1\" 200 5 \"-\" \"test/1\"\n";
     let Replayed {
-        dir,
+        dir: _dir,
         planned,
         served_log,
         doc,
@@ -550,7 +549,6 @@ fn replay_windows_filters_shortens_and_folds_as_asked() {
         .collect();
     let want: Vec<String> = kept.into_iter().map(|(_, t)| t).collect();
     assert_eq!(served_targets, want);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Bad replays stop before any load with one line, exit 2: an unreadable, empty or
@@ -613,7 +611,6 @@ fn replay_refuses_bad_input_with_one_line() {
     let (code, _, err) = crate::common::volley(&args);
     assert_eq!((code, err.lines().count()), (2, 1), "{err}");
     assert!(err.contains("not on IPv4 loopback"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A study's `kind = "replay"` workload: a rate step against the built-in server plays
@@ -686,7 +683,6 @@ p99 = "2s"
         crate::common::volley(&["study", "run", file.to_str().unwrap(), "--dry-run"]);
     assert_eq!((code, err.trim().lines().count()), (2, 1), "{err}");
     assert!(err.contains("paths is not a replay key"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A study's replay with `client_addresses = true` against the built-in server on
@@ -757,10 +753,9 @@ p99 = "2s"
         CLIENTS.len(),
         "every client replayed"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
-pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
+pub(crate) fn tempdir(name: &str) -> crate::common::TestDir {
     crate::common::fresh_dir(&format!("volley-replay-{name}"))
 }
 

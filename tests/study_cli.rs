@@ -13,7 +13,7 @@ use crate::common::{fresh_dir, output_of};
 pub(crate) use crate::common::{volley_cmd as volley, write_file as write};
 
 /// A fresh directory for the study test `tag`.
-pub(crate) fn temp_dir(tag: &str) -> PathBuf {
+pub(crate) fn temp_dir(tag: &str) -> crate::common::TestDir {
     fresh_dir(&format!("volley-study-test-{tag}"))
 }
 
@@ -38,13 +38,17 @@ fn bad_study_file_names_line_and_key() {
 }
 
 /// The study `text` written to a fresh directory `tag` and run quietly with a store of
-/// its own: (the store's path, exit code, stdout, stderr).
-fn quiet_study_in(tag: &str, text: &str) -> (PathBuf, Option<i32>, String, String) {
+/// its own: (the directory, removed when dropped, so the caller keeps it to the test's
+/// end; the store's path; exit code, stdout, stderr).
+fn quiet_study_in(
+    tag: &str,
+    text: &str,
+) -> (crate::common::TestDir, PathBuf, Option<i32>, String, String) {
     let dir = temp_dir(tag);
     let f = write(&dir, "study.toml", text);
     let db = dir.join("v.db");
     let (code, out, err) = study_run(&f, &["--db", db.to_str().unwrap(), "--quiet"]);
-    (db, code, out, err)
+    (dir, db, code, out, err)
 }
 
 /// `volley study run FILE --db DB`, which must succeed: its stdout.
@@ -369,7 +373,7 @@ fn history_and_compare_on_a_small_study() {
 
 #[test]
 fn a_path_the_target_does_not_have_is_refused_before_the_run() {
-    let (db, code, out, err) = quiet_study_in("404", "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n");
+    let (_dir, db, code, out, err) = quiet_study_in("404", "name = \"missing\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[steps]\nduration = \"3s\"\nrepeats = 1\nretries = 0\n");
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(
         err.contains("/no-such-file.html") && err.contains("404"),
@@ -391,7 +395,7 @@ fn a_path_the_target_does_not_have_is_refused_before_the_run() {
 /// asks only GET paths (other methods may change state), so the run goes ahead.
 #[test]
 fn a_study_whose_every_step_failed_exits_1_and_says_why() {
-    let (db, code, out, err) = quiet_study_in("allfailed", "name = \"all-failed\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\nmethod = \"DELETE\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
+    let (_dir, db, code, out, err) = quiet_study_in("allfailed", "name = \"all-failed\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\nmethod = \"DELETE\"\npaths = [\"/no-such-file.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [1, 2]\n[steps]\nduration = \"1s\"\nwarmup = \"100ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         err.contains("most requests of every step failed")
@@ -567,7 +571,7 @@ fn the_answer_names_the_faster_server_only_when_repeats_separate_them() {
 /// requests only, and the stored summary says what the warm-up held.
 #[test]
 fn a_step_warms_up_inside_its_run_and_measures_exactly_its_requests() {
-    let (db, _, out, err) = quiet_study_in("warmup", "name = \"warm\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [2]\n[steps]\nrequests = 40\nwarmup = \"300ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
+    let (_dir, db, _, out, err) = quiet_study_in("warmup", "name = \"warm\"\n[[target]]\nname = \"builtin\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/index.html\"]\n[load]\nmodel = \"closed\"\n[sweep]\nconcurrency = [2]\n[steps]\nrequests = 40\nwarmup = \"300ms\"\ncooldown = \"100ms\"\nrepeats = 1\nretries = 0\n");
     let store = Store::open(&db).unwrap();
     let runs = store.list_runs().unwrap();
     let steps = store.steps(runs[0].id).unwrap();
@@ -580,5 +584,4 @@ fn a_step_warms_up_inside_its_run_and_measures_exactly_its_requests() {
     // The first request of each connection is sent at the run's start, in the warm-up.
     assert!(w["requests"].as_u64().unwrap() >= 2, "{w}");
     assert!(w["open_at_boundary"].as_u64().unwrap() >= 1, "{w}");
-    let _ = std::fs::remove_dir_all(db.parent().unwrap());
 }

@@ -115,7 +115,6 @@ fn sigint_stops_the_targets_and_leaves_the_run_incomplete() {
     assert_eq!(run.status, Status::Incomplete);
     let steps = store.steps(run.id).unwrap().len();
     assert!((1..8).contains(&steps), "{steps} steps stored");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -160,7 +159,6 @@ fn sigint_mid_search_stores_the_search_as_interrupted_and_the_report_says_so() {
         md.contains("capacity search did not finish (interrupted, partial result stored)"),
         "{md}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Where in `steps` (stored in index order) the target died, by the stored verdict.
@@ -247,7 +245,6 @@ fn a_target_that_dies_mid_study_ends_it_with_exit_1_not_ctrl_c_s_130() {
     let store = Store::open(&db).unwrap();
     let run = &store.list_runs().unwrap()[0];
     assert_eq!(run.status, Status::Incomplete);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -281,7 +278,6 @@ fn a_target_that_dies_mid_search_ends_its_search_and_the_other_goes_on() {
         ends.contains(&volley_store::SearchEnd::ReachedMaxRate),
         "the other search went on to its end: {ends:?}\n{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `restart = "next-step"`: the built-in server killed mid-step is started again for
@@ -323,7 +319,6 @@ fn a_target_with_restart_next_step_comes_back_for_the_next_step() {
             .any(|l| l.starts_with("| a | 1 ") && l.contains("target died")),
         "{md}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `restart = "next-step"` in a users search (the office): the built-in DAV server
@@ -405,5 +400,4 @@ p99 = "60s"
             .any(|l| l.starts_with("| b | 1 ") && l.contains("target died")),
         "{md}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

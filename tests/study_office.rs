@@ -10,7 +10,7 @@ use volley_store::Store;
 
 use crate::common::{volley_cmd as volley, write_file as write};
 
-fn temp_dir(tag: &str) -> PathBuf {
+fn temp_dir(tag: &str) -> crate::common::TestDir {
     crate::common::fresh_dir(&format!("volley-office-study-{tag}"))
 }
 
@@ -37,8 +37,8 @@ p99 = "60s"
 "#;
 
 /// Runs the study `text` in a fresh directory named after `tag`; it must succeed.
-/// Returns the directory, the store's path and what it printed.
-fn run_study(tag: &str, text: &str) -> (PathBuf, PathBuf, String) {
+/// Returns the directory (removed when dropped), the store's path and what it printed.
+fn run_study(tag: &str, text: &str) -> (crate::common::TestDir, PathBuf, String) {
     let dir = temp_dir(tag);
     let f = write(&dir, "office.toml", text);
     let db = dir.join("db.sqlite");
@@ -193,7 +193,6 @@ fn an_office_sweep_stores_each_day_and_says_how_many_users_each_server_carries()
         assert_eq!(s["office"]["violations"], 0, "{}", s["office"]);
         assert_eq!(s["office"]["compress"], 960.0, "{}", s["office"]);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A sweep with a users search after it: an ab point on a plain built-in server, then
@@ -316,7 +315,6 @@ fn a_users_search_after_a_sweep_stores_its_days_and_its_answer_in_users() {
         "{}",
         t["searches"]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -380,7 +378,6 @@ fn bad_office_keys_are_one_line_usage_errors_naming_the_key() {
         assert!(err.contains(needle), "{what}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The office study on Xandikos and nginx's WebDAV tree, two users.
@@ -447,5 +444,4 @@ fn an_office_study_runs_on_xandikos_and_on_plain_webdav() {
             && l.contains("REPORT sync-collection")),
         "{md}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

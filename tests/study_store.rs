@@ -82,7 +82,6 @@ fn two_studies_and_a_saved_bench_share_one_store() {
         h.contains("one (#") && h.contains("two (#") && h.contains("bench/b"),
         "{h}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The disk filling up mid-study (a small tmpfs in a mount namespace of its own, so
@@ -193,5 +192,4 @@ fn a_full_disk_stops_the_study_and_keeps_the_stored_steps() {
     if let Ok(out) = check {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

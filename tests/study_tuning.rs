@@ -140,7 +140,6 @@ server = { sendfile = false, backlog = 1024 }"#;
         !cfg("tuned:sendfile").contains("backlog=")
             && cfg("tuned:sendfile").contains("sendfile off;")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `volley study run FILE --dry-run ARGS..` from the repository root: (code, stdout,
@@ -308,7 +307,6 @@ raw.nginx = "open_file_cache max=100;""#;
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("caddy cannot express server knob sendfile")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -426,7 +424,6 @@ server = {{ backlog = 1024 }}
         "{err}"
     );
     assert!(!err.contains("started"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 23: variants without root are refused by key, exit 2, before any target starts.
@@ -471,7 +468,6 @@ sysctl = { "net.core.somaxconn" = 1024 }"#;
         "{err}"
     );
     assert!(!err.contains("started"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A server whose accept queue overflows is named server-bound with the kernel's count,
@@ -565,5 +561,4 @@ retries = 0
             .any(|l| l.contains("server-bound") && l.contains("accept queue overflowed")),
         "{line}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -233,13 +233,53 @@ pub fn markdown_report(args: &[&str], db: &Path, md: &Path) -> String {
     std::fs::read_to_string(md).expect("the Markdown report")
 }
 
-/// A fresh, empty directory `NAME-PID` in the temporary directory (what an earlier run
-/// of the same test left there is removed first).
-pub fn fresh_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create the test directory");
-    d
+/// A test's own directory in the temporary directory, removed with everything in it when
+/// the value is dropped: when the test ends, and also when it panics, so a failing test
+/// leaves nothing behind either. Derefs to its `Path`, so `dir.join(..)` and `&dir` read
+/// as they did when it was a `PathBuf`; bind it to a name (`let dir = ...`), never `_`,
+/// or it goes at once.
+#[derive(Debug)]
+pub struct TestDir(tempfile::TempDir);
+
+impl TestDir {
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+/// A fresh, empty directory `NAME-XXXXXX` in the temporary directory (a random suffix, so
+/// tests never share one), removed when the [`TestDir`] is dropped. Mode 0755 like a
+/// directory made with `create_dir`: a server the test starts as root may read it from a
+/// worker running as another user.
+pub fn fresh_dir(name: &str) -> TestDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir()
+        .expect("create the test directory");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("open the test directory to other users");
+    TestDir(d)
 }
 
 /// Writes `text` to `dir/name`; returns the file's path.
@@ -258,11 +298,12 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-/// A server process the test started and the directory it runs in: the process is
-/// killed and reaped, the directory removed, on drop (also when the test panics).
+/// A server process the test started and the directory it runs in, if it has one of its
+/// own: the process is killed and reaped on drop (also when the test panics), then the
+/// directory's guard removes it.
 pub struct Spawned {
     pub child: Child,
-    pub dir: PathBuf,
+    pub dir: Option<TestDir>,
     pub port: u16,
 }
 
@@ -270,19 +311,22 @@ impl Drop for Spawned {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 /// Spawns `cmd` (output discarded) and waits up to 30 s until `port` accepts
 /// connections; `dir` goes with it.
-pub fn spawn_listening(mut cmd: Command, dir: PathBuf, port: u16) -> Spawned {
+pub fn spawn_listening(mut cmd: Command, dir: TestDir, port: u16) -> Spawned {
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start the server");
-    let spawned = Spawned { child, dir, port };
+    let spawned = Spawned {
+        child,
+        dir: Some(dir),
+        port,
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
