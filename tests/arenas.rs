@@ -19,8 +19,7 @@ const HEAP_ALIGN: u64 = 64 << 20;
 /// variable unset), has every thread's connection answered once, and counts the
 /// non-main arenas' heaps in its memory map.
 fn heaps_after_load(threads: usize, arena_max: Option<usize>) -> usize {
-    let root = std::env::temp_dir().join(format!("volley-arenas-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = crate::common::fresh_dir("volley-arenas");
     std::fs::write(root.join("a.html"), "hello").unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_volley"));
     cmd.args(["serve", "--threads", &threads.to_string(), "--root"])
@@ -51,7 +50,6 @@ fn heaps_after_load(threads: usize, arena_max: Option<usize>) -> usize {
     }
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", server.pid())).unwrap();
     drop(server);
-    let _ = std::fs::remove_dir_all(&root);
     maps.lines()
         .filter(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();

@@ -42,9 +42,14 @@ fn h2spec() -> PathBuf {
 /// failed) from its summary line `145 tests, 145 passed, 0 skipped, 0 failed`.
 fn run(addr: &str, extra: &[&str]) -> (u32, u32, String) {
     let (host, port) = addr.rsplit_once(':').unwrap();
-    // Output into a file, not a pipe: a full pipe would stall h2spec while we wait.
-    let log = std::env::temp_dir().join(format!("volley-h2spec-{}-{port}.log", std::process::id()));
-    let file = std::fs::File::create(&log).unwrap();
+    // Output into a file, not a pipe: a full pipe would stall h2spec while we wait. The
+    // file is removed when `log` drops, also when this panics.
+    let log = tempfile::Builder::new()
+        .prefix(&format!("volley-h2spec-{port}-"))
+        .suffix(".log")
+        .tempfile()
+        .unwrap();
+    let file = log.reopen().unwrap();
     let mut child = Command::new(h2spec())
         .args(["-h", host, "-p", port, "-o", "5"])
         .args(extra)
@@ -61,8 +66,7 @@ fn run(addr: &str, extra: &[&str]) -> (u32, u32, String) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
+    let text = std::fs::read_to_string(log.path()).unwrap_or_default();
     let summary = text
         .lines()
         .find(|l| l.contains(" tests, ") && l.contains(" failed"))
@@ -77,10 +81,9 @@ fn run(addr: &str, extra: &[&str]) -> (u32, u32, String) {
     (count("passed"), count("failed"), text)
 }
 
-fn root(tag: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("volley-h2spec-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+/// A docroot of one page, removed when the test ends.
+fn root(tag: &str) -> crate::common::TestDir {
+    let root = crate::common::fresh_dir(&format!("volley-h2spec-{tag}"));
     std::fs::write(root.join("index.html"), "<p>h2spec</p>\n").unwrap();
     root
 }
@@ -98,20 +101,16 @@ fn h2spec_passes_over_h2c() {
     let root = root("h2c");
     let served = Served::start(&root, &[]);
     check(&served.addr, &[]);
-    drop(served);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn h2spec_passes_over_tls() {
     let root = root("tls");
-    let certs = root.with_extension("certs");
-    let _ = std::fs::remove_dir_all(&certs);
+    // Beside the docroot, not in it: the key is never served.
+    let certs_dir = crate::common::fresh_dir("volley-h2spec-certs");
+    let certs = certs_dir.join("certs");
     let certs_arg = certs.to_string_lossy().into_owned();
     let served = Served::start(&root, &["--tls-self-signed", &certs_arg]);
     assert!(served.base.starts_with("https://"), "{}", served.base);
     check(&served.addr, &["-t", "-k"]);
-    drop(served);
-    let _ = std::fs::remove_dir_all(&root);
-    let _ = std::fs::remove_dir_all(&certs);
 }

@@ -102,8 +102,9 @@ fn kill_volley_mid_run(kind: &str) {
 /// within 2 s and after the next start (`volley NEXT`, which starts nothing). With
 /// `docroot`, the run generates its fixture tree, which must be swept too.
 fn kill_mid_run(kind: &str, args: &[&str], next: &[&str], docroot: bool) {
-    let state = std::env::temp_dir().join(format!("volley-orphans-{kind}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
+    // The test's own state directory, removed when it ends (also on a failed assertion);
+    // what the killed volley left is for the next volley's sweep, checked below.
+    let state = crate::common::fresh_dir(&format!("volley-orphans-{kind}"));
     let mut child = volley(&state)
         .args(args)
         .stdout(Stdio::null())
@@ -201,7 +202,6 @@ fn kill_mid_run(kind: &str, args: &[&str], next: &[&str], docroot: bool) {
         );
     }
     assert!(!ledger_file.exists(), "{kind}: ledger kept");
-    let _ = std::fs::remove_dir_all(&state);
 }
 
 #[test]
@@ -225,9 +225,7 @@ fn killed_volley_leaves_no_target_behind() {
 /// either. The study's steps are long enough that the kill lands inside the second one.
 #[test]
 fn killed_study_leaves_no_target_behind() {
-    let dir = std::env::temp_dir().join(format!("volley-orphans-study-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-orphans-study");
     let file = dir.join("s.toml");
     let kinds: Vec<&str> = [("builtin", None), ("nginx", Some("nginx"))]
         .into_iter()
@@ -256,5 +254,4 @@ fn killed_study_leaves_no_target_behind() {
             true,
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,12 +14,11 @@ const FILE_BYTES: usize = 40_000;
 
 /// A temporary site removed on drop: `/file.bin` (several DATA frames long) and
 /// `/page.html` with a `.br` sibling.
-struct TempDir(PathBuf);
+struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("volley-serve-h2-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
+        let p = crate::common::fresh_dir(&format!("volley-serve-h2-{tag}"));
         std::fs::create_dir_all(p.join("site")).unwrap();
         let file: Vec<u8> = (0..FILE_BYTES as u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(p.join("site/file.bin"), file).unwrap();
@@ -36,12 +35,6 @@ impl TempDir {
 
     fn site(&self) -> PathBuf {
         self.0.join("site")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -14,12 +14,11 @@ use common::Served;
 const VENV_PYTHON: &str = "/opt/volley-venv/bin/python";
 
 /// A temporary directory removed on drop.
-struct TempDir(PathBuf);
+struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("volley-serve-h3-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
+        let p = crate::common::fresh_dir(&format!("volley-serve-h3-{tag}"));
         let site = p.join("site");
         std::fs::create_dir_all(&site).unwrap();
         std::fs::write(
@@ -42,12 +41,6 @@ impl TempDir {
 
     fn site(&self) -> PathBuf {
         self.0.join("site")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

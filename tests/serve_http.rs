@@ -11,17 +11,16 @@ use crate::common;
 use common::Served;
 
 /// `volley serve` over a fresh root directory that `setup` fills; the directory is
-/// removed on drop, after the server is killed (so it never serves a half-removed tree).
+/// removed on drop, after the server is killed (so it never serves a half-removed tree):
+/// fields drop in order, `served` first.
 struct Site {
     served: Served,
-    root: PathBuf,
+    root: crate::common::TestDir,
 }
 
 impl Site {
     fn start(tag: &str, extra: &[&str], setup: impl FnOnce(&Path)) -> Site {
-        let root = std::env::temp_dir().join(format!("volley-serve-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::common::fresh_dir(&format!("volley-serve-{tag}"));
         setup(&root);
         let served = Served::start(&root, extra);
         assert!(served.base.starts_with("http://"), "{}", served.base);
@@ -37,13 +36,6 @@ impl Site {
     /// Clean shutdown (SIGTERM): the access log is flushed.
     fn stop(&mut self) -> Option<std::process::ExitStatus> {
         self.served.stop()
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        self.served.kill();
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -244,10 +236,11 @@ fn byte_ranges() {
 
 #[test]
 fn traversal_corpus_never_leaves_root() {
-    let outside = std::env::temp_dir().join(format!("volley-serve-secret-{}", std::process::id()));
-    std::fs::create_dir_all(&outside).unwrap();
+    // A sibling of the site's root, both in the temporary directory, so `/../NAME/`
+    // names it.
+    let outside = crate::common::fresh_dir("volley-serve-secret");
     std::fs::write(outside.join("secret.txt"), "TOPSECRET").unwrap();
-    let out2 = outside.clone();
+    let out2 = outside.to_path_buf();
     let s = Site::start("trav", &[], move |root| {
         site(root);
         std::os::unix::fs::symlink(&out2, root.join("link")).unwrap();
@@ -279,7 +272,6 @@ fn traversal_corpus_never_leaves_root() {
             "{target} leaked"
         );
     }
-    let _ = std::fs::remove_dir_all(outside);
 }
 
 #[test]
@@ -401,8 +393,8 @@ fn precompressed_siblings_follow_accept_encoding() {
 
 #[test]
 fn access_log_is_combined_format_with_microseconds() {
-    let log = std::env::temp_dir().join(format!("volley-serve-log-{}.log", std::process::id()));
-    let _ = std::fs::remove_file(&log);
+    let logs = crate::common::fresh_dir("volley-serve-log");
+    let log = logs.join("access.log");
     let mut s = Site::start("log", &["--access-log", log.to_str().unwrap()], site);
     get(
         &s,
@@ -436,7 +428,6 @@ fn access_log_is_combined_format_with_microseconds() {
         "{}",
         lines[1]
     );
-    let _ = std::fs::remove_file(&log);
 }
 
 #[test]
@@ -562,14 +553,12 @@ fn list(dir: &Path) -> Vec<PathBuf> {
 /// exit 2, and no server starts. `--help` says what the server allows.
 #[test]
 fn anonymous_writes_beyond_loopback_are_refused() {
-    let root = std::env::temp_dir().join(format!("volley-serve-open-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = crate::common::fresh_dir("volley-serve-open");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["serve", "--writable", "--listen", "0.0.0.0:0", "--root"])
         .arg(&root)
         .output()
         .unwrap();
-    let _ = std::fs::remove_dir_all(&root);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -593,8 +582,7 @@ fn anonymous_writes_beyond_loopback_are_refused() {
 /// `--help` shows the defaults.
 #[test]
 fn bad_serve_flags_are_one_line_and_exit_2() {
-    let root = std::env::temp_dir().join(format!("volley-serve-flags-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = crate::common::fresh_dir("volley-serve-flags");
     for (flag, value) in [
         ("--header-timeout", "0s"),
         ("--header-timeout", "soon"),
@@ -612,7 +600,6 @@ fn bad_serve_flags_are_one_line_and_exit_2() {
         assert_eq!(err.trim().lines().count(), 1, "{flag} {value}: {err}");
         assert!(err.contains(flag), "{flag} {value}: {err}");
     }
-    let _ = std::fs::remove_dir_all(&root);
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["serve", "--help"])
         .output()

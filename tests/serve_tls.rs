@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,22 +10,15 @@ use crate::common;
 use common::Served;
 
 /// A temporary directory removed on drop.
-struct TempDir(PathBuf);
+struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("volley-serve-tls-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
+        let p = crate::common::fresh_dir(&format!("volley-serve-tls-{tag}"));
         std::fs::create_dir_all(p.join("site")).unwrap();
         std::fs::write(p.join("site/700b.html"), "x".repeat(700)).unwrap();
         std::fs::write(p.join("site/big.bin"), big()).unwrap();
         TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

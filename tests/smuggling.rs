@@ -5,7 +5,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common;
@@ -57,10 +56,9 @@ const CORPUS: &[(&str, &str, u16)] = &[
     ),
 ];
 
-fn root() -> PathBuf {
-    let root = std::env::temp_dir().join(format!("volley-smuggling-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+/// The docroot, removed when the test ends.
+fn root() -> crate::common::TestDir {
+    let root = crate::common::fresh_dir("volley-smuggling");
     std::fs::write(root.join("index.txt"), "index\n").unwrap();
     std::fs::write(root.join("smuggled.txt"), MARK).unwrap();
     root
@@ -103,6 +101,4 @@ fn ambiguous_framing_is_answered_once_and_closed() {
     let text = String::from_utf8_lossy(&all);
     assert_eq!(text.matches("HTTP/1.1 200 ").count(), 2, "{text}");
     assert!(text.contains(MARK), "{text}");
-    drop(served);
-    let _ = std::fs::remove_dir_all(&root);
 }

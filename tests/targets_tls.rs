@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use volley_targets::probe::{self, ProbeOptions};
 use volley_targets::{start, Compression, TargetError, TargetKind, TargetSpec, TlsSource};
@@ -23,22 +22,14 @@ fn page() -> Vec<u8> {
 }
 
 /// A small docroot in its own temp dir (removed on drop).
-struct Docroot(PathBuf);
+struct Docroot(crate::common::TestDir);
 
 impl Docroot {
     fn new(tag: &str) -> Docroot {
-        let d = std::env::temp_dir().join(format!("volley-tls-www-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = crate::common::fresh_dir(&format!("volley-tls-www-{tag}"));
         std::fs::write(d.join("index.html"), page()).unwrap();
         std::fs::write(d.join("cold.html"), page()).unwrap();
         Docroot(d)
-    }
-}
-
-impl Drop for Docroot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -62,13 +53,7 @@ fn curl_present() -> bool {
 
 /// `curl` trusting only `ca`: returns (headers, body, http_version).
 fn curl(ca: &Path, url: &str, extra: &[&str]) -> (String, Vec<u8>, String) {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "volley-tls-curl-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-tls-curl");
     let head = dir.join("head");
     let body = dir.join("body");
     let out = Command::new("curl")
@@ -90,7 +75,6 @@ fn curl(ca: &Path, url: &str, extra: &[&str]) -> (String, Vec<u8>, String) {
     );
     let h = std::fs::read_to_string(&head).unwrap().to_ascii_lowercase();
     let b = std::fs::read(&body).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     (h, b, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -113,7 +97,7 @@ fn run_tls(kind: TargetKind) {
     }
     let www = Docroot::new(kind.name());
     let mut spec = TargetSpec::new(kind);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.0.to_path_buf());
     spec.tls = Some(TlsSource::Generate);
     spec.cold_path = Some("/cold.html".into());
     spec.settings.http2 = kind.supports_http2();

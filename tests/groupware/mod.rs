@@ -12,20 +12,11 @@ use std::time::Duration;
 use base64::Engine;
 
 /// A temporary directory removed on drop.
-pub struct TempDir(pub PathBuf);
+pub struct TempDir(pub crate::common::TestDir);
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("volley-gw-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        TempDir(crate::common::fresh_dir(&format!("volley-gw-{tag}")))
     }
 }
 
