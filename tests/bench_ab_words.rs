@@ -31,18 +31,12 @@ fn figure(text: &str, label: &str) -> f64 {
         .unwrap_or_else(|| panic!("no figure on {line:?}"))
 }
 
-/// A served directory with one small page, removed on drop.
-struct Site(std::path::PathBuf);
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// A served directory with one small page, removed on drop (each test its own, though
+/// they run at once).
+struct Site(crate::common::TestDir);
 
 fn site() -> Site {
-    let dir = std::env::temp_dir().join(format!("volley-ab-words-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-ab-words");
     std::fs::write(dir.join("index.html"), "<p>hello</p>\n").unwrap();
     Site(dir)
 }

@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -155,20 +154,11 @@ fn a_gzip_header_on_a_body_that_is_not_gzip_is_an_encoding_error() {
 }
 
 /// A temporary site for the built-in server, removed on drop.
-struct Site(PathBuf);
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+struct Site(crate::common::TestDir);
 
 #[test]
 fn precompressed_gzip_from_the_builtin_server_validates_by_size_and_hash() {
-    let dir = std::env::temp_dir().join(format!("volley-bench-compress-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let site = Site(dir);
+    let site = Site(crate::common::fresh_dir("volley-bench-compress"));
     let text: String = (0..3000)
         .map(|i| format!("row {i:05} of the file\n"))
         .collect();

@@ -6,17 +6,18 @@
 //! module is missing.
 
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const NGINX: &str = "/usr/sbin/nginx";
 const BROTLI_MODULE: &str = "/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so";
 
-/// nginx and its prefix directory, both gone on drop.
+/// nginx and its prefix directory, both gone on drop: the process is killed first, then
+/// the directory's guard (a field) removes it.
 struct Nginx {
     child: Child,
-    dir: PathBuf,
+    dir: crate::common::TestDir,
     port: u16,
 }
 
@@ -24,7 +25,6 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -48,14 +48,7 @@ fn start(brotli: bool) -> Option<Nginx> {
         eprintln!("skipping: {NGINX} not installed");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!(
-        "volley-bench-h2c-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    ));
+    let dir = crate::common::fresh_dir("volley-bench-h2c");
     for sub in ["www/plain", "www/wrong", "www/corrupt", "tmp"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -134,10 +127,13 @@ fn one_line_failure(args: &[&str]) -> String {
 }
 
 fn sha256_hex(data: &[u8]) -> String {
-    let dir = std::env::temp_dir().join(format!("volley-h2-sha-{}", std::process::id()));
-    std::fs::write(&dir, data).unwrap();
-    let out = Command::new("sha256sum").arg(&dir).output().unwrap();
-    let _ = std::fs::remove_file(&dir);
+    // Removed when `file` drops, also if sha256sum cannot be run.
+    let file = tempfile::Builder::new()
+        .prefix("volley-h2-sha-")
+        .tempfile()
+        .unwrap();
+    std::fs::write(file.path(), data).unwrap();
+    let out = Command::new("sha256sum").arg(file.path()).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .next()

@@ -8,9 +8,7 @@ use common::Served;
 
 #[test]
 fn json_and_text_carry_the_headroom_object() {
-    let root = std::env::temp_dir().join(format!("volley-headroom-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+    let root = crate::common::fresh_dir("volley-headroom");
     std::fs::write(root.join("a.html"), "x".repeat(700)).unwrap();
     let s = Served::start(&root, &[]);
     let url = format!("{}/a.html", s.base);
@@ -64,5 +62,4 @@ fn json_and_text_carry_the_headroom_object() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("Generator headroom:"), "{text}");
     drop(s);
-    let _ = std::fs::remove_dir_all(&root);
 }

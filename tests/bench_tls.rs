@@ -13,29 +13,15 @@ use crate::common;
 use common::Served;
 
 /// A temporary directory with a small site, removed on drop.
-struct TempDir(PathBuf);
+struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "volley-bench-tls-{tag}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
+        let p = crate::common::fresh_dir(&format!("volley-bench-tls-{tag}"));
         std::fs::create_dir_all(p.join("site")).unwrap();
         std::fs::write(p.join("site/700b.html"), "x".repeat(700)).unwrap();
         std::fs::write(p.join("site/text.txt"), text()).unwrap();
         TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

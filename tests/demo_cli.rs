@@ -47,8 +47,7 @@ fn printed(stdout: &str, label: &str) -> String {
 
 #[test]
 fn the_demo_names_its_report_and_its_commands_work_as_printed() {
-    let base = std::env::temp_dir().join(format!("volley-demo-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
+    let base = crate::common::fresh_dir("volley-demo-test");
     // A space in the path: the printed commands must quote it.
     let out_dir = base.join("demo out");
     let elsewhere = base.join("elsewhere");
@@ -93,7 +92,6 @@ fn the_demo_names_its_report_and_its_commands_work_as_printed() {
     let (hout, herr) = text(&h);
     assert!(h.status.success(), "{history}: {herr}");
     assert!(hout.contains("quick"), "{hout}");
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// The protocols study's steps, read back from the store: one per protocol, each with

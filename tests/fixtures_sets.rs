@@ -2,14 +2,13 @@
 //! items (image decoding is checked in `crates/fixtures/tests/images.rs`, beside the
 //! decoder dev-dependencies).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use volley_fixtures::{generate, Fixture};
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("volley-fixtures-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// An empty directory for a generated set, removed when the test ends.
+fn tmp(tag: &str) -> crate::common::TestDir {
+    crate::common::fresh_dir(&format!("volley-fixtures-{tag}"))
 }
 
 fn read(dir: &Path, rel: &str) -> Vec<u8> {
@@ -28,9 +27,6 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
         assert_eq!(read(&a, &f.path), read(&b, &f.path), "{}", f.path);
         assert_eq!(read(&a, &f.path).len() as u64, f.size);
         assert_eq!(volley_fixtures::sha256_hex(&read(&a, &f.path)), f.sha256);
-    }
-    for d in [a, b, c] {
-        let _ = std::fs::remove_dir_all(d);
     }
 }
 
@@ -52,7 +48,6 @@ fn uniserve_sizes_and_links() {
         let imgs = page.matches("<img ").count();
         assert_eq!(imgs, n, "index{n}.html links {imgs} images");
     }
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -68,7 +63,6 @@ fn sizes_set_is_exact() {
         assert_eq!(f.size as usize, size);
     }
     assert!(d.join("index.html").is_file());
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -122,7 +116,6 @@ fn groupware_items_are_ical_with_crlf() {
     assert!(events > 0 && todos > 0, "{events} events, {todos} todos");
     let mean = m.files.iter().map(|f| f.size).sum::<u64>() as f64 / m.files.len() as f64;
     assert!((550.0..=850.0).contains(&mean), "mean item {mean} bytes");
-    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
@@ -149,5 +142,4 @@ fn cli_writes_and_rejects_unknown_sets() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(d);
 }

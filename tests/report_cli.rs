@@ -2,16 +2,15 @@
 //! its files and its error lines and exit codes.
 
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use volley_store::{
     NewRun, NewStudy, RunKind, SeriesPoint, SeriesSource, Status, StepParameters, StepRecord, Store,
 };
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-report-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// The test's own directory for its store and reports, removed when the test ends.
+fn scratch_dir() -> crate::common::TestDir {
+    crate::common::fresh_dir("volley-report-cli")
 }
 
 fn volley(args: &[&str]) -> Output {
@@ -91,9 +90,10 @@ fn write_store(path: &Path) {
 
 #[test]
 fn writes_html_markdown_and_json_for_a_study() {
-    let db = scratch("study.db");
+    let dir = scratch_dir();
+    let db = dir.join("study.db");
     write_store(&db);
-    let (html, md, js) = (scratch("r.html"), scratch("r.md"), scratch("r.json"));
+    let (html, md, js) = (dir.join("r.html"), dir.join("r.md"), dir.join("r.json"));
     let o = volley(&[
         "report",
         "study:1",
@@ -130,7 +130,8 @@ fn writes_html_markdown_and_json_for_a_study() {
 
 #[test]
 fn mistakes_get_one_line_and_exit_2() {
-    let missing = scratch("missing.db");
+    let dir = scratch_dir();
+    let missing = dir.join("missing.db");
     let o = volley(&["report", "1", "--db", missing.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
@@ -142,14 +143,14 @@ fn mistakes_get_one_line_and_exit_2() {
     );
     assert!(!missing.exists(), "a report must not create a store");
 
-    let empty = scratch("empty.db");
+    let empty = dir.join("empty.db");
     drop(Store::open(&empty).unwrap());
     let o = volley(&["report", "1", "--db", empty.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("holds no runs yet"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1);
 
-    let db = scratch("errors.db");
+    let db = dir.join("errors.db");
     write_store(&db);
     for (what, expected) in [
         (
@@ -173,7 +174,8 @@ fn mistakes_get_one_line_and_exit_2() {
 
 #[test]
 fn no_run_given_means_the_newest_and_open_uses_the_browser() {
-    let db = scratch("latest.db");
+    let dir = scratch_dir();
+    let db = dir.join("latest.db");
     write_store(&db);
     let o = volley(&["report", "--db", db.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -181,8 +183,8 @@ fn no_run_given_means_the_newest_and_open_uses_the_browser() {
     assert!(out.starts_with("# volley report: study 1: cli"), "{out}");
 
     // A browser that writes down what it was asked to open.
-    let seen = scratch("browser-saw.txt");
-    let browser = scratch("browser.sh");
+    let seen = dir.join("browser-saw.txt");
+    let browser = dir.join("browser.sh");
     std::fs::write(
         &browser,
         format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", seen.display()),
@@ -190,7 +192,7 @@ fn no_run_given_means_the_newest_and_open_uses_the_browser() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let html = scratch("opened.html");
+    let html = dir.join("opened.html");
     let o = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["report", "--db", db.to_str().unwrap(), "--open", "--html"])
         .arg(&html)
@@ -209,6 +211,8 @@ fn no_run_given_means_the_newest_and_open_uses_the_browser() {
     // No browser at all: the report is still written, and the user is told where.
     let o = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["report", "1", "--db", db.to_str().unwrap(), "--open"])
+        // The report goes to the temporary directory: this test's own, so it goes too.
+        .env("TMPDIR", &*dir)
         .env_remove("BROWSER")
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
@@ -224,12 +228,13 @@ fn no_run_given_means_the_newest_and_open_uses_the_browser() {
     assert!(std::fs::read_to_string(written)
         .unwrap()
         .contains("run 1: builtin"));
-    let _ = std::fs::remove_file(written);
+    assert!(Path::new(written).starts_with(&*dir), "{written}");
 }
 
 #[test]
 fn report_and_compare_read_one_selector_grammar() {
-    let db = scratch("selectors.db");
+    let dir = scratch_dir();
+    let db = dir.join("selectors.db");
     write_store(&db);
     let db = db.to_str().unwrap();
     // The study by id or name, one of its targets, for both commands.
@@ -267,8 +272,8 @@ fn report_and_compare_read_one_selector_grammar() {
 /// searched, as `volley compare` meets them; a run with one search shows it alone.
 #[test]
 fn history_names_each_search_of_a_run_with_several() {
-    let db = scratch("searches.db");
-    let _ = std::fs::remove_file(&db);
+    let dir = scratch_dir();
+    let db = dir.join("searches.db");
     let store = Store::open(&db).unwrap();
     for (target, variants) in [
         ("tuned-web", &["default", "tuned"][..]),

@@ -7,7 +7,7 @@
 //! checks can fail.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,12 +16,6 @@ use volley_faultserver::{Behaviour, FaultServer, HOSTILE_PAYLOAD};
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Each Chromium run is killed after this.
 const CHROMIUM_LIMIT: Duration = Duration::from_secs(40);
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("volley-report-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
 
 fn volley(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_volley"))
@@ -51,6 +45,9 @@ fn open_in_chromium(page: &Path) -> (String, Vec<String>) {
         ])
         .arg(format!("--log-net-log={}", netlog.display()))
         .arg(format!("file://{}", page.display()))
+        // Chromium's own scratch (a profile per run) beside the page, so it goes with the
+        // test's directory, also when a run is killed.
+        .env("TMPDIR", page.parent().expect("the page's directory"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -105,8 +102,10 @@ fn a_hostile_server_and_label_cannot_script_the_report_or_the_terminal() {
         eprintln!("skipping: {CHROMIUM} not installed");
         return;
     }
+    // The test's pages, store and Chromium's scratch, removed when it ends.
+    let dir = crate::common::fresh_dir("volley-report-hostile");
     // The control: the payload as it is, in a page, runs and leaks.
-    let control = scratch("control.html");
+    let control = dir.join("control.html");
     std::fs::write(
         &control,
         format!("<!DOCTYPE html><html><head><title>t</title></head><body>{HOSTILE_PAYLOAD}</body></html>"),
@@ -119,7 +118,7 @@ fn a_hostile_server_and_label_cannot_script_the_report_or_the_terminal() {
         "the control's request must show: {urls:?}"
     );
 
-    let db = scratch("v.db");
+    let db = dir.join("v.db");
     let db_s = db.to_str().unwrap();
     // 100 KB: one argument may not exceed 128 KB (the 1 MB string is the server's).
     let label = format!("{HOSTILE_PAYLOAD}{}", "L".repeat(100_000));
@@ -144,7 +143,7 @@ fn a_hostile_server_and_label_cannot_script_the_report_or_the_terminal() {
     }
 
     for run in ["1", "2"] {
-        let page = scratch(&format!("run{run}.html"));
+        let page = dir.join(format!("run{run}.html"));
         let out = volley(&[
             "report",
             run,
@@ -210,5 +209,4 @@ fn a_hostile_server_and_label_cannot_script_the_report_or_the_terminal() {
         "{} bytes",
         history.stdout.len()
     );
-    let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
 }

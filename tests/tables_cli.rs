@@ -3,7 +3,7 @@
 //! width when one is given (`COLUMNS`). A small open-loop study against two slow
 //! in-process test servers on loopback, whose 1 ms SLO no step can meet.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -82,10 +82,7 @@ fn reasons_are_sentences_and_tables_align_with_a_long_name() {
         .unwrap()
     };
     let (a, b) = (slow(), slow());
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("volley-tables-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-tables-test");
     let study = format!(
         r#"name = "tables"
 [[target]]
@@ -199,7 +196,6 @@ p99 = "1ms"
         );
         assert!(t.contains(LONG), "{t}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs volley with a stdout whose reader is already gone (what `| head -1` leaves
