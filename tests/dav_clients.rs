@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,33 +14,23 @@ use crate::common;
 use common::Served;
 
 /// A temporary directory removed on drop.
-struct TempDir(PathBuf);
+struct TempDir(crate::common::TestDir);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("volley-davit-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        TempDir(crate::common::fresh_dir(&format!("volley-davit-{tag}")))
     }
 }
 
 /// Runs `cmd` to completion or kills it after `limit`; returns (success, stdout+stderr).
 fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String) {
-    // Tests run in parallel threads of one process: a counter keeps their files apart.
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let out_path = std::env::temp_dir().join(format!(
-        "volley-davit-out-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let out = std::fs::File::create(&out_path).unwrap();
+    // A file of its own (tests run in parallel threads of one process), removed when
+    // `out_file` drops, also if the client cannot be started.
+    let out_file = tempfile::Builder::new()
+        .prefix("volley-davit-out-")
+        .tempfile()
+        .unwrap();
+    let out = out_file.reopen().unwrap();
     let mut child = cmd
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -58,8 +48,7 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String) {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
+    let text = std::fs::read_to_string(out_file.path()).unwrap_or_default();
     (ok, text)
 }
 

@@ -148,8 +148,7 @@ fn the_same_seed_plans_the_same_day() {
 
 #[test]
 fn a_trace_has_one_line_per_request_with_each_devices_sync_tokens() {
-    let dir = std::env::temp_dir().join(format!("volley-office-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-office-trace");
     let path = dir.join("trace.txt");
     let p = path.to_str().unwrap();
     let (code, j, err) = office(&[
@@ -169,7 +168,6 @@ fn a_trace_has_one_line_per_request_with_each_devices_sync_tokens() {
     ]);
     assert_eq!(code, 0, "stderr: {err}\n{j}");
     let text = std::fs::read_to_string(&path).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let lines: Vec<&str> = text.lines().collect();
     // The day's requests, plus the untimed set-up and audit.
     let day: u64 = j["requests"].as_u64().unwrap();
@@ -208,8 +206,7 @@ fn a_trace_has_one_line_per_request_with_each_devices_sync_tokens() {
 
 #[test]
 fn account_path_templates_put_each_users_calendar_where_they_say() {
-    let dir = std::env::temp_dir().join(format!("volley-office-tpl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-office-tpl");
     let path = dir.join("trace.txt");
     // The built-in server provisions `/<user>/calendar/`; `work/` is made at set-up
     // (MKCALENDAR), as on a server whose layout differs from the default.
@@ -230,7 +227,6 @@ fn account_path_templates_put_each_users_calendar_where_they_say() {
         path.to_str().unwrap(),
     ]);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 0, "stderr: {err}\n{j}");
     assert_eq!(j["violations_total"], 0, "{j}");
     for user in ["office1", "office2"] {
@@ -355,8 +351,7 @@ fn two_thousand_people_at_real_time_are_set_up_and_run_within_the_machines_means
 /// violations). It is refused with one line before anything is written.
 #[test]
 fn a_server_without_accounts_is_refused_before_anything_is_written() {
-    let root = std::env::temp_dir().join(format!("volley-office-anon-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
+    let root = crate::common::fresh_dir("volley-office-anon");
     std::fs::write(root.join("index.html"), "hello").unwrap();
     let served = common::Served::start(&root, &[]);
     let url = format!("{}/", served.base);
@@ -370,7 +365,6 @@ fn a_server_without_accounts_is_refused_before_anything_is_written() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    let _ = std::fs::remove_dir_all(&root);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -383,9 +377,7 @@ fn a_server_without_accounts_is_refused_before_anything_is_written() {
 /// `volley report` reads; it used to be dropped without a word.
 #[test]
 fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
-    let dir = std::env::temp_dir().join(format!("volley-office-save-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-office-save");
     let db = dir.join("db.sqlite");
     let db_arg = db.to_str().unwrap();
     let out = volley()
@@ -423,7 +415,6 @@ fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
     };
     assert!(read(&["history"]).contains("office-day"));
     assert!(read(&["report", "1"]).starts_with("# volley report: run 1: "));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `run_streaming` (what a study's office step uses, issue 26): each second of the day

@@ -10,10 +10,9 @@ use std::process::Command;
 use volley_faultserver::{DavFault, DavServer};
 
 fn recorded(profile: &str) -> Vec<String> {
-    let file = std::env::temp_dir().join(format!(
-        "volley-office-seq-{profile}-{}",
-        std::process::id()
-    ));
+    // The server's record, in a directory that goes when the test ends.
+    let dir = crate::common::fresh_dir(&format!("volley-office-seq-{profile}"));
+    let file = dir.join("requests.tsv");
     let server = DavServer::start(DavFault::None, Some(&file)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
         // A cold day: the golden files pin each device's first sync among its polls.
@@ -39,7 +38,6 @@ fn recorded(profile: &str) -> Vec<String> {
     );
     server.shutdown();
     let text = std::fs::read_to_string(&file).unwrap();
-    let _ = std::fs::remove_file(&file);
     text.lines()
         .filter_map(|l| {
             let mut parts = l.splitn(3, '\t');
