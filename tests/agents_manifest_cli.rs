@@ -8,8 +8,7 @@ fn volley() -> Command {
 
 #[test]
 fn writes_the_manifests_and_exits_0() {
-    let dir = std::env::temp_dir().join(format!("volley-agents-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-agents-cli");
     let file = dir.join("agents.yaml");
     let status = volley()
         .args(["agents", "manifest"])
@@ -24,7 +23,6 @@ fn writes_the_manifests_and_exits_0() {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&coord).unwrap().permissions());
     let creds = volley_agents::auth::BusCredentials::load(&coord).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(mode & 0o777, 0o600);
     assert!(
         yaml.contains(&creds.assign_key),

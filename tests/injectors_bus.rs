@@ -37,12 +37,11 @@ use volley_agents::AgentsError;
 use volley_store::Store;
 
 /// A private directory with one small page, removed on drop.
-struct Site(std::path::PathBuf);
+struct Site(crate::common::TestDir);
 
 impl Site {
     fn new(tag: &str) -> Site {
-        let d = std::env::temp_dir().join(format!("volley-bus-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let d = crate::common::fresh_dir(&format!("volley-bus-{tag}"));
         std::fs::create_dir_all(d.join("www")).unwrap();
         std::fs::write(d.join("www/a.html"), "<p>volley</p>\n".repeat(20)).unwrap();
         Site(d)
@@ -54,12 +53,6 @@ impl Site {
 
     fn log(&self) -> std::path::PathBuf {
         self.0.join("access.log")
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -550,8 +543,7 @@ fn an_agent_without_valid_credentials_or_tls_ends_with_one_line_and_loads_nothin
         volley_agents::auth::StudyKeys::generate(&["127.0.0.1"], &["a".into()]).unwrap();
     expired.server = ca.expired_server(&["127.0.0.1"]).unwrap();
     expired.ca_pem = ca.cert_pem();
-    let dir = std::env::temp_dir().join(format!("volley-expired-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::fresh_dir("volley-expired");
     let (cert, key) = expired.server.write(&dir, "server").unwrap();
     let conf = dir.join("nats.conf");
     std::fs::write(
@@ -564,7 +556,6 @@ fn an_agent_without_valid_credentials_or_tls_ends_with_one_line_and_loads_nothin
     let mut creds = expired.agent("a").unwrap().clone();
     creds.ca_pem = Some(ca.cert_pem());
     let out = Agent::spawn_with(&old.url(), "a", Some(&creds), &[]).finish(Duration::from_secs(10));
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         agent_error(&out).contains("certificate has expired"),

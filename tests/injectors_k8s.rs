@@ -15,7 +15,6 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -40,7 +39,7 @@ struct Place {
     ns: String,
     veth: String,
     addr: String,
-    dir: PathBuf,
+    dir: crate::common::TestDir,
 }
 
 impl Place {
@@ -50,10 +49,8 @@ impl Place {
             ns: format!("volley-k8s-{pid}"),
             veth: format!("vk{}", pid % 1_000_000),
             addr: format!("10.217.{}.1", pid % 250),
-            dir: std::env::temp_dir().join(format!("volley-k8s-{pid}")),
+            dir: crate::common::fresh_dir("volley-k8s"),
         };
-        let _ = std::fs::remove_dir_all(&p.dir);
-        std::fs::create_dir_all(&p.dir).unwrap();
         must(&["ip", "netns", "add", &p.ns]);
         must(&[
             "ip", "link", "add", &p.veth, "type", "veth", "peer", "name", "eth0", "netns", &p.ns,
@@ -78,7 +75,6 @@ impl Drop for Place {
             .args(["link", "del", &self.veth])
             .status();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -36,7 +36,8 @@ struct TestHost {
 
 /// The temp dir, keys, the bridge and both hosts.
 struct Net {
-    dir: PathBuf,
+    /// Removed after `drop` below has stopped the hosts (fields drop after it).
+    dir: crate::common::TestDir,
     hub: String,
     root_veth: String,
     /// This host's address on the test network.
@@ -52,7 +53,6 @@ impl Drop for Net {
         }
         sh(Command::new("ip").args(["link", "del", &self.root_veth]));
         sh(Command::new("ip").args(["netns", "del", &self.hub]));
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -60,8 +60,7 @@ impl Net {
     /// `tag` tells this process's tests apart (they run in parallel).
     fn start(tag: u32) -> Net {
         let pid = std::process::id();
-        let dir = std::env::temp_dir().join(format!("volley-injssh-{pid}-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::common::fresh_dir(&format!("volley-injssh-{tag}"));
         std::fs::create_dir_all(dir.join("remote")).unwrap();
         let subnet = 20 + (pid % 50) * 4 + tag;
         let mut net = Net {
