@@ -532,9 +532,11 @@ mod tests {
 
     #[test]
     fn gzip_is_read_directly_and_formats_detected() {
-        let dir = std::env::temp_dir().join(format!("volley-replay-gz-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("access.log.gz");
+        let dir = tempfile::Builder::new()
+            .prefix("volley-replay-gz-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("access.log.gz");
         let mut gz = flate2::write::GzEncoder::new(
             std::fs::File::create(&path).unwrap(),
             flate2::Compression::fast(),
@@ -550,8 +552,7 @@ mod tests {
             .unwrap();
         assert_eq!(recs.len(), 50);
         assert!(recs.windows(2).all(|w| w[0].at_us < w[1].at_us));
-        std::fs::remove_dir_all(&dir).unwrap();
-        let missing = LogReader::open(&dir.join("nope"), ReaderOptions::default());
+        let missing = LogReader::open(&dir.path().join("nope"), ReaderOptions::default());
         assert!(matches!(missing, Err(LogError::Io { .. })));
     }
 

@@ -186,11 +186,14 @@ fn the_source_counts_a_wait_for_the_reader_once_and_not_at_the_start() {
 }
 
 /// A Combined log of `n` requests from `clients` addresses, one every 20 us, in
-/// volley's own layout (microsecond stamps), in a fresh file.
-fn log_file(name: &str, n: u64, clients: u64) -> PathBuf {
+/// volley's own layout (microsecond stamps), in a fresh file: (its directory, removed
+/// when dropped, so the caller keeps it to the test's end; the file's path).
+fn log_file(name: &str, n: u64, clients: u64) -> (tempfile::TempDir, PathBuf) {
     use std::fmt::Write as _;
-    let dir = std::env::temp_dir().join(format!("volley-source-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("volley-source-{name}-"))
+        .tempdir()
+        .expect("temp dir");
     let mut text = String::new();
     for i in 0..n {
         let us = 20 * i;
@@ -202,9 +205,9 @@ fn log_file(name: &str, n: u64, clients: u64) -> PathBuf {
             us % 1_000_000
         );
     }
-    let path = dir.join("access.log");
+    let path = dir.path().join("access.log");
     std::fs::write(&path, text).expect("write log");
-    path
+    (dir, path)
 }
 
 fn spec(path: PathBuf) -> ReplaySpec {
@@ -236,7 +239,7 @@ fn drain(h: &Handover, w: usize) -> (Vec<Item>, bool) {
 #[test]
 fn inline_reading_stops_at_its_slice_end_and_hands_each_client_to_its_worker_in_order() {
     let n = 1_000;
-    let path = log_file("slices", n, 4);
+    let (_dir, path) = log_file("slices", n, 4);
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let h = Handover::inline(2, Producer::new(spec(path), Arc::clone(&outcome)));
     // A clock that advances one tick per look: a slice ending at tick 10 reads ten
@@ -274,7 +277,7 @@ fn inline_reading_stops_at_its_slice_end_and_hands_each_client_to_its_worker_in_
 
 #[test]
 fn inline_reading_stops_at_the_read_ahead_and_resumes_once_a_worker_takes() {
-    let path = log_file("ahead", READ_AHEAD as u64 + 2_000, 3);
+    let (_dir, path) = log_file("ahead", READ_AHEAD as u64 + 2_000, 3);
     let h = Handover::inline(1, Producer::new(spec(path), Arc::default()));
     while h.read_some(u64::MAX, &|| 0) {}
     let queued = h.lock().queued;
@@ -311,7 +314,7 @@ fn inline_reading_stops_at_the_read_ahead_and_resumes_once_a_worker_takes() {
 
 #[test]
 fn inline_reading_ends_once_every_worker_has_gone() {
-    let path = log_file("gone", 2_000, 2);
+    let (_dir, path) = log_file("gone", 2_000, 2);
     let h = Handover::inline(2, Producer::new(spec(path), Arc::default()));
     let ticks = std::cell::Cell::new(0u64);
     let clock = || {
