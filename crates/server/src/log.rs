@@ -126,8 +126,13 @@ mod tests {
 
     #[test]
     fn combined_format_line() {
-        let path = std::env::temp_dir().join(format!("volley-log-{}", std::process::id()));
-        let f = Arc::new(Mutex::new(File::create(&path).unwrap()));
+        // Removed when `file` drops, also when an assertion fails.
+        let file = tempfile::Builder::new()
+            .prefix("volley-log-")
+            .tempfile()
+            .unwrap();
+        let path = file.path();
+        let f = Arc::new(Mutex::new(file.reopen().unwrap()));
         let mut log = AccessLog::new(f);
         log.record(&Entry {
             peer: "127.0.0.1:5000".parse().unwrap(),
@@ -142,11 +147,10 @@ mod tests {
             user_agent: Some(b"wrk\x01"),
         });
         log.flush();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
         assert_eq!(
             text,
             "127.0.0.1 - - [10/Oct/2000:13:55:36.000042 +0000] \"GET /a\\\"b HTTP/1.1\" 200 2326 \"-\" \"wrk\\x01\"\n"
         );
-        let _ = std::fs::remove_file(&path);
     }
 }

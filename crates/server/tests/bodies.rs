@@ -13,13 +13,17 @@ struct Served {
     root: PathBuf,
     addr: std::net::SocketAddr,
     handle: Option<ServerHandle>,
+    /// Removes `root` once `drop` below has shut the server down (fields drop after it).
+    _guard: tempfile::TempDir,
 }
 
 impl Served {
     fn start(tag: &str, max_body_bytes: u64) -> Served {
-        let root = std::env::temp_dir().join(format!("volley-server-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("volley-server-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let root = guard.path().to_path_buf();
         let mut config = ServerConfig::new(&root);
         config.max_body_bytes = max_body_bytes;
         // These tests upload: an anonymous server takes writes only when asked.
@@ -30,6 +34,7 @@ impl Served {
             root,
             addr,
             handle: Some(server.spawn().unwrap()),
+            _guard: guard,
         }
     }
 
@@ -45,7 +50,6 @@ impl Drop for Served {
         if let Some(h) = self.handle.take() {
             h.shutdown();
         }
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 

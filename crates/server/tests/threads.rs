@@ -37,8 +37,12 @@ fn read_response(r: &mut BufReader<TcpStream>) -> (u16, Vec<u8>) {
 
 #[test]
 fn many_connections_over_several_threads_are_all_answered_and_shutdown_joins() {
-    let root = std::env::temp_dir().join(format!("volley-server-threads-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
+    // Removed when `tmp` drops: at the end, or when an assertion fails.
+    let tmp = tempfile::Builder::new()
+        .prefix("volley-server-threads-")
+        .tempdir()
+        .unwrap();
+    let root = tmp.path().to_path_buf();
     std::fs::write(root.join("700b.html"), "x".repeat(700)).unwrap();
     let mut config = ServerConfig::new(&root);
     config.threads = THREADS;
@@ -109,5 +113,4 @@ fn many_connections_over_several_threads_are_all_answered_and_shutdown_joins() {
         TcpStream::connect(addr).is_err(),
         "a worker thread still holds the listener"
     );
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -15,6 +15,8 @@ struct Served {
     ca: PathBuf,
     addr: SocketAddr,
     handle: Option<ServerHandle>,
+    /// Removes `root` once `drop` below has shut the server down (fields drop after it).
+    _guard: tempfile::TempDir,
 }
 
 fn big() -> Vec<u8> {
@@ -27,9 +29,11 @@ impl Served {
     }
 
     fn start_with(tag: &str, http2: bool) -> Served {
-        let root =
-            std::env::temp_dir().join(format!("volley-server-tls-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("volley-server-tls-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let root = guard.path().to_path_buf();
         std::fs::create_dir_all(root.join("site")).unwrap();
         let certs = volley_server::self_signed_set(&root.join("certs")).unwrap();
         std::fs::write(root.join("site/700b.html"), "x".repeat(700)).unwrap();
@@ -46,6 +50,7 @@ impl Served {
             ca: certs.ca,
             addr,
             handle: Some(server.spawn().unwrap()),
+            _guard: guard,
         }
     }
 
@@ -69,7 +74,6 @@ impl Drop for Served {
         if let Some(h) = self.handle.take() {
             h.shutdown();
         }
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -279,8 +283,11 @@ fn plain_http_and_garbage_on_the_tls_port_are_closed_cleanly() {
 
 #[test]
 fn http3_needs_tls_and_its_udp_port() {
-    let root = std::env::temp_dir().join(format!("volley-server-h3-bind-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let tmp = tempfile::Builder::new()
+        .prefix("volley-server-h3-bind-")
+        .tempdir()
+        .unwrap();
+    let root = tmp.path().to_path_buf();
     std::fs::create_dir_all(root.join("site")).unwrap();
     let certs = volley_server::self_signed_set(&root.join("certs")).unwrap();
     // Without TLS: refused before anything is bound (QUIC always runs TLS 1.3).
@@ -307,5 +314,4 @@ fn http3_needs_tls_and_its_udp_port() {
     let server = Server::bind(config).unwrap();
     assert_eq!(server.scheme(), "https");
     server.spawn().unwrap().shutdown();
-    let _ = std::fs::remove_dir_all(&root);
 }
