@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use volley_engine::{run_with, ErrorKind, HttpVersion, Live, RunOutcome, TlsTarget, Wire};
@@ -91,7 +91,7 @@ fn http1_ok<S: Read + Write>(s: &mut S) {
 
 /// Certificates on disk for one test, removed on drop.
 struct Certs {
-    dir: PathBuf,
+    _dir: tempfile::TempDir,
     ca_file: PathBuf,
     cert: PathBuf,
     key: PathBuf,
@@ -99,18 +99,15 @@ struct Certs {
 
 impl Certs {
     fn new(tag: &str, ca: &Authority, server: &Issued) -> Certs {
-        let dir = std::env::temp_dir().join(format!(
-            "volley-engine-tls-{tag}-{}-{}",
-            std::process::id(),
-            Instant::now().elapsed().as_nanos()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ca_file = dir.join("ca.pem");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("volley-engine-tls-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca.cert_pem()).unwrap();
-        let (cert, key) = server.write(&dir, "server").unwrap();
+        let (cert, key) = server.write(dir.path(), "server").unwrap();
         Certs {
-            dir,
+            _dir: dir,
             ca_file,
             cert,
             key,
@@ -138,12 +135,6 @@ impl Certs {
             ca_file: Some(self.ca_file.clone()),
             ..ClientTls::default()
         }
-    }
-}
-
-impl Drop for Certs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -178,11 +178,11 @@ pub fn open(cfg: &mut LoadConfig, rate: f64, duration: Duration) {
 /// Debian's nginx binary; tests that need it skip with a printed reason without it.
 pub const NGINX: &str = "/usr/sbin/nginx";
 
-/// An nginx started by a test with a TLS+h2 and an h2c listener; killed and its
-/// private directory removed on drop.
+/// An nginx started by a test with a TLS+h2 and an h2c listener; killed on drop, then its
+/// private directory removed by the directory's own guard (fields drop after `drop`).
 pub struct Nginx {
     pub child: std::process::Child,
-    pub dir: std::path::PathBuf,
+    pub dir: NginxDir,
     pub tls_port: u16,
     pub h2c_port: u16,
 }
@@ -191,7 +191,18 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An nginx's private directory in the temporary directory, removed with everything in
+/// it when dropped: when the test ends, and also when it panics before nginx starts.
+/// Derefs to its `Path`.
+pub struct NginxDir(tempfile::TempDir);
+
+impl std::ops::Deref for NginxDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
     }
 }
 
@@ -204,27 +215,28 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A fresh private directory for one nginx, unique per process and call.
-pub fn nginx_dir(prefix: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    ))
+/// A fresh private directory for one nginx (`PREFIX-XXXXXX`, a random suffix per call).
+/// Mode 0755 like a directory made with `create_dir`: nginx's workers may run as another
+/// user than the test and must reach the docroot inside it.
+pub fn nginx_dir(prefix: &str) -> NginxDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    NginxDir(dir)
 }
 
 /// Writes `conf` into `dir`, starts nginx on it in the foreground (one process, so a
 /// kill stops everything) and waits up to 10 s for both listeners, failing the test with
 /// nginx's error log if they never open.
-pub fn spawn_nginx(dir: std::path::PathBuf, conf: &str, tls_port: u16, h2c_port: u16) -> Nginx {
+pub fn spawn_nginx(dir: NginxDir, conf: &str, tls_port: u16, h2c_port: u16) -> Nginx {
     let conf_path = dir.join("nginx.conf");
     std::fs::write(&conf_path, conf).unwrap();
     let child = std::process::Command::new(NGINX)
         .arg("-p")
-        .arg(&dir)
+        .arg(&*dir)
         .arg("-c")
         .arg(&conf_path)
         .arg("-e")
