@@ -20,17 +20,33 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// busy one (seen in a suite run beside seven builds).
 const CHROMIUM_LIMIT: Duration = Duration::from_secs(90);
 
-/// A file in the calling test's own scratch folder: the test harness names each test's
-/// thread after it, so tests running at once never share (or remove) each other's files.
-fn scratch(name: &str) -> PathBuf {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("main")
-        .replace("::", "-");
-    let dir =
-        std::env::temp_dir().join(format!("volley-report-html-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+thread_local! {
+    /// The calling test's scratch folder, made at its first file. The test harness runs
+    /// each test on a thread of its own, named after it, so tests running at once never
+    /// share (or remove) each other's files, and the folder goes when the thread ends:
+    /// when the test ends, and also when it panics. `VOLLEY_KEEP_REPORT` keeps it (and
+    /// its pages and screenshots) for a look.
+    static SCRATCH: std::cell::RefCell<Option<tempfile::TempDir>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A file in the calling test's own scratch folder ([`SCRATCH`]).
+pub(crate) fn scratch(name: &str) -> PathBuf {
+    SCRATCH.with(|dir| {
+        let mut dir = dir.borrow_mut();
+        let dir = dir.get_or_insert_with(|| {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("main")
+                .replace("::", "-");
+            tempfile::Builder::new()
+                .prefix(&format!("volley-report-html-{test}-"))
+                .disable_cleanup(std::env::var_os("VOLLEY_KEEP_REPORT").is_some())
+                .tempdir()
+                .unwrap()
+        });
+        dir.path().join(name)
+    })
 }
 
 /// Runs headless Chromium on `page`, writing a 1200x3000 screenshot to `png`; returns its
@@ -47,6 +63,13 @@ fn chromium(page: &Path, png: &Path) -> String {
 /// Runs headless Chromium on `page` with `extra` flags; returns its stdout (when
 /// `stdout` is piped) and its stderr (the log).
 pub(crate) fn chromium_with(page: &Path, extra: &[String], stdout: Stdio) -> (String, String) {
+    // Chromium's own scratch (a profile per run) in a directory of the run's, removed
+    // when it drops, also when the run is killed. Not the test's folder: the profile's
+    // socket path must stay under the 108 bytes a Unix socket's name may have.
+    let own_tmp = tempfile::Builder::new()
+        .prefix("volley-chromium-")
+        .tempdir()
+        .unwrap();
     let mut child = Command::new(CHROMIUM)
         .args([
             "--headless",
@@ -64,6 +87,7 @@ pub(crate) fn chromium_with(page: &Path, extra: &[String], stdout: Stdio) -> (St
         ])
         .args(extra)
         .arg(format!("file://{}", page.display()))
+        .env("TMPDIR", own_tmp.path())
         .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
@@ -349,9 +373,6 @@ fn html_reports_render_in_chromium_without_console_errors() {
     assert!(search_html.contains("capacity by search: 300 req/s, 95% CI [250, 350], 4 steps, 70 s"));
     assert!(search_html.contains("id=\"searches\""));
     assert!(search_html.contains("killed mid-search, no result stored"));
-    if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
-        let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
-    }
 }
 
 /// `#1f77b4` as the rendered page writes colours, `rgb(31, 119, 180)`.
@@ -595,7 +616,4 @@ fn every_target_and_variant_keeps_its_colour_and_short_steps_keep_their_figures(
         "nginx \u{b7} tuned",
     );
     assert_eq!(cmp.len(), 2, "two workloads: {cmp:?}");
-    if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
-        let _ = std::fs::remove_dir_all(scratch("x").parent().unwrap());
-    }
 }

@@ -3,14 +3,13 @@
 //! label, at several page widths, apart from the others and inside its chart. The
 //! Chromium runs and pages are `report_html`'s.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 
 use volley_report::{html::Html, load, ReportFormat, Selector};
 use volley_store::Store;
 
 use crate::common;
-use crate::report_html::{chromium_with, uplot_script};
+use crate::report_html::{chromium_with, scratch, uplot_script};
 
 /// Installed first in a page under test: every text drawn on a canvas is kept with its
 /// ink box in canvas pixels (`measureText`'s actual bounding box, which follows the
@@ -48,10 +47,6 @@ if(a.left<b.right-0.5&&b.left<a.right-0.5&&a.top<b.bottom-0.5&&b.top<a.bottom-0.
 var pre=document.createElement('pre');pre.id='volley-overlaps';pre.textContent=JSON.stringify(out);document.body.appendChild(pre);
 },1000);</script>"#;
 
-fn overlap_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("volley-report-overlaps-{}", std::process::id()))
-}
-
 /// What [`OVERLAP_CHECK`] found.
 #[derive(serde::Deserialize, Debug)]
 struct Overlaps {
@@ -75,10 +70,8 @@ fn overlaps(html: &str, name: &str, width: u32) -> Overlaps {
         &html[head..end],
         &html[end..]
     );
-    // A folder of its own: the first test removes the shared one when it ends.
-    let dir = overlap_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let page = dir.join(format!("{name}-{width}.html"));
+    // In the test's own scratch folder, removed when it ends.
+    let page = scratch(&format!("{name}-{width}.html"));
     std::fs::write(&page, page_html).unwrap();
     let (dom, log) = chromium_with(
         &page,
@@ -208,8 +201,5 @@ axes:[{{splits:function(u,ai,min,max){{var o=[];for(var k=Math.ceil(min);k<=Math
                 found.faults
             );
         }
-    }
-    if std::env::var_os("VOLLEY_KEEP_REPORT").is_none() {
-        let _ = std::fs::remove_dir_all(overlap_dir());
     }
 }
