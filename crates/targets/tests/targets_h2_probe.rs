@@ -19,11 +19,24 @@ fn page() -> Vec<u8> {
 }
 
 /// A docroot in its own temp dir, removed on drop.
-struct Docroot(PathBuf);
+struct Docroot {
+    path: PathBuf,
+    /// Removes `path` when the docroot drops.
+    _guard: tempfile::TempDir,
+}
 
-impl Drop for Docroot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+impl Docroot {
+    /// A fresh, empty docroot `PREFIX-XXXXXX` in the temporary directory, removed when
+    /// the value drops (also when the test panics). Mode 0755 like a directory made with
+    /// `create_dir`: nginx's workers may run as another user and must read it.
+    fn new(prefix: &str) -> Docroot {
+        use std::os::unix::fs::PermissionsExt;
+        let guard = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        std::fs::set_permissions(guard.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        Docroot {
+            path: guard.path().to_path_buf(),
+            _guard: guard,
+        }
     }
 }
 
@@ -42,10 +55,8 @@ fn nginx_h2_answers_are_checked_with_real_requests() {
         eprintln!("skipping: nginx is not installed (scripts/install-servers.sh)");
         return;
     }
-    let www = Docroot(std::env::temp_dir().join(format!("volley-h2-probe-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&www.0);
-    std::fs::create_dir_all(&www.0).unwrap();
-    std::fs::write(www.0.join("index.html"), page()).unwrap();
+    let www = Docroot::new("volley-h2-probe-");
+    std::fs::write(www.path.join("index.html"), page()).unwrap();
     let brotli = NGINX_BROTLI_MODULES.iter().all(|m| Path::new(m).exists());
     let compression = if brotli {
         Compression::gzip_and_brotli()
@@ -53,7 +64,7 @@ fn nginx_h2_answers_are_checked_with_real_requests() {
         eprintln!("brotli part skipped: nginx's brotli module is not installed");
         Compression::gzip_only(6)
     };
-    let t = start(&spec(&www.0, Some(compression))).unwrap();
+    let t = start(&spec(&www.path, Some(compression))).unwrap();
     // Start validated over h2 with each encoding; the record says so.
     assert_eq!(t.validated.h2_alpn.as_deref(), Some("h2"));
     let tokens: Vec<&str> = t
@@ -95,7 +106,7 @@ fn nginx_h2_answers_are_checked_with_real_requests() {
     t.stop();
 
     // Without compression on, asking for gzip over h2 is a wrong answer.
-    let t = start(&spec(&www.0, None)).unwrap();
+    let t = start(&spec(&www.path, None)).unwrap();
     let ca = t.ca_file.clone().unwrap();
     let opts = ProbeOptions::tls(Some(&ca), true, vec![]).unwrap();
     let h2 = opts.h2_check.clone().unwrap();

@@ -11,23 +11,33 @@ use volley_targets::{start, CpuQuota, TargetError, TargetKind, TargetSpec};
 
 const PAGE: &[u8] = b"<!doctype html><title>t</title><p>volley test page, 64 bytes....</p>\n";
 
-/// A small docroot in its own temp dir (removed on drop).
-struct Docroot(PathBuf);
+/// A small docroot in its own temp dir (removed on drop, by the guard).
+struct Docroot {
+    path: PathBuf,
+    /// Removes `path` when the docroot drops.
+    _guard: tempfile::TempDir,
+}
 
 impl Docroot {
     fn new(tag: &str) -> Docroot {
-        let d = std::env::temp_dir().join(format!("volley-test-www-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let guard = temp_dir(&format!("volley-test-www-{tag}-"));
+        let d = guard.path().to_path_buf();
         std::fs::write(d.join("index.html"), PAGE).unwrap();
-        Docroot(d)
+        Docroot {
+            path: d,
+            _guard: guard,
+        }
     }
 }
 
-impl Drop for Docroot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory `PREFIX-XXXXXX` in the temporary directory, removed when the guard
+/// drops: when the test ends, and also when it panics. Mode 0755 like a directory made
+/// with `create_dir`: a server started as root reads it from workers of another user.
+fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
 }
 
 fn installed(kind: TargetKind) -> bool {
@@ -117,7 +127,7 @@ fn run_server(kind: TargetKind, keep_alive: bool) {
     }
     let www = Docroot::new(kind.name());
     let mut spec = TargetSpec::new(kind);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.path.clone());
     spec.settings.workers = 2;
     spec.settings.keep_alive = keep_alive;
     let t = start(&spec).unwrap_or_else(|e| panic!("{kind}: {e}"));
@@ -219,7 +229,7 @@ fn rejected_config_shows_the_servers_error_and_leaves_nothing() {
     // nginx refuses the configuration and exits.
     let www = Docroot::new("bad\"quote");
     let mut spec = TargetSpec::new(TargetKind::Nginx);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.path.clone());
     let before = volley_dirs();
     let e = start(&spec).unwrap_err();
     match &e {
@@ -272,9 +282,9 @@ fn builtin_protocol_banner_probe_and_stop() {
         return;
     }
     let www = Docroot::new("builtin");
-    let exe = fake_builtin(&www.0, false);
+    let exe = fake_builtin(&www.path, false);
     let mut spec = TargetSpec::new(TargetKind::Builtin);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.path.clone());
     spec.volley_exe = Some(exe);
     let t = start(&spec).unwrap();
     let pid = t.pid.unwrap();
@@ -292,9 +302,9 @@ fn wrong_answer_is_an_error() {
         return;
     }
     let www = Docroot::new("wrong");
-    let exe = fake_builtin(&www.0, true);
+    let exe = fake_builtin(&www.path, true);
     let mut spec = TargetSpec::new(TargetKind::Builtin);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.path.clone());
     spec.volley_exe = Some(exe);
     match start(&spec) {
         Err(TargetError::WrongAnswer { reason, .. }) => {
@@ -311,7 +321,7 @@ fn cpu_quota_caps_the_server_and_records_throttling() {
     }
     let www = Docroot::new("quota");
     let mut spec = TargetSpec::new(TargetKind::Nginx);
-    spec.docroot = Some(www.0.clone());
+    spec.docroot = Some(www.path.clone());
     spec.settings.workers = 2;
     // 10%, not more: on a machine busy with other work the clients get little CPU, and
     // they must still want more than the cap for the kernel to throttle.

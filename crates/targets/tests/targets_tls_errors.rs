@@ -2,7 +2,6 @@
 //! start (named as a TLS failure), not a timeout and never a result; nothing is left
 //! behind. Skipped when nginx is absent.
 
-use std::path::PathBuf;
 use volley_targets::{start, TargetError, TargetKind, TargetSpec, TlsFiles, TlsSource};
 
 #[test]
@@ -11,9 +10,12 @@ fn certificate_from_another_ca_fails_validation_with_a_tls_reason() {
         eprintln!("skipping: nginx is not installed (scripts/install-servers.sh)");
         return;
     }
-    let base: PathBuf =
-        std::env::temp_dir().join(format!("volley-tls-errors-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
+    // The caller's certificates, removed when `tmp` drops (also when the test panics).
+    let tmp = tempfile::Builder::new()
+        .prefix("volley-tls-errors-")
+        .tempdir()
+        .unwrap();
+    let base = tmp.path();
     let served = volley_tls::certs::write_local_set(&base.join("a")).unwrap();
     let other = volley_tls::certs::write_local_set(&base.join("b")).unwrap();
     let mut spec = TargetSpec::new(TargetKind::Nginx);
@@ -55,5 +57,4 @@ fn certificate_from_another_ca_fails_validation_with_a_tls_reason() {
     assert!(!rec.tls.unwrap().generated);
     t.stop();
     assert!(served.cert.exists(), "given files are the caller's");
-    let _ = std::fs::remove_dir_all(&base);
 }

@@ -393,8 +393,12 @@ mod tests {
 
     #[test]
     fn radicales_storage_is_seeded_in_its_own_layout() {
-        let tree = std::env::temp_dir().join(format!("volley-seed-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tree);
+        // A tree not made yet, in a directory removed when `tmp` drops (also on panic).
+        let tmp = tempfile::Builder::new()
+            .prefix("volley-seed-")
+            .tempdir()
+            .unwrap();
+        let tree = tmp.path().join("storage");
         let two = DavSettings {
             users: 2,
             seed_items: 3,
@@ -426,7 +430,6 @@ mod tests {
         );
         assert!(item.contains("UID:user2-1\r\n"), "{item}");
         assert!(tree.join("collection-root/user1/calendar").is_dir());
-        let _ = std::fs::remove_dir_all(&tree);
         // Only Radicale takes a seed.
         let e = settings_for(TargetKind::Xandikos, Some(two)).unwrap_err();
         assert!(e.to_string().contains("Radicale's storage only"), "{e}");

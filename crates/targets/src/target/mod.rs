@@ -602,8 +602,12 @@ mod tests {
 
     #[test]
     fn precompressed_siblings_round_trip_and_spare_existing_ones() {
-        let dir = std::env::temp_dir().join(format!("volley-precompress-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        // Removed when `tmp` drops, also when an assertion fails.
+        let tmp = tempfile::Builder::new()
+            .prefix("volley-precompress-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         let text = "volley precompress test line\n".repeat(20);
         std::fs::write(dir.join("a.html"), &text).unwrap();
@@ -611,7 +615,7 @@ mod tests {
         std::fs::write(dir.join("small.txt"), "tiny").unwrap();
         std::fs::write(dir.join("img.png"), &text).unwrap();
         std::fs::write(dir.join("sub/b.css.gz"), "caller's own").unwrap();
-        let mut made = precompress(&dir, &Compression::gzip_and_brotli()).unwrap();
+        let mut made = precompress(dir, &Compression::gzip_and_brotli()).unwrap();
         made.sort();
         let want: Vec<PathBuf> = ["a.html.br", "a.html.gz", "sub/b.css.br"]
             .iter()
@@ -626,7 +630,6 @@ mod tests {
             std::fs::read(dir.join("sub/b.css.gz")).unwrap(),
             b"caller's own"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
