@@ -184,16 +184,18 @@ mod tests {
     /// the samples in memory; none is lost.
     #[test]
     fn a_file_that_refuses_writes_loses_nothing() {
-        let path = std::env::temp_dir().join(format!("volley-spill-{}", std::process::id()));
-        std::fs::write(&path, b"").unwrap();
-        let read_only = File::open(&path).unwrap();
+        // Removed when `file` drops, also when an assertion fails.
+        let file = tempfile::Builder::new()
+            .prefix("volley-spill-")
+            .tempfile()
+            .unwrap();
+        let read_only = File::open(file.path()).unwrap();
         let mut s = Spill::to(Some(read_only));
         for k in 0..10 {
             s.push(sample(k));
         }
         assert_eq!(s.in_memory(), 10);
         let got = s.finish();
-        let _ = std::fs::remove_file(&path);
         assert_eq!(got, (0..10).map(sample).collect::<Vec<_>>());
         // And with no file at all.
         let mut s = Spill::to(None);

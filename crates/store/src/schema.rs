@@ -189,9 +189,12 @@ mod tests {
     /// keeps its rows, and gains the capacities table.
     #[test]
     fn a_v1_file_opens_and_gains_the_capacities_table() {
-        let dir = std::env::temp_dir().join(format!("volley-store-v1-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed when `tmp` drops, also when an assertion fails.
+        let tmp = tempfile::Builder::new()
+            .prefix("volley-store-v1-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         let db = dir.join("old.sqlite");
         {
             let conn = Connection::open(&db).unwrap();
@@ -245,8 +248,6 @@ mod tests {
         };
         store.record_capacity(live, &rec).unwrap();
         assert_eq!(store.capacities(live).unwrap()[0].record, rec);
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
