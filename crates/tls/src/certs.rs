@@ -299,15 +299,15 @@ mod tests {
     use super::*;
     use crate::pem;
 
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("volley-tls-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
     #[test]
     fn local_set_round_trips_through_pem_loading() {
-        let dir = temp_dir("certs-set");
+        // A set directory not made yet, inside one removed when `tmp` drops (also when
+        // an assertion fails).
+        let tmp = tempfile::Builder::new()
+            .prefix("volley-tls-certs-set-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("set");
         let paths = write_local_set(&dir).unwrap();
         assert_eq!(paths.ca, dir.join("ca.pem"));
         assert_eq!(pem::load_certs(&paths.cert).unwrap().len(), 1);
@@ -319,7 +319,6 @@ mod tests {
             let mode = std::fs::metadata(&paths.key).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

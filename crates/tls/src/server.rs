@@ -69,8 +69,13 @@ mod tests {
 
     #[test]
     fn builds_from_a_written_set_and_rejects_a_mismatched_key() {
-        let dir = std::env::temp_dir().join(format!("volley-tls-server-{}", std::process::id()));
-        let paths = certs::write_local_set(&dir).unwrap();
+        // A set directory not made yet, inside one removed when `tmp` drops (also when
+        // an assertion fails).
+        let tmp = tempfile::Builder::new()
+            .prefix("volley-tls-server-")
+            .tempdir()
+            .unwrap();
+        let paths = certs::write_local_set(&tmp.path().join("set")).unwrap();
         let config = ServerTls::new(&paths.cert, &paths.key)
             .server_config()
             .unwrap();
@@ -93,6 +98,5 @@ mod tests {
             matches!(err, TlsConfigError::NoPrivateKey { .. }),
             "{err:?}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,7 +5,7 @@
 use crate::common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,15 +26,6 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A scratch directory removed on drop (after the nginx using it, declared later).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -116,9 +107,10 @@ fn nginx_tls12_tls13_alpn_and_resumption() {
         eprintln!("skipped: {NGINX} is not installed");
         return;
     }
-    let dir = Scratch(scratch("nginx"));
-    let paths = certs::write_local_set(&dir.0).unwrap();
-    let (nginx, addr) = start(&dir.0, &paths, true).expect("nginx starts within three tries");
+    // Removed on drop, after the nginx using it (declared later).
+    let dir = scratch("nginx");
+    let paths = certs::write_local_set(&dir.path).unwrap();
+    let (nginx, addr) = start(&dir.path, &paths, true).expect("nginx starts within three tries");
 
     let request = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     for (policy, want) in [
@@ -185,7 +177,7 @@ fn nginx_tls12_tls13_alpn_and_resumption() {
     .unwrap();
     assert!(out.response.starts_with(b"HTTP/1.1 200 OK"));
 
-    let other_dir = dir.0.join("other");
+    let other_dir = dir.path.join("other");
     let other = certs::write_local_set(&other_dir).unwrap();
     let wrong_ca = ClientTls {
         ca_file: Some(other.ca),
@@ -211,9 +203,9 @@ fn nginx_plain_http_port_is_not_tls() {
     }
     // The same nginx set-up without `ssl` on the listener: an https URL pointed at a
     // plain port, the mistake NotTls exists to name.
-    let dir = Scratch(scratch("nginx-plain"));
-    let paths = certs::write_local_set(&dir.0).unwrap();
-    let (nginx, addr) = start(&dir.0, &paths, false).expect("nginx starts within three tries");
+    let dir = scratch("nginx-plain");
+    let paths = certs::write_local_set(&dir.path).unwrap();
+    let (nginx, addr) = start(&dir.path, &paths, false).expect("nginx starts within three tries");
     let client = ClientTls {
         ca_file: Some(paths.ca.clone()),
         ..ClientTls::default()

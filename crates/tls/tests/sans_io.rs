@@ -33,11 +33,13 @@ fn pair(policy: VersionPolicy) -> Pair {
             pem::key_from_pem(leaf.key_pem.as_bytes(), origin).unwrap(),
         )
         .unwrap();
-    // A CA file is the only way ClientTls takes roots; write it next to nothing else.
-    let dir =
-        std::env::temp_dir().join(format!("volley-tls-sansio-{}-{policy}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca_file = dir.join("ca.pem");
+    // A CA file is the only way ClientTls takes roots; write it next to nothing else, in
+    // a directory removed when `dir` drops (also when building the config panics).
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("volley-tls-sansio-{policy}-"))
+        .tempdir()
+        .unwrap();
+    let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, ca.cert_pem()).unwrap();
     let client_config = ClientTls {
         versions: policy,
@@ -46,7 +48,7 @@ fn pair(policy: VersionPolicy) -> Pair {
     }
     .client_config()
     .unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(dir);
     let mut server = ServerConnection::new(Arc::new(server_config)).unwrap();
     // The test writes 100 kB in one go; rustls's default send cap is 64 KiB.
     server.set_buffer_limit(None);

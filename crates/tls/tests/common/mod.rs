@@ -6,7 +6,6 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -105,17 +104,26 @@ pub fn exchange(
     })
 }
 
-/// A fresh scratch directory under the system temp dir.
-pub fn scratch(tag: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "volley-tls-{tag}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory under the system temp dir (its path, and the guard that removes
+/// it when dropped: when the test ends, and also when it panics).
+pub struct Scratch {
+    pub path: PathBuf,
+    _guard: tempfile::TempDir,
+}
+
+/// A fresh scratch directory `volley-tls-TAG-XXXXXX`. Mode 0755 like a directory made
+/// with `create_dir`: an nginx started as root may read it from a worker of another user.
+pub fn scratch(tag: &str) -> Scratch {
+    use std::os::unix::fs::PermissionsExt;
+    let guard = tempfile::Builder::new()
+        .prefix(&format!("volley-tls-{tag}-"))
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(guard.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Scratch {
+        path: guard.path().to_path_buf(),
+        _guard: guard,
+    }
 }
 
 pub const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
@@ -128,11 +136,14 @@ pub struct Fixture {
     pub ca_file: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Removes `dir` when the fixture drops.
+    _scratch: Scratch,
 }
 
 impl Fixture {
     pub fn new(tag: &str, ca: &Authority, server: &Issued) -> Fixture {
-        let dir = scratch(tag);
+        let scratch = scratch(tag);
+        let dir = scratch.path.clone();
         let ca_file = dir.join("ca.pem");
         std::fs::write(&ca_file, ca.cert_pem()).unwrap();
         let (cert, key) = server.write(&dir, "server").unwrap();
@@ -141,6 +152,7 @@ impl Fixture {
             ca_file,
             cert,
             key,
+            _scratch: scratch,
         }
     }
 
@@ -159,12 +171,6 @@ impl Fixture {
             ca_file: Some(self.ca_file.clone()),
             ..ClientTls::default()
         }
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
