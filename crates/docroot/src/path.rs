@@ -101,11 +101,19 @@ mod tests {
 
     #[test]
     fn traversal_corpus_is_refused() {
-        let dir = std::env::temp_dir().join(format!("volley-path-{}", std::process::id()));
+        // Both removed when their guards drop, also when an assertion fails.
+        let root = tempfile::Builder::new()
+            .prefix("volley-path-")
+            .tempdir()
+            .unwrap();
+        let dir = root.path();
         std::fs::create_dir_all(dir.join("a")).unwrap();
-        let outside = std::env::temp_dir().join(format!("volley-out-{}", std::process::id()));
-        std::fs::create_dir_all(&outside).unwrap();
-        let _ = std::os::unix::fs::symlink(&outside, dir.join("leak"));
+        let outside = tempfile::Builder::new()
+            .prefix("volley-out-")
+            .tempdir()
+            .unwrap();
+        let outside = outside.path();
+        let _ = std::os::unix::fs::symlink(outside, dir.join("leak"));
         for bad in [
             "/../etc/passwd",
             "/a/../../etc/passwd",
@@ -122,15 +130,13 @@ mod tests {
             "/a/.volley-props/x.xml",
             "/a/%2Evolley-collection",
         ] {
-            assert!(resolve(&dir, bad).is_err(), "{bad} was accepted");
+            assert!(resolve(dir, bad).is_err(), "{bad} was accepted");
         }
         assert_eq!(
-            resolve(&dir, "/a/new.ics?x=1").unwrap(),
+            resolve(dir, "/a/new.ics?x=1").unwrap(),
             dir.join("a/new.ics")
         );
-        assert_eq!(resolve(&dir, "/").unwrap(), dir);
-        assert_eq!(resolve(&dir, "/a/./b%20c").unwrap(), dir.join("a/b c"));
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::remove_dir_all(&outside);
+        assert_eq!(resolve(dir, "/").unwrap(), dir);
+        assert_eq!(resolve(dir, "/a/./b%20c").unwrap(), dir.join("a/b c"));
     }
 }

@@ -17,13 +17,14 @@ struct Nginx {
     dir: PathBuf,
     child: Child,
     port: u16,
+    /// Removes `dir` once `drop` below has stopped nginx (fields drop after it).
+    _guard: tempfile::TempDir,
 }
 
 impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -33,11 +34,17 @@ fn free_port() -> u16 {
 }
 
 fn start_nginx(files: &[(&str, usize)]) -> Nginx {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!("volley-h2-nginx-{}-{nanos}", std::process::id()));
+    // Removed when the guard drops, also when nginx fails to start. Mode 0755 like a
+    // directory made with `create_dir`: nginx's workers may run as another user.
+    let guard = tempfile::Builder::new()
+        .prefix("volley-h2-nginx-")
+        .tempdir()
+        .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(guard.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let dir = guard.path().to_path_buf();
     let www = dir.join("www");
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     std::fs::create_dir_all(&www).unwrap();
@@ -72,7 +79,12 @@ fn start_nginx(files: &[(&str, usize)]) -> Nginx {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn nginx");
-    let nginx = Nginx { dir, child, port };
+    let nginx = Nginx {
+        dir,
+        child,
+        port,
+        _guard: guard,
+    };
     let deadline = Instant::now() + Duration::from_secs(5);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(

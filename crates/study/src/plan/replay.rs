@@ -177,11 +177,15 @@ duration = "10s"
         )
     }
 
-    fn write_log(name: &str, n: u64) -> std::path::PathBuf {
-        let path = std::env::temp_dir().join(format!(
-            "volley-study-replay-{name}-{}.log",
-            std::process::id()
-        ));
+    /// A log of `n` requests in a file removed when the returned path drops (at the
+    /// test's end, also when it panics).
+    fn write_log(name: &str, n: u64) -> tempfile::TempPath {
+        let path = tempfile::Builder::new()
+            .prefix(&format!("volley-study-replay-{name}-"))
+            .suffix(".log")
+            .tempfile()
+            .unwrap()
+            .into_temp_path();
         let text: String = (0..n)
             .map(|i| {
                 format!(
@@ -205,7 +209,6 @@ duration = "10s"
         assert_eq!(r.requests, 51);
         assert!((r.mean_rate - 10.0).abs() < 1e-9, "{}", r.mean_rate);
         assert!(p.workloads[0].paths.is_empty());
-        std::fs::remove_file(log).unwrap();
     }
 
     #[test]
@@ -223,7 +226,6 @@ duration = "10s"
             .unwrap_err()
             .to_string();
         assert!(e.contains("a replay needs log"), "{e}");
-        std::fs::remove_file(log).unwrap();
     }
     #[test]
     fn client_addresses_are_a_replay_key_for_targets_on_loopback() {
@@ -276,7 +278,6 @@ duration = "10s"
             e.contains("workload 'w': client_addresses is a replay key"),
             "{e}"
         );
-        std::fs::remove_file(log).unwrap();
     }
 
     #[test]
