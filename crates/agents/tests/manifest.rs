@@ -75,16 +75,18 @@ fn validator() -> PathBuf {
 }
 
 fn validate(yaml: &str, name: &str, version: &str) {
-    let dir = std::env::temp_dir().join(format!("volley-k8s-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(name);
+    // Removed with the file when `dir` drops (also when the validator cannot be run).
+    let dir = tempfile::Builder::new()
+        .prefix("volley-k8s-")
+        .tempdir()
+        .unwrap();
+    let file = dir.path().join(name);
     std::fs::write(&file, yaml).unwrap();
     let out = Command::new(validator())
         .args(["--kubernetes-version", version, "--strict"])
         .arg(&file)
         .output()
         .expect("run kubernetes-validate");
-    let _ = std::fs::remove_file(&file);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -123,16 +125,17 @@ fn the_schema_check_catches_a_broken_manifest() {
         "completionMode: Indexed",
         "completionMode: Indexed\n  completionz: 1",
     );
-    let dir = std::env::temp_dir().join(format!("volley-k8s-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("bad.yaml");
+    let dir = tempfile::Builder::new()
+        .prefix("volley-k8s-bad-")
+        .tempdir()
+        .unwrap();
+    let file = dir.path().join("bad.yaml");
     std::fs::write(&file, yaml).unwrap();
     let out = Command::new(validator())
         .args(["--kubernetes-version", "1.30.0", "--strict"])
         .arg(&file)
         .output()
         .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(!out.status.success());
 }
 

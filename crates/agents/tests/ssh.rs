@@ -52,27 +52,33 @@ struct Lab {
     tag: u32,
     dir: PathBuf,
     hosts: Vec<TestHost>,
+    /// Removes `dir` once `drop` below has stopped the hosts and unmounted `tiny` (fields
+    /// drop after it), also when the lab's start panics half-way.
+    _guard: tempfile::TempDir,
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
         self.hosts.clear();
         sh(Command::new("umount").arg(self.dir.join("tiny")));
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 impl Lab {
     fn start(tag: u32) -> Lab {
         let pid = std::process::id();
-        let dir = std::env::temp_dir().join(format!("volley-ssh-{pid}-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("volley-ssh-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let dir = guard.path().to_path_buf();
         std::fs::create_dir_all(dir.join("remote")).unwrap();
         std::fs::create_dir_all(dir.join("tiny")).unwrap();
         let mut lab = Lab {
             tag,
             dir,
             hosts: Vec::new(),
+            _guard: guard,
         };
         // A 64 KiB file system, mounted before the sshds start so their mount
         // namespaces have it: the "no space" host directory.
