@@ -10,12 +10,12 @@ for a CPU covers the excess), which a SCHED_FIFO sleeper cannot see. This script
 who ran instead. It starts the built-in server pinned to SERVER_CORE (as stall.py does),
 then runs open-loop `volley bench --rate R` (unpinned, as a user runs it) under
 `perf sched record -a`, quiet and beside one busy neighbour process, keep-alive and a new
-connection per request, interleaved run by run. From `perf sched timehist` it takes every
+connection per request, interleaved run by run. From the scheduler's events it takes every
 wake-up of a volley worker thread (the pacer runs in them) that waited longer than the
 threshold for a CPU, and splits that wait among the tasks that ran on the CPU meanwhile:
 the server, the neighbour, volley's own other threads (another worker, the monitor, the
-probe, the main thread), kernel threads, and `idle` (the guest's CPU was idle while the
-worker waited: a wake-up the host delivered late, or one that went to another CPU first).
+probe, the main thread), kernel threads, and `idle` (no task ran on the CPU while the
+worker waited: a wake-up the host delivered late, or a vCPU the host held).
 The share on volley's own threads is what volley can move off its pacing path; the rest
 is the machine's or the server's.
 
@@ -38,40 +38,61 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import SERVER_CORE, VOLLEY, dump_json, free_port, stop_all, wait_port  # noqa: E402
 from stall import neighbour  # noqa: E402
 
-LINE = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+"
-                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)")
-IDLE = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+<idle>\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+EVENT = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(\w+):\s+(.*)$")
+RUNTIME = re.compile(r"comm=(.*) pid=(\d+) runtime=(\d+)")
+SWITCH = re.compile(r"prev_comm=(.*) prev_pid=(\d+) .* ==> next_comm=(.*) next_pid=(\d+)")
+WAKING = re.compile(r"comm=(.*) pid=(\d+) prio=-?\d+ target_cpu=(\d+)")
 KERNEL = ("kworker", "ksoftirqd", "rcu_", "migration", "kdamond", "jbd2", "kcompactd")
 
 
-def slices(timehist):
-    """Per CPU, the sorted run slices (start, end, task, tid, pid), seconds; and every
-    sched-in with its scheduling delay (cpu, start, delay, task, tid, pid)."""
+def slices(script):
+    """From `perf script -F pid,tid,cpu,time,event,trace` of sched events: per CPU, the
+    sorted run slices (start, end, task, tid, pid), seconds; and every wait of a task for
+    a CPU (cpu, start, wait, task, tid, pid): from its wake-up to its slice's start.
+
+    Why not `perf sched timehist`: on this guest the kernel logs no sched_switch out of
+    CPU 1's idle task (CPU 0's it does), so timehist runs every slice on CPU 1 from the
+    previous switch and gives the idle time to whoever ran next. A slice is taken here
+    from its switch-out back by the task's own accounted runtime (sched_stat_runtime),
+    so the CPU's idle time stays idle."""
     per_cpu = collections.defaultdict(list)
     waits = []
-    for line in timehist.splitlines():
-        m = LINE.match(line)
-        if m:
-            t, cpu, task, tid, pid = float(m[1]), int(m[2]), m[3].strip(), int(m[4]), int(m[5] or m[4])
-            delay, run = float(m[7]) / 1e3, float(m[8]) / 1e3
-        else:
-            m = IDLE.match(line)
-            if not m:
+    pid_of, runtime_ns, woke, last_switch = {}, collections.Counter(), {}, {}
+    for line in script.splitlines():
+        m = EVENT.match(line)
+        if not m:
+            continue
+        pid, tid, cpu, t, event, args = int(m[1]), int(m[2]), int(m[3]), float(m[4]), m[5], m[6]
+        pid_of[tid] = pid
+        if event == "sched_stat_runtime":
+            r = RUNTIME.match(args)
+            if r:
+                runtime_ns[int(r[2])] += int(r[3])
+        elif event in ("sched_waking", "sched_wakeup"):
+            w = WAKING.match(args)
+            if w:
+                woke.setdefault(int(w[2]), t)
+        elif event == "sched_switch":
+            sw = SWITCH.match(args)
+            if not sw:
                 continue
-            t, cpu, task, tid, pid = float(m[1]), int(m[2]), "<idle>", 0, 0
-            delay, run = 0.0, float(m[5]) / 1e3
-        start = t - run
-        per_cpu[cpu].append((start, t, task, tid, pid))
-        if delay > 0:
-            waits.append((cpu, start, delay, task, tid, pid))
+            prev, ptid = sw[1], int(sw[2])
+            if ptid != 0:
+                ran = runtime_ns.pop(ptid, 0) / 1e9
+                # Never before the CPU's previous switch (the accounted runtime can
+                # reach back a little further).
+                start = max(t - ran, last_switch.get(cpu, t - ran))
+                per_cpu[cpu].append((start, t, prev, ptid, pid_of.get(ptid, ptid)))
+                w = woke.pop(ptid, None)
+                if w is not None and w < start:
+                    waits.append((cpu, start, start - w, prev, ptid, pid_of.get(ptid, ptid)))
+            last_switch[cpu] = t
     for v in per_cpu.values():
         v.sort()
     return per_cpu, waits
 
 
 def holder(task, pid, volley_pid, server_pid, hog_pid):
-    if task == "<idle>":
-        return "idle"
     if pid == server_pid:
         return "server"
     if hog_pid is not None and pid == hog_pid:
@@ -103,7 +124,7 @@ def attribute(per_cpu, waits, volley_pid, server_pid, hog_pid, threshold_s):
                 covered += ov
             i += 1
         if delay - covered > 1e-6:
-            mine["not seen on its CPU"] += delay - covered
+            mine["idle"] += delay - covered
         by.update(mine)
         n += 1
         total += delay
@@ -124,10 +145,10 @@ def one_run(url, server_pid, rate, keepalive, duration, busy, threshold_s, work)
             stop_all([hog])
     if r.returncode != 0:
         raise SystemExit(f"volley under perf failed at {rate}/s: {r.stderr.strip()[-300:]}")
-    hist = subprocess.run(["perf", "sched", "timehist", "-i", data], capture_output=True,
-                          text=True, timeout=300).stdout
+    script = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,cpu,time,event,trace"],
+                            capture_output=True, text=True, timeout=300).stdout
     os.unlink(data)
-    per_cpu, waits = slices(hist)
+    per_cpu, waits = slices(script)
     pids = {pid for _, _, _, task, _, pid in waits if task.startswith("volley-worker")}
     if not pids:
         raise SystemExit("no volley worker thread seen in the trace")
