@@ -146,6 +146,7 @@ Nothing here is a test: timing never decides one.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -415,9 +416,12 @@ def main():
                            cwd=ROOT, check=True)
     a.dir = tempfile.mkdtemp(prefix="volley-replay-")
     records = {}
-    for part in ("parse", "memory", "replay"):
-        if part in a.parts:
-            {"parse": parse, "memory": memory, "replay": replay}[part](a, records)
+    try:
+        for part in ("parse", "memory", "replay"):
+            if part in a.parts:
+                {"parse": parse, "memory": memory, "replay": replay}[part](a, records)
+    finally:
+        shutil.rmtree(a.dir, ignore_errors=True)
     dump_json(a.json, {"rounds": a.rounds, "lines": a.lines, "rate": a.rate,
                        "seconds": a.seconds}, records)
 

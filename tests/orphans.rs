@@ -255,3 +255,66 @@ fn killed_study_leaves_no_target_behind() {
         );
     }
 }
+
+/// `bench --caldav` without a URL serves its office from the built-in server in a
+/// private directory (the accounts' password hashes in it); killed mid-day, it leaves
+/// that directory to the next volley's sweep, noted in its ledger before it was made.
+#[test]
+fn killed_caldav_bench_leaves_its_office_directory_to_the_sweep() {
+    let state = crate::common::fresh_dir("volley-orphans-caldav");
+    let mut child = volley(&state)
+        .args(["bench", "--caldav", "2", "-d", "60s", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn volley");
+    let vpid = child.id();
+    let ledger_file = state.join(format!("{vpid}.json"));
+    let office_dir = |l: &Value| -> Option<PathBuf> {
+        l["targets"]
+            .as_array()?
+            .iter()
+            .find(|t| t["kind"] == "office server")
+            .and_then(|t| t["dir"].as_str().map(PathBuf::from))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let dir = loop {
+        let found = std::fs::read(&ledger_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|l| office_dir(&l))
+            .filter(|d| d.join("root").exists());
+        if let Some(d) = found {
+            break d;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no office server directory noted and made within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().unwrap(); // SIGKILL, to the volley this test spawned
+    child.wait().unwrap();
+    assert!(
+        dir.exists(),
+        "a SIGKILLed volley cannot remove {}",
+        dir.display()
+    );
+    let out = volley(&state)
+        .args(["bench", "--target", "builtin", "--show-config"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run volley");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!dir.exists(), "{} left: {said}", dir.display());
+    assert!(
+        said.contains(&format!(
+            "removed office server directory {} of volley {vpid}",
+            dir.display()
+        )),
+        "{said}"
+    );
+    assert!(!ledger_file.exists(), "ledger kept");
+}

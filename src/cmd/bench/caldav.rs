@@ -127,6 +127,10 @@ struct Builtin {
     handle: Option<volley_server::ServerHandle>,
     dir: PathBuf,
     url: String,
+    /// The directory (the accounts' password hashes among its files) noted in this
+    /// volley's ledger before it is made: a `bench --caldav` killed mid-day cannot
+    /// remove it, and the next volley's sweep does. Dropped after the directory.
+    _noted: volley_targets::NotedDir,
 }
 
 impl Drop for Builtin {
@@ -139,14 +143,18 @@ impl Drop for Builtin {
 }
 
 fn start_builtin(accounts: &[(String, String)]) -> anyhow::Result<Builtin> {
+    // What a killed volley left (its own such directory among them) goes first.
+    crate::cmd::sweep_leftovers();
     let dir = std::env::temp_dir().join(format!("volley-office-{}", std::process::id()));
+    let noted = volley_targets::NotedDir::note("office server", &dir);
     let root = dir.join("root");
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut guard = Builtin {
         handle: None,
         dir,
         url: String::new(),
+        _noted: noted,
     };
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut text = String::new();
     // Every account has the same password: one hash serves them all (a salted hash
     // verifies its password whoever's line it is on), so thousands of accounts cost one
