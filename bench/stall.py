@@ -75,18 +75,24 @@ def neighbour(seconds):
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def run_beside(cmd, busy, seconds, timeout):
+    """Runs cmd (output captured), beside one busy neighbour when `busy`; returns the
+    finished process and the neighbour's pid (None when quiet)."""
+    hog = neighbour(seconds + 5) if busy else None
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout), (hog.pid if hog else None)
+    finally:
+        if hog:
+            stop_all([hog])
+
+
 def one_run(binary, url, rate, keepalive, duration, busy, pin, managed=None):
     where = ["--target", "builtin", "--docroot", managed] if managed else [url]
     cmd = ([binary, "bench"] + where + ["--rate", str(rate), "-d", f"{duration}s", "--json"]
            + (["-k"] if keepalive else []))
     if pin:
         cmd = ["taskset", "-c", CLIENT_CORE] + cmd
-    hog = neighbour(duration + 3) if busy else None
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
-    finally:
-        if hog:
-            stop_all([hog])
+    r, _ = run_beside(cmd, busy, duration, timeout=duration + 60)
     if r.returncode != 0:
         raise SystemExit(f"volley failed at {rate}/s: {r.stderr.strip()}")
     run = json.loads(r.stdout)["runs"][0]

@@ -36,7 +36,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import SERVER_CORE, VOLLEY, dump_json, free_port, stop_all, wait_port  # noqa: E402
-from stall import neighbour  # noqa: E402
+from stall import run_beside  # noqa: E402
 
 EVENT = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(\w+):\s+(.*)$")
 RUNTIME = re.compile(r"comm=(.*) pid=(\d+) runtime=(\d+)")
@@ -137,12 +137,7 @@ def one_run(url, server_pid, rate, keepalive, duration, busy, threshold_s, work)
     data = os.path.join(work, "sched.data")
     cmd = (["perf", "sched", "record", "-a", "-o", data, "--", VOLLEY, "bench", url,
             "--rate", str(rate), "-d", f"{duration}s", "--json"] + (["-k"] if keepalive else []))
-    hog = neighbour(duration + 5) if busy else None
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 90)
-    finally:
-        if hog:
-            stop_all([hog])
+    r, hog_pid = run_beside(cmd, busy, duration, timeout=duration + 90)
     if r.returncode != 0:
         raise SystemExit(f"volley under perf failed at {rate}/s: {r.stderr.strip()[-300:]}")
     script = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,cpu,time,event,trace"],
@@ -155,7 +150,7 @@ def one_run(url, server_pid, rate, keepalive, duration, busy, threshold_s, work)
     volley_pid = pids.pop()
     run = json.loads(r.stdout[r.stdout.index("{"):])["runs"][0]
     lag = max((s["sched_lag_max_ms"] for s in run["seconds"] if s["scheduled"]), default=0.0)
-    n, total, by, worst = attribute(per_cpu, waits, volley_pid, server_pid, hog.pid if hog else None,
+    n, total, by, worst = attribute(per_cpu, waits, volley_pid, server_pid, hog_pid,
                                     threshold_s)
     return {"rate": rate, "keepalive": keepalive, "busy": busy, "late_wakeups": n,
             "waited_ms": total * 1e3, "by_ms": {k: v * 1e3 for k, v in by.items()},

@@ -417,12 +417,9 @@ fn a_saved_office_day_is_a_bench_run_history_and_report_read() {
     assert!(read(&["report", "1"]).starts_with("# volley report: run 1: "));
 }
 
-/// `run_streaming` (what a study's office step uses, issue 26): each second of the day
-/// goes to the stream as it closes and the returned recorder keeps none, so a long
-/// day's memory does not grow by a second's histograms every second; the streamed
-/// seconds, joined, hold every request of the day, each second once.
-#[test]
-fn a_streamed_office_day_sends_every_second_and_keeps_none() {
+/// A built-in CalDAV server with three users, and a cold 4-second office day of theirs
+/// at 960x seeded `seed`: the server stops when the first value drops.
+fn short_cold_day(seed: u64) -> (volley_targets::RunningTarget, volley_office::OfficeConfig) {
     let target = common::dav_target(volley_targets::TargetKind::Builtin, 3);
     let accounts = common::office_accounts(&target, 3);
     let mut cfg =
@@ -430,7 +427,17 @@ fn a_streamed_office_day_sends_every_second_and_keeps_none() {
     cfg.compress = 960.0;
     cfg.cold_start = true;
     cfg.duration = std::time::Duration::from_secs(4);
-    cfg.seed = 3;
+    cfg.seed = seed;
+    (target, cfg)
+}
+
+/// `run_streaming` (what a study's office step uses, issue 26): each second of the day
+/// goes to the stream as it closes and the returned recorder keeps none, so a long
+/// day's memory does not grow by a second's histograms every second; the streamed
+/// seconds, joined, hold every request of the day, each second once.
+#[test]
+fn a_streamed_office_day_sends_every_second_and_keeps_none() {
+    let (_target, cfg) = short_cold_day(3);
     let (tx, rx) = std::sync::mpsc::channel();
     let run = volley_office::run_streaming(&cfg, Some(volley_metrics::SecondStream::new(0, tx)))
         .expect("the day runs");
@@ -459,14 +466,7 @@ fn a_streamed_office_day_sends_every_second_and_keeps_none() {
 /// lost or doubled at the hand-overs and no check failing.
 #[test]
 fn a_day_handed_from_thread_to_thread_runs_every_action_once() {
-    let target = common::dav_target(volley_targets::TargetKind::Builtin, 3);
-    let accounts = common::office_accounts(&target, 3);
-    let mut cfg =
-        volley_office::OfficeConfig::with_accounts(&format!("http://{}/", target.addr), accounts);
-    cfg.compress = 960.0;
-    cfg.cold_start = true;
-    cfg.duration = std::time::Duration::from_secs(4);
-    cfg.seed = 5;
+    let (_target, mut cfg) = short_cold_day(5);
     cfg.thread_span = std::time::Duration::from_millis(300);
     let run = volley_office::run(&cfg).expect("the day runs");
     let r = &run.report;
