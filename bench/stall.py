@@ -75,6 +75,19 @@ def neighbour(seconds):
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def start_server(prefix):
+    """The built-in server pinned to SERVER_CORE, serving one 1.5 KB page from a new
+    scratch directory named `prefix...`; returns (directory, process, port). The caller
+    waits for the port, stops the process and removes the directory."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("x" * 1500)
+    port = free_port()
+    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE, VOLLEY, "serve", "--root", root,
+                            "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL)
+    return root, srv, port
+
+
 def run_beside(cmd, busy, seconds, timeout):
     """Runs cmd (output captured), beside one busy neighbour when `busy`; returns the
     finished process and the neighbour's pid (None when quiet)."""
@@ -144,12 +157,7 @@ def main():
     if a.runs < 1 or a.duration < 2:
         print("stall.py: --runs must be >= 1 and --duration >= 2", file=sys.stderr)
         sys.exit(2)
-    root = tempfile.mkdtemp(prefix="volley-stall-")
-    with open(os.path.join(root, "index.html"), "w") as f:
-        f.write("x" * 1500)
-    port = free_port()
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE, VOLLEY, "serve", "--root", root,
-                            "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL)
+    root, srv, port = start_server("volley-stall-")
     try:
         wait_port(port)
         url = f"http://127.0.0.1:{port}/index.html"

@@ -32,11 +32,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import SERVER_CORE, VOLLEY, dump_json, free_port, stop_all, wait_port  # noqa: E402
-from stall import run_beside  # noqa: E402
+from common import SERVER_CORE, VOLLEY, dump_json, stop_all, wait_port  # noqa: E402
+from stall import run_beside, start_server  # noqa: E402
 
 EVENT = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(\w+):\s+(.*)$")
 RUNTIME = re.compile(r"comm=(.*) pid=(\d+) runtime=(\d+)")
@@ -174,12 +173,7 @@ def main():
     if shutil.which("perf") is None:
         print("stall_who.py: needs perf (Debian: linux-perf)", file=sys.stderr)
         sys.exit(2)
-    work = tempfile.mkdtemp(prefix="volley-stall-who-")
-    with open(os.path.join(work, "index.html"), "w") as f:
-        f.write("x" * 1500)
-    port = free_port()
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE, VOLLEY, "serve", "--root", work,
-                            "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL)
+    work, srv, port = start_server("volley-stall-who-")
     rows = []
     try:
         wait_port(port)
