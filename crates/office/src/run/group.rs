@@ -45,11 +45,11 @@ pub(super) fn day(
     let span_ns = u64::try_from(cfg.thread_span.as_nanos())
         .unwrap_or(u64::MAX)
         .max(1);
+    // `ran`: how many events have run, and the index of the next one.
     let (mut ran, mut cpu_ns) = (0usize, 0u64);
-    let mut next = 0;
-    while next < events.len() {
+    while ran < events.len() {
         let span_end = ns_since(ctx.rec.origin).saturating_add(span_ns);
-        let rest = &events[next..];
+        let rest = &events[ran..];
         let (users, polls) = (&mut users, &mut polls);
         let span = std::thread::scope(|s| {
             s.spawn(|| {
@@ -66,7 +66,6 @@ pub(super) fn day(
         };
         ran += n;
         cpu_ns += cpu;
-        next += n;
         if !more {
             break;
         }
