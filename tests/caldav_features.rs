@@ -6,7 +6,7 @@
 use crate::common;
 use crate::groupware;
 use common::Served;
-use groupware::{send, users_file, Reply, TempDir};
+use groupware::{send, temp_dir, users_file, Reply};
 
 const ALICE: Option<(&str, &str)> = Some(("alice", "pw"));
 const CAL: &str = "/alice/calendar/";
@@ -14,15 +14,15 @@ const CAL: &str = "/alice/calendar/";
 const BERLIN: &str = "BEGIN:VTIMEZONE\r\nTZID:Europe/Berlin\r\nBEGIN:DAYLIGHT\r\nTZOFFSETFROM:+0100\r\nTZOFFSETTO:+0200\r\nTZNAME:CEST\r\nDTSTART:19700329T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU\r\nEND:DAYLIGHT\r\nBEGIN:STANDARD\r\nTZOFFSETFROM:+0200\r\nTZOFFSETTO:+0100\r\nTZNAME:CET\r\nDTSTART:19701025T030000\r\nRRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n";
 
 struct Office {
-    _tmp: TempDir,
+    _tmp: crate::common::TestDir,
     server: Served,
 }
 
 fn office(tag: &str) -> Office {
-    let tmp = TempDir::new(tag);
-    let root = tmp.0.join("root");
+    let tmp = temp_dir(tag);
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let users = users_file(&tmp.0, &[("alice", "pw")]);
+    let users = users_file(&tmp, &[("alice", "pw")]);
     let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
     Office { _tmp: tmp, server }
 }

@@ -13,7 +13,7 @@
 use crate::common;
 use crate::groupware;
 use common::Served;
-use groupware::{send, users_file, TempDir};
+use groupware::{send, temp_dir, users_file};
 
 const C: &str = r#"xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:CS="http://calendarserver.org/ns/" xmlns:A="http://apple.com/ns/ical/""#;
 
@@ -217,11 +217,11 @@ fn replay(addr: &str, user: &str, steps: Vec<Step>) {
 
 #[test]
 fn thunderbird_davx5_evolution_and_apple_sequences_succeed() {
-    let tmp = TempDir::new("profiles");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("profiles");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let users = users_file(
-        &tmp.0,
+        &tmp,
         &[("tb", "pw"), ("dx", "pw"), ("evo", "pw"), ("mac", "pw")],
     );
     let server = Served::start(&root, &["--users", users.to_str().unwrap()]);

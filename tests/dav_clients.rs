@@ -13,13 +13,9 @@ use std::time::{Duration, Instant};
 use crate::common;
 use common::Served;
 
-/// A temporary directory removed on drop.
-struct TempDir(crate::common::TestDir);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        TempDir(crate::common::fresh_dir(&format!("volley-davit-{tag}")))
-    }
+/// A test's own directory (`volley-davit-TAG-...`), removed when dropped.
+fn temp_dir(tag: &str) -> crate::common::TestDir {
+    crate::common::fresh_dir(&format!("volley-davit-{tag}"))
 }
 
 /// Runs `cmd` to completion or kills it after `limit`; returns (success, stdout+stderr).
@@ -71,15 +67,15 @@ fn litmus_summary(output: &str, group: &str) -> Option<(u32, u32)> {
 
 /// Runs litmus `groups` against a fresh server and asserts each group fully passes.
 fn assert_litmus_passes(tag: &str, groups: &[&str]) {
-    let tmp = TempDir::new(tag);
-    let root = tmp.0.join("root");
+    let tmp = temp_dir(tag);
+    let root = tmp.join("root");
     std::fs::create_dir_all(root.join("dir")).unwrap();
     let server = Served::start(&root, &["--listen", "127.0.0.1:0", "--writable"]);
     let mut cmd = Command::new("litmus");
     cmd.arg("-k")
         .arg(format!("http://{}/dir/", server.addr))
         .env("TESTS", groups.join(" "))
-        .current_dir(&tmp.0);
+        .current_dir(&tmp);
     let (_, out) = run_bounded(cmd, Duration::from_secs(180));
     for group in groups {
         let (run, failed) = litmus_summary(&out, group)
@@ -105,9 +101,9 @@ fn litmus_http_passes() {
 
 #[test]
 fn python_caldav_client_round_trip() {
-    let tmp = TempDir::new("caldav");
-    std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
-    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
+    let tmp = temp_dir("caldav");
+    std::fs::create_dir_all(tmp.join("cal")).unwrap();
+    let server = Served::start(&tmp, &["--listen", "127.0.0.1:0", "--writable"]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
     let mut cmd = Command::new("/usr/bin/python3");
     cmd.arg(script).arg(format!("http://{}/cal/", server.addr));
@@ -121,8 +117,8 @@ fn python_caldav_client_round_trip() {
 /// default calendar, then creates, edits, deletes and syncs as above.
 #[test]
 fn python_caldav_client_with_password_through_well_known() {
-    let tmp = TempDir::new("caldav-users");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("caldav-users");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let mut passwd = Command::new(env!("CARGO_BIN_EXE_volley"));
     passwd
@@ -137,7 +133,7 @@ fn python_caldav_client_with_password_through_well_known() {
         .write_all(b"s3cret pass\n")
         .unwrap();
     let line = child.wait_with_output().unwrap().stdout;
-    let users = tmp.0.join("users");
+    let users = tmp.join("users");
     std::fs::write(&users, line).unwrap();
     let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/caldav_client.py");
@@ -212,9 +208,9 @@ fn item_body(i: u64, v: u64) -> Vec<u8> {
 #[test]
 fn kill_9_during_puts_leaves_no_torn_item() {
     const ITEMS: u64 = 8;
-    let tmp = TempDir::new("crash");
-    std::fs::create_dir_all(tmp.0.join("items")).unwrap();
-    let mut server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
+    let tmp = temp_dir("crash");
+    std::fs::create_dir_all(tmp.join("items")).unwrap();
+    let mut server = Served::start(&tmp, &["--listen", "127.0.0.1:0", "--writable"]);
     let addr = server.addr.clone();
     for i in 0..ITEMS {
         let (st, _) = request(&addr, "PUT", &format!("/items/i{i}.txt"), &item_body(i, 0)).unwrap();
@@ -252,7 +248,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     writer.join().unwrap();
 
     for i in 0..ITEMS {
-        let content = std::fs::read(tmp.0.join(format!("items/i{i}.txt"))).unwrap();
+        let content = std::fs::read(tmp.join(format!("items/i{i}.txt"))).unwrap();
         let text = String::from_utf8_lossy(&content);
         let v: u64 = text
             .strip_prefix(&format!("item{i}-v"))
@@ -268,7 +264,7 @@ fn kill_9_during_puts_leaves_no_torn_item() {
     }
 
     // A restarted server lists the items (and no temp files) and its journal still works.
-    let server = Served::start(&tmp.0, &["--listen", "127.0.0.1:0", "--writable"]);
+    let server = Served::start(&tmp, &["--listen", "127.0.0.1:0", "--writable"]);
     let (st, body) = request(&server.addr, "PROPFIND", "/items/", b"").unwrap();
     assert_eq!(st, 207);
     let listing = String::from_utf8_lossy(&body);

@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::common;
 use crate::groupware;
 use common::Served;
-use groupware::{send, users_file, TempDir};
+use groupware::{send, temp_dir, users_file};
 
 const CUP: &str = r#"<propfind xmlns="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><prop><current-user-principal/><C:calendar-home-set/><principal-URL/></prop></propfind>"#;
 
@@ -27,7 +27,7 @@ fn serve_err(root: &std::path::Path, users: &std::path::Path) -> (i32, String) {
 
 #[test]
 fn bad_users_files_exit_2_with_one_line_naming_the_line() {
-    let tmp = TempDir::new("badusers");
+    let tmp = temp_dir("badusers");
     let good = groupware::passwd_line("alice", "pw");
     let hash = good.split_once(':').unwrap().1;
     let cases = [
@@ -43,14 +43,14 @@ fn bad_users_files_exit_2_with_one_line_naming_the_line() {
         (format!("../x:{hash}\n"), "line 1: user name"),
     ];
     for (text, want) in cases {
-        let f = tmp.0.join("users");
+        let f = tmp.join("users");
         std::fs::write(&f, &text).unwrap();
-        let (code, err) = serve_err(&tmp.0, &f);
+        let (code, err) = serve_err(&tmp, &f);
         assert_eq!(code, 2, "{err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
         assert!(err.contains(want), "{err}");
     }
-    let (code, err) = serve_err(&tmp.0, &tmp.0.join("missing"));
+    let (code, err) = serve_err(&tmp, &tmp.join("missing"));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot read users file"), "{err}");
     assert!(err.contains("No such file or directory"), "{err}");
@@ -59,10 +59,10 @@ fn bad_users_files_exit_2_with_one_line_naming_the_line() {
 
 #[test]
 fn accounts_authenticate_and_reach_only_their_home() {
-    let tmp = TempDir::new("homes");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("homes");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let users = users_file(&tmp.0, &[("alice", "wonder land"), ("bob", "builder")]);
+    let users = users_file(&tmp, &[("alice", "wonder land"), ("bob", "builder")]);
     let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
     let a = &server.addr;
     let alice = Some(("alice", "wonder land"));
@@ -171,10 +171,10 @@ fn accounts_authenticate_and_reach_only_their_home() {
 /// for new credentials, while another user's requests, all made meanwhile, succeed.
 #[test]
 fn wrong_passwords_lock_one_account_and_spare_the_others() {
-    let tmp = TempDir::new("guess");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("guess");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let users = users_file(&tmp.0, &[("alice", "right"), ("bob", "builder")]);
+    let users = users_file(&tmp, &[("alice", "right"), ("bob", "builder")]);
     let server = Served::start(&root, &["--users", users.to_str().unwrap()]);
     let a = server.addr.clone();
     // Alice logs in once before the attack: her verified credentials stay valid.
@@ -259,9 +259,9 @@ fn wrong_passwords_lock_one_account_and_spare_the_others() {
 
 #[test]
 fn anonymous_mode_is_unchanged_and_redirects_well_known() {
-    let tmp = TempDir::new("anon");
-    std::fs::create_dir_all(tmp.0.join("cal")).unwrap();
-    let server = Served::start(&tmp.0, &[]);
+    let tmp = temp_dir("anon");
+    std::fs::create_dir_all(tmp.join("cal")).unwrap();
+    let server = Served::start(&tmp, &[]);
     let r = send(&server.addr, None, "GET", "/.well-known/caldav", &[], "");
     assert_eq!((r.status, r.header("Location")), (307, Some("/".into())));
     let r = send(
@@ -285,10 +285,10 @@ fn anonymous_mode_is_unchanged_and_redirects_well_known() {
 /// scripts/install-deps.sh installs): its `$2y$` bcrypt lines work as they are.
 #[test]
 fn htpasswd_bcrypt_lines_are_accepted() {
-    let tmp = TempDir::new("htpasswd");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("htpasswd");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let users = tmp.0.join("htpasswd");
+    let users = tmp.join("htpasswd");
     let st = Command::new("htpasswd")
         .args(["-cbB", "-C", "5"])
         .arg(&users)

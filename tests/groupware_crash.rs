@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common;
 use crate::groupware;
 use common::Served;
-use groupware::{send, try_send, users_file, TempDir};
+use groupware::{send, temp_dir, try_send, users_file};
 
 const ITEMS: u64 = 6;
 const ALICE: Option<(&str, &str)> = Some(("alice", "pw"));
@@ -23,10 +23,10 @@ fn item(i: u64, v: u64) -> String {
 
 #[test]
 fn kill_9_during_calendar_puts_leaves_every_item_old_or_new() {
-    let tmp = TempDir::new("crash");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("crash");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let users = users_file(&tmp.0, &[("alice", "pw")]);
+    let users = users_file(&tmp, &[("alice", "pw")]);
     let args = ["--users", users.to_str().unwrap()];
     let mut server = Served::start(&root, &args);
     let addr = server.addr.clone();

@@ -19,7 +19,7 @@ use volley_targets::cgroup::PrivateCgroups;
 use volley_targets::{CpuQuota, ResourceLimits};
 
 use crate::groupware;
-use groupware::{send, TempDir};
+use groupware::{send, temp_dir};
 
 const USERS: usize = 20;
 /// Polls per user in the day (one every 12 minutes for 8 hours).
@@ -207,15 +207,15 @@ fn office_day(addr: &str, user: &str, deadline: Instant) -> (usize, Vec<String>)
 
 #[test]
 fn twenty_users_office_day_in_8_mb_and_a_tenth_of_a_cpu() {
-    let tmp = TempDir::new("pocket");
-    let root = tmp.0.join("root");
+    let tmp = temp_dir("pocket");
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let names: Vec<String> = (0..USERS).map(|i| format!("user{i:02}")).collect();
     // One hash for all: the same password, salted once, is enough for a load test.
     let line = groupware::passwd_line("x", "office");
     let hash = line.split_once(':').unwrap().1;
     let text: String = names.iter().map(|n| format!("{n}:{hash}\n")).collect();
-    let users = tmp.0.join("users");
+    let users = tmp.join("users");
     std::fs::write(&users, text).unwrap();
 
     let limits = ResourceLimits {

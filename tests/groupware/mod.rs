@@ -11,13 +11,9 @@ use std::time::Duration;
 
 use base64::Engine;
 
-/// A temporary directory removed on drop.
-pub struct TempDir(pub crate::common::TestDir);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        TempDir(crate::common::fresh_dir(&format!("volley-gw-{tag}")))
-    }
+/// A test's own directory (`volley-gw-TAG-...`), removed when dropped.
+pub fn temp_dir(tag: &str) -> crate::common::TestDir {
+    crate::common::fresh_dir(&format!("volley-gw-{tag}"))
 }
 
 /// `NAME:HASH` from `volley passwd NAME --cost 4` (cheap hashes keep tests fast; the
