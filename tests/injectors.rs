@@ -12,17 +12,11 @@ use common::Served;
 use serde_json::Value;
 use volley_store::Store;
 
-/// A private directory for one test, removed on drop.
-pub(crate) struct TempDir(crate::common::TestDir);
+use crate::common::TestDir;
 
-impl TempDir {
-    pub(crate) fn new(tag: &str) -> TempDir {
-        TempDir(crate::common::fresh_dir(&format!("volley-inj-{tag}")))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        self.0.path()
-    }
+/// A private directory for one test (`volley-inj-TAG-...`), removed when dropped.
+pub(crate) fn temp_dir(tag: &str) -> TestDir {
+    crate::common::fresh_dir(&format!("volley-inj-{tag}"))
 }
 
 /// A docroot with one small page.
@@ -53,8 +47,8 @@ pub(crate) fn served_study_in(
     tag: &str,
     name: &str,
     rest: &str,
-) -> (TempDir, Served, std::path::PathBuf) {
-    let dir = TempDir::new(tag);
+) -> (TestDir, Served, std::path::PathBuf) {
+    let dir = temp_dir(tag);
     let root = docroot(dir.path());
     let server = Served::start(&root, &[]);
     let file = study(dir.path(), &served_study(name, &server.base, rest));
@@ -108,8 +102,8 @@ fn staggered_study(
     stagger: &str,
     duration: &str,
     warmup: &str,
-) -> (TempDir, PathBuf, PathBuf) {
-    let dir = TempDir::new(tag);
+) -> (TestDir, PathBuf, PathBuf) {
+    let dir = temp_dir(tag);
     let log = dir.path().join("access.log");
     let root = docroot(dir.path());
     let mut server = Served::start(&root, &["--access-log", log.to_str().unwrap()]);
@@ -436,7 +430,7 @@ cooldown = "0s"
 
 #[test]
 fn bad_injector_tables_are_usage_errors_naming_the_key() {
-    let dir = TempDir::new("bad");
+    let dir = temp_dir("bad");
     let cases = [
         ("count = 0", "injectors.count"),
         ("count = 2\nplacement = \"ssh\"", "injectors.hosts"),
@@ -561,7 +555,7 @@ fn bad_injector_tables_are_usage_errors_naming_the_key() {
 /// refused with the plan, in one line, before anything runs, not measured as HTTP/1.1.
 #[test]
 fn a_protocol_injectors_cannot_speak_is_refused_with_the_plan() {
-    let dir = TempDir::new("proto");
+    let dir = temp_dir("proto");
     let base = "name = \"p\"\n[[target]]\nname = \"b\"\nkind = \"builtin\"\n[[workload]]\nname = \"w\"\npaths = [\"/\"]\n[steps]\nduration = \"3s\"\n[injectors]\ncount = 2\n";
     let cases = [
         (

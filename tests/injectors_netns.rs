@@ -48,7 +48,7 @@ cooldown = "0s"
 
 #[test]
 fn injectors_in_namespaces_on_shaped_links_are_measured_and_leave_nothing() {
-    let dir = TempDir::new("netns");
+    let dir = temp_dir("netns");
     let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "3s"));
     let db = dir.path().join("v.db");
     let child = study_command(&file, &db)
@@ -92,7 +92,7 @@ fn two_netns_studies_at_once_take_different_lab_addresses() {
             r#"links = [{ injectors = 2, rate = "100mbit" }, { injectors = 1, rate = "10mbit" }]"#,
             "links = [{ injectors = 1 }]",
         );
-    let dirs = [TempDir::new("two-labs-a"), TempDir::new("two-labs-b")];
+    let dirs = [temp_dir("two-labs-a"), temp_dir("two-labs-b")];
     let children: Vec<_> = dirs
         .iter()
         .map(|d| {
@@ -134,7 +134,7 @@ fn two_netns_studies_at_once_take_different_lab_addresses() {
 
 #[test]
 fn a_sigkilled_netns_study_is_swept_by_the_next_volley() {
-    let dir = TempDir::new("netns-kill");
+    let dir = temp_dir("netns-kill");
     let file = study(dir.path(), &NETNS_STUDY.replace("DURATION", "30s"));
     let mut child = study_command(&file, &dir.path().join("v.db"))
         .stdout(std::process::Stdio::null())
@@ -191,7 +191,7 @@ fn processes_with(needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_delayed_link_adds_its_round_trip_to_every_request_of_that_injector_only() {
-    let dir = TempDir::new("delay");
+    let dir = temp_dir("delay");
     let file = study(
         dir.path(),
         r#"
@@ -264,7 +264,7 @@ fn two_targets_behind_the_same_delayed_link_are_link_bound_with_no_winner() {
 /// link-bound with the target's unshaped time stored, and that the end's answer and the
 /// report's headline name no winner.
 fn link_bound_with_no_winner(name: &str, link: &str) {
-    let dir = TempDir::new(name);
+    let dir = temp_dir(name);
     let file = study(
         dir.path(),
         &r#"
