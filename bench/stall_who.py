@@ -157,7 +157,6 @@ def one_run(url, server_pid, rate, keepalive, duration, busy, threshold_s, work)
             "sched_lag_max_ms": lag}
 
 
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=2)
