@@ -12,9 +12,13 @@ Run: python3 bench/longrun.py [--minutes 60] [--every 10] [--out longrun.jsonl]
     `[injectors] count = 3` (the coordinator starts its private, secured nats-server and
     three local `volley agent` processes).
 Every EVERY seconds, each process of each tree (found through /proc/PID/task/*/children)
-is sampled: VmRSS and Threads from /proc/PID/status, open fds from /proc/PID/fd. Each
+is sampled: VmRSS (and its anonymous and file-backed parts, RssAnon and RssFile) and
+Threads from /proc/PID/status, open fds from /proc/PID/fd. Each
 sample is one JSON line in OUT. At the end, per process: RSS at the end of the first 5
 minutes against the lowest and highest after it (flat = within 10% of that reference),
+the same for its anonymous part (what the process holds; the file-backed rest is the
+binary's code and read-only data mapped from the page cache, which other processes of
+the same binary also bring in),
 fds and threads at 5 minutes against their highest after; and per store, the distinct
 seconds of load stored against the run's length (the stores are kept beside OUT). The loads end on their own; a deadline
 of MINUTES + 10 minutes stops whatever is left (nothing unbounded). Nothing here is a test.
@@ -114,17 +118,17 @@ USERS = 50
 
 
 def status(pid):
-    """(rss_kb, threads, fds) of one process, or None when it is gone."""
+    """(rss_kb, anon_kb, file_kb, threads, fds) of one process, or None when it is gone."""
     try:
-        rss = threads = 0
+        got = {}
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Threads:"):
-                    threads = int(line.split()[1])
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile", "Threads"):
+                    got[key] = int(rest.split()[0])
         fds = len(os.listdir(f"/proc/{pid}/fd"))
-        return rss, threads, fds
+        return (got.get("VmRSS", 0), got.get("RssAnon", 0), got.get("RssFile", 0),
+                got.get("Threads", 0), fds)
     except OSError:
         return None
 
@@ -210,14 +214,23 @@ def stored_seconds(db):
         con.close()
 
 
-def slope(rows):
-    """Least-squares RSS growth in KB/s over the samples: one number that a single
+def slope(rows, key="rss_kb"):
+    """Least-squares growth of `key` in KB/s over the samples: one number that a single
     allocator step (RSS rises in arena-sized jumps) sways less than first-to-last."""
     n = len(rows)
     mt = sum(r["t"] for r in rows) / n
-    mr = sum(r["rss_kb"] for r in rows) / n
+    mr = sum(r[key] for r in rows) / n
     den = sum((r["t"] - mt) ** 2 for r in rows)
-    return sum((r["t"] - mt) * (r["rss_kb"] - mr) for r in rows) / den if den else 0.0
+    return sum((r["t"] - mt) * (r[key] - mr) for r in rows) / den if den else 0.0
+
+
+def flatness(late, key):
+    """(reference, low, high, flat) of `key` over the samples from the settle point on:
+    flat when every later sample is within 10% of the first."""
+    ref = late[0][key]
+    lo = min(r[key] for r in late)
+    hi = max(r[key] for r in late)
+    return ref, lo, hi, hi <= ref * 1.10 and lo >= ref * 0.90
 
 
 def verdict(rows, settle_s, secs):
@@ -232,13 +245,21 @@ def verdict(rows, settle_s, secs):
         if len(late) < 2:
             continue
         ref = late[0]
-        lo = min(r["rss_kb"] for r in late)
-        hi = max(r["rss_kb"] for r in late)
-        flat = hi <= ref["rss_kb"] * 1.10 and lo >= ref["rss_kb"] * 0.90
-        out.append(f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
-                   f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
-                   f"slope {slope([r for r in late if r['t'] <= secs]):.2f} KB/s); "
-                   f"fds {ref['fds']} -> max {max(r['fds'] for r in late)}; threads "
+        _, lo, hi, flat = flatness(late, "rss_kb")
+        line = (f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
+                f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
+                f"slope {slope([r for r in late if r['t'] <= secs]):.2f} KB/s)")
+        if "anon_kb" in ref:
+            # The anonymous part is what the process holds; the file-backed part is the
+            # binary's pages mapped from the page cache, which grows as code runs for the
+            # first time and as the kernel maps around a fault the pages that other
+            # processes of the same binary read (the three loads share one file).
+            a_ref, a_lo, a_hi, a_flat = flatness(late, "anon_kb")
+            body = [r for r in late if r["t"] <= secs]
+            line += (f"; of it anonymous {a_ref} kB, after it {a_lo}..{a_hi} kB "
+                     f"({'flat' if a_flat else 'NOT flat'}; slope {slope(body, 'anon_kb'):.2f} "
+                     f"KB/s), file-backed {ref['file_kb']} -> {late[-1]['file_kb']} kB")
+        out.append(line + f"; fds {ref['fds']} -> max {max(r['fds'] for r in late)}; threads "
                    f"{ref['threads']} -> max {max(r['threads'] for r in late)}; "
                    f"{late[-1]['t']:.0f} s sampled")
     return out
@@ -296,7 +317,8 @@ def main():
                             if st is None or name is None:
                                 continue
                             row = {"t": round(t, 1), "load": load, "role": name, "pid": pid,
-                                   "rss_kb": st[0], "threads": st[1], "fds": st[2]}
+                                   "rss_kb": st[0], "anon_kb": st[1], "file_kb": st[2],
+                                   "threads": st[3], "fds": st[4]}
                             rows.append(row)
                             out.write(json.dumps(row) + "\n")
                     out.flush()
