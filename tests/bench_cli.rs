@@ -359,6 +359,56 @@ fn bad_inputs_exit_2_with_one_line() {
 }
 
 #[test]
+fn an_output_file_that_cannot_be_written_is_refused_before_the_run() {
+    let srv = TestServer::start(Mode::Ok);
+    let url = srv.url("/");
+    let dir = temp_dir("outputs");
+    let missing = dir.path().join("no-such-dir").join("out.json");
+    let missing = missing.to_str().unwrap();
+    let a_dir = dir.path().to_str().unwrap();
+    // A 60 s run: refused at once, before any connection, or the test's time says so.
+    for flag in ["--json", "--csv", "--csv-seconds"] {
+        one_line_usage_error(&[&url, "-d", "60s", flag, missing]);
+        one_line_usage_error(&[&url, "-d", "60s", flag, a_dir]);
+    }
+    let out = volley()
+        .args(["bench", &url, "-d", "60s", "--json", missing])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write") && err.contains("out.json"),
+        "{err}"
+    );
+    assert_eq!(srv.accepted.load(Ordering::Relaxed), 0, "no request sent");
+    // The check leaves nothing behind when the run then fails on its own...
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fresh = dir.path().join("fresh.json");
+    let out = volley()
+        .args(["bench", &format!("http://127.0.0.1:{port}/"), "-n", "1"])
+        .arg("--json")
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!fresh.exists(), "an empty file was left behind");
+    // ...and a run that succeeds writes its file as before.
+    let out = volley()
+        .args(["bench", &url, "-n", "3", "--json"])
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fresh).unwrap()).unwrap();
+    assert_eq!(doc["runs"][0]["requests"]["ok"], 3);
+}
+
+#[test]
 fn refused_port_exits_1_naming_the_cause() {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -78,6 +78,7 @@ impl Outputs {
 
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.load.check_outputs()?;
     if args.caldav.is_set() {
         return caldav::run(args.caldav, args.load, &args.target, &args.save);
     }
