@@ -42,6 +42,13 @@ seconds that missed had the pacer's own wait for a CPU covering the excess: the 
 was runnable behind other tasks, which a SCHED_FIFO sleeper cannot see. Labels: 6
 seconds generator-bound (quiet cells, 1000-5000 req/s), 35 machine-stalled, the rest
 server-bound.
+Tried 2026-11-29 and not kept: sleepers that also wake each other across CPUs (a futex
+doorbell rung every other timer wake-up, counted as a stall from ring to run), to see
+the wake-up delivery to an idle CPU that `bench/stall_who.py` found behind most of the
+pacer's waits. `--runs 2 --duration 5 --rates 100,1000,5000 --capacity 20000 --baseline
+<main>`: seconds meeting the goal 60% with the doorbells against 69% without, the
+probe's median longest stall per second no higher (1.49 against 1.70 ms), and volley's
+CPU 265 against 124 ms a second (a cross-CPU wake-up costs ~35 us in this guest).
 
 The last, partial second of a run is left out. Nothing here is a test: timing never
 decides one.
