@@ -4,8 +4,8 @@
 //! a streamed run keeps one digest of each second for its summary (~120 bytes), and a
 //! long step kept every one in memory until its end: a 60-minute office day grew by
 //! about 1.6 MB for them (issue 26: a long run's memory stays flat). Each record is
-//! appended to an unnamed temporary file as it is made (MessagePack, which carries
-//! every `f64` bit for bit) and read back once, when the run ends and its caller
+//! appended to an unnamed temporary file as it is made (MessagePack with field names,
+//! which carries every `f64` bit for bit) and read back once, when the run ends and its caller
 //! stores or summarises them. Nothing is lost to the disk: when the file cannot be made
 //! or a write fails, the records from then on stay in memory, and those written before
 //! are still read back.
@@ -60,7 +60,11 @@ impl<T: Serialize + DeserializeOwned> Spill<T> {
             self.buf.clear();
             // One write per record, so a failure leaves at most that one partly
             // written, after the `spilled` whole ones, which are read back.
-            if rmp_serde::encode::write(&mut self.buf, &s).is_ok() && f.write_all(&self.buf).is_ok()
+            // With field names: a record that leaves out empty fields
+            // (`skip_serializing_if`, as the stall probe's seconds do) would be read
+            // back by position into the wrong fields, or not at all, without them.
+            if rmp_serde::encode::write_named(&mut self.buf, &s).is_ok()
+                && f.write_all(&self.buf).is_ok()
             {
                 self.spilled += 1;
                 return;

@@ -32,6 +32,7 @@
 //! [`StallReport::priority`]. What it still sees is what nobody in the guest can
 //! avoid: the host taking the CPU (steal), the process being stopped, interrupts.
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::cpu_share::{CpuSources, Marks, SleeperClocks};
+use crate::spill::Spill;
 
 /// The sleeper's period: 500 us, cyclictest's common choice for a busy machine (short
 /// enough to catch a 1 ms stall, long enough to cost nothing measurable).
@@ -405,7 +407,7 @@ fn run(
         now_ns.saturating_sub((now_i - origin).as_nanos() as u64)
     };
     let step_ns = interval.as_nanos().max(1) as u64;
-    let mut seconds: Vec<StallSecond> = Vec::new();
+    let mut closed = Closed::default();
     let mut acc = SecondAcc {
         late_us: Vec::with_capacity(2 * 1_000_000_000 / step_ns as usize + 16),
         ..Default::default()
@@ -434,16 +436,21 @@ fn run(
             // A stall that began in earlier seconds is theirs too.
             let began_ns = woke.saturating_sub(bound_us * 1_000).max(origin_ns);
             let first = (began_ns - origin_ns) / 1_000_000_000;
-            mark_stall(&mut seconds, first, late_us, bound_us);
+            let stall = Stall {
+                first,
+                late_us,
+                bound_us,
+            };
+            closed.mark(stall);
             if current != Some(second) {
                 // The machine's figures (a few hundred microseconds of file reads) at
                 // an ordinary priority, so a pacer woken on this CPU meanwhile runs
                 // first; the read's own run time is not a stall (the held time counts
-                // from its end).
+                // from its end). The closed second's write to disk goes there too.
                 if let Some(done) = current {
-                    let closed = as_ordinary(&priority, || marks.close(acc.close(done, None)));
-                    push_second(&mut seconds, closed);
-                    mark_stall(&mut seconds, first, late_us, bound_us);
+                    as_ordinary(&priority, || {
+                        closed.push(marks.close(acc.close(done, None)), Some(stall))
+                    });
                 } else {
                     as_ordinary(&priority, || marks.restart());
                 }
@@ -463,13 +470,97 @@ fn run(
         }
     }
     if let Some(done) = current {
-        push_second(&mut seconds, marks.close(acc.close(done, None)));
+        closed.push(marks.close(acc.close(done, None)), None);
     }
     StallReport {
         interval_us: step_ns / 1_000,
         cpus: 1,
         priority,
-        seconds,
+        seconds: closed.finish(),
+    }
+}
+
+/// How many of a sleeper's latest closed seconds stay in memory, where a stall that
+/// began in them can still be marked: five minutes. A stall longer than that is
+/// marked in the seconds it skipped (they are made when it ends) but not in the
+/// seconds closed before it began more than this long ago.
+const KEPT_SECONDS: usize = 300;
+
+/// A stall measured at one wake-up: it began in second `first` and held the sleeper
+/// `late_us` (lower bound) to `bound_us` (upper bound) microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Stall {
+    first: u64,
+    late_us: u64,
+    bound_us: u64,
+}
+
+/// A sleeper's closed seconds: the latest [`KEPT_SECONDS`] in memory and the older
+/// ones waiting on disk ([`crate::spill::Spill`]) until the load ends. Why: one second
+/// is ~250 bytes with its per-CPU shares, and a `volley bench --save` or an agent at a
+/// fixed rate grew 0.4 KB/s for them over an hour (issue 26: a long run's memory stays
+/// flat). What [`Closed::finish`] returns has `[i].second == i`, as a `Vec` filled by
+/// [`push_second`] has.
+#[derive(Default)]
+struct Closed {
+    old: Spill<StallSecond>,
+    recent: VecDeque<StallSecond>,
+}
+
+impl Closed {
+    /// Seconds closed so far.
+    fn len(&self) -> u64 {
+        (self.old.len() + self.recent.len()) as u64
+    }
+
+    /// Appends `s`, with empty seconds for any it skipped, each marked with `stall`
+    /// when it falls in it (before it can leave memory).
+    fn push(&mut self, s: StallSecond, stall: Option<Stall>) {
+        while self.len() < s.second {
+            let second = self.len();
+            self.keep(
+                StallSecond {
+                    second,
+                    ..Default::default()
+                },
+                stall,
+            );
+        }
+        self.keep(s, stall);
+    }
+
+    fn keep(&mut self, mut s: StallSecond, stall: Option<Stall>) {
+        if let Some(x) = stall.filter(|x| s.second >= x.first) {
+            s.max_us = s.max_us.max(x.late_us);
+            s.bound_us = s.bound_us.max(x.bound_us);
+        }
+        self.recent.push_back(s);
+        if self.recent.len() > KEPT_SECONDS {
+            if let Some(oldest) = self.recent.pop_front() {
+                self.old.push(oldest);
+            }
+        }
+    }
+
+    /// Marks `stall` in every closed second in memory from its first on. Called at
+    /// every wake-up, so it touches only those seconds (usually none or one).
+    fn mark(&mut self, stall: Stall) {
+        let front = self.len() - self.recent.len() as u64;
+        let from = stall
+            .first
+            .saturating_sub(front)
+            .min(self.recent.len() as u64) as usize;
+        for s in self.recent.range_mut(from..) {
+            s.max_us = s.max_us.max(stall.late_us);
+            s.bound_us = s.bound_us.max(stall.bound_us);
+        }
+    }
+
+    /// Every closed second, in order.
+    fn finish(self) -> Vec<StallSecond> {
+        let mut out = self.old.finish();
+        out.extend(self.recent);
+        out
     }
 }
 
@@ -501,17 +592,8 @@ fn held(last_woke: Option<u64>, slept_at: u64, deadline: u64, woke: u64) -> (u64
     (oversleep_us.max(running_us), sleeping_hi_us.max(running_us))
 }
 
-/// Marks a stall of `late_us` (at most `bound_us`) that began in second `first` in
-/// every closed second from there on (the second it ended in counts it when it closes).
-fn mark_stall(seconds: &mut [StallSecond], first: u64, late_us: u64, bound_us: u64) {
-    for s in seconds.iter_mut().skip(first as usize) {
-        s.max_us = s.max_us.max(late_us);
-        s.bound_us = s.bound_us.max(bound_us);
-    }
-}
-
 /// Appends `s`, with empty seconds for any it skipped (a stall longer than a second),
-/// so `seconds[i].second == i`. The caller marks a stall in the skipped seconds.
+/// so `seconds[i].second == i`: the merge's counterpart of [`Closed::push`].
 fn push_second(seconds: &mut Vec<StallSecond>, s: StallSecond) {
     while (seconds.len() as u64) < s.second {
         let second = seconds.len() as u64;

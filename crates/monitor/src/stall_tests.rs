@@ -77,8 +77,15 @@ fn the_longest_stall_of_a_second_is_its_own() {
     assert_eq!(r.longest_near(2), Some(80));
     assert_eq!(r.longest_near(3), None);
     // A 30 ms stall from second 1 into second 2 is second 1's longest too.
-    let mut closed = vec![sec(0, 100), sec(1, 200)];
-    mark_stall(&mut closed, 1, 30_000, 30_400);
+    let mut closed = Closed::default();
+    closed.push(sec(0, 100), None);
+    closed.push(sec(1, 200), None);
+    closed.mark(Stall {
+        first: 1,
+        late_us: 30_000,
+        bound_us: 30_400,
+    });
+    let closed = closed.finish();
     assert_eq!((closed[0].max_us, closed[1].max_us), (100, 30_000));
     assert_eq!((closed[0].bound_us, closed[1].bound_us), (0, 30_400));
     // The bound is what may excuse lateness; a stored report without it gives
@@ -93,6 +100,74 @@ fn the_longest_stall_of_a_second_is_its_own() {
     let mut gap = Vec::new();
     push_second(&mut gap, sec(2, 5));
     assert_eq!(gap.iter().map(|s| s.second).collect::<Vec<_>>(), [0, 1, 2]);
+}
+
+/// A long load's closed seconds: all come back in order, equal, though only the
+/// latest [`KEPT_SECONDS`] stayed in memory; a stall marks those it reaches, and the
+/// seconds a long stall skipped are marked before they can leave memory.
+#[test]
+fn closed_seconds_wait_on_disk_and_come_back_whole() {
+    let sec = |second: u64| StallSecond {
+        second,
+        wakeups: 2_000,
+        max_us: second % 7,
+        p99_us: 3,
+        steal_us: (second % 2 == 0).then_some(second),
+        others_us: if second % 3 == 0 {
+            vec![]
+        } else {
+            vec![second, 5]
+        },
+        ours_us: vec![1, 2],
+        own_throttled_us: (second % 5 == 0).then_some(9),
+        ..Default::default()
+    };
+    let n = KEPT_SECONDS as u64 * 3;
+    let mut closed = Closed::default();
+    for k in 0..n {
+        closed.push(sec(k), None);
+    }
+    assert_eq!(closed.recent.len(), KEPT_SECONDS, "the rest waits on disk");
+    // A 2 s stall that began two seconds before the last closed one.
+    closed.mark(Stall {
+        first: n - 2,
+        late_us: 2_000_000,
+        bound_us: 2_000_100,
+    });
+    // The load stopped for longer than the kept window: the skipped seconds are
+    // made when it ends, each marked.
+    let long = Stall {
+        first: n,
+        late_us: 400_000_000,
+        bound_us: 400_000_500,
+    };
+    let after = n + 2 * KEPT_SECONDS as u64;
+    closed.push(sec(after), Some(long));
+    let got = closed.finish();
+    assert_eq!(got.len() as u64, after + 1);
+    for (k, g) in got.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!(g.second, k);
+        let want = if k < n {
+            let mut w = sec(k);
+            if k >= n - 2 {
+                (w.max_us, w.bound_us) = (2_000_000, 2_000_100);
+            }
+            w
+        } else {
+            let mut w = if k == after {
+                sec(k)
+            } else {
+                StallSecond {
+                    second: k,
+                    ..Default::default()
+                }
+            };
+            (w.max_us, w.bound_us) = (400_000_000, 400_000_500);
+            w
+        };
+        assert_eq!(g, &want, "second {k}");
+    }
 }
 
 #[test]
