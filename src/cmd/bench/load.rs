@@ -28,7 +28,7 @@ use volley_monitor::headroom::HeadroomWatch;
 use super::save::{write_live, LiveTarget};
 use super::wire::{self, ResolvedWire, WireArgs};
 use crate::cmd::progress;
-use crate::exit::{usage, UsageError};
+use crate::exit::usage;
 
 mod check;
 mod errors;
@@ -169,42 +169,6 @@ impl LoadArgs {
     pub fn stdout_taken(&self) -> bool {
         let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
         self.json.as_deref() == Some("-") || dash(&self.csv) || dash(&self.csv_seconds)
-    }
-
-    /// Fails at once, with one line, when a file asked for with `--json`, `--csv` or
-    /// `--csv-seconds` cannot be written (no such directory, a directory, no
-    /// permission), rather than after the run has run: a long run without `--save` has
-    /// no other record, and learning of a typo in its path at the end loses it. A file
-    /// that did not exist is created to find out and removed again, so a run that
-    /// fails later leaves no empty file behind; an existing one is opened without
-    /// truncating it, so it keeps its content until the run writes it.
-    pub fn check_outputs(&self) -> Result<(), UsageError> {
-        let paths = [
-            self.json.as_deref().map(Path::new),
-            self.csv.as_deref(),
-            self.csv_seconds.as_deref(),
-        ];
-        for p in paths.into_iter().flatten() {
-            if p == Path::new("-") {
-                continue;
-            }
-            let existed = std::fs::symlink_metadata(p).is_ok();
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(p)
-            {
-                Ok(_) if !existed => {
-                    let _ = std::fs::remove_file(p);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return Err(UsageError(format!("cannot write {}: {e}", p.display())));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The URL given, when a whole one was (not a path).

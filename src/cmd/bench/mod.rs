@@ -17,7 +17,7 @@ pub mod target;
 pub mod wire;
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use self::caldav::CaldavArgs;
 use self::load::{describe_errors, server_trouble, LoadArgs, LoadSpec};
 use self::save::{Extras, SaveArgs, Saver};
 use self::target::TargetArgs;
-use crate::exit::Interrupted;
+use crate::exit::{Interrupted, UsageError};
 
 /// Flags of `volley bench`, as typed.
 #[derive(clap::Args, Debug, Clone)]
@@ -78,7 +78,7 @@ impl Outputs {
 
 /// Runs `volley bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    args.load.check_outputs()?;
+    check_outputs(&args.load)?;
     if args.caldav.is_set() {
         return caldav::run(args.caldav, args.load, &args.target, &args.save);
     }
@@ -283,6 +283,42 @@ fn probe_udp(addr: SocketAddr) -> Option<String> {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(refused()),
         _ => None,
     }
+}
+
+/// Fails at once, with one line, when a file asked for with `--json`, `--csv` or
+/// `--csv-seconds` cannot be written (no such directory, a directory, no
+/// permission), rather than after the run has run: a long run without `--save` has
+/// no other record, and learning of a typo in its path at the end loses it. A file
+/// that did not exist is created to find out and removed again, so a run that
+/// fails later leaves no empty file behind; an existing one is opened without
+/// truncating it, so it keeps its content until the run writes it.
+fn check_outputs(a: &LoadArgs) -> Result<(), UsageError> {
+    let paths = [
+        a.json.as_deref().map(Path::new),
+        a.csv.as_deref(),
+        a.csv_seconds.as_deref(),
+    ];
+    for p in paths.into_iter().flatten() {
+        if p == Path::new("-") {
+            continue;
+        }
+        let existed = std::fs::symlink_metadata(p).is_ok();
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+        {
+            Ok(_) if !existed => {
+                let _ = std::fs::remove_file(p);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(UsageError(format!("cannot write {}: {e}", p.display())));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `runs` with `exporter` to `path` ("-" = stdout).
