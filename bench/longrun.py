@@ -13,15 +13,15 @@ Run: python3 bench/longrun.py [--minutes 60] [--every 10] [--out longrun.jsonl]
     three local `volley agent` processes).
 Every EVERY seconds, each process of each tree (found through /proc/PID/task/*/children)
 is sampled: VmRSS (and its anonymous and file-backed parts, RssAnon and RssFile) and
-Threads from /proc/PID/status, open fds from /proc/PID/fd. Each
-sample is one JSON line in OUT. At the end, per process: RSS at the end of the first 5
-minutes against the lowest and highest after it (flat = within 10% of that reference),
-the same for its anonymous part (what the process holds; the file-backed rest is the
-binary's code and read-only data mapped from the page cache, which other processes of
-the same binary also bring in),
-fds and threads at 5 minutes against their highest after; and per store, the distinct
-seconds of load stored against the run's length (the stores are kept beside OUT). The loads end on their own; a deadline
-of MINUTES + 10 minutes stops whatever is left (nothing unbounded). Nothing here is a test.
+Threads from /proc/PID/status, open fds from /proc/PID/fd. Each sample is one JSON line
+in OUT. At the end, per process: RSS at the end of the first 5 minutes against the
+lowest and highest after it (flat = within 10% of that reference), the same for its
+anonymous part (what the process holds; the file-backed rest is the binary's code and
+read-only data mapped from the page cache, which other processes of the same binary
+also bring in), fds and threads at 5 minutes against their highest after; and per
+store, the distinct seconds of load stored against the run's length (the stores are
+kept beside OUT). The loads end on their own; a deadline of MINUTES + 10 minutes stops
+whatever is left (nothing unbounded). Nothing here is a test.
 
 Why all three at once: one hour, not three; the machine is shared either way, and
 flatness is about growth over time, which contention does not create.
@@ -100,6 +100,15 @@ from minute 5 to the end:
   keeps to store at its end (monitor samples, stall seconds, the seconds' digests),
   the same floor as the injected coordinator's ~1 KB/s. Not yet shown side by side:
   a run with the item texts shared between the truth and the mirrors (one copy).
+- 29 Nov 2026, release builds, beside other measurements: `--minutes 60` of b8e275d,
+  every second stored, no fd or thread growth; not flat by the letter: bench --save
+  +11.2%, agents +15-18%, coordinator +22% (its file-backed part: code first run after
+  minute 5; its anonymous memory flat). `--loads bench,injected` with the anonymous and
+  file-backed parts: b8e275d for 60 minutes, file-backed constant from minute 5 in
+  every volley process, bench --save +10.1% (0.54 KB/s), agents +13.7-13.9% (0.74-0.81
+  KB/s); with the stall probe's older seconds on disk (b74d387), 30 minutes in the same
+  minutes: bench --save +3.4% (0.33 KB/s), agents +3.7-4.4% (0.18-0.32 KB/s),
+  coordinator +13.6% (its anonymous part swinging 6-9 MB as in every run).
 """
 import argparse
 import json
