@@ -5,8 +5,8 @@
 //! long step kept every one in memory until its end: a 60-minute office day grew by
 //! about 1.6 MB for them (issue 26: a long run's memory stays flat). Each record is
 //! appended to an unnamed temporary file as it is made (MessagePack with field names,
-//! which carries every `f64` bit for bit) and read back once, when the run ends and its caller
-//! stores or summarises them. Nothing is lost to the disk: when the file cannot be made
+//! which carries every `f64` bit for bit) and read back once, when the run ends and its
+//! caller stores or summarises them. Nothing is lost to the disk: when the file cannot be made
 //! or a write fails, the records from then on stay in memory, and those written before
 //! are still read back.
 

@@ -495,22 +495,33 @@ struct Stall {
     bound_us: u64,
 }
 
+impl Stall {
+    /// Counts this stall in `s` when `s` is its first second or later.
+    fn apply(&self, s: &mut StallSecond) {
+        if s.second >= self.first {
+            s.max_us = s.max_us.max(self.late_us);
+            s.bound_us = s.bound_us.max(self.bound_us);
+        }
+    }
+}
+
 /// A sleeper's closed seconds: the latest [`KEPT_SECONDS`] in memory and the older
-/// ones waiting on disk ([`crate::spill::Spill`]) until the load ends. Why: one second
+/// ones waiting on disk ([`crate::spill::Spill`], made when the first second leaves
+/// memory, so a load shorter than that opens no file) until the load ends. Why: one second
 /// is ~250 bytes with its per-CPU shares, and a `volley bench --save` or an agent at a
 /// fixed rate grew 0.4 KB/s for them over an hour (issue 26: a long run's memory stays
 /// flat). What [`Closed::finish`] returns has `[i].second == i`, as a `Vec` filled by
 /// [`push_second`] has.
 #[derive(Default)]
 struct Closed {
-    old: Spill<StallSecond>,
+    old: Option<Spill<StallSecond>>,
     recent: VecDeque<StallSecond>,
 }
 
 impl Closed {
     /// Seconds closed so far.
     fn len(&self) -> u64 {
-        (self.old.len() + self.recent.len()) as u64
+        (self.old.as_ref().map_or(0, Spill::len) + self.recent.len()) as u64
     }
 
     /// Appends `s`, with empty seconds for any it skipped, each marked with `stall`
@@ -530,14 +541,13 @@ impl Closed {
     }
 
     fn keep(&mut self, mut s: StallSecond, stall: Option<Stall>) {
-        if let Some(x) = stall.filter(|x| s.second >= x.first) {
-            s.max_us = s.max_us.max(x.late_us);
-            s.bound_us = s.bound_us.max(x.bound_us);
+        if let Some(x) = stall {
+            x.apply(&mut s);
         }
         self.recent.push_back(s);
         if self.recent.len() > KEPT_SECONDS {
             if let Some(oldest) = self.recent.pop_front() {
-                self.old.push(oldest);
+                self.old.get_or_insert_with(Spill::new).push(oldest);
             }
         }
     }
@@ -551,14 +561,13 @@ impl Closed {
             .saturating_sub(front)
             .min(self.recent.len() as u64) as usize;
         for s in self.recent.range_mut(from..) {
-            s.max_us = s.max_us.max(stall.late_us);
-            s.bound_us = s.bound_us.max(stall.bound_us);
+            stall.apply(s);
         }
     }
 
     /// Every closed second, in order.
     fn finish(self) -> Vec<StallSecond> {
-        let mut out = self.old.finish();
+        let mut out = self.old.map(Spill::finish).unwrap_or_default();
         out.extend(self.recent);
         out
     }

@@ -126,6 +126,12 @@ fn closed_seconds_wait_on_disk_and_come_back_whole() {
     let mut closed = Closed::default();
     for k in 0..n {
         closed.push(sec(k), None);
+        if k + 1 == KEPT_SECONDS as u64 {
+            assert!(
+                closed.old.is_none(),
+                "no file while every second fits in memory"
+            );
+        }
     }
     assert_eq!(closed.recent.len(), KEPT_SECONDS, "the rest waits on disk");
     // A 2 s stall that began two seconds before the last closed one.

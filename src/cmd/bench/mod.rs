@@ -303,19 +303,14 @@ fn check_outputs(a: &LoadArgs) -> Result<(), UsageError> {
             continue;
         }
         let existed = std::fs::symlink_metadata(p).is_ok();
-        match std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(p)
-        {
-            Ok(_) if !existed => {
-                let _ = std::fs::remove_file(p);
-            }
-            Ok(_) => {}
-            Err(e) => {
-                return Err(UsageError(format!("cannot write {}: {e}", p.display())));
-            }
+            .map_err(|e| UsageError(format!("cannot write {}: {e}", p.display())))?;
+        if !existed {
+            let _ = std::fs::remove_file(p);
         }
     }
     Ok(())
