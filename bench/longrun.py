@@ -254,17 +254,18 @@ def verdict(rows, settle_s, secs):
         if len(late) < 2:
             continue
         ref = late[0]
+        # The slopes leave out the closing's peak: the load's own samples only.
+        body = [r for r in late if r["t"] <= secs]
         _, lo, hi, flat = flatness(late, "rss_kb")
         line = (f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
                 f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
-                f"slope {slope([r for r in late if r['t'] <= secs]):.2f} KB/s)")
+                f"slope {slope(body):.2f} KB/s)")
         if "anon_kb" in ref:
             # The anonymous part is what the process holds; the file-backed part is the
             # binary's pages mapped from the page cache, which grows as code runs for the
             # first time and as the kernel maps around a fault the pages that other
             # processes of the same binary read (the three loads share one file).
             a_ref, a_lo, a_hi, a_flat = flatness(late, "anon_kb")
-            body = [r for r in late if r["t"] <= secs]
             line += (f"; of it anonymous {a_ref} kB, after it {a_lo}..{a_hi} kB "
                      f"({'flat' if a_flat else 'NOT flat'}; slope {slope(body, 'anon_kb'):.2f} "
                      f"KB/s), file-backed {ref['file_kb']} -> {late[-1]['file_kb']} kB")
