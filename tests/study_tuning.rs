@@ -562,3 +562,59 @@ retries = 0
         "{line}"
     );
 }
+
+/// A closed loop on a server held to a small CPU cap is the server's: the generator
+/// used little of its core and its worker 0 hardly waited for one, and nginx used all
+/// of its 5% (throttled most of each second). The throttling volley set shows in the
+/// machine's CPU pressure, which must not make the step inconclusive (seed 002 read
+/// "CPU pressure 67%" at a 25% cap), and a cap under half a core must count whole as
+/// what the server could use.
+#[test]
+fn a_closed_loop_on_a_capped_server_is_server_bound() {
+    if !server_installed("nginx", "nginx") || !root_for("a CPU cap on the target") {
+        return;
+    }
+    let dir = temp_dir("capped-closed");
+    let f = write(
+        &dir,
+        "c.toml",
+        &format!(
+            r#"
+name = "capped-closed"
+[[target]]
+name = "slow"
+kind = "nginx"
+workers = 1
+cpu_quota = 0.05
+{ONE_PAGE}
+[load]
+model = "closed"
+keepalive = true
+timeout = "5s"
+[sweep]
+concurrency = [4]
+[steps]
+duration = "3s"
+warmup = "0s"
+cooldown = "0s"
+retries = 0
+"#
+        ),
+    );
+    let db = dir.join("c.db");
+    let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
+    assert_eq!(code, Some(0), "{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1, "{out}{err}");
+    let s = &steps[0];
+    let reason = s.summary["generator"]["verdict"]["reason"].to_string();
+    assert!(reason.contains("its worker 0 waited for a CPU"), "{reason}");
+    assert_eq!(
+        s.label.as_deref(),
+        Some("server-bound"),
+        "{reason}\nnotes: {}\n{out}{err}",
+        s.summary["notes"]
+    );
+}

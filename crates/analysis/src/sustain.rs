@@ -402,7 +402,9 @@ pub struct ServerSide {
     /// The server's CPU over the step, percent of one CPU; `None` when not measured.
     pub cpu_pct: Option<f64>,
     /// The CPUs the server could use, in cores: its quota or pinned cores, else the
-    /// machine's CPUs less what the generator used beside it (at least half a core).
+    /// machine's CPUs less what the generator used beside it (the caller floors that
+    /// one at half a core; a quota is taken as it is, however small: a server at its
+    /// 25% cap used all it could).
     pub available_cores: f64,
 }
 
@@ -426,7 +428,7 @@ pub fn server_evidence(side: &ServerSide) -> ServerEvidence {
     if side.failed_on_server {
         return ServerEvidence::Shown("the step failed on the server's own figures".to_string());
     }
-    let avail = side.available_cores.max(0.5);
+    let avail = side.available_cores;
     match side.cpu_pct {
         Some(pct) if pct / 100.0 >= SERVER_CPU_SHARE * avail => ServerEvidence::Shown(format!(
             "the server used {pct:.0}% of a CPU, at least {:.0}% of the {avail:.1} core(s) it could use",

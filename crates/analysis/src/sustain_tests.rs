@@ -615,12 +615,13 @@ fn server_bound_needs_the_servers_evidence() {
     };
     // (what the server showed, server-bound)
     let table = [
-        (side(true, Some(5.0), 2.0), true),    // its queue grew
-        (side(false, Some(170.0), 2.0), true), // 85% of two cores
-        (side(false, Some(45.0), 0.5), true),  // at its 50% cap
-        (side(false, Some(30.0), 2.0), false), // idle behind a slow link
-        (side(false, None, 2.0), false),       // not measured
-        (side(false, Some(45.0), 0.1), true),  // at least half a core counts
+        (side(true, Some(5.0), 2.0), true),     // its queue grew
+        (side(false, Some(170.0), 2.0), true),  // 85% of two cores
+        (side(false, Some(45.0), 0.5), true),   // at its 50% cap
+        (side(false, Some(30.0), 2.0), false),  // idle behind a slow link
+        (side(false, None, 2.0), false),        // not measured
+        (side(false, Some(25.0), 0.25), true),  // at its 25% cap (seed 002)
+        (side(false, Some(15.0), 0.25), false), // 60% of that cap
     ];
     for (i, (s, want)) in table.iter().enumerate() {
         let got = server_evidence(s);

@@ -15,6 +15,7 @@ fn open(rate: f64, scheduled: u64, dispatched: u64, lag_us: u64, slack: bool) ->
         cpu_cores_used: None,
         cores: 2.0,
         cpu_pressure: None,
+        cpu_wait_share: None,
         longest_stall_us: None,
         pacer_wait_us: None,
         others_on_pacer_us: None,
@@ -36,6 +37,7 @@ fn closed(used: Option<f64>, cores: f64, pressure: Option<f64>) -> Check {
         cpu_cores_used: used,
         cores,
         cpu_pressure: pressure,
+        cpu_wait_share: None,
         longest_stall_us: None,
         pacer_wait_us: None,
         others_on_pacer_us: None,
@@ -161,6 +163,43 @@ fn closed_loop_table() {
             got.reason
         );
     }
+}
+
+/// The generator's own wait for a CPU decides a closed loop where it was measured;
+/// machine-wide pressure, which counts a target throttled by the cap volley set, then
+/// decides nothing (seed 002: 2% of a core used, worker 0 waiting 0.8% of the time,
+/// pressure 67%: the server's figure, not an inconclusive one).
+#[test]
+fn closed_loop_reads_the_generators_own_wait_before_pressure() {
+    use Bound::*;
+    let table = [
+        // (used, cores, pressure, worker 0's wait share, expected)
+        (Some(0.02), 1.0, Some(0.67), Some(0.008), ServerBound), // seed 002, capped nginx
+        (Some(0.02), 1.0, Some(0.67), None, Inconclusive),       // no schedstats: as before
+        (Some(0.5), 2.0, Some(0.0), Some(0.099), ServerBound),
+        (Some(0.5), 2.0, Some(0.0), Some(0.1), Inconclusive), // short of a CPU itself
+        (Some(0.5), 2.0, None, Some(0.4), Inconclusive),
+        (Some(1.6), 2.0, Some(0.0), Some(0.0), Inconclusive), // 80%: scheduling-limited
+        (Some(1.9), 2.0, Some(0.9), Some(0.5), GeneratorBound), // its CPU decides first
+        (None, 2.0, Some(0.0), Some(0.0), Inconclusive),      // CPU not measured
+    ];
+    for (used, cores, pressure, wait, want) in table {
+        let mut c = closed(used, cores, pressure);
+        c.cpu_wait_share = wait;
+        let got = classify(&c);
+        assert_eq!(
+            got.label, want,
+            "{used:?} of {cores}, pressure {pressure:?}, wait {wait:?}: {}",
+            got.reason
+        );
+    }
+    let mut c = closed(Some(0.5), 2.0, Some(0.9));
+    c.cpu_wait_share = Some(0.25);
+    let why = classify(&c).reason;
+    assert!(
+        why.contains("waited for a CPU 25.0% of the time") && !why.contains("pressure"),
+        "{why}"
+    );
 }
 
 #[test]

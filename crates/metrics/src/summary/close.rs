@@ -19,6 +19,14 @@ fn probe_figures(r: &StallReport) -> ProbeFigures {
     }
 }
 
+/// The share of the run the generator's worker 0 waited for a CPU: its run delay
+/// summed over the seconds that measured it, over those seconds (each about one
+/// second long). `None` when no second did.
+pub(super) fn cpu_wait_share(seconds: &[SecondSummary]) -> Option<f64> {
+    let waits: Vec<f64> = seconds.iter().filter_map(|s| s.pacer_wait_ms).collect();
+    (!waits.is_empty()).then(|| waits.iter().sum::<f64>() / (waits.len() as f64 * 1e3))
+}
+
 /// A generator-bound run's reason names the generator-bound second where a target
 /// volley started took the largest share of the pacer's core while the pacer waited.
 fn name_target_beside(verdict: &mut Verdict, seconds: &[SecondSummary]) {
@@ -73,10 +81,16 @@ impl Recorder {
             c.ok,
         );
         let rates = self.rates(open_rate, duration_s, finished);
-        let (whole_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
-            self.run_check(run, open_rate, &rates, measured_ns);
-
         let seconds = self.seconds(open_rate, headline, run.cores, run.stalls.as_ref())?;
+        let (whole_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
+            self.run_check(
+                run,
+                open_rate,
+                &rates,
+                measured_ns,
+                cpu_wait_share(&seconds),
+            );
+
         let labels: Vec<Bound> = seconds.iter().map(|s| s.label).collect();
         let mut run_verdict = label::run_label(whole_verdict, &labels);
         name_target_beside(&mut run_verdict, &seconds);
@@ -207,13 +221,15 @@ impl Recorder {
 
     /// The whole run's self-check: the bound verdict, the connection-cap hits of the
     /// measured part, the generator's CPU in cores, and the p99 of send lag, scheduler lag
-    /// and connection wait (microseconds).
+    /// and connection wait (microseconds). `wait_share` is the share of the run worker 0
+    /// waited for a CPU ([`cpu_wait_share`]).
     pub(super) fn run_check(
         &self,
         run: &RunInfo,
         open_rate: Option<f64>,
         rates: &Rates,
         measured_ns: u64,
+        wait_share: Option<f64>,
     ) -> (Verdict, u64, Option<f64>, [u64; 3]) {
         let c = &self.totals.counts;
         let p99 = |m: Metric| {
@@ -249,6 +265,7 @@ impl Recorder {
             cpu_cores_used,
             cores: run.cores,
             cpu_pressure: run.cpu_pressure,
+            cpu_wait_share: wait_share,
             // The whole run is judged from its seconds' labels (label::run_label).
             longest_stall_us: None,
             pacer_wait_us: None,
@@ -513,6 +530,7 @@ impl Recorder {
                 cpu_cores_used: res.map(|r| r.cpu_cores_used),
                 cores,
                 cpu_pressure: res.and_then(|r| r.cpu_pressure),
+                cpu_wait_share: res.and_then(|r| r.pacer_wait_ms).map(|w| w / 1e3),
                 longest_stall_us: stalls.and_then(|r| r.bound_near(s as u64)),
                 pacer_wait_us: pacer.wait_us,
                 others_on_pacer_us: pacer.others_us,

@@ -299,3 +299,24 @@ fn a_run_mostly_of_failures_says_its_rate_is_not_the_servers() {
     assert_eq!(run(100).mostly_failed(), None);
     assert_eq!(run(0).mostly_failed(), None);
 }
+
+/// The whole run's wait for a CPU is its seconds' run delay over the seconds that
+/// measured it (a second without the reading counts neither way), and unknown when
+/// none did: the closed-loop rule then falls back on CPU pressure.
+#[test]
+fn the_runs_wait_for_a_cpu_is_its_measured_seconds_mean() {
+    let mut r = Recorder::new();
+    for i in 0..10u64 {
+        r.record(&ok(10 + i * 10, 10));
+    }
+    let s = r.close(&info(Model::Closed, 1_000)).unwrap();
+    let with = |w: Option<f64>| SecondSummary {
+        pacer_wait_ms: w,
+        ..s.seconds[0].clone()
+    };
+    let seconds = [with(Some(10.0)), with(None), with(Some(30.0))];
+    let share = super::close::cpu_wait_share(&seconds).unwrap();
+    assert!((share - 0.02).abs() < 1e-12, "{share}");
+    assert_eq!(super::close::cpu_wait_share(&[with(None)]), None);
+    assert_eq!(super::close::cpu_wait_share(&[]), None);
+}

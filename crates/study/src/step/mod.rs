@@ -503,8 +503,9 @@ const WHOLE_WINDOW_SHARE: f64 = 0.95;
 
 /// A step the generator rule calls server-bound stays so only with the server's own
 /// evidence (`sustain::server_evidence`): its queue grew, or its CPU neared what it
-/// could use (`cap_cores`: its quota or pinned cores; else the machine's CPUs less the
-/// generator's). Otherwise it is inconclusive, with the reason in its notes.
+/// could use (`cap_cores`: its quota or pinned cores, as they are; else the machine's
+/// CPUs less the generator's, at least half a core). Otherwise it is inconclusive, with
+/// the reason in its notes.
 pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>) {
     if j.label != sustain::Bound::ServerBound.label() {
         return;
@@ -529,7 +530,7 @@ pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>
     let side = sustain::ServerSide {
         failed_on_server,
         cpu_pct,
-        available_cores: cap_cores.unwrap_or(machine - generator),
+        available_cores: cap_cores.unwrap_or((machine - generator).max(0.5)),
     };
     if let sustain::ServerEvidence::Inconclusive(why) = sustain::server_evidence(&side) {
         j.label = sustain::Bound::Inconclusive.label();
