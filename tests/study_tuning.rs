@@ -618,3 +618,63 @@ retries = 0
         s.summary["notes"]
     );
 }
+
+/// A capped step that ends within a few periods of its quota measured a burst, not the
+/// capped server: the built-in server held to 25% of a CPU answers 300 requests in a
+/// fraction of a second (the kernel counts the quota per 100 ms period, and the first
+/// period runs at full speed). The step is stored too-short with the reason, not
+/// measured again, and the end table gives the target no figure.
+#[test]
+fn a_capped_step_shorter_than_its_quota_periods_is_too_short_not_the_servers() {
+    if !root_for("a CPU cap on the target") {
+        return;
+    }
+    let dir = temp_dir("too-short");
+    let f = write(
+        &dir,
+        "s.toml",
+        &format!(
+            r#"
+name = "too-short"
+[[target]]
+name = "builtin"
+kind = "builtin"
+cpu_quota = 0.25
+{ONE_PAGE}
+[load]
+model = "closed"
+keepalive = true
+timeout = "5s"
+[sweep]
+concurrency = [2]
+[steps]
+requests = 300
+warmup = "0s"
+cooldown = "0s"
+"#
+        ),
+    );
+    let db = dir.join("s.db");
+    let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
+    assert_eq!(code, Some(0), "{err}");
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(steps.len(), 1, "not measured again:\n{out}\n{err}");
+    let s = &steps[0];
+    let measured = s.summary["duration_s"].as_f64().unwrap();
+    assert!(
+        measured < 1.0,
+        "the step lasted {measured} s: not too short"
+    );
+    assert_eq!(s.label.as_deref(), Some("too-short"), "{out}{err}");
+    let notes = s.summary["notes"].to_string();
+    assert!(
+        notes.contains("too short for its CPU cap: the step measured"),
+        "{notes}"
+    );
+    assert!(
+        out.contains("no server figure") && out.contains("too short for its CPU cap"),
+        "{out}"
+    );
+}

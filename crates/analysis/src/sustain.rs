@@ -246,11 +246,19 @@ impl Bound {
 /// only the seconds that reached the coordinator. Kept, never judged.
 pub const INCOMPLETE: &str = "incomplete";
 
+/// The label stored with a step under a CPU cap volley set that measured too little
+/// time for the cap to hold (the study's `step::evidence`, ten periods of the quota):
+/// the kernel counts a quota per period, so its figure is a burst at full speed, not
+/// the capped server's. Kept, never judged, and not measured again: the same plan is
+/// as short the next time.
+pub const TOO_SHORT: &str = "too-short";
+
 /// The one rule every consumer of stored steps applies (the study's end-of-run table and
 /// the reports alike): a step labelled generator-bound measured the generator, one
 /// labelled machine-stalled measured the machine's stalls, one labelled link-bound
-/// (`crate::link`) the link volley shaped, and one labelled incomplete ([`INCOMPLETE`])
-/// lost its injectors, so none ever feeds a capacity, a median, a confidence interval, a
+/// (`crate::link`) the link volley shaped, one labelled too-short ([`TOO_SHORT`]) a
+/// burst its CPU cap never held, and one labelled incomplete ([`INCOMPLETE`]) lost its
+/// injectors, so none ever feeds a capacity, a median, a confidence interval, a
 /// ranking or a USL fit. Steps without a label (old stores) and inconclusive steps are
 /// kept; the label says what to make of them.
 pub fn counts_for_server(label: Option<&str>) -> bool {
@@ -258,13 +266,14 @@ pub fn counts_for_server(label: Option<&str>) -> bool {
 }
 
 /// The label of a step whose figures are not the server's (generator-bound,
-/// machine-stalled, link-bound, incomplete), as the one static string a report marks
+/// machine-stalled, link-bound, too-short, incomplete), as the one static string a report marks
 /// its row with; `None` for a step that counts for the server.
 pub fn not_the_servers(label: Option<&str>) -> Option<&'static str> {
     [
         Bound::GeneratorBound.label(),
         Bound::MachineStalled.label(),
         crate::link::LABEL,
+        TOO_SHORT,
         INCOMPLETE,
     ]
     .into_iter()
@@ -272,10 +281,10 @@ pub fn not_the_servers(label: Option<&str>) -> Option<&'static str> {
 }
 
 /// Whether measuring the step again could give the server's figure: generator-bound and
-/// machine-stalled steps were spoiled by noise, a link-bound one was not (the same link
-/// bounds it the next time too).
+/// machine-stalled steps were spoiled by noise, a link-bound or too-short one was not
+/// (the same link bounds it the next time too, and the same plan is as short).
 pub fn spoiled_by_noise(label: Option<&str>) -> bool {
-    !counts_for_server(label) && label != Some(crate::link::LABEL)
+    !counts_for_server(label) && label != Some(crate::link::LABEL) && label != Some(TOO_SHORT)
 }
 
 /// The judgement of one step.

@@ -10,6 +10,12 @@ fn generator_bound_steps_never_count_for_the_server() {
     assert!(!counts_for_server(Some(Bound::MachineStalled.label())));
     assert!(!counts_for_server(Some("machine-stalled")));
     assert_eq!(Bound::MachineStalled.label(), "machine-stalled");
+    // A burst its CPU cap never held: not the server's, and measuring it again with
+    // the same plan would be as short.
+    assert!(!counts_for_server(Some(TOO_SHORT)));
+    assert_eq!(not_the_servers(Some("too-short")), Some(TOO_SHORT));
+    assert!(!spoiled_by_noise(Some(TOO_SHORT)));
+    assert!(spoiled_by_noise(Some(Bound::GeneratorBound.label())));
 }
 
 #[test]

@@ -34,11 +34,28 @@ pub struct LeftOut {
     pub link: usize,
     /// Most of their requests failed: an error is never throughput.
     pub failed: usize,
+    /// Too short for the CPU cap volley set to hold: a burst, not the capped server's
+    /// figure.
+    pub short: usize,
 }
 
 impl LeftOut {
     fn total(&self) -> usize {
-        self.generator + self.link + self.failed
+        self.generator + self.link + self.failed + self.short
+    }
+
+    /// The counts by kind, as the end of a sentence: "2 link-bound, 1 generator-bound
+    /// or machine-stalled, 0 mostly failed" (and the too-short ones when there are any).
+    fn kinds(&self) -> String {
+        let short = if self.short > 0 {
+            format!(", {} too short for their CPU cap", self.short)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} link-bound, {} generator-bound or machine-stalled, {} mostly failed{short}",
+            self.link, self.generator, self.failed
+        )
     }
 }
 
@@ -184,6 +201,7 @@ pub fn nothing_left(all: &[Contender]) -> String {
         s.generator += c.left_out.generator;
         s.link += c.left_out.link;
         s.failed += c.left_out.failed;
+        s.short += c.left_out.short;
         s
     });
     let total = sum.total();
@@ -196,11 +214,10 @@ pub fn nothing_left(all: &[Contender]) -> String {
             .to_string()
     } else if sum.failed == total {
         "most requests of every step failed: errors are not throughput".to_string()
+    } else if sum.short == total {
+        "every step was too short for its CPU cap to hold: the figures are bursts, not the capped servers'".to_string()
     } else {
-        format!(
-            "no step stands for a server ({} link-bound, {} generator-bound or machine-stalled, {} mostly failed)",
-            sum.link, sum.generator, sum.failed
-        )
+        format!("no step stands for a server ({})", sum.kinds())
     }
 }
 
@@ -224,11 +241,10 @@ pub fn nothing_left_of(c: &Contender) -> String {
         format!("{steps} measured the generator or a stalled machine, not the server")
     } else if l.failed == n {
         format!("most requests of {steps} failed: errors are not throughput")
+    } else if l.short == n {
+        format!("{steps} {were} too short for the CPU cap to hold: bursts, not the capped server's figure")
     } else {
-        format!(
-            "no step stands for the server ({} link-bound, {} generator-bound or machine-stalled, {} mostly failed)",
-            l.link, l.generator, l.failed
-        )
+        format!("no step stands for the server ({})", l.kinds())
     }
 }
 

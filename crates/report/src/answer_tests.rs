@@ -51,6 +51,15 @@ fn the_answer_names_a_winner_only_beyond_noise() {
         failed: 2,
         ..LeftOut::default()
     };
+    let short = LeftOut {
+        short: 2,
+        ..LeftOut::default()
+    };
+    let mixed = LeftOut {
+        short: 1,
+        generator: 1,
+        ..LeftOut::default()
+    };
     // (case, contenders, verdict kind, leader, words the sentence must hold)
     type Row = (
         &'static str,
@@ -104,6 +113,20 @@ fn the_answer_names_a_winner_only_beyond_noise() {
             "no figure",
             None,
             "No answer: most requests of every step failed",
+        ),
+        (
+            "steps too short for their CPU cap are left out",
+            vec![c("a", &[("L1", noisy_a)]), left("builtin", short)],
+            "alone",
+            Some(0),
+            "(the others: every step was too short for its CPU cap to hold: the figures are bursts",
+        ),
+        (
+            "too short and generator-bound: both counted",
+            vec![left("builtin", mixed), left("nginx", failed)],
+            "no figure",
+            None,
+            "no step stands for a server (0 link-bound, 1 generator-bound or machine-stalled, 2 mostly failed, 1 too short for their CPU cap)",
         ),
         (
             "unlike points are not compared",

@@ -202,6 +202,9 @@ fn points_of(t: &TargetReport, m: Metric) -> RunPoints {
                 add_point(&mut r.shaped, &mut seen_link, s.point_label(), s.repeat, v);
             }
             continue;
+        } else if s.too_short() {
+            r.left_out.short += 1;
+            continue;
         } else if generator {
             r.left_out.generator += 1;
         } else if s.mostly_failed() {

@@ -311,6 +311,8 @@ fn contender(
     for s in &steps {
         if s.link_bound() {
             left_out.link += 1;
+        } else if s.too_short() {
+            left_out.short += 1;
         } else if s.generator_bound() {
             left_out.generator += 1;
         } else if s.mostly_failed() {

@@ -174,7 +174,7 @@ pub(crate) fn run_injected(
         })
     });
     let mut judged = judge(rate, plan, watched)?;
-    crate::step::require_server_evidence(&mut judged, crate::step::cap_cores(plan, cell));
+    crate::step::require_server_evidence(&mut judged, crate::step::cap_of(plan, cell));
     if incomplete {
         mark_incomplete(&mut judged);
     }

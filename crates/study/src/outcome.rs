@@ -491,7 +491,7 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
         )
     } else if server.is_empty() {
         format!(
-            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, mostly failed, or failed on a busy machine)",
+            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, too short for its CPU cap, mostly failed, or failed on a busy machine)",
             steps.len()
         )
     } else if steps.iter().any(|s| s.rate.is_some()) {

@@ -655,3 +655,37 @@ fn a_users_search_has_a_row_per_count_tried_and_answers_with_its_interval() {
         .any(|r| r[0] == "radicale" && r[3] == "(not run)"));
     assert!(!t.usl.iter().any(|l| l.starts_with("radicale")));
 }
+
+/// A step too short for its CPU cap is never the server's figure and never measured
+/// again, on a busy machine or not; a generator-bound one is, and a closed-loop figure
+/// on a busy machine too.
+#[test]
+fn too_short_steps_are_left_out_and_not_measured_again() {
+    let p = plan(CONC);
+    for busy in [false, true] {
+        let s = StepOutcome {
+            machine_busy: busy,
+            ..step(0, None, 20_000.0, None, volley_analysis::sustain::TOO_SHORT)
+        };
+        assert!(!s.needs_remeasure(), "busy {busy}");
+        assert!(!s.counts_for_server());
+        let g = StepOutcome {
+            machine_busy: busy,
+            ..step(0, None, 20_000.0, None, "generator-bound")
+        };
+        assert!(g.needs_remeasure(), "busy {busy}");
+    }
+    let busy_closed = StepOutcome {
+        machine_busy: true,
+        ..step(0, None, 100.0, None, "server-bound")
+    };
+    assert!(busy_closed.needs_remeasure());
+    let steps: Vec<StepOutcome> = (0..6)
+        .map(|i| step(i, None, 20_000.0, None, volley_analysis::sustain::TOO_SHORT))
+        .collect();
+    let t = table(&p, &steps, &[]).to_string();
+    assert!(
+        !t.contains("20000") && t.contains("too short for its CPU cap"),
+        "{t}"
+    );
+}

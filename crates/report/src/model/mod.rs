@@ -299,6 +299,12 @@ impl StepReport {
         self.label.as_deref() == Some(volley_analysis::link::LABEL)
     }
 
+    /// True when the step was too short for the CPU cap volley set to hold
+    /// (`volley_analysis::sustain::TOO_SHORT`): a burst, not the capped server's figure.
+    pub fn too_short(&self) -> bool {
+        self.label.as_deref() == Some(volley_analysis::sustain::TOO_SHORT)
+    }
+
     /// True when the generator, not the server, limited the step.
     /// The rule is volley-analysis's, shared with the study's end-of-run table.
     pub fn generator_bound(&self) -> bool {

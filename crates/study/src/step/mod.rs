@@ -24,6 +24,8 @@ use volley_targets::RunningTarget;
 
 use crate::plan::{Cell, Encoding, Plan, Protocol, Workload};
 
+mod evidence;
+pub(crate) use evidence::{cap_of, require_server_evidence};
 pub(crate) mod extra;
 mod link;
 mod load;
@@ -238,7 +240,7 @@ pub(crate) fn run_step(
         })
     });
     let mut judged = judge(rate, plan, watched)?;
-    require_server_evidence(&mut judged, cap_cores(plan, cell));
+    require_server_evidence(&mut judged, cap_of(plan, cell));
     Ok(judged)
 }
 
@@ -294,13 +296,6 @@ impl ConnectCounters {
             ..stats
         }
     }
-}
-
-/// The CPUs the step's target could use by volley's limits: its quota, else its pinned
-/// cores; `None` when neither was set.
-pub(crate) fn cap_cores(plan: &Plan, cell: &Cell) -> Option<f64> {
-    let inst = &plan.instances[cell.instance];
-    inst.cpu_quota.or(inst.cores.map(f64::from))
 }
 
 /// How a step watches its target: the monitor once a second, not required (a monitor
@@ -500,46 +495,6 @@ fn judged_windows(s: &Summary) -> usize {
 /// second is still a full window, and flooring would drop it (and with it the step's
 /// judgement: three windows are the minimum).
 const WHOLE_WINDOW_SHARE: f64 = 0.95;
-
-/// A step the generator rule calls server-bound stays so only with the server's own
-/// evidence (`sustain::server_evidence`): its queue grew, or its CPU neared what it
-/// could use (`cap_cores`: its quota or pinned cores, as they are; else the machine's
-/// CPUs less the generator's, at least half a core). Otherwise it is inconclusive, with
-/// the reason in its notes.
-pub(crate) fn require_server_evidence(j: &mut JudgedStep, cap_cores: Option<f64>) {
-    if j.label != sustain::Bound::ServerBound.label() {
-        return;
-    }
-    let failed_on_server = j.verdict.sustain.as_ref().is_some_and(|v| {
-        v.reasons.iter().any(|r| {
-            matches!(
-                r,
-                sustain::Reason::ReplyRateShort { .. }
-                    | sustain::Reason::TooManyErrors { .. }
-                    | sustain::Reason::P99OverSlo { .. }
-                    | sustain::Reason::InFlightRising(_)
-            )
-        })
-    });
-    let monitor = j.monitor.as_ref();
-    let cpu_pct = monitor
-        .and_then(|m| m.cpu_user_pct.zip(m.cpu_sys_pct))
-        .map(|(u, s)| u + s);
-    let machine = monitor.map_or(1.0, |m| f64::from(m.cpus));
-    let generator = j.summary.generator.cpu_cores_used.unwrap_or(0.0);
-    let side = sustain::ServerSide {
-        failed_on_server,
-        cpu_pct,
-        available_cores: cap_cores.unwrap_or((machine - generator).max(0.5)),
-    };
-    if let sustain::ServerEvidence::Inconclusive(why) = sustain::server_evidence(&side) {
-        j.label = sustain::Bound::Inconclusive.label();
-        if let Some(notes) = j.summary_json["notes"].as_array_mut() {
-            notes.push(Value::String(why.clone()));
-        }
-        j.summary.notes.push(why);
-    }
-}
 
 /// Whole windows in a step that lasted `duration_s` and recorded `seconds` windows.
 pub(crate) fn whole_windows(duration_s: f64, seconds: usize) -> usize {

@@ -118,8 +118,12 @@ impl StepOutcome {
 
     /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
     /// machine was busy. Such a step is measured again later, up to the study's `retries`.
-    /// A link-bound step is not measured again: the same link would bound it again.
+    /// A link-bound step is not measured again: the same link would bound it again;
+    /// nor a too-short one, busy machine or not: the same plan is as short again.
     pub fn needs_remeasure(&self) -> bool {
+        if self.label == sustain::TOO_SHORT {
+            return false;
+        }
         Evidence::needs_remeasure(
             self.sustainable,
             !sustain::spoiled_by_noise(Some(self.label)),
