@@ -674,7 +674,7 @@ cooldown = "0s"
         "{notes}"
     );
     assert!(
-        out.contains("no server figure") && out.contains("too short for its CPU cap"),
+        out.contains("no server figure: its one step was too short for its CPU cap to hold"),
         "{out}"
     );
 }

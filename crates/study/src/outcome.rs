@@ -481,6 +481,19 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
             ci_text(&p99, 1)
         );
     }
+    if !steps.is_empty()
+        && steps
+            .iter()
+            .all(|s| s.label == volley_analysis::sustain::TOO_SHORT)
+    {
+        return format!(
+            "no server figure: {} too short for its CPU cap to hold (under ten periods of the quota measured): a burst, not the capped server's figure; give the steps more requests",
+            match steps.len() {
+                1 => "its one step was".to_string(),
+                n => format!("each of its {n} steps was"),
+            }
+        );
+    }
     if server.is_empty() && steps.iter().all(|s| s.rate.is_none() && s.mostly_failed()) {
         format!(
             "no server figure: most requests of {} failed (errors are not throughput)",
