@@ -525,3 +525,37 @@ fn repeats_interleave_rounds_and_give_medians_per_target() {
         assert_nothing_left(t);
     }
 }
+
+/// A run under a CPU quota that ends within a few of its periods measured a burst at
+/// full speed, not the capped server: 200 requests to the built-in server at 25% of a
+/// CPU take a fraction of a second (the kernel counts the quota per 100 ms period), and
+/// the run says so in its notes.
+#[test]
+fn a_capped_run_shorter_than_its_quota_periods_says_so() {
+    let json = temp_json("short-cap");
+    let (code, out, err) = volley(&[
+        "bench",
+        "--target",
+        "builtin",
+        "--cpu-quota",
+        "25%",
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "-k",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = read_json(&json);
+    let run = &v["runs"][0];
+    let s = run.get("summary").unwrap_or(run);
+    let measured = s["duration_s"].as_f64().unwrap();
+    assert!(measured < 0.95, "the run lasted {measured} s: not short");
+    let notes = s["notes"].to_string();
+    assert!(
+        notes.contains("too short for its CPU cap: the load measured"),
+        "{notes}\n{out}"
+    );
+}

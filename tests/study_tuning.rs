@@ -565,10 +565,16 @@ retries = 0
 
 /// A closed loop on a server held to a small CPU cap is the server's: the generator
 /// used little of its core and its worker 0 hardly waited for one, and nginx used all
-/// of its 5% (throttled most of each second). The throttling volley set shows in the
+/// of its 2% (throttled most of each second; small enough that its ~1,200 answers a
+/// second wake the generator seldom enough: at 5%, 3,500 a second, each wake-up's wait
+/// for a CPU summed to 8% of the time beside another load, and at 1% the server's CPU
+/// reading was too coarse to show the cap reached). The throttling volley set shows in the
 /// machine's CPU pressure, which must not make the step inconclusive (seed 002 read
 /// "CPU pressure 67%" at a 25% cap), and a cap under half a core must count whole as
-/// what the server could use.
+/// what the server could use. The rule reads the generator's own wait, which other
+/// tests running beside this one can make real (a worker short of a CPU is rightly
+/// inconclusive): every attempt must judge by that wait and agree with it, and one of
+/// three must find the generator unhindered and the step the server's.
 #[test]
 fn a_closed_loop_on_a_capped_server_is_server_bound() {
     if !server_installed("nginx", "nginx") || !root_for("a CPU cap on the target") {
@@ -585,7 +591,7 @@ name = "capped-closed"
 name = "slow"
 kind = "nginx"
 workers = 1
-cpu_quota = 0.05
+cpu_quota = 0.02
 {ONE_PAGE}
 [load]
 model = "closed"
@@ -601,22 +607,53 @@ retries = 0
 "#
         ),
     );
-    let db = dir.join("c.db");
-    let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
-    assert_eq!(code, Some(0), "{err}");
-    let store = Store::open(&db).unwrap();
-    let runs = store.list_runs().unwrap();
-    let steps = store.steps(runs[0].id).unwrap();
-    assert_eq!(steps.len(), 1, "{out}{err}");
-    let s = &steps[0];
-    let reason = s.summary["generator"]["verdict"]["reason"].to_string();
-    assert!(reason.contains("its worker 0 waited for a CPU"), "{reason}");
-    assert_eq!(
-        s.label.as_deref(),
-        Some("server-bound"),
-        "{reason}\nnotes: {}\n{out}{err}",
-        s.summary["notes"]
-    );
+    let mut seen = Vec::new();
+    for attempt in 0..3 {
+        let db = dir.join(format!("c{attempt}.db"));
+        // At a higher priority than the other tests' loads (root may raise it), as a
+        // user sharing a machine would run it: they otherwise hold its CPU.
+        let (code, out, err) = output_of(
+            std::process::Command::new("nice")
+                .args(["-n", "-10", env!("CARGO_BIN_EXE_volley"), "study", "run"])
+                .arg(&f)
+                .arg("--db")
+                .arg(&db),
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let store = Store::open(&db).unwrap();
+        let runs = store.list_runs().unwrap();
+        let steps = store.steps(runs[0].id).unwrap();
+        assert_eq!(steps.len(), 1, "{out}{err}");
+        let s = &steps[0];
+        let reason = s.summary["generator"]["verdict"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let notes = s.summary["notes"].to_string();
+        // The rule read the generator's own wait, never the machine's pressure.
+        let waited: f64 = reason
+            .split("its worker 0 waited for a CPU ")
+            .nth(1)
+            .and_then(|r| r.split('%').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("not judged by the generator's wait: {reason}"));
+        assert!(!reason.contains("pressure"), "{reason}");
+        // A cap under half a core counts as it is: nginx at its 2% shows it.
+        assert!(!notes.contains("0.50 core(s) it could use"), "{notes}");
+        let label = s.label.as_deref().unwrap_or_default().to_string();
+        if waited < 10.0 {
+            assert_eq!(
+                label, "server-bound",
+                "{reason}
+notes: {notes}
+{out}{err}"
+            );
+            return;
+        }
+        assert_eq!(label, "inconclusive", "{reason}");
+        seen.push(reason);
+    }
+    panic!("the generator waited for a CPU in all three attempts: {seen:#?}");
 }
 
 /// A capped step that ends within a few periods of its quota measured a burst, not the
@@ -670,7 +707,7 @@ cooldown = "0s"
     assert_eq!(s.label.as_deref(), Some("too-short"), "{out}{err}");
     let notes = s.summary["notes"].to_string();
     assert!(
-        notes.contains("too short for its CPU cap: the step measured"),
+        notes.contains("too short for its CPU cap: the load measured"),
         "{notes}"
     );
     assert!(

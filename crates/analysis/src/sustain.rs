@@ -440,11 +440,11 @@ pub fn server_evidence(side: &ServerSide) -> ServerEvidence {
     let avail = side.available_cores;
     match side.cpu_pct {
         Some(pct) if pct / 100.0 >= SERVER_CPU_SHARE * avail => ServerEvidence::Shown(format!(
-            "the server used {pct:.0}% of a CPU, at least {:.0}% of the {avail:.1} core(s) it could use",
+            "the server used {pct:.1}% of a CPU, at least {:.0}% of the {avail:.2} core(s) it could use",
             SERVER_CPU_SHARE * 100.0
         )),
         Some(pct) => ServerEvidence::Inconclusive(format!(
-            "inconclusive: the generator kept up, and the server used {pct:.0}% of a CPU, under {:.0}% of the {avail:.1} core(s) it could use, and its queue did not grow: nothing shows the server was the limit",
+            "inconclusive: the generator kept up, and the server used {pct:.1}% of a CPU, under {:.0}% of the {avail:.2} core(s) it could use, and its queue did not grow: nothing shows the server was the limit",
             SERVER_CPU_SHARE * 100.0
         )),
         None => ServerEvidence::Inconclusive("inconclusive: the generator kept up, but the server's CPU was not measured and its queue did not grow: nothing shows the server was the limit".to_string()),

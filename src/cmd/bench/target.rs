@@ -591,6 +591,14 @@ fn run_target(
         return Err(refused.context(kind.to_string()));
     }
     volley_harness::fill_machine(&mut summary, monitor.as_ref(), throttling.as_ref());
+    // A run under a quota that ended within a few of its periods measured a burst.
+    if let Some(why) = setup
+        .limits
+        .cpu_quota
+        .and_then(|q| q.too_short(summary.duration_s))
+    {
+        summary.notes.push(why);
+    }
     let replay = setup
         .replay
         .zip(replay_source.as_deref())
