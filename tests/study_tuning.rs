@@ -470,6 +470,27 @@ sysctl = { "net.core.somaxconn" = 1024 }"#;
     assert!(!err.contains("started"), "{err}");
 }
 
+/// A one-target study of `kind` held to `cpu_quota` of a CPU, on [`ONE_PAGE`], with
+/// `rest` (its `[load]`, `[sweep]` and `[steps]` tables) after.
+fn capped_study(name: &str, kind: &str, extra: &str, cpu_quota: f64, rest: &str) -> String {
+    format!(
+        "name = \"{name}\"\n[[target]]\nname = \"slow\"\nkind = \"{kind}\"\n{extra}cpu_quota = {cpu_quota}\n{ONE_PAGE}\n{rest}"
+    )
+}
+
+/// The one step the one-target study in `db` stored (`out` and `err` say why not).
+fn the_one_step(db: &Path, out: &str, err: &str) -> volley_store::StepRow {
+    let store = Store::open(db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let mut steps = store.steps(runs[0].id).unwrap();
+    assert_eq!(
+        steps.len(),
+        1,
+        "one step, not measured again:\n{out}\n{err}"
+    );
+    steps.remove(0)
+}
+
 /// A server whose accept queue overflows is named server-bound with the kernel's count,
 /// in a study run in a lab: a variant sets `net.core.somaxconn = 4` in its own namespace,
 /// nginx gets one worker at 5% of a CPU (a slow accepter), and an open loop offers it
@@ -485,15 +506,12 @@ fn a_lab_step_whose_accept_queue_overflows_is_server_bound_with_the_count() {
     let f = write(
         &dir,
         "q.toml",
-        &format!(
+        &capped_study(
+            "accept-queue",
+            "nginx",
+            "workers = 1\n",
+            0.05,
             r#"
-name = "accept-queue"
-[[target]]
-name = "slow"
-kind = "nginx"
-workers = 1
-cpu_quota = 0.05
-{ONE_PAGE}
 [load]
 model = "open"
 keepalive = false
@@ -503,23 +521,19 @@ rate = [1000]
 variants = ["small"]
 [[variant]]
 name = "small"
-sysctl = {{ "net.core.somaxconn" = 4 }}
+sysctl = { "net.core.somaxconn" = 4 }
 [steps]
 duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 retries = 0
-"#
+"#,
         ),
     );
     let db = dir.join("q.db");
     let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
     assert_eq!(code, Some(0), "{err}");
-    let store = Store::open(&db).unwrap();
-    let runs = store.list_runs().unwrap();
-    let steps = store.steps(runs[0].id).unwrap();
-    assert_eq!(steps.len(), 1);
-    let s = &steps[0];
+    let s = &the_one_step(&db, &out, &err);
     let ns = &s.parameters.extra["namespace"];
     assert_eq!(ns["sysctls"][0]["value"], "4", "{ns}");
     let connects = s.verdict.as_ref().unwrap()["connects"]
@@ -584,15 +598,12 @@ fn a_closed_loop_on_a_capped_server_is_server_bound() {
     let f = write(
         &dir,
         "c.toml",
-        &format!(
+        &capped_study(
+            "capped-closed",
+            "nginx",
+            "workers = 1\n",
+            0.02,
             r#"
-name = "capped-closed"
-[[target]]
-name = "slow"
-kind = "nginx"
-workers = 1
-cpu_quota = 0.02
-{ONE_PAGE}
 [load]
 model = "closed"
 keepalive = true
@@ -604,7 +615,7 @@ duration = "3s"
 warmup = "0s"
 cooldown = "0s"
 retries = 0
-"#
+"#,
         ),
     );
     let mut seen = Vec::new();
@@ -620,11 +631,7 @@ retries = 0
                 .arg(&db),
         );
         assert_eq!(code, Some(0), "{err}");
-        let store = Store::open(&db).unwrap();
-        let runs = store.list_runs().unwrap();
-        let steps = store.steps(runs[0].id).unwrap();
-        assert_eq!(steps.len(), 1, "{out}{err}");
-        let s = &steps[0];
+        let s = &the_one_step(&db, &out, &err);
         let reason = s.summary["generator"]["verdict"]["reason"]
             .as_str()
             .unwrap()
@@ -670,14 +677,12 @@ fn a_capped_step_shorter_than_its_quota_periods_is_too_short_not_the_servers() {
     let f = write(
         &dir,
         "s.toml",
-        &format!(
+        &capped_study(
+            "too-short",
+            "builtin",
+            "",
+            0.25,
             r#"
-name = "too-short"
-[[target]]
-name = "builtin"
-kind = "builtin"
-cpu_quota = 0.25
-{ONE_PAGE}
 [load]
 model = "closed"
 keepalive = true
@@ -688,17 +693,13 @@ concurrency = [2]
 requests = 300
 warmup = "0s"
 cooldown = "0s"
-"#
+"#,
         ),
     );
     let db = dir.join("s.db");
     let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
     assert_eq!(code, Some(0), "{err}");
-    let store = Store::open(&db).unwrap();
-    let runs = store.list_runs().unwrap();
-    let steps = store.steps(runs[0].id).unwrap();
-    assert_eq!(steps.len(), 1, "not measured again:\n{out}\n{err}");
-    let s = &steps[0];
+    let s = &the_one_step(&db, &out, &err);
     let measured = s.summary["duration_s"].as_f64().unwrap();
     assert!(
         measured < 1.0,
