@@ -243,8 +243,10 @@ def flatness(late, key):
 
 
 def verdict(rows, settle_s, secs):
-    """Per (load, role, pid): the reference at settle_s and the extremes after it, and
-    the slope from settle_s to the end of the load (the closing's peak left out)."""
+    """Per (load, role, pid): the reference at settle_s, the extremes and the slope from
+    it to the end of the load, and apart from them the peak while the process closes
+    (after the load's MINUTES: a study summarising its step, a bench writing its
+    store), which is the end of a run, not growth during it."""
     by = {}
     for r in rows:
         by.setdefault((r["load"], r["role"], r["pid"]), []).append(r)
@@ -254,9 +256,10 @@ def verdict(rows, settle_s, secs):
         if len(late) < 2:
             continue
         ref = late[0]
-        # The slopes leave out the closing's peak: the load's own samples only.
-        body = [r for r in late if r["t"] <= secs]
-        _, lo, hi, flat = flatness(late, "rss_kb")
+        # The load's own samples only: the closing's peak is shown apart.
+        body = [r for r in late if r["t"] <= secs] or late
+        closing = [r["rss_kb"] for r in late if r["t"] > secs]
+        _, lo, hi, flat = flatness(body, "rss_kb")
         line = (f"{load:9} {name:16} pid {pid:>7}: RSS at {settle_s // 60} min {ref['rss_kb']} kB, "
                 f"after it {lo}..{hi} kB ({'flat' if flat else 'NOT flat'} within 10%; "
                 f"slope {slope(body):.2f} KB/s)")
@@ -265,10 +268,12 @@ def verdict(rows, settle_s, secs):
             # binary's pages mapped from the page cache, which grows as code runs for the
             # first time and as the kernel maps around a fault the pages that other
             # processes of the same binary read (the three loads share one file).
-            a_ref, a_lo, a_hi, a_flat = flatness(late, "anon_kb")
+            a_ref, a_lo, a_hi, a_flat = flatness(body, "anon_kb")
             line += (f"; of it anonymous {a_ref} kB, after it {a_lo}..{a_hi} kB "
                      f"({'flat' if a_flat else 'NOT flat'}; slope {slope(body, 'anon_kb'):.2f} "
                      f"KB/s), file-backed {ref['file_kb']} -> {late[-1]['file_kb']} kB")
+        if closing:
+            line += f"; closing (after {secs} s) up to {max(closing)} kB"
         out.append(line + f"; fds {ref['fds']} -> max {max(r['fds'] for r in late)}; threads "
                    f"{ref['threads']} -> max {max(r['threads'] for r in late)}; "
                    f"{late[-1]['t']:.0f} s sampled")
