@@ -536,6 +536,17 @@ fn load_for(
 /// Start, watch, load, stop: one target. The target is stopped (and its cgroups and
 /// directory removed) on every path out of here, by `stop` or by its `Drop`.
 #[allow(clippy::too_many_arguments)]
+/// A run under a quota that ended within a few of its periods measured a burst at full
+/// speed, not the capped server (`CpuQuota::too_short`): its notes say so.
+fn note_too_short(limits: &ResourceLimits, summary: &mut Summary) {
+    if let Some(why) = limits
+        .cpu_quota
+        .and_then(|q| q.too_short(summary.duration_s))
+    {
+        summary.notes.push(why);
+    }
+}
+
 fn run_target(
     kind: TargetKind,
     setup: &Setup,
@@ -591,14 +602,7 @@ fn run_target(
         return Err(refused.context(kind.to_string()));
     }
     volley_harness::fill_machine(&mut summary, monitor.as_ref(), throttling.as_ref());
-    // A run under a quota that ended within a few of its periods measured a burst.
-    if let Some(why) = setup
-        .limits
-        .cpu_quota
-        .and_then(|q| q.too_short(summary.duration_s))
-    {
-        summary.notes.push(why);
-    }
+    note_too_short(&setup.limits, &mut summary);
     let replay = setup
         .replay
         .zip(replay_source.as_deref())

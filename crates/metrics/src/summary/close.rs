@@ -82,14 +82,9 @@ impl Recorder {
         );
         let rates = self.rates(open_rate, duration_s, finished);
         let seconds = self.seconds(open_rate, headline, run.cores, run.stalls.as_ref())?;
+        let waited = cpu_wait_share(&seconds);
         let (whole_verdict, cap_hits, cpu_cores_used, [lag_p99_us, sched_p99_us, wait_p99_us]) =
-            self.run_check(
-                run,
-                open_rate,
-                &rates,
-                measured_ns,
-                cpu_wait_share(&seconds),
-            );
+            self.run_check(run, open_rate, &rates, measured_ns, waited);
 
         let labels: Vec<Bound> = seconds.iter().map(|s| s.label).collect();
         let mut run_verdict = label::run_label(whole_verdict, &labels);
