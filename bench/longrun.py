@@ -109,6 +109,18 @@ from minute 5 to the end:
   KB/s); with the stall probe's older seconds on disk (b74d387), 30 minutes in the same
   minutes: bench --save +3.4% (0.33 KB/s), agents +3.7-4.4% (0.18-0.32 KB/s),
   coordinator +13.6% (its anonymous part swinging 6-9 MB as in every run).
+- 29 Nov 2026, release of fc017e3, `--minutes 60 --every 30`, all three loads. Beside
+  a seed-002 study, the test suite and builds (15:23-16:23): bench +6.4%, office
+  +3.8% (its closing, shown apart, peaked at 36.6 MB), agents +18-20%, coordinator
+  +13%: the agents' and bench's rise came in the minutes the builds ran, and stopped
+  with them. The cause, shown alone (`volley bench --rate 200 -c 8 -k` against
+  `volley serve` stopped 3 s with SIGSTOP, twice): RSS +1.0 MB (+7.7%) after the first
+  stop, +12 KB after the second: the histograms grow once to the longest latency seen
+  (`volley_metrics::hist`), at most to the hour. The same hour on a quiet machine
+  (16:43-17:44), every process within 10% of its RSS at minute 5: bench 16.5-16.6 MB
+  (0.03 KB/s), agents 17.9-19.2 MB (+5.4-7.3%, 0.21-0.32 KB/s), coordinator 22.0-25.0
+  MB (-3.7%/+9.6%, -0.44 KB/s), office study 24.1-25.1 MB (+4.1%), servers flat;
+  no fd or thread growth; every second of the three loads stored (3600 each).
 """
 import argparse
 import json
