@@ -253,11 +253,16 @@ fn replay_sends_every_logged_request_in_client_order_at_its_scaled_instant() {
             })
             .collect()
     };
+    // Phases are cut at whole seconds of the log's clock: the known log starts on a
+    // second, the served one wherever the wall clock was, so a client starting (or
+    // ending) a few milliseconds before the others may fall in a second of its own. Up
+    // to those edges (a request or two per client), the served phases are the logged.
     let (logged, served_phases) = (phases(&log), phases(&served_log));
-    let shape = |p: &[(usize, u64)]| p.iter().map(|(c, _)| *c).collect::<Vec<_>>();
-    assert_eq!(
-        shape(&served_phases),
-        shape(&logged),
+    assert_eq!(logged.len(), 1, "the known log is one phase: {logged:?}");
+    let main = served_phases.iter().max_by_key(|(_, n)| *n).unwrap();
+    let edges: u64 = served_phases.iter().map(|(_, n)| n).sum::<u64>() - main.1;
+    assert!(
+        main.0 == logged[0].0 && edges <= 2 * CLIENTS.len() as u64,
         "{served_phases:?} vs {logged:?}"
     );
 }

@@ -67,32 +67,37 @@ impl Evidence {
         }
     }
 
-    /// Whether a step must be measured again: its label does not count for the server,
-    /// or it did not pass (failed, or has no verdict: a closed-loop figure) while the
-    /// machine was busy. A pass on a busy machine is the server's pass (someone else's
-    /// load can only have made it harder), so it is kept, not measured again.
+    /// Whether a step must be measured again, from its stored label (the one rule of
+    /// the study's re-measures, its searches and the reports' choice among attempts):
+    /// noise spoiled it (`crate::sustain::spoiled_by_noise`: generator-bound or
+    /// machine-stalled), or it counts for the server and did not pass (failed, or has
+    /// no verdict: a closed-loop figure) while the machine was busy. A pass on a busy
+    /// machine is the server's pass (someone else's load can only have made it harder),
+    /// so it is kept. A step whose figures are not the server's for a reason another
+    /// attempt would meet again (link-bound: the same link bounds it; too-short: the
+    /// same plan is as short) is not measured again, busy machine or not.
     pub fn needs_remeasure(
         sustainable: Option<bool>,
-        counts_for_server: bool,
+        label: Option<&str>,
         machine_busy: bool,
     ) -> bool {
-        !counts_for_server || (machine_busy && sustainable != Some(true))
+        if crate::sustain::spoiled_by_noise(label) {
+            return true;
+        }
+        crate::sustain::counts_for_server(label) && machine_busy && sustainable != Some(true)
     }
 
-    /// How good one attempt at a step is, 0 best: not spoiled (a pass on a busy machine
-    /// included: still the server's pass); a pass while volley or the machine was late,
-    /// or a closed-loop figure on a busy machine; spoiled. A step measured several times
-    /// is counted once, by the earliest of its best attempts (the end table and the
-    /// reports alike).
-    pub fn attempt_rank(
-        sustainable: Option<bool>,
-        counts_for_server: bool,
-        machine_busy: bool,
-    ) -> u8 {
-        if !Self::needs_remeasure(sustainable, counts_for_server, machine_busy) {
+    /// How good one attempt at a step is, 0 best: not to be measured again
+    /// ([`Self::needs_remeasure`]; a pass on a busy machine included: still the server's
+    /// pass); a pass while volley or the machine was late, or a closed-loop figure on a
+    /// busy machine; spoiled. A step measured several times is counted once, by the
+    /// earliest of its best attempts (the end table and the reports alike).
+    pub fn attempt_rank(sustainable: Option<bool>, label: Option<&str>, machine_busy: bool) -> u8 {
+        if !Self::needs_remeasure(sustainable, label, machine_busy) {
             0
         } else if sustainable == Some(true)
-            || (counts_for_server && (sustainable.is_none() || !machine_busy))
+            || (crate::sustain::counts_for_server(label)
+                && (sustainable.is_none() || !machine_busy))
         {
             1
         } else {

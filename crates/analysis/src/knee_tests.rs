@@ -268,20 +268,59 @@ fn a_capacity_is_claimed_only_below_a_failure_of_the_server() {
 #[test]
 fn evidence_follows_the_label_and_the_machine() {
     use Evidence::*;
-    // (sustainable, counts for the server, machine busy) -> evidence, re-measure?
+    // (sustainable, counts for the server, machine busy) -> evidence
     let table = [
-        ((true, true, false), Sustained, false),
-        ((false, true, false), ServerFailed, false),
-        ((true, true, true), Sustained, false),
-        ((false, true, true), Unjudged, true),
-        ((true, false, false), Sustained, true),
-        ((true, false, true), Sustained, true),
-        ((false, false, false), Unjudged, true),
-        ((false, false, true), Unjudged, true),
+        ((true, true, false), Sustained),
+        ((false, true, false), ServerFailed),
+        ((true, true, true), Sustained),
+        ((false, true, true), Unjudged),
+        ((true, false, false), Sustained),
+        ((true, false, true), Sustained),
+        ((false, false, false), Unjudged),
+        ((false, false, true), Unjudged),
     ];
-    for ((ok, counts, busy), want, again) in table {
+    for ((ok, counts, busy), want) in table {
         assert_eq!(Evidence::of(ok, counts, busy), want, "{ok} {counts} {busy}");
-        assert_eq!(Evidence::needs_remeasure(Some(ok), counts, busy), again);
+    }
+}
+
+#[test]
+fn steps_are_measured_again_only_where_another_attempt_could_differ() {
+    use crate::sustain::{Bound, INCOMPLETE, TOO_SHORT};
+    let (gen, stalled) = (Bound::GeneratorBound.label(), Bound::MachineStalled.label());
+    let (server, unsure, link) = (
+        Bound::ServerBound.label(),
+        Bound::Inconclusive.label(),
+        crate::link::LABEL,
+    );
+    // (verdict, label, machine busy) -> measure again?, rank among attempts
+    let table = [
+        // The server's figures: only a step that did not pass on a busy machine.
+        ((Some(true), Some(server), false), false, 0),
+        ((Some(true), Some(server), true), false, 0),
+        ((Some(false), Some(server), false), false, 0),
+        ((Some(false), Some(server), true), true, 2),
+        ((None, Some(server), true), true, 1),
+        ((Some(false), Some(unsure), true), true, 2),
+        ((Some(false), None, true), true, 2),
+        // Noise: always, a pass too (a sweep wants figures of the server alone).
+        ((Some(true), Some(gen), false), true, 1),
+        ((Some(false), Some(gen), false), true, 2),
+        ((Some(false), Some(stalled), true), true, 2),
+        ((None, Some(stalled), false), true, 2),
+        // Not the server's for a reason the next attempt meets again: never, busy or
+        // not (a link-bound failure on a busy machine was re-measured before).
+        ((Some(false), Some(link), true), false, 0),
+        ((Some(false), Some(link), false), false, 0),
+        ((Some(true), Some(TOO_SHORT), true), false, 0),
+        ((None, Some(TOO_SHORT), true), false, 0),
+        // Lost injectors are a fault another attempt may not meet.
+        ((Some(false), Some(INCOMPLETE), false), true, 2),
+    ];
+    for ((ok, label, busy), again, rank) in table {
+        let case = format!("{ok:?} {label:?} busy {busy}");
+        assert_eq!(Evidence::needs_remeasure(ok, label, busy), again, "{case}");
+        assert_eq!(Evidence::attempt_rank(ok, label, busy), rank, "{case}");
     }
 }
 

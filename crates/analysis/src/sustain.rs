@@ -280,9 +280,10 @@ pub fn not_the_servers(label: Option<&str>) -> Option<&'static str> {
     .find(|k| label == Some(*k))
 }
 
-/// Whether measuring the step again could give the server's figure: generator-bound and
-/// machine-stalled steps were spoiled by noise, a link-bound or too-short one was not
-/// (the same link bounds it the next time too, and the same plan is as short).
+/// Whether measuring the step again could give the server's figure: generator-bound,
+/// machine-stalled and incomplete steps (lost injectors, a fault) were spoiled by noise,
+/// a link-bound or too-short one was not (the same link bounds it the next time too, and
+/// the same plan is as short).
 pub fn spoiled_by_noise(label: Option<&str>) -> bool {
     !counts_for_server(label) && label != Some(crate::link::LABEL) && label != Some(TOO_SHORT)
 }

@@ -47,11 +47,7 @@ fn planned_key(s: &StepOutcome) -> (usize, u32, Option<u64>, Option<u32>) {
 
 /// How good an attempt's evidence is (`Evidence::attempt_rank`, 0 best).
 fn rank(s: &StepOutcome) -> u8 {
-    Evidence::attempt_rank(
-        s.sustainable,
-        !volley_analysis::sustain::spoiled_by_noise(Some(s.label)),
-        s.machine_busy,
-    )
+    Evidence::attempt_rank(s.sustainable, Some(s.label), s.machine_busy)
 }
 
 /// One outcome per planned step, its best attempt (the earliest of the best [`rank`]),

@@ -35,7 +35,7 @@ pub(super) fn percentile_points(h: &hist::Hist) -> Vec<(f64, f64)> {
 pub(crate) fn best_attempts<'a>(steps: &[&'a StepReport]) -> (Vec<&'a StepReport>, usize) {
     let key = |s: &StepReport| (s.rate_rps.map(f64::to_bits), s.repeat, s.phase.clone());
     let rank = |s: &StepReport| {
-        knee::Evidence::attempt_rank(s.sustainable, !s.generator_bound(), s.machine_busy)
+        knee::Evidence::attempt_rank(s.sustainable, s.label.as_deref(), s.machine_busy)
     };
     let mut best: Vec<(&StepReport, usize)> = Vec::new();
     for &s in steps {

@@ -31,12 +31,6 @@ pub(crate) struct StepSignal {
     pub machine_busy: bool,
 }
 
-impl StepSignal {
-    fn counts(&self) -> bool {
-        sustain::counts_for_server(Some(self.label))
-    }
-}
-
 /// What the search loop does with a finished step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SearchInput {
@@ -62,8 +56,17 @@ pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool
     let Some(last) = attempts.last() else {
         return SearchInput::Unjudged;
     };
+    let label = Some(last.label);
+    if last.sustainable != Some(true)
+        && !sustain::counts_for_server(label)
+        && !sustain::spoiled_by_noise(label)
+    {
+        // Link-bound or too-short: not the server's, and another attempt would meet
+        // the same link, the same short plan.
+        return SearchInput::Unjudged;
+    }
     if last.sustainable == Some(true)
-        || !Evidence::needs_remeasure(last.sustainable, last.counts(), last.machine_busy)
+        || !Evidence::needs_remeasure(last.sustainable, label, last.machine_busy)
     {
         return SearchInput::Observe(last.sustainable == Some(true));
     }
@@ -309,8 +312,17 @@ impl StudyRun<'_> {
                 } else {
                     "req/s"
                 };
+                let why = match attempts.last().map(|s| s.label) {
+                    Some(l)
+                        if !sustain::counts_for_server(Some(l))
+                            && !sustain::spoiled_by_noise(Some(l)) =>
+                    {
+                        format!("{l}, not measured again: another attempt would meet the same")
+                    }
+                    _ => format!("after {retries} rerun(s): generator-bound, machine-stalled or on a busy machine"),
+                };
                 (self.note)(&format!(
-                    "search {}: {rate:.0} {unit} could not be judged for the server after {retries} rerun(s) (generator-bound, machine-stalled or on a busy machine): the edge cannot be looked for above this on this machine",
+                    "search {}: {rate:.0} {unit} could not be judged for the server ({why}): the edge cannot be looked for above this on this machine",
                     plan.instance_label(plan.cells[ci].instance)
                 ));
                 a.search.observe_unjudged(rate, attempts.len() as u32)
@@ -410,6 +422,12 @@ mod tests {
             // No rerun while the study is stopping.
             (vec![gen(false)], 2, true, Unjudged),
             (vec![gen(true)], 2, true, Observe(true)),
+            // A failure another attempt would meet again (the same shaped link, the
+            // same plan too short for its CPU cap): not the server's, and not rerun.
+            (vec![quiet(false, "link-bound")], 2, false, Unjudged),
+            (vec![sig(false, "link-bound", true)], 2, false, Unjudged),
+            (vec![quiet(false, "too-short")], 2, false, Unjudged),
+            (vec![quiet(true, "link-bound")], 2, false, Observe(true)),
         ];
         for (attempts, retries, stopping, want) in table {
             assert_eq!(

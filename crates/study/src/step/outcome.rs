@@ -121,14 +121,7 @@ impl StepOutcome {
     /// A link-bound step is not measured again: the same link would bound it again;
     /// nor a too-short one, busy machine or not: the same plan is as short again.
     pub fn needs_remeasure(&self) -> bool {
-        if self.label == sustain::TOO_SHORT {
-            return false;
-        }
-        Evidence::needs_remeasure(
-            self.sustainable,
-            !sustain::spoiled_by_noise(Some(self.label)),
-            self.machine_busy,
-        )
+        Evidence::needs_remeasure(self.sustainable, Some(self.label), self.machine_busy)
     }
 }
 
