@@ -311,13 +311,20 @@ pub fn run_streaming(
             .filter_map(|h| h.join().ok())
             .collect::<Vec<_>>()
     });
+    if outcomes.len() != threads {
+        return Err(OfficeError::Config("a worker thread panicked".into()));
+    }
+    let outcomes = group::audit(
+        Ctx {
+            rec: &rec,
+            measured: false,
+        },
+        outcomes,
+    )?;
     if let Some(t) = &trace {
         t.flush();
     }
     cfg.progress.enter(Phase::Done, 0);
-    if outcomes.len() != threads {
-        return Err(OfficeError::Config("a worker thread panicked".into()));
-    }
     let mut run = merge(cfg, &profiles, set_up.server, set_up.lacks, rec, outcomes);
     // The last windows go to the stream, if any, and the stream is let go.
     run.all.finish();
@@ -338,10 +345,10 @@ pub fn run_streaming(
 const UNTIMED_IN_FLIGHT: usize = 8;
 
 /// `f` on every group, on at most `threads` threads, results in group order.
-fn each_group<T: Send>(
-    groups: Groups,
+fn each_group<G: Send, T: Send>(
+    groups: Vec<G>,
     threads: usize,
-    f: impl Fn(Vec<(usize, User)>) -> T + Sync,
+    f: impl Fn(G) -> T + Sync,
 ) -> Result<Vec<T>, OfficeError> {
     let threads = groups.len().min(threads).max(1);
     let queue = Mutex::new(groups.into_iter().enumerate().collect::<Vec<_>>());
@@ -363,7 +370,7 @@ fn each_group<T: Send>(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .map_err(|_| OfficeError::Config("a set-up thread panicked".into()))
+                    .map_err(|_| OfficeError::Config("a set-up or audit thread panicked".into()))
             })
             .collect::<Result<Vec<_>, _>>()
     })?;
