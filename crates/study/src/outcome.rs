@@ -500,14 +500,43 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
         )
     } else if server.is_empty() {
         format!(
-            "no server figure: none of the {} step(s) could be judged for the server (generator-bound, machine-stalled, link-bound, too short for its CPU cap, mostly failed, or failed on a busy machine)",
-            steps.len()
+            "no server figure: none of the {} step(s) could be judged for the server: {}",
+            steps.len(),
+            unjudged_reasons(steps)
         )
     } else if steps.iter().any(|s| s.rate.is_some()) {
         rate_result(steps, &server, excluded)
     } else {
         closed_result(&server, excluded)
     }
+}
+
+/// Why steps that do not count for the server do not, counted by reason in the order
+/// first met ("2 generator-bound, 1 failed on a busy machine"): the end table names
+/// what stood in the way instead of listing every reason there could be.
+fn unjudged_reasons(steps: &[&StepOutcome]) -> String {
+    let mut reasons: Vec<(&'static str, usize)> = Vec::new();
+    for s in steps {
+        let why = match volley_analysis::sustain::not_the_servers(Some(s.label)) {
+            Some(label) if label == volley_analysis::sustain::TOO_SHORT => {
+                "too short for its CPU cap"
+            }
+            Some(label) => label,
+            None if s.rate.is_none() && s.mostly_failed() => "mostly failed",
+            None if s.machine_busy && s.rate.is_some() => "failed on a busy machine",
+            None if s.machine_busy => "on a busy machine",
+            None => "not judged",
+        };
+        match reasons.iter_mut().find(|(r, _)| *r == why) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((why, 1)),
+        }
+    }
+    reasons
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Rate steps: what may be claimed of the sweep's capacity (the largest sustainable

@@ -226,7 +226,21 @@ fn generator_bound_rate_steps_never_bound_a_capacity() {
     let t = table(&p, &all_gen, &[]).to_string();
     assert!(!t.contains("capacity 400"), "{t}");
     assert!(
-        t.contains("no server figure: none of the 4 step(s) could be judged"),
+        t.contains(
+            "no server figure: none of the 4 step(s) could be judged for the server: 4 generator-bound"
+        ),
+        "{t}"
+    );
+    // Mixed reasons are each counted, in the order first met.
+    let mut mixed_why = all_gen.clone();
+    mixed_why[1].label = "server-bound";
+    mixed_why[1].machine_busy = true;
+    mixed_why[2].label = "machine-stalled";
+    let t = table(&p, &mixed_why, &[]).to_string();
+    assert!(
+        t.contains(
+            "could be judged for the server: 2 generator-bound, 1 failed on a busy machine, 1 machine-stalled"
+        ),
         "{t}"
     );
     // Passes while the generator lagged are still passes (latency counts from the
