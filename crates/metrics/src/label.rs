@@ -209,6 +209,39 @@ pub fn classify(c: &Check) -> Verdict {
     }
 }
 
+/// The shortest measured closed loop whose generator CPU share is read (100 ms). A
+/// run's CPU includes the fixed cost of starting its threads and connections, about 2-3
+/// ms here: a 500-request burst of 3 ms "used 1.26 of 1 core" and read generator-bound
+/// (seed 000's ab steps, every one of them), while 80 ms of the same load used 0.34.
+/// Over 100 ms that cost is a few percent of a core.
+pub const CLOSED_MIN_MEASURED_NS: u64 = 100_000_000;
+
+/// [`classify`] of a whole run measured for `measured_ns`: a closed loop shorter than
+/// [`CLOSED_MIN_MEASURED_NS`] is inconclusive (its figures kept, who limited them not
+/// known) instead of judged from a CPU share its start-up dominates.
+pub fn classify_run(c: &Check, measured_ns: u64) -> Verdict {
+    if c.offered_rate_per_s.is_none() && measured_ns < CLOSED_MIN_MEASURED_NS {
+        let used = c
+            .cpu_cores_used
+            .map(|u| {
+                format!(
+                    " (the generator's {u:.2} of {:.0} core(s) counts its start-up)",
+                    c.cores
+                )
+            })
+            .unwrap_or_default();
+        return Verdict {
+            label: Bound::Inconclusive,
+            reason: format!(
+                "closed loop measured {:.1} ms: too short to tell whose limit it was{used}; at least {} ms needed",
+                measured_ns as f64 / 1e6,
+                CLOSED_MIN_MEASURED_NS / 1_000_000
+            ),
+        };
+    }
+    classify(c)
+}
+
 /// An open loop at `rate` req/s: did the generator keep its schedule (scheduler lag and
 /// dispatched against scheduled), and if not, did the stall probe see the machine stall?
 fn classify_open(c: &Check, rate: f64) -> Verdict {

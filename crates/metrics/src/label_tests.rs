@@ -165,6 +165,35 @@ fn closed_loop_table() {
     }
 }
 
+/// A closed loop measured under 100 ms is inconclusive whatever its CPU share said (seed
+/// 000's 500-request bursts of 1-7 ms "used 1.3-3.5 cores" at start-up); from 100 ms
+/// the share decides as before; an open loop is judged at any length.
+#[test]
+fn a_closed_loop_too_short_for_its_cpu_share_is_inconclusive() {
+    use Bound::*;
+    let burst = closed(Some(1.26), 1.0, None);
+    let got = classify_run(&burst, 2_790_000);
+    assert_eq!(got.label, Inconclusive, "{}", got.reason);
+    assert!(
+        got.reason.starts_with("closed loop measured 2.8 ms: too short to tell whose limit it was (the generator's 1.26 of 1 core(s) counts its start-up)"),
+        "{}",
+        got.reason
+    );
+    assert_eq!(classify_run(&burst, 99_999_999).label, Inconclusive);
+    assert_eq!(
+        classify_run(&burst, CLOSED_MIN_MEASURED_NS).label,
+        GeneratorBound
+    );
+    let quiet = closed(Some(0.3), 1.0, Some(0.0));
+    assert_eq!(classify_run(&quiet, 150_000_000).label, ServerBound);
+    let mut open = closed(Some(0.3), 1.0, Some(0.0));
+    open.offered_rate_per_s = Some(1000.0);
+    open.scheduled = 1000.0;
+    open.dispatched = 1000.0;
+    open.sent = 1000.0;
+    assert_eq!(classify_run(&open, 2_000_000).label, classify(&open).label);
+}
+
 /// The generator's own wait for a CPU decides a closed loop where it was measured;
 /// machine-wide pressure, which counts a target throttled by the cap volley set, then
 /// decides nothing (seed 002: 2% of a core used, worker 0 waiting 0.8% of the time,

@@ -584,8 +584,19 @@ fn closed_result(server: &[&StepOutcome], excluded: usize) -> String {
             ci_text(&warm, 3)
         )
     };
+    // Inconclusive figures are kept, and said to be: whose limit they show is not known
+    // (a burst too short to judge, a generator between 70% and 90% of its cores).
+    let unsure = server
+        .iter()
+        .filter(|s| s.label == volley_analysis::sustain::Bound::Inconclusive.label())
+        .count();
+    let unsure = match unsure {
+        0 => String::new(),
+        n if n == server.len() => ", inconclusive: whose limit not known".to_string(),
+        n => format!(", {n} inconclusive"),
+    };
     format!(
-        "{} req/s, p99 {} ms{ttfb} ({} run{}{}{})",
+        "{} req/s, p99 {} ms{ttfb} ({} run{}{}{unsure}{})",
         ci_text(&rps, 0),
         ci_text(&p99, 2),
         server.len(),

@@ -362,6 +362,27 @@ fn link_bound_steps_show_the_links_figure_not_the_servers() {
     );
 }
 
+/// Inconclusive closed-loop figures are kept in the medians and the line says so: all of
+/// them (seed 000's bursts) or how many.
+#[test]
+fn inconclusive_closed_figures_are_kept_and_said_to_be() {
+    let p = plan(CONC);
+    let mut steps: Vec<StepOutcome> = (0..6)
+        .map(|i| step(i, None, 1000.0, None, "inconclusive"))
+        .collect();
+    steps.push(StepOutcome {
+        repeat: 1,
+        ..step(0, None, 1200.0, None, "server-bound")
+    });
+    let t = table(&p, &steps, &[]).to_string();
+    let line = |c: &str| t.lines().find(|l| l.contains(c)).unwrap().to_string();
+    assert!(
+        line("c=2 ").contains("(1 run, inconclusive: whose limit not known)"),
+        "{t}"
+    );
+    assert!(line("c=1 ").contains("(2 runs, 1 inconclusive)"), "{t}");
+}
+
 #[test]
 fn generator_bound_closed_steps_stay_out_of_medians_and_usl() {
     let p = plan(CONC);

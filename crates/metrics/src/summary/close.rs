@@ -248,26 +248,29 @@ impl Recorder {
         } else {
             run.cap_hits.max(c.cap_hits)
         };
-        let verdict = label::classify(&Check {
-            offered_rate_per_s: open_rate,
-            scheduled: rates.scheduled_per_s.unwrap_or(rates.dispatched_per_s),
-            dispatched: rates.dispatched_per_s,
-            sent: rates.achieved_send_per_s,
-            slack: 0.0,
-            sched_lag_p99_us: sched_p99_us,
-            conn_wait_p99_us: wait_p99_us,
-            cap_hits,
-            cpu_cores_used,
-            cores: run.cores,
-            cpu_pressure: run.cpu_pressure,
-            cpu_wait_share: wait_share,
-            // The whole run is judged from its seconds' labels (label::run_label).
-            longest_stall_us: None,
-            pacer_wait_us: None,
-            others_on_pacer_us: None,
-            ours_on_pacer_us: None,
-            target_on_pacer_us: None,
-        });
+        let verdict = label::classify_run(
+            &Check {
+                offered_rate_per_s: open_rate,
+                scheduled: rates.scheduled_per_s.unwrap_or(rates.dispatched_per_s),
+                dispatched: rates.dispatched_per_s,
+                sent: rates.achieved_send_per_s,
+                slack: 0.0,
+                sched_lag_p99_us: sched_p99_us,
+                conn_wait_p99_us: wait_p99_us,
+                cap_hits,
+                cpu_cores_used,
+                cores: run.cores,
+                cpu_pressure: run.cpu_pressure,
+                cpu_wait_share: wait_share,
+                // The whole run is judged from its seconds' labels (label::run_label).
+                longest_stall_us: None,
+                pacer_wait_us: None,
+                others_on_pacer_us: None,
+                ours_on_pacer_us: None,
+                target_on_pacer_us: None,
+            },
+            measured_ns,
+        );
         (
             verdict,
             cap_hits,
