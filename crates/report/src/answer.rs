@@ -98,6 +98,9 @@ pub struct Contender {
     pub left_out: LeftOut,
     /// Every step that counts ran throttled at a CPU cap volley set.
     pub capped: bool,
+    /// Every closed-loop figure it has is inconclusive (kept, but whose limit it shows
+    /// is not known: a burst too short to judge, a generator between 70% and 90%).
+    pub unsure: bool,
 }
 
 /// The answer between the best contender and the next.
@@ -504,6 +507,34 @@ pub fn ratio_text(e: &Estimate) -> String {
 /// The verdict in one sentence. `verb` says what the best did ("served the most
 /// requests per second", "sustained the highest rate", "carries"); figures are req/s.
 pub fn sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
+    let text = verdict_sentence(v, all, verb);
+    let compared = match v {
+        Verdict::Winner { best, next, .. }
+        | Verdict::NoDifference { best, next, .. }
+        | Verdict::SingleRun { best, next, .. }
+        | Verdict::Unbounded { best, next, .. } => vec![*best, *next],
+        Verdict::Alone { only, .. } => vec![*only],
+        Verdict::NoFigure { .. } => Vec::new(),
+    };
+    let unsure: Vec<&str> = compared
+        .iter()
+        .filter(|&&i| all[i].unsure)
+        .map(|&i| all[i].name.as_str())
+        .collect();
+    match unsure.as_slice() {
+        [] => text,
+        [one] if compared.len() > 1 => {
+            format!("{text} {one}'s figures are inconclusive: {UNSURE}.")
+        }
+        _ => format!("{text} The figures are inconclusive: {UNSURE}."),
+    }
+}
+
+/// What an inconclusive figure does not say.
+const UNSURE: &str = "whose limit they show, the server's or volley's, is not known";
+
+/// [`sentence`] without the word on inconclusive figures.
+fn verdict_sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
     let name = |i: usize| all[i].name.as_str();
     let rps = |x: f64| format!("{} req/s", number(x));
     match v {

@@ -129,6 +129,35 @@ fn the_answer_names_a_winner_only_beyond_noise() {
             "no step stands for a server (0 link-bound, 1 generator-bound or machine-stalled, 2 mostly failed, 1 too short for their CPU cap)",
         ),
         (
+            "inconclusive figures on both sides: compared, and said to be",
+            vec![
+                Contender {
+                    unsure: true,
+                    ..c("a", &[("L1", noisy_a)])
+                },
+                Contender {
+                    unsure: true,
+                    ..c("b", &[("L1", noisy_b)])
+                },
+            ],
+            "no difference",
+            Some(0),
+            "the interval holds 1. The figures are inconclusive: whose limit they show, the server's or volley's, is not known.",
+        ),
+        (
+            "inconclusive figures on one side: named",
+            vec![
+                c("default", &[("L1", noisy_a)]),
+                Contender {
+                    unsure: true,
+                    ..c("tuned", &[("L1", faster)])
+                },
+            ],
+            "winner",
+            Some(1),
+            "(95% interval). tuned's figures are inconclusive: whose limit",
+        ),
+        (
             "unlike points are not compared",
             vec![c("a", &[("L1", noisy_a)]), c("b", &[("L2", faster)])],
             "no difference",

@@ -341,12 +341,17 @@ fn contender(
             }),
         }
     }
+    let unsure = !points.is_empty()
+        && counted.iter().filter(|s| s.rate_rps.is_none()).all(|s| {
+            s.label.as_deref() == Some(volley_analysis::sustain::Bound::Inconclusive.label())
+        });
     answer::Contender {
         name: name.to_string(),
         points,
         capacity: capacity_figure(t, &steps),
         left_out,
         capped: !counted.is_empty() && counted.iter().all(|s| s.throttled),
+        unsure,
     }
 }
 
