@@ -282,10 +282,16 @@ pub fn not_the_servers(label: Option<&str>) -> Option<&'static str> {
 
 /// Whether measuring the step again could give the server's figure: generator-bound,
 /// machine-stalled and incomplete steps (lost injectors, a fault) were spoiled by noise,
-/// a link-bound or too-short one was not (the same link bounds it the next time too, and
-/// the same plan is as short).
+/// a link-bound or too-short one was not ([`bound_again`]).
 pub fn spoiled_by_noise(label: Option<&str>) -> bool {
-    !counts_for_server(label) && label != Some(crate::link::LABEL) && label != Some(TOO_SHORT)
+    !counts_for_server(label) && !bound_again(label)
+}
+
+/// Whether a step is not the server's for a reason another attempt would meet again:
+/// link-bound (the same link bounds it the next time too) or too-short (the same plan
+/// is as short). Such a step is never measured again, nor rerun by a search.
+pub fn bound_again(label: Option<&str>) -> bool {
+    label == Some(crate::link::LABEL) || label == Some(TOO_SHORT)
 }
 
 /// The judgement of one step.

@@ -314,13 +314,7 @@ pub fn run_streaming(
     if outcomes.len() != threads {
         return Err(OfficeError::Config("a worker thread panicked".into()));
     }
-    let outcomes = group::audit(
-        Ctx {
-            rec: &rec,
-            measured: false,
-        },
-        outcomes,
-    )?;
+    let outcomes = group::audit(&rec, outcomes)?;
     if let Some(t) = &trace {
         t.flush();
     }

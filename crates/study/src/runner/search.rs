@@ -57,10 +57,7 @@ pub(crate) fn search_input(attempts: &[StepSignal], retries: u32, stopping: bool
         return SearchInput::Unjudged;
     };
     let label = Some(last.label);
-    if last.sustainable != Some(true)
-        && !sustain::counts_for_server(label)
-        && !sustain::spoiled_by_noise(label)
-    {
+    if last.sustainable != Some(true) && sustain::bound_again(label) {
         // Link-bound or too-short: not the server's, and another attempt would meet
         // the same link, the same short plan.
         return SearchInput::Unjudged;
@@ -313,10 +310,7 @@ impl StudyRun<'_> {
                     "req/s"
                 };
                 let why = match attempts.last().map(|s| s.label) {
-                    Some(l)
-                        if !sustain::counts_for_server(Some(l))
-                            && !sustain::spoiled_by_noise(Some(l)) =>
-                    {
+                    Some(l) if sustain::bound_again(Some(l)) => {
                         format!("{l}, not measured again: another attempt would meet the same")
                     }
                     _ => format!("after {retries} rerun(s): generator-bound, machine-stalled or on a busy machine"),
