@@ -699,6 +699,10 @@ cooldown = "0s"
     let db = dir.join("s.db");
     let (code, out, err) = output_of(volley().args(["study", "run"]).arg(&f).arg("--db").arg(&db));
     assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("warning: 1 of 1 capped cells are expected to measure under the 1.0 s a CPU cap needs to hold"),
+        "the plan warns before the step: {out}"
+    );
     let s = &the_one_step(&db, &out, &err);
     let measured = s.summary["duration_s"].as_f64().unwrap();
     assert!(

@@ -499,10 +499,21 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
             }
         )
     } else if server.is_empty() {
+        // A closed loop that used its cores on a quiet machine, every time: volley's
+        // own limit, which another attempt meets again; say what would pass it.
+        let outpaced = steps.iter().all(|s| {
+            s.rate.is_none()
+                && !s.machine_busy
+                && s.label == volley_analysis::sustain::Bound::GeneratorBound.label()
+        });
         format!(
-            "no server figure: none of the {} step(s) could be judged for the server: {}",
+            "no server figure: none of the {} step(s) could be judged for the server: {}{}",
             steps.len(),
-            unjudged_reasons(steps)
+            unjudged_reasons(steps),
+            match outpaced {
+                true => "; volley's load could not outpace this server on the CPU it had: more [load] threads (on a machine with cores to spare) or injectors would",
+                false => "",
+            }
         )
     } else if steps.iter().any(|s| s.rate.is_some()) {
         rate_result(steps, &server, excluded)

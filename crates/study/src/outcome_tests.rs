@@ -383,6 +383,49 @@ fn inconclusive_closed_figures_are_kept_and_said_to_be() {
     assert!(line("c=1 ").contains("(2 runs, 1 inconclusive)"), "{t}");
 }
 
+/// A closed-loop point whose every step was generator-bound on a quiet machine met
+/// volley's own limit, which another attempt meets again: its line says what would
+/// pass it. Not when a step ran on a busy machine (noise may have made it), nor for
+/// rate steps (a lagging pacer, said by the counts alone).
+#[test]
+fn a_point_volley_could_not_outpace_says_what_would() {
+    let p = plan(CONC);
+    let mut steps: Vec<StepOutcome> = (0..6)
+        .map(|i| step(i, None, 50_000.0, None, "generator-bound"))
+        .collect();
+    steps.push(StepOutcome {
+        repeat: 1,
+        machine_busy: true,
+        ..step(1, None, 40_000.0, None, "generator-bound")
+    });
+    let t = table(&p, &steps, &[]).to_string();
+    let line = |c: &str| t.lines().find(|l| l.contains(c)).unwrap().to_string();
+    let hint = "volley's load could not outpace this server on the CPU it had: more [load] threads (on a machine with cores to spare) or injectors would";
+    let quiet = line("c=1 ");
+    assert!(
+        quiet.contains("could be judged for the server: 1 generator-bound; ")
+            && quiet.contains(hint),
+        "{t}"
+    );
+    assert!(
+        !line("c=2 ").contains(hint),
+        "one step on a busy machine: {t}"
+    );
+    let t = table(
+        &p,
+        &ramp(4, "generator-bound")
+            .into_iter()
+            .map(|s| StepOutcome {
+                sustainable: Some(false),
+                ..s
+            })
+            .collect::<Vec<_>>(),
+        &[],
+    )
+    .to_string();
+    assert!(!t.contains(hint), "{t}");
+}
+
 #[test]
 fn generator_bound_closed_steps_stay_out_of_medians_and_usl() {
     let p = plan(CONC);

@@ -59,12 +59,19 @@ impl CpuQuota {
     /// met its cap.
     pub const PERIODS_TO_HOLD: u32 = 10;
 
+    /// The least a load must measure for this quota to hold:
+    /// [`CpuQuota::PERIODS_TO_HOLD`] periods (1 s on the kernel's 100 ms period). A
+    /// study refuses or warns about steps planned shorter, before it starts any.
+    pub fn span_to_hold(&self) -> Duration {
+        self.period * Self::PERIODS_TO_HOLD
+    }
+
     /// Why a load that measured `measured_s` seconds cannot show a server held to this
     /// quota: it measured under [`CpuQuota::PERIODS_TO_HOLD`] periods (less 5%: a 1 s
     /// load ends a millisecond or two early by the engine's clock). `None` when it
     /// measured enough.
     pub fn too_short(&self, measured_s: f64) -> Option<String> {
-        let need = self.period * Self::PERIODS_TO_HOLD;
+        let need = self.span_to_hold();
         (measured_s < 0.95 * need.as_secs_f64()).then(|| {
             format!(
                 "too short for its CPU cap: the load measured {:.0} ms, under {} periods of its CPU cap ({:.1} s): the kernel counts a quota per {:.0} ms period, and a burst shorter than that runs at full speed, so this figure is not the capped server's; give the load more requests or a longer duration",

@@ -20,8 +20,8 @@ impl Plan {
             .map(|i| self.instance_label(i))
             .collect();
         let _ = writeln!(out, "targets: {}", names.join(", "));
-        for w in &self.workloads {
-            let _ = writeln!(out, "{}", workload_line(w));
+        for (wi, w) in self.workloads.iter().enumerate() {
+            let _ = writeln!(out, "{}", self.swept_wire(wi, workload_line(w)));
             if let (Some(o), Some(window)) = (&w.office, self.timing.duration) {
                 if let Some(note) = poll_note(o, window) {
                     let _ = writeln!(out, "  {note}");
@@ -29,6 +29,9 @@ impl Plan {
             }
         }
         self.describe_timing(&mut out);
+        if let Some(note) = self.short_capped_note() {
+            let _ = writeln!(out, "{note}");
+        }
         let searched = self.searched_cells();
         self.describe_searches(&mut out, &searched);
         if self.mode == Mode::Sweep && (searched.is_empty() || !self.steps.is_empty()) {
@@ -309,6 +312,66 @@ fn workload_line(w: &Workload) -> String {
 }
 
 impl Plan {
+    /// A warning when request-count steps on a CPU-capped instance are expected to
+    /// measure less than the cap needs to hold (ten of its periods): each would be
+    /// labelled too-short, with no figure. Only a warning, since the rate is an estimate
+    /// (measured, stated or guessed); timed steps that short are refused outright
+    /// (`timing::check_capped`).
+    fn short_capped_note(&self) -> Option<String> {
+        let book = super::RateBook::default();
+        let capped: Vec<&Cell> = self
+            .cells
+            .iter()
+            .filter(|c| self.instances[c.instance].cpu_quota.is_some())
+            .collect();
+        let need = |c: &Cell| {
+            let q = self.instances[c.instance].cpu_quota.unwrap_or(1.0);
+            volley_targets::CpuQuota::of_one_cpu(q).span_to_hold()
+        };
+        let short: Vec<&&Cell> = capped
+            .iter()
+            .filter(|c| self.measured_estimate(c, &book) < need(c))
+            .collect();
+        let first = short.first()?;
+        let (rate, source) = self.request_rate(first, &book);
+        let at = match source {
+            super::RateSource::Stated => format!("the stated expected_rate of {rate:.0} req/s"),
+            _ => format!("the guessed {GUESS_RPS_PER_CONNECTION:.0} req/s per connection"),
+        };
+        Some(format!(
+            "warning: {} of {} capped cells are expected to measure under the {:.1} s a CPU cap needs to hold (e.g. {}: {:.0} ms at {at}); such a step is a burst at full speed, labelled too-short, with no figure: give the steps more requests or a duration (or state [steps] expected_rate if the servers are slower)",
+            short.len(),
+            capped.len(),
+            need(first).as_secs_f64(),
+            self.cell_line(first),
+            self.measured_estimate(first, &book).as_secs_f64() * 1e3,
+        ))
+    }
+
+    /// A workload's line with its HTTP version replaced by the versions a
+    /// `sweep.protocol` axis gives its cells: the workload's own wire says HTTP/1.1,
+    /// which its steps do not use then.
+    fn swept_wire(&self, workload: usize, line: String) -> String {
+        let mut swept: Vec<&str> = Vec::new();
+        for c in self.cells.iter().filter(|c| c.workload == workload) {
+            if let Some(p) = c.protocol {
+                if !swept.contains(&p.name()) {
+                    swept.push(p.name());
+                }
+            }
+        }
+        if swept.is_empty() {
+            return line;
+        }
+        let versions = format!("(HTTP version swept: {})", swept.join(", "));
+        let own = self.workloads[workload].load.wire.h2_streams;
+        let own = match own {
+            Some(n) => format!("HTTP/2 x{n} streams"),
+            None => "HTTP/1.1".to_string(),
+        };
+        line.replacen(&own, &versions, 1)
+    }
+
     /// How request-count steps were estimated, for the plan print: the stated
     /// `expected_rate`s, or a warning that the fallback guess was used.
     fn rate_note(&self) -> String {

@@ -40,6 +40,16 @@ impl Plan {
     /// [`Plan::step_estimate`] with the rates measured so far: the ETA's estimate.
     pub fn step_estimate_learned(&self, cell: &Cell, book: &RateBook) -> Duration {
         let t = &self.timing;
+        t.warmup
+            .saturating_add(self.measured_estimate(cell, book))
+            .saturating_add(t.cooldown)
+            .saturating_add(self.office_untimed(cell))
+    }
+
+    /// How long the measured part of one step of `cell` lasts, by its duration or its
+    /// request count at [`Plan::request_rate`] (the first limit reached when it has both).
+    pub fn measured_estimate(&self, cell: &Cell, book: &RateBook) -> Duration {
+        let t = &self.timing;
         let w = &self.workloads[cell.workload];
         // An office day runs `duration` whatever the mode; rate steps run `rate_duration`.
         let open = w.office.is_none() && (self.mode == Mode::Search || w.load.open);
@@ -53,16 +63,12 @@ impl Plan {
             let (rate, _) = self.request_rate(cell, book);
             Duration::try_from_secs_f64(n as f64 / rate.max(1e-3)).unwrap_or(Duration::MAX)
         });
-        let measured = match (duration, by_count) {
+        match (duration, by_count) {
             (Some(d), Some(c)) => d.min(c),
             (Some(d), None) => d,
             (None, Some(c)) => c,
             (None, None) => Duration::ZERO,
-        };
-        t.warmup
-            .saturating_add(measured)
-            .saturating_add(t.cooldown)
-            .saturating_add(self.office_untimed(cell))
+        }
     }
 
     /// What an office day of `cell` spends outside its window, for the estimate: its

@@ -12,7 +12,7 @@ use volley_engine::{Arrival, Order};
 use volley_harness::DocrootSource;
 use volley_targets::TargetKind;
 
-use super::timing::{check_judgeable, resolve_rule, resolve_search, resolve_timing};
+use super::timing::{check_capped, check_judgeable, resolve_rule, resolve_search, resolve_timing};
 use super::*;
 use crate::spec::{
     self, ArrivalKind, FixtureKind, LoadDef, Mode, ModelKind, OrderKind, RateAxis, RepeatOrder,
@@ -217,6 +217,7 @@ pub fn resolve(file: &StudyFile, text: &str, scale: f64) -> Result<Plan, StudyEr
     let rule = resolve_rule(file, text, &timing)?;
     let rated = file.mode == Mode::Search || cells.iter().any(|c| c.rate.is_some());
     check_judgeable(&rule, &timing, rated)?;
+    check_capped(&cells, &instances, &workloads, &timing, file.mode)?;
     let search = resolve_search(file, &timing)?;
     let users_search = super::office::resolve_users_search(file, &workloads)?;
     let docroot = resolve_docroot(file)?;

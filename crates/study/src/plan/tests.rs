@@ -648,6 +648,18 @@ repeats = 2
     assert!(p.serve.http2 && p.serve.http3, "{:?}", p.serve);
     assert_eq!(p.workloads[0].load.wire.streams, 8);
     assert!(p.describe().contains("w h3 c=2"), "{}", p.describe());
+    // The workload's line names the swept versions, not its own HTTP/1.1.
+    let line = p
+        .describe()
+        .lines()
+        .find(|l| l.starts_with("workload w:"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains("HTTPS (HTTP version swept: h1, h2, h3)"),
+        "{line}"
+    );
+    assert!(!line.contains("HTTP/1.1"), "{line}");
     // h3 needs TLS; names are checked.
     let e = plan(&text.replace("tls = true\n", ""))
         .unwrap_err()
@@ -667,4 +679,58 @@ repeats = 2
         .unwrap_err()
         .to_string();
     assert!(e.contains("streams needs http2"), "{e}");
+}
+
+/// A capped step must measure ten of its quota's periods (1 s) for the cap to hold: a
+/// timed plan shorter than that is refused, with the length it has and needs; a
+/// request-count plan expected to be that short is printed with a warning (its rate is
+/// only an estimate); uncapped steps and rate steps (3 s floor) are left alone.
+#[test]
+fn capped_steps_too_short_for_the_cap_to_hold_are_refused_or_warned() {
+    let capped = |steps: &str| {
+        format!(
+            "name = \"c\"\n[[target]]\nname = \"n\"\nkind = \"nginx\"\n[[workload]]\nname = \"w\"\npaths = [\"/x\"]\n[sweep]\nconcurrency = [1, 3]\ncpu_quota = [0.25]\n[steps]\n{steps}\n"
+        )
+    };
+    let timed = capped("duration = \"3s\"");
+    let f = spec::parse(&timed).unwrap();
+    assert!(resolve(&f, &timed, 1.0).is_ok());
+    assert!(
+        resolve(&f, &timed, 1.0 / 3.0 + 1e-9).is_ok(),
+        "1 s holds the cap"
+    );
+    let e = resolve(&f, &timed, 0.1).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "steps.duration: too short for a CPU cap to hold: 300 ms measured, 1.0 s needed"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    // Without a cap, or as rate steps (raised to 3 s), the same scale is fine.
+    let uncapped = timed.replace("cpu_quota = [0.25]\n", "");
+    let f = spec::parse(&uncapped).unwrap();
+    assert!(resolve(&f, &uncapped, 0.1).is_ok());
+    let rated = timed.replace("concurrency = [1, 3]", "rate = [100]");
+    let f = spec::parse(&rated).unwrap();
+    assert!(resolve(&f, &rated, 0.1).is_ok());
+
+    // 1000 requests at the guessed 2000 req/s per connection: 500 ms at c=1, 167 at c=3.
+    let counted = plan(&capped("requests = 1000")).unwrap();
+    let d = counted.describe();
+    assert!(
+        d.contains("warning: 2 of 2 capped cells are expected to measure under the 1.0 s a CPU cap needs to hold (e.g. n cpu=25% w c=1 ka=on: 500 ms at the guessed 2000 req/s per connection)"),
+        "{d}"
+    );
+    // Stated slower, or long enough at the guess: no warning.
+    for steps in ["requests = 1000\nexpected_rate = 40", "requests = 6000"] {
+        let d = plan(&capped(steps)).unwrap().describe();
+        assert!(!d.contains("warning"), "{steps}: {d}");
+    }
+    let half = plan(&capped("requests = 2500")).unwrap().describe();
+    assert!(half.contains("warning: 1 of 2 capped cells"), "{half}");
+    let d = plan(&capped("requests = 1000").replace("cpu_quota = [0.25]\n", ""))
+        .unwrap()
+        .describe();
+    assert!(!d.contains("warning"), "{d}");
 }

@@ -81,6 +81,43 @@ pub(super) fn check_judgeable(
     Ok(())
 }
 
+/// Refuses a plan whose capped steps are timed shorter than a CPU cap needs to hold
+/// ([`volley_targets::CpuQuota::span_to_hold`]): every such step would be
+/// labelled too-short, a burst at full speed, so the study could give no capped
+/// server a figure. Request-count steps are only estimated, so the plan warns of them
+/// instead ([`Plan::describe`]).
+pub(super) fn check_capped(
+    cells: &[Cell],
+    instances: &[Instance],
+    workloads: &[Workload],
+    timing: &Timing,
+    mode: Mode,
+) -> Result<(), StudyError> {
+    for c in cells {
+        let Some(q) = instances[c.instance].cpu_quota else {
+            continue;
+        };
+        let w = &workloads[c.workload];
+        let open = w.office.is_none() && (mode == Mode::Search || w.load.open);
+        let Some(d) = (if open {
+            timing.rate_duration
+        } else {
+            timing.duration
+        }) else {
+            continue;
+        };
+        let need = volley_targets::CpuQuota::of_one_cpu(q).span_to_hold();
+        if d < need {
+            return Err(invalid(format!(
+                "steps.duration: too short for a CPU cap to hold: {:.0} ms measured, {:.1} s needed (the kernel counts a quota per 100 ms period, and a shorter step is a burst at full speed): give the steps a longer duration or a larger --scale",
+                d.as_secs_f64() * 1e3,
+                need.as_secs_f64()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Search-mode settings, checked by building the search once.
 pub(super) fn resolve_search(
     file: &StudyFile,
