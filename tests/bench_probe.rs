@@ -90,42 +90,18 @@ fn a_process_stopped_mid_load_finds_its_seconds_machine_stalled() {
     assert!(f(&g["probe"], "max_stall_ms") >= 15.0, "{g}");
 }
 
-/// A v1 cpu cgroup this test makes (2% of one CPU) and removes when dropped.
-struct CappedCgroup(std::path::PathBuf);
-
-impl CappedCgroup {
-    fn make() -> Option<CappedCgroup> {
-        let root = std::path::Path::new("/sys/fs/cgroup/cpu");
-        if !root.join("cpu.cfs_quota_us").exists() {
-            return None;
-        }
-        let dir = root.join(format!("volley-test-cap-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        let g = CappedCgroup(dir);
-        std::fs::write(g.0.join("cpu.cfs_period_us"), "100000").ok()?;
-        std::fs::write(g.0.join("cpu.cfs_quota_us"), "2000").ok()?;
-        Some(g)
-    }
-}
-
-impl Drop for CappedCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 #[test]
 fn a_generator_under_a_tight_cpu_cap_still_reads_generator_bound() {
     // The generator short of CPU is its own limit: the probe leaves the cap (its
     // thread moves out of the cgroup, then SCHED_FIFO), so it does not share the
     // shortage and cannot excuse it.
-    let Some(cg) = CappedCgroup::make() else {
+    let Some(cg) = crate::common::CappedCgroup::make(2_000) else {
         eprintln!("skipped: no writable cgroup v1 cpu controller");
         return;
     };
     let srv = TestServer::start(Mode::Ok);
     let url = srv.url("/");
-    let join = format!("echo $$ > {}/cgroup.procs", cg.0.display());
+    let join = cg.join();
     let child = spawn_bench(
         Some(&join),
         &[&url, "--rate", "1000", "-d", "3s", "-k", "--json"],

@@ -343,7 +343,7 @@ retries = 0
         .find_map(|l| l.strip_prefix("answer: "))
         .unwrap_or_else(|| panic!("no answer line: {stdout}"));
     assert!(
-        answer.starts_with("No difference beyond noise: every step was link-bound"),
+        answer.starts_with("No answer: every step was link-bound"),
         "{answer}"
     );
     let md = Command::new(env!("CARGO_BIN_EXE_volley"))

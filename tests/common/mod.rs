@@ -410,3 +410,35 @@ retries = 0
 "#
     )
 }
+
+/// A v1 cpu cgroup a test makes, holding what joins it to `quota_us` per 100 ms period
+/// (2,000: 2% of one CPU), removed when dropped; `None` without a writable v1 cpu
+/// controller. A child joins it by writing its pid to `cgroup.procs` (`echo $$ > ...`
+/// in a shell that then execs it).
+pub struct CappedCgroup(pub PathBuf);
+
+impl CappedCgroup {
+    pub fn make(quota_us: u64) -> Option<CappedCgroup> {
+        let root = Path::new("/sys/fs/cgroup/cpu");
+        if !root.join("cpu.cfs_quota_us").exists() {
+            return None;
+        }
+        let dir = root.join(format!("volley-test-cap-{}-{quota_us}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let g = CappedCgroup(dir);
+        std::fs::write(g.0.join("cpu.cfs_period_us"), "100000").ok()?;
+        std::fs::write(g.0.join("cpu.cfs_quota_us"), quota_us.to_string()).ok()?;
+        Some(g)
+    }
+
+    /// The shell words that move the shell running them into this cgroup.
+    pub fn join(&self) -> String {
+        format!("echo $$ > {}/cgroup.procs", self.0.display())
+    }
+}
+
+impl Drop for CappedCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}

@@ -97,6 +97,24 @@ impl PollPolicy {
     }
 }
 
+/// The longest one look (a yield and a zero-timeout poll, a few microseconds) can take
+/// while this thread keeps its CPU. A look that took longer was off the CPU for most
+/// of it: the yield ran someone else, or a CPU quota on volley's cgroup throttled it.
+const LOOK_ON_CPU_NS: u64 = 20_000;
+
+/// The part of one look's `elapsed` ns that was this thread polling: all of it, or
+/// none when it was descheduled ([`LOOK_ON_CPU_NS`]). The count is subtracted from the
+/// process's CPU time, so counting others' time (or throttled time) would leave the
+/// generator less CPU than it used: under a 20% quota a closed loop read "used 0.00
+/// of 0.20 core(s)". Reading the thread's CPU clock instead would cost two system
+/// calls per look on the hot path.
+fn polling_ns(elapsed: u64) -> u64 {
+    match elapsed <= LOOK_ON_CPU_NS {
+        true => elapsed,
+        false => 0,
+    }
+}
+
 /// Waits up to `timeout` (from `now`, on `clock`) through `wait`, which looks without
 /// sleeping when given `Duration::ZERO` and else sleeps up to the duration it is given,
 /// and says whether it found anything. With `in_flight` requests on the wire the first
@@ -130,7 +148,7 @@ pub(crate) fn poll_then_sleep(
     }
     let spin_end = now.saturating_add(window_ns.min(timeout_ns));
     let mut polled_at = clock();
-    let waited_from = polled_at;
+    let mut busy_ns = 0;
     let found = loop {
         if polled_at >= spin_end {
             break false;
@@ -139,12 +157,13 @@ pub(crate) fn poll_then_sleep(
         // all): the poll only takes time nobody else wants.
         std::thread::yield_now();
         let found = wait(Duration::ZERO)?;
+        let looked_at = polled_at;
         polled_at = clock();
+        busy_ns += polling_ns(polled_at - looked_at);
         if found {
             break true;
         }
     };
-    let busy_ns = polled_at - waited_from;
     add_busy_wait(busy_ns);
     policy.outcome(found);
     if !found {
@@ -185,6 +204,34 @@ mod tests {
     fn a_reply_within_the_window_ends_the_poll_without_sleeping() {
         // The first look, then looks until the third found the reply: no sleep.
         assert_eq!(scripted(3), (vec![Duration::ZERO; 3], Some(20_000)));
+    }
+
+    /// A look during which the thread was off its CPU (the yield ran someone else, or
+    /// a quota throttled it) is not counted as polling: only the looks that kept the
+    /// CPU are.
+    #[test]
+    fn time_off_the_cpu_during_a_poll_is_not_counted_as_polling() {
+        let (clock, looks) = (Cell::new(0u64), Cell::new(0usize));
+        let mut p = PollPolicy::default();
+        let busy = poll_then_sleep(
+            &mut p,
+            4,
+            0,
+            Duration::from_millis(5),
+            || clock.get(),
+            |_| {
+                looks.set(looks.get() + 1);
+                // Looks of 5 us, but the third one came back 30 us later (descheduled).
+                let step = if looks.get() == 3 { 30_000 } else { 5_000 };
+                clock.set(clock.get() + step);
+                Ok(looks.get() == 5)
+            },
+        )
+        .expect("wait");
+        // Looks 2, 4 and 5 count (5 us each); look 3 took 30 us off the CPU.
+        assert_eq!(busy, Some(15_000));
+        assert_eq!(polling_ns(LOOK_ON_CPU_NS), LOOK_ON_CPU_NS);
+        assert_eq!(polling_ns(LOOK_ON_CPU_NS + 1), 0);
     }
 
     #[test]

@@ -207,9 +207,20 @@ fn run_info(
         stopped_early: outcome.stopped_early,
         cpu_ns,
         cpu_pressure,
-        cores: workers.min(cpus).max(1) as f64,
+        cores: generator_cores(workers, cpus),
         notes: Vec::new(),
         stalls: None,
+    }
+}
+
+/// The cores a run's `workers` could use: one each, no more than the CPUs it may run
+/// on, nor than the CPU quota over its cgroup (0.2 under a 20% cap: a closed loop
+/// held there is generator-bound, docs/methodology.md "The generator checks itself").
+fn generator_cores(workers: usize, cpus: usize) -> f64 {
+    let whole = workers.min(cpus).max(1) as f64;
+    match volley_metrics::resources::own_cpu_quota_cores() {
+        Some(q) if q < whole => q,
+        _ => whole,
     }
 }
 

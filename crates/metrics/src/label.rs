@@ -201,6 +201,15 @@ pub fn lag_threshold_us(rate_per_s: f64) -> f64 {
     (0.01 * interval_us).max(1_000.0)
 }
 
+/// "2 core(s)", or "0.20 core(s) (its CPU quota)" when a cgroup quota holds the
+/// generator to part of a CPU.
+pub fn cores_text(cores: f64) -> String {
+    match (cores - cores.round()).abs() < 1e-9 {
+        true => format!("{cores:.0} core(s)"),
+        false => format!("{cores:.2} core(s) (its CPU quota)"),
+    }
+}
+
 /// Applies the rule in the module docs.
 pub fn classify(c: &Check) -> Verdict {
     match c.offered_rate_per_s {
@@ -225,8 +234,8 @@ pub fn classify_run(c: &Check, measured_ns: u64) -> Verdict {
             .cpu_cores_used
             .map(|u| {
                 format!(
-                    " (the generator's {u:.2} of {:.0} core(s) counts its start-up)",
-                    c.cores
+                    " (the generator's {u:.2} of {} counts its start-up)",
+                    cores_text(c.cores)
                 )
             })
             .unwrap_or_default();
@@ -360,8 +369,8 @@ fn classify_closed(c: &Check) -> Verdict {
         return v(
             Bound::GeneratorBound,
             format!(
-                "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}% >= 90%)",
-                c.cores,
+                "closed loop: generator used {used:.2} of {} ({:.0}% >= 90%)",
+                cores_text(c.cores),
                 share * 100.0
             ),
         );
@@ -386,8 +395,8 @@ fn classify_closed(c: &Check) -> Verdict {
         }
     };
     let head = format!(
-        "closed loop: generator used {used:.2} of {:.0} core(s) ({:.0}%",
-        c.cores,
+        "closed loop: generator used {used:.2} of {} ({:.0}%",
+        cores_text(c.cores),
         share * 100.0
     );
     match (share <= 0.7, waited) {

@@ -63,6 +63,92 @@ pub fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
     Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
+/// The CPU quota over this process, in cores: the smallest `quota / period` on the path
+/// from its cgroup up to the root, of the v1 `cpu` controller (`cpu.cfs_quota_us`,
+/// `cpu.cfs_period_us`) or of cgroup2 (`cpu.max`). `None` without a quota (or without
+/// cgroups). Why: a closed loop is generator-bound when the generator used 90% of the
+/// cores it could use, and a generator held to 20% of a CPU by its cgroup can use 0.2,
+/// not the whole core `std::thread::available_parallelism` rounds it up to. Written
+/// here, not taken from a crate: two small files read once per run, and the crates
+/// that read cgroups either round to whole CPUs or bring a whole cgroup manager.
+pub fn own_cpu_quota_cores() -> Option<f64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    let mut least: Option<f64> = None;
+    for (dir, v2) in quota_dirs(&own, &mounts) {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        let cores = match v2 {
+            true => read("cpu.max").and_then(|t| parse_cpu_max(&t)),
+            false => read("cpu.cfs_quota_us")
+                .zip(read("cpu.cfs_period_us"))
+                .and_then(|(q, p)| parse_cfs_quota(&q, &p)),
+        };
+        if let Some(c) = cores {
+            least = Some(least.map_or(c, |l: f64| l.min(c)));
+        }
+    }
+    least
+}
+
+/// The directories whose quota bounds this process, from its `/proc/self/cgroup` and
+/// `/proc/self/mounts` text: its cgroup and each parent up to the hierarchy's root, in
+/// the v1 hierarchy holding `cpu` when there is one, else in cgroup2; `true` for
+/// cgroup2.
+pub fn quota_dirs(own: &str, mounts: &str) -> Vec<(std::path::PathBuf, bool)> {
+    let mount_of = |v2: bool| {
+        mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let fits = match v2 {
+                true => f.len() >= 3 && f[2] == "cgroup2",
+                false => f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpu"),
+            };
+            (fits).then(|| std::path::PathBuf::from(f[1]))
+        })
+    };
+    let path_of = |v2: bool| {
+        own.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            let fits = match v2 {
+                true => ctrls.is_empty(),
+                false => ctrls.split(',').any(|c| c == "cpu"),
+            };
+            fits.then(|| path.to_string())
+        })
+    };
+    let (root, path, v2) = match (mount_of(false), path_of(false)) {
+        (Some(root), Some(path)) => (root, path, false),
+        _ => match (mount_of(true), path_of(true)) {
+            (Some(root), Some(path)) => (root, path, true),
+            _ => return Vec::new(),
+        },
+    };
+    let mut dirs = Vec::new();
+    let mut rel = std::path::PathBuf::from(path.trim_start_matches('/'));
+    loop {
+        dirs.push((root.join(&rel), v2));
+        if !rel.pop() {
+            break;
+        }
+    }
+    dirs
+}
+
+/// Cores from cgroup2's `cpu.max` (`20000 100000`; `max 100000` is no quota).
+pub fn parse_cpu_max(text: &str) -> Option<f64> {
+    let mut f = text.split_whitespace();
+    let quota: f64 = f.next()?.parse().ok()?;
+    let period: f64 = f.next()?.parse().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
+/// Cores from v1's `cpu.cfs_quota_us` and `cpu.cfs_period_us` (a quota of -1 is none).
+pub fn parse_cfs_quota(quota: &str, period: &str) -> Option<f64> {
+    let quota: f64 = quota.trim().parse().ok()?;
+    let period: f64 = period.trim().parse().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
 /// Extracts `total=` from the `some` line of a PSI file.
 pub fn parse_psi_some_total(text: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(text).ok()?;
@@ -102,5 +188,43 @@ mod tests {
         std::hint::black_box(x);
         let b = process_cpu_ns().unwrap();
         assert!(b >= a);
+    }
+
+    /// The quota's directories go from the process's cgroup up to the root; a v1 `cpu`
+    /// hierarchy wins over cgroup2; quotas read as cores, "no quota" as none.
+    #[test]
+    fn the_cgroup_quota_over_the_generator_is_read_in_cores() {
+        let mounts_v1 = "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n";
+        let own_v1 = "5:cpu,cpuacct:/a/b\n0::/u\n";
+        let dirs = quota_dirs(own_v1, mounts_v1);
+        let want: Vec<(std::path::PathBuf, bool)> = ["a/b", "a", ""]
+            .iter()
+            .map(|p| {
+                (
+                    std::path::Path::new("/sys/fs/cgroup/cpu,cpuacct").join(p),
+                    false,
+                )
+            })
+            .collect();
+        assert_eq!(dirs, want);
+        let v2 = quota_dirs(
+            "0::/user.slice/x.scope\n",
+            "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n",
+        );
+        assert_eq!(v2.len(), 3);
+        assert_eq!(
+            v2[0],
+            (
+                std::path::PathBuf::from("/sys/fs/cgroup/user.slice/x.scope"),
+                true
+            )
+        );
+        assert_eq!(v2[2], (std::path::PathBuf::from("/sys/fs/cgroup/"), true));
+        assert!(quota_dirs("0::/\n", "proc /proc proc rw 0 0\n").is_empty());
+        assert_eq!(parse_cpu_max("20000 100000\n"), Some(0.2));
+        assert_eq!(parse_cpu_max("max 100000\n"), None);
+        assert_eq!(parse_cpu_max(""), None);
+        assert_eq!(parse_cfs_quota("150000\n", "100000\n"), Some(1.5));
+        assert_eq!(parse_cfs_quota("-1\n", "100000\n"), None);
     }
 }

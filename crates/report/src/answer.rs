@@ -15,7 +15,9 @@
 //! - with one run per point, no interval exists: "a single run cannot separate figures
 //!   this close", with the repeats that would (`ratio::repeats_needed` at the assumed
 //!   run-to-run spread);
-//! - otherwise "no difference beyond noise", with the reason when volley knows it.
+//! - otherwise "no difference beyond noise", with the reason when volley knows it;
+//! - "No answer" when no contender has a figure that stands for it: nothing was
+//!   compared, so nothing was shown equal.
 
 use volley_analysis::bootstrap::{self, Estimate, RESAMPLES};
 use volley_analysis::ratio;
@@ -171,8 +173,6 @@ pub enum Verdict {
     NoFigure {
         /// Why, in words.
         reason: String,
-        /// Every step left out failed: there was nothing to tell apart, not noise.
-        failed: bool,
     },
 }
 
@@ -251,12 +251,6 @@ pub fn nothing_left_of(c: &Contender) -> String {
     }
 }
 
-/// Whether every step the contenders left out mostly failed (and some were).
-fn all_failed(all: &[Contender]) -> bool {
-    let failed: usize = all.iter().map(|c| c.left_out.failed).sum();
-    failed > 0 && all.iter().map(|c| c.left_out.total()).sum::<usize>() == failed
-}
-
 /// Decides between the contenders (see the module docs): capacities when every
 /// contender with a figure has one, else the closed-loop figures per point.
 pub fn decide(all: &[Contender]) -> Verdict {
@@ -273,7 +267,6 @@ pub fn decide(all: &[Contender]) -> Verdict {
         [] => {
             return Verdict::NoFigure {
                 reason: nothing_left(all),
-                failed: all_failed(all),
             }
         }
         [only] => return alone(all, *only),
@@ -286,7 +279,6 @@ pub fn decide(all: &[Contender]) -> Verdict {
             Some(&(only, _)) => alone(all, only),
             None => Verdict::NoFigure {
                 reason: nothing_left(all),
-                failed: all_failed(all),
             },
         };
     };
@@ -387,7 +379,6 @@ fn between(all: &[Contender], best: usize, next: usize, pairs: &[(Vec<f64>, Vec<
     let Ok(est) = ratio::pooled_ratio_ci(&repeated, RESAMPLES, SEED) else {
         return Verdict::NoFigure {
             reason: "the figures cannot be divided (a zero or invalid run)".into(),
-            failed: false,
         };
     };
     if est.lo > 1.0 {
@@ -625,12 +616,9 @@ fn verdict_sentence(v: &Verdict, all: &[Contender], verb: &str) -> String {
                 .map(|o| format!(" (the others: {o})"))
                 .unwrap_or_default()
         ),
-        // Failures are no figure at all, not figures within noise of each other.
-        Verdict::NoFigure {
-            reason,
-            failed: true,
-        } => format!("No answer: {reason}."),
-        Verdict::NoFigure { reason, .. } => format!("No difference beyond noise: {reason}."),
+        // No figure at all (failures, the generator's or the link's figures, bursts
+        // under a cap) is no answer, never "no difference": nothing was compared.
+        Verdict::NoFigure { reason } => format!("No answer: {reason}."),
     }
 }
 

@@ -105,7 +105,7 @@ fn the_answer_names_a_winner_only_beyond_noise() {
             vec![left("builtin", link), left("nginx", link)],
             "no figure",
             None,
-            "No difference beyond noise: every step was link-bound: the same shaped link",
+            "No answer: every step was link-bound: the same shaped link",
         ),
         (
             "failures are never ranked",

@@ -278,7 +278,7 @@ fn knobs_with_nothing_to_compare_are_named_once_together() {
     );
     assert_eq!(
         variants_answer(&t).unwrap(),
-        "No difference beyond noise: every step measured the generator, not a server (generator-bound or machine-stalled).",
+        "No answer: every step measured the generator, not a server (generator-bound or machine-stalled).",
     );
 }
 

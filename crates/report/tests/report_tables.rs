@@ -603,8 +603,7 @@ fn compare_of_two_link_bound_runs_answers_as_the_report_does() {
         let c =
             volley_report::compare::compare(&store, &a.0.to_string(), &b.0.to_string(), m).unwrap();
         assert!(
-            c.answer
-                .starts_with("No difference beyond noise: every step was link-bound"),
+            c.answer.starts_with("No answer: every step was link-bound"),
             "{}",
             c.answer
         );

@@ -511,7 +511,7 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
             steps.len(),
             unjudged_reasons(steps),
             match outpaced {
-                true => "; volley's load could not outpace this server on the CPU it had: more [load] threads (on a machine with cores to spare) or injectors would",
+                true => " (volley's load could not outpace this server on the CPU it had: more [load] threads, on a machine with cores to spare, or injectors would)",
                 false => "",
             }
         )

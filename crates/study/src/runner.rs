@@ -414,9 +414,15 @@ impl StudyRun<'_> {
                         // Not an office day (judged by its own rule) and not an injected
                         // step: its agents may run on other machines than the one whose
                         // business is measured here, and a Kubernetes Job runs once.
+                        let attempts: Vec<&StepOutcome> = self
+                            .steps
+                            .iter()
+                            .filter(|s| s.cell == ci && s.repeat == repeat)
+                            .collect();
                         if o.needs_remeasure()
                             && plan.workloads[cell.workload].office.is_none()
                             && cell.injectors.is_none()
+                            && !remeasure::generator_limit_seen_twice(&attempts)
                         {
                             again.spoiled(ci, repeat, attempt, run);
                         }

@@ -448,7 +448,7 @@ fn write_generator(out: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     let g = &s.generator;
     let cpu = g
         .cpu_cores_used
-        .map(|c| format!("{c:.2} of {:.0} core(s)", g.cores))
+        .map(|c| format!("{c:.2} of {}", crate::label::cores_text(g.cores)))
         .unwrap_or_else(|| "not measured".into());
     let psi = g
         .cpu_pressure

@@ -45,6 +45,30 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
+    /// A closed-loop first attempt of cell 0 with no figures, for tests to fill in.
+    #[cfg(test)]
+    pub(crate) fn blank_for_tests() -> StepOutcome {
+        StepOutcome {
+            order: 0,
+            cell: 0,
+            repeat: 0,
+            rate: None,
+            rps: 0.0,
+            ok_rps: 0.0,
+            p99_ms: 0.0,
+            errors: 0,
+            sustainable: None,
+            label: "server-bound",
+            cold_ttfb_ms: None,
+            warm_ttfb_ms: None,
+            poll_p99_ms: None,
+            users: None,
+            lead_in: None,
+            attempt: 0,
+            machine_busy: false,
+        }
+    }
+
     /// The outcome of step `order` (cell `cell`, repeat `repeat`) from its summary. The
     /// headline p99 is response time for a rate step, service time otherwise; requests
     /// still in flight when the step ended are censored, not failures.
