@@ -94,6 +94,13 @@ fn the_answer_names_a_winner_only_beyond_noise() {
             "a single run cannot separate figures this close; about 68 repeats of each would",
         ),
         (
+            "one run per target, 0.3% apart",
+            vec![c("a", &[("L1", &[995.0])]), c("b", &[("L1", &[992.0])])],
+            "single run",
+            Some(0),
+            "a 995 req/s vs b 992 (1.00x) from one run each: closer than single runs vary, so no practical number of repeats would separate them (about 3309 of each",
+        ),
+        (
             "generator-bound steps are left out",
             vec![c("a", &[("L1", noisy_a)]), left("b", generator)],
             "alone",
