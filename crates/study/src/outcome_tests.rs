@@ -44,21 +44,13 @@ fn step(
     StepOutcome {
         order: cell,
         cell,
-        repeat: 0,
         rate,
         rps,
         ok_rps: rps,
         p99_ms: 1.0,
-        errors: 0,
         sustainable: ok,
         label,
-        cold_ttfb_ms: None,
-        warm_ttfb_ms: None,
-        poll_p99_ms: None,
-        users: None,
-        lead_in: None,
-        attempt: 0,
-        machine_busy: false,
+        ..StepOutcome::blank_for_tests()
     }
 }
 
