@@ -95,34 +95,15 @@ pub fn own_cpu_quota_cores() -> Option<f64> {
 /// the v1 hierarchy holding `cpu` when there is one, else in cgroup2; `true` for
 /// cgroup2.
 pub fn quota_dirs(own: &str, mounts: &str) -> Vec<(std::path::PathBuf, bool)> {
-    let mount_of = |v2: bool| {
-        mounts.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let fits = match v2 {
-                true => f.len() >= 3 && f[2] == "cgroup2",
-                false => f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpu"),
-            };
-            (fits).then(|| std::path::PathBuf::from(f[1]))
-        })
+    use volley_monitor::{cpu_share::own_path, stall::cgroup_mount};
+    let found = |v2: bool| Some((cgroup_mount(mounts, v2)?, own_path(own, &["cpu"], v2)?));
+    let Some(((root, path), v2)) = found(false)
+        .map(|f| (f, false))
+        .or_else(|| found(true).map(|f| (f, true)))
+    else {
+        return Vec::new();
     };
-    let path_of = |v2: bool| {
-        own.lines().find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            let fits = match v2 {
-                true => ctrls.is_empty(),
-                false => ctrls.split(',').any(|c| c == "cpu"),
-            };
-            fits.then(|| path.to_string())
-        })
-    };
-    let (root, path, v2) = match (mount_of(false), path_of(false)) {
-        (Some(root), Some(path)) => (root, path, false),
-        _ => match (mount_of(true), path_of(true)) {
-            (Some(root), Some(path)) => (root, path, true),
-            _ => return Vec::new(),
-        },
-    };
+    let root = std::path::PathBuf::from(root);
     let mut dirs = Vec::new();
     let mut rel = std::path::PathBuf::from(path.trim_start_matches('/'));
     loop {

@@ -380,8 +380,9 @@ impl CpuSources {
     }
 }
 
-/// This process's path in the hierarchy with controllers `ctrls` (or the cgroup2 one).
-fn own_path<'a>(own_cgroup: &'a str, ctrls: &[&str], v2: bool) -> Option<&'a str> {
+/// This process's path in the hierarchy with controllers `ctrls` (or the cgroup2 one),
+/// from `/proc/self/cgroup` text.
+pub fn own_path<'a>(own_cgroup: &'a str, ctrls: &[&str], v2: bool) -> Option<&'a str> {
     own_cgroup.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, c, path) = (f.next()?, f.next()?, f.next()?);

@@ -691,22 +691,26 @@ fn leave_cpu_cgroup() -> bool {
 
 /// The thread's path in the v1 hierarchy holding the `cpu` controller, from
 /// `/proc/thread-self/cgroup` (`4:cpu,cpuacct:/x`); `None` on a v2-only system.
-fn v1_cpu_path(text: &str) -> Option<&str> {
+pub fn v1_cpu_path(text: &str) -> Option<&str> {
+    crate::cpu_share::own_path(text, &["cpu"], false)
+}
+
+/// Where the v1 hierarchy holding the `cpu` controller is mounted (`false`), or the
+/// cgroup2 hierarchy (`true`), from `/proc/self/mounts`.
+pub fn cgroup_mount(text: &str, v2: bool) -> Option<String> {
     text.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-        ctrls.split(',').any(|c| c == "cpu").then_some(path)
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let fits = match v2 {
+            true => f.len() >= 3 && f[2] == "cgroup2",
+            false => f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpu"),
+        };
+        fits.then(|| f[1].to_string())
     })
 }
 
-/// Where the v1 hierarchy holding the `cpu` controller is mounted, from
-/// `/proc/self/mounts`.
+/// [`cgroup_mount`] of the v1 `cpu` hierarchy.
 fn v1_cpu_mount(text: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpu"))
-            .then(|| f[1].to_string())
-    })
+    cgroup_mount(text, false)
 }
 
 /// The guest's steal time so far, summed over CPUs, microseconds (`/proc/stat`).
