@@ -330,16 +330,9 @@ server = {{ defer_accept = true, backlog = 1024 }}
             rps,
             ok_rps: rps,
             p99_ms: 1.0,
-            errors: 0,
             sustainable,
             label: "server-bound",
-            cold_ttfb_ms: None,
-            warm_ttfb_ms: None,
-            poll_p99_ms: None,
-            users: None,
-            lead_in: None,
-            attempt: 0,
-            machine_busy: false,
+            ..StepOutcome::blank_for_tests()
         }
     }
 

@@ -390,23 +390,13 @@ mod tests {
     #[test]
     fn a_step_line_never_calls_an_empty_step_failed_nor_gives_failures_a_rate() {
         let with = |rps: f64, ok_rps: f64| StepOutcome {
-            order: 0,
-            cell: 0,
-            repeat: 0,
             rate: Some(100.0),
             rps,
             ok_rps,
             p99_ms: 2.5,
-            errors: 0,
             sustainable: Some(false),
             label: "generator-bound",
-            cold_ttfb_ms: None,
-            warm_ttfb_ms: None,
-            poll_p99_ms: None,
-            users: None,
-            lead_in: None,
-            attempt: 0,
-            machine_busy: false,
+            ..StepOutcome::blank_for_tests()
         };
         let table = [
             (
