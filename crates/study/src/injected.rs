@@ -78,11 +78,7 @@ fn whole_of(
 ) -> Whole {
     let times = if each { u64::from(k) } else { 1 };
     let timing = &plan.timing;
-    let duration = if rate.is_some() {
-        timing.rate_duration
-    } else {
-        timing.duration
-    };
+    let duration = timing.measured(rate.is_some());
     Whole {
         requests: w.requests.or(timing.requests).map(|n| n * times),
         rate_rps: rate.map(|r| r * times as f64),

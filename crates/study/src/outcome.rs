@@ -501,11 +501,7 @@ fn measured_result(steps: &[&StepOutcome]) -> String {
     } else if server.is_empty() {
         // A closed loop that used its cores on a quiet machine, every time: volley's
         // own limit, which another attempt meets again; say what would pass it.
-        let outpaced = steps.iter().all(|s| {
-            s.rate.is_none()
-                && !s.machine_busy
-                && s.label == volley_analysis::sustain::Bound::GeneratorBound.label()
-        });
+        let outpaced = steps.iter().all(|s| s.generator_limit());
         format!(
             "no server figure: none of the {} step(s) could be judged for the server: {}{}",
             steps.len(),

@@ -7,7 +7,6 @@ use std::time::Duration;
 use volley_analysis::bootstrap::median;
 
 use super::{Cell, Plan, PlannedStep};
-use crate::spec::Mode;
 
 impl Plan {
     /// The request rate a request-count step of `cell` is expected to run at, and where
@@ -51,9 +50,7 @@ impl Plan {
     pub fn measured_estimate(&self, cell: &Cell, book: &RateBook) -> Duration {
         let t = &self.timing;
         let w = &self.workloads[cell.workload];
-        // An office day runs `duration` whatever the mode; rate steps run `rate_duration`.
-        let open = w.office.is_none() && (self.mode == Mode::Search || w.load.open);
-        let duration = if open { t.rate_duration } else { t.duration };
+        let duration = t.measured(w.rated(self.mode));
         // An office day lasts its duration; request counts are the http workloads'.
         let requests = match w.office {
             Some(_) => None,

@@ -194,6 +194,12 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Whether its steps run at a rate (an open loop, or any step of a capacity
+    /// search), and so measure [`Timing::rate_duration`]; an office day never does.
+    pub fn rated(&self, mode: Mode) -> bool {
+        self.office.is_none() && (mode == Mode::Search || self.load.open)
+    }
+
     /// A `caldav` workload whose users are searched, not swept.
     pub fn searches_users(&self) -> bool {
         self.office.as_ref().is_some_and(|o| o.search)
@@ -407,6 +413,17 @@ pub struct Timing {
     pub warmup: Duration,
     /// Rest after each step.
     pub cooldown: Duration,
+}
+
+impl Timing {
+    /// How long a step measures: `rate_duration` for a step at a rate, `duration` for
+    /// the others (closed loops, office days); `None` when steps are counted instead.
+    pub fn measured(&self, rated: bool) -> Option<Duration> {
+        match rated {
+            true => self.rate_duration,
+            false => self.duration,
+        }
+    }
 }
 
 /// Search settings: of the rate searches (search mode), or of the users searches

@@ -97,13 +97,7 @@ pub(super) fn check_capped(
         let Some(q) = instances[c.instance].cpu_quota else {
             continue;
         };
-        let w = &workloads[c.workload];
-        let open = w.office.is_none() && (mode == Mode::Search || w.load.open);
-        let Some(d) = (if open {
-            timing.rate_duration
-        } else {
-            timing.duration
-        }) else {
+        let Some(d) = timing.measured(workloads[c.workload].rated(mode)) else {
             continue;
         };
         let need = volley_targets::CpuQuota::of_one_cpu(q).span_to_hold();

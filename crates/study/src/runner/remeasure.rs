@@ -84,20 +84,14 @@ pub(super) fn busy_spoils(machine_busy: bool, office_carried: bool, target_died:
 }
 
 /// Whether the attempts of one planned step so far (`attempts`, in order, the last
-/// just measured) show volley's own limit rather than noise: a closed loop that was
-/// generator-bound on a quiet machine (no one else took the CPU, the stall probe saw
-/// no stall: the label would say machine-stalled) at least twice. A further attempt
+/// just measured) show volley's own limit rather than noise
+/// ([`StepOutcome::generator_limit`]) at least twice. A further attempt
 /// meets that limit again on the same machine, so it is not queued: the built-in
 /// server out-running volley's one client core in `studies/002-h2-vs-h3.toml` was
 /// measured three times in 19 of its 48 cells, 86 of 230 steps for no new figure.
 /// A rate step is not covered: its pacer's lateness may pass with the noise.
 pub(super) fn generator_limit_seen_twice(attempts: &[&StepOutcome]) -> bool {
-    let quiet_gen = |o: &&StepOutcome| {
-        o.rate.is_none()
-            && !o.machine_busy
-            && o.label == volley_analysis::sustain::Bound::GeneratorBound.label()
-    };
-    attempts.len() >= 2 && attempts.iter().all(quiet_gen)
+    attempts.len() >= 2 && attempts.iter().all(|o| o.generator_limit())
 }
 
 #[cfg(test)]

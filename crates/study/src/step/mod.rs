@@ -163,11 +163,7 @@ pub(crate) fn cold_request(
 /// out what was intended before it (docs/methodology.md, "Warm-up").
 pub(crate) fn measured_stop(w: &Workload, rate: Option<f64>, plan: &Plan) -> StopCondition {
     let timing = &plan.timing;
-    let measured = if rate.is_some() {
-        timing.rate_duration
-    } else {
-        timing.duration
-    };
+    let measured = timing.measured(rate.is_some());
     StopCondition {
         warmup: timing.warmup,
         requests: w.requests.or(timing.requests),

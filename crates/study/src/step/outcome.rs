@@ -140,6 +140,15 @@ impl StepOutcome {
         ))
     }
 
+    /// Volley's own limit, not noise: a closed loop generator-bound on a quiet machine
+    /// (no one else took the CPU; a stall the probe saw would have labelled it
+    /// machine-stalled). Another attempt on the same machine meets it again.
+    pub fn generator_limit(&self) -> bool {
+        self.rate.is_none()
+            && !self.machine_busy
+            && self.label == volley_analysis::sustain::Bound::GeneratorBound.label()
+    }
+
     /// Noise spoiled it: generator-bound, machine-stalled, or not a pass while the
     /// machine was busy. Such a step is measured again later, up to the study's `retries`.
     /// A link-bound step is not measured again: the same link would bound it again;
