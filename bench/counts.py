@@ -152,8 +152,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--baseline", metavar="BIN", help="another volley build, as 'volley-base'")
-    ap.add_argument("--io", choices=("epoll", "uring"), default="epoll",
-                    help="the I/O path of the volley lines (default epoll)")
+    ap.add_argument("--io", choices=("auto", "epoll", "uring", "poll"), default="auto",
+                    help="the I/O path of the volley lines (default auto: volley's own choice)")
     a = ap.parse_args()
     for tool in ("perf", "nstat", "httperf", "wrk", "lighttpd"):
         if not shutil.which(tool):
@@ -169,9 +169,9 @@ def main():
     try:
         url = f"http://127.0.0.1:{light.port}/a.html"
         args = (url, "127.0.0.1", light.port, "/a.html", a.seconds)
-        # epoll is the default: the flag only when asked, so a build older than `--io`
-        # (wave 2's, as a baseline) runs too.
-        vargs = ["-k", "-c", "64"] + (["--io", a.io] if a.io != "epoll" else [])
+        # volley's own choice is the default: the flag only when asked, so a build older
+        # than `--io` (wave 2's, as a baseline) runs too.
+        vargs = ["-k", "-c", "64"] + (["--io", a.io] if a.io != "auto" else [])
         tools = [("volley", run_volley(vargs)), ("httperf", run_httperf(64)),
                  ("wrk", run_wrk(["-c64"]))]
         if a.baseline:

@@ -268,6 +268,29 @@ loop is one select over all connections), and each client used about a whole cor
 (client CPU per request x req/s = 0.96-1.00 core for volley, httperf and wrk alike),
 so at saturation the client CPU per request reads as 1 / req/s, which is the server's
 pace; the 0.8 goal would need the clients compared at one rate below it.
+The readiness callback removed (2026-11-30, session 19): a client whose sockets sit in
+no epoll set leaves the server nothing to run when a reply lands. First a throw-away C
+client, 64 keep-alive connections, never sleeping, its look either `epoll_wait(0)` over
+registered sockets or `poll(0)` over unregistered ones, against this bench's lighttpd
+(16 paired rounds of 3 s, load ~1.6): the server's CPU per request epoll/poll 1.056
+(median; 12 of 16 rounds above 1). Then `--io poll` in the engine (`ppoll` over the
+connections at each look; a zero timeout registers nothing, a sleeping one registers
+for its sleep), volley epoll vs poll in 16 paired rounds of 3 s (release build, load
+1.6): the server's CPU per request 1.063 [1.012, 1.125] under epoll; with httperf in 12
+paired rounds (`volley`, `--io poll`, httperf): server CPU per request poll/httperf
+1.007 [0.928, 1.033], epoll/httperf 1.088 [0.999, 1.128]; client CPU per request
+poll/httperf 0.971 [0.916, 1.011]. `ppoll` is now the default for plain-TCP HTTP/1.1 up
+to 64 connection slots a worker (`--io auto`), epoll past that. This bench, `--rounds 8
+--seconds 4 --skip-memory` (load 1.1-1.8, "volley" = the default, i.e. poll):
+keep-alive req/s medians volley 175,851, volley-epoll 155,756, volley-uring 158,970,
+httperf 138,031, wrk 138,358, ab 141,861, h2load 126,484; the server's CPU per request
+volley/httperf 0.821 [0.773, 0.981], volley/volley-epoll 0.910 [0.841, 0.980],
+volley/wrk 0.821 [0.721, 0.962]; client CPU per request volley/wrk (the best peer)
+0.893 [0.786, 0.965], volley/httperf 0.806 [0.770, 0.961] (the 0.8 goal not shown: at
+saturation each client's CPU per request is the server's pace). New connection per
+request (nginx, 16 at once): volley 30,060 req/s, volley-epoll 29,275, ab 25,968, wrk
+27,267; the server's CPU per request volley/volley-epoll 0.997 [0.951, 1.138] (connects
+and closes dominate there).
 """
 import argparse
 import json
@@ -393,7 +416,7 @@ def load_average():
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def cpu_goal(res, lines=("volley", "volley-uring"), peers=("wrk", "h2load", "httperf", "ab", "oha")):
+def cpu_goal(res, lines=("volley", "volley-uring", "volley-epoll"), peers=("wrk", "h2load", "httperf", "ab", "oha")):
     """Issue 29's goal: client CPU per request at most 0.8 of the best peer's in the same
     run. The best peer is the one with the lowest median; each volley line's per-round
     ratio to it, median and bootstrap 95% CI; "shown" only when the whole interval is at
@@ -526,8 +549,8 @@ def main():
     ap.add_argument("--counts", action="store_true",
                     help="only the server's and the wire's counts per request under volley, "
                          "httperf and wrk (bench/counts.py, in a network namespace of its own)")
-    ap.add_argument("--io", choices=("epoll", "uring"), default="epoll",
-                    help="--counts: the I/O path of the volley lines (default epoll)")
+    ap.add_argument("--io", choices=("auto", "epoll", "uring", "poll"), default="auto",
+                    help="--counts: the I/O path of the volley lines (default auto: volley's own choice)")
     ap.add_argument("--baseline", metavar="BIN",
                     help="another volley binary (e.g. a build of the previous commit) run as "
                          "'volley-base' in the same paired rounds: before/after ratios of a change")
@@ -608,24 +631,26 @@ def main():
         ka = compare("keep-alive, 64 connections, lighttpd", [
             ("volley", run_volley(["-k", "-c", "64"])),
             ("volley-uring", run_volley(["-k", "-c", "64", "--io", "uring"])),
+            ("volley-epoll", run_volley(["-k", "-c", "64", "--io", "epoll"])),
             *base(["-k", "-c", "64"]),
             ("wrk", run_wrk(["-c64"])),
             ("h2load", run_h2load(64)),
             ("httperf", run_httperf(64)),
             ("ab", run_ab(["-k"], 64)),
             *oha(["-c", "64"]),
-        ], largs, light, a.rounds, a.shuffle, raw, also=("volley-uring",))
+        ], largs, light, a.rounds, a.shuffle, raw, also=("volley-uring", "volley-epoll"))
         cpu_goal(ka)
         print(f"  {load_average()} after the keep-alive rounds")
         compare("new connection per request, 16 at once, nginx", [
             ("volley", run_volley(["-c", "16"])),
             ("volley-uring", run_volley(["-c", "16", "--io", "uring"])),
+            ("volley-epoll", run_volley(["-c", "16", "--io", "epoll"])),
             *base(["-c", "16"]),
             ("ab", run_ab([], 16)),
             ("wrk", run_wrk(["-c16", "-H", "Connection: close"])),
             *oha(["-c", "16", "--disable-keepalive"]),
         ], (nurl, "127.0.0.1", ngx.port, "/a.html", a.seconds), ngx, a.rounds, a.shuffle, raw,
-            also=("volley-uring",))
+            also=("volley-uring", "volley-epoll"))
         print(f"  {load_average()} after the new-connection rounds")
         vol = [r["req_per_s"] for r in ka["volley"] if r]
         if vol:

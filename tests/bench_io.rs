@@ -1,42 +1,61 @@
-//! `volley bench --io uring` through the real binary: the io_uring path against the
-//! built-in server, and epoll taken (and said once) where the kernel refuses a ring.
+//! `volley bench --io uring|poll` through the real binary: the io_uring and ppoll
+//! paths against the built-in server, and epoll taken (and said once) where the kernel
+//! refuses a ring.
 //! Helpers are `bench_cli`'s.
 
 use super::bench_cli::{
     json_of, one_line_usage_error, succeeded, temp_dir, volley, Mode, TestServer,
 };
 
-/// `--io uring` against the built-in server: every request answered on reused
-/// connections, closed and open loop, and the JSON names the path that ran.
+/// `--io uring` and `--io poll` against the built-in server: every request answered
+/// on reused connections, closed and open loop, and the JSON names the path that ran.
 #[test]
-fn io_uring_runs_against_the_built_in_server_and_says_so() {
+fn io_uring_and_poll_run_against_the_built_in_server_and_say_so() {
     let root = temp_dir("io-uring");
     std::fs::write(root.join("a.html"), vec![b'x'; 700]).unwrap();
     let served = crate::common::Served::start(&root, &[]);
     let url = format!("{}/a.html", served.base);
-    let out = succeeded(&[
-        "bench", &url, "-n", "2000", "-c", "8", "-k", "--io", "uring", "--json", "-",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("io_uring refused"), "{stderr}");
-    let r = &json_of(&out.stdout)["runs"][0];
-    assert_eq!(r["wire"]["io"], "uring", "{}", r["wire"]);
-    assert!(r["wire"].get("io_refused").is_none());
-    assert_eq!(r["requests"]["ok"], 2000);
-    assert_eq!(r["bytes"]["body_total"], 2000 * 700);
-    assert_eq!(r["connections_stats"]["opened"], 8);
+    for io in ["uring", "poll"] {
+        let out = succeeded(&[
+            "bench", &url, "-n", "2000", "-c", "8", "-k", "--io", io, "--json", "-",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("io_uring refused"), "{stderr}");
+        let r = &json_of(&out.stdout)["runs"][0];
+        assert_eq!(r["wire"]["io"], io, "{}", r["wire"]);
+        assert!(r["wire"].get("io_refused").is_none());
+        assert_eq!(r["requests"]["ok"], 2000, "{io}");
+        assert_eq!(r["bytes"]["body_total"], 2000 * 700, "{io}");
+        assert_eq!(r["connections_stats"]["opened"], 8, "{io}");
 
-    let out = succeeded(&[
-        "bench", &url, "--rate", "500", "-d", "1s", "-c", "4", "-k", "--io", "uring", "--json", "-",
-    ]);
-    let r = &json_of(&out.stdout)["runs"][0];
-    assert_eq!(r["wire"]["io"], "uring");
-    let ok = r["requests"]["ok"].as_u64().unwrap();
-    assert!((490..=500).contains(&ok), "{ok} of 500 arrivals answered");
+        let out = succeeded(&[
+            "bench", &url, "--rate", "500", "-d", "1s", "-c", "4", "-k", "--io", io, "--json", "-",
+        ]);
+        let r = &json_of(&out.stdout)["runs"][0];
+        assert_eq!(r["wire"]["io"], io);
+        let ok = r["requests"]["ok"].as_u64().unwrap();
+        assert!(
+            (490..=500).contains(&ok),
+            "{io}: {ok} of 500 arrivals answered"
+        );
+    }
 
-    // Plain epoll is the default and says so too.
-    let out = succeeded(&["bench", &url, "-n", "10", "-k", "--json", "-"]);
-    assert_eq!(json_of(&out.stdout)["runs"][0]["wire"]["io"], "epoll");
+    // The default picks ppoll for a few connections, epoll past 64 a thread (or when
+    // asked), and says which ran.
+    let io_of = |extra: &[&str]| {
+        let mut args = vec!["bench", &url, "-n", "200", "-k", "--json", "-"];
+        args.extend_from_slice(extra);
+        let out = succeeded(&args);
+        let r = json_of(&out.stdout)["runs"][0].clone();
+        assert_eq!(r["requests"]["ok"], 200, "{extra:?}");
+        r["wire"]["io"].as_str().unwrap().to_string()
+    };
+    assert_eq!(io_of(&[]), "poll");
+    assert_eq!(io_of(&["-c", "64", "-t", "1"]), "poll");
+    assert_eq!(io_of(&["-c", "65", "-t", "1"]), "epoll");
+    assert_eq!(io_of(&["-c", "100", "-t", "2"]), "poll");
+    assert_eq!(io_of(&["--io", "epoll"]), "epoll");
+    assert_eq!(io_of(&["--io", "auto"]), "poll");
 }
 
 /// Where the kernel refuses io_uring (`kernel.io_uring_disabled` = 2, a seccomp
@@ -83,5 +102,7 @@ fn refused_io_uring_falls_back_to_epoll_and_says_so_once() {
     }
     one_line_usage_error(&[&srv.url("/"), "--io", "uring", "--h2"]);
     one_line_usage_error(&["https://127.0.0.1:9/", "--io", "uring"]);
+    one_line_usage_error(&[&srv.url("/"), "--io", "poll", "--h2"]);
+    one_line_usage_error(&["https://127.0.0.1:9/", "--io", "poll"]);
     one_line_usage_error(&[&srv.url("/"), "--io", "kqueue"]);
 }

@@ -24,9 +24,10 @@
 //! few polls a second, not one per request.
 //!
 //! The policy lives here once ([`poll_then_sleep`]); each I/O path only says how to
-//! look without sleeping and how to sleep: epoll with a zero or a real timeout, io_uring
-//! by peeking at its completions (no system call while nothing arrived) or waiting in
-//! its ring.
+//! look without sleeping and how to sleep: epoll or `ppoll` with a zero or a real
+//! timeout (a zero-timeout `ppoll` also leaves no entry on any socket: the server's
+//! replies run no callback of ours while we poll), io_uring by peeking at its
+//! completions (no system call while nothing arrived) or waiting in its ring.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

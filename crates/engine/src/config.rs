@@ -265,31 +265,61 @@ pub struct Wire {
     /// Content coding and expected body every response must meet, over HTTP/1.1
     /// and HTTP/2 alike; the default checks nothing.
     pub body: crate::BodySpec,
-    /// How the workers move bytes: epoll (the default) or io_uring (plain-TCP
-    /// HTTP/1.1 only; see [`IoPath::Uring`]).
+    /// How the workers wait and move bytes: chosen by the run ([`IoPath::Auto`], the
+    /// default), or epoll, io_uring or `ppoll` as asked.
     pub io: IoPath,
 }
 
 /// How a worker waits for its sockets and moves their bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoPath {
-    /// epoll (through mio) and a `read` and a `write` per request: the default, and
-    /// what a refused io_uring falls back to.
+    /// The default: [`IoPath::Poll`] for plain-TCP HTTP/1.1 with at most
+    /// [`POLL_UP_TO_SLOTS`] connection slots a worker, else [`IoPath::Epoll`]. A run
+    /// reports the path it resolved to, never this.
     #[default]
+    Auto,
+    /// epoll (through mio) and a `read` and a `write` per request: what TLS, HTTP/2,
+    /// HTTP/3 and many connections run on, and what a refused io_uring falls back to.
     Epoll,
     /// io_uring: one `io_uring_enter` per loop turn submits the turn's sends and takes
     /// its completions, receives are multishot into a ring of provided buffers. Plain
     /// TCP HTTP/1.1 only: TLS, HTTP/2 and HTTP/3 refuse it
-    /// ([`crate::EngineError::UringNeedsPlainHttp1`]).
+    /// ([`crate::EngineError::IoNeedsPlainHttp1`]).
     Uring,
+    /// `ppoll` over the connections at every look, with epoll's reads and writes: no
+    /// socket stays registered, so on loopback the server's reply runs no readiness
+    /// callback of the client's (the cost the epoll path leaves the server; see the
+    /// worker's `pollset`). Plain-TCP HTTP/1.1 only, like io_uring; each look walks
+    /// every connection, so it suits tens of connections, not thousands.
+    Poll,
 }
 
+/// [`IoPath::Auto`] takes `ppoll` up to this many connection slots a worker: each look
+/// walks them all (tens of ns each), where epoll returns the ready ones only. At 64
+/// connections `ppoll` cost the generator no more CPU per request than epoll and
+/// spared the server its epoll callback (`bench/engine.py`); past that the walk grows
+/// with every connection while the saving per reply stays the same.
+pub const POLL_UP_TO_SLOTS: usize = 64;
+
 impl IoPath {
-    /// The name in flags and JSON: `epoll` or `uring`.
+    /// The name in flags and JSON: `auto`, `epoll`, `uring` or `poll`.
     pub fn name(self) -> &'static str {
         match self {
+            IoPath::Auto => "auto",
             IoPath::Epoll => "epoll",
             IoPath::Uring => "uring",
+            IoPath::Poll => "poll",
+        }
+    }
+
+    /// The path a run takes: [`IoPath::Auto`] resolved for plain-TCP HTTP/1.1
+    /// (`plain_http1`) with at most `slots` connection slots in any worker; any other
+    /// path as asked.
+    pub fn resolve(self, plain_http1: bool, slots: usize) -> IoPath {
+        match self {
+            IoPath::Auto if plain_http1 && slots <= POLL_UP_TO_SLOTS => IoPath::Poll,
+            IoPath::Auto => IoPath::Epoll,
+            io => io,
         }
     }
 }
@@ -297,6 +327,30 @@ impl IoPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Auto takes ppoll for plain-TCP HTTP/1.1 up to the slot limit and epoll past it
+    /// or for anything else; a path asked for is kept whatever the run.
+    #[test]
+    fn auto_resolves_to_poll_for_few_plain_http1_connections_else_epoll() {
+        let cases = [
+            (IoPath::Auto, true, 1, IoPath::Poll),
+            (IoPath::Auto, true, POLL_UP_TO_SLOTS, IoPath::Poll),
+            (IoPath::Auto, true, POLL_UP_TO_SLOTS + 1, IoPath::Epoll),
+            (IoPath::Auto, false, 1, IoPath::Epoll),
+            (IoPath::Epoll, true, 1, IoPath::Epoll),
+            (IoPath::Uring, true, 10_000, IoPath::Uring),
+            (IoPath::Poll, true, 10_000, IoPath::Poll),
+            (IoPath::Poll, false, 1, IoPath::Poll),
+        ];
+        for (asked, plain, slots, ran) in cases {
+            assert_eq!(
+                asked.resolve(plain, slots),
+                ran,
+                "{asked:?} {plain} {slots}"
+            );
+        }
+        assert_eq!(IoPath::default(), IoPath::Auto);
+    }
 
     #[test]
     fn each_lane_has_its_own_loopback_address_within_127_8() {

@@ -80,6 +80,12 @@ pub trait Transport: Sized {
     fn idle_readable(&mut self) -> bool {
         false
     }
+
+    /// The socket to watch under `--io poll` ([`crate::IoPath::Poll`]); `None` for a
+    /// transport that path does not drive.
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// Plain TCP with Nagle off (a request is one small write that must leave now).
@@ -120,6 +126,10 @@ impl Transport for Tcp {
 
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.stream.write(buf)
+    }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.stream))
     }
 }
 

@@ -35,10 +35,11 @@ pub enum EngineError {
     /// HTTP/3 was asked for without TLS: QUIC always runs TLS 1.3.
     #[error("HTTP/3 needs an https:// target (QUIC always runs TLS 1.3)")]
     H3NeedsTls,
-    /// io_uring was asked for over TLS, HTTP/2 or HTTP/3, which keep epoll: running
-    /// them on epoll instead would report a path that did not run.
-    #[error("--io uring drives plain-TCP HTTP/1.1 only (TLS, HTTP/2 and HTTP/3 keep epoll)")]
-    UringNeedsPlainHttp1,
+    /// io_uring or ppoll (the name given) was asked for over TLS, HTTP/2 or HTTP/3,
+    /// which keep epoll: running them on epoll instead would report a path that did
+    /// not run.
+    #[error("--io {0} drives plain-TCP HTTP/1.1 only (TLS, HTTP/2 and HTTP/3 keep epoll)")]
+    IoNeedsPlainHttp1(&'static str),
     /// The OS refused a worker thread or its event queue.
     #[error("could not start worker {worker}: {source}")]
     Worker {

@@ -46,8 +46,8 @@ pub struct RunOutcome<S> {
     /// their wake-ups preempt a neighbour's slice (docs/methodology.md, "The generator
     /// checks itself"); 0 in a closed loop or where the kernel ignores the request.
     pub short_slice_workers: usize,
-    /// The I/O path the workers ran: [`IoPath::Uring`] only when asked for and the
-    /// kernel allowed it.
+    /// The I/O path the workers ran (never [`IoPath::Auto`]): [`IoPath::Uring`] only
+    /// when asked for and the kernel allowed it.
     pub io: IoPath,
     /// io_uring was asked for and the kernel refused it (`kernel.io_uring_disabled`, a
     /// seccomp filter, an old kernel): what it said. The run then ran on epoll.
@@ -116,7 +116,14 @@ where
     let tls_failures = TlsFailureCounts::default();
     let full_handshakes = Arc::new(AtomicU64::new(0));
     let connectors = tls_connectors(wire, workers, &tls_failures, &full_handshakes)?;
-    let (rings, io_refused) = rings(wire, &shares)?;
+    let plain_http1 = wire.tls.is_none() && wire.http == HttpVersion::Http1;
+    let slots = shares
+        .iter()
+        .map(|s| s.max_connections.max(s.connections))
+        .max()
+        .unwrap_or(0);
+    let io = wire.io.resolve(plain_http1, slots);
+    let (rings, io_refused) = rings(io, plain_http1, &shares)?;
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
     // Made before the clock starts: a source may read ahead before it can give its
     // first request (a replay's log reader reads a whole reorder window first), and
@@ -132,11 +139,11 @@ where
         tickets: AtomicU64::new(reserve_initial_tickets(cfg, &mut shares)),
         abort: AtomicBool::new(false),
         body: wire.body,
+        io,
     };
-    let io = if rings.is_empty() {
-        IoPath::Epoll
-    } else {
-        IoPath::Uring
+    let io = match (io, rings.is_empty()) {
+        (IoPath::Uring, true) => IoPath::Epoll,
+        (io, _) => io,
     };
     let results = run_workers(
         &shared, wire.http, sinks, sources, shares, connectors, rings,
@@ -256,16 +263,18 @@ fn tls_connectors(
 
 /// `--io uring`: one ring per worker, made before any thread starts so that a refusal
 /// is known before the run, which then runs on epoll throughout (with what the kernel
-/// said); no rings with epoll.
+/// said); no rings with epoll or ppoll, which like io_uring drives plain-TCP HTTP/1.1
+/// only (`io` is the path resolved from [`IoPath::Auto`]).
 fn rings(
-    wire: &Wire,
+    io: IoPath,
+    plain_http1: bool,
     shares: &[WorkerShare],
 ) -> Result<(Vec<Ring>, Option<std::io::Error>), EngineError> {
-    if wire.io == IoPath::Epoll {
-        return Ok((Vec::new(), None));
+    if matches!(io, IoPath::Uring | IoPath::Poll) && !plain_http1 {
+        return Err(EngineError::IoNeedsPlainHttp1(io.name()));
     }
-    if wire.tls.is_some() || wire.http != HttpVersion::Http1 {
-        return Err(EngineError::UringNeedsPlainHttp1);
+    if io != IoPath::Uring {
+        return Ok((Vec::new(), None));
     }
     let made = shares
         .iter()

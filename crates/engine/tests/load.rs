@@ -22,8 +22,9 @@ thread_local! {
     static IO: Cell<IoPath> = const { Cell::new(IoPath::Epoll) };
 }
 
-/// `volley_engine::run` on this thread's I/O path; a run asked to use io_uring must
-/// have used it, unless the kernel refused it (then the test says so and checks epoll).
+/// `volley_engine::run` on this thread's I/O path; a run asked to use io_uring or
+/// ppoll must have used it, unless the kernel refused io_uring (then the test says so
+/// and checks epoll).
 fn run<S: Sink + 'static>(
     cfg: &LoadConfig,
     make_sink: impl Fn(usize) -> S,
@@ -42,40 +43,49 @@ fn run<S: Sink + 'static>(
     Ok(out)
 }
 
-/// The tests of this file again, through io_uring.
-mod uring {
-    use super::IoPath;
-
-    macro_rules! on_uring {
-        ($($name:ident),* $(,)?) => {$(
-            #[test]
-            fn $name() {
-                super::IO.set(IoPath::Uring);
-                super::$name();
-            }
-        )*};
-    }
-
-    on_uring!(
-        closed_keep_alive_sends_exactly_n,
-        with_a_warmup_the_request_limit_counts_measured_requests_only,
-        non_keep_alive_opens_one_connection_per_request,
-        client_closes_when_server_says_close_but_stays_open,
-        open_loop_follows_the_schedule,
-        open_loop_first_arrivals_wait_for_the_initial_pool,
-        open_loop_poisson_is_reproducible_in_intended_times,
-        server_that_never_answers_gives_timeouts,
-        refused_port_gives_connect_errors,
-        close_mid_body_is_closed,
-        garbage_is_malformed,
-        unaccepted_status_is_status_error_and_connection_is_reused,
-        stop_flag_ends_early_with_in_flight_samples,
-        connection_cap_is_reported,
-        idle_closed_keep_alive_connection_is_retried_not_an_error,
-        invalid_configs_are_refused,
-        waiting_for_a_slow_server_polls_a_little_counts_it_and_backs_off,
-    );
+/// The listed tests of this file again in module `$module`, on I/O path `$io`.
+macro_rules! again_on {
+    ($module:ident, $io:expr, [$($name:ident),* $(,)?]) => {
+        mod $module {
+            use super::IoPath;
+            $(
+                #[test]
+                fn $name() {
+                    super::IO.set($io);
+                    super::$name();
+                }
+            )*
+        }
+    };
 }
+
+/// The tests of this file again, through io_uring and through ppoll.
+macro_rules! on_every_io_path {
+    ($($name:ident),* $(,)?) => {
+        again_on!(uring, IoPath::Uring, [$($name),*]);
+        again_on!(poll, IoPath::Poll, [$($name),*]);
+    };
+}
+
+on_every_io_path!(
+    closed_keep_alive_sends_exactly_n,
+    with_a_warmup_the_request_limit_counts_measured_requests_only,
+    non_keep_alive_opens_one_connection_per_request,
+    client_closes_when_server_says_close_but_stays_open,
+    open_loop_follows_the_schedule,
+    open_loop_first_arrivals_wait_for_the_initial_pool,
+    open_loop_poisson_is_reproducible_in_intended_times,
+    server_that_never_answers_gives_timeouts,
+    refused_port_gives_connect_errors,
+    close_mid_body_is_closed,
+    garbage_is_malformed,
+    unaccepted_status_is_status_error_and_connection_is_reused,
+    stop_flag_ends_early_with_in_flight_samples,
+    connection_cap_is_reported,
+    idle_closed_keep_alive_connection_is_retried_not_an_error,
+    invalid_configs_are_refused,
+    waiting_for_a_slow_server_polls_a_little_counts_it_and_backs_off,
+);
 
 #[test]
 fn closed_keep_alive_sends_exactly_n() {

@@ -139,7 +139,7 @@ fn h2_open_loop_against_nginx_follows_the_schedule() {
     let in_flight = count(&samples, Some(ErrorKind::InFlight));
     assert_eq!(ok + in_flight, 200, "{:?}", out.h2);
     // How many finish before the end depends on the machine, not on the accounting
-    // checked above (see plain_http1_against_nginx_on_epoll_and_io_uring).
+    // checked above (see plain_http1_against_nginx_on_every_io_path).
     assert!(ok > 0, "no reply completed: {:?}", out.h2);
     // Intended times are the schedule's, 5 ms apart.
     let mut intended: Vec<u64> = samples.iter().map(|s| s.intended_ns).collect();
@@ -147,11 +147,11 @@ fn h2_open_loop_against_nginx_follows_the_schedule() {
     assert_eq!(intended[1] - intended[0], 5_000_000);
 }
 
-/// Plain HTTP/1.1 against nginx on both I/O paths (`--io uring` must pass what epoll
+/// Plain HTTP/1.1 against nginx on every I/O path (`--io uring` and `--io poll` must pass what epoll
 /// passes): closed keep-alive (every request answered, the connections reused), a new
 /// connection per request, and an open loop on its schedule.
 #[test]
-fn plain_http1_against_nginx_on_epoll_and_io_uring() {
+fn plain_http1_against_nginx_on_every_io_path() {
     if !Path::new(NGINX).exists() {
         eprintln!("skipping: {NGINX} not installed");
         return;
@@ -174,7 +174,7 @@ fn plain_http1_against_nginx_on_epoll_and_io_uring() {
     );
     let nginx = spawn_nginx(dir, &conf, port, port);
     let addr: SocketAddr = format!("127.0.0.1:{}", nginx.tls_port).parse().unwrap();
-    for io in [IoPath::Epoll, IoPath::Uring] {
+    for io in [IoPath::Epoll, IoPath::Uring, IoPath::Poll] {
         let wire = Wire {
             io,
             ..Wire::default()

@@ -24,7 +24,8 @@ pub struct WireReport {
     pub h3: Option<H3Report>,
     /// The content coding asked for (`Accept-Encoding`), if any.
     pub compression: Option<String>,
-    /// The I/O path the workers ran: `epoll` or `uring` (`--io uring`).
+    /// The I/O path the workers ran: `epoll`, `uring` (`--io uring`) or `poll`
+    /// (`--io poll`, and the default for a few plain-TCP HTTP/1.1 connections).
     pub io: String,
     /// `--io uring` asked for and refused by the kernel: what it said (the run used
     /// epoll); left out of JSON otherwise.

@@ -76,9 +76,13 @@ pub struct WireArgs {
     /// (connect, TLS, TTFB, total): the cold first request of this invocation.
     #[arg(long = "first-request")]
     pub first_request: bool,
-    /// How the workers move bytes: epoll, or uring (io_uring: one system call per
-    /// loop turn for all sends and receives; plain http:// HTTP/1.1 only). Where the
-    /// kernel refuses io_uring the run says so once and uses epoll [default: epoll].
+    /// How the workers wait and move bytes: epoll; uring (io_uring: one system call
+    /// per loop turn for all sends and receives); poll (ppoll over the connections at
+    /// each look, none left registered: on loopback the server then runs no readiness
+    /// callback of volley's per reply; for tens of connections); or auto, poll for
+    /// plain http:// HTTP/1.1 up to 64 connections a thread and epoll otherwise. uring
+    /// and poll drive plain http:// HTTP/1.1 only. Where the kernel refuses io_uring
+    /// the run says so once and uses epoll [default: auto].
     #[arg(long, value_enum, value_name = "PATH")]
     pub io: Option<Io>,
 }
@@ -86,10 +90,14 @@ pub struct WireArgs {
 /// `--io`: the engine's I/O path.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Io {
+    /// poll for plain http:// HTTP/1.1 with up to 64 connections a thread, else epoll.
+    Auto,
     /// epoll and a read and a write per request.
     Epoll,
     /// io_uring, batched submission and multishot receive.
     Uring,
+    /// ppoll over the connections, none kept in epoll.
+    Poll,
 }
 
 /// `on` or `off`.
@@ -155,16 +163,18 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
         return Err("--early-data on needs --tls-resume on (0-RTT rides a resumed session)".into());
     }
     let io = match a.io {
-        Some(Io::Uring) if tls || a.h2 || a.h3 => {
+        Some(io @ (Io::Uring | Io::Poll)) if tls || a.h2 || a.h3 => {
             // Refused rather than run on epoll: the result would name a path that did
-            // not run, and TLS/h2/h3 through the ring is not built.
-            return Err(
-                "--io uring drives plain http:// HTTP/1.1 only (TLS, --h2 and --h3 use epoll)"
-                    .into(),
-            );
+            // not run, and TLS/h2/h3 through the ring or ppoll is not built.
+            let name = if io == Io::Uring { "uring" } else { "poll" };
+            return Err(format!(
+                "--io {name} drives plain http:// HTTP/1.1 only (TLS, --h2 and --h3 use epoll)"
+            ));
         }
         Some(Io::Uring) => IoPath::Uring,
-        Some(Io::Epoll) | None => IoPath::Epoll,
+        Some(Io::Poll) => IoPath::Poll,
+        Some(Io::Epoll) => IoPath::Epoll,
+        Some(Io::Auto) | None => IoPath::Auto,
     };
     if a.h3 && a.tls_version == Some(VersionPolicy::Tls12) {
         return Err("--h3 runs TLS 1.3 only: --tls-version 1.2 cannot apply".into());

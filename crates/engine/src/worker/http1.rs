@@ -39,6 +39,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
+use super::pollset::{Interest, PollFds};
 use super::shared::{run_loop, Protocol, Stamps, WorkerCore, WorkerStats};
 use crate::conn::Transport;
 use crate::decode::BodyDecoder;
@@ -483,6 +484,20 @@ impl<'a, S: Sink, T: Transport> Protocol<'a, S, T> for Worker<'a, S, T> {
 
     fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64) {
         self.queue.push_back((req, intended_ns, end));
+    }
+
+    fn watch(&self, fds: &mut PollFds) {
+        for (slot, c) in self.conns.iter().enumerate() {
+            let interest = match c.state {
+                State::Closed => continue,
+                State::Connecting => Interest::Write,
+                State::Writing => Interest::ReadWrite,
+                State::Idle | State::Reading => Interest::Read,
+            };
+            if let Some(fd) = c.sock.as_ref().and_then(T::raw_fd) {
+                fds.watch(slot, fd, interest);
+            }
+        }
     }
 
     fn on_event(&mut self, slot: usize, readable: bool, writable: bool) {

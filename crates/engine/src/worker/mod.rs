@@ -14,6 +14,7 @@
 mod h2;
 mod h3;
 mod http1;
+mod pollset;
 mod shared;
 mod split;
 mod streams;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
+use super::pollset::{exact_timeouts, PollFds};
 use super::uring::Ring;
 
 use crate::busy_wait::{poll_then_sleep, PollPolicy};
@@ -25,7 +26,7 @@ use crate::pacer::{Pace, Pacer};
 use crate::sample::stamp_dispatched;
 use crate::slice::{request_slice, WORKER_SLICE_NS};
 use crate::timer::{poll_timeout, ArrivalTimer, EARLY_WAKE_NS};
-use crate::{ErrorKind, Live, LoadConfig, Request, RequestSource, Sample, Sink};
+use crate::{ErrorKind, IoPath, Live, LoadConfig, Request, RequestSource, Sample, Sink};
 
 /// Size of the per-worker read buffer: one read takes a typical HTTP/1.1 response
 /// whole, or several full HTTP/2 frames.
@@ -75,6 +76,9 @@ pub(crate) struct Shared<'a> {
     pub abort: AtomicBool,
     /// Body checks (content coding, expected size or hash); inactive by default.
     pub body: BodySpec,
+    /// The I/O path the run resolved: under [`IoPath::Poll`] every worker waits in
+    /// `ppoll`.
+    pub io: IoPath,
 }
 
 impl Shared<'_> {
@@ -297,6 +301,9 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     connector: T::Connector,
     /// `--io uring`: the loop waits on this ring instead of epoll.
     ring: Option<Arc<Ring>>,
+    /// `--io poll`: the loop waits in `ppoll` on the sockets the protocol lists
+    /// ([`Protocol::watch`]), which are never put in epoll ([`super::pollset`]).
+    pub polled: bool,
 }
 
 impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
@@ -311,6 +318,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     ) -> io::Result<Self> {
         let open_loop = share.pacer.is_some();
         let poll = Poll::new()?;
+        let polled = shared.io == IoPath::Poll;
         Ok(WorkerCore {
             shared,
             sink,
@@ -333,6 +341,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             timer: None,
             connector,
             ring: None,
+            polled,
         })
     }
 
@@ -347,7 +356,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
     /// the last ms (without a timerfd from the OS, the loop still busy-polls).
     pub fn with_arrival_timer(mut self) -> Self {
-        if self.open_loop && self.ring.is_none() {
+        if self.open_loop && self.ring.is_none() && !self.polled {
             self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
         }
         self
@@ -442,7 +451,9 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
                     self.stats.connects_without_port += 1;
                 }
             })?;
-        sock.register(self.poll.registry(), Token(slot))?;
+        if !self.polled {
+            sock.register(self.poll.registry(), Token(slot))?;
+        }
         self.opened(now);
         Ok(sock)
     }
@@ -512,9 +523,10 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             }
             return Duration::from_nanos(sleep_ns);
         }
-        if self.ring.is_some() {
-            // The ring's wait takes ns: sleep until just before the next arrival (then
-            // poll the last EARLY_WAKE_NS, as after the arrival timer's wake-up).
+        if self.ring.is_some() || self.polled {
+            // The ring's wait and ppoll take ns: sleep until just before the next
+            // arrival (then poll the last EARLY_WAKE_NS, as after the arrival timer's
+            // wake-up).
             let wait = wait_ns.map(|w| w.saturating_sub(EARLY_WAKE_NS));
             return poll_timeout(now, next_housekeeping, wait, self.shared.end_ns, false, 0);
         }
@@ -529,11 +541,13 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     }
 
     /// Waits up to `timeout` from `now` in epoll, or on the ring under `--io uring`,
-    /// first polling for a reply as [`crate::busy_wait`] decides, and lists the
-    /// connections that have something as (slot, readable, writable).
+    /// or in `ppoll` over `fds` under `--io poll`, first polling for a reply as
+    /// [`crate::busy_wait`] decides, and lists the connections that have something as
+    /// (slot, readable, writable).
     fn wait(
         &mut self,
         events: &mut Events,
+        fds: &mut PollFds,
         ready: &mut Vec<(usize, bool, bool)>,
         now: u64,
         timeout: Duration,
@@ -547,6 +561,8 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
                 ring.wait(t, ready)?;
                 Ok(!ready.is_empty())
             })?
+        } else if self.polled {
+            poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| fds.wait(t))?
         } else {
             let poll = &mut self.poll;
             poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| {
@@ -559,6 +575,10 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             self.stats.busy_waits += 1;
         }
         if self.ring.is_some() {
+            return Ok(());
+        }
+        if self.polled {
+            fds.ready(ready);
             return Ok(());
         }
         ready.extend(
@@ -600,6 +620,9 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
     /// waits in the queue, dispatched at `end` (a lower bound, like sent), to be
     /// censored with the rest.
     fn queue_unreleased(&mut self, req: Arc<Request>, intended_ns: u64, end: u64);
+    /// `--io poll`: lists every open connection's socket with what it waits for.
+    /// Only the plain-TCP HTTP/1.1 worker runs so (`run` refuses the others).
+    fn watch(&self, _fds: &mut PollFds) {}
     /// Handles readiness of connection `slot`.
     fn on_event(&mut self, slot: usize, readable: bool, writable: bool);
     /// After each event: the HTTP/2 worker accounts streams taken from its queue.
@@ -626,8 +649,12 @@ pub(crate) trait Protocol<'a, S: Sink, T: Transport> {
 pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut W) {
     let mut events = Events::with_capacity(1024);
     let mut ready: Vec<(usize, bool, bool)> = Vec::with_capacity(1024);
+    let mut fds = PollFds::default();
     if w.core().open_loop {
         w.core().stats.short_slice = request_slice(WORKER_SLICE_NS);
+        if w.core().polled {
+            exact_timeouts();
+        }
     }
     let now = w.core().now_ns();
     w.start(now);
@@ -670,7 +697,12 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        if let Err(e) = core.wait(&mut events, &mut ready, now, timeout) {
+        if core.polled {
+            fds.clear();
+            w.watch(&mut fds);
+        }
+        let core = w.core();
+        if let Err(e) = core.wait(&mut events, &mut fds, &mut ready, now, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 // The event queue itself failed: nothing more can be measured.
                 core.stats.stopped_early = true;
