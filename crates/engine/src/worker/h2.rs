@@ -39,8 +39,9 @@ use volley_h2::{
     ConnError, EncodedHead, ErrorCode, Event, H2Conn, RequestHead, Settings, StreamId,
 };
 
-use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
+use super::shared::{run_loop, H2Stats, WorkerCore, WorkerStats};
 use super::split::split_request;
+use super::stamps::Stamps;
 use super::streams::{
     field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
 };

@@ -40,7 +40,8 @@ use std::io;
 use std::sync::Arc;
 
 use super::pollset::{Interest, PollFds};
-use super::shared::{run_loop, Protocol, Stamps, WorkerCore, WorkerStats};
+use super::shared::{run_loop, Protocol, WorkerCore, WorkerStats};
+use super::stamps::Stamps;
 use crate::conn::Transport;
 use crate::decode::BodyDecoder;
 use crate::http1::{FrameError, ResponseReader};

@@ -17,6 +17,7 @@ mod http1;
 mod pollset;
 mod shared;
 mod split;
+mod stamps;
 mod streams;
 mod uring;
 

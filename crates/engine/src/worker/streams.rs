@@ -17,7 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::shared::{Protocol, Stamps, WorkerCore};
+use super::shared::{Protocol, WorkerCore};
+use super::stamps::Stamps;
 use crate::config::StatusRange;
 use crate::conn::Transport;
 use crate::decode::{BodyDecoder, SeenCoding};

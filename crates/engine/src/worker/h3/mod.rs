@@ -59,8 +59,9 @@ use volley_h3::{qpack, ErrorCode, H3Error};
 mod datagrams;
 mod events;
 
-use super::shared::{run_loop, H2Stats, Stamps, WorkerCore, WorkerStats};
+use super::shared::{run_loop, H2Stats, WorkerCore, WorkerStats};
 use super::split::{connection_specific, split_request};
+use super::stamps::Stamps;
 use super::streams::{
     field_accessors, on_stream, Driven, Lane, Multiplexed, OnStream, Reply, State,
 };
