@@ -32,6 +32,8 @@ What it does (issue 2's speed bar), all on loopback:
     intended) and connection wait (generator.conn_wait_p99_ms = sent - dispatched) when
     the JSON carries them; checks (issue 29): achieved send rate within 0.5%, sched-lag
     p99 <= 50 us (send-lag p99 when sched-lag is absent, said so), on epoll and io_uring;
+  * --io-paths-only: only the keep-alive case with volley's default (ppoll at 64
+    connections), volley --io epoll and httperf, for what each path costs the server;
   * --open-loop-only: measure volley's keep-alive figure on epoll (the median of three), then only the open-loop
     step on both I/O paths, with and without the warm-up (alternating over --rounds);
   * memory: volley's max RSS after 50k and after 5M keep-alive requests;
@@ -298,6 +300,12 @@ see. The mechanism, which timing this noisy blurs, is plain in a profile (`perf 
 -e cpu-clock -g -p <lighttpd>` for 3 s under each path, two rounds alternating, a
 throw-away script): `sock_def_readable` with what it calls took 4.95% and 2.37% of
 lighttpd's samples under epoll, 0.42% and 0.63% under the default's ppoll.
+On a quiet machine, `python3 bench/engine.py --skip-build --skip-install --io-paths-only
+--rounds 24 --seconds 3` (01:28, load 0.0 at the start; run first as a throw-away
+script on the same `compare`): the server's CPU per request ppoll/epoll 0.943 [0.891,
+0.969], ppoll/httperf 1.021 [0.969, 1.061], epoll/httperf 1.113 [1.079, 1.151]; req/s
+on the saturated lighttpd (P1) ppoll/httperf 0.984 [0.936, 1.049], epoll/httperf 0.922
+[0.885, 0.937]; client CPU per request ppoll/httperf 1.006 [0.944, 1.061].
 """
 import argparse
 import json
@@ -550,6 +558,10 @@ def main():
                     help="connections of the many-connections case (default 10000)")
     ap.add_argument("--many-only", action="store_true",
                     help="only the many-connections case, on both I/O paths")
+    ap.add_argument("--io-paths-only", action="store_true",
+                    help="only the keep-alive case with volley's default (ppoll at 64 "
+                         "connections), volley --io epoll and httperf: what each path "
+                         "costs the server")
     ap.add_argument("--fraction", type=float, default=0.8,
                     help="open-loop rate as a share of volley's keep-alive figure (default 0.8)")
     ap.add_argument("--skip-build", action="store_true", help="use target/release/volley as built")
@@ -626,6 +638,13 @@ def main():
             for io in ("epoll", "uring"):
                 runs = [p for i, p in passed if i == io]
                 print(f"  {io}: both checks passed in {sum(runs)} of {len(runs)} runs")
+            return
+        if a.io_paths_only:
+            compare("keep-alive, 64 connections, lighttpd: volley's I/O paths and httperf", [
+                ("volley", run_volley(["-k", "-c", "64"])),
+                ("volley-epoll", run_volley(["-k", "-c", "64", "--io", "epoll"])),
+                ("httperf", run_httperf(64)),
+            ], largs, light, a.rounds, a.shuffle, raw, also=("volley-epoll",))
             return
         if a.many_only:
             print(f"\n## many connections: volley keep-alive, -c {a.many}, one core, nginx, "
