@@ -80,7 +80,8 @@ pub struct WireArgs {
     /// per loop turn for all sends and receives); poll (ppoll over the connections at
     /// each look, none left registered: on loopback the server then runs no readiness
     /// callback of volley's per reply; for tens of connections); or auto, poll for
-    /// plain http:// HTTP/1.1 up to 64 connections a thread and epoll otherwise. uring
+    /// plain http:// HTTP/1.1 up to 64 connections a thread (an open loop's
+    /// --max-connections counted) and epoll otherwise. uring
     /// and poll drive plain http:// HTTP/1.1 only. Where the kernel refuses io_uring
     /// the run says so once and uses epoll [default: auto].
     #[arg(long, value_enum, value_name = "PATH")]
