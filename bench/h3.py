@@ -67,6 +67,11 @@ section of its own; 2026-11-29, release build of 9b52165, 4 rounds, load 0.2): v
 us of volley's 156 is the busy wait before each arrival: a timerfd wake-up on this VM
 is late by p50 44-56 us, p99 155-500 us (a C timerfd+epoll loop, with or without
 `PR_SET_TIMERSLACK`), so the wait is what keeps the pacer on time here.
+Again on main's release build of fafbe05 (2026-11-30, `--rounds 4 --seconds 4
+--no-builtin`, load 0.0 at the start): volley --h3 14,946 req/s at 37.4 us of client CPU
+a request, oha 1,354 at 38.4; volley / oha req/s 11.9x [6.6, 13.3], client CPU per
+request 0.955 [0.846, 1.199] (goal <= 0.5: not met); volley h3 / h2 client CPU per
+request 0.855 [0.771, 0.868].
 Nothing here is a test: it prints figures for the issue notes,
 and on a machine shared with other work they say so only through their spread.
 """
