@@ -312,6 +312,12 @@ impl IoPath {
         }
     }
 
+    /// io_uring and ppoll drive plain-TCP HTTP/1.1 only: TLS, HTTP/2 and HTTP/3 asking
+    /// for them are refused, never run on epoll under their name.
+    pub fn plain_http1_only(self) -> bool {
+        matches!(self, IoPath::Uring | IoPath::Poll)
+    }
+
     /// The path a run takes: [`IoPath::Auto`] resolved for plain-TCP HTTP/1.1
     /// (`plain_http1`) with at most `slots` connection slots in any worker; any other
     /// path as asked.

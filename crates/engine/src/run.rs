@@ -117,11 +117,7 @@ where
     let full_handshakes = Arc::new(AtomicU64::new(0));
     let connectors = tls_connectors(wire, workers, &tls_failures, &full_handshakes)?;
     let plain_http1 = wire.tls.is_none() && wire.http == HttpVersion::Http1;
-    let slots = shares
-        .iter()
-        .map(|s| s.max_connections.max(s.connections))
-        .max()
-        .unwrap_or(0);
+    let slots = shares.iter().map(WorkerShare::slots).max().unwrap_or(0);
     let io = wire.io.resolve(plain_http1, slots);
     let (rings, io_refused) = rings(io, plain_http1, &shares)?;
     let sinks: Vec<S> = (0..workers).map(&make_sink).collect();
@@ -270,7 +266,7 @@ fn rings(
     plain_http1: bool,
     shares: &[WorkerShare],
 ) -> Result<(Vec<Ring>, Option<std::io::Error>), EngineError> {
-    if matches!(io, IoPath::Uring | IoPath::Poll) && !plain_http1 {
+    if io.plain_http1_only() && !plain_http1 {
         return Err(EngineError::IoNeedsPlainHttp1(io.name()));
     }
     if io != IoPath::Uring {
@@ -278,7 +274,7 @@ fn rings(
     }
     let made = shares
         .iter()
-        .map(|s| Ring::new(s.max_connections.max(s.connections)))
+        .map(|s| Ring::new(s.slots()))
         .collect::<Result<Vec<_>, _>>();
     Ok(match made {
         Ok(rings) => (rings, None),

@@ -81,9 +81,9 @@ pub struct WireArgs {
     /// each look, none left registered: on loopback the server then runs no readiness
     /// callback of volley's per reply; for tens of connections); or auto, poll for
     /// plain http:// HTTP/1.1 up to 64 connections a thread (an open loop's
-    /// --max-connections counted) and epoll otherwise. uring
-    /// and poll drive plain http:// HTTP/1.1 only. Where the kernel refuses io_uring
-    /// the run says so once and uses epoll [default: auto].
+    /// --max-connections counted) and epoll otherwise. uring and poll drive plain
+    /// http:// HTTP/1.1 only. Where the kernel refuses io_uring the run says so once
+    /// and uses epoll [default: auto].
     #[arg(long, value_enum, value_name = "PATH")]
     pub io: Option<Io>,
 }
@@ -164,19 +164,19 @@ pub fn resolve(a: &WireArgs, tls: bool, host: &str) -> Result<ResolvedWire, Stri
         return Err("--early-data on needs --tls-resume on (0-RTT rides a resumed session)".into());
     }
     let io = match a.io {
-        Some(io @ (Io::Uring | Io::Poll)) if tls || a.h2 || a.h3 => {
-            // Refused rather than run on epoll: the result would name a path that did
-            // not run, and TLS/h2/h3 through the ring or ppoll is not built.
-            let name = if io == Io::Uring { "uring" } else { "poll" };
-            return Err(format!(
-                "--io {name} drives plain http:// HTTP/1.1 only (TLS, --h2 and --h3 use epoll)"
-            ));
-        }
         Some(Io::Uring) => IoPath::Uring,
         Some(Io::Poll) => IoPath::Poll,
         Some(Io::Epoll) => IoPath::Epoll,
         Some(Io::Auto) | None => IoPath::Auto,
     };
+    if io.plain_http1_only() && (tls || a.h2 || a.h3) {
+        // Refused rather than run on epoll: the result would name a path that did not
+        // run, and TLS/h2/h3 through the ring or ppoll is not built.
+        return Err(format!(
+            "--io {} drives plain http:// HTTP/1.1 only (TLS, --h2 and --h3 use epoll)",
+            io.name()
+        ));
+    }
     if a.h3 && a.tls_version == Some(VersionPolicy::Tls12) {
         return Err("--h3 runs TLS 1.3 only: --tls-version 1.2 cannot apply".into());
     }

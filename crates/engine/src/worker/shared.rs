@@ -246,6 +246,14 @@ pub(crate) struct WorkerShare {
     pub pacer: Option<Pacer>,
 }
 
+impl WorkerShare {
+    /// The connection slots this worker needs: its share of the cap (open loop) or of
+    /// the connections.
+    pub fn slots(&self) -> usize {
+        self.max_connections.max(self.connections)
+    }
+}
+
 /// Requests started, samples recorded and errors among them since the last publish.
 #[derive(Debug, Default, Clone, Copy)]
 struct Unpublished {
@@ -300,9 +308,6 @@ pub(crate) struct WorkerCore<'a, S, T: Transport> {
     connector: T::Connector,
     /// `--io uring`: the loop waits on this ring instead of epoll.
     ring: Option<Arc<Ring>>,
-    /// `--io poll`: the loop waits in `ppoll` on the sockets the protocol lists
-    /// ([`Protocol::watch`]), which are never put in epoll ([`super::pollset`]).
-    pub polled: bool,
 }
 
 impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
@@ -317,7 +322,6 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     ) -> io::Result<Self> {
         let open_loop = share.pacer.is_some();
         let poll = Poll::new()?;
-        let polled = shared.io == IoPath::Poll;
         Ok(WorkerCore {
             shared,
             sink,
@@ -340,7 +344,6 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             timer: None,
             connector,
             ring: None,
-            polled,
         })
     }
 
@@ -355,7 +358,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
     /// Open loop: wake up by timerfd just before each arrival instead of busy-polling
     /// the last ms (without a timerfd from the OS, the loop still busy-polls).
     pub fn with_arrival_timer(mut self) -> Self {
-        if self.open_loop && self.ring.is_none() && !self.polled {
+        if self.open_loop && self.ring.is_none() && !self.polled() {
             self.timer = ArrivalTimer::new(self.poll.registry(), TIMER_TOKEN).ok();
         }
         self
@@ -366,15 +369,20 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         self.shared.now_ns()
     }
 
+    /// `--io poll`: the loop waits in `ppoll` on the sockets the protocol lists
+    /// ([`Protocol::watch`]), which are never put in epoll ([`super::pollset`]).
+    pub fn polled(&self) -> bool {
+        self.shared.io == IoPath::Poll
+    }
+
     /// What this worker's connections share (the QUIC worker reads its configs).
     pub fn connector(&self) -> &T::Connector {
         &self.connector
     }
 
-    /// The connection slots this worker needs: its share of the cap (open loop) or of
-    /// the connections.
+    /// The connection slots this worker needs ([`WorkerShare::slots`]).
     pub fn slots(&self) -> usize {
-        self.share.max_connections.max(self.share.connections)
+        self.share.slots()
     }
 
     /// The next request to start, intended at `intended_ns`, or `None` when the worker
@@ -450,7 +458,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
                     self.stats.connects_without_port += 1;
                 }
             })?;
-        if !self.polled {
+        if !self.polled() {
             sock.register(self.poll.registry(), Token(slot))?;
         }
         self.opened(now);
@@ -522,7 +530,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
             }
             return Duration::from_nanos(sleep_ns);
         }
-        if self.ring.is_some() || self.polled {
+        if self.ring.is_some() || self.polled() {
             // The ring's wait and ppoll take ns: sleep until just before the next
             // arrival (then poll the last EARLY_WAKE_NS, as after the arrival timer's
             // wake-up).
@@ -554,13 +562,14 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         ready.clear();
         let shared = self.shared;
         let clock = || shared.now_ns();
+        let polled = self.polled();
         let policy = &mut self.poll_policy;
         let busy = if let Some(ring) = &self.ring {
             poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| {
                 ring.wait(t, ready)?;
                 Ok(!ready.is_empty())
             })?
-        } else if self.polled {
+        } else if polled {
             poll_then_sleep(policy, self.in_flight, now, timeout, clock, |t| fds.wait(t))?
         } else {
             let poll = &mut self.poll;
@@ -576,7 +585,7 @@ impl<'a, S: Sink, T: Transport> WorkerCore<'a, S, T> {
         if self.ring.is_some() {
             return Ok(());
         }
-        if self.polled {
+        if polled {
             fds.ready(ready);
             return Ok(());
         }
@@ -651,7 +660,7 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
     let mut fds = PollFds::default();
     if w.core().open_loop {
         w.core().stats.short_slice = request_slice(WORKER_SLICE_NS);
-        if w.core().polled {
+        if w.core().polled() {
             exact_timeouts();
         }
     }
@@ -696,7 +705,7 @@ pub(crate) fn run_loop<'a, S: Sink, T: Transport, W: Protocol<'a, S, T>>(w: &mut
         if let Some(t) = timer_ns {
             timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now)));
         }
-        if core.polled {
+        if core.polled() {
             fds.clear();
             w.watch(&mut fds);
         }
